@@ -1,0 +1,128 @@
+/* backend/transport.h - the one seam between the transfer engine and a wire.
+ *
+ * A transport moves bytes between registered local memory and a range of a
+ * memory node's segment. TCP, shared memory and RDMA verbs each implement
+ * te_transport_ops; slicing, striping, retries and replica failover live in
+ * the engine above (engine.h) and never look inside a transport.
+ *
+ * Model: a transport owns many paths (one TCP connection, one QP, one shm
+ * mapping): each joins one local address to one peer data address and is
+ * authenticated with the cluster secret before it carries a request.
+ * Requests are queued on a path with submit() and finish as completions
+ * that poll() returns, in any order, tagged with the caller's cookie. */
+#ifndef MKV_TRANSPORT_H
+#define MKV_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TE_ADDR_LEN     64      /* "host:port", "unix:/path", "rdma:dev/port" */
+#define TE_MAX_PATHS    16      /* data addresses per node or client */
+#define TE_SECRET_MAX   256
+#define TE_MAC_LEN      16
+
+typedef enum te_op { TE_READ = 0, TE_WRITE = 1 } te_op;
+
+/* Completion status codes (0 = done). */
+enum {
+    TE_OK = 0,
+    TE_EIO = -1,        /* the path broke: retry on another path */
+    TE_ETIMEDOUT = -2,  /* no answer within the request timeout */
+    TE_EAUTH = -3,      /* peer refused our secret or capability */
+    TE_ERANGE = -4,     /* offset/length outside what the capability allows */
+    TE_ECLOSED = -5,    /* path closed before the request finished */
+    TE_EINVAL = -6      /* malformed request (bad local buffer, zero length) */
+};
+
+#define TE_CAP_READ  1u
+#define TE_CAP_WRITE 2u
+
+/* A capability: the master's signed statement that its holder may access
+ * [offset, offset+length) of node_id's segment until expiry_ms (wall
+ * clock). Nodes verify the MAC with a key only master and nodes know
+ * (backend/cap.h); clients just carry it. */
+typedef struct te_cap {
+    uint32_t node_id;
+    uint32_t rights;      /* TE_CAP_READ | TE_CAP_WRITE */
+    uint64_t offset;
+    uint64_t length;
+    uint64_t expiry_ms;
+    uint64_t rkey;        /* transport-specific remote key (RDMA), else 0 */
+    uint8_t mac[TE_MAC_LEN];
+} te_cap;
+
+typedef struct te_transport te_transport;
+typedef struct te_path te_path;
+
+/* Registered local memory. Requests' local buffers must lie inside one. */
+typedef struct te_mr {
+    void *addr;
+    size_t len;
+    uint32_t lkey;        /* transport-specific (RDMA), else 0 */
+    void *priv;
+} te_mr;
+
+typedef struct te_req {
+    te_op op;             /* TE_WRITE: local -> node; TE_READ: node -> local */
+    void *local;          /* inside a registered region */
+    uint64_t remote_off;  /* offset in the node's segment */
+    uint64_t len;
+    const te_cap *cap;    /* must cover [remote_off, remote_off+len); kept valid until completion */
+    uint64_t cookie;      /* returned untouched in the completion */
+} te_req;
+
+typedef struct te_cqe {
+    uint64_t cookie;
+    int status;           /* TE_OK or a TE_E* code */
+    te_path *path;        /* the path it ran on */
+} te_cqe;
+
+typedef struct te_transport_ops {
+    const char *name;     /* "tcp", "shm", "rdma" */
+    /* Open and authenticate one path from local_addr (NULL: any) to a
+     * node's data address. 0 on success, -1 with a message in err. */
+    int (*connect)(te_transport *t, const char *local_addr, const char *peer_addr,
+                   te_path **out, char *err, size_t errlen);
+    int (*reg_mem)(te_transport *t, void *addr, size_t len, te_mr **out,
+                   char *err, size_t errlen);
+    void (*dereg_mem)(te_transport *t, te_mr *mr);
+    /* Queue up to n requests; returns how many were accepted (fewer when
+     * the path's in-flight window is full), -1 if the path is broken. */
+    int (*submit)(te_path *p, const te_req *reqs, int n);
+    /* Progress I/O and return up to max completions from any path; waits
+     * at most timeout_ms (0 = don't block) when none are ready. */
+    int (*poll)(te_transport *t, te_cqe *out, int max, int timeout_ms);
+    /* In-flight requests of a closed path complete with TE_ECLOSED. */
+    void (*close)(te_path *p);
+    void (*destroy)(te_transport *t);
+} te_transport_ops;
+
+/* Settings common to every transport. */
+typedef struct te_config {
+    char secret[TE_SECRET_MAX];   /* cluster secret, proves membership */
+    int window;                   /* in-flight requests per path (default 64) */
+    int timeout_ms;               /* per request (default 5000) */
+    int connect_timeout_ms;       /* default 2000 */
+} te_config;
+
+struct te_transport {
+    const te_transport_ops *ops;
+    te_config cfg;
+    void *priv;
+};
+
+/* Convenience wrappers so callers never touch ops directly. */
+static inline int te_connect(te_transport *t, const char *local, const char *peer,
+                             te_path **out, char *err, size_t errlen) {
+    return t->ops->connect(t, local, peer, out, err, errlen);
+}
+static inline int te_submit(te_path *p, te_transport *t, const te_req *r, int n) {
+    return t->ops->submit(p, r, n);
+}
+static inline int te_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
+    return t->ops->poll(t, out, max, timeout_ms);
+}
+
+const char *te_strerror(int status);
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages moonkv builds, tests and benchmarks with.
+# Idempotent: asks dpkg first and stays silent when everything is present.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config
+  libev-dev libhiredis-dev libcjson-dev libibverbs-dev librdmacm-dev
+  redis-tools redis-server tcl python3 python3-redis
+  iproute2 iperf3 gnuplot-nox procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

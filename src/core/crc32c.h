@@ -1,0 +1,20 @@
+/* core/crc32c.h - CRC32C (Castagnoli), the checksum every object carries.
+ * Uses the SSE4.2 crc32 instruction when the CPU has it, a table otherwise. */
+#ifndef MKV_CRC32C_H
+#define MKV_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Continue a checksum: crc32c(0, buf, len) starts one; feeding the pieces
+ * of a buffer in order gives the checksum of the whole. */
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+/* Same result, software only (for tests and for CPUs without SSE4.2). */
+uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);
+/* 1 when the hardware path is in use. */
+int crc32c_hw_available(void);
+/* Checksum of the concatenation A||B from crc(A), crc(B) and len(B), so
+ * slices checksummed in parallel combine into the object's checksum. */
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+#endif

@@ -1,0 +1,80 @@
+/* core/objtable.h - the object table: key -> object metadata.
+ *
+ * A chained hash table with incremental rehashing (two tables, a few
+ * buckets moved per operation), so growing never stalls the server. It
+ * holds metadata only (state, size, checksum, replica extents); the bytes
+ * live in segments. No socket or role code here: the master, a standalone
+ * server and a rebuild from node reports all drive it the same way. */
+#ifndef MKV_OBJTABLE_H
+#define MKV_OBJTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum obj_state {
+    OBJ_PENDING = 0,   /* space placed, bytes still arriving: invisible to GET */
+    OBJ_COMPLETE = 1   /* every byte landed and checksummed: visible */
+} obj_state;
+
+/* A contiguous range of one node's segment. Standalone uses node 0. */
+typedef struct obj_extent {
+    uint32_t node;
+    uint64_t offset;
+    uint64_t length;
+} obj_extent;
+
+/* One full copy of the object, possibly striped over several extents
+ * (in object order: extent i holds the bytes after extent i-1). */
+typedef struct obj_replica {
+    uint32_t nextents;
+    obj_extent *extents;
+} obj_replica;
+
+typedef struct object {
+    char *key;              /* binary safe, NUL added for convenience */
+    size_t keylen;
+    obj_state state;
+    uint64_t size;
+    uint32_t crc;           /* CRC32C of the value, valid when COMPLETE */
+    uint64_t created_ms;    /* put-start time (for put timeouts) */
+    uint32_t nreplicas;
+    obj_replica *replicas;
+    uint32_t pins;          /* readers/writers in flight (leases) */
+    void *owner;            /* role-specific: e.g. the client writing it */
+} object;
+
+typedef struct objtable objtable;
+
+/* Called for every object when the table is destroyed, and by
+ * objtable_delete, after the object leaves the table: the owner decides
+ * when its memory is released (e.g. after pins drop to 0). */
+typedef void objtable_free_fn(object *o, void *ctx);
+
+objtable *objtable_create(objtable_free_fn *free_fn, void *ctx);
+void objtable_destroy(objtable *t);
+
+object *objtable_find(objtable *t, const void *key, size_t keylen);
+/* Insert a new PENDING object with no replicas. Returns NULL and sets
+ * *existed = 1 if the key is present (in any state). */
+object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed);
+/* Unlink the key and hand its object to free_fn. 1 if found, else 0. */
+int objtable_delete(objtable *t, const void *key, size_t keylen);
+/* Unlink without calling free_fn; the caller now owns the object. */
+object *objtable_unlink(objtable *t, const void *key, size_t keylen);
+
+size_t objtable_size(const objtable *t);
+size_t objtable_count_state(const objtable *t, obj_state s);
+
+/* Redis-style SCAN cursor: reverse-binary increments, so every key present
+ * for the whole scan is returned at least once even across rehashing.
+ * Returns the next cursor; 0 when the scan is over. */
+typedef void objtable_scan_fn(object *o, void *ctx);
+uint64_t objtable_scan(objtable *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx);
+
+/* Replica helpers: set the object's replicas (copies the arrays). */
+int object_set_replicas(object *o, const obj_replica *reps, uint32_t n);
+void object_free_replicas(object *o);
+/* Frees the key, the replicas and the struct (for free_fn callbacks). */
+void object_free(object *o);
+
+#endif

@@ -1,0 +1,93 @@
+/* core/util.c - see util.h. */
+#include "core/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static void oom(size_t n) {
+    fprintf(stderr, "moonkv: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s) { return xmemdup(s, strlen(s) + 1); }
+
+void *xmemdup(const void *p, size_t n) {
+    void *q = xmalloc(n);
+    if (n) memcpy(q, p, n);
+    return q;
+}
+
+static uint64_t clock_us(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t mono_us(void) { return clock_us(CLOCK_MONOTONIC); }
+uint64_t mono_ms(void) { return mono_us() / 1000u; }
+uint64_t wall_ms(void) { return clock_us(CLOCK_REALTIME) / 1000u; }
+
+int parse_size(const char *s, uint64_t *out) {
+    static const struct { const char *unit; uint64_t mul; } units[] = {
+        {"", 1}, {"b", 1},
+        {"k", 1000ULL}, {"kb", 1ULL << 10}, {"kib", 1ULL << 10},
+        {"m", 1000000ULL}, {"mb", 1ULL << 20}, {"mib", 1ULL << 20},
+        {"g", 1000000000ULL}, {"gb", 1ULL << 30}, {"gib", 1ULL << 30},
+        {"t", 1000000000000ULL}, {"tb", 1ULL << 40}, {"tib", 1ULL << 40},
+    };
+    if (!s || !isdigit((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE) return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].unit) != 0) continue;
+        if (units[i].mul != 0 && v > UINT64_MAX / units[i].mul) return -1;
+        *out = (uint64_t)v * units[i].mul;
+        return 0;
+    }
+    return -1;
+}
+
+int parse_hostport(const char *s, char *host, size_t hostlen, int *port) {
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    if (!colon || colon == s) return -1;
+    size_t hl = (size_t)(colon - s);
+    if (hl >= hostlen) return -1;
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p <= 0 || p > 65535) return -1;
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+int strieq_len(const char *a, size_t alen, const char *b) {
+    size_t bl = strlen(b);
+    return alen == bl && strncasecmp(a, b, alen) == 0;
+}

@@ -1,0 +1,28 @@
+/* core/util.h - small helpers shared by every module. */
+#ifndef MKV_UTIL_H
+#define MKV_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Allocation that aborts on out-of-memory with a log line (as Redis does). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+void *xmemdup(const void *p, size_t n);
+
+uint64_t mono_us(void);    /* monotonic microseconds */
+uint64_t mono_ms(void);
+uint64_t wall_ms(void);    /* unix time in milliseconds */
+
+/* Parse "512MB", "4GB", "64KiB", "1024" into bytes. 0 on success, -1 on
+ * a malformed number, unknown unit or overflow. */
+int parse_size(const char *s, uint64_t *out);
+/* Parse "host:port"; 0 on success. host must hold hostlen bytes. */
+int parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+/* Case-insensitive compare of a length-bounded string with a C string. */
+int strieq_len(const char *a, size_t alen, const char *b);
+
+#endif

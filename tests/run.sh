@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every suite for each build directory given (e.g. build/rel build/san):
+# C unit tests, C integration tests, then the Tcl protocol tests.
+# Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
+# failed case counts as one failure. The last line is "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+passed=0; failed=0
+log_dir=build/test-logs; mkdir -p "$log_dir"
+
+run_one() {   # run_one LABEL CMD...
+  local label=$1; shift
+  local log="$log_dir/$(echo "$label" | tr '/ ' '__').log"
+  local t0=$SECONDS
+  timeout --kill-after=10 "${MKV_TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1
+  local rc=$?
+  local ok nok
+  ok=$(grep -c '^ok - ' "$log"); nok=$(grep -c '^not ok - ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label exited with $rc" >>"$log"; fi
+  if [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label ran no case" >>"$log"; fi
+  passed=$((passed + ok)); failed=$((failed + nok))
+  printf '%-48s %4d ok %3d failed  %3ds\n' "$label" "$ok" "$nok" $((SECONDS - t0))
+  if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
+}
+
+for build in "$@"; do
+  tag=$(basename "$build")
+  export MOONKV_SERVER="$PWD/$build/moonkv-server" MOONKV_BUILD="$PWD/$build"
+  for t in "$build"/tests/unit/test_* "$build"/tests/integration/test_*; do
+    [ -x "$t" ] || continue
+    case "$t" in *.d|*.o) continue;; esac
+    run_one "$tag/$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
+  done
+  if [ -f tcl-tests/run.tcl ]; then
+    run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
+  fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,55 @@
+/* tests/test.h - the tiny test harness every C test uses.
+ *
+ * Each case prints "ok - name" or "not ok - name: where: why"; tests/run.sh
+ * counts those lines across binaries. An ASSERT failure ends the case. */
+#ifndef MKV_TEST_H
+#define MKV_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failed_cases;
+static int test_case_failed;
+static const char *test_case_name = "";
+
+static inline void test_fail(const char *file, int line, const char *what) {
+    if (!test_case_failed) printf("not ok - %s: %s:%d: %s\n", test_case_name, file, line, what);
+    test_case_failed = 1;
+}
+
+#define ASSERT(cond) do { \
+    if (!(cond)) { test_fail(__FILE__, __LINE__, #cond); return; } \
+} while (0)
+
+#define ASSERT_MSG(cond, ...) do { if (!(cond)) { \
+    char _m[512]; snprintf(_m, sizeof _m, __VA_ARGS__); \
+    test_fail(__FILE__, __LINE__, _m); return; } \
+} while (0)
+
+#define ASSERT_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); \
+    if (_a != _b) { char _m[512]; \
+        snprintf(_m, sizeof _m, "%s == %s (%lld != %lld)", #a, #b, _a, _b); \
+        test_fail(__FILE__, __LINE__, _m); return; } \
+} while (0)
+
+#define ASSERT_STREQ(a, b) do { const char *_a = (a), *_b = (b); \
+    if (!_a || !_b || strcmp(_a, _b) != 0) { char _m[512]; \
+        snprintf(_m, sizeof _m, "%s == %s (\"%s\" != \"%s\")", #a, #b, \
+                 _a ? _a : "(null)", _b ? _b : "(null)"); \
+        test_fail(__FILE__, __LINE__, _m); return; } \
+} while (0)
+
+#define ASSERT_MEMEQ(a, b, n) ASSERT(memcmp((a), (b), (n)) == 0)
+
+/* Runs one case; the name printed is the function's name. */
+#define RUN_TEST(fn) do { \
+    test_case_failed = 0; test_case_name = #fn; fn(); \
+    if (test_case_failed) test_failed_cases++; \
+    else printf("ok - %s\n", #fn); \
+    fflush(stdout); \
+} while (0)
+
+#define TEST_EXIT() return test_failed_cases ? 1 : 0
+
+#endif
