@@ -116,7 +116,7 @@ static inline int te_connect(te_transport *t, const char *local, const char *pee
                              te_path **out, char *err, size_t errlen) {
     return t->ops->connect(t, local, peer, out, err, errlen);
 }
-static inline int te_submit(te_path *p, te_transport *t, const te_req *r, int n) {
+static inline int te_submit(te_transport *t, te_path *p, const te_req *r, int n) {
     return t->ops->submit(p, r, n);
 }
 static inline int te_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {

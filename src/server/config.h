@@ -1,0 +1,58 @@
+/* server/config.h - settings of every role, from JSON and the command line.
+ *
+ * One table (config.c) names each key, its type, bounds and default, so
+ * adding a setting is adding a row; flags and file keys share it
+ * ("segment_size" in JSON is --segment-size on the command line).
+ * Command-line values win over the file. */
+#ifndef MKV_CONFIG_H
+#define MKV_CONFIG_H
+
+#include <stdint.h>
+
+#define CONFIG_STR_MAX 256
+#define CONFIG_MAX_ADDRS 16
+
+typedef enum { ROLE_STANDALONE = 0, ROLE_MASTER, ROLE_NODE, ROLE_GATEWAY } mkv_role;
+
+typedef struct mkv_config {
+    mkv_role role;
+    char bind[CONFIG_STR_MAX];          /* default 127.0.0.1 */
+    int port;                           /* default 7379 */
+    char requirepass[CONFIG_STR_MAX];   /* empty = no AUTH needed */
+    uint64_t segment_size;              /* default 512MB */
+    int log_level;                      /* log_level from core/log.h */
+    int maxclients;                     /* default 10000 */
+    long long proto_max_bulk_len;       /* default 512MB */
+    uint64_t client_output_limit;       /* bytes queued per client before it is dropped */
+    int tcp_backlog;                    /* default 511 */
+    int prefault;                       /* touch segment pages at start (default 1) */
+    /* Cluster roles. */
+    char master[CONFIG_STR_MAX];        /* "host:port" of the master */
+    int replicas;                       /* gateway default replica count */
+    char data_addrs[CONFIG_MAX_ADDRS][CONFIG_STR_MAX];
+    int ndata_addrs;
+    char transport[16];                 /* auto|tcp|shm|rdma */
+    char cluster_secret[CONFIG_STR_MAX];
+    int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
+    uint64_t stripe_threshold;          /* objects above this are striped */
+    uint64_t slice_size;                /* default 1MB */
+    int stripe_width;                   /* nodes per replica for striped objects */
+    char config_file[CONFIG_STR_MAX];
+} mkv_config;
+
+void config_defaults(mkv_config *cfg);
+/* Load a JSON file over cfg. -1 with one message naming the key and the
+ * problem ("config error in conf/x.json: 'port' must be ...") in err. */
+int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen);
+/* Apply --key value flags (argv after the program name). Handles --config
+ * itself (file first, flags after). Returns 0, 1 when --help/--version
+ * printed and the program should exit 0, -1 on error (message in err). */
+int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t errlen);
+const char *config_role_name(mkv_role r);
+/* CONFIG GET support: value of a key by its Redis-style name
+ * ("maxclients", "port", "segment-size"); NULL if unknown. buf for text. */
+const char *config_get_value(const mkv_config *cfg, const char *name, char *buf, size_t buflen);
+/* Iterate all key names (for CONFIG GET * and patterns); NULL at the end. */
+const char *config_key_name(int i);
+
+#endif

@@ -1,0 +1,120 @@
+/* server/server.h - the RESP front end shared by every role.
+ *
+ * One libev loop, non-blocking sockets, one client struct per connection.
+ * networking.c owns sockets, reading/parsing and the reply queue;
+ * commands.c owns the command table; t_*.c implement commands. A role
+ * (standalone, gateway, master) adds its commands with commands_register
+ * and sets srv->store before the loop starts. */
+#ifndef MKV_SERVER_H
+#define MKV_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resp/resp_parser.h"
+#include "resp/resp_writer.h"
+#include "server/config.h"
+#include "server/store.h"
+
+struct ev_loop;
+typedef struct server server;
+typedef struct client client;
+typedef struct command command;
+
+/* client->flags */
+#define CLIENT_CLOSE_AFTER_REPLY (1u << 0)  /* QUIT, protocol error */
+#define CLIENT_CLOSE_ASAP        (1u << 1)  /* output limit hit, I/O error */
+#define CLIENT_BLOCKED           (1u << 2)  /* waiting for an async reply */
+
+struct client {
+    uint64_t id;
+    int fd;
+    server *srv;
+    uint32_t flags;
+    int resp;                 /* protocol of replies: 2 or 3 */
+    int authenticated;
+    char name[128];           /* CLIENT SETNAME */
+    char lib_name[64], lib_ver[64];
+    char addr[64], laddr[64]; /* "ip:port" of peer and local side */
+    uint64_t ctime_ms, last_ms;
+    const command *last_cmd;
+
+    /* The command being executed. */
+    int argc;
+    resp_arg *argv;
+
+    /* A value streaming from the socket into the store (SET/PUT). */
+    store_put *pending_put;
+    int pending_put_err;      /* STORE_* from put_start, 0 if none */
+    uint64_t pending_put_size;
+
+    void *net;                /* networking.c private state */
+    void *role_ctx;           /* per-connection state of a role's commands */
+};
+
+typedef struct server_stats {
+    uint64_t connections_received, connections_rejected;
+    uint64_t commands_processed;
+    uint64_t net_input_bytes, net_output_bytes;
+    uint64_t protocol_errors;
+    uint64_t keyspace_hits, keyspace_misses;
+    uint64_t exists_rejections;   /* SET on an existing key */
+    uint64_t nospace_rejections;  /* SET that did not fit */
+    uint64_t aborted_puts;        /* half-written values dropped */
+} server_stats;
+
+struct server {
+    struct ev_loop *loop;
+    mkv_config cfg;
+    store *store;
+    server_stats stats;
+    uint64_t start_ms;
+    uint64_t next_client_id;
+    unsigned nclients;
+    void *net;                /* networking.c private state */
+    void *commands;           /* commands.c private state (the table) */
+    void *role;               /* the running role's state */
+    /* INFO hook for role-specific sections (e.g. "cluster"). */
+    void (*role_info)(server *srv, resp_buf *out, const char *section);
+};
+
+/* Lifecycle (networking.c). */
+int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen);
+int server_listen(server *srv, char *err, size_t errlen);   /* binds cfg bind:port */
+void server_run(server *srv);                                /* until SIGTERM/SIGINT */
+void server_stop(server *srv);
+void server_cleanup(server *srv);
+
+/* Replies (networking.c): queued in order, sent when the socket is writable. */
+void reply_simple(client *c, const char *s);
+void reply_error(client *c, const char *msg);          /* full text: "ERR ...", "EXISTS ..." */
+void reply_errorf(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_integer(client *c, long long v);
+void reply_bulk(client *c, const void *p, size_t n);
+void reply_bulk_cstr(client *c, const char *s);
+void reply_null(client *c);                            /* per c->resp */
+void reply_array(client *c, long long n);
+void reply_map(client *c, long long n);
+void reply_set(client *c, long long n);
+void reply_double(client *c, double d);
+void reply_bool(client *c, int v);
+void reply_verbatim(client *c, const char *s, size_t n); /* "txt" */
+void reply_ok(client *c);
+/* Append raw pre-encoded RESP bytes. */
+void reply_raw(client *c, const void *p, size_t n);
+/* Zero-copy bulk: the body is sent straight from p with writev; release
+ * (may be NULL) is called with ctx once it has been written or the client
+ * is gone, so the caller can unpin the memory. */
+void reply_bulk_ref(client *c, const void *p, size_t n,
+                    void (*release)(void *ctx), void *ctx);
+/* Async replies (gateway): a command that cannot answer yet calls
+ * client_block; later replies are added and client_unblock resumes the
+ * pipeline. A client freed while blocked calls on_free(ctx). */
+void client_block(client *c);
+void client_unblock(client *c);
+
+/* Redis-exact error helpers used by the command dispatcher and commands. */
+void reply_wrong_arity(client *c, const char *cmdname);
+void reply_syntax_error(client *c);
+
+#endif

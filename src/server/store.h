@@ -1,0 +1,60 @@
+/* server/store.h - where the RESP front end keeps values.
+ *
+ * The command code (t_object.c) talks only to this interface. Standalone
+ * uses the local segment (store_local.c); the gateway role plugs in a
+ * store backed by the cluster (src/gateway/). A put is three steps so a
+ * value can stream straight from the socket into its final memory:
+ * put_start (space reserved, key PENDING, invisible), bytes land in *dst,
+ * put_end (checksum, visible) or put_abort (space and key freed). */
+#ifndef MKV_STORE_H
+#define MKV_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resp/resp_writer.h"
+
+enum {
+    STORE_OK = 0,
+    STORE_EXISTS = -1,     /* key present or being written */
+    STORE_NOSPACE = -2,    /* no room for the value: nothing stored is touched */
+    STORE_NOTFOUND = -3,
+    STORE_TOOBIG = -4,     /* larger than the store could ever hold */
+    STORE_ERR = -5         /* backend failure; message in the store's errstr */
+};
+
+typedef struct store store;
+typedef struct store_put store_put;   /* an in-flight put */
+typedef struct store_pin store_pin;   /* keeps a value's memory alive for a reader */
+
+typedef void store_scan_fn(const char *key, size_t keylen, void *ctx);
+
+typedef struct store_ops {
+    int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
+                     void **dst, store_put **out);
+    int (*put_end)(store *s, store_put *p);
+    void (*put_abort)(store *s, store_put *p);
+    /* A COMPLETE value: *data stays valid until release(*pin). PENDING
+     * objects are STORE_NOTFOUND. The checksum is verified on the way. */
+    int (*get)(store *s, const void *key, size_t keylen, const void **data,
+               uint64_t *len, store_pin **pin);
+    void (*release)(store *s, store_pin *pin);
+    int (*remove)(store *s, const void *key, size_t keylen);   /* 1 removed, 0 not */
+    int (*exists)(store *s, const void *key, size_t keylen);   /* COMPLETE only */
+    int (*size_of)(store *s, const void *key, size_t keylen, uint64_t *len);
+    uint64_t (*count)(store *s);                                /* COMPLETE objects */
+    uint64_t (*scan)(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx);
+    /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n"). */
+    void (*info)(store *s, resp_buf *out, const char *section);
+    void (*destroy)(store *s);
+} store_ops;
+
+struct store {
+    const store_ops *ops;
+    char errstr[256];
+    void *priv;
+};
+
+const char *store_strerror(int code);
+
+#endif
