@@ -1,0 +1,53 @@
+/* server/commands.h - the command table and dispatch.
+ *
+ * Each role registers a static table of commands; lookup is
+ * case-insensitive. The dispatcher checks, in Redis's order: unknown
+ * command, arity, authentication; then calls proc. COMMAND COUNT/DOCS/INFO
+ * are generated from the same rows. */
+#ifndef MKV_COMMANDS_H
+#define MKV_COMMANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+typedef void command_proc(client *c);
+
+/* command->flags */
+#define CMD_WRITE    (1u << 0)
+#define CMD_READONLY (1u << 1)
+#define CMD_FAST     (1u << 2)
+#define CMD_NOAUTH   (1u << 3)   /* allowed before AUTH (AUTH, HELLO, QUIT) */
+#define CMD_ADMIN    (1u << 4)
+#define CMD_STALE    (1u << 5)
+
+struct command {
+    const char *name;       /* lower case, e.g. "set", "moon.putstart" */
+    command_proc *proc;
+    int arity;              /* Redis rule: N exact, -N at least N (name counts) */
+    uint32_t flags;
+    int first_key, last_key, key_step;   /* for COMMAND INFO; 0 if no keys */
+    int value_arg;          /* argv index of a value to stream into the store, 0 = none */
+    const char *group;      /* "string", "generic", "connection", "server", "moonkv" */
+    const char *since;      /* moonkv version that added it */
+    const char *summary;
+    const char *syntax;     /* argument synopsis for COMMAND DOCS, e.g. "key value [NX]" */
+};
+
+/* Register rows (the table must outlive the server). Later registration
+ * of a name already present replaces it (a role overriding a default). */
+void commands_register(server *srv, const command *table, size_t n);
+const command *commands_lookup(server *srv, const char *name, size_t len);
+/* Run the parsed command in c->argc/argv: checks and proc. */
+void commands_dispatch(client *c);
+size_t commands_count(server *srv);
+/* Iterate every registered command (COMMAND, COMMAND DOCS). */
+const command *commands_at(server *srv, size_t i);
+void commands_free(server *srv);
+
+/* The standard tables (t_object.c, t_server.c). */
+void t_object_register(server *srv);
+void t_server_register(server *srv);
+
+#endif
