@@ -1,0 +1,29 @@
+/* backend/cap.h - capabilities: the master's signed grant of a range.
+ *
+ * The master signs each extent it places (write) or leases (read) with a
+ * key only it and the nodes hold; a node checks the MAC, the rights, the
+ * expiry and that the request lies inside the granted range before it
+ * touches its segment. Clients carry capabilities without being able to
+ * forge them. */
+#ifndef MKV_CAP_H
+#define MKV_CAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/transport.h"
+
+#define TE_CAP_KEY_LEN  16
+#define TE_CAP_WIRE_LEN 64   /* fixed little-endian encoding */
+
+void te_cap_sign(te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN]);
+/* TE_OK if cap is genuine, for node_id, grants the op, is unexpired at
+ * now_ms, and [off, off+len) lies inside it (overflow-safe); TE_EAUTH for
+ * a bad MAC/node/rights/expiry, TE_ERANGE for a range outside it. */
+int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint32_t node_id,
+                 te_op op, uint64_t off, uint64_t len, uint64_t now_ms);
+/* Wire form for RESP replies and the data-plane header. decode: 0 or -1. */
+void te_cap_encode(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]);
+int te_cap_decode(te_cap *cap, const uint8_t *in, size_t len);
+
+#endif
