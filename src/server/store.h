@@ -32,6 +32,10 @@ typedef void store_scan_fn(const char *key, size_t keylen, void *ctx);
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
                      void **dst, store_put **out);
+    /* Optional (NULL for the local store): networking reports that the
+     * first `landed` bytes of *dst have arrived, so a cluster store can
+     * ship finished slices to the nodes while the rest still streams in. */
+    void (*put_progress)(store *s, store_put *p, uint64_t landed);
     int (*put_end)(store *s, store_put *p);
     void (*put_abort)(store *s, store_put *p);
     /* A COMPLETE value: *data stays valid until release(*pin). PENDING
