@@ -7,6 +7,7 @@
 #ifndef MKV_CONFIG_H
 #define MKV_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define CONFIG_STR_MAX 256
