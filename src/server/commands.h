@@ -41,10 +41,24 @@ void commands_register(server *srv, const command *table, size_t n);
 const command *commands_lookup(server *srv, const char *name, size_t len);
 /* Run the parsed command in c->argc/argv: checks and proc. */
 void commands_dispatch(client *c);
+/* 1 if argc satisfies cmd's arity (dispatch checks it before proc; a
+ * value stream for a command of the wrong arity is not started). */
+int commands_arity_ok(const command *cmd, int argc);
+/* Abort the client's in-flight put (c->pending_put), if any, and count it
+ * in stats.aborted_puts. Dispatch calls it after every command, so a proc
+ * that keeps a put past its return must take it (set c->pending_put =
+ * NULL); networking calls it when a client goes away mid-value. */
+void commands_abort_put(client *c);
+/* A decimal integer argument within [min, max]: 0, or -1 if it is not
+ * one (callers reply "ERR value is not an integer or out of range"). */
+int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out);
 size_t commands_count(server *srv);
 /* Iterate every registered command (COMMAND, COMMAND DOCS). */
 const command *commands_at(server *srv, size_t i);
 void commands_free(server *srv);
+
+/* COMMAND [COUNT|DOCS|INFO|LIST] from the rows (command_docs.c). */
+void command_command(client *c);
 
 /* The standard tables (t_object.c, t_server.c). */
 void t_object_register(server *srv);

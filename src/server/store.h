@@ -51,6 +51,9 @@ typedef struct store_ops {
     /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n"). */
     void (*info)(store *s, resp_buf *out, const char *section);
     void (*destroy)(store *s);
+    /* Optional (NULL if the store cannot tell): free bytes and the largest
+     * free extent, so a NOSPACE reply can say why the value did not fit. */
+    void (*space)(store *s, uint64_t *free_bytes, uint64_t *largest_free);
 } store_ops;
 
 struct store {

@@ -1,0 +1,166 @@
+/* server/commands.c - the command table and the dispatcher.
+ *
+ * Rows from every registered table live in one array (registration order,
+ * for COMMAND) indexed by an open-addressing hash of the lower-cased name,
+ * so a lookup is one hash and usually one compare. */
+#include "server/commands.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+#define CMD_NAME_MAX 64   /* longer names cannot be commands */
+
+typedef struct cmd_table {
+    const command **rows;   /* registration order */
+    size_t nrows, caprows;
+    size_t *slots;          /* index + 1 into rows, 0 = empty */
+    size_t nslots;          /* power of two, kept at most half full */
+} cmd_table;
+
+static uint64_t name_hash(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a over lower case */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)tolower((unsigned char)s[i]);
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static size_t *find_slot(cmd_table *t, const char *name, size_t len) {
+    size_t mask = t->nslots - 1;
+    for (size_t i = name_hash(name, len) & mask;; i = (i + 1) & mask) {
+        size_t *slot = &t->slots[i];
+        if (*slot == 0 || strieq_len(name, len, t->rows[*slot - 1]->name)) return slot;
+    }
+}
+
+static void rehash(cmd_table *t, size_t nslots) {
+    free(t->slots);
+    t->slots = xcalloc(nslots, sizeof *t->slots);
+    t->nslots = nslots;
+    for (size_t i = 0; i < t->nrows; i++) {
+        const char *n = t->rows[i]->name;
+        *find_slot(t, n, strlen(n)) = i + 1;
+    }
+}
+
+static void table_add(cmd_table *t, const command *cmd) {
+    size_t *slot = find_slot(t, cmd->name, strlen(cmd->name));
+    if (*slot) {                     /* a role overriding a default */
+        t->rows[*slot - 1] = cmd;
+        return;
+    }
+    if (t->nrows == t->caprows) {
+        t->caprows = t->caprows ? t->caprows * 2 : 64;
+        t->rows = xrealloc(t->rows, t->caprows * sizeof *t->rows);
+    }
+    t->rows[t->nrows++] = cmd;
+    if (t->nrows * 2 > t->nslots) rehash(t, t->nslots * 2);
+    else *find_slot(t, cmd->name, strlen(cmd->name)) = t->nrows;
+}
+
+void commands_register(server *srv, const command *table, size_t n) {
+    cmd_table *t = srv->commands;
+    if (!t) {
+        t = srv->commands = xcalloc(1, sizeof *t);
+        t->nslots = 128;
+        t->slots = xcalloc(t->nslots, sizeof *t->slots);
+    }
+    for (size_t i = 0; i < n; i++) table_add(t, &table[i]);
+}
+
+const command *commands_lookup(server *srv, const char *name, size_t len) {
+    cmd_table *t = srv->commands;
+    if (!t || len == 0 || len > CMD_NAME_MAX) return NULL;
+    size_t *slot = find_slot(t, name, len);
+    return *slot ? t->rows[*slot - 1] : NULL;
+}
+
+size_t commands_count(server *srv) {
+    cmd_table *t = srv->commands;
+    return t ? t->nrows : 0;
+}
+
+const command *commands_at(server *srv, size_t i) {
+    cmd_table *t = srv->commands;
+    return t && i < t->nrows ? t->rows[i] : NULL;
+}
+
+void commands_free(server *srv) {
+    cmd_table *t = srv->commands;
+    if (!t) return;
+    free(t->rows);
+    free(t->slots);
+    free(t);
+    srv->commands = NULL;
+}
+
+int commands_arity_ok(const command *cmd, int argc) {
+    return cmd->arity >= 0 ? argc == cmd->arity : argc >= -cmd->arity;
+}
+
+int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out) {
+    char buf[32], *end;
+    if (a->len == 0 || a->len >= sizeof buf) return -1;
+    memcpy(buf, a->ptr, a->len);   /* argv may not be NUL terminated */
+    buf[a->len] = '\0';
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+void commands_abort_put(client *c) {
+    if (!c->pending_put) return;
+    c->srv->store->ops->put_abort(c->srv->store, c->pending_put);
+    c->pending_put = NULL;
+    c->srv->stats.aborted_puts++;
+}
+
+/* Redis 7: "ERR unknown command 'x', with args beginning with: 'a' 'b' ",
+ * the argument list capped near 128 bytes. */
+static void reply_unknown_command(client *c) {
+    char args[256];
+    size_t used = 0;
+    args[0] = '\0';
+    for (int i = 1; i < c->argc && used < 128; i++) {
+        size_t n = c->argv[i].len < 128 - used ? c->argv[i].len : 128 - used;
+        int w = snprintf(args + used, sizeof args - used, "'%.*s' ", (int)n, c->argv[i].ptr);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    size_t nlen = c->argv[0].len < 128 ? c->argv[0].len : 128;
+    reply_errorf(c, "ERR unknown command '%.*s', with args beginning with: %s",
+                 (int)nlen, c->argv[0].ptr, args);
+}
+
+static int needs_auth(client *c, const command *cmd) {
+    return c->srv->cfg.requirepass[0] != '\0' && !c->authenticated &&
+           !(cmd->flags & CMD_NOAUTH);
+}
+
+void commands_dispatch(client *c) {
+    if (c->argc <= 0) return;
+    const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
+    if (!cmd) {
+        reply_unknown_command(c);
+    } else if (!commands_arity_ok(cmd, c->argc)) {
+        reply_wrong_arity(c, cmd->name);
+    } else if (needs_auth(c, cmd)) {
+        reply_error(c, "NOAUTH Authentication required.");
+    } else {
+        c->last_cmd = cmd;
+        cmd->proc(c);
+        c->srv->stats.commands_processed++;
+    }
+    /* A value streamed in for a command that was refused, or that its
+     * proc did not take, must not stay PENDING. */
+    commands_abort_put(c);
+}

@@ -1,0 +1,26 @@
+/* server/info.h - building INFO replies in Redis's text format.
+ *
+ * INFO is a list of sections ("# Memory\r\nused_memory:123\r\n...") with a
+ * blank line between them. Every producer (t_server.c, the stores, role
+ * hooks) appends through these helpers, so the layout is the same
+ * everywhere and section selection follows one rule. */
+#ifndef MKV_INFO_H
+#define MKV_INFO_H
+
+#include <stdint.h>
+
+#include "resp/resp_writer.h"
+
+/* 1 if a request for `asked` ("all", "default", "everything", NULL for
+ * default, or a section name in any case) includes section `name`.
+ * Sections that are not part of "default" pass is_default = 0. */
+int info_wants(const char *asked, const char *name, int is_default);
+/* "\r\n" separator (unless out is empty) and "# Title\r\n". */
+void info_section(resp_buf *out, const char *title);
+/* One "key:value\r\n" line. */
+void info_field(resp_buf *out, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Redis's used_memory_human style: "1023B", "1.50K", "64.00M", "2.00G". */
+void info_human_bytes(char *buf, size_t len, uint64_t n);
+
+#endif

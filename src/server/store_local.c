@@ -1,0 +1,340 @@
+/* server/store_local.c - values in one local memory segment.
+ *
+ * Objects are placed with seg_alloc (64-byte aligned) and described in
+ * the object table by a single replica with a single extent (node 0).
+ * Empty values get a zero-length extent and no allocation.
+ *
+ * Pins: get() pins an object so its bytes stay put while a reply is being
+ * written from them. Removing a pinned object unlinks it from the table at
+ * once (the key may be put again) but keeps its space until the last pin
+ * is released, so a reply never sends bytes of a later object. */
+#include "server/store_local.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/crc32c.h"
+#include "core/log.h"
+#include "core/objtable.h"
+#include "core/util.h"
+#include "server/info.h"
+
+#define LOCAL_ALIGN 64
+#define HUGE_PAGE (2ULL * 1024 * 1024)
+#define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
+
+typedef struct local_store {
+    store base;
+    uint8_t *seg;
+    uint64_t seg_size;       /* bytes managed by the allocator */
+    size_t map_len;          /* bytes mapped (page rounded) */
+    int huge;                /* mapped with MAP_HUGETLB */
+    seg_alloc *alloc;
+    objtable *table;
+    uint64_t used_peak;
+    uint64_t orphans;        /* removed while pinned, not yet freed */
+    uint64_t checksum_errors;
+} local_store;
+
+/* object->owner of an object that left the table while pinned: the last
+ * release frees it. Objects in the table have owner == NULL. */
+static char orphan_mark;
+#define ORPHAN ((void *)&orphan_mark)
+
+static local_store *ls_of(store *s) { return (local_store *)s->priv; }
+
+static obj_extent *obj_extent_of(object *o) { return &o->replicas[0].extents[0]; }
+
+static uint8_t *obj_data(local_store *ls, object *o) {
+    return ls->seg + obj_extent_of(o)->offset;
+}
+
+/* Gives an object's space back and frees its metadata. */
+static void obj_destroy(local_store *ls, object *o) {
+    obj_extent *e = o->nreplicas > 0 ? obj_extent_of(o) : NULL;
+    if (e && e->length > 0 && seg_alloc_release(ls->alloc, e->offset, e->length) != ALLOC_OK)
+        log_warning("store_local: releasing %llu bytes at %llu failed",
+                    (unsigned long long)e->length, (unsigned long long)e->offset);
+    object_free(o);
+}
+
+/* objtable_destroy hands every remaining object here. */
+static void table_free_cb(object *o, void *ctx) { obj_destroy(ctx, o); }
+
+static object *find_complete(local_store *ls, const void *key, size_t keylen) {
+    object *o = objtable_find(ls->table, key, keylen);
+    return o && o->state == OBJ_COMPLETE ? o : NULL;
+}
+
+/* ---- puts ---- */
+
+static int local_put_start(store *s, const void *key, size_t keylen, uint64_t size,
+                           void **dst, store_put **out) {
+    local_store *ls = ls_of(s);
+    if (objtable_find(ls->table, key, keylen)) return STORE_EXISTS;
+    if (size > ls->seg_size) return STORE_TOOBIG;
+
+    uint64_t off = 0;
+    if (size > 0 && seg_alloc_reserve(ls->alloc, size, &off) != ALLOC_OK) return STORE_NOSPACE;
+
+    int existed = 0;
+    object *o = objtable_insert(ls->table, key, keylen, &existed);
+    obj_extent ext = {.node = 0, .offset = off, .length = size};
+    obj_replica rep = {.nextents = 1, .extents = &ext};
+    if (!o || object_set_replicas(o, &rep, 1) != 0) {
+        if (size > 0) seg_alloc_release(ls->alloc, off, size);
+        if (o) objtable_delete(ls->table, key, keylen);
+        snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
+        return STORE_ERR;
+    }
+    o->size = size;
+    o->created_ms = mono_ms();
+    o->owner = NULL;
+
+    seg_alloc_stats st;
+    seg_alloc_get_stats(ls->alloc, &st);
+    if (st.used > ls->used_peak) ls->used_peak = st.used;
+
+    *dst = obj_data(ls, o);
+    *out = (store_put *)o;
+    return STORE_OK;
+}
+
+static int local_put_end(store *s, store_put *p) {
+    local_store *ls = ls_of(s);
+    object *o = (object *)p;
+    o->crc = crc32c(0, obj_data(ls, o), o->size);
+    o->state = OBJ_COMPLETE;
+    return STORE_OK;
+}
+
+static void local_put_abort(store *s, store_put *p) {
+    local_store *ls = ls_of(s);
+    object *o = (object *)p;
+    /* objtable_delete hands it to table_free_cb, which frees the space. */
+    objtable_delete(ls->table, o->key, o->keylen);
+}
+
+/* ---- reads ---- */
+
+static int local_get(store *s, const void *key, size_t keylen, const void **data,
+                     uint64_t *len, store_pin **pin) {
+    local_store *ls = ls_of(s);
+    object *o = find_complete(ls, key, keylen);
+    if (!o) return STORE_NOTFOUND;
+    const uint8_t *p = obj_data(ls, o);
+    /* moonkv hands out checksum-verified values only. */
+    uint32_t crc = crc32c(0, p, o->size);
+    if (crc != o->crc) {
+        ls->checksum_errors++;
+        snprintf(s->errstr, sizeof s->errstr,
+                 "checksum mismatch (stored %08x, computed %08x): value corrupted in memory",
+                 o->crc, crc);
+        log_warning("store_local: %s", s->errstr);
+        return STORE_ERR;
+    }
+    o->pins++;
+    *data = p;
+    *len = o->size;
+    *pin = (store_pin *)o;
+    return STORE_OK;
+}
+
+static void local_release(store *s, store_pin *pin) {
+    local_store *ls = ls_of(s);
+    object *o = (object *)pin;
+    if (o->pins > 0) o->pins--;
+    if (o->pins == 0 && o->owner == ORPHAN) {
+        ls->orphans--;
+        obj_destroy(ls, o);
+    }
+}
+
+static int local_remove(store *s, const void *key, size_t keylen) {
+    local_store *ls = ls_of(s);
+    /* A PENDING object belongs to its writer, which ends or aborts it. */
+    if (!find_complete(ls, key, keylen)) return 0;
+    object *o = objtable_unlink(ls->table, key, keylen);
+    if (o->pins > 0) {
+        o->owner = ORPHAN;
+        ls->orphans++;
+    } else {
+        obj_destroy(ls, o);
+    }
+    return 1;
+}
+
+static int local_exists(store *s, const void *key, size_t keylen) {
+    return find_complete(ls_of(s), key, keylen) != NULL;
+}
+
+static int local_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
+    object *o = find_complete(ls_of(s), key, keylen);
+    if (!o) return STORE_NOTFOUND;
+    *len = o->size;
+    return STORE_OK;
+}
+
+static uint64_t local_count(store *s) {
+    return objtable_count_state(ls_of(s)->table, OBJ_COMPLETE);
+}
+
+typedef struct scan_ctx {
+    store_scan_fn *fn;
+    void *ctx;
+    long emitted;
+} scan_ctx;
+
+static void scan_cb(object *o, void *arg) {
+    scan_ctx *sc = arg;
+    if (o->state != OBJ_COMPLETE) return;
+    sc->fn(o->key, o->keylen, sc->ctx);
+    sc->emitted++;
+}
+
+static uint64_t local_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
+    local_store *ls = ls_of(s);
+    if (count < 1) count = 1;
+    scan_ctx sc = {.fn = fn, .ctx = ctx, .emitted = 0};
+    long visits = count * SCAN_VISITS_PER_KEY;
+    do {
+        cursor = objtable_scan(ls->table, cursor, scan_cb, &sc);
+    } while (cursor != 0 && sc.emitted < count && --visits > 0);
+    return cursor;
+}
+
+/* ---- INFO ---- */
+
+static void info_bytes(resp_buf *out, const char *key, uint64_t n) {
+    char human[32], hkey[64];
+    info_field(out, key, "%llu", (unsigned long long)n);
+    info_human_bytes(human, sizeof human, n);
+    snprintf(hkey, sizeof hkey, "%s_human", key);
+    info_field(out, hkey, "%s", human);
+}
+
+static void local_info(store *s, resp_buf *out, const char *section) {
+    local_store *ls = ls_of(s);
+    seg_alloc_stats st;
+    seg_alloc_get_stats(ls->alloc, &st);
+    if (info_wants(section, "memory", 1)) {
+        info_section(out, "Memory");
+        info_bytes(out, "used_memory", st.used);
+        info_bytes(out, "used_memory_peak", ls->used_peak);
+        info_bytes(out, "maxmemory", ls->seg_size);
+        info_field(out, "maxmemory_policy", "noeviction");
+        info_field(out, "mem_allocator", "moonkv-segment");
+    }
+    if (info_wants(section, "segment", 1)) {
+        info_section(out, "Segment");
+        info_field(out, "segment_size", "%llu", (unsigned long long)st.size);
+        info_field(out, "segment_used", "%llu", (unsigned long long)st.used);
+        info_field(out, "segment_free", "%llu", (unsigned long long)st.free);
+        info_field(out, "largest_free_extent", "%llu", (unsigned long long)st.largest_free);
+        info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);
+        info_field(out, "fragmentation_ratio", "%.4f", st.fragmentation);
+        info_field(out, "segment_hugepages", "%d", ls->huge);
+        info_field(out, "objects_complete", "%zu", objtable_count_state(ls->table, OBJ_COMPLETE));
+        info_field(out, "objects_pending", "%zu", objtable_count_state(ls->table, OBJ_PENDING));
+        info_field(out, "objects_unlinked_pinned", "%llu", (unsigned long long)ls->orphans);
+        info_field(out, "checksum_errors", "%llu", (unsigned long long)ls->checksum_errors);
+    }
+}
+
+static void local_space(store *s, uint64_t *free_bytes, uint64_t *largest_free) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(ls_of(s)->alloc, &st);
+    *free_bytes = st.free;
+    *largest_free = st.largest_free;
+}
+
+/* ---- lifecycle ---- */
+
+static void local_destroy(store *s) {
+    local_store *ls = ls_of(s);
+    if (ls->orphans > 0)
+        log_warning("store_local: destroyed with %llu pinned objects outstanding",
+                    (unsigned long long)ls->orphans);
+    objtable_destroy(ls->table);
+    seg_alloc_destroy(ls->alloc);
+    munmap(ls->seg, ls->map_len);
+    free(ls);
+}
+
+static const store_ops local_ops = {
+    .put_start = local_put_start,
+    .put_end = local_put_end,
+    .put_abort = local_put_abort,
+    .get = local_get,
+    .release = local_release,
+    .remove = local_remove,
+    .exists = local_exists,
+    .size_of = local_size_of,
+    .count = local_count,
+    .scan = local_scan,
+    .info = local_info,
+    .destroy = local_destroy,
+    .space = local_space,
+};
+
+static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) / to * to); }
+
+/* Huge pages first (fewer TLB misses over a big segment), silently falling
+ * back to normal pages when none are reserved. */
+static void *map_segment(uint64_t size, int prefault, size_t *map_len, int *huge) {
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (prefault ? MAP_POPULATE : 0);
+    size_t len = round_up(size, HUGE_PAGE);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_HUGETLB, -1, 0);
+    if (p != MAP_FAILED) {
+        *map_len = len;
+        *huge = 1;
+        return p;
+    }
+    len = round_up(size, (uint64_t)sysconf(_SC_PAGESIZE));
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *map_len = len;
+    *huge = 0;
+    return p;
+}
+
+store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t errlen) {
+    if (segment_size == 0 || segment_size > (uint64_t)SIZE_MAX / 2) {
+        snprintf(err, errlen, "segment size %llu is out of range",
+                 (unsigned long long)segment_size);
+        return NULL;
+    }
+    local_store *ls = xcalloc(1, sizeof *ls);
+    ls->seg_size = segment_size;
+    ls->seg = map_segment(segment_size, prefault, &ls->map_len, &ls->huge);
+    if (!ls->seg) {
+        snprintf(err, errlen, "cannot map a segment of %llu bytes: %s",
+                 (unsigned long long)segment_size, strerror(errno));
+        free(ls);
+        return NULL;
+    }
+    ls->alloc = seg_alloc_create(segment_size, LOCAL_ALIGN);
+    ls->table = objtable_create(table_free_cb, ls);
+    if (!ls->alloc || !ls->table) {
+        snprintf(err, errlen, "cannot create the allocator or object table");
+        if (ls->table) objtable_destroy(ls->table);
+        if (ls->alloc) seg_alloc_destroy(ls->alloc);
+        munmap(ls->seg, ls->map_len);
+        free(ls);
+        return NULL;
+    }
+    ls->base.ops = &local_ops;
+    ls->base.priv = ls;
+    return &ls->base;
+}
+
+void *store_local_value_ptr(store *s, const void *key, size_t keylen) {
+    local_store *ls = ls_of(s);
+    object *o = find_complete(ls, key, keylen);
+    return o ? obj_data(ls, o) : NULL;
+}

@@ -1,0 +1,20 @@
+/* server/store_local.h - the standalone store: one memory segment in this
+ * process, an allocator over it and an object table. */
+#ifndef MKV_STORE_LOCAL_H
+#define MKV_STORE_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/store.h"
+
+/* Maps segment_size bytes (huge pages when the system has them) and,
+ * with prefault, faults every page in now so puts run at memory speed.
+ * NULL with a message in err on failure. */
+store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t errlen);
+
+/* Test hook: where a COMPLETE object's bytes live (NULL if absent), so
+ * tests can corrupt a value on purpose and see the checksum catch it. */
+void *store_local_value_ptr(store *s, const void *key, size_t keylen);
+
+#endif

@@ -1,0 +1,292 @@
+/* server/t_object.c - object commands: SET/PUT, GET, MGET, DEL/REMOVE,
+ * EXISTS, STRLEN, SCAN, DBSIZE.
+ *
+ * Objects are write-once: SET on an existing key is refused and the stored
+ * value stays as it was. A SET's value normally streams from the socket
+ * straight into the store (the row's value_arg): networking has called
+ * put_start and c->pending_put / c->pending_put_err hold the outcome. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "server/commands.h"
+#include "server/glob.h"
+
+/* Values at least this big are sent straight out of the segment. */
+#define GET_ZERO_COPY_MIN (16 * 1024)
+#define SCAN_COUNT_DEFAULT 10
+#define SCAN_COUNT_MAX (1L << 20)
+
+static store *store_of(client *c) { return c->srv->store; }
+
+/* ---- SET ---- */
+
+static const char *const set_unsupported[] = {"XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT"};
+
+/* Options after key and value. 0 ok (nx set), -1 after replying an error. */
+static int set_parse_options(client *c, int *nx) {
+    *nx = 0;
+    for (int i = 3; i < c->argc; i++) {
+        const resp_arg *a = &c->argv[i];
+        if (strieq_len(a->ptr, a->len, "NX")) {
+            *nx = 1;
+            continue;
+        }
+        for (size_t j = 0; j < sizeof set_unsupported / sizeof set_unsupported[0]; j++) {
+            if (strieq_len(a->ptr, a->len, set_unsupported[j])) {
+                reply_errorf(c, "ERR moonkv objects are write-once and never expire: "
+                                "SET option '%s' is not supported (eviction is the caller's job)",
+                             set_unsupported[j]);
+                return -1;
+            }
+        }
+        reply_syntax_error(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts the put unless networking already did while the value arrived;
+ * either way on STORE_OK *put holds the in-flight put with the bytes in
+ * place. One path for streamed and in-memory values. */
+static int set_begin(client *c, store_put **put, uint64_t *size) {
+    if (c->pending_put || c->pending_put_err) {
+        *put = c->pending_put;
+        *size = c->pending_put_size;
+        c->pending_put = NULL;
+        int err = c->pending_put_err;
+        c->pending_put_err = 0;
+        return *put ? STORE_OK : err;
+    }
+    store *s = store_of(c);
+    const resp_arg *key = &c->argv[1], *val = &c->argv[2];
+    void *dst;
+    *size = val->len;
+    int rc = s->ops->put_start(s, key->ptr, key->len, val->len, &dst, put);
+    if (rc == STORE_OK && val->len > 0) memcpy(dst, val->ptr, val->len);
+    return rc;
+}
+
+static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
+    server *srv = c->srv;
+    store *s = srv->store;
+    uint64_t free_bytes = 0, largest = 0;
+    if (s->ops->space) s->ops->space(s, &free_bytes, &largest);
+    switch (rc) {
+    case STORE_EXISTS:
+        srv->stats.exists_rejections++;
+        if (nx) reply_null(c);
+        else reply_error(c, "EXISTS key already exists");
+        break;
+    case STORE_NOSPACE:
+        srv->stats.nospace_rejections++;
+        reply_errorf(c, "NOSPACE not enough memory for a value of %llu bytes "
+                        "(segment: %llu free, largest free extent %llu)",
+                     (unsigned long long)size, (unsigned long long)free_bytes,
+                     (unsigned long long)largest);
+        break;
+    case STORE_TOOBIG:
+        srv->stats.nospace_rejections++;
+        reply_errorf(c, "TOOBIG a value of %llu bytes is larger than the store can ever hold",
+                     (unsigned long long)size);
+        break;
+    default:
+        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        break;
+    }
+}
+
+static void set_command(client *c) {
+    int nx;
+    if (set_parse_options(c, &nx) < 0) return;   /* dispatch aborts a streamed put */
+    store_put *put = NULL;
+    uint64_t size = 0;
+    int rc = set_begin(c, &put, &size);
+    if (rc == STORE_OK) rc = store_of(c)->ops->put_end(store_of(c), put);
+    if (rc == STORE_OK) reply_ok(c);
+    else reply_put_error(c, rc, size, nx);
+}
+
+/* ---- reads ---- */
+
+typedef struct value_ref {
+    store *s;
+    store_pin *pin;
+} value_ref;
+
+static void value_ref_release(void *ctx) {
+    value_ref *ref = ctx;
+    ref->s->ops->release(ref->s, ref->pin);
+    free(ref);
+}
+
+/* The value of key as a bulk reply (null if absent). Big values go out
+ * zero-copy, pinned until written. */
+static void reply_value(client *c, const resp_arg *key) {
+    server *srv = c->srv;
+    store *s = srv->store;
+    const void *data;
+    uint64_t len;
+    store_pin *pin;
+    int rc = s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
+    if (rc == STORE_NOTFOUND) {
+        srv->stats.keyspace_misses++;
+        reply_null(c);
+        return;
+    }
+    if (rc != STORE_OK) {
+        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        return;
+    }
+    srv->stats.keyspace_hits++;
+    if (len >= GET_ZERO_COPY_MIN) {
+        value_ref *ref = xmalloc(sizeof *ref);
+        ref->s = s;
+        ref->pin = pin;
+        reply_bulk_ref(c, data, len, value_ref_release, ref);
+    } else {
+        reply_bulk(c, data, len);
+        s->ops->release(s, pin);
+    }
+}
+
+static void get_command(client *c) { reply_value(c, &c->argv[1]); }
+
+static void mget_command(client *c) {
+    reply_array(c, c->argc - 1);
+    for (int i = 1; i < c->argc; i++) reply_value(c, &c->argv[i]);
+}
+
+static void del_command(client *c) {
+    store *s = store_of(c);
+    long long n = 0;
+    for (int i = 1; i < c->argc; i++) n += s->ops->remove(s, c->argv[i].ptr, c->argv[i].len);
+    reply_integer(c, n);
+}
+
+static void exists_command(client *c) {
+    store *s = store_of(c);
+    long long n = 0;
+    for (int i = 1; i < c->argc; i++) n += s->ops->exists(s, c->argv[i].ptr, c->argv[i].len);
+    reply_integer(c, n);
+}
+
+static void strlen_command(client *c) {
+    store *s = store_of(c);
+    uint64_t len = 0;
+    if (s->ops->size_of(s, c->argv[1].ptr, c->argv[1].len, &len) != STORE_OK) len = 0;
+    reply_integer(c, (long long)len);
+}
+
+static void dbsize_command(client *c) { reply_integer(c, (long long)store_of(c)->ops->count(store_of(c))); }
+
+/* ---- SCAN ---- */
+
+typedef struct scan_keys {
+    const resp_arg *match;    /* NULL = every key */
+    struct {
+        const char *key;
+        size_t len;
+    } *keys;
+    size_t n, cap;
+} scan_keys;
+
+static void scan_collect(const char *key, size_t keylen, void *ctx) {
+    scan_keys *sk = ctx;
+    if (sk->match && !glob_match(sk->match->ptr, sk->match->len, key, keylen, 0)) return;
+    if (sk->n == sk->cap) {
+        sk->cap = sk->cap ? sk->cap * 2 : 16;
+        sk->keys = xrealloc(sk->keys, sk->cap * sizeof *sk->keys);
+    }
+    sk->keys[sk->n].key = key;
+    sk->keys[sk->n].len = keylen;
+    sk->n++;
+}
+
+static int parse_cursor(const resp_arg *a, uint64_t *out) {
+    char buf[32], *end;
+    if (a->len == 0 || a->len >= sizeof buf || a->ptr[0] == '-') return -1;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static void scan_command(client *c) {
+    uint64_t cursor;
+    long long count = SCAN_COUNT_DEFAULT;
+    scan_keys sk = {0};
+    if (parse_cursor(&c->argv[1], &cursor) < 0) {
+        reply_error(c, "ERR invalid cursor");
+        return;
+    }
+    for (int i = 2; i < c->argc; i += 2) {
+        const resp_arg *opt = &c->argv[i];
+        if (i + 1 >= c->argc) {
+            reply_syntax_error(c);
+            return;
+        }
+        if (strieq_len(opt->ptr, opt->len, "MATCH")) {
+            sk.match = &c->argv[i + 1];
+        } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
+            if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0) {
+                reply_error(c, "ERR value is not an integer or out of range");
+                return;
+            }
+            if (count < 1) {
+                reply_syntax_error(c);
+                return;
+            }
+            if (count > SCAN_COUNT_MAX) count = SCAN_COUNT_MAX;
+        } else {
+            reply_syntax_error(c);
+            return;
+        }
+    }
+    /* A match-all pattern needs no per-key test. */
+    if (sk.match && sk.match->len == 1 && sk.match->ptr[0] == '*') sk.match = NULL;
+    store *s = store_of(c);
+    uint64_t next = s->ops->scan(s, cursor, (long)count, scan_collect, &sk);
+    char cur[24];
+    int n = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
+    reply_array(c, 2);
+    reply_bulk(c, cur, (size_t)n);
+    reply_array(c, (long long)sk.n);
+    for (size_t i = 0; i < sk.n; i++) reply_bulk(c, sk.keys[i].key, sk.keys[i].len);
+    free(sk.keys);
+}
+
+/* ---- the table ---- */
+
+static const command object_commands[] = {
+    {"set", set_command, -3, CMD_WRITE, 1, 1, 1, 2, "string", "0.1.0",
+     "Store a write-once object; an existing key is an EXISTS error", "key value [NX]"},
+    {"put", set_command, -3, CMD_WRITE, 1, 1, 1, 2, "string", "0.1.0",
+     "Alias of SET", "key value [NX]"},
+    {"get", get_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "string", "0.1.0",
+     "Get the checksum-verified value of a key", "key"},
+    {"mget", mget_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "string", "0.1.0",
+     "Get the values of several keys", "key [key ...]"},
+    {"del", del_command, -2, CMD_WRITE, 1, -1, 1, 0, "generic", "0.1.0",
+     "Remove objects, returning how many existed", "key [key ...]"},
+    {"remove", del_command, -2, CMD_WRITE, 1, -1, 1, 0, "generic", "0.1.0",
+     "Alias of DEL", "key [key ...]"},
+    {"exists", exists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "generic", "0.1.0",
+     "Count how many of the keys exist", "key [key ...]"},
+    {"strlen", strlen_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "string", "0.1.0",
+     "Length of a value in bytes, 0 if absent", "key"},
+    {"scan", scan_command, -2, CMD_READONLY, 0, 0, 0, 0, "generic", "0.1.0",
+     "Iterate the keys", "cursor [MATCH pattern] [COUNT count]"},
+    {"dbsize", dbsize_command, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "server", "0.1.0",
+     "Number of objects stored", ""},
+};
+
+void t_object_register(server *srv) {
+    commands_register(srv, object_commands, sizeof object_commands / sizeof object_commands[0]);
+}
