@@ -1,0 +1,90 @@
+/* tests/unit/test_crc32c.c - CRC32C: vectors, hw == sw, combine. */
+#include "core/crc32c.h"
+#include "test.h"
+
+#include <stdint.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint8_t rand_byte(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint8_t)(rng >> 24);
+}
+
+static void fill(uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = rand_byte();
+}
+
+static void test_known_vectors(void) {
+    ASSERT_EQ(crc32c(0, "123456789", 9), 0xE3069283u);
+    ASSERT_EQ(crc32c_sw(0, "123456789", 9), 0xE3069283u);
+    ASSERT_EQ(crc32c(0, "", 0), 0);
+    uint8_t zeros[32] = {0}, ones[32];
+    memset(ones, 0xff, sizeof ones);
+    /* RFC 3720 (iSCSI) B.4 vectors */
+    ASSERT_EQ(crc32c(0, zeros, 32), 0x8A9136AAu);
+    ASSERT_EQ(crc32c(0, ones, 32), 0x62A8AB43u);
+}
+
+static void test_incremental(void) {
+    uint32_t c = crc32c(0, "1234", 4);
+    c = crc32c(c, "56789", 5);
+    ASSERT_EQ(c, 0xE3069283u);
+}
+
+static void test_hw_equals_sw_small(void) {
+    uint8_t buf[300 + 8];
+    fill(buf, sizeof buf);
+    for (size_t align = 0; align < 8; align++)
+        for (size_t len = 0; len <= 300; len++)
+            ASSERT_MSG(crc32c(0, buf + align, len) == crc32c_sw(0, buf + align, len),
+                       "align %zu len %zu", align, len);
+}
+
+static void test_hw_equals_sw_large(void) {
+    size_t n = (4u << 20) + 13;
+    uint8_t *buf = malloc(n);
+    ASSERT(buf);
+    fill(buf, n);
+    /* lengths around the 3-stream block boundaries, and a few MB */
+    static const size_t lens[] = {12287, 12288, 12289, 24576 + 7, 100000, 1u << 20, (4u << 20) + 5};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (size_t align = 0; align < 8; align += 3) {
+            uint32_t h = crc32c(0x12345678, buf + align, lens[i]);
+            uint32_t s = crc32c_sw(0x12345678, buf + align, lens[i]);
+            if (h != s) free(buf);
+            ASSERT_MSG(h == s, "len %zu align %zu", lens[i], align);
+        }
+    free(buf);
+}
+
+static void test_combine(void) {
+    size_t n = 70000;
+    uint8_t *buf = malloc(n);
+    ASSERT(buf);
+    fill(buf, n);
+    uint32_t whole = crc32c(0, buf, n);
+    static const size_t cuts[] = {0, 1, 7, 8, 300, 4096, 12288, 69999, 70000};
+    int bad = -1;
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        size_t k = cuts[i];
+        uint32_t a = crc32c(0, buf, k), b = crc32c(0, buf + k, n - k);
+        if (crc32c_combine(a, b, n - k) != whole) bad = (int)i;
+    }
+    free(buf);
+    ASSERT_EQ(bad, -1);
+    /* combine of three slices in order */
+    uint32_t c = crc32c_combine(crc32c(0, "123", 3), crc32c(0, "456", 3), 3);
+    c = crc32c_combine(c, crc32c(0, "789", 3), 3);
+    ASSERT_EQ(c, 0xE3069283u);
+}
+
+int main(void) {
+    printf("# hardware crc32c: %s\n", crc32c_hw_available() ? "yes" : "no");
+    RUN_TEST(test_known_vectors);
+    RUN_TEST(test_incremental);
+    RUN_TEST(test_hw_equals_sw_small);
+    RUN_TEST(test_hw_equals_sw_large);
+    RUN_TEST(test_combine);
+    TEST_EXIT();
+}
