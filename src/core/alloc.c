@@ -1,0 +1,256 @@
+/* core/alloc.c - offset-based best-fit segment allocator.
+ *
+ * State lives in three treaps (randomised balanced trees, O(log n)
+ * expected per operation) of (k1, k2) pairs ordered lexicographically:
+ *   free_off  (offset, length)  free extents by position, for coalescing
+ *   free_len  (length, offset)  the same extents by size, for best fit
+ *   live      (offset, length)  every allocation, so a release of anything
+ *                               not handed out is refused without harm
+ * Offsets handed out are multiples of align and lengths are rounded up to
+ * it, so every free extent starts aligned. The segment is never touched. */
+#include "core/alloc.h"
+#include "core/siphash.h"
+#include "core/util.h"
+
+#include <stdlib.h>
+
+typedef struct tnode {
+    uint64_t k1, k2;
+    uint32_t prio;
+    struct tnode *l, *r;
+} tnode;
+
+typedef struct treap {
+    tnode *root;
+    uint64_t count;
+} treap;
+
+struct seg_alloc {
+    uint64_t size, align;
+    uint64_t used;
+    treap free_off, free_len, live;
+    uint64_t rng;   /* treap priorities */
+};
+
+/* ---- treap of (k1, k2) pairs ---- */
+
+static int key_cmp(const tnode *n, uint64_t k1, uint64_t k2) {
+    if (n->k1 != k1) return n->k1 < k1 ? -1 : 1;
+    if (n->k2 != k2) return n->k2 < k2 ? -1 : 1;
+    return 0;
+}
+
+/* Split t into keys < (k1,k2) and keys >= (k1,k2). */
+static void treap_split(tnode *t, uint64_t k1, uint64_t k2, tnode **lo, tnode **hi) {
+    while (t) {
+        if (key_cmp(t, k1, k2) < 0) {
+            *lo = t;
+            lo = &t->r;
+            t = t->r;
+        } else {
+            *hi = t;
+            hi = &t->l;
+            t = t->l;
+        }
+    }
+    *lo = *hi = NULL;
+}
+
+/* Join two treaps where every key of a is below every key of b. */
+static tnode *treap_merge(tnode *a, tnode *b) {
+    tnode *root = NULL, **link = &root;
+    while (a && b) {
+        if (a->prio > b->prio) {
+            *link = a;
+            link = &a->r;
+            a = a->r;
+        } else {
+            *link = b;
+            link = &b->l;
+            b = b->l;
+        }
+    }
+    *link = a ? a : b;
+    return root;
+}
+
+static uint32_t next_prio(seg_alloc *a) {
+    a->rng ^= a->rng << 13;
+    a->rng ^= a->rng >> 7;
+    a->rng ^= a->rng << 17;
+    return (uint32_t)(a->rng >> 32);
+}
+
+static void treap_insert(seg_alloc *a, treap *t, uint64_t k1, uint64_t k2) {
+    tnode *n = xmalloc(sizeof *n);
+    n->k1 = k1;
+    n->k2 = k2;
+    n->prio = next_prio(a);
+    tnode **link = &t->root;
+    while (*link && (*link)->prio > n->prio)
+        link = key_cmp(*link, k1, k2) < 0 ? &(*link)->r : &(*link)->l;
+    treap_split(*link, k1, k2, &n->l, &n->r);
+    *link = n;
+    t->count++;
+}
+
+/* Remove the exact key; 0 if it was there. */
+static int treap_remove(treap *t, uint64_t k1, uint64_t k2) {
+    tnode **link = &t->root;
+    while (*link) {
+        int c = key_cmp(*link, k1, k2);
+        if (c == 0) {
+            tnode *n = *link;
+            *link = treap_merge(n->l, n->r);
+            free(n);
+            t->count--;
+            return 0;
+        }
+        link = c < 0 ? &(*link)->r : &(*link)->l;
+    }
+    return -1;
+}
+
+/* Smallest node >= key. */
+static tnode *treap_ceil(const treap *t, uint64_t k1, uint64_t k2) {
+    tnode *best = NULL;
+    for (tnode *n = t->root; n;) {
+        if (key_cmp(n, k1, k2) >= 0) {
+            best = n;
+            n = n->l;
+        } else {
+            n = n->r;
+        }
+    }
+    return best;
+}
+
+/* Largest node <= key. */
+static tnode *treap_floor(const treap *t, uint64_t k1, uint64_t k2) {
+    tnode *best = NULL;
+    for (tnode *n = t->root; n;) {
+        if (key_cmp(n, k1, k2) <= 0) {
+            best = n;
+            n = n->r;
+        } else {
+            n = n->l;
+        }
+    }
+    return best;
+}
+
+static void treap_free_all(tnode *n) {
+    while (n) {
+        treap_free_all(n->l);
+        tnode *r = n->r;
+        free(n);
+        n = r;
+    }
+}
+
+/* ---- free extents: both indexes change together ---- */
+
+static void free_add(seg_alloc *a, uint64_t off, uint64_t len) {
+    if (len == 0) return;
+    treap_insert(a, &a->free_off, off, len);
+    treap_insert(a, &a->free_len, len, off);
+}
+
+static void free_del(seg_alloc *a, uint64_t off, uint64_t len) {
+    treap_remove(&a->free_off, off, len);
+    treap_remove(&a->free_len, len, off);
+}
+
+/* Round len up to the alignment; -1 on 0 or overflow. */
+static int round_len(const seg_alloc *a, uint64_t len, uint64_t *out) {
+    if (len == 0 || len > UINT64_MAX - (a->align - 1)) return -1;
+    *out = (len + a->align - 1) & ~(a->align - 1);
+    return 0;
+}
+
+/* Carve [off, off+len) out of the free extent ext, which contains it. */
+static void carve(seg_alloc *a, uint64_t ext_off, uint64_t ext_len, uint64_t off, uint64_t len) {
+    free_del(a, ext_off, ext_len);
+    free_add(a, ext_off, off - ext_off);
+    free_add(a, off + len, ext_off + ext_len - (off + len));
+    treap_insert(a, &a->live, off, len);
+    a->used += len;
+}
+
+seg_alloc *seg_alloc_create(uint64_t size, uint64_t align) {
+    if (size == 0 || align == 0 || (align & (align - 1))) return NULL;
+    seg_alloc *a = xcalloc(1, sizeof *a);
+    a->size = size;
+    a->align = align;
+    if (random_bytes(&a->rng, sizeof a->rng) != 0 || a->rng == 0) a->rng = 0x9e3779b97f4a7c15ULL;
+    free_add(a, 0, size);
+    return a;
+}
+
+void seg_alloc_destroy(seg_alloc *a) {
+    if (!a) return;
+    treap_free_all(a->free_off.root);
+    treap_free_all(a->free_len.root);
+    treap_free_all(a->live.root);
+    free(a);
+}
+
+int seg_alloc_reserve(seg_alloc *a, uint64_t len, uint64_t *off) {
+    uint64_t rlen;
+    if (round_len(a, len, &rlen) != 0) return ALLOC_ERR;
+    /* Best fit: the smallest extent that holds rlen, lowest offset on ties. */
+    tnode *ext = treap_ceil(&a->free_len, rlen, 0);
+    if (!ext) return ALLOC_ERR;
+    uint64_t ext_len = ext->k1, ext_off = ext->k2;
+    carve(a, ext_off, ext_len, ext_off, rlen);
+    *off = ext_off;
+    return ALLOC_OK;
+}
+
+int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (round_len(a, len, &rlen) != 0 || (off & (a->align - 1))) return ALLOC_ERR;
+    if (off >= a->size || rlen > a->size - off) return ALLOC_ERR;
+    tnode *ext = treap_floor(&a->free_off, off, UINT64_MAX);
+    if (!ext || ext->k2 < rlen || off - ext->k1 > ext->k2 - rlen) return ALLOC_ERR;
+    carve(a, ext->k1, ext->k2, off, rlen);
+    return ALLOC_OK;
+}
+
+int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (round_len(a, len, &rlen) != 0) return ALLOC_ERR;
+    if (treap_remove(&a->live, off, rlen) != 0) return ALLOC_ERR;
+    a->used -= rlen;
+
+    /* Coalesce with the free neighbours on either side. */
+    uint64_t start = off, end = off + rlen;
+    tnode *prev = treap_floor(&a->free_off, off, 0);
+    if (prev && prev->k1 + prev->k2 == off) {
+        start = prev->k1;
+        free_del(a, prev->k1, prev->k2);
+    }
+    tnode *next = treap_ceil(&a->free_off, end, 0);
+    if (next && next->k1 == end) {
+        end += next->k2;
+        free_del(a, next->k1, next->k2);
+    }
+    free_add(a, start, end - start);
+    return ALLOC_OK;
+}
+
+void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
+    const tnode *n = a->free_len.root;
+    while (n && n->r) n = n->r;
+    st->size = a->size;
+    st->used = a->used;
+    st->free = a->size - a->used;
+    st->largest_free = n ? n->k1 : 0;
+    st->free_extents = a->free_off.count;
+    st->allocations = a->live.count;
+    st->fragmentation = st->free ? 1.0 - (double)st->largest_free / (double)st->free : 0.0;
+}
+
+uint64_t seg_alloc_align(const seg_alloc *a) {
+    return a->align;
+}

@@ -1,0 +1,312 @@
+/* tests/unit/test_alloc.c - the segment allocator against its contract
+ * and against a byte-map model. */
+#include "core/alloc.h"
+#include "test.h"
+
+#include <stdint.h>
+
+static seg_alloc_stats stats(const seg_alloc *a) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(a, &st);
+    return st;
+}
+
+static void test_create_args(void) {
+    ASSERT(seg_alloc_create(1024, 0) == NULL);
+    ASSERT(seg_alloc_create(1024, 48) == NULL);
+    ASSERT(seg_alloc_create(0, 64) == NULL);
+    seg_alloc *a = seg_alloc_create(1024, 64);
+    ASSERT(a);
+    ASSERT_EQ(seg_alloc_align(a), 64);
+    seg_alloc_stats st = stats(a);
+    ASSERT_EQ(st.size, 1024);
+    ASSERT_EQ(st.free, 1024);
+    ASSERT_EQ(st.largest_free, 1024);
+    ASSERT_EQ(st.free_extents, 1);
+    ASSERT_EQ(st.allocations, 0);
+    ASSERT(st.fragmentation == 0.0);
+    seg_alloc_destroy(a);
+}
+
+static void test_basic_and_alignment(void) {
+    seg_alloc *a = seg_alloc_create(1 << 20, 64);
+    uint64_t o1, o2, o3;
+    ASSERT_EQ(seg_alloc_reserve(a, 1, &o1), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve(a, 100, &o2), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve(a, 64, &o3), ALLOC_OK);
+    ASSERT_EQ(o1 % 64, 0);
+    ASSERT_EQ(o2 % 64, 0);
+    ASSERT_EQ(o3 % 64, 0);
+    ASSERT(o2 >= o1 + 64 || o1 >= o2 + 128);
+    seg_alloc_stats st = stats(a);
+    ASSERT_EQ(st.used, 64 + 128 + 64);
+    ASSERT_EQ(st.free, (1 << 20) - 256);
+    ASSERT_EQ(st.allocations, 3);
+    ASSERT_EQ(seg_alloc_reserve(a, 0, &o1), ALLOC_ERR);
+    /* release accepts the requested or the aligned length */
+    ASSERT_EQ(seg_alloc_release(a, o2, 100), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, o3, 64), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, o1, 64), ALLOC_OK);
+    seg_alloc_destroy(a);
+}
+
+static void test_coalescing(void) {
+    seg_alloc *a = seg_alloc_create(64 * 10, 64);
+    uint64_t off[10];
+    for (int i = 0; i < 10; i++) ASSERT_EQ(seg_alloc_reserve(a, 64, &off[i]), ALLOC_OK);
+    ASSERT_EQ(stats(a).free_extents, 0);
+    { uint64_t o; ASSERT_EQ(seg_alloc_reserve(a, 1, &o), ALLOC_ERR); }
+    /* free every other one, then the rest: ends as one extent */
+    for (int i = 0; i < 10; i += 2) ASSERT_EQ(seg_alloc_release(a, off[i], 64), ALLOC_OK);
+    ASSERT_EQ(stats(a).free_extents, 5);
+    ASSERT_EQ(stats(a).largest_free, 64);
+    ASSERT(stats(a).fragmentation > 0.7);
+    for (int i = 1; i < 10; i += 2) ASSERT_EQ(seg_alloc_release(a, off[i], 64), ALLOC_OK);
+    seg_alloc_stats st = stats(a);
+    ASSERT_EQ(st.free_extents, 1);
+    ASSERT_EQ(st.largest_free, 640);
+    ASSERT_EQ(st.used, 0);
+    ASSERT(st.fragmentation == 0.0);
+    seg_alloc_destroy(a);
+}
+
+static void test_best_fit(void) {
+    /* free holes of 3, 1 and 2 units; a 2-unit request takes the 2-hole */
+    seg_alloc *a = seg_alloc_create(1000, 1);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 0, 10), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 13, 10), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 24, 10), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 36, 964), ALLOC_OK);
+    uint64_t off;
+    ASSERT_EQ(seg_alloc_reserve(a, 2, &off), ALLOC_OK);
+    ASSERT_EQ(off, 34);
+    ASSERT_EQ(seg_alloc_reserve(a, 1, &off), ALLOC_OK);
+    ASSERT_EQ(off, 23);
+    ASSERT_EQ(seg_alloc_reserve(a, 2, &off), ALLOC_OK);
+    ASSERT_EQ(off, 10);
+    ASSERT_EQ(seg_alloc_reserve(a, 1, &off), ALLOC_OK);
+    ASSERT_EQ(off, 12);
+    ASSERT_EQ(stats(a).free_extents, 0);
+    seg_alloc_destroy(a);
+}
+
+static void test_nospace_unchanged(void) {
+    seg_alloc *a = seg_alloc_create(4096, 64);
+    uint64_t o1, o2, off = 12345;
+    ASSERT_EQ(seg_alloc_reserve(a, 1024, &o1), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve(a, 1024, &o2), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, o1, 1024), ALLOC_OK);
+    seg_alloc_stats before = stats(a);
+    ASSERT_EQ(seg_alloc_reserve(a, 2049, &off), ALLOC_ERR);
+    ASSERT_EQ(off, 12345);
+    seg_alloc_stats after = stats(a);
+    ASSERT(memcmp(&before, &after, sizeof before) == 0);
+    ASSERT_EQ(seg_alloc_reserve(a, 2048, &off), ALLOC_OK);
+    seg_alloc_destroy(a);
+}
+
+static void test_reserve_at(void) {
+    seg_alloc *a = seg_alloc_create(4096, 64);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 1024, 100), ALLOC_OK);   /* claims 128 */
+    ASSERT_EQ(seg_alloc_reserve_at(a, 1024 + 64, 64), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 960, 128), ALLOC_ERR);   /* overlaps start */
+    ASSERT_EQ(seg_alloc_reserve_at(a, 1000, 8), ALLOC_ERR);    /* unaligned */
+    ASSERT_EQ(seg_alloc_reserve_at(a, 4096, 64), ALLOC_ERR);   /* out of bounds */
+    ASSERT_EQ(seg_alloc_reserve_at(a, 4032, 128), ALLOC_ERR);  /* crosses the end */
+    ASSERT_EQ(seg_alloc_reserve_at(a, 4032, 64), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 0, 1024), ALLOC_OK);
+    seg_alloc_stats st = stats(a);
+    ASSERT_EQ(st.used, 128 + 64 + 1024);
+    ASSERT_EQ(st.free_extents, 1);
+    ASSERT_EQ(st.allocations, 3);
+    ASSERT_EQ(seg_alloc_release(a, 1024, 100), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, 0, 1024), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, 4032, 64), ALLOC_OK);
+    ASSERT_EQ(stats(a).free_extents, 1);
+    ASSERT_EQ(stats(a).largest_free, 4096);
+    seg_alloc_destroy(a);
+}
+
+static void test_invalid_release(void) {
+    seg_alloc *a = seg_alloc_create(4096, 64);
+    uint64_t o1, o2;
+    ASSERT_EQ(seg_alloc_reserve(a, 256, &o1), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve(a, 256, &o2), ALLOC_OK);
+    seg_alloc_stats before = stats(a);
+    ASSERT_EQ(seg_alloc_release(a, o1, 128), ALLOC_ERR);      /* wrong length */
+    ASSERT_EQ(seg_alloc_release(a, o1, 512), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_release(a, o1 + 64, 192), ALLOC_ERR); /* inside it */
+    ASSERT_EQ(seg_alloc_release(a, 2048, 64), ALLOC_ERR);     /* free space */
+    ASSERT_EQ(seg_alloc_release(a, o1, 0), ALLOC_ERR);
+    seg_alloc_stats after = stats(a);
+    ASSERT(memcmp(&before, &after, sizeof before) == 0);
+    ASSERT_EQ(seg_alloc_release(a, o1, 256), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, o1, 256), ALLOC_ERR);      /* double free */
+    ASSERT_EQ(stats(a).allocations, 1);
+    seg_alloc_destroy(a);
+}
+
+static void test_overflow(void) {
+    seg_alloc *a = seg_alloc_create(UINT64_MAX, 64);
+    ASSERT(a);
+    uint64_t off;
+    ASSERT_EQ(seg_alloc_reserve(a, UINT64_MAX, &off), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve(a, UINT64_MAX - 62, &off), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve_at(a, UINT64_MAX - 63, 128), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 64, UINT64_MAX - 63), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_release(a, UINT64_MAX - 63, UINT64_MAX), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve(a, UINT64_MAX - 126, &off), ALLOC_OK);  /* rounds to 2^64-64 */
+    ASSERT_EQ(off, 0);
+    ASSERT_EQ(seg_alloc_reserve(a, 64, &off), ALLOC_ERR);  /* only 63 bytes left */
+    ASSERT_EQ(stats(a).free, 63);
+    ASSERT_EQ(seg_alloc_release(a, 0, UINT64_MAX - 126), ALLOC_OK);
+    ASSERT_EQ(stats(a).free, UINT64_MAX);
+    seg_alloc_destroy(a);
+}
+
+/* ---- randomized test against a byte-map model ---- */
+
+#define MODEL_SIZE 2048
+#define MAX_LIVE 256
+
+typedef struct model {
+    uint8_t used[MODEL_SIZE];
+    uint64_t off[MAX_LIVE], len[MAX_LIVE];
+    int n;
+    uint64_t align;
+} model;
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t rnd(uint64_t n) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng % n;
+}
+
+static int model_is_free(const model *m, uint64_t off, uint64_t len) {
+    if (off > MODEL_SIZE || len > MODEL_SIZE - off) return 0;
+    for (uint64_t i = off; i < off + len; i++)
+        if (m->used[i]) return 0;
+    return 1;
+}
+
+static void model_mark(model *m, uint64_t off, uint64_t len, uint8_t v) {
+    memset(m->used + off, v, len);
+}
+
+/* Best fit over the model's free runs; returns the offset or -1. Also
+ * fills the stats the allocator must agree with. */
+static int64_t model_scan(const model *m, uint64_t want, seg_alloc_stats *st) {
+    int64_t best = -1;
+    uint64_t best_len = UINT64_MAX;
+    memset(st, 0, sizeof *st);
+    for (uint64_t i = 0; i < MODEL_SIZE;) {
+        if (m->used[i]) { st->used++; i++; continue; }
+        uint64_t j = i;
+        while (j < MODEL_SIZE && !m->used[j]) j++;
+        uint64_t run = j - i;
+        st->free_extents++;
+        if (run > st->largest_free) st->largest_free = run;
+        if (run >= want && run < best_len) { best = (int64_t)i; best_len = run; }
+        i = j;
+    }
+    return best;
+}
+
+static uint64_t round_up(uint64_t len, uint64_t align) {
+    return (len + align - 1) / align * align;
+}
+
+static void run_model(uint64_t align) {
+    static model m;
+    memset(&m, 0, sizeof m);
+    m.align = align;
+    seg_alloc *a = seg_alloc_create(MODEL_SIZE, align);
+    ASSERT(a);
+    int failed = 0;
+    for (int step = 0; step < 20000 && !failed; step++) {
+        int op = (int)rnd(10);
+        seg_alloc_stats ms, st;
+        if (op < 4 && m.n < MAX_LIVE) {
+            uint64_t len = 1 + rnd(200), off;
+            int64_t want = model_scan(&m, round_up(len, align), &ms);
+            int rc = seg_alloc_reserve(a, len, &off);
+            if (want < 0) { failed |= rc != ALLOC_ERR; }
+            else if (rc != ALLOC_OK || (int64_t)off != want) { failed = 1; }
+            else {
+                m.off[m.n] = off; m.len[m.n++] = len;
+                model_mark(&m, off, round_up(len, align), 1);
+            }
+        } else if (op < 6 && m.n < MAX_LIVE) {
+            uint64_t off = rnd(MODEL_SIZE + 64) / align * align, len = 1 + rnd(100);
+            int ok = model_is_free(&m, off, round_up(len, align));
+            int rc = seg_alloc_reserve_at(a, off, len);
+            if (rc != (ok ? ALLOC_OK : ALLOC_ERR)) failed = 2;
+            else if (ok) {
+                m.off[m.n] = off; m.len[m.n++] = len;
+                model_mark(&m, off, round_up(len, align), 1);
+            }
+        } else if (op < 9 && m.n > 0) {
+            int i = (int)rnd((uint64_t)m.n);
+            if (seg_alloc_release(a, m.off[i], m.len[i]) != ALLOC_OK) failed = 3;
+            model_mark(&m, m.off[i], round_up(m.len[i], align), 0);
+            m.off[i] = m.off[m.n - 1]; m.len[i] = m.len[--m.n];
+        } else {
+            /* a bogus release: random range, maybe a live one with a bad length */
+            uint64_t off = rnd(MODEL_SIZE), len = 1 + rnd(300);
+            int live = 0;
+            for (int i = 0; i < m.n; i++)
+                if (m.off[i] == off && round_up(m.len[i], align) == round_up(len, align)) live = 1;
+            if (!live && seg_alloc_release(a, off, len) != ALLOC_ERR) failed = 4;
+        }
+        model_scan(&m, 1, &ms);
+        seg_alloc_get_stats(a, &st);
+        if (st.used != ms.used || st.free_extents != ms.free_extents ||
+            st.largest_free != ms.largest_free || st.allocations != (uint64_t)m.n ||
+            st.free != MODEL_SIZE - ms.used)
+            failed = 5;
+        if (failed) printf("# model mismatch %d at step %d (align %llu)\n", failed, step,
+                           (unsigned long long)align);
+    }
+    seg_alloc_destroy(a);
+    ASSERT_EQ(failed, 0);
+}
+
+static void test_model_align1(void) { run_model(1); }
+static void test_model_align16(void) { run_model(16); }
+
+/* Hundreds of thousands of extents: every other slot freed, then reused. */
+static void test_scale(void) {
+    enum { N = 200000 };
+    seg_alloc *a = seg_alloc_create((uint64_t)N * 4096, 64);
+    uint64_t *off = malloc(N * sizeof *off);
+    ASSERT(a && off);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad |= seg_alloc_reserve(a, 4096, &off[i]) != ALLOC_OK;
+    for (int i = 0; i < N; i += 2) bad |= seg_alloc_release(a, off[i], 4096) != ALLOC_OK;
+    seg_alloc_stats st = stats(a);
+    bad |= st.free_extents != N / 2 || st.largest_free != 4096 || st.allocations != N / 2;
+    /* best fit puts small objects into the holes without new extents */
+    for (int i = 0; i < N; i += 2) bad |= seg_alloc_reserve(a, 4096, &off[i]) != ALLOC_OK;
+    bad |= stats(a).free_extents != 0;
+    for (int i = 0; i < N; i++) bad |= seg_alloc_release(a, off[i], 4096) != ALLOC_OK;
+    st = stats(a);
+    bad |= st.free_extents != 1 || st.used != 0 || st.allocations != 0;
+    free(off);
+    seg_alloc_destroy(a);
+    ASSERT_EQ(bad, 0);
+}
+
+int main(void) {
+    RUN_TEST(test_create_args);
+    RUN_TEST(test_basic_and_alignment);
+    RUN_TEST(test_coalescing);
+    RUN_TEST(test_best_fit);
+    RUN_TEST(test_nospace_unchanged);
+    RUN_TEST(test_reserve_at);
+    RUN_TEST(test_invalid_release);
+    RUN_TEST(test_overflow);
+    RUN_TEST(test_model_align1);
+    RUN_TEST(test_model_align16);
+    RUN_TEST(test_scale);
+    TEST_EXIT();
+}
