@@ -238,7 +238,7 @@ static int parse_group(doc_parse *dp, int *index, int prev) {
         if (count > 1) {
             doc_arg *b = new_arg(dp);
             if (!b) return -1;
-            snprintf(b->name, sizeof b->name, "%s", dp->pool[first].name);
+            memcpy(b->name, dp->pool[first].name, sizeof b->name);
             b->type = "block";
             b->child = first;
             b->nchildren = count;

@@ -109,7 +109,7 @@ static int local_put_end(store *s, store_put *p) {
     local_store *ls = ls_of(s);
     object *o = (object *)p;
     o->crc = crc32c(0, obj_data(ls, o), o->size);
-    o->state = OBJ_COMPLETE;
+    objtable_set_state(ls->table, o, OBJ_COMPLETE);
     return STORE_OK;
 }
 
@@ -287,7 +287,7 @@ static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) /
 /* Huge pages first (fewer TLB misses over a big segment), silently falling
  * back to normal pages when none are reserved. */
 static void *map_segment(uint64_t size, int prefault, size_t *map_len, int *huge) {
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (prefault ? MAP_POPULATE : 0);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0);
     size_t len = round_up(size, HUGE_PAGE);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_HUGETLB, -1, 0);
     if (p != MAP_FAILED) {
