@@ -62,12 +62,23 @@ int objtable_delete(objtable *t, const void *key, size_t keylen);
 /* Unlink without calling free_fn; the caller now owns the object. */
 object *objtable_unlink(objtable *t, const void *key, size_t keylen);
 
+/* Change an object's state. Use this instead of writing o->state, so the
+ * O(1) per-state counts below stay right. Works on unlinked objects too
+ * (then only o->state changes). */
+void objtable_set_state(objtable *t, object *o, obj_state s);
+
 size_t objtable_size(const objtable *t);
+/* Introspection for INFO and tests: buckets allocated over both tables,
+ * and 1 while an incremental rehash is under way. */
+size_t objtable_buckets(const objtable *t);
+int objtable_rehashing(const objtable *t);
+/* O(1): counters kept by insert, unlink and objtable_set_state. */
 size_t objtable_count_state(const objtable *t, obj_state s);
 
 /* Redis-style SCAN cursor: reverse-binary increments, so every key present
  * for the whole scan is returned at least once even across rehashing.
- * Returns the next cursor; 0 when the scan is over. */
+ * Returns the next cursor; 0 when the scan is over. fn may delete the
+ * object it is handed (no other) and may look keys up. */
 typedef void objtable_scan_fn(object *o, void *ctx);
 uint64_t objtable_scan(objtable *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx);
 

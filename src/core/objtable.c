@@ -1,0 +1,349 @@
+/* core/objtable.c - the object table: chained hashing, incremental rehash.
+ *
+ * Two bucket arrays as in Redis's dict: while t[1] exists, every insert,
+ * find and delete first moves a couple of buckets from t[0] to t[1], so a
+ * resize is spread over many operations. Grow at load 1, shrink below
+ * load 1/8. Keys are hashed with SipHash-2-4 under a random per-process
+ * key so peers cannot choose colliding keys.
+ *
+ * Each object is embedded at the start of an entry that also holds the
+ * chain link, the hash and the state the per-state counters saw, so
+ * object_free(o) frees the whole entry and the counters stay exact even
+ * if an owner writes o->state by hand (it then just goes stale). */
+#include "core/objtable.h"
+#include "core/log.h"
+#include "core/siphash.h"
+#include "core/util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HT_MIN_SIZE 16
+#define REHASH_BUCKETS 2        /* buckets moved per operation */
+#define REHASH_EMPTY_VISITS 20  /* empty buckets skipped per operation */
+
+typedef struct entry {
+    object obj;             /* first, so &entry->obj == entry */
+    struct entry *next;
+    uint64_t hash;
+    obj_state counted;      /* the state nstate[] has this entry under */
+    int linked;
+} entry;
+
+typedef struct ht {
+    entry **b;
+    uint64_t size, mask, used;
+} ht;
+
+struct objtable {
+    ht t[2];
+    int64_t rehashidx;      /* next t[0] bucket to move; -1 when not rehashing */
+    int paused;             /* scans in progress: no bucket moves meanwhile */
+    size_t nstate[2];
+    objtable_free_fn *free_fn;
+    void *ctx;
+};
+
+/* ---- hashing ---- */
+
+static uint8_t hash_key[SIPHASH_KEY_LEN];
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
+
+static void hash_key_init(void) {
+    if (random_bytes(hash_key, sizeof hash_key) == 0) return;
+    /* No CSPRNG: still vary per process, but say so. */
+    log_warning("objtable: getrandom failed, hash key is predictable");
+    uint64_t seed[2] = {mono_us() ^ (uint64_t)getpid(), wall_ms()};
+    memcpy(hash_key, seed, sizeof hash_key);
+}
+
+static uint64_t hash_of(const void *key, size_t keylen) {
+    pthread_once(&hash_key_once, hash_key_init);
+    return siphash24(key, keylen, hash_key);
+}
+
+/* ---- bucket arrays ---- */
+
+static int rehashing(const objtable *t) { return t->rehashidx >= 0; }
+
+static void ht_init(ht *h, uint64_t size) {
+    h->b = xcalloc(size, sizeof *h->b);
+    h->size = size;
+    h->mask = size - 1;
+    h->used = 0;
+}
+
+static void ht_link(ht *h, entry *e) {
+    entry **head = &h->b[e->hash & h->mask];
+    e->next = *head;
+    *head = e;
+    h->used++;
+}
+
+/* Move up to n non-empty buckets from t[0] to t[1]. */
+static void rehash_step(objtable *t, int n) {
+    int empty = REHASH_EMPTY_VISITS;
+    if (!rehashing(t) || t->paused) return;
+    while (n > 0 && t->t[0].used > 0) {
+        entry *e = t->t[0].b[t->rehashidx];
+        if (!e) {
+            t->rehashidx++;
+            if (--empty == 0) return;
+            continue;
+        }
+        while (e) {
+            entry *next = e->next;
+            ht_link(&t->t[1], e);
+            t->t[0].used--;
+            e = next;
+        }
+        t->t[0].b[t->rehashidx++] = NULL;
+        n--;
+    }
+    if (t->t[0].used == 0) {
+        free(t->t[0].b);
+        t->t[0] = t->t[1];
+        memset(&t->t[1], 0, sizeof t->t[1]);
+        t->rehashidx = -1;
+    }
+}
+
+static uint64_t pow2_at_least(uint64_t n) {
+    uint64_t s = HT_MIN_SIZE;
+    while (s < n) s <<= 1;
+    return s;
+}
+
+/* Start a rehash when the load leaves [1/8, 1]. */
+static void maybe_resize(objtable *t) {
+    const ht *h = &t->t[0];
+    if (rehashing(t)) return;
+    uint64_t want;
+    if (h->used >= h->size) want = pow2_at_least(h->used * 2);
+    else if (h->size > HT_MIN_SIZE && h->used * 8 < h->size) want = pow2_at_least(h->used * 2);
+    else return;
+    if (want == h->size) return;
+    ht_init(&t->t[1], want);
+    t->rehashidx = 0;
+}
+
+/* The link pointing at the key's entry, or NULL; *where is its table. */
+static entry **lookup(objtable *t, const void *key, size_t keylen, uint64_t hash, ht **where) {
+    for (int i = 0; i <= rehashing(t); i++) {
+        ht *h = &t->t[i];
+        for (entry **link = &h->b[hash & h->mask]; *link; link = &(*link)->next) {
+            entry *e = *link;
+            if (e->hash == hash && e->obj.keylen == keylen && memcmp(e->obj.key, key, keylen) == 0) {
+                if (where) *where = h;
+                return link;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---- public API ---- */
+
+objtable *objtable_create(objtable_free_fn *free_fn, void *ctx) {
+    objtable *t = xcalloc(1, sizeof *t);
+    ht_init(&t->t[0], HT_MIN_SIZE);
+    t->rehashidx = -1;
+    t->free_fn = free_fn;
+    t->ctx = ctx;
+    return t;
+}
+
+static void hand_over(objtable *t, object *o) {
+    if (t->free_fn) t->free_fn(o, t->ctx);
+    else object_free(o);
+}
+
+void objtable_destroy(objtable *t) {
+    if (!t) return;
+    for (int i = 0; i < 2; i++) {
+        ht *h = &t->t[i];
+        for (uint64_t j = 0; j < h->size; j++) {
+            for (entry *e = h->b[j], *next; e; e = next) {
+                next = e->next;
+                e->linked = 0;
+                hand_over(t, &e->obj);
+            }
+        }
+        free(h->b);
+    }
+    free(t);
+}
+
+object *objtable_find(objtable *t, const void *key, size_t keylen) {
+    rehash_step(t, REHASH_BUCKETS);
+    entry **link = lookup(t, key, keylen, hash_of(key, keylen), NULL);
+    return link ? &(*link)->obj : NULL;
+}
+
+object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed) {
+    uint64_t hash = hash_of(key, keylen);
+    rehash_step(t, REHASH_BUCKETS);
+    if (existed) *existed = 0;
+    if (lookup(t, key, keylen, hash, NULL)) {
+        if (existed) *existed = 1;
+        return NULL;
+    }
+    if (keylen == SIZE_MAX) return NULL;
+
+    entry *e = xcalloc(1, sizeof *e);
+    e->obj.key = xmalloc(keylen + 1);
+    memcpy(e->obj.key, key, keylen);
+    e->obj.key[keylen] = '\0';
+    e->obj.keylen = keylen;
+    e->obj.state = OBJ_PENDING;
+    e->hash = hash;
+    e->counted = OBJ_PENDING;
+    e->linked = 1;
+    t->nstate[OBJ_PENDING]++;
+    ht_link(&t->t[rehashing(t) ? 1 : 0], e);
+    maybe_resize(t);
+    return &e->obj;
+}
+
+object *objtable_unlink(objtable *t, const void *key, size_t keylen) {
+    uint64_t hash = hash_of(key, keylen);
+    rehash_step(t, REHASH_BUCKETS);
+    ht *h;
+    entry **link = lookup(t, key, keylen, hash, &h);
+    if (!link) return NULL;
+    entry *e = *link;
+    *link = e->next;
+    e->next = NULL;
+    h->used--;
+    t->nstate[e->counted]--;
+    e->linked = 0;
+    maybe_resize(t);
+    return &e->obj;
+}
+
+int objtable_delete(objtable *t, const void *key, size_t keylen) {
+    object *o = objtable_unlink(t, key, keylen);
+    if (!o) return 0;
+    hand_over(t, o);
+    return 1;
+}
+
+void objtable_set_state(objtable *t, object *o, obj_state s) {
+    entry *e = (entry *)o;
+    if (s != OBJ_PENDING && s != OBJ_COMPLETE) return;
+    if (e->linked) {
+        t->nstate[e->counted]--;
+        t->nstate[s]++;
+        e->counted = s;
+    }
+    o->state = s;
+}
+
+size_t objtable_size(const objtable *t) {
+    return t->t[0].used + t->t[1].used;
+}
+
+size_t objtable_buckets(const objtable *t) {
+    return t->t[0].size + t->t[1].size;
+}
+
+int objtable_rehashing(const objtable *t) {
+    return rehashing(t);
+}
+
+size_t objtable_count_state(const objtable *t, obj_state s) {
+    return s == OBJ_PENDING || s == OBJ_COMPLETE ? t->nstate[s] : 0;
+}
+
+/* ---- SCAN ---- */
+
+static uint64_t rev64(uint64_t v) {
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fULL) | ((v & 0x0f0f0f0f0f0f0f0fULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+/* The callback may delete the object it is handed, hence the saved next. */
+static void scan_bucket(const ht *h, uint64_t idx, objtable_scan_fn *fn, void *ctx) {
+    for (entry *e = h->b[idx & h->mask], *next; e; e = next) {
+        next = e->next;
+        fn(&e->obj, ctx);
+    }
+}
+
+/* Reverse-binary cursor (Redis's dictScan): incrementing the high bits
+ * first means a bucket's expansions in a larger table, and its merge in
+ * a smaller one, are visited together, so resizes between calls neither
+ * skip buckets nor restart the scan. While rehashing, one cursor covers
+ * its bucket in the small table and every bucket it splits into in the
+ * large one. */
+uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx) {
+    if (objtable_size(t) == 0) return 0;
+    uint64_t m0;
+    t->paused++;
+    if (!rehashing(t)) {
+        m0 = t->t[0].mask;
+        scan_bucket(&t->t[0], v, fn, ctx);
+    } else {
+        const ht *small = &t->t[0], *large = &t->t[1];
+        if (small->size > large->size) {
+            const ht *tmp = small;
+            small = large;
+            large = tmp;
+        }
+        m0 = small->mask;
+        uint64_t m1 = large->mask;
+        scan_bucket(small, v, fn, ctx);
+        do {
+            scan_bucket(large, v, fn, ctx);
+            v = (((v | m0) + 1) & ~m0) | (v & m0);
+        } while (v & (m0 ^ m1));
+    }
+    t->paused--;
+    v |= ~m0;
+    v = rev64(v);
+    v++;
+    return rev64(v);
+}
+
+/* ---- replicas ---- */
+
+int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
+    obj_replica *copy = NULL;
+    if (n > 0) {
+        if (!reps) return -1;
+        copy = xcalloc(n, sizeof *copy);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t ne = reps[i].nextents;
+            if (ne > 0 && !reps[i].extents) {
+                for (uint32_t j = 0; j < i; j++) free(copy[j].extents);
+                free(copy);
+                return -1;
+            }
+            copy[i].nextents = ne;
+            copy[i].extents = ne ? xmemdup(reps[i].extents, (size_t)ne * sizeof(obj_extent)) : NULL;
+        }
+    }
+    /* Copy first, free after: reps may point into o's own replicas. */
+    object_free_replicas(o);
+    o->replicas = copy;
+    o->nreplicas = n;
+    return 0;
+}
+
+void object_free_replicas(object *o) {
+    for (uint32_t i = 0; i < o->nreplicas; i++) free(o->replicas[i].extents);
+    free(o->replicas);
+    o->replicas = NULL;
+    o->nreplicas = 0;
+}
+
+void object_free(object *o) {
+    if (!o) return;
+    object_free_replicas(o);
+    free(o->key);
+    free(o);
+}
