@@ -1,0 +1,96 @@
+/* moonkv.h - libmoonkv, the C client of moonkv.
+ *
+ * The library asks the master where an object lives (control plane, RESP
+ * over hiredis) and then moves the bytes itself, zero-copy, between the
+ * caller's registered buffers and the memory nodes over the transfer
+ * engine (RDMA verbs when a device exists, shared memory for nodes on
+ * the same host, TCP otherwise).
+ *
+ * Thread-safety: an mkv_client is not thread-safe. Use one per thread
+ * (each has its own master connection and data paths); different clients
+ * may be used concurrently without locking. mkv_strerror is thread-safe.
+ *
+ * Every call returns MKV_OK (0) or a negative MKV_E* code; the detailed
+ * message of the last failure is mkv_last_error(client). */
+#ifndef MOONKV_H
+#define MOONKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    MKV_OK = 0,
+    MKV_ENOTFOUND = -1,     /* no such object (or not yet complete) */
+    MKV_EEXISTS = -2,       /* write-once: the key exists or is being written */
+    MKV_ENOSPACE = -3,      /* the cluster has no room for it */
+    MKV_ENOREPLICAS = -4,   /* fewer live nodes than replicas asked */
+    MKV_EINVAL = -5,        /* bad argument */
+    MKV_ENOTREG = -6,       /* buffer not inside a registered region */
+    MKV_ETOOSMALL = -7,     /* get: buffer smaller than the object */
+    MKV_ECONN = -8,         /* cannot reach the master or a node */
+    MKV_EAUTH = -9,         /* password or cluster secret refused */
+    MKV_EIO = -10,          /* transfer failed on every path and replica */
+    MKV_ECORRUPT = -11,     /* checksum mismatch on every replica */
+    MKV_ETIMEDOUT = -12,
+    MKV_EPROTO = -13,       /* unexpected reply from the master */
+    MKV_ENOMEM = -14
+};
+
+typedef struct mkv_client mkv_client;
+
+typedef struct mkv_options {
+    const char *master;          /* "host:port" of the master (default 127.0.0.1:7380) */
+    const char *password;        /* master's requirepass, or NULL */
+    const char *cluster_secret;  /* data-plane secret, or NULL for the default */
+    const char *transport;       /* "auto" (default), "tcp", "shm", "rdma" */
+    const char *data_addrs;      /* local addresses to send from, comma separated; NULL = any */
+    int replicas;                /* default replica count for puts (default 1) */
+    int timeout_ms;              /* per operation (default 5000) */
+} mkv_options;
+
+/* One object of a batch: key, caller's buffer, and the result. */
+typedef struct mkv_obj {
+    const void *key;
+    size_t keylen;
+    void *buf;          /* registered memory: the value (put) or where it goes (get) */
+    size_t len;         /* put: value size; get: buffer size in, object size out */
+    int status;         /* MKV_OK or MKV_E*, per object */
+} mkv_obj;
+
+void mkv_options_init(mkv_options *opt);
+int mkv_connect(mkv_client **out, const mkv_options *opt);
+void mkv_close(mkv_client *c);
+const char *mkv_last_error(const mkv_client *c);
+const char *mkv_strerror(int code);
+
+/* Memory the transfer engine may read and write directly. Buffers passed
+ * to put/get must lie inside a registered region. */
+int mkv_register_buffer(mkv_client *c, void *addr, size_t len);
+int mkv_unregister_buffer(mkv_client *c, void *addr);
+
+/* replicas 0 = the client's default. */
+int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size_t len,
+            int replicas);
+/* Reads the whole object into buf (checksum verified); *len_out = size. */
+int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
+            size_t *len_out);
+int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size);
+int mkv_remove(mkv_client *c, const void *key, size_t keylen);
+/* 1 if a complete object exists, 0 if not, or a negative error. */
+int mkv_exists(mkv_client *c, const void *key, size_t keylen);
+
+/* Batches: one master round trip for all keys, transfers in parallel.
+ * Return MKV_OK when the batch ran (see each obj's status), or an error
+ * that applies to all. */
+int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas);
+int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
+int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
