@@ -1,0 +1,840 @@
+/* server/networking.c - sockets, the read/parse/dispatch path and the
+ * reply queue, on one libev loop.
+ *
+ * Read path: bytes go into one shared read buffer and are fed to the
+ * client's parser; each whole command is dispatched at once (pipelining).
+ * Input is only kept per client when the client stops being served in the
+ * middle of a buffer (blocked, throttled, closing). While the parser is
+ * receiving a large bulk payload, read() goes straight into its final home
+ * (for SET: the object's memory in the segment).
+ *
+ * Write path: replies are appended to a list of chunks, 16 KiB owned
+ * blocks that coalesce small replies and zero-copy references to large
+ * bodies. Before the loop sleeps (ev_prepare) every client with new output
+ * gets one writev; what does not fit waits for EV_WRITE.
+ *
+ * Clients are freed only from the loop's own callbacks, never from inside
+ * a command: reply functions and client_close_async just mark the client,
+ * and the prepare pass frees it. */
+#include "server/networking.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "server/commands.h"
+
+#define NET_READ_BUF      (64 * 1024)        /* one read() of ordinary input */
+#define NET_BLOCK_SIZE    (16 * 1024)        /* owned reply block */
+#define NET_FREE_BLOCKS   256                /* spare blocks kept for reuse */
+#define NET_REF_MIN       (16 * 1024)        /* smaller ref bodies are copied */
+#define NET_DIRECT_MIN    (16 * 1024)        /* smaller payload rests go via the read buffer */
+#define NET_DIRECT_BUDGET (8 * 1024 * 1024)  /* direct bytes per read event (fairness) */
+#define NET_WRITE_BUDGET  (16 * 1024 * 1024) /* bytes per flush (fairness) */
+#define NET_OUTPUT_SOFT   (1024 * 1024)      /* queued output that pauses reading */
+#define NET_ACCEPT_BATCH  256
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+#define NET_IOV (IOV_MAX < 1024 ? IOV_MAX : 1024)
+
+/* One piece of queued output. Owned chunks hold their bytes in data[];
+ * reference chunks point at memory the caller keeps alive until release. */
+typedef struct out_chunk {
+    struct out_chunk *next;
+    size_t len;               /* bytes in data[] or at ref */
+    size_t sent;              /* of len, already written */
+    const char *ref;          /* NULL for an owned block */
+    void (*release)(void *ctx);
+    void *ctx;
+    char data[];              /* NET_BLOCK_SIZE bytes when owned */
+} out_chunk;
+
+typedef struct conn conn;
+
+typedef struct net_state {
+    int listen_fd;
+    int port;
+    ev_io accept_io;
+    ev_prepare flush_prep;
+    ev_signal sigterm, sigint;
+    conn *clients_head, *clients_tail;  /* connection order */
+    conn *pending;                      /* clients with work before sleep */
+    char rbuf[NET_READ_BUF];
+    resp_buf scratch;                   /* one reply being encoded */
+    out_chunk *free_blocks, *free_refs; /* recycled chunks */
+    unsigned nfree_blocks, nfree_refs;
+} net_state;
+
+struct conn {
+    client c;
+    net_state *net;
+    ev_io rio, wio;
+    resp_parser *parser;
+    conn *prev, *next;        /* net->clients list */
+    conn *pending_next;       /* net->pending list */
+    int in_pending;
+    int resume;               /* feed held input before sleep */
+    int dead;                 /* replies are dropped: closing */
+    /* Input read but not yet parsed; only while not being served. */
+    char *held;
+    size_t held_len, held_pos;
+    out_chunk *out_head, *out_tail;
+    size_t out_owned, out_ref;      /* unsent bytes */
+    uint64_t put_landed;            /* reported to put_progress */
+    void (*on_free)(client *c, void *ctx);
+    void *on_free_ctx;
+};
+
+static net_state *net_of(server *srv) { return srv->net; }
+static conn *conn_of(const client *c) { return c->net; }
+
+/* ---- Chunks --------------------------------------------------------------- */
+
+static out_chunk *chunk_take(out_chunk **list, unsigned *n, size_t datasize) {
+    out_chunk *ch = *list;
+    if (ch) {
+        *list = ch->next;
+        (*n)--;
+    } else {
+        ch = xmalloc(sizeof *ch + datasize);
+    }
+    memset(ch, 0, sizeof *ch);
+    return ch;
+}
+
+/* Return a written (or abandoned) chunk: release a reference, recycle. */
+static void chunk_done(net_state *net, out_chunk *ch) {
+    if (ch->ref) {
+        if (ch->release) ch->release(ch->ctx);
+        if (net->nfree_refs < NET_FREE_BLOCKS) {
+            ch->next = net->free_refs;
+            net->free_refs = ch;
+            net->nfree_refs++;
+            return;
+        }
+    } else if (net->nfree_blocks < NET_FREE_BLOCKS) {
+        ch->next = net->free_blocks;
+        net->free_blocks = ch;
+        net->nfree_blocks++;
+        return;
+    }
+    free(ch);
+}
+
+static void chunk_list_free(out_chunk *ch) {
+    while (ch) {
+        out_chunk *next = ch->next;
+        free(ch);
+        ch = next;
+    }
+}
+
+static void out_push(conn *cn, out_chunk *ch) {
+    if (cn->out_tail) cn->out_tail->next = ch;
+    else cn->out_head = ch;
+    cn->out_tail = ch;
+}
+
+/* ---- Scheduling -------------------------------------------------------------- */
+
+/* Make sure cn is looked at before the loop sleeps. */
+static void conn_schedule(conn *cn) {
+    if (cn->in_pending) return;
+    cn->in_pending = 1;
+    cn->pending_next = cn->net->pending;
+    cn->net->pending = cn;
+}
+
+static void conn_unschedule(conn *cn) {
+    if (!cn->in_pending) return;
+    for (conn **pp = &cn->net->pending; *pp; pp = &(*pp)->pending_next) {
+        if (*pp == cn) {
+            *pp = cn->pending_next;
+            break;
+        }
+    }
+    cn->in_pending = 0;
+}
+
+static size_t conn_output(const conn *cn) { return cn->out_owned + cn->out_ref; }
+
+/* Whether cn's input must wait: a command is still answering, the client
+ * is going away, or it does not read its replies fast enough. */
+static int conn_paused(const conn *cn) {
+    return cn->dead || (cn->c.flags & (CLIENT_BLOCKED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) ||
+           conn_output(cn) > NET_OUTPUT_SOFT;
+}
+
+static void conn_mark_dead(conn *cn) {
+    cn->c.flags |= CLIENT_CLOSE_ASAP;
+    cn->dead = 1;
+    conn_schedule(cn);
+}
+
+/* ---- Queuing replies ---------------------------------------------------------- */
+
+/* Copy n bytes to the end of cn's owned output. */
+static void out_append(conn *cn, const void *p, size_t n) {
+    if (cn->dead) return;
+    net_state *net = cn->net;
+    const char *s = p;
+    while (n) {
+        out_chunk *t = cn->out_tail;
+        if (!t || t->ref || t->len == NET_BLOCK_SIZE) {
+            t = chunk_take(&net->free_blocks, &net->nfree_blocks, NET_BLOCK_SIZE);
+            out_push(cn, t);
+        }
+        size_t k = NET_BLOCK_SIZE - t->len;
+        if (k > n) k = n;
+        memcpy(t->data + t->len, s, k);
+        t->len += k;
+        s += k;
+        n -= k;
+        cn->out_owned += k;
+    }
+    if (cn->out_owned > cn->c.srv->cfg.client_output_limit) {
+        log_warning("Client id=%llu addr=%s closed: %zu reply bytes queued, over the %llu byte limit",
+                    (unsigned long long)cn->c.id, cn->c.addr, cn->out_owned,
+                    (unsigned long long)cn->c.srv->cfg.client_output_limit);
+        conn_mark_dead(cn);
+        return;
+    }
+    conn_schedule(cn);
+}
+
+/* Append what the writer put in the scratch buffer. */
+static resp_buf *scratch(client *c) {
+    resp_buf *b = &net_of(c->srv)->scratch;
+    resp_buf_clear(b);
+    return b;
+}
+
+static void scratch_flush(client *c) {
+    resp_buf *b = &net_of(c->srv)->scratch;
+    out_append(conn_of(c), b->data, b->len);
+}
+
+void reply_raw(client *c, const void *p, size_t n) { out_append(conn_of(c), p, n); }
+
+void reply_simple(client *c, const char *s) {
+    resp_add_simple(scratch(c), s);
+    scratch_flush(c);
+}
+
+void reply_error(client *c, const char *msg) {
+    resp_add_error(scratch(c), msg);
+    scratch_flush(c);
+}
+
+void reply_errorf(client *c, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_error(c, msg);
+}
+
+void reply_integer(client *c, long long v) {
+    resp_add_integer(scratch(c), v);
+    scratch_flush(c);
+}
+
+void reply_bulk(client *c, const void *p, size_t n) {
+    resp_add_bulk_header(scratch(c), n);
+    scratch_flush(c);
+    out_append(conn_of(c), p, n);
+    out_append(conn_of(c), "\r\n", 2);
+}
+
+void reply_bulk_cstr(client *c, const char *s) {
+    if (!s) reply_null(c);
+    else reply_bulk(c, s, strlen(s));
+}
+
+void reply_null(client *c) {
+    resp_add_null(scratch(c), c->resp);
+    scratch_flush(c);
+}
+
+void reply_array(client *c, long long n) {
+    resp_add_array(scratch(c), n);
+    scratch_flush(c);
+}
+
+void reply_map(client *c, long long n) {
+    resp_add_map(scratch(c), c->resp, n);
+    scratch_flush(c);
+}
+
+void reply_set(client *c, long long n) {
+    resp_add_set(scratch(c), c->resp, n);
+    scratch_flush(c);
+}
+
+void reply_double(client *c, double d) {
+    resp_add_double(scratch(c), c->resp, d);
+    scratch_flush(c);
+}
+
+void reply_bool(client *c, int v) {
+    resp_add_bool(scratch(c), c->resp, v);
+    scratch_flush(c);
+}
+
+void reply_verbatim(client *c, const char *s, size_t n) {
+    resp_add_verbatim(scratch(c), c->resp, "txt", s, n);
+    scratch_flush(c);
+}
+
+void reply_ok(client *c) { out_append(conn_of(c), "+OK\r\n", 5); }
+
+void reply_wrong_arity(client *c, const char *cmdname) {
+    reply_errorf(c, "ERR wrong number of arguments for '%s' command", cmdname);
+}
+
+void reply_syntax_error(client *c) { reply_error(c, "ERR syntax error"); }
+
+void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+    conn *cn = conn_of(c);
+    /* A small body costs less to copy than to pin and add to the iovec. */
+    if (n < NET_REF_MIN || cn->dead) {
+        if (!cn->dead) reply_bulk(c, p, n);
+        if (release) release(ctx);
+        return;
+    }
+    resp_add_bulk_header(scratch(c), n);
+    scratch_flush(c);
+    if (cn->dead) {   /* the header pushed it over the limit */
+        if (release) release(ctx);
+        return;
+    }
+    net_state *net = cn->net;
+    out_chunk *ch = chunk_take(&net->free_refs, &net->nfree_refs, 0);
+    ch->ref = p;
+    ch->len = n;
+    ch->release = release;
+    ch->ctx = ctx;
+    out_push(cn, ch);
+    cn->out_ref += n;
+    out_append(cn, "\r\n", 2);
+}
+
+/* ---- Blocking -------------------------------------------------------------- */
+
+void client_block(client *c) { c->flags |= CLIENT_BLOCKED; }
+
+void client_unblock(client *c) {
+    conn *cn = conn_of(c);
+    if (!(c->flags & CLIENT_BLOCKED)) return;
+    c->flags &= ~CLIENT_BLOCKED;
+    cn->resume = 1;
+    conn_schedule(cn);
+}
+
+void client_close_async(client *c) { conn_mark_dead(conn_of(c)); }
+
+void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx) {
+    conn *cn = conn_of(c);
+    cn->on_free = fn;
+    cn->on_free_ctx = ctx;
+}
+
+size_t client_output_bytes(const client *c) { return conn_output(conn_of(c)); }
+
+size_t client_query_bytes(const client *c) {
+    const conn *cn = conn_of(c);
+    return cn->held_len - cn->held_pos;
+}
+
+void clients_foreach(server *srv, void (*fn)(client *c, void *ctx), void *ctx) {
+    for (conn *cn = net_of(srv)->clients_head; cn; cn = cn->next)
+        if (!cn->dead) fn(&cn->c, ctx);
+}
+
+int server_port(const server *srv) { return net_of((server *)srv)->port; }
+
+/* ---- Connection lifetime --------------------------------------------------------- */
+
+static void conn_free(conn *cn) {
+    server *srv = cn->c.srv;
+    net_state *net = cn->net;
+    if (cn->on_free) cn->on_free(&cn->c, cn->on_free_ctx);
+    /* A value that was streaming in must vanish with its client. */
+    if (cn->c.pending_put) commands_abort_put(&cn->c);
+    ev_io_stop(srv->loop, &cn->rio);
+    ev_io_stop(srv->loop, &cn->wio);
+    close(cn->c.fd);
+    resp_parser_free(cn->parser);
+    for (out_chunk *ch = cn->out_head, *next; ch; ch = next) {
+        next = ch->next;
+        chunk_done(net, ch);
+    }
+    free(cn->held);
+    conn_unschedule(cn);
+    if (cn->prev) cn->prev->next = cn->next;
+    else net->clients_head = cn->next;
+    if (cn->next) cn->next->prev = cn->prev;
+    else net->clients_tail = cn->prev;
+    srv->nclients--;
+    log_debug("Client closed id=%llu addr=%s", (unsigned long long)cn->c.id, cn->c.addr);
+    free(cn);
+}
+
+static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t len) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+        port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(buf, len, "%s:%d", ip, port);
+}
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len);
+
+static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer) {
+    net_state *net = net_of(srv);
+    conn *cn = xcalloc(1, sizeof *cn);
+    client *c = &cn->c;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+    c->id = ++srv->next_client_id;
+    c->fd = fd;
+    c->srv = srv;
+    c->resp = 2;
+    c->authenticated = srv->cfg.requirepass[0] == '\0';
+    c->ctime_ms = c->last_ms = mono_ms();
+    c->net = cn;
+    format_addr(peer, c->addr, sizeof c->addr);
+    struct sockaddr_storage local;
+    socklen_t llen = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &llen) == 0) format_addr(&local, c->laddr, sizeof c->laddr);
+
+    resp_limits lim = {srv->cfg.proto_max_bulk_len, 0, 0};
+    cn->net = net;
+    cn->parser = resp_parser_create(&lim);
+    resp_parser_set_bulk_dest(cn->parser, bulk_dest, cn);
+
+    ev_io_init(&cn->rio, read_cb, fd, EV_READ);
+    ev_io_init(&cn->wio, write_cb, fd, EV_WRITE);
+    cn->rio.data = cn->wio.data = cn;
+    ev_io_start(srv->loop, &cn->rio);
+
+    cn->prev = net->clients_tail;
+    if (net->clients_tail) net->clients_tail->next = cn;
+    else net->clients_head = cn;
+    net->clients_tail = cn;
+    srv->nclients++;
+    log_debug("Accepted %s id=%llu", c->addr, (unsigned long long)c->id);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents) {
+    server *srv = w->data;
+    static const char full[] = "-ERR max number of clients reached\r\n";
+    for (int i = 0; i < NET_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd = accept4(w->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) log_warning("Accepting client connection: %s", strerror(errno));
+            return;
+        }
+        srv->stats.connections_received++;
+        if (srv->nclients >= (unsigned)srv->cfg.maxclients) {
+            /* Best effort: the socket is new, its buffer has room. */
+            if (write(fd, full, sizeof full - 1) < 0) { /* nothing more to do */ }
+            close(fd);
+            srv->stats.connections_rejected++;
+            continue;
+        }
+        conn_create(srv, fd, &ss);
+    }
+}
+
+/* ---- Reading and dispatch -------------------------------------------------------- */
+
+/* The parser found a bulk header: a value the command streams into the
+ * store gets its final memory now, so its bytes are never copied. */
+static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len) {
+    conn *cn = ctx;
+    client *c = &cn->c;
+    server *srv = c->srv;
+    if (argi < 2 || !srv->store || c->pending_put || !c->authenticated) return NULL;
+    const command *cmd = commands_lookup(srv, argv[0].ptr, argv[0].len);
+    if (!cmd || cmd->value_arg != argi || !commands_arity_ok(cmd, argc)) return NULL;
+    void *dst = NULL;
+    store_put *put = NULL;
+    int rc = srv->store->ops->put_start(srv->store, argv[1].ptr, argv[1].len, len, &dst, &put);
+    c->pending_put_err = rc;
+    c->pending_put_size = len;
+    c->pending_put = rc == STORE_OK ? put : NULL;
+    cn->put_landed = 0;
+    return rc == STORE_OK ? dst : NULL;
+}
+
+/* Tell a streaming store how much of the value has landed. */
+static void report_progress(conn *cn) {
+    client *c = &cn->c;
+    store *st = c->srv->store;
+    if (!c->pending_put || !st->ops->put_progress) return;
+    char *dst;
+    size_t left = resp_parser_direct_span(cn->parser, &dst);
+    uint64_t landed = left <= c->pending_put_size ? c->pending_put_size - left : 0;
+    if (landed > cn->put_landed) {
+        cn->put_landed = landed;
+        st->ops->put_progress(st, c->pending_put, landed);
+    }
+}
+
+static void protocol_error(conn *cn) {
+    client *c = &cn->c;
+    c->srv->stats.protocol_errors++;
+    log_info("Protocol error (%s) from client id=%llu addr=%s", resp_parser_errstr(cn->parser),
+             (unsigned long long)c->id, c->addr);
+    reply_errorf(c, "ERR %s", resp_parser_errstr(cn->parser));
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    ev_io_stop(c->srv->loop, &cn->rio);
+}
+
+static void run_command(conn *cn) {
+    client *c = &cn->c;
+    report_progress(cn);
+    c->argc = resp_parser_argc(cn->parser);
+    c->argv = resp_parser_argv(cn->parser);
+    commands_dispatch(c);
+    resp_parser_reset(cn->parser);
+    c->argc = 0;
+    c->argv = NULL;
+    c->pending_put_err = 0;
+    c->pending_put_size = 0;
+}
+
+/* Parse and run commands from buf until it is used up or the client must
+ * wait; returns the bytes used. */
+static size_t conn_process(conn *cn, const char *buf, size_t len) {
+    size_t pos = 0;
+    while (pos < len && !conn_paused(cn)) {
+        size_t used = 0;
+        resp_status st = resp_parser_feed(cn->parser, buf + pos, len - pos, &used);
+        pos += used;
+        if (st == RESP_ERROR) {
+            protocol_error(cn);
+            return len;   /* the rest is never looked at */
+        }
+        if (st == RESP_COMMAND) run_command(cn);
+    }
+    report_progress(cn);
+    return pos;
+}
+
+/* Keep what the client sent but cannot be served yet. */
+static void conn_hold(conn *cn, const char *p, size_t n) {
+    if (!n) return;
+    cn->held = xrealloc(cn->held, cn->held_len - cn->held_pos + n);
+    if (cn->held_pos) memmove(cn->held, cn->held + cn->held_pos, cn->held_len - cn->held_pos);
+    cn->held_len -= cn->held_pos;
+    cn->held_pos = 0;
+    memcpy(cn->held + cn->held_len, p, n);
+    cn->held_len += n;
+}
+
+/* Serve held input after a pause; restart reading once it is all used. */
+static void conn_resume(conn *cn) {
+    server *srv = cn->c.srv;
+    cn->resume = 0;
+    if (conn_paused(cn)) return;
+    if (cn->held_pos < cn->held_len) {
+        cn->held_pos += conn_process(cn, cn->held + cn->held_pos, cn->held_len - cn->held_pos);
+        if (cn->held_pos < cn->held_len) return;
+        free(cn->held);
+        cn->held = NULL;
+        cn->held_len = cn->held_pos = 0;
+    }
+    if (!conn_paused(cn)) ev_io_start(srv->loop, &cn->rio);
+}
+
+/* read() straight into a large payload's destination. 1 if the payload
+ * is still in progress (come back on the next event), 0 to read normally,
+ * -1 when the connection is gone. */
+static int read_direct(conn *cn) {
+    server *srv = cn->c.srv;
+    size_t budget = NET_DIRECT_BUDGET;
+    for (;;) {
+        char *dst;
+        size_t span = resp_parser_direct_span(cn->parser, &dst);
+        if (span < NET_DIRECT_MIN) return 0;
+        if (span > budget) span = budget;
+        ssize_t n = read(cn->c.fd, dst, span);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 1;
+        if (n <= 0) return -1;
+        resp_parser_direct_advance(cn->parser, (size_t)n);
+        srv->stats.net_input_bytes += (uint64_t)n;
+        report_progress(cn);
+        budget -= (size_t)n;
+        if ((size_t)n < span || budget == 0) return 1;
+    }
+}
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents) {
+    conn *cn = w->data;
+    client *c = &cn->c;
+    server *srv = c->srv;
+    net_state *net = cn->net;
+
+    int direct = read_direct(cn);
+    if (direct == 0) {
+        ssize_t n = read(c->fd, net->rbuf, sizeof net->rbuf);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        if (n <= 0) {
+            if (n < 0) log_info("Reading from client id=%llu: %s", (unsigned long long)c->id, strerror(errno));
+            direct = -1;
+        } else {
+            c->last_ms = mono_ms();
+            srv->stats.net_input_bytes += (uint64_t)n;
+            size_t used = conn_process(cn, net->rbuf, (size_t)n);
+            if (used < (size_t)n) conn_hold(cn, net->rbuf + used, (size_t)n - used);
+        }
+    }
+    if (direct < 0) {
+        conn_free(cn);
+        return;
+    }
+    if (c->flags & CLIENT_CLOSE_ASAP) {
+        conn_free(cn);
+        return;
+    }
+    if (conn_paused(cn)) ev_io_stop(loop, &cn->rio);
+}
+
+/* ---- Writing ------------------------------------------------------------------ */
+
+/* Drop n written bytes from the head of the queue. */
+static void out_consume(conn *cn, size_t n) {
+    while (n && cn->out_head) {
+        out_chunk *ch = cn->out_head;
+        size_t k = ch->len - ch->sent;
+        if (k > n) k = n;
+        ch->sent += k;
+        n -= k;
+        if (ch->ref) cn->out_ref -= k;
+        else cn->out_owned -= k;
+        if (ch->sent < ch->len) break;
+        cn->out_head = ch->next;
+        if (!cn->out_head) cn->out_tail = NULL;
+        chunk_done(cn->net, ch);
+    }
+}
+
+/* writev as much as the socket takes. 0 when everything is written, 1
+ * when output remains (EV_WRITE armed), -1 on a dead connection. */
+static int conn_write(conn *cn) {
+    server *srv = cn->c.srv;
+    size_t budget = NET_WRITE_BUDGET;
+    while (cn->out_head && budget) {
+        struct iovec iov[NET_IOV];
+        int cnt = 0;
+        size_t want = 0;
+        for (out_chunk *ch = cn->out_head; ch && cnt < NET_IOV && want < budget; ch = ch->next) {
+            if (ch->len == ch->sent) continue;
+            iov[cnt].iov_base = (char *)(ch->ref ? ch->ref : ch->data) + ch->sent;
+            iov[cnt].iov_len = ch->len - ch->sent;
+            want += iov[cnt++].iov_len;
+        }
+        if (cnt == 0) {   /* only empty chunks left */
+            out_consume(cn, 0);
+            break;
+        }
+        ssize_t n = writev(cn->c.fd, iov, cnt);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            log_info("Writing to client id=%llu: %s", (unsigned long long)cn->c.id, strerror(errno));
+            return -1;
+        }
+        srv->stats.net_output_bytes += (uint64_t)n;
+        out_consume(cn, (size_t)n);
+        if ((size_t)n < want) break;
+        budget = (size_t)n < budget ? budget - (size_t)n : 0;
+    }
+    if (cn->out_head) {
+        ev_io_start(srv->loop, &cn->wio);
+        return 1;
+    }
+    ev_io_stop(srv->loop, &cn->wio);
+    return 0;
+}
+
+/* Write, then close or resume as the client's state asks. May free cn. */
+static void conn_flush(conn *cn) {
+    int was_paused = conn_paused(cn);
+    int rc = conn_write(cn);
+    if (rc < 0 || (rc == 0 && (cn->c.flags & CLIENT_CLOSE_AFTER_REPLY))) {
+        conn_free(cn);
+        return;
+    }
+    /* Drained below the soft limit: serve what was held back. */
+    if (was_paused && !conn_paused(cn)) {
+        cn->resume = 1;
+        conn_schedule(cn);
+    }
+}
+
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents) { conn_flush(w->data); }
+
+/* Before the loop sleeps: resume unblocked clients, free dead ones, and
+ * give every client with new output its writev. */
+static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
+    net_state *net = w->data;
+    while (net->pending) {
+        conn *cn = net->pending;
+        net->pending = cn->pending_next;
+        cn->in_pending = 0;
+        if (cn->c.flags & CLIENT_CLOSE_ASAP) {
+            conn_free(cn);
+            continue;
+        }
+        if (cn->resume) conn_resume(cn);
+        if (cn->c.flags & CLIENT_CLOSE_ASAP) {
+            conn_free(cn);
+            continue;
+        }
+        conn_flush(cn);
+    }
+}
+
+/* ---- Lifecycle ------------------------------------------------------------------- */
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents) {
+    server *srv = w->data;
+    log_notice("Received %s, scheduling shutdown...", w->signum == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop(srv);
+}
+
+int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
+    memset(srv, 0, sizeof *srv);
+    srv->cfg = *cfg;
+    srv->start_ms = mono_ms();
+    srv->loop = ev_loop_new(EVFLAG_AUTO);
+    if (!srv->loop) {
+        snprintf(err, errlen, "cannot create the event loop");
+        return -1;
+    }
+    net_state *net = xcalloc(1, sizeof *net);
+    net->listen_fd = -1;
+    resp_buf_init(&net->scratch);
+    srv->net = net;
+    ev_prepare_init(&net->flush_prep, flush_cb);
+    net->flush_prep.data = net;
+    ev_prepare_start(srv->loop, &net->flush_prep);
+    ev_signal_init(&net->sigterm, signal_cb, SIGTERM);
+    ev_signal_init(&net->sigint, signal_cb, SIGINT);
+    net->sigterm.data = net->sigint.data = srv;
+    /* A peer that hangs up must give EPIPE, not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static int listen_socket(const struct addrinfo *ai, int backlog) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int server_listen(server *srv, char *err, size_t errlen) {
+    net_state *net = net_of(srv);
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv->cfg.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(srv->cfg.bind, port, &hints, &res);
+    if (gai != 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1, e = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+        if ((fd = listen_socket(ai, srv->cfg.tcp_backlog)) < 0) e = errno;
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port, strerror(e));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    net->port = srv->cfg.port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        net->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+    net->listen_fd = fd;
+    ev_io_init(&net->accept_io, accept_cb, fd, EV_READ);
+    net->accept_io.data = srv;
+    ev_io_start(srv->loop, &net->accept_io);
+    log_notice("Ready to accept connections tcp %s:%d", srv->cfg.bind, net->port);
+    return 0;
+}
+
+void server_run(server *srv) {
+    net_state *net = net_of(srv);
+    ev_signal_start(srv->loop, &net->sigterm);
+    ev_signal_start(srv->loop, &net->sigint);
+    ev_run(srv->loop, 0);
+    ev_signal_stop(srv->loop, &net->sigterm);
+    ev_signal_stop(srv->loop, &net->sigint);
+}
+
+void server_stop(server *srv) { ev_break(srv->loop, EVBREAK_ALL); }
+
+void server_cleanup(server *srv) {
+    net_state *net = net_of(srv);
+    if (!net) return;
+    if (net->listen_fd >= 0) {
+        ev_io_stop(srv->loop, &net->accept_io);
+        close(net->listen_fd);
+    }
+    while (net->clients_head) conn_free(net->clients_head);
+    if (srv->store) srv->store->ops->destroy(srv->store);
+    srv->store = NULL;
+    commands_free(srv);
+    ev_prepare_stop(srv->loop, &net->flush_prep);
+    chunk_list_free(net->free_blocks);
+    chunk_list_free(net->free_refs);
+    resp_buf_free(&net->scratch);
+    free(net);
+    srv->net = NULL;
+    ev_loop_destroy(srv->loop);
+    srv->loop = NULL;
+    log_notice("moonkv is now ready to exit, bye bye");
+}
