@@ -22,6 +22,11 @@ void te_cap_sign(te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN]);
  * a bad MAC/node/rights/expiry, TE_ERANGE for a range outside it. */
 int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint32_t node_id,
                  te_op op, uint64_t off, uint64_t len, uint64_t now_ms);
+/* The checks that need no key (node, rights, expiry, range), same codes
+ * as te_cap_check, which calls it after the MAC: for peers that can see
+ * a capability but not verify it (the shm client side). */
+int te_cap_check_nokey(const te_cap *cap, uint32_t node_id, te_op op, uint64_t off,
+                       uint64_t len, uint64_t now_ms);
 /* Wire form for RESP replies and the data-plane header. decode: 0 or -1. */
 void te_cap_encode(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]);
 int te_cap_decode(te_cap *cap, const uint8_t *in, size_t len);

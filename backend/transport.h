@@ -124,5 +124,8 @@ static inline int te_poll(te_transport *t, te_cqe *out, int max, int timeout_ms)
 }
 
 const char *te_strerror(int status);
+/* Fill zero fields of cfg with the defaults above (window 64, timeouts
+ * 5000/2000 ms); every transport's create calls it on its copy. */
+void te_config_defaults(te_config *cfg);
 
 #endif

@@ -1,0 +1,22 @@
+/* backend/transport.c - what every transport shares: status names and
+ * configuration defaults. */
+#include "backend/transport.h"
+
+const char *te_strerror(int status) {
+    switch (status) {
+    case TE_OK:        return "ok";
+    case TE_EIO:       return "path broken";
+    case TE_ETIMEDOUT: return "timed out";
+    case TE_EAUTH:     return "not authorized (secret or capability refused)";
+    case TE_ERANGE:    return "range outside the capability or segment";
+    case TE_ECLOSED:   return "path closed";
+    case TE_EINVAL:    return "malformed request";
+    default:           return "unknown transfer error";
+    }
+}
+
+void te_config_defaults(te_config *cfg) {
+    if (cfg->window <= 0) cfg->window = 64;
+    if (cfg->timeout_ms <= 0) cfg->timeout_ms = 5000;
+    if (cfg->connect_timeout_ms <= 0) cfg->connect_timeout_ms = 2000;
+}
