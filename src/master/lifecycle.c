@@ -1,0 +1,316 @@
+/* master/lifecycle.c - an object's life: put_start, put_end or revoke,
+ * get with a read lease, remove.
+ *
+ * The master never touches bytes; it guards the space. Any capability it
+ * hands out (a write cap at put_start, a read cap at get, a copy task's
+ * caps) may be used until it expires, so an extent taken out of use is
+ * held in quarantine until the object's latest expiry (mm_obj.hold_until)
+ * and only then given back to the node's allocator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "master/meta_internal.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until) {
+    mm_obj *mo = xcalloc(1, sizeof *mo);
+    mo->o = o;
+    mo->want = want;
+    mo->hold_until = hold_until;
+    o->owner = mo;
+    return mo;
+}
+
+static void pending_append(master_meta *m, mm_obj *mo) {
+    mo->prev = m->pending_tail;
+    mo->next = NULL;
+    if (m->pending_tail) m->pending_tail->next = mo;
+    else m->pending_head = mo;
+    m->pending_tail = mo;
+}
+
+void mm_pending_unlink(master_meta *m, mm_obj *mo) {
+    if (mo->prev) mo->prev->next = mo->next;
+    else if (m->pending_head == mo) m->pending_head = mo->next;
+    else return;   /* not in the list */
+    if (mo->next) mo->next->prev = mo->prev;
+    else m->pending_tail = mo->prev;
+    mo->prev = mo->next = NULL;
+}
+
+int mm_replica_on_node(const obj_replica *r, uint32_t node) {
+    for (uint32_t i = 0; i < r->nextents; i++)
+        if (r->extents[i].node == node) return 1;
+    return 0;
+}
+
+static void collect(object *o, void *ctx) {
+    struct { object **v; size_t n, cap; } *acc = ctx;
+    if (acc->n == acc->cap) {
+        acc->cap = acc->cap ? acc->cap * 2 : 64;
+        acc->v = xrealloc(acc->v, acc->cap * sizeof *acc->v);
+    }
+    acc->v[acc->n++] = o;
+}
+
+static int by_address(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(object *const *)a, y = (uintptr_t)*(object *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+object **mm_all_objects(master_meta *m, size_t *n) {
+    struct { object **v; size_t n, cap; } acc = {NULL, 0, 0};
+    uint64_t cursor = 0;
+    do cursor = objtable_scan(m->objs, cursor, collect, &acc);
+    while (cursor);
+    /* A scan may return a key twice across a rehash: keep each once. */
+    if (acc.n > 1) qsort(acc.v, acc.n, sizeof *acc.v, by_address);
+    size_t w = 0;
+    for (size_t i = 0; i < acc.n; i++)
+        if (w == 0 || acc.v[w - 1] != acc.v[i]) acc.v[w++] = acc.v[i];
+    *n = w;
+    return acc.v;
+}
+
+/* ---- quarantine ---- */
+
+static void release_extent(master_meta *m, const obj_extent *e) {
+    mm_node *n = mm_node_get(m, e->node);
+    if (n && n->alloc) seg_alloc_release(n->alloc, e->offset, e->length);
+}
+
+void mm_hold_replica(master_meta *m, const obj_replica *r, uint64_t until, uint64_t now_ms) {
+    for (uint32_t i = 0; i < r->nextents; i++) {
+        const obj_extent *e = &r->extents[i];
+        mm_node *n = mm_node_get(m, e->node);
+        if (!n || n->state == NODE_DEAD) continue;   /* its segment is gone anyway */
+        if (until <= now_ms) {
+            release_extent(m, e);
+            continue;
+        }
+        if (m->nheld == m->capheld) {
+            m->capheld = m->capheld ? m->capheld * 2 : 64;
+            m->held = xrealloc(m->held, m->capheld * sizeof *m->held);
+        }
+        m->held[m->nheld].ext = *e;
+        m->held[m->nheld].until = until;
+        m->nheld++;
+    }
+}
+
+int mm_release_held(master_meta *m, uint64_t now_ms) {
+    size_t w = 0;
+    int released = 0;
+    for (size_t i = 0; i < m->nheld; i++) {
+        if (m->held[i].until <= now_ms) {
+            release_extent(m, &m->held[i].ext);
+            released++;
+        } else {
+            m->held[w++] = m->held[i];
+        }
+    }
+    m->nheld = w;
+    return released;
+}
+
+/* ---- replicas of an object ---- */
+
+/* Replace o's replicas with reps (deep copies, never aliasing o's own). */
+static void set_replicas(object *o, const obj_replica *reps, uint32_t n) {
+    object_free_replicas(o);
+    if (n) object_set_replicas(o, reps, n);
+}
+
+void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
+    mm_hold_replica(m, &o->replicas[i], mm_obj_of(o)->hold_until, now_ms);
+    uint32_t n = 0;
+    obj_replica *keep = xcalloc(o->nreplicas, sizeof *keep);
+    for (uint32_t j = 0; j < o->nreplicas; j++) {
+        if (j == i) continue;
+        keep[n].nextents = o->replicas[j].nextents;
+        keep[n].extents = xmemdup(o->replicas[j].extents,
+                                  o->replicas[j].nextents * sizeof(obj_extent));
+        n++;
+    }
+    set_replicas(o, keep, n);
+    for (uint32_t j = 0; j < n; j++) free(keep[j].extents);
+    free(keep);
+}
+
+void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
+    uint32_t n = o->nreplicas;
+    obj_replica *all = xcalloc(n + 1, sizeof *all);
+    for (uint32_t j = 0; j < n; j++) {
+        all[j].nextents = o->replicas[j].nextents;
+        all[j].extents = xmemdup(o->replicas[j].extents, all[j].nextents * sizeof(obj_extent));
+    }
+    all[n] = *r;
+    set_replicas(o, all, n + 1);
+    for (uint32_t j = 0; j < n; j++) free(all[j].extents);
+    free(all);
+}
+
+void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
+    mm_obj *mo = mm_obj_of(o);
+    if (mo->job) mm_job_fail(m, mo->job, now_ms);
+    mm_pending_unlink(m, mo);
+    objtable_unlink(m->objs, o->key, o->keylen);
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        mm_hold_replica(m, &o->replicas[i], mo->hold_until, now_ms);
+    free(mo);
+    object_free(o);
+}
+
+/* ---- the operations ---- */
+
+static mm_status check_key(const void *key, size_t keylen, char *err, size_t errlen) {
+    if (keylen == 0) return mm_fail(err, errlen, MM_EINVAL, "ERR empty key");
+    if (keylen > MM_MAX_KEY_LEN)
+        return mm_fail(err, errlen, MM_EINVAL, "ERR key longer than %d bytes", MM_MAX_KEY_LEN);
+    return MM_OK;
+}
+
+object *mm_find(master_meta *m, const void *key, size_t keylen) {
+    return objtable_find(m->objs, key, keylen);
+}
+
+uint64_t mm_write_expiry(const master_meta *m, const object *o) {
+    return o->created_ms + m->cfg.put_timeout_ms;
+}
+
+mm_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
+                       uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen) {
+    mm_status st = check_key(key, keylen, err, errlen);
+    if (st != MM_OK) return st;
+    if (size == 0) return mm_fail(err, errlen, MM_EINVAL, "ERR object size must be at least 1 byte");
+    if (replicas == 0 || replicas > MM_MAX_REPLICAS)
+        return mm_fail(err, errlen, MM_EINVAL, "ERR replica count must be 1 to %d", MM_MAX_REPLICAS);
+    object *o = objtable_find(m->objs, key, keylen);
+    if (o)
+        return mm_fail(err, errlen, MM_EXISTS, o->state == OBJ_PENDING
+                       ? "EXISTS key is being written" : "EXISTS key already exists");
+    obj_replica reps[MM_MAX_REPLICAS];
+    memset(reps, 0, sizeof reps);
+    st = mm_place(m, size, replicas, NULL, reps, err, errlen);
+    if (st != MM_OK) return st;
+    int existed = 0;
+    o = objtable_insert(m->objs, key, keylen, &existed);
+    o->size = size;
+    o->created_ms = now_ms;
+    object_set_replicas(o, reps, replicas);
+    for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
+    pending_append(m, mm_obj_new(m, o, replicas, mm_write_expiry(m, o)));
+    *out = o;
+    return MM_OK;
+}
+
+/* A pending put whose caps have expired is revoked on the spot, so a
+ * put_end racing the sweep gets the same answer the sweep would give. */
+static int put_expired(master_meta *m, object *o, uint64_t now_ms) {
+    return now_ms >= mm_write_expiry(m, o);
+}
+
+static mm_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                              object **out, char *err, size_t errlen) {
+    object *o = objtable_find(m->objs, key, keylen);
+    if (!o) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no put in progress for this key");
+    if (o->state == OBJ_COMPLETE)
+        return mm_fail(err, errlen, MM_ESTATE, "ERR object is already complete");
+    if (put_expired(m, o, now_ms)) {
+        m->puts_timed_out++;
+        mm_drop_object(m, o, now_ms);
+        return mm_fail(err, errlen, MM_NOTFOUND, "ERR put timed out and was revoked");
+    }
+    *out = o;
+    return MM_OK;
+}
+
+mm_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
+                     uint64_t now_ms, char *err, size_t errlen) {
+    object *o = NULL;
+    mm_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    if (st != MM_OK) return st;
+    o->crc = crc;
+    o->state = OBJ_COMPLETE;
+    mm_pending_unlink(m, mm_obj_of(o));
+    if (mm_needs_repair(m, o)) {   /* a node died or started draining meanwhile */
+        m->repair_dirty = 1;
+        m->repair_next_ms = 0;
+    }
+    return MM_OK;
+}
+
+mm_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                        char *err, size_t errlen) {
+    object *o = NULL;
+    mm_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    if (st != MM_OK) return st;
+    m->puts_revoked++;
+    mm_drop_object(m, o, now_ms);
+    return MM_OK;
+}
+
+mm_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                 object **out, uint64_t *lease_until, char *err, size_t errlen) {
+    object *o = objtable_find(m->objs, key, keylen);
+    if (!o || o->state != OBJ_COMPLETE)
+        return mm_fail(err, errlen, MM_NOTFOUND, "ERR no such key");
+    mm_obj *mo = mm_obj_of(o);
+    *lease_until = now_ms + m->cfg.lease_ms;
+    mo->hold_until = max_u64(mo->hold_until, *lease_until);
+    *out = o;
+    return MM_OK;
+}
+
+mm_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                    char *err, size_t errlen) {
+    object *o = objtable_find(m->objs, key, keylen);
+    if (!o) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no such key");
+    if (o->state == OBJ_PENDING)
+        return mm_fail(err, errlen, MM_ESTATE, "ERR put in progress: finish or revoke it first");
+    mm_drop_object(m, o, now_ms);
+    return MM_OK;
+}
+
+int mm_exists(master_meta *m, const void *key, size_t keylen) {
+    object *o = objtable_find(m->objs, key, keylen);
+    return o && o->state == OBJ_COMPLETE;
+}
+
+int mm_expire_puts(master_meta *m, uint64_t now_ms) {
+    int n = 0;
+    /* Oldest first: stop at the first one still in time. */
+    while (m->pending_head && put_expired(m, m->pending_head->o, now_ms)) {
+        m->puts_timed_out++;
+        mm_drop_object(m, m->pending_head->o, now_ms);
+        n++;
+    }
+    return n;
+}
+
+/* ---- batch forms ---- */
+
+void mm_put_start_batch(master_meta *m, mm_item *it, size_t n, uint32_t replicas, uint64_t now_ms) {
+    for (size_t i = 0; i < n; i++)
+        it[i].status = mm_put_start(m, it[i].key, it[i].keylen, it[i].size, replicas, now_ms,
+                                    &it[i].obj, it[i].err, sizeof it[i].err);
+}
+
+void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
+    for (size_t i = 0; i < n; i++)
+        it[i].status = mm_put_end(m, it[i].key, it[i].keylen, it[i].crc, now_ms,
+                                  it[i].err, sizeof it[i].err);
+}
+
+void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
+    for (size_t i = 0; i < n; i++)
+        it[i].status = mm_get(m, it[i].key, it[i].keylen, now_ms, &it[i].obj,
+                              &it[i].lease_until, it[i].err, sizeof it[i].err);
+}
+
+void mm_exists_batch(master_meta *m, mm_item *it, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        it[i].status = mm_exists(m, it[i].key, it[i].keylen) ? MM_OK : MM_NOTFOUND;
+}

@@ -1,0 +1,161 @@
+/* master/membership.c - memory nodes joining, heartbeating, draining, dying.
+ *
+ * Ids are handed out once and never reused, so a late message from a node
+ * that was declared dead can never be mistaken for its successor's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "master/meta_internal.h"
+
+/* A segment must hold at least one aligned extent; the upper bound keeps
+ * offset arithmetic far from overflow. */
+#define MM_MIN_SEGMENT MM_ALIGN
+#define MM_MAX_SEGMENT (1ULL << 50)
+
+const char *mm_node_state_name(mm_node_state s) {
+    switch (s) {
+    case NODE_ALIVE: return "alive";
+    case NODE_DRAINING: return "draining";
+    case NODE_DEAD: return "dead";
+    }
+    return "unknown";
+}
+
+mm_node *mm_node_get(master_meta *m, uint32_t id) {
+    if (id == 0 || id > m->nnodes) return NULL;
+    return m->nodes[id - 1];
+}
+
+uint32_t mm_node_count(const master_meta *m) { return m->nnodes; }
+
+static mm_status check_addrs(const char *const *addrs, int naddrs, char *err, size_t errlen) {
+    if (naddrs < 1 || naddrs > TE_MAX_PATHS)
+        return mm_fail(err, errlen, MM_EINVAL, "ERR a node needs 1 to %d data addresses, got %d",
+                       TE_MAX_PATHS, naddrs);
+    for (int i = 0; i < naddrs; i++) {
+        size_t len = strlen(addrs[i]);
+        if (len == 0 || len >= TE_ADDR_LEN)
+            return mm_fail(err, errlen, MM_EINVAL,
+                           "ERR data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
+    }
+    return MM_OK;
+}
+
+mm_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
+                           int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen) {
+    if (segment_size < MM_MIN_SEGMENT || segment_size > MM_MAX_SEGMENT)
+        return mm_fail(err, errlen, MM_EINVAL, "ERR segment size must be %d bytes to 1PiB",
+                       MM_MIN_SEGMENT);
+    mm_status st = check_addrs(addrs, naddrs, err, errlen);
+    if (st != MM_OK) return st;
+    if (m->nnodes >= MM_MAX_NODES)
+        return mm_fail(err, errlen, MM_EFULL, "ERR node limit of %d reached", MM_MAX_NODES);
+    seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
+    if (!a) return mm_fail(err, errlen, MM_EINVAL, "ERR cannot manage a segment of that size");
+
+    mm_node *n = xcalloc(1, sizeof *n);
+    n->id = m->nnodes + 1;
+    n->state = NODE_ALIVE;
+    n->segment_size = segment_size;
+    n->naddrs = naddrs;
+    for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
+    n->alloc = a;
+    n->registered_ms = n->last_seen_ms = now_ms;
+    m->nodes = xrealloc(m->nodes, (m->nnodes + 1) * sizeof *m->nodes);
+    m->nodes[m->nnodes++] = n;
+    m->repair_dirty = 1;   /* room for objects waiting for a replica */
+    m->repair_next_ms = 0;
+    *id = n->id;
+    log_notice("node %u joined: %s, segment %llu bytes", n->id, n->addrs[0],
+               (unsigned long long)segment_size);
+    return MM_OK;
+}
+
+/* The node must exist and still be a member. */
+static mm_status live_node(master_meta *m, uint32_t id, mm_node **out, char *err, size_t errlen) {
+    mm_node *n = mm_node_get(m, id);
+    if (!n) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no node with id %u", id);
+    if (n->state == NODE_DEAD)
+        return mm_fail(err, errlen, MM_ESTATE, "NODEDEAD node %u left the cluster (%s): register again",
+                       id, n->dead_reason);
+    *out = n;
+    return MM_OK;
+}
+
+mm_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
+                            char *err, size_t errlen) {
+    mm_node *n = NULL;
+    mm_status st = live_node(m, id, &n, err, errlen);
+    if (st != MM_OK) return st;
+    n->last_seen_ms = now_ms;
+    n->reported_used = used;
+    return MM_OK;
+}
+
+mm_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen) {
+    mm_node *n = NULL;
+    mm_status st = live_node(m, id, &n, err, errlen);
+    if (st != MM_OK) return st;
+    if (n->state == NODE_ALIVE) log_notice("node %u draining", id);
+    n->state = NODE_DRAINING;
+    m->repair_dirty = 1;
+    m->repair_next_ms = 0;
+    return MM_OK;
+}
+
+/* Strip the node out of one object: replicas touching it go, a copy
+ * reading from or writing to it fails, an object left bare is removed. */
+static void forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms) {
+    mm_obj *mo = mm_obj_of(o);
+    if (mo->job) {
+        int touches = mm_replica_on_node(&mo->job->rep, id);
+        for (uint32_t i = 0; i < o->nreplicas && !touches; i++)
+            touches = mm_replica_on_node(&o->replicas[i], id);
+        if (touches) mm_job_fail(m, mo->job, now_ms);
+    }
+    for (uint32_t i = o->nreplicas; i-- > 0;)
+        if (mm_replica_on_node(&o->replicas[i], id)) mm_drop_replica(m, o, i, now_ms);
+    if (o->nreplicas > 0) return;
+    if (o->state == OBJ_COMPLETE) {
+        m->objects_lost++;
+        log_warning("object lost with node %u: every replica was there", id);
+    } else {
+        m->puts_revoked++;
+    }
+    mm_drop_object(m, o, now_ms);
+}
+
+void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms) {
+    mm_node *n = mm_node_get(m, id);
+    if (!n || n->state == NODE_DEAD) return;
+    log_notice("node %u left the cluster: %s", id, reason);
+    n->state = NODE_DEAD;
+    snprintf(n->dead_reason, sizeof n->dead_reason, "%s", reason);
+    size_t count;
+    object **all = mm_all_objects(m, &count);
+    for (size_t i = 0; i < count; i++) forget_node_in(m, all[i], id, now_ms);
+    free(all);
+    /* Quarantined extents there will never be reused: forget them. */
+    size_t w = 0;
+    for (size_t i = 0; i < m->nheld; i++)
+        if (m->held[i].ext.node != id) m->held[w++] = m->held[i];
+    m->nheld = w;
+    seg_alloc_destroy(n->alloc);
+    n->alloc = NULL;
+    m->repair_dirty = 1;
+    m->repair_next_ms = 0;
+}
+
+int mm_check_nodes(master_meta *m, uint64_t now_ms) {
+    int failed = 0;
+    for (uint32_t i = 0; i < m->nnodes; i++) {
+        mm_node *n = m->nodes[i];
+        if (n->state == NODE_DEAD || now_ms < n->last_seen_ms + m->cfg.node_timeout_ms) continue;
+        mm_node_fail(m, n->id, "heartbeat timeout", now_ms);
+        failed++;
+    }
+    return failed;
+}

@@ -1,0 +1,121 @@
+/* master/meta.c - creating the master state, the sweep, stats. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "master/meta_internal.h"
+
+void mm_config_defaults(mm_config *cfg) {
+    cfg->put_timeout_ms = 30000;
+    cfg->lease_ms = 10000;
+    cfg->node_timeout_ms = 5000;
+    cfg->stripe_threshold = 4ULL << 20;
+    cfg->slice_size = 1ULL << 20;
+    cfg->stripe_width = 2;
+    cfg->repair_retry_ms = 1000;
+}
+
+mm_status mm_fail(char *err, size_t errlen, mm_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* objtable hands us objects it no longer holds: only at destroy time,
+ * since every other removal goes through objtable_unlink. */
+static void free_object(object *o, void *ctx) {
+    free(o->owner);
+    object_free(o);
+}
+
+master_meta *mm_create(const mm_config *cfg) {
+    master_meta *m = xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    if (m->cfg.slice_size < MM_ALIGN) m->cfg.slice_size = MM_ALIGN;
+    m->cfg.slice_size &= ~(uint64_t)(MM_ALIGN - 1);
+    if (m->cfg.stripe_width == 0) m->cfg.stripe_width = 1;
+    if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
+    m->objs = objtable_create(free_object, m);
+    m->next_task_id = 1;
+    return m;
+}
+
+void mm_destroy(master_meta *m) {
+    if (!m) return;
+    while (m->ntasks) mm_job_fail(m, m->tasks[0]->job, 0);
+    objtable_destroy(m->objs);
+    for (uint32_t i = 0; i < m->nnodes; i++) {
+        seg_alloc_destroy(m->nodes[i]->alloc);
+        free(m->nodes[i]);
+    }
+    free(m->nodes);
+    free(m->held);
+    free(m->tasks);
+    free(m);
+}
+
+const mm_config *mm_get_config(const master_meta *m) { return &m->cfg; }
+
+void mm_sweep(master_meta *m, uint64_t now_ms) {
+    mm_check_nodes(m, now_ms);
+    mm_expire_puts(m, now_ms);
+    mm_expire_tasks(m, now_ms);
+    mm_release_held(m, now_ms);
+    mm_repair(m, now_ms);
+}
+
+static int under_replicated(const object *o) {
+    return o->state == OBJ_COMPLETE && o->nreplicas < mm_obj_of(o)->want;
+}
+
+static void count_object(object *o, void *ctx) {
+    mm_stats *st = ctx;
+    if (o->state == OBJ_PENDING) st->objects_pending++;
+    else st->objects_complete++;
+    if (under_replicated(o)) st->under_replicated++;
+}
+
+void mm_get_stats(master_meta *m, mm_stats *st) {
+    memset(st, 0, sizeof *st);
+    for (uint32_t i = 0; i < m->nnodes; i++) {
+        mm_node *n = m->nodes[i];
+        if (n->state == NODE_ALIVE) st->nodes_alive++;
+        else if (n->state == NODE_DRAINING) st->nodes_draining++;
+        else st->nodes_dead++;
+        if (n->alloc) {
+            seg_alloc_stats as;
+            seg_alloc_get_stats(n->alloc, &as);
+            st->bytes_used += as.used;
+            st->bytes_total += as.size;
+        }
+    }
+    uint64_t cursor = 0;
+    do cursor = objtable_scan(m->objs, cursor, count_object, st);
+    while (cursor);
+    st->objects_lost = m->objects_lost;
+    st->tasks_pending = m->ntasks;
+    st->tasks_done = m->tasks_done;
+    st->tasks_failed = m->tasks_failed;
+    st->puts_timed_out = m->puts_timed_out;
+    st->puts_revoked = m->puts_revoked;
+    st->held_extents = m->nheld;
+}
+
+const char *mm_status_name(mm_status s) {
+    switch (s) {
+    case MM_OK: return "OK";
+    case MM_EINVAL: return "ERR";
+    case MM_EXISTS: return "EXISTS";
+    case MM_NOTFOUND: return "NOTFOUND";
+    case MM_NOSPACE: return "NOSPACE";
+    case MM_NOREPLICAS: return "NOREPLICAS";
+    case MM_ESTATE: return "STATE";
+    case MM_EFULL: return "FULL";
+    }
+    return "ERR";
+}

@@ -1,0 +1,212 @@
+/* master/meta.h - the master's metadata: nodes, objects, placement, repair.
+ *
+ * Pure state, no sockets and no event loop: every function takes the
+ * current time (wall clock ms, the clock capabilities expire on) so the
+ * whole state machine runs under a fake clock in tests, could be
+ * replicated through a log later, and can be rebuilt from what nodes
+ * report (mm_rebuild). master_cmds.c turns it into the RESP protocol
+ * described in PROTOCOL.md.
+ *
+ * Files: membership.c (nodes), placement.c (where extents go),
+ * lifecycle.c (put/get/remove, leases, quarantine), repair.c (copy
+ * tasks: re-replication and drain), rebuild.c (table from node reports). */
+#ifndef MKV_MASTER_META_H
+#define MKV_MASTER_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/transport.h"
+#include "core/alloc.h"
+#include "core/objtable.h"
+
+#define MM_MAX_NODES      1024     /* ids ever handed out (dead ones stay listed) */
+#define MM_MAX_REPLICAS   8
+#define MM_MAX_KEY_LEN    4096
+#define MM_MAX_WIDTH      64       /* stripe width bound */
+#define MM_MAX_JOBS       256      /* repair copies in flight at once */
+#define MM_ERR_LEN        160
+#define MM_ALIGN          64       /* extent alignment inside a segment */
+
+typedef enum mm_status {
+    MM_OK = 0,
+    MM_EINVAL,       /* bad argument (size 0, empty key, ...) */
+    MM_EXISTS,       /* key present or being written */
+    MM_NOTFOUND,     /* no such key / node / task */
+    MM_NOSPACE,      /* no room: nothing stored was touched */
+    MM_NOREPLICAS,   /* fewer usable nodes than replicas asked for */
+    MM_ESTATE,       /* wrong state for the operation (complete, dead, ...) */
+    MM_EFULL         /* a fixed limit (nodes) reached */
+} mm_status;
+
+typedef enum mm_node_state { NODE_ALIVE = 0, NODE_DRAINING, NODE_DEAD } mm_node_state;
+
+typedef struct mm_node {
+    uint32_t id;                  /* 1-based; 0 is the standalone segment */
+    mm_node_state state;
+    uint64_t segment_size;
+    int naddrs;
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    seg_alloc *alloc;             /* offsets into its segment; NULL once dead */
+    uint64_t registered_ms, last_seen_ms;
+    uint64_t reported_used;       /* what the node said in its last heartbeat */
+    uint64_t conn_id;             /* role layer: the connection that registered it */
+    char dead_reason[32];         /* "timeout", "drained", ... */
+} mm_node;
+
+typedef struct mm_config {
+    uint64_t put_timeout_ms;      /* write caps and unfinished puts expire after */
+    uint64_t lease_ms;            /* read caps expire after */
+    uint64_t node_timeout_ms;     /* no heartbeat for this long: dead */
+    uint64_t stripe_threshold;    /* objects above this are cut into slices */
+    uint64_t slice_size;
+    uint32_t stripe_width;        /* nodes per replica for striped objects */
+    uint64_t repair_retry_ms;     /* wait before retrying a repair that found no room */
+} mm_config;
+
+/* A copy the master asks a node to make: read the src extents in order
+ * (from any node, with read caps) and write the same bytes, in order,
+ * into the dst extents of the node executing it (write caps). */
+typedef struct mm_task {
+    uint64_t id;
+    uint32_t node;                /* executes it; every dst extent is here */
+    struct mm_job *job;
+    const object *obj;            /* the object copied (key for the node's index) */
+    uint32_t nsrc, ndst;
+    obj_extent *src, *dst;
+    uint64_t deadline_ms;         /* caps expire then; not done = failed */
+    int handed;                   /* sent in a heartbeat reply */
+    int done;
+} mm_task;
+
+typedef struct mm_stats {
+    uint32_t nodes_alive, nodes_draining, nodes_dead;
+    uint64_t objects_pending, objects_complete;
+    uint64_t objects_lost;        /* complete objects whose every replica died */
+    uint64_t under_replicated;    /* complete objects below their replica count */
+    uint64_t tasks_pending;       /* copy tasks not yet done */
+    uint64_t tasks_done, tasks_failed;
+    uint64_t puts_timed_out, puts_revoked;
+    uint64_t held_extents;        /* removed extents waiting for leases to expire */
+    uint64_t bytes_used, bytes_total;   /* over alive and draining nodes */
+} mm_stats;
+
+typedef struct master_meta master_meta;
+
+/* The per-object master state, kept in object->owner. */
+typedef struct mm_obj {
+    object *o;
+    uint32_t want;                /* replica count asked for */
+    uint64_t hold_until;          /* bytes not reused before (latest cap expiry) */
+    struct mm_job *job;           /* replica copy in flight, if any */
+    struct mm_obj *prev, *next;   /* pending puts, oldest first */
+} mm_obj;
+
+static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }
+
+void mm_config_defaults(mm_config *cfg);
+master_meta *mm_create(const mm_config *cfg);
+void mm_destroy(master_meta *m);
+const mm_config *mm_get_config(const master_meta *m);
+
+/* ---- nodes (membership.c) ---- */
+mm_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
+                           int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen);
+mm_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
+                            char *err, size_t errlen);
+/* Stop placing on the node and move its objects away (MOON.DRAIN, LEAVE). */
+mm_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);
+/* Declare the node gone: its replicas leave the metadata, objects left
+ * with none are removed (complete ones counted in objects_lost). */
+void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms);
+/* Fail every node silent for longer than node_timeout. Returns how many. */
+int mm_check_nodes(master_meta *m, uint64_t now_ms);
+mm_node *mm_node_get(master_meta *m, uint32_t id);   /* NULL if never registered */
+uint32_t mm_node_count(const master_meta *m);        /* ids are 1..count */
+const char *mm_node_state_name(mm_node_state s);
+
+/* ---- objects (lifecycle.c) ---- */
+/* Place and insert a PENDING object. The write caps of its extents expire
+ * at o->created_ms + put_timeout_ms (mm_write_expiry). */
+mm_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
+                       uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen);
+mm_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
+                     uint64_t now_ms, char *err, size_t errlen);
+mm_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                        char *err, size_t errlen);
+/* A COMPLETE object and a read lease on it until *lease_until: its bytes
+ * are not reused before then, even if it is removed. */
+mm_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                 object **out, uint64_t *lease_until, char *err, size_t errlen);
+mm_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                    char *err, size_t errlen);
+int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
+object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
+uint64_t mm_write_expiry(const master_meta *m, const object *o);
+
+/* Batch forms: one result per item, each as if done alone, in order. */
+typedef struct mm_item {
+    const void *key;
+    size_t keylen;
+    uint64_t size;                /* put_start */
+    uint32_t crc;                 /* put_end */
+    mm_status status;             /* out */
+    object *obj;                  /* out: put_start, get */
+    uint64_t lease_until;         /* out: get */
+    char err[MM_ERR_LEN];         /* out when status != MM_OK */
+} mm_item;
+void mm_put_start_batch(master_meta *m, mm_item *items, size_t n, uint32_t replicas, uint64_t now_ms);
+void mm_put_end_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
+void mm_get_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
+void mm_exists_batch(master_meta *m, mm_item *items, size_t n);   /* status MM_OK or MM_NOTFOUND */
+
+/* Revoke puts older than put_timeout; release quarantined extents whose
+ * leases expired. Return how many puts / extents. */
+int mm_expire_puts(master_meta *m, uint64_t now_ms);
+int mm_release_held(master_meta *m, uint64_t now_ms);
+
+/* ---- repair (repair.c) ---- */
+/* Schedule copies for objects below their replica count or on draining
+ * nodes, drop replicas no longer needed, finish drains, fail overdue
+ * tasks. Returns the number of tasks created. */
+int mm_repair(master_meta *m, uint64_t now_ms);
+/* Up to max tasks for node not yet handed out; marks them handed. */
+size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max);
+/* The node finished (ok) or gave up on a task. Only when every task of
+ * the new replica succeeded does the replica join the object. */
+mm_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
+                       uint64_t now_ms, char *err, size_t errlen);
+uint64_t mm_task_expiry(const mm_task *t);
+
+/* Every periodic job in order: nodes, puts, tasks, quarantine, repair. */
+void mm_sweep(master_meta *m, uint64_t now_ms);
+
+/* ---- rebuild (rebuild.c) ---- */
+/* One extent a node says it holds: part [obj_off, obj_off+length) of the
+ * object key (size, crc), at seg_off in node's segment. */
+typedef struct mm_report {
+    uint32_t node;
+    const void *key;
+    size_t keylen;
+    uint64_t size;
+    uint32_t crc;
+    uint64_t obj_off;
+    uint64_t seg_off, length;
+} mm_report;
+
+typedef struct mm_rebuild_stats {
+    uint64_t objects, replicas, extents;   /* accepted */
+    uint64_t extents_rejected;             /* bad, overlapping, or part of no whole replica */
+} mm_rebuild_stats;
+
+/* Re-create COMPLETE objects from reports of any number of nodes: the
+ * extents of each key are chained into whole replicas (distinct nodes,
+ * contiguous object ranges) and claimed with seg_alloc_reserve_at. */
+void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
+                mm_rebuild_stats *st);
+
+/* ---- observability ---- */
+void mm_get_stats(master_meta *m, mm_stats *st);
+const char *mm_status_name(mm_status s);
+
+#endif

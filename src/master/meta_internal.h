@@ -1,0 +1,79 @@
+/* master/meta_internal.h - what the files of master/meta share privately. */
+#ifndef MKV_MASTER_META_INTERNAL_H
+#define MKV_MASTER_META_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "master/meta.h"
+
+/* Extents taken out of use but not yet reusable: a reader or writer may
+ * still hold a capability on them until `until`. */
+typedef struct mm_held {
+    obj_extent ext;
+    uint64_t until;
+} mm_held;
+
+/* One new replica being copied into place by one task per destination node. */
+typedef struct mm_job {
+    object *o;
+    obj_replica rep;
+    uint32_t ntasks, nleft;
+    mm_task **tasks;
+} mm_job;
+
+struct master_meta {
+    mm_config cfg;
+    objtable *objs;
+    mm_node **nodes;            /* nodes[id-1] */
+    uint32_t nnodes;
+    uint32_t rr;                /* round-robin cursor: id of the last node chosen */
+    mm_obj *pending_head, *pending_tail;
+    mm_held *held;
+    size_t nheld, capheld;
+    mm_task **tasks;            /* tasks not done yet */
+    size_t ntasks, captasks;
+    uint32_t njobs;
+    uint64_t next_task_id;
+    int repair_dirty;           /* something may need a copy or a drain may end */
+    uint64_t repair_next_ms;    /* earliest next repair pass */
+    uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
+};
+
+/* Printf into err (if given), return st: every error path is one line. */
+mm_status mm_fail(char *err, size_t errlen, mm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A node that may receive new extents. */
+static inline int mm_node_usable(const mm_node *n) { return n && n->state == NODE_ALIVE; }
+
+/* placement.c */
+/* Place nrep replicas of size bytes on usable nodes not marked in
+ * exclude[id-1] (may be NULL); distinct nodes across all of them. On
+ * MM_OK reps[0..nrep) own fresh extent arrays (free with mm_replica_clear). */
+mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
+                   obj_replica *reps, char *err, size_t errlen);
+void mm_replica_clear(obj_replica *r);
+
+/* lifecycle.c */
+/* Take the replica's extents out of use; they become free at `until`
+ * (now if already passed). Extents on dead nodes are simply forgotten. */
+void mm_hold_replica(master_meta *m, const obj_replica *r, uint64_t until, uint64_t now_ms);
+/* Unlink o from the table and hold all its extents until its hold time. */
+void mm_drop_object(master_meta *m, object *o, uint64_t now_ms);
+/* Remove replica i from o (its extents held until o's hold time). */
+void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms);
+/* Append a copy of r (o's arrays are replaced, r stays the caller's). */
+void mm_add_replica(master_meta *m, object *o, const obj_replica *r);
+void mm_pending_unlink(master_meta *m, mm_obj *mo);
+mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until);
+int mm_replica_on_node(const obj_replica *r, uint32_t node);
+/* Every object, collected first so callers may delete while walking. */
+object **mm_all_objects(master_meta *m, size_t *n);
+
+/* repair.c */
+/* Fewer replicas wholly on alive nodes than the object wants. */
+int mm_needs_repair(master_meta *m, const object *o);
+void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms);
+int mm_expire_tasks(master_meta *m, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,290 @@
+/* master/repair.c - keeping every object at its replica count.
+ *
+ * Re-replication and drain are one mechanism: a replica counts as healthy
+ * only if all its extents are on alive (not draining) nodes, and an
+ * object with fewer healthy replicas than it wants gets a new one. The
+ * master places it and hands one copy task per destination node out in
+ * heartbeat replies; nodes move the bytes and answer MOON.COPYDONE. The
+ * new replica joins the object only when every task succeeded, so a
+ * reader never sees a replica whose bytes have not fully landed. Then
+ * replicas on draining nodes that are no longer needed are dropped, and
+ * a draining node nothing refers to any more leaves the cluster. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "master/meta_internal.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static int replica_healthy(master_meta *m, const obj_replica *r) {
+    for (uint32_t i = 0; i < r->nextents; i++)
+        if (!mm_node_usable(mm_node_get(m, r->extents[i].node))) return 0;
+    return 1;
+}
+
+static uint32_t healthy_count(master_meta *m, const object *o) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < o->nreplicas; i++) n += replica_healthy(m, &o->replicas[i]);
+    return n;
+}
+
+int mm_needs_repair(master_meta *m, const object *o) {
+    return o->state == OBJ_COMPLETE && healthy_count(m, o) < mm_obj_of(o)->want;
+}
+
+uint64_t mm_task_expiry(const mm_task *t) { return t->deadline_ms; }
+
+/* ---- the task list ---- */
+
+static void tasks_push(master_meta *m, mm_task *t) {
+    if (m->ntasks == m->captasks) {
+        m->captasks = m->captasks ? m->captasks * 2 : 16;
+        m->tasks = xrealloc(m->tasks, m->captasks * sizeof *m->tasks);
+    }
+    m->tasks[m->ntasks++] = t;
+}
+
+static void tasks_remove(master_meta *m, mm_task *t) {
+    for (size_t i = 0; i < m->ntasks; i++) {
+        if (m->tasks[i] != t) continue;
+        m->tasks[i] = m->tasks[--m->ntasks];
+        return;
+    }
+}
+
+static void extent_push(obj_extent **v, uint32_t *n, obj_extent e) {
+    *v = xrealloc(*v, (*n + 1) * sizeof **v);
+    (*v)[(*n)++] = e;
+}
+
+/* Append to t->src the pieces of replica src holding object bytes
+ * [off, off+len), in order. */
+static void map_range(const obj_replica *src, uint64_t off, uint64_t len, mm_task *t) {
+    uint64_t pos = 0, end = off + len;
+    for (uint32_t i = 0; i < src->nextents && pos < end; i++) {
+        const obj_extent *e = &src->extents[i];
+        uint64_t lo = off > pos ? off : pos, hi = end < pos + e->length ? end : pos + e->length;
+        if (lo < hi) {
+            obj_extent piece = {e->node, e->offset + (lo - pos), hi - lo};
+            extent_push(&t->src, &t->nsrc, piece);
+        }
+        pos += e->length;
+    }
+}
+
+static mm_task *job_task_for(master_meta *m, mm_job *j, uint32_t node, uint64_t deadline) {
+    for (uint32_t i = 0; i < j->ntasks; i++)
+        if (j->tasks[i]->node == node) return j->tasks[i];
+    mm_task *t = xcalloc(1, sizeof *t);
+    t->id = m->next_task_id++;
+    t->node = node;
+    t->job = j;
+    t->obj = j->o;
+    t->deadline_ms = deadline;
+    j->tasks = xrealloc(j->tasks, (j->ntasks + 1) * sizeof *j->tasks);
+    j->tasks[j->ntasks++] = t;
+    return t;
+}
+
+static void job_free(mm_job *j) {
+    for (uint32_t i = 0; i < j->ntasks; i++) {
+        free(j->tasks[i]->src);
+        free(j->tasks[i]->dst);
+        free(j->tasks[i]);
+    }
+    free(j->tasks);
+    mm_replica_clear(&j->rep);
+    free(j);
+}
+
+/* ---- jobs ---- */
+
+/* Copy source: a healthy replica if there is one (a draining node is
+ * still readable, but spare it the load). */
+static const obj_replica *pick_source(master_meta *m, const object *o) {
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        if (replica_healthy(m, &o->replicas[i])) return &o->replicas[i];
+    return &o->replicas[0];
+}
+
+/* Place one more replica of o and create its tasks. -1 if no room. */
+static int job_start(master_meta *m, object *o, uint64_t now_ms) {
+    uint8_t *exclude = xcalloc(m->nnodes, 1);
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
+            exclude[o->replicas[i].extents[k].node - 1] = 1;
+    obj_replica rep = {0, NULL};
+    mm_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
+    free(exclude);
+    if (st != MM_OK) return -1;
+
+    mm_job *j = xcalloc(1, sizeof *j);
+    j->o = o;
+    j->rep = rep;
+    uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
+    const obj_replica *src = pick_source(m, o);
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < rep.nextents; i++) {
+        const obj_extent *e = &rep.extents[i];
+        mm_task *t = job_task_for(m, j, e->node, deadline);
+        extent_push(&t->dst, &t->ndst, *e);
+        map_range(src, pos, e->length, t);
+        pos += e->length;
+    }
+    j->nleft = j->ntasks;
+    for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);
+    /* The tasks' read caps on the source are leases like any other. */
+    mm_obj *mo = mm_obj_of(o);
+    mo->hold_until = max_u64(mo->hold_until, deadline);
+    mo->job = j;
+    m->njobs++;
+    return 0;
+}
+
+void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
+    uint64_t deadline = j->ntasks ? j->tasks[0]->deadline_ms : now_ms;
+    for (uint32_t i = 0; i < j->ntasks; i++) {
+        if (j->tasks[i]->done) continue;
+        tasks_remove(m, j->tasks[i]);
+        m->tasks_failed++;
+    }
+    /* A node may still be writing there until its write caps expire. */
+    mm_hold_replica(m, &j->rep, deadline, now_ms);
+    mm_obj_of(j->o)->job = NULL;
+    m->njobs--;
+    job_free(j);
+    m->repair_dirty = 1;
+}
+
+/* Drop replicas on draining nodes once the object has enough without them. */
+static void trim(master_meta *m, object *o, uint64_t now_ms) {
+    uint32_t want = mm_obj_of(o)->want;
+    for (uint32_t i = o->nreplicas; i-- > 0 && o->nreplicas > want;)
+        if (!replica_healthy(m, &o->replicas[i]) && healthy_count(m, o) >= want)
+            mm_drop_replica(m, o, i, now_ms);
+}
+
+static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
+    object *o = j->o;
+    mm_add_replica(m, o, &j->rep);
+    mm_obj_of(o)->job = NULL;
+    m->njobs--;
+    job_free(j);
+    trim(m, o, now_ms);
+    m->repair_dirty = 1;
+    m->repair_next_ms = 0;
+}
+
+mm_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
+                       uint64_t now_ms, char *err, size_t errlen) {
+    mm_task *t = NULL;
+    for (size_t i = 0; i < m->ntasks && !t; i++)
+        if (m->tasks[i]->id == task_id) t = m->tasks[i];
+    if (!t)
+        return mm_fail(err, errlen, MM_NOTFOUND,
+                       "ERR no task %llu in progress (finished, failed or expired)",
+                       (unsigned long long)task_id);
+    if (t->node != node)
+        return mm_fail(err, errlen, MM_ESTATE, "ERR task %llu belongs to node %u",
+                       (unsigned long long)task_id, t->node);
+    mm_job *j = t->job;
+    if (!ok || now_ms >= t->deadline_ms) {
+        mm_job_fail(m, j, now_ms);
+        if (ok) return mm_fail(err, errlen, MM_ESTATE, "ERR task %llu expired",
+                               (unsigned long long)task_id);
+        return MM_OK;
+    }
+    t->done = 1;
+    tasks_remove(m, t);
+    m->tasks_done++;
+    if (--j->nleft == 0) job_finish(m, j, now_ms);
+    return MM_OK;
+}
+
+int mm_expire_tasks(master_meta *m, uint64_t now_ms) {
+    int n = 0;
+    for (size_t i = 0; i < m->ntasks;) {
+        if (m->tasks[i]->deadline_ms > now_ms) {
+            i++;
+            continue;
+        }
+        mm_job_fail(m, m->tasks[i]->job, now_ms);   /* reshuffles the list */
+        n++;
+        i = 0;
+    }
+    return n;
+}
+
+size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->ntasks && n < max; i++) {
+        mm_task *t = m->tasks[i];
+        if (t->node != node || t->handed) continue;
+        t->handed = 1;
+        out[n++] = t;
+    }
+    return n;
+}
+
+/* ---- the repair pass ---- */
+
+/* Per draining node, what this pass learnt about the objects still on it. */
+typedef struct drain_view {
+    uint32_t refs;       /* objects with an extent there */
+    uint32_t waiting;    /* ... of which a copy or a put is in flight */
+    uint32_t stuck;      /* ... of which no new replica fits anywhere */
+} drain_view;
+
+static void note_drain(master_meta *m, const object *o, drain_view *dv, int waiting, int stuck) {
+    for (uint32_t id = 1; id <= m->nnodes; id++) {
+        if (m->nodes[id - 1]->state != NODE_DRAINING) continue;
+        int on = 0;
+        for (uint32_t i = 0; i < o->nreplicas && !on; i++) on = mm_replica_on_node(&o->replicas[i], id);
+        if (!on) continue;
+        dv[id - 1].refs++;
+        dv[id - 1].waiting += waiting;
+        dv[id - 1].stuck += stuck;
+    }
+}
+
+static void finish_drains(master_meta *m, const drain_view *dv, uint64_t now_ms) {
+    for (uint32_t id = 1; id <= m->nnodes; id++) {
+        const drain_view *v = &dv[id - 1];
+        if (m->nodes[id - 1]->state != NODE_DRAINING) continue;
+        if (v->refs == 0) mm_node_fail(m, id, "drained", now_ms);
+        else if (v->waiting == 0 && v->stuck == v->refs)
+            mm_node_fail(m, id, "drained, no room for the rest", now_ms);
+    }
+}
+
+int mm_repair(master_meta *m, uint64_t now_ms) {
+    if (!m->repair_dirty || now_ms < m->repair_next_ms) return 0;
+    m->repair_dirty = 0;
+    int created = 0, no_room = 0;
+    drain_view *dv = xcalloc(m->nnodes ? m->nnodes : 1, sizeof *dv);
+    size_t count;
+    object **all = mm_all_objects(m, &count);
+    for (size_t i = 0; i < count; i++) {
+        object *o = all[i];
+        mm_obj *mo = mm_obj_of(o);
+        int waiting = o->state == OBJ_PENDING || mo->job, stuck = 0;
+        if (!waiting) trim(m, o, now_ms);
+        if (!waiting && healthy_count(m, o) < mo->want) {
+            if (m->njobs >= MM_MAX_JOBS) m->repair_dirty = 1;   /* next pass */
+            else if (job_start(m, o, now_ms) == 0) created++, waiting = 1;
+            else stuck = 1, no_room = 1;
+        }
+        note_drain(m, o, dv, waiting, stuck);
+    }
+    free(all);
+    finish_drains(m, dv, now_ms);
+    free(dv);
+    if (no_room) {   /* retry later: space or nodes may come */
+        m->repair_dirty = 1;
+        m->repair_next_ms = now_ms + m->cfg.repair_retry_ms;
+    }
+    if (created) log_info("repair: %d copy tasks scheduled", created);
+    return created;
+}

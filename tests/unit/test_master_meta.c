@@ -1,0 +1,627 @@
+/* Unit tests for the master's metadata (src/master/meta.h): membership,
+ * placement, the object life cycle, leases, repair, drain and rebuild.
+ * Time is a plain number passed in: no sleeps. */
+#include <stdint.h>
+#include <string.h>
+
+#include "master/meta.h"
+#include "test.h"
+
+#define KB 1024ULL
+
+static char err[MM_ERR_LEN];
+
+static mm_config test_config(void) {
+    mm_config c;
+    mm_config_defaults(&c);
+    c.put_timeout_ms = 1000;
+    c.lease_ms = 5000;
+    c.node_timeout_ms = 3000;
+    c.stripe_threshold = 4 * KB;
+    c.slice_size = 1 * KB;
+    c.stripe_width = 2;
+    c.repair_retry_ms = 100;
+    return c;
+}
+
+/* n nodes of seg bytes each, registered at time 0. */
+static master_meta *cluster(int n, uint64_t seg) {
+    mm_config c = test_config();
+    master_meta *m = mm_create(&c);
+    for (int i = 0; i < n; i++) {
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", 9000 + i);
+        const char *addrs[] = {addr};
+        uint32_t id;
+        if (mm_node_register(m, seg, addrs, 1, 0, &id, err, sizeof err) != MM_OK) return NULL;
+    }
+    return m;
+}
+
+static uint64_t node_used(master_meta *m, uint32_t id) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(mm_node_get(m, id)->alloc, &st);
+    return st.used;
+}
+
+static int replica_node_set(const obj_replica *r, uint32_t *nodes, int max) {
+    int n = 0;
+    for (uint32_t i = 0; i < r->nextents; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= nodes[k] == r->extents[i].node;
+        if (!seen && n < max) nodes[n++] = r->extents[i].node;
+    }
+    return n;
+}
+
+/* put_start + put_end in one step. */
+static object *put(master_meta *m, const char *key, uint64_t size, uint32_t reps, uint64_t now) {
+    object *o = NULL;
+    if (mm_put_start(m, key, strlen(key), size, reps, now, &o, err, sizeof err) != MM_OK) return NULL;
+    if (mm_put_end(m, key, strlen(key), 0xabcd, now, err, sizeof err) != MM_OK) return NULL;
+    return o;
+}
+
+/* ---- membership ---- */
+
+static void test_register(void) {
+    mm_config c = test_config();
+    master_meta *m = mm_create(&c);
+    const char *good[] = {"127.0.0.1:1"};
+    char longaddr[TE_ADDR_LEN + 8];
+    memset(longaddr, 'a', sizeof longaddr - 1);
+    longaddr[sizeof longaddr - 1] = 0;
+    const char *bad[] = {longaddr};
+    uint32_t id = 0;
+    ASSERT_EQ(mm_node_register(m, 0, good, 1, 0, &id, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 0, 0, &id, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, bad, 1, 0, &id, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), MM_OK);
+    ASSERT_EQ(id, 1);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), MM_OK);
+    ASSERT_EQ(id, 2);
+    ASSERT_STREQ(mm_node_get(m, 2)->addrs[0], "127.0.0.1:1");
+    ASSERT_EQ(mm_node_heartbeat(m, 7, 0, 10, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_node_heartbeat(m, 2, 123, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_get(m, 2)->reported_used, 123);
+    mm_destroy(m);
+}
+
+static void test_heartbeat_timeout_kills(void) {
+    master_meta *m = cluster(2, 64 * KB);
+    ASSERT(m);
+    ASSERT_EQ(mm_node_heartbeat(m, 1, 0, 2000, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_check_nodes(m, 2999), 0);
+    ASSERT_EQ(mm_check_nodes(m, 3000), 1);   /* node 2 silent since 0 */
+    ASSERT_EQ(mm_node_get(m, 2)->state, NODE_DEAD);
+    ASSERT_EQ(mm_node_get(m, 1)->state, NODE_ALIVE);
+    ASSERT_EQ(mm_node_heartbeat(m, 2, 0, 3001, err, sizeof err), MM_ESTATE);
+    ASSERT(strncmp(err, "NODEDEAD", 8) == 0);
+    mm_destroy(m);
+}
+
+/* ---- placement ---- */
+
+static void test_replicas_on_distinct_nodes(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "k", 1000, 3, 0);
+    ASSERT(o);
+    ASSERT_EQ(o->nreplicas, 3);
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        ASSERT_EQ(o->replicas[i].nextents, 1);
+        ASSERT_EQ(o->replicas[i].extents[0].length, 1000);
+        seen |= 1u << o->replicas[i].extents[0].node;
+    }
+    ASSERT_EQ(seen, (1u << 1) | (1u << 2) | (1u << 3));
+    ASSERT_EQ(mm_put_start(m, "k2", 2, 1000, 4, 0, &o, err, sizeof err), MM_NOREPLICAS);
+    ASSERT(strncmp(err, "NOREPLICAS ", 11) == 0);
+    mm_destroy(m);
+}
+
+static void test_striping_layout(void) {
+    master_meta *m = cluster(4, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "big", 5000, 2, 0);   /* above 4K: 5 slices of 1K, last 904 */
+    ASSERT(o);
+    ASSERT_EQ(o->nreplicas, 2);
+    uint32_t nodes[2][8];
+    for (int r = 0; r < 2; r++) {
+        const obj_replica *rep = &o->replicas[r];
+        ASSERT_EQ(rep->nextents, 5);
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < 5; i++) {
+            ASSERT_EQ(rep->extents[i].length, i < 4 ? 1024 : 904);
+            /* slices alternate between the replica's two nodes */
+            ASSERT_EQ(rep->extents[i].node, rep->extents[i % 2].node);
+            total += rep->extents[i].length;
+        }
+        ASSERT_EQ(total, 5000);
+        ASSERT_EQ(replica_node_set(rep, nodes[r], 8), 2);
+    }
+    /* no node holds slices of both replicas */
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) ASSERT(nodes[0][a] != nodes[1][b]);
+    /* with 3 nodes and 2 replicas each replica stripes over one node */
+    master_meta *m3 = cluster(3, 64 * KB);
+    object *o3 = put(m3, "big", 5000, 2, 0);
+    ASSERT(o3);
+    uint32_t n3[8];
+    ASSERT_EQ(replica_node_set(&o3->replicas[0], n3, 8), 1);
+    ASSERT_EQ(replica_node_set(&o3->replicas[1], n3, 8), 1);
+    mm_destroy(m3);
+    mm_destroy(m);
+}
+
+static void test_balance_most_free_first(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    uint32_t hits[4] = {0};
+    for (int i = 0; i < 9; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        object *o = put(m, key, 1024, 1, 0);
+        ASSERT(o);
+        hits[o->replicas[0].extents[0].node]++;
+    }
+    ASSERT_EQ(hits[1], 3);
+    ASSERT_EQ(hits[2], 3);
+    ASSERT_EQ(hits[3], 3);
+    /* a bigger node with more free space gets the next object */
+    const char *addrs[] = {"127.0.0.1:9999"};
+    uint32_t id;
+    ASSERT_EQ(mm_node_register(m, 1024 * KB, addrs, 1, 0, &id, err, sizeof err), MM_OK);
+    object *o = put(m, "next", 1024, 1, 0);
+    ASSERT(o);
+    ASSERT_EQ(o->replicas[0].extents[0].node, id);
+    mm_destroy(m);
+}
+
+static void test_placement_errors(void) {
+    mm_config c = test_config();
+    master_meta *empty = mm_create(&c);
+    object *o;
+    ASSERT_EQ(mm_put_start(empty, "k", 1, 10, 1, 0, &o, err, sizeof err), MM_NOREPLICAS);
+    mm_destroy(empty);
+
+    master_meta *m = cluster(2, 4 * KB);
+    ASSERT(m);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 0, 1, 0, &o, err, sizeof err), MM_EINVAL);
+    ASSERT(strstr(err, "size"));
+    ASSERT_EQ(mm_put_start(m, "k", 1, 10, 0, 0, &o, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_put_start(m, "", 0, 10, 1, 0, &o, err, sizeof err), MM_EINVAL);
+    /* 4K is not above the stripe threshold: one extent that no node can hold */
+    ASSERT(put(m, "a", 1024, 2, 0));
+    ASSERT_EQ(mm_put_start(m, "huge", 4, 4 * KB, 1, 0, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT(strncmp(err, "NOSPACE ", 8) == 0 && strstr(err, "largest free extent"));
+    for (int i = 0; i < 5; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "f%d", i);
+        ASSERT(put(m, key, 1024, 1, 0));
+    }
+    /* room for one 1K copy: two replicas fail and nothing stays taken */
+    ASSERT_EQ(mm_put_start(m, "y", 1, 1024, 2, 0, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT(strncmp(err, "NOSPACE cluster full", 20) == 0);
+    ASSERT_EQ(node_used(m, 1) + node_used(m, 2), 7 * KB);
+    ASSERT(put(m, "x", 1024, 1, 0));
+    /* the cluster is full: a put fails cleanly and stored objects stay */
+    ASSERT_EQ(mm_put_start(m, "z", 1, 1024, 1, 0, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT(strncmp(err, "NOSPACE ", 8) == 0);
+    ASSERT_EQ(node_used(m, 1) + node_used(m, 2), 8 * KB);
+    ASSERT(mm_exists(m, "a", 1));
+    uint64_t lease;
+    ASSERT_EQ(mm_get(m, "a", 1, 0, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->size, 1024);
+    mm_destroy(m);
+}
+
+/* ---- life cycle ---- */
+
+static void test_exists_in_flight(void) {
+    master_meta *m = cluster(1, 64 * KB);
+    ASSERT(m);
+    object *o;
+    uint64_t lease;
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->state, OBJ_PENDING);
+    ASSERT_EQ(mm_write_expiry(m, o), 1000);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_EXISTS);
+    ASSERT_STREQ(err, "EXISTS key is being written");
+    ASSERT(!mm_exists(m, "k", 1));
+    ASSERT_EQ(mm_get(m, "k", 1, 0, &o, &lease, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_remove(m, "k", 1, 0, err, sizeof err), MM_ESTATE);
+    ASSERT_EQ(mm_put_end(m, "nope", 4, 1, 0, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), MM_ESTATE);
+    ASSERT_EQ(mm_put_revoke(m, "k", 1, 10, err, sizeof err), MM_ESTATE);
+    ASSERT(mm_exists(m, "k", 1));
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_EXISTS);
+    ASSERT_STREQ(err, "EXISTS key already exists");
+    ASSERT_EQ(mm_get(m, "k", 1, 20, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->crc, 77);
+    ASSERT_EQ(lease, 20 + 5000);
+    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), MM_OK);
+    ASSERT(!mm_exists(m, "k", 1));
+    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), MM_NOTFOUND);
+    mm_destroy(m);
+}
+
+static void test_timeout_revokes_and_frees(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 0, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "other", 5, 1 * KB, 1, 10, &o, err, sizeof err), MM_NOSPACE);
+    mm_sweep(m, 999);
+    ASSERT(mm_find(m, "slow", 4));
+    mm_sweep(m, 1000);
+    ASSERT(!mm_find(m, "slow", 4));
+    ASSERT_EQ(node_used(m, 1), 0);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.puts_timed_out, 1);
+    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 1000, &o, err, sizeof err), MM_OK);
+    /* put_end after the caps expired, before any sweep: revoked on the spot */
+    ASSERT_EQ(mm_put_end(m, "slow", 4, 1, 2000, err, sizeof err), MM_NOTFOUND);
+    ASSERT(strstr(err, "timed out"));
+    ASSERT_EQ(node_used(m, 1), 0);
+    mm_destroy(m);
+}
+
+static void test_revoke_holds_until_write_caps_expire(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 0, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), MM_OK);
+    ASSERT(!mm_find(m, "k", 1));
+    /* the key is free at once, the bytes only when the write caps expire */
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_release_held(m, 999), 0);
+    ASSERT_EQ(mm_release_held(m, 1000), 1);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 1000, &o, err, sizeof err), MM_OK);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.puts_revoked, 1);
+    mm_destroy(m);
+}
+
+static void test_lease_quarantine_delays_reuse(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    uint64_t lease;
+    ASSERT(put(m, "k", 2 * KB, 1, 0));
+    ASSERT_EQ(mm_get(m, "k", 1, 2000, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(lease, 7000);
+    ASSERT_EQ(mm_remove(m, "k", 1, 3000, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 3000, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_release_held(m, 6999), 0);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 6999, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_release_held(m, 7000), 1);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 7000, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_end(m, "n", 1, 1, 7000, err, sizeof err), MM_OK);
+    /* never read and write caps expired: the space is free right away */
+    ASSERT_EQ(mm_remove(m, "n", 1, 8000, err, sizeof err), MM_OK);
+    ASSERT_EQ(node_used(m, 1), 0);
+    mm_destroy(m);
+}
+
+static void test_batch_forms(void) {
+    master_meta *m = cluster(2, 64 * KB);
+    ASSERT(m);
+    mm_item it[3] = {{.key = "a", .keylen = 1, .size = 10},
+                     {.key = "b", .keylen = 1, .size = 0},
+                     {.key = "a", .keylen = 1, .size = 10}};
+    mm_put_start_batch(m, it, 3, 2, 0);
+    ASSERT_EQ(it[0].status, MM_OK);
+    ASSERT_EQ(it[0].obj->nreplicas, 2);
+    ASSERT_EQ(it[1].status, MM_EINVAL);
+    ASSERT_EQ(it[2].status, MM_EXISTS);
+    mm_item end[2] = {{.key = "a", .keylen = 1, .crc = 5}, {.key = "b", .keylen = 1, .crc = 6}};
+    mm_put_end_batch(m, end, 2, 1);
+    ASSERT_EQ(end[0].status, MM_OK);
+    ASSERT_EQ(end[1].status, MM_NOTFOUND);
+    mm_item get[2] = {{.key = "a", .keylen = 1}, {.key = "zz", .keylen = 2}};
+    mm_get_batch(m, get, 2, 2);
+    ASSERT_EQ(get[0].status, MM_OK);
+    ASSERT_EQ(get[0].obj->crc, 5);
+    ASSERT_EQ(get[0].lease_until, 5002);
+    ASSERT_EQ(get[1].status, MM_NOTFOUND);
+    mm_exists_batch(m, get, 2);
+    ASSERT_EQ(get[0].status, MM_OK);
+    ASSERT_EQ(get[1].status, MM_NOTFOUND);
+    mm_destroy(m);
+}
+
+/* ---- node death, re-replication, drain ---- */
+
+static uint32_t node_of(const object *o, uint32_t replica) {
+    return o->replicas[replica].extents[0].node;
+}
+
+static void heartbeat_all_but(master_meta *m, uint32_t dead, uint64_t now) {
+    for (uint32_t id = 1; id <= mm_node_count(m); id++)
+        if (id != dead) mm_node_heartbeat(m, id, 0, now, err, sizeof err);
+}
+
+static void test_dead_node_drops_replicas_and_counts_lost(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *two = put(m, "two", 100, 2, 0);
+    ASSERT(two);
+    uint32_t victim = node_of(two, 0);
+    /* a single-replica object on the victim too */
+    object *one = NULL;
+    for (int i = 0; i < 3 && !one; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "one%d", i);
+        object *o = put(m, key, 100, 1, 0);
+        ASSERT(o);
+        if (node_of(o, 0) == victim) one = o;
+    }
+    ASSERT(one);
+    char onekey[8];
+    memcpy(onekey, one->key, one->keylen + 1);
+    heartbeat_all_but(m, victim, 2500);
+    ASSERT_EQ(mm_check_nodes(m, 3000), 1);
+    ASSERT_EQ(mm_node_get(m, victim)->state, NODE_DEAD);
+    ASSERT(!mm_find(m, onekey, strlen(onekey)));
+    object *o;
+    uint64_t lease;
+    ASSERT_EQ(mm_get(m, "two", 3, 3000, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->nreplicas, 1);
+    ASSERT(node_of(o, 0) != victim);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.objects_lost, 1);
+    ASSERT_EQ(st.nodes_dead, 1);
+    ASSERT_EQ(st.under_replicated, 1);
+    mm_destroy(m);
+}
+
+static void test_rereplication_task_flow(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "obj", 5000, 2, 0);   /* striped: 5 slices per replica */
+    ASSERT(o);
+    uint32_t used[3], nused = 0;
+    nused += replica_node_set(&o->replicas[0], used, 3);
+    nused += replica_node_set(&o->replicas[1], used + nused, 3 - nused);
+    ASSERT_EQ(nused, 2);   /* 3 nodes, 2 replicas: one node each */
+    uint32_t spare = 6 - used[0] - used[1];
+    mm_node_fail(m, used[0], "test", 100);
+    ASSERT_EQ(o->nreplicas, 1);
+    ASSERT_EQ(mm_repair(m, 100), 1);
+    ASSERT_EQ(mm_repair(m, 100), 0);   /* one copy in flight at a time */
+    mm_task *t[4];
+    ASSERT_EQ(mm_node_tasks(m, used[1], t, 4), 0);
+    ASSERT_EQ(mm_node_tasks(m, spare, t, 4), 1);
+    ASSERT_EQ(mm_node_tasks(m, spare, t, 4), 0);   /* handed out once */
+    uint64_t src = 0, dst = 0;
+    for (uint32_t i = 0; i < t[0]->nsrc; i++) {
+        ASSERT_EQ(t[0]->src[i].node, used[1]);
+        src += t[0]->src[i].length;
+    }
+    for (uint32_t i = 0; i < t[0]->ndst; i++) dst += t[0]->dst[i].length;
+    ASSERT_EQ(src, 5000);
+    ASSERT_EQ(dst, 5000);
+    ASSERT_EQ(mm_task_expiry(t[0]), 1100);
+    ASSERT(t[0]->obj == o);
+    /* not visible before the copy is done */
+    ASSERT_EQ(o->nreplicas, 1);
+    uint64_t id = t[0]->id;
+    ASSERT_EQ(mm_copy_done(m, used[1], id, 1, 200, err, sizeof err), MM_ESTATE);
+    ASSERT_EQ(mm_copy_done(m, spare, id + 100, 1, 200, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 200, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->nreplicas, 2);
+    ASSERT_EQ(node_of(o, 1), spare);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.under_replicated, 0);
+    ASSERT_EQ(st.tasks_pending, 0);
+    ASSERT_EQ(st.tasks_done, 1);
+    mm_destroy(m);
+}
+
+static void test_copy_failure_and_expiry_retry(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "obj", 1000, 2, 0);
+    ASSERT(o);
+    uint32_t spare = 6 - node_of(o, 0) - node_of(o, 1);
+    mm_node_fail(m, node_of(o, 0), "test", 0);
+    uint64_t before = node_used(m, spare);
+    ASSERT_EQ(mm_repair(m, 0), 1);
+    mm_task *t;
+    ASSERT_EQ(mm_node_tasks(m, spare, &t, 1), 1);
+    ASSERT(node_used(m, spare) > before);
+    ASSERT_EQ(mm_copy_done(m, spare, t->id, 0, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->nreplicas, 1);
+    /* the failed destination is held until its write caps expire */
+    mm_release_held(m, 999);
+    ASSERT(node_used(m, spare) > before);
+    mm_release_held(m, 1000);
+    ASSERT_EQ(node_used(m, spare), before);
+    /* a new attempt, which then times out */
+    ASSERT_EQ(mm_repair(m, 1000), 1);
+    ASSERT_EQ(mm_node_tasks(m, spare, &t, 1), 1);
+    uint64_t id = t->id;
+    mm_sweep(m, 1999);
+    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 1999, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->nreplicas, 2);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.tasks_failed, 1);
+    mm_destroy(m);
+}
+
+static void test_task_timeout(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "obj", 1000, 2, 0);
+    ASSERT(o);
+    mm_node_fail(m, node_of(o, 0), "test", 0);
+    ASSERT_EQ(mm_repair(m, 0), 1);
+    mm_sweep(m, 999);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.tasks_pending, 1);
+    /* deadline passes: the task fails and the next pass schedules anew */
+    mm_sweep(m, 1000);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.tasks_failed, 1);
+    ASSERT_EQ(st.tasks_pending, 1);
+    ASSERT_EQ(o->nreplicas, 1);
+    mm_destroy(m);
+}
+
+static void test_drain_moves_then_leaves(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = put(m, "obj", 1000, 1, 0);
+    ASSERT(o);
+    uint32_t d = node_of(o, 0);
+    ASSERT_EQ(mm_node_drain(m, d, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_get(m, d)->state, NODE_DRAINING);
+    for (int i = 0; i < 6; i++) {   /* nothing new lands on a draining node */
+        char key[16];
+        snprintf(key, sizeof key, "n%d", i);
+        object *n = put(m, key, 100, 2, 10);
+        ASSERT(n);
+        ASSERT(node_of(n, 0) != d && node_of(n, 1) != d);
+    }
+    ASSERT_EQ(mm_repair(m, 20), 1);
+    mm_task *t;
+    uint32_t target = 0;
+    for (uint32_t id = 1; id <= 3 && !target; id++)
+        if (mm_node_tasks(m, id, &t, 1) == 1) target = id;
+    ASSERT(target && target != d);
+    ASSERT_EQ(t->src[0].node, d);   /* the draining node is still the source */
+    mm_repair(m, 30);
+    ASSERT_EQ(mm_node_get(m, d)->state, NODE_DRAINING);   /* waits for the copy */
+    ASSERT_EQ(mm_copy_done(m, target, t->id, 1, 40, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->nreplicas, 1);
+    ASSERT_EQ(node_of(o, 0), target);
+    mm_repair(m, 50);
+    ASSERT_EQ(mm_node_get(m, d)->state, NODE_DEAD);
+    ASSERT_STREQ(mm_node_get(m, d)->dead_reason, "drained");
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.objects_lost, 0);
+    ASSERT_EQ(mm_node_drain(m, d, 60, err, sizeof err), MM_ESTATE);
+    mm_destroy(m);
+}
+
+static void test_drain_without_room_loses_only_sole_copies(void) {
+    master_meta *m = cluster(1, 64 * KB);
+    ASSERT(m);
+    ASSERT(put(m, "solo", 1000, 1, 0));
+    ASSERT_EQ(mm_node_drain(m, 1, 0, err, sizeof err), MM_OK);
+    mm_repair(m, 0);
+    ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.objects_lost, 1);
+    mm_destroy(m);
+}
+
+/* ---- rebuild ---- */
+
+/* Reports for every extent of every object in m, as nodes would send. */
+static size_t reports_of(master_meta *m, const char *const *keys, size_t nkeys, mm_report *out) {
+    size_t n = 0;
+    for (size_t k = 0; k < nkeys; k++) {
+        object *o = mm_find(m, keys[k], strlen(keys[k]));
+        for (uint32_t r = 0; o && r < o->nreplicas; r++) {
+            uint64_t pos = 0;
+            for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
+                const obj_extent *e = &o->replicas[r].extents[i];
+                out[n++] = (mm_report){e->node, o->key, o->keylen, o->size, o->crc, pos,
+                                       e->offset, e->length};
+                pos += e->length;
+            }
+        }
+    }
+    return n;
+}
+
+static void test_rebuild_from_reports(void) {
+    master_meta *a = cluster(4, 64 * KB);
+    ASSERT(a);
+    ASSERT(put(a, "small", 100, 2, 0));
+    ASSERT(put(a, "striped", 5000, 2, 0));
+    const char *keys[] = {"small", "striped"};
+    mm_report rep[32];
+    size_t n = reports_of(a, keys, 2, rep);
+    ASSERT_EQ(n, 2 + 10);
+    /* junk: outside the segment, overlapping a real extent, orphan slice */
+    rep[n++] = (mm_report){1, "bad", 3, 10, 1, 0, 64 * KB, 10};
+    rep[n++] = (mm_report){rep[0].node, "zdup", 4, 10, 1, 0, rep[0].seg_off, 10};
+    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1024, 32 * KB, 1024};
+
+    master_meta *b = cluster(4, 64 * KB);
+    mm_rebuild_stats st;
+    mm_rebuild(b, rep, n, 50, &st);
+    ASSERT_EQ(st.objects, 2);
+    ASSERT_EQ(st.replicas, 4);
+    ASSERT_EQ(st.extents, 12);
+    ASSERT_EQ(st.extents_rejected, 3);
+    for (uint32_t id = 1; id <= 4; id++) ASSERT_EQ(node_used(a, id), node_used(b, id));
+    object *o;
+    uint64_t lease;
+    ASSERT_EQ(mm_get(b, "striped", 7, 60, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(o->size, 5000);
+    ASSERT_EQ(o->crc, 0xabcd);
+    ASSERT_EQ(o->nreplicas, 2);
+    /* Slices of equal offset hold equal bytes, so any chain is a valid
+     * replica; what matters: whole, in order, and on disjoint nodes. */
+    uint32_t nodes[2][8];
+    for (uint32_t r = 0; r < 2; r++) {
+        ASSERT_EQ(o->replicas[r].nextents, 5);
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < 5; i++) total += o->replicas[r].extents[i].length;
+        ASSERT_EQ(total, 5000);
+        ASSERT_EQ(o->replicas[r].extents[4].length, 904);
+        ASSERT_EQ(replica_node_set(&o->replicas[r], nodes[r], 8), 2);
+    }
+    for (int x = 0; x < 2; x++)
+        for (int y = 0; y < 2; y++) ASSERT(nodes[0][x] != nodes[1][y]);
+    ASSERT(!mm_find(b, "orphan", 6));
+    /* claimed space is not handed out again */
+    object *fresh = put(b, "fresh", 100, 1, 100);
+    ASSERT(fresh);
+    for (size_t i = 0; i < 12; i++) {
+        const obj_extent *e = &fresh->replicas[0].extents[0];
+        if (e->node != rep[i].node) continue;
+        ASSERT(e->offset + e->length <= rep[i].seg_off || rep[i].seg_off + rep[i].length <= e->offset);
+    }
+    /* a second rebuild of the same reports changes nothing */
+    mm_rebuild(b, rep, n, 70, &st);
+    ASSERT_EQ(st.objects, 0);
+    mm_destroy(b);
+    mm_destroy(a);
+}
+
+int main(void) {
+    RUN_TEST(test_register);
+    RUN_TEST(test_heartbeat_timeout_kills);
+    RUN_TEST(test_replicas_on_distinct_nodes);
+    RUN_TEST(test_striping_layout);
+    RUN_TEST(test_balance_most_free_first);
+    RUN_TEST(test_placement_errors);
+    RUN_TEST(test_exists_in_flight);
+    RUN_TEST(test_timeout_revokes_and_frees);
+    RUN_TEST(test_revoke_holds_until_write_caps_expire);
+    RUN_TEST(test_lease_quarantine_delays_reuse);
+    RUN_TEST(test_batch_forms);
+    RUN_TEST(test_dead_node_drops_replicas_and_counts_lost);
+    RUN_TEST(test_rereplication_task_flow);
+    RUN_TEST(test_copy_failure_and_expiry_retry);
+    RUN_TEST(test_task_timeout);
+    RUN_TEST(test_drain_moves_then_leaves);
+    RUN_TEST(test_drain_without_room_loses_only_sole_copies);
+    RUN_TEST(test_rebuild_from_reports);
+    TEST_EXIT();
+}
