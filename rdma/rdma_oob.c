@@ -23,7 +23,7 @@
 #define WELCOME_LEN (4 + QPINFO_LEN + 4 + 8 + 8)
 #define GRANT_LEN   (TE_CAP_WIRE_LEN + 1 + 8 + 8)
 #define GRANTED_LEN 12
-#define OOB_MAX_LEN (OOB_HDR_LEN + WELCOME_LEN)
+#define OOB_MAX_LEN (OOB_HDR_LEN + GRANT_LEN)   /* the longest body */
 
 /* ---- little-endian fields (cursor style over backend/le.h) ---- */
 
