@@ -58,7 +58,8 @@ typedef struct server_stats {
     uint64_t net_input_bytes, net_output_bytes;
     uint64_t protocol_errors;
     uint64_t keyspace_hits, keyspace_misses;
-    uint64_t exists_rejections;   /* SET on an existing key */
+    uint64_t exists_rejections;   /* SET of other bytes on an existing key */
+    uint64_t idempotent_puts;     /* SET of the very bytes already stored: OK, no-op */
     uint64_t nospace_rejections;  /* SET that did not fit */
     uint64_t aborted_puts;        /* half-written values dropped */
 } server_stats;

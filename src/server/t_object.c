@@ -70,6 +70,22 @@ static int set_begin(client *c, store_put **put, uint64_t *size) {
     return rc;
 }
 
+/* Keys are content hashes, so a second put of the same key normally
+ * carries the same bytes: that is a no-op, not a conflict, and answers OK
+ * (nothing is overwritten). Different bytes under a stored key are the
+ * conflict write-once forbids. An in-flight key never matches. */
+static int same_value_stored(client *c) {
+    store *s = store_of(c);
+    const resp_arg *key = &c->argv[1], *val = &c->argv[2];
+    const void *data;
+    uint64_t len;
+    store_pin *pin;
+    if (s->ops->get(s, key->ptr, key->len, &data, &len, &pin) != STORE_OK) return 0;
+    int same = len == val->len && (len == 0 || memcmp(data, val->ptr, len) == 0);
+    s->ops->release(s, pin);
+    return same;
+}
+
 static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     server *srv = c->srv;
     store *s = srv->store;
@@ -77,9 +93,16 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     if (s->ops->space) s->ops->space(s, &free_bytes, &largest);
     switch (rc) {
     case STORE_EXISTS:
-        srv->stats.exists_rejections++;
-        if (nx) reply_null(c);
-        else reply_error(c, "EXISTS key already exists");
+        if (nx) {
+            srv->stats.exists_rejections++;
+            reply_null(c);
+        } else if (same_value_stored(c)) {
+            srv->stats.idempotent_puts++;
+            reply_ok(c);
+        } else {
+            srv->stats.exists_rejections++;
+            reply_error(c, "EXISTS key already exists");
+        }
         break;
     case STORE_NOSPACE:
         srv->stats.nospace_rejections++;

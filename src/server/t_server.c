@@ -241,6 +241,7 @@ static void info_stats(server *srv, resp_buf *out) {
     info_field(out, "keyspace_hits", "%llu", (unsigned long long)st->keyspace_hits);
     info_field(out, "keyspace_misses", "%llu", (unsigned long long)st->keyspace_misses);
     info_field(out, "exists_rejections", "%llu", (unsigned long long)st->exists_rejections);
+    info_field(out, "idempotent_puts", "%llu", (unsigned long long)st->idempotent_puts);
     info_field(out, "nospace_rejections", "%llu", (unsigned long long)st->nospace_rejections);
     info_field(out, "aborted_puts", "%llu", (unsigned long long)st->aborted_puts);
     info_field(out, "protocol_errors", "%llu", (unsigned long long)st->protocol_errors);
