@@ -64,6 +64,7 @@ typedef struct mkv_obj {
 void mkv_options_init(mkv_options *opt);
 int mkv_connect(mkv_client **out, const mkv_options *opt);
 void mkv_close(mkv_client *c);
+/* NULL: why this thread's last mkv_connect failed. */
 const char *mkv_last_error(const mkv_client *c);
 const char *mkv_strerror(int code);
 

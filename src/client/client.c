@@ -1,0 +1,200 @@
+/* client/client.c - the client's life cycle, its master connection and
+ * the mapping of master replies to MKV_E* codes. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "core/util.h"
+
+#define DEFAULT_MASTER  "127.0.0.1:7380"
+#define DEFAULT_TIMEOUT 5000
+
+void mkv_options_init(mkv_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->master = DEFAULT_MASTER;
+    opt->transport = "auto";
+    opt->replicas = 1;
+    opt->timeout_ms = DEFAULT_TIMEOUT;
+}
+
+const char *mkv_strerror(int code) {
+    switch (code) {
+    case MKV_OK:          return "ok";
+    case MKV_ENOTFOUND:   return "no such object";
+    case MKV_EEXISTS:     return "key exists (objects are write-once)";
+    case MKV_ENOSPACE:    return "no space in the cluster";
+    case MKV_ENOREPLICAS: return "fewer live nodes than replicas";
+    case MKV_EINVAL:      return "invalid argument";
+    case MKV_ENOTREG:     return "buffer not in a registered region";
+    case MKV_ETOOSMALL:   return "buffer smaller than the object";
+    case MKV_ECONN:       return "connection failed";
+    case MKV_EAUTH:       return "authentication refused";
+    case MKV_EIO:         return "transfer failed on every path and replica";
+    case MKV_ECORRUPT:    return "checksum mismatch on every replica";
+    case MKV_ETIMEDOUT:   return "timed out";
+    case MKV_EPROTO:      return "unexpected reply from the master";
+    case MKV_ENOMEM:      return "out of memory";
+    default:              return "unknown error";
+    }
+}
+
+/* Why the last mkv_connect of this thread failed: there is no client
+ * left to hold it. */
+static __thread char connect_err[MKV_ERR_LEN];
+
+const char *mkv_last_error(const mkv_client *c) {
+    return c ? c->err : connect_err;
+}
+
+int mkv_fail(mkv_client *c, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int mkv_check_key(mkv_client *c, const void *key, size_t keylen) {
+    if (!key || keylen == 0) return mkv_fail(c, MKV_EINVAL, "empty key");
+    if (keylen > MKV_MAX_KEY_LEN)
+        return mkv_fail(c, MKV_EINVAL, "key longer than %d bytes", MKV_MAX_KEY_LEN);
+    return MKV_OK;
+}
+
+/* Error reply prefixes of the master (PROTOCOL.md) and our codes. */
+static const struct { const char *prefix; int code; } error_map[] = {
+    {"EXISTS", MKV_EEXISTS},
+    {"NOSPACE", MKV_ENOSPACE},
+    {"NOREPLICAS", MKV_ENOREPLICAS},
+    {"NOAUTH", MKV_EAUTH},
+    {"WRONGPASS", MKV_EAUTH},
+    {"ERR no such key", MKV_ENOTFOUND},
+    {"ERR no put in progress", MKV_ENOTFOUND},
+    {"ERR put timed out", MKV_ETIMEDOUT},
+    {"ERR unknown command", MKV_EPROTO},
+    {"ERR", MKV_EINVAL},
+};
+
+int mkv_reply_error(mkv_client *c, const char *msg, size_t len) {
+    int code = MKV_EPROTO;
+    for (size_t i = 0; i < sizeof error_map / sizeof error_map[0]; i++) {
+        size_t n = strlen(error_map[i].prefix);
+        if (len >= n && memcmp(msg, error_map[i].prefix, n) == 0 &&
+            (len == n || msg[n] == ' ' || n > 6)) {
+            code = error_map[i].code;
+            break;
+        }
+    }
+    return mkv_fail(c, code, "master: %.*s", (int)(len > 200 ? 200 : len), msg);
+}
+
+int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r) {
+    if (r && r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
+    return mkv_fail(c, MKV_EPROTO, "master: unexpected reply (type %d) to %s",
+                    r ? r->type : -1, what);
+}
+
+/* ---- the master connection ---- */
+
+static int master_auth(mkv_client *c) {
+    if (!c->password) return MKV_OK;
+    const char *argv[2] = {"AUTH", c->password};
+    size_t lens[2] = {4, strlen(c->password)};
+    int code;
+    redisReply *r = mkv_command(c, 2, argv, lens, &code);
+    if (!r) return code;
+    int rc = MKV_OK;
+    if (r->type == REDIS_REPLY_ERROR) rc = mkv_fail(c, MKV_EAUTH, "master: %s", r->str);
+    else if (r->type != REDIS_REPLY_STATUS) rc = mkv_bad_reply(c, "AUTH", r);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int master_open(mkv_client *c) {
+    struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
+    if (c->rc) redisFree(c->rc);
+    c->rc = redisConnectWithTimeout(c->host, c->port, tv);
+    if (!c->rc) return mkv_fail(c, MKV_ENOMEM, "cannot allocate a connection");
+    if (c->rc->err) {
+        int rc = mkv_fail(c, MKV_ECONN, "master %s:%d: %s", c->host, c->port, c->rc->errstr);
+        redisFree(c->rc);
+        c->rc = NULL;
+        return rc;
+    }
+    redisSetTimeout(c->rc, tv);
+    return master_auth(c);
+}
+
+redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                        int *code) {
+    /* A broken connection is reopened once per command: the master may
+     * have restarted, and a put or get is safe to send again. */
+    if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
+    redisReply *r = redisCommandArgv(c->rc, argc, argv, argvlen);
+    if (r) return r;
+    int timed_out = c->rc->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    *code = mkv_fail(c, timed_out ? MKV_ETIMEDOUT : MKV_ECONN, "master %s:%d: %s", c->host,
+                     c->port, c->rc->errstr);
+    redisFree(c->rc);
+    c->rc = NULL;
+    return NULL;
+}
+
+/* ---- connect / close ---- */
+
+static int copy_options(mkv_client *c, const mkv_options *opt) {
+    const char *master = opt->master ? opt->master : DEFAULT_MASTER;
+    if (parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
+        return mkv_fail(c, MKV_EINVAL, "bad master address '%s' (want host:port)", master);
+    const char *secret = opt->cluster_secret ? opt->cluster_secret : "";
+    if (strlen(secret) >= sizeof c->secret)
+        return mkv_fail(c, MKV_EINVAL, "cluster secret longer than %d bytes", TE_SECRET_MAX - 1);
+    snprintf(c->secret, sizeof c->secret, "%s", secret);
+    const char *tr = opt->transport ? opt->transport : "auto";
+    if (strlen(tr) >= sizeof c->transport)
+        return mkv_fail(c, MKV_EINVAL, "unknown transport '%s'", tr);
+    snprintf(c->transport, sizeof c->transport, "%s", tr);
+    if (opt->replicas < 0 || opt->replicas > MKV_MAX_REPLICAS)
+        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", MKV_MAX_REPLICAS);
+    c->replicas = opt->replicas ? opt->replicas : 1;
+    c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : DEFAULT_TIMEOUT;
+    if (opt->password) c->password = xstrdup(opt->password);
+    if (opt->data_addrs) c->data_addrs = xstrdup(opt->data_addrs);
+    return MKV_OK;
+}
+
+int mkv_connect(mkv_client **out, const mkv_options *opt) {
+    mkv_options defaults;
+    if (!out) return MKV_EINVAL;
+    *out = NULL;
+    if (!opt) {
+        mkv_options_init(&defaults);
+        opt = &defaults;
+    }
+    mkv_client *c = xcalloc(1, sizeof *c);
+    int rc = copy_options(c, opt);
+    if (rc == MKV_OK) rc = master_open(c);
+    if (rc == MKV_OK) rc = mkv_topology_refresh(c);
+    if (rc == MKV_OK) rc = mkv_engine_open(c);
+    if (rc != MKV_OK) {
+        memcpy(connect_err, c->err, sizeof connect_err);
+        mkv_close(c);
+        return rc;
+    }
+    *out = c;
+    return MKV_OK;
+}
+
+void mkv_close(mkv_client *c) {
+    if (!c) return;
+    mkv_regions_clear(c);
+    mkv_engine_close(c);
+    mkv_topology_free(&c->topo);
+    if (c->rc) redisFree(c->rc);
+    free(c->password);
+    free(c->data_addrs);
+    free(c);
+}

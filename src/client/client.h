@@ -1,0 +1,173 @@
+/* client/client.h - libmoonkv internals shared by its files.
+ *
+ * client.c      connection, options, errors, the master round trip
+ * command.c     building binary-safe master commands
+ * topology.c    the node table (MOON.TOPOLOGY)
+ * placement.c   decoding replica/extent replies into placements
+ * regions.c     registered buffers
+ * xfer.c        moving placements' bytes through the transfer engine
+ * put.c         mkv_put and mkv_put_batch (one path for both)
+ * get.c         mkv_get, mkv_get_batch, mkv_size
+ * keys.c        mkv_remove, mkv_exists, mkv_exists_batch
+ *
+ * Single and batch calls share one code path: a single call is a batch
+ * of one that sends the single-key command (MOON.PUTSTART rather than
+ * MOON.MPUTSTART) and reads its reply as the batch's only element. */
+#ifndef MKV_CLIENT_H
+#define MKV_CLIENT_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/transport.h"
+#include "client/moonkv.h"
+
+#define MKV_ERR_LEN        256
+#define MKV_MAX_NODES      1024     /* ids the master hands out (meta.h) */
+#define MKV_MAX_REPLICAS   8
+#define MKV_MAX_KEY_LEN    4096
+#define MKV_MAX_BATCH      4096     /* keys per MOON.M* command */
+#define MKV_MAX_EXTENTS    (1u << 20)   /* per replica: bounds what a reply makes us allocate */
+#define MKV_MAX_REGIONS    256
+#define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
+
+/* ---- topology.c ---- */
+typedef enum mkv_node_state { MKV_NODE_ALIVE, MKV_NODE_DRAINING, MKV_NODE_DEAD } mkv_node_state;
+
+typedef struct mkv_node {
+    uint32_t id;                         /* 0: slot unused */
+    mkv_node_state state;
+    int naddrs;
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+} mkv_node;
+
+typedef struct mkv_topology {
+    uint32_t count;                      /* ids 1..count are listed */
+    mkv_node *nodes;                     /* nodes[id - 1] */
+    uint64_t version;                    /* bumped at every refresh */
+} mkv_topology;
+
+/* ---- placement.c ---- */
+typedef struct mkv_extent {
+    uint32_t node;
+    uint64_t offset, length;             /* in the node's segment */
+    te_cap cap;
+} mkv_extent;
+
+typedef struct mkv_replica {
+    uint32_t nextents;                   /* cover the object in order */
+    mkv_extent *extents;
+} mkv_replica;
+
+typedef struct mkv_placement {
+    uint64_t size;
+    uint32_t crc;                        /* get only */
+    uint32_t nreplicas;
+    mkv_replica replicas[MKV_MAX_REPLICAS];
+} mkv_placement;
+
+/* ---- regions.c ---- */
+typedef struct mkv_region {
+    void *addr;
+    size_t len;
+    te_mr *mr;                           /* the engine's registration */
+} mkv_region;
+
+typedef struct mkv_regions {
+    int n;
+    mkv_region r[MKV_MAX_REGIONS];
+} mkv_regions;
+
+struct te_engine;
+
+struct mkv_client {
+    redisContext *rc;
+    char host[256];
+    int port;
+    char *password;
+    char secret[TE_SECRET_MAX];
+    char transport[16];
+    char *data_addrs;
+    int replicas;
+    int timeout_ms;
+    mkv_topology topo;
+    mkv_regions regions;
+    struct te_engine *engine;
+    char err[MKV_ERR_LEN];
+};
+
+/* ---- client.c ---- */
+/* Record why and return code, so error paths read `return mkv_fail(...)`. */
+int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Send one command (binary-safe arguments) and wait for its reply.
+ * NULL after recording MKV_ECONN/MKV_ETIMEDOUT in *code. */
+redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                        int *code);
+/* Map a master error reply ("EXISTS ...", "NOSPACE ...") to an MKV_E*
+ * code, keeping the text as the last error. */
+int mkv_reply_error(mkv_client *c, const char *msg, size_t len);
+/* MKV_EPROTO with a note on what was expected. */
+int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r);
+int mkv_check_key(mkv_client *c, const void *key, size_t keylen);
+
+/* ---- command.c ---- */
+typedef struct mkv_cmd {
+    int argc, cap;
+    const char **argv;
+    size_t *lens;
+    char (*nums)[24];                    /* storage of numeric arguments */
+} mkv_cmd;
+
+void mkv_cmd_init(mkv_cmd *cmd, int maxargs);
+void mkv_cmd_str(mkv_cmd *cmd, const char *s);
+void mkv_cmd_bin(mkv_cmd *cmd, const void *p, size_t len);
+void mkv_cmd_u64(mkv_cmd *cmd, uint64_t v);
+void mkv_cmd_free(mkv_cmd *cmd);
+/* Send it; the reply, or NULL with *code set (see mkv_command). */
+redisReply *mkv_cmd_run(mkv_client *c, const mkv_cmd *cmd, int *code);
+/* The reply for item i of n: the batch reply's element i, or for a
+ * single-key command the reply itself. NULL if the shape is wrong. */
+const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
+
+/* ---- topology.c ---- */
+int mkv_topology_refresh(mkv_client *c);
+const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
+void mkv_topology_free(mkv_topology *t);
+/* Make sure every node a placement names is known, refreshing once. */
+int mkv_topology_cover(mkv_client *c, const mkv_placement *pl);
+
+/* ---- placement.c ---- */
+/* r: the per-replica array of extent arrays of PUTSTART / GET. */
+int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint32_t rights,
+                         mkv_placement *pl);
+/* GET's [size, crc, replicas]; MKV_ENOTFOUND for a nil reply. */
+int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl);
+void mkv_placement_free(mkv_placement *pl);
+
+/* ---- regions.c ---- */
+/* The region holding [addr, addr+len), or NULL. */
+const mkv_region *mkv_region_find(const mkv_regions *rs, const void *addr, size_t len);
+void mkv_regions_clear(mkv_client *c);
+
+/* ---- xfer.c ---- */
+typedef struct mkv_xfer {
+    te_op op;
+    void *buf;                           /* inside a registered region */
+    const mkv_placement *pl;
+    uint32_t skip_mask;                  /* reads: replicas not to use */
+    int status;                          /* out: MKV_OK or MKV_E* */
+    uint32_t used_replica;               /* out (read): the replica that served it */
+} mkv_xfer;
+
+int mkv_engine_open(mkv_client *c);
+void mkv_engine_close(mkv_client *c);
+int mkv_engine_reg(mkv_client *c, void *addr, size_t len, te_mr **mr);
+void mkv_engine_dereg(mkv_client *c, te_mr *mr);
+/* Run every transfer in one engine batch: writes go to every replica,
+ * reads to one replica not in skip_mask (the engine fails over between
+ * them). Sets each status; returns MKV_OK when the batch ran. */
+int mkv_xfer_run(mkv_client *c, mkv_xfer *x, size_t n);
+
+#endif

@@ -1,0 +1,137 @@
+/* client/get.c - reading objects: locate (MOON.GET, which also leases
+ * the bytes so they are not reused while we read), read one replica into
+ * the caller's registered buffer, verify the checksum, and on a mismatch
+ * read another replica. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "core/crc32c.h"
+#include "core/util.h"
+
+typedef struct get_item {
+    mkv_obj *o;
+    mkv_placement pl;
+    uint32_t skip;             /* replicas that failed the checksum */
+} get_item;
+
+/* MOON.GET key or MOON.MGET key ...; decodes each placement. */
+static int get_locate(mkv_client *c, get_item *it, size_t n) {
+    mkv_cmd cmd;
+    mkv_cmd_init(&cmd, (int)(1 + n));
+    mkv_cmd_str(&cmd, n == 1 ? "MOON.GET" : "MOON.MGET");
+    for (size_t i = 0; i < n; i++) mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
+    int rc;
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    mkv_cmd_free(&cmd);
+    if (!r) return rc;
+    if (n > 1 && !mkv_reply_item(r, n, 0)) {
+        rc = mkv_bad_reply(c, "MOON.MGET", r);
+        freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        it[i].o->status = mkv_located_decode(c, mkv_reply_item(r, n, i), &it[i].pl);
+    freeReplyObject(r);
+    return MKV_OK;
+}
+
+static int check_fit(mkv_client *c, get_item *it) {
+    mkv_obj *o = it->o;
+    uint64_t size = it->pl.size;
+    size_t buflen = o->len;
+    o->len = (size_t)size;
+    if (size > buflen)
+        return mkv_fail(c, MKV_ETOOSMALL, "object is %llu bytes, buffer %zu",
+                        (unsigned long long)size, buflen);
+    if (!o->buf || !mkv_region_find(&c->regions, o->buf, (size_t)size))
+        return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
+    return mkv_topology_cover(c, &it->pl);
+}
+
+/* One engine batch over the items still to read; 1 when some checksum
+ * failed with a replica left to try. */
+static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
+    mkv_xfer *x = xcalloc(n, sizeof *x);
+    size_t *idx = xcalloc(n, sizeof *idx), nx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].o->status != MKV_PENDING) continue;
+        x[nx] = (mkv_xfer){.op = TE_READ, .buf = it[i].o->buf, .pl = &it[i].pl,
+                           .skip_mask = it[i].skip};
+        idx[nx++] = i;
+    }
+    int rc = nx ? mkv_xfer_run(c, x, nx) : MKV_OK;
+    *again = 0;
+    for (size_t j = 0; rc == MKV_OK && j < nx; j++) {
+        get_item *g = &it[idx[j]];
+        if (x[j].status != MKV_OK) {
+            g->o->status = x[j].status;
+            continue;
+        }
+        if (crc32c(0, g->o->buf, (size_t)g->pl.size) == g->pl.crc) {
+            g->o->status = MKV_OK;
+            continue;
+        }
+        g->skip |= 1u << x[j].used_replica;
+        if (g->skip == (1u << g->pl.nreplicas) - 1) {
+            g->o->status = mkv_fail(c, MKV_ECORRUPT, "checksum mismatch on every replica");
+        } else {
+            *again = 1;   /* still MKV_PENDING */
+        }
+    }
+    free(x);
+    free(idx);
+    return rc;
+}
+
+static int get_run(mkv_client *c, mkv_obj *objs, size_t n) {
+    get_item *it = xcalloc(n, sizeof *it);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        objs[i].status = mkv_check_key(c, objs[i].key, objs[i].keylen);
+        if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
+    }
+    int rc = m ? get_locate(c, it, m) : MKV_OK;
+    for (size_t i = 0; rc == MKV_OK && i < m; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        it[i].o->status = check_fit(c, &it[i]);
+        if (it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;
+    }
+    for (int again = 1; rc == MKV_OK && again;) rc = get_round(c, it, m, &again);
+    for (size_t i = 0; i < m; i++) {
+        if (it[i].o->status == MKV_PENDING || (rc != MKV_OK && it[i].o->status == MKV_OK))
+            it[i].o->status = rc != MKV_OK ? rc : MKV_EPROTO;
+        mkv_placement_free(&it[i].pl);
+    }
+    free(it);
+    return rc;
+}
+
+int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
+            size_t *len_out) {
+    if (!c) return MKV_EINVAL;
+    mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
+    int rc = get_run(c, &o, 1);
+    if (rc != MKV_OK) return rc;
+    if (len_out && (o.status == MKV_OK || o.status == MKV_ETOOSMALL)) *len_out = o.len;
+    return o.status;
+}
+
+int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    int rc = MKV_OK;
+    for (size_t i = 0; rc == MKV_OK && i < n; i += MKV_MAX_BATCH)
+        rc = get_run(c, objs + i, n - i < MKV_MAX_BATCH ? n - i : MKV_MAX_BATCH);
+    return rc;
+}
+
+int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
+    if (!c || !size) return MKV_EINVAL;
+    int rc = mkv_check_key(c, key, keylen);
+    if (rc != MKV_OK) return rc;
+    get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
+    rc = get_locate(c, &it, 1);
+    if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) *size = it.pl.size;
+    mkv_placement_free(&it.pl);
+    return rc;
+}

@@ -1,0 +1,180 @@
+/* client/put.c - writing objects: place (PUTSTART), write every replica
+ * from the caller's registered buffer, then publish with the checksum
+ * (PUTEND). A put whose transfer fails is revoked so its key and space
+ * come back at once instead of after the put timeout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "core/crc32c.h"
+#include "core/util.h"
+
+typedef struct put_item {
+    mkv_obj *o;
+    mkv_placement pl;
+    int placed;                /* holds a pending object on the master */
+} put_item;
+
+static int check_obj(mkv_client *c, const mkv_obj *o) {
+    int rc = mkv_check_key(c, o->key, o->keylen);
+    if (rc != MKV_OK) return rc;
+    if (!o->buf || o->len == 0)
+        return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
+    if (!mkv_region_find(&c->regions, o->buf, o->len))
+        return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
+    return MKV_OK;
+}
+
+/* MOON.PUTSTART key size REPLICAS n, or MOON.MPUTSTART REPLICAS n key size ... */
+static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
+    mkv_cmd cmd;
+    mkv_cmd_init(&cmd, (int)(3 + 2 * n));
+    mkv_cmd_str(&cmd, n == 1 ? "MOON.PUTSTART" : "MOON.MPUTSTART");
+    if (n > 1) {
+        mkv_cmd_str(&cmd, "REPLICAS");
+        mkv_cmd_u64(&cmd, (uint64_t)replicas);
+    }
+    for (size_t i = 0; i < n; i++) {
+        mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
+        mkv_cmd_u64(&cmd, it[i].o->len);
+    }
+    if (n == 1) {
+        mkv_cmd_str(&cmd, "REPLICAS");
+        mkv_cmd_u64(&cmd, (uint64_t)replicas);
+    }
+    int rc;
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    mkv_cmd_free(&cmd);
+    if (!r) return rc;
+    if (n > 1 && !mkv_reply_item(r, n, 0)) {
+        rc = mkv_bad_reply(c, "MOON.MPUTSTART", r);
+        freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = mkv_reply_item(r, n, i);
+        if (e->type == REDIS_REPLY_ERROR) {
+            it[i].o->status = mkv_reply_error(c, e->str, e->len);
+            continue;
+        }
+        /* Placed, even if the reply turns out malformed: revoke then. */
+        it[i].placed = 1;
+        it[i].o->status = mkv_placement_decode(c, e, it[i].o->len, TE_CAP_WRITE, &it[i].pl);
+    }
+    freeReplyObject(r);
+    return MKV_OK;
+}
+
+/* Write every placed object's replicas in one engine batch. */
+static int put_transfer(mkv_client *c, put_item *it, size_t n) {
+    mkv_xfer *x = xcalloc(n, sizeof *x);
+    size_t nx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        if ((it[i].o->status = mkv_topology_cover(c, &it[i].pl)) != MKV_OK) continue;
+        x[nx++] = (mkv_xfer){.op = TE_WRITE, .buf = it[i].o->buf, .pl = &it[i].pl};
+    }
+    int rc = nx ? mkv_xfer_run(c, x, nx) : MKV_OK;
+    for (size_t i = 0, j = 0; i < n && j < nx; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        it[i].o->status = rc != MKV_OK ? rc : x[j].status;
+        j++;
+    }
+    free(x);
+    return MKV_OK;
+}
+
+/* MOON.PUTEND key crc, or MOON.MPUTEND key crc ... for the written ones. */
+static int put_end(mkv_client *c, put_item *it, size_t n) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += it[i].o->status == MKV_OK;
+    if (m == 0) return MKV_OK;
+    mkv_cmd cmd;
+    mkv_cmd_init(&cmd, (int)(1 + 2 * m));
+    mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
+        mkv_cmd_u64(&cmd, crc32c(0, it[i].o->buf, it[i].o->len));
+    }
+    int rc;
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    mkv_cmd_free(&cmd);
+    if (!r) return rc;
+    if (m > 1 && !mkv_reply_item(r, m, 0)) {
+        rc = mkv_bad_reply(c, "MOON.MPUTEND", r);
+        freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        const redisReply *e = mkv_reply_item(r, m, j++);
+        it[i].placed = 0;   /* published, or refused and gone on the master */
+        if (e->type == REDIS_REPLY_ERROR) it[i].o->status = mkv_reply_error(c, e->str, e->len);
+        else if (e->type != REDIS_REPLY_STATUS) it[i].o->status = mkv_bad_reply(c, "PUTEND", e);
+    }
+    freeReplyObject(r);
+    return MKV_OK;
+}
+
+/* PUTREVOKE every put that was placed but not published, pipelined.
+ * Best effort: the master revokes it anyway when its put timeout ends. */
+static void put_revoke(mkv_client *c, put_item *it, size_t n) {
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!it[i].placed || !c->rc) continue;
+        const char *argv[2] = {"MOON.PUTREVOKE", it[i].o->key};
+        size_t lens[2] = {14, it[i].o->keylen};
+        if (redisAppendCommandArgv(c->rc, 2, argv, lens) == REDIS_OK) sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
+        void *r;
+        if (redisGetReply(c->rc, &r) != REDIS_OK) break;
+        freeReplyObject(r);
+    }
+}
+
+static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
+    put_item *it = xcalloc(n, sizeof *it);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        objs[i].status = check_obj(c, &objs[i]);
+        if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
+    }
+    int rc = m ? put_start(c, it, m, replicas) : MKV_OK;
+    if (rc == MKV_OK) rc = put_transfer(c, it, m);
+    if (rc == MKV_OK) rc = put_end(c, it, m);
+    put_revoke(c, it, m);
+    for (size_t i = 0; i < m; i++) {
+        if (rc != MKV_OK && it[i].o->status == MKV_OK) it[i].o->status = rc;
+        mkv_placement_free(&it[i].pl);
+    }
+    free(it);
+    return rc;
+}
+
+static int replica_count(mkv_client *c, int replicas, int *out) {
+    if (replicas < 0 || replicas > MKV_MAX_REPLICAS)
+        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", MKV_MAX_REPLICAS);
+    *out = replicas ? replicas : c->replicas;
+    return MKV_OK;
+}
+
+int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size_t len,
+            int replicas) {
+    if (!c) return MKV_EINVAL;
+    int reps = 1, rc = replica_count(c, replicas, &reps);
+    if (rc != MKV_OK) return rc;
+    /* The engine only reads a put's buffer; mkv_obj's is shared with gets. */
+    mkv_obj o = {.key = key, .keylen = keylen, .buf = (void *)buf, .len = len};
+    rc = put_run(c, &o, 1, reps);
+    return rc != MKV_OK ? rc : o.status;
+}
+
+int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    int reps = 1, rc = replica_count(c, replicas, &reps);
+    for (size_t i = 0; rc == MKV_OK && i < n; i += MKV_MAX_BATCH)
+        rc = put_run(c, objs + i, n - i < MKV_MAX_BATCH ? n - i : MKV_MAX_BATCH, reps);
+    return rc;
+}

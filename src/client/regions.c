@@ -1,0 +1,57 @@
+/* client/regions.c - buffers registered with the transfer engine. Puts
+ * and gets move bytes straight from and into them, so each request is
+ * checked to lie inside one before anything is sent. */
+#include <string.h>
+
+#include "client/client.h"
+
+static int overlaps(const mkv_region *r, uintptr_t a, size_t len) {
+    uintptr_t b = (uintptr_t)r->addr;
+    return a < b + r->len && b < a + len;
+}
+
+const mkv_region *mkv_region_find(const mkv_regions *rs, const void *addr, size_t len) {
+    uintptr_t a = (uintptr_t)addr;
+    if (a + len < a) return NULL;
+    for (int i = 0; i < rs->n; i++) {
+        uintptr_t b = (uintptr_t)rs->r[i].addr;
+        if (a >= b && len <= rs->r[i].len && a - b <= rs->r[i].len - len) return &rs->r[i];
+    }
+    return NULL;
+}
+
+int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
+    if (!c || !addr || len == 0) return c ? mkv_fail(c, MKV_EINVAL, "empty buffer") : MKV_EINVAL;
+    if ((uintptr_t)addr + len < (uintptr_t)addr)
+        return mkv_fail(c, MKV_EINVAL, "buffer wraps the address space");
+    mkv_regions *rs = &c->regions;
+    for (int i = 0; i < rs->n; i++)
+        if (overlaps(&rs->r[i], (uintptr_t)addr, len))
+            return mkv_fail(c, MKV_EINVAL, "buffer overlaps a registered region");
+    if (rs->n == MKV_MAX_REGIONS)
+        return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
+    te_mr *mr;
+    int rc = mkv_engine_reg(c, addr, len, &mr);
+    if (rc != MKV_OK) return rc;
+    rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len, .mr = mr};
+    return MKV_OK;
+}
+
+int mkv_unregister_buffer(mkv_client *c, void *addr) {
+    if (!c) return MKV_EINVAL;
+    mkv_regions *rs = &c->regions;
+    for (int i = 0; i < rs->n; i++) {
+        if (rs->r[i].addr != addr) continue;
+        mkv_engine_dereg(c, rs->r[i].mr);
+        rs->r[i] = rs->r[--rs->n];
+        return MKV_OK;
+    }
+    return mkv_fail(c, MKV_EINVAL, "no region registered at %p", addr);
+}
+
+void mkv_regions_clear(mkv_client *c) {
+    while (c->regions.n > 0) {
+        mkv_region *r = &c->regions.r[--c->regions.n];
+        mkv_engine_dereg(c, r->mr);
+    }
+}

@@ -1,0 +1,93 @@
+/* client/topology.c - the nodes of the cluster and their data addresses,
+ * from MOON.TOPOLOGY: [[id, state, [addr ...]] ...], ids 1..n in order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "core/util.h"
+
+static int is_str(const redisReply *r) {
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+static int parse_state(const redisReply *r, mkv_node_state *st) {
+    if (!is_str(r)) return -1;
+    if (strcmp(r->str, "alive") == 0) *st = MKV_NODE_ALIVE;
+    else if (strcmp(r->str, "draining") == 0) *st = MKV_NODE_DRAINING;
+    else if (strcmp(r->str, "dead") == 0) *st = MKV_NODE_DEAD;
+    else return -1;
+    return 0;
+}
+
+static int parse_node(const redisReply *r, uint32_t want_id, mkv_node *n) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return -1;
+    const redisReply *id = r->element[0], *addrs = r->element[2];
+    if (id->type != REDIS_REPLY_INTEGER || id->integer != (long long)want_id) return -1;
+    if (parse_state(r->element[1], &n->state) != 0) return -1;
+    if (addrs->type != REDIS_REPLY_ARRAY || addrs->elements > TE_MAX_PATHS) return -1;
+    for (size_t i = 0; i < addrs->elements; i++) {
+        const redisReply *a = addrs->element[i];
+        if (!is_str(a) || a->len == 0 || a->len >= TE_ADDR_LEN) return -1;
+        memcpy(n->addrs[i], a->str, a->len);
+        n->addrs[i][a->len] = 0;
+    }
+    n->naddrs = (int)addrs->elements;
+    n->id = want_id;
+    return 0;
+}
+
+int mkv_topology_refresh(mkv_client *c) {
+    const char *argv[1] = {"MOON.TOPOLOGY"};
+    size_t lens[1] = {13};
+    int code;
+    redisReply *r = mkv_command(c, 1, argv, lens, &code);
+    if (!r) return code;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > MKV_MAX_NODES) {
+        code = mkv_bad_reply(c, "MOON.TOPOLOGY", r);
+        freeReplyObject(r);
+        return code;
+    }
+    mkv_node *nodes = xcalloc(r->elements ? r->elements : 1, sizeof *nodes);
+    for (size_t i = 0; i < r->elements; i++) {
+        if (parse_node(r->element[i], (uint32_t)i + 1, &nodes[i]) != 0) {
+            free(nodes);
+            freeReplyObject(r);
+            return mkv_fail(c, MKV_EPROTO, "master: malformed MOON.TOPOLOGY entry %zu", i + 1);
+        }
+    }
+    free(c->topo.nodes);
+    c->topo.nodes = nodes;
+    c->topo.count = (uint32_t)r->elements;
+    c->topo.version++;
+    freeReplyObject(r);
+    return MKV_OK;
+}
+
+const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id) {
+    if (id == 0 || id > t->count) return NULL;
+    return &t->nodes[id - 1];
+}
+
+void mkv_topology_free(mkv_topology *t) {
+    free(t->nodes);
+    t->nodes = NULL;
+    t->count = 0;
+}
+
+static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
+    for (uint32_t r = 0; r < pl->nreplicas; r++)
+        for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {
+            const mkv_node *n = mkv_topology_node(t, pl->replicas[r].extents[i].node);
+            if (!n || n->naddrs == 0) return 0;
+        }
+    return 1;
+}
+
+int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
+    if (placement_known(&c->topo, pl)) return MKV_OK;
+    int rc = mkv_topology_refresh(c);
+    if (rc != MKV_OK) return rc;
+    if (!placement_known(&c->topo, pl))
+        return mkv_fail(c, MKV_EPROTO, "master placed on a node missing from its topology");
+    return MKV_OK;
+}
