@@ -1,0 +1,38 @@
+/* master/master.h - the master role: the metadata (meta.h) behind RESP.
+ *
+ * master_role.c owns the process side (timers, start-up); master_cmds.c
+ * turns each MOON.* command of PROTOCOL.md into calls on the metadata. */
+#ifndef MKV_MASTER_H
+#define MKV_MASTER_H
+
+#include <stdint.h>
+
+#include "backend/cap.h"
+#include "master/meta.h"
+#include "server/server.h"
+
+#define MASTER_NONCE_LEN  16
+#define MASTER_MAX_BATCH  4096   /* keys per MOON.M* command */
+#define MASTER_MAX_TASKS  16     /* tasks per heartbeat reply */
+
+typedef struct master {
+    server *srv;
+    master_meta *meta;
+    uint8_t cap_key[TE_CAP_KEY_LEN];   /* signs capabilities; nodes get it at register */
+    uint8_t reg_key[16];               /* from the cluster secret: register proofs */
+    uint32_t default_replicas;
+} master;
+
+master *master_create(server *srv);
+void master_destroy(master *m);
+/* MOON.* commands (master_cmds.c). */
+void master_register_commands(server *srv);
+/* INFO "# Cluster" (master_cmds.c). */
+void master_info(server *srv, resp_buf *out, const char *section);
+/* The proof a node sends for nonce: SipHash-2-4-128 keyed by reg_key. */
+void master_register_proof(const uint8_t reg_key[16], const uint8_t nonce[MASTER_NONCE_LEN],
+                           uint8_t out[16]);
+/* reg_key from the cluster secret (shared with the node side). */
+void master_derive_reg_key(const char *secret, uint8_t out[16]);
+
+#endif

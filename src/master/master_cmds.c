@@ -1,0 +1,583 @@
+/* master/master_cmds.c - the MOON.* commands of the master (PROTOCOL.md).
+ *
+ * Every command parses and bounds its arguments, calls the metadata, and
+ * encodes the answer; all policy lives in meta. Capabilities are signed
+ * here, at the moment they are sent. Node-only commands (HEARTBEAT,
+ * COPYDONE, LEAVE) are accepted only on the connection that registered
+ * that node, so a client cannot speak for a node. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/siphash.h"
+#include "core/util.h"
+#include "master/master.h"
+#include "server/commands.h"
+#include "server/info.h"
+#include "server/networking.h"
+
+/* Per-connection state: an outstanding challenge, the node it speaks for. */
+typedef struct conn_state {
+    uint8_t nonce[MASTER_NONCE_LEN];
+    int has_nonce;
+    uint32_t node;    /* 0: not a node */
+} conn_state;
+
+static master *master_of(client *c) { return c->srv->role; }
+static master_meta *meta_of(client *c) { return master_of(c)->meta; }
+static uint64_t now(void) { return wall_ms(); }   /* caps expire on wall time */
+
+static void conn_state_free(client *c, void *ctx) {
+    free(ctx);
+    c->role_ctx = NULL;
+}
+
+static conn_state *conn_of(client *c) {
+    if (!c->role_ctx) {
+        c->role_ctx = xcalloc(1, sizeof(conn_state));
+        client_set_on_free(c, conn_state_free, c->role_ctx);
+    }
+    return c->role_ctx;
+}
+
+/* ---- argument parsing ---- */
+
+static int arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) {
+    long long v;
+    if (arg_to_ll(&c->argv[i], (long long)min, (long long)max, &v) != 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int arg_u32(client *c, int i, uint32_t min, uint32_t max, uint32_t *out) {
+    uint64_t v;
+    if (arg_u64(c, i, min, max, &v) != 0) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+#define MAX_SIZE ((1ULL << 50))   /* larger than any segment: NOSPACE, not overflow */
+
+static void reply_status(client *c, mm_status st, const char *err) {
+    if (st == MM_OK) reply_ok(c);
+    else reply_error(c, err);
+}
+
+/* ---- encoding placements ---- */
+
+static void reply_cap(client *c, const obj_extent *e, uint32_t rights, uint64_t expiry) {
+    te_cap cap = {.node_id = e->node, .rights = rights, .offset = e->offset,
+                  .length = e->length, .expiry_ms = expiry, .rkey = 0};
+    te_cap_sign(&cap, master_of(c)->cap_key);
+    uint8_t wire[TE_CAP_WIRE_LEN];
+    te_cap_encode(&cap, wire);
+    reply_bulk(c, wire, sizeof wire);
+}
+
+/* [node_id, offset, length, cap] */
+static void reply_extent(client *c, const obj_extent *e, uint32_t rights, uint64_t expiry) {
+    reply_array(c, 4);
+    reply_integer(c, e->node);
+    reply_integer(c, (long long)e->offset);
+    reply_integer(c, (long long)e->length);
+    reply_cap(c, e, rights, expiry);
+}
+
+/* Per replica an array of extents. */
+static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
+    reply_array(c, o->nreplicas);
+    for (uint32_t r = 0; r < o->nreplicas; r++) {
+        reply_array(c, o->replicas[r].nextents);
+        for (uint32_t i = 0; i < o->replicas[r].nextents; i++)
+            reply_extent(c, &o->replicas[r].extents[i], rights, expiry);
+    }
+}
+
+/* GET's answer for one key: [size, crc, replicas] */
+static void reply_located(client *c, const object *o, uint64_t lease_until) {
+    reply_array(c, 3);
+    reply_integer(c, (long long)o->size);
+    reply_integer(c, o->crc);
+    reply_replicas(c, o, TE_CAP_READ, lease_until);
+}
+
+/* ---- node membership ---- */
+
+static void challenge_command(client *c) {
+    conn_state *cs = conn_of(c);
+    if (random_bytes(cs->nonce, sizeof cs->nonce) != 0) {
+        reply_error(c, "ERR no randomness available");
+        return;
+    }
+    cs->has_nonce = 1;
+    reply_bulk(c, cs->nonce, sizeof cs->nonce);
+}
+
+static int hex_value(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if ((ch | 32) >= 'a' && (ch | 32) <= 'f') return (ch | 32) - 'a' + 10;
+    return -1;
+}
+
+static int hex_decode(const char *s, size_t len, uint8_t *out, size_t outlen) {
+    if (len != 2 * outlen) return -1;
+    for (size_t i = 0; i < outlen; i++) {
+        int hi = hex_value(s[2 * i]), lo = hex_value(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+static void hex_encode(const uint8_t *p, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+static int proof_ok(client *c, conn_state *cs) {
+    uint8_t got[16], want[16];
+    if (!cs->has_nonce) return 0;
+    cs->has_nonce = 0;   /* one attempt per challenge */
+    if (hex_decode(c->argv[1].ptr, c->argv[1].len, got, sizeof got) != 0) return 0;
+    master_register_proof(master_of(c)->reg_key, cs->nonce, want);
+    uint8_t d = 0;
+    for (int i = 0; i < 16; i++) d |= (uint8_t)(got[i] ^ want[i]);
+    return d == 0;
+}
+
+/* MOON.REGISTER proof segment_size addr [addr ...] */
+static void register_command(client *c) {
+    conn_state *cs = conn_of(c);
+    if (!proof_ok(c, cs)) {
+        reply_error(c, "NOAUTH bad or missing proof: send MOON.CHALLENGE first");
+        return;
+    }
+    if (cs->node) {
+        reply_errorf(c, "ERR this connection is already node %u", cs->node);
+        return;
+    }
+    uint64_t seg;
+    if (arg_u64(c, 2, 1, MAX_SIZE, &seg) != 0) return;
+    int naddrs = c->argc - 3;
+    if (naddrs > TE_MAX_PATHS) {
+        reply_errorf(c, "ERR at most %d data addresses", TE_MAX_PATHS);
+        return;
+    }
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    const char *ptrs[TE_MAX_PATHS];
+    for (int i = 0; i < naddrs; i++) {
+        const resp_arg *a = &c->argv[3 + i];
+        if (a->len == 0 || a->len >= TE_ADDR_LEN || memchr(a->ptr, 0, a->len)) {
+            reply_errorf(c, "ERR data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
+            return;
+        }
+        memcpy(addrs[i], a->ptr, a->len);
+        addrs[i][a->len] = 0;
+        ptrs[i] = addrs[i];
+    }
+    char err[MM_ERR_LEN];
+    uint32_t id;
+    mm_status st = mm_node_register(meta_of(c), seg, ptrs, naddrs, now(), &id, err, sizeof err);
+    if (st != MM_OK) {
+        reply_error(c, err);
+        return;
+    }
+    cs->node = id;
+    mm_node_get(meta_of(c), id)->conn_id = c->id;
+    char key[2 * TE_CAP_KEY_LEN + 1];
+    hex_encode(master_of(c)->cap_key, TE_CAP_KEY_LEN, key);
+    reply_array(c, 3);
+    reply_integer(c, id);
+    reply_bulk_cstr(c, key);
+    reply_integer(c, c->srv->cfg.heartbeat_ms);
+}
+
+/* The node id in argv[i], which must be the one this connection registered. */
+static int own_node(client *c, int i, uint32_t *id) {
+    if (arg_u32(c, i, 1, MM_MAX_NODES, id) != 0) return -1;
+    conn_state *cs = c->role_ctx;
+    if (!cs || cs->node != *id) {
+        reply_errorf(c, "ERR this connection did not register node %u", *id);
+        return -1;
+    }
+    return 0;
+}
+
+/* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
+static void reply_task(client *c, const mm_task *t) {
+    uint64_t exp = mm_task_expiry(t);
+    reply_array(c, 5);
+    reply_integer(c, (long long)t->id);
+    reply_bulk(c, t->obj->key, t->obj->keylen);
+    reply_integer(c, (long long)t->obj->size);
+    reply_array(c, t->nsrc);
+    for (uint32_t i = 0; i < t->nsrc; i++) reply_extent(c, &t->src[i], TE_CAP_READ, exp);
+    reply_array(c, t->ndst);
+    for (uint32_t i = 0; i < t->ndst; i++) {
+        reply_array(c, 3);
+        reply_integer(c, (long long)t->dst[i].offset);
+        reply_integer(c, (long long)t->dst[i].length);
+        reply_cap(c, &t->dst[i], TE_CAP_WRITE, exp);
+    }
+}
+
+/* MOON.HEARTBEAT id used [field value ...] */
+static void heartbeat_command(client *c) {
+    uint32_t id;
+    uint64_t used;
+    if (own_node(c, 1, &id) != 0 || arg_u64(c, 2, 0, MAX_SIZE, &used) != 0) return;
+    if ((c->argc - 3) % 2) {
+        reply_syntax_error(c);
+        return;
+    }
+    char err[MM_ERR_LEN];
+    mm_status st = mm_node_heartbeat(meta_of(c), id, used, now(), err, sizeof err);
+    if (st != MM_OK) {
+        reply_error(c, err);
+        return;
+    }
+    mm_task *tasks[MASTER_MAX_TASKS];
+    size_t n = mm_node_tasks(meta_of(c), id, tasks, MASTER_MAX_TASKS);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
+}
+
+/* MOON.COPYDONE task_id OK|FAIL */
+static void copydone_command(client *c) {
+    conn_state *cs = c->role_ctx;
+    uint64_t task;
+    if (!cs || !cs->node) {
+        reply_error(c, "ERR only a registered node reports copies");
+        return;
+    }
+    if (arg_u64(c, 1, 1, UINT64_MAX >> 1, &task) != 0) return;
+    const resp_arg *r = &c->argv[2];
+    int ok = strieq_len(r->ptr, r->len, "ok");
+    if (!ok && !strieq_len(r->ptr, r->len, "fail")) {
+        reply_error(c, "ERR result must be OK or FAIL");
+        return;
+    }
+    char err[MM_ERR_LEN];
+    reply_status(c, mm_copy_done(meta_of(c), cs->node, task, ok, now(), err, sizeof err), err);
+}
+
+static void drain_node(client *c, uint32_t id) {
+    char err[MM_ERR_LEN];
+    reply_status(c, mm_node_drain(meta_of(c), id, now(), err, sizeof err), err);
+}
+
+/* MOON.LEAVE id: the node announces it goes; same as a drain. */
+static void leave_command(client *c) {
+    uint32_t id;
+    if (own_node(c, 1, &id) == 0) drain_node(c, id);
+}
+
+/* MOON.DRAIN id (admin) */
+static void drain_command(client *c) {
+    uint32_t id;
+    if (arg_u32(c, 1, 1, MM_MAX_NODES, &id) == 0) drain_node(c, id);
+}
+
+/* ---- objects ---- */
+
+static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
+
+/* MOON.PUTSTART key size [REPLICAS n] */
+static void putstart_command(client *c) {
+    uint64_t size;
+    uint32_t reps = default_replicas(c);
+    if (arg_u64(c, 2, 0, MAX_SIZE, &size) != 0) return;
+    if (c->argc == 5 && strieq_len(c->argv[3].ptr, c->argv[3].len, "replicas")) {
+        if (arg_u32(c, 4, 1, MM_MAX_REPLICAS, &reps) != 0) return;
+    } else if (c->argc != 3) {
+        reply_syntax_error(c);
+        return;
+    }
+    char err[MM_ERR_LEN];
+    object *o;
+    uint64_t t = now();
+    mm_status st = mm_put_start(meta_of(c), c->argv[1].ptr, c->argv[1].len, size, reps, t, &o,
+                                err, sizeof err);
+    if (st != MM_OK) reply_error(c, err);
+    else reply_replicas(c, o, TE_CAP_WRITE, mm_write_expiry(meta_of(c), o));
+}
+
+static int arg_crc(client *c, int i, uint32_t *crc) {
+    return arg_u32(c, i, 0, UINT32_MAX, crc);
+}
+
+/* MOON.PUTEND key crc */
+static void putend_command(client *c) {
+    uint32_t crc;
+    if (arg_crc(c, 2, &crc) != 0) return;
+    char err[MM_ERR_LEN];
+    reply_status(c, mm_put_end(meta_of(c), c->argv[1].ptr, c->argv[1].len, crc, now(), err,
+                               sizeof err), err);
+}
+
+static void putrevoke_command(client *c) {
+    char err[MM_ERR_LEN];
+    reply_status(c, mm_put_revoke(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err,
+                                  sizeof err), err);
+}
+
+static void get_command(client *c) {
+    char err[MM_ERR_LEN];
+    object *o;
+    uint64_t lease;
+    if (mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err) != MM_OK)
+        reply_null(c);
+    else
+        reply_located(c, o, lease);
+}
+
+static void remove_command(client *c) {
+    char err[MM_ERR_LEN];
+    mm_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
+    if (st == MM_OK || st == MM_NOTFOUND) reply_integer(c, st == MM_OK);
+    else reply_error(c, err);
+}
+
+static void exists_command(client *c) {
+    reply_integer(c, mm_exists(meta_of(c), c->argv[1].ptr, c->argv[1].len));
+}
+
+/* ---- batch forms ---- */
+
+/* Items for argv[first..] in groups of `stride` arguments (key first). */
+static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
+    int args = c->argc - first;
+    if (args <= 0 || args % stride) {
+        reply_syntax_error(c);
+        return NULL;
+    }
+    *n = (size_t)(args / stride);
+    if (*n > MASTER_MAX_BATCH) {
+        reply_errorf(c, "ERR at most %d keys per batch", MASTER_MAX_BATCH);
+        return NULL;
+    }
+    mm_item *it = xcalloc(*n, sizeof *it);
+    for (size_t i = 0; i < *n; i++) {
+        it[i].key = c->argv[first + (int)i * stride].ptr;
+        it[i].keylen = c->argv[first + (int)i * stride].len;
+    }
+    return it;
+}
+
+/* The second argument of each pair as a number; -1 after replying. */
+static int batch_numbers(client *c, int first, mm_item *it, size_t n, uint64_t max, int is_crc) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        if (arg_u64(c, first + 2 * (int)i + 1, 0, max, &v) != 0) return -1;
+        if (is_crc) it[i].crc = (uint32_t)v;
+        else it[i].size = v;
+    }
+    return 0;
+}
+
+/* MOON.MPUTSTART REPLICAS n key size [key size ...] */
+static void mputstart_command(client *c) {
+    uint32_t reps;
+    if (!strieq_len(c->argv[1].ptr, c->argv[1].len, "replicas")) {
+        reply_syntax_error(c);
+        return;
+    }
+    if (arg_u32(c, 2, 1, MM_MAX_REPLICAS, &reps) != 0) return;
+    size_t n;
+    mm_item *it = batch_items(c, 3, 2, &n);
+    if (!it) return;
+    if (batch_numbers(c, 3, it, n, MAX_SIZE, 0) == 0) {
+        mm_put_start_batch(meta_of(c), it, n, reps, now());
+        reply_array(c, (long long)n);
+        for (size_t i = 0; i < n; i++) {
+            if (it[i].status != MM_OK) reply_error(c, it[i].err);
+            else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
+        }
+    }
+    free(it);
+}
+
+/* MOON.MPUTEND key crc [key crc ...] */
+static void mputend_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 2, &n);
+    if (!it) return;
+    if (batch_numbers(c, 1, it, n, UINT32_MAX, 1) == 0) {
+        mm_put_end_batch(meta_of(c), it, n, now());
+        reply_array(c, (long long)n);
+        for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
+    }
+    free(it);
+}
+
+static void mget_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 1, &n);
+    if (!it) return;
+    mm_get_batch(meta_of(c), it, n, now());
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status != MM_OK) reply_null(c);
+        else reply_located(c, it[i].obj, it[i].lease_until);
+    }
+    free(it);
+}
+
+static void mexists_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 1, &n);
+    if (!it) return;
+    mm_exists_batch(meta_of(c), it, n);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) reply_integer(c, it[i].status == MM_OK);
+    free(it);
+}
+
+/* ---- introspection ---- */
+
+/* [[id, state, [addr ...]] ...] */
+static void topology_command(client *c) {
+    master_meta *mm = meta_of(c);
+    uint32_t n = mm_node_count(mm);
+    reply_array(c, n);
+    for (uint32_t id = 1; id <= n; id++) {
+        const mm_node *node = mm_node_get(mm, id);
+        reply_array(c, 3);
+        reply_integer(c, id);
+        reply_bulk_cstr(c, mm_node_state_name(node->state));
+        reply_array(c, node->naddrs);
+        for (int i = 0; i < node->naddrs; i++) reply_bulk_cstr(c, node->addrs[i]);
+    }
+}
+
+static uint64_t node_used(const mm_node *n) {
+    if (!n->alloc) return 0;
+    seg_alloc_stats st;
+    seg_alloc_get_stats(n->alloc, &st);
+    return st.used;
+}
+
+/* One line per node: "<id> <addr> <state> <segment_size> <used>\n" */
+static void nodes_command(client *c) {
+    master_meta *mm = meta_of(c);
+    resp_buf out;
+    resp_buf_init(&out);
+    for (uint32_t id = 1; id <= mm_node_count(mm); id++) {
+        const mm_node *node = mm_node_get(mm, id);
+        char line[TE_ADDR_LEN + 96];
+        int len = snprintf(line, sizeof line, "%u %s %s %llu %llu\n", id, node->addrs[0],
+                           mm_node_state_name(node->state),
+                           (unsigned long long)node->segment_size,
+                           (unsigned long long)node_used(node));
+        resp_buf_append(&out, line, (size_t)len);
+    }
+    reply_verbatim(c, out.data ? out.data : "", out.len);
+    resp_buf_free(&out);
+}
+
+/* MOON.OBJECT key: state, size, crc, created, replicas [[node, off, len] ...] */
+static void object_command(client *c) {
+    object *o = mm_find(meta_of(c), c->argv[1].ptr, c->argv[1].len);
+    if (!o) {
+        reply_null(c);
+        return;
+    }
+    reply_map(c, 5);
+    reply_bulk_cstr(c, "state");
+    reply_bulk_cstr(c, o->state == OBJ_COMPLETE ? "complete" : "pending");
+    reply_bulk_cstr(c, "size");
+    reply_integer(c, (long long)o->size);
+    reply_bulk_cstr(c, "crc");
+    reply_integer(c, o->crc);
+    reply_bulk_cstr(c, "created_ms");
+    reply_integer(c, (long long)o->created_ms);
+    reply_bulk_cstr(c, "replicas");
+    reply_array(c, o->nreplicas);
+    for (uint32_t r = 0; r < o->nreplicas; r++) {
+        reply_array(c, o->replicas[r].nextents);
+        for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
+            const obj_extent *e = &o->replicas[r].extents[i];
+            reply_array(c, 3);
+            reply_integer(c, e->node);
+            reply_integer(c, (long long)e->offset);
+            reply_integer(c, (long long)e->length);
+        }
+    }
+}
+
+void master_info(server *srv, resp_buf *out, const char *section) {
+    if (!info_wants(section, "cluster", 1)) return;
+    master *m = srv->role;
+    mm_stats st;
+    mm_get_stats(m->meta, &st);
+    info_section(out, "Cluster");
+    info_field(out, "nodes_alive", "%u", st.nodes_alive);
+    info_field(out, "nodes_draining", "%u", st.nodes_draining);
+    info_field(out, "nodes_dead", "%u", st.nodes_dead);
+    info_field(out, "objects_complete", "%llu", (unsigned long long)st.objects_complete);
+    info_field(out, "objects_pending", "%llu", (unsigned long long)st.objects_pending);
+    info_field(out, "objects_lost", "%llu", (unsigned long long)st.objects_lost);
+    info_field(out, "under_replicated", "%llu", (unsigned long long)st.under_replicated);
+    info_field(out, "tasks_pending", "%llu", (unsigned long long)st.tasks_pending);
+    info_field(out, "tasks_done", "%llu", (unsigned long long)st.tasks_done);
+    info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
+    info_field(out, "puts_timed_out", "%llu", (unsigned long long)st.puts_timed_out);
+    info_field(out, "puts_revoked", "%llu", (unsigned long long)st.puts_revoked);
+    info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
+    info_field(out, "bytes_used", "%llu", (unsigned long long)st.bytes_used);
+    info_field(out, "bytes_total", "%llu", (unsigned long long)st.bytes_total);
+}
+
+#define KEY1 1, 1, 1
+#define NOKEY 0, 0, 0
+static const command master_commands[] = {
+    {"moon.challenge", challenge_command, 1, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+     "Get a nonce to prove the cluster secret with", ""},
+    {"moon.register", register_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+     "Join a memory node", "proof segment-size addr [addr ...]"},
+    {"moon.heartbeat", heartbeat_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+     "Node liveness; returns copy tasks", "id used [field value ...]"},
+    {"moon.copydone", copydone_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+     "Node reports a copy task's outcome", "task-id OK|FAIL"},
+    {"moon.leave", leave_command, 2, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+     "Node announces it leaves (drain)", "id"},
+    {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
+     "Move every object off a node, then drop it", "id"},
+    {"moon.putstart", putstart_command, -3, CMD_WRITE, KEY1, 0, "moonkv", "0.1.0",
+     "Place an object; returns write capabilities", "key size [REPLICAS n]"},
+    {"moon.putend", putend_command, 3, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "Make a written object visible", "key crc"},
+    {"moon.putrevoke", putrevoke_command, 2, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "Abandon a put", "key"},
+    {"moon.get", get_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "Replicas of an object with read capabilities", "key"},
+    {"moon.remove", remove_command, 2, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "Remove an object", "key"},
+    {"moon.exists", exists_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "1 if a complete object has the key", "key"},
+    {"moon.mputstart", mputstart_command, -5, CMD_WRITE, 3, -1, 2, 0, "moonkv", "0.1.0",
+     "PUTSTART for many keys", "REPLICAS n key size [key size ...]"},
+    {"moon.mputend", mputend_command, -3, CMD_WRITE, 1, -1, 2, 0, "moonkv", "0.1.0",
+     "PUTEND for many keys", "key crc [key crc ...]"},
+    {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
+     "GET for many keys", "key [key ...]"},
+    {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",
+     "EXISTS for many keys", "key [key ...]"},
+    {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
+     "Every node with state and data addresses", ""},
+    {"moon.nodes", nodes_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
+     "One text line per node", ""},
+    {"moon.object", object_command, 2, CMD_READONLY, KEY1, 0, "moonkv", "0.1.0",
+     "An object's metadata and extents", "key"},
+};
+
+void master_register_commands(server *srv) {
+    commands_register(srv, master_commands, sizeof master_commands / sizeof master_commands[0]);
+}

@@ -1,0 +1,112 @@
+/* master/master_role.c - running the master: state, sweeps, the loop.
+ *
+ * One ev_timer drives every periodic duty of the metadata (mm_sweep):
+ * nodes past node_timeout die, puts past put_timeout are revoked, copy
+ * tasks past their deadline fail, quarantined extents whose leases ran
+ * out are freed, and repairs are scheduled. Its period is a quarter of
+ * the shortest of those timeouts, so each fires at most 25% late. */
+#include <ev.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/siphash.h"
+#include "core/util.h"
+#include "master/master.h"
+#include "server/commands.h"
+#include "server/roles.h"
+
+/* Domain separation: the register key is not the secret itself. */
+static const uint8_t reg_domain[16] = "moonkv.register";
+
+void master_derive_reg_key(const char *secret, uint8_t out[16]) {
+    siphash24_128(secret, strlen(secret), reg_domain, out);
+}
+
+void master_register_proof(const uint8_t reg_key[16], const uint8_t nonce[MASTER_NONCE_LEN],
+                           uint8_t out[16]) {
+    siphash24_128(nonce, MASTER_NONCE_LEN, reg_key, out);
+}
+
+static mm_config meta_config(const mkv_config *cfg) {
+    mm_config mc;
+    mm_config_defaults(&mc);
+    mc.put_timeout_ms = (uint64_t)cfg->put_timeout_ms;
+    mc.lease_ms = (uint64_t)cfg->lease_ms;
+    mc.node_timeout_ms = (uint64_t)cfg->node_timeout_ms;
+    mc.stripe_threshold = cfg->stripe_threshold;
+    mc.slice_size = cfg->slice_size;
+    mc.stripe_width = (uint32_t)cfg->stripe_width;
+    return mc;
+}
+
+master *master_create(server *srv) {
+    master *m = xcalloc(1, sizeof *m);
+    m->srv = srv;
+    if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) {
+        free(m);
+        return NULL;
+    }
+    master_derive_reg_key(srv->cfg.cluster_secret, m->reg_key);
+    mm_config mc = meta_config(&srv->cfg);
+    m->meta = mm_create(&mc);
+    m->default_replicas = srv->cfg.replicas > 0 ? (uint32_t)srv->cfg.replicas : 1;
+    if (m->default_replicas > MM_MAX_REPLICAS) m->default_replicas = MM_MAX_REPLICAS;
+    return m;
+}
+
+void master_destroy(master *m) {
+    if (!m) return;
+    mm_destroy(m->meta);
+    free(m);
+}
+
+static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents) {
+    master *m = w->data;
+    mm_sweep(m->meta, wall_ms());
+}
+
+static double sweep_period(const mkv_config *cfg) {
+    int ms = cfg->node_timeout_ms;
+    if (cfg->put_timeout_ms < ms) ms = cfg->put_timeout_ms;
+    if (cfg->lease_ms < ms) ms = cfg->lease_ms;
+    ms /= 4;
+    if (ms < 10) ms = 10;
+    if (ms > 1000) ms = 1000;
+    return ms / 1000.0;
+}
+
+int master_role_main(server *srv) {
+    master *m = master_create(srv);
+    if (!m) {
+        log_warning("master: no randomness for the capability key");
+        return 1;
+    }
+    if (!srv->cfg.cluster_secret[0])
+        log_warning("master: cluster_secret is empty: any peer can register as a node");
+    srv->role = m;
+    srv->role_info = master_info;
+    t_server_register(srv);
+    master_register_commands(srv);
+    char err[256];
+    if (server_listen(srv, err, sizeof err) < 0) {
+        log_warning("%s", err);
+        srv->role = NULL;
+        srv->role_info = NULL;
+        master_destroy(m);
+        return 1;
+    }
+    ev_timer sweep;
+    double period = sweep_period(&srv->cfg);
+    ev_timer_init(&sweep, sweep_cb, period, period);
+    sweep.data = m;
+    ev_timer_start(srv->loop, &sweep);
+    log_notice("master ready: put timeout %dms, lease %dms, node timeout %dms",
+               srv->cfg.put_timeout_ms, srv->cfg.lease_ms, srv->cfg.node_timeout_ms);
+    server_run(srv);
+    ev_timer_stop(srv->loop, &sweep);
+    srv->role = NULL;
+    srv->role_info = NULL;
+    master_destroy(m);
+    return 0;
+}
