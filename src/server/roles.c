@@ -46,6 +46,5 @@ static int role_missing(server *srv) {
     return 1;
 }
 
-__attribute__((weak)) int master_role_main(server *srv) { return role_missing(srv); }
 __attribute__((weak)) int node_role_main(server *srv) { return role_missing(srv); }
 __attribute__((weak)) int gateway_role_main(server *srv) { return role_missing(srv); }
