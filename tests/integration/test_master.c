@@ -1,0 +1,422 @@
+/* Integration test of the master role: a real `moonkv-server --role master`
+ * driven with hiredis, this test playing the memory nodes itself (it
+ * speaks the node side of src/master/PROTOCOL.md). Ports 24000-24099. */
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/cap.h"
+#include "core/siphash.h"
+#include "master/master.h"
+#include "test.h"
+
+#define SECRET "it-secret"
+#define PORT_BASE 24000
+
+static pid_t master_pid = -1;
+static int port;
+
+static void stop_master(void) {
+    if (master_pid <= 0) return;
+    kill(master_pid, SIGKILL);
+    waitpid(master_pid, NULL, 0);
+    master_pid = -1;
+}
+
+static void on_signal(int sig) {
+    stop_master();
+    _exit(128 + sig);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static redisContext *connect_master(void) {
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    if (c) redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Start a master with the given timeouts; 0 once it answers PING. */
+static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
+    static int next = 0;
+    port = PORT_BASE + (next++ % 100);
+    const char *bin = getenv("MOONKV_SERVER");
+    if (!bin) bin = "build/rel/moonkv-server";
+    char p[16], pt[16], nt[16], ls[16];
+    snprintf(p, sizeof p, "%d", port);
+    snprintf(pt, sizeof pt, "%d", put_timeout_ms);
+    snprintf(nt, sizeof nt, "%d", node_timeout_ms);
+    snprintf(ls, sizeof ls, "%d", lease_ms);
+    master_pid = fork();
+    if (master_pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        execl(bin, bin, "--role", "master", "--bind", "127.0.0.1", "--port", p,
+              "--cluster-secret", SECRET, "--put-timeout-ms", pt, "--node-timeout-ms", nt,
+              "--lease-ms", ls, "--heartbeat-ms", "50", "--stripe-threshold", "4KB",
+              "--slice-size", "4KB", "--stripe-width", "2", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100; i++) {
+        redisContext *c = connect_master();
+        if (c) {
+            redisReply *r = redisCommand(c, "PING");
+            int ok = r && r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            redisFree(c);
+            if (ok) return 0;
+        }
+        sleep_ms(50);
+    }
+    return -1;
+}
+
+/* ---- playing a node ---- */
+
+typedef struct fake_node {
+    redisContext *c;
+    long long id;
+    uint8_t cap_key[TE_CAP_KEY_LEN];
+} fake_node;
+
+static int unhex(const char *s, uint8_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static void hex(const uint8_t *p, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* Challenge, prove the secret, register a segment. 0 on success. */
+static int node_join(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
+    n->c = connect_master();
+    if (!n->c) return -1;
+    redisReply *r = redisCommand(n->c, "MOON.CHALLENGE");
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) return -1;
+    uint8_t key[16], proof[16];
+    char proof_hex[33];
+    master_derive_reg_key(secret, key);
+    master_register_proof(key, (const uint8_t *)r->str, proof);
+    freeReplyObject(r);
+    hex(proof, 16, proof_hex);
+    r = redisCommand(n->c, "MOON.REGISTER %s %llu %s", proof_hex, seg, addr);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+             r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 32;
+    if (ok) {
+        n->id = r->element[0]->integer;
+        unhex(r->element[1]->str, n->cap_key, TE_CAP_KEY_LEN);
+    }
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static void node_leave(fake_node *n) {
+    if (n->c) redisFree(n->c);
+    n->c = NULL;
+}
+
+static redisReply *heartbeat(fake_node *n) {
+    return redisCommand(n->c, "MOON.HEARTBEAT %lld 0", n->id);
+}
+
+static int is_error(const redisReply *r, const char *prefix) {
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+/* A [node, off, len, cap] element whose cap is genuine for the op. */
+static int extent_ok(const redisReply *e, const uint8_t *cap_key, te_op op) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 4) return 0;
+    if (e->element[3]->type != REDIS_REPLY_STRING || e->element[3]->len != TE_CAP_WIRE_LEN) return 0;
+    te_cap cap;
+    if (te_cap_decode(&cap, (const uint8_t *)e->element[3]->str, e->element[3]->len) != 0) return 0;
+    uint64_t now = (uint64_t)time(NULL) * 1000;
+    return te_cap_check(&cap, cap_key, (uint32_t)e->element[0]->integer, op,
+                        (uint64_t)e->element[1]->integer, (uint64_t)e->element[2]->integer,
+                        now) == TE_OK;
+}
+
+/* ---- tests ---- */
+
+static void test_register_needs_secret(void) {
+    fake_node bad = {0};
+    ASSERT(node_join(&bad, "wrong-secret", 1 << 20, "127.0.0.1:1") != 0);
+    node_leave(&bad);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.REGISTER 00112233445566778899aabbccddeeff 1024 a:1");
+    ASSERT(is_error(r, "NOAUTH"));
+    freeReplyObject(r);
+    /* node commands from a connection that is not that node */
+    r = redisCommand(c, "MOON.HEARTBEAT 1 0");
+    ASSERT(is_error(r, "ERR this connection did not register"));
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void test_placement_and_lifecycle(void) {
+    fake_node n[3] = {{0}};
+    ASSERT(node_join(&n[0], SECRET, 1 << 20, "127.0.0.1:7001") == 0);
+    ASSERT(node_join(&n[1], SECRET, 1 << 20, "127.0.0.1:7002") == 0);
+    ASSERT(node_join(&n[2], SECRET, 1 << 20, "127.0.0.1:7003") == 0);
+    ASSERT(n[0].id != n[1].id && n[1].id != n[2].id);
+    redisContext *c = connect_master();
+    ASSERT(c);
+
+    redisReply *r = redisCommand(c, "MOON.PUTSTART k1 1000 REPLICAS 2");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long nodes[2];
+    for (int i = 0; i < 2; i++) {
+        redisReply *rep = r->element[i];
+        ASSERT(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
+        ASSERT(extent_ok(rep->element[0], n[0].cap_key, TE_WRITE));
+        ASSERT_EQ(rep->element[0]->element[2]->integer, 1000);
+        nodes[i] = rep->element[0]->element[0]->integer;
+    }
+    ASSERT(nodes[0] != nodes[1]);
+    freeReplyObject(r);
+
+    r = redisCommand(c, "MOON.PUTSTART k1 1000");
+    ASSERT(is_error(r, "EXISTS"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.EXISTS k1");
+    ASSERT(r && r->integer == 0);   /* in flight is not visible */
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET k1");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTEND k1 12345");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET k1");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    ASSERT_EQ(r->element[0]->integer, 1000);
+    ASSERT_EQ(r->element[1]->integer, 12345);
+    ASSERT_EQ(r->element[2]->elements, 2);
+    ASSERT(extent_ok(r->element[2]->element[0]->element[0], n[0].cap_key, TE_READ));
+    ASSERT(!extent_ok(r->element[2]->element[0]->element[0], n[0].cap_key, TE_WRITE));
+    freeReplyObject(r);
+
+    /* striped: 10000 bytes > 4KB threshold, 4KB slices, width 1 with 3 nodes x 2 replicas */
+    r = redisCommand(c, "MOON.PUTSTART big 10000 REPLICAS 1");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    ASSERT_EQ(r->element[0]->elements, 3);
+    ASSERT(r->element[0]->element[0]->element[0]->integer !=
+           r->element[0]->element[1]->element[0]->integer);
+    ASSERT_EQ(r->element[0]->element[2]->element[2]->integer, 10000 - 8192);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTREVOKE big");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+
+    /* errors */
+    r = redisCommand(c, "MOON.PUTSTART z 0");
+    ASSERT(is_error(r, "ERR"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTSTART z 100 REPLICAS 4");
+    ASSERT(is_error(r, "NOREPLICAS"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTSTART z 4096");   /* at the threshold: not striped */
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTSTART huge 4000000 REPLICAS 3");
+    ASSERT(is_error(r, "NOSPACE"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTSTART q notanumber");
+    ASSERT(is_error(r, "ERR value is not an integer"));
+    freeReplyObject(r);
+
+    /* batch forms */
+    r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 b1 10 b2 20 k1 5");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    ASSERT(r->element[0]->type == REDIS_REPLY_ARRAY && r->element[1]->type == REDIS_REPLY_ARRAY);
+    ASSERT(is_error(r->element[2], "EXISTS"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MPUTEND b1 1 b2 2 nope 3");
+    ASSERT(r && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STATUS);
+    ASSERT(is_error(r->element[2], "ERR"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MGET b1 nope b2");
+    ASSERT(r && r->elements == 3 && r->element[1]->type == REDIS_REPLY_NIL);
+    ASSERT_EQ(r->element[2]->element[0]->integer, 20);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MEXISTS b1 nope k1");
+    ASSERT(r && r->elements == 3);
+    ASSERT_EQ(r->element[0]->integer + r->element[1]->integer * 10 + r->element[2]->integer * 100, 101);
+    freeReplyObject(r);
+
+    /* introspection */
+    r = redisCommand(c, "MOON.OBJECT k1");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 10);
+    ASSERT_STREQ(r->element[1]->str, "complete");
+    ASSERT_EQ(r->element[5]->integer, 12345);
+    ASSERT_EQ(r->element[9]->elements, 2);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.NODES");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    char line[128];
+    snprintf(line, sizeof line, "%lld 127.0.0.1:7002 alive 1048576 ", n[1].id);
+    ASSERT(strstr(r->str, line));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.TOPOLOGY");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3);
+    freeReplyObject(r);
+    r = redisCommand(c, "INFO cluster");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && strstr(r->str, "nodes_alive:3"));
+    freeReplyObject(r);
+
+    r = redisCommand(c, "MOON.REMOVE k1");
+    ASSERT(r && r->integer == 1);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.REMOVE k1");
+    ASSERT(r && r->integer == 0);
+    freeReplyObject(r);
+    redisFree(c);
+    for (int i = 0; i < 3; i++) node_leave(&n[i]);
+}
+
+static void test_put_timeout_and_node_death(void) {
+    fake_node a = {0}, b = {0};
+    ASSERT(node_join(&a, SECRET, 64 * 1024, "127.0.0.1:7101") == 0);
+    ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7102") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.PUTSTART slow 100 REPLICAS 2");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTSTART solo 100 REPLICAS 1");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    long long solo_node = r->element[0]->element[0]->element[0]->integer;
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTEND solo 9");
+    freeReplyObject(r);
+    /* put timeout 300 ms: "slow" is revoked and the key is free again;
+     * b keeps heartbeating, a goes silent and dies after 600 ms */
+    fake_node *live = solo_node == a.id ? &b : &a;
+    for (int i = 0; i < 16; i++) {
+        freeReplyObject(heartbeat(live));
+        sleep_ms(50);
+    }
+    r = redisCommand(c, "MOON.OBJECT slow");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.EXISTS solo");
+    ASSERT(r && r->integer == 0);   /* its only node died: lost */
+    freeReplyObject(r);
+    r = redisCommand(c, "INFO cluster");
+    ASSERT(r && strstr(r->str, "objects_lost:1") && strstr(r->str, "nodes_dead:1") &&
+           strstr(r->str, "puts_timed_out:1"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.NODES");
+    ASSERT(r && strstr(r->str, " dead "));
+    freeReplyObject(r);
+    fake_node *dead = live == &a ? &b : &a;
+    r = heartbeat(dead);
+    ASSERT(is_error(r, "NODEDEAD"));
+    freeReplyObject(r);
+    redisFree(c);
+    node_leave(&a);
+    node_leave(&b);
+}
+
+static void test_drain_copy_task(void) {
+    fake_node a = {0}, b = {0};
+    ASSERT(node_join(&a, SECRET, 64 * 1024, "127.0.0.1:7201") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.PUTSTART moved 100");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    freeReplyObject(redisCommand(c, "MOON.PUTEND moved 7"));
+    ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7202") == 0);
+    r = redisCommand(a.c, "MOON.LEAVE %lld", a.id);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    /* the task reaches b in a heartbeat reply once the sweep placed it */
+    redisReply *tasks = NULL;
+    for (int i = 0; i < 80; i++) {
+        freeReplyObject(heartbeat(&a));
+        tasks = heartbeat(&b);
+        if (tasks && tasks->type == REDIS_REPLY_ARRAY && tasks->elements > 0) break;
+        freeReplyObject(tasks);
+        tasks = NULL;
+        sleep_ms(25);
+    }
+    ASSERT(tasks);
+    redisReply *t = tasks->element[0];
+    ASSERT(t->type == REDIS_REPLY_ARRAY && t->elements == 5);
+    ASSERT_STREQ(t->element[1]->str, "moved");
+    ASSERT_EQ(t->element[2]->integer, 100);
+    ASSERT(extent_ok(t->element[3]->element[0], a.cap_key, TE_READ));
+    ASSERT_EQ(t->element[3]->element[0]->element[0]->integer, a.id);
+    ASSERT_EQ(t->element[4]->element[0]->elements, 3);
+    long long task_id = t->element[0]->integer;
+    freeReplyObject(tasks);
+    r = redisCommand(a.c, "MOON.COPYDONE %lld OK", task_id);   /* not a's task */
+    ASSERT(is_error(r, "ERR task"));
+    freeReplyObject(r);
+    r = redisCommand(b.c, "MOON.COPYDONE %lld OK", task_id);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET moved");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[2]->elements == 1);
+    ASSERT_EQ(r->element[2]->element[0]->element[0]->element[0]->integer, b.id);
+    freeReplyObject(r);
+    /* the drained node leaves */
+    int gone = 0;
+    for (int i = 0; i < 80 && !gone; i++) {
+        r = heartbeat(&a);
+        gone = is_error(r, "NODEDEAD");
+        freeReplyObject(r);
+        freeReplyObject(heartbeat(&b));
+        sleep_ms(25);
+    }
+    ASSERT(gone);
+    redisFree(c);
+    node_leave(&a);
+    node_leave(&b);
+}
+
+int main(void) {
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    atexit(stop_master);
+    if (start_master(5000, 5000, 2000) != 0) {
+        printf("not ok - start master\n");
+        return 1;
+    }
+    RUN_TEST(test_register_needs_secret);
+    RUN_TEST(test_placement_and_lifecycle);
+    stop_master();
+    if (start_master(5000, 5000, 400) != 0) {   /* sweeps every 100 ms */
+        printf("not ok - restart master\n");
+        return 1;
+    }
+    RUN_TEST(test_drain_copy_task);
+    stop_master();
+    if (start_master(300, 600, 2000) != 0) {
+        printf("not ok - restart master\n");
+        return 1;
+    }
+    RUN_TEST(test_put_timeout_and_node_death);
+    stop_master();
+    TEST_EXIT();
+}
