@@ -19,6 +19,7 @@
 #include "rdma/rdma_priv.h"
 
 #define POLL_BATCH 32
+#define EXPIRE_SLICE_US 100000
 
 typedef struct rdma_mreg {
     te_mr pub;                            /* first: te_mr* is an rdma_mreg* */
@@ -401,8 +402,13 @@ static int rdma_poll(te_transport *tt, te_cqe *out, int max, int timeout_ms) {
     while (t->rtail == t->rhead && timeout_ms > 0) {
         uint64_t now = mono_us();
         if (now >= deadline) break;
-        if (busy(t) && now - start < (uint64_t)t->opt.spin_us) harvest(t);
-        else sleep_for_events(t, deadline);
+        if (busy(t) && now - start < (uint64_t)t->opt.spin_us) {
+            harvest(t);
+            continue;
+        }
+        /* Sleep in slices so a request timing out mid-wait is noticed. */
+        sleep_for_events(t, deadline - now > EXPIRE_SLICE_US ? now + EXPIRE_SLICE_US : deadline);
+        expire(t);
     }
     return take_ready(t, out, max);
 }

@@ -398,6 +398,30 @@ static void test_window_bounds_submit(void) {
     rig_down(&r);
 }
 
+static void test_silent_peer_times_out(void) {
+    rig r;
+    rdma_options o;
+    rig_options(&o, 1, 32, 16);
+    ASSERT(rig_up(&r, &o) == 0);
+    r.t->cfg.timeout_ms = 50;
+    te_req q = req(&r, TE_WRITE, 0, 0, 64, 5);
+    te_cqe c[2];
+    ASSERT_EQ(te_submit(r.t, r.path, &q, 1), 1);        /* open the right */
+    ASSERT_EQ(drain(&r, c, 1), 1);
+    fake_verbs_set_deferred(1);                          /* the NIC never answers */
+    ASSERT_EQ(te_submit(r.t, r.path, &q, 1), 1);
+    uint64_t t0 = mono_ms();
+    ASSERT_EQ(drain(&r, c, 1), 1);
+    ASSERT_EQ(c[0].status, TE_ETIMEDOUT);
+    ASSERT(mono_ms() - t0 < 1000);
+    fake_verbs_set_deferred(0);
+    ASSERT_EQ(te_submit(r.t, r.path, &q, 1), 1);        /* a new QP serves again */
+    ASSERT_EQ(drain(&r, c, 1), 1);
+    ASSERT_EQ(c[0].status, TE_OK);
+    rig_down(&r);
+    ASSERT_EQ(live_objects(), 0);
+}
+
 int main(void) {
     RUN_TEST(test_no_device_reports_and_refuses);
     RUN_TEST(test_put_get_maps_to_wrs);
@@ -409,5 +433,6 @@ int main(void) {
     RUN_TEST(test_wrong_secret_refused);
     RUN_TEST(test_sleeps_on_channel_when_idle);
     RUN_TEST(test_window_bounds_submit);
+    RUN_TEST(test_silent_peer_times_out);
     TEST_EXIT();
 }
