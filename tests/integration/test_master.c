@@ -23,6 +23,11 @@
 static pid_t master_pid = -1;
 static int port;
 
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 static void stop_master(void) {
     if (master_pid <= 0) return;
     kill(master_pid, SIGKILL);
@@ -30,14 +35,28 @@ static void stop_master(void) {
     master_pid = -1;
 }
 
+/* SIGTERM and wait up to 10 s: the exit code (ASan's leak check shows here). */
+static int stop_master_clean(void) {
+    if (master_pid <= 0) return -1;
+    kill(master_pid, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        int status;
+        if (waitpid(master_pid, &status, WNOHANG) == master_pid) {
+            master_pid = -1;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        sleep_ms(50);
+    }
+    stop_master();
+    return -1;
+}
+
+static int clean_exit;
+static void test_clean_shutdown(void) { ASSERT_EQ(clean_exit, 0); }
+
 static void on_signal(int sig) {
     stop_master();
     _exit(128 + sig);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static redisContext *connect_master(void) {
@@ -417,6 +436,7 @@ int main(void) {
         return 1;
     }
     RUN_TEST(test_put_timeout_and_node_death);
-    stop_master();
+    clean_exit = stop_master_clean();
+    RUN_TEST(test_clean_shutdown);
     TEST_EXIT();
 }
