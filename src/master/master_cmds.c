@@ -159,7 +159,9 @@ static void register_command(client *c) {
         reply_error(c, "NOAUTH bad or missing proof: send MOON.CHALLENGE first");
         return;
     }
-    if (cs->node) {
+    /* A node declared dead may register again on the same connection. */
+    const mm_node *prev = cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
+    if (prev && prev->state != NODE_DEAD) {
         reply_errorf(c, "ERR this connection is already node %u", cs->node);
         return;
     }

@@ -125,12 +125,13 @@ static void hex(const uint8_t *p, size_t n, char *out) {
     for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", p[i]);
 }
 
-/* Challenge, prove the secret, register a segment. 0 on success. */
-static int node_join(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
-    n->c = connect_master();
-    if (!n->c) return -1;
+/* Challenge, prove the secret, register a segment on n's connection. */
+static int node_register(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
     redisReply *r = redisCommand(n->c, "MOON.CHALLENGE");
-    if (!r || r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) return -1;
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) {
+        freeReplyObject(r);
+        return -1;
+    }
     uint8_t key[16], proof[16];
     char proof_hex[33];
     master_derive_reg_key(secret, key);
@@ -146,6 +147,12 @@ static int node_join(fake_node *n, const char *secret, unsigned long long seg, c
     }
     freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* Connect and register. 0 on success. */
+static int node_join(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
+    n->c = connect_master();
+    return n->c ? node_register(n, secret, seg, addr) : -1;
 }
 
 static void node_leave(fake_node *n) {
@@ -350,6 +357,13 @@ static void test_put_timeout_and_node_death(void) {
     fake_node *dead = live == &a ? &b : &a;
     r = heartbeat(dead);
     ASSERT(is_error(r, "NODEDEAD"));
+    freeReplyObject(r);
+    /* the dead node comes back on the same connection with a new id */
+    long long old_id = dead->id;
+    ASSERT(node_register(dead, SECRET, 64 * 1024, "127.0.0.1:7103") == 0);
+    ASSERT(dead->id > old_id);
+    r = heartbeat(dead);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
     freeReplyObject(r);
     redisFree(c);
     node_leave(&a);
