@@ -14,6 +14,7 @@
 #define MASTER_NONCE_LEN  16
 #define MASTER_MAX_BATCH  4096   /* keys per MOON.M* command */
 #define MASTER_MAX_TASKS  16     /* tasks per heartbeat reply */
+#define MASTER_MAX_REPORT_BYTES (64u << 20)   /* buffered MOON.REPORT data */
 
 typedef struct master {
     server *srv;
@@ -21,10 +22,15 @@ typedef struct master {
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* signs capabilities; nodes get it at register */
     uint8_t reg_key[16];               /* from the cluster secret: register proofs */
     uint32_t default_replicas;
+    /* Extents nodes reported (MOON.REPORT), waiting for MOON.REBUILD. */
+    mm_report *reports;
+    size_t nreports, capreports, report_bytes;
 } master;
 
 master *master_create(server *srv);
 void master_destroy(master *m);
+/* Drop the buffered node reports (after a rebuild, at exit). */
+void master_reports_clear(master *m);
 /* MOON.* commands (master_cmds.c). */
 void master_register_commands(server *srv);
 /* INFO "# Cluster" (master_cmds.c). */

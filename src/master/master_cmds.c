@@ -287,6 +287,63 @@ static void drain_command(client *c) {
     if (arg_u32(c, 1, 1, MM_MAX_NODES, &id) == 0) drain_node(c, id);
 }
 
+/* ---- rebuild ---- */
+
+/* MOON.REPORT key size crc obj_off seg_off length [...]: extents this
+ * node holds, buffered until MOON.REBUILD (replicas may span nodes). */
+static void report_command(client *c) {
+    conn_state *cs = c->role_ctx;
+    master *m = master_of(c);
+    if (!cs || !cs->node) {
+        reply_error(c, "ERR only a registered node reports extents");
+        return;
+    }
+    if ((c->argc - 1) % 6) {
+        reply_syntax_error(c);
+        return;
+    }
+    size_t n = (size_t)(c->argc - 1) / 6, bytes = 0;
+    mm_report *tmp = xcalloc(n, sizeof *tmp);
+    for (size_t i = 0; i < n; i++) {
+        int a = 1 + 6 * (int)i;
+        uint64_t v[5];
+        for (int k = 0; k < 5; k++)
+            if (arg_u64(c, a + 1 + k, 0, k == 1 ? UINT32_MAX : MAX_SIZE, &v[k]) != 0) goto out;
+        tmp[i] = (mm_report){cs->node, c->argv[a].ptr, c->argv[a].len, v[0], (uint32_t)v[1],
+                             v[2], v[3], v[4]};
+        bytes += sizeof *tmp + c->argv[a].len;
+    }
+    if (m->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
+        reply_error(c, "ERR report buffer full: run MOON.REBUILD first");
+        goto out;
+    }
+    if (m->nreports + n > m->capreports) {
+        m->capreports = (m->nreports + n) * 2;
+        m->reports = xrealloc(m->reports, m->capreports * sizeof *m->reports);
+    }
+    for (size_t i = 0; i < n; i++) {
+        tmp[i].key = xmemdup(tmp[i].key, tmp[i].keylen);
+        m->reports[m->nreports++] = tmp[i];
+    }
+    m->report_bytes += bytes;
+    reply_integer(c, (long long)m->nreports);
+out:
+    free(tmp);
+}
+
+/* MOON.REBUILD: objects from every buffered report. */
+static void rebuild_command(client *c) {
+    master *m = master_of(c);
+    mm_rebuild_stats st;
+    mm_rebuild(m->meta, m->reports, m->nreports, now(), &st);
+    master_reports_clear(m);
+    reply_array(c, 4);
+    reply_integer(c, (long long)st.objects);
+    reply_integer(c, (long long)st.replicas);
+    reply_integer(c, (long long)st.extents);
+    reply_integer(c, (long long)st.extents_rejected);
+}
+
 /* ---- objects ---- */
 
 static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
@@ -550,6 +607,11 @@ static const command master_commands[] = {
      "Node reports a copy task's outcome", "task-id OK|FAIL"},
     {"moon.leave", leave_command, 2, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Node announces it leaves (drain)", "id"},
+    {"moon.report", report_command, -7, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+     "Node reports extents it holds (for MOON.REBUILD)",
+     "key size crc obj-offset seg-offset length [...]"},
+    {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
+     "Re-create objects from the reported extents", ""},
     {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
      "Move every object off a node, then drop it", "id"},
     {"moon.putstart", putstart_command, -3, CMD_WRITE, KEY1, 0, "moonkv", "0.1.0",

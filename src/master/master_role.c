@@ -55,8 +55,16 @@ master *master_create(server *srv) {
     return m;
 }
 
+void master_reports_clear(master *m) {
+    for (size_t i = 0; i < m->nreports; i++) free((void *)m->reports[i].key);
+    free(m->reports);
+    m->reports = NULL;
+    m->nreports = m->capreports = m->report_bytes = 0;
+}
+
 void master_destroy(master *m) {
     if (!m) return;
+    master_reports_clear(m);
     mm_destroy(m->meta);
     free(m);
 }

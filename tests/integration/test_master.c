@@ -428,6 +428,41 @@ static void test_drain_copy_task(void) {
     node_leave(&b);
 }
 
+static void test_report_and_rebuild(void) {
+    fake_node a = {0}, b = {0};
+    ASSERT(node_join(&a, SECRET, 64 * 1024, "127.0.0.1:7301") == 0);
+    ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7302") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.REPORT rb 100 5 0 4096 100");
+    ASSERT(is_error(r, "ERR only a registered node"));
+    freeReplyObject(r);
+    r = redisCommand(a.c, "MOON.REPORT rb 100 5 0 4096 100 junk 10 1 0 65536 10");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
+    r = redisCommand(b.c, "MOON.REPORT rb 100 5 0 0 100");
+    ASSERT(r && r->integer == 3);
+    freeReplyObject(r);
+    r = redisCommand(b.c, "MOON.REPORT rb 100 5 0 0");
+    ASSERT(is_error(r, "ERR"));
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.REBUILD");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+    ASSERT_EQ(r->element[0]->integer, 1);   /* objects */
+    ASSERT_EQ(r->element[1]->integer, 2);   /* replicas */
+    ASSERT_EQ(r->element[2]->integer, 2);   /* extents */
+    ASSERT_EQ(r->element[3]->integer, 1);   /* rejected: outside the segment */
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET rb");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[2]->elements == 2);
+    ASSERT_EQ(r->element[1]->integer, 5);
+    ASSERT(extent_ok(r->element[2]->element[0]->element[0], a.cap_key, TE_READ));
+    freeReplyObject(r);
+    redisFree(c);
+    node_leave(&a);
+    node_leave(&b);
+}
+
 int main(void) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -438,6 +473,7 @@ int main(void) {
     }
     RUN_TEST(test_register_needs_secret);
     RUN_TEST(test_placement_and_lifecycle);
+    RUN_TEST(test_report_and_rebuild);
     stop_master();
     if (start_master(5000, 5000, 400) != 0) {   /* sweeps every 100 ms */
         printf("not ok - restart master\n");
