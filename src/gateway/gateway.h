@@ -1,0 +1,29 @@
+/* gateway/gateway.h - the gateway role: the standalone server's RESP
+ * commands with values kept in the cluster.
+ *
+ * The command code (t_object.c) is shared; the gateway gives it a store
+ * (store_cluster.c) that moves values through libmoonkv: a SET's value
+ * streams from the socket into registered staging memory and is put to
+ * the nodes when complete; a GET reads the value from the nodes into
+ * staging memory and replies from there without another copy.
+ * gateway_role_main is declared in server/roles.h. */
+#ifndef MKV_GATEWAY_H
+#define MKV_GATEWAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resp/resp_writer.h"
+#include "server/config.h"
+#include "server/store.h"
+
+struct ev_loop;
+
+/* Connects to cfg->master (libmoonkv for data, a plain connection for
+ * INFO) and maps a staging pool of cfg->segment_size bytes; values up to
+ * cfg->proto_max_bulk_len are accepted. NULL with a message in err. */
+store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen);
+/* The "# Gateway" INFO fields of a cluster store. */
+void cluster_store_info(store *s, resp_buf *out);
+
+#endif

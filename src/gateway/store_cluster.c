@@ -1,0 +1,351 @@
+/* gateway/store_cluster.c - a store whose values live in the cluster.
+ *
+ * Every operation is a blocking libmoonkv call on the loop's own
+ * mkv_client: the store interface answers synchronously (get returns the
+ * bytes, put_end the outcome), so the loop waits for the master and the
+ * nodes. Values pass through registered staging memory (staging.c):
+ * put_start hands networking a staging buffer the value streams into,
+ * put_end puts it to the nodes; get reads into a staging buffer that the
+ * pin keeps until the reply is written.
+ *
+ * A failed put's buffer is not freed at once: t_object.c compares the
+ * value (which still lies in it) with the stored one to tell an
+ * idempotent SET from a conflict, after put_end returned. Such buffers
+ * are freed before the loop next sleeps. */
+#include <ev.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/moonkv.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "gateway/gateway.h"
+#include "gateway/staging.h"
+#include "server/info.h"
+
+#define KEY_MAX 4096            /* the master's key limit (PROTOCOL.md) */
+#define CTL_TIMEOUT_MS 2000
+
+typedef struct cluster_stats {
+    uint64_t puts, gets, removes, failed_puts, failed_gets;
+    uint64_t bytes_put, bytes_got;
+} cluster_stats;
+
+typedef struct cluster_store {
+    store base;
+    struct ev_loop *loop;
+    mkv_client *mc;
+    staging *pool;
+    char master[CONFIG_STR_MAX];
+    int replicas;
+    redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
+    staging_buf *dead;          /* failed puts' buffers, freed in reap */
+    size_t ndead, capdead;
+    ev_prepare reap;
+    cluster_stats stats;
+} cluster_store;
+
+struct store_put {
+    staging_buf buf;
+    size_t keylen;
+    char key[];
+};
+
+struct store_pin {
+    staging_buf buf;
+};
+
+static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
+
+/* MKV_E* to STORE_*, with the library's message in errstr when the
+ * command code will show it. */
+static int cs_fail(cluster_store *cs, int rc) {
+    switch (rc) {
+    case MKV_OK: return STORE_OK;
+    case MKV_ENOTFOUND: return STORE_NOTFOUND;
+    case MKV_EEXISTS: return STORE_EXISTS;
+    case MKV_ENOSPACE: return STORE_NOSPACE;
+    default:
+        snprintf(cs->base.errstr, sizeof cs->base.errstr, "%s", mkv_last_error(cs->mc));
+        return STORE_ERR;
+    }
+}
+
+static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= KEY_MAX; }
+
+/* ---- puts ---- */
+
+static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
+                        store_put **out) {
+    cluster_store *cs = cs_of(s);
+    if (!key_ok(keylen)) {
+        snprintf(s->errstr, sizeof s->errstr, "keys must be 1 to %d bytes", KEY_MAX);
+        return STORE_ERR;
+    }
+    if (size == 0) {
+        snprintf(s->errstr, sizeof s->errstr, "the cluster stores values of at least 1 byte");
+        return STORE_ERR;
+    }
+    store_put *p = xmalloc(sizeof *p + keylen);
+    int rc = staging_get(cs->pool, size, &p->buf);
+    if (rc != STORE_OK) {
+        free(p);
+        return rc;
+    }
+    p->keylen = keylen;
+    memcpy(p->key, key, keylen);
+    *dst = p->buf.ptr;
+    *out = p;
+    return STORE_OK;
+}
+
+static void put_free(cluster_store *cs, store_put *p) {
+    staging_put(cs->pool, &p->buf);
+    free(p);
+}
+
+static int cs_put_end(store *s, store_put *p) {
+    cluster_store *cs = cs_of(s);
+    int rc = mkv_put(cs->mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs->replicas);
+    if (rc == MKV_OK) {
+        cs->stats.puts++;
+        cs->stats.bytes_put += p->buf.len;
+        put_free(cs, p);
+        return STORE_OK;
+    }
+    cs->stats.failed_puts++;
+    int code = cs_fail(cs, rc);
+    if (cs->ndead == cs->capdead) {
+        cs->capdead = cs->capdead ? cs->capdead * 2 : 8;
+        cs->dead = xrealloc(cs->dead, cs->capdead * sizeof *cs->dead);
+    }
+    cs->dead[cs->ndead++] = p->buf;
+    free(p);
+    return code;
+}
+
+static void cs_put_abort(store *s, store_put *p) { put_free(cs_of(s), p); }
+
+static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
+    cluster_store *cs = w->data;
+    for (size_t i = 0; i < cs->ndead; i++) staging_put(cs->pool, &cs->dead[i]);
+    cs->ndead = 0;
+}
+
+/* ---- reads ---- */
+
+static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
+    if (!key_ok(keylen)) return STORE_NOTFOUND;
+    return cs_fail(cs_of(s), mkv_size(cs_of(s)->mc, key, keylen, len));
+}
+
+static int cs_get(store *s, const void *key, size_t keylen, const void **data, uint64_t *len,
+                  store_pin **pin) {
+    cluster_store *cs = cs_of(s);
+    uint64_t size;
+    int rc = cs_size_of(s, key, keylen, &size);
+    if (rc != STORE_OK) return rc;
+    store_pin *p = xmalloc(sizeof *p);
+    rc = staging_get(cs->pool, size, &p->buf);
+    if (rc != STORE_OK) {
+        free(p);
+        snprintf(s->errstr, sizeof s->errstr, "no staging memory for a value of %llu bytes",
+                 (unsigned long long)size);
+        cs->stats.failed_gets++;
+        return STORE_ERR;
+    }
+    size_t got = 0;
+    rc = mkv_get(cs->mc, key, keylen, p->buf.ptr, (size_t)size, &got);
+    if (rc != MKV_OK) {
+        staging_put(cs->pool, &p->buf);
+        free(p);
+        if (rc != MKV_ENOTFOUND) cs->stats.failed_gets++;
+        return cs_fail(cs, rc);
+    }
+    cs->stats.gets++;
+    cs->stats.bytes_got += got;
+    *data = p->buf.ptr;
+    *len = got;
+    *pin = p;
+    return STORE_OK;
+}
+
+static void cs_release(store *s, store_pin *p) {
+    staging_put(cs_of(s)->pool, &p->buf);
+    free(p);
+}
+
+/* The store interface has no error for these: a failure counts as "no"
+ * and is logged. */
+static int cs_remove(store *s, const void *key, size_t keylen) {
+    cluster_store *cs = cs_of(s);
+    if (!key_ok(keylen)) return 0;
+    int rc = mkv_remove(cs->mc, key, keylen);
+    if (rc == MKV_OK) cs->stats.removes++;
+    else if (rc != MKV_ENOTFOUND) log_warning("gateway: remove failed: %s", mkv_last_error(cs->mc));
+    return rc == MKV_OK;
+}
+
+static int cs_exists(store *s, const void *key, size_t keylen) {
+    cluster_store *cs = cs_of(s);
+    if (!key_ok(keylen)) return 0;
+    int rc = mkv_exists(cs->mc, key, keylen);
+    if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));
+    return rc == 1;
+}
+
+/* ---- the master's INFO ---- */
+
+static redisContext *ctl_conn(cluster_store *cs) {
+    if (cs->ctl && !cs->ctl->err) return cs->ctl;
+    if (cs->ctl) redisFree(cs->ctl);
+    cs->ctl = NULL;
+    char host[CONFIG_STR_MAX];
+    int port;
+    if (parse_hostport(cs->master, host, sizeof host, &port) < 0) return NULL;
+    struct timeval tv = {CTL_TIMEOUT_MS / 1000, (CTL_TIMEOUT_MS % 1000) * 1000};
+    redisContext *rc = redisConnectWithTimeout(host, port, tv);
+    if (!rc || rc->err || redisSetTimeout(rc, tv) != REDIS_OK) {
+        if (rc) redisFree(rc);
+        return NULL;
+    }
+    cs->ctl = rc;
+    return rc;
+}
+
+/* A numeric field of the master's INFO cluster; -1 if unavailable. */
+static long long master_info_field(cluster_store *cs, const char *field) {
+    redisContext *ctl = ctl_conn(cs);
+    if (!ctl) return -1;
+    redisReply *r = redisCommand(ctl, "INFO cluster");
+    long long v = -1;
+    size_t flen = strlen(field);
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
+            if (*line == '\n') line++;
+            if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+                v = strtoll(line + flen + 1, NULL, 10);
+                break;
+            }
+        }
+    }
+    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    freeReplyObject(r);
+    return v;
+}
+
+static uint64_t cs_count(store *s) {
+    long long n = master_info_field(cs_of(s), "objects_complete");
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+/* The master offers no key iteration; the gateway replaces SCAN with a
+ * command that says so, and this is never reached through it. */
+static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
+    return 0;
+}
+
+void cluster_store_info(store *s, resp_buf *out) {
+    cluster_store *cs = cs_of(s);
+    staging_stats st;
+    staging_get_stats(cs->pool, &st);
+    info_field(out, "master", "%s", cs->master);
+    info_field(out, "replicas", "%d", cs->replicas);
+    info_field(out, "staging_pool_bytes", "%llu", (unsigned long long)st.pool_size);
+    info_field(out, "staging_used_bytes", "%llu", (unsigned long long)st.pool_used);
+    info_field(out, "staging_dedicated", "%llu", (unsigned long long)st.dedicated);
+    info_field(out, "staging_dedicated_bytes", "%llu", (unsigned long long)st.dedicated_bytes);
+    info_field(out, "staging_refused", "%llu", (unsigned long long)st.refused);
+    info_field(out, "cluster_puts", "%llu", (unsigned long long)cs->stats.puts);
+    info_field(out, "cluster_gets", "%llu", (unsigned long long)cs->stats.gets);
+    info_field(out, "cluster_removes", "%llu", (unsigned long long)cs->stats.removes);
+    info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
+    info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
+    info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
+    info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
+}
+
+/* The gateway's own numbers are in "# Gateway" (role info); the store
+ * adds no section of its own. */
+static void cs_info(store *s, resp_buf *out, const char *section) {}
+
+static void cs_destroy(store *s) {
+    cluster_store *cs = cs_of(s);
+    if (cs->loop) ev_prepare_stop(cs->loop, &cs->reap);
+    if (cs->pool) reap_cb(cs->loop, &cs->reap, 0);
+    free(cs->dead);
+    staging_destroy(cs->pool);
+    if (cs->mc) mkv_close(cs->mc);
+    if (cs->ctl) redisFree(cs->ctl);
+    free(cs);
+}
+
+static const store_ops cluster_ops = {
+    .put_start = cs_put_start,
+    .put_progress = NULL,   /* libmoonkv has no partial put: put_end ships it whole */
+    .put_end = cs_put_end,
+    .put_abort = cs_put_abort,
+    .get = cs_get,
+    .release = cs_release,
+    .remove = cs_remove,
+    .exists = cs_exists,
+    .size_of = cs_size_of,
+    .count = cs_count,
+    .scan = cs_scan,
+    .info = cs_info,
+    .destroy = cs_destroy,
+    .space = NULL,
+};
+
+/* data_addrs as the library wants them: one comma-separated string. */
+static void join_addrs(const mkv_config *cfg, char *buf, size_t len) {
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < cfg->ndata_addrs && pos < len; i++) {
+        int n = snprintf(buf + pos, len - pos, "%s%s", i ? "," : "", cfg->data_addrs[i]);
+        if (n < 0) break;
+        pos += (size_t)n;
+    }
+}
+
+static int connect_client(cluster_store *cs, const mkv_config *cfg, char *err, size_t errlen) {
+    char addrs[CONFIG_MAX_ADDRS * (CONFIG_STR_MAX + 1)];
+    join_addrs(cfg, addrs, sizeof addrs);
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = cs->master;
+    if (cfg->cluster_secret[0]) opt.cluster_secret = cfg->cluster_secret;
+    if (cfg->transport[0]) opt.transport = cfg->transport;
+    if (addrs[0]) opt.data_addrs = addrs;
+    if (cfg->replicas > 0) opt.replicas = cfg->replicas;
+    int rc = mkv_connect(&cs->mc, &opt);
+    if (rc != MKV_OK) {
+        snprintf(err, errlen, "cannot connect to the master %s: %s", cs->master,
+                 cs->mc ? mkv_last_error(cs->mc) : mkv_last_error(NULL));
+        return -1;
+    }
+    return 0;
+}
+
+store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen) {
+    cluster_store *cs = xcalloc(1, sizeof *cs);
+    cs->base.ops = &cluster_ops;
+    snprintf(cs->master, sizeof cs->master, "%s", cfg->master[0] ? cfg->master : "127.0.0.1:7380");
+    cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
+    if (connect_client(cs, cfg, err, errlen) < 0) {
+        cs_destroy(&cs->base);
+        return NULL;
+    }
+    cs->pool = staging_create(cs->mc, cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);
+    if (!cs->pool) {
+        cs_destroy(&cs->base);
+        return NULL;
+    }
+    cs->loop = loop;
+    ev_prepare_init(&cs->reap, reap_cb);
+    cs->reap.data = cs;
+    ev_prepare_start(loop, &cs->reap);
+    return &cs->base;
+}
