@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -103,5 +104,18 @@ int te_unix_addr(const char *addr, struct sockaddr_un *sa, unsigned *salen) {
     memcpy(sa->sun_path, path, n);
     if (path[0] == '@') sa->sun_path[0] = '\0';     /* abstract namespace */
     *salen = (unsigned)(offsetof(struct sockaddr_un, sun_path) + n);
+    return 0;
+}
+
+int te_split_hostport(const char *s, char *host, size_t hostlen, int *port) {
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    if (!colon || colon == s || (size_t)(colon - s) >= hostlen) return -1;
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p < 0 || p > 65535) return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (int)p;
     return 0;
 }

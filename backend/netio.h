@@ -30,6 +30,8 @@ int te_set_nonblock(int fd, int on);
 /* now + ms; ms <= 0 gives a deadline that has already passed. */
 uint64_t te_deadline(int ms);
 
+/* parse_hostport that also accepts port 0 ("bind any free port"). */
+int te_split_hostport(const char *s, char *host, size_t hostlen, int *port);
 /* Split "unix:/path" / "unix:@abstract" into a sockaddr_un; 0 or -1. */
 struct sockaddr_un;
 int te_unix_addr(const char *addr, struct sockaddr_un *sa, unsigned *salen);

@@ -1,0 +1,286 @@
+/* backend/tcp_server.c - see tcp_server.h. */
+#include "backend/tcp_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "backend/auth.h"
+#include "backend/netio.h"
+#include "backend/wire.h"
+#include "core/log.h"
+#include "core/util.h"
+
+typedef struct conn {
+    te_tcp_server *srv;
+    int fd;
+    pthread_t th;
+    int done;                 /* thread finished: join and free */
+    struct conn *next;
+} conn;
+
+struct te_tcp_server {
+    te_server_config cfg;
+    int lfd[TE_MAX_PATHS];
+    int port[TE_MAX_PATHS];
+    int wake[2];              /* pipe: tells the acceptor to stop */
+    pthread_t acceptor;
+    pthread_mutex_t mu;       /* conns list, cap key */
+    conn *conns;
+    int nconns;
+    int stopping;
+    atomic_uint_fast64_t bytes_in, bytes_out, requests, rejected, accepted, auth_fail;
+};
+
+static int listen_on(const char *addr, int *port, char *err, size_t errlen) {
+    char host[TE_ADDR_LEN], pstr[16];
+    int p;
+    if (te_split_hostport(addr, host, sizeof host, &p) != 0 || p < 0 || p > 65535) {
+        snprintf(err, errlen, "bad listen address '%s' (want host:port)", addr);
+        return -1;
+    }
+    snprintf(pstr, sizeof pstr, "%d", p);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE }, *ai;
+    int rc = getaddrinfo(host, pstr, &hints, &ai);
+    if (rc != 0) {
+        snprintf(err, errlen, "listen %s: %s", addr, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+        snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+int te_tcp_server_check(te_tcp_server *s, te_op op, const uint8_t cap_wire[TE_CAP_WIRE_LEN],
+                        uint64_t off, uint64_t len) {
+    te_cap cap;
+    uint8_t key[TE_CAP_KEY_LEN];
+    if (len == 0) return TE_EINVAL;
+    if (te_cap_decode(&cap, cap_wire, TE_CAP_WIRE_LEN) != 0) return TE_EAUTH;
+    pthread_mutex_lock(&s->mu);
+    int have = s->cfg.have_cap_key;
+    memcpy(key, s->cfg.cap_key, sizeof key);
+    pthread_mutex_unlock(&s->mu);
+    if (!have) return TE_EAUTH;
+    int st = te_cap_check(&cap, key, s->cfg.node_id, op, off, len, wall_ms());
+    if (st != TE_OK) return st;
+    if (off > s->cfg.size || len > s->cfg.size - off) return TE_ERANGE;
+    return TE_OK;
+}
+
+/* Read and throw away a refused write's payload so the stream stays in
+ * step and the connection keeps serving. */
+static int discard(int fd, uint64_t n, uint64_t dl) {
+    char junk[16384];
+    while (n) {
+        size_t k = n < sizeof junk ? (size_t)n : sizeof junk;
+        if (te_read_full(fd, junk, k, dl) < 0) return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+/* One request, header already read. -1 drops the connection. */
+static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN]) {
+    te_wire_req rq;
+    if (te_wire_req_decode(&rq, hdr) != 0) {
+        log_warning("data plane: broken request framing, dropping connection");
+        return -1;
+    }
+    uint64_t dl = te_deadline(s->cfg.io_timeout_ms);
+    int st = te_tcp_server_check(s, rq.op, rq.cap, rq.remote_off, rq.len);
+    char *seg = (char *)s->cfg.base + (st == TE_OK ? rq.remote_off : 0);
+    atomic_fetch_add(&s->requests, 1);
+    if (rq.op == TE_WRITE) {
+        int rc = st == TE_OK ? te_read_full(fd, seg, rq.len, dl) : discard(fd, rq.len, dl);
+        if (rc < 0) return -1;
+        if (st == TE_OK) atomic_fetch_add(&s->bytes_in, rq.len);
+    }
+    te_wire_resp resp = { .cookie = rq.cookie, .status = st,
+                          .len = st == TE_OK && rq.op == TE_READ ? rq.len : 0 };
+    uint8_t rh[TE_WIRE_RESP_LEN];
+    te_wire_resp_encode(&resp, rh);
+    struct iovec iov[2] = { { rh, sizeof rh }, { seg, resp.len } };
+    if (st != TE_OK) atomic_fetch_add(&s->rejected, 1);
+    if (te_writev_full(fd, iov, resp.len ? 2 : 1, dl) < 0) return -1;
+    atomic_fetch_add(&s->bytes_out, resp.len);
+    return 0;
+}
+
+static void *conn_main(void *arg) {
+    conn *c = arg;
+    te_tcp_server *s = c->srv;
+    char err[128];
+    if (te_auth_server(c->fd, s->cfg.secret, s->cfg.auth_timeout_ms, err, sizeof err) != TE_AUTH_OK) {
+        atomic_fetch_add(&s->auth_fail, 1);
+        log_notice("data plane: peer dropped: %s", err);
+    } else {
+        uint8_t hdr[TE_WIRE_REQ_LEN];
+        /* Idle connections wait forever; stop() shuts the socket down. */
+        while (te_read_full(c->fd, hdr, sizeof hdr, 0) == 0 && serve_request(s, c->fd, hdr) == 0) {}
+    }
+    shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_lock(&s->mu);
+    c->done = 1;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Join and free connection threads that have finished. */
+static void reap(te_tcp_server *s, int all) {
+    pthread_mutex_lock(&s->mu);
+    conn **pp = &s->conns;
+    while (*pp) {
+        conn *c = *pp;
+        if (!c->done && !all) { pp = &c->next; continue; }
+        *pp = c->next;
+        s->nconns--;
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(c->th, NULL);
+        close(c->fd);
+        free(c);
+        pthread_mutex_lock(&s->mu);
+        pp = &s->conns;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void accept_one(te_tcp_server *s, int lfd) {
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+    if (fd < 0) return;
+    reap(s, 0);
+    pthread_mutex_lock(&s->mu);
+    int full = s->nconns >= s->cfg.max_conns;
+    pthread_mutex_unlock(&s->mu);
+    if (full) {
+        log_warning("data plane: max_conns (%d) reached, refusing a connection", s->cfg.max_conns);
+        close(fd);
+        return;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    atomic_fetch_add(&s->accepted, 1);
+    conn *c = xcalloc(1, sizeof *c);
+    c->srv = s;
+    c->fd = fd;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    pthread_mutex_lock(&s->mu);
+    if (pthread_create(&c->th, &at, conn_main, c) != 0) {
+        pthread_mutex_unlock(&s->mu);
+        close(fd);
+        free(c);
+    } else {
+        c->next = s->conns;
+        s->conns = c;
+        s->nconns++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_attr_destroy(&at);
+}
+
+static void *acceptor_main(void *arg) {
+    te_tcp_server *s = arg;
+    struct pollfd pf[TE_MAX_PATHS + 1];
+    int n = s->cfg.nlisten;
+    for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ .fd = s->lfd[i], .events = POLLIN };
+    pf[n] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
+    for (;;) {
+        if (poll(pf, (nfds_t)n + 1, 1000) < 0 && errno != EINTR) break;
+        if (pf[n].revents) break;
+        for (int i = 0; i < n; i++)
+            if (pf[i].revents & POLLIN) accept_one(s, s->lfd[i]);
+        reap(s, 0);
+    }
+    return NULL;
+}
+
+te_tcp_server *te_tcp_server_start(const te_server_config *c, char *err, size_t errlen) {
+    if (!c->base || !c->size || c->nlisten < 1 || c->nlisten > TE_MAX_PATHS) {
+        snprintf(err, errlen, "data plane: need a segment and 1..%d listen addresses", TE_MAX_PATHS);
+        return NULL;
+    }
+    te_tcp_server *s = xcalloc(1, sizeof *s);
+    s->cfg = *c;
+    if (s->cfg.max_conns <= 0) s->cfg.max_conns = 256;
+    if (s->cfg.auth_timeout_ms <= 0) s->cfg.auth_timeout_ms = 2000;
+    if (s->cfg.io_timeout_ms <= 0) s->cfg.io_timeout_ms = 10000;
+    pthread_mutex_init(&s->mu, NULL);
+    int i;
+    for (i = 0; i < c->nlisten; i++) {
+        s->lfd[i] = listen_on(c->listen[i], &s->port[i], err, errlen);
+        if (s->lfd[i] < 0) break;
+    }
+    if (i < c->nlisten || pipe2(s->wake, O_CLOEXEC) < 0) {
+        if (i == c->nlisten) snprintf(err, errlen, "data plane: pipe: %s", strerror(errno));
+        while (i-- > 0) close(s->lfd[i]);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return NULL;
+    }
+    pthread_create(&s->acceptor, NULL, acceptor_main, s);
+    return s;
+}
+
+void te_tcp_server_set_cap_key(te_tcp_server *s, const uint8_t key[TE_CAP_KEY_LEN]) {
+    pthread_mutex_lock(&s->mu);
+    memcpy(s->cfg.cap_key, key, TE_CAP_KEY_LEN);
+    s->cfg.have_cap_key = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int te_tcp_server_port(const te_tcp_server *s, int i) {
+    return i >= 0 && i < s->cfg.nlisten ? s->port[i] : -1;
+}
+
+void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out) {
+    te_tcp_server *m = (te_tcp_server *)s;
+    out->bytes_in = atomic_load(&m->bytes_in);
+    out->bytes_out = atomic_load(&m->bytes_out);
+    out->requests = atomic_load(&m->requests);
+    out->rejected = atomic_load(&m->rejected);
+    out->conns_accepted = atomic_load(&m->accepted);
+    out->auth_failures = atomic_load(&m->auth_fail);
+    pthread_mutex_lock(&m->mu);
+    out->conns_active = (uint64_t)m->nconns;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void te_tcp_server_stop(te_tcp_server *s) {
+    if (!s) return;
+    if (write(s->wake[1], "x", 1) < 0) { /* the acceptor also wakes every second */ }
+    pthread_join(s->acceptor, NULL);
+    for (int i = 0; i < s->cfg.nlisten; i++) close(s->lfd[i]);
+    /* Wake every connection thread out of its blocking wait. */
+    pthread_mutex_lock(&s->mu);
+    for (conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&s->mu);
+    reap(s, 1);
+    close(s->wake[0]);
+    close(s->wake[1]);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

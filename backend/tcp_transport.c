@@ -1,0 +1,410 @@
+/* backend/tcp_transport.c - the TCP client side of the data plane.
+ *
+ * Each path is a FIFO ring of up to `window` requests: the server answers
+ * a connection in order, so the response at the head always belongs to
+ * the oldest unanswered request. Sends gather headers and write payloads
+ * into one sendmsg straight from the caller's buffers; responses are read
+ * header first, then the payload straight into the caller's buffer. A
+ * timed-out request leaves the stream in an unknown state (its answer
+ * may still arrive into a buffer the caller has reused), so a timeout
+ * breaks its path: expired requests complete TE_ETIMEDOUT, the rest TE_EIO.
+ * A completion's path pointer is only an identity once the path is
+ * closed: do not dereference it then. */
+#include "backend/tcp_transport.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "backend/auth.h"
+#include "backend/cap.h"
+#include "backend/netio.h"
+#include "backend/wire.h"
+#include "core/util.h"
+
+#define SEND_IOV_MAX 64
+
+typedef struct slot {
+    te_req req;
+    uint64_t seq;             /* cookie on the wire */
+    uint64_t deadline_ms;
+    uint8_t hdr[TE_WIRE_REQ_LEN];
+} slot;
+
+typedef struct tcp_mr {
+    te_mr mr;
+    struct tcp_mr *next;
+} tcp_mr;
+
+typedef struct tcp_xport tcp_xport;
+
+struct te_path {
+    tcp_xport *x;
+    int fd;
+    int broken;
+    int want_out;             /* EPOLLOUT armed */
+    slot *ring;
+    int head, count, nsent;   /* ring[head..head+nsent) fully sent */
+    uint64_t send_off;        /* bytes of the first unsent slot already sent */
+    uint64_t next_seq;
+    uint8_t rx_hdr[TE_WIRE_RESP_LEN];
+    size_t rx_hdr_got;
+    te_wire_resp rx;          /* decoded once rx_hdr is full */
+    uint64_t rx_got;          /* payload bytes of the head read so far */
+    te_path *prev, *next;
+};
+
+struct tcp_xport {
+    te_transport t;
+    int epfd;
+    te_path *paths;
+    tcp_mr *mrs;
+    te_cqe *cq;               /* completions not yet returned by poll */
+    int cq_head, cq_len, cq_cap;
+};
+
+static tcp_xport *X(te_transport *t) { return (tcp_xport *)t; }
+
+static void cq_push(tcp_xport *x, te_path *p, uint64_t cookie, int status) {
+    if (x->cq_head > 0 && x->cq_head == x->cq_len) x->cq_head = x->cq_len = 0;
+    if (x->cq_len == x->cq_cap) {
+        if (x->cq_head > 0) {
+            memmove(x->cq, x->cq + x->cq_head, (size_t)(x->cq_len - x->cq_head) * sizeof *x->cq);
+            x->cq_len -= x->cq_head;
+            x->cq_head = 0;
+        } else {
+            x->cq_cap = x->cq_cap ? x->cq_cap * 2 : 64;
+            x->cq = xrealloc(x->cq, (size_t)x->cq_cap * sizeof *x->cq);
+        }
+    }
+    x->cq[x->cq_len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+}
+
+static slot *ring_at(te_path *p, int k) { return &p->ring[(p->head + k) % p->x->t.cfg.window]; }
+
+static void pop_head(te_path *p, int status) {
+    slot *s = ring_at(p, 0);
+    cq_push(p->x, p, s->req.cookie, status);
+    p->head = (p->head + 1) % p->x->t.cfg.window;
+    p->count--;
+    p->nsent--;
+    p->rx_hdr_got = 0;
+    p->rx_got = 0;
+}
+
+/* The path is unusable: every request on it completes with `status`,
+ * or TE_ETIMEDOUT for those already past their deadline. */
+static void path_fail(te_path *p, int status) {
+    uint64_t now = mono_ms();
+    for (int k = 0; k < p->count; k++) {
+        slot *s = ring_at(p, k);
+        cq_push(p->x, p, s->req.cookie, s->deadline_ms <= now ? TE_ETIMEDOUT : status);
+    }
+    p->count = p->nsent = 0;
+    p->send_off = 0;
+    if (p->fd >= 0) {
+        epoll_ctl(p->x->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+        close(p->fd);
+        p->fd = -1;
+    }
+    p->broken = 1;
+}
+
+static void arm_out(te_path *p, int on) {
+    if (p->want_out == on) return;
+    struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = p };
+    epoll_ctl(p->x->epfd, EPOLL_CTL_MOD, p->fd, &ev);
+    p->want_out = on;
+}
+
+static uint64_t slot_wire_len(const slot *s) {
+    return TE_WIRE_REQ_LEN + (s->req.op == TE_WRITE ? s->req.len : 0);
+}
+
+/* Send as much of the unsent requests as the socket takes. -1: broken. */
+static int path_flush(te_path *p) {
+    while (p->nsent < p->count) {
+        struct iovec iov[SEND_IOV_MAX];
+        int n = 0;
+        for (int k = p->nsent; k < p->count && n + 2 <= SEND_IOV_MAX; k++) {
+            slot *s = ring_at(p, k);
+            iov[n++] = (struct iovec){ s->hdr, TE_WIRE_REQ_LEN };
+            if (s->req.op == TE_WRITE) iov[n++] = (struct iovec){ s->req.local, s->req.len };
+        }
+        int first = te_iov_advance(iov, n, p->send_off);
+        struct msghdr m = { .msg_iov = iov + first, .msg_iovlen = (size_t)(n - first) };
+        ssize_t w = sendmsg(p->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            return -1;
+        }
+        uint64_t left = (uint64_t)w;
+        while (left && p->nsent < p->count) {
+            uint64_t rem = slot_wire_len(ring_at(p, p->nsent)) - p->send_off;
+            if (left < rem) { p->send_off += left; left = 0; break; }
+            left -= rem;
+            p->send_off = 0;
+            p->nsent++;
+        }
+    }
+    arm_out(p, p->nsent < p->count);
+    return 0;
+}
+
+/* Check a complete response header against the request it answers. */
+static int rx_header_ok(te_path *p) {
+    if (p->nsent == 0 || te_wire_resp_decode(&p->rx, p->rx_hdr) != 0) return 0;
+    slot *s = ring_at(p, 0);
+    if (p->rx.cookie != s->seq) return 0;
+    uint64_t want = p->rx.status == TE_OK && s->req.op == TE_READ ? s->req.len : 0;
+    return p->rx.len == want;
+}
+
+/* Read responses until the socket runs dry. -1: broken. */
+static int path_read(te_path *p) {
+    for (;;) {
+        void *dst;
+        size_t want;
+        if (p->rx_hdr_got < TE_WIRE_RESP_LEN) {
+            dst = p->rx_hdr + p->rx_hdr_got;
+            want = TE_WIRE_RESP_LEN - p->rx_hdr_got;
+        } else {
+            dst = (char *)ring_at(p, 0)->req.local + p->rx_got;
+            want = (size_t)(p->rx.len - p->rx_got);
+        }
+        ssize_t r = want ? recv(p->fd, dst, want, MSG_DONTWAIT) : 0;
+        if (r == 0 && want) return -1;
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        if (p->rx_hdr_got < TE_WIRE_RESP_LEN) {
+            p->rx_hdr_got += (size_t)r;
+            if (p->rx_hdr_got < TE_WIRE_RESP_LEN) continue;
+            if (!rx_header_ok(p)) return -1;
+        } else {
+            p->rx_got += (uint64_t)r;
+        }
+        if (p->rx_got == p->rx.len) pop_head(p, p->rx.status);
+    }
+}
+
+static int mr_covers(tcp_xport *x, const void *addr, uint64_t len) {
+    for (tcp_mr *m = x->mrs; m; m = m->next) {
+        uintptr_t a = (uintptr_t)m->mr.addr, b = (uintptr_t)addr;
+        if (b >= a && len <= m->mr.len && b - a <= m->mr.len - len) return 1;
+    }
+    return 0;
+}
+
+static int tcp_submit(te_path *p, const te_req *reqs, int n) {
+    tcp_xport *x = p->x;
+    if (p->broken) return -1;
+    int accepted = 0;
+    uint64_t dl = te_deadline(x->t.cfg.timeout_ms);
+    for (; accepted < n; accepted++) {
+        const te_req *r = &reqs[accepted];
+        if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
+            !mr_covers(x, r->local, r->len)) {
+            cq_push(x, p, r->cookie, TE_EINVAL);   /* refused here, costs no slot */
+            continue;
+        }
+        if (p->count == x->t.cfg.window) break;
+        slot *s = ring_at(p, p->count++);
+        s->req = *r;
+        s->seq = p->next_seq++;
+        s->deadline_ms = dl;
+        te_wire_req wr = { .op = r->op, .cookie = s->seq, .remote_off = r->remote_off, .len = r->len };
+        te_cap_encode(r->cap, wr.cap);
+        te_wire_req_encode(&wr, s->hdr);
+    }
+    if (path_flush(p) < 0) path_fail(p, TE_EIO);
+    return accepted;
+}
+
+static void check_timeouts(tcp_xport *x) {
+    uint64_t now = mono_ms();
+    for (te_path *p = x->paths; p; p = p->next)
+        if (!p->broken && p->count && ring_at(p, 0)->deadline_ms <= now) path_fail(p, TE_EIO);
+}
+
+static int next_deadline_wait(tcp_xport *x, int wait) {
+    uint64_t now = mono_ms();
+    for (te_path *p = x->paths; p; p = p->next) {
+        if (p->broken || !p->count) continue;
+        uint64_t d = ring_at(p, 0)->deadline_ms;
+        int left = d > now ? (int)(d - now) : 0;
+        if (wait < 0 || left < wait) wait = left;
+    }
+    return wait;
+}
+
+static int cq_pop(tcp_xport *x, te_cqe *out, int max) {
+    int n = 0;
+    while (n < max && x->cq_head < x->cq_len) out[n++] = x->cq[x->cq_head++];
+    return n;
+}
+
+static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
+    tcp_xport *x = X(t);
+    uint64_t until = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        int n = cq_pop(x, out, max);
+        if (n) return n;
+        uint64_t now = mono_ms();
+        int wait = now < until ? (int)(until - now) : 0;
+        wait = next_deadline_wait(x, wait);
+        struct epoll_event ev[64];
+        int ne = epoll_wait(x->epfd, ev, 64, wait);
+        for (int i = 0; i < ne; i++) {
+            te_path *p = ev[i].data.ptr;
+            if (p->broken) continue;
+            int bad = (ev[i].events & EPOLLIN) && path_read(p) < 0;
+            if (!bad && (ev[i].events & EPOLLOUT)) bad = path_flush(p) < 0;
+            if (!bad && (ev[i].events & (EPOLLERR | EPOLLHUP)) && !(ev[i].events & EPOLLIN)) bad = 1;
+            if (bad) path_fail(p, TE_EIO);
+        }
+        check_timeouts(x);
+        if (x->cq_head == x->cq_len && mono_ms() >= until) return 0;
+    }
+}
+
+/* Receive buffers: setting SO_RCVBUF turns off Linux's autotuning, which
+ * grows further (tcp_rmem max) than rmem_max usually allows, so only ask
+ * when the system lets us have at least what we ask for. */
+static void tune_socket(int fd) {
+    int one = 1, want = 8 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+    long max = 0;
+    if (f) { if (fscanf(f, "%ld", &max) != 1) max = 0; fclose(f); }
+    if (max >= want) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
+static int resolve(const char *addr, int need_port, struct addrinfo **ai, char *err, size_t errlen) {
+    char host[TE_ADDR_LEN], pstr[16] = "0";
+    int port = 0;
+    if (te_split_hostport(addr, host, sizeof host, &port) == 0) snprintf(pstr, sizeof pstr, "%d", port);
+    else if (!need_port && strlen(addr) < sizeof host) snprintf(host, sizeof host, "%s", addr);
+    else { snprintf(err, errlen, "bad address '%s' (want host:port)", addr); return -1; }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    int rc = getaddrinfo(host, pstr, &hints, ai);
+    if (rc != 0) { snprintf(err, errlen, "%s: %s", addr, gai_strerror(rc)); return -1; }
+    return 0;
+}
+
+static int connect_fd(const te_config *cfg, const char *local, const char *peer, char *err, size_t errlen) {
+    struct addrinfo *pa, *la = NULL;
+    if (resolve(peer, 1, &pa, err, errlen) < 0) return -1;
+    if (local && *local && resolve(local, 0, &la, err, errlen) < 0) { freeaddrinfo(pa); return -1; }
+    int fd = socket(pa->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int rc = fd < 0 ? -1 : 0;
+    if (rc == 0 && la && bind(fd, la->ai_addr, la->ai_addrlen) < 0) {
+        snprintf(err, errlen, "bind %s: %s", local, strerror(errno));
+        rc = -2;
+    }
+    if (rc == 0) {
+        tune_socket(fd);
+        if (connect(fd, pa->ai_addr, pa->ai_addrlen) < 0 && errno != EINPROGRESS) rc = -1;
+    }
+    if (rc == 0) {
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (te_wait_fd(fd, POLLOUT, te_deadline(cfg->connect_timeout_ms)) < 0) rc = -1;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) { errno = soerr; rc = -1; }
+    }
+    if (rc == -1) snprintf(err, errlen, "connect %s: %s", peer, strerror(errno));
+    freeaddrinfo(pa);
+    if (la) freeaddrinfo(la);
+    if (rc < 0 && fd >= 0) { close(fd); fd = -1; }
+    return fd;
+}
+
+static int tcp_connect(te_transport *t, const char *local, const char *peer, te_path **out,
+                       char *err, size_t errlen) {
+    tcp_xport *x = X(t);
+    char why[160];
+    int fd = connect_fd(&t->cfg, local, peer, err, errlen);
+    if (fd < 0) return -1;
+    if (te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why) != TE_AUTH_OK) {
+        snprintf(err, errlen, "%s: %s", peer, why);
+        close(fd);
+        return -1;
+    }
+    te_path *p = xcalloc(1, sizeof *p);
+    p->x = x;
+    p->fd = fd;
+    p->ring = xcalloc((size_t)t->cfg.window, sizeof *p->ring);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = p };
+    epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev);
+    p->next = x->paths;
+    if (x->paths) x->paths->prev = p;
+    x->paths = p;
+    *out = p;
+    return 0;
+}
+
+static void tcp_close(te_path *p) {
+    tcp_xport *x = p->x;
+    if (!p->broken) path_fail(p, TE_ECLOSED);
+    if (p->prev) p->prev->next = p->next;
+    else x->paths = p->next;
+    if (p->next) p->next->prev = p->prev;
+    free(p->ring);
+    free(p);
+}
+
+static int tcp_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
+    if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
+    tcp_mr *m = xcalloc(1, sizeof *m);
+    m->mr = (te_mr){ .addr = addr, .len = len, .priv = m };
+    m->next = X(t)->mrs;
+    X(t)->mrs = m;
+    *out = &m->mr;
+    return 0;
+}
+
+static void tcp_dereg_mem(te_transport *t, te_mr *mr) {
+    for (tcp_mr **pp = &X(t)->mrs; *pp; pp = &(*pp)->next) {
+        if (&(*pp)->mr != mr) continue;
+        tcp_mr *m = *pp;
+        *pp = m->next;
+        free(m);
+        return;
+    }
+}
+
+static void tcp_destroy(te_transport *t) {
+    tcp_xport *x = X(t);
+    while (x->paths) tcp_close(x->paths);
+    while (x->mrs) tcp_dereg_mem(t, &x->mrs->mr);
+    close(x->epfd);
+    free(x->cq);
+    free(x);
+}
+
+static const te_transport_ops tcp_ops = {
+    .name = "tcp", .connect = tcp_connect, .reg_mem = tcp_reg_mem, .dereg_mem = tcp_dereg_mem,
+    .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
+};
+
+te_transport *te_tcp_create(const te_config *cfg, char *err, size_t errlen) {
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) { snprintf(err, errlen, "epoll: %s", strerror(errno)); return NULL; }
+    tcp_xport *x = xcalloc(1, sizeof *x);
+    x->t.ops = &tcp_ops;
+    x->t.cfg = *cfg;
+    te_config_defaults(&x->t.cfg);
+    x->t.priv = x;
+    x->epfd = epfd;
+    return &x->t;
+}
