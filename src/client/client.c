@@ -82,8 +82,8 @@ int mkv_reply_error(mkv_client *c, const char *msg, size_t len) {
     int code = MKV_EPROTO;
     for (size_t i = 0; i < sizeof error_map / sizeof error_map[0]; i++) {
         size_t n = strlen(error_map[i].prefix);
-        if (len >= n && memcmp(msg, error_map[i].prefix, n) == 0 &&
-            (len == n || msg[n] == ' ' || n > 6)) {
+        /* whole words only: "ERR" is not a prefix of "ERRATA" */
+        if (len >= n && memcmp(msg, error_map[i].prefix, n) == 0 && (len == n || msg[n] == ' ')) {
             code = error_map[i].code;
             break;
         }
@@ -177,8 +177,8 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     mkv_client *c = xcalloc(1, sizeof *c);
     int rc = copy_options(c, opt);
     if (rc == MKV_OK) rc = master_open(c);
-    if (rc == MKV_OK) rc = mkv_topology_refresh(c);
     if (rc == MKV_OK) rc = mkv_engine_open(c);
+    if (rc == MKV_OK) rc = mkv_topology_refresh(c);   /* tells the engine the nodes */
     if (rc != MKV_OK) {
         memcpy(connect_err, c->err, sizeof connect_err);
         mkv_close(c);

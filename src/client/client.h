@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/engine.h"
 #include "backend/transport.h"
 #include "client/moonkv.h"
 
@@ -28,7 +29,7 @@
 #define MKV_MAX_REPLICAS   8
 #define MKV_MAX_KEY_LEN    4096
 #define MKV_MAX_BATCH      4096     /* keys per MOON.M* command */
-#define MKV_MAX_EXTENTS    (1u << 20)   /* per replica: bounds what a reply makes us allocate */
+#define MKV_MAX_EXTENTS    TE_ENGINE_MAX_EXTENTS   /* per replica: bounds a reply's claim */
 #define MKV_MAX_REGIONS    256
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
 
@@ -49,15 +50,9 @@ typedef struct mkv_topology {
 } mkv_topology;
 
 /* ---- placement.c ---- */
-typedef struct mkv_extent {
-    uint32_t node;
-    uint64_t offset, length;             /* in the node's segment */
-    te_cap cap;
-} mkv_extent;
-
 typedef struct mkv_replica {
     uint32_t nextents;                   /* cover the object in order */
-    mkv_extent *extents;
+    te_extent *extents;                  /* the engine's own type: handed over as is */
 } mkv_replica;
 
 typedef struct mkv_placement {
@@ -71,15 +66,12 @@ typedef struct mkv_placement {
 typedef struct mkv_region {
     void *addr;
     size_t len;
-    te_mr *mr;                           /* the engine's registration */
 } mkv_region;
 
 typedef struct mkv_regions {
     int n;
     mkv_region r[MKV_MAX_REGIONS];
 } mkv_regions;
-
-struct te_engine;
 
 struct mkv_client {
     redisContext *rc;
@@ -93,7 +85,7 @@ struct mkv_client {
     int timeout_ms;
     mkv_topology topo;
     mkv_regions regions;
-    struct te_engine *engine;
+    te_engine *engine;
     char err[MKV_ERR_LEN];
 };
 
@@ -153,21 +145,22 @@ void mkv_regions_clear(mkv_client *c);
 
 /* ---- xfer.c ---- */
 typedef struct mkv_xfer {
-    te_op op;
     void *buf;                           /* inside a registered region */
     const mkv_placement *pl;
-    uint32_t skip_mask;                  /* reads: replicas not to use */
+    int replica;                         /* reads: -1 any (engine fails over), else only this one */
     int status;                          /* out: MKV_OK or MKV_E* */
-    uint32_t used_replica;               /* out (read): the replica that served it */
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);
 void mkv_engine_close(mkv_client *c);
-int mkv_engine_reg(mkv_client *c, void *addr, size_t len, te_mr **mr);
-void mkv_engine_dereg(mkv_client *c, te_mr *mr);
-/* Run every transfer in one engine batch: writes go to every replica,
- * reads to one replica not in skip_mask (the engine fails over between
- * them). Sets each status; returns MKV_OK when the batch ran. */
-int mkv_xfer_run(mkv_client *c, mkv_xfer *x, size_t n);
+int mkv_engine_reg(mkv_client *c, void *addr, size_t len);
+void mkv_engine_dereg(mkv_client *c, void *addr);
+/* Tell the engine about a node's data addresses (new or changed), or
+ * that it is gone. */
+int mkv_engine_node(mkv_client *c, const mkv_node *n);
+void mkv_engine_drop(mkv_client *c, uint32_t id);
+/* Move every object in one engine batch: TE_WRITE goes to every replica,
+ * TE_READ to one of them. Sets each status; MKV_OK when the batch ran. */
+int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
 
 #endif

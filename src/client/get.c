@@ -12,7 +12,7 @@
 typedef struct get_item {
     mkv_obj *o;
     mkv_placement pl;
-    uint32_t skip;             /* replicas that failed the checksum */
+    int replica;               /* -1: the engine picks; after a bad checksum each one alone */
 } get_item;
 
 /* MOON.GET key or MOON.MGET key ...; decodes each placement. */
@@ -49,35 +49,33 @@ static int check_fit(mkv_client *c, get_item *it) {
     return mkv_topology_cover(c, &it->pl);
 }
 
-/* One engine batch over the items still to read; 1 when some checksum
- * failed with a replica left to try. */
+/* After a checksum mismatch, which replica to read next (alone), or
+ * ECORRUPT when none is left. */
+static void next_replica(mkv_client *c, get_item *g) {
+    if (++g->replica < (int)g->pl.nreplicas) return;
+    g->o->status = mkv_fail(c, MKV_ECORRUPT, "checksum mismatch on every replica");
+}
+
+/* One engine batch over the items still MKV_PENDING; *again when some
+ * failed its checksum and has another replica to try. */
 static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     mkv_xfer *x = xcalloc(n, sizeof *x);
     size_t *idx = xcalloc(n, sizeof *idx), nx = 0;
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_PENDING) continue;
-        x[nx] = (mkv_xfer){.op = TE_READ, .buf = it[i].o->buf, .pl = &it[i].pl,
-                           .skip_mask = it[i].skip};
+        x[nx] = (mkv_xfer){.buf = it[i].o->buf, .pl = &it[i].pl, .replica = it[i].replica};
         idx[nx++] = i;
     }
-    int rc = nx ? mkv_xfer_run(c, x, nx) : MKV_OK;
+    int rc = nx ? mkv_xfer_run(c, TE_READ, x, nx) : MKV_OK;
     *again = 0;
-    for (size_t j = 0; rc == MKV_OK && j < nx; j++) {
+    for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];
-        if (x[j].status != MKV_OK) {
-            g->o->status = x[j].status;
-            continue;
-        }
-        if (crc32c(0, g->o->buf, (size_t)g->pl.size) == g->pl.crc) {
-            g->o->status = MKV_OK;
-            continue;
-        }
-        g->skip |= 1u << x[j].used_replica;
-        if (g->skip == (1u << g->pl.nreplicas) - 1) {
-            g->o->status = mkv_fail(c, MKV_ECORRUPT, "checksum mismatch on every replica");
-        } else {
-            *again = 1;   /* still MKV_PENDING */
-        }
+        int ok = x[j].status == MKV_OK &&
+                 crc32c(0, g->o->buf, (size_t)g->pl.size) == g->pl.crc;
+        if (ok) g->o->status = MKV_OK;
+        else if (x[j].status != MKV_OK && g->replica < 0) g->o->status = x[j].status;
+        else next_replica(c, g);   /* corrupt, or a retry replica failed: the next one */
+        *again |= g->o->status == MKV_PENDING;
     }
     free(x);
     free(idx);
@@ -93,6 +91,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n) {
     }
     int rc = m ? get_locate(c, it, m) : MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < m; i++) {
+        it[i].replica = -1;
         if (it[i].o->status != MKV_OK) continue;
         it[i].o->status = check_fit(c, &it[i]);
         if (it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;

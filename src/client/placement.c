@@ -16,7 +16,7 @@ static int int_in(const redisReply *r, long long min, long long max, uint64_t *o
 }
 
 /* One [node, offset, length, cap]; the cap must grant exactly that range. */
-static int decode_extent(const redisReply *r, uint32_t rights, mkv_extent *e) {
+static int decode_extent(const redisReply *r, uint32_t rights, te_extent *e) {
     uint64_t node;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return -1;
     if (int_in(r->element[0], 1, MKV_MAX_NODES, &node) != 0 ||
@@ -27,8 +27,8 @@ static int decode_extent(const redisReply *r, uint32_t rights, mkv_extent *e) {
     if (cap->type != REDIS_REPLY_STRING || te_cap_decode(&e->cap, (const uint8_t *)cap->str,
                                                          cap->len) != 0)
         return -1;
-    e->node = (uint32_t)node;
-    if (e->cap.node_id != e->node || e->cap.offset != e->offset ||
+    e->node_id = (uint32_t)node;
+    if (e->cap.node_id != e->node_id || e->cap.offset != e->offset ||
         e->cap.length != e->length || !(e->cap.rights & rights))
         return -1;
     return 0;
@@ -42,7 +42,7 @@ static int decode_replica(const redisReply *r, uint64_t size, uint32_t rights, m
     rep->nextents = (uint32_t)r->elements;
     uint64_t covered = 0;
     for (size_t i = 0; i < r->elements; i++) {
-        mkv_extent *e = &rep->extents[i];
+        te_extent *e = &rep->extents[i];
         if (decode_extent(r->element[i], rights, e) != 0) return -1;
         if (e->length > size - covered) return -1;   /* overflow-safe: covered <= size */
         covered += e->length;

@@ -72,9 +72,9 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         if ((it[i].o->status = mkv_topology_cover(c, &it[i].pl)) != MKV_OK) continue;
-        x[nx++] = (mkv_xfer){.op = TE_WRITE, .buf = it[i].o->buf, .pl = &it[i].pl};
+        x[nx++] = (mkv_xfer){.buf = it[i].o->buf, .pl = &it[i].pl, .replica = -1};
     }
-    int rc = nx ? mkv_xfer_run(c, x, nx) : MKV_OK;
+    int rc = nx ? mkv_xfer_run(c, TE_WRITE, x, nx) : MKV_OK;
     for (size_t i = 0, j = 0; i < n && j < nx; i++) {
         if (it[i].o->status != MKV_OK) continue;
         it[i].o->status = rc != MKV_OK ? rc : x[j].status;

@@ -30,10 +30,9 @@ int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
             return mkv_fail(c, MKV_EINVAL, "buffer overlaps a registered region");
     if (rs->n == MKV_MAX_REGIONS)
         return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
-    te_mr *mr;
-    int rc = mkv_engine_reg(c, addr, len, &mr);
+    int rc = mkv_engine_reg(c, addr, len);
     if (rc != MKV_OK) return rc;
-    rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len, .mr = mr};
+    rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len};
     return MKV_OK;
 }
 
@@ -42,7 +41,7 @@ int mkv_unregister_buffer(mkv_client *c, void *addr) {
     mkv_regions *rs = &c->regions;
     for (int i = 0; i < rs->n; i++) {
         if (rs->r[i].addr != addr) continue;
-        mkv_engine_dereg(c, rs->r[i].mr);
+        mkv_engine_dereg(c, rs->r[i].addr);
         rs->r[i] = rs->r[--rs->n];
         return MKV_OK;
     }
@@ -52,6 +51,6 @@ int mkv_unregister_buffer(mkv_client *c, void *addr) {
 void mkv_regions_clear(mkv_client *c) {
     while (c->regions.n > 0) {
         mkv_region *r = &c->regions.r[--c->regions.n];
-        mkv_engine_dereg(c, r->mr);
+        mkv_engine_dereg(c, r->addr);
     }
 }

@@ -36,6 +36,29 @@ static int parse_node(const redisReply *r, uint32_t want_id, mkv_node *n) {
     return 0;
 }
 
+static int same_addrs(const mkv_node *a, const mkv_node *b) {
+    if (a->naddrs != b->naddrs) return 0;
+    for (int i = 0; i < a->naddrs; i++)
+        if (strcmp(a->addrs[i], b->addrs[i]) != 0) return 0;
+    return 1;
+}
+
+/* Bring the engine's node table from the old topology to the new one. A
+ * node the engine refuses (bad address) loses its addresses here, so a
+ * placement on it fails cleanly in mkv_topology_cover. */
+static void sync_engine(mkv_client *c, mkv_node *nodes, uint32_t count) {
+    for (uint32_t id = 1; id <= count; id++) {
+        mkv_node *n = &nodes[id - 1];
+        const mkv_node *old = mkv_topology_node(&c->topo, id);
+        int was_up = old && old->state != MKV_NODE_DEAD && old->naddrs > 0;
+        if (n->state == MKV_NODE_DEAD) {
+            if (was_up) mkv_engine_drop(c, id);
+        } else if (!was_up || !same_addrs(old, n)) {
+            if (mkv_engine_node(c, n) != MKV_OK) n->naddrs = 0;
+        }
+    }
+}
+
 int mkv_topology_refresh(mkv_client *c) {
     const char *argv[1] = {"MOON.TOPOLOGY"};
     size_t lens[1] = {13};
@@ -55,6 +78,7 @@ int mkv_topology_refresh(mkv_client *c) {
             return mkv_fail(c, MKV_EPROTO, "master: malformed MOON.TOPOLOGY entry %zu", i + 1);
         }
     }
+    sync_engine(c, nodes, (uint32_t)r->elements);
     free(c->topo.nodes);
     c->topo.nodes = nodes;
     c->topo.count = (uint32_t)r->elements;
@@ -77,7 +101,7 @@ void mkv_topology_free(mkv_topology *t) {
 static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
     for (uint32_t r = 0; r < pl->nreplicas; r++)
         for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {
-            const mkv_node *n = mkv_topology_node(t, pl->replicas[r].extents[i].node);
+            const mkv_node *n = mkv_topology_node(t, pl->replicas[r].extents[i].node_id);
             if (!n || n->naddrs == 0) return 0;
         }
     return 1;
@@ -88,6 +112,6 @@ int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
     int rc = mkv_topology_refresh(c);
     if (rc != MKV_OK) return rc;
     if (!placement_known(&c->topo, pl))
-        return mkv_fail(c, MKV_EPROTO, "master placed on a node missing from its topology");
+        return mkv_fail(c, MKV_ECONN, "a node of the placement is not in the topology or has no usable data address");
     return MKV_OK;
 }

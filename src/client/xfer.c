@@ -1,0 +1,113 @@
+/* client/xfer.c - the bridge to the transfer engine (backend/engine.h).
+ *
+ * The engine does all the data-plane work: slicing, striping over paths
+ * and nodes, retries and replica failover. This file only creates it,
+ * keeps its node table in step with the master's topology and hands it
+ * placements exactly as the master granted them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/transport_select.h"
+#include "client/client.h"
+#include "core/util.h"
+
+static int engine_status(int te) {
+    switch (te) {
+    case TE_OK:        return MKV_OK;
+    case TE_EAUTH:     return MKV_EAUTH;
+    case TE_ETIMEDOUT: return MKV_ETIMEDOUT;
+    case TE_EINVAL:    return MKV_EINVAL;
+    default:           return MKV_EIO;
+    }
+}
+
+/* "a,b,c" into the engine's local addresses. */
+static int parse_locals(mkv_client *c, te_engine_config *ec) {
+    const char *p = c->data_addrs;
+    while (p && *p) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= TE_ADDR_LEN || ec->nlocal == TE_MAX_PATHS)
+            return mkv_fail(c, MKV_EINVAL, "data_addrs: at most %d addresses of 1 to %d bytes",
+                            TE_MAX_PATHS, TE_ADDR_LEN - 1);
+        memcpy(ec->local[ec->nlocal], p, n);
+        ec->local[ec->nlocal++][n] = 0;
+        p += n + (p[n] == ',');
+    }
+    return MKV_OK;
+}
+
+int mkv_engine_open(mkv_client *c) {
+    te_engine_config ec;
+    memset(&ec, 0, sizeof ec);
+    int rc = parse_locals(c, &ec);
+    if (rc != MKV_OK) return rc;
+    te_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    memcpy(cfg.secret, c->secret, sizeof cfg.secret);
+    cfg.timeout_ms = c->timeout_ms;
+    cfg.connect_timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
+    char err[MKV_ERR_LEN];
+    te_transport *t = te_transport_create(c->transport, &cfg, err, sizeof err);
+    if (!t) return mkv_fail(c, MKV_EINVAL, "%s", err);
+    c->engine = te_engine_create(t, &ec);
+    if (!c->engine) return mkv_fail(c, MKV_ENOMEM, "cannot create the transfer engine");
+    return MKV_OK;
+}
+
+void mkv_engine_close(mkv_client *c) {
+    if (c->engine) te_engine_destroy(c->engine);
+    c->engine = NULL;
+}
+
+int mkv_engine_reg(mkv_client *c, void *addr, size_t len) {
+    char err[MKV_ERR_LEN];
+    if (te_engine_register_buffer(c->engine, addr, len, err, sizeof err) != TE_OK)
+        return mkv_fail(c, MKV_ENOMEM, "register buffer: %s", err);
+    return MKV_OK;
+}
+
+void mkv_engine_dereg(mkv_client *c, void *addr) {
+    if (c->engine) te_engine_unregister_buffer(c->engine, addr);
+}
+
+int mkv_engine_node(mkv_client *c, const mkv_node *n) {
+    const char *addrs[TE_MAX_PATHS];
+    for (int i = 0; i < n->naddrs; i++) addrs[i] = n->addrs[i];
+    char err[MKV_ERR_LEN];
+    if (te_engine_add_node(c->engine, n->id, addrs, n->naddrs, err, sizeof err) != TE_OK)
+        return mkv_fail(c, MKV_ECONN, "node %u: %s", n->id, err);
+    return MKV_OK;
+}
+
+void mkv_engine_drop(mkv_client *c, uint32_t id) {
+    te_engine_remove_node(c->engine, id);
+}
+
+/* The engine's view of x: every replica, or just x->replica. */
+static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
+    const mkv_placement *pl = x->pl;
+    int first = x->replica >= 0 ? x->replica : 0;
+    int last = x->replica >= 0 ? x->replica + 1 : (int)pl->nreplicas;
+    int n = 0;
+    for (int r = first; r < last; r++)
+        reps[n++] = (te_replica){.ext = pl->replicas[r].extents,
+                                 .next = (int)pl->replicas[r].nextents};
+    *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n};
+}
+
+int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+    te_object *objs = xcalloc(n, sizeof *objs);
+    te_replica *reps = xcalloc(n * MKV_MAX_REPLICAS, sizeof *reps);
+    for (size_t i = 0; i < n; i++) engine_object(&x[i], reps + i * MKV_MAX_REPLICAS, &objs[i]);
+    char err[MKV_ERR_LEN] = "";
+    int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
+                            : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);
+    for (size_t i = 0; i < n; i++) x[i].status = engine_status(objs[i].status);
+    if (rc != TE_OK)
+        mkv_fail(c, engine_status(rc), "%s: %s", op == TE_WRITE ? "write" : "read",
+                 err[0] ? err : te_strerror(rc));
+    free(objs);
+    free(reps);
+    return MKV_OK;
+}
