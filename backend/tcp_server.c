@@ -24,6 +24,7 @@
 typedef struct conn {
     te_tcp_server *srv;
     int fd;
+    int listener;             /* index of the listen address it came in on */
     pthread_t th;
     int done;                 /* thread finished: join and free */
     struct conn *next;
@@ -168,8 +169,8 @@ static void reap(te_tcp_server *s, int all) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void accept_one(te_tcp_server *s, int lfd) {
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+static void accept_one(te_tcp_server *s, int li) {
+    int fd = accept4(s->lfd[li], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
     if (fd < 0) return;
     reap(s, 0);
     pthread_mutex_lock(&s->mu);
@@ -185,6 +186,7 @@ static void accept_one(te_tcp_server *s, int lfd) {
     conn *c = xcalloc(1, sizeof *c);
     c->srv = s;
     c->fd = fd;
+    c->listener = li;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 256 * 1024);
@@ -212,7 +214,7 @@ static void *acceptor_main(void *arg) {
         if (poll(pf, (nfds_t)n + 1, 1000) < 0 && errno != EINTR) break;
         if (pf[n].revents) break;
         for (int i = 0; i < n; i++)
-            if (pf[i].revents & POLLIN) accept_one(s, s->lfd[i]);
+            if (pf[i].revents & POLLIN) accept_one(s, i);
         reap(s, 0);
     }
     return NULL;
@@ -267,6 +269,13 @@ void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out) {
     pthread_mutex_lock(&m->mu);
     out->conns_active = (uint64_t)m->nconns;
     pthread_mutex_unlock(&m->mu);
+}
+
+void te_tcp_server_drop_conns(te_tcp_server *s, int listener) {
+    pthread_mutex_lock(&s->mu);
+    for (conn *c = s->conns; c; c = c->next)
+        if (listener < 0 || c->listener == listener) shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void te_tcp_server_stop(te_tcp_server *s) {

@@ -43,6 +43,9 @@ void te_tcp_server_set_cap_key(te_tcp_server *s, const uint8_t key[TE_CAP_KEY_LE
 /* Bound port of listener i (useful with port 0), -1 if out of range. */
 int te_tcp_server_port(const te_tcp_server *s, int i);
 void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out);
+/* Cut the connections that came in on listener i (-1: all), as when a
+ * NIC goes down: clients see their paths break and retry elsewhere. */
+void te_tcp_server_drop_conns(te_tcp_server *s, int listener);
 /* Closes listeners and connections, joins every thread. */
 void te_tcp_server_stop(te_tcp_server *s);
 

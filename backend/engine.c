@@ -1,0 +1,473 @@
+/* backend/engine.c - see engine.h.
+ *
+ * A transfer becomes jobs: each object is cut at every extent boundary of
+ * every replica and at slice_size, so one slice maps onto exactly one
+ * extent of each replica. A write has a job per (slice, replica); a read
+ * a job per slice, starting on replica (slice index mod nrep) so hot
+ * objects spread their load. Jobs are dispatched to the least-loaded
+ * live path of their node and retried or failed over as completions
+ * come back. */
+#include "backend/engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+typedef struct epath {
+    te_path *p;               /* NULL: not connected (or closed after breaking) */
+    char local[TE_ADDR_LEN];  /* "" = any */
+    char peer[TE_ADDR_LEN];
+    int inflight;
+} epath;
+
+typedef struct enode {
+    uint32_t id;
+    epath *paths;
+    int npaths;
+    uint64_t last_connect_ms;
+    char last_err[160];
+} enode;
+
+typedef struct eregion {
+    te_mr *mr;
+    struct eregion *next;
+} eregion;
+
+struct te_engine {
+    te_transport *t;
+    te_engine_config cfg;
+    pthread_mutex_t mu;
+    enode *nodes;
+    int nnodes;
+    eregion *regions;
+    te_engine_stats stats;
+};
+
+typedef struct job {
+    te_object *obj;
+    uint64_t obj_off, len;
+    int rep;                  /* replica in use */
+    uint32_t tried;           /* read: replicas given up on */
+    int attempts;
+    int state;                /* JOB_* */
+    enode *node;
+    epath *on;
+    te_path *tp;              /* the transport path it was submitted on */
+} job;
+
+enum { JOB_PENDING, JOB_INFLIGHT, JOB_DONE };
+
+te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg) {
+    te_engine *e = xcalloc(1, sizeof *e);
+    e->t = t;
+    if (cfg) e->cfg = *cfg;
+    if (!e->cfg.slice_size) e->cfg.slice_size = 1 << 20;
+    if (e->cfg.max_attempts <= 0) e->cfg.max_attempts = 4;
+    if (e->cfg.reconnect_ms <= 0) e->cfg.reconnect_ms = 1000;
+    if (e->cfg.nlocal < 0 || e->cfg.nlocal > TE_MAX_PATHS) e->cfg.nlocal = 0;
+    pthread_mutex_init(&e->mu, NULL);
+    return e;
+}
+
+static void node_close_paths(te_engine *e, enode *n) {
+    for (int i = 0; i < n->npaths; i++)
+        if (n->paths[i].p) e->t->ops->close(n->paths[i].p);
+    free(n->paths);
+    n->paths = NULL;
+    n->npaths = 0;
+}
+
+void te_engine_destroy(te_engine *e) {
+    if (!e) return;
+    for (int i = 0; i < e->nnodes; i++) node_close_paths(e, &e->nodes[i]);
+    free(e->nodes);
+    while (e->regions) te_engine_unregister_buffer(e, e->regions->mr->addr);
+    e->t->ops->destroy(e->t);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+static enode *find_node(te_engine *e, uint32_t id) {
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].id == id) return &e->nodes[i];
+    return NULL;
+}
+
+int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs, int naddrs,
+                       char *err, size_t errlen) {
+    if (naddrs < 1 || naddrs > TE_MAX_PATHS) {
+        snprintf(err, errlen, "node %u: need 1..%d data addresses", node_id, TE_MAX_PATHS);
+        return TE_EINVAL;
+    }
+    for (int i = 0; i < naddrs; i++)
+        if (!addrs[i] || strlen(addrs[i]) >= TE_ADDR_LEN) {
+            snprintf(err, errlen, "node %u: bad data address", node_id);
+            return TE_EINVAL;
+        }
+    pthread_mutex_lock(&e->mu);
+    enode *n = find_node(e, node_id);
+    if (n) node_close_paths(e, n);
+    else {
+        e->nodes = xrealloc(e->nodes, (size_t)(e->nnodes + 1) * sizeof *e->nodes);
+        n = &e->nodes[e->nnodes++];
+    }
+    memset(n, 0, sizeof *n);
+    n->id = node_id;
+    int nl = e->cfg.nlocal ? e->cfg.nlocal : 1;
+    n->paths = xcalloc((size_t)(nl * naddrs), sizeof *n->paths);
+    for (int l = 0; l < nl; l++)
+        for (int a = 0; a < naddrs; a++) {
+            epath *p = &n->paths[n->npaths++];
+            if (e->cfg.nlocal) snprintf(p->local, sizeof p->local, "%s", e->cfg.local[l]);
+            snprintf(p->peer, sizeof p->peer, "%s", addrs[a]);
+        }
+    pthread_mutex_unlock(&e->mu);
+    return TE_OK;
+}
+
+void te_engine_remove_node(te_engine *e, uint32_t node_id) {
+    pthread_mutex_lock(&e->mu);
+    enode *n = find_node(e, node_id);
+    if (n) {
+        node_close_paths(e, n);
+        *n = e->nodes[--e->nnodes];
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+int te_engine_register_buffer(te_engine *e, void *addr, size_t len, char *err, size_t errlen) {
+    te_mr *mr;
+    pthread_mutex_lock(&e->mu);
+    int rc = e->t->ops->reg_mem(e->t, addr, len, &mr, err, errlen);
+    if (rc == 0) {
+        eregion *r = xcalloc(1, sizeof *r);
+        r->mr = mr;
+        r->next = e->regions;
+        e->regions = r;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc == 0 ? TE_OK : TE_EINVAL;
+}
+
+static void unregister_locked(te_engine *e, void *addr) {
+    for (eregion **pp = &e->regions; *pp; pp = &(*pp)->next) {
+        if ((*pp)->mr->addr != addr) continue;
+        eregion *r = *pp;
+        *pp = r->next;
+        e->t->ops->dereg_mem(e->t, r->mr);
+        free(r);
+        return;
+    }
+}
+
+void te_engine_unregister_buffer(te_engine *e, void *addr) {
+    pthread_mutex_lock(&e->mu);
+    unregister_locked(e, addr);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static int registered(te_engine *e, const void *addr, uint64_t len) {
+    for (eregion *r = e->regions; r; r = r->next) {
+        uintptr_t a = (uintptr_t)r->mr->addr, b = (uintptr_t)addr;
+        if (b >= a && len <= r->mr->len && b - a <= r->mr->len - len) return 1;
+    }
+    return 0;
+}
+
+/* ---- placement checks and slicing ---- */
+
+static int check_object(const te_object *o, char *err, size_t errlen) {
+    if (!o->buf || !o->len || o->nrep < 1 || o->nrep > TE_ENGINE_MAX_REPLICAS) {
+        snprintf(err, errlen, "object needs a buffer, a length and 1..%d replicas", TE_ENGINE_MAX_REPLICAS);
+        return TE_EINVAL;
+    }
+    for (int r = 0; r < o->nrep; r++) {
+        const te_replica *rp = &o->reps[r];
+        uint64_t sum = 0;
+        if (!rp->ext || rp->next < 1 || rp->next > TE_ENGINE_MAX_EXTENTS) {
+            snprintf(err, errlen, "replica %d: needs 1..%d extents", r, TE_ENGINE_MAX_EXTENTS);
+            return TE_EINVAL;
+        }
+        for (int i = 0; i < rp->next; i++) {
+            if (!rp->ext[i].length || rp->ext[i].length > o->len - sum) {
+                snprintf(err, errlen, "replica %d: extent lengths do not add up to the object", r);
+                return TE_EINVAL;
+            }
+            sum += rp->ext[i].length;
+        }
+        if (sum != o->len) {
+            snprintf(err, errlen, "replica %d: extents cover %llu of %llu bytes", r,
+                     (unsigned long long)sum, (unsigned long long)o->len);
+            return TE_EINVAL;
+        }
+    }
+    return TE_OK;
+}
+
+/* The extent of replica rp holding object byte off; *ext_start gets its
+ * object offset. */
+static const te_extent *locate(const te_replica *rp, uint64_t off, uint64_t *ext_start) {
+    uint64_t pos = 0;
+    for (int i = 0; i < rp->next; i++) {
+        if (off < pos + rp->ext[i].length) { *ext_start = pos; return &rp->ext[i]; }
+        pos += rp->ext[i].length;
+    }
+    return NULL;
+}
+
+/* Length of the slice starting at off: up to slice_size, never across an
+ * extent boundary of any replica. */
+static uint64_t slice_len(const te_engine *e, const te_object *o, uint64_t off) {
+    uint64_t len = o->len - off < e->cfg.slice_size ? o->len - off : e->cfg.slice_size;
+    for (int r = 0; r < o->nrep; r++) {
+        uint64_t start;
+        const te_extent *x = locate(&o->reps[r], off, &start);
+        uint64_t left = start + x->length - off;
+        if (left < len) len = left;
+    }
+    return len;
+}
+
+static job *make_jobs(te_engine *e, te_object *objs, int n, int writing, int *njobs) {
+    int cap = 64, count = 0;
+    job *jobs = xmalloc((size_t)cap * sizeof *jobs);
+    for (int i = 0; i < n; i++) {
+        if (objs[i].status != TE_OK) continue;
+        uint64_t k = 0;
+        for (uint64_t off = 0; off < objs[i].len; k++) {
+            uint64_t len = slice_len(e, &objs[i], off);
+            for (int r = 0; r < (writing ? objs[i].nrep : 1); r++) {
+                if (count == cap) jobs = xrealloc(jobs, (size_t)(cap *= 2) * sizeof *jobs);
+                jobs[count++] = (job){ .obj = &objs[i], .obj_off = off, .len = len,
+                                       .rep = writing ? r : (int)(k % (uint64_t)objs[i].nrep) };
+            }
+            off += len;
+        }
+    }
+    *njobs = count;
+    return jobs;
+}
+
+/* ---- paths ---- */
+
+static int path_live(const epath *p) { return p->p != NULL; }
+
+/* (Re)connect a node's missing paths, at most once per reconnect_ms. */
+static void node_connect(te_engine *e, enode *n) {
+    uint64_t now = mono_ms();
+    if (n->last_connect_ms && now - n->last_connect_ms < (uint64_t)e->cfg.reconnect_ms) return;
+    n->last_connect_ms = now;
+    for (int i = 0; i < n->npaths; i++) {
+        epath *p = &n->paths[i];
+        if (p->p) continue;
+        p->inflight = 0;
+        if (te_connect(e->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
+                       sizeof n->last_err) != 0)
+            p->p = NULL;
+    }
+}
+
+static int node_up(te_engine *e, enode *n) {
+    for (int i = 0; i < n->npaths; i++)
+        if (path_live(&n->paths[i])) return 1;
+    node_connect(e, n);
+    for (int i = 0; i < n->npaths; i++)
+        if (path_live(&n->paths[i])) return 1;
+    return 0;
+}
+
+/* A path that broke: close it now so its remaining requests complete
+ * (TE_ECLOSED) and get retried; it is reconnected on a later call. */
+static void path_broken(te_engine *e, epath *p) {
+    if (!p->p) return;
+    e->t->ops->close(p->p);
+    p->p = NULL;
+}
+
+/* ---- running jobs ---- */
+
+typedef struct run {
+    te_engine *e;
+    job *jobs;
+    int njobs, left, writing;
+    char *err;
+    size_t errlen;
+    int first_err;
+} run;
+
+static void job_fail(run *r, job *j, int status, const char *why) {
+    j->state = JOB_DONE;
+    r->left--;
+    if (j->obj->status == TE_OK) j->obj->status = status;
+    if (r->first_err == TE_OK) {
+        r->first_err = status;
+        snprintf(r->err, r->errlen, "%s", why);
+    }
+}
+
+/* Read: move to a replica not yet given up on; 0 if none is left. */
+static int job_failover(run *r, job *j) {
+    if (r->writing) return 0;
+    j->tried |= 1u << j->rep;
+    for (int k = 1; k <= j->obj->nrep; k++) {
+        int cand = (j->rep + k) % j->obj->nrep;
+        if (j->tried & (1u << cand)) continue;
+        j->rep = cand;
+        j->attempts = 0;
+        r->e->stats.failovers++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Try to put job on a path. 1 submitted, 0 wait (windows full), -1 done
+ * with (it failed). */
+static int job_dispatch(run *r, job *j, int idx) {
+    te_engine *e = r->e;
+    char why[256];
+    for (;;) {
+        uint64_t start;
+        const te_replica *rp = &j->obj->reps[j->rep];
+        const te_extent *x = locate(rp, j->obj_off, &start);
+        enode *n = find_node(e, x->node_id);
+        if (!n || !node_up(e, n)) {
+            if (n) snprintf(why, sizeof why, "node %u unreachable: %s", x->node_id, n->last_err);
+            else snprintf(why, sizeof why, "node %u is not known to the engine", x->node_id);
+            if (job_failover(r, j)) continue;
+            job_fail(r, j, n ? TE_EIO : TE_EINVAL, why);
+            return -1;
+        }
+        epath *best = NULL;
+        for (int i = 0; i < n->npaths; i++) {
+            epath *p = &n->paths[i];
+            if (path_live(p) && p->inflight < e->t->cfg.window && (!best || p->inflight < best->inflight))
+                best = p;
+        }
+        if (!best) return 0;
+        te_req q = { .op = r->writing ? TE_WRITE : TE_READ, .local = (char *)j->obj->buf + j->obj_off,
+                     .remote_off = x->offset + (j->obj_off - start), .len = j->len, .cap = &x->cap,
+                     .cookie = (uint64_t)idx };
+        int k = te_submit(e->t, best->p, &q, 1);
+        if (k == 1) {
+            best->inflight++;
+            j->node = n;
+            j->on = best;
+            j->tp = best->p;
+            j->state = JOB_INFLIGHT;
+            j->attempts++;
+            e->stats.slices++;
+            return 1;
+        }
+        if (k < 0) { path_broken(e, best); continue; }
+        best->inflight = e->t->cfg.window;   /* the transport says full */
+        return 0;
+    }
+}
+
+static void job_complete(run *r, const te_cqe *c) {
+    if (c->cookie >= (uint64_t)r->njobs) return;     /* not ours */
+    job *j = &r->jobs[c->cookie];
+    if (j->state != JOB_INFLIGHT) return;
+    j->on->inflight--;
+    if (c->status == TE_OK) {
+        j->state = JOB_DONE;
+        r->left--;
+        r->e->stats.bytes += j->len;
+        return;
+    }
+    j->state = JOB_PENDING;
+    int path_fault = c->status == TE_EIO || c->status == TE_ETIMEDOUT || c->status == TE_ECLOSED;
+    if (path_fault) {
+        if (j->on->p && j->on->p == j->tp) path_broken(r->e, j->on);
+        if (j->attempts < r->e->cfg.max_attempts) { r->e->stats.retries++; return; }
+    }
+    if (job_failover(r, j)) return;
+    char why[200];
+    snprintf(why, sizeof why, "node %u: %s", j->node->id, te_strerror(c->status));
+    job_fail(r, j, c->status, why);
+}
+
+static int run_jobs(run *r) {
+    te_cqe cq[64];
+    while (r->left > 0) {
+        int inflight = 0;
+        for (int i = 0; i < r->njobs; i++) {
+            job *j = &r->jobs[i];
+            if (j->state == JOB_PENDING) job_dispatch(r, j, i);
+            inflight += j->state == JOB_INFLIGHT;
+        }
+        if (r->left == 0) break;
+        int n = te_poll(r->e->t, cq, 64, inflight ? 100 : 10);
+        for (int i = 0; i < n; i++) job_complete(r, &cq[i]);
+    }
+    return r->first_err;
+}
+
+/* Registers buffers the caller did not, for this call only. */
+static te_mr **temp_register(te_engine *e, te_object *objs, int n) {
+    te_mr **tmp = xcalloc((size_t)n, sizeof *tmp);
+    char err[128];
+    for (int i = 0; i < n; i++) {
+        if (objs[i].status != TE_OK || registered(e, objs[i].buf, objs[i].len)) continue;
+        if (e->t->ops->reg_mem(e->t, objs[i].buf, objs[i].len, &tmp[i], err, sizeof err) != 0) {
+            tmp[i] = NULL;
+            objs[i].status = TE_EINVAL;
+        }
+    }
+    return tmp;
+}
+
+static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err, size_t errlen) {
+    int first = TE_OK;
+    if (n < 0 || (n > 0 && !objs)) { snprintf(err, errlen, "bad object array"); return TE_EINVAL; }
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < n; i++) {
+        char why[200];
+        objs[i].status = check_object(&objs[i], why, sizeof why);
+        if (objs[i].status != TE_OK && first == TE_OK) {
+            first = objs[i].status;
+            snprintf(err, errlen, "object %d: %s", i, why);
+        }
+    }
+    te_mr **tmp = temp_register(e, objs, n);
+    run r = { .e = e, .writing = writing, .err = err, .errlen = errlen, .first_err = TE_OK };
+    r.jobs = make_jobs(e, objs, n, writing, &r.njobs);
+    r.left = r.njobs;
+    int rc = run_jobs(&r);
+    if (first == TE_OK) first = rc;
+    for (int i = 0; i < n; i++)
+        if (tmp[i]) e->t->ops->dereg_mem(e->t, tmp[i]);
+    free(tmp);
+    free(r.jobs);
+    pthread_mutex_unlock(&e->mu);
+    return first;
+}
+
+int te_engine_write_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen) {
+    return transfer(e, objs, n, 1, err, errlen);
+}
+
+int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen) {
+    return transfer(e, objs, n, 0, err, errlen);
+}
+
+int te_engine_write(te_engine *e, const void *buf, uint64_t len, const te_replica *reps, int nrep,
+                    char *err, size_t errlen) {
+    te_object o = { .buf = (void *)buf, .len = len, .reps = reps, .nrep = nrep };
+    return transfer(e, &o, 1, 1, err, errlen);
+}
+
+int te_engine_read(te_engine *e, void *buf, uint64_t len, const te_replica *reps, int nrep,
+                   char *err, size_t errlen) {
+    te_object o = { .buf = buf, .len = len, .reps = reps, .nrep = nrep };
+    return transfer(e, &o, 1, 0, err, errlen);
+}
+
+void te_engine_get_stats(te_engine *e, te_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->mu);
+}

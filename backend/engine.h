@@ -1,0 +1,86 @@
+/* backend/engine.h - the transfer engine: objects to slices to paths.
+ *
+ * The engine knows memory nodes (id + data addresses), opens one path per
+ * (local data address, node data address) pair on first use, cuts every
+ * transfer into slices and spreads them over every path of a node and
+ * over every node of a placement at once. A slice that fails on a broken
+ * path is retried on another path of the same node; a read whose node
+ * fails (every path broken or timed out) or refuses moves to another
+ * replica. Writes go to every replica and succeed only if all do.
+ *
+ * Calls are synchronous (they drive the transport's poll) and serialized
+ * by an internal lock: several threads may share one engine, but for
+ * parallel transfers use one engine per thread. */
+#ifndef MKV_ENGINE_H
+#define MKV_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/transport.h"
+
+#define TE_ENGINE_MAX_REPLICAS 8
+#define TE_ENGINE_MAX_EXTENTS  4096   /* per replica */
+
+/* One piece of a replica: object bytes [sum of earlier lengths, +length)
+ * live at node_id's segment offset `offset`, under `cap`. */
+typedef struct te_extent {
+    uint32_t node_id;
+    uint64_t offset;
+    uint64_t length;
+    te_cap cap;
+} te_extent;
+
+typedef struct te_replica {
+    const te_extent *ext;     /* in object order; lengths sum to the object's */
+    int next;
+} te_replica;
+
+typedef struct te_object {
+    void *buf;                /* local bytes (read into / written from) */
+    uint64_t len;
+    const te_replica *reps;
+    int nrep;
+    int status;               /* out: TE_OK or the TE_E* that failed it */
+} te_object;
+
+typedef struct te_engine_config {
+    uint64_t slice_size;      /* default 1 MiB */
+    int nlocal;               /* 0: one path per node address, any local address */
+    char local[TE_MAX_PATHS][TE_ADDR_LEN];
+    int max_attempts;         /* tries per slice across paths (default 4) */
+    int reconnect_ms;         /* min gap between reconnects to a node (1000) */
+} te_engine_config;
+
+typedef struct te_engine_stats {
+    uint64_t slices, retries, failovers, bytes;
+} te_engine_stats;
+
+typedef struct te_engine te_engine;
+
+/* Takes ownership of t (destroyed with the engine). cfg may be NULL. */
+te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg);
+void te_engine_destroy(te_engine *e);
+
+/* Adds or replaces a node's data addresses (replacing closes its paths). */
+int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs, int naddrs,
+                       char *err, size_t errlen);
+void te_engine_remove_node(te_engine *e, uint32_t node_id);
+
+/* Register long-lived buffers once (RDMA pins them); unregistered buffers
+ * are registered for the duration of each call. */
+int te_engine_register_buffer(te_engine *e, void *addr, size_t len, char *err, size_t errlen);
+void te_engine_unregister_buffer(te_engine *e, void *addr);
+
+/* TE_OK, or the first failure's TE_E* code with a message in err. Batch
+ * forms move many objects in one pass and set every objs[i].status. */
+int te_engine_write(te_engine *e, const void *buf, uint64_t len, const te_replica *reps, int nrep,
+                    char *err, size_t errlen);
+int te_engine_read(te_engine *e, void *buf, uint64_t len, const te_replica *reps, int nrep,
+                   char *err, size_t errlen);
+int te_engine_write_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen);
+int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen);
+
+void te_engine_get_stats(te_engine *e, te_engine_stats *out);
+
+#endif

@@ -1,0 +1,312 @@
+/* The transfer engine over real in-process nodes, once per transport:
+ * each row of `fixtures` says how to make a client transport and how to
+ * start/stop/disturb a node for it, and every case runs over every row. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cap.h"
+#include "backend/engine.h"
+#include "backend/tcp_server.h"
+#include "backend/tcp_transport.h"
+#include "core/util.h"
+#include "test.h"
+
+#define SEG_SIZE (72ULL << 20)
+#define NNODES 3
+#define SECRET "engine-secret"
+
+static const uint8_t KEY[TE_CAP_KEY_LEN] = "engine-test-key";
+
+typedef struct node {
+    uint32_t id;
+    char *seg;
+    void *srv;
+    char addrs[2][TE_ADDR_LEN];
+} node;
+
+typedef struct fixture {
+    const char *name;
+    te_transport *(*make)(const te_config *cfg, char *err, size_t errlen);
+    int (*start)(node *n);       /* fills n->srv and n->addrs */
+    void (*stop)(node *n);
+    void (*drop_path)(node *n);  /* break the connections of one address */
+} fixture;
+
+/* ---- TCP row ---- */
+
+static int tcp_start(node *n) {
+    char err[256];
+    te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = n->id, .nlisten = 2,
+                            .have_cap_key = 1 };
+    memcpy(sc.cap_key, KEY, sizeof KEY);
+    snprintf(sc.secret, sizeof sc.secret, SECRET);
+    snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
+    snprintf(sc.listen[1], TE_ADDR_LEN, "127.0.0.1:0");
+    te_tcp_server *s = te_tcp_server_start(&sc, err, sizeof err);
+    if (!s) { printf("# %s\n", err); return -1; }
+    for (int i = 0; i < 2; i++)
+        snprintf(n->addrs[i], TE_ADDR_LEN, "127.0.0.1:%d", te_tcp_server_port(s, i));
+    n->srv = s;
+    return 0;
+}
+static void tcp_stop(node *n) { te_tcp_server_stop(n->srv); n->srv = NULL; }
+static void tcp_drop(node *n) { te_tcp_server_drop_conns(n->srv, 0); }
+
+static const fixture fixtures[] = {
+    { "tcp", te_tcp_create, tcp_start, tcp_stop, tcp_drop },
+};
+
+/* ---- the rig: nodes + engine ---- */
+
+typedef struct rig {
+    const fixture *fx;
+    node nodes[NNODES];
+    te_engine *e;
+} rig;
+
+static const fixture *FX;
+
+static int rig_up(rig *r, uint64_t slice) {
+    char err[256];
+    memset(r, 0, sizeof *r);
+    r->fx = FX;
+    te_config cfg = { .timeout_ms = 5000 };
+    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
+    te_transport *t = r->fx->make(&cfg, err, sizeof err);
+    if (!t) { printf("# %s\n", err); return -1; }
+    te_engine_config ec = { .slice_size = slice };
+    r->e = te_engine_create(t, &ec);
+    for (int i = 0; i < NNODES; i++) {
+        node *n = &r->nodes[i];
+        n->id = (uint32_t)i + 1;
+        n->seg = xcalloc(1, SEG_SIZE);
+        if (r->fx->start(n) != 0) return -1;
+        const char *a[2] = { n->addrs[0], n->addrs[1] };
+        if (te_engine_add_node(r->e, n->id, a, 2, err, sizeof err) != TE_OK) return -1;
+    }
+    return 0;
+}
+
+static void rig_down(rig *r) {
+    te_engine_destroy(r->e);
+    for (int i = 0; i < NNODES; i++) {
+        if (r->nodes[i].srv) r->fx->stop(&r->nodes[i]);
+        free(r->nodes[i].seg);
+    }
+}
+
+static te_extent extent(uint32_t node, uint64_t off, uint64_t len) {
+    te_extent x = { .node_id = node, .offset = off, .length = len,
+                    .cap = { .node_id = node, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = off,
+                             .length = len, .expiry_ms = wall_ms() + 600000 } };
+    te_cap_sign(&x.cap, KEY);
+    return x;
+}
+
+static char *pattern(uint64_t n, unsigned seed) {
+    char *p = xmalloc(n);
+    for (uint64_t i = 0; i < n; i++) p[i] = (char)(seed * 7 + i * 131 + (i >> 13));
+    return p;
+}
+
+/* 64 MiB striped over 3 nodes (2 paths each), one replica. */
+static void test_stripe_64mib(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 0) == 0);
+    uint64_t n = 64ULL << 20, a = 20ULL << 20, b = 24ULL << 20;
+    te_extent x[3] = { extent(1, 4096, a), extent(2, 0, b), extent(3, 1 << 20, n - a - b) };
+    te_replica rep = { x, 3 };
+    char *src = pattern(n, 1), *dst = xcalloc(1, n);
+    uint64_t t0 = mono_us();
+    ASSERT_EQ(te_engine_write(r.e, src, n, &rep, 1, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(r.nodes[0].seg + 4096, src, a);
+    ASSERT_MEMEQ(r.nodes[1].seg, src + a, b);
+    ASSERT_MEMEQ(r.nodes[2].seg + (1 << 20), src + a + b, n - a - b);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    printf("# %s: 64 MiB write+read striped in %.0f ms\n", r.fx->name, (mono_us() - t0) / 1000.0);
+    te_engine_stats st;
+    te_engine_get_stats(r.e, &st);
+    ASSERT_EQ(st.bytes, 2 * n);
+    ASSERT(st.slices >= 128);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+/* Two replicas with different extent cuts: both written, reads spread. */
+static void test_replicas_spread(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 256 << 10) == 0);
+    uint64_t n = (8 << 20) + 123;
+    te_extent x1[1] = { extent(1, 0, n) };
+    te_extent x2[2] = { extent(2, 777, 3 << 20), extent(3, 0, n - (3 << 20)) };
+    te_replica reps[2] = { { x1, 1 }, { x2, 2 } };
+    char *src = pattern(n, 2), *dst = xcalloc(1, n);
+    ASSERT_EQ(te_engine_write(r.e, src, n, reps, 2, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(r.nodes[0].seg, src, n);
+    ASSERT_MEMEQ(r.nodes[1].seg + 777, src, 3 << 20);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, reps, 2, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+typedef struct later { rig *r; int node; int ms; int drop; } later;
+
+static void *disturb_later(void *arg) {
+    later *l = arg;
+    usleep((useconds_t)l->ms * 1000);
+    if (l->drop) l->r->fx->drop_path(&l->r->nodes[l->node]);
+    else l->r->fx->stop(&l->r->nodes[l->node]);
+    return NULL;
+}
+
+static void test_read_failover(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 512 << 10) == 0);
+    uint64_t n = 64ULL << 20;
+    te_extent x1[1] = { extent(1, 0, n) }, x2[1] = { extent(2, 0, n) };
+    te_replica reps[2] = { { x1, 1 }, { x2, 1 } };
+    char *src = pattern(n, 3), *dst = xcalloc(1, n);
+    ASSERT_EQ(te_engine_write(r.e, src, n, reps, 2, err, sizeof err), TE_OK);
+    /* Node 1 dies while the read is in progress. */
+    later l = { &r, 0, 5, 0 };
+    pthread_t th;
+    pthread_create(&th, NULL, disturb_later, &l);
+    int rc = te_engine_read(r.e, dst, n, reps, 2, err, sizeof err);
+    pthread_join(th, NULL);
+    ASSERT_MSG(rc == TE_OK, "read: %s", err);
+    ASSERT_MEMEQ(dst, src, n);
+    /* With node 1 gone for good, reads still succeed from node 2 ... */
+    memset(dst, 0, n);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, reps, 2, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    te_engine_stats st;
+    te_engine_get_stats(r.e, &st);
+    ASSERT(st.failovers > 0);
+    /* ... but a write needing node 1 fails with a clear error. */
+    te_extent y1[1] = { extent(1, 0, 1 << 20) }, y2[1] = { extent(2, 0, 1 << 20) };
+    te_replica small[2] = { { y1, 1 }, { y2, 1 } };
+    rc = te_engine_write(r.e, src, 1 << 20, small, 2, err, sizeof err);
+    ASSERT_MSG(rc == TE_EIO, "rc %d: %s", rc, err);
+    ASSERT(strstr(err, "node 1") != NULL);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+static void test_slice_retry_on_broken_path(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 256 << 10) == 0);
+    uint64_t n = 32ULL << 20;
+    te_extent x[1] = { extent(1, 0, n) };
+    te_replica rep = { x, 1 };
+    char *src = pattern(n, 4), *dst = xcalloc(1, n);
+    ASSERT_EQ(te_engine_write(r.e, src, n, &rep, 1, err, sizeof err), TE_OK);
+    for (int round = 0; round < 2; round++) {
+        later l = { &r, 0, 3, 1 };
+        pthread_t th;
+        pthread_create(&th, NULL, disturb_later, &l);
+        memset(dst, 0, n);
+        int rc = te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err);
+        pthread_join(th, NULL);
+        ASSERT_MSG(rc == TE_OK, "read: %s", err);
+        ASSERT_MEMEQ(dst, src, n);
+    }
+    /* The drop landed during or between reads: either way slices were
+     * retried on the node's other path, and no replica was needed. */
+    memset(dst, 0, n);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    te_engine_stats st;
+    te_engine_get_stats(r.e, &st);
+    ASSERT(st.retries > 0);
+    ASSERT_EQ(st.failovers, 0);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+static void test_bad_cap_fails_over_or_fails(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 0) == 0);
+    uint64_t n = 100000;
+    te_extent good[1] = { extent(2, 0, n) }, bad[1] = { extent(1, 0, n) };
+    bad[0].cap.length = n * 2;       /* tampered after signing */
+    te_replica reps[2] = { { bad, 1 }, { good, 1 } };
+    char *src = pattern(n, 5), *dst = xcalloc(1, n);
+    ASSERT_EQ(te_engine_write(r.e, src, n, reps, 2, err, sizeof err), TE_EAUTH);
+    ASSERT_EQ(te_engine_write(r.e, src, n, reps + 1, 1, err, sizeof err), TE_OK);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, reps, 2, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, reps, 1, err, sizeof err), TE_EAUTH);
+    /* Placement that does not add up is refused before any I/O. */
+    te_extent shortx[1] = { extent(2, 0, n - 1) };
+    te_replica shortr = { shortx, 1 };
+    ASSERT_EQ(te_engine_read(r.e, dst, n, &shortr, 1, err, sizeof err), TE_EINVAL);
+    te_extent unknown[1] = { extent(9, 0, n) };
+    te_replica ur = { unknown, 1 };
+    ASSERT_EQ(te_engine_read(r.e, dst, n, &ur, 1, err, sizeof err), TE_EINVAL);
+    ASSERT(strstr(err, "node 9") != NULL);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+/* Hundreds of KV blocks in one pass, registered buffer. */
+static void test_batch(void) {
+    rig r;
+    char err[256];
+    ASSERT(rig_up(&r, 0) == 0);
+    enum { N = 300, BLK = 16 << 10 };
+    char *src = pattern((uint64_t)N * BLK, 6), *dst = xcalloc(N, BLK);
+    ASSERT_EQ(te_engine_register_buffer(r.e, src, (size_t)N * BLK, err, sizeof err), TE_OK);
+    ASSERT_EQ(te_engine_register_buffer(r.e, dst, (size_t)N * BLK, err, sizeof err), TE_OK);
+    static te_extent x[N][2];
+    static te_replica reps[N][2];
+    te_object objs[N];
+    for (int i = 0; i < N; i++) {
+        x[i][0] = extent((uint32_t)(i % 3) + 1, (uint64_t)i * BLK, BLK);
+        x[i][1] = extent((uint32_t)((i + 1) % 3) + 1, (32ULL << 20) + (uint64_t)i * BLK, BLK);
+        reps[i][0] = (te_replica){ &x[i][0], 1 };
+        reps[i][1] = (te_replica){ &x[i][1], 1 };
+        objs[i] = (te_object){ .buf = src + (size_t)i * BLK, .len = BLK, .reps = reps[i], .nrep = 2 };
+    }
+    ASSERT_EQ(te_engine_write_batch(r.e, objs, N, err, sizeof err), TE_OK);
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(objs[i].status, TE_OK);
+        objs[i].buf = dst + (size_t)i * BLK;
+    }
+    ASSERT_EQ(te_engine_read_batch(r.e, objs, N, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, (size_t)N * BLK);
+    te_engine_unregister_buffer(r.e, src);
+    te_engine_unregister_buffer(r.e, dst);
+    free(src);
+    free(dst);
+    rig_down(&r);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        FX = &fixtures[i];
+        printf("# transport %s\n", FX->name);
+        RUN_TEST(test_stripe_64mib);
+        RUN_TEST(test_replicas_spread);
+        RUN_TEST(test_read_failover);
+        RUN_TEST(test_slice_retry_on_broken_path);
+        RUN_TEST(test_bad_cap_fails_over_or_fails);
+        RUN_TEST(test_batch);
+    }
+    TEST_EXIT();
+}
