@@ -5,7 +5,9 @@
  * (store_cluster.c) that moves values through libmoonkv: a SET's value
  * streams from the socket into registered staging memory and is put to
  * the nodes when complete; a GET reads the value from the nodes into
- * staging memory and replies from there without another copy.
+ * staging memory and replies from there without another copy. The
+ * blocking cluster calls of GET, MGET and SET run on a few worker
+ * threads (workers.c, gateway_async.c) while the loop serves others.
  * gateway_role_main is declared in server/roles.h. */
 #ifndef MKV_GATEWAY_H
 #define MKV_GATEWAY_H
@@ -25,5 +27,11 @@ struct ev_loop;
 store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen);
 /* The "# Gateway" INFO fields of a cluster store. */
 void cluster_store_info(store *s, resp_buf *out);
+
+struct server;
+/* Replace GET, MGET, SET and PUT (registered by t_object_register) with
+ * forms that run their cluster calls on the store's workers
+ * (gateway_async.c). srv->store must be a cluster store. */
+void gateway_async_register(struct server *srv);
 
 #endif

@@ -33,6 +33,7 @@ int gateway_role_main(server *srv) {
     }
     t_server_register(srv);
     t_object_register(srv);
+    gateway_async_register(srv);
     commands_register(srv, gateway_commands, sizeof gateway_commands / sizeof gateway_commands[0]);
     srv->role_info = gateway_info;
     if (server_listen(srv, err, sizeof err) < 0) {

@@ -1,6 +1,7 @@
 /* gateway/staging.c - the registered staging pool and its overflow. */
 #include "gateway/staging.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #define STAGING_ALIGN 64
 
 struct staging {
-    mkv_client *mc;
+    pthread_mutex_t lock;    /* alloc and the counters */
     void *base;
     uint64_t size, max_value;
     seg_alloc *alloc;
@@ -25,10 +26,9 @@ static void *map_anon(uint64_t len) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-staging *staging_create(mkv_client *mc, uint64_t pool_size, uint64_t max_value, char *err,
-                        size_t errlen) {
+staging *staging_create(uint64_t pool_size, uint64_t max_value, char *err, size_t errlen) {
     staging *sp = xcalloc(1, sizeof *sp);
-    sp->mc = mc;
+    pthread_mutex_init(&sp->lock, NULL);
     sp->size = pool_size;
     sp->max_value = max_value;
     sp->alloc = seg_alloc_create(pool_size, STAGING_ALIGN);
@@ -38,26 +38,28 @@ staging *staging_create(mkv_client *mc, uint64_t pool_size, uint64_t max_value, 
         staging_destroy(sp);
         return NULL;
     }
-    int rc = mkv_register_buffer(mc, sp->base, (size_t)pool_size);
-    if (rc != MKV_OK) {
-        snprintf(err, errlen, "cannot register the staging pool: %s", mkv_last_error(mc));
-        munmap(sp->base, (size_t)pool_size);
-        sp->base = NULL;
-        staging_destroy(sp);
-        return NULL;
-    }
     return sp;
 }
 
-/* A value the pool cannot hold right now: its own registered mapping. */
+int staging_register(staging *sp, mkv_client *mc) {
+    return mkv_register_buffer(mc, sp->base, (size_t)sp->size);
+}
+
+void staging_unregister(staging *sp, mkv_client *mc) { mkv_unregister_buffer(mc, sp->base); }
+
+int staging_bind(mkv_client *mc, const staging_buf *b) {
+    return b->map_len ? mkv_register_buffer(mc, b->ptr, (size_t)b->map_len) : MKV_OK;
+}
+
+void staging_unbind(mkv_client *mc, const staging_buf *b) {
+    if (b->map_len) mkv_unregister_buffer(mc, b->ptr);
+}
+
+/* A value the pool cannot hold right now: its own mapping. Called locked. */
 static int get_dedicated(staging *sp, uint64_t len, staging_buf *out) {
     if (sp->dedicated >= STAGING_MAX_DEDICATED) return STORE_NOSPACE;
     void *p = map_anon(len);
     if (!p) return STORE_NOSPACE;
-    if (mkv_register_buffer(sp->mc, p, (size_t)len) != MKV_OK) {
-        munmap(p, (size_t)len);
-        return STORE_NOSPACE;
-    }
     *out = (staging_buf){.ptr = p, .len = len, .map_len = len};
     sp->dedicated++;
     sp->dedicated_bytes += len;
@@ -67,41 +69,43 @@ static int get_dedicated(staging *sp, uint64_t len, staging_buf *out) {
 int staging_get(staging *sp, uint64_t len, staging_buf *out) {
     if (len == 0 || len > sp->max_value) return STORE_TOOBIG;
     uint64_t off;
-    if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK) {
+    int rc = STORE_OK;
+    pthread_mutex_lock(&sp->lock);
+    if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK)
         *out = (staging_buf){.ptr = (char *)sp->base + off, .len = len, .off = off};
-        return STORE_OK;
-    }
-    int rc = get_dedicated(sp, len, out);
-    if (rc != STORE_OK) sp->refused++;
+    else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
+        sp->refused++;
+    pthread_mutex_unlock(&sp->lock);
     return rc;
 }
 
 void staging_put(staging *sp, staging_buf *b) {
     if (!b->ptr) return;
+    if (b->map_len) munmap(b->ptr, (size_t)b->map_len);
+    pthread_mutex_lock(&sp->lock);
     if (b->map_len) {
-        mkv_unregister_buffer(sp->mc, b->ptr);
-        munmap(b->ptr, (size_t)b->map_len);
         sp->dedicated--;
         sp->dedicated_bytes -= b->map_len;
     } else {
         seg_alloc_release(sp->alloc, b->off, b->len);
     }
+    pthread_mutex_unlock(&sp->lock);
     b->ptr = NULL;
 }
 
-void staging_get_stats(const staging *sp, staging_stats *st) {
+void staging_get_stats(staging *sp, staging_stats *st) {
     seg_alloc_stats as;
+    pthread_mutex_lock(&sp->lock);
     seg_alloc_get_stats(sp->alloc, &as);
     *st = (staging_stats){.pool_size = sp->size, .pool_used = as.used, .dedicated = sp->dedicated,
                           .dedicated_bytes = sp->dedicated_bytes, .refused = sp->refused};
+    pthread_mutex_unlock(&sp->lock);
 }
 
 void staging_destroy(staging *sp) {
     if (!sp) return;
-    if (sp->base) {
-        mkv_unregister_buffer(sp->mc, sp->base);
-        munmap(sp->base, (size_t)sp->size);
-    }
+    if (sp->base) munmap(sp->base, (size_t)sp->size);
     seg_alloc_destroy(sp->alloc);
+    pthread_mutex_destroy(&sp->lock);
     free(sp);
 }

@@ -6,8 +6,13 @@
  * a GET's value is read from the nodes into one and sent from there. One
  * pool, registered once and carved by the offset allocator, bounds the
  * memory in normal use; a value larger than what the pool has free gets
- * a dedicated registered mapping, of which only a few may exist at once,
- * each at most max_value bytes. Not thread-safe: the loop owns it. */
+ * a dedicated mapping, of which only a few may exist at once, each at
+ * most max_value bytes. Thread-safe: the loop allocates, workers transfer.
+ *
+ * The pool is registered once with every mkv_client that moves bytes
+ * (staging_register). A dedicated mapping is registered only around each
+ * transfer, with the client doing it (staging_bind/unbind): a client is
+ * not thread-safe, so no thread registers memory with another's. */
 #ifndef MKV_GATEWAY_STAGING_H
 #define MKV_GATEWAY_STAGING_H
 
@@ -34,14 +39,18 @@ typedef struct staging_stats {
     uint64_t refused;                      /* requests that got STORE_NOSPACE */
 } staging_stats;
 
-/* Maps and registers pool_size bytes with mc (which must outlive the
- * pool). NULL with a message in err. */
-staging *staging_create(mkv_client *mc, uint64_t pool_size, uint64_t max_value, char *err,
-                        size_t errlen);
+/* Maps pool_size bytes. NULL with a message in err. */
+staging *staging_create(uint64_t pool_size, uint64_t max_value, char *err, size_t errlen);
+/* Register the pool with mc / drop that registration (before mkv_close). */
+int staging_register(staging *sp, mkv_client *mc);
+void staging_unregister(staging *sp, mkv_client *mc);
+/* Around one transfer of b by mc: MKV_OK or the registration error. */
+int staging_bind(mkv_client *mc, const staging_buf *b);
+void staging_unbind(mkv_client *mc, const staging_buf *b);
 /* STORE_OK, STORE_TOOBIG (len 0 or above max_value) or STORE_NOSPACE. */
 int staging_get(staging *sp, uint64_t len, staging_buf *out);
 void staging_put(staging *sp, staging_buf *b);
-void staging_get_stats(const staging *sp, staging_stats *st);
+void staging_get_stats(staging *sp, staging_stats *st);
 /* Every buffer must have been put back. */
 void staging_destroy(staging *sp);
 

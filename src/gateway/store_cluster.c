@@ -1,12 +1,11 @@
 /* gateway/store_cluster.c - a store whose values live in the cluster.
  *
- * Every operation is a blocking libmoonkv call on the loop's own
- * mkv_client: the store interface answers synchronously (get returns the
- * bytes, put_end the outcome), so the loop waits for the master and the
- * nodes. Values pass through registered staging memory (staging.c):
- * put_start hands networking a staging buffer the value streams into,
- * put_end puts it to the nodes; get reads into a staging buffer that the
- * pin keeps until the reply is written.
+ * Values pass through registered staging memory (staging.c): put_start
+ * hands networking a staging buffer the value streams into, put_end puts
+ * it to the nodes; get reads into a staging buffer that the pin keeps
+ * until the reply is written. The blocking libmoonkv calls either run
+ * here on the loop's own client or, for the commands gateway_async.c
+ * runs ahead, on a worker with its client (store_cluster.h).
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -18,15 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/moonkv.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
-#include "gateway/staging.h"
+#include "gateway/store_cluster.h"
 #include "server/info.h"
 
 #define KEY_MAX 4096            /* the master's key limit (PROTOCOL.md) */
 #define CTL_TIMEOUT_MS 2000
+#define GATEWAY_WORKERS 2       /* the machine has few cores; transfers mostly wait */
 
 typedef struct cluster_stats {
     uint64_t puts, gets, removes, failed_puts, failed_gets;
@@ -36,19 +35,25 @@ typedef struct cluster_stats {
 typedef struct cluster_store {
     store base;
     struct ev_loop *loop;
-    mkv_client *mc;
+    mkv_client *mc;             /* the loop's own */
     staging *pool;
+    workers *workers;
     char master[CONFIG_STR_MAX];
     int replicas;
     redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     ev_prepare reap;
+    gw_fetch *offered;          /* cluster_offer */
+    size_t noffered;
     cluster_stats stats;
 } cluster_store;
 
 struct store_put {
     staging_buf buf;
+    int shipped;                /* cluster_ship ran: ship_rc is the outcome */
+    int ship_rc;
+    char errstr[sizeof ((store *)0)->errstr];
     size_t keylen;
     char key[];
 };
@@ -59,16 +64,18 @@ struct store_pin {
 
 static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 
-/* MKV_E* to STORE_*, with the library's message in errstr when the
- * command code will show it. */
-static int cs_fail(cluster_store *cs, int rc) {
+workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
+
+/* MKV_E* to STORE_*, with the library's message in errstr for the
+ * codes whose reply shows it. */
+static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     switch (rc) {
     case MKV_OK: return STORE_OK;
     case MKV_ENOTFOUND: return STORE_NOTFOUND;
     case MKV_EEXISTS: return STORE_EXISTS;
     case MKV_ENOSPACE: return STORE_NOSPACE;
     default:
-        snprintf(cs->base.errstr, sizeof cs->base.errstr, "%s", mkv_last_error(cs->mc));
+        snprintf(errstr, len, "%s", mkv_last_error(mc));
         return STORE_ERR;
     }
 }
@@ -88,7 +95,7 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
         snprintf(s->errstr, sizeof s->errstr, "the cluster stores values of at least 1 byte");
         return STORE_ERR;
     }
-    store_put *p = xmalloc(sizeof *p + keylen);
+    store_put *p = xcalloc(1, sizeof *p + keylen);
     int rc = staging_get(cs->pool, size, &p->buf);
     if (rc != STORE_OK) {
         free(p);
@@ -101,29 +108,44 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
     return STORE_OK;
 }
 
+void cluster_ship(store *s, mkv_client *mc, store_put *p) {
+    int rc = staging_bind(mc, &p->buf);
+    if (rc == MKV_OK) {
+        rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs_of(s)->replicas);
+        staging_unbind(mc, &p->buf);
+    }
+    p->ship_rc = store_code(rc, mc, p->errstr, sizeof p->errstr);
+    p->shipped = 1;
+}
+
 static void put_free(cluster_store *cs, store_put *p) {
     staging_put(cs->pool, &p->buf);
     free(p);
 }
 
+static void bury(cluster_store *cs, staging_buf b) {
+    if (cs->ndead == cs->capdead) {
+        cs->capdead = cs->capdead ? cs->capdead * 2 : 8;
+        cs->dead = xrealloc(cs->dead, cs->capdead * sizeof *cs->dead);
+    }
+    cs->dead[cs->ndead++] = b;
+}
+
 static int cs_put_end(store *s, store_put *p) {
     cluster_store *cs = cs_of(s);
-    int rc = mkv_put(cs->mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs->replicas);
-    if (rc == MKV_OK) {
+    if (!p->shipped) cluster_ship(s, cs->mc, p);
+    int rc = p->ship_rc;
+    if (rc == STORE_OK) {
         cs->stats.puts++;
         cs->stats.bytes_put += p->buf.len;
         put_free(cs, p);
         return STORE_OK;
     }
     cs->stats.failed_puts++;
-    int code = cs_fail(cs, rc);
-    if (cs->ndead == cs->capdead) {
-        cs->capdead = cs->capdead ? cs->capdead * 2 : 8;
-        cs->dead = xrealloc(cs->dead, cs->capdead * sizeof *cs->dead);
-    }
-    cs->dead[cs->ndead++] = p->buf;
+    memcpy(s->errstr, p->errstr, sizeof s->errstr);
+    bury(cs, p->buf);
     free(p);
-    return code;
+    return rc;
 }
 
 static void cs_put_abort(store *s, store_put *p) { put_free(cs_of(s), p); }
@@ -138,43 +160,95 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
 
 static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
     if (!key_ok(keylen)) return STORE_NOTFOUND;
-    return cs_fail(cs_of(s), mkv_size(cs_of(s)->mc, key, keylen, len));
+    cluster_store *cs = cs_of(s);
+    return store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
+}
+
+/* size, staging memory, then the bytes (checksum verified by the library). */
+void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
+    cluster_store *cs = cs_of(s);
+    f->buf.ptr = NULL;
+    f->len = 0;
+    if (!key_ok(f->keylen)) {
+        f->rc = STORE_NOTFOUND;
+        return;
+    }
+    uint64_t size;
+    int rc = mkv_size(mc, f->key, f->keylen, &size);
+    if (rc != MKV_OK) {
+        f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
+        return;
+    }
+    if (staging_get(cs->pool, size, &f->buf) != STORE_OK) {
+        snprintf(f->errstr, sizeof f->errstr, "no staging memory for a value of %llu bytes",
+                 (unsigned long long)size);
+        f->rc = STORE_ERR;
+        return;
+    }
+    size_t got = 0;
+    rc = staging_bind(mc, &f->buf);
+    if (rc == MKV_OK) {
+        rc = mkv_get(mc, f->key, f->keylen, f->buf.ptr, (size_t)size, &got);
+        staging_unbind(mc, &f->buf);
+    }
+    f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
+    if (f->rc != STORE_OK) staging_put(cs->pool, &f->buf);
+    else f->len = got;
+}
+
+/* The fetch's outcome as get's: its buffer moves into a pin. */
+static int fetch_result(cluster_store *cs, gw_fetch *f, const void **data, uint64_t *len,
+                        store_pin **pin) {
+    if (f->rc == STORE_OK) {
+        cs->stats.gets++;
+        cs->stats.bytes_got += f->len;
+        store_pin *p = xmalloc(sizeof *p);
+        p->buf = f->buf;
+        f->buf.ptr = NULL;
+        *data = p->buf.ptr;
+        *len = f->len;
+        *pin = p;
+        return STORE_OK;
+    }
+    if (f->rc != STORE_NOTFOUND) cs->stats.failed_gets++;
+    memcpy(cs->base.errstr, f->errstr, sizeof cs->base.errstr);
+    return f->rc;
+}
+
+static gw_fetch *offered_fetch(cluster_store *cs, const void *key, size_t keylen) {
+    for (size_t i = 0; i < cs->noffered; i++) {
+        gw_fetch *f = &cs->offered[i];
+        if (f->keylen == keylen && (f->rc != STORE_OK || f->buf.ptr) && memcmp(f->key, key, keylen) == 0)
+            return f;
+    }
+    return NULL;
 }
 
 static int cs_get(store *s, const void *key, size_t keylen, const void **data, uint64_t *len,
                   store_pin **pin) {
     cluster_store *cs = cs_of(s);
-    uint64_t size;
-    int rc = cs_size_of(s, key, keylen, &size);
-    if (rc != STORE_OK) return rc;
-    store_pin *p = xmalloc(sizeof *p);
-    rc = staging_get(cs->pool, size, &p->buf);
-    if (rc != STORE_OK) {
-        free(p);
-        snprintf(s->errstr, sizeof s->errstr, "no staging memory for a value of %llu bytes",
-                 (unsigned long long)size);
-        cs->stats.failed_gets++;
-        return STORE_ERR;
-    }
-    size_t got = 0;
-    rc = mkv_get(cs->mc, key, keylen, p->buf.ptr, (size_t)size, &got);
-    if (rc != MKV_OK) {
-        staging_put(cs->pool, &p->buf);
-        free(p);
-        if (rc != MKV_ENOTFOUND) cs->stats.failed_gets++;
-        return cs_fail(cs, rc);
-    }
-    cs->stats.gets++;
-    cs->stats.bytes_got += got;
-    *data = p->buf.ptr;
-    *len = got;
-    *pin = p;
-    return STORE_OK;
+    gw_fetch *f = offered_fetch(cs, key, keylen);
+    if (f) return fetch_result(cs, f, data, len, pin);
+    gw_fetch now = {.key = key, .keylen = keylen};
+    cluster_fetch(s, cs->mc, &now);
+    return fetch_result(cs, &now, data, len, pin);
 }
 
 static void cs_release(store *s, store_pin *p) {
     staging_put(cs_of(s)->pool, &p->buf);
     free(p);
+}
+
+void cluster_offer(store *s, gw_fetch *f, size_t n) {
+    cs_of(s)->offered = f;
+    cs_of(s)->noffered = n;
+}
+
+void cluster_withdraw(store *s) {
+    cluster_store *cs = cs_of(s);
+    for (size_t i = 0; i < cs->noffered; i++) staging_put(cs->pool, &cs->offered[i].buf);
+    cs->offered = NULL;
+    cs->noffered = 0;
 }
 
 /* The store interface has no error for these: a failure counts as "no"
@@ -204,7 +278,7 @@ static redisContext *ctl_conn(cluster_store *cs) {
     cs->ctl = NULL;
     char host[CONFIG_STR_MAX];
     int port;
-    if (parse_hostport(cs->master, host, sizeof host, &port) < 0) return NULL;
+    if (parse_hostport(cs->master, host, sizeof host, &port) != 0) return NULL;
     struct timeval tv = {CTL_TIMEOUT_MS / 1000, (CTL_TIMEOUT_MS % 1000) * 1000};
     redisContext *rc = redisConnectWithTimeout(host, port, tv);
     if (!rc || rc->err || redisSetTimeout(rc, tv) != REDIS_OK) {
@@ -253,6 +327,8 @@ void cluster_store_info(store *s, resp_buf *out) {
     staging_get_stats(cs->pool, &st);
     info_field(out, "master", "%s", cs->master);
     info_field(out, "replicas", "%d", cs->replicas);
+    info_field(out, "workers", "%d", GATEWAY_WORKERS);
+    info_field(out, "jobs_inflight", "%zu", workers_inflight(cs->workers));
     info_field(out, "staging_pool_bytes", "%llu", (unsigned long long)st.pool_size);
     info_field(out, "staging_used_bytes", "%llu", (unsigned long long)st.pool_used);
     info_field(out, "staging_dedicated", "%llu", (unsigned long long)st.dedicated);
@@ -271,20 +347,30 @@ void cluster_store_info(store *s, resp_buf *out) {
  * adds no section of its own. */
 static void cs_info(store *s, resp_buf *out, const char *section) {}
 
+static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
+static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, mc); }
+
 static void cs_destroy(store *s) {
     cluster_store *cs = cs_of(s);
-    if (cs->loop) ev_prepare_stop(cs->loop, &cs->reap);
-    if (cs->pool) reap_cb(cs->loop, &cs->reap, 0);
+    /* First: finishing jobs returns their buffers to the pool. */
+    workers_destroy(cs->workers);
+    if (cs->loop) {
+        ev_prepare_stop(cs->loop, &cs->reap);
+        reap_cb(cs->loop, &cs->reap, 0);
+    }
     free(cs->dead);
+    if (cs->mc) {
+        if (cs->pool) staging_unregister(cs->pool, cs->mc);
+        mkv_close(cs->mc);
+    }
     staging_destroy(cs->pool);
-    if (cs->mc) mkv_close(cs->mc);
     if (cs->ctl) redisFree(cs->ctl);
     free(cs);
 }
 
 static const store_ops cluster_ops = {
     .put_start = cs_put_start,
-    .put_progress = NULL,   /* libmoonkv has no partial put: put_end ships it whole */
+    .put_progress = NULL,   /* libmoonkv has no partial put: the value ships whole */
     .put_end = cs_put_end,
     .put_abort = cs_put_abort,
     .get = cs_get,
@@ -310,7 +396,8 @@ static void join_addrs(const mkv_config *cfg, char *buf, size_t len) {
     }
 }
 
-static int connect_client(cluster_store *cs, const mkv_config *cfg, char *err, size_t errlen) {
+/* The loop's client and the workers' clients, all with the pool registered. */
+static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, size_t errlen) {
     char addrs[CONFIG_MAX_ADDRS * (CONFIG_STR_MAX + 1)];
     join_addrs(cfg, addrs, sizeof addrs);
     mkv_options opt;
@@ -321,9 +408,17 @@ static int connect_client(cluster_store *cs, const mkv_config *cfg, char *err, s
     if (addrs[0]) opt.data_addrs = addrs;
     if (cfg->replicas > 0) opt.replicas = cfg->replicas;
     int rc = mkv_connect(&cs->mc, &opt);
+    if (rc == MKV_OK) rc = staging_register(cs->pool, cs->mc);
     if (rc != MKV_OK) {
-        snprintf(err, errlen, "cannot connect to the master %s: %s", cs->master,
+        snprintf(err, errlen, "cannot use the master %s: %s", cs->master,
                  cs->mc ? mkv_last_error(cs->mc) : mkv_last_error(NULL));
+        return -1;
+    }
+    char werr[256];
+    cs->workers = workers_create(cs->loop, GATEWAY_WORKERS, &opt, pool_setup, pool_teardown, cs->pool,
+                                 werr, sizeof werr);
+    if (!cs->workers) {
+        snprintf(err, errlen, "cannot use the master %s: %s", cs->master, werr);
         return -1;
     }
     return 0;
@@ -332,20 +427,16 @@ static int connect_client(cluster_store *cs, const mkv_config *cfg, char *err, s
 store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen) {
     cluster_store *cs = xcalloc(1, sizeof *cs);
     cs->base.ops = &cluster_ops;
+    cs->loop = loop;
     snprintf(cs->master, sizeof cs->master, "%s", cfg->master[0] ? cfg->master : "127.0.0.1:7380");
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
-    if (connect_client(cs, cfg, err, errlen) < 0) {
-        cs_destroy(&cs->base);
-        return NULL;
-    }
-    cs->pool = staging_create(cs->mc, cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);
-    if (!cs->pool) {
-        cs_destroy(&cs->base);
-        return NULL;
-    }
-    cs->loop = loop;
     ev_prepare_init(&cs->reap, reap_cb);
     cs->reap.data = cs;
     ev_prepare_start(loop, &cs->reap);
+    cs->pool = staging_create(cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);
+    if (!cs->pool || connect_clients(cs, cfg, err, errlen) < 0) {
+        cs_destroy(&cs->base);
+        return NULL;
+    }
     return &cs->base;
 }
