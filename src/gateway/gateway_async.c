@@ -1,0 +1,165 @@
+/* gateway/gateway_async.c - GET, MGET and SET without stalling the loop.
+ *
+ * The cluster calls block, so these commands do them on a worker first:
+ * the client is blocked, the worker reads the values into staging memory
+ * (GET, MGET) or puts the streamed value to the nodes (SET), and back on
+ * the loop the shared command (t_object.c) runs with the same arguments
+ * and finds the results waiting in the store (store_cluster.h). So the
+ * replies are the standalone server's, byte for byte, from one code path.
+ *
+ * SET with options, or whose value did not stream into the store, runs
+ * the shared command directly: an option it refuses must never have
+ * stored the value first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "gateway/gateway.h"
+#include "gateway/store_cluster.h"
+#include "server/commands.h"
+#include "server/networking.h"
+
+typedef struct gw_call {
+    gw_job job;
+    store *store;
+    client *c;                /* NULL once the client has gone */
+    command_proc *shared;     /* t_object.c's proc, run on the loop */
+    int argc;
+    resp_arg *argv;           /* copies; a SET's value points into the put's buffer */
+    store_put *put;           /* SET: shipped by the worker */
+    uint64_t put_size;
+    gw_fetch *fetch;          /* GET/MGET: one per key */
+    size_t nfetch;
+} gw_call;
+
+/* The rows replaced and the shared procs they wrap (static: the command
+ * table keeps pointers to its rows for the server's life). */
+static const char *const async_names[] = {"get", "mget", "set", "put"};
+#define NASYNC (sizeof async_names / sizeof async_names[0])
+static struct {
+    command rows[NASYNC];
+    command_proc *shared[NASYNC];
+} async_table;
+
+/* One allocation: the call, argv, the fetches and the argument bytes.
+ * Argument value_arg (if > 0) is not copied: it lies in the put's buffer. */
+static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
+    size_t bytes = 0;
+    for (int i = 0; i < c->argc; i++)
+        if (i != value_arg) bytes += c->argv[i].len + 1;
+    size_t head = sizeof(gw_call) + (size_t)c->argc * sizeof(resp_arg) + nfetch * sizeof(gw_fetch);
+    gw_call *call = xcalloc(1, head + bytes);
+    call->argv = (resp_arg *)(call + 1);
+    call->fetch = nfetch ? (gw_fetch *)(call->argv + c->argc) : NULL;
+    call->nfetch = nfetch;
+    call->argc = c->argc;
+    char *p = (char *)call + head;
+    for (int i = 0; i < c->argc; i++) {
+        const resp_arg *a = &c->argv[i];
+        if (i == value_arg) {
+            call->argv[i] = (resp_arg){.ptr = a->ptr, .len = a->len, .external = 1};
+            continue;
+        }
+        memcpy(p, a->ptr, a->len);
+        p[a->len] = '\0';
+        call->argv[i] = (resp_arg){.ptr = p, .len = a->len};
+        p += a->len + 1;
+    }
+    call->store = c->srv->store;
+    call->c = c;
+    call->shared = async_table.shared[c->last_cmd - async_table.rows];
+    return call;
+}
+
+static void call_forget_client(client *c, void *ctx) { ((gw_call *)ctx)->c = NULL; }
+
+/* The shared command, as dispatch would run it, on the call's arguments
+ * and with the results ready in the store. */
+static void call_replay(gw_call *call, client *c) {
+    int argc = c->argc;
+    resp_arg *argv = c->argv;
+    c->argc = call->argc;
+    c->argv = call->argv;
+    if (call->put) {
+        c->pending_put = call->put;
+        c->pending_put_size = call->put_size;
+        c->pending_put_err = 0;
+        call->put = NULL;
+    }
+    call->shared(c);
+    commands_abort_put(c);
+    c->argc = argc;
+    c->argv = argv;
+    c->pending_put_size = 0;
+}
+
+static void call_done(gw_job *j) {
+    gw_call *call = (gw_call *)j;
+    store *s = call->store;
+    /* A cancelled job did nothing: the shared command then asks the
+     * cluster itself. */
+    if (!j->cancelled) cluster_offer(s, call->fetch, call->nfetch);
+    client *c = call->c;
+    if (c) {
+        client_set_on_free(c, NULL, NULL);
+        call_replay(call, c);
+        client_unblock(c);
+    } else if (call->put) {
+        /* Its client is gone; a value it sent in full stays stored. */
+        s->ops->put_end(s, call->put);
+    }
+    cluster_withdraw(s);
+    free(call);
+}
+
+static void call_submit(gw_call *call, client *c, void (*run)(gw_job *, mkv_client *)) {
+    call->job.run = run;
+    call->job.done = call_done;
+    client_block(c);
+    client_set_on_free(c, call_forget_client, call);
+    workers_submit(cluster_store_workers(call->store), &call->job);
+}
+
+static void run_fetches(gw_job *j, mkv_client *mc) {
+    gw_call *call = (gw_call *)j;
+    for (size_t i = 0; i < call->nfetch; i++) cluster_fetch(call->store, mc, &call->fetch[i]);
+}
+
+static void run_ship(gw_job *j, mkv_client *mc) {
+    gw_call *call = (gw_call *)j;
+    cluster_ship(call->store, mc, call->put);
+}
+
+/* GET key / MGET key [key ...] */
+static void async_read_command(client *c) {
+    gw_call *call = call_create(c, (size_t)(c->argc - 1), 0);
+    for (size_t i = 0; i < call->nfetch; i++) {
+        call->fetch[i].key = call->argv[i + 1].ptr;
+        call->fetch[i].keylen = call->argv[i + 1].len;
+    }
+    call_submit(call, c, run_fetches);
+}
+
+/* SET key value (no options), the value streamed into the store. */
+static void async_set_command(client *c) {
+    if (c->argc != 3 || !c->pending_put) {
+        async_table.shared[c->last_cmd - async_table.rows](c);
+        return;
+    }
+    gw_call *call = call_create(c, 0, 2);
+    call->put = c->pending_put;
+    call->put_size = c->pending_put_size;
+    c->pending_put = NULL;   /* the call owns it now: dispatch must not abort it */
+    call_submit(call, c, run_ship);
+}
+
+void gateway_async_register(server *srv) {
+    for (size_t i = 0; i < NASYNC; i++) {
+        const command *row = commands_lookup(srv, async_names[i], strlen(async_names[i]));
+        if (!row) continue;   /* t_object_register first */
+        async_table.rows[i] = *row;
+        async_table.shared[i] = row->proc;
+        async_table.rows[i].proc = row->value_arg ? async_set_command : async_read_command;
+        commands_register(srv, &async_table.rows[i], 1);
+    }
+}

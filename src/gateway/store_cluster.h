@@ -1,0 +1,41 @@
+/* gateway/store_cluster.h - what the gateway's async commands need from
+ * the cluster store (internal to src/gateway).
+ *
+ * The store interface is synchronous: get returns the bytes, put_end the
+ * outcome. So the slow part runs ahead on a worker (cluster_fetch,
+ * cluster_ship) and the shared command code then runs on the loop and
+ * finds the result waiting: a shipped put's put_end reports how the ship
+ * went, and get returns an offered fetch instead of asking the cluster. */
+#ifndef MKV_GATEWAY_STORE_CLUSTER_H
+#define MKV_GATEWAY_STORE_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/moonkv.h"
+#include "gateway/staging.h"
+#include "gateway/workers.h"
+#include "server/store.h"
+
+/* One key read ahead. */
+typedef struct gw_fetch {
+    const char *key;
+    size_t keylen;
+    int rc;                   /* STORE_* */
+    staging_buf buf;          /* the value when rc == STORE_OK */
+    uint64_t len;
+    char errstr[sizeof ((store *)0)->errstr];
+} gw_fetch;
+
+workers *cluster_store_workers(store *s);
+
+/* On any thread, with that thread's client. */
+void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f);
+void cluster_ship(store *s, mkv_client *mc, store_put *p);
+
+/* On the loop: get answers these keys from f[] (taking the buffers it
+ * returns) until cluster_withdraw, which frees what was not taken. */
+void cluster_offer(store *s, gw_fetch *f, size_t n);
+void cluster_withdraw(store *s);
+
+#endif

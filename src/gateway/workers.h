@@ -1,0 +1,41 @@
+/* gateway/workers.h - a few threads that make blocking libmoonkv calls
+ * for the loop.
+ *
+ * Each worker owns an mkv_client (a client is not thread-safe). The loop
+ * submits jobs; any idle worker runs one (job->run, on the worker, with
+ * its client) and hands it back; the loop then calls job->done, woken by
+ * an ev_async. Jobs still queued at destroy are not run: done is called
+ * with job->cancelled set, so every job is finished exactly once. */
+#ifndef MKV_GATEWAY_WORKERS_H
+#define MKV_GATEWAY_WORKERS_H
+
+#include <stddef.h>
+
+#include "client/moonkv.h"
+
+struct ev_loop;
+
+typedef struct gw_job gw_job;
+struct gw_job {
+    void (*run)(gw_job *j, mkv_client *mc);
+    void (*done)(gw_job *j);
+    int cancelled;
+    gw_job *next;
+};
+
+typedef struct workers workers;
+
+/* n threads, each with a client connected with opt and set up by
+ * setup(mc, ctx) (e.g. registering memory; MKV_OK or an error). NULL
+ * with a message in err. */
+workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
+                        int (*setup)(mkv_client *mc, void *ctx),
+                        void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
+                        size_t errlen);
+void workers_submit(workers *w, gw_job *j);
+/* Jobs submitted and not yet done. */
+size_t workers_inflight(const workers *w);
+/* Waits for the running jobs, cancels the queued ones, finishes all. */
+void workers_destroy(workers *w);
+
+#endif
