@@ -47,4 +47,3 @@ static int role_missing(server *srv) {
 }
 
 __attribute__((weak)) int node_role_main(server *srv) { return role_missing(srv); }
-__attribute__((weak)) int gateway_role_main(server *srv) { return role_missing(srv); }
