@@ -1,0 +1,216 @@
+# Starting and stopping servers under test.
+#
+#   start_server {options} {body}
+#     options (a dict): args {extra flags}  segment-size 256MB
+#                       kind moonkv|redis   (redis = a real redis-server)
+#   Inside body: r <cmd> ... (a lazily opened default client), srv port,
+#   srv host, srv log, srv pid, new_client (another client to this server).
+#
+# The server runs under a small sh wrapper that records its exit status in
+# the log, so a crash or a sanitizer exit code is seen when it stops.
+
+namespace eval srv {
+    variable stack {}
+    variable port_lo 22000
+    variable port_hi 22999
+    variable next_port -1
+    variable seq 0
+    variable sanitizer_re {ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer}
+}
+
+proc srv::port_free {port} {
+    if {[catch {socket -server {apply {{args} {}}} -myaddr 127.0.0.1 $port} s]} {
+        return 0
+    }
+    close $s
+    return 1
+}
+
+# Next free port of our range, round robin from a random start so two runs
+# at once rarely collide.
+proc srv::pick_port {} {
+    variable next_port
+    variable port_lo
+    variable port_hi
+    set span [expr {$port_hi - $port_lo + 1}]
+    if {$next_port < 0} { set next_port [expr {int(rand() * $span)}] }
+    for {set i 0} {$i < $span} {incr i} {
+        set port [expr {$port_lo + ($next_port % $span)}]
+        incr next_port
+        if {[port_free $port]} { return $port }
+    }
+    error "no free port in $port_lo-$port_hi"
+}
+
+proc srv::alive {pid} {
+    if {[catch {open /proc/$pid/stat r} f]} { return 0 }
+    set stat [read $f]
+    close $f
+    # The state follows the parenthesised command name; Z is a dead child.
+    set state [lindex [string range $stat [expr {[string last ")" $stat] + 2}] end] 0]
+    return [expr {$state ne "Z" && $state ne "X"}]
+}
+
+proc srv::command_line {kind port opts} {
+    set extra [expr {[dict exists $opts args] ? [dict get $opts args] : {}}]
+    if {$kind eq "redis"} {
+        return [list redis-server --port $port --bind 127.0.0.1 --save "" \
+                    --appendonly no {*}$extra]
+    }
+    set seg [expr {[dict exists $opts segment-size] ? [dict get $opts segment-size] : "256MB"}]
+    return [list $::tt::server_path --port $port --bind 127.0.0.1 \
+                --segment-size $seg {*}$extra]
+}
+
+proc srv::log_dir {} {
+    set dir [file join $::tt::root build test-logs]
+    file mkdir $dir
+    return $dir
+}
+
+proc srv::launch {kind opts} {
+    variable seq
+    set port [pick_port]
+    set log [file join [log_dir] "tcl-[file rootname $::tt::file]-[incr seq]-$port.log"]
+    set pidfile $log.pid
+    file delete $pidfile
+    set cmd [command_line $kind $port $opts]
+    set fh [open $log w]
+    puts $fh "\[harness\] [join $cmd]"
+    close $fh
+    # The wrapper writes the server's pid, waits for it and logs its status.
+    set script {"$@" >>"$LOG" 2>&1 & p=$!; echo $p >"$LOG.pid"; wait $p; echo "[harness] exit status $?" >>"$LOG"}
+    set ::env(LOG) $log
+    set wrapper [exec sh -c $script sh {*}$cmd &]
+    unset ::env(LOG)
+    set deadline [expr {[clock milliseconds] + [scaled_ms 15000]}]
+    set pid ""
+    while {[clock milliseconds] < $deadline} {
+        if {$pid eq "" && [file exists $pidfile]} {
+            set f [open $pidfile r]; set pid [string trim [read $f]]; close $f
+        }
+        if {$pid ne "" && ![alive $pid]} { break }
+        if {$pid ne "" && ![catch {socket 127.0.0.1 $port} s]} {
+            close $s
+            return [dict create kind $kind port $port host 127.0.0.1 log $log \
+                        pid $pid wrapper $wrapper client "" log_seen 0 dead 0]
+        }
+        esleep 20
+    }
+    catch {exec kill -KILL $pid}
+    error "server did not start on port $port (see $log): [log_tail $log]"
+}
+
+proc srv::log_tail {log {lines 5}} {
+    if {[catch {open $log r} f]} { return "" }
+    set text [read $f]
+    close $f
+    return [join [lrange [split [string trim $text] \n] end-[expr {$lines - 1}] end] " | "]
+}
+
+proc srv::read_log {log} {
+    set f [open $log r]
+    fconfigure $f -translation binary
+    set text [read $f]
+    close $f
+    return $text
+}
+
+# Stops the server with SIGTERM and returns "" or what went wrong.
+proc srv::stop {s} {
+    set pid [dict get $s pid]
+    if {![alive $pid]} {
+        set problem "server crashed"
+    } else {
+        set problem ""
+        catch {exec kill -TERM $pid}
+        set deadline [expr {[clock milliseconds] + [scaled_ms 10000]}]
+        while {[alive $pid] && [clock milliseconds] < $deadline} { esleep 20 }
+        if {[alive $pid]} {
+            catch {exec kill -KILL $pid}
+            set problem "server did not exit within 10 s of SIGTERM"
+        }
+    }
+    # Give the wrapper time to log the exit status.
+    set deadline [expr {[clock milliseconds] + 2000}]
+    while {[alive [dict get $s wrapper]] && [clock milliseconds] < $deadline} { esleep 10 }
+    set text [read_log [dict get $s log]]
+    if {[regexp {\[harness\] exit status (\d+)} $text -> status] && $status != 0} {
+        if {$problem eq ""} { set problem "server exited with status $status" }
+        append problem " (status $status)"
+    }
+    variable sanitizer_re
+    if {[regexp -line "^.*($sanitizer_re).*\$" $text line]} {
+        append problem " sanitizer report: [string range $line 0 200]"
+    }
+    if {$problem ne ""} { append problem " (log: [dict get $s log])" }
+    return [string trim $problem]
+}
+
+# Called after every test: a dead server or a new sanitizer report in its
+# log fails the test that was running.
+proc srv_health_problem {} {
+    if {[llength $::srv::stack] == 0} { return "" }
+    set s [lindex $::srv::stack end]
+    if {[dict get $s dead]} { return "" }
+    set problem ""
+    if {![srv::alive [dict get $s pid]]} {
+        set problem "server crashed (log: [dict get $s log]: [srv::log_tail [dict get $s log] 3])"
+    } else {
+        set text [srv::read_log [dict get $s log]]
+        if {[regexp -line "^.*($::srv::sanitizer_re).*\$" $text line]} {
+            set problem "sanitizer report in [dict get $s log]: $line"
+        }
+    }
+    if {$problem ne ""} {
+        lset ::srv::stack end [dict set s dead 1]
+    }
+    return $problem
+}
+
+proc srv {what} {
+    set s [lindex $::srv::stack end]
+    return [dict get $s $what]
+}
+
+proc new_client {{timeout_ms 0}} {
+    return [resp_client [srv host] [srv port] $timeout_ms]
+}
+
+# The default client of the innermost server, reopened if a test closed it.
+proc r {args} {
+    set s [lindex $::srv::stack end]
+    set c [dict get $s client]
+    if {$c eq "" || [info commands $c] eq ""} {
+        set c [new_client]
+        lset ::srv::stack end [dict set s client $c]
+    }
+    return [$c {*}$args]
+}
+
+proc reset_client {} {
+    set s [lindex $::srv::stack end]
+    set c [dict get $s client]
+    if {$c ne "" && [info commands $c] ne ""} { $c close }
+    lset ::srv::stack end [dict set s client ""]
+}
+
+proc start_server {opts body} {
+    set kind [expr {[dict exists $opts kind] ? [dict get $opts kind] : $::tt::server_kind}]
+    if {[catch {srv::launch $kind $opts} s]} {
+        tt::report 0 "start_server" $s
+        return
+    }
+    lappend ::srv::stack $s
+    set code [catch {uplevel 1 $body} err opts2]
+    set s [lindex $::srv::stack end]
+    set ::srv::stack [lrange $::srv::stack 0 end-1]
+    if {[dict get $s client] ne "" && [info commands [dict get $s client]] ne ""} {
+        [dict get $s client] close
+    }
+    if {$code == 1} {
+        tt::report 0 "error outside a test" "$err ([lindex [split [dict get $opts2 -errorinfo] \n] end-1])"
+    }
+    set problem [srv::stop $s]
+    tt::report [expr {$problem eq ""}] "$kind server on port [dict get $s port] stopped cleanly" $problem
+}
