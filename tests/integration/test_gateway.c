@@ -1,0 +1,296 @@
+/* tests/integration/test_gateway.c - the gateway role end to end: a
+ * master, three memory nodes and a gateway (--replicas 2) as child
+ * processes, driven over RESP with hiredis exactly as any Redis client
+ * would. Ports 28000-28099. Every child dies on every exit path
+ * (cluster_harness.h); the binary is bounded by an alarm. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "test.h"
+#include "cluster_harness.h"
+
+#define MASTER_PORT  28000
+#define GATEWAY_PORT 28001
+#define NODE_PORT    28010   /* + i; data plane on 28020 + i */
+#define NODES        3
+#define TIME_LIMIT_S 85
+
+static pid_t nodes[NODES];
+static redisContext *gw;
+
+static pid_t start_gateway(void) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "gateway");
+    h_argf(&a, "--master=127.0.0.1:%d", MASTER_PORT);
+    h_argf(&a, "--port=%d", GATEWAY_PORT);
+    h_arg(&a, "--replicas");
+    h_arg(&a, "2");
+    /* A staging pool smaller than the 20 MiB value: that one takes the
+     * dedicated-allocation path. */
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "16MB");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    pid_t pid = h_spawn(a.v);
+    if (pid > 0 && h_wait_ping("127.0.0.1", GATEWAY_PORT, pid, 20000) != 0) {
+        h_kill(pid);
+        return -1;
+    }
+    return pid;
+}
+
+static int start_cluster(void) {
+    if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
+    for (int i = 0; i < NODES; i++) {
+        nodes[i] = h_start_node(MASTER_PORT, NODE_PORT + i, NODE_PORT + 10 + i, "64MB");
+        if (nodes[i] < 0) return -1;
+    }
+    if (h_wait_nodes(MASTER_PORT, "alive", NODES, 20000) != 0) return -1;
+    if (start_gateway() < 0) return -1;
+    gw = h_redis(GATEWAY_PORT);
+    return gw ? 0 : -1;
+}
+
+/* ---- helpers ---- */
+
+static redisReply *cmd(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(gw, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static int is_status(redisReply *r, const char *s) {
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, s) == 0;
+}
+
+static int is_error_prefix(redisReply *r, const char *prefix) {
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+static long long integer_of(redisReply *r) { return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1; }
+
+/* SET key to len pattern bytes of seed: 1 if +OK. */
+static int set_pattern(const char *key, size_t len, uint64_t seed) {
+    char *v = xmalloc(len);
+    h_fill(v, len, seed);
+    redisReply *r = cmd("SET %s %b", key, v, len);
+    int ok = is_status(r, "OK");
+    if (!ok) printf("# SET %s (%zu bytes): %s\n", key, len, r && r->str ? r->str : gw->errstr);
+    freeReplyObject(r);
+    free(v);
+    return ok;
+}
+
+/* 1 if r is a bulk of exactly len pattern bytes of seed. */
+static int is_pattern(redisReply *r, size_t len, uint64_t seed) {
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != len) return 0;
+    char *v = xmalloc(len);
+    h_fill(v, len, seed);
+    int same = memcmp(v, r->str, len) == 0;
+    free(v);
+    return same;
+}
+
+static int get_is_pattern(const char *key, size_t len, uint64_t seed) {
+    redisReply *r = cmd("GET %s", key);
+    int ok = is_pattern(r, len, seed);
+    freeReplyObject(r);
+    return ok;
+}
+
+static long long exists_count(const char *key) {
+    redisReply *r = cmd("EXISTS %s", key);
+    long long n = integer_of(r);
+    freeReplyObject(r);
+    return n;
+}
+
+/* A numeric field of the gateway's INFO; -1 if missing. */
+static long long info_field_ll(const char *field) {
+    redisReply *r = cmd("INFO gateway");
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char pat[128];
+        snprintf(pat, sizeof pat, "\r\n%s:", field);
+        const char *p = strstr(r->str, pat);
+        if (p) v = strtoll(p + strlen(pat), NULL, 10);
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* Values that outlive the node kill at the end. */
+static const struct {
+    const char *key;
+    size_t len;
+} sized[] = {
+    {"v:1b", 1},
+    {"v:64k", 64 * 1024},
+    {"v:4m", 4 * 1024 * 1024},
+    {"v:20m", 20 * 1024 * 1024},
+};
+#define NSIZED (sizeof sized / sizeof sized[0])
+
+/* ---- cases ---- */
+
+static void test_set_get_byte_exact(void) {
+    for (size_t i = 0; i < NSIZED; i++) {
+        ASSERT_MSG(set_pattern(sized[i].key, sized[i].len, 100 + i), "SET %s", sized[i].key);
+        ASSERT_MSG(get_is_pattern(sized[i].key, sized[i].len, 100 + i), "GET %s", sized[i].key);
+    }
+    /* The 20 MiB value went through a dedicated staging mapping, which is
+     * gone again once its put ended and its reply was written. */
+    ASSERT_EQ(info_field_ll("staging_dedicated"), 0);
+    ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);
+}
+
+static void test_get_missing_is_null(void) {
+    redisReply *r = cmd("GET %s", "no:such:key");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    r = cmd("STRLEN %s", "no:such:key");
+    ASSERT_EQ(integer_of(r), 0);
+    freeReplyObject(r);
+}
+
+static void test_exists_semantics(void) {
+    ASSERT(set_pattern("e:1", 1000, 7));
+    /* The very bytes again: an idempotent OK, as standalone answers. */
+    ASSERT(set_pattern("e:1", 1000, 7));
+    /* Other bytes: the write-once conflict; the stored value stays. */
+    redisReply *r = cmd("SET %s %s", "e:1", "different");
+    ASSERT_MSG(is_error_prefix(r, "EXISTS key already exists"), "reply %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    r = cmd("SET %s %s NX", "e:1", "different");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    ASSERT(get_is_pattern("e:1", 1000, 7));
+    r = cmd("EXISTS %s %s %s", "e:1", "e:missing", "e:1");
+    ASSERT_EQ(integer_of(r), 2);
+    freeReplyObject(r);
+    r = cmd("STRLEN %s", "e:1");
+    ASSERT_EQ(integer_of(r), 1000);
+    freeReplyObject(r);
+}
+
+static void test_del(void) {
+    ASSERT(set_pattern("d:1", 5000, 9));
+    redisReply *r = cmd("DEL %s %s", "d:1", "d:missing");
+    ASSERT_EQ(integer_of(r), 1);
+    freeReplyObject(r);
+    ASSERT_EQ(exists_count("d:1"), 0);
+    r = cmd("GET %s", "d:1");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    r = cmd("DEL %s", "d:1");
+    ASSERT_EQ(integer_of(r), 0);
+    freeReplyObject(r);
+    /* Removed means free: the key takes new bytes. */
+    ASSERT(set_pattern("d:1", 300, 10));
+    ASSERT(get_is_pattern("d:1", 300, 10));
+}
+
+static void test_mget(void) {
+    ASSERT(set_pattern("m:a", 10, 21));
+    ASSERT(set_pattern("m:b", 70000, 22));
+    redisReply *r = cmd("MGET %s %s %s", "m:a", "m:missing", "m:b");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    ASSERT(is_pattern(r->element[0], 10, 21));
+    ASSERT(r->element[1]->type == REDIS_REPLY_NIL);
+    ASSERT(is_pattern(r->element[2], 70000, 22));
+    freeReplyObject(r);
+}
+
+static void test_dbsize_counts_cluster_objects(void) {
+    /* sized[] 4, e:1, d:1, m:a, m:b */
+    redisReply *r = cmd("DBSIZE");
+    ASSERT_EQ(integer_of(r), (long long)NSIZED + 4);
+    freeReplyObject(r);
+}
+
+static void test_info_gateway_section(void) {
+    redisReply *r = cmd("INFO");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    ASSERT(strstr(r->str, "# Gateway\r\n") != NULL);
+    char want[64];
+    snprintf(want, sizeof want, "\r\nmaster:127.0.0.1:%d\r\n", MASTER_PORT);
+    ASSERT(strstr(r->str, want) != NULL);
+    ASSERT(strstr(r->str, "\r\nreplicas:2\r\n") != NULL);
+    freeReplyObject(r);
+    ASSERT(info_field_ll("cluster_puts") >= (long long)NSIZED);
+}
+
+static void test_scan_refused_clearly(void) {
+    redisReply *r = cmd("SCAN 0");
+    ASSERT(is_error_prefix(r, "ERR SCAN is not supported by the gateway"));
+    freeReplyObject(r);
+}
+
+/* Half a value, then the client is gone: no key, no staging left. */
+static void test_disconnect_mid_value_leaves_no_key(void) {
+    redisContext *c = h_redis(GATEWAY_PORT);
+    ASSERT(c);
+    const size_t total = 3 * 1024 * 1024, sent = total / 2;
+    char hdr[128];
+    int n = snprintf(hdr, sizeof hdr, "*3\r\n$3\r\nSET\r\n$6\r\nhalf:1\r\n$%zu\r\n", total);
+    char *body = xcalloc(1, sent);
+    int ok = write(c->fd, hdr, (size_t)n) == n;
+    for (size_t off = 0; ok && off < sent;) {
+        ssize_t w = write(c->fd, body + off, sent - off);
+        if (w <= 0) ok = 0;
+        else off += (size_t)w;
+    }
+    free(body);
+    redisFree(c);
+    ASSERT(ok);
+    /* The gateway notices the close on its next loop turn. */
+    uint64_t end = mono_ms() + 5000;
+    while (mono_ms() < end && info_field_ll("staging_used_bytes") != 0) usleep(20 * 1000);
+    ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);
+    ASSERT_EQ(exists_count("half:1"), 0);
+    redisReply *r = cmd("GET %s", "half:1");
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    /* Nothing was left pending at the master either: the key is free. */
+    ASSERT(set_pattern("half:1", 1234, 31));
+    ASSERT(get_is_pattern("half:1", 1234, 31));
+}
+
+/* With two replicas, losing one node loses nothing. */
+static void test_node_killed_values_survive(void) {
+    h_kill(nodes[0]);
+    nodes[0] = 0;
+    for (size_t i = 0; i < NSIZED; i++)
+        ASSERT_MSG(get_is_pattern(sized[i].key, sized[i].len, 100 + i), "GET %s after the kill",
+                   sized[i].key);
+    ASSERT(get_is_pattern("e:1", 1000, 7));
+    ASSERT(get_is_pattern("m:b", 70000, 22));
+}
+
+int main(void) {
+    h_init(TIME_LIMIT_S);
+    if (start_cluster() != 0) {
+        printf("not ok - start_cluster: master, %d nodes and a gateway did not come up\n", NODES);
+        return 1;
+    }
+    RUN_TEST(test_set_get_byte_exact);
+    RUN_TEST(test_get_missing_is_null);
+    RUN_TEST(test_exists_semantics);
+    RUN_TEST(test_del);
+    RUN_TEST(test_mget);
+    RUN_TEST(test_dbsize_counts_cluster_objects);
+    RUN_TEST(test_info_gateway_section);
+    RUN_TEST(test_scan_refused_clearly);
+    RUN_TEST(test_disconnect_mid_value_leaves_no_key);
+    RUN_TEST(test_node_killed_values_survive);
+    redisFree(gw);
+    TEST_EXIT();
+}
