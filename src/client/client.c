@@ -134,6 +134,7 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
      * have restarted, and a put or get is safe to send again. */
     if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
     redisReply *r = redisCommandArgv(c->rc, argc, argv, argvlen);
+    *code = MKV_OK;
     if (r) return r;
     int timed_out = c->rc->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
     *code = mkv_fail(c, timed_out ? MKV_ETIMEDOUT : MKV_ECONN, "master %s:%d: %s", c->host,

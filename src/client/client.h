@@ -93,8 +93,8 @@ struct mkv_client {
 /* Record why and return code, so error paths read `return mkv_fail(...)`. */
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Send one command (binary-safe arguments) and wait for its reply.
- * NULL after recording MKV_ECONN/MKV_ETIMEDOUT in *code. */
+/* Send one command (binary-safe arguments) and wait for its reply;
+ * *code is MKV_OK, or MKV_ECONN/MKV_ETIMEDOUT when it returns NULL. */
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code);
 /* Map a master error reply ("EXISTS ...", "NOSPACE ...") to an MKV_E*

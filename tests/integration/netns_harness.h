@@ -23,7 +23,7 @@
 typedef struct netns_set {
     int n;
     char name[NETNS_MAX][32];
-    char veth_host[NETNS_MAX][16], veth_ns[NETNS_MAX][16];
+    char veth_host[NETNS_MAX][32], veth_ns[NETNS_MAX][32];   /* names fit IFNAMSIZ: at most 10 chars */
     int made[NETNS_MAX];
     char why[640];               /* first failure, for the skip note */
 } netns_set;

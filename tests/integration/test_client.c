@@ -121,16 +121,14 @@ static void test_bad_arguments(void) {
 }
 
 static void test_unregistered_refused(void) {
-    unsigned char *heap = malloc(8192);
-    ASSERT(heap);
-    memset(heap, 7, 8192);
+    static unsigned char heap[8192];   /* never registered */
+    memset(heap, 7, sizeof heap);
     int rc = mkv_put(cli, "unreg", 5, heap, 8192, 1);
     int rc2 = mkv_put(cli, "unreg", 5, src + BIG - 100, 200, 1);   /* runs past the end */
     ASSERT_EQ(mkv_exists(cli, "unreg", 5), 0);
     ASSERT_EQ(mkv_put(cli, "unreg", 5, src, 8192, 1), MKV_OK);
     size_t got = 0;
     int rc3 = mkv_get(cli, "unreg", 5, heap, 8192, &got);
-    free(heap);
     ASSERT_EQ(rc, MKV_ENOTREG);
     ASSERT_EQ(rc2, MKV_ENOTREG);
     ASSERT_EQ(rc3, MKV_ENOTREG);

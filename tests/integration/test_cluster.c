@@ -161,7 +161,7 @@ static void test_node_joins_mid_traffic(void) {
         snprintf(key, sizeof key, "join:%u", i);
         ASSERT_EQ(mkv_put(cli, key, strlen(key), src, 4096, 1), MKV_OK);
         if (i == 5) {
-            ASSERT_EQ(start_node("64MB"), 0);
+            ASSERT_EQ(start_node("128MB"), 0);   /* the most free: placement prefers it */
             started = 1;
         }
         if (!started) continue;
