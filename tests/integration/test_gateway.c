@@ -20,6 +20,7 @@
 #define TIME_LIMIT_S 85
 
 static pid_t nodes[NODES];
+static pid_t gateway;
 static redisContext *gw;
 
 static pid_t start_gateway(void) {
@@ -52,7 +53,7 @@ static int start_cluster(void) {
         if (nodes[i] < 0) return -1;
     }
     if (h_wait_nodes(MASTER_PORT, "alive", NODES, 20000) != 0) return -1;
-    if (start_gateway() < 0) return -1;
+    if ((gateway = start_gateway()) < 0) return -1;
     gw = h_redis(GATEWAY_PORT);
     return gw ? 0 : -1;
 }
@@ -275,6 +276,22 @@ static void test_node_killed_values_survive(void) {
     ASSERT(get_is_pattern("m:b", 70000, 22));
 }
 
+/* SIGTERM with blocked clients' work done: exit 0 (under ASan that
+ * also means no leak). */
+static void test_sigterm_exits_cleanly(void) {
+    redisFree(gw);
+    gw = NULL;
+    kill(gateway, SIGTERM);
+    int status = -1;
+    uint64_t end = mono_ms() + 10000;
+    pid_t got = 0;
+    while (mono_ms() < end && (got = waitpid(gateway, &status, WNOHANG)) == 0) usleep(20 * 1000);
+    if (got == gateway) h_forget(gateway);
+    ASSERT_EQ(got, gateway);
+    ASSERT(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
     h_init(TIME_LIMIT_S);
     if (start_cluster() != 0) {
@@ -291,6 +308,7 @@ int main(void) {
     RUN_TEST(test_scan_refused_clearly);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_node_killed_values_survive);
-    redisFree(gw);
+    RUN_TEST(test_sigterm_exits_cleanly);
+    if (gw) redisFree(gw);
     TEST_EXIT();
 }
