@@ -50,7 +50,7 @@ proc file_selected {path} {
     return 0
 }
 
-set t0 [clock milliseconds]
+set ::tt_t0 [clock milliseconds]
 foreach path [lsort [glob -directory [file join $::tt_dir unit] *.tcl]] {
     if {![file_selected $path]} continue
     set ::tt::file [file tail $path]
@@ -65,7 +65,7 @@ foreach path [lsort [glob -directory [file join $::tt_dir unit] *.tcl]] {
     }
     puts "# $::tt::file: [expr {([clock milliseconds] - $ft0) / 1000.0}] s"
 }
-set secs [expr {([clock milliseconds] - $t0) / 1000.0}]
+set secs [expr {([clock milliseconds] - $::tt_t0) / 1000.0}]
 puts "# [expr {$::tt::passed + $::tt::failed}] tests, $::tt::passed passed ($::tt::skipped skipped), $::tt::failed failed in $secs s"
 foreach f $::tt::failures { puts "#   failed: $f" }
 exit [expr {$::tt::failed > 0}]
