@@ -18,9 +18,8 @@ typedef struct put_item {
 static int check_obj(mkv_client *c, const mkv_obj *o) {
     int rc = mkv_check_key(c, o->key, o->keylen);
     if (rc != MKV_OK) return rc;
-    if (!o->buf || o->len == 0)
-        return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
-    if (!mkv_region_find(&c->regions, o->buf, o->len))
+    if (o->len == 0) return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
+    if (!o->buf || !mkv_region_find(&c->regions, o->buf, o->len))
         return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
     return MKV_OK;
 }
