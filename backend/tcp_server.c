@@ -13,10 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "backend/auth.h"
 #include "backend/netio.h"
+#include "backend/shm_transport.h"
 #include "backend/wire.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -32,7 +35,8 @@ typedef struct conn {
 
 struct te_tcp_server {
     te_server_config cfg;
-    int lfd[TE_MAX_PATHS];
+    int lfd[TE_MAX_PATHS + 1];    /* TCP listeners, then the shm socket if any */
+    int nlfd;
     int port[TE_MAX_PATHS];
     int wake[2];              /* pipe: tells the acceptor to stop */
     pthread_t acceptor;
@@ -75,6 +79,30 @@ static int listen_on(const char *addr, int *port, char *err, size_t errlen) {
     return fd;
 }
 
+/* The shm hand-off socket: a path (mode 0600, only our user may map the
+ * segment) or an abstract name ("@name"). */
+static int listen_unix(const char *path, char *err, size_t errlen) {
+    struct sockaddr_un sa;
+    unsigned sl;
+    char addr[TE_ADDR_LEN];
+    snprintf(addr, sizeof addr, "unix:%s", path);
+    if (te_unix_addr(addr, &sa, &sl) != 0) {
+        snprintf(err, errlen, "shm socket '%s': bad path", path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (path[0] != '@') unlink(path);
+    mode_t old = umask(077);
+    int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sl);
+    umask(old);
+    if (rc < 0 || listen(fd, 128) < 0) {
+        snprintf(err, errlen, "shm socket %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int te_tcp_server_check(te_tcp_server *s, te_op op, const uint8_t cap_wire[TE_CAP_WIRE_LEN],
                         uint64_t off, uint64_t len) {
     te_cap cap;
@@ -104,8 +132,9 @@ static int discard(int fd, uint64_t n, uint64_t dl) {
     return 0;
 }
 
-/* One request, header already read. -1 drops the connection. */
-static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN]) {
+/* One request, header already read; verify_only (shm): answer the
+ * capability check, no payload moves. -1 drops the connection. */
+static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN], int verify_only) {
     te_wire_req rq;
     if (te_wire_req_decode(&rq, hdr) != 0) {
         log_warning("data plane: broken request framing, dropping connection");
@@ -115,13 +144,13 @@ static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ
     int st = te_tcp_server_check(s, rq.op, rq.cap, rq.remote_off, rq.len);
     char *seg = (char *)s->cfg.base + (st == TE_OK ? rq.remote_off : 0);
     atomic_fetch_add(&s->requests, 1);
-    if (rq.op == TE_WRITE) {
+    if (rq.op == TE_WRITE && !verify_only) {
         int rc = st == TE_OK ? te_read_full(fd, seg, rq.len, dl) : discard(fd, rq.len, dl);
         if (rc < 0) return -1;
         if (st == TE_OK) atomic_fetch_add(&s->bytes_in, rq.len);
     }
     te_wire_resp resp = { .cookie = rq.cookie, .status = st,
-                          .len = st == TE_OK && rq.op == TE_READ ? rq.len : 0 };
+                          .len = st == TE_OK && rq.op == TE_READ && !verify_only ? rq.len : 0 };
     uint8_t rh[TE_WIRE_RESP_LEN];
     te_wire_resp_encode(&resp, rh);
     struct iovec iov[2] = { { rh, sizeof rh }, { seg, resp.len } };
@@ -139,9 +168,13 @@ static void *conn_main(void *arg) {
         atomic_fetch_add(&s->auth_fail, 1);
         log_notice("data plane: peer dropped: %s", err);
     } else {
+        int shm = c->listener == s->cfg.nlisten;
         uint8_t hdr[TE_WIRE_REQ_LEN];
-        /* Idle connections wait forever; stop() shuts the socket down. */
-        while (te_read_full(c->fd, hdr, sizeof hdr, 0) == 0 && serve_request(s, c->fd, hdr) == 0) {}
+        if (shm && te_shm_send_segment(c->fd, s->cfg.seg_fd, s->cfg.node_id, s->cfg.size,
+                                       s->cfg.auth_timeout_ms) < 0)
+            log_notice("data plane: shm hand-off failed: %s", strerror(errno));
+        else /* Idle connections wait forever; stop() shuts the socket down. */
+            while (te_read_full(c->fd, hdr, sizeof hdr, 0) == 0 && serve_request(s, c->fd, hdr, shm) == 0) {}
     }
     shutdown(c->fd, SHUT_RDWR);
     pthread_mutex_lock(&s->mu);
@@ -171,6 +204,7 @@ static void reap(te_tcp_server *s, int all) {
 
 static void accept_one(te_tcp_server *s, int li) {
     int fd = accept4(s->lfd[li], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+    int is_tcp = li < s->cfg.nlisten;
     if (fd < 0) return;
     reap(s, 0);
     pthread_mutex_lock(&s->mu);
@@ -181,7 +215,7 @@ static void accept_one(te_tcp_server *s, int li) {
         close(fd);
         return;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (is_tcp) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     atomic_fetch_add(&s->accepted, 1);
     conn *c = xcalloc(1, sizeof *c);
     c->srv = s;
@@ -206,8 +240,8 @@ static void accept_one(te_tcp_server *s, int li) {
 
 static void *acceptor_main(void *arg) {
     te_tcp_server *s = arg;
-    struct pollfd pf[TE_MAX_PATHS + 1];
-    int n = s->cfg.nlisten;
+    struct pollfd pf[TE_MAX_PATHS + 2];
+    int n = s->nlfd;
     for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ .fd = s->lfd[i], .events = POLLIN };
     pf[n] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
     for (;;) {
@@ -231,14 +265,20 @@ te_tcp_server *te_tcp_server_start(const te_server_config *c, char *err, size_t 
     if (s->cfg.auth_timeout_ms <= 0) s->cfg.auth_timeout_ms = 2000;
     if (s->cfg.io_timeout_ms <= 0) s->cfg.io_timeout_ms = 10000;
     pthread_mutex_init(&s->mu, NULL);
-    int i;
-    for (i = 0; i < c->nlisten; i++) {
-        s->lfd[i] = listen_on(c->listen[i], &s->port[i], err, errlen);
-        if (s->lfd[i] < 0) break;
+    int want = c->nlisten + (c->shm_path[0] ? 1 : 0), ok = 1;
+    while (ok && s->nlfd < want) {
+        int i = s->nlfd;
+        s->lfd[i] = i < c->nlisten ? listen_on(c->listen[i], &s->port[i], err, errlen)
+                                   : listen_unix(c->shm_path, err, errlen);
+        if (s->lfd[i] < 0) ok = 0;
+        else s->nlfd++;
     }
-    if (i < c->nlisten || pipe2(s->wake, O_CLOEXEC) < 0) {
-        if (i == c->nlisten) snprintf(err, errlen, "data plane: pipe: %s", strerror(errno));
-        while (i-- > 0) close(s->lfd[i]);
+    if (ok && pipe2(s->wake, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "data plane: pipe: %s", strerror(errno));
+        ok = 0;
+    }
+    if (!ok) {
+        for (int i = 0; i < s->nlfd; i++) close(s->lfd[i]);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return NULL;
@@ -271,10 +311,14 @@ void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void te_tcp_server_drop_conns(te_tcp_server *s, int listener) {
+void te_tcp_server_drop_conns(te_tcp_server *s, int listener, int max) {
     pthread_mutex_lock(&s->mu);
-    for (conn *c = s->conns; c; c = c->next)
-        if (listener < 0 || c->listener == listener) shutdown(c->fd, SHUT_RDWR);
+    int dropped = 0;
+    for (conn *c = s->conns; c && (max <= 0 || dropped < max); c = c->next) {
+        if (listener >= 0 && c->listener != listener) continue;
+        shutdown(c->fd, SHUT_RDWR);
+        dropped++;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -282,7 +326,8 @@ void te_tcp_server_stop(te_tcp_server *s) {
     if (!s) return;
     if (write(s->wake[1], "x", 1) < 0) { /* the acceptor also wakes every second */ }
     pthread_join(s->acceptor, NULL);
-    for (int i = 0; i < s->cfg.nlisten; i++) close(s->lfd[i]);
+    for (int i = 0; i < s->nlfd; i++) close(s->lfd[i]);
+    if (s->cfg.shm_path[0] && s->cfg.shm_path[0] != '@') unlink(s->cfg.shm_path);
     /* Wake every connection thread out of its blocking wait. */
     pthread_mutex_lock(&s->mu);
     for (conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);

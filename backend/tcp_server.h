@@ -25,6 +25,11 @@ typedef struct te_server_config {
     uint8_t cap_key[TE_CAP_KEY_LEN];
     int nlisten;
     char listen[TE_MAX_PATHS][TE_ADDR_LEN];  /* "host:port", port 0 allowed */
+    /* Same-host shared memory (shm_transport.h): when shm_path is set
+     * ("/tmp/x.sock", created 0600, or "@abstract"), local clients get
+     * seg_fd (the memfd behind base) after authenticating. */
+    char shm_path[TE_ADDR_LEN - 5];   /* so "unix:" + it is a TE_ADDR_LEN address */
+    int seg_fd;
     int max_conns;              /* default 256 */
     int auth_timeout_ms;        /* default 2000 */
     int io_timeout_ms;          /* a started payload must finish within (default 10000) */
@@ -43,9 +48,10 @@ void te_tcp_server_set_cap_key(te_tcp_server *s, const uint8_t key[TE_CAP_KEY_LE
 /* Bound port of listener i (useful with port 0), -1 if out of range. */
 int te_tcp_server_port(const te_tcp_server *s, int i);
 void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out);
-/* Cut the connections that came in on listener i (-1: all), as when a
- * NIC goes down: clients see their paths break and retry elsewhere. */
-void te_tcp_server_drop_conns(te_tcp_server *s, int listener);
+/* Cut up to max (<= 0: all) connections that came in on listener i (-1:
+ * any; index nlisten is the shm socket), as when a NIC goes down:
+ * clients see those paths break and retry elsewhere. */
+void te_tcp_server_drop_conns(te_tcp_server *s, int listener, int max);
 /* Closes listeners and connections, joins every thread. */
 void te_tcp_server_stop(te_tcp_server *s);
 

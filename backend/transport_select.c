@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/shm_transport.h"
 #include "backend/tcp_transport.h"
 #include "core/log.h"
 #include "rdma/rdma_transport.h"
@@ -19,6 +20,7 @@ static te_transport *rdma_or_fail(const te_config *cfg, char *err, size_t errlen
 
 te_transport *te_transport_create(const char *name, const te_config *cfg, char *err, size_t errlen) {
     if (!name || !strcmp(name, "tcp")) return te_tcp_create(cfg, err, errlen);
+    if (!strcmp(name, "shm")) return te_shm_create(cfg, err, errlen);
     if (!strcmp(name, "rdma")) return rdma_or_fail(cfg, err, errlen);
     if (!strcmp(name, "auto")) {
         char why[256];

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "backend/cap.h"
 #include "backend/engine.h"
+#include "backend/shm_transport.h"
 #include "backend/tcp_server.h"
 #include "backend/tcp_transport.h"
 #include "core/util.h"
@@ -24,6 +26,7 @@ static const uint8_t KEY[TE_CAP_KEY_LEN] = "engine-test-key";
 typedef struct node {
     uint32_t id;
     char *seg;
+    int seg_fd;               /* shm row: the memfd behind seg */
     void *srv;
     char addrs[2][TE_ADDR_LEN];
 } node;
@@ -34,6 +37,7 @@ typedef struct fixture {
     int (*start)(node *n);       /* fills n->srv and n->addrs */
     void (*stop)(node *n);
     void (*drop_path)(node *n);  /* break the connections of one address */
+    int memfd;                   /* segments must be shareable memfds */
 } fixture;
 
 /* ---- TCP row ---- */
@@ -54,10 +58,30 @@ static int tcp_start(node *n) {
     return 0;
 }
 static void tcp_stop(node *n) { te_tcp_server_stop(n->srv); n->srv = NULL; }
-static void tcp_drop(node *n) { te_tcp_server_drop_conns(n->srv, 0); }
+static void tcp_drop(node *n) { te_tcp_server_drop_conns(n->srv, 0, 0); }
+
+/* ---- shm row: the same server, segment in a memfd, two connections
+ * to its unix socket as the node's two paths ---- */
+
+static int shm_start(node *n) {
+    char err[256];
+    te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = n->id, .nlisten = 1,
+                            .have_cap_key = 1, .seg_fd = n->seg_fd };
+    memcpy(sc.cap_key, KEY, sizeof KEY);
+    snprintf(sc.secret, sizeof sc.secret, SECRET);
+    snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
+    snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-engine-%d-%u", (int)getpid(), n->id);
+    te_tcp_server *s = te_tcp_server_start(&sc, err, sizeof err);
+    if (!s) { printf("# %s\n", err); return -1; }
+    for (int i = 0; i < 2; i++) snprintf(n->addrs[i], TE_ADDR_LEN, "unix:%s", sc.shm_path);
+    n->srv = s;
+    return 0;
+}
+static void shm_drop(node *n) { te_tcp_server_drop_conns(n->srv, 1, 1); }
 
 static const fixture fixtures[] = {
-    { "tcp", te_tcp_create, tcp_start, tcp_stop, tcp_drop },
+    { "tcp", te_tcp_create, tcp_start, tcp_stop, tcp_drop, 0 },
+    { "shm", te_shm_create, shm_start, tcp_stop, shm_drop, 1 },
 };
 
 /* ---- the rig: nodes + engine ---- */
@@ -83,7 +107,14 @@ static int rig_up(rig *r, uint64_t slice) {
     for (int i = 0; i < NNODES; i++) {
         node *n = &r->nodes[i];
         n->id = (uint32_t)i + 1;
-        n->seg = xcalloc(1, SEG_SIZE);
+        n->seg_fd = -1;
+        if (r->fx->memfd) {
+            void *base;
+            if (te_shm_segment_create(SEG_SIZE, 0, &base, &n->seg_fd, err, sizeof err) != 0) return -1;
+            n->seg = base;
+        } else {
+            n->seg = xcalloc(1, SEG_SIZE);
+        }
         if (r->fx->start(n) != 0) return -1;
         const char *a[2] = { n->addrs[0], n->addrs[1] };
         if (te_engine_add_node(r->e, n->id, a, 2, err, sizeof err) != TE_OK) return -1;
@@ -94,8 +125,14 @@ static int rig_up(rig *r, uint64_t slice) {
 static void rig_down(rig *r) {
     te_engine_destroy(r->e);
     for (int i = 0; i < NNODES; i++) {
-        if (r->nodes[i].srv) r->fx->stop(&r->nodes[i]);
-        free(r->nodes[i].seg);
+        node *n = &r->nodes[i];
+        if (n->srv) r->fx->stop(n);
+        if (n->seg_fd >= 0) {
+            munmap(n->seg, SEG_SIZE);
+            close(n->seg_fd);
+        } else {
+            free(n->seg);
+        }
     }
 }
 

@@ -1,0 +1,382 @@
+/* backend/shm_transport.c - see shm_transport.h. */
+#include "backend/shm_transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "backend/auth.h"
+#include "backend/cap.h"
+#include "backend/le.h"
+#include "backend/netio.h"
+#include "backend/wire.h"
+#include "core/util.h"
+
+#define HELLO_LEN      16            /* "MKVS" node_id u32 size u64 */
+#define COPY_SPLIT_MIN (4ULL << 20)  /* split copies above this ... */
+#define COPY_THREADS   3             /* ... over the caller plus these */
+
+/* ---- node side ---- */
+
+int te_shm_segment_create(uint64_t size, int prefault, void **base, int *fd, char *err, size_t errlen) {
+    int f = memfd_create("moonkv-segment", MFD_CLOEXEC);
+    if (f < 0 || ftruncate(f, (off_t)size) < 0) {
+        snprintf(err, errlen, "segment: memfd of %llu bytes: %s", (unsigned long long)size, strerror(errno));
+        if (f >= 0) close(f);
+        return -1;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), f, 0);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "segment: mmap: %s", strerror(errno));
+        close(f);
+        return -1;
+    }
+    *base = p;
+    *fd = f;
+    return 0;
+}
+
+int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, int timeout_ms) {
+    uint8_t hello[HELLO_LEN];
+    memcpy(hello, "MKVS", 4);
+    le_put32(hello + 4, node_id);
+    le_put64(hello + 8, size);
+    char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+    struct iovec iov = { hello, sizeof hello };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &seg_fd, sizeof(int));
+    if (te_wait_fd(sock, POLLOUT, te_deadline(timeout_ms)) < 0) return -1;
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+}
+
+/* ---- copy helpers: large copies split over a few threads ---- */
+
+typedef struct copy_pool {
+    pthread_t th[COPY_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    char *dst[COPY_THREADS];
+    const char *src[COPY_THREADS];
+    size_t len[COPY_THREADS];
+    int posted, finished, stop;
+} copy_pool;
+
+static void *copy_worker(void *arg) {
+    copy_pool *cp = arg;
+    pthread_mutex_lock(&cp->mu);
+    for (;;) {
+        while (!cp->stop && cp->posted == 0) pthread_cond_wait(&cp->work, &cp->mu);
+        if (cp->stop) break;
+        int i = --cp->posted;
+        pthread_mutex_unlock(&cp->mu);
+        memcpy(cp->dst[i], cp->src[i], cp->len[i]);
+        pthread_mutex_lock(&cp->mu);
+        if (++cp->finished == COPY_THREADS) pthread_cond_signal(&cp->done);
+    }
+    pthread_mutex_unlock(&cp->mu);
+    return NULL;
+}
+
+static void pool_copy(copy_pool *cp, char *dst, const char *src, uint64_t len) {
+    if (len < COPY_SPLIT_MIN || !cp) { memcpy(dst, src, len); return; }
+    uint64_t part = (len / (COPY_THREADS + 1)) & ~(uint64_t)4095;
+    pthread_mutex_lock(&cp->mu);
+    for (int i = 0; i < COPY_THREADS; i++) {
+        cp->dst[i] = dst + (uint64_t)(i + 1) * part;
+        cp->src[i] = src + (uint64_t)(i + 1) * part;
+        cp->len[i] = i + 1 < COPY_THREADS ? part : len - (uint64_t)COPY_THREADS * part;
+    }
+    cp->posted = COPY_THREADS;
+    cp->finished = 0;
+    pthread_cond_broadcast(&cp->work);
+    pthread_mutex_unlock(&cp->mu);
+    memcpy(dst, src, part);
+    pthread_mutex_lock(&cp->mu);
+    while (cp->finished < COPY_THREADS) pthread_cond_wait(&cp->done, &cp->mu);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+static copy_pool *pool_start(void) {
+    copy_pool *cp = xcalloc(1, sizeof *cp);
+    pthread_mutex_init(&cp->mu, NULL);
+    pthread_cond_init(&cp->work, NULL);
+    pthread_cond_init(&cp->done, NULL);
+    for (int i = 0; i < COPY_THREADS; i++) pthread_create(&cp->th[i], NULL, copy_worker, cp);
+    return cp;
+}
+
+static void pool_stop(copy_pool *cp) {
+    if (!cp) return;
+    pthread_mutex_lock(&cp->mu);
+    cp->stop = 1;
+    pthread_cond_broadcast(&cp->work);
+    pthread_mutex_unlock(&cp->mu);
+    for (int i = 0; i < COPY_THREADS; i++) pthread_join(cp->th[i], NULL);
+    pthread_cond_destroy(&cp->work);
+    pthread_cond_destroy(&cp->done);
+    pthread_mutex_destroy(&cp->mu);
+    free(cp);
+}
+
+/* ---- client side ---- */
+
+typedef struct shm_mr {
+    te_mr mr;
+    struct shm_mr *next;
+} shm_mr;
+
+typedef struct shm_xport shm_xport;
+
+struct te_path {
+    shm_xport *x;
+    int fd;                   /* unix socket to the node, for verification */
+    char *base;
+    uint64_t size;
+    uint32_t node_id;
+    int broken;
+    te_req *q;                /* queued, not yet verified */
+    int nq;
+    te_path *prev, *next;
+};
+
+struct shm_xport {
+    te_transport t;
+    te_path *paths;
+    shm_mr *mrs;
+    copy_pool *pool;
+    te_cqe *cq;
+    int cq_head, cq_len, cq_cap;
+};
+
+static shm_xport *SX(te_transport *t) { return (shm_xport *)t; }
+
+static void cq_push(shm_xport *x, te_path *p, uint64_t cookie, int status) {
+    if (x->cq_head == x->cq_len) x->cq_head = x->cq_len = 0;
+    if (x->cq_len == x->cq_cap) {
+        x->cq_cap = x->cq_cap ? x->cq_cap * 2 : 64;
+        x->cq = xrealloc(x->cq, (size_t)x->cq_cap * sizeof *x->cq);
+    }
+    x->cq[x->cq_len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+}
+
+static int mr_covers(shm_xport *x, const void *addr, uint64_t len) {
+    for (shm_mr *m = x->mrs; m; m = m->next) {
+        uintptr_t a = (uintptr_t)m->mr.addr, b = (uintptr_t)addr;
+        if (b >= a && len <= m->mr.len && b - a <= m->mr.len - len) return 1;
+    }
+    return 0;
+}
+
+static void path_fail(te_path *p, int status) {
+    for (int i = 0; i < p->nq; i++) cq_push(p->x, p, p->q[i].cookie, status);
+    p->nq = 0;
+    if (p->fd >= 0) close(p->fd);
+    p->fd = -1;
+    if (p->base) munmap(p->base, p->size);
+    p->base = NULL;
+    p->broken = 1;
+}
+
+/* Everything a request must pass before the node is even asked. */
+static int local_check(te_path *p, const te_req *r) {
+    if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
+        !mr_covers(p->x, r->local, r->len))
+        return TE_EINVAL;
+    if (r->remote_off > p->size || r->len > p->size - r->remote_off) return TE_ERANGE;
+    return te_cap_check_nokey(r->cap, p->node_id, r->op, r->remote_off, r->len, wall_ms());
+}
+
+static int shm_submit(te_path *p, const te_req *reqs, int n) {
+    if (p->broken) return -1;
+    int accepted = 0;
+    for (; accepted < n; accepted++) {
+        const te_req *r = &reqs[accepted];
+        int st = local_check(p, r);
+        if (st != TE_OK) { cq_push(p->x, p, r->cookie, st); continue; }
+        if (p->nq == p->x->t.cfg.window) break;
+        p->q[p->nq++] = *r;
+    }
+    return accepted;
+}
+
+/* One round trip: the node verifies every queued request's capability,
+ * then the accepted ones are copied. */
+static void path_run(te_path *p) {
+    int n = p->nq;
+    uint64_t dl = te_deadline(p->x->t.cfg.timeout_ms);
+    uint8_t *hdr = xmalloc((size_t)n * TE_WIRE_REQ_LEN), *resp = xmalloc((size_t)n * TE_WIRE_RESP_LEN);
+    for (int i = 0; i < n; i++) {
+        te_wire_req w = { .op = p->q[i].op, .cookie = (uint64_t)i, .remote_off = p->q[i].remote_off,
+                          .len = p->q[i].len };
+        te_cap_encode(p->q[i].cap, w.cap);
+        te_wire_req_encode(&w, hdr + (size_t)i * TE_WIRE_REQ_LEN);
+    }
+    int done = 0;
+    int ok = te_write_full(p->fd, hdr, (size_t)n * TE_WIRE_REQ_LEN, dl) == 0 &&
+             te_read_full(p->fd, resp, (size_t)n * TE_WIRE_RESP_LEN, dl) == 0;
+    for (int i = 0; ok && i < n; i++) {
+        te_wire_resp r;
+        if (te_wire_resp_decode(&r, resp + (size_t)i * TE_WIRE_RESP_LEN) != 0 || r.cookie != (uint64_t)i) {
+            ok = 0;
+            break;
+        }
+        const te_req *q = &p->q[i];
+        if (r.status == TE_OK) {
+            char *seg = p->base + q->remote_off;
+            if (q->op == TE_WRITE) pool_copy(p->x->pool, seg, q->local, q->len);
+            else pool_copy(p->x->pool, q->local, seg, q->len);
+        }
+        cq_push(p->x, p, q->cookie, r.status);
+        done++;
+    }
+    /* On a broken exchange, those not completed yet fail with the path. */
+    memmove(p->q, p->q + done, (size_t)(n - done) * sizeof *p->q);
+    p->nq = n - done;
+    if (!ok) path_fail(p, TE_EIO);
+    free(hdr);
+    free(resp);
+}
+
+static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
+    shm_xport *x = SX(t);
+    for (te_path *p = x->paths; p; p = p->next)
+        if (!p->broken && p->nq) path_run(p);
+    if (x->cq_head == x->cq_len && timeout_ms > 0) {
+        /* Nothing queued anywhere: the caller is waiting on nothing. */
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    int n = 0;
+    while (n < max && x->cq_head < x->cq_len) out[n++] = x->cq[x->cq_head++];
+    return n;
+}
+
+static int recv_segment(int fd, int *seg_fd, uint32_t *node_id, uint64_t *size, int timeout_ms) {
+    uint8_t hello[HELLO_LEN];
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { hello, sizeof hello };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+    if (te_wait_fd(fd, POLLIN, te_deadline(timeout_ms)) < 0) return -1;
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    struct cmsghdr *c = r == HELLO_LEN ? CMSG_FIRSTHDR(&m) : NULL;
+    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)) || memcmp(hello, "MKVS", 4)) {
+        if (c && c->cmsg_type == SCM_RIGHTS) { int f; memcpy(&f, CMSG_DATA(c), sizeof f); close(f); }
+        errno = EPROTO;
+        return -1;
+    }
+    memcpy(seg_fd, CMSG_DATA(c), sizeof(int));
+    *node_id = le_get32(hello + 4);
+    *size = le_get64(hello + 8);
+    return 0;
+}
+
+static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
+                       char *err, size_t errlen) {
+    shm_xport *x = SX(t);
+    struct sockaddr_un sa;
+    unsigned sl;
+    char why[160];
+    int seg_fd = -1;
+    uint32_t node_id;
+    uint64_t size;
+    if (!peer || te_unix_addr(peer, &sa, &sl) != 0) {
+        snprintf(err, errlen, "shm: bad address '%s' (want unix:/path or unix:@name)", peer ? peer : "");
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) < 0) {
+        snprintf(err, errlen, "shm: connect %s: %s", peer, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why) != TE_AUTH_OK) {
+        snprintf(err, errlen, "%s: %s", peer, why);
+        close(fd);
+        return -1;
+    }
+    if (recv_segment(fd, &seg_fd, &node_id, &size, t->cfg.connect_timeout_ms) < 0) {
+        snprintf(err, errlen, "shm: %s: no segment received: %s", peer, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
+    close(seg_fd);
+    if (base == MAP_FAILED) {
+        snprintf(err, errlen, "shm: %s: mmap %llu bytes: %s", peer, (unsigned long long)size, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    te_path *p = xcalloc(1, sizeof *p);
+    *p = (te_path){ .x = x, .fd = fd, .base = base, .size = size, .node_id = node_id,
+                    .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
+    p->next = x->paths;
+    if (x->paths) x->paths->prev = p;
+    x->paths = p;
+    if (!x->pool) x->pool = pool_start();
+    *out = p;
+    return 0;
+}
+
+static void shm_close(te_path *p) {
+    shm_xport *x = p->x;
+    if (!p->broken) path_fail(p, TE_ECLOSED);
+    if (p->prev) p->prev->next = p->next;
+    else x->paths = p->next;
+    if (p->next) p->next->prev = p->prev;
+    free(p->q);
+    free(p);
+}
+
+static int shm_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
+    if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
+    shm_mr *m = xcalloc(1, sizeof *m);
+    m->mr = (te_mr){ .addr = addr, .len = len, .priv = m };
+    m->next = SX(t)->mrs;
+    SX(t)->mrs = m;
+    *out = &m->mr;
+    return 0;
+}
+
+static void shm_dereg_mem(te_transport *t, te_mr *mr) {
+    for (shm_mr **pp = &SX(t)->mrs; *pp; pp = &(*pp)->next) {
+        if (&(*pp)->mr != mr) continue;
+        shm_mr *m = *pp;
+        *pp = m->next;
+        free(m);
+        return;
+    }
+}
+
+static void shm_destroy(te_transport *t) {
+    shm_xport *x = SX(t);
+    while (x->paths) shm_close(x->paths);
+    while (x->mrs) shm_dereg_mem(t, &x->mrs->mr);
+    pool_stop(x->pool);
+    free(x->cq);
+    free(x);
+}
+
+static const te_transport_ops shm_ops = {
+    .name = "shm", .connect = shm_connect, .reg_mem = shm_reg_mem, .dereg_mem = shm_dereg_mem,
+    .submit = shm_submit, .poll = shm_poll, .close = shm_close, .destroy = shm_destroy,
+};
+
+te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen) {
+    shm_xport *x = xcalloc(1, sizeof *x);
+    x->t.ops = &shm_ops;
+    x->t.cfg = *cfg;
+    te_config_defaults(&x->t.cfg);
+    x->t.priv = x;
+    return &x->t;
+}

@@ -1,0 +1,36 @@
+/* backend/shm_transport.h - shared memory for peers on the node's host.
+ *
+ * The node's segment is a memfd. Its data-plane server (tcp_server.h,
+ * shm_path set) also listens on a unix socket: a local client
+ * authenticates with the cluster secret, receives the segment fd with
+ * SCM_RIGHTS and maps it MAP_SHARED; then data moves by memcpy (split
+ * over helper threads for large requests).
+ *
+ * Capabilities: before copying, the client checks what it can without
+ * the key (node, rights, expiry, range inside the cap and the segment),
+ * then sends each batch's request headers (wire.h, no payload) over the
+ * unix socket and the node verifies the MACs; only requests the node
+ * accepted are copied. A local peer holding the secret and the mapping
+ * could bypass this, so shm is for trusted same-host clients: the checks
+ * catch bugs and stale placements, not a hostile process. Nothing but
+ * object bytes lives in the segment, so a crashed client's mapping
+ * harms no metadata. */
+#ifndef MKV_SHM_TRANSPORT_H
+#define MKV_SHM_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/transport.h"
+
+/* Peer address form: "unix:/tmp/x.sock" or "unix:@abstract-name". */
+te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen);
+
+/* For the node role: a shareable segment (memfd + MAP_SHARED mapping),
+ * prefault touches every page now. 0, or -1 with a message. */
+int te_shm_segment_create(uint64_t size, int prefault, void **base, int *fd, char *err, size_t errlen);
+
+/* Server side of the hand-off after auth: node id, size and the fd. */
+int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, int timeout_ms);
+
+#endif
