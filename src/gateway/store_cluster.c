@@ -329,6 +329,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "replicas", "%d", cs->replicas);
     info_field(out, "workers", "%d", GATEWAY_WORKERS);
     info_field(out, "jobs_inflight", "%zu", workers_inflight(cs->workers));
+    info_field(out, "jobs_done", "%llu", workers_done(cs->workers));
     info_field(out, "staging_pool_bytes", "%llu", (unsigned long long)st.pool_size);
     info_field(out, "staging_used_bytes", "%llu", (unsigned long long)st.pool_used);
     info_field(out, "staging_dedicated", "%llu", (unsigned long long)st.dedicated);

@@ -29,6 +29,7 @@ struct workers {
     int stopping;               /* under lock */
     ev_async notify;
     size_t inflight;            /* loop only */
+    unsigned long long done;    /* loop only */
     void (*teardown)(mkv_client *mc, void *ctx);
     void *ctx;
     int n;
@@ -77,6 +78,7 @@ static void finish_all(workers *w, gw_job *j) {
     while (j) {
         gw_job *next = j->next;
         w->inflight--;
+        w->done++;
         j->done(j);
         j = next;
     }
@@ -140,6 +142,8 @@ void workers_submit(workers *w, gw_job *j) {
 }
 
 size_t workers_inflight(const workers *w) { return w->inflight; }
+
+unsigned long long workers_done(const workers *w) { return w->done; }
 
 void workers_destroy(workers *w) {
     if (!w) return;

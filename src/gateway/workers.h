@@ -33,8 +33,9 @@ workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
                         void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
                         size_t errlen);
 void workers_submit(workers *w, gw_job *j);
-/* Jobs submitted and not yet done. */
+/* Jobs submitted and not yet done; jobs finished since the start. */
 size_t workers_inflight(const workers *w);
+unsigned long long workers_done(const workers *w);
 /* Waits for the running jobs, cancels the queued ones, finishes all. */
 void workers_destroy(workers *w);
 

@@ -235,6 +235,58 @@ static void test_scan_refused_clearly(void) {
     freeReplyObject(r);
 }
 
+/* Several clients, each pipelining SETs then GETs: every blocked
+ * command's reply comes back in order and byte-exact, and the work ran
+ * on the workers. */
+#define PIPE_CLIENTS 3
+#define PIPE_DEPTH   20
+static void test_pipelined_clients(void) {
+    long long jobs_before = info_field_ll("jobs_done");
+    redisContext *cl[PIPE_CLIENTS] = {0};
+    char key[64];
+    char *vals[PIPE_CLIENTS][PIPE_DEPTH] = {{0}};
+    size_t lens[PIPE_CLIENTS][PIPE_DEPTH];
+    int ok = 1;
+    for (int i = 0; i < PIPE_CLIENTS && ok; i++) {
+        cl[i] = h_redis(GATEWAY_PORT);
+        if (!cl[i]) ok = 0;
+        for (int j = 0; ok && j < PIPE_DEPTH; j++) {
+            lens[i][j] = 1 + (size_t)(i * 7919 + j * 104729) % (300 * 1024);
+            vals[i][j] = xmalloc(lens[i][j]);
+            h_fill(vals[i][j], lens[i][j], (uint64_t)(i * 1000 + j));
+            snprintf(key, sizeof key, "p:%d:%d", i, j);
+            redisAppendCommand(cl[i], "SET %s %b", key, vals[i][j], lens[i][j]);
+        }
+        for (int j = 0; ok && j < PIPE_DEPTH; j++) {
+            snprintf(key, sizeof key, "p:%d:%d", i, j);
+            redisAppendCommand(cl[i], "GET %s", key);
+        }
+    }
+    for (int i = 0; i < PIPE_CLIENTS && ok; i++) {
+        for (int j = 0; ok && j < 2 * PIPE_DEPTH; j++) {
+            redisReply *r = NULL;
+            if (redisGetReply(cl[i], (void **)&r) != REDIS_OK) ok = 0;
+            else if (j < PIPE_DEPTH) ok = is_status(r, "OK");
+            else ok = r && r->type == REDIS_REPLY_STRING && r->len == lens[i][j - PIPE_DEPTH] &&
+                      memcmp(r->str, vals[i][j - PIPE_DEPTH], r->len) == 0;
+            if (r) freeReplyObject(r);
+        }
+    }
+    for (int i = 0; i < PIPE_CLIENTS; i++) {
+        if (cl[i]) redisFree(cl[i]);
+        for (int j = 0; j < PIPE_DEPTH; j++) free(vals[i][j]);
+    }
+    ASSERT(ok);
+    ASSERT(info_field_ll("jobs_done") >= jobs_before + 2 * PIPE_CLIENTS * PIPE_DEPTH);
+    for (int i = 0; i < PIPE_CLIENTS; i++)
+        for (int j = 0; j < PIPE_DEPTH; j++) {
+            snprintf(key, sizeof key, "p:%d:%d", i, j);
+            redisReply *r = cmd("DEL %s", key);
+            ASSERT_EQ(integer_of(r), 1);
+            freeReplyObject(r);
+        }
+}
+
 /* Half a value, then the client is gone: no key, no staging left. */
 static void test_disconnect_mid_value_leaves_no_key(void) {
     redisContext *c = h_redis(GATEWAY_PORT);
@@ -306,6 +358,7 @@ int main(void) {
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
     RUN_TEST(test_scan_refused_clearly);
+    RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_node_killed_values_survive);
     RUN_TEST(test_sigterm_exits_cleanly);
