@@ -1,0 +1,420 @@
+/* bench_client.c - byte-moving benchmarks: libmoonkv zero-copy put/get and
+ * its references (memcpy, redis-server through hiredis).
+ *
+ *   bench_client memcpy SIZE...
+ *   bench_client redis HOST:PORT SIZE...
+ *   bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...
+ *   bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE
+ *
+ * libmoonkv is loaded with dlopen() from the path given, so this program
+ * links (and CI builds it) whether or not the client library exists yet,
+ * and it measures the shared library that `make` ships. A missing or
+ * incomplete library is a SKIP line, not a failure. Output: bench.h. */
+#include <dlfcn.h>
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client/moonkv.h"
+
+/* ---- libmoonkv, resolved at run time ---- */
+
+/* The types come from moonkv.h, so a changed signature fails to compile. */
+typedef struct mkv_api {
+    void *dl;
+    __typeof__(mkv_options_init) *options_init;
+    __typeof__(mkv_connect) *connect;
+    __typeof__(mkv_close) *close;
+    __typeof__(mkv_last_error) *last_error;
+    __typeof__(mkv_register_buffer) *register_buffer;
+    __typeof__(mkv_put) *put;
+    __typeof__(mkv_get) *get;
+    __typeof__(mkv_remove) *remove;
+    __typeof__(mkv_put_batch) *put_batch;
+    __typeof__(mkv_get_batch) *get_batch;
+} mkv_api;
+
+#define API_LOAD(api, fn)                                                        \
+    ((api)->fn = (__typeof__((api)->fn))dlsym((api)->dl, "mkv_" #fn), (api)->fn != NULL)
+
+/* 0 when every entry point resolved; else why not in err. */
+static int api_load(mkv_api *api, const char *path, char *err, size_t errlen) {
+    memset(api, 0, sizeof *api);
+    api->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!api->dl) {
+        snprintf(err, errlen, "cannot load libmoonkv: %s", dlerror());
+        return -1;
+    }
+    if (API_LOAD(api, options_init) && API_LOAD(api, connect) && API_LOAD(api, close) &&
+        API_LOAD(api, last_error) && API_LOAD(api, register_buffer) && API_LOAD(api, put) &&
+        API_LOAD(api, get) && API_LOAD(api, remove) && API_LOAD(api, put_batch) &&
+        API_LOAD(api, get_batch))
+        return 0;
+    snprintf(err, errlen, "libmoonkv is incomplete: %s", dlerror());
+    dlclose(api->dl);
+    api->dl = NULL;
+    return -1;
+}
+
+/* A connected client with the given transport, or NULL after a SKIP line. */
+static mkv_client *api_connect(const mkv_api *api, const char *master, const char *transport,
+                               const char *what) {
+    mkv_options opt;
+    api->options_init(&opt);
+    opt.master = master;
+    opt.transport = transport;
+    opt.timeout_ms = 10000;
+    mkv_client *c = NULL;
+    int rc = api->connect(&c, &opt);
+    if (rc != MKV_OK) {
+        bench_skip(what, "mkv_connect(%s, transport %s): %s", master, transport,
+                   c ? api->last_error(c) : "no client");
+        if (c) api->close(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Keys unique to this run, so reruns against one cluster never collide. */
+static int make_key(char *buf, size_t len, const char *kind, size_t size, size_t i) {
+    return snprintf(buf, len, "bench:%d:%s:%zu:%zu", (int)getpid(), kind, size, i);
+}
+
+/* ---- memcpy: the ceiling of the shared-memory path ---- */
+
+static void bench_memcpy(size_t size) {
+    char sz[32], name[64];
+    unsigned char *src = bench_buffer(size, 1), *dst = bench_buffer(size, 2);
+    bench_budget b;
+    bench_budget_init(&b, 3, 100000, bench_seconds());
+    while (bench_budget_more(&b)) {
+        uint64_t t0 = mono_us();
+        memcpy(dst, src, size);
+        bench_budget_add(&b, mono_us() - t0);
+    }
+    /* Keep the copy observable so it cannot be optimised away. */
+    if (dst[size / 2] != src[size / 2]) fprintf(stderr, "memcpy mismatch\n");
+    snprintf(name, sizeof name, "memcpy.%s", bench_size_name(size, sz, sizeof sz));
+    bench_result(name, bench_gbps((double)size * (double)b.rounds, b.spent_us), "GB/s");
+    free(src);
+    free(dst);
+}
+
+/* ---- redis-server through hiredis: the RESP client reference ---- */
+
+/* Times one command; 0 and *us on a reply of the expected type. */
+static int redis_timed(redisContext *rc, int want_type, uint64_t *us, const char *fmt,
+                       const char *key, const void *val, size_t len) {
+    uint64_t t0 = mono_us();
+    redisReply *r = val ? redisCommand(rc, fmt, key, strlen(key), val, len)
+                        : redisCommand(rc, fmt, key, strlen(key));
+    *us = mono_us() - t0;
+    int ok = r && r->type == want_type && (want_type != REDIS_REPLY_STRING || r->len == len);
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static void bench_redis(const char *hostport, size_t size) {
+    char host[256], sz[32], set_name[64], get_name[64];
+    int port;
+    bench_size_name(size, sz, sizeof sz);
+    snprintf(set_name, sizeof set_name, "redis.set.%s", sz);
+    snprintf(get_name, sizeof get_name, "redis.get.%s", sz);
+    if (parse_hostport(hostport, host, sizeof host, &port) != 0) {
+        bench_skip(set_name, "bad address %s", hostport);
+        return;
+    }
+    struct timeval tv = {10, 0};
+    redisContext *rc = redisConnectWithTimeout(host, port, tv);
+    if (!rc || rc->err) {
+        bench_skip(set_name, "cannot connect to redis-server at %s: %s", hostport,
+                   rc ? rc->errstr : "out of memory");
+        bench_skip(get_name, "cannot connect to redis-server at %s", hostport);
+        if (rc) redisFree(rc);
+        return;
+    }
+    redisSetTimeout(rc, tv);
+    unsigned char *val = bench_buffer(size, 3);
+    char key[96];
+    make_key(key, sizeof key, "redis", size, 0);
+    bench_budget b;
+    uint64_t us;
+    int failed = 0;
+    bench_budget_init(&b, 3, 10000, bench_seconds());
+    while (!failed && bench_budget_more(&b)) {
+        failed = redis_timed(rc, REDIS_REPLY_STATUS, &us, "SET %b %b", key, val, size);
+        bench_budget_add(&b, us);
+    }
+    if (failed) bench_skip(set_name, "SET failed: %s", rc->err ? rc->errstr : "error reply");
+    else bench_result(set_name, bench_gbps((double)size * (double)b.rounds, b.spent_us), "GB/s");
+
+    bench_budget_init(&b, 3, 10000, bench_seconds());
+    while (!failed && bench_budget_more(&b)) {
+        /* Reading the len back is how the checked length gets used. */
+        failed = redis_timed(rc, REDIS_REPLY_STRING, &us, "GET %b", key, NULL, size);
+        bench_budget_add(&b, us);
+    }
+    if (failed) bench_skip(get_name, "GET failed or returned a wrong size");
+    else bench_result(get_name, bench_gbps((double)size * (double)b.rounds, b.spent_us), "GB/s");
+    redisReply *r = redisCommand(rc, "DEL %b", key, strlen(key));
+    if (r) freeReplyObject(r);
+    redisFree(rc);
+    free(val);
+}
+
+/* ---- libmoonkv put/get from registered buffers ---- */
+
+typedef struct capi_run {
+    const mkv_api *api;
+    mkv_client *c;
+    unsigned char *src, *dst;   /* both registered, at least `size` bytes */
+    size_t size;                /* of the objects measured now */
+} capi_run;
+
+/* Timed puts of fresh keys, each removed afterwards (untimed) so the
+ * segment never fills however long the budget. */
+static void capi_put(capi_run *r, const char *name) {
+    bench_budget b;
+    char key[96];
+    /* At most 1 GiB put per size: removed extents may be held a while. */
+    bench_budget_init(&b, 3, ((size_t)1 << 30) / r->size, bench_seconds());
+    while (bench_budget_more(&b)) {
+        int n = make_key(key, sizeof key, "put", r->size, (size_t)b.rounds);
+        uint64_t t0 = mono_us();
+        int rc = r->api->put(r->c, key, (size_t)n, r->src, r->size, 1);
+        uint64_t us = mono_us() - t0;
+        if (rc != MKV_OK) {
+            bench_skip(name, "mkv_put: %s", r->api->last_error(r->c));
+            return;
+        }
+        bench_budget_add(&b, us);
+        r->api->remove(r->c, key, (size_t)n);
+    }
+    bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
+}
+
+/* One object put, then timed gets of it; the first is checked byte by byte. */
+static void capi_get(capi_run *r, const char *name) {
+    char key[96];
+    int n = make_key(key, sizeof key, "get", r->size, 0);
+    if (r->api->put(r->c, key, (size_t)n, r->src, r->size, 1) != MKV_OK) {
+        bench_skip(name, "mkv_put before get: %s", r->api->last_error(r->c));
+        return;
+    }
+    bench_budget b;
+    bench_budget_init(&b, 3, 5000, bench_seconds());
+    while (bench_budget_more(&b)) {
+        size_t got = 0;
+        uint64_t t0 = mono_us();
+        int rc = r->api->get(r->c, key, (size_t)n, r->dst, r->size, &got);
+        uint64_t us = mono_us() - t0;
+        if (rc != MKV_OK || got != r->size) {
+            bench_skip(name, "mkv_get: %s", rc != MKV_OK ? r->api->last_error(r->c) : "wrong size");
+            break;
+        }
+        if (b.rounds == 0 && memcmp(r->src, r->dst, r->size) != 0) {
+            bench_skip(name, "mkv_get returned different bytes than were put");
+            break;
+        }
+        bench_budget_add(&b, us);
+    }
+    if (!bench_budget_more(&b))
+        bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
+    r->api->remove(r->c, key, (size_t)n);
+}
+
+/* Every SIZE with one client and one pair of registered buffers as big as
+ * the largest SIZE; smaller objects use their start. */
+static void bench_moonkv(const mkv_api *api, const char *master, const char *transport,
+                         char **sizes, int nsizes) {
+    size_t max = 0;
+    for (int i = 0; i < nsizes; i++)
+        if (bench_size_arg(sizes[i]) > max) max = bench_size_arg(sizes[i]);
+    capi_run r = {.api = api};
+    r.c = api_connect(api, master, transport, "capi.connect");
+    if (!r.c) return;
+    r.src = bench_buffer(max, 4);
+    r.dst = bench_buffer(max, 5);
+    if (api->register_buffer(r.c, r.src, max) != MKV_OK ||
+        api->register_buffer(r.c, r.dst, max) != MKV_OK) {
+        bench_skip("capi.connect", "mkv_register_buffer: %s", api->last_error(r.c));
+    } else {
+        for (int i = 0; i < nsizes; i++) {
+            char sz[32], put_name[64], get_name[64];
+            r.size = bench_size_arg(sizes[i]);
+            bench_size_name(r.size, sz, sizeof sz);
+            snprintf(put_name, sizeof put_name, "put.%s", sz);
+            snprintf(get_name, sizeof get_name, "get.%s", sz);
+            capi_put(&r, put_name);
+            capi_get(&r, get_name);
+        }
+    }
+    api->close(r.c);
+    free(r.src);
+    free(r.dst);
+}
+
+/* ---- KV-cache pattern: a batch of blocks versus a loop of singles ---- */
+
+typedef struct kv_run {
+    const mkv_api *api;
+    mkv_client *c;
+    unsigned char *src, *dst;
+    size_t blocks, bsize;
+    mkv_obj *objs;
+    char (*keys)[96];
+} kv_run;
+
+static void kv_keys(kv_run *k, const char *kind) {
+    for (size_t i = 0; i < k->blocks; i++) {
+        int n = make_key(k->keys[i], sizeof k->keys[i], kind, k->bsize, i);
+        k->objs[i] = (mkv_obj){.key = k->keys[i], .keylen = (size_t)n};
+    }
+}
+
+static size_t kv_failed(const kv_run *k) {
+    size_t bad = 0;
+    for (size_t i = 0; i < k->blocks; i++) bad += k->objs[i].status != MKV_OK;
+    return bad;
+}
+
+static void kv_remove_all(kv_run *k) {
+    for (size_t i = 0; i < k->blocks; i++)
+        k->api->remove(k->c, k->objs[i].key, k->objs[i].keylen);
+}
+
+/* Seconds for one batch put then one batch get of every block. */
+static int kv_batch(kv_run *k) {
+    kv_keys(k, "kvb");
+    for (size_t i = 0; i < k->blocks; i++) {
+        k->objs[i].buf = k->src + i * k->bsize;
+        k->objs[i].len = k->bsize;
+    }
+    uint64_t t0 = mono_us();
+    int rc = k->api->put_batch(k->c, k->objs, k->blocks, 1);
+    uint64_t put_us = mono_us() - t0;
+    if (rc != MKV_OK || kv_failed(k)) {
+        bench_skip("batch_put_s", "mkv_put_batch: %s (%zu of %zu blocks failed)",
+                   rc != MKV_OK ? k->api->last_error(k->c) : "per-object errors", kv_failed(k),
+                   k->blocks);
+        kv_remove_all(k);
+        return -1;
+    }
+    for (size_t i = 0; i < k->blocks; i++) {
+        k->objs[i].buf = k->dst + i * k->bsize;
+        k->objs[i].len = k->bsize;
+    }
+    t0 = mono_us();
+    rc = k->api->get_batch(k->c, k->objs, k->blocks);
+    uint64_t get_us = mono_us() - t0;
+    bench_result("batch_put_s", (double)put_us / 1e6, "s");
+    if (rc != MKV_OK || kv_failed(k))
+        bench_skip("batch_get_s", "mkv_get_batch: %s (%zu of %zu blocks failed)",
+                   rc != MKV_OK ? k->api->last_error(k->c) : "per-object errors", kv_failed(k),
+                   k->blocks);
+    else if (memcmp(k->src, k->dst, k->blocks * k->bsize) != 0)
+        bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
+    else
+        bench_result("batch_get_s", (double)get_us / 1e6, "s");
+    kv_remove_all(k);
+    return 0;
+}
+
+/* Seconds for the same blocks one call at a time, and get latencies. */
+static void kv_loop(kv_run *k) {
+    kv_keys(k, "kvl");
+    uint64_t put_us = 0, get_us = 0, *lat = xcalloc(k->blocks, sizeof *lat);
+    size_t i;
+    for (i = 0; i < k->blocks; i++) {
+        uint64_t t0 = mono_us();
+        int rc = k->api->put(k->c, k->objs[i].key, k->objs[i].keylen, k->src + i * k->bsize,
+                             k->bsize, 1);
+        put_us += mono_us() - t0;
+        if (rc != MKV_OK) break;
+    }
+    if (i < k->blocks) {
+        bench_skip("loop_put_s", "mkv_put of block %zu: %s", i, k->api->last_error(k->c));
+        goto out;
+    }
+    bench_result("loop_put_s", (double)put_us / 1e6, "s");
+    for (i = 0; i < k->blocks; i++) {
+        size_t got = 0;
+        uint64_t t0 = mono_us();
+        int rc = k->api->get(k->c, k->objs[i].key, k->objs[i].keylen, k->dst + i * k->bsize,
+                             k->bsize, &got);
+        lat[i] = mono_us() - t0;
+        get_us += lat[i];
+        if (rc != MKV_OK || got != k->bsize) break;
+    }
+    if (i < k->blocks) {
+        bench_skip("loop_get_s", "mkv_get of block %zu: %s", i, k->api->last_error(k->c));
+        goto out;
+    }
+    bench_result("loop_get_s", (double)get_us / 1e6, "s");
+    bench_result("get_p50_us", (double)bench_percentile(lat, k->blocks, 50), "us");
+    bench_result("get_p99_us", (double)bench_percentile(lat, k->blocks, 99), "us");
+out:
+    kv_remove_all(k);
+    free(lat);
+}
+
+static void bench_kvcache(const mkv_api *api, const char *master, const char *transport,
+                          size_t blocks, size_t bsize) {
+    if (blocks == 0 || blocks > 100000 || bsize > ((size_t)1 << 30) / blocks) {
+        fprintf(stderr, "kvcache: want 1..100000 blocks and at most 1 GiB in all\n");
+        exit(2);
+    }
+    kv_run k = {.api = api, .blocks = blocks, .bsize = bsize};
+    k.c = api_connect(api, master, transport, "batch_put_s");
+    if (!k.c) return;
+    k.src = bench_buffer(blocks * bsize, 6);
+    k.dst = bench_buffer(blocks * bsize, 7);
+    k.objs = xcalloc(blocks, sizeof *k.objs);
+    k.keys = xcalloc(blocks, sizeof *k.keys);
+    if (api->register_buffer(k.c, k.src, blocks * bsize) != MKV_OK ||
+        api->register_buffer(k.c, k.dst, blocks * bsize) != MKV_OK)
+        bench_skip("batch_put_s", "mkv_register_buffer: %s", api->last_error(k.c));
+    else if (kv_batch(&k) == 0)
+        kv_loop(&k);
+    api->close(k.c);
+    free(k.src);
+    free(k.dst);
+    free(k.objs);
+    free(k.keys);
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: bench_client memcpy SIZE...\n"
+            "       bench_client redis HOST:PORT SIZE...\n"
+            "       bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...\n"
+            "       bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return usage();
+    const char *mode = argv[1];
+    if (!strcmp(mode, "memcpy")) {
+        for (int i = 2; i < argc; i++) bench_memcpy(bench_size_arg(argv[i]));
+        return 0;
+    }
+    if (!strcmp(mode, "redis") && argc >= 4) {
+        for (int i = 3; i < argc; i++) bench_redis(argv[2], bench_size_arg(argv[i]));
+        return 0;
+    }
+    int is_kv = !strcmp(mode, "kvcache");
+    if ((!strcmp(mode, "moonkv") && argc >= 6) || (is_kv && argc == 7)) {
+        mkv_api api;
+        char err[512];
+        if (api_load(&api, argv[2], err, sizeof err) != 0) {
+            bench_skip(is_kv ? "batch_put_s" : "capi.connect", "%s", err);
+            return 0;
+        }
+        if (is_kv) bench_kvcache(&api, argv[3], argv[4], (size_t)atol(argv[5]), bench_size_arg(argv[6]));
+        else bench_moonkv(&api, argv[3], argv[4], argv + 5, argc - 5);
+        dlclose(api.dl);
+        return 0;
+    }
+    return usage();
+}

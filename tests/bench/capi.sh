@@ -1,0 +1,148 @@
+# tests/bench/capi.sh - steps 3, 5 and 6, everything that talks to a
+# cluster through libmoonkv or the master's own commands, on loopback.
+# Sourced by run.sh.
+#
+# Names: capi.<layout>.<transport>.{put,get}.<size> (layout 1node or
+# striped), capi.ref.{memcpy,redis.set,redis.get}.<size>, capi.ref.iperf3,
+# kv.<transport>.*, meta.{single,batch}.
+
+CAPI_TRANSPORTS="tcp shm"
+STRIPE_NODES=4
+
+# iperf3 single stream over loopback: GB/s in capi.ref.iperf3.
+iperf3_ref() {
+  local secs=$1 pid out bps
+  command -v iperf3 >/dev/null || { meas_skip capi.ref.iperf3 "iperf3 not installed"; return; }
+  next_port || { meas_skip capi.ref.iperf3 "no free port"; return; }
+  start_bg iperf3-$PORT iperf3 -s -B 127.0.0.1 -p "$PORT" -1
+  pid=$BG_PID
+  sleep 0.5
+  out=$(timeout $((secs + 20)) iperf3 -c 127.0.0.1 -p "$PORT" -t "$secs" -J 2>>"$WORK/run.log")
+  stop_pids "$pid"
+  bps=$(echo "$out" | jq -r '.end.sum_received.bits_per_second // empty' 2>/dev/null)
+  if [ -n "$bps" ]; then meas capi.ref.iperf3 "$(awk -v b="$bps" 'BEGIN { printf "%.4f", b / 8e9 }')" GB/s
+  else meas_skip capi.ref.iperf3 "iperf3 gave no result: $(echo "$out" | jq -r '.error // empty' 2>/dev/null)"; fi
+}
+
+# bench_client moonkv against MASTER for every transport; PREFIX.<t>.
+capi_transports() {
+  local prefix=$1 t; shift
+  for t in $CAPI_TRANSPORTS; do
+    timeout 300 "$BENCH_BIN/bench_client" moonkv "$LIBMOONKV" "$MASTER" "$t" "$@" 2>>"$WORK/run.log" |
+      meas_import "$prefix.$t."
+  done
+}
+
+# A skip reason for every name a missing layout would have measured.
+capi_skip_layout() {
+  local layout=$1 why=$2 t op s; shift 2
+  for t in $CAPI_TRANSPORTS; do
+    for op in put get; do for s in "$@"; do meas_skip "capi.$layout.$t.$op.$s" "$why"; done; done
+  done
+}
+
+# A connect failure is reported once per run as capi.connect: spread it
+# to the names that were not measured because of it.
+capi_fill_skips() {
+  local layout=$1 t op s why; shift
+  for t in $CAPI_TRANSPORTS; do
+    why=$(meas_why "capi.$layout.$t.capi.connect")
+    [ -n "$why" ] || continue
+    for op in put get; do for s in "$@"; do meas_skip "capi.$layout.$t.$op.$s" "${why#skipped: }"; done; done
+  done
+}
+
+step_capi() {
+  local sizes names s bytes
+  if [ "$QUICK" = 1 ]; then sizes="4MiB 64MiB"; else sizes="1MiB 4MiB 64MiB"; fi
+  names=$sizes
+  "$BENCH_BIN/bench_client" memcpy $sizes 2>>"$WORK/run.log" | meas_import capi.ref.
+  iperf3_ref "$([ "$QUICK" = 1 ] && echo 2 || echo 5)"
+  if start_redis; then
+    timeout 300 "$BENCH_BIN/bench_client" redis "$ADDR" $sizes 2>>"$WORK/run.log" | meas_import capi.ref.
+    stop_pids "$REDIS_PID"
+  else
+    for s in $names; do meas_skip "capi.ref.redis.set.$s" "$SKIP_WHY"; meas_skip "capi.ref.redis.get.$s" "$SKIP_WHY"; done
+  fi
+
+  CL_NODE_FLAGS=()
+  if cluster_start 1 2GB 0; then
+    capi_transports capi.1node $sizes
+    cluster_stop
+    capi_fill_skips 1node $names
+  else
+    capi_skip_layout 1node "$SKIP_WHY" $names
+  fi
+  if cluster_start "$STRIPE_NODES" 1GB 0 --stripe-width "$STRIPE_NODES" --stripe-threshold 1MB; then
+    capi_transports capi.striped $sizes
+    cluster_stop
+    capi_fill_skips striped $names
+  else
+    capi_skip_layout striped "$SKIP_WHY" $names
+  fi
+
+  for s in $names; do
+    local tgt=-; case $s in 1MiB|4MiB) tgt=0.9;; esac
+    row "libmoonkv get $s tcp, 1 node vs iperf3 single stream" "capi.1node.tcp.get.$s" capi.ref.iperf3 "$tgt"
+    tgt=-; case $s in 1MiB|4MiB) tgt=2.0;; esac
+    row "libmoonkv get $s tcp, 1 node vs redis GET (hiredis)" "capi.1node.tcp.get.$s" "capi.ref.redis.get.$s" "$tgt"
+    row "libmoonkv put $s tcp, 1 node vs redis SET (hiredis)" "capi.1node.tcp.put.$s" "capi.ref.redis.set.$s" -
+    row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 -
+    row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 -
+    row "libmoonkv get $s shm, 1 node vs memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" 0.5
+    row "libmoonkv put $s shm, 1 node vs memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" -
+    row "libmoonkv get $s shm, striped over $STRIPE_NODES nodes vs memcpy" "capi.striped.shm.get.$s" "capi.ref.memcpy.$s" -
+    bytes=$(( ${s%MiB} << 20 ))
+    plot_point "libmoonkv get tcp 1 node" "$bytes" "$(meas_get "capi.1node.tcp.get.$s")"
+    plot_point "libmoonkv get tcp striped" "$bytes" "$(meas_get "capi.striped.tcp.get.$s")"
+    plot_point "libmoonkv get shm 1 node" "$bytes" "$(meas_get "capi.1node.shm.get.$s")"
+    plot_point "redis GET (hiredis)" "$bytes" "$(meas_get "capi.ref.redis.get.$s")"
+    plot_point "memcpy" "$bytes" "$(meas_get "capi.ref.memcpy.$s")"
+    plot_point "iperf3 loopback" "$bytes" "$(meas_get capi.ref.iperf3)"
+  done
+}
+
+step_kvcache() {
+  local blocks=1000 t
+  CL_NODE_FLAGS=()
+  if ! cluster_start 2 1GB 0; then
+    for t in $CAPI_TRANSPORTS; do meas_skip "kv.$t.batch_put_s" "$SKIP_WHY"; done
+  else
+    for t in $CAPI_TRANSPORTS; do
+      timeout 300 "$BENCH_BIN/bench_client" kvcache "$LIBMOONKV" "$MASTER" "$t" "$blocks" 256KiB \
+        2>>"$WORK/run.log" | meas_import "kv.$t."
+    done
+    cluster_stop
+  fi
+  for t in $CAPI_TRANSPORTS; do
+    # A batch that could not run says why once: the rows below repeat it.
+    local why; why=$(meas_why "kv.$t.batch_put_s")
+    if [ -n "$why" ]; then
+      local n; for n in batch_get_s loop_put_s loop_get_s get_p50_us get_p99_us; do
+        [ -n "$(meas_get "kv.$t.$n")$(meas_why "kv.$t.$n")" ] || meas_skip "kv.$t.$n" "${why#skipped: }"
+      done
+    fi
+    row "KV-cache put $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_put_s" "kv.$t.loop_put_s" 5
+    row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5
+    row_plain "single 256 KiB get latency p50 ($t)" "kv.$t.get_p50_us" us
+    row_plain "single 256 KiB get latency p99 ($t)" "kv.$t.get_p99_us" us
+  done
+}
+
+step_meta() {
+  local max
+  if [ "$QUICK" = 1 ]; then max=50000; else max=200000; fi
+  # Nothing writes the segment (placement only): no prefault needed.
+  CL_NODE_FLAGS=(--prefault no)
+  if cluster_start 1 4GB 0; then
+    timeout 300 "$BENCH_BIN/bench_meta" "$MASTER" 4096 1000 "$max" 2>>"$WORK/run.log" | meas_import ""
+    cluster_stop
+  else
+    meas_skip meta.single "$SKIP_WHY"
+    meas_skip meta.batch "$SKIP_WHY"
+  fi
+  CL_NODE_FLAGS=()
+  row_plain "master MOON.PUTSTART+PUTEND, one pair per round trip" meta.single pairs/s
+  row_plain "master MOON.MPUTSTART+MPUTEND, batches of 1000" meta.batch pairs/s
+  row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single -
+}

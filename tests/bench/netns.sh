@@ -1,0 +1,84 @@
+# tests/bench/netns.sh - step 4: one large object striped over 1, 2 and 4
+# nodes, each behind its own rate-limited link, as a ratio to one link.
+# Sourced by run.sh.
+#
+# Layout (all namespaces created here, removed on exit by bench_cleanup):
+#   hub namespace: master (bound to 0.0.0.0: the hub only has our links)
+#                  and the benchmark client, talking over the hub's lo;
+#   node i (1..4): own namespace, veth 10.77.i.2 <-> 10.77.i.1 in the hub,
+#                  both ends shaped with tbf to $BENCH_LINK_RATE.
+# Loopback on 2 cores cannot show striping (every path shares the CPUs);
+# shaped links make the link, not the CPU, the bottleneck, which is what
+# striping is for. 1gbit per link keeps 4 links (500 MB/s) within what
+# 2 cores can push through veth; set BENCH_LINK_RATE=2gbit on a bigger box.
+
+STRIPE_MAX=4
+LINK_RATE=${BENCH_LINK_RATE:-1gbit}
+
+# netns_setup: creates the hub and STRIPE_MAX node namespaces; sets
+# NS_HUB and the CL_* layout. Non-zero with SKIP_WHY when not permitted.
+netns_setup() {
+  local tag=$(( $$ % 100000 )) i ns hv nv
+  NS_HUB=mkvb$tag-hub
+  [ "$(id -u)" = 0 ] || { SKIP_WHY="needs root for ip netns"; return 1; }
+  command -v tc >/dev/null || { SKIP_WHY="tc (iproute2) not installed"; return 1; }
+  ip netns add "$NS_HUB" 2>>"$WORK/run.log" || { SKIP_WHY="ip netns add not permitted"; return 1; }
+  BENCH_NETNS+=("$NS_HUB")
+  ip -n "$NS_HUB" link set lo up
+  CL_NODE_NS=() CL_NODE_IP=() CL_NODE_MASTER_IP=()
+  for ((i = 1; i <= STRIPE_MAX; i++)); do
+    ns=mkvb$tag-n$i hv=mkvb${tag}h$i nv=mkvb${tag}n$i
+    ip netns add "$ns" 2>>"$WORK/run.log" || { SKIP_WHY="ip netns add $ns failed"; return 1; }
+    BENCH_NETNS+=("$ns")
+    ip -n "$ns" link set lo up
+    # Created inside the hub so no interface ever appears in the root namespace.
+    if ! ip -n "$NS_HUB" link add "$hv" type veth peer name "$nv" netns "$ns" 2>>"$WORK/run.log" ||
+       ! ip -n "$NS_HUB" addr add "10.77.$i.1/24" dev "$hv" ||
+       ! ip -n "$ns" addr add "10.77.$i.2/24" dev "$nv" ||
+       ! ip -n "$NS_HUB" link set "$hv" up || ! ip -n "$ns" link set "$nv" up; then
+      SKIP_WHY="veth set-up failed (run.log)"; return 1
+    fi
+    if ! ip netns exec "$NS_HUB" tc qdisc add dev "$hv" root tbf rate "$LINK_RATE" burst 256kb latency 25ms \
+         2>>"$WORK/run.log" ||
+       ! ip netns exec "$ns" tc qdisc add dev "$nv" root tbf rate "$LINK_RATE" burst 256kb latency 25ms \
+         2>>"$WORK/run.log"; then
+      SKIP_WHY="tc tbf shaping failed (run.log)"; return 1
+    fi
+    CL_NODE_NS+=("$ns") CL_NODE_IP+=("10.77.$i.2") CL_NODE_MASTER_IP+=("10.77.$i.1")
+  done
+}
+
+# Back to the loopback layout for later steps.
+netns_reset_layout() {
+  CL_HUB_NS="" CL_MASTER_BIND=127.0.0.1
+  CL_NODE_NS=() CL_NODE_IP=() CL_NODE_MASTER_IP=()
+}
+
+step_stripe() {
+  local size k name
+  if [ "$QUICK" = 1 ]; then size=16MiB; else size=64MiB; fi
+  if ! netns_setup; then
+    for k in 1 2 4; do meas_skip "stripe.$k.tcp.get.$size" "$SKIP_WHY"; done
+  else
+    CL_HUB_NS=$NS_HUB CL_MASTER_BIND=0.0.0.0 CL_NODE_FLAGS=()
+    for k in 1 2 4; do
+      name=stripe.$k.tcp
+      if cluster_start "$k" 768MB 0 --stripe-width "$k" --stripe-threshold 1MB; then
+        timeout 300 ip netns exec "$NS_HUB" "$BENCH_BIN/bench_client" moonkv "$LIBMOONKV" "$MASTER" tcp \
+          "$size" 2>>"$WORK/run.log" | meas_import "$name."
+        cluster_stop
+        local why; why=$(meas_why "$name.capi.connect")
+        [ -n "$why" ] && meas_skip "$name.get.$size" "${why#skipped: }"
+      else
+        meas_skip "$name.get.$size" "$SKIP_WHY"
+      fi
+    done
+    netns_reset_layout
+    netns_cleanup   # now, not only at exit
+  fi
+  row_plain "striped get $size, 1 node behind one $LINK_RATE link" "stripe.1.tcp.get.$size" GB/s
+  row "striped get $size over 2 links vs 1 link" "stripe.2.tcp.get.$size" "stripe.1.tcp.get.$size" 1.8
+  row "striped get $size over 4 links vs 1 link" "stripe.4.tcp.get.$size" "stripe.1.tcp.get.$size" 3.4
+  row "striped put $size over 4 links vs 1 link" "stripe.4.tcp.put.$size" "stripe.1.tcp.put.$size" -
+  note "Striping rows: nodes in their own network namespaces, each link shaped with tbf to $LINK_RATE."
+}
