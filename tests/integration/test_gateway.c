@@ -317,6 +317,36 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
     ASSERT(get_is_pattern("half:1", 1234, 31));
 }
 
+/* A client that sends a whole SET and a big GET and goes away before
+ * the workers are back: the value it sent in full is stored, the GET's
+ * staging memory comes back, nothing else changes. */
+static void test_disconnect_while_blocked(void) {
+    redisContext *c = h_redis(GATEWAY_PORT);
+    ASSERT(c);
+    const size_t len = 4 * 1024 * 1024;
+    char *v = xmalloc(len);
+    h_fill(v, len, 41);
+    redisAppendCommand(c, "SET %s %b", "gone:1", v, len);
+    redisAppendCommand(c, "GET %s", "v:20m");
+    int done = 0;
+    while (!done && redisBufferWrite(c, &done) == REDIS_OK) {}
+    redisFree(c);
+    ASSERT(done);
+    uint64_t end = mono_ms() + 10000;
+    while (mono_ms() < end && (exists_count("gone:1") != 1 || info_field_ll("jobs_inflight") != 0 ||
+                               info_field_ll("staging_used_bytes") != 0))
+        usleep(20 * 1000);
+    ASSERT_EQ(exists_count("gone:1"), 1);
+    ASSERT_EQ(info_field_ll("jobs_inflight"), 0);
+    ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);
+    ASSERT_EQ(info_field_ll("staging_dedicated"), 0);
+    redisReply *r = cmd("GET %s", "gone:1");
+    int same = r && r->type == REDIS_REPLY_STRING && r->len == len && memcmp(r->str, v, len) == 0;
+    freeReplyObject(r);
+    free(v);
+    ASSERT(same);
+}
+
 /* With two replicas, losing one node loses nothing. */
 static void test_node_killed_values_survive(void) {
     h_kill(nodes[0]);
@@ -360,6 +390,7 @@ int main(void) {
     RUN_TEST(test_scan_refused_clearly);
     RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
+    RUN_TEST(test_disconnect_while_blocked);
     RUN_TEST(test_node_killed_values_survive);
     RUN_TEST(test_sigterm_exits_cleanly);
     if (gw) redisFree(gw);
