@@ -56,7 +56,7 @@ foreach path [lsort [glob -directory [file join $::tt_dir unit] *.tcl]] {
     set ::tt::file [file tail $path]
     set ft0 [clock milliseconds]
     if {[catch {uplevel #0 [list source $path]} err opts]} {
-        tt::report 0 "file aborted" "$err ([lindex [split [dict get $opts -errorinfo] \n] end-1])"
+        tt::report 0 "file aborted" "$err ([tt::where $opts])"
     }
     # Servers are stopped by start_server; this only guards leftovers.
     while {[llength $::srv::stack]} {

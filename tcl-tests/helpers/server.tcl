@@ -209,7 +209,7 @@ proc start_server {opts body} {
         [dict get $s client] close
     }
     if {$code == 1} {
-        tt::report 0 "error outside a test" "$err ([lindex [split [dict get $opts2 -errorinfo] \n] end-1])"
+        tt::report 0 "error outside a test" "$err ([tt::where $opts2])"
     }
     set problem [srv::stop $s]
     tt::report [expr {$problem eq ""}] "$kind server on port [dict get $s port] stopped cleanly" $problem

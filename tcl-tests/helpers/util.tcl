@@ -66,7 +66,7 @@ proc test {name body} {
     }
     if {!$ok && [lindex [dict get $opts -errorcode] 0] ne "ASSERT"} {
         # An unexpected Tcl error: show where it came from.
-        set err "$err ([lindex [split [dict get $opts -errorinfo] \n] end-1])"
+        set err "$err ([tt::where $opts])"
     }
     # A test also fails when the server under test died or logged a
     # sanitizer report while it ran.
@@ -77,6 +77,12 @@ proc test {name body} {
     set ms [expr {[clock milliseconds] - $t0}]
     if {$ms > 5000} { append name " (${ms} ms)" }
     tt::report $ok $name $err
+}
+
+# Where an unexpected Tcl error came from: the first frames of errorInfo.
+proc tt::where {opts} {
+    set lines [lrange [split [dict get $opts -errorinfo] \n] 1 4]
+    return [string trim [regsub -all {\s+} [join $lines " "] " "]]
 }
 
 proc skip {why} { return -code error -errorcode {SKIP} $why }
