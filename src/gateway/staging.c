@@ -55,9 +55,12 @@ void staging_unbind(mkv_client *mc, const staging_buf *b) {
     if (b->map_len) mkv_unregister_buffer(mc, b->ptr);
 }
 
-/* A value the pool cannot hold right now: its own mapping. Called locked. */
+/* A value the pool cannot hold right now: its own mapping. Called locked.
+ * Together they stay within the larger of the pool and one maximal
+ * value, so the overflow at most doubles the gateway's staging memory. */
 static int get_dedicated(staging *sp, uint64_t len, staging_buf *out) {
-    if (sp->dedicated >= STAGING_MAX_DEDICATED) return STORE_NOSPACE;
+    uint64_t cap = sp->size > sp->max_value ? sp->size : sp->max_value;
+    if (sp->dedicated >= STAGING_MAX_DEDICATED || len > cap - sp->dedicated_bytes) return STORE_NOSPACE;
     void *p = map_anon(len);
     if (!p) return STORE_NOSPACE;
     *out = (staging_buf){.ptr = p, .len = len, .map_len = len};

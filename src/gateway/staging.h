@@ -7,7 +7,7 @@
  * pool, registered once and carved by the offset allocator, bounds the
  * memory in normal use; a value larger than what the pool has free gets
  * a dedicated mapping, of which only a few may exist at once, each at
- * most max_value bytes. Thread-safe: the loop allocates, workers transfer.
+ * most max_value bytes and all together at most max(pool, max_value). Thread-safe: the loop allocates, workers transfer.
  *
  * The pool is registered once with every mkv_client that moves bytes
  * (staging_register). A dedicated mapping is registered only around each

@@ -45,7 +45,7 @@ typedef struct cluster_store {
     size_t ndead, capdead;
     ev_prepare reap;
     gw_fetch *offered;          /* cluster_offer */
-    size_t noffered;
+    size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
     cluster_stats stats;
 } cluster_store;
 
@@ -215,12 +215,16 @@ static int fetch_result(cluster_store *cs, gw_fetch *f, const void **data, uint6
     return f->rc;
 }
 
+static int fetch_matches(const gw_fetch *f, const void *key, size_t keylen) {
+    return f->keylen == keylen && (f->rc != STORE_OK || f->buf.ptr) && memcmp(f->key, key, keylen) == 0;
+}
+
 static gw_fetch *offered_fetch(cluster_store *cs, const void *key, size_t keylen) {
-    for (size_t i = 0; i < cs->noffered; i++) {
-        gw_fetch *f = &cs->offered[i];
-        if (f->keylen == keylen && (f->rc != STORE_OK || f->buf.ptr) && memcmp(f->key, key, keylen) == 0)
-            return f;
-    }
+    size_t n = cs->noffered;
+    if (cs->offer_next < n && fetch_matches(&cs->offered[cs->offer_next], key, keylen))
+        return &cs->offered[cs->offer_next++];
+    for (size_t i = 0; i < n; i++)
+        if (fetch_matches(&cs->offered[i], key, keylen)) return &cs->offered[i];
     return NULL;
 }
 
@@ -242,13 +246,14 @@ static void cs_release(store *s, store_pin *p) {
 void cluster_offer(store *s, gw_fetch *f, size_t n) {
     cs_of(s)->offered = f;
     cs_of(s)->noffered = n;
+    cs_of(s)->offer_next = 0;
 }
 
 void cluster_withdraw(store *s) {
     cluster_store *cs = cs_of(s);
     for (size_t i = 0; i < cs->noffered; i++) staging_put(cs->pool, &cs->offered[i].buf);
     cs->offered = NULL;
-    cs->noffered = 0;
+    cs->noffered = cs->offer_next = 0;
 }
 
 /* The store interface has no error for these: a failure counts as "no"
