@@ -11,7 +11,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "backend/engine.h"
+#include "backend/transport_select.h"
+#include "client/client.h"   /* placement decoding, to play a faulty writer */
 #include "client/moonkv.h"
+#include "core/crc32c.h"
 #include "cluster_harness.h"
 #include "netns_harness.h"
 #include "test.h"
@@ -149,6 +153,68 @@ static void test_striped_64m(void) {
     ASSERT_EQ(got, BIG);
     ASSERT_MEMEQ(src, dst, BIG);
     ASSERT_EQ(mkv_remove(cli, "striped", 7), MKV_OK);
+}
+
+/* A writer that puts other bytes in some replicas than the checksum it
+ * publishes: PUTSTART over hiredis, each replica written by an engine of
+ * our own, PUTEND with the checksum of good. */
+static int faulty_put(const char *key, const void *good, const void *bad, uint64_t len,
+                      uint32_t bad_mask) {
+    redisReply *r = redisCommand(adm, "MOON.PUTSTART %s %llu REPLICAS 2", key,
+                                 (unsigned long long)len);
+    mkv_client dummy;
+    memset(&dummy, 0, sizeof dummy);
+    mkv_placement pl;
+    int rc = r ? mkv_placement_decode(&dummy, r, len, TE_CAP_WRITE, &pl) : -1;
+    if (r) freeReplyObject(r);
+    if (rc != MKV_OK) return -1;
+    te_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    char err[256];
+    te_transport *t = te_transport_create("tcp", &cfg, err, sizeof err);
+    te_engine *e = t ? te_engine_create(t, NULL) : NULL;
+    for (int i = 0; e && i < nnodes; i++) {
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", PORT_DATA(i));
+        const char *addrs[1] = {addr};
+        te_engine_add_node(e, (uint32_t)i + 1, addrs, 1, err, sizeof err);
+    }
+    for (uint32_t i = 0; e && rc == MKV_OK && i < pl.nreplicas; i++) {
+        te_replica rep = {.ext = pl.replicas[i].extents, .next = (int)pl.replicas[i].nextents};
+        if (te_engine_write(e, (bad_mask >> i) & 1 ? bad : good, len, &rep, 1, err, sizeof err) != TE_OK)
+            rc = -1;
+    }
+    if (e) te_engine_destroy(e);
+    else rc = -1;
+    mkv_placement_free(&pl);
+    r = redisCommand(adm, "MOON.PUTEND %s %u", key, crc32c(0, good, len));
+    if (!r || r->type != REDIS_REPLY_STATUS) rc = -1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+/* A replica whose bytes fail the checksum is passed over for the other;
+ * with both bad the read is ECORRUPT. */
+static void test_bad_replica_skipped(void) {
+    enum { LEN = 256 * 1024 };
+    unsigned char *good = src, *bad = src + LEN;
+    h_fill(good, LEN, 26);
+    memcpy(bad, good, LEN);
+    bad[LEN / 2] ^= 1;
+    const char *keys[3] = {"faulty:0", "faulty:1", "faulty:both"};
+    for (uint32_t k = 0; k < 3; k++) {
+        ASSERT_EQ(faulty_put(keys[k], good, bad, LEN, k == 2 ? 3u : 1u << k), 0);
+        size_t got = 0;
+        memset(dst, 0, LEN);
+        int rc = mkv_get(cli, keys[k], strlen(keys[k]), dst, LEN, &got);
+        if (k == 2) {
+            ASSERT_EQ(rc, MKV_ECORRUPT);
+            ASSERT(strstr(mkv_last_error(cli), "checksum") != NULL);
+        } else {
+            ASSERT_EQ(rc, MKV_OK);
+            ASSERT_MEMEQ(dst, good, LEN);
+        }
+    }
 }
 
 /* Puts keep going while node 4 starts; soon some land on it. */
@@ -396,6 +462,7 @@ int main(void) {
     RUN_TEST(test_bad_placement_requests);
     RUN_TEST(test_replicas_on_distinct_nodes);
     RUN_TEST(test_striped_64m);
+    RUN_TEST(test_bad_replica_skipped);
     RUN_TEST(test_node_joins_mid_traffic);
     RUN_TEST(test_kill_node_during_reads);
     RUN_TEST(test_drain_loses_nothing);
