@@ -14,15 +14,17 @@
 #define WINDOW_CMDS  256
 #define WINDOW_BYTES (64u << 20)
 
-/* Reads n replies; returns how many were errors, or -1 on a lost link. */
-static long drain(redisContext *rc, size_t n) {
+/* Reads n replies; returns how many were errors, or -1 on a lost link.
+ * The first error of the whole run is shown (seen_error). */
+static long drain(redisContext *rc, size_t n, int *seen_error) {
     long errors = 0;
     for (size_t i = 0; i < n; i++) {
         void *p;
         if (redisGetReply(rc, &p) != REDIS_OK) return -1;
         redisReply *r = p;
         if (r->type == REDIS_REPLY_ERROR) {
-            if (errors == 0) fprintf(stderr, "preload: first error: %s\n", r->str);
+            if (!*seen_error) fprintf(stderr, "preload: first error: %s\n", r->str);
+            *seen_error = 1;
             errors++;
         }
         freeReplyObject(r);
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
     redisSetTimeout(rc, tv);
     unsigned char *val = bench_buffer(size, 8);
     long errors = 0;
+    int seen_error = 0;
     size_t pending = 0, pending_bytes = 0;
     for (long i = 0; i < count && errors >= 0; i++) {
         char key[32];
@@ -58,7 +61,7 @@ int main(int argc, char **argv) {
         pending++;
         pending_bytes += size;
         if (pending == WINDOW_CMDS || pending_bytes >= WINDOW_BYTES || i + 1 == count) {
-            long e = drain(rc, pending);
+            long e = drain(rc, pending, &seen_error);
             errors = e < 0 ? -1 : errors + e;
             pending = pending_bytes = 0;
         }

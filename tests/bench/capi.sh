@@ -83,15 +83,15 @@ step_capi() {
 
   for s in $names; do
     local tgt=-; case $s in 1MiB|4MiB) tgt=0.9;; esac
-    row "libmoonkv get $s tcp, 1 node vs iperf3 single stream" "capi.1node.tcp.get.$s" capi.ref.iperf3 "$tgt"
+    row "libmoonkv get $s tcp, 1 node vs iperf3 single stream" "capi.1node.tcp.get.$s" capi.ref.iperf3 "$tgt" GB/s
     tgt=-; case $s in 1MiB|4MiB) tgt=2.0;; esac
-    row "libmoonkv get $s tcp, 1 node vs redis GET (hiredis)" "capi.1node.tcp.get.$s" "capi.ref.redis.get.$s" "$tgt"
-    row "libmoonkv put $s tcp, 1 node vs redis SET (hiredis)" "capi.1node.tcp.put.$s" "capi.ref.redis.set.$s" -
-    row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 -
-    row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 -
-    row "libmoonkv get $s shm, 1 node vs memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" 0.5
-    row "libmoonkv put $s shm, 1 node vs memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" -
-    row "libmoonkv get $s shm, striped over $STRIPE_NODES nodes vs memcpy" "capi.striped.shm.get.$s" "capi.ref.memcpy.$s" -
+    row "libmoonkv get $s tcp, 1 node vs redis GET (hiredis)" "capi.1node.tcp.get.$s" "capi.ref.redis.get.$s" "$tgt" GB/s
+    row "libmoonkv put $s tcp, 1 node vs redis SET (hiredis)" "capi.1node.tcp.put.$s" "capi.ref.redis.set.$s" - GB/s
+    row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 - GB/s
+    row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 - GB/s
+    row "libmoonkv get $s shm, 1 node vs memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" 0.5 GB/s
+    row "libmoonkv put $s shm, 1 node vs memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" - GB/s
+    row "libmoonkv get $s shm, striped over $STRIPE_NODES nodes vs memcpy" "capi.striped.shm.get.$s" "capi.ref.memcpy.$s" - GB/s
     bytes=$(( ${s%MiB} << 20 ))
     plot_point "libmoonkv get tcp 1 node" "$bytes" "$(meas_get "capi.1node.tcp.get.$s")"
     plot_point "libmoonkv get tcp striped" "$bytes" "$(meas_get "capi.striped.tcp.get.$s")"
@@ -122,8 +122,8 @@ step_kvcache() {
         [ -n "$(meas_get "kv.$t.$n")$(meas_why "kv.$t.$n")" ] || meas_skip "kv.$t.$n" "${why#skipped: }"
       done
     fi
-    row "KV-cache put $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_put_s" "kv.$t.loop_put_s" 5
-    row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5
+    row "KV-cache put $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_put_s" "kv.$t.loop_put_s" 5 s
+    row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5 s
     row_plain "single 256 KiB get latency p50 ($t)" "kv.$t.get_p50_us" us
     row_plain "single 256 KiB get latency p99 ($t)" "kv.$t.get_p99_us" us
   done
@@ -144,5 +144,5 @@ step_meta() {
   CL_NODE_FLAGS=()
   row_plain "master MOON.PUTSTART+PUTEND, one pair per round trip" meta.single pairs/s
   row_plain "master MOON.MPUTSTART+MPUTEND, batches of 1000" meta.batch pairs/s
-  row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single -
+  row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single - pairs/s
 }

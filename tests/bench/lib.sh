@@ -93,8 +93,15 @@ wait_resp() {
   return 1
 }
 
-# The last lines of a server's log, on one line, for a skip reason.
-log_tail() { tail -n 3 "$WORK/$1.log" 2>/dev/null | tr '\n\t' '  ' | cut -c1-200; }
+# Why a server did not come up, for a skip reason: its last warning line
+# (moonkv and redis mark those with '#'), else its last line, without
+# the pid/time prefix.
+log_tail() {
+  local f="$WORK/$1.log" line
+  line=$(grep -E '^[0-9]+:[A-Z] .* # ' "$f" 2>/dev/null | tail -n 1)
+  [ -n "$line" ] || line=$(tail -n 1 "$f" 2>/dev/null)
+  echo "$line" | sed -E 's/^[0-9]+:[A-Z] [0-9]+ [A-Za-z]+ [0-9]+ [0-9:.]+ [#*.-] //' | tr '\t' ' ' | cut -c1-160
+}
 
 # ---- measurements ----
 

@@ -58,7 +58,10 @@ step_stripe() {
   local size k name
   if [ "$QUICK" = 1 ]; then size=16MiB; else size=64MiB; fi
   if ! netns_setup; then
-    for k in 1 2 4; do meas_skip "stripe.$k.tcp.get.$size" "$SKIP_WHY"; done
+    for k in 1 2 4; do
+      meas_skip "stripe.$k.tcp.get.$size" "$SKIP_WHY"
+      meas_skip "stripe.$k.tcp.put.$size" "$SKIP_WHY"
+    done
   else
     CL_HUB_NS=$NS_HUB CL_MASTER_BIND=0.0.0.0 CL_NODE_FLAGS=()
     for k in 1 2 4; do
@@ -68,17 +71,21 @@ step_stripe() {
           "$size" 2>>"$WORK/run.log" | meas_import "$name."
         cluster_stop
         local why; why=$(meas_why "$name.capi.connect")
-        [ -n "$why" ] && meas_skip "$name.get.$size" "${why#skipped: }"
+        if [ -n "$why" ]; then
+          meas_skip "$name.get.$size" "${why#skipped: }"
+          meas_skip "$name.put.$size" "${why#skipped: }"
+        fi
       else
         meas_skip "$name.get.$size" "$SKIP_WHY"
+        meas_skip "$name.put.$size" "$SKIP_WHY"
       fi
     done
     netns_reset_layout
     netns_cleanup   # now, not only at exit
   fi
   row_plain "striped get $size, 1 node behind one $LINK_RATE link" "stripe.1.tcp.get.$size" GB/s
-  row "striped get $size over 2 links vs 1 link" "stripe.2.tcp.get.$size" "stripe.1.tcp.get.$size" 1.8
-  row "striped get $size over 4 links vs 1 link" "stripe.4.tcp.get.$size" "stripe.1.tcp.get.$size" 3.4
-  row "striped put $size over 4 links vs 1 link" "stripe.4.tcp.put.$size" "stripe.1.tcp.put.$size" -
+  row "striped get $size over 2 links vs 1 link" "stripe.2.tcp.get.$size" "stripe.1.tcp.get.$size" 1.8 GB/s
+  row "striped get $size over 4 links vs 1 link" "stripe.4.tcp.get.$size" "stripe.1.tcp.get.$size" 3.4 GB/s
+  row "striped put $size over 4 links vs 1 link" "stripe.4.tcp.put.$size" "stripe.1.tcp.put.$size" - GB/s
   note "Striping rows: nodes in their own network namespaces, each link shaped with tbf to $LINK_RATE."
 }

@@ -24,7 +24,8 @@ row() {
   [ -n "$unit" ] || unit=$(meas_unit "$m")
   [ -n "$unit" ] || unit=$(meas_unit "$r")
   if [ "$r" = - ]; then rc=-; rv=; else rv=$(meas_get "$r"); rc=$(meas_cell "$r"); fi
-  if [ -n "$mv" ] && [ -n "$rv" ]; then
+  # Counts are shown side by side; a ratio of them means nothing.
+  if [ -n "$mv" ] && [ -n "$rv" ] && [ "$unit" != count ]; then
     ratio=$(awk -v m="$mv" -v r="$rv" -v u="$unit" 'BEGIN {
       lower = (u == "s" || u == "us")
       if (lower ? m <= 0 : r <= 0) { print "-"; exit }

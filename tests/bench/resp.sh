@@ -17,13 +17,14 @@ RESP_KEYSPACE=1000000000
 # rb_run ADDR NAME TEST SIZE N CLIENTS PIPELINE KEYSPACE: one redis-benchmark
 # run; stores req/s under NAME.
 rb_run() {
-  local addr=$1 name=$2 test=$3 size=$4 n=$5 c=$6 p=$7 r=$8 out rps
+  local addr=$1 name=$2 test=$3 size=$4 n=$5 c=$6 p=$7 r=$8 out rps rc
   out=$(timeout 600 redis-benchmark -h "${addr%:*}" -p "${addr##*:}" -t "$test" -d "$size" -n "$n" \
         -c "$c" -P "$p" -r "$r" --csv 2>>"$WORK/run.log")
-  log "redis-benchmark $addr -t $test -d $size -n $n -c $c -P $p -r $r: $out"
+  rc=$?
+  log "redis-benchmark $addr -t $test -d $size -n $n -c $c -P $p -r $r: exit $rc: $out"
   rps=$(echo "$out" | awk -F, -v t="${test^^}" '{ gsub(/"/, "") } $1 == t { print $2 }')
   if [ -n "$rps" ]; then meas "$name" "$rps" req/s
-  else meas_skip "$name" "redis-benchmark gave no result for $test (see run.log)"; fi
+  else meas_skip "$name" "redis-benchmark gave no $test result (exit $rc, see run.log)"; fi
 }
 
 dbsize() { redis-cli -h "${1%:*}" -p "${1##*:}" dbsize 2>/dev/null | grep -E '^[0-9]+$'; }
@@ -64,6 +65,7 @@ resp_measure() {
       read -r size n modes <<<"$spec"
       for m in $modes; do
         meas_skip "resp.$t.set.$size.$m" "$SKIP_WHY"
+        meas_skip "resp.$t.set.$size.$m.repeats" "$SKIP_WHY"
         meas_skip "resp.$t.get.$size.$m" "$SKIP_WHY"
       done
     done
@@ -93,8 +95,8 @@ resp_rows() {
   for op in set get; do
     for m in $modes; do
       what="RESP ${op^^} $label $([ "$m" = p16 ] && echo "-P 16 -c 50" || echo "-c 50")"
-      row "$what: standalone vs redis" "resp.standalone.$op.$size.$m" "resp.redis.$op.$size.$m" "$target"
-      row "$what: cluster (gateway) vs redis" "resp.cluster.$op.$size.$m" "resp.redis.$op.$size.$m" -
+      row "$what: standalone vs redis" "resp.standalone.$op.$size.$m" "resp.redis.$op.$size.$m" "$target" req/s
+      row "$what: cluster (gateway) vs redis" "resp.cluster.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
     done
   done
   for m in $modes; do
