@@ -130,8 +130,9 @@ static int master_open(mkv_client *c) {
 
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code) {
-    /* A broken connection is reopened once per command: the master may
-     * have restarted, and a put or get is safe to send again. */
+    /* A connection an earlier command broke is reopened before the next
+     * one (the master may have restarted); a command whose reply was lost
+     * is never sent twice, since it may have taken effect. */
     if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
     redisReply *r = redisCommandArgv(c->rc, argc, argv, argvlen);
     *code = MKV_OK;
