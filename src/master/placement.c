@@ -126,11 +126,21 @@ mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *
                      nrep, nrep, ncand);
         goto out;
     }
+    /* Refuse what cannot fit before laying it out: a peer asking for an
+     * absurd size must cost O(nodes), not O(size / slice_size). */
+    uint64_t largest = 0, total_free = 0;
+    for (uint32_t i = 0; i < ncand; i++) {
+        if (cand[i].largest > largest) largest = cand[i].largest;
+        total_free += cand[i].free;
+    }
+    if (size > total_free / nrep) {
+        st = mm_fail(err, errlen, MM_NOSPACE,
+                     "NOSPACE cluster full: %u replicas of %llu bytes exceed the %llu bytes free",
+                     nrep, (unsigned long long)size, (unsigned long long)total_free);
+        goto out;
+    }
     layout l;
     plan_layout(m, size, nrep, ncand, &l);
-    uint64_t largest = 0;
-    for (uint32_t i = 0; i < ncand; i++)
-        if (cand[i].largest > largest) largest = cand[i].largest;
     if (align_up(slice_len(&l, 0)) > largest) {
         st = mm_fail(err, errlen, MM_NOSPACE,
                      "NOSPACE %llu bytes do not fit: the largest free extent on any node is %llu bytes",

@@ -195,6 +195,9 @@ static void test_placement_errors(void) {
     ASSERT(put(m, "a", 1024, 2, 0));
     ASSERT_EQ(mm_put_start(m, "huge", 4, 4 * KB, 1, 0, &o, err, sizeof err), MM_NOSPACE);
     ASSERT(strncmp(err, "NOSPACE ", 8) == 0 && strstr(err, "largest free extent"));
+    /* an absurd size is refused from the free totals, before any layout */
+    ASSERT_EQ(mm_put_start(m, "giant", 5, 1ULL << 49, 1, 0, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT(strncmp(err, "NOSPACE cluster full", 20) == 0 && strstr(err, "exceed"));
     for (int i = 0; i < 5; i++) {
         char key[16];
         snprintf(key, sizeof key, "f%d", i);
