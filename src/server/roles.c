@@ -36,14 +36,3 @@ int role_main(server *srv) {
     log_warning("Unknown role %d", (int)srv->cfg.role);
     return 1;
 }
-
-/* Placeholders so the binary links before the cluster roles exist. They
- * are weak only for that reason: a linker does not pull an archive member
- * to replace a weak symbol that is already defined, so whoever writes the
- * real entry point deletes its placeholder here. */
-static int role_missing(server *srv) {
-    log_warning("role %s is not available in this build", config_role_name(srv->cfg.role));
-    return 1;
-}
-
-__attribute__((weak)) int node_role_main(server *srv) { return role_missing(srv); }

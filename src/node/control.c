@@ -1,0 +1,493 @@
+/* node/control.c - see control.h. */
+#include "node/control.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "master/master.h"
+#include "node/copier.h"
+
+#define CTL_IO_TIMEOUT_MS   2000   /* one master round trip */
+#define CTL_RETRY_MS        500    /* between connection attempts */
+#define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
+#define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
+
+typedef struct task_result {
+    uint64_t gen, id;
+    int ok;
+} task_result;
+
+struct node_control {
+    node *n;
+    pthread_t th;
+    pthread_cond_t wake;        /* with n->mu */
+    int stop, leave_wanted, leave_sent;
+    int joined;                 /* the thread is gone */
+    task_result results[CTL_MAX_RESULTS];
+    int nresults;
+    /* Control thread only. */
+    redisContext *rc;
+    uint64_t gen;               /* registrations so far: tags tasks */
+    uint8_t cap_key[TE_CAP_KEY_LEN];   /* of the current registration */
+    int heartbeat_ms;
+    uint64_t next_refresh_ms;
+    char host[CONFIG_STR_MAX];
+    int port;
+};
+
+/* ---- helpers ---- */
+
+static void set_phase(node_control *c, node_phase p) {
+    pthread_mutex_lock(&c->n->mu);
+    c->n->status.phase = p;
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+static void disconnect(node_control *c) {
+    if (c->rc) redisFree(c->rc);
+    c->rc = NULL;
+}
+
+static struct timeval tv_ms(int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+static int master_connect(node_control *c) {
+    c->rc = redisConnectWithTimeout(c->host, c->port, tv_ms(CTL_IO_TIMEOUT_MS));
+    if (!c->rc || c->rc->err) {
+        log_info("node: cannot reach the master at %s:%d: %s", c->host, c->port,
+                 c->rc ? c->rc->errstr : "out of memory");
+        disconnect(c);
+        return -1;
+    }
+    redisSetTimeout(c->rc, tv_ms(CTL_IO_TIMEOUT_MS));
+    return 0;
+}
+
+/* A reply, or NULL after dropping a broken connection. */
+static redisReply *master_cmd_argv(node_control *c, int argc, const char **argv, const size_t *lens) {
+    redisReply *r = redisCommandArgv(c->rc, argc, argv, lens);
+    if (!r) {
+        log_warning("node: master connection lost: %s", c->rc->errstr);
+        disconnect(c);
+    }
+    return r;
+}
+
+static redisReply *master_cmd(node_control *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c->rc, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        log_warning("node: master connection lost: %s", c->rc->errstr);
+        disconnect(c);
+    }
+    return r;
+}
+
+static int hex_nibble(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if ((ch | 32) >= 'a' && (ch | 32) <= 'f') return (ch | 32) - 'a' + 10;
+    return -1;
+}
+
+static int hex_decode(const char *s, size_t len, uint8_t *out, size_t outlen) {
+    if (len != 2 * outlen) return -1;
+    for (size_t i = 0; i < outlen; i++) {
+        int hi = hex_nibble(s[2 * i]), lo = hex_nibble(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+static void hex_encode(const uint8_t *p, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+static int is_int(const redisReply *r, long long min, long long max) {
+    return r && r->type == REDIS_REPLY_INTEGER && r->integer >= min && r->integer <= max;
+}
+
+/* ---- registration ---- */
+
+/* CHALLENGE, REGISTER; on success the data plane serves as the new id. */
+static int do_register(node_control *c) {
+    node *n = c->n;
+    redisReply *r = master_cmd(c, "MOON.CHALLENGE");
+    if (!r) return -1;
+    if (r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) {
+        log_warning("node: bad MOON.CHALLENGE reply from the master");
+        freeReplyObject(r);
+        disconnect(c);
+        return -1;
+    }
+    uint8_t reg_key[16], proof[16];
+    char proof_hex[33], seg[24];
+    master_derive_reg_key(n->srv->cfg.cluster_secret, reg_key);
+    master_register_proof(reg_key, (const uint8_t *)r->str, proof);
+    freeReplyObject(r);
+    hex_encode(proof, sizeof proof, proof_hex);
+    snprintf(seg, sizeof seg, "%llu", (unsigned long long)n->seg.size);
+
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
+    const char *argv[3 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
+    size_t lens[3 + TE_MAX_PATHS] = {13, 32, strlen(seg)};
+    for (int i = 0; i < naddrs; i++) {
+        argv[3 + i] = addrs[i];
+        lens[3 + i] = strlen(addrs[i]);
+    }
+    r = master_cmd_argv(c, 3 + naddrs, argv, lens);
+    if (!r) return -1;
+    uint8_t key[TE_CAP_KEY_LEN];
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+             is_int(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
+             hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
+             is_int(r->element[2], 1, 3600 * 1000);
+    if (!ok) {
+        log_warning("node: registration refused: %s",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
+        freeReplyObject(r);
+        disconnect(c);
+        return -1;
+    }
+    uint32_t id = (uint32_t)r->element[0]->integer;
+    c->heartbeat_ms = (int)r->element[2]->integer;
+    freeReplyObject(r);
+
+    char err[256];
+    if (node_data_set_identity(n->data, id, key, err, sizeof err) != 0) {
+        log_warning("node: data plane cannot serve as node %u: %s", id, err);
+        disconnect(c);   /* the id dies by timeout; try again later */
+        return -1;
+    }
+    c->gen++;
+    memcpy(c->cap_key, key, sizeof key);
+    c->leave_sent = 0;
+    c->next_refresh_ms = 0;
+    pthread_mutex_lock(&n->mu);
+    n->status.id = id;
+    n->status.registrations++;
+    n->status.phase = NODE_MEMBER;
+    pthread_mutex_unlock(&n->mu);
+    log_notice("node: registered as node %u with the master %s:%d (heartbeat %d ms)", id, c->host,
+               c->port, c->heartbeat_ms);
+    return 0;
+}
+
+/* ---- tasks ---- */
+
+static int cap_of(const redisReply *r, te_cap *cap) {
+    return r->type == REDIS_REPLY_STRING && te_cap_decode(cap, (const uint8_t *)r->str, r->len) == 0
+               ? 0 : -1;
+}
+
+/* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
+static node_task *parse_task(node_control *c, const redisReply *r, uint64_t *id) {
+    *id = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 || !is_int(r->element[0], 1, INT64_MAX))
+        return NULL;
+    *id = (uint64_t)r->element[0]->integer;
+    const redisReply *src = r->element[3], *dst = r->element[4];
+    if (!is_int(r->element[2], 1, INT64_MAX) || src->type != REDIS_REPLY_ARRAY ||
+        dst->type != REDIS_REPLY_ARRAY || src->elements < 1 || dst->elements < 1 ||
+        src->elements > NODE_TASK_MAX_EXTENTS || dst->elements > NODE_TASK_MAX_EXTENTS)
+        return NULL;
+    node_task *t = xcalloc(1, sizeof *t);
+    t->id = *id;
+    t->gen = c->gen;
+    t->size = (uint64_t)r->element[2]->integer;
+    t->src = xcalloc(src->elements, sizeof *t->src);
+    t->dst = xcalloc(dst->elements, sizeof *t->dst);
+    uint64_t sum_src = 0, sum_dst = 0;
+    for (size_t i = 0; i < src->elements; i++) {
+        const redisReply *e = src->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 4 || !is_int(e->element[0], 1, UINT32_MAX) ||
+            !is_int(e->element[1], 0, INT64_MAX) || !is_int(e->element[2], 1, INT64_MAX) ||
+            cap_of(e->element[3], &t->src[i].cap) != 0)
+            goto bad;
+        t->src[i].node_id = (uint32_t)e->element[0]->integer;
+        t->src[i].offset = (uint64_t)e->element[1]->integer;
+        t->src[i].length = (uint64_t)e->element[2]->integer;
+        if (t->src[i].length > t->size - sum_src) goto bad;   /* more than the object */
+        sum_src += t->src[i].length;
+        t->nsrc++;
+    }
+    for (size_t i = 0; i < dst->elements; i++) {
+        const redisReply *e = dst->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || !is_int(e->element[0], 0, INT64_MAX) ||
+            !is_int(e->element[1], 1, INT64_MAX) || cap_of(e->element[2], &t->dst[i].cap) != 0)
+            goto bad;
+        t->dst[i].offset = (uint64_t)e->element[0]->integer;
+        t->dst[i].length = (uint64_t)e->element[1]->integer;
+        if (t->dst[i].length > t->size - sum_dst) goto bad;
+        sum_dst += t->dst[i].length;
+        t->ndst++;
+    }
+    if (sum_src != t->size || sum_dst != t->size) goto bad;
+    return t;
+bad:
+    node_task_free(t);
+    return NULL;
+}
+
+static void queue_result(node_control *c, uint64_t gen, uint64_t id, int ok) {
+    if (c->nresults == CTL_MAX_RESULTS) return;   /* the master fails it by deadline */
+    c->results[c->nresults++] = (task_result){gen, id, ok};
+}
+
+static void take_tasks(node_control *c, const redisReply *r) {
+    node *n = c->n;
+    pthread_mutex_lock(&n->mu);
+    uint32_t id = n->status.id;
+    n->status.tasks_received += r->elements;
+    pthread_mutex_unlock(&n->mu);
+    for (size_t i = 0; i < r->elements; i++) {
+        uint64_t task_id;
+        node_task *t = parse_task(c, r->element[i], &task_id);
+        if (!t) {
+            log_warning("node: malformed copy task %llu from the master", (unsigned long long)task_id);
+            if (task_id) {
+                pthread_mutex_lock(&n->mu);
+                queue_result(c, c->gen, task_id, 0);
+                pthread_mutex_unlock(&n->mu);
+            }
+            continue;
+        }
+        t->node_id = id;
+        memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
+        node_copier_submit(n->copier, t);
+    }
+}
+
+/* COPYDONE for every finished task of the current registration. */
+static void report_results(node_control *c) {
+    task_result res[CTL_MAX_RESULTS];
+    pthread_mutex_lock(&c->n->mu);
+    int nres = c->nresults;
+    memcpy(res, c->results, (size_t)nres * sizeof *res);
+    c->nresults = 0;
+    pthread_mutex_unlock(&c->n->mu);
+    for (int i = 0; i < nres && c->rc; i++) {
+        if (res[i].gen != c->gen) continue;   /* for an id that is gone */
+        redisReply *r = master_cmd(c, "MOON.COPYDONE %llu %s", (unsigned long long)res[i].id,
+                                res[i].ok ? "OK" : "FAIL");
+        if (!r) return;
+        if (r->type == REDIS_REPLY_ERROR)
+            log_info("node: COPYDONE %llu: %s", (unsigned long long)res[i].id, r->str);
+        freeReplyObject(r);
+    }
+}
+
+/* ---- heartbeat, leave, refresh ---- */
+
+static int flag(node_control *c, const int *f) {
+    pthread_mutex_lock(&c->n->mu);
+    int v = *f;
+    pthread_mutex_unlock(&c->n->mu);
+    return v;
+}
+
+
+/* A NODEDEAD answer: drained means we are done, anything else re-registers. */
+static void node_dead(node_control *c, const char *msg) {
+    int drained = strstr(msg, "(drained") != NULL;
+    log_notice("node: master says: %s", msg);
+    if (drained || flag(c, &c->leave_wanted)) {
+        set_phase(c, NODE_GONE);
+        return;
+    }
+    set_phase(c, NODE_JOINING);
+    if (do_register(c) != 0) disconnect(c);
+}
+
+static int is_nodedead(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NODEDEAD", 8) == 0;
+}
+
+static uint32_t my_id(node_control *c) {
+    pthread_mutex_lock(&c->n->mu);
+    uint32_t id = c->n->status.id;
+    pthread_mutex_unlock(&c->n->mu);
+    return id;
+}
+
+static void heartbeat(node_control *c) {
+    node *n = c->n;
+    pthread_mutex_lock(&n->mu);
+    uint64_t used = n->status.master_used;
+    pthread_mutex_unlock(&n->mu);
+    redisReply *r = master_cmd(c, "MOON.HEARTBEAT %u %llu", my_id(c), (unsigned long long)used);
+    if (!r) return;
+    pthread_mutex_lock(&n->mu);
+    if (r->type == REDIS_REPLY_ARRAY) n->status.heartbeats++;
+    else n->status.heartbeat_errors++;
+    pthread_mutex_unlock(&n->mu);
+    if (r->type == REDIS_REPLY_ARRAY) take_tasks(c, r);
+    else if (is_nodedead(r)) node_dead(c, r->str);
+    else log_warning("node: heartbeat refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    freeReplyObject(r);
+}
+
+static void send_leave(node_control *c) {
+    redisReply *r = master_cmd(c, "MOON.LEAVE %u", my_id(c));
+    if (!r) return;
+    if (r->type == REDIS_REPLY_STATUS) {
+        c->leave_sent = 1;
+        set_phase(c, NODE_LEAVING);
+        log_notice("node: leaving: the master is moving our objects away");
+    } else if (is_nodedead(r)) {
+        set_phase(c, NODE_GONE);
+    } else {
+        log_warning("node: MOON.LEAVE refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    }
+    freeReplyObject(r);
+}
+
+/* Our line of MOON.NODES: "<id> <addr> <state> <segment_size> <used>". */
+static void refresh_view(node_control *c) {
+    uint32_t id = my_id(c);
+    redisReply *r = master_cmd(c, "MOON.NODES");
+    if (!r) return;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        for (const char *line = r->str; line && *line;) {
+            unsigned lid;
+            char state[16];
+            unsigned long long seg, used;
+            if (sscanf(line, "%u %*s %15s %llu %llu", &lid, state, &seg, &used) == 4 && lid == id) {
+                pthread_mutex_lock(&c->n->mu);
+                memcpy(c->n->status.master_state, state, sizeof state);
+                c->n->status.master_segment = seg;
+                c->n->status.master_used = used;
+                pthread_mutex_unlock(&c->n->mu);
+                break;
+            }
+            line = strchr(line, '\n');
+            if (line) line++;
+        }
+    }
+    freeReplyObject(r);
+}
+
+/* ---- the thread ---- */
+
+static void wait_ms(node_control *c, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->n->mu);
+    while (!c->stop && !(c->leave_wanted && !c->leave_sent) && c->nresults == 0)
+        if (pthread_cond_timedwait(&c->wake, &c->n->mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+static void gone(node_control *c) {
+    set_phase(c, NODE_GONE);
+    ev_async_send(c->n->srv->loop, &c->n->gone);
+}
+
+static void *control_main(void *arg) {
+    node_control *c = arg;
+    uint64_t next_beat = 0;
+    while (!flag(c, &c->stop)) {
+        int leaving = flag(c, &c->leave_wanted);
+        if (!c->rc) {
+            set_phase(c, NODE_JOINING);
+            if (leaving) break;   /* nobody to hand our objects to */
+            if (master_connect(c) != 0 || do_register(c) != 0) {
+                wait_ms(c, CTL_RETRY_MS);
+                continue;
+            }
+            next_beat = 0;
+        }
+        report_results(c);
+        if (c->rc && leaving && !c->leave_sent) send_leave(c);
+        uint64_t now = mono_ms();
+        if (c->rc && now >= next_beat) {
+            heartbeat(c);
+            next_beat = now + (uint64_t)c->heartbeat_ms;
+        }
+        if (c->rc && now >= c->next_refresh_ms) {
+            refresh_view(c);
+            c->next_refresh_ms = now + CTL_REFRESH_MS;
+        }
+        pthread_mutex_lock(&c->n->mu);
+        node_phase p = c->n->status.phase;
+        pthread_mutex_unlock(&c->n->mu);
+        if (p == NODE_GONE) break;
+        now = mono_ms();
+        if (c->rc && next_beat > now) wait_ms(c, (int)(next_beat - now));
+    }
+    if (!flag(c, &c->stop)) gone(c);
+    disconnect(c);
+    return NULL;
+}
+
+node_control *node_control_start(node *n) {
+    node_control *c = xcalloc(1, sizeof *c);
+    c->n = n;
+    c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
+    if (parse_hostport(n->srv->cfg.master, c->host, sizeof c->host, &c->port) != 0) {
+        log_warning("node: bad master address '%s' (want host:port)", n->srv->cfg.master);
+        free(c);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_create(&c->th, NULL, control_main, c);
+    return c;
+}
+
+static void poke(node_control *c, int *f) {
+    pthread_mutex_lock(&c->n->mu);
+    *f = 1;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+void node_control_request_leave(node_control *c) { poke(c, &c->leave_wanted); }
+
+void node_control_task_done(node_control *c, uint64_t gen, uint64_t task_id, int ok) {
+    pthread_mutex_lock(&c->n->mu);
+    queue_result(c, gen, task_id, ok);
+    if (ok) c->n->status.tasks_ok++;
+    else c->n->status.tasks_failed++;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+void node_control_stop(node_control *c) {
+    if (!c || c->joined) return;
+    poke(c, &c->stop);
+    pthread_join(c->th, NULL);
+    c->joined = 1;
+}
+
+void node_control_free(node_control *c) {
+    if (!c) return;
+    node_control_stop(c);
+    pthread_cond_destroy(&c->wake);
+    free(c);
+}

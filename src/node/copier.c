@@ -1,0 +1,253 @@
+/* node/copier.c - see copier.h.
+ *
+ * One thread, one engine: tasks run one after another, which keeps the
+ * node's outgoing copy traffic from starving the clients it serves. The
+ * engine learns other nodes' data addresses from MOON.TOPOLOGY on a
+ * connection of its own (the control connection is the control
+ * thread's). */
+#include "node/copier.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/transport_select.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "node/control.h"
+
+#define COPIER_IO_TIMEOUT_MS 2000
+#define COPIER_MAX_QUEUE     4096   /* tasks waiting; more are failed at once */
+
+struct node_copier {
+    node *n;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    node_task *head, *tail;
+    int queued, stop;
+    /* Copier thread only. */
+    te_engine *engine;
+    const char *tname;          /* its transport: "tcp" or "rdma" */
+    redisContext *master;
+};
+
+void node_task_free(node_task *t) {
+    if (!t) return;
+    free(t->src);
+    free(t->dst);
+    free(t);
+}
+
+/* ---- the engine and where nodes are ---- */
+
+/* The client transport for copies: shm reaches only this host, so a
+ * node configured for shm copies over TCP. */
+static const char *copy_transport(const char *configured) {
+    return strcmp(configured, "shm") == 0 ? "tcp" : configured;
+}
+
+static int engine_ready(node_copier *c, char *err, size_t errlen) {
+    if (c->engine) return 0;
+    te_config tc;
+    memset(&tc, 0, sizeof tc);
+    snprintf(tc.secret, sizeof tc.secret, "%s", c->n->srv->cfg.cluster_secret);
+    te_config_defaults(&tc);
+    te_transport *t = te_transport_create(copy_transport(c->n->srv->cfg.transport), &tc, err, errlen);
+    if (!t) return -1;
+    c->tname = t->ops->name;
+    c->engine = te_engine_create(t, NULL);
+    if (te_engine_register_buffer(c->engine, c->n->seg.base, c->n->seg.size, err, errlen) != 0) {
+        te_engine_destroy(c->engine);
+        c->engine = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Addresses the engine's transport can use: "rdma:" ones for RDMA,
+ * plain host:port for TCP. */
+static int usable_addr(const char *transport, const char *addr) {
+    int rdma = strncmp(addr, "rdma:", 5) == 0, unix_ = strncmp(addr, "unix:", 5) == 0;
+    return strcmp(transport, "rdma") == 0 ? rdma : !rdma && !unix_;
+}
+
+static void add_node(node_copier *c, const redisReply *e) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[0]->integer < 1 || e->element[0]->integer > UINT32_MAX ||
+        e->element[2]->type != REDIS_REPLY_ARRAY)
+        return;
+    const char *tname = c->tname;
+    const char *addrs[TE_MAX_PATHS];
+    int n = 0;
+    const redisReply *list = e->element[2];
+    for (size_t i = 0; i < list->elements && n < TE_MAX_PATHS; i++) {
+        const redisReply *a = list->element[i];
+        if (a->type == REDIS_REPLY_STRING && a->len < TE_ADDR_LEN && usable_addr(tname, a->str))
+            addrs[n++] = a->str;
+    }
+    char err[256];
+    if (n > 0 && te_engine_add_node(c->engine, (uint32_t)e->element[0]->integer, addrs, n, err,
+                                    sizeof err) != 0)
+        log_info("node: copier cannot use node %lld: %s", e->element[0]->integer, err);
+}
+
+/* MOON.TOPOLOGY into the engine. */
+static int learn_topology(node_copier *c, char *err, size_t errlen) {
+    if (!c->master) {
+        char host[CONFIG_STR_MAX];
+        int port;
+        struct timeval tv = {COPIER_IO_TIMEOUT_MS / 1000, 0};
+        if (parse_hostport(c->n->srv->cfg.master, host, sizeof host, &port) != 0) {
+            snprintf(err, errlen, "bad master address");
+            return -1;
+        }
+        c->master = redisConnectWithTimeout(host, port, tv);
+        if (!c->master || c->master->err) {
+            snprintf(err, errlen, "master: %s", c->master ? c->master->errstr : "out of memory");
+            if (c->master) redisFree(c->master);
+            c->master = NULL;
+            return -1;
+        }
+        redisSetTimeout(c->master, tv);
+    }
+    redisReply *r = redisCommand(c->master, "MOON.TOPOLOGY");
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, errlen, "MOON.TOPOLOGY: %s", r ? "unexpected reply" : c->master->errstr);
+        if (r) freeReplyObject(r);
+        redisFree(c->master);
+        c->master = NULL;
+        return -1;
+    }
+    for (size_t i = 0; i < r->elements; i++) add_node(c, r->element[i]);
+    freeReplyObject(r);
+    return 0;
+}
+
+/* ---- one task ---- */
+
+/* The source extents covering object bytes [pos, pos+len), trimmed. */
+static int src_range(const node_task *t, uint64_t pos, uint64_t len, te_extent *out) {
+    int n = 0;
+    uint64_t at = 0;
+    for (int i = 0; i < t->nsrc && len > 0; i++) {
+        const te_extent *s = &t->src[i];
+        if (pos < at + s->length) {
+            uint64_t skip = pos - at, take = s->length - skip < len ? s->length - skip : len;
+            out[n] = *s;
+            out[n].offset = s->offset + skip;
+            out[n].length = take;
+            n++;
+            pos += take;
+            len -= take;
+        }
+        at += s->length;
+    }
+    return n;
+}
+
+static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen) {
+    uint64_t now = wall_ms();
+    /* Our own segment: the master's caps and our bounds, before any byte. */
+    for (int i = 0; i < t->ndst; i++) {
+        const node_dst *d = &t->dst[i];
+        int st = te_cap_check(&d->cap, t->cap_key, t->node_id, TE_WRITE, d->offset, d->length, now);
+        if (st == TE_OK && (d->offset > c->n->seg.size || d->length > c->n->seg.size - d->offset))
+            st = TE_ERANGE;
+        if (st != TE_OK) {
+            snprintf(err, errlen, "destination %d refused: %s", i, te_strerror(st));
+            return -1;
+        }
+    }
+    if (engine_ready(c, err, errlen) != 0 || learn_topology(c, err, errlen) != 0) return -1;
+    te_extent *piece = xcalloc((size_t)t->nsrc, sizeof *piece);
+    uint64_t pos = 0;
+    int rc = 0;
+    for (int i = 0; i < t->ndst && rc == 0; i++) {
+        const node_dst *d = &t->dst[i];
+        te_replica rep = {piece, src_range(t, pos, d->length, piece)};
+        char *into = (char *)c->n->seg.base + d->offset;
+        if (te_engine_read(c->engine, into, d->length, &rep, 1, err, errlen) != TE_OK) rc = -1;
+        pos += d->length;
+    }
+    free(piece);
+    return rc;
+}
+
+static void *copier_main(void *arg) {
+    node_copier *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        while (!c->stop && !c->head) pthread_cond_wait(&c->wake, &c->mu);
+        node_task *t = c->head;
+        if (c->stop || !t) {
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
+        c->head = t->next;
+        if (!c->head) c->tail = NULL;
+        c->queued--;
+        pthread_mutex_unlock(&c->mu);
+
+        char err[256] = "";
+        int ok = run_task(c, t, err, sizeof err) == 0;
+        if (ok) {
+            pthread_mutex_lock(&c->n->mu);
+            c->n->status.bytes_copied += t->size;
+            pthread_mutex_unlock(&c->n->mu);
+            log_info("node: copy task %llu done (%llu bytes)", (unsigned long long)t->id,
+                     (unsigned long long)t->size);
+        } else {
+            log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, err);
+        }
+        node_control_task_done(c->n->ctl, t->gen, t->id, ok);
+        node_task_free(t);
+    }
+    return NULL;
+}
+
+node_copier *node_copier_start(node *n) {
+    node_copier *c = xcalloc(1, sizeof *c);
+    c->n = n;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    pthread_create(&c->th, NULL, copier_main, c);
+    return c;
+}
+
+void node_copier_submit(node_copier *c, node_task *t) {
+    pthread_mutex_lock(&c->mu);
+    if (c->queued >= COPIER_MAX_QUEUE) {
+        pthread_mutex_unlock(&c->mu);
+        node_control_task_done(c->n->ctl, t->gen, t->id, 0);
+        node_task_free(t);
+        return;
+    }
+    t->next = NULL;
+    if (c->tail) c->tail->next = t;
+    else c->head = t;
+    c->tail = t;
+    c->queued++;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void node_copier_stop(node_copier *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->th, NULL);
+    while (c->head) {
+        node_task *t = c->head;
+        c->head = t->next;
+        node_task_free(t);
+    }
+    if (c->engine) te_engine_destroy(c->engine);
+    if (c->master) redisFree(c->master);
+    pthread_cond_destroy(&c->wake);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}

@@ -1,0 +1,42 @@
+/* node/data_plane.h - the node's data servers: TCP, shm, RDMA.
+ *
+ * The servers run in their own threads (backend/tcp_server.h,
+ * rdma/rdma_node.h) straight on the segment. They start before the node
+ * registers (so a bad address fails start-up), refusing every request
+ * until the master's identity is known: node id and capability key.
+ * A node that registers again (master restart, declared dead) gets a new
+ * id, so the identity can change; the servers are restarted on it. */
+#ifndef MKV_NODE_DATA_PLANE_H
+#define MKV_NODE_DATA_PLANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cap.h"
+#include "backend/tcp_server.h"
+#include "node/segment.h"
+
+typedef struct node_data_config {
+    const node_segment *seg;
+    char secret[TE_SECRET_MAX];
+    int ntcp;
+    char tcp[TE_MAX_PATHS][TE_ADDR_LEN];   /* "host:port" listeners */
+    int shm;                               /* export the segment on a unix socket */
+    int rdma;                              /* export over RDMA (a device must exist) */
+} node_data_config;
+
+typedef struct node_data node_data;
+
+/* Starts the listeners. NULL with a message in err. */
+node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen);
+/* Serve as node id with the master's key from now on. 0, or -1 with a
+ * message (the servers could not be restarted). Thread-safe. */
+int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
+                           char *err, size_t errlen);
+/* The addresses to register, in order of preference for a client of the
+ * matching transport: "host:port" (TCP), "unix:@..." (shm), "rdma:host:port". */
+int node_data_addrs(const node_data *d, char out[][TE_ADDR_LEN], int max);
+void node_data_stats(node_data *d, te_server_stats *out);
+void node_data_stop(node_data *d);
+
+#endif

@@ -1,0 +1,50 @@
+/* node/node.h - the memory node role: state shared by its threads.
+ *
+ * Threads: the event loop (the node's RESP port: PING, INFO, MOON.DRAIN),
+ * the control thread (control.h: registration, heartbeats, leave, on its
+ * own master connection), the copier (copier.h: copy tasks through the
+ * transfer engine) and the data servers' threads (data_plane.h). They
+ * share only `status`, under `mu`. */
+#ifndef MKV_NODE_H
+#define MKV_NODE_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "node/data_plane.h"
+#include "node/segment.h"
+#include "server/server.h"
+
+typedef enum node_phase {
+    NODE_JOINING = 0,   /* not registered (yet, or again) */
+    NODE_MEMBER,        /* registered, heartbeating */
+    NODE_LEAVING,       /* LEAVE sent: serving reads while the master drains us */
+    NODE_GONE           /* drained (or gave up): the process should exit */
+} node_phase;
+
+typedef struct node_status {
+    node_phase phase;
+    uint32_t id;                   /* 0 until registered */
+    uint64_t registrations;
+    uint64_t heartbeats, heartbeat_errors;
+    uint64_t master_segment, master_used;   /* from MOON.NODES */
+    char master_state[16];                  /* "alive", "draining", ... */
+    uint64_t tasks_received, tasks_ok, tasks_failed;
+    uint64_t bytes_copied;
+} node_status;
+
+typedef struct node {
+    server *srv;
+    node_segment seg;
+    node_data *data;
+    struct node_control *ctl;
+    struct node_copier *copier;
+    pthread_mutex_t mu;
+    node_status status;
+    ev_async gone;                 /* control thread -> loop: we left */
+} node;
+
+const char *node_phase_name(node_phase p);
+
+#endif

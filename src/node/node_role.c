@@ -1,0 +1,246 @@
+/* node/node_role.c - running a memory node.
+ *
+ * Start-up: segment, data servers, the node's RESP port, then the
+ * control thread registers with the master. The first SIGTERM (or
+ * MOON.DRAIN on the node's port) asks the master to drain us; the loop
+ * keeps running, and the data servers keep serving reads, until the
+ * master says the drain is over or NODE_LEAVE_MAX_MS have passed. A
+ * second SIGTERM exits at once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/netio.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "node/control.h"
+#include "node/copier.h"
+#include "node/node.h"
+#include "rdma/rdma_transport.h"
+#include "server/commands.h"
+#include "server/info.h"
+#include "server/roles.h"
+
+#define NODE_LEAVE_MAX_MS 60000
+
+const char *node_phase_name(node_phase p) {
+    switch (p) {
+    case NODE_JOINING: return "joining";
+    case NODE_MEMBER: return "member";
+    case NODE_LEAVING: return "leaving";
+    case NODE_GONE: return "gone";
+    }
+    return "unknown";
+}
+
+static node *node_of(server *srv) { return srv->role; }
+
+/* ---- INFO "# Node" and MOON.DRAIN ---- */
+
+static void node_info(server *srv, resp_buf *out, const char *section) {
+    if (!info_wants(section, "node", 1)) return;
+    node *n = node_of(srv);
+    pthread_mutex_lock(&n->mu);
+    node_status st = n->status;
+    pthread_mutex_unlock(&n->mu);
+    te_server_stats ds;
+    node_data_stats(n->data, &ds);
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
+
+    info_section(out, "Node");
+    info_field(out, "node_id", "%u", st.id);
+    info_field(out, "master", "%s", srv->cfg.master);
+    info_field(out, "state", "%s", node_phase_name(st.phase));
+    info_field(out, "master_state", "%s", st.master_state[0] ? st.master_state : "unknown");
+    info_field(out, "registrations", "%llu", (unsigned long long)st.registrations);
+    info_field(out, "segment_size", "%llu", (unsigned long long)n->seg.size);
+    info_field(out, "segment_backing", "%s", n->seg.backing);
+    info_field(out, "segment_prefault_ms", "%llu", (unsigned long long)n->seg.prefault_ms);
+    info_field(out, "master_segment_size", "%llu", (unsigned long long)st.master_segment);
+    info_field(out, "master_segment_used", "%llu", (unsigned long long)st.master_used);
+    for (int i = 0; i < naddrs; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "data_addr%d", i);
+        info_field(out, key, "%s", addrs[i]);
+    }
+    info_field(out, "heartbeats", "%llu", (unsigned long long)st.heartbeats);
+    info_field(out, "heartbeat_errors", "%llu", (unsigned long long)st.heartbeat_errors);
+    info_field(out, "tasks_received", "%llu", (unsigned long long)st.tasks_received);
+    info_field(out, "tasks_ok", "%llu", (unsigned long long)st.tasks_ok);
+    info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
+    info_field(out, "bytes_copied", "%llu", (unsigned long long)st.bytes_copied);
+    info_field(out, "data_bytes_in", "%llu", (unsigned long long)ds.bytes_in);
+    info_field(out, "data_bytes_out", "%llu", (unsigned long long)ds.bytes_out);
+    info_field(out, "data_requests", "%llu", (unsigned long long)ds.requests);
+    info_field(out, "data_rejected", "%llu", (unsigned long long)ds.rejected);
+    info_field(out, "data_conns_accepted", "%llu", (unsigned long long)ds.conns_accepted);
+    info_field(out, "data_conns_active", "%llu", (unsigned long long)ds.conns_active);
+    info_field(out, "data_auth_failures", "%llu", (unsigned long long)ds.auth_failures);
+}
+
+/* MOON.DRAIN on the node: leave the cluster gracefully. */
+static void drain_command(client *c) {
+    node_control_request_leave(node_of(c->srv)->ctl);
+    reply_ok(c);
+}
+
+static const command node_commands[] = {
+    {"moon.drain", drain_command, 1, CMD_WRITE | CMD_ADMIN, 0, 0, 0, 0, "moonkv", "0.1.0",
+     "Leave the cluster: the master moves our objects away, then we exit", ""},
+};
+
+/* ---- configuration ---- */
+
+/* --data-addrs, or the bind address with port + 1. */
+static int data_listeners(const mkv_config *cfg, node_data_config *dc, char *err, size_t errlen) {
+    if (cfg->ndata_addrs > TE_MAX_PATHS) {
+        snprintf(err, errlen, "at most %d data addresses", TE_MAX_PATHS);
+        return -1;
+    }
+    for (int i = 0; i < cfg->ndata_addrs; i++) {
+        if (strlen(cfg->data_addrs[i]) >= TE_ADDR_LEN) {
+            snprintf(err, errlen, "data address '%s' is longer than %d bytes", cfg->data_addrs[i],
+                     TE_ADDR_LEN - 1);
+            return -1;
+        }
+        snprintf(dc->tcp[i], TE_ADDR_LEN, "%s", cfg->data_addrs[i]);
+    }
+    dc->ntcp = cfg->ndata_addrs;
+    if (dc->ntcp == 0) {
+        if (cfg->port <= 0 || cfg->port >= 65535) {
+            snprintf(err, errlen, "with --port %d give --data-addrs explicitly", cfg->port);
+            return -1;
+        }
+        snprintf(dc->tcp[0], TE_ADDR_LEN, "%.50s:%d", cfg->bind, cfg->port + 1);
+        dc->ntcp = 1;
+    }
+    return 0;
+}
+
+/* Which data servers the transport setting asks for. */
+static int data_transports(const mkv_config *cfg, node_data_config *dc, char *err, size_t errlen) {
+    const char *t = cfg->transport[0] ? cfg->transport : "auto";
+    char why[256] = "";
+    int auto_ = !strcmp(t, "auto");
+    if (!auto_ && strcmp(t, "tcp") && strcmp(t, "shm") && strcmp(t, "rdma")) {
+        snprintf(err, errlen, "unknown transport '%s' (want auto, tcp, shm or rdma)", t);
+        return -1;
+    }
+    dc->shm = auto_ || !strcmp(t, "shm");
+    if (!strcmp(t, "rdma") || auto_) {
+        int ndev = rdma_devices_available(why, sizeof why);
+        if (ndev <= 0 && !auto_) {
+            snprintf(err, errlen, "--transport rdma: %s", why[0] ? why : "no RDMA device");
+            return -1;
+        }
+        dc->rdma = ndev > 0;
+        if (auto_ && !dc->rdma) log_info("node: no RDMA export (%s)", why[0] ? why : "no device");
+    }
+    return 0;
+}
+
+/* ---- life cycle ---- */
+
+static void gone_cb(struct ev_loop *loop, ev_async *w, int revents) {
+    node *n = w->data;
+    log_notice("node: left the cluster");
+    server_stop(n->srv);
+}
+
+static void leave_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents) {
+    node *n = w->data;
+    log_warning("node: the master did not finish draining us within %d ms; exiting", NODE_LEAVE_MAX_MS);
+    server_stop(n->srv);
+}
+
+static node_phase phase(node *n) {
+    pthread_mutex_lock(&n->mu);
+    node_phase p = n->status.phase;
+    pthread_mutex_unlock(&n->mu);
+    return p;
+}
+
+/* After the first SIGTERM: keep serving until the master lets us go. */
+static void leave(node *n) {
+    if (phase(n) == NODE_GONE) return;
+    log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
+    node_control_request_leave(n->ctl);
+    ev_timer t;
+    ev_timer_init(&t, leave_timeout_cb, NODE_LEAVE_MAX_MS / 1000.0, 0);
+    t.data = n;
+    ev_timer_start(n->srv->loop, &t);
+    server_run(n->srv);
+    ev_timer_stop(n->srv->loop, &t);
+}
+
+static int node_start(node *n, char *err, size_t errlen) {
+    server *srv = n->srv;
+    node_data_config dc;
+    memset(&dc, 0, sizeof dc);
+    if (!srv->cfg.master[0]) {
+        snprintf(err, errlen, "a node needs --master host:port");
+        return -1;
+    }
+    if (data_listeners(&srv->cfg, &dc, err, errlen) != 0 || data_transports(&srv->cfg, &dc, err, errlen) != 0)
+        return -1;
+    if (node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0)
+        return -1;
+    dc.seg = &n->seg;
+    snprintf(dc.secret, sizeof dc.secret, "%s", srv->cfg.cluster_secret);
+    n->data = node_data_start(&dc, err, errlen);
+    if (!n->data) return -1;
+    t_server_register(srv);
+    commands_register(srv, node_commands, sizeof node_commands / sizeof node_commands[0]);
+    if (server_listen(srv, err, errlen) != 0) return -1;
+    ev_async_init(&n->gone, gone_cb);
+    n->gone.data = n;
+    ev_async_start(srv->loop, &n->gone);
+    n->copier = node_copier_start(n);
+    n->ctl = node_control_start(n);
+    if (!n->ctl) {
+        snprintf(err, errlen, "bad master address '%.64s'", srv->cfg.master);
+        return -1;
+    }
+    return 0;
+}
+
+static void node_shutdown(node *n) {
+    /* Control hands tasks to the copier, the copier reports back to
+     * control: end control's thread, then the copier, then free control. */
+    node_control_stop(n->ctl);
+    node_copier_stop(n->copier);
+    node_control_free(n->ctl);
+    n->ctl = NULL;
+    n->copier = NULL;
+    if (ev_is_active(&n->gone)) ev_async_stop(n->srv->loop, &n->gone);
+    node_data_stop(n->data);
+    n->data = NULL;
+    node_segment_destroy(&n->seg);
+}
+
+int node_role_main(server *srv) {
+    node *n = xcalloc(1, sizeof *n);
+    n->srv = srv;
+    n->seg.fd = -1;
+    pthread_mutex_init(&n->mu, NULL);
+    srv->role = n;
+    srv->role_info = node_info;
+    char err[256];
+    int rc = 0;
+    if (node_start(n, err, sizeof err) != 0) {
+        log_warning("node: %s", err);
+        rc = 1;
+    } else {
+        if (!srv->cfg.cluster_secret[0])
+            log_warning("node: cluster_secret is empty: any peer can use the data plane");
+        server_run(srv);   /* until SIGTERM or MOON.DRAIN finished */
+        leave(n);
+    }
+    node_shutdown(n);
+    srv->role = NULL;
+    srv->role_info = NULL;
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+    return rc;
+}
