@@ -1,0 +1,482 @@
+/* Integration test of the memory node role: a real master and real
+ * `moonkv-server --role node` processes; the master's view (MOON.NODES,
+ * MOON.TOPOLOGY) is checked with hiredis and the node's data port is
+ * driven with the backend's TCP transport. Ports 26000-26099: test i
+ * uses 26000 + 10*i (master) and the next ports for its nodes. */
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cap.h"
+#include "backend/tcp_transport.h"
+#include "cluster_harness.h"
+#include "core/crc32c.h"
+#include "core/util.h"
+#include "test.h"
+
+#define SECRET          "node-it-secret"
+#define NODE_TIMEOUT_MS 1500
+#define PORT_BASE       26000
+
+/* ---- processes ---- */
+
+static pid_t start_master(int port) {
+    static const char *const extra[] = {
+        "--cluster-secret", SECRET, "--heartbeat-ms", "100", "--node-timeout-ms", "1500",
+        "--put-timeout-ms", "5000", "--lease-ms", "2000", NULL};
+    return h_start_master(port, extra);
+}
+
+/* A node with its RESP port, data addresses "a,b" and segment size. */
+static pid_t start_node(int master_port, int port, const char *data_addrs, const char *segment) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "node");
+    h_argf(&a, "--master=127.0.0.1:%d", master_port);
+    h_argf(&a, "--port=%d", port);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, segment);
+    h_arg(&a, "--data-addrs");
+    h_arg(&a, data_addrs);
+    h_arg(&a, "--cluster-secret");
+    h_arg(&a, SECRET);
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    pid_t pid = h_spawn(a.v);
+    if (pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) != 0) {
+        h_kill(pid);
+        return -1;
+    }
+    return pid;
+}
+
+/* Until the child exits (its exit status) or timeout (-1, still running). */
+static int wait_exit(pid_t pid, int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (mono_ms() < end) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            h_forget(pid);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(10 * 1000);
+    }
+    return -1;
+}
+
+/* ---- the master's view ---- */
+
+/* Node id's line of MOON.NODES into line; 0 if found. */
+static int nodes_line(redisContext *m, uint32_t id, char *line, size_t len) {
+    redisReply *r = redisCommand(m, "MOON.NODES");
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (char *s = r->str; s && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL) {
+            if ((uint32_t)strtoul(s, NULL, 10) != id) continue;
+            size_t n = strcspn(s, "\n");
+            snprintf(line, len, "%.*s", (int)n, s);
+            rc = 0;
+            break;
+        }
+    }
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+/* State of node id in MOON.TOPOLOGY ("" if unknown) and its addresses. */
+static void node_state(redisContext *m, uint32_t id, char *state, size_t slen, char addrs[][64],
+                       int *naddrs) {
+    state[0] = 0;
+    if (naddrs) *naddrs = 0;
+    redisReply *r = redisCommand(m, "MOON.TOPOLOGY");
+    if (!r || r->type != REDIS_REPLY_ARRAY || id == 0 || id > r->elements) goto out;
+    redisReply *e = r->element[id - 1];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3) goto out;
+    snprintf(state, slen, "%s", e->element[1]->str);
+    for (size_t i = 0; naddrs && i < e->element[2]->elements && i < 8; i++)
+        snprintf(addrs[(*naddrs)++], 64, "%s", e->element[2]->element[i]->str);
+out:
+    if (r) freeReplyObject(r);
+}
+
+/* Until node id is in state; ms it took, or -1 after timeout_ms. */
+static long wait_state(redisContext *m, uint32_t id, const char *want, int timeout_ms) {
+    uint64_t t0 = mono_ms(), end = t0 + (uint64_t)timeout_ms;
+    char st[16];
+    do {
+        node_state(m, id, st, sizeof st, NULL, NULL);
+        if (strcmp(st, want) == 0) return (long)(mono_ms() - t0);
+        usleep(20 * 1000);
+    } while (mono_ms() < end);
+    return -1;
+}
+
+/* A field of the node's INFO, or "" */
+static void node_info_field(int port, const char *field, char *out, size_t len) {
+    out[0] = 0;
+    redisContext *c = h_redis(port);
+    if (!c) return;
+    redisReply *r = redisCommand(c, "INFO node");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char key[64];
+        snprintf(key, sizeof key, "\n%s:", field);
+        const char *p = strstr(r->str, key);
+        if (p) snprintf(out, len, "%.*s", (int)strcspn(p + strlen(key), "\r\n"), p + strlen(key));
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---- the data plane ---- */
+
+typedef struct dp {
+    te_transport *t;
+    te_path *p;
+    te_mr *mr;
+} dp;
+
+static int dp_open(dp *d, const char *secret, const char *addr, void *buf, size_t len, char *err,
+                   size_t errlen) {
+    te_config tc;
+    memset(&tc, 0, sizeof tc);
+    snprintf(tc.secret, sizeof tc.secret, "%s", secret);
+    tc.timeout_ms = 3000;
+    memset(d, 0, sizeof *d);
+    d->t = te_tcp_create(&tc, err, errlen);
+    if (!d->t) return -1;
+    if (d->t->ops->reg_mem(d->t, buf, len, &d->mr, err, errlen) != 0) return -1;
+    return te_connect(d->t, NULL, addr, &d->p, err, errlen);
+}
+
+static void dp_close(dp *d) {
+    if (!d->t) return;
+    if (d->p) d->t->ops->close(d->p);
+    if (d->mr) d->t->ops->dereg_mem(d->t, d->mr);
+    d->t->ops->destroy(d->t);
+    memset(d, 0, sizeof *d);
+}
+
+/* One request to completion: its status. */
+static int dp_io(dp *d, te_op op, void *local, uint64_t off, uint64_t len, const te_cap *cap) {
+    te_req rq = {.op = op, .local = local, .remote_off = off, .len = len, .cap = cap, .cookie = 7};
+    if (te_submit(d->t, d->p, &rq, 1) != 1) return TE_EIO;
+    uint64_t end = mono_ms() + 5000;
+    while (mono_ms() < end) {
+        te_cqe cqe;
+        if (te_poll(d->t, &cqe, 1, 100) == 1) return cqe.cookie == 7 ? cqe.status : TE_EINVAL;
+    }
+    return TE_ETIMEDOUT;
+}
+
+/* The first extent of the first replica of a placement reply. */
+static int first_extent(const redisReply *r, uint32_t *node, uint64_t *off, uint64_t *len, te_cap *cap) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1) return -1;
+    const redisReply *rep = r->element[0];
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1) return -1;
+    const redisReply *e = rep->element[0];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 4) return -1;
+    *node = (uint32_t)e->element[0]->integer;
+    *off = (uint64_t)e->element[1]->integer;
+    *len = (uint64_t)e->element[2]->integer;
+    return te_cap_decode(cap, (const uint8_t *)e->element[3]->str, e->element[3]->len);
+}
+
+/* ---- tests ---- */
+
+/* Two nodes register with their segment sizes and data addresses; the
+ * node's INFO reports what the master knows. */
+static void test_register(void) {
+    int mp = PORT_BASE;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t a = start_node(mp, mp + 1, "127.0.0.1:26002,127.0.0.2:26002", "16MB");
+    pid_t b = start_node(mp, mp + 3, "127.0.0.1:26004", "8MB");
+    ASSERT(a > 0 && b > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 2, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    char la[160] = "", lb[160] = "";
+    ASSERT(nodes_line(c, 1, la, sizeof la) == 0 && nodes_line(c, 2, lb, sizeof lb) == 0);
+    /* Registration order is not fixed: find each by its address. */
+    const char *na = strstr(la, "26002") ? la : lb, *nb = na == la ? lb : la;
+    ASSERT_MSG(strstr(na, " 127.0.0.1:26002 alive 16777216 ") != NULL, "line: %s", na);
+    ASSERT_MSG(strstr(nb, " 127.0.0.1:26004 alive 8388608 ") != NULL, "line: %s", nb);
+
+    uint32_t ida = na == la ? 1 : 2;
+    char st[16], addrs[8][64];
+    int naddrs;
+    node_state(c, ida, st, sizeof st, addrs, &naddrs);
+    ASSERT(naddrs >= 2);
+    ASSERT_STREQ(addrs[0], "127.0.0.1:26002");
+    ASSERT_STREQ(addrs[1], "127.0.0.2:26002");
+    redisFree(c);
+
+    char v[64];
+    node_info_field(mp + 1, "node_id", v, sizeof v);
+    ASSERT_EQ(atoi(v), (int)ida);
+    node_info_field(mp + 1, "state", v, sizeof v);
+    ASSERT_STREQ(v, "member");
+    node_info_field(mp + 1, "master_segment_size", v, sizeof v);
+    uint64_t end = mono_ms() + 3000;   /* refreshed once a second */
+    while (strcmp(v, "16777216") != 0 && mono_ms() < end) {
+        usleep(100 * 1000);
+        node_info_field(mp + 1, "master_segment_size", v, sizeof v);
+    }
+    ASSERT_STREQ(v, "16777216");
+    h_kill(a);
+    h_kill(b);
+    h_kill(m);
+}
+
+/* A node with a wrong cluster secret is refused by the master. */
+static void test_wrong_secret_not_registered(void) {
+    int mp = PORT_BASE + 10;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "node");
+    h_argf(&a, "--master=127.0.0.1:%d", mp);
+    h_argf(&a, "--port=%d", mp + 1);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "4MB");
+    h_arg(&a, "--cluster-secret");
+    h_arg(&a, "not-the-secret");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    pid_t n = h_spawn(a.v);
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_ping("127.0.0.1", mp + 1, n, 20000), 0);
+    usleep(500 * 1000);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    ASSERT_EQ(h_count_nodes(c, "alive"), 0);
+    redisFree(c);
+    char v[64];
+    node_info_field(mp + 1, "state", v, sizeof v);
+    ASSERT_STREQ(v, "joining");
+    h_kill(n);
+    h_kill(m);
+}
+
+/* kill -9: dead within the node timeout (plus one sweep period). */
+static void test_kill9_declared_dead(void) {
+    int mp = PORT_BASE + 20;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26022", "4MB");
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    h_kill(n);
+    long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
+    redisFree(c);
+    ASSERT_MSG(ms >= 0, "not dead within %d ms", NODE_TIMEOUT_MS + 1500);
+    ASSERT_MSG(ms >= NODE_TIMEOUT_MS / 2, "dead after %ld ms: too early for a timeout", ms);
+    h_kill(m);
+}
+
+/* The data port: wrong secret refused; forged and out-of-range caps
+ * refused; a write with a MOON.PUTSTART cap then a read are byte-exact. */
+static void test_data_plane_caps(void) {
+    int mp = PORT_BASE + 30;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26032", "4MB");
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    enum { SZ = 8192 };
+    static char buf[2 * SZ];
+    char *out = buf, *in = buf + SZ;
+    h_fill(out, SZ, 42);
+
+    redisReply *r = redisCommand(c, "MOON.PUTSTART caps-key %d", SZ);
+    uint32_t node;
+    uint64_t off, len;
+    te_cap cap;
+    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    ASSERT(ok);
+    ASSERT_EQ(node, 1);
+    ASSERT_EQ(len, SZ);
+
+    char err[256];
+    dp d;
+    /* Wrong secret: the connection is refused before any request. */
+    int rc = dp_open(&d, "wrong-secret", "127.0.0.1:26032", buf, sizeof buf, err, sizeof err);
+    dp_close(&d);
+    ASSERT_MSG(rc != 0, "connected with a wrong secret");
+
+    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26032", buf, sizeof buf, err, sizeof err) == 0, "%s", err);
+    /* Signed with a key that is not the master's. */
+    te_cap forged = cap;
+    uint8_t bad_key[TE_CAP_KEY_LEN] = {1, 2, 3};
+    te_cap_sign(&forged, bad_key);
+    int st_forged = dp_io(&d, TE_WRITE, out, off, SZ, &forged);
+    /* Outside the granted range (genuine cap). */
+    int st_range = dp_io(&d, TE_WRITE, out, off + SZ, 64, &cap);
+    /* Widened by the holder: the MAC no longer matches. */
+    te_cap wide = cap;
+    wide.length = 4u << 20;
+    int st_wide = dp_io(&d, TE_READ, in, 0, 4096, &wide);
+    int st_write = dp_io(&d, TE_WRITE, out, off, SZ, &cap);
+    memset(in, 0, SZ);
+    int st_read_w = dp_io(&d, TE_READ, in, off, SZ, &cap);   /* write cap does not read */
+    dp_close(&d);
+    ASSERT_EQ(st_forged, TE_EAUTH);
+    ASSERT_EQ(st_range, TE_ERANGE);
+    ASSERT_EQ(st_wide, TE_EAUTH);
+    ASSERT_EQ(st_write, TE_OK);
+    ASSERT_EQ(st_read_w, TE_EAUTH);
+
+    r = redisCommand(c, "MOON.PUTEND caps-key %u", crc32c(0, out, SZ));
+    ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    ASSERT(ok);
+    r = redisCommand(c, "MOON.GET caps-key");
+    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    ASSERT(ok);
+    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26032", buf, sizeof buf, err, sizeof err) == 0, "%s", err);
+    int st_read = dp_io(&d, TE_READ, in, off, SZ, &cap);
+    dp_close(&d);
+    ASSERT_EQ(st_read, TE_OK);
+    ASSERT_MEMEQ(in, out, SZ);
+
+    char v[64];
+    node_info_field(mp + 1, "data_rejected", v, sizeof v);
+    ASSERT(atoi(v) >= 4);
+    h_kill(n);
+    h_kill(m);
+}
+
+/* SIGTERM: the node asks to be drained, its object is copied to the other
+ * node (a copy task: the survivor reads it from the leaving node), then
+ * the node exits 0 and the master reports it dead at once, not by timeout. */
+static void test_sigterm_leaves_gracefully(void) {
+    int mp = PORT_BASE + 40;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t a = start_node(mp, mp + 1, "127.0.0.1:26042", "4MB");
+    ASSERT(a > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+
+    /* An object on node 1, the only node yet. */
+    enum { SZ = 100000 };
+    static char out[SZ], in[SZ];
+    h_fill(out, SZ, 7);
+    redisReply *r = redisCommand(c, "MOON.PUTSTART drain-key %d", SZ);
+    uint32_t node;
+    uint64_t off, len;
+    te_cap cap;
+    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    ASSERT(ok);
+    char err[256];
+    dp d;
+    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26042", out, SZ, err, sizeof err) == 0, "%s", err);
+    int st = dp_io(&d, TE_WRITE, out, off, SZ, &cap);
+    dp_close(&d);
+    ASSERT_EQ(st, TE_OK);
+    r = redisCommand(c, "MOON.PUTEND drain-key %u", crc32c(0, out, SZ));
+    ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    ASSERT(ok);
+
+    pid_t b = start_node(mp, mp + 3, "127.0.0.1:26044", "4MB");
+    ASSERT(b > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 2, 5000), 0);
+
+    kill(a, SIGTERM);
+    int code = wait_exit(a, 8000);
+    long dead_ms = wait_state(c, 1, "dead", 300);
+    ASSERT_MSG(code == 0, "leaving node exit status %d", code);
+    ASSERT_MSG(dead_ms >= 0, "node 1 not dead right after it exited");
+
+    /* The object survived on node 2, byte for byte. */
+    r = redisCommand(c, "MOON.GET drain-key");
+    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    ASSERT_MSG(ok, "drain-key lost with the leaving node");
+    ASSERT_EQ(node, 2);
+    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26044", in, SZ, err, sizeof err) == 0, "%s", err);
+    st = dp_io(&d, TE_READ, in, off, SZ, &cap);
+    dp_close(&d);
+    ASSERT_EQ(st, TE_OK);
+    ASSERT_MEMEQ(in, out, SZ);
+    char v[64];
+    node_info_field(mp + 3, "tasks_ok", v, sizeof v);
+    ASSERT_EQ(atoi(v), 1);
+    h_kill(b);
+    h_kill(m);
+}
+
+/* The master restarts: the node notices and registers with the new one. */
+static void test_reregister_after_master_restart(void) {
+    int mp = PORT_BASE + 50;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26052", "4MB");
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    h_kill(m);
+    m = start_master(mp);
+    ASSERT(m > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    char v[64];
+    node_info_field(mp + 1, "registrations", v, sizeof v);
+    ASSERT_EQ(atoi(v), 2);
+    h_kill(n);
+    h_kill(m);
+}
+
+/* A bad start-up fails cleanly: RDMA asked for on a host without a device. */
+static void test_rdma_without_device_fails(void) {
+    int mp = PORT_BASE + 60;
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "node");
+    h_argf(&a, "--master=127.0.0.1:%d", mp);
+    h_argf(&a, "--port=%d", mp + 1);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "4MB");
+    h_arg(&a, "--transport");
+    h_arg(&a, "rdma");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    pid_t n = h_spawn(a.v);
+    ASSERT(n > 0);
+    int code = wait_exit(n, 10000);
+    if (code < 0) h_kill(n);
+    ASSERT_EQ(code, 1);
+}
+
+int main(void) {
+    h_init(55);
+    RUN_TEST(test_register);
+    RUN_TEST(test_wrong_secret_not_registered);
+    RUN_TEST(test_kill9_declared_dead);
+    RUN_TEST(test_data_plane_caps);
+    RUN_TEST(test_sigterm_leaves_gracefully);
+    RUN_TEST(test_reregister_after_master_restart);
+    RUN_TEST(test_rdma_without_device_fails);
+    h_kill_all();
+    TEST_EXIT();
+}
