@@ -26,6 +26,7 @@ typedef struct mkv_api {
     __typeof__(mkv_connect) *connect;
     __typeof__(mkv_close) *close;
     __typeof__(mkv_last_error) *last_error;
+    __typeof__(mkv_strerror) *strerror;
     __typeof__(mkv_register_buffer) *register_buffer;
     __typeof__(mkv_put) *put;
     __typeof__(mkv_get) *get;
@@ -46,7 +47,7 @@ static int api_load(mkv_api *api, const char *path, char *err, size_t errlen) {
         return -1;
     }
     if (API_LOAD(api, options_init) && API_LOAD(api, connect) && API_LOAD(api, close) &&
-        API_LOAD(api, last_error) && API_LOAD(api, register_buffer) && API_LOAD(api, put) &&
+        API_LOAD(api, last_error) && API_LOAD(api, strerror) && API_LOAD(api, register_buffer) && API_LOAD(api, put) &&
         API_LOAD(api, get) && API_LOAD(api, remove) && API_LOAD(api, put_batch) &&
         API_LOAD(api, get_batch))
         return 0;
@@ -272,10 +273,28 @@ static void kv_keys(kv_run *k, const char *kind) {
     }
 }
 
-static size_t kv_failed(const kv_run *k) {
+/* How many objects of the batch failed; *first = the first one's status. */
+static size_t kv_failed(const kv_run *k, int *first) {
     size_t bad = 0;
-    for (size_t i = 0; i < k->blocks; i++) bad += k->objs[i].status != MKV_OK;
+    *first = MKV_OK;
+    for (size_t i = 0; i < k->blocks; i++) {
+        if (k->objs[i].status == MKV_OK) continue;
+        if (bad++ == 0) *first = k->objs[i].status;
+    }
     return bad;
+}
+
+/* A SKIP line for a batch call that failed as a whole (rc) or in part. */
+static int kv_batch_failed(const kv_run *k, int rc, const char *name, const char *call) {
+    int first;
+    size_t bad = kv_failed(k, &first);
+    if (rc == MKV_OK && bad == 0) return 0;
+    if (rc != MKV_OK)
+        bench_skip(name, "%s: %s", call, k->api->last_error(k->c));
+    else
+        bench_skip(name, "%s: %zu of %zu blocks failed, the first with %s (%s)", call, bad, k->blocks,
+                   k->api->strerror(first), k->api->last_error(k->c));
+    return -1;
 }
 
 static void kv_remove_all(kv_run *k) {
@@ -293,10 +312,7 @@ static int kv_batch(kv_run *k) {
     uint64_t t0 = mono_us();
     int rc = k->api->put_batch(k->c, k->objs, k->blocks, 1);
     uint64_t put_us = mono_us() - t0;
-    if (rc != MKV_OK || kv_failed(k)) {
-        bench_skip("batch_put_s", "mkv_put_batch: %s (%zu of %zu blocks failed)",
-                   rc != MKV_OK ? k->api->last_error(k->c) : "per-object errors", kv_failed(k),
-                   k->blocks);
+    if (kv_batch_failed(k, rc, "batch_put_s", "mkv_put_batch") != 0) {
         kv_remove_all(k);
         return -1;
     }
@@ -308,14 +324,12 @@ static int kv_batch(kv_run *k) {
     rc = k->api->get_batch(k->c, k->objs, k->blocks);
     uint64_t get_us = mono_us() - t0;
     bench_result("batch_put_s", (double)put_us / 1e6, "s");
-    if (rc != MKV_OK || kv_failed(k))
-        bench_skip("batch_get_s", "mkv_get_batch: %s (%zu of %zu blocks failed)",
-                   rc != MKV_OK ? k->api->last_error(k->c) : "per-object errors", kv_failed(k),
-                   k->blocks);
-    else if (memcmp(k->src, k->dst, k->blocks * k->bsize) != 0)
-        bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
-    else
-        bench_result("batch_get_s", (double)get_us / 1e6, "s");
+    if (kv_batch_failed(k, rc, "batch_get_s", "mkv_get_batch") == 0) {
+        if (memcmp(k->src, k->dst, k->blocks * k->bsize) != 0)
+            bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
+        else
+            bench_result("batch_get_s", (double)get_us / 1e6, "s");
+    }
     kv_remove_all(k);
     return 0;
 }

@@ -60,7 +60,7 @@ step_capi() {
   iperf3_ref "$([ "$QUICK" = 1 ] && echo 2 || echo 5)"
   if start_redis; then
     timeout 300 "$BENCH_BIN/bench_client" redis "$ADDR" $sizes 2>>"$WORK/run.log" | meas_import capi.ref.
-    stop_pids "$REDIS_PID"
+    stop_pids "$REDIS_PID"; REDIS_PID=
   else
     for s in $names; do meas_skip "capi.ref.redis.set.$s" "$SKIP_WHY"; meas_skip "capi.ref.redis.get.$s" "$SKIP_WHY"; done
   fi

@@ -14,7 +14,7 @@ start_redis() {
   ADDR=127.0.0.1:$PORT
   wait_resp 127.0.0.1 "$PORT" "$BG_PID" && return 0
   SKIP_WHY="redis-server did not start: $(log_tail redis-$PORT)"
-  stop_pids "$REDIS_PID"
+  stop_pids "$REDIS_PID"; REDIS_PID=
   return 1
 }
 
@@ -29,12 +29,13 @@ start_standalone() {
   ADDR=127.0.0.1:$PORT
   wait_resp 127.0.0.1 "$PORT" "$BG_PID" && return 0
   SKIP_WHY="standalone did not start: $(log_tail standalone-$PORT)"
-  stop_pids "$STANDALONE_PID"
+  stop_pids "$STANDALONE_PID"; STANDALONE_PID=
   return 1
 }
 
 # Where cluster pieces run. Loopback by default; netns.sh sets these to
 # put the master (and the client) in a hub namespace and node i in its own.
+CL_PIDS=()            # the running cluster's processes
 CL_HUB_NS=""          # namespace of master and gateway ("" = this one)
 CL_MASTER_BIND=127.0.0.1
 CL_NODE_NS=()         # per node: namespace ("" = this one)
