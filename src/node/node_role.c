@@ -99,12 +99,13 @@ static int data_listeners(const mkv_config *cfg, node_data_config *dc, char *err
         return -1;
     }
     for (int i = 0; i < cfg->ndata_addrs; i++) {
-        if (strlen(cfg->data_addrs[i]) >= TE_ADDR_LEN) {
-            snprintf(err, errlen, "data address '%s' is longer than %d bytes", cfg->data_addrs[i],
-                     TE_ADDR_LEN - 1);
+        size_t len = strlen(cfg->data_addrs[i]);
+        if (len >= TE_ADDR_LEN) {
+            snprintf(err, errlen, "data address '%.80s...' is longer than %d bytes",
+                     cfg->data_addrs[i], TE_ADDR_LEN - 1);
             return -1;
         }
-        snprintf(dc->tcp[i], TE_ADDR_LEN, "%s", cfg->data_addrs[i]);
+        memcpy(dc->tcp[i], cfg->data_addrs[i], len + 1);
     }
     dc->ntcp = cfg->ndata_addrs;
     if (dc->ntcp == 0) {
@@ -131,7 +132,7 @@ static int data_transports(const mkv_config *cfg, node_data_config *dc, char *er
     if (!strcmp(t, "rdma") || auto_) {
         int ndev = rdma_devices_available(why, sizeof why);
         if (ndev <= 0 && !auto_) {
-            snprintf(err, errlen, "--transport rdma: %s", why[0] ? why : "no RDMA device");
+            snprintf(err, errlen, "--transport rdma: %.200s", why[0] ? why : "no RDMA device");
             return -1;
         }
         dc->rdma = ndev > 0;
