@@ -13,8 +13,13 @@
 #include "master/master.h"
 #include "node/copier.h"
 
-#define CTL_IO_TIMEOUT_MS   2000   /* one master round trip */
-#define CTL_RETRY_MS        500    /* between connection attempts */
+#define CTL_CONNECT_MS      2000
+/* One master round trip. A timeout costs the connection and so our
+ * registration: be patient with a master that stalls (a huge request,
+ * a sanitizer build) rather than quick to re-register. */
+#define CTL_IO_TIMEOUT_MS   5000
+#define CTL_RETRY_MIN_MS    200    /* between attempts to join, doubling */
+#define CTL_RETRY_MAX_MS    5000
 #define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
 #define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
 
@@ -60,7 +65,7 @@ static struct timeval tv_ms(int ms) {
 }
 
 static int master_connect(node_control *c) {
-    c->rc = redisConnectWithTimeout(c->host, c->port, tv_ms(CTL_IO_TIMEOUT_MS));
+    c->rc = redisConnectWithTimeout(c->host, c->port, tv_ms(CTL_CONNECT_MS));
     if (!c->rc || c->rc->err) {
         log_info("node: cannot reach the master at %s:%d: %s", c->host, c->port,
                  c->rc ? c->rc->errstr : "out of memory");
@@ -408,15 +413,18 @@ static void gone(node_control *c) {
 static void *control_main(void *arg) {
     node_control *c = arg;
     uint64_t next_beat = 0;
+    int retry_ms = CTL_RETRY_MIN_MS;
     while (!flag(c, &c->stop)) {
         int leaving = flag(c, &c->leave_wanted);
         if (!c->rc) {
             set_phase(c, NODE_JOINING);
             if (leaving) break;   /* nobody to hand our objects to */
             if (master_connect(c) != 0 || do_register(c) != 0) {
-                wait_ms(c, CTL_RETRY_MS);
+                wait_ms(c, retry_ms);
+                retry_ms = retry_ms * 2 < CTL_RETRY_MAX_MS ? retry_ms * 2 : CTL_RETRY_MAX_MS;
                 continue;
             }
+            retry_ms = CTL_RETRY_MIN_MS;
             next_beat = 0;
         }
         report_results(c);

@@ -19,6 +19,7 @@
 
 #define COPIER_IO_TIMEOUT_MS 2000
 #define COPIER_MAX_QUEUE     4096   /* tasks waiting; more are failed at once */
+#define COPIER_MAX_NODE_ID   (1u << 20)
 
 struct node_copier {
     node *n;
@@ -31,7 +32,26 @@ struct node_copier {
     te_engine *engine;
     const char *tname;          /* its transport: "tcp" or "rdma" */
     redisContext *master;
+    /* Nodes the engine knows. A master never reuses an id and a node
+     * that registers again gets a new one, so an id's addresses never
+     * change - until the master restarts, which is a new registration
+     * of ours: the set is forgotten when the task generation moves. */
+    uint8_t *known;
+    size_t nknown;
+    uint64_t known_gen;
 };
+
+static int is_known(const node_copier *c, uint32_t id) { return id < c->nknown && c->known[id]; }
+
+static void set_known(node_copier *c, uint32_t id) {
+    if (id >= c->nknown) {
+        size_t n = (size_t)id * 2 + 16;
+        c->known = xrealloc(c->known, n);
+        memset(c->known + c->nknown, 0, n - c->nknown);
+        c->nknown = n;
+    }
+    c->known[id] = 1;
+}
 
 void node_task_free(node_task *t) {
     if (!t) return;
@@ -74,9 +94,10 @@ static int usable_addr(const char *transport, const char *addr) {
 }
 
 static void add_node(node_copier *c, const redisReply *e) {
+    /* Ids are bounded by the master (MM_MAX_NODES); a wild one is ignored. */
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
-        e->element[0]->integer < 1 || e->element[0]->integer > UINT32_MAX ||
-        e->element[2]->type != REDIS_REPLY_ARRAY)
+        e->element[0]->integer < 1 || e->element[0]->integer > COPIER_MAX_NODE_ID ||
+        e->element[2]->type != REDIS_REPLY_ARRAY || is_known(c, (uint32_t)e->element[0]->integer))
         return;
     const char *tname = c->tname;
     const char *addrs[TE_MAX_PATHS];
@@ -88,13 +109,22 @@ static void add_node(node_copier *c, const redisReply *e) {
             addrs[n++] = a->str;
     }
     char err[256];
-    if (n > 0 && te_engine_add_node(c->engine, (uint32_t)e->element[0]->integer, addrs, n, err,
-                                    sizeof err) != 0)
+    if (n == 0) return;
+    if (te_engine_add_node(c->engine, (uint32_t)e->element[0]->integer, addrs, n, err, sizeof err) != 0)
         log_info("node: copier cannot use node %lld: %s", e->element[0]->integer, err);
+    else
+        set_known(c, (uint32_t)e->element[0]->integer);
 }
 
-/* MOON.TOPOLOGY into the engine. */
-static int learn_topology(node_copier *c, char *err, size_t errlen) {
+/* MOON.TOPOLOGY into the engine, unless it knows every source already. */
+static int learn_topology(node_copier *c, const node_task *t, char *err, size_t errlen) {
+    if (t->gen != c->known_gen) {
+        if (c->known) memset(c->known, 0, c->nknown);
+        c->known_gen = t->gen;
+    }
+    int all_known = 1;
+    for (int i = 0; i < t->nsrc && all_known; i++) all_known = is_known(c, t->src[i].node_id);
+    if (all_known) return 0;
     if (!c->master) {
         char host[CONFIG_STR_MAX];
         int port;
@@ -160,7 +190,7 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
             return -1;
         }
     }
-    if (engine_ready(c, err, errlen) != 0 || learn_topology(c, err, errlen) != 0) return -1;
+    if (engine_ready(c, err, errlen) != 0 || learn_topology(c, t, err, errlen) != 0) return -1;
     te_extent *piece = xcalloc((size_t)t->nsrc, sizeof *piece);
     uint64_t pos = 0;
     int rc = 0;
@@ -247,6 +277,7 @@ void node_copier_stop(node_copier *c) {
     }
     if (c->engine) te_engine_destroy(c->engine);
     if (c->master) redisFree(c->master);
+    free(c->known);
     pthread_cond_destroy(&c->wake);
     pthread_mutex_destroy(&c->mu);
     free(c);
