@@ -27,7 +27,7 @@ typedef struct enode {
     uint32_t id;
     epath *paths;
     int npaths;
-    uint64_t last_connect_ms;
+    uint64_t connect_failed_ms;   /* when a connect last failed; 0 = none since */
     char last_err[160];
 } enode;
 
@@ -255,18 +255,24 @@ static job *make_jobs(te_engine *e, te_object *objs, int n, int writing, int *nj
 
 static int path_live(const epath *p) { return p->p != NULL; }
 
-/* (Re)connect a node's missing paths, at most once per reconnect_ms. */
+/* (Re)connect a node's missing paths. Only a failed connect holds the
+ * node off for reconnect_ms, so a dead node costs one connect per window,
+ * not one per slice; paths of a node that answers can break for reasons
+ * of their own (a QP error) and are redialed at once, or two such breaks
+ * within the window would make a live node unreachable. */
 static void node_connect(te_engine *e, enode *n) {
     uint64_t now = mono_ms();
-    if (n->last_connect_ms && now - n->last_connect_ms < (uint64_t)e->cfg.reconnect_ms) return;
-    n->last_connect_ms = now;
+    if (n->connect_failed_ms && now - n->connect_failed_ms < (uint64_t)e->cfg.reconnect_ms) return;
+    n->connect_failed_ms = 0;
     for (int i = 0; i < n->npaths; i++) {
         epath *p = &n->paths[i];
         if (p->p) continue;
         p->inflight = 0;
         if (te_connect(e->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
-                       sizeof n->last_err) != 0)
+                       sizeof n->last_err) != 0) {
             p->p = NULL;
+            n->connect_failed_ms = now ? now : 1;
+        }
     }
 }
 

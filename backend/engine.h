@@ -49,7 +49,7 @@ typedef struct te_engine_config {
     int nlocal;               /* 0: one path per node address, any local address */
     char local[TE_MAX_PATHS][TE_ADDR_LEN];
     int max_attempts;         /* tries per slice across paths (default 4) */
-    int reconnect_ms;         /* min gap between reconnects to a node (1000) */
+    int reconnect_ms;         /* after a failed connect, min gap before the next (1000) */
 } te_engine_config;
 
 typedef struct te_engine_stats {
