@@ -15,6 +15,9 @@
 #include "backend/tcp_server.h"
 #include "backend/tcp_transport.h"
 #include "core/util.h"
+#include "rdma/rdma_node.h"
+#include "rdma/rdma_transport.h"
+#include "support/verbs_fake.h"
 #include "test.h"
 
 #define SEG_SIZE (72ULL << 20)
@@ -38,6 +41,7 @@ typedef struct fixture {
     void (*stop)(node *n);
     void (*drop_path)(node *n);  /* break the connections of one address */
     int memfd;                   /* segments must be shareable memfds */
+    int (*leftovers)(void);      /* objects still alive after rig_down, or NULL */
 } fixture;
 
 /* ---- TCP row ---- */
@@ -79,9 +83,55 @@ static int shm_start(node *n) {
 }
 static void shm_drop(node *n) { te_tcp_server_drop_conns(n->srv, 1, 1); }
 
+/* ---- rdma row: the verbs transport over the software NIC
+ * (tests/support/verbs_fake.h); QP set-up runs over real TCP, and the
+ * node's two paths both go to its one set-up address ---- */
+
+/* Called first by rig_up: each rig gets a fresh fake world (2 devices,
+ * one port each), the previous rig having destroyed all its objects. */
+static te_transport *rdma_make(const te_config *cfg, char *err, size_t errlen) {
+    fake_verbs_reset(2, 1);
+    return rdma_transport_create_ex(cfg, NULL, &verbs_fake_ops, err, errlen);
+}
+
+static int rdma_start(node *n) {
+    char err[256];
+    rdma_node_config nc;
+    rdma_node_config_default(&nc);
+    snprintf(nc.listen, sizeof nc.listen, "127.0.0.1:0");
+    snprintf(nc.secret, sizeof nc.secret, SECRET);
+    memcpy(nc.cap_key, KEY, sizeof KEY);
+    nc.node_id = n->id;
+    rdma_node *rn = rdma_node_export(&nc, n->seg, SEG_SIZE, &verbs_fake_ops, err, sizeof err);
+    if (!rn) { printf("# %s\n", err); return -1; }
+    for (int i = 0; i < 2; i++)
+        snprintf(n->addrs[i], TE_ADDR_LEN, "127.0.0.1:%d", rdma_node_port(rn));
+    n->srv = rn;
+    return 0;
+}
+static void rdma_stop(node *n) { rdma_node_destroy(n->srv); n->srv = NULL; }
+
+/* There is no connection to cut: break the live QP that last carried a WR
+ * into this node's segment, as a failing link would on a real NIC; its
+ * in-flight WRs flush with errors and its next post fails. */
+static void rdma_drop(node *n) {
+    uintptr_t lo = (uintptr_t)n->seg, hi = lo + SEG_SIZE;
+    fake_wr w;
+    for (int i = fake_verbs_wr_count() - 1; i >= 0 && fake_verbs_wr_at(i, &w) == 0; i--)
+        if (w.remote_addr >= lo && w.remote_addr < hi && fake_verbs_break_qp(w.qpn) == 0) return;
+}
+
+/* Verbs objects (contexts, PDs, MRs, CQs, QPs) nobody destroyed. */
+static int rdma_leftovers(void) {
+    fake_verbs_stats st;
+    fake_verbs_get_stats(&st);
+    return st.live_objects;
+}
+
 static const fixture fixtures[] = {
-    { "tcp", te_tcp_create, tcp_start, tcp_stop, tcp_drop, 0 },
-    { "shm", te_shm_create, shm_start, tcp_stop, shm_drop, 1 },
+    { "tcp", te_tcp_create, tcp_start, tcp_stop, tcp_drop, 0, NULL },
+    { "shm", te_shm_create, shm_start, tcp_stop, shm_drop, 1, NULL },
+    { "rdma", rdma_make, rdma_start, rdma_stop, rdma_drop, 0, rdma_leftovers },
 };
 
 /* ---- the rig: nodes + engine ---- */
@@ -122,7 +172,8 @@ static int rig_up(rig *r, uint64_t slice) {
     return 0;
 }
 
-static void rig_down(rig *r) {
+/* Returns how many transport objects outlived the rig (0 = clean). */
+static int rig_down(rig *r) {
     te_engine_destroy(r->e);
     for (int i = 0; i < NNODES; i++) {
         node *n = &r->nodes[i];
@@ -134,6 +185,7 @@ static void rig_down(rig *r) {
             free(n->seg);
         }
     }
+    return r->fx->leftovers ? r->fx->leftovers() : 0;
 }
 
 static te_extent extent(uint32_t node, uint64_t off, uint64_t len) {
@@ -173,7 +225,7 @@ static void test_stripe_64mib(void) {
     ASSERT(st.slices >= 128);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
 
 /* Two replicas with different extent cuts: both written, reads spread. */
@@ -193,7 +245,7 @@ static void test_replicas_spread(void) {
     ASSERT_MEMEQ(dst, src, n);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
 
 typedef struct later { rig *r; int node; int ms; int drop; } later;
@@ -238,7 +290,7 @@ static void test_read_failover(void) {
     ASSERT(strstr(err, "node 1") != NULL);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
 
 static void test_slice_retry_on_broken_path(void) {
@@ -263,7 +315,8 @@ static void test_slice_retry_on_broken_path(void) {
     /* The drop landed during or between reads: either way slices were
      * retried on the node's other path, and no replica was needed. */
     memset(dst, 0, n);
-    ASSERT_EQ(te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err), TE_OK);
+    int rc = te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err);
+    ASSERT_MSG(rc == TE_OK, "read: %s", err);
     ASSERT_MEMEQ(dst, src, n);
     te_engine_stats st;
     te_engine_get_stats(r.e, &st);
@@ -271,7 +324,7 @@ static void test_slice_retry_on_broken_path(void) {
     ASSERT_EQ(st.failovers, 0);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
 
 static void test_bad_cap_fails_over_or_fails(void) {
@@ -298,7 +351,7 @@ static void test_bad_cap_fails_over_or_fails(void) {
     ASSERT(strstr(err, "node 9") != NULL);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
 
 /* Hundreds of KV blocks in one pass, registered buffer. */
@@ -331,19 +384,31 @@ static void test_batch(void) {
     te_engine_unregister_buffer(r.e, dst);
     free(src);
     free(dst);
-    rig_down(&r);
+    ASSERT_EQ(rig_down(&r), 0);
 }
+
+/* RUN_TEST with the row in the name ("test_batch/rdma"), so a failure
+ * says which transport it happened on. */
+#define RUN_ROW_TEST(fn) do { \
+    char name_[96]; \
+    snprintf(name_, sizeof name_, "%s/%s", #fn, FX->name); \
+    test_case_failed = 0; test_case_name = name_; fn(); \
+    if (test_case_failed) test_failed_cases++; \
+    else printf("ok - %s\n", name_); \
+    fflush(stdout); \
+    test_case_name = ""; \
+} while (0)
 
 int main(void) {
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
         FX = &fixtures[i];
         printf("# transport %s\n", FX->name);
-        RUN_TEST(test_stripe_64mib);
-        RUN_TEST(test_replicas_spread);
-        RUN_TEST(test_read_failover);
-        RUN_TEST(test_slice_retry_on_broken_path);
-        RUN_TEST(test_bad_cap_fails_over_or_fails);
-        RUN_TEST(test_batch);
+        RUN_ROW_TEST(test_stripe_64mib);
+        RUN_ROW_TEST(test_replicas_spread);
+        RUN_ROW_TEST(test_read_failover);
+        RUN_ROW_TEST(test_slice_retry_on_broken_path);
+        RUN_ROW_TEST(test_bad_cap_fails_over_or_fails);
+        RUN_ROW_TEST(test_batch);
     }
     TEST_EXIT();
 }
