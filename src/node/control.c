@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "node/copier.h"
+#include "node/reply.h"
 
 #define CTL_CONNECT_MS      2000
 /* One master round trip. A timeout costs the connection and so our
@@ -123,10 +124,6 @@ static void hex_encode(const uint8_t *p, size_t n, char *out) {
     out[2 * n] = 0;
 }
 
-static int is_int(const redisReply *r, long long min, long long max) {
-    return r && r->type == REDIS_REPLY_INTEGER && r->integer >= min && r->integer <= max;
-}
-
 /* ---- registration ---- */
 
 /* CHALLENGE, REGISTER; on success the data plane serves as the new id. */
@@ -160,9 +157,9 @@ static int do_register(node_control *c) {
     if (!r) return -1;
     uint8_t key[TE_CAP_KEY_LEN];
     int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-             is_int(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
+             reply_int_in(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
              hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
-             is_int(r->element[2], 1, 3600 * 1000);
+             reply_int_in(r->element[2], 1, 3600 * 1000);
     if (!ok) {
         log_warning("node: registration refused: %s",
                     r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
@@ -196,60 +193,6 @@ static int do_register(node_control *c) {
 
 /* ---- tasks ---- */
 
-static int cap_of(const redisReply *r, te_cap *cap) {
-    return r->type == REDIS_REPLY_STRING && te_cap_decode(cap, (const uint8_t *)r->str, r->len) == 0
-               ? 0 : -1;
-}
-
-/* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
-static node_task *parse_task(node_control *c, const redisReply *r, uint64_t *id) {
-    *id = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 || !is_int(r->element[0], 1, INT64_MAX))
-        return NULL;
-    *id = (uint64_t)r->element[0]->integer;
-    const redisReply *src = r->element[3], *dst = r->element[4];
-    if (!is_int(r->element[2], 1, INT64_MAX) || src->type != REDIS_REPLY_ARRAY ||
-        dst->type != REDIS_REPLY_ARRAY || src->elements < 1 || dst->elements < 1 ||
-        src->elements > NODE_TASK_MAX_EXTENTS || dst->elements > NODE_TASK_MAX_EXTENTS)
-        return NULL;
-    node_task *t = xcalloc(1, sizeof *t);
-    t->id = *id;
-    t->gen = c->gen;
-    t->size = (uint64_t)r->element[2]->integer;
-    t->src = xcalloc(src->elements, sizeof *t->src);
-    t->dst = xcalloc(dst->elements, sizeof *t->dst);
-    uint64_t sum_src = 0, sum_dst = 0;
-    for (size_t i = 0; i < src->elements; i++) {
-        const redisReply *e = src->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 4 || !is_int(e->element[0], 1, UINT32_MAX) ||
-            !is_int(e->element[1], 0, INT64_MAX) || !is_int(e->element[2], 1, INT64_MAX) ||
-            cap_of(e->element[3], &t->src[i].cap) != 0)
-            goto bad;
-        t->src[i].node_id = (uint32_t)e->element[0]->integer;
-        t->src[i].offset = (uint64_t)e->element[1]->integer;
-        t->src[i].length = (uint64_t)e->element[2]->integer;
-        if (t->src[i].length > t->size - sum_src) goto bad;   /* more than the object */
-        sum_src += t->src[i].length;
-        t->nsrc++;
-    }
-    for (size_t i = 0; i < dst->elements; i++) {
-        const redisReply *e = dst->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || !is_int(e->element[0], 0, INT64_MAX) ||
-            !is_int(e->element[1], 1, INT64_MAX) || cap_of(e->element[2], &t->dst[i].cap) != 0)
-            goto bad;
-        t->dst[i].offset = (uint64_t)e->element[0]->integer;
-        t->dst[i].length = (uint64_t)e->element[1]->integer;
-        if (t->dst[i].length > t->size - sum_dst) goto bad;
-        sum_dst += t->dst[i].length;
-        t->ndst++;
-    }
-    if (sum_src != t->size || sum_dst != t->size) goto bad;
-    return t;
-bad:
-    node_task_free(t);
-    return NULL;
-}
-
 static void queue_result(node_control *c, uint64_t gen, uint64_t id, int ok) {
     if (c->nresults == CTL_MAX_RESULTS) return;   /* the master fails it by deadline */
     c->results[c->nresults++] = (task_result){gen, id, ok};
@@ -263,7 +206,7 @@ static void take_tasks(node_control *c, const redisReply *r) {
     pthread_mutex_unlock(&n->mu);
     for (size_t i = 0; i < r->elements; i++) {
         uint64_t task_id;
-        node_task *t = parse_task(c, r->element[i], &task_id);
+        node_task *t = node_task_parse(r->element[i], &task_id);
         if (!t) {
             log_warning("node: malformed copy task %llu from the master", (unsigned long long)task_id);
             if (task_id) {
@@ -273,6 +216,7 @@ static void take_tasks(node_control *c, const redisReply *r) {
             }
             continue;
         }
+        t->gen = c->gen;
         t->node_id = id;
         memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
         node_copier_submit(n->copier, t);

@@ -53,13 +53,6 @@ static void set_known(node_copier *c, uint32_t id) {
     c->known[id] = 1;
 }
 
-void node_task_free(node_task *t) {
-    if (!t) return;
-    free(t->src);
-    free(t->dst);
-    free(t);
-}
-
 /* ---- the engine and where nodes are ---- */
 
 /* The client transport for copies: shm reaches only this host, so a
@@ -157,26 +150,6 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
 
 /* ---- one task ---- */
 
-/* The source extents covering object bytes [pos, pos+len), trimmed. */
-static int src_range(const node_task *t, uint64_t pos, uint64_t len, te_extent *out) {
-    int n = 0;
-    uint64_t at = 0;
-    for (int i = 0; i < t->nsrc && len > 0; i++) {
-        const te_extent *s = &t->src[i];
-        if (pos < at + s->length) {
-            uint64_t skip = pos - at, take = s->length - skip < len ? s->length - skip : len;
-            out[n] = *s;
-            out[n].offset = s->offset + skip;
-            out[n].length = take;
-            n++;
-            pos += take;
-            len -= take;
-        }
-        at += s->length;
-    }
-    return n;
-}
-
 static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen) {
     uint64_t now = wall_ms();
     /* Our own segment: the master's caps and our bounds, before any byte. */
@@ -196,7 +169,7 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     int rc = 0;
     for (int i = 0; i < t->ndst && rc == 0; i++) {
         const node_dst *d = &t->dst[i];
-        te_replica rep = {piece, src_range(t, pos, d->length, piece)};
+        te_replica rep = {piece, node_task_src_range(t, pos, d->length, piece)};
         char *into = (char *)c->n->seg.base + d->offset;
         if (te_engine_read(c->engine, into, d->length, &rep, 1, err, errlen) != TE_OK) rc = -1;
         pos += d->length;

@@ -10,34 +10,14 @@
 
 #include <stdint.h>
 
-#include "backend/engine.h"
 #include "node/node.h"
-
-#define NODE_TASK_MAX_EXTENTS TE_ENGINE_MAX_EXTENTS
-
-typedef struct node_dst {
-    uint64_t offset, length;
-    te_cap cap;
-} node_dst;
-
-typedef struct node_task {
-    uint64_t id;
-    uint64_t gen;                  /* registration it belongs to */
-    uint32_t node_id;              /* our id then, and the key to check caps */
-    uint8_t cap_key[TE_CAP_KEY_LEN];
-    uint64_t size;
-    int nsrc, ndst;
-    te_extent *src;
-    node_dst *dst;
-    struct node_task *next;
-} node_task;
+#include "node/task.h"
 
 typedef struct node_copier node_copier;
 
 node_copier *node_copier_start(node *n);
 /* Takes ownership of t. */
 void node_copier_submit(node_copier *c, node_task *t);
-void node_task_free(node_task *t);
 void node_copier_stop(node_copier *c);
 
 #endif

@@ -1,0 +1,46 @@
+/* node/task.h - a copy task from the master (re-replication, drain).
+ *
+ * MOON.HEARTBEAT replies carry tasks (master/PROTOCOL.md):
+ *   [task_id, key, object_size,
+ *    [[src_node, offset, length, read_cap] ...], [[offset, length, write_cap] ...]]
+ * meaning: read the source byte stream, in order, and write it, in order,
+ * into the destination extents of this node's segment. Parsing checks
+ * every shape, range and sum, so a bad reply is refused whole, and what
+ * one can make us allocate is bounded by NODE_TASK_MAX_EXTENTS. */
+#ifndef MKV_NODE_TASK_H
+#define MKV_NODE_TASK_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "backend/cap.h"
+#include "backend/engine.h"
+
+#define NODE_TASK_MAX_EXTENTS TE_ENGINE_MAX_EXTENTS
+
+typedef struct node_dst {
+    uint64_t offset, length;
+    te_cap cap;
+} node_dst;
+
+typedef struct node_task {
+    uint64_t id;
+    uint64_t gen;                  /* registration it belongs to */
+    uint32_t node_id;              /* our id then, and the key to check caps */
+    uint8_t cap_key[TE_CAP_KEY_LEN];
+    uint64_t size;
+    int nsrc, ndst;
+    te_extent *src;
+    node_dst *dst;
+    struct node_task *next;
+} node_task;
+
+/* The task in r, or NULL if malformed; *id is its id when that much
+ * could be read (so it can be reported failed), else 0. */
+node_task *node_task_parse(const redisReply *r, uint64_t *id);
+/* The source extents carrying object bytes [pos, pos+len), trimmed to
+ * it, into out (room for t->nsrc); how many. */
+int node_task_src_range(const node_task *t, uint64_t pos, uint64_t len, te_extent *out);
+void node_task_free(node_task *t);
+
+#endif
