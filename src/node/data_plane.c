@@ -85,6 +85,17 @@ static int rdma_export(node_data *d, uint32_t id, const uint8_t *key, char *err,
     return d->rdma ? 0 : -1;
 }
 
+/* "host:0" listeners become the port they got, so the address we
+ * register is reachable and a restart binds the same port again. */
+static void pin_ports(node_data *d) {
+    for (int i = 0; i < d->cfg.ntcp; i++) {
+        char host[TE_ADDR_LEN];
+        int port;
+        if (te_split_hostport(d->cfg.tcp[i], host, sizeof host, &port) == 0 && port == 0)
+            snprintf(d->cfg.tcp[i], TE_ADDR_LEN, "%.56s:%d", host, te_tcp_server_port(d->tcp, i));
+    }
+}
+
 node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen) {
     node_data *d = xcalloc(1, sizeof *d);
     d->cfg = *cfg;
@@ -95,8 +106,9 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     /* No key yet: every request is refused until registration. */
     d->tcp = tcp_start(d, 0, NULL, err, errlen);
     if (!d->tcp) goto fail;
-    for (int i = 0; i < cfg->ntcp; i++)
-        log_notice("data plane: tcp %s", cfg->tcp[i]);
+    pin_ports(d);
+    for (int i = 0; i < d->cfg.ntcp; i++)
+        log_notice("data plane: tcp %s", d->cfg.tcp[i]);
     if (d->shm_path[0]) log_notice("data plane: shm unix:%s", d->shm_path);
     return d;
 fail:

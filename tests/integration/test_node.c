@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/cap.h"
+#include "backend/shm_transport.h"
 #include "backend/tcp_transport.h"
 #include "cluster_harness.h"
 #include "core/crc32c.h"
@@ -141,6 +142,7 @@ typedef struct dp {
     te_mr *mr;
 } dp;
 
+/* A path to addr over TCP, or shm for "unix:" addresses. */
 static int dp_open(dp *d, const char *secret, const char *addr, void *buf, size_t len, char *err,
                    size_t errlen) {
     te_config tc;
@@ -148,7 +150,7 @@ static int dp_open(dp *d, const char *secret, const char *addr, void *buf, size_
     snprintf(tc.secret, sizeof tc.secret, "%s", secret);
     tc.timeout_ms = 3000;
     memset(d, 0, sizeof *d);
-    d->t = te_tcp_create(&tc, err, errlen);
+    d->t = strncmp(addr, "unix:", 5) == 0 ? te_shm_create(&tc, err, errlen) : te_tcp_create(&tc, err, errlen);
     if (!d->t) return -1;
     if (d->t->ops->reg_mem(d->t, buf, len, &d->mr, err, errlen) != 0) return -1;
     return te_connect(d->t, NULL, addr, &d->p, err, errlen);
@@ -362,6 +364,57 @@ static void test_data_plane_caps(void) {
     h_kill(m);
 }
 
+/* The segment is exported over shm too (transport auto): bytes written
+ * through the unix socket's mapping are read back over TCP. */
+static void test_shm_export(void) {
+    int mp = PORT_BASE + 90;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26092", "4MB");
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    char st[16], addrs[8][64];
+    int naddrs;
+    node_state(c, 1, st, sizeof st, addrs, &naddrs);
+    ASSERT_EQ(naddrs, 2);
+    ASSERT_STREQ(addrs[0], "127.0.0.1:26092");
+    ASSERT(strncmp(addrs[1], "unix:@moonkv-node-", 18) == 0);
+
+    enum { SZ = 65536 };
+    static char out[SZ], in[SZ];
+    h_fill(out, SZ, 99);
+    redisReply *r = redisCommand(c, "MOON.PUTSTART shm-key %d", SZ);
+    uint32_t node;
+    uint64_t off, len;
+    te_cap cap;
+    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    ASSERT(ok);
+    char err[256];
+    dp d;
+    ASSERT_MSG(dp_open(&d, SECRET, addrs[1], out, SZ, err, sizeof err) == 0, "%s", err);
+    int st_w = dp_io(&d, TE_WRITE, out, off, SZ, &cap);
+    dp_close(&d);
+    ASSERT_EQ(st_w, TE_OK);
+    r = redisCommand(c, "MOON.PUTEND shm-key %u", crc32c(0, out, SZ));
+    if (r) freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET shm-key");
+    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    ASSERT(ok);
+    ASSERT_MSG(dp_open(&d, SECRET, addrs[0], in, SZ, err, sizeof err) == 0, "%s", err);
+    int st_r = dp_io(&d, TE_READ, in, off, SZ, &cap);
+    dp_close(&d);
+    ASSERT_EQ(st_r, TE_OK);
+    ASSERT_MEMEQ(in, out, SZ);
+    h_kill(n);
+    h_kill(m);
+}
+
 /* SIGTERM: the node asks to be drained, its object is copied to the other
  * node (a copy task: the survivor reads it from the leaving node), then
  * the node exits 0 and the master reports it dead at once, not by timeout. */
@@ -513,6 +566,7 @@ int main(void) {
     RUN_TEST(test_wrong_secret_not_registered);
     RUN_TEST(test_kill9_declared_dead);
     RUN_TEST(test_data_plane_caps);
+    RUN_TEST(test_shm_export);
     RUN_TEST(test_sigterm_leaves_gracefully);
     RUN_TEST(test_reregister_after_master_restart);
     RUN_TEST(test_drain_command_leaves);
