@@ -251,7 +251,6 @@ static int flag(node_control *c, const int *f) {
     return v;
 }
 
-
 /* A NODEDEAD answer: drained means we are done, anything else re-registers. */
 static void node_dead(node_control *c, const char *msg) {
     int drained = strstr(msg, "(drained") != NULL;
@@ -295,8 +294,8 @@ static void heartbeat(node_control *c) {
 static void send_leave(node_control *c) {
     redisReply *r = master_cmd(c, "MOON.LEAVE %u", my_id(c));
     if (!r) return;
+    c->leave_sent = 1;   /* asked once per registration; refused: the bounded wait ends it */
     if (r->type == REDIS_REPLY_STATUS) {
-        c->leave_sent = 1;
         set_phase(c, NODE_LEAVING);
         log_notice("node: leaving: the master is moving our objects away");
     } else if (is_nodedead(r)) {
