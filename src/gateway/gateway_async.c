@@ -9,7 +9,12 @@
  *
  * SET with options, or whose value did not stream into the store, runs
  * the shared command directly: an option it refuses must never have
- * stored the value first. */
+ * stored the value first.
+ *
+ * SETs of one key run one after another, as they do in standalone: a
+ * second SET of a key whose put is still in flight waits for it, so it
+ * finds the object complete (an idempotent OK when the bytes are the
+ * same) instead of "being written". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +24,8 @@
 #include "server/commands.h"
 #include "server/networking.h"
 
-typedef struct gw_call {
+typedef struct gw_call gw_call;
+struct gw_call {
     gw_job job;
     store *store;
     client *c;                /* NULL once the client has gone */
@@ -30,7 +36,9 @@ typedef struct gw_call {
     uint64_t put_size;
     gw_fetch *fetch;          /* GET/MGET: one per key */
     size_t nfetch;
-} gw_call;
+    gw_call *next_inflight;   /* SET: in async_table.inflight */
+    gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
+};
 
 /* The rows replaced and the shared procs they wrap (static: the command
  * table keeps pointers to its rows for the server's life). */
@@ -39,14 +47,16 @@ static const char *const async_names[] = {"get", "mget", "set", "put"};
 static struct {
     command rows[NASYNC];
     command_proc *shared[NASYNC];
+    gw_call *inflight;        /* SETs on a worker (few: one per blocked client) */
 } async_table;
 
 /* One allocation: the call, argv, the fetches and the argument bytes.
- * Argument value_arg (if > 0) is not copied: it lies in the put's buffer. */
+ * Argument value_arg (if > 0; 0 = none) is not copied: it lies in the
+ * put's buffer. */
 static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
     size_t bytes = 0;
     for (int i = 0; i < c->argc; i++)
-        if (i != value_arg) bytes += c->argv[i].len + 1;
+        if (value_arg <= 0 || i != value_arg) bytes += c->argv[i].len + 1;
     size_t head = sizeof(gw_call) + (size_t)c->argc * sizeof(resp_arg) + nfetch * sizeof(gw_fetch);
     gw_call *call = xcalloc(1, head + bytes);
     call->argv = (resp_arg *)(call + 1);
@@ -56,7 +66,7 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
     char *p = (char *)call + head;
     for (int i = 0; i < c->argc; i++) {
         const resp_arg *a = &c->argv[i];
-        if (i == value_arg) {
+        if (value_arg > 0 && i == value_arg) {
             call->argv[i] = (resp_arg){.ptr = a->ptr, .len = a->len, .external = 1};
             continue;
         }
@@ -93,9 +103,49 @@ static void call_replay(gw_call *call, client *c) {
     c->pending_put_size = 0;
 }
 
+static void run_ship(gw_job *j, mkv_client *mc);
+static void call_submit(gw_call *call, void (*run)(gw_job *, mkv_client *));
+
+static int same_key(const gw_call *a, const resp_arg *key) {
+    return a->argv[1].len == key->len && memcmp(a->argv[1].ptr, key->ptr, key->len) == 0;
+}
+
+static gw_call *inflight_set(const resp_arg *key) {
+    for (gw_call *x = async_table.inflight; x; x = x->next_inflight)
+        if (same_key(x, key)) return x;
+    return NULL;
+}
+
+static void inflight_remove(gw_call *call) {
+    gw_call **pp = &async_table.inflight;
+    while (*pp && *pp != call) pp = &(*pp)->next_inflight;
+    if (*pp) *pp = call->next_inflight;
+}
+
+/* A SET of the key is in flight: this one ships after it. */
+static void wait_behind(gw_call *first, gw_call *call) {
+    if (first->waiters_tail) first->waiters_tail->next_waiter = call;
+    else first->waiters = call;
+    first->waiters_tail = call;
+}
+
+/* A SET is done: the next SET of its key goes. */
+static void ship_next(gw_call *done) {
+    inflight_remove(done);
+    gw_call *next = done->waiters;
+    if (!next) return;
+    next->waiters = next->next_waiter;
+    next->waiters_tail = next->waiters ? done->waiters_tail : NULL;
+    next->next_waiter = NULL;
+    next->next_inflight = async_table.inflight;
+    async_table.inflight = next;
+    call_submit(next, run_ship);
+}
+
 static void call_done(gw_job *j) {
     gw_call *call = (gw_call *)j;
     store *s = call->store;
+    if (call->put) ship_next(call);
     /* A cancelled job did nothing: the shared command then asks the
      * cluster itself. */
     if (!j->cancelled) cluster_offer(s, call->fetch, call->nfetch);
@@ -112,11 +162,14 @@ static void call_done(gw_job *j) {
     free(call);
 }
 
-static void call_submit(gw_call *call, client *c, void (*run)(gw_job *, mkv_client *)) {
-    call->job.run = run;
-    call->job.done = call_done;
+static void call_block(gw_call *call, client *c) {
     client_block(c);
     client_set_on_free(c, call_forget_client, call);
+}
+
+static void call_submit(gw_call *call, void (*run)(gw_job *, mkv_client *)) {
+    call->job.run = run;
+    call->job.done = call_done;
     workers_submit(cluster_store_workers(call->store), &call->job);
 }
 
@@ -137,7 +190,8 @@ static void async_read_command(client *c) {
         call->fetch[i].key = call->argv[i + 1].ptr;
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
-    call_submit(call, c, run_fetches);
+    call_block(call, c);
+    call_submit(call, run_fetches);
 }
 
 /* SET key value (no options), the value streamed into the store. */
@@ -150,7 +204,15 @@ static void async_set_command(client *c) {
     call->put = c->pending_put;
     call->put_size = c->pending_put_size;
     c->pending_put = NULL;   /* the call owns it now: dispatch must not abort it */
-    call_submit(call, c, run_ship);
+    call_block(call, c);
+    gw_call *first = inflight_set(&call->argv[1]);
+    if (first) {
+        wait_behind(first, call);
+        return;
+    }
+    call->next_inflight = async_table.inflight;
+    async_table.inflight = call;
+    call_submit(call, run_ship);
 }
 
 void gateway_async_register(server *srv) {

@@ -161,11 +161,14 @@ void workers_destroy(workers *w) {
     }
     /* Threads are gone: the queues are the loop's now. */
     finish_all(w, queue_take_all(&w->finished));
-    for (gw_job *j = queue_take_all(&w->todo), *next; j; j = next) {
-        next = j->next;
-        j->cancelled = 1;
-        w->inflight--;
-        j->done(j);
+    /* done may submit more (the next SET of a key): until none is left. */
+    for (gw_job *j; (j = queue_take_all(&w->todo));) {
+        for (gw_job *next; j; j = next) {
+            next = j->next;
+            j->cancelled = 1;
+            w->inflight--;
+            j->done(j);
+        }
     }
     ev_ref(w->loop);
     ev_async_stop(w->loop, &w->notify);
