@@ -71,6 +71,8 @@ typedef struct bench_budget {
 } bench_budget;
 
 static inline void bench_budget_init(bench_budget *b, uint64_t min, uint64_t max, double seconds) {
+    /* A short run ($BENCH_SECONDS under 1) settles for two rounds. */
+    if (seconds < 1 && min > 2) min = 2;
     b->rounds = b->spent_us = 0;
     b->min = min;
     b->max = max < min ? min : max;
