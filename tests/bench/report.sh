@@ -73,7 +73,7 @@ csv_table() {
     print line }' "$WORK/rows.tsv"
 }
 
-# plot OUT.png: every series of plot.tsv, GB/s over object size (log x).
+# plot OUT.png: every series of plot.tsv, GB/s over object size (log-log).
 plot_png() {
   local out=$1 dir="$WORK/plot" series plots=()
   command -v gnuplot >/dev/null || { echo "gnuplot missing: no plot" >&2; return 0; }
@@ -87,10 +87,12 @@ plot_png() {
   gnuplot <<EOF 2>>"$WORK/run.log"
 set terminal pngcairo size 1000,600 noenhanced
 set output '$out'
-set title 'moonkv throughput by object size (higher is better)'
-set logscale x 2
-set xlabel 'object size (bytes)'
-set ylabel 'GB/s'
+set title 'moonkv throughput by object size (higher is better, both axes log)'
+set logscale xy
+set xtics ("64 B" 64, "1 KiB" 1024, "64 KiB" 65536, "1 MiB" 1048576, "4 MiB" 4194304, "64 MiB" 67108864)
+set xrange [32:134217728]
+set xlabel 'object size'
+set ylabel 'GB/s (10^9 bytes/s)'
 set key outside right
 set grid
 plot ${plots[*]}
