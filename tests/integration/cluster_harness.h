@@ -127,14 +127,25 @@ static inline redisContext *h_redis_host(const char *host, int port) {
 
 static inline redisContext *h_redis(int port) { return h_redis_host("127.0.0.1", port); }
 
-/* Until something answers PING at host:port (or pid died), bounded. */
+/* 1 if the server on c is process pid (INFO's process_id): a server
+ * left over from another run on the same port must not pass for ours. */
+static inline int h_is_process(redisContext *c, pid_t pid) {
+    redisReply *r = redisCommand(c, "INFO server");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "process_id:") : NULL;
+    int yes = p && atol(p + 11) == (long)pid;
+    if (r) freeReplyObject(r);
+    return yes;
+}
+
+/* Until our child pid (or, pid 0, anything) answers PING at host:port,
+ * or it died; bounded. */
 static inline int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms) {
     uint64_t end = mono_ms() + (uint64_t)timeout_ms;
     while (mono_ms() < end) {
         redisContext *c = h_redis_host(host, port);
         if (c) {
             redisReply *r = redisCommand(c, "PING");
-            int ok = r && r->type == REDIS_REPLY_STATUS;
+            int ok = r && r->type == REDIS_REPLY_STATUS && (pid <= 0 || h_is_process(c, pid));
             if (r) freeReplyObject(r);
             redisFree(c);
             if (ok) return 0;
