@@ -51,6 +51,14 @@ done
 for bin in bench_client bench_meta bench_preload; do
   [ -x "$BENCH_BIN/$bin" ] || { echo "bench: $BENCH_BIN/$bin missing: run make first" >&2; exit 1; }
 done
+# Run copies: the build directory is shared, and a `make` elsewhere during
+# the run would relink (or remove) the binaries under us. A binary missing
+# now stays missing, and its steps say so.
+mkdir -p "$WORK/bin"
+cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$WORK/bin/"
+BENCH_BIN=$WORK/bin
+[ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
+[ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
 
 echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs in $RESULTS/last-run.log"
 rows_before=0
