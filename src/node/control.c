@@ -39,7 +39,7 @@ struct node_control {
     int nresults;
     /* Control thread only. */
     redisContext *rc;
-    uint64_t gen;               /* registrations so far: tags tasks */
+    uint64_t gen;               /* registrations so far (= status.registrations): tags tasks */
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* of the current registration */
     int heartbeat_ms;
     uint64_t next_refresh_ms;
@@ -276,6 +276,8 @@ static uint32_t my_id(node_control *c) {
 
 static void heartbeat(node_control *c) {
     node *n = c->n;
+    /* Clients write with the master's caps, so only the master knows what
+     * is allocated here: we echo its last figure. */
     pthread_mutex_lock(&n->mu);
     uint64_t used = n->status.master_used;
     pthread_mutex_unlock(&n->mu);
@@ -333,6 +335,8 @@ static void refresh_view(node_control *c) {
 
 /* ---- the thread ---- */
 
+/* Sleep up to ms, waking for stop, a leave to send and (when there is a
+ * connection to send them on) finished tasks. */
 static void wait_ms(node_control *c, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -343,7 +347,7 @@ static void wait_ms(node_control *c, int ms) {
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&c->n->mu);
-    while (!c->stop && !(c->leave_wanted && !c->leave_sent) && c->nresults == 0)
+    while (!c->stop && !(c->leave_wanted && !c->leave_sent) && !(c->rc && c->nresults > 0))
         if (pthread_cond_timedwait(&c->wake, &c->n->mu, &ts) == ETIMEDOUT) break;
     pthread_mutex_unlock(&c->n->mu);
 }

@@ -150,8 +150,22 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
 
 /* ---- one task ---- */
 
+/* A task of an earlier registration must not write: the master that
+ * placed it is gone or has declared us dead, and the space may belong
+ * to someone else by now. */
+static int task_current(node_copier *c, const node_task *t) {
+    pthread_mutex_lock(&c->n->mu);
+    int cur = c->n->status.registrations == t->gen;
+    pthread_mutex_unlock(&c->n->mu);
+    return cur;
+}
+
 static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen) {
     uint64_t now = wall_ms();
+    if (!task_current(c, t)) {
+        snprintf(err, errlen, "from an earlier registration");
+        return -1;
+    }
     /* Our own segment: the master's caps and our bounds, before any byte. */
     for (int i = 0; i < t->ndst; i++) {
         const node_dst *d = &t->dst[i];
@@ -169,6 +183,11 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     int rc = 0;
     for (int i = 0; i < t->ndst && rc == 0; i++) {
         const node_dst *d = &t->dst[i];
+        if (!task_current(c, t) || wall_ms() >= d->cap.expiry_ms) {
+            snprintf(err, errlen, "registration changed or caps expired mid-copy");
+            rc = -1;
+            break;
+        }
         te_replica rep = {piece, node_task_src_range(t, pos, d->length, piece)};
         char *into = (char *)c->n->seg.base + d->offset;
         if (te_engine_read(c->engine, into, d->length, &rep, 1, err, errlen) != TE_OK) rc = -1;
