@@ -418,6 +418,7 @@ static int netns_cluster_start(char *why, size_t whylen) {
     mkv_options opt;
     mkv_options_init(&opt);
     opt.master = master;
+    opt.transport = "tcp";   /* the point is the network path, never shm on this host */
     if (mkv_connect(&ns_cli, &opt) != MKV_OK)
         return snprintf(why, whylen, "connect: %s", mkv_last_error(NULL)), -1;
     if (mkv_register_buffer(ns_cli, src, 2 * (size_t)BIG) != MKV_OK)
