@@ -538,6 +538,33 @@ static void test_reregister_after_master_restart(void) {
     h_kill(m);
 }
 
+/* A node frozen past the node timeout is declared dead; thawed, it hears
+ * NODEDEAD on its next heartbeat and registers again under a new id. */
+static void test_reregister_after_declared_dead(void) {
+    int mp = PORT_BASE + 55;
+    pid_t m = start_master(mp);
+    ASSERT(m > 0);
+    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26057", "4MB");
+    ASSERT(n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    redisContext *c = h_redis(mp);
+    ASSERT(c);
+    kill(n, SIGSTOP);
+    long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
+    kill(n, SIGCONT);
+    ASSERT(ms >= 0);
+    ms = wait_state(c, 2, "alive", 5000);
+    redisFree(c);
+    ASSERT_MSG(ms >= 0, "no second registration");
+    char v[64];
+    node_info_field(mp + 1, "node_id", v, sizeof v);
+    ASSERT_EQ(atoi(v), 2);
+    node_info_field(mp + 1, "registrations", v, sizeof v);
+    ASSERT_EQ(atoi(v), 2);
+    h_kill(n);
+    h_kill(m);
+}
+
 /* A bad start-up fails cleanly: RDMA asked for on a host without a device. */
 static void test_rdma_without_device_fails(void) {
     int mp = PORT_BASE + 60;
@@ -569,6 +596,7 @@ int main(void) {
     RUN_TEST(test_shm_export);
     RUN_TEST(test_sigterm_leaves_gracefully);
     RUN_TEST(test_reregister_after_master_restart);
+    RUN_TEST(test_reregister_after_declared_dead);
     RUN_TEST(test_drain_command_leaves);
     RUN_TEST(test_sigterm_without_master);
     RUN_TEST(test_rdma_without_device_fails);
