@@ -42,13 +42,18 @@ static inline void test_fail(const char *file, int line, const char *what) {
 
 #define ASSERT_MEMEQ(a, b, n) ASSERT(memcmp((a), (b), (n)) == 0)
 
-/* Runs one case; the name printed is the function's name. */
-#define RUN_TEST(fn) do { \
-    test_case_failed = 0; test_case_name = #fn; fn(); \
+/* Runs one case under a given name (e.g. "case/tcp" for a case run once
+ * per transport); the name must stay valid while the case runs. */
+#define RUN_TEST_NAMED(fn, name) do { \
+    test_case_failed = 0; test_case_name = (name); fn(); \
     if (test_case_failed) test_failed_cases++; \
-    else printf("ok - %s\n", #fn); \
+    else printf("ok - %s\n", test_case_name); \
     fflush(stdout); \
+    test_case_name = ""; \
 } while (0)
+
+/* Runs one case; the name printed is the function's name. */
+#define RUN_TEST(fn) RUN_TEST_NAMED(fn, #fn)
 
 #define TEST_EXIT() return test_failed_cases ? 1 : 0
 

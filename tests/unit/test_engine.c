@@ -392,11 +392,7 @@ static void test_batch(void) {
 #define RUN_ROW_TEST(fn) do { \
     char name_[96]; \
     snprintf(name_, sizeof name_, "%s/%s", #fn, FX->name); \
-    test_case_failed = 0; test_case_name = name_; fn(); \
-    if (test_case_failed) test_failed_cases++; \
-    else printf("ok - %s\n", name_); \
-    fflush(stdout); \
-    test_case_name = ""; \
+    RUN_TEST_NAMED(fn, name_); \
 } while (0)
 
 int main(void) {
