@@ -43,6 +43,7 @@ typedef struct node {
     pthread_mutex_t mu;
     node_status status;
     ev_async gone;                 /* control thread -> loop: we left */
+    ev_timer leave_timer;          /* bounds the wait for the master's drain */
 } node;
 
 const char *node_phase_name(node_phase p);

@@ -79,9 +79,11 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "data_auth_failures", "%llu", (unsigned long long)ds.auth_failures);
 }
 
+static void begin_leave(node *n);
+
 /* MOON.DRAIN on the node: leave the cluster gracefully. */
 static void drain_command(client *c) {
-    node_control_request_leave(node_of(c->srv)->ctl);
+    begin_leave(node_of(c->srv));
     reply_ok(c);
 }
 
@@ -162,17 +164,26 @@ static node_phase phase(node *n) {
     return p;
 }
 
+/* Ask the master to drain us; the loop ends when it is done (gone_cb)
+ * or when the bounded wait runs out. */
+static void begin_leave(node *n) {
+    if (ev_is_active(&n->leave_timer)) return;
+    log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
+    node_control_request_leave(n->ctl);
+    ev_timer_init(&n->leave_timer, leave_timeout_cb, NODE_LEAVE_MAX_MS / 1000.0, 0);
+    n->leave_timer.data = n;
+    ev_timer_start(n->srv->loop, &n->leave_timer);
+}
+
 /* After the first SIGTERM: keep serving until the master lets us go. */
 static void leave(node *n) {
     if (phase(n) == NODE_GONE) return;
-    log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
-    node_control_request_leave(n->ctl);
-    ev_timer t;
-    ev_timer_init(&t, leave_timeout_cb, NODE_LEAVE_MAX_MS / 1000.0, 0);
-    t.data = n;
-    ev_timer_start(n->srv->loop, &t);
+    if (ev_is_active(&n->leave_timer)) {
+        /* MOON.DRAIN had begun it: this SIGTERM is the impatient second one. */
+        return;
+    }
+    begin_leave(n);
     server_run(n->srv);
-    ev_timer_stop(n->srv->loop, &t);
 }
 
 static int node_start(node *n, char *err, size_t errlen) {
@@ -215,6 +226,7 @@ static void node_shutdown(node *n) {
     n->ctl = NULL;
     n->copier = NULL;
     if (ev_is_active(&n->gone)) ev_async_stop(n->srv->loop, &n->gone);
+    if (ev_is_active(&n->leave_timer)) ev_timer_stop(n->srv->loop, &n->leave_timer);
     node_data_stop(n->data);
     n->data = NULL;
     node_segment_destroy(&n->seg);
