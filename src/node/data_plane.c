@@ -102,6 +102,8 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     pthread_mutex_init(&d->mu, NULL);
     if (cfg->shm && cfg->seg->fd >= 0)
         snprintf(d->shm_path, sizeof d->shm_path, "@moonkv-node-%d", (int)getpid());
+    else if (cfg->shm)
+        log_warning("data plane: the segment is not a memfd, no shm export");
     if (cfg->rdma && rdma_listen_addr(d, err, errlen) != 0) goto fail;
     /* No key yet: every request is refused until registration. */
     d->tcp = tcp_start(d, 0, NULL, err, errlen);
