@@ -17,6 +17,8 @@
 #include "core/util.h"
 
 typedef struct epath {
+    te_transport *t;          /* the transport that carries this address */
+    int tier;                 /* 0: shm, tried first; 1: the network */
     te_path *p;               /* NULL: not connected (or closed after breaking) */
     char local[TE_ADDR_LEN];  /* "" = any */
     char peer[TE_ADDR_LEN];
@@ -32,12 +34,16 @@ typedef struct enode {
 } enode;
 
 typedef struct eregion {
-    te_mr *mr;
+    void *addr;
+    size_t len;
+    te_mr *mr[TE_ENGINE_MAX_TRANSPORTS];   /* one per transport, same index */
     struct eregion *next;
 } eregion;
 
 struct te_engine {
-    te_transport *t;
+    te_transport *t[TE_ENGINE_MAX_TRANSPORTS];
+    uint64_t bytes_via[TE_ENGINE_MAX_TRANSPORTS];
+    int nt;
     te_engine_config cfg;
     pthread_mutex_t mu;
     enode *nodes;
@@ -62,7 +68,7 @@ enum { JOB_PENDING, JOB_INFLIGHT, JOB_DONE };
 
 te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg) {
     te_engine *e = xcalloc(1, sizeof *e);
-    e->t = t;
+    e->t[e->nt++] = t;
     if (cfg) e->cfg = *cfg;
     if (!e->cfg.slice_size) e->cfg.slice_size = 1 << 20;
     if (e->cfg.max_attempts <= 0) e->cfg.max_attempts = 4;
@@ -74,7 +80,7 @@ te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg) {
 
 static void node_close_paths(te_engine *e, enode *n) {
     for (int i = 0; i < n->npaths; i++)
-        if (n->paths[i].p) e->t->ops->close(n->paths[i].p);
+        if (n->paths[i].p) n->paths[i].t->ops->close(n->paths[i].p);
     free(n->paths);
     n->paths = NULL;
     n->npaths = 0;
@@ -84,8 +90,8 @@ void te_engine_destroy(te_engine *e) {
     if (!e) return;
     for (int i = 0; i < e->nnodes; i++) node_close_paths(e, &e->nodes[i]);
     free(e->nodes);
-    while (e->regions) te_engine_unregister_buffer(e, e->regions->mr->addr);
-    e->t->ops->destroy(e->t);
+    while (e->regions) te_engine_unregister_buffer(e, e->regions->addr);
+    for (int i = 0; i < e->nt; i++) e->t[i]->ops->destroy(e->t[i]);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }
@@ -94,6 +100,53 @@ static enode *find_node(te_engine *e, uint32_t id) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].id == id) return &e->nodes[i];
     return NULL;
+}
+
+static te_transport *transport_named(te_engine *e, const char *name) {
+    for (int i = 0; i < e->nt; i++)
+        if (strcmp(e->t[i]->ops->name, name) == 0) return e->t[i];
+    return NULL;
+}
+
+static int transport_index(const te_engine *e, const te_transport *t) {
+    for (int i = 0; i < e->nt; i++)
+        if (e->t[i] == t) return i;
+    return 0;
+}
+
+/* The transport for one node address, or NULL when none of ours can use
+ * it: "unix:" is shm's, "rdma:" RDMA's, and plain host:port is TCP's, or
+ * RDMA's when that is our only network transport and the node names no
+ * "rdma:" address of its own (the RDMA set-up port may be given bare). */
+static te_transport *route(te_engine *e, const char *addr, int node_has_rdma) {
+    if (strncmp(addr, "unix:", 5) == 0) return transport_named(e, "shm");
+    if (strncmp(addr, "rdma:", 5) == 0) return transport_named(e, "rdma");
+    te_transport *t = transport_named(e, "tcp");
+    return t || node_has_rdma ? t : transport_named(e, "rdma");
+}
+
+static void add_path(te_engine *e, enode *n, te_transport *t, const char *local, const char *peer) {
+    epath *p = &n->paths[n->npaths++];
+    p->t = t;
+    p->tier = strcmp(t->ops->name, "shm") == 0 ? 0 : 1;
+    snprintf(p->local, sizeof p->local, "%s", local ? local : "");
+    snprintf(p->peer, sizeof p->peer, "%s", peer);
+}
+
+/* One path per address, times the local addresses for network ones (a
+ * shm mapping has no local side). */
+static int node_paths(te_engine *e, enode *n, const char *const *addrs, int naddrs) {
+    int has_rdma = 0, nl = e->cfg.nlocal ? e->cfg.nlocal : 1;
+    for (int a = 0; a < naddrs; a++) has_rdma |= strncmp(addrs[a], "rdma:", 5) == 0;
+    n->paths = xcalloc((size_t)(nl * naddrs), sizeof *n->paths);
+    for (int a = 0; a < naddrs; a++) {
+        te_transport *t = route(e, addrs[a], has_rdma);
+        if (!t) continue;   /* e.g. a unix: address when shm is not in use */
+        if (strcmp(t->ops->name, "shm") == 0 || !e->cfg.nlocal) add_path(e, n, t, NULL, addrs[a]);
+        else
+            for (int l = 0; l < nl; l++) add_path(e, n, t, e->cfg.local[l], addrs[a]);
+    }
+    return n->npaths;
 }
 
 int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs, int naddrs,
@@ -108,22 +161,21 @@ int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs,
             return TE_EINVAL;
         }
     pthread_mutex_lock(&e->mu);
+    enode fresh = { .id = node_id };
+    if (node_paths(e, &fresh, addrs, naddrs) == 0) {
+        pthread_mutex_unlock(&e->mu);
+        free(fresh.paths);
+        snprintf(err, errlen, "node %u: no data address for transport %s%s", node_id,
+                 e->t[0]->ops->name, e->nt > 1 ? " or the others in use" : "");
+        return TE_EINVAL;
+    }
     enode *n = find_node(e, node_id);
     if (n) node_close_paths(e, n);
     else {
         e->nodes = xrealloc(e->nodes, (size_t)(e->nnodes + 1) * sizeof *e->nodes);
         n = &e->nodes[e->nnodes++];
     }
-    memset(n, 0, sizeof *n);
-    n->id = node_id;
-    int nl = e->cfg.nlocal ? e->cfg.nlocal : 1;
-    n->paths = xcalloc((size_t)(nl * naddrs), sizeof *n->paths);
-    for (int l = 0; l < nl; l++)
-        for (int a = 0; a < naddrs; a++) {
-            epath *p = &n->paths[n->npaths++];
-            if (e->cfg.nlocal) snprintf(p->local, sizeof p->local, "%s", e->cfg.local[l]);
-            snprintf(p->peer, sizeof p->peer, "%s", addrs[a]);
-        }
+    *n = fresh;
     pthread_mutex_unlock(&e->mu);
     return TE_OK;
 }
@@ -138,26 +190,71 @@ void te_engine_remove_node(te_engine *e, uint32_t node_id) {
     pthread_mutex_unlock(&e->mu);
 }
 
-int te_engine_register_buffer(te_engine *e, void *addr, size_t len, char *err, size_t errlen) {
-    te_mr *mr;
+static void region_dereg(te_engine *e, eregion *r) {
+    for (int i = 0; i < e->nt; i++)
+        if (r->mr[i]) e->t[i]->ops->dereg_mem(e->t[i], r->mr[i]);
+}
+
+/* Registers [addr, addr+len) with every transport from index `from` on;
+ * on failure undoes what it did there. */
+static int region_reg(te_engine *e, eregion *r, int from, char *err, size_t errlen) {
+    for (int i = from; i < e->nt; i++) {
+        if (e->t[i]->ops->reg_mem(e->t[i], r->addr, r->len, &r->mr[i], err, errlen) == 0) continue;
+        r->mr[i] = NULL;
+        while (i-- > from) {
+            e->t[i]->ops->dereg_mem(e->t[i], r->mr[i]);
+            r->mr[i] = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int te_engine_add_transport(te_engine *e, te_transport *t, char *err, size_t errlen) {
     pthread_mutex_lock(&e->mu);
-    int rc = e->t->ops->reg_mem(e->t, addr, len, &mr, err, errlen);
+    int rc = TE_OK;
+    if (e->nt == TE_ENGINE_MAX_TRANSPORTS || transport_named(e, t->ops->name)) {
+        snprintf(err, errlen, "engine: no room for transport %s (or it is there already)", t->ops->name);
+        rc = TE_EINVAL;
+    } else {
+        e->t[e->nt++] = t;
+        /* buffers registered so far must be usable on the new one too */
+        for (eregion *r = e->regions; r && rc == TE_OK; r = r->next)
+            if (region_reg(e, r, e->nt - 1, err, errlen) != 0) rc = TE_EINVAL;
+        if (rc != TE_OK) {
+            for (eregion *r = e->regions; r; r = r->next) {
+                if (r->mr[e->nt - 1]) t->ops->dereg_mem(t, r->mr[e->nt - 1]);
+                r->mr[e->nt - 1] = NULL;
+            }
+            e->nt--;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (rc != TE_OK) t->ops->destroy(t);
+    return rc;
+}
+
+int te_engine_register_buffer(te_engine *e, void *addr, size_t len, char *err, size_t errlen) {
+    eregion *r = xcalloc(1, sizeof *r);
+    r->addr = addr;
+    r->len = len;
+    pthread_mutex_lock(&e->mu);
+    int rc = region_reg(e, r, 0, err, errlen);
     if (rc == 0) {
-        eregion *r = xcalloc(1, sizeof *r);
-        r->mr = mr;
         r->next = e->regions;
         e->regions = r;
     }
     pthread_mutex_unlock(&e->mu);
+    if (rc != 0) free(r);
     return rc == 0 ? TE_OK : TE_EINVAL;
 }
 
 static void unregister_locked(te_engine *e, void *addr) {
     for (eregion **pp = &e->regions; *pp; pp = &(*pp)->next) {
-        if ((*pp)->mr->addr != addr) continue;
+        if ((*pp)->addr != addr) continue;
         eregion *r = *pp;
         *pp = r->next;
-        e->t->ops->dereg_mem(e->t, r->mr);
+        region_dereg(e, r);
         free(r);
         return;
     }
@@ -171,8 +268,8 @@ void te_engine_unregister_buffer(te_engine *e, void *addr) {
 
 static int registered(te_engine *e, const void *addr, uint64_t len) {
     for (eregion *r = e->regions; r; r = r->next) {
-        uintptr_t a = (uintptr_t)r->mr->addr, b = (uintptr_t)addr;
-        if (b >= a && len <= r->mr->len && b - a <= r->mr->len - len) return 1;
+        uintptr_t a = (uintptr_t)r->addr, b = (uintptr_t)addr;
+        if (b >= a && len <= r->len && b - a <= r->len - len) return 1;
     }
     return 0;
 }
@@ -255,25 +352,48 @@ static job *make_jobs(te_engine *e, te_object *objs, int n, int writing, int *nj
 
 static int path_live(const epath *p) { return p->p != NULL; }
 
-/* (Re)connect a node's missing paths. Only a failed connect holds the
- * node off for reconnect_ms, so a dead node costs one connect per window,
- * not one per slice; paths of a node that answers can break for reasons
- * of their own (a QP error) and are redialed at once, or two such breaks
- * within the window would make a live node unreachable. */
+/* Dial the missing paths of one tier; 1 if the tier has a live path.
+ * *failed is set when a dial failed. */
+static int tier_connect(te_engine *e, enode *n, int tier, int *failed) {
+    int up = 0;
+    for (int i = 0; i < n->npaths; i++) {
+        epath *p = &n->paths[i];
+        if (p->tier != tier) continue;
+        if (!p->p) {
+            p->inflight = 0;
+            if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
+                           sizeof n->last_err) != 0) {
+                p->p = NULL;
+                *failed = 1;
+            }
+        }
+        up |= p->p != NULL;
+    }
+    return up;
+}
+
+/* (Re)connect a node's missing paths, shm first: an abstract unix socket
+ * answers only on this host, so a node whose shm address connects is
+ * local and its network addresses are not dialed at all; a remote one
+ * costs one refused unix connect per reconnect.
+ *
+ * Only a failed connect of the tier in use holds the node off for
+ * reconnect_ms, so a dead node costs one connect per window, not one per
+ * slice; paths of a node that answers can break for reasons of their own
+ * (a QP error) and are redialed at once, or two such breaks within the
+ * window would make a live node unreachable. */
 static void node_connect(te_engine *e, enode *n) {
     uint64_t now = mono_ms();
     if (n->connect_failed_ms && now - n->connect_failed_ms < (uint64_t)e->cfg.reconnect_ms) return;
     n->connect_failed_ms = 0;
-    for (int i = 0; i < n->npaths; i++) {
-        epath *p = &n->paths[i];
-        if (p->p) continue;
-        p->inflight = 0;
-        if (te_connect(e->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
-                       sizeof n->last_err) != 0) {
-            p->p = NULL;
-            n->connect_failed_ms = now ? now : 1;
+    for (int tier = 0; tier < 2; tier++) {
+        int failed = 0;
+        if (tier_connect(e, n, tier, &failed)) {
+            if (failed) n->connect_failed_ms = now ? now : 1;
+            return;
         }
     }
+    n->connect_failed_ms = now ? now : 1;
 }
 
 static int node_up(te_engine *e, enode *n) {
@@ -289,7 +409,7 @@ static int node_up(te_engine *e, enode *n) {
  * (TE_ECLOSED) and get retried; it is reconnected on a later call. */
 static void path_broken(te_engine *e, epath *p) {
     if (!p->p) return;
-    e->t->ops->close(p->p);
+    p->t->ops->close(p->p);
     p->p = NULL;
 }
 
@@ -349,14 +469,15 @@ static int job_dispatch(run *r, job *j, int idx) {
         epath *best = NULL;
         for (int i = 0; i < n->npaths; i++) {
             epath *p = &n->paths[i];
-            if (path_live(p) && p->inflight < e->t->cfg.window && (!best || p->inflight < best->inflight))
+            if (!path_live(p) || p->inflight >= p->t->cfg.window) continue;
+            if (!best || p->tier < best->tier || (p->tier == best->tier && p->inflight < best->inflight))
                 best = p;
         }
         if (!best) return 0;
         te_req q = { .op = r->writing ? TE_WRITE : TE_READ, .local = (char *)j->obj->buf + j->obj_off,
                      .remote_off = x->offset + (j->obj_off - start), .len = j->len, .cap = &x->cap,
                      .cookie = (uint64_t)idx };
-        int k = te_submit(e->t, best->p, &q, 1);
+        int k = te_submit(best->t, best->p, &q, 1);
         if (k == 1) {
             best->inflight++;
             j->node = n;
@@ -368,7 +489,7 @@ static int job_dispatch(run *r, job *j, int idx) {
             return 1;
         }
         if (k < 0) { path_broken(e, best); continue; }
-        best->inflight = e->t->cfg.window;   /* the transport says full */
+        best->inflight = best->t->cfg.window;   /* the transport says full */
         return 0;
     }
 }
@@ -382,6 +503,7 @@ static void job_complete(run *r, const te_cqe *c) {
         j->state = JOB_DONE;
         r->left--;
         r->e->stats.bytes += j->len;
+        r->e->bytes_via[transport_index(r->e, j->on->t)] += j->len;
         return;
     }
     j->state = JOB_PENDING;
@@ -396,32 +518,45 @@ static void job_complete(run *r, const te_cqe *c) {
     job_fail(r, j, c->status, why);
 }
 
-static int run_jobs(run *r) {
+/* Poll every transport with requests in flight. With one busy transport
+ * it may block; with several, a blocking wait on one would stall the
+ * others, so each gets a 1 ms wait instead. */
+static void poll_all(run *r, int *busy) {
+    te_engine *e = r->e;
     te_cqe cq[64];
+    int nbusy = 0;
+    for (int i = 0; i < e->nt; i++) nbusy += busy[i] > 0;
+    if (nbusy == 0) busy[0] = 1;    /* nothing in flight: a short wait paces the redials */
+    for (int i = 0; i < e->nt; i++) {
+        if (!busy[i]) continue;
+        int n = te_poll(e->t[i], cq, 64, nbusy > 1 ? 1 : nbusy ? 100 : 10);
+        for (int k = 0; k < n; k++) job_complete(r, &cq[k]);
+    }
+}
+
+static int run_jobs(run *r) {
     while (r->left > 0) {
-        int inflight = 0;
+        int busy[TE_ENGINE_MAX_TRANSPORTS] = {0};
         for (int i = 0; i < r->njobs; i++) {
             job *j = &r->jobs[i];
             if (j->state == JOB_PENDING) job_dispatch(r, j, i);
-            inflight += j->state == JOB_INFLIGHT;
+            if (j->state == JOB_INFLIGHT) busy[transport_index(r->e, j->on->t)]++;
         }
         if (r->left == 0) break;
-        int n = te_poll(r->e->t, cq, 64, inflight ? 100 : 10);
-        for (int i = 0; i < n; i++) job_complete(r, &cq[i]);
+        poll_all(r, busy);
     }
     return r->first_err;
 }
 
 /* Registers buffers the caller did not, for this call only. */
-static te_mr **temp_register(te_engine *e, te_object *objs, int n) {
-    te_mr **tmp = xcalloc((size_t)n, sizeof *tmp);
+static eregion *temp_register(te_engine *e, te_object *objs, int n) {
+    eregion *tmp = xcalloc((size_t)n, sizeof *tmp);
     char err[128];
     for (int i = 0; i < n; i++) {
         if (objs[i].status != TE_OK || registered(e, objs[i].buf, objs[i].len)) continue;
-        if (e->t->ops->reg_mem(e->t, objs[i].buf, objs[i].len, &tmp[i], err, sizeof err) != 0) {
-            tmp[i] = NULL;
-            objs[i].status = TE_EINVAL;
-        }
+        tmp[i].addr = objs[i].buf;
+        tmp[i].len = objs[i].len;
+        if (region_reg(e, &tmp[i], 0, err, sizeof err) != 0) objs[i].status = TE_EINVAL;
     }
     return tmp;
 }
@@ -438,14 +573,13 @@ static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err
             snprintf(err, errlen, "object %d: %s", i, why);
         }
     }
-    te_mr **tmp = temp_register(e, objs, n);
+    eregion *tmp = temp_register(e, objs, n);
     run r = { .e = e, .writing = writing, .err = err, .errlen = errlen, .first_err = TE_OK };
     r.jobs = make_jobs(e, objs, n, writing, &r.njobs);
     r.left = r.njobs;
     int rc = run_jobs(&r);
     if (first == TE_OK) first = rc;
-    for (int i = 0; i < n; i++)
-        if (tmp[i]) e->t->ops->dereg_mem(e->t, tmp[i]);
+    for (int i = 0; i < n; i++) region_dereg(e, &tmp[i]);
     free(tmp);
     free(r.jobs);
     pthread_mutex_unlock(&e->mu);
@@ -476,4 +610,12 @@ void te_engine_get_stats(te_engine *e, te_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
     pthread_mutex_unlock(&e->mu);
+}
+
+uint64_t te_engine_bytes_via(te_engine *e, const char *transport) {
+    pthread_mutex_lock(&e->mu);
+    te_transport *t = transport_named(e, transport);
+    uint64_t n = t ? e->bytes_via[transport_index(e, t)] : 0;
+    pthread_mutex_unlock(&e->mu);
+    return n;
 }

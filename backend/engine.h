@@ -21,6 +21,7 @@
 
 #define TE_ENGINE_MAX_REPLICAS 8
 #define TE_ENGINE_MAX_EXTENTS  4096   /* per replica */
+#define TE_ENGINE_MAX_TRANSPORTS 3    /* shm, tcp, rdma */
 
 /* One piece of a replica: object bytes [sum of earlier lengths, +length)
  * live at node_id's segment offset `offset`, under `cap`. */
@@ -62,12 +63,23 @@ typedef struct te_engine te_engine;
 te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg);
 void te_engine_destroy(te_engine *e);
 
-/* Adds or replaces a node's data addresses (replacing closes its paths). */
+/* One more transport (ownership passes to the engine, which destroys t
+ * itself if it cannot take it). At most one of each kind. Addresses go to
+ * transports by form: "unix:" to shm, "rdma:" to RDMA, plain host:port to
+ * TCP (or to RDMA when there is no TCP and the node names no "rdma:"
+ * address); addresses no transport takes are skipped. A node with shm
+ * paths uses them alone if one connects (the peer is on this host), else
+ * its network paths. Buffers registered so far get registered with t. */
+int te_engine_add_transport(te_engine *e, te_transport *t, char *err, size_t errlen);
+
+/* Adds or replaces a node's data addresses (replacing closes its paths).
+ * TE_EINVAL if none suits a transport of the engine. */
 int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs, int naddrs,
                        char *err, size_t errlen);
 void te_engine_remove_node(te_engine *e, uint32_t node_id);
 
-/* Register long-lived buffers once (RDMA pins them); unregistered buffers
+/* Register long-lived buffers once, with every transport (RDMA pins
+ * them); unregistered buffers
  * are registered for the duration of each call. */
 int te_engine_register_buffer(te_engine *e, void *addr, size_t len, char *err, size_t errlen);
 void te_engine_unregister_buffer(te_engine *e, void *addr);
@@ -82,5 +94,7 @@ int te_engine_write_batch(te_engine *e, te_object *objs, int n, char *err, size_
 int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen);
 
 void te_engine_get_stats(te_engine *e, te_engine_stats *out);
+/* Bytes moved by the transport named "tcp", "shm" or "rdma" (0 if absent). */
+uint64_t te_engine_bytes_via(te_engine *e, const char *transport);
 
 #endif

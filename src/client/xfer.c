@@ -48,10 +48,8 @@ int mkv_engine_open(mkv_client *c) {
     cfg.timeout_ms = c->timeout_ms;
     cfg.connect_timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
     char err[MKV_ERR_LEN];
-    te_transport *t = te_transport_create(c->transport, &cfg, err, sizeof err);
-    if (!t) return mkv_fail(c, MKV_EINVAL, "%s", err);
-    c->engine = te_engine_create(t, &ec);
-    if (!c->engine) return mkv_fail(c, MKV_ENOMEM, "cannot create the transfer engine");
+    c->engine = te_engine_create_named(c->transport, &cfg, &ec, err, sizeof err);
+    if (!c->engine) return mkv_fail(c, MKV_EINVAL, "%s", err);
     return MKV_OK;
 }
 

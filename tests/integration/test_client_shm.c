@@ -1,0 +1,140 @@
+/* test_client_shm - libmoonkv's transport choice against a real master
+ * and one memory node on this host (shm export on, as --transport auto
+ * gives it). The node's INFO shows which path carried the bytes: its
+ * data-plane server counts payload bytes it moved over TCP
+ * (data_bytes_in/out) and every request it checked (data_requests),
+ * while over shm the client copies the bytes itself after the node has
+ * verified the request headers, so requests rise and payload bytes do
+ * not. Ports 29000-29099. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "test.h"
+
+#define PORT_MASTER 29000
+#define PORT_NODE   29001
+#define PORT_DATA   29002
+#define MASTER      "127.0.0.1:29000"
+#define OBJ         (4u << 20)
+
+typedef struct data_stats {
+    unsigned long long in, out, requests;
+} data_stats;
+
+static int info_field(const char *info, const char *name, unsigned long long *v) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s:", name);
+    const char *p = strstr(info, pat);
+    if (!p) return -1;
+    *v = strtoull(p + strlen(pat), NULL, 10);
+    return 0;
+}
+
+static int node_stats(data_stats *s) {
+    redisContext *c = h_redis(PORT_NODE);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "INFO node");
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_STRING && info_field(r->str, "data_bytes_in", &s->in) == 0 &&
+        info_field(r->str, "data_bytes_out", &s->out) == 0 &&
+        info_field(r->str, "data_requests", &s->requests) == 0)
+        rc = 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+static pid_t start_node(void) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "node");
+    h_arg(&a, "--master");
+    h_arg(&a, MASTER);
+    h_arg(&a, "--bind");
+    h_arg(&a, "127.0.0.1");
+    h_argf(&a, "--port=%d", PORT_NODE);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "64MB");
+    h_argf(&a, "--data-addrs=127.0.0.1:%d", PORT_DATA);
+    h_arg(&a, "--transport");
+    h_arg(&a, "auto");          /* exports shm next to TCP */
+    h_arg(&a, "--prefault");
+    h_arg(&a, "no");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    return h_spawn(a.v);
+}
+
+/* Put OBJ bytes under key and get them back byte-exact through a client
+ * of `transport`; the node's stats before and after go to before and after. */
+static int put_get(const char *transport, const char *key, data_stats *before, data_stats *after) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = MASTER;
+    opt.transport = transport;
+    mkv_client *c;
+    if (mkv_connect(&c, &opt) != MKV_OK) {
+        printf("# connect: %s\n", mkv_last_error(NULL));
+        return -1;
+    }
+    unsigned char *src = malloc(OBJ), *dst = calloc(1, OBJ);
+    h_fill(src, OBJ, 42);
+    size_t n = 0;
+    int rc = node_stats(before) == 0 ? MKV_OK : MKV_EPROTO;
+    if (rc == MKV_OK) rc = mkv_register_buffer(c, src, OBJ);
+    if (rc == MKV_OK) rc = mkv_register_buffer(c, dst, OBJ);
+    if (rc == MKV_OK) rc = mkv_put(c, key, strlen(key), src, OBJ, 1);
+    if (rc == MKV_OK) rc = mkv_get(c, key, strlen(key), dst, OBJ, &n);
+    if (rc == MKV_OK && (n != OBJ || memcmp(src, dst, OBJ) != 0)) rc = MKV_ECORRUPT;
+    if (rc == MKV_OK && node_stats(after) != 0) rc = MKV_EPROTO;
+    if (rc != MKV_OK) printf("# %s: %s: %s\n", transport, mkv_strerror(rc), mkv_last_error(c));
+    mkv_close(c);
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static void test_auto_goes_over_shm(void) {
+    data_stats b, a;
+    ASSERT_EQ(put_get("auto", "shm:auto", &b, &a), MKV_OK);
+    ASSERT(a.requests > b.requests);           /* the node checked every slice */
+    ASSERT_EQ(a.in - b.in, 0);                 /* and no payload crossed TCP */
+    ASSERT_EQ(a.out - b.out, 0);
+}
+
+static void test_explicit_shm(void) {
+    data_stats b, a;
+    ASSERT_EQ(put_get("shm", "shm:shm", &b, &a), MKV_OK);
+    ASSERT(a.requests > b.requests);
+    ASSERT_EQ(a.in - b.in, 0);
+    ASSERT_EQ(a.out - b.out, 0);
+}
+
+/* The control: the same through TCP shows up as payload bytes. */
+static void test_tcp_counts_bytes(void) {
+    data_stats b, a;
+    ASSERT_EQ(put_get("tcp", "shm:tcp", &b, &a), MKV_OK);
+    ASSERT_EQ(a.in - b.in, OBJ);
+    ASSERT_EQ(a.out - b.out, OBJ);
+}
+
+int main(void) {
+    h_init(50);
+    pid_t master = h_start_master(PORT_MASTER, NULL);
+    pid_t node = master > 0 ? start_node() : -1;
+    if (master <= 0 || node <= 0 || h_wait_nodes(PORT_MASTER, "alive", 1, 20000) != 0) {
+        printf("not ok - cluster did not come up\n");
+        return 1;
+    }
+    RUN_TEST(test_auto_goes_over_shm);
+    RUN_TEST(test_explicit_shm);
+    RUN_TEST(test_tcp_counts_bytes);
+    h_stop(node);
+    h_stop(master);
+    TEST_EXIT();
+}
