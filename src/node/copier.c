@@ -30,7 +30,6 @@ struct node_copier {
     int queued, stop;
     /* Copier thread only. */
     te_engine *engine;
-    const char *tname;          /* its transport: "tcp" or "rdma" */
     redisContext *master;
     /* Nodes the engine knows. A master never reuses an id and a node
      * that registers again gets a new one, so an id's addresses never
@@ -55,10 +54,11 @@ static void set_known(node_copier *c, uint32_t id) {
 
 /* ---- the engine and where nodes are ---- */
 
-/* The client transport for copies: shm reaches only this host, so a
- * node configured for shm copies over TCP. */
+/* The engine for copies: shm alone reaches only this host, so a node
+ * configured for shm copies with auto (shm for same-host sources, the
+ * network for the rest). */
 static const char *copy_transport(const char *configured) {
-    return strcmp(configured, "shm") == 0 ? "tcp" : configured;
+    return strcmp(configured, "shm") == 0 ? "auto" : configured;
 }
 
 static int engine_ready(node_copier *c, char *err, size_t errlen) {
@@ -67,10 +67,8 @@ static int engine_ready(node_copier *c, char *err, size_t errlen) {
     memset(&tc, 0, sizeof tc);
     snprintf(tc.secret, sizeof tc.secret, "%s", c->n->srv->cfg.cluster_secret);
     te_config_defaults(&tc);
-    te_transport *t = te_transport_create(copy_transport(c->n->srv->cfg.transport), &tc, err, errlen);
-    if (!t) return -1;
-    c->tname = t->ops->name;
-    c->engine = te_engine_create(t, NULL);
+    c->engine = te_engine_create_named(copy_transport(c->n->srv->cfg.transport), &tc, NULL, err, errlen);
+    if (!c->engine) return -1;
     if (te_engine_register_buffer(c->engine, c->n->seg.base, c->n->seg.size, err, errlen) != 0) {
         te_engine_destroy(c->engine);
         c->engine = NULL;
@@ -79,27 +77,19 @@ static int engine_ready(node_copier *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* Addresses the engine's transport can use: "rdma:" ones for RDMA,
- * plain host:port for TCP. */
-static int usable_addr(const char *transport, const char *addr) {
-    int rdma = strncmp(addr, "rdma:", 5) == 0, unix_ = strncmp(addr, "unix:", 5) == 0;
-    return strcmp(transport, "rdma") == 0 ? rdma : !rdma && !unix_;
-}
-
 static void add_node(node_copier *c, const redisReply *e) {
     /* Ids are bounded by the master (MM_MAX_NODES); a wild one is ignored. */
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
         e->element[0]->integer < 1 || e->element[0]->integer > COPIER_MAX_NODE_ID ||
         e->element[2]->type != REDIS_REPLY_ARRAY || is_known(c, (uint32_t)e->element[0]->integer))
         return;
-    const char *tname = c->tname;
+    /* The engine sends each address to the transport of its form. */
     const char *addrs[TE_MAX_PATHS];
     int n = 0;
     const redisReply *list = e->element[2];
     for (size_t i = 0; i < list->elements && n < TE_MAX_PATHS; i++) {
         const redisReply *a = list->element[i];
-        if (a->type == REDIS_REPLY_STRING && a->len < TE_ADDR_LEN && usable_addr(tname, a->str))
-            addrs[n++] = a->str;
+        if (a->type == REDIS_REPLY_STRING && a->len > 0 && a->len < TE_ADDR_LEN) addrs[n++] = a->str;
     }
     char err[256];
     if (n == 0) return;
