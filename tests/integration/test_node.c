@@ -33,8 +33,10 @@ static pid_t start_master(int port) {
     return h_start_master(port, extra);
 }
 
-/* A node with its RESP port, data addresses "a,b" and segment size. */
-static pid_t start_node(int master_port, int port, const char *data_addrs, const char *segment) {
+/* A node with its RESP port, data addresses "a,b", segment size and
+ * transport (NULL: the default, auto). */
+static pid_t start_node_ex(int master_port, int port, const char *data_addrs, const char *segment,
+                           const char *transport) {
     h_args a = {0};
     h_arg(&a, h_server_bin());
     h_arg(&a, "--role");
@@ -47,6 +49,10 @@ static pid_t start_node(int master_port, int port, const char *data_addrs, const
     h_arg(&a, data_addrs);
     h_arg(&a, "--cluster-secret");
     h_arg(&a, SECRET);
+    if (transport) {
+        h_arg(&a, "--transport");
+        h_arg(&a, transport);
+    }
     h_arg(&a, "--log-level");
     h_arg(&a, "warning");
     pid_t pid = h_spawn(a.v);
@@ -55,6 +61,10 @@ static pid_t start_node(int master_port, int port, const char *data_addrs, const
         return -1;
     }
     return pid;
+}
+
+static pid_t start_node(int master_port, int port, const char *data_addrs, const char *segment) {
+    return start_node_ex(master_port, port, data_addrs, segment, NULL);
 }
 
 /* Until the child exits (its exit status) or timeout (-1, still running). */
@@ -273,11 +283,17 @@ static void test_kill9_declared_dead(void) {
     int mp = PORT_BASE + 20;
     pid_t m = start_master(mp);
     ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26022", "4MB");
+    pid_t n = start_node_ex(mp, mp + 1, "127.0.0.1:26022", "4MB", "tcp");
     ASSERT(n > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
     redisContext *c = h_redis(mp);
     ASSERT(c);
+    /* --transport tcp: no shm export, so no unix: address. */
+    char st[16], addrs[8][64];
+    int naddrs;
+    node_state(c, 1, st, sizeof st, addrs, &naddrs);
+    ASSERT_EQ(naddrs, 1);
+    ASSERT_STREQ(addrs[0], "127.0.0.1:26022");
     h_kill(n);
     long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
     redisFree(c);
