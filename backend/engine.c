@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/shm_transport.h"
 #include "core/util.h"
 
 typedef struct epath {
@@ -352,21 +353,35 @@ static job *make_jobs(te_engine *e, te_object *objs, int n, int writing, int *nj
 
 static int path_live(const epath *p) { return p->p != NULL; }
 
+/* Dial one path. A shm socket name can be answered by another node on
+ * this host (names carry a pid, and pids repeat across hosts and pid
+ * namespaces): a hand-off from the wrong node counts as a failed dial,
+ * so that node is reached over the network instead. */
+static int path_connect(enode *n, epath *p) {
+    p->inflight = 0;
+    if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
+                   sizeof n->last_err) != 0) {
+        p->p = NULL;
+        return -1;
+    }
+    if (p->tier == 0 && te_shm_path_node_id(p->p) != n->id) {
+        snprintf(n->last_err, sizeof n->last_err, "%s is node %u's, not node %u's", p->peer,
+                 te_shm_path_node_id(p->p), n->id);
+        p->t->ops->close(p->p);
+        p->p = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Dial the missing paths of one tier; 1 if the tier has a live path.
  * *failed is set when a dial failed. */
-static int tier_connect(te_engine *e, enode *n, int tier, int *failed) {
+static int tier_connect(enode *n, int tier, int *failed) {
     int up = 0;
     for (int i = 0; i < n->npaths; i++) {
         epath *p = &n->paths[i];
         if (p->tier != tier) continue;
-        if (!p->p) {
-            p->inflight = 0;
-            if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
-                           sizeof n->last_err) != 0) {
-                p->p = NULL;
-                *failed = 1;
-            }
-        }
+        if (!p->p && path_connect(n, p) != 0) *failed = 1;
         up |= p->p != NULL;
     }
     return up;
@@ -388,7 +403,7 @@ static void node_connect(te_engine *e, enode *n) {
     n->connect_failed_ms = 0;
     for (int tier = 0; tier < 2; tier++) {
         int failed = 0;
-        if (tier_connect(e, n, tier, &failed)) {
+        if (tier_connect(n, tier, &failed)) {
             if (failed) n->connect_failed_ms = now ? now : 1;
             return;
         }

@@ -380,3 +380,5 @@ te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen) {
     x->t.priv = x;
     return &x->t;
 }
+
+uint32_t te_shm_path_node_id(const te_path *p) { return p->node_id; }

@@ -25,6 +25,8 @@
 
 /* Peer address form: "unix:/tmp/x.sock" or "unix:@abstract-name". */
 te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen);
+/* The node id a connected shm path's node announced in its hand-off. */
+uint32_t te_shm_path_node_id(const te_path *p);
 
 /* For the node role: a shareable segment (memfd + MAP_SHARED mapping),
  * prefault touches every page now. 0, or -1 with a message. */

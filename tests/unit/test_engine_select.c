@@ -31,19 +31,19 @@ typedef struct snode {
     char shm[TE_ADDR_LEN];
 } snode;
 
-static int node_up(snode *n) {
+static int node_up(snode *n, uint32_t id) {
     char err[256];
     memset(n, 0, sizeof *n);
     if (te_shm_segment_create(SEG_SIZE, 0, &n->seg, &n->seg_fd, err, sizeof err) != 0) {
         printf("# %s\n", err);
         return -1;
     }
-    te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = 1, .nlisten = 1,
+    te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = id, .nlisten = 1,
                             .have_cap_key = 1, .seg_fd = n->seg_fd };
     memcpy(sc.cap_key, KEY, sizeof KEY);
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
-    snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-select-%d", (int)getpid());
+    snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-select-%d-%u", (int)getpid(), id);
     n->srv = te_tcp_server_start(&sc, err, sizeof err);
     if (!n->srv) { printf("# %s\n", err); return -1; }
     snprintf(n->tcp, sizeof n->tcp, "127.0.0.1:%d", te_tcp_server_port(n->srv, 0));
@@ -66,12 +66,12 @@ static te_engine *engine(const char *mode) {
     return e;
 }
 
-/* Writes and reads back OBJ_SIZE bytes on node 1 through e; 0 if the
+/* Writes and reads back OBJ_SIZE bytes on node id through e; 0 if the
  * bytes came back exactly. */
-static int round_trip(te_engine *e) {
+static int round_trip_on(te_engine *e, uint32_t id) {
     char err[256];
-    te_extent x = { .node_id = 1, .offset = 4096, .length = OBJ_SIZE,
-                    .cap = { .node_id = 1, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = 4096,
+    te_extent x = { .node_id = id, .offset = 4096, .length = OBJ_SIZE,
+                    .cap = { .node_id = id, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = 4096,
                              .length = OBJ_SIZE, .expiry_ms = wall_ms() + 600000 } };
     te_cap_sign(&x.cap, KEY);
     te_replica rep = { .ext = &x, .next = 1 };
@@ -86,18 +86,22 @@ static int round_trip(te_engine *e) {
     return rc;
 }
 
-static int add(te_engine *e, const char *a0, const char *a1) {
+static int round_trip(te_engine *e) { return round_trip_on(e, 1); }
+
+static int add_as(te_engine *e, uint32_t id, const char *a0, const char *a1) {
     char err[256];
     const char *a[2] = { a0, a1 };
-    int rc = te_engine_add_node(e, 1, a, a1 ? 2 : 1, err, sizeof err);
+    int rc = te_engine_add_node(e, id, a, a1 ? 2 : 1, err, sizeof err);
     if (rc != TE_OK) printf("# add_node: %s\n", err);
     return rc;
 }
 
+static int add(te_engine *e, const char *a0, const char *a1) { return add_as(e, 1, a0, a1); }
+
 /* auto, node on this host: everything over shm, nothing over TCP. */
 static void test_auto_same_host_uses_shm(void) {
     snode n;
-    ASSERT(node_up(&n) == 0);
+    ASSERT(node_up(&n, 1) == 0);
     te_engine *e = engine("auto");
     ASSERT(e != NULL);
     ASSERT_EQ(add(e, n.tcp, n.shm), TE_OK);
@@ -111,7 +115,7 @@ static void test_auto_same_host_uses_shm(void) {
 /* auto, unix: address that nothing answers (another host's): TCP. */
 static void test_auto_unreachable_shm_falls_back(void) {
     snode n;
-    ASSERT(node_up(&n) == 0);
+    ASSERT(node_up(&n, 1) == 0);
     te_engine *e = engine("auto");
     ASSERT(e != NULL);
     char gone[TE_ADDR_LEN];
@@ -124,10 +128,28 @@ static void test_auto_unreachable_shm_falls_back(void) {
     node_down(&n);
 }
 
+/* auto, unix: address answered by another node of this host (socket
+ * names carry a pid, which repeats across hosts): that hand-off is
+ * refused and the node is reached over TCP. */
+static void test_auto_wrong_node_on_socket_falls_back(void) {
+    snode a, b;
+    ASSERT(node_up(&a, 1) == 0);
+    ASSERT(node_up(&b, 2) == 0);
+    te_engine *e = engine("auto");
+    ASSERT(e != NULL);
+    ASSERT_EQ(add_as(e, 2, a.shm, b.tcp), TE_OK);
+    ASSERT_EQ(round_trip_on(e, 2), TE_OK);
+    ASSERT_EQ(te_engine_bytes_via(e, "tcp"), 2 * OBJ_SIZE);
+    ASSERT_EQ(te_engine_bytes_via(e, "shm"), 0);
+    te_engine_destroy(e);
+    node_down(&a);
+    node_down(&b);
+}
+
 /* Explicit modes keep to their own addresses. */
 static void test_explicit_modes(void) {
     snode n;
-    ASSERT(node_up(&n) == 0);
+    ASSERT(node_up(&n, 1) == 0);
     te_engine *t = engine("tcp"), *s = engine("shm");
     ASSERT(t != NULL && s != NULL);
     ASSERT_EQ(add(t, n.shm, n.tcp), TE_OK);
@@ -147,7 +169,7 @@ static void test_explicit_modes(void) {
 /* A buffer registered before a transport joins works over it too. */
 static void test_registered_before_add_transport(void) {
     snode n;
-    ASSERT(node_up(&n) == 0);
+    ASSERT(node_up(&n, 1) == 0);
     char err[256];
     te_engine *e = engine("tcp");
     ASSERT(e != NULL);
@@ -176,6 +198,7 @@ static void test_registered_before_add_transport(void) {
 int main(void) {
     RUN_TEST(test_auto_same_host_uses_shm);
     RUN_TEST(test_auto_unreachable_shm_falls_back);
+    RUN_TEST(test_auto_wrong_node_on_socket_falls_back);
     RUN_TEST(test_explicit_modes);
     RUN_TEST(test_registered_before_add_transport);
     TEST_EXIT();
