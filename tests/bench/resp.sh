@@ -16,8 +16,8 @@
 RESP_TARGETS="redis standalone cluster"
 RESP_KEYSPACE=1000000000
 # The gateway adds a master round trip and a data-plane transfer to every
-# request: it gets a quarter of the requests so the run stays bounded.
-RESP_CLUSTER_SHARE=4
+# request: it gets a twentieth of the requests so the run stays bounded.
+RESP_CLUSTER_SHARE=20
 
 # rb_run ADDR NAME TEST SIZE N CLIENTS PIPELINE KEYSPACE: one redis-benchmark
 # run; stores req/s under NAME.
