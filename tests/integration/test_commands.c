@@ -6,16 +6,15 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/util.h"
+#include "support/harness.h"
 #include "test.h"
 
 #define PORT_MAIN 21100
@@ -23,77 +22,26 @@
 #define SEGMENT (64ULL * 1024 * 1024)
 #define PASSWORD "s3cret"
 
-static pid_t servers[4];
-static int nservers;
-
-static void stop_servers(void) {
-    for (int i = 0; i < nservers; i++) {
-        if (servers[i] <= 0) continue;
-        kill(servers[i], SIGTERM);
-        waitpid(servers[i], NULL, 0);
-        servers[i] = 0;
-    }
-}
-
-static void on_signal(int sig) {
-    for (int i = 0; i < nservers; i++)
-        if (servers[i] > 0) kill(servers[i], SIGKILL);
-    _exit(128 + sig);
-}
-
-static redisContext *connect_port(int port) {
-    struct timeval tv = {10, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    if (c) redisSetTimeout(c, tv);
-    return c;
-}
+#define TIMEOUT_MS 10000   /* connect and reply timeout */
 
 /* Starts the server and waits (bounded) until it answers PING. */
 static int start_server(int port, const char *password) {
-    const char *bin = getenv("MOONKV_SERVER");
-    if (!bin) bin = "build/rel/moonkv-server";
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", port);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        const char *argv[16];
-        int n = 0;
-        argv[n++] = bin;
-        argv[n++] = "--bind";
-        argv[n++] = "127.0.0.1";
-        argv[n++] = "--port";
-        argv[n++] = portstr;
-        argv[n++] = "--segment-size";
-        argv[n++] = "64MB";
-        argv[n++] = "--log-level";
-        argv[n++] = "warning";
-        if (password) {
-            argv[n++] = "--requirepass";
-            argv[n++] = password;
-        }
-        argv[n] = NULL;
-        execv(bin, (char *const *)argv);
-        _exit(127);
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--bind");
+    h_arg(&a, "127.0.0.1");
+    h_arg(&a, "--port");
+    h_argf(&a, "%d", port);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "64MB");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    if (password) {
+        h_arg(&a, "--requirepass");
+        h_arg(&a, password);
     }
-    servers[nservers++] = pid;
-    for (int i = 0; i < 200; i++) {   /* 20 s, for slow sanitizer builds */
-        redisContext *c = connect_port(port);
-        if (c) {
-            redisFree(c);
-            return 0;
-        }
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            servers[nservers - 1] = 0;
-            return -1;
-        }
-        usleep(100 * 1000);
-    }
-    return -1;
+    /* 20 s, for slow sanitizer builds */
+    return h_ready(h_spawn(a.v), "127.0.0.1", port, password, 20000) > 0 ? 0 : -1;
 }
 
 static redisContext *ctx;   /* to the main server */
@@ -108,18 +56,18 @@ static redisReply *cmd(redisContext *c, const char *fmt, ...) {
     return r;
 }
 
-static int is_status(redisReply *r, const char *s) {
+static int is_status(const redisReply *r, const char *s) {
     return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, s) == 0;
 }
 
-static int is_error(redisReply *r, const char *s) {
+static int is_error(const redisReply *r, const char *s) {
     int ok = r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, s) == 0;
     if (!ok) printf("# expected error '%s', got type %d '%s'\n", s, r ? r->type : -1,
                     r && r->str ? r->str : "");
     return ok;
 }
 
-static int is_error_prefix(redisReply *r, const char *s) {
+static int is_error_prefix(const redisReply *r, const char *s) {
     return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, s, strlen(s)) == 0;
 }
 
@@ -626,7 +574,7 @@ static void test_hello_resp3(void) {
 }
 
 static void test_quit(void) {
-    redisContext *c = connect_port(PORT_MAIN);
+    redisContext *c = h_redis_ms("127.0.0.1", PORT_MAIN, TIMEOUT_MS);
     ASSERT(c);
     redisReply *r = cmd(c, "QUIT");
     int ok = is_status(r, "OK");
@@ -641,41 +589,20 @@ static void test_quit(void) {
 
 static void test_auth(void) {
     ASSERT(start_server(PORT_AUTH, PASSWORD) == 0);
-    redisContext *c = connect_port(PORT_AUTH);
+    redisContext *c = h_redis_ms("127.0.0.1", PORT_AUTH, TIMEOUT_MS);
     ASSERT(c);
-    redisReply *r = cmd(c, "GET k");
-    int ok = is_error(r, "NOAUTH Authentication required.");
-    freeReplyObject(r);
-    if (ok) {
-        r = cmd(c, "AUTH wrong");
-        ok = is_error(r, "WRONGPASS invalid username-password pair or user is disabled.");
-        freeReplyObject(r);
-    }
-    if (ok) {
-        r = cmd(c, "AUTH someone %s", PASSWORD);
-        ok = is_error(r, "WRONGPASS invalid username-password pair or user is disabled.");
-        freeReplyObject(r);
-    }
-    if (ok) {   /* unknown commands are reported before NOAUTH, as in Redis */
-        r = cmd(c, "NOSUCH");
-        ok = is_error_prefix(r, "ERR unknown command 'NOSUCH'");
-        freeReplyObject(r);
-    }
-    if (ok) {
-        r = cmd(c, "HELLO 3");
-        ok = is_error_prefix(r, "NOAUTH HELLO must be called with the client already authenticated");
-        freeReplyObject(r);
-    }
-    if (ok) {
-        r = cmd(c, "AUTH %s", PASSWORD);
-        ok = is_status(r, "OK");
-        freeReplyObject(r);
-    }
-    if (ok) {
-        r = cmd(c, "SET k v");
-        ok = is_status(r, "OK");
-        freeReplyObject(r);
-    }
+    const char *wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
+    /* each step only if the one before went right; c is freed before ASSERT */
+    int ok = h_command_is(c, is_error, "NOAUTH Authentication required.", "GET k");
+    ok = ok && h_command_is(c, is_error, wrongpass, "AUTH wrong");
+    ok = ok && h_command_is(c, is_error, wrongpass, "AUTH someone %s", PASSWORD);
+    /* unknown commands are reported before NOAUTH, as in Redis */
+    ok = ok && h_command_is(c, is_error_prefix, "ERR unknown command 'NOSUCH'", "NOSUCH");
+    ok = ok && h_command_is(c, is_error_prefix,
+                            "NOAUTH HELLO must be called with the client already authenticated",
+                            "HELLO 3");
+    ok = ok && h_command_is(c, is_status, "OK", "AUTH %s", PASSWORD);
+    ok = ok && h_command_is(c, is_status, "OK", "SET k v");
     redisFree(c);
     ASSERT(ok);
     /* HELLO AUTH authenticates and switches protocol at once. */
@@ -710,13 +637,8 @@ static void test_redis_cli(void) {
 }
 
 int main(void) {
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGALRM, on_signal);
-    signal(SIGPIPE, SIG_IGN);
-    alarm(55);
-    atexit(stop_servers);
-    if (start_server(PORT_MAIN, NULL) != 0 || !(ctx = connect_port(PORT_MAIN))) {
+    h_init(55);
+    if (start_server(PORT_MAIN, NULL) != 0 || !(ctx = h_redis_ms("127.0.0.1", PORT_MAIN, TIMEOUT_MS))) {
         printf("not ok - start_server: moonkv-server did not come up on port %d\n", PORT_MAIN);
         return 1;
     }
@@ -738,6 +660,6 @@ int main(void) {
     RUN_TEST(test_auth);
     RUN_TEST(test_redis_cli);
     redisFree(ctx);
-    stop_servers();
+    h_stop_all();
     TEST_EXIT();
 }

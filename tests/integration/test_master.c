@@ -2,19 +2,17 @@
  * driven with hiredis, this test playing the memory nodes itself (it
  * speaks the node side of src/master/PROTOCOL.md). Ports 24000-24099. */
 #include <hiredis/hiredis.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/cap.h"
 #include "core/siphash.h"
 #include "master/master.h"
+#include "support/harness.h"
 #include "test.h"
 
 #define SECRET "it-secret"
@@ -29,79 +27,40 @@ static void sleep_ms(int ms) {
 }
 
 static void stop_master(void) {
-    if (master_pid <= 0) return;
-    kill(master_pid, SIGKILL);
-    waitpid(master_pid, NULL, 0);
+    h_kill(master_pid);
     master_pid = -1;
-}
-
-/* SIGTERM and wait up to 10 s: the exit code (ASan's leak check shows here). */
-static int stop_master_clean(void) {
-    if (master_pid <= 0) return -1;
-    kill(master_pid, SIGTERM);
-    for (int i = 0; i < 200; i++) {
-        int status;
-        if (waitpid(master_pid, &status, WNOHANG) == master_pid) {
-            master_pid = -1;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        }
-        sleep_ms(50);
-    }
-    stop_master();
-    return -1;
 }
 
 static int clean_exit;
 static void test_clean_shutdown(void) { ASSERT_EQ(clean_exit, 0); }
 
-static void on_signal(int sig) {
-    stop_master();
-    _exit(128 + sig);
-}
-
-static redisContext *connect_master(void) {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    if (c) redisSetTimeout(c, tv);
-    return c;
-}
+static redisContext *connect_master(void) { return h_redis_ms("127.0.0.1", port, 2000); }
 
 /* Start a master with the given timeouts; 0 once it answers PING. */
 static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     static int next = 0;
     port = PORT_BASE + (next++ % 100);
-    const char *bin = getenv("MOONKV_SERVER");
-    if (!bin) bin = "build/rel/moonkv-server";
-    char p[16], pt[16], nt[16], ls[16];
-    snprintf(p, sizeof p, "%d", port);
-    snprintf(pt, sizeof pt, "%d", put_timeout_ms);
-    snprintf(nt, sizeof nt, "%d", node_timeout_ms);
-    snprintf(ls, sizeof ls, "%d", lease_ms);
-    master_pid = fork();
-    if (master_pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        execl(bin, bin, "--role", "master", "--bind", "127.0.0.1", "--port", p,
-              "--cluster-secret", SECRET, "--put-timeout-ms", pt, "--node-timeout-ms", nt,
-              "--lease-ms", ls, "--heartbeat-ms", "50", "--stripe-threshold", "4KB",
-              "--slice-size", "4KB", "--stripe-width", "2", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 100; i++) {
-        redisContext *c = connect_master();
-        if (c) {
-            redisReply *r = redisCommand(c, "PING");
-            int ok = r && r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            redisFree(c);
-            if (ok) return 0;
-        }
-        sleep_ms(50);
-    }
-    return -1;
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "master");
+    h_arg(&a, "--bind");
+    h_arg(&a, "127.0.0.1");
+    h_arg(&a, "--port");
+    h_argf(&a, "%d", port);
+    h_arg(&a, "--cluster-secret");
+    h_arg(&a, SECRET);
+    h_arg(&a, "--put-timeout-ms");
+    h_argf(&a, "%d", put_timeout_ms);
+    h_arg(&a, "--node-timeout-ms");
+    h_argf(&a, "%d", node_timeout_ms);
+    h_arg(&a, "--lease-ms");
+    h_argf(&a, "%d", lease_ms);
+    static const char *const fixed[] = {"--heartbeat-ms", "50", "--stripe-threshold", "4KB",
+                                        "--slice-size", "4KB", "--stripe-width", "2", NULL};
+    h_argv(&a, fixed);
+    master_pid = h_start(a.v, port, "/dev/null", NULL, 5000);
+    return master_pid > 0 ? 0 : -1;
 }
 
 /* ---- playing a node ---- */
@@ -188,13 +147,10 @@ static void test_register_needs_secret(void) {
     node_leave(&bad);
     redisContext *c = connect_master();
     ASSERT(c);
-    redisReply *r = redisCommand(c, "MOON.REGISTER 00112233445566778899aabbccddeeff 1024 a:1");
-    ASSERT(is_error(r, "NOAUTH"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "NOAUTH",
+                        "MOON.REGISTER 00112233445566778899aabbccddeeff 1024 a:1"));
     /* node commands from a connection that is not that node */
-    r = redisCommand(c, "MOON.HEARTBEAT 1 0");
-    ASSERT(is_error(r, "ERR this connection did not register"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "ERR this connection did not register", "MOON.HEARTBEAT 1 0"));
     redisFree(c);
 }
 
@@ -220,9 +176,7 @@ static void test_placement_and_lifecycle(void) {
     ASSERT(nodes[0] != nodes[1]);
     freeReplyObject(r);
 
-    r = redisCommand(c, "MOON.PUTSTART k1 1000");
-    ASSERT(is_error(r, "EXISTS"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "EXISTS", "MOON.PUTSTART k1 1000"));
     r = redisCommand(c, "MOON.EXISTS k1");
     ASSERT(r && r->integer == 0);   /* in flight is not visible */
     freeReplyObject(r);
@@ -254,21 +208,13 @@ static void test_placement_and_lifecycle(void) {
     freeReplyObject(r);
 
     /* errors */
-    r = redisCommand(c, "MOON.PUTSTART z 0");
-    ASSERT(is_error(r, "ERR"));
-    freeReplyObject(r);
-    r = redisCommand(c, "MOON.PUTSTART z 100 REPLICAS 4");
-    ASSERT(is_error(r, "NOREPLICAS"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "ERR", "MOON.PUTSTART z 0"));
+    ASSERT(h_command_is(c, is_error, "NOREPLICAS", "MOON.PUTSTART z 100 REPLICAS 4"));
     r = redisCommand(c, "MOON.PUTSTART z 4096");   /* at the threshold: not striped */
     ASSERT(r && r->type == REDIS_REPLY_ARRAY);
     freeReplyObject(r);
-    r = redisCommand(c, "MOON.PUTSTART huge 4000000 REPLICAS 3");
-    ASSERT(is_error(r, "NOSPACE"));
-    freeReplyObject(r);
-    r = redisCommand(c, "MOON.PUTSTART q notanumber");
-    ASSERT(is_error(r, "ERR value is not an integer"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "NOSPACE", "MOON.PUTSTART huge 4000000 REPLICAS 3"));
+    ASSERT(h_command_is(c, is_error, "ERR value is not an integer", "MOON.PUTSTART q notanumber"));
 
     /* batch forms */
     r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 b1 10 b2 20 k1 5");
@@ -403,9 +349,7 @@ static void test_drain_copy_task(void) {
     ASSERT_EQ(t->element[4]->element[0]->elements, 3);
     long long task_id = t->element[0]->integer;
     freeReplyObject(tasks);
-    r = redisCommand(a.c, "MOON.COPYDONE %lld OK", task_id);   /* not a's task */
-    ASSERT(is_error(r, "ERR task"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(a.c, is_error, "ERR task", "MOON.COPYDONE %lld OK", task_id));   /* not a's task */
     r = redisCommand(b.c, "MOON.COPYDONE %lld OK", task_id);
     ASSERT(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -434,18 +378,14 @@ static void test_report_and_rebuild(void) {
     ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7302") == 0);
     redisContext *c = connect_master();
     ASSERT(c);
-    redisReply *r = redisCommand(c, "MOON.REPORT rb 100 5 0 4096 100");
-    ASSERT(is_error(r, "ERR only a registered node"));
-    freeReplyObject(r);
-    r = redisCommand(a.c, "MOON.REPORT rb 100 5 0 4096 100 junk 10 1 0 65536 10");
+    ASSERT(h_command_is(c, is_error, "ERR only a registered node", "MOON.REPORT rb 100 5 0 4096 100"));
+    redisReply *r = redisCommand(a.c, "MOON.REPORT rb 100 5 0 4096 100 junk 10 1 0 65536 10");
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
     freeReplyObject(r);
     r = redisCommand(b.c, "MOON.REPORT rb 100 5 0 0 100");
     ASSERT(r && r->integer == 3);
     freeReplyObject(r);
-    r = redisCommand(b.c, "MOON.REPORT rb 100 5 0 0");
-    ASSERT(is_error(r, "ERR"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(b.c, is_error, "ERR", "MOON.REPORT rb 100 5 0 0"));
     r = redisCommand(c, "MOON.REBUILD");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
     ASSERT_EQ(r->element[0]->integer, 1);   /* objects */
@@ -464,9 +404,7 @@ static void test_report_and_rebuild(void) {
 }
 
 int main(void) {
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    atexit(stop_master);
+    h_init(55);
     if (start_master(5000, 5000, 2000) != 0) {
         printf("not ok - start master\n");
         return 1;
@@ -486,7 +424,9 @@ int main(void) {
         return 1;
     }
     RUN_TEST(test_put_timeout_and_node_death);
-    clean_exit = stop_master_clean();
+    /* SIGTERM and wait up to 10 s: the exit code (ASan's leak check shows here) */
+    clean_exit = h_stop_status(master_pid, 10000);
+    master_pid = -1;
     RUN_TEST(test_clean_shutdown);
     TEST_EXIT();
 }

@@ -4,115 +4,53 @@
  * 21000-21099. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/util.h"
+#include "support/harness.h"
 #include "test.h"
 
 #define PORT_BASE 21000
-#define MAX_CHILDREN 16
 
-static const char *server_bin;
-static pid_t children[MAX_CHILDREN];
 static int next_port = PORT_BASE;
 static char logdir[] = "/tmp/mkv-test-server-core-XXXXXX";
 
-static void kill_children(void) {
-    for (int i = 0; i < MAX_CHILDREN; i++) {
-        if (children[i] > 0) {
-            kill(children[i], SIGKILL);
-            waitpid(children[i], NULL, 0);
-            children[i] = 0;
-        }
-    }
+/* path's first len-1 bytes into buf, NUL-terminated (empty if unreadable). */
+static size_t read_text(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return n;
 }
 
-static void on_signal(int sig) {
-    kill_children();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void track(pid_t pid) {
-    for (int i = 0; i < MAX_CHILDREN; i++)
-        if (children[i] == 0) {
-            children[i] = pid;
-            return;
-        }
-}
-
-static void untrack(pid_t pid) {
-    for (int i = 0; i < MAX_CHILDREN; i++)
-        if (children[i] == pid) children[i] = 0;
-}
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* waitpid with a deadline; -1 on timeout (the child is then killed). */
-static int wait_exit(pid_t pid, int timeout_ms, int *status) {
-    long long end = now_ms() + timeout_ms;
-    while (now_ms() < end) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid) {
-            untrack(pid);
-            return 0;
-        }
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, status, 0);
-    untrack(pid);
-    return -1;
+static int file_contains(const char *path, const char *needle) {
+    static char buf[1 << 16];
+    read_text(path, buf, sizeof buf);
+    return strstr(buf, needle) != NULL;
 }
 
 /* Runs the server binary with args (NULL-terminated) to completion, output
  * (stdout and stderr) in out. Returns the exit code, -1 if it did not exit. */
 static int run_capture(char *out, size_t outlen, const char *const *args) {
-    int fds[2];
-    if (pipe(fds) < 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        const char *argv[32] = {server_bin};
-        int n = 1;
-        for (; args[n - 1] && n < 31; n++) argv[n] = args[n - 1];
-        argv[n] = NULL;
-        execv(server_bin, (char **)argv);
-        _exit(127);
-    }
-    track(pid);
-    close(fds[1]);
-    size_t len = 0;
-    struct pollfd pfd = {fds[0], POLLIN, 0};
-    long long end = now_ms() + 10000;
-    while (now_ms() < end && poll(&pfd, 1, 100) >= 0) {
-        if (!(pfd.revents & (POLLIN | POLLHUP))) continue;
-        ssize_t r = read(fds[0], out + len, outlen - 1 - len);
-        if (r <= 0) break;
-        len += (size_t)r;
-        if (len == outlen - 1) break;
-    }
-    out[len] = '\0';
-    close(fds[0]);
-    int status;
-    if (wait_exit(pid, 5000, &status) < 0 || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
+    char path[300];
+    snprintf(path, sizeof path, "%s/capture.log", logdir);
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_argv(&a, args);
+    pid_t pid = h_spawn_ex(a.v, path, path);
+    int status = 0;
+    int done = pid > 0 && h_wait_exit(pid, 15000, &status) == 0;
+    read_text(path, out, outlen);
+    return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 typedef struct test_server {
@@ -121,81 +59,30 @@ typedef struct test_server {
     char log[256];
 } test_server;
 
-static redisContext *connect_to(int port) {
-    struct timeval tv = {5, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    if (c) redisSetTimeout(c, tv);
-    return c;
-}
-
 /* Starts a server on the next port with extra flags (NULL-terminated);
  * returns 0 once it answers PING. */
 static int start_server(test_server *s, const char *const *extra) {
     s->port = next_port++;
     snprintf(s->log, sizeof s->log, "%s/server-%d.log", logdir, s->port);
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        const char *argv[32] = {server_bin, "--bind", "127.0.0.1", "--port", port,
-                                "--segment-size", "64MB"};
-        int n = 7;
-        for (int i = 0; extra && extra[i] && n < 31; i++) argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(server_bin, (char **)argv);
-        _exit(127);
-    }
-    s->pid = pid;
-    track(pid);
-    long long end = now_ms() + 10000;
-    while (now_ms() < end) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            untrack(pid);
-            s->pid = 0;
-            return -1;
-        }
-        redisContext *c = connect_to(s->port);
-        if (c) {
-            redisReply *r = redisCommand(c, "PING");
-            int ok = r && r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            redisFree(c);
-            if (ok) return 0;
-        }
-        usleep(20000);
-    }
-    return -1;
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--bind");
+    h_arg(&a, "127.0.0.1");
+    h_arg(&a, "--port");
+    h_argf(&a, "%d", s->port);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "64MB");
+    h_argv(&a, extra);
+    s->pid = h_start(a.v, s->port, s->log, s->log, 10000);
+    return s->pid > 0 ? 0 : -1;
 }
 
 /* SIGTERM and wait (SIGKILL after 5 s); the exit code, -1 if killed.
  * Under ASan a leak or memory error makes the exit code non-zero. */
 static int stop_server(test_server *s) {
-    if (s->pid <= 0) return -1;
-    int status;
-    kill(s->pid, SIGTERM);
-    int rc = wait_exit(s->pid, 5000, &status);
+    int rc = h_stop_status(s->pid, 5000);
     s->pid = 0;
-    return rc == 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int file_contains(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
+    return rc;
 }
 
 /* A plain TCP socket, for bytes hiredis would never send. */
@@ -312,7 +199,7 @@ static void test_ping_and_ready_line(void) {
     char line[128];
     snprintf(line, sizeof line, "Ready to accept connections tcp 127.0.0.1:%d", srv.port);
     ASSERT(file_contains(srv.log, line));
-    redisContext *c = connect_to(srv.port);
+    redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     redisReply *r = redisCommand(c, "PING");
     ASSERT(r && r->type == REDIS_REPLY_STATUS);
@@ -322,7 +209,7 @@ static void test_ping_and_ready_line(void) {
 }
 
 static void test_pipeline_10k(void) {
-    redisContext *c = connect_to(srv.port);
+    redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     for (int i = 0; i < 10000; i++) redisAppendCommand(c, "ECHO %d", i);
     int good = 0;
@@ -339,7 +226,7 @@ static void test_pipeline_10k(void) {
 }
 
 static void test_protocol_error_closes_only_that_client(void) {
-    redisContext *other = connect_to(srv.port);
+    redisContext *other = h_redis(srv.port);
     ASSERT(other != NULL);
     int fd = raw_connect(srv.port);
     ASSERT(fd >= 0);
@@ -380,7 +267,7 @@ static void test_inline_and_split_commands(void) {
 }
 
 static void test_big_value_roundtrip(void) {
-    redisContext *c = connect_to(srv.port);
+    redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     size_t n = 3 * 1024 * 1024 + 7;
     char *v = malloc(n);
@@ -400,7 +287,7 @@ static void test_big_value_roundtrip(void) {
 /* A client that pipelines GETs of a large value and reads nothing for a
  * while is throttled, and still gets every reply, in order, once it reads. */
 static void test_backpressure_keeps_order(void) {
-    redisContext *c = connect_to(srv.port);
+    redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     size_t n = 256 * 1024;
     char *v = malloc(n);
@@ -447,7 +334,7 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
     close(fd);
     usleep(100000);
 
-    redisContext *c = connect_to(srv.port);
+    redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     redisReply *r = redisCommand(c, "EXISTS k");
     long long exists = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -478,7 +365,7 @@ static void test_maxclients(void) {
     const char *extra[] = {"--maxclients", "2", NULL};
     ASSERT_EQ(start_server(&s, extra), 0);
     usleep(50000);   /* let the probe connection of start_server close */
-    redisContext *a = connect_to(s.port), *b = connect_to(s.port);
+    redisContext *a = h_redis(s.port), *b = h_redis(s.port);
     redisReply *r = a ? redisCommand(a, "PING") : NULL;
     int a_ok = r && r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
@@ -505,17 +392,17 @@ static void test_sigterm_exits_0(void) {
     test_server s;
     ASSERT_EQ(start_server(&s, NULL), 0);
     /* A connected client and a half-sent value must not hold shutdown up. */
-    redisContext *c = connect_to(s.port);
+    redisContext *c = h_redis(s.port);
     int fd = raw_connect(s.port);
     const char hdr[] = "*3\r\n$3\r\nSET\r\n$1\r\nq\r\n$100000\r\nabc";
     if (fd >= 0) send_all(fd, hdr, sizeof hdr - 1);
     usleep(50000);
-    long long t0 = now_ms();
+    uint64_t t0 = mono_ms();
     kill(s.pid, SIGTERM);
     int status;
-    int rc = wait_exit(s.pid, 5000, &status);
+    int rc = h_wait_exit(s.pid, 5000, &status);
     s.pid = 0;
-    long long took = now_ms() - t0;
+    long long took = (long long)(mono_ms() - t0);
     redisFree(c);
     if (fd >= 0) close(fd);
     ASSERT_EQ(rc, 0);
@@ -526,13 +413,8 @@ static void test_sigterm_exits_0(void) {
 }
 
 int main(void) {
-    server_bin = getenv("MOONKV_SERVER");
-    if (!server_bin || access(server_bin, X_OK) != 0) server_bin = "build/rel/moonkv-server";
     if (!mkdtemp(logdir)) return 1;
-    atexit(kill_children);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGPIPE, SIG_IGN);
+    h_init(55);
 
     RUN_TEST(test_version);
     RUN_TEST(test_help_lists_flags);
@@ -555,7 +437,7 @@ int main(void) {
     RUN_TEST(test_maxclients);
     RUN_TEST(test_sigterm_exits_0);
 
-    kill_children();
+    h_kill_all();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", logdir);
     if (!test_failed_cases && system(cmd) != 0) return 1;

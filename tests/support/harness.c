@@ -1,0 +1,235 @@
+/* tests/support/harness.c - child processes of the integration tests;
+ * see harness.h. */
+#include "tests/support/harness.h"   /* support objects build without -Itests */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/util.h"
+
+static pid_t h_children[H_MAX_CHILDREN];
+
+void (*h_cleanup_hook)(void);
+
+void h_forget(pid_t pid) {
+    for (int i = 0; i < H_MAX_CHILDREN; i++)
+        if (h_children[i] == pid) h_children[i] = 0;
+}
+
+void h_kill(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    h_forget(pid);
+}
+
+void h_kill_all(void) {
+    for (int i = 0; i < H_MAX_CHILDREN; i++) h_kill(h_children[i]);
+}
+
+void h_stop_all(void) {
+    for (int i = 0; i < H_MAX_CHILDREN; i++) h_stop(h_children[i]);
+}
+
+int h_wait_exit(pid_t pid, int timeout_ms, int *status) {
+    int st = 0;
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    do {
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            h_forget(pid);
+            if (status) *status = st;
+            return 0;
+        }
+        usleep(10 * 1000);
+    } while (mono_ms() < end);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    h_forget(pid);
+    if (status) *status = st;
+    return -1;
+}
+
+int h_stop_status(pid_t pid, int timeout_ms) {
+    if (pid <= 0) return -1;
+    int status;
+    kill(pid, SIGTERM);
+    if (h_wait_exit(pid, timeout_ms, &status) != 0) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void h_stop(pid_t pid) { (void)h_stop_status(pid, 1000); }
+
+static void h_cleanup(void) {
+    h_kill_all();
+    if (h_cleanup_hook) h_cleanup_hook();
+    h_cleanup_hook = NULL;
+}
+
+static void h_on_signal(int sig) {
+    /* async-signal-safe: kill only, the kernel reaps after _exit */
+    for (int i = 0; i < H_MAX_CHILDREN; i++)
+        if (h_children[i] > 0) kill(h_children[i], SIGKILL);
+    if (sig == SIGALRM) {
+        static const char msg[] = "not ok - time limit of the test binary reached\n";
+        ssize_t w = write(1, msg, sizeof msg - 1);
+        (void)w;
+    }
+    if (h_cleanup_hook) h_cleanup_hook();
+    _exit(128 + sig);
+}
+
+void h_init(unsigned limit_s) {
+    atexit(h_cleanup);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGALRM, SIGSEGV, SIGABRT, SIGBUS};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], h_on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    alarm(limit_s);
+}
+
+const char *h_server_bin(void) {
+    const char *bin = getenv("MOONKV_SERVER");
+    return bin && access(bin, X_OK) == 0 ? bin : "build/rel/moonkv-server";
+}
+
+/* In the child: fd onto path (created or truncated); NULL keeps it. */
+static void h_redirect(int fd, const char *path) {
+    if (!path) return;
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (f < 0) return;
+    dup2(f, fd);
+    close(f);
+}
+
+pid_t h_spawn_ex(const char *const *argv, const char *out, const char *err) {
+    int slot = 0;
+    while (slot < H_MAX_CHILDREN && h_children[slot] != 0) slot++;
+    if (slot == H_MAX_CHILDREN) return -1;   /* more than we can track: refuse */
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        /* the same file for both: open it once so the writes interleave */
+        if (out && err && strcmp(out, err) == 0) {
+            h_redirect(1, out);
+            dup2(1, 2);
+        } else {
+            h_redirect(1, out);
+            h_redirect(2, err);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    h_children[slot] = pid;
+    return pid;
+}
+
+pid_t h_spawn(const char *const *argv) { return h_spawn_ex(argv, NULL, NULL); }
+
+redisContext *h_redis_ms(const char *host, int port, int timeout_ms) {
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (c && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    if (c) redisSetTimeout(c, tv);
+    return c;
+}
+
+redisContext *h_redis_host(const char *host, int port) { return h_redis_ms(host, port, 5000); }
+
+redisContext *h_redis(int port) { return h_redis_host("127.0.0.1", port); }
+
+int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *), const char *want,
+                 const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    int yes = pred(r, want);
+    if (r) freeReplyObject(r);
+    return yes;
+}
+
+int h_is_process(redisContext *c, pid_t pid) {
+    redisReply *r = redisCommand(c, "INFO server");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "process_id:") : NULL;
+    int yes = p && atol(p + 11) == (long)pid;
+    if (r) freeReplyObject(r);
+    return yes;
+}
+
+/* 1 if c answers PING (after AUTH password, if any) as process pid. */
+static int h_answers(redisContext *c, pid_t pid, const char *password) {
+    if (password) {
+        redisReply *a = redisCommand(c, "AUTH %s", password);
+        int authed = a && a->type == REDIS_REPLY_STATUS;
+        if (a) freeReplyObject(a);
+        if (!authed) return 0;
+    }
+    redisReply *r = redisCommand(c, "PING");
+    int ok = r && r->type == REDIS_REPLY_STATUS && (pid <= 0 || h_is_process(c, pid));
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+static int h_wait_ping_auth(const char *host, int port, pid_t pid, const char *password, int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (mono_ms() < end) {
+        redisContext *c = h_redis_host(host, port);
+        if (c) {
+            int ok = h_answers(c, pid, password);
+            redisFree(c);
+            if (ok) return 0;
+        }
+        if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid) {
+            h_forget(pid);
+            return -1;
+        }
+        usleep(50 * 1000);
+    }
+    return -1;
+}
+
+int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms) {
+    return h_wait_ping_auth(host, port, pid, NULL, timeout_ms);
+}
+
+pid_t h_ready(pid_t pid, const char *host, int port, const char *password, int timeout_ms) {
+    if (pid < 0) return -1;
+    if (h_wait_ping_auth(host, port, pid, password, timeout_ms) != 0) {
+        h_kill(pid);
+        return -1;
+    }
+    return pid;
+}
+
+pid_t h_start(const char *const *argv, int port, const char *out, const char *err, int timeout_ms) {
+    return h_ready(h_spawn_ex(argv, out, err), "127.0.0.1", port, NULL, timeout_ms);
+}
+
+void h_arg(h_args *a, const char *s) {
+    if (a->n < H_MAX_ARGS) a->v[a->n++] = s;
+    a->v[a->n] = NULL;
+}
+
+void h_argf(h_args *a, const char *fmt, ...) {
+    if (a->n >= H_MAX_ARGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->num[a->n], sizeof a->num[0], fmt, ap);
+    va_end(ap);
+    h_arg(a, a->num[a->n]);
+}
+
+void h_argv(h_args *a, const char *const *list) {
+    for (int i = 0; list && list[i]; i++) h_arg(a, list[i]);
+}

@@ -1,0 +1,89 @@
+/* tests/support/harness.h - moonkv-server (or any program) as a child
+ * process of an integration test: spawn it with its output in a log,
+ * wait (bounded) until it answers PING, talk to it with hiredis, stop
+ * it. Every child is recorded so that every exit path - normal return,
+ * failed ASSERT, a signal, the global alarm - kills it: nothing outlives
+ * the test binary. */
+#ifndef MKV_TEST_HARNESS_H
+#define MKV_TEST_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+#define H_MAX_CHILDREN 32
+#define H_MAX_ARGS     48
+
+/* Runs after the children are gone, on exit and on fatal signals (where
+ * it need not be async-signal-safe: the process is going away and what
+ * it removes, such as a network namespace, would outlive it). */
+extern void (*h_cleanup_hook)(void);
+
+/* Kill children on exit and on fatal signals; bound the whole binary to
+ * limit_s seconds (0: no bound). */
+void h_init(unsigned limit_s);
+
+/* $MOONKV_SERVER if it is executable, else build/rel/moonkv-server. */
+const char *h_server_bin(void);
+
+/* Fork and exec argv (argv[0] is the program, looked up in PATH;
+ * NULL-terminated), stdin from /dev/null. h_spawn_ex sends stdout to
+ * out and stderr to err (files created or truncated; NULL: inherited).
+ * -1 on failure or when more than H_MAX_CHILDREN are alive. */
+pid_t h_spawn(const char *const *argv);
+pid_t h_spawn_ex(const char *const *argv, const char *out, const char *err);
+
+/* pid (just spawned; -1 passes through) once it answers PING at
+ * host:port - after AUTH password, if not NULL - within timeout_ms; a
+ * child that does not come up is killed and -1 returned. */
+pid_t h_ready(pid_t pid, const char *host, int port, const char *password, int timeout_ms);
+
+/* h_ready(h_spawn_ex(argv, out, err), "127.0.0.1", port, NULL, timeout_ms) */
+pid_t h_start(const char *const *argv, int port, const char *out, const char *err, int timeout_ms);
+
+/* Until child pid exits, at most timeout_ms: 0 with its wait status in
+ * *status (may be NULL); -1 on timeout, after SIGKILL and reaping it. */
+int h_wait_exit(pid_t pid, int timeout_ms, int *status);
+
+/* SIGTERM, wait up to timeout_ms, then SIGKILL: the exit code, -1 if it
+ * had to be killed or died of a signal (under ASan a leak or a memory
+ * error makes the exit code non-zero). */
+int h_stop_status(pid_t pid, int timeout_ms);
+void h_stop(pid_t pid);   /* h_stop_status with a second's grace */
+
+void h_stop_all(void);    /* h_stop of every child */
+void h_kill(pid_t pid);   /* SIGKILL and reap */
+void h_kill_all(void);
+void h_forget(pid_t pid); /* no longer ours to kill (reaped elsewhere) */
+
+/* hiredis connection with a connect and command timeout (5 s for the
+ * first two); NULL if it cannot connect. */
+redisContext *h_redis(int port);
+redisContext *h_redis_host(const char *host, int port);
+redisContext *h_redis_ms(const char *host, int port, int timeout_ms);
+
+/* Runs a command (printf-style) on c and judges its reply, which may be
+ * NULL, with pred against want (e.g. an is_error(reply, prefix)); the
+ * reply is freed. pred's answer is returned. */
+int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *), const char *want,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* 1 if the server on c is process pid (INFO's process_id): a server
+ * left over from another run on the same port must not pass for ours. */
+int h_is_process(redisContext *c, pid_t pid);
+
+/* Until our child pid (or, pid 0, anything) answers PING at host:port,
+ * or it died; bounded. 0 once it does, -1 otherwise. */
+int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms);
+
+/* argv builder: at most H_MAX_ARGS, always NULL-terminated in v. */
+typedef struct h_args {
+    int n;
+    const char *v[H_MAX_ARGS + 1];
+    char num[H_MAX_ARGS][64];
+} h_args;
+
+void h_arg(h_args *a, const char *s);
+void h_argf(h_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void h_argv(h_args *a, const char *const *list);   /* each of a NULL-terminated list (may be NULL) */
+
+#endif
