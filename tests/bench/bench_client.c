@@ -177,8 +177,8 @@ typedef struct capi_run {
 static void capi_put(capi_run *r, const char *name) {
     bench_budget b;
     char key[96];
-    /* At most 1 GiB put per size: removed extents may be held a while. */
-    bench_budget_init(&b, 3, ((size_t)1 << 30) / r->size, bench_seconds());
+    /* At most 512 MiB put per size: removed extents may be held a while. */
+    bench_budget_init(&b, 3, ((size_t)512 << 20) / r->size, bench_seconds());
     while (bench_budget_more(&b)) {
         int n = make_key(key, sizeof key, "put", r->size, (size_t)b.rounds);
         uint64_t t0 = mono_us();

@@ -24,21 +24,21 @@ iperf3_ref() {
   else meas_skip capi.ref.iperf3 "iperf3 gave no result: $(echo "$out" | jq -r '.error // empty' 2>/dev/null)"; fi
 }
 
-# bench_client moonkv against MASTER for every transport; PREFIX.<t>.
-capi_transports() {
-  local prefix=$1 t; shift
+# capi_layout LAYOUT NODES SEGMENT SIZES [MASTER_FLAG...]: bench_client
+# moonkv per transport, each on a fresh cluster (removed extents may stay
+# held for a lease, so one transport's puts must not fill the next's).
+capi_layout() {
+  local layout=$1 nodes=$2 seg=$3 sizes=$4 t s op; shift 4
   for t in $CAPI_TRANSPORTS; do
-    timeout 300 "$BENCH_BIN/bench_client" moonkv "$LIBMOONKV" "$MASTER" "$t" "$@" 2>>"$WORK/run.log" |
-      meas_import "$prefix.$t."
+    if ! cluster_start "$nodes" "$seg" 0 "$@"; then
+      for op in put get; do for s in $sizes; do meas_skip "capi.$layout.$t.$op.$s" "$SKIP_WHY"; done; done
+      continue
+    fi
+    timeout 300 "$BENCH_BIN/bench_client" moonkv "$LIBMOONKV" "$MASTER" "$t" $sizes 2>>"$WORK/run.log" |
+      meas_import "capi.$layout.$t."
+    cluster_stop
   done
-}
-
-# A skip reason for every name a missing layout would have measured.
-capi_skip_layout() {
-  local layout=$1 why=$2 t op s; shift 2
-  for t in $CAPI_TRANSPORTS; do
-    for op in put get; do for s in "$@"; do meas_skip "capi.$layout.$t.$op.$s" "$why"; done; done
-  done
+  capi_fill_skips "$layout" $sizes
 }
 
 # A connect failure is reported once per run as capi.connect: spread it
@@ -66,20 +66,8 @@ step_capi() {
   fi
 
   CL_NODE_FLAGS=()
-  if cluster_start 1 2GB 0; then
-    capi_transports capi.1node $sizes
-    cluster_stop
-    capi_fill_skips 1node $names
-  else
-    capi_skip_layout 1node "$SKIP_WHY" $names
-  fi
-  if cluster_start "$STRIPE_NODES" 1GB 0 --stripe-width "$STRIPE_NODES" --stripe-threshold 1MB; then
-    capi_transports capi.striped $sizes
-    cluster_stop
-    capi_fill_skips striped $names
-  else
-    capi_skip_layout striped "$SKIP_WHY" $names
-  fi
+  capi_layout 1node 1 2GB "$sizes"
+  capi_layout striped "$STRIPE_NODES" 1GB "$sizes" --stripe-width "$STRIPE_NODES" --stripe-threshold 1MB
 
   for s in $names; do
     local tgt=-; case $s in 1MiB|4MiB) tgt=0.9;; esac
