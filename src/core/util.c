@@ -91,3 +91,28 @@ int strieq_len(const char *a, size_t alen, const char *b) {
     size_t bl = strlen(b);
     return alen == bl && strncasecmp(a, b, alen) == 0;
 }
+
+static int hex_nibble(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if ((ch | 32) >= 'a' && (ch | 32) <= 'f') return (ch | 32) - 'a' + 10;
+    return -1;
+}
+
+int hex_decode(const char *s, size_t len, uint8_t *out, size_t outlen) {
+    if (len != 2 * outlen) return -1;
+    for (size_t i = 0; i < outlen; i++) {
+        int hi = hex_nibble(s[2 * i]), lo = hex_nibble(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+void hex_encode(const uint8_t *p, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}

@@ -22,6 +22,12 @@ int parse_size(const char *s, uint64_t *out);
 /* Parse "host:port"; 0 on success. host must hold hostlen bytes. */
 int parse_hostport(const char *s, char *host, size_t hostlen, int *port);
 
+/* Lowercase hex of n bytes into out (2n+1 bytes, NUL terminated). */
+void hex_encode(const uint8_t *p, size_t n, char *out);
+/* Decode exactly 2*outlen hex digits (either case); -1 on a wrong length
+ * or a non-hex character, leaving out unspecified. */
+int hex_decode(const char *s, size_t len, uint8_t *out, size_t outlen);
+
 /* Case-insensitive compare of a length-bounded string with a C string. */
 int strieq_len(const char *a, size_t alen, const char *b);
 
