@@ -3,12 +3,13 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -18,10 +19,10 @@
 #include "backend/netio.h"
 #include "backend/wire.h"
 #include "core/util.h"
+#include "core/workpool.h"
 
 #define HELLO_LEN      16            /* "MKVS" node_id u32 size u64 */
-#define COPY_SPLIT_MIN (4ULL << 20)  /* split copies above this ... */
-#define COPY_THREADS   3             /* ... over the caller plus these */
+#define COPY_SPLIT_MIN (2ULL << 20)  /* split copies from this size over a workpool */
 
 /* ---- node side ---- */
 
@@ -60,73 +61,51 @@ int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, i
     return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
 }
 
-/* ---- copy helpers: large copies split over a few threads ---- */
+/* ---- copies: pread/pwrite on the segment fd, large ones split ---- */
 
-typedef struct copy_pool {
-    pthread_t th[COPY_THREADS];
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    char *dst[COPY_THREADS];
-    const char *src[COPY_THREADS];
-    size_t len[COPY_THREADS];
-    int posted, finished, stop;
-} copy_pool;
+/* Why not memcpy through a mapping: every page a process touches first
+ * costs it a page fault (several microseconds under a hypervisor's shadow
+ * paging), and write-once puts keep landing on pages this client never
+ * touched. The kernel copies through its own mapping instead: one system
+ * call per part, the same single copy of the bytes. */
 
-static void *copy_worker(void *arg) {
-    copy_pool *cp = arg;
-    pthread_mutex_lock(&cp->mu);
-    for (;;) {
-        while (!cp->stop && cp->posted == 0) pthread_cond_wait(&cp->work, &cp->mu);
-        if (cp->stop) break;
-        int i = --cp->posted;
-        pthread_mutex_unlock(&cp->mu);
-        memcpy(cp->dst[i], cp->src[i], cp->len[i]);
-        pthread_mutex_lock(&cp->mu);
-        if (++cp->finished == COPY_THREADS) pthread_cond_signal(&cp->done);
+typedef struct copy_job {
+    int fd;
+    te_op op;
+    char *local;
+    uint64_t off, len, part;
+    int failed;               /* any part; set under no lock, only to 1 */
+} copy_job;
+
+static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len) {
+    while (len) {
+        size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        ssize_t r = op == TE_WRITE ? pwrite(fd, local, n, (off_t)off) : pread(fd, local, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        local += r;
+        off += (uint64_t)r;
+        len -= (uint64_t)r;
     }
-    pthread_mutex_unlock(&cp->mu);
-    return NULL;
+    return 0;
 }
 
-static void pool_copy(copy_pool *cp, char *dst, const char *src, uint64_t len) {
-    if (len < COPY_SPLIT_MIN || !cp) { memcpy(dst, src, len); return; }
-    uint64_t part = (len / (COPY_THREADS + 1)) & ~(uint64_t)4095;
-    pthread_mutex_lock(&cp->mu);
-    for (int i = 0; i < COPY_THREADS; i++) {
-        cp->dst[i] = dst + (uint64_t)(i + 1) * part;
-        cp->src[i] = src + (uint64_t)(i + 1) * part;
-        cp->len[i] = i + 1 < COPY_THREADS ? part : len - (uint64_t)COPY_THREADS * part;
-    }
-    cp->posted = COPY_THREADS;
-    cp->finished = 0;
-    pthread_cond_broadcast(&cp->work);
-    pthread_mutex_unlock(&cp->mu);
-    memcpy(dst, src, part);
-    pthread_mutex_lock(&cp->mu);
-    while (cp->finished < COPY_THREADS) pthread_cond_wait(&cp->done, &cp->mu);
-    pthread_mutex_unlock(&cp->mu);
+static void copy_part(void *arg, int i) {
+    copy_job *j = arg;
+    uint64_t at = (uint64_t)i * j->part;
+    if (at >= j->len) return;
+    uint64_t n = j->len - at < j->part ? j->len - at : j->part;
+    if (copy_range(j->fd, j->op, j->local + at, j->off + at, n) != 0)
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
-static copy_pool *pool_start(void) {
-    copy_pool *cp = xcalloc(1, sizeof *cp);
-    pthread_mutex_init(&cp->mu, NULL);
-    pthread_cond_init(&cp->work, NULL);
-    pthread_cond_init(&cp->done, NULL);
-    for (int i = 0; i < COPY_THREADS; i++) pthread_create(&cp->th[i], NULL, copy_worker, cp);
-    return cp;
-}
-
-static void pool_stop(copy_pool *cp) {
-    if (!cp) return;
-    pthread_mutex_lock(&cp->mu);
-    cp->stop = 1;
-    pthread_cond_broadcast(&cp->work);
-    pthread_mutex_unlock(&cp->mu);
-    for (int i = 0; i < COPY_THREADS; i++) pthread_join(cp->th[i], NULL);
-    pthread_cond_destroy(&cp->work);
-    pthread_cond_destroy(&cp->done);
-    pthread_mutex_destroy(&cp->mu);
-    free(cp);
+/* TE_OK, or TE_EIO when the kernel refused a part. */
+static int seg_copy(workpool *wp, int fd, te_op op, void *local, uint64_t off, uint64_t len) {
+    int parts = len >= COPY_SPLIT_MIN ? workpool_width(wp) : 1;
+    copy_job j = { .fd = fd, .op = op, .local = local, .off = off, .len = len,
+                   .part = ((len + (uint64_t)parts - 1) / (uint64_t)parts + 4095) & ~(uint64_t)4095 };
+    workpool_run(wp, parts, copy_part, &j);
+    return j.failed ? TE_EIO : TE_OK;
 }
 
 /* ---- client side ---- */
@@ -141,7 +120,7 @@ typedef struct shm_xport shm_xport;
 struct te_path {
     shm_xport *x;
     int fd;                   /* unix socket to the node, for verification */
-    char *base;
+    int seg_fd;               /* the node's segment, copied with pread/pwrite */
     uint64_t size;
     uint32_t node_id;
     int broken;
@@ -154,7 +133,7 @@ struct shm_xport {
     te_transport t;
     te_path *paths;
     shm_mr *mrs;
-    copy_pool *pool;
+    workpool *pool;
     te_cqe *cq;
     int cq_head, cq_len, cq_cap;
 };
@@ -183,8 +162,8 @@ static void path_fail(te_path *p, int status) {
     p->nq = 0;
     if (p->fd >= 0) close(p->fd);
     p->fd = -1;
-    if (p->base) munmap(p->base, p->size);
-    p->base = NULL;
+    if (p->seg_fd >= 0) close(p->seg_fd);
+    p->seg_fd = -1;
     p->broken = 1;
 }
 
@@ -210,42 +189,71 @@ static int shm_submit(te_path *p, const te_req *reqs, int n) {
     return accepted;
 }
 
-/* One round trip: the node verifies every queued request's capability,
- * then the accepted ones are copied. */
-static void path_run(te_path *p) {
+/* Every queued request goes to the node in one round trip, which
+ * verifies the capabilities. Writes wait for its verdict before copying;
+ * reads are copied while it decides (copying into the reader's own buffer
+ * harms nothing) and complete with its verdict, so the trip costs a read
+ * only what the copy does not hide. */
+static int send_headers(te_path *p, uint64_t dl) {
     int n = p->nq;
-    uint64_t dl = te_deadline(p->x->t.cfg.timeout_ms);
-    uint8_t *hdr = xmalloc((size_t)n * TE_WIRE_REQ_LEN), *resp = xmalloc((size_t)n * TE_WIRE_RESP_LEN);
+    uint8_t *hdr = xmalloc((size_t)n * TE_WIRE_REQ_LEN);
     for (int i = 0; i < n; i++) {
         te_wire_req w = { .op = p->q[i].op, .cookie = (uint64_t)i, .remote_off = p->q[i].remote_off,
                           .len = p->q[i].len };
         te_cap_encode(p->q[i].cap, w.cap);
         te_wire_req_encode(&w, hdr + (size_t)i * TE_WIRE_REQ_LEN);
     }
-    int done = 0;
-    int ok = te_write_full(p->fd, hdr, (size_t)n * TE_WIRE_REQ_LEN, dl) == 0 &&
-             te_read_full(p->fd, resp, (size_t)n * TE_WIRE_RESP_LEN, dl) == 0;
+    int rc = te_write_full(p->fd, hdr, (size_t)n * TE_WIRE_REQ_LEN, dl);
+    free(hdr);
+    return rc;
+}
+
+/* The node's verdicts, in order, into status[]; -1 on a broken exchange. */
+static int recv_verdicts(te_path *p, int *status, uint64_t dl) {
+    int n = p->nq, ok = 1;
+    uint8_t *resp = xmalloc((size_t)n * TE_WIRE_RESP_LEN);
+    if (te_read_full(p->fd, resp, (size_t)n * TE_WIRE_RESP_LEN, dl) != 0) ok = 0;
     for (int i = 0; ok && i < n; i++) {
         te_wire_resp r;
-        if (te_wire_resp_decode(&r, resp + (size_t)i * TE_WIRE_RESP_LEN) != 0 || r.cookie != (uint64_t)i) {
-            ok = 0;
-            break;
-        }
-        const te_req *q = &p->q[i];
-        if (r.status == TE_OK) {
-            char *seg = p->base + q->remote_off;
-            if (q->op == TE_WRITE) pool_copy(p->x->pool, seg, q->local, q->len);
-            else pool_copy(p->x->pool, q->local, seg, q->len);
-        }
-        cq_push(p->x, p, q->cookie, r.status);
-        done++;
+        if (te_wire_resp_decode(&r, resp + (size_t)i * TE_WIRE_RESP_LEN) != 0 || r.cookie != (uint64_t)i) ok = 0;
+        else status[i] = r.status;
     }
-    /* On a broken exchange, those not completed yet fail with the path. */
-    memmove(p->q, p->q + done, (size_t)(n - done) * sizeof *p->q);
-    p->nq = n - done;
-    if (!ok) path_fail(p, TE_EIO);
-    free(hdr);
     free(resp);
+    return ok ? 0 : -1;
+}
+
+/* The node never speaks unasked, so a readable socket means it hung up:
+ * a zero-timeout poll notices a dead node without a round trip. */
+static int node_gone(const te_path *p) {
+    struct pollfd pfd = { .fd = p->fd, .events = POLLIN | POLLRDHUP };
+    return poll(&pfd, 1, 0) != 0;
+}
+
+static void path_run(te_path *p) {
+    int n = p->nq;
+    uint64_t dl = te_deadline(p->x->t.cfg.timeout_ms);
+    if (node_gone(p) || send_headers(p, dl) != 0) {
+        path_fail(p, TE_EIO);
+        return;
+    }
+    int *copied = xcalloc((size_t)n, sizeof *copied), *verdict = xcalloc((size_t)n, sizeof *verdict);
+    for (int i = 0; i < n; i++)
+        if (p->q[i].op == TE_READ)
+            copied[i] = seg_copy(p->x->pool, p->seg_fd, TE_READ, p->q[i].local, p->q[i].remote_off, p->q[i].len);
+    if (recv_verdicts(p, verdict, dl) != 0) {
+        path_fail(p, TE_EIO);   /* no write was copied: every queued one fails */
+    } else {
+        for (int i = 0; i < n; i++) {
+            const te_req *q = &p->q[i];
+            int st = verdict[i];
+            if (st == TE_OK) st = q->op == TE_READ ? copied[i]
+                                                   : seg_copy(p->x->pool, p->seg_fd, TE_WRITE, q->local, q->remote_off, q->len);
+            cq_push(p->x, p, q->cookie, st);
+        }
+        p->nq = 0;
+    }
+    free(copied);
+    free(verdict);
 }
 
 static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
@@ -310,20 +318,21 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return -1;
     }
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
-    close(seg_fd);
-    if (base == MAP_FAILED) {
-        snprintf(err, errlen, "shm: %s: mmap %llu bytes: %s", peer, (unsigned long long)size, strerror(errno));
+    struct stat sb;
+    if (fstat(seg_fd, &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size < size) {
+        snprintf(err, errlen, "shm: %s: the segment fd is smaller than the %llu bytes announced", peer,
+                 (unsigned long long)size);
+        close(seg_fd);
         close(fd);
         return -1;
     }
     te_path *p = xcalloc(1, sizeof *p);
-    *p = (te_path){ .x = x, .fd = fd, .base = base, .size = size, .node_id = node_id,
+    *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .size = size, .node_id = node_id,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
     p->next = x->paths;
     if (x->paths) x->paths->prev = p;
     x->paths = p;
-    if (!x->pool) x->pool = pool_start();
+    if (!x->pool) x->pool = workpool_start(workpool_helpers_for_cores(3));
     *out = p;
     return 0;
 }
@@ -362,7 +371,7 @@ static void shm_destroy(te_transport *t) {
     shm_xport *x = SX(t);
     while (x->paths) shm_close(x->paths);
     while (x->mrs) shm_dereg_mem(t, &x->mrs->mr);
-    pool_stop(x->pool);
+    workpool_stop(x->pool);
     free(x->cq);
     free(x);
 }

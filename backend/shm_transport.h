@@ -2,19 +2,21 @@
  *
  * The node's segment is a memfd. Its data-plane server (tcp_server.h,
  * shm_path set) also listens on a unix socket: a local client
- * authenticates with the cluster secret, receives the segment fd with
- * SCM_RIGHTS and maps it MAP_SHARED; then data moves by memcpy (split
- * over helper threads for large requests).
+ * authenticates with the cluster secret and receives the segment fd with
+ * SCM_RIGHTS; then data moves with pread/pwrite on that fd (the kernel's
+ * one copy, split over helper threads for large requests), which spares
+ * the client a page fault on every segment page it touches first.
  *
  * Capabilities: before copying, the client checks what it can without
- * the key (node, rights, expiry, range inside the cap and the segment),
- * then sends each batch's request headers (wire.h, no payload) over the
- * unix socket and the node verifies the MACs; only requests the node
- * accepted are copied. A local peer holding the secret and the mapping
- * could bypass this, so shm is for trusted same-host clients: the checks
- * catch bugs and stale placements, not a hostile process. Nothing but
- * object bytes lives in the segment, so a crashed client's mapping
- * harms no metadata. */
+ * the key (node, rights, expiry, range inside the cap and the segment).
+ * Then each batch's request headers (wire.h, no payload) cross the unix
+ * socket and the node verifies the MACs: only writes it accepted are
+ * copied; reads are copied while it verifies and fail with its verdict
+ * if it refuses, which hides the round trip behind the copy. A local
+ * peer holding the secret and the fd could bypass all of it, so shm is
+ * for trusted same-host clients: the checks catch bugs and stale
+ * placements, not a hostile process. Nothing but object bytes lives in
+ * the segment, so a crashed client harms no metadata. */
 #ifndef MKV_SHM_TRANSPORT_H
 #define MKV_SHM_TRANSPORT_H
 

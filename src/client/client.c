@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "core/crc32c.h"
 #include "core/util.h"
+#include "core/workpool.h"
 
 #define DEFAULT_MASTER  "127.0.0.1:7380"
 #define DEFAULT_TIMEOUT 5000
@@ -190,8 +192,14 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     return MKV_OK;
 }
 
+uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len) {
+    if (len >= CRC32C_PARALLEL_MIN && !c->crc_pool) c->crc_pool = workpool_start(workpool_helpers_for_cores(3));
+    return crc32c_parallel(c->crc_pool, buf, len);
+}
+
 void mkv_close(mkv_client *c) {
     if (!c) return;
+    workpool_stop(c->crc_pool);
     mkv_regions_clear(c);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);

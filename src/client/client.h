@@ -86,6 +86,7 @@ struct mkv_client {
     mkv_topology topo;
     mkv_regions regions;
     te_engine *engine;
+    struct workpool *crc_pool;   /* started at the first large checksum */
     char err[MKV_ERR_LEN];
 };
 
@@ -103,6 +104,8 @@ int mkv_reply_error(mkv_client *c, const char *msg, size_t len);
 /* MKV_EPROTO with a note on what was expected. */
 int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r);
 int mkv_check_key(mkv_client *c, const void *key, size_t keylen);
+/* CRC32C of an object's bytes; large ones split over helper threads. */
+uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len);
 
 /* ---- command.c ---- */
 typedef struct mkv_cmd {

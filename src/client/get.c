@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "core/crc32c.h"
 #include "core/util.h"
 
 typedef struct get_item {
@@ -71,7 +70,7 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];
         int ok = x[j].status == MKV_OK &&
-                 crc32c(0, g->o->buf, (size_t)g->pl.size) == g->pl.crc;
+                 mkv_checksum(c, g->o->buf, (size_t)g->pl.size) == g->pl.crc;
         if (ok) g->o->status = MKV_OK;
         else if (x[j].status != MKV_OK && g->replica < 0) g->o->status = x[j].status;
         else next_replica(c, g);   /* corrupt, or a retry replica failed: the next one */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "core/crc32c.h"
 #include "core/util.h"
 
 typedef struct put_item {
@@ -94,7 +93,7 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
-        mkv_cmd_u64(&cmd, crc32c(0, it[i].o->buf, it[i].o->len));
+        mkv_cmd_u64(&cmd, mkv_checksum(c, it[i].o->buf, it[i].o->len));
     }
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);

@@ -8,11 +8,14 @@
  *     blocks, merged with precomputed "append N zero bytes" tables. The
  *     instruction has a 3-cycle latency but 1-cycle throughput, so three
  *     streams keep the unit busy.
- * crc32c_combine uses the same zero-append operator, built as a 32x32
- * GF(2) matrix by repeated squaring. */
+ * crc32c_combine uses the same zero-append operator, as powers of two of
+ * a 32x32 GF(2) matrix built once. crc32c_parallel splits a large buffer
+ * over a workpool and combines the parts. */
 #include "core/crc32c.h"
 
 #include <string.h>
+
+#include "core/workpool.h"
 
 #define POLY 0x82F63B78u
 #define STREAM_BLOCK 4096   /* bytes per stream per round of the 3-way loop */
@@ -36,10 +39,14 @@ static void gf2_compose(uint32_t out[32], const uint32_t a[32], const uint32_t b
     for (int i = 0; i < 32; i++) out[i] = gf2_times(a, b[i]);
 }
 
-/* The operator that feeds nbytes zero bytes through the raw register. */
-static void zeros_operator(uint64_t nbytes, uint32_t op[32]) {
-    uint32_t sq[32], tmp[32];
+/* zeros_pow[k]: the operator that feeds 2^k zero bytes through the raw
+ * register, built once by repeated squaring; any length is a product of
+ * these, applied to the register one set bit at a time (cheap: no matrix
+ * products per call). */
+static uint32_t zeros_pow[64][32];
 
+static void zeros_pow_init(void) {
+    uint32_t sq[32], tmp[32];
     /* One zero bit: shift right, fold the polynomial in if bit 0 fell out. */
     sq[0] = POLY;
     for (int i = 1; i < 32; i++) sq[i] = 1u << (i - 1);
@@ -47,27 +54,24 @@ static void zeros_operator(uint64_t nbytes, uint32_t op[32]) {
         gf2_compose(tmp, sq, sq);
         memcpy(sq, tmp, sizeof sq);
     }
-    for (int i = 0; i < 32; i++) op[i] = 1u << i;   /* identity */
-    while (nbytes) {
-        if (nbytes & 1) {
-            gf2_compose(tmp, sq, op);
-            memcpy(op, tmp, sizeof tmp);
-        }
-        nbytes >>= 1;
-        if (nbytes) {
-            gf2_compose(tmp, sq, sq);
-            memcpy(sq, tmp, sizeof sq);
-        }
+    for (int k = 0; k < 64; k++) {
+        memcpy(zeros_pow[k], sq, sizeof sq);
+        gf2_compose(tmp, sq, sq);
+        memcpy(sq, tmp, sizeof sq);
     }
 }
 
+/* The raw register c after nbytes zero bytes. */
+static uint32_t feed_zeros(uint32_t c, uint64_t nbytes) {
+    for (int k = 0; nbytes; k++, nbytes >>= 1)
+        if (nbytes & 1) c = gf2_times(zeros_pow[k], c);
+    return c;
+}
+
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
-    uint32_t op[32];
-    if (len_b == 0) return crc_a;
-    zeros_operator(len_b, op);
     /* crc(A||B) = zeros(|B|)(crc(A)) ^ crc(B): the ~0 start of B's own
      * checksum stands in for the final inversion of A, so they cancel. */
-    return gf2_times(op, crc_a) ^ crc_b;
+    return feed_zeros(crc_a, len_b) ^ crc_b;
 }
 
 /* ---- software: slicing-by-8 ---- */
@@ -154,12 +158,11 @@ static void crc32c_init(void) {
         for (int n = 0; n < 256; n++)
             slice_tab[k][n] = (slice_tab[k - 1][n] >> 8) ^ slice_tab[0][slice_tab[k - 1][n] & 0xff];
 
-    for (int s = 0; s < 2; s++) {
-        uint32_t op[32];
-        zeros_operator((uint64_t)(s + 1) * STREAM_BLOCK, op);
+    zeros_pow_init();
+    for (int s = 0; s < 2; s++)
         for (int k = 0; k < 4; k++)
-            for (uint32_t b = 0; b < 256; b++) shift_tab[s][k][b] = gf2_times(op, b << (8 * k));
-    }
+            for (uint32_t b = 0; b < 256; b++)
+                shift_tab[s][k][b] = feed_zeros(b << (8 * k), (uint64_t)(s + 1) * STREAM_BLOCK);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2");
@@ -179,4 +182,36 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len) {
 
 int crc32c_hw_available(void) {
     return use_hw;
+}
+
+/* ---- parallel: parts over a workpool, combined in order ---- */
+
+typedef struct crc_job {
+    const uint8_t *buf;
+    size_t part, len;
+    uint32_t crc[WORKPOOL_MAX_THREADS + 1];
+} crc_job;
+
+/* The bytes of the part at off: a full part, the tail, or none. */
+static size_t part_len(size_t part, size_t len, size_t off) {
+    return off >= len ? 0 : part <= len - off ? part : len - off;
+}
+
+static void crc_part(void *arg, int i) {
+    crc_job *j = arg;
+    size_t off = (size_t)i * j->part;
+    j->crc[i] = crc32c(0, j->buf + off, part_len(j->part, j->len, off));
+}
+
+uint32_t crc32c_parallel(workpool *wp, const void *buf, size_t len) {
+    int n = workpool_width(wp);
+    if (len < CRC32C_PARALLEL_MIN || n == 1) return crc32c(0, buf, len);
+    crc_job j = { .buf = buf, .len = len, .part = ((len + (size_t)n - 1) / (size_t)n + 63) & ~(size_t)63 };
+    workpool_run(wp, n, crc_part, &j);
+    uint32_t c = j.crc[0];
+    for (int i = 1; i < n; i++) {
+        size_t plen = part_len(j.part, len, (size_t)i * j.part);
+        if (plen) c = crc32c_combine(c, j.crc[i], plen);
+    }
+    return c;
 }

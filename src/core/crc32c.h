@@ -17,4 +17,10 @@ int crc32c_hw_available(void);
  * slices checksummed in parallel combine into the object's checksum. */
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
+/* crc32c(0, buf, len), with buffers of CRC32C_PARALLEL_MIN bytes or more
+ * split over wp's threads (NULL wp: this thread alone). */
+#define CRC32C_PARALLEL_MIN (2u << 20)
+struct workpool;
+uint32_t crc32c_parallel(struct workpool *wp, const void *buf, size_t len);
+
 #endif

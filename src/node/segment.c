@@ -2,8 +2,8 @@
  *
  * Preference: explicit huge pages (when enough are reserved), then a
  * plain memfd with transparent huge pages asked for, then anonymous
- * memory (no shm export). Prefaulting uses MADV_POPULATE_WRITE where the
- * kernel has it and touches every page otherwise. */
+ * memory (no shm export). Prefaulting populates with MADV_POPULATE_WRITE
+ * where the kernel has it, then touches every page. */
 #include "node/segment.h"
 
 #include <errno.h>
@@ -69,8 +69,12 @@ static int try_anonymous(node_segment *s, uint64_t size, char *err, size_t errle
     return 0;
 }
 
+/* MADV_POPULATE_WRITE allocates every page in one call; the touch loop
+ * after it still matters: under shadow paging (some VMs) a page's first
+ * write from this process traps to the hypervisor even when populated,
+ * and it is cheaper paid here than inside the first puts. */
 static void prefault(node_segment *s) {
-    if (madvise(s->base, s->size, MADV_POPULATE_WRITE) == 0) return;
+    (void)madvise(s->base, s->size, MADV_POPULATE_WRITE);
     long pg = sysconf(_SC_PAGESIZE);
     volatile char *p = s->base;
     for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = 0;

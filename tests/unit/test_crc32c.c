@@ -1,5 +1,6 @@
 /* tests/unit/test_crc32c.c - CRC32C: vectors, hw == sw, combine. */
 #include "core/crc32c.h"
+#include "core/workpool.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -79,6 +80,48 @@ static void test_combine(void) {
     ASSERT_EQ(c, 0xE3069283u);
 }
 
+/* Lengths past 4 GiB exercise the high powers of the zero operator: the
+ * combine of A with B = n zero bytes must equal crc(A || zeros), which
+ * the incremental form gives for small n. */
+static void test_combine_zero_runs(void) {
+    uint8_t zeros[4096] = {0};
+    uint32_t a = crc32c(0, "moonkv", 6);
+    for (size_t n = 1; n <= sizeof zeros; n = n * 3 + 1)
+        ASSERT_EQ(crc32c_combine(a, crc32c(0, zeros, n), n), crc32c(a, zeros, n));
+    /* Associativity over a large length: (A, Z1) then Z2 == A with Z1||Z2. */
+    uint64_t big = (5ULL << 32) + 12345;
+    uint32_t z = crc32c(0, zeros, 100);
+    uint32_t left = crc32c_combine(crc32c_combine(a, z, 100), crc32c(0, zeros, 200), 200);
+    uint32_t right = crc32c_combine(a, crc32c(0, zeros, 300), 300);
+    ASSERT_EQ(left, right);
+    ASSERT(crc32c_combine(a, 0, big) != crc32c_combine(a, 0, big + 1));
+}
+
+static void test_parallel_equals_serial(void) {
+    size_t n = (9u << 20) + 777;
+    uint8_t *buf = malloc(n);
+    ASSERT(buf);
+    fill(buf, n);
+    workpool *wp = workpool_start(3);
+    ASSERT_EQ(workpool_width(wp), 4);
+    static const size_t lens[] = {0, 1, 4096, CRC32C_PARALLEL_MIN - 1, CRC32C_PARALLEL_MIN,
+                                  CRC32C_PARALLEL_MIN + 3, (5u << 20) + 1, (9u << 20) + 777};
+    int bad = -1;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        uint32_t serial = crc32c(0, buf, lens[i]);
+        if (crc32c_parallel(wp, buf, lens[i]) != serial || crc32c_parallel(NULL, buf, lens[i]) != serial)
+            bad = (int)i;
+    }
+    /* A flipped bit in the last part changes the combined checksum. */
+    uint32_t before = crc32c_parallel(wp, buf, n);
+    buf[n - 1] ^= 0x10;
+    uint32_t after = crc32c_parallel(wp, buf, n);
+    workpool_stop(wp);
+    free(buf);
+    ASSERT_EQ(bad, -1);
+    ASSERT(before != after);
+}
+
 int main(void) {
     printf("# hardware crc32c: %s\n", crc32c_hw_available() ? "yes" : "no");
     RUN_TEST(test_known_vectors);
@@ -86,5 +129,7 @@ int main(void) {
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
     RUN_TEST(test_combine);
+    RUN_TEST(test_combine_zero_runs);
+    RUN_TEST(test_parallel_equals_serial);
     TEST_EXIT();
 }

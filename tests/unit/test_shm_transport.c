@@ -139,6 +139,28 @@ static void test_wrong_secret(void) {
     ASSERT_EQ(st.requests, 0);
 }
 
+/* Reads are verified by the node too, even though it moves no byte:
+ * a forged read capability completes with the node's refusal. */
+static void test_forged_read_refused(void) {
+    rig r;
+    ASSERT(rig_up(&r, SECRET) == 0);
+    te_cap c = rw(8192, 8192);
+    memset(r.buf, 'w', 8192);
+    ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 8192, 8192, &c), TE_OK);
+    te_server_stats st0, st1;
+    te_tcp_server_stats(r.srv, &st0);
+    memset(r.buf, 0, 8192);
+    ASSERT_EQ(run1(&r, TE_READ, r.buf, 8192, 8192, &c), TE_OK);
+    ASSERT(r.buf[0] == 'w' && r.buf[8191] == 'w');
+    te_cap forged = c;
+    forged.offset = 0;
+    forged.length = 1 << 20;
+    ASSERT_EQ(run1(&r, TE_READ, r.buf, 0, 4096, &forged), TE_EAUTH);
+    te_tcp_server_stats(r.srv, &st1);
+    ASSERT_EQ(st1.requests, st0.requests + 2);
+    rig_down(&r);
+}
+
 static void test_server_gone(void) {
     rig r;
     ASSERT(rig_up(&r, SECRET) == 0);
@@ -156,6 +178,7 @@ int main(void) {
     RUN_TEST(test_roundtrip_sizes);
     RUN_TEST(test_cap_checks);
     RUN_TEST(test_wrong_secret);
+    RUN_TEST(test_forged_read_refused);
     RUN_TEST(test_server_gone);
     TEST_EXIT();
 }
