@@ -69,7 +69,9 @@ const char *mkv_last_error(const mkv_client *c);
 const char *mkv_strerror(int code);
 
 /* Memory the transfer engine may read and write directly. Buffers passed
- * to put/get must lie inside a registered region. */
+ * to put/get must lie inside a registered region. Registering reads the
+ * whole buffer once (it is never written), so the first transfers from
+ * it run at full speed: register long-lived buffers, once. */
 int mkv_register_buffer(mkv_client *c, void *addr, size_t len);
 int mkv_unregister_buffer(mkv_client *c, void *addr);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "core/memwarm.h"
 
 static int overlaps(const mkv_region *r, uintptr_t a, size_t len) {
     uintptr_t b = (uintptr_t)r->addr;
@@ -32,6 +33,7 @@ int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
         return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
     int rc = mkv_engine_reg(c, addr, len);
     if (rc != MKV_OK) return rc;
+    (void)memwarm_kernel(addr, len);   /* best effort: cold only costs speed */
     rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len};
     return MKV_OK;
 }

@@ -14,6 +14,7 @@
 
 #include "backend/shm_transport.h"
 #include "core/log.h"
+#include "core/memwarm.h"
 #include "core/util.h"
 
 #ifndef MFD_HUGETLB
@@ -78,6 +79,7 @@ static void prefault(node_segment *s) {
     long pg = sysconf(_SC_PAGESIZE);
     volatile char *p = s->base;
     for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = 0;
+    (void)memwarm_kernel(s->base, s->size);   /* what send/recv copy through */
 }
 
 int node_segment_create(node_segment *s, uint64_t size, int want_prefault, char *err, size_t errlen) {
