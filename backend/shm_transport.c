@@ -22,7 +22,7 @@
 #include "core/workpool.h"
 
 #define HELLO_LEN      16            /* "MKVS" node_id u32 size u64 */
-#define COPY_SPLIT_MIN (2ULL << 20)  /* split copies from this size over a workpool */
+#define COPY_PIECE     (1ULL << 20)  /* copies are cut into pieces of this for the pool */
 
 /* ---- node side ---- */
 
@@ -69,13 +69,18 @@ int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, i
  * touched. The kernel copies through its own mapping instead: one system
  * call per part, the same single copy of the bytes. */
 
-typedef struct copy_job {
+typedef struct copy_item {
+    char *local;
+    uint64_t off, len;
+    int req;                  /* index in the path's queue */
+} copy_item;
+
+typedef struct copy_batch {
     int fd;
     te_op op;
-    char *local;
-    uint64_t off, len, part;
-    int failed;               /* any part; set under no lock, only to 1 */
-} copy_job;
+    copy_item *it;
+    int *status;              /* per request; a failed piece sets TE_EIO */
+} copy_batch;
 
 static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len) {
     while (len) {
@@ -90,22 +95,11 @@ static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len)
     return 0;
 }
 
-static void copy_part(void *arg, int i) {
-    copy_job *j = arg;
-    uint64_t at = (uint64_t)i * j->part;
-    if (at >= j->len) return;
-    uint64_t n = j->len - at < j->part ? j->len - at : j->part;
-    if (copy_range(j->fd, j->op, j->local + at, j->off + at, n) != 0)
-        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-}
-
-/* TE_OK, or TE_EIO when the kernel refused a part. */
-static int seg_copy(workpool *wp, int fd, te_op op, void *local, uint64_t off, uint64_t len) {
-    int parts = len >= COPY_SPLIT_MIN ? workpool_width(wp) : 1;
-    copy_job j = { .fd = fd, .op = op, .local = local, .off = off, .len = len,
-                   .part = ((len + (uint64_t)parts - 1) / (uint64_t)parts + 4095) & ~(uint64_t)4095 };
-    workpool_run(wp, parts, copy_part, &j);
-    return j.failed ? TE_EIO : TE_OK;
+static void copy_piece(void *arg, int i) {
+    copy_batch *b = arg;
+    const copy_item *c = &b->it[i];
+    if (copy_range(b->fd, b->op, c->local, c->off, c->len) != 0)
+        __atomic_store_n(&b->status[c->req], TE_EIO, __ATOMIC_RELAXED);
 }
 
 /* ---- client side ---- */
@@ -189,6 +183,28 @@ static int shm_submit(te_path *p, const te_req *reqs, int n) {
     return accepted;
 }
 
+/* Copies every queued request of direction op whose status is TE_OK, cut
+ * into pieces of at most COPY_PIECE bytes that the pool's threads take as
+ * they come free: a batch of blocks spreads over the cores as well as one
+ * large object does. */
+static void copy_queued(te_path *p, te_op op, int *status) {
+    int n = 0;
+    for (int i = 0; i < p->nq; i++)
+        if (p->q[i].op == op && status[i] == TE_OK) n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
+    if (n == 0) return;
+    copy_batch b = { .fd = p->seg_fd, .op = op, .it = xmalloc((size_t)n * sizeof *b.it), .status = status };
+    int k = 0;
+    for (int i = 0; i < p->nq; i++) {
+        const te_req *q = &p->q[i];
+        if (q->op != op || status[i] != TE_OK) continue;
+        for (uint64_t at = 0; at < q->len; at += COPY_PIECE)
+            b.it[k++] = (copy_item){ .local = (char *)q->local + at, .off = q->remote_off + at,
+                                     .len = q->len - at < COPY_PIECE ? q->len - at : COPY_PIECE, .req = i };
+    }
+    workpool_run(p->x->pool, n, copy_piece, &b);
+    free(b.it);
+}
+
 /* Every queued request goes to the node in one round trip, which
  * verifies the capabilities. Writes wait for its verdict before copying;
  * reads are copied while it decides (copying into the reader's own buffer
@@ -236,23 +252,19 @@ static void path_run(te_path *p) {
         path_fail(p, TE_EIO);
         return;
     }
-    int *copied = xcalloc((size_t)n, sizeof *copied), *verdict = xcalloc((size_t)n, sizeof *verdict);
-    for (int i = 0; i < n; i++)
-        if (p->q[i].op == TE_READ)
-            copied[i] = seg_copy(p->x->pool, p->seg_fd, TE_READ, p->q[i].local, p->q[i].remote_off, p->q[i].len);
+    int *read_st = xcalloc((size_t)n, sizeof *read_st), *verdict = xcalloc((size_t)n, sizeof *verdict);
+    copy_queued(p, TE_READ, read_st);              /* TE_OK == 0: all of them */
     if (recv_verdicts(p, verdict, dl) != 0) {
         path_fail(p, TE_EIO);   /* no write was copied: every queued one fails */
     } else {
+        copy_queued(p, TE_WRITE, verdict);         /* the accepted ones */
         for (int i = 0; i < n; i++) {
-            const te_req *q = &p->q[i];
-            int st = verdict[i];
-            if (st == TE_OK) st = q->op == TE_READ ? copied[i]
-                                                   : seg_copy(p->x->pool, p->seg_fd, TE_WRITE, q->local, q->remote_off, q->len);
-            cq_push(p->x, p, q->cookie, st);
+            int st = verdict[i] == TE_OK && p->q[i].op == TE_READ ? read_st[i] : verdict[i];
+            cq_push(p->x, p, p->q[i].cookie, st);
         }
         p->nq = 0;
     }
-    free(copied);
+    free(read_st);
     free(verdict);
 }
 

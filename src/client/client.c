@@ -192,9 +192,37 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     return MKV_OK;
 }
 
+static workpool *crc_pool(mkv_client *c) {
+    if (!c->crc_pool) c->crc_pool = workpool_start(workpool_helpers_for_cores(3));
+    return c->crc_pool;
+}
+
 uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len) {
-    if (len >= CRC32C_PARALLEL_MIN && !c->crc_pool) c->crc_pool = workpool_start(workpool_helpers_for_cores(3));
-    return crc32c_parallel(c->crc_pool, buf, len);
+    return crc32c_parallel(len >= CRC32C_PARALLEL_MIN ? crc_pool(c) : NULL, buf, len);
+}
+
+typedef struct sum_job {
+    const void *const *bufs;
+    const size_t *lens;
+    uint32_t *out;
+} sum_job;
+
+static void sum_small(void *arg, int i) {
+    sum_job *j = arg;
+    if (j->lens[i] < CRC32C_PARALLEL_MIN) j->out[i] = crc32c(0, j->bufs[i], j->lens[i]);
+}
+
+void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *lens, uint32_t *out,
+                       size_t n) {
+    size_t small = 0;
+    for (size_t i = 0; i < n; i++)
+        if (lens[i] < CRC32C_PARALLEL_MIN) small += lens[i];
+    /* Small objects spread over the pool a whole object each; large ones
+     * are split one at a time. */
+    sum_job j = {.bufs = bufs, .lens = lens, .out = out};
+    workpool_run(small >= CRC32C_PARALLEL_MIN ? crc_pool(c) : NULL, (int)n, sum_small, &j);
+    for (size_t i = 0; i < n; i++)
+        if (lens[i] >= CRC32C_PARALLEL_MIN) out[i] = mkv_checksum(c, bufs[i], lens[i]);
 }
 
 void mkv_close(mkv_client *c) {

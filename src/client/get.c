@@ -66,11 +66,18 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
         idx[nx++] = i;
     }
     int rc = nx ? mkv_xfer_run(c, TE_READ, x, nx) : MKV_OK;
+    const void **bufs = xcalloc(nx ? nx : 1, sizeof *bufs);
+    size_t *lens = xcalloc(nx ? nx : 1, sizeof *lens);
+    uint32_t *sums = xcalloc(nx ? nx : 1, sizeof *sums);
+    for (size_t j = 0; j < nx; j++) {
+        bufs[j] = it[idx[j]].o->buf;
+        lens[j] = x[j].status == MKV_OK ? (size_t)it[idx[j]].pl.size : 0;   /* 0: not read */
+    }
+    mkv_checksum_many(c, bufs, lens, sums, nx);
     *again = 0;
     for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];
-        int ok = x[j].status == MKV_OK &&
-                 mkv_checksum(c, g->o->buf, (size_t)g->pl.size) == g->pl.crc;
+        int ok = x[j].status == MKV_OK && sums[j] == g->pl.crc;
         if (ok) g->o->status = MKV_OK;
         else if (x[j].status != MKV_OK && g->replica < 0) g->o->status = x[j].status;
         else next_replica(c, g);   /* corrupt, or a retry replica failed: the next one */
@@ -78,6 +85,9 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     }
     free(x);
     free(idx);
+    free(bufs);
+    free(lens);
+    free(sums);
     return rc;
 }
 

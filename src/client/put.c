@@ -87,14 +87,26 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     size_t m = 0;
     for (size_t i = 0; i < n; i++) m += it[i].o->status == MKV_OK;
     if (m == 0) return MKV_OK;
+    const void **bufs = xcalloc(m, sizeof *bufs);
+    size_t *lens = xcalloc(m, sizeof *lens);
+    uint32_t *sums = xcalloc(m, sizeof *sums);
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        bufs[j] = it[i].o->buf;
+        lens[j++] = it[i].o->len;
+    }
+    mkv_checksum_many(c, bufs, lens, sums, m);
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(1 + 2 * m));
     mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
-        mkv_cmd_u64(&cmd, mkv_checksum(c, it[i].o->buf, it[i].o->len));
+        mkv_cmd_u64(&cmd, sums[j++]);
     }
+    free(bufs);
+    free(lens);
+    free(sums);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
     mkv_cmd_free(&cmd);

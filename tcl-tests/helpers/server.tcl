@@ -44,8 +44,10 @@ proc srv::pick_port {} {
 
 proc srv::alive {pid} {
     if {[catch {open /proc/$pid/stat r} f]} { return 0 }
-    set stat [read $f]
-    close $f
+    # The process can exit between the open and the read (ESRCH): gone.
+    set failed [catch {read $f} stat]
+    catch {close $f}
+    if {$failed} { return 0 }
     # The state follows the parenthesised command name; Z is a dead child.
     set state [lindex [string range $stat [expr {[string last ")" $stat] + 2}] end] 0]
     return [expr {$state ne "Z" && $state ne "X"}]
