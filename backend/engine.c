@@ -75,6 +75,8 @@ te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg) {
     if (e->cfg.max_attempts <= 0) e->cfg.max_attempts = 4;
     if (e->cfg.reconnect_ms <= 0) e->cfg.reconnect_ms = 1000;
     if (e->cfg.nlocal < 0 || e->cfg.nlocal > TE_MAX_PATHS) e->cfg.nlocal = 0;
+    if (e->cfg.streams < 1) e->cfg.streams = 1;
+    if (e->cfg.streams > TE_MAX_STREAMS) e->cfg.streams = TE_MAX_STREAMS;
     pthread_mutex_init(&e->mu, NULL);
     return e;
 }
@@ -134,18 +136,19 @@ static void add_path(te_engine *e, enode *n, te_transport *t, const char *local,
     snprintf(p->peer, sizeof p->peer, "%s", peer);
 }
 
-/* One path per address, times the local addresses for network ones (a
- * shm mapping has no local side). */
+/* One path per address, times the local addresses and the streams for
+ * network ones (a shm mapping has no local side and needs no second
+ * connection: its copies are split over threads already). */
 static int node_paths(te_engine *e, enode *n, const char *const *addrs, int naddrs) {
-    int has_rdma = 0, nl = e->cfg.nlocal ? e->cfg.nlocal : 1;
+    int has_rdma = 0, nl = e->cfg.nlocal ? e->cfg.nlocal : 1, ns = e->cfg.streams;
     for (int a = 0; a < naddrs; a++) has_rdma |= strncmp(addrs[a], "rdma:", 5) == 0;
-    n->paths = xcalloc((size_t)(nl * naddrs), sizeof *n->paths);
+    n->paths = xcalloc((size_t)(nl * naddrs * ns), sizeof *n->paths);
     for (int a = 0; a < naddrs; a++) {
         te_transport *t = route(e, addrs[a], has_rdma);
         if (!t) continue;   /* e.g. a unix: address when shm is not in use */
-        if (strcmp(t->ops->name, "shm") == 0 || !e->cfg.nlocal) add_path(e, n, t, NULL, addrs[a]);
-        else
-            for (int l = 0; l < nl; l++) add_path(e, n, t, e->cfg.local[l], addrs[a]);
+        if (strcmp(t->ops->name, "shm") == 0) { add_path(e, n, t, NULL, addrs[a]); continue; }
+        for (int l = 0; l < nl; l++)
+            for (int k = 0; k < ns; k++) add_path(e, n, t, e->cfg.nlocal ? e->cfg.local[l] : NULL, addrs[a]);
     }
     return n->npaths;
 }

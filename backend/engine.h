@@ -51,7 +51,11 @@ typedef struct te_engine_config {
     char local[TE_MAX_PATHS][TE_ADDR_LEN];
     int max_attempts;         /* tries per slice across paths (default 4) */
     int reconnect_ms;         /* after a failed connect, min gap before the next (1000) */
+    int streams;              /* connections per network path (default 1, max TE_MAX_STREAMS):
+                               * slices spread over them, and over the node's threads */
 } te_engine_config;
+
+#define TE_MAX_STREAMS 8
 
 typedef struct te_engine_stats {
     uint64_t slices, retries, failovers, bytes;

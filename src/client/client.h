@@ -29,6 +29,8 @@
 #define MKV_MAX_REPLICAS   8
 #define MKV_MAX_KEY_LEN    4096
 #define MKV_MAX_BATCH      4096     /* keys per MOON.M* command */
+#define MKV_NET_STREAMS    2        /* connections per network path to a node */
+#define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
 #define MKV_MAX_EXTENTS    TE_ENGINE_MAX_EXTENTS   /* per replica: bounds a reply's claim */
 #define MKV_MAX_REGIONS    256
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */

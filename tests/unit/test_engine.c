@@ -143,6 +143,7 @@ typedef struct rig {
 } rig;
 
 static const fixture *FX;
+static int STREAMS = 1;   /* te_engine_config.streams for the next rig */
 
 static int rig_up(rig *r, uint64_t slice) {
     char err[256];
@@ -152,7 +153,7 @@ static int rig_up(rig *r, uint64_t slice) {
     snprintf(cfg.secret, sizeof cfg.secret, SECRET);
     te_transport *t = r->fx->make(&cfg, err, sizeof err);
     if (!t) { printf("# %s\n", err); return -1; }
-    te_engine_config ec = { .slice_size = slice };
+    te_engine_config ec = { .slice_size = slice, .streams = STREAMS };
     r->e = te_engine_create(t, &ec);
     for (int i = 0; i < NNODES; i++) {
         node *n = &r->nodes[i];
@@ -387,6 +388,33 @@ static void test_batch(void) {
     ASSERT_EQ(rig_down(&r), 0);
 }
 
+/* Streams: each network address gets that many connections and slices
+ * spread over all of them; shm keeps one path per address. */
+static void test_streams(void) {
+    rig r;
+    char err[256];
+    STREAMS = 3;
+    int up = rig_up(&r, 64 << 10);
+    STREAMS = 1;
+    ASSERT(up == 0);
+    uint64_t n = 4 << 20;
+    te_extent x[1] = { extent(1, 0, n) };
+    te_replica rep = { x, 1 };
+    char *src = pattern(n, 11), *dst = xcalloc(1, n);
+    ASSERT_EQ(te_engine_write(r.e, src, n, &rep, 1, err, sizeof err), TE_OK);
+    ASSERT_EQ(te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err), TE_OK);
+    ASSERT_MEMEQ(dst, src, n);
+    if (strcmp(FX->name, "tcp") == 0) {
+        te_server_stats st;
+        te_tcp_server_stats(r.nodes[0].srv, &st);
+        /* 2 addresses x 3 streams: six connections to the node. */
+        ASSERT_EQ(st.conns_accepted, 6);
+    }
+    free(src);
+    free(dst);
+    ASSERT_EQ(rig_down(&r), 0);
+}
+
 /* RUN_TEST with the row in the name ("test_batch/rdma"), so a failure
  * says which transport it happened on. */
 #define RUN_ROW_TEST(fn) do { \
@@ -405,6 +433,7 @@ int main(void) {
         RUN_ROW_TEST(test_slice_retry_on_broken_path);
         RUN_ROW_TEST(test_bad_cap_fails_over_or_fails);
         RUN_ROW_TEST(test_batch);
+        RUN_ROW_TEST(test_streams);
     }
     TEST_EXIT();
 }
