@@ -186,7 +186,7 @@ static int shm_submit(te_path *p, const te_req *reqs, int n) {
 /* Copies every queued request of direction op whose status is TE_OK, cut
  * into pieces of at most COPY_PIECE bytes that the pool's threads take as
  * they come free: a batch of blocks spreads over the cores as well as one
- * large object does. */
+ * large object does (reads; see below for writes). */
 static void copy_queued(te_path *p, te_op op, int *status) {
     int n = 0;
     for (int i = 0; i < p->nq; i++)
@@ -201,7 +201,10 @@ static void copy_queued(te_path *p, te_op op, int *status) {
             b.it[k++] = (copy_item){ .local = (char *)q->local + at, .off = q->remote_off + at,
                                      .len = q->len - at < COPY_PIECE ? q->len - at : COPY_PIECE, .req = i };
     }
-    workpool_run(p->x->pool, n, copy_piece, &b);
+    /* Writes stay on this thread: shmem serialises writers of one file on
+     * its inode lock, so a second writer would only spin. Reads take no
+     * lock and spread over the pool. */
+    workpool_run(op == TE_READ ? p->x->pool : NULL, n, copy_piece, &b);
     free(b.it);
 }
 
