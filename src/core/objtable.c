@@ -311,20 +311,25 @@ uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx)
 
 /* ---- replicas ---- */
 
+/* The replica array and every replica's extents live in one block (one
+ * allocation per put instead of 1 + replicas): extents follow the array. */
 int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
     obj_replica *copy = NULL;
     if (n > 0) {
         if (!reps) return -1;
-        copy = xcalloc(n, sizeof *copy);
+        size_t total = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (reps[i].nextents > 0 && !reps[i].extents) return -1;
+            total += reps[i].nextents;
+        }
+        copy = xcalloc(1, (size_t)n * sizeof *copy + total * sizeof(obj_extent));
+        obj_extent *ext = (obj_extent *)(copy + n);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t ne = reps[i].nextents;
-            if (ne > 0 && !reps[i].extents) {
-                for (uint32_t j = 0; j < i; j++) free(copy[j].extents);
-                free(copy);
-                return -1;
-            }
             copy[i].nextents = ne;
-            copy[i].extents = ne ? xmemdup(reps[i].extents, (size_t)ne * sizeof(obj_extent)) : NULL;
+            copy[i].extents = ne ? ext : NULL;
+            if (ne) memcpy(ext, reps[i].extents, (size_t)ne * sizeof(obj_extent));
+            ext += ne;
         }
     }
     /* Copy first, free after: reps may point into o's own replicas. */
@@ -335,7 +340,6 @@ int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
 }
 
 void object_free_replicas(object *o) {
-    for (uint32_t i = 0; i < o->nreplicas; i++) free(o->replicas[i].extents);
     free(o->replicas);
     o->replicas = NULL;
     o->nreplicas = 0;

@@ -76,19 +76,27 @@ static object *find_complete(local_store *ls, const void *key, size_t keylen) {
 static int local_put_start(store *s, const void *key, size_t keylen, uint64_t size,
                            void **dst, store_put **out) {
     local_store *ls = ls_of(s);
-    if (objtable_find(ls->table, key, keylen)) return STORE_EXISTS;
-    if (size > ls->seg_size) return STORE_TOOBIG;
+    if (size > ls->seg_size) return objtable_find(ls->table, key, keylen) ? STORE_EXISTS : STORE_TOOBIG;
 
-    uint64_t off = 0;
-    if (size > 0 && seg_alloc_reserve(ls->alloc, size, &off) != ALLOC_OK) return STORE_NOSPACE;
-
+    /* One table lookup per put: insert, and learn from it if the key was
+     * there. A put refused after this (no space) takes the entry out again. */
     int existed = 0;
     object *o = objtable_insert(ls->table, key, keylen, &existed);
+    if (existed) return STORE_EXISTS;
+    if (!o) {
+        snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
+        return STORE_ERR;
+    }
+    uint64_t off = 0;
+    if (size > 0 && seg_alloc_reserve(ls->alloc, size, &off) != ALLOC_OK) {
+        objtable_delete(ls->table, key, keylen);
+        return STORE_NOSPACE;
+    }
     obj_extent ext = {.node = 0, .offset = off, .length = size};
     obj_replica rep = {.nextents = 1, .extents = &ext};
-    if (!o || object_set_replicas(o, &rep, 1) != 0) {
+    if (object_set_replicas(o, &rep, 1) != 0) {
         if (size > 0) seg_alloc_release(ls->alloc, off, size);
-        if (o) objtable_delete(ls->table, key, keylen);
+        objtable_delete(ls->table, key, keylen);
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
         return STORE_ERR;
     }
