@@ -3,7 +3,8 @@
  * Preference: explicit huge pages (when enough are reserved), then a
  * plain memfd with transparent huge pages asked for, then anonymous
  * memory (no shm export). Prefaulting populates with MADV_POPULATE_WRITE
- * where the kernel has it, then touches every page. */
+ * where the kernel has it (touches every page otherwise), then warms the
+ * pages for the kernel's copies (memwarm.h). */
 #include "node/segment.h"
 
 #include <errno.h>
@@ -70,16 +71,17 @@ static int try_anonymous(node_segment *s, uint64_t size, char *err, size_t errle
     return 0;
 }
 
-/* MADV_POPULATE_WRITE allocates every page in one call; the touch loop
- * after it still matters: under shadow paging (some VMs) a page's first
- * write from this process traps to the hypervisor even when populated,
- * and it is cheaper paid here than inside the first puts. */
+/* Allocates every page, then warms them for the kernel: the node itself
+ * never touches segment bytes, every byte moves through send/recv (or
+ * pread/pwrite of shm peers, or the NIC), so the kernel's first copy is
+ * the one worth paying here rather than inside the first puts. */
 static void prefault(node_segment *s) {
-    (void)madvise(s->base, s->size, MADV_POPULATE_WRITE);
-    long pg = sysconf(_SC_PAGESIZE);
-    volatile char *p = s->base;
-    for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = 0;
-    (void)memwarm_kernel(s->base, s->size);   /* what send/recv copy through */
+    if (madvise(s->base, s->size, MADV_POPULATE_WRITE) != 0) {
+        long pg = sysconf(_SC_PAGESIZE);
+        volatile char *p = s->base;
+        for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = 0;
+    }
+    (void)memwarm_kernel(s->base, s->size);
 }
 
 int node_segment_create(node_segment *s, uint64_t size, int want_prefault, char *err, size_t errlen) {
