@@ -23,6 +23,9 @@ run_one() {   # run_one LABEL CMD...
   if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
 }
 
+# The folder-level include/link graph of the first build: layers and cycles.
+run_one "layers" python3 scripts/layers.py "$1"
+
 for build in "$@"; do
   tag=$(basename "$build")
   export MOONKV_SERVER="$PWD/$build/moonkv-server" MOONKV_BUILD="$PWD/$build"
