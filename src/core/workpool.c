@@ -1,54 +1,51 @@
-/* core/workpool.c - see workpool.h. */
+/* core/workpool.c - see workpool.h. Parts are handed out by one atomic
+ * counter; the helpers' runner jobs and the caller take from it alike,
+ * so no part waits for a busy helper. */
 #include "core/workpool.h"
 
-#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "core/util.h"
 
+typedef struct runner {
+    jq_job job;
+    workpool *wp;
+} runner;
+
 struct workpool {
-    pthread_t th[WORKPOOL_MAX_THREADS];
+    jobqueue *q;             /* NULL: no helper could be started */
     int nthreads;
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
+    runner r[WORKPOOL_MAX_THREADS];
+    /* The run in progress; set before the runners are queued. */
     workpool_fn *fn;
     void *arg;
-    int next, end;           /* parts [next, end) not yet taken */
-    int running;             /* parts taken by helpers, not finished */
-    int stop;
+    atomic_int next;         /* first part not yet taken */
+    int end;
 };
 
-static void *helper_main(void *p) {
-    workpool *wp = p;
-    pthread_mutex_lock(&wp->mu);
-    for (;;) {
-        while (!wp->stop && wp->next == wp->end) pthread_cond_wait(&wp->work, &wp->mu);
-        if (wp->stop) break;
-        int i = wp->next++;
-        wp->running++;
-        workpool_fn *fn = wp->fn;
-        void *arg = wp->arg;
-        pthread_mutex_unlock(&wp->mu);
-        fn(arg, i);
-        pthread_mutex_lock(&wp->mu);
-        if (--wp->running == 0 && wp->next == wp->end) pthread_cond_signal(&wp->done);
-    }
-    pthread_mutex_unlock(&wp->mu);
-    return NULL;
+/* Parts until none is left; the caller and every runner do this. */
+static void take_parts(workpool *wp) {
+    for (int i; (i = atomic_fetch_add_explicit(&wp->next, 1, memory_order_relaxed)) < wp->end;)
+        wp->fn(wp->arg, i);
+}
+
+static void runner_run(jq_job *j, void *unused) {
+    (void)unused;
+    take_parts(((runner *)j)->wp);
 }
 
 workpool *workpool_start(int nthreads) {
     if (nthreads < 1) nthreads = 1;
     if (nthreads > WORKPOOL_MAX_THREADS) nthreads = WORKPOOL_MAX_THREADS;
     workpool *wp = xcalloc(1, sizeof *wp);
-    pthread_mutex_init(&wp->mu, NULL);
-    pthread_cond_init(&wp->work, NULL);
-    pthread_cond_init(&wp->done, NULL);
-    for (int i = 0; i < nthreads; i++) {
-        if (pthread_create(&wp->th[i], NULL, helper_main, wp) != 0) break;
-        wp->nthreads++;
-    }
+    char err[64];
+    jobqueue_config cfg = {.nthreads = nthreads};
+    wp->q = jobqueue_start(&cfg, err, sizeof err);
+    wp->nthreads = wp->q ? nthreads : 0;
+    for (int i = 0; i < WORKPOOL_MAX_THREADS; i++) wp->r[i] = (runner){.job.run = runner_run, .wp = wp};
     return wp;
 }
 
@@ -68,36 +65,25 @@ void workpool_run(workpool *wp, int n, workpool_fn *fn, void *arg) {
         for (int i = 0; i < n; i++) fn(arg, i);
         return;
     }
-    /* Helpers take parts 1.. from the shared range; the caller takes part
-     * 0 and then whatever is left, so no part waits for a busy helper. */
-    pthread_mutex_lock(&wp->mu);
     wp->fn = fn;
     wp->arg = arg;
-    wp->next = 1;
     wp->end = n;
-    pthread_cond_broadcast(&wp->work);
-    pthread_mutex_unlock(&wp->mu);
+    atomic_store_explicit(&wp->next, 1, memory_order_relaxed);
+    int helpers = n - 1 < wp->nthreads ? n - 1 : wp->nthreads;
+    for (int i = 0; i < helpers; i++) jobqueue_submit(wp->q, &wp->r[i].job);
     fn(arg, 0);
-    pthread_mutex_lock(&wp->mu);
-    while (wp->next < wp->end) {
-        int i = wp->next++;
-        pthread_mutex_unlock(&wp->mu);
-        fn(arg, i);
-        pthread_mutex_lock(&wp->mu);
-    }
-    while (wp->running > 0) pthread_cond_wait(&wp->done, &wp->mu);
-    pthread_mutex_unlock(&wp->mu);
+    take_parts(wp);
+    /* Every part is taken: a runner no helper picked up has nothing to
+     * do, so take it back and wait only for those still in a part. */
+    jobqueue_cancel(wp->q);
+    jobqueue_wait_idle(wp->q);
 }
 
 void workpool_stop(workpool *wp) {
     if (!wp) return;
-    pthread_mutex_lock(&wp->mu);
-    wp->stop = 1;
-    pthread_cond_broadcast(&wp->work);
-    pthread_mutex_unlock(&wp->mu);
-    for (int i = 0; i < wp->nthreads; i++) pthread_join(wp->th[i], NULL);
-    pthread_cond_destroy(&wp->work);
-    pthread_cond_destroy(&wp->done);
-    pthread_mutex_destroy(&wp->mu);
+    if (wp->q) {
+        jobqueue_stop(wp->q);
+        jobqueue_free(wp->q);
+    }
     free(wp);
 }

@@ -3,12 +3,15 @@
  * workpool_run(wp, n, fn, arg) calls fn(arg, i) for every i in [0, n):
  * the caller runs i = 0 itself, the helpers the rest, and it returns when
  * all n are done. For memory-bound work (copies, checksums) of buffers
- * too big for one core's bandwidth; not a general task queue. One caller
- * at a time per pool. */
+ * too big for one core's bandwidth. One caller at a time per pool. The
+ * helpers are a jobqueue (core/jobqueue.h) fed with one runner job per
+ * helper, kept in the pool: a run allocates nothing. */
 #ifndef MKV_WORKPOOL_H
 #define MKV_WORKPOOL_H
 
-#define WORKPOOL_MAX_THREADS 8
+#include "core/jobqueue.h"
+
+#define WORKPOOL_MAX_THREADS JOBQUEUE_MAX_THREADS
 
 typedef struct workpool workpool;
 typedef void workpool_fn(void *arg, int i);

@@ -1,95 +1,68 @@
-/* gateway/workers.c - the worker threads and their two queues. */
+/* gateway/workers.c - the worker threads: a jobqueue with one client per
+ * thread, whose finished jobs an ev_async brings back to the loop. */
 #include "gateway/workers.h"
 
 #include <ev.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/util.h"
 
-#define WORKERS_MAX 8
-
-typedef struct job_queue {
-    gw_job *head, *tail;
-} job_queue;
-
-typedef struct worker {
-    workers *w;
-    pthread_t tid;
-    mkv_client *mc;
-    int started;
-} worker;
+#define WORKERS_MAX JOBQUEUE_MAX_THREADS
 
 struct workers {
     struct ev_loop *loop;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    job_queue todo, finished;   /* under lock */
-    int stopping;               /* under lock */
+    jobqueue *q;
     ev_async notify;
     size_t inflight;            /* loop only */
     unsigned long long done;    /* loop only */
     void (*teardown)(mkv_client *mc, void *ctx);
     void *ctx;
-    int n;
-    worker t[WORKERS_MAX];
+    int n;                      /* clients opened */
+    mkv_client *mc[WORKERS_MAX];
 };
 
-static void queue_push(job_queue *q, gw_job *j) {
-    j->next = NULL;
-    if (q->tail) q->tail->next = j;
-    else q->head = j;
-    q->tail = j;
+/* On the worker: the job's own run with this thread's client. */
+static void job_run(jq_job *q, void *mc) {
+    gw_job *j = (gw_job *)q;
+    j->run(j, mc);
 }
 
-static gw_job *queue_take_all(job_queue *q) {
-    gw_job *j = q->head;
-    q->head = q->tail = NULL;
-    return j;
-}
-
-static gw_job *queue_pop(job_queue *q) {
-    gw_job *j = q->head;
-    if (j && !(q->head = j->next)) q->tail = NULL;
-    return j;
-}
-
-static void *worker_main(void *arg) {
-    worker *t = arg;
-    workers *w = t->w;
-    pthread_mutex_lock(&w->lock);
-    for (;;) {
-        gw_job *j;
-        while (!w->stopping && !(j = queue_pop(&w->todo))) pthread_cond_wait(&w->wake, &w->lock);
-        if (w->stopping) break;
-        pthread_mutex_unlock(&w->lock);
-        j->run(j, t->mc);
-        pthread_mutex_lock(&w->lock);
-        queue_push(&w->finished, j);
-        ev_async_send(w->loop, &w->notify);
-    }
-    pthread_mutex_unlock(&w->lock);
-    return NULL;
+static void job_finished(void *arg) {
+    workers *w = arg;
+    ev_async_send(w->loop, &w->notify);
 }
 
 /* Finish the jobs in list on the loop. */
-static void finish_all(workers *w, gw_job *j) {
-    while (j) {
-        gw_job *next = j->next;
+static void finish_all(workers *w, jq_job *q, int cancelled) {
+    while (q) {
+        gw_job *j = (gw_job *)q;
+        q = q->next;
+        j->cancelled = cancelled;
         w->inflight--;
-        w->done++;
+        if (!cancelled) w->done++;
         j->done(j);
-        j = next;
     }
 }
 
 static void notify_cb(struct ev_loop *loop, ev_async *a, int revents) {
     workers *w = a->data;
-    pthread_mutex_lock(&w->lock);
-    gw_job *done = queue_take_all(&w->finished);
-    pthread_mutex_unlock(&w->lock);
-    finish_all(w, done);
+    finish_all(w, jobqueue_take_finished(w->q), 0);
+}
+
+static int open_clients(workers *w, int n, const mkv_options *opt, int (*setup)(mkv_client *mc, void *ctx),
+                        char *err, size_t errlen) {
+    for (; w->n < n; w->n++) {
+        mkv_client **mc = &w->mc[w->n];
+        int rc = mkv_connect(mc, opt);
+        if (rc == MKV_OK) rc = setup(*mc, w->ctx);
+        if (rc != MKV_OK) {
+            snprintf(err, errlen, "worker %d: %s", w->n, *mc ? mkv_last_error(*mc) : mkv_last_error(NULL));
+            w->n++;   /* so destroy closes this client too */
+            return -1;
+        }
+    }
+    return 0;
 }
 
 workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
@@ -104,41 +77,30 @@ workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
     w->loop = loop;
     w->teardown = teardown;
     w->ctx = ctx;
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->wake, NULL);
     ev_async_init(&w->notify, notify_cb);
     w->notify.data = w;
     ev_async_start(loop, &w->notify);
     ev_unref(loop);   /* idle workers do not keep the loop running */
-    for (; w->n < n; w->n++) {
-        worker *t = &w->t[w->n];
-        t->w = w;
-        int rc = mkv_connect(&t->mc, opt);
-        if (rc == MKV_OK) rc = setup(t->mc, ctx);
-        if (rc != MKV_OK) {
-            snprintf(err, errlen, "worker %d: %s", w->n, t->mc ? mkv_last_error(t->mc) : mkv_last_error(NULL));
-            w->n++;   /* so destroy closes this client too */
-            workers_destroy(w);
-            return NULL;
-        }
-        if (pthread_create(&t->tid, NULL, worker_main, t) != 0) {
-            snprintf(err, errlen, "cannot start worker thread %d", w->n);
-            w->n++;
-            workers_destroy(w);
-            return NULL;
-        }
-        t->started = 1;
+    if (open_clients(w, n, opt, setup, err, errlen) != 0) {
+        workers_destroy(w);
+        return NULL;
+    }
+    jobqueue_config cfg = {.nthreads = n, .thread_arg = (void *const *)w->mc,
+                           .finished = job_finished, .finished_arg = w};
+    char why[128];
+    if (!(w->q = jobqueue_start(&cfg, why, sizeof why))) {
+        snprintf(err, errlen, "cannot start the workers: %s", why);
+        workers_destroy(w);
+        return NULL;
     }
     return w;
 }
 
 void workers_submit(workers *w, gw_job *j) {
     j->cancelled = 0;
+    j->q.run = job_run;
     w->inflight++;
-    pthread_mutex_lock(&w->lock);
-    queue_push(&w->todo, j);
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
+    jobqueue_submit(w->q, &j->q);   /* no bound: cannot fail */
 }
 
 size_t workers_inflight(const workers *w) { return w->inflight; }
@@ -147,32 +109,20 @@ unsigned long long workers_done(const workers *w) { return w->done; }
 
 void workers_destroy(workers *w) {
     if (!w) return;
-    pthread_mutex_lock(&w->lock);
-    w->stopping = 1;
-    pthread_cond_broadcast(&w->wake);
-    pthread_mutex_unlock(&w->lock);
+    if (w->q) jobqueue_stop(w->q);
     for (int i = 0; i < w->n; i++) {
-        worker *t = &w->t[i];
-        if (t->started) pthread_join(t->tid, NULL);
-        if (t->mc) {
-            if (w->teardown) w->teardown(t->mc, w->ctx);
-            mkv_close(t->mc);
-        }
+        if (!w->mc[i]) continue;
+        if (w->teardown) w->teardown(w->mc[i], w->ctx);
+        mkv_close(w->mc[i]);
     }
-    /* Threads are gone: the queues are the loop's now. */
-    finish_all(w, queue_take_all(&w->finished));
-    /* done may submit more (the next SET of a key): until none is left. */
-    for (gw_job *j; (j = queue_take_all(&w->todo));) {
-        for (gw_job *next; j; j = next) {
-            next = j->next;
-            j->cancelled = 1;
-            w->inflight--;
-            j->done(j);
-        }
+    if (w->q) {
+        /* Threads are gone: the queues are the loop's now. */
+        finish_all(w, jobqueue_take_finished(w->q), 0);
+        /* done may submit more (the next SET of a key): until none is left. */
+        for (jq_job *q; (q = jobqueue_cancel(w->q));) finish_all(w, q, 1);
+        jobqueue_free(w->q);
     }
     ev_ref(w->loop);
     ev_async_stop(w->loop, &w->notify);
-    pthread_cond_destroy(&w->wake);
-    pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -12,15 +12,16 @@
 #include <stddef.h>
 
 #include "client/moonkv.h"
+#include "core/jobqueue.h"
 
 struct ev_loop;
 
 typedef struct gw_job gw_job;
 struct gw_job {
+    jq_job q;   /* first: the queue's link */
     void (*run)(gw_job *j, mkv_client *mc);
     void (*done)(gw_job *j);
     int cancelled;
-    gw_job *next;
 };
 
 typedef struct workers workers;

@@ -8,6 +8,7 @@
 #include "node/copier.h"
 
 #include <hiredis/hiredis.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +24,7 @@
 
 struct node_copier {
     node *n;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    node_task *head, *tail;
-    int queued, stop;
+    jobqueue *q;
     /* Copier thread only. */
     te_engine *engine;
     redisContext *master;
@@ -187,80 +184,55 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     return rc;
 }
 
-static void *copier_main(void *arg) {
+/* On the copier thread: one task, reported and freed. */
+static void copy_job(jq_job *j, void *arg) {
     node_copier *c = arg;
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        while (!c->stop && !c->head) pthread_cond_wait(&c->wake, &c->mu);
-        node_task *t = c->head;
-        if (c->stop || !t) {
-            pthread_mutex_unlock(&c->mu);
-            break;
-        }
-        c->head = t->next;
-        if (!c->head) c->tail = NULL;
-        c->queued--;
-        pthread_mutex_unlock(&c->mu);
-
-        char err[256] = "";
-        int ok = run_task(c, t, err, sizeof err) == 0;
-        if (ok) {
-            pthread_mutex_lock(&c->n->mu);
-            c->n->status.bytes_copied += t->size;
-            pthread_mutex_unlock(&c->n->mu);
-            log_info("node: copy task %llu done (%llu bytes)", (unsigned long long)t->id,
-                     (unsigned long long)t->size);
-        } else {
-            log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, err);
-        }
-        node_control_task_done(c->n->ctl, t->gen, t->id, ok);
-        node_task_free(t);
+    node_task *t = (node_task *)((char *)j - offsetof(node_task, job));
+    char err[256] = "";
+    int ok = run_task(c, t, err, sizeof err) == 0;
+    if (ok) {
+        pthread_mutex_lock(&c->n->mu);
+        c->n->status.bytes_copied += t->size;
+        pthread_mutex_unlock(&c->n->mu);
+        log_info("node: copy task %llu done (%llu bytes)", (unsigned long long)t->id,
+                 (unsigned long long)t->size);
+    } else {
+        log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, err);
     }
-    return NULL;
+    node_control_task_done(c->n->ctl, t->gen, t->id, ok);
+    node_task_free(t);
 }
 
 node_copier *node_copier_start(node *n) {
     node_copier *c = xcalloc(1, sizeof *c);
     c->n = n;
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->wake, NULL);
-    pthread_create(&c->th, NULL, copier_main, c);
+    void *arg = c;
+    char err[128];
+    jobqueue_config cfg = {.nthreads = 1, .thread_arg = &arg, .max_pending = COPIER_MAX_QUEUE};
+    if (!(c->q = jobqueue_start(&cfg, err, sizeof err))) log_warning("node: no copier: %s", err);
     return c;
 }
 
 void node_copier_submit(node_copier *c, node_task *t) {
-    pthread_mutex_lock(&c->mu);
-    if (c->queued >= COPIER_MAX_QUEUE) {
-        pthread_mutex_unlock(&c->mu);
+    t->job.run = copy_job;
+    if (!c->q || jobqueue_submit(c->q, &t->job) != 0) {
         node_control_task_done(c->n->ctl, t->gen, t->id, 0);
         node_task_free(t);
-        return;
     }
-    t->next = NULL;
-    if (c->tail) c->tail->next = t;
-    else c->head = t;
-    c->tail = t;
-    c->queued++;
-    pthread_cond_signal(&c->wake);
-    pthread_mutex_unlock(&c->mu);
 }
 
 void node_copier_stop(node_copier *c) {
     if (!c) return;
-    pthread_mutex_lock(&c->mu);
-    c->stop = 1;
-    pthread_cond_signal(&c->wake);
-    pthread_mutex_unlock(&c->mu);
-    pthread_join(c->th, NULL);
-    while (c->head) {
-        node_task *t = c->head;
-        c->head = t->next;
-        node_task_free(t);
+    if (c->q) {
+        jobqueue_stop(c->q);
+        for (jq_job *j = jobqueue_cancel(c->q), *next; j; j = next) {
+            next = j->next;
+            node_task_free((node_task *)((char *)j - offsetof(node_task, job)));
+        }
+        jobqueue_free(c->q);
     }
     if (c->engine) te_engine_destroy(c->engine);
     if (c->master) redisFree(c->master);
     free(c->known);
-    pthread_cond_destroy(&c->wake);
-    pthread_mutex_destroy(&c->mu);
     free(c);
 }

@@ -15,6 +15,7 @@
 
 #include "backend/cap.h"
 #include "backend/engine.h"
+#include "core/jobqueue.h"
 
 #define NODE_TASK_MAX_EXTENTS TE_ENGINE_MAX_EXTENTS
 
@@ -32,7 +33,7 @@ typedef struct node_task {
     int nsrc, ndst;
     te_extent *src;
     node_dst *dst;
-    struct node_task *next;
+    jq_job job;                    /* the copier's queue */
 } node_task;
 
 /* The task in r, or NULL if malformed; *id is its id when that much
