@@ -18,6 +18,7 @@
 #include "backend/le.h"
 #include "backend/netio.h"
 #include "backend/wire.h"
+#include "core/anet.h"
 #include "core/util.h"
 #include "core/workpool.h"
 
@@ -307,20 +308,19 @@ static int recv_segment(int fd, int *seg_fd, uint32_t *node_id, uint64_t *size, 
 static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
                        char *err, size_t errlen) {
     shm_xport *x = SX(t);
-    struct sockaddr_un sa;
-    unsigned sl;
-    char why[160];
+    char why[ANET_ERR_LEN];
     int seg_fd = -1;
     uint32_t node_id;
     uint64_t size;
+    struct sockaddr_un sa;
+    unsigned sl;
     if (!peer || te_unix_addr(peer, &sa, &sl) != 0) {
         snprintf(err, errlen, "shm: bad address '%s' (want unix:/path or unix:@name)", peer ? peer : "");
         return -1;
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) < 0) {
-        snprintf(err, errlen, "shm: connect %s: %s", peer, strerror(errno));
-        if (fd >= 0) close(fd);
+    int fd = anet_unix_connect(why, peer + 5);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "shm: connect %s: %s", peer, why);
         return -1;
     }
     if (te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why) != TE_AUTH_OK) {

@@ -21,6 +21,7 @@
 #include "backend/netio.h"
 #include "backend/shm_transport.h"
 #include "backend/wire.h"
+#include "core/anet.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -48,56 +49,28 @@ struct te_tcp_server {
 };
 
 static int listen_on(const char *addr, int *port, char *err, size_t errlen) {
-    char host[TE_ADDR_LEN], pstr[16];
+    char host[TE_ADDR_LEN], why[ANET_ERR_LEN];
     int p;
     if (te_split_hostport(addr, host, sizeof host, &p) != 0 || p < 0 || p > 65535) {
         snprintf(err, errlen, "bad listen address '%s' (want host:port)", addr);
         return -1;
     }
-    snprintf(pstr, sizeof pstr, "%d", p);
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_PASSIVE }, *ai;
-    int rc = getaddrinfo(host, pstr, &hints, &ai);
-    if (rc != 0) {
-        snprintf(err, errlen, "listen %s: %s", addr, gai_strerror(rc));
+    int fd = anet_tcp_server(why, host, p, 128, 0);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "listen %s: %s", addr, why);
         return -1;
     }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-        snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(ai);
-        return -1;
-    }
-    freeaddrinfo(ai);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    anet_sock_port(why, fd, port);
     return fd;
 }
 
 /* The shm hand-off socket: a path (mode 0600, only our user may map the
  * segment) or an abstract name ("@name"). */
 static int listen_unix(const char *path, char *err, size_t errlen) {
-    struct sockaddr_un sa;
-    unsigned sl;
-    char addr[TE_ADDR_LEN];
-    snprintf(addr, sizeof addr, "unix:%s", path);
-    if (te_unix_addr(addr, &sa, &sl) != 0) {
-        snprintf(err, errlen, "shm socket '%s': bad path", path);
-        return -1;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (path[0] != '@') unlink(path);
-    mode_t old = umask(077);
-    int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sl);
-    umask(old);
-    if (rc < 0 || listen(fd, 128) < 0) {
-        snprintf(err, errlen, "shm socket %s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
+    char why[ANET_ERR_LEN];
+    int fd = anet_unix_server(why, path, 128);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "shm socket %s: %s", path, why);
         return -1;
     }
     return fd;

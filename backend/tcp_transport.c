@@ -28,6 +28,7 @@
 #include "backend/cap.h"
 #include "backend/netio.h"
 #include "backend/wire.h"
+#include "core/anet.h"
 #include "core/util.h"
 
 #define SEND_IOV_MAX 64
@@ -282,50 +283,35 @@ static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
  * grows further (tcp_rmem max) than rmem_max usually allows, so only ask
  * when the system lets us have at least what we ask for. */
 static void tune_socket(int fd) {
-    int one = 1, want = 8 << 20;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int want = 8 << 20;
+    anet_nodelay(NULL, fd);
     FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
     long max = 0;
     if (f) { if (fscanf(f, "%ld", &max) != 1) max = 0; fclose(f); }
     if (max >= want) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
 }
 
-static int resolve(const char *addr, int need_port, struct addrinfo **ai, char *err, size_t errlen) {
-    char host[TE_ADDR_LEN], pstr[16] = "0";
-    int port = 0;
-    if (te_split_hostport(addr, host, sizeof host, &port) == 0) snprintf(pstr, sizeof pstr, "%d", port);
-    else if (!need_port && strlen(addr) < sizeof host) snprintf(host, sizeof host, "%s", addr);
-    else { snprintf(err, errlen, "bad address '%s' (want host:port)", addr); return -1; }
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-    int rc = getaddrinfo(host, pstr, &hints, ai);
-    if (rc != 0) { snprintf(err, errlen, "%s: %s", addr, gai_strerror(rc)); return -1; }
-    return 0;
-}
-
+/* peer is host:port; local a host or host:port to bind first. */
 static int connect_fd(const te_config *cfg, const char *local, const char *peer, char *err, size_t errlen) {
-    struct addrinfo *pa, *la = NULL;
-    if (resolve(peer, 1, &pa, err, errlen) < 0) return -1;
-    if (local && *local && resolve(local, 0, &la, err, errlen) < 0) { freeaddrinfo(pa); return -1; }
-    int fd = socket(pa->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int rc = fd < 0 ? -1 : 0;
-    if (rc == 0 && la && bind(fd, la->ai_addr, la->ai_addrlen) < 0) {
-        snprintf(err, errlen, "bind %s: %s", local, strerror(errno));
-        rc = -2;
+    char host[TE_ADDR_LEN], lhost[TE_ADDR_LEN] = "", why[ANET_ERR_LEN];
+    int port, lport = 0;
+    if (te_split_hostport(peer, host, sizeof host, &port) != 0) {
+        snprintf(err, errlen, "bad address '%s' (want host:port)", peer);
+        return -1;
     }
-    if (rc == 0) {
-        tune_socket(fd);
-        if (connect(fd, pa->ai_addr, pa->ai_addrlen) < 0 && errno != EINPROGRESS) rc = -1;
+    if (local && *local && te_split_hostport(local, lhost, sizeof lhost, &lport) != 0) {
+        if (strlen(local) >= sizeof lhost) {
+            snprintf(err, errlen, "bad address '%s' (want host:port)", local);
+            return -1;
+        }
+        snprintf(lhost, sizeof lhost, "%s", local);
     }
-    if (rc == 0) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (te_wait_fd(fd, POLLOUT, te_deadline(cfg->connect_timeout_ms)) < 0) rc = -1;
-        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) { errno = soerr; rc = -1; }
+    int fd = anet_tcp_connect(why, host, port, lhost, lport, cfg->connect_timeout_ms);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "connect %s: %s", peer, why);
+        return -1;
     }
-    if (rc == -1) snprintf(err, errlen, "connect %s: %s", peer, strerror(errno));
-    freeaddrinfo(pa);
-    if (la) freeaddrinfo(la);
-    if (rc < 0 && fd >= 0) { close(fd); fd = -1; }
+    tune_socket(fd);
     return fd;
 }
 

@@ -13,6 +13,7 @@
 #include "backend/auth.h"
 #include "backend/le.h"
 #include "backend/netio.h"
+#include "core/anet.h"
 #include "rdma/rdma_oob.h"
 
 #define OOB_MAGIC   0x52564b4du     /* "MKVR" little-endian */
@@ -172,70 +173,22 @@ int rdma_oob_recv(int fd, int type, rdma_msg *m, int timeout_ms, char *err, size
     return 0;
 }
 
-/* ---- sockets ---- */
-
-/* "host:port" with port 0 allowed (listen on any port). */
-static int split_addr(const char *addr, char *host, size_t hostlen, char *port, size_t portlen) {
-    const char *colon = addr ? strrchr(addr, ':') : NULL;
-    if (!colon || colon == addr || (size_t)(colon - addr) >= hostlen ||
-        strlen(colon + 1) >= portlen || !colon[1])
-        return -1;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    strcpy(port, colon + 1);
-    return 0;
-}
-
-static struct addrinfo *resolve(const char *addr, int passive, char *err, size_t errlen) {
-    char host[256], port[16];
-    struct addrinfo hints, *res = NULL;
-    if (split_addr(addr, host, sizeof host, port, sizeof port) != 0) {
-        snprintf(err, errlen, "bad rdma set-up address '%s' (want host:port)", addr);
-        return NULL;
-    }
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-    int rc = getaddrinfo(host, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "rdma set-up address '%s': %s", addr, gai_strerror(rc));
-        return NULL;
-    }
-    return res;
-}
-
-static int connect_bounded(const struct addrinfo *ai, uint64_t deadline) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (errno != EINPROGRESS || te_wait_fd(fd, POLLOUT, deadline) != 0 ||
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-            if (soerr) errno = soerr;
-            else if (errno == EINPROGRESS) errno = ETIMEDOUT;
-            close(fd);
-            return -1;
-        }
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
+/* ---- sockets: addresses are host:port, port 0 allowed for listen ---- */
 
 int rdma_oob_dial(const char *addr, const char *secret, int timeout_ms, char *err, size_t errlen) {
-    struct addrinfo *res = resolve(addr, 0, err, errlen);
-    if (!res) return -1;
-    uint64_t deadline = te_deadline(timeout_ms);
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) fd = connect_bounded(ai, deadline);
-    freeaddrinfo(res);
-    if (fd < 0) {
-        snprintf(err, errlen, "rdma set-up: connect to %s failed (%s)", addr, strerror(errno));
+    char host[256], why[ANET_ERR_LEN];
+    int port;
+    if (te_split_hostport(addr, host, sizeof host, &port) != 0) {
+        snprintf(err, errlen, "bad rdma set-up address '%s' (want host:port)", addr);
         return -1;
     }
-    char why[128] = "";
+    int fd = anet_tcp_connect(why, host, port, NULL, 0, timeout_ms);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "rdma set-up: connect to %s failed (%s)", addr, why);
+        return -1;
+    }
+    anet_nodelay(NULL, fd);
+    why[0] = '\0';
     if (te_auth_client(fd, secret, timeout_ms, why, sizeof why) != TE_AUTH_OK) {
         snprintf(err, errlen, "rdma set-up: authentication with %s failed (%s)", addr, why);
         close(fd);
@@ -245,23 +198,18 @@ int rdma_oob_dial(const char *addr, const char *secret, int timeout_ms, char *er
 }
 
 int rdma_oob_listen(const char *addr, int *port, char *err, size_t errlen) {
-    struct addrinfo *res = resolve(addr, 1, err, errlen);
-    if (!res) return -1;
-    int fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-        snprintf(err, errlen, "rdma set-up: listen on %s failed (%s)", addr, strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
+    char host[256], why[ANET_ERR_LEN];
+    int p;
+    if (te_split_hostport(addr, host, sizeof host, &p) != 0) {
+        snprintf(err, errlen, "bad rdma set-up address '%s' (want host:port)", addr);
         return -1;
     }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    int fd = anet_tcp_server(why, host, p, 128, 1);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "rdma set-up: listen on %s failed (%s)", addr, why);
+        return -1;
+    }
     *port = 0;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    anet_sock_port(why, fd, port);
     return fd;
 }

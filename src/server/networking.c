@@ -18,13 +18,9 @@
  * and the prepare pass frees it. */
 #include "server/networking.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
 #include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/anet.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "server/commands.h"
@@ -396,21 +393,6 @@ static void conn_free(conn *cn) {
     free(cn);
 }
 
-static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t len) {
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-        port = ntohs(a->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
-        port = ntohs(a->sin6_port);
-    }
-    snprintf(buf, len, "%s:%d", ip, port);
-}
-
 static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len);
@@ -419,8 +401,7 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
     net_state *net = net_of(srv);
     conn *cn = xcalloc(1, sizeof *cn);
     client *c = &cn->c;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    anet_nodelay(NULL, fd);
 
     c->id = ++srv->next_client_id;
     c->fd = fd;
@@ -429,10 +410,8 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
     c->authenticated = srv->cfg.requirepass[0] == '\0';
     c->ctime_ms = c->last_ms = mono_ms();
     c->net = cn;
-    format_addr(peer, c->addr, sizeof c->addr);
-    struct sockaddr_storage local;
-    socklen_t llen = sizeof local;
-    if (getsockname(fd, (struct sockaddr *)&local, &llen) == 0) format_addr(&local, c->laddr, sizeof c->laddr);
+    anet_format_addr(peer, c->addr, sizeof c->addr);
+    anet_sock_name(NULL, fd, c->laddr, sizeof c->laddr);
 
     resp_limits lim = {srv->cfg.proto_max_bulk_len, 0, 0};
     cn->net = net;
@@ -759,45 +738,15 @@ int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-static int listen_socket(const struct addrinfo *ai, int backlog) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) return -1;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
 int server_listen(server *srv, char *err, size_t errlen) {
     net_state *net = net_of(srv);
-    char port[16];
-    snprintf(port, sizeof port, "%d", srv->cfg.port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(srv->cfg.bind, port, &hints, &res);
-    if (gai != 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port, gai_strerror(gai));
+    char why[ANET_ERR_LEN];
+    int fd = anet_tcp_server(why, srv->cfg.bind, srv->cfg.port, srv->cfg.tcp_backlog, 1);
+    if (fd == ANET_ERR) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port, why);
         return -1;
     }
-    int fd = -1, e = 0;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-        if ((fd = listen_socket(ai, srv->cfg.tcp_backlog)) < 0) e = errno;
-    freeaddrinfo(res);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port, strerror(e));
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    net->port = srv->cfg.port;
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-        net->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+    if (anet_sock_port(why, fd, &net->port) != ANET_OK) net->port = srv->cfg.port;
     net->listen_fd = fd;
     ev_io_init(&net->accept_io, accept_cb, fd, EV_READ);
     net->accept_io.data = srv;
