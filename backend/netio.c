@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/anet.h"
 #include "core/util.h"
 
 uint64_t te_deadline(int ms) {
@@ -118,4 +120,21 @@ int te_split_hostport(const char *s, char *host, size_t hostlen, int *port) {
     host[colon - s] = '\0';
     *port = (int)p;
     return 0;
+}
+
+int te_listen_tcp(const char *addr, int nonblock, int *port, char *why, size_t whylen) {
+    char host[256], aerr[ANET_ERR_LEN];
+    int p;
+    if (te_split_hostport(addr, host, sizeof host, &p) != 0) {
+        snprintf(why, whylen, "bad address (want host:port)");
+        return -1;
+    }
+    int fd = anet_tcp_server(aerr, host, p, 128, nonblock);
+    if (fd == ANET_ERR) {
+        snprintf(why, whylen, "%s", aerr);
+        return -1;
+    }
+    *port = p;
+    anet_sock_port(aerr, fd, port);
+    return fd;
 }

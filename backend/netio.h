@@ -32,6 +32,10 @@ uint64_t te_deadline(int ms);
 
 /* parse_hostport that also accepts port 0 ("bind any free port"). */
 int te_split_hostport(const char *s, char *host, size_t hostlen, int *port);
+/* A TCP listener on "host:port" (port 0: any free one, then in *port),
+ * backlog 128; nonblock as anet_tcp_server. The fd, or -1 with the
+ * reason (a bad address or the socket's error) in why. */
+int te_listen_tcp(const char *addr, int nonblock, int *port, char *why, size_t whylen);
 /* Split "unix:/path" / "unix:@abstract" into a sockaddr_un; 0 or -1. */
 struct sockaddr_un;
 int te_unix_addr(const char *addr, struct sockaddr_un *sa, unsigned *salen);

@@ -49,18 +49,9 @@ struct te_tcp_server {
 };
 
 static int listen_on(const char *addr, int *port, char *err, size_t errlen) {
-    char host[TE_ADDR_LEN], why[ANET_ERR_LEN];
-    int p;
-    if (te_split_hostport(addr, host, sizeof host, &p) != 0 || p < 0 || p > 65535) {
-        snprintf(err, errlen, "bad listen address '%s' (want host:port)", addr);
-        return -1;
-    }
-    int fd = anet_tcp_server(why, host, p, 128, 0);
-    if (fd == ANET_ERR) {
-        snprintf(err, errlen, "listen %s: %s", addr, why);
-        return -1;
-    }
-    anet_sock_port(why, fd, port);
+    char why[ANET_ERR_LEN];
+    int fd = te_listen_tcp(addr, 0, port, why, sizeof why);
+    if (fd < 0) snprintf(err, errlen, "listen %s: %s", addr, why);
     return fd;
 }
 

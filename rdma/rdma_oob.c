@@ -173,7 +173,7 @@ int rdma_oob_recv(int fd, int type, rdma_msg *m, int timeout_ms, char *err, size
     return 0;
 }
 
-/* ---- sockets: addresses are host:port, port 0 allowed for listen ---- */
+/* ---- sockets ---- */
 
 int rdma_oob_dial(const char *addr, const char *secret, int timeout_ms, char *err, size_t errlen) {
     char host[256], why[ANET_ERR_LEN];
@@ -198,18 +198,8 @@ int rdma_oob_dial(const char *addr, const char *secret, int timeout_ms, char *er
 }
 
 int rdma_oob_listen(const char *addr, int *port, char *err, size_t errlen) {
-    char host[256], why[ANET_ERR_LEN];
-    int p;
-    if (te_split_hostport(addr, host, sizeof host, &p) != 0) {
-        snprintf(err, errlen, "bad rdma set-up address '%s' (want host:port)", addr);
-        return -1;
-    }
-    int fd = anet_tcp_server(why, host, p, 128, 1);
-    if (fd == ANET_ERR) {
-        snprintf(err, errlen, "rdma set-up: listen on %s failed (%s)", addr, why);
-        return -1;
-    }
-    *port = 0;
-    anet_sock_port(why, fd, port);
+    char why[ANET_ERR_LEN];
+    int fd = te_listen_tcp(addr, 1, port, why, sizeof why);
+    if (fd < 0) snprintf(err, errlen, "rdma set-up: listen on %s failed (%s)", addr, why);
     return fd;
 }
