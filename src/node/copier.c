@@ -184,10 +184,12 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     return rc;
 }
 
+static node_task *task_of(jq_job *j) { return (node_task *)((char *)j - offsetof(node_task, job)); }
+
 /* On the copier thread: one task, reported and freed. */
 static void copy_job(jq_job *j, void *arg) {
     node_copier *c = arg;
-    node_task *t = (node_task *)((char *)j - offsetof(node_task, job));
+    node_task *t = task_of(j);
     char err[256] = "";
     int ok = run_task(c, t, err, sizeof err) == 0;
     if (ok) {
@@ -227,7 +229,7 @@ void node_copier_stop(node_copier *c) {
         jobqueue_stop(c->q);
         for (jq_job *j = jobqueue_cancel(c->q), *next; j; j = next) {
             next = j->next;
-            node_task_free((node_task *)((char *)j - offsetof(node_task, job)));
+            node_task_free(task_of(j));
         }
         jobqueue_free(c->q);
     }
