@@ -12,7 +12,10 @@ run_one() {   # run_one LABEL CMD...
   local label=$1; shift
   local log="$log_dir/$(echo "$label" | tr '/ ' '__').log"
   local t0=$SECONDS
-  timeout --kill-after=10 "${MKV_TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1
+  # Integration tests use fixed ports: two checkouts on one machine take
+  # turns per test binary (the lock is named after it), not for the whole suite.
+  flock "/tmp/moonkv-test-${label##*/}.lock" \
+    timeout --kill-after=10 "${MKV_TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1
   local rc=$?
   local ok nok
   ok=$(grep -c '^ok - ' "$log"); nok=$(grep -c '^not ok - ' "$log")

@@ -11,6 +11,8 @@
 #ifndef MKV_NETNS_HARNESS_H
 #define MKV_NETNS_HARNESS_H
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +74,10 @@ static inline int netns_setup(int n) {
         snprintf(netns.why, sizeof netns.why, "not root");
         return -1;
     }
+    /* Every namespace test uses 10.201.N: one at a time per machine. The
+     * lock lives as long as the process (its fd is never closed). */
+    int lock = open("/tmp/moonkv-netns.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (lock >= 0) (void)flock(lock, LOCK_EX);
     unsigned id = (unsigned)getpid() % 100000;
     netns.n = n > NETNS_MAX ? NETNS_MAX : n;
     for (int i = 0; i < netns.n; i++) {
