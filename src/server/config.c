@@ -164,7 +164,8 @@ static int value_integer(const config_value *v, long long *out) {
     if (v->json) {
         if (!cJSON_IsNumber(v->json)) return -1;
         double d = v->json->valuedouble;
-        if (d != (double)(long long)d) return -1;
+        /* Range first: casting a double beyond long long is undefined. */
+        if (!(d > -9.2e18 && d < 9.2e18) || d != (double)(long long)d) return -1;
         *out = (long long)d;
         return 0;
     }
@@ -334,19 +335,16 @@ static void text_position(const char *text, const char *pos, int *line, int *col
     }
 }
 
-int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen) {
-    char *text = read_file(path, err, errlen);
-    if (!text) return -1;
-
+/* The JSON text of a file (name is for messages only) over cfg. */
+int config_load_text(mkv_config *cfg, const char *text, const char *name, char *err, size_t errlen) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root || !cJSON_IsObject(root)) {
         int line = 1, col = 1;
         if (!root && end) text_position(text, end, &line, &col);
-        if (root) fail(err, errlen, "config error in %s: the top level must be a JSON object", path);
-        else fail(err, errlen, "config error in %s: invalid JSON at line %d column %d", path, line, col);
+        if (root) fail(err, errlen, "config error in %s: the top level must be a JSON object", name);
+        else fail(err, errlen, "config error in %s: invalid JSON at line %d column %d", name, line, col);
         cJSON_Delete(root);
-        free(text);
         return -1;
     }
 
@@ -356,19 +354,26 @@ int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen
     cJSON_ArrayForEach(item, root) {
         const config_row *r = row_find(item->string, strlen(item->string));
         if (!r) {
-            fail(err, errlen, "config error in %s: unknown key '%s'", path, item->string);
+            fail(err, errlen, "config error in %s: unknown key '%.64s'", name, item->string);
             rc = -1;
             break;
         }
         config_value v = {cJSON_IsString(item) ? item->valuestring : NULL, item};
         if (config_set(cfg, r, &v, item->string, msg, sizeof msg) < 0) {
-            fail(err, errlen, "config error in %s: %s", path, msg);
+            fail(err, errlen, "config error in %s: %s", name, msg);
             rc = -1;
             break;
         }
     }
-    if (rc == 0) snprintf(cfg->config_file, sizeof cfg->config_file, "%s", path);
     cJSON_Delete(root);
+    return rc;
+}
+
+int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen) {
+    char *text = read_file(path, err, errlen);
+    if (!text) return -1;
+    int rc = config_load_text(cfg, text, path, err, errlen);
+    if (rc == 0) snprintf(cfg->config_file, sizeof cfg->config_file, "%s", path);
     free(text);
     return rc;
 }

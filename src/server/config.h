@@ -53,6 +53,9 @@ void config_defaults(mkv_config *cfg);
 /* Load a JSON file over cfg. -1 with one message naming the key and the
  * problem ("config error in conf/x.json: 'port' must be ...") in err. */
 int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen);
+/* The same from JSON text in memory (NUL-terminated); name is only used
+ * in messages. */
+int config_load_text(mkv_config *cfg, const char *text, const char *name, char *err, size_t errlen);
 /* Apply --key value flags (argv after the program name). Handles --config
  * itself (file first, flags after). Returns 0, 1 when --help/--version
  * printed and the program should exit 0, -1 on error (message in err). */
