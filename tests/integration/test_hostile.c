@@ -19,7 +19,7 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define PORT_STANDALONE 23000   /* 64 MB, put timeout 1 s */
+#define PORT_STANDALONE 23000   /* 64 MB, put timeout 1.5 s, stall 700 ms */
 #define PORT_AUTH       23001   /* standalone with requirepass */
 #define PORT_AUTH_SMALL 23002   /* requirepass, preauth limits 3 args / 1 KiB */
 #define PORT_MASTER     23010
@@ -146,7 +146,7 @@ static void test_idle_declared_value_does_not_hold_space(void) {
     ASSERT(raw_send(fd, HOLD_HEADER, sizeof HOLD_HEADER - 1) == 0);
     usleep(100 * 1000);
     ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
-    usleep(400 * 1000);   /* past put_stall_ms (200) */
+    usleep(900 * 1000);   /* past put_stall_ms */
 
     size_t n = 10u << 20;
     char *v = malloc(n);
@@ -177,7 +177,7 @@ static void test_idle_put_times_out(void) {
     usleep(100 * 1000);
     ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
     char got[512];
-    int closed = raw_read_all(fd, got, sizeof got, 4000);
+    int closed = raw_read_all(fd, got, sizeof got, 5000);
     close(fd);
     ASSERT_MSG(closed && strncmp(got, "-ERR put timed out: no value bytes for ", 39) == 0 &&
                    strstr(got, " ms (0 of 1000000 arrived)\r\n"),
@@ -193,7 +193,7 @@ static void test_trickled_put_is_too_slow(void) {
     ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
     char chunk[1024], got[512] = "";
     memset(chunk, 'a', sizeof chunk);
-    uint64_t end = mono_ms() + 4000;
+    uint64_t end = mono_ms() + 6000;
     int closed = 0;
     while (!closed && mono_ms() < end) {
         if (raw_send(fd, chunk, sizeof chunk) < 0) break;
@@ -374,7 +374,7 @@ static void test_gateway_exists_while_being_written(void) {
 /* ---- setup ---- */
 
 static int start_all(void) {
-    const char *const sa_flags[] = {"--segment-size", "64MB", "--prefault", "no", "--put-timeout-ms", "1000",
+    const char *const sa_flags[] = {"--segment-size", "64MB", "--prefault", "no", "--put-timeout-ms", "1500", "--put-stall-ms", "700",
                                     "--put-min-rate", "1MB", NULL};
     const char *const auth_flags[] = {"--segment-size", "16MB", "--prefault", "no", NULL};
     const char *const small_flags[] = {"--segment-size", "16MB", "--prefault", "no", "--preauth-max-multibulk",

@@ -243,7 +243,7 @@ static void test_scoped_limits(void) {
     ASSERT_EQ(resp_parser_feed(p, "*1\r\n$4\r\nAUTH\r\n", 14, &used), RESP_COMMAND);
     resp_parser_reset(p);
     resp_parser_set_limits(p, NULL);   /* authenticated: the defaults */
-    ASSERT_EQ(resp_parser_feed(p, "*20\r\n$100\r\n", 13, &used), RESP_AGAIN);
+    ASSERT_EQ(resp_parser_feed(p, "*20\r\n$100\r\n", 11, &used), RESP_AGAIN);
     ASSERT_EQ(resp_parser_in_progress(p), 1);
     resp_parser_free(p);
 }
