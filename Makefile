@@ -111,9 +111,11 @@ fuzz-build: $(FUZZ_BINS)
 fuzz: deps fuzz-build
 	@for n in $(FUZZ_NAMES); do \
 	  mkdir -p tests/fuzz/corpus/$$n; \
-	  echo "fuzz_$$n: $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_DIR)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 \
-	    -artifact_prefix=$(FUZZ_DIR)/crash-$$n- tests/fuzz/corpus/$$n 2>&1 | grep -E '^#[0-9]+ +DONE|ERROR|SUMMARY' || exit 1; \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/crash-$$n- tests/fuzz/corpus/$$n \
+	    >$(FUZZ_DIR)/$$n.log 2>&1; rc=$$?; \
+	  echo "fuzz_$$n: $$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_DIR)/$$n.log) runs in $(FUZZ_SECONDS) s, corpus $$(ls tests/fuzz/corpus/$$n | wc -l)"; \
+	  if [ $$rc -ne 0 ]; then grep -E 'ERROR|SUMMARY' $(FUZZ_DIR)/$$n.log; exit 1; fi; \
 	done
 
 run: deps
