@@ -42,7 +42,7 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests run test deps clean install bench
+.PHONY: all tests run test deps clean install bench fuzz fuzz-build
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS)
@@ -71,6 +71,53 @@ $(BUILD)/tests/%: tests/%.c $(INTERNAL) $(SUP_OBJS)
 deps:
 	@scripts/deps.sh
 
+# ---- Fuzzing (libFuzzer, clang only here; everything else stays $(CC)) ----
+# Each harness links only the module objects it names, built again with
+# clang under ASan+UBSan into build/fuzz. `make fuzz` runs every harness
+# for FUZZ_SECONDS over tests/fuzz/corpus/<name>/, keeping what it finds;
+# `make test` runs each over its corpus plus FUZZ_TEST_SECONDS of fresh
+# inputs (tests/fuzz/run.sh), without touching the committed corpus.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=gnu11 -pthread -g -O1 -fno-omit-frame-pointer $(WARN) $(FUZZ_SAN)
+FUZZ_NAMES   := resp wire cap auth config client_decode node_task rebuild
+FUZZ_MODS_resp          := resp/resp_parser
+FUZZ_MODS_wire          := backend/wire
+FUZZ_MODS_cap           := backend/cap src/core/siphash
+FUZZ_MODS_auth          := backend/auth backend/netio src/core/anet src/core/siphash src/core/util
+FUZZ_MODS_config        := src/server/config src/core/log src/core/util
+FUZZ_MODS_client_decode := src/client/placement src/client/errors backend/cap src/core/siphash src/core/util
+FUZZ_MODS_node_task     := src/node/task backend/cap src/core/siphash src/core/util
+FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement \
+                           src/master/membership src/master/rebuild src/master/repair \
+                           src/core/objtable src/core/alloc src/core/util src/core/log \
+                           src/core/siphash backend/cap
+FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+define fuzz_harness
+$(FUZZ_DIR)/fuzz_$(1): $(FUZZ_DIR)/obj/tests/fuzz/fuzz_$(1).o $(FUZZ_MODS_$(1):%=$(FUZZ_DIR)/obj/%.o)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $$@ $$^ -lhiredis -lcjson -lm
+endef
+$(foreach n,$(FUZZ_NAMES),$(eval $(call fuzz_harness,$(n))))
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: deps fuzz-build
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p tests/fuzz/corpus/$$n; \
+	  $(FUZZ_DIR)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/crash-$$n- tests/fuzz/corpus/$$n \
+	    >$(FUZZ_DIR)/$$n.log 2>&1; rc=$$?; \
+	  echo "fuzz_$$n: $$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_DIR)/$$n.log) runs in $(FUZZ_SECONDS) s, corpus $$(ls tests/fuzz/corpus/$$n | wc -l)"; \
+	  if [ $$rc -ne 0 ]; then grep -E 'ERROR|SUMMARY' $(FUZZ_DIR)/$$n.log; exit 1; fi; \
+	done
+
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
 	$(SERVER) --config conf/standalone.json
@@ -80,6 +127,7 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 all
+	@$(MAKE) --no-print-directory fuzz-build
 	@tests/run.sh build/rel build/san
 
 bench: deps

@@ -71,16 +71,26 @@ static void set_error(resp_parser *p, const char *fmt, ...) {
     p->state = ST_ERROR;
 }
 
-resp_parser *resp_parser_create(const resp_limits *limits) {
-    resp_parser *p = xalloc_or_die(NULL, sizeof *p);
-    memset(p, 0, sizeof *p);
+void resp_parser_set_limits(resp_parser *p, const resp_limits *limits) {
+    memset(&p->lim, 0, sizeof p->lim);
     if (limits) p->lim = *limits;
     if (p->lim.max_bulk_len <= 0) p->lim.max_bulk_len = RESP_PROTO_MAX_BULK_LEN;
     if (p->lim.max_multibulk_len <= 0) p->lim.max_multibulk_len = RESP_MAX_MULTIBULK_LEN;
     if (p->lim.max_multibulk_len > INT32_MAX) p->lim.max_multibulk_len = INT32_MAX;
     if (p->lim.max_inline_len == 0) p->lim.max_inline_len = RESP_MAX_INLINE_LEN;
+}
+
+resp_parser *resp_parser_create(const resp_limits *limits) {
+    resp_parser *p = xalloc_or_die(NULL, sizeof *p);
+    memset(p, 0, sizeof *p);
+    resp_parser_set_limits(p, limits);
     p->state = ST_IDLE;
     return p;
+}
+
+/* A well-formed count above the limit: "invalid", or the limits' scope. */
+static void over_limit(resp_parser *p, const char *what) {
+    set_error(p, "Protocol error: %s %s length", p->lim.scope ? p->lim.scope : "invalid", what);
 }
 
 static void free_args(resp_parser *p) {
@@ -362,8 +372,12 @@ static int bulk_crlf(resp_parser *p, const char *buf, size_t len, size_t *pos) {
 
 static void on_mb_count(resp_parser *p, const char *line, size_t n) {
     long long count;
-    if (parse_header_number(line, n, &count) < 0 || count > p->lim.max_multibulk_len) {
+    if (parse_header_number(line, n, &count) < 0) {
         set_error(p, "Protocol error: invalid multibulk length");
+        return;
+    }
+    if (count > p->lim.max_multibulk_len) {
+        over_limit(p, "multibulk");
         return;
     }
     if (count <= 0) {                   /* "*0" / "*-1": nothing to run */
@@ -377,8 +391,12 @@ static void on_mb_count(resp_parser *p, const char *line, size_t n) {
 
 static void on_bulk_header(resp_parser *p, const char *line, size_t n) {
     long long blen;
-    if (parse_header_number(line, n, &blen) < 0 || blen < 0 || blen > p->lim.max_bulk_len) {
+    if (parse_header_number(line, n, &blen) < 0 || blen < 0) {
         set_error(p, "Protocol error: invalid bulk length");
+        return;
+    }
+    if (blen > p->lim.max_bulk_len) {
+        over_limit(p, "bulk");
         return;
     }
     start_bulk(p, (size_t)blen);

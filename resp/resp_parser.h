@@ -35,6 +35,9 @@ typedef struct resp_limits {
     long long max_bulk_len;       /* 0 = RESP_PROTO_MAX_BULK_LEN */
     long long max_multibulk_len;  /* 0 = RESP_MAX_MULTIBULK_LEN */
     size_t max_inline_len;        /* 0 = RESP_MAX_INLINE_LEN */
+    /* NULL, or the word an over-limit count is reported with instead of
+     * "invalid" ("unauthenticated": limits before AUTH). */
+    const char *scope;
 } resp_limits;
 
 /* Asked once per bulk argument, after its "$<len>\r\n" header, with the
@@ -49,6 +52,8 @@ typedef struct resp_parser resp_parser;
 resp_parser *resp_parser_create(const resp_limits *limits); /* NULL = defaults */
 void resp_parser_free(resp_parser *p);
 void resp_parser_set_bulk_dest(resp_parser *p, resp_bulk_dest_fn *fn, void *ctx);
+/* Change the limits (e.g. after AUTH); they apply from the next header. */
+void resp_parser_set_limits(resp_parser *p, const resp_limits *limits);
 
 /* Parse from buf. *consumed is set to the bytes used (always all of them
  * on RESP_AGAIN). On RESP_COMMAND feed the rest again after handling the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every suite for each build directory given (e.g. build/rel build/san):
-# C unit tests, C integration tests, then the Tcl protocol tests.
+# C unit tests, C integration tests, then the Tcl protocol tests; then the
+# fuzz harnesses once.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure. The last line is "N passed, N failed".
 set -u
@@ -41,6 +42,15 @@ for build in "$@"; do
     run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
   fi
 done
+
+# libFuzzer harnesses (built by `make fuzz-build`), once, not per build:
+# each over its corpus plus FUZZ_TEST_SECONDS of new inputs.
+if [ -d build/fuzz ]; then
+  for f in build/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    run_one "fuzz/${f##*/fuzz_}" tests/fuzz/run.sh "$f" "${FUZZ_TEST_SECONDS:-20}"
+  done
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

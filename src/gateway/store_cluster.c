@@ -66,14 +66,27 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
+/* EXISTS and NOSPACE come only from the master's reply: the client shows
+ * it as the gateway's own (the master knows why, the gateway does not). */
+static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
+    static const char prefix[] = "master: ";
+    const char *msg = mkv_last_error(mc);
+    if (strncmp(msg, prefix, sizeof prefix - 1) == 0) msg += sizeof prefix - 1;
+    snprintf(errstr, len, "%s", msg);
+}
+
 /* MKV_E* to STORE_*, with the library's message in errstr for the
  * codes whose reply shows it. */
 static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     switch (rc) {
     case MKV_OK: return STORE_OK;
     case MKV_ENOTFOUND: return STORE_NOTFOUND;
-    case MKV_EEXISTS: return STORE_EXISTS;
-    case MKV_ENOSPACE: return STORE_NOSPACE;
+    case MKV_EEXISTS:
+        master_reply_text(mc, errstr, len);
+        return STORE_EXISTS;
+    case MKV_ENOSPACE:
+        master_reply_text(mc, errstr, len);
+        return STORE_NOSPACE;
     default:
         snprintf(errstr, len, "%s", mkv_last_error(mc));
         return STORE_ERR;
@@ -99,6 +112,9 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
     int rc = staging_get(cs->pool, size, &p->buf);
     if (rc != STORE_OK) {
         free(p);
+        snprintf(s->errstr, sizeof s->errstr,
+                 "NOSPACE gateway staging memory has no room for %llu bytes now",
+                 (unsigned long long)size);
         return rc;
     }
     p->keylen = keylen;

@@ -62,6 +62,10 @@ static const config_row config_table[] = {
     {"log_level", CT_LOGLEVEL, OFF(log_level), 0, 0, NULL, "debug|verbose|notice|warning|nothing"},
     {"maxclients", CT_INT, OFF(maxclients), 1, 1000000, NULL, "most connected clients"},
     {"proto_max_bulk_len", CT_LL, OFF(proto_max_bulk_len), KB, 64 * GB, NULL, "largest bulk argument"},
+    {"preauth_max_multibulk", CT_INT, OFF(preauth_max_multibulk), 1, 1024 * 1024, NULL,
+     "most arguments of a command before AUTH"},
+    {"preauth_max_bulk_len", CT_LL, OFF(preauth_max_bulk_len), 64, 512 * MB, NULL,
+     "largest argument before AUTH"},
     {"client_output_limit", CT_SIZE, OFF(client_output_limit), MB, 64 * GB, NULL,
      "queued reply bytes before a client is dropped"},
     {"tcp_backlog", CT_INT, OFF(tcp_backlog), 1, 65535, NULL, "listen() backlog"},
@@ -74,6 +78,10 @@ static const config_row config_table[] = {
     {"heartbeat_ms", CT_INT, OFF(heartbeat_ms), 10, 600000, NULL, "node heartbeat period"},
     {"node_timeout_ms", CT_INT, OFF(node_timeout_ms), 100, 3600000, NULL, "node declared dead after"},
     {"put_timeout_ms", CT_INT, OFF(put_timeout_ms), 100, 3600000, NULL, "unfinished put dropped after"},
+    {"put_min_rate", CT_SIZE, OFF(put_min_rate), 0, 64 * GB, NULL,
+     "bytes/s a value older than put_timeout_ms must average"},
+    {"put_stall_ms", CT_INT, OFF(put_stall_ms), 10, 3600000, NULL,
+     "a put idle this long yields its space to a put that needs it"},
     {"lease_ms", CT_INT, OFF(lease_ms), 100, 3600000, NULL, "read lease length"},
     {"stripe_threshold", CT_SIZE, OFF(stripe_threshold), KB, 16 * TB, NULL, "objects above this are striped"},
     {"slice_size", CT_SIZE, OFF(slice_size), 4 * KB, GB, NULL, "transfer slice size"},
@@ -90,6 +98,8 @@ void config_defaults(mkv_config *cfg) {
     cfg->log_level = LOG_NOTICE;
     cfg->maxclients = 10000;
     cfg->proto_max_bulk_len = 512 * MB;
+    cfg->preauth_max_multibulk = 10;
+    cfg->preauth_max_bulk_len = 16 * KB;
     cfg->client_output_limit = 256 * MB;
     cfg->tcp_backlog = 511;
     cfg->prefault = 1;
@@ -98,6 +108,8 @@ void config_defaults(mkv_config *cfg) {
     cfg->heartbeat_ms = 1000;
     cfg->node_timeout_ms = 5000;
     cfg->put_timeout_ms = 30000;
+    cfg->put_min_rate = 1 * MB;
+    cfg->put_stall_ms = 200;
     cfg->lease_ms = 10000;
     cfg->stripe_threshold = 4 * MB;
     cfg->slice_size = 1 * MB;
@@ -152,7 +164,8 @@ static int value_integer(const config_value *v, long long *out) {
     if (v->json) {
         if (!cJSON_IsNumber(v->json)) return -1;
         double d = v->json->valuedouble;
-        if (d != (double)(long long)d) return -1;
+        /* Range first: casting a double beyond long long is undefined. */
+        if (!(d > -9.2e18 && d < 9.2e18) || d != (double)(long long)d) return -1;
         *out = (long long)d;
         return 0;
     }
@@ -322,19 +335,16 @@ static void text_position(const char *text, const char *pos, int *line, int *col
     }
 }
 
-int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen) {
-    char *text = read_file(path, err, errlen);
-    if (!text) return -1;
-
+/* The JSON text of a file (name is for messages only) over cfg. */
+int config_load_text(mkv_config *cfg, const char *text, const char *name, char *err, size_t errlen) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root || !cJSON_IsObject(root)) {
         int line = 1, col = 1;
         if (!root && end) text_position(text, end, &line, &col);
-        if (root) fail(err, errlen, "config error in %s: the top level must be a JSON object", path);
-        else fail(err, errlen, "config error in %s: invalid JSON at line %d column %d", path, line, col);
+        if (root) fail(err, errlen, "config error in %s: the top level must be a JSON object", name);
+        else fail(err, errlen, "config error in %s: invalid JSON at line %d column %d", name, line, col);
         cJSON_Delete(root);
-        free(text);
         return -1;
     }
 
@@ -344,19 +354,26 @@ int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen
     cJSON_ArrayForEach(item, root) {
         const config_row *r = row_find(item->string, strlen(item->string));
         if (!r) {
-            fail(err, errlen, "config error in %s: unknown key '%s'", path, item->string);
+            fail(err, errlen, "config error in %s: unknown key '%.64s'", name, item->string);
             rc = -1;
             break;
         }
         config_value v = {cJSON_IsString(item) ? item->valuestring : NULL, item};
         if (config_set(cfg, r, &v, item->string, msg, sizeof msg) < 0) {
-            fail(err, errlen, "config error in %s: %s", path, msg);
+            fail(err, errlen, "config error in %s: %s", name, msg);
             rc = -1;
             break;
         }
     }
-    if (rc == 0) snprintf(cfg->config_file, sizeof cfg->config_file, "%s", path);
     cJSON_Delete(root);
+    return rc;
+}
+
+int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen) {
+    char *text = read_file(path, err, errlen);
+    if (!text) return -1;
+    int rc = config_load_text(cfg, text, path, err, errlen);
+    if (rc == 0) snprintf(cfg->config_file, sizeof cfg->config_file, "%s", path);
     free(text);
     return rc;
 }

@@ -24,6 +24,9 @@ typedef struct mkv_config {
     int log_level;                      /* log_level from core/log.h */
     int maxclients;                     /* default 10000 */
     long long proto_max_bulk_len;       /* default 512MB */
+    /* Before AUTH (requirepass set): the largest command a client may send. */
+    int preauth_max_multibulk;          /* arguments, default 10 */
+    long long preauth_max_bulk_len;     /* bytes per argument, default 16KB */
     uint64_t client_output_limit;       /* bytes queued per client before it is dropped */
     int tcp_backlog;                    /* default 511 */
     int prefault;                       /* touch segment pages at start (default 1) */
@@ -35,6 +38,11 @@ typedef struct mkv_config {
     char transport[16];                 /* auto|tcp|shm|rdma */
     char cluster_secret[CONFIG_STR_MAX];
     int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
+    /* A value streaming into a store: after put_timeout_ms without bytes,
+     * or older than that and slower than put_min_rate, it is dropped; idle
+     * put_stall_ms, its space goes to a put that needs it. */
+    uint64_t put_min_rate;              /* bytes/s, 0 = no minimum */
+    int put_stall_ms;
     uint64_t stripe_threshold;          /* objects above this are striped */
     uint64_t slice_size;                /* default 1MB */
     int stripe_width;                   /* nodes per replica for striped objects */
@@ -45,6 +53,9 @@ void config_defaults(mkv_config *cfg);
 /* Load a JSON file over cfg. -1 with one message naming the key and the
  * problem ("config error in conf/x.json: 'port' must be ...") in err. */
 int config_load_file(mkv_config *cfg, const char *path, char *err, size_t errlen);
+/* The same from JSON text in memory (NUL-terminated); name is only used
+ * in messages. */
+int config_load_text(mkv_config *cfg, const char *text, const char *name, char *err, size_t errlen);
 /* Apply --key value flags (argv after the program name). Handles --config
  * itself (file first, flags after). Returns 0, 1 when --help/--version
  * printed and the program should exit 0, -1 on error (message in err). */

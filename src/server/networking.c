@@ -34,6 +34,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "server/commands.h"
+#include "server/put_guard.h"
 
 #define NET_READ_BUF      (64 * 1024)        /* one read() of ordinary input */
 #define NET_BLOCK_SIZE    (16 * 1024)        /* owned reply block */
@@ -93,6 +94,7 @@ struct conn {
     out_chunk *out_head, *out_tail;
     size_t out_owned, out_ref;      /* unsent bytes */
     uint64_t put_landed;            /* reported to put_progress */
+    int limits_authenticated;       /* which limits the parser has */
     void (*on_free)(client *c, void *ctx);
     void *on_free_ctx;
 };
@@ -393,6 +395,23 @@ static void conn_free(conn *cn) {
     free(cn);
 }
 
+/* Before AUTH a client may only send small commands (what AUTH and HELLO
+ * need), so a peer without the password cannot make the server allocate
+ * much; after it, the configured limits apply. */
+static void conn_apply_limits(conn *cn) {
+    const mkv_config *cfg = &cn->c.srv->cfg;
+    resp_limits lim = {cfg->proto_max_bulk_len, 0, 0, NULL};
+    if (!cn->c.authenticated) {
+        lim.max_bulk_len = cfg->preauth_max_bulk_len;
+        lim.max_multibulk_len = cfg->preauth_max_multibulk;
+        if ((long long)RESP_MAX_INLINE_LEN > cfg->preauth_max_bulk_len)
+            lim.max_inline_len = (size_t)cfg->preauth_max_bulk_len;
+        lim.scope = "unauthenticated";
+    }
+    resp_parser_set_limits(cn->parser, &lim);
+    cn->limits_authenticated = cn->c.authenticated;
+}
+
 static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len);
@@ -413,9 +432,9 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
     anet_format_addr(peer, c->addr, sizeof c->addr);
     anet_sock_name(NULL, fd, c->laddr, sizeof c->laddr);
 
-    resp_limits lim = {srv->cfg.proto_max_bulk_len, 0, 0};
     cn->net = net;
-    cn->parser = resp_parser_create(&lim);
+    cn->parser = resp_parser_create(NULL);
+    conn_apply_limits(cn);
     resp_parser_set_bulk_dest(cn->parser, bulk_dest, cn);
 
     ev_io_init(&cn->rio, read_cb, fd, EV_READ);
@@ -469,25 +488,45 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     void *dst = NULL;
     store_put *put = NULL;
     int rc = srv->store->ops->put_start(srv->store, argv[1].ptr, argv[1].len, len, &dst, &put);
+    /* Space held by values that stopped arriving is this put's to take. */
+    while (rc == STORE_NOSPACE && put_guard_reclaim(srv, c))
+        rc = srv->store->ops->put_start(srv->store, argv[1].ptr, argv[1].len, len, &dst, &put);
     c->pending_put_err = rc;
     c->pending_put_size = len;
     c->pending_put = rc == STORE_OK ? put : NULL;
+    c->pending_put_landed = 0;
+    c->pending_put_start_ms = c->pending_put_last_ms = mono_ms();
     cn->put_landed = 0;
     return rc == STORE_OK ? dst : NULL;
 }
 
-/* Tell a streaming store how much of the value has landed. */
+/* Note how much of the value has landed (the put guard watches it) and
+ * tell a streaming store. */
 static void report_progress(conn *cn) {
     client *c = &cn->c;
     store *st = c->srv->store;
-    if (!c->pending_put || !st->ops->put_progress) return;
+    if (!c->pending_put) return;
     char *dst;
     size_t left = resp_parser_direct_span(cn->parser, &dst);
     uint64_t landed = left <= c->pending_put_size ? c->pending_put_size - left : 0;
-    if (landed > cn->put_landed) {
+    if (landed > c->pending_put_landed) {
+        c->pending_put_landed = landed;
+        c->pending_put_last_ms = mono_ms();
+    }
+    if (st->ops->put_progress && landed > cn->put_landed) {
         cn->put_landed = landed;
         st->ops->put_progress(st, c->pending_put, landed);
     }
+}
+
+void client_drop_put(client *c, const char *msg) {
+    conn *cn = conn_of(c);
+    /* Stop reading first: the parser still points into the freed space. */
+    ev_io_stop(c->srv->loop, &cn->rio);
+    commands_abort_put(c);
+    reply_error(c, msg);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    conn_schedule(cn);
 }
 
 static void protocol_error(conn *cn) {
@@ -507,6 +546,7 @@ static void run_command(conn *cn) {
     c->argv = resp_parser_argv(cn->parser);
     commands_dispatch(c);
     resp_parser_reset(cn->parser);
+    if (c->authenticated != cn->limits_authenticated) conn_apply_limits(cn);
     c->argc = 0;
     c->argv = NULL;
     c->pending_put_err = 0;
@@ -735,6 +775,7 @@ int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
     net->sigterm.data = net->sigint.data = srv;
     /* A peer that hangs up must give EPIPE, not kill the process. */
     signal(SIGPIPE, SIG_IGN);
+    put_guard_start(srv);
     return 0;
 }
 
@@ -774,6 +815,7 @@ void server_cleanup(server *srv) {
         close(net->listen_fd);
     }
     while (net->clients_head) conn_free(net->clients_head);
+    put_guard_stop(srv);
     if (srv->store) srv->store->ops->destroy(srv->store);
     srv->store = NULL;
     commands_free(srv);

@@ -30,6 +30,10 @@ void client_close_async(client *c);
  * client; NULL removes it. */
 void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx);
 
+/* Abort c's streaming put (its space is freed now), reply msg and close
+ * c once that is written; nothing more is read from c. */
+void client_drop_put(client *c, const char *msg);
+
 /* The TCP port the server listens on (the real one when cfg port is 0). */
 int server_port(const server *srv);
 

@@ -47,6 +47,8 @@ struct client {
     store_put *pending_put;
     int pending_put_err;      /* STORE_* from put_start, 0 if none */
     uint64_t pending_put_size;
+    uint64_t pending_put_landed;   /* value bytes arrived so far */
+    uint64_t pending_put_start_ms, pending_put_last_ms;   /* reserved; last bytes */
 
     void *net;                /* networking.c private state */
     void *role_ctx;           /* per-connection state of a role's commands */
@@ -75,6 +77,7 @@ struct server {
     void *net;                /* networking.c private state */
     void *commands;           /* commands.c private state (the table) */
     void *role;               /* the running role's state */
+    void *put_guard;          /* put_guard.c: the stalled-put sweep */
     /* INFO hook for role-specific sections (e.g. "cluster"). */
     void (*role_info)(server *srv, resp_buf *out, const char *section);
 };

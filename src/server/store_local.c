@@ -73,16 +73,26 @@ static object *find_complete(local_store *ls, const void *key, size_t keylen) {
 
 /* ---- puts ---- */
 
+/* Write-once: say whether the key is stored or still being written. */
+static int refuse_existing(store *s, const object *o) {
+    snprintf(s->errstr, sizeof s->errstr, "EXISTS key %s",
+             o && o->state == OBJ_PENDING ? "is being written" : "already exists");
+    return STORE_EXISTS;
+}
+
 static int local_put_start(store *s, const void *key, size_t keylen, uint64_t size,
                            void **dst, store_put **out) {
     local_store *ls = ls_of(s);
-    if (size > ls->seg_size) return objtable_find(ls->table, key, keylen) ? STORE_EXISTS : STORE_TOOBIG;
+    if (size > ls->seg_size) {
+        object *o = objtable_find(ls->table, key, keylen);
+        return o ? refuse_existing(s, o) : STORE_TOOBIG;
+    }
 
     /* One table lookup per put: insert, and learn from it if the key was
      * there. A put refused after this (no space) takes the entry out again. */
     int existed = 0;
     object *o = objtable_insert(ls->table, key, keylen, &existed);
-    if (existed) return STORE_EXISTS;
+    if (existed) return refuse_existing(s, objtable_find(ls->table, key, keylen));
     if (!o) {
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
         return STORE_ERR;
@@ -90,6 +100,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
     uint64_t off = 0;
     if (size > 0 && seg_alloc_reserve(ls->alloc, size, &off) != ALLOC_OK) {
         objtable_delete(ls->table, key, keylen);
+        s->errstr[0] = '\0';   /* the command explains it from ->space */
         return STORE_NOSPACE;
     }
     obj_extent ext = {.node = 0, .offset = off, .length = size};

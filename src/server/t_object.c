@@ -86,13 +86,39 @@ static int same_value_stored(client *c) {
     return same;
 }
 
+/* The store's own reply text for a refusal of class word ("EXISTS ..."
+ * from the local table or the master), or NULL to use the generic one. */
+static const char *store_reason(const store *s, const char *word) {
+    size_t n = strlen(word);
+    return strncmp(s->errstr, word, n) == 0 && s->errstr[n] == ' ' ? s->errstr : NULL;
+}
+
+/* Only a store with a segment here (->space) can say how full it is. */
+static void reply_nospace(client *c, uint64_t size) {
+    store *s = c->srv->store;
+    const char *why = store_reason(s, "NOSPACE");
+    uint64_t free_bytes = 0, largest = 0;
+    if (why) {
+        reply_error(c, why);
+    } else if (s->ops->space) {
+        s->ops->space(s, &free_bytes, &largest);
+        reply_errorf(c, "NOSPACE not enough memory for a value of %llu bytes "
+                        "(segment: %llu free, largest free extent %llu)",
+                     (unsigned long long)size, (unsigned long long)free_bytes,
+                     (unsigned long long)largest);
+    } else {
+        reply_errorf(c, "NOSPACE no room for a value of %llu bytes", (unsigned long long)size);
+    }
+}
+
 static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     server *srv = c->srv;
     store *s = srv->store;
-    uint64_t free_bytes = 0, largest = 0;
-    if (s->ops->space) s->ops->space(s, &free_bytes, &largest);
+    char why[sizeof s->errstr];
     switch (rc) {
     case STORE_EXISTS:
+        /* A copy: looking the stored value up may rewrite errstr. */
+        snprintf(why, sizeof why, "%s", store_reason(s, "EXISTS") ? s->errstr : "EXISTS key already exists");
         if (nx) {
             srv->stats.exists_rejections++;
             reply_null(c);
@@ -101,15 +127,12 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
             reply_ok(c);
         } else {
             srv->stats.exists_rejections++;
-            reply_error(c, "EXISTS key already exists");
+            reply_error(c, why);
         }
         break;
     case STORE_NOSPACE:
         srv->stats.nospace_rejections++;
-        reply_errorf(c, "NOSPACE not enough memory for a value of %llu bytes "
-                        "(segment: %llu free, largest free extent %llu)",
-                     (unsigned long long)size, (unsigned long long)free_bytes,
-                     (unsigned long long)largest);
+        reply_nospace(c, size);
         break;
     case STORE_TOOBIG:
         srv->stats.nospace_rejections++;

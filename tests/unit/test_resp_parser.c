@@ -220,6 +220,34 @@ static void test_error_texts(void) {
     }
 }
 
+/* Limits with a scope (networking's before AUTH) name it for counts
+ * over them; malformed counts stay "invalid". set_limits applies to the
+ * next header of the same parser. */
+static void test_scoped_limits(void) {
+    static const resp_limits preauth = {.max_bulk_len = 16, .max_multibulk_len = 3,
+                                        .scope = "unauthenticated"};
+    static const struct { const char *in; size_t len; const char *expect; size_t elen; } cases[] = {
+        { S("*4\r\n"), S("E:Protocol error: unauthenticated multibulk length") },
+        { S("*1\r\n$17\r\n"), S("E:Protocol error: unauthenticated bulk length") },
+        { S("*1\r\n$-1\r\n"), S("E:Protocol error: invalid bulk length") },
+        { S("*3\r\n$1\r\na\r\n$16\r\n0123456789abcdef\r\n$0\r\n\r\n"),
+          S("M3 1:a 16:0123456789abcdef 0:;") },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t cut = 0;
+        ASSERT_MSG(check_all_splits(cases[i].in, cases[i].len, &preauth, cases[i].expect, cases[i].elen, &cut) == 0,
+                   "case %zu (%s) failed at cut %zu", i, cases[i].expect, cut);
+    }
+    resp_parser *p = resp_parser_create(&preauth);
+    size_t used;
+    ASSERT_EQ(resp_parser_feed(p, "*1\r\n$4\r\nAUTH\r\n", 14, &used), RESP_COMMAND);
+    resp_parser_reset(p);
+    resp_parser_set_limits(p, NULL);   /* authenticated: the defaults */
+    ASSERT_EQ(resp_parser_feed(p, "*20\r\n$100\r\n", 11, &used), RESP_AGAIN);
+    ASSERT_EQ(resp_parser_in_progress(p), 1);
+    resp_parser_free(p);
+}
+
 static void test_default_limits_reject_huge(void) {
     static const struct { const char *in; size_t len; const char *expect; } huge[] = {
         { S("*1048577\r\n"), "E:Protocol error: invalid multibulk length" },
@@ -504,5 +532,6 @@ int main(void) {
     RUN_TEST(test_direct_span_mixed_with_feeds);
     RUN_TEST(test_direct_span_zero_when_idle);
     RUN_TEST(test_random_robustness);
+    RUN_TEST(test_scoped_limits);
     TEST_EXIT();
 }

@@ -1,0 +1,442 @@
+/* test_hostile - input from peers that do not play fair (issue 14):
+ * a declared value that never arrives (standalone), oversized commands
+ * before AUTH on every RESP port (standalone, master, node, gateway), and
+ * error texts that must say what the server knows (gateway NOSPACE,
+ * EXISTS of a key still being written). Ports 23000-23099. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "test.h"
+#include "cluster_harness.h"
+
+#define PORT_STANDALONE 23000   /* 64 MB, put timeout 1.5 s, stall 700 ms */
+#define PORT_AUTH       23001   /* standalone with requirepass */
+#define PORT_AUTH_SMALL 23002   /* requirepass, preauth limits 3 args / 1 KiB */
+#define PORT_MASTER     23010
+#define PORT_MASTER_PW  23011   /* a master with requirepass, no nodes */
+#define PORT_NODE       23020   /* data plane 23030 + i */
+#define PORT_GATEWAY    23040
+#define NODES           2
+#define PASSWORD        "s3cret"
+#define TIME_LIMIT_S    120
+#define IO_MS           5000
+
+static const char HOLD_HEADER[] = "*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$60000000\r\n";
+
+/* ---- raw sockets ---- */
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static int raw_send(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Everything the peer sends until it closes (1) or ms pass (0); NUL-ended. */
+static int raw_read_all(int fd, char *buf, size_t cap, int ms) {
+    size_t got = 0;
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    buf[0] = '\0';
+    while (mono_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 1;
+        got += (size_t)n;
+        buf[got] = '\0';
+        if (got == cap - 1) return 0;
+    }
+    return 0;
+}
+
+/* Sends req and expects exactly want, then the connection closed. */
+static int sent_gets_closed(int port, const char *req, size_t reqlen, const char *want, char *got,
+                            size_t gotcap) {
+    int fd = raw_connect(port);
+    if (fd < 0) return snprintf(got, gotcap, "(no connection)"), 0;
+    int closed = raw_send(fd, req, reqlen) == 0 && raw_read_all(fd, got, gotcap, IO_MS);
+    close(fd);
+    return closed && strcmp(got, want) == 0;
+}
+
+/* ---- servers ---- */
+
+static pid_t start_role(int port, const char *const *flags, const char *password) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_argf(&a, "--port=%d", port);
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    h_argv(&a, flags);
+    if (password) {
+        h_arg(&a, "--requirepass");
+        h_arg(&a, password);
+    }
+    return h_ready(h_spawn(a.v), "127.0.0.1", port, password, 20000);
+}
+
+static redisContext *connect_auth(int port, const char *password) {
+    redisContext *c = h_redis(port);
+    if (c && password) {
+        redisReply *r = redisCommand(c, "AUTH %s", password);
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static long long info_field(redisContext *c, const char *section, const char *field) {
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char key[64];
+        snprintf(key, sizeof key, "\r\n%s:", field);
+        const char *p = strstr(r->str, key);
+        if (p) v = atoll(p + strlen(key));
+    }
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+static int reply_is(const redisReply *r, int type, const char *text) {
+    return r && r->type == type && strcmp(r->str, text) == 0;
+}
+
+static const char *text_of(const redisReply *r) { return r && r->str ? r->str : "(no text)"; }
+
+/* ---- 1: declared values that never arrive ---- */
+
+static redisContext *sa;   /* to PORT_STANDALONE */
+
+/* The 31-byte header of a 60 MB value on a 64 MB store, socket held
+ * open: another client's 10 MiB SET still succeeds, and the holder is
+ * told why its put went. */
+static void test_idle_declared_value_does_not_hold_space(void) {
+    int fd = raw_connect(PORT_STANDALONE);
+    ASSERT(fd >= 0);
+    ASSERT(raw_send(fd, HOLD_HEADER, sizeof HOLD_HEADER - 1) == 0);
+    usleep(100 * 1000);
+    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
+    usleep(900 * 1000);   /* past put_stall_ms */
+
+    size_t n = 10u << 20;
+    char *v = malloc(n);
+    h_fill(v, n, 1);
+    redisReply *r = redisCommand(sa, "SET big %b", v, n);
+    free(v);
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_STATUS, "OK"), "SET 10 MiB: %s", text_of(r));
+    freeReplyObject(r);
+
+    char got[512];
+    int closed = raw_read_all(fd, got, sizeof got, IO_MS);
+    close(fd);
+    ASSERT_MSG(closed && strncmp(got, "-ERR put aborted: no value bytes for ", 37) == 0 &&
+                   strstr(got, " ms while another put needed the space (0 of 60000000 arrived)\r\n"),
+               "holder got '%.200s' closed %d", got, closed);
+    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+    r = redisCommand(sa, "STRLEN big");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == (long long)n);
+    freeReplyObject(r);
+}
+
+/* Nobody needs the space: the put still goes after put_timeout_ms. */
+static void test_idle_put_times_out(void) {
+    static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nto\r\n$1000000\r\n";
+    int fd = raw_connect(PORT_STANDALONE);
+    ASSERT(fd >= 0);
+    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    usleep(100 * 1000);
+    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
+    char got[512];
+    int closed = raw_read_all(fd, got, sizeof got, 5000);
+    close(fd);
+    ASSERT_MSG(closed && strncmp(got, "-ERR put timed out: no value bytes for ", 39) == 0 &&
+                   strstr(got, " ms (0 of 1000000 arrived)\r\n"),
+               "got '%.200s' closed %d", got, closed);
+    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+}
+
+/* 1 KiB every 100 ms of an 8 MB value: alive, but under put_min_rate. */
+static void test_trickled_put_is_too_slow(void) {
+    static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nsl\r\n$8000000\r\n";
+    int fd = raw_connect(PORT_STANDALONE);
+    ASSERT(fd >= 0);
+    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    char chunk[1024], got[512] = "";
+    memset(chunk, 'a', sizeof chunk);
+    uint64_t end = mono_ms() + 6000;
+    int closed = 0;
+    while (!closed && mono_ms() < end) {
+        if (raw_send(fd, chunk, sizeof chunk) < 0) break;
+        closed = raw_read_all(fd, got, sizeof got, 100);
+        if (got[0]) break;
+    }
+    if (!closed) closed = raw_read_all(fd, got + strlen(got), sizeof got - strlen(got), 1000);
+    close(fd);
+    ASSERT_MSG(strncmp(got, "-ERR put too slow: ", 19) == 0 &&
+                   strstr(got, " of 8000000 bytes in ") &&
+                   strstr(got, " ms, under the minimum of 1048576 bytes/s\r\n"),
+               "got '%.200s'", got);
+    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+}
+
+/* A put that streams steadily is never taken, even when space is short:
+ * the second SET gets NOSPACE, the first completes. */
+static void test_streaming_put_keeps_its_space(void) {
+    static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nst\r\n$50000000\r\n";
+    redisReply *r = redisCommand(sa, "DEL big");
+    if (r) freeReplyObject(r);
+    int fd = raw_connect(PORT_STANDALONE);
+    ASSERT(fd >= 0);
+    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    ASSERT(raw_send(fd, "abc", 3) == 0);
+    usleep(50 * 1000);   /* under put_stall_ms */
+    size_t n = 20u << 20;
+    char *v = calloc(1, n);
+    r = redisCommand(sa, "SET other %b", v, n);
+    free(v);
+    ASSERT_MSG(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSPACE not enough memory", 25) == 0,
+               "second SET: %s", text_of(r));
+    freeReplyObject(r);
+    char *rest = calloc(1, 50000000 - 3 + 2);
+    memcpy(rest + 50000000 - 3, "\r\n", 2);
+    ASSERT(raw_send(fd, rest, 50000000 - 3 + 2) == 0);
+    free(rest);
+    char got[64];
+    raw_read_all(fd, got, sizeof got, 500);
+    close(fd);
+    ASSERT_STREQ(got, "+OK\r\n");
+    r = redisCommand(sa, "DEL st");
+    freeReplyObject(r);
+}
+
+/* While x's value is still arriving, SET x says so. */
+static void test_exists_while_being_written_standalone(void) {
+    static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\npw\r\n$100000\r\n";
+    int fd = raw_connect(PORT_STANDALONE);
+    ASSERT(fd >= 0);
+    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    usleep(100 * 1000);
+    redisReply *r = redisCommand(sa, "SET pw other");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_ERROR, "EXISTS key is being written"), "type %d: %s", r ? r->type : -1, text_of(r));
+    freeReplyObject(r);
+    close(fd);
+    usleep(100 * 1000);
+    r = redisCommand(sa, "SET pw v");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_STATUS, "OK"), "%s", text_of(r));
+    freeReplyObject(r);
+    r = redisCommand(sa, "SET pw w");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_ERROR, "EXISTS key already exists"), "%s", text_of(r));
+    freeReplyObject(r);
+}
+
+/* ---- 2: before AUTH ---- */
+
+static int pong(const redisReply *r, const char *want) {
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+}
+
+/* The limits on one port with requirepass: 10 arguments, 16 KiB each
+ * (or the configured ones); over them the connection closes with the
+ * error, at them the command is parsed (and refused with NOAUTH). */
+static int check_preauth(int port, int max_args, long long max_bulk, char *why, size_t whylen) {
+    char req[256], got[512];
+    snprintf(req, sizeof req, "*%d\r\n", max_args + 1);
+    if (!sent_gets_closed(port, req, strlen(req), "-ERR Protocol error: unauthenticated multibulk length\r\n",
+                          got, sizeof got))
+        return snprintf(why, whylen, "port %d, *%d: '%.200s'", port, max_args + 1, got), -1;
+    snprintf(req, sizeof req, "*2\r\n$3\r\nGET\r\n$%lld\r\n", max_bulk + 1);
+    if (!sent_gets_closed(port, req, strlen(req), "-ERR Protocol error: unauthenticated bulk length\r\n", got,
+                          sizeof got))
+        return snprintf(why, whylen, "port %d, $%lld: '%.200s'", port, max_bulk + 1, got), -1;
+    /* At the limits: parsed, refused for want of AUTH, connection kept. */
+    size_t n = (size_t)max_bulk;
+    char *big = malloc(n + 256);
+    int len = snprintf(big, 256, "*%d\r\n$3\r\nGET\r\n$%zu\r\n", max_args, n);
+    memset(big + len, 'k', n);
+    len += (int)n;
+    for (int i = 2; i < max_args; i++) len += snprintf(big + len, 256, "\r\n$1\r\na");
+    len += snprintf(big + len, 256, "\r\n");
+    int fd = raw_connect(port);
+    int ok = fd >= 0 && raw_send(fd, big, (size_t)len) == 0;
+    free(big);
+    int closed = ok ? raw_read_all(fd, got, sizeof got, 300) : 1;
+    if (!ok || closed || strncmp(got, "-", 1) != 0 || strstr(got, "Protocol error")) {
+        if (fd >= 0) close(fd);
+        return snprintf(why, whylen, "port %d at the limits: '%.200s' closed %d", port, got, closed), -1;
+    }
+    /* After AUTH the same connection takes a 1 MiB argument. */
+    snprintf(req, sizeof req, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", strlen(PASSWORD), PASSWORD);
+    ok = raw_send(fd, req, strlen(req)) == 0;
+    raw_read_all(fd, got, sizeof got, 300);
+    if (!ok || strcmp(got, "+OK\r\n") != 0) {
+        close(fd);
+        return snprintf(why, whylen, "port %d AUTH: '%.200s'", port, got), -1;
+    }
+    n = 1u << 20;
+    big = malloc(n + 64);
+    len = snprintf(big, 64, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", n);
+    memset(big + len, 'e', n);
+    memcpy(big + len + n, "\r\n", 2);
+    ok = raw_send(fd, big, (size_t)len + n + 2) == 0;
+    free(big);
+    char head[64];
+    ssize_t r = ok ? recv(fd, head, sizeof head - 1, MSG_WAITALL) : -1;
+    close(fd);
+    if (r <= 0 || strncmp(head, "$1048576\r\n", 10) != 0)
+        return snprintf(why, whylen, "port %d ECHO 1 MiB after AUTH failed", port), -1;
+    /* The server still serves. */
+    redisContext *c = connect_auth(port, PASSWORD);
+    int alive = c && h_command_is(c, pong, NULL, "PING");
+    if (c) redisFree(c);
+    if (!alive) return snprintf(why, whylen, "port %d no longer serves", port), -1;
+    return 0;
+}
+
+#define PREAUTH_CASE(name, port, args, bulk) \
+    static void name(void) { \
+        char why[512]; \
+        ASSERT_MSG(check_preauth(port, args, bulk, why, sizeof why) == 0, "%s", why); \
+    }
+
+PREAUTH_CASE(test_preauth_limits_standalone, PORT_AUTH, 10, 16384)
+PREAUTH_CASE(test_preauth_limits_configured, PORT_AUTH_SMALL, 3, 1024)
+PREAUTH_CASE(test_preauth_limits_master, PORT_MASTER_PW, 10, 16384)
+PREAUTH_CASE(test_preauth_limits_node, PORT_NODE, 10, 16384)
+PREAUTH_CASE(test_preauth_limits_gateway, PORT_GATEWAY, 10, 16384)
+
+/* ---- 5: error texts through the gateway ---- */
+
+static redisContext *gw, *master;
+
+/* The gateway answers the master's own NOSPACE text, not a segment it
+ * does not have. */
+static void test_gateway_nospace_says_what_the_cluster_knows(void) {
+    size_t n = 40u << 20;   /* two 16 MB nodes, replicas 1 */
+    redisReply *want = redisCommand(master, "MOON.PUTSTART probe %llu REPLICAS 1", (unsigned long long)n);
+    ASSERT_MSG(want && want->type == REDIS_REPLY_ERROR && strncmp(want->str, "NOSPACE ", 8) == 0,
+               "master: %s", text_of(want));
+    char *v = calloc(1, n);
+    redisReply *r = redisCommand(gw, "SET full %b", v, n);
+    free(v);
+    int same = r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, want->str) == 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "gateway '%.200s' master '%.200s'", text_of(r), want->str);
+    freeReplyObject(want);
+    if (r) freeReplyObject(r);
+    ASSERT_MSG(same, "%s", msg);
+}
+
+static void test_gateway_exists_while_being_written(void) {
+    redisReply *r = redisCommand(master, "MOON.PUTSTART inflight 100 REPLICAS 1");
+    ASSERT_MSG(r && r->type == REDIS_REPLY_ARRAY, "PUTSTART: %s", text_of(r));
+    freeReplyObject(r);
+    r = redisCommand(gw, "SET inflight v");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_ERROR, "EXISTS key is being written"), "type %d: %s", r ? r->type : -1, text_of(r));
+    freeReplyObject(r);
+    r = redisCommand(gw, "SET done v");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_STATUS, "OK"), "%s", text_of(r));
+    freeReplyObject(r);
+    r = redisCommand(gw, "SET done w");
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_ERROR, "EXISTS key already exists"), "%s", text_of(r));
+    freeReplyObject(r);
+}
+
+/* ---- setup ---- */
+
+static int start_all(void) {
+    const char *const sa_flags[] = {"--segment-size", "64MB", "--prefault", "no", "--put-timeout-ms", "1500", "--put-stall-ms", "700",
+                                    "--put-min-rate", "1MB", NULL};
+    const char *const auth_flags[] = {"--segment-size", "16MB", "--prefault", "no", NULL};
+    const char *const small_flags[] = {"--segment-size", "16MB", "--prefault", "no", "--preauth-max-multibulk",
+                                       "3", "--preauth-max-bulk-len", "1024", NULL};
+    const char *const master_flags[] = {"--role", "master", NULL};
+    if (start_role(PORT_STANDALONE, sa_flags, NULL) < 0) return -1;
+    if (start_role(PORT_AUTH, auth_flags, PASSWORD) < 0) return -1;
+    if (start_role(PORT_AUTH_SMALL, small_flags, PASSWORD) < 0) return -1;
+    if (start_role(PORT_MASTER_PW, master_flags, PASSWORD) < 0) return -1;
+    if (h_start_master(PORT_MASTER, NULL) < 0) return -1;
+    char master_addr[32];
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
+    for (int i = 0; i < NODES; i++) {
+        h_args a = {0};
+        h_arg(&a, "--role");
+        h_arg(&a, "node");
+        h_argf(&a, "--master=%s", master_addr);
+        h_arg(&a, "--segment-size");
+        h_arg(&a, "16MB");
+        h_argf(&a, "--data-addrs=127.0.0.1:%d", PORT_NODE + 10 + i);
+        h_arg(&a, "--prefault");
+        h_arg(&a, "no");
+        /* the first node's RESP port wants a password */
+        if (start_role(PORT_NODE + i, a.v, i == 0 ? PASSWORD : NULL) < 0) return -1;
+    }
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
+    h_args g = {0};
+    h_arg(&g, "--role");
+    h_arg(&g, "gateway");
+    h_argf(&g, "--master=%s", master_addr);
+    h_arg(&g, "--segment-size");
+    h_arg(&g, "64MB");
+    h_arg(&g, "--replicas");
+    h_arg(&g, "1");
+    if (start_role(PORT_GATEWAY, g.v, PASSWORD) < 0) return -1;
+    sa = h_redis(PORT_STANDALONE);
+    gw = connect_auth(PORT_GATEWAY, PASSWORD);
+    master = h_redis(PORT_MASTER);
+    return sa && gw && master ? 0 : -1;
+}
+
+int main(void) {
+    h_init(TIME_LIMIT_S);
+    if (start_all() < 0) {
+        printf("not ok - start servers\n");
+        return 1;
+    }
+    RUN_TEST(test_idle_declared_value_does_not_hold_space);
+    RUN_TEST(test_idle_put_times_out);
+    RUN_TEST(test_trickled_put_is_too_slow);
+    RUN_TEST(test_streaming_put_keeps_its_space);
+    RUN_TEST(test_exists_while_being_written_standalone);
+    RUN_TEST(test_preauth_limits_standalone);
+    RUN_TEST(test_preauth_limits_configured);
+    RUN_TEST(test_preauth_limits_master);
+    RUN_TEST(test_preauth_limits_node);
+    RUN_TEST(test_preauth_limits_gateway);
+    RUN_TEST(test_gateway_nospace_says_what_the_cluster_knows);
+    RUN_TEST(test_gateway_exists_while_being_written);
+    redisFree(sa);
+    redisFree(gw);
+    redisFree(master);
+    h_stop_all();
+    TEST_EXIT();
+}
