@@ -23,10 +23,14 @@ LDLIBS   := -lev -lhiredis -lcjson -libverbs -lrdmacm -lm
 ,        := ,
 
 # Every module directory feeds one internal archive; binaries link it.
+# src/main (main and role dispatch, above every role) goes only into the
+# server binary.
 MOD_SRCS := $(wildcard resp/*.c src/core/*.c src/server/*.c src/master/*.c \
-              src/node/*.c src/gateway/*.c backend/*.c rdma/*.c src/client/*.c)
-MOD_SRCS := $(filter-out src/server/main.c,$(MOD_SRCS))
+              src/node/*.c src/gateway/*.c src/standalone/*.c backend/*.c rdma/*.c \
+              src/client/*.c)
 MOD_OBJS := $(MOD_SRCS:%.c=$(BUILD)/%.o)
+MAIN_SRCS := $(wildcard src/main/*.c)
+MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 CLI_SRCS := $(wildcard src/client/*.c resp/*.c src/core/*.c backend/*.c rdma/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 SUP_SRCS := $(wildcard tests/support/*.c)
@@ -61,7 +65,7 @@ $(LIBA): $(CLI_OBJS)
 $(LIBSO): $(CLI_OBJS)
 	$(CC) -shared -Wl,-soname,libmoonkv.so.0 $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(SERVER): $(BUILD)/src/server/main.o $(INTERNAL)
+$(SERVER): $(MAIN_OBJS) $(INTERNAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(INTERNAL) $(SUP_OBJS)

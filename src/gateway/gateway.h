@@ -8,23 +8,22 @@
  * staging memory and replies from there without another copy. The
  * blocking cluster calls of GET, MGET and SET run on a few worker
  * threads (workers.c, gateway_async.c) while the loop serves others.
- * gateway_role_main is declared in server/roles.h. */
+ * gateway_role_main is the role's entry (src/main/roles.c). */
 #ifndef MKV_GATEWAY_H
 #define MKV_GATEWAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/loop.h"
 #include "resp/resp_writer.h"
 #include "server/config.h"
 #include "server/store.h"
 
-struct ev_loop;
-
 /* Connects to cfg->master (libmoonkv for data, a plain connection for
  * INFO) and maps a staging pool of cfg->segment_size bytes; values up to
  * cfg->proto_max_bulk_len are accepted. NULL with a message in err. */
-store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen);
+store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, size_t errlen);
 /* The "# Gateway" INFO fields of a cluster store. */
 void cluster_store_info(store *s, resp_buf *out);
 
@@ -33,5 +32,8 @@ struct server;
  * forms that run their cluster calls on the store's workers
  * (gateway_async.c). srv->store must be a cluster store. */
 void gateway_async_register(struct server *srv);
+
+/* The gateway role on an initialised server; the process exit code. */
+int gateway_role_main(struct server *srv);
 
 #endif

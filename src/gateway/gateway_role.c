@@ -6,7 +6,6 @@
 #include "gateway/gateway.h"
 #include "server/commands.h"
 #include "server/info.h"
-#include "server/roles.h"
 
 static void gateway_info(server *srv, resp_buf *out, const char *section) {
     if (!info_wants(section, "gateway", 1)) return;

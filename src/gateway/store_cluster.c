@@ -11,7 +11,6 @@
  * value (which still lies in it) with the stored one to tell an
  * idempotent SET from a conflict, after put_end returned. Such buffers
  * are freed before the loop next sleeps. */
-#include <ev.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "gateway/gateway.h"
 #include "gateway/store_cluster.h"
 #include "server/info.h"
+#include "server/server.h"
 
 #define KEY_MAX 4096            /* the master's key limit (PROTOCOL.md) */
 #define CTL_TIMEOUT_MS 2000
@@ -34,7 +34,7 @@ typedef struct cluster_stats {
 
 typedef struct cluster_store {
     store base;
-    struct ev_loop *loop;
+    event_loop *loop;
     mkv_client *mc;             /* the loop's own */
     staging *pool;
     workers *workers;
@@ -43,7 +43,7 @@ typedef struct cluster_store {
     redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
-    ev_prepare reap;
+    loop_hook *reap;            /* before sleep, ahead of the reply flush */
     gw_fetch *offered;          /* cluster_offer */
     size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
     cluster_stats stats;
@@ -166,8 +166,8 @@ static int cs_put_end(store *s, store_put *p) {
 
 static void cs_put_abort(store *s, store_put *p) { put_free(cs_of(s), p); }
 
-static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
-    cluster_store *cs = w->data;
+static void reap_cb(event_loop *el, void *data) {
+    cluster_store *cs = data;
     for (size_t i = 0; i < cs->ndead; i++) staging_put(cs->pool, &cs->dead[i]);
     cs->ndead = 0;
 }
@@ -377,8 +377,8 @@ static void cs_destroy(store *s) {
     /* First: finishing jobs returns their buffers to the pool. */
     workers_destroy(cs->workers);
     if (cs->loop) {
-        ev_prepare_stop(cs->loop, &cs->reap);
-        reap_cb(cs->loop, &cs->reap, 0);
+        loop_hook_del(cs->reap);
+        reap_cb(cs->loop, cs);
     }
     free(cs->dead);
     if (cs->mc) {
@@ -446,15 +446,13 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     return 0;
 }
 
-store *cluster_store_create(struct ev_loop *loop, const mkv_config *cfg, char *err, size_t errlen) {
+store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, size_t errlen) {
     cluster_store *cs = xcalloc(1, sizeof *cs);
     cs->base.ops = &cluster_ops;
     cs->loop = loop;
     snprintf(cs->master, sizeof cs->master, "%s", cfg->master[0] ? cfg->master : "127.0.0.1:7380");
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
-    ev_prepare_init(&cs->reap, reap_cb);
-    cs->reap.data = cs;
-    ev_prepare_start(loop, &cs->reap);
+    cs->reap = loop_hook_add(loop, SERVER_HOOK_FLUSH - 1, reap_cb, cs);
     cs->pool = staging_create(cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);
     if (!cs->pool || connect_clients(cs, cfg, err, errlen) < 0) {
         cs_destroy(&cs->base);

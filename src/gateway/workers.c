@@ -1,8 +1,7 @@
 /* gateway/workers.c - the worker threads: a jobqueue with one client per
- * thread, whose finished jobs an ev_async brings back to the loop. */
+ * thread, whose finished jobs a loop wake brings back to the loop. */
 #include "gateway/workers.h"
 
-#include <ev.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,9 +10,8 @@
 #define WORKERS_MAX JOBQUEUE_MAX_THREADS
 
 struct workers {
-    struct ev_loop *loop;
     jobqueue *q;
-    ev_async notify;
+    loop_wake *notify;          /* a worker -> the loop: jobs finished */
     size_t inflight;            /* loop only */
     unsigned long long done;    /* loop only */
     void (*teardown)(mkv_client *mc, void *ctx);
@@ -30,7 +28,7 @@ static void job_run(jq_job *q, void *mc) {
 
 static void job_finished(void *arg) {
     workers *w = arg;
-    ev_async_send(w->loop, &w->notify);
+    loop_wake_send(w->notify);
 }
 
 /* Finish the jobs in list on the loop. */
@@ -45,8 +43,8 @@ static void finish_all(workers *w, jq_job *q, int cancelled) {
     }
 }
 
-static void notify_cb(struct ev_loop *loop, ev_async *a, int revents) {
-    workers *w = a->data;
+static void notify_cb(event_loop *el, void *data) {
+    workers *w = data;
     finish_all(w, jobqueue_take_finished(w->q), 0);
 }
 
@@ -65,7 +63,7 @@ static int open_clients(workers *w, int n, const mkv_options *opt, int (*setup)(
     return 0;
 }
 
-workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
+workers *workers_create(event_loop *loop, int n, const mkv_options *opt,
                         int (*setup)(mkv_client *mc, void *ctx),
                         void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
                         size_t errlen) {
@@ -74,13 +72,9 @@ workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
         return NULL;
     }
     workers *w = xcalloc(1, sizeof *w);
-    w->loop = loop;
     w->teardown = teardown;
     w->ctx = ctx;
-    ev_async_init(&w->notify, notify_cb);
-    w->notify.data = w;
-    ev_async_start(loop, &w->notify);
-    ev_unref(loop);   /* idle workers do not keep the loop running */
+    w->notify = loop_wake_create(loop, notify_cb, w);   /* idle workers do not keep the loop running */
     if (open_clients(w, n, opt, setup, err, errlen) != 0) {
         workers_destroy(w);
         return NULL;
@@ -122,7 +116,6 @@ void workers_destroy(workers *w) {
         for (jq_job *q; (q = jobqueue_cancel(w->q));) finish_all(w, q, 1);
         jobqueue_free(w->q);
     }
-    ev_ref(w->loop);
-    ev_async_stop(w->loop, &w->notify);
+    loop_wake_free(w->notify);
     free(w);
 }

@@ -4,7 +4,7 @@
  * Each worker owns an mkv_client (a client is not thread-safe). The loop
  * submits jobs; any idle worker runs one (job->run, on the worker, with
  * its client) and hands it back; the loop then calls job->done, woken by
- * an ev_async. Jobs still queued at destroy are not run: done is called
+ * a loop wake. Jobs still queued at destroy are not run: done is called
  * with job->cancelled set, so every job is finished exactly once. */
 #ifndef MKV_GATEWAY_WORKERS_H
 #define MKV_GATEWAY_WORKERS_H
@@ -13,8 +13,7 @@
 
 #include "client/moonkv.h"
 #include "core/jobqueue.h"
-
-struct ev_loop;
+#include "core/loop.h"
 
 typedef struct gw_job gw_job;
 struct gw_job {
@@ -29,7 +28,7 @@ typedef struct workers workers;
 /* n threads, each with a client connected with opt and set up by
  * setup(mc, ctx) (e.g. registering memory; MKV_OK or an error). NULL
  * with a message in err. */
-workers *workers_create(struct ev_loop *loop, int n, const mkv_options *opt,
+workers *workers_create(event_loop *loop, int n, const mkv_options *opt,
                         int (*setup)(mkv_client *mc, void *ctx),
                         void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
                         size_t errlen);

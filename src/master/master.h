@@ -41,4 +41,8 @@ void master_register_proof(const uint8_t reg_key[16], const uint8_t nonce[MASTER
 /* reg_key from the cluster secret (shared with the node side). */
 void master_derive_reg_key(const char *secret, uint8_t out[16]);
 
+/* The master role on an initialised server (master_role.c); the process
+ * exit code. */
+int master_role_main(server *srv);
+
 #endif

@@ -1,11 +1,10 @@
 /* master/master_role.c - running the master: state, sweeps, the loop.
  *
- * One ev_timer drives every periodic duty of the metadata (mm_sweep):
+ * One loop timer drives every periodic duty of the metadata (mm_sweep):
  * nodes past node_timeout die, puts past put_timeout are revoked, copy
  * tasks past their deadline fail, quarantined extents whose leases ran
  * out are freed, and repairs are scheduled. Its period is a quarter of
  * the shortest of those timeouts, so each fires at most 25% late. */
-#include <ev.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +13,6 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "server/commands.h"
-#include "server/roles.h"
 
 /* Domain separation: the register key is not the secret itself. */
 static const uint8_t reg_domain[16] = "moonkv.register";
@@ -69,19 +67,19 @@ void master_destroy(master *m) {
     free(m);
 }
 
-static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents) {
-    master *m = w->data;
+static void sweep_cb(event_loop *el, void *data) {
+    master *m = data;
     mm_sweep(m->meta, wall_ms());
 }
 
-static double sweep_period(const mkv_config *cfg) {
+static long long sweep_period_ms(const mkv_config *cfg) {
     int ms = cfg->node_timeout_ms;
     if (cfg->put_timeout_ms < ms) ms = cfg->put_timeout_ms;
     if (cfg->lease_ms < ms) ms = cfg->lease_ms;
     ms /= 4;
     if (ms < 10) ms = 10;
     if (ms > 1000) ms = 1000;
-    return ms / 1000.0;
+    return ms;
 }
 
 int master_role_main(server *srv) {
@@ -104,15 +102,13 @@ int master_role_main(server *srv) {
         master_destroy(m);
         return 1;
     }
-    ev_timer sweep;
-    double period = sweep_period(&srv->cfg);
-    ev_timer_init(&sweep, sweep_cb, period, period);
-    sweep.data = m;
-    ev_timer_start(srv->loop, &sweep);
+    loop_timer *sweep = loop_timer_create(srv->loop, sweep_cb, m);
+    long long period = sweep_period_ms(&srv->cfg);
+    loop_timer_start(sweep, period, period);
     log_notice("master ready: put timeout %dms, lease %dms, node timeout %dms",
                srv->cfg.put_timeout_ms, srv->cfg.lease_ms, srv->cfg.node_timeout_ms);
     server_run(srv);
-    ev_timer_stop(srv->loop, &sweep);
+    loop_timer_free(sweep);
     srv->role = NULL;
     srv->role_info = NULL;
     master_destroy(m);

@@ -329,7 +329,7 @@ static void wait_ms(node_control *c, int ms) {
 
 static void gone(node_control *c) {
     set_phase(c, NODE_GONE);
-    ev_async_send(c->n->srv->loop, &c->n->gone);
+    loop_wake_send(c->n->gone);
 }
 
 static void *control_main(void *arg) {

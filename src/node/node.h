@@ -8,7 +8,6 @@
 #ifndef MKV_NODE_H
 #define MKV_NODE_H
 
-#include <ev.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -42,10 +41,14 @@ typedef struct node {
     struct node_copier *copier;
     pthread_mutex_t mu;
     node_status status;
-    ev_async gone;                 /* control thread -> loop: we left */
-    ev_timer leave_timer;          /* bounds the wait for the master's drain */
+    loop_wake *gone;               /* control thread -> loop: we left */
+    loop_timer *leave_timer;       /* bounds the wait for the master's drain */
 } node;
 
 const char *node_phase_name(node_phase p);
+
+/* The node role on an initialised server (node_role.c); the process
+ * exit code. */
+int node_role_main(server *srv);
 
 #endif

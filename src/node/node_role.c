@@ -19,7 +19,6 @@
 #include "rdma/rdma_transport.h"
 #include "server/commands.h"
 #include "server/info.h"
-#include "server/roles.h"
 
 #define NODE_LEAVE_MAX_MS 60000
 
@@ -145,14 +144,14 @@ static int data_transports(const mkv_config *cfg, node_data_config *dc, char *er
 
 /* ---- life cycle ---- */
 
-static void gone_cb(struct ev_loop *loop, ev_async *w, int revents) {
-    node *n = w->data;
+static void gone_cb(event_loop *el, void *data) {
+    node *n = data;
     log_notice("node: left the cluster");
     server_stop(n->srv);
 }
 
-static void leave_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents) {
-    node *n = w->data;
+static void leave_timeout_cb(event_loop *el, void *data) {
+    node *n = data;
     log_warning("node: the master did not finish draining us within %d ms; exiting", NODE_LEAVE_MAX_MS);
     server_stop(n->srv);
 }
@@ -167,18 +166,16 @@ static node_phase phase(node *n) {
 /* Ask the master to drain us; the loop ends when it is done (gone_cb)
  * or when the bounded wait runs out. */
 static void begin_leave(node *n) {
-    if (ev_is_active(&n->leave_timer)) return;
+    if (loop_timer_active(n->leave_timer)) return;
     log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
     node_control_request_leave(n->ctl);
-    ev_timer_init(&n->leave_timer, leave_timeout_cb, NODE_LEAVE_MAX_MS / 1000.0, 0);
-    n->leave_timer.data = n;
-    ev_timer_start(n->srv->loop, &n->leave_timer);
+    loop_timer_start(n->leave_timer, NODE_LEAVE_MAX_MS, 0);
 }
 
 /* After the first SIGTERM: keep serving until the master lets us go. */
 static void leave(node *n) {
     if (phase(n) == NODE_GONE) return;
-    if (ev_is_active(&n->leave_timer)) {
+    if (loop_timer_active(n->leave_timer)) {
         /* MOON.DRAIN had begun it: this SIGTERM is the impatient second one. */
         return;
     }
@@ -205,9 +202,7 @@ static int node_start(node *n, char *err, size_t errlen) {
     t_server_register(srv);
     commands_register(srv, node_commands, sizeof node_commands / sizeof node_commands[0]);
     if (server_listen(srv, err, errlen) != 0) return -1;
-    ev_async_init(&n->gone, gone_cb);
-    n->gone.data = n;
-    ev_async_start(srv->loop, &n->gone);
+    n->gone = loop_wake_create(srv->loop, gone_cb, n);
     n->copier = node_copier_start(n);
     n->ctl = node_control_start(n);
     if (!n->ctl) {
@@ -225,8 +220,10 @@ static void node_shutdown(node *n) {
     node_control_free(n->ctl);
     n->ctl = NULL;
     n->copier = NULL;
-    if (ev_is_active(&n->gone)) ev_async_stop(n->srv->loop, &n->gone);
-    if (ev_is_active(&n->leave_timer)) ev_timer_stop(n->srv->loop, &n->leave_timer);
+    loop_wake_free(n->gone);
+    loop_timer_free(n->leave_timer);
+    n->gone = NULL;
+    n->leave_timer = NULL;
     node_data_stop(n->data);
     n->data = NULL;
     node_segment_destroy(&n->seg);
@@ -236,6 +233,7 @@ int node_role_main(server *srv) {
     node *n = xcalloc(1, sizeof *n);
     n->srv = srv;
     n->seg.fd = -1;
+    n->leave_timer = loop_timer_create(srv->loop, leave_timeout_cb, n);
     pthread_mutex_init(&n->mu, NULL);
     srv->role = n;
     srv->role_info = node_info;

@@ -1,5 +1,5 @@
 /* server/networking.c - sockets, the read/parse/dispatch path and the
- * reply queue, on one libev loop.
+ * reply queue, on the server's event loop (core/loop.h).
  *
  * Read path: bytes go into one shared read buffer and are fed to the
  * client's parser; each whole command is dispatched at once (pipelining).
@@ -10,8 +10,8 @@
  *
  * Write path: replies are appended to a list of chunks, 16 KiB owned
  * blocks that coalesce small replies and zero-copy references to large
- * bodies. Before the loop sleeps (ev_prepare) every client with new output
- * gets one writev; what does not fit waits for EV_WRITE.
+ * bodies. Before the loop sleeps (a before-sleep hook) every client with
+ * new output gets one writev; what does not fit waits until writable.
  *
  * Clients are freed only from the loop's own callbacks, never from inside
  * a command: reply functions and client_close_async just mark the client,
@@ -19,7 +19,6 @@
 #include "server/networking.h"
 
 #include <errno.h>
-#include <ev.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,6 +31,7 @@
 
 #include "core/anet.h"
 #include "core/log.h"
+#include "core/loop.h"
 #include "core/util.h"
 #include "server/commands.h"
 #include "server/put_guard.h"
@@ -67,9 +67,8 @@ typedef struct conn conn;
 typedef struct net_state {
     int listen_fd;
     int port;
-    ev_io accept_io;
-    ev_prepare flush_prep;
-    ev_signal sigterm, sigint;
+    loop_hook *flush_hook;
+    loop_signal *sigterm, *sigint;
     conn *clients_head, *clients_tail;  /* connection order */
     conn *pending;                      /* clients with work before sleep */
     char rbuf[NET_READ_BUF];
@@ -81,7 +80,6 @@ typedef struct net_state {
 struct conn {
     client c;
     net_state *net;
-    ev_io rio, wio;
     resp_parser *parser;
     conn *prev, *next;        /* net->clients list */
     conn *pending_next;       /* net->pending list */
@@ -376,8 +374,7 @@ static void conn_free(conn *cn) {
     if (cn->on_free) cn->on_free(&cn->c, cn->on_free_ctx);
     /* A value that was streaming in must vanish with its client. */
     if (cn->c.pending_put) commands_abort_put(&cn->c);
-    ev_io_stop(srv->loop, &cn->rio);
-    ev_io_stop(srv->loop, &cn->wio);
+    loop_del_file(srv->loop, cn->c.fd, LOOP_READABLE | LOOP_WRITABLE);
     close(cn->c.fd);
     resp_parser_free(cn->parser);
     for (out_chunk *ch = cn->out_head, *next; ch; ch = next) {
@@ -412,8 +409,8 @@ static void conn_apply_limits(conn *cn) {
     cn->limits_authenticated = cn->c.authenticated;
 }
 
-static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
-static void write_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void read_cb(event_loop *el, int fd, void *data, int mask);
+static void write_cb(event_loop *el, int fd, void *data, int mask);
 static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len);
 
 static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer) {
@@ -437,10 +434,7 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
     conn_apply_limits(cn);
     resp_parser_set_bulk_dest(cn->parser, bulk_dest, cn);
 
-    ev_io_init(&cn->rio, read_cb, fd, EV_READ);
-    ev_io_init(&cn->wio, write_cb, fd, EV_WRITE);
-    cn->rio.data = cn->wio.data = cn;
-    ev_io_start(srv->loop, &cn->rio);
+    loop_add_file(srv->loop, fd, LOOP_READABLE, read_cb, cn);
 
     cn->prev = net->clients_tail;
     if (net->clients_tail) net->clients_tail->next = cn;
@@ -450,13 +444,13 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
     log_debug("Accepted %s id=%llu", c->addr, (unsigned long long)c->id);
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents) {
-    server *srv = w->data;
+static void accept_cb(event_loop *el, int listen_fd, void *data, int mask) {
+    server *srv = data;
     static const char full[] = "-ERR max number of clients reached\r\n";
     for (int i = 0; i < NET_ACCEPT_BATCH; i++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
-        int fd = accept4(w->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) log_warning("Accepting client connection: %s", strerror(errno));
@@ -522,7 +516,7 @@ static void report_progress(conn *cn) {
 void client_drop_put(client *c, const char *msg) {
     conn *cn = conn_of(c);
     /* Stop reading first: the parser still points into the freed space. */
-    ev_io_stop(c->srv->loop, &cn->rio);
+    loop_del_file(c->srv->loop, c->fd, LOOP_READABLE);
     commands_abort_put(c);
     reply_error(c, msg);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
@@ -536,7 +530,7 @@ static void protocol_error(conn *cn) {
              (unsigned long long)c->id, c->addr);
     reply_errorf(c, "ERR %s", resp_parser_errstr(cn->parser));
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-    ev_io_stop(c->srv->loop, &cn->rio);
+    loop_del_file(c->srv->loop, c->fd, LOOP_READABLE);
 }
 
 static void run_command(conn *cn) {
@@ -594,7 +588,7 @@ static void conn_resume(conn *cn) {
         cn->held = NULL;
         cn->held_len = cn->held_pos = 0;
     }
-    if (!conn_paused(cn)) ev_io_start(srv->loop, &cn->rio);
+    if (!conn_paused(cn)) loop_add_file(srv->loop, cn->c.fd, LOOP_READABLE, read_cb, cn);
 }
 
 /* read() straight into a large payload's destination. 1 if the payload
@@ -619,8 +613,8 @@ static int read_direct(conn *cn) {
     }
 }
 
-static void read_cb(struct ev_loop *loop, ev_io *w, int revents) {
-    conn *cn = w->data;
+static void read_cb(event_loop *el, int fd, void *data, int mask) {
+    conn *cn = data;
     client *c = &cn->c;
     server *srv = c->srv;
     net_state *net = cn->net;
@@ -647,7 +641,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents) {
         conn_free(cn);
         return;
     }
-    if (conn_paused(cn)) ev_io_stop(loop, &cn->rio);
+    if (conn_paused(cn)) loop_del_file(el, fd, LOOP_READABLE);
 }
 
 /* ---- Writing ------------------------------------------------------------------ */
@@ -670,7 +664,7 @@ static void out_consume(conn *cn, size_t n) {
 }
 
 /* writev as much as the socket takes. 0 when everything is written, 1
- * when output remains (EV_WRITE armed), -1 on a dead connection. */
+ * when output remains (waiting until writable), -1 on a dead connection. */
 static int conn_write(conn *cn) {
     server *srv = cn->c.srv;
     size_t budget = NET_WRITE_BUDGET;
@@ -701,10 +695,10 @@ static int conn_write(conn *cn) {
         budget = (size_t)n < budget ? budget - (size_t)n : 0;
     }
     if (cn->out_head) {
-        ev_io_start(srv->loop, &cn->wio);
+        loop_add_file(srv->loop, cn->c.fd, LOOP_WRITABLE, write_cb, cn);
         return 1;
     }
-    ev_io_stop(srv->loop, &cn->wio);
+    loop_del_file(srv->loop, cn->c.fd, LOOP_WRITABLE);
     return 0;
 }
 
@@ -723,12 +717,12 @@ static void conn_flush(conn *cn) {
     }
 }
 
-static void write_cb(struct ev_loop *loop, ev_io *w, int revents) { conn_flush(w->data); }
+static void write_cb(event_loop *el, int fd, void *data, int mask) { conn_flush(data); }
 
 /* Before the loop sleeps: resume unblocked clients, free dead ones, and
  * give every client with new output its writev. */
-static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
-    net_state *net = w->data;
+static void flush_cb(event_loop *el, void *data) {
+    net_state *net = data;
     while (net->pending) {
         conn *cn = net->pending;
         net->pending = cn->pending_next;
@@ -748,9 +742,9 @@ static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents) {
 
 /* ---- Lifecycle ------------------------------------------------------------------- */
 
-static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents) {
-    server *srv = w->data;
-    log_notice("Received %s, scheduling shutdown...", w->signum == SIGINT ? "SIGINT" : "SIGTERM");
+static void signal_cb(event_loop *el, int signum, void *data) {
+    server *srv = data;
+    log_notice("Received %s, scheduling shutdown...", signum == SIGINT ? "SIGINT" : "SIGTERM");
     server_stop(srv);
 }
 
@@ -758,7 +752,7 @@ int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
     memset(srv, 0, sizeof *srv);
     srv->cfg = *cfg;
     srv->start_ms = mono_ms();
-    srv->loop = ev_loop_new(EVFLAG_AUTO);
+    srv->loop = loop_create();
     if (!srv->loop) {
         snprintf(err, errlen, "cannot create the event loop");
         return -1;
@@ -767,12 +761,7 @@ int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
     net->listen_fd = -1;
     resp_buf_init(&net->scratch);
     srv->net = net;
-    ev_prepare_init(&net->flush_prep, flush_cb);
-    net->flush_prep.data = net;
-    ev_prepare_start(srv->loop, &net->flush_prep);
-    ev_signal_init(&net->sigterm, signal_cb, SIGTERM);
-    ev_signal_init(&net->sigint, signal_cb, SIGINT);
-    net->sigterm.data = net->sigint.data = srv;
+    net->flush_hook = loop_hook_add(srv->loop, SERVER_HOOK_FLUSH, flush_cb, net);
     /* A peer that hangs up must give EPIPE, not kill the process. */
     signal(SIGPIPE, SIG_IGN);
     put_guard_start(srv);
@@ -789,29 +778,28 @@ int server_listen(server *srv, char *err, size_t errlen) {
     }
     if (anet_sock_port(why, fd, &net->port) != ANET_OK) net->port = srv->cfg.port;
     net->listen_fd = fd;
-    ev_io_init(&net->accept_io, accept_cb, fd, EV_READ);
-    net->accept_io.data = srv;
-    ev_io_start(srv->loop, &net->accept_io);
+    loop_add_file(srv->loop, fd, LOOP_READABLE, accept_cb, srv);
     log_notice("Ready to accept connections tcp %s:%d", srv->cfg.bind, net->port);
     return 0;
 }
 
 void server_run(server *srv) {
     net_state *net = net_of(srv);
-    ev_signal_start(srv->loop, &net->sigterm);
-    ev_signal_start(srv->loop, &net->sigint);
-    ev_run(srv->loop, 0);
-    ev_signal_stop(srv->loop, &net->sigterm);
-    ev_signal_stop(srv->loop, &net->sigint);
+    net->sigterm = loop_signal_create(srv->loop, SIGTERM, signal_cb, srv);
+    net->sigint = loop_signal_create(srv->loop, SIGINT, signal_cb, srv);
+    loop_run(srv->loop);
+    loop_signal_free(net->sigterm);
+    loop_signal_free(net->sigint);
+    net->sigterm = net->sigint = NULL;
 }
 
-void server_stop(server *srv) { ev_break(srv->loop, EVBREAK_ALL); }
+void server_stop(server *srv) { loop_stop(srv->loop); }
 
 void server_cleanup(server *srv) {
     net_state *net = net_of(srv);
     if (!net) return;
     if (net->listen_fd >= 0) {
-        ev_io_stop(srv->loop, &net->accept_io);
+        loop_del_file(srv->loop, net->listen_fd, LOOP_READABLE);
         close(net->listen_fd);
     }
     while (net->clients_head) conn_free(net->clients_head);
@@ -819,13 +807,13 @@ void server_cleanup(server *srv) {
     if (srv->store) srv->store->ops->destroy(srv->store);
     srv->store = NULL;
     commands_free(srv);
-    ev_prepare_stop(srv->loop, &net->flush_prep);
+    loop_hook_del(net->flush_hook);
     chunk_list_free(net->free_blocks);
     chunk_list_free(net->free_refs);
     resp_buf_free(&net->scratch);
     free(net);
     srv->net = NULL;
-    ev_loop_destroy(srv->loop);
+    loop_destroy(srv->loop);
     srv->loop = NULL;
     log_notice("moonkv is now ready to exit, bye bye");
 }

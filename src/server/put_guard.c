@@ -1,13 +1,13 @@
 /* server/put_guard.c - drops streaming puts whose bytes stop arriving
- * (see put_guard.h): one ev_timer sweeps the clients, and a put that does
+ * (see put_guard.h): one loop timer sweeps the clients, and a put that does
  * not fit may take the space of a stalled one. */
 #include "server/put_guard.h"
 
-#include <ev.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "core/loop.h"
 #include "core/util.h"
 #include "server/networking.h"
 
@@ -15,7 +15,7 @@
 #define GUARD_PERIOD_MIN_MS 25
 
 typedef struct put_guard {
-    ev_timer sweep;
+    loop_timer *sweep;
     server *srv;
 } put_guard;
 
@@ -58,8 +58,8 @@ static void sweep_one(client *c, void *ctx) {
     if (v) drop(c, v);
 }
 
-static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents) {
-    put_guard *g = w->data;
+static void sweep_cb(event_loop *el, void *data) {
+    put_guard *g = data;
     uint64_t now = mono_ms();
     clients_foreach(g->srv, sweep_one, &now);
 }
@@ -101,16 +101,15 @@ void put_guard_start(server *srv) {
     int period = srv->cfg.put_timeout_ms / 4;
     if (period > GUARD_PERIOD_MAX_MS) period = GUARD_PERIOD_MAX_MS;
     if (period < GUARD_PERIOD_MIN_MS) period = GUARD_PERIOD_MIN_MS;
-    ev_timer_init(&g->sweep, sweep_cb, period / 1000.0, period / 1000.0);
-    g->sweep.data = g;
-    ev_timer_start(srv->loop, &g->sweep);
+    g->sweep = loop_timer_create(srv->loop, sweep_cb, g);
+    loop_timer_start(g->sweep, period, period);
     srv->put_guard = g;
 }
 
 void put_guard_stop(server *srv) {
     put_guard *g = srv->put_guard;
     if (!g) return;
-    ev_timer_stop(srv->loop, &g->sweep);
+    loop_timer_free(g->sweep);
     free(g);
     srv->put_guard = NULL;
 }

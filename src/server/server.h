@@ -1,25 +1,30 @@
 /* server/server.h - the RESP front end shared by every role.
  *
- * One libev loop, non-blocking sockets, one client struct per connection.
- * networking.c owns sockets, reading/parsing and the reply queue;
- * commands.c owns the command table; t_*.c implement commands. A role
- * (standalone, gateway, master) adds its commands with commands_register
- * and sets srv->store before the loop starts. */
+ * One event loop (core/loop.h), non-blocking sockets, one client struct
+ * per connection. networking.c owns sockets, reading/parsing and the
+ * reply queue; commands.c owns the command table; t_*.c implement
+ * commands. A role (standalone, master, node, gateway) adds its commands
+ * with commands_register and sets srv->store before the loop starts; the
+ * framework names no role. */
 #ifndef MKV_SERVER_H
 #define MKV_SERVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/loop.h"
 #include "resp/resp_parser.h"
 #include "resp/resp_writer.h"
 #include "server/config.h"
 #include "server/store.h"
 
-struct ev_loop;
 typedef struct server server;
 typedef struct client client;
 typedef struct command command;
+
+/* Before-sleep hook priority of the reply flush (networking.c); a role's
+ * hook that must run before replies are written takes a lower one. */
+#define SERVER_HOOK_FLUSH 100
 
 /* client->flags */
 #define CLIENT_CLOSE_AFTER_REPLY (1u << 0)  /* QUIT, protocol error */
@@ -67,7 +72,7 @@ typedef struct server_stats {
 } server_stats;
 
 struct server {
-    struct ev_loop *loop;
+    event_loop *loop;
     mkv_config cfg;
     store *store;
     server_stats stats;

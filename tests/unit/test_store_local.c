@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "server/store_local.h"
+#include "standalone/store_local.h"
 #include "test.h"
 
 #define SEG (1024 * 1024)

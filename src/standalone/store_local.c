@@ -1,4 +1,4 @@
-/* server/store_local.c - values in one local memory segment.
+/* standalone/store_local.c - values in one local memory segment.
  *
  * Objects are placed with seg_alloc (64-byte aligned) and described in
  * the object table by a single replica with a single extent (node 0).
@@ -8,7 +8,7 @@
  * written from them. Removing a pinned object unlinks it from the table at
  * once (the key may be put again) but keeps its space until the last pin
  * is released, so a reply never sends bytes of a later object. */
-#include "server/store_local.h"
+#include "standalone/store_local.h"
 
 #include <errno.h>
 #include <stdio.h>

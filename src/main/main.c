@@ -1,4 +1,4 @@
-/* server/main.c - moonkv-server: settings, then the role's loop.
+/* main/main.c - moonkv-server: settings, then the role's loop.
  *
  *   moonkv-server --config conf/standalone.json --port 7400
  *
@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "main/roles.h"
 #include "server/config.h"
-#include "server/roles.h"
 #include "server/server.h"
 
 int main(int argc, char **argv) {

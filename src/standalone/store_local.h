@@ -1,4 +1,4 @@
-/* server/store_local.h - the standalone store: one memory segment in this
+/* standalone/store_local.h - the standalone store: one memory segment in this
  * process, an allocator over it and an object table. */
 #ifndef MKV_STORE_LOCAL_H
 #define MKV_STORE_LOCAL_H
