@@ -43,8 +43,9 @@ void loop_stop(event_loop *el);
  * it). Adding an event already watched only updates proc and data.
  * LOOP_ERR for a negative fd. */
 int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *data);
-/* Stop watching mask on fd; unwatched events are fine. Call before
- * closing the fd. */
+/* Stop watching mask on fd; unwatched events are fine. Before closing
+ * fd, delete both events in one call (LOOP_READABLE | LOOP_WRITABLE):
+ * that tells the loop the number may come back as another file. */
 void loop_del_file(event_loop *el, int fd, int mask);
 
 /* A timer, stopped until started. */

@@ -7,6 +7,12 @@
  * reached through an array of pointers because libev keeps pointers to
  * started watchers: growing the array must not move them.
  *
+ * libev keeps the kernel's interest set lazily, so it must be told
+ * (ev_io_set) when an fd number may have been closed and reused. A slot
+ * is re-set after both its events were deleted in one call, as a caller
+ * does before close, and not when an event is only paused: the epoll
+ * calls are those of a fresh ev_io_init per connection.
+ *
  * All before-sleep hooks share one ev_prepare, which runs them in
  * priority order. */
 #include "core/loop.h"
@@ -22,6 +28,7 @@ typedef struct file_slot {
     event_loop *el;
     loop_file_proc *rproc, *wproc;
     void *data;
+    int forgotten;     /* both events deleted: the fd may be a new file */
 } file_slot;
 
 struct loop_hook {
@@ -118,6 +125,11 @@ static file_slot *slot_get(event_loop *el, int fd) {
 int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *data) {
     if (fd < 0) return LOOP_ERR;
     file_slot *s = slot_get(el, fd);
+    if (s->forgotten) {
+        ev_io_set(&s->rio, fd, EV_READ);
+        ev_io_set(&s->wio, fd, EV_WRITE);
+        s->forgotten = 0;
+    }
     s->data = data;
     if (mask & LOOP_READABLE) {
         s->rproc = proc;
@@ -135,6 +147,7 @@ void loop_del_file(event_loop *el, int fd, int mask) {
     file_slot *s = el->files[fd];
     if (mask & LOOP_READABLE) ev_io_stop(el->ev, &s->rio);
     if (mask & LOOP_WRITABLE) ev_io_stop(el->ev, &s->wio);
+    if ((mask & (LOOP_READABLE | LOOP_WRITABLE)) == (LOOP_READABLE | LOOP_WRITABLE)) s->forgotten = 1;
 }
 
 /* ---- Timers ----------------------------------------------------------------- */

@@ -799,7 +799,7 @@ void server_cleanup(server *srv) {
     net_state *net = net_of(srv);
     if (!net) return;
     if (net->listen_fd >= 0) {
-        loop_del_file(srv->loop, net->listen_fd, LOOP_READABLE);
+        loop_del_file(srv->loop, net->listen_fd, LOOP_READABLE | LOOP_WRITABLE);
         close(net->listen_fd);
     }
     while (net->clients_head) conn_free(net->clients_head);
