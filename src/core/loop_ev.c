@@ -158,10 +158,8 @@ static void timer_cb(struct ev_loop *ev, ev_timer *w, int revents) {
 }
 
 loop_timer *loop_timer_create(event_loop *el, loop_proc *proc, void *data) {
-    loop_timer *t = xcalloc(1, sizeof *t);
-    t->el = el;
-    t->proc = proc;
-    t->data = data;
+    loop_timer *t = xmalloc(sizeof *t);
+    *t = (loop_timer){.el = el, .proc = proc, .data = data};
     ev_timer_init(&t->w, timer_cb, 0, 0);
     t->w.data = t;
     return t;
@@ -191,10 +189,8 @@ static void wake_cb(struct ev_loop *ev, ev_async *w, int revents) {
 }
 
 loop_wake *loop_wake_create(event_loop *el, loop_proc *proc, void *data) {
-    loop_wake *k = xcalloc(1, sizeof *k);
-    k->el = el;
-    k->proc = proc;
-    k->data = data;
+    loop_wake *k = xmalloc(sizeof *k);
+    *k = (loop_wake){.el = el, .proc = proc, .data = data};
     ev_async_init(&k->w, wake_cb);
     k->w.data = k;
     ev_async_start(el->ev, &k->w);
@@ -219,10 +215,8 @@ static void signal_cb(struct ev_loop *ev, ev_signal *w, int revents) {
 }
 
 loop_signal *loop_signal_create(event_loop *el, int signum, loop_signal_proc *proc, void *data) {
-    loop_signal *s = xcalloc(1, sizeof *s);
-    s->el = el;
-    s->proc = proc;
-    s->data = data;
+    loop_signal *s = xmalloc(sizeof *s);
+    *s = (loop_signal){.el = el, .proc = proc, .data = data};
     ev_signal_init(&s->w, signal_cb, signum);
     s->w.data = s;
     ev_signal_start(el->ev, &s->w);
@@ -247,11 +241,8 @@ static void prepare_cb(struct ev_loop *ev, ev_prepare *w, int revents) {
 }
 
 loop_hook *loop_hook_add(event_loop *el, int priority, loop_proc *proc, void *data) {
-    loop_hook *h = xcalloc(1, sizeof *h);
-    h->el = el;
-    h->priority = priority;
-    h->proc = proc;
-    h->data = data;
+    loop_hook *h = xmalloc(sizeof *h);
+    *h = (loop_hook){.el = el, .priority = priority, .proc = proc, .data = data};
     loop_hook **at = &el->hooks;
     while (*at && (*at)->priority <= priority) at = &(*at)->next;
     h->next = *at;

@@ -1,7 +1,7 @@
 /* server/store.h - where the RESP front end keeps values.
  *
  * The command code (t_object.c) talks only to this interface. Standalone
- * uses the local segment (store_local.c); the gateway role plugs in a
+ * uses the local segment (src/standalone/store_local.c); the gateway plugs in a
  * store backed by the cluster (src/gateway/). A put is three steps so a
  * value can stream straight from the socket into its final memory:
  * put_start (space reserved, key PENDING, invisible), bytes land in *dst,
