@@ -142,11 +142,13 @@ int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *
     return LOOP_OK;
 }
 
+/* Called after every flush: an inactive watcher is never pending, so it
+ * needs no call into libev. */
 void loop_del_file(event_loop *el, int fd, int mask) {
     if (fd < 0 || fd >= el->nfiles || !el->files[fd]) return;
     file_slot *s = el->files[fd];
-    if (mask & LOOP_READABLE) ev_io_stop(el->ev, &s->rio);
-    if (mask & LOOP_WRITABLE) ev_io_stop(el->ev, &s->wio);
+    if ((mask & LOOP_READABLE) && ev_is_active(&s->rio)) ev_io_stop(el->ev, &s->rio);
+    if ((mask & LOOP_WRITABLE) && ev_is_active(&s->wio)) ev_io_stop(el->ev, &s->wio);
     if ((mask & (LOOP_READABLE | LOOP_WRITABLE)) == (LOOP_READABLE | LOOP_WRITABLE)) s->forgotten = 1;
 }
 
