@@ -27,11 +27,11 @@ LDLIBS   := -lev -lhiredis -lcjson -libverbs -lrdmacm -lm
 # server binary.
 MOD_SRCS := $(wildcard resp/*.c src/core/*.c src/server/*.c src/master/*.c \
               src/node/*.c src/gateway/*.c src/standalone/*.c backend/*.c rdma/*.c \
-              src/client/*.c)
+              src/proto/*.c src/client/*.c)
 MOD_OBJS := $(MOD_SRCS:%.c=$(BUILD)/%.o)
 MAIN_SRCS := $(wildcard src/main/*.c)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
-CLI_SRCS := $(wildcard src/client/*.c resp/*.c src/core/*.c backend/*.c rdma/*.c)
+CLI_SRCS := $(wildcard src/client/*.c src/proto/*.c resp/*.c src/core/*.c backend/*.c rdma/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 SUP_SRCS := $(wildcard tests/support/*.c)
 SUP_OBJS := $(SUP_SRCS:%.c=$(BUILD)/%.o)
@@ -92,8 +92,10 @@ FUZZ_MODS_wire          := backend/wire
 FUZZ_MODS_cap           := backend/cap src/core/siphash
 FUZZ_MODS_auth          := backend/auth backend/netio src/core/anet src/core/siphash src/core/util
 FUZZ_MODS_config        := src/server/config src/core/log src/core/util
-FUZZ_MODS_client_decode := src/client/placement src/client/errors backend/cap src/core/siphash src/core/util
-FUZZ_MODS_node_task     := src/node/task backend/cap src/core/siphash src/core/util
+FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/extents src/proto/status \
+                           resp/resp_writer backend/cap src/core/siphash src/core/util
+FUZZ_MODS_node_task     := src/node/task src/proto/extents resp/resp_writer backend/cap \
+                           src/core/siphash src/core/util
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement \
                            src/master/membership src/master/rebuild src/master/repair \
                            src/core/objtable src/core/alloc src/core/util src/core/log \

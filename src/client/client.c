@@ -92,8 +92,8 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
     if (strlen(tr) >= sizeof c->transport)
         return mkv_fail(c, MKV_EINVAL, "unknown transport '%s'", tr);
     snprintf(c->transport, sizeof c->transport, "%s", tr);
-    if (opt->replicas < 0 || opt->replicas > MKV_MAX_REPLICAS)
-        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", MKV_MAX_REPLICAS);
+    if (opt->replicas < 0 || opt->replicas > PROTO_MAX_REPLICAS)
+        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
     c->replicas = opt->replicas ? opt->replicas : 1;
     c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : DEFAULT_TIMEOUT;
     if (opt->password) c->password = xstrdup(opt->password);

@@ -23,15 +23,11 @@
 #include "backend/engine.h"
 #include "backend/transport.h"
 #include "client/moonkv.h"
+#include "proto/limits.h"
 
 #define MKV_ERR_LEN        256
-#define MKV_MAX_NODES      1024     /* ids the master hands out (meta.h) */
-#define MKV_MAX_REPLICAS   8
-#define MKV_MAX_KEY_LEN    4096
-#define MKV_MAX_BATCH      4096     /* keys per MOON.M* command */
 #define MKV_NET_STREAMS    2        /* connections per network path to a node */
 #define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
-#define MKV_MAX_EXTENTS    TE_ENGINE_MAX_EXTENTS   /* per replica: bounds a reply's claim */
 #define MKV_MAX_REGIONS    256
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
 
@@ -61,7 +57,7 @@ typedef struct mkv_placement {
     uint64_t size;
     uint32_t crc;                        /* get only */
     uint32_t nreplicas;
-    mkv_replica replicas[MKV_MAX_REPLICAS];
+    mkv_replica replicas[PROTO_MAX_REPLICAS];
 } mkv_placement;
 
 /* ---- regions.c ---- */
@@ -101,7 +97,8 @@ int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code);
 /* Map a master error reply ("EXISTS ...", "NOSPACE ...") to an MKV_E*
- * code, keeping the text as the last error. */
+ * code by its first word (proto/status.h), keeping the text as the last
+ * error. */
 int mkv_reply_error(mkv_client *c, const char *msg, size_t len);
 /* MKV_EPROTO with a note on what was expected. */
 int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r);

@@ -1,12 +1,13 @@
 /* client/errors.c - MKV_E* codes: their texts, recording why a call
  * failed, and the mapping of the master's error replies (by their first
- * word, master/PROTOCOL.md) to codes. Apart from the rest of the client
+ * word only: proto/status.h) to codes. Apart from the rest of the client
  * so that decoders can be tested and fuzzed without a connection. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "client/client.h"
+#include "proto/status.h"
 
 const char *mkv_strerror(int code) {
     switch (code) {
@@ -39,35 +40,33 @@ int mkv_fail(mkv_client *c, int code, const char *fmt, ...) {
 
 int mkv_check_key(mkv_client *c, const void *key, size_t keylen) {
     if (!key || keylen == 0) return mkv_fail(c, MKV_EINVAL, "empty key");
-    if (keylen > MKV_MAX_KEY_LEN)
-        return mkv_fail(c, MKV_EINVAL, "key longer than %d bytes", MKV_MAX_KEY_LEN);
+    if (keylen > PROTO_MAX_KEY_LEN)
+        return mkv_fail(c, MKV_EINVAL, "key longer than %d bytes", PROTO_MAX_KEY_LEN);
     return MKV_OK;
 }
 
-/* Error reply prefixes of the master (PROTOCOL.md) and our codes. */
-static const struct { const char *prefix; int code; } error_map[] = {
-    {"EXISTS", MKV_EEXISTS},
-    {"NOSPACE", MKV_ENOSPACE},
-    {"NOREPLICAS", MKV_ENOREPLICAS},
-    {"NOAUTH", MKV_EAUTH},
-    {"WRONGPASS", MKV_EAUTH},
-    {"ERR no such key", MKV_ENOTFOUND},
-    {"ERR no put in progress", MKV_ENOTFOUND},
-    {"ERR put timed out", MKV_ETIMEDOUT},
-    {"ERR unknown command", MKV_EPROTO},
-    {"ERR", MKV_EINVAL},
-};
+/* The MKV_E* code of each status a master may answer with; a switch
+ * without default, so a new status does not compile unmapped. */
+static int status_code(proto_status st) {
+    switch (st) {
+    case PROTO_ERR: return MKV_EINVAL;
+    case PROTO_EXISTS: return MKV_EEXISTS;
+    case PROTO_NOTFOUND: return MKV_ENOTFOUND;
+    case PROTO_TIMEDOUT: return MKV_ETIMEDOUT;
+    case PROTO_NOSPACE: return MKV_ENOSPACE;
+    case PROTO_NOREPLICAS: return MKV_ENOREPLICAS;
+    case PROTO_NOAUTH:
+    case PROTO_WRONGPASS: return MKV_EAUTH;
+    case PROTO_OK:          /* not an error word */
+    case PROTO_NODEDEAD:    /* said to nodes only */
+    case PROTO_NSTATUS: return MKV_EPROTO;
+    }
+    return MKV_EPROTO;
+}
 
 int mkv_reply_error(mkv_client *c, const char *msg, size_t len) {
-    int code = MKV_EPROTO;
-    for (size_t i = 0; i < sizeof error_map / sizeof error_map[0]; i++) {
-        size_t n = strlen(error_map[i].prefix);
-        /* whole words only: "ERR" is not a prefix of "ERRATA" */
-        if (len >= n && memcmp(msg, error_map[i].prefix, n) == 0 && (len == n || msg[n] == ' ')) {
-            code = error_map[i].code;
-            break;
-        }
-    }
+    int st = proto_status_of_reply(msg, len);
+    int code = st < 0 ? MKV_EPROTO : status_code((proto_status)st);
     return mkv_fail(c, code, "master: %.*s", (int)(len > 200 ? 200 : len), msg);
 }
 

@@ -128,8 +128,8 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
     int rc = MKV_OK;
-    for (size_t i = 0; rc == MKV_OK && i < n; i += MKV_MAX_BATCH)
-        rc = get_run(c, objs + i, n - i < MKV_MAX_BATCH ? n - i : MKV_MAX_BATCH);
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = get_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH);
     return rc;
 }
 

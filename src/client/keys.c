@@ -68,7 +68,7 @@ static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     if (!c || ((!objs || !results) && n)) return MKV_EINVAL;
     int rc = MKV_OK;
-    for (size_t i = 0; rc == MKV_OK && i < n; i += MKV_MAX_BATCH)
-        rc = exists_run(c, objs + i, n - i < MKV_MAX_BATCH ? n - i : MKV_MAX_BATCH, results + i);
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = exists_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, results + i);
     return rc;
 }

@@ -164,8 +164,8 @@ static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
 }
 
 static int replica_count(mkv_client *c, int replicas, int *out) {
-    if (replicas < 0 || replicas > MKV_MAX_REPLICAS)
-        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", MKV_MAX_REPLICAS);
+    if (replicas < 0 || replicas > PROTO_MAX_REPLICAS)
+        return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
     *out = replicas ? replicas : c->replicas;
     return MKV_OK;
 }
@@ -184,7 +184,7 @@ int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size
 int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
     int reps = 1, rc = replica_count(c, replicas, &reps);
-    for (size_t i = 0; rc == MKV_OK && i < n; i += MKV_MAX_BATCH)
-        rc = put_run(c, objs + i, n - i < MKV_MAX_BATCH ? n - i : MKV_MAX_BATCH, reps);
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = put_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
     return rc;
 }

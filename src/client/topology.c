@@ -65,7 +65,7 @@ int mkv_topology_refresh(mkv_client *c) {
     int code;
     redisReply *r = mkv_command(c, 1, argv, lens, &code);
     if (!r) return code;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements > MKV_MAX_NODES) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > PROTO_MAX_NODES) {
         code = mkv_bad_reply(c, "MOON.TOPOLOGY", r);
         freeReplyObject(r);
         return code;

@@ -102,8 +102,8 @@ static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
 
 int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
     te_object *objs = xcalloc(n, sizeof *objs);
-    te_replica *reps = xcalloc(n * MKV_MAX_REPLICAS, sizeof *reps);
-    for (size_t i = 0; i < n; i++) engine_object(&x[i], reps + i * MKV_MAX_REPLICAS, &objs[i]);
+    te_replica *reps = xcalloc(n * PROTO_MAX_REPLICAS, sizeof *reps);
+    for (size_t i = 0; i < n; i++) engine_object(&x[i], reps + i * PROTO_MAX_REPLICAS, &objs[i]);
     char err[MKV_ERR_LEN] = "";
     int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
                             : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);

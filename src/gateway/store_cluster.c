@@ -20,10 +20,10 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/store_cluster.h"
+#include "proto/limits.h"
 #include "server/info.h"
 #include "server/server.h"
 
-#define KEY_MAX 4096            /* the master's key limit (PROTOCOL.md) */
 #define CTL_TIMEOUT_MS 2000
 #define GATEWAY_WORKERS 2       /* the machine has few cores; transfers mostly wait */
 
@@ -93,7 +93,7 @@ static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     }
 }
 
-static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= KEY_MAX; }
+static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
 
 /* ---- puts ---- */
 
@@ -101,7 +101,7 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
                         store_put **out) {
     cluster_store *cs = cs_of(s);
     if (!key_ok(keylen)) {
-        snprintf(s->errstr, sizeof s->errstr, "keys must be 1 to %d bytes", KEY_MAX);
+        snprintf(s->errstr, sizeof s->errstr, "keys must be 1 to %d bytes", PROTO_MAX_KEY_LEN);
         return STORE_ERR;
     }
     if (size == 0) {

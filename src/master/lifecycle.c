@@ -165,11 +165,11 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
 
 /* ---- the operations ---- */
 
-static mm_status check_key(const void *key, size_t keylen, char *err, size_t errlen) {
-    if (keylen == 0) return mm_fail(err, errlen, MM_EINVAL, "ERR empty key");
-    if (keylen > MM_MAX_KEY_LEN)
-        return mm_fail(err, errlen, MM_EINVAL, "ERR key longer than %d bytes", MM_MAX_KEY_LEN);
-    return MM_OK;
+static proto_status check_key(const void *key, size_t keylen, char *err, size_t errlen) {
+    if (keylen == 0) return mm_fail(err, errlen, PROTO_ERR, "empty key");
+    if (keylen > PROTO_MAX_KEY_LEN)
+        return mm_fail(err, errlen, PROTO_ERR, "key longer than %d bytes", PROTO_MAX_KEY_LEN);
+    return PROTO_OK;
 }
 
 object *mm_find(master_meta *m, const void *key, size_t keylen) {
@@ -180,21 +180,21 @@ uint64_t mm_write_expiry(const master_meta *m, const object *o) {
     return o->created_ms + m->cfg.put_timeout_ms;
 }
 
-mm_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
+proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
                        uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen) {
-    mm_status st = check_key(key, keylen, err, errlen);
-    if (st != MM_OK) return st;
-    if (size == 0) return mm_fail(err, errlen, MM_EINVAL, "ERR object size must be at least 1 byte");
-    if (replicas == 0 || replicas > MM_MAX_REPLICAS)
-        return mm_fail(err, errlen, MM_EINVAL, "ERR replica count must be 1 to %d", MM_MAX_REPLICAS);
+    proto_status st = check_key(key, keylen, err, errlen);
+    if (st != PROTO_OK) return st;
+    if (size == 0) return mm_fail(err, errlen, PROTO_ERR, "object size must be at least 1 byte");
+    if (replicas == 0 || replicas > PROTO_MAX_REPLICAS)
+        return mm_fail(err, errlen, PROTO_ERR, "replica count must be 1 to %d", PROTO_MAX_REPLICAS);
     object *o = objtable_find(m->objs, key, keylen);
     if (o)
-        return mm_fail(err, errlen, MM_EXISTS, o->state == OBJ_PENDING
-                       ? "EXISTS key is being written" : "EXISTS key already exists");
-    obj_replica reps[MM_MAX_REPLICAS];
+        return mm_fail(err, errlen, PROTO_EXISTS, o->state == OBJ_PENDING
+                       ? "key is being written" : "key already exists");
+    obj_replica reps[PROTO_MAX_REPLICAS];
     memset(reps, 0, sizeof reps);
     st = mm_place(m, size, replicas, NULL, reps, err, errlen);
-    if (st != MM_OK) return st;
+    if (st != PROTO_OK) return st;
     int existed = 0;
     o = objtable_insert(m->objs, key, keylen, &existed);
     o->size = size;
@@ -203,7 +203,7 @@ mm_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t 
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
     pending_append(m, mm_obj_new(m, o, replicas, mm_write_expiry(m, o)));
     *out = o;
-    return MM_OK;
+    return PROTO_OK;
 }
 
 /* A pending put whose caps have expired is revoked on the spot, so a
@@ -212,26 +212,26 @@ static int put_expired(master_meta *m, object *o, uint64_t now_ms) {
     return now_ms >= mm_write_expiry(m, o);
 }
 
-static mm_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+static proto_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                               object **out, char *err, size_t errlen) {
     object *o = objtable_find(m->objs, key, keylen);
-    if (!o) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no put in progress for this key");
+    if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no put in progress for this key");
     if (o->state == OBJ_COMPLETE)
-        return mm_fail(err, errlen, MM_ESTATE, "ERR object is already complete");
+        return mm_fail(err, errlen, PROTO_ERR, "object is already complete");
     if (put_expired(m, o, now_ms)) {
         m->puts_timed_out++;
         mm_drop_object(m, o, now_ms);
-        return mm_fail(err, errlen, MM_NOTFOUND, "ERR put timed out and was revoked");
+        return mm_fail(err, errlen, PROTO_TIMEDOUT, "put timed out and was revoked");
     }
     *out = o;
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
+proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
                      uint64_t now_ms, char *err, size_t errlen) {
     object *o = NULL;
-    mm_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
-    if (st != MM_OK) return st;
+    proto_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    if (st != PROTO_OK) return st;
     o->crc = crc;
     o->state = OBJ_COMPLETE;
     mm_pending_unlink(m, mm_obj_of(o));
@@ -239,39 +239,39 @@ mm_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t cr
         m->repair_dirty = 1;
         m->repair_next_ms = 0;
     }
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                         char *err, size_t errlen) {
     object *o = NULL;
-    mm_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
-    if (st != MM_OK) return st;
+    proto_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    if (st != PROTO_OK) return st;
     m->puts_revoked++;
     mm_drop_object(m, o, now_ms);
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                  object **out, uint64_t *lease_until, char *err, size_t errlen) {
     object *o = objtable_find(m->objs, key, keylen);
     if (!o || o->state != OBJ_COMPLETE)
-        return mm_fail(err, errlen, MM_NOTFOUND, "ERR no such key");
+        return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
     mm_obj *mo = mm_obj_of(o);
     *lease_until = now_ms + m->cfg.lease_ms;
     mo->hold_until = max_u64(mo->hold_until, *lease_until);
     *out = o;
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                     char *err, size_t errlen) {
     object *o = objtable_find(m->objs, key, keylen);
-    if (!o) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no such key");
+    if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
     if (o->state == OBJ_PENDING)
-        return mm_fail(err, errlen, MM_ESTATE, "ERR put in progress: finish or revoke it first");
+        return mm_fail(err, errlen, PROTO_ERR, "put in progress: finish or revoke it first");
     mm_drop_object(m, o, now_ms);
-    return MM_OK;
+    return PROTO_OK;
 }
 
 int mm_exists(master_meta *m, const void *key, size_t keylen) {
@@ -312,5 +312,5 @@ void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
 
 void mm_exists_batch(master_meta *m, mm_item *it, size_t n) {
     for (size_t i = 0; i < n; i++)
-        it[i].status = mm_exists(m, it[i].key, it[i].keylen) ? MM_OK : MM_NOTFOUND;
+        it[i].status = mm_exists(m, it[i].key, it[i].keylen) ? PROTO_OK : PROTO_NOTFOUND;
 }

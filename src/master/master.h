@@ -9,18 +9,16 @@
 
 #include "backend/cap.h"
 #include "master/meta.h"
+#include "proto/register.h"
 #include "server/server.h"
 
-#define MASTER_NONCE_LEN  16
-#define MASTER_MAX_BATCH  4096   /* keys per MOON.M* command */
-#define MASTER_MAX_TASKS  16     /* tasks per heartbeat reply */
 #define MASTER_MAX_REPORT_BYTES (64u << 20)   /* buffered MOON.REPORT data */
 
 typedef struct master {
     server *srv;
     master_meta *meta;
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* signs capabilities; nodes get it at register */
-    uint8_t reg_key[16];               /* from the cluster secret: register proofs */
+    uint8_t reg_key[PROTO_REG_KEY_LEN];   /* from the cluster secret: register proofs */
     uint32_t default_replicas;
     /* Extents nodes reported (MOON.REPORT), waiting for MOON.REBUILD. */
     mm_report *reports;
@@ -35,11 +33,6 @@ void master_reports_clear(master *m);
 void master_register_commands(server *srv);
 /* INFO "# Cluster" (master_cmds.c). */
 void master_info(server *srv, resp_buf *out, const char *section);
-/* The proof a node sends for nonce: SipHash-2-4-128 keyed by reg_key. */
-void master_register_proof(const uint8_t reg_key[16], const uint8_t nonce[MASTER_NONCE_LEN],
-                           uint8_t out[16]);
-/* reg_key from the cluster secret (shared with the node side). */
-void master_derive_reg_key(const char *secret, uint8_t out[16]);
 
 /* The master role on an initialised server (master_role.c); the process
  * exit code. */

@@ -5,6 +5,7 @@
  * here, at the moment they are sent. Node-only commands (HEARTBEAT,
  * COPYDONE, LEAVE) are accepted only on the connection that registered
  * that node, so a client cannot speak for a node. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,14 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/register.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "server/networking.h"
 
 /* Per-connection state: an outstanding challenge, the node it speaks for. */
 typedef struct conn_state {
-    uint8_t nonce[MASTER_NONCE_LEN];
+    uint8_t nonce[PROTO_NONCE_LEN];
     int has_nonce;
     uint32_t node;    /* 0: not a node */
 } conn_state;
@@ -42,10 +44,22 @@ static conn_state *conn_of(client *c) {
 
 /* ---- argument parsing ---- */
 
+/* "-WORD message": the word is st's (proto/status.h), never typed here. */
+static void reply_fail(client *c, proto_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_fail(client *c, proto_status st, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_errorf(c, "%s %s", proto_word(st), msg);
+}
+
 static int arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) {
     long long v;
     if (arg_to_ll(&c->argv[i], (long long)min, (long long)max, &v) != 0) {
-        reply_error(c, "ERR value is not an integer or out of range");
+        reply_fail(c, PROTO_ERR, "value is not an integer or out of range");
         return -1;
     }
     *out = (uint64_t)v;
@@ -61,9 +75,10 @@ static int arg_u32(client *c, int i, uint32_t min, uint32_t max, uint32_t *out) 
 
 #define MAX_SIZE ((1ULL << 50))   /* larger than any segment: NOSPACE, not overflow */
 
-static void reply_status(client *c, mm_status st, const char *err) {
-    if (st == MM_OK) reply_ok(c);
-    else reply_error(c, err);
+/* A metadata outcome: +OK or its error. */
+static void reply_status(client *c, proto_status st, const char *err) {
+    if (st == PROTO_OK) reply_ok(c);
+    else reply_fail(c, st, "%s", err);
 }
 
 /* ---- encoding placements ---- */
@@ -109,7 +124,7 @@ static void reply_located(client *c, const object *o, uint64_t lease_until) {
 static void challenge_command(client *c) {
     conn_state *cs = conn_of(c);
     if (random_bytes(cs->nonce, sizeof cs->nonce) != 0) {
-        reply_error(c, "ERR no randomness available");
+        reply_fail(c, PROTO_ERR, "no randomness available");
         return;
     }
     cs->has_nonce = 1;
@@ -117,34 +132,29 @@ static void challenge_command(client *c) {
 }
 
 static int proof_ok(client *c, conn_state *cs) {
-    uint8_t got[16], want[16];
     if (!cs->has_nonce) return 0;
     cs->has_nonce = 0;   /* one attempt per challenge */
-    if (hex_decode(c->argv[1].ptr, c->argv[1].len, got, sizeof got) != 0) return 0;
-    master_register_proof(master_of(c)->reg_key, cs->nonce, want);
-    uint8_t d = 0;
-    for (int i = 0; i < 16; i++) d |= (uint8_t)(got[i] ^ want[i]);
-    return d == 0;
+    return proto_reg_proof_ok(master_of(c)->reg_key, cs->nonce, c->argv[1].ptr, c->argv[1].len);
 }
 
 /* MOON.REGISTER proof segment_size addr [addr ...] */
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
     if (!proof_ok(c, cs)) {
-        reply_error(c, "NOAUTH bad or missing proof: send MOON.CHALLENGE first");
+        reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
         return;
     }
     /* A node declared dead may register again on the same connection. */
     const mm_node *prev = cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
     if (prev && prev->state != NODE_DEAD) {
-        reply_errorf(c, "ERR this connection is already node %u", cs->node);
+        reply_fail(c, PROTO_ERR, "this connection is already node %u", cs->node);
         return;
     }
     uint64_t seg;
     if (arg_u64(c, 2, 1, MAX_SIZE, &seg) != 0) return;
     int naddrs = c->argc - 3;
     if (naddrs > TE_MAX_PATHS) {
-        reply_errorf(c, "ERR at most %d data addresses", TE_MAX_PATHS);
+        reply_fail(c, PROTO_ERR, "at most %d data addresses", TE_MAX_PATHS);
         return;
     }
     char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
@@ -152,18 +162,18 @@ static void register_command(client *c) {
     for (int i = 0; i < naddrs; i++) {
         const resp_arg *a = &c->argv[3 + i];
         if (a->len == 0 || a->len >= TE_ADDR_LEN || memchr(a->ptr, 0, a->len)) {
-            reply_errorf(c, "ERR data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
+            reply_fail(c, PROTO_ERR, "data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
             return;
         }
         memcpy(addrs[i], a->ptr, a->len);
         addrs[i][a->len] = 0;
         ptrs[i] = addrs[i];
     }
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     uint32_t id;
-    mm_status st = mm_node_register(meta_of(c), seg, ptrs, naddrs, now(), &id, err, sizeof err);
-    if (st != MM_OK) {
-        reply_error(c, err);
+    proto_status st = mm_node_register(meta_of(c), seg, ptrs, naddrs, now(), &id, err, sizeof err);
+    if (st != PROTO_OK) {
+        reply_fail(c, st, "%s", err);
         return;
     }
     cs->node = id;
@@ -178,10 +188,10 @@ static void register_command(client *c) {
 
 /* The node id in argv[i], which must be the one this connection registered. */
 static int own_node(client *c, int i, uint32_t *id) {
-    if (arg_u32(c, i, 1, MM_MAX_NODES, id) != 0) return -1;
+    if (arg_u32(c, i, 1, PROTO_MAX_NODES, id) != 0) return -1;
     conn_state *cs = c->role_ctx;
     if (!cs || cs->node != *id) {
-        reply_errorf(c, "ERR this connection did not register node %u", *id);
+        reply_fail(c, PROTO_ERR, "this connection did not register node %u", *id);
         return -1;
     }
     return 0;
@@ -214,14 +224,14 @@ static void heartbeat_command(client *c) {
         reply_syntax_error(c);
         return;
     }
-    char err[MM_ERR_LEN];
-    mm_status st = mm_node_heartbeat(meta_of(c), id, used, now(), err, sizeof err);
-    if (st != MM_OK) {
-        reply_error(c, err);
+    char err[PROTO_ERR_LEN];
+    proto_status st = mm_node_heartbeat(meta_of(c), id, used, now(), err, sizeof err);
+    if (st != PROTO_OK) {
+        reply_fail(c, st, "%s", err);
         return;
     }
-    mm_task *tasks[MASTER_MAX_TASKS];
-    size_t n = mm_node_tasks(meta_of(c), id, tasks, MASTER_MAX_TASKS);
+    mm_task *tasks[PROTO_MAX_TASKS];
+    size_t n = mm_node_tasks(meta_of(c), id, tasks, PROTO_MAX_TASKS);
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
 }
@@ -231,22 +241,22 @@ static void copydone_command(client *c) {
     conn_state *cs = c->role_ctx;
     uint64_t task;
     if (!cs || !cs->node) {
-        reply_error(c, "ERR only a registered node reports copies");
+        reply_fail(c, PROTO_ERR, "only a registered node reports copies");
         return;
     }
     if (arg_u64(c, 1, 1, UINT64_MAX >> 1, &task) != 0) return;
     const resp_arg *r = &c->argv[2];
     int ok = strieq_len(r->ptr, r->len, "ok");
     if (!ok && !strieq_len(r->ptr, r->len, "fail")) {
-        reply_error(c, "ERR result must be OK or FAIL");
+        reply_fail(c, PROTO_ERR, "result must be OK or FAIL");
         return;
     }
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     reply_status(c, mm_copy_done(meta_of(c), cs->node, task, ok, now(), err, sizeof err), err);
 }
 
 static void drain_node(client *c, uint32_t id) {
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     reply_status(c, mm_node_drain(meta_of(c), id, now(), err, sizeof err), err);
 }
 
@@ -259,7 +269,7 @@ static void leave_command(client *c) {
 /* MOON.DRAIN id (admin) */
 static void drain_command(client *c) {
     uint32_t id;
-    if (arg_u32(c, 1, 1, MM_MAX_NODES, &id) == 0) drain_node(c, id);
+    if (arg_u32(c, 1, 1, PROTO_MAX_NODES, &id) == 0) drain_node(c, id);
 }
 
 /* ---- rebuild ---- */
@@ -270,7 +280,7 @@ static void report_command(client *c) {
     conn_state *cs = c->role_ctx;
     master *m = master_of(c);
     if (!cs || !cs->node) {
-        reply_error(c, "ERR only a registered node reports extents");
+        reply_fail(c, PROTO_ERR, "only a registered node reports extents");
         return;
     }
     if ((c->argc - 1) % 6) {
@@ -289,7 +299,7 @@ static void report_command(client *c) {
         bytes += sizeof *tmp + c->argv[a].len;
     }
     if (m->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
-        reply_error(c, "ERR report buffer full: run MOON.REBUILD first");
+        reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
         goto out;
     }
     if (m->nreports + n > m->capreports) {
@@ -329,17 +339,17 @@ static void putstart_command(client *c) {
     uint32_t reps = default_replicas(c);
     if (arg_u64(c, 2, 0, MAX_SIZE, &size) != 0) return;
     if (c->argc == 5 && strieq_len(c->argv[3].ptr, c->argv[3].len, "replicas")) {
-        if (arg_u32(c, 4, 1, MM_MAX_REPLICAS, &reps) != 0) return;
+        if (arg_u32(c, 4, 1, PROTO_MAX_REPLICAS, &reps) != 0) return;
     } else if (c->argc != 3) {
         reply_syntax_error(c);
         return;
     }
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     object *o;
     uint64_t t = now();
-    mm_status st = mm_put_start(meta_of(c), c->argv[1].ptr, c->argv[1].len, size, reps, t, &o,
+    proto_status st = mm_put_start(meta_of(c), c->argv[1].ptr, c->argv[1].len, size, reps, t, &o,
                                 err, sizeof err);
-    if (st != MM_OK) reply_error(c, err);
+    if (st != PROTO_OK) reply_fail(c, st, "%s", err);
     else reply_replicas(c, o, TE_CAP_WRITE, mm_write_expiry(meta_of(c), o));
 }
 
@@ -351,32 +361,32 @@ static int arg_crc(client *c, int i, uint32_t *crc) {
 static void putend_command(client *c) {
     uint32_t crc;
     if (arg_crc(c, 2, &crc) != 0) return;
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     reply_status(c, mm_put_end(meta_of(c), c->argv[1].ptr, c->argv[1].len, crc, now(), err,
                                sizeof err), err);
 }
 
 static void putrevoke_command(client *c) {
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     reply_status(c, mm_put_revoke(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err,
                                   sizeof err), err);
 }
 
 static void get_command(client *c) {
-    char err[MM_ERR_LEN];
+    char err[PROTO_ERR_LEN];
     object *o;
     uint64_t lease;
-    if (mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err) != MM_OK)
+    if (mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err) != PROTO_OK)
         reply_null(c);
     else
         reply_located(c, o, lease);
 }
 
 static void remove_command(client *c) {
-    char err[MM_ERR_LEN];
-    mm_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
-    if (st == MM_OK || st == MM_NOTFOUND) reply_integer(c, st == MM_OK);
-    else reply_error(c, err);
+    char err[PROTO_ERR_LEN];
+    proto_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
+    if (st == PROTO_OK || st == PROTO_NOTFOUND) reply_integer(c, st == PROTO_OK);
+    else reply_fail(c, st, "%s", err);
 }
 
 static void exists_command(client *c) {
@@ -393,8 +403,8 @@ static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
         return NULL;
     }
     *n = (size_t)(args / stride);
-    if (*n > MASTER_MAX_BATCH) {
-        reply_errorf(c, "ERR at most %d keys per batch", MASTER_MAX_BATCH);
+    if (*n > PROTO_MAX_BATCH) {
+        reply_fail(c, PROTO_ERR, "at most %d keys per batch", PROTO_MAX_BATCH);
         return NULL;
     }
     mm_item *it = xcalloc(*n, sizeof *it);
@@ -423,7 +433,7 @@ static void mputstart_command(client *c) {
         reply_syntax_error(c);
         return;
     }
-    if (arg_u32(c, 2, 1, MM_MAX_REPLICAS, &reps) != 0) return;
+    if (arg_u32(c, 2, 1, PROTO_MAX_REPLICAS, &reps) != 0) return;
     size_t n;
     mm_item *it = batch_items(c, 3, 2, &n);
     if (!it) return;
@@ -431,7 +441,7 @@ static void mputstart_command(client *c) {
         mm_put_start_batch(meta_of(c), it, n, reps, now());
         reply_array(c, (long long)n);
         for (size_t i = 0; i < n; i++) {
-            if (it[i].status != MM_OK) reply_error(c, it[i].err);
+            if (it[i].status != PROTO_OK) reply_fail(c, it[i].status, "%s", it[i].err);
             else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
         }
     }
@@ -458,7 +468,7 @@ static void mget_command(client *c) {
     mm_get_batch(meta_of(c), it, n, now());
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) {
-        if (it[i].status != MM_OK) reply_null(c);
+        if (it[i].status != PROTO_OK) reply_null(c);
         else reply_located(c, it[i].obj, it[i].lease_until);
     }
     free(it);
@@ -470,7 +480,7 @@ static void mexists_command(client *c) {
     if (!it) return;
     mm_exists_batch(meta_of(c), it, n);
     reply_array(c, (long long)n);
-    for (size_t i = 0; i < n; i++) reply_integer(c, it[i].status == MM_OK);
+    for (size_t i = 0; i < n; i++) reply_integer(c, it[i].status == PROTO_OK);
     free(it);
 }
 

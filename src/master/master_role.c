@@ -14,18 +14,6 @@
 #include "master/master.h"
 #include "server/commands.h"
 
-/* Domain separation: the register key is not the secret itself. */
-static const uint8_t reg_domain[16] = "moonkv.register";
-
-void master_derive_reg_key(const char *secret, uint8_t out[16]) {
-    siphash24_128(secret, strlen(secret), reg_domain, out);
-}
-
-void master_register_proof(const uint8_t reg_key[16], const uint8_t nonce[MASTER_NONCE_LEN],
-                           uint8_t out[16]) {
-    siphash24_128(nonce, MASTER_NONCE_LEN, reg_key, out);
-}
-
 static mm_config meta_config(const mkv_config *cfg) {
     mm_config mc;
     mm_config_defaults(&mc);
@@ -45,11 +33,11 @@ master *master_create(server *srv) {
         free(m);
         return NULL;
     }
-    master_derive_reg_key(srv->cfg.cluster_secret, m->reg_key);
+    proto_reg_key(srv->cfg.cluster_secret, m->reg_key);
     mm_config mc = meta_config(&srv->cfg);
     m->meta = mm_create(&mc);
     m->default_replicas = srv->cfg.replicas > 0 ? (uint32_t)srv->cfg.replicas : 1;
-    if (m->default_replicas > MM_MAX_REPLICAS) m->default_replicas = MM_MAX_REPLICAS;
+    if (m->default_replicas > PROTO_MAX_REPLICAS) m->default_replicas = PROTO_MAX_REPLICAS;
     return m;
 }
 

@@ -31,30 +31,30 @@ mm_node *mm_node_get(master_meta *m, uint32_t id) {
 
 uint32_t mm_node_count(const master_meta *m) { return m->nnodes; }
 
-static mm_status check_addrs(const char *const *addrs, int naddrs, char *err, size_t errlen) {
+static proto_status check_addrs(const char *const *addrs, int naddrs, char *err, size_t errlen) {
     if (naddrs < 1 || naddrs > TE_MAX_PATHS)
-        return mm_fail(err, errlen, MM_EINVAL, "ERR a node needs 1 to %d data addresses, got %d",
+        return mm_fail(err, errlen, PROTO_ERR, "a node needs 1 to %d data addresses, got %d",
                        TE_MAX_PATHS, naddrs);
     for (int i = 0; i < naddrs; i++) {
         size_t len = strlen(addrs[i]);
         if (len == 0 || len >= TE_ADDR_LEN)
-            return mm_fail(err, errlen, MM_EINVAL,
-                           "ERR data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
+            return mm_fail(err, errlen, PROTO_ERR,
+                           "data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
     }
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
+proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
                            int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen) {
     if (segment_size < MM_MIN_SEGMENT || segment_size > MM_MAX_SEGMENT)
-        return mm_fail(err, errlen, MM_EINVAL, "ERR segment size must be %d bytes to 1PiB",
+        return mm_fail(err, errlen, PROTO_ERR, "segment size must be %d bytes to 1PiB",
                        MM_MIN_SEGMENT);
-    mm_status st = check_addrs(addrs, naddrs, err, errlen);
-    if (st != MM_OK) return st;
-    if (m->nnodes >= MM_MAX_NODES)
-        return mm_fail(err, errlen, MM_EFULL, "ERR node limit of %d reached", MM_MAX_NODES);
+    proto_status st = check_addrs(addrs, naddrs, err, errlen);
+    if (st != PROTO_OK) return st;
+    if (m->nnodes >= PROTO_MAX_NODES)
+        return mm_fail(err, errlen, PROTO_ERR, "node limit of %d reached", PROTO_MAX_NODES);
     seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
-    if (!a) return mm_fail(err, errlen, MM_EINVAL, "ERR cannot manage a segment of that size");
+    if (!a) return mm_fail(err, errlen, PROTO_ERR, "cannot manage a segment of that size");
 
     mm_node *n = xcalloc(1, sizeof *n);
     n->id = m->nnodes + 1;
@@ -71,39 +71,39 @@ mm_status mm_node_register(master_meta *m, uint64_t segment_size, const char *co
     *id = n->id;
     log_notice("node %u joined: %s, segment %llu bytes", n->id, n->addrs[0],
                (unsigned long long)segment_size);
-    return MM_OK;
+    return PROTO_OK;
 }
 
 /* The node must exist and still be a member. */
-static mm_status live_node(master_meta *m, uint32_t id, mm_node **out, char *err, size_t errlen) {
+static proto_status live_node(master_meta *m, uint32_t id, mm_node **out, char *err, size_t errlen) {
     mm_node *n = mm_node_get(m, id);
-    if (!n) return mm_fail(err, errlen, MM_NOTFOUND, "ERR no node with id %u", id);
+    if (!n) return mm_fail(err, errlen, PROTO_NOTFOUND, "no node with id %u", id);
     if (n->state == NODE_DEAD)
-        return mm_fail(err, errlen, MM_ESTATE, "NODEDEAD node %u left the cluster (%s): register again",
+        return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u left the cluster (%s): register again",
                        id, n->dead_reason);
     *out = n;
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
+proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
                             char *err, size_t errlen) {
     mm_node *n = NULL;
-    mm_status st = live_node(m, id, &n, err, errlen);
-    if (st != MM_OK) return st;
+    proto_status st = live_node(m, id, &n, err, errlen);
+    if (st != PROTO_OK) return st;
     n->last_seen_ms = now_ms;
     n->reported_used = used;
-    return MM_OK;
+    return PROTO_OK;
 }
 
-mm_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen) {
+proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen) {
     mm_node *n = NULL;
-    mm_status st = live_node(m, id, &n, err, errlen);
-    if (st != MM_OK) return st;
+    proto_status st = live_node(m, id, &n, err, errlen);
+    if (st != PROTO_OK) return st;
     if (n->state == NODE_ALIVE) log_notice("node %u draining", id);
     n->state = NODE_DRAINING;
     m->repair_dirty = 1;
     m->repair_next_ms = 0;
-    return MM_OK;
+    return PROTO_OK;
 }
 
 /* Strip the node out of one object: replicas touching it go, a copy

@@ -16,7 +16,7 @@ void mm_config_defaults(mm_config *cfg) {
     cfg->repair_retry_ms = 1000;
 }
 
-mm_status mm_fail(char *err, size_t errlen, mm_status st, const char *fmt, ...) {
+proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...) {
     if (err && errlen) {
         va_list ap;
         va_start(ap, fmt);
@@ -104,18 +104,4 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->puts_timed_out = m->puts_timed_out;
     st->puts_revoked = m->puts_revoked;
     st->held_extents = m->nheld;
-}
-
-const char *mm_status_name(mm_status s) {
-    switch (s) {
-    case MM_OK: return "OK";
-    case MM_EINVAL: return "ERR";
-    case MM_EXISTS: return "EXISTS";
-    case MM_NOTFOUND: return "NOTFOUND";
-    case MM_NOSPACE: return "NOSPACE";
-    case MM_NOREPLICAS: return "NOREPLICAS";
-    case MM_ESTATE: return "STATE";
-    case MM_EFULL: return "FULL";
-    }
-    return "ERR";
 }

@@ -4,8 +4,9 @@
  * current time (wall clock ms, the clock capabilities expire on) so the
  * whole state machine runs under a fake clock in tests, could be
  * replicated through a log later, and can be rebuilt from what nodes
- * report (mm_rebuild). master_cmds.c turns it into the RESP protocol
- * described in PROTOCOL.md.
+ * report (mm_rebuild). Calls return a proto_status with a message that
+ * has no error word (proto/status.h); master_cmds.c turns both into the
+ * RESP protocol described in PROTOCOL.md.
  *
  * Files: membership.c (nodes), placement.c (where extents go),
  * lifecycle.c (put/get/remove, leases, quarantine), repair.c (copy
@@ -19,25 +20,12 @@
 #include "backend/transport.h"
 #include "core/alloc.h"
 #include "core/objtable.h"
+#include "proto/limits.h"
+#include "proto/status.h"
 
-#define MM_MAX_NODES      1024     /* ids ever handed out (dead ones stay listed) */
-#define MM_MAX_REPLICAS   8
-#define MM_MAX_KEY_LEN    4096
 #define MM_MAX_WIDTH      64       /* stripe width bound */
 #define MM_MAX_JOBS       256      /* repair copies in flight at once */
-#define MM_ERR_LEN        160
 #define MM_ALIGN          64       /* extent alignment inside a segment */
-
-typedef enum mm_status {
-    MM_OK = 0,
-    MM_EINVAL,       /* bad argument (size 0, empty key, ...) */
-    MM_EXISTS,       /* key present or being written */
-    MM_NOTFOUND,     /* no such key / node / task */
-    MM_NOSPACE,      /* no room: nothing stored was touched */
-    MM_NOREPLICAS,   /* fewer usable nodes than replicas asked for */
-    MM_ESTATE,       /* wrong state for the operation (complete, dead, ...) */
-    MM_EFULL         /* a fixed limit (nodes) reached */
-} mm_status;
 
 typedef enum mm_node_state { NODE_ALIVE = 0, NODE_DRAINING, NODE_DEAD } mm_node_state;
 
@@ -110,12 +98,12 @@ void mm_destroy(master_meta *m);
 const mm_config *mm_get_config(const master_meta *m);
 
 /* ---- nodes (membership.c) ---- */
-mm_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
+proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
                            int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen);
-mm_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
+proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
                             char *err, size_t errlen);
 /* Stop placing on the node and move its objects away (MOON.DRAIN, LEAVE). */
-mm_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);
+proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);
 /* Declare the node gone: its replicas leave the metadata, objects left
  * with none are removed (complete ones counted in objects_lost). */
 void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms);
@@ -128,17 +116,17 @@ const char *mm_node_state_name(mm_node_state s);
 /* ---- objects (lifecycle.c) ---- */
 /* Place and insert a PENDING object. The write caps of its extents expire
  * at o->created_ms + put_timeout_ms (mm_write_expiry). */
-mm_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
+proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
                        uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen);
-mm_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
+proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
                      uint64_t now_ms, char *err, size_t errlen);
-mm_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                         char *err, size_t errlen);
 /* A COMPLETE object and a read lease on it until *lease_until: its bytes
  * are not reused before then, even if it is removed. */
-mm_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                  object **out, uint64_t *lease_until, char *err, size_t errlen);
-mm_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                     char *err, size_t errlen);
 int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
 object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
@@ -150,15 +138,15 @@ typedef struct mm_item {
     size_t keylen;
     uint64_t size;                /* put_start */
     uint32_t crc;                 /* put_end */
-    mm_status status;             /* out */
+    proto_status status;             /* out */
     object *obj;                  /* out: put_start, get */
     uint64_t lease_until;         /* out: get */
-    char err[MM_ERR_LEN];         /* out when status != MM_OK */
+    char err[PROTO_ERR_LEN];         /* out when status != PROTO_OK */
 } mm_item;
 void mm_put_start_batch(master_meta *m, mm_item *items, size_t n, uint32_t replicas, uint64_t now_ms);
 void mm_put_end_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
 void mm_get_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
-void mm_exists_batch(master_meta *m, mm_item *items, size_t n);   /* status MM_OK or MM_NOTFOUND */
+void mm_exists_batch(master_meta *m, mm_item *items, size_t n);   /* status PROTO_OK or PROTO_NOTFOUND */
 
 /* Revoke puts older than put_timeout; release quarantined extents whose
  * leases expired. Return how many puts / extents. */
@@ -174,7 +162,7 @@ int mm_repair(master_meta *m, uint64_t now_ms);
 size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max);
 /* The node finished (ok) or gave up on a task. Only when every task of
  * the new replica succeeded does the replica join the object. */
-mm_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
+proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
                        uint64_t now_ms, char *err, size_t errlen);
 uint64_t mm_task_expiry(const mm_task *t);
 
@@ -207,6 +195,5 @@ void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now
 
 /* ---- observability ---- */
 void mm_get_stats(master_meta *m, mm_stats *st);
-const char *mm_status_name(mm_status s);
 
 #endif

@@ -39,8 +39,9 @@ struct master_meta {
     uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
 };
 
-/* Printf into err (if given), return st: every error path is one line. */
-mm_status mm_fail(char *err, size_t errlen, mm_status st, const char *fmt, ...)
+/* Printf the message into err (if given), return st: every error path is
+ * one line. The message has no error word: the reply layer adds it. */
+proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* A node that may receive new extents. */
@@ -49,8 +50,8 @@ static inline int mm_node_usable(const mm_node *n) { return n && n->state == NOD
 /* placement.c */
 /* Place nrep replicas of size bytes on usable nodes not marked in
  * exclude[id-1] (may be NULL); distinct nodes across all of them. On
- * MM_OK reps[0..nrep) own fresh extent arrays (free with mm_replica_clear). */
-mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
+ * PROTO_OK reps[0..nrep) own fresh extent arrays (free with mm_replica_clear). */
+proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
                    obj_replica *reps, char *err, size_t errlen);
 void mm_replica_clear(obj_replica *r);
 

@@ -115,14 +115,14 @@ static void plan_layout(const master_meta *m, uint64_t size, uint32_t nrep, uint
     l->width = (uint32_t)width;
 }
 
-mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
+proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
                    obj_replica *reps, char *err, size_t errlen) {
     candidate *cand = xcalloc(m->nnodes ? m->nnodes : 1, sizeof *cand);
     uint32_t ncand = candidates(m, exclude, cand);
-    mm_status st = MM_OK;
+    proto_status st = PROTO_OK;
     if (ncand < nrep) {
-        st = mm_fail(err, errlen, MM_NOREPLICAS,
-                     "NOREPLICAS %u replicas need %u alive nodes, only %u available",
+        st = mm_fail(err, errlen, PROTO_NOREPLICAS,
+                     "%u replicas need %u alive nodes, only %u available",
                      nrep, nrep, ncand);
         goto out;
     }
@@ -134,16 +134,16 @@ mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *
         total_free += cand[i].free;
     }
     if (size > total_free / nrep) {
-        st = mm_fail(err, errlen, MM_NOSPACE,
-                     "NOSPACE cluster full: %u replicas of %llu bytes exceed the %llu bytes free",
+        st = mm_fail(err, errlen, PROTO_NOSPACE,
+                     "cluster full: %u replicas of %llu bytes exceed the %llu bytes free",
                      nrep, (unsigned long long)size, (unsigned long long)total_free);
         goto out;
     }
     layout l;
     plan_layout(m, size, nrep, ncand, &l);
     if (align_up(slice_len(&l, 0)) > largest) {
-        st = mm_fail(err, errlen, MM_NOSPACE,
-                     "NOSPACE %llu bytes do not fit: the largest free extent on any node is %llu bytes",
+        st = mm_fail(err, errlen, PROTO_NOSPACE,
+                     "%llu bytes do not fit: the largest free extent on any node is %llu bytes",
                      (unsigned long long)slice_len(&l, 0), (unsigned long long)largest);
         goto out;
     }
@@ -163,8 +163,8 @@ mm_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *
     }
     if (placed < nrep) {
         for (uint32_t i = 0; i < placed; i++) release_replica(m, &reps[i]);
-        st = mm_fail(err, errlen, MM_NOSPACE,
-                     "NOSPACE cluster full: room for %u of %u replicas of %llu bytes",
+        st = mm_fail(err, errlen, PROTO_NOSPACE,
+                     "cluster full: room for %u of %u replicas of %llu bytes",
                      placed, nrep, (unsigned long long)size);
     }
 out:

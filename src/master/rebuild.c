@@ -17,7 +17,7 @@ typedef struct partial {
     uint64_t end;
 } partial;
 
-#define MM_MAX_PARTIALS (2 * MM_MAX_REPLICAS)
+#define MM_MAX_PARTIALS (2 * PROTO_MAX_REPLICAS)
 
 static int by_key_then_offset(const void *a, const void *b) {
     const mm_report *x = *(const mm_report *const *)a, *y = *(const mm_report *const *)b;
@@ -71,10 +71,10 @@ static int accept_extent(master_meta *m, partial *p, uint32_t *np, const mm_repo
  * the extents of the rest. */
 static void commit_key(master_meta *m, const mm_report *first, partial *p, uint32_t np,
                        uint64_t now_ms, mm_rebuild_stats *st) {
-    obj_replica whole[MM_MAX_REPLICAS];
+    obj_replica whole[PROTO_MAX_REPLICAS];
     uint32_t nwhole = 0;
     for (uint32_t i = 0; i < np; i++) {
-        if (p[i].end == first->size && nwhole < MM_MAX_REPLICAS) {
+        if (p[i].end == first->size && nwhole < PROTO_MAX_REPLICAS) {
             whole[nwhole++] = p[i].r;
             continue;
         }
@@ -110,7 +110,7 @@ void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now
         size_t end = i + 1;
         while (end < n && same_key(v[i], v[end])) end++;
         const mm_report *first = v[i];
-        int usable = first->keylen > 0 && first->keylen <= MM_MAX_KEY_LEN && first->size > 0 &&
+        int usable = first->keylen > 0 && first->keylen <= PROTO_MAX_KEY_LEN && first->size > 0 &&
                      !mm_find(m, first->key, first->keylen);
         partial p[MM_MAX_PARTIALS];
         memset(p, 0, sizeof p);

@@ -116,9 +116,9 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
         for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
             exclude[o->replicas[i].extents[k].node - 1] = 1;
     obj_replica rep = {0, NULL};
-    mm_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
+    proto_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
     free(exclude);
-    if (st != MM_OK) return -1;
+    if (st != PROTO_OK) return -1;
 
     mm_job *j = xcalloc(1, sizeof *j);
     j->o = o;
@@ -177,30 +177,30 @@ static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     m->repair_next_ms = 0;
 }
 
-mm_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
+proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
                        uint64_t now_ms, char *err, size_t errlen) {
     mm_task *t = NULL;
     for (size_t i = 0; i < m->ntasks && !t; i++)
         if (m->tasks[i]->id == task_id) t = m->tasks[i];
     if (!t)
-        return mm_fail(err, errlen, MM_NOTFOUND,
-                       "ERR no task %llu in progress (finished, failed or expired)",
+        return mm_fail(err, errlen, PROTO_NOTFOUND,
+                       "no task %llu in progress (finished, failed or expired)",
                        (unsigned long long)task_id);
     if (t->node != node)
-        return mm_fail(err, errlen, MM_ESTATE, "ERR task %llu belongs to node %u",
+        return mm_fail(err, errlen, PROTO_ERR, "task %llu belongs to node %u",
                        (unsigned long long)task_id, t->node);
     mm_job *j = t->job;
     if (!ok || now_ms >= t->deadline_ms) {
         mm_job_fail(m, j, now_ms);
-        if (ok) return mm_fail(err, errlen, MM_ESTATE, "ERR task %llu expired",
+        if (ok) return mm_fail(err, errlen, PROTO_ERR, "task %llu expired",
                                (unsigned long long)task_id);
-        return MM_OK;
+        return PROTO_OK;
     }
     t->done = 1;
     tasks_remove(m, t);
     m->tasks_done++;
     if (--j->nleft == 0) job_finish(m, j, now_ms);
-    return MM_OK;
+    return PROTO_OK;
 }
 
 int mm_expire_tasks(master_meta *m, uint64_t now_ms) {

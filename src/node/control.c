@@ -10,9 +10,10 @@
 
 #include "core/log.h"
 #include "core/util.h"
-#include "master/master.h"
 #include "node/copier.h"
 #include "node/reply.h"
+#include "proto/register.h"
+#include "proto/status.h"
 
 #define CTL_CONNECT_MS      2000
 /* One master round trip. A timeout costs the connection and so our
@@ -106,16 +107,16 @@ static int do_register(node_control *c) {
     node *n = c->n;
     redisReply *r = master_cmd(c, "MOON.CHALLENGE");
     if (!r) return -1;
-    if (r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) {
+    if (r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
         log_warning("node: bad MOON.CHALLENGE reply from the master");
         freeReplyObject(r);
         disconnect(c);
         return -1;
     }
-    uint8_t reg_key[16], proof[16];
-    char proof_hex[33], seg[24];
-    master_derive_reg_key(n->srv->cfg.cluster_secret, reg_key);
-    master_register_proof(reg_key, (const uint8_t *)r->str, proof);
+    uint8_t reg_key[PROTO_REG_KEY_LEN], proof[PROTO_PROOF_LEN];
+    char proof_hex[2 * PROTO_PROOF_LEN + 1], seg[24];
+    proto_reg_key(n->srv->cfg.cluster_secret, reg_key);
+    proto_reg_proof(reg_key, (const uint8_t *)r->str, proof);
     freeReplyObject(r);
     hex_encode(proof, sizeof proof, proof_hex);
     snprintf(seg, sizeof seg, "%llu", (unsigned long long)n->seg.size);
@@ -123,7 +124,7 @@ static int do_register(node_control *c) {
     char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
     int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
     const char *argv[3 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
-    size_t lens[3 + TE_MAX_PATHS] = {13, 32, strlen(seg)};
+    size_t lens[3 + TE_MAX_PATHS] = {13, 2 * PROTO_PROOF_LEN, strlen(seg)};
     for (int i = 0; i < naddrs; i++) {
         argv[3 + i] = addrs[i];
         lens[3 + i] = strlen(addrs[i]);
@@ -239,7 +240,7 @@ static void node_dead(node_control *c, const char *msg) {
 }
 
 static int is_nodedead(const redisReply *r) {
-    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NODEDEAD", 8) == 0;
+    return r->type == REDIS_REPLY_ERROR && proto_status_of_reply(r->str, r->len) == PROTO_NODEDEAD;
 }
 
 static uint32_t my_id(node_control *c) {

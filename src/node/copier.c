@@ -75,7 +75,7 @@ static int engine_ready(node_copier *c, char *err, size_t errlen) {
 }
 
 static void add_node(node_copier *c, const redisReply *e) {
-    /* Ids are bounded by the master (MM_MAX_NODES); a wild one is ignored. */
+    /* Ids are bounded by the master (PROTO_MAX_NODES); a wild one is ignored. */
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
         e->element[0]->integer < 1 || e->element[0]->integer > COPIER_MAX_NODE_ID ||
         e->element[2]->type != REDIS_REPLY_ARRAY || is_known(c, (uint32_t)e->element[0]->integer))
@@ -155,7 +155,7 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     }
     /* Our own segment: the master's caps and our bounds, before any byte. */
     for (int i = 0; i < t->ndst; i++) {
-        const node_dst *d = &t->dst[i];
+        const te_extent *d = &t->dst[i];
         int st = te_cap_check(&d->cap, t->cap_key, t->node_id, TE_WRITE, d->offset, d->length, now);
         if (st == TE_OK && (d->offset > c->n->seg.size || d->length > c->n->seg.size - d->offset))
             st = TE_ERANGE;
@@ -169,7 +169,7 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     uint64_t pos = 0;
     int rc = 0;
     for (int i = 0; i < t->ndst && rc == 0; i++) {
-        const node_dst *d = &t->dst[i];
+        const te_extent *d = &t->dst[i];
         if (!task_current(c, t) || wall_ms() >= d->cap.expiry_ms) {
             snprintf(err, errlen, "registration changed or caps expired mid-copy");
             rc = -1;

@@ -4,9 +4,9 @@
  *   [task_id, key, object_size,
  *    [[src_node, offset, length, read_cap] ...], [[offset, length, write_cap] ...]]
  * meaning: read the source byte stream, in order, and write it, in order,
- * into the destination extents of this node's segment. Parsing checks
- * every shape, range and sum, so a bad reply is refused whole, and what
- * one can make us allocate is bounded by NODE_TASK_MAX_EXTENTS. */
+ * into the destination extents of this node's segment. The extents are
+ * decoded by proto/extents.c, which refuses a bad reply whole and bounds
+ * what one can make us allocate by PROTO_MAX_EXTENTS. */
 #ifndef MKV_NODE_TASK_H
 #define MKV_NODE_TASK_H
 
@@ -16,13 +16,7 @@
 #include "backend/cap.h"
 #include "backend/engine.h"
 #include "core/jobqueue.h"
-
-#define NODE_TASK_MAX_EXTENTS TE_ENGINE_MAX_EXTENTS
-
-typedef struct node_dst {
-    uint64_t offset, length;
-    te_cap cap;
-} node_dst;
+#include "proto/limits.h"
 
 typedef struct node_task {
     uint64_t id;
@@ -32,7 +26,7 @@ typedef struct node_task {
     uint64_t size;
     int nsrc, ndst;
     te_extent *src;
-    node_dst *dst;
+    te_extent *dst;                /* on this node: node_id from the write caps */
     jq_job job;                    /* the copier's queue */
 } node_task;
 

@@ -11,8 +11,8 @@
 
 static void check(const node_task *t) {
     uint64_t src = 0, dst = 0;
-    if (t->nsrc <= 0 || t->ndst <= 0 || t->nsrc > NODE_TASK_MAX_EXTENTS ||
-        t->ndst > NODE_TASK_MAX_EXTENTS)
+    if (t->nsrc <= 0 || t->ndst <= 0 || t->nsrc > PROTO_MAX_EXTENTS ||
+        t->ndst > PROTO_MAX_EXTENTS)
         abort();
     for (int i = 0; i < t->nsrc; i++) src += t->src[i].length;
     for (int i = 0; i < t->ndst; i++) dst += t->dst[i].length;

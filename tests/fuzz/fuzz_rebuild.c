@@ -25,7 +25,7 @@ static master_meta *meta_with_nodes(void) {
     for (int i = 0; i < NODES; i++) {
         uint32_t id;
         char err[256];
-        if (mm_node_register(m, 1 << 20, addr, 1, 1000, &id, err, sizeof err) != MM_OK) abort();
+        if (mm_node_register(m, 1 << 20, addr, 1, 1000, &id, err, sizeof err) != PROTO_OK) abort();
     }
     return m;
 }

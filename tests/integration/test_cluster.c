@@ -109,7 +109,7 @@ static void test_bad_placement_requests(void) {
     ASSERT(is_error(redisCommand(adm, "MOON.PUTSTART bad -5"), "ERR value is not an integer"));
     ASSERT(is_error(redisCommand(adm, "MOON.PUTSTART bad 10 REPLICAS 4"), "NOREPLICAS"));
     ASSERT(is_error(redisCommand(adm, "MOON.PUTSTART bad 562949953421312"), "NOSPACE"));
-    ASSERT(is_error(redisCommand(adm, "MOON.PUTEND bad 0"), "ERR no put in progress"));
+    ASSERT(is_error(redisCommand(adm, "MOON.PUTEND bad 0"), "NOTFOUND no put in progress"));
     ASSERT(is_error(redisCommand(adm, "MOON.PUTSTART bad 10 REPLICAS"), "ERR"));
     ASSERT_EQ(mkv_put(cli, "bad", 3, src, 10, 4), MKV_ENOREPLICAS);
     ASSERT(strstr(mkv_last_error(cli), "NOREPLICAS") != NULL);

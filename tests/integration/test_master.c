@@ -11,7 +11,7 @@
 
 #include "backend/cap.h"
 #include "core/siphash.h"
-#include "master/master.h"
+#include "proto/register.h"
 #include "support/harness.h"
 #include "test.h"
 
@@ -87,14 +87,14 @@ static void hex(const uint8_t *p, size_t n, char *out) {
 /* Challenge, prove the secret, register a segment on n's connection. */
 static int node_register(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
     redisReply *r = redisCommand(n->c, "MOON.CHALLENGE");
-    if (!r || r->type != REDIS_REPLY_STRING || r->len != MASTER_NONCE_LEN) {
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
         freeReplyObject(r);
         return -1;
     }
     uint8_t key[16], proof[16];
     char proof_hex[33];
-    master_derive_reg_key(secret, key);
-    master_register_proof(key, (const uint8_t *)r->str, proof);
+    proto_reg_key(secret, key);
+    proto_reg_proof(key, (const uint8_t *)r->str, proof);
     freeReplyObject(r);
     hex(proof, 16, proof_hex);
     r = redisCommand(n->c, "MOON.REGISTER %s %llu %s", proof_hex, seg, addr);

@@ -9,7 +9,7 @@
 
 #define KB 1024ULL
 
-static char err[MM_ERR_LEN];
+static char err[PROTO_ERR_LEN];
 
 static mm_config test_config(void) {
     mm_config c;
@@ -33,7 +33,7 @@ static master_meta *cluster(int n, uint64_t seg) {
         snprintf(addr, sizeof addr, "127.0.0.1:%d", 9000 + i);
         const char *addrs[] = {addr};
         uint32_t id;
-        if (mm_node_register(m, seg, addrs, 1, 0, &id, err, sizeof err) != MM_OK) return NULL;
+        if (mm_node_register(m, seg, addrs, 1, 0, &id, err, sizeof err) != PROTO_OK) return NULL;
     }
     return m;
 }
@@ -57,8 +57,8 @@ static int replica_node_set(const obj_replica *r, uint32_t *nodes, int max) {
 /* put_start + put_end in one step. */
 static object *put(master_meta *m, const char *key, uint64_t size, uint32_t reps, uint64_t now) {
     object *o = NULL;
-    if (mm_put_start(m, key, strlen(key), size, reps, now, &o, err, sizeof err) != MM_OK) return NULL;
-    if (mm_put_end(m, key, strlen(key), 0xabcd, now, err, sizeof err) != MM_OK) return NULL;
+    if (mm_put_start(m, key, strlen(key), size, reps, now, &o, err, sizeof err) != PROTO_OK) return NULL;
+    if (mm_put_end(m, key, strlen(key), 0xabcd, now, err, sizeof err) != PROTO_OK) return NULL;
     return o;
 }
 
@@ -73,16 +73,16 @@ static void test_register(void) {
     longaddr[sizeof longaddr - 1] = 0;
     const char *bad[] = {longaddr};
     uint32_t id = 0;
-    ASSERT_EQ(mm_node_register(m, 0, good, 1, 0, &id, err, sizeof err), MM_EINVAL);
-    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 0, 0, &id, err, sizeof err), MM_EINVAL);
-    ASSERT_EQ(mm_node_register(m, 1 << 20, bad, 1, 0, &id, err, sizeof err), MM_EINVAL);
-    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_register(m, 0, good, 1, 0, &id, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 0, 0, &id, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, bad, 1, 0, &id, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 1);
-    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_register(m, 1 << 20, good, 1, 0, &id, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 2);
     ASSERT_STREQ(mm_node_get(m, 2)->addrs[0], "127.0.0.1:1");
-    ASSERT_EQ(mm_node_heartbeat(m, 7, 0, 10, err, sizeof err), MM_NOTFOUND);
-    ASSERT_EQ(mm_node_heartbeat(m, 2, 123, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_heartbeat(m, 7, 0, 10, err, sizeof err), PROTO_NOTFOUND);
+    ASSERT_EQ(mm_node_heartbeat(m, 2, 123, 10, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_node_get(m, 2)->reported_used, 123);
     mm_destroy(m);
 }
@@ -90,13 +90,13 @@ static void test_register(void) {
 static void test_heartbeat_timeout_kills(void) {
     master_meta *m = cluster(2, 64 * KB);
     ASSERT(m);
-    ASSERT_EQ(mm_node_heartbeat(m, 1, 0, 2000, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_heartbeat(m, 1, 0, 2000, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_check_nodes(m, 2999), 0);
     ASSERT_EQ(mm_check_nodes(m, 3000), 1);   /* node 2 silent since 0 */
     ASSERT_EQ(mm_node_get(m, 2)->state, NODE_DEAD);
     ASSERT_EQ(mm_node_get(m, 1)->state, NODE_ALIVE);
-    ASSERT_EQ(mm_node_heartbeat(m, 2, 0, 3001, err, sizeof err), MM_ESTATE);
-    ASSERT(strncmp(err, "NODEDEAD", 8) == 0);
+    ASSERT_EQ(mm_node_heartbeat(m, 2, 0, 3001, err, sizeof err), PROTO_NODEDEAD);
+    ASSERT_STREQ(err, "node 2 left the cluster (heartbeat timeout): register again");
     mm_destroy(m);
 }
 
@@ -115,8 +115,8 @@ static void test_replicas_on_distinct_nodes(void) {
         seen |= 1u << o->replicas[i].extents[0].node;
     }
     ASSERT_EQ(seen, (1u << 1) | (1u << 2) | (1u << 3));
-    ASSERT_EQ(mm_put_start(m, "k2", 2, 1000, 4, 0, &o, err, sizeof err), MM_NOREPLICAS);
-    ASSERT(strncmp(err, "NOREPLICAS ", 11) == 0);
+    ASSERT_EQ(mm_put_start(m, "k2", 2, 1000, 4, 0, &o, err, sizeof err), PROTO_NOREPLICAS);
+    ASSERT(strncmp(err, "4 replicas need", 15) == 0);
     mm_destroy(m);
 }
 
@@ -171,7 +171,7 @@ static void test_balance_most_free_first(void) {
     /* a bigger node with more free space gets the next object */
     const char *addrs[] = {"127.0.0.1:9999"};
     uint32_t id;
-    ASSERT_EQ(mm_node_register(m, 1024 * KB, addrs, 1, 0, &id, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_register(m, 1024 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_OK);
     object *o = put(m, "next", 1024, 1, 0);
     ASSERT(o);
     ASSERT_EQ(o->replicas[0].extents[0].node, id);
@@ -182,39 +182,39 @@ static void test_placement_errors(void) {
     mm_config c = test_config();
     master_meta *empty = mm_create(&c);
     object *o;
-    ASSERT_EQ(mm_put_start(empty, "k", 1, 10, 1, 0, &o, err, sizeof err), MM_NOREPLICAS);
+    ASSERT_EQ(mm_put_start(empty, "k", 1, 10, 1, 0, &o, err, sizeof err), PROTO_NOREPLICAS);
     mm_destroy(empty);
 
     master_meta *m = cluster(2, 4 * KB);
     ASSERT(m);
-    ASSERT_EQ(mm_put_start(m, "k", 1, 0, 1, 0, &o, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 0, 1, 0, &o, err, sizeof err), PROTO_ERR);
     ASSERT(strstr(err, "size"));
-    ASSERT_EQ(mm_put_start(m, "k", 1, 10, 0, 0, &o, err, sizeof err), MM_EINVAL);
-    ASSERT_EQ(mm_put_start(m, "", 0, 10, 1, 0, &o, err, sizeof err), MM_EINVAL);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 10, 0, 0, &o, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_put_start(m, "", 0, 10, 1, 0, &o, err, sizeof err), PROTO_ERR);
     /* 4K is not above the stripe threshold: one extent that no node can hold */
     ASSERT(put(m, "a", 1024, 2, 0));
-    ASSERT_EQ(mm_put_start(m, "huge", 4, 4 * KB, 1, 0, &o, err, sizeof err), MM_NOSPACE);
-    ASSERT(strncmp(err, "NOSPACE ", 8) == 0 && strstr(err, "largest free extent"));
+    ASSERT_EQ(mm_put_start(m, "huge", 4, 4 * KB, 1, 0, &o, err, sizeof err), PROTO_NOSPACE);
+    ASSERT(strstr(err, "largest free extent"));
     /* an absurd size is refused from the free totals, before any layout */
-    ASSERT_EQ(mm_put_start(m, "giant", 5, 1ULL << 49, 1, 0, &o, err, sizeof err), MM_NOSPACE);
-    ASSERT(strncmp(err, "NOSPACE cluster full", 20) == 0 && strstr(err, "exceed"));
+    ASSERT_EQ(mm_put_start(m, "giant", 5, 1ULL << 49, 1, 0, &o, err, sizeof err), PROTO_NOSPACE);
+    ASSERT(strncmp(err, "cluster full", 12) == 0 && strstr(err, "exceed"));
     for (int i = 0; i < 5; i++) {
         char key[16];
         snprintf(key, sizeof key, "f%d", i);
         ASSERT(put(m, key, 1024, 1, 0));
     }
     /* room for one 1K copy: two replicas fail and nothing stays taken */
-    ASSERT_EQ(mm_put_start(m, "y", 1, 1024, 2, 0, &o, err, sizeof err), MM_NOSPACE);
-    ASSERT(strncmp(err, "NOSPACE cluster full", 20) == 0);
+    ASSERT_EQ(mm_put_start(m, "y", 1, 1024, 2, 0, &o, err, sizeof err), PROTO_NOSPACE);
+    ASSERT(strncmp(err, "cluster full", 12) == 0);
     ASSERT_EQ(node_used(m, 1) + node_used(m, 2), 7 * KB);
     ASSERT(put(m, "x", 1024, 1, 0));
     /* the cluster is full: a put fails cleanly and stored objects stay */
-    ASSERT_EQ(mm_put_start(m, "z", 1, 1024, 1, 0, &o, err, sizeof err), MM_NOSPACE);
-    ASSERT(strncmp(err, "NOSPACE ", 8) == 0);
+    ASSERT_EQ(mm_put_start(m, "z", 1, 1024, 1, 0, &o, err, sizeof err), PROTO_NOSPACE);
+    ASSERT(err[0] != 0);
     ASSERT_EQ(node_used(m, 1) + node_used(m, 2), 8 * KB);
     ASSERT(mm_exists(m, "a", 1));
     uint64_t lease;
-    ASSERT_EQ(mm_get(m, "a", 1, 0, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_get(m, "a", 1, 0, &o, &lease, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->size, 1024);
     mm_destroy(m);
 }
@@ -226,27 +226,27 @@ static void test_exists_in_flight(void) {
     ASSERT(m);
     object *o;
     uint64_t lease;
-    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->state, OBJ_PENDING);
     ASSERT_EQ(mm_write_expiry(m, o), 1000);
-    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_EXISTS);
-    ASSERT_STREQ(err, "EXISTS key is being written");
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), PROTO_EXISTS);
+    ASSERT_STREQ(err, "key is being written");
     ASSERT(!mm_exists(m, "k", 1));
-    ASSERT_EQ(mm_get(m, "k", 1, 0, &o, &lease, err, sizeof err), MM_NOTFOUND);
-    ASSERT_EQ(mm_remove(m, "k", 1, 0, err, sizeof err), MM_ESTATE);
-    ASSERT_EQ(mm_put_end(m, "nope", 4, 1, 0, err, sizeof err), MM_NOTFOUND);
-    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), MM_OK);
-    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), MM_ESTATE);
-    ASSERT_EQ(mm_put_revoke(m, "k", 1, 10, err, sizeof err), MM_ESTATE);
+    ASSERT_EQ(mm_get(m, "k", 1, 0, &o, &lease, err, sizeof err), PROTO_NOTFOUND);
+    ASSERT_EQ(mm_remove(m, "k", 1, 0, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_put_end(m, "nope", 4, 1, 0, err, sizeof err), PROTO_NOTFOUND);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_put_revoke(m, "k", 1, 10, err, sizeof err), PROTO_ERR);
     ASSERT(mm_exists(m, "k", 1));
-    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), MM_EXISTS);
-    ASSERT_STREQ(err, "EXISTS key already exists");
-    ASSERT_EQ(mm_get(m, "k", 1, 20, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), PROTO_EXISTS);
+    ASSERT_STREQ(err, "key already exists");
+    ASSERT_EQ(mm_get(m, "k", 1, 20, &o, &lease, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->crc, 77);
     ASSERT_EQ(lease, 20 + 5000);
-    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), PROTO_OK);
     ASSERT(!mm_exists(m, "k", 1));
-    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_remove(m, "k", 1, 30, err, sizeof err), PROTO_NOTFOUND);
     mm_destroy(m);
 }
 
@@ -254,8 +254,8 @@ static void test_timeout_revokes_and_frees(void) {
     master_meta *m = cluster(1, 2 * KB);
     ASSERT(m);
     object *o;
-    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 0, &o, err, sizeof err), MM_OK);
-    ASSERT_EQ(mm_put_start(m, "other", 5, 1 * KB, 1, 10, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 0, &o, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_start(m, "other", 5, 1 * KB, 1, 10, &o, err, sizeof err), PROTO_NOSPACE);
     mm_sweep(m, 999);
     ASSERT(mm_find(m, "slow", 4));
     mm_sweep(m, 1000);
@@ -264,9 +264,9 @@ static void test_timeout_revokes_and_frees(void) {
     mm_stats st;
     mm_get_stats(m, &st);
     ASSERT_EQ(st.puts_timed_out, 1);
-    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 1000, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 1000, &o, err, sizeof err), PROTO_OK);
     /* put_end after the caps expired, before any sweep: revoked on the spot */
-    ASSERT_EQ(mm_put_end(m, "slow", 4, 1, 2000, err, sizeof err), MM_NOTFOUND);
+    ASSERT_EQ(mm_put_end(m, "slow", 4, 1, 2000, err, sizeof err), PROTO_TIMEDOUT);
     ASSERT(strstr(err, "timed out"));
     ASSERT_EQ(node_used(m, 1), 0);
     mm_destroy(m);
@@ -276,14 +276,14 @@ static void test_revoke_holds_until_write_caps_expire(void) {
     master_meta *m = cluster(1, 2 * KB);
     ASSERT(m);
     object *o;
-    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 0, &o, err, sizeof err), MM_OK);
-    ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 0, &o, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), PROTO_OK);
     ASSERT(!mm_find(m, "k", 1));
     /* the key is free at once, the bytes only when the write caps expire */
-    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_NOSPACE);
     ASSERT_EQ(mm_release_held(m, 999), 0);
     ASSERT_EQ(mm_release_held(m, 1000), 1);
-    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 1000, &o, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 1000, &o, err, sizeof err), PROTO_OK);
     mm_stats st;
     mm_get_stats(m, &st);
     ASSERT_EQ(st.puts_revoked, 1);
@@ -296,17 +296,17 @@ static void test_lease_quarantine_delays_reuse(void) {
     object *o;
     uint64_t lease;
     ASSERT(put(m, "k", 2 * KB, 1, 0));
-    ASSERT_EQ(mm_get(m, "k", 1, 2000, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_get(m, "k", 1, 2000, &o, &lease, err, sizeof err), PROTO_OK);
     ASSERT_EQ(lease, 7000);
-    ASSERT_EQ(mm_remove(m, "k", 1, 3000, err, sizeof err), MM_OK);
-    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 3000, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_remove(m, "k", 1, 3000, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 3000, &o, err, sizeof err), PROTO_NOSPACE);
     ASSERT_EQ(mm_release_held(m, 6999), 0);
-    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 6999, &o, err, sizeof err), MM_NOSPACE);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 6999, &o, err, sizeof err), PROTO_NOSPACE);
     ASSERT_EQ(mm_release_held(m, 7000), 1);
-    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 7000, &o, err, sizeof err), MM_OK);
-    ASSERT_EQ(mm_put_end(m, "n", 1, 1, 7000, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 7000, &o, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_end(m, "n", 1, 1, 7000, err, sizeof err), PROTO_OK);
     /* never read and write caps expired: the space is free right away */
-    ASSERT_EQ(mm_remove(m, "n", 1, 8000, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_remove(m, "n", 1, 8000, err, sizeof err), PROTO_OK);
     ASSERT_EQ(node_used(m, 1), 0);
     mm_destroy(m);
 }
@@ -318,23 +318,23 @@ static void test_batch_forms(void) {
                      {.key = "b", .keylen = 1, .size = 0},
                      {.key = "a", .keylen = 1, .size = 10}};
     mm_put_start_batch(m, it, 3, 2, 0);
-    ASSERT_EQ(it[0].status, MM_OK);
+    ASSERT_EQ(it[0].status, PROTO_OK);
     ASSERT_EQ(it[0].obj->nreplicas, 2);
-    ASSERT_EQ(it[1].status, MM_EINVAL);
-    ASSERT_EQ(it[2].status, MM_EXISTS);
+    ASSERT_EQ(it[1].status, PROTO_ERR);
+    ASSERT_EQ(it[2].status, PROTO_EXISTS);
     mm_item end[2] = {{.key = "a", .keylen = 1, .crc = 5}, {.key = "b", .keylen = 1, .crc = 6}};
     mm_put_end_batch(m, end, 2, 1);
-    ASSERT_EQ(end[0].status, MM_OK);
-    ASSERT_EQ(end[1].status, MM_NOTFOUND);
+    ASSERT_EQ(end[0].status, PROTO_OK);
+    ASSERT_EQ(end[1].status, PROTO_NOTFOUND);
     mm_item get[2] = {{.key = "a", .keylen = 1}, {.key = "zz", .keylen = 2}};
     mm_get_batch(m, get, 2, 2);
-    ASSERT_EQ(get[0].status, MM_OK);
+    ASSERT_EQ(get[0].status, PROTO_OK);
     ASSERT_EQ(get[0].obj->crc, 5);
     ASSERT_EQ(get[0].lease_until, 5002);
-    ASSERT_EQ(get[1].status, MM_NOTFOUND);
+    ASSERT_EQ(get[1].status, PROTO_NOTFOUND);
     mm_exists_batch(m, get, 2);
-    ASSERT_EQ(get[0].status, MM_OK);
-    ASSERT_EQ(get[1].status, MM_NOTFOUND);
+    ASSERT_EQ(get[0].status, PROTO_OK);
+    ASSERT_EQ(get[1].status, PROTO_NOTFOUND);
     mm_destroy(m);
 }
 
@@ -373,7 +373,7 @@ static void test_dead_node_drops_replicas_and_counts_lost(void) {
     ASSERT(!mm_find(m, onekey, strlen(onekey)));
     object *o;
     uint64_t lease;
-    ASSERT_EQ(mm_get(m, "two", 3, 3000, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_get(m, "two", 3, 3000, &o, &lease, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 1);
     ASSERT(node_of(o, 0) != victim);
     mm_stats st;
@@ -415,9 +415,9 @@ static void test_rereplication_task_flow(void) {
     /* not visible before the copy is done */
     ASSERT_EQ(o->nreplicas, 1);
     uint64_t id = t[0]->id;
-    ASSERT_EQ(mm_copy_done(m, used[1], id, 1, 200, err, sizeof err), MM_ESTATE);
-    ASSERT_EQ(mm_copy_done(m, spare, id + 100, 1, 200, err, sizeof err), MM_NOTFOUND);
-    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 200, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_copy_done(m, used[1], id, 1, 200, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_copy_done(m, spare, id + 100, 1, 200, err, sizeof err), PROTO_NOTFOUND);
+    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 200, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 2);
     ASSERT_EQ(node_of(o, 1), spare);
     mm_stats st;
@@ -440,7 +440,7 @@ static void test_copy_failure_and_expiry_retry(void) {
     mm_task *t;
     ASSERT_EQ(mm_node_tasks(m, spare, &t, 1), 1);
     ASSERT(node_used(m, spare) > before);
-    ASSERT_EQ(mm_copy_done(m, spare, t->id, 0, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_copy_done(m, spare, t->id, 0, 10, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 1);
     /* the failed destination is held until its write caps expire */
     mm_release_held(m, 999);
@@ -452,7 +452,7 @@ static void test_copy_failure_and_expiry_retry(void) {
     ASSERT_EQ(mm_node_tasks(m, spare, &t, 1), 1);
     uint64_t id = t->id;
     mm_sweep(m, 1999);
-    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 1999, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_copy_done(m, spare, id, 1, 1999, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 2);
     mm_stats st;
     mm_get_stats(m, &st);
@@ -486,7 +486,7 @@ static void test_drain_moves_then_leaves(void) {
     object *o = put(m, "obj", 1000, 1, 0);
     ASSERT(o);
     uint32_t d = node_of(o, 0);
-    ASSERT_EQ(mm_node_drain(m, d, 10, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_drain(m, d, 10, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_node_get(m, d)->state, NODE_DRAINING);
     for (int i = 0; i < 6; i++) {   /* nothing new lands on a draining node */
         char key[16];
@@ -504,7 +504,7 @@ static void test_drain_moves_then_leaves(void) {
     ASSERT_EQ(t->src[0].node, d);   /* the draining node is still the source */
     mm_repair(m, 30);
     ASSERT_EQ(mm_node_get(m, d)->state, NODE_DRAINING);   /* waits for the copy */
-    ASSERT_EQ(mm_copy_done(m, target, t->id, 1, 40, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_copy_done(m, target, t->id, 1, 40, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 1);
     ASSERT_EQ(node_of(o, 0), target);
     mm_repair(m, 50);
@@ -513,7 +513,7 @@ static void test_drain_moves_then_leaves(void) {
     mm_stats st;
     mm_get_stats(m, &st);
     ASSERT_EQ(st.objects_lost, 0);
-    ASSERT_EQ(mm_node_drain(m, d, 60, err, sizeof err), MM_ESTATE);
+    ASSERT_EQ(mm_node_drain(m, d, 60, err, sizeof err), PROTO_NODEDEAD);
     mm_destroy(m);
 }
 
@@ -521,7 +521,7 @@ static void test_drain_without_room_loses_only_sole_copies(void) {
     master_meta *m = cluster(1, 64 * KB);
     ASSERT(m);
     ASSERT(put(m, "solo", 1000, 1, 0));
-    ASSERT_EQ(mm_node_drain(m, 1, 0, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_node_drain(m, 1, 0, err, sizeof err), PROTO_OK);
     mm_repair(m, 0);
     ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
     mm_stats st;
@@ -574,7 +574,7 @@ static void test_rebuild_from_reports(void) {
     for (uint32_t id = 1; id <= 4; id++) ASSERT_EQ(node_used(a, id), node_used(b, id));
     object *o;
     uint64_t lease;
-    ASSERT_EQ(mm_get(b, "striped", 7, 60, &o, &lease, err, sizeof err), MM_OK);
+    ASSERT_EQ(mm_get(b, "striped", 7, 60, &o, &lease, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->size, 5000);
     ASSERT_EQ(o->crc, 0xabcd);
     ASSERT_EQ(o->nreplicas, 2);

@@ -11,33 +11,46 @@
 #include "node/task.h"
 #include "test.h"
 
-static char cap_bulk[128];   /* "$64\r\n<64 bytes>\r\n" */
-static size_t cap_bulk_len;
+#define SELF 7   /* the node executing the tasks: its write caps name it */
 
-static void make_cap(void) {
-    te_cap cap = {.node_id = 1, .rights = TE_CAP_READ, .offset = 0, .length = 100, .expiry_ms = 1};
+/* "$64\r\n<cap>\r\n" for a cap over [off, off+len) of node, at out. */
+static size_t cap_bulk(char *out, uint32_t node, uint32_t rights, long long off, long long len) {
+    te_cap cap = {.node_id = node, .rights = rights, .offset = (uint64_t)off,
+                  .length = (uint64_t)len, .expiry_ms = 1};
     uint8_t key[TE_CAP_KEY_LEN] = {0};
     te_cap_sign(&cap, key);
     uint8_t wire[TE_CAP_WIRE_LEN];
     te_cap_encode(&cap, wire);
-    memcpy(cap_bulk, "$64\r\n", 5);
-    memcpy(cap_bulk + 5, wire, sizeof wire);
-    memcpy(cap_bulk + 5 + 64, "\r\n", 2);
-    cap_bulk_len = 5 + 64 + 2;
+    memcpy(out, "$64\r\n", 5);
+    memcpy(out + 5, wire, sizeof wire);
+    memcpy(out + 5 + 64, "\r\n", 2);
+    return 5 + 64 + 2;
 }
 
-/* RESP from a template: '|' is "\r\n", 'C' a cap bulk string. */
+/* RESP from a template: '|' is "\r\n"; 'R' the read cap of the source
+ * extent just written (its last three integers: node, offset, length),
+ * 'W' the write cap of the destination just written (offset, length, on
+ * SELF), 'C' a cap that matches no extent (node 1, bytes 0..99). */
 static redisReply *parse_resp(const char *tmpl) {
     size_t len = strlen(tmpl), n = 0;
-    char *buf = malloc(len * cap_bulk_len + 1);
+    char *buf = malloc(len * 80 + 1);
+    long long ints[3] = {0};
     for (const char *p = tmpl; *p; p++) {
-        if (*p == 'C') {
-            memcpy(buf + n, cap_bulk, cap_bulk_len);
-            n += cap_bulk_len;
+        if (*p == 'R') {
+            n += cap_bulk(buf + n, (uint32_t)ints[0], TE_CAP_READ, ints[1], ints[2]);
+        } else if (*p == 'W') {
+            n += cap_bulk(buf + n, SELF, TE_CAP_WRITE, ints[1], ints[2]);
+        } else if (*p == 'C') {
+            n += cap_bulk(buf + n, 1, TE_CAP_READ, 0, 100);
         } else if (*p == '|') {
             buf[n++] = '\r';
             buf[n++] = '\n';
         } else {
+            if (*p == ':') {
+                ints[0] = ints[1];
+                ints[1] = ints[2];
+                ints[2] = strtoll(p + 1, NULL, 10);
+            }
             buf[n++] = *p;
         }
     }
@@ -59,7 +72,7 @@ static node_task *task_of(const char *tmpl, uint64_t *id) {
 }
 
 /* 100 bytes: sources 60 on node 2 + 40 on node 3; destinations 30 + 70. */
-#define GOOD "*5|:9|$1|k|:100|*2|*4|:2|:1000|:60|C*4|:3|:0|:40|C*2|*3|:64|:30|C*3|:4096|:70|C"
+#define GOOD "*5|:9|$1|k|:100|*2|*4|:2|:1000|:60|R*4|:3|:0|:40|R*2|*3|:64|:30|W*3|:4096|:70|W"
 
 static void test_parse_good(void) {
     uint64_t id;
@@ -73,9 +86,10 @@ static void test_parse_good(void) {
     ASSERT_EQ(t->src[0].node_id, 2);
     ASSERT_EQ(t->src[0].offset, 1000);
     ASSERT_EQ(t->src[1].node_id, 3);
-    ASSERT_EQ(t->src[1].cap.length, 100);
+    ASSERT_EQ(t->src[1].cap.length, 40);
     ASSERT_EQ(t->dst[1].offset, 4096);
     ASSERT_EQ(t->dst[1].length, 70);
+    ASSERT_EQ(t->dst[1].node_id, SELF);
     node_task_free(t);
 }
 
@@ -106,32 +120,32 @@ static void test_parse_refuses(void) {
         ":1|",
         "*4|:9|$1|k|:100|*0|",
         /* task id 0 */
-        "*5|:0|$1|k|:100|*1|*4|:2|:0|:100|C*1|*3|:0|:100|C",
+        "*5|:0|$1|k|:100|*1|*4|:2|:0|:100|R*1|*3|:0|:100|W",
         /* key not a string */
-        "*5|:9|:1|:100|*1|*4|:2|:0|:100|C*1|*3|:0|:100|C",
+        "*5|:9|:1|:100|*1|*4|:2|:0|:100|R*1|*3|:0|:100|W",
         /* size 0, negative */
-        "*5|:9|$1|k|:0|*1|*4|:2|:0|:100|C*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:-5|*1|*4|:2|:0|:100|C*1|*3|:0|:100|C",
+        "*5|:9|$1|k|:0|*1|*4|:2|:0|:100|R*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:-5|*1|*4|:2|:0|:100|R*1|*3|:0|:100|W",
         /* no sources, no destinations */
-        "*5|:9|$1|k|:100|*0|*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|C*0|",
+        "*5|:9|$1|k|:100|*0|*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|R*0|",
         /* sources sum short of / beyond the size */
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:99|C*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*2|*4|:2|:0|:100|C*4|:3|:0|:1|C*1|*3|:0|:100|C",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:99|R*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*2|*4|:2|:0|:100|R*4|:3|:0|:1|R*1|*3|:0|:100|W",
         /* destinations sum wrong */
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|C*1|*3|:0|:101|C",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|R*1|*3|:0|:101|W",
         /* huge length that would wrap a sum */
-        "*5|:9|$1|k|:100|*2|*4|:2|:0|:9223372036854775807|C*4|:3|:0|:101|C*1|*3|:0|:100|C",
+        "*5|:9|$1|k|:100|*2|*4|:2|:0|:9223372036854775807|R*4|:3|:0|:101|R*1|*3|:0|:100|W",
         /* node 0, negative offset, zero length */
-        "*5|:9|$1|k|:100|*1|*4|:0|:0|:100|C*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*1|*4|:2|:-1|:100|C*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|C*2|*3|:0|:0|C*3|:0|:100|C",
+        "*5|:9|$1|k|:100|*1|*4|:0|:0|:100|R*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*1|*4|:2|:-1|:100|R*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|R*2|*3|:0|:0|W*3|:0|:100|W",
         /* cap not 64 bytes, not a string */
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|$3|abc|*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|:7|*1|*3|:0|:100|C",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|$3|abc|*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|:7|*1|*3|:0|:100|W",
         /* extent of the wrong shape */
-        "*5|:9|$1|k|:100|*1|*3|:2|:0|:100|*1|*3|:0|:100|C",
-        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|C*1|*4|:0|:100|C:1|",
+        "*5|:9|$1|k|:100|*1|*3|:2|:0|:100|*1|*3|:0|:100|W",
+        "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|R*1|*4|:0|:100|C:1|",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         redisReply *r = parse_resp(bad[i]);
@@ -144,17 +158,17 @@ static void test_parse_refuses(void) {
     }
     /* The id of a malformed task is still known, so it can be failed. */
     uint64_t id = 0;
-    ASSERT(task_of("*5|:9|$1|k|:0|*1|*4|:2|:0|:100|C*1|*3|:0|:100|C", &id) == NULL);
+    ASSERT(task_of("*5|:9|$1|k|:0|*1|*4|:2|:0|:100|R*1|*3|:0|:100|W", &id) == NULL);
     ASSERT_EQ(id, 9);
 }
 
 /* More extents than the engine takes per replica: refused. */
 static void test_parse_extent_limit(void) {
-    int over = NODE_TASK_MAX_EXTENTS + 1;
-    static char tmpl[(NODE_TASK_MAX_EXTENTS + 1) * 32 + 256];
+    int over = PROTO_MAX_EXTENTS + 1;
+    static char tmpl[(PROTO_MAX_EXTENTS + 1) * 32 + 256];
     size_t n = (size_t)snprintf(tmpl, sizeof tmpl, "*5|:9|$1|k|:%d|*%d|", over, over);
-    for (int i = 0; i < over; i++) n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "*4|:2|:%d|:1|C", i);
-    snprintf(tmpl + n, sizeof tmpl - n, "*1|*3|:0|:%d|C", over);
+    for (int i = 0; i < over; i++) n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "*4|:2|:%d|:1|R", i);
+    snprintf(tmpl + n, sizeof tmpl - n, "*1|*3|:0|:%d|W", over);
     uint64_t id = 0;
     node_task *t = task_of(tmpl, &id);
     node_task_free(t);
@@ -163,7 +177,6 @@ static void test_parse_extent_limit(void) {
 }
 
 int main(void) {
-    make_cap();
     RUN_TEST(test_parse_good);
     RUN_TEST(test_src_range);
     RUN_TEST(test_parse_refuses);

@@ -1,0 +1,27 @@
+/* proto/limits.h - the bounds of the MOON.* protocol (master/PROTOCOL.md).
+ *
+ * Master, node, client and gateway all take their limits from here, so a
+ * key the client accepts is one the master accepts. The transfer engine
+ * below keeps its own capacity (backend/engine.h); the asserts say the
+ * protocol never asks it for more than it can hold. */
+#ifndef MKV_PROTO_LIMITS_H
+#define MKV_PROTO_LIMITS_H
+
+#include "backend/engine.h"
+
+#define PROTO_MAX_KEY_LEN   4096    /* bytes of a key */
+#define PROTO_MAX_REPLICAS  8       /* replicas of one object */
+#define PROTO_MAX_BATCH     4096    /* keys per MOON.M* command */
+#define PROTO_MAX_NODES     1024    /* node ids ever handed out (dead ones stay listed) */
+#define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
+#define PROTO_MAX_TASKS     16      /* copy tasks per MOON.HEARTBEAT reply */
+#define PROTO_NONCE_LEN     16      /* MOON.CHALLENGE's nonce */
+#define PROTO_PROOF_LEN     16      /* MOON.REGISTER's proof (sent as 32 hex digits) */
+#define PROTO_ERR_LEN       160     /* a status message, without its word */
+
+_Static_assert(PROTO_MAX_REPLICAS <= TE_ENGINE_MAX_REPLICAS,
+               "the engine must hold every replica the protocol allows");
+_Static_assert(PROTO_MAX_EXTENTS <= TE_ENGINE_MAX_EXTENTS,
+               "the engine must hold every extent the protocol allows");
+
+#endif
