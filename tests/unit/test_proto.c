@@ -1,0 +1,284 @@
+/* Unit tests of src/proto: status words both ways and the exact error
+ * texts, the extent decoder's bounds (counts, numbers, shapes, caps,
+ * sums) on RESP fed through hiredis's reader as on the wire, and the
+ * registration proof. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cap.h"
+#include "core/util.h"
+#include "proto/extents.h"
+#include "proto/register.h"
+#include "proto/status.h"
+#include "test.h"
+
+/* ---- status words ---- */
+
+static void test_word_round_trip(void) {
+    for (int st = PROTO_ERR; st < PROTO_NSTATUS; st++) {
+        const char *w = proto_word((proto_status)st);
+        char msg[64];
+        snprintf(msg, sizeof msg, "%s some words after", w);
+        ASSERT_MSG(proto_status_of_reply(msg, strlen(msg)) == st, "%s", w);
+        ASSERT_MSG(proto_status_of_reply(w, strlen(w)) == st, "bare %s", w);
+        for (int other = PROTO_ERR; other < st; other++)
+            ASSERT_MSG(strcmp(w, proto_word((proto_status)other)) != 0, "%s twice", w);
+    }
+    ASSERT_STREQ(proto_word((proto_status)99), "ERR");
+}
+
+static void test_first_word_only(void) {
+    static const char *none[] = {"ERRATA x", "EXISTSX", "", " ERR x", "OK", "err x", "NOT FOUND"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        ASSERT_MSG(proto_status_of_reply(none[i], strlen(none[i])) == -1, "'%s'", none[i]);
+    /* what follows the word never changes the status */
+    const char *m = "ERR no such key";
+    ASSERT_EQ(proto_status_of_reply(m, strlen(m)), PROTO_ERR);
+    m = "NOTFOUND ERR";
+    ASSERT_EQ(proto_status_of_reply(m, strlen(m)), PROTO_NOTFOUND);
+    /* only len bytes are read: "EXISTS" cut to "EXIST" is no word */
+    ASSERT_EQ(proto_status_of_reply("EXISTS", 5), -1);
+}
+
+static void test_error_texts(void) {
+    char out[PROTO_ERR_LEN + 16];
+    static const struct { proto_status st; const char *msg, *text; } cases[] = {
+        {PROTO_EXISTS, "key already exists", "EXISTS key already exists"},
+        {PROTO_EXISTS, "key is being written", "EXISTS key is being written"},
+        {PROTO_NOTFOUND, "no such key", "NOTFOUND no such key"},
+        {PROTO_TIMEDOUT, "put timed out and was revoked", "TIMEDOUT put timed out and was revoked"},
+        {PROTO_NOSPACE, "cluster full", "NOSPACE cluster full"},
+        {PROTO_NOREPLICAS, "3 replicas need 3 alive nodes", "NOREPLICAS 3 replicas need 3 alive nodes"},
+        {PROTO_NODEDEAD, "node 2 left", "NODEDEAD node 2 left"},
+        {PROTO_NOAUTH, "bad or missing proof", "NOAUTH bad or missing proof"},
+        {PROTO_ERR, "empty key", "ERR empty key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = proto_error_text(cases[i].st, cases[i].msg, out, sizeof out);
+        ASSERT_STREQ(out, cases[i].text);
+        ASSERT_EQ(n, strlen(cases[i].text));
+    }
+    /* truncated, still terminated, length says what is there */
+    ASSERT_EQ(proto_error_text(PROTO_NOSPACE, "cluster full", out, 8), 7);
+    ASSERT_STREQ(out, "NOSPACE");
+}
+
+/* ---- extents ---- */
+
+typedef struct rbuf {
+    char *p;
+    size_t len, cap;
+} rbuf;
+
+static void put(rbuf *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void putf(rbuf *b, const char *fmt, long long v) {
+    char s[40];
+    put(b, s, (size_t)snprintf(s, sizeof s, fmt, v));
+}
+
+static void cap_bulk(rbuf *b, uint32_t node, uint32_t rights, uint64_t off, uint64_t len) {
+    te_cap cap = {.node_id = node, .rights = rights, .offset = off, .length = len, .expiry_ms = 1};
+    uint8_t key[TE_CAP_KEY_LEN] = {0}, wire[TE_CAP_WIRE_LEN];
+    te_cap_sign(&cap, key);
+    te_cap_encode(&cap, wire);
+    putf(b, "$%lld\r\n", TE_CAP_WIRE_LEN);
+    put(b, wire, sizeof wire);
+    put(b, "\r\n", 2);
+}
+
+/* [node, off, len, cap] with a cap that grants exactly it. */
+static void remote(rbuf *b, long long node, long long off, long long len, uint32_t rights) {
+    put(b, "*4\r\n", 4);
+    putf(b, ":%lld\r\n", node);
+    putf(b, ":%lld\r\n", off);
+    putf(b, ":%lld\r\n", len);
+    cap_bulk(b, (uint32_t)node, rights, (uint64_t)off, (uint64_t)len);
+}
+
+static redisReply *parse(rbuf *b) {
+    redisReader *rd = redisReaderCreate();
+    void *reply = NULL;
+    redisReaderFeed(rd, b->p, b->len);
+    if (redisReaderGetReply(rd, &reply) != REDIS_OK) reply = NULL;
+    redisReaderFree(rd);
+    free(b->p);
+    memset(b, 0, sizeof *b);
+    return reply;
+}
+
+/* Decode b's reply as read extents of size bytes: 0, -1, or -2 if b is not RESP. */
+static int decode(rbuf *b, proto_ext_form form, uint64_t size, uint32_t *n, te_extent **ext) {
+    redisReply *r = parse(b);
+    if (!r) return -2;
+    int rc = proto_extents_decode(r, form, size, TE_CAP_READ, ext, n);
+    freeReplyObject(r);
+    return rc;
+}
+
+static void test_extents_good(void) {
+    rbuf b = {0};
+    put(&b, "*2\r\n", 4);
+    remote(&b, 3, 4096, 60, TE_CAP_READ);
+    remote(&b, PROTO_MAX_NODES, 0, 40, TE_CAP_READ | TE_CAP_WRITE);
+    te_extent *e;
+    uint32_t n;
+    ASSERT_EQ(decode(&b, PROTO_EXT_REMOTE, 100, &n, &e), 0);
+    ASSERT_EQ(n, 2);
+    ASSERT(e[0].node_id == 3 && e[0].offset == 4096 && e[0].length == 60);
+    ASSERT(e[1].node_id == PROTO_MAX_NODES && e[1].length == 40 && e[1].cap.length == 40);
+    free(e);
+    /* LOCAL: [off, len, cap], the node comes from the cap */
+    const char *local = "*1\r\n*3\r\n:64\r\n:10\r\n";
+    put(&b, local, strlen(local));
+    cap_bulk(&b, 5, TE_CAP_READ, 64, 10);
+    ASSERT_EQ(decode(&b, PROTO_EXT_LOCAL, 10, &n, &e), 0);
+    ASSERT(n == 1 && e[0].node_id == 5 && e[0].offset == 64 && e[0].length == 10);
+    free(e);
+}
+
+/* Exactly PROTO_MAX_EXTENTS pass; one more, or more extents than bytes,
+ * fail before anything is allocated for them. */
+static void test_extents_counts(void) {
+    for (int extra = 0; extra <= 1; extra++) {
+        int count = PROTO_MAX_EXTENTS + extra;
+        rbuf b = {0};
+        putf(&b, "*%lld\r\n", count);
+        for (int i = 0; i < count; i++) remote(&b, 1, i, 1, TE_CAP_READ);
+        te_extent *e = NULL;
+        uint32_t n = 99;
+        int rc = decode(&b, PROTO_EXT_REMOTE, (uint64_t)count, &n, &e);
+        ASSERT_MSG(rc == (extra ? -1 : 0), "%d extents: %d", count, rc);
+        ASSERT_EQ(n, extra ? 0 : (uint32_t)count);
+        free(e);
+    }
+    rbuf b = {0};
+    put(&b, "*2\r\n", 4);
+    remote(&b, 1, 0, 1, TE_CAP_READ);
+    remote(&b, 1, 1, 1, TE_CAP_READ);
+    te_extent *e = (te_extent *)&b;   /* must be reset on failure */
+    uint32_t n;
+    ASSERT_EQ(decode(&b, PROTO_EXT_REMOTE, 1, &n, &e), -1);   /* 2 extents for 1 byte */
+    ASSERT(e == NULL && n == 0);
+}
+
+static void test_extents_refused(void) {
+    enum { NODE, OFF, LEN };
+    /* one field of [node, off, len] replaced by a bad number */
+    static const struct { int field; long long v; } nums[] = {
+        {NODE, 0}, {NODE, PROTO_MAX_NODES + 1}, {NODE, -1}, {OFF, -1}, {LEN, 0}, {LEN, -100},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        long long f[3] = {2, 0, 100};
+        f[nums[i].field] = nums[i].v;
+        rbuf b = {0};
+        put(&b, "*1\r\n*4\r\n", 8);
+        for (int k = 0; k < 3; k++) putf(&b, ":%lld\r\n", f[k]);
+        cap_bulk(&b, 2, TE_CAP_READ, 0, 100);
+        te_extent *e;
+        uint32_t n;
+        ASSERT_MSG(decode(&b, PROTO_EXT_REMOTE, 100, &n, &e) == -1, "number case %zu", i);
+    }
+    /* shapes, caps and sums (after "*1\r\n" or as given) */
+    static const char *const shapes[] = {
+        ":1\r\n",                               /* not an array */
+        "*0\r\n",                               /* no extent */
+        "*-1\r\n",                              /* nil array */
+        "*1\r\n*3\r\n:2\r\n:0\r\n:100\r\n",     /* truncated extent */
+        "*1\r\n*4\r\n:2\r\n:0\r\n:100\r\n$3\r\nabc\r\n",   /* cap not 64 bytes */
+        "*1\r\n*4\r\n:2\r\n:0\r\n:100\r\n:7\r\n",          /* cap not a string */
+        "*1\r\n*4\r\n$1\r\n2\r\n:0\r\n:100\r\n:7\r\n",     /* node a string */
+        "*1\r\n$-1\r\n",                        /* nil extent */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        rbuf b = {0};
+        put(&b, shapes[i], strlen(shapes[i]));
+        te_extent *e;
+        uint32_t n;
+        ASSERT_MSG(decode(&b, PROTO_EXT_REMOTE, 100, &n, &e) == -1, "shape case %zu", i);
+    }
+}
+
+/* A cap must grant exactly its extent, with the right asked for. */
+static void test_extents_caps_and_sums(void) {
+    static const struct { uint32_t node, rights; uint64_t off, len, size; } bad[] = {
+        {3, TE_CAP_READ, 0, 100, 100},     /* cap for another node */
+        {2, TE_CAP_READ, 8, 100, 100},     /* another offset */
+        {2, TE_CAP_READ, 0, 200, 100},     /* a larger range */
+        {2, TE_CAP_WRITE, 0, 100, 100},    /* write where read is asked */
+        {2, TE_CAP_READ, 0, 100, 101},     /* sum short of the size */
+        {2, TE_CAP_READ, 0, 100, 99},      /* beyond it */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rbuf b = {0};
+        const char *head = "*1\r\n*4\r\n:2\r\n:0\r\n:100\r\n";
+        put(&b, head, strlen(head));
+        cap_bulk(&b, bad[i].node, bad[i].rights, bad[i].off, bad[i].len);
+        te_extent *e;
+        uint32_t n;
+        ASSERT_MSG(decode(&b, PROTO_EXT_REMOTE, bad[i].size, &n, &e) == -1, "case %zu", i);
+    }
+    /* lengths that would wrap a 64-bit sum */
+    rbuf b = {0};
+    put(&b, "*2\r\n", 4);
+    remote(&b, 2, 0, INT64_MAX, TE_CAP_READ);
+    remote(&b, 2, 0, INT64_MAX, TE_CAP_READ);
+    te_extent *e;
+    uint32_t n;
+    ASSERT_EQ(decode(&b, PROTO_EXT_REMOTE, 10, &n, &e), -1);
+}
+
+static void test_int_in(void) {
+    redisReply r = {.type = REDIS_REPLY_INTEGER, .integer = 5};
+    uint64_t v = 0;
+    ASSERT(proto_int_in(&r, 5, 5, &v) == 0 && v == 5);
+    ASSERT(proto_int_in(&r, 6, 9, &v) == -1 && v == 5);
+    ASSERT_EQ(proto_int_in(NULL, 0, 9, &v), -1);
+    r.type = REDIS_REPLY_STRING;
+    ASSERT_EQ(proto_int_in(&r, 0, 9, &v), -1);
+}
+
+/* ---- registration proof ---- */
+
+static void test_reg_proof(void) {
+    uint8_t k1[PROTO_REG_KEY_LEN], k2[PROTO_REG_KEY_LEN], nonce[PROTO_NONCE_LEN] = {1, 2, 3};
+    proto_reg_key("secret", k1);
+    proto_reg_key("secret2", k2);
+    ASSERT(memcmp(k1, k2, sizeof k1) != 0);
+    uint8_t proof[PROTO_PROOF_LEN];
+    char hex[2 * PROTO_PROOF_LEN + 1];
+    proto_reg_proof(k1, nonce, proof);
+    hex_encode(proof, sizeof proof, hex);
+    ASSERT(proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));
+    ASSERT(!proto_reg_proof_ok(k2, nonce, hex, strlen(hex)));      /* other secret */
+    ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex) - 2));  /* short */
+    nonce[0] ^= 1;
+    ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));      /* other nonce */
+    nonce[0] ^= 1;
+    hex[5] = hex[5] == '0' ? '1' : '0';
+    ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));      /* one digit off */
+    hex[5] = 'g';
+    ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));      /* not hex */
+}
+
+int main(void) {
+    RUN_TEST(test_word_round_trip);
+    RUN_TEST(test_first_word_only);
+    RUN_TEST(test_error_texts);
+    RUN_TEST(test_extents_good);
+    RUN_TEST(test_extents_counts);
+    RUN_TEST(test_extents_refused);
+    RUN_TEST(test_extents_caps_and_sums);
+    RUN_TEST(test_int_in);
+    RUN_TEST(test_reg_proof);
+    TEST_EXIT();
+}
