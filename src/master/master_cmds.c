@@ -5,7 +5,6 @@
  * here, at the moment they are sent. Node-only commands (HEARTBEAT,
  * COPYDONE, LEAVE) are accepted only on the connection that registered
  * that node, so a client cannot speak for a node. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/extents.h"
 #include "proto/register.h"
 #include "server/commands.h"
 #include "server/info.h"
@@ -42,19 +42,12 @@ static conn_state *conn_of(client *c) {
     return c->role_ctx;
 }
 
-/* ---- argument parsing ---- */
+/* "-WORD message": the word is st's (proto/status.h), never typed here;
+ * fmt is a literal. */
+#define reply_fail(c, st, fmt, ...) \
+    reply_errorf((c), "%s " fmt, proto_word(st), ##__VA_ARGS__)
 
-/* "-WORD message": the word is st's (proto/status.h), never typed here. */
-static void reply_fail(client *c, proto_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_fail(client *c, proto_status st, const char *fmt, ...) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    reply_errorf(c, "%s %s", proto_word(st), msg);
-}
+/* ---- argument parsing ---- */
 
 static int arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) {
     long long v;
@@ -83,32 +76,19 @@ static void reply_status(client *c, proto_status st, const char *err) {
 
 /* ---- encoding placements ---- */
 
-static void reply_cap(client *c, const obj_extent *e, uint32_t rights, uint64_t expiry) {
-    te_cap cap = {.node_id = e->node, .rights = rights, .offset = e->offset,
-                  .length = e->length, .expiry_ms = expiry, .rkey = 0};
-    te_cap_sign(&cap, master_of(c)->cap_key);
-    uint8_t wire[TE_CAP_WIRE_LEN];
-    te_cap_encode(&cap, wire);
-    reply_bulk(c, wire, sizeof wire);
+/* Encoded by proto (extents.c) into a buffer, then sent whole. */
+static void reply_wire(client *c, resp_buf *b) {
+    reply_raw(c, b->data, b->len);
+    resp_buf_free(b);
 }
 
-/* [node_id, offset, length, cap] */
-static void reply_extent(client *c, const obj_extent *e, uint32_t rights, uint64_t expiry) {
-    reply_array(c, 4);
-    reply_integer(c, e->node);
-    reply_integer(c, (long long)e->offset);
-    reply_integer(c, (long long)e->length);
-    reply_cap(c, e, rights, expiry);
-}
-
-/* Per replica an array of extents. */
+/* Per replica an array of extents, caps signed now. */
 static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
-    reply_array(c, o->nreplicas);
-    for (uint32_t r = 0; r < o->nreplicas; r++) {
-        reply_array(c, o->replicas[r].nextents);
-        for (uint32_t i = 0; i < o->replicas[r].nextents; i++)
-            reply_extent(c, &o->replicas[r].extents[i], rights, expiry);
-    }
+    proto_grant g = {rights, expiry, master_of(c)->cap_key};
+    resp_buf b;
+    resp_buf_init(&b);
+    proto_replicas_encode(&b, o, &g);
+    reply_wire(c, &b);
 }
 
 /* GET's answer for one key: [size, crc, replicas] */
@@ -200,19 +180,17 @@ static int own_node(client *c, int i, uint32_t *id) {
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
+    proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key};
+    proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key};
     reply_array(c, 5);
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
-    reply_array(c, t->nsrc);
-    for (uint32_t i = 0; i < t->nsrc; i++) reply_extent(c, &t->src[i], TE_CAP_READ, exp);
-    reply_array(c, t->ndst);
-    for (uint32_t i = 0; i < t->ndst; i++) {
-        reply_array(c, 3);
-        reply_integer(c, (long long)t->dst[i].offset);
-        reply_integer(c, (long long)t->dst[i].length);
-        reply_cap(c, &t->dst[i], TE_CAP_WRITE, exp);
-    }
+    resp_buf b;
+    resp_buf_init(&b);
+    proto_extents_encode(&b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
+    proto_extents_encode(&b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
+    reply_wire(c, &b);
 }
 
 /* MOON.HEARTBEAT id used [field value ...] */

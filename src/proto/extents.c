@@ -3,8 +3,34 @@
 
 #include <stdlib.h>
 
-#include "backend/cap.h"
 #include "core/util.h"
+
+static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e,
+                       const proto_grant *g) {
+    te_cap cap = {.node_id = e->node, .rights = g->rights, .offset = e->offset,
+                  .length = e->length, .expiry_ms = g->expiry_ms, .rkey = 0};
+    te_cap_sign(&cap, g->key);
+    uint8_t wire[TE_CAP_WIRE_LEN];
+    te_cap_encode(&cap, wire);
+    resp_add_array(b, form == PROTO_EXT_REMOTE ? 4 : 3);
+    if (form == PROTO_EXT_REMOTE) resp_add_integer(b, e->node);
+    resp_add_integer(b, (long long)e->offset);
+    resp_add_integer(b, (long long)e->length);
+    resp_add_bulk(b, wire, sizeof wire);
+}
+
+void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e, uint32_t n,
+                          const proto_grant *g) {
+    resp_add_array(b, n);
+    for (uint32_t i = 0; i < n; i++) encode_one(b, form, &e[i], g);
+}
+
+void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g) {
+    resp_add_array(b, o->nreplicas);
+    for (uint32_t r = 0; r < o->nreplicas; r++)
+        proto_extents_encode(b, PROTO_EXT_REMOTE, o->replicas[r].extents,
+                             o->replicas[r].nextents, g);
+}
 
 int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *out) {
     if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < min || r->integer > max) return -1;

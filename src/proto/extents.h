@@ -6,19 +6,36 @@
  *                                                   a task's sources
  *   PROTO_EXT_LOCAL   [offset, length, cap]         a task's destinations
  *                                                   (the executing node's)
- * The decoder refuses a reply whole unless every shape, number and cap
- * is right and the extents cover the object exactly, so what a peer can
- * make us allocate is bounded by PROTO_MAX_EXTENTS. */
+ * The encoders sign each extent's cap as they write it (the master's
+ * side); the decoder refuses a reply whole unless every shape, number
+ * and cap is right and the extents cover the object exactly, so what a
+ * peer can make us allocate is bounded by PROTO_MAX_EXTENTS. */
 #ifndef MKV_PROTO_EXTENTS_H
 #define MKV_PROTO_EXTENTS_H
 
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
+#include "backend/cap.h"
 #include "backend/engine.h"
+#include "core/objtable.h"
 #include "proto/limits.h"
+#include "resp/resp_writer.h"
 
 typedef enum proto_ext_form { PROTO_EXT_REMOTE, PROTO_EXT_LOCAL } proto_ext_form;
+
+/* The grant of a signed capability, expiring at expiry_ms. */
+typedef struct proto_grant {
+    uint32_t rights;              /* TE_CAP_READ or TE_CAP_WRITE */
+    uint64_t expiry_ms;
+    const uint8_t *key;           /* TE_CAP_KEY_LEN bytes */
+} proto_grant;
+
+/* An array of the n extents e in form, each with its cap under g. */
+void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e, uint32_t n,
+                          const proto_grant *g);
+/* Per replica of o its REMOTE extents (MOON.PUTSTART, MOON.GET). */
+void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g);
 
 /* 0 and *out = r's integer if r is an integer reply in [min, max], else -1. */
 int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *out);

@@ -237,6 +237,58 @@ static void test_extents_caps_and_sums(void) {
     ASSERT_EQ(decode(&b, PROTO_EXT_REMOTE, 10, &n, &e), -1);
 }
 
+/* What the master encodes, the decoder reads back: same extents, caps
+ * that verify under the key with the rights and expiry granted. */
+static void test_encode_decode(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {9, 8, 7};
+    obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
+    obj_replica reps[2] = {{2, a}, {1, b}};
+    object o = {.size = 100, .nreplicas = 2, .replicas = reps};
+    proto_grant g = {TE_CAP_WRITE, 5000, key};
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_replicas_encode(&out, &o, &g);
+    rbuf rb = {0};
+    put(&rb, out.data, out.len);
+    resp_buf_free(&out);
+    redisReply *r = parse(&rb);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    for (size_t i = 0; i < 2; i++) {
+        te_extent *e;
+        uint32_t n;
+        ASSERT_EQ(proto_extents_decode(r->element[i], PROTO_EXT_REMOTE, 100, TE_CAP_WRITE, &e, &n), 0);
+        ASSERT_EQ(n, reps[i].nextents);
+        for (uint32_t k = 0; k < n; k++) {
+            const obj_extent *want = &reps[i].extents[k];
+            int same = e[k].node_id == want->node && e[k].offset == want->offset &&
+                       e[k].length == want->length;
+            int valid = te_cap_check(&e[k].cap, key, want->node, TE_WRITE, want->offset,
+                                     want->length, 4999) == TE_OK &&
+                        te_cap_check(&e[k].cap, key, want->node, TE_WRITE, want->offset,
+                                     want->length, 5000) != TE_OK;
+            if (!same || !valid) free(e);
+            ASSERT_MSG(same && valid, "replica %zu extent %u", i, k);
+        }
+        free(e);
+    }
+    /* read rights were not granted */
+    te_extent *e;
+    uint32_t n;
+    ASSERT_EQ(proto_extents_decode(r->element[0], PROTO_EXT_REMOTE, 100, TE_CAP_READ, &e, &n), -1);
+    freeReplyObject(r);
+    /* LOCAL: no node on the wire, the cap names it */
+    resp_buf_init(&out);
+    proto_extents_encode(&out, PROTO_EXT_LOCAL, b, 1, &g);
+    put(&rb, out.data, out.len);
+    resp_buf_free(&out);
+    r = parse(&rb);
+    ASSERT(r && r->elements == 1 && r->element[0]->elements == 3);
+    ASSERT_EQ(proto_extents_decode(r, PROTO_EXT_LOCAL, 100, TE_CAP_WRITE, &e, &n), 0);
+    freeReplyObject(r);
+    ASSERT(n == 1 && e[0].node_id == 3 && e[0].offset == 128);
+    free(e);
+}
+
 static void test_int_in(void) {
     redisReply r = {.type = REDIS_REPLY_INTEGER, .integer = 5};
     uint64_t v = 0;
@@ -278,6 +330,7 @@ int main(void) {
     RUN_TEST(test_extents_counts);
     RUN_TEST(test_extents_refused);
     RUN_TEST(test_extents_caps_and_sums);
+    RUN_TEST(test_encode_decode);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     TEST_EXIT();
