@@ -5,6 +5,7 @@
  * here, at the moment they are sent. Node-only commands (HEARTBEAT,
  * COPYDONE, LEAVE) are accepted only on the connection that registered
  * that node, so a client cannot speak for a node. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +43,18 @@ static conn_state *conn_of(client *c) {
     return c->role_ctx;
 }
 
-/* "-WORD message": the word is st's (proto/status.h), never typed here;
- * fmt is a literal. */
-#define reply_fail(c, st, fmt, ...) \
-    reply_errorf((c), "%s " fmt, proto_word(st), ##__VA_ARGS__)
+/* "-WORD message": the word is st's (proto/status.h), never typed here. */
+static void reply_fail(client *c, proto_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_fail(client *c, proto_status st, const char *fmt, ...) {
+    char msg[PROTO_ERR_LEN], text[PROTO_ERR_LEN + 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    proto_error_text(st, msg, text, sizeof text);
+    reply_error(c, text);
+}
 
 /* ---- argument parsing ---- */
 
@@ -76,7 +85,7 @@ static void reply_status(client *c, proto_status st, const char *err) {
 
 /* ---- encoding placements ---- */
 
-/* Encoded by proto (extents.c) into a buffer, then sent whole. */
+/* What proto (extents.c) encoded into b, sent whole; b is freed. */
 static void reply_wire(client *c, resp_buf *b) {
     reply_raw(c, b->data, b->len);
     resp_buf_free(b);
