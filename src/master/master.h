@@ -23,6 +23,7 @@ typedef struct master {
     /* Extents nodes reported (MOON.REPORT), waiting for MOON.REBUILD. */
     mm_report *reports;
     size_t nreports, capreports, report_bytes;
+    resp_buf wire;                     /* scratch the proto encoders write replies into */
 } master;
 
 master *master_create(server *srv);

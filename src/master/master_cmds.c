@@ -85,19 +85,21 @@ static void reply_status(client *c, proto_status st, const char *err) {
 
 /* ---- encoding placements ---- */
 
-/* What proto (extents.c) encoded into b, sent whole; b is freed. */
-static void reply_wire(client *c, resp_buf *b) {
-    reply_raw(c, b->data, b->len);
-    resp_buf_free(b);
+/* The master's scratch buffer, emptied, for proto's encoders. */
+static resp_buf *wire_of(client *c) {
+    resp_buf *b = &master_of(c)->wire;
+    resp_buf_clear(b);
+    return b;
 }
+
+static void reply_wire(client *c, const resp_buf *b) { reply_raw(c, b->data, b->len); }
 
 /* Per replica an array of extents, caps signed now. */
 static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
     proto_grant g = {rights, expiry, master_of(c)->cap_key};
-    resp_buf b;
-    resp_buf_init(&b);
-    proto_replicas_encode(&b, o, &g);
-    reply_wire(c, &b);
+    resp_buf *b = wire_of(c);
+    proto_replicas_encode(b, o, &g);
+    reply_wire(c, b);
 }
 
 /* GET's answer for one key: [size, crc, replicas] */
@@ -195,11 +197,10 @@ static void reply_task(client *c, const mm_task *t) {
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
-    resp_buf b;
-    resp_buf_init(&b);
-    proto_extents_encode(&b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
-    proto_extents_encode(&b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
-    reply_wire(c, &b);
+    resp_buf *b = wire_of(c);
+    proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
+    proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
+    reply_wire(c, b);
 }
 
 /* MOON.HEARTBEAT id used [field value ...] */

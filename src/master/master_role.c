@@ -51,6 +51,7 @@ void master_reports_clear(master *m) {
 void master_destroy(master *m) {
     if (!m) return;
     master_reports_clear(m);
+    resp_buf_free(&m->wire);
     mm_destroy(m->meta);
     free(m);
 }
