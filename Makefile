@@ -46,7 +46,7 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests run test deps clean install bench fuzz fuzz-build
+.PHONY: all tests run test deps clean install bench fuzz fuzz-build python
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS)
@@ -122,6 +122,14 @@ fuzz: deps fuzz-build
 	  if [ $$rc -ne 0 ]; then grep -E 'ERROR|SUMMARY' $(FUZZ_DIR)/$$n.log; exit 1; fi; \
 	done
 
+# The Python binding (python/), built against this build's libmoonkv.a
+# into $(BUILD)/python: PYTHONPATH=$(BUILD)/python python3 -c 'import moonkv'.
+# Debian's interpreter, whatever python3 comes first on PATH.
+PYTHON  ?= /usr/bin/python3
+python: $(LIBA)
+	cd python && MOONKV_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q build \
+	    --build-base $(abspath $(BUILD))/python-build --build-lib $(abspath $(BUILD))/python
+
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
 	$(SERVER) --config conf/standalone.json
@@ -129,7 +137,7 @@ run: deps
 # Plain run first, then the same suites under ASan+UBSan; run.sh prints
 # the final "N passed, N failed" line and fails on any failure.
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all python
 	@$(MAKE) --no-print-directory SAN=1 all
 	@$(MAKE) --no-print-directory fuzz-build
 	@tests/run.sh build/rel build/san
