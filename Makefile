@@ -146,7 +146,14 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@tests/bench/run.sh build/rel
 
-install: $(SERVER) $(LIBA) $(LIBSO)
+# Configs go to /etc/moonkv for PREFIX=/usr, else PREFIX/etc/moonkv, and
+# never over a file already there (the samples are also in share/moonkv).
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell \
+               $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
+
+install: $(SERVER) $(LIBA) $(LIBSO) python
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(SERVER) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
@@ -155,6 +162,15 @@ install: $(SERVER) $(LIBA) $(LIBSO)
 	install -m 644 src/client/moonkv.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' src/client/moonkv.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/moonkv.pc
+	install -d $(DESTDIR)$(PYTHON_SITE)/moonkv
+	install -m 644 $(BUILD)/python/moonkv/__init__.py $(DESTDIR)$(PYTHON_SITE)/moonkv/
+	install -m 755 $(BUILD)/python/moonkv/_moonkv*.so $(DESTDIR)$(PYTHON_SITE)/moonkv/
+	install -d $(DESTDIR)$(PREFIX)/share/moonkv/conf $(DESTDIR)$(SYSCONFDIR)/moonkv $(DESTDIR)$(UNITDIR)
+	install -m 644 conf/*.json $(DESTDIR)$(PREFIX)/share/moonkv/conf/
+	for f in conf/*.json; do t=$(DESTDIR)$(SYSCONFDIR)/moonkv/$${f#conf/}; \
+	    [ -e "$$t" ] || install -m 644 "$$f" "$$t"; done
+	sed -e 's|/usr/bin/|$(PREFIX)/bin/|g' -e 's|/etc/moonkv/|$(SYSCONFDIR)/moonkv/|g' \
+	    conf/systemd/moonkv@.service > $(DESTDIR)$(UNITDIR)/moonkv@.service
 
 clean:
 	rm -rf build

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every suite for each build directory given (e.g. build/rel build/san):
-# C unit tests, C integration tests, then the Tcl protocol tests; then the
-# fuzz harnesses once.
+# C unit tests, C integration tests, the Tcl protocol tests, then (plain
+# build only) the Python binding's pytest suite and the install test; then
+# the fuzz harnesses once.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure. The last line is "N passed, N failed".
 set -u
@@ -40,6 +41,13 @@ for build in "$@"; do
   done
   if [ -f tcl-tests/run.tcl ]; then
     run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
+  fi
+  # An ASan-linked extension would need libasan preloaded into python3:
+  # the Python suite and the install test run on the plain build only.
+  if [ "$tag" != san ]; then
+    run_one "$tag/python" env PYTHONPATH="$build/python:python/tests" "${PYTHON:-/usr/bin/python3}" \
+      -m pytest -p tap -p no:terminal -p no:cacheprovider python/tests
+    run_one "$tag/install" tests/install.sh
   fi
 done
 
