@@ -143,7 +143,7 @@ test: deps
 	@tests/run.sh build/rel build/san
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all python
 	@tests/bench/run.sh build/rel
 
 # Configs go to /etc/moonkv for PREFIX=/usr, else PREFIX/etc/moonkv, and
