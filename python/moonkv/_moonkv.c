@@ -131,6 +131,15 @@ static int key_from(PyObject *obj, span *sp) {
     return span_from(obj, NULL, 0, sp);
 }
 
+/* A key and a buffer (see span_from); on failure neither is held. */
+static int key_and_buffer(PyObject *kobj, PyObject *bobj, PyObject *size, int writable, span *key,
+                          span *buf) {
+    if (key_from(kobj, key) < 0) return -1;
+    if (span_from(bobj, size, writable, buf) == 0) return 0;
+    span_release(key);
+    return -1;
+}
+
 /* ---- the store ---- */
 
 typedef struct store {
@@ -373,6 +382,20 @@ static int stage_reserve(store *s, size_t len) {
     return rc;
 }
 
+/* A scratch buffer grown past this by one large value is dropped after
+ * the call, so a store does not keep gigabytes it needed once. */
+#define STAGE_KEEP ((size_t)64 << 20)
+
+static void stage_trim(store *s) {
+    if (s->stage_len <= STAGE_KEEP) return;
+    Py_BEGIN_ALLOW_THREADS
+    mkv_unregister_buffer(s->c, s->stage);
+    free(s->stage);
+    Py_END_ALLOW_THREADS
+    s->stage = NULL;
+    s->stage_len = 0;
+}
+
 /* ---- single objects ---- */
 
 static PyObject *store_put(store *s, PyObject *args, PyObject *kw) {
@@ -381,11 +404,7 @@ static PyObject *store_put(store *s, PyObject *args, PyObject *kw) {
     int replicas = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|i:put", kwlist, &kobj, &vobj, &replicas)) return NULL;
     span key, val;
-    if (key_from(kobj, &key) < 0) return NULL;
-    if (span_from(vobj, NULL, 0, &val) < 0) {
-        span_release(&key);
-        return NULL;
-    }
+    if (key_and_buffer(kobj, vobj, NULL, 0, &key, &val) < 0) return NULL;
     PyObject *res;
     if (store_enter(s, &res) == 0) {
         int rc = stage_reserve(s, val.len ? val.len : 1);
@@ -396,6 +415,7 @@ static PyObject *store_put(store *s, PyObject *args, PyObject *kw) {
             Py_END_ALLOW_THREADS
         }
         res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
+        stage_trim(s);
         store_unlock(s);
     }
     span_release(&val);
@@ -421,10 +441,34 @@ static PyObject *store_get(store *s, PyObject *kobj) {
         if (rc == MKV_OK) res = PyBytes_FromStringAndSize(s->stage, (Py_ssize_t)got);
         else if (s->status_codes) res = PyBytes_FromStringAndSize("", 0);   /* Mooncake: b"" */
         else res = store_fail(s, rc);
+        stage_trim(s);
         store_unlock(s);
     } else if (res) {
         Py_SETREF(res, PyBytes_FromStringAndSize("", 0));   /* status mode: Mooncake's b"" */
     }
+    span_release(&key);
+    return res;
+}
+
+/* put_from / get_into: one object between the caller's memory and the
+ * nodes, no copy. */
+static PyObject *xfer_one(store *s, PyObject *kobj, PyObject *bobj, PyObject *size, int replicas,
+                          int is_get) {
+    span key, buf;
+    if (key_and_buffer(kobj, bobj, size, is_get, &key, &buf) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        int rc;
+        size_t got = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (is_get) rc = mkv_get(s->c, key.addr, key.len, buf.addr, buf.len, &got);
+        else rc = mkv_put(s->c, key.addr, key.len, buf.addr, buf.len, replicas);
+        Py_END_ALLOW_THREADS
+        if (rc != MKV_OK) res = store_fail(s, rc);
+        else res = is_get ? PyLong_FromSize_t(got) : store_done(s);
+        store_unlock(s);
+    }
+    span_release(&buf);
     span_release(&key);
     return res;
 }
@@ -435,49 +479,14 @@ static PyObject *store_put_from(store *s, PyObject *args, PyObject *kw) {
     int replicas = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oi:put_from", kwlist, &kobj, &bobj, &size, &replicas))
         return NULL;
-    span key, buf;
-    if (key_from(kobj, &key) < 0) return NULL;
-    if (span_from(bobj, size, 0, &buf) < 0) {
-        span_release(&key);
-        return NULL;
-    }
-    PyObject *res;
-    if (store_enter(s, &res) == 0) {
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = mkv_put(s->c, key.addr, key.len, buf.addr, buf.len, replicas);
-        Py_END_ALLOW_THREADS
-        res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
-        store_unlock(s);
-    }
-    span_release(&buf);
-    span_release(&key);
-    return res;
+    return xfer_one(s, kobj, bobj, size, replicas, 0);
 }
 
 static PyObject *store_get_into(store *s, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"key", "buffer", "size", NULL};
     PyObject *kobj, *bobj, *size = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:get_into", kwlist, &kobj, &bobj, &size)) return NULL;
-    span key, buf;
-    if (key_from(kobj, &key) < 0) return NULL;
-    if (span_from(bobj, size, 1, &buf) < 0) {
-        span_release(&key);
-        return NULL;
-    }
-    PyObject *res;
-    if (store_enter(s, &res) == 0) {
-        int rc;
-        size_t got = 0;
-        Py_BEGIN_ALLOW_THREADS
-        rc = mkv_get(s->c, key.addr, key.len, buf.addr, buf.len, &got);
-        Py_END_ALLOW_THREADS
-        res = rc == MKV_OK ? PyLong_FromSize_t(got) : store_fail(s, rc);
-        store_unlock(s);
-    }
-    span_release(&buf);
-    span_release(&key);
-    return res;
+    return xfer_one(s, kobj, bobj, size, 0, 1);
 }
 
 /* The key-only calls: is_exist, remove, get_size. */
@@ -684,7 +693,7 @@ static PyTypeObject store_type = {
               "MooncakeDistributedStore. With status_codes=True calls return ints\n"
               "(0 / negative moonkv codes) instead of raising.",
     .tp_basicsize = sizeof(store),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)store_init,
     .tp_dealloc = (destructor)store_dealloc,

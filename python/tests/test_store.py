@@ -153,3 +153,22 @@ def test_readme_example(cluster, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "EXISTS -2" and out[1] == str([0] * 16) and out[2] == str([262144] * 16)
     assert out[3] == "[1, 1, 0]" and out[4] == "262144"
+
+
+def test_large_value_scratch_is_dropped(store, key):
+    big = os.urandom(80 << 20)       # past the 64 MiB the store keeps between calls
+    store.put(key(), big)
+    assert store.get(key()) == big
+    store.put(key("after"), b"small")        # a new, small scratch buffer works
+    assert store.get(key("after")) == b"small"
+    store.remove(key())
+
+
+def test_subclass(cluster, key):
+    class Store(moonkv.MoonkvStore):
+        def put_str(self, k, v):
+            return self.put(k, v.encode())
+    with Store() as s:
+        s.setup(master=cluster.master, cluster_secret=cluster.secret)
+        s.put_str(key(), "text")
+        assert s.get(key()) == b"text"
