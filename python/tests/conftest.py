@@ -25,8 +25,11 @@ def _die_with_parent():
 
 
 def _spawn(*args):
+    # The servers keep their own sanitizer settings (the SAN run preloads
+    # libasan into python3 only).
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
     return subprocess.Popen([SERVER, *args, "--cluster-secret", SECRET, "--log-level", "warning"],
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=_die_with_parent, env=env)
 
 
 def _wait(what, cond, procs, seconds=20):
