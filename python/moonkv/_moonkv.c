@@ -221,15 +221,22 @@ static void store_close_locked(store *s) {
     store_forget(s);
 }
 
+/* The lock is made here, not in __init__, so a subclass whose __init__
+ * skips ours still has one. */
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    store *s = (store *)PyType_GenericNew(type, args, kw);
+    if (s && !(s->lock = PyThread_allocate_lock())) {
+        Py_DECREF(s);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)s;
+}
+
 static int store_init(store *s, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"status_codes", NULL};
     int status_codes = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:MoonkvStore", kwlist, &status_codes)) return -1;
     s->status_codes = status_codes;
-    if (!s->lock && !(s->lock = PyThread_allocate_lock())) {
-        PyErr_NoMemory();
-        return -1;
-    }
     return 0;
 }
 
@@ -256,7 +263,8 @@ static PyObject *store_setup(store *s, PyObject *args, PyObject *kw) {
     if (store_lock(s) < 0) return NULL;
     PyObject *res;
     if (s->c) {
-        res = raise_code(MKV_EINVAL, "the store is already set up (close() it first)");
+        res = s->status_codes ? PyLong_FromLong(MKV_EINVAL)
+                              : raise_code(MKV_EINVAL, "the store is already set up (close() it first)");
     } else {
         mkv_client *c = NULL;
         int rc;
@@ -694,7 +702,7 @@ static PyTypeObject store_type = {
               "(0 / negative moonkv codes) instead of raising.",
     .tp_basicsize = sizeof(store),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = PyType_GenericNew,
+    .tp_new = store_new,
     .tp_init = (initproc)store_init,
     .tp_dealloc = (destructor)store_dealloc,
     .tp_methods = store_methods,

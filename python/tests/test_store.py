@@ -104,6 +104,7 @@ def test_status_codes(cluster, key):
         assert s.get("k") == b""                             # not set up: Mooncake's empty bytes
         assert s.is_exist("k") == moonkv.EINVAL
         assert s.setup(master=cluster.master, cluster_secret=cluster.secret) == 0
+        assert s.setup(master=cluster.master) == moonkv.EINVAL       # already set up
         assert s.put(key(), b"abc") == 0
         assert s.put(key(), b"xyz") == moonkv.EEXISTS
         assert s.get(key()) == b"abc"
@@ -166,9 +167,13 @@ def test_large_value_scratch_is_dropped(store, key):
 
 def test_subclass(cluster, key):
     class Store(moonkv.MoonkvStore):
+        def __init__(self):           # does not call MoonkvStore.__init__
+            self.puts = 0
+
         def put_str(self, k, v):
+            self.puts += 1
             return self.put(k, v.encode())
     with Store() as s:
         s.setup(master=cluster.master, cluster_secret=cluster.secret)
         s.put_str(key(), "text")
-        assert s.get(key()) == b"text"
+        assert s.get(key()) == b"text" and s.puts == 1
