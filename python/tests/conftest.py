@@ -71,6 +71,26 @@ class Cluster:
     def nodes(self):
         return self.procs[1:]
 
+    def wait_healthy(self, seconds=30):
+        """Until both nodes are alive and take a 2-replica put over every
+        transport (after a test stopped them, they may rejoin anew)."""
+        import moonkv
+
+        def healthy():
+            if _alive_nodes() != len(NODES):
+                return False
+            for t in ("tcp", "shm"):
+                with moonkv.MoonkvStore(status_codes=True) as s:
+                    k = f"py:health:{uuid.uuid4().hex}"
+                    if s.setup(master=MASTER, cluster_secret=SECRET, transport=t, timeout_ms=2000) != 0:
+                        return False
+                    ok = s.put(k, b"probe", replicas=len(NODES)) == 0 and s.get(k) == b"probe"
+                    s.remove(k)
+                    if not ok:
+                        return False
+            return True
+        _wait("cluster healthy again", healthy, self.procs, seconds)
+
     def stop(self):
         for p in self.procs:
             if p.poll() is None:

@@ -188,5 +188,6 @@ def test_gil_released_during_transfer(cluster, key):
                 p.send_signal(signal.SIGCONT)
             stop.set()
             t.join()
+            cluster.wait_healthy()
         assert waited > 1.0, f"the get did not wait for the stopped nodes ({waited:.2f}s)"
         assert during >= 20, f"only {during} ticks in {waited:.2f}s: the GIL was held"
