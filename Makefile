@@ -46,7 +46,7 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests run test deps clean install bench fuzz fuzz-build
+.PHONY: all tests run test deps clean install bench fuzz fuzz-build python
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS)
@@ -124,6 +124,17 @@ fuzz: deps fuzz-build
 	  if [ $$rc -ne 0 ]; then grep -E 'ERROR|SUMMARY' $(FUZZ_DIR)/$$n.log; exit 1; fi; \
 	done
 
+# The Python binding (python/), built against this build's libmoonkv.a
+# into $(BUILD)/python: PYTHONPATH=$(BUILD)/python python3 -c 'import moonkv'.
+# Debian's interpreter, whatever python3 comes first on PATH. The SAN
+# build's extension runs only with libasan preloaded (see tests/run.sh).
+PYTHON  ?= /usr/bin/python3
+PY_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+python: $(LIBA)
+	cd python && MOONKV_BUILD=$(abspath $(BUILD)) $(if $(filter 1,$(SAN)),CFLAGS="$(PY_SAN) -fno-omit-frame-pointer" \
+	    LDFLAGS="$(PY_SAN)") $(PYTHON) setup.py -q build \
+	    --build-base $(abspath $(BUILD))/python-build --build-lib $(abspath $(BUILD))/python
+
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
 	$(SERVER) --config conf/standalone.json
@@ -131,16 +142,23 @@ run: deps
 # Plain run first, then the same suites under ASan+UBSan; run.sh prints
 # the final "N passed, N failed" line and fails on any failure.
 test: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory SAN=1 all
+	@$(MAKE) --no-print-directory all python
+	@$(MAKE) --no-print-directory SAN=1 all python
 	@$(MAKE) --no-print-directory fuzz-build
 	@tests/run.sh build/rel build/san
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all python
 	@tests/bench/run.sh build/rel
 
-install: $(SERVER) $(LIBA) $(LIBSO)
+# Configs go to /etc/moonkv for PREFIX=/usr, else PREFIX/etc/moonkv, and
+# never over a file already there (the samples are also in share/moonkv).
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell \
+               $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
+
+install: $(SERVER) $(LIBA) $(LIBSO) python
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(SERVER) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
@@ -149,6 +167,15 @@ install: $(SERVER) $(LIBA) $(LIBSO)
 	install -m 644 src/client/moonkv.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' src/client/moonkv.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/moonkv.pc
+	install -d $(DESTDIR)$(PYTHON_SITE)/moonkv
+	install -m 644 $(BUILD)/python/moonkv/__init__.py $(DESTDIR)$(PYTHON_SITE)/moonkv/
+	install -m 755 $(BUILD)/python/moonkv/_moonkv*.so $(DESTDIR)$(PYTHON_SITE)/moonkv/
+	install -d $(DESTDIR)$(PREFIX)/share/moonkv/conf $(DESTDIR)$(SYSCONFDIR)/moonkv $(DESTDIR)$(UNITDIR)
+	install -m 644 conf/*.json $(DESTDIR)$(PREFIX)/share/moonkv/conf/
+	for f in conf/*.json; do t=$(DESTDIR)$(SYSCONFDIR)/moonkv/$${f#conf/}; \
+	    [ -e "$$t" ] || install -m 644 "$$f" "$$t"; done
+	sed -e 's|/usr/bin/|$(PREFIX)/bin/|g' -e 's|/etc/moonkv/|$(SYSCONFDIR)/moonkv/|g' \
+	    conf/systemd/moonkv@.service > $(DESTDIR)$(UNITDIR)/moonkv@.service
 
 clean:
 	rm -rf build

@@ -7,6 +7,7 @@ PKGS=(
   build-essential pkg-config
   libev-dev libhiredis-dev libcjson-dev libibverbs-dev librdmacm-dev
   redis-tools redis-server tcl python3 python3-redis
+  python3-dev python3-setuptools python3-pytest python3-numpy
   iproute2 iperf3 gnuplot-nox procps
   clang libclang-rt-14-dev   # libFuzzer harnesses (make fuzz): -fsanitize=fuzzer
 )

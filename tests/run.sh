@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every suite for each build directory given (e.g. build/rel build/san):
-# C unit tests, C integration tests, then the Tcl protocol tests; then the
-# fuzz harnesses once.
+# C unit tests, C integration tests, the Tcl protocol tests, the Python
+# binding's pytest suite, then (plain build only) the install test; then
+# the fuzz harnesses once.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure. The last line is "N passed, N failed".
 set -u
@@ -41,6 +42,16 @@ for build in "$@"; do
   if [ -f tcl-tests/run.tcl ]; then
     run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
   fi
+  # The SAN build's extension needs the sanitizer runtimes preloaded into
+  # python3; CPython's own allocations would read as leaks, so no LSan.
+  py_env=(PYTHONPATH="$build/python:python/tests")
+  if [ "$tag" = san ]; then
+    py_env+=(LD_PRELOAD="$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)"
+             ASAN_OPTIONS=detect_leaks=0)
+  fi
+  run_one "$tag/python" env "${py_env[@]}" "${PYTHON:-/usr/bin/python3}" \
+    -m pytest -p tap -p no:terminal -p no:cacheprovider python/tests
+  [ "$tag" = san ] || run_one "$tag/install" tests/install.sh
 done
 
 # libFuzzer harnesses (built by `make fuzz-build`), once, not per build:

@@ -99,6 +99,9 @@ step_kvcache() {
     for t in $CAPI_TRANSPORTS; do
       timeout 300 "$BENCH_BIN/bench_client" kvcache "$LIBMOONKV" "$MASTER" "$t" "$blocks" 256KiB \
         2>>"$WORK/run.log" | meas_import "kv.$t."
+      # The same batch through the Python binding, on the same cluster.
+      PYTHONPATH=$BENCH_PY timeout 300 /usr/bin/python3 "$ROOT/tests/bench/bench_python.py" \
+        "$MASTER" "$t" "$blocks" 256KiB 2>>"$WORK/run.log" | meas_import "kv.$t."
     done
     cluster_stop
   fi
@@ -106,12 +109,14 @@ step_kvcache() {
     # A batch that could not run says why once: the rows below repeat it.
     local why; why=$(meas_why "kv.$t.batch_put_s")
     if [ -n "$why" ]; then
-      local n; for n in batch_get_s loop_put_s loop_get_s get_p50_us get_p99_us; do
+      local n; for n in batch_get_s loop_put_s loop_get_s get_p50_us get_p99_us py_batch_get_s; do
         [ -n "$(meas_get "kv.$t.$n")$(meas_why "kv.$t.$n")" ] || meas_skip "kv.$t.$n" "${why#skipped: }"
       done
     fi
     row "KV-cache put $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_put_s" "kv.$t.loop_put_s" 5 s
     row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5 s
+    row "Python batch_get_into $blocks x 256 KiB ($t) vs C mkv_get_batch" \
+      "kv.$t.py_batch_get_s" "kv.$t.batch_get_s" 0.9 s
     row_plain "single 256 KiB get latency p50 ($t)" "kv.$t.get_p50_us" us
     row_plain "single 256 KiB get latency p99 ($t)" "kv.$t.get_p99_us" us
   done

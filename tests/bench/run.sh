@@ -59,6 +59,9 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
+# The Python binding (make python), copied the same way; missing: its rows skip.
+BENCH_PY=$WORK/bin/python
+[ -d "$BUILD/python/moonkv" ] && cp -r "$BUILD/python" "$BENCH_PY"
 
 echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs in $RESULTS/last-run.log"
 rows_before=0

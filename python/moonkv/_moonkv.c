@@ -1,0 +1,767 @@
+/* python/moonkv/_moonkv.c - the moonkv Python binding: MoonkvStore, a thin
+ * CPython type over libmoonkv shaped like Mooncake's MooncakeDistributedStore.
+ *
+ * Buffers come through the buffer protocol (or as Mooncake's raw pointer +
+ * size ints); put_from/get_into hand the caller's memory straight to the
+ * transfer engine, so bytes move between a registered buffer and the wire
+ * without a copy. put()/get() take any bytes-like object and copy through
+ * a registered scratch buffer of the store.
+ *
+ * Locking: an mkv_client is not thread-safe, so every call takes the
+ * store's lock; the GIL is dropped while waiting for it and during every
+ * libmoonkv call. Arguments (which may run Python code) are converted
+ * before the lock is taken, so the lock is never held across user code.
+ *
+ * Errors: moonkv's codes become exceptions (MoonkvError and one subclass
+ * per code, with .code and .word), or are returned as negative ints when
+ * the store was made with status_codes=True (Mooncake's int style). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonkv.h"
+
+/* ---- errors ---- */
+
+typedef struct err_kind {
+    int code;
+    const char *word;      /* moonkv's error word, as in the RESP errors */
+    const char *name;      /* the exception class */
+    PyObject **builtin;    /* a builtin it also derives from, or NULL */
+    PyObject *type;
+} err_kind;
+
+static PyObject *MoonkvError;
+static err_kind err_kinds[] = {
+    {MKV_ENOTFOUND, "NOTFOUND", "NotFoundError", &PyExc_KeyError, NULL},
+    {MKV_EEXISTS, "EXISTS", "ExistsError", NULL, NULL},
+    {MKV_ENOSPACE, "NOSPACE", "NoSpaceError", NULL, NULL},
+    {MKV_ENOREPLICAS, "NOREPLICAS", "NoReplicasError", NULL, NULL},
+    {MKV_EINVAL, "INVAL", "InvalidError", &PyExc_ValueError, NULL},
+    {MKV_ENOTREG, "NOTREG", "NotRegisteredError", &PyExc_ValueError, NULL},
+    {MKV_ETOOSMALL, "TOOSMALL", "TooSmallError", &PyExc_ValueError, NULL},
+    {MKV_ECONN, "CONN", "ConnError", &PyExc_ConnectionError, NULL},
+    {MKV_EAUTH, "AUTH", "AuthError", &PyExc_PermissionError, NULL},
+    {MKV_EIO, "IO", "TransferError", NULL, NULL},
+    {MKV_ECORRUPT, "CORRUPT", "CorruptError", NULL, NULL},
+    {MKV_ETIMEDOUT, "TIMEDOUT", "TimedOutError", &PyExc_TimeoutError, NULL},
+    {MKV_EPROTO, "PROTO", "ProtocolError", NULL, NULL},
+    {MKV_ENOMEM, "NOMEM", "NoMemoryError", &PyExc_MemoryError, NULL},
+};
+#define N_ERR_KINDS (sizeof err_kinds / sizeof err_kinds[0])
+
+static const err_kind *err_kind_of(int code) {
+    for (size_t i = 0; i < N_ERR_KINDS; i++)
+        if (err_kinds[i].code == code) return &err_kinds[i];
+    return NULL;
+}
+
+/* Raises the exception of code: "WORD: detail", with .code and .word. */
+static PyObject *raise_code(int code, const char *detail) {
+    const err_kind *k = err_kind_of(code);
+    PyObject *type = k ? k->type : MoonkvError;
+    const char *word = k ? k->word : "ERR";
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", word, detail && *detail ? detail : mkv_strerror(code));
+    PyObject *exc = msg ? PyObject_CallOneArg(type, msg) : NULL;
+    Py_XDECREF(msg);
+    if (!exc) return NULL;
+    PyObject *pycode = PyLong_FromLong(code), *pyword = PyUnicode_FromString(word);
+    if (pycode && pyword && PyObject_SetAttrString(exc, "code", pycode) == 0 &&
+        PyObject_SetAttrString(exc, "word", pyword) == 0)
+        PyErr_SetObject(type, exc);
+    Py_XDECREF(pycode);
+    Py_XDECREF(pyword);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* ---- buffers and keys ---- */
+
+/* Memory handed to libmoonkv: a buffer-protocol view (which keeps its
+ * exporter alive and, for bytearray, unresizable) or a raw pointer. */
+typedef struct span {
+    void *addr;
+    size_t len;
+    int has_view;
+    Py_buffer view;
+} span;
+
+static void span_release(span *sp) {
+    if (sp->has_view) PyBuffer_Release(&sp->view);
+    sp->has_view = 0;
+}
+
+/* obj is a contiguous buffer; or, when size is given, an int address
+ * (Mooncake's buffer_ptr) and size its length. */
+static int span_from(PyObject *obj, PyObject *size, int writable, span *sp) {
+    memset(sp, 0, sizeof *sp);
+    if (size && size != Py_None) {
+        if (!PyLong_Check(obj)) {
+            PyErr_SetString(PyExc_TypeError, "with a size, the buffer must be an int address");
+            return -1;
+        }
+        sp->addr = PyLong_AsVoidPtr(obj);
+        sp->len = PyLong_AsSize_t(size);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (PyObject_GetBuffer(obj, &sp->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
+    sp->has_view = 1;
+    sp->addr = sp->view.buf;
+    sp->len = (size_t)sp->view.len;
+    return 0;
+}
+
+/* A key: str (its UTF-8 bytes, owned by the str) or any bytes-like. */
+static int key_from(PyObject *obj, span *sp) {
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (!s) return -1;
+        memset(sp, 0, sizeof *sp);
+        sp->addr = (void *)s;
+        sp->len = (size_t)n;
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError, "a key is str or bytes-like, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return span_from(obj, NULL, 0, sp);
+}
+
+/* A key and a buffer (see span_from); on failure neither is held. */
+static int key_and_buffer(PyObject *kobj, PyObject *bobj, PyObject *size, int writable, span *key,
+                          span *buf) {
+    if (key_from(kobj, key) < 0) return -1;
+    if (span_from(bobj, size, writable, buf) == 0) return 0;
+    span_release(key);
+    return -1;
+}
+
+/* ---- the store ---- */
+
+typedef struct store {
+    PyObject_HEAD
+    mkv_client *c;
+    PyThread_type_lock lock;     /* one libmoonkv call at a time on c */
+    unsigned long owner;         /* thread holding lock, to refuse re-entry */
+    int locked;
+    int status_codes;            /* return MKV_E* ints instead of raising */
+    span *regs;                  /* register_buffer()ed memory */
+    size_t nregs, capregs;
+    char *stage;                 /* registered scratch of put()/get() */
+    size_t stage_len;
+} store;
+
+static int store_lock(store *s) {
+    if (s->locked && s->owner == PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "MoonkvStore used re-entrantly from its own call");
+        return -1;
+    }
+    if (!PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(s->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    s->owner = PyThread_get_thread_ident();
+    s->locked = 1;
+    return 0;
+}
+
+static void store_unlock(store *s) {
+    s->locked = 0;
+    PyThread_release_lock(s->lock);
+}
+
+/* 0: s is locked for a call that needs a connected client. Else -1 and
+ * *res is what the call returns: MKV_EINVAL in status mode, or NULL with
+ * the exception set. */
+static int store_enter(store *s, PyObject **res) {
+    *res = NULL;
+    if (store_lock(s) < 0) return -1;
+    if (s->c) return 0;
+    store_unlock(s);
+    if (s->status_codes) *res = PyLong_FromLong(MKV_EINVAL);
+    else raise_code(MKV_EINVAL, "the store is not set up (call setup() first) or is closed");
+    return -1;
+}
+
+/* The failure of code, with the client's message; lock held. In status
+ * mode it is returned as an int, else raised. */
+static PyObject *store_fail(store *s, int code) {
+    if (s->status_codes) return PyLong_FromLong(code);
+    return raise_code(code, s->c ? mkv_last_error(s->c) : NULL);
+}
+
+/* None, or 0 in status mode: what a call that has no value returns. */
+static PyObject *store_done(store *s) {
+    if (s->status_codes) return PyLong_FromLong(0);
+    Py_RETURN_NONE;
+}
+
+/* Drops every registration and the scratch buffer; lock held, c closed. */
+static void store_forget(store *s) {
+    for (size_t i = 0; i < s->nregs; i++) span_release(&s->regs[i]);
+    s->nregs = 0;
+    free(s->stage);
+    s->stage = NULL;
+    s->stage_len = 0;
+}
+
+static void store_close_locked(store *s) {
+    if (s->c) {
+        mkv_client *c = s->c;
+        s->c = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        mkv_close(c);
+        Py_END_ALLOW_THREADS
+    }
+    store_forget(s);
+}
+
+/* The lock is made here, not in __init__, so a subclass whose __init__
+ * skips ours still has one. */
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    store *s = (store *)PyType_GenericNew(type, args, kw);
+    if (s && !(s->lock = PyThread_allocate_lock())) {
+        Py_DECREF(s);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)s;
+}
+
+static int store_init(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"status_codes", NULL};
+    int status_codes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:MoonkvStore", kwlist, &status_codes)) return -1;
+    s->status_codes = status_codes;
+    return 0;
+}
+
+static void store_dealloc(store *s) {
+    if (s->lock) {
+        PyThread_acquire_lock(s->lock, WAIT_LOCK);   /* nobody else holds a reference */
+        store_close_locked(s);
+        PyThread_release_lock(s->lock);
+        PyThread_free_lock(s->lock);
+    }
+    PyMem_Free(s->regs);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *store_setup(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"master", "cluster_secret", "replicas", "transport", "password",
+                             "timeout_ms", "data_addrs", NULL};
+    mkv_options opt;
+    mkv_options_init(&opt);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzizziz:setup", kwlist, &opt.master,
+                                     &opt.cluster_secret, &opt.replicas, &opt.transport,
+                                     &opt.password, &opt.timeout_ms, &opt.data_addrs))
+        return NULL;
+    if (store_lock(s) < 0) return NULL;
+    PyObject *res;
+    if (s->c) {
+        res = s->status_codes ? PyLong_FromLong(MKV_EINVAL)
+                              : raise_code(MKV_EINVAL, "the store is already set up (close() it first)");
+    } else {
+        mkv_client *c = NULL;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = mkv_connect(&c, &opt);
+        Py_END_ALLOW_THREADS
+        s->c = c;
+        if (rc == MKV_OK) res = store_done(s);
+        else res = s->status_codes ? PyLong_FromLong(rc) : raise_code(rc, mkv_last_error(NULL));
+    }
+    store_unlock(s);
+    return res;
+}
+
+static PyObject *store_close(store *s, PyObject *Py_UNUSED(ignored)) {
+    if (store_lock(s) < 0) return NULL;
+    store_close_locked(s);
+    PyObject *res = store_done(s);
+    store_unlock(s);
+    return res;
+}
+
+static PyObject *store_enter_ctx(store *s, PyObject *Py_UNUSED(ignored)) {
+    Py_INCREF(s);
+    return (PyObject *)s;
+}
+
+static PyObject *store_exit_ctx(store *s, PyObject *Py_UNUSED(args)) {
+    PyObject *r = store_close(s, NULL);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+/* ---- registration ---- */
+
+static PyObject *store_register_buffer(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"buffer", "size", NULL};
+    PyObject *obj, *size = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:register_buffer", kwlist, &obj, &size)) return NULL;
+    span sp;
+    if (span_from(obj, size, 0, &sp) < 0) return NULL;
+    if (s->nregs == s->capregs) {
+        size_t cap = s->capregs ? s->capregs * 2 : 8;
+        span *r = PyMem_Realloc(s->regs, cap * sizeof *r);
+        if (!r) {
+            span_release(&sp);
+            return PyErr_NoMemory();
+        }
+        s->regs = r;
+        s->capregs = cap;
+    }
+    PyObject *res;
+    if (store_enter(s, &res) < 0) {
+        span_release(&sp);
+        return res;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mkv_register_buffer(s->c, sp.addr, sp.len);
+    Py_END_ALLOW_THREADS
+    if (rc == MKV_OK) {
+        s->regs[s->nregs++] = sp;   /* the view now lives as long as the registration */
+        res = store_done(s);
+    } else {
+        span_release(&sp);
+        res = store_fail(s, rc);
+    }
+    store_unlock(s);
+    return res;
+}
+
+static PyObject *store_unregister_buffer(store *s, PyObject *obj) {
+    span sp;
+    if (PyLong_Check(obj)) {
+        memset(&sp, 0, sizeof sp);
+        if (!(sp.addr = PyLong_AsVoidPtr(obj)) && PyErr_Occurred()) return NULL;
+    } else if (span_from(obj, NULL, 0, &sp) < 0) {
+        return NULL;
+    }
+    span_release(&sp);   /* only its address is needed */
+    PyObject *res;
+    if (store_enter(s, &res) < 0) return res;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mkv_unregister_buffer(s->c, sp.addr);
+    Py_END_ALLOW_THREADS
+    if (rc == MKV_OK) {
+        for (size_t i = 0; i < s->nregs; i++) {
+            if (s->regs[i].addr != sp.addr) continue;
+            span_release(&s->regs[i]);
+            s->regs[i] = s->regs[--s->nregs];
+            break;
+        }
+    }
+    res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
+    store_unlock(s);
+    return res;
+}
+
+/* The scratch buffer holds at least len bytes, registered; lock held. */
+static int stage_reserve(store *s, size_t len) {
+    if (len <= s->stage_len) return MKV_OK;
+    size_t cap = s->stage_len ? s->stage_len : 64 * 1024;
+    while (cap < len) {
+        if (cap > SIZE_MAX / 2) return MKV_ENOMEM;
+        cap *= 2;
+    }
+    int rc = MKV_OK;
+    Py_BEGIN_ALLOW_THREADS
+    if (s->stage) mkv_unregister_buffer(s->c, s->stage);
+    free(s->stage);
+    s->stage_len = 0;
+    s->stage = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
+    if (!s->stage) rc = MKV_ENOMEM;
+    else if ((rc = mkv_register_buffer(s->c, s->stage, cap)) != MKV_OK) {
+        free(s->stage);
+        s->stage = NULL;
+    } else {
+        s->stage_len = cap;
+    }
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+/* A scratch buffer grown past this by one large value is dropped after
+ * the call, so a store does not keep gigabytes it needed once. */
+#define STAGE_KEEP ((size_t)64 << 20)
+
+static void stage_trim(store *s) {
+    if (s->stage_len <= STAGE_KEEP) return;
+    Py_BEGIN_ALLOW_THREADS
+    mkv_unregister_buffer(s->c, s->stage);
+    free(s->stage);
+    Py_END_ALLOW_THREADS
+    s->stage = NULL;
+    s->stage_len = 0;
+}
+
+/* ---- single objects ---- */
+
+static PyObject *store_put(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"key", "value", "replicas", NULL};
+    PyObject *kobj, *vobj;
+    int replicas = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|i:put", kwlist, &kobj, &vobj, &replicas)) return NULL;
+    span key, val;
+    if (key_and_buffer(kobj, vobj, NULL, 0, &key, &val) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        int rc = stage_reserve(s, val.len ? val.len : 1);
+        if (rc == MKV_OK) {
+            Py_BEGIN_ALLOW_THREADS
+            memcpy(s->stage, val.addr, val.len);
+            rc = mkv_put(s->c, key.addr, key.len, s->stage, val.len, replicas);
+            Py_END_ALLOW_THREADS
+        }
+        res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
+        stage_trim(s);
+        store_unlock(s);
+    }
+    span_release(&val);
+    span_release(&key);
+    return res;
+}
+
+/* get(key) -> bytes: through the scratch buffer, grown when too small. */
+static PyObject *store_get(store *s, PyObject *kobj) {
+    span key;
+    if (key_from(kobj, &key) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        size_t got = 0;
+        int rc = stage_reserve(s, 1);
+        for (int tries = 0; rc == MKV_OK && tries < 3; tries++) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = mkv_get(s->c, key.addr, key.len, s->stage, s->stage_len, &got);
+            Py_END_ALLOW_THREADS
+            if (rc != MKV_ETOOSMALL) break;
+            rc = stage_reserve(s, got);
+        }
+        if (rc == MKV_OK) res = PyBytes_FromStringAndSize(s->stage, (Py_ssize_t)got);
+        else if (s->status_codes) res = PyBytes_FromStringAndSize("", 0);   /* Mooncake: b"" */
+        else res = store_fail(s, rc);
+        stage_trim(s);
+        store_unlock(s);
+    } else if (res) {
+        Py_SETREF(res, PyBytes_FromStringAndSize("", 0));   /* status mode: Mooncake's b"" */
+    }
+    span_release(&key);
+    return res;
+}
+
+/* put_from / get_into: one object between the caller's memory and the
+ * nodes, no copy. */
+static PyObject *xfer_one(store *s, PyObject *kobj, PyObject *bobj, PyObject *size, int replicas,
+                          int is_get) {
+    span key, buf;
+    if (key_and_buffer(kobj, bobj, size, is_get, &key, &buf) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        int rc;
+        size_t got = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (is_get) rc = mkv_get(s->c, key.addr, key.len, buf.addr, buf.len, &got);
+        else rc = mkv_put(s->c, key.addr, key.len, buf.addr, buf.len, replicas);
+        Py_END_ALLOW_THREADS
+        if (rc != MKV_OK) res = store_fail(s, rc);
+        else res = is_get ? PyLong_FromSize_t(got) : store_done(s);
+        store_unlock(s);
+    }
+    span_release(&buf);
+    span_release(&key);
+    return res;
+}
+
+static PyObject *store_put_from(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"key", "buffer", "size", "replicas", NULL};
+    PyObject *kobj, *bobj, *size = NULL;
+    int replicas = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oi:put_from", kwlist, &kobj, &bobj, &size, &replicas))
+        return NULL;
+    return xfer_one(s, kobj, bobj, size, replicas, 0);
+}
+
+static PyObject *store_get_into(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"key", "buffer", "size", NULL};
+    PyObject *kobj, *bobj, *size = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:get_into", kwlist, &kobj, &bobj, &size)) return NULL;
+    return xfer_one(s, kobj, bobj, size, 0, 1);
+}
+
+/* The key-only calls: is_exist, remove, get_size. */
+enum key_op { OP_EXISTS, OP_REMOVE, OP_SIZE };
+
+static PyObject *store_key_op(store *s, PyObject *kobj, enum key_op op) {
+    span key;
+    if (key_from(kobj, &key) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        int rc;
+        uint64_t size = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (op == OP_EXISTS) rc = mkv_exists(s->c, key.addr, key.len);
+        else if (op == OP_REMOVE) rc = mkv_remove(s->c, key.addr, key.len);
+        else rc = mkv_size(s->c, key.addr, key.len, &size);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) res = store_fail(s, rc);
+        else if (op == OP_EXISTS) res = s->status_codes ? PyLong_FromLong(rc) : PyBool_FromLong(rc);
+        else if (op == OP_SIZE) res = PyLong_FromUnsignedLongLong(size);
+        else res = store_done(s);
+        store_unlock(s);
+    }
+    span_release(&key);
+    return res;
+}
+
+static PyObject *store_is_exist(store *s, PyObject *k) { return store_key_op(s, k, OP_EXISTS); }
+static PyObject *store_remove(store *s, PyObject *k) { return store_key_op(s, k, OP_REMOVE); }
+static PyObject *store_get_size(store *s, PyObject *k) { return store_key_op(s, k, OP_SIZE); }
+
+/* ---- batches ---- */
+
+/* A batch's converted arguments: per object a key span, a buffer span
+ * (when the call has buffers) and the mkv_obj handed to libmoonkv. */
+typedef struct batch {
+    size_t n;
+    span *keys, *bufs;
+    mkv_obj *objs;
+    int *results;
+} batch;
+
+static void batch_free(batch *b) {
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->keys) span_release(&b->keys[i]);
+        if (b->bufs) span_release(&b->bufs[i]);
+    }
+    PyMem_Free(b->keys);
+    PyMem_Free(b->bufs);
+    PyMem_Free(b->objs);
+    PyMem_Free(b->results);
+}
+
+/* Fills b from the sequences (bufs, sizes may be NULL); keys, bufs and
+ * sizes are tuples. Every span taken is released by batch_free. */
+static int batch_fill(batch *b, PyObject *keys, PyObject *bufs, PyObject *sizes, int writable) {
+    size_t n = (size_t)PyTuple_GET_SIZE(keys);
+    if ((bufs && (size_t)PyTuple_GET_SIZE(bufs) != n) || (sizes && (size_t)PyTuple_GET_SIZE(sizes) != n)) {
+        PyErr_SetString(PyExc_ValueError, "keys, buffers and sizes must have the same length");
+        return -1;
+    }
+    size_t alloc_n = n ? n : 1;
+    b->keys = PyMem_Calloc(alloc_n, sizeof *b->keys);
+    b->bufs = bufs ? PyMem_Calloc(alloc_n, sizeof *b->bufs) : NULL;
+    b->objs = PyMem_Calloc(alloc_n, sizeof *b->objs);
+    b->results = PyMem_Calloc(alloc_n, sizeof *b->results);
+    if (!b->keys || (bufs && !b->bufs) || !b->objs || !b->results) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        b->n = i;   /* spans [0, i) are taken */
+        if (key_from(PyTuple_GET_ITEM(keys, i), &b->keys[i]) < 0) return -1;
+        b->n = i + 1;
+        b->objs[i].key = b->keys[i].addr;
+        b->objs[i].keylen = b->keys[i].len;
+        if (!bufs) continue;
+        if (span_from(PyTuple_GET_ITEM(bufs, i), sizes ? PyTuple_GET_ITEM(sizes, i) : NULL, writable,
+                      &b->bufs[i]) < 0)
+            return -1;
+        b->objs[i].buf = b->bufs[i].addr;
+        b->objs[i].len = b->bufs[i].len;
+    }
+    b->n = n;
+    return 0;
+}
+
+/* A new tuple of seq's items (so the caller may not shrink it under us),
+ * or NULL when seq is NULL or None. */
+static PyObject *as_tuple(PyObject *seq, const char *what) {
+    if (!seq || seq == Py_None) return NULL;
+    PyObject *t = PySequence_Tuple(seq);
+    if (!t) PyErr_Format(PyExc_TypeError, "%s must be a sequence", what);
+    return t;
+}
+
+enum batch_op { OP_BPUT, OP_BGET, OP_BEXISTS };
+
+/* The per-object results: size (get), 0 (put), 1/0 (exists), or MKV_E*. */
+static PyObject *batch_results(const batch *b, enum batch_op op, int whole_rc) {
+    PyObject *list = PyList_New((Py_ssize_t)b->n);
+    for (size_t i = 0; list && i < b->n; i++) {
+        PyObject *v;
+        if (whole_rc != MKV_OK) v = PyLong_FromLong(whole_rc);
+        else if (op == OP_BEXISTS) v = PyLong_FromLong(b->results[i]);
+        else if (b->objs[i].status != MKV_OK) v = PyLong_FromLong(b->objs[i].status);
+        else v = PyLong_FromSize_t(op == OP_BGET ? b->objs[i].len : 0);
+        if (!v) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    return list;
+}
+
+static PyObject *store_batch(store *s, enum batch_op op, PyObject *kobj, PyObject *bobj,
+                             PyObject *zobj, int replicas) {
+    PyObject *keys = as_tuple(kobj, "keys"), *bufs = NULL, *sizes = NULL, *res = NULL;
+    batch b = {0};
+    if (!keys) return NULL;
+    if (op != OP_BEXISTS && !(bufs = as_tuple(bobj, "buffers"))) goto out;
+    if (zobj && zobj != Py_None && !(sizes = as_tuple(zobj, "sizes"))) goto out;
+    if (batch_fill(&b, keys, bufs, sizes, op == OP_BGET) < 0) goto out;
+    int rc;
+    if (store_enter(s, &res) < 0) {
+        if (res) Py_SETREF(res, batch_results(&b, op, MKV_EINVAL));   /* status mode */
+        goto out;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (op == OP_BPUT) rc = mkv_put_batch(s->c, b.objs, b.n, replicas);
+    else if (op == OP_BGET) rc = mkv_get_batch(s->c, b.objs, b.n);
+    else rc = mkv_exists_batch(s->c, b.objs, b.n, b.results);
+    Py_END_ALLOW_THREADS
+    if (rc != MKV_OK && !s->status_codes) res = store_fail(s, rc);
+    else res = batch_results(&b, op, rc);
+    store_unlock(s);
+out:
+    batch_free(&b);
+    Py_XDECREF(keys);
+    Py_XDECREF(bufs);
+    Py_XDECREF(sizes);
+    return res;
+}
+
+static PyObject *store_batch_put_from(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "buffers", "sizes", "replicas", NULL};
+    PyObject *keys, *bufs, *sizes = NULL;
+    int replicas = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oi:batch_put_from", kwlist, &keys, &bufs, &sizes,
+                                     &replicas))
+        return NULL;
+    return store_batch(s, OP_BPUT, keys, bufs, sizes, replicas);
+}
+
+static PyObject *store_batch_get_into(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "buffers", "sizes", NULL};
+    PyObject *keys, *bufs, *sizes = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:batch_get_into", kwlist, &keys, &bufs, &sizes))
+        return NULL;
+    return store_batch(s, OP_BGET, keys, bufs, sizes, 0);
+}
+
+static PyObject *store_batch_is_exist(store *s, PyObject *keys) {
+    return store_batch(s, OP_BEXISTS, keys, NULL, NULL, 0);
+}
+
+/* ---- type and module ---- */
+
+static PyMethodDef store_methods[] = {
+    {"setup", (PyCFunction)(void (*)(void))store_setup, METH_VARARGS | METH_KEYWORDS,
+     "setup(master='127.0.0.1:7380', cluster_secret=None, replicas=1, transport='auto',\n"
+     "      password=None, timeout_ms=5000, data_addrs=None): connect to the master"},
+    {"close", (PyCFunction)store_close, METH_NOARGS, "close(): disconnect, drop registrations"},
+    {"__enter__", (PyCFunction)store_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)store_exit_ctx, METH_VARARGS, NULL},
+    {"register_buffer", (PyCFunction)(void (*)(void))store_register_buffer, METH_VARARGS | METH_KEYWORDS,
+     "register_buffer(buffer) or register_buffer(ptr, size): memory for put_from/get_into"},
+    {"unregister_buffer", (PyCFunction)store_unregister_buffer, METH_O,
+     "unregister_buffer(buffer or ptr)"},
+    {"put", (PyCFunction)(void (*)(void))store_put, METH_VARARGS | METH_KEYWORDS,
+     "put(key, value, replicas=0): store a bytes-like value (copied once)"},
+    {"get", (PyCFunction)store_get, METH_O, "get(key) -> bytes"},
+    {"put_from", (PyCFunction)(void (*)(void))store_put_from, METH_VARARGS | METH_KEYWORDS,
+     "put_from(key, buffer) or put_from(key, ptr, size): zero-copy from registered memory"},
+    {"get_into", (PyCFunction)(void (*)(void))store_get_into, METH_VARARGS | METH_KEYWORDS,
+     "get_into(key, buffer) or get_into(key, ptr, size) -> bytes read, zero-copy"},
+    {"batch_put_from", (PyCFunction)(void (*)(void))store_batch_put_from, METH_VARARGS | METH_KEYWORDS,
+     "batch_put_from(keys, buffers[, sizes], replicas=0) -> [0 or error code]"},
+    {"batch_get_into", (PyCFunction)(void (*)(void))store_batch_get_into, METH_VARARGS | METH_KEYWORDS,
+     "batch_get_into(keys, buffers[, sizes]) -> [bytes read or error code]"},
+    {"is_exist", (PyCFunction)store_is_exist, METH_O, "is_exist(key) -> bool (1/0 with status codes)"},
+    {"batch_is_exist", (PyCFunction)store_batch_is_exist, METH_O,
+     "batch_is_exist(keys) -> [1, 0 or error code]"},
+    {"remove", (PyCFunction)store_remove, METH_O, "remove(key)"},
+    {"get_size", (PyCFunction)store_get_size, METH_O, "get_size(key) -> size in bytes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject store_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "moonkv.MoonkvStore",
+    .tp_doc = "MoonkvStore(status_codes=False): a moonkv client, shaped like Mooncake's\n"
+              "MooncakeDistributedStore. With status_codes=True calls return ints\n"
+              "(0 / negative moonkv codes) instead of raising.",
+    .tp_basicsize = sizeof(store),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = store_new,
+    .tp_init = (initproc)store_init,
+    .tp_dealloc = (destructor)store_dealloc,
+    .tp_methods = store_methods,
+};
+
+static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg) {
+    long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) return NULL;
+    return PyUnicode_FromString(mkv_strerror((int)code));
+}
+
+static PyObject *mod_error_word(PyObject *Py_UNUSED(m), PyObject *arg) {
+    long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) return NULL;
+    const err_kind *k = err_kind_of((int)code);
+    return PyUnicode_FromString(code == 0 ? "OK" : k ? k->word : "ERR");
+}
+
+static PyMethodDef mod_methods[] = {
+    {"strerror", mod_strerror, METH_O, "strerror(code) -> what a moonkv status code means"},
+    {"error_word", mod_error_word, METH_O, "error_word(code) -> 'OK', 'EXISTS', 'NOSPACE', ..."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moonkv_module = {
+    PyModuleDef_HEAD_INIT, "moonkv._moonkv", "moonkv client (libmoonkv binding)", -1, mod_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+/* MoonkvError and a subclass per code; the codes as ints (ENOTFOUND, ...). */
+static int add_errors(PyObject *m) {
+    MoonkvError = PyErr_NewExceptionWithDoc("moonkv.MoonkvError",
+                                            "a moonkv call failed; .code is the status, .word its name",
+                                            NULL, NULL);
+    if (!MoonkvError || PyModule_AddObjectRef(m, "MoonkvError", MoonkvError) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "OK", MKV_OK) < 0) return -1;
+    for (size_t i = 0; i < N_ERR_KINDS; i++) {
+        err_kind *k = &err_kinds[i];
+        char qual[64], cname[32];
+        snprintf(qual, sizeof qual, "moonkv.%s", k->name);
+        snprintf(cname, sizeof cname, "E%s", k->word);
+        PyObject *bases = k->builtin ? PyTuple_Pack(2, MoonkvError, *k->builtin) : PyTuple_Pack(1, MoonkvError);
+        if (!bases) return -1;
+        k->type = PyErr_NewException(qual, bases, NULL);
+        Py_DECREF(bases);
+        if (!k->type || PyModule_AddObjectRef(m, k->name, k->type) < 0 ||
+            PyModule_AddIntConstant(m, cname, k->code) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__moonkv(void) {
+    if (PyType_Ready(&store_type) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moonkv_module);
+    if (!m) return NULL;
+    if (add_errors(m) < 0 || PyModule_AddObjectRef(m, "MoonkvStore", (PyObject *)&store_type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
