@@ -28,6 +28,7 @@
 #include "backend/cap.h"
 #include "backend/netio.h"
 #include "backend/wire.h"
+#include "backend/xport_base.h"
 #include "core/anet.h"
 #include "core/util.h"
 
@@ -39,11 +40,6 @@ typedef struct slot {
     uint64_t deadline_ms;
     uint8_t hdr[TE_WIRE_REQ_LEN];
 } slot;
-
-typedef struct tcp_mr {
-    te_mr mr;
-    struct tcp_mr *next;
-} tcp_mr;
 
 typedef struct tcp_xport tcp_xport;
 
@@ -67,26 +63,14 @@ struct tcp_xport {
     te_transport t;
     int epfd;
     te_path *paths;
-    tcp_mr *mrs;
-    te_cqe *cq;               /* completions not yet returned by poll */
-    int cq_head, cq_len, cq_cap;
+    te_mr_list mrs;
+    te_cq cq;                 /* completions not yet returned by poll */
 };
 
 static tcp_xport *X(te_transport *t) { return (tcp_xport *)t; }
 
 static void cq_push(tcp_xport *x, te_path *p, uint64_t cookie, int status) {
-    if (x->cq_head > 0 && x->cq_head == x->cq_len) x->cq_head = x->cq_len = 0;
-    if (x->cq_len == x->cq_cap) {
-        if (x->cq_head > 0) {
-            memmove(x->cq, x->cq + x->cq_head, (size_t)(x->cq_len - x->cq_head) * sizeof *x->cq);
-            x->cq_len -= x->cq_head;
-            x->cq_head = 0;
-        } else {
-            x->cq_cap = x->cq_cap ? x->cq_cap * 2 : 64;
-            x->cq = xrealloc(x->cq, (size_t)x->cq_cap * sizeof *x->cq);
-        }
-    }
-    x->cq[x->cq_len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+    te_cq_push(&x->cq, p, cookie, status);
 }
 
 static slot *ring_at(te_path *p, int k) { return &p->ring[(p->head + k) % p->x->t.cfg.window]; }
@@ -199,14 +183,6 @@ static int path_read(te_path *p) {
     }
 }
 
-static int mr_covers(tcp_xport *x, const void *addr, uint64_t len) {
-    for (tcp_mr *m = x->mrs; m; m = m->next) {
-        uintptr_t a = (uintptr_t)m->mr.addr, b = (uintptr_t)addr;
-        if (b >= a && len <= m->mr.len && b - a <= m->mr.len - len) return 1;
-    }
-    return 0;
-}
-
 static int tcp_submit(te_path *p, const te_req *reqs, int n) {
     tcp_xport *x = p->x;
     if (p->broken) return -1;
@@ -215,7 +191,7 @@ static int tcp_submit(te_path *p, const te_req *reqs, int n) {
     for (; accepted < n; accepted++) {
         const te_req *r = &reqs[accepted];
         if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-            !mr_covers(x, r->local, r->len)) {
+            !te_mr_list_covers(&x->mrs, r->local, r->len)) {
             cq_push(x, p, r->cookie, TE_EINVAL);   /* refused here, costs no slot */
             continue;
         }
@@ -249,17 +225,11 @@ static int next_deadline_wait(tcp_xport *x, int wait) {
     return wait;
 }
 
-static int cq_pop(tcp_xport *x, te_cqe *out, int max) {
-    int n = 0;
-    while (n < max && x->cq_head < x->cq_len) out[n++] = x->cq[x->cq_head++];
-    return n;
-}
-
 static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     tcp_xport *x = X(t);
     uint64_t until = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
-        int n = cq_pop(x, out, max);
+        int n = te_cq_pop(&x->cq, out, max);
         if (n) return n;
         uint64_t now = mono_ms();
         int wait = now < until ? (int)(until - now) : 0;
@@ -275,7 +245,7 @@ static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
             if (bad) path_fail(p, TE_EIO);
         }
         check_timeouts(x);
-        if (x->cq_head == x->cq_len && mono_ms() >= until) return 0;
+        if (te_cq_empty(&x->cq) && mono_ms() >= until) return 0;
     }
 }
 
@@ -350,36 +320,22 @@ static void tcp_close(te_path *p) {
 }
 
 static int tcp_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
-    if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
-    tcp_mr *m = xcalloc(1, sizeof *m);
-    m->mr = (te_mr){ .addr = addr, .len = len, .priv = m };
-    m->next = X(t)->mrs;
-    X(t)->mrs = m;
-    *out = &m->mr;
-    return 0;
+    return te_mr_list_add(&X(t)->mrs, addr, len, out, err, errlen);
 }
 
-static void tcp_dereg_mem(te_transport *t, te_mr *mr) {
-    for (tcp_mr **pp = &X(t)->mrs; *pp; pp = &(*pp)->next) {
-        if (&(*pp)->mr != mr) continue;
-        tcp_mr *m = *pp;
-        *pp = m->next;
-        free(m);
-        return;
-    }
-}
+static void tcp_dereg_mem(te_transport *t, te_mr *mr) { te_mr_list_remove(&X(t)->mrs, mr); }
 
 static void tcp_destroy(te_transport *t) {
     tcp_xport *x = X(t);
     while (x->paths) tcp_close(x->paths);
-    while (x->mrs) tcp_dereg_mem(t, &x->mrs->mr);
+    te_mr_list_clear(&x->mrs);
     close(x->epfd);
-    free(x->cq);
+    te_cq_free(&x->cq);
     free(x);
 }
 
 static const te_transport_ops tcp_ops = {
-    .name = "tcp", .connect = tcp_connect, .reg_mem = tcp_reg_mem, .dereg_mem = tcp_dereg_mem,
+    .name = "tcp", .scheme = NULL, .connect = tcp_connect, .reg_mem = tcp_reg_mem, .dereg_mem = tcp_dereg_mem,
     .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
 };
 

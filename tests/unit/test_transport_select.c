@@ -1,8 +1,8 @@
 /* Transport selection by name; this machine has no RDMA device. */
 #include <string.h>
 
-#include "backend/transport_select.h"
 #include "test.h"
+#include "transports/registry.h"
 
 static void test_by_name(void) {
     te_config cfg = { 0 };
