@@ -71,6 +71,7 @@ static void copy_piece(void *arg, int i) {
 typedef struct shm_xport shm_xport;
 
 struct te_path {
+    te_link link;             /* first: in shm_xport.paths */
     shm_xport *x;
     int fd;                   /* unix socket to the node, for verification */
     int seg_fd;               /* the node's segment, copied with pread/pwrite */
@@ -79,21 +80,17 @@ struct te_path {
     int broken;
     te_req *q;                /* queued, not yet verified */
     int nq;
-    te_path *prev, *next;
 };
 
 struct shm_xport {
-    te_transport t;
-    te_path *paths;
-    te_mr_list mrs;
+    te_xport_base b;          /* first: an shm_xport is a te_transport */
     workpool *pool;
-    te_cq cq;
 };
 
 static shm_xport *SX(te_transport *t) { return (shm_xport *)t; }
 
 static void cq_push(shm_xport *x, te_path *p, uint64_t cookie, int status) {
-    te_cq_push(&x->cq, p, cookie, status);
+    te_cq_push(&x->b.cq, p, cookie, status);
 }
 
 static void path_fail(te_path *p, int status) {
@@ -109,7 +106,7 @@ static void path_fail(te_path *p, int status) {
 /* Everything a request must pass before the node is even asked. */
 static int local_check(te_path *p, const te_req *r) {
     if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-        !te_mr_list_covers(&p->x->mrs, r->local, r->len))
+        !te_mr_list_covers(&p->x->b.mrs, r->local, r->len))
         return TE_EINVAL;
     if (r->remote_off > p->size || r->len > p->size - r->remote_off) return TE_ERANGE;
     return te_cap_check_nokey(r->cap, p->node_id, r->op, r->remote_off, r->len, wall_ms());
@@ -122,7 +119,7 @@ static int shm_submit(te_path *p, const te_req *reqs, int n) {
         const te_req *r = &reqs[accepted];
         int st = local_check(p, r);
         if (st != TE_OK) { cq_push(p->x, p, r->cookie, st); continue; }
-        if (p->nq == p->x->t.cfg.window) break;
+        if (p->nq == p->x->b.t.cfg.window) break;
         p->q[p->nq++] = *r;
     }
     return accepted;
@@ -195,7 +192,7 @@ static int node_gone(const te_path *p) {
 
 static void path_run(te_path *p) {
     int n = p->nq;
-    uint64_t dl = te_deadline(p->x->t.cfg.timeout_ms);
+    uint64_t dl = te_deadline(p->x->b.t.cfg.timeout_ms);
     if (node_gone(p) || send_headers(p, dl) != 0) {
         path_fail(p, TE_EIO);
         return;
@@ -218,14 +215,16 @@ static void path_run(te_path *p) {
 
 static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     shm_xport *x = SX(t);
-    for (te_path *p = x->paths; p; p = p->next)
+    for (te_link *l = x->b.paths; l; l = l->next) {
+        te_path *p = (te_path *)l;
         if (!p->broken && p->nq) path_run(p);
-    if (te_cq_empty(&x->cq) && timeout_ms > 0) {
+    }
+    if (te_cq_empty(&x->b.cq) && timeout_ms > 0) {
         /* Nothing queued anywhere: the caller is waiting on nothing. */
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
-    return te_cq_pop(&x->cq, out, max);
+    return te_cq_pop(&x->b.cq, out, max);
 }
 
 static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
@@ -267,9 +266,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     te_path *p = xcalloc(1, sizeof *p);
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .size = size, .node_id = node_id,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
-    p->next = x->paths;
-    if (x->paths) x->paths->prev = p;
-    x->paths = p;
+    te_link_push(&x->b.paths, &p->link);
     if (!x->pool) x->pool = workpool_start(workpool_helpers_for_cores(3));
     *out = p;
     return 0;
@@ -278,40 +275,28 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
 static void shm_close(te_path *p) {
     shm_xport *x = p->x;
     if (!p->broken) path_fail(p, TE_ECLOSED);
-    if (p->prev) p->prev->next = p->next;
-    else x->paths = p->next;
-    if (p->next) p->next->prev = p->prev;
+    te_link_remove(&x->b.paths, &p->link);
     free(p->q);
     free(p);
 }
 
-static int shm_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
-    return te_mr_list_add(&SX(t)->mrs, addr, len, out, err, errlen);
-}
-
-static void shm_dereg_mem(te_transport *t, te_mr *mr) { te_mr_list_remove(&SX(t)->mrs, mr); }
-
 static void shm_destroy(te_transport *t) {
     shm_xport *x = SX(t);
-    while (x->paths) shm_close(x->paths);
-    te_mr_list_clear(&x->mrs);
+    te_xport_base_clear(&x->b, shm_close);
     workpool_stop(x->pool);
-    te_cq_free(&x->cq);
     free(x);
 }
 
 static uint32_t shm_path_node_id(const te_path *p) { return p->node_id; }
 
 static const te_transport_ops shm_ops = {
-    .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id, .connect = shm_connect, .reg_mem = shm_reg_mem, .dereg_mem = shm_dereg_mem,
+    .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id,
+    .connect = shm_connect, .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem,
     .submit = shm_submit, .poll = shm_poll, .close = shm_close, .destroy = shm_destroy,
 };
 
 te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen) {
     shm_xport *x = xcalloc(1, sizeof *x);
-    x->t.ops = &shm_ops;
-    x->t.cfg = *cfg;
-    te_config_defaults(&x->t.cfg);
-    x->t.priv = x;
-    return &x->t;
+    te_xport_base_init(&x->b, &shm_ops, cfg);
+    return &x->b.t;
 }

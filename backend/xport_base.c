@@ -38,6 +38,20 @@ void te_cq_free(te_cq *q) {
     *q = (te_cq){ 0 };
 }
 
+void te_link_push(te_link **head, te_link *l) {
+    l->prev = NULL;
+    l->next = *head;
+    if (*head) (*head)->prev = l;
+    *head = l;
+}
+
+void te_link_remove(te_link **head, te_link *l) {
+    if (l->prev) l->prev->next = l->next;
+    else *head = l->next;
+    if (l->next) l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+}
+
 int te_mr_list_add(te_mr_list *l, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
     if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
     te_mr_node *m = xcalloc(1, sizeof *m);
@@ -66,4 +80,23 @@ int te_mr_list_covers(const te_mr_list *l, const void *addr, uint64_t len) {
 
 void te_mr_list_clear(te_mr_list *l) {
     while (l->head) te_mr_list_remove(l, &l->head->mr);
+}
+
+void te_xport_base_init(te_xport_base *b, const te_transport_ops *ops, const te_config *cfg) {
+    b->t.ops = ops;
+    b->t.cfg = *cfg;
+    te_config_defaults(&b->t.cfg);
+    b->t.priv = b;
+}
+
+int te_xport_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
+    return te_mr_list_add(&((te_xport_base *)t)->mrs, addr, len, out, err, errlen);
+}
+
+void te_xport_dereg_mem(te_transport *t, te_mr *mr) { te_mr_list_remove(&((te_xport_base *)t)->mrs, mr); }
+
+void te_xport_base_clear(te_xport_base *b, void (*close_path)(te_path *p)) {
+    while (b->paths) close_path((te_path *)b->paths);
+    te_mr_list_clear(&b->mrs);
+    te_cq_free(&b->cq);
 }
