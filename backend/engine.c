@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/shm_transport.h"
+#include "backend/xport_base.h"
 #include "core/util.h"
 
 typedef struct epath {
     te_transport *t;          /* the transport that carries this address */
-    int tier;                 /* 0: shm, tried first; 1: the network */
+    int tier;                 /* 0: same host (ops->same_host), tried first; 1: the network */
     te_path *p;               /* NULL: not connected (or closed after breaking) */
     char local[TE_ADDR_LEN];  /* "" = any */
     char peer[TE_ADDR_LEN];
@@ -105,9 +105,9 @@ static enode *find_node(te_engine *e, uint32_t id) {
     return NULL;
 }
 
-static te_transport *transport_named(te_engine *e, const char *name) {
+static te_transport *transport_of_kind(te_engine *e, const te_transport_ops *ops) {
     for (int i = 0; i < e->nt; i++)
-        if (strcmp(e->t[i]->ops->name, name) == 0) return e->t[i];
+        if (e->t[i]->ops == ops) return e->t[i];
     return NULL;
 }
 
@@ -117,36 +117,51 @@ static int transport_index(const te_engine *e, const te_transport *t) {
     return 0;
 }
 
+/* Does addr (scheme length sl, 0 = plain host:port) belong to t's scheme? */
+static int scheme_is(const te_transport *t, const char *addr, size_t sl) {
+    const char *s = t->ops->scheme;
+    return sl ? s && strlen(s) == sl && strncmp(addr, s, sl) == 0 : s == NULL;
+}
+
+static int node_names_scheme(const te_transport *t, const char *const *addrs, int naddrs) {
+    for (int a = 0; a < naddrs; a++)
+        if (t->ops->scheme && scheme_is(t, addrs[a], te_addr_scheme_len(addrs[a]))) return 1;
+    return 0;
+}
+
 /* The transport for one node address, or NULL when none of ours can use
- * it: "unix:" is shm's, "rdma:" RDMA's, and plain host:port is TCP's, or
- * RDMA's when that is our only network transport and the node names no
- * "rdma:" address of its own (the RDMA set-up port may be given bare). */
-static te_transport *route(te_engine *e, const char *addr, int node_has_rdma) {
-    if (strncmp(addr, "unix:", 5) == 0) return transport_named(e, "shm");
-    if (strncmp(addr, "rdma:", 5) == 0) return transport_named(e, "rdma");
-    te_transport *t = transport_named(e, "tcp");
-    return t || node_has_rdma ? t : transport_named(e, "rdma");
+ * it: the one whose scheme it has; a plain host:port goes to the
+ * transport that owns those, else to one that may fall back on them
+ * (bare_fallback) if the node names no address of its own scheme. */
+static te_transport *route(te_engine *e, const char *addr, const char *const *addrs, int naddrs) {
+    size_t sl = te_addr_scheme_len(addr);
+    for (int i = 0; i < e->nt; i++)
+        if (scheme_is(e->t[i], addr, sl)) return e->t[i];
+    if (sl) return NULL;
+    for (int i = 0; i < e->nt; i++)
+        if (e->t[i]->ops->bare_fallback && !node_names_scheme(e->t[i], addrs, naddrs)) return e->t[i];
+    return NULL;
 }
 
 static void add_path(te_engine *e, enode *n, te_transport *t, const char *local, const char *peer) {
     epath *p = &n->paths[n->npaths++];
     p->t = t;
-    p->tier = strcmp(t->ops->name, "shm") == 0 ? 0 : 1;
+    p->tier = t->ops->same_host ? 0 : 1;
     snprintf(p->local, sizeof p->local, "%s", local ? local : "");
     snprintf(p->peer, sizeof p->peer, "%s", peer);
 }
 
 /* One path per address, times the local addresses and the streams for
- * network ones (a shm mapping has no local side and needs no second
- * connection: its copies are split over threads already). */
+ * network ones (a same-host path such as a shm mapping has no local side
+ * and needs no second connection: its copies are split over threads
+ * already). */
 static int node_paths(te_engine *e, enode *n, const char *const *addrs, int naddrs) {
-    int has_rdma = 0, nl = e->cfg.nlocal ? e->cfg.nlocal : 1, ns = e->cfg.streams;
-    for (int a = 0; a < naddrs; a++) has_rdma |= strncmp(addrs[a], "rdma:", 5) == 0;
+    int nl = e->cfg.nlocal ? e->cfg.nlocal : 1, ns = e->cfg.streams;
     n->paths = xcalloc((size_t)(nl * naddrs * ns), sizeof *n->paths);
     for (int a = 0; a < naddrs; a++) {
-        te_transport *t = route(e, addrs[a], has_rdma);
+        te_transport *t = route(e, addrs[a], addrs, naddrs);
         if (!t) continue;   /* e.g. a unix: address when shm is not in use */
-        if (strcmp(t->ops->name, "shm") == 0) { add_path(e, n, t, NULL, addrs[a]); continue; }
+        if (t->ops->same_host) { add_path(e, n, t, NULL, addrs[a]); continue; }
         for (int l = 0; l < nl; l++)
             for (int k = 0; k < ns; k++) add_path(e, n, t, e->cfg.nlocal ? e->cfg.local[l] : NULL, addrs[a]);
     }
@@ -170,7 +185,7 @@ int te_engine_add_node(te_engine *e, uint32_t node_id, const char *const *addrs,
         pthread_mutex_unlock(&e->mu);
         free(fresh.paths);
         snprintf(err, errlen, "node %u: no data address for transport %s%s", node_id,
-                 e->t[0]->ops->name, e->nt > 1 ? " or the others in use" : "");
+                 te_transport_name(e->t[0]), e->nt > 1 ? " or the others in use" : "");
         return TE_EINVAL;
     }
     enode *n = find_node(e, node_id);
@@ -217,8 +232,8 @@ static int region_reg(te_engine *e, eregion *r, int from, char *err, size_t errl
 int te_engine_add_transport(te_engine *e, te_transport *t, char *err, size_t errlen) {
     pthread_mutex_lock(&e->mu);
     int rc = TE_OK;
-    if (e->nt == TE_ENGINE_MAX_TRANSPORTS || transport_named(e, t->ops->name)) {
-        snprintf(err, errlen, "engine: no room for transport %s (or it is there already)", t->ops->name);
+    if (e->nt == TE_ENGINE_MAX_TRANSPORTS || transport_of_kind(e, t->ops)) {
+        snprintf(err, errlen, "engine: no room for transport %s (or it is there already)", te_transport_name(t));
         rc = TE_EINVAL;
     } else {
         e->t[e->nt++] = t;
@@ -271,10 +286,8 @@ void te_engine_unregister_buffer(te_engine *e, void *addr) {
 }
 
 static int registered(te_engine *e, const void *addr, uint64_t len) {
-    for (eregion *r = e->regions; r; r = r->next) {
-        uintptr_t a = (uintptr_t)r->addr, b = (uintptr_t)addr;
-        if (b >= a && len <= r->len && b - a <= r->len - len) return 1;
-    }
+    for (eregion *r = e->regions; r; r = r->next)
+        if (te_range_inside(r->addr, r->len, addr, len)) return 1;
     return 0;
 }
 
@@ -358,8 +371,8 @@ static int path_live(const epath *p) { return p->p != NULL; }
 
 /* Dial one path. A shm socket name can be answered by another node on
  * this host (names carry a pid, and pids repeat across hosts and pid
- * namespaces): a hand-off from the wrong node counts as a failed dial,
- * so that node is reached over the network instead. */
+ * namespaces): a path whose peer announces another node id counts as a
+ * failed dial, so that node is reached over the network instead. */
 static int path_connect(enode *n, epath *p) {
     p->inflight = 0;
     if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
@@ -367,9 +380,10 @@ static int path_connect(enode *n, epath *p) {
         p->p = NULL;
         return -1;
     }
-    if (p->tier == 0 && te_shm_path_node_id(p->p) != n->id) {
+    uint32_t (*announced)(const te_path *) = p->t->ops->path_node_id;
+    if (announced && announced(p->p) != n->id) {
         snprintf(n->last_err, sizeof n->last_err, "%s is node %u's, not node %u's", p->peer,
-                 te_shm_path_node_id(p->p), n->id);
+                 announced(p->p), n->id);
         p->t->ops->close(p->p);
         p->p = NULL;
         return -1;
@@ -632,8 +646,9 @@ void te_engine_get_stats(te_engine *e, te_engine_stats *out) {
 
 uint64_t te_engine_bytes_via(te_engine *e, const char *transport) {
     pthread_mutex_lock(&e->mu);
-    te_transport *t = transport_named(e, transport);
-    uint64_t n = t ? e->bytes_via[transport_index(e, t)] : 0;
+    uint64_t n = 0;
+    for (int i = 0; i < e->nt; i++)   /* a label asked for by the caller, not a route */
+        if (strcmp(te_transport_name(e->t[i]), transport) == 0) n = e->bytes_via[i];
     pthread_mutex_unlock(&e->mu);
     return n;
 }

@@ -69,11 +69,13 @@ void te_engine_destroy(te_engine *e);
 
 /* One more transport (ownership passes to the engine, which destroys t
  * itself if it cannot take it). At most one of each kind. Addresses go to
- * transports by form: "unix:" to shm, "rdma:" to RDMA, plain host:port to
- * TCP (or to RDMA when there is no TCP and the node names no "rdma:"
- * address); addresses no transport takes are skipped. A node with shm
- * paths uses them alone if one connects (the peer is on this host), else
- * its network paths. Buffers registered so far get registered with t. */
+ * transports by scheme (te_transport_ops.scheme: "unix:" to shm, "rdma:"
+ * to RDMA), plain host:port to the transport that owns those (TCP), or
+ * else to one with bare_fallback (RDMA) when the node names no address of
+ * its scheme; addresses no transport takes are skipped. A node with
+ * same-host paths (shm) uses them alone if one connects (the peer is on
+ * this host), else its network paths. Buffers registered so far get
+ * registered with t. */
 int te_engine_add_transport(te_engine *e, te_transport *t, char *err, size_t errlen);
 
 /* Adds or replaces a node's data addresses (replacing closes its paths).

@@ -15,52 +15,15 @@
 
 #include "backend/auth.h"
 #include "backend/cap.h"
-#include "backend/le.h"
 #include "backend/netio.h"
+#include "backend/shm_handoff.h"
 #include "backend/wire.h"
+#include "backend/xport_base.h"
 #include "core/anet.h"
 #include "core/util.h"
 #include "core/workpool.h"
 
-#define HELLO_LEN      16            /* "MKVS" node_id u32 size u64 */
 #define COPY_PIECE     (1ULL << 20)  /* copies are cut into pieces of this for the pool */
-
-/* ---- node side ---- */
-
-int te_shm_segment_create(uint64_t size, int prefault, void **base, int *fd, char *err, size_t errlen) {
-    int f = memfd_create("moonkv-segment", MFD_CLOEXEC);
-    if (f < 0 || ftruncate(f, (off_t)size) < 0) {
-        snprintf(err, errlen, "segment: memfd of %llu bytes: %s", (unsigned long long)size, strerror(errno));
-        if (f >= 0) close(f);
-        return -1;
-    }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), f, 0);
-    if (p == MAP_FAILED) {
-        snprintf(err, errlen, "segment: mmap: %s", strerror(errno));
-        close(f);
-        return -1;
-    }
-    *base = p;
-    *fd = f;
-    return 0;
-}
-
-int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, int timeout_ms) {
-    uint8_t hello[HELLO_LEN];
-    memcpy(hello, "MKVS", 4);
-    le_put32(hello + 4, node_id);
-    le_put64(hello + 8, size);
-    char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-    struct iovec iov = { hello, sizeof hello };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &seg_fd, sizeof(int));
-    if (te_wait_fd(sock, POLLOUT, te_deadline(timeout_ms)) < 0) return -1;
-    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
-}
 
 /* ---- copies: pread/pwrite on the segment fd, large ones split ---- */
 
@@ -105,14 +68,10 @@ static void copy_piece(void *arg, int i) {
 
 /* ---- client side ---- */
 
-typedef struct shm_mr {
-    te_mr mr;
-    struct shm_mr *next;
-} shm_mr;
-
 typedef struct shm_xport shm_xport;
 
 struct te_path {
+    te_link link;             /* first: in shm_xport.paths */
     shm_xport *x;
     int fd;                   /* unix socket to the node, for verification */
     int seg_fd;               /* the node's segment, copied with pread/pwrite */
@@ -121,35 +80,17 @@ struct te_path {
     int broken;
     te_req *q;                /* queued, not yet verified */
     int nq;
-    te_path *prev, *next;
 };
 
 struct shm_xport {
-    te_transport t;
-    te_path *paths;
-    shm_mr *mrs;
+    te_xport_base b;          /* first: an shm_xport is a te_transport */
     workpool *pool;
-    te_cqe *cq;
-    int cq_head, cq_len, cq_cap;
 };
 
 static shm_xport *SX(te_transport *t) { return (shm_xport *)t; }
 
 static void cq_push(shm_xport *x, te_path *p, uint64_t cookie, int status) {
-    if (x->cq_head == x->cq_len) x->cq_head = x->cq_len = 0;
-    if (x->cq_len == x->cq_cap) {
-        x->cq_cap = x->cq_cap ? x->cq_cap * 2 : 64;
-        x->cq = xrealloc(x->cq, (size_t)x->cq_cap * sizeof *x->cq);
-    }
-    x->cq[x->cq_len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
-}
-
-static int mr_covers(shm_xport *x, const void *addr, uint64_t len) {
-    for (shm_mr *m = x->mrs; m; m = m->next) {
-        uintptr_t a = (uintptr_t)m->mr.addr, b = (uintptr_t)addr;
-        if (b >= a && len <= m->mr.len && b - a <= m->mr.len - len) return 1;
-    }
-    return 0;
+    te_cq_push(&x->b.cq, p, cookie, status);
 }
 
 static void path_fail(te_path *p, int status) {
@@ -165,7 +106,7 @@ static void path_fail(te_path *p, int status) {
 /* Everything a request must pass before the node is even asked. */
 static int local_check(te_path *p, const te_req *r) {
     if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-        !mr_covers(p->x, r->local, r->len))
+        !te_mr_list_covers(&p->x->b.mrs, r->local, r->len))
         return TE_EINVAL;
     if (r->remote_off > p->size || r->len > p->size - r->remote_off) return TE_ERANGE;
     return te_cap_check_nokey(r->cap, p->node_id, r->op, r->remote_off, r->len, wall_ms());
@@ -178,7 +119,7 @@ static int shm_submit(te_path *p, const te_req *reqs, int n) {
         const te_req *r = &reqs[accepted];
         int st = local_check(p, r);
         if (st != TE_OK) { cq_push(p->x, p, r->cookie, st); continue; }
-        if (p->nq == p->x->t.cfg.window) break;
+        if (p->nq == p->x->b.t.cfg.window) break;
         p->q[p->nq++] = *r;
     }
     return accepted;
@@ -251,7 +192,7 @@ static int node_gone(const te_path *p) {
 
 static void path_run(te_path *p) {
     int n = p->nq;
-    uint64_t dl = te_deadline(p->x->t.cfg.timeout_ms);
+    uint64_t dl = te_deadline(p->x->b.t.cfg.timeout_ms);
     if (node_gone(p) || send_headers(p, dl) != 0) {
         path_fail(p, TE_EIO);
         return;
@@ -274,35 +215,16 @@ static void path_run(te_path *p) {
 
 static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     shm_xport *x = SX(t);
-    for (te_path *p = x->paths; p; p = p->next)
+    for (te_link *l = x->b.paths; l; l = l->next) {
+        te_path *p = (te_path *)l;
         if (!p->broken && p->nq) path_run(p);
-    if (x->cq_head == x->cq_len && timeout_ms > 0) {
+    }
+    if (te_cq_empty(&x->b.cq) && timeout_ms > 0) {
         /* Nothing queued anywhere: the caller is waiting on nothing. */
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
-    int n = 0;
-    while (n < max && x->cq_head < x->cq_len) out[n++] = x->cq[x->cq_head++];
-    return n;
-}
-
-static int recv_segment(int fd, int *seg_fd, uint32_t *node_id, uint64_t *size, int timeout_ms) {
-    uint8_t hello[HELLO_LEN];
-    char ctl[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = { hello, sizeof hello };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
-    if (te_wait_fd(fd, POLLIN, te_deadline(timeout_ms)) < 0) return -1;
-    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    struct cmsghdr *c = r == HELLO_LEN ? CMSG_FIRSTHDR(&m) : NULL;
-    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)) || memcmp(hello, "MKVS", 4)) {
-        if (c && c->cmsg_type == SCM_RIGHTS) { int f; memcpy(&f, CMSG_DATA(c), sizeof f); close(f); }
-        errno = EPROTO;
-        return -1;
-    }
-    memcpy(seg_fd, CMSG_DATA(c), sizeof(int));
-    *node_id = le_get32(hello + 4);
-    *size = le_get64(hello + 8);
-    return 0;
+    return te_cq_pop(&x->b.cq, out, max);
 }
 
 static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
@@ -328,7 +250,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return -1;
     }
-    if (recv_segment(fd, &seg_fd, &node_id, &size, t->cfg.connect_timeout_ms) < 0) {
+    if (te_shm_recv_segment(fd, &seg_fd, &node_id, &size, t->cfg.connect_timeout_ms) < 0) {
         snprintf(err, errlen, "shm: %s: no segment received: %s", peer, strerror(errno));
         close(fd);
         return -1;
@@ -344,9 +266,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     te_path *p = xcalloc(1, sizeof *p);
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .size = size, .node_id = node_id,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
-    p->next = x->paths;
-    if (x->paths) x->paths->prev = p;
-    x->paths = p;
+    te_link_push(&x->b.paths, &p->link);
     if (!x->pool) x->pool = workpool_start(workpool_helpers_for_cores(3));
     *out = p;
     return 0;
@@ -355,54 +275,28 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
 static void shm_close(te_path *p) {
     shm_xport *x = p->x;
     if (!p->broken) path_fail(p, TE_ECLOSED);
-    if (p->prev) p->prev->next = p->next;
-    else x->paths = p->next;
-    if (p->next) p->next->prev = p->prev;
+    te_link_remove(&x->b.paths, &p->link);
     free(p->q);
     free(p);
 }
 
-static int shm_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
-    if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
-    shm_mr *m = xcalloc(1, sizeof *m);
-    m->mr = (te_mr){ .addr = addr, .len = len, .priv = m };
-    m->next = SX(t)->mrs;
-    SX(t)->mrs = m;
-    *out = &m->mr;
-    return 0;
-}
-
-static void shm_dereg_mem(te_transport *t, te_mr *mr) {
-    for (shm_mr **pp = &SX(t)->mrs; *pp; pp = &(*pp)->next) {
-        if (&(*pp)->mr != mr) continue;
-        shm_mr *m = *pp;
-        *pp = m->next;
-        free(m);
-        return;
-    }
-}
-
 static void shm_destroy(te_transport *t) {
     shm_xport *x = SX(t);
-    while (x->paths) shm_close(x->paths);
-    while (x->mrs) shm_dereg_mem(t, &x->mrs->mr);
+    te_xport_base_clear(&x->b, shm_close);
     workpool_stop(x->pool);
-    free(x->cq);
     free(x);
 }
 
+static uint32_t shm_path_node_id(const te_path *p) { return p->node_id; }
+
 static const te_transport_ops shm_ops = {
-    .name = "shm", .connect = shm_connect, .reg_mem = shm_reg_mem, .dereg_mem = shm_dereg_mem,
+    .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id,
+    .connect = shm_connect, .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem,
     .submit = shm_submit, .poll = shm_poll, .close = shm_close, .destroy = shm_destroy,
 };
 
 te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen) {
     shm_xport *x = xcalloc(1, sizeof *x);
-    x->t.ops = &shm_ops;
-    x->t.cfg = *cfg;
-    te_config_defaults(&x->t.cfg);
-    x->t.priv = x;
-    return &x->t;
+    te_xport_base_init(&x->b, &shm_ops, cfg);
+    return &x->b.t;
 }
-
-uint32_t te_shm_path_node_id(const te_path *p) { return p->node_id; }

@@ -1,11 +1,11 @@
 /* backend/shm_transport.h - shared memory for peers on the node's host.
  *
- * The node's segment is a memfd. Its data-plane server (tcp_server.h,
- * shm_path set) also listens on a unix socket: a local client
- * authenticates with the cluster secret and receives the segment fd with
- * SCM_RIGHTS; then data moves with pread/pwrite on that fd (the kernel's
- * one copy, split over helper threads for large requests), which spares
- * the client a page fault on every segment page it touches first.
+ * The node's segment is a memfd. Its shm data server (shm_server.h)
+ * listens on a unix socket: a local client authenticates with the
+ * cluster secret and receives the segment fd (shm_handoff.h); then data
+ * moves with pread/pwrite on that fd (the kernel's one copy, split over
+ * helper threads for large requests), which spares the client a page
+ * fault on every segment page it touches first.
  *
  * Capabilities: before copying, the client checks what it can without
  * the key (node, rights, expiry, range inside the cap and the segment).
@@ -27,14 +27,5 @@
 
 /* Peer address form: "unix:/tmp/x.sock" or "unix:@abstract-name". */
 te_transport *te_shm_create(const te_config *cfg, char *err, size_t errlen);
-/* The node id a connected shm path's node announced in its hand-off. */
-uint32_t te_shm_path_node_id(const te_path *p);
-
-/* For the node role: a shareable segment (memfd + MAP_SHARED mapping),
- * prefault touches every page now. 0, or -1 with a message. */
-int te_shm_segment_create(uint64_t size, int prefault, void **base, int *fd, char *err, size_t errlen);
-
-/* Server side of the hand-off after auth: node id, size and the fd. */
-int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, int timeout_ms);
 
 #endif

@@ -28,6 +28,7 @@
 #include "backend/cap.h"
 #include "backend/netio.h"
 #include "backend/wire.h"
+#include "backend/xport_base.h"
 #include "core/anet.h"
 #include "core/util.h"
 
@@ -40,14 +41,10 @@ typedef struct slot {
     uint8_t hdr[TE_WIRE_REQ_LEN];
 } slot;
 
-typedef struct tcp_mr {
-    te_mr mr;
-    struct tcp_mr *next;
-} tcp_mr;
-
 typedef struct tcp_xport tcp_xport;
 
 struct te_path {
+    te_link link;             /* first: in tcp_xport.paths */
     tcp_xport *x;
     int fd;
     int broken;
@@ -60,41 +57,25 @@ struct te_path {
     size_t rx_hdr_got;
     te_wire_resp rx;          /* decoded once rx_hdr is full */
     uint64_t rx_got;          /* payload bytes of the head read so far */
-    te_path *prev, *next;
 };
 
 struct tcp_xport {
-    te_transport t;
+    te_xport_base b;          /* first: a tcp_xport is a te_transport */
     int epfd;
-    te_path *paths;
-    tcp_mr *mrs;
-    te_cqe *cq;               /* completions not yet returned by poll */
-    int cq_head, cq_len, cq_cap;
 };
 
 static tcp_xport *X(te_transport *t) { return (tcp_xport *)t; }
 
 static void cq_push(tcp_xport *x, te_path *p, uint64_t cookie, int status) {
-    if (x->cq_head > 0 && x->cq_head == x->cq_len) x->cq_head = x->cq_len = 0;
-    if (x->cq_len == x->cq_cap) {
-        if (x->cq_head > 0) {
-            memmove(x->cq, x->cq + x->cq_head, (size_t)(x->cq_len - x->cq_head) * sizeof *x->cq);
-            x->cq_len -= x->cq_head;
-            x->cq_head = 0;
-        } else {
-            x->cq_cap = x->cq_cap ? x->cq_cap * 2 : 64;
-            x->cq = xrealloc(x->cq, (size_t)x->cq_cap * sizeof *x->cq);
-        }
-    }
-    x->cq[x->cq_len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+    te_cq_push(&x->b.cq, p, cookie, status);
 }
 
-static slot *ring_at(te_path *p, int k) { return &p->ring[(p->head + k) % p->x->t.cfg.window]; }
+static slot *ring_at(te_path *p, int k) { return &p->ring[(p->head + k) % p->x->b.t.cfg.window]; }
 
 static void pop_head(te_path *p, int status) {
     slot *s = ring_at(p, 0);
     cq_push(p->x, p, s->req.cookie, status);
-    p->head = (p->head + 1) % p->x->t.cfg.window;
+    p->head = (p->head + 1) % p->x->b.t.cfg.window;
     p->count--;
     p->nsent--;
     p->rx_hdr_got = 0;
@@ -199,27 +180,19 @@ static int path_read(te_path *p) {
     }
 }
 
-static int mr_covers(tcp_xport *x, const void *addr, uint64_t len) {
-    for (tcp_mr *m = x->mrs; m; m = m->next) {
-        uintptr_t a = (uintptr_t)m->mr.addr, b = (uintptr_t)addr;
-        if (b >= a && len <= m->mr.len && b - a <= m->mr.len - len) return 1;
-    }
-    return 0;
-}
-
 static int tcp_submit(te_path *p, const te_req *reqs, int n) {
     tcp_xport *x = p->x;
     if (p->broken) return -1;
     int accepted = 0;
-    uint64_t dl = te_deadline(x->t.cfg.timeout_ms);
+    uint64_t dl = te_deadline(x->b.t.cfg.timeout_ms);
     for (; accepted < n; accepted++) {
         const te_req *r = &reqs[accepted];
         if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-            !mr_covers(x, r->local, r->len)) {
+            !te_mr_list_covers(&x->b.mrs, r->local, r->len)) {
             cq_push(x, p, r->cookie, TE_EINVAL);   /* refused here, costs no slot */
             continue;
         }
-        if (p->count == x->t.cfg.window) break;
+        if (p->count == x->b.t.cfg.window) break;
         slot *s = ring_at(p, p->count++);
         s->req = *r;
         s->seq = p->next_seq++;
@@ -234,13 +207,16 @@ static int tcp_submit(te_path *p, const te_req *reqs, int n) {
 
 static void check_timeouts(tcp_xport *x) {
     uint64_t now = mono_ms();
-    for (te_path *p = x->paths; p; p = p->next)
+    for (te_link *l = x->b.paths; l; l = l->next) {
+        te_path *p = (te_path *)l;
         if (!p->broken && p->count && ring_at(p, 0)->deadline_ms <= now) path_fail(p, TE_EIO);
+    }
 }
 
 static int next_deadline_wait(tcp_xport *x, int wait) {
     uint64_t now = mono_ms();
-    for (te_path *p = x->paths; p; p = p->next) {
+    for (te_link *l = x->b.paths; l; l = l->next) {
+        te_path *p = (te_path *)l;
         if (p->broken || !p->count) continue;
         uint64_t d = ring_at(p, 0)->deadline_ms;
         int left = d > now ? (int)(d - now) : 0;
@@ -249,17 +225,11 @@ static int next_deadline_wait(tcp_xport *x, int wait) {
     return wait;
 }
 
-static int cq_pop(tcp_xport *x, te_cqe *out, int max) {
-    int n = 0;
-    while (n < max && x->cq_head < x->cq_len) out[n++] = x->cq[x->cq_head++];
-    return n;
-}
-
 static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     tcp_xport *x = X(t);
     uint64_t until = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
-        int n = cq_pop(x, out, max);
+        int n = te_cq_pop(&x->b.cq, out, max);
         if (n) return n;
         uint64_t now = mono_ms();
         int wait = now < until ? (int)(until - now) : 0;
@@ -275,7 +245,7 @@ static int tcp_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
             if (bad) path_fail(p, TE_EIO);
         }
         check_timeouts(x);
-        if (x->cq_head == x->cq_len && mono_ms() >= until) return 0;
+        if (te_cq_empty(&x->b.cq) && mono_ms() >= until) return 0;
     }
 }
 
@@ -332,9 +302,7 @@ static int tcp_connect(te_transport *t, const char *local, const char *peer, te_
     p->ring = xcalloc((size_t)t->cfg.window, sizeof *p->ring);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = p };
     epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev);
-    p->next = x->paths;
-    if (x->paths) x->paths->prev = p;
-    x->paths = p;
+    te_link_push(&x->b.paths, &p->link);
     *out = p;
     return 0;
 }
@@ -342,55 +310,28 @@ static int tcp_connect(te_transport *t, const char *local, const char *peer, te_
 static void tcp_close(te_path *p) {
     tcp_xport *x = p->x;
     if (!p->broken) path_fail(p, TE_ECLOSED);
-    if (p->prev) p->prev->next = p->next;
-    else x->paths = p->next;
-    if (p->next) p->next->prev = p->prev;
+    te_link_remove(&x->b.paths, &p->link);
     free(p->ring);
     free(p);
 }
 
-static int tcp_reg_mem(te_transport *t, void *addr, size_t len, te_mr **out, char *err, size_t errlen) {
-    if (!addr || !len) { snprintf(err, errlen, "reg_mem: empty region"); return -1; }
-    tcp_mr *m = xcalloc(1, sizeof *m);
-    m->mr = (te_mr){ .addr = addr, .len = len, .priv = m };
-    m->next = X(t)->mrs;
-    X(t)->mrs = m;
-    *out = &m->mr;
-    return 0;
-}
-
-static void tcp_dereg_mem(te_transport *t, te_mr *mr) {
-    for (tcp_mr **pp = &X(t)->mrs; *pp; pp = &(*pp)->next) {
-        if (&(*pp)->mr != mr) continue;
-        tcp_mr *m = *pp;
-        *pp = m->next;
-        free(m);
-        return;
-    }
-}
-
 static void tcp_destroy(te_transport *t) {
     tcp_xport *x = X(t);
-    while (x->paths) tcp_close(x->paths);
-    while (x->mrs) tcp_dereg_mem(t, &x->mrs->mr);
+    te_xport_base_clear(&x->b, tcp_close);
     close(x->epfd);
-    free(x->cq);
     free(x);
 }
 
 static const te_transport_ops tcp_ops = {
-    .name = "tcp", .connect = tcp_connect, .reg_mem = tcp_reg_mem, .dereg_mem = tcp_dereg_mem,
-    .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
+    .name = "tcp", .scheme = NULL /* plain host:port */, .connect = tcp_connect,
+    .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem, .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
 };
 
 te_transport *te_tcp_create(const te_config *cfg, char *err, size_t errlen) {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) { snprintf(err, errlen, "epoll: %s", strerror(errno)); return NULL; }
     tcp_xport *x = xcalloc(1, sizeof *x);
-    x->t.ops = &tcp_ops;
-    x->t.cfg = *cfg;
-    te_config_defaults(&x->t.cfg);
-    x->t.priv = x;
+    te_xport_base_init(&x->b, &tcp_ops, cfg);
     x->epfd = epfd;
-    return &x->t;
+    return &x->b.t;
 }

@@ -77,8 +77,26 @@ typedef struct te_cqe {
     te_path *path;        /* the path it ran on */
 } te_cqe;
 
+/* What the engine needs to choose a transport for a node address without
+ * knowing any transport by name. */
 typedef struct te_transport_ops {
-    const char *name;     /* "tcp", "shm", "rdma" */
+    const char *name;     /* "tcp", "shm", "rdma": a label for logs and stats */
+    /* The address scheme it owns ("unix" for "unix:/path"), or NULL for
+     * plain "host:port" addresses. */
+    const char *scheme;
+    /* 1: may also carry a plain "host:port" when no transport in use owns
+     * those and the node names no address of this one's scheme (RDMA's
+     * set-up port may be given bare). */
+    int bare_fallback;
+    /* 1: the peer is on this host (shm): its paths are tried before any
+     * network one, and one path per address is enough (no local-address
+     * or stream fan-out). */
+    int same_host;
+    /* The node id the peer announced when the path connected, or NULL
+     * when the transport learns none; the engine then refuses a path
+     * whose node is not the one it dialed (a same-host socket name can
+     * be answered by another node). */
+    uint32_t (*path_node_id)(const te_path *p);
     /* Open and authenticate one path from local_addr (NULL: any) to a
      * node's data address. 0 on success, -1 with a message in err. */
     int (*connect)(te_transport *t, const char *local_addr, const char *peer_addr,
@@ -119,11 +137,15 @@ static inline int te_connect(te_transport *t, const char *local, const char *pee
 static inline int te_submit(te_transport *t, te_path *p, const te_req *r, int n) {
     return t->ops->submit(p, r, n);
 }
+static inline const char *te_transport_name(const te_transport *t) { return t->ops->name; }
 static inline int te_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     return t->ops->poll(t, out, max, timeout_ms);
 }
 
 const char *te_strerror(int status);
+/* Length of addr's scheme ("unix" in "unix:@x", "rdma" in "rdma:h:p"),
+ * 0 for a plain "host:port" (whatever follows the first ':' is a port). */
+size_t te_addr_scheme_len(const char *addr);
 /* Fill zero fields of cfg with the defaults above (window 64, timeouts
  * 5000/2000 ms); every transport's create calls it on its copy. */
 void te_config_defaults(te_config *cfg);

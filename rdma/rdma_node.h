@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/cap.h"
+#include "backend/data_server.h"
 #include "backend/transport.h"
 #include "rdma/rdma_dev.h"
 #include "rdma/verbs_ops.h"
@@ -40,5 +41,9 @@ rdma_node *rdma_node_export(const rdma_node_config *cfg, void *seg, size_t len,
 int rdma_node_port(const rdma_node *n);       /* the bound set-up port */
 int rdma_node_qp_count(rdma_node *n);         /* QPs being served now */
 void rdma_node_destroy(rdma_node *n);
+
+/* The export as a data server (backend/data_server.h): set-up listener
+ * on the first data address's host, port + 1 (rdma_data_server.c). */
+extern const te_data_server_ops rdma_data_server;
 
 #endif

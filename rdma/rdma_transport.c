@@ -428,6 +428,8 @@ static void rdma_destroy(te_transport *tt) {
 
 static const te_transport_ops rdma_ops = {
     .name = "rdma",
+    .scheme = "rdma",
+    .bare_fallback = 1,
     .connect = rdma_connect,
     .reg_mem = rdma_reg_mem,
     .dereg_mem = rdma_dereg_mem,

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/transport_select.h"
 #include "client/client.h"
 #include "core/util.h"
+#include "transports/registry.h"
 
 static int engine_status(int te) {
     switch (te) {

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/transport_select.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "node/control.h"
+#include "transports/registry.h"
 
 #define COPIER_IO_TIMEOUT_MS 2000
 #define COPIER_MAX_QUEUE     4096   /* tasks waiting; more are failed at once */

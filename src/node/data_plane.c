@@ -5,140 +5,108 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "backend/netio.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "rdma/rdma_node.h"
+
+typedef struct data_server {
+    const te_data_server_ops *ops;
+    void *srv;                   /* NULL: not running */
+} data_server;
 
 struct node_data {
-    node_data_config cfg;
+    te_server_config sc;         /* what every server is given; servers pin what they bound */
     pthread_mutex_t mu;          /* the servers below (restarted on identity) */
-    te_tcp_server *tcp;
-    rdma_node *rdma;
-    char shm_path[TE_ADDR_LEN - 5];
-    char rdma_listen[TE_ADDR_LEN];
+    data_server s[NODE_MAX_DATA_SERVERS];
+    int ns;
     te_server_stats retired;     /* counters of servers already stopped */
 };
 
-static void stats_add(te_server_stats *a, const te_server_stats *b) {
-    a->bytes_in += b->bytes_in;
-    a->bytes_out += b->bytes_out;
-    a->requests += b->requests;
-    a->rejected += b->rejected;
-    a->conns_accepted += b->conns_accepted;
-    a->auth_failures += b->auth_failures;
+static void server_stop(node_data *d, data_server *s) {
+    if (!s->srv) return;
+    if (s->ops->stats) {
+        te_server_stats st;
+        s->ops->stats(s->srv, &st);
+        st.conns_active = 0;
+        te_server_stats_add(&d->retired, &st);
+    }
+    s->ops->stop(s->srv);
+    s->srv = NULL;
 }
 
-static te_tcp_server *tcp_start(node_data *d, uint32_t id, const uint8_t *key, char *err,
-                                size_t errlen) {
-    te_server_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.base = d->cfg.seg->base;
-    sc.size = d->cfg.seg->size;
-    sc.node_id = id;
-    snprintf(sc.secret, sizeof sc.secret, "%s", d->cfg.secret);
-    if (key) {
-        sc.have_cap_key = 1;
-        memcpy(sc.cap_key, key, TE_CAP_KEY_LEN);
-    }
-    sc.nlisten = d->cfg.ntcp;
-    for (int i = 0; i < d->cfg.ntcp; i++) memcpy(sc.listen[i], d->cfg.tcp[i], TE_ADDR_LEN);
-    sc.seg_fd = -1;
-    if (d->shm_path[0]) {
-        memcpy(sc.shm_path, d->shm_path, sizeof sc.shm_path);
-        sc.seg_fd = d->cfg.seg->fd;
-    }
-    return te_tcp_server_start(&sc, err, errlen);
+static void stop_all(node_data *d) {
+    for (int i = 0; i < d->ns; i++) server_stop(d, &d->s[i]);
 }
 
-static void tcp_retire(node_data *d) {
-    if (!d->tcp) return;
-    te_server_stats st;
-    te_tcp_server_stats(d->tcp, &st);
-    stats_add(&d->retired, &st);
-    te_tcp_server_stop(d->tcp);
-    d->tcp = NULL;
-}
-
-/* The RDMA set-up listener: the first TCP address's host, its port + 1. */
-static int rdma_listen_addr(node_data *d, char *err, size_t errlen) {
-    char host[TE_ADDR_LEN];
-    int port;
-    if (te_split_hostport(d->cfg.tcp[0], host, sizeof host, &port) != 0 || port <= 0 || port >= 65535) {
-        snprintf(err, errlen, "rdma: needs a fixed data port, not '%s'", d->cfg.tcp[0]);
-        return -1;
+/* Start every server that can run with what the node knows now. */
+static int start_all(node_data *d, char *err, size_t errlen) {
+    for (int i = 0; i < d->ns; i++) {
+        data_server *s = &d->s[i];
+        if (s->ops->needs_identity && !d->sc.have_cap_key) continue;
+        s->srv = s->ops->start(&d->sc, err, errlen);
+        if (!s->srv) return -1;
     }
-    snprintf(d->rdma_listen, sizeof d->rdma_listen, "%.48s:%d", host, port + 1);
     return 0;
 }
 
-static int rdma_export(node_data *d, uint32_t id, const uint8_t *key, char *err, size_t errlen) {
-    rdma_node_config rc;
-    rdma_node_config_default(&rc);
-    snprintf(rc.listen, sizeof rc.listen, "%s", d->rdma_listen);
-    snprintf(rc.secret, sizeof rc.secret, "%s", d->cfg.secret);
-    memcpy(rc.cap_key, key, TE_CAP_KEY_LEN);
-    rc.node_id = id;
-    d->rdma = rdma_node_export(&rc, d->cfg.seg->base, d->cfg.seg->size, NULL, err, errlen);
-    return d->rdma ? 0 : -1;
+static void log_addrs(const node_data *d) {
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    for (int i = 0; i < d->ns; i++) {
+        if (!d->s[i].srv) continue;
+        int n = d->s[i].ops->addrs(&d->sc, addrs, TE_MAX_PATHS);
+        for (int k = 0; k < n; k++) log_notice("data plane: %s %s", d->s[i].ops->name, addrs[k]);
+    }
 }
 
-/* "host:0" listeners become the port they got, so the address we
- * register is reachable and a restart binds the same port again. */
-static void pin_ports(node_data *d) {
-    for (int i = 0; i < d->cfg.ntcp; i++) {
-        char host[TE_ADDR_LEN];
-        int port;
-        if (te_split_hostport(d->cfg.tcp[i], host, sizeof host, &port) == 0 && port == 0)
-            snprintf(d->cfg.tcp[i], TE_ADDR_LEN, "%.56s:%d", host, te_tcp_server_port(d->tcp, i));
+/* Keep the servers whose check passes; a check that says skip is logged. */
+static int choose_servers(node_data *d, const node_data_config *cfg, char *err, size_t errlen) {
+    for (int i = 0; i < cfg->nservers && i < NODE_MAX_DATA_SERVERS; i++) {
+        const te_data_server_ops *ops = cfg->servers[i];
+        char why[256];
+        int rc = ops->check ? ops->check(&d->sc, why, sizeof why) : 0;
+        if (rc < 0) { snprintf(err, errlen, "%s", why); return -1; }
+        if (rc > 0) { log_warning("data plane: %s", why); continue; }
+        d->s[d->ns++] = (data_server){ .ops = ops };
     }
+    return 0;
 }
 
 node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen) {
     node_data *d = xcalloc(1, sizeof *d);
-    d->cfg = *cfg;
     pthread_mutex_init(&d->mu, NULL);
-    if (cfg->shm && cfg->seg->fd >= 0)
-        snprintf(d->shm_path, sizeof d->shm_path, "@moonkv-node-%d", (int)getpid());
-    else if (cfg->shm)
-        log_warning("data plane: the segment is not a memfd, no shm export");
-    if (cfg->rdma && rdma_listen_addr(d, err, errlen) != 0) goto fail;
+    d->sc.base = cfg->seg->base;
+    d->sc.size = cfg->seg->size;
+    d->sc.seg_fd = cfg->seg->fd;
+    snprintf(d->sc.secret, sizeof d->sc.secret, "%s", cfg->secret);
+    d->sc.nlisten = cfg->ntcp;
+    for (int i = 0; i < cfg->ntcp; i++) memcpy(d->sc.listen[i], cfg->tcp[i], TE_ADDR_LEN);
     /* No key yet: every request is refused until registration. */
-    d->tcp = tcp_start(d, 0, NULL, err, errlen);
-    if (!d->tcp) goto fail;
-    pin_ports(d);
-    for (int i = 0; i < d->cfg.ntcp; i++)
-        log_notice("data plane: tcp %s", d->cfg.tcp[i]);
-    if (d->shm_path[0]) log_notice("data plane: shm unix:%s", d->shm_path);
+    if (choose_servers(d, cfg, err, errlen) != 0 || start_all(d, err, errlen) != 0) {
+        stop_all(d);
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+        return NULL;
+    }
+    log_addrs(d);
     return d;
-fail:
-    pthread_mutex_destroy(&d->mu);
-    free(d);
-    return NULL;
 }
 
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
                            char *err, size_t errlen) {
-    int rc = 0;
     pthread_mutex_lock(&d->mu);
     /* The node id is fixed per server instance: start anew under it. */
-    tcp_retire(d);
-    d->tcp = tcp_start(d, id, key, err, errlen);
-    if (!d->tcp) rc = -1;
-    if (d->rdma) rdma_node_destroy(d->rdma);
-    d->rdma = NULL;
-    if (rc == 0 && d->cfg.rdma) rc = rdma_export(d, id, key, err, errlen);
+    stop_all(d);
+    d->sc.node_id = id;
+    d->sc.have_cap_key = 1;
+    memcpy(d->sc.cap_key, key, TE_CAP_KEY_LEN);
+    int rc = start_all(d, err, errlen);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
 
 int node_data_addrs(const node_data *d, char out[][TE_ADDR_LEN], int max) {
     int n = 0;
-    for (int i = 0; i < d->cfg.ntcp && n < max; i++) snprintf(out[n++], TE_ADDR_LEN, "%s", d->cfg.tcp[i]);
-    if (d->shm_path[0] && n < max) snprintf(out[n++], TE_ADDR_LEN, "unix:%s", d->shm_path);
-    if (d->cfg.rdma && n < max) snprintf(out[n++], TE_ADDR_LEN, "rdma:%.56s", d->rdma_listen);
+    for (int i = 0; i < d->ns && n < max; i++) n += d->s[i].ops->addrs(&d->sc, out + n, max - n);
     return n;
 }
 
@@ -146,11 +114,11 @@ void node_data_stats(node_data *d, te_server_stats *out) {
     pthread_mutex_lock(&d->mu);
     *out = d->retired;
     out->conns_active = 0;
-    if (d->tcp) {
+    for (int i = 0; i < d->ns; i++) {
+        if (!d->s[i].srv || !d->s[i].ops->stats) continue;
         te_server_stats st;
-        te_tcp_server_stats(d->tcp, &st);
-        stats_add(out, &st);
-        out->conns_active = st.conns_active;
+        d->s[i].ops->stats(d->s[i].srv, &st);
+        te_server_stats_add(out, &st);
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -158,9 +126,7 @@ void node_data_stats(node_data *d, te_server_stats *out) {
 void node_data_stop(node_data *d) {
     if (!d) return;
     pthread_mutex_lock(&d->mu);
-    tcp_retire(d);
-    if (d->rdma) rdma_node_destroy(d->rdma);
-    d->rdma = NULL;
+    stop_all(d);
     pthread_mutex_unlock(&d->mu);
     pthread_mutex_destroy(&d->mu);
     free(d);

@@ -1,11 +1,13 @@
-/* node/data_plane.h - the node's data servers: TCP, shm, RDMA.
+/* node/data_plane.h - the node's data servers, whichever they are.
  *
- * The servers run in their own threads (backend/tcp_server.h,
- * rdma/rdma_node.h) straight on the segment. They start before the node
- * registers (so a bad address fails start-up), refusing every request
- * until the master's identity is known: node id and capability key.
- * A node that registers again (master restart, declared dead) gets a new
- * id, so the identity can change; the servers are restarted on it. */
+ * The servers (backend/data_server.h: TCP, shm, RDMA; chosen by the
+ * transport registry) run in their own threads straight on the segment.
+ * They start before the node registers (so a bad address fails
+ * start-up), refusing every request until the master's identity is
+ * known: node id and capability key. A server that needs the key to run
+ * at all (RDMA) starts only then. A node that registers again (master
+ * restart, declared dead) gets a new id, so the identity can change;
+ * the servers are restarted on it. */
 #ifndef MKV_NODE_DATA_PLANE_H
 #define MKV_NODE_DATA_PLANE_H
 
@@ -13,16 +15,18 @@
 #include <stdint.h>
 
 #include "backend/cap.h"
-#include "backend/tcp_server.h"
+#include "backend/data_server.h"
 #include "node/segment.h"
+
+#define NODE_MAX_DATA_SERVERS 4
 
 typedef struct node_data_config {
     const node_segment *seg;
     char secret[TE_SECRET_MAX];
     int ntcp;
-    char tcp[TE_MAX_PATHS][TE_ADDR_LEN];   /* "host:port" listeners */
-    int shm;                               /* export the segment on a unix socket */
-    int rdma;                              /* export over RDMA (a device must exist) */
+    char tcp[TE_MAX_PATHS][TE_ADDR_LEN];   /* "host:port" data addresses */
+    int nservers;                          /* which servers, in address order */
+    const te_data_server_ops *servers[NODE_MAX_DATA_SERVERS];
 } node_data_config;
 
 typedef struct node_data node_data;
@@ -33,8 +37,8 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
  * message (the servers could not be restarted). Thread-safe. */
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
                            char *err, size_t errlen);
-/* The addresses to register, in order of preference for a client of the
- * matching transport: "host:port" (TCP), "unix:@..." (shm), "rdma:host:port". */
+/* The addresses to register, server by server in configured order:
+ * "host:port" (TCP), "unix:@..." (shm), "rdma:host:port". */
 int node_data_addrs(const node_data *d, char out[][TE_ADDR_LEN], int max);
 void node_data_stats(node_data *d, te_server_stats *out);
 void node_data_stop(node_data *d);

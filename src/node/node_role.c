@@ -16,9 +16,9 @@
 #include "node/control.h"
 #include "node/copier.h"
 #include "node/node.h"
-#include "rdma/rdma_transport.h"
 #include "server/commands.h"
 #include "server/info.h"
+#include "transports/registry.h"
 
 #define NODE_LEAVE_MAX_MS 60000
 
@@ -122,24 +122,8 @@ static int data_listeners(const mkv_config *cfg, node_data_config *dc, char *err
 
 /* Which data servers the transport setting asks for. */
 static int data_transports(const mkv_config *cfg, node_data_config *dc, char *err, size_t errlen) {
-    const char *t = cfg->transport[0] ? cfg->transport : "auto";
-    char why[256] = "";
-    int auto_ = !strcmp(t, "auto");
-    if (!auto_ && strcmp(t, "tcp") && strcmp(t, "shm") && strcmp(t, "rdma")) {
-        snprintf(err, errlen, "unknown transport '%s' (want auto, tcp, shm or rdma)", t);
-        return -1;
-    }
-    dc->shm = auto_ || !strcmp(t, "shm");
-    if (!strcmp(t, "rdma") || auto_) {
-        int ndev = rdma_devices_available(why, sizeof why);
-        if (ndev <= 0 && !auto_) {
-            snprintf(err, errlen, "--transport rdma: %.200s", why[0] ? why : "no RDMA device");
-            return -1;
-        }
-        dc->rdma = ndev > 0;
-        if (auto_ && !dc->rdma) log_info("node: no RDMA export (%s)", why[0] ? why : "no device");
-    }
-    return 0;
+    dc->nservers = te_data_servers_for(cfg->transport, dc->servers, NODE_MAX_DATA_SERVERS, err, errlen);
+    return dc->nservers < 0 ? -1 : 0;
 }
 
 /* ---- life cycle ---- */

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend/shm_transport.h"
+#include "backend/shm_handoff.h"
 #include "core/log.h"
 #include "core/memwarm.h"
 #include "core/util.h"

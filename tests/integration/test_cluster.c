@@ -12,13 +12,13 @@
 #include <sys/mman.h>
 
 #include "backend/engine.h"
-#include "backend/transport_select.h"
 #include "client/client.h"   /* placement decoding, to play a faulty writer */
 #include "client/moonkv.h"
-#include "core/crc32c.h"
 #include "cluster_harness.h"
+#include "core/crc32c.h"
 #include "netns_harness.h"
 #include "test.h"
+#include "transports/registry.h"
 
 #define PORT_MASTER  27100
 #define PORT_GATEWAY 27101

@@ -11,8 +11,9 @@
 
 #include "backend/cap.h"
 #include "backend/engine.h"
+#include "backend/shm_handoff.h"
 #include "backend/shm_transport.h"
-#include "backend/tcp_server.h"
+#include "backend/stream_server.h"
 #include "backend/tcp_transport.h"
 #include "core/util.h"
 #include "rdma/rdma_node.h"
@@ -54,15 +55,15 @@ static int tcp_start(node *n) {
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
     snprintf(sc.listen[1], TE_ADDR_LEN, "127.0.0.1:0");
-    te_tcp_server *s = te_tcp_server_start(&sc, err, sizeof err);
+    te_stream_server *s = te_stream_server_start(&sc, err, sizeof err);
     if (!s) { printf("# %s\n", err); return -1; }
     for (int i = 0; i < 2; i++)
-        snprintf(n->addrs[i], TE_ADDR_LEN, "127.0.0.1:%d", te_tcp_server_port(s, i));
+        snprintf(n->addrs[i], TE_ADDR_LEN, "127.0.0.1:%d", te_stream_server_port(s, i));
     n->srv = s;
     return 0;
 }
-static void tcp_stop(node *n) { te_tcp_server_stop(n->srv); n->srv = NULL; }
-static void tcp_drop(node *n) { te_tcp_server_drop_conns(n->srv, 0, 0); }
+static void tcp_stop(node *n) { te_stream_server_stop(n->srv); n->srv = NULL; }
+static void tcp_drop(node *n) { te_stream_server_drop_conns(n->srv, 0, 0); }
 
 /* ---- shm row: the same server, segment in a memfd, two connections
  * to its unix socket as the node's two paths ---- */
@@ -75,13 +76,13 @@ static int shm_start(node *n) {
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
     snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-engine-%d-%u", (int)getpid(), n->id);
-    te_tcp_server *s = te_tcp_server_start(&sc, err, sizeof err);
+    te_stream_server *s = te_stream_server_start(&sc, err, sizeof err);
     if (!s) { printf("# %s\n", err); return -1; }
     for (int i = 0; i < 2; i++) snprintf(n->addrs[i], TE_ADDR_LEN, "unix:%s", sc.shm_path);
     n->srv = s;
     return 0;
 }
-static void shm_drop(node *n) { te_tcp_server_drop_conns(n->srv, 1, 1); }
+static void shm_drop(node *n) { te_stream_server_drop_conns(n->srv, 1, 1); }
 
 /* ---- rdma row: the verbs transport over the software NIC
  * (tests/support/verbs_fake.h); QP set-up runs over real TCP, and the
@@ -406,7 +407,7 @@ static void test_streams(void) {
     ASSERT_MEMEQ(dst, src, n);
     if (strcmp(FX->name, "tcp") == 0) {
         te_server_stats st;
-        te_tcp_server_stats(r.nodes[0].srv, &st);
+        te_stream_server_stats(r.nodes[0].srv, &st);
         /* 2 addresses x 3 streams: six connections to the node. */
         ASSERT_EQ(st.conns_accepted, 6);
     }

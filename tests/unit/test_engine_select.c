@@ -11,11 +11,12 @@
 
 #include "backend/cap.h"
 #include "backend/engine.h"
+#include "backend/shm_handoff.h"
 #include "backend/shm_transport.h"
-#include "backend/tcp_server.h"
-#include "backend/transport_select.h"
+#include "backend/stream_server.h"
 #include "core/util.h"
 #include "test.h"
+#include "transports/registry.h"
 
 #define SEG_SIZE (8ULL << 20)
 #define OBJ_SIZE (4ULL << 20)
@@ -26,7 +27,7 @@ static const uint8_t KEY[TE_CAP_KEY_LEN] = "select-test-key";
 typedef struct snode {
     void *seg;
     int seg_fd;
-    te_tcp_server *srv;
+    te_stream_server *srv;
     char tcp[TE_ADDR_LEN];
     char shm[TE_ADDR_LEN];
 } snode;
@@ -44,15 +45,15 @@ static int node_up(snode *n, uint32_t id) {
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
     snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-select-%d-%u", (int)getpid(), id);
-    n->srv = te_tcp_server_start(&sc, err, sizeof err);
+    n->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!n->srv) { printf("# %s\n", err); return -1; }
-    snprintf(n->tcp, sizeof n->tcp, "127.0.0.1:%d", te_tcp_server_port(n->srv, 0));
+    snprintf(n->tcp, sizeof n->tcp, "127.0.0.1:%d", te_stream_server_port(n->srv, 0));
     snprintf(n->shm, sizeof n->shm, "unix:%s", sc.shm_path);
     return 0;
 }
 
 static void node_down(snode *n) {
-    if (n->srv) te_tcp_server_stop(n->srv);
+    if (n->srv) te_stream_server_stop(n->srv);
     if (n->seg) munmap(n->seg, SEG_SIZE);
     if (n->seg_fd > 0) close(n->seg_fd);
 }

@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include "backend/cap.h"
+#include "backend/shm_handoff.h"
 #include "backend/shm_transport.h"
-#include "backend/tcp_server.h"
-#include "backend/transport_select.h"
+#include "backend/stream_server.h"
 #include "core/util.h"
 #include "test.h"
+#include "transports/registry.h"
 
 #define SEG_SIZE (72ULL << 20)
 #define SECRET "shm-secret"
@@ -21,7 +22,7 @@ static const uint8_t KEY[TE_CAP_KEY_LEN] = "shm-test-cap-key";
 typedef struct rig {
     void *seg;
     int seg_fd;
-    te_tcp_server *srv;
+    te_stream_server *srv;
     te_transport *t;
     te_path *p;
     char *buf;
@@ -49,7 +50,7 @@ static int rig_up(rig *r, const char *secret) {
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
     snprintf(sc.shm_path, sizeof sc.shm_path, "@moonkv-test-shm-%d", (int)getpid());
     snprintf(r->addr, sizeof r->addr, "unix:%s", sc.shm_path);
-    r->srv = te_tcp_server_start(&sc, err, sizeof err);
+    r->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!r->srv) { printf("# %s\n", err); return -1; }
     te_config cfg = { 0 };
     snprintf(cfg.secret, sizeof cfg.secret, "%s", secret);
@@ -65,7 +66,7 @@ static int rig_up(rig *r, const char *secret) {
 
 static void rig_down(rig *r) {
     r->t->ops->destroy(r->t);
-    if (r->srv) te_tcp_server_stop(r->srv);
+    if (r->srv) te_stream_server_stop(r->srv);
     munmap(r->seg, SEG_SIZE);
     close(r->seg_fd);
     free(r->buf);
@@ -130,7 +131,7 @@ static void test_wrong_secret(void) {
     te_server_stats st;
     /* The client hangs up first; the server counts it a moment later. */
     for (int i = 0; i < 200; i++) {
-        te_tcp_server_stats(r.srv, &st);
+        te_stream_server_stats(r.srv, &st);
         if (st.auth_failures) break;
         usleep(5000);
     }
@@ -148,7 +149,7 @@ static void test_forged_read_refused(void) {
     memset(r.buf, 'w', 8192);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 8192, 8192, &c), TE_OK);
     te_server_stats st0, st1;
-    te_tcp_server_stats(r.srv, &st0);
+    te_stream_server_stats(r.srv, &st0);
     memset(r.buf, 0, 8192);
     ASSERT_EQ(run1(&r, TE_READ, r.buf, 8192, 8192, &c), TE_OK);
     ASSERT(r.buf[0] == 'w' && r.buf[8191] == 'w');
@@ -156,7 +157,7 @@ static void test_forged_read_refused(void) {
     forged.offset = 0;
     forged.length = 1 << 20;
     ASSERT_EQ(run1(&r, TE_READ, r.buf, 0, 4096, &forged), TE_EAUTH);
-    te_tcp_server_stats(r.srv, &st1);
+    te_stream_server_stats(r.srv, &st1);
     ASSERT_EQ(st1.requests, st0.requests + 2);
     rig_down(&r);
 }
@@ -166,7 +167,7 @@ static void test_server_gone(void) {
     ASSERT(rig_up(&r, SECRET) == 0);
     te_cap c = rw(0, 4096);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 4096, &c), TE_OK);
-    te_tcp_server_stop(r.srv);
+    te_stream_server_stop(r.srv);
     r.srv = NULL;
     ASSERT_EQ(run1(&r, TE_READ, r.buf, 0, 4096, &c), TE_EIO);
     te_req q = { .op = TE_READ, .local = r.buf, .len = 1, .cap = &c };

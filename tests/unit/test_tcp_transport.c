@@ -11,7 +11,7 @@
 #include "backend/auth.h"
 #include "backend/cap.h"
 #include "backend/netio.h"
-#include "backend/tcp_server.h"
+#include "backend/stream_server.h"
 #include "backend/tcp_transport.h"
 #include "backend/wire.h"
 #include "core/util.h"
@@ -24,7 +24,7 @@ static const uint8_t KEY[TE_CAP_KEY_LEN] = "tcp-test-capkey";
 
 typedef struct rig {
     char *seg;
-    te_tcp_server *srv;
+    te_stream_server *srv;
     te_transport *t;
     te_path *p;
     char *buf;
@@ -46,10 +46,10 @@ static int rig_up(rig *r, int set_key) {
     te_server_config sc = { .base = r->seg, .size = SEG_SIZE, .node_id = 3, .nlisten = 1 };
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
-    r->srv = te_tcp_server_start(&sc, err, sizeof err);
+    r->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!r->srv) { printf("# %s\n", err); return -1; }
-    if (set_key) te_tcp_server_set_cap_key(r->srv, KEY);
-    snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", te_tcp_server_port(r->srv, 0));
+    if (set_key) te_stream_server_set_cap_key(r->srv, KEY);
+    snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", te_stream_server_port(r->srv, 0));
     te_config cfg = { .timeout_ms = 5000 };
     snprintf(cfg.secret, sizeof cfg.secret, SECRET);
     r->t = te_tcp_create(&cfg, err, sizeof err);
@@ -63,7 +63,7 @@ static int rig_up(rig *r, int set_key) {
 
 static void rig_down(rig *r) {
     if (r->t) r->t->ops->destroy(r->t);
-    te_tcp_server_stop(r->srv);
+    te_stream_server_stop(r->srv);
     free(r->buf);
     free(r->seg);
 }
@@ -98,7 +98,7 @@ static void test_roundtrip_sizes(void) {
         ASSERT_MEMEQ(r.seg + off, r.buf, n);
     }
     te_server_stats st;
-    te_tcp_server_stats(r.srv, &st);
+    te_stream_server_stats(r.srv, &st);
     ASSERT(st.bytes_in >= (64ULL << 20) && st.requests == 14 && st.rejected == 0);
     rig_down(&r);
 }
@@ -180,7 +180,7 @@ static void test_refusals_keep_connection(void) {
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 1000, 100, &c), TE_OK);  /* same path still works */
     ASSERT_MEMEQ(r.seg + 1000, r.buf, 100);
     te_server_stats st;
-    te_tcp_server_stats(r.srv, &st);
+    te_stream_server_stats(r.srv, &st);
     ASSERT_EQ(st.rejected, 6);
     rig_down(&r);
 }
@@ -190,7 +190,7 @@ static void test_no_cap_key_refuses(void) {
     ASSERT(rig_up(&r, 0) == 0);
     te_cap c = cap_for(0, 100, TE_CAP_READ | TE_CAP_WRITE);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 100, &c), TE_EAUTH);
-    te_tcp_server_set_cap_key(r.srv, KEY);
+    te_stream_server_set_cap_key(r.srv, KEY);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 100, &c), TE_OK);
     rig_down(&r);
 }
@@ -208,7 +208,7 @@ static void test_wrong_secret_and_unauthenticated(void) {
     t->ops->destroy(t);
     /* A raw peer that skips auth and sends a request gets nothing back. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(te_tcp_server_port(r.srv, 0)),
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(te_stream_server_port(r.srv, 0)),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     ASSERT(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     te_cap c = cap_for(0, 100, TE_CAP_READ | TE_CAP_WRITE);
@@ -229,7 +229,7 @@ static void test_wrong_secret_and_unauthenticated(void) {
     ASSERT(memcmp(r.seg, "EVIL", 4) != 0);
     close(fd);
     te_server_stats st;
-    te_tcp_server_stats(r.srv, &st);
+    te_stream_server_stats(r.srv, &st);
     ASSERT_EQ(st.requests, 0);
     ASSERT(st.auth_failures >= 2);
     rig_down(&r);
@@ -244,7 +244,7 @@ static void test_killed_server_errors(void) {
         q[k] = (te_req){ .op = TE_WRITE, .local = r.buf + k * (8 << 20), .remote_off = k * (8 << 20),
                          .len = 8 << 20, .cap = &c, .cookie = (uint64_t)k };
     ASSERT_EQ(te_submit(r.t, r.p, q, 8), 8);
-    te_tcp_server_stop(r.srv);
+    te_stream_server_stop(r.srv);
     r.srv = NULL;
     int done = 0, failed = 0;
     uint64_t t0 = mono_ms();

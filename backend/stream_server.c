@@ -1,5 +1,5 @@
-/* backend/tcp_server.c - see tcp_server.h. */
-#include "backend/tcp_server.h"
+/* backend/stream_server.c - see stream_server.h. */
+#include "backend/stream_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,14 +19,14 @@
 
 #include "backend/auth.h"
 #include "backend/netio.h"
-#include "backend/shm_transport.h"
+#include "backend/shm_handoff.h"
 #include "backend/wire.h"
 #include "core/anet.h"
 #include "core/log.h"
 #include "core/util.h"
 
 typedef struct conn {
-    te_tcp_server *srv;
+    te_stream_server *srv;
     int fd;
     int listener;             /* index of the listen address it came in on */
     pthread_t th;
@@ -34,7 +34,7 @@ typedef struct conn {
     struct conn *next;
 } conn;
 
-struct te_tcp_server {
+struct te_stream_server {
     te_server_config cfg;
     int lfd[TE_MAX_PATHS + 1];    /* TCP listeners, then the shm socket if any */
     int nlfd;
@@ -67,8 +67,10 @@ static int listen_unix(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
-int te_tcp_server_check(te_tcp_server *s, te_op op, const uint8_t cap_wire[TE_CAP_WIRE_LEN],
-                        uint64_t off, uint64_t len) {
+/* The status a node gives a request header (cap, range, segment bounds):
+ * TCP requests and shm verifications alike. */
+static int request_check(te_stream_server *s, te_op op, const uint8_t cap_wire[TE_CAP_WIRE_LEN],
+                         uint64_t off, uint64_t len) {
     te_cap cap;
     uint8_t key[TE_CAP_KEY_LEN];
     if (len == 0) return TE_EINVAL;
@@ -98,14 +100,14 @@ static int discard(int fd, uint64_t n, uint64_t dl) {
 
 /* One request, header already read; verify_only (shm): answer the
  * capability check, no payload moves. -1 drops the connection. */
-static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN], int verify_only) {
+static int serve_request(te_stream_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN], int verify_only) {
     te_wire_req rq;
     if (te_wire_req_decode(&rq, hdr) != 0) {
         log_warning("data plane: broken request framing, dropping connection");
         return -1;
     }
     uint64_t dl = te_deadline(s->cfg.io_timeout_ms);
-    int st = te_tcp_server_check(s, rq.op, rq.cap, rq.remote_off, rq.len);
+    int st = request_check(s, rq.op, rq.cap, rq.remote_off, rq.len);
     char *seg = (char *)s->cfg.base + (st == TE_OK ? rq.remote_off : 0);
     atomic_fetch_add(&s->requests, 1);
     if (rq.op == TE_WRITE && !verify_only) {
@@ -126,7 +128,7 @@ static int serve_request(te_tcp_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ
 
 static void *conn_main(void *arg) {
     conn *c = arg;
-    te_tcp_server *s = c->srv;
+    te_stream_server *s = c->srv;
     char err[128];
     if (te_auth_server(c->fd, s->cfg.secret, s->cfg.auth_timeout_ms, err, sizeof err) != TE_AUTH_OK) {
         atomic_fetch_add(&s->auth_fail, 1);
@@ -148,7 +150,7 @@ static void *conn_main(void *arg) {
 }
 
 /* Join and free connection threads that have finished. */
-static void reap(te_tcp_server *s, int all) {
+static void reap(te_stream_server *s, int all) {
     pthread_mutex_lock(&s->mu);
     conn **pp = &s->conns;
     while (*pp) {
@@ -166,7 +168,7 @@ static void reap(te_tcp_server *s, int all) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void accept_one(te_tcp_server *s, int li) {
+static void accept_one(te_stream_server *s, int li) {
     int fd = accept4(s->lfd[li], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
     int is_tcp = li < s->cfg.nlisten;
     if (fd < 0) return;
@@ -203,7 +205,7 @@ static void accept_one(te_tcp_server *s, int li) {
 }
 
 static void *acceptor_main(void *arg) {
-    te_tcp_server *s = arg;
+    te_stream_server *s = arg;
     struct pollfd pf[TE_MAX_PATHS + 2];
     int n = s->nlfd;
     for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ .fd = s->lfd[i], .events = POLLIN };
@@ -218,12 +220,13 @@ static void *acceptor_main(void *arg) {
     return NULL;
 }
 
-te_tcp_server *te_tcp_server_start(const te_server_config *c, char *err, size_t errlen) {
-    if (!c->base || !c->size || c->nlisten < 1 || c->nlisten > TE_MAX_PATHS) {
+te_stream_server *te_stream_server_start(const te_server_config *c, char *err, size_t errlen) {
+    if (!c->base || !c->size || c->nlisten < 0 || c->nlisten > TE_MAX_PATHS ||
+        (c->nlisten == 0 && !c->shm_path[0])) {
         snprintf(err, errlen, "data plane: need a segment and 1..%d listen addresses", TE_MAX_PATHS);
         return NULL;
     }
-    te_tcp_server *s = xcalloc(1, sizeof *s);
+    te_stream_server *s = xcalloc(1, sizeof *s);
     s->cfg = *c;
     if (s->cfg.max_conns <= 0) s->cfg.max_conns = 256;
     if (s->cfg.auth_timeout_ms <= 0) s->cfg.auth_timeout_ms = 2000;
@@ -251,19 +254,28 @@ te_tcp_server *te_tcp_server_start(const te_server_config *c, char *err, size_t 
     return s;
 }
 
-void te_tcp_server_set_cap_key(te_tcp_server *s, const uint8_t key[TE_CAP_KEY_LEN]) {
+void te_stream_server_set_cap_key(te_stream_server *s, const uint8_t key[TE_CAP_KEY_LEN]) {
     pthread_mutex_lock(&s->mu);
     memcpy(s->cfg.cap_key, key, TE_CAP_KEY_LEN);
     s->cfg.have_cap_key = 1;
     pthread_mutex_unlock(&s->mu);
 }
 
-int te_tcp_server_port(const te_tcp_server *s, int i) {
+int te_stream_server_port(const te_stream_server *s, int i) {
     return i >= 0 && i < s->cfg.nlisten ? s->port[i] : -1;
 }
 
-void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out) {
-    te_tcp_server *m = (te_tcp_server *)s;
+int te_stream_server_addr(const te_stream_server *s, int i, char out[TE_ADDR_LEN]) {
+    char host[TE_ADDR_LEN];
+    int port;
+    if (i < 0 || i >= s->cfg.nlisten || te_split_hostport(s->cfg.listen[i], host, sizeof host, &port) != 0)
+        return -1;
+    snprintf(out, TE_ADDR_LEN, "%.56s:%d", host, s->port[i]);
+    return 0;
+}
+
+void te_stream_server_stats(const te_stream_server *s, te_server_stats *out) {
+    te_stream_server *m = (te_stream_server *)s;
     out->bytes_in = atomic_load(&m->bytes_in);
     out->bytes_out = atomic_load(&m->bytes_out);
     out->requests = atomic_load(&m->requests);
@@ -275,7 +287,7 @@ void te_tcp_server_stats(const te_tcp_server *s, te_server_stats *out) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void te_tcp_server_drop_conns(te_tcp_server *s, int listener, int max) {
+void te_stream_server_drop_conns(te_stream_server *s, int listener, int max) {
     pthread_mutex_lock(&s->mu);
     int dropped = 0;
     for (conn *c = s->conns; c && (max <= 0 || dropped < max); c = c->next) {
@@ -286,7 +298,7 @@ void te_tcp_server_drop_conns(te_tcp_server *s, int listener, int max) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void te_tcp_server_stop(te_tcp_server *s) {
+void te_stream_server_stop(te_stream_server *s) {
     if (!s) return;
     if (write(s->wake[1], "x", 1) < 0) { /* the acceptor also wakes every second */ }
     pthread_join(s->acceptor, NULL);
@@ -302,3 +314,57 @@ void te_tcp_server_stop(te_tcp_server *s) {
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
+
+/* ---- the TCP and shm data servers (data_server.h): one instance each ---- */
+
+static void *tcp_start(te_server_config *c, char *err, size_t errlen) {
+    te_server_config mine = *c;
+    mine.shm_path[0] = '\0';
+    if (c->nlisten < 1) {
+        snprintf(err, errlen, "data plane: need 1..%d listen addresses", TE_MAX_PATHS);
+        return NULL;
+    }
+    te_stream_server *s = te_stream_server_start(&mine, err, errlen);
+    /* "host:0" becomes the port it got: registered, and bound again on restart */
+    for (int i = 0; s && i < c->nlisten; i++) te_stream_server_addr(s, i, c->listen[i]);
+    return s;
+}
+
+static int tcp_addrs(const te_server_config *c, char out[][TE_ADDR_LEN], int max) {
+    int n = 0;
+    for (int i = 0; i < c->nlisten && n < max; i++) snprintf(out[n++], TE_ADDR_LEN, "%s", c->listen[i]);
+    return n;
+}
+
+/* Skipped (1) rather than failed when the segment cannot be shared. */
+static int shm_check(const te_server_config *c, char *err, size_t errlen) {
+    if (c->seg_fd >= 0) return 0;
+    snprintf(err, errlen, "the segment is not a memfd, no shm export");
+    return 1;
+}
+
+static void *shm_start(te_server_config *c, char *err, size_t errlen) {
+    if (!c->shm_path[0])   /* abstract, so nothing is left behind on a crash */
+        snprintf(c->shm_path, sizeof c->shm_path, "@moonkv-node-%d", (int)getpid());
+    te_server_config mine = *c;
+    mine.nlisten = 0;
+    return te_stream_server_start(&mine, err, errlen);
+}
+
+static int shm_addrs(const te_server_config *c, char out[][TE_ADDR_LEN], int max) {
+    if (!c->shm_path[0] || max < 1) return 0;
+    snprintf(out[0], TE_ADDR_LEN, "unix:%s", c->shm_path);
+    return 1;
+}
+
+static void stream_stats(void *srv, te_server_stats *out) { te_stream_server_stats(srv, out); }
+static void stream_stop(void *srv) { te_stream_server_stop(srv); }
+
+const te_data_server_ops te_tcp_data_server = {
+    .name = "tcp", .start = tcp_start, .addrs = tcp_addrs, .stats = stream_stats, .stop = stream_stop,
+};
+
+const te_data_server_ops te_shm_data_server = {
+    .name = "shm", .check = shm_check, .start = shm_start, .addrs = shm_addrs, .stats = stream_stats,
+    .stop = stream_stop,
+};

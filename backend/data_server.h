@@ -1,0 +1,66 @@
+/* backend/data_server.h - the node side's seam: one interface every data
+ * server (TCP, shm, RDMA) implements.
+ *
+ * A memory node serves its segment to clients through data servers that
+ * run in their own threads. The node's data plane (src/node/data_plane.c)
+ * starts, restarts and stops them through te_data_server_ops only; which
+ * servers exist is listed once, in the transport registry
+ * (src/transports/registry.h). Every server gets the same configuration
+ * and takes from it what it needs. */
+#ifndef MKV_DATA_SERVER_H
+#define MKV_DATA_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cap.h"
+#include "backend/transport.h"
+
+typedef struct te_server_config {
+    void *base;                 /* the segment */
+    uint64_t size;
+    uint32_t node_id;
+    char secret[TE_SECRET_MAX];
+    int have_cap_key;           /* 0: refuse everything until a key is set */
+    uint8_t cap_key[TE_CAP_KEY_LEN];
+    int nlisten;
+    char listen[TE_MAX_PATHS][TE_ADDR_LEN];  /* "host:port" data addresses, port 0 allowed */
+    /* Same-host shared memory (shm_transport.h): when shm_path is set
+     * ("/tmp/x.sock", created 0600, or "@abstract"), local clients get
+     * seg_fd (the memfd behind base) after authenticating. */
+    char shm_path[TE_ADDR_LEN - 5];   /* so "unix:" + it is a TE_ADDR_LEN address */
+    int seg_fd;
+    int max_conns;              /* per server, default 256 */
+    int auth_timeout_ms;        /* default 2000 */
+    int io_timeout_ms;          /* a started payload must finish within (default 10000) */
+} te_server_config;
+
+typedef struct te_server_stats {
+    uint64_t bytes_in, bytes_out;
+    uint64_t requests, rejected;     /* rejected: answered with an error */
+    uint64_t conns_accepted, auth_failures, conns_active;
+} te_server_stats;
+
+void te_server_stats_add(te_server_stats *sum, const te_server_stats *s);
+
+typedef struct te_data_server_ops {
+    const char *name;           /* "tcp", "shm", "rdma": for logs */
+    /* 1: starts only once the node knows its id and the master's key
+     * (have_cap_key); until then it is simply not running. */
+    int needs_identity;
+    /* Before anything starts (NULL: always 0): 0 serve; 1 skip this
+     * server, the message saying why; -1 refuse the configuration. */
+    int (*check)(const te_server_config *c, char *err, size_t errlen);
+    /* Start serving. It may rewrite c to what it bound (a listen port 0
+     * becomes the port it got) so that a restart binds the same. NULL
+     * with a message in err. */
+    void *(*start)(te_server_config *c, char *err, size_t errlen);
+    /* The addresses clients dial, in order of preference, from the
+     * configuration as start left it (known before a needs_identity
+     * server runs: the node registers them to learn its id). */
+    int (*addrs)(const te_server_config *c, char out[][TE_ADDR_LEN], int max);
+    void (*stats)(void *srv, te_server_stats *out);   /* NULL: it counts nothing */
+    void (*stop)(void *srv);    /* closes everything, joins its threads */
+} te_data_server_ops;
+
+#endif
