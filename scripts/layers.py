@@ -54,7 +54,8 @@ def objects(build):
                 continue
             obj = os.path.join(root, f)
             src = os.path.relpath(obj, build)[:-2] + ".c"
-            if is_product(src):
+            # An object whose source is gone (a moved file) is stale.
+            if is_product(src) and os.path.exists(src):
                 yield obj, src
 
 
