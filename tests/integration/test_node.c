@@ -176,7 +176,14 @@ static int dp_open(dp *d, const char *secret, const char *addr, void *buf, size_
     d->t = strncmp(addr, "unix:", 5) == 0 ? te_shm_create(&tc, err, errlen) : te_tcp_create(&tc, err, errlen);
     if (!d->t) return -1;
     if (d->t->ops->reg_mem(d->t, buf, len, &d->mr, err, errlen) != 0) return -1;
-    return te_connect(d->t, NULL, addr, &d->p, err, errlen);
+    /* The node restarts its data servers under the id the master gave it,
+     * just after the master lists it alive: a refused connect is retried. */
+    uint64_t until = mono_ms() + 3000;
+    int rc;
+    while ((rc = te_connect(d->t, NULL, addr, &d->p, err, errlen)) != 0 &&
+           strstr(err, "refused") && mono_ms() < until)
+        usleep(20 * 1000);
+    return rc;
 }
 
 static void dp_close(dp *d) {
