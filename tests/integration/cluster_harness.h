@@ -40,28 +40,60 @@ static inline pid_t h_start_master(int port, const char *const *extra) {
     return h_start_master_on("127.0.0.1", port, extra);
 }
 
+/* The arguments of a node of master (host:port): RESP on bind:port, data
+ * plane on bind:data_port; callers may append more before spawning. */
+static inline void h_node_argv(h_args *a, const char *master, const char *bind, int port, int data_port,
+                               const char *segment) {
+    h_arg(a, h_server_bin());
+    h_arg(a, "--role");
+    h_arg(a, "node");
+    h_arg(a, "--master");
+    h_arg(a, master);
+    h_arg(a, "--bind");
+    h_arg(a, bind);
+    h_argf(a, "--port=%d", port);
+    h_arg(a, "--segment-size");
+    h_arg(a, segment);
+    h_argf(a, "--data-addrs=%s:%d", bind, data_port);
+    h_arg(a, "--prefault");
+    h_arg(a, "no");
+    h_arg(a, "--log-level");
+    h_arg(a, "warning");
+}
+
 /* A node of master_port: RESP on port, data plane on data_port. prefix
  * (NULL-terminated, may be NULL) runs it under e.g. "ip netns exec NS". */
 static inline pid_t h_start_node_ex(const char *const *prefix, const char *master, const char *bind,
                              int port, int data_port, const char *segment) {
     h_args a = {0};
     h_argv(&a, prefix);
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_arg(&a, "--master");
-    h_arg(&a, master);
-    h_arg(&a, "--bind");
-    h_arg(&a, bind);
-    h_argf(&a, "--port=%d", port);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, segment);
-    h_argf(&a, "--data-addrs=%s:%d", bind, data_port);
-    h_arg(&a, "--prefault");
-    h_arg(&a, "no");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
+    h_node_argv(&a, master, bind, port, data_port, segment);
     return h_spawn(a.v);
+}
+
+/* The arguments of a gateway of the master on 127.0.0.1:master_port,
+ * RESP on 127.0.0.1:port, replicas 2. */
+static inline void h_gateway_argv(h_args *a, int master_port, int port) {
+    h_arg(a, h_server_bin());
+    h_arg(a, "--role");
+    h_arg(a, "gateway");
+    h_argf(a, "--master=127.0.0.1:%d", master_port);
+    h_arg(a, "--bind");
+    h_arg(a, "127.0.0.1");
+    h_argf(a, "--port=%d", port);
+    h_arg(a, "--replicas");
+    h_arg(a, "2");
+    h_arg(a, "--log-level");
+    h_arg(a, "warning");
+}
+
+/* A gateway (see h_gateway_argv) plus extra flags (NULL-terminated, may
+ * be NULL), its output to log (NULL: ours), once it answers PING. */
+static inline pid_t h_start_gateway(int master_port, int port, const char *const *extra, const char *log) {
+    h_args a = {0};
+    h_gateway_argv(&a, master_port, port);
+    h_argv(&a, extra);
+    return h_ready(h_spawn_ex(a.v, log, log), "127.0.0.1", port, NULL, 20000);
 }
 
 static inline pid_t h_start_node(int master_port, int port, int data_port, const char *segment) {
