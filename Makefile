@@ -59,7 +59,7 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python
+.PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python soak chaos
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS)
@@ -154,13 +154,29 @@ run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
 	$(SERVER) --config conf/standalone.json
 
-# Plain run first, then the same suites under ASan+UBSan; run.sh prints
-# the final "N passed, N failed" line and fails on any failure.
+# Plain run first, then the same suites under ASan+UBSan, then the
+# threaded parts under TSan; run.sh prints the final "N passed, N failed"
+# line and fails on any failure.
 test: deps
 	@$(MAKE) --no-print-directory all python
 	@$(MAKE) --no-print-directory SAN=1 all python
+	@$(MAKE) --no-print-directory SAN=thread tsan
 	@$(MAKE) --no-print-directory fuzz-build
-	@tests/run.sh build/rel build/san
+	@tests/run.sh build/rel build/san build/tsan
+
+# Not in CI: SOAK_CYCLES put/get/remove cycles, CSV and plot under
+# tests/soak/results/; CHAOS_SECONDS of the chaos test with large values.
+SOAK_CYCLES   ?= 10000000
+CHAOS_SECONDS ?= 600
+
+soak: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/soak/soak
+	@tests/soak/run.sh $(BUILD) $(SOAK_CYCLES)
+
+chaos: deps
+	@$(MAKE) --no-print-directory all
+	MKV_CHAOS_SECONDS=$(CHAOS_SECONDS) MKV_CHAOS_BIG=1 MOONKV_SERVER=$(BUILD)/moonkv-server \
+	    $(BUILD)/tests/integration/test_chaos
 
 bench: deps
 	@$(MAKE) --no-print-directory all python

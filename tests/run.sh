@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every suite for each build directory given (e.g. build/rel build/san):
-# C unit tests, C integration tests, the Tcl protocol tests, the Python
-# binding's pytest suite, then (plain build only) the install test; then
-# the fuzz harnesses once.
+# Runs every suite for each build directory given (e.g. build/rel build/san
+# build/tsan): C unit tests, C integration tests, the Tcl protocol tests,
+# the Python binding's pytest suite, then (plain build only) the install
+# test; then the fuzz harnesses once. A ThreadSanitizer build (build/tsan,
+# `make SAN=thread tsan`) holds only the threaded parts' tests; they run
+# with tests/tsan.supp, any report fails them, and the Tcl and Python
+# suites are left to the other builds.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure. The last line is "N passed, N failed".
 set -u
@@ -34,11 +37,19 @@ run_one "layers" python3 scripts/layers.py "$1"
 for build in "$@"; do
   tag=$(basename "$build")
   export MOONKV_SERVER="$PWD/$build/moonkv-server" MOONKV_BUILD="$PWD/$build"
+  tsan=0
+  case "$tag" in *tsan*) tsan=1;; esac
+  if [ "$tsan" = 1 ]; then
+    export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+  else
+    unset TSAN_OPTIONS
+  fi
   for t in "$build"/tests/unit/test_* "$build"/tests/integration/test_*; do
     [ -x "$t" ] || continue
     case "$t" in *.d|*.o) continue;; esac
     run_one "$tag/$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
   done
+  [ "$tsan" = 1 ] && continue   # TSan: the threaded parts' C tests only
   if [ -f tcl-tests/run.tcl ]; then
     run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
   fi

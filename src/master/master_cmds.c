@@ -565,6 +565,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
     info_field(out, "bytes_used", "%llu", (unsigned long long)st.bytes_used);
     info_field(out, "bytes_total", "%llu", (unsigned long long)st.bytes_total);
+    info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);
+    info_field(out, "fragmentation_max", "%.4f", st.fragmentation_max);
 }
 
 #define KEY1 1, 1, 1

@@ -92,6 +92,8 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
             seg_alloc_get_stats(n->alloc, &as);
             st->bytes_used += as.used;
             st->bytes_total += as.size;
+            st->free_extents += as.free_extents;
+            if (as.fragmentation > st->fragmentation_max) st->fragmentation_max = as.fragmentation;
         }
     }
     uint64_t cursor = 0;

@@ -77,6 +77,8 @@ typedef struct mm_stats {
     uint64_t puts_timed_out, puts_revoked;
     uint64_t held_extents;        /* removed extents waiting for leases to expire */
     uint64_t bytes_used, bytes_total;   /* over alive and draining nodes */
+    uint64_t free_extents;        /* free extents over those nodes' segments */
+    double fragmentation_max;     /* the worst node's 1 - largest_free/free */
 } mm_stats;
 
 typedef struct master_meta master_meta;
