@@ -194,10 +194,10 @@ static void copy_job(jq_job *j, void *arg) {
     int ok = run_task(c, t, err, sizeof err) == 0;
     if (ok) {
         pthread_mutex_lock(&c->n->mu);
-        c->n->status.bytes_copied += t->size;
+        c->n->status.bytes_copied += t->len;
         pthread_mutex_unlock(&c->n->mu);
         log_info("node: copy task %llu done (%llu bytes)", (unsigned long long)t->id,
-                 (unsigned long long)t->size);
+                 (unsigned long long)t->len);
     } else {
         log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, err);
     }

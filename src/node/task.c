@@ -27,15 +27,20 @@ node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     t->id = *id;
     t->size = size;
     uint32_t nsrc, ndst;
-    if (proto_extents_decode(r->element[3], PROTO_EXT_REMOTE, size, TE_CAP_READ, &t->src,
-                             &nsrc) != 0 ||
-        proto_extents_decode(r->element[4], PROTO_EXT_LOCAL, size, TE_CAP_WRITE, &t->dst,
-                             &ndst) != 0) {
+    uint64_t len_src, len_dst;
+    /* A replica striped over nodes gives each node a task for its share
+     * only: the two sides agree, and neither exceeds the object. */
+    if (proto_extents_decode_share(r->element[3], PROTO_EXT_REMOTE, size, TE_CAP_READ, &t->src,
+                                   &nsrc, &len_src) != 0 ||
+        proto_extents_decode_share(r->element[4], PROTO_EXT_LOCAL, size, TE_CAP_WRITE, &t->dst,
+                                   &ndst, &len_dst) != 0 ||
+        len_src != len_dst) {
         node_task_free(t);
         return NULL;
     }
     t->nsrc = (int)nsrc;
     t->ndst = (int)ndst;
+    t->len = len_dst;
     return t;
 }
 

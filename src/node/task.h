@@ -4,9 +4,12 @@
  *   [task_id, key, object_size,
  *    [[src_node, offset, length, read_cap] ...], [[offset, length, write_cap] ...]]
  * meaning: read the source byte stream, in order, and write it, in order,
- * into the destination extents of this node's segment. The extents are
- * decoded by proto/extents.c, which refuses a bad reply whole and bounds
- * what one can make us allocate by PROTO_MAX_EXTENTS. */
+ * into the destination extents of this node's segment. When the new
+ * replica is striped over nodes, each node's task carries only its share
+ * of the object (source and destination lengths agree, and are at most
+ * object_size). The extents are decoded by proto/extents.c, which refuses
+ * a bad reply whole and bounds what one can make us allocate by
+ * PROTO_MAX_EXTENTS. */
 #ifndef MKV_NODE_TASK_H
 #define MKV_NODE_TASK_H
 
@@ -23,7 +26,8 @@ typedef struct node_task {
     uint64_t gen;                  /* registration it belongs to */
     uint32_t node_id;              /* our id then, and the key to check caps */
     uint8_t cap_key[TE_CAP_KEY_LEN];
-    uint64_t size;
+    uint64_t size;                 /* the object's */
+    uint64_t len;                  /* the bytes this task moves (its share) */
     int nsrc, ndst;
     te_extent *src;
     te_extent *dst;                /* on this node: node_id from the write caps */

@@ -61,10 +61,11 @@ static int decode_one(const redisReply *r, proto_ext_form form, uint32_t rights,
     return 0;
 }
 
-int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size,
-                         uint32_t rights, te_extent **out, uint32_t *n) {
+int proto_extents_decode_share(const redisReply *r, proto_ext_form form, uint64_t size,
+                               uint32_t rights, te_extent **out, uint32_t *n, uint64_t *total) {
     *out = NULL;
     *n = 0;
+    *total = 0;
     /* every extent holds at least a byte: no more of them than bytes */
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
         r->elements > PROTO_MAX_EXTENTS || r->elements > size)
@@ -80,11 +81,21 @@ int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size
         }
         covered += e->length;
     }
-    if (covered != size) {
-        free(ext);
-        return -1;
-    }
     *out = ext;
     *n = (uint32_t)r->elements;
+    *total = covered;
+    return 0;
+}
+
+int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size,
+                         uint32_t rights, te_extent **out, uint32_t *n) {
+    uint64_t covered;
+    if (proto_extents_decode_share(r, form, size, rights, out, n, &covered) != 0) return -1;
+    if (covered != size) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
     return 0;
 }

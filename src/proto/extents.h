@@ -46,5 +46,9 @@ int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *ou
  * of *n extents (free it); on -1 nothing is allocated. */
 int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size,
                          uint32_t rights, te_extent **out, uint32_t *n);
+/* The same, for a part of an object (a node's share of a striped replica
+ * in a copy task): lengths summing to at most size, the sum in *total. */
+int proto_extents_decode_share(const redisReply *r, proto_ext_form form, uint64_t size,
+                               uint32_t rights, te_extent **out, uint32_t *n, uint64_t *total);
 
 #endif

@@ -81,6 +81,7 @@ static void test_parse_good(void) {
     ASSERT_EQ(id, 9);
     ASSERT_EQ(t->id, 9);
     ASSERT_EQ(t->size, 100);
+    ASSERT_EQ(t->len, 100);
     ASSERT_EQ(t->nsrc, 2);
     ASSERT_EQ(t->ndst, 2);
     ASSERT_EQ(t->src[0].node_id, 2);
@@ -91,6 +92,18 @@ static void test_parse_good(void) {
     ASSERT_EQ(t->dst[1].length, 70);
     ASSERT_EQ(t->dst[1].node_id, SELF);
     node_task_free(t);
+}
+
+/* A node's share of a replica striped over nodes: 40 of the 100 bytes. */
+static void test_parse_striped_share(void) {
+    uint64_t id;
+    node_task *t = task_of("*5|:9|$1|k|:100|*1|*4|:2|:60|:40|R*1|*3|:0|:40|W", &id);
+    ASSERT(t);
+    ASSERT_EQ(t->size, 100);
+    ASSERT_EQ(t->len, 40);
+    node_task_free(t);
+    /* the two sides must still agree */
+    ASSERT(task_of("*5|:9|$1|k|:100|*1|*4|:2|:60|:40|R*1|*3|:0|:39|W", &id) == NULL);
 }
 
 static void test_src_range(void) {
@@ -129,7 +142,7 @@ static void test_parse_refuses(void) {
         /* no sources, no destinations */
         "*5|:9|$1|k|:100|*0|*1|*3|:0|:100|W",
         "*5|:9|$1|k|:100|*1|*4|:2|:0|:100|R*0|",
-        /* sources sum short of / beyond the size */
+        /* sources short of the destinations / beyond the size */
         "*5|:9|$1|k|:100|*1|*4|:2|:0|:99|R*1|*3|:0|:100|W",
         "*5|:9|$1|k|:100|*2|*4|:2|:0|:100|R*4|:3|:0|:1|R*1|*3|:0|:100|W",
         /* destinations sum wrong */
@@ -178,6 +191,7 @@ static void test_parse_extent_limit(void) {
 
 int main(void) {
     RUN_TEST(test_parse_good);
+    RUN_TEST(test_parse_striped_share);
     RUN_TEST(test_src_range);
     RUN_TEST(test_parse_refuses);
     RUN_TEST(test_parse_extent_limit);
