@@ -1,5 +1,6 @@
 # moonkv build. `make` builds everything, `make test` runs every suite twice
-# (plain and under ASan+UBSan), `make run` starts standalone in the foreground.
+# (plain and under ASan+UBSan) and the threaded parts' tests under TSan,
+# `make run` starts standalone in the foreground.
 
 CC      ?= cc
 SAN     ?= 0
@@ -50,7 +51,8 @@ BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
 # The threaded parts, run under ThreadSanitizer by `make test` (SAN=thread
 # builds only these and the server they start).
-TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_tcp_transport \
+TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue \
+              tests/unit/test_tcp_transport \
               tests/unit/test_shm_transport tests/integration/test_node \
               tests/integration/test_gateway
 

@@ -10,8 +10,10 @@
  * Every MKV_SOAK_INTERVAL_S seconds (default 10) one CSV row: RSS and
  * open fds of every process (the driver too) and the master's view of
  * the segments (bytes used, free extents, worst fragmentation, held
- * extents). At the end each RSS and fd column is judged: after warm-up
- * (the first third of the samples), flat within 5 % ("ok - ..." lines).
+ * extents). At the end each RSS and fd column is judged (but the
+ * driver's own RSS): after warm-up (the first third of the samples),
+ * flat within 5 % ("ok - ..." lines). Nodes prefault their segments, so
+ * their RSS is their heap plus a constant.
  *
  * Usage: soak CSV [cycles]. Ports 31200-31249. */
 #include <dirent.h>
@@ -255,7 +257,15 @@ int main(int argc, char **argv) {
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
     pids[P_MASTER] = h_start_master(PORT_MASTER, mflags);
-    for (int i = 0; i < NNODES; i++) pids[P_NODE1 + i] = h_start_node(PORT_MASTER, PORT_NODE(i), PORT_DATA(i), "1GB");
+    for (int i = 0; i < NNODES; i++) {
+        /* segment pages resident from the start: a node's RSS then shows
+         * its heap, not how far the allocator has reached so far */
+        h_args a = {0};
+        h_node_argv(&a, master, "127.0.0.1", PORT_NODE(i), PORT_DATA(i), "1GB");
+        h_arg(&a, "--prefault");
+        h_arg(&a, "yes");
+        pids[P_NODE1 + i] = h_spawn(a.v);
+    }
     if (pids[P_MASTER] < 0 || h_wait_nodes(PORT_MASTER, "alive", NNODES, 20000) != 0 ||
         (pids[P_GATEWAY] = h_start_gateway(PORT_MASTER, PORT_GATEWAY, NULL, NULL)) < 0 ||
         !(adm = h_redis(PORT_MASTER))) {
@@ -305,7 +315,8 @@ int main(int argc, char **argv) {
     }
     if (nsamples < 4) printf("# too few samples to judge flatness (run longer or lower MKV_SOAK_INTERVAL_S)\n");
     else
-        for (int c = 0; c < NCOLS; c++) bad |= !judge_column(c);
+        for (int c = 0; c < NCOLS; c++)   /* the driver's RSS follows glibc's 1 MiB reply buffers: shown, not judged */
+            if (c != P_DRIVER) bad |= !judge_column(c);
     redisFree(adm);
     h_stop_all();
     return bad;
