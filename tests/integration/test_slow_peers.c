@@ -70,17 +70,6 @@ static int peer_closed(int fd) {
     }
 }
 
-static long rss_kb(pid_t pid) {
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
-    if (f) fclose(f);
-    return kb;
-}
-
 static long long info_ll(int port, const char *field) {
     redisContext *c = h_redis(port);
     redisReply *r = c ? redisCommand(c, "INFO") : NULL;
@@ -225,7 +214,7 @@ static void unread_replies_on(int port, pid_t pid) {
     if (r) freeReplyObject(r);
     free(v);
     ASSERT(set_ok);
-    long rss0 = rss_kb(pid);
+    long rss0 = h_rss_kb(pid);
     int fd = tcp_connect("127.0.0.1", port);
     ASSERT(fd >= 0);
     int rcvbuf = 64 * 1024;   /* keep the kernel from soaking up replies for us */
@@ -244,7 +233,7 @@ static void unread_replies_on(int port, pid_t pid) {
         }
         struct pollfd p = {.fd = fd, .events = POLLRDHUP};
         if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) dropped = 1;
-        long kb = rss_kb(pid);
+        long kb = h_rss_kb(pid);
         if (kb > rss_peak) rss_peak = kb;
     }
     r = redisCommand(c, "PING");   /* the well-behaved client, served meanwhile */

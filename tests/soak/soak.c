@@ -173,17 +173,6 @@ enum { P_MASTER, P_NODE1, P_NODE2, P_GATEWAY, P_DRIVER, NPROC };
 static const char *proc_name[NPROC] = {"master", "node1", "node2", "gateway", "driver"};
 static pid_t pids[NPROC];
 
-static long rss_kb(pid_t pid) {
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
-    if (f) fclose(f);
-    return kb;
-}
-
 static long open_fds(pid_t pid) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
@@ -216,7 +205,7 @@ static void sample(FILE *csv, uint64_t t0, const driver *d) {
     double *row = samples[nsamples < MAX_SAMPLES ? nsamples++ : MAX_SAMPLES - 1];
     uint64_t cycles = __atomic_load_n(&d[0].done, __ATOMIC_RELAXED) + __atomic_load_n(&d[1].done, __ATOMIC_RELAXED);
     fprintf(csv, "%.1f,%llu", (double)(mono_ms() - t0) / 1000.0, (unsigned long long)cycles);
-    for (int p = 0; p < NPROC; p++) row[p] = (double)rss_kb(pids[p]);
+    for (int p = 0; p < NPROC; p++) row[p] = (double)h_rss_kb(pids[p]);
     for (int p = 0; p < NPROC; p++) row[NPROC + p] = (double)open_fds(pids[p]);
     for (int c = 0; c < NCOLS; c++) fprintf(csv, ",%.0f", row[c]);
     fprintf(csv, ",%.0f,%.0f,%.4f,%.0f\n", master_info("bytes_used"), master_info("free_extents"),

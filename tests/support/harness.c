@@ -233,3 +233,14 @@ void h_argf(h_args *a, const char *fmt, ...) {
 void h_argv(h_args *a, const char *const *list) {
     for (int i = 0; list && list[i]; i++) h_arg(a, list[i]);
 }
+
+long h_rss_kb(pid_t pid) {
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+    if (f) fclose(f);
+    return kb;
+}

@@ -75,6 +75,9 @@ int h_is_process(redisContext *c, pid_t pid);
  * or it died; bounded. 0 once it does, -1 otherwise. */
 int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms);
 
+/* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
+long h_rss_kb(pid_t pid);
+
 /* argv builder: at most H_MAX_ARGS, always NULL-terminated in v. */
 typedef struct h_args {
     int n;
