@@ -363,6 +363,9 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
+    /* Garbage collection is the master's: its count, as Redis names it. */
+    long long evicted = master_info_field(cs, "evicted_keys");
+    info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
 }
 
 /* The gateway's own numbers are in "# Gateway" (role info); the store
