@@ -86,6 +86,7 @@ int master_role_main(server *srv) {
     srv->role_info = master_info;
     t_server_register(srv);
     master_register_commands(srv);
+    master_register_gateway_commands(srv);
     char err[256];
     if (server_listen(srv, err, sizeof err) < 0) {
         log_warning("%s", err);

@@ -20,6 +20,7 @@
 #define PORT_PLAIN    25001   /* standalone: defaults */
 #define PORT_MASTER   25010   /* master with GC on */
 #define PORT_GATEWAY  25011   /* its gateway, on_conflict keep */
+#define PORT_GATEWAY2 25012   /* a second gateway, for the registry */
 #define PORT_NODE(i)  (25020 + (i))
 #define PORT_DATA(i)  (25030 + (i))
 #define NODES         2
@@ -144,6 +145,25 @@ static pid_t start_standalone(int port, const char *const *extra) {
     return h_ready(h_spawn(a.v), "127.0.0.1", port, NULL, 20000);
 }
 
+static int start_gateway(int port) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "gateway");
+    h_argf(&a, "--master=127.0.0.1:%d", PORT_MASTER);
+    h_argf(&a, "--port=%d", port);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "16MB");
+    h_arg(&a, "--on-conflict");
+    h_arg(&a, "keep");
+    h_arg(&a, "--heartbeat-ms");
+    h_arg(&a, "200");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    pid_t pid = h_spawn(a.v);
+    return pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) == 0 ? 0 : -1;
+}
+
 static int start_cluster(void) {
     /* Short put and lease windows: an object is collectable once both
      * have passed, and the fill below is faster than the defaults. */
@@ -154,20 +174,7 @@ static int start_cluster(void) {
     for (int i = 0; i < NODES; i++)
         if (h_start_node(PORT_MASTER, PORT_NODE(i), PORT_DATA(i), "32MB") < 0) return -1;
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
-    h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "gateway");
-    h_argf(&a, "--master=127.0.0.1:%d", PORT_MASTER);
-    h_argf(&a, "--port=%d", PORT_GATEWAY);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
-    h_arg(&a, "--on-conflict");
-    h_arg(&a, "keep");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
-    pid_t pid = h_spawn(a.v);
-    if (pid < 0 || h_wait_ping("127.0.0.1", PORT_GATEWAY, pid, 20000) != 0) return -1;
+    if (start_gateway(PORT_GATEWAY) != 0 || start_gateway(PORT_GATEWAY2) != 0) return -1;
     gw = h_redis(PORT_GATEWAY);
     return gw ? 0 : -1;
 }
@@ -339,6 +346,41 @@ static void test_cluster_commands(void) {
     freeReplyObject(r);
 }
 
+/* Ports of the CLUSTER SLOTS entries asked at port, this one first. */
+static int slot_ports(int port, int *out, int max) {
+    redisContext *c = h_redis(port);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    int n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+        redisReply *s = r->element[0];
+        n = 0;
+        for (size_t i = 2; i < s->elements && n < max; i++) out[n++] = (int)s->element[i]->element[1]->integer;
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* Each gateway lists itself first and the other as its replica, once
+ * both have announced themselves to the master. */
+static void test_cluster_lists_every_gateway(void) {
+    int p[4], q[4], n = 0, m = 0;
+    uint64_t end = mono_ms() + 10000;
+    while (mono_ms() < end && ((n = slot_ports(PORT_GATEWAY, p, 4)) < 2 || (m = slot_ports(PORT_GATEWAY2, q, 4)) < 2))
+        usleep(50 * 1000);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(m, 2);
+    ASSERT(p[0] == PORT_GATEWAY && p[1] == PORT_GATEWAY2);
+    ASSERT(q[0] == PORT_GATEWAY2 && q[1] == PORT_GATEWAY);
+    redisReply *r = redisCommand(gw, "CLUSTER INFO");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_known_nodes:2\r\n"));
+    freeReplyObject(r);
+    r = redisCommand(gw, "CLUSTER NODES");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && strstr(r->str, "myself,master") && strstr(r->str, " slave "));
+    freeReplyObject(r);
+}
+
 static void test_redis_py_standalone(void) { run_redis_py(PORT_GC, "redis-py/standalone"); }
 static void test_redis_py_gateway(void) { run_redis_py(PORT_GATEWAY, "redis-py/gateway"); }
 
@@ -366,6 +408,7 @@ int main(void) {
     RUN_TEST(test_conflict_keep_gateway);
     RUN_TEST(test_expiry_refused_on_gateway);
     RUN_TEST(test_cluster_commands);
+    RUN_TEST(test_cluster_lists_every_gateway);
     RUN_TEST(test_redis_py_gateway);
     RUN_TEST(test_gc_fill_cluster);
     redisFree(gc_srv);
