@@ -21,7 +21,7 @@ static void free_cb(object *o, void *ctx) { object_free(o); }
 static void setup(void) {
     t = objtable_create(free_cb, NULL);
     for (int i = 0; i < NOBJ; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "k%d", i);
         objs[i] = objtable_insert(t, key, strlen(key), NULL);
         objtable_set_state(t, objs[i], OBJ_COMPLETE);
