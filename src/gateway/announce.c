@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "gateway/master_link.h"
 
 #define ANNOUNCE_TIMEOUT_MS 250
 #define ANNOUNCE_MAX_PEERS  64
@@ -31,20 +32,7 @@ struct gw_announce {
 };
 
 static redisContext *master_conn(gw_announce *a) {
-    if (a->conn && !a->conn->err) return a->conn;
-    if (a->conn) redisFree(a->conn);
-    a->conn = NULL;
-    char host[CONFIG_STR_MAX];
-    int port;
-    if (parse_hostport(a->srv->cfg.master, host, sizeof host, &port) != 0) return NULL;
-    struct timeval tv = {0, ANNOUNCE_TIMEOUT_MS * 1000};
-    redisContext *rc = redisConnectWithTimeout(host, port, tv);
-    if (!rc || rc->err || redisSetTimeout(rc, tv) != REDIS_OK) {
-        if (rc) redisFree(rc);
-        return NULL;
-    }
-    a->conn = rc;
-    return rc;
+    return master_link(&a->conn, a->srv->cfg.master, ANNOUNCE_TIMEOUT_MS);
 }
 
 static int bound_to_all(const char *bind) {
