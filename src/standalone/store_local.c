@@ -96,6 +96,7 @@ static int collect_one(local_store *ls) {
 /* Above the high watermark (counting the value about to land): collect
  * down to the low one. */
 static void collect_to_watermark(local_store *ls, uint64_t incoming) {
+    if (!evictor_on(&ls->gc)) return;
     uint64_t excess = evictor_excess(&ls->gc, seg_used(ls) + incoming, ls->seg_size);
     uint64_t target = seg_used(ls) > excess ? seg_used(ls) - excess : 0;
     while (excess > 0 && seg_used(ls) > target && collect_one(ls)) {}
