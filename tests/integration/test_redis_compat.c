@@ -3,7 +3,7 @@
  * lets a full store keep taking puts, SET EX/PX as collection hints with
  * TTL/PTTL, and redis-py's own RedisCluster and Sentinel clients - on a
  * standalone server and through master + nodes + gateway.
- * Ports 23000-23099. */
+ * Ports 32000-32099. */
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,13 +16,13 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define PORT_GC       23000   /* standalone: GC on, on_conflict keep */
-#define PORT_PLAIN    23001   /* standalone: defaults */
-#define PORT_MASTER   23010   /* master with GC on */
-#define PORT_GATEWAY  23011   /* its gateway, on_conflict keep */
-#define PORT_GATEWAY2 23012   /* a second gateway, for the registry */
-#define PORT_NODE(i)  (23020 + (i))
-#define PORT_DATA(i)  (23030 + (i))
+#define PORT_GC       32000   /* standalone: GC on, on_conflict keep */
+#define PORT_PLAIN    32001   /* standalone: defaults */
+#define PORT_MASTER   32010   /* master with GC on */
+#define PORT_GATEWAY  32011   /* its gateway, on_conflict keep */
+#define PORT_GATEWAY2 32012   /* a second gateway, for the registry */
+#define PORT_NODE(i)  (32020 + (i))
+#define PORT_DATA(i)  (32030 + (i))
 #define NODES         2
 #define VALUE         (256 * 1024)
 #define TIME_LIMIT_S  240
@@ -328,7 +328,7 @@ static void test_cluster_commands(void) {
     ASSERT(is_error_prefix(r, "ERR unknown subcommand 'BOGUS'. Try CLUSTER HELP."));
     freeReplyObject(r);
     r = redisCommand(gc_srv, "SENTINEL get-master-addr-by-name mymaster");
-    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[1]->str, "23000") == 0);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[1]->str, "32000") == 0);
     freeReplyObject(r);
     r = redisCommand(gc_srv, "SENTINEL get-master-addr-by-name other");
     ASSERT(r && r->type == REDIS_REPLY_NIL);
