@@ -8,7 +8,6 @@
 #include "gateway/announce.h"
 
 #include <arpa/inet.h>
-#include <ev.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -25,7 +24,7 @@
 
 struct gw_announce {
     server *srv;
-    ev_timer timer;
+    loop_timer *timer;
     redisContext *conn;
     resp_endpoint peers[ANNOUNCE_MAX_PEERS];
     size_t npeers;
@@ -76,22 +75,20 @@ static void announce_now(gw_announce *a) {
     freeReplyObject(r);
 }
 
-static void tick(struct ev_loop *loop, ev_timer *w, int revents) { announce_now(w->data); }
+static void tick(event_loop *el, void *data) { announce_now(data); }
 
 gw_announce *gw_announce_start(server *srv) {
     gw_announce *a = xcalloc(1, sizeof *a);
     a->srv = srv;
-    double period = srv->cfg.heartbeat_ms / 1000.0;
-    ev_timer_init(&a->timer, tick, period, period);
-    a->timer.data = a;
-    ev_timer_start(srv->loop, &a->timer);
+    a->timer = loop_timer_create(srv->loop, tick, a);
+    loop_timer_start(a->timer, srv->cfg.heartbeat_ms, srv->cfg.heartbeat_ms);
     announce_now(a);
     return a;
 }
 
 void gw_announce_stop(gw_announce *a) {
     if (!a) return;
-    ev_timer_stop(a->srv->loop, &a->timer);
+    loop_timer_free(a->timer);
     if (a->conn) redisFree(a->conn);
     free(a);
 }

@@ -7,7 +7,7 @@
 
 #include "core/evict.h"
 #include "core/util.h"
-#include "server/store_local.h"
+#include "standalone/store_local.h"
 #include "test.h"
 
 #define NOBJ 10   /* fewer than a sample: every pick sees every object */
