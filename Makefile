@@ -117,6 +117,7 @@ FUZZ_MODS_node_task     := src/node/task src/proto/extents resp/resp_writer back
                            src/core/siphash src/core/util
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement \
                            src/master/membership src/master/rebuild src/master/repair \
+                           src/master/collect src/core/evict \
                            src/core/objtable src/core/alloc src/core/util src/core/log \
                            src/core/siphash backend/cap
 FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)

@@ -37,6 +37,8 @@ typedef struct object {
     uint64_t size;
     uint32_t crc;           /* CRC32C of the value, valid when COMPLETE */
     uint64_t created_ms;    /* put-start time (for put timeouts) */
+    uint64_t atime_ms;      /* last read or write, for LRU collection (core/evict.h) */
+    uint64_t expire_ms;     /* SET EX/PX hint: preferred victim from then on; 0 = none */
     uint32_t nreplicas;
     obj_replica *replicas;
     uint32_t pins;          /* readers/writers in flight (leases) */

@@ -1,8 +1,10 @@
 /* gateway/gateway_role.c - running the gateway: the standard command
- * tables over the cluster store, a "# Gateway" INFO section, and a SCAN
+ * tables over the cluster store, a "# Gateway" INFO section, a SCAN
  * that says the cluster cannot iterate keys (the master has no such
- * command, and an empty answer would claim there are none). */
+ * command, and an empty answer would claim there are none), and the
+ * other gateways as CLUSTER peers (announce.c). */
 #include "core/log.h"
+#include "gateway/announce.h"
 #include "gateway/gateway.h"
 #include "server/commands.h"
 #include "server/info.h"
@@ -15,6 +17,10 @@ static void gateway_info(server *srv, resp_buf *out, const char *section) {
 
 static void gateway_scan_command(client *c) {
     reply_error(c, "ERR SCAN is not supported by the gateway: the master offers no key iteration");
+}
+
+static size_t gateway_peers(server *srv, resp_endpoint *out, size_t max) {
+    return gw_announce_peers(srv->role, out, max);
 }
 
 static const command gateway_commands[] = {
@@ -32,6 +38,7 @@ int gateway_role_main(server *srv) {
     }
     t_server_register(srv);
     t_object_register(srv);
+    t_cluster_register(srv);
     gateway_async_register(srv);
     commands_register(srv, gateway_commands, sizeof gateway_commands / sizeof gateway_commands[0]);
     srv->role_info = gateway_info;
@@ -40,8 +47,13 @@ int gateway_role_main(server *srv) {
         srv->role_info = NULL;
         return 1;   /* server_cleanup destroys the store */
     }
+    srv->role = gw_announce_start(srv);
+    srv->role_peers = gateway_peers;
     log_notice("gateway ready: master %s, replicas %d", srv->cfg.master, srv->cfg.replicas);
     server_run(srv);
+    srv->role_peers = NULL;
+    gw_announce_stop(srv->role);
+    srv->role = NULL;
     srv->role_info = NULL;
     return 0;
 }

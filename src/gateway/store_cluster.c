@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/master_link.h"
 #include "gateway/store_cluster.h"
 #include "proto/limits.h"
 #include "server/info.h"
@@ -294,20 +295,7 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
 /* ---- the master's INFO ---- */
 
 static redisContext *ctl_conn(cluster_store *cs) {
-    if (cs->ctl && !cs->ctl->err) return cs->ctl;
-    if (cs->ctl) redisFree(cs->ctl);
-    cs->ctl = NULL;
-    char host[CONFIG_STR_MAX];
-    int port;
-    if (parse_hostport(cs->master, host, sizeof host, &port) != 0) return NULL;
-    struct timeval tv = {CTL_TIMEOUT_MS / 1000, (CTL_TIMEOUT_MS % 1000) * 1000};
-    redisContext *rc = redisConnectWithTimeout(host, port, tv);
-    if (!rc || rc->err || redisSetTimeout(rc, tv) != REDIS_OK) {
-        if (rc) redisFree(rc);
-        return NULL;
-    }
-    cs->ctl = rc;
-    return rc;
+    return master_link(&cs->ctl, cs->master, CTL_TIMEOUT_MS);
 }
 
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
@@ -363,6 +351,9 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
+    /* Garbage collection is the master's: its count, as Redis names it. */
+    long long evicted = master_info_field(cs, "evicted_keys");
+    info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
 }
 
 /* The gateway's own numbers are in "# Gateway" (role info); the store

@@ -193,12 +193,12 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
                        ? "key is being written" : "key already exists");
     obj_replica reps[PROTO_MAX_REPLICAS];
     memset(reps, 0, sizeof reps);
-    st = mm_place(m, size, replicas, NULL, reps, err, errlen);
+    st = mm_place_collecting(m, size, replicas, reps, now_ms, err, errlen);
     if (st != PROTO_OK) return st;
     int existed = 0;
     o = objtable_insert(m->objs, key, keylen, &existed);
     o->size = size;
-    o->created_ms = now_ms;
+    o->created_ms = o->atime_ms = now_ms;
     object_set_replicas(o, reps, replicas);
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
     pending_append(m, mm_obj_new(m, o, replicas, mm_write_expiry(m, o)));
@@ -260,6 +260,7 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
     mm_obj *mo = mm_obj_of(o);
     *lease_until = now_ms + m->cfg.lease_ms;
     mo->hold_until = max_u64(mo->hold_until, *lease_until);
+    o->atime_ms = now_ms;
     *out = o;
     return PROTO_OK;
 }

@@ -14,6 +14,15 @@
 
 #define MASTER_MAX_REPORT_BYTES (64u << 20)   /* buffered MOON.REPORT data */
 
+#define MASTER_MAX_GATEWAYS 64   /* gateways listed at once (gateways.c) */
+#define MASTER_GATEWAY_ADDR 64
+
+/* A gateway that announced its RESP address (MOON.GATEWAY). */
+typedef struct master_gateway {
+    char addr[MASTER_GATEWAY_ADDR];   /* "host:port" */
+    uint64_t last_ms;                 /* last announce, mono ms */
+} master_gateway;
+
 typedef struct master {
     server *srv;
     master_meta *meta;
@@ -24,6 +33,8 @@ typedef struct master {
     mm_report *reports;
     size_t nreports, capreports, report_bytes;
     resp_buf wire;                     /* scratch the proto encoders write replies into */
+    master_gateway gateways[MASTER_MAX_GATEWAYS];
+    size_t ngateways;
 } master;
 
 master *master_create(server *srv);
@@ -32,6 +43,8 @@ void master_destroy(master *m);
 void master_reports_clear(master *m);
 /* MOON.* commands (master_cmds.c). */
 void master_register_commands(server *srv);
+/* MOON.GATEWAY: the registry of gateways (gateways.c). */
+void master_register_gateway_commands(server *srv);
 /* INFO "# Cluster" (master_cmds.c). */
 void master_info(server *srv, resp_buf *out, const char *section);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/evict.h"
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
@@ -567,6 +568,9 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "bytes_total", "%llu", (unsigned long long)st.bytes_total);
     info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);
     info_field(out, "fragmentation_max", "%.4f", st.fragmentation_max);
+    info_field(out, "maxmemory_policy", "%s", evict_policy_name((evict_policy)mm_get_config(m->meta)->gc_policy));
+    info_field(out, "evicted_keys", "%llu", (unsigned long long)st.evicted_keys);
+    info_field(out, "evicted_expired_keys", "%llu", (unsigned long long)st.evicted_expired_keys);
 }
 
 #define KEY1 1, 1, 1

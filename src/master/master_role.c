@@ -23,6 +23,9 @@ static mm_config meta_config(const mkv_config *cfg) {
     mc.stripe_threshold = cfg->stripe_threshold;
     mc.slice_size = cfg->slice_size;
     mc.stripe_width = (uint32_t)cfg->stripe_width;
+    mc.gc_policy = (uint32_t)cfg->maxmemory_policy;
+    mc.gc_high_pct = (uint32_t)cfg->gc_high_watermark;
+    mc.gc_low_pct = (uint32_t)cfg->gc_low_watermark;
     return mc;
 }
 
@@ -83,6 +86,7 @@ int master_role_main(server *srv) {
     srv->role_info = master_info;
     t_server_register(srv);
     master_register_commands(srv);
+    master_register_gateway_commands(srv);
     char err[256];
     if (server_listen(srv, err, sizeof err) < 0) {
         log_warning("%s", err);

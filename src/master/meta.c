@@ -14,6 +14,9 @@ void mm_config_defaults(mm_config *cfg) {
     cfg->slice_size = 1ULL << 20;
     cfg->stripe_width = 2;
     cfg->repair_retry_ms = 1000;
+    cfg->gc_policy = EVICT_NONE;
+    cfg->gc_high_pct = 90;
+    cfg->gc_low_pct = 80;
 }
 
 proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...) {
@@ -42,6 +45,7 @@ master_meta *mm_create(const mm_config *cfg) {
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
     m->objs = objtable_create(free_object, m);
     m->next_task_id = 1;
+    evictor_init(&m->gc, (evict_policy)m->cfg.gc_policy, m->cfg.gc_high_pct, m->cfg.gc_low_pct);
     return m;
 }
 
@@ -67,6 +71,7 @@ void mm_sweep(master_meta *m, uint64_t now_ms) {
     mm_expire_tasks(m, now_ms);
     mm_release_held(m, now_ms);
     mm_repair(m, now_ms);
+    mm_collect(m, now_ms);
 }
 
 static int under_replicated(const object *o) {
@@ -106,4 +111,6 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->puts_timed_out = m->puts_timed_out;
     st->puts_revoked = m->puts_revoked;
     st->held_extents = m->nheld;
+    st->evicted_keys = m->gc.evicted;
+    st->evicted_expired_keys = m->gc.evicted_expired;
 }

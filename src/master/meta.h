@@ -50,6 +50,9 @@ typedef struct mm_config {
     uint64_t slice_size;
     uint32_t stripe_width;        /* nodes per replica for striped objects */
     uint64_t repair_retry_ms;     /* wait before retrying a repair that found no room */
+    /* Garbage collection (collect.c): evict_policy of core/evict.h, and the
+     * percent of all nodes' bytes above which it starts / where it stops. */
+    uint32_t gc_policy, gc_high_pct, gc_low_pct;
 } mm_config;
 
 /* A copy the master asks a node to make: read the src extents in order
@@ -79,6 +82,8 @@ typedef struct mm_stats {
     uint64_t bytes_used, bytes_total;   /* over alive and draining nodes */
     uint64_t free_extents;        /* free extents over those nodes' segments */
     double fragmentation_max;     /* the worst node's 1 - largest_free/free */
+    uint64_t evicted_keys;        /* collected by garbage collection */
+    uint64_t evicted_expired_keys;/* of which their expiry hint had passed */
 } mm_stats;
 
 typedef struct master_meta master_meta;
@@ -168,7 +173,14 @@ proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int o
                        uint64_t now_ms, char *err, size_t errlen);
 uint64_t mm_task_expiry(const mm_task *t);
 
-/* Every periodic job in order: nodes, puts, tasks, quarantine, repair. */
+/* ---- garbage collection (collect.c) ---- */
+/* Above the high watermark, collect down to the low one. Only COMPLETE
+ * objects with no lease or write cap outstanding and no copy in flight
+ * go, as on a remove (their extents are free at once). Returns how many. */
+int mm_collect(master_meta *m, uint64_t now_ms);
+
+/* Every periodic job in order: nodes, puts, tasks, quarantine, repair,
+ * garbage collection. */
 void mm_sweep(master_meta *m, uint64_t now_ms);
 
 /* ---- rebuild (rebuild.c) ---- */

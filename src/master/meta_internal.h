@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 
+#include "core/evict.h"
 #include "master/meta.h"
 
 /* Extents taken out of use but not yet reusable: a reader or writer may
@@ -37,6 +38,7 @@ struct master_meta {
     int repair_dirty;           /* something may need a copy or a drain may end */
     uint64_t repair_next_ms;    /* earliest next repair pass */
     uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
+    evictor gc;                 /* policy EVICT_NONE unless configured */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -54,6 +56,11 @@ static inline int mm_node_usable(const mm_node *n) { return n && n->state == NOD
 proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
                    obj_replica *reps, char *err, size_t errlen);
 void mm_replica_clear(obj_replica *r);
+
+/* collect.c */
+/* mm_place for a new object, collecting victims while nothing fits. */
+proto_status mm_place_collecting(master_meta *m, uint64_t size, uint32_t nrep, obj_replica *reps,
+                              uint64_t now_ms, char *err, size_t errlen);
 
 /* lifecycle.c */
 /* Take the replica's extents out of use; they become free at `until`

@@ -63,5 +63,7 @@ void command_command(client *c);
 /* The standard tables (t_object.c, t_server.c). */
 void t_object_register(server *srv);
 void t_server_register(server *srv);
+/* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
+void t_cluster_register(server *srv);
 
 #endif

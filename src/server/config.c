@@ -46,6 +46,9 @@ typedef struct config_row {
 
 static const char *const role_names[] = {"standalone", "master", "node", "gateway", NULL};
 static const char *const transport_names[] = {"auto", "tcp", "shm", "rdma", NULL};
+static const char *const conflict_names[] = {"error", "keep", NULL};
+/* In evict_policy order (core/evict.h). */
+static const char *const policy_names[] = {"noeviction", "allkeys-lru", "allkeys-random", NULL};
 
 #define OFF(f) offsetof(mkv_config, f)
 #define KB (1024LL)
@@ -86,6 +89,16 @@ static const config_row config_table[] = {
     {"stripe_threshold", CT_SIZE, OFF(stripe_threshold), KB, 16 * TB, NULL, "objects above this are striped"},
     {"slice_size", CT_SIZE, OFF(slice_size), 4 * KB, GB, NULL, "transfer slice size"},
     {"stripe_width", CT_INT, OFF(stripe_width), 1, 64, NULL, "nodes per replica when striped"},
+    {"on_conflict", CT_ENUM, OFF(on_conflict), 0, 0, conflict_names,
+     "SET of a stored key with other bytes: error (EXISTS) or keep (first value, +OK)"},
+    {"maxmemory_policy", CT_ENUM, OFF(maxmemory_policy), 0, 0, policy_names,
+     "noeviction|allkeys-lru|allkeys-random (garbage collection)"},
+    {"gc_high_watermark", CT_INT, OFF(gc_high_watermark), 1, 100, NULL,
+     "percent of memory in use that starts collection"},
+    {"gc_low_watermark", CT_INT, OFF(gc_low_watermark), 0, 99, NULL,
+     "percent of memory in use collection brings it down to"},
+    {"sentinel_master_name", CT_STR, OFF(sentinel_master_name), 0, 64, NULL,
+     "master name SENTINEL answers for"},
 };
 #define CONFIG_NROWS (sizeof config_table / sizeof config_table[0])
 
@@ -114,6 +127,11 @@ void config_defaults(mkv_config *cfg) {
     cfg->stripe_threshold = 4 * MB;
     cfg->slice_size = 1 * MB;
     cfg->stripe_width = 2;
+    cfg->on_conflict = CONFLICT_ERROR;
+    cfg->maxmemory_policy = 0;   /* noeviction */
+    cfg->gc_high_watermark = 90;
+    cfg->gc_low_watermark = 80;
+    snprintf(cfg->sentinel_master_name, sizeof cfg->sentinel_master_name, "mymaster");
 }
 
 const char *config_role_name(mkv_role r) {
@@ -284,7 +302,8 @@ static int config_set(mkv_config *cfg, const config_row *r, const config_value *
         for (int i = 0; v->text && r->names[i]; i++) {
             if (!strieq_len(v->text, strlen(v->text), r->names[i])) continue;
             if (r->offset == OFF(role)) *(mkv_role *)field = (mkv_role)i;
-            else snprintf(field, sizeof cfg->transport, "%s", r->names[i]);
+            else if (r->offset == OFF(transport)) snprintf(field, sizeof cfg->transport, "%s", r->names[i]);
+            else *(int *)field = i;
             return 0;
         }
         {
@@ -469,6 +488,9 @@ int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t e
         if (config_set(cfg, r, &v, flag, msg, sizeof msg) < 0)
             return fail(err, errlen, "config error: %s", msg);
     }
+    if (cfg->gc_low_watermark >= cfg->gc_high_watermark)
+        return fail(err, errlen, "config error: 'gc_low_watermark' (%d) must be below "
+                    "'gc_high_watermark' (%d)", cfg->gc_low_watermark, cfg->gc_high_watermark);
     return 0;
 }
 
@@ -497,7 +519,9 @@ const char *config_get_value(const mkv_config *cfg, const char *name, char *buf,
     case CT_BOOL: snprintf(buf, buflen, "%s", *(const int *)field ? "yes" : "no"); break;
     case CT_STR: snprintf(buf, buflen, "%s", field); break;
     case CT_ENUM:
-        snprintf(buf, buflen, "%s", r->offset == OFF(role) ? config_role_name(cfg->role) : cfg->transport);
+        if (r->offset == OFF(role)) snprintf(buf, buflen, "%s", config_role_name(cfg->role));
+        else if (r->offset == OFF(transport)) snprintf(buf, buflen, "%s", cfg->transport);
+        else snprintf(buf, buflen, "%s", r->names[*(const int *)field]);
         break;
     case CT_LOGLEVEL: snprintf(buf, buflen, "%s", log_level_name((log_level)cfg->log_level)); break;
     case CT_ADDRS: {

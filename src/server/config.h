@@ -14,6 +14,8 @@
 #define CONFIG_MAX_ADDRS 16
 
 typedef enum { ROLE_STANDALONE = 0, ROLE_MASTER, ROLE_NODE, ROLE_GATEWAY } mkv_role;
+/* on_conflict: a SET of a stored key with other bytes. */
+enum { CONFLICT_ERROR = 0, CONFLICT_KEEP = 1 };
 
 typedef struct mkv_config {
     mkv_role role;
@@ -46,6 +48,12 @@ typedef struct mkv_config {
     uint64_t stripe_threshold;          /* objects above this are striped */
     uint64_t slice_size;                /* default 1MB */
     int stripe_width;                   /* nodes per replica for striped objects */
+    /* Redis behaviours KV-cache clients rely on (README "on_conflict and GC"). */
+    int on_conflict;                    /* CONFLICT_ERROR (default) or CONFLICT_KEEP */
+    int maxmemory_policy;               /* evict_policy of core/evict.h, default noeviction */
+    int gc_high_watermark;              /* percent of memory used that starts collection */
+    int gc_low_watermark;               /* percent collection brings use down to */
+    char sentinel_master_name[64];      /* the name SENTINEL answers for */
     char config_file[CONFIG_STR_MAX];
 } mkv_config;
 

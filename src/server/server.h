@@ -19,6 +19,11 @@
 #include "server/store.h"
 
 typedef struct server server;
+/* A RESP address a client can reach: "host" and port. */
+typedef struct resp_endpoint {
+    char host[64];
+    int port;
+} resp_endpoint;
 typedef struct client client;
 typedef struct command command;
 
@@ -67,6 +72,7 @@ typedef struct server_stats {
     uint64_t keyspace_hits, keyspace_misses;
     uint64_t exists_rejections;   /* SET of other bytes on an existing key */
     uint64_t idempotent_puts;     /* SET of the very bytes already stored: OK, no-op */
+    uint64_t conflicts_kept;      /* SET of other bytes, on_conflict keep: OK, first value kept */
     uint64_t nospace_rejections;  /* SET that did not fit */
     uint64_t aborted_puts;        /* half-written values dropped */
 } server_stats;
@@ -85,6 +91,9 @@ struct server {
     void *put_guard;          /* put_guard.c: the stalled-put sweep */
     /* INFO hook for role-specific sections (e.g. "cluster"). */
     void (*role_info)(server *srv, resp_buf *out, const char *section);
+    /* CLUSTER/SENTINEL hook (t_cluster.c): other RESP servers holding the
+     * same keys (gateways of one master), at most max; NULL = none. */
+    size_t (*role_peers)(server *srv, resp_endpoint *out, size_t max);
 };
 
 /* Lifecycle (networking.c). */

@@ -54,6 +54,13 @@ typedef struct store_ops {
     /* Optional (NULL if the store cannot tell): free bytes and the largest
      * free extent, so a NOSPACE reply can say why the value did not fit. */
     void (*space)(store *s, uint64_t *free_bytes, uint64_t *largest_free);
+    /* Optional (NULL: no expiry hints, SET EX/PX is refused): a COMPLETE
+     * key becomes a preferred victim of garbage collection ttl_ms from
+     * now. STORE_ERR (reason in errstr) when the store collects nothing. */
+    int (*set_expiry)(store *s, const void *key, size_t keylen, uint64_t ttl_ms);
+    /* ms left of a COMPLETE key's hint in *ttl_ms: -1 none, 0 once passed
+     * (the value stays readable until collected); STORE_NOTFOUND. */
+    int (*ttl)(store *s, const void *key, size_t keylen, int64_t *ttl_ms);
 } store_ops;
 
 struct store {

@@ -1,8 +1,10 @@
 /* server/t_object.c - object commands: SET/PUT, GET, MGET, DEL/REMOVE,
- * EXISTS, STRLEN, SCAN, DBSIZE.
+ * EXISTS, STRLEN, TTL/PTTL, SCAN, DBSIZE.
  *
- * Objects are write-once: SET on an existing key is refused and the stored
- * value stays as it was. A SET's value normally streams from the socket
+ * Objects are write-once: SET on an existing key is refused (or, with
+ * on_conflict keep, answered OK) and the stored value stays as it was.
+ * SET EX/PX/EXAT/PXAT are accepted only as a garbage-collection hint, on
+ * a store that collects (maxmemory_policy other than noeviction). A SET's value normally streams from the socket
  * straight into the store (the row's value_arg): networking has called
  * put_start and c->pending_put / c->pending_put_err hold the outcome. */
 #include <errno.h>
@@ -24,21 +26,86 @@ static store *store_of(client *c) { return c->srv->store; }
 
 /* ---- SET ---- */
 
-static const char *const set_unsupported[] = {"XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT"};
+static const char *const set_unsupported[] = {"XX", "GET", "KEEPTTL"};
 
-/* Options after key and value. 0 ok (nx set), -1 after replying an error. */
-static int set_parse_options(client *c, int *nx) {
+/* The expiry options, as a multiple of ms and whether they are absolute. */
+static const struct {
+    const char *name;
+    long long unit_ms;
+    int absolute;
+} set_expiry_opts[] = {{"EX", 1000, 0}, {"PX", 1, 0}, {"EXAT", 1000, 1}, {"PXAT", 1, 1}};
+
+/* Collection hints need a store that collects. */
+static int expiry_refused(client *c, const char *opt) {
+    store *s = store_of(c);
+    if (!s->ops->set_expiry) {
+        reply_errorf(c, "ERR moonkv objects are write-once and never expire here: SET option '%s' "
+                        "is a garbage-collection hint, accepted only where values are collected "
+                        "(standalone with maxmemory_policy allkeys-lru or allkeys-random)", opt);
+        return 1;
+    }
+    if (c->srv->cfg.maxmemory_policy == 0) {
+        reply_errorf(c, "ERR moonkv objects are write-once and never expire: SET option '%s' is a "
+                        "garbage-collection hint and maxmemory_policy is noeviction "
+                        "(set allkeys-lru or allkeys-random to use it)", opt);
+        return 1;
+    }
+    return 0;
+}
+
+/* EX/PX/EXAT/PXAT at argv[i] with its value at i+1: ms from now in
+ * *ttl_ms. 0 ok, -1 after replying an error. */
+static int set_parse_expiry(client *c, int i, int j, uint64_t *ttl_ms) {
+    if (expiry_refused(c, set_expiry_opts[j].name)) return -1;
+    long long v;
+    long long unit = set_expiry_opts[j].unit_ms;
+    if (i + 1 >= c->argc) {
+        reply_syntax_error(c);
+        return -1;
+    }
+    if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &v) < 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+        return -1;
+    }
+    if (v <= 0 || v > LLONG_MAX / unit) {
+        reply_error(c, "ERR invalid expire time in 'set' command");
+        return -1;
+    }
+    uint64_t ms = (uint64_t)v * (uint64_t)unit;
+    if (set_expiry_opts[j].absolute) {
+        uint64_t now = wall_ms();
+        ms = ms > now ? ms - now : 1;   /* already past: a victim from now on */
+    }
+    *ttl_ms = ms;
+    return 0;
+}
+
+/* Options after key and value. 0 ok (nx set, *ttl_ms 0 or an expiry
+ * hint), -1 after replying an error. */
+static int set_parse_options(client *c, int *nx, uint64_t *ttl_ms) {
     *nx = 0;
+    *ttl_ms = 0;
     for (int i = 3; i < c->argc; i++) {
         const resp_arg *a = &c->argv[i];
         if (strieq_len(a->ptr, a->len, "NX")) {
             *nx = 1;
             continue;
         }
+        int expiry = -1;
+        for (size_t j = 0; j < sizeof set_expiry_opts / sizeof set_expiry_opts[0]; j++)
+            if (strieq_len(a->ptr, a->len, set_expiry_opts[j].name)) expiry = (int)j;
+        if (expiry >= 0) {
+            if (*ttl_ms) {
+                reply_syntax_error(c);   /* two expiry options */
+                return -1;
+            }
+            if (set_parse_expiry(c, i, expiry, ttl_ms) < 0) return -1;
+            i++;
+            continue;
+        }
         for (size_t j = 0; j < sizeof set_unsupported / sizeof set_unsupported[0]; j++) {
             if (strieq_len(a->ptr, a->len, set_unsupported[j])) {
-                reply_errorf(c, "ERR moonkv objects are write-once and never expire: "
-                                "SET option '%s' is not supported (eviction is the caller's job)",
+                reply_errorf(c, "ERR moonkv objects are write-once: SET option '%s' is not supported",
                              set_unsupported[j]);
                 return -1;
             }
@@ -125,6 +192,11 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
         } else if (same_value_stored(c)) {
             srv->stats.idempotent_puts++;
             reply_ok(c);
+        } else if (srv->cfg.on_conflict == CONFLICT_KEEP) {
+            /* Write-once still holds: the first value stays, the client
+             * (that expects +OK to every SET) is told it is stored. */
+            srv->stats.conflicts_kept++;
+            reply_ok(c);
         } else {
             srv->stats.exists_rejections++;
             reply_error(c, why);
@@ -147,11 +219,14 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
 
 static void set_command(client *c) {
     int nx;
-    if (set_parse_options(c, &nx) < 0) return;   /* dispatch aborts a streamed put */
+    uint64_t ttl_ms;
+    if (set_parse_options(c, &nx, &ttl_ms) < 0) return;   /* dispatch aborts a streamed put */
+    store *s = store_of(c);
     store_put *put = NULL;
     uint64_t size = 0;
     int rc = set_begin(c, &put, &size);
-    if (rc == STORE_OK) rc = store_of(c)->ops->put_end(store_of(c), put);
+    if (rc == STORE_OK) rc = s->ops->put_end(s, put);
+    if (rc == STORE_OK && ttl_ms) s->ops->set_expiry(s, c->argv[1].ptr, c->argv[1].len, ttl_ms);
     if (rc == STORE_OK) reply_ok(c);
     else reply_put_error(c, rc, size, nx);
 }
@@ -226,6 +301,23 @@ static void strlen_command(client *c) {
     if (s->ops->size_of(s, c->argv[1].ptr, c->argv[1].len, &len) != STORE_OK) len = 0;
     reply_integer(c, (long long)len);
 }
+
+/* TTL/PTTL: -2 no such key, -1 no expiry hint, else what is left (0
+ * once passed: the value stays until it is collected). */
+static void reply_ttl(client *c, long long unit_ms) {
+    store *s = store_of(c);
+    const resp_arg *key = &c->argv[1];
+    int64_t ms = -1;
+    if (s->ops->ttl) {
+        if (s->ops->ttl(s, key->ptr, key->len, &ms) != STORE_OK) ms = -2;
+    } else if (!s->ops->exists(s, key->ptr, key->len)) {
+        ms = -2;
+    }
+    reply_integer(c, ms < 0 ? ms : (ms + unit_ms / 2) / unit_ms);
+}
+
+static void ttl_command(client *c) { reply_ttl(c, 1000); }
+static void pttl_command(client *c) { reply_ttl(c, 1); }
 
 static void dbsize_command(client *c) { reply_integer(c, (long long)store_of(c)->ops->count(store_of(c))); }
 
@@ -312,9 +404,10 @@ static void scan_command(client *c) {
 
 static const command object_commands[] = {
     {"set", set_command, -3, CMD_WRITE, 1, 1, 1, 2, "string", "0.1.0",
-     "Store a write-once object; an existing key is an EXISTS error", "key value [NX]"},
+     "Store a write-once object; an existing key is an EXISTS error (OK with on_conflict keep); "
+     "an expiry is a garbage-collection hint", "key value [NX] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms]"},
     {"put", set_command, -3, CMD_WRITE, 1, 1, 1, 2, "string", "0.1.0",
-     "Alias of SET", "key value [NX]"},
+     "Alias of SET", "key value [NX] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms]"},
     {"get", get_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "string", "0.1.0",
      "Get the checksum-verified value of a key", "key"},
     {"mget", mget_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "string", "0.1.0",
@@ -327,6 +420,10 @@ static const command object_commands[] = {
      "Count how many of the keys exist", "key [key ...]"},
     {"strlen", strlen_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "string", "0.1.0",
      "Length of a value in bytes, 0 if absent", "key"},
+    {"ttl", ttl_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "generic", "0.1.0",
+     "Seconds left of a key's expiry hint: -1 none, -2 no key", "key"},
+    {"pttl", pttl_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "generic", "0.1.0",
+     "Milliseconds left of a key's expiry hint: -1 none, -2 no key", "key"},
     {"scan", scan_command, -2, CMD_READONLY, 0, 0, 0, 0, "generic", "0.1.0",
      "Iterate the keys", "cursor [MATCH pattern] [COUNT count]"},
     {"dbsize", dbsize_command, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "server", "0.1.0",

@@ -242,6 +242,7 @@ static void info_stats(server *srv, resp_buf *out) {
     info_field(out, "keyspace_misses", "%llu", (unsigned long long)st->keyspace_misses);
     info_field(out, "exists_rejections", "%llu", (unsigned long long)st->exists_rejections);
     info_field(out, "idempotent_puts", "%llu", (unsigned long long)st->idempotent_puts);
+    info_field(out, "conflicts_kept", "%llu", (unsigned long long)st->conflicts_kept);
     info_field(out, "nospace_rejections", "%llu", (unsigned long long)st->nospace_rejections);
     info_field(out, "aborted_puts", "%llu", (unsigned long long)st->aborted_puts);
     info_field(out, "protocol_errors", "%llu", (unsigned long long)st->protocol_errors);
@@ -251,6 +252,13 @@ static void info_keyspace(server *srv, resp_buf *out) {
     info_section(out, "Keyspace");
     uint64_t keys = srv->store ? srv->store->ops->count(srv->store) : 0;
     if (keys > 0) info_field(out, "db0", "keys=%llu,expires=0,avg_ttl=0", (unsigned long long)keys);
+}
+
+/* A server with a store answers CLUSTER as one shard (t_cluster.c);
+ * cluster clients check this field before asking CLUSTER SLOTS. */
+static void info_cluster(resp_buf *out) {
+    info_section(out, "Cluster");
+    info_field(out, "cluster_enabled", "1");
 }
 
 static int req_all(const info_req *r) {
@@ -301,6 +309,7 @@ static void info_command(client *c) {
     if (srv->store) info_delegate(&r, &out, store_info_fn, srv->store);
     if (req_wants(&r, "stats", 1)) info_stats(srv, &out);
     if (srv->role_info) info_delegate(&r, &out, role_info_fn, srv);
+    if (srv->store && req_wants(&r, "cluster", 1)) info_cluster(&out);
     if (req_wants(&r, "keyspace", 1)) info_keyspace(srv, &out);
     reply_verbatim(c, out.data ? out.data : "", out.len);
     resp_buf_free(&out);

@@ -13,8 +13,11 @@ int standalone_role_main(server *srv) {
         log_warning("Cannot create the memory segment: %s", err);
         return 1;
     }
+    store_local_gc(srv->store, srv->cfg.maxmemory_policy, (unsigned)srv->cfg.gc_high_watermark,
+                   (unsigned)srv->cfg.gc_low_watermark);
     t_server_register(srv);
     t_object_register(srv);
+    t_cluster_register(srv);
     if (server_listen(srv, err, sizeof err) < 0) {
         log_warning("%s", err);
         return 1;

@@ -7,7 +7,11 @@
  * Pins: get() pins an object so its bytes stay put while a reply is being
  * written from them. Removing a pinned object unlinks it from the table at
  * once (the key may be put again) but keeps its space until the last pin
- * is released, so a reply never sends bytes of a later object. */
+ * is released, so a reply never sends bytes of a later object.
+ *
+ * Garbage collection (opt-in, store_local_gc): a put collects unpinned
+ * COMPLETE objects, chosen by core/evict.h, when the segment is above its
+ * high watermark or has no room for the value; each goes as on a remove. */
 #include "standalone/store_local.h"
 
 #include <errno.h>
@@ -19,6 +23,7 @@
 
 #include "core/alloc.h"
 #include "core/crc32c.h"
+#include "core/evict.h"
 #include "core/log.h"
 #include "core/objtable.h"
 #include "core/util.h"
@@ -39,6 +44,7 @@ typedef struct local_store {
     uint64_t used_peak;
     uint64_t orphans;        /* removed while pinned, not yet freed */
     uint64_t checksum_errors;
+    evictor gc;              /* policy EVICT_NONE unless store_local_gc */
 } local_store;
 
 /* object->owner of an object that left the table while pinned: the last
@@ -71,6 +77,40 @@ static object *find_complete(local_store *ls, const void *key, size_t keylen) {
     return o && o->state == OBJ_COMPLETE ? o : NULL;
 }
 
+static int local_remove(store *s, const void *key, size_t keylen);
+
+/* ---- garbage collection ---- */
+
+static uint64_t seg_used(local_store *ls) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(ls->alloc, &st);
+    return st.used;
+}
+
+/* Collect one victim; 0 if none may go. */
+static int collect_one(local_store *ls) {
+    object *v = evictor_pick(&ls->gc, ls->table, mono_ms(), NULL, NULL);
+    return v ? local_remove(&ls->base, v->key, v->keylen) : 0;
+}
+
+/* Above the high watermark (counting the value about to land): collect
+ * down to the low one. */
+static void collect_to_watermark(local_store *ls, uint64_t incoming) {
+    if (!evictor_on(&ls->gc)) return;
+    uint64_t excess = evictor_excess(&ls->gc, seg_used(ls) + incoming, ls->seg_size);
+    uint64_t target = seg_used(ls) > excess ? seg_used(ls) - excess : 0;
+    while (excess > 0 && seg_used(ls) > target && collect_one(ls)) {}
+}
+
+/* Space for size bytes, collecting victims while none fits (with GC on). */
+static int reserve_space(local_store *ls, uint64_t size, uint64_t *off) {
+    collect_to_watermark(ls, size);
+    for (;;) {
+        if (seg_alloc_reserve(ls->alloc, size, off) == ALLOC_OK) return 0;
+        if (!collect_one(ls)) return -1;
+    }
+}
+
 /* ---- puts ---- */
 
 /* Write-once: say whether the key is stored or still being written. */
@@ -98,7 +138,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
         return STORE_ERR;
     }
     uint64_t off = 0;
-    if (size > 0 && seg_alloc_reserve(ls->alloc, size, &off) != ALLOC_OK) {
+    if (size > 0 && reserve_space(ls, size, &off) != 0) {
         objtable_delete(ls->table, key, keylen);
         s->errstr[0] = '\0';   /* the command explains it from ->space */
         return STORE_NOSPACE;
@@ -112,7 +152,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
         return STORE_ERR;
     }
     o->size = size;
-    o->created_ms = mono_ms();
+    o->created_ms = o->atime_ms = mono_ms();
     o->owner = NULL;
 
     seg_alloc_stats st;
@@ -158,6 +198,7 @@ static int local_get(store *s, const void *key, size_t keylen, const void **data
         return STORE_ERR;
     }
     o->pins++;
+    o->atime_ms = mono_ms();
     *data = p;
     *len = o->size;
     *pin = (store_pin *)o;
@@ -196,6 +237,30 @@ static int local_size_of(store *s, const void *key, size_t keylen, uint64_t *len
     object *o = find_complete(ls_of(s), key, keylen);
     if (!o) return STORE_NOTFOUND;
     *len = o->size;
+    return STORE_OK;
+}
+
+static int local_set_expiry(store *s, const void *key, size_t keylen, uint64_t ttl_ms) {
+    local_store *ls = ls_of(s);
+    if (!evictor_on(&ls->gc)) {
+        snprintf(s->errstr, sizeof s->errstr, "expiry is a garbage-collection hint and "
+                 "maxmemory_policy is noeviction");
+        return STORE_ERR;
+    }
+    object *o = find_complete(ls, key, keylen);
+    if (!o) return STORE_NOTFOUND;
+    uint64_t now = mono_ms();
+    o->expire_ms = ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + ttl_ms;
+    return STORE_OK;
+}
+
+static int local_ttl(store *s, const void *key, size_t keylen, int64_t *ttl_ms) {
+    object *o = find_complete(ls_of(s), key, keylen);
+    if (!o) return STORE_NOTFOUND;
+    uint64_t now = mono_ms();
+    uint64_t left = o->expire_ms > now ? o->expire_ms - now : 0;
+    if (o->expire_ms == 0) *ttl_ms = -1;
+    else *ttl_ms = left > INT64_MAX ? INT64_MAX : (int64_t)left;
     return STORE_OK;
 }
 
@@ -246,7 +311,11 @@ static void local_info(store *s, resp_buf *out, const char *section) {
         info_bytes(out, "used_memory", st.used);
         info_bytes(out, "used_memory_peak", ls->used_peak);
         info_bytes(out, "maxmemory", ls->seg_size);
-        info_field(out, "maxmemory_policy", "noeviction");
+        info_field(out, "maxmemory_policy", "%s", evict_policy_name(ls->gc.policy));
+        info_field(out, "gc_high_watermark", "%u", ls->gc.high_pct);
+        info_field(out, "gc_low_watermark", "%u", ls->gc.low_pct);
+        info_field(out, "evicted_keys", "%llu", (unsigned long long)ls->gc.evicted);
+        info_field(out, "evicted_expired_keys", "%llu", (unsigned long long)ls->gc.evicted_expired);
         info_field(out, "mem_allocator", "moonkv-segment");
     }
     if (info_wants(section, "segment", 1)) {
@@ -299,6 +368,8 @@ static const store_ops local_ops = {
     .info = local_info,
     .destroy = local_destroy,
     .space = local_space,
+    .set_expiry = local_set_expiry,
+    .ttl = local_ttl,
 };
 
 static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) / to * to); }
@@ -349,7 +420,12 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     }
     ls->base.ops = &local_ops;
     ls->base.priv = ls;
+    evictor_init(&ls->gc, EVICT_NONE, 100, 0);
     return &ls->base;
+}
+
+void store_local_gc(store *s, int policy, unsigned high_pct, unsigned low_pct) {
+    evictor_init(&ls_of(s)->gc, (evict_policy)policy, high_pct, low_pct);
 }
 
 void *store_local_value_ptr(store *s, const void *key, size_t keylen) {

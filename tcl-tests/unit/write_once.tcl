@@ -14,7 +14,7 @@ start_server {} {
         assert_equal a [r get wo:nx]
     }
 
-    test "overwrite-style options are refused" {
+    test "overwrite-style options and (without GC) expiries are refused" {
         r set wo:opt v
         foreach opts {XX GET KEEPTTL {EX 10} {PX 100} {EXAT 9999999999} {PXAT 9999999999999}} {
             assert_error "ERR moonkv objects are write-once*" {r set wo:new v {*}$opts}

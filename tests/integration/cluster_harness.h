@@ -102,6 +102,29 @@ static inline pid_t h_start_node(int master_port, int port, int data_port, const
     return h_start_node_ex(NULL, master, "127.0.0.1", port, data_port, segment);
 }
 
+/* A gateway of master_port on port with the default replicas and 16 MiB
+ * staging, once it answers PING; extra: NULL-terminated flags appended.
+ * -1 if it did not come up. */
+static inline pid_t h_start_gateway_staged(int master_port, int port, const char *const *extra) {
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, "gateway");
+    h_argf(&a, "--master=127.0.0.1:%d", master_port);
+    h_argf(&a, "--port=%d", port);
+    h_arg(&a, "--segment-size");
+    h_arg(&a, "16MB");
+    h_arg(&a, "--log-level");
+    h_arg(&a, "warning");
+    h_argv(&a, extra);
+    pid_t pid = h_spawn(a.v);
+    if (pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) != 0) {
+        h_kill(pid);
+        return -1;
+    }
+    return pid;
+}
+
 /* Nodes in state ("alive", "dead", ...) in MOON.TOPOLOGY; -1 on error. */
 static inline int h_count_nodes(redisContext *m, const char *state) {
     redisReply *r = redisCommand(m, "MOON.TOPOLOGY");

@@ -23,27 +23,11 @@ static pid_t nodes[NODES];
 static pid_t gateway;
 static redisContext *gw;
 
+/* A staging pool smaller than the 20 MiB value: that one takes the
+ * dedicated-allocation path. */
 static pid_t start_gateway(void) {
-    h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "gateway");
-    h_argf(&a, "--master=127.0.0.1:%d", MASTER_PORT);
-    h_argf(&a, "--port=%d", GATEWAY_PORT);
-    h_arg(&a, "--replicas");
-    h_arg(&a, "2");
-    /* A staging pool smaller than the 20 MiB value: that one takes the
-     * dedicated-allocation path. */
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
-    pid_t pid = h_spawn(a.v);
-    if (pid > 0 && h_wait_ping("127.0.0.1", GATEWAY_PORT, pid, 20000) != 0) {
-        h_kill(pid);
-        return -1;
-    }
-    return pid;
+    static const char *const flags[] = {"--replicas", "2", NULL};
+    return h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags);
 }
 
 static int start_cluster(void) {

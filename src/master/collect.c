@@ -1,0 +1,65 @@
+/* master/collect.c - garbage collection for the cluster: the master
+ * decides, the nodes free as on a remove (they keep no index, so the
+ * master giving the extents back to its allocators is the whole of it).
+ *
+ * Victims come from core/evict.h, the same choice the standalone store
+ * makes. The master adds its veto: an object still inside a read lease or
+ * its put's write window (mm_obj.hold_until: a capability on its bytes may
+ * still be used) or with a replica copy in flight stays. */
+#include "master/meta_internal.h"
+
+#define COLLECT_MAX_PER_PUT 1024   /* victims one put may cost before NOSPACE */
+
+typedef struct veto_ctx {
+    uint64_t now_ms;
+} veto_ctx;
+
+static int may_collect(const object *o, void *arg) {
+    const veto_ctx *v = arg;
+    const mm_obj *mo = mm_obj_of(o);
+    return mo && !mo->job && mo->hold_until <= v->now_ms;
+}
+
+/* One victim dropped; 0 if none may go. */
+static int collect_one(master_meta *m, uint64_t now_ms) {
+    veto_ctx v = {now_ms};
+    object *o = evictor_pick(&m->gc, m->objs, now_ms, may_collect, &v);
+    if (!o) return 0;
+    mm_drop_object(m, o, now_ms);
+    return 1;
+}
+
+static void bytes_in_use(master_meta *m, uint64_t *used, uint64_t *total) {
+    *used = *total = 0;
+    for (uint32_t i = 0; i < m->nnodes; i++) {
+        mm_node *n = m->nodes[i];
+        if (!n->alloc || n->state == NODE_DEAD) continue;
+        seg_alloc_stats as;
+        seg_alloc_get_stats(n->alloc, &as);
+        *used += as.used;
+        *total += as.size;
+    }
+}
+
+int mm_collect(master_meta *m, uint64_t now_ms) {
+    if (!evictor_on(&m->gc)) return 0;
+    uint64_t used, total;
+    bytes_in_use(m, &used, &total);
+    uint64_t excess = evictor_excess(&m->gc, used, total);
+    if (excess == 0) return 0;
+    uint64_t target = used - excess;
+    int n = 0;
+    while (used > target && collect_one(m, now_ms)) {
+        n++;
+        bytes_in_use(m, &used, &total);
+    }
+    return n;
+}
+
+proto_status mm_place_collecting(master_meta *m, uint64_t size, uint32_t nrep, obj_replica *reps,
+                              uint64_t now_ms, char *err, size_t errlen) {
+    proto_status st = mm_place(m, size, nrep, NULL, reps, err, errlen);
+    for (int i = 0; st == PROTO_NOSPACE && i < COLLECT_MAX_PER_PUT && collect_one(m, now_ms); i++)
+        st = mm_place(m, size, nrep, NULL, reps, err, errlen);
+    return st;
+}
