@@ -15,6 +15,35 @@ static void gateway_info(server *srv, resp_buf *out, const char *section) {
     cluster_store_info(srv->store, out);
 }
 
+/* The "# Gateway" fields (cluster_store_info), as metrics. */
+static const metrics_field gateway_metrics[] = {
+    {"jobs_inflight", "moonkv_gateway_jobs_inflight", METRIC_GAUGE, NULL,
+     "Jobs queued or running on the gateway's workers (queue depth)."},
+    {"jobs_done", "moonkv_gateway_jobs_done_total", METRIC_COUNTER, NULL, "Worker jobs finished."},
+    {"staging_pool_bytes", "moonkv_gateway_staging_size_bytes", METRIC_GAUGE, NULL, "Staging pool size."},
+    {"staging_used_bytes", "moonkv_gateway_staging_used_bytes", METRIC_GAUGE, NULL, "Staging pool bytes in use."},
+    {"staging_dedicated", "moonkv_gateway_staging_dedicated", METRIC_GAUGE, NULL,
+     "Dedicated staging mappings alive (values larger than the pool)."},
+    {"staging_dedicated_bytes", "moonkv_gateway_staging_dedicated_bytes", METRIC_GAUGE, NULL,
+     "Bytes in dedicated staging mappings."},
+    {"staging_refused", "moonkv_gateway_staging_refused_total", METRIC_COUNTER, NULL,
+     "Values refused for want of staging memory."},
+    {"cluster_puts", "moonkv_gateway_cluster_ops_total", METRIC_COUNTER, "op=\"put\"",
+     "Cluster operations, by kind."},
+    {"cluster_gets", "moonkv_gateway_cluster_ops_total", METRIC_COUNTER, "op=\"get\"",
+     "Cluster operations, by kind."},
+    {"cluster_removes", "moonkv_gateway_cluster_ops_total", METRIC_COUNTER, "op=\"remove\"",
+     "Cluster operations, by kind."},
+    {"cluster_failed_puts", "moonkv_gateway_cluster_failures_total", METRIC_COUNTER, "op=\"put\"",
+     "Cluster operations that failed, by kind."},
+    {"cluster_failed_gets", "moonkv_gateway_cluster_failures_total", METRIC_COUNTER, "op=\"get\"",
+     "Cluster operations that failed, by kind."},
+    {"cluster_bytes_put", "moonkv_gateway_cluster_bytes_total", METRIC_COUNTER, "direction=\"put\"",
+     "Value bytes moved to and from the nodes."},
+    {"cluster_bytes_got", "moonkv_gateway_cluster_bytes_total", METRIC_COUNTER, "direction=\"get\"",
+     "Value bytes moved to and from the nodes."},
+};
+
 static void gateway_scan_command(client *c) {
     reply_error(c, "ERR SCAN is not supported by the gateway: the master offers no key iteration");
 }
@@ -42,6 +71,7 @@ int gateway_role_main(server *srv) {
     gateway_async_register(srv);
     commands_register(srv, gateway_commands, sizeof gateway_commands / sizeof gateway_commands[0]);
     srv->role_info = gateway_info;
+    METRICS_ADD_TABLE(srv, gateway_metrics);
     if (server_listen(srv, err, sizeof err) < 0) {
         log_warning("%s", err);
         srv->role_info = NULL;

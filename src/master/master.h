@@ -47,6 +47,8 @@ void master_register_commands(server *srv);
 void master_register_gateway_commands(server *srv);
 /* INFO "# Cluster" (master_cmds.c). */
 void master_info(server *srv, resp_buf *out, const char *section);
+/* Export master_info's fields on /metrics. */
+void master_register_metrics(server *srv);
 
 /* The master role on an initialised server (master_role.c); the process
  * exit code. */

@@ -545,6 +545,32 @@ static void object_command(client *c) {
     }
 }
 
+/* The "# Cluster" fields below, as metrics. */
+static const metrics_field master_metrics[] = {
+    {"nodes_alive", "moonkv_nodes", METRIC_GAUGE, "state=\"alive\"", "Memory nodes, by state."},
+    {"nodes_draining", "moonkv_nodes", METRIC_GAUGE, "state=\"draining\"", "Memory nodes, by state."},
+    {"nodes_dead", "moonkv_nodes", METRIC_GAUGE, "state=\"dead\"", "Memory nodes, by state."},
+    {"objects_complete", "moonkv_objects", METRIC_GAUGE, "state=\"complete\"", "Objects, by state."},
+    {"objects_pending", "moonkv_objects", METRIC_GAUGE, "state=\"pending\"", "Objects, by state."},
+    {"objects_lost", "moonkv_objects", METRIC_GAUGE, "state=\"lost\"", "Objects, by state."},
+    {"under_replicated", "moonkv_objects_under_replicated", METRIC_GAUGE, NULL,
+     "Complete objects with fewer replicas than asked for."},
+    {"tasks_pending", "moonkv_repair_tasks_pending", METRIC_GAUGE, NULL, "Copy tasks not finished."},
+    {"tasks_done", "moonkv_repair_tasks_total", METRIC_COUNTER, "result=\"done\"",
+     "Copy tasks finished, by result."},
+    {"tasks_failed", "moonkv_repair_tasks_total", METRIC_COUNTER, "result=\"failed\"",
+     "Copy tasks finished, by result."},
+    {"puts_timed_out", "moonkv_put_timeouts_total", METRIC_COUNTER, NULL,
+     "Puts dropped unfinished after put_timeout_ms."},
+    {"puts_revoked", "moonkv_puts_revoked_total", METRIC_COUNTER, NULL, "Puts abandoned by their client."},
+    {"held_extents", "moonkv_lease_held_extents", METRIC_GAUGE, NULL,
+     "Extents of removed objects kept until their read leases expire."},
+    {"bytes_used", "moonkv_cluster_used_bytes", METRIC_GAUGE, NULL, "Segment bytes in use, all nodes."},
+    {"bytes_total", "moonkv_cluster_capacity_bytes", METRIC_GAUGE, NULL, "Segment bytes, all nodes."},
+};
+
+void master_register_metrics(server *srv) { METRICS_ADD_TABLE(srv, master_metrics); }
+
 void master_info(server *srv, resp_buf *out, const char *section) {
     if (!info_wants(section, "cluster", 1)) return;
     master *m = srv->role;

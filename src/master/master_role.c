@@ -84,6 +84,7 @@ int master_role_main(server *srv) {
         log_warning("master: cluster_secret is empty: any peer can register as a node");
     srv->role = m;
     srv->role_info = master_info;
+    master_register_metrics(srv);
     t_server_register(srv);
     master_register_commands(srv);
     master_register_gateway_commands(srv);

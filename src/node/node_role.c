@@ -36,6 +36,39 @@ static node *node_of(server *srv) { return srv->role; }
 
 /* ---- INFO "# Node" and MOON.DRAIN ---- */
 
+/* node_info's fields, as metrics. The data plane is the transfer
+ * engine's server side (TCP and shm). */
+static const metrics_field node_metrics[] = {
+    {"registrations", "moonkv_node_registrations_total", METRIC_COUNTER, NULL,
+     "Registrations with the master (1 unless the master forgot us)."},
+    {"segment_size", "moonkv_segment_size_bytes", METRIC_GAUGE, NULL, "Memory segment size."},
+    {"master_segment_used", "moonkv_segment_used_bytes", METRIC_GAUGE, NULL,
+     "Segment bytes in use, as the master last reported."},
+    {"heartbeats", "moonkv_node_heartbeats_total", METRIC_COUNTER, NULL, "Heartbeats sent."},
+    {"heartbeat_errors", "moonkv_node_heartbeat_errors_total", METRIC_COUNTER, NULL,
+     "Heartbeats that failed."},
+    {"tasks_received", "moonkv_node_copy_tasks_received_total", METRIC_COUNTER, NULL,
+     "Copy tasks received from the master."},
+    {"tasks_ok", "moonkv_node_copy_tasks_total", METRIC_COUNTER, "result=\"ok\"",
+     "Copy tasks run, by result."},
+    {"tasks_failed", "moonkv_node_copy_tasks_total", METRIC_COUNTER, "result=\"failed\"",
+     "Copy tasks run, by result."},
+    {"bytes_copied", "moonkv_node_copied_bytes_total", METRIC_COUNTER, NULL, "Bytes copied by copy tasks."},
+    {"data_bytes_in", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"in\"",
+     "Data-plane bytes, by direction."},
+    {"data_bytes_out", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"out\"",
+     "Data-plane bytes, by direction."},
+    {"data_requests", "moonkv_transfer_server_requests_total", METRIC_COUNTER, NULL, "Data-plane requests."},
+    {"data_rejected", "moonkv_transfer_server_rejected_total", METRIC_COUNTER, NULL,
+     "Data-plane requests answered with an error."},
+    {"data_conns_accepted", "moonkv_transfer_server_connections_accepted_total", METRIC_COUNTER, NULL,
+     "Data-plane connections accepted."},
+    {"data_conns_active", "moonkv_transfer_server_connections", METRIC_GAUGE, NULL,
+     "Data-plane connections open."},
+    {"data_auth_failures", "moonkv_transfer_server_auth_failures_total", METRIC_COUNTER, NULL,
+     "Data-plane connections that failed the cluster secret."},
+};
+
 static void node_info(server *srv, resp_buf *out, const char *section) {
     if (!info_wants(section, "node", 1)) return;
     node *n = node_of(srv);
@@ -221,6 +254,7 @@ int node_role_main(server *srv) {
     pthread_mutex_init(&n->mu, NULL);
     srv->role = n;
     srv->role_info = node_info;
+    METRICS_ADD_TABLE(srv, node_metrics);
     char err[256];
     int rc = 0;
     if (node_start(n, err, sizeof err) != 0) {

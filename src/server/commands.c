@@ -75,11 +75,17 @@ void commands_register(server *srv, const command *table, size_t n) {
     for (size_t i = 0; i < n; i++) table_add(t, &table[i]);
 }
 
-const command *commands_lookup(server *srv, const char *name, size_t len) {
+/* The row index of name, or -1. */
+static long lookup_index(server *srv, const char *name, size_t len) {
     cmd_table *t = srv->commands;
-    if (!t || len == 0 || len > CMD_NAME_MAX) return NULL;
+    if (!t || len == 0 || len > CMD_NAME_MAX) return -1;
     size_t *slot = find_slot(t, name, len);
-    return *slot ? t->rows[*slot - 1] : NULL;
+    return *slot ? (long)*slot - 1 : -1;
+}
+
+const command *commands_lookup(server *srv, const char *name, size_t len) {
+    long i = lookup_index(srv, name, len);
+    return i < 0 ? NULL : ((cmd_table *)srv->commands)->rows[i];
 }
 
 size_t commands_count(server *srv) {
@@ -146,9 +152,45 @@ static int needs_auth(client *c, const command *cmd) {
            !(cmd->flags & CMD_NOAUTH);
 }
 
+/* ---- Measuring (metrics) ---- */
+
+static uint64_t value_bytes(const client *c, const command *cmd) {
+    if (cmd->value_arg <= 0 || cmd->value_arg >= c->argc) return 0;
+    return c->argv[cmd->value_arg].len;
+}
+
+/* The larger of the value sent and the reply queued since reply_mark. */
+static uint64_t moved_bytes(uint64_t value, uint64_t reply_mark, const client *c) {
+    uint64_t reply = c->reply_bytes - reply_mark;
+    return value > reply ? value : reply;
+}
+
+/* Run cmd, timed; a command that blocks is measured when it unblocks. */
+static void run_measured(client *c, const command *cmd, size_t idx) {
+    uint64_t t0 = metrics_now_ns(), mark = c->reply_bytes, value = value_bytes(c, cmd);
+    cmd->proc(c);
+    if (c->flags & CLIENT_BLOCKED) {
+        c->blocked_since_ns = t0;
+        c->blocked_cmd = idx;
+        c->blocked_value_bytes = value;
+        c->blocked_reply_bytes = mark;
+        return;
+    }
+    metrics_record(c->srv->metrics, idx, moved_bytes(value, mark, c), metrics_now_ns() - t0);
+}
+
+void commands_unblocked(client *c) {
+    if (!c->srv->metrics || !c->blocked_since_ns) return;
+    metrics_record(c->srv->metrics, c->blocked_cmd,
+                   moved_bytes(c->blocked_value_bytes, c->blocked_reply_bytes, c),
+                   metrics_now_ns() - c->blocked_since_ns);
+    c->blocked_since_ns = 0;
+}
+
 void commands_dispatch(client *c) {
     if (c->argc <= 0) return;
-    const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
+    long idx = lookup_index(c->srv, c->argv[0].ptr, c->argv[0].len);
+    const command *cmd = idx < 0 ? NULL : ((cmd_table *)c->srv->commands)->rows[idx];
     if (!cmd) {
         reply_unknown_command(c);
     } else if (!commands_arity_ok(cmd, c->argc)) {
@@ -157,7 +199,8 @@ void commands_dispatch(client *c) {
         reply_error(c, "NOAUTH Authentication required.");
     } else {
         c->last_cmd = cmd;
-        cmd->proc(c);
+        if (c->srv->metrics) run_measured(c, cmd, (size_t)idx);
+        else cmd->proc(c);
         c->srv->stats.commands_processed++;
     }
     /* A value streamed in for a command that was refused, or that its

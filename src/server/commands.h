@@ -41,6 +41,9 @@ void commands_register(server *srv, const command *table, size_t n);
 const command *commands_lookup(server *srv, const char *name, size_t len);
 /* Run the parsed command in c->argc/argv: checks and proc. */
 void commands_dispatch(client *c);
+/* A blocked command's client was unblocked (client_unblock): its
+ * latency ends now (metrics). */
+void commands_unblocked(client *c);
 /* 1 if argc satisfies cmd's arity (dispatch checks it before proc; a
  * value stream for a command of the wrong arity is not started). */
 int commands_arity_ok(const command *cmd, int argc);

@@ -60,6 +60,8 @@ static const config_row config_table[] = {
     {"role", CT_ENUM, OFF(role), 0, 0, role_names, "standalone|master|node|gateway"},
     {"bind", CT_STR, OFF(bind), 0, CONFIG_STR_MAX, NULL, "address to listen on"},
     {"port", CT_INT, OFF(port), 0, 65535, NULL, "TCP port (0 picks a free one)"},
+    {"metrics_port", CT_INT, OFF(metrics_port), 0, 65535, NULL,
+     "Prometheus /metrics over HTTP on the bind address (0: off)"},
     {"requirepass", CT_STR, OFF(requirepass), 0, CONFIG_STR_MAX, NULL, "password for AUTH"},
     {"segment_size", CT_SIZE, OFF(segment_size), MB, 16 * TB, NULL, "memory segment, e.g. 512MB, 4GB"},
     {"log_level", CT_LOGLEVEL, OFF(log_level), 0, 0, NULL, "debug|verbose|notice|warning|nothing"},

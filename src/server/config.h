@@ -21,6 +21,7 @@ typedef struct mkv_config {
     mkv_role role;
     char bind[CONFIG_STR_MAX];          /* default 127.0.0.1 */
     int port;                           /* default 7379 */
+    int metrics_port;                   /* Prometheus HTTP port, 0 = off (default) */
     char requirepass[CONFIG_STR_MAX];   /* empty = no AUTH needed */
     uint64_t segment_size;              /* default 512MB */
     int log_level;                      /* log_level from core/log.h */

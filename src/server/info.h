@@ -9,7 +9,14 @@
 
 #include <stdint.h>
 
+#include "resp/resp_parser.h"
 #include "resp/resp_writer.h"
+
+typedef struct server server;
+
+/* The INFO reply for the sections in argv (none: default) appended to
+ * out: what the INFO command answers, and what /metrics reads. */
+void info_build(server *srv, int argc, const resp_arg *argv, resp_buf *out);
 
 /* 1 if a request for `asked` ("all", "default", "everything", NULL for
  * default, or a section name in any case) includes section `name`.

@@ -203,6 +203,7 @@ static void out_append(conn *cn, const void *p, size_t n) {
         s += k;
         n -= k;
         cn->out_owned += k;
+        cn->c.reply_bytes += k;
     }
     if (cn->out_owned > cn->c.srv->cfg.client_output_limit) {
         log_warning("Client id=%llu addr=%s closed: %zu reply bytes queued, over the %llu byte limit",
@@ -329,6 +330,7 @@ void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ct
     ch->ctx = ctx;
     out_push(cn, ch);
     cn->out_ref += n;
+    c->reply_bytes += n;
     out_append(cn, "\r\n", 2);
 }
 
@@ -340,6 +342,7 @@ void client_unblock(client *c) {
     conn *cn = conn_of(c);
     if (!(c->flags & CLIENT_BLOCKED)) return;
     c->flags &= ~CLIENT_BLOCKED;
+    commands_unblocked(c);
     cn->resume = 1;
     conn_schedule(cn);
 }
@@ -761,6 +764,7 @@ int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen) {
     net->listen_fd = -1;
     resp_buf_init(&net->scratch);
     srv->net = net;
+    if (cfg->metrics_port) srv->metrics = metrics_create();
     net->flush_hook = loop_hook_add(srv->loop, SERVER_HOOK_FLUSH, flush_cb, net);
     /* A peer that hangs up must give EPIPE, not kill the process. */
     signal(SIGPIPE, SIG_IGN);
@@ -780,7 +784,7 @@ int server_listen(server *srv, char *err, size_t errlen) {
     net->listen_fd = fd;
     loop_add_file(srv->loop, fd, LOOP_READABLE, accept_cb, srv);
     log_notice("Ready to accept connections tcp %s:%d", srv->cfg.bind, net->port);
-    return 0;
+    return srv->metrics ? metrics_http_start(srv, err, errlen) : 0;
 }
 
 void server_run(server *srv) {
@@ -802,6 +806,7 @@ void server_cleanup(server *srv) {
         loop_del_file(srv->loop, net->listen_fd, LOOP_READABLE | LOOP_WRITABLE);
         close(net->listen_fd);
     }
+    metrics_http_stop(srv);
     while (net->clients_head) conn_free(net->clients_head);
     put_guard_stop(srv);
     if (srv->store) srv->store->ops->destroy(srv->store);
@@ -811,6 +816,8 @@ void server_cleanup(server *srv) {
     chunk_list_free(net->free_blocks);
     chunk_list_free(net->free_refs);
     resp_buf_free(&net->scratch);
+    metrics_free(srv->metrics);
+    srv->metrics = NULL;
     free(net);
     srv->net = NULL;
     loop_destroy(srv->loop);

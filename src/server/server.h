@@ -16,6 +16,7 @@
 #include "resp/resp_parser.h"
 #include "resp/resp_writer.h"
 #include "server/config.h"
+#include "server/metrics.h"
 #include "server/store.h"
 
 typedef struct server server;
@@ -48,6 +49,10 @@ struct client {
     char addr[64], laddr[64]; /* "ip:port" of peer and local side */
     uint64_t ctime_ms, last_ms;
     const command *last_cmd;
+    uint64_t reply_bytes;     /* every reply byte ever queued (metrics size class) */
+    /* A blocked command, measured when it unblocks (metrics). */
+    uint64_t blocked_since_ns, blocked_value_bytes, blocked_reply_bytes;
+    size_t blocked_cmd;
 
     /* The command being executed. */
     int argc;
@@ -89,6 +94,8 @@ struct server {
     void *commands;           /* commands.c private state (the table) */
     void *role;               /* the running role's state */
     void *put_guard;          /* put_guard.c: the stalled-put sweep */
+    metrics *metrics;         /* NULL unless cfg.metrics_port is set */
+    void *metrics_http;       /* metrics_http.c private state */
     /* INFO hook for role-specific sections (e.g. "cluster"). */
     void (*role_info)(server *srv, resp_buf *out, const char *section);
     /* CLUSTER/SENTINEL hook (t_cluster.c): other RESP servers holding the

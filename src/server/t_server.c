@@ -299,18 +299,21 @@ static void role_info_fn(void *ctx, resp_buf *out, const char *section) {
     srv->role_info(srv, out, section);
 }
 
+void info_build(server *srv, int argc, const resp_arg *argv, resp_buf *out) {
+    info_req r = {.argc = argc, .argv = argv};
+    if (req_wants(&r, "server", 1)) info_server(srv, out);
+    if (req_wants(&r, "clients", 1)) info_clients(srv, out);
+    if (srv->store) info_delegate(&r, out, store_info_fn, srv->store);
+    if (req_wants(&r, "stats", 1)) info_stats(srv, out);
+    if (srv->role_info) info_delegate(&r, out, role_info_fn, srv);
+    if (srv->store && req_wants(&r, "cluster", 1)) info_cluster(out);
+    if (req_wants(&r, "keyspace", 1)) info_keyspace(srv, out);
+}
+
 static void info_command(client *c) {
-    server *srv = c->srv;
-    info_req r = {.argc = c->argc - 1, .argv = c->argv + 1};
     resp_buf out;
     resp_buf_init(&out);
-    if (req_wants(&r, "server", 1)) info_server(srv, &out);
-    if (req_wants(&r, "clients", 1)) info_clients(srv, &out);
-    if (srv->store) info_delegate(&r, &out, store_info_fn, srv->store);
-    if (req_wants(&r, "stats", 1)) info_stats(srv, &out);
-    if (srv->role_info) info_delegate(&r, &out, role_info_fn, srv);
-    if (srv->store && req_wants(&r, "cluster", 1)) info_cluster(&out);
-    if (req_wants(&r, "keyspace", 1)) info_keyspace(srv, &out);
+    info_build(c->srv, c->argc - 1, c->argv + 1, &out);
     reply_verbatim(c, out.data ? out.data : "", out.len);
     resp_buf_free(&out);
 }

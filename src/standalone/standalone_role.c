@@ -6,6 +6,25 @@
 #include "server/commands.h"
 #include "standalone/store_local.h"
 
+/* The local store's "# Memory" and "# Segment" fields, as metrics. */
+static const metrics_field standalone_metrics[] = {
+    {"segment_size", "moonkv_segment_size_bytes", METRIC_GAUGE, NULL, "Memory segment size."},
+    {"segment_used", "moonkv_segment_used_bytes", METRIC_GAUGE, NULL, "Segment bytes in use."},
+    {"used_memory_peak", "moonkv_segment_used_peak_bytes", METRIC_GAUGE, NULL, "Most segment bytes ever in use."},
+    {"segment_free", "moonkv_segment_free_bytes", METRIC_GAUGE, NULL, "Segment bytes free."},
+    {"largest_free_extent", "moonkv_segment_largest_free_extent_bytes", METRIC_GAUGE, NULL,
+     "Largest value that fits now."},
+    {"free_extents", "moonkv_segment_free_extents", METRIC_GAUGE, NULL, "Free extents (holes)."},
+    {"fragmentation_ratio", "moonkv_segment_fragmentation_ratio", METRIC_GAUGE, NULL,
+     "1 - largest free extent / free bytes (0: one hole)."},
+    {"objects_complete", "moonkv_objects", METRIC_GAUGE, "state=\"complete\"", "Objects, by state."},
+    {"objects_pending", "moonkv_objects", METRIC_GAUGE, "state=\"pending\"", "Objects, by state."},
+    {"objects_unlinked_pinned", "moonkv_objects", METRIC_GAUGE, "state=\"unlinked_pinned\"",
+     "Objects, by state."},
+    {"checksum_errors", "moonkv_checksum_errors_total", METRIC_COUNTER, NULL,
+     "Reads that found a value's checksum wrong."},
+};
+
 int standalone_role_main(server *srv) {
     char err[256];
     srv->store = store_local_create(srv->cfg.segment_size, srv->cfg.prefault, err, sizeof err);
@@ -15,6 +34,7 @@ int standalone_role_main(server *srv) {
     }
     store_local_gc(srv->store, srv->cfg.maxmemory_policy, (unsigned)srv->cfg.gc_high_watermark,
                    (unsigned)srv->cfg.gc_low_watermark);
+    METRICS_ADD_TABLE(srv, standalone_metrics);
     t_server_register(srv);
     t_object_register(srv);
     t_cluster_register(srv);
