@@ -8,6 +8,7 @@ PKGS=(
   libev-dev libhiredis-dev libcjson-dev libibverbs-dev librdmacm-dev
   redis-tools redis-server tcl python3 python3-redis
   python3-dev python3-setuptools python3-pytest python3-numpy
+  prometheus
   iproute2 iperf3 gnuplot-nox procps
   clang libclang-rt-14-dev   # libFuzzer harnesses (make fuzz): -fsanitize=fuzzer
 )

@@ -93,6 +93,16 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas);
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
 
+/* Transfer-engine counters since connect: value bytes by transport,
+ * slices retried on another path, reads failed over to another replica.
+ * The one call that may run on another thread than the client's own
+ * (the counters are the engine's, kept under its lock). */
+typedef struct mkv_transfer_stats {
+    uint64_t bytes_tcp, bytes_shm, bytes_rdma;
+    uint64_t retries, failovers;
+} mkv_transfer_stats;
+void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

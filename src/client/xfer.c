@@ -59,6 +59,18 @@ int mkv_engine_open(mkv_client *c) {
     return MKV_OK;
 }
 
+void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!c || !c->engine) return;
+    te_engine_stats st;
+    te_engine_get_stats(c->engine, &st);
+    out->retries = st.retries;
+    out->failovers = st.failovers;
+    out->bytes_tcp = te_engine_bytes_via(c->engine, "tcp");
+    out->bytes_shm = te_engine_bytes_via(c->engine, "shm");
+    out->bytes_rdma = te_engine_bytes_via(c->engine, "rdma");
+}
+
 void mkv_engine_close(mkv_client *c) {
     if (c->engine) te_engine_destroy(c->engine);
     c->engine = NULL;

@@ -42,6 +42,16 @@ static const metrics_field gateway_metrics[] = {
      "Value bytes moved to and from the nodes."},
     {"cluster_bytes_got", "moonkv_gateway_cluster_bytes_total", METRIC_COUNTER, "direction=\"get\"",
      "Value bytes moved to and from the nodes."},
+    {"transfer_bytes_tcp", "moonkv_transfer_bytes_total", METRIC_COUNTER, "transport=\"tcp\"",
+     "Transfer-engine value bytes, by transport."},
+    {"transfer_bytes_shm", "moonkv_transfer_bytes_total", METRIC_COUNTER, "transport=\"shm\"",
+     "Transfer-engine value bytes, by transport."},
+    {"transfer_bytes_rdma", "moonkv_transfer_bytes_total", METRIC_COUNTER, "transport=\"rdma\"",
+     "Transfer-engine value bytes, by transport."},
+    {"transfer_retries", "moonkv_transfer_retries_total", METRIC_COUNTER, NULL,
+     "Slices retried on another path."},
+    {"transfer_failovers", "moonkv_transfer_failovers_total", METRIC_COUNTER, NULL,
+     "Reads failed over to another replica."},
 };
 
 static void gateway_scan_command(client *c) {

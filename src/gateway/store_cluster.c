@@ -354,6 +354,14 @@ void cluster_store_info(store *s, resp_buf *out) {
     /* Garbage collection is the master's: its count, as Redis names it. */
     long long evicted = master_info_field(cs, "evicted_keys");
     info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
+    mkv_transfer_stats ts;
+    mkv_transfer_stats_get(cs->mc, &ts);   /* the loop's client, then the workers' */
+    workers_add_transfer_stats(cs->workers, &ts);
+    info_field(out, "transfer_bytes_tcp", "%llu", (unsigned long long)ts.bytes_tcp);
+    info_field(out, "transfer_bytes_shm", "%llu", (unsigned long long)ts.bytes_shm);
+    info_field(out, "transfer_bytes_rdma", "%llu", (unsigned long long)ts.bytes_rdma);
+    info_field(out, "transfer_retries", "%llu", (unsigned long long)ts.retries);
+    info_field(out, "transfer_failovers", "%llu", (unsigned long long)ts.failovers);
 }
 
 /* The gateway's own numbers are in "# Gateway" (role info); the store

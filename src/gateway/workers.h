@@ -36,6 +36,8 @@ void workers_submit(workers *w, gw_job *j);
 /* Jobs submitted and not yet done; jobs finished since the start. */
 size_t workers_inflight(const workers *w);
 unsigned long long workers_done(const workers *w);
+/* The workers' clients' transfer counters added to *sum (any thread). */
+void workers_add_transfer_stats(const workers *w, mkv_transfer_stats *sum);
 /* Waits for the running jobs, cancels the queued ones, finishes all. */
 void workers_destroy(workers *w);
 
