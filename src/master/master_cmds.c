@@ -567,6 +567,12 @@ static const metrics_field master_metrics[] = {
      "Extents of removed objects kept until their read leases expire."},
     {"bytes_used", "moonkv_cluster_used_bytes", METRIC_GAUGE, NULL, "Segment bytes in use, all nodes."},
     {"bytes_total", "moonkv_cluster_capacity_bytes", METRIC_GAUGE, NULL, "Segment bytes, all nodes."},
+    {"fragmentation_max", "moonkv_segment_fragmentation_max_ratio", METRIC_GAUGE, NULL,
+     "The most fragmented node segment: 1 - largest free extent / free bytes."},
+    {"evicted_keys", "moonkv_evicted_keys_total", METRIC_COUNTER, NULL,
+     "Objects collected by the maxmemory policy."},
+    {"evicted_expired_keys", "moonkv_evicted_expired_keys_total", METRIC_COUNTER, NULL,
+     "Of those, objects collected because their EX/PX hint passed."},
 };
 
 void master_register_metrics(server *srv) { METRICS_ADD_TABLE(srv, master_metrics); }

@@ -62,8 +62,6 @@ static const metrics_field server_fields[] = {
      "SETs of the very bytes already stored (no-op success)."},
     {"conflicts_kept", "moonkv_conflicts_kept_total", METRIC_COUNTER, NULL,
      "SETs of other bytes answered OK keeping the first value (on_conflict keep)."},
-    {"evicted_keys", "moonkv_evicted_keys_total", METRIC_COUNTER, NULL,
-     "Objects collected by the maxmemory policy."},
     {"aborted_puts", "moonkv_aborted_puts_total", METRIC_COUNTER, NULL,
      "Half-written values dropped (client gone, command refused)."},
     {"protocol_errors", "moonkv_protocol_errors_total", METRIC_COUNTER, NULL,

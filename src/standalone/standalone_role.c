@@ -21,6 +21,10 @@ static const metrics_field standalone_metrics[] = {
     {"objects_pending", "moonkv_objects", METRIC_GAUGE, "state=\"pending\"", "Objects, by state."},
     {"objects_unlinked_pinned", "moonkv_objects", METRIC_GAUGE, "state=\"unlinked_pinned\"",
      "Objects, by state."},
+    {"evicted_keys", "moonkv_evicted_keys_total", METRIC_COUNTER, NULL,
+     "Objects collected by the maxmemory policy."},
+    {"evicted_expired_keys", "moonkv_evicted_expired_keys_total", METRIC_COUNTER, NULL,
+     "Of those, objects collected because their EX/PX hint passed."},
     {"checksum_errors", "moonkv_checksum_errors_total", METRIC_COUNTER, NULL,
      "Reads that found a value's checksum wrong."},
 };

@@ -191,6 +191,8 @@ static void standalone_counts(void) {
     ASSERT(sample(after, "moonkv_segment_used_bytes") >= BIG);
     ASSERT(sample(after, "moonkv_keyspace_lookups_total{result=\"miss\"}") >= 1);
     ASSERT(!isnan(sample(after, "moonkv_segment_fragmentation_ratio")));
+    ASSERT_EQ(sample(after, "moonkv_conflicts_kept_total"), 0);   /* on_conflict error */
+    ASSERT_EQ(sample(after, "moonkv_evicted_keys_total"), 0);     /* noeviction */
     ASSERT_EQ(sample(after, "moonkv_info{role=\"standalone\",version=\"0.1.0\"}"), 1);
     keep_scrape(after);
 }
@@ -303,6 +305,10 @@ static void cluster_counts(void) {
     ASSERT(sample(m, "moonkv_cluster_used_bytes") >= 3.0 * 2 * BIG);
     ASSERT(!isnan(sample(m, "moonkv_put_timeouts_total")));
     ASSERT(!isnan(sample(m, "moonkv_lease_held_extents")));
+    ASSERT(!isnan(sample(m, "moonkv_segment_fragmentation_max_ratio")));
+    ASSERT_EQ(sample(m, "moonkv_evicted_keys_total"), 0);
+    /* Evictions are counted where they happen, not again on the gateway. */
+    ASSERT(isnan(sample(g, "moonkv_evicted_keys_total")));
     keep_scrape(m);
 
     for (int i = 0; i < NODES; i++) {
