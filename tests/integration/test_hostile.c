@@ -8,6 +8,8 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,27 +211,52 @@ static void test_trickled_put_is_too_slow(void) {
     ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
 }
 
+/* Keeps a put streaming: 1 KiB every 50 ms (well under put_stall_ms)
+ * until told to stop, however slow the rest of the test runs. */
+typedef struct {
+    int fd;
+    atomic_int stop;
+    size_t sent;
+} dribbler;
+
+static void *dribble(void *arg) {
+    dribbler *d = arg;
+    char chunk[1024];
+    memset(chunk, 0, sizeof chunk);
+    while (!atomic_load(&d->stop) && raw_send(d->fd, chunk, sizeof chunk) == 0) {
+        d->sent += sizeof chunk;
+        usleep(50 * 1000);
+    }
+    return NULL;
+}
+
 /* A put that streams steadily is never taken, even when space is short:
  * the second SET gets NOSPACE, the first completes. */
 static void test_streaming_put_keeps_its_space(void) {
+    enum { LEN = 50000000 };
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nst\r\n$50000000\r\n";
     redisReply *r = redisCommand(sa, "DEL big");
     if (r) freeReplyObject(r);
     int fd = raw_connect(PORT_STANDALONE);
     ASSERT(fd >= 0);
     ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
-    ASSERT(raw_send(fd, "abc", 3) == 0);
-    usleep(50 * 1000);   /* under put_stall_ms */
+    dribbler d = { .fd = fd };
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, dribble, &d) == 0);
     size_t n = 20u << 20;
     char *v = calloc(1, n);
     r = redisCommand(sa, "SET other %b", v, n);
     free(v);
+    atomic_store(&d.stop, 1);
+    pthread_join(th, NULL);
     ASSERT_MSG(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSPACE not enough memory", 25) == 0,
                "second SET: %s", text_of(r));
     freeReplyObject(r);
-    char *rest = calloc(1, 50000000 - 3 + 2);
-    memcpy(rest + 50000000 - 3, "\r\n", 2);
-    ASSERT(raw_send(fd, rest, 50000000 - 3 + 2) == 0);
+    ASSERT(d.sent < LEN);
+    size_t left = LEN - d.sent;
+    char *rest = calloc(1, left + 2);
+    memcpy(rest + left, "\r\n", 2);
+    ASSERT(raw_send(fd, rest, left + 2) == 0);
     free(rest);
     char got[64];
     raw_read_all(fd, got, sizeof got, 500);
