@@ -83,18 +83,7 @@ static void *flood_main(void *arg) {
 
 /* ---- helpers ---- */
 
-static long long cluster_field(const char *field) {
-    redisReply *r = redisCommand(master, "INFO cluster");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char key[64];
-        snprintf(key, sizeof key, "\r\n%s:", field);
-        const char *p = strstr(r->str, key);
-        if (p) v = atoll(p + strlen(key));
-    }
-    if (r) freeReplyObject(r);
-    return v;
-}
+static long long cluster_field(const char *field) { return h_info_field(master, "cluster", field); }
 
 static int count_lines(const char *path, const char *needle) {
     FILE *f = fopen(path, "r");
@@ -118,16 +107,8 @@ static int client_open(mkv_client **mc) {
 
 static pid_t start_node(int port, const char *errlog, const char *level) {
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_argf(&a, "--master=%s", master_addr);
-    h_argf(&a, "--port=%d", port);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
+    h_role_args(&a, "node", master_addr, port);
     h_argf(&a, "--data-addrs=127.0.0.1:%d", port + 1);
-    h_arg(&a, "--prefault");
-    h_arg(&a, "no");
     h_arg(&a, "--log-level");
     h_arg(&a, level);
     return h_ready(h_spawn_ex(a.v, NULL, errlog), "127.0.0.1", port, NULL, 20000);

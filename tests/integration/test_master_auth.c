@@ -30,19 +30,7 @@ static pid_t master_pid;
 
 /* ---- helpers ---- */
 
-static redisContext *master_conn(const char *password) {
-    redisContext *c = h_redis(PORT_MASTER);
-    if (c && password) {
-        redisReply *r = redisCommand(c, "AUTH %s", password);
-        int ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        if (!ok) {
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;
-}
+static redisContext *master_conn(const char *password) { return h_redis_auth(PORT_MASTER, password); }
 
 /* Alive nodes the master lists, asked with the password; -1 on error. */
 static int alive_nodes(void) {
@@ -76,20 +64,10 @@ static int wait_file_has(const char *path, const char *needle, int timeout_ms) {
     return file_has(path, needle);
 }
 
-static pid_t spawn_node(int port, const char *password, const char *errlog) {
+static pid_t spawn_role(const char *role, int port, const char *password, const char *errlog) {
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_argf(&a, "--master=%s", master_addr);
-    h_argf(&a, "--port=%d", port);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
-    h_argf(&a, "--data-addrs=127.0.0.1:%d", port + 1);
-    h_arg(&a, "--prefault");
-    h_arg(&a, "no");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
+    h_role_args(&a, role, master_addr, port);
+    if (strcmp(role, "node") == 0) h_argf(&a, "--data-addrs=127.0.0.1:%d", port + 1);
     if (password) {
         h_arg(&a, "--master-auth");
         h_arg(&a, password);
@@ -97,24 +75,12 @@ static pid_t spawn_node(int port, const char *password, const char *errlog) {
     return h_spawn_ex(a.v, NULL, errlog);
 }
 
+static pid_t spawn_node(int port, const char *password, const char *errlog) {
+    return spawn_role("node", port, password, errlog);
+}
+
 static pid_t spawn_gateway(int port, const char *password, const char *errlog) {
-    h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "gateway");
-    h_argf(&a, "--master=%s", master_addr);
-    h_argf(&a, "--port=%d", port);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
-    h_arg(&a, "--prefault");
-    h_arg(&a, "no");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
-    if (password) {
-        h_arg(&a, "--master-auth");
-        h_arg(&a, password);
-    }
-    return h_spawn_ex(a.v, NULL, errlog);
+    return spawn_role("gateway", port, password, errlog);
 }
 
 static pid_t start_master(void) {

@@ -30,18 +30,7 @@ static redisContext *master, *gw;
 static mkv_client *mc;
 static char *val, *back;
 
-static long long cluster_field(const char *field) {
-    redisReply *r = redisCommand(master, "INFO cluster");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char key[64];
-        snprintf(key, sizeof key, "\r\n%s:", field);
-        const char *p = strstr(r->str, key);
-        if (p) v = atoll(p + strlen(key));
-    }
-    if (r) freeReplyObject(r);
-    return v;
-}
+static long long cluster_field(const char *field) { return h_info_field(master, "cluster", field); }
 
 /* Each key's value differs, so a mixed-up replica cannot pass. */
 static void value_of(int path, int i, char *buf) { h_fill(buf, VAL_LEN, (uint64_t)(path * 100000 + i + 1)); }
@@ -130,19 +119,9 @@ static int start_all(void) {
     }
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
     h_args g = {0};
-    h_arg(&g, h_server_bin());
-    h_arg(&g, "--role");
-    h_arg(&g, "gateway");
-    h_argf(&g, "--master=%s", master_addr);
-    h_argf(&g, "--port=%d", PORT_GATEWAY);
+    h_role_args(&g, "gateway", master_addr, PORT_GATEWAY);
     h_arg(&g, "--replicas");
     h_arg(&g, "2");
-    h_arg(&g, "--segment-size");
-    h_arg(&g, "32MB");
-    h_arg(&g, "--prefault");
-    h_arg(&g, "no");
-    h_arg(&g, "--log-level");
-    h_arg(&g, "warning");
     if (h_ready(h_spawn(g.v), "127.0.0.1", PORT_GATEWAY, NULL, 20000) < 0) return -1;
     master = h_redis(PORT_MASTER);
     gw = h_redis(PORT_GATEWAY);
