@@ -32,6 +32,7 @@ typedef struct enode {
     int npaths;
     uint64_t connect_failed_ms;   /* when a connect last failed; 0 = none since */
     char last_err[160];
+    int refused_us;           /* the last dial reached it and it refused our secret */
 } enode;
 
 typedef struct eregion {
@@ -375,8 +376,10 @@ static int path_live(const epath *p) { return p->p != NULL; }
  * failed dial, so that node is reached over the network instead. */
 static int path_connect(enode *n, epath *p) {
     p->inflight = 0;
-    if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
-                   sizeof n->last_err) != 0) {
+    int rc = te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
+                        sizeof n->last_err);
+    n->refused_us = rc == TE_EAUTH;
+    if (rc != 0) {
         p->p = NULL;
         return -1;
     }
@@ -500,7 +503,8 @@ static int job_dispatch(run *r, job *j, int idx) {
             if (n) snprintf(why, sizeof why, "node %u unreachable: %s", x->node_id, n->last_err);
             else snprintf(why, sizeof why, "node %u is not known to the engine", x->node_id);
             if (job_failover(r, j)) continue;
-            job_fail(r, j, n ? TE_EIO : TE_EINVAL, n ? x->node_id : 0, why);
+            /* a node that refused our secret is alive: not its fault */
+            job_fail(r, j, n ? TE_EIO : TE_EINVAL, n && !n->refused_us ? x->node_id : 0, why);
             return -1;
         }
         epath *best = NULL;
