@@ -188,6 +188,19 @@ static inline long long h_info_field(redisContext *c, const char *section, const
     return v;
 }
 
+/* Until the node on port has registered (INFO node registrations >= 1):
+ * only then does its data plane hold the capability key, a moment after
+ * the master lists it alive. 0, or -1 after timeout_ms. */
+static inline int h_wait_node_registered(int port, int timeout_ms) {
+    redisContext *c = h_redis(port);
+    if (!c) return -1;
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    long long n;
+    while ((n = h_info_field(c, "node", "registrations")) < 1 && mono_ms() < end) usleep(20 * 1000);
+    redisFree(c);
+    return n >= 1 ? 0 : -1;
+}
+
 /* The server binary with role, master and port, a 16MB segment not
  * prefaulted, log level warning (a later --log-level wins); the caller
  * adds what else it wants. */

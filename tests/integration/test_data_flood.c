@@ -186,6 +186,7 @@ int main(void) {
     const char *const extra[] = {"--replicas", "2", "--node-timeout-ms", "1500", NULL};
     int up = h_start_master(PORT_MASTER, extra) > 0 && start_node(PORT_A, NODE_A_LOG, "notice") > 0 &&
              (node_b = start_node(PORT_B, NULL, "warning")) > 0 && h_wait_nodes(PORT_MASTER, "alive", 2, 20000) == 0 &&
+             h_wait_node_registered(PORT_A, 10000) == 0 && h_wait_node_registered(PORT_B, 10000) == 0 &&
              (master = h_redis(PORT_MASTER)) != NULL;
     if (!up) {
         printf("not ok - start master and nodes\n");

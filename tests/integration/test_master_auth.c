@@ -110,6 +110,7 @@ static int client_connect(mkv_client **mc, const char *password) {
 
 static void test_node_with_password_joins(void) {
     ASSERT_MSG(wait_alive(1, 15000) == 1, "alive nodes: %d", alive_nodes());
+    ASSERT(h_wait_node_registered(PORT_NODE, 10000) == 0);
 }
 
 static void test_node_with_wrong_password_is_told(void) {

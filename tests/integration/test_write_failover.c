@@ -118,6 +118,8 @@ static int start_all(void) {
         if (nodes[i] < 0) return -1;
     }
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
+    for (int i = 0; i < NODES; i++)
+        if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
     h_args g = {0};
     h_role_args(&g, "gateway", master_addr, PORT_GATEWAY);
     h_arg(&g, "--replicas");
