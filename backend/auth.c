@@ -83,20 +83,20 @@ int te_auth_client(int fd, const char *secret, int timeout_ms, char *err, size_t
     if (te_read_full(fd, reply, sizeof reply, dl) < 0) return io_fail("waiting for challenge", err, errlen);
     if (!hello_ok(reply)) {
         snprintf(err, errlen, "auth: peer does not speak the moonkv data plane");
-        return TE_AUTH_ERR;
+        return TE_AUTH_REFUSED;
     }
     const uint8_t *ns = reply + 5;
     auth_answer(key, "srv", nc, ns, want);
     if (!mac_equal(want, reply + HELLO_LEN)) {
         snprintf(err, errlen, "auth: bad secret (server's answer does not match ours)");
-        return TE_AUTH_ERR;
+        return TE_AUTH_REFUSED;
     }
     auth_answer(key, "cli", ns, nc, answer);
     if (te_write_full(fd, answer, sizeof answer, dl) < 0) return io_fail("sending answer", err, errlen);
     if (te_read_full(fd, &verdict, 1, dl) < 0) return io_fail("waiting for verdict", err, errlen);
     if (verdict != 1) {
         snprintf(err, errlen, "auth: bad secret (refused by server)");
-        return TE_AUTH_ERR;
+        return TE_AUTH_REFUSED;
     }
     return TE_AUTH_OK;
 }

@@ -31,8 +31,12 @@ typedef struct te_server_config {
     char shm_path[TE_ADDR_LEN - 5];   /* so "unix:" + it is a TE_ADDR_LEN address */
     int seg_fd;
     int max_conns;              /* per server, default 256 */
-    int auth_timeout_ms;        /* default 2000 */
+    int auth_timeout_ms;        /* the handshake's deadline, default 1000 */
     int io_timeout_ms;          /* a started payload must finish within (default 10000) */
+    /* Unauthenticated connections (preauth_gate.h), besides max_conns: at
+     * most preauth_max (default 64), preauth_per_source from one address
+     * (default 16); over a cap the oldest of them is dropped. */
+    int preauth_max, preauth_per_source;
 } te_server_config;
 
 typedef struct te_server_stats {

@@ -32,6 +32,7 @@ typedef struct enode {
     int npaths;
     uint64_t connect_failed_ms;   /* when a connect last failed; 0 = none since */
     char last_err[160];
+    int refused_us;           /* the last dial reached it and it refused our secret */
 } enode;
 
 typedef struct eregion {
@@ -375,8 +376,10 @@ static int path_live(const epath *p) { return p->p != NULL; }
  * failed dial, so that node is reached over the network instead. */
 static int path_connect(enode *n, epath *p) {
     p->inflight = 0;
-    if (te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
-                   sizeof n->last_err) != 0) {
+    int rc = te_connect(p->t, p->local[0] ? p->local : NULL, p->peer, &p->p, n->last_err,
+                        sizeof n->last_err);
+    n->refused_us = rc == TE_EAUTH;
+    if (rc != 0) {
         p->p = NULL;
         return -1;
     }
@@ -456,10 +459,15 @@ typedef struct run {
     int first_err;
 } run;
 
-static void job_fail(run *r, job *j, int status, const char *why) {
+/* node: whose fault it was (0: not a node's), so a writer can place again
+ * elsewhere. */
+static void job_fail(run *r, job *j, int status, uint32_t node, const char *why) {
     j->state = JOB_DONE;
     r->left--;
-    if (j->obj->status == TE_OK) j->obj->status = status;
+    if (j->obj->status == TE_OK) {
+        j->obj->status = status;
+        j->obj->failed_node = node;
+    }
     if (r->first_err == TE_OK) {
         r->first_err = status;
         snprintf(r->err, r->errlen, "%s", why);
@@ -495,7 +503,8 @@ static int job_dispatch(run *r, job *j, int idx) {
             if (n) snprintf(why, sizeof why, "node %u unreachable: %s", x->node_id, n->last_err);
             else snprintf(why, sizeof why, "node %u is not known to the engine", x->node_id);
             if (job_failover(r, j)) continue;
-            job_fail(r, j, n ? TE_EIO : TE_EINVAL, why);
+            /* a node that refused our secret is alive: not its fault */
+            job_fail(r, j, n ? TE_EIO : TE_EINVAL, n && !n->refused_us ? x->node_id : 0, why);
             return -1;
         }
         epath *best = NULL;
@@ -547,7 +556,7 @@ static void job_complete(run *r, const te_cqe *c) {
     if (job_failover(r, j)) return;
     char why[200];
     snprintf(why, sizeof why, "node %u: %s", j->node->id, te_strerror(c->status));
-    job_fail(r, j, c->status, why);
+    job_fail(r, j, c->status, path_fault ? j->node->id : 0, why);
 }
 
 /* Poll every transport with requests in flight. With one busy transport
@@ -600,6 +609,7 @@ static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err
     for (int i = 0; i < n; i++) {
         char why[200];
         objs[i].status = check_object(&objs[i], why, sizeof why);
+        objs[i].failed_node = 0;
         if (objs[i].status != TE_OK && first == TE_OK) {
             first = objs[i].status;
             snprintf(err, errlen, "object %d: %s", i, why);

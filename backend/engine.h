@@ -43,6 +43,8 @@ typedef struct te_object {
     const te_replica *reps;
     int nrep;
     int status;               /* out: TE_OK or the TE_E* that failed it */
+    uint32_t failed_node;     /* out: the node whose fault (unreachable, I/O, timeout)
+                               * failed it, 0 if none or another cause */
 } te_object;
 
 typedef struct te_engine_config {

@@ -245,10 +245,11 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         snprintf(err, errlen, "shm: connect %s: %s", peer, why);
         return -1;
     }
-    if (te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why) != TE_AUTH_OK) {
+    int auth = te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why);
+    if (auth != TE_AUTH_OK) {
         snprintf(err, errlen, "%s: %s", peer, why);
         close(fd);
-        return -1;
+        return auth == TE_AUTH_REFUSED ? TE_EAUTH : -1;   /* the engine does not blame the node */
     }
     if (te_shm_recv_segment(fd, &seg_fd, &node_id, &size, t->cfg.connect_timeout_ms) < 0) {
         snprintf(err, errlen, "shm: %s: no segment received: %s", peer, strerror(errno));

@@ -19,6 +19,7 @@
 
 #include "backend/auth.h"
 #include "backend/netio.h"
+#include "backend/preauth_gate.h"
 #include "backend/shm_handoff.h"
 #include "backend/wire.h"
 #include "core/anet.h"
@@ -29,6 +30,8 @@ typedef struct conn {
     te_stream_server *srv;
     int fd;
     int listener;             /* index of the listen address it came in on */
+    uint64_t ticket;          /* in the gate until authenticated */
+    int authed;               /* counted in nauthed */
     pthread_t th;
     int done;                 /* thread finished: join and free */
     struct conn *next;
@@ -44,6 +47,8 @@ struct te_stream_server {
     pthread_mutex_t mu;       /* conns list, cap key */
     conn *conns;
     int nconns;
+    int nauthed;              /* authenticated connections: at most max_conns */
+    te_gate *gate;            /* the unauthenticated ones (preauth_gate.h) */
     int stopping;
     atomic_uint_fast64_t bytes_in, bytes_out, requests, rejected, accepted, auth_fail;
 };
@@ -126,14 +131,29 @@ static int serve_request(te_stream_server *s, int fd, const uint8_t hdr[TE_WIRE_
     return 0;
 }
 
+/* An authenticated connection leaves the gate and takes a member slot;
+ * -1 (drop it) if it was pushed out meanwhile or max_conns are in use. */
+static int admit_member(te_stream_server *s, conn *c) {
+    if (te_gate_passed(s->gate, c->ticket) != 0) return -1;
+    pthread_mutex_lock(&s->mu);
+    int full = s->nauthed >= s->cfg.max_conns;
+    if (!full) {
+        s->nauthed++;
+        c->authed = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (full) te_gate_refused(s->gate, "max_conns reached");
+    return full ? -1 : 0;
+}
+
 static void *conn_main(void *arg) {
     conn *c = arg;
     te_stream_server *s = c->srv;
     char err[128];
     if (te_auth_server(c->fd, s->cfg.secret, s->cfg.auth_timeout_ms, err, sizeof err) != TE_AUTH_OK) {
         atomic_fetch_add(&s->auth_fail, 1);
-        log_notice("data plane: peer dropped: %s", err);
-    } else {
+        te_gate_failed(s->gate, c->ticket, err);   /* counted, logged at a rate limit */
+    } else if (admit_member(s, c) == 0) {
         int shm = c->listener == s->cfg.nlisten;
         uint8_t hdr[TE_WIRE_REQ_LEN];
         if (shm && te_shm_send_segment(c->fd, s->cfg.seg_fd, s->cfg.node_id, s->cfg.size,
@@ -158,6 +178,7 @@ static void reap(te_stream_server *s, int all) {
         if (!c->done && !all) { pp = &c->next; continue; }
         *pp = c->next;
         s->nconns--;
+        s->nauthed -= c->authed;
         pthread_mutex_unlock(&s->mu);
         pthread_join(c->th, NULL);
         close(c->fd);
@@ -168,16 +189,21 @@ static void reap(te_stream_server *s, int all) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Every connection is let in: the gate makes room among the
+ * unauthenticated ones. Threads are bounded by max_conns members plus the
+ * gate's pool, and twice the pool for pushed-out ones still exiting. */
 static void accept_one(te_stream_server *s, int li) {
-    int fd = accept4(s->lfd[li], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    int fd = accept4(s->lfd[li], (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
     int is_tcp = li < s->cfg.nlisten;
     if (fd < 0) return;
     reap(s, 0);
     pthread_mutex_lock(&s->mu);
-    int full = s->nconns >= s->cfg.max_conns;
+    int full = s->nconns >= s->cfg.max_conns + 3 * s->cfg.preauth_max;
     pthread_mutex_unlock(&s->mu);
     if (full) {
-        log_warning("data plane: max_conns (%d) reached, refusing a connection", s->cfg.max_conns);
+        te_gate_refused(s->gate, "connection threads exhausted");
         close(fd);
         return;
     }
@@ -187,12 +213,14 @@ static void accept_one(te_stream_server *s, int li) {
     c->srv = s;
     c->fd = fd;
     c->listener = li;
+    c->ticket = te_gate_admit(s->gate, fd, (struct sockaddr *)&peer, plen);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 256 * 1024);
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->th, &at, conn_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
+        te_gate_failed(s->gate, c->ticket, "no thread");
         close(fd);
         free(c);
     } else {
@@ -229,8 +257,10 @@ te_stream_server *te_stream_server_start(const te_server_config *c, char *err, s
     te_stream_server *s = xcalloc(1, sizeof *s);
     s->cfg = *c;
     if (s->cfg.max_conns <= 0) s->cfg.max_conns = 256;
-    if (s->cfg.auth_timeout_ms <= 0) s->cfg.auth_timeout_ms = 2000;
+    if (s->cfg.auth_timeout_ms <= 0) s->cfg.auth_timeout_ms = 1000;
     if (s->cfg.io_timeout_ms <= 0) s->cfg.io_timeout_ms = 10000;
+    if (s->cfg.preauth_max <= 0) s->cfg.preauth_max = TE_GATE_MAX_DEFAULT;
+    s->gate = te_gate_create(s->cfg.preauth_max, s->cfg.preauth_per_source);
     pthread_mutex_init(&s->mu, NULL);
     int want = c->nlisten + (c->shm_path[0] ? 1 : 0), ok = 1;
     while (ok && s->nlfd < want) {
@@ -247,6 +277,7 @@ te_stream_server *te_stream_server_start(const te_server_config *c, char *err, s
     if (!ok) {
         for (int i = 0; i < s->nlfd; i++) close(s->lfd[i]);
         pthread_mutex_destroy(&s->mu);
+        te_gate_destroy(s->gate);
         free(s);
         return NULL;
     }
@@ -312,6 +343,7 @@ void te_stream_server_stop(te_stream_server *s) {
     close(s->wake[0]);
     close(s->wake[1]);
     pthread_mutex_destroy(&s->mu);
+    te_gate_destroy(s->gate);
     free(s);
 }
 

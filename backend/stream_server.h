@@ -5,7 +5,9 @@
  * hand-off. It runs in its own threads (an acceptor plus one thread per
  * connection, capped by max_conns) so data work never blocks the node's
  * event loop or heartbeat. Each connection authenticates with the
- * cluster secret before a single request is read; each request is
+ * cluster secret before a single request is read, within auth_timeout_ms
+ * and in a pool of unauthenticated connections apart from max_conns
+ * (preauth_gate.h), so idle strangers cannot lock members out; each request is
  * bound-checked and its capability verified. On TCP its payload then
  * moves straight between the socket and the segment; on the unix socket
  * the client gets the segment fd (shm_handoff.h) and only the capability

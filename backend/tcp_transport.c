@@ -291,10 +291,11 @@ static int tcp_connect(te_transport *t, const char *local, const char *peer, te_
     char why[160];
     int fd = connect_fd(&t->cfg, local, peer, err, errlen);
     if (fd < 0) return -1;
-    if (te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why) != TE_AUTH_OK) {
+    int auth = te_auth_client(fd, t->cfg.secret, t->cfg.connect_timeout_ms, why, sizeof why);
+    if (auth != TE_AUTH_OK) {
         snprintf(err, errlen, "%s: %s", peer, why);
         close(fd);
-        return -1;
+        return auth == TE_AUTH_REFUSED ? TE_EAUTH : -1;   /* the engine does not blame the node */
     }
     te_path *p = xcalloc(1, sizeof *p);
     p->x = x;

@@ -98,7 +98,8 @@ typedef struct te_transport_ops {
      * be answered by another node). */
     uint32_t (*path_node_id)(const te_path *p);
     /* Open and authenticate one path from local_addr (NULL: any) to a
-     * node's data address. 0 on success, -1 with a message in err. */
+     * node's data address. 0 on success, -1 with a message in err, or
+     * TE_EAUTH when the node answered and refused our secret. */
     int (*connect)(te_transport *t, const char *local_addr, const char *peer_addr,
                    te_path **out, char *err, size_t errlen);
     int (*reg_mem)(te_transport *t, void *addr, size_t len, te_mr **out,

@@ -26,6 +26,7 @@
 #include "proto/limits.h"
 
 #define MKV_ERR_LEN        256
+#define MKV_PUT_ATTEMPTS   3        /* placements of one put when nodes fail */
 #define MKV_NET_STREAMS    2        /* connections per network path to a node */
 #define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
 #define MKV_MAX_REGIONS    256
@@ -155,6 +156,7 @@ typedef struct mkv_xfer {
     const mkv_placement *pl;
     int replica;                         /* reads: -1 any (engine fails over), else only this one */
     int status;                          /* out: MKV_OK or MKV_E* */
+    uint32_t failed_node;                /* out: the node at fault, 0 if none (te_object's) */
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);

@@ -67,7 +67,9 @@ static int status_code(proto_status st) {
 int mkv_reply_error(mkv_client *c, const char *msg, size_t len) {
     int st = proto_status_of_reply(msg, len);
     int code = st < 0 ? MKV_EPROTO : status_code((proto_status)st);
-    return mkv_fail(c, code, "master: %.*s", (int)(len > 200 ? 200 : len), msg);
+    /* NOAUTH: the master has requirepass and this client gave none. */
+    const char *hint = code == MKV_EAUTH && !c->password ? " (set mkv_options.password)" : "";
+    return mkv_fail(c, code, "master: %.*s%s", (int)(len > 200 ? 200 : len), msg, hint);
 }
 
 int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r) {

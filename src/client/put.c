@@ -1,7 +1,12 @@
 /* client/put.c - writing objects: place (PUTSTART), write every replica
  * from the caller's registered buffer, then publish with the checksum
  * (PUTEND). A put whose transfer fails is revoked so its key and space
- * come back at once instead of after the put timeout. */
+ * come back at once instead of after the put timeout.
+ *
+ * A node can die between its last heartbeat and the master noticing
+ * (node_timeout_ms): a write that cannot reach a placed node tells the
+ * master the node is suspect (MOON.SUSPECT), revokes the put and places
+ * it again, on other nodes, up to MKV_PUT_ATTEMPTS times. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +17,7 @@ typedef struct put_item {
     mkv_obj *o;
     mkv_placement pl;
     int placed;                /* holds a pending object on the master */
+    uint32_t failed_node;      /* the node whose fault failed the write, 0 if none */
 } put_item;
 
 static int check_obj(mkv_client *c, const mkv_obj *o) {
@@ -76,6 +82,7 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0, j = 0; i < n && j < nx; i++) {
         if (it[i].o->status != MKV_OK) continue;
         it[i].o->status = rc != MKV_OK ? rc : x[j].status;
+        it[i].failed_node = rc != MKV_OK ? 0 : x[j].failed_node;
         j++;
     }
     free(x);
@@ -144,6 +151,84 @@ static void put_revoke(mkv_client *c, put_item *it, size_t n) {
     }
 }
 
+/* ---- placing again around a failed node ---- */
+
+/* MOON.SUSPECT for the nodes that failed these writes. Best effort: an
+ * older master without the command only makes the retry less likely to
+ * avoid the node. */
+static void report_suspects(mkv_client *c, const put_item *it, size_t n) {
+    mkv_cmd cmd;
+    mkv_cmd_init(&cmd, 1 + PROTO_MAX_SUSPECTS);
+    mkv_cmd_str(&cmd, "MOON.SUSPECT");
+    uint32_t seen[PROTO_MAX_SUSPECTS];
+    int nseen = 0;
+    for (size_t i = 0; i < n && nseen < PROTO_MAX_SUSPECTS; i++) {
+        int dup = 0;
+        for (int k = 0; k < nseen && !dup; k++) dup = seen[k] == it[i].failed_node;
+        if (dup) continue;
+        seen[nseen++] = it[i].failed_node;
+        mkv_cmd_u64(&cmd, it[i].failed_node);
+    }
+    int rc;
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    mkv_cmd_free(&cmd);
+    if (r) freeReplyObject(r);
+}
+
+static void gather(put_item *sub, const put_item *it, const size_t *idx, size_t k) {
+    for (size_t j = 0; j < k; j++) sub[j] = it[idx[j]];
+}
+
+static void scatter(put_item *it, const put_item *sub, const size_t *idx, size_t k) {
+    for (size_t j = 0; j < k; j++) it[idx[j]] = sub[j];
+}
+
+/* Keeps in idx the items a node's fault failed; returns how many. */
+static size_t node_faults(const put_item *it, size_t *idx, size_t k) {
+    size_t w = 0;
+    for (size_t j = 0; j < k; j++)
+        if (it[idx[j]].o->status != MKV_OK && it[idx[j]].failed_node) idx[w++] = idx[j];
+    return w;
+}
+
+/* Report, revoke and forget the placements of sub, so they can be placed
+ * again from scratch. */
+static void release_for_retry(mkv_client *c, put_item *sub, size_t k) {
+    report_suspects(c, sub, k);
+    put_revoke(c, sub, k);
+    for (size_t j = 0; j < k; j++) {
+        mkv_placement_free(&sub[j].pl);
+        memset(&sub[j].pl, 0, sizeof sub[j].pl);
+        sub[j].placed = 0;
+        sub[j].failed_node = 0;
+        sub[j].o->status = MKV_OK;
+    }
+}
+
+/* PUTSTART and the transfers of every item, placing again those whose
+ * write a node's fault failed (bounded). */
+static int put_place_and_write(mkv_client *c, put_item *it, size_t n, int replicas) {
+    put_item *sub = xcalloc(n, sizeof *sub);
+    size_t *idx = xcalloc(n, sizeof *idx);
+    size_t k = n;
+    for (size_t i = 0; i < n; i++) idx[i] = i;
+    int rc = MKV_OK;
+    for (int attempt = 1;; attempt++) {
+        gather(sub, it, idx, k);
+        rc = put_start(c, sub, k, replicas);
+        if (rc == MKV_OK) rc = put_transfer(c, sub, k);
+        scatter(it, sub, idx, k);
+        if (rc != MKV_OK || attempt == MKV_PUT_ATTEMPTS) break;
+        if ((k = node_faults(it, idx, k)) == 0) break;
+        gather(sub, it, idx, k);
+        release_for_retry(c, sub, k);
+        scatter(it, sub, idx, k);
+    }
+    free(sub);
+    free(idx);
+    return rc;
+}
+
 static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     put_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
@@ -151,8 +236,7 @@ static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
         objs[i].status = check_obj(c, &objs[i]);
         if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
     }
-    int rc = m ? put_start(c, it, m, replicas) : MKV_OK;
-    if (rc == MKV_OK) rc = put_transfer(c, it, m);
+    int rc = m ? put_place_and_write(c, it, m, replicas) : MKV_OK;
     if (rc == MKV_OK) rc = put_end(c, it, m);
     put_revoke(c, it, m);
     for (size_t i = 0; i < m; i++) {

@@ -119,7 +119,10 @@ int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
     char err[MKV_ERR_LEN] = "";
     int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
                             : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);
-    for (size_t i = 0; i < n; i++) x[i].status = engine_status(objs[i].status);
+    for (size_t i = 0; i < n; i++) {
+        x[i].status = engine_status(objs[i].status);
+        x[i].failed_node = objs[i].failed_node;
+    }
     if (rc != TE_OK)
         mkv_fail(c, engine_status(rc), "%s: %s", op == TE_WRITE ? "write" : "read",
                  err[0] ? err : te_strerror(rc));

@@ -1,14 +1,17 @@
 /* gateway/master_link.h - a plain hiredis connection to the master for
  * the gateway's control calls (INFO cluster, MOON.GATEWAY), separate from
- * libmoonkv's, reopened on the next call after an error. */
+ * libmoonkv's, reopened on the next call after an error, and AUTHed with
+ * master_auth like every connection to the master (proto/master_link.h). */
 #ifndef MKV_GATEWAY_MASTER_LINK_H
 #define MKV_GATEWAY_MASTER_LINK_H
 
 #include <hiredis/hiredis.h>
 
 /* *conn if healthy, else a new connection to master ("host:port") with
- * connect and command timeouts of timeout_ms, stored in *conn; NULL if
- * the master cannot be reached. */
-redisContext *master_link(redisContext **conn, const char *master, int timeout_ms);
+ * connect and command timeouts of timeout_ms, after AUTH password (NULL
+ * or "": none), stored in *conn; NULL if the master cannot be reached or
+ * refuses the password. */
+redisContext *master_link(redisContext **conn, const char *master, const char *password,
+                          int timeout_ms);
 
 #endif

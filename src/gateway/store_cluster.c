@@ -40,6 +40,7 @@ typedef struct cluster_store {
     staging *pool;
     workers *workers;
     char master[CONFIG_STR_MAX];
+    char master_auth[CONFIG_STR_MAX];
     int replicas;
     redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
@@ -295,7 +296,7 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
 /* ---- the master's INFO ---- */
 
 static redisContext *ctl_conn(cluster_store *cs) {
-    return master_link(&cs->ctl, cs->master, CTL_TIMEOUT_MS);
+    return master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
 }
 
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
@@ -425,6 +426,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     mkv_options_init(&opt);
     opt.master = cs->master;
     if (cfg->cluster_secret[0]) opt.cluster_secret = cfg->cluster_secret;
+    if (cfg->master_auth[0]) opt.password = cfg->master_auth;
     if (cfg->transport[0]) opt.transport = cfg->transport;
     if (addrs[0]) opt.data_addrs = addrs;
     if (cfg->replicas > 0) opt.replicas = cfg->replicas;
@@ -450,6 +452,7 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
     cs->base.ops = &cluster_ops;
     cs->loop = loop;
     snprintf(cs->master, sizeof cs->master, "%s", cfg->master[0] ? cfg->master : "127.0.0.1:7380");
+    snprintf(cs->master_auth, sizeof cs->master_auth, "%s", cfg->master_auth);
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
     cs->reap = loop_hook_add(loop, SERVER_HOOK_FLUSH - 1, reap_cb, cs);
     cs->pool = staging_create(cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);

@@ -261,6 +261,29 @@ static void drain_command(client *c) {
     if (arg_u32(c, 1, 1, PROTO_MAX_NODES, &id) == 0) drain_node(c, id);
 }
 
+/* MOON.SUSPECT id [id ...]: a client could not reach these nodes; the
+ * master places nothing new on them while failure detection runs. */
+static void suspect_command(client *c) {
+    uint32_t ids[PROTO_MAX_SUSPECTS];
+    int n = c->argc - 1;
+    char err[PROTO_ERR_LEN];
+    if (n > PROTO_MAX_SUSPECTS) {
+        snprintf(err, sizeof err, "at most %d nodes per MOON.SUSPECT", PROTO_MAX_SUSPECTS);
+        reply_status(c, PROTO_ERR, err);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (arg_u32(c, 1 + i, 1, PROTO_MAX_NODES, &ids[i]) != 0) return;
+    for (int i = 0; i < n; i++) {
+        proto_status st = mm_node_suspect(meta_of(c), ids[i], now(), err, sizeof err);
+        if (st != PROTO_OK) {
+            reply_status(c, st, err);
+            return;
+        }
+    }
+    reply_status(c, PROTO_OK, NULL);
+}
+
 /* ---- rebuild ---- */
 
 /* MOON.REPORT key size crc obj_off seg_off length [...]: extents this
@@ -586,6 +609,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "nodes_alive", "%u", st.nodes_alive);
     info_field(out, "nodes_draining", "%u", st.nodes_draining);
     info_field(out, "nodes_dead", "%u", st.nodes_dead);
+    info_field(out, "nodes_suspect", "%u", st.nodes_suspect);
+    info_field(out, "suspicions", "%llu", (unsigned long long)st.suspicions);
     info_field(out, "objects_complete", "%llu", (unsigned long long)st.objects_complete);
     info_field(out, "objects_pending", "%llu", (unsigned long long)st.objects_pending);
     info_field(out, "objects_lost", "%llu", (unsigned long long)st.objects_lost);
@@ -625,6 +650,8 @@ static const command master_commands[] = {
      "Re-create objects from the reported extents", ""},
     {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
      "Move every object off a node, then drop it", "id"},
+    {"moon.suspect", suspect_command, -2, CMD_WRITE | CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+     "Report nodes a client cannot reach: nothing new is placed on them", "id [id ...]"},
     {"moon.putstart", putstart_command, -3, CMD_WRITE, KEY1, 0, "moonkv", "0.1.0",
      "Place an object; returns write capabilities", "key size [REPLICAS n]"},
     {"moon.putend", putend_command, 3, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",

@@ -149,10 +149,25 @@ void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_
     m->repair_next_ms = 0;
 }
 
+proto_status mm_node_suspect(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen) {
+    mm_node *n = mm_node_get(m, id);
+    if (!n) return mm_fail(err, errlen, PROTO_NOTFOUND, "no node with id %u", id);
+    if (n->state == NODE_DEAD) return PROTO_OK;   /* already out: nothing to avoid */
+    if (!n->suspect) log_notice("node %u suspect: a client cannot reach it", id);
+    n->suspect = 1;
+    n->suspect_until_ms = now_ms + m->cfg.node_timeout_ms;
+    m->suspicions++;
+    return PROTO_OK;
+}
+
 int mm_check_nodes(master_meta *m, uint64_t now_ms) {
     int failed = 0;
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
+        if (n->suspect && now_ms >= n->suspect_until_ms) {
+            n->suspect = 0;
+            if (n->state != NODE_DEAD) log_notice("node %u no longer suspect", n->id);
+        }
         if (n->state == NODE_DEAD || now_ms < n->last_seen_ms + m->cfg.node_timeout_ms) continue;
         mm_node_fail(m, n->id, "heartbeat timeout", now_ms);
         failed++;

@@ -92,6 +92,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
         if (n->state == NODE_ALIVE) st->nodes_alive++;
         else if (n->state == NODE_DRAINING) st->nodes_draining++;
         else st->nodes_dead++;
+        if (n->suspect && n->state != NODE_DEAD) st->nodes_suspect++;
         if (n->alloc) {
             seg_alloc_stats as;
             seg_alloc_get_stats(n->alloc, &as);
@@ -105,6 +106,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     do cursor = objtable_scan(m->objs, cursor, count_object, st);
     while (cursor);
     st->objects_lost = m->objects_lost;
+    st->suspicions = m->suspicions;
     st->tasks_pending = m->ntasks;
     st->tasks_done = m->tasks_done;
     st->tasks_failed = m->tasks_failed;

@@ -40,6 +40,10 @@ typedef struct mm_node {
     uint64_t reported_used;       /* what the node said in its last heartbeat */
     uint64_t conn_id;             /* role layer: the connection that registered it */
     char dead_reason[32];         /* "timeout", "drained", ... */
+    /* A client could not reach it (MOON.SUSPECT): nothing new is placed on
+     * it until suspect_until_ms, while the heartbeat decides if it died. */
+    int suspect;
+    uint64_t suspect_until_ms;
 } mm_node;
 
 typedef struct mm_config {
@@ -72,6 +76,8 @@ typedef struct mm_task {
 
 typedef struct mm_stats {
     uint32_t nodes_alive, nodes_draining, nodes_dead;
+    uint32_t nodes_suspect;       /* alive or draining, but reported unreachable */
+    uint64_t suspicions;          /* MOON.SUSPECT reports taken, ever */
     uint64_t objects_pending, objects_complete;
     uint64_t objects_lost;        /* complete objects whose every replica died */
     uint64_t under_replicated;    /* complete objects below their replica count */
@@ -114,7 +120,11 @@ proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *e
 /* Declare the node gone: its replicas leave the metadata, objects left
  * with none are removed (complete ones counted in objects_lost). */
 void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms);
-/* Fail every node silent for longer than node_timeout. Returns how many. */
+/* A client could not reach the node: place nothing new on it for
+ * node_timeout_ms (each report extends that); dead nodes are ignored. */
+proto_status mm_node_suspect(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);
+/* Fail every node silent for longer than node_timeout (and end suspicions
+ * that ran out). Returns how many failed. */
 int mm_check_nodes(master_meta *m, uint64_t now_ms);
 mm_node *mm_node_get(master_meta *m, uint32_t id);   /* NULL if never registered */
 uint32_t mm_node_count(const master_meta *m);        /* ids are 1..count */

@@ -39,6 +39,7 @@ struct master_meta {
     uint64_t repair_next_ms;    /* earliest next repair pass */
     uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
     evictor gc;                 /* policy EVICT_NONE unless configured */
+    uint64_t suspicions;
 };
 
 /* Printf the message into err (if given), return st: every error path is

@@ -45,7 +45,8 @@ static uint32_t candidates(master_meta *m, const uint8_t *exclude, candidate *ou
     uint32_t n = 0;
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *node = m->nodes[i];
-        if (!mm_node_usable(node) || (exclude && exclude[i])) continue;
+        /* a suspect node may be dead: new bytes go elsewhere */
+        if (!mm_node_usable(node) || node->suspect || (exclude && exclude[i])) continue;
         seg_alloc_stats st;
         seg_alloc_get_stats(node->alloc, &st);
         out[n].node = node;

@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "node/copier.h"
 #include "node/reply.h"
+#include "proto/master_link.h"
 #include "proto/register.h"
 #include "proto/status.h"
 
@@ -61,21 +62,16 @@ static void disconnect(node_control *c) {
     c->rc = NULL;
 }
 
-static struct timeval tv_ms(int ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
+/* Every (re)connection AUTHs when master_auth is set. A refused password
+ * is a warning: the node cannot join until its configuration changes. */
 static int master_connect(node_control *c) {
-    c->rc = redisConnectWithTimeout(c->host, c->port, tv_ms(CTL_CONNECT_MS));
-    if (!c->rc || c->rc->err) {
-        log_info("node: cannot reach the master at %s:%d: %s", c->host, c->port,
-                 c->rc ? c->rc->errstr : "out of memory");
-        disconnect(c);
-        return -1;
-    }
-    redisSetTimeout(c->rc, tv_ms(CTL_IO_TIMEOUT_MS));
-    return 0;
+    const mkv_config *cfg = &c->n->srv->cfg;
+    char err[512];
+    int rc = proto_master_open(&c->rc, cfg->master, cfg->master_auth, CTL_CONNECT_MS,
+                              CTL_IO_TIMEOUT_MS, err, sizeof err);
+    if (rc == PROTO_LINK_EAUTH) log_warning("node: %s", err);
+    else if (rc != PROTO_LINK_OK) log_info("node: %s", err);
+    return rc == PROTO_LINK_OK ? 0 : -1;
 }
 
 /* A reply, or NULL after dropping a broken connection. */
@@ -108,7 +104,11 @@ static int do_register(node_control *c) {
     redisReply *r = master_cmd(c, "MOON.CHALLENGE");
     if (!r) return -1;
     if (r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
-        log_warning("node: bad MOON.CHALLENGE reply from the master");
+        if (r->type == REDIS_REPLY_ERROR)
+            log_warning("node: the master refused MOON.CHALLENGE: %s%s", r->str,
+                        proto_master_hint(r->str));
+        else
+            log_warning("node: bad MOON.CHALLENGE reply from the master");
         freeReplyObject(r);
         disconnect(c);
         return -1;

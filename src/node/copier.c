@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "node/control.h"
+#include "proto/master_link.h"
 #include "transports/registry.h"
 
 #define COPIER_IO_TIMEOUT_MS 2000
@@ -105,23 +106,11 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
     int all_known = 1;
     for (int i = 0; i < t->nsrc && all_known; i++) all_known = is_known(c, t->src[i].node_id);
     if (all_known) return 0;
-    if (!c->master) {
-        char host[CONFIG_STR_MAX];
-        int port;
-        struct timeval tv = {COPIER_IO_TIMEOUT_MS / 1000, 0};
-        if (parse_hostport(c->n->srv->cfg.master, host, sizeof host, &port) != 0) {
-            snprintf(err, errlen, "bad master address");
-            return -1;
-        }
-        c->master = redisConnectWithTimeout(host, port, tv);
-        if (!c->master || c->master->err) {
-            snprintf(err, errlen, "master: %s", c->master ? c->master->errstr : "out of memory");
-            if (c->master) redisFree(c->master);
-            c->master = NULL;
-            return -1;
-        }
-        redisSetTimeout(c->master, tv);
-    }
+    const mkv_config *cfg = &c->n->srv->cfg;
+    if (!c->master && proto_master_open(&c->master, cfg->master, cfg->master_auth,
+                                       COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err,
+                                       errlen) != PROTO_LINK_OK)
+        return -1;
     redisReply *r = redisCommand(c->master, "MOON.TOPOLOGY");
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         snprintf(err, errlen, "MOON.TOPOLOGY: %s", r ? "unexpected reply" : c->master->errstr);

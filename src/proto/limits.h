@@ -15,6 +15,7 @@
 #define PROTO_MAX_NODES     1024    /* node ids ever handed out (dead ones stay listed) */
 #define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
 #define PROTO_MAX_TASKS     16      /* copy tasks per MOON.HEARTBEAT reply */
+#define PROTO_MAX_SUSPECTS  16      /* node ids per MOON.SUSPECT */
 #define PROTO_NONCE_LEN     16      /* MOON.CHALLENGE's nonce */
 #define PROTO_PROOF_LEN     16      /* MOON.REGISTER's proof (sent as 32 hex digits) */
 #define PROTO_ERR_LEN       160     /* a status message, without its word */

@@ -76,6 +76,8 @@ static const config_row config_table[] = {
     {"tcp_backlog", CT_INT, OFF(tcp_backlog), 1, 65535, NULL, "listen() backlog"},
     {"prefault", CT_BOOL, OFF(prefault), 0, 1, NULL, "touch segment pages at start (yes|no)"},
     {"master", CT_STR, OFF(master), 0, CONFIG_STR_MAX, NULL, "host:port of the master"},
+    {"master_auth", CT_STR, OFF(master_auth), 0, CONFIG_STR_MAX, NULL,
+     "password nodes and gateways AUTH to the master with"},
     {"replicas", CT_INT, OFF(replicas), 1, 16, NULL, "replica count of new objects"},
     {"data_addrs", CT_ADDRS, OFF(data_addrs), 0, 0, NULL, "data-plane addresses A,B"},
     {"transport", CT_ENUM, OFF(transport), 0, 0, transport_names, "auto|tcp|shm|rdma"},

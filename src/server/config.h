@@ -35,6 +35,7 @@ typedef struct mkv_config {
     int prefault;                       /* touch segment pages at start (default 1) */
     /* Cluster roles. */
     char master[CONFIG_STR_MAX];        /* "host:port" of the master */
+    char master_auth[CONFIG_STR_MAX];   /* the master's requirepass; empty = no AUTH */
     int replicas;                       /* gateway default replica count */
     char data_addrs[CONFIG_MAX_ADDRS][CONFIG_STR_MAX];
     int ndata_addrs;

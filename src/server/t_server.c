@@ -327,7 +327,8 @@ static const struct {
 
 /* Secrets are not readable over RESP. */
 static int config_secret(const char *name) {
-    return strcmp(name, "requirepass") == 0 || strcmp(name, "cluster-secret") == 0;
+    return strcmp(name, "requirepass") == 0 || strcmp(name, "cluster-secret") == 0 ||
+           strcmp(name, "master-auth") == 0;
 }
 
 static int config_wanted(client *c, const char *name) {

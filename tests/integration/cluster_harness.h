@@ -158,6 +158,66 @@ static inline int h_wait_nodes(int master_port, const char *state, int n, int ti
     return h_wait_nodes_on("127.0.0.1", master_port, state, n, timeout_ms);
 }
 
+/* hiredis to 127.0.0.1:port, after AUTH password unless it is NULL;
+ * NULL if either fails. */
+static inline redisContext *h_redis_auth(int port, const char *password) {
+    redisContext *c = h_redis(port);
+    if (c && password) {
+        redisReply *r = redisCommand(c, "AUTH %s", password);
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* A numeric field of INFO section; -1 if it is not there. */
+static inline long long h_info_field(redisContext *c, const char *section, const char *field) {
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char key[64];
+        snprintf(key, sizeof key, "\r\n%s:", field);
+        const char *p = strstr(r->str, key);
+        if (p) v = atoll(p + strlen(key));
+    }
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* Until the node on port has registered (INFO node registrations >= 1):
+ * only then does its data plane hold the capability key, a moment after
+ * the master lists it alive. 0, or -1 after timeout_ms. */
+static inline int h_wait_node_registered(int port, int timeout_ms) {
+    redisContext *c = h_redis(port);
+    if (!c) return -1;
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    long long n;
+    while ((n = h_info_field(c, "node", "registrations")) < 1 && mono_ms() < end) usleep(20 * 1000);
+    redisFree(c);
+    return n >= 1 ? 0 : -1;
+}
+
+/* The server binary with role, master and port, a 16MB segment not
+ * prefaulted, log level warning (a later --log-level wins); the caller
+ * adds what else it wants. */
+static inline void h_role_args(h_args *a, const char *role, const char *master, int port) {
+    h_arg(a, h_server_bin());
+    h_arg(a, "--role");
+    h_arg(a, role);
+    h_argf(a, "--master=%s", master);
+    h_argf(a, "--port=%d", port);
+    h_arg(a, "--segment-size");
+    h_arg(a, "16MB");
+    h_arg(a, "--prefault");
+    h_arg(a, "no");
+    h_arg(a, "--log-level");
+    h_arg(a, "warning");
+}
+
 /* Fill buf with a pseudo-random pattern of seed, 8 bytes per step. */
 static inline void h_fill(void *buf, size_t len, uint64_t seed) {
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;

@@ -102,33 +102,6 @@ static pid_t start_role(int port, const char *const *flags, const char *password
     return h_ready(h_spawn(a.v), "127.0.0.1", port, password, 20000);
 }
 
-static redisContext *connect_auth(int port, const char *password) {
-    redisContext *c = h_redis(port);
-    if (c && password) {
-        redisReply *r = redisCommand(c, "AUTH %s", password);
-        int ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        if (!ok) {
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;
-}
-
-static long long info_field(redisContext *c, const char *section, const char *field) {
-    redisReply *r = redisCommand(c, "INFO %s", section);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char key[64];
-        snprintf(key, sizeof key, "\r\n%s:", field);
-        const char *p = strstr(r->str, key);
-        if (p) v = atoll(p + strlen(key));
-    }
-    if (r) freeReplyObject(r);
-    return v;
-}
-
 static int reply_is(const redisReply *r, int type, const char *text) {
     return r && r->type == type && strcmp(r->str, text) == 0;
 }
@@ -147,7 +120,7 @@ static void test_idle_declared_value_does_not_hold_space(void) {
     ASSERT(fd >= 0);
     ASSERT(raw_send(fd, HOLD_HEADER, sizeof HOLD_HEADER - 1) == 0);
     usleep(100 * 1000);
-    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 1);
     usleep(900 * 1000);   /* past put_stall_ms */
 
     size_t n = 10u << 20;
@@ -164,7 +137,7 @@ static void test_idle_declared_value_does_not_hold_space(void) {
     ASSERT_MSG(closed && strncmp(got, "-ERR put aborted: no value bytes for ", 37) == 0 &&
                    strstr(got, " ms while another put needed the space (0 of 60000000 arrived)\r\n"),
                "holder got '%.200s' closed %d", got, closed);
-    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 0);
     r = redisCommand(sa, "STRLEN big");
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == (long long)n);
     freeReplyObject(r);
@@ -177,14 +150,14 @@ static void test_idle_put_times_out(void) {
     ASSERT(fd >= 0);
     ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
     usleep(100 * 1000);
-    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 1);
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 1);
     char got[512];
     int closed = raw_read_all(fd, got, sizeof got, 5000);
     close(fd);
     ASSERT_MSG(closed && strncmp(got, "-ERR put timed out: no value bytes for ", 39) == 0 &&
                    strstr(got, " ms (0 of 1000000 arrived)\r\n"),
                "got '%.200s' closed %d", got, closed);
-    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 0);
 }
 
 /* 1 KiB every 100 ms of an 8 MB value: alive, but under put_min_rate. */
@@ -208,7 +181,7 @@ static void test_trickled_put_is_too_slow(void) {
                    strstr(got, " of 8000000 bytes in ") &&
                    strstr(got, " ms, under the minimum of 1048576 bytes/s\r\n"),
                "got '%.200s'", got);
-    ASSERT_EQ(info_field(sa, "segment", "objects_pending"), 0);
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 0);
 }
 
 /* Keeps a put streaming: 1 KiB every 50 ms (well under put_stall_ms)
@@ -342,7 +315,7 @@ static int check_preauth(int port, int max_args, long long max_bulk, char *why, 
     if (r <= 0 || strncmp(head, "$1048576\r\n", 10) != 0)
         return snprintf(why, whylen, "port %d ECHO 1 MiB after AUTH failed", port), -1;
     /* The server still serves. */
-    redisContext *c = connect_auth(port, PASSWORD);
+    redisContext *c = h_redis_auth(port, PASSWORD);
     int alive = c && h_command_is(c, pong, NULL, "PING");
     if (c) redisFree(c);
     if (!alive) return snprintf(why, whylen, "port %d no longer serves", port), -1;
@@ -438,7 +411,7 @@ static int start_all(void) {
     h_arg(&g, "1");
     if (start_role(PORT_GATEWAY, g.v, PASSWORD) < 0) return -1;
     sa = h_redis(PORT_STANDALONE);
-    gw = connect_auth(PORT_GATEWAY, PASSWORD);
+    gw = h_redis_auth(PORT_GATEWAY, PASSWORD);
     master = h_redis(PORT_MASTER);
     return sa && gw && master ? 0 : -1;
 }
