@@ -43,6 +43,8 @@ typedef struct te_object {
     const te_replica *reps;
     int nrep;
     int status;               /* out: TE_OK or the TE_E* that failed it */
+    int crc_ok;               /* out: 1 when every slice's path checksummed it while copying */
+    uint32_t crc;             /* out, when crc_ok: crc32c(0, buf, len), no second pass needed */
 } te_object;
 
 typedef struct te_engine_config {

@@ -78,6 +78,7 @@ struct mkv_client {
     char *password;
     char secret[TE_SECRET_MAX];
     char transport[16];
+    int shm_mode;                        /* TE_SHM_MAP or TE_SHM_FD */
     char *data_addrs;
     int replicas;
     int timeout_ms;
@@ -155,6 +156,8 @@ typedef struct mkv_xfer {
     const mkv_placement *pl;
     int replica;                         /* reads: -1 any (engine fails over), else only this one */
     int status;                          /* out: MKV_OK or MKV_E* */
+    int crc_ok;                          /* out: the engine checksummed the bytes as it moved them */
+    uint32_t crc;
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);
