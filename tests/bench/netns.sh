@@ -117,7 +117,9 @@ rtt_setup() {
   fi
   if ! ip netns exec "$NS_SRV" tc qdisc add dev mkvr${tag}s root netem delay "$RTT_DELAY" limit 100000 2>>"$WORK/run.log" ||
      ! ip netns exec "$NS_CLI" tc qdisc add dev mkvr${tag}c root netem delay "$RTT_DELAY" limit 100000 2>>"$WORK/run.log"; then
-    SKIP_WHY="tc netem failed (run.log)"; return 1
+    if grep -q "qdisc kind is unknown" "$WORK/run.log"; then SKIP_WHY="this kernel has no netem qdisc (sch_netem)"
+    else SKIP_WHY="tc netem failed (run.log)"; fi
+    return 1
   fi
   CL_HUB_NS=$NS_SRV CL_MASTER_BIND=0.0.0.0
   CL_NODE_NS=("$NS_SRV" "$NS_SRV") CL_NODE_IP=(10.79.0.2 10.79.0.2) CL_NODE_MASTER_IP=(10.79.0.2 10.79.0.2)
