@@ -432,13 +432,19 @@ static void kv_one_transfer(kv_run *k) {
         uint64_t t0 = mono_us();
         int rc = k->api->put(k->c, key, (size_t)n, k->src, total, 1);
         uint64_t put_us = mono_us() - t0;
+        if (rc != MKV_OK) {
+            bench_skip("one_put_gbps", "put of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                       k->api->last_error(k->c));
+            return;
+        }
         size_t got = 0;
         t0 = mono_us();
-        if (rc == MKV_OK) rc = k->api->get(k->c, key, (size_t)n, k->dst, total, &got);
+        rc = k->api->get(k->c, key, (size_t)n, k->dst, total, &got);
         uint64_t get_us = mono_us() - t0;
         k->api->remove(k->c, key, (size_t)n);
         if (rc != MKV_OK || got != total) {
-            bench_skip("one_put_gbps", "one %zu-byte object: %s", total, k->api->last_error(k->c));
+            bench_skip("one_put_gbps", "get of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                       k->api->last_error(k->c));
             return;
         }
         if (!best_put || put_us < best_put) best_put = put_us;
