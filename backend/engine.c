@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/xport_base.h"
+#include "core/crc32c.h"
 #include "core/util.h"
 
 typedef struct epath {
@@ -64,6 +65,8 @@ typedef struct job {
     enode *node;
     epath *on;
     te_path *tp;              /* the transport path it was submitted on */
+    int has_crc;              /* done on a path that checksummed the bytes (shm map mode) */
+    uint32_t crc;
 } job;
 
 enum { JOB_PENDING, JOB_INFLIGHT, JOB_DONE };
@@ -542,6 +545,8 @@ static void job_complete(run *r, const te_cqe *c) {
     j->on->inflight--;
     if (c->status == TE_OK) {
         j->state = JOB_DONE;
+        j->has_crc = c->has_crc;
+        j->crc = c->crc;
         r->left--;
         r->e->stats.bytes += j->len;
         r->e->bytes_via[transport_index(r->e, j->on->t)] += j->len;
@@ -589,6 +594,24 @@ static int run_jobs(run *r) {
     return r->first_err;
 }
 
+/* Each object's checksum from its slices' (jobs come in object order,
+ * a write's replicas of one slice next to each other: any of them will
+ * do, as they all copied the same local bytes). An object with a slice
+ * no path checksummed gets crc_ok 0 and the caller sums it itself. */
+static void object_crcs(run *r, te_object *objs, int n) {
+    uint64_t *covered = xcalloc((size_t)(n ? n : 1), sizeof *covered);
+    for (int i = 0; i < r->njobs; i++) {
+        const job *j = &r->jobs[i];
+        te_object *o = j->obj;
+        uint64_t *at = &covered[o - objs];
+        if (j->state != JOB_DONE || !j->has_crc || j->obj_off != *at) continue;
+        o->crc = *at ? crc32c_combine(o->crc, j->crc, j->len) : j->crc;
+        *at += j->len;
+    }
+    for (int i = 0; i < n; i++) objs[i].crc_ok = objs[i].status == TE_OK && covered[i] == objs[i].len;
+    free(covered);
+}
+
 /* Registers buffers the caller did not, for this call only. */
 static eregion *temp_register(te_engine *e, te_object *objs, int n) {
     eregion *tmp = xcalloc((size_t)n, sizeof *tmp);
@@ -620,6 +643,7 @@ static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err
     r.jobs = make_jobs(e, objs, n, writing, &r.njobs);
     r.left = r.njobs;
     int rc = run_jobs(&r);
+    object_crcs(&r, objs, n);
     if (first == TE_OK) first = rc;
     for (int i = 0; i < n; i++) region_dereg(e, &tmp[i]);
     free(tmp);

@@ -45,6 +45,8 @@ typedef struct te_object {
     int status;               /* out: TE_OK or the TE_E* that failed it */
     uint32_t failed_node;     /* out: the node whose fault (unreachable, I/O, timeout)
                                * failed it, 0 if none or another cause */
+    int crc_ok;               /* out: 1 when every slice's path checksummed it while copying */
+    uint32_t crc;             /* out, when crc_ok: crc32c(0, buf, len), no second pass needed */
 } te_object;
 
 typedef struct te_engine_config {

@@ -2,19 +2,26 @@
  *
  * The node's segment is a memfd. Its shm data server (shm_server.h)
  * listens on a unix socket: a local client authenticates with the
- * cluster secret and receives the segment fd (shm_handoff.h); then data
- * moves with pread/pwrite on that fd (the kernel's one copy, split over
- * helper threads for large requests), which spares the client a page
- * fault on every segment page it touches first.
+ * cluster secret and receives the segment fd (shm_handoff.h). Then, by
+ * te_config.shm_mode:
  *
- * Capabilities: before copying, the client checks what it can without
- * the key (node, rights, expiry, range inside the cap and the segment).
- * Then each batch's request headers (wire.h, no payload) cross the unix
- * socket and the node verifies the MACs: only writes it accepted are
- * copied; reads are copied while it verifies and fail with its verdict
- * if it refuses, which hides the round trip behind the copy. A local
- * peer holding the secret and the fd could bypass all of it, so shm is
- * for trusted same-host clients: the checks catch bugs and stale
+ * TE_SHM_MAP (default): the client maps the segment read-write, its page
+ * tables populated at connect, and copies into and out of the mapping
+ * with crc32c_copy, so each completion carries the CRC32C of its bytes
+ * (te_cqe.has_crc). The client checks every request against its
+ * capability without the key (node, rights, expiry, range inside the cap
+ * and the segment) and refuses what it does not cover; the node is not
+ * asked, and could not police a mapping anyway.
+ *
+ * TE_SHM_FD: data moves with pread/pwrite on the fd (the kernel's one
+ * copy, split over helper threads for large reads). After the same local
+ * checks each batch's request headers (wire.h, no payload) cross the
+ * unix socket and the node verifies the MACs: only writes it accepted
+ * are copied; reads are copied while it verifies and fail with its
+ * verdict if it refuses, which hides the round trip behind the copy.
+ *
+ * A local peer holding the secret and the fd could bypass all of it, so
+ * shm is for trusted same-host clients: the checks catch bugs and stale
  * placements, not a hostile process. Nothing but object bytes lives in
  * the segment, so a crashed client harms no metadata. */
 #ifndef MKV_SHM_TRANSPORT_H

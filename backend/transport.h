@@ -75,6 +75,8 @@ typedef struct te_cqe {
     uint64_t cookie;
     int status;           /* TE_OK or a TE_E* code */
     te_path *path;        /* the path it ran on */
+    int has_crc;          /* 1: crc is crc32c(0, bytes moved), computed while copying them */
+    uint32_t crc;
 } te_cqe;
 
 /* What the engine needs to choose a transport for a node address without
@@ -122,7 +124,15 @@ typedef struct te_config {
     int window;                   /* in-flight requests per path (default 64) */
     int timeout_ms;               /* per request (default 5000) */
     int connect_timeout_ms;       /* default 2000 */
+    int shm_mode;                 /* shm only: TE_SHM_MAP (default) or TE_SHM_FD */
 } te_config;
+
+/* How the shm transport reaches a node's segment. MAP: the client maps
+ * it and copies in and out of the mapping, checking capabilities itself
+ * (for clients the node's owner trusts: a writable mapping can write
+ * anywhere in it). FD: pread/pwrite on the segment fd, the node verifying
+ * every request's capability first. */
+enum { TE_SHM_MAP = 0, TE_SHM_FD = 1 };
 
 struct te_transport {
     const te_transport_ops *ops;

@@ -12,7 +12,7 @@ struct te_mr_node {
     te_mr_node *next;
 };
 
-void te_cq_push(te_cq *q, te_path *p, uint64_t cookie, int status) {
+static te_cqe *cq_slot(te_cq *q) {
     if (q->head > 0 && q->head == q->len) q->head = q->len = 0;
     if (q->len == q->cap) {
         if (q->head > 0) {
@@ -24,7 +24,15 @@ void te_cq_push(te_cq *q, te_path *p, uint64_t cookie, int status) {
             q->v = xrealloc(q->v, (size_t)q->cap * sizeof *q->v);
         }
     }
-    q->v[q->len++] = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+    return &q->v[q->len++];
+}
+
+void te_cq_push(te_cq *q, te_path *p, uint64_t cookie, int status) {
+    *cq_slot(q) = (te_cqe){ .cookie = cookie, .status = status, .path = p };
+}
+
+void te_cq_push_crc(te_cq *q, te_path *p, uint64_t cookie, int status, uint32_t crc) {
+    *cq_slot(q) = (te_cqe){ .cookie = cookie, .status = status, .path = p, .has_crc = 1, .crc = crc };
 }
 
 int te_cq_pop(te_cq *q, te_cqe *out, int max) {

@@ -19,6 +19,8 @@ typedef struct te_cq {
 } te_cq;
 
 void te_cq_push(te_cq *q, te_path *p, uint64_t cookie, int status);
+/* The same with the CRC32C of the bytes moved (te_cqe.has_crc). */
+void te_cq_push_crc(te_cq *q, te_path *p, uint64_t cookie, int status, uint32_t crc);
 /* Moves up to max completions to out; returns how many. */
 int te_cq_pop(te_cq *q, te_cqe *out, int max);
 static inline int te_cq_empty(const te_cq *q) { return q->head == q->len; }

@@ -92,6 +92,10 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
     if (strlen(tr) >= sizeof c->transport)
         return mkv_fail(c, MKV_EINVAL, "unknown transport '%s'", tr);
     snprintf(c->transport, sizeof c->transport, "%s", tr);
+    const char *sm = opt->shm_mode ? opt->shm_mode : "map";
+    if (strcmp(sm, "map") != 0 && strcmp(sm, "fd") != 0)
+        return mkv_fail(c, MKV_EINVAL, "unknown shm_mode '%s' (want map or fd)", sm);
+    c->shm_mode = strcmp(sm, "fd") == 0 ? TE_SHM_FD : TE_SHM_MAP;
     if (opt->replicas < 0 || opt->replicas > PROTO_MAX_REPLICAS)
         return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
     c->replicas = opt->replicas ? opt->replicas : 1;

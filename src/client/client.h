@@ -79,6 +79,7 @@ struct mkv_client {
     char *password;
     char secret[TE_SECRET_MAX];
     char transport[16];
+    int shm_mode;                        /* TE_SHM_MAP or TE_SHM_FD */
     char *data_addrs;
     int replicas;
     int timeout_ms;
@@ -157,6 +158,8 @@ typedef struct mkv_xfer {
     int replica;                         /* reads: -1 any (engine fails over), else only this one */
     int status;                          /* out: MKV_OK or MKV_E* */
     uint32_t failed_node;                /* out: the node at fault, 0 if none (te_object's) */
+    int crc_ok;                          /* out: the engine checksummed the bytes as it moved them */
+    uint32_t crc;
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);

@@ -1,7 +1,8 @@
 /* client/get.c - reading objects: locate (MOON.GET, which also leases
  * the bytes so they are not reused while we read), read one replica into
- * the caller's registered buffer, verify the checksum, and on a mismatch
- * read another replica. */
+ * the caller's registered buffer, verify the checksum (the one the engine
+ * computed during the copy when it has it, else a pass over the bytes),
+ * and on a mismatch read another replica. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,9 +72,12 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     uint32_t *sums = xcalloc(nx ? nx : 1, sizeof *sums);
     for (size_t j = 0; j < nx; j++) {
         bufs[j] = it[idx[j]].o->buf;
-        lens[j] = x[j].status == MKV_OK ? (size_t)it[idx[j]].pl.size : 0;   /* 0: not read */
+        /* 0: not read, or checksummed already on the way in (shm map mode) */
+        lens[j] = x[j].status == MKV_OK && !x[j].crc_ok ? (size_t)it[idx[j]].pl.size : 0;
     }
     mkv_checksum_many(c, bufs, lens, sums, nx);
+    for (size_t j = 0; j < nx; j++)
+        if (x[j].status == MKV_OK && x[j].crc_ok) sums[j] = x[j].crc;
     *again = 0;
     for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];

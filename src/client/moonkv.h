@@ -50,6 +50,12 @@ typedef struct mkv_options {
     const char *data_addrs;      /* local addresses to send from, comma separated; NULL = any */
     int replicas;                /* default replica count for puts (default 1) */
     int timeout_ms;              /* per operation (default 5000) */
+    /* Same-host nodes (shm): "map" (default) maps the node's segment and
+     * copies through the mapping, checking capabilities in the client; for
+     * clients the node's owner trusts (same user, same secret), since a
+     * writable mapping can write anywhere in the segment. "fd": pread/
+     * pwrite on the segment fd, the node verifying every request. */
+    const char *shm_mode;
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */

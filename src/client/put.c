@@ -18,6 +18,8 @@ typedef struct put_item {
     mkv_placement pl;
     int placed;                /* holds a pending object on the master */
     uint32_t failed_node;      /* the node whose fault failed the write, 0 if none */
+    int crc_ok;                /* crc computed while the bytes were written */
+    uint32_t crc;
 } put_item;
 
 static int check_obj(mkv_client *c, const mkv_obj *o) {
@@ -83,6 +85,8 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
         if (it[i].o->status != MKV_OK) continue;
         it[i].o->status = rc != MKV_OK ? rc : x[j].status;
         it[i].failed_node = rc != MKV_OK ? 0 : x[j].failed_node;
+        it[i].crc_ok = x[j].crc_ok;
+        it[i].crc = x[j].crc;
         j++;
     }
     free(x);
@@ -100,9 +104,14 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         bufs[j] = it[i].o->buf;
-        lens[j++] = it[i].o->len;
+        lens[j++] = it[i].crc_ok ? 0 : it[i].o->len;   /* 0: summed on the way out */
     }
     mkv_checksum_many(c, bufs, lens, sums, m);
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        if (it[i].crc_ok) sums[j] = it[i].crc;
+        j++;
+    }
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(1 + 2 * m));
     mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");

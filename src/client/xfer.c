@@ -52,6 +52,7 @@ int mkv_engine_open(mkv_client *c) {
     memset(&cfg, 0, sizeof cfg);
     memcpy(cfg.secret, c->secret, sizeof cfg.secret);
     cfg.timeout_ms = c->timeout_ms;
+    cfg.shm_mode = c->shm_mode;
     cfg.connect_timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
     char err[MKV_ERR_LEN];
     c->engine = te_engine_create_named(c->transport, &cfg, &ec, err, sizeof err);
@@ -122,6 +123,8 @@ int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         x[i].status = engine_status(objs[i].status);
         x[i].failed_node = objs[i].failed_node;
+        x[i].crc_ok = objs[i].crc_ok;
+        x[i].crc = objs[i].crc;
     }
     if (rc != TE_OK)
         mkv_fail(c, engine_status(rc), "%s: %s", op == TE_WRITE ? "write" : "read",

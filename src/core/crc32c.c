@@ -8,6 +8,8 @@
  *     blocks, merged with precomputed "append N zero bytes" tables. The
  *     instruction has a 3-cycle latency but 1-cycle throughput, so three
  *     streams keep the unit busy.
+ * crc32c_copy runs the same three streams while it copies, so a transfer
+ * checksums its bytes on the way through (one read of the source).
  * crc32c_combine uses the same zero-append operator, as powers of two of
  * a 32x32 GF(2) matrix built once. crc32c_parallel splits a large buffer
  * over a workpool and combines the parts. */
@@ -145,7 +147,63 @@ static uint32_t hw_update(uint32_t c, const uint8_t *p, size_t len) {
     }
     return hw_run(c, p, len);
 }
+
+/* ---- fused copy and checksum: one pass over the bytes ---- */
+
+/* 64 bytes of one stream: four 16-byte loads, each stored and its two
+ * words fed to the register. Plain stores: streaming ones (movntdq, full
+ * lines per stream) measured 0.5 GB/s on this VM against 3-5 GB/s for
+ * these, over cold 256 MiB rotations at 512 KiB to 64 MiB. */
+__attribute__((target("sse4.2")))
+static inline uint64_t copy_crc_line(uint64_t c, uint8_t *d, const uint8_t *s) {
+    for (int k = 0; k < 64; k += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + k));
+        _mm_storeu_si128((__m128i *)(void *)(d + k), v);
+        c = _mm_crc32_u64(c, (uint64_t)_mm_cvtsi128_si64(v));
+        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(v, 1));
+    }
+    return c;
+}
+
+/* Three streams over adjacent blocks, as in hw_update, storing what they
+ * load. */
+__attribute__((target("sse4.2")))
+static uint32_t hw_copy_blocks(uint32_t c, uint8_t *d, const uint8_t *s, size_t *lenp) {
+    size_t len = *lenp;
+    while (len >= 3 * STREAM_BLOCK) {
+        uint64_t c0 = c, c1 = 0, c2 = 0;
+        for (size_t i = 0; i < STREAM_BLOCK; i += 64) {
+            c0 = copy_crc_line(c0, d + i, s + i);
+            c1 = copy_crc_line(c1, d + STREAM_BLOCK + i, s + STREAM_BLOCK + i);
+            c2 = copy_crc_line(c2, d + 2 * STREAM_BLOCK + i, s + 2 * STREAM_BLOCK + i);
+        }
+        c = shift_blocks((uint32_t)c0, 2) ^ shift_blocks((uint32_t)c1, 1) ^ (uint32_t)c2;
+        d += 3 * STREAM_BLOCK;
+        s += 3 * STREAM_BLOCK;
+        len -= 3 * STREAM_BLOCK;
+    }
+    *lenp = len;
+    return c;
+}
+
+__attribute__((target("sse4.2")))
+static uint32_t hw_copy_update(uint32_t c, uint8_t *d, const uint8_t *s, size_t len) {
+    size_t rest = len;
+    c = hw_copy_blocks(c, d, s, &rest);
+    d += len - rest;
+    s += len - rest;
+    memcpy(d, s, rest);
+    return hw_run(c, s, rest);
+}
 #endif
+
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
+#if defined(__x86_64__)
+    if (use_hw) return ~hw_copy_update(~crc, dst, src, len);
+#endif
+    memcpy(dst, src, len);
+    return crc32c_sw(crc, dst, len);
+}
 
 __attribute__((constructor))
 static void crc32c_init(void) {

@@ -428,6 +428,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     if (cfg->cluster_secret[0]) opt.cluster_secret = cfg->cluster_secret;
     if (cfg->master_auth[0]) opt.password = cfg->master_auth;
     if (cfg->transport[0]) opt.transport = cfg->transport;
+    if (cfg->shm_mode[0]) opt.shm_mode = cfg->shm_mode;
     if (addrs[0]) opt.data_addrs = addrs;
     if (cfg->replicas > 0) opt.replicas = cfg->replicas;
     int rc = mkv_connect(&cs->mc, &opt);

@@ -49,6 +49,7 @@ static const char *const transport_names[] = {"auto", "tcp", "shm", "rdma", NULL
 static const char *const conflict_names[] = {"error", "keep", NULL};
 /* In evict_policy order (core/evict.h). */
 static const char *const policy_names[] = {"noeviction", "allkeys-lru", "allkeys-random", NULL};
+static const char *const shm_mode_names[] = {"map", "fd", NULL};
 
 #define OFF(f) offsetof(mkv_config, f)
 #define KB (1024LL)
@@ -81,6 +82,8 @@ static const config_row config_table[] = {
     {"replicas", CT_INT, OFF(replicas), 1, 16, NULL, "replica count of new objects"},
     {"data_addrs", CT_ADDRS, OFF(data_addrs), 0, 0, NULL, "data-plane addresses A,B"},
     {"transport", CT_ENUM, OFF(transport), 0, 0, transport_names, "auto|tcp|shm|rdma"},
+    {"shm_mode", CT_ENUM, OFF(shm_mode), 0, 0, shm_mode_names,
+     "map|fd: same-host segments mapped (trusted clients) or read with pread/pwrite"},
     {"cluster_secret", CT_STR, OFF(cluster_secret), 0, CONFIG_STR_MAX, NULL, "shared cluster secret"},
     {"heartbeat_ms", CT_INT, OFF(heartbeat_ms), 10, 600000, NULL, "node heartbeat period"},
     {"node_timeout_ms", CT_INT, OFF(node_timeout_ms), 100, 3600000, NULL, "node declared dead after"},
@@ -105,6 +108,8 @@ static const config_row config_table[] = {
      "master name SENTINEL answers for"},
 };
 #define CONFIG_NROWS (sizeof config_table / sizeof config_table[0])
+_Static_assert(sizeof ((mkv_config *)0)->shm_mode == sizeof ((mkv_config *)0)->transport,
+               "text enums are set with one size");
 
 void config_defaults(mkv_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -122,6 +127,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->prefault = 1;
     cfg->replicas = 1;
     snprintf(cfg->transport, sizeof cfg->transport, "auto");
+    snprintf(cfg->shm_mode, sizeof cfg->shm_mode, "map");
     cfg->heartbeat_ms = 1000;
     cfg->node_timeout_ms = 5000;
     cfg->put_timeout_ms = 30000;
@@ -306,7 +312,9 @@ static int config_set(mkv_config *cfg, const config_row *r, const config_value *
         for (int i = 0; v->text && r->names[i]; i++) {
             if (!strieq_len(v->text, strlen(v->text), r->names[i])) continue;
             if (r->offset == OFF(role)) *(mkv_role *)field = (mkv_role)i;
-            else if (r->offset == OFF(transport)) snprintf(field, sizeof cfg->transport, "%s", r->names[i]);
+            /* text enums, 16 bytes each */
+            else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode))
+                snprintf(field, sizeof cfg->transport, "%s", r->names[i]);
             else *(int *)field = i;
             return 0;
         }
@@ -524,7 +532,7 @@ const char *config_get_value(const mkv_config *cfg, const char *name, char *buf,
     case CT_STR: snprintf(buf, buflen, "%s", field); break;
     case CT_ENUM:
         if (r->offset == OFF(role)) snprintf(buf, buflen, "%s", config_role_name(cfg->role));
-        else if (r->offset == OFF(transport)) snprintf(buf, buflen, "%s", cfg->transport);
+        else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode)) snprintf(buf, buflen, "%s", field);
         else snprintf(buf, buflen, "%s", r->names[*(const int *)field]);
         break;
     case CT_LOGLEVEL: snprintf(buf, buflen, "%s", log_level_name((log_level)cfg->log_level)); break;

@@ -40,6 +40,7 @@ typedef struct mkv_config {
     char data_addrs[CONFIG_MAX_ADDRS][CONFIG_STR_MAX];
     int ndata_addrs;
     char transport[16];                 /* auto|tcp|shm|rdma */
+    char shm_mode[16];                  /* map|fd: how this process's client reaches same-host nodes */
     char cluster_secret[CONFIG_STR_MAX];
     int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
     /* A value streaming into a store: after put_timeout_ms without bytes,

@@ -1,9 +1,10 @@
 /* bench_client.c - byte-moving benchmarks: libmoonkv zero-copy put/get and
  * its references (memcpy, redis-server through hiredis).
  *
- *   bench_client memcpy SIZE...
+ *   bench_client memcpy SIZE...          (between buffers not in cache)
  *   bench_client redis HOST:PORT SIZE...
  *   bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...
+ *                (TRANSPORT tcp, shm, shm-fd: shm in its checked fd mode)
  *   bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE
  *
  * libmoonkv is loaded with dlopen() from the path given, so this program
@@ -64,6 +65,10 @@ static mkv_client *api_connect(const mkv_api *api, const char *master, const cha
     api->options_init(&opt);
     opt.master = master;
     opt.transport = transport;
+    if (!strcmp(transport, "shm-fd")) {
+        opt.transport = "shm";
+        opt.shm_mode = "fd";
+    }
     opt.timeout_ms = 10000;
     mkv_client *c = NULL;
     int rc = api->connect(&c, &opt);
@@ -83,22 +88,61 @@ static int make_key(char *buf, size_t len, const char *kind, size_t size, size_t
 
 /* ---- memcpy: the ceiling of the shared-memory path ---- */
 
+#define COLD_SPAN ((size_t)256 << 20)   /* rotated over, so no copy finds its bytes in cache */
+
+/* One thread's memcpy of SIZE between buffers that are not in cache: the
+ * copies rotate over COLD_SPAN of touched memory (half sources, half
+ * destinations), as a transfer meets its bytes. A copy of the same
+ * buffers again would measure the cache, not the path. Also the mean
+ * time of one copy (memcpy_us), for the latency bound. */
 static void bench_memcpy(size_t size) {
     char sz[32], name[64];
-    unsigned char *src = bench_buffer(size, 1), *dst = bench_buffer(size, 2);
+    size_t half = COLD_SPAN / 2, slots = half / size < 2 ? 2 : half / size;
+    unsigned char *src = bench_buffer(slots * size, 1), *dst = bench_buffer(slots * size, 2);
     bench_budget b;
     bench_budget_init(&b, 3, 100000, bench_seconds());
     while (bench_budget_more(&b)) {
+        size_t i = (size_t)b.rounds % slots, j = ((size_t)b.rounds * 7 + 3) % slots;
         uint64_t t0 = mono_us();
-        memcpy(dst, src, size);
+        memcpy(dst + j * size, src + i * size, size);
         bench_budget_add(&b, mono_us() - t0);
     }
     /* Keep the copy observable so it cannot be optimised away. */
-    if (dst[size / 2] != src[size / 2]) fprintf(stderr, "memcpy mismatch\n");
-    snprintf(name, sizeof name, "memcpy.%s", bench_size_name(size, sz, sizeof sz));
+    if (dst[size / 2] == 0x5a && src[size / 2] == 0xa5) fprintf(stderr, "memcpy pattern\n");
+    bench_size_name(size, sz, sizeof sz);
+    snprintf(name, sizeof name, "memcpy.%s", sz);
     bench_result(name, bench_gbps((double)size * (double)b.rounds, b.spent_us), "GB/s");
+    snprintf(name, sizeof name, "memcpy_us.%s", sz);
+    bench_result(name, (double)b.spent_us / (double)b.rounds, "us");
     free(src);
     free(dst);
+}
+
+/* Median round trip of a PING to the master, as name (us). */
+static void bench_ping(const char *master, const char *name) {
+    char host[256];
+    int port;
+    struct timeval tv = {5, 0};
+    redisContext *rc = parse_hostport(master, host, sizeof host, &port) == 0
+                           ? redisConnectWithTimeout(host, port, tv) : NULL;
+    if (!rc || rc->err) {
+        bench_skip(name, "cannot connect to the master %s", master);
+        if (rc) redisFree(rc);
+        return;
+    }
+    uint64_t lat[200];
+    size_t n = 0;
+    for (; n < sizeof lat / sizeof lat[0]; n++) {
+        uint64_t t0 = mono_us();
+        redisReply *r = redisCommand(rc, "PING");
+        lat[n] = mono_us() - t0;
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) break;
+    }
+    if (n == 0) bench_skip(name, "PING to the master failed");
+    else bench_result(name, (double)bench_percentile(lat, n, 50), "us");
+    redisFree(rc);
 }
 
 /* ---- redis-server through hiredis: the RESP client reference ---- */
@@ -168,9 +212,18 @@ static void bench_redis(const char *hostport, size_t size) {
 typedef struct capi_run {
     const mkv_api *api;
     mkv_client *c;
-    unsigned char *src, *dst;   /* both registered, at least `size` bytes */
+    unsigned char *src, *dst;   /* both registered, `span` bytes each */
+    size_t span;
     size_t size;                /* of the objects measured now */
 } capi_run;
+
+/* Like the memcpy reference, transfers rotate over COLD_SPAN of local
+ * memory (and gets over as many objects), so neither end of a copy is
+ * still in cache from the one before (L3 here is 32 MiB). */
+static size_t capi_slots(const capi_run *r) {
+    size_t n = r->span / r->size;
+    return n < 2 ? 2 : n > 128 ? 128 : n;
+}
 
 /* Timed puts of fresh keys, each removed afterwards (untimed) so the
  * segment never fills however long the budget. */
@@ -181,8 +234,9 @@ static void capi_put(capi_run *r, const char *name) {
     bench_budget_init(&b, 3, ((size_t)512 << 20) / r->size, bench_seconds());
     while (bench_budget_more(&b)) {
         int n = make_key(key, sizeof key, "put", r->size, (size_t)b.rounds);
+        unsigned char *from = r->src + ((size_t)b.rounds % capi_slots(r)) * r->size;
         uint64_t t0 = mono_us();
-        int rc = r->api->put(r->c, key, (size_t)n, r->src, r->size, 1);
+        int rc = r->api->put(r->c, key, (size_t)n, from, r->size, 1);
         uint64_t us = mono_us() - t0;
         if (rc != MKV_OK) {
             bench_skip(name, "mkv_put: %s", r->api->last_error(r->c));
@@ -194,61 +248,90 @@ static void capi_put(capi_run *r, const char *name) {
     bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
 }
 
-/* One object put, then timed gets of it; the first is checked byte by byte. */
-static void capi_get(capi_run *r, const char *name) {
-    char key[96];
-    int n = make_key(key, sizeof key, "get", r->size, 0);
-    if (r->api->put(r->c, key, (size_t)n, r->src, r->size, 1) != MKV_OK) {
-        bench_skip(name, "mkv_put before get: %s", r->api->last_error(r->c));
-        return;
+/* One object per slot put, then timed gets rotating over them and over
+ * the destination slots; the first get of each is checked byte by byte. */
+static void capi_get(capi_run *r, const char *name, const char *lat_name) {
+    size_t slots = capi_slots(r), nput = 0;
+    char (*keys)[96] = xcalloc(slots, sizeof *keys);
+    uint64_t *lat = xcalloc(5000, sizeof *lat);
+    for (; nput < slots; nput++) {
+        int n = make_key(keys[nput], sizeof keys[nput], "get", r->size, nput);
+        if (r->api->put(r->c, keys[nput], (size_t)n, r->src + nput * r->size, r->size, 1) != MKV_OK) {
+            bench_skip(name, "mkv_put before get: %s", r->api->last_error(r->c));
+            goto out;
+        }
     }
     bench_budget b;
     bench_budget_init(&b, 3, 5000, bench_seconds());
     while (bench_budget_more(&b)) {
-        size_t got = 0;
+        size_t i = (size_t)b.rounds % slots, got = 0;
+        unsigned char *to = r->dst + (((size_t)b.rounds * 7 + 3) % slots) * r->size;
         uint64_t t0 = mono_us();
-        int rc = r->api->get(r->c, key, (size_t)n, r->dst, r->size, &got);
+        int rc = r->api->get(r->c, keys[i], strlen(keys[i]), to, r->size, &got);
         uint64_t us = mono_us() - t0;
         if (rc != MKV_OK || got != r->size) {
             bench_skip(name, "mkv_get: %s", rc != MKV_OK ? r->api->last_error(r->c) : "wrong size");
             break;
         }
-        if (b.rounds == 0 && memcmp(r->src, r->dst, r->size) != 0) {
+        if (b.rounds < slots && memcmp(r->src + i * r->size, to, r->size) != 0) {
             bench_skip(name, "mkv_get returned different bytes than were put");
             break;
         }
+        lat[b.rounds] = us;
         bench_budget_add(&b, us);
     }
-    if (!bench_budget_more(&b))
+    if (!bench_budget_more(&b)) {
         bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
-    r->api->remove(r->c, key, (size_t)n);
+        bench_result(lat_name, (double)bench_percentile(lat, (size_t)b.rounds, 50), "us");
+    }
+out:
+    for (size_t i = 0; i < nput; i++) r->api->remove(r->c, keys[i], strlen(keys[i]));
+    free(keys);
+    free(lat);
 }
 
-/* Every SIZE with one client and one pair of registered buffers as big as
- * the largest SIZE; smaller objects use their start. */
+/* Untimed puts and gets of a few small objects, so that the paths to the
+ * nodes they land on (for shm: mapping the node's segment and filling its
+ * page tables, once per client) are open before anything is timed. */
+static void bench_warm_up(const mkv_api *api, mkv_client *c, unsigned char *buf, size_t room) {
+    char key[96];
+    for (size_t i = 0; i < 16 && (i + 1) * 65536 <= room; i++) {
+        int n = make_key(key, sizeof key, "warm", 65536, i);
+        size_t got;
+        if (api->put(c, key, (size_t)n, buf + i * 65536, 65536, 1) == MKV_OK)
+            api->get(c, key, (size_t)n, buf + i * 65536, 65536, &got);
+        api->remove(c, key, (size_t)n);
+    }
+}
+
+/* Every SIZE with one client and one pair of registered buffers of
+ * COLD_SPAN / 2 each (or two of the largest SIZE), cut into slots. */
 static void bench_moonkv(const mkv_api *api, const char *master, const char *transport,
                          char **sizes, int nsizes) {
     size_t max = 0;
     for (int i = 0; i < nsizes; i++)
         if (bench_size_arg(sizes[i]) > max) max = bench_size_arg(sizes[i]);
-    capi_run r = {.api = api};
+    capi_run r = {.api = api, .span = COLD_SPAN / 2 > 2 * max ? COLD_SPAN / 2 : 2 * max};
     r.c = api_connect(api, master, transport, "capi.connect");
     if (!r.c) return;
-    r.src = bench_buffer(max, 4);
-    r.dst = bench_buffer(max, 5);
-    if (api->register_buffer(r.c, r.src, max) != MKV_OK ||
-        api->register_buffer(r.c, r.dst, max) != MKV_OK) {
+    r.src = bench_buffer(r.span, 4);
+    r.dst = bench_buffer(r.span, 5);
+    if (api->register_buffer(r.c, r.src, r.span) != MKV_OK ||
+        api->register_buffer(r.c, r.dst, r.span) != MKV_OK) {
         bench_skip("capi.connect", "mkv_register_buffer: %s", api->last_error(r.c));
     } else {
+        bench_warm_up(api, r.c, r.src, r.span);
         for (int i = 0; i < nsizes; i++) {
-            char sz[32], put_name[64], get_name[64];
+            char sz[32], put_name[64], get_name[64], lat_name[64];
             r.size = bench_size_arg(sizes[i]);
             bench_size_name(r.size, sz, sizeof sz);
             snprintf(put_name, sizeof put_name, "put.%s", sz);
             snprintf(get_name, sizeof get_name, "get.%s", sz);
+            snprintf(lat_name, sizeof lat_name, "get_p50_us.%s", sz);
             capi_put(&r, put_name);
-            capi_get(&r, get_name);
+            capi_get(&r, get_name, lat_name);
         }
+        bench_ping(master, "ping_us");
     }
     api->close(r.c);
     free(r.src);
@@ -323,15 +406,52 @@ static int kv_batch(kv_run *k) {
     t0 = mono_us();
     rc = k->api->get_batch(k->c, k->objs, k->blocks);
     uint64_t get_us = mono_us() - t0;
+    double total = (double)k->blocks * (double)k->bsize;
     bench_result("batch_put_s", (double)put_us / 1e6, "s");
+    bench_result("batch_put_gbps", bench_gbps(total, put_us), "GB/s");
     if (kv_batch_failed(k, rc, "batch_get_s", "mkv_get_batch") == 0) {
         if (memcmp(k->src, k->dst, k->blocks * k->bsize) != 0)
             bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
-        else
+        else {
             bench_result("batch_get_s", (double)get_us / 1e6, "s");
+            bench_result("batch_get_gbps", bench_gbps(total, get_us), "GB/s");
+        }
     }
     kv_remove_all(k);
     return 0;
+}
+
+/* The transport's bound for the batch: the same bytes as one object, one
+ * put and one get, best of three (one_put_gbps, one_get_gbps). */
+static void kv_one_transfer(kv_run *k) {
+    char key[96];
+    size_t total = k->blocks * k->bsize;
+    uint64_t best_put = 0, best_get = 0;
+    for (int round = 0; round < 3; round++) {
+        int n = make_key(key, sizeof key, "kv1", total, (size_t)round);
+        uint64_t t0 = mono_us();
+        int rc = k->api->put(k->c, key, (size_t)n, k->src, total, 1);
+        uint64_t put_us = mono_us() - t0;
+        if (rc != MKV_OK) {
+            bench_skip("one_put_gbps", "put of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                       k->api->last_error(k->c));
+            return;
+        }
+        size_t got = 0;
+        t0 = mono_us();
+        rc = k->api->get(k->c, key, (size_t)n, k->dst, total, &got);
+        uint64_t get_us = mono_us() - t0;
+        k->api->remove(k->c, key, (size_t)n);
+        if (rc != MKV_OK || got != total) {
+            bench_skip("one_put_gbps", "get of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                       k->api->last_error(k->c));
+            return;
+        }
+        if (!best_put || put_us < best_put) best_put = put_us;
+        if (!best_get || get_us < best_get) best_get = get_us;
+    }
+    bench_result("one_put_gbps", bench_gbps((double)total, best_put), "GB/s");
+    bench_result("one_get_gbps", bench_gbps((double)total, best_get), "GB/s");
 }
 
 /* Seconds for the same blocks one call at a time, and get latencies. */
@@ -388,8 +508,11 @@ static void bench_kvcache(const mkv_api *api, const char *master, const char *tr
     if (api->register_buffer(k.c, k.src, blocks * bsize) != MKV_OK ||
         api->register_buffer(k.c, k.dst, blocks * bsize) != MKV_OK)
         bench_skip("batch_put_s", "mkv_register_buffer: %s", api->last_error(k.c));
-    else if (kv_batch(&k) == 0)
+    else if (bench_warm_up(api, k.c, k.src, blocks * bsize), kv_batch(&k) == 0) {
         kv_loop(&k);
+        kv_one_transfer(&k);
+        bench_ping(master, "ping_us");
+    }
     api->close(k.c);
     free(k.src);
     free(k.dst);

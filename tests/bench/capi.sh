@@ -2,9 +2,10 @@
 # cluster through libmoonkv or the master's own commands, on loopback.
 # Sourced by run.sh.
 #
-# Names: capi.<layout>.<transport>.{put,get}.<size> (layout 1node or
-# striped), capi.ref.{memcpy,redis.set,redis.get}.<size>, capi.ref.iperf3,
-# kv.<transport>.*, meta.{single,batch}.
+# Names: capi.<layout>.<transport>.{put,get,get_p50_us}.<size> (layout
+# 1node or striped), capi.<layout>.<transport>.ping_us, capi.ref.{memcpy,
+# memcpy_us,redis.set,redis.get}.<size> (memcpy between buffers not in
+# cache), capi.ref.iperf3, kv.<transport>.*, meta.{single,batch}.
 
 CAPI_TRANSPORTS="tcp shm"
 STRIPE_NODES=4
@@ -54,7 +55,7 @@ capi_fill_skips() {
 
 step_capi() {
   local sizes names s bytes
-  if [ "$QUICK" = 1 ]; then sizes="4MiB 64MiB"; else sizes="1MiB 4MiB 64MiB"; fi
+  sizes="1MiB 4MiB 64MiB"
   names=$sizes
   "$BENCH_BIN/bench_client" memcpy $sizes 2>>"$WORK/run.log" | meas_import capi.ref.
   iperf3_ref "$([ "$QUICK" = 1 ] && echo 2 || echo 5)"
@@ -77,8 +78,9 @@ step_capi() {
     row "libmoonkv put $s tcp, 1 node vs redis SET (hiredis)" "capi.1node.tcp.put.$s" "capi.ref.redis.set.$s" - GB/s
     row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 - GB/s
     row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 - GB/s
-    row "libmoonkv get $s shm, 1 node vs memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" 0.5 GB/s
-    row "libmoonkv put $s shm, 1 node vs memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" - GB/s
+    tgt=-; case $s in 4MiB|64MiB) tgt=0.8;; esac
+    row "libmoonkv get $s shm, 1 node vs memcpy (not in cache)" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" "$tgt" GB/s
+    row "libmoonkv put $s shm, 1 node vs memcpy (not in cache)" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" "$tgt" GB/s
     row "libmoonkv get $s shm, striped over $STRIPE_NODES nodes vs memcpy" "capi.striped.shm.get.$s" "capi.ref.memcpy.$s" - GB/s
     bytes=$(( ${s%MiB} << 20 ))
     plot_point "libmoonkv get tcp 1 node" "$bytes" "$(meas_get "capi.1node.tcp.get.$s")"
@@ -88,6 +90,20 @@ step_capi() {
     plot_point "memcpy" "$bytes" "$(meas_get "capi.ref.memcpy.$s")"
     plot_point "iperf3 loopback" "$bytes" "$(meas_get capi.ref.iperf3)"
   done
+  capi_latency_row 1MiB
+}
+
+# A get's latency against its floor: the copy (memcpy of the size, not in
+# cache) plus one master round trip (PING, same run), plus 20 %.
+capi_latency_row() {
+  local s=$1 cp ping
+  cp=$(meas_get "capi.ref.memcpy_us.$s"); ping=$(meas_get capi.1node.shm.ping_us)
+  if [ -n "$cp" ] && [ -n "$ping" ]; then
+    meas "capi.ref.get_floor_us.$s" "$(awk -v c="$cp" -v p="$ping" 'BEGIN { printf "%.1f", 1.2 * (c + p) }')" us
+  else meas_skip "capi.ref.get_floor_us.$s" "memcpy or PING not measured"; fi
+  row_plain "PING round trip to the master (shm run)" capi.1node.shm.ping_us us
+  row "libmoonkv get $s shm latency p50 vs (memcpy + PING) x 1.2" "capi.1node.shm.get_p50_us.$s" \
+    "capi.ref.get_floor_us.$s" 1.0 us
 }
 
 step_kvcache() {
@@ -117,8 +133,13 @@ step_kvcache() {
     row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5 s
     row "Python batch_get_into $blocks x 256 KiB ($t) vs C mkv_get_batch" \
       "kv.$t.py_batch_get_s" "kv.$t.batch_get_s" 0.9 s
-    row_plain "single 256 KiB get latency p50 ($t)" "kv.$t.get_p50_us" us
-    row_plain "single 256 KiB get latency p99 ($t)" "kv.$t.get_p99_us" us
+    row "KV-cache put batch ($t) vs one transfer of the same bytes" "kv.$t.batch_put_gbps" \
+      "kv.$t.one_put_gbps" 0.8 GB/s
+    row "KV-cache get batch ($t) vs one transfer of the same bytes" "kv.$t.batch_get_gbps" \
+      "kv.$t.one_get_gbps" 0.8 GB/s
+    row_plain "PING round trip to the master (kv run, $t)" "kv.$t.ping_us" us
+    row "single 256 KiB get latency p50 ($t) vs PING" "kv.$t.get_p50_us" "kv.$t.ping_us" - us
+    row "single 256 KiB get latency p99 ($t) vs PING" "kv.$t.get_p99_us" "kv.$t.ping_us" - us
   done
 }
 

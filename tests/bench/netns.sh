@@ -1,6 +1,7 @@
 # tests/bench/netns.sh - step 4: one large object striped over 1, 2 and 4
-# nodes, each behind its own rate-limited link, as a ratio to one link.
-# Sourced by run.sh.
+# nodes, each behind its own rate-limited link, as a ratio to one link;
+# step 7: the KV-cache batch against a loop of single calls when every
+# round trip costs 100 us more. Sourced by run.sh.
 #
 # Layout (all namespaces created here, removed on exit by bench_cleanup):
 #   hub namespace: master (bound to 0.0.0.0: the hub only has our links)
@@ -88,4 +89,56 @@ step_stripe() {
   row "striped get $size over 4 links vs 1 link" "stripe.4.tcp.get.$size" "stripe.1.tcp.get.$size" 3.4 GB/s
   row "striped put $size over 4 links vs 1 link" "stripe.4.tcp.put.$size" "stripe.1.tcp.put.$size" - GB/s
   note "Striping rows: nodes in their own network namespaces, each link shaped with tbf to $LINK_RATE."
+}
+
+# ---- step 7: added round-trip time ----
+#
+# Layout: master and two nodes in one namespace (10.79.0.2), the client
+# in another (10.79.0.1), one veth between them with netem delaying each
+# direction by RTT_DELAY, so every master request and every data-plane
+# round trip of the client costs that twice more. (Abstract unix sockets
+# are per namespace: the client cannot use shm here, TCP it is.)
+RTT_DELAY=${BENCH_RTT_DELAY:-50us}
+
+rtt_setup() {
+  local tag=$(( $$ % 100000 ))
+  NS_SRV=mkvr$tag-srv NS_CLI=mkvr$tag-cli
+  [ "$(id -u)" = 0 ] || { SKIP_WHY="needs root for ip netns"; return 1; }
+  command -v tc >/dev/null || { SKIP_WHY="tc (iproute2) not installed"; return 1; }
+  ip netns add "$NS_SRV" 2>>"$WORK/run.log" || { SKIP_WHY="ip netns add not permitted"; return 1; }
+  BENCH_NETNS+=("$NS_SRV")
+  ip netns add "$NS_CLI" 2>>"$WORK/run.log" || { SKIP_WHY="ip netns add $NS_CLI failed"; return 1; }
+  BENCH_NETNS+=("$NS_CLI")
+  ip -n "$NS_SRV" link set lo up && ip -n "$NS_CLI" link set lo up
+  if ! ip -n "$NS_SRV" link add mkvr${tag}s type veth peer name mkvr${tag}c netns "$NS_CLI" 2>>"$WORK/run.log" ||
+     ! ip -n "$NS_SRV" addr add 10.79.0.2/24 dev mkvr${tag}s || ! ip -n "$NS_CLI" addr add 10.79.0.1/24 dev mkvr${tag}c ||
+     ! ip -n "$NS_SRV" link set mkvr${tag}s up || ! ip -n "$NS_CLI" link set mkvr${tag}c up; then
+    SKIP_WHY="veth set-up failed (run.log)"; return 1
+  fi
+  if ! ip netns exec "$NS_SRV" tc qdisc add dev mkvr${tag}s root netem delay "$RTT_DELAY" limit 100000 2>>"$WORK/run.log" ||
+     ! ip netns exec "$NS_CLI" tc qdisc add dev mkvr${tag}c root netem delay "$RTT_DELAY" limit 100000 2>>"$WORK/run.log"; then
+    if grep -q "qdisc kind is unknown" "$WORK/run.log"; then SKIP_WHY="this kernel has no netem qdisc (sch_netem)"
+    else SKIP_WHY="tc netem failed (run.log)"; fi
+    return 1
+  fi
+  CL_HUB_NS=$NS_SRV CL_MASTER_BIND=0.0.0.0
+  CL_NODE_NS=("$NS_SRV" "$NS_SRV") CL_NODE_IP=(10.79.0.2 10.79.0.2) CL_NODE_MASTER_IP=(10.79.0.2 10.79.0.2)
+}
+
+step_kv_rtt() {
+  local n
+  CL_NODE_FLAGS=()
+  if rtt_setup && cluster_start 2 1GB 0; then
+    timeout 600 ip netns exec "$NS_CLI" "$BENCH_BIN/bench_client" kvcache "$LIBMOONKV" "10.79.0.2:${MASTER##*:}" \
+      tcp 1000 256KiB 2>>"$WORK/run.log" | meas_import kvrtt.tcp.
+    cluster_stop
+  else
+    for n in batch_put_s batch_get_s loop_put_s loop_get_s ping_us; do meas_skip "kvrtt.tcp.$n" "$SKIP_WHY"; done
+  fi
+  netns_reset_layout
+  netns_cleanup
+  row_plain "PING round trip to the master, $RTT_DELAY each way added" kvrtt.tcp.ping_us us
+  row "KV-cache put 1000 x 256 KiB (tcp, +RTT): batch vs loop, wall-clock" kvrtt.tcp.batch_put_s kvrtt.tcp.loop_put_s 5 s
+  row "KV-cache get 1000 x 256 KiB (tcp, +RTT): batch vs loop, wall-clock" kvrtt.tcp.batch_get_s kvrtt.tcp.loop_get_s 5 s
+  note "+RTT rows: master and nodes in one network namespace, the client in another, netem $RTT_DELAY each way."
 }

@@ -8,7 +8,8 @@
 # Steps: 1 small objects through RESP, 2 large objects through RESP,
 # 3 libmoonkv zero-copy (with iperf3, memcpy, hiredis references),
 # 4 striping over shaped links in network namespaces (root only),
-# 5 KV-cache batch pattern, 6 master metadata rate.
+# 5 KV-cache batch pattern, 6 master metadata rate, 7 the KV-cache
+# pattern with 100 us of added round-trip time (network namespaces, root only).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
@@ -23,7 +24,7 @@ SERVER=$BUILD/moonkv-server
 BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
-STEPS=${BENCH_STEPS:-1 2 3 4 5 6}
+STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7}
 RESULTS=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
 export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5)}
@@ -67,7 +68,7 @@ echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs i
 rows_before=0
 run_step() {   # run_step N TITLE FUNCTION
   case " $STEPS " in *" $1 "*) ;; *) return 0;; esac
-  step_begin "$1/6" "$2"
+  step_begin "$1/7" "$2"
   "$3"
   local total skipped
   total=$(wc -l <"$WORK/rows.tsv")
@@ -82,5 +83,6 @@ run_step 3 "libmoonkv zero-copy put/get (tcp, shm) vs iperf3, memcpy, hiredis" s
 run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
 run_step 6 "master metadata: PUTSTART/PUTEND pairs per second" step_meta
+run_step 7 "KV-cache pattern with 100 us added RTT (netem), batch vs loop" step_kv_rtt
 
 write_report "$RESULTS"

@@ -2,10 +2,11 @@
  * and one memory node on this host (shm export on, as --transport auto
  * gives it). The node's INFO shows which path carried the bytes: its
  * data-plane server counts payload bytes it moved over TCP
- * (data_bytes_in/out) and every request it checked (data_requests),
- * while over shm the client copies the bytes itself after the node has
- * verified the request headers, so requests rise and payload bytes do
- * not. Ports 29000-29099. */
+ * (data_bytes_in/out) and every request it checked (data_requests).
+ * Over shm in map mode (the default) the client copies through its own
+ * mapping and asks the node nothing, so neither rises; in fd mode the
+ * node verifies the request headers first, so requests rise and payload
+ * bytes do not. Ports 29000-29099. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,39 +71,50 @@ static pid_t start_node(void) {
     return h_spawn(a.v);
 }
 
-/* Put OBJ bytes under key and get them back byte-exact through a client
- * of `transport`; the node's stats before and after go to before and after. */
-static int put_get(const char *transport, const char *key, data_stats *before, data_stats *after) {
+/* Put len bytes from offset skew of a buffer under key and get them back
+ * byte-exact (into another skew) through a client of `transport` and
+ * shm_mode (NULL: the default); the node's stats before and after go to
+ * before and after. */
+static int put_get_ex(const char *transport, const char *shm_mode, const char *key, size_t len, size_t skew,
+                      data_stats *before, data_stats *after) {
     mkv_options opt;
     mkv_options_init(&opt);
     opt.master = MASTER;
     opt.transport = transport;
+    opt.shm_mode = shm_mode;
     mkv_client *c;
     if (mkv_connect(&c, &opt) != MKV_OK) {
         printf("# connect: %s\n", mkv_last_error(NULL));
         return -1;
     }
-    unsigned char *src = malloc(OBJ), *dst = calloc(1, OBJ);
-    h_fill(src, OBJ, 42);
+    size_t room = len + 16;
+    unsigned char *src = malloc(room), *dst = calloc(1, room);
+    h_fill(src, room, (int)len);
     size_t n = 0;
     int rc = node_stats(before) == 0 ? MKV_OK : MKV_EPROTO;
-    if (rc == MKV_OK) rc = mkv_register_buffer(c, src, OBJ);
-    if (rc == MKV_OK) rc = mkv_register_buffer(c, dst, OBJ);
-    if (rc == MKV_OK) rc = mkv_put(c, key, strlen(key), src, OBJ, 1);
-    if (rc == MKV_OK) rc = mkv_get(c, key, strlen(key), dst, OBJ, &n);
-    if (rc == MKV_OK && (n != OBJ || memcmp(src, dst, OBJ) != 0)) rc = MKV_ECORRUPT;
+    if (rc == MKV_OK) rc = mkv_register_buffer(c, src, room);
+    if (rc == MKV_OK) rc = mkv_register_buffer(c, dst, room);
+    if (rc == MKV_OK) rc = mkv_put(c, key, strlen(key), src + skew, len, 1);
+    if (rc == MKV_OK) rc = mkv_get(c, key, strlen(key), dst + 16 - skew, len, &n);
+    if (rc == MKV_OK && (n != len || memcmp(src + skew, dst + 16 - skew, len) != 0)) rc = MKV_ECORRUPT;
     if (rc == MKV_OK && node_stats(after) != 0) rc = MKV_EPROTO;
-    if (rc != MKV_OK) printf("# %s: %s: %s\n", transport, mkv_strerror(rc), mkv_last_error(c));
+    if (rc == MKV_OK) rc = mkv_remove(c, key, strlen(key));
+    if (rc != MKV_OK) printf("# %s/%s: %s: %s\n", transport, shm_mode ? shm_mode : "default", mkv_strerror(rc),
+                             mkv_last_error(c));
     mkv_close(c);
     free(src);
     free(dst);
     return rc;
 }
 
+static int put_get(const char *transport, const char *key, data_stats *before, data_stats *after) {
+    return put_get_ex(transport, NULL, key, OBJ, 0, before, after);
+}
+
 static void test_auto_goes_over_shm(void) {
     data_stats b, a;
     ASSERT_EQ(put_get("auto", "shm:auto", &b, &a), MKV_OK);
-    ASSERT(a.requests > b.requests);           /* the node checked every slice */
+    ASSERT_EQ(a.requests - b.requests, 0);     /* map mode: the node was not asked */
     ASSERT_EQ(a.in - b.in, 0);                 /* and no payload crossed TCP */
     ASSERT_EQ(a.out - b.out, 0);
 }
@@ -110,9 +122,41 @@ static void test_auto_goes_over_shm(void) {
 static void test_explicit_shm(void) {
     data_stats b, a;
     ASSERT_EQ(put_get("shm", "shm:shm", &b, &a), MKV_OK);
+    ASSERT_EQ(a.requests - b.requests, 0);
+    ASSERT_EQ(a.in - b.in, 0);
+    ASSERT_EQ(a.out - b.out, 0);
+}
+
+/* FD mode: the node checks every slice, and still no payload on TCP. */
+static void test_fd_mode(void) {
+    data_stats b, a;
+    ASSERT_EQ(put_get_ex("shm", "fd", "shm:fd", OBJ + 7, 3, &b, &a), MKV_OK);
     ASSERT(a.requests > b.requests);
     ASSERT_EQ(a.in - b.in, 0);
     ASSERT_EQ(a.out - b.out, 0);
+}
+
+/* Map mode byte-exact at sizes that end mid-page and mid-slice, from and
+ * into buffers at odd offsets (the fused copy's unaligned heads/tails). */
+static void test_map_unaligned(void) {
+    static const size_t sizes[] = {1, 13, 4095, 65537, (1u << 20) + 13, (5u << 20) + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        data_stats b, a;
+        char key[32];
+        snprintf(key, sizeof key, "shm:map:%zu", sizes[i]);
+        ASSERT_MSG(put_get_ex("shm", "map", key, sizes[i], 1 + i % 7, &b, &a) == MKV_OK, "size %zu", sizes[i]);
+        ASSERT_EQ(a.requests - b.requests, 0);
+    }
+}
+
+static void test_bad_shm_mode(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = MASTER;
+    opt.shm_mode = "mmap";
+    mkv_client *c = NULL;
+    ASSERT_EQ(mkv_connect(&c, &opt), MKV_EINVAL);
+    ASSERT(strstr(mkv_last_error(NULL), "shm_mode") != NULL);
 }
 
 /* The control: the same through TCP shows up as payload bytes. */
@@ -133,6 +177,9 @@ int main(void) {
     }
     RUN_TEST(test_auto_goes_over_shm);
     RUN_TEST(test_explicit_shm);
+    RUN_TEST(test_fd_mode);
+    RUN_TEST(test_map_unaligned);
+    RUN_TEST(test_bad_shm_mode);
     RUN_TEST(test_tcp_counts_bytes);
     h_stop(node);
     h_stop(master);

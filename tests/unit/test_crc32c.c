@@ -122,12 +122,39 @@ static void test_parallel_equals_serial(void) {
     ASSERT(before != after);
 }
 
+/* The fused copy gives the bytes and the checksum that a copy followed
+ * by crc32c would, for lengths around every block boundary of the
+ * 3-stream loop and every source/destination alignment. */
+static void test_copy_fused(void) {
+    size_t n = (1u << 20) + 64;
+    uint8_t *src = malloc(n), *dst = malloc(n + 64);
+    ASSERT(src && dst);
+    fill(src, n);
+    static const size_t lens[] = {0, 1, 7, 8, 15, 16, 63, 64, 65, 4095, 4096, 12287, 12288, 12289,
+                                  12288 + 63, 24576, 24576 + 9, 36864 - 1, 100000, 1u << 20};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (size_t sa = 0; sa < 16; sa += 5)
+            for (size_t da = 0; da < 16; da += 3) {
+                size_t len = lens[i];
+                memset(dst, 0xA5, n + 64);
+                uint32_t got = crc32c_copy(0x9abcdef0u, dst + da, src + sa, len);
+                int same = memcmp(dst + da, src + sa, len) == 0 && (da == 0 || dst[da - 1] == 0xA5) &&
+                           dst[da + len] == 0xA5;
+                if (got != crc32c_sw(0x9abcdef0u, src + sa, len) || !same) bad++;
+            }
+    free(src);
+    free(dst);
+    ASSERT_MSG(bad == 0, "%d mismatches", bad);
+}
+
 int main(void) {
     printf("# hardware crc32c: %s\n", crc32c_hw_available() ? "yes" : "no");
     RUN_TEST(test_known_vectors);
     RUN_TEST(test_incremental);
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
+    RUN_TEST(test_copy_fused);
     RUN_TEST(test_combine);
     RUN_TEST(test_combine_zero_runs);
     RUN_TEST(test_parallel_equals_serial);

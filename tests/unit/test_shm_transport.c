@@ -1,4 +1,6 @@
-/* Shared-memory transport against the node server's unix-socket hand-off. */
+/* Shared-memory transport against the node server's unix-socket hand-off,
+ * in both modes: the client's mapping of the segment (map) and pread/
+ * pwrite with the node verifying each request (fd). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include "backend/shm_handoff.h"
 #include "backend/shm_transport.h"
 #include "backend/stream_server.h"
+#include "core/crc32c.h"
 #include "core/util.h"
 #include "test.h"
 #include "transports/registry.h"
@@ -39,7 +42,7 @@ static te_cap rw(uint64_t off, uint64_t len) {
     return cap_for(5, off, len, TE_CAP_READ | TE_CAP_WRITE, wall_ms() + 60000);
 }
 
-static int rig_up(rig *r, const char *secret) {
+static int rig_up(rig *r, const char *secret, int mode) {
     char err[256];
     memset(r, 0, sizeof *r);
     if (te_shm_segment_create(SEG_SIZE, 0, &r->seg, &r->seg_fd, err, sizeof err) != 0) return -1;
@@ -52,7 +55,7 @@ static int rig_up(rig *r, const char *secret) {
     snprintf(r->addr, sizeof r->addr, "unix:%s", sc.shm_path);
     r->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!r->srv) { printf("# %s\n", err); return -1; }
-    te_config cfg = { 0 };
+    te_config cfg = { .shm_mode = mode };
     snprintf(cfg.secret, sizeof cfg.secret, "%s", secret);
     r->t = te_transport_create("shm", &cfg, err, sizeof err);
     r->buf = xmalloc(SEG_SIZE);
@@ -72,36 +75,76 @@ static void rig_down(rig *r) {
     free(r->buf);
 }
 
-static int run1(rig *r, te_op op, void *local, uint64_t off, uint64_t len, const te_cap *cap) {
+/* One request to completion; its completion in *out when out is given. */
+static int run1_cqe(rig *r, te_op op, void *local, uint64_t off, uint64_t len, const te_cap *cap, te_cqe *out) {
     te_req q = { .op = op, .local = local, .remote_off = off, .len = len, .cap = cap, .cookie = 77 };
     int k = te_submit(r->t, r->p, &q, 1);
     if (k != 1) return 99 + k;
     te_cqe c;
     for (int i = 0; i < 1000; i++)
-        if (te_poll(r->t, &c, 1, 10) == 1) return c.cookie == 77 ? c.status : 98;
+        if (te_poll(r->t, &c, 1, 10) == 1) {
+            if (out) *out = c;
+            return c.cookie == 77 ? c.status : 98;
+        }
     return 97;
 }
 
-static void test_roundtrip_sizes(void) {
+static int run1(rig *r, te_op op, void *local, uint64_t off, uint64_t len, const te_cap *cap) {
+    return run1_cqe(r, op, local, off, len, cap, NULL);
+}
+
+static const char *mode_name(int mode) { return mode == TE_SHM_MAP ? "map" : "fd"; }
+
+/* Byte-exact both ways at unaligned offsets and sizes; in map mode every
+ * completion carries the CRC32C of the bytes it moved, in fd mode none. */
+static void roundtrip_sizes(int mode) {
     rig r;
-    ASSERT(rig_up(&r, SECRET) == 0);
+    ASSERT(rig_up(&r, SECRET, mode) == 0);
     static const uint64_t sizes[] = { 1, 4095, 65536, (1 << 20) + 3, 5 << 20, 64ULL << 20 };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        uint64_t n = sizes[i], off = 333;
+        uint64_t n = sizes[i], off = 333 + i;
         te_cap c = rw(off, n);
+        te_cqe wq, rq;
         for (uint64_t k = 0; k < n; k++) r.buf[k] = (char)(k * 7 + i);
-        ASSERT_EQ(run1(&r, TE_WRITE, r.buf, off, n, &c), TE_OK);
+        uint32_t want = crc32c(0, r.buf, n);
+        ASSERT_EQ(run1_cqe(&r, TE_WRITE, r.buf, off, n, &c, &wq), TE_OK);
         ASSERT_MEMEQ((char *)r.seg + off, r.buf, n);
         memset(r.buf, 0, n);
-        ASSERT_EQ(run1(&r, TE_READ, r.buf, off, n, &c), TE_OK);
-        ASSERT_MEMEQ((char *)r.seg + off, r.buf, n);
+        ASSERT_EQ(run1_cqe(&r, TE_READ, r.buf + 1, off, n, &c, &rq), TE_OK);
+        ASSERT_MEMEQ((char *)r.seg + off, r.buf + 1, n);
+        ASSERT_EQ(wq.has_crc, mode == TE_SHM_MAP);
+        ASSERT_EQ(rq.has_crc, mode == TE_SHM_MAP);
+        if (mode == TE_SHM_MAP) {
+            ASSERT_MSG(wq.crc == want && rq.crc == want, "%s size %llu", mode_name(mode), (unsigned long long)n);
+        }
     }
     rig_down(&r);
 }
 
-static void test_cap_checks(void) {
+static void test_roundtrip_sizes_map(void) { roundtrip_sizes(TE_SHM_MAP); }
+static void test_roundtrip_sizes_fd(void) { roundtrip_sizes(TE_SHM_FD); }
+
+/* Map mode never asks the node: the data server sees no request. */
+static void test_map_mode_no_node_trip(void) {
     rig r;
-    ASSERT(rig_up(&r, SECRET) == 0);
+    ASSERT(rig_up(&r, SECRET, TE_SHM_MAP) == 0);
+    te_cap c = rw(0, 1 << 20);
+    ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 1 << 20, &c), TE_OK);
+    ASSERT_EQ(run1(&r, TE_READ, r.buf, 0, 1 << 20, &c), TE_OK);
+    te_server_stats st;
+    te_stream_server_stats(r.srv, &st);
+    ASSERT_EQ(st.requests, 0);
+    rig_down(&r);
+}
+
+/* The client refuses, before any byte moves, a request its capability
+ * does not allow: outside its range or the segment, without the right,
+ * expired, for another node. In map mode that check is all there is (the
+ * node cannot police a mapping), so a forged capability that passes it
+ * is written: only fd mode, where the node checks the MAC, refuses it. */
+static void cap_checks(int mode) {
+    rig r;
+    ASSERT(rig_up(&r, SECRET, mode) == 0);
     te_cap c = rw(4096, 4096);
     memset(r.buf, 'q', 8192);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 4000, 200, &c), TE_ERANGE);
@@ -118,16 +161,25 @@ static void test_cap_checks(void) {
     te_cap forged = c;
     forged.offset = 0;
     forged.length = 1 << 20;
-    ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 8192, &forged), TE_EAUTH);
-    for (int i = 0; i < 8192; i++) ASSERT(((char *)r.seg)[i] == 0);
+    for (int i = 0; i < 8192; i++) ASSERT(((char *)r.seg)[i] == 0);   /* no refused write landed */
+    if (mode == TE_SHM_FD) {
+        ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 8192, &forged), TE_EAUTH);
+        for (int i = 0; i < 8192; i++) ASSERT(((char *)r.seg)[i] == 0);
+    } else {
+        ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 8192, &forged), TE_OK);
+        memset(r.seg, 0, 8192);
+    }
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 4096, 4096, &c), TE_OK);
     ASSERT_MEMEQ((char *)r.seg + 4096, r.buf, 4096);
     rig_down(&r);
 }
 
+static void test_cap_checks_map(void) { cap_checks(TE_SHM_MAP); }
+static void test_cap_checks_fd(void) { cap_checks(TE_SHM_FD); }
+
 static void test_wrong_secret(void) {
     rig r;
-    ASSERT_EQ(rig_up(&r, "not-the-secret"), -2);
+    ASSERT_EQ(rig_up(&r, "not-the-secret", TE_SHM_MAP), -2);
     te_server_stats st;
     /* The client hangs up first; the server counts it a moment later. */
     for (int i = 0; i < 200; i++) {
@@ -140,11 +192,11 @@ static void test_wrong_secret(void) {
     ASSERT_EQ(st.requests, 0);
 }
 
-/* Reads are verified by the node too, even though it moves no byte:
- * a forged read capability completes with the node's refusal. */
+/* FD mode: reads are verified by the node too, even though it moves no
+ * byte: a forged read capability completes with the node's refusal. */
 static void test_forged_read_refused(void) {
     rig r;
-    ASSERT(rig_up(&r, SECRET) == 0);
+    ASSERT(rig_up(&r, SECRET, TE_SHM_FD) == 0);
     te_cap c = rw(8192, 8192);
     memset(r.buf, 'w', 8192);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 8192, 8192, &c), TE_OK);
@@ -162,9 +214,9 @@ static void test_forged_read_refused(void) {
     rig_down(&r);
 }
 
-static void test_server_gone(void) {
+static void server_gone(int mode) {
     rig r;
-    ASSERT(rig_up(&r, SECRET) == 0);
+    ASSERT(rig_up(&r, SECRET, mode) == 0);
     te_cap c = rw(0, 4096);
     ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 0, 4096, &c), TE_OK);
     te_stream_server_stop(r.srv);
@@ -175,11 +227,18 @@ static void test_server_gone(void) {
     rig_down(&r);
 }
 
+static void test_server_gone_map(void) { server_gone(TE_SHM_MAP); }
+static void test_server_gone_fd(void) { server_gone(TE_SHM_FD); }
+
 int main(void) {
-    RUN_TEST(test_roundtrip_sizes);
-    RUN_TEST(test_cap_checks);
+    RUN_TEST(test_roundtrip_sizes_map);
+    RUN_TEST(test_roundtrip_sizes_fd);
+    RUN_TEST(test_map_mode_no_node_trip);
+    RUN_TEST(test_cap_checks_map);
+    RUN_TEST(test_cap_checks_fd);
     RUN_TEST(test_wrong_secret);
     RUN_TEST(test_forged_read_refused);
-    RUN_TEST(test_server_gone);
+    RUN_TEST(test_server_gone_map);
+    RUN_TEST(test_server_gone_fd);
     TEST_EXIT();
 }
