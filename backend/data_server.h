@@ -33,6 +33,7 @@ typedef struct te_server_config {
     int max_conns;              /* per server, default 256 */
     int auth_timeout_ms;        /* default 2000 */
     int io_timeout_ms;          /* a started payload must finish within (default 10000) */
+    struct te_claims *claims;   /* the node's, shared by its servers; NULL: writes unclaimed */
 } te_server_config;
 
 typedef struct te_server_stats {
