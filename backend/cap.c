@@ -2,7 +2,7 @@
  *
  * Wire layout (TE_CAP_WIRE_LEN = 64 bytes, little-endian):
  *   0 node_id u32 | 4 rights u32 | 8 offset u64 | 16 length u64 |
- *   24 expiry_ms u64 | 32 rkey u64 | 40 reserved (8 zero bytes) | 48 mac[16]
+ *   24 expiry_ms u64 | 32 rkey u64 | 40 issued_us u64 | 48 mac[16]
  * The MAC is SipHash-2-4-128 over bytes [0, 48). */
 #include "backend/cap.h"
 
@@ -21,6 +21,7 @@ static void cap_encode_body(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]) {
     le_put64(out + 16, cap->length);
     le_put64(out + 24, cap->expiry_ms);
     le_put64(out + 32, cap->rkey);
+    le_put64(out + 40, cap->issued_us);
 }
 
 static void cap_mac(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint8_t mac[TE_MAC_LEN]) {
@@ -67,16 +68,13 @@ void te_cap_encode(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]) {
 
 int te_cap_decode(te_cap *cap, const uint8_t *in, size_t len) {
     if (!in || len < TE_CAP_WIRE_LEN) return -1;
-    /* Reserved bytes are outside the struct: refuse them non-zero so
-     * every byte of the encoding is either checked or MACed. */
-    for (int i = 40; i < CAP_MAC_OFF; i++)
-        if (in[i]) return -1;
     cap->node_id = le_get32(in + 0);
     cap->rights = le_get32(in + 4);
     cap->offset = le_get64(in + 8);
     cap->length = le_get64(in + 16);
     cap->expiry_ms = le_get64(in + 24);
     cap->rkey = le_get64(in + 32);
+    cap->issued_us = le_get64(in + 40);
     memcpy(cap->mac, in + CAP_MAC_OFF, TE_MAC_LEN);
     return 0;
 }

@@ -37,6 +37,7 @@ typedef struct te_server_config {
      * most preauth_max (default 64), preauth_per_source from one address
      * (default 16); over a cap the oldest of them is dropped. */
     int preauth_max, preauth_per_source;
+    struct te_claims *claims;   /* the node's, shared by its servers; NULL: writes unclaimed */
 } te_server_config;
 
 typedef struct te_server_stats {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "backend/auth.h"
+#include "backend/claims.h"
 #include "backend/netio.h"
 #include "backend/preauth_gate.h"
 #include "backend/shm_handoff.h"
@@ -88,6 +89,7 @@ static int request_check(te_stream_server *s, te_op op, const uint8_t cap_wire[T
     int st = te_cap_check(&cap, key, s->cfg.node_id, op, off, len, wall_ms());
     if (st != TE_OK) return st;
     if (off > s->cfg.size || len > s->cfg.size - off) return TE_ERANGE;
+    if (op == TE_WRITE && s->cfg.claims) return te_claims_write(s->cfg.claims, &cap, wall_ms());
     return TE_OK;
 }
 

@@ -27,9 +27,12 @@
 #include <unistd.h>
 
 #include "backend/auth.h"
+#include "backend/claims.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "rdma/rdma_node.h"
+
+#include "backend/claims.h"
 #include "rdma/rdma_oob.h"
 #include "rdma/rdma_qp.h"
 
@@ -151,6 +154,10 @@ static int check_grant(rdma_node *n, const rdma_grant *g, te_cap *cap) {
     /* A genuine capability for a range past our segment is the master's
      * mistake; refuse it rather than open rights that can't be used. */
     if (cap->offset > n->len || cap->length > n->len - cap->offset) return TE_ERANGE;
+    /* A write grant older than one that claimed its range is stale. The
+     * QP's later one-sided writes are bounded by the NIC only. */
+    if ((te_op)g->op == TE_WRITE && n->cfg.claims)
+        return te_claims_write(n->cfg.claims, cap, wall_ms());
     return TE_OK;
 }
 

@@ -28,6 +28,7 @@ typedef struct rdma_node_config {
     int timeout_ms;                   /* per set-up message (default 2000) */
     int max_qps;                      /* peers' QPs served at once (default 1024) */
     int gid_index;                    /* -1 = choose */
+    struct te_claims *claims;         /* the node's write claims (backend/claims.h), or NULL */
 } rdma_node_config;
 
 void rdma_node_config_default(rdma_node_config *c);

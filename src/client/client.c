@@ -67,7 +67,16 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
      * one (the master may have restarted); a command whose reply was lost
      * is never sent twice, since it may have taken effect. */
     if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
-    redisReply *r = redisCommandArgv(c->rc, argc, argv, argvlen);
+    redisReply *r = NULL;
+    int released = mkv_leases_append(c);
+    if (redisAppendCommandArgv(c->rc, argc, argv, argvlen) == REDIS_OK) {
+        void *rr = NULL;
+        /* MOON.RELEASE's reply first: only a broken link can make it fail. */
+        if (!released || redisGetReply(c->rc, &rr) == REDIS_OK) {
+            freeReplyObject(rr);
+            if (redisGetReply(c->rc, &rr) == REDIS_OK) r = rr;
+        }
+    }
     *code = MKV_OK;
     if (r) return r;
     int timed_out = c->rc->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -163,6 +172,7 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
 void mkv_close(mkv_client *c) {
     if (!c) return;
     workpool_stop(c->crc_pool);
+    mkv_leases_clear(&c->done);
     mkv_regions_clear(c);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);

@@ -9,6 +9,7 @@
  * put.c         mkv_put and mkv_put_batch (one path for both)
  * get.c         mkv_get, mkv_get_batch, mkv_size
  * keys.c        mkv_remove, mkv_exists, mkv_exists_batch
+ * leases.c      giving read leases back (MOON.RELEASE, pipelined)
  *
  * Single and batch calls share one code path: a single call is a batch
  * of one that sends the single-key command (MOON.PUTSTART rather than
@@ -30,6 +31,7 @@
 #define MKV_NET_STREAMS    2        /* connections per network path to a node */
 #define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
 #define MKV_MAX_REGIONS    256
+#define MKV_MAX_DONE_LEASES 256     /* finished reads' leases waiting to go back */
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
 
 /* ---- topology.c ---- */
@@ -54,12 +56,33 @@ typedef struct mkv_replica {
     te_extent *extents;                  /* the engine's own type: handed over as is */
 } mkv_replica;
 
+/* Read leases a finished get is done with (leases.c). */
+typedef struct mkv_lease {
+    char *key;
+    size_t keylen;
+    uint64_t until;                      /* the lease's read caps' expiry */
+} mkv_lease;
+
+typedef struct mkv_leases {
+    mkv_lease v[MKV_MAX_DONE_LEASES];
+    size_t n;
+} mkv_leases;
+
 typedef struct mkv_placement {
     uint64_t size;
     uint32_t crc;                        /* get only */
     uint32_t nreplicas;
     mkv_replica replicas[PROTO_MAX_REPLICAS];
 } mkv_placement;
+
+/* ---- leases.c ---- */
+/* The read behind pl is over: give its lease back with the next master
+ * command (dropped when MKV_MAX_DONE_LEASES wait already: it expires). */
+void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl);
+/* Queue MOON.RELEASE for the leases waiting, ahead of the next command
+ * (hiredis pipeline). 1 if queued (its reply comes first), else 0. */
+int mkv_leases_append(mkv_client *c);
+void mkv_leases_clear(mkv_leases *l);
 
 /* ---- regions.c ---- */
 typedef struct mkv_region {
@@ -87,6 +110,7 @@ struct mkv_client {
     mkv_regions regions;
     te_engine *engine;
     struct workpool *crc_pool;   /* started at the first large checksum */
+    mkv_leases done;             /* read leases to give back with the next command */
     char err[MKV_ERR_LEN];
 };
 

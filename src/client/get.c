@@ -113,6 +113,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n) {
     for (size_t i = 0; i < m; i++) {
         if (it[i].o->status == MKV_PENDING || (rc != MKV_OK && it[i].o->status == MKV_OK))
             it[i].o->status = rc != MKV_OK ? rc : MKV_EPROTO;
+        mkv_lease_done(c, it[i].o->key, it[i].o->keylen, &it[i].pl);
         mkv_placement_free(&it[i].pl);
     }
     free(it);
@@ -144,6 +145,7 @@ int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
     get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
     rc = get_locate(c, &it, 1);
     if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) *size = it.pl.size;
+    mkv_lease_done(c, key, keylen, &it.pl);
     mkv_placement_free(&it.pl);
     return rc;
 }

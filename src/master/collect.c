@@ -3,9 +3,9 @@
  * master giving the extents back to its allocators is the whole of it).
  *
  * Victims come from core/evict.h, the same choice the standalone store
- * makes. The master adds its veto: an object still inside a read lease or
- * its put's write window (mm_obj.hold_until: a capability on its bytes may
- * still be used) or with a replica copy in flight stays. */
+ * makes. The master adds its veto: an object with a read lease
+ * outstanding (mm_hold_until: a read cap on its bytes may still be used)
+ * or with a replica copy in flight stays. */
 #include "master/meta_internal.h"
 
 #define COLLECT_MAX_PER_PUT 1024   /* victims one put may cost before NOSPACE */
@@ -17,7 +17,7 @@ typedef struct veto_ctx {
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
     const mm_obj *mo = mm_obj_of(o);
-    return mo && !mo->job && mo->hold_until <= v->now_ms;
+    return mo && !mo->job && mm_hold_until(o, v->now_ms) == 0;
 }
 
 /* One victim dropped; 0 if none may go. */

@@ -1,11 +1,14 @@
 /* master/lifecycle.c - an object's life: put_start, put_end or revoke,
  * get with a read lease, remove.
  *
- * The master never touches bytes; it guards the space. Any capability it
- * hands out (a write cap at put_start, a read cap at get, a copy task's
- * caps) may be used until it expires, so an extent taken out of use is
- * held in quarantine until the object's latest expiry (mm_obj.hold_until)
- * and only then given back to the node's allocator. */
+ * The master never touches bytes; it guards the space. A read cap (a get's
+ * lease, a copy task's source) may be used until it expires or its reader
+ * gives it back, so an extent taken out of use is held in quarantine
+ * until the object's latest live lease (mm_hold_until), and given back to
+ * the node's allocator at once if there is none. Write caps pin nothing:
+ * a node refuses an older write grant on a range a newer one has written
+ * (backend/claims.h), so space may go to the next put while the last
+ * one's caps are unexpired. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,8 +126,15 @@ static void set_replicas(object *o, const obj_replica *reps, uint32_t n) {
     if (n) object_set_replicas(o, reps, n);
 }
 
+uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
+    const mm_obj *mo = mm_obj_of(o);
+    uint64_t until = mo->hold_until;
+    for (uint32_t i = 0; i < mo->nlease; i++) until = max_u64(until, mo->lease[i]);
+    return until > now_ms ? until : 0;
+}
+
 void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
-    mm_hold_replica(m, &o->replicas[i], mm_obj_of(o)->hold_until, now_ms);
+    mm_hold_replica(m, &o->replicas[i], mm_hold_until(o, now_ms), now_ms);
     uint32_t n = 0;
     obj_replica *keep = xcalloc(o->nreplicas, sizeof *keep);
     for (uint32_t j = 0; j < o->nreplicas; j++) {
@@ -157,10 +167,24 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     if (mo->job) mm_job_fail(m, mo->job, now_ms);
     mm_pending_unlink(m, mo);
     objtable_unlink(m->objs, o->key, o->keylen);
+    uint64_t until = mm_hold_until(o, now_ms);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        mm_hold_replica(m, &o->replicas[i], mo->hold_until, now_ms);
+        mm_hold_replica(m, &o->replicas[i], until, now_ms);
     free(mo);
     object_free(o);
+}
+
+/* ---- read leases ---- */
+
+/* Track the lease so its reader can give it back; when MM_LEASES are
+ * live at once, the rest simply pin the bytes until they expire. */
+static void lease_add(mm_obj *mo, uint64_t until, uint64_t now_ms) {
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < mo->nlease; i++)
+        if (mo->lease[i] > now_ms) mo->lease[w++] = mo->lease[i];
+    mo->nlease = w;
+    if (mo->nlease < MM_LEASES) mo->lease[mo->nlease++] = until;
+    else mo->hold_until = max_u64(mo->hold_until, until);
 }
 
 /* ---- the operations ---- */
@@ -174,6 +198,12 @@ static proto_status check_key(const void *key, size_t keylen, char *err, size_t 
 
 object *mm_find(master_meta *m, const void *key, size_t keylen) {
     return objtable_find(m->objs, key, keylen);
+}
+
+uint64_t mm_issue_us(master_meta *m, uint64_t now_ms) {
+    uint64_t us = now_ms * 1000;
+    m->last_issued_us = us > m->last_issued_us ? us : m->last_issued_us + 1;
+    return m->last_issued_us;
 }
 
 uint64_t mm_write_expiry(const master_meta *m, const object *o) {
@@ -201,7 +231,11 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
     o->created_ms = o->atime_ms = now_ms;
     object_set_replicas(o, reps, replicas);
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
-    pending_append(m, mm_obj_new(m, o, replicas, mm_write_expiry(m, o)));
+    /* No hold for the write caps: a node refuses them once a newer grant
+     * has written there (backend/claims.h), so only reads pin space. */
+    mm_obj *mo = mm_obj_new(m, o, replicas, 0);
+    mo->write_issued_us = mm_issue_us(m, now_ms);
+    pending_append(m, mo);
     *out = o;
     return PROTO_OK;
 }
@@ -257,12 +291,24 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
     object *o = objtable_find(m->objs, key, keylen);
     if (!o || o->state != OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
-    mm_obj *mo = mm_obj_of(o);
     *lease_until = now_ms + m->cfg.lease_ms;
-    mo->hold_until = max_u64(mo->hold_until, *lease_until);
+    lease_add(mm_obj_of(o), *lease_until, now_ms);
     o->atime_ms = now_ms;
     *out = o;
     return PROTO_OK;
+}
+
+int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
+                    uint64_t now_ms) {
+    object *o = objtable_find(m->objs, key, keylen);
+    if (!o || o->state != OBJ_COMPLETE) return 0;
+    mm_obj *mo = mm_obj_of(o);
+    for (uint32_t i = 0; i < mo->nlease; i++) {
+        if (mo->lease[i] != lease_until) continue;
+        mo->lease[i] = mo->lease[--mo->nlease];
+        return lease_until > now_ms;
+    }
+    return 0;
 }
 
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,

@@ -97,7 +97,8 @@ static void reply_wire(client *c, const resp_buf *b) { reply_raw(c, b->data, b->
 
 /* Per replica an array of extents, caps signed now. */
 static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
-    proto_grant g = {rights, expiry, master_of(c)->cap_key};
+    proto_grant g = {rights, expiry, master_of(c)->cap_key,
+                     rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0};
     resp_buf *b = wire_of(c);
     proto_replicas_encode(b, o, &g);
     reply_wire(c, b);
@@ -192,8 +193,8 @@ static int own_node(client *c, int i, uint32_t *id) {
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
-    proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key};
-    proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key};
+    proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key, 0};
+    proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key, t->issued_us};
     reply_array(c, 5);
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);
@@ -473,6 +474,22 @@ static void mputend_command(client *c) {
     free(it);
 }
 
+/* MOON.RELEASE key lease_until [key lease_until ...]: readers done with
+ * these leases (lease_until as their read caps' expiry). :n returned. */
+static void release_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 2, &n);
+    if (!it) return;
+    if (batch_numbers(c, 1, it, n, UINT64_MAX >> 1, 0) == 0) {
+        long long done = 0;
+        uint64_t t = now();
+        for (size_t i = 0; i < n; i++)
+            done += mm_lease_return(meta_of(c), it[i].key, it[i].keylen, it[i].size, t);
+        reply_integer(c, done);
+    }
+    free(it);
+}
+
 static void mget_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 1, 1, &n);
@@ -670,6 +687,8 @@ static const command master_commands[] = {
      "PUTEND for many keys", "key crc [key crc ...]"},
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
      "GET for many keys", "key [key ...]"},
+    {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST, 1, -1, 2, 0, "moonkv", "0.1.0",
+     "Give back read leases", "key lease_until [key lease_until ...]"},
     {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",
      "EXISTS for many keys", "key [key ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",

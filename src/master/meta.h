@@ -26,6 +26,7 @@
 #define MM_MAX_WIDTH      64       /* stripe width bound */
 #define MM_MAX_JOBS       256      /* repair copies in flight at once */
 #define MM_ALIGN          64       /* extent alignment inside a segment */
+#define MM_LEASES         16       /* read leases tracked per object (returnable) */
 
 typedef enum mm_node_state { NODE_ALIVE = 0, NODE_DRAINING, NODE_DEAD } mm_node_state;
 
@@ -70,6 +71,7 @@ typedef struct mm_task {
     uint32_t nsrc, ndst;
     obj_extent *src, *dst;
     uint64_t deadline_ms;         /* caps expire then; not done = failed */
+    uint64_t issued_us;           /* its write caps' grant stamp (mm_issue_us) */
     int handed;                   /* sent in a heartbeat reply */
     int done;
 } mm_task;
@@ -98,7 +100,10 @@ typedef struct master_meta master_meta;
 typedef struct mm_obj {
     object *o;
     uint32_t want;                /* replica count asked for */
-    uint64_t hold_until;          /* bytes not reused before (latest cap expiry) */
+    uint64_t hold_until;          /* bytes not reused before: leases not tracked below, tasks */
+    uint64_t lease[MM_LEASES];    /* expiries of leases not yet returned (maybe expired) */
+    uint32_t nlease;
+    uint64_t write_issued_us;     /* the put's write caps' grant stamp */
     struct mm_job *job;           /* replica copy in flight, if any */
     struct mm_obj *prev, *next;   /* pending puts, oldest first */
 } mm_obj;
@@ -145,9 +150,20 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
                  object **out, uint64_t *lease_until, char *err, size_t errlen);
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                     char *err, size_t errlen);
+/* A reader is done with the lease that expires at lease_until: its bytes
+ * need not wait for it. 1 if such a lease was outstanding, else 0 (a
+ * lease already returned or expired, an object since removed). */
+int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
+                    uint64_t now_ms);
+/* When o's bytes may be reused if it went now: its latest live lease. */
+uint64_t mm_hold_until(const object *o, uint64_t now_ms);
 int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
 object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
 uint64_t mm_write_expiry(const master_meta *m, const object *o);
+/* A fresh grant stamp for write caps: microseconds of now_ms, above every
+ * stamp handed out before, so a node can tell which grant is newer
+ * (backend/claims.h) even for grants made in the same millisecond. */
+uint64_t mm_issue_us(master_meta *m, uint64_t now_ms);
 
 /* Batch forms: one result per item, each as if done alone, in order. */
 typedef struct mm_item {

@@ -83,6 +83,7 @@ static mm_task *job_task_for(master_meta *m, mm_job *j, uint32_t node, uint64_t 
     t->job = j;
     t->obj = j->o;
     t->deadline_ms = deadline;
+    t->issued_us = mm_issue_us(m, deadline - m->cfg.put_timeout_ms);
     j->tasks = xrealloc(j->tasks, (j->ntasks + 1) * sizeof *j->tasks);
     j->tasks[j->ntasks++] = t;
     return t;

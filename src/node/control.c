@@ -101,6 +101,8 @@ static redisReply *master_cmd(node_control *c, const char *fmt, ...) {
 /* CHALLENGE, REGISTER; on success the data plane serves as the new id. */
 static int do_register(node_control *c) {
     node *n = c->n;
+    /* Write grants the master made before we asked are not ours to honour. */
+    uint64_t asked_ms = wall_ms();
     redisReply *r = master_cmd(c, "MOON.CHALLENGE");
     if (!r) return -1;
     if (r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
@@ -148,7 +150,7 @@ static int do_register(node_control *c) {
     freeReplyObject(r);
 
     char err[256];
-    if (node_data_set_identity(n->data, id, key, err, sizeof err) != 0) {
+    if (node_data_set_identity(n->data, id, key, asked_ms, err, sizeof err) != 0) {
         log_warning("node: data plane cannot serve as node %u: %s", id, err);
         disconnect(c);   /* the id dies by timeout; try again later */
         return -1;

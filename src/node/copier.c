@@ -148,6 +148,7 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
         int st = te_cap_check(&d->cap, t->cap_key, t->node_id, TE_WRITE, d->offset, d->length, now);
         if (st == TE_OK && (d->offset > c->n->seg.size || d->length > c->n->seg.size - d->offset))
             st = TE_ERANGE;
+        if (st == TE_OK) st = node_data_claim(c->n->data, &d->cap);
         if (st != TE_OK) {
             snprintf(err, errlen, "destination %d refused: %s", i, te_strerror(st));
             return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/claims.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -20,6 +21,7 @@ struct node_data {
     data_server s[NODE_MAX_DATA_SERVERS];
     int ns;
     te_server_stats retired;     /* counters of servers already stopped */
+    te_claims claims;            /* shared by every server: which write grant owns a range */
 };
 
 static void server_stop(node_data *d, data_server *s) {
@@ -74,6 +76,8 @@ static int choose_servers(node_data *d, const node_data_config *cfg, char *err, 
 node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen) {
     node_data *d = xcalloc(1, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
+    te_claims_init(&d->claims, 0);
+    d->sc.claims = &d->claims;
     d->sc.base = cfg->seg->base;
     d->sc.size = cfg->seg->size;
     d->sc.seg_fd = cfg->seg->fd;
@@ -83,6 +87,7 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     /* No key yet: every request is refused until registration. */
     if (choose_servers(d, cfg, err, errlen) != 0 || start_all(d, err, errlen) != 0) {
         stop_all(d);
+        te_claims_free(&d->claims);
         pthread_mutex_destroy(&d->mu);
         free(d);
         return NULL;
@@ -91,11 +96,17 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     return d;
 }
 
+int node_data_claim(node_data *d, const te_cap *cap) {
+    return te_claims_write(&d->claims, cap, wall_ms());
+}
+
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
-                           char *err, size_t errlen) {
+                           uint64_t grants_from_ms, char *err, size_t errlen) {
     pthread_mutex_lock(&d->mu);
-    /* The node id is fixed per server instance: start anew under it. */
+    /* The node id is fixed per server instance: start anew under it,
+     * knowing no claims and honouring no grant made before we asked. */
     stop_all(d);
+    te_claims_reset(&d->claims, grants_from_ms);
     d->sc.node_id = id;
     d->sc.have_cap_key = 1;
     memcpy(d->sc.cap_key, key, TE_CAP_KEY_LEN);
@@ -128,6 +139,7 @@ void node_data_stop(node_data *d) {
     pthread_mutex_lock(&d->mu);
     stop_all(d);
     pthread_mutex_unlock(&d->mu);
+    te_claims_free(&d->claims);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }

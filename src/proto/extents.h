@@ -29,6 +29,7 @@ typedef struct proto_grant {
     uint32_t rights;              /* TE_CAP_READ or TE_CAP_WRITE */
     uint64_t expiry_ms;
     const uint8_t *key;           /* TE_CAP_KEY_LEN bytes */
+    uint64_t issued_us;           /* write grants: unique, newer wins on the node */
 } proto_grant;
 
 /* An array of the n extents e in form, each with its cap under g. */

@@ -196,7 +196,7 @@ static int rig_down(rig *r) {
 static te_extent extent(uint32_t node, uint64_t off, uint64_t len) {
     te_extent x = { .node_id = node, .offset = off, .length = len,
                     .cap = { .node_id = node, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = off,
-                             .length = len, .expiry_ms = wall_ms() + 600000 } };
+                             .length = len, .expiry_ms = wall_ms() + 600000, .issued_us = wall_ms() * 1000 } };
     te_cap_sign(&x.cap, KEY);
     return x;
 }

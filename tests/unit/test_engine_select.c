@@ -73,7 +73,7 @@ static int round_trip_on(te_engine *e, uint32_t id) {
     char err[256];
     te_extent x = { .node_id = id, .offset = 4096, .length = OBJ_SIZE,
                     .cap = { .node_id = id, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = 4096,
-                             .length = OBJ_SIZE, .expiry_ms = wall_ms() + 600000 } };
+                             .length = OBJ_SIZE, .expiry_ms = wall_ms() + 600000, .issued_us = wall_ms() * 1000 } };
     te_cap_sign(&x.cap, KEY);
     te_replica rep = { .ext = &x, .next = 1 };
     char *out = xmalloc(OBJ_SIZE), *in = xcalloc(1, OBJ_SIZE);
@@ -183,7 +183,7 @@ static void test_registered_before_add_transport(void) {
     ASSERT_EQ(add(e, n.tcp, n.shm), TE_OK);
     te_extent x = { .node_id = 1, .offset = 0, .length = OBJ_SIZE,
                     .cap = { .node_id = 1, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = 0,
-                             .length = OBJ_SIZE, .expiry_ms = wall_ms() + 600000 } };
+                             .length = OBJ_SIZE, .expiry_ms = wall_ms() + 600000, .issued_us = wall_ms() * 1000 } };
     te_cap_sign(&x.cap, KEY);
     te_replica rep = { .ext = &x, .next = 1 };
     memset(buf, 'z', OBJ_SIZE);

@@ -272,21 +272,75 @@ static void test_timeout_revokes_and_frees(void) {
     mm_destroy(m);
 }
 
-static void test_revoke_holds_until_write_caps_expire(void) {
+static void test_revoke_frees_at_once_with_a_newer_grant(void) {
     master_meta *m = cluster(1, 2 * KB);
     ASSERT(m);
     object *o;
     ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 0, &o, err, sizeof err), PROTO_OK);
+    uint64_t first = mm_obj_of(o)->write_issued_us;
     ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), PROTO_OK);
     ASSERT(!mm_find(m, "k", 1));
-    /* the key is free at once, the bytes only when the write caps expire */
-    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_NOSPACE);
-    ASSERT_EQ(mm_release_held(m, 999), 0);
-    ASSERT_EQ(mm_release_held(m, 1000), 1);
-    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 1000, &o, err, sizeof err), PROTO_OK);
+    /* the write caps pin nothing: key and bytes are free at once, and the
+     * next grant is newer, so the nodes refuse the old one there */
+    ASSERT_EQ(node_used(m, 1), 0);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_OK);
+    ASSERT(mm_obj_of(o)->write_issued_us > first);
+    /* same millisecond: still strictly newer */
+    uint64_t second = mm_obj_of(o)->write_issued_us;
+    ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_OK);
+    ASSERT(mm_obj_of(o)->write_issued_us > second);
     mm_stats st;
     mm_get_stats(m, &st);
-    ASSERT_EQ(st.puts_revoked, 1);
+    ASSERT_EQ(st.puts_revoked, 2);
+    ASSERT_EQ(st.held_extents, 0);
+    mm_destroy(m);
+}
+
+static void test_returned_lease_frees_at_once(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    uint64_t l1, l2;
+    ASSERT(put(m, "k", 2 * KB, 1, 0));
+    ASSERT_EQ(mm_get(m, "k", 1, 1000, &o, &l1, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_get(m, "k", 1, 1500, &o, &l2, err, sizeof err), PROTO_OK);
+    /* a lease nobody holds, and one given back, count for nothing */
+    ASSERT_EQ(mm_lease_return(m, "k", 1, 4242, 1600), 0);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l1, 1600), 1);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l1, 1600), 0);
+    ASSERT_EQ(mm_hold_until(o, 1600), l2);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l2, 1700), 1);
+    ASSERT_EQ(mm_hold_until(o, 1700), 0);
+    ASSERT_EQ(mm_remove(m, "k", 1, 1800, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(node_used(m, 1), 0);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.held_extents, 0);
+    /* with one read still out, the bytes wait for exactly that lease */
+    ASSERT(put(m, "k", 2 * KB, 1, 2000));
+    ASSERT_EQ(mm_get(m, "k", 1, 2000, &o, &l1, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_get(m, "k", 1, 2100, &o, &l2, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l2, 2200), 1);
+    ASSERT_EQ(mm_remove(m, "k", 1, 2300, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_release_held(m, l1 - 1), 0);
+    ASSERT_EQ(mm_release_held(m, l1), 1);
+    mm_destroy(m);
+}
+
+static void test_many_leases_pin_until_expiry(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    uint64_t l = 0, last = 0;
+    ASSERT(put(m, "k", 2 * KB, 1, 0));
+    for (int i = 0; i < MM_LEASES + 4; i++) {
+        ASSERT_EQ(mm_get(m, "k", 1, 100 + (uint64_t)i, &o, &l, err, sizeof err), PROTO_OK);
+        last = l;
+    }
+    /* the untracked ones cannot be given back: they pin until they expire */
+    ASSERT_EQ(mm_lease_return(m, "k", 1, last, 200), 0);
+    ASSERT_EQ(mm_hold_until(o, 200), last);
     mm_destroy(m);
 }
 
@@ -616,7 +670,9 @@ int main(void) {
     RUN_TEST(test_placement_errors);
     RUN_TEST(test_exists_in_flight);
     RUN_TEST(test_timeout_revokes_and_frees);
-    RUN_TEST(test_revoke_holds_until_write_caps_expire);
+    RUN_TEST(test_revoke_frees_at_once_with_a_newer_grant);
+    RUN_TEST(test_returned_lease_frees_at_once);
+    RUN_TEST(test_many_leases_pin_until_expiry);
     RUN_TEST(test_lease_quarantine_delays_reuse);
     RUN_TEST(test_batch_forms);
     RUN_TEST(test_dead_node_drops_replicas_and_counts_lost);

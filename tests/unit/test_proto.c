@@ -244,7 +244,7 @@ static void test_encode_decode(void) {
     obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
     obj_replica reps[2] = {{2, a}, {1, b}};
     object o = {.size = 100, .nreplicas = 2, .replicas = reps};
-    proto_grant g = {TE_CAP_WRITE, 5000, key};
+    proto_grant g = {TE_CAP_WRITE, 5000, key, 0};
     resp_buf out;
     resp_buf_init(&out);
     proto_replicas_encode(&out, &o, &g);

@@ -34,7 +34,8 @@ typedef struct rig {
 } rig;
 
 static te_cap cap_for(uint32_t node, uint64_t off, uint64_t len, uint32_t rights, uint64_t expiry) {
-    te_cap c = { .node_id = node, .rights = rights, .offset = off, .length = len, .expiry_ms = expiry };
+    te_cap c = { .node_id = node, .rights = rights, .offset = off, .length = len, .expiry_ms = expiry,
+                 .issued_us = wall_ms() * 1000 };
     te_cap_sign(&c, KEY);
     return c;
 }

@@ -34,7 +34,7 @@ typedef struct rig {
 
 static te_cap cap_for(uint64_t off, uint64_t len, uint32_t rights) {
     te_cap c = { .node_id = 3, .rights = rights, .offset = off, .length = len,
-                 .expiry_ms = wall_ms() + 60000 };
+                 .expiry_ms = wall_ms() + 60000, .issued_us = wall_ms() * 1000 };
     te_cap_sign(&c, KEY);
     return c;
 }
