@@ -39,6 +39,7 @@ int gateway_role_main(server *srv) {
     t_server_register(srv);
     t_object_register(srv);
     t_cluster_register(srv);
+    t_multi_register(srv);
     gateway_async_register(srv);
     commands_register(srv, gateway_commands, sizeof gateway_commands / sizeof gateway_commands[0]);
     srv->role_info = gateway_info;

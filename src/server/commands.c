@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "server/multi.h"
 
 #define CMD_NAME_MAX 64   /* longer names cannot be commands */
 
@@ -146,21 +147,26 @@ static int needs_auth(client *c, const command *cmd) {
            !(cmd->flags & CMD_NOAUTH);
 }
 
+void commands_call(client *c, const command *cmd) {
+    c->last_cmd = cmd;
+    cmd->proc(c);
+    c->srv->stats.commands_processed++;
+    /* A value streamed in for a command whose proc did not take it must
+     * not stay PENDING. */
+    commands_abort_put(c);
+}
+
 void commands_dispatch(client *c) {
     if (c->argc <= 0) return;
     const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
-    if (!cmd) {
-        reply_unknown_command(c);
-    } else if (!commands_arity_ok(cmd, c->argc)) {
-        reply_wrong_arity(c, cmd->name);
-    } else if (needs_auth(c, cmd)) {
-        reply_error(c, "NOAUTH Authentication required.");
-    } else {
-        c->last_cmd = cmd;
-        cmd->proc(c);
-        c->srv->stats.commands_processed++;
-    }
-    /* A value streamed in for a command that was refused, or that its
-     * proc did not take, must not stay PENDING. */
+    int refused = 1;
+    if (!cmd) reply_unknown_command(c);
+    else if (!commands_arity_ok(cmd, c->argc)) reply_wrong_arity(c, cmd->name);
+    else if (needs_auth(c, cmd)) reply_error(c, "NOAUTH Authentication required.");
+    else refused = 0;
+    if (refused) multi_refused(c);
+    else if (!multi_queue(c, cmd)) commands_call(c, cmd);
+    /* A value streamed in for a command that was refused must not stay
+     * PENDING. */
     commands_abort_put(c);
 }

@@ -41,6 +41,9 @@ void commands_register(server *srv, const command *table, size_t n);
 const command *commands_lookup(server *srv, const char *name, size_t len);
 /* Run the parsed command in c->argc/argv: checks and proc. */
 void commands_dispatch(client *c);
+/* Run cmd's proc on c->argc/argv (checks done): as dispatch does, and
+ * as EXEC does for each queued command. */
+void commands_call(client *c, const command *cmd);
 /* 1 if argc satisfies cmd's arity (dispatch checks it before proc; a
  * value stream for a command of the wrong arity is not started). */
 int commands_arity_ok(const command *cmd, int argc);
@@ -65,5 +68,6 @@ void t_object_register(server *srv);
 void t_server_register(server *srv);
 /* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
 void t_cluster_register(server *srv);
+void t_multi_register(server *srv);   /* multi.c */
 
 #endif

@@ -63,3 +63,15 @@ start_server {} {
             "nx None" "pipeline True" "delete 2" "exists 0"} \n] $out
     }
 }
+
+start_server {} {
+    test "python3-redis: default (transactional) pipeline through MULTI/EXEC" {
+        set py [find_python_with_redis]
+        if {$py eq ""} { skip "python3 redis module not installed" }
+        set script [file join $::tt_dir helpers redis_py_multi.py]
+        lassign [run_bounded 60 $py $script [srv port] tx] code out
+        assert_equal 0 $code $out
+        assert {![string match "*not ok*" $out]} $out
+        assert_equal 6 [regexp -all -line {^ok - } $out] $out
+    }
+}

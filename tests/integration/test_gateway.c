@@ -228,6 +228,81 @@ static void test_scan_refused_clearly(void) {
     freeReplyObject(r);
 }
 
+/* MULTI/EXEC through the gateway: the queued GETs and SETs block on the
+ * workers one after another, and EXEC's array still comes back whole and
+ * in order with byte-exact values. */
+static void test_multi_exec_in_order(void) {
+    char *v = xmalloc(300000);
+    h_fill(v, 300000, 77);
+    redisAppendCommand(gw, "MULTI");
+    redisAppendCommand(gw, "SET tx:a %b", v, (size_t)300000);
+    redisAppendCommand(gw, "GET tx:a");
+    redisAppendCommand(gw, "SET tx:b small");
+    redisAppendCommand(gw, "EXISTS tx:a tx:b tx:none");
+    redisAppendCommand(gw, "GET tx:none");
+    redisAppendCommand(gw, "SET tx:a other");
+    redisAppendCommand(gw, "GET tx:b");
+    redisAppendCommand(gw, "EXEC");
+    redisAppendCommand(gw, "PING");
+    redisReply *r = NULL;
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "OK"));
+    freeReplyObject(r);
+    for (int i = 0; i < 7; i++) {
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "QUEUED"));
+        freeReplyObject(r);
+    }
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 7);
+    ASSERT(is_status(r->element[0], "OK"));
+    ASSERT(is_pattern(r->element[1], 300000, 77));
+    ASSERT(is_status(r->element[2], "OK"));
+    ASSERT_EQ(integer_of(r->element[3]), 2);
+    ASSERT(r->element[4]->type == REDIS_REPLY_NIL);
+    ASSERT(is_error_prefix(r->element[5], "EXISTS"));
+    ASSERT(r->element[6]->type == REDIS_REPLY_STRING && strcmp(r->element[6]->str, "small") == 0);
+    freeReplyObject(r);
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "PONG"));
+    freeReplyObject(r);
+    ASSERT(get_is_pattern("tx:a", 300000, 77));
+    free(v);
+}
+
+static void test_multi_queuing_error_aborts(void) {
+    redisAppendCommand(gw, "MULTI");
+    redisAppendCommand(gw, "SET tx:ab 1");
+    redisAppendCommand(gw, "NOSUCH x");
+    redisAppendCommand(gw, "EXEC");
+    const char *want[] = {"OK", "QUEUED", "ERR unknown command", "EXECABORT"};
+    for (int i = 0; i < 4; i++) {
+        redisReply *r = NULL;
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && r);
+        ASSERT(i < 2 ? is_status(r, want[i]) : is_error_prefix(r, want[i]));
+        freeReplyObject(r);
+    }
+    ASSERT_EQ(exists_count("tx:ab"), 0);
+}
+
+/* redis-py's default pipeline() is MULTI ... EXEC (the batching of
+ * SGLang HiCache's Valkey backend). */
+static void test_redis_py_transactional_pipeline(void) {
+    char cmdline[512];
+    snprintf(cmdline, sizeof cmdline,
+             "timeout 60 /usr/bin/python3 tcl-tests/helpers/redis_py_multi.py %d gw 2>&1", GATEWAY_PORT);
+    FILE *f = popen(cmdline, "r");
+    ASSERT(f != NULL);
+    char line[512];
+    int ok = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        printf("# %s", line);
+        ok += strncmp(line, "ok - ", 5) == 0;
+        bad += strncmp(line, "not ok - ", 9) == 0;
+    }
+    int status = pclose(f);
+    ASSERT_EQ(bad, 0);
+    ASSERT_EQ(ok, 6);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* Several clients, each pipelining SETs then GETs: every blocked
  * command's reply comes back in order and byte-exact, and the work ran
  * on the workers. */
@@ -414,6 +489,9 @@ int main(void) {
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
     RUN_TEST(test_scan_refused_clearly);
+    RUN_TEST(test_multi_exec_in_order);
+    RUN_TEST(test_multi_queuing_error_aborts);
+    RUN_TEST(test_redis_py_transactional_pipeline);
     RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_same_key_racing_sets);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
