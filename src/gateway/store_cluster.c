@@ -67,7 +67,7 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
-/* EXISTS and NOSPACE come only from the master's reply: the client shows
+/* EXISTS, NOSPACE and NOREPLICAS come only from the master's reply: the client shows
  * it as the gateway's own (the master knows why, the gateway does not). */
 static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
     static const char prefix[] = "master: ";
@@ -88,10 +88,21 @@ static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     case MKV_ENOSPACE:
         master_reply_text(mc, errstr, len);
         return STORE_NOSPACE;
+    case MKV_ENOREPLICAS:   /* "NOREPLICAS ..." as the master said it */
+        master_reply_text(mc, errstr, len);
+        return STORE_REFUSED;
+    case MKV_ECONN:
+    case MKV_ETIMEDOUT:
+        if (strncmp(mkv_last_error(mc), "master ", 7) != 0) break;
+        /* The client retries: a SET whose reply was lost then finds
+         * its own bytes stored (an idempotent OK). */
+        snprintf(errstr, len, "TRYAGAIN the master is unreachable (%s)", mkv_last_error(mc));
+        return STORE_REFUSED;
     default:
-        snprintf(errstr, len, "%s", mkv_last_error(mc));
-        return STORE_ERR;
+        break;
     }
+    snprintf(errstr, len, "%s", mkv_last_error(mc));
+    return STORE_ERR;
 }
 
 static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }

@@ -20,7 +20,9 @@ enum {
     STORE_NOSPACE = -2,    /* no room for the value: nothing stored is touched */
     STORE_NOTFOUND = -3,
     STORE_TOOBIG = -4,     /* larger than the store could ever hold */
-    STORE_ERR = -5         /* backend failure; message in the store's errstr */
+    STORE_ERR = -5,        /* backend failure; message in the store's errstr */
+    STORE_REFUSED = -6     /* the store knows the reply: errstr is its whole text,
+                            * opening with the error word ("TRYAGAIN ...") */
 };
 
 typedef struct store store;

@@ -178,6 +178,13 @@ static void reply_nospace(client *c, uint64_t size) {
     }
 }
 
+/* A failure the command has no words of its own for. */
+static void reply_store_error(client *c, int rc) {
+    store *s = c->srv->store;
+    if (rc == STORE_REFUSED) reply_error(c, s->errstr);
+    else reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+}
+
 static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     server *srv = c->srv;
     store *s = srv->store;
@@ -212,7 +219,7 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
                      (unsigned long long)size);
         break;
     default:
-        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        reply_store_error(c, rc);
         break;
     }
 }
@@ -259,7 +266,7 @@ static void reply_value(client *c, const resp_arg *key) {
         return;
     }
     if (rc != STORE_OK) {
-        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        reply_store_error(c, rc);
         return;
     }
     srv->stats.keyspace_hits++;

@@ -19,19 +19,21 @@
 #define NODES        3
 #define TIME_LIMIT_S 85
 
-static pid_t nodes[NODES];
+static pid_t master, nodes[NODES];
 static pid_t gateway;
 static redisContext *gw;
 
 /* A staging pool smaller than the 20 MiB value: that one takes the
  * dedicated-allocation path. */
-static pid_t start_gateway(void) {
-    static const char *const flags[] = {"--replicas", "2", NULL};
-    return h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags);
+static pid_t start_gateway_on(int port, const char *replicas) {
+    const char *const flags[] = {"--replicas", replicas, NULL};
+    return h_start_gateway_staged(MASTER_PORT, port, flags);
 }
 
+static pid_t start_gateway(void) { return start_gateway_on(GATEWAY_PORT, "2"); }
+
 static int start_cluster(void) {
-    if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
+    if ((master = h_start_master(MASTER_PORT, NULL)) < 0) return -1;
     for (int i = 0; i < NODES; i++) {
         nodes[i] = h_start_node(MASTER_PORT, NODE_PORT + i, NODE_PORT + 10 + i, "64MB");
         if (nodes[i] < 0) return -1;
@@ -461,6 +463,36 @@ static void test_node_killed_values_survive(void) {
 
 /* SIGTERM with blocked clients' work done: exit 0 (under ASan that
  * also means no leak). */
+/* A gateway asking for more replicas than there are nodes: the master's
+ * NOREPLICAS reaches the client as is. */
+static void test_noreplicas_error(void) {
+    pid_t g = start_gateway_on(GATEWAY_PORT + 1, "4");
+    ASSERT(g > 0);
+    redisContext *c = h_redis(GATEWAY_PORT + 1);
+    ASSERT(c != NULL);
+    redisReply *r = redisCommand(c, "SET nr:k v");
+    if (!is_error_prefix(r, "NOREPLICAS ")) printf("# got: %s\n", r && r->str ? r->str : "?");
+    ASSERT(is_error_prefix(r, "NOREPLICAS "));
+    freeReplyObject(r);
+    redisFree(c);
+    h_kill(g);
+}
+
+/* The master gone: SET and GET say TRYAGAIN, and the gateway serves on. */
+static void test_master_down_is_tryagain(void) {
+    h_kill(master);
+    redisReply *r = cmd("SET td:k v");
+    if (!is_error_prefix(r, "TRYAGAIN ")) printf("# got: %s\n", r && r->str ? r->str : "?");
+    ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+    freeReplyObject(r);
+    r = cmd("GET v:1b");
+    ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+    freeReplyObject(r);
+    r = cmd("PING");
+    ASSERT(is_status(r, "PONG"));
+    freeReplyObject(r);
+}
+
 static void test_sigterm_exits_cleanly(void) {
     redisFree(gw);
     gw = NULL;
@@ -497,6 +529,8 @@ int main(void) {
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
     RUN_TEST(test_node_killed_values_survive);
+    RUN_TEST(test_noreplicas_error);
+    RUN_TEST(test_master_down_is_tryagain);
     RUN_TEST(test_sigterm_exits_cleanly);
     if (gw) redisFree(gw);
     TEST_EXIT();
