@@ -309,23 +309,33 @@ static redisContext *ctl_conn(cluster_store *cs) {
     return master_link(&cs->ctl, cs->master, CTL_TIMEOUT_MS);
 }
 
+/* The master's INFO cluster reply (a string), NULL if unavailable. */
+static redisReply *master_info_cluster(cluster_store *cs) {
+    redisContext *ctl = ctl_conn(cs);
+    if (!ctl) return NULL;
+    redisReply *r = redisCommand(ctl, "INFO cluster");
+    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    if (r && r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* A numeric field of INFO text; -1 if absent. */
+static long long info_text_field(const redisReply *r, const char *field) {
+    size_t flen = strlen(field);
+    for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') return strtoll(line + flen + 1, NULL, 10);
+    }
+    return -1;
+}
+
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
 static long long master_info_field(cluster_store *cs, const char *field) {
-    redisContext *ctl = ctl_conn(cs);
-    if (!ctl) return -1;
-    redisReply *r = redisCommand(ctl, "INFO cluster");
-    long long v = -1;
-    size_t flen = strlen(field);
-    if (r && r->type == REDIS_REPLY_STRING) {
-        for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
-            if (*line == '\n') line++;
-            if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-                v = strtoll(line + flen + 1, NULL, 10);
-                break;
-            }
-        }
-    }
-    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    redisReply *r = master_info_cluster(cs);
+    long long v = r ? info_text_field(r, field) : -1;
     freeReplyObject(r);
     return v;
 }
@@ -367,9 +377,24 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
 }
 
-/* The gateway's own numbers are in "# Gateway" (role info); the store
- * adds no section of its own. */
-static void cs_info(store *s, resp_buf *out, const char *section) {}
+/* "# Memory" with the cluster's totals, as the master counts them: the
+ * bytes of stored objects and the sum of the live nodes' segments. The
+ * gateway's own numbers are in "# Gateway" (role info). */
+static void cs_info(store *s, resp_buf *out, const char *section) {
+    if (!info_wants(section, "memory", 1)) return;
+    redisReply *r = master_info_cluster(cs_of(s));
+    info_section(out, "Memory");
+    if (r) {
+        long long used = info_text_field(r, "bytes_used"), total = info_text_field(r, "bytes_total");
+        info_field_bytes(out, "used_memory", used > 0 ? (uint64_t)used : 0);
+        info_field_bytes(out, "maxmemory", total > 0 ? (uint64_t)total : 0);
+    } else {
+        info_field(out, "cluster_memory_unknown", "master unreachable");
+    }
+    info_field(out, "maxmemory_policy", "noeviction");
+    info_field(out, "mem_allocator", "moonkv-cluster");
+    freeReplyObject(r);
+}
 
 static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
 static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, mc); }

@@ -224,6 +224,27 @@ static void test_info_gateway_section(void) {
     ASSERT(info_field_ll("cluster_puts") >= (long long)NSIZED);
 }
 
+/* INFO memory/replication/keyspace answer as redis-server's do, with the
+ * cluster's totals: maxmemory is the three 64 MiB node segments. */
+static void test_info_memory_replication_keyspace(void) {
+    ASSERT(set_pattern("info:k", 1000, 3));
+    ASSERT_EQ(info_ll("memory", "maxmemory"), 3LL * 64 * 1024 * 1024);
+    long long used = info_ll("memory", "used_memory");
+    ASSERT(used >= 1000 && used < 3LL * 64 * 1024 * 1024);
+    redisReply *r = cmd("INFO");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    ASSERT(strstr(r->str, "\r\nmaxmemory_human:192.00M\r\n") != NULL);
+    ASSERT(strstr(r->str, "\r\nused_memory_human:") != NULL);
+    ASSERT(strstr(r->str, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n") != NULL);
+    redisReply *d = cmd("DBSIZE");
+    char want[96];
+    snprintf(want, sizeof want, "# Keyspace\r\ndb0:keys=%lld,expires=0,avg_ttl=0\r\n", integer_of(d));
+    ASSERT(integer_of(d) >= 1);
+    ASSERT(strstr(r->str, want) != NULL);
+    freeReplyObject(d);
+    freeReplyObject(r);
+}
+
 static void test_scan_refused_clearly(void) {
     redisReply *r = cmd("SCAN 0");
     ASSERT(is_error_prefix(r, "ERR SCAN is not supported by the gateway"));
@@ -520,6 +541,7 @@ int main(void) {
     RUN_TEST(test_mget);
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
+    RUN_TEST(test_info_memory_replication_keyspace);
     RUN_TEST(test_scan_refused_clearly);
     RUN_TEST(test_multi_exec_in_order);
     RUN_TEST(test_multi_queuing_error_aborts);
