@@ -41,7 +41,8 @@ typedef struct cluster_store {
     workers *workers;
     char master[CONFIG_STR_MAX];
     int replicas;
-    redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
+    redisContext *ctl;          /* INFO cluster, MOON.SCAN; reconnected on error */
+    redisReply *scan_reply;     /* the last MOON.SCAN's keys (cs_scan) */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
@@ -345,10 +346,28 @@ static uint64_t cs_count(store *s) {
     return n > 0 ? (uint64_t)n : 0;
 }
 
-/* The master offers no key iteration; the gateway replaces SCAN with a
- * command that says so, and this is never reached through it. */
+/* MOON.SCAN on the control connection. The keys point into the reply,
+ * kept until the next scan (the caller copies them into its reply
+ * before that). A master that cannot be asked ends the walk. */
 static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
-    return 0;
+    cluster_store *cs = cs_of(s);
+    freeReplyObject(cs->scan_reply);
+    cs->scan_reply = NULL;
+    redisContext *ctl = ctl_conn(cs);
+    if (!ctl) return 0;
+    redisReply *r = redisCommand(ctl, "MOON.SCAN %llu COUNT %ld", (unsigned long long)cursor, count);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        log_warning("gateway: MOON.SCAN from %s failed: %s", cs->master,
+                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
+        freeReplyObject(r);
+        return 0;
+    }
+    cs->scan_reply = r;
+    const redisReply *keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++)
+        if (keys->element[i]->type == REDIS_REPLY_STRING) fn(keys->element[i]->str, keys->element[i]->len, ctx);
+    return strtoull(r->element[0]->str, NULL, 10);
 }
 
 void cluster_store_info(store *s, resp_buf *out) {
@@ -413,6 +432,7 @@ static void cs_destroy(store *s) {
         mkv_close(cs->mc);
     }
     staging_destroy(cs->pool);
+    freeReplyObject(cs->scan_reply);
     if (cs->ctl) redisFree(cs->ctl);
     free(cs);
 }

@@ -138,6 +138,11 @@ proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t 
 int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
 object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
 uint64_t mm_write_expiry(const master_meta *m, const object *o);
+/* From a Redis-style cursor (stable while the table grows or shrinks):
+ * fn for COMPLETE objects until about count were given or the visit
+ * bound is met; the next cursor, 0 when the walk is done. */
+uint64_t mm_scan(master_meta *m, uint64_t cursor, long count, void (*fn)(object *o, void *ctx),
+                 void *ctx);
 
 /* Batch forms: one result per item, each as if done alone, in order. */
 typedef struct mm_item {

@@ -118,6 +118,18 @@ int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out) {
     return 0;
 }
 
+int arg_to_u64(const resp_arg *a, uint64_t *out) {
+    char buf[32], *end;
+    if (a->len == 0 || a->len >= sizeof buf || a->ptr[0] == '-' || a->ptr[0] == '+') return -1;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
 void commands_abort_put(client *c) {
     if (!c->pending_put) return;
     c->srv->store->ops->put_abort(c->srv->store, c->pending_put);

@@ -55,6 +55,8 @@ void commands_abort_put(client *c);
 /* A decimal integer argument within [min, max]: 0, or -1 if it is not
  * one (callers reply "ERR value is not an integer or out of range"). */
 int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out);
+/* An unsigned decimal (a SCAN cursor): 0, or -1 if it is not one. */
+int arg_to_u64(const resp_arg *a, uint64_t *out);
 size_t commands_count(server *srv);
 /* Iterate every registered command (COMMAND, COMMAND DOCS). */
 const command *commands_at(server *srv, size_t i);
