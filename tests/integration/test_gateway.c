@@ -245,11 +245,6 @@ static void test_info_memory_replication_keyspace(void) {
     freeReplyObject(r);
 }
 
-static void test_scan_refused_clearly(void) {
-    redisReply *r = cmd("SCAN 0");
-    ASSERT(is_error_prefix(r, "ERR SCAN is not supported by the gateway"));
-    freeReplyObject(r);
-}
 
 /* MULTI/EXEC through the gateway: the queued GETs and SETs block on the
  * workers one after another, and EXEC's array still comes back whole and
@@ -542,7 +537,6 @@ int main(void) {
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
     RUN_TEST(test_info_memory_replication_keyspace);
-    RUN_TEST(test_scan_refused_clearly);
     RUN_TEST(test_multi_exec_in_order);
     RUN_TEST(test_multi_queuing_error_aborts);
     RUN_TEST(test_redis_py_transactional_pipeline);
