@@ -193,7 +193,26 @@ static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
     return store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
 }
 
-/* size, staging memory, then the bytes (checksum verified by the library). */
+typedef struct fetch_place {
+    cluster_store *cs;
+    mkv_client *mc;
+    gw_fetch *f;
+} fetch_place;
+
+/* Staging memory for a located value, registered with the reading
+ * client; NULL (the get fails) when there is none. */
+static void *fetch_buffer(void *ctx, uint64_t size) {
+    fetch_place *fp = ctx;
+    if (staging_get(fp->cs->pool, size, &fp->f->buf) != STORE_OK) return NULL;
+    if (staging_bind(fp->mc, &fp->f->buf) != MKV_OK) {
+        staging_put(fp->cs->pool, &fp->f->buf);   /* clears ptr */
+        return NULL;
+    }
+    return fp->f->buf.ptr;
+}
+
+/* One MOON.GET: the size it tells gets staging memory, then the bytes
+ * are read (checksum verified by the library). */
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
     cluster_store *cs = cs_of(s);
     f->buf.ptr = NULL;
@@ -202,27 +221,13 @@ void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
         f->rc = STORE_NOTFOUND;
         return;
     }
-    uint64_t size;
-    int rc = mkv_size(mc, f->key, f->keylen, &size);
-    if (rc != MKV_OK) {
-        f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
-        return;
-    }
-    if (staging_get(cs->pool, size, &f->buf) != STORE_OK) {
-        snprintf(f->errstr, sizeof f->errstr, "no staging memory for a value of %llu bytes",
-                 (unsigned long long)size);
-        f->rc = STORE_ERR;
-        return;
-    }
-    size_t got = 0;
-    rc = staging_bind(mc, &f->buf);
-    if (rc == MKV_OK) {
-        rc = mkv_get(mc, f->key, f->keylen, f->buf.ptr, (size_t)size, &got);
-        staging_unbind(mc, &f->buf);
-    }
+    fetch_place fp = {.cs = cs, .mc = mc, .f = f};
+    uint64_t got = 0;
+    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
+    if (f->buf.ptr) staging_unbind(mc, &f->buf);
     f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
-    if (f->rc != STORE_OK) staging_put(cs->pool, &f->buf);
-    else f->len = got;
+    if (f->rc == STORE_OK) f->len = got;
+    else staging_put(cs->pool, &f->buf);   /* none placed: a no-op */
 }
 
 /* The fetch's outcome as get's: its buffer moves into a pin. */
