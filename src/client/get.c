@@ -155,13 +155,20 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     return rc;
 }
 
-int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
+int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc) {
     if (!c || !size) return MKV_EINVAL;
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
     get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
     rc = get_locate(c, &it, 1);
-    if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) *size = it.pl.size;
+    if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) {
+        *size = it.pl.size;
+        if (crc) *crc = it.pl.crc;
+    }
     mkv_placement_free(&it.pl);
     return rc;
+}
+
+int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
+    return mkv_stat(c, key, keylen, size, NULL);
 }

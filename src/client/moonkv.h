@@ -89,6 +89,9 @@ typedef void *mkv_place_fn(void *ctx, uint64_t size);
 int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
                    uint64_t *len_out);
 int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size);
+/* Size and CRC32C (crc32c(0, value, size)) of a complete object, from the
+ * master alone: no bytes are read. crc may be NULL. */
+int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc);
 int mkv_remove(mkv_client *c, const void *key, size_t keylen);
 /* 1 if a complete object exists, 0 if not, or a negative error. */
 int mkv_exists(mkv_client *c, const void *key, size_t keylen);

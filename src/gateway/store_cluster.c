@@ -211,6 +211,12 @@ static void *fetch_buffer(void *ctx, uint64_t size) {
     return fp->f->buf.ptr;
 }
 
+static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
+    if (!key_ok(keylen)) return STORE_NOTFOUND;
+    cluster_store *cs = cs_of(s);
+    return store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
+}
+
 /* One MOON.GET: the size it tells gets staging memory, then the bytes
  * are read (checksum verified by the library). */
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
@@ -452,6 +458,7 @@ static const store_ops cluster_ops = {
     .remove = cs_remove,
     .exists = cs_exists,
     .size_of = cs_size_of,
+    .checksum_of = cs_checksum_of,
     .count = cs_count,
     .scan = cs_scan,
     .info = cs_info,
