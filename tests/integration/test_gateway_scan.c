@@ -27,20 +27,8 @@ static int start_cluster(void) {
     if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
     if (h_start_node(MASTER_PORT, NODE_PORT, NODE_PORT + 10, "256MB") < 0) return -1;
     if (h_wait_nodes(MASTER_PORT, "alive", 1, 20000) != 0) return -1;
-    h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "gateway");
-    h_argf(&a, "--master=127.0.0.1:%d", MASTER_PORT);
-    h_argf(&a, "--port=%d", GATEWAY_PORT);
-    h_arg(&a, "--replicas");
-    h_arg(&a, "1");
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "16MB");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
-    pid_t pid = h_spawn(a.v);
-    if (pid <= 0 || h_wait_ping("127.0.0.1", GATEWAY_PORT, pid, 20000) != 0) return -1;
+    static const char *const flags[] = {"--replicas", "1", NULL};
+    if (h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags) < 0) return -1;
     gw = h_redis(GATEWAY_PORT);
     return gw ? 0 : -1;
 }
