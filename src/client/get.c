@@ -95,7 +95,18 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     return rc;
 }
 
-static int get_run(mkv_client *c, mkv_obj *objs, size_t n) {
+/* Memory for an object only located now (mkv_get_placed). */
+static int place_buffer(mkv_client *c, get_item *it, mkv_place_fn *place, void *ctx) {
+    void *buf = place(ctx, it->pl.size);
+    if (!buf)
+        return mkv_fail(c, MKV_ENOMEM, "no memory for an object of %llu bytes",
+                        (unsigned long long)it->pl.size);
+    it->o->buf = buf;
+    it->o->len = (size_t)it->pl.size;
+    return MKV_OK;
+}
+
+static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, void *ctx) {
     get_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -106,7 +117,8 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n) {
     for (size_t i = 0; rc == MKV_OK && i < m; i++) {
         it[i].replica = -1;
         if (it[i].o->status != MKV_OK) continue;
-        it[i].o->status = check_fit(c, &it[i]);
+        if (place) it[i].o->status = place_buffer(c, &it[i], place, ctx);
+        if (it[i].o->status == MKV_OK) it[i].o->status = check_fit(c, &it[i]);
         if (it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;
     }
     for (int again = 1; rc == MKV_OK && again;) rc = get_round(c, it, m, &again);
@@ -124,9 +136,19 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
             size_t *len_out) {
     if (!c) return MKV_EINVAL;
     mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
-    int rc = get_run(c, &o, 1);
+    int rc = get_run(c, &o, 1, NULL, NULL);
     if (rc != MKV_OK) return rc;
     if (len_out && (o.status == MKV_OK || o.status == MKV_ETOOSMALL)) *len_out = o.len;
+    return o.status;
+}
+
+int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
+                   uint64_t *len_out) {
+    if (!c || !place) return MKV_EINVAL;
+    mkv_obj o = {.key = key, .keylen = keylen};
+    int rc = get_run(c, &o, 1, place, ctx);
+    if (rc != MKV_OK) return rc;
+    if (len_out && o.status == MKV_OK) *len_out = o.len;
     return o.status;
 }
 
@@ -134,18 +156,25 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
-        rc = get_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH);
+        rc = get_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
     return rc;
 }
 
-int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
+int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc) {
     if (!c || !size) return MKV_EINVAL;
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
     get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
     rc = get_locate(c, &it, 1);
-    if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) *size = it.pl.size;
+    if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) {
+        *size = it.pl.size;
+        if (crc) *crc = it.pl.crc;
+    }
     mkv_lease_done(c, key, keylen, &it.pl);
     mkv_placement_free(&it.pl);
     return rc;
+}
+
+int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
+    return mkv_stat(c, key, keylen, size, NULL);
 }

@@ -87,7 +87,17 @@ int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size
 /* Reads the whole object into buf (checksum verified); *len_out = size. */
 int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
             size_t *len_out);
+/* As mkv_get when the size is not known yet, with one master round trip:
+ * once the object is located, place(ctx, size) returns registered memory
+ * of at least size bytes for it (NULL: the get fails with MKV_ENOMEM,
+ * nothing read). *len_out = size. */
+typedef void *mkv_place_fn(void *ctx, uint64_t size);
+int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
+                   uint64_t *len_out);
 int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size);
+/* Size and CRC32C (crc32c(0, value, size)) of a complete object, from the
+ * master alone: no bytes are read. crc may be NULL. */
+int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc);
 int mkv_remove(mkv_client *c, const void *key, size_t keylen);
 /* 1 if a complete object exists, 0 if not, or a negative error. */
 int mkv_exists(mkv_client *c, const void *key, size_t keylen);

@@ -194,8 +194,26 @@ static void async_read_command(client *c) {
     call_submit(call, run_fetches);
 }
 
+/* A value that did not stream (a SET queued in MULTI keeps its value in
+ * argv) is copied into a put here, so EXEC's SETs ship on a worker too
+ * and argv[2] then points into the put's buffer as a streamed one does.
+ * On failure the shared command runs and reports it. */
+static void start_unstreamed(client *c) {
+    store *s = c->srv->store;
+    resp_arg *val = &c->argv[2];
+    void *dst;
+    store_put *put;
+    if (c->pending_put || c->pending_put_err) return;
+    if (s->ops->put_start(s, c->argv[1].ptr, c->argv[1].len, val->len, &dst, &put) != STORE_OK) return;
+    memcpy(dst, val->ptr, val->len);
+    val->ptr = dst;
+    c->pending_put = put;
+    c->pending_put_size = val->len;
+}
+
 /* SET key value (no options), the value streamed into the store. */
 static void async_set_command(client *c) {
+    if (c->argc == 3) start_unstreamed(c);
     if (c->argc != 3 || !c->pending_put) {
         async_table.shared[c->last_cmd - async_table.rows](c);
         return;

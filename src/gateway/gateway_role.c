@@ -1,7 +1,5 @@
 /* gateway/gateway_role.c - running the gateway: the standard command
- * tables over the cluster store, a "# Gateway" INFO section, a SCAN
- * that says the cluster cannot iterate keys (the master has no such
- * command, and an empty answer would claim there are none), and the
+ * tables over the cluster store, a "# Gateway" INFO section and the
  * other gateways as CLUSTER peers (announce.c). */
 #include "core/log.h"
 #include "gateway/announce.h"
@@ -54,19 +52,9 @@ static const metrics_field gateway_metrics[] = {
      "Reads failed over to another replica."},
 };
 
-static void gateway_scan_command(client *c) {
-    reply_error(c, "ERR SCAN is not supported by the gateway: the master offers no key iteration");
-}
-
 static size_t gateway_peers(server *srv, resp_endpoint *out, size_t max) {
     return gw_announce_peers(srv->role, out, max);
 }
-
-static const command gateway_commands[] = {
-    {"scan", gateway_scan_command, -2, CMD_READONLY, 0, 0, 0, 0, "generic", "0.1.0",
-     "Not available on the gateway: the cluster cannot iterate keys",
-     "cursor [MATCH pattern] [COUNT count]"},
-};
 
 int gateway_role_main(server *srv) {
     char err[512];
@@ -78,8 +66,8 @@ int gateway_role_main(server *srv) {
     t_server_register(srv);
     t_object_register(srv);
     t_cluster_register(srv);
+    t_multi_register(srv);
     gateway_async_register(srv);
-    commands_register(srv, gateway_commands, sizeof gateway_commands / sizeof gateway_commands[0]);
     srv->role_info = gateway_info;
     METRICS_ADD_TABLE(srv, gateway_metrics);
     if (server_listen(srv, err, sizeof err) < 0) {

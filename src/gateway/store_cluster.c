@@ -42,7 +42,8 @@ typedef struct cluster_store {
     char master[CONFIG_STR_MAX];
     char master_auth[CONFIG_STR_MAX];
     int replicas;
-    redisContext *ctl;          /* INFO cluster for DBSIZE; reconnected on error */
+    redisContext *ctl;          /* INFO cluster, MOON.SCAN; reconnected on error */
+    redisReply *scan_reply;     /* the last MOON.SCAN's keys (cs_scan) */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
@@ -68,7 +69,7 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
-/* EXISTS and NOSPACE come only from the master's reply: the client shows
+/* EXISTS, NOSPACE and NOREPLICAS come only from the master's reply: the client shows
  * it as the gateway's own (the master knows why, the gateway does not). */
 static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
     static const char prefix[] = "master: ";
@@ -89,10 +90,21 @@ static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     case MKV_ENOSPACE:
         master_reply_text(mc, errstr, len);
         return STORE_NOSPACE;
+    case MKV_ENOREPLICAS:   /* "NOREPLICAS ..." as the master said it */
+        master_reply_text(mc, errstr, len);
+        return STORE_REFUSED;
+    case MKV_ECONN:
+    case MKV_ETIMEDOUT:
+        if (strncmp(mkv_last_error(mc), "master ", 7) != 0) break;
+        /* The client retries: a SET whose reply was lost then finds
+         * its own bytes stored (an idempotent OK). */
+        snprintf(errstr, len, "TRYAGAIN the master is unreachable (%s)", mkv_last_error(mc));
+        return STORE_REFUSED;
     default:
-        snprintf(errstr, len, "%s", mkv_last_error(mc));
-        return STORE_ERR;
+        break;
     }
+    snprintf(errstr, len, "%s", mkv_last_error(mc));
+    return STORE_ERR;
 }
 
 static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
@@ -182,7 +194,32 @@ static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
     return store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
 }
 
-/* size, staging memory, then the bytes (checksum verified by the library). */
+typedef struct fetch_place {
+    cluster_store *cs;
+    mkv_client *mc;
+    gw_fetch *f;
+} fetch_place;
+
+/* Staging memory for a located value, registered with the reading
+ * client; NULL (the get fails) when there is none. */
+static void *fetch_buffer(void *ctx, uint64_t size) {
+    fetch_place *fp = ctx;
+    if (staging_get(fp->cs->pool, size, &fp->f->buf) != STORE_OK) return NULL;
+    if (staging_bind(fp->mc, &fp->f->buf) != MKV_OK) {
+        staging_put(fp->cs->pool, &fp->f->buf);   /* clears ptr */
+        return NULL;
+    }
+    return fp->f->buf.ptr;
+}
+
+static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
+    if (!key_ok(keylen)) return STORE_NOTFOUND;
+    cluster_store *cs = cs_of(s);
+    return store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
+}
+
+/* One MOON.GET: the size it tells gets staging memory, then the bytes
+ * are read (checksum verified by the library). */
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
     cluster_store *cs = cs_of(s);
     f->buf.ptr = NULL;
@@ -191,27 +228,13 @@ void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
         f->rc = STORE_NOTFOUND;
         return;
     }
-    uint64_t size;
-    int rc = mkv_size(mc, f->key, f->keylen, &size);
-    if (rc != MKV_OK) {
-        f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
-        return;
-    }
-    if (staging_get(cs->pool, size, &f->buf) != STORE_OK) {
-        snprintf(f->errstr, sizeof f->errstr, "no staging memory for a value of %llu bytes",
-                 (unsigned long long)size);
-        f->rc = STORE_ERR;
-        return;
-    }
-    size_t got = 0;
-    rc = staging_bind(mc, &f->buf);
-    if (rc == MKV_OK) {
-        rc = mkv_get(mc, f->key, f->keylen, f->buf.ptr, (size_t)size, &got);
-        staging_unbind(mc, &f->buf);
-    }
+    fetch_place fp = {.cs = cs, .mc = mc, .f = f};
+    uint64_t got = 0;
+    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
+    if (f->buf.ptr) staging_unbind(mc, &f->buf);
     f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
-    if (f->rc != STORE_OK) staging_put(cs->pool, &f->buf);
-    else f->len = got;
+    if (f->rc == STORE_OK) f->len = got;
+    else staging_put(cs->pool, &f->buf);   /* none placed: a no-op */
 }
 
 /* The fetch's outcome as get's: its buffer moves into a pin. */
@@ -299,23 +322,33 @@ static redisContext *ctl_conn(cluster_store *cs) {
     return master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
 }
 
+/* The master's INFO cluster reply (a string), NULL if unavailable. */
+static redisReply *master_info_cluster(cluster_store *cs) {
+    redisContext *ctl = ctl_conn(cs);
+    if (!ctl) return NULL;
+    redisReply *r = redisCommand(ctl, "INFO cluster");
+    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    if (r && r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* A numeric field of INFO text; -1 if absent. */
+static long long info_text_field(const redisReply *r, const char *field) {
+    size_t flen = strlen(field);
+    for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') return strtoll(line + flen + 1, NULL, 10);
+    }
+    return -1;
+}
+
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
 static long long master_info_field(cluster_store *cs, const char *field) {
-    redisContext *ctl = ctl_conn(cs);
-    if (!ctl) return -1;
-    redisReply *r = redisCommand(ctl, "INFO cluster");
-    long long v = -1;
-    size_t flen = strlen(field);
-    if (r && r->type == REDIS_REPLY_STRING) {
-        for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
-            if (*line == '\n') line++;
-            if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-                v = strtoll(line + flen + 1, NULL, 10);
-                break;
-            }
-        }
-    }
-    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    redisReply *r = master_info_cluster(cs);
+    long long v = r ? info_text_field(r, field) : -1;
     freeReplyObject(r);
     return v;
 }
@@ -325,10 +358,28 @@ static uint64_t cs_count(store *s) {
     return n > 0 ? (uint64_t)n : 0;
 }
 
-/* The master offers no key iteration; the gateway replaces SCAN with a
- * command that says so, and this is never reached through it. */
+/* MOON.SCAN on the control connection. The keys point into the reply,
+ * kept until the next scan (the caller copies them into its reply
+ * before that). A master that cannot be asked ends the walk. */
 static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
-    return 0;
+    cluster_store *cs = cs_of(s);
+    freeReplyObject(cs->scan_reply);
+    cs->scan_reply = NULL;
+    redisContext *ctl = ctl_conn(cs);
+    if (!ctl) return 0;
+    redisReply *r = redisCommand(ctl, "MOON.SCAN %llu COUNT %ld", (unsigned long long)cursor, count);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        log_warning("gateway: MOON.SCAN from %s failed: %s", cs->master,
+                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
+        freeReplyObject(r);
+        return 0;
+    }
+    cs->scan_reply = r;
+    const redisReply *keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++)
+        if (keys->element[i]->type == REDIS_REPLY_STRING) fn(keys->element[i]->str, keys->element[i]->len, ctx);
+    return strtoull(r->element[0]->str, NULL, 10);
 }
 
 void cluster_store_info(store *s, resp_buf *out) {
@@ -365,9 +416,24 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "transfer_failovers", "%llu", (unsigned long long)ts.failovers);
 }
 
-/* The gateway's own numbers are in "# Gateway" (role info); the store
- * adds no section of its own. */
-static void cs_info(store *s, resp_buf *out, const char *section) {}
+/* "# Memory" with the cluster's totals, as the master counts them: the
+ * bytes of stored objects and the sum of the live nodes' segments. The
+ * gateway's own numbers are in "# Gateway" (role info). */
+static void cs_info(store *s, resp_buf *out, const char *section) {
+    if (!info_wants(section, "memory", 1)) return;
+    redisReply *r = master_info_cluster(cs_of(s));
+    info_section(out, "Memory");
+    if (r) {
+        long long used = info_text_field(r, "bytes_used"), total = info_text_field(r, "bytes_total");
+        info_field_bytes(out, "used_memory", used > 0 ? (uint64_t)used : 0);
+        info_field_bytes(out, "maxmemory", total > 0 ? (uint64_t)total : 0);
+    } else {
+        info_field(out, "cluster_memory_unknown", "master unreachable");
+    }
+    info_field(out, "maxmemory_policy", "noeviction");
+    info_field(out, "mem_allocator", "moonkv-cluster");
+    freeReplyObject(r);
+}
 
 static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
 static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, mc); }
@@ -386,6 +452,7 @@ static void cs_destroy(store *s) {
         mkv_close(cs->mc);
     }
     staging_destroy(cs->pool);
+    freeReplyObject(cs->scan_reply);
     if (cs->ctl) redisFree(cs->ctl);
     free(cs);
 }
@@ -400,6 +467,7 @@ static const store_ops cluster_ops = {
     .remove = cs_remove,
     .exists = cs_exists,
     .size_of = cs_size_of,
+    .checksum_of = cs_checksum_of,
     .count = cs_count,
     .scan = cs_scan,
     .info = cs_info,

@@ -17,6 +17,7 @@
 #include "proto/extents.h"
 #include "proto/register.h"
 #include "server/commands.h"
+#include "server/glob.h"
 #include "server/info.h"
 #include "server/networking.h"
 
@@ -649,6 +650,58 @@ void master_info(server *srv, resp_buf *out, const char *section) {
 
 #define KEY1 1, 1, 1
 #define NOKEY 0, 0, 0
+/* ---- MOON.SCAN ---- */
+
+typedef struct scan_reply {
+    const resp_arg *match;    /* NULL: every key */
+    object **objs;
+    size_t n, cap;
+} scan_reply;
+
+static void scan_take(object *o, void *ctx) {
+    scan_reply *sr = ctx;
+    if (sr->match && !glob_match(sr->match->ptr, sr->match->len, o->key, o->keylen, 0)) return;
+    if (sr->n == sr->cap) {
+        sr->cap = sr->cap ? sr->cap * 2 : 32;
+        sr->objs = xrealloc(sr->objs, sr->cap * sizeof *sr->objs);
+    }
+    sr->objs[sr->n++] = o;
+}
+
+/* MOON.SCAN cursor [COUNT n] [MATCH pattern]: [next cursor, [key ...]]. */
+static void scan_command(client *c) {
+    uint64_t cursor, count = PROTO_SCAN_COUNT_DEFAULT;
+    scan_reply sr = {0};
+    if (arg_to_u64(&c->argv[1], &cursor) != 0) {
+        reply_fail(c, PROTO_ERR, "invalid cursor");
+        return;
+    }
+    for (int i = 2; i < c->argc; i += 2) {
+        const resp_arg *opt = &c->argv[i];
+        if (i + 1 >= c->argc) {
+            reply_fail(c, PROTO_ERR, "syntax error");
+            return;
+        }
+        if (strieq_len(opt->ptr, opt->len, "MATCH")) {
+            sr.match = &c->argv[i + 1];
+        } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
+            if (arg_u64(c, i + 1, 1, UINT64_MAX >> 1, &count) != 0) return;
+            if (count > PROTO_MAX_SCAN_COUNT) count = PROTO_MAX_SCAN_COUNT;
+        } else {
+            reply_fail(c, PROTO_ERR, "syntax error");
+            return;
+        }
+    }
+    uint64_t next = mm_scan(meta_of(c), cursor, (long)count, scan_take, &sr);
+    char cur[24];
+    int n = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
+    reply_array(c, 2);
+    reply_bulk(c, cur, (size_t)n);
+    reply_array(c, (long long)sr.n);
+    for (size_t i = 0; i < sr.n; i++) reply_bulk(c, sr.objs[i]->key, sr.objs[i]->keylen);
+    free(sr.objs);
+}
+
 static const command master_commands[] = {
     {"moon.challenge", challenge_command, 1, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Get a nonce to prove the cluster secret with", ""},
@@ -695,6 +748,8 @@ static const command master_commands[] = {
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "One text line per node", ""},
+    {"moon.scan", scan_command, -2, CMD_READONLY, NOKEY, 0, "moonkv", "0.2.0",
+     "Iterate the keys of complete objects", "cursor [COUNT count] [MATCH pattern]"},
     {"moon.object", object_command, 2, CMD_READONLY, KEY1, 0, "moonkv", "0.1.0",
      "An object's metadata and extents", "key"},
 };

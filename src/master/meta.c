@@ -5,6 +5,7 @@
 
 #include "core/util.h"
 #include "master/meta_internal.h"
+#include "proto/limits.h"
 
 void mm_config_defaults(mm_config *cfg) {
     cfg->put_timeout_ms = 30000;
@@ -115,4 +116,27 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;
+}
+
+typedef struct scan_walk {
+    void (*fn)(object *o, void *ctx);
+    void *ctx;
+    long given;
+} scan_walk;
+
+static void scan_visit(object *o, void *arg) {
+    scan_walk *w = arg;
+    if (o->state != OBJ_COMPLETE) return;   /* pending objects are not listed */
+    w->fn(o, w->ctx);
+    w->given++;
+}
+
+uint64_t mm_scan(master_meta *m, uint64_t cursor, long count, void (*fn)(object *o, void *ctx),
+                 void *ctx) {
+    scan_walk w = {.fn = fn, .ctx = ctx};
+    if (count < 1) count = 1;
+    long visits = count * PROTO_SCAN_VISITS_PER_KEY;
+    do cursor = objtable_scan(m->objs, cursor, scan_visit, &w);
+    while (cursor != 0 && w.given < count && --visits > 0);
+    return cursor;
 }

@@ -164,6 +164,11 @@ uint64_t mm_write_expiry(const master_meta *m, const object *o);
  * stamp handed out before, so a node can tell which grant is newer
  * (backend/claims.h) even for grants made in the same millisecond. */
 uint64_t mm_issue_us(master_meta *m, uint64_t now_ms);
+/* From a Redis-style cursor (stable while the table grows or shrinks):
+ * fn for COMPLETE objects until about count were given or the visit
+ * bound is met; the next cursor, 0 when the walk is done. */
+uint64_t mm_scan(master_meta *m, uint64_t cursor, long count, void (*fn)(object *o, void *ctx),
+                 void *ctx);
 
 /* Batch forms: one result per item, each as if done alone, in order. */
 typedef struct mm_item {

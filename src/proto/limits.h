@@ -19,6 +19,9 @@
 #define PROTO_NONCE_LEN     16      /* MOON.CHALLENGE's nonce */
 #define PROTO_PROOF_LEN     16      /* MOON.REGISTER's proof (sent as 32 hex digits) */
 #define PROTO_ERR_LEN       160     /* a status message, without its word */
+#define PROTO_SCAN_COUNT_DEFAULT 10 /* MOON.SCAN without COUNT */
+#define PROTO_MAX_SCAN_COUNT 4096   /* MOON.SCAN's COUNT is capped here */
+#define PROTO_SCAN_VISITS_PER_KEY 10   /* buckets one MOON.SCAN may visit per key asked */
 
 _Static_assert(PROTO_MAX_REPLICAS <= TE_ENGINE_MAX_REPLICAS,
                "the engine must hold every replica the protocol allows");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "server/multi.h"
 
 #define CMD_NAME_MAX 64   /* longer names cannot be commands */
 
@@ -123,6 +124,18 @@ int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out) {
     return 0;
 }
 
+int arg_to_u64(const resp_arg *a, uint64_t *out) {
+    char buf[32], *end;
+    if (a->len == 0 || a->len >= sizeof buf || a->ptr[0] == '-' || a->ptr[0] == '+') return -1;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
 void commands_abort_put(client *c) {
     if (!c->pending_put) return;
     c->srv->store->ops->put_abort(c->srv->store, c->pending_put);
@@ -187,23 +200,28 @@ void commands_unblocked(client *c) {
     c->blocked_since_ns = 0;
 }
 
+void commands_call(client *c, const command *cmd) {
+    c->last_cmd = cmd;
+    long idx = c->srv->metrics ? lookup_index(c->srv, cmd->name, strlen(cmd->name)) : -1;
+    if (idx >= 0) run_measured(c, cmd, (size_t)idx);
+    else cmd->proc(c);
+    c->srv->stats.commands_processed++;
+    /* A value streamed in for a command whose proc did not take it must
+     * not stay PENDING. */
+    commands_abort_put(c);
+}
+
 void commands_dispatch(client *c) {
     if (c->argc <= 0) return;
-    long idx = lookup_index(c->srv, c->argv[0].ptr, c->argv[0].len);
-    const command *cmd = idx < 0 ? NULL : ((cmd_table *)c->srv->commands)->rows[idx];
-    if (!cmd) {
-        reply_unknown_command(c);
-    } else if (!commands_arity_ok(cmd, c->argc)) {
-        reply_wrong_arity(c, cmd->name);
-    } else if (needs_auth(c, cmd)) {
-        reply_error(c, "NOAUTH Authentication required.");
-    } else {
-        c->last_cmd = cmd;
-        if (c->srv->metrics) run_measured(c, cmd, (size_t)idx);
-        else cmd->proc(c);
-        c->srv->stats.commands_processed++;
-    }
-    /* A value streamed in for a command that was refused, or that its
-     * proc did not take, must not stay PENDING. */
+    const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
+    int refused = 1;
+    if (!cmd) reply_unknown_command(c);
+    else if (!commands_arity_ok(cmd, c->argc)) reply_wrong_arity(c, cmd->name);
+    else if (needs_auth(c, cmd)) reply_error(c, "NOAUTH Authentication required.");
+    else refused = 0;
+    if (refused) multi_refused(c);
+    else if (!multi_queue(c, cmd)) commands_call(c, cmd);
+    /* A value streamed in for a command that was refused must not stay
+     * PENDING. */
     commands_abort_put(c);
 }

@@ -44,6 +44,9 @@ void commands_dispatch(client *c);
 /* A blocked command's client was unblocked (client_unblock): its
  * latency ends now (metrics). */
 void commands_unblocked(client *c);
+/* Run cmd's proc on c->argc/argv (checks done): as dispatch does, and
+ * as EXEC does for each queued command. */
+void commands_call(client *c, const command *cmd);
 /* 1 if argc satisfies cmd's arity (dispatch checks it before proc; a
  * value stream for a command of the wrong arity is not started). */
 int commands_arity_ok(const command *cmd, int argc);
@@ -55,6 +58,8 @@ void commands_abort_put(client *c);
 /* A decimal integer argument within [min, max]: 0, or -1 if it is not
  * one (callers reply "ERR value is not an integer or out of range"). */
 int arg_to_ll(const resp_arg *a, long long min, long long max, long long *out);
+/* An unsigned decimal (a SCAN cursor): 0, or -1 if it is not one. */
+int arg_to_u64(const resp_arg *a, uint64_t *out);
 size_t commands_count(server *srv);
 /* Iterate every registered command (COMMAND, COMMAND DOCS). */
 const command *commands_at(server *srv, size_t i);
@@ -68,5 +73,6 @@ void t_object_register(server *srv);
 void t_server_register(server *srv);
 /* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
 void t_cluster_register(server *srv);
+void t_multi_register(server *srv);   /* multi.c */
 
 #endif

@@ -47,3 +47,11 @@ void info_human_bytes(char *buf, size_t len, uint64_t n) {
     }
     snprintf(buf, len, "%.2f%c", d, units[u]);
 }
+
+void info_field_bytes(resp_buf *out, const char *key, uint64_t n) {
+    char human[32], hkey[64];
+    info_field(out, key, "%llu", (unsigned long long)n);
+    info_human_bytes(human, sizeof human, n);
+    snprintf(hkey, sizeof hkey, "%s_human", key);
+    info_field(out, hkey, "%s", human);
+}

@@ -29,5 +29,7 @@ void info_field(resp_buf *out, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Redis's used_memory_human style: "1023B", "1.50K", "64.00M", "2.00G". */
 void info_human_bytes(char *buf, size_t len, uint64_t n);
+/* "key:n" and "key_human:1.50K", as Redis shows memory sizes. */
+void info_field_bytes(resp_buf *out, const char *key, uint64_t n);
 
 #endif

@@ -34,6 +34,7 @@
 #include "core/loop.h"
 #include "core/util.h"
 #include "server/commands.h"
+#include "server/multi.h"
 #include "server/put_guard.h"
 
 #define NET_READ_BUF      (64 * 1024)        /* one read() of ordinary input */
@@ -377,6 +378,7 @@ static void conn_free(conn *cn) {
     if (cn->on_free) cn->on_free(&cn->c, cn->on_free_ctx);
     /* A value that was streaming in must vanish with its client. */
     if (cn->c.pending_put) commands_abort_put(&cn->c);
+    multi_free(&cn->c);
     loop_del_file(srv->loop, cn->c.fd, LOOP_READABLE | LOOP_WRITABLE);
     close(cn->c.fd);
     resp_parser_free(cn->parser);
@@ -479,7 +481,7 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     conn *cn = ctx;
     client *c = &cn->c;
     server *srv = c->srv;
-    if (argi < 2 || !srv->store || c->pending_put || !c->authenticated) return NULL;
+    if (argi < 2 || !srv->store || c->pending_put || !c->authenticated || multi_queuing(c)) return NULL;
     const command *cmd = commands_lookup(srv, argv[0].ptr, argv[0].len);
     if (!cmd || cmd->value_arg != argi || !commands_arity_ok(cmd, argc)) return NULL;
     void *dst = NULL;
@@ -583,6 +585,8 @@ static void conn_hold(conn *cn, const char *p, size_t n) {
 static void conn_resume(conn *cn) {
     server *srv = cn->c.srv;
     cn->resume = 0;
+    /* An EXEC a blocking command interrupted goes on first. */
+    if (multi_exec_continue(&cn->c)) return;
     if (conn_paused(cn)) return;
     if (cn->held_pos < cn->held_len) {
         cn->held_pos += conn_process(cn, cn->held + cn->held_pos, cn->held_len - cn->held_pos);

@@ -65,6 +65,7 @@ struct client {
     uint64_t pending_put_landed;   /* value bytes arrived so far */
     uint64_t pending_put_start_ms, pending_put_last_ms;   /* reserved; last bytes */
 
+    void *multi;              /* multi.c: the transaction, NULL outside MULTI */
     void *net;                /* networking.c private state */
     void *role_ctx;           /* per-connection state of a role's commands */
 };

@@ -9,6 +9,7 @@ const char *store_strerror(int code) {
     case STORE_NOTFOUND: return "no such key";
     case STORE_TOOBIG:   return "value larger than the store can hold";
     case STORE_ERR:      return "store failure";
+    case STORE_REFUSED:  return "refused";
     default:             return "unknown store error";
     }
 }

@@ -20,7 +20,9 @@ enum {
     STORE_NOSPACE = -2,    /* no room for the value: nothing stored is touched */
     STORE_NOTFOUND = -3,
     STORE_TOOBIG = -4,     /* larger than the store could ever hold */
-    STORE_ERR = -5         /* backend failure; message in the store's errstr */
+    STORE_ERR = -5,        /* backend failure; message in the store's errstr */
+    STORE_REFUSED = -6     /* the store knows the reply: errstr is its whole text,
+                            * opening with the error word ("TRYAGAIN ...") */
 };
 
 typedef struct store store;
@@ -46,6 +48,10 @@ typedef struct store_ops {
     int (*remove)(store *s, const void *key, size_t keylen);   /* 1 removed, 0 not */
     int (*exists)(store *s, const void *key, size_t keylen);   /* COMPLETE only */
     int (*size_of)(store *s, const void *key, size_t keylen, uint64_t *len);
+    /* Optional (NULL: t_object compares the bytes): size and CRC32C of a
+     * COMPLETE value without reading it, for a store where reading is
+     * costly (the cluster). */
+    int (*checksum_of)(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc);
     uint64_t (*count)(store *s);                                /* COMPLETE objects */
     uint64_t (*scan)(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx);
     /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n"). */

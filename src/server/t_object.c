@@ -1,5 +1,5 @@
 /* server/t_object.c - object commands: SET/PUT, GET, MGET, DEL/REMOVE,
- * EXISTS, STRLEN, TTL/PTTL, SCAN, DBSIZE.
+ * EXISTS, STRLEN, TTL/PTTL, TYPE, SCAN, KEYS, DBSIZE.
  *
  * Objects are write-once: SET on an existing key is refused (or, with
  * on_conflict keep, answered OK) and the stored value stays as it was.
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/crc32c.h"
 #include "core/util.h"
 #include "server/commands.h"
 #include "server/glob.h"
@@ -21,6 +22,7 @@
 #define GET_ZERO_COPY_MIN (16 * 1024)
 #define SCAN_COUNT_DEFAULT 10
 #define SCAN_COUNT_MAX (1L << 20)
+#define KEYS_MAX 100000   /* KEYS is refused on a larger keyspace: use SCAN */
 
 static store *store_of(client *c) { return c->srv->store; }
 
@@ -140,10 +142,19 @@ static int set_begin(client *c, store_put **put, uint64_t *size) {
 /* Keys are content hashes, so a second put of the same key normally
  * carries the same bytes: that is a no-op, not a conflict, and answers OK
  * (nothing is overwritten). Different bytes under a stored key are the
- * conflict write-once forbids. An in-flight key never matches. */
+ * conflict write-once forbids. An in-flight key never matches. A store
+ * that can tell size and CRC32C without reading (the cluster) is compared
+ * by those: other bytes of the same size pass as the same with odds of
+ * 2^-32, and are then not stored (the stored value stays). */
 static int same_value_stored(client *c) {
     store *s = store_of(c);
     const resp_arg *key = &c->argv[1], *val = &c->argv[2];
+    if (s->ops->checksum_of) {
+        uint64_t len;
+        uint32_t crc;
+        if (s->ops->checksum_of(s, key->ptr, key->len, &len, &crc) != STORE_OK) return 0;
+        return len == val->len && crc == crc32c(0, val->ptr, val->len);
+    }
     const void *data;
     uint64_t len;
     store_pin *pin;
@@ -176,6 +187,13 @@ static void reply_nospace(client *c, uint64_t size) {
     } else {
         reply_errorf(c, "NOSPACE no room for a value of %llu bytes", (unsigned long long)size);
     }
+}
+
+/* A failure the command has no words of its own for. */
+static void reply_store_error(client *c, int rc) {
+    store *s = c->srv->store;
+    if (rc == STORE_REFUSED) reply_error(c, s->errstr);
+    else reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
 }
 
 static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
@@ -212,7 +230,7 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
                      (unsigned long long)size);
         break;
     default:
-        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        reply_store_error(c, rc);
         break;
     }
 }
@@ -259,7 +277,7 @@ static void reply_value(client *c, const resp_arg *key) {
         return;
     }
     if (rc != STORE_OK) {
-        reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
+        reply_store_error(c, rc);
         return;
     }
     srv->stats.keyspace_hits++;
@@ -319,12 +337,19 @@ static void reply_ttl(client *c, long long unit_ms) {
 static void ttl_command(client *c) { reply_ttl(c, 1000); }
 static void pttl_command(client *c) { reply_ttl(c, 1); }
 
+/* Every object is a string. */
+static void type_command(client *c) {
+    store *s = store_of(c);
+    reply_simple(c, s->ops->exists(s, c->argv[1].ptr, c->argv[1].len) ? "string" : "none");
+}
+
 static void dbsize_command(client *c) { reply_integer(c, (long long)store_of(c)->ops->count(store_of(c))); }
 
 /* ---- SCAN ---- */
 
 typedef struct scan_keys {
     const resp_arg *match;    /* NULL = every key */
+    int none;                 /* SCAN ... TYPE of no object: no key matches */
     struct {
         const char *key;
         size_t len;
@@ -334,6 +359,7 @@ typedef struct scan_keys {
 
 static void scan_collect(const char *key, size_t keylen, void *ctx) {
     scan_keys *sk = ctx;
+    if (sk->none) return;
     if (sk->match && !glob_match(sk->match->ptr, sk->match->len, key, keylen, 0)) return;
     if (sk->n == sk->cap) {
         sk->cap = sk->cap ? sk->cap * 2 : 16;
@@ -344,23 +370,11 @@ static void scan_collect(const char *key, size_t keylen, void *ctx) {
     sk->n++;
 }
 
-static int parse_cursor(const resp_arg *a, uint64_t *out) {
-    char buf[32], *end;
-    if (a->len == 0 || a->len >= sizeof buf || a->ptr[0] == '-') return -1;
-    memcpy(buf, a->ptr, a->len);
-    buf[a->len] = '\0';
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
 static void scan_command(client *c) {
     uint64_t cursor;
     long long count = SCAN_COUNT_DEFAULT;
     scan_keys sk = {0};
-    if (parse_cursor(&c->argv[1], &cursor) < 0) {
+    if (arg_to_u64(&c->argv[1], &cursor) < 0) {
         reply_error(c, "ERR invalid cursor");
         return;
     }
@@ -372,6 +386,9 @@ static void scan_command(client *c) {
         }
         if (strieq_len(opt->ptr, opt->len, "MATCH")) {
             sk.match = &c->argv[i + 1];
+        } else if (strieq_len(opt->ptr, opt->len, "TYPE")) {
+            /* Every object is a string: another type matches nothing. */
+            if (!strieq_len(c->argv[i + 1].ptr, c->argv[i + 1].len, "string")) sk.none = 1;
         } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
             if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0) {
                 reply_error(c, "ERR value is not an integer or out of range");
@@ -400,6 +417,46 @@ static void scan_command(client *c) {
     free(sk.keys);
 }
 
+/* ---- KEYS ---- */
+
+static void reply_keys_refused(client *c, uint64_t n) {
+    reply_errorf(c, "ERR KEYS is refused on more than %d keys (%llu seen): use SCAN with MATCH",
+                 KEYS_MAX, (unsigned long long)n);
+}
+
+/* Every key matching the pattern, by a full scan, bounded: a keyspace
+ * larger than KEYS_MAX is refused before the walk, and so is a walk that
+ * meets more (keys added meanwhile). Each batch is written out before the
+ * next scan (a store may reuse the keys' memory then), into a buffer
+ * first so the array's length is known. */
+static void keys_command(client *c) {
+    store *s = store_of(c);
+    uint64_t n = s->ops->count(s), seen = 0;
+    if (n > KEYS_MAX) {
+        reply_keys_refused(c, n);
+        return;
+    }
+    scan_keys sk = {.match = &c->argv[1]};
+    if (sk.match->len == 1 && sk.match->ptr[0] == '*') sk.match = NULL;
+    resp_buf out;
+    resp_buf_init(&out);
+    uint64_t cursor = 0;
+    do {
+        sk.n = 0;
+        cursor = s->ops->scan(s, cursor, 1000, scan_collect, &sk);
+        for (size_t i = 0; i < sk.n; i++) resp_add_bulk(&out, sk.keys[i].key, sk.keys[i].len);
+        seen += sk.n;
+    } while (cursor != 0 && seen <= KEYS_MAX);
+    free(sk.keys);
+    if (seen > KEYS_MAX) {
+        reply_keys_refused(c, seen);
+    } else {
+        reply_array(c, (long long)seen);
+        if (out.len) reply_raw(c, out.data, out.len);
+    }
+    resp_buf_free(&out);
+}
+
 /* ---- the table ---- */
 
 static const command object_commands[] = {
@@ -425,7 +482,11 @@ static const command object_commands[] = {
     {"pttl", pttl_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "generic", "0.1.0",
      "Milliseconds left of a key's expiry hint: -1 none, -2 no key", "key"},
     {"scan", scan_command, -2, CMD_READONLY, 0, 0, 0, 0, "generic", "0.1.0",
-     "Iterate the keys", "cursor [MATCH pattern] [COUNT count]"},
+     "Iterate the keys", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
+    {"type", type_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "generic", "0.2.0",
+     "The type of a key: string, or none if absent", "key"},
+    {"keys", keys_command, 2, CMD_READONLY, 0, 0, 0, 0, "generic", "0.2.0",
+     "Every key matching a pattern (refused above 100000 keys: use SCAN)", "pattern"},
     {"dbsize", dbsize_command, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "server", "0.1.0",
      "Number of objects stored", ""},
 };

@@ -248,6 +248,16 @@ static void info_stats(server *srv, resp_buf *out) {
     info_field(out, "protocol_errors", "%llu", (unsigned long long)st->protocol_errors);
 }
 
+/* Every front end with a store is a master without replicas as Redis
+ * sees it (moonkv's replicas are copies of objects, not of servers). */
+static void info_replication(resp_buf *out) {
+    info_section(out, "Replication");
+    info_field(out, "role", "master");
+    info_field(out, "connected_slaves", "0");
+    info_field(out, "master_failover_state", "no-failover");
+    info_field(out, "master_repl_offset", "0");
+}
+
 static void info_keyspace(server *srv, resp_buf *out) {
     info_section(out, "Keyspace");
     uint64_t keys = srv->store ? srv->store->ops->count(srv->store) : 0;
@@ -305,6 +315,7 @@ void info_build(server *srv, int argc, const resp_arg *argv, resp_buf *out) {
     if (req_wants(&r, "clients", 1)) info_clients(srv, out);
     if (srv->store) info_delegate(&r, out, store_info_fn, srv->store);
     if (req_wants(&r, "stats", 1)) info_stats(srv, out);
+    if (srv->store && req_wants(&r, "replication", 1)) info_replication(out);
     if (srv->role_info) info_delegate(&r, out, role_info_fn, srv);
     if (srv->store && req_wants(&r, "cluster", 1)) info_cluster(out);
     if (req_wants(&r, "keyspace", 1)) info_keyspace(srv, out);

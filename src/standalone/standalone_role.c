@@ -42,6 +42,7 @@ int standalone_role_main(server *srv) {
     t_server_register(srv);
     t_object_register(srv);
     t_cluster_register(srv);
+    t_multi_register(srv);
     if (server_listen(srv, err, sizeof err) < 0) {
         log_warning("%s", err);
         return 1;

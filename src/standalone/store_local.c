@@ -294,23 +294,15 @@ static uint64_t local_scan(store *s, uint64_t cursor, long count, store_scan_fn 
 
 /* ---- INFO ---- */
 
-static void info_bytes(resp_buf *out, const char *key, uint64_t n) {
-    char human[32], hkey[64];
-    info_field(out, key, "%llu", (unsigned long long)n);
-    info_human_bytes(human, sizeof human, n);
-    snprintf(hkey, sizeof hkey, "%s_human", key);
-    info_field(out, hkey, "%s", human);
-}
-
 static void local_info(store *s, resp_buf *out, const char *section) {
     local_store *ls = ls_of(s);
     seg_alloc_stats st;
     seg_alloc_get_stats(ls->alloc, &st);
     if (info_wants(section, "memory", 1)) {
         info_section(out, "Memory");
-        info_bytes(out, "used_memory", st.used);
-        info_bytes(out, "used_memory_peak", ls->used_peak);
-        info_bytes(out, "maxmemory", ls->seg_size);
+        info_field_bytes(out, "used_memory", st.used);
+        info_field_bytes(out, "used_memory_peak", ls->used_peak);
+        info_field_bytes(out, "maxmemory", ls->seg_size);
         info_field(out, "maxmemory_policy", "%s", evict_policy_name(ls->gc.policy));
         info_field(out, "gc_high_watermark", "%u", ls->gc.high_pct);
         info_field(out, "gc_low_watermark", "%u", ls->gc.low_pct);

@@ -63,3 +63,29 @@ start_server {} {
             "nx None" "pipeline True" "delete 2" "exists 0"} \n] $out
     }
 }
+
+start_server {} {
+    test "python3-redis: default (transactional) pipeline through MULTI/EXEC" {
+        set py [find_python_with_redis]
+        if {$py eq ""} { skip "python3 redis module not installed" }
+        set script [file join $::tt_dir helpers redis_py_multi.py]
+        lassign [run_bounded 60 $py $script [srv port] tx] code out
+        assert_equal 0 $code $out
+        assert {![string match "*not ok*" $out]} $out
+        assert_equal 6 [regexp -all -line {^ok - } $out] $out
+    }
+}
+
+start_server {} {
+    test "redis-cli --scan and --bigkeys" {
+        if {[auto_execok redis-cli] eq ""} { skip "redis-cli not installed" }
+        for {set i 0} {$i < 30} {incr i} { r set bk:$i [string repeat x $i] }
+        lassign [run_bounded 30 redis-cli -p [srv port] --scan --pattern bk:*] code out
+        assert_equal 0 $code $out
+        assert_equal 30 [llength [lsort -unique [split [string trim $out] \n]]] $out
+        lassign [run_bounded 30 redis-cli -p [srv port] --bigkeys] code out
+        assert_equal 0 $code $out
+        assert_match {*Biggest string found*bk:29*has 29 bytes*} $out
+        assert_match {*30 strings with 435 bytes*} $out
+    }
+}

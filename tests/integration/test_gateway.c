@@ -19,19 +19,21 @@
 #define NODES        3
 #define TIME_LIMIT_S 85
 
-static pid_t nodes[NODES];
+static pid_t master, nodes[NODES];
 static pid_t gateway;
 static redisContext *gw;
 
 /* A staging pool smaller than the 20 MiB value: that one takes the
  * dedicated-allocation path. */
-static pid_t start_gateway(void) {
-    static const char *const flags[] = {"--replicas", "2", NULL};
-    return h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags);
+static pid_t start_gateway_on(int port, const char *replicas) {
+    const char *const flags[] = {"--replicas", replicas, NULL};
+    return h_start_gateway_staged(MASTER_PORT, port, flags);
 }
 
+static pid_t start_gateway(void) { return start_gateway_on(GATEWAY_PORT, "2"); }
+
 static int start_cluster(void) {
-    if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
+    if ((master = h_start_master(MASTER_PORT, NULL)) < 0) return -1;
     for (int i = 0; i < NODES; i++) {
         nodes[i] = h_start_node(MASTER_PORT, NODE_PORT + i, NODE_PORT + 10 + i, "64MB");
         if (nodes[i] < 0) return -1;
@@ -222,10 +224,101 @@ static void test_info_gateway_section(void) {
     ASSERT(info_field_ll("cluster_puts") >= (long long)NSIZED);
 }
 
-static void test_scan_refused_clearly(void) {
-    redisReply *r = cmd("SCAN 0");
-    ASSERT(is_error_prefix(r, "ERR SCAN is not supported by the gateway"));
+/* INFO memory/replication/keyspace answer as redis-server's do, with the
+ * cluster's totals: maxmemory is the three 64 MiB node segments. */
+static void test_info_memory_replication_keyspace(void) {
+    ASSERT(set_pattern("info:k", 1000, 3));
+    ASSERT_EQ(info_ll("memory", "maxmemory"), 3LL * 64 * 1024 * 1024);
+    long long used = info_ll("memory", "used_memory");
+    ASSERT(used >= 1000 && used < 3LL * 64 * 1024 * 1024);
+    redisReply *r = cmd("INFO");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    ASSERT(strstr(r->str, "\r\nmaxmemory_human:192.00M\r\n") != NULL);
+    ASSERT(strstr(r->str, "\r\nused_memory_human:") != NULL);
+    ASSERT(strstr(r->str, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n") != NULL);
+    redisReply *d = cmd("DBSIZE");
+    char want[96];
+    snprintf(want, sizeof want, "# Keyspace\r\ndb0:keys=%lld,expires=0,avg_ttl=0\r\n", integer_of(d));
+    ASSERT(integer_of(d) >= 1);
+    ASSERT(strstr(r->str, want) != NULL);
+    freeReplyObject(d);
     freeReplyObject(r);
+}
+
+
+/* MULTI/EXEC through the gateway: the queued GETs and SETs block on the
+ * workers one after another, and EXEC's array still comes back whole and
+ * in order with byte-exact values. */
+static void test_multi_exec_in_order(void) {
+    char *v = xmalloc(300000);
+    h_fill(v, 300000, 77);
+    redisAppendCommand(gw, "MULTI");
+    redisAppendCommand(gw, "SET tx:a %b", v, (size_t)300000);
+    redisAppendCommand(gw, "GET tx:a");
+    redisAppendCommand(gw, "SET tx:b small");
+    redisAppendCommand(gw, "EXISTS tx:a tx:b tx:none");
+    redisAppendCommand(gw, "GET tx:none");
+    redisAppendCommand(gw, "SET tx:a other");
+    redisAppendCommand(gw, "GET tx:b");
+    redisAppendCommand(gw, "EXEC");
+    redisAppendCommand(gw, "PING");
+    redisReply *r = NULL;
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "OK"));
+    freeReplyObject(r);
+    for (int i = 0; i < 7; i++) {
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "QUEUED"));
+        freeReplyObject(r);
+    }
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 7);
+    ASSERT(is_status(r->element[0], "OK"));
+    ASSERT(is_pattern(r->element[1], 300000, 77));
+    ASSERT(is_status(r->element[2], "OK"));
+    ASSERT_EQ(integer_of(r->element[3]), 2);
+    ASSERT(r->element[4]->type == REDIS_REPLY_NIL);
+    ASSERT(is_error_prefix(r->element[5], "EXISTS"));
+    ASSERT(r->element[6]->type == REDIS_REPLY_STRING && strcmp(r->element[6]->str, "small") == 0);
+    freeReplyObject(r);
+    ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "PONG"));
+    freeReplyObject(r);
+    ASSERT(get_is_pattern("tx:a", 300000, 77));
+    free(v);
+}
+
+static void test_multi_queuing_error_aborts(void) {
+    redisAppendCommand(gw, "MULTI");
+    redisAppendCommand(gw, "SET tx:ab 1");
+    redisAppendCommand(gw, "NOSUCH x");
+    redisAppendCommand(gw, "EXEC");
+    const char *want[] = {"OK", "QUEUED", "ERR unknown command", "EXECABORT"};
+    for (int i = 0; i < 4; i++) {
+        redisReply *r = NULL;
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && r);
+        ASSERT(i < 2 ? is_status(r, want[i]) : is_error_prefix(r, want[i]));
+        freeReplyObject(r);
+    }
+    ASSERT_EQ(exists_count("tx:ab"), 0);
+}
+
+/* redis-py's default pipeline() is MULTI ... EXEC (the batching of
+ * SGLang HiCache's Valkey backend). */
+static void test_redis_py_transactional_pipeline(void) {
+    char cmdline[512];
+    snprintf(cmdline, sizeof cmdline,
+             "timeout 60 /usr/bin/python3 tcl-tests/helpers/redis_py_multi.py %d gw 2>&1", GATEWAY_PORT);
+    FILE *f = popen(cmdline, "r");
+    ASSERT(f != NULL);
+    char line[512];
+    int ok = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        printf("# %s", line);
+        ok += strncmp(line, "ok - ", 5) == 0;
+        bad += strncmp(line, "not ok - ", 9) == 0;
+    }
+    int status = pclose(f);
+    ASSERT_EQ(bad, 0);
+    ASSERT_EQ(ok, 6);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* Several clients, each pipelining SETs then GETs: every blocked
@@ -386,6 +479,36 @@ static void test_node_killed_values_survive(void) {
 
 /* SIGTERM with blocked clients' work done: exit 0 (under ASan that
  * also means no leak). */
+/* A gateway asking for more replicas than there are nodes: the master's
+ * NOREPLICAS reaches the client as is. */
+static void test_noreplicas_error(void) {
+    pid_t g = start_gateway_on(GATEWAY_PORT + 1, "4");
+    ASSERT(g > 0);
+    redisContext *c = h_redis(GATEWAY_PORT + 1);
+    ASSERT(c != NULL);
+    redisReply *r = redisCommand(c, "SET nr:k v");
+    if (!is_error_prefix(r, "NOREPLICAS ")) printf("# got: %s\n", r && r->str ? r->str : "?");
+    ASSERT(is_error_prefix(r, "NOREPLICAS "));
+    freeReplyObject(r);
+    redisFree(c);
+    h_kill(g);
+}
+
+/* The master gone: SET and GET say TRYAGAIN, and the gateway serves on. */
+static void test_master_down_is_tryagain(void) {
+    h_kill(master);
+    redisReply *r = cmd("SET td:k v");
+    if (!is_error_prefix(r, "TRYAGAIN ")) printf("# got: %s\n", r && r->str ? r->str : "?");
+    ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+    freeReplyObject(r);
+    r = cmd("GET v:1b");
+    ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+    freeReplyObject(r);
+    r = cmd("PING");
+    ASSERT(is_status(r, "PONG"));
+    freeReplyObject(r);
+}
+
 static void test_sigterm_exits_cleanly(void) {
     redisFree(gw);
     gw = NULL;
@@ -413,12 +536,17 @@ int main(void) {
     RUN_TEST(test_mget);
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
-    RUN_TEST(test_scan_refused_clearly);
+    RUN_TEST(test_info_memory_replication_keyspace);
+    RUN_TEST(test_multi_exec_in_order);
+    RUN_TEST(test_multi_queuing_error_aborts);
+    RUN_TEST(test_redis_py_transactional_pipeline);
     RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_same_key_racing_sets);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
     RUN_TEST(test_node_killed_values_survive);
+    RUN_TEST(test_noreplicas_error);
+    RUN_TEST(test_master_down_is_tryagain);
     RUN_TEST(test_sigterm_exits_cleanly);
     if (gw) redisFree(gw);
     TEST_EXIT();
