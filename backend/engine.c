@@ -32,6 +32,8 @@ typedef struct enode {
     epath *paths;
     int npaths;
     uint64_t connect_failed_ms;   /* when a connect last failed; 0 = none since */
+    uint64_t stalled_until_ms;    /* a request timed out: not used before then */
+    uint64_t stall_hold_ms;       /* current hold, doubled per stall (bounded); 0 = healthy */
     char last_err[160];
     int refused_us;           /* the last dial reached it and it refused our secret */
 } enode;
@@ -401,10 +403,13 @@ static int path_connect(enode *n, epath *p) {
  * *failed is set when a dial failed. */
 static int tier_connect(enode *n, int tier, int *failed) {
     int up = 0;
+    const epath *bad = NULL;
     for (int i = 0; i < n->npaths; i++) {
         epath *p = &n->paths[i];
         if (p->tier != tier) continue;
-        if (!p->p && path_connect(n, p) != 0) *failed = 1;
+        /* another stream to where a dial just failed would wait out the same timeout */
+        if (!p->p && bad && strcmp(bad->local, p->local) == 0 && strcmp(bad->peer, p->peer) == 0) continue;
+        if (!p->p && path_connect(n, p) != 0) { *failed = 1; bad = p; }
         up |= p->p != NULL;
     }
     return up;
@@ -434,12 +439,35 @@ static void node_connect(te_engine *e, enode *n) {
     n->connect_failed_ms = now ? now : 1;
 }
 
+/* A node that stays connected but silent (SIGSTOP, a hung process) is
+ * no better than a dead one: a timeout closes all its paths (their
+ * requests fail over now instead of each waiting out its own deadline)
+ * and holds it off, twice as long per stall in a row up to
+ * STALL_HOLD_MAX_MS, until an answer from it shows it is back. */
+#define STALL_HOLD_MAX_MS 8000
+
+static void stall_hold(te_engine *e, enode *n) {
+    uint64_t hold = n->stall_hold_ms ? n->stall_hold_ms * 2 : (uint64_t)e->cfg.reconnect_ms;
+    n->stall_hold_ms = hold < STALL_HOLD_MAX_MS ? hold : STALL_HOLD_MAX_MS;
+    n->stalled_until_ms = mono_ms() + n->stall_hold_ms;
+}
+
+static int any_live(const enode *n) {
+    for (int i = 0; i < n->npaths; i++)
+        if (path_live(&n->paths[i])) return 1;
+    return 0;
+}
+
 static int node_up(te_engine *e, enode *n) {
-    for (int i = 0; i < n->npaths; i++)
-        if (path_live(&n->paths[i])) return 1;
+    if (n->stalled_until_ms && mono_ms() < n->stalled_until_ms) return 0;
+    n->stalled_until_ms = 0;
+    if (any_live(n)) return 1;
+    uint64_t failed_before = n->connect_failed_ms;
     node_connect(e, n);
-    for (int i = 0; i < n->npaths; i++)
-        if (path_live(&n->paths[i])) return 1;
+    if (any_live(n)) return 1;
+    if (n->stall_hold_ms && n->connect_failed_ms != failed_before) {
+        stall_hold(e, n);   /* redialed after its hold and still silent */
+    }
     return 0;
 }
 
@@ -449,6 +477,12 @@ static void path_broken(te_engine *e, epath *p) {
     if (!p->p) return;
     p->t->ops->close(p->p);
     p->p = NULL;
+}
+
+static void node_stalled(te_engine *e, enode *n) {
+    stall_hold(e, n);
+    snprintf(n->last_err, sizeof n->last_err, "no answer within the request timeout");
+    for (int i = 0; i < n->npaths; i++) path_broken(e, &n->paths[i]);
 }
 
 /* ---- running jobs ---- */
@@ -544,6 +578,7 @@ static void job_complete(run *r, const te_cqe *c) {
     if (j->state != JOB_INFLIGHT) return;
     j->on->inflight--;
     if (c->status == TE_OK) {
+        j->node->stall_hold_ms = 0;
         j->state = JOB_DONE;
         j->has_crc = c->has_crc;
         j->crc = c->crc;
@@ -554,7 +589,10 @@ static void job_complete(run *r, const te_cqe *c) {
     }
     j->state = JOB_PENDING;
     int path_fault = c->status == TE_EIO || c->status == TE_ETIMEDOUT || c->status == TE_ECLOSED;
-    if (path_fault) {
+    if (c->status == TE_ETIMEDOUT) {
+        /* the node is silent: another replica now, not a retry on it */
+        if (j->on->p == j->tp) node_stalled(r->e, j->node);
+    } else if (path_fault) {
         if (j->on->p && j->on->p == j->tp) path_broken(r->e, j->on);
         if (j->attempts < r->e->cfg.max_attempts) { r->e->stats.retries++; return; }
     }

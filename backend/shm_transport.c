@@ -220,31 +220,41 @@ static int send_headers(te_path *p, uint64_t dl) {
     return rc;
 }
 
-/* The node's verdicts, in order, into status[]; -1 on a broken exchange. */
+/* The node's verdicts, in order, into status[]; TE_OK, else TE_ETIMEDOUT
+ * when the node did not answer by dl (the engine then treats it as
+ * stalled) or TE_EIO on a broken exchange. */
 static int recv_verdicts(te_path *p, int *status, uint64_t dl) {
-    int n = p->nq, ok = 1;
+    int n = p->nq, ok = 1, late = 0;
     uint8_t *resp = xmalloc((size_t)n * TE_WIRE_RESP_LEN);
-    if (te_read_full(p->fd, resp, (size_t)n * TE_WIRE_RESP_LEN, dl) != 0) ok = 0;
+    if (te_read_full(p->fd, resp, (size_t)n * TE_WIRE_RESP_LEN, dl) != 0) {
+        ok = 0;
+        late = errno == ETIMEDOUT;
+    }
     for (int i = 0; ok && i < n; i++) {
         te_wire_resp r;
         if (te_wire_resp_decode(&r, resp + (size_t)i * TE_WIRE_RESP_LEN) != 0 || r.cookie != (uint64_t)i) ok = 0;
         else status[i] = r.status;
     }
     free(resp);
-    return ok ? 0 : -1;
+    return ok ? TE_OK : late ? TE_ETIMEDOUT : TE_EIO;
 }
 
 static void path_run(te_path *p) {
     int n = p->nq;
     uint64_t dl = te_deadline(p->x->b.t.cfg.timeout_ms);
-    if (node_gone(p) || send_headers(p, dl) != 0) {
+    if (node_gone(p)) {
         path_fail(p, TE_EIO);
+        return;
+    }
+    if (send_headers(p, dl) != 0) {
+        path_fail(p, errno == ETIMEDOUT ? TE_ETIMEDOUT : TE_EIO);
         return;
     }
     int *read_st = xcalloc((size_t)n, sizeof *read_st), *verdict = xcalloc((size_t)n, sizeof *verdict);
     copy_queued(p, TE_READ, read_st, NULL);        /* TE_OK == 0: all of them */
-    if (recv_verdicts(p, verdict, dl) != 0) {
-        path_fail(p, TE_EIO);   /* no write was copied: every queued one fails */
+    int rc = recv_verdicts(p, verdict, dl);
+    if (rc != TE_OK) {
+        path_fail(p, rc);   /* no write was copied: every queued one fails */
     } else {
         copy_queued(p, TE_WRITE, verdict, NULL);   /* the accepted ones */
         for (int i = 0; i < n; i++) {

@@ -106,6 +106,32 @@ static int place_buffer(mkv_client *c, get_item *it, mkv_place_fn *place, void *
     return MKV_OK;
 }
 
+/* A read that failed over late (its node stalled) may find the read
+ * leases from MOON.GET expired: the nodes refuse it (EAUTH). Those items
+ * are located again, once, for fresh leases and read again. */
+static int get_relocate_expired(mkv_client *c, get_item *it, size_t m) {
+    get_item *re = xcalloc(m ? m : 1, sizeof *re);
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (it[i].o->status != MKV_EAUTH) continue;
+        mkv_placement_free(&it[i].pl);
+        memset(&it[i].pl, 0, sizeof it[i].pl);
+        re[k++].o = it[i].o;
+    }
+    int rc = k ? get_locate(c, re, k) : MKV_OK;
+    for (size_t i = 0, j = 0; i < m && j < k; i++) {
+        if (it[i].o != re[j].o) continue;
+        it[i].pl = re[j++].pl;
+        it[i].replica = -1;
+        if (rc == MKV_OK && it[i].o->status == MKV_OK) it[i].o->status = check_fit(c, &it[i]);
+        if (rc == MKV_OK && it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;
+    }
+    free(re);
+    int again = rc == MKV_OK && k;
+    while (rc == MKV_OK && again) rc = get_round(c, it, m, &again);
+    return rc;
+}
+
 static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, void *ctx) {
     get_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
@@ -122,6 +148,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, 
         if (it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;
     }
     for (int again = 1; rc == MKV_OK && again;) rc = get_round(c, it, m, &again);
+    if (rc == MKV_OK) rc = get_relocate_expired(c, it, m);
     for (size_t i = 0; i < m; i++) {
         if (it[i].o->status == MKV_PENDING || (rc != MKV_OK && it[i].o->status == MKV_OK))
             it[i].o->status = rc != MKV_OK ? rc : MKV_EPROTO;

@@ -336,16 +336,13 @@ static int gateway_get(const reader *rd, unsigned k, long *out_ms) {
 
 /* Reads loop over replicas-2 objects; node 1 is SIGSTOPped in the middle
  * for longer than the node timeout, then continued. No read returns
- * wrong bytes, reads succeed again from the other replica, and every read
- * and a GET through the gateway during the stall is answered, bounded.
- *
- * The bound asserted is STALL_BOUND_MS, not the client's timeout: today a
- * read caught on the stopped node takes ~14 s with timeout_ms 2000 and
- * then fails, its fallback to the other replica refused ("not
- * authorized": the read caps from MOON.GET expired meanwhile), and the
- * gateway's GET takes ~36 s and fails the same way. MKV_SLOW_STRICT=1
- * asserts the intended bound (the client timeout plus 2 s) and success. */
-#define STALL_BOUND_MS 60000
+ * wrong bytes, and every read is answered within the client timeout
+ * plus 2 s and succeeds: the first timeout on the stopped node marks it
+ * stalled and the read fails over to the other replica (with fresh
+ * leases if the first ones expired meanwhile). Two GETs through the
+ * gateway during the stall return the value within the gateway's own
+ * libmoonkv timeout (the default 5 s) plus 2 s. */
+#define GATEWAY_STALL_BOUND_MS (5000 + 2000)
 
 static void test_node_stalls_mid_transfer(void) {
     reader rd;
@@ -370,20 +367,14 @@ static void test_node_stalls_mid_transfer(void) {
            "(%d of 2 exact)\n", rd.reads, rd.ok, rd.failed, rd.wrong, (unsigned long long)rd.worst_ms,
            gw_ms[0], gw_ms[1], gw_ok);
     reader_close(&rd);
-    int strict = getenv("MKV_SLOW_STRICT") && atoi(getenv("MKV_SLOW_STRICT"));
-    uint64_t bound = strict ? CLIENT_TIMEOUT + 2000 : STALL_BOUND_MS;
-    if (rd.worst_ms > CLIENT_TIMEOUT + 2000 || rd.failed || gw_ok < 2)
-        printf("# KNOWN (issue 14 follow-up): a stalled node holds reads past the client timeout "
-               "and their fallback fails on expired caps\n");
+    uint64_t bound = CLIENT_TIMEOUT + 2000;
     ASSERT_EQ(rd.wrong, 0);
     ASSERT(ok_during > 0);
+    ASSERT_EQ(rd.failed, 0);
     ASSERT_MSG(rd.worst_ms < bound, "a read took %llu ms", (unsigned long long)rd.worst_ms);
-    ASSERT_MSG(gw_ms[0] < (long)bound && gw_ms[1] < (long)bound, "gateway GETs took %ld, %ld ms", gw_ms[0],
-               gw_ms[1]);
-    if (strict) {
-        ASSERT_EQ(rd.failed, 0);
-        ASSERT_EQ(gw_ok, 2);
-    }
+    ASSERT_EQ(gw_ok, 2);
+    ASSERT_MSG(gw_ms[0] < GATEWAY_STALL_BOUND_MS && gw_ms[1] < GATEWAY_STALL_BOUND_MS,
+               "gateway GETs took %ld, %ld ms", gw_ms[0], gw_ms[1]);
 }
 
 /* ---- half-open TCP: a netns link cut ---- */
@@ -435,8 +426,8 @@ static void test_half_open_link_cut(void) {
     reader_close(&rd);
     ASSERT_EQ(rd.wrong, 0);
     ASSERT(ok_after > 0);
-    /* one timeout per replica tried on the cut node, seen at 2 and at 4 s */
-    ASSERT_MSG(rd.worst_ms < 2 * CLIENT_TIMEOUT + 1000, "a read took %llu ms", (unsigned long long)rd.worst_ms);
+    /* one timeout on the cut node, then the other replica */
+    ASSERT_MSG(rd.worst_ms < CLIENT_TIMEOUT + 1000, "a read took %llu ms", (unsigned long long)rd.worst_ms);
     ASSERT(dead_after > 0 && dead_after < NODE_TIMEOUT_MS + 3000);
 }
 
