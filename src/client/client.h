@@ -85,6 +85,9 @@ struct mkv_client {
     mkv_regions regions;
     te_engine *engine;
     struct workpool *crc_pool;   /* started at the first large checksum */
+    struct etcd_client *etcd;    /* NULL: host:port is the one master */
+    char cluster[64];
+    long long term;              /* the leader's term we last connected to */
     char err[MKV_ERR_LEN];
 };
 
@@ -133,6 +136,9 @@ const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 int mkv_topology_refresh(mkv_client *c);
 const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
 void mkv_topology_free(mkv_topology *t);
+/* A new leader numbers nodes afresh: tell the engine every node is gone
+ * and forget them (the next placement refreshes). */
+void mkv_topology_forget(mkv_client *c);
 /* Make sure every node a placement names is known, refreshing once. */
 int mkv_topology_cover(mkv_client *c, const mkv_placement *pl);
 

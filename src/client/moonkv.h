@@ -50,6 +50,11 @@ typedef struct mkv_options {
     const char *data_addrs;      /* local addresses to send from, comma separated; NULL = any */
     int replicas;                /* default replica count for puts (default 1) */
     int timeout_ms;              /* per operation (default 5000) */
+    /* Failover: with etcd set, master is ignored; the leader is read from
+     * etcd and read again when its connection fails or it answers
+     * READONLY (within timeout_ms per call). */
+    const char *etcd;            /* "http://host:port[,...]", or NULL */
+    const char *cluster_name;    /* the cluster's etcd prefix (default "moonkv") */
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */

@@ -109,7 +109,11 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
         char host[CONFIG_STR_MAX];
         int port;
         struct timeval tv = {COPIER_IO_TIMEOUT_MS / 1000, 0};
-        if (parse_hostport(c->n->srv->cfg.master, host, sizeof host, &port) != 0) {
+        char addr[CONFIG_STR_MAX];
+        pthread_mutex_lock(&c->n->mu);
+        memcpy(addr, c->n->status.master, sizeof addr);
+        pthread_mutex_unlock(&c->n->mu);
+        if (parse_hostport(addr, host, sizeof host, &port) != 0) {
             snprintf(err, errlen, "bad master address");
             return -1;
         }

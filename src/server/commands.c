@@ -197,6 +197,8 @@ void commands_dispatch(client *c) {
         reply_wrong_arity(c, cmd->name);
     } else if (needs_auth(c, cmd)) {
         reply_error(c, "NOAUTH Authentication required.");
+    } else if (c->srv->role_gate && c->srv->role_gate(c, cmd)) {
+        c->srv->stats.commands_processed++;
     } else {
         c->last_cmd = cmd;
         if (c->srv->metrics) run_measured(c, cmd, (size_t)idx);
