@@ -134,7 +134,8 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
 
 static int copy_options(mkv_client *c, const mkv_options *opt) {
     const char *master = opt->master ? opt->master : DEFAULT_MASTER;
-    if (parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
+    int from_etcd = opt->etcd && *opt->etcd;   /* master is ignored then */
+    if (!from_etcd && parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
         return mkv_fail(c, MKV_EINVAL, "bad master address '%s' (want host:port)", master);
     const char *secret = opt->cluster_secret ? opt->cluster_secret : "";
     if (strlen(secret) >= sizeof c->secret)
@@ -150,7 +151,7 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
     c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : DEFAULT_TIMEOUT;
     if (opt->password) c->password = xstrdup(opt->password);
     if (opt->data_addrs) c->data_addrs = xstrdup(opt->data_addrs);
-    if (opt->etcd && *opt->etcd) {
+    if (from_etcd) {
         char err[ETCD_ERR_LEN];
         if (!(c->etcd = etcd_create(opt->etcd, ETCD_TIMEOUT_MS, err, sizeof err)))
             return mkv_fail(c, MKV_EINVAL, "%s", err);
