@@ -10,6 +10,7 @@ PKGS=(
   python3-dev python3-setuptools python3-pytest python3-numpy
   prometheus
   iproute2 iperf3 gnuplot-nox procps
+  etcd-server etcd-client   # master failover tests (test_failover): etcd 3.4 and etcdctl
   clang libclang-rt-14-dev   # libFuzzer harnesses (make fuzz): -fsanitize=fuzzer
 )
 

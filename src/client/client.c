@@ -5,14 +5,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client/client.h"
 #include "core/crc32c.h"
 #include "core/util.h"
 #include "core/workpool.h"
+#include "etcd/etcd.h"
+#include "proto/status.h"
 
 #define DEFAULT_MASTER  "127.0.0.1:7380"
 #define DEFAULT_TIMEOUT 5000
+#define ETCD_TIMEOUT_MS 1000   /* one etcd call */
+#define LEADER_RETRY_MS 50     /* between attempts to find a leader */
 
 void mkv_options_init(mkv_options *opt) {
     memset(opt, 0, sizeof *opt);
@@ -46,7 +51,26 @@ static int master_auth(mkv_client *c) {
     return rc;
 }
 
+/* --etcd: point host:port at the current leader. */
+static int leader_lookup(mkv_client *c) {
+    char addr[256], err[ETCD_ERR_LEN];
+    int found = 0;
+    int64_t term = 0;
+    if (etcd_leader_lookup(c->etcd, c->cluster, &found, addr, sizeof addr, &term, err, sizeof err) != 0)
+        return mkv_fail(c, MKV_ECONN, "%s", err);
+    if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", c->cluster);
+    if (parse_hostport(addr, c->host, sizeof c->host, &c->port) != 0)
+        return mkv_fail(c, MKV_EPROTO, "bad leader address '%.64s' in etcd", addr);
+    if (c->term && c->term != term && c->engine) mkv_topology_forget(c);
+    c->term = term;
+    return MKV_OK;
+}
+
 static int master_open(mkv_client *c) {
+    if (c->etcd) {
+        int rc = leader_lookup(c);
+        if (rc != MKV_OK) return rc;
+    }
     struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
     if (c->rc) redisFree(c->rc);
     c->rc = redisConnectWithTimeout(c->host, c->port, tv);
@@ -61,8 +85,8 @@ static int master_open(mkv_client *c) {
     return master_auth(c);
 }
 
-redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
-                        int *code) {
+static redisReply *command_once(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                                int *code) {
     /* A connection an earlier command broke is reopened before the next
      * one (the master may have restarted); a command whose reply was lost
      * is never sent twice, since it may have taken effect. */
@@ -87,11 +111,40 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
     return NULL;
 }
 
+static int is_readonly(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && proto_status_of_reply(r->str, r->len) == PROTO_READONLY;
+}
+
+redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                        int *code) {
+    if (!c->etcd) return command_once(c, argc, argv, argvlen, code);
+    /* With etcd, a master we cannot reach or that is not the leader
+     * (READONLY: the command did nothing) sends us back to etcd until
+     * timeout_ms. A reply lost after sending is not retried. */
+    uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    for (;;) {
+        int sent = c->rc && !c->rc->err;
+        redisReply *r = command_once(c, argc, argv, argvlen, code);
+        if (r && !is_readonly(r)) return r;
+        if (!r && sent) return NULL;
+        if (r) {
+            *code = mkv_reply_error(c, r->str, r->len);
+            freeReplyObject(r);
+            redisFree(c->rc);
+            c->rc = NULL;
+        }
+        if (mono_ms() + LEADER_RETRY_MS >= deadline) return NULL;
+        struct timespec ts = {0, LEADER_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* ---- connect / close ---- */
 
 static int copy_options(mkv_client *c, const mkv_options *opt) {
     const char *master = opt->master ? opt->master : DEFAULT_MASTER;
-    if (parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
+    int from_etcd = opt->etcd && *opt->etcd;   /* master is ignored then */
+    if (!from_etcd && parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
         return mkv_fail(c, MKV_EINVAL, "bad master address '%s' (want host:port)", master);
     const char *secret = opt->cluster_secret ? opt->cluster_secret : "";
     if (strlen(secret) >= sizeof c->secret)
@@ -111,6 +164,15 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
     c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : DEFAULT_TIMEOUT;
     if (opt->password) c->password = xstrdup(opt->password);
     if (opt->data_addrs) c->data_addrs = xstrdup(opt->data_addrs);
+    if (from_etcd) {
+        char err[ETCD_ERR_LEN];
+        if (!(c->etcd = etcd_create(opt->etcd, ETCD_TIMEOUT_MS, err, sizeof err)))
+            return mkv_fail(c, MKV_EINVAL, "%s", err);
+        const char *name = opt->cluster_name && *opt->cluster_name ? opt->cluster_name : "moonkv";
+        if (strlen(name) >= sizeof c->cluster)
+            return mkv_fail(c, MKV_EINVAL, "cluster name longer than %zu bytes", sizeof c->cluster - 1);
+        snprintf(c->cluster, sizeof c->cluster, "%s", name);
+    }
     return MKV_OK;
 }
 
@@ -124,7 +186,7 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     }
     mkv_client *c = xcalloc(1, sizeof *c);
     int rc = copy_options(c, opt);
-    if (rc == MKV_OK) rc = master_open(c);
+    if (rc == MKV_OK && !c->etcd) rc = master_open(c);   /* etcd: at the first command */
     if (rc == MKV_OK) rc = mkv_engine_open(c);
     if (rc == MKV_OK) rc = mkv_topology_refresh(c);   /* tells the engine the nodes */
     if (rc != MKV_OK) {
@@ -177,6 +239,7 @@ void mkv_close(mkv_client *c) {
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);
     if (c->rc) redisFree(c->rc);
+    etcd_free(c->etcd);
     free(c->password);
     free(c->data_addrs);
     free(c);

@@ -111,6 +111,9 @@ struct mkv_client {
     te_engine *engine;
     struct workpool *crc_pool;   /* started at the first large checksum */
     mkv_leases done;             /* read leases to give back with the next command */
+    struct etcd_client *etcd;    /* NULL: host:port is the one master */
+    char cluster[64];
+    long long term;              /* the leader's term we last connected to */
     char err[MKV_ERR_LEN];
 };
 
@@ -159,6 +162,9 @@ const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 int mkv_topology_refresh(mkv_client *c);
 const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
 void mkv_topology_free(mkv_topology *t);
+/* A new leader numbers nodes afresh: tell the engine every node is gone
+ * and forget them (the next placement refreshes). */
+void mkv_topology_forget(mkv_client *c);
 /* Make sure every node a placement names is known, refreshing once. */
 int mkv_topology_cover(mkv_client *c, const mkv_placement *pl);
 

@@ -57,6 +57,7 @@ static int status_code(proto_status st) {
     case PROTO_NOREPLICAS: return MKV_ENOREPLICAS;
     case PROTO_NOAUTH:
     case PROTO_WRONGPASS: return MKV_EAUTH;
+    case PROTO_READONLY: return MKV_ECONN;   /* not the leader: mkv_command retries */
     case PROTO_OK:          /* not an error word */
     case PROTO_NODEDEAD:    /* said to nodes only */
     case PROTO_NSTATUS: return MKV_EPROTO;

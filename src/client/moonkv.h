@@ -56,6 +56,11 @@ typedef struct mkv_options {
      * writable mapping can write anywhere in the segment. "fd": pread/
      * pwrite on the segment fd, the node verifying every request. */
     const char *shm_mode;
+    /* Failover: with etcd set, master is ignored; the leader is read from
+     * etcd and read again when its connection fails or it answers
+     * READONLY (within timeout_ms per call). */
+    const char *etcd;            /* "http://host:port[,...]", or NULL */
+    const char *cluster_name;    /* the cluster's etcd prefix (default "moonkv") */
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */

@@ -98,6 +98,15 @@ void mkv_topology_free(mkv_topology *t) {
     t->count = 0;
 }
 
+void mkv_topology_forget(mkv_client *c) {
+    for (uint32_t id = 1; id <= c->topo.count; id++) {
+        const mkv_node *n = &c->topo.nodes[id - 1];
+        if (n->state != MKV_NODE_DEAD && n->naddrs > 0) mkv_engine_drop(c, id);
+    }
+    mkv_topology_free(&c->topo);
+    c->topo.version++;
+}
+
 static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
     for (uint32_t r = 0; r < pl->nreplicas; r++)
         for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {

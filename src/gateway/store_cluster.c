@@ -499,6 +499,10 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     if (cfg->shm_mode[0]) opt.shm_mode = cfg->shm_mode;
     if (addrs[0]) opt.data_addrs = addrs;
     if (cfg->replicas > 0) opt.replicas = cfg->replicas;
+    if (cfg->etcd[0]) {
+        opt.etcd = cfg->etcd;
+        opt.cluster_name = cfg->cluster_name;
+    }
     int rc = mkv_connect(&cs->mc, &opt);
     if (rc == MKV_OK) rc = staging_register(cs->pool, cs->mc);
     if (rc != MKV_OK) {
@@ -520,7 +524,10 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
     cluster_store *cs = xcalloc(1, sizeof *cs);
     cs->base.ops = &cluster_ops;
     cs->loop = loop;
-    snprintf(cs->master, sizeof cs->master, "%s", cfg->master[0] ? cfg->master : "127.0.0.1:7380");
+    /* With etcd the master is whoever leads (libmoonkv follows it); the
+     * INFO/DBSIZE side connection has no fixed address then. */
+    snprintf(cs->master, sizeof cs->master, "%s",
+             cfg->etcd[0] ? "leader-from-etcd" : cfg->master[0] ? cfg->master : "127.0.0.1:7380");
     snprintf(cs->master_auth, sizeof cs->master_auth, "%s", cfg->master_auth);
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
     cs->reap = loop_hook_add(loop, SERVER_HOOK_FLUSH - 1, reap_cb, cs);

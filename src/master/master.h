@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/cap.h"
+#include "master/ha.h"
 #include "master/meta.h"
 #include "proto/register.h"
 #include "server/server.h"
@@ -35,6 +36,8 @@ typedef struct master {
     resp_buf wire;                     /* scratch the proto encoders write replies into */
     master_gateway gateways[MASTER_MAX_GATEWAYS];
     size_t ngateways;
+    master_ha *ha;                     /* --etcd: leadership; NULL: the only master */
+    uint64_t terms_dropped;            /* lost terms whose metadata was dropped */
 } master;
 
 master *master_create(server *srv);
@@ -45,6 +48,11 @@ void master_reports_clear(master *m);
 void master_register_commands(server *srv);
 /* MOON.GATEWAY: the registry of gateways (gateways.c). */
 void master_register_gateway_commands(server *srv);
+/* With --etcd, a standby (or a leader past its lease) refuses every
+ * MOON.* command with -READONLY naming the leader (master_role.c). */
+int master_gate(client *c, const command *cmd);
+/* INFO fields of leadership: ha_role (single|leader|standby), term, leader. */
+void master_leader_info(master *m, resp_buf *out);
 /* INFO "# Cluster" (master_cmds.c). */
 void master_info(server *srv, resp_buf *out, const char *section);
 /* Export master_info's fields on /metrics. */

@@ -624,6 +624,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     mm_stats st;
     mm_get_stats(m->meta, &st);
     info_section(out, "Cluster");
+    master_leader_info(m, out);
     info_field(out, "nodes_alive", "%u", st.nodes_alive);
     info_field(out, "nodes_draining", "%u", st.nodes_draining);
     info_field(out, "nodes_dead", "%u", st.nodes_dead);

@@ -5,6 +5,7 @@
  * tasks past their deadline fail, quarantined extents whose leases ran
  * out are freed, and repairs are scheduled. Its period is a quarter of
  * the shortest of those timeouts, so each fires at most 25% late. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,9 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/status.h"
+#include "server/info.h"
+#include "server/networking.h"
 #include "server/commands.h"
 
 static mm_config meta_config(const mkv_config *cfg) {
@@ -74,6 +78,64 @@ static long long sweep_period_ms(const mkv_config *cfg) {
     return ms;
 }
 
+/* ---- leadership (--etcd) ---- */
+
+int master_gate(client *c, const command *cmd) {
+    master *m = c->srv->role;
+    if (!m->ha || strcmp(cmd->group, "moonkv") != 0 || master_ha_may_lead(m->ha)) return 0;
+    const ha_view *v = master_ha_view(m->ha);
+    char msg[HA_ADDR_MAX + 64], text[HA_ADDR_MAX + 80];
+    if (v->leader) snprintf(msg, sizeof msg, "leader is unknown (our lease ran out)");
+    else if (v->leader_addr[0]) snprintf(msg, sizeof msg, "leader is %s", v->leader_addr);
+    else snprintf(msg, sizeof msg, "leader is unknown (election in progress)");
+    proto_error_text(PROTO_READONLY, msg, text, sizeof text);
+    reply_error(c, text);
+    return 1;
+}
+
+void master_leader_info(master *m, resp_buf *out) {
+    if (!m->ha) {
+        info_field(out, "ha_role", "single");
+        return;
+    }
+    const ha_view *v = master_ha_view(m->ha);
+    info_field(out, "ha_role", "%s", master_ha_may_lead(m->ha) ? "leader" : "standby");
+    info_field(out, "ha_term", "%lld", (long long)v->term);
+    info_field(out, "ha_leader", "%s", v->leader_addr);
+    info_field(out, "ha_elections_won", "%llu", (unsigned long long)v->elections_won);
+    info_field(out, "ha_leadership_lost", "%llu", (unsigned long long)v->leadership_lost);
+}
+
+/* A leader that lost its term forgets what it placed: if it leads again,
+ * nodes register afresh and nothing stale is handed out. */
+static void leadership_changed(event_loop *el, void *data) {
+    master *m = data;
+    const ha_view *v = master_ha_view(m->ha);
+    if (v->leadership_lost == m->terms_dropped) return;
+    m->terms_dropped = v->leadership_lost;
+    log_notice("master: standing down: dropping the metadata of the lost term");
+    mm_config mc = meta_config(&m->srv->cfg);
+    mm_destroy(m->meta);
+    m->meta = mm_create(&mc);
+    master_reports_clear(m);
+    if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) log_warning("master: no new capability key");
+}
+
+static int start_ha(master *m, char *err, size_t errlen) {
+    const mkv_config *cfg = &m->srv->cfg;
+    if (!cfg->etcd[0]) return 0;
+    char self[HA_ADDR_MAX];
+    int n = snprintf(self, sizeof self, "%.200s:%d", cfg->bind, server_port(m->srv));
+    if (n < 0 || (size_t)n >= sizeof self) return -1;
+    m->ha = master_ha_start(m->srv->loop, cfg->etcd, cfg->cluster_name, cfg->etcd_lease_ttl, self,
+                            leadership_changed, m, err, errlen);
+    if (!m->ha) return -1;
+    m->srv->role_gate = master_gate;
+    log_notice("master: standby until elected (etcd %s, cluster %s, lease %d s)", cfg->etcd,
+               cfg->cluster_name, cfg->etcd_lease_ttl);
+    return 0;
+}
+
 int master_role_main(server *srv) {
     master *m = master_create(srv);
     if (!m) {
@@ -89,7 +151,7 @@ int master_role_main(server *srv) {
     master_register_commands(srv);
     master_register_gateway_commands(srv);
     char err[256];
-    if (server_listen(srv, err, sizeof err) < 0) {
+    if (server_listen(srv, err, sizeof err) < 0 || start_ha(m, err, sizeof err) < 0) {
         log_warning("%s", err);
         srv->role = NULL;
         srv->role_info = NULL;
@@ -102,6 +164,9 @@ int master_role_main(server *srv) {
     log_notice("master ready: put timeout %dms, lease %dms, node timeout %dms",
                srv->cfg.put_timeout_ms, srv->cfg.lease_ms, srv->cfg.node_timeout_ms);
     server_run(srv);
+    master_ha_stop(m->ha);
+    m->ha = NULL;
+    srv->role_gate = NULL;
     loop_timer_free(sweep);
     srv->role = NULL;
     srv->role_info = NULL;

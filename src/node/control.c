@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "etcd/etcd.h"
 #include "node/copier.h"
 #include "node/reply.h"
 #include "proto/master_link.h"
@@ -23,6 +24,8 @@
 #define CTL_IO_TIMEOUT_MS   5000
 #define CTL_RETRY_MIN_MS    200    /* between attempts to join, doubling */
 #define CTL_RETRY_MAX_MS    5000
+#define CTL_ETCD_RETRY_MS   100    /* with etcd: a new leader is expected within a lease */
+#define CTL_ETCD_TIMEOUT_MS 1000
 #define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
 #define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
 
@@ -47,6 +50,7 @@ struct node_control {
     uint64_t next_refresh_ms;
     char host[CONFIG_STR_MAX];
     int port;
+    etcd_client *etcd;          /* --etcd: the master is whoever leads */
 };
 
 /* ---- helpers ---- */
@@ -62,12 +66,34 @@ static void disconnect(node_control *c) {
     c->rc = NULL;
 }
 
+/* --etcd: host:port of the current leader. */
+static int leader_lookup(node_control *c) {
+    char addr[CONFIG_STR_MAX], err[ETCD_ERR_LEN];
+    int found = 0;
+    int64_t term = 0;
+    if (etcd_leader_lookup(c->etcd, c->n->srv->cfg.cluster_name, &found, addr, sizeof addr, &term, err,
+                           sizeof err) != 0) {
+        log_info("node: %s", err);
+        return -1;
+    }
+    if (!found || parse_hostport(addr, c->host, sizeof c->host, &c->port) != 0) {
+        log_info("node: no usable leader in etcd yet");
+        return -1;
+    }
+    return 0;
+}
+
 /* Every (re)connection AUTHs when master_auth is set. A refused password
  * is a warning: the node cannot join until its configuration changes. */
 static int master_connect(node_control *c) {
     const mkv_config *cfg = &c->n->srv->cfg;
-    char err[512];
-    int rc = proto_master_open(&c->rc, cfg->master, cfg->master_auth, CTL_CONNECT_MS,
+    char addr[CONFIG_STR_MAX], err[512];
+    if (c->etcd && leader_lookup(c) != 0) return -1;
+    snprintf(addr, sizeof addr, "%.200s:%d", c->host, c->port);
+    pthread_mutex_lock(&c->n->mu);
+    snprintf(c->n->status.master, sizeof c->n->status.master, "%s", addr);
+    pthread_mutex_unlock(&c->n->mu);
+    int rc = proto_master_open(&c->rc, addr, cfg->master_auth, CTL_CONNECT_MS,
                               CTL_IO_TIMEOUT_MS, err, sizeof err);
     if (rc == PROTO_LINK_EAUTH) log_warning("node: %s", err);
     else if (rc != PROTO_LINK_OK) log_info("node: %s", err);
@@ -245,6 +271,10 @@ static int is_nodedead(const redisReply *r) {
     return r->type == REDIS_REPLY_ERROR && proto_status_of_reply(r->str, r->len) == PROTO_NODEDEAD;
 }
 
+static int is_readonly(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && proto_status_of_reply(r->str, r->len) == PROTO_READONLY;
+}
+
 static uint32_t my_id(node_control *c) {
     pthread_mutex_lock(&c->n->mu);
     uint32_t id = c->n->status.id;
@@ -267,6 +297,10 @@ static void heartbeat(node_control *c) {
     pthread_mutex_unlock(&n->mu);
     if (r->type == REDIS_REPLY_ARRAY) take_tasks(c, r);
     else if (is_nodedead(r)) node_dead(c, r->str);
+    else if (is_readonly(r)) {
+        log_notice("node: master %s:%d is not the leader: %s", c->host, c->port, r->str);
+        disconnect(c);   /* etcd names the new one */
+    }
     else log_warning("node: heartbeat refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     freeReplyObject(r);
 }
@@ -347,6 +381,7 @@ static void *control_main(void *arg) {
             if (master_connect(c) != 0 || do_register(c) != 0) {
                 wait_ms(c, retry_ms);
                 retry_ms = retry_ms * 2 < CTL_RETRY_MAX_MS ? retry_ms * 2 : CTL_RETRY_MAX_MS;
+                if (c->etcd) retry_ms = CTL_ETCD_RETRY_MS;
                 continue;
             }
             retry_ms = CTL_RETRY_MIN_MS;
@@ -379,7 +414,14 @@ node_control *node_control_start(node *n) {
     node_control *c = xcalloc(1, sizeof *c);
     c->n = n;
     c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
-    if (parse_hostport(n->srv->cfg.master, c->host, sizeof c->host, &c->port) != 0) {
+    char err[ETCD_ERR_LEN];
+    if (n->srv->cfg.etcd[0]) {
+        if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err))) {
+            log_warning("node: %s", err);
+            free(c);
+            return NULL;
+        }
+    } else if (parse_hostport(n->srv->cfg.master, c->host, sizeof c->host, &c->port) != 0) {
         log_warning("node: bad master address '%s' (want host:port)", n->srv->cfg.master);
         free(c);
         return NULL;
@@ -422,5 +464,6 @@ void node_control_free(node_control *c) {
     if (!c) return;
     node_control_stop(c);
     pthread_cond_destroy(&c->wake);
+    etcd_free(c->etcd);
     free(c);
 }

@@ -107,10 +107,16 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
     for (int i = 0; i < t->nsrc && all_known; i++) all_known = is_known(c, t->src[i].node_id);
     if (all_known) return 0;
     const mkv_config *cfg = &c->n->srv->cfg;
-    if (!c->master && proto_master_open(&c->master, cfg->master, cfg->master_auth,
-                                       COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err,
-                                       errlen) != PROTO_LINK_OK)
-        return -1;
+    if (!c->master) {
+        /* The master the control thread last reached (the leader, with etcd). */
+        char addr[CONFIG_STR_MAX];
+        pthread_mutex_lock(&c->n->mu);
+        snprintf(addr, sizeof addr, "%s", c->n->status.master);
+        pthread_mutex_unlock(&c->n->mu);
+        if (proto_master_open(&c->master, addr[0] ? addr : cfg->master, cfg->master_auth,
+                              COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err, errlen) != PROTO_LINK_OK)
+            return -1;
+    }
     redisReply *r = redisCommand(c->master, "MOON.TOPOLOGY");
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         snprintf(err, errlen, "MOON.TOPOLOGY: %s", r ? "unexpected reply" : c->master->errstr);

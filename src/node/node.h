@@ -31,6 +31,7 @@ typedef struct node_status {
     char master_state[16];                  /* "alive", "draining", ... */
     uint64_t tasks_received, tasks_ok, tasks_failed;
     uint64_t bytes_copied;
+    char master[CONFIG_STR_MAX];            /* the master we talk to ("host:port") */
 } node_status;
 
 typedef struct node {

@@ -82,7 +82,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
 
     info_section(out, "Node");
     info_field(out, "node_id", "%u", st.id);
-    info_field(out, "master", "%s", srv->cfg.master);
+    info_field(out, "master", "%s", st.master);
     info_field(out, "state", "%s", node_phase_name(st.phase));
     info_field(out, "master_state", "%s", st.master_state[0] ? st.master_state : "unknown");
     info_field(out, "registrations", "%llu", (unsigned long long)st.registrations);
@@ -204,8 +204,8 @@ static int node_start(node *n, char *err, size_t errlen) {
     server *srv = n->srv;
     node_data_config dc;
     memset(&dc, 0, sizeof dc);
-    if (!srv->cfg.master[0]) {
-        snprintf(err, errlen, "a node needs --master host:port");
+    if (!srv->cfg.master[0] && !srv->cfg.etcd[0]) {
+        snprintf(err, errlen, "a node needs --master host:port (or --etcd)");
         return -1;
     }
     if (data_listeners(&srv->cfg, &dc, err, errlen) != 0 || data_transports(&srv->cfg, &dc, err, errlen) != 0)
@@ -223,7 +223,8 @@ static int node_start(node *n, char *err, size_t errlen) {
     n->copier = node_copier_start(n);
     n->ctl = node_control_start(n);
     if (!n->ctl) {
-        snprintf(err, errlen, "bad master address '%.64s'", srv->cfg.master);
+        snprintf(err, errlen, "bad master address '%.64s' or etcd list '%.64s'", srv->cfg.master,
+                 srv->cfg.etcd);
         return -1;
     }
     return 0;

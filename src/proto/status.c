@@ -15,6 +15,7 @@ static const char *const words[PROTO_NSTATUS] = {
     [PROTO_NODEDEAD] = "NODEDEAD",
     [PROTO_NOAUTH] = "NOAUTH",
     [PROTO_WRONGPASS] = "WRONGPASS",
+    [PROTO_READONLY] = "READONLY",
 };
 
 const char *proto_word(proto_status st) {

@@ -20,6 +20,7 @@ typedef enum proto_status {
     PROTO_NODEDEAD,     /* the node was declared gone: register again */
     PROTO_NOAUTH,       /* registration proof or password missing or wrong */
     PROTO_WRONGPASS,    /* AUTH refused (the RESP framework's word) */
+    PROTO_READONLY,     /* a standby (or fenced) master: "leader is <addr>" */
     PROTO_NSTATUS
 } proto_status;
 

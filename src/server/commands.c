@@ -220,6 +220,7 @@ void commands_dispatch(client *c) {
     else if (needs_auth(c, cmd)) reply_error(c, "NOAUTH Authentication required.");
     else refused = 0;
     if (refused) multi_refused(c);
+    else if (c->srv->role_gate && c->srv->role_gate(c, cmd)) c->srv->stats.commands_processed++;
     else if (!multi_queue(c, cmd)) commands_call(c, cmd);
     /* A value streamed in for a command that was refused must not stay
      * PENDING. */

@@ -58,6 +58,10 @@ typedef struct mkv_config {
     int gc_low_watermark;               /* percent collection brings use down to */
     char sentinel_master_name[64];      /* the name SENTINEL answers for */
     char config_file[CONFIG_STR_MAX];
+    /* Failover through etcd (empty etcd: one master, --master as today). */
+    char etcd[CONFIG_STR_MAX];          /* "http://host:port[,...]" */
+    char cluster_name[64];              /* the key prefix /moonkv/<name>/, default "moonkv" */
+    int etcd_lease_ttl;                 /* seconds, default 2 */
 } mkv_config;
 
 void config_defaults(mkv_config *cfg);

@@ -102,6 +102,9 @@ struct server {
     /* CLUSTER/SENTINEL hook (t_cluster.c): other RESP servers holding the
      * same keys (gateways of one master), at most max; NULL = none. */
     size_t (*role_peers)(server *srv, resp_endpoint *out, size_t max);
+    /* A role may refuse a command before its proc runs (a standby master):
+     * nonzero when it did, its reply sent. NULL: every command runs. */
+    int (*role_gate)(client *c, const struct command *cmd);
 };
 
 /* Lifecycle (networking.c). */

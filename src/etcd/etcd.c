@@ -1,0 +1,316 @@
+/* etcd/etcd.c - see etcd.h: the v3 calls moonkv elects and resolves with. */
+#include "etcd/etcd.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "etcd/http.h"
+
+typedef struct endpoint {
+    char host[128];
+    int port;
+} endpoint;
+
+struct etcd_client {
+    endpoint ep[ETCD_MAX_ENDPOINTS];
+    int nep;
+    int last_ok;      /* the endpoint that answered last: tried first */
+    int timeout_ms;
+};
+
+/* ---- endpoints ---- */
+
+static int parse_endpoint(const char *s, size_t len, endpoint *ep) {
+    char one[160];
+    if (len >= sizeof one) return -1;
+    memcpy(one, s, len);
+    one[len] = '\0';
+    const char *p = one;
+    if (strncmp(p, "http://", 7) == 0) p += 7;
+    else if (strstr(p, "://")) return -1;   /* https and others: not spoken here */
+    char *slash = strchr(p, '/');
+    if (slash) *slash = '\0';
+    return parse_hostport(p, ep->host, sizeof ep->host, &ep->port);
+}
+
+etcd_client *etcd_create(const char *endpoints, int timeout_ms, char *err, size_t errlen) {
+    etcd_client *ec = xcalloc(1, sizeof *ec);
+    ec->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    for (const char *p = endpoints; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len > 0) {
+            if (ec->nep == ETCD_MAX_ENDPOINTS || parse_endpoint(p, len, &ec->ep[ec->nep]) != 0) {
+                snprintf(err, errlen, "bad etcd endpoint '%.*s' (want http://host:port, at most %d)",
+                         (int)(len > 100 ? 100 : len), p, ETCD_MAX_ENDPOINTS);
+                free(ec);
+                return NULL;
+            }
+            ec->nep++;
+        }
+        p = comma ? comma + 1 : p + len;
+    }
+    if (ec->nep == 0) {
+        snprintf(err, errlen, "no etcd endpoint given");
+        free(ec);
+        return NULL;
+    }
+    return ec;
+}
+
+void etcd_free(etcd_client *ec) { free(ec); }
+
+/* ---- base64 (standard alphabet, padded) ---- */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const char *s) {
+    size_t len = strlen(s), o = 0;
+    char *out = xmalloc(4 * ((len + 2) / 3) + 1);
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)s[i] << 16;
+        if (i + 1 < len) v |= (uint32_t)(unsigned char)s[i + 1] << 8;
+        if (i + 2 < len) v |= (unsigned char)s[i + 2];
+        out[o++] = b64chars[(v >> 18) & 63];
+        out[o++] = b64chars[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_val(char ch) {
+    const char *p = ch ? strchr(b64chars, ch) : NULL;
+    return p ? (int)(p - b64chars) : -1;
+}
+
+/* Decode s into out[cap] with a NUL; -1 if malformed or too long. */
+static int b64_decode(const char *s, char *out, size_t cap) {
+    size_t o = 0, len = strlen(s);
+    if (len % 4) return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        int a = b64_val(s[i]), b = b64_val(s[i + 1]);
+        int c = s[i + 2] == '=' ? 0 : b64_val(s[i + 2]);
+        int d = s[i + 3] == '=' ? 0 : b64_val(s[i + 3]);
+        if (a < 0 || b < 0 || c < 0 || d < 0) return -1;
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+        int n = s[i + 2] == '=' ? 1 : s[i + 3] == '=' ? 2 : 3;
+        if (o + (size_t)n >= cap) return -1;
+        out[o++] = (char)(v >> 16);
+        if (n > 1) out[o++] = (char)(v >> 8);
+        if (n > 2) out[o++] = (char)v;
+    }
+    out[o] = '\0';
+    return memchr(out, '\0', o) ? -1 : 0;   /* our values are text */
+}
+
+/* ---- JSON helpers ---- */
+
+/* A 64-bit field: the gateway sends int64 as a decimal string, and omits
+ * fields that are zero. */
+static int64_t json_i64(const cJSON *obj, const char *name) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (cJSON_IsString(f)) return strtoll(f->valuestring, NULL, 10);
+    if (cJSON_IsNumber(f)) return (int64_t)f->valuedouble;
+    return 0;
+}
+
+static void add_i64(cJSON *obj, const char *name, int64_t v) {
+    char num[24];
+    snprintf(num, sizeof num, "%" PRId64, v);
+    cJSON_AddStringToObject(obj, name, num);
+}
+
+static void add_b64(cJSON *obj, const char *name, const char *s) {
+    char *enc = b64_encode(s);
+    cJSON_AddStringToObject(obj, name, enc);
+    free(enc);
+}
+
+/* POST req (consumed) to path on the first endpoint that answers; the
+ * parsed reply or NULL with err. A non-200 reply is an error carrying
+ * etcd's message. */
+static cJSON *call(etcd_client *ec, const char *path, cJSON *req, char *err, size_t errlen) {
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    if (!body) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    cJSON *reply = NULL;
+    for (int t = 0; t < ec->nep && !reply; t++) {
+        int i = (ec->last_ok + t) % ec->nep;
+        int status;
+        char *out;
+        size_t outlen;
+        if (http_post(ec->ep[i].host, ec->ep[i].port, path, body, ec->timeout_ms, ETCD_MAX_REPLY,
+                      &status, &out, &outlen, err, errlen) != 0)
+            continue;
+        reply = cJSON_ParseWithLength(out, outlen);
+        if (!reply) {
+            snprintf(err, errlen, "etcd %s: reply is not JSON", path);
+        } else if (status != 200) {
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(reply, "message");
+            if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(reply, "error");
+            snprintf(err, errlen, "etcd %s: HTTP %d: %.120s", path, status,
+                     cJSON_IsString(m) ? m->valuestring : "no message");
+            cJSON_Delete(reply);
+            reply = NULL;
+        } else {
+            ec->last_ok = i;
+        }
+        free(out);
+    }
+    free(body);
+    return reply;
+}
+
+/* ---- leases ---- */
+
+int etcd_lease_grant(etcd_client *ec, int ttl_s, int64_t *id, char *err, size_t errlen) {
+    cJSON *req = cJSON_CreateObject();
+    add_i64(req, "TTL", ttl_s);
+    cJSON *r = call(ec, "/v3/lease/grant", req, err, errlen);
+    if (!r) return -1;
+    *id = json_i64(r, "ID");
+    cJSON_Delete(r);
+    if (*id == 0) {
+        snprintf(err, errlen, "etcd lease grant: no lease id in the reply");
+        return -1;
+    }
+    return 0;
+}
+
+int etcd_lease_keepalive(etcd_client *ec, int64_t id, int64_t *ttl_left, char *err, size_t errlen) {
+    cJSON *req = cJSON_CreateObject();
+    add_i64(req, "ID", id);
+    cJSON *r = call(ec, "/v3/lease/keepalive", req, err, errlen);
+    if (!r) return -1;
+    /* A stream of one message: {"result": {...}} (or an "error"). */
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(r, "result");
+    int rc = 0;
+    if (!cJSON_IsObject(res)) {
+        snprintf(err, errlen, "etcd lease keepalive: no result in the reply");
+        rc = -1;
+    } else {
+        *ttl_left = json_i64(res, "TTL");
+    }
+    cJSON_Delete(r);
+    return rc;
+}
+
+int etcd_lease_revoke(etcd_client *ec, int64_t id, char *err, size_t errlen) {
+    cJSON *req = cJSON_CreateObject();
+    add_i64(req, "ID", id);
+    cJSON *r = call(ec, "/v3/lease/revoke", req, err, errlen);
+    cJSON_Delete(r);
+    return r ? 0 : -1;
+}
+
+/* ---- keys ---- */
+
+static cJSON *put_request(const char *key, const char *val, int64_t lease) {
+    cJSON *p = cJSON_CreateObject();
+    add_b64(p, "key", key);
+    add_b64(p, "value", val);
+    if (lease) add_i64(p, "lease", lease);
+    return p;
+}
+
+int etcd_put(etcd_client *ec, const char *key, const char *val, int64_t lease, char *err,
+             size_t errlen) {
+    cJSON *r = call(ec, "/v3/kv/put", put_request(key, val, lease), err, errlen);
+    cJSON_Delete(r);
+    return r ? 0 : -1;
+}
+
+/* The first kv of a range reply (or of a txn's response_range). */
+static int first_kv(const cJSON *range, int *found, char *val, size_t valcap, int64_t *create_rev,
+                    char *err, size_t errlen) {
+    const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(range, "kvs");
+    const cJSON *kv = cJSON_IsArray(kvs) ? cJSON_GetArrayItem(kvs, 0) : NULL;
+    *found = kv != NULL;
+    if (!kv) return 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
+    if (!cJSON_IsString(v)) {
+        val[0] = '\0';   /* an empty value is omitted */
+    } else if (b64_decode(v->valuestring, val, valcap) != 0) {
+        snprintf(err, errlen, "etcd: value malformed or longer than %zu bytes", valcap - 1);
+        return -1;
+    }
+    *create_rev = json_i64(kv, "create_revision");
+    return 0;
+}
+
+int etcd_get(etcd_client *ec, const char *key, int *found, char *val, size_t valcap,
+             int64_t *create_rev, char *err, size_t errlen) {
+    cJSON *req = cJSON_CreateObject();
+    add_b64(req, "key", key);
+    cJSON *r = call(ec, "/v3/kv/range", req, err, errlen);
+    if (!r) return -1;
+    int rc = first_kv(r, found, val, valcap, create_rev, err, errlen);
+    cJSON_Delete(r);
+    return rc;
+}
+
+int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t lease, int *won,
+                    char *holder, size_t holdercap, int64_t *create_rev, char *err, size_t errlen) {
+    cJSON *req = cJSON_CreateObject();
+    cJSON *cmp = cJSON_CreateObject();
+    add_b64(cmp, "key", key);
+    cJSON_AddStringToObject(cmp, "result", "EQUAL");
+    cJSON_AddStringToObject(cmp, "target", "CREATE");
+    add_i64(cmp, "create_revision", 0);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "compare"), cmp);
+    cJSON *ok = cJSON_CreateObject();
+    cJSON_AddItemToObject(ok, "request_put", put_request(key, val, lease));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), ok);
+    cJSON *fail = cJSON_CreateObject();
+    cJSON *range = cJSON_AddObjectToObject(fail, "request_range");
+    add_b64(range, "key", key);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "failure"), fail);
+
+    cJSON *r = call(ec, "/v3/kv/txn", req, err, errlen);
+    if (!r) return -1;
+    int rc = 0;
+    *won = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "succeeded"));
+    if (*won) {
+        /* Our put made the key: its create revision is the txn's. */
+        *create_rev = json_i64(cJSON_GetObjectItemCaseSensitive(r, "header"), "revision");
+        snprintf(holder, holdercap, "%s", val);
+    } else {
+        const cJSON *resp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "responses"), 0);
+        int found = 0;
+        rc = first_kv(cJSON_GetObjectItemCaseSensitive(resp, "response_range"), &found, holder,
+                      holdercap, create_rev, err, errlen);
+        if (rc == 0 && !found) holder[0] = '\0', *create_rev = 0;   /* gone in between */
+    }
+    if (rc == 0 && *won && *create_rev == 0) {
+        snprintf(err, errlen, "etcd txn: no revision in the reply");
+        rc = -1;
+    }
+    cJSON_Delete(r);
+    return rc;
+}
+
+/* ---- the leader key ---- */
+
+int etcd_leader_key(const char *cluster, char *buf, size_t len) {
+    int n = snprintf(buf, len, "/moonkv/%s/leader", cluster && *cluster ? cluster : "moonkv");
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int etcd_leader_lookup(etcd_client *ec, const char *cluster, int *found, char *addr,
+                       size_t addrcap, int64_t *term, char *err, size_t errlen) {
+    char key[ETCD_KEY_MAX];
+    if (etcd_leader_key(cluster, key, sizeof key) != 0) {
+        snprintf(err, errlen, "cluster name too long");
+        return -1;
+    }
+    return etcd_get(ec, key, found, addr, addrcap, term, err, errlen);
+}
