@@ -234,13 +234,16 @@ void h_argv(h_args *a, const char *const *list) {
     for (int i = 0; list && list[i]; i++) h_arg(a, list[i]);
 }
 
-long h_rss_kb(pid_t pid) {
+long h_status_kb(pid_t pid, const char *field) {
     char path[64], line[128];
+    size_t n = strlen(field);
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     long kb = -1;
     while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atol(line + n + 1);
     if (f) fclose(f);
     return kb;
 }
+
+long h_rss_kb(pid_t pid) { return h_status_kb(pid, "VmRSS"); }

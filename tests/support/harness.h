@@ -77,6 +77,8 @@ int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms);
 
 /* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
 long h_rss_kb(pid_t pid);
+/* A kB field of /proc/pid/status ("RssAnon", ...), or -1. */
+long h_status_kb(pid_t pid, const char *field);
 
 /* argv builder: at most H_MAX_ARGS, always NULL-terminated in v. */
 typedef struct h_args {
