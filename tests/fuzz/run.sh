@@ -10,11 +10,14 @@
 set -u
 bin=$1; secs=${2:-20}
 name=${bin##*/fuzz_}
+# A harness with an open finding (tests/fuzz/open/) replays its corpus only.
+replay=""
+if ls tests/fuzz/open/"$name"-crash-* >/dev/null 2>&1; then replay="-runs=0"; secs=0; fi
 corpus=tests/fuzz/corpus/$name
 scratch=$(mktemp -d)
 crashes=build/fuzz/crashes; mkdir -p "$crashes" "$corpus"
 trap 'rm -rf "$scratch"' EXIT
-"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
+"$bin" $replay -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
   -artifact_prefix="$scratch/" "$scratch" "$corpus" >"$scratch.log" 2>&1
 rc=$?
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$scratch.log" | tail -1)
