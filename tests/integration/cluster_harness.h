@@ -117,12 +117,7 @@ static inline pid_t h_start_gateway_staged(int master_port, int port, const char
     h_arg(&a, "--log-level");
     h_arg(&a, "warning");
     h_argv(&a, extra);
-    pid_t pid = h_spawn(a.v);
-    if (pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) != 0) {
-        h_kill(pid);
-        return -1;
-    }
-    return pid;
+    return h_ready(h_spawn(a.v), "127.0.0.1", port, NULL, 20000);
 }
 
 /* Nodes in state ("alive", "dead", ...) in MOON.TOPOLOGY; -1 on error. */

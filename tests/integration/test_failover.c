@@ -99,12 +99,7 @@ static pid_t start_role(const char *role, int port, const char *const *extra) {
     h_arg(&a, "--log-level");
     h_arg(&a, "warning");
     h_argv(&a, extra);
-    pid_t pid = h_spawn(a.v);
-    if (pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) != 0) {
-        h_kill(pid);
-        return -1;
-    }
-    return pid;
+    return h_ready(h_spawn(a.v), "127.0.0.1", port, NULL, 20000);
 }
 
 static pid_t start_node(int i) {

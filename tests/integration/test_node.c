@@ -55,12 +55,7 @@ static pid_t start_node_ex(int master_port, int port, const char *data_addrs, co
     }
     h_arg(&a, "--log-level");
     h_arg(&a, "warning");
-    pid_t pid = h_spawn(a.v);
-    if (pid > 0 && h_wait_ping("127.0.0.1", port, pid, 20000) != 0) {
-        h_kill(pid);
-        return -1;
-    }
-    return pid;
+    return h_ready(h_spawn(a.v), "127.0.0.1", port, NULL, 20000);
 }
 
 static pid_t start_node(int master_port, int port, const char *data_addrs, const char *segment) {
