@@ -102,16 +102,7 @@ static long long exists_count(const char *key) {
 
 /* A numeric field of an INFO section; -1 if missing. */
 static long long info_ll(const char *section, const char *field) {
-    redisReply *r = cmd("INFO %s", section);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[128];
-        snprintf(pat, sizeof pat, "\r\n%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = strtoll(p + strlen(pat), NULL, 10);
-    }
-    freeReplyObject(r);
-    return v;
+    return h_info_field(gw, section, field);
 }
 
 static long long info_field_ll(const char *field) { return info_ll("gateway", field); }

@@ -51,16 +51,7 @@ static long long int_reply(redisContext *c, const char *fmt, ...) {
 
 /* A numeric INFO field (any section); -1 if missing. */
 static long long info_ll(redisContext *c, const char *field) {
-    redisReply *r = redisCommand(c, "INFO everything");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[128];
-        snprintf(pat, sizeof pat, "\r\n%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = strtoll(p + strlen(pat), NULL, 10);
-    }
-    freeReplyObject(r);
-    return v;
+    return h_info_field(c, "everything", field);
 }
 
 /* SET key to VALUE pattern bytes of seed, with PX px_ms unless 0; the reply. */
