@@ -266,6 +266,12 @@ static uint64_t rev64(uint64_t v) {
     return __builtin_bswap64(v);
 }
 
+/* Increments the cursor's masked bits in reverse-binary order. */
+static uint64_t next_cursor(uint64_t v, uint64_t mask) {
+    v |= ~mask;
+    return rev64(rev64(v) + 1);
+}
+
 /* The callback may delete the object it is handed, hence the saved next. */
 static void scan_bucket(const ht *h, uint64_t idx, objtable_scan_fn *fn, void *ctx) {
     for (entry *e = h->b[idx & h->mask], *next; e; e = next) {
@@ -282,11 +288,10 @@ static void scan_bucket(const ht *h, uint64_t idx, objtable_scan_fn *fn, void *c
  * large one. */
 uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx) {
     if (objtable_size(t) == 0) return 0;
-    uint64_t m0;
     t->paused++;
     if (!rehashing(t)) {
-        m0 = t->t[0].mask;
         scan_bucket(&t->t[0], v, fn, ctx);
+        v = next_cursor(v, t->t[0].mask);
     } else {
         const ht *small = &t->t[0], *large = &t->t[1];
         if (small->size > large->size) {
@@ -294,19 +299,20 @@ uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx)
             small = large;
             large = tmp;
         }
-        m0 = small->mask;
-        uint64_t m1 = large->mask;
+        uint64_t m0 = small->mask, m1 = large->mask;
         scan_bucket(small, v, fn, ctx);
+        /* The large table's buckets under this cursor go in the cursor's
+         * own reverse-binary order, so the carry out of the extra bits is
+         * the step to the next small bucket. An in-order step here skipped
+         * buckets when the large table was the one shrinking away (the
+         * flaw Redis fixed in dictScan, its issue 4906). */
         do {
             scan_bucket(large, v, fn, ctx);
-            v = (((v | m0) + 1) & ~m0) | (v & m0);
+            v = next_cursor(v, m1);
         } while (v & (m0 ^ m1));
     }
     t->paused--;
-    v |= ~m0;
-    v = rev64(v);
-    v++;
-    return rev64(v);
+    return v;
 }
 
 /* ---- replicas ---- */
