@@ -112,8 +112,8 @@ FUZZ_MODS_cap           := backend/cap src/core/siphash
 FUZZ_MODS_auth          := backend/auth backend/netio src/core/anet src/core/siphash src/core/util
 FUZZ_MODS_config        := src/server/config src/core/log src/core/util
 FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/extents src/proto/status \
-                           resp/resp_writer backend/cap src/core/siphash src/core/util
-FUZZ_MODS_node_task     := src/node/task src/proto/extents resp/resp_writer backend/cap \
+                           src/proto/reply_bound resp/resp_writer backend/cap src/core/siphash src/core/util
+FUZZ_MODS_node_task     := src/node/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
                            src/core/siphash src/core/util
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement \
                            src/master/membership src/master/rebuild src/master/repair \

@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "core/workpool.h"
 #include "etcd/etcd.h"
+#include "proto/reply_bound.h"
 #include "proto/status.h"
 
 #define DEFAULT_MASTER  "127.0.0.1:7380"
@@ -82,6 +83,7 @@ static int master_open(mkv_client *c) {
         return rc;
     }
     redisSetTimeout(c->rc, tv);
+    proto_reader_bound(c->rc->reader);
     return master_auth(c);
 }
 

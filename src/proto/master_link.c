@@ -1,5 +1,6 @@
 /* proto/master_link.c - see master_link.h. */
 #include "proto/master_link.h"
+#include "proto/reply_bound.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,7 @@ int proto_master_open(redisContext **out, const char *hostport, const char *pass
         if (rc) redisFree(rc);
         return PROTO_LINK_EUNREACH;
     }
+    proto_reader_bound(rc->reader);
     if (password && password[0] && link_auth(rc, password, err, errlen) != 0) {
         int lost = rc->err != 0;
         redisFree(rc);

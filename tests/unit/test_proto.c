@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "proto/extents.h"
 #include "proto/register.h"
+#include "proto/reply_bound.h"
 #include "proto/status.h"
 #include "test.h"
 
@@ -301,6 +302,43 @@ static void test_int_in(void) {
 
 /* ---- registration proof ---- */
 
+/* ---- the reply bound ---- */
+
+static int feed_one(redisReader *rd, const char *s, void **reply) {
+    *reply = NULL;
+    if (redisReaderFeed(rd, s, strlen(s)) != REDIS_OK) return REDIS_ERR;
+    return redisReaderGetReply(rd, reply);
+}
+
+/* A declared count above the bound fails the reader before hiredis
+ * allocates its table (2.7 GB here, which ASan's allocator would refuse
+ * loudly); arrays at the bound, nested arrays and other types still parse. */
+static void test_reply_bound(void) {
+    redisReader *rd = redisReaderCreate();
+    proto_reader_bound(rd);
+    proto_reader_bound(rd);   /* twice: no double wrap */
+    void *r;
+    ASSERT_EQ(feed_one(rd, "*2\r\n$3\r\nabc\r\n*1\r\n:7\r\n", &r), REDIS_OK);
+    redisReply *rep = r;
+    ASSERT(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    ASSERT_EQ(rep->element[1]->element[0]->integer, 7);
+    freeReplyObject(r);
+    ASSERT_EQ(feed_one(rd, "$-1\r\n", &r), REDIS_OK);
+    ASSERT(r && ((redisReply *)r)->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    ASSERT_EQ(feed_one(rd, "*344444444\r\n", &r), REDIS_ERR);
+    ASSERT(rd->err != 0);
+    redisReaderFree(rd);
+
+    char at_bound[32];
+    snprintf(at_bound, sizeof at_bound, "*%d\r\n", PROTO_MAX_REPLY_ELEMENTS);
+    rd = redisReaderCreate();
+    proto_reader_bound(rd);
+    ASSERT_EQ(feed_one(rd, at_bound, &r), REDIS_OK);   /* accepted, waits for elements */
+    ASSERT(r == NULL && rd->err == 0);
+    redisReaderFree(rd);
+}
+
 static void test_reg_proof(void) {
     uint8_t k1[PROTO_REG_KEY_LEN], k2[PROTO_REG_KEY_LEN], nonce[PROTO_NONCE_LEN] = {1, 2, 3};
     proto_reg_key("secret", k1);
@@ -333,5 +371,6 @@ int main(void) {
     RUN_TEST(test_encode_decode);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
+    RUN_TEST(test_reply_bound);
     TEST_EXIT();
 }
