@@ -11,6 +11,8 @@ static const metrics_field standalone_metrics[] = {
     {"segment_size", "moonkv_segment_size_bytes", METRIC_GAUGE, NULL, "Memory segment size."},
     {"segment_used", "moonkv_segment_used_bytes", METRIC_GAUGE, NULL, "Segment bytes in use."},
     {"used_memory_peak", "moonkv_segment_used_peak_bytes", METRIC_GAUGE, NULL, "Most segment bytes ever in use."},
+    {"segment_warmed_bytes", "moonkv_segment_warmed_bytes", METRIC_GAUGE, NULL,
+     "Segment bytes warmed by the background warmer (segment_size when done)."},
     {"segment_free", "moonkv_segment_free_bytes", METRIC_GAUGE, NULL, "Segment bytes free."},
     {"largest_free_extent", "moonkv_segment_largest_free_extent_bytes", METRIC_GAUGE, NULL,
      "Largest value that fits now."},

@@ -28,6 +28,7 @@
 #include "core/objtable.h"
 #include "core/util.h"
 #include "server/info.h"
+#include "standalone/seg_warm.h"
 
 #define LOCAL_ALIGN 64
 #define HUGE_PAGE (2ULL * 1024 * 1024)
@@ -39,6 +40,7 @@ typedef struct local_store {
     uint64_t seg_size;       /* bytes managed by the allocator */
     size_t map_len;          /* bytes mapped (page rounded) */
     int huge;                /* mapped with MAP_HUGETLB */
+    seg_warmer *warm;        /* NULL: prefault off, or no thread */
     seg_alloc *alloc;
     objtable *table;
     uint64_t used_peak;
@@ -294,6 +296,17 @@ static uint64_t local_scan(store *s, uint64_t cursor, long count, store_scan_fn 
 
 /* ---- INFO ---- */
 
+/* How far the background warmer got (seg_warm.h). */
+static void warm_info(local_store *ls, resp_buf *out) {
+    uint64_t done = ls->warm ? seg_warm_bytes(ls->warm) : 0;
+    uint64_t ms = ls->warm ? seg_warm_ms(ls->warm) : 0;
+    const char *status = !ls->warm ? "off" : ms ? "done" : "warming";
+    info_field(out, "segment_warm_status", "%s", status);
+    info_field(out, "segment_warmed_bytes", "%llu", (unsigned long long)done);
+    info_field(out, "segment_warm_percent", "%.1f", ls->map_len ? 100.0 * (double)done / (double)ls->map_len : 0.0);
+    info_field(out, "segment_warm_ms", "%llu", (unsigned long long)ms);
+}
+
 static void local_info(store *s, resp_buf *out, const char *section) {
     local_store *ls = ls_of(s);
     seg_alloc_stats st;
@@ -319,6 +332,7 @@ static void local_info(store *s, resp_buf *out, const char *section) {
         info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);
         info_field(out, "fragmentation_ratio", "%.4f", st.fragmentation);
         info_field(out, "segment_hugepages", "%d", ls->huge);
+        warm_info(ls, out);
         info_field(out, "objects_complete", "%zu", objtable_count_state(ls->table, OBJ_COMPLETE));
         info_field(out, "objects_pending", "%zu", objtable_count_state(ls->table, OBJ_PENDING));
         info_field(out, "objects_unlinked_pinned", "%llu", (unsigned long long)ls->orphans);
@@ -340,6 +354,7 @@ static void local_destroy(store *s) {
     if (ls->orphans > 0)
         log_warning("store_local: destroyed with %llu pinned objects outstanding",
                     (unsigned long long)ls->orphans);
+    seg_warm_stop(ls->warm);
     objtable_destroy(ls->table);
     seg_alloc_destroy(ls->alloc);
     munmap(ls->seg, ls->map_len);
@@ -367,9 +382,11 @@ static const store_ops local_ops = {
 static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) / to * to); }
 
 /* Huge pages first (fewer TLB misses over a big segment), silently falling
- * back to normal pages when none are reserved. */
-static void *map_segment(uint64_t size, int prefault, size_t *map_len, int *huge) {
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0);
+ * back to normal pages (transparent huge ones where the system allows)
+ * when none are reserved. Nothing is faulted in here: prefault warms the
+ * segment in the background (seg_warm.h) so the server answers at once. */
+static void *map_segment(uint64_t size, size_t *map_len, int *huge) {
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
     size_t len = round_up(size, HUGE_PAGE);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_HUGETLB, -1, 0);
     if (p != MAP_FAILED) {
@@ -380,6 +397,7 @@ static void *map_segment(uint64_t size, int prefault, size_t *map_len, int *huge
     len = round_up(size, (uint64_t)sysconf(_SC_PAGESIZE));
     p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (p == MAP_FAILED) return NULL;
+    (void)madvise(p, len, MADV_HUGEPAGE);   /* before the first touch */
     *map_len = len;
     *huge = 0;
     return p;
@@ -393,7 +411,7 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     }
     local_store *ls = xcalloc(1, sizeof *ls);
     ls->seg_size = segment_size;
-    ls->seg = map_segment(segment_size, prefault, &ls->map_len, &ls->huge);
+    ls->seg = map_segment(segment_size, &ls->map_len, &ls->huge);
     if (!ls->seg) {
         snprintf(err, errlen, "cannot map a segment of %llu bytes: %s",
                  (unsigned long long)segment_size, strerror(errno));
@@ -413,6 +431,9 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     ls->base.ops = &local_ops;
     ls->base.priv = ls;
     evictor_init(&ls->gc, EVICT_NONE, 100, 0);
+    char why[256];
+    if (prefault && !(ls->warm = seg_warm_start(ls->seg, ls->map_len, why, sizeof why)))
+        log_warning("store_local: %s; the segment warms on first use", why);
     return &ls->base;
 }
 

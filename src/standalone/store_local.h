@@ -9,7 +9,8 @@
 #include "server/store.h"
 
 /* Maps segment_size bytes (huge pages when the system has them) and,
- * with prefault, faults every page in now so puts run at memory speed.
+ * with prefault, warms every page in the background (seg_warm.h) so puts
+ * and gets soon run at memory speed while the server already answers.
  * NULL with a message in err on failure. */
 store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t errlen);
 

@@ -1,0 +1,31 @@
+/* standalone/seg_warm.h - warming a fresh segment while the server serves.
+ *
+ * The first use of a fresh page costs a page fault and, on virtual
+ * machines with shadow page tables, a trap per page and per kind of
+ * access (core/memwarm.h): done up front on a 4 GB segment that was
+ * seconds before the first PING. A warmer thread does it in the
+ * background instead, from offset 0 upward (where best-fit placement
+ * puts values first), at low priority. It only maps and reads pages, so
+ * requests may use any page at any time: one the warmer has not reached
+ * yet is just slower on its first use. */
+#ifndef MKV_SEG_WARM_H
+#define MKV_SEG_WARM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct seg_warmer seg_warmer;
+
+/* Starts warming [base, base+len); NULL with the reason in err when no
+ * thread could be started (the segment still works, only colder). */
+seg_warmer *seg_warm_start(void *base, size_t len, char *err, size_t errlen);
+
+/* Progress for INFO: bytes warmed so far (len when done), and the time
+ * the whole segment took (0 while warming). Safe from any thread. */
+uint64_t seg_warm_bytes(const seg_warmer *w);
+uint64_t seg_warm_ms(const seg_warmer *w);
+
+/* Stops the thread (it finishes the chunk in hand) and frees w. NULL is fine. */
+void seg_warm_stop(seg_warmer *w);
+
+#endif
