@@ -2,8 +2,9 @@
  *
  * Wire layout (TE_CAP_WIRE_LEN = 64 bytes, little-endian):
  *   0 node_id u32 | 4 rights u32 | 8 offset u64 | 16 length u64 |
- *   24 expiry_ms u64 | 32 rkey u64 | 40 issued_us u64 | 48 mac[16]
- * The MAC is SipHash-2-4-128 over bytes [0, 48). */
+ *   24 expiry_ms u64 | 32 term u64 | 40 issued_us u64 | 48 mac[16]
+ * The MAC is SipHash-2-4-128 over bytes [0, 48): the term is signed, so
+ * a holder cannot move a grant into another master's term. */
 #include "backend/cap.h"
 
 #include <string.h>
@@ -20,7 +21,7 @@ static void cap_encode_body(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]) {
     le_put64(out + 8, cap->offset);
     le_put64(out + 16, cap->length);
     le_put64(out + 24, cap->expiry_ms);
-    le_put64(out + 32, cap->rkey);
+    le_put64(out + 32, cap->term);
     le_put64(out + 40, cap->issued_us);
 }
 
@@ -53,11 +54,11 @@ int te_cap_check_nokey(const te_cap *cap, uint32_t node_id, te_op op, uint64_t o
     return TE_OK;
 }
 
-int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint32_t node_id,
-                 te_op op, uint64_t off, uint64_t len, uint64_t now_ms) {
+int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint64_t term,
+                 uint32_t node_id, te_op op, uint64_t off, uint64_t len, uint64_t now_ms) {
     uint8_t mac[TE_MAC_LEN];
     cap_mac(cap, key, mac);
-    if (!mac_equal(mac, cap->mac)) return TE_EAUTH;
+    if (!mac_equal(mac, cap->mac) || cap->term != term) return TE_EAUTH;
     return te_cap_check_nokey(cap, node_id, op, off, len, now_ms);
 }
 
@@ -73,7 +74,7 @@ int te_cap_decode(te_cap *cap, const uint8_t *in, size_t len) {
     cap->offset = le_get64(in + 8);
     cap->length = le_get64(in + 16);
     cap->expiry_ms = le_get64(in + 24);
-    cap->rkey = le_get64(in + 32);
+    cap->term = le_get64(in + 32);
     cap->issued_us = le_get64(in + 40);
     memcpy(cap->mac, in + CAP_MAC_OFF, TE_MAC_LEN);
     return 0;

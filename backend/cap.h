@@ -17,11 +17,13 @@
 #define TE_CAP_WIRE_LEN 64   /* fixed little-endian encoding */
 
 void te_cap_sign(te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN]);
-/* TE_OK if cap is genuine, for node_id, grants the op, is unexpired at
- * now_ms, and [off, off+len) lies inside it (overflow-safe); TE_EAUTH for
- * a bad MAC/node/rights/expiry, TE_ERANGE for a range outside it. */
-int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint32_t node_id,
-                 te_op op, uint64_t off, uint64_t len, uint64_t now_ms);
+/* TE_OK if cap is genuine, of the given master term, for node_id, grants
+ * the op, is unexpired at now_ms, and [off, off+len) lies inside it
+ * (overflow-safe); TE_EAUTH for a bad MAC/term/node/rights/expiry,
+ * TE_ERANGE for a range outside it. The term fences a deposed master: a
+ * node checks against the term of the master it registered with. */
+int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint64_t term,
+                 uint32_t node_id, te_op op, uint64_t off, uint64_t len, uint64_t now_ms);
 /* The checks that need no key (node, rights, expiry, range), same codes
  * as te_cap_check, which calls it after the MAC: for peers that can see
  * a capability but not verify it (the shm client side). */

@@ -23,6 +23,7 @@ typedef struct te_server_config {
     char secret[TE_SECRET_MAX];
     int have_cap_key;           /* 0: refuse everything until a key is set */
     uint8_t cap_key[TE_CAP_KEY_LEN];
+    uint64_t cap_term;          /* the master's term: caps of any other are refused */
     int nlisten;
     char listen[TE_MAX_PATHS][TE_ADDR_LEN];  /* "host:port" data addresses, port 0 allowed */
     /* Same-host shared memory (shm_transport.h): when shm_path is set

@@ -84,9 +84,10 @@ static int request_check(te_stream_server *s, te_op op, const uint8_t cap_wire[T
     pthread_mutex_lock(&s->mu);
     int have = s->cfg.have_cap_key;
     memcpy(key, s->cfg.cap_key, sizeof key);
+    uint64_t term = s->cfg.cap_term;
     pthread_mutex_unlock(&s->mu);
     if (!have) return TE_EAUTH;
-    int st = te_cap_check(&cap, key, s->cfg.node_id, op, off, len, wall_ms());
+    int st = te_cap_check(&cap, key, term, s->cfg.node_id, op, off, len, wall_ms());
     if (st != TE_OK) return st;
     if (off > s->cfg.size || len > s->cfg.size - off) return TE_ERANGE;
     if (op == TE_WRITE && s->cfg.claims) return te_claims_write(s->cfg.claims, &cap, wall_ms());

@@ -47,7 +47,7 @@ typedef struct te_cap {
     uint64_t offset;
     uint64_t length;
     uint64_t expiry_ms;
-    uint64_t rkey;        /* transport-specific remote key (RDMA), else 0 */
+    uint64_t term;        /* the issuing master's term: a node honours only its master's current one */
     uint64_t issued_us;   /* when granted, master clock in us, unique per grant: newer write grants win (claims.h) */
     uint8_t mac[TE_MAC_LEN];
 } te_cap;

@@ -35,6 +35,7 @@ static void *rdma_start(te_server_config *c, char *err, size_t errlen) {
     if (setup_addr(c, rc.listen, err, errlen) != 0) return NULL;
     snprintf(rc.secret, sizeof rc.secret, "%s", c->secret);
     memcpy(rc.cap_key, c->cap_key, TE_CAP_KEY_LEN);
+    rc.cap_term = c->cap_term;
     rc.claims = c->claims;
     rc.node_id = c->node_id;
     return rdma_node_export(&rc, c->base, c->size, NULL, err, errlen);

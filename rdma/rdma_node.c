@@ -148,7 +148,7 @@ fail:
 /* Check the capability in a GRANT; TE_OK or the refusal. */
 static int check_grant(rdma_node *n, const rdma_grant *g, te_cap *cap) {
     if (te_cap_decode(cap, g->cap, TE_CAP_WIRE_LEN) != 0) return TE_EAUTH;
-    int rc = te_cap_check(cap, n->cfg.cap_key, n->cfg.node_id, (te_op)g->op, g->off, g->len,
+    int rc = te_cap_check(cap, n->cfg.cap_key, n->cfg.cap_term, n->cfg.node_id, (te_op)g->op, g->off, g->len,
                           wall_ms());
     if (rc != TE_OK) return rc;
     /* A genuine capability for a range past our segment is the master's

@@ -24,6 +24,7 @@ typedef struct rdma_node_config {
     char devices[RDMA_DEVSPEC_MAX];   /* as rdma_options.devices; "" = all active */
     char secret[TE_SECRET_MAX];       /* cluster secret */
     uint8_t cap_key[TE_CAP_KEY_LEN];  /* verifies capabilities */
+    uint64_t cap_term;                /* of the master that issues them */
     uint32_t node_id;
     int timeout_ms;                   /* per set-up message (default 2000) */
     int max_qps;                      /* peers' QPs served at once (default 1024) */

@@ -62,8 +62,6 @@ static int leader_lookup(mkv_client *c) {
     if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", c->cluster);
     if (parse_hostport(addr, c->host, sizeof c->host, &c->port) != 0)
         return mkv_fail(c, MKV_EPROTO, "bad leader address '%.64s' in etcd", addr);
-    if (c->term && c->term != term && c->engine) mkv_topology_forget(c);
-    c->term = term;
     return MKV_OK;
 }
 
@@ -84,6 +82,7 @@ static int master_open(mkv_client *c) {
     }
     redisSetTimeout(c->rc, tv);
     proto_reader_bound(c->rc->reader);
+    c->conns++;
     return master_auth(c);
 }
 

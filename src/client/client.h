@@ -48,6 +48,8 @@ typedef struct mkv_topology {
     uint32_t count;                      /* ids 1..count are listed */
     mkv_node *nodes;                     /* nodes[id - 1] */
     uint64_t version;                    /* bumped at every refresh */
+    uint64_t term;                       /* the master term it is known valid for; 0 not yet */
+    uint64_t conn;                       /* the master connection it was read on (mkv_client.conns) */
 } mkv_topology;
 
 /* ---- placement.c ---- */
@@ -69,6 +71,7 @@ typedef struct mkv_leases {
 } mkv_leases;
 
 typedef struct mkv_placement {
+    uint64_t term;                       /* the granting master's, from the caps */
     uint64_t size;
     uint32_t crc;                        /* get only */
     uint32_t nreplicas;
@@ -113,7 +116,7 @@ struct mkv_client {
     mkv_leases done;             /* read leases to give back with the next command */
     struct etcd_client *etcd;    /* NULL: host:port is the one master */
     char cluster[64];
-    long long term;              /* the leader's term we last connected to */
+    uint64_t conns;              /* master connections opened so far */
     char err[MKV_ERR_LEN];
 };
 
@@ -162,10 +165,13 @@ const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 int mkv_topology_refresh(mkv_client *c);
 const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
 void mkv_topology_free(mkv_topology *t);
-/* A new leader numbers nodes afresh: tell the engine every node is gone
- * and forget them (the next placement refreshes). */
+/* Tell the engine every node is gone and forget them (the next
+ * placement refreshes). */
 void mkv_topology_forget(mkv_client *c);
-/* Make sure every node a placement names is known, refreshing once. */
+/* Make sure every node a placement names is known, refreshing once. A
+ * placement of another master term than the topology's (a restarted
+ * master, a new leader: node ids may name other nodes now) first
+ * forgets the whole table and reads it again. */
 int mkv_topology_cover(mkv_client *c, const mkv_placement *pl);
 
 /* ---- placement.c ---- */

@@ -24,6 +24,7 @@ int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint
             return mkv_fail(c, MKV_EPROTO, "master: malformed extents in replica %zu", i + 1);
         }
     }
+    pl->term = pl->replicas[0].extents[0].cap.term;   /* one reply: one master's */
     return MKV_OK;
 }
 

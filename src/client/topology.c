@@ -1,5 +1,7 @@
 /* client/topology.c - the nodes of the cluster and their data addresses,
- * from MOON.TOPOLOGY: [[id, state, [addr ...]] ...], ids 1..n in order. */
+ * from MOON.TOPOLOGY: [[id, state, [addr ...]] ...], ids 1..n in order.
+ * Node ids are a master's: the table is valid for one master term, which
+ * every capability carries (backend/cap.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +85,7 @@ int mkv_topology_refresh(mkv_client *c) {
     c->topo.nodes = nodes;
     c->topo.count = (uint32_t)r->elements;
     c->topo.version++;
+    c->topo.conn = c->conns;
     freeReplyObject(r);
     return MKV_OK;
 }
@@ -105,6 +108,7 @@ void mkv_topology_forget(mkv_client *c) {
     }
     mkv_topology_free(&c->topo);
     c->topo.version++;
+    c->topo.term = 0;
 }
 
 static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
@@ -116,7 +120,23 @@ static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
     return 1;
 }
 
+/* A topology read on the connection the placement came over is that
+ * master's: adopt its term. Otherwise a term we have not seen means
+ * another master (process or leader) numbered the nodes. */
+static int same_master(mkv_client *c, const mkv_placement *pl) {
+    if (pl->term == c->topo.term) return 1;
+    if (c->topo.term != 0 || c->topo.conn != c->conns || c->topo.count == 0) return 0;
+    c->topo.term = pl->term;
+    return 1;
+}
+
 int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
+    if (!same_master(c, pl)) {
+        mkv_topology_forget(c);
+        int rc = mkv_topology_refresh(c);
+        if (rc != MKV_OK) return rc;
+        c->topo.term = pl->term;
+    }
     if (placement_known(&c->topo, pl)) return MKV_OK;
     int rc = mkv_topology_refresh(c);
     if (rc != MKV_OK) return rc;

@@ -38,6 +38,7 @@ typedef struct master {
     size_t ngateways;
     master_ha *ha;                     /* --etcd: leadership; NULL: the only master */
     uint64_t terms_dropped;            /* lost terms whose metadata was dropped */
+    uint64_t incarnation;              /* without etcd, the term: start ms << 10 | random */
 } master;
 
 master *master_create(server *srv);
@@ -51,6 +52,10 @@ void master_register_gateway_commands(server *srv);
 /* With --etcd, a standby (or a leader past its lease) refuses every
  * MOON.* command with -READONLY naming the leader (master_role.c). */
 int master_gate(client *c, const command *cmd);
+/* The term stamped into every capability and the registration reply:
+ * the etcd leader key's create revision, or without etcd this process's
+ * incarnation (so a restarted master's grants differ from the last's). */
+uint64_t master_term(const master *m);
 /* INFO fields of leadership: ha_role (single|leader|standby), term, leader. */
 void master_leader_info(master *m, resp_buf *out);
 /* INFO "# Cluster" (master_cmds.c). */

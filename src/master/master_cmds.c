@@ -99,7 +99,8 @@ static void reply_wire(client *c, const resp_buf *b) { reply_raw(c, b->data, b->
 /* Per replica an array of extents, caps signed now. */
 static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
     proto_grant g = {rights, expiry, master_of(c)->cap_key,
-                     rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0};
+                     rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0,
+                     master_term(master_of(c))};
     resp_buf *b = wire_of(c);
     proto_replicas_encode(b, o, &g);
     reply_wire(c, b);
@@ -174,10 +175,11 @@ static void register_command(client *c) {
     mm_node_get(meta_of(c), id)->conn_id = c->id;
     char key[2 * TE_CAP_KEY_LEN + 1];
     hex_encode(master_of(c)->cap_key, TE_CAP_KEY_LEN, key);
-    reply_array(c, 3);
+    reply_array(c, 4);
     reply_integer(c, id);
     reply_bulk_cstr(c, key);
     reply_integer(c, c->srv->cfg.heartbeat_ms);
+    reply_integer(c, (long long)master_term(master_of(c)));
 }
 
 /* The node id in argv[i], which must be the one this connection registered. */
@@ -194,8 +196,9 @@ static int own_node(client *c, int i, uint32_t *id) {
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
-    proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key, 0};
-    proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key, t->issued_us};
+    uint64_t term = master_term(master_of(c));
+    proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key, 0, term};
+    proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key, t->issued_us, term};
     reply_array(c, 5);
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);

@@ -41,6 +41,11 @@ master *master_create(server *srv) {
         return NULL;
     }
     proto_reg_key(srv->cfg.cluster_secret, m->reg_key);
+    /* Start time with random low bits: two masters started in the same
+     * millisecond still differ. */
+    uint16_t salt = 0;
+    (void)random_bytes(&salt, sizeof salt);
+    m->incarnation = (wall_ms() << 10) | (salt & 1023u);
     mm_config mc = meta_config(&srv->cfg);
     m->meta = mm_create(&mc);
     m->default_replicas = srv->cfg.replicas > 0 ? (uint32_t)srv->cfg.replicas : 1;
@@ -93,7 +98,14 @@ int master_gate(client *c, const command *cmd) {
     return 1;
 }
 
+uint64_t master_term(const master *m) {
+    if (!m->ha) return m->incarnation;
+    int64_t t = master_ha_view(m->ha)->term;
+    return t > 0 ? (uint64_t)t : 0;
+}
+
 void master_leader_info(master *m, resp_buf *out) {
+    info_field(out, "master_term", "%llu", (unsigned long long)master_term(m));
     if (!m->ha) {
         info_field(out, "ha_role", "single");
         return;

@@ -46,6 +46,7 @@ struct node_control {
     redisContext *rc;
     uint64_t gen;               /* registrations so far (= status.registrations): tags tasks */
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* of the current registration */
+    uint64_t term;              /* its master's term; the newest we have seen */
     int heartbeat_ms;
     uint64_t next_refresh_ms;
     char host[CONFIG_STR_MAX];
@@ -160,10 +161,10 @@ static int do_register(node_control *c) {
     r = master_cmd_argv(c, 3 + naddrs, argv, lens);
     if (!r) return -1;
     uint8_t key[TE_CAP_KEY_LEN];
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
              reply_int_in(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
              hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
-             reply_int_in(r->element[2], 1, 3600 * 1000);
+             reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX);
     if (!ok) {
         log_warning("node: registration refused: %s",
                     r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
@@ -172,22 +173,33 @@ static int do_register(node_control *c) {
         return -1;
     }
     uint32_t id = (uint32_t)r->element[0]->integer;
+    uint64_t term = (uint64_t)r->element[3]->integer;
     c->heartbeat_ms = (int)r->element[2]->integer;
     freeReplyObject(r);
+    /* With etcd terms only grow: a master of an older one was deposed
+     * (and is not to be served), whatever it still believes. */
+    if (c->etcd && term < c->term) {
+        log_warning("node: the master %s:%d is of term %llu, older than %llu: not serving it",
+                    c->host, c->port, (unsigned long long)term, (unsigned long long)c->term);
+        disconnect(c);
+        return -1;
+    }
 
     char err[256];
-    if (node_data_set_identity(n->data, id, key, asked_ms, err, sizeof err) != 0) {
+    if (node_data_set_identity(n->data, id, key, term, asked_ms, err, sizeof err) != 0) {
         log_warning("node: data plane cannot serve as node %u: %s", id, err);
         disconnect(c);   /* the id dies by timeout; try again later */
         return -1;
     }
     c->gen++;
     memcpy(c->cap_key, key, sizeof key);
+    c->term = term;
     c->leave_sent = 0;
     c->next_refresh_ms = 0;
     pthread_mutex_lock(&n->mu);
     n->status.id = id;
     n->status.registrations++;
+    n->status.master_term = term;
     n->status.phase = NODE_MEMBER;
     pthread_mutex_unlock(&n->mu);
     log_notice("node: registered as node %u with the master %s:%d (heartbeat %d ms)", id, c->host,
@@ -223,6 +235,7 @@ static void take_tasks(node_control *c, const redisReply *r) {
         t->gen = c->gen;
         t->node_id = id;
         memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
+        t->cap_term = c->term;
         node_copier_submit(n->copier, t);
     }
 }

@@ -151,7 +151,8 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
     /* Our own segment: the master's caps and our bounds, before any byte. */
     for (int i = 0; i < t->ndst; i++) {
         const te_extent *d = &t->dst[i];
-        int st = te_cap_check(&d->cap, t->cap_key, t->node_id, TE_WRITE, d->offset, d->length, now);
+        int st = te_cap_check(&d->cap, t->cap_key, t->cap_term, t->node_id, TE_WRITE, d->offset,
+                              d->length, now);
         if (st == TE_OK && (d->offset > c->n->seg.size || d->length > c->n->seg.size - d->offset))
             st = TE_ERANGE;
         if (st == TE_OK) st = node_data_claim(c->n->data, &d->cap);

@@ -101,7 +101,7 @@ int node_data_claim(node_data *d, const te_cap *cap) {
 }
 
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
-                           uint64_t grants_from_ms, char *err, size_t errlen) {
+                           uint64_t term, uint64_t grants_from_ms, char *err, size_t errlen) {
     pthread_mutex_lock(&d->mu);
     /* The node id is fixed per server instance: start anew under it,
      * knowing no claims and honouring no grant made before we asked. */
@@ -110,6 +110,7 @@ int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_K
     d->sc.node_id = id;
     d->sc.have_cap_key = 1;
     memcpy(d->sc.cap_key, key, TE_CAP_KEY_LEN);
+    d->sc.cap_term = term;
     int rc = start_all(d, err, errlen);
     pthread_mutex_unlock(&d->mu);
     return rc;

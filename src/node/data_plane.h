@@ -33,11 +33,12 @@ typedef struct node_data node_data;
 
 /* Starts the listeners. NULL with a message in err. */
 node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen);
-/* Serve as node id with the master's key from now on, honouring write
- * grants issued from grants_from_ms on (backend/claims.h). 0, or -1 with
- * a message (the servers could not be restarted). Thread-safe. */
+/* Serve as node id with the master's key from now on, honouring only
+ * caps of the master's term and write grants issued from grants_from_ms
+ * on (backend/claims.h). 0, or -1 with a message (the servers could not
+ * be restarted). Thread-safe. */
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
-                           uint64_t grants_from_ms, char *err, size_t errlen);
+                           uint64_t term, uint64_t grants_from_ms, char *err, size_t errlen);
 /* Claim a write grant's range for a write the node makes itself (a copy
  * task): TE_OK, or TE_EAUTH when a newer grant owns part of it. */
 int node_data_claim(node_data *d, const te_cap *cap);

@@ -26,6 +26,7 @@ typedef struct node_status {
     node_phase phase;
     uint32_t id;                   /* 0 until registered */
     uint64_t registrations;
+    uint64_t master_term;          /* of the master we registered with last */
     uint64_t heartbeats, heartbeat_errors;
     uint64_t master_segment, master_used;   /* from MOON.NODES */
     char master_state[16];                  /* "alive", "draining", ... */

@@ -86,6 +86,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "state", "%s", node_phase_name(st.phase));
     info_field(out, "master_state", "%s", st.master_state[0] ? st.master_state : "unknown");
     info_field(out, "registrations", "%llu", (unsigned long long)st.registrations);
+    info_field(out, "master_term", "%llu", (unsigned long long)st.master_term);
     info_field(out, "segment_size", "%llu", (unsigned long long)n->seg.size);
     info_field(out, "segment_backing", "%s", n->seg.backing);
     info_field(out, "segment_prefault_ms", "%llu", (unsigned long long)n->seg.prefault_ms);

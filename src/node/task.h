@@ -26,6 +26,7 @@ typedef struct node_task {
     uint64_t gen;                  /* registration it belongs to */
     uint32_t node_id;              /* our id then, and the key to check caps */
     uint8_t cap_key[TE_CAP_KEY_LEN];
+    uint64_t cap_term;             /* the master's term then */
     uint64_t size;                 /* the object's */
     uint64_t len;                  /* the bytes this task moves (its share) */
     int nsrc, ndst;

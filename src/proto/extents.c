@@ -8,7 +8,7 @@
 static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e,
                        const proto_grant *g) {
     te_cap cap = {.node_id = e->node, .rights = g->rights, .offset = e->offset,
-                  .length = e->length, .expiry_ms = g->expiry_ms, .rkey = 0,
+                  .length = e->length, .expiry_ms = g->expiry_ms, .term = g->term,
                   .issued_us = g->issued_us};
     te_cap_sign(&cap, g->key);
     uint8_t wire[TE_CAP_WIRE_LEN];

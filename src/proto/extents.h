@@ -30,6 +30,7 @@ typedef struct proto_grant {
     uint64_t expiry_ms;
     const uint8_t *key;           /* TE_CAP_KEY_LEN bytes */
     uint64_t issued_us;           /* write grants: unique, newer wins on the node */
+    uint64_t term;                /* the issuing master's (cap.h) */
 } proto_grant;
 
 /* An array of the n extents e in form, each with its cap under g. */

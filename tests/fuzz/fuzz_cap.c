@@ -1,6 +1,7 @@
 /* fuzz_cap - capability decoding and checking (backend/cap.c): a decoded
  * capability re-encodes to the same bytes, a forged one never passes
- * te_cap_check, and whatever passes grants only a range inside itself
+ * te_cap_check, one of another master term never does, and whatever
+ * passes grants only a range inside itself
  * (the overflow-safe range check, tested with 128-bit arithmetic). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,14 +37,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t node = cap.node_id ^ (q[1] & 1);
 
     /* As received: the fuzzer cannot know KEY, so the MAC is forged. */
-    int rc = te_cap_check(&cap, KEY, node, op, off, len, now);
+    int rc = te_cap_check(&cap, KEY, cap.term, node, op, off, len, now);
     if (rc == TE_OK) abort();
     check_grant(&cap, te_cap_check_nokey(&cap, node, op, off, len, now), off, len);
 
     /* Genuinely signed: only the key-less checks decide. */
     te_cap_sign(&cap, KEY);
-    rc = te_cap_check(&cap, KEY, node, op, off, len, now);
+    rc = te_cap_check(&cap, KEY, cap.term, node, op, off, len, now);
     if (rc != te_cap_check_nokey(&cap, node, op, off, len, now)) abort();
     check_grant(&cap, rc, off, len);
+    /* Of any other term (a deposed or restarted master's): refused. */
+    if (te_cap_check(&cap, KEY, cap.term ^ (1 + (q[2] & 7)), node, op, off, len, now) == TE_OK) abort();
     return 0;
 }

@@ -5,7 +5,9 @@
  * killed (-9): the standby must lead within about the lease TTL, and the
  * gateway and the library must place new objects through it (the times to
  * the first put and get are printed). A leader stopped (SIGSTOP) past its
- * lease must place nothing when it runs again (fencing).
+ * lease must place nothing when it runs again, and a write grant it made
+ * before it stopped is refused by the nodes, which serve the new leader's
+ * term only (fencing).
  *
  * Objects stored before a failover are NOT expected to survive it: the new
  * leader starts with an empty table (the rebuild from node reports is not
@@ -22,6 +24,7 @@
 #include "cluster_harness.h"
 #include "core/util.h"
 #include "etcd/etcd.h"
+#include "grant_harness.h"
 #include "test.h"
 
 #define ETCD_PORT    25590
@@ -219,11 +222,25 @@ static void test_kill_leader(void) {
     ASSERT(lib_p >= 0 && lib_g >= 0);
 }
 
+/* The nodes' data_rejected, summed. */
+static long long rejected_by_nodes(void) {
+    long long sum = 0;
+    for (int i = 0; i < NODES; i++) {
+        redisContext *c = h_redis(NODE_PORT + i);
+        sum += c ? h_info_field(c, "node", "data_rejected") : 0;
+        if (c) redisFree(c);
+    }
+    return sum;
+}
+
 static void test_fencing(void) {
     /* A new standby to take over while the leader (B) is stopped. */
     master_a = start_role("master", MASTER_A, NULL);
     ASSERT(master_a > 0);
     ASSERT(wait_role(MASTER_A, "standby", 5000) == 0);
+    /* A grant of the leader that a client keeps past its fall. */
+    gh_grant old;
+    ASSERT(gh_take(MASTER_B, "stale-grant", 4096, 1, &old) == 0);
     ASSERT(kill(master_b, SIGSTOP) == 0);
     uint64_t t0 = mono_ms();
     ASSERT(wait_role(MASTER_A, "leader", 10000) == 0);
@@ -239,6 +256,14 @@ static void test_fencing(void) {
     /* And the cluster goes on through the new leader. */
     ASSERT(until(gw_set, "after-fence", "value-5", mono_ms(), 15000) >= 0);
     ASSERT(until(gw_get_is, "after-fence", "value-5", mono_ms(), 15000) >= 0);
+    /* The nodes serve the new term only: the old leader's grant is void. */
+    char err[256] = "", data[4096];
+    memset(data, 'x', sizeof data);
+    long long rejected = rejected_by_nodes();
+    int st = gh_write(&old, data, err, sizeof err);
+    gh_free(&old);
+    ASSERT_MSG(st == TE_EAUTH, "old leader's grant: status %d (%s)", st, err);
+    ASSERT(rejected_by_nodes() > rejected);
 }
 
 int main(void) {

@@ -69,6 +69,7 @@ typedef struct fake_node {
     redisContext *c;
     long long id;
     uint8_t cap_key[TE_CAP_KEY_LEN];
+    uint64_t term;                /* the master's, from the registration */
 } fake_node;
 
 static int unhex(const char *s, uint8_t *out, size_t n) {
@@ -98,11 +99,13 @@ static int node_register(fake_node *n, const char *secret, unsigned long long se
     freeReplyObject(r);
     hex(proof, 16, proof_hex);
     r = redisCommand(n->c, "MOON.REGISTER %s %llu %s", proof_hex, seg, addr);
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-             r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 32;
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+             r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 32 &&
+             r->element[3]->type == REDIS_REPLY_INTEGER && r->element[3]->integer > 0;
     if (ok) {
         n->id = r->element[0]->integer;
         unhex(r->element[1]->str, n->cap_key, TE_CAP_KEY_LEN);
+        n->term = (uint64_t)r->element[3]->integer;
     }
     freeReplyObject(r);
     return ok ? 0 : -1;
@@ -128,13 +131,13 @@ static int is_error(const redisReply *r, const char *prefix) {
 }
 
 /* A [node, off, len, cap] element whose cap is genuine for the op. */
-static int extent_ok(const redisReply *e, const uint8_t *cap_key, te_op op) {
+static int extent_ok(const redisReply *e, const fake_node *n, te_op op) {
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 4) return 0;
     if (e->element[3]->type != REDIS_REPLY_STRING || e->element[3]->len != TE_CAP_WIRE_LEN) return 0;
     te_cap cap;
     if (te_cap_decode(&cap, (const uint8_t *)e->element[3]->str, e->element[3]->len) != 0) return 0;
     uint64_t now = (uint64_t)time(NULL) * 1000;
-    return te_cap_check(&cap, cap_key, (uint32_t)e->element[0]->integer, op,
+    return te_cap_check(&cap, n->cap_key, n->term, (uint32_t)e->element[0]->integer, op,
                         (uint64_t)e->element[1]->integer, (uint64_t)e->element[2]->integer,
                         now) == TE_OK;
 }
@@ -169,7 +172,7 @@ static void test_placement_and_lifecycle(void) {
     for (int i = 0; i < 2; i++) {
         redisReply *rep = r->element[i];
         ASSERT(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
-        ASSERT(extent_ok(rep->element[0], n[0].cap_key, TE_WRITE));
+        ASSERT(extent_ok(rep->element[0], &n[0], TE_WRITE));
         ASSERT_EQ(rep->element[0]->element[2]->integer, 1000);
         nodes[i] = rep->element[0]->element[0]->integer;
     }
@@ -191,8 +194,8 @@ static void test_placement_and_lifecycle(void) {
     ASSERT_EQ(r->element[0]->integer, 1000);
     ASSERT_EQ(r->element[1]->integer, 12345);
     ASSERT_EQ(r->element[2]->elements, 2);
-    ASSERT(extent_ok(r->element[2]->element[0]->element[0], n[0].cap_key, TE_READ));
-    ASSERT(!extent_ok(r->element[2]->element[0]->element[0], n[0].cap_key, TE_WRITE));
+    ASSERT(extent_ok(r->element[2]->element[0]->element[0], &n[0], TE_READ));
+    ASSERT(!extent_ok(r->element[2]->element[0]->element[0], &n[0], TE_WRITE));
     freeReplyObject(r);
 
     /* striped: 10000 bytes > 4KB threshold, 4KB slices, width 1 with 3 nodes x 2 replicas */
@@ -344,7 +347,7 @@ static void test_drain_copy_task(void) {
     ASSERT(t->type == REDIS_REPLY_ARRAY && t->elements == 5);
     ASSERT_STREQ(t->element[1]->str, "moved");
     ASSERT_EQ(t->element[2]->integer, 100);
-    ASSERT(extent_ok(t->element[3]->element[0], a.cap_key, TE_READ));
+    ASSERT(extent_ok(t->element[3]->element[0], &a, TE_READ));
     ASSERT_EQ(t->element[3]->element[0]->element[0]->integer, a.id);
     ASSERT_EQ(t->element[4]->element[0]->elements, 3);
     long long task_id = t->element[0]->integer;
@@ -396,7 +399,7 @@ static void test_report_and_rebuild(void) {
     r = redisCommand(c, "MOON.GET rb");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[2]->elements == 2);
     ASSERT_EQ(r->element[1]->integer, 5);
-    ASSERT(extent_ok(r->element[2]->element[0]->element[0], a.cap_key, TE_READ));
+    ASSERT(extent_ok(r->element[2]->element[0]->element[0], &a, TE_READ));
     freeReplyObject(r);
     redisFree(c);
     node_leave(&a);

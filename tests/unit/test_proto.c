@@ -245,7 +245,7 @@ static void test_encode_decode(void) {
     obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
     obj_replica reps[2] = {{2, a}, {1, b}};
     object o = {.size = 100, .nreplicas = 2, .replicas = reps};
-    proto_grant g = {TE_CAP_WRITE, 5000, key, 0};
+    proto_grant g = {TE_CAP_WRITE, 5000, key, 0, 77};
     resp_buf out;
     resp_buf_init(&out);
     proto_replicas_encode(&out, &o, &g);
@@ -263,9 +263,9 @@ static void test_encode_decode(void) {
             const obj_extent *want = &reps[i].extents[k];
             int same = e[k].node_id == want->node && e[k].offset == want->offset &&
                        e[k].length == want->length;
-            int valid = te_cap_check(&e[k].cap, key, want->node, TE_WRITE, want->offset,
+            int valid = te_cap_check(&e[k].cap, key, 77, want->node, TE_WRITE, want->offset,
                                      want->length, 4999) == TE_OK &&
-                        te_cap_check(&e[k].cap, key, want->node, TE_WRITE, want->offset,
+                        te_cap_check(&e[k].cap, key, 77, want->node, TE_WRITE, want->offset,
                                      want->length, 5000) != TE_OK;
             if (!same || !valid) free(e);
             ASSERT_MSG(same && valid, "replica %zu extent %u", i, k);
