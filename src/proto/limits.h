@@ -12,7 +12,7 @@
 #define PROTO_MAX_KEY_LEN   4096    /* bytes of a key */
 #define PROTO_MAX_REPLICAS  8       /* replicas of one object */
 #define PROTO_MAX_BATCH     4096    /* keys per MOON.M* command */
-#define PROTO_MAX_NODES     1024    /* node ids ever handed out (dead ones stay listed) */
+#define PROTO_MAX_NODES     65536   /* node ids at once (dead ones stay listed until their id is reused) */
 #define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
 #define PROTO_MAX_TASKS     16      /* copy tasks per MOON.HEARTBEAT reply */
 #define PROTO_MAX_SUSPECTS  16      /* node ids per MOON.SUSPECT */

@@ -87,6 +87,33 @@ static void test_register(void) {
     mm_destroy(m);
 }
 
+/* More than 1024 nodes; a dead node's id goes to a new node only once
+ * every capability on it has expired (max of put timeout and lease). */
+static void test_many_nodes_and_id_reuse(void) {
+    enum { N = 1100 };
+    master_meta *m = cluster(N, 64 * KB);
+    ASSERT(m);
+    ASSERT_EQ(mm_node_count(m), N);
+    ASSERT_EQ(mm_node_get(m, N)->id, N);
+    object *o = put(m, "on-many", 1000, 2, 0);
+    ASSERT(o);
+    uint32_t victim = o->replicas[0].extents[0].node;
+    mm_node_fail(m, victim, "test", 100);
+    ASSERT_EQ(o->nreplicas, 1);   /* its replica went with it */
+    const char *addrs[] = {"10.0.0.1:1"};
+    uint32_t id = 0;
+    /* Caps granted on it may live until 100 + lease (5000): a fresh id. */
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addrs, 1, 5099, &id, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, N + 1);
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addrs, 1, 5100, &id, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, victim);
+    const mm_node *n = mm_node_get(m, victim);
+    ASSERT(n && n->state == NODE_ALIVE && strcmp(n->addrs[0], "10.0.0.1:1") == 0);
+    ASSERT_EQ(mm_node_count(m), N + 1);
+    ASSERT_EQ(mm_node_heartbeat(m, victim, 0, 5200, err, sizeof err), PROTO_OK);
+    mm_destroy(m);
+}
+
 static void test_heartbeat_timeout_kills(void) {
     master_meta *m = cluster(2, 64 * KB);
     ASSERT(m);
@@ -663,6 +690,7 @@ static void test_rebuild_from_reports(void) {
 
 int main(void) {
     RUN_TEST(test_register);
+    RUN_TEST(test_many_nodes_and_id_reuse);
     RUN_TEST(test_heartbeat_timeout_kills);
     RUN_TEST(test_replicas_on_distinct_nodes);
     RUN_TEST(test_striping_layout);
