@@ -8,9 +8,11 @@
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/engine.h"
+#include "cluster_harness.h"   /* h_info_field */
 #include "client/client.h"   /* placement decoding */
 #include "transports/registry.h"
 
@@ -83,6 +85,32 @@ static inline int gh_write(const gh_grant *g, const void *buf, char *err, size_t
     return st;
 }
 
+/* data_rejected of INFO node, summed over the nodes on ports first..first+n-1. */
+static inline long long gh_rejected(int first_port, int n) {
+    long long sum = 0;
+    for (int i = 0; i < n; i++) {
+        redisContext *c = h_redis(first_port + i);
+        sum += c ? h_info_field(c, "node", "data_rejected") : 0;
+        if (c) redisFree(c);
+    }
+    return sum;
+}
+
 static inline void gh_free(gh_grant *g) { mkv_placement_free(&g->pl); }
+
+/* Write with g (then freed) to the nodes on ports first..first+n-1: 1 if
+ * they refused it (TE_EAUTH, counted in their data_rejected), else 0
+ * with what happened in err. */
+static inline int gh_refused(gh_grant *g, int first_port, int n, char *err, size_t errlen) {
+    char *data = calloc(1, g->len);
+    long long before = gh_rejected(first_port, n);
+    int st = data ? gh_write(g, data, err, errlen) : TE_EIO;
+    long long after = gh_rejected(first_port, n);
+    free(data);
+    gh_free(g);
+    if (st == TE_EAUTH && after > before) return 1;
+    if (st == TE_OK) snprintf(err, errlen, "the write went through");
+    return 0;
+}
 
 #endif

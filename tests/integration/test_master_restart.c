@@ -21,6 +21,7 @@
 #include "client/moonkv.h"
 #include "cluster_harness.h"
 #include "grant_harness.h"
+#include "probe_harness.h"
 #include "test.h"
 
 #define MASTER_PORT  32100
@@ -31,59 +32,13 @@
 #define TIME_LIMIT_S 120
 
 static pid_t master, nodes[NODES];
-static redisContext *gw;
-static mkv_client *mc;
-static char *buf;   /* registered with mc */
-#define BUF_LEN 8192
-
-static int gw_set(const char *key, const char *val) {
-    redisReply *r = redisCommand(gw, "SET %s %s", key, val);
-    int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
-    freeReplyObject(r);
-    return ok;
-}
-
-static int gw_get_is(const char *key, const char *val) {
-    redisReply *r = redisCommand(gw, "GET %s", key);
-    int ok = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, val) == 0;
-    freeReplyObject(r);
-    return ok;
-}
-
-static int lib_put(const char *key, const char *val) {
-    size_t n = strlen(val);
-    memcpy(buf, val, n);
-    return mkv_put(mc, key, strlen(key), buf, n, 2) == MKV_OK;
-}
-
-static int lib_get_is(const char *key, const char *val) {
-    size_t got = 0;
-    memset(buf + 4096, 0, 1024);
-    return mkv_get(mc, key, strlen(key), buf + 4096, 1024, &got) == MKV_OK && got == strlen(val) &&
-           memcmp(buf + 4096, val, got) == 0;
-}
-
-/* ms from t0 until f(key, val) holds (retrying), or -1 after limit_ms. */
-static long long until(int (*f)(const char *, const char *), const char *key, const char *val,
-                       uint64_t t0, int limit_ms) {
-    while (mono_ms() - t0 < (uint64_t)limit_ms) {
-        if (f(key, val)) return (long long)(mono_ms() - t0);
-        usleep(20000);
-    }
-    return -1;
-}
+static h_probe probe;
 
 static long long info_of(int port, const char *section, const char *field) {
     redisContext *c = h_redis(port);
     long long v = c ? h_info_field(c, section, field) : -1;
     if (c) redisFree(c);
     return v;
-}
-
-static long long rejected_by_nodes(void) {
-    long long sum = 0;
-    for (int i = 0; i < NODES; i++) sum += info_of(NODE_PORT + i, "node", "data_rejected");
-    return sum;
 }
 
 /* The id the master on port gave the node with data port data_port; 0 if none. */
@@ -101,10 +56,10 @@ static uint32_t id_of(int data_port) {
 }
 
 static void test_serves_before(void) {
-    ASSERT(gw_set("before-gw", "value-1"));
-    ASSERT(gw_get_is("before-gw", "value-1"));
-    ASSERT(lib_put("before-lib", "value-2"));
-    ASSERT(lib_get_is("before-lib", "value-2"));
+    ASSERT(h_gw_set(&probe, "before-gw", "value-1"));
+    ASSERT(h_gw_get_is(&probe, "before-gw", "value-1"));
+    ASSERT(h_lib_put(&probe, "before-lib", "value-2"));
+    ASSERT(h_lib_get_is(&probe, "before-lib", "value-2"));
     long long term = info_of(MASTER_PORT, "cluster", "master_term");
     ASSERT(term > 0);
     for (int i = 0; i < NODES; i++) ASSERT_EQ(info_of(NODE_PORT + i, "node", "master_term"), term);
@@ -128,10 +83,10 @@ static void test_restart(void) {
     /* The test is only worth something if ids now name other nodes. */
     ASSERT(id_of(NODE_PORT + 10) != first_id);
 
-    long long gw_put = until(gw_set, "after-gw", "value-3", t0, BOUND_MS);
-    long long gw_get = gw_put < 0 ? -1 : until(gw_get_is, "after-gw", "value-3", t0, BOUND_MS);
-    long long lib_p = until(lib_put, "after-lib", "value-4", t0, BOUND_MS);
-    long long lib_g = lib_p < 0 ? -1 : until(lib_get_is, "after-lib", "value-4", t0, BOUND_MS);
+    long long gw_put = h_until(h_gw_set, &probe, "after-gw", "value-3", t0, BOUND_MS);
+    long long gw_get = gw_put < 0 ? -1 : h_until(h_gw_get_is, &probe, "after-gw", "value-3", t0, BOUND_MS);
+    long long lib_p = h_until(h_lib_put, &probe, "after-lib", "value-4", t0, BOUND_MS);
+    long long lib_g = lib_p < 0 ? -1 : h_until(h_lib_get_is, &probe, "after-lib", "value-4", t0, BOUND_MS);
     printf("# master restarted (kill -9, no etcd): gateway first put %lld ms, first get %lld ms; "
            "libmoonkv first put %lld ms, first get %lld ms\n", gw_put, gw_get, lib_p, lib_g);
     ASSERT(gw_put >= 0 && gw_get >= 0);
@@ -143,13 +98,8 @@ static void test_restart(void) {
     for (int i = 0; i < NODES; i++) ASSERT_EQ(info_of(NODE_PORT + i, "node", "master_term"), term1);
 
     /* The old master's grant: refused by the nodes it names. */
-    char err[256] = "", data[4096];
-    h_fill(data, sizeof data, 7);
-    long long rejected = rejected_by_nodes();
-    int st = gh_write(&old, data, err, sizeof err);
-    gh_free(&old);
-    ASSERT_MSG(st == TE_EAUTH, "old grant: status %d (%s)", st, err);
-    ASSERT(rejected_by_nodes() > rejected);
+    char err[256] = "";
+    ASSERT_MSG(gh_refused(&old, NODE_PORT, NODES, err, sizeof err), "old grant: %s", err);
 }
 
 int main(void) {
@@ -164,24 +114,21 @@ int main(void) {
     }
     const char *gw_extra[] = {"--segment-size", "16MB", NULL};
     pid_t gwp = master > 0 ? h_start_gateway(MASTER_PORT, GATEWAY_PORT, gw_extra, NULL) : -1;
-    if (gwp > 0) gw = h_redis(GATEWAY_PORT);
     mkv_options opt;
     mkv_options_init(&opt);
     char maddr[32];
     snprintf(maddr, sizeof maddr, "127.0.0.1:%d", MASTER_PORT);
     opt.master = maddr;
     opt.timeout_ms = 3000;
-    buf = calloc(1, BUF_LEN);
-    if (!gw || mkv_connect(&mc, &opt) != MKV_OK || mkv_register_buffer(mc, buf, BUF_LEN) != MKV_OK) {
-        printf("not ok - master_restart/setup: %s\n", mc ? mkv_last_error(mc) : mkv_last_error(NULL));
+    if (gwp < 0 || h_probe_open(&probe, GATEWAY_PORT, &opt) != 0) {
+        printf("not ok - master_restart/setup\n");
         h_stop_all();
         return 1;
     }
+    probe.replicas = 2;
     RUN_TEST(test_serves_before);
     RUN_TEST(test_restart);
-    mkv_close(mc);
-    redisFree(gw);
-    free(buf);
+    h_probe_close(&probe);
     h_stop_all();
     TEST_EXIT();
 }
