@@ -9,7 +9,8 @@
 # 3 libmoonkv zero-copy (with iperf3, memcpy, hiredis references),
 # 4 striping over shaped links in network namespaces (root only),
 # 5 KV-cache batch pattern, 6 master metadata rate, 7 the KV-cache
-# pattern with 100 us of added round-trip time (network namespaces, root only).
+# pattern with 100 us of added round-trip time (network namespaces, root only),
+# 8 master failover time through etcd (needs etcd, package etcd-server).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
@@ -24,7 +25,7 @@ SERVER=$BUILD/moonkv-server
 BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
-STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7}
+STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8}
 RESULTS=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
 export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5)}
@@ -35,6 +36,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/resp.sh"
 . "$ROOT/tests/bench/capi.sh"
 . "$ROOT/tests/bench/netns.sh"
+. "$ROOT/tests/bench/failover.sh"
 
 on_exit() {
   bench_cleanup
@@ -57,6 +59,7 @@ done
 # now stays missing, and its steps say so.
 mkdir -p "$WORK/bin"
 cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_failover" ] && cp "$BENCH_BIN/bench_failover" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
@@ -68,7 +71,7 @@ echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs i
 rows_before=0
 run_step() {   # run_step N TITLE FUNCTION
   case " $STEPS " in *" $1 "*) ;; *) return 0;; esac
-  step_begin "$1/7" "$2"
+  step_begin "$1/8" "$2"
   "$3"
   local total skipped
   total=$(wc -l <"$WORK/rows.tsv")
@@ -84,5 +87,6 @@ run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
 run_step 6 "master metadata: PUTSTART/PUTEND pairs per second" step_meta
 run_step 7 "KV-cache pattern with 100 us added RTT (netem), batch vs loop" step_kv_rtt
+run_step 8 "master failover through etcd: kill -9 of the leader to the first put and get" step_failover
 
 write_report "$RESULTS"
