@@ -4,8 +4,8 @@
  * The master never touches bytes; it guards the space. A read cap (a get's
  * lease, a copy task's source) may be used until it expires or its reader
  * gives it back, so an extent taken out of use is held in quarantine
- * until the object's latest live lease (mm_hold_until), and given back to
- * the node's allocator at once if there is none. Write caps pin nothing:
+ * (quarantine.c) until the object's latest live lease (mm_hold_until),
+ * and given back to the node's allocator at once if there is none. Write caps pin nothing:
  * a node refuses an older write grant on a range a newer one has written
  * (backend/claims.h), so space may go to the next put while the last
  * one's caps are unexpired. */
@@ -77,47 +77,6 @@ object **mm_all_objects(master_meta *m, size_t *n) {
     return acc.v;
 }
 
-/* ---- quarantine ---- */
-
-static void release_extent(master_meta *m, const obj_extent *e) {
-    mm_node *n = mm_node_get(m, e->node);
-    if (n && n->alloc) seg_alloc_release(n->alloc, e->offset, e->length);
-}
-
-void mm_hold_replica(master_meta *m, const obj_replica *r, uint64_t until, uint64_t now_ms) {
-    for (uint32_t i = 0; i < r->nextents; i++) {
-        const obj_extent *e = &r->extents[i];
-        mm_node *n = mm_node_get(m, e->node);
-        if (!n || n->state == NODE_DEAD) continue;   /* its segment is gone anyway */
-        if (until <= now_ms) {
-            release_extent(m, e);
-            continue;
-        }
-        if (m->nheld == m->capheld) {
-            m->capheld = m->capheld ? m->capheld * 2 : 64;
-            m->held = xrealloc(m->held, m->capheld * sizeof *m->held);
-        }
-        m->held[m->nheld].ext = *e;
-        m->held[m->nheld].until = until;
-        m->nheld++;
-    }
-}
-
-int mm_release_held(master_meta *m, uint64_t now_ms) {
-    size_t w = 0;
-    int released = 0;
-    for (size_t i = 0; i < m->nheld; i++) {
-        if (m->held[i].until <= now_ms) {
-            release_extent(m, &m->held[i].ext);
-            released++;
-        } else {
-            m->held[w++] = m->held[i];
-        }
-    }
-    m->nheld = w;
-    return released;
-}
-
 /* ---- replicas of an object ---- */
 
 /* Replace o's replicas with reps (deep copies, never aliasing o's own). */
@@ -167,9 +126,7 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     if (mo->job) mm_job_fail(m, mo->job, now_ms);
     mm_pending_unlink(m, mo);
     objtable_unlink(m->objs, o->key, o->keylen);
-    uint64_t until = mm_hold_until(o, now_ms);
-    for (uint32_t i = 0; i < o->nreplicas; i++)
-        mm_hold_replica(m, &o->replicas[i], until, now_ms);
+    mm_hold_object(m, o, now_ms);
     free(mo);
     object_free(o);
 }
@@ -301,14 +258,16 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
 int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
                     uint64_t now_ms) {
     object *o = objtable_find(m->objs, key, keylen);
-    if (!o || o->state != OBJ_COMPLETE) return 0;
-    mm_obj *mo = mm_obj_of(o);
-    for (uint32_t i = 0; i < mo->nlease; i++) {
+    mm_obj *mo = o && o->state == OBJ_COMPLETE ? mm_obj_of(o) : NULL;
+    for (uint32_t i = 0; mo && i < mo->nlease; i++) {
         if (mo->lease[i] != lease_until) continue;
+        /* A removed generation of the key holds the same expiry: the
+         * lease could be either one's, so both stay. */
+        if (mm_tomb_has_lease(m, key, keylen, lease_until)) return 0;
         mo->lease[i] = mo->lease[--mo->nlease];
         return lease_until > now_ms;
     }
-    return 0;
+    return mm_tomb_lease_return(m, key, keylen, lease_until, now_ms);
 }
 
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,

@@ -24,6 +24,8 @@ typedef struct master_gateway {
     uint64_t last_ms;                 /* last announce, mono ms */
 } master_gateway;
 
+typedef struct put_wait put_wait;   /* put_wait.c */
+
 typedef struct master {
     server *srv;
     master_meta *meta;
@@ -39,6 +41,7 @@ typedef struct master {
     master_ha *ha;                     /* --etcd: leadership; NULL: the only master */
     uint64_t terms_dropped;            /* lost terms whose metadata was dropped */
     uint64_t incarnation;              /* without etcd, the term: start ms << 10 | random */
+    put_wait *waits;                   /* puts waiting for quarantined space */
 } master;
 
 master *master_create(server *srv);
@@ -62,6 +65,22 @@ void master_leader_info(master *m, resp_buf *out);
 void master_info(server *srv, resp_buf *out, const char *section);
 /* Export master_info's fields on /metrics. */
 void master_register_metrics(server *srv);
+
+/* Answer MOON.PUTSTART (batch 0: one item) or MPUTSTART items (master_cmds.c). */
+void master_reply_puts(client *c, const mm_item *it, size_t n, int batch);
+
+/* put_wait.c: a put whose items found no room waits up to put_wait_ms
+ * for quarantined space (mm_space_due), its client blocked. */
+put_wait *put_wait_create(master *m);
+void put_wait_destroy(put_wait *w);
+/* Park c's request (items as mm_put_start left them): 1 if parked (the
+ * reply comes later), 0 if no wait could help (reply now). */
+int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int batch,
+                  uint64_t now_ms);
+/* c is going: drop its parked request, revoking what was placed for it. */
+void put_wait_forget(put_wait *w, client *c);
+/* INFO fields: puts_waiting (now), puts_waited, puts_waited_nospace (ever). */
+void put_wait_info(const put_wait *w, resp_buf *out);
 
 /* The master role on an initialised server (master_role.c); the process
  * exit code. */

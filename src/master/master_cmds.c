@@ -33,6 +33,8 @@ static master_meta *meta_of(client *c) { return master_of(c)->meta; }
 static uint64_t now(void) { return wall_ms(); }   /* caps expire on wall time */
 
 static void conn_state_free(client *c, void *ctx) {
+    master *m = master_of(c);
+    if (m && m->waits) put_wait_forget(m->waits, c);
     free(ctx);
     c->role_ctx = NULL;
 }
@@ -363,6 +365,24 @@ static void rebuild_command(client *c) {
 
 static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
 
+void master_reply_puts(client *c, const mm_item *it, size_t n, int batch) {
+    if (batch) reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status != PROTO_OK) reply_fail(c, it[i].status, "%s", it[i].err);
+        else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
+    }
+}
+
+/* Place the items; those that found no room may wait for quarantined
+ * space (put_wait.c), and then the reply comes from there. */
+static void put_items(client *c, mm_item *it, size_t n, uint32_t reps, int batch) {
+    uint64_t t = now();
+    conn_of(c);   /* its on-free hook drops a parked request */
+    mm_put_start_batch(meta_of(c), it, n, reps, t);
+    if (!put_wait_park(master_of(c)->waits, c, it, n, reps, batch, t))
+        master_reply_puts(c, it, n, batch);
+}
+
 /* MOON.PUTSTART key size [REPLICAS n] */
 static void putstart_command(client *c) {
     uint64_t size;
@@ -374,13 +394,8 @@ static void putstart_command(client *c) {
         reply_syntax_error(c);
         return;
     }
-    char err[PROTO_ERR_LEN];
-    object *o;
-    uint64_t t = now();
-    proto_status st = mm_put_start(meta_of(c), c->argv[1].ptr, c->argv[1].len, size, reps, t, &o,
-                                err, sizeof err);
-    if (st != PROTO_OK) reply_fail(c, st, "%s", err);
-    else reply_replicas(c, o, TE_CAP_WRITE, mm_write_expiry(meta_of(c), o));
+    mm_item it = {.key = c->argv[1].ptr, .keylen = c->argv[1].len, .size = size};
+    put_items(c, &it, 1, reps, 0);
 }
 
 static int arg_crc(client *c, int i, uint32_t *crc) {
@@ -467,14 +482,7 @@ static void mputstart_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 3, 2, &n);
     if (!it) return;
-    if (batch_numbers(c, 3, it, n, MAX_SIZE, 0) == 0) {
-        mm_put_start_batch(meta_of(c), it, n, reps, now());
-        reply_array(c, (long long)n);
-        for (size_t i = 0; i < n; i++) {
-            if (it[i].status != PROTO_OK) reply_fail(c, it[i].status, "%s", it[i].err);
-            else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
-        }
-    }
+    if (batch_numbers(c, 3, it, n, MAX_SIZE, 0) == 0) put_items(c, it, n, reps, 1);
     free(it);
 }
 
@@ -656,6 +664,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "puts_timed_out", "%llu", (unsigned long long)st.puts_timed_out);
     info_field(out, "puts_revoked", "%llu", (unsigned long long)st.puts_revoked);
     info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
+    put_wait_info(m->waits, out);
     info_field(out, "bytes_used", "%llu", (unsigned long long)st.bytes_used);
     info_field(out, "bytes_total", "%llu", (unsigned long long)st.bytes_total);
     info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);

@@ -170,6 +170,7 @@ int master_role_main(server *srv) {
         master_destroy(m);
         return 1;
     }
+    m->waits = put_wait_create(m);
     loop_timer *sweep = loop_timer_create(srv->loop, sweep_cb, m);
     long long period = sweep_period_ms(&srv->cfg);
     loop_timer_start(sweep, period, period);
@@ -180,6 +181,8 @@ int master_role_main(server *srv) {
     m->ha = NULL;
     srv->role_gate = NULL;
     loop_timer_free(sweep);
+    put_wait_destroy(m->waits);
+    m->waits = NULL;
     srv->role = NULL;
     srv->role_info = NULL;
     master_destroy(m);

@@ -159,10 +159,7 @@ void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_
     for (size_t i = 0; i < count; i++) forget_node_in(m, all[i], id, now_ms);
     free(all);
     /* Quarantined extents there will never be reused: forget them. */
-    size_t w = 0;
-    for (size_t i = 0; i < m->nheld; i++)
-        if (m->held[i].ext.node != id) m->held[w++] = m->held[i];
-    m->nheld = w;
+    mm_forget_held_on(m, id);
     seg_alloc_destroy(n->alloc);
     n->alloc = NULL;
     m->repair_dirty = 1;

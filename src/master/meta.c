@@ -45,6 +45,7 @@ master_meta *mm_create(const mm_config *cfg) {
     if (m->cfg.stripe_width == 0) m->cfg.stripe_width = 1;
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
     m->objs = objtable_create(free_object, m);
+    m->tombs = mm_tombs_create();
     m->next_task_id = 1;
     evictor_init(&m->gc, (evict_policy)m->cfg.gc_policy, m->cfg.gc_high_pct, m->cfg.gc_low_pct);
     return m;
@@ -60,6 +61,7 @@ void mm_destroy(master_meta *m) {
     }
     free(m->nodes);
     free(m->held);
+    objtable_destroy(m->tombs);
     free(m->tasks);
     free(m);
 }

@@ -191,6 +191,16 @@ void mm_exists_batch(master_meta *m, mm_item *items, size_t n);   /* status PROT
  * leases expired. Return how many puts / extents. */
 int mm_expire_puts(master_meta *m, uint64_t now_ms);
 int mm_release_held(master_meta *m, uint64_t now_ms);
+/* A put of size x nrep that found no room may wait: quarantined extents
+ * on usable nodes that free by horizon_ms, or when their readers give
+ * leases back, cover its bytes with what is free now (a reason to wait a
+ * bounded time, not a promise that placement will fit). */
+int mm_space_due(master_meta *m, uint64_t size, uint32_t nrep, uint64_t horizon_ms);
+/* The earliest time a held extent frees (UINT64_MAX: none held). */
+uint64_t mm_next_release(const master_meta *m);
+/* Extents given back to the allocators so far: a change means a put
+ * that found no room may fit now. */
+uint64_t mm_space_freed(const master_meta *m);
 
 /* ---- repair (repair.c) ---- */
 /* Schedule copies for objects below their replica count or on draining

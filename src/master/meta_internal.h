@@ -9,9 +9,11 @@
 
 /* Extents taken out of use but not yet reusable: a reader or writer may
  * still hold a capability on them until `until`. */
+typedef struct mm_tomb mm_tomb;   /* a removed object's returnable leases (quarantine.c) */
 typedef struct mm_held {
     obj_extent ext;
     uint64_t until;
+    mm_tomb *tomb;              /* NULL: a fixed hold */
 } mm_held;
 
 /* One new replica being copied into place by one task per destination node. */
@@ -31,6 +33,8 @@ struct master_meta {
     mm_obj *pending_head, *pending_tail;
     mm_held *held;
     size_t nheld, capheld;
+    objtable *tombs;            /* removed keys whose leases are still out */
+    uint64_t space_freed;       /* extents given back to the allocators, ever */
     mm_task **tasks;            /* tasks not done yet */
     size_t ntasks, captasks;
     uint32_t njobs;
@@ -64,10 +68,22 @@ void mm_replica_clear(obj_replica *r);
 proto_status mm_place_collecting(master_meta *m, uint64_t size, uint32_t nrep, obj_replica *reps,
                               uint64_t now_ms, char *err, size_t errlen);
 
-/* lifecycle.c */
+/* quarantine.c */
 /* Take the replica's extents out of use; they become free at `until`
  * (now if already passed). Extents on dead nodes are simply forgotten. */
 void mm_hold_replica(master_meta *m, const obj_replica *r, uint64_t until, uint64_t now_ms);
+/* The same for every replica of a removed o, until its latest live lease;
+ * the leases its readers may still give back shorten the hold. */
+void mm_hold_object(master_meta *m, const object *o, uint64_t now_ms);
+/* Forget the held extents on a dead node (never freed: its segment is gone). */
+void mm_forget_held_on(master_meta *m, uint32_t node);
+objtable *mm_tombs_create(void);
+/* A lease of a removed object given back: 1 if it was live, else 0. */
+int mm_tomb_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
+                         uint64_t now_ms);
+int mm_tomb_has_lease(master_meta *m, const void *key, size_t keylen, uint64_t lease_until);
+
+/* lifecycle.c */
 /* Unlink o from the table and hold all its extents until its hold time. */
 void mm_drop_object(master_meta *m, object *o, uint64_t now_ms);
 /* Remove replica i from o (its extents held until o's hold time). */

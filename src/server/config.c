@@ -93,6 +93,8 @@ static const config_row config_table[] = {
     {"put_stall_ms", CT_INT, OFF(put_stall_ms), 10, 3600000, NULL,
      "a put idle this long yields its space to a put that needs it"},
     {"lease_ms", CT_INT, OFF(lease_ms), 100, 3600000, NULL, "read lease length"},
+    {"put_wait_ms", CT_INT, OFF(put_wait_ms), 0, 60000, NULL,
+     "a put that finds no room waits this long for quarantined space (0: NOSPACE at once)"},
     {"stripe_threshold", CT_SIZE, OFF(stripe_threshold), KB, 16 * TB, NULL, "objects above this are striped"},
     {"slice_size", CT_SIZE, OFF(slice_size), 4 * KB, GB, NULL, "transfer slice size"},
     {"stripe_width", CT_INT, OFF(stripe_width), 1, 64, NULL, "nodes per replica when striped"},
@@ -137,6 +139,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->put_min_rate = 1 * MB;
     cfg->put_stall_ms = 200;
     cfg->lease_ms = 10000;
+    cfg->put_wait_ms = 1000;
     cfg->stripe_threshold = 4 * MB;
     cfg->slice_size = 1 * MB;
     cfg->stripe_width = 2;

@@ -43,6 +43,7 @@ typedef struct mkv_config {
     char shm_mode[16];                  /* map|fd: how this process's client reaches same-host nodes */
     char cluster_secret[CONFIG_STR_MAX];
     int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
+    int put_wait_ms;                    /* master: bound on a put's wait for quarantined space */
     /* A value streaming into a store: after put_timeout_ms without bytes,
      * or older than that and slower than put_min_rate, it is dropped; idle
      * put_stall_ms, its space goes to a put that needs it. */

@@ -11,6 +11,7 @@
 
 #include "backend/cap.h"
 #include "core/siphash.h"
+#include "core/util.h"
 #include "proto/register.h"
 #include "support/harness.h"
 #include "test.h"
@@ -406,6 +407,85 @@ static void test_report_and_rebuild(void) {
     node_leave(&b);
 }
 
+static int not_error(const redisReply *r, const char *unused) {
+    return r && r->type != REDIS_REPLY_ERROR;
+}
+
+/* The lease in a GET reply: the expiry of its first read cap. */
+static uint64_t lease_of(const redisReply *r) {
+    const redisReply *e = r->element[2]->element[0]->element[0];
+    te_cap cap;
+    if (te_cap_decode(&cap, (const uint8_t *)e->element[3]->str, e->element[3]->len) != 0) return 0;
+    return cap.expiry_ms;
+}
+
+/* Store key (size bytes, one replica), read it (a lease) and remove it:
+ * its space is held for that read. The lease, 0 on failure. */
+static uint64_t stored_read_removed(redisContext *c, const char *key, int size) {
+    redisReply *r = redisCommand(c, "MOON.PUTSTART %s %d REPLICAS 1", key, size);
+    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(r);
+    if (!ok || !h_command_is(c, not_error, "", "MOON.PUTEND %s 1", key)) return 0;
+    r = redisCommand(c, "MOON.GET %s", key);
+    uint64_t lease = r && r->type == REDIS_REPLY_ARRAY ? lease_of(r) : 0;
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.REMOVE %s", key);
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ok ? lease : 0;
+}
+
+static long long waited_ms(uint64_t since) { return (long long)(mono_ms() - since); }
+
+/* A put that finds no room while a read holds removed space waits for
+ * the reader (bounded by put_wait_ms, 1 s by default), then NOSPACE. */
+static void test_put_waits_for_held_space(void) {
+    fake_node n = {0};
+    ASSERT(node_join(&n, SECRET, 64 << 10, "127.0.0.1:7101") == 0);
+    redisContext *a = connect_master(), *b = connect_master();
+    ASSERT(a && b);
+    uint64_t lease = stored_read_removed(a, "w1", 64 << 10);
+    ASSERT(lease > 0);
+    /* nothing held could make room for twice the segment: NOSPACE at once */
+    uint64_t t0 = mono_ms();
+    ASSERT(h_command_is(b, is_error, "NOSPACE", "MOON.PUTSTART big %d REPLICAS 1", 128 << 10));
+    ASSERT(waited_ms(t0) < 500);
+    /* the reader gives its lease back 300 ms later: the put is placed then */
+    redisAppendCommand(b, "MOON.PUTSTART w2 %d REPLICAS 1", 64 << 10);
+    redisReply *r = NULL;
+    t0 = mono_ms();
+    ASSERT(redisBufferWrite(b, &(int){0}) == REDIS_OK);
+    sleep_ms(300);
+    ASSERT(h_command_is(a, not_error, "", "MOON.RELEASE w1 %llu", (unsigned long long)lease));
+    ASSERT(redisGetReply(b, (void **)&r) == REDIS_OK);
+    long long ms = waited_ms(t0);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    freeReplyObject(r);
+    printf("# placed after the lease came back: %lld ms\n", ms);
+    ASSERT(ms >= 250 && ms < 1000);
+    /* nobody gives the lease back: NOSPACE once the bound has passed */
+    ASSERT(h_command_is(b, not_error, "", "MOON.PUTEND w2 1"));
+    r = redisCommand(b, "MOON.GET w2");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    lease = lease_of(r);
+    freeReplyObject(r);
+    ASSERT(h_command_is(b, not_error, "", "MOON.REMOVE w2"));
+    t0 = mono_ms();
+    ASSERT(h_command_is(a, is_error, "NOSPACE", "MOON.PUTSTART w3 %d REPLICAS 1", 64 << 10));
+    ms = waited_ms(t0);
+    printf("# NOSPACE after %lld ms\n", ms);
+    ASSERT(ms >= 900 && ms < 1800);
+    ASSERT(h_command_is(b, not_error, "", "MOON.RELEASE w2 %llu", (unsigned long long)lease));
+    r = redisCommand(a, "INFO cluster");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    ASSERT(strstr(r->str, "puts_waiting:0\r\n") && strstr(r->str, "puts_waited:2\r\n") &&
+           strstr(r->str, "puts_waited_nospace:1\r\n") && strstr(r->str, "held_extents:0\r\n"));
+    freeReplyObject(r);
+    redisFree(a);
+    redisFree(b);
+    node_leave(&n);
+}
+
 int main(void) {
     h_init(55);
     if (start_master(5000, 5000, 2000) != 0) {
@@ -415,6 +495,12 @@ int main(void) {
     RUN_TEST(test_register_needs_secret);
     RUN_TEST(test_placement_and_lifecycle);
     RUN_TEST(test_report_and_rebuild);
+    stop_master();
+    if (start_master(5000, 5000, 5000) != 0) {
+        printf("not ok - restart master\n");
+        return 1;
+    }
+    RUN_TEST(test_put_waits_for_held_space);
     stop_master();
     if (start_master(5000, 5000, 400) != 0) {   /* sweeps every 100 ms */
         printf("not ok - restart master\n");

@@ -355,6 +355,54 @@ static void test_returned_lease_frees_at_once(void) {
     mm_destroy(m);
 }
 
+/* A reader that gives its lease back after the remove frees the bytes
+ * then, not at the lease's expiry; a put that found no room may wait. */
+static void test_lease_returned_after_remove(void) {
+    master_meta *m = cluster(1, 2 * KB);
+    ASSERT(m);
+    object *o;
+    uint64_t l1, l2;
+    mm_stats st;
+    ASSERT(put(m, "k", 2 * KB, 1, 0));
+    ASSERT_EQ(mm_get(m, "k", 1, 100, &o, &l1, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_get(m, "k", 1, 200, &o, &l2, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_remove(m, "k", 1, 300, err, sizeof err), PROTO_OK);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.held_extents, 1);
+    ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 300, &o, err, sizeof err), PROTO_NOSPACE);
+    /* held by leases their readers may give back: worth a wait */
+    ASSERT(mm_space_due(m, 2 * KB, 1, 301));
+    ASSERT(!mm_space_due(m, 4 * KB, 1, 301));
+    uint64_t freed = mm_space_freed(m);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l2, 400), 1);
+    ASSERT_EQ(node_used(m, 1), 2 * KB);   /* one read still out */
+    ASSERT_EQ(mm_next_release(m), l1);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l2, 400), 0);
+    ASSERT_EQ(mm_lease_return(m, "k", 1, l1, 500), 1);
+    ASSERT_EQ(node_used(m, 1), 0);
+    ASSERT(mm_space_freed(m) > freed);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.held_extents, 0);
+    ASSERT_EQ(mm_next_release(m), UINT64_MAX);
+    ASSERT(!mm_space_due(m, 2 * KB, 1, 501));   /* nothing held: nothing to wait for */
+    /* a lease of a removed generation and of the live one alike: neither
+     * is given back (it could be either's reader) */
+    ASSERT(put(m, "j", KB, 1, 1000));
+    ASSERT_EQ(mm_get(m, "j", 1, 1000, &o, &l1, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_remove(m, "j", 1, 1000, err, sizeof err), PROTO_OK);
+    ASSERT(put(m, "j", KB, 1, 1000));
+    ASSERT_EQ(mm_get(m, "j", 1, 1000, &o, &l2, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(l1, l2);
+    ASSERT_EQ(mm_lease_return(m, "j", 1, l1, 1100), 0);
+    ASSERT_EQ(node_used(m, 1), 2 * KB);
+    /* a node that dies forgets its held extents and their tombs */
+    mm_node_fail(m, 1, "test", 1200);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.held_extents, 0);
+    ASSERT_EQ(mm_lease_return(m, "j", 1, l1, 1300), 0);
+    mm_destroy(m);
+}
+
 static void test_many_leases_pin_until_expiry(void) {
     master_meta *m = cluster(1, 2 * KB);
     ASSERT(m);
@@ -700,6 +748,7 @@ int main(void) {
     RUN_TEST(test_timeout_revokes_and_frees);
     RUN_TEST(test_revoke_frees_at_once_with_a_newer_grant);
     RUN_TEST(test_returned_lease_frees_at_once);
+    RUN_TEST(test_lease_returned_after_remove);
     RUN_TEST(test_many_leases_pin_until_expiry);
     RUN_TEST(test_lease_quarantine_delays_reuse);
     RUN_TEST(test_batch_forms);

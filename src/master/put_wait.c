@@ -1,0 +1,210 @@
+/* master/put_wait.c - a put that found no room waits, bounded, for
+ * quarantined space.
+ *
+ * Extents of removed objects wait for the reads still using them
+ * (quarantine.c); under churn those reads end within milliseconds. A
+ * MOON.PUTSTART or MPUTSTART with items that found no room, while held
+ * extents that may free within put_wait_ms would cover them, is parked:
+ * its client is blocked (its later commands wait; the loop does not),
+ * its NOSPACE items are placed again whenever extents go back to the
+ * allocators or a hold runs out, and it is answered once every item is
+ * placed or the bound has passed (then NOSPACE, as without waiting). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "master/master.h"
+#include "server/info.h"
+#include "server/networking.h"
+
+typedef struct parked {
+    client *c;
+    mm_item *it;              /* keys point into keys */
+    uint64_t *stamp;          /* placed items: their write grant stamp */
+    char *keys;
+    size_t n;
+    uint32_t replicas;
+    int batch;                /* MPUTSTART: an array reply */
+    uint64_t deadline_ms;
+    struct parked *next;
+} parked;
+
+struct put_wait {
+    master *m;
+    parked *head;
+    loop_timer *timer;
+    loop_hook *hook;
+    uint64_t seen_freed;      /* mm_space_freed at the last retry */
+    uint64_t waited, nospace; /* requests parked, and answered NOSPACE after all */
+};
+
+static void put_wait_run(put_wait *w);
+static void rearm(put_wait *w, uint64_t now_ms);
+
+static void on_timer(event_loop *el, void *data) { put_wait_run(data); }
+
+/* Before the loop sleeps: retry if a command freed space meanwhile. */
+static void on_before_sleep(event_loop *el, void *data) {
+    put_wait *w = data;
+    if (w->head && mm_space_freed(w->m->meta) != w->seen_freed) put_wait_run(w);
+}
+
+put_wait *put_wait_create(master *m) {
+    put_wait *w = xcalloc(1, sizeof *w);
+    w->m = m;
+    w->timer = loop_timer_create(m->srv->loop, on_timer, w);
+    w->hook = loop_hook_add(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_before_sleep, w);
+    return w;
+}
+
+static void parked_free(parked *p) {
+    free(p->it);
+    free(p->stamp);
+    free(p->keys);
+    free(p);
+}
+
+void put_wait_destroy(put_wait *w) {
+    if (!w) return;
+    while (w->head) {
+        parked *p = w->head;
+        w->head = p->next;
+        parked_free(p);   /* the clients go with the server */
+    }
+    loop_timer_free(w->timer);
+    loop_hook_del(w->hook);
+    free(w);
+}
+
+static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t replicas,
+                   uint64_t horizon_ms) {
+    for (size_t i = 0; i < n; i++)
+        if (it[i].status == PROTO_NOSPACE && mm_space_due(meta, it[i].size, replicas, horizon_ms))
+            return 1;
+    return 0;
+}
+
+int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int batch,
+                  uint64_t now_ms) {
+    uint64_t bound = (uint64_t)w->m->srv->cfg.put_wait_ms;
+    if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms + bound)) return 0;
+    parked *p = xcalloc(1, sizeof *p);
+    size_t keybytes = 0;
+    for (size_t i = 0; i < n; i++) keybytes += it[i].keylen;
+    p->keys = xmalloc(keybytes ? keybytes : 1);   /* the arguments go when the command returns */
+    p->it = xmemdup(it, n * sizeof *it);
+    p->stamp = xcalloc(n, sizeof *p->stamp);
+    for (size_t i = 0, off = 0; i < n; off += it[i].keylen, i++) {
+        memcpy(p->keys + off, it[i].key, it[i].keylen);
+        p->it[i].key = p->keys + off;
+        if (it[i].status == PROTO_OK) p->stamp[i] = mm_obj_of(it[i].obj)->write_issued_us;
+    }
+    p->c = c;
+    p->n = n;
+    p->replicas = replicas;
+    p->batch = batch;
+    p->deadline_ms = now_ms + bound;
+    parked **tail = &w->head;
+    while (*tail) tail = &(*tail)->next;
+    *tail = p;
+    w->waited++;
+    client_block(c);
+    rearm(w, now_ms);   /* retried from the loop, not from inside this command */
+    return 1;
+}
+
+/* An item placed before the wait is answered only if its put is still
+ * the one placed: another client may have revoked or ended it. */
+static void recheck_placed(master_meta *meta, parked *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        mm_item *it = &p->it[i];
+        if (it->status != PROTO_OK) continue;
+        object *o = mm_find(meta, it->key, it->keylen);
+        if (o == it->obj && o->state == OBJ_PENDING && mm_obj_of(o)->write_issued_us == p->stamp[i])
+            continue;
+        it->status = PROTO_ERR;
+        snprintf(it->err, sizeof it->err, "put ended by another client while waiting for space");
+    }
+}
+
+/* Place p's NOSPACE items again; 1 when none is left waiting. */
+static int retry(master_meta *meta, parked *p, uint64_t now_ms) {
+    int waiting = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        mm_item *it = &p->it[i];
+        if (it->status != PROTO_NOSPACE) continue;
+        it->status = mm_put_start(meta, it->key, it->keylen, it->size, p->replicas, now_ms, &it->obj,
+                                  it->err, sizeof it->err);
+        if (it->status == PROTO_OK) p->stamp[i] = mm_obj_of(it->obj)->write_issued_us;
+        waiting |= it->status == PROTO_NOSPACE;
+    }
+    return !waiting;
+}
+
+static void finish(put_wait *w, parked *p) {
+    recheck_placed(w->m->meta, p);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->it[i].status == PROTO_NOSPACE) {
+            w->nospace++;
+            break;
+        }
+    master_reply_puts(p->c, p->it, p->n, p->batch);
+    client_unblock(p->c);
+    parked_free(p);
+}
+
+/* Wake at the first deadline or hold expiry; frees by commands are
+ * caught before the loop sleeps. */
+static void rearm(put_wait *w, uint64_t now_ms) {
+    if (!w->head) {
+        loop_timer_stop(w->timer);
+        return;
+    }
+    uint64_t next = mm_next_release(w->m->meta);
+    for (const parked *p = w->head; p; p = p->next)
+        if (p->deadline_ms < next) next = p->deadline_ms;
+    loop_timer_start(w->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
+}
+
+static void put_wait_run(put_wait *w) {
+    master_meta *meta = w->m->meta;
+    uint64_t now = wall_ms();
+    mm_release_held(meta, now);
+    for (parked **pp = &w->head; *pp;) {
+        parked *p = *pp;
+        if (retry(meta, p, now) || now >= p->deadline_ms) {
+            *pp = p->next;
+            finish(w, p);
+            continue;
+        }
+        pp = &p->next;
+    }
+    w->seen_freed = mm_space_freed(meta);
+    rearm(w, now);
+}
+
+void put_wait_forget(put_wait *w, client *c) {
+    for (parked **pp = &w->head; *pp;) {
+        parked *p = *pp;
+        if (p->c != c) {
+            pp = &p->next;
+            continue;
+        }
+        /* Nobody will write its placed puts: their space goes back now. */
+        *pp = p->next;
+        recheck_placed(w->m->meta, p);
+        for (size_t i = 0; i < p->n; i++)
+            if (p->it[i].status == PROTO_OK)
+                mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
+        parked_free(p);
+    }
+}
+
+void put_wait_info(const put_wait *w, resp_buf *out) {
+    size_t n = 0;
+    for (const parked *p = w ? w->head : NULL; p; p = p->next) n++;
+    info_field(out, "puts_waiting", "%zu", n);
+    info_field(out, "puts_waited", "%llu", (unsigned long long)(w ? w->waited : 0));
+    info_field(out, "puts_waited_nospace", "%llu", (unsigned long long)(w ? w->nospace : 0));
+}
