@@ -100,6 +100,13 @@ struct shm_xport {
 
 static shm_xport *SX(te_transport *t) { return (shm_xport *)t; }
 
+/* Helpers that copy beside the caller; NULL (the caller alone) when the
+ * configuration asks for one thread. */
+static workpool *copy_pool_start(const te_config *cfg) {
+    if (cfg->copy_threads == 1) return NULL;
+    return workpool_start(cfg->copy_threads > 1 ? cfg->copy_threads - 1 : workpool_helpers_for_cores(3));
+}
+
 static void cq_push(shm_xport *x, te_path *p, uint64_t cookie, int status) {
     te_cq_push(&x->b.cq, p, cookie, status);
 }
@@ -375,7 +382,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     }
     char *map = NULL;
     if (t->cfg.shm_mode == TE_SHM_MAP) {
-        if (!x->pool) x->pool = workpool_start(workpool_helpers_for_cores(3));
+        if (!x->pool) x->pool = copy_pool_start(&t->cfg);
         if (!(map = map_segment(seg_fd, size, x->pool, why, sizeof why))) {
             snprintf(err, errlen, "shm: %s: %s", peer, why);
             close(seg_fd);
@@ -389,7 +396,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .map = map, .size = size, .node_id = node_id,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
     te_link_push(&x->b.paths, &p->link);
-    if (!x->pool) x->pool = workpool_start(workpool_helpers_for_cores(3));
+    if (!x->pool) x->pool = copy_pool_start(&t->cfg);
     *out = p;
     return 0;
 }

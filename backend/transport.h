@@ -126,6 +126,7 @@ typedef struct te_config {
     int timeout_ms;               /* per request (default 5000) */
     int connect_timeout_ms;       /* default 2000 */
     int shm_mode;                 /* shm only: TE_SHM_MAP (default) or TE_SHM_FD */
+    int copy_threads;             /* shm: threads copying bytes, the caller's included; 0 = by cores (<= 4) */
 } te_config;
 
 /* How the shm transport reaches a node's segment. MAP: the client maps

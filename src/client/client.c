@@ -162,6 +162,9 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
     if (opt->replicas < 0 || opt->replicas > PROTO_MAX_REPLICAS)
         return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
     c->replicas = opt->replicas ? opt->replicas : 1;
+    if (opt->copy_threads < 0 || opt->copy_threads > 64)
+        return mkv_fail(c, MKV_EINVAL, "copy_threads must be 0 to 64");
+    c->copy_threads = opt->copy_threads;
     c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : DEFAULT_TIMEOUT;
     if (opt->password) c->password = xstrdup(opt->password);
     if (opt->data_addrs) c->data_addrs = xstrdup(opt->data_addrs);
@@ -200,7 +203,9 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
 }
 
 static workpool *crc_pool(mkv_client *c) {
-    if (!c->crc_pool) c->crc_pool = workpool_start(workpool_helpers_for_cores(3));
+    if (c->copy_threads == 1) return NULL;   /* the caller alone */
+    if (!c->crc_pool)
+        c->crc_pool = workpool_start(c->copy_threads ? c->copy_threads - 1 : workpool_helpers_for_cores(3));
     return c->crc_pool;
 }
 

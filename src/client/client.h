@@ -106,6 +106,7 @@ struct mkv_client {
     char secret[TE_SECRET_MAX];
     char transport[16];
     int shm_mode;                        /* TE_SHM_MAP or TE_SHM_FD */
+    int copy_threads;                    /* mkv_options.copy_threads */
     char *data_addrs;
     int replicas;
     int timeout_ms;

@@ -61,6 +61,10 @@ typedef struct mkv_options {
      * READONLY (within timeout_ms per call). */
     const char *etcd;            /* "http://host:port[,...]", or NULL */
     const char *cluster_name;    /* the cluster's etcd prefix (default "moonkv") */
+    /* Threads that copy a transfer's bytes through a same-host mapping
+     * and sum large checksums, this client's calling thread included:
+     * 0 (default) = by cores, up to 4; 1 = the calling thread alone. */
+    int copy_threads;
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */

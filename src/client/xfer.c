@@ -53,6 +53,7 @@ int mkv_engine_open(mkv_client *c) {
     memcpy(cfg.secret, c->secret, sizeof cfg.secret);
     cfg.timeout_ms = c->timeout_ms;
     cfg.shm_mode = c->shm_mode;
+    cfg.copy_threads = c->copy_threads;
     cfg.connect_timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
     char err[MKV_ERR_LEN];
     c->engine = te_engine_create_named(c->transport, &cfg, &ec, err, sizeof err);

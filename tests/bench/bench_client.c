@@ -69,6 +69,10 @@ static mkv_client *api_connect(const mkv_api *api, const char *master, const cha
         opt.transport = "shm";
         opt.shm_mode = "fd";
     }
+    if (!strcmp(transport, "shm-1t")) {   /* the calling thread copies alone */
+        opt.transport = "shm";
+        opt.copy_threads = 1;
+    }
     opt.timeout_ms = 10000;
     mkv_client *c = NULL;
     int rc = api->connect(&c, &opt);

@@ -69,6 +69,9 @@ step_capi() {
   CL_NODE_FLAGS=()
   capi_layout 1node 1 2GB "$sizes"
   capi_layout striped "$STRIPE_NODES" 1GB "$sizes" --stripe-width "$STRIPE_NODES" --stripe-threshold 1MB
+  # The same shm path with one copying thread (mkv_options.copy_threads
+  # = 1), so it races a single-threaded memcpy on equal terms.
+  CAPI_TRANSPORTS=shm-1t capi_layout 1node 1 2GB "4MiB 64MiB"
 
   for s in $names; do
     local tgt=-; case $s in 1MiB|4MiB) tgt=0.9;; esac
@@ -78,9 +81,14 @@ step_capi() {
     row "libmoonkv put $s tcp, 1 node vs redis SET (hiredis)" "capi.1node.tcp.put.$s" "capi.ref.redis.set.$s" - GB/s
     row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 - GB/s
     row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 - GB/s
-    tgt=-; case $s in 4MiB|64MiB) tgt=0.8;; esac
-    row "libmoonkv get $s shm, 1 node vs memcpy (not in cache)" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" "$tgt" GB/s
-    row "libmoonkv put $s shm, 1 node vs memcpy (not in cache)" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" "$tgt" GB/s
+    case $s in 4MiB|64MiB)
+      row "libmoonkv get $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache)" \
+        "capi.1node.shm-1t.get.$s" "capi.ref.memcpy.$s" 0.8 GB/s
+      row "libmoonkv put $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache)" \
+        "capi.1node.shm-1t.put.$s" "capi.ref.memcpy.$s" 0.8 GB/s;;
+    esac
+    row "libmoonkv get $s shm, 1 node, copy helpers (default) vs 1-thread memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" - GB/s
+    row "libmoonkv put $s shm, 1 node, copy helpers (default) vs 1-thread memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" - GB/s
     row "libmoonkv get $s shm, striped over $STRIPE_NODES nodes vs memcpy" "capi.striped.shm.get.$s" "capi.ref.memcpy.$s" - GB/s
     bytes=$(( ${s%MiB} << 20 ))
     plot_point "libmoonkv get tcp 1 node" "$bytes" "$(meas_get "capi.1node.tcp.get.$s")"
