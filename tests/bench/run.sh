@@ -9,7 +9,8 @@
 # 3 libmoonkv zero-copy (with iperf3, memcpy, hiredis references),
 # 4 striping over shaped links in network namespaces (root only),
 # 5 KV-cache batch pattern, 6 master metadata rate, 7 the KV-cache
-# pattern with 100 us of added round-trip time (network namespaces, root only),
+# pattern with 100 us of added round-trip time (network namespaces and a
+# delaying relay, bench_relay: this kernel has no netem; root only),
 # 8 master failover time through etcd (needs etcd, package etcd-server).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
@@ -60,6 +61,7 @@ done
 mkdir -p "$WORK/bin"
 cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_failover" ] && cp "$BENCH_BIN/bench_failover" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
@@ -86,7 +88,7 @@ run_step 3 "libmoonkv zero-copy put/get (tcp, shm) vs iperf3, memcpy, hiredis" s
 run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
 run_step 6 "master metadata: PUTSTART/PUTEND pairs per second" step_meta
-run_step 7 "KV-cache pattern with 100 us added RTT (netem), batch vs loop" step_kv_rtt
+run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
 run_step 8 "master failover through etcd: kill -9 of the leader to the first put and get" step_failover
 
 write_report "$RESULTS"
