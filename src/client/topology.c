@@ -115,8 +115,7 @@ static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
     for (uint32_t r = 0; r < pl->nreplicas; r++)
         for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {
             const mkv_node *n = mkv_topology_node(t, pl->replicas[r].extents[i].node_id);
-            /* Dead here, placed on now: the id went to a new node. */
-            if (!n || n->naddrs == 0 || n->state == MKV_NODE_DEAD) return 0;
+            if (!n || n->naddrs == 0) return 0;
         }
     return 1;
 }

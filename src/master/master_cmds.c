@@ -134,14 +134,6 @@ static int proof_ok(client *c, conn_state *cs) {
     return proto_reg_proof_ok(master_of(c)->reg_key, cs->nonce, c->argv[1].ptr, c->argv[1].len);
 }
 
-/* The node this connection registered, unless its id went to another
- * node since (membership.c reuses dead ids). */
-static mm_node *conn_node(client *c) {
-    conn_state *cs = c->role_ctx;
-    mm_node *n = cs && cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
-    return n && n->conn_id == c->id ? n : NULL;
-}
-
 /* MOON.REGISTER proof segment_size addr [addr ...] */
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
@@ -150,7 +142,7 @@ static void register_command(client *c) {
         return;
     }
     /* A node declared dead may register again on the same connection. */
-    const mm_node *prev = conn_node(c);
+    const mm_node *prev = cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
     if (prev && prev->state != NODE_DEAD) {
         reply_fail(c, PROTO_ERR, "this connection is already node %u", cs->node);
         return;
@@ -198,11 +190,6 @@ static int own_node(client *c, int i, uint32_t *id) {
     conn_state *cs = c->role_ctx;
     if (!cs || cs->node != *id) {
         reply_fail(c, PROTO_ERR, "this connection did not register node %u", *id);
-        return -1;
-    }
-    if (!conn_node(c)) {
-        reply_fail(c, PROTO_NODEDEAD, "node %u left the cluster (its id is another node's now): "
-                   "register again", *id);
         return -1;
     }
     return 0;

@@ -1,10 +1,8 @@
 /* master/membership.c - memory nodes joining, heartbeating, draining, dying.
  *
- * Nodes live in a growable table indexed by id. A dead node's id goes to
- * a new node only once nothing can name the old one any more: its
- * replicas and quarantined extents are gone (mm_node_fail drops them) and
- * every capability granted on it has expired. A late message from the
- * old node is told apart by its connection (the role layer's conn_id). */
+ * Ids are handed out once and never reused, so a late message from a node
+ * that was declared dead can never be mistaken for its successor's. The
+ * table grows with them (up to PROTO_MAX_NODES). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,16 +45,6 @@ static proto_status check_addrs(const char *const *addrs, int naddrs, char *err,
     return PROTO_OK;
 }
 
-/* The dead node with the lowest id that nothing can name any more, or NULL. */
-static mm_node *reusable_slot(master_meta *m, uint64_t now_ms) {
-    uint64_t quiet = m->cfg.put_timeout_ms > m->cfg.lease_ms ? m->cfg.put_timeout_ms : m->cfg.lease_ms;
-    for (uint32_t i = 0; i < m->nnodes; i++) {
-        mm_node *n = m->nodes[i];
-        if (n->state == NODE_DEAD && now_ms >= n->dead_ms + quiet) return n;
-    }
-    return NULL;
-}
-
 proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
                            int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen) {
     if (segment_size < MM_MIN_SEGMENT || segment_size > MM_MAX_SEGMENT)
@@ -64,27 +52,21 @@ proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char 
                        MM_MIN_SEGMENT);
     proto_status st = check_addrs(addrs, naddrs, err, errlen);
     if (st != PROTO_OK) return st;
-    mm_node *slot = reusable_slot(m, now_ms);
-    if (!slot && m->nnodes >= PROTO_MAX_NODES)
+    if (m->nnodes >= PROTO_MAX_NODES)
         return mm_fail(err, errlen, PROTO_ERR, "node limit of %d reached", PROTO_MAX_NODES);
     seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
     if (!a) return mm_fail(err, errlen, PROTO_ERR, "cannot manage a segment of that size");
 
     mm_node *n = xcalloc(1, sizeof *n);
-    n->id = slot ? slot->id : m->nnodes + 1;
+    n->id = m->nnodes + 1;
     n->state = NODE_ALIVE;
     n->segment_size = segment_size;
     n->naddrs = naddrs;
     for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
     n->alloc = a;
     n->registered_ms = n->last_seen_ms = now_ms;
-    if (slot) {
-        free(slot);
-        m->nodes[n->id - 1] = n;
-    } else {
-        m->nodes = xrealloc(m->nodes, (m->nnodes + 1) * sizeof *m->nodes);
-        m->nodes[m->nnodes++] = n;
-    }
+    m->nodes = xrealloc(m->nodes, (m->nnodes + 1) * sizeof *m->nodes);
+    m->nodes[m->nnodes++] = n;
     m->repair_dirty = 1;   /* room for objects waiting for a replica */
     m->repair_next_ms = 0;
     *id = n->id;
@@ -152,7 +134,6 @@ void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_
     if (!n || n->state == NODE_DEAD) return;
     log_notice("node %u left the cluster: %s", id, reason);
     n->state = NODE_DEAD;
-    n->dead_ms = now_ms;
     snprintf(n->dead_reason, sizeof n->dead_reason, "%s", reason);
     size_t count;
     object **all = mm_all_objects(m, &count);

@@ -41,7 +41,6 @@ typedef struct mm_node {
     uint64_t reported_used;       /* what the node said in its last heartbeat */
     uint64_t conn_id;             /* role layer: the connection that registered it */
     char dead_reason[32];         /* "timeout", "drained", ... */
-    uint64_t dead_ms;             /* when it died: its id is free again after the caps' lifetime */
     /* A client could not reach it (MOON.SUSPECT): nothing new is placed on
      * it until suspect_until_ms, while the heartbeat decides if it died. */
     int suspect;
