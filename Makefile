@@ -115,7 +115,7 @@ FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/exte
                            src/proto/reply_bound resp/resp_writer backend/cap src/core/siphash src/core/util
 FUZZ_MODS_node_task     := src/node/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
                            src/core/siphash src/core/util
-FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine \
+FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine src/master/holdings \
                            src/master/membership src/master/rebuild src/master/repair \
                            src/master/collect src/core/evict \
                            src/core/objtable src/core/alloc src/core/util src/core/log \

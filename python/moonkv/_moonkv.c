@@ -49,6 +49,7 @@ static err_kind err_kinds[] = {
     {MKV_ETIMEDOUT, "TIMEDOUT", "TimedOutError", &PyExc_TimeoutError, NULL},
     {MKV_EPROTO, "PROTO", "ProtocolError", NULL, NULL},
     {MKV_ENOMEM, "NOMEM", "NoMemoryError", &PyExc_MemoryError, NULL},
+    {MKV_ETRYAGAIN, "TRYAGAIN", "TryAgainError", NULL, NULL},
 };
 #define N_ERR_KINDS (sizeof err_kinds / sizeof err_kinds[0])
 

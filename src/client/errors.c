@@ -26,6 +26,7 @@ const char *mkv_strerror(int code) {
     case MKV_ETIMEDOUT:   return "timed out";
     case MKV_EPROTO:      return "unexpected reply from the master";
     case MKV_ENOMEM:      return "out of memory";
+    case MKV_ETRYAGAIN:   return "the master is rebuilding: try again";
     default:              return "unknown error";
     }
 }
@@ -58,6 +59,7 @@ static int status_code(proto_status st) {
     case PROTO_NOAUTH:
     case PROTO_WRONGPASS: return MKV_EAUTH;
     case PROTO_READONLY: return MKV_ECONN;   /* not the leader: mkv_command retries */
+    case PROTO_TRYAGAIN: return MKV_ETRYAGAIN;
     case PROTO_OK:          /* not an error word */
     case PROTO_NODEDEAD:    /* said to nodes only */
     case PROTO_NSTATUS: return MKV_EPROTO;

@@ -37,7 +37,8 @@ enum {
     MKV_ECORRUPT = -11,     /* checksum mismatch on every replica */
     MKV_ETIMEDOUT = -12,
     MKV_EPROTO = -13,       /* unexpected reply from the master */
-    MKV_ENOMEM = -14
+    MKV_ENOMEM = -14,
+    MKV_ETRYAGAIN = -15     /* the master is rebuilding its table after a restart: retry soon */
 };
 
 typedef struct mkv_client mkv_client;

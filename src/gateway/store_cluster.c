@@ -91,6 +91,7 @@ static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
         master_reply_text(mc, errstr, len);
         return STORE_NOSPACE;
     case MKV_ENOREPLICAS:   /* "NOREPLICAS ..." as the master said it */
+    case MKV_ETRYAGAIN:     /* "TRYAGAIN ...": the master is rebuilding */
         master_reply_text(mc, errstr, len);
         return STORE_REFUSED;
     case MKV_ECONN:

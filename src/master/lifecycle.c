@@ -93,6 +93,7 @@ uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
 }
 
 void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
+    mm_note_replica(m, o, &o->replicas[i], 1);
     mm_hold_replica(m, &o->replicas[i], mm_hold_until(o, now_ms), now_ms);
     uint32_t n = 0;
     obj_replica *keep = xcalloc(o->nreplicas, sizeof *keep);
@@ -123,6 +124,7 @@ void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
 
 void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     mm_obj *mo = mm_obj_of(o);
+    mm_note_object(m, o, 1);
     if (mo->job) mm_job_fail(m, mo->job, now_ms);
     mm_pending_unlink(m, mo);
     objtable_unlink(m->objs, o->key, o->keylen);
@@ -226,6 +228,7 @@ proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t
     o->crc = crc;
     o->state = OBJ_COMPLETE;
     mm_pending_unlink(m, mm_obj_of(o));
+    mm_note_object(m, o, 0);   /* now its nodes may index it */
     if (mm_needs_repair(m, o)) {   /* a node died or started draining meanwhile */
         m->repair_dirty = 1;
         m->repair_next_ms = 0;

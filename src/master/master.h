@@ -13,7 +13,30 @@
 #include "proto/register.h"
 #include "server/server.h"
 
-#define MASTER_MAX_REPORT_BYTES (64u << 20)   /* buffered MOON.REPORT data */
+#define MASTER_MAX_REPORT_BYTES (1ULL << 30)   /* buffered MOON.REPORT data */
+#define MASTER_MAX_HOLDINGS 4096                /* notes per MOON.HOLDINGS reply */
+
+typedef enum master_rebuild_state {
+    REBUILD_NONE = 0,      /* no node claimed an id: nothing to wait for */
+    REBUILD_COLLECTING,    /* nodes are reporting: puts get TRYAGAIN */
+    REBUILD_DONE
+} master_rebuild_state;
+
+/* After a restart (recovery.c): nodes that claim their ids back report
+ * what they hold; the table is rebuilt when every node known to have
+ * been a member said MOON.REPORTDONE, or at the window's deadline. */
+typedef struct master_rebuild {
+    master_rebuild_state state;
+    uint64_t opened_ms, deadline_ms, finished_ms;   /* mono ms */
+    uint32_t *expect;      /* ids of nodes that should report, and ... */
+    uint8_t *done;         /* ... whether each did */
+    size_t nexpect;
+    mm_report *reports;    /* buffered MOON.REPORT extents */
+    size_t nreports, capreports, report_bytes;
+    uint64_t nodes_reported, reports_total;
+    uint64_t recovered, incomplete, lost, extents_refused;
+    uint64_t table_ms;     /* of it, spent building the table from the reports */
+} master_rebuild;
 
 #define MASTER_MAX_GATEWAYS 64   /* gateways listed at once (gateways.c) */
 #define MASTER_GATEWAY_ADDR 64
@@ -32,9 +55,7 @@ typedef struct master {
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* signs capabilities; nodes get it at register */
     uint8_t reg_key[PROTO_REG_KEY_LEN];   /* from the cluster secret: register proofs */
     uint32_t default_replicas;
-    /* Extents nodes reported (MOON.REPORT), waiting for MOON.REBUILD. */
-    mm_report *reports;
-    size_t nreports, capreports, report_bytes;
+    master_rebuild rebuild;             /* recovery.c */
     resp_buf wire;                     /* scratch the proto encoders write replies into */
     master_gateway gateways[MASTER_MAX_GATEWAYS];
     size_t ngateways;
@@ -46,10 +67,35 @@ typedef struct master {
 
 master *master_create(server *srv);
 void master_destroy(master *m);
-/* Drop the buffered node reports (after a rebuild, at exit). */
-void master_reports_clear(master *m);
 /* MOON.* commands (master_cmds.c). */
 void master_register_commands(server *srv);
+/* Shared by the command files: "-WORD message" for st; an integer
+ * argument in [min, max] or -1 after replying; the node id in argv[i]
+ * if this connection registered it, or -1 after replying. */
+void master_reply_fail(client *c, proto_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int master_arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out);
+int master_own_node(client *c, int i, uint32_t *id);
+/* The node this connection registered (and still speaks for), or 0. */
+uint32_t master_conn_node(client *c);
+
+/* ---- rebuild after a restart (recovery.c) ---- */
+/* MOON.REPORT, MOON.REPORTDONE, MOON.REBUILD, MOON.HOLDINGS. */
+void master_register_recovery_commands(server *srv);
+/* What a node does with its index after registering (MOON.REGISTER's
+ * last reply element). */
+enum { MASTER_REG_KEEP = 0, MASTER_REG_REPORT = 1, MASTER_REG_FORGET = 2 };
+/* A node registered: MASTER_REG_*. A node claiming an id this master did
+ * not know must report, and opens the rebuild window. */
+int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind);
+/* While the window is open, refuse a put with -TRYAGAIN (1: replied). */
+int master_rebuild_refuses(client *c);
+/* The window's deadline (sweep timer). */
+void master_rebuild_tick(master *m);
+/* Forget everything (exit, lost term). */
+void master_rebuild_reset(master *m);
+/* INFO fields rebuild_*. */
+void master_rebuild_info(master *m, resp_buf *out);
 /* MOON.GATEWAY: the registry of gateways (gateways.c). */
 void master_register_gateway_commands(server *srv);
 /* With --etcd, a standby (or a leader past its lease) refuses every

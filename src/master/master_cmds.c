@@ -48,9 +48,7 @@ static conn_state *conn_of(client *c) {
 }
 
 /* "-WORD message": the word is st's (proto/status.h), never typed here. */
-static void reply_fail(client *c, proto_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_fail(client *c, proto_status st, const char *fmt, ...) {
+void master_reply_fail(client *c, proto_status st, const char *fmt, ...) {
     char msg[PROTO_ERR_LEN], text[PROTO_ERR_LEN + 16];
     va_list ap;
     va_start(ap, fmt);
@@ -62,10 +60,10 @@ static void reply_fail(client *c, proto_status st, const char *fmt, ...) {
 
 /* ---- argument parsing ---- */
 
-static int arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) {
+int master_arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) {
     long long v;
     if (arg_to_ll(&c->argv[i], (long long)min, (long long)max, &v) != 0) {
-        reply_fail(c, PROTO_ERR, "value is not an integer or out of range");
+        master_reply_fail(c, PROTO_ERR, "value is not an integer or out of range");
         return -1;
     }
     *out = (uint64_t)v;
@@ -74,7 +72,7 @@ static int arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out) 
 
 static int arg_u32(client *c, int i, uint32_t min, uint32_t max, uint32_t *out) {
     uint64_t v;
-    if (arg_u64(c, i, min, max, &v) != 0) return -1;
+    if (master_arg_u64(c, i, min, max, &v) != 0) return -1;
     *out = (uint32_t)v;
     return 0;
 }
@@ -84,7 +82,7 @@ static int arg_u32(client *c, int i, uint32_t min, uint32_t max, uint32_t *out) 
 /* A metadata outcome: +OK or its error. */
 static void reply_status(client *c, proto_status st, const char *err) {
     if (st == PROTO_OK) reply_ok(c);
-    else reply_fail(c, st, "%s", err);
+    else master_reply_fail(c, st, "%s", err);
 }
 
 /* ---- encoding placements ---- */
@@ -121,7 +119,7 @@ static void reply_located(client *c, const object *o, uint64_t lease_until) {
 static void challenge_command(client *c) {
     conn_state *cs = conn_of(c);
     if (random_bytes(cs->nonce, sizeof cs->nonce) != 0) {
-        reply_fail(c, PROTO_ERR, "no randomness available");
+        master_reply_fail(c, PROTO_ERR, "no randomness available");
         return;
     }
     cs->has_nonce = 1;
@@ -134,62 +132,122 @@ static int proof_ok(client *c, conn_state *cs) {
     return proto_reg_proof_ok(master_of(c)->reg_key, cs->nonce, c->argv[1].ptr, c->argv[1].len);
 }
 
-/* MOON.REGISTER proof segment_size addr [addr ...] */
+/* The node this connection registered, unless the node registered again
+ * on another connection since (a node speaks on its newest one). */
+static mm_node *conn_node(client *c) {
+    conn_state *cs = c->role_ctx;
+    mm_node *n = cs && cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
+    return n && n->conn_id == c->id ? n : NULL;
+}
+
+/* The data addresses of MOON.REGISTER (every form has a ':'), into addrs. */
+static int register_addrs(client *c, int *naddrs, char addrs[][TE_ADDR_LEN], const char **ptrs) {
+    *naddrs = 0;
+    for (int i = 3; i < c->argc && memchr(c->argv[i].ptr, ':', c->argv[i].len); i++) {
+        const resp_arg *a = &c->argv[i];
+        if (*naddrs == TE_MAX_PATHS) {
+            master_reply_fail(c, PROTO_ERR, "at most %d data addresses", TE_MAX_PATHS);
+            return -1;
+        }
+        if (a->len >= TE_ADDR_LEN || memchr(a->ptr, 0, a->len)) {
+            master_reply_fail(c, PROTO_ERR, "data address %d must be 1 to %d bytes", *naddrs + 1,
+                              TE_ADDR_LEN - 1);
+            return -1;
+        }
+        memcpy(addrs[*naddrs], a->ptr, a->len);
+        addrs[*naddrs][a->len] = 0;
+        ptrs[*naddrs] = addrs[*naddrs];
+        (*naddrs)++;
+    }
+    return 0;
+}
+
+/* ID n or CLAIM n, INSTANCE hex, SEEN n after the addresses. */
+static int register_options(client *c, int i, mm_node_claim *claim) {
+    for (; i < c->argc; i += 2) {
+        const resp_arg *o = &c->argv[i];
+        uint8_t tok[8];
+        if (i + 1 >= c->argc) {
+            reply_syntax_error(c);
+            return -1;
+        }
+        int restarted = strieq_len(o->ptr, o->len, "claim");
+        if (restarted || strieq_len(o->ptr, o->len, "id")) {
+            if (arg_u32(c, i + 1, 1, PROTO_MAX_NODES, &claim->id) != 0) return -1;
+            claim->restarted = restarted;
+        } else if (strieq_len(o->ptr, o->len, "seen")) {
+            if (arg_u32(c, i + 1, 0, PROTO_MAX_NODES, &claim->seen_max) != 0) return -1;
+        } else if (strieq_len(o->ptr, o->len, "instance") &&
+                   hex_decode(c->argv[i + 1].ptr, c->argv[i + 1].len, tok, sizeof tok) == 0) {
+            memcpy(&claim->instance, tok, sizeof tok);
+        } else {
+            reply_syntax_error(c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* MOON.REGISTER proof segment_size addr [addr ...] [ID|CLAIM n] [INSTANCE hex] [SEEN n] */
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
     if (!proof_ok(c, cs)) {
-        reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
         return;
     }
     /* A node declared dead may register again on the same connection. */
-    const mm_node *prev = cs->node ? mm_node_get(meta_of(c), cs->node) : NULL;
+    const mm_node *prev = conn_node(c);
     if (prev && prev->state != NODE_DEAD) {
-        reply_fail(c, PROTO_ERR, "this connection is already node %u", cs->node);
+        master_reply_fail(c, PROTO_ERR, "this connection is already node %u", cs->node);
         return;
     }
     uint64_t seg;
-    if (arg_u64(c, 2, 1, MAX_SIZE, &seg) != 0) return;
-    int naddrs = c->argc - 3;
-    if (naddrs > TE_MAX_PATHS) {
-        reply_fail(c, PROTO_ERR, "at most %d data addresses", TE_MAX_PATHS);
-        return;
-    }
+    if (master_arg_u64(c, 2, 1, MAX_SIZE, &seg) != 0) return;
     char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
     const char *ptrs[TE_MAX_PATHS];
-    for (int i = 0; i < naddrs; i++) {
-        const resp_arg *a = &c->argv[3 + i];
-        if (a->len == 0 || a->len >= TE_ADDR_LEN || memchr(a->ptr, 0, a->len)) {
-            reply_fail(c, PROTO_ERR, "data address %d must be 1 to %d bytes", i + 1, TE_ADDR_LEN - 1);
-            return;
-        }
-        memcpy(addrs[i], a->ptr, a->len);
-        addrs[i][a->len] = 0;
-        ptrs[i] = addrs[i];
-    }
+    int naddrs;
+    mm_node_claim claim = {0};
+    if (register_addrs(c, &naddrs, addrs, ptrs) != 0 || register_options(c, 3 + naddrs, &claim) != 0)
+        return;
     char err[PROTO_ERR_LEN];
     uint32_t id;
-    proto_status st = mm_node_register(meta_of(c), seg, ptrs, naddrs, now(), &id, err, sizeof err);
+    mm_reg_kind kind;
+    proto_status st = mm_node_register_as(meta_of(c), &claim, seg, ptrs, naddrs, now(), &id, &kind,
+                                          err, sizeof err);
     if (st != PROTO_OK) {
-        reply_fail(c, st, "%s", err);
+        master_reply_fail(c, st, "%s", err);
         return;
     }
     cs->node = id;
     mm_node_get(meta_of(c), id)->conn_id = c->id;
+    int report = master_rebuild_joined(master_of(c), id, kind);
     char key[2 * TE_CAP_KEY_LEN + 1];
     hex_encode(master_of(c)->cap_key, TE_CAP_KEY_LEN, key);
-    reply_array(c, 4);
+    reply_array(c, 5);
     reply_integer(c, id);
     reply_bulk_cstr(c, key);
     reply_integer(c, c->srv->cfg.heartbeat_ms);
     reply_integer(c, (long long)master_term(master_of(c)));
+    reply_integer(c, report);
+}
+
+uint32_t master_conn_node(client *c) {
+    const mm_node *n = conn_node(c);
+    return n ? n->id : 0;
 }
 
 /* The node id in argv[i], which must be the one this connection registered. */
-static int own_node(client *c, int i, uint32_t *id) {
+int master_own_node(client *c, int i, uint32_t *id) {
     if (arg_u32(c, i, 1, PROTO_MAX_NODES, id) != 0) return -1;
     conn_state *cs = c->role_ctx;
     if (!cs || cs->node != *id) {
-        reply_fail(c, PROTO_ERR, "this connection did not register node %u", *id);
+        master_reply_fail(c, PROTO_ERR, "this connection did not register node %u", *id);
+        return -1;
+    }
+    /* A node that registered again speaks on its newest connection only. */
+    if (!conn_node(c)) {
+        master_reply_fail(c, PROTO_NODEDEAD, "node %u registered again on another "
+                          "connection: this one no longer speaks for it", *id);
         return -1;
     }
     return 0;
@@ -215,7 +273,7 @@ static void reply_task(client *c, const mm_task *t) {
 static void heartbeat_command(client *c) {
     uint32_t id;
     uint64_t used;
-    if (own_node(c, 1, &id) != 0 || arg_u64(c, 2, 0, MAX_SIZE, &used) != 0) return;
+    if (master_own_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, MAX_SIZE, &used) != 0) return;
     if ((c->argc - 3) % 2) {
         reply_syntax_error(c);
         return;
@@ -223,7 +281,7 @@ static void heartbeat_command(client *c) {
     char err[PROTO_ERR_LEN];
     proto_status st = mm_node_heartbeat(meta_of(c), id, used, now(), err, sizeof err);
     if (st != PROTO_OK) {
-        reply_fail(c, st, "%s", err);
+        master_reply_fail(c, st, "%s", err);
         return;
     }
     mm_task *tasks[PROTO_MAX_TASKS];
@@ -237,14 +295,14 @@ static void copydone_command(client *c) {
     conn_state *cs = c->role_ctx;
     uint64_t task;
     if (!cs || !cs->node) {
-        reply_fail(c, PROTO_ERR, "only a registered node reports copies");
+        master_reply_fail(c, PROTO_ERR, "only a registered node reports copies");
         return;
     }
-    if (arg_u64(c, 1, 1, UINT64_MAX >> 1, &task) != 0) return;
+    if (master_arg_u64(c, 1, 1, UINT64_MAX >> 1, &task) != 0) return;
     const resp_arg *r = &c->argv[2];
     int ok = strieq_len(r->ptr, r->len, "ok");
     if (!ok && !strieq_len(r->ptr, r->len, "fail")) {
-        reply_fail(c, PROTO_ERR, "result must be OK or FAIL");
+        master_reply_fail(c, PROTO_ERR, "result must be OK or FAIL");
         return;
     }
     char err[PROTO_ERR_LEN];
@@ -259,7 +317,7 @@ static void drain_node(client *c, uint32_t id) {
 /* MOON.LEAVE id: the node announces it goes; same as a drain. */
 static void leave_command(client *c) {
     uint32_t id;
-    if (own_node(c, 1, &id) == 0) drain_node(c, id);
+    if (master_own_node(c, 1, &id) == 0) drain_node(c, id);
 }
 
 /* MOON.DRAIN id (admin) */
@@ -291,63 +349,6 @@ static void suspect_command(client *c) {
     reply_status(c, PROTO_OK, NULL);
 }
 
-/* ---- rebuild ---- */
-
-/* MOON.REPORT key size crc obj_off seg_off length [...]: extents this
- * node holds, buffered until MOON.REBUILD (replicas may span nodes). */
-static void report_command(client *c) {
-    conn_state *cs = c->role_ctx;
-    master *m = master_of(c);
-    if (!cs || !cs->node) {
-        reply_fail(c, PROTO_ERR, "only a registered node reports extents");
-        return;
-    }
-    if ((c->argc - 1) % 6) {
-        reply_syntax_error(c);
-        return;
-    }
-    size_t n = (size_t)(c->argc - 1) / 6, bytes = 0;
-    mm_report *tmp = xcalloc(n, sizeof *tmp);
-    for (size_t i = 0; i < n; i++) {
-        int a = 1 + 6 * (int)i;
-        uint64_t v[5];
-        for (int k = 0; k < 5; k++)
-            if (arg_u64(c, a + 1 + k, 0, k == 1 ? UINT32_MAX : MAX_SIZE, &v[k]) != 0) goto out;
-        tmp[i] = (mm_report){cs->node, c->argv[a].ptr, c->argv[a].len, v[0], (uint32_t)v[1],
-                             v[2], v[3], v[4]};
-        bytes += sizeof *tmp + c->argv[a].len;
-    }
-    if (m->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
-        reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
-        goto out;
-    }
-    if (m->nreports + n > m->capreports) {
-        m->capreports = (m->nreports + n) * 2;
-        m->reports = xrealloc(m->reports, m->capreports * sizeof *m->reports);
-    }
-    for (size_t i = 0; i < n; i++) {
-        tmp[i].key = xmemdup(tmp[i].key, tmp[i].keylen);
-        m->reports[m->nreports++] = tmp[i];
-    }
-    m->report_bytes += bytes;
-    reply_integer(c, (long long)m->nreports);
-out:
-    free(tmp);
-}
-
-/* MOON.REBUILD: objects from every buffered report. */
-static void rebuild_command(client *c) {
-    master *m = master_of(c);
-    mm_rebuild_stats st;
-    mm_rebuild(m->meta, m->reports, m->nreports, now(), &st);
-    master_reports_clear(m);
-    reply_array(c, 4);
-    reply_integer(c, (long long)st.objects);
-    reply_integer(c, (long long)st.replicas);
-    reply_integer(c, (long long)st.extents);
-    reply_integer(c, (long long)st.extents_rejected);
-}
-
 /* ---- objects ---- */
 
 static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
@@ -355,7 +356,7 @@ static uint32_t default_replicas(client *c) { return master_of(c)->default_repli
 void master_reply_puts(client *c, const mm_item *it, size_t n, int batch) {
     if (batch) reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) {
-        if (it[i].status != PROTO_OK) reply_fail(c, it[i].status, "%s", it[i].err);
+        if (it[i].status != PROTO_OK) master_reply_fail(c, it[i].status, "%s", it[i].err);
         else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
     }
 }
@@ -372,9 +373,10 @@ static void put_items(client *c, mm_item *it, size_t n, uint32_t reps, int batch
 
 /* MOON.PUTSTART key size [REPLICAS n] */
 static void putstart_command(client *c) {
+    if (master_rebuild_refuses(c)) return;
     uint64_t size;
     uint32_t reps = default_replicas(c);
-    if (arg_u64(c, 2, 0, MAX_SIZE, &size) != 0) return;
+    if (master_arg_u64(c, 2, 0, MAX_SIZE, &size) != 0) return;
     if (c->argc == 5 && strieq_len(c->argv[3].ptr, c->argv[3].len, "replicas")) {
         if (arg_u32(c, 4, 1, PROTO_MAX_REPLICAS, &reps) != 0) return;
     } else if (c->argc != 3) {
@@ -418,7 +420,7 @@ static void remove_command(client *c) {
     char err[PROTO_ERR_LEN];
     proto_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
     if (st == PROTO_OK || st == PROTO_NOTFOUND) reply_integer(c, st == PROTO_OK);
-    else reply_fail(c, st, "%s", err);
+    else master_reply_fail(c, st, "%s", err);
 }
 
 static void exists_command(client *c) {
@@ -436,7 +438,7 @@ static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
     }
     *n = (size_t)(args / stride);
     if (*n > PROTO_MAX_BATCH) {
-        reply_fail(c, PROTO_ERR, "at most %d keys per batch", PROTO_MAX_BATCH);
+        master_reply_fail(c, PROTO_ERR, "at most %d keys per batch", PROTO_MAX_BATCH);
         return NULL;
     }
     mm_item *it = xcalloc(*n, sizeof *it);
@@ -451,7 +453,7 @@ static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
 static int batch_numbers(client *c, int first, mm_item *it, size_t n, uint64_t max, int is_crc) {
     for (size_t i = 0; i < n; i++) {
         uint64_t v;
-        if (arg_u64(c, first + 2 * (int)i + 1, 0, max, &v) != 0) return -1;
+        if (master_arg_u64(c, first + 2 * (int)i + 1, 0, max, &v) != 0) return -1;
         if (is_crc) it[i].crc = (uint32_t)v;
         else it[i].size = v;
     }
@@ -460,6 +462,7 @@ static int batch_numbers(client *c, int first, mm_item *it, size_t n, uint64_t m
 
 /* MOON.MPUTSTART REPLICAS n key size [key size ...] */
 static void mputstart_command(client *c) {
+    if (master_rebuild_refuses(c)) return;
     uint32_t reps;
     if (!strieq_len(c->argv[1].ptr, c->argv[1].len, "replicas")) {
         reply_syntax_error(c);
@@ -625,6 +628,14 @@ static const metrics_field master_metrics[] = {
      "Objects collected by the maxmemory policy."},
     {"evicted_expired_keys", "moonkv_evicted_expired_keys_total", METRIC_COUNTER, NULL,
      "Of those, objects collected because their EX/PX hint passed."},
+    {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
+     "Changes of what nodes hold that the nodes have not taken yet (MOON.HOLDINGS)."},
+    {"rebuild_recovered", "moonkv_rebuild_objects_total", METRIC_COUNTER, "result=\"recovered\"",
+     "Objects of a rebuild after a master restart, by result."},
+    {"rebuild_incomplete", "moonkv_rebuild_objects_total", METRIC_COUNTER, "result=\"incomplete\"",
+     "Objects of a rebuild after a master restart, by result."},
+    {"rebuild_lost", "moonkv_rebuild_objects_total", METRIC_COUNTER, "result=\"lost\"",
+     "Objects of a rebuild after a master restart, by result."},
 };
 
 void master_register_metrics(server *srv) { METRICS_ADD_TABLE(srv, master_metrics); }
@@ -659,6 +670,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "maxmemory_policy", "%s", evict_policy_name((evict_policy)mm_get_config(m->meta)->gc_policy));
     info_field(out, "evicted_keys", "%llu", (unsigned long long)st.evicted_keys);
     info_field(out, "evicted_expired_keys", "%llu", (unsigned long long)st.evicted_expired_keys);
+    info_field(out, "holdings_pending", "%llu", (unsigned long long)st.holdings_pending);
+    master_rebuild_info(m, out);
 }
 
 #define KEY1 1, 1, 1
@@ -686,22 +699,22 @@ static void scan_command(client *c) {
     uint64_t cursor, count = PROTO_SCAN_COUNT_DEFAULT;
     scan_reply sr = {0};
     if (arg_to_u64(&c->argv[1], &cursor) != 0) {
-        reply_fail(c, PROTO_ERR, "invalid cursor");
+        master_reply_fail(c, PROTO_ERR, "invalid cursor");
         return;
     }
     for (int i = 2; i < c->argc; i += 2) {
         const resp_arg *opt = &c->argv[i];
         if (i + 1 >= c->argc) {
-            reply_fail(c, PROTO_ERR, "syntax error");
+            master_reply_fail(c, PROTO_ERR, "syntax error");
             return;
         }
         if (strieq_len(opt->ptr, opt->len, "MATCH")) {
             sr.match = &c->argv[i + 1];
         } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
-            if (arg_u64(c, i + 1, 1, UINT64_MAX >> 1, &count) != 0) return;
+            if (master_arg_u64(c, i + 1, 1, UINT64_MAX >> 1, &count) != 0) return;
             if (count > PROTO_MAX_SCAN_COUNT) count = PROTO_MAX_SCAN_COUNT;
         } else {
-            reply_fail(c, PROTO_ERR, "syntax error");
+            master_reply_fail(c, PROTO_ERR, "syntax error");
             return;
         }
     }
@@ -719,18 +732,13 @@ static const command master_commands[] = {
     {"moon.challenge", challenge_command, 1, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Get a nonce to prove the cluster secret with", ""},
     {"moon.register", register_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
-     "Join a memory node", "proof segment-size addr [addr ...]"},
+     "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
     {"moon.heartbeat", heartbeat_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
     {"moon.copydone", copydone_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Node reports a copy task's outcome", "task-id OK|FAIL"},
     {"moon.leave", leave_command, 2, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Node announces it leaves (drain)", "id"},
-    {"moon.report", report_command, -7, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
-     "Node reports extents it holds (for MOON.REBUILD)",
-     "key size crc obj-offset seg-offset length [...]"},
-    {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
-     "Re-create objects from the reported extents", ""},
     {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
      "Move every object off a node, then drop it", "id"},
     {"moon.suspect", suspect_command, -2, CMD_WRITE | CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",

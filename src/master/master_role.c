@@ -53,16 +53,9 @@ master *master_create(server *srv) {
     return m;
 }
 
-void master_reports_clear(master *m) {
-    for (size_t i = 0; i < m->nreports; i++) free((void *)m->reports[i].key);
-    free(m->reports);
-    m->reports = NULL;
-    m->nreports = m->capreports = m->report_bytes = 0;
-}
-
 void master_destroy(master *m) {
     if (!m) return;
-    master_reports_clear(m);
+    master_rebuild_reset(m);
     resp_buf_free(&m->wire);
     mm_destroy(m->meta);
     free(m);
@@ -71,6 +64,7 @@ void master_destroy(master *m) {
 static void sweep_cb(event_loop *el, void *data) {
     master *m = data;
     mm_sweep(m->meta, wall_ms());
+    master_rebuild_tick(m);
 }
 
 static long long sweep_period_ms(const mkv_config *cfg) {
@@ -129,7 +123,7 @@ static void leadership_changed(event_loop *el, void *data) {
     mm_config mc = meta_config(&m->srv->cfg);
     mm_destroy(m->meta);
     m->meta = mm_create(&mc);
-    master_reports_clear(m);
+    master_rebuild_reset(m);
     if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) log_warning("master: no new capability key");
 }
 
@@ -162,6 +156,7 @@ int master_role_main(server *srv) {
     t_server_register(srv);
     master_register_commands(srv);
     master_register_gateway_commands(srv);
+    master_register_recovery_commands(srv);
     char err[256];
     if (server_listen(srv, err, sizeof err) < 0 || start_ha(m, err, sizeof err) < 0) {
         log_warning("%s", err);

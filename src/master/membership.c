@@ -1,8 +1,12 @@
 /* master/membership.c - memory nodes joining, heartbeating, draining, dying.
  *
- * Ids are handed out once and never reused, so a late message from a node
- * that was declared dead can never be mistaken for its successor's. The
- * table grows with them (up to PROTO_MAX_NODES). */
+ * Nodes live in a growable table indexed by id (up to PROTO_MAX_NODES),
+ * and an id means one node for the cluster's life: a node that had an id
+ * claims it back (after a master restart, a lost connection, or restarted
+ * with --node-id), and new nodes get ids above every id known, claimed or
+ * seen by a claimant; ids are never handed to another node. A late
+ * message from an old node is told apart by its connection (the role
+ * layer's conn_id). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,34 +49,101 @@ static proto_status check_addrs(const char *const *addrs, int naddrs, char *err,
     return PROTO_OK;
 }
 
-proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
-                           int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen) {
-    if (segment_size < MM_MIN_SEGMENT || segment_size > MM_MAX_SEGMENT)
-        return mm_fail(err, errlen, PROTO_ERR, "segment size must be %d bytes to 1PiB",
-                       MM_MIN_SEGMENT);
-    proto_status st = check_addrs(addrs, naddrs, err, errlen);
-    if (st != PROTO_OK) return st;
-    if (m->nnodes >= PROTO_MAX_NODES)
-        return mm_fail(err, errlen, PROTO_ERR, "node limit of %d reached", PROTO_MAX_NODES);
-    seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
-    if (!a) return mm_fail(err, errlen, PROTO_ERR, "cannot manage a segment of that size");
+/* Ids up to id that no node has yet stand in as dead placeholders, so
+ * the table stays dense and a claimed id can be re-created where it was. */
+static int grow_to(master_meta *m, uint32_t id, char *err, size_t errlen) {
+    if (id > PROTO_MAX_NODES) {
+        mm_fail(err, errlen, PROTO_ERR, "node limit of %d reached", PROTO_MAX_NODES);
+        return -1;
+    }
+    if (id <= m->nnodes) return 0;
+    m->nodes = xrealloc(m->nodes, id * sizeof *m->nodes);
+    while (m->nnodes < id) {
+        mm_node *n = xcalloc(1, sizeof *n);
+        n->id = m->nnodes + 1;
+        n->state = NODE_DEAD;
+        snprintf(n->dead_reason, sizeof n->dead_reason, "not registered");
+        snprintf(n->addrs[0], sizeof n->addrs[0], "-");
+        m->nodes[m->nnodes++] = n;
+    }
+    return 0;
+}
 
-    mm_node *n = xcalloc(1, sizeof *n);
-    n->id = m->nnodes + 1;
+/* (Re)start node n as a fresh member with this segment and addresses. */
+static void node_start(master_meta *m, mm_node *n, seg_alloc *a, uint64_t segment_size,
+                       const char *const *addrs, int naddrs, uint64_t instance, uint64_t now_ms) {
+    mm_notes_reset(n);
     n->state = NODE_ALIVE;
     n->segment_size = segment_size;
     n->naddrs = naddrs;
     for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
     n->alloc = a;
+    n->instance = instance;
+    n->joined = 1;
+    n->dead_reason[0] = 0;
+    n->suspect = 0;
     n->registered_ms = n->last_seen_ms = now_ms;
-    m->nodes = xrealloc(m->nodes, (m->nnodes + 1) * sizeof *m->nodes);
-    m->nodes[m->nnodes++] = n;
     m->repair_dirty = 1;   /* room for objects waiting for a replica */
     m->repair_next_ms = 0;
-    *id = n->id;
-    log_notice("node %u joined: %s, segment %llu bytes", n->id, n->addrs[0],
+}
+
+/* How a claim is taken: see mm_reg_kind. */
+static mm_reg_kind claim_kind(const mm_node *n, const mm_node_claim *claim) {
+    if (!claim->id) return MM_REG_NEW;
+    if (!n || !n->joined) return MM_REG_RECLAIMED;
+    if (n->instance == claim->instance)
+        return n->state == NODE_DEAD ? MM_REG_REJOINED : MM_REG_RESUMED;
+    /* Another process: a node restarted as this id (--node-id); one that
+     * claims from memory an id alive in another process is not its owner. */
+    if (claim->restarted || n->state == NODE_DEAD) return MM_REG_REJOINED;
+    return MM_REG_NEW;
+}
+
+/* The id a registration gets, and how. */
+static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t now_ms,
+                            uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
+    if (claim->seen_max > m->id_floor) m->id_floor = claim->seen_max;
+    if (claim->id > m->id_floor) m->id_floor = claim->id;
+    *kind = claim_kind(mm_node_get(m, claim->id), claim);
+    if (*kind != MM_REG_NEW) {
+        *id = claim->id;
+        /* A restarted node process: its bytes went with it. */
+        if (*kind == MM_REG_REJOINED) mm_node_fail(m, *id, "restarted", now_ms);
+        return grow_to(m, *id, err, errlen) ? PROTO_ERR : PROTO_OK;
+    }
+    *id = (m->nnodes > m->id_floor ? m->nnodes : m->id_floor) + 1;
+    return grow_to(m, *id, err, errlen) ? PROTO_ERR : PROTO_OK;
+}
+
+proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uint64_t segment_size,
+                                 const char *const *addrs, int naddrs, uint64_t now_ms,
+                                 uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
+    if (segment_size < MM_MIN_SEGMENT || segment_size > MM_MAX_SEGMENT)
+        return mm_fail(err, errlen, PROTO_ERR, "segment size must be %d bytes to 1PiB",
+                       MM_MIN_SEGMENT);
+    proto_status st = check_addrs(addrs, naddrs, err, errlen);
+    if (st == PROTO_OK) st = pick_id(m, claim, now_ms, id, kind, err, errlen);
+    if (st != PROTO_OK) return st;
+    mm_node *n = mm_node_get(m, *id);
+    if (*kind == MM_REG_RESUMED) {
+        n->last_seen_ms = now_ms;
+        log_notice("node %u is back on a new connection", n->id);
+        return PROTO_OK;
+    }
+    seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
+    if (!a) return mm_fail(err, errlen, PROTO_ERR, "cannot manage a segment of that size");
+    node_start(m, n, a, segment_size, addrs, naddrs, claim->instance, now_ms);
+    log_notice("node %u %s: %s, segment %llu bytes", n->id,
+               *kind == MM_REG_NEW ? "joined" : "joined again", n->addrs[0],
                (unsigned long long)segment_size);
     return PROTO_OK;
+}
+
+proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
+                           int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen) {
+    mm_node_claim none = {0};
+    mm_reg_kind kind;
+    return mm_node_register_as(m, &none, segment_size, addrs, naddrs, now_ms, id, &kind, err, errlen);
 }
 
 /* The node must exist and still be a member. */
@@ -143,6 +214,7 @@ void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_
     mm_forget_held_on(m, id);
     seg_alloc_destroy(n->alloc);
     n->alloc = NULL;
+    mm_notes_reset(n);
     m->repair_dirty = 1;
     m->repair_next_ms = 0;
 }
@@ -165,6 +237,11 @@ int mm_check_nodes(master_meta *m, uint64_t now_ms) {
         if (n->suspect && now_ms >= n->suspect_until_ms) {
             n->suspect = 0;
             if (n->state != NODE_DEAD) log_notice("node %u no longer suspect", n->id);
+        }
+        if (n->state != NODE_DEAD && n->notes_overflow) {
+            mm_node_fail(m, n->id, "holdings not taken", now_ms);
+            failed++;
+            continue;
         }
         if (n->state == NODE_DEAD || now_ms < n->last_seen_ms + m->cfg.node_timeout_ms) continue;
         mm_node_fail(m, n->id, "heartbeat timeout", now_ms);

@@ -57,6 +57,7 @@ void mm_destroy(master_meta *m) {
     objtable_destroy(m->objs);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         seg_alloc_destroy(m->nodes[i]->alloc);
+        mm_notes_reset(m->nodes[i]);
         free(m->nodes[i]);
     }
     free(m->nodes);
@@ -96,6 +97,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
         else if (n->state == NODE_DRAINING) st->nodes_draining++;
         else st->nodes_dead++;
         if (n->suspect && n->state != NODE_DEAD) st->nodes_suspect++;
+        st->holdings_pending += n->notes_n;
         if (n->alloc) {
             seg_alloc_stats as;
             seg_alloc_get_stats(n->alloc, &as);

@@ -30,6 +30,18 @@
 
 typedef enum mm_node_state { NODE_ALIVE = 0, NODE_DRAINING, NODE_DEAD } mm_node_state;
 
+/* A change of what a node holds (holdings.c), for the node's index:
+ * it holds part of replica `rep` of the object key (size, crc), or
+ * (drop) it no longer holds anything of key. */
+typedef struct mm_note {
+    int drop;
+    char *key;
+    size_t keylen;
+    uint64_t size;
+    uint32_t crc, want;           /* want: the object's replica count */
+    obj_replica rep;              /* every extent of the replica, any node */
+} mm_note;
+
 typedef struct mm_node {
     uint32_t id;                  /* 1-based; 0 is the standalone segment */
     mm_node_state state;
@@ -45,6 +57,14 @@ typedef struct mm_node {
      * it until suspect_until_ms, while the heartbeat decides if it died. */
     int suspect;
     uint64_t suspect_until_ms;
+    uint64_t instance;            /* the node process's token: a restart has a new one */
+    int joined;                   /* 0: a placeholder for an id nobody claimed yet */
+    /* Notes not yet acknowledged by the node (holdings.c): notes[head..head+n),
+     * the first numbered notes_seq. */
+    mm_note *notes;
+    size_t notes_head, notes_n, notes_cap;
+    uint64_t notes_seq;
+    int notes_overflow;           /* it stopped taking them: fail it */
 } mm_node;
 
 typedef struct mm_config {
@@ -92,6 +112,7 @@ typedef struct mm_stats {
     double fragmentation_max;     /* the worst node's 1 - largest_free/free */
     uint64_t evicted_keys;        /* collected by garbage collection */
     uint64_t evicted_expired_keys;/* of which their expiry hint had passed */
+    uint64_t holdings_pending;    /* notes the nodes have not acknowledged yet */
 } mm_stats;
 
 typedef struct master_meta master_meta;
@@ -118,6 +139,37 @@ const mm_config *mm_get_config(const master_meta *m);
 /* ---- nodes (membership.c) ---- */
 proto_status mm_node_register(master_meta *m, uint64_t segment_size, const char *const *addrs,
                            int naddrs, uint64_t now_ms, uint32_t *id, char *err, size_t errlen);
+/* What a node says about itself when it registers. */
+typedef struct mm_node_claim {
+    uint32_t id;                  /* the id it had (0: none, a new node) */
+    uint64_t instance;            /* its process's token */
+    uint32_t seen_max;            /* the highest node id it has seen */
+    int restarted;                /* a new process taking its id over (--node-id) */
+} mm_node_claim;
+/* Outcome of a registration. */
+typedef enum mm_reg_kind {
+    MM_REG_NEW = 0,               /* a fresh id for a new node: it holds nothing */
+    MM_REG_RESUMED,               /* the same process again (lost connection): kept as is */
+    MM_REG_REJOINED,              /* its id again, but we dropped what it held (it died or
+                                     restarted): it must forget its index */
+    MM_REG_RECLAIMED              /* an id this master never knew (it restarted): report */
+} mm_reg_kind;
+/* Register with a claim. A claimed id is given back to its node: one this
+ * master never knew (it restarted) is created (RECLAIMED); one it saw die
+ * is started afresh (REJOINED), as is a live one with another instance
+ * (the node process restarted), which fails first, dropping its replicas.
+ * New nodes get ids above every id known, claimed or seen, so an id is
+ * never handed to a node while another may still claim it. */
+proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uint64_t segment_size,
+                                 const char *const *addrs, int naddrs, uint64_t now_ms,
+                                 uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen);
+/* Notes for node id from sequence number ack on (the ones before are
+ * acknowledged and freed): up to max into out, valid until the next
+ * call; *next_seq is the number to acknowledge them with. */
+size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, const mm_note **out, size_t max,
+                        uint64_t *next_seq);
+/* Tell node id it holds nothing of key (e.g. a refused report). */
+void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen);
 proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
                             char *err, size_t errlen);
 /* Stop placing on the node and move its objects away (MOON.DRAIN, LEAVE). */
@@ -233,6 +285,7 @@ typedef struct mm_report {
     size_t keylen;
     uint64_t size;
     uint32_t crc;
+    uint32_t want;                /* replica count the object was put with */
     uint64_t obj_off;
     uint64_t seg_off, length;
 } mm_report;
@@ -240,13 +293,21 @@ typedef struct mm_report {
 typedef struct mm_rebuild_stats {
     uint64_t objects, replicas, extents;   /* accepted */
     uint64_t extents_rejected;             /* bad, overlapping, or part of no whole replica */
+    uint64_t keys_incomplete;              /* keys with no whole replica: dropped */
+    uint64_t keys_refused;                 /* whole replicas, none claimable (overlap, node) */
 } mm_rebuild_stats;
+
+/* Told about each refused extent (e.g. so its node forgets the key). */
+typedef void mm_rebuild_refused_fn(const mm_report *r, void *ctx);
 
 /* Re-create COMPLETE objects from reports of any number of nodes: the
  * extents of each key are chained into whole replicas (distinct nodes,
- * contiguous object ranges) and claimed with seg_alloc_reserve_at. */
+ * contiguous object ranges), then each whole replica claims its space
+ * (seg_alloc_reserve_at). Keys already present are left alone; what is
+ * refused never blocks another key (only whole replicas that overlap
+ * compete), and the same reports again add nothing. fn may be NULL. */
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
-                mm_rebuild_stats *st);
+                mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);
 
 /* ---- observability ---- */
 void mm_get_stats(master_meta *m, mm_stats *st);

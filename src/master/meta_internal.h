@@ -45,6 +45,7 @@ struct master_meta {
     uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
     evictor gc;                 /* policy EVICT_NONE unless configured */
     uint64_t suspicions;
+    uint32_t id_floor;          /* ids up to here may still be claimed: never new */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -95,6 +96,13 @@ mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until
 int mm_replica_on_node(const obj_replica *r, uint32_t node);
 /* Every object, collected first so callers may delete while walking. */
 object **mm_all_objects(master_meta *m, size_t *n);
+
+/* holdings.c */
+/* Tell the nodes of replica r of COMPLETE o that they hold it (drop = 0)
+ * or no longer do; of every replica of o. */
+void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int drop);
+void mm_note_object(master_meta *m, const object *o, int drop);
+void mm_notes_reset(mm_node *n);
 
 /* repair.c */
 /* Fewer replicas wholly on alive nodes than the object wants. */

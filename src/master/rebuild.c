@@ -3,8 +3,11 @@
  * After a master restart the nodes are the truth: each reports the
  * extents it holds (key, object size and checksum, which object bytes,
  * where in its segment). Extents of one key are chained in object order
- * into whole replicas; what forms no whole replica, overlaps another
- * claim or lies outside a segment is refused and its space stays free. */
+ * into replicas first, touching no space; only replicas that came out
+ * whole then claim their space. So what forms no whole replica never
+ * blocks another key's extents (only whole replicas that overlap each
+ * other compete, the first one visited wins), and the same reports a
+ * second time add nothing. Refused extents leave their space free. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,24 +16,69 @@
 
 /* Replicas being assembled for one key: end = object bytes covered so far. */
 typedef struct partial {
-    obj_replica r;
+    const mm_report *ext[PROTO_MAX_EXTENTS];
+    uint32_t n;
     uint64_t end;
 } partial;
 
 #define MM_MAX_PARTIALS (2 * PROTO_MAX_REPLICAS)
 
-static int by_key_then_offset(const void *a, const void *b) {
-    const mm_report *x = *(const mm_report *const *)a, *y = *(const mm_report *const *)b;
+static int key_cmp(const mm_report *x, const mm_report *y) {
     size_t n = x->keylen < y->keylen ? x->keylen : y->keylen;
     int c = memcmp(x->key, y->key, n);
     if (c) return c;
-    if (x->keylen != y->keylen) return x->keylen < y->keylen ? -1 : 1;
-    if (x->obj_off != y->obj_off) return x->obj_off < y->obj_off ? -1 : 1;
-    return x->node < y->node ? -1 : x->node > y->node;
+    return x->keylen < y->keylen ? -1 : x->keylen > y->keylen;
 }
 
-static int same_key(const mm_report *a, const mm_report *b) {
-    return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
+/* Within one key: object order, then a fixed order for ties. */
+static int by_offset(const void *a, const void *b) {
+    const mm_report *x = *(const mm_report *const *)a, *y = *(const mm_report *const *)b;
+    if (x->obj_off != y->obj_off) return x->obj_off < y->obj_off ? -1 : 1;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->seg_off != y->seg_off) return x->seg_off < y->seg_off ? -1 : 1;
+    return x->length < y->length ? -1 : x->length > y->length;
+}
+
+/* Reports grouped by key (a hash table of first occurrences, then a
+ * counting sort), each group in object order: linear in the reports,
+ * where sorting them all by key was the rebuild's largest cost. */
+static const mm_report **group_by_key(const mm_report *r, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    uint32_t *slot = xmalloc(cap * sizeof *slot);   /* group + 1, 0 = empty */
+    memset(slot, 0, cap * sizeof *slot);
+    uint32_t *group = xmalloc((n ? n : 1) * sizeof *group), ngroups = 0;
+    size_t *first = xmalloc((n ? n : 1) * sizeof *first);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = 1469598103934665603ULL;   /* FNV-1a: keys come from authenticated nodes */
+        for (size_t k = 0; k < r[i].keylen; k++) h = (h ^ ((const uint8_t *)r[i].key)[k]) * 1099511628211ULL;
+        size_t at = (size_t)h & (cap - 1);
+        while (slot[at] && key_cmp(&r[first[slot[at] - 1]], &r[i]) != 0) at = (at + 1) & (cap - 1);
+        if (!slot[at]) {
+            first[ngroups] = i;
+            slot[at] = ++ngroups;
+        }
+        group[i] = slot[at] - 1;
+    }
+    size_t *start = xcalloc((size_t)ngroups + 1, sizeof *start);
+    for (size_t i = 0; i < n; i++) start[group[i] + 1]++;
+    for (uint32_t g = 0; g < ngroups; g++) start[g + 1] += start[g];
+    const mm_report **v = xcalloc(n ? n : 1, sizeof *v);
+    for (size_t i = 0; i < n; i++) v[start[group[i]]++] = &r[i];
+    /* start[g] is now where group g ends, that is where g + 1 begins */
+    for (size_t g = 0, b = 0; g < ngroups; b = start[g], g++)
+        if (start[g] - b > 1) qsort(v + b, start[g] - b, sizeof *v, by_offset);
+    free(start);
+    free(first);
+    free(group);
+    free(slot);
+    return v;
+}
+
+static int on_node(const partial *p, uint32_t node) {
+    for (uint32_t i = 0; i < p->n; i++)
+        if (p->ext[i]->node == node) return 1;
+    return 0;
 }
 
 /* The partial replica r continues, or NULL: one ending at r's offset,
@@ -38,16 +86,16 @@ static int same_key(const mm_report *a, const mm_report *b) {
 static partial *continue_of(partial *p, uint32_t np, const mm_report *r) {
     partial *any = NULL;
     for (uint32_t i = 0; i < np; i++) {
-        if (p[i].end != r->obj_off || p[i].r.nextents == 0) continue;
-        if (mm_replica_on_node(&p[i].r, r->node)) return &p[i];
+        if (p[i].end != r->obj_off || p[i].n == 0 || p[i].n == PROTO_MAX_EXTENTS) continue;
+        if (on_node(&p[i], r->node)) return &p[i];
         if (!any) any = &p[i];
     }
     return any;
 }
 
-/* Claim r's range and chain it; 0 if accepted. */
-static int accept_extent(master_meta *m, partial *p, uint32_t *np, const mm_report *r,
-                         const mm_report *first) {
+/* Chain r into a partial replica (no space is touched); 0 if it fits one. */
+static int chain_extent(master_meta *m, partial *p, uint32_t *np, const mm_report *r,
+                        const mm_report *first) {
     mm_node *node = mm_node_get(m, r->node);
     if (!node || !node->alloc || r->size != first->size || r->crc != first->crc) return -1;
     if (r->length == 0 || r->obj_off >= r->size || r->length > r->size - r->obj_off) return -1;
@@ -56,72 +104,110 @@ static int accept_extent(master_meta *m, partial *p, uint32_t *np, const mm_repo
         if (r->obj_off != 0 || *np == MM_MAX_PARTIALS) return -1;
         to = &p[(*np)++];
     }
-    if (seg_alloc_reserve_at(node->alloc, r->seg_off, r->length) != ALLOC_OK) {
-        if (to->r.nextents == 0) (*np)--;
-        return -1;
-    }
-    obj_extent e = {r->node, r->seg_off, r->length};
-    to->r.extents = xrealloc(to->r.extents, (to->r.nextents + 1) * sizeof e);
-    to->r.extents[to->r.nextents++] = e;
+    to->ext[to->n++] = r;
     to->end += r->length;
     return 0;
 }
 
-/* Turn the whole replicas of one key into a COMPLETE object; give back
- * the extents of the rest. */
+static void release_claimed(master_meta *m, const obj_replica *r) {
+    for (uint32_t k = 0; k < r->nextents; k++) {
+        const obj_extent *e = &r->extents[k];
+        seg_alloc_release(mm_node_get(m, e->node)->alloc, e->offset, e->length);
+    }
+}
+
+/* Claim a whole replica's space; 0 with rep filled, or -1 (nothing held). */
+static int claim_replica(master_meta *m, const partial *p, obj_replica *rep) {
+    rep->extents = xcalloc(p->n, sizeof *rep->extents);
+    rep->nextents = 0;
+    for (uint32_t k = 0; k < p->n; k++) {
+        const mm_report *r = p->ext[k];
+        if (seg_alloc_reserve_at(mm_node_get(m, r->node)->alloc, r->seg_off, r->length) != ALLOC_OK) {
+            release_claimed(m, rep);
+            mm_replica_clear(rep);
+            return -1;
+        }
+        rep->extents[rep->nextents++] = (obj_extent){r->node, r->seg_off, r->length};
+    }
+    return 0;
+}
+
+/* No node may hold parts of two replicas of one object. */
+static int shares_node(const obj_replica *whole, uint32_t nwhole, const partial *p) {
+    for (uint32_t i = 0; i < nwhole; i++)
+        for (uint32_t k = 0; k < p->n; k++)
+            if (mm_replica_on_node(&whole[i], p->ext[k]->node)) return 1;
+    return 0;
+}
+
+static void refuse(mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx, const mm_report *r) {
+    st->extents_rejected++;
+    if (fn) fn(r, ctx);
+}
+
+/* Turn the whole replicas of one key into a COMPLETE object. */
 static void commit_key(master_meta *m, const mm_report *first, partial *p, uint32_t np,
-                       uint64_t now_ms, mm_rebuild_stats *st) {
+                       uint64_t now_ms, mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     obj_replica whole[PROTO_MAX_REPLICAS];
-    uint32_t nwhole = 0;
+    uint32_t nwhole = 0, want = 0, any_whole = 0;
     for (uint32_t i = 0; i < np; i++) {
-        if (p[i].end == first->size && nwhole < PROTO_MAX_REPLICAS) {
-            whole[nwhole++] = p[i].r;
+        int ok = p[i].end == first->size;
+        any_whole |= ok;
+        ok = ok && nwhole < PROTO_MAX_REPLICAS && !shares_node(whole, nwhole, &p[i]) &&
+             claim_replica(m, &p[i], &whole[nwhole]) == 0;
+        if (ok) {
+            nwhole++;
+            st->extents += p[i].n;
+            for (uint32_t k = 0; k < p[i].n; k++)
+                if (p[i].ext[k]->want > want) want = p[i].ext[k]->want;
             continue;
         }
-        for (uint32_t k = 0; k < p[i].r.nextents; k++) {
-            const obj_extent *e = &p[i].r.extents[k];
-            seg_alloc_release(mm_node_get(m, e->node)->alloc, e->offset, e->length);
-        }
-        st->extents_rejected += p[i].r.nextents;
-        st->extents -= p[i].r.nextents;
+        for (uint32_t k = 0; k < p[i].n; k++) refuse(st, fn, ctx, p[i].ext[k]);
     }
-    if (nwhole) {
-        int existed = 0;
-        object *o = objtable_insert(m->objs, first->key, first->keylen, &existed);
-        o->size = first->size;
-        o->crc = first->crc;
-        o->state = OBJ_COMPLETE;
-        o->created_ms = now_ms;
-        object_set_replicas(o, whole, nwhole);
-        mm_obj_new(m, o, nwhole, now_ms);
-        st->objects++;
-        st->replicas += nwhole;
+    if (nwhole == 0) {
+        if (any_whole) st->keys_refused++;
+        else st->keys_incomplete++;
+        return;
     }
-    for (uint32_t i = 0; i < np; i++) mm_replica_clear(&p[i].r);
+    int existed = 0;
+    object *o = objtable_insert(m->objs, first->key, first->keylen, &existed);
+    o->size = first->size;
+    o->crc = first->crc;
+    o->created_ms = o->atime_ms = now_ms;
+    object_set_replicas(o, whole, nwhole);
+    objtable_set_state(m->objs, o, OBJ_COMPLETE);
+    if (want < nwhole) want = nwhole;
+    if (want > PROTO_MAX_REPLICAS) want = PROTO_MAX_REPLICAS;
+    mm_obj_new(m, o, want, 0);
+    st->objects++;
+    st->replicas += nwhole;
+    for (uint32_t i = 0; i < nwhole; i++) mm_replica_clear(&whole[i]);
+}
+
+static int usable_key(master_meta *m, const mm_report *first) {
+    return first->keylen > 0 && first->keylen <= PROTO_MAX_KEY_LEN && first->size > 0 &&
+           !mm_find(m, first->key, first->keylen);
 }
 
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
-                mm_rebuild_stats *st) {
+                mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     memset(st, 0, sizeof *st);
-    const mm_report **v = xcalloc(n ? n : 1, sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = &reports[i];
-    qsort(v, n, sizeof *v, by_key_then_offset);
+    const mm_report **v = group_by_key(reports, n);
+    partial *p = xcalloc(MM_MAX_PARTIALS, sizeof *p);
     for (size_t i = 0; i < n;) {
         size_t end = i + 1;
-        while (end < n && same_key(v[i], v[end])) end++;
+        while (end < n && key_cmp(v[i], v[end]) == 0) end++;
         const mm_report *first = v[i];
-        int usable = first->keylen > 0 && first->keylen <= PROTO_MAX_KEY_LEN && first->size > 0 &&
-                     !mm_find(m, first->key, first->keylen);
-        partial p[MM_MAX_PARTIALS];
-        memset(p, 0, sizeof p);
+        int usable = usable_key(m, first);
         uint32_t np = 0;
-        for (size_t k = i; k < end; k++) {
-            if (usable && accept_extent(m, p, &np, v[k], first) == 0) st->extents++;
-            else st->extents_rejected++;
-        }
-        commit_key(m, first, p, np, now_ms, st);
+        for (size_t k = i; k < end; k++)
+            if (!usable || chain_extent(m, p, &np, v[k], first) != 0) refuse(st, fn, ctx, v[k]);
+        if (usable) commit_key(m, first, p, np, now_ms, st, fn, ctx);
+        for (uint32_t k = 0; k < np; k++) p[k].n = 0, p[k].end = 0;
         i = end;
     }
+    free(p);
     free(v);
     m->repair_dirty = 1;
+    m->repair_next_ms = 0;
 }

@@ -170,6 +170,7 @@ static void trim(master_meta *m, object *o, uint64_t now_ms) {
 static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
     mm_add_replica(m, o, &j->rep);
+    mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
     mm_obj_of(o)->job = NULL;
     m->njobs--;
     job_free(j);

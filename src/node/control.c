@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/log.h"
+#include "core/siphash.h"
 #include "core/util.h"
 #include "etcd/etcd.h"
 #include "node/copier.h"
 #include "node/reply.h"
+#include "proto/limits.h"
 #include "proto/master_link.h"
 #include "proto/register.h"
 #include "proto/status.h"
@@ -22,12 +25,21 @@
  * registration: be patient with a master that stalls (a huge request,
  * a sanitizer build) rather than quick to re-register. */
 #define CTL_IO_TIMEOUT_MS   5000
-#define CTL_RETRY_MIN_MS    200    /* between attempts to join, doubling */
-#define CTL_RETRY_MAX_MS    5000
+#define CTL_RETRY_MIN_MS    100    /* between attempts to join, doubling */
+/* Capped low: after a master restart every node should be back (and
+ * reporting) well within the master's rebuild window. */
+#define CTL_RETRY_MAX_MS    1000
 #define CTL_ETCD_RETRY_MS   100    /* with etcd: a new leader is expected within a lease */
 #define CTL_ETCD_TIMEOUT_MS 1000
 #define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
 #define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
+/* MOON.HOLDINGS: a completed put is known here (and so survives a master
+ * restart) within about this long. */
+#define CTL_HOLDINGS_MS     100
+#define CTL_HOLDINGS_ROUNDS 64     /* full batches taken in one go */
+#define CTL_HOLDINGS_MAX    4096   /* notes per reply (the master's MASTER_MAX_HOLDINGS) */
+#define CTL_REPORT_BATCH    4096   /* extents per MOON.REPORT */
+#define CTL_MAX_PEERS       1024
 
 typedef struct task_result {
     uint64_t gen, id;
@@ -52,6 +64,14 @@ struct node_control {
     char host[CONFIG_STR_MAX];
     int port;
     etcd_client *etcd;          /* --etcd: the master is whoever leads */
+    /* Identity across registrations: the id we had (claimed back), this
+     * process's token, and the members we last saw (for MOON.REPORTDONE). */
+    uint32_t claim_id;
+    char instance_hex[17];
+    uint32_t seen_max;
+    uint32_t peers[CTL_MAX_PEERS];
+    int npeers;
+    uint64_t holdings_ack, next_pull_ms;
 };
 
 /* ---- helpers ---- */
@@ -123,6 +143,138 @@ static redisReply *master_cmd(node_control *c, const char *fmt, ...) {
     return r;
 }
 
+/* ---- the index: holdings in, reports out ---- */
+
+static uint32_t my_id(node_control *c);
+static void node_dead(node_control *c, const char *msg);
+static int is_nodedead(const redisReply *r);
+
+/* [key, size, crc, want, [[node, offset, length] ...]] or [key] (drop). */
+static int apply_note(node_control *c, const redisReply *r, uint32_t self) {
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && r->elements != 5)) return -1;
+    const redisReply *key = r->element[0];
+    if (key->type != REDIS_REPLY_STRING || key->len == 0 || key->len > PROTO_MAX_KEY_LEN) return -1;
+    if (r->elements == 1) {
+        node_index_drop(c->n->index, key->str, key->len);
+        return 0;
+    }
+    const redisReply *ext = r->element[4];
+    if (!reply_int_in(r->element[1], 1, (long long)PROTO_MAX_SEGMENT) ||
+        !reply_int_in(r->element[2], 0, UINT32_MAX) ||
+        !reply_int_in(r->element[3], 0, PROTO_MAX_REPLICAS) || ext->type != REDIS_REPLY_ARRAY ||
+        ext->elements == 0 || ext->elements > PROTO_MAX_EXTENTS)
+        return -1;
+    obj_replica rep = {(uint32_t)ext->elements, xcalloc(ext->elements, sizeof(obj_extent))};
+    int ok = 1;
+    for (size_t i = 0; i < ext->elements && ok; i++) {
+        const redisReply *e = ext->element[i];
+        ok = e->type == REDIS_REPLY_ARRAY && e->elements == 3 &&
+             reply_int_in(e->element[0], 1, UINT32_MAX) &&
+             reply_int_in(e->element[1], 0, (long long)PROTO_MAX_SEGMENT) &&
+             reply_int_in(e->element[2], 1, (long long)PROTO_MAX_SEGMENT);
+        if (ok) rep.extents[i] = (obj_extent){(uint32_t)e->element[0]->integer,
+                                              (uint64_t)e->element[1]->integer,
+                                              (uint64_t)e->element[2]->integer};
+    }
+    if (ok) node_index_hold(c->n->index, key->str, key->len, (uint64_t)r->element[1]->integer,
+                            (uint32_t)r->element[2]->integer, (uint32_t)r->element[3]->integer,
+                            &rep, self);
+    free(rep.extents);
+    return ok ? 0 : -1;
+}
+
+/* One MOON.HOLDINGS round: 1 if the reply was full (more may wait). */
+static int pull_once(node_control *c, uint32_t self) {
+    redisReply *r = master_cmd(c, "MOON.HOLDINGS %u %llu", self, (unsigned long long)c->holdings_ack);
+    if (!r) return 0;
+    int more = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
+        r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements <= CTL_HOLDINGS_MAX) {
+        const redisReply *notes = r->element[1];
+        size_t bad = 0;
+        for (size_t i = 0; i < notes->elements; i++) bad += apply_note(c, notes->element[i], self) != 0;
+        if (bad) log_warning("node: %zu malformed holdings from the master", bad);
+        c->holdings_ack = (uint64_t)r->element[0]->integer;
+        more = notes->elements == CTL_HOLDINGS_MAX;
+    } else if (is_nodedead(r)) {
+        node_dead(c, r->str);
+    } else {
+        log_info("node: MOON.HOLDINGS: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    }
+    freeReplyObject(r);
+    return more;
+}
+
+static void pull_holdings(node_control *c) {
+    uint32_t self = my_id(c);
+    for (int i = 0; i < CTL_HOLDINGS_ROUNDS && c->rc && pull_once(c, self); i++) {}
+}
+
+/* The numbers of one report group, formatted into num (6 slots of 24). */
+static void report_args(const node_index_extent *e, const char **argv, size_t *lens, char *num) {
+    const unsigned long long v[6] = {e->size, e->crc, e->want, e->obj_off, e->seg_off, e->length};
+    argv[0] = e->key;
+    lens[0] = e->keylen;
+    for (int k = 0; k < 6; k++) {
+        argv[1 + k] = num + 24 * k;
+        lens[1 + k] = (size_t)snprintf(num + 24 * k, 24, "%llu", v[k]);
+    }
+}
+
+/* A reply that is not an error, or -1 after dropping the connection. */
+static int send_checked(node_control *c, int argc, const char **argv, const size_t *lens) {
+    redisReply *r = master_cmd_argv(c, argc, argv, lens);
+    if (!r) return -1;
+    int bad = r->type == REDIS_REPLY_ERROR;
+    if (bad) log_warning("node: %s refused: %s", argv[0], r->str);
+    freeReplyObject(r);
+    if (bad) disconnect(c);
+    return bad ? -1 : 0;
+}
+
+/* MOON.REPORTDONE naming the other members we last saw. */
+static int report_done(node_control *c, uint32_t self) {
+    const char *argv[1 + CTL_MAX_PEERS];
+    size_t lens[1 + CTL_MAX_PEERS];
+    char ids[CTL_MAX_PEERS][12];
+    int argc = 1;
+    argv[0] = "MOON.REPORTDONE";
+    lens[0] = strlen(argv[0]);
+    for (int i = 0; i < c->npeers; i++) {
+        if (c->peers[i] == self) continue;
+        lens[argc] = (size_t)snprintf(ids[i], sizeof ids[i], "%u", c->peers[i]);
+        argv[argc++] = ids[i];
+    }
+    return send_checked(c, argc, argv, lens);
+}
+
+/* Everything the index holds, in MOON.REPORT batches, then REPORTDONE. */
+static int report_index(node_control *c) {
+    enum { FIELDS = 7 };
+    node_index_extent *batch = xmalloc(CTL_REPORT_BATCH * sizeof *batch);
+    const char **argv = xmalloc((1 + FIELDS * CTL_REPORT_BATCH) * sizeof *argv);
+    size_t *lens = xmalloc((1 + FIELDS * CTL_REPORT_BATCH) * sizeof *lens);
+    char *num = xmalloc((size_t)CTL_REPORT_BATCH * 6 * 24);
+    uint64_t cursor = 0, total = 0;
+    int rc = 0;
+    argv[0] = "MOON.REPORT";
+    lens[0] = strlen(argv[0]);
+    do {
+        size_t n = node_index_report(c->n->index, &cursor, batch, CTL_REPORT_BATCH);
+        for (size_t i = 0; i < n; i++)
+            report_args(&batch[i], argv + 1 + FIELDS * i, lens + 1 + FIELDS * i, num + 6 * 24 * i);
+        if (n) rc = send_checked(c, 1 + FIELDS * (int)n, argv, lens);
+        total += n;
+    } while (cursor && rc == 0);
+    free(num);
+    free(lens);
+    free(argv);
+    free(batch);
+    if (rc == 0) rc = report_done(c, my_id(c));
+    if (rc == 0) log_notice("node: reported %llu extents to the master", (unsigned long long)total);
+    return rc;
+}
+
 /* ---- registration ---- */
 
 /* CHALLENGE, REGISTER; on success the data plane serves as the new id. */
@@ -150,21 +302,28 @@ static int do_register(node_control *c) {
     hex_encode(proof, sizeof proof, proof_hex);
     snprintf(seg, sizeof seg, "%llu", (unsigned long long)n->seg.size);
 
-    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN], claim[16], seen[16];
     int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
-    const char *argv[3 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
-    size_t lens[3 + TE_MAX_PATHS] = {13, 2 * PROTO_PROOF_LEN, strlen(seg)};
-    for (int i = 0; i < naddrs; i++) {
-        argv[3 + i] = addrs[i];
-        lens[3 + i] = strlen(addrs[i]);
-    }
-    r = master_cmd_argv(c, 3 + naddrs, argv, lens);
+    const char *argv[9 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
+    int argc = 3;
+    for (int i = 0; i < naddrs; i++) argv[argc++] = addrs[i];
+    /* Who we were: our id (claimed back), this process, the highest id seen. */
+    snprintf(claim, sizeof claim, "%u", c->claim_id);
+    snprintf(seen, sizeof seen, "%u", c->seen_max);
+    /* --node-id: this new process takes its id over; later, the id is ours */
+    if (c->claim_id) argv[argc++] = c->gen ? "ID" : "CLAIM", argv[argc++] = claim;
+    argv[argc++] = "INSTANCE", argv[argc++] = c->instance_hex;
+    argv[argc++] = "SEEN", argv[argc++] = seen;
+    size_t lens[9 + TE_MAX_PATHS];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    r = master_cmd_argv(c, argc, argv, lens);
     if (!r) return -1;
     uint8_t key[TE_CAP_KEY_LEN];
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
              reply_int_in(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
              hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
-             reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX);
+             reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX) &&
+             reply_int_in(r->element[4], 0, 2);
     if (!ok) {
         log_warning("node: registration refused: %s",
                     r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
@@ -175,6 +334,7 @@ static int do_register(node_control *c) {
     uint32_t id = (uint32_t)r->element[0]->integer;
     uint64_t term = (uint64_t)r->element[3]->integer;
     c->heartbeat_ms = (int)r->element[2]->integer;
+    int report = (int)r->element[4]->integer;
     freeReplyObject(r);
     /* With etcd terms only grow: a master of an older one was deposed
      * (and is not to be served), whatever it still believes. */
@@ -196,6 +356,9 @@ static int do_register(node_control *c) {
     c->term = term;
     c->leave_sent = 0;
     c->next_refresh_ms = 0;
+    c->claim_id = id;
+    c->holdings_ack = 0;   /* the master resends what we did not acknowledge */
+    c->next_pull_ms = 0;
     pthread_mutex_lock(&n->mu);
     n->status.id = id;
     n->status.registrations++;
@@ -204,6 +367,10 @@ static int do_register(node_control *c) {
     pthread_mutex_unlock(&n->mu);
     log_notice("node: registered as node %u with the master %s:%d (heartbeat %d ms)", id, c->host,
                c->port, c->heartbeat_ms);
+    /* 1: a master that lost its table wants our index; 2: one that
+     * dropped what we held (we were declared dead) wants it forgotten. */
+    if (report == 2) node_index_clear(n->index);
+    if (report == 1 && report_index(c) != 0) return -1;
     return 0;
 }
 
@@ -295,7 +462,8 @@ static uint32_t my_id(node_control *c) {
     return id;
 }
 
-static void heartbeat(node_control *c) {
+/* 1 if the reply carried a full load of tasks: more are waiting. */
+static int heartbeat(node_control *c) {
     node *n = c->n;
     /* Clients write with the master's caps, so only the master knows what
      * is allocated here: we echo its last figure. */
@@ -303,7 +471,8 @@ static void heartbeat(node_control *c) {
     uint64_t used = n->status.master_used;
     pthread_mutex_unlock(&n->mu);
     redisReply *r = master_cmd(c, "MOON.HEARTBEAT %u %llu", my_id(c), (unsigned long long)used);
-    if (!r) return;
+    if (!r) return 0;
+    int full = r->type == REDIS_REPLY_ARRAY && r->elements == PROTO_MAX_TASKS;
     pthread_mutex_lock(&n->mu);
     if (r->type == REDIS_REPLY_ARRAY) n->status.heartbeats++;
     else n->status.heartbeat_errors++;
@@ -316,6 +485,7 @@ static void heartbeat(node_control *c) {
     }
     else log_warning("node: heartbeat refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     freeReplyObject(r);
+    return full;
 }
 
 static void send_leave(node_control *c) {
@@ -339,17 +509,21 @@ static void refresh_view(node_control *c) {
     redisReply *r = master_cmd(c, "MOON.NODES");
     if (!r) return;
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        c->npeers = 0;
         for (const char *line = r->str; line && *line;) {
             unsigned lid;
             char state[16];
             unsigned long long seg, used;
-            if (sscanf(line, "%u %*s %15s %llu %llu", &lid, state, &seg, &used) == 4 && lid == id) {
+            int ok = sscanf(line, "%u %*s %15s %llu %llu", &lid, state, &seg, &used) == 4;
+            if (ok && lid > c->seen_max) c->seen_max = lid;
+            /* Members a restarted master should wait for. */
+            if (ok && strcmp(state, "dead") != 0 && c->npeers < CTL_MAX_PEERS) c->peers[c->npeers++] = lid;
+            if (ok && lid == id) {
                 pthread_mutex_lock(&c->n->mu);
                 memcpy(c->n->status.master_state, state, sizeof state);
                 c->n->status.master_segment = seg;
                 c->n->status.master_used = used;
                 pthread_mutex_unlock(&c->n->mu);
-                break;
             }
             line = strchr(line, '\n');
             if (line) line++;
@@ -404,19 +578,24 @@ static void *control_main(void *arg) {
         if (c->rc && leaving && !c->leave_sent) send_leave(c);
         uint64_t now = mono_ms();
         if (c->rc && now >= next_beat) {
-            heartbeat(c);
-            next_beat = now + (uint64_t)c->heartbeat_ms;
+            /* a full load of copy tasks (re-replication): ask for more at once */
+            next_beat = heartbeat(c) ? now : now + (uint64_t)c->heartbeat_ms;
         }
         if (c->rc && now >= c->next_refresh_ms) {
             refresh_view(c);
             c->next_refresh_ms = now + CTL_REFRESH_MS;
+        }
+        if (c->rc && now >= c->next_pull_ms) {
+            pull_holdings(c);
+            c->next_pull_ms = now + CTL_HOLDINGS_MS;
         }
         pthread_mutex_lock(&c->n->mu);
         node_phase p = c->n->status.phase;
         pthread_mutex_unlock(&c->n->mu);
         if (p == NODE_GONE) break;
         now = mono_ms();
-        if (c->rc && next_beat > now) wait_ms(c, (int)(next_beat - now));
+        uint64_t next = next_beat < c->next_pull_ms ? next_beat : c->next_pull_ms;
+        if (c->rc && next > now) wait_ms(c, (int)(next - now));
     }
     if (!flag(c, &c->stop)) gone(c);
     disconnect(c);
@@ -427,6 +606,13 @@ node_control *node_control_start(node *n) {
     node_control *c = xcalloc(1, sizeof *c);
     c->n = n;
     c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
+    c->claim_id = (uint32_t)n->srv->cfg.node_id;
+    uint8_t token[8];
+    if (random_bytes(token, sizeof token) != 0) {
+        uint64_t t = mono_ms() ^ ((uint64_t)getpid() << 32);
+        memcpy(token, &t, sizeof token);
+    }
+    hex_encode(token, sizeof token, c->instance_hex);
     char err[ETCD_ERR_LEN];
     if (n->srv->cfg.etcd[0]) {
         if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err))) {

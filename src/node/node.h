@@ -1,8 +1,8 @@
 /* node/node.h - the memory node role: state shared by its threads.
  *
  * Threads: the event loop (the node's RESP port: PING, INFO, MOON.DRAIN),
- * the control thread (control.h: registration, heartbeats, leave, on its
- * own master connection), the copier (copier.h: copy tasks through the
+ * the control thread (control.h: registration, heartbeats, leave, the
+ * index of what we hold and reporting it, on its own master connection), the copier (copier.h: copy tasks through the
  * transfer engine) and the data servers' threads (data_plane.h). They
  * share only `status`, under `mu`. */
 #ifndef MKV_NODE_H
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "node/data_plane.h"
+#include "node/index.h"
 #include "node/segment.h"
 #include "server/server.h"
 
@@ -39,6 +40,7 @@ typedef struct node {
     server *srv;
     node_segment seg;
     node_data *data;
+    node_index *index;             /* what the segment's bytes are (control thread writes) */
     struct node_control *ctl;
     struct node_copier *copier;
     pthread_mutex_t mu;

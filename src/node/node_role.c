@@ -54,6 +54,16 @@ static const metrics_field node_metrics[] = {
     {"tasks_failed", "moonkv_node_copy_tasks_total", METRIC_COUNTER, "result=\"failed\"",
      "Copy tasks run, by result."},
     {"bytes_copied", "moonkv_node_copied_bytes_total", METRIC_COUNTER, NULL, "Bytes copied by copy tasks."},
+    {"index_objects", "moonkv_node_index_objects", METRIC_GAUGE, NULL,
+     "Objects this node holds a part of, as the master told it."},
+    {"index_extents", "moonkv_node_index_extents", METRIC_GAUGE, NULL, "Extents in the node's index."},
+    {"index_bytes", "moonkv_node_index_bytes", METRIC_GAUGE, NULL, "Memory of the node's index."},
+    {"index_refused", "moonkv_node_index_refused_total", METRIC_COUNTER, NULL,
+     "Index entries refused (over the bound or malformed)."},
+    {"index_reported", "moonkv_node_index_reported_total", METRIC_COUNTER, NULL,
+     "Extents reported to a restarted master."},
+    {"checksum_errors", "moonkv_node_checksum_errors_total", METRIC_COUNTER, NULL,
+     "Objects whose bytes here no longer matched their CRC32C (dropped)."},
     {"data_bytes_in", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"in\"",
      "Data-plane bytes, by direction."},
     {"data_bytes_out", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"out\"",
@@ -103,6 +113,15 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "tasks_ok", "%llu", (unsigned long long)st.tasks_ok);
     info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
     info_field(out, "bytes_copied", "%llu", (unsigned long long)st.bytes_copied);
+    node_index_stats ix = {0};
+    if (n->index) node_index_get_stats(n->index, &ix);
+    info_field(out, "index_objects", "%llu", (unsigned long long)ix.objects);
+    info_field(out, "index_extents", "%llu", (unsigned long long)ix.extents);
+    info_field(out, "index_bytes", "%llu", (unsigned long long)ix.bytes);
+    info_field(out, "index_refused", "%llu", (unsigned long long)ix.refused);
+    info_field(out, "index_applied", "%llu", (unsigned long long)ix.applied);
+    info_field(out, "index_reported", "%llu", (unsigned long long)ix.reported);
+    info_field(out, "checksum_errors", "%llu", (unsigned long long)ix.checksum_errors);
     info_field(out, "data_bytes_in", "%llu", (unsigned long long)ds.bytes_in);
     info_field(out, "data_bytes_out", "%llu", (unsigned long long)ds.bytes_out);
     info_field(out, "data_requests", "%llu", (unsigned long long)ds.requests);
@@ -214,6 +233,7 @@ static int node_start(node *n, char *err, size_t errlen) {
     if (node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0)
         return -1;
     dc.seg = &n->seg;
+    n->index = node_index_create(n->seg.base, n->seg.size);
     snprintf(dc.secret, sizeof dc.secret, "%s", srv->cfg.cluster_secret);
     n->data = node_data_start(&dc, err, errlen);
     if (!n->data) return -1;
@@ -245,6 +265,8 @@ static void node_shutdown(node *n) {
     n->leave_timer = NULL;
     node_data_stop(n->data);
     n->data = NULL;
+    node_index_free(n->index);
+    n->index = NULL;
     node_segment_destroy(&n->seg);
 }
 

@@ -18,6 +18,7 @@
 #define PROTO_MAX_SUSPECTS  16      /* node ids per MOON.SUSPECT */
 #define PROTO_NONCE_LEN     16      /* MOON.CHALLENGE's nonce */
 #define PROTO_PROOF_LEN     16      /* MOON.REGISTER's proof (sent as 32 hex digits) */
+#define PROTO_MAX_SEGMENT   (1ULL << 50)   /* bytes of a node's segment, and so of any offset */
 #define PROTO_ERR_LEN       160     /* a status message, without its word */
 #define PROTO_SCAN_COUNT_DEFAULT 10 /* MOON.SCAN without COUNT */
 #define PROTO_MAX_SCAN_COUNT 4096   /* MOON.SCAN's COUNT is capped here */

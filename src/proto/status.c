@@ -16,6 +16,7 @@ static const char *const words[PROTO_NSTATUS] = {
     [PROTO_NOAUTH] = "NOAUTH",
     [PROTO_WRONGPASS] = "WRONGPASS",
     [PROTO_READONLY] = "READONLY",
+    [PROTO_TRYAGAIN] = "TRYAGAIN",
 };
 
 const char *proto_word(proto_status st) {

@@ -21,6 +21,7 @@ typedef enum proto_status {
     PROTO_NOAUTH,       /* registration proof or password missing or wrong */
     PROTO_WRONGPASS,    /* AUTH refused (the RESP framework's word) */
     PROTO_READONLY,     /* a standby (or fenced) master: "leader is <addr>" */
+    PROTO_TRYAGAIN,     /* not now (the master is rebuilding its table): retry soon */
     PROTO_NSTATUS
 } proto_status;
 

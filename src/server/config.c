@@ -85,6 +85,8 @@ static const config_row config_table[] = {
     {"shm_mode", CT_ENUM, OFF(shm_mode), 0, 0, shm_mode_names,
      "map|fd: same-host segments mapped (trusted clients) or read with pread/pwrite"},
     {"cluster_secret", CT_STR, OFF(cluster_secret), 0, CONFIG_STR_MAX, NULL, "shared cluster secret"},
+    {"node_id", CT_INT, OFF(node_id), 0, 65536, NULL,
+     "node: claim this id from the master (a restarted node keeps its id); 0 = any"},
     {"heartbeat_ms", CT_INT, OFF(heartbeat_ms), 10, 600000, NULL, "node heartbeat period"},
     {"node_timeout_ms", CT_INT, OFF(node_timeout_ms), 100, 3600000, NULL, "node declared dead after"},
     {"put_timeout_ms", CT_INT, OFF(put_timeout_ms), 100, 3600000, NULL, "unfinished put dropped after"},

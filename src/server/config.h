@@ -42,6 +42,7 @@ typedef struct mkv_config {
     char transport[16];                 /* auto|tcp|shm|rdma */
     char shm_mode[16];                  /* map|fd: how this process's client reaches same-host nodes */
     char cluster_secret[CONFIG_STR_MAX];
+    int node_id;                        /* node: the id to claim from the master, 0 = any */
     int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
     int put_wait_ms;                    /* master: bound on a put's wait for quarantined space */
     /* A value streaming into a store: after put_timeout_ms without bytes,

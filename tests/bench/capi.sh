@@ -167,4 +167,38 @@ step_meta() {
   row_plain "master MOON.PUTSTART+PUTEND, one pair per round trip" meta.single pairs/s
   row_plain "master MOON.MPUTSTART+MPUTEND, batches of 1000" meta.batch pairs/s
   row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single - pairs/s
+  rebuild_measure
+}
+
+# kill -9 of a master holding COUNT small objects on 3 nodes (replicas 2),
+# restarted with the same flags: objects per second reported by the nodes
+# and rebuilt (window open to table rebuilt), against the rate the same
+# objects were put at (MPUTSTART+MPUTEND batches of 4096).
+rebuild_measure() {
+  local count mport pid
+  if [ "$QUICK" = 1 ]; then count=100000; else count=1000000; fi
+  CL_NODE_FLAGS=(--prefault no)
+  if cluster_start 3 512MB 0 --replicas 2; then
+    mport=${MASTER##*:}
+    timeout 300 "$BENCH_BIN/bench_rebuild" fill "$MASTER" "$count" 2>>"$WORK/run.log" | meas_import ""
+    if [ -n "$(meas_get rebuild.fill)" ]; then
+      kill -KILL "${CL_PIDS[0]}"; wait "${CL_PIDS[0]}" 2>/dev/null
+      start_bg master-$mport-again "$SERVER" --role master --bind 127.0.0.1 --port "$mport" --replicas 2
+      CL_PIDS[0]=$BG_PID
+      if wait_resp 127.0.0.1 "$mport" "$BG_PID"; then
+        timeout 300 "$BENCH_BIN/bench_rebuild" wait "$MASTER" "$count" 2>>"$WORK/run.log" | meas_import ""
+      else
+        meas_skip rebuild.rate "the master did not start again: $(log_tail master-$mport-again)"
+      fi
+    fi
+    cluster_stop
+  else
+    meas_skip rebuild.fill "$SKIP_WHY"
+    meas_skip rebuild.rate "$SKIP_WHY"
+  fi
+  CL_NODE_FLAGS=()
+  local n; n=$([ "$count" -ge 1000000 ] && echo "10^6" || echo "$count")
+  row_plain "put $n objects of 64 B, replicas 2, 3 nodes (MPUTSTART+MPUTEND)" rebuild.fill objects/s
+  row_plain "master restart: $n objects reported by 3 nodes and rebuilt" rebuild.rate objects/s
+  row "rebuild after kill -9 vs putting the same objects" rebuild.rate rebuild.fill - objects/s
 }

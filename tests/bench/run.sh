@@ -8,7 +8,8 @@
 # Steps: 1 small objects through RESP, 2 large objects through RESP,
 # 3 libmoonkv zero-copy (with iperf3, memcpy, hiredis references),
 # 4 striping over shaped links in network namespaces (root only),
-# 5 KV-cache batch pattern, 6 master metadata rate, 7 the KV-cache
+# 5 KV-cache batch pattern, 6 master metadata rate and the rebuild rate
+# after a master restart, 7 the KV-cache
 # pattern with 100 us of added round-trip time (network namespaces and a
 # delaying relay, bench_relay: this kernel has no netem; root only),
 # 8 master failover time through etcd (needs etcd, package etcd-server).
@@ -52,14 +53,14 @@ trap 'exit 130' INT TERM HUP
 for tool in redis-benchmark redis-cli ss; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is required (make deps)" >&2; exit 1; }
 done
-for bin in bench_client bench_meta bench_preload; do
+for bin in bench_client bench_meta bench_preload bench_rebuild; do
   [ -x "$BENCH_BIN/$bin" ] || { echo "bench: $BENCH_BIN/$bin missing: run make first" >&2; exit 1; }
 done
 # Run copies: the build directory is shared, and a `make` elsewhere during
 # the run would relink (or remove) the binaries under us. A binary missing
 # now stays missing, and its steps say so.
 mkdir -p "$WORK/bin"
-cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$WORK/bin/"
+cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$BENCH_BIN"/bench_rebuild "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_failover" ] && cp "$BENCH_BIN/bench_failover" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
@@ -87,7 +88,7 @@ run_step 2 "large objects through RESP (1 MiB, 4 MiB)" step_resp_large
 run_step 3 "libmoonkv zero-copy put/get (tcp, shm) vs iperf3, memcpy, hiredis" step_capi
 run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
-run_step 6 "master metadata: PUTSTART/PUTEND pairs per second" step_meta
+run_step 6 "master metadata: put pairs per second, rebuild after kill -9" step_meta
 run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
 run_step 8 "master failover through etcd: kill -9 of the leader to the first put and get" step_failover
 

@@ -1,8 +1,9 @@
 /* fuzz_rebuild - the master's re-creation of its table from node reports
  * (src/master/rebuild.c, fed by MOON.REPORT): arbitrary extent claims of
  * three registered nodes, 16 input bytes each. Whatever is accepted must
- * form whole replicas of COMPLETE objects; the same reports a second
- * time add nothing (every key exists, every range is claimed). */
+ * form whole replicas of COMPLETE objects on disjoint nodes; the same
+ * reports a second time add nothing (every key exists, every range is
+ * claimed), whatever order the first rebuild visited keys in. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,13 @@ static void check_objects(master_meta *m) {
         if (o->state != OBJ_COMPLETE || o->nreplicas == 0) abort();
         for (uint32_t r = 0; r < o->nreplicas; r++) {
             uint64_t sum = 0;
-            for (uint32_t e = 0; e < o->replicas[r].nextents; e++) sum += o->replicas[r].extents[e].length;
+            for (uint32_t e = 0; e < o->replicas[r].nextents; e++) {
+                sum += o->replicas[r].extents[e].length;
+                /* no node holds parts of two replicas */
+                for (uint32_t q = 0; q < r; q++)
+                    for (uint32_t f = 0; f < o->replicas[q].nextents; f++)
+                        if (o->replicas[q].extents[f].node == o->replicas[r].extents[e].node) abort();
+            }
             if (sum != o->size) abort();
         }
     }
@@ -51,15 +58,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const uint8_t *p = data + i * REC;
         /* node 0 and 4 are never registered: they must be refused */
         rep[i] = (mm_report){.node = p[0] % (NODES + 2), .key = keys[p[1] % KEYS], .keylen = (p[1] & 0x80) ? 0 : 1,
-                             .size = le_get16(p + 2), .crc = p[4], .obj_off = le_get16(p + 5),
+                             .size = le_get16(p + 2), .crc = p[4], .want = p[13] % 10, .obj_off = le_get16(p + 5),
                              .seg_off = le_get32(p + 7) & 0x1fffff, .length = le_get16(p + 11)};
     }
     master_meta *m = meta_with_nodes();
     mm_rebuild_stats st, again;
-    mm_rebuild(m, rep, n, 2000, &st);
+    mm_rebuild(m, rep, n, 2000, &st, NULL, NULL);
     if (st.extents + st.extents_rejected != n || st.replicas < st.objects) abort();
     check_objects(m);
-    mm_rebuild(m, rep, n, 2000, &again);
+    mm_rebuild(m, rep, n, 2000, &again, NULL, NULL);
     if (again.objects != 0 || again.extents != 0) abort();
     check_objects(m);
     mm_destroy(m);

@@ -196,6 +196,24 @@ static inline int h_wait_node_registered(int port, int timeout_ms) {
     return n >= 1 ? 0 : -1;
 }
 
+/* Until the master on 127.0.0.1:port (AUTH password unless NULL) has
+ * rebuilt its table from the nodes' reports after a restart (INFO cluster
+ * rebuild_state:done). 0, or -1 after timeout_ms. */
+static inline int h_wait_rebuilt(int port, const char *password, int timeout_ms) {
+    redisContext *c = h_redis_auth(port, password);
+    if (!c) return -1;
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    int done = 0;
+    while (!done && mono_ms() < end) {
+        redisReply *r = redisCommand(c, "INFO cluster");
+        done = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "rebuild_state:done");
+        if (r) freeReplyObject(r);
+        if (!done) usleep(20 * 1000);
+    }
+    redisFree(c);
+    return done ? 0 : -1;
+}
+
 /* The server binary with role, master and port, a 16MB segment not
  * prefaulted, log level warning (a later --log-level wins); the caller
  * adds what else it wants. */

@@ -100,7 +100,7 @@ static int node_register(fake_node *n, const char *secret, unsigned long long se
     freeReplyObject(r);
     hex(proof, 16, proof_hex);
     r = redisCommand(n->c, "MOON.REGISTER %s %llu %s", proof_hex, seg, addr);
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
              r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 32 &&
              r->element[3]->type == REDIS_REPLY_INTEGER && r->element[3]->integer > 0;
     if (ok) {
@@ -382,14 +382,14 @@ static void test_report_and_rebuild(void) {
     ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7302") == 0);
     redisContext *c = connect_master();
     ASSERT(c);
-    ASSERT(h_command_is(c, is_error, "ERR only a registered node", "MOON.REPORT rb 100 5 0 4096 100"));
-    redisReply *r = redisCommand(a.c, "MOON.REPORT rb 100 5 0 4096 100 junk 10 1 0 65536 10");
+    ASSERT(h_command_is(c, is_error, "ERR only a registered node", "MOON.REPORT rb 100 5 2 0 4096 100"));
+    redisReply *r = redisCommand(a.c, "MOON.REPORT rb 100 5 2 0 4096 100 junk 10 1 1 0 65536 10");
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
     freeReplyObject(r);
-    r = redisCommand(b.c, "MOON.REPORT rb 100 5 0 0 100");
+    r = redisCommand(b.c, "MOON.REPORT rb 100 5 2 0 0 100");
     ASSERT(r && r->integer == 3);
     freeReplyObject(r);
-    ASSERT(h_command_is(b.c, is_error, "ERR", "MOON.REPORT rb 100 5 0 0"));
+    ASSERT(h_command_is(b.c, is_error, "ERR", "MOON.REPORT rb 100 5 2 0 0 1 2"));
     r = redisCommand(c, "MOON.REBUILD");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
     ASSERT_EQ(r->element[0]->integer, 1);   /* objects */

@@ -115,7 +115,8 @@ static void test_bad_extents(void) {
     ASSERT_EQ(one_bad(1, 0, 99, 1, TE_CAP_WRITE, 99, 100), MKV_EPROTO);    /* short of the size */
     ASSERT_EQ(one_bad(1, 0, 101, 1, TE_CAP_WRITE, 101, 100), MKV_EPROTO);  /* beyond the size */
     ASSERT_EQ(one_bad(0, 0, 100, 0, TE_CAP_WRITE, 100, 100), MKV_EPROTO);  /* node 0 */
-    ASSERT_EQ(one_bad(5000, 0, 100, 5000, TE_CAP_WRITE, 100, 100), MKV_EPROTO);
+    ASSERT_EQ(one_bad(PROTO_MAX_NODES + 1, 0, 100, PROTO_MAX_NODES + 1, TE_CAP_WRITE, 100, 100),
+              MKV_EPROTO);   /* beyond the node ids */
     ASSERT_EQ(one_bad(1, -64, 100, 1, TE_CAP_WRITE, 100, 100), MKV_EPROTO);
     ASSERT_EQ(one_bad(1, 0, 0, 1, TE_CAP_WRITE, 0, 100), MKV_EPROTO);      /* empty extent */
 }

@@ -665,7 +665,7 @@ static size_t reports_of(master_meta *m, const char *const *keys, size_t nkeys, 
             uint64_t pos = 0;
             for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
                 const obj_extent *e = &o->replicas[r].extents[i];
-                out[n++] = (mm_report){e->node, o->key, o->keylen, o->size, o->crc, pos,
+                out[n++] = (mm_report){e->node, o->key, o->keylen, o->size, o->crc, 2, pos,
                                        e->offset, e->length};
                 pos += e->length;
             }
@@ -684,13 +684,13 @@ static void test_rebuild_from_reports(void) {
     size_t n = reports_of(a, keys, 2, rep);
     ASSERT_EQ(n, 2 + 10);
     /* junk: outside the segment, overlapping a real extent, orphan slice */
-    rep[n++] = (mm_report){1, "bad", 3, 10, 1, 0, 64 * KB, 10};
-    rep[n++] = (mm_report){rep[0].node, "zdup", 4, 10, 1, 0, rep[0].seg_off, 10};
-    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1024, 32 * KB, 1024};
+    rep[n++] = (mm_report){1, "bad", 3, 10, 1, 1, 0, 64 * KB, 10};
+    rep[n++] = (mm_report){rep[0].node, "zdup", 4, 10, 1, 1, 0, rep[0].seg_off, 10};
+    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1, 1024, 32 * KB, 1024};
 
     master_meta *b = cluster(4, 64 * KB);
     mm_rebuild_stats st;
-    mm_rebuild(b, rep, n, 50, &st);
+    mm_rebuild(b, rep, n, 50, &st, NULL, NULL);
     ASSERT_EQ(st.objects, 2);
     ASSERT_EQ(st.replicas, 4);
     ASSERT_EQ(st.extents, 12);
@@ -725,15 +725,104 @@ static void test_rebuild_from_reports(void) {
         ASSERT(e->offset + e->length <= rep[i].seg_off || rep[i].seg_off + rep[i].length <= e->offset);
     }
     /* a second rebuild of the same reports changes nothing */
-    mm_rebuild(b, rep, n, 70, &st);
+    mm_rebuild(b, rep, n, 70, &st, NULL, NULL);
     ASSERT_EQ(st.objects, 0);
     mm_destroy(b);
     mm_destroy(a);
 }
 
+/* ---- holdings and ids claimed back ---- */
+
+/* Notes for node id (acknowledging nothing): how many, holds and drops. */
+static size_t notes_of(master_meta *m, uint32_t id, size_t *holds, size_t *drops) {
+    const mm_note *v[64];
+    uint64_t next;
+    size_t n = mm_node_holdings(m, id, 0, v, 64, &next);
+    *holds = *drops = 0;
+    for (size_t i = 0; i < n; i++) (v[i]->drop ? (*drops)++ : (*holds)++);
+    return n;
+}
+
+static void test_holdings_follow_put_end_and_remove(void) {
+    master_meta *m = cluster(3, 64 * KB);
+    ASSERT(m);
+    object *o = NULL;
+    ASSERT_EQ(mm_put_start(m, "k", 1, 100, 2, 0, &o, err, sizeof err), PROTO_OK);
+    size_t holds, drops, total = 0;
+    for (uint32_t id = 1; id <= 3; id++) total += notes_of(m, id, &holds, &drops);
+    ASSERT_EQ(total, 0);   /* a pending put tells no node */
+    ASSERT_EQ(mm_put_end(m, "k", 1, 7, 0, err, sizeof err), PROTO_OK);
+    uint32_t a = o->replicas[0].extents[0].node, b = o->replicas[1].extents[0].node;
+    ASSERT_EQ(notes_of(m, a, &holds, &drops), 1);
+    ASSERT_EQ(holds, 1);
+    ASSERT_EQ(notes_of(m, b, &holds, &drops), 1);
+    const mm_note *v[4];
+    uint64_t next;
+    ASSERT_EQ(mm_node_holdings(m, a, 0, v, 4, &next), 1);
+    ASSERT_EQ(v[0]->crc, 7);
+    ASSERT_EQ(v[0]->want, 2);
+    ASSERT_EQ(v[0]->rep.extents[0].node, a);
+    ASSERT_EQ(mm_remove(m, "k", 1, 10, err, sizeof err), PROTO_OK);
+    /* unacknowledged notes are sent again, in order: hold then drop */
+    ASSERT_EQ(mm_node_holdings(m, a, 0, v, 4, &next), 2);
+    ASSERT(!v[0]->drop && v[1]->drop);
+    ASSERT_EQ(next, 2);
+    ASSERT_EQ(mm_node_holdings(m, a, next, v, 4, &next), 0);   /* acknowledged: freed */
+    ASSERT_EQ(next, 2);
+    mm_destroy(m);
+}
+
+static void test_claimed_ids(void) {
+    mm_config c = test_config();
+    master_meta *m = mm_create(&c);
+    const char *addr[] = {"127.0.0.1:1"};
+    uint32_t id;
+    mm_reg_kind kind;
+    /* a restarted master: node 3 claims its id first; 1 and 2 wait as dead */
+    mm_node_claim three = {3, 0x33, 3, 0};
+    ASSERT_EQ(mm_node_register_as(m, &three, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, 3);
+    ASSERT_EQ(kind, MM_REG_RECLAIMED);
+    ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
+    /* a new node gets an id above every id claimed or seen */
+    mm_node_claim fresh = {0, 0x44, 0, 0}, seen5 = {1, 0x11, 5, 0};
+    ASSERT_EQ(mm_node_register_as(m, &seen5, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, 1);
+    ASSERT_EQ(mm_node_register_as(m, &fresh, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, 6);
+    ASSERT_EQ(kind, MM_REG_NEW);
+    /* the same process on a new connection keeps its objects */
+    ASSERT(put(m, "x", 100, 2, 10));
+    object *o = mm_find(m, "x", 1);
+    uint32_t holder = o->replicas[0].extents[0].node;
+    mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0};
+    ASSERT_EQ(mm_node_register_as(m, &same, 64 * KB, addr, 1, 20, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(kind, MM_REG_RESUMED);
+    ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 2);
+    /* another process claiming from memory a live id: the id is not its */
+    mm_node_claim stale = {holder, 0x77, 6, 0};
+    ASSERT_EQ(mm_node_register_as(m, &stale, 64 * KB, addr, 1, 25, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(kind, MM_REG_NEW);
+    ASSERT(id != holder);
+    /* a restarted process under the same id (--node-id): its replica goes */
+    mm_node_claim again = {holder, 0x99, 6, 1};
+    ASSERT_EQ(mm_node_register_as(m, &again, 64 * KB, addr, 1, 30, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, holder);
+    ASSERT_EQ(kind, MM_REG_REJOINED);
+    ASSERT_EQ(mm_node_get(m, holder)->state, NODE_ALIVE);
+    ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 1);
+    /* a node declared dead comes back: it starts empty too */
+    mm_node_fail(m, 3, "heartbeat timeout", 40);
+    ASSERT_EQ(mm_node_register_as(m, &three, 64 * KB, addr, 1, 50, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(kind, MM_REG_REJOINED);
+    mm_destroy(m);
+}
+
 int main(void) {
     RUN_TEST(test_register);
     RUN_TEST(test_many_nodes);
+    RUN_TEST(test_holdings_follow_put_end_and_remove);
+    RUN_TEST(test_claimed_ids);
     RUN_TEST(test_heartbeat_timeout_kills);
     RUN_TEST(test_replicas_on_distinct_nodes);
     RUN_TEST(test_striping_layout);

@@ -1,0 +1,306 @@
+/* master/recovery.c - a restarted master gets its table back from the nodes.
+ *
+ * Nodes keep an index of what they hold (fed by MOON.HOLDINGS). A node
+ * that claims its id back from a master that did not know it (a new
+ * process, a new leader) reports that index (MOON.REPORT, in batches) and
+ * says MOON.REPORTDONE naming the nodes it knew as members. The first
+ * such claim opens the rebuild window: puts get -TRYAGAIN (a node may
+ * still report the key) and gets of unreported keys miss, until every
+ * node known to have been a member reported or 2 * node_timeout_ms
+ * passed; then mm_rebuild makes the whole replicas COMPLETE objects and
+ * repair brings them back to their replica counts. A node reporting
+ * after the window is rebuilt at once (keys present are left alone).
+ * Extents that were refused are dropped from their node's index. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "master/master.h"
+#include "server/commands.h"
+#include "server/info.h"
+#include "server/networking.h"
+
+#define REPORT_FIELDS 7   /* key size crc want obj_offset seg_offset length */
+
+static master *master_of(client *c) { return c->srv->role; }
+
+/* ---- the expected nodes ---- */
+
+static void expect(master_rebuild *rb, uint32_t id, int done) {
+    for (size_t i = 0; i < rb->nexpect; i++) {
+        if (rb->expect[i] != id) continue;
+        rb->done[i] |= done;
+        return;
+    }
+    rb->expect = xrealloc(rb->expect, (rb->nexpect + 1) * sizeof *rb->expect);
+    rb->done = xrealloc(rb->done, rb->nexpect + 1);
+    rb->expect[rb->nexpect] = id;
+    rb->done[rb->nexpect++] = (uint8_t)done;
+}
+
+static int all_reported(const master_rebuild *rb) {
+    for (size_t i = 0; i < rb->nexpect; i++)
+        if (!rb->done[i]) return 0;
+    return 1;
+}
+
+/* ---- rebuilding ---- */
+
+typedef struct refused_list {
+    const mm_report **v;
+    size_t n, cap;
+} refused_list;
+
+static void note_refused(const mm_report *r, void *ctx) {
+    refused_list *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = r;
+}
+
+static int object_on_node(const object *o, uint32_t node) {
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
+            if (o->replicas[i].extents[k].node == node) return 1;
+    return 0;
+}
+
+static void reports_clear(master_rebuild *rb) {
+    for (size_t i = 0; i < rb->nreports; i++) free((void *)rb->reports[i].key);
+    free(rb->reports);
+    rb->reports = NULL;
+    rb->nreports = rb->capreports = rb->report_bytes = 0;
+}
+
+/* Every buffered report into the table; refused extents leave their
+ * node's index (unless that node holds a replica of the key after all). */
+static void rebuild_buffered(master *m, mm_rebuild_stats *st) {
+    master_rebuild *rb = &m->rebuild;
+    refused_list refused = {0};
+    uint64_t t0 = mono_ms();
+    mm_rebuild(m->meta, rb->reports, rb->nreports, wall_ms(), st, note_refused, &refused);
+    for (size_t i = 0; i < refused.n; i++) {
+        const mm_report *r = refused.v[i];
+        const object *o = mm_find(m->meta, r->key, r->keylen);
+        if (!o || !object_on_node(o, r->node)) mm_note_drop_key(m->meta, r->node, r->key, r->keylen);
+    }
+    free(refused.v);
+    reports_clear(rb);
+    rb->table_ms += mono_ms() - t0;
+    rb->recovered += st->objects;
+    rb->incomplete += st->keys_incomplete;
+    rb->lost += st->keys_refused;
+    rb->extents_refused += st->extents_rejected;
+}
+
+static void finish(master *m, const char *why) {
+    master_rebuild *rb = &m->rebuild;
+    mm_rebuild_stats st;
+    rebuild_buffered(m, &st);
+    rb->state = REBUILD_DONE;
+    rb->finished_ms = mono_ms();
+    log_notice("master: table rebuilt (%s) in %llu ms (%llu building it): %llu objects recovered, "
+               "%llu incomplete dropped, %llu lost, from %llu nodes", why,
+               (unsigned long long)(rb->finished_ms - rb->opened_ms), (unsigned long long)rb->table_ms,
+               (unsigned long long)rb->recovered,
+               (unsigned long long)rb->incomplete, (unsigned long long)rb->lost,
+               (unsigned long long)rb->nodes_reported);
+}
+
+int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
+    master_rebuild *rb = &m->rebuild;
+    if (kind == MM_REG_REJOINED) return MASTER_REG_FORGET;
+    if (kind != MM_REG_RECLAIMED) return MASTER_REG_KEEP;
+    if (rb->state == REBUILD_NONE) {
+        rb->state = REBUILD_COLLECTING;
+        rb->opened_ms = mono_ms();
+        rb->deadline_ms = rb->opened_ms + 2 * (uint64_t)m->srv->cfg.node_timeout_ms;
+        log_notice("master: node %u claims its id: rebuilding the table from node reports", id);
+    }
+    if (rb->state == REBUILD_COLLECTING) expect(rb, id, 0);
+    return MASTER_REG_REPORT;
+}
+
+int master_rebuild_refuses(client *c) {
+    if (master_of(c)->rebuild.state != REBUILD_COLLECTING) return 0;
+    master_reply_fail(c, PROTO_TRYAGAIN, "the master is rebuilding its table from the nodes");
+    return 1;
+}
+
+void master_rebuild_tick(master *m) {
+    if (m->rebuild.state == REBUILD_COLLECTING && mono_ms() >= m->rebuild.deadline_ms)
+        finish(m, "deadline: not every node reported");
+}
+
+void master_rebuild_reset(master *m) {
+    master_rebuild *rb = &m->rebuild;
+    reports_clear(rb);
+    free(rb->expect);
+    free(rb->done);
+    memset(rb, 0, sizeof *rb);
+}
+
+void master_rebuild_info(master *m, resp_buf *out) {
+    static const char *const names[] = {"none", "collecting", "done"};
+    const master_rebuild *rb = &m->rebuild;
+    uint64_t end = rb->state == REBUILD_COLLECTING ? mono_ms() : rb->finished_ms;
+    info_field(out, "rebuild_state", "%s", names[rb->state]);
+    info_field(out, "rebuild_ms", "%llu",
+               (unsigned long long)(rb->state == REBUILD_NONE ? 0 : end - rb->opened_ms));
+    info_field(out, "rebuild_table_ms", "%llu", (unsigned long long)rb->table_ms);
+    info_field(out, "rebuild_nodes_reported", "%llu", (unsigned long long)rb->nodes_reported);
+    info_field(out, "rebuild_reports", "%llu", (unsigned long long)rb->reports_total);
+    info_field(out, "rebuild_recovered", "%llu", (unsigned long long)rb->recovered);
+    info_field(out, "rebuild_incomplete", "%llu", (unsigned long long)rb->incomplete);
+    info_field(out, "rebuild_lost", "%llu", (unsigned long long)rb->lost);
+    info_field(out, "rebuild_extents_refused", "%llu", (unsigned long long)rb->extents_refused);
+}
+
+/* ---- commands ---- */
+
+static uint32_t reporting_node(client *c) {
+    uint32_t id = master_conn_node(c);
+    if (!id) master_reply_fail(c, PROTO_ERR, "only a registered node reports extents");
+    return id;
+}
+
+/* One group of REPORT_FIELDS arguments from argv[a]; -1 after replying. */
+static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
+    static const uint64_t max[6] = {PROTO_MAX_SEGMENT, UINT32_MAX, PROTO_MAX_REPLICAS,
+                                    PROTO_MAX_SEGMENT, PROTO_MAX_SEGMENT, PROTO_MAX_SEGMENT};
+    uint64_t v[6];
+    for (int k = 0; k < 6; k++)
+        if (master_arg_u64(c, a + 1 + k, 0, max[k], &v[k]) != 0) return -1;
+    *r = (mm_report){node, c->argv[a].ptr, c->argv[a].len, v[0], (uint32_t)v[1], (uint32_t)v[2],
+                     v[3], v[4], v[5]};
+    return 0;
+}
+
+/* MOON.REPORT key size crc want obj_off seg_off length [...] */
+static void report_command(client *c) {
+    master_rebuild *rb = &master_of(c)->rebuild;
+    uint32_t node = reporting_node(c);
+    if (!node) return;
+    if ((c->argc - 1) % REPORT_FIELDS) {
+        reply_syntax_error(c);
+        return;
+    }
+    size_t n = (size_t)(c->argc - 1) / REPORT_FIELDS, bytes = 0;
+    if (rb->nreports + n > rb->capreports) {
+        rb->capreports = (rb->nreports + n) * 2;
+        rb->reports = xrealloc(rb->reports, rb->capreports * sizeof *rb->reports);
+    }
+    mm_report *at = rb->reports + rb->nreports;
+    for (size_t i = 0; i < n; i++) {
+        if (parse_report(c, 1 + REPORT_FIELDS * (int)i, node, &at[i]) != 0) return;
+        bytes += sizeof *at + at[i].keylen;
+    }
+    if (rb->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
+        master_reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) at[i].key = xmemdup(at[i].key, at[i].keylen);
+    rb->nreports += n;
+    rb->report_bytes += bytes;
+    rb->reports_total += n;
+    reply_integer(c, (long long)rb->nreports);
+}
+
+/* MOON.REPORTDONE [peer_id ...]: this node reported all it holds; the
+ * peers are the other members it knew. */
+static void reportdone_command(client *c) {
+    master *m = master_of(c);
+    master_rebuild *rb = &m->rebuild;
+    uint32_t node = reporting_node(c);
+    if (!node) return;
+    uint64_t peer;
+    for (int i = 1; i < c->argc; i++)
+        if (master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer) != 0) return;
+    rb->nodes_reported++;
+    if (rb->state != REBUILD_COLLECTING) {
+        mm_rebuild_stats st;
+        rebuild_buffered(m, &st);
+        reply_ok(c);
+        return;
+    }
+    expect(rb, node, 1);
+    for (int i = 1; i < c->argc; i++) {
+        master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer);
+        expect(rb, (uint32_t)peer, 0);
+    }
+    if (all_reported(rb)) finish(m, "every node reported");
+    reply_ok(c);
+}
+
+/* MOON.REBUILD (admin): rebuild from what was reported so far. */
+static void rebuild_command(client *c) {
+    master *m = master_of(c);
+    mm_rebuild_stats st;
+    if (m->rebuild.state == REBUILD_COLLECTING) {
+        uint64_t before = m->rebuild.recovered;
+        finish(m, "MOON.REBUILD");
+        memset(&st, 0, sizeof st);
+        st.objects = m->rebuild.recovered - before;
+    } else {
+        rebuild_buffered(m, &st);
+    }
+    reply_array(c, 4);
+    reply_integer(c, (long long)st.objects);
+    reply_integer(c, (long long)st.replicas);
+    reply_integer(c, (long long)st.extents);
+    reply_integer(c, (long long)st.extents_rejected);
+}
+
+static void reply_note(client *c, const mm_note *note) {
+    if (note->drop) {
+        reply_array(c, 1);
+        reply_bulk(c, note->key, note->keylen);
+        return;
+    }
+    reply_array(c, 5);
+    reply_bulk(c, note->key, note->keylen);
+    reply_integer(c, (long long)note->size);
+    reply_integer(c, note->crc);
+    reply_integer(c, note->want);
+    reply_array(c, note->rep.nextents);
+    for (uint32_t i = 0; i < note->rep.nextents; i++) {
+        const obj_extent *e = &note->rep.extents[i];
+        reply_array(c, 3);
+        reply_integer(c, e->node);
+        reply_integer(c, (long long)e->offset);
+        reply_integer(c, (long long)e->length);
+    }
+}
+
+/* MOON.HOLDINGS id ack: [next_ack, [note ...]] */
+static void holdings_command(client *c) {
+    uint32_t id;
+    uint64_t ack, next;
+    if (master_own_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, UINT64_MAX >> 1, &ack) != 0) return;
+    const mm_note *notes[MASTER_MAX_HOLDINGS];
+    size_t n = mm_node_holdings(master_of(c)->meta, id, ack, notes, MASTER_MAX_HOLDINGS, &next);
+    reply_array(c, 2);
+    reply_integer(c, (long long)next);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) reply_note(c, notes[i]);
+}
+
+#define NOKEY 0, 0, 0
+static const command recovery_commands[] = {
+    {"moon.report", report_command, -8, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+     "Node reports extents it holds (after a master restart)",
+     "key size crc replicas obj-offset seg-offset length [...]"},
+    {"moon.reportdone", reportdone_command, -1, CMD_WRITE, NOKEY, 0, "moonkv", "0.3.0",
+     "Node finished reporting; names the members it knew", "[peer-id ...]"},
+    {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
+     "Re-create objects from the reported extents now", ""},
+    {"moon.holdings", holdings_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
+     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack"},
+};
+
+void master_register_recovery_commands(server *srv) {
+    commands_register(srv, recovery_commands, sizeof recovery_commands / sizeof recovery_commands[0]);
+}

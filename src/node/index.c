@@ -1,0 +1,231 @@
+/* node/index.c - see index.h. A chained hash table that doubles when it
+ * is as full as it is wide; extents are the whole replica's, with ours
+ * marked by node 0 (so the index survives an id change). */
+#include "node/index.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/crc32c.h"
+#include "core/siphash.h"
+#include "core/util.h"
+
+#define IX_SELF 0              /* node id of our own extents in an entry */
+#define IX_MIN_BUCKETS 1024
+#define IX_BYTES_PER_ENTRY 64  /* the master's extent alignment: one entry per unit */
+
+typedef struct ix_entry {
+    struct ix_entry *next;
+    uint64_t hash, size;
+    uint32_t crc, want, nextents, nmine;
+    obj_extent *ext;
+    size_t keylen;
+    char key[];
+} ix_entry;
+
+struct node_index {
+    pthread_mutex_t mu;
+    const uint8_t *base;
+    uint64_t seg_size, max_entries;
+    ix_entry **buckets;
+    size_t nbuckets;
+    uint8_t seed[SIPHASH_KEY_LEN];
+    node_index_stats st;
+};
+
+node_index *node_index_create(const void *seg_base, uint64_t seg_size) {
+    node_index *ix = xcalloc(1, sizeof *ix);
+    pthread_mutex_init(&ix->mu, NULL);
+    ix->base = seg_base;
+    ix->seg_size = seg_size;
+    ix->max_entries = seg_size / IX_BYTES_PER_ENTRY + 1;
+    ix->nbuckets = IX_MIN_BUCKETS;
+    ix->buckets = xcalloc(ix->nbuckets, sizeof *ix->buckets);
+    if (random_bytes(ix->seed, sizeof ix->seed) != 0) memset(ix->seed, 0x5a, sizeof ix->seed);
+    return ix;
+}
+
+static uint64_t entry_bytes(const ix_entry *e) {
+    return sizeof *e + e->keylen + e->nextents * sizeof *e->ext;
+}
+
+static void entry_free(node_index *ix, ix_entry *e) {
+    ix->st.objects--;
+    ix->st.extents -= e->nmine;
+    ix->st.bytes -= entry_bytes(e);
+    free(e->ext);
+    free(e);
+}
+
+static void clear_locked(node_index *ix) {
+    for (size_t b = 0; b < ix->nbuckets; b++) {
+        for (ix_entry *e = ix->buckets[b], *next; e; e = next) {
+            next = e->next;
+            entry_free(ix, e);
+        }
+        ix->buckets[b] = NULL;
+    }
+}
+
+void node_index_clear(node_index *ix) {
+    pthread_mutex_lock(&ix->mu);
+    clear_locked(ix);
+    pthread_mutex_unlock(&ix->mu);
+}
+
+void node_index_free(node_index *ix) {
+    if (!ix) return;
+    clear_locked(ix);
+    free(ix->buckets);
+    pthread_mutex_destroy(&ix->mu);
+    free(ix);
+}
+
+/* The link pointing at key's entry (or at the NULL ending its chain). */
+static ix_entry **find(node_index *ix, const void *key, size_t keylen, uint64_t h) {
+    ix_entry **p = &ix->buckets[h & (ix->nbuckets - 1)];
+    for (; *p; p = &(*p)->next)
+        if ((*p)->hash == h && (*p)->keylen == keylen && memcmp((*p)->key, key, keylen) == 0) break;
+    return p;
+}
+
+static void grow(node_index *ix) {
+    size_t n = ix->nbuckets * 2;
+    ix_entry **b = xcalloc(n, sizeof *b);
+    for (size_t i = 0; i < ix->nbuckets; i++)
+        for (ix_entry *e = ix->buckets[i], *next; e; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    free(ix->buckets);
+    ix->buckets = b;
+    ix->nbuckets = n;
+}
+
+/* A copy of rep with our extents marked; NULL if none is ours or one of
+ * ours lies outside the segment. */
+static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const obj_replica *rep,
+                           uint32_t self) {
+    ix_entry *e = xcalloc(1, sizeof *e + keylen);
+    e->ext = xmemdup(rep->extents, rep->nextents * sizeof *rep->extents);
+    e->nextents = rep->nextents;
+    for (uint32_t i = 0; i < e->nextents; i++) {
+        obj_extent *x = &e->ext[i];
+        if (x->node != self) continue;
+        x->node = IX_SELF;
+        e->nmine++;
+        if (x->offset > ix->seg_size || x->length > ix->seg_size - x->offset) e->nmine = 0, i = e->nextents;
+    }
+    if (e->nmine == 0) {
+        free(e->ext);
+        free(e);
+        return NULL;
+    }
+    memcpy(e->key, key, keylen);
+    e->keylen = keylen;
+    return e;
+}
+
+int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
+                    uint32_t want, const obj_replica *rep, uint32_t self) {
+    ix_entry *e = entry_new(ix, key, keylen, rep, self);
+    uint64_t h = siphash24(key, keylen, ix->seed);
+    pthread_mutex_lock(&ix->mu);
+    ix->st.applied++;
+    ix_entry **p = find(ix, key, keylen, h);
+    if (*p) {   /* replaced: the newer note wins */
+        ix_entry *old = *p;
+        *p = old->next;
+        entry_free(ix, old);
+    }
+    if (!e || ix->st.objects >= ix->max_entries) {
+        ix->st.refused++;
+        pthread_mutex_unlock(&ix->mu);
+        if (e) free(e->ext), free(e);
+        return -1;
+    }
+    e->hash = h;
+    e->size = size;
+    e->crc = crc;
+    e->want = want;
+    if (ix->st.objects >= ix->nbuckets) grow(ix);
+    p = &ix->buckets[h & (ix->nbuckets - 1)];
+    e->next = *p;
+    *p = e;
+    ix->st.objects++;
+    ix->st.extents += e->nmine;
+    ix->st.bytes += entry_bytes(e);
+    pthread_mutex_unlock(&ix->mu);
+    return 0;
+}
+
+void node_index_drop(node_index *ix, const void *key, size_t keylen) {
+    uint64_t h = siphash24(key, keylen, ix->seed);
+    pthread_mutex_lock(&ix->mu);
+    ix->st.applied++;
+    ix_entry **p = find(ix, key, keylen, h);
+    if (*p) {
+        ix_entry *old = *p;
+        *p = old->next;
+        entry_free(ix, old);
+    }
+    pthread_mutex_unlock(&ix->mu);
+}
+
+/* An object wholly here must still match its CRC; one spread over other
+ * nodes cannot be proved alone (readers verify it whole). */
+static int proved(const node_index *ix, const ix_entry *e) {
+    if (e->nmine != e->nextents) return 1;
+    uint32_t crc = 0;
+    for (uint32_t i = 0; i < e->nextents; i++)
+        crc = crc32c(crc, ix->base + e->ext[i].offset, e->ext[i].length);
+    return crc == e->crc;
+}
+
+/* Our extents of e into out (room for all of them), with object offsets. */
+static size_t entry_extents(const ix_entry *e, node_index_extent *out) {
+    size_t n = 0;
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < e->nextents; i++) {
+        const obj_extent *x = &e->ext[i];
+        if (x->node == IX_SELF)
+            out[n++] = (node_index_extent){e->key, e->keylen, e->size, e->crc, e->want, pos,
+                                           x->offset, x->length};
+        pos += x->length;
+    }
+    return n;
+}
+
+size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&ix->mu);
+    size_t b = (size_t)*cursor;
+    for (; b < ix->nbuckets; b++) {
+        size_t need = 0;
+        for (const ix_entry *e = ix->buckets[b]; e; e = e->next) need += e->nmine;
+        if (n > 0 && n + need > max) break;   /* a bucket goes whole into one batch */
+        for (ix_entry **p = &ix->buckets[b]; *p;) {
+            ix_entry *e = *p;
+            if (!proved(ix, e)) {
+                ix->st.checksum_errors++;
+                *p = e->next;
+                entry_free(ix, e);
+                continue;
+            }
+            if (n + e->nmine <= max) n += entry_extents(e, out + n);
+            p = &e->next;
+        }
+    }
+    *cursor = b < ix->nbuckets ? b : 0;
+    ix->st.reported += n;
+    pthread_mutex_unlock(&ix->mu);
+    return n;
+}
+
+void node_index_get_stats(node_index *ix, node_index_stats *st) {
+    pthread_mutex_lock(&ix->mu);
+    *st = ix->st;
+    pthread_mutex_unlock(&ix->mu);
+}

@@ -1,0 +1,57 @@
+/* node/index.h - what this node's bytes are: key -> object and extents.
+ *
+ * The master tells a node, in order, which objects it came to hold and
+ * which it no longer holds (MOON.HOLDINGS, master/holdings.c); the index
+ * keeps that in memory next to the segment (a node restart loses both).
+ * After a master restart the node reports it (MOON.REPORT), proving each
+ * object it holds whole by recomputing its CRC32C first. Bounded: at
+ * most one entry per 64 segment bytes. Thread-safe. */
+#ifndef MKV_NODE_INDEX_H
+#define MKV_NODE_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/objtable.h"
+
+typedef struct node_index node_index;
+
+typedef struct node_index_stats {
+    uint64_t objects, extents, bytes;   /* held now; bytes of index memory */
+    uint64_t refused;                   /* entries refused: over the bound or malformed */
+    uint64_t applied;                   /* holds and drops taken from the master */
+    uint64_t reported;                  /* extents reported to a master */
+    uint64_t checksum_errors;           /* objects whose bytes no longer match their CRC */
+} node_index_stats;
+
+/* One extent of ours to report: bytes [obj_off, obj_off+length) of key. */
+typedef struct node_index_extent {
+    const char *key;
+    size_t keylen;
+    uint64_t size;
+    uint32_t crc, want;
+    uint64_t obj_off, seg_off, length;
+} node_index_extent;
+
+/* The segment the extents point into (to prove objects). */
+node_index *node_index_create(const void *seg_base, uint64_t seg_size);
+void node_index_free(node_index *ix);
+
+/* This node (id self) holds its part of replica rep of key: the entry is
+ * replaced. -1 if refused (no extent here, one outside the segment, the
+ * bound reached). */
+int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
+                    uint32_t want, const obj_replica *rep, uint32_t self);
+void node_index_drop(node_index *ix, const void *key, size_t keylen);
+/* Forget every entry. */
+void node_index_clear(node_index *ix);
+
+/* Walk from *cursor (0 to start): up to max of our extents into out, each
+ * object proved first where it lies wholly here (a mismatch drops it and
+ * counts a checksum error). Returns how many; *cursor becomes 0 at the
+ * end. The keys in out stay valid until the next hold, drop or free. */
+size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max);
+
+void node_index_get_stats(node_index *ix, node_index_stats *st);
+
+#endif

@@ -1,0 +1,110 @@
+/* Unit tests for the node's index (src/node/index.h): holds replace,
+ * drops remove, reports give our extents with object offsets, objects
+ * wholly here are proved by their CRC32C, and the bound holds. */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/crc32c.h"
+#include "node/index.h"
+#include "test.h"
+
+#define SEG 4096
+
+static uint8_t seg[SEG];
+
+static obj_replica rep_of(obj_extent *e, uint32_t n) { return (obj_replica){n, e}; }
+
+static size_t report_all(node_index *ix, node_index_extent *out, size_t max) {
+    uint64_t cursor = 0;
+    size_t n = 0;
+    do n += node_index_report(ix, &cursor, out + n, max - n);
+    while (cursor && n < max);
+    return n;
+}
+
+static void test_hold_drop_report(void) {
+    node_index *ix = node_index_create(seg, SEG);
+    memset(seg, 0x5a, 128);
+    uint32_t crc = crc32c(0, seg, 128);
+    obj_extent whole[] = {{7, 0, 128}};
+    obj_replica r = rep_of(whole, 1);
+    ASSERT_EQ(node_index_hold(ix, "a", 1, 128, crc, 2, &r, 7), 0);
+    /* striped over node 3 and us: our slice is object bytes [64, 128) */
+    obj_extent striped[] = {{3, 512, 64}, {7, 1024, 64}};
+    r = rep_of(striped, 2);
+    ASSERT_EQ(node_index_hold(ix, "b", 1, 128, 1234, 2, &r, 7), 0);
+    /* nothing of it here: refused */
+    obj_extent elsewhere[] = {{3, 0, 64}};
+    r = rep_of(elsewhere, 1);
+    ASSERT_EQ(node_index_hold(ix, "c", 1, 64, 1, 1, &r, 7), -1);
+    node_index_stats st;
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.objects, 2);
+    ASSERT_EQ(st.extents, 2);
+    ASSERT_EQ(st.refused, 1);
+    node_index_extent out[8];
+    ASSERT_EQ(report_all(ix, out, 8), 2);
+    for (int i = 0; i < 2; i++) {
+        if (out[i].key[0] == 'a') {
+            ASSERT_EQ(out[i].obj_off, 0);
+            ASSERT_EQ(out[i].crc, crc);
+            ASSERT_EQ(out[i].want, 2);
+        } else {
+            ASSERT_EQ(out[i].obj_off, 64);
+            ASSERT_EQ(out[i].seg_off, 1024);
+            ASSERT_EQ(out[i].length, 64);
+        }
+    }
+    node_index_drop(ix, "b", 1);
+    node_index_drop(ix, "zz", 2);   /* unknown: nothing happens */
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.objects, 1);
+    node_index_free(ix);
+}
+
+static void test_corrupt_object_is_dropped_at_report(void) {
+    node_index *ix = node_index_create(seg, SEG);
+    memset(seg, 0x11, 256);
+    obj_extent e[] = {{1, 0, 128}, {1, 128, 128}};
+    obj_replica r = rep_of(e, 2);
+    ASSERT_EQ(node_index_hold(ix, "ok", 2, 256, crc32c(0, seg, 256), 1, &r, 1), 0);
+    obj_extent f[] = {{1, 256, 64}};
+    r = rep_of(f, 1);
+    ASSERT_EQ(node_index_hold(ix, "bad", 3, 64, 42, 1, &r, 1), 0);   /* wrong CRC */
+    node_index_extent out[8];
+    ASSERT_EQ(report_all(ix, out, 8), 2);   /* both extents of "ok" */
+    ASSERT_EQ(out[0].keylen, 2);
+    node_index_stats st;
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.checksum_errors, 1);
+    ASSERT_EQ(st.objects, 1);
+    node_index_free(ix);
+}
+
+static void test_bounds(void) {
+    /* an extent outside the segment is refused; the entry count is bounded */
+    node_index *ix = node_index_create(seg, 128);
+    obj_extent out_of[] = {{1, 100, 64}};
+    obj_replica r = rep_of(out_of, 1);
+    ASSERT_EQ(node_index_hold(ix, "o", 1, 64, 0, 1, &r, 1), -1);
+    obj_extent e[] = {{1, 0, 64}};
+    r = rep_of(e, 1);
+    int refused = 0;
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        refused += node_index_hold(ix, key, strlen(key), 64, 0, 1, &r, 1) != 0;
+    }
+    node_index_stats st;
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.objects, 128 / 64 + 1);
+    ASSERT_EQ(refused, 10 - (int)st.objects);
+    node_index_free(ix);
+}
+
+int main(void) {
+    RUN_TEST(test_hold_drop_report);
+    RUN_TEST(test_corrupt_object_is_dropped_at_report);
+    RUN_TEST(test_bounds);
+    TEST_EXIT();
+}
