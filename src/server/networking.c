@@ -12,6 +12,9 @@
  * blocks that coalesce small replies and zero-copy references to large
  * bodies. Before the loop sleeps (a before-sleep hook) every client with
  * new output gets one writev; what does not fit waits until writable.
+ * A large value with per-slice checksums goes out as it is verified on a
+ * helper thread (verify.h): never past the verified mark, and a slice that
+ * fails closes the connection instead of being sent.
  *
  * Clients are freed only from the loop's own callbacks, never from inside
  * a command: reply functions and client_close_async just mark the client,
@@ -36,6 +39,7 @@
 #include "server/commands.h"
 #include "server/multi.h"
 #include "server/put_guard.h"
+#include "server/verify.h"
 
 #define NET_READ_BUF      (64 * 1024)        /* one read() of ordinary input */
 #define NET_BLOCK_SIZE    (16 * 1024)        /* owned reply block */
@@ -60,6 +64,8 @@ typedef struct out_chunk {
     const char *ref;          /* NULL for an owned block */
     void (*release)(void *ctx);
     void *ctx;
+    verify_job *vj;           /* sliced ref: sendable up to verify_ready */
+    void (*corrupt)(void *ctx, uint32_t slice);
     char data[];              /* NET_BLOCK_SIZE bytes when owned */
 } out_chunk;
 
@@ -76,6 +82,8 @@ typedef struct net_state {
     resp_buf scratch;                   /* one reply being encoded */
     out_chunk *free_blocks, *free_refs; /* recycled chunks */
     unsigned nfree_blocks, nfree_refs;
+    verifier *verifier;                 /* started by the first sliced reply */
+    int verifier_broken;                /* could not start: check inline */
 } net_state;
 
 struct conn {
@@ -118,7 +126,8 @@ static out_chunk *chunk_take(out_chunk **list, unsigned *n, size_t datasize) {
 /* Return a written (or abandoned) chunk: release a reference, recycle. */
 static void chunk_done(net_state *net, out_chunk *ch) {
     if (ch->ref) {
-        if (ch->release) ch->release(ch->ctx);
+        if (ch->vj) verify_finish(ch->vj, ch->release, ch->ctx);
+        else if (ch->release) ch->release(ch->ctx);
         if (net->nfree_refs < NET_FREE_BLOCKS) {
             ch->next = net->free_refs;
             net->free_refs = ch;
@@ -309,19 +318,16 @@ void reply_wrong_arity(client *c, const char *cmdname) {
 
 void reply_syntax_error(client *c) { reply_error(c, "ERR syntax error"); }
 
-void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+/* Queues the bulk header and a reference chunk for p (NULL when the
+ * client is dead: release already ran). */
+static out_chunk *push_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx),
+                                void *ctx) {
     conn *cn = conn_of(c);
-    /* A small body costs less to copy than to pin and add to the iovec. */
-    if (n < NET_REF_MIN || cn->dead) {
-        if (!cn->dead) reply_bulk(c, p, n);
-        if (release) release(ctx);
-        return;
-    }
     resp_add_bulk_header(scratch(c), n);
     scratch_flush(c);
     if (cn->dead) {   /* the header pushed it over the limit */
         if (release) release(ctx);
-        return;
+        return NULL;
     }
     net_state *net = cn->net;
     out_chunk *ch = chunk_take(&net->free_refs, &net->nfree_refs, 0);
@@ -333,6 +339,75 @@ void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ct
     cn->out_ref += n;
     c->reply_bytes += n;
     out_append(cn, "\r\n", 2);
+    return ch;
+}
+
+void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+    conn *cn = conn_of(c);
+    /* A small body costs less to copy than to pin and add to the iovec. */
+    if (n < NET_REF_MIN || cn->dead) {
+        if (!cn->dead) reply_bulk(c, p, n);
+        if (release) release(ctx);
+        return;
+    }
+    push_bulk_ref(c, p, n, release, ctx);
+}
+
+/* A verified slice moved on: give its connection a write. */
+static void verify_progress(void *owner) { conn_schedule(owner); }
+
+static verifier *net_verifier(net_state *net, server *srv) {
+    if (net->verifier || net->verifier_broken) return net->verifier;
+    char err[256];
+    if (!(net->verifier = verifier_create(srv->loop, verify_progress, err, sizeof err))) {
+        log_warning("No slice verifier (%s): large values are checked before sending", err);
+        net->verifier_broken = 1;
+    }
+    return net->verifier;
+}
+
+/* A slice failed: the reply cannot be finished, so the connection goes
+ * (what the client got so far is a cut-off bulk, never a wrong byte). */
+static void sliced_failed(conn *cn, void (*corrupt)(void *, uint32_t), void *ctx, uint32_t slice) {
+    if (corrupt) corrupt(ctx, slice);
+    log_warning("Client id=%llu addr=%s: slice %u of a reply failed its checksum, closing",
+                (unsigned long long)cn->c.id, cn->c.addr, slice);
+    conn_mark_dead(cn);
+}
+
+/* Without the helper: every slice checked here, then sent as usual. */
+static void reply_checked_inline(client *c, const void *p, size_t n, const store_slices *sl,
+                                 void (*release)(void *ctx),
+                                 void (*corrupt)(void *ctx, uint32_t slice), void *ctx) {
+    conn *cn = conn_of(c);
+    int64_t bad = cn->dead ? -1 : verify_inline(p, n, sl);
+    if (bad < 0) {
+        reply_bulk_ref(c, p, n, release, ctx);
+        return;
+    }
+    sliced_failed(cn, corrupt, ctx, (uint32_t)bad);
+    if (release) release(ctx);
+}
+
+void reply_bulk_ref_sliced(client *c, const void *p, size_t n, const store_slices *sl,
+                           void (*release)(void *ctx), void (*corrupt)(void *ctx, uint32_t slice),
+                           void *ctx) {
+    conn *cn = conn_of(c);
+    verifier *v = cn->dead || sl->count == 0 ? NULL : net_verifier(cn->net, c->srv);
+    verify_job *j = v ? verify_start(v, p, n, sl, cn) : NULL;
+    if (!j) {   /* no helper, or it is swamped */
+        reply_checked_inline(c, p, n, sl, release, corrupt, ctx);
+        return;
+    }
+    out_chunk *ch = push_bulk_ref(c, p, n, NULL, NULL);
+    if (!ch) {
+        verify_finish(j, release, ctx);
+        return;
+    }
+    ch->vj = j;
+    ch->release = release;
+    ch->ctx = ctx;
+    ch->corrupt = corrupt;
 }
 
 /* ---- Blocking -------------------------------------------------------------- */
@@ -670,23 +745,45 @@ static void out_consume(conn *cn, size_t n) {
     }
 }
 
+/* How far a sliced chunk may go now (*end: its verified bytes); -1 when
+ * a slice failed, after which the connection closes. */
+static int chunk_verified(conn *cn, out_chunk *ch, size_t *end) {
+    uint32_t bad;
+    if (verify_failed(ch->vj, &bad)) {
+        sliced_failed(cn, ch->corrupt, ch->ctx, bad);
+        return -1;
+    }
+    *end = (size_t)verify_ready(ch->vj);
+    return 0;
+}
+
 /* writev as much as the socket takes. 0 when everything is written, 1
  * when output remains (waiting until writable), -1 on a dead connection. */
 static int conn_write(conn *cn) {
     server *srv = cn->c.srv;
     size_t budget = NET_WRITE_BUDGET;
+    int unverified = 0;   /* stopped at bytes not verified yet */
     while (cn->out_head && budget) {
         struct iovec iov[NET_IOV];
         int cnt = 0;
         size_t want = 0;
+        unverified = 0;
         for (out_chunk *ch = cn->out_head; ch && cnt < NET_IOV && want < budget; ch = ch->next) {
             if (ch->len == ch->sent) continue;
-            iov[cnt].iov_base = (char *)(ch->ref ? ch->ref : ch->data) + ch->sent;
-            iov[cnt].iov_len = ch->len - ch->sent;
-            want += iov[cnt++].iov_len;
+            size_t end = ch->len;
+            if (ch->vj && chunk_verified(cn, ch, &end) != 0) return -1;
+            if (end > ch->sent) {
+                iov[cnt].iov_base = (char *)(ch->ref ? ch->ref : ch->data) + ch->sent;
+                iov[cnt].iov_len = end - ch->sent;
+                want += iov[cnt++].iov_len;
+            }
+            if (end < ch->len) {   /* nothing after it may go first */
+                unverified = 1;
+                break;
+            }
         }
-        if (cnt == 0) {   /* only empty chunks left */
-            out_consume(cn, 0);
+        if (cnt == 0) {   /* only empty chunks left, or waiting for the verifier */
+            if (!unverified) out_consume(cn, 0);
             break;
         }
         ssize_t n = writev(cn->c.fd, iov, cnt);
@@ -698,8 +795,16 @@ static int conn_write(conn *cn) {
         }
         srv->stats.net_output_bytes += (uint64_t)n;
         out_consume(cn, (size_t)n);
-        if ((size_t)n < want) break;
+        if ((size_t)n < want) {
+            unverified = 0;   /* the socket is full: wait for writable */
+            break;
+        }
+        if (unverified) break;
         budget = (size_t)n < budget ? budget - (size_t)n : 0;
+    }
+    if (cn->out_head && unverified) {   /* the verifier's wake schedules cn */
+        loop_del_file(srv->loop, cn->c.fd, LOOP_WRITABLE);
+        return 1;
     }
     if (cn->out_head) {
         loop_add_file(srv->loop, cn->c.fd, LOOP_WRITABLE, write_cb, cn);
@@ -812,6 +917,7 @@ void server_cleanup(server *srv) {
     }
     metrics_http_stop(srv);
     while (net->clients_head) conn_free(net->clients_head);
+    verifier_free(net->verifier);   /* before the store: it releases pins */
     put_guard_stop(srv);
     if (srv->store) srv->store->ops->destroy(srv->store);
     srv->store = NULL;

@@ -136,6 +136,14 @@ void reply_raw(client *c, const void *p, size_t n);
  * is gone, so the caller can unpin the memory. */
 void reply_bulk_ref(client *c, const void *p, size_t n,
                     void (*release)(void *ctx), void *ctx);
+/* reply_bulk_ref for a value with per-slice checksums (store_slices):
+ * each slice is checked on a helper thread and sent only once it passed,
+ * so checking overlaps sending. A slice that fails: corrupt(ctx, slice)
+ * runs and the connection closes (the client sees a cut-off reply, never
+ * a wrong byte). sl->count 0: a plain reply_bulk_ref. */
+void reply_bulk_ref_sliced(client *c, const void *p, size_t n, const store_slices *sl,
+                           void (*release)(void *ctx), void (*corrupt)(void *ctx, uint32_t slice),
+                           void *ctx);
 /* Async replies (gateway): a command that cannot answer yet calls
  * client_block; later replies are added and client_unblock resumes the
  * pipeline. A client freed while blocked calls on_free(ctx). */

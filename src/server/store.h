@@ -31,6 +31,15 @@ typedef struct store_pin store_pin;   /* keeps a value's memory alive for a read
 
 typedef void store_scan_fn(const char *key, size_t keylen, void *ctx);
 
+/* How to verify a value slice by slice (store_ops.get_sliced): slice i is
+ * bytes [i*slice_len, min((i+1)*slice_len, len)) and must have CRC32C
+ * crc[i]. count 0: the value was verified whole already. */
+typedef struct store_slices {
+    uint64_t slice_len;
+    uint32_t count;
+    const uint32_t *crc;     /* valid while the value is pinned */
+} store_slices;
+
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
                      void **dst, store_put **out);
@@ -45,6 +54,15 @@ typedef struct store_ops {
     int (*get)(store *s, const void *key, size_t keylen, const void **data,
                uint64_t *len, store_pin **pin);
     void (*release)(store *s, store_pin *pin);
+    /* Optional: get without the whole-value check for a value that keeps
+     * per-slice checksums; *sl says how to check each slice, and the
+     * reader must check a slice before any of its bytes leave (a large
+     * GET then checks slice k+1 while slice k is being sent). Values
+     * without them are checked here as get does (sl->count 0). */
+    int (*get_sliced)(store *s, const void *key, size_t keylen, const void **data,
+                      uint64_t *len, store_pin **pin, store_slices *sl);
+    /* Optional: a reader found slice i of a pinned value wrong. */
+    void (*slice_corrupt)(store *s, store_pin *pin, uint32_t i);
     int (*remove)(store *s, const void *key, size_t keylen);   /* 1 removed, 0 not */
     int (*exists)(store *s, const void *key, size_t keylen);   /* COMPLETE only */
     int (*size_of)(store *s, const void *key, size_t keylen, uint64_t *len);

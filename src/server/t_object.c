@@ -262,6 +262,11 @@ static void value_ref_release(void *ctx) {
     free(ref);
 }
 
+static void value_ref_corrupt(void *ctx, uint32_t slice) {
+    value_ref *ref = ctx;
+    if (ref->s->ops->slice_corrupt) ref->s->ops->slice_corrupt(ref->s, ref->pin, slice);
+}
+
 /* The value of key as a bulk reply (null if absent). Big values go out
  * zero-copy, pinned until written. */
 static void reply_value(client *c, const resp_arg *key) {
@@ -270,7 +275,10 @@ static void reply_value(client *c, const resp_arg *key) {
     const void *data;
     uint64_t len;
     store_pin *pin;
-    int rc = s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
+    store_slices sl = {.count = 0};
+    /* Sliced: a big value is checked slice by slice while it is sent. */
+    int rc = s->ops->get_sliced ? s->ops->get_sliced(s, key->ptr, key->len, &data, &len, &pin, &sl)
+                                : s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
     if (rc == STORE_NOTFOUND) {
         srv->stats.keyspace_misses++;
         reply_null(c);
@@ -285,7 +293,7 @@ static void reply_value(client *c, const resp_arg *key) {
         value_ref *ref = xmalloc(sizeof *ref);
         ref->s = s;
         ref->pin = pin;
-        reply_bulk_ref(c, data, len, value_ref_release, ref);
+        reply_bulk_ref_sliced(c, data, len, &sl, value_ref_release, value_ref_corrupt, ref);
     } else {
         reply_bulk(c, data, len);
         s->ops->release(s, pin);

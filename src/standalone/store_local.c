@@ -33,6 +33,7 @@
 #define LOCAL_ALIGN 64
 #define HUGE_PAGE (2ULL * 1024 * 1024)
 #define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
+#define SLICE_LEN (256u * 1024)  /* per-slice checksums for values above one slice */
 
 typedef struct local_store {
     store base;
@@ -73,6 +74,44 @@ static void obj_destroy(local_store *ls, object *o) {
 
 /* objtable_destroy hands every remaining object here. */
 static void table_free_cb(object *o, void *ctx) { obj_destroy(ctx, o); }
+
+/* ---- slice checksums ----
+ * A value of more than one slice keeps a CRC32C per slice right after its
+ * bytes (at the next 4-byte boundary), in its own extent, so a reader can
+ * check each slice just before sending it (store_ops.get_sliced). */
+
+static uint32_t slice_count(uint64_t size) {
+    return size > SLICE_LEN ? (uint32_t)((size + SLICE_LEN - 1) / SLICE_LEN) : 0;
+}
+
+static uint64_t crcs_at(uint64_t size) { return (size + 3) & ~3ULL; }
+
+static uint64_t extent_len_for(uint64_t size) {
+    uint32_t n = slice_count(size);
+    return n ? crcs_at(size) + 4ULL * n : size;
+}
+
+/* o's slice checksums; NULL when it has none (small, or placed where only
+ * the value fit). */
+static uint32_t *slice_crcs(local_store *ls, object *o) {
+    if (!slice_count(o->size) || obj_extent_of(o)->length != extent_len_for(o->size)) return NULL;
+    return (uint32_t *)(obj_data(ls, o) + crcs_at(o->size));
+}
+
+/* The value's CRC32C, filling in its slice checksums on the way. */
+static uint32_t checksum_value(local_store *ls, object *o) {
+    const uint8_t *p = obj_data(ls, o);
+    uint32_t *crcs = slice_crcs(ls, o);
+    if (!crcs) return crc32c(0, p, o->size);
+    uint32_t whole = 0;
+    for (uint32_t i = 0; i < slice_count(o->size); i++) {
+        uint64_t off = (uint64_t)i * SLICE_LEN;
+        uint64_t n = o->size - off < SLICE_LEN ? o->size - off : SLICE_LEN;
+        crcs[i] = crc32c(0, p + off, n);
+        whole = i ? crc32c_combine(whole, crcs[i], n) : crcs[i];
+    }
+    return whole;
+}
 
 static object *find_complete(local_store *ls, const void *key, size_t keylen) {
     object *o = objtable_find(ls->table, key, keylen);
@@ -139,16 +178,20 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
         return STORE_ERR;
     }
-    uint64_t off = 0;
-    if (size > 0 && reserve_space(ls, size, &off) != 0) {
-        objtable_delete(ls->table, key, keylen);
-        s->errstr[0] = '\0';   /* the command explains it from ->space */
-        return STORE_NOSPACE;
+    uint64_t off = 0, ext_len = extent_len_for(size);
+    if (size > 0 && reserve_space(ls, ext_len, &off) != 0) {
+        /* Without slice checksums if only the value fits. */
+        if (ext_len == size || reserve_space(ls, size, &off) != 0) {
+            objtable_delete(ls->table, key, keylen);
+            s->errstr[0] = '\0';   /* the command explains it from ->space */
+            return STORE_NOSPACE;
+        }
+        ext_len = size;
     }
-    obj_extent ext = {.node = 0, .offset = off, .length = size};
+    obj_extent ext = {.node = 0, .offset = off, .length = ext_len};
     obj_replica rep = {.nextents = 1, .extents = &ext};
     if (object_set_replicas(o, &rep, 1) != 0) {
-        if (size > 0) seg_alloc_release(ls->alloc, off, size);
+        if (size > 0) seg_alloc_release(ls->alloc, off, ext_len);
         objtable_delete(ls->table, key, keylen);
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
         return STORE_ERR;
@@ -169,7 +212,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
 static int local_put_end(store *s, store_put *p) {
     local_store *ls = ls_of(s);
     object *o = (object *)p;
-    o->crc = crc32c(0, obj_data(ls, o), o->size);
+    o->crc = checksum_value(ls, o);
     objtable_set_state(ls->table, o, OBJ_COMPLETE);
     return STORE_OK;
 }
@@ -183,14 +226,23 @@ static void local_put_abort(store *s, store_put *p) {
 
 /* ---- reads ---- */
 
+/* Hands o's bytes to a reader, pinned. */
+static int pin_out(local_store *ls, object *o, const void **data, uint64_t *len, store_pin **pin) {
+    o->pins++;
+    o->atime_ms = mono_ms();
+    *data = obj_data(ls, o);
+    *len = o->size;
+    *pin = (store_pin *)o;
+    return STORE_OK;
+}
+
 static int local_get(store *s, const void *key, size_t keylen, const void **data,
                      uint64_t *len, store_pin **pin) {
     local_store *ls = ls_of(s);
     object *o = find_complete(ls, key, keylen);
     if (!o) return STORE_NOTFOUND;
-    const uint8_t *p = obj_data(ls, o);
     /* moonkv hands out checksum-verified values only. */
-    uint32_t crc = crc32c(0, p, o->size);
+    uint32_t crc = crc32c(0, obj_data(ls, o), o->size);
     if (crc != o->crc) {
         ls->checksum_errors++;
         snprintf(s->errstr, sizeof s->errstr,
@@ -199,12 +251,28 @@ static int local_get(store *s, const void *key, size_t keylen, const void **data
         log_warning("store_local: %s", s->errstr);
         return STORE_ERR;
     }
-    o->pins++;
-    o->atime_ms = mono_ms();
-    *data = p;
-    *len = o->size;
-    *pin = (store_pin *)o;
-    return STORE_OK;
+    return pin_out(ls, o, data, len, pin);
+}
+
+static int local_get_sliced(store *s, const void *key, size_t keylen, const void **data,
+                            uint64_t *len, store_pin **pin, store_slices *sl) {
+    local_store *ls = ls_of(s);
+    object *o = find_complete(ls, key, keylen);
+    const uint32_t *crcs = o ? slice_crcs(ls, o) : NULL;
+    sl->count = 0;
+    if (!crcs) return local_get(s, key, keylen, data, len, pin);
+    sl->slice_len = SLICE_LEN;
+    sl->count = slice_count(o->size);
+    sl->crc = crcs;
+    return pin_out(ls, o, data, len, pin);
+}
+
+static void local_slice_corrupt(store *s, store_pin *pin, uint32_t i) {
+    local_store *ls = ls_of(s);
+    const object *o = (const object *)pin;
+    ls->checksum_errors++;
+    log_warning("store_local: slice %u of a %llu-byte value failed its checksum: value "
+                "corrupted in memory, its reply cut off", i, (unsigned long long)o->size);
 }
 
 static void local_release(store *s, store_pin *pin) {
@@ -367,6 +435,8 @@ static const store_ops local_ops = {
     .put_abort = local_put_abort,
     .get = local_get,
     .release = local_release,
+    .get_sliced = local_get_sliced,
+    .slice_corrupt = local_slice_corrupt,
     .remove = local_remove,
     .exists = local_exists,
     .size_of = local_size_of,

@@ -2,10 +2,14 @@
  * the background while the server already answers (INFO segment shows
  * how far), and a large GET leaves slice by slice, each verified before
  * its bytes go (a corrupted slice closes the connection instead of
- * reaching the client). Starts the real binary ($MOONKV_SERVER) on ports
+ * reaching the client: the test flips a bit in the server's memory
+ * through /proc/PID/mem). Starts the real binary ($MOONKV_SERVER) on ports
  * 32300-32399. */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,11 +179,181 @@ static void test_prefault_off_says_off(void) {
     ASSERT_EQ(warmed, 0);
 }
 
+/* ---- Large GETs, slice by slice --------------------------------------- */
+
+#define SLICE (256u * 1024)   /* store_local's slice */
+
+/* 1 when r is the n bytes fill() makes from seed (v: scratch). */
+static int roundtrip_value(const redisReply *r, size_t n, unsigned seed, unsigned char *v) {
+    fill(v, n, seed);
+    return r && r->type == REDIS_REPLY_STRING && (size_t)r->len == n && memcmp(r->str, v, n) == 0;
+}
+
+/* Sizes around the slice boundaries, pipelined on one connection and
+ * read back byte-exact, in order, with MGET of all of them too. */
+static void test_sliced_get_roundtrip(void) {
+    static const size_t sizes[] = {SLICE - 1, SLICE, SLICE + 1, 3 * SLICE + 5, 4u << 20, (4u << 20) + 3};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    int port;
+    pid_t pid = start_standalone(&port, "128MB", NULL);
+    redisContext *c = pid > 0 ? h_redis(port) : NULL;
+    ASSERT(c != NULL);
+    unsigned char *v = malloc((4u << 20) + 3);
+    ASSERT(v != NULL);
+    int stored = 0, exact = 0, mget_exact = 0;
+    for (int i = 0; i < N; i++) {
+        fill(v, sizes[i], 100u + (unsigned)i);
+        stored += redisAppendCommand(c, "SET s:%d %b", i, v, sizes[i]) == REDIS_OK;
+    }
+    for (int i = 0; i < N; i++) redisAppendCommand(c, "GET s:%d", i);
+    redisAppendCommand(c, "MGET s:0 s:1 s:2 s:3 s:4 s:5");
+    for (int i = 0; i < N; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) break;
+        freeReplyObject(r);   /* the SETs' +OK */
+    }
+    for (int i = 0; i < N; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) break;
+        exact += roundtrip_value(r, sizes[i], 100u + (unsigned)i, v);
+        freeReplyObject(r);
+    }
+    redisReply *m = NULL;
+    if (redisGetReply(c, (void **)&m) == REDIS_OK && m->type == REDIS_REPLY_ARRAY && m->elements == N)
+        for (int i = 0; i < N; i++) mget_exact += roundtrip_value(m->element[i], sizes[i], 100u + (unsigned)i, v);
+    freeReplyObject(m);
+    free(v);
+    redisFree(c);
+    ASSERT_EQ(h_stop_status(pid, 10000), 0);
+    ASSERT_EQ(stored, N);
+    ASSERT_EQ(exact, N);
+    ASSERT_EQ(mget_exact, N);
+}
+
+/* Where needle (len bytes) sits in pid's writable memory, found through
+ * /proc/pid/maps and /proc/pid/mem; 0 if nowhere. */
+static uint64_t find_in_process(pid_t pid, const void *needle, size_t len) {
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "r");
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDONLY);
+    size_t bufsz = 8u << 20;
+    unsigned char *buf = malloc(bufsz);
+    uint64_t found = 0;
+    while (maps && mem >= 0 && buf && !found && fgets(line, sizeof line, maps)) {
+        unsigned long long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3 || perms[1] != 'w') continue;
+        for (uint64_t at = lo; at < hi && !found; at += bufsz - len) {
+            size_t want = hi - at < bufsz ? (size_t)(hi - at) : bufsz;
+            ssize_t got = pread(mem, buf, want, (off_t)at);
+            if (got < (ssize_t)len) break;
+            unsigned char *hit = memmem(buf, (size_t)got, needle, len);
+            if (hit) found = at + (uint64_t)(hit - buf);
+            if ((size_t)got < bufsz) break;
+        }
+    }
+    free(buf);
+    if (mem >= 0) close(mem);
+    if (maps) fclose(maps);
+    return found;
+}
+
+/* Flips one bit of pid's memory at addr; 0 on success. */
+static int flip_bit(pid_t pid, uint64_t addr) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDWR);
+    unsigned char b;
+    int ok = mem >= 0 && pread(mem, &b, 1, (off_t)addr) == 1;
+    b ^= 0x10;
+    ok = ok && pwrite(mem, &b, 1, (off_t)addr) == 1;
+    if (mem >= 0) close(mem);
+    return ok ? 0 : -1;
+}
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Everything until EOF (1) or a timeout (0) into buf; bytes in *got. */
+static int read_to_eof(int fd, unsigned char *buf, size_t cap, size_t *got) {
+    *got = 0;
+    for (;;) {
+        ssize_t r = recv(fd, buf + *got, cap - *got, 0);
+        if (r == 0) return 1;
+        if (r < 0) return 0;
+        *got += (size_t)r;
+        if (*got == cap) return 0;
+    }
+}
+
+#define CORRUPT_LEN (4u << 20)
+#define CORRUPT_SLICE 3
+
+/* A bit flipped in slice 3 of a stored 4 MiB value (written into the
+ * server's memory from outside): a GET sends at most slices 0-2, each
+ * byte as stored, then the connection closes; nothing of slice 3 or later
+ * leaves. The server counts the error and keeps serving. */
+static void test_corrupt_slice_never_sent(void) {
+    int port;
+    pid_t pid = start_standalone(&port, "64MB", (const char *const[]){"--prefault", "no", NULL});
+    redisContext *c = pid > 0 ? h_redis(port) : NULL;
+    ASSERT(c != NULL);
+    unsigned char *v = malloc(CORRUPT_LEN);
+    ASSERT(v != NULL);
+    fill(v, CORRUPT_LEN, 77);
+    int stored = set_value(c, "victim", v, CORRUPT_LEN);
+    size_t at = CORRUPT_SLICE * SLICE + 1000;   /* inside slice 3 */
+    uint64_t addr = stored ? find_in_process(pid, v + at, 64) : 0;
+    int flipped = addr && flip_bit(pid, addr) == 0;
+
+    size_t cap = CORRUPT_LEN + 64, got = 0;
+    unsigned char *buf = malloc(cap);
+    int fd = raw_connect(port);
+    const char get[] = "*2\r\n$3\r\nGET\r\n$6\r\nvictim\r\n";
+    int eof = fd >= 0 && send(fd, get, sizeof get - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof get - 1) &&
+              read_to_eof(fd, buf, cap, &got);
+    if (fd >= 0) close(fd);
+    const char hdr[] = "$4194304\r\n";
+    size_t body = got > strlen(hdr) ? got - strlen(hdr) : 0;
+    int prefix_ok = got >= strlen(hdr) && memcmp(buf, hdr, strlen(hdr)) == 0 &&
+                    memcmp(buf + strlen(hdr), v, body) == 0;
+    printf("# flipped at +%zu, got %zu body bytes before EOF\n", at, body);
+    long long errors = info_num(c, "segment", "checksum_errors");
+    redisReply *r = redisCommand(c, "PING");
+    int alive = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    free(buf);
+    free(v);
+    redisFree(c);
+    ASSERT_EQ(h_stop_status(pid, 10000), 0);
+    ASSERT(stored);
+    ASSERT(flipped);
+    ASSERT(eof);                                  /* closed, not a whole reply */
+    ASSERT(prefix_ok);                            /* no byte differs from the stored value */
+    ASSERT(body <= CORRUPT_SLICE * SLICE);        /* nothing of slice 3 on */
+    ASSERT_EQ(errors, 1);
+    ASSERT(alive);
+}
+
 int main(void) {
     if (!mkdtemp(logdir)) return 1;
     h_init(400);
     RUN_TEST(test_serves_while_warming);
     RUN_TEST(test_prefault_off_says_off);
+    RUN_TEST(test_sliced_get_roundtrip);
+    RUN_TEST(test_corrupt_slice_never_sent);
     h_kill_all();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", logdir);
