@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 /* Lets the kernel read every page of [addr, addr+len) once, through a
- * pipe into a scratch buffer. 0, or -1 when no pipe could be made (the
+ * pipe into a scratch buffer; other threads may write the bytes meanwhile. 0, or -1 when no pipe could be made (the
  * buffer is untouched then and still works, only colder). */
 int memwarm_kernel(const void *addr, size_t len);
 
