@@ -96,11 +96,14 @@ static redisReply *command_once(mkv_client *c, int argc, const char **argv, cons
     int released = mkv_leases_append(c);
     if (redisAppendCommandArgv(c->rc, argc, argv, argvlen) == REDIS_OK) {
         void *rr = NULL;
-        /* MOON.RELEASE's reply first: only a broken link can make it fail. */
-        if (!released || redisGetReply(c->rc, &rr) == REDIS_OK) {
+        /* MOON.RELEASE's replies first: only a broken link can make them fail. */
+        int ok = 1;
+        for (int i = 0; ok && i < released; i++) {
+            ok = redisGetReply(c->rc, &rr) == REDIS_OK;
             freeReplyObject(rr);
-            if (redisGetReply(c->rc, &rr) == REDIS_OK) r = rr;
+            rr = NULL;
         }
+        if (ok && redisGetReply(c->rc, &rr) == REDIS_OK) r = rr;
     }
     *code = MKV_OK;
     if (r) return r;
@@ -240,7 +243,7 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
 void mkv_close(mkv_client *c) {
     if (!c) return;
     workpool_stop(c->crc_pool);
-    mkv_leases_clear(&c->done);
+    mkv_leases_free(&c->done);
     mkv_regions_clear(c);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);

@@ -31,7 +31,7 @@
 #define MKV_NET_STREAMS    2        /* connections per network path to a node */
 #define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
 #define MKV_MAX_REGIONS    256
-#define MKV_MAX_DONE_LEASES 256     /* finished reads' leases waiting to go back */
+#define MKV_MAX_DONE_LEASES (4 * PROTO_MAX_BATCH)   /* finished reads' leases waiting to go back */
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
 
 /* ---- topology.c ---- */
@@ -66,8 +66,8 @@ typedef struct mkv_lease {
 } mkv_lease;
 
 typedef struct mkv_leases {
-    mkv_lease v[MKV_MAX_DONE_LEASES];
-    size_t n;
+    mkv_lease *v;                        /* grows up to MKV_MAX_DONE_LEASES */
+    size_t n, cap;
 } mkv_leases;
 
 typedef struct mkv_placement {
@@ -83,9 +83,11 @@ typedef struct mkv_placement {
  * command (dropped when MKV_MAX_DONE_LEASES wait already: it expires). */
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl);
 /* Queue MOON.RELEASE for the leases waiting, ahead of the next command
- * (hiredis pipeline). 1 if queued (its reply comes first), else 0. */
+ * (hiredis pipeline), PROTO_MAX_BATCH leases per command: how many were
+ * queued (their replies come first). */
 int mkv_leases_append(mkv_client *c);
-void mkv_leases_clear(mkv_leases *l);
+void mkv_leases_clear(mkv_leases *l);   /* empties it; the array stays */
+void mkv_leases_free(mkv_leases *l);
 
 /* ---- regions.c ---- */
 typedef struct mkv_region {

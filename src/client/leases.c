@@ -22,16 +22,20 @@ static uint64_t lease_until(const mkv_placement *pl) {
 
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl) {
     uint64_t until = lease_until(pl);
-    if (!until || c->done.n == MKV_MAX_DONE_LEASES) return;
-    mkv_lease *l = &c->done.v[c->done.n++];
+    mkv_leases *d = &c->done;
+    if (!until || d->n == MKV_MAX_DONE_LEASES) return;
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 64;
+        d->v = xrealloc(d->v, d->cap * sizeof *d->v);
+    }
+    mkv_lease *l = &d->v[d->n++];
     l->key = xmemdup(key, keylen);
     l->keylen = keylen;
     l->until = until;
 }
 
-int mkv_leases_append(mkv_client *c) {
-    size_t n = c->done.n;
-    if (!n) return 0;
+/* One MOON.RELEASE for leases v[0..n); 1 if queued. */
+static int append_one(mkv_client *c, const mkv_lease *v, size_t n) {
     int argc = (int)(1 + 2 * n);
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     size_t *lens = xcalloc((size_t)argc, sizeof *lens);
@@ -39,21 +43,36 @@ int mkv_leases_append(mkv_client *c) {
     argv[0] = "MOON.RELEASE";
     lens[0] = 12;
     for (size_t i = 0; i < n; i++) {
-        argv[1 + 2 * i] = c->done.v[i].key;
-        lens[1 + 2 * i] = c->done.v[i].keylen;
-        lens[2 + 2 * i] = (size_t)snprintf(num[i], sizeof num[i], "%llu",
-                                           (unsigned long long)c->done.v[i].until);
+        argv[1 + 2 * i] = v[i].key;
+        lens[1 + 2 * i] = v[i].keylen;
+        lens[2 + 2 * i] = (size_t)snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i].until);
         argv[2 + 2 * i] = num[i];
     }
     int ok = redisAppendCommandArgv(c->rc, argc, argv, lens) == REDIS_OK;
     free(argv);
     free(lens);
     free(num);
-    mkv_leases_clear(&c->done);   /* sent or not, never twice */
     return ok;
+}
+
+int mkv_leases_append(mkv_client *c) {
+    int queued = 0;
+    for (size_t at = 0; at < c->done.n; at += PROTO_MAX_BATCH) {
+        size_t n = c->done.n - at < PROTO_MAX_BATCH ? c->done.n - at : PROTO_MAX_BATCH;
+        if (!append_one(c, c->done.v + at, n)) break;
+        queued++;
+    }
+    mkv_leases_clear(&c->done);   /* sent or not, never twice */
+    return queued;
 }
 
 void mkv_leases_clear(mkv_leases *l) {
     for (size_t i = 0; i < l->n; i++) free(l->v[i].key);
     l->n = 0;
+}
+
+void mkv_leases_free(mkv_leases *l) {
+    mkv_leases_clear(l);
+    free(l->v);
+    *l = (mkv_leases){0};
 }

@@ -151,6 +151,41 @@ static void test_churn_no_nospace(void) {
     redisFree(m);
 }
 
+/* A batch get of more objects than one MOON.RELEASE carries gives every
+ * lease back: removing them all leaves nothing held. */
+static void test_batch_leases_all_returned(void) {
+    enum { N = 5000, SIZE = 2048 };   /* more leases than one MOON.RELEASE carries (4096) */
+    redisContext *m = h_redis(PORT_MASTER);
+    mkv_options opt;
+    mkv_options_init(&opt);
+    char master[32];
+    snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
+    opt.master = master;
+    mkv_client *c = NULL;
+    ASSERT(m && mkv_connect(&c, &opt) == MKV_OK);
+    char *buf = bufs;   /* 8 MiB of the first worker's, idle now */
+    ASSERT_EQ(mkv_register_buffer(c, buf, (size_t)N * SIZE), MKV_OK);
+    mkv_obj *objs = calloc(N, sizeof *objs);
+    char (*keys)[24] = calloc(N, sizeof *keys);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(keys[i], sizeof keys[i], "lease:%d", i);
+        objs[i] = (mkv_obj){.key = keys[i], .keylen = (size_t)n, .buf = buf + (size_t)i * SIZE, .len = SIZE};
+    }
+    ASSERT_EQ(mkv_put_batch(c, objs, N, 1), MKV_OK);
+    ASSERT_EQ(mkv_get_batch(c, objs, N), MKV_OK);
+    for (int i = 0; i < N; i++) ASSERT_EQ(objs[i].status, MKV_OK);
+    for (int i = 0; i < N; i++) ASSERT_EQ(mkv_remove(c, keys[i], strlen(keys[i])), MKV_OK);
+    long long held = info_u64(m, "held_extents"), used = info_u64(m, "bytes_used");
+    printf("# %d leases of one batch get: held_extents %lld, bytes_used %lld after removing all\n", N,
+           held, used);
+    ASSERT_EQ(held, 0);
+    ASSERT_EQ(used, 0);
+    free(objs);
+    free(keys);
+    mkv_close(c);
+    redisFree(m);
+}
+
 int main(void) {
     const char *e = getenv("MOONKV_CHURN_SEGMENT_MB");
     if (e && atoi(e) >= 64) segment_mb = (uint64_t)atoi(e);
@@ -173,5 +208,6 @@ int main(void) {
         return 1;
     }
     RUN_TEST(test_churn_no_nospace);
+    RUN_TEST(test_batch_leases_all_returned);
     TEST_EXIT();
 }
