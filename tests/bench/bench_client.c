@@ -389,6 +389,25 @@ static void kv_remove_all(kv_run *k) {
         k->api->remove(k->c, k->objs[i].key, k->objs[i].keylen);
 }
 
+/* One untimed batch put, get and remove of every block. Through a mapped
+ * segment (shm), a process's first access to each page costs a trap on
+ * some VMs (about 19 us per 4 KiB page here: shadow paging; populating
+ * the mapping does not avoid it), paid once per client and page; the
+ * timed rounds then land on the same, freed extents, as a long-running
+ * client's would, and the one-transfer reference meets warm pages too. */
+static void kv_warm(kv_run *k) {
+    kv_keys(k, "kvw");
+    for (size_t i = 0; i < k->blocks; i++) {
+        k->objs[i].buf = k->src + i * k->bsize;
+        k->objs[i].len = k->bsize;
+    }
+    if (k->api->put_batch(k->c, k->objs, k->blocks, 1) == MKV_OK) {
+        for (size_t i = 0; i < k->blocks; i++) k->objs[i].buf = k->dst + i * k->bsize;
+        k->api->get_batch(k->c, k->objs, k->blocks);
+    }
+    kv_remove_all(k);
+}
+
 /* Seconds for one batch put then one batch get of every block. */
 static int kv_batch(kv_run *k) {
     kv_keys(k, "kvb");
@@ -512,7 +531,7 @@ static void bench_kvcache(const mkv_api *api, const char *master, const char *tr
     if (api->register_buffer(k.c, k.src, blocks * bsize) != MKV_OK ||
         api->register_buffer(k.c, k.dst, blocks * bsize) != MKV_OK)
         bench_skip("batch_put_s", "mkv_register_buffer: %s", api->last_error(k.c));
-    else if (bench_warm_up(api, k.c, k.src, blocks * bsize), kv_batch(&k) == 0) {
+    else if (bench_warm_up(api, k.c, k.src, blocks * bsize), kv_warm(&k), kv_batch(&k) == 0) {
         kv_loop(&k);
         kv_one_transfer(&k);
         bench_ping(master, "ping_us");
