@@ -630,6 +630,7 @@ node_control *node_control_start(node *n) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
+    n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);
     return c;
 }

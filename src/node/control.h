@@ -14,6 +14,8 @@
 
 typedef struct node_control node_control;
 
+/* Starts the control thread; n->ctl is set before it runs, so the copier
+ * (fed by that thread) always sees it. NULL on a bad configuration. */
 node_control *node_control_start(node *n);
 /* Ask the master to drain us (SIGTERM, MOON.DRAIN on the node). */
 void node_control_request_leave(node_control *c);

@@ -242,8 +242,7 @@ static int node_start(node *n, char *err, size_t errlen) {
     if (server_listen(srv, err, errlen) != 0) return -1;
     n->gone = loop_wake_create(srv->loop, gone_cb, n);
     n->copier = node_copier_start(n);
-    n->ctl = node_control_start(n);
-    if (!n->ctl) {
+    if (!node_control_start(n)) {
         snprintf(err, errlen, "bad master address '%.64s' or etcd list '%.64s'", srv->cfg.master,
                  srv->cfg.etcd);
         return -1;
