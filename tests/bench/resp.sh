@@ -3,7 +3,8 @@
 # 2 nodes, gateway). Sourced by run.sh.
 #
 # Measurement names: resp.<target>.<op>.<size>.<mode>, target one of
-# redis standalone cluster, op set|get, mode p16 (-P 16) or p1.
+# redis standalone cluster, op set|get, mode p16 (-P 16 -c 50), p1
+# (-c 50) or c4 (-c 4). A mode written get:MODE is measured for GETs only.
 #
 # moonkv is write-once: a SET of a stored key with other bytes is -EXISTS
 # (the same bytes again are a no-op +OK, as keys are content hashes).
@@ -81,37 +82,60 @@ resp_fresh() {
   return 1
 }
 
+# mode_flags MODE: "CLIENTS PIPELINE" of a mode (p16, p1, c4).
+mode_flags() {
+  case "$1" in
+    c*) echo "${1#c} 1";;
+    p*) echo "50 ${1#p}";;
+  esac
+}
+
 # resp_measure TARGET SEGMENT KEYS "SIZE N MODES..." ...: for each size,
-# the SETs of every mode (p16: -P 16, p1: unpipelined), then KEYS keys
-# preloaded and the GETs of every mode.
+# the SETs of every mode, each on a fresh server (cold: its table and
+# segment start empty), then KEYS keys preloaded and the GETs of every
+# mode (get:MODE ones too).
 resp_measure() {
-  local t=$1 seg=$2 keys=$3 spec size n modes m gets; shift 3
+  local t=$1 seg=$2 keys=$3 spec size n modes m c p gets; shift 3
   for spec in "$@"; do
     read -r size n modes <<<"$spec"
     [ "$t" = cluster ] && n=$(( n / RESP_CLUSTER_SHARE > 50 ? n / RESP_CLUSTER_SHARE : 50 ))
     for m in $modes; do
+      case "$m" in get:*) continue;; esac
       resp_fresh "$t" "$seg" "resp.$t.set.$size.$m" "resp.$t.set.$size.$m.repeats" || continue
-      rb_set "$ADDR" "resp.$t.set.$size.$m" "$size" "$n" 50 "${m#p}"
+      read -r c p <<<"$(mode_flags "$m")"
+      rb_set "$ADDR" "resp.$t.set.$size.$m" "$size" "$n" "$c" "$p"
     done
-    gets=(); for m in $modes; do gets+=("resp.$t.get.$size.$m"); done
+    gets=(); for m in $modes; do gets+=("resp.$t.get.$size.${m#get:}"); done
     resp_fresh "$t" "$seg" "${gets[@]}" || continue
     if ! timeout 300 "$BENCH_BIN/bench_preload" "$ADDR" "$keys" "$size" >>"$WORK/run.log" 2>&1; then
-      for m in $modes; do meas_skip "resp.$t.get.$size.$m" "preload of $keys keys failed (run.log)"; done
+      for m in "${gets[@]}"; do meas_skip "$m" "preload of $keys keys failed (run.log)"; done
       continue
     fi
     for m in $modes; do
-      rb_run "$ADDR" "resp.$t.get.$size.$m" get "$size" "$n" 50 "${m#p}" "$keys"
+      m=${m#get:}
+      read -r c p <<<"$(mode_flags "$m")"
+      rb_run "$ADDR" "resp.$t.get.$size.$m" get "$size" "$n" "$c" "$p" "$keys"
     done
   done
   resp_target_stop "$t"
 }
 
-# Rows comparing standalone (with TARGET) and cluster (no target) to redis.
+# "-P 16 -c 50" and the like, for a row label.
+mode_label() {
+  local c p
+  read -r c p <<<"$(mode_flags "$1")"
+  [ "$p" = 1 ] && echo "-c $c" || echo "-P $p -c $c"
+}
+
+# Rows comparing standalone (with TARGET) and cluster (no target) to
+# redis; GET_MODES: modes measured for GETs only.
 resp_rows() {
-  local size=$1 label=$2 target=$3 modes=$4 op m what t
+  local size=$1 label=$2 target=$3 modes=$4 get_modes=${5:-} op m what t ms
   for op in set get; do
-    for m in $modes; do
-      what="RESP ${op^^} $label $([ "$m" = p16 ] && echo "-P 16 -c 50" || echo "-c 50")"
+    ms=$modes; [ "$op" = get ] && ms="$modes $get_modes"
+    for m in $ms; do
+      what="RESP ${op^^} $label $(mode_label "$m")"
+      [ "$op" = set ] && what="$what (fresh server)"
       row "$what: standalone vs redis" "resp.standalone.$op.$size.$m" "resp.redis.$op.$size.$m" "$target" req/s
       row "$what: cluster (gateway) vs redis" "resp.cluster.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
     done
@@ -154,12 +178,12 @@ step_resp_large() {
   # The biggest phase (servers are fresh per phase), plus a quarter slack.
   seg_mb=$(( (n1m > 4 * n4m ? n1m : 4 * n4m) * 5 / 4 + 128 ))
   for t in $RESP_TARGETS; do
-    resp_measure "$t" "${seg_mb}MB" "$keys" "1048576 $n1m p1" "4194304 $n4m p1"
+    resp_measure "$t" "${seg_mb}MB" "$keys" "1048576 $n1m p1 get:c4" "4194304 $n4m p1 get:c4"
   done
-  resp_rows 1048576 "1MiB" 1.2 p1
-  resp_rows 4194304 "4MiB" 1.2 p1
+  resp_rows 1048576 "1MiB" 1.2 p1 c4
+  resp_rows 4194304 "4MiB" 1.2 p1 c4
   resp_plot 1048576
   resp_plot 4194304
-  note "Large RESP objects run unpipelined with 50 clients (-c 50): at 1 MiB and more a pipeline" \
+  note "Large RESP objects run unpipelined with 50 clients (-c 50), GETs also with 4 (-c 4): at 1 MiB and more a pipeline" \
        "adds only memory; segments are sized to the data (${seg_mb}MB, prefaulted; per node in the cluster)."
 }
