@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/memwarm.h"
 #include "core/util.h"
+#include "standalone/heap_warm.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -28,6 +29,7 @@
 
 #define WARM_CHUNK (2u << 20)   /* progress granularity; a huge page */
 #define WARM_NICE 10            /* gives way to the event loop and clients */
+#define HEAP_POLL_US 5000       /* heap checks once the segment is warm */
 
 struct seg_warmer {
     uint8_t *base;
@@ -61,6 +63,7 @@ static void *warm_main(void *arg) {
     for (size_t off = 0; off < w->len && !atomic_load(&w->stop);) {
         size_t n = w->len - off < WARM_CHUNK ? w->len - off : WARM_CHUNK;
         uint8_t *p = w->base + off;
+        heap_warm_step();   /* small keys' metadata first: it is used at once */
         (void)madvise(p, n, MADV_POPULATE_WRITE);   /* older kernels: the touch faults them */
         (void)memwarm_kernel(p, n);
         touch_pages(p, n, page);
@@ -72,6 +75,8 @@ static void *warm_main(void *arg) {
         atomic_store(&w->took_ms, ms ? ms : 1);
         log_notice("segment: %zu bytes warmed in %llu ms", w->len, (unsigned long long)ms);
     }
+    while (!atomic_load(&w->stop))
+        if (!heap_warm_step()) usleep(HEAP_POLL_US);
     return NULL;
 }
 

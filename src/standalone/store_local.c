@@ -28,6 +28,7 @@
 #include "core/objtable.h"
 #include "core/util.h"
 #include "server/info.h"
+#include "standalone/heap_warm.h"
 #include "standalone/seg_warm.h"
 
 #define LOCAL_ALIGN 64
@@ -502,6 +503,7 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     ls->base.priv = ls;
     evictor_init(&ls->gc, EVICT_NONE, 100, 0);
     char why[256];
+    if (prefault) heap_warm_setup();   /* before the warmer thread's first malloc */
     if (prefault && !(ls->warm = seg_warm_start(ls->seg, ls->map_len, why, sizeof why)))
         log_warning("store_local: %s; the segment warms on first use", why);
     return &ls->base;
