@@ -167,6 +167,11 @@ proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint6
     return PROTO_OK;
 }
 
+void mm_node_seen(master_meta *m, uint32_t id, uint64_t now_ms) {
+    mm_node *n = mm_node_get(m, id);
+    if (n && n->state != NODE_DEAD && n->last_seen_ms < now_ms) n->last_seen_ms = now_ms;
+}
+
 proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen) {
     mm_node *n = NULL;
     proto_status st = live_node(m, id, &n, err, errlen);

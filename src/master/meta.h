@@ -172,6 +172,9 @@ size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, const mm_note
 void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen);
 proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
                             char *err, size_t errlen);
+/* Node id (if a member) was heard from now: another command than a
+ * heartbeat, or the master itself was too busy to hear it (a rebuild). */
+void mm_node_seen(master_meta *m, uint32_t id, uint64_t now_ms);
 /* Stop placing on the node and move its objects away (MOON.DRAIN, LEAVE). */
 proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);
 /* Declare the node gone: its replicas leave the metadata, objects left

@@ -39,14 +39,27 @@ static int by_offset(const void *a, const void *b) {
     return x->length < y->length ? -1 : x->length > y->length;
 }
 
+/* One key's reports: v[start..end), and where its first extent lies. */
+typedef struct key_group {
+    size_t start, end;
+    uint64_t where;
+} key_group;
+
+static int by_where(const void *a, const void *b) {
+    const key_group *x = a, *y = b;
+    return x->where < y->where ? -1 : x->where > y->where;
+}
+
 /* Reports grouped by key (a hash table of first occurrences, then a
  * counting sort), each group in object order: linear in the reports,
- * where sorting them all by key was the rebuild's largest cost. */
-static const mm_report **group_by_key(const mm_report *r, size_t n) {
+ * where sorting them all by key was the rebuild's largest cost. The
+ * groups come ordered by where their first extent lies (node, offset),
+ * so claiming space walks each node's allocator mostly in order. */
+static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **groups,
+                                      size_t *ngroups_out) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
-    uint32_t *slot = xmalloc(cap * sizeof *slot);   /* group + 1, 0 = empty */
-    memset(slot, 0, cap * sizeof *slot);
+    uint32_t *slot = xcalloc(cap, sizeof *slot);   /* group + 1, 0 = empty */
     uint32_t *group = xmalloc((n ? n : 1) * sizeof *group), ngroups = 0;
     size_t *first = xmalloc((n ? n : 1) * sizeof *first);
     for (size_t i = 0; i < n; i++) {
@@ -63,15 +76,23 @@ static const mm_report **group_by_key(const mm_report *r, size_t n) {
     size_t *start = xcalloc((size_t)ngroups + 1, sizeof *start);
     for (size_t i = 0; i < n; i++) start[group[i] + 1]++;
     for (uint32_t g = 0; g < ngroups; g++) start[g + 1] += start[g];
+    key_group *kg = xcalloc((size_t)ngroups + 1, sizeof *kg);
+    for (uint32_t g = 0; g < ngroups; g++) kg[g].start = kg[g].end = start[g];
     const mm_report **v = xcalloc(n ? n : 1, sizeof *v);
-    for (size_t i = 0; i < n; i++) v[start[group[i]]++] = &r[i];
-    /* start[g] is now where group g ends, that is where g + 1 begins */
-    for (size_t g = 0, b = 0; g < ngroups; b = start[g], g++)
-        if (start[g] - b > 1) qsort(v + b, start[g] - b, sizeof *v, by_offset);
+    for (size_t i = 0; i < n; i++) v[kg[group[i]].end++] = &r[i];
+    for (uint32_t g = 0; g < ngroups; g++) {
+        if (kg[g].end - kg[g].start > 1)
+            qsort(v + kg[g].start, kg[g].end - kg[g].start, sizeof *v, by_offset);
+        const mm_report *f = v[kg[g].start];
+        kg[g].where = ((uint64_t)f->node << 48) ^ (f->seg_off & ((1ULL << 48) - 1));
+    }
+    qsort(kg, ngroups, sizeof *kg, by_where);
     free(start);
     free(first);
     free(group);
     free(slot);
+    *groups = kg;
+    *ngroups_out = ngroups;
     return v;
 }
 
@@ -192,21 +213,21 @@ static int usable_key(master_meta *m, const mm_report *first) {
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
                 mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     memset(st, 0, sizeof *st);
-    const mm_report **v = group_by_key(reports, n);
+    key_group *kg;
+    size_t ngroups;
+    const mm_report **v = group_by_key(reports, n, &kg, &ngroups);
     partial *p = xcalloc(MM_MAX_PARTIALS, sizeof *p);
-    for (size_t i = 0; i < n;) {
-        size_t end = i + 1;
-        while (end < n && key_cmp(v[i], v[end]) == 0) end++;
-        const mm_report *first = v[i];
+    for (size_t g = 0; g < ngroups; g++) {
+        const mm_report *first = v[kg[g].start];
         int usable = usable_key(m, first);
         uint32_t np = 0;
-        for (size_t k = i; k < end; k++)
+        for (size_t k = kg[g].start; k < kg[g].end; k++)
             if (!usable || chain_extent(m, p, &np, v[k], first) != 0) refuse(st, fn, ctx, v[k]);
         if (usable) commit_key(m, first, p, np, now_ms, st, fn, ctx);
         for (uint32_t k = 0; k < np; k++) p[k].n = 0, p[k].end = 0;
-        i = end;
     }
     free(p);
+    free(kg);
     free(v);
     m->repair_dirty = 1;
     m->repair_next_ms = 0;

@@ -90,6 +90,9 @@ static void rebuild_buffered(master *m, mm_rebuild_stats *st) {
     free(refused.v);
     reports_clear(rb);
     rb->table_ms += mono_ms() - t0;
+    /* Heartbeats waited while we rebuilt: that silence was ours. */
+    uint64_t now = wall_ms();
+    for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
     rb->recovered += st->objects;
     rb->incomplete += st->keys_incomplete;
     rb->lost += st->keys_refused;
@@ -181,7 +184,8 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
 
 /* MOON.REPORT key size crc want obj_off seg_off length [...] */
 static void report_command(client *c) {
-    master_rebuild *rb = &master_of(c)->rebuild;
+    master *m = master_of(c);
+    master_rebuild *rb = &m->rebuild;
     uint32_t node = reporting_node(c);
     if (!node) return;
     if ((c->argc - 1) % REPORT_FIELDS) {
@@ -205,6 +209,7 @@ static void report_command(client *c) {
     for (size_t i = 0; i < n; i++) at[i].key = xmemdup(at[i].key, at[i].keylen);
     rb->nreports += n;
     rb->report_bytes += bytes;
+    mm_node_seen(m->meta, node, wall_ms());   /* reporting, not silent */
     rb->reports_total += n;
     reply_integer(c, (long long)rb->nreports);
 }

@@ -39,6 +39,9 @@
 #define CTL_HOLDINGS_ROUNDS 64     /* full batches taken in one go */
 #define CTL_HOLDINGS_MAX    4096   /* notes per reply (the master's MASTER_MAX_HOLDINGS) */
 #define CTL_REPORT_BATCH    4096   /* extents per MOON.REPORT */
+/* MOON.REPORTDONE may be answered only once the master has rebuilt its
+ * table from every node's report: wait that long for it. */
+#define CTL_REPORTDONE_TIMEOUT_MS 120000
 #define CTL_MAX_PEERS       1024
 
 typedef struct task_result {
@@ -245,7 +248,12 @@ static int report_done(node_control *c, uint32_t self) {
         lens[argc] = (size_t)snprintf(ids[i], sizeof ids[i], "%u", c->peers[i]);
         argv[argc++] = ids[i];
     }
-    return send_checked(c, argc, argv, lens);
+    struct timeval slow = {CTL_REPORTDONE_TIMEOUT_MS / 1000, 0};
+    struct timeval usual = {CTL_IO_TIMEOUT_MS / 1000, (CTL_IO_TIMEOUT_MS % 1000) * 1000};
+    redisSetTimeout(c->rc, slow);
+    int rc = send_checked(c, argc, argv, lens);
+    if (c->rc) redisSetTimeout(c->rc, usual);
+    return rc;
 }
 
 /* Everything the index holds, in MOON.REPORT batches, then REPORTDONE. */

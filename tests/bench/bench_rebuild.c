@@ -86,7 +86,7 @@ static int fill(redisContext *rc, long count) {
     bench_result("rebuild.fill", (double)count * 1e6 / (double)(mono_us() - t0), "objects/s");
     uint64_t end = mono_ms() + 120000;
     rebuild_view v = {0};
-    while ((view(rc, &v) != 0 || v.pending != 0) && mono_ms() < end) usleep(20 * 1000);
+    while ((view(rc, &v) != 0 || v.pending != 0) && mono_ms() < end) usleep(100 * 1000);
     if (v.pending != 0) {
         bench_skip("rebuild.rate", "the nodes did not take their holdings within 120 s");
         return -1;
@@ -97,7 +97,7 @@ static int fill(redisContext *rc, long count) {
 static int wait_rebuilt(redisContext *rc, long count) {
     uint64_t end = mono_ms() + 180000;
     rebuild_view v = {0};
-    while ((view(rc, &v) != 0 || !v.done) && mono_ms() < end) usleep(10 * 1000);
+    while ((view(rc, &v) != 0 || !v.done) && mono_ms() < end) usleep(100 * 1000);
     long long ms = v.ms, got = v.recovered;
     if (!v.done || got != count || ms < 0) {
         bench_skip("rebuild.rate", "rebuild not done in 180 s or incomplete: %lld of %ld objects", got,
