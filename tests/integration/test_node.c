@@ -404,6 +404,8 @@ static void test_shm_export(void) {
     pid_t n = start_node(mp, mp + 1, "127.0.0.1:26092", "4MB");
     ASSERT(n > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    /* the master lists it a moment before its data plane has the key */
+    ASSERT_EQ(h_wait_node_registered(mp + 1, 5000), 0);
     redisContext *c = h_redis(mp);
     ASSERT(c);
     char st[16], addrs[8][64];
