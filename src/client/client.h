@@ -79,6 +79,8 @@ typedef struct mkv_placement {
 } mkv_placement;
 
 /* ---- leases.c ---- */
+/* The expiry of the read caps behind pl (all of one lease share it); 0 if none. */
+uint64_t mkv_lease_until(const mkv_placement *pl);
 /* The read behind pl is over: give its lease back with the next master
  * command (dropped when MKV_MAX_DONE_LEASES wait already: it expires). */
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl);

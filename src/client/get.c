@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "client/located.h"
 #include "core/util.h"
 
 typedef struct get_item {
@@ -205,3 +206,52 @@ int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint
 int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
     return mkv_stat(c, key, keylen, size, NULL);
 }
+
+/* ---- split gets (located.h) ---- */
+
+struct mkv_located {
+    mkv_placement pl;
+};
+
+int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uint64_t *size) {
+    *out = NULL;
+    if (!c || !r) return MKV_EINVAL;
+    if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
+    mkv_located *l = xcalloc(1, sizeof *l);
+    int rc = mkv_located_decode(c, r, &l->pl);
+    if (rc != MKV_OK) {
+        mkv_located_free(l);
+        return rc;
+    }
+    *size = l->pl.size;
+    *out = l;
+    return MKV_OK;
+}
+
+uint64_t mkv_located_lease(const mkv_located *l) { return mkv_lease_until(&l->pl); }
+
+void mkv_located_free(mkv_located *l) {
+    if (!l) return;
+    mkv_placement_free(&l->pl);
+    free(l);
+}
+
+/* The items share loc's placements (not copied: get_round only reads). */
+int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    get_item *it = xcalloc(n ? n : 1, sizeof *it);
+    for (size_t i = 0; i < n; i++) {
+        it[i] = (get_item){.o = &objs[i], .pl = loc[i]->pl, .replica = -1};
+        objs[i].status = check_fit(c, &it[i]);
+        if (objs[i].status == MKV_OK) objs[i].status = MKV_PENDING;
+    }
+    int rc = MKV_OK;
+    for (int again = 1; rc == MKV_OK && again;) rc = get_round(c, it, n, &again);
+    for (size_t i = 0; i < n; i++)
+        if (objs[i].status == MKV_PENDING || (rc != MKV_OK && objs[i].status == MKV_OK))
+            objs[i].status = rc != MKV_OK ? rc : MKV_EPROTO;
+    free(it);
+    return rc;
+}
+
+int mkv_topology_relearn(mkv_client *c) { return c ? mkv_topology_refresh(c) : MKV_EINVAL; }

@@ -15,13 +15,13 @@
 #include "core/util.h"
 
 /* The expiry of the caps behind pl (all of one lease share it). */
-static uint64_t lease_until(const mkv_placement *pl) {
+uint64_t mkv_lease_until(const mkv_placement *pl) {
     if (pl->nreplicas == 0 || pl->replicas[0].nextents == 0) return 0;
     return pl->replicas[0].extents[0].cap.expiry_ms;
 }
 
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl) {
-    uint64_t until = lease_until(pl);
+    uint64_t until = mkv_lease_until(pl);
     mkv_leases *d = &c->done;
     if (!until || d->n == MKV_MAX_DONE_LEASES) return;
     if (d->n == d->cap) {

@@ -1,8 +1,8 @@
 /* gateway/gateway_async.c - GET, MGET and SET without stalling the loop.
  *
- * The cluster calls block, so these commands do them on a worker first:
- * the client is blocked, the worker reads the values into staging memory
- * (GET, MGET) or puts the streamed value to the nodes (SET), and back on
+ * The client is blocked while its values are read (GET, MGET: with the
+ * reads of every other client of the same loop iteration, read_batch.h)
+ * or its streamed value is put to the nodes on a worker (SET); back on
  * the loop the shared command (t_object.c) runs with the same arguments
  * and finds the results waiting in the store (store_cluster.h). So the
  * replies are the standalone server's, byte for byte, from one code path.
@@ -15,11 +15,13 @@
  * second SET of a key whose put is still in flight waits for it, so it
  * finds the object complete (an idempotent OK when the bytes are the
  * same) instead of "being written". */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
 #include "server/networking.h"
@@ -27,6 +29,8 @@
 typedef struct gw_call gw_call;
 struct gw_call {
     gw_job job;
+    gw_read read;             /* GET/MGET: the batcher's handle */
+    struct gw_async *ga;
     store *store;
     client *c;                /* NULL once the client has gone */
     command_proc *shared;     /* t_object.c's proc, run on the loop */
@@ -36,19 +40,25 @@ struct gw_call {
     uint64_t put_size;
     gw_fetch *fetch;          /* GET/MGET: one per key */
     size_t nfetch;
-    gw_call *next_inflight;   /* SET: in async_table.inflight */
+    gw_call *next_inflight;   /* SET: in the server's gw_async.inflight */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
 };
 
-/* The rows replaced and the shared procs they wrap (static: the command
- * table keeps pointers to its rows for the server's life). */
 static const char *const async_names[] = {"get", "mget", "set", "put"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
-static struct {
+
+/* Per server: the rows replaced and the shared procs they wrap (the
+ * command table keeps pointers to its rows, so the store owns this and
+ * frees it last). */
+typedef struct gw_async {
     command rows[NASYNC];
     command_proc *shared[NASYNC];
     gw_call *inflight;        /* SETs on a worker (few: one per blocked client) */
-} async_table;
+} gw_async;
+
+static gw_async *async_of(client *c) { return cluster_store_async(c->srv->store); }
+
+static command_proc *shared_proc(gw_async *ga, client *c) { return ga->shared[c->last_cmd - ga->rows]; }
 
 /* One allocation: the call, argv, the fetches and the argument bytes.
  * Argument value_arg (if > 0; 0 = none) is not copied: it lies in the
@@ -76,8 +86,9 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
         p += a->len + 1;
     }
     call->store = c->srv->store;
+    call->ga = async_of(c);
     call->c = c;
-    call->shared = async_table.shared[c->last_cmd - async_table.rows];
+    call->shared = shared_proc(call->ga, c);
     return call;
 }
 
@@ -110,14 +121,14 @@ static int same_key(const gw_call *a, const resp_arg *key) {
     return a->argv[1].len == key->len && memcmp(a->argv[1].ptr, key->ptr, key->len) == 0;
 }
 
-static gw_call *inflight_set(const resp_arg *key) {
-    for (gw_call *x = async_table.inflight; x; x = x->next_inflight)
+static gw_call *inflight_set(gw_async *ga, const resp_arg *key) {
+    for (gw_call *x = ga->inflight; x; x = x->next_inflight)
         if (same_key(x, key)) return x;
     return NULL;
 }
 
 static void inflight_remove(gw_call *call) {
-    gw_call **pp = &async_table.inflight;
+    gw_call **pp = &call->ga->inflight;
     while (*pp && *pp != call) pp = &(*pp)->next_inflight;
     if (*pp) *pp = call->next_inflight;
 }
@@ -137,18 +148,17 @@ static void ship_next(gw_call *done) {
     next->waiters = next->next_waiter;
     next->waiters_tail = next->waiters ? done->waiters_tail : NULL;
     next->next_waiter = NULL;
-    next->next_inflight = async_table.inflight;
-    async_table.inflight = next;
+    next->next_inflight = done->ga->inflight;
+    done->ga->inflight = next;
     call_submit(next, run_ship);
 }
 
-static void call_done(gw_job *j) {
-    gw_call *call = (gw_call *)j;
+/* The call's cluster work is over (done 0: it did nothing, and the
+ * shared command then asks the cluster itself): reply and free. */
+static void call_finish(gw_call *call, int done) {
     store *s = call->store;
     if (call->put) ship_next(call);
-    /* A cancelled job did nothing: the shared command then asks the
-     * cluster itself. */
-    if (!j->cancelled) cluster_offer(s, call->fetch, call->nfetch);
+    if (done) cluster_offer(s, call->fetch, call->nfetch);
     client *c = call->c;
     if (c) {
         client_set_on_free(c, NULL, NULL);
@@ -162,6 +172,12 @@ static void call_done(gw_job *j) {
     free(call);
 }
 
+static void call_done(gw_job *j) { call_finish((gw_call *)j, !j->cancelled); }
+
+static void read_done(gw_read *r, int fetched) {
+    call_finish((gw_call *)((char *)r - offsetof(gw_call, read)), fetched);
+}
+
 static void call_block(gw_call *call, client *c) {
     client_block(c);
     client_set_on_free(c, call_forget_client, call);
@@ -171,11 +187,6 @@ static void call_submit(gw_call *call, void (*run)(gw_job *, mkv_client *)) {
     call->job.run = run;
     call->job.done = call_done;
     workers_submit(cluster_store_workers(call->store), &call->job);
-}
-
-static void run_fetches(gw_job *j, mkv_client *mc) {
-    gw_call *call = (gw_call *)j;
-    for (size_t i = 0; i < call->nfetch; i++) cluster_fetch(call->store, mc, &call->fetch[i]);
 }
 
 static void run_ship(gw_job *j, mkv_client *mc) {
@@ -190,8 +201,9 @@ static void async_read_command(client *c) {
         call->fetch[i].key = call->argv[i + 1].ptr;
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
+    call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
     call_block(call, c);
-    call_submit(call, run_fetches);
+    read_batcher_add(cluster_store_reads(call->store), &call->read);
 }
 
 /* A value that did not stream (a SET queued in MULTI keeps its value in
@@ -215,7 +227,7 @@ static void start_unstreamed(client *c) {
 static void async_set_command(client *c) {
     if (c->argc == 3) start_unstreamed(c);
     if (c->argc != 3 || !c->pending_put) {
-        async_table.shared[c->last_cmd - async_table.rows](c);
+        shared_proc(async_of(c), c)(c);
         return;
     }
     gw_call *call = call_create(c, 0, 2);
@@ -223,23 +235,27 @@ static void async_set_command(client *c) {
     call->put_size = c->pending_put_size;
     c->pending_put = NULL;   /* the call owns it now: dispatch must not abort it */
     call_block(call, c);
-    gw_call *first = inflight_set(&call->argv[1]);
+    gw_call *first = inflight_set(call->ga, &call->argv[1]);
     if (first) {
         wait_behind(first, call);
         return;
     }
-    call->next_inflight = async_table.inflight;
-    async_table.inflight = call;
+    call->next_inflight = call->ga->inflight;
+    call->ga->inflight = call;
     call_submit(call, run_ship);
 }
 
+static void async_free(gw_async *ga) { free(ga); }
+
 void gateway_async_register(server *srv) {
+    gw_async *ga = xcalloc(1, sizeof *ga);
+    cluster_store_set_async(srv->store, ga, async_free);
     for (size_t i = 0; i < NASYNC; i++) {
         const command *row = commands_lookup(srv, async_names[i], strlen(async_names[i]));
         if (!row) continue;   /* t_object_register first */
-        async_table.rows[i] = *row;
-        async_table.shared[i] = row->proc;
-        async_table.rows[i].proc = row->value_arg ? async_set_command : async_read_command;
-        commands_register(srv, &async_table.rows[i], 1);
+        ga->rows[i] = *row;
+        ga->shared[i] = row->proc;
+        ga->rows[i].proc = row->value_arg ? async_set_command : async_read_command;
+        commands_register(srv, &ga->rows[i], 1);
     }
 }

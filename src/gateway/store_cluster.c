@@ -20,6 +20,7 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/master_link.h"
+#include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "proto/limits.h"
 #include "server/info.h"
@@ -39,6 +40,9 @@ typedef struct cluster_store {
     mkv_client *mc;             /* the loop's own */
     staging *pool;
     workers *workers;
+    struct read_batcher *reads;
+    struct gw_async *async;     /* gateway_async.c's, freed with the store */
+    void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
     char master_auth[CONFIG_STR_MAX];
     int replicas;
@@ -69,6 +73,15 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
+struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
+
+void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(struct gw_async *ga)) {
+    cs_of(s)->async = ga;
+    cs_of(s)->async_free = free_fn;
+}
+
+struct gw_async *cluster_store_async(store *s) { return cs_of(s)->async; }
+
 /* EXISTS, NOSPACE and NOREPLICAS come only from the master's reply: the client shows
  * it as the gateway's own (the master knows why, the gateway does not). */
 static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
@@ -80,7 +93,7 @@ static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
 
 /* MKV_E* to STORE_*, with the library's message in errstr for the
  * codes whose reply shows it. */
-static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
+int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     switch (rc) {
     case MKV_OK: return STORE_OK;
     case MKV_ENOTFOUND: return STORE_NOTFOUND;
@@ -108,14 +121,14 @@ static int store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     return STORE_ERR;
 }
 
-static int key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
+int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
 
 /* ---- puts ---- */
 
 static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
                         store_put **out) {
     cluster_store *cs = cs_of(s);
-    if (!key_ok(keylen)) {
+    if (!cluster_key_ok(keylen)) {
         snprintf(s->errstr, sizeof s->errstr, "keys must be 1 to %d bytes", PROTO_MAX_KEY_LEN);
         return STORE_ERR;
     }
@@ -145,7 +158,7 @@ void cluster_ship(store *s, mkv_client *mc, store_put *p) {
         rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs_of(s)->replicas);
         staging_unbind(mc, &p->buf);
     }
-    p->ship_rc = store_code(rc, mc, p->errstr, sizeof p->errstr);
+    p->ship_rc = cluster_store_code(rc, mc, p->errstr, sizeof p->errstr);
     p->shipped = 1;
 }
 
@@ -190,9 +203,9 @@ static void reap_cb(event_loop *el, void *data) {
 /* ---- reads ---- */
 
 static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
-    if (!key_ok(keylen)) return STORE_NOTFOUND;
+    if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
-    return store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
+    return cluster_store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
 }
 
 typedef struct fetch_place {
@@ -214,9 +227,9 @@ static void *fetch_buffer(void *ctx, uint64_t size) {
 }
 
 static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
-    if (!key_ok(keylen)) return STORE_NOTFOUND;
+    if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
-    return store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
+    return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
 }
 
 /* One MOON.GET: the size it tells gets staging memory, then the bytes
@@ -225,7 +238,7 @@ void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
     cluster_store *cs = cs_of(s);
     f->buf.ptr = NULL;
     f->len = 0;
-    if (!key_ok(f->keylen)) {
+    if (!cluster_key_ok(f->keylen)) {
         f->rc = STORE_NOTFOUND;
         return;
     }
@@ -233,7 +246,7 @@ void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
     uint64_t got = 0;
     int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
     if (f->buf.ptr) staging_unbind(mc, &f->buf);
-    f->rc = store_code(rc, mc, f->errstr, sizeof f->errstr);
+    f->rc = cluster_store_code(rc, mc, f->errstr, sizeof f->errstr);
     if (f->rc == STORE_OK) f->len = got;
     else staging_put(cs->pool, &f->buf);   /* none placed: a no-op */
 }
@@ -302,7 +315,7 @@ void cluster_withdraw(store *s) {
  * and is logged. */
 static int cs_remove(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
-    if (!key_ok(keylen)) return 0;
+    if (!cluster_key_ok(keylen)) return 0;
     int rc = mkv_remove(cs->mc, key, keylen);
     if (rc == MKV_OK) cs->stats.removes++;
     else if (rc != MKV_ENOTFOUND) log_warning("gateway: remove failed: %s", mkv_last_error(cs->mc));
@@ -311,7 +324,7 @@ static int cs_remove(store *s, const void *key, size_t keylen) {
 
 static int cs_exists(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
-    if (!key_ok(keylen)) return 0;
+    if (!cluster_key_ok(keylen)) return 0;
     int rc = mkv_exists(cs->mc, key, keylen);
     if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));
     return rc == 1;
@@ -441,8 +454,11 @@ static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, m
 
 static void cs_destroy(store *s) {
     cluster_store *cs = cs_of(s);
-    /* First: finishing jobs returns their buffers to the pool. */
+    /* First: finishing jobs returns their buffers to the pool; then the
+     * reads still waiting for the master finish unread. */
     workers_destroy(cs->workers);
+    read_batcher_free(cs->reads);
+    if (cs->async_free) cs->async_free(cs->async);
     if (cs->loop) {
         loop_hook_del(cs->reap);
         reap_cb(cs->loop, cs);
@@ -518,6 +534,10 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         snprintf(err, errlen, "cannot use the master %s: %s", cs->master, werr);
         return -1;
     }
+    /* Through etcd the master moves: the reads take the blocking calls,
+     * which follow it (read_batch.h). */
+    master_async *ma = cfg->etcd[0] ? NULL : master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
+    cs->reads = read_batcher_create(cs->loop, &cs->base, ma, cs->workers, cs->pool, cs->mc);
     return 0;
 }
 

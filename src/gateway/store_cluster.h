@@ -28,6 +28,20 @@ typedef struct gw_fetch {
 } gw_fetch;
 
 workers *cluster_store_workers(store *s);
+/* The batcher of the store's reads (read_batch.h). */
+struct read_batcher *cluster_store_reads(store *s);
+
+/* The gateway's per-server command state (gateway_async.c), owned by the
+ * store from here on: free_fn(ga) runs when the store is destroyed,
+ * after the workers finished every job. */
+struct gw_async;
+void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(struct gw_async *ga));
+struct gw_async *cluster_store_async(store *s);
+
+/* MKV_* to STORE_* as the gateway replies it (text in errstr). */
+int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len);
+/* A key the cluster could hold (else it is not found, without asking). */
+int cluster_key_ok(size_t keylen);
 
 /* On any thread, with that thread's client. */
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f);

@@ -1,0 +1,180 @@
+/* gateway/master_async.c - see master_async.h. hiredis's async context
+ * on the loop's file events (the adapter is the ev callbacks below). */
+#include "gateway/master_async.h"
+
+#include <hiredis/async.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "proto/master_link.h"
+
+#define MA_RETRY_MS 200        /* between connection attempts */
+#define MA_TICK_MS  100        /* the reply deadline's check */
+
+struct master_async {
+    event_loop *loop;
+    redisAsyncContext *ac;     /* NULL: not connected */
+    loop_timer *tick;
+    char host[256];
+    int port;
+    char *password;
+    int timeout_ms;
+    uint64_t last_try_ms;      /* the last connection attempt (0: none yet) */
+    uint64_t progress_ms;     /* the last reply, or when the first pending was sent */
+    size_t pending;            /* commands waiting for their reply */
+    uint64_t epoch;
+};
+
+typedef struct ma_req {
+    master_async *m;
+    master_async_cb *cb;
+    void *ctx;
+} ma_req;
+
+/* ---- the loop adapter ---- */
+
+static void ev_file(event_loop *el, int fd, void *data, int mask) {
+    redisAsyncContext *ac = data;
+    if (mask & LOOP_READABLE) redisAsyncHandleRead(ac);
+    else redisAsyncHandleWrite(ac);
+}
+
+static void ev_add_read(void *p) {
+    redisAsyncContext *ac = p;
+    loop_add_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_READABLE, ev_file, ac);
+}
+
+static void ev_del_read(void *p) {
+    redisAsyncContext *ac = p;
+    loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_READABLE);
+}
+
+static void ev_add_write(void *p) {
+    redisAsyncContext *ac = p;
+    loop_add_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_WRITABLE, ev_file, ac);
+}
+
+static void ev_del_write(void *p) {
+    redisAsyncContext *ac = p;
+    loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_WRITABLE);
+}
+
+/* hiredis closes the fd next: both events go in one call (loop.h). */
+static void ev_cleanup(void *p) {
+    redisAsyncContext *ac = p;
+    loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_READABLE | LOOP_WRITABLE);
+}
+
+/* ---- the connection ---- */
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+    master_async *m = ac->data;
+    if (status == REDIS_OK) return;
+    /* hiredis frees the context after this; no disconnect callback. */
+    if (m->ac == ac) m->ac = NULL;
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+    master_async *m = ac->data;
+    if (m->ac == ac) m->ac = NULL;
+}
+
+static void on_auth(redisAsyncContext *ac, void *reply, void *privdata) {
+    const redisReply *r = reply;
+    if (!r || r->type != REDIS_REPLY_ERROR) return;
+    log_warning("gateway: the master refused AUTH: %s%s", r->str, proto_master_hint(r->str));
+    redisAsyncDisconnect(ac);
+}
+
+static int link_open(master_async *m) {
+    uint64_t now = mono_ms();
+    if (m->last_try_ms && now - m->last_try_ms < MA_RETRY_MS) return -1;
+    m->last_try_ms = now;
+    redisAsyncContext *ac = redisAsyncConnect(m->host, m->port);
+    if (!ac) return -1;
+    if (ac->err) {
+        redisAsyncFree(ac);
+        return -1;
+    }
+    ac->data = m;
+    ac->ev.data = ac;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    m->ac = ac;
+    m->epoch++;
+    if (m->password) {
+        const char *argv[2] = {"AUTH", m->password};
+        size_t lens[2] = {4, strlen(m->password)};
+        redisAsyncCommandArgv(ac, on_auth, NULL, 2, argv, lens);
+    }
+    return 0;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
+    ma_req *q = privdata;
+    master_async *m = q->m;
+    m->pending--;
+    m->progress_ms = mono_ms();
+    q->cb(reply, q->ctx);
+    free(q);
+}
+
+/* A master that stopped answering: drop the link, failing what waits. */
+static void tick_cb(event_loop *el, void *data) {
+    master_async *m = data;
+    if (!m->ac || !m->pending || mono_ms() - m->progress_ms < (uint64_t)m->timeout_ms) return;
+    log_warning("gateway: the master %s:%d did not answer within %d ms; reconnecting", m->host,
+                m->port, m->timeout_ms);
+    redisAsyncContext *ac = m->ac;
+    m->ac = NULL;
+    redisAsyncFree(ac);
+}
+
+master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
+                                  int timeout_ms) {
+    master_async *m = xcalloc(1, sizeof *m);
+    if (parse_hostport(hostport, m->host, sizeof m->host, &m->port) != 0) {
+        free(m);
+        return NULL;
+    }
+    m->loop = loop;
+    m->password = password && *password ? xstrdup(password) : NULL;
+    m->timeout_ms = timeout_ms;
+    m->tick = loop_timer_create(loop, tick_cb, m);
+    loop_timer_start(m->tick, MA_TICK_MS, MA_TICK_MS);
+    return m;
+}
+
+int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
+                      master_async_cb *cb, void *ctx) {
+    if (!m->ac && link_open(m) != 0) return -1;
+    ma_req *q = xmalloc(sizeof *q);
+    *q = (ma_req){.m = m, .cb = cb, .ctx = ctx};
+    if (redisAsyncCommandArgv(m->ac, on_reply, q, argc, argv, lens) != REDIS_OK) {
+        free(q);
+        return -1;
+    }
+    if (m->pending++ == 0) m->progress_ms = mono_ms();
+    return 0;
+}
+
+uint64_t master_async_epoch(const master_async *m) { return m->epoch; }
+
+void master_async_free(master_async *m) {
+    if (!m) return;
+    if (m->ac) {
+        redisAsyncContext *ac = m->ac;
+        m->ac = NULL;
+        redisAsyncFree(ac);   /* pending callbacks get NULL */
+    }
+    loop_timer_free(m->tick);
+    free(m->password);
+    free(m);
+}

@@ -1,0 +1,39 @@
+/* gateway/master_async.h - the gateway's pipelined, non-blocking
+ * connection to the master, driven by the event loop.
+ *
+ * Commands are sent at once (hiredis async over the loop's file events)
+ * and their replies come back in order to each command's callback, so a
+ * batch of MOON.MGETs costs one round trip and the loop never waits. The
+ * connection is opened on the first send after a failure (AUTH first when
+ * master_auth is set), at most every MA_RETRY_MS. A reply that does not
+ * come within timeout_ms drops the connection: every pending callback
+ * then gets NULL and the caller takes its other path. */
+#ifndef MKV_GATEWAY_MASTER_ASYNC_H
+#define MKV_GATEWAY_MASTER_ASYNC_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop.h"
+
+typedef struct master_async master_async;
+
+/* r: the reply, valid during the call; NULL when the connection failed
+ * before it came (the command may or may not have run). */
+typedef void master_async_cb(const redisReply *r, void *ctx);
+
+/* hostport "host:port"; password NULL or "" for none. NULL if hostport
+ * does not parse. Nothing is connected yet. */
+master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
+                                  int timeout_ms);
+/* Queue one command (binary-safe arguments). 0: cb will be called
+ * exactly once; -1: not sent (no connection now), cb will not be called. */
+int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
+                      master_async_cb *cb, void *ctx);
+/* Connections opened so far: a new one may reach a new master. */
+uint64_t master_async_epoch(const master_async *m);
+/* Pending callbacks get NULL. NULL is fine. */
+void master_async_free(master_async *m);
+
+#endif

@@ -1,0 +1,283 @@
+/* gateway/read_batch.c - see read_batch.h. */
+#include "gateway/read_batch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/located.h"
+#include "core/util.h"
+#include "proto/limits.h"
+#include "server/server.h"
+
+#define RB_PENDING 1           /* a fetch not answered yet (STORE_* codes are <= 0) */
+
+struct read_batcher {
+    event_loop *loop;
+    store *s;
+    master_async *ma;
+    workers *w;
+    staging *pool;
+    mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
+    loop_hook *send;          /* after the reply flush: it resumes clients, who add reads */
+    gw_read *queue, **tail;
+    int closing;
+};
+
+typedef struct rb_batch rb_batch;
+
+typedef struct rb_chunk {
+    rb_batch *batch;
+    size_t first, n;
+} rb_chunk;
+
+struct rb_batch {
+    gw_job job;               /* first: the workers' link */
+    read_batcher *b;
+    gw_read *reads;
+    size_t nkeys;
+    gw_fetch **f;             /* every read's keys, in order */
+    mkv_located **loc;        /* [i] once key i is located and has memory */
+    rb_chunk *chunks;
+    size_t waiting;           /* MOON.MGETs without their reply yet */
+    int failed;               /* a MOON.MGET got no answer: fetch key by key */
+    uint64_t epoch;           /* the master connection that located them */
+};
+
+/* The master connection whose node table a worker's client last learnt
+ * (per worker thread: each has its own client). */
+static __thread uint64_t worker_epoch;
+
+/* ---- on a worker ---- */
+
+static void fetch_each(gw_job *j, mkv_client *mc) {
+    rb_batch *bt = (rb_batch *)j;
+    for (size_t i = 0; i < bt->nkeys; i++)
+        if (bt->f[i]->rc == RB_PENDING) cluster_fetch(bt->b->s, mc, bt->f[i]);
+}
+
+/* A located key's read outcome into its fetch. A lease that ran out
+ * before the read (a stalled node) is located afresh, the blocking way. */
+static void read_result(rb_batch *bt, mkv_client *mc, gw_fetch *f, const mkv_obj *o) {
+    if (o->status == MKV_OK) {
+        f->rc = STORE_OK;
+        f->len = o->len;
+        return;
+    }
+    staging_put(bt->b->pool, &f->buf);
+    if (o->status == MKV_EAUTH) cluster_fetch(bt->b->s, mc, f);
+    else f->rc = cluster_store_code(o->status, mc, f->errstr, sizeof f->errstr);
+}
+
+static void read_located(gw_job *j, mkv_client *mc) {
+    rb_batch *bt = (rb_batch *)j;
+    if (worker_epoch != bt->epoch && mkv_topology_relearn(mc) == MKV_OK) worker_epoch = bt->epoch;
+    mkv_obj *objs = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *objs);
+    mkv_located **loc = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *loc);
+    size_t *idx = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *idx), n = 0;
+    for (size_t i = 0; i < bt->nkeys; i++) {
+        gw_fetch *f = bt->f[i];
+        if (!bt->loc[i] || f->rc != RB_PENDING) continue;
+        if (staging_bind(mc, &f->buf) != MKV_OK) {
+            staging_put(bt->b->pool, &f->buf);
+            cluster_fetch(bt->b->s, mc, f);
+            continue;
+        }
+        objs[n] = (mkv_obj){.key = f->key, .keylen = f->keylen, .buf = f->buf.ptr, .len = f->buf.len};
+        loc[n] = bt->loc[i];
+        idx[n++] = i;
+    }
+    mkv_read_located(mc, objs, loc, n);
+    for (size_t k = 0; k < n; k++) {
+        gw_fetch *f = bt->f[idx[k]];
+        staging_unbind(mc, &f->buf);
+        read_result(bt, mc, f, &objs[k]);
+    }
+    free(objs);
+    free(loc);
+    free(idx);
+}
+
+/* ---- on the loop ---- */
+
+static void ignore_reply(const redisReply *r, void *ctx) {}
+
+/* MOON.RELEASE for the batch's leases, chunked as the master takes them. */
+static void leases_back(rb_batch *bt) {
+    read_batcher *b = bt->b;
+    size_t n = 0;
+    const char **argv = xcalloc(1 + 2 * PROTO_MAX_BATCH, sizeof *argv);
+    size_t *lens = xcalloc(1 + 2 * PROTO_MAX_BATCH, sizeof *lens);
+    char (*num)[24] = xcalloc(PROTO_MAX_BATCH, sizeof *num);
+    argv[0] = "MOON.RELEASE";
+    lens[0] = 12;
+    for (size_t i = 0; i <= bt->nkeys; i++) {
+        if (n == PROTO_MAX_BATCH || (i == bt->nkeys && n)) {
+            if (b->ma && !b->closing) master_async_send(b->ma, (int)(1 + 2 * n), argv, lens, ignore_reply, NULL);
+            n = 0;
+        }
+        uint64_t until = i < bt->nkeys && bt->loc[i] ? mkv_located_lease(bt->loc[i]) : 0;
+        if (!until) continue;
+        argv[1 + 2 * n] = bt->f[i]->key;
+        lens[1 + 2 * n] = bt->f[i]->keylen;
+        lens[2 + 2 * n] = (size_t)snprintf(num[n], sizeof num[n], "%llu", (unsigned long long)until);
+        argv[2 + 2 * n] = num[n];
+        n++;
+    }
+    free(argv);
+    free(lens);
+    free(num);
+}
+
+static void batch_free(rb_batch *bt) {
+    for (size_t i = 0; i < bt->nkeys; i++) mkv_located_free(bt->loc[i]);
+    free(bt->f);
+    free(bt->loc);
+    free(bt->chunks);
+    free(bt);
+}
+
+/* Every read's done, in order; the batch is gone after. */
+static void batch_finish(rb_batch *bt, int fetched) {
+    if (!fetched)
+        for (size_t i = 0; i < bt->nkeys; i++) staging_put(bt->b->pool, &bt->f[i]->buf);
+    for (gw_read *r = bt->reads, *next; r; r = next) {
+        next = r->next;
+        r->done(r, fetched);
+    }
+    batch_free(bt);
+}
+
+static void batch_done(gw_job *j) {
+    rb_batch *bt = (rb_batch *)j;
+    leases_back(bt);
+    batch_finish(bt, !j->cancelled);
+}
+
+/* Every MOON.MGET answered (or none could be sent): the bytes move. */
+static void batch_ready(rb_batch *bt) {
+    if (bt->b->closing) {
+        batch_finish(bt, 0);
+        return;
+    }
+    if (bt->failed) {
+        /* Forget what was located: each key is asked again. */
+        for (size_t i = 0; i < bt->nkeys; i++) {
+            staging_put(bt->b->pool, &bt->f[i]->buf);
+            mkv_located_free(bt->loc[i]);
+            bt->loc[i] = NULL;
+            bt->f[i]->rc = RB_PENDING;
+        }
+    }
+    if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
+    bt->job.run = bt->failed ? fetch_each : read_located;
+    bt->job.done = batch_done;
+    workers_submit(bt->b->w, &bt->job);
+}
+
+/* One key's element of a MOON.MGET reply: its placement and memory. */
+static void key_located(rb_batch *bt, size_t i, const redisReply *e) {
+    read_batcher *b = bt->b;
+    gw_fetch *f = bt->f[i];
+    uint64_t size = 0;
+    int rc = mkv_located_parse(b->loop_mc, e, &bt->loc[i], &size);
+    if (rc != MKV_OK) {
+        f->rc = cluster_store_code(rc, b->loop_mc, f->errstr, sizeof f->errstr);
+        return;
+    }
+    if (staging_get(b->pool, size, &f->buf) != STORE_OK) {
+        f->rc = STORE_ERR;
+        snprintf(f->errstr, sizeof f->errstr, "no memory for an object of %llu bytes",
+                 (unsigned long long)size);
+    }
+}
+
+static void mget_reply(const redisReply *r, void *ctx) {
+    rb_chunk *ch = ctx;
+    rb_batch *bt = ch->batch;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != ch->n) bt->failed = 1;
+    for (size_t i = 0; !bt->failed && i < ch->n; i++) key_located(bt, ch->first + i, r->element[i]);
+    if (--bt->waiting == 0) batch_ready(bt);
+}
+
+/* The batch's keys as MOON.MGETs, pipelined. */
+static void batch_send(rb_batch *bt) {
+    read_batcher *b = bt->b;
+    const char **argv = xcalloc(1 + PROTO_MAX_BATCH, sizeof *argv);
+    size_t *lens = xcalloc(1 + PROTO_MAX_BATCH, sizeof *lens);
+    size_t nch = 0;
+    argv[0] = "MOON.MGET";
+    lens[0] = 9;
+    bt->chunks = xcalloc(bt->nkeys / PROTO_MAX_BATCH + 1, sizeof *bt->chunks);
+    for (size_t i = 0; i < bt->nkeys && !bt->failed;) {
+        rb_chunk *ch = &bt->chunks[nch];
+        *ch = (rb_chunk){.batch = bt, .first = i};
+        for (; i < bt->nkeys && ch->n < PROTO_MAX_BATCH; i++) {
+            argv[1 + ch->n] = bt->f[i]->key;
+            lens[1 + ch->n++] = bt->f[i]->keylen;
+        }
+        if (!b->ma || master_async_send(b->ma, (int)(1 + ch->n), argv, lens, mget_reply, ch) != 0)
+            bt->failed = 1;
+        else bt->waiting++, nch++;
+    }
+    free(argv);
+    free(lens);
+    if (bt->waiting == 0) batch_ready(bt);
+}
+
+/* The queued reads as one batch; keys no master would know are answered
+ * (not found) without asking. */
+static rb_batch *batch_take(read_batcher *b) {
+    rb_batch *bt = xcalloc(1, sizeof *bt);
+    bt->b = b;
+    bt->reads = b->queue;
+    b->queue = NULL;
+    b->tail = &b->queue;
+    size_t n = 0;
+    for (gw_read *r = bt->reads; r; r = r->next) n += r->nfetch;
+    bt->f = xcalloc(n ? n : 1, sizeof *bt->f);
+    bt->loc = xcalloc(n ? n : 1, sizeof *bt->loc);
+    for (gw_read *r = bt->reads; r; r = r->next) {
+        for (size_t i = 0; i < r->nfetch; i++) {
+            gw_fetch *f = &r->fetch[i];
+            f->buf.ptr = NULL;
+            f->len = 0;
+            f->rc = cluster_key_ok(f->keylen) ? RB_PENDING : STORE_NOTFOUND;
+            if (f->rc == RB_PENDING) bt->f[bt->nkeys++] = f;
+        }
+    }
+    return bt;
+}
+
+static void send_cb(event_loop *el, void *data) {
+    read_batcher *b = data;
+    if (!b->queue) return;
+    batch_send(batch_take(b));
+}
+
+void read_batcher_add(read_batcher *b, gw_read *r) {
+    r->next = NULL;
+    *b->tail = r;
+    b->tail = &r->next;
+}
+
+read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+                                  staging *pool, mkv_client *loop_mc) {
+    read_batcher *b = xcalloc(1, sizeof *b);
+    *b = (read_batcher){.loop = loop, .s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
+    b->tail = &b->queue;
+    b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);
+    return b;
+}
+
+void read_batcher_free(read_batcher *b) {
+    if (!b) return;
+    b->closing = 1;
+    loop_hook_del(b->send);
+    for (gw_read *r = b->queue, *next; r; r = next) {
+        next = r->next;
+        r->done(r, 0);
+    }
+    master_async_free(b->ma);   /* waiting batches finish, not fetched */
+    free(b);
+}

@@ -1,0 +1,44 @@
+/* gateway/read_batch.h - the reads (GET, MGET) of one loop iteration, over
+ * all clients, as one batch (internal to src/gateway).
+ *
+ * Before the loop sleeps, the keys of every read added since go to the
+ * master as one MOON.MGET (chunks of PROTO_MAX_BATCH, pipelined) over the
+ * asynchronous master connection; its reply places each value in staging
+ * memory, and one worker job moves all of them with one engine batch
+ * (checksums verified there). Back on the loop every read's done runs,
+ * in the order the reads were added, and the read leases go back in one
+ * MOON.RELEASE. No thread waits for the master on this path.
+ *
+ * Without the asynchronous connection (the master reached through etcd,
+ * or unreachable now), the batch's keys are fetched one by one on a
+ * worker instead (the blocking calls), with the same results. */
+#ifndef MKV_GATEWAY_READ_BATCH_H
+#define MKV_GATEWAY_READ_BATCH_H
+
+#include <stddef.h>
+
+#include "client/moonkv.h"
+#include "core/loop.h"
+#include "gateway/master_async.h"
+#include "gateway/store_cluster.h"
+
+typedef struct gw_read gw_read;
+struct gw_read {
+    gw_fetch *fetch;          /* the keys; the results land here */
+    size_t nfetch;
+    /* fetched: fetch[] holds every key's result (their buffers are the
+     * reader's now); 0: nothing was read (shutdown). */
+    void (*done)(gw_read *r, int fetched);
+    gw_read *next;            /* the batcher's */
+};
+
+typedef struct read_batcher read_batcher;
+
+/* ma may be NULL (always the blocking path). */
+read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+                                  staging *pool, mkv_client *loop_mc);
+void read_batcher_add(read_batcher *b, gw_read *r);
+/* Reads still queued finish with fetched 0. Before the workers go. */
+void read_batcher_free(read_batcher *b);
+
+#endif
