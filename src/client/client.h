@@ -78,6 +78,12 @@ typedef struct mkv_placement {
     mkv_replica replicas[PROTO_MAX_REPLICAS];
 } mkv_placement;
 
+/* ---- get.c: split gets and puts (located.h) ---- */
+struct mkv_located;
+/* A located's own copy of pl (which it then owns), and its placement. */
+struct mkv_located *mkv_located_wrap(const mkv_placement *pl);
+const mkv_placement *mkv_located_placement(const struct mkv_located *l);
+
 /* ---- leases.c ---- */
 /* The expiry of the read caps behind pl (all of one lease share it); 0 if none. */
 uint64_t mkv_lease_until(const mkv_placement *pl);

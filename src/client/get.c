@@ -217,16 +217,24 @@ int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uin
     *out = NULL;
     if (!c || !r) return MKV_EINVAL;
     if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
-    mkv_located *l = xcalloc(1, sizeof *l);
-    int rc = mkv_located_decode(c, r, &l->pl);
+    mkv_placement pl;
+    int rc = mkv_located_decode(c, r, &pl);
     if (rc != MKV_OK) {
-        mkv_located_free(l);
+        mkv_placement_free(&pl);
         return rc;
     }
-    *size = l->pl.size;
-    *out = l;
+    *size = pl.size;
+    *out = mkv_located_wrap(&pl);
     return MKV_OK;
 }
+
+mkv_located *mkv_located_wrap(const mkv_placement *pl) {
+    mkv_located *l = xmalloc(sizeof *l);
+    l->pl = *pl;
+    return l;
+}
+
+const mkv_placement *mkv_located_placement(const mkv_located *l) { return &l->pl; }
 
 uint64_t mkv_located_lease(const mkv_located *l) { return mkv_lease_until(&l->pl); }
 

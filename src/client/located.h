@@ -6,7 +6,9 @@
  * and later, on any thread with that thread's client, moves the bytes
  * with mkv_read_located: one engine batch for all keys, checksums
  * verified, another replica read after a mismatch. The read leases stay
- * the caller's to give back (MOON.RELEASE key lease_until). */
+ * the caller's to give back (MOON.RELEASE key lease_until). Puts split
+ * the same way: MOON.MPUTSTART by the caller, mkv_placed_parse, the
+ * bytes by mkv_write_located, MOON.MPUTEND by the caller. */
 #ifndef MKV_CLIENT_LOCATED_H
 #define MKV_CLIENT_LOCATED_H
 
@@ -30,6 +32,21 @@ void mkv_located_free(mkv_located *l);
  * every objs[i].status and len. MKV_EAUTH for an object means its lease
  * ran out before the read: locate it again. MKV_OK when the batch ran. */
 int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n);
+
+/* One element of a MOON.MPUTSTART reply for an object of size bytes:
+ * MKV_OK with *out (its write placement), or the master's refusal
+ * (MKV_EEXISTS, MKV_ENOSPACE, MKV_ENOREPLICAS, ...) or MKV_EPROTO. */
+int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_located **out);
+/* One element of a MOON.MPUTEND reply: MKV_OK or the master's refusal. */
+int mkv_ended_parse(mkv_client *c, const redisReply *r);
+/* Write objs[i] (buf registered, len its size) to every replica of
+ * loc[i], all in one engine batch; sets every objs[i].status. crc[i]:
+ * the value's CRC32C for MOON.MPUTEND when written; failed_node[i]: the
+ * node whose fault failed it (0: none or another cause). */
+int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n,
+                      uint32_t *crc, uint32_t *failed_node);
+/* MOON.PUTREVOKE key on c's own master connection (best effort). */
+void mkv_revoke(mkv_client *c, const void *key, size_t keylen);
 
 /* Ask the master for the node table again (after the caller's own master
  * connection was reopened: a new master may number nodes afresh). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "client/located.h"
 #include "core/util.h"
 
 typedef struct put_item {
@@ -93,14 +94,11 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
     return MKV_OK;
 }
 
-/* MOON.PUTEND key crc, or MOON.MPUTEND key crc ... for the written ones. */
-static int put_end(mkv_client *c, put_item *it, size_t n) {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) m += it[i].o->status == MKV_OK;
-    if (m == 0) return MKV_OK;
-    const void **bufs = xcalloc(m, sizeof *bufs);
-    size_t *lens = xcalloc(m, sizeof *lens);
-    uint32_t *sums = xcalloc(m, sizeof *sums);
+/* sums[j]: the checksum of the j-th of the m written items (the one the
+ * engine computed on the way out when it has it). */
+static void put_sums(mkv_client *c, const put_item *it, size_t n, size_t m, uint32_t *sums) {
+    const void **bufs = xcalloc(m ? m : 1, sizeof *bufs);
+    size_t *lens = xcalloc(m ? m : 1, sizeof *lens);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         bufs[j] = it[i].o->buf;
@@ -112,6 +110,17 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
         if (it[i].crc_ok) sums[j] = it[i].crc;
         j++;
     }
+    free(bufs);
+    free(lens);
+}
+
+/* MOON.PUTEND key crc, or MOON.MPUTEND key crc ... for the written ones. */
+static int put_end(mkv_client *c, put_item *it, size_t n) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += it[i].o->status == MKV_OK;
+    if (m == 0) return MKV_OK;
+    uint32_t *sums = xcalloc(m, sizeof *sums);
+    put_sums(c, it, n, m, sums);
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(1 + 2 * m));
     mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
@@ -120,8 +129,6 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
         mkv_cmd_u64(&cmd, sums[j++]);
     }
-    free(bufs);
-    free(lens);
     free(sums);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
@@ -280,4 +287,52 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
         rc = put_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
     return rc;
+}
+
+/* ---- split puts (located.h) ---- */
+
+int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_located **out) {
+    *out = NULL;
+    if (!c || !r) return MKV_EINVAL;
+    if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
+    mkv_placement pl;
+    int rc = mkv_placement_decode(c, r, size, TE_CAP_WRITE, &pl);
+    if (rc == MKV_OK) *out = mkv_located_wrap(&pl);
+    else mkv_placement_free(&pl);
+    return rc;
+}
+
+int mkv_ended_parse(mkv_client *c, const redisReply *r) {
+    if (!c || !r) return MKV_EINVAL;
+    if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
+    return r->type == REDIS_REPLY_STATUS ? MKV_OK : mkv_bad_reply(c, "MOON.MPUTEND", r);
+}
+
+int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n,
+                      uint32_t *crc, uint32_t *failed_node) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    put_item *it = xcalloc(n ? n : 1, sizeof *it);
+    for (size_t i = 0; i < n; i++) {
+        it[i] = (put_item){.o = &objs[i], .pl = *mkv_located_placement(loc[i])};
+        objs[i].status = check_obj(c, &objs[i]);
+    }
+    put_transfer(c, it, n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += objs[i].status == MKV_OK;
+    uint32_t *sums = xcalloc(m ? m : 1, sizeof *sums);
+    put_sums(c, it, n, m, sums);
+    for (size_t i = 0, j = 0; i < n; i++) {
+        failed_node[i] = it[i].failed_node;
+        crc[i] = objs[i].status == MKV_OK ? sums[j++] : 0;
+    }
+    free(sums);
+    free(it);
+    return MKV_OK;
+}
+
+void mkv_revoke(mkv_client *c, const void *key, size_t keylen) {
+    if (!c) return;
+    mkv_obj o = {.key = key, .keylen = keylen};
+    put_item it = {.o = &o, .placed = 1};
+    put_revoke(c, &it, 1);
 }

@@ -21,6 +21,7 @@
 
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/put_batch.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
@@ -28,8 +29,8 @@
 
 typedef struct gw_call gw_call;
 struct gw_call {
-    gw_job job;
-    gw_read read;             /* GET/MGET: the batcher's handle */
+    gw_read read;             /* GET/MGET: the read batcher's handle */
+    gw_write write;           /* SET: the put batcher's */
     struct gw_async *ga;
     store *store;
     client *c;                /* NULL once the client has gone */
@@ -114,8 +115,7 @@ static void call_replay(gw_call *call, client *c) {
     c->pending_put_size = 0;
 }
 
-static void run_ship(gw_job *j, mkv_client *mc);
-static void call_submit(gw_call *call, void (*run)(gw_job *, mkv_client *));
+static void call_ship(gw_call *call);
 
 static int same_key(const gw_call *a, const resp_arg *key) {
     return a->argv[1].len == key->len && memcmp(a->argv[1].ptr, key->ptr, key->len) == 0;
@@ -150,7 +150,7 @@ static void ship_next(gw_call *done) {
     next->next_waiter = NULL;
     next->next_inflight = done->ga->inflight;
     done->ga->inflight = next;
-    call_submit(next, run_ship);
+    call_ship(next);
 }
 
 /* The call's cluster work is over (done 0: it did nothing, and the
@@ -172,26 +172,20 @@ static void call_finish(gw_call *call, int done) {
     free(call);
 }
 
-static void call_done(gw_job *j) { call_finish((gw_call *)j, !j->cancelled); }
-
 static void read_done(gw_read *r, int fetched) {
     call_finish((gw_call *)((char *)r - offsetof(gw_call, read)), fetched);
+}
+
+static void write_done(gw_write *w) { call_finish((gw_call *)((char *)w - offsetof(gw_call, write)), 1); }
+
+static void call_ship(gw_call *call) {
+    call->write = (gw_write){.put = call->put, .done = write_done};
+    put_batcher_add(cluster_store_puts(call->store), &call->write);
 }
 
 static void call_block(gw_call *call, client *c) {
     client_block(c);
     client_set_on_free(c, call_forget_client, call);
-}
-
-static void call_submit(gw_call *call, void (*run)(gw_job *, mkv_client *)) {
-    call->job.run = run;
-    call->job.done = call_done;
-    workers_submit(cluster_store_workers(call->store), &call->job);
-}
-
-static void run_ship(gw_job *j, mkv_client *mc) {
-    gw_call *call = (gw_call *)j;
-    cluster_ship(call->store, mc, call->put);
 }
 
 /* GET key / MGET key [key ...] */
@@ -242,7 +236,7 @@ static void async_set_command(client *c) {
     }
     call->next_inflight = call->ga->inflight;
     call->ga->inflight = call;
-    call_submit(call, run_ship);
+    call_ship(call);
 }
 
 static void async_free(gw_async *ga) { free(ga); }

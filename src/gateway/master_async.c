@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "proto/limits.h"
 #include "proto/master_link.h"
 
 #define MA_RETRY_MS 200        /* between connection attempts */
@@ -163,6 +164,33 @@ int master_async_send(master_async *m, int argc, const char **argv, const size_t
     }
     if (m->pending++ == 0) m->progress_ms = mono_ms();
     return 0;
+}
+
+size_t master_async_send_batch(master_async *m, const char *const *head, int nhead, size_t n,
+                               int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
+                               master_async_cb *cb, int *failed) {
+    size_t max_args = (size_t)nhead + (size_t)per_item * PROTO_MAX_BATCH, sent = 0;
+    const char **argv = xcalloc(max_args, sizeof *argv);
+    size_t *lens = xcalloc(max_args, sizeof *lens);
+    char (*num)[24] = xcalloc(max_args, sizeof *num);
+    *chunks = xcalloc(n / PROTO_MAX_BATCH + 1, sizeof **chunks);
+    for (int a = 0; a < nhead; a++) {
+        argv[a] = head[a];
+        lens[a] = strlen(head[a]);
+    }
+    for (size_t i = 0; i < n && !*failed;) {
+        ma_chunk *ch = &(*chunks)[sent];
+        *ch = (ma_chunk){.owner = owner, .first = i};
+        for (size_t a = (size_t)nhead; i < n && ch->n < PROTO_MAX_BATCH; i++, ch->n++, a += (size_t)per_item)
+            item(owner, i, argv + a, lens + a, num + a);
+        int argc = nhead + per_item * (int)ch->n;
+        if (!m || master_async_send(m, argc, argv, lens, cb, ch) != 0) *failed = 1;
+        else sent++;
+    }
+    free(argv);
+    free(lens);
+    free(num);
+    return sent;
 }
 
 uint64_t master_async_epoch(const master_async *m) { return m->epoch; }

@@ -31,6 +31,23 @@ master_async *master_async_create(event_loop *loop, const char *hostport, const 
  * exactly once; -1: not sent (no connection now), cb will not be called. */
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
                       master_async_cb *cb, void *ctx);
+/* Batch commands (MOON.MGET, MOON.MPUTSTART, ...): n items sent as
+ * commands of at most PROTO_MAX_BATCH items, pipelined. Each is head
+ * (nhead arguments) then per_item arguments per item, which item()
+ * fills for item i (num: room for one number's text per argument). One
+ * chunk per command sent goes to cb as its ctx, naming its items; the
+ * chunks array (*chunks, freed by the caller) has room for all. Returns
+ * how many were sent; *failed is set when one could not be (the rest
+ * then is not sent either). */
+typedef struct ma_chunk {
+    void *owner;
+    size_t first, n;
+} ma_chunk;
+typedef void ma_item_fn(void *ctx, size_t i, const char **argv, size_t *lens, char (*num)[24]);
+size_t master_async_send_batch(master_async *m, const char *const *head, int nhead, size_t n,
+                               int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
+                               master_async_cb *cb, int *failed);
+
 /* Connections opened so far: a new one may reach a new master. */
 uint64_t master_async_epoch(const master_async *m);
 /* Pending callbacks get NULL. NULL is fine. */

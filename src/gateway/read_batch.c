@@ -26,11 +26,6 @@ struct read_batcher {
 
 typedef struct rb_batch rb_batch;
 
-typedef struct rb_chunk {
-    rb_batch *batch;
-    size_t first, n;
-} rb_chunk;
-
 struct rb_batch {
     gw_job job;               /* first: the workers' link */
     read_batcher *b;
@@ -38,7 +33,8 @@ struct rb_batch {
     size_t nkeys;
     gw_fetch **f;             /* every read's keys, in order */
     mkv_located **loc;        /* [i] once key i is located and has memory */
-    rb_chunk *chunks;
+    ma_chunk *chunks;         /* one per MOON.MGET */
+    size_t *rel;              /* keys whose leases go back */
     size_t waiting;           /* MOON.MGETs without their reply yet */
     int failed;               /* a MOON.MGET got no answer: fetch key by key */
     uint64_t epoch;           /* the master connection that located them */
@@ -102,31 +98,28 @@ static void read_located(gw_job *j, mkv_client *mc) {
 
 static void ignore_reply(const redisReply *r, void *ctx) {}
 
-/* MOON.RELEASE for the batch's leases, chunked as the master takes them. */
+static void release_item(void *owner, size_t j, const char **argv, size_t *lens, char (*num)[24]) {
+    rb_batch *bt = owner;
+    size_t i = bt->rel[j];
+    argv[0] = bt->f[i]->key;
+    lens[0] = bt->f[i]->keylen;
+    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%llu",
+                               (unsigned long long)mkv_located_lease(bt->loc[i]));
+    argv[1] = num[1];
+}
+
+/* MOON.RELEASE for the batch's leases (its replies matter to no one). */
 static void leases_back(rb_batch *bt) {
-    read_batcher *b = bt->b;
+    if (!bt->b->ma || bt->b->closing) return;
+    bt->rel = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *bt->rel);
     size_t n = 0;
-    const char **argv = xcalloc(1 + 2 * PROTO_MAX_BATCH, sizeof *argv);
-    size_t *lens = xcalloc(1 + 2 * PROTO_MAX_BATCH, sizeof *lens);
-    char (*num)[24] = xcalloc(PROTO_MAX_BATCH, sizeof *num);
-    argv[0] = "MOON.RELEASE";
-    lens[0] = 12;
-    for (size_t i = 0; i <= bt->nkeys; i++) {
-        if (n == PROTO_MAX_BATCH || (i == bt->nkeys && n)) {
-            if (b->ma && !b->closing) master_async_send(b->ma, (int)(1 + 2 * n), argv, lens, ignore_reply, NULL);
-            n = 0;
-        }
-        uint64_t until = i < bt->nkeys && bt->loc[i] ? mkv_located_lease(bt->loc[i]) : 0;
-        if (!until) continue;
-        argv[1 + 2 * n] = bt->f[i]->key;
-        lens[1 + 2 * n] = bt->f[i]->keylen;
-        lens[2 + 2 * n] = (size_t)snprintf(num[n], sizeof num[n], "%llu", (unsigned long long)until);
-        argv[2 + 2 * n] = num[n];
-        n++;
-    }
-    free(argv);
-    free(lens);
-    free(num);
+    for (size_t i = 0; i < bt->nkeys; i++)
+        if (bt->loc[i] && mkv_located_lease(bt->loc[i])) bt->rel[n++] = i;
+    static const char *const head[] = {"MOON.RELEASE"};
+    ma_chunk *chunks;
+    int failed = 0;
+    master_async_send_batch(bt->b->ma, head, 1, n, 2, release_item, bt, &chunks, ignore_reply, &failed);
+    free(chunks);
 }
 
 static void batch_free(rb_batch *bt) {
@@ -134,6 +127,7 @@ static void batch_free(rb_batch *bt) {
     free(bt->f);
     free(bt->loc);
     free(bt->chunks);
+    free(bt->rel);
     free(bt);
 }
 
@@ -193,35 +187,24 @@ static void key_located(rb_batch *bt, size_t i, const redisReply *e) {
 }
 
 static void mget_reply(const redisReply *r, void *ctx) {
-    rb_chunk *ch = ctx;
-    rb_batch *bt = ch->batch;
+    ma_chunk *ch = ctx;
+    rb_batch *bt = ch->owner;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != ch->n) bt->failed = 1;
     for (size_t i = 0; !bt->failed && i < ch->n; i++) key_located(bt, ch->first + i, r->element[i]);
     if (--bt->waiting == 0) batch_ready(bt);
 }
 
+static void mget_item(void *owner, size_t i, const char **argv, size_t *lens, char (*num)[24]) {
+    rb_batch *bt = owner;
+    argv[0] = bt->f[i]->key;
+    lens[0] = bt->f[i]->keylen;
+}
+
 /* The batch's keys as MOON.MGETs, pipelined. */
 static void batch_send(rb_batch *bt) {
-    read_batcher *b = bt->b;
-    const char **argv = xcalloc(1 + PROTO_MAX_BATCH, sizeof *argv);
-    size_t *lens = xcalloc(1 + PROTO_MAX_BATCH, sizeof *lens);
-    size_t nch = 0;
-    argv[0] = "MOON.MGET";
-    lens[0] = 9;
-    bt->chunks = xcalloc(bt->nkeys / PROTO_MAX_BATCH + 1, sizeof *bt->chunks);
-    for (size_t i = 0; i < bt->nkeys && !bt->failed;) {
-        rb_chunk *ch = &bt->chunks[nch];
-        *ch = (rb_chunk){.batch = bt, .first = i};
-        for (; i < bt->nkeys && ch->n < PROTO_MAX_BATCH; i++) {
-            argv[1 + ch->n] = bt->f[i]->key;
-            lens[1 + ch->n++] = bt->f[i]->keylen;
-        }
-        if (!b->ma || master_async_send(b->ma, (int)(1 + ch->n), argv, lens, mget_reply, ch) != 0)
-            bt->failed = 1;
-        else bt->waiting++, nch++;
-    }
-    free(argv);
-    free(lens);
+    static const char *const head[] = {"MOON.MGET"};
+    bt->waiting = master_async_send_batch(bt->b->ma, head, 1, bt->nkeys, 1, mget_item, bt, &bt->chunks,
+                                          mget_reply, &bt->failed);
     if (bt->waiting == 0) batch_ready(bt);
 }
 
@@ -270,14 +253,16 @@ read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, 
     return b;
 }
 
-void read_batcher_free(read_batcher *b) {
+void read_batcher_close(read_batcher *b) {
     if (!b) return;
     b->closing = 1;
     loop_hook_del(b->send);
+    b->send = NULL;
     for (gw_read *r = b->queue, *next; r; r = next) {
         next = r->next;
         r->done(r, 0);
     }
-    master_async_free(b->ma);   /* waiting batches finish, not fetched */
-    free(b);
+    b->queue = NULL;
 }
+
+void read_batcher_free(read_batcher *b) { free(b); }

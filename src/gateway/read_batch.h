@@ -38,7 +38,9 @@ typedef struct read_batcher read_batcher;
 read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
                                   staging *pool, mkv_client *loop_mc);
 void read_batcher_add(read_batcher *b, gw_read *r);
-/* Reads still queued finish with fetched 0. Before the workers go. */
+/* Reads still queued finish with fetched 0; batches then waiting for the
+ * master finish so when its connection is freed. Then free. */
+void read_batcher_close(read_batcher *b);
 void read_batcher_free(read_batcher *b);
 
 #endif

@@ -20,6 +20,7 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/master_link.h"
+#include "gateway/put_batch.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "proto/limits.h"
@@ -40,7 +41,9 @@ typedef struct cluster_store {
     mkv_client *mc;             /* the loop's own */
     staging *pool;
     workers *workers;
+    master_async *ma;           /* the batchers' master connection; NULL with etcd */
     struct read_batcher *reads;
+    struct put_batcher *puts;
     struct gw_async *async;     /* gateway_async.c's, freed with the store */
     void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
@@ -56,15 +59,6 @@ typedef struct cluster_store {
     cluster_stats stats;
 } cluster_store;
 
-struct store_put {
-    staging_buf buf;
-    int shipped;                /* cluster_ship ran: ship_rc is the outcome */
-    int ship_rc;
-    char errstr[sizeof ((store *)0)->errstr];
-    size_t keylen;
-    char key[];
-};
-
 struct store_pin {
     staging_buf buf;
 };
@@ -74,6 +68,8 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
 struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
+
+struct put_batcher *cluster_store_puts(store *s) { return cs_of(s)->puts; }
 
 void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(struct gw_async *ga)) {
     cs_of(s)->async = ga;
@@ -119,6 +115,11 @@ int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
     }
     snprintf(errstr, len, "%s", mkv_last_error(mc));
     return STORE_ERR;
+}
+
+int cluster_store_lost(char *errstr, size_t len) {
+    snprintf(errstr, len, "TRYAGAIN the master is unreachable (connection lost before its reply)");
+    return STORE_REFUSED;
 }
 
 int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
@@ -457,7 +458,11 @@ static void cs_destroy(store *s) {
     /* First: finishing jobs returns their buffers to the pool; then the
      * reads still waiting for the master finish unread. */
     workers_destroy(cs->workers);
+    read_batcher_close(cs->reads);
+    put_batcher_close(cs->puts);
+    master_async_free(cs->ma);
     read_batcher_free(cs->reads);
+    put_batcher_free(cs->puts);
     if (cs->async_free) cs->async_free(cs->async);
     if (cs->loop) {
         loop_hook_del(cs->reap);
@@ -534,10 +539,11 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         snprintf(err, errlen, "cannot use the master %s: %s", cs->master, werr);
         return -1;
     }
-    /* Through etcd the master moves: the reads take the blocking calls,
-     * which follow it (read_batch.h). */
-    master_async *ma = cfg->etcd[0] ? NULL : master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
-    cs->reads = read_batcher_create(cs->loop, &cs->base, ma, cs->workers, cs->pool, cs->mc);
+    /* Through etcd the master moves: the batches take the blocking calls,
+     * which follow it (read_batch.h, put_batch.h). */
+    if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
+    cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc);
+    cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
     return 0;
 }
 

@@ -27,9 +27,20 @@ typedef struct gw_fetch {
     char errstr[sizeof ((store *)0)->errstr];
 } gw_fetch;
 
+/* A SET's value on its way: put_end reports ship_rc once shipped. */
+struct store_put {
+    staging_buf buf;
+    int shipped;                /* put to the cluster: ship_rc is the outcome */
+    int ship_rc;
+    char errstr[sizeof ((store *)0)->errstr];
+    size_t keylen;
+    char key[];
+};
+
 workers *cluster_store_workers(store *s);
-/* The batcher of the store's reads (read_batch.h). */
+/* The batchers of the store's reads and writes (read_batch.h, put_batch.h). */
 struct read_batcher *cluster_store_reads(store *s);
+struct put_batcher *cluster_store_puts(store *s);
 
 /* The gateway's per-server command state (gateway_async.c), owned by the
  * store from here on: free_fn(ga) runs when the store is destroyed,
@@ -40,6 +51,9 @@ struct gw_async *cluster_store_async(store *s);
 
 /* MKV_* to STORE_* as the gateway replies it (text in errstr). */
 int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len);
+/* STORE_REFUSED, "TRYAGAIN ..." in errstr: the master connection was
+ * lost before the outcome came back. */
+int cluster_store_lost(char *errstr, size_t len);
 /* A key the cluster could hold (else it is not found, without asking). */
 int cluster_key_ok(size_t keylen);
 

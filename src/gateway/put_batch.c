@@ -1,0 +1,248 @@
+/* gateway/put_batch.c - see put_batch.h. */
+#include "gateway/put_batch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/located.h"
+#include "core/util.h"
+#include "server/server.h"
+
+struct put_batcher {
+    store *s;
+    master_async *ma;
+    workers *w;
+    mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
+    loop_hook *send;          /* after the reply flush, like the reads' */
+    char replicas[24];
+    gw_write *queue, **tail;
+    int closing;
+};
+
+typedef struct pb_batch {
+    gw_job job;               /* first: the workers' link */
+    put_batcher *b;
+    gw_write *writes;
+    size_t n;
+    store_put **p;            /* every write's put, in order */
+    mkv_located **loc;        /* [i] while placed and not yet published */
+    uint32_t *crc;
+    size_t *ended;            /* the written ones, for MOON.MPUTEND */
+    ma_chunk *chunks;
+    size_t waiting;           /* commands without their reply yet */
+    int failed;               /* a MOON.MPUTSTART got no answer */
+} pb_batch;
+
+static void shipped(store_put *p, int rc) {
+    p->ship_rc = rc;
+    p->shipped = 1;
+}
+
+/* ---- on a worker ---- */
+
+/* Placed or not, put the slow way (revoked first: that frees its key). */
+static void put_again(pb_batch *bt, mkv_client *mc, size_t i) {
+    if (bt->loc[i]) mkv_revoke(mc, bt->p[i]->key, bt->p[i]->keylen);
+    mkv_located_free(bt->loc[i]);
+    bt->loc[i] = NULL;
+    cluster_ship(bt->b->s, mc, bt->p[i]);
+}
+
+static void put_each(gw_job *j, mkv_client *mc) {
+    pb_batch *bt = (pb_batch *)j;
+    for (size_t i = 0; i < bt->n; i++)
+        if (!bt->p[i]->shipped) put_again(bt, mc, i);
+}
+
+static void write_result(pb_batch *bt, mkv_client *mc, size_t i, const mkv_obj *o, uint32_t failed_node) {
+    if (o->status == MKV_OK) return;   /* published from the loop */
+    if (failed_node) {
+        put_again(bt, mc, i);
+        return;
+    }
+    store_put *p = bt->p[i];
+    shipped(p, cluster_store_code(o->status, mc, p->errstr, sizeof p->errstr));
+    mkv_revoke(mc, p->key, p->keylen);
+    mkv_located_free(bt->loc[i]);
+    bt->loc[i] = NULL;
+}
+
+static void write_located(gw_job *j, mkv_client *mc) {
+    pb_batch *bt = (pb_batch *)j;
+    size_t cap = bt->n ? bt->n : 1, n = 0;
+    mkv_obj *objs = xcalloc(cap, sizeof *objs);
+    mkv_located **loc = xcalloc(cap, sizeof *loc);
+    size_t *idx = xcalloc(cap, sizeof *idx);
+    uint32_t *crc = xcalloc(cap, sizeof *crc), *failed = xcalloc(cap, sizeof *failed);
+    for (size_t i = 0; i < bt->n; i++) {
+        store_put *p = bt->p[i];
+        if (!bt->loc[i]) continue;
+        if (staging_bind(mc, &p->buf) != MKV_OK) {
+            put_again(bt, mc, i);
+            continue;
+        }
+        objs[n] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = p->buf.len};
+        loc[n] = bt->loc[i];
+        idx[n++] = i;
+    }
+    mkv_write_located(mc, objs, loc, n, crc, failed);
+    for (size_t k = 0; k < n; k++) {
+        staging_unbind(mc, &bt->p[idx[k]]->buf);
+        bt->crc[idx[k]] = crc[k];
+        write_result(bt, mc, idx[k], &objs[k], failed[k]);
+    }
+    free(objs);
+    free(loc);
+    free(idx);
+    free(crc);
+    free(failed);
+}
+
+/* ---- on the loop ---- */
+
+static void batch_finish(pb_batch *bt) {
+    for (gw_write *w = bt->writes, *next; w; w = next) {
+        next = w->next;
+        w->done(w);
+    }
+    for (size_t i = 0; i < bt->n; i++) mkv_located_free(bt->loc[i]);
+    free(bt->p);
+    free(bt->loc);
+    free(bt->crc);
+    free(bt->ended);
+    free(bt->chunks);
+    free(bt);
+}
+
+static void end_reply(const redisReply *r, void *ctx) {
+    ma_chunk *ch = ctx;
+    pb_batch *bt = ch->owner;
+    int whole = r && r->type == REDIS_REPLY_ARRAY && r->elements == ch->n;
+    for (size_t k = 0; k < ch->n; k++) {
+        store_put *p = bt->p[bt->ended[ch->first + k]];
+        const redisReply *e = whole ? r->element[k] : NULL;
+        if (e && e->type == REDIS_REPLY_STATUS) shipped(p, STORE_OK);
+        else if (e)
+            shipped(p, cluster_store_code(mkv_ended_parse(bt->b->loop_mc, e), bt->b->loop_mc, p->errstr,
+                                          sizeof p->errstr));
+        else shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
+    }
+    if (--bt->waiting == 0) batch_finish(bt);
+}
+
+static void end_item(void *owner, size_t j, const char **argv, size_t *lens, char (*num)[24]) {
+    pb_batch *bt = owner;
+    size_t i = bt->ended[j];
+    argv[0] = bt->p[i]->key;
+    lens[0] = bt->p[i]->keylen;
+    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%u", bt->crc[i]);
+    argv[1] = num[1];
+}
+
+/* The bytes are on the nodes: MOON.MPUTEND publishes them. */
+static void batch_written(gw_job *j) {
+    pb_batch *bt = (pb_batch *)j;
+    if (j->cancelled || bt->b->closing) {
+        batch_finish(bt);
+        return;
+    }
+    size_t n = 0;
+    bt->ended = xcalloc(bt->n ? bt->n : 1, sizeof *bt->ended);
+    for (size_t i = 0; i < bt->n; i++)
+        if (bt->loc[i] && !bt->p[i]->shipped) bt->ended[n++] = i;
+    static const char *const head[] = {"MOON.MPUTEND"};
+    int failed = 0;
+    free(bt->chunks);
+    bt->waiting = master_async_send_batch(bt->b->ma, head, 1, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
+    /* Those not sent: written, never published (the put timeout frees them). */
+    size_t sent = bt->waiting ? bt->chunks[bt->waiting - 1].first + bt->chunks[bt->waiting - 1].n : 0;
+    for (size_t k = sent; k < n; k++) {
+        store_put *p = bt->p[bt->ended[k]];
+        shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
+    }
+    if (bt->waiting == 0) batch_finish(bt);
+}
+
+/* Every MOON.MPUTSTART answered (or none could be sent): the bytes move. */
+static void batch_placed(pb_batch *bt) {
+    if (bt->b->closing) {
+        batch_finish(bt);
+        return;
+    }
+    bt->job.run = bt->failed ? put_each : write_located;
+    bt->job.done = batch_written;
+    workers_submit(bt->b->w, &bt->job);
+}
+
+static void start_reply(const redisReply *r, void *ctx) {
+    ma_chunk *ch = ctx;
+    pb_batch *bt = ch->owner;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != ch->n) bt->failed = 1;
+    for (size_t k = 0; !bt->failed && k < ch->n; k++) {
+        size_t i = ch->first + k;
+        store_put *p = bt->p[i];
+        int rc = mkv_placed_parse(bt->b->loop_mc, r->element[k], p->buf.len, &bt->loc[i]);
+        if (rc != MKV_OK) shipped(p, cluster_store_code(rc, bt->b->loop_mc, p->errstr, sizeof p->errstr));
+    }
+    if (--bt->waiting == 0) batch_placed(bt);
+}
+
+static void start_item(void *owner, size_t i, const char **argv, size_t *lens, char (*num)[24]) {
+    pb_batch *bt = owner;
+    argv[0] = bt->p[i]->key;
+    lens[0] = bt->p[i]->keylen;
+    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%llu", (unsigned long long)bt->p[i]->buf.len);
+    argv[1] = num[1];
+}
+
+static void send_cb(event_loop *el, void *data) {
+    put_batcher *b = data;
+    if (!b->queue) return;
+    pb_batch *bt = xcalloc(1, sizeof *bt);
+    bt->b = b;
+    bt->writes = b->queue;
+    b->queue = NULL;
+    b->tail = &b->queue;
+    for (gw_write *w = bt->writes; w; w = w->next) bt->n++;
+    bt->p = xcalloc(bt->n, sizeof *bt->p);
+    bt->loc = xcalloc(bt->n, sizeof *bt->loc);
+    bt->crc = xcalloc(bt->n, sizeof *bt->crc);
+    size_t i = 0;
+    for (gw_write *w = bt->writes; w; w = w->next) bt->p[i++] = w->put;
+    const char *head[] = {"MOON.MPUTSTART", "REPLICAS", b->replicas};
+    bt->waiting = master_async_send_batch(b->ma, head, 3, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
+                                          &bt->failed);
+    if (bt->waiting == 0) batch_placed(bt);
+}
+
+void put_batcher_add(put_batcher *b, gw_write *w) {
+    w->put->shipped = 0;
+    w->next = NULL;
+    *b->tail = w;
+    b->tail = &w->next;
+}
+
+put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+                                mkv_client *loop_mc, int replicas) {
+    put_batcher *b = xcalloc(1, sizeof *b);
+    *b = (put_batcher){.s = s, .ma = ma, .w = w, .loop_mc = loop_mc};
+    snprintf(b->replicas, sizeof b->replicas, "%d", replicas > 0 ? replicas : 1);
+    b->tail = &b->queue;
+    b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);
+    return b;
+}
+
+void put_batcher_close(put_batcher *b) {
+    if (!b) return;
+    b->closing = 1;
+    loop_hook_del(b->send);
+    b->send = NULL;
+    for (gw_write *w = b->queue, *next; w; w = next) {
+        next = w->next;
+        w->done(w);
+    }
+    b->queue = NULL;
+}
+
+void put_batcher_free(put_batcher *b) { free(b); }

@@ -1,0 +1,43 @@
+/* gateway/put_batch.h - the SETs of one loop iteration, over all
+ * clients, as one batch (internal to src/gateway).
+ *
+ * Before the loop sleeps, the values added since are placed with one
+ * MOON.MPUTSTART (chunks of PROTO_MAX_BATCH, pipelined) over the
+ * asynchronous master connection; one worker job writes all of them to
+ * their replicas in one engine batch and checksums them; back on the
+ * loop one MOON.MPUTEND publishes the written ones, and every write's
+ * done runs in the order they were added, its outcome in its put
+ * (shipped, ship_rc). No thread waits for the master on this path.
+ *
+ * A write that a node's fault failed is revoked and put again on the
+ * worker, the blocking way (the library places it elsewhere); so is the
+ * whole batch when the master could not be asked asynchronously. */
+#ifndef MKV_GATEWAY_PUT_BATCH_H
+#define MKV_GATEWAY_PUT_BATCH_H
+
+#include "client/moonkv.h"
+#include "core/loop.h"
+#include "gateway/master_async.h"
+#include "gateway/store_cluster.h"
+
+typedef struct gw_write gw_write;
+struct gw_write {
+    store_put *put;
+    /* put->shipped set: put->ship_rc is the outcome; unset: nothing was
+     * done (shutdown). */
+    void (*done)(gw_write *w);
+    gw_write *next;           /* the batcher's */
+};
+
+typedef struct put_batcher put_batcher;
+
+/* ma may be NULL (always the blocking path); replicas per value. */
+put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+                                mkv_client *loop_mc, int replicas);
+void put_batcher_add(put_batcher *b, gw_write *w);
+/* Writes still queued finish unshipped; batches then waiting for the
+ * master finish so when its connection is freed. Then free. */
+void put_batcher_close(put_batcher *b);
+void put_batcher_free(put_batcher *b);
+
+#endif
