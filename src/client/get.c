@@ -262,4 +262,8 @@ int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size
     return rc;
 }
 
-int mkv_topology_relearn(mkv_client *c) { return c ? mkv_topology_refresh(c) : MKV_EINVAL; }
+int mkv_topology_relearn(mkv_client *c) {
+    if (!c) return MKV_EINVAL;
+    mkv_topology_forget(c);   /* the next placement's term is then adopted */
+    return mkv_topology_refresh(c);
+}

@@ -48,8 +48,9 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
 /* MOON.PUTREVOKE key on c's own master connection (best effort). */
 void mkv_revoke(mkv_client *c, const void *key, size_t keylen);
 
-/* Ask the master for the node table again (after the caller's own master
- * connection was reopened: a new master may number nodes afresh). */
+/* Forget the node table and ask the master for it again (after the
+ * caller's own master connection was reopened: a new master may number
+ * nodes afresh, and the placements' term is then adopted with it). */
 int mkv_topology_relearn(mkv_client *c);
 
 #endif

@@ -5,9 +5,11 @@
  * (store_cluster.c) that moves values through libmoonkv: a SET's value
  * streams from the socket into registered staging memory and is put to
  * the nodes when complete; a GET reads the value from the nodes into
- * staging memory and replies from there without another copy. The
- * blocking cluster calls of GET, MGET and SET run on a few worker
- * threads (workers.c, gateway_async.c) while the loop serves others.
+ * staging memory and replies from there without another copy. GET, MGET
+ * and SET are batched per loop iteration: one pipelined master command
+ * over an asynchronous connection (master_async.c) and one engine batch
+ * on a worker thread (read_batch.c, put_batch.c, gateway_async.c), while
+ * the loop serves others.
  * gateway_role_main is the role's entry (src/main/roles.c). */
 #ifndef MKV_GATEWAY_H
 #define MKV_GATEWAY_H
@@ -29,7 +31,7 @@ void cluster_store_info(store *s, resp_buf *out);
 
 struct server;
 /* Replace GET, MGET, SET and PUT (registered by t_object_register) with
- * forms that run their cluster calls on the store's workers
+ * forms that block the client while its keys are in a batch
  * (gateway_async.c). srv->store must be a cluster store. */
 void gateway_async_register(struct server *srv);
 

@@ -32,6 +32,7 @@ typedef struct pb_batch {
     ma_chunk *chunks;
     size_t waiting;           /* commands without their reply yet */
     int failed;               /* a MOON.MPUTSTART got no answer */
+    uint64_t epoch;           /* the master connection that placed them */
 } pb_batch;
 
 static void shipped(store_put *p, int rc) {
@@ -71,6 +72,7 @@ static void write_result(pb_batch *bt, mkv_client *mc, size_t i, const mkv_obj *
 static void write_located(gw_job *j, mkv_client *mc) {
     pb_batch *bt = (pb_batch *)j;
     size_t cap = bt->n ? bt->n : 1, n = 0;
+    cluster_worker_topology(mc, bt->epoch);
     mkv_obj *objs = xcalloc(cap, sizeof *objs);
     mkv_located **loc = xcalloc(cap, sizeof *loc);
     size_t *idx = xcalloc(cap, sizeof *idx);
@@ -170,6 +172,7 @@ static void batch_placed(pb_batch *bt) {
         batch_finish(bt);
         return;
     }
+    if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
     bt->job.run = bt->failed ? put_each : write_located;
     bt->job.done = batch_written;
     workers_submit(bt->b->w, &bt->job);

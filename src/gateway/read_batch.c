@@ -40,10 +40,6 @@ struct rb_batch {
     uint64_t epoch;           /* the master connection that located them */
 };
 
-/* The master connection whose node table a worker's client last learnt
- * (per worker thread: each has its own client). */
-static __thread uint64_t worker_epoch;
-
 /* ---- on a worker ---- */
 
 static void fetch_each(gw_job *j, mkv_client *mc) {
@@ -67,7 +63,7 @@ static void read_result(rb_batch *bt, mkv_client *mc, gw_fetch *f, const mkv_obj
 
 static void read_located(gw_job *j, mkv_client *mc) {
     rb_batch *bt = (rb_batch *)j;
-    if (worker_epoch != bt->epoch && mkv_topology_relearn(mc) == MKV_OK) worker_epoch = bt->epoch;
+    cluster_worker_topology(mc, bt->epoch);
     mkv_obj *objs = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *objs);
     mkv_located **loc = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *loc);
     size_t *idx = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *idx), n = 0;

@@ -3,9 +3,10 @@
  * Values pass through registered staging memory (staging.c): put_start
  * hands networking a staging buffer the value streams into, put_end puts
  * it to the nodes; get reads into a staging buffer that the pin keeps
- * until the reply is written. The blocking libmoonkv calls either run
- * here on the loop's own client or, for the commands gateway_async.c
- * runs ahead, on a worker with its client (store_cluster.h).
+ * until the reply is written. GET, MGET and SET are batched ahead
+ * (read_batch.c, put_batch.c; results handed in as store_cluster.h
+ * says); the other calls are blocking libmoonkv calls on the loop's own
+ * client, or on a worker's when a batch falls back to them.
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -19,6 +20,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "client/located.h"
 #include "gateway/master_link.h"
 #include "gateway/put_batch.h"
 #include "gateway/read_batch.h"
@@ -123,6 +125,14 @@ int cluster_store_lost(char *errstr, size_t len) {
 }
 
 int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
+
+/* The master connection epoch whose node table this worker's client
+ * last learnt: per thread, as each worker has its own client. */
+static __thread uint64_t worker_epoch;
+
+void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
+    if (epoch && worker_epoch != epoch && mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
+}
 
 /* ---- puts ---- */
 

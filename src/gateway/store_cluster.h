@@ -61,6 +61,11 @@ int cluster_key_ok(size_t keylen);
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f);
 void cluster_ship(store *s, mkv_client *mc, store_put *p);
 
+/* On a worker, before it moves bytes placed over the master connection
+ * of this epoch (master_async_epoch): a connection it has not seen may
+ * reach another master, so its client learns the node table afresh. */
+void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
+
 /* On the loop: get answers these keys from f[] (taking the buffers it
  * returns) until cluster_withdraw, which frees what was not taken. */
 void cluster_offer(store *s, gw_fetch *f, size_t n);

@@ -1,5 +1,5 @@
-/* gateway/workers.h - a few threads that make blocking libmoonkv calls
- * for the loop.
+/* gateway/workers.h - a few threads that move the batches' bytes (and
+ * make the blocking libmoonkv calls of a batch's fallback) for the loop.
  *
  * Each worker owns an mkv_client (a client is not thread-safe). The loop
  * submits jobs; any idle worker runs one (job->run, on the worker, with
