@@ -33,6 +33,7 @@ typedef struct pb_batch {
     size_t waiting;           /* commands without their reply yet */
     int failed;               /* a MOON.MPUTSTART got no answer */
     uint64_t epoch;           /* the master connection that placed them */
+    size_t again;             /* puts the master dropped before MOON.MPUTEND */
 } pb_batch;
 
 static void shipped(store_put *p, int rc) {
@@ -117,6 +118,30 @@ static void batch_finish(pb_batch *bt) {
     free(bt);
 }
 
+/* A put that outlived the master's put timeout between MOON.MPUTSTART
+ * and MOON.MPUTEND is gone there (a busy gateway, a short timeout): it
+ * is put again, the blocking way; other refusals are the answer. */
+static void end_refused(pb_batch *bt, size_t i, int rc) {
+    store_put *p = bt->p[i];
+    mkv_located_free(bt->loc[i]);
+    bt->loc[i] = NULL;   /* nothing to revoke */
+    if (rc == MKV_ENOTFOUND || rc == MKV_ETIMEDOUT) bt->again++;
+    else shipped(p, cluster_store_code(rc, bt->b->loop_mc, p->errstr, sizeof p->errstr));
+}
+
+static void batch_retried(gw_job *j) { batch_finish((pb_batch *)j); }
+
+/* Every MOON.MPUTEND answered: done, unless some must be put again. */
+static void batch_published(pb_batch *bt) {
+    if (!bt->again || bt->b->closing) {
+        batch_finish(bt);
+        return;
+    }
+    bt->job.run = put_each;
+    bt->job.done = batch_retried;
+    workers_submit(bt->b->w, &bt->job);
+}
+
 static void end_reply(const redisReply *r, void *ctx) {
     ma_chunk *ch = ctx;
     pb_batch *bt = ch->owner;
@@ -125,12 +150,10 @@ static void end_reply(const redisReply *r, void *ctx) {
         store_put *p = bt->p[bt->ended[ch->first + k]];
         const redisReply *e = whole ? r->element[k] : NULL;
         if (e && e->type == REDIS_REPLY_STATUS) shipped(p, STORE_OK);
-        else if (e)
-            shipped(p, cluster_store_code(mkv_ended_parse(bt->b->loop_mc, e), bt->b->loop_mc, p->errstr,
-                                          sizeof p->errstr));
+        else if (e) end_refused(bt, bt->ended[ch->first + k], mkv_ended_parse(bt->b->loop_mc, e));
         else shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
     }
-    if (--bt->waiting == 0) batch_finish(bt);
+    if (--bt->waiting == 0) batch_published(bt);
 }
 
 static void end_item(void *owner, size_t j, const char **argv, size_t *lens, char (*num)[24]) {
@@ -163,7 +186,7 @@ static void batch_written(gw_job *j) {
         store_put *p = bt->p[bt->ended[k]];
         shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
     }
-    if (bt->waiting == 0) batch_finish(bt);
+    if (bt->waiting == 0) batch_published(bt);
 }
 
 /* Every MOON.MPUTSTART answered (or none could be sent): the bytes move. */

@@ -3,8 +3,9 @@
 # 2 nodes, gateway). Sourced by run.sh.
 #
 # Measurement names: resp.<target>.<op>.<size>.<mode>, target one of
-# redis standalone cluster, op set|get, mode p16 (-P 16 -c 50), p1
-# (-c 50) or c4 (-c 4). A mode written get:MODE is measured for GETs only.
+# redis standalone cluster cluster2 (the gateway with --replicas 2, 64 B
+# only), op set|get, mode p16 (-P 16 -c 50), p1 (-c 50) or c4 (-c 4). A
+# mode written get:MODE is measured for GETs only.
 #
 # moonkv is write-once: a SET of a stored key with other bytes is -EXISTS
 # (the same bytes again are a no-op +OK, as keys are content hashes).
@@ -55,7 +56,8 @@ resp_target_start() {
   case "$1" in
     redis) start_redis;;
     standalone) start_standalone "$2";;
-    cluster) CL_NODE_FLAGS=(); cluster_start 2 "$2" 1;;
+    cluster) CL_NODE_FLAGS=(); CL_GW_REPLICAS=1 cluster_start 2 "$2" 1;;
+    cluster2) CL_NODE_FLAGS=(); CL_GW_REPLICAS=2 cluster_start 2 "$2" 1;;
   esac
 }
 
@@ -64,7 +66,7 @@ resp_target_stop() {
   case "$1" in
     redis) [ -n "${REDIS_PID:-}" ] && stop_pids "$REDIS_PID"; REDIS_PID=;;
     standalone) [ -n "${STANDALONE_PID:-}" ] && stop_pids "$STANDALONE_PID"; STANDALONE_PID=;;
-    cluster) cluster_stop;;
+    cluster|cluster2) cluster_stop;;
   esac
   return 0
 }
@@ -98,7 +100,7 @@ resp_measure() {
   local t=$1 seg=$2 keys=$3 spec size n modes m c p gets; shift 3
   for spec in "$@"; do
     read -r size n modes <<<"$spec"
-    [ "$t" = cluster ] && n=$(( n / RESP_CLUSTER_SHARE > 50 ? n / RESP_CLUSTER_SHARE : 50 ))
+    [ "${t#cluster}" != "$t" ] && n=$(( n / RESP_CLUSTER_SHARE > 50 ? n / RESP_CLUSTER_SHARE : 50 ))
     for m in $modes; do
       case "$m" in get:*) continue;; esac
       resp_fresh "$t" "$seg" "resp.$t.set.$size.$m" "resp.$t.set.$size.$m.repeats" || continue
@@ -138,6 +140,8 @@ resp_rows() {
       [ "$op" = set ] && what="$what (fresh server)"
       row "$what: standalone vs redis" "resp.standalone.$op.$size.$m" "resp.redis.$op.$size.$m" "$target" req/s
       row "$what: cluster (gateway) vs redis" "resp.cluster.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
+      [ -n "$(meas_get "resp.cluster2.$op.$size.$m")" ] &&
+        row "$what: cluster (gateway, replicas 2) vs redis" "resp.cluster2.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
     done
   done
   for m in $modes; do
@@ -161,7 +165,7 @@ resp_plot() {
 step_resp_small() {
   local n16 n1 keys t
   if [ "$QUICK" = 1 ]; then n16=60000 n1=12000 keys=10000; else n16=2000000 n1=300000 keys=100000; fi
-  for t in $RESP_TARGETS; do
+  for t in $RESP_TARGETS cluster2; do
     resp_measure "$t" 1GB "$keys" "64 $n16 p16" "64 $n1 p1"
   done
   resp_rows 64 "64B" 1.0 "p16 p1"
