@@ -59,7 +59,9 @@ static void put_each(gw_job *j, mkv_client *mc) {
 
 static void write_result(pb_batch *bt, mkv_client *mc, size_t i, const mkv_obj *o, uint32_t failed_node) {
     if (o->status == MKV_OK) return;   /* published from the loop */
-    if (failed_node) {
+    /* A node's fault, or grants that ran out before the bytes went (a
+     * busy gateway, a short put timeout): placed again. */
+    if (failed_node || o->status == MKV_EAUTH) {
         put_again(bt, mc, i);
         return;
     }

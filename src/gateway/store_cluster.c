@@ -131,7 +131,10 @@ int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KE
 static __thread uint64_t worker_epoch;
 
 void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
-    if (epoch && worker_epoch != epoch && mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
+    if (!epoch || worker_epoch == epoch) return;
+    /* The first connection: the client learnt the table when it connected
+     * (relearning would also cost the grants' time on new data paths). */
+    if (!worker_epoch || mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
 }
 
 /* ---- puts ---- */
