@@ -169,7 +169,8 @@ int master_async_send(master_async *m, int argc, const char **argv, const size_t
 size_t master_async_send_batch(master_async *m, const char *const *head, int nhead, size_t n,
                                int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
                                master_async_cb *cb, int *failed) {
-    size_t max_args = (size_t)nhead + (size_t)per_item * PROTO_MAX_BATCH, sent = 0;
+    size_t per_cmd = n < PROTO_MAX_BATCH ? n : PROTO_MAX_BATCH, sent = 0;
+    size_t max_args = (size_t)nhead + (size_t)per_item * (per_cmd ? per_cmd : 1);
     const char **argv = xcalloc(max_args, sizeof *argv);
     size_t *lens = xcalloc(max_args, sizeof *lens);
     char (*num)[24] = xcalloc(max_args, sizeof *num);
