@@ -232,7 +232,7 @@ static void test_streaming_put_keeps_its_space(void) {
     ASSERT(raw_send(fd, rest, left + 2) == 0);
     free(rest);
     char got[64];
-    raw_read_all(fd, got, sizeof got, 500);
+    raw_read_all(fd, got, sizeof got, IO_MS);   /* 50 MB to land and checksum */
     close(fd);
     ASSERT_STREQ(got, "+OK\r\n");
     r = redisCommand(sa, "DEL st");
@@ -374,7 +374,7 @@ static void test_gateway_exists_while_being_written(void) {
 /* ---- setup ---- */
 
 static int start_all(void) {
-    const char *const sa_flags[] = {"--segment-size", "64MB", "--prefault", "no", "--put-timeout-ms", "1500", "--put-stall-ms", "700",
+    const char *const sa_flags[] = {"--segment-size", "64MB", "--prefault", "no", "--put-timeout-ms", "3000", "--put-stall-ms", "700",
                                     "--put-min-rate", "1MB", NULL};
     const char *const auth_flags[] = {"--segment-size", "16MB", "--prefault", "no", NULL};
     const char *const small_flags[] = {"--segment-size", "16MB", "--prefault", "no", "--preauth-max-multibulk",
