@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "proto/limits.h"
 #include "proto/master_link.h"
+#include "proto/reply_bound.h"
 
 #define MA_RETRY_MS 200        /* between connection attempts */
 #define MA_TICK_MS  100        /* the reply deadline's check */
@@ -99,6 +100,7 @@ static int link_open(master_async *m) {
         redisAsyncFree(ac);
         return -1;
     }
+    proto_reader_bound(ac->c.reader);   /* like every reader of master replies */
     ac->data = m;
     ac->ev.data = ac;
     ac->ev.addRead = ev_add_read;
