@@ -1,5 +1,6 @@
 /* tests/unit/test_crc32c.c - CRC32C: vectors, hw == sw, combine. */
 #include "core/crc32c.h"
+#include "core/crc32c_fold.h"
 #include "core/workpool.h"
 #include "test.h"
 
@@ -130,8 +131,9 @@ static void test_copy_fused(void) {
     uint8_t *src = malloc(n), *dst = malloc(n + 64);
     ASSERT(src && dst);
     fill(src, n);
-    static const size_t lens[] = {0, 1, 7, 8, 15, 16, 63, 64, 65, 4095, 4096, 12287, 12288, 12289,
-                                  12288 + 63, 24576, 24576 + 9, 36864 - 1, 100000, 1u << 20};
+    static const size_t lens[] = {0, 1, 7, 8, 15, 16, 63, 64, 65, 1023, 1024, 1025, 1279, 1280, 4095, 4096,
+                                  12287, 12288, 12289, 12288 + 63, 24576, 24576 + 9, 36864 - 1, 100000,
+                                  1u << 20};
     int bad = 0;
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
         for (size_t sa = 0; sa < 16; sa += 5)
@@ -148,6 +150,39 @@ static void test_copy_fused(void) {
     ASSERT_MSG(bad == 0, "%d mismatches", bad);
 }
 
+/* The folding kernel itself, where the CPU has it: every whole number of
+ * rounds from one up, copying or not, any alignment,
+ * against the table; a flipped bit anywhere changes the register. */
+static void test_fold_kernel(void) {
+    if (!crc32c_fold_init()) {
+        printf("# no VPCLMULQDQ: folding not tested here\n");
+        return;
+    }
+    size_t n = 64 * CRC32C_FOLD_BLOCK + 64;
+    uint8_t *src = malloc(n), *dst = malloc(n);
+    ASSERT(src && dst);
+    fill(src, n);
+    int bad = 0;
+    for (size_t len = CRC32C_FOLD_BLOCK; len + 64 <= n; len += CRC32C_FOLD_BLOCK)
+        for (size_t sa = 0; sa < 64; sa += 21) {
+            uint32_t want = ~crc32c_sw(0x5eed, src + sa, len);
+            memset(dst, 0, n);
+            bad += crc32c_fold(want ^ 0x1234u, NULL, src + sa, len) == crc32c_fold(want, NULL, src + sa, len);
+            bad += crc32c_fold(~0x5eedu, NULL, src + sa, len) != want;
+            bad += crc32c_fold(~0x5eedu, dst + sa / 3, src + sa, len) != want ||
+                   memcmp(dst + sa / 3, src + sa, len) != 0;
+        }
+    uint32_t before = crc32c_fold(0, NULL, src, 8 * CRC32C_FOLD_BLOCK);
+    for (size_t bit = 0; bit < 8 * 8 * CRC32C_FOLD_BLOCK; bit += 997) {
+        src[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        bad += crc32c_fold(0, NULL, src, 8 * CRC32C_FOLD_BLOCK) == before;
+        src[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    free(src);
+    free(dst);
+    ASSERT_MSG(bad == 0, "%d mismatches", bad);
+}
+
 int main(void) {
     printf("# hardware crc32c: %s\n", crc32c_hw_available() ? "yes" : "no");
     RUN_TEST(test_known_vectors);
@@ -155,6 +190,7 @@ int main(void) {
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
     RUN_TEST(test_copy_fused);
+    RUN_TEST(test_fold_kernel);
     RUN_TEST(test_combine);
     RUN_TEST(test_combine_zero_runs);
     RUN_TEST(test_parallel_equals_serial);

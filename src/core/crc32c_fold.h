@@ -1,0 +1,27 @@
+/* core/crc32c_fold.h - CRC32C by carry-less multiplication on 512-bit
+ * vectors (AVX-512 VPCLMULQDQ), for core/crc32c.c only.
+ *
+ * Sixteen 128-bit lanes each fold their bytes forward by 256 bytes per
+ * round: two multiplies and an XOR per 64 bytes instead of eight crc32
+ * instructions, so a pass over memory not in cache runs at the memory's
+ * speed rather than the crc32 unit's (about half that on this host). */
+#ifndef MKV_CRC32C_FOLD_H
+#define MKV_CRC32C_FOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CRC32C_FOLD_BLOCK 256   /* bytes per round: lengths are multiples of it */
+
+/* Builds the constants; 1 when the CPU has AVX-512F/VL and VPCLMULQDQ.
+ * Called once by crc32c.c's initialiser, before any crc32c_fold. */
+int crc32c_fold_init(void);
+
+/* The raw register (no inversions) after len bytes of src, len a positive
+ * multiple of CRC32C_FOLD_BLOCK. With dst, the bytes are also copied
+ * there as they are loaded. Plain stores: streaming ones (VMOVNTDQ,
+ * which skip the cache) measured 0.7-0.95x of them here, from 1 to
+ * 64 MiB over buffers not in cache. */
+uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len);
+
+#endif
