@@ -1,11 +1,21 @@
 /* gateway/gateway_async.c - GET, MGET and SET without stalling the loop.
  *
- * The client is blocked while its values are read (GET, MGET: with the
- * reads of every other client of the same loop iteration, read_batch.h)
- * or its streamed value is put to the nodes on a worker (SET); back on
- * the loop the shared command (t_object.c) runs with the same arguments
- * and finds the results waiting in the store (store_cluster.h). So the
+ * A call reads its values (GET, MGET: with the reads of every other call
+ * of the same loop iteration, read_batch.h) or puts its streamed value to
+ * the nodes (SET, put_batch.h) while the loop serves others; back on the
+ * loop the shared command (t_object.c) runs with the same arguments and
+ * finds the results waiting in the store (store_cluster.h). So the
  * replies are the standalone server's, byte for byte, from one code path.
+ *
+ * Pipelining: a call answers into a reply slot (networking.h), so the
+ * client's next commands are parsed and start into the same batches
+ * while it is in flight, and the replies still go out in order. Only
+ * what cannot change a result runs ahead: a SET waits for every call of
+ * its connection touching its key, a read for the connection's SETs of
+ * its keys, and any other command (options, DEL, MULTI...) for all of
+ * them (gateway_pipelined). The value bytes a connection has in flight
+ * are bounded too (staging memory is shared). Inside EXEC a call blocks
+ * the client instead, as the transaction runs one command at a time.
  *
  * SET with options, or whose value did not stream into the store, runs
  * the shared command directly: an option it refuses must never have
@@ -43,7 +53,22 @@ struct gw_call {
     size_t nfetch;
     gw_call *next_inflight;   /* SET: in the server's gw_async.inflight */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
+    reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
+    uint64_t cost;            /* value bytes counted in its connection's */
+    gw_call *next_of_conn;    /* the connection's calls, in order */
 };
+
+/* A connection's calls in flight (client->role_ctx). */
+typedef struct gw_conn {
+    gw_call *calls;
+    uint64_t bytes;           /* their value bytes, as estimated */
+} gw_conn;
+
+/* Value bytes one connection may have in flight before its next command
+ * waits; the first call always goes. */
+#define GW_PIPE_BYTES (1024 * 1024)
+/* How long a value size seen stays the reads' estimate. */
+#define GW_HINT_MS 1000
 
 static const char *const async_names[] = {"get", "mget", "set", "put"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
@@ -54,7 +79,10 @@ static const char *const async_names[] = {"get", "mget", "set", "put"};
 typedef struct gw_async {
     command rows[NASYNC];
     command_proc *shared[NASYNC];
-    gw_call *inflight;        /* SETs on a worker (few: one per blocked client) */
+    gw_call *inflight;        /* SETs on a worker */
+    /* The largest value seen in this and the last GW_HINT_MS period: a
+     * read's size is not known before the master answers. */
+    uint64_t hint_now, hint_last, hint_since_ms;
 } gw_async;
 
 static gw_async *async_of(client *c) { return cluster_store_async(c->srv->store); }
@@ -93,33 +121,121 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
     return call;
 }
 
-static void call_forget_client(client *c, void *ctx) { ((gw_call *)ctx)->c = NULL; }
+/* ---- a connection's calls ---- */
+
+static void conn_forget(client *c, void *ctx) {
+    gw_conn *gc = ctx;
+    for (gw_call *x = gc->calls; x; x = x->next_of_conn) x->c = NULL;
+    free(gc);
+    c->role_ctx = NULL;
+}
+
+static gw_conn *conn_of(client *c) {
+    if (!c->role_ctx) {
+        c->role_ctx = xcalloc(1, sizeof(gw_conn));
+        client_set_on_free(c, conn_forget, c->role_ctx);
+    }
+    return c->role_ctx;
+}
+
+static void conn_remove(gw_conn *gc, gw_call *call) {
+    gw_call **pp = &gc->calls;
+    while (*pp && *pp != call) pp = &(*pp)->next_of_conn;
+    if (*pp) *pp = call->next_of_conn;
+    gc->bytes -= call->cost;
+}
+
+/* The largest value size seen lately (a read's estimated size). */
+static uint64_t hint(gw_async *ga) {
+    uint64_t now = mono_ms();
+    if (now - ga->hint_since_ms >= GW_HINT_MS) {
+        ga->hint_last = now - ga->hint_since_ms >= 2 * GW_HINT_MS ? 0 : ga->hint_now;
+        ga->hint_now = 0;
+        ga->hint_since_ms = now;
+    }
+    return ga->hint_now > ga->hint_last ? ga->hint_now : ga->hint_last;
+}
+
+static void hint_saw(gw_async *ga, uint64_t len) {
+    hint(ga);
+    if (len > ga->hint_now) ga->hint_now = len;
+}
+
+/* The value bytes the command in c->argv will hold while in flight. */
+static uint64_t cost_of(client *c, int set) {
+    if (set) return c->pending_put ? c->pending_put_size : c->argv[2].len;
+    return (uint64_t)(c->argc - 1) * hint(async_of(c));
+}
+
+static int arg_eq(const resp_arg *a, const resp_arg *b) {
+    return a->len == b->len && memcmp(a->ptr, b->ptr, a->len) == 0;
+}
+
+/* Whether a command on these keys could see or change what x does: a
+ * SET (set) against every key of x, a read against x's if x is a SET. */
+static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int set) {
+    int x_set = x->nfetch == 0;
+    if (!set && !x_set) return 0;   /* reads never disturb reads */
+    for (int i = 1; i < (x_set ? 2 : x->argc); i++)
+        for (int k = 0; k < nkeys; k++)
+            if (arg_eq(&x->argv[i], &keys[k])) return 1;
+    return 0;
+}
+
+static int is_async_row(gw_async *ga, const command *cmd) {
+    for (size_t i = 0; i < NASYNC; i++)
+        if (cmd == &ga->rows[i]) return 1;
+    return 0;
+}
+
+/* srv->role_pipelined: whether cmd may start while c's calls are in
+ * flight without changing what any of them, or it, answers. */
+static int gateway_pipelined(client *c, const command *cmd) {
+    gw_async *ga = async_of(c);
+    gw_conn *gc = c->role_ctx;
+    if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
+    int set = cmd->value_arg != 0;
+    if (set && c->argc != 3) return 0;   /* options: the shared command, synchronously */
+    if (gc->bytes + cost_of(c, set) > GW_PIPE_BYTES) return 0;
+    const resp_arg *keys = &c->argv[1];
+    int nkeys = set ? 1 : c->argc - 1;
+    for (gw_call *x = gc->calls; x; x = x->next_of_conn)
+        if (conflicts(x, keys, nkeys, set)) return 0;
+    return 1;
+}
+
+/* ---- calls ---- */
 
 /* The shared command, as dispatch would run it, on the call's arguments
- * and with the results ready in the store. */
+ * and with the results ready in the store. c may be in the middle of its
+ * own next command (a value streaming in): that is kept aside. */
 static void call_replay(gw_call *call, client *c) {
     int argc = c->argc;
     resp_arg *argv = c->argv;
+    store_put *own_put = c->pending_put;
+    int own_err = c->pending_put_err;
+    uint64_t own_size = c->pending_put_size;
     c->argc = call->argc;
     c->argv = call->argv;
+    c->pending_put = NULL;
+    c->pending_put_err = 0;
     if (call->put) {
         c->pending_put = call->put;
         c->pending_put_size = call->put_size;
-        c->pending_put_err = 0;
         call->put = NULL;
     }
     call->shared(c);
     commands_abort_put(c);
     c->argc = argc;
     c->argv = argv;
-    c->pending_put_size = 0;
+    c->pending_put = own_put;
+    c->pending_put_err = own_err;
+    c->pending_put_size = own_size;
 }
 
 static void call_ship(gw_call *call);
 
-static int same_key(const gw_call *a, const resp_arg *key) {
-    return a->argv[1].len == key->len && memcmp(a->argv[1].ptr, key->ptr, key->len) == 0;
-}
+static int same_key(const gw_call *a, const resp_arg *key) { return arg_eq(&a->argv[1], key); }
 
 static gw_call *inflight_set(gw_async *ga, const resp_arg *key) {
     for (gw_call *x = ga->inflight; x; x = x->next_inflight)
@@ -153,21 +269,29 @@ static void ship_next(gw_call *done) {
     call_ship(next);
 }
 
+/* The reply, into the call's slot or to the blocked client. */
+static void call_answer(gw_call *call, client *c) {
+    conn_remove(c->role_ctx, call);
+    if (!call->slot) {
+        call_replay(call, c);
+        client_unblock(c);
+        return;
+    }
+    client_slot_begin(c, call->slot);
+    call_replay(call, c);
+    client_slot_end(c, call->slot);
+}
+
 /* The call's cluster work is over (done 0: it did nothing, and the
  * shared command then asks the cluster itself): reply and free. */
 static void call_finish(gw_call *call, int done) {
     store *s = call->store;
     if (call->put) ship_next(call);
     if (done) cluster_offer(s, call->fetch, call->nfetch);
-    client *c = call->c;
-    if (c) {
-        client_set_on_free(c, NULL, NULL);
-        call_replay(call, c);
-        client_unblock(c);
-    } else if (call->put) {
-        /* Its client is gone; a value it sent in full stays stored. */
-        s->ops->put_end(s, call->put);
-    }
+    for (size_t i = 0; done && i < call->nfetch; i++)
+        if (call->fetch[i].rc == STORE_OK) hint_saw(call->ga, call->fetch[i].len);
+    if (call->c) call_answer(call, call->c);
+    else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     cluster_withdraw(s);
     free(call);
 }
@@ -183,9 +307,17 @@ static void call_ship(gw_call *call) {
     put_batcher_add(cluster_store_puts(call->store), &call->write);
 }
 
-static void call_block(gw_call *call, client *c) {
-    client_block(c);
-    client_set_on_free(c, call_forget_client, call);
+/* The call is under way: its reply takes a slot (inside EXEC: the client
+ * waits). Its cost is estimated before argv moves on. */
+static void call_start(gw_call *call, client *c, int set) {
+    gw_conn *gc = conn_of(c);
+    gw_call **pp = &gc->calls;
+    while (*pp) pp = &(*pp)->next_of_conn;
+    *pp = call;
+    call->cost = cost_of(c, set);
+    gc->bytes += call->cost;
+    if (c->multi) client_block(c);
+    else call->slot = client_slot_open(c);
 }
 
 /* GET key / MGET key [key ...] */
@@ -196,7 +328,7 @@ static void async_read_command(client *c) {
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
     call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
-    call_block(call, c);
+    call_start(call, c, 0);
     read_batcher_add(cluster_store_reads(call->store), &call->read);
 }
 
@@ -225,10 +357,11 @@ static void async_set_command(client *c) {
         return;
     }
     gw_call *call = call_create(c, 0, 2);
+    call_start(call, c, 1);
+    hint_saw(call->ga, c->pending_put_size);
     call->put = c->pending_put;
     call->put_size = c->pending_put_size;
     c->pending_put = NULL;   /* the call owns it now: dispatch must not abort it */
-    call_block(call, c);
     gw_call *first = inflight_set(call->ga, &call->argv[1]);
     if (first) {
         wait_behind(first, call);
@@ -243,6 +376,7 @@ static void async_free(gw_async *ga) { free(ga); }
 
 void gateway_async_register(server *srv) {
     gw_async *ga = xcalloc(1, sizeof *ga);
+    ga->hint_since_ms = mono_ms();
     cluster_store_set_async(srv->store, ga, async_free);
     for (size_t i = 0; i < NASYNC; i++) {
         const command *row = commands_lookup(srv, async_names[i], strlen(async_names[i]));
@@ -252,4 +386,5 @@ void gateway_async_register(server *srv) {
         ga->rows[i].proc = row->value_arg ? async_set_command : async_read_command;
         commands_register(srv, &ga->rows[i], 1);
     }
+    srv->role_pipelined = gateway_pipelined;
 }

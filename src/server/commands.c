@@ -13,6 +13,7 @@
 
 #include "core/util.h"
 #include "server/multi.h"
+#include "server/networking.h"
 
 #define CMD_NAME_MAX 64   /* longer names cannot be commands */
 
@@ -211,6 +212,11 @@ void commands_call(client *c, const command *cmd) {
     commands_abort_put(c);
 }
 
+/* c has pipelined commands in flight that cmd must not overtake. */
+static int must_wait(client *c, const command *cmd) {
+    return client_slots_open(c) && !(c->srv->role_pipelined && c->srv->role_pipelined(c, cmd));
+}
+
 void commands_dispatch(client *c) {
     if (c->argc <= 0) return;
     const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
@@ -219,6 +225,10 @@ void commands_dispatch(client *c) {
     else if (!commands_arity_ok(cmd, c->argc)) reply_wrong_arity(c, cmd->name);
     else if (needs_auth(c, cmd)) reply_error(c, "NOAUTH Authentication required.");
     else refused = 0;
+    if (!refused && must_wait(c, cmd)) {
+        client_defer(c);   /* dispatched again once they are done: a streamed value stays */
+        return;
+    }
     if (refused) multi_refused(c);
     else if (c->srv->role_gate && c->srv->role_gate(c, cmd)) c->srv->stats.commands_processed++;
     else if (!multi_queue(c, cmd)) commands_call(c, cmd);

@@ -50,6 +50,7 @@
 #define NET_WRITE_BUDGET  (16 * 1024 * 1024) /* bytes per flush (fairness) */
 #define NET_OUTPUT_SOFT   (1024 * 1024)      /* queued output that pauses reading */
 #define NET_ACCEPT_BATCH  256
+#define NET_MAX_SLOTS     64                 /* pipelined commands in flight per client */
 #ifndef IOV_MAX
 #define IOV_MAX 1024
 #endif
@@ -66,8 +67,11 @@ typedef struct out_chunk {
     void *ctx;
     verify_job *vj;           /* sliced ref: sendable up to verify_ready */
     void (*corrupt)(void *ctx, uint32_t slice);
+    int slot;                 /* a reply slot's place: SLOT_OPEN holds back what follows */
     char data[];              /* NET_BLOCK_SIZE bytes when owned */
 } out_chunk;
+
+enum { SLOT_OPEN = 1, SLOT_DONE };
 
 typedef struct conn conn;
 
@@ -100,6 +104,10 @@ struct conn {
     size_t held_len, held_pos;
     out_chunk *out_head, *out_tail;
     size_t out_owned, out_ref;      /* unsent bytes */
+    /* Reply slots (pipelined commands in flight) and the one being
+     * filled: replies go to fill_head..fill_tail until it ends. */
+    unsigned nslots;
+    out_chunk *filling, *fill_head, *fill_tail;
     uint64_t put_landed;            /* reported to put_progress */
     int limits_authenticated;       /* which limits the parser has */
     void (*on_free)(client *c, void *ctx);
@@ -125,6 +133,10 @@ static out_chunk *chunk_take(out_chunk **list, unsigned *n, size_t datasize) {
 
 /* Return a written (or abandoned) chunk: release a reference, recycle. */
 static void chunk_done(net_state *net, out_chunk *ch) {
+    if (ch->slot) {   /* its own allocation, without data */
+        free(ch);
+        return;
+    }
     if (ch->ref) {
         if (ch->vj) verify_finish(ch->vj, ch->release, ch->ctx);
         else if (ch->release) ch->release(ch->ctx);
@@ -151,10 +163,16 @@ static void chunk_list_free(out_chunk *ch) {
     }
 }
 
+/* The last chunk replies are appended after: the slot being filled has
+ * its own list until it ends. */
+static out_chunk *out_last(const conn *cn) { return cn->filling ? cn->fill_tail : cn->out_tail; }
+
 static void out_push(conn *cn, out_chunk *ch) {
-    if (cn->out_tail) cn->out_tail->next = ch;
-    else cn->out_head = ch;
-    cn->out_tail = ch;
+    out_chunk **head = cn->filling ? &cn->fill_head : &cn->out_head;
+    out_chunk **tail = cn->filling ? &cn->fill_tail : &cn->out_tail;
+    if (*tail) (*tail)->next = ch;
+    else *head = ch;
+    *tail = ch;
 }
 
 /* ---- Scheduling -------------------------------------------------------------- */
@@ -180,11 +198,12 @@ static void conn_unschedule(conn *cn) {
 
 static size_t conn_output(const conn *cn) { return cn->out_owned + cn->out_ref; }
 
-/* Whether cn's input must wait: a command is still answering, the client
- * is going away, or it does not read its replies fast enough. */
+/* Whether cn's input must wait: a command is still answering (blocked,
+ * or waiting for the pipelined ones before it, or the pipeline is full),
+ * the client is going away, or it does not read its replies fast enough. */
 static int conn_paused(const conn *cn) {
-    return cn->dead || (cn->c.flags & (CLIENT_BLOCKED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) ||
-           conn_output(cn) > NET_OUTPUT_SOFT;
+    const uint32_t waiting = CLIENT_BLOCKED | CLIENT_DEFERRED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP;
+    return cn->dead || (cn->c.flags & waiting) || cn->nslots >= NET_MAX_SLOTS || conn_output(cn) > NET_OUTPUT_SOFT;
 }
 
 static void conn_mark_dead(conn *cn) {
@@ -201,8 +220,8 @@ static void out_append(conn *cn, const void *p, size_t n) {
     net_state *net = cn->net;
     const char *s = p;
     while (n) {
-        out_chunk *t = cn->out_tail;
-        if (!t || t->ref || t->len == NET_BLOCK_SIZE) {
+        out_chunk *t = out_last(cn);
+        if (!t || t->ref || t->slot || t->len == NET_BLOCK_SIZE) {
             t = chunk_take(&net->free_blocks, &net->nfree_blocks, NET_BLOCK_SIZE);
             out_push(cn, t);
         }
@@ -423,6 +442,51 @@ void client_unblock(client *c) {
     conn_schedule(cn);
 }
 
+/* ---- Reply slots ------------------------------------------------------------ */
+
+reply_slot *client_slot_open(client *c) {
+    conn *cn = conn_of(c);
+    out_chunk *ch = xcalloc(1, sizeof *ch);
+    ch->slot = SLOT_OPEN;
+    out_push(cn, ch);
+    cn->nslots++;
+    return (reply_slot *)ch;
+}
+
+void client_slot_begin(client *c, reply_slot *s) {
+    conn *cn = conn_of(c);
+    cn->filling = (out_chunk *)s;
+    cn->fill_head = cn->fill_tail = NULL;
+}
+
+void client_slot_end(client *c, reply_slot *s) {
+    conn *cn = conn_of(c);
+    out_chunk *ch = (out_chunk *)s;
+    /* The slot's replies go in right after its place. */
+    if (cn->fill_head) {
+        cn->fill_tail->next = ch->next;
+        ch->next = cn->fill_head;
+        if (cn->out_tail == ch) cn->out_tail = cn->fill_tail;
+    }
+    cn->filling = cn->fill_head = cn->fill_tail = NULL;
+    ch->slot = SLOT_DONE;
+    cn->nslots--;
+    /* A command waiting for the slots, or for room in the pipeline. */
+    if ((cn->c.flags & CLIENT_DEFERRED) ? cn->nslots == 0 : cn->nslots == NET_MAX_SLOTS - 1) cn->resume = 1;
+    conn_schedule(cn);
+}
+
+unsigned client_slots_open(const client *c) { return conn_of(c)->nslots; }
+
+void client_defer(client *c) {
+    conn *cn = conn_of(c);
+    cn->c.flags |= CLIENT_DEFERRED;
+    if (cn->nslots == 0) {   /* nothing to wait for: runs before sleep */
+        cn->resume = 1;
+        conn_schedule(cn);
+    }
+}
+
 void client_close_async(client *c) { conn_mark_dead(conn_of(c)); }
 
 void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx) {
@@ -619,6 +683,7 @@ static void run_command(conn *cn) {
     c->argc = resp_parser_argc(cn->parser);
     c->argv = resp_parser_argv(cn->parser);
     commands_dispatch(c);
+    if (cn->c.flags & CLIENT_DEFERRED) return;   /* runs again, same arguments, when the slots are done */
     resp_parser_reset(cn->parser);
     if (c->authenticated != cn->limits_authenticated) conn_apply_limits(cn);
     c->argc = 0;
@@ -662,6 +727,11 @@ static void conn_resume(conn *cn) {
     cn->resume = 0;
     /* An EXEC a blocking command interrupted goes on first. */
     if (multi_exec_continue(&cn->c)) return;
+    if (cn->c.flags & CLIENT_DEFERRED) {
+        if (cn->nslots) return;
+        cn->c.flags &= ~CLIENT_DEFERRED;
+        run_command(cn);
+    }
     if (conn_paused(cn)) return;
     if (cn->held_pos < cn->held_len) {
         cn->held_pos += conn_process(cn, cn->held + cn->held_pos, cn->held_len - cn->held_pos);
@@ -730,7 +800,7 @@ static void read_cb(event_loop *el, int fd, void *data, int mask) {
 
 /* Drop n written bytes from the head of the queue. */
 static void out_consume(conn *cn, size_t n) {
-    while (n && cn->out_head) {
+    while (cn->out_head) {
         out_chunk *ch = cn->out_head;
         size_t k = ch->len - ch->sent;
         if (k > n) k = n;
@@ -738,7 +808,7 @@ static void out_consume(conn *cn, size_t n) {
         n -= k;
         if (ch->ref) cn->out_ref -= k;
         else cn->out_owned -= k;
-        if (ch->sent < ch->len) break;
+        if (ch->sent < ch->len || ch->slot == SLOT_OPEN) break;
         cn->out_head = ch->next;
         if (!cn->out_head) cn->out_tail = NULL;
         chunk_done(cn->net, ch);
@@ -762,13 +832,17 @@ static int chunk_verified(conn *cn, out_chunk *ch, size_t *end) {
 static int conn_write(conn *cn) {
     server *srv = cn->c.srv;
     size_t budget = NET_WRITE_BUDGET;
-    int unverified = 0;   /* stopped at bytes not verified yet */
+    int unverified = 0;   /* stopped at bytes not verified yet, or at an open slot */
     while (cn->out_head && budget) {
         struct iovec iov[NET_IOV];
         int cnt = 0;
         size_t want = 0;
         unverified = 0;
         for (out_chunk *ch = cn->out_head; ch && cnt < NET_IOV && want < budget; ch = ch->next) {
+            if (ch->slot == SLOT_OPEN) {   /* its reply comes first: slot_end schedules cn */
+                unverified = 1;
+                break;
+            }
             if (ch->len == ch->sent) continue;
             size_t end = ch->len;
             if (ch->vj && chunk_verified(cn, ch, &end) != 0) return -1;
@@ -782,8 +856,8 @@ static int conn_write(conn *cn) {
                 break;
             }
         }
-        if (cnt == 0) {   /* only empty chunks left, or waiting for the verifier */
-            if (!unverified) out_consume(cn, 0);
+        if (cnt == 0) {   /* only empty chunks left, or waiting for the verifier or a slot */
+            out_consume(cn, 0);
             break;
         }
         ssize_t n = writev(cn->c.fd, iov, cnt);

@@ -34,6 +34,24 @@ void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx);
  * c once that is written; nothing more is read from c. */
 void client_drop_put(client *c, const char *msg);
 
+/* Pipelined asynchronous replies (the gateway). A command that answers
+ * later opens a reply slot and returns; the client's next commands run
+ * and their replies queue behind the slot, and nothing after an open
+ * slot is written. Later, on the loop: client_slot_begin sends c's
+ * replies into the slot, client_slot_end closes it (the output up to the
+ * next open slot goes). A slot is freed with its client: whoever holds
+ * one forgets it in the client's on_free hook. At most a bound of slots
+ * is open per client; reading pauses while it is reached. */
+typedef struct reply_slot reply_slot;
+reply_slot *client_slot_open(client *c);
+void client_slot_begin(client *c, reply_slot *s);
+void client_slot_end(client *c, reply_slot *s);
+unsigned client_slots_open(const client *c);
+/* The command being dispatched must not run before c's open slots are
+ * done (it would overtake them): it runs again, with the same arguments,
+ * once they are. Dispatch's call, when srv->role_pipelined says so. */
+void client_defer(client *c);
+
 /* The TCP port the server listens on (the real one when cfg port is 0). */
 int server_port(const server *srv);
 

@@ -25,7 +25,8 @@ static uint64_t idle_ms(const client *c, uint64_t now) {
 
 const char *put_guard_verdict(const mkv_config *cfg, const client *c, uint64_t now, char *buf,
                               size_t len) {
-    if (!c->pending_put) return NULL;
+    /* A deferred command's value is all there, waiting for its turn. */
+    if (!c->pending_put || (c->flags & CLIENT_DEFERRED)) return NULL;
     uint64_t limit = (uint64_t)cfg->put_timeout_ms;
     uint64_t age = now > c->pending_put_start_ms ? now - c->pending_put_start_ms : 0;
     if (idle_ms(c, now) >= limit) {
@@ -73,7 +74,7 @@ typedef struct victim_search {
 
 static void consider(client *c, void *ctx) {
     victim_search *vs = ctx;
-    if (c == vs->asker || !c->pending_put || idle_ms(c, vs->now) < vs->stall_ms) return;
+    if (c == vs->asker || !c->pending_put || (c->flags & CLIENT_DEFERRED) || idle_ms(c, vs->now) < vs->stall_ms) return;
     uint64_t owed = c->pending_put_size - c->pending_put_landed;
     if (!vs->best || owed > vs->best_owed) {
         vs->best = c;

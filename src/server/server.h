@@ -36,6 +36,7 @@ typedef struct command command;
 #define CLIENT_CLOSE_AFTER_REPLY (1u << 0)  /* QUIT, protocol error */
 #define CLIENT_CLOSE_ASAP        (1u << 1)  /* output limit hit, I/O error */
 #define CLIENT_BLOCKED           (1u << 2)  /* waiting for an async reply */
+#define CLIENT_DEFERRED          (1u << 3)  /* its command waits for its pipelined ones */
 
 struct client {
     uint64_t id;
@@ -105,6 +106,10 @@ struct server {
     /* A role may refuse a command before its proc runs (a standby master):
      * nonzero when it did, its reply sent. NULL: every command runs. */
     int (*role_gate)(client *c, const struct command *cmd);
+    /* While a client has pipelined commands in flight (reply slots,
+     * networking.h), a command waits for them unless the role says it may
+     * start behind them: nonzero. NULL: every command waits. */
+    int (*role_pipelined)(client *c, const struct command *cmd);
 };
 
 /* Lifecycle (networking.c). */
