@@ -51,6 +51,7 @@
 #define NET_OUTPUT_SOFT   (1024 * 1024)      /* queued output that pauses reading */
 #define NET_ACCEPT_BATCH  256
 #define NET_MAX_SLOTS     64                 /* pipelined commands in flight per client */
+#define NET_SLOT_INLINE   512                /* a slot's own room for a small reply */
 #ifndef IOV_MAX
 #define IOV_MAX 1024
 #endif
@@ -68,7 +69,8 @@ typedef struct out_chunk {
     verify_job *vj;           /* sliced ref: sendable up to verify_ready */
     void (*corrupt)(void *ctx, uint32_t slice);
     int slot;                 /* a reply slot's place: SLOT_OPEN holds back what follows */
-    char data[];              /* NET_BLOCK_SIZE bytes when owned */
+    size_t cap;               /* room in data[]: NET_BLOCK_SIZE, NET_SLOT_INLINE for a slot */
+    char data[];
 } out_chunk;
 
 enum { SLOT_OPEN = 1, SLOT_DONE };
@@ -128,12 +130,13 @@ static out_chunk *chunk_take(out_chunk **list, unsigned *n, size_t datasize) {
         ch = xmalloc(sizeof *ch + datasize);
     }
     memset(ch, 0, sizeof *ch);
+    ch->cap = datasize;
     return ch;
 }
 
 /* Return a written (or abandoned) chunk: release a reference, recycle. */
 static void chunk_done(net_state *net, out_chunk *ch) {
-    if (ch->slot) {   /* its own allocation, without data */
+    if (ch->slot) {   /* its own allocation, with little room */
         free(ch);
         return;
     }
@@ -164,8 +167,16 @@ static void chunk_list_free(out_chunk *ch) {
 }
 
 /* The last chunk replies are appended after: the slot being filled has
- * its own list until it ends. */
-static out_chunk *out_last(const conn *cn) { return cn->filling ? cn->fill_tail : cn->out_tail; }
+ * its own list until it ends (its first bytes go into the slot itself). */
+static out_chunk *out_last(const conn *cn) {
+    if (cn->filling) return cn->fill_tail ? cn->fill_tail : cn->filling;
+    return cn->out_tail;
+}
+
+/* Whether small replies may be appended to t's bytes. */
+static int out_room(const conn *cn, const out_chunk *t) {
+    return t && !t->ref && t->len < t->cap && (t->slot != SLOT_OPEN || t == cn->filling);
+}
 
 static void out_push(conn *cn, out_chunk *ch) {
     out_chunk **head = cn->filling ? &cn->fill_head : &cn->out_head;
@@ -221,11 +232,11 @@ static void out_append(conn *cn, const void *p, size_t n) {
     const char *s = p;
     while (n) {
         out_chunk *t = out_last(cn);
-        if (!t || t->ref || t->slot || t->len == NET_BLOCK_SIZE) {
+        if (!out_room(cn, t)) {
             t = chunk_take(&net->free_blocks, &net->nfree_blocks, NET_BLOCK_SIZE);
             out_push(cn, t);
         }
-        size_t k = NET_BLOCK_SIZE - t->len;
+        size_t k = t->cap - t->len;
         if (k > n) k = n;
         memcpy(t->data + t->len, s, k);
         t->len += k;
@@ -446,8 +457,9 @@ void client_unblock(client *c) {
 
 reply_slot *client_slot_open(client *c) {
     conn *cn = conn_of(c);
-    out_chunk *ch = xcalloc(1, sizeof *ch);
+    out_chunk *ch = xcalloc(1, sizeof *ch + NET_SLOT_INLINE);
     ch->slot = SLOT_OPEN;
+    ch->cap = NET_SLOT_INLINE;
     out_push(cn, ch);
     cn->nslots++;
     return (reply_slot *)ch;

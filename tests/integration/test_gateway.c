@@ -3,7 +3,9 @@
  * processes, driven over RESP with hiredis exactly as any Redis client
  * would. Ports 28000-28099. Every child dies on every exit path
  * (cluster_harness.h); the binary is bounded by an alarm. */
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +366,156 @@ static void test_pipelined_clients(void) {
         }
 }
 
+/* What one pipelined command must answer. */
+typedef struct mix_want {
+    enum { MW_OK, MW_NIL, MW_VALUE, MW_INT, MW_PAIR } kind;
+    size_t len, len2;         /* MW_VALUE, MW_PAIR: pattern lengths (0: nil) */
+    uint64_t seed, seed2;
+    long long n;              /* MW_INT */
+} mix_want;
+
+#define MIX_CLIENTS 6
+#define MIX_KEYS    12
+#define MIX_MAX     (8 * MIX_KEYS + 8)
+
+typedef struct mix_client {
+    redisContext *c;
+    mix_want want[MIX_MAX];
+    size_t nwant, got;
+    int wrote;                /* everything sent */
+    int bad;
+} mix_client;
+
+/* Value sizes from 64 B to 8 MiB; the big ones for two clients only,
+ * so the staging memory and the nodes hold them. */
+static size_t mix_len(int i, int j) {
+    static const size_t small[] = {64, 64, 1000, 64, 16 * 1024, 64, 300 * 1024, 64};
+    if (j == MIX_KEYS - 1 && i < 2) return 8 * 1024 * 1024;
+    if (j == MIX_KEYS - 2) return 1024 * 1024;
+    return small[(size_t)(i + j) % (sizeof small / sizeof small[0])];
+}
+
+static void mix_expect(mix_client *m, mix_want w) {
+    if (m->nwant < MIX_MAX) m->want[m->nwant++] = w;
+}
+
+static int mix_check(const mix_want *w, redisReply *r) {
+    switch (w->kind) {
+    case MW_OK: return is_status(r, "OK");
+    case MW_NIL: return r && r->type == REDIS_REPLY_NIL;
+    case MW_VALUE: return is_pattern(r, w->len, w->seed);
+    case MW_INT: return integer_of(r) == w->n;
+    case MW_PAIR:
+        return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_pattern(r->element[0], w->len, w->seed) &&
+               (w->len2 ? is_pattern(r->element[1], w->len2, w->seed2) : r->element[1]->type == REDIS_REPLY_NIL);
+    }
+    return 0;
+}
+
+/* Per key, on one connection, every command sent before any reply is
+ * read: each one must see exactly the effect of those before it. */
+static void mix_pipeline(mix_client *m, int i) {
+    char key[64], prev[64];
+    for (int j = 0; j < MIX_KEYS; j++) {
+        size_t len = mix_len(i, j);
+        uint64_t seed = (uint64_t)(5000 + i * 100 + j);
+        char *v = xmalloc(len);
+        h_fill(v, len, seed);
+        snprintf(key, sizeof key, "mx:%d:%d", i, j);
+        redisAppendCommand(m->c, "GET %s", key);
+        mix_expect(m, (mix_want){.kind = MW_NIL});
+        redisAppendCommand(m->c, "SET %s %b", key, v, len);
+        mix_expect(m, (mix_want){.kind = MW_OK});
+        redisAppendCommand(m->c, "GET %s", key);
+        mix_expect(m, (mix_want){.kind = MW_VALUE, .len = len, .seed = seed});
+        redisAppendCommand(m->c, "SET %s %b", key, v, len);   /* the same bytes: OK */
+        mix_expect(m, (mix_want){.kind = MW_OK});
+        if (j > 0) {
+            /* The previous key was deleted when j-1 is even. */
+            size_t plen = (j - 1) % 2 ? mix_len(i, j - 1) : 0;
+            snprintf(prev, sizeof prev, "mx:%d:%d", i, j - 1);
+            redisAppendCommand(m->c, "MGET %s %s", key, prev);
+            mix_expect(m, (mix_want){.kind = MW_PAIR, .len = len, .seed = seed, .len2 = plen, .seed2 = seed - 1});
+        }
+        if (j % 2 == 0) {
+            redisAppendCommand(m->c, "DEL %s", key);
+            mix_expect(m, (mix_want){.kind = MW_INT, .n = 1});
+            redisAppendCommand(m->c, "GET %s", key);
+            mix_expect(m, (mix_want){.kind = MW_NIL});
+        }
+        free(v);
+    }
+}
+
+/* Writes what the socket takes and checks what came back, in order. */
+static void mix_pump(mix_client *m, short revents) {
+    if ((revents & POLLOUT) && !m->wrote && redisBufferWrite(m->c, &m->wrote) != REDIS_OK) m->bad = 1;
+    if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    if (redisBufferRead(m->c) != REDIS_OK) {
+        m->bad = 1;
+        return;
+    }
+    redisReply *r = NULL;
+    while (!m->bad && redisGetReplyFromReader(m->c, (void **)&r) == REDIS_OK && r) {
+        if (m->got >= m->nwant || !mix_check(&m->want[m->got], r)) {
+            printf("# reply %zu of %zu: unexpected (type %d %s)\n", m->got, m->nwant, r->type,
+                   r->type == REDIS_REPLY_ERROR ? r->str : "");
+            m->bad = 1;
+        }
+        m->got++;
+        freeReplyObject(r);
+    }
+}
+
+/* Many clients pipelining mixed GET/SET/MGET/DEL of 64 B to 8 MiB at
+ * once: byte-exact values, and on each connection the replies in order
+ * with the effects in order (a GET after a SET sees it, after a DEL
+ * does not). Both directions are driven without blocking, so a client
+ * reading late never stalls the others. */
+static void test_pipelined_mixed(void) {
+    mix_client *m = xcalloc(MIX_CLIENTS, sizeof *m);
+    int ok = 1;
+    for (int i = 0; i < MIX_CLIENTS && ok; i++) {
+        if (!(m[i].c = h_redis(GATEWAY_PORT))) ok = 0;
+        else {
+            mix_pipeline(&m[i], i);
+            m[i].c->flags &= ~REDIS_BLOCK;   /* driven by poll below */
+            ok = fcntl(m[i].c->fd, F_SETFL, fcntl(m[i].c->fd, F_GETFL) | O_NONBLOCK) == 0;
+        }
+    }
+    uint64_t end = mono_ms() + 60000;
+    for (int busy = ok; busy && mono_ms() < end;) {
+        struct pollfd pfd[MIX_CLIENTS];
+        busy = 0;
+        for (int i = 0; i < MIX_CLIENTS; i++) {
+            pfd[i] = (struct pollfd){.fd = m[i].c->fd, .events = POLLIN | (m[i].wrote ? 0 : POLLOUT)};
+            if (!m[i].bad && m[i].got < m[i].nwant) busy = 1;
+            else pfd[i].fd = -1;
+        }
+        if (busy && poll(pfd, MIX_CLIENTS, 1000) > 0)
+            for (int i = 0; i < MIX_CLIENTS; i++)
+                if (pfd[i].fd >= 0) mix_pump(&m[i], pfd[i].revents);
+    }
+    for (int i = 0; i < MIX_CLIENTS; i++) {
+        if (m[i].c && (m[i].bad || m[i].got != m[i].nwant)) {
+            printf("# client %d: %zu of %zu replies%s\n", i, m[i].got, m[i].nwant, m[i].bad ? ", a wrong one" : "");
+            ok = 0;
+        }
+        if (m[i].c) redisFree(m[i].c);
+    }
+    free(m);
+    ASSERT(ok);
+    char key[64];
+    for (int i = 0; i < MIX_CLIENTS; i++)
+        for (int j = 1; j < MIX_KEYS; j += 2) {
+            snprintf(key, sizeof key, "mx:%d:%d", i, j);
+            ASSERT(get_is_pattern(key, mix_len(i, j), (uint64_t)(5000 + i * 100 + j)));
+            redisReply *r = cmd("DEL %s", key);
+            ASSERT_EQ(integer_of(r), 1);
+            freeReplyObject(r);
+        }
+}
+
 /* Clients racing to SET one key with the same bytes all get OK, as in
  * standalone: none sees the key half-written. */
 #define RACERS 4
@@ -532,6 +684,7 @@ int main(void) {
     RUN_TEST(test_multi_queuing_error_aborts);
     RUN_TEST(test_redis_py_transactional_pipeline);
     RUN_TEST(test_pipelined_clients);
+    RUN_TEST(test_pipelined_mixed);
     RUN_TEST(test_same_key_racing_sets);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
