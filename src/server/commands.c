@@ -182,7 +182,12 @@ static uint64_t moved_bytes(uint64_t value, uint64_t reply_mark, const client *c
 /* Run cmd, timed; a command that blocks is measured when it unblocks. */
 static void run_measured(client *c, const command *cmd, size_t idx) {
     uint64_t t0 = metrics_now_ns(), mark = c->reply_bytes, value = value_bytes(c, cmd);
+    unsigned slots = client_slots_open(c);
     cmd->proc(c);
+    if (client_slots_open(c) > slots) {   /* answers later, into the slot it opened */
+        client_slot_measure(c, t0, idx, value);
+        return;
+    }
     if (c->flags & CLIENT_BLOCKED) {
         c->blocked_since_ns = t0;
         c->blocked_cmd = idx;
@@ -199,6 +204,11 @@ void commands_unblocked(client *c) {
                    moved_bytes(c->blocked_value_bytes, c->blocked_reply_bytes, c),
                    metrics_now_ns() - c->blocked_since_ns);
     c->blocked_since_ns = 0;
+}
+
+void commands_slot_done(client *c, size_t cmd, uint64_t since_ns, uint64_t value, uint64_t reply) {
+    if (!c->srv->metrics) return;
+    metrics_record(c->srv->metrics, cmd, value > reply ? value : reply, metrics_now_ns() - since_ns);
 }
 
 void commands_call(client *c, const command *cmd) {

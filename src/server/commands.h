@@ -44,6 +44,9 @@ void commands_dispatch(client *c);
 /* A blocked command's client was unblocked (client_unblock): its
  * latency ends now (metrics). */
 void commands_unblocked(client *c);
+/* A command that answered into a reply slot (networking.h) is done:
+ * measured from since_ns, with value bytes sent and reply bytes queued. */
+void commands_slot_done(client *c, size_t cmd, uint64_t since_ns, uint64_t value, uint64_t reply);
 /* Run cmd's proc on c->argc/argv (checks done): as dispatch does, and
  * as EXEC does for each queued command. */
 void commands_call(client *c, const command *cmd);

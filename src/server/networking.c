@@ -70,6 +70,10 @@ typedef struct out_chunk {
     void (*corrupt)(void *ctx, uint32_t slice);
     int slot;                 /* a reply slot's place: SLOT_OPEN holds back what follows */
     size_t cap;               /* room in data[]: NET_BLOCK_SIZE, NET_SLOT_INLINE for a slot */
+    /* A slot of a measured command (metrics): recorded when it ends. */
+    int measured;
+    size_t cmd;
+    uint64_t since_ns, value;
     char data[];
 } out_chunk;
 
@@ -110,6 +114,8 @@ struct conn {
      * filled: replies go to fill_head..fill_tail until it ends. */
     unsigned nslots;
     out_chunk *filling, *fill_head, *fill_tail;
+    out_chunk *last_slot;           /* the one opened last (client_slot_measure) */
+    uint64_t fill_mark;             /* c.reply_bytes when the filling began */
     uint64_t put_landed;            /* reported to put_progress */
     int limits_authenticated;       /* which limits the parser has */
     void (*on_free)(client *c, void *ctx);
@@ -461,6 +467,7 @@ reply_slot *client_slot_open(client *c) {
     ch->slot = SLOT_OPEN;
     ch->cap = NET_SLOT_INLINE;
     out_push(cn, ch);
+    cn->last_slot = ch;
     cn->nslots++;
     return (reply_slot *)ch;
 }
@@ -469,6 +476,7 @@ void client_slot_begin(client *c, reply_slot *s) {
     conn *cn = conn_of(c);
     cn->filling = (out_chunk *)s;
     cn->fill_head = cn->fill_tail = NULL;
+    cn->fill_mark = c->reply_bytes;
 }
 
 void client_slot_end(client *c, reply_slot *s) {
@@ -482,6 +490,7 @@ void client_slot_end(client *c, reply_slot *s) {
     }
     cn->filling = cn->fill_head = cn->fill_tail = NULL;
     ch->slot = SLOT_DONE;
+    if (ch->measured) commands_slot_done(c, ch->cmd, ch->since_ns, ch->value, c->reply_bytes - cn->fill_mark);
     cn->nslots--;
     /* A command waiting for the slots, or for room in the pipeline. */
     if ((cn->c.flags & CLIENT_DEFERRED) ? cn->nslots == 0 : cn->nslots == NET_MAX_SLOTS - 1) cn->resume = 1;
@@ -489,6 +498,15 @@ void client_slot_end(client *c, reply_slot *s) {
 }
 
 unsigned client_slots_open(const client *c) { return conn_of(c)->nslots; }
+
+void client_slot_measure(client *c, uint64_t since_ns, size_t cmd, uint64_t value) {
+    out_chunk *ch = conn_of(c)->last_slot;
+    if (!ch || ch->slot != SLOT_OPEN) return;
+    ch->measured = 1;
+    ch->since_ns = since_ns;
+    ch->cmd = cmd;
+    ch->value = value;
+}
 
 void client_defer(client *c) {
     conn *cn = conn_of(c);

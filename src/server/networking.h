@@ -47,6 +47,9 @@ reply_slot *client_slot_open(client *c);
 void client_slot_begin(client *c, reply_slot *s);
 void client_slot_end(client *c, reply_slot *s);
 unsigned client_slots_open(const client *c);
+/* The slot just opened belongs to a measured command (metrics): it is
+ * recorded when the slot ends (commands_slot_done). */
+void client_slot_measure(client *c, uint64_t since_ns, size_t cmd, uint64_t value);
 /* The command being dispatched must not run before c's open slots are
  * done (it would overtake them): it runs again, with the same arguments,
  * once they are. Dispatch's call, when srv->role_pipelined says so. */
