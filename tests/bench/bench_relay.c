@@ -43,12 +43,16 @@ typedef struct chunk {
     char data[];
 } chunk;
 
-/* One direction: from -> to, through a queue of stamped chunks. */
+/* One direction: from -> to, through a queue of stamped chunks. Sent
+ * chunks go back on a free list for the reader: a fresh 256 KiB malloc
+ * is a fresh mapping, and on a VM whose first touch of a page traps
+ * (about 6 us a page here) that alone held the relay to 0.3 GB/s. */
 typedef struct pipe_dir {
     int from, to;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     chunk *head, *tail;
+    chunk *spare;             /* sent chunks, for the reader to fill again */
     size_t queued;
     int eof;
 } pipe_dir;
@@ -68,10 +72,32 @@ static void sleep_until(uint64_t t) {
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
 }
 
+static chunk *chunk_get(pipe_dir *d) {
+    pthread_mutex_lock(&d->mu);
+    chunk *c = d->spare;
+    if (c) d->spare = c->next;
+    pthread_mutex_unlock(&d->mu);
+    return c ? c : malloc(sizeof *c + CHUNK);
+}
+
+/* Called with d->mu held. */
+static void chunk_put(pipe_dir *d, chunk *c) {
+    c->next = d->spare;
+    d->spare = c;
+}
+
+static void chunks_free(chunk *c) {
+    while (c) {
+        chunk *x = c;
+        c = c->next;
+        free(x);
+    }
+}
+
 static void *reader(void *arg) {
     pipe_dir *d = arg;
     for (;;) {
-        chunk *c = malloc(sizeof *c + CHUNK);
+        chunk *c = chunk_get(d);
         ssize_t n = c ? read(d->from, c->data, CHUNK) : -1;
         if (n < 0 && errno == EINTR) {
             free(c);
@@ -133,15 +159,14 @@ static void *writer(void *arg) {
         pthread_mutex_unlock(&d->mu);
         if (now_ns() < c->due_ns) sleep_until(c->due_ns);
         int bad = write_all(d->to, c->data, c->len);
-        free(c);
+        pthread_mutex_lock(&d->mu);
+        chunk_put(d, c);
+        pthread_mutex_unlock(&d->mu);
         if (bad) {   /* the peer is gone: stop reading this direction too */
             shutdown(d->from, SHUT_RD);
             pthread_mutex_lock(&d->mu);
-            while (d->head) {
-                chunk *x = d->head;
-                d->head = x->next;
-                free(x);
-            }
+            chunks_free(d->head);
+            d->head = NULL;
             d->tail = NULL;
             d->queued = 0;
             d->eof = 1;
@@ -192,6 +217,8 @@ static void *session_main(void *arg) {
         pthread_create(&t[2], NULL, reader, &down);
         pthread_create(&t[3], NULL, writer, &down);
         for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        chunks_free(up.spare);
+        chunks_free(down.spare);
         close(server);
     }
     close(s->client);
