@@ -2,6 +2,7 @@
  * its references (memcpy, redis-server through hiredis).
  *
  *   bench_client memcpy SIZE...          (between buffers not in cache)
+ *   bench_client ping HOST:PORT          (median PING round trip, ping_us)
  *   bench_client redis HOST:PORT SIZE...
  *   bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...
  *                (TRANSPORT tcp, shm, shm-fd: shm in its checked fd mode)
@@ -546,6 +547,7 @@ static void bench_kvcache(const mkv_api *api, const char *master, const char *tr
 static int usage(void) {
     fprintf(stderr,
             "usage: bench_client memcpy SIZE...\n"
+            "       bench_client ping HOST:PORT\n"
             "       bench_client redis HOST:PORT SIZE...\n"
             "       bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...\n"
             "       bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE\n");
@@ -557,6 +559,10 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     if (!strcmp(mode, "memcpy")) {
         for (int i = 2; i < argc; i++) bench_memcpy(bench_size_arg(argv[i]));
+        return 0;
+    }
+    if (!strcmp(mode, "ping")) {
+        bench_ping(argv[2], "ping_us");
         return 0;
     }
     if (!strcmp(mode, "redis") && argc >= 4) {

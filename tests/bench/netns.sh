@@ -98,9 +98,10 @@ step_stripe() {
 # nodes in one namespace, bound to 10.79.0.2 there; the client in a
 # second namespace where 10.79.0.2 is the relay, which dials each server
 # inside the first and holds every chunk RTT_US microseconds per
-# direction. So every master request and every data-plane round trip of
-# the client crosses it twice. Rows say "relay-delayed"; the PING row
-# says what the round trip really was (the relay's own hop included).
+# direction, less half the round trip its own hop adds (rtt_calibrate).
+# So every master request and every data-plane round trip of the client
+# crosses it twice. Rows say "relay-delayed"; the PING rows say what the
+# round trip really was, direct and through the relay.
 # (Abstract unix sockets are per namespace: the client cannot use shm
 # here, TCP it is.)
 RTT_US=${BENCH_RTT_US:-50}
@@ -123,6 +124,33 @@ rtt_setup() {
   CL_NODE_NS=("$NS_SRV" "$NS_SRV") CL_NODE_IP=("$RTT_IP" "$RTT_IP") CL_NODE_MASTER_IP=("$RTT_IP" "$RTT_IP")
 }
 
+# Median PING round trip (us) to the master from namespace $1.
+rtt_ping() {
+  ip netns exec "$1" "$BENCH_BIN/bench_client" ping "$RTT_IP:${MASTER##*:}" 2>>"$WORK/run.log" |
+    awk '$1 == "RESULT" { print $3 }'
+}
+
+# The relay's own hop (two more sockets, thread wake-ups) adds round-trip
+# time of its own, more than the delay under load: a relay that holds
+# nothing is measured against the direct PING, and half the difference
+# comes off each direction's delay, so that the round trip through the
+# delaying relay is about 2 x RTT_US above the direct one. Sets RELAY_US.
+rtt_calibrate() {
+  local mport=${MASTER##*:} direct hop pid
+  RELAY_US=$RTT_US
+  direct=$(rtt_ping "$NS_SRV")
+  start_bg relay0 ip netns exec "$NS_CLI" "$BENCH_BIN/bench_relay" 0 "/run/netns/$NS_SRV" "$RTT_IP" "$mport"
+  pid=$BG_PID
+  wait_resp "$RTT_IP" "$mport" "$pid" "$NS_CLI" && hop=$(rtt_ping "$NS_CLI")
+  stop_pids "$pid"
+  [ -n "$direct" ] && meas kvrtt.tcp.ping_direct_us "$direct" us
+  [ -n "$hop" ] && meas kvrtt.tcp.ping_relay0_us "$hop" us
+  if [ -n "$direct" ] && [ -n "$hop" ]; then
+    RELAY_US=$(awk -v r="$RTT_US" -v h="$hop" -v d="$direct" 'BEGIN { x = r - (h - d) / 2; printf "%d", (x > 0 ? x : 0) }')
+  fi
+  meas kvrtt.tcp.relay_delay_us "$RELAY_US" us
+}
+
 # The relay in the client's namespace for the master and every data port
 # the nodes announce; its pid joins the cluster's (stopped with it).
 rtt_relay() {
@@ -130,7 +158,8 @@ rtt_relay() {
   dports=$(ip netns exec "$NS_SRV" redis-cli -p "$mport" MOON.TOPOLOGY 2>>"$WORK/run.log" |
            grep -o "$RTT_IP:[0-9]*" | cut -d: -f2 | sort -u | tr '\n' ' ')
   [ -n "$dports" ] || { SKIP_WHY="no node data ports in MOON.TOPOLOGY"; return 1; }
-  start_bg relay ip netns exec "$NS_CLI" "$BENCH_BIN/bench_relay" "$RTT_US" "/run/netns/$NS_SRV" \
+  rtt_calibrate
+  start_bg relay ip netns exec "$NS_CLI" "$BENCH_BIN/bench_relay" "$RELAY_US" "/run/netns/$NS_SRV" \
     "$RTT_IP" "$mport" $dports
   CL_PIDS+=("$BG_PID")
   if ! wait_resp "$RTT_IP" "$mport" "$BG_PID" "$NS_CLI"; then
@@ -151,7 +180,11 @@ step_kv_rtt() {
   fi
   netns_reset_layout
   netns_cleanup
-  row_plain "PING round trip to the master through the relay ($RTT_US us each way)" kvrtt.tcp.ping_us us
+  row_plain "PING round trip to the master, direct (inside the servers' namespace)" kvrtt.tcp.ping_direct_us us
+  row_plain "PING round trip through a relay that holds nothing (its own hop)" kvrtt.tcp.ping_relay0_us us
+  row_plain "relay delay each way (${RTT_US} us less half the relay's own hop)" kvrtt.tcp.relay_delay_us us
+  row_plain "PING round trip to the master through the delaying relay (target: direct + $((2 * RTT_US)) us)" \
+    kvrtt.tcp.ping_us us
   row "KV-cache put 1000 x 256 KiB (tcp, relay-delayed +RTT): batch vs loop, wall-clock" \
     kvrtt.tcp.batch_put_s kvrtt.tcp.loop_put_s 5 s
   row "KV-cache get 1000 x 256 KiB (tcp, relay-delayed +RTT): batch vs loop, wall-clock" \
@@ -160,5 +193,5 @@ step_kv_rtt() {
     kvrtt.tcp.batch_put_gbps kvrtt.tcp.one_put_gbps - GB/s
   row "KV-cache get batch (tcp, relay-delayed) vs one transfer of the same bytes through the relay" \
     kvrtt.tcp.batch_get_gbps kvrtt.tcp.one_get_gbps - GB/s
-  note "+RTT rows (relay-delayed): no netem on this kernel; master and nodes in one network namespace, the client in another, every byte through bench_relay holding each chunk $RTT_US us per direction."
+  note "+RTT rows (relay-delayed): no netem on this kernel; master and nodes in one network namespace, the client in another, every byte through bench_relay (spliced, not copied) holding each chunk $RTT_US us per direction less half the relay's own measured hop."
 }
