@@ -45,6 +45,13 @@ int mkv_ended_parse(mkv_client *c, const redisReply *r);
  * node whose fault failed it (0: none or another cause). */
 int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n,
                       uint32_t *crc, uint32_t *failed_node);
+/* Write bytes [off, off+len) of the object placed by loc, taken from buf
+ * (which holds just those bytes; registered or not: the engine registers
+ * it for this call), to every replica: a value streamed to its nodes
+ * piece by piece while it still arrives. MKV_OK with the pieces' CRC32C
+ * in *crc; else the failure, with *failed_node as mkv_write_located's. */
+int mkv_write_located_range(mkv_client *c, const mkv_located *loc, const void *buf, uint64_t off,
+                            uint64_t len, uint32_t *crc, uint32_t *failed_node);
 /* MOON.PUTREVOKE key on c's own master connection (best effort). */
 void mkv_revoke(mkv_client *c, const void *key, size_t keylen);
 

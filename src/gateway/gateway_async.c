@@ -304,7 +304,8 @@ static void write_done(gw_write *w) { call_finish((gw_call *)((char *)w - offset
 
 static void call_ship(gw_call *call) {
     call->write = (gw_write){.put = call->put, .done = write_done};
-    put_batcher_add(cluster_store_puts(call->store), &call->write);
+    if (!cluster_stream_finish(call->store, &call->write))   /* not streamed on the way in */
+        put_batcher_add(cluster_store_puts(call->store), &call->write);
 }
 
 /* The call is under way: its reply takes a slot (inside EXEC: the client

@@ -18,11 +18,11 @@ struct staging {
     void *base;
     uint64_t size, max_value;
     seg_alloc *alloc;
-    uint64_t dedicated, dedicated_bytes, refused;
+    uint64_t dedicated, dedicated_bytes, sparse, refused;
 };
 
-static void *map_anon(uint64_t len) {
-    void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+static void *map_anon(uint64_t len, int flags) {
+    void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -32,7 +32,7 @@ staging *staging_create(uint64_t pool_size, uint64_t max_value, char *err, size_
     sp->size = pool_size;
     sp->max_value = max_value;
     sp->alloc = seg_alloc_create(pool_size, STAGING_ALIGN);
-    sp->base = sp->alloc ? map_anon(pool_size) : NULL;
+    sp->base = sp->alloc ? map_anon(pool_size, 0) : NULL;
     if (!sp->base) {
         snprintf(err, errlen, "cannot map a staging pool of %llu bytes", (unsigned long long)pool_size);
         staging_destroy(sp);
@@ -61,7 +61,7 @@ void staging_unbind(mkv_client *mc, const staging_buf *b) {
 static int get_dedicated(staging *sp, uint64_t len, staging_buf *out) {
     uint64_t cap = sp->size > sp->max_value ? sp->size : sp->max_value;
     if (sp->dedicated >= STAGING_MAX_DEDICATED || len > cap - sp->dedicated_bytes) return STORE_NOSPACE;
-    void *p = map_anon(len);
+    void *p = map_anon(len, 0);
     if (!p) return STORE_NOSPACE;
     *out = (staging_buf){.ptr = p, .len = len, .map_len = len};
     sp->dedicated++;
@@ -82,11 +82,25 @@ int staging_get(staging *sp, uint64_t len, staging_buf *out) {
     return rc;
 }
 
+int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out) {
+    if (len == 0 || len > sp->max_value) return STORE_TOOBIG;
+    pthread_mutex_lock(&sp->lock);
+    void *p = sp->sparse < STAGING_MAX_SPARSE ? map_anon(len, MAP_NORESERVE) : NULL;
+    if (p) sp->sparse++;
+    else sp->refused++;
+    pthread_mutex_unlock(&sp->lock);
+    if (!p) return STORE_NOSPACE;
+    *out = (staging_buf){.ptr = p, .len = len, .map_len = len, .sparse = 1};
+    return STORE_OK;
+}
+
 void staging_put(staging *sp, staging_buf *b) {
     if (!b->ptr) return;
     if (b->map_len) munmap(b->ptr, (size_t)b->map_len);
     pthread_mutex_lock(&sp->lock);
-    if (b->map_len) {
+    if (b->sparse) {
+        sp->sparse--;
+    } else if (b->map_len) {
         sp->dedicated--;
         sp->dedicated_bytes -= b->map_len;
     } else {
@@ -101,7 +115,8 @@ void staging_get_stats(staging *sp, staging_stats *st) {
     pthread_mutex_lock(&sp->lock);
     seg_alloc_get_stats(sp->alloc, &as);
     *st = (staging_stats){.pool_size = sp->size, .pool_used = as.used, .dedicated = sp->dedicated,
-                          .dedicated_bytes = sp->dedicated_bytes, .refused = sp->refused};
+                          .dedicated_bytes = sp->dedicated_bytes, .sparse = sp->sparse,
+                          .refused = sp->refused};
     pthread_mutex_unlock(&sp->lock);
 }
 

@@ -23,6 +23,8 @@
 
 /* Dedicated mappings alive at once (each costs a registered region). */
 #define STAGING_MAX_DEDICATED 8
+/* Sparse mappings (streamed values) alive at once. */
+#define STAGING_MAX_SPARSE 64
 
 typedef struct staging staging;
 
@@ -31,11 +33,13 @@ typedef struct staging_buf {
     uint64_t len;        /* what was asked for */
     uint64_t off;        /* pool offset, unless dedicated */
     uint64_t map_len;    /* dedicated mapping size, 0 for pool memory */
+    int sparse;          /* a staging_get_sparse mapping */
 } staging_buf;
 
 typedef struct staging_stats {
     uint64_t pool_size, pool_used;
     uint64_t dedicated, dedicated_bytes;   /* live dedicated mappings */
+    uint64_t sparse;                       /* live sparse mappings */
     uint64_t refused;                      /* requests that got STORE_NOSPACE */
 } staging_stats;
 
@@ -49,6 +53,12 @@ int staging_bind(mkv_client *mc, const staging_buf *b);
 void staging_unbind(mkv_client *mc, const staging_buf *b);
 /* STORE_OK, STORE_TOOBIG (len 0 or above max_value) or STORE_NOSPACE. */
 int staging_get(staging *sp, uint64_t len, staging_buf *out);
+/* Address space for a streamed value of len bytes, backed only where
+ * written (the streamer gives pages back as their bytes move on): not
+ * counted in the dedicated bytes. STORE_TOOBIG or STORE_NOSPACE (too
+ * many at once) as staging_get. */
+int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out);
+/* Any buffer of staging_get or staging_get_sparse; ptr NULL is a no-op. */
 void staging_put(staging *sp, staging_buf *b);
 void staging_get_stats(staging *sp, staging_stats *st);
 /* Every buffer must have been put back. */

@@ -23,6 +23,7 @@
 #include "client/located.h"
 #include "gateway/master_link.h"
 #include "gateway/put_batch.h"
+#include "gateway/put_stream.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "proto/limits.h"
@@ -33,7 +34,7 @@
 #define GATEWAY_WORKERS 2       /* the machine has few cores; transfers mostly wait */
 
 typedef struct cluster_stats {
-    uint64_t puts, gets, removes, failed_puts, failed_gets;
+    uint64_t puts, gets, removes, failed_puts, failed_gets, streamed_puts;
     uint64_t bytes_put, bytes_got;
 } cluster_stats;
 
@@ -46,6 +47,7 @@ typedef struct cluster_store {
     master_async *ma;           /* the batchers' master connection; NULL with etcd */
     struct read_batcher *reads;
     struct put_batcher *puts;
+    put_streamer *streams;      /* large SETs on their way while they arrive; NULL with etcd */
     struct gw_async *async;     /* gateway_async.c's, freed with the store */
     void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
@@ -139,8 +141,10 @@ void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
 
 /* ---- puts ---- */
 
-static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
-                        store_put **out) {
+/* A put of size bytes in memory from staging_get, or (sparse) address
+ * space that a stream backs only a few chunks at a time. */
+static int put_create(store *s, const void *key, size_t keylen, uint64_t size, int sparse,
+                      store_put **out) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) {
         snprintf(s->errstr, sizeof s->errstr, "keys must be 1 to %d bytes", PROTO_MAX_KEY_LEN);
@@ -151,7 +155,7 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
         return STORE_ERR;
     }
     store_put *p = xcalloc(1, sizeof *p + keylen);
-    int rc = staging_get(cs->pool, size, &p->buf);
+    int rc = sparse ? staging_get_sparse(cs->pool, size, &p->buf) : staging_get(cs->pool, size, &p->buf);
     if (rc != STORE_OK) {
         free(p);
         snprintf(s->errstr, sizeof s->errstr,
@@ -161,9 +165,36 @@ static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size,
     }
     p->keylen = keylen;
     memcpy(p->key, key, keylen);
-    *dst = p->buf.ptr;
     *out = p;
     return STORE_OK;
+}
+
+static int cs_put_start(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
+                        store_put **out) {
+    int rc = put_create(s, key, keylen, size, 0, out);
+    if (rc == STORE_OK) *dst = (*out)->buf.ptr;
+    return rc;
+}
+
+/* Large values move on to the nodes while they arrive (put_stream.h). */
+static int cs_put_start_streamed(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
+                                 store_put **out, void (*resume)(void *ctx), void *ctx) {
+    cluster_store *cs = cs_of(s);
+    if (!cs->streams || size < PS_MIN) return cs_put_start(s, key, keylen, size, dst, out);
+    int rc = put_create(s, key, keylen, size, 1, out);
+    if (rc != STORE_OK) return rc;
+    put_stream_start(cs->streams, *out, resume, ctx);
+    cs->stats.streamed_puts++;
+    *dst = (*out)->buf.ptr;
+    return STORE_OK;
+}
+
+static uint64_t cs_put_progress(store *s, store_put *p, uint64_t landed) {
+    return p->stream ? put_stream_progress(p->stream, landed) : p->buf.len;
+}
+
+int cluster_stream_finish(store *s, gw_write *w) {
+    return w->put->stream && put_stream_finish(w->put->stream, w);
 }
 
 void cluster_ship(store *s, mkv_client *mc, store_put *p) {
@@ -191,6 +222,12 @@ static void bury(cluster_store *cs, staging_buf b) {
 
 static int cs_put_end(store *s, store_put *p) {
     cluster_store *cs = cs_of(s);
+    if (p->stream) {   /* its bytes are on their way: only the stream can finish it */
+        put_stream_abort(p->stream);
+        p->shipped = 1;
+        p->ship_rc = STORE_ERR;
+        snprintf(p->errstr, sizeof p->errstr, "a streamed value cannot be stored here");
+    }
     if (!p->shipped) cluster_ship(s, cs->mc, p);
     int rc = p->ship_rc;
     if (rc == STORE_OK) {
@@ -206,7 +243,10 @@ static int cs_put_end(store *s, store_put *p) {
     return rc;
 }
 
-static void cs_put_abort(store *s, store_put *p) { put_free(cs_of(s), p); }
+static void cs_put_abort(store *s, store_put *p) {
+    if (p->stream) put_stream_abort(p->stream);   /* takes the buffer */
+    put_free(cs_of(s), p);
+}
 
 static void reap_cb(event_loop *el, void *data) {
     cluster_store *cs = data;
@@ -423,10 +463,12 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "staging_used_bytes", "%llu", (unsigned long long)st.pool_used);
     info_field(out, "staging_dedicated", "%llu", (unsigned long long)st.dedicated);
     info_field(out, "staging_dedicated_bytes", "%llu", (unsigned long long)st.dedicated_bytes);
+    info_field(out, "staging_sparse", "%llu", (unsigned long long)st.sparse);
     info_field(out, "staging_refused", "%llu", (unsigned long long)st.refused);
     info_field(out, "cluster_puts", "%llu", (unsigned long long)cs->stats.puts);
     info_field(out, "cluster_gets", "%llu", (unsigned long long)cs->stats.gets);
     info_field(out, "cluster_removes", "%llu", (unsigned long long)cs->stats.removes);
+    info_field(out, "cluster_streamed_puts", "%llu", (unsigned long long)cs->stats.streamed_puts);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
     info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
@@ -473,9 +515,11 @@ static void cs_destroy(store *s) {
     workers_destroy(cs->workers);
     read_batcher_close(cs->reads);
     put_batcher_close(cs->puts);
+    put_streamer_close(cs->streams);
     master_async_free(cs->ma);
     read_batcher_free(cs->reads);
     put_batcher_free(cs->puts);
+    put_streamer_free(cs->streams);
     if (cs->async_free) cs->async_free(cs->async);
     if (cs->loop) {
         loop_hook_del(cs->reap);
@@ -494,7 +538,8 @@ static void cs_destroy(store *s) {
 
 static const store_ops cluster_ops = {
     .put_start = cs_put_start,
-    .put_progress = NULL,   /* libmoonkv has no partial put: the value ships whole */
+    .put_start_streamed = cs_put_start_streamed,
+    .put_progress = cs_put_progress,
     .put_end = cs_put_end,
     .put_abort = cs_put_abort,
     .get = cs_get,
@@ -557,6 +602,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
     cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc);
     cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
+    if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     return 0;
 }
 

@@ -30,6 +30,7 @@ typedef struct gw_fetch {
 /* A SET's value on its way: put_end reports ship_rc once shipped. */
 struct store_put {
     staging_buf buf;
+    struct put_stream *stream;  /* moving on while it arrives (put_stream.h) */
     int shipped;                /* put to the cluster: ship_rc is the outcome */
     int ship_rc;
     char errstr[sizeof ((store *)0)->errstr];
@@ -56,6 +57,12 @@ int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len);
 int cluster_store_lost(char *errstr, size_t len);
 /* A key the cluster could hold (else it is not found, without asking). */
 int cluster_key_ok(size_t keylen);
+
+/* The whole value of a SET is in: 1 when its stream publishes it (w->done
+ * runs then), 0 when it has none or the stream could not start: ship it
+ * with the put batcher. */
+struct gw_write;
+int cluster_stream_finish(store *s, struct gw_write *w);
 
 /* On any thread, with that thread's client. */
 void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f);

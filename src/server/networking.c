@@ -117,6 +117,8 @@ struct conn {
     out_chunk *last_slot;           /* the one opened last (client_slot_measure) */
     uint64_t fill_mark;             /* c.reply_bytes when the filling began */
     uint64_t put_landed;            /* reported to put_progress */
+    uint64_t put_window;            /* value bytes the store lets us write (put_progress) */
+    int put_stalled;                /* reading waits for the store's window to move */
     int limits_authenticated;       /* which limits the parser has */
     void (*on_free)(client *c, void *ctx);
     void *on_free_ctx;
@@ -220,7 +222,8 @@ static size_t conn_output(const conn *cn) { return cn->out_owned + cn->out_ref; 
  * the client is going away, or it does not read its replies fast enough. */
 static int conn_paused(const conn *cn) {
     const uint32_t waiting = CLIENT_BLOCKED | CLIENT_DEFERRED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP;
-    return cn->dead || (cn->c.flags & waiting) || cn->nslots >= NET_MAX_SLOTS || conn_output(cn) > NET_OUTPUT_SOFT;
+    return cn->dead || cn->put_stalled || (cn->c.flags & waiting) || cn->nslots >= NET_MAX_SLOTS ||
+           conn_output(cn) > NET_OUTPUT_SOFT;
 }
 
 static void conn_mark_dead(conn *cn) {
@@ -644,6 +647,17 @@ static void accept_cb(event_loop *el, int listen_fd, void *data, int mask) {
 
 /* ---- Reading and dispatch -------------------------------------------------------- */
 
+static void put_resume(void *ctx);
+
+/* The store's put_start, or its streamed form for a value that ends the
+ * command (nothing after it can change what the command does). */
+static int start_put(conn *cn, const resp_arg *key, int last, size_t len, void **dst, store_put **put) {
+    store *st = cn->c.srv->store;
+    if (last && st->ops->put_start_streamed)
+        return st->ops->put_start_streamed(st, key->ptr, key->len, len, dst, put, put_resume, cn);
+    return st->ops->put_start(st, key->ptr, key->len, len, dst, put);
+}
+
 /* The parser found a bulk header: a value the command streams into the
  * store gets its final memory now, so its bytes are never copied. */
 static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len) {
@@ -655,16 +669,19 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     if (!cmd || cmd->value_arg != argi || !commands_arity_ok(cmd, argc)) return NULL;
     void *dst = NULL;
     store_put *put = NULL;
-    int rc = srv->store->ops->put_start(srv->store, argv[1].ptr, argv[1].len, len, &dst, &put);
+    int last = argi == argc - 1;
+    int rc = start_put(cn, &argv[1], last, len, &dst, &put);
     /* Space held by values that stopped arriving is this put's to take. */
-    while (rc == STORE_NOSPACE && put_guard_reclaim(srv, c))
-        rc = srv->store->ops->put_start(srv->store, argv[1].ptr, argv[1].len, len, &dst, &put);
+    while (rc == STORE_NOSPACE && put_guard_reclaim(srv, c)) rc = start_put(cn, &argv[1], last, len, &dst, &put);
     c->pending_put_err = rc;
     c->pending_put_size = len;
     c->pending_put = rc == STORE_OK ? put : NULL;
     c->pending_put_landed = 0;
     c->pending_put_start_ms = c->pending_put_last_ms = mono_ms();
     cn->put_landed = 0;
+    cn->put_window = len;
+    if (rc == STORE_OK && srv->store->ops->put_progress)
+        cn->put_window = srv->store->ops->put_progress(srv->store, put, 0);
     return rc == STORE_OK ? dst : NULL;
 }
 
@@ -683,8 +700,19 @@ static void report_progress(conn *cn) {
     }
     if (st->ops->put_progress && landed > cn->put_landed) {
         cn->put_landed = landed;
-        st->ops->put_progress(st, c->pending_put, landed);
+        cn->put_window = st->ops->put_progress(st, c->pending_put, landed);
     }
+}
+
+/* The store moved its window on: a reader held back goes on reading. */
+static void put_resume(void *ctx) {
+    conn *cn = ctx;
+    client *c = &cn->c;
+    if (!c->pending_put) return;
+    cn->put_window = c->srv->store->ops->put_progress(c->srv->store, c->pending_put, cn->put_landed);
+    if (!cn->put_stalled || cn->put_window <= cn->put_landed) return;
+    cn->put_stalled = 0;
+    if (!conn_paused(cn)) loop_add_file(c->srv->loop, c->fd, LOOP_READABLE, read_cb, cn);
 }
 
 void client_drop_put(client *c, const char *msg) {
@@ -773,6 +801,23 @@ static void conn_resume(conn *cn) {
     if (!conn_paused(cn)) loop_add_file(srv->loop, cn->c.fd, LOOP_READABLE, read_cb, cn);
 }
 
+/* Caps *span at the store's window for a streamed value: 1 when it
+ * did (read that much directly, however small), 0 when the window is not
+ * in the way, -1 when it is shut (reading stops until put_resume). */
+static int direct_window(conn *cn, size_t *span) {
+    client *c = &cn->c;
+    if (!c->pending_put || *span == 0) return 0;
+    uint64_t landed = c->pending_put_size - *span;
+    if (cn->put_window >= c->pending_put_size) return 0;
+    if (cn->put_window <= landed) {
+        cn->put_stalled = 1;
+        loop_del_file(c->srv->loop, c->fd, LOOP_READABLE);
+        return -1;
+    }
+    if (*span > cn->put_window - landed) *span = (size_t)(cn->put_window - landed);
+    return 1;
+}
+
 /* read() straight into a large payload's destination. 1 if the payload
  * is still in progress (come back on the next event), 0 to read normally,
  * -1 when the connection is gone. */
@@ -782,7 +827,9 @@ static int read_direct(conn *cn) {
     for (;;) {
         char *dst;
         size_t span = resp_parser_direct_span(cn->parser, &dst);
-        if (span < NET_DIRECT_MIN) return 0;
+        int held = direct_window(cn, &span);
+        if (held < 0) return 1;
+        if (!held && span < NET_DIRECT_MIN) return 0;
         if (span > budget) span = budget;
         ssize_t n = read(cn->c.fd, dst, span);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 1;

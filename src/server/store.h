@@ -43,10 +43,19 @@ typedef struct store_slices {
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
                      void **dst, store_put **out);
-    /* Optional (NULL for the local store): networking reports that the
-     * first `landed` bytes of *dst have arrived, so a cluster store can
-     * ship finished slices to the nodes while the rest still streams in. */
-    void (*put_progress)(store *s, store_put *p, uint64_t landed);
+    /* Optional (NULL: put_start): put_start for a value that is its
+     * command's last argument and arrives from a socket, so the store may
+     * move it on while it arrives (the cluster: to the nodes, a few
+     * slices at a time) and give the memory of what moved back. The
+     * reader may then write *dst only up to what put_progress returns,
+     * and resume(ctx) runs (on the loop) when that mark moves while the
+     * value is not whole yet. */
+    int (*put_start_streamed)(store *s, const void *key, size_t keylen, uint64_t size, void **dst,
+                              store_put **out, void (*resume)(void *ctx), void *ctx);
+    /* Optional (NULL: no limit): networking reports that the first
+     * `landed` bytes of *dst have arrived; returns how many bytes from the
+     * start of *dst may be written now (the size when there is no limit). */
+    uint64_t (*put_progress)(store *s, store_put *p, uint64_t landed);
     int (*put_end)(store *s, store_put *p);
     void (*put_abort)(store *s, store_put *p);
     /* A COMPLETE value: *data stays valid until release(*pin). PENDING

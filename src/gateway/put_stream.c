@@ -1,0 +1,352 @@
+/* gateway/put_stream.c - see put_stream.h.
+ *
+ * Everything but a chunk's write runs on the loop. A chunk job reads only
+ * what is fixed before it is submitted (the placement, the buffer, the
+ * epoch) and its own fields, so the loop may go on with the stream. */
+#include "gateway/put_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client/located.h"
+#include "core/crc32c.h"
+#include "core/util.h"
+
+enum { PS_PLACING, PS_PLACED, PS_UNPLACED, PS_FAILED };
+
+struct put_streamer {
+    store *s;
+    master_async *ma;
+    workers *w;
+    staging *pool;
+    mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
+    char replicas[24];
+    put_stream *streams;      /* every stream alive */
+    int closing;
+};
+
+typedef struct ps_chunk {
+    gw_job job;               /* first: the workers' link */
+    put_stream *st;
+    uint32_t idx;
+    uint64_t off, len;
+    int rc;                   /* STORE_* */
+    uint32_t crc;
+    char errstr[sizeof ((store *)0)->errstr];
+} ps_chunk;
+
+struct put_stream {
+    put_streamer *sr;
+    store_put *p;             /* NULL once aborted */
+    staging_buf buf;          /* the put's buffer, taken when aborted */
+    char *base;               /* the value's bytes */
+    int state;                /* PS_* */
+    int aborted, revoked, ending;
+    mkv_located *loc;         /* PS_PLACED */
+    uint64_t epoch;           /* the master connection that placed it */
+    uint64_t size, landed;
+    uint64_t sent;            /* bytes handed to workers, whole chunks */
+    uint64_t written;         /* bytes from the start written, their pages given back */
+    uint32_t nchunks;
+    uint32_t *crc;            /* per chunk */
+    uint8_t *done;            /* per chunk: written */
+    unsigned jobs;            /* chunks on workers */
+    int err_rc;               /* PS_FAILED */
+    char errstr[sizeof ((store *)0)->errstr];
+    gw_write *finish;         /* the whole value is in: its done runs at the end */
+    void (*resume)(void *ctx);
+    void *rctx;
+    put_stream *prev, *next;
+    size_t keylen;
+    char key[];
+};
+
+static void ignore_reply(const redisReply *r, void *ctx) {}
+
+static uint64_t chunk_len(const put_stream *st, uint64_t off) {
+    return st->size - off < PS_CHUNK ? st->size - off : PS_CHUNK;
+}
+
+static void stream_free(put_stream *st) {
+    put_streamer *sr = st->sr;
+    if (st->prev) st->prev->next = st->next;
+    else sr->streams = st->next;
+    if (st->next) st->next->prev = st->prev;
+    mkv_located_free(st->loc);
+    staging_put(sr->pool, &st->buf);   /* only an aborted stream holds it */
+    free(st->crc);
+    free(st->done);
+    free(st);
+}
+
+/* An abandoned stream goes once nothing refers to it any more. */
+static void maybe_free(put_stream *st) {
+    if (st->aborted && st->jobs == 0 && st->state != PS_PLACING) stream_free(st);
+}
+
+/* Best effort: the master revokes it anyway when its put timeout ends. */
+static void stream_revoke(put_stream *st) {
+    if (!st->loc || st->revoked || st->sr->closing) return;
+    st->revoked = 1;
+    const char *argv[2] = {"MOON.PUTREVOKE", st->key};
+    size_t lens[2] = {14, st->keylen};
+    master_async_send(st->sr->ma, 2, argv, lens, ignore_reply, NULL);
+}
+
+/* Pages of [from, to) given back, to whole pages inside the range. */
+static void drop_pages(put_stream *st, uint64_t from, uint64_t to) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    from = (from + page - 1) / page * page;
+    if (to < st->size) to = to / page * page;   /* the value's end: its last page is its own */
+    if (to > from) madvise(st->base + from, (size_t)(to - from), MADV_DONTNEED);
+}
+
+/* The reader may write up to here. */
+static uint64_t window(const put_stream *st) {
+    if (st->state == PS_UNPLACED || st->state == PS_FAILED) return st->size;
+    return st->size - st->written < PS_WINDOW ? st->size : st->written + PS_WINDOW;
+}
+
+static void wake(put_stream *st) {
+    if (st->resume && !st->aborted && !st->finish && st->landed < st->size) st->resume(st->rctx);
+}
+
+/* The outcome is known: the put carries it, the stream goes, the write is done. */
+static void complete(put_stream *st, int rc, const char *errstr) {
+    store_put *p = st->p;
+    gw_write *w = st->finish;
+    p->ship_rc = rc;
+    p->shipped = 1;
+    if (rc != STORE_OK) snprintf(p->errstr, sizeof p->errstr, "%s", errstr);
+    p->stream = NULL;
+    stream_free(st);
+    w->done(w);
+}
+
+static void fail(put_stream *st, int rc, const char *errstr) {
+    st->state = PS_FAILED;
+    st->err_rc = rc;
+    snprintf(st->errstr, sizeof st->errstr, "%s", errstr);
+    stream_revoke(st);
+    drop_pages(st, st->written, st->landed);   /* what is left only ever goes */
+    st->written = st->landed;
+}
+
+/* ---- chunks, on a worker ---- */
+
+static void chunk_run(gw_job *j, mkv_client *mc) {
+    ps_chunk *ch = (ps_chunk *)j;
+    put_stream *st = ch->st;
+    uint32_t failed_node;
+    cluster_worker_topology(mc, st->epoch);
+    int rc = mkv_write_located_range(mc, st->loc, st->base + ch->off, ch->off, ch->len, &ch->crc, &failed_node);
+    ch->rc = cluster_store_code(rc, mc, ch->errstr, sizeof ch->errstr);
+    if (ch->rc == STORE_REFUSED || ch->rc == STORE_OK) return;
+    /* A node's fault or a lapsed grant: the bytes before it are gone, so
+     * the put cannot be placed again; say which. */
+    char why[160];
+    memcpy(why, ch->errstr, sizeof why - 1);   /* cut: the prefix says the rest */
+    why[sizeof why - 1] = '\0';
+    snprintf(ch->errstr, sizeof ch->errstr, "streamed write of bytes %llu-%llu failed (node %u): %s",
+             (unsigned long long)ch->off, (unsigned long long)(ch->off + ch->len), failed_node, why);
+    ch->rc = STORE_ERR;
+}
+
+/* ---- on the loop ---- */
+
+static void maybe_end(put_stream *st);
+
+static void chunk_done(gw_job *j) {
+    ps_chunk *ch = (ps_chunk *)j;
+    put_stream *st = ch->st;
+    st->jobs--;
+    if (j->cancelled) {
+        ch->rc = STORE_ERR;
+        snprintf(ch->errstr, sizeof ch->errstr, "the gateway is shutting down");
+    }
+    if (!st->aborted && ch->rc == STORE_OK && st->state == PS_PLACED) {
+        st->crc[ch->idx] = ch->crc;
+        st->done[ch->idx] = 1;
+        drop_pages(st, ch->off, ch->off + ch->len);
+        while (st->written < st->size && st->done[st->written / PS_CHUNK]) st->written += chunk_len(st, st->written);
+    } else if (!st->aborted && st->state == PS_PLACED) {
+        fail(st, ch->rc, ch->errstr);
+    }
+    free(ch);
+    if (st->aborted) {
+        maybe_free(st);
+        return;
+    }
+    if (st->state == PS_PLACED) wake(st);   /* the reader may now send more */
+    maybe_end(st);
+}
+
+/* Every whole chunk that landed goes to a worker. */
+static void pump(put_stream *st) {
+    while (st->state == PS_PLACED && !st->aborted && st->sent < st->size &&
+           st->landed - st->sent >= chunk_len(st, st->sent)) {
+        ps_chunk *ch = xcalloc(1, sizeof *ch);
+        ch->st = st;
+        ch->idx = (uint32_t)(st->sent / PS_CHUNK);
+        ch->off = st->sent;
+        ch->len = chunk_len(st, st->sent);
+        ch->job.run = chunk_run;
+        ch->job.done = chunk_done;
+        st->sent += ch->len;
+        st->jobs++;
+        workers_submit(st->sr->w, &ch->job);
+    }
+}
+
+static void end_reply(const redisReply *r, void *ctx) {
+    put_stream *st = ctx;
+    put_streamer *sr = st->sr;
+    char errstr[sizeof st->errstr] = "";
+    int rc = r ? mkv_ended_parse(sr->loop_mc, r) : MKV_ECONN;
+    if (!r) rc = cluster_store_lost(errstr, sizeof errstr);
+    else rc = cluster_store_code(rc, sr->loop_mc, errstr, sizeof errstr);
+    complete(st, rc, errstr);
+}
+
+static uint32_t value_crc(const put_stream *st) {
+    uint32_t crc = st->crc[0];
+    for (uint32_t i = 1; i < st->nchunks; i++)
+        crc = crc32c_combine(crc, st->crc[i], chunk_len(st, (uint64_t)i * PS_CHUNK));
+    return crc;
+}
+
+/* Once the value is whole and every chunk is written: MOON.PUTEND. */
+static void maybe_end(put_stream *st) {
+    if (!st->finish || st->ending || st->jobs) return;
+    if (st->state == PS_FAILED) {
+        complete(st, st->err_rc, st->errstr);
+        return;
+    }
+    if (st->state != PS_PLACED || st->written < st->size) return;
+    char num[24];
+    const char *argv[3] = {"MOON.PUTEND", st->key, num};
+    size_t lens[3] = {11, st->keylen, (size_t)snprintf(num, sizeof num, "%u", value_crc(st))};
+    char errstr[sizeof st->errstr];
+    if (st->sr->closing || master_async_send(st->sr->ma, 3, argv, lens, end_reply, st) != 0) {
+        complete(st, cluster_store_lost(errstr, sizeof errstr), errstr);   /* written, never published */
+        return;
+    }
+    st->ending = 1;
+}
+
+/* The whole value is in and the stream was never placed: the ordinary way. */
+static void go_ordinary(put_stream *st) {
+    gw_write *w = st->finish;
+    store *s = st->sr->s;
+    st->p->stream = NULL;
+    stream_free(st);
+    put_batcher_add(cluster_store_puts(s), w);
+}
+
+static void place_reply(const redisReply *r, void *ctx) {
+    put_stream *st = ctx;
+    put_streamer *sr = st->sr;
+    int rc = r ? mkv_placed_parse(sr->loop_mc, r, st->size, &st->loc) : MKV_ECONN;
+    st->state = rc == MKV_OK ? PS_PLACED : PS_UNPLACED;
+    if (rc == MKV_OK) st->epoch = master_async_epoch(sr->ma);
+    if (st->aborted) {
+        stream_revoke(st);
+        maybe_free(st);
+        return;
+    }
+    if (st->state == PS_UNPLACED && st->finish) {
+        go_ordinary(st);
+        return;
+    }
+    pump(st);
+    wake(st);
+    maybe_end(st);
+}
+
+void put_stream_start(put_streamer *sr, store_put *p, void (*resume)(void *ctx), void *ctx) {
+    put_stream *st = xcalloc(1, sizeof *st + p->keylen + 1);
+    st->sr = sr;
+    st->p = p;
+    st->base = p->buf.ptr;
+    st->size = p->buf.len;
+    st->nchunks = (uint32_t)((st->size + PS_CHUNK - 1) / PS_CHUNK);
+    st->crc = xcalloc(st->nchunks, sizeof *st->crc);
+    st->done = xcalloc(st->nchunks, sizeof *st->done);
+    st->resume = resume;
+    st->rctx = ctx;
+    st->keylen = p->keylen;
+    memcpy(st->key, p->key, p->keylen);
+    st->next = sr->streams;
+    if (sr->streams) sr->streams->prev = st;
+    sr->streams = st;
+    p->stream = st;
+    char num[24];
+    const char *argv[5] = {"MOON.PUTSTART", st->key, num, "REPLICAS", sr->replicas};
+    size_t lens[5] = {13, st->keylen, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)st->size),
+                      8, strlen(sr->replicas)};
+    st->state = PS_PLACING;
+    if (sr->closing || master_async_send(sr->ma, 5, argv, lens, place_reply, st) != 0) st->state = PS_UNPLACED;
+}
+
+uint64_t put_stream_progress(put_stream *st, uint64_t landed) {
+    if (landed > st->landed) st->landed = landed;
+    if (st->state == PS_FAILED) {   /* the put is lost: its bytes only pass through */
+        drop_pages(st, st->written, st->landed);
+        st->written = st->landed;
+    }
+    pump(st);
+    return window(st);
+}
+
+int put_stream_finish(put_stream *st, gw_write *w) {
+    st->landed = st->size;
+    if (st->state == PS_UNPLACED) {
+        st->p->stream = NULL;
+        stream_free(st);
+        return 0;
+    }
+    st->finish = w;
+    pump(st);
+    maybe_end(st);
+    return 1;
+}
+
+void put_stream_abort(put_stream *st) {
+    st->aborted = 1;
+    st->buf = st->p->buf;
+    st->p->buf.ptr = NULL;
+    st->p->stream = NULL;
+    st->p = NULL;
+    if (st->state != PS_PLACING) stream_revoke(st);
+    maybe_free(st);
+}
+
+put_streamer *put_streamer_create(store *s, master_async *ma, workers *w, staging *pool,
+                                  mkv_client *loop_mc, int replicas) {
+    put_streamer *sr = xcalloc(1, sizeof *sr);
+    *sr = (put_streamer){.s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
+    snprintf(sr->replicas, sizeof sr->replicas, "%d", replicas > 0 ? replicas : 1);
+    return sr;
+}
+
+void put_streamer_close(put_streamer *sr) {
+    if (!sr) return;
+    sr->closing = 1;
+    for (put_stream *st = sr->streams, *next; st; st = next) {
+        next = st->next;
+        if (st->finish && !st->ending) complete(st, STORE_ERR, "the gateway is shutting down");
+    }
+}
+
+void put_streamer_free(put_streamer *sr) {
+    if (!sr) return;
+    while (sr->streams) {
+        put_stream *st = sr->streams;
+        if (st->p) st->p->stream = NULL;
+        stream_free(st);
+    }
+    free(sr);
+}

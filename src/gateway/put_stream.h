@@ -1,0 +1,61 @@
+/* gateway/put_stream.h - a large SET's value moved on to the nodes while
+ * it still arrives (internal to src/gateway).
+ *
+ * At the value's bulk header the gateway asks the master for placement
+ * (MOON.PUTSTART over the asynchronous connection) and maps address
+ * space for the whole value without backing it (staging_get_sparse).
+ * As networking reports bytes landed, each whole chunk goes to a worker
+ * that writes it to every replica and checksums it, then gives its pages
+ * back (MADV_DONTNEED). Networking may write only PS_WINDOW bytes past
+ * the chunks written, so a SET in flight holds a few chunks of memory,
+ * not its value. When the command is whole the last chunk goes, and once
+ * every chunk is written MOON.PUTEND publishes the value with the CRC32C
+ * combined from the chunks'.
+ *
+ * A stream the master did not place (EXISTS, NOSPACE, no answer) drops
+ * nothing: the whole value stays, and when the command runs the put goes
+ * the ordinary way (put_batch.c), with the ordinary replies (an
+ * idempotent SET of the same bytes answers OK). A chunk that fails once
+ * other chunks' bytes are gone fails the put (revoked at once; the reply
+ * says why). A stream whose client leaves is revoked at once. */
+#ifndef MKV_GATEWAY_PUT_STREAM_H
+#define MKV_GATEWAY_PUT_STREAM_H
+
+#include <stdint.h>
+
+#include "client/moonkv.h"
+#include "core/loop.h"
+#include "gateway/master_async.h"
+#include "gateway/put_batch.h"
+#include "gateway/store_cluster.h"
+
+#define PS_CHUNK (4ull << 20)            /* bytes per write to the nodes */
+#define PS_WINDOW (4 * PS_CHUNK)         /* bytes a stream may hold ahead of the nodes */
+#define PS_MIN (2 * PS_CHUNK)            /* smaller values go whole (put_batch.c) */
+
+typedef struct put_streamer put_streamer;
+typedef struct put_stream put_stream;
+
+put_streamer *put_streamer_create(store *s, master_async *ma, workers *w, staging *pool,
+                                  mkv_client *loop_mc, int replicas);
+/* Streams waiting for their last bytes to be written finish unshipped
+ * (their writes' done run); the workers must be gone already. */
+void put_streamer_close(put_streamer *sr);
+void put_streamer_free(put_streamer *sr);
+
+/* Starts streaming p (p->buf from staging_get_sparse, p->key set):
+ * p->stream is set. resume(ctx) runs when the window moves on while the
+ * value is not whole yet. */
+void put_stream_start(put_streamer *sr, store_put *p, void (*resume)(void *ctx), void *ctx);
+/* landed bytes of the value are in; how far it may be written now. */
+uint64_t put_stream_progress(put_stream *st, uint64_t landed);
+/* The whole value is in. 1: the stream publishes it and w->done runs
+ * when it did (the outcome in w->put, whose stream is gone then); 0: it
+ * was never placed, nothing moved, p->stream is gone: put it the
+ * ordinary way. */
+int put_stream_finish(put_stream *st, gw_write *w);
+/* The put is abandoned (its client left): revoked now; the stream takes
+ * the put's buffer and frees it once no worker reads it. */
+void put_stream_abort(put_stream *st);
+
+#endif

@@ -1,0 +1,185 @@
+/* Large values streamed through the gateway (src/gateway/put_stream.h):
+ * a 256 MiB SET moves on to the nodes while it arrives, so the gateway's
+ * resident memory stays within 64 MiB of idle (VmRSS sampled while the
+ * value is sent, and VmHWM after), and reads back byte-exact; a SET of
+ * the same bytes again is an idempotent OK and other bytes -EXISTS; a
+ * client that vanishes mid-value leaves no key and no space held on the
+ * master.
+ *
+ * The gateway uses the TCP transport here: with shm it maps the nodes'
+ * segments, whose pages would count in its VmRSS. */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "cluster_harness.h"
+#include "test.h"
+
+#define PORT_MASTER  33410
+#define PORT_NODE    33411   /* + i; data plane on 33421 + i */
+#define PORT_GATEWAY 33415
+#define NODES 2
+#define MiB (1024ull * 1024)
+#define BIG (256 * MiB)
+#define PIECE MiB
+#define RSS_BOUND_KB (64 * 1024)
+
+static pid_t gateway_pid;
+static char *big;   /* BIG bytes of pattern */
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+        if (k <= 0) return -1;
+        s += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* "*3 $3 SET $keylen key $len" of a SET whose value follows. */
+static int send_set_header(int fd, const char *key, uint64_t len) {
+    char hdr[256];
+    int n = snprintf(hdr, sizeof hdr, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu\r\n", strlen(key), key,
+                     (unsigned long long)len);
+    return send_all(fd, hdr, (size_t)n);
+}
+
+static long long gateway_field(redisContext *g, const char *field) { return h_info_field(g, "gateway", field); }
+
+/* Sends BIG bytes as key's value piece by piece, the largest VmRSS seen
+ * (kB) in *peak; the reply line in reply. */
+static int stream_set(const char *key, long *peak, char *reply, size_t len) {
+    int fd = raw_connect(PORT_GATEWAY);
+    if (fd < 0 || send_set_header(fd, key, BIG) != 0) return -1;
+    *peak = 0;
+    for (uint64_t off = 0; off < BIG; off += PIECE) {
+        if (send_all(fd, big + off, PIECE) != 0) return -1;
+        long rss = h_rss_kb(gateway_pid);
+        if (rss > *peak) *peak = rss;
+    }
+    if (send_all(fd, "\r\n", 2) != 0) return -1;
+    ssize_t n = recv(fd, reply, len - 1, 0);
+    close(fd);
+    if (n <= 0) return -1;
+    reply[n] = '\0';
+    return 0;
+}
+
+static void test_stream_set_bounded_rss(void) {
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    long long streamed = gateway_field(g, "cluster_streamed_puts");
+    long idle = h_rss_kb(gateway_pid), hwm_before = h_status_kb(gateway_pid, "VmHWM");
+    ASSERT(idle > 0 && hwm_before > 0);
+    long peak;
+    char reply[128];
+    ASSERT(stream_set("stream:big", &peak, reply, sizeof reply) == 0);
+    ASSERT_STREQ(reply, "+OK\r\n");
+    long hwm = h_status_kb(gateway_pid, "VmHWM");
+    printf("# 256 MiB SET: gateway VmRSS idle %ld kB, peak seen %ld kB (+%ld), VmHWM %ld -> %ld kB\n", idle,
+           peak, peak - idle, hwm_before, hwm);
+    ASSERT_MSG(peak - idle < RSS_BOUND_KB, "VmRSS rose %ld kB above idle", peak - idle);
+    long base = hwm_before > idle ? hwm_before : idle;
+    ASSERT_MSG(hwm - base < RSS_BOUND_KB, "VmHWM rose %ld kB", hwm - base);
+    ASSERT_EQ(gateway_field(g, "cluster_streamed_puts"), streamed + 1);
+    redisReply *r = redisCommand(g, "GET stream:big");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == BIG);
+    ASSERT_MEMEQ(r->str, big, BIG);
+    freeReplyObject(r);
+    redisFree(g);
+}
+
+/* Again with the same bytes: OK (nothing written); other bytes: EXISTS,
+ * and the value stays. */
+static void test_stream_set_again(void) {
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    long peak;
+    char reply[128];
+    ASSERT(stream_set("stream:big", &peak, reply, sizeof reply) == 0);
+    ASSERT_STREQ(reply, "+OK\r\n");
+    big[BIG / 2] ^= 1;
+    int rc = stream_set("stream:big", &peak, reply, sizeof reply);
+    big[BIG / 2] ^= 1;
+    ASSERT(rc == 0);
+    ASSERT_MSG(strncmp(reply, "-EXISTS", 7) == 0, "reply %s", reply);
+    redisReply *r = redisCommand(g, "GET stream:big");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == BIG);
+    ASSERT_MEMEQ(r->str, big, BIG);
+    freeReplyObject(r);
+    redisFree(g);
+}
+
+/* The client sends 48 of 128 MiB and goes: no key, nothing pending or
+ * held on the master, and the key takes a new SET. */
+static void test_stream_set_vanished_client(void) {
+    redisContext *g = h_redis(PORT_GATEWAY), *m = h_redis(PORT_MASTER);
+    ASSERT(g && m);
+    long long used = h_info_field(m, "cluster", "bytes_used");
+    int fd = raw_connect(PORT_GATEWAY);
+    ASSERT(fd >= 0);
+    ASSERT(send_set_header(fd, "stream:gone", 128 * MiB) == 0);
+    ASSERT(send_all(fd, big, 48 * MiB) == 0);
+    close(fd);
+    uint64_t end = mono_ms() + 10000;
+    long long pending = -1, now = -1;
+    while (mono_ms() < end) {
+        pending = h_info_field(m, "cluster", "objects_pending");
+        now = h_info_field(m, "cluster", "bytes_used");
+        if (pending == 0 && now == used) break;
+        usleep(20 * 1000);
+    }
+    printf("# vanished mid-SET: bytes_used %lld before, %lld after; objects_pending %lld\n", used, now, pending);
+    ASSERT_EQ(pending, 0);
+    ASSERT_EQ(now, used);
+    redisReply *r = redisCommand(g, "EXISTS stream:gone");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    r = redisCommand(g, "SET stream:gone %b", big, (size_t)(32 * MiB));
+    ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0);
+    freeReplyObject(r);
+    r = redisCommand(g, "STRLEN stream:gone");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == (long long)(32 * MiB));
+    freeReplyObject(r);
+    redisFree(g);
+    redisFree(m);
+}
+
+int main(void) {
+    h_init(300);
+    big = malloc(BIG);
+    if (!big) return 1;
+    h_fill(big, BIG, 0x5eed);
+    if (h_start_master(PORT_MASTER, NULL) < 0) {
+        printf("not ok - master did not start\n");
+        return 1;
+    }
+    for (int i = 0; i < NODES; i++)
+        if (h_start_node(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "768MB") < 0) {
+            printf("not ok - node did not start\n");
+            return 1;
+        }
+    const char *extra[] = {"--segment-size", "16MB", "--transport", "tcp", NULL};
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 ||
+        (gateway_pid = h_start_gateway(PORT_MASTER, PORT_GATEWAY, extra, NULL)) < 0) {
+        printf("not ok - cluster did not start\n");
+        return 1;
+    }
+    RUN_TEST(test_stream_set_bounded_rss);
+    RUN_TEST(test_stream_set_again);
+    RUN_TEST(test_stream_set_vanished_client);
+    free(big);
+    TEST_EXIT();
+}
