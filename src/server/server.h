@@ -142,8 +142,8 @@ void reply_raw(client *c, const void *p, size_t n);
 void reply_bulk_ref(client *c, const void *p, size_t n,
                     void (*release)(void *ctx), void *ctx);
 /* reply_bulk_ref for a value with per-slice checksums (store_slices):
- * each slice is checked on a helper thread and sent only once it passed,
- * so checking overlaps sending. A slice that fails: corrupt(ctx, slice)
+ * each slice is checked as the writer reaches it and sent only once it
+ * passed; the next is checked while the client drains it. A slice that fails: corrupt(ctx, slice)
  * runs and the connection closes (the client sees a cut-off reply, never
  * a wrong byte). sl->count 0: a plain reply_bulk_ref. */
 void reply_bulk_ref_sliced(client *c, const void *p, size_t n, const store_slices *sl,
