@@ -7,7 +7,10 @@
  *   live      (offset, length)  every allocation, so a release of anything
  *                               not handed out is refused without harm
  * Offsets handed out are multiples of align and lengths are rounded up to
- * it, so every free extent starts aligned. The segment is never touched. */
+ * it, so every free extent starts aligned. The segment is never touched.
+ * Tree nodes come from a pool of blocks owned by the allocator: a master
+ * rebuilding its table claims millions of extents in a row, and a malloc
+ * per node was a large part of that. */
 #include "core/alloc.h"
 #include "core/siphash.h"
 #include "core/util.h"
@@ -25,12 +28,43 @@ typedef struct treap {
     uint64_t count;
 } treap;
 
+#define POOL_NODES 1024   /* tree nodes per pool block */
+
+typedef struct pool_block {
+    struct pool_block *next;
+    tnode nodes[POOL_NODES];
+} pool_block;
+
 struct seg_alloc {
     uint64_t size, align;
     uint64_t used;
     treap free_off, free_len, live;
-    uint64_t rng;   /* treap priorities */
+    uint64_t rng;         /* treap priorities */
+    tnode *spare;         /* unused pool nodes, linked by l */
+    pool_block *blocks;
 };
+
+/* ---- the node pool ---- */
+
+static tnode *node_new(seg_alloc *a) {
+    if (!a->spare) {
+        pool_block *b = xmalloc(sizeof *b);
+        b->next = a->blocks;
+        a->blocks = b;
+        for (int i = POOL_NODES - 1; i >= 0; i--) {
+            b->nodes[i].l = a->spare;
+            a->spare = &b->nodes[i];
+        }
+    }
+    tnode *n = a->spare;
+    a->spare = n->l;
+    return n;
+}
+
+static void node_free(seg_alloc *a, tnode *n) {
+    n->l = a->spare;
+    a->spare = n;
+}
 
 /* ---- treap of (k1, k2) pairs ---- */
 
@@ -82,7 +116,7 @@ static uint32_t next_prio(seg_alloc *a) {
 }
 
 static void treap_insert(seg_alloc *a, treap *t, uint64_t k1, uint64_t k2) {
-    tnode *n = xmalloc(sizeof *n);
+    tnode *n = node_new(a);
     n->k1 = k1;
     n->k2 = k2;
     n->prio = next_prio(a);
@@ -95,14 +129,14 @@ static void treap_insert(seg_alloc *a, treap *t, uint64_t k1, uint64_t k2) {
 }
 
 /* Remove the exact key; 0 if it was there. */
-static int treap_remove(treap *t, uint64_t k1, uint64_t k2) {
+static int treap_remove(seg_alloc *a, treap *t, uint64_t k1, uint64_t k2) {
     tnode **link = &t->root;
     while (*link) {
         int c = key_cmp(*link, k1, k2);
         if (c == 0) {
             tnode *n = *link;
             *link = treap_merge(n->l, n->r);
-            free(n);
+            node_free(a, n);
             t->count--;
             return 0;
         }
@@ -139,15 +173,6 @@ static tnode *treap_floor(const treap *t, uint64_t k1, uint64_t k2) {
     return best;
 }
 
-static void treap_free_all(tnode *n) {
-    while (n) {
-        treap_free_all(n->l);
-        tnode *r = n->r;
-        free(n);
-        n = r;
-    }
-}
-
 /* ---- free extents: both indexes change together ---- */
 
 static void free_add(seg_alloc *a, uint64_t off, uint64_t len) {
@@ -157,8 +182,8 @@ static void free_add(seg_alloc *a, uint64_t off, uint64_t len) {
 }
 
 static void free_del(seg_alloc *a, uint64_t off, uint64_t len) {
-    treap_remove(&a->free_off, off, len);
-    treap_remove(&a->free_len, len, off);
+    treap_remove(a, &a->free_off, off, len);
+    treap_remove(a, &a->free_len, len, off);
 }
 
 /* Round len up to the alignment; -1 on 0 or overflow. */
@@ -189,9 +214,10 @@ seg_alloc *seg_alloc_create(uint64_t size, uint64_t align) {
 
 void seg_alloc_destroy(seg_alloc *a) {
     if (!a) return;
-    treap_free_all(a->free_off.root);
-    treap_free_all(a->free_len.root);
-    treap_free_all(a->live.root);
+    for (pool_block *b = a->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
     free(a);
 }
 
@@ -220,7 +246,7 @@ int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len) {
 int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {
     uint64_t rlen;
     if (round_len(a, len, &rlen) != 0) return ALLOC_ERR;
-    if (treap_remove(&a->live, off, rlen) != 0) return ALLOC_ERR;
+    if (treap_remove(a, &a->live, off, rlen) != 0) return ALLOC_ERR;
     a->used -= rlen;
 
     /* Coalesce with the free neighbours on either side. */

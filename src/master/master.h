@@ -31,8 +31,10 @@ typedef struct master_rebuild {
     uint32_t *expect;      /* ids of nodes that should report, and ... */
     uint8_t *done;         /* ... whether each did */
     size_t nexpect;
-    mm_report *reports;    /* buffered MOON.REPORT extents */
+    mm_report *reports;    /* buffered MOON.REPORT extents; their keys ... */
     size_t nreports, capreports, report_bytes;
+    char **blocks;         /* ... point into these: one block per MOON.REPORT */
+    size_t nblocks, capblocks;
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */

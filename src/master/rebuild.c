@@ -137,15 +137,16 @@ static void release_claimed(master_meta *m, const obj_replica *r) {
     }
 }
 
-/* Claim a whole replica's space; 0 with rep filled, or -1 (nothing held). */
-static int claim_replica(master_meta *m, const partial *p, obj_replica *rep) {
-    rep->extents = xcalloc(p->n, sizeof *rep->extents);
+/* Claim a whole replica's space; 0 with rep filled (its extents in
+ * room, PROTO_MAX_EXTENTS of them), or -1 (nothing held). */
+static int claim_replica(master_meta *m, const partial *p, obj_replica *rep, obj_extent *room) {
+    rep->extents = room;
     rep->nextents = 0;
     for (uint32_t k = 0; k < p->n; k++) {
         const mm_report *r = p->ext[k];
         if (seg_alloc_reserve_at(mm_node_get(m, r->node)->alloc, r->seg_off, r->length) != ALLOC_OK) {
             release_claimed(m, rep);
-            mm_replica_clear(rep);
+            rep->nextents = 0;
             return -1;
         }
         rep->extents[rep->nextents++] = (obj_extent){r->node, r->seg_off, r->length};
@@ -167,7 +168,7 @@ static void refuse(mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx, c
 }
 
 /* Turn the whole replicas of one key into a COMPLETE object. */
-static void commit_key(master_meta *m, const mm_report *first, partial *p, uint32_t np,
+static void commit_key(master_meta *m, const mm_report *first, partial *p, uint32_t np, obj_extent *room,
                        uint64_t now_ms, mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     obj_replica whole[PROTO_MAX_REPLICAS];
     uint32_t nwhole = 0, want = 0, any_whole = 0;
@@ -175,7 +176,7 @@ static void commit_key(master_meta *m, const mm_report *first, partial *p, uint3
         int ok = p[i].end == first->size;
         any_whole |= ok;
         ok = ok && nwhole < PROTO_MAX_REPLICAS && !shares_node(whole, nwhole, &p[i]) &&
-             claim_replica(m, &p[i], &whole[nwhole]) == 0;
+             claim_replica(m, &p[i], &whole[nwhole], room + (size_t)nwhole * PROTO_MAX_EXTENTS) == 0;
         if (ok) {
             nwhole++;
             st->extents += p[i].n;
@@ -202,7 +203,6 @@ static void commit_key(master_meta *m, const mm_report *first, partial *p, uint3
     mm_obj_new(m, o, want, 0);
     st->objects++;
     st->replicas += nwhole;
-    for (uint32_t i = 0; i < nwhole; i++) mm_replica_clear(&whole[i]);
 }
 
 static int usable_key(master_meta *m, const mm_report *first) {
@@ -217,15 +217,18 @@ void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now
     size_t ngroups;
     const mm_report **v = group_by_key(reports, n, &kg, &ngroups);
     partial *p = xcalloc(MM_MAX_PARTIALS, sizeof *p);
+    /* where whole replicas' extents are assembled (the object copies them) */
+    obj_extent *room = xmalloc((size_t)PROTO_MAX_REPLICAS * PROTO_MAX_EXTENTS * sizeof *room);
     for (size_t g = 0; g < ngroups; g++) {
         const mm_report *first = v[kg[g].start];
         int usable = usable_key(m, first);
         uint32_t np = 0;
         for (size_t k = kg[g].start; k < kg[g].end; k++)
             if (!usable || chain_extent(m, p, &np, v[k], first) != 0) refuse(st, fn, ctx, v[k]);
-        if (usable) commit_key(m, first, p, np, now_ms, st, fn, ctx);
+        if (usable) commit_key(m, first, p, np, room, now_ms, st, fn, ctx);
         for (uint32_t k = 0; k < np; k++) p[k].n = 0, p[k].end = 0;
     }
+    free(room);
     free(p);
     free(kg);
     free(v);

@@ -13,10 +13,12 @@
  * Extents that were refused are dropped from their node's index. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/log.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/report.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "server/networking.h"
@@ -69,10 +71,12 @@ static int object_on_node(const object *o, uint32_t node) {
 }
 
 static void reports_clear(master_rebuild *rb) {
-    for (size_t i = 0; i < rb->nreports; i++) free((void *)rb->reports[i].key);
+    for (size_t i = 0; i < rb->nblocks; i++) free(rb->blocks[i]);
+    free(rb->blocks);
     free(rb->reports);
     rb->reports = NULL;
-    rb->nreports = rb->capreports = rb->report_bytes = 0;
+    rb->blocks = NULL;
+    rb->nreports = rb->capreports = rb->report_bytes = rb->nblocks = rb->capblocks = 0;
 }
 
 /* Every buffered report into the table; refused extents leave their
@@ -182,36 +186,91 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
     return 0;
 }
 
-/* MOON.REPORT key size crc want obj_off seg_off length [...] */
-static void report_command(client *c) {
-    master *m = master_of(c);
-    master_rebuild *rb = &m->rebuild;
-    uint32_t node = reporting_node(c);
-    if (!node) return;
-    if ((c->argc - 1) % REPORT_FIELDS) {
-        reply_syntax_error(c);
-        return;
+/* Room for n more reports, or -1 after replying (the buffer bound). */
+static int reports_reserve(client *c, master_rebuild *rb, size_t n, size_t bytes) {
+    if (rb->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
+        master_reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
+        return -1;
     }
-    size_t n = (size_t)(c->argc - 1) / REPORT_FIELDS, bytes = 0;
     if (rb->nreports + n > rb->capreports) {
         rb->capreports = (rb->nreports + n) * 2;
         rb->reports = xrealloc(rb->reports, rb->capreports * sizeof *rb->reports);
     }
-    mm_report *at = rb->reports + rb->nreports;
-    for (size_t i = 0; i < n; i++) {
-        if (parse_report(c, 1 + REPORT_FIELDS * (int)i, node, &at[i]) != 0) return;
-        bytes += sizeof *at + at[i].keylen;
+    if (rb->nblocks == rb->capblocks) {
+        rb->capblocks = rb->capblocks ? rb->capblocks * 2 : 64;
+        rb->blocks = xrealloc(rb->blocks, rb->capblocks * sizeof *rb->blocks);
     }
-    if (rb->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
-        master_reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) at[i].key = xmemdup(at[i].key, at[i].keylen);
+    return 0;
+}
+
+/* Keep n parsed reports (at rb->reports + rb->nreports), their keys in
+ * block (now the buffer's). */
+static void reports_keep(master *m, uint32_t node, size_t n, size_t bytes, char *block) {
+    master_rebuild *rb = &m->rebuild;
+    rb->blocks[rb->nblocks++] = block;
     rb->nreports += n;
     rb->report_bytes += bytes;
-    mm_node_seen(m->meta, node, wall_ms());   /* reporting, not silent */
     rb->reports_total += n;
+    mm_node_seen(m->meta, node, wall_ms());   /* reporting, not silent */
+}
+
+/* MOON.REPORT key size crc want obj_off seg_off length [...] */
+static void report_text(client *c, master_rebuild *rb, uint32_t node) {
+    if ((c->argc - 1) % REPORT_FIELDS) {
+        reply_syntax_error(c);
+        return;
+    }
+    size_t n = (size_t)(c->argc - 1) / REPORT_FIELDS, keys = 0;
+    for (size_t i = 0; i < n; i++) keys += c->argv[1 + REPORT_FIELDS * i].len;
+    if (reports_reserve(c, rb, n, n * sizeof(mm_report) + keys) != 0) return;
+    mm_report *at = rb->reports + rb->nreports;
+    for (size_t i = 0; i < n; i++)
+        if (parse_report(c, 1 + REPORT_FIELDS * (int)i, node, &at[i]) != 0) return;
+    char *block = xmalloc(keys ? keys : 1), *k = block;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(k, at[i].key, at[i].keylen);
+        at[i].key = k;
+        k += at[i].keylen;
+    }
+    reports_keep(master_of(c), node, n, n * sizeof(mm_report) + keys, block);
     reply_integer(c, (long long)rb->nreports);
+}
+
+/* MOON.REPORT PACKED blob (proto/report.h): every record is checked
+ * before any is kept; the keys stay in a copy of the blob. */
+static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
+    const resp_arg *blob = &c->argv[2];
+    if (blob->len > PROTO_REPORT_MAX_BLOB) {
+        master_reply_fail(c, PROTO_ERR, "packed report over %d bytes", PROTO_REPORT_MAX_BLOB);
+        return;
+    }
+    size_t n = blob->len / PROTO_REPORT_HDR;   /* at most this many records */
+    if (reports_reserve(c, rb, n, n * sizeof(mm_report) + blob->len) != 0) return;
+    char *block = xmemdup(blob->ptr, blob->len ? blob->len : 1);
+    const uint8_t *p = (const uint8_t *)block, *end = p + blob->len;
+    mm_report *at = rb->reports + rb->nreports;
+    size_t got = 0;
+    proto_report_rec r;
+    while (p < end) {
+        if (proto_report_next(&p, end, &r) != 0) {
+            free(block);
+            master_reply_fail(c, PROTO_ERR, "malformed packed report record %zu", got);
+            return;
+        }
+        at[got++] = (mm_report){node, r.key, r.keylen, r.size, r.crc, r.want, r.obj_off, r.seg_off, r.length};
+    }
+    reports_keep(master_of(c), node, got, got * sizeof(mm_report) + blob->len, block);
+    reply_integer(c, (long long)rb->nreports);
+}
+
+/* MOON.REPORT key size crc want obj_off seg_off length [...]
+ * MOON.REPORT PACKED blob */
+static void report_command(client *c) {
+    master_rebuild *rb = &master_of(c)->rebuild;
+    uint32_t node = reporting_node(c);
+    if (!node) return;
+    if (c->argc == 3 && c->argv[1].len == 6 && strncasecmp(c->argv[1].ptr, "packed", 6) == 0) report_packed(c, rb, node);
+    else report_text(c, rb, node);
 }
 
 /* MOON.REPORTDONE [peer_id ...]: this node reported all it holds; the
@@ -295,9 +354,9 @@ static void holdings_command(client *c) {
 
 #define NOKEY 0, 0, 0
 static const command recovery_commands[] = {
-    {"moon.report", report_command, -8, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.report", report_command, -3, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Node reports extents it holds (after a master restart)",
-     "key size crc replicas obj-offset seg-offset length [...]"},
+     "key size crc replicas obj-offset seg-offset length [...] | PACKED blob"},
     {"moon.reportdone", reportdone_command, -1, CMD_WRITE, NOKEY, 0, "moonkv", "0.3.0",
      "Node finished reporting; names the members it knew", "[peer-id ...]"},
     {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",

@@ -18,6 +18,7 @@
 #include "proto/limits.h"
 #include "proto/master_link.h"
 #include "proto/register.h"
+#include "proto/report.h"
 #include "proto/status.h"
 
 #define CTL_CONNECT_MS      2000
@@ -38,7 +39,15 @@
 #define CTL_HOLDINGS_MS     100
 #define CTL_HOLDINGS_ROUNDS 64     /* full batches taken in one go */
 #define CTL_HOLDINGS_MAX    4096   /* notes per reply (the master's MASTER_MAX_HOLDINGS) */
-#define CTL_REPORT_BATCH    4096   /* extents per MOON.REPORT */
+/* Packed MOON.REPORT batches: extents (>= PROTO_MAX_EXTENTS, so any
+ * entry fits), their key bytes, and how many go before a reply is read. */
+#define CTL_REPORT_BATCH    16384
+#define CTL_REPORT_KEYBYTES (4 << 20)
+#define CTL_REPORT_WINDOW   4
+#define CTL_REPORT_HEAD     64   /* room for the RESP header of one */
+_Static_assert(CTL_REPORT_BATCH >= PROTO_MAX_EXTENTS, "an entry must fit a batch");
+_Static_assert((uint64_t)CTL_REPORT_BATCH * PROTO_REPORT_HDR + (uint64_t)PROTO_MAX_EXTENTS * PROTO_MAX_KEY_LEN +
+                   CTL_REPORT_KEYBYTES <= PROTO_REPORT_MAX_BLOB, "a batch must fit the master's bound");
 /* MOON.REPORTDONE may be answered only once the master has rebuilt its
  * table from every node's report: wait that long for it. */
 #define CTL_REPORTDONE_TIMEOUT_MS 120000
@@ -213,17 +222,6 @@ static void pull_holdings(node_control *c) {
     for (int i = 0; i < CTL_HOLDINGS_ROUNDS && c->rc && pull_once(c, self); i++) {}
 }
 
-/* The numbers of one report group, formatted into num (6 slots of 24). */
-static void report_args(const node_index_extent *e, const char **argv, size_t *lens, char *num) {
-    const unsigned long long v[6] = {e->size, e->crc, e->want, e->obj_off, e->seg_off, e->length};
-    argv[0] = e->key;
-    lens[0] = e->keylen;
-    for (int k = 0; k < 6; k++) {
-        argv[1 + k] = num + 24 * k;
-        lens[1 + k] = (size_t)snprintf(num + 24 * k, 24, "%llu", v[k]);
-    }
-}
-
 /* A reply that is not an error, or -1 after dropping the connection. */
 static int send_checked(node_control *c, int argc, const char **argv, const size_t *lens) {
     redisReply *r = master_cmd_argv(c, argc, argv, lens);
@@ -256,27 +254,75 @@ static int report_done(node_control *c, uint32_t self) {
     return rc;
 }
 
-/* Everything the index holds, in MOON.REPORT batches, then REPORTDONE. */
+/* The reply to a MOON.REPORT sent earlier: 0, or -1 after dropping the
+ * connection. */
+static int report_reply(node_control *c) {
+    redisReply *r = NULL;
+    if (redisGetReply(c->rc, (void **)&r) != REDIS_OK || !r) {
+        log_warning("node: master connection lost: %s", c->rc->errstr);
+        disconnect(c);
+        return -1;
+    }
+    int bad = r->type == REDIS_REPLY_ERROR;
+    if (bad) log_warning("node: MOON.REPORT refused: %s", r->str);
+    freeReplyObject(r);
+    if (bad) disconnect(c);
+    return bad ? -1 : 0;
+}
+
+/* All of [p, p+len) to the master's socket; 0, or -1 after dropping the
+ * connection (the socket keeps hiredis's timeout). */
+static int write_all(node_control *c, const uint8_t *p, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(c->rc->fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            log_warning("node: master connection lost: %s", w < 0 ? strerror(errno) : "write returned 0");
+            disconnect(c);
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* MOON.REPORT PACKED with batch, framed in place behind a RESP header
+ * (*buf keeps CTL_REPORT_HEAD bytes for it) and written at once: the
+ * master works on it while we prove and pack the next one. Nothing else
+ * is queued on the hiredis context, so the replies stay in order. */
+static int report_send(node_control *c, const node_index_extent *batch, size_t n, uint8_t **buf,
+                       size_t *cap) {
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) len += proto_report_len(batch[i].keylen);
+    if (CTL_REPORT_HEAD + len + 2 > *cap) *buf = xrealloc(*buf, *cap = CTL_REPORT_HEAD + len + 2);
+    uint8_t *blob = *buf + CTL_REPORT_HEAD;
+    len = 0;
+    for (size_t i = 0; i < n; i++) len += proto_report_put(blob + len, &batch[i]);
+    memcpy(blob + len, "\r\n", 2);
+    char head[CTL_REPORT_HEAD];
+    int hl = snprintf(head, sizeof head, "*3\r\n$11\r\nMOON.REPORT\r\n$6\r\nPACKED\r\n$%zu\r\n", len);
+    memcpy(blob - hl, head, (size_t)hl);
+    return write_all(c, blob - hl, (size_t)hl + len + 2);
+}
+
+/* Everything the index holds, in packed MOON.REPORT batches with up to
+ * CTL_REPORT_WINDOW unanswered, then REPORTDONE. */
 static int report_index(node_control *c) {
-    enum { FIELDS = 7 };
     node_index_extent *batch = xmalloc(CTL_REPORT_BATCH * sizeof *batch);
-    const char **argv = xmalloc((1 + FIELDS * CTL_REPORT_BATCH) * sizeof *argv);
-    size_t *lens = xmalloc((1 + FIELDS * CTL_REPORT_BATCH) * sizeof *lens);
-    char *num = xmalloc((size_t)CTL_REPORT_BATCH * 6 * 24);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
     uint64_t cursor = 0, total = 0;
-    int rc = 0;
-    argv[0] = "MOON.REPORT";
-    lens[0] = strlen(argv[0]);
+    int rc = 0, inflight = 0;
     do {
-        size_t n = node_index_report(c->n->index, &cursor, batch, CTL_REPORT_BATCH);
-        for (size_t i = 0; i < n; i++)
-            report_args(&batch[i], argv + 1 + FIELDS * i, lens + 1 + FIELDS * i, num + 6 * 24 * i);
-        if (n) rc = send_checked(c, 1 + FIELDS * (int)n, argv, lens);
+        size_t n = node_index_report(c->n->index, &cursor, batch, CTL_REPORT_BATCH, CTL_REPORT_KEYBYTES);
+        if (n == 0) continue;
+        rc = report_send(c, batch, n, &buf, &cap);
         total += n;
+        if (rc == 0 && ++inflight == CTL_REPORT_WINDOW) rc = report_reply(c), inflight--;
     } while (cursor && rc == 0);
-    free(num);
-    free(lens);
-    free(argv);
+    while (rc == 0 && inflight-- > 0) rc = report_reply(c);
+    free(buf);
     free(batch);
     if (rc == 0) rc = report_done(c, my_id(c));
     if (rc == 0) log_notice("node: reported %llu extents to the master", (unsigned long long)total);

@@ -198,27 +198,41 @@ static size_t entry_extents(const ix_entry *e, node_index_extent *out) {
     return n;
 }
 
-size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max) {
-    size_t n = 0;
-    pthread_mutex_lock(&ix->mu);
-    size_t b = (size_t)*cursor;
-    for (; b < ix->nbuckets; b++) {
-        size_t need = 0;
-        for (const ix_entry *e = ix->buckets[b]; e; e = e->next) need += e->nmine;
-        if (n > 0 && n + need > max) break;   /* a bucket goes whole into one batch */
-        for (ix_entry **p = &ix->buckets[b]; *p;) {
-            ix_entry *e = *p;
-            if (!proved(ix, e)) {
-                ix->st.checksum_errors++;
-                *p = e->next;
-                entry_free(ix, e);
-                continue;
-            }
-            if (n + e->nmine <= max) n += entry_extents(e, out + n);
-            p = &e->next;
-        }
+/* Whether e (proved or dropped first) goes into out: an unproved entry
+ * is dropped (*p moves on), a proved one taken if it fits. */
+static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size_t *n, size_t max,
+                      size_t *bytes, size_t max_bytes) {
+    ix_entry *e = *p;
+    if (!proved(ix, e)) {
+        ix->st.checksum_errors++;
+        *p = e->next;
+        entry_free(ix, e);
+        return 1;
     }
-    *cursor = b < ix->nbuckets ? b : 0;
+    size_t cost = (size_t)e->nmine * e->keylen;
+    if (*n > 0 && (*n + e->nmine > max || *bytes + cost > max_bytes)) return 0;
+    *n += entry_extents(e, out + *n);
+    *bytes += cost;
+    return 1;
+}
+
+size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max,
+                         size_t max_key_bytes) {
+    size_t n = 0, bytes = 0;
+    pthread_mutex_lock(&ix->mu);
+    uint64_t b = *cursor >> 32, walked = (uint32_t)*cursor;   /* entries of bucket b done */
+    int full = 0;
+    for (; b < ix->nbuckets && !full; b += !full) {
+        ix_entry **p = &ix->buckets[b];
+        for (uint64_t k = 0; *p && k < walked; k++) p = &(*p)->next;
+        while (*p && !full) {
+            ix_entry *e = *p;
+            full = !take_entry(ix, p, out, &n, max, &bytes, max_key_bytes);
+            if (!full && *p == e) p = &e->next, walked++;
+        }
+        if (!full) walked = 0;
+    }
+    *cursor = b < ix->nbuckets ? (b << 32 | walked) : 0;
     ix->st.reported += n;
     pthread_mutex_unlock(&ix->mu);
     return n;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/objtable.h"
+#include "proto/report.h"
 
 typedef struct node_index node_index;
 
@@ -24,14 +25,9 @@ typedef struct node_index_stats {
     uint64_t checksum_errors;           /* objects whose bytes no longer match their CRC */
 } node_index_stats;
 
-/* One extent of ours to report: bytes [obj_off, obj_off+length) of key. */
-typedef struct node_index_extent {
-    const char *key;
-    size_t keylen;
-    uint64_t size;
-    uint32_t crc, want;
-    uint64_t obj_off, seg_off, length;
-} node_index_extent;
+/* One extent of ours to report: bytes [obj_off, obj_off+length) of key
+ * (the packed MOON.REPORT record). */
+typedef proto_report_rec node_index_extent;
 
 /* The segment the extents point into (to prove objects). */
 node_index *node_index_create(const void *seg_base, uint64_t seg_size);
@@ -46,11 +42,15 @@ void node_index_drop(node_index *ix, const void *key, size_t keylen);
 /* Forget every entry. */
 void node_index_clear(node_index *ix);
 
-/* Walk from *cursor (0 to start): up to max of our extents into out, each
- * object proved first where it lies wholly here (a mismatch drops it and
- * counts a checksum error). Returns how many; *cursor becomes 0 at the
- * end. The keys in out stay valid until the next hold, drop or free. */
-size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max);
+/* Walk from *cursor (0 to start): whole entries' extents into out, up
+ * to max extents and max_key_bytes of their keys (counted per extent),
+ * but always at least one entry (so max must be >= PROTO_MAX_EXTENTS).
+ * Each object is proved first where it lies wholly here (a mismatch
+ * drops it and counts a checksum error). Returns how many; *cursor
+ * becomes 0 at the end. The keys in out stay valid until the next hold,
+ * drop or free. */
+size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max,
+                         size_t max_key_bytes);
 
 void node_index_get_stats(node_index *ix, node_index_stats *st);
 

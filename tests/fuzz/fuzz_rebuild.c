@@ -3,13 +3,17 @@
  * three registered nodes, 16 input bytes each. Whatever is accepted must
  * form whole replicas of COMPLETE objects on disjoint nodes; the same
  * reports a second time add nothing (every key exists, every range is
- * claimed), whatever order the first rebuild visited keys in. */
+ * claimed), whatever order the first rebuild visited keys in.
+ * An input that starts with "PK" is instead a packed MOON.REPORT blob
+ * (proto/report.h), decoded until its first malformed record, with the
+ * records dealt to the nodes in turn. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/le.h"
 #include "master/meta.h"
+#include "proto/report.h"
 
 #define NODES 3
 #define KEYS 8
@@ -31,29 +35,46 @@ static master_meta *meta_with_nodes(void) {
     return m;
 }
 
-static void check_objects(master_meta *m) {
-    for (int k = 0; k < KEYS; k++) {
-        object *o = mm_find(m, keys[k], 1);
-        if (!o) continue;
-        if (o->state != OBJ_COMPLETE || o->nreplicas == 0) abort();
-        for (uint32_t r = 0; r < o->nreplicas; r++) {
-            uint64_t sum = 0;
-            for (uint32_t e = 0; e < o->replicas[r].nextents; e++) {
-                sum += o->replicas[r].extents[e].length;
-                /* no node holds parts of two replicas */
-                for (uint32_t q = 0; q < r; q++)
-                    for (uint32_t f = 0; f < o->replicas[q].nextents; f++)
-                        if (o->replicas[q].extents[f].node == o->replicas[r].extents[e].node) abort();
-            }
-            if (sum != o->size) abort();
+static void check_object(master_meta *m, const void *key, size_t keylen) {
+    object *o = mm_find(m, key, keylen);
+    if (!o) return;
+    if (o->state != OBJ_COMPLETE || o->nreplicas == 0) abort();
+    for (uint32_t r = 0; r < o->nreplicas; r++) {
+        uint64_t sum = 0;
+        for (uint32_t e = 0; e < o->replicas[r].nextents; e++) {
+            sum += o->replicas[r].extents[e].length;
+            /* no node holds parts of two replicas */
+            for (uint32_t q = 0; q < r; q++)
+                for (uint32_t f = 0; f < o->replicas[q].nextents; f++)
+                    if (o->replicas[q].extents[f].node == o->replicas[r].extents[e].node) abort();
         }
+        if (sum != o->size) abort();
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static void check_objects(master_meta *m, const mm_report *rep, size_t n) {
+    for (int k = 0; k < KEYS; k++) check_object(m, keys[k], 1);
+    for (size_t i = 0; i < n; i++) check_object(m, rep[i].key, rep[i].keylen);
+}
+
+/* Records of the packed blob [data, data+size), up to MAX_RECS. */
+static size_t decode_packed(const uint8_t *data, size_t size, mm_report *rep) {
+    const uint8_t *p = data, *end = data + size;
+    proto_report_rec r;
+    size_t n = 0;
+    while (n < MAX_RECS && proto_report_next(&p, end, &r) == 0) {
+        if (p > end || r.keylen == 0 || r.keylen > PROTO_MAX_KEY_LEN) abort();
+        rep[n] = (mm_report){.node = (uint32_t)(n % (NODES + 2)), .key = r.key, .keylen = r.keylen,
+                             .size = r.size, .crc = r.crc, .want = r.want, .obj_off = r.obj_off,
+                             .seg_off = r.seg_off, .length = r.length};
+        n++;
+    }
+    return n;
+}
+
+static size_t decode_records(const uint8_t *data, size_t size, mm_report *rep) {
     size_t n = size / REC;
     if (n > MAX_RECS) n = MAX_RECS;
-    mm_report *rep = calloc(n ? n : 1, sizeof *rep);
     for (size_t i = 0; i < n; i++) {
         const uint8_t *p = data + i * REC;
         /* node 0 and 4 are never registered: they must be refused */
@@ -61,14 +82,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                              .size = le_get16(p + 2), .crc = p[4], .want = p[13] % 10, .obj_off = le_get16(p + 5),
                              .seg_off = le_get32(p + 7) & 0x1fffff, .length = le_get16(p + 11)};
     }
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    mm_report *rep = calloc(MAX_RECS, sizeof *rep);
+    size_t n = size >= 2 && memcmp(data, "PK", 2) == 0 ? decode_packed(data + 2, size - 2, rep)
+                                                       : decode_records(data, size, rep);
     master_meta *m = meta_with_nodes();
     mm_rebuild_stats st, again;
     mm_rebuild(m, rep, n, 2000, &st, NULL, NULL);
     if (st.extents + st.extents_rejected != n || st.replicas < st.objects) abort();
-    check_objects(m);
+    check_objects(m, rep, n);
     mm_rebuild(m, rep, n, 2000, &again, NULL, NULL);
     if (again.objects != 0 || again.extents != 0) abort();
-    check_objects(m);
+    check_objects(m, rep, n);
     mm_destroy(m);
     free(rep);
     return 0;

@@ -13,6 +13,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "proto/register.h"
+#include "proto/report.h"
 #include "support/harness.h"
 #include "test.h"
 
@@ -407,6 +408,70 @@ static void test_report_and_rebuild(void) {
     node_leave(&b);
 }
 
+/* MOON.REPORT PACKED with the blob [p, p+len): the reply. */
+static redisReply *report_packed(redisContext *c, const uint8_t *p, size_t len) {
+    const char *argv[3] = {"MOON.REPORT", "PACKED", (const char *)p};
+    size_t lens[3] = {11, 6, len};
+    return redisCommandArgv(c, 3, argv, lens);
+}
+
+/* Whether r is an error starting with prefix; frees it. */
+static int refused(redisReply *r, const char *prefix) {
+    int ok = is_error(r, prefix);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* The packed form: whole blobs are kept or refused (a cut-off record, a
+ * zero key length, flags, an offset past the bound), and the connection
+ * keeps serving after a refusal. */
+static void test_packed_report(void) {
+    fake_node a = {0}, b = {0};
+    ASSERT(node_join(&a, SECRET, 64 * 1024, "127.0.0.1:7303") == 0);
+    ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7304") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    uint8_t blob[2 * (PROTO_REPORT_HDR + 8)];
+    /* two extents of "pk" (300 bytes) on a, the whole object on b */
+    proto_report_rec r1 = {"pk", 2, 300, 77, 2, 0, 8192, 200}, r2 = {"pk", 2, 300, 77, 2, 200, 12288, 100};
+    size_t len = proto_report_put(blob, &r1);
+    len += proto_report_put(blob + len, &r2);
+    redisReply *r = report_packed(a.c, blob, len);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
+    ASSERT(refused(report_packed(a.c, blob, len - 1), "ERR malformed packed report record 1"));
+    uint8_t bad[PROTO_REPORT_HDR + 2];
+    proto_report_rec whole = {"pk", 2, 300, 77, 2, 0, 16384, 300};
+    size_t one = proto_report_put(bad, &whole);
+    bad[3] = 1;   /* flags */
+    ASSERT(refused(report_packed(b.c, bad, one), "ERR malformed packed report record 0"));
+    bad[3] = 0;
+    bad[0] = bad[1] = 0;   /* key length 0 */
+    ASSERT(refused(report_packed(b.c, bad, one), "ERR malformed packed report record 0"));
+    proto_report_rec far = whole;
+    far.seg_off = PROTO_MAX_SEGMENT + 1;
+    proto_report_put(bad, &far);
+    ASSERT(refused(report_packed(b.c, bad, one), "ERR malformed packed report record 0"));
+    proto_report_put(bad, &whole);
+    r = report_packed(b.c, bad, one);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 3);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.REBUILD");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+    ASSERT_EQ(r->element[0]->integer, 1);   /* objects */
+    ASSERT_EQ(r->element[1]->integer, 2);   /* replicas */
+    ASSERT_EQ(r->element[2]->integer, 3);   /* extents */
+    ASSERT_EQ(r->element[3]->integer, 0);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.GET pk");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[2]->elements == 2);
+    ASSERT_EQ(r->element[1]->integer, 77);   /* its crc */
+    freeReplyObject(r);
+    redisFree(c);
+    node_leave(&a);
+    node_leave(&b);
+}
+
 static int not_error(const redisReply *r, const char *unused) {
     return r && r->type != REDIS_REPLY_ERROR;
 }
@@ -495,6 +560,7 @@ int main(void) {
     RUN_TEST(test_register_needs_secret);
     RUN_TEST(test_placement_and_lifecycle);
     RUN_TEST(test_report_and_rebuild);
+    RUN_TEST(test_packed_report);
     stop_master();
     if (start_master(5000, 5000, 5000) != 0) {
         printf("not ok - restart master\n");

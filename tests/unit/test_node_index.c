@@ -17,7 +17,7 @@ static obj_replica rep_of(obj_extent *e, uint32_t n) { return (obj_replica){n, e
 static size_t report_all(node_index *ix, node_index_extent *out, size_t max) {
     uint64_t cursor = 0;
     size_t n = 0;
-    do n += node_index_report(ix, &cursor, out + n, max - n);
+    do n += node_index_report(ix, &cursor, out + n, max - n, SIZE_MAX);
     while (cursor && n < max);
     return n;
 }
