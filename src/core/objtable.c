@@ -7,7 +7,7 @@
  * key so peers cannot choose colliding keys.
  *
  * Each object is embedded at the start of an entry that also holds the
- * chain link, the hash and the state the per-state counters saw, so
+ * chain link, the hash, the state the per-state counters saw and the key, so
  * object_free(o) frees the whole entry and the counters stay exact even
  * if an owner writes o->state by hand (it then just goes stale). */
 #include "core/objtable.h"
@@ -41,6 +41,7 @@ struct objtable {
     ht t[2];
     int64_t rehashidx;      /* next t[0] bucket to move; -1 when not rehashing */
     int paused;             /* scans in progress: no bucket moves meanwhile */
+    uint64_t floor;         /* objtable_reserve: no shrinking below this many buckets */
     size_t nstate[2];
     objtable_free_fn *free_fn;
     void *ctx;
@@ -122,7 +123,8 @@ static void maybe_resize(objtable *t) {
     if (rehashing(t)) return;
     uint64_t want;
     if (h->used >= h->size) want = pow2_at_least(h->used * 2);
-    else if (h->size > HT_MIN_SIZE && h->used * 8 < h->size) want = pow2_at_least(h->used * 2);
+    else if (h->size > HT_MIN_SIZE && h->size > t->floor && h->used * 8 < h->size)
+        want = pow2_at_least(h->used * 2 > t->floor ? h->used * 2 : t->floor);
     else return;
     if (want == h->size) return;
     ht_init(&t->t[1], want);
@@ -192,8 +194,8 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
     }
     if (keylen == SIZE_MAX) return NULL;
 
-    entry *e = xcalloc(1, sizeof *e);
-    e->obj.key = xmalloc(keylen + 1);
+    entry *e = xcalloc(1, sizeof *e + keylen + 1);
+    e->obj.key = (char *)(e + 1);
     memcpy(e->obj.key, key, keylen);
     e->obj.key[keylen] = '\0';
     e->obj.keylen = keylen;
@@ -205,6 +207,14 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
     ht_link(&t->t[rehashing(t) ? 1 : 0], e);
     maybe_resize(t);
     return &e->obj;
+}
+
+void objtable_reserve(objtable *t, size_t n) {
+    t->floor = n ? pow2_at_least(n) : 0;
+    if (n == 0 || rehashing(t) || t->t[0].size >= t->floor) return;
+    ht_init(&t->t[1], t->floor);
+    t->rehashidx = 0;
+    if (t->t[0].used == 0) rehash_step(t, 1);   /* nothing to move: switch now */
 }
 
 object *objtable_unlink(objtable *t, const void *key, size_t keylen) {
@@ -354,6 +364,5 @@ void object_free_replicas(object *o) {
 void object_free(object *o) {
     if (!o) return;
     object_free_replicas(o);
-    free(o->key);
-    free(o);
+    free(o);   /* the key lives in the same block */
 }

@@ -64,6 +64,11 @@ int objtable_delete(objtable *t, const void *key, size_t keylen);
 /* Unlink without calling free_fn; the caller now owns the object. */
 object *objtable_unlink(objtable *t, const void *key, size_t keylen);
 
+/* About to hold n objects: grow to that many buckets now (instead of
+ * doubling and rehashing as they come) and do not shrink below it until
+ * objtable_reserve(t, 0). */
+void objtable_reserve(objtable *t, size_t n);
+
 /* Change an object's state. Use this instead of writing o->state, so the
  * O(1) per-state counts below stay right. Works on unlinked objects too
  * (then only o->state changes). */

@@ -38,6 +38,7 @@ typedef struct master_rebuild {
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */
+    uint64_t table_cpu_ms; /* the CPU time that took */
 } master_rebuild;
 
 #define MASTER_MAX_GATEWAYS 64   /* gateways listed at once (gateways.c) */

@@ -205,9 +205,11 @@ static void commit_key(master_meta *m, const mm_report *first, partial *p, uint3
     st->replicas += nwhole;
 }
 
-static int usable_key(master_meta *m, const mm_report *first) {
+/* fresh: the table was empty when the rebuild began, so no key of a
+ * group (one per key) can be in it yet. */
+static int usable_key(master_meta *m, const mm_report *first, int fresh) {
     return first->keylen > 0 && first->keylen <= PROTO_MAX_KEY_LEN && first->size > 0 &&
-           !mm_find(m, first->key, first->keylen);
+           (fresh || !mm_find(m, first->key, first->keylen));
 }
 
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
@@ -216,18 +218,21 @@ void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now
     key_group *kg;
     size_t ngroups;
     const mm_report **v = group_by_key(reports, n, &kg, &ngroups);
+    int fresh = objtable_size(m->objs) == 0;
+    objtable_reserve(m->objs, objtable_size(m->objs) + ngroups);
     partial *p = xcalloc(MM_MAX_PARTIALS, sizeof *p);
     /* where whole replicas' extents are assembled (the object copies them) */
     obj_extent *room = xmalloc((size_t)PROTO_MAX_REPLICAS * PROTO_MAX_EXTENTS * sizeof *room);
     for (size_t g = 0; g < ngroups; g++) {
         const mm_report *first = v[kg[g].start];
-        int usable = usable_key(m, first);
+        int usable = usable_key(m, first, fresh);
         uint32_t np = 0;
         for (size_t k = kg[g].start; k < kg[g].end; k++)
             if (!usable || chain_extent(m, p, &np, v[k], first) != 0) refuse(st, fn, ctx, v[k]);
         if (usable) commit_key(m, first, p, np, room, now_ms, st, fn, ctx);
         for (uint32_t k = 0; k < np; k++) p[k].n = 0, p[k].end = 0;
     }
+    objtable_reserve(m->objs, 0);
     free(room);
     free(p);
     free(kg);
