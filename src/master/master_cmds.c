@@ -608,6 +608,8 @@ static const metrics_field master_metrics[] = {
     {"objects_complete", "moonkv_objects", METRIC_GAUGE, "state=\"complete\"", "Objects, by state."},
     {"objects_pending", "moonkv_objects", METRIC_GAUGE, "state=\"pending\"", "Objects, by state."},
     {"objects_lost", "moonkv_objects", METRIC_GAUGE, "state=\"lost\"", "Objects, by state."},
+    {"replicas_corrupt", "moonkv_replicas_corrupt_total", METRIC_COUNTER, NULL,
+     "Replicas dropped because a node's scrub found their bytes rotten."},
     {"under_replicated", "moonkv_objects_under_replicated", METRIC_GAUGE, NULL,
      "Complete objects with fewer replicas than asked for."},
     {"tasks_pending", "moonkv_repair_tasks_pending", METRIC_GAUGE, NULL, "Copy tasks not finished."},
@@ -655,6 +657,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "objects_complete", "%llu", (unsigned long long)st.objects_complete);
     info_field(out, "objects_pending", "%llu", (unsigned long long)st.objects_pending);
     info_field(out, "objects_lost", "%llu", (unsigned long long)st.objects_lost);
+    info_field(out, "replicas_corrupt", "%llu", (unsigned long long)st.replicas_corrupt);
     info_field(out, "under_replicated", "%llu", (unsigned long long)st.under_replicated);
     info_field(out, "tasks_pending", "%llu", (unsigned long long)st.tasks_pending);
     info_field(out, "tasks_done", "%llu", (unsigned long long)st.tasks_done);

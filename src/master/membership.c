@@ -205,6 +205,26 @@ static void forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_
     mm_drop_object(m, o, now_ms);
 }
 
+int mm_replica_bad(master_meta *m, uint32_t id, const void *key, size_t keylen, uint64_t seg_off,
+                   uint64_t now_ms) {
+    object *o = mm_find(m, key, keylen);
+    if (!o || o->state != OBJ_COMPLETE) return 0;
+    int found = 0;
+    for (uint32_t i = 0; i < o->nreplicas && !found; i++) {
+        const obj_replica *r = &o->replicas[i];
+        for (uint32_t k = 0; k < r->nextents && !found; k++)
+            found = r->extents[k].node == id && r->extents[k].offset == seg_off;
+    }
+    if (!found) return 0;   /* removed, or placed again elsewhere, since the node looked */
+    log_warning("node %u holds a corrupt replica of a %llu-byte object: dropped", id,
+                (unsigned long long)o->size);
+    m->replicas_corrupt++;
+    forget_node_in(m, o, id, now_ms);
+    m->repair_dirty = 1;
+    m->repair_next_ms = 0;
+    return 1;
+}
+
 void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms) {
     mm_node *n = mm_node_get(m, id);
     if (!n || n->state == NODE_DEAD) return;

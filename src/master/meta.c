@@ -111,6 +111,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     do cursor = objtable_scan(m->objs, cursor, count_object, st);
     while (cursor);
     st->objects_lost = m->objects_lost;
+    st->replicas_corrupt = m->replicas_corrupt;
     st->suspicions = m->suspicions;
     st->tasks_pending = m->ntasks;
     st->tasks_done = m->tasks_done;

@@ -102,6 +102,7 @@ typedef struct mm_stats {
     uint64_t suspicions;          /* MOON.SUSPECT reports taken, ever */
     uint64_t objects_pending, objects_complete;
     uint64_t objects_lost;        /* complete objects whose every replica died */
+    uint64_t replicas_corrupt;    /* replicas a node's scrub found rotten (MOON.BADREPLICA) */
     uint64_t under_replicated;    /* complete objects below their replica count */
     uint64_t tasks_pending;       /* copy tasks not yet done */
     uint64_t tasks_done, tasks_failed;
@@ -180,6 +181,11 @@ proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *e
 /* Declare the node gone: its replicas leave the metadata, objects left
  * with none are removed (complete ones counted in objects_lost). */
 void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_ms);
+/* Node id's scrub found its replica of key (first extent at seg_off)
+ * rotten: the replica goes (repair copies the object again, or it is
+ * lost if that was the last). 1 if such a replica was there. */
+int mm_replica_bad(master_meta *m, uint32_t id, const void *key, size_t keylen, uint64_t seg_off,
+                   uint64_t now_ms);
 /* A client could not reach the node: place nothing new on it for
  * node_timeout_ms (each report extends that); dead nodes are ignored. */
 proto_status mm_node_suspect(master_meta *m, uint32_t id, uint64_t now_ms, char *err, size_t errlen);

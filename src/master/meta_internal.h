@@ -42,7 +42,7 @@ struct master_meta {
     int repair_dirty;           /* something may need a copy or a drain may end */
     uint64_t repair_next_ms;    /* earliest next repair pass */
     uint64_t last_issued_us;    /* mm_issue_us */
-    uint64_t objects_lost, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
+    uint64_t objects_lost, replicas_corrupt, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
     evictor gc;                 /* policy EVICT_NONE unless configured */
     uint64_t suspicions;
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */

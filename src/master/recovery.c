@@ -362,6 +362,32 @@ static void holdings_command(client *c) {
     for (size_t i = 0; i < n; i++) reply_note(c, notes[i]);
 }
 
+/* MOON.BADREPLICA id key seg_offset [...]: the node's scrub found these
+ * replicas rotten (and dropped them from its index). Reply: how many
+ * the master dropped (the others were gone or moved already). */
+static void badreplica_command(client *c) {
+    uint32_t id;
+    if (master_own_node(c, 1, &id) != 0) return;
+    if ((c->argc - 2) % 2 || c->argc - 2 > 2 * PROTO_MAX_BATCH) {
+        reply_syntax_error(c);
+        return;
+    }
+    long long dropped = 0;
+    uint64_t off;
+    for (int i = 2; i < c->argc; i += 2) {
+        if (master_arg_u64(c, i + 1, 0, PROTO_MAX_SEGMENT, &off) != 0) return;
+        if (c->argv[i].len == 0 || c->argv[i].len > PROTO_MAX_KEY_LEN) {
+            master_reply_fail(c, PROTO_ERR, "bad key length");
+            return;
+        }
+    }
+    for (int i = 2; i < c->argc; i += 2) {
+        master_arg_u64(c, i + 1, 0, PROTO_MAX_SEGMENT, &off);
+        dropped += mm_replica_bad(master_of(c)->meta, id, c->argv[i].ptr, c->argv[i].len, off, wall_ms());
+    }
+    reply_integer(c, dropped);
+}
+
 #define NOKEY 0, 0, 0
 static const command recovery_commands[] = {
     {"moon.report", report_command, -3, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
@@ -371,6 +397,9 @@ static const command recovery_commands[] = {
      "Node finished reporting; names the members it knew", "[peer-id ...]"},
     {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
      "Re-create objects from the reported extents now", ""},
+    {"moon.badreplica", badreplica_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.4.0",
+     "Node's scrub found replicas rotten: drop them so repair copies them again",
+     "id key seg-offset [key seg-offset ...]"},
     {"moon.holdings", holdings_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
      "Node pulls the changes of what it holds, acknowledging the last ones", "id ack"},
 };

@@ -14,6 +14,7 @@
 #include "core/util.h"
 #include "etcd/etcd.h"
 #include "node/copier.h"
+#include "node/scrub.h"
 #include "node/reply.h"
 #include "proto/limits.h"
 #include "proto/master_link.h"
@@ -84,6 +85,7 @@ struct node_control {
     uint32_t peers[CTL_MAX_PEERS];
     int npeers;
     uint64_t holdings_ack, next_pull_ms;
+    node_scrub *scrub;
 };
 
 /* ---- helpers ---- */
@@ -231,6 +233,27 @@ static int send_checked(node_control *c, int argc, const char **argv, const size
     freeReplyObject(r);
     if (bad) disconnect(c);
     return bad ? -1 : 0;
+}
+
+/* A scrub step after a pull; replicas it found rotten go to the master
+ * (MOON.BADREPLICA), which has them copied again. */
+static void scrub_and_tell(node_control *c, uint64_t now) {
+    const node_index_mark *bad;
+    size_t n = node_scrub_step(c->scrub, now, &bad);
+    if (n == 0 || !c->rc) return;
+    const char *argv[2 + 2 * SCRUB_MAX_MARKS];
+    size_t lens[2 + 2 * SCRUB_MAX_MARKS];
+    char id[12], offs[SCRUB_MAX_MARKS][24];
+    snprintf(id, sizeof id, "%u", my_id(c));
+    argv[0] = "MOON.BADREPLICA", argv[1] = id;
+    for (size_t i = 0; i < n; i++) {
+        argv[2 + 2 * i] = bad[i].key, lens[2 + 2 * i] = bad[i].keylen;
+        lens[3 + 2 * i] = (size_t)snprintf(offs[i], sizeof offs[i], "%llu", (unsigned long long)bad[i].seg_off);
+        argv[3 + 2 * i] = offs[i];
+    }
+    lens[0] = strlen(argv[0]), lens[1] = strlen(id);
+    log_warning("node: the scrub found %zu object(s) whose bytes no longer match their CRC32C", n);
+    send_checked(c, 2 + 2 * (int)n, argv, lens);
 }
 
 /* MOON.REPORTDONE naming the other members we last saw. */
@@ -641,6 +664,7 @@ static void *control_main(void *arg) {
         }
         if (c->rc && now >= c->next_pull_ms) {
             pull_holdings(c);
+            scrub_and_tell(c, now);
             c->next_pull_ms = now + CTL_HOLDINGS_MS;
         }
         pthread_mutex_lock(&c->n->mu);
@@ -684,6 +708,7 @@ node_control *node_control_start(node *n) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
+    c->scrub = node_scrub_create(n->index, n->srv->cfg.scrub_mb_per_s);
     n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);
     return c;
@@ -719,5 +744,6 @@ void node_control_free(node_control *c) {
     node_control_stop(c);
     pthread_cond_destroy(&c->wake);
     etcd_free(c->etcd);
+    node_scrub_free(c->scrub);
     free(c);
 }

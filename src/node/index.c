@@ -216,6 +216,13 @@ static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size
     return 1;
 }
 
+/* The link at entry `walked` of bucket b (or its chain's end). */
+static ix_entry **seek(node_index *ix, uint64_t b, uint64_t walked) {
+    ix_entry **p = &ix->buckets[b];
+    for (uint64_t k = 0; *p && k < walked; k++) p = &(*p)->next;
+    return p;
+}
+
 size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max,
                          size_t max_key_bytes) {
     size_t n = 0, bytes = 0;
@@ -223,8 +230,7 @@ size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *ou
     uint64_t b = *cursor >> 32, walked = (uint32_t)*cursor;   /* entries of bucket b done */
     int full = 0;
     for (; b < ix->nbuckets && !full; b += !full) {
-        ix_entry **p = &ix->buckets[b];
-        for (uint64_t k = 0; *p && k < walked; k++) p = &(*p)->next;
+        ix_entry **p = seek(ix, b, walked);
         while (*p && !full) {
             ix_entry *e = *p;
             full = !take_entry(ix, p, out, &n, max, &bytes, max_key_bytes);
@@ -236,6 +242,64 @@ size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *ou
     ix->st.reported += n;
     pthread_mutex_unlock(&ix->mu);
     return n;
+}
+
+/* ---- scrub ---- */
+
+static uint64_t entry_len(const ix_entry *e) {
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < e->nextents; i++) len += e->ext[i].length;
+    return len;
+}
+
+static void mark(const ix_entry *e, node_index_mark *m) {
+    m->key = xmemdup(e->key, e->keylen);
+    m->keylen = e->keylen;
+    m->crc = e->crc;
+    m->size = e->size;
+    m->seg_off = e->ext[0].offset;
+}
+
+uint64_t node_index_scrub(node_index *ix, uint64_t *cursor, uint64_t budget, node_index_mark *marks,
+                          size_t *nmarks, size_t max) {
+    uint64_t done = 0;
+    pthread_mutex_lock(&ix->mu);
+    uint64_t b = *cursor >> 32, walked = (uint32_t)*cursor;
+    for (; b < ix->nbuckets && done < budget; b += done < budget) {
+        for (ix_entry **p = seek(ix, b, walked); *p && done < budget; p = &(*p)->next, walked++) {
+            const ix_entry *e = *p;
+            if (e->nmine != e->nextents) continue;   /* striped over other nodes: not ours to prove */
+            done += entry_len(e);
+            if (!proved(ix, e) && *nmarks < max) mark(e, &marks[(*nmarks)++]);
+        }
+        if (done < budget) walked = 0;
+    }
+    if (b >= ix->nbuckets) ix->st.scrub_passes++;
+    *cursor = b < ix->nbuckets ? (b << 32 | walked) : 0;
+    ix->st.scrub_bytes += done;
+    pthread_mutex_unlock(&ix->mu);
+    return done;
+}
+
+int node_index_confirm(node_index *ix, const node_index_mark *m) {
+    uint64_t h = siphash24(m->key, m->keylen, ix->seed);
+    pthread_mutex_lock(&ix->mu);
+    ix_entry **p = find(ix, m->key, m->keylen, h);
+    ix_entry *e = *p;
+    int bad = e && e->crc == m->crc && e->size == m->size && e->nmine == e->nextents &&
+              e->ext[0].offset == m->seg_off && !proved(ix, e);
+    if (bad) {
+        ix->st.checksum_errors++;
+        *p = e->next;
+        entry_free(ix, e);
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return bad;
+}
+
+void node_index_mark_free(node_index_mark *m) {
+    free(m->key);
+    m->key = NULL;
 }
 
 void node_index_get_stats(node_index *ix, node_index_stats *st) {

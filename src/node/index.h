@@ -23,6 +23,7 @@ typedef struct node_index_stats {
     uint64_t applied;                   /* holds and drops taken from the master */
     uint64_t reported;                  /* extents reported to a master */
     uint64_t checksum_errors;           /* objects whose bytes no longer match their CRC */
+    uint64_t scrub_bytes, scrub_passes; /* read by the background scrub; whole walks */
 } node_index_stats;
 
 /* One extent of ours to report: bytes [obj_off, obj_off+length) of key
@@ -51,6 +52,27 @@ void node_index_clear(node_index *ix);
  * drop or free. */
 size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *out, size_t max,
                          size_t max_key_bytes);
+
+/* An entry as the scrub saw it not match (its key an owned copy). */
+typedef struct node_index_mark {
+    char *key;
+    size_t keylen;
+    uint32_t crc;
+    uint64_t size, seg_off;   /* seg_off: its first extent */
+} node_index_mark;
+
+/* The background scrub: from *cursor (0 to start), prove the objects that
+ * lie wholly here until about budget bytes were read. Mismatches go to
+ * marks[*nmarks...] (up to max) but stay in the index: the master may
+ * have removed the object and reused its space, and the note saying so
+ * may not be here yet. Returns the bytes read; *cursor becomes 0 at the
+ * end of a pass. */
+uint64_t node_index_scrub(node_index *ix, uint64_t *cursor, uint64_t budget, node_index_mark *marks,
+                          size_t *nmarks, size_t max);
+/* After the next holdings pull: 1 if m's entry is unchanged and still
+ * does not match (it is dropped and counted as a checksum error). */
+int node_index_confirm(node_index *ix, const node_index_mark *m);
+void node_index_mark_free(node_index_mark *m);
 
 void node_index_get_stats(node_index *ix, node_index_stats *st);
 

@@ -122,6 +122,9 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "index_applied", "%llu", (unsigned long long)ix.applied);
     info_field(out, "index_reported", "%llu", (unsigned long long)ix.reported);
     info_field(out, "checksum_errors", "%llu", (unsigned long long)ix.checksum_errors);
+    info_field(out, "scrub_mb_per_s", "%d", n->srv->cfg.scrub_mb_per_s);
+    info_field(out, "scrub_bytes", "%llu", (unsigned long long)ix.scrub_bytes);
+    info_field(out, "scrub_passes", "%llu", (unsigned long long)ix.scrub_passes);
     info_field(out, "data_bytes_in", "%llu", (unsigned long long)ds.bytes_in);
     info_field(out, "data_bytes_out", "%llu", (unsigned long long)ds.bytes_out);
     info_field(out, "data_requests", "%llu", (unsigned long long)ds.requests);

@@ -76,6 +76,8 @@ static const config_row config_table[] = {
      "queued reply bytes before a client is dropped"},
     {"tcp_backlog", CT_INT, OFF(tcp_backlog), 1, 65535, NULL, "listen() backlog"},
     {"prefault", CT_BOOL, OFF(prefault), 0, 1, NULL, "touch segment pages at start (yes|no)"},
+    {"scrub_mb_per_s", CT_INT, OFF(scrub_mb_per_s), 0, 100000, NULL,
+     "node: MB/s of held objects re-checked against their CRC32C in the background (0: off)"},
     {"master", CT_STR, OFF(master), 0, CONFIG_STR_MAX, NULL, "host:port of the master"},
     {"master_auth", CT_STR, OFF(master_auth), 0, CONFIG_STR_MAX, NULL,
      "password nodes and gateways AUTH to the master with"},
@@ -132,6 +134,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->client_output_limit = 256 * MB;
     cfg->tcp_backlog = 511;
     cfg->prefault = 1;
+    cfg->scrub_mb_per_s = 8;
     cfg->replicas = 1;
     snprintf(cfg->transport, sizeof cfg->transport, "auto");
     snprintf(cfg->shm_mode, sizeof cfg->shm_mode, "map");

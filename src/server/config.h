@@ -33,6 +33,7 @@ typedef struct mkv_config {
     uint64_t client_output_limit;       /* bytes queued per client before it is dropped */
     int tcp_backlog;                    /* default 511 */
     int prefault;                       /* touch segment pages at start (default 1) */
+    int scrub_mb_per_s;                 /* node: background re-check of held objects (0: off) */
     /* Cluster roles. */
     char master[CONFIG_STR_MAX];        /* "host:port" of the master */
     char master_auth[CONFIG_STR_MAX];   /* the master's requirepass; empty = no AUTH */
