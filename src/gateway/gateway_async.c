@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/siphash.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/put_batch.h"
@@ -51,7 +52,8 @@ struct gw_call {
     uint64_t put_size;
     gw_fetch *fetch;          /* GET/MGET: one per key */
     size_t nfetch;
-    gw_call *next_inflight;   /* SET: in the server's gw_async.inflight */
+    gw_call *next_inflight;   /* SET: in its bucket of the server's in-flight SETs */
+    uint64_t hash;            /* SET: of its key */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
     uint64_t cost;            /* value bytes counted in its connection's */
@@ -79,7 +81,11 @@ static const char *const async_names[] = {"get", "mget", "set", "put"};
 typedef struct gw_async {
     command rows[NASYNC];
     command_proc *shared[NASYNC];
-    gw_call *inflight;        /* SETs on a worker */
+    /* SETs under way, by key (chained buckets, a power of two; keys come
+     * from clients, so the hash is keyed). */
+    gw_call **inflight;
+    size_t nbuckets, ninflight;
+    uint8_t hash_key[SIPHASH_KEY_LEN];
     /* The largest value seen in this and the last GW_HINT_MS period: a
      * read's size is not known before the master answers. */
     uint64_t hint_now, hint_last, hint_since_ms;
@@ -237,16 +243,41 @@ static void call_ship(gw_call *call);
 
 static int same_key(const gw_call *a, const resp_arg *key) { return arg_eq(&a->argv[1], key); }
 
-static gw_call *inflight_set(gw_async *ga, const resp_arg *key) {
-    for (gw_call *x = ga->inflight; x; x = x->next_inflight)
-        if (same_key(x, key)) return x;
+static gw_call **bucket(gw_async *ga, uint64_t hash) { return &ga->inflight[hash & (ga->nbuckets - 1)]; }
+
+static gw_call *inflight_set(gw_async *ga, const resp_arg *key, uint64_t hash) {
+    for (gw_call *x = *bucket(ga, hash); x; x = x->next_inflight)
+        if (x->hash == hash && same_key(x, key)) return x;
     return NULL;
 }
 
+static void inflight_grow(gw_async *ga) {
+    gw_call **old = ga->inflight;
+    size_t n = ga->nbuckets;
+    ga->nbuckets *= 2;
+    ga->inflight = xcalloc(ga->nbuckets, sizeof *ga->inflight);
+    for (size_t i = 0; i < n; i++)
+        for (gw_call *x = old[i], *next; x; x = next) {
+            next = x->next_inflight;
+            x->next_inflight = *bucket(ga, x->hash);
+            *bucket(ga, x->hash) = x;
+        }
+    free(old);
+}
+
+static void inflight_add(gw_async *ga, gw_call *call) {
+    if (++ga->ninflight > ga->nbuckets) inflight_grow(ga);
+    call->next_inflight = *bucket(ga, call->hash);
+    *bucket(ga, call->hash) = call;
+}
+
 static void inflight_remove(gw_call *call) {
-    gw_call **pp = &call->ga->inflight;
+    gw_async *ga = call->ga;
+    gw_call **pp = bucket(ga, call->hash);
     while (*pp && *pp != call) pp = &(*pp)->next_inflight;
-    if (*pp) *pp = call->next_inflight;
+    if (!*pp) return;
+    *pp = call->next_inflight;
+    ga->ninflight--;
 }
 
 /* A SET of the key is in flight: this one ships after it. */
@@ -264,8 +295,7 @@ static void ship_next(gw_call *done) {
     next->waiters = next->next_waiter;
     next->waiters_tail = next->waiters ? done->waiters_tail : NULL;
     next->next_waiter = NULL;
-    next->next_inflight = done->ga->inflight;
-    done->ga->inflight = next;
+    inflight_add(done->ga, next);
     call_ship(next);
 }
 
@@ -363,21 +393,30 @@ static void async_set_command(client *c) {
     call->put = c->pending_put;
     call->put_size = c->pending_put_size;
     c->pending_put = NULL;   /* the call owns it now: dispatch must not abort it */
-    gw_call *first = inflight_set(call->ga, &call->argv[1]);
+    call->hash = siphash24(call->argv[1].ptr, call->argv[1].len, call->ga->hash_key);
+    gw_call *first = inflight_set(call->ga, &call->argv[1], call->hash);
     if (first) {
         wait_behind(first, call);
         return;
     }
-    call->next_inflight = call->ga->inflight;
-    call->ga->inflight = call;
+    inflight_add(call->ga, call);
     call_ship(call);
 }
 
-static void async_free(gw_async *ga) { free(ga); }
+static void async_free(gw_async *ga) {
+    free(ga->inflight);
+    free(ga);
+}
 
 void gateway_async_register(server *srv) {
     gw_async *ga = xcalloc(1, sizeof *ga);
     ga->hint_since_ms = mono_ms();
+    ga->nbuckets = 64;
+    ga->inflight = xcalloc(ga->nbuckets, sizeof *ga->inflight);
+    if (random_bytes(ga->hash_key, sizeof ga->hash_key) != 0) {
+        uint64_t seed[2] = {mono_us(), (uint64_t)(uintptr_t)ga};   /* no CSPRNG: still per process */
+        memcpy(ga->hash_key, seed, sizeof ga->hash_key);
+    }
     cluster_store_set_async(srv->store, ga, async_free);
     for (size_t i = 0; i < NASYNC; i++) {
         const command *row = commands_lookup(srv, async_names[i], strlen(async_names[i]));
