@@ -17,9 +17,9 @@
  * are bounded too (staging memory is shared). Inside EXEC a call blocks
  * the client instead, as the transaction runs one command at a time.
  *
- * SET with options, or whose value did not stream into the store, runs
- * the shared command directly: an option it refuses must never have
- * stored the value first.
+ * SET with options other than NX, or whose value did not stream into the
+ * store, runs the shared command directly: an option it refuses must
+ * never have stored the value first.
  *
  * SETs of one key run one after another, as they do in standalone: a
  * second SET of a key whose put is still in flight waits for it, so it
@@ -188,6 +188,13 @@ static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int set)
     return 0;
 }
 
+/* SET key value, or with NX (a key that exists is refused by the put
+ * batch as by the shared command); other options run the shared command
+ * at once, which refuses or takes them before anything is stored. */
+static int set_goes_async(const client *c) {
+    return c->argc == 3 || (c->argc == 4 && strieq_len(c->argv[3].ptr, c->argv[3].len, "NX"));
+}
+
 static int is_async_row(gw_async *ga, const command *cmd) {
     for (size_t i = 0; i < NASYNC; i++)
         if (cmd == &ga->rows[i]) return 1;
@@ -201,7 +208,7 @@ static int gateway_pipelined(client *c, const command *cmd) {
     gw_conn *gc = c->role_ctx;
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
     int set = cmd->value_arg != 0;
-    if (set && c->argc != 3) return 0;   /* options: the shared command, synchronously */
+    if (set && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
     if (gc->bytes + cost_of(c, set) > GW_PIPE_BYTES) return 0;
     const resp_arg *keys = &c->argv[1];
     int nkeys = set ? 1 : c->argc - 1;
@@ -382,8 +389,9 @@ static void start_unstreamed(client *c) {
 
 /* SET key value (no options), the value streamed into the store. */
 static void async_set_command(client *c) {
-    if (c->argc == 3) start_unstreamed(c);
-    if (c->argc != 3 || !c->pending_put) {
+    int async = set_goes_async(c);
+    if (async) start_unstreamed(c);
+    if (!async || !c->pending_put) {
         shared_proc(async_of(c), c)(c);
         return;
     }

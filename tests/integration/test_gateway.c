@@ -376,7 +376,7 @@ typedef struct mix_want {
 
 #define MIX_CLIENTS 6
 #define MIX_KEYS    12
-#define MIX_MAX     (8 * MIX_KEYS + 8)
+#define MIX_MAX     (9 * MIX_KEYS + 8)
 
 typedef struct mix_client {
     redisContext *c;
@@ -424,12 +424,15 @@ static void mix_pipeline(mix_client *m, int i) {
         snprintf(key, sizeof key, "mx:%d:%d", i, j);
         redisAppendCommand(m->c, "GET %s", key);
         mix_expect(m, (mix_want){.kind = MW_NIL});
-        redisAppendCommand(m->c, "SET %s %b", key, v, len);
+        if (j % 3 == 1) redisAppendCommand(m->c, "SET %s %b NX", key, v, len);
+        else redisAppendCommand(m->c, "SET %s %b", key, v, len);
         mix_expect(m, (mix_want){.kind = MW_OK});
         redisAppendCommand(m->c, "GET %s", key);
         mix_expect(m, (mix_want){.kind = MW_VALUE, .len = len, .seed = seed});
         redisAppendCommand(m->c, "SET %s %b", key, v, len);   /* the same bytes: OK */
         mix_expect(m, (mix_want){.kind = MW_OK});
+        redisAppendCommand(m->c, "SET %s %s NX", key, "other");   /* exists: nil */
+        mix_expect(m, (mix_want){.kind = MW_NIL});
         if (j > 0) {
             /* The previous key was deleted when j-1 is even. */
             size_t plen = (j - 1) % 2 ? mix_len(i, j - 1) : 0;
@@ -467,7 +470,7 @@ static void mix_pump(mix_client *m, short revents) {
     }
 }
 
-/* Many clients pipelining mixed GET/SET/MGET/DEL of 64 B to 8 MiB at
+/* Many clients pipelining mixed GET/SET/SET NX/MGET/DEL of 64 B to 8 MiB at
  * once: byte-exact values, and on each connection the replies in order
  * with the effects in order (a GET after a SET sees it, after a DEL
  * does not). Both directions are driven without blocking, so a client
