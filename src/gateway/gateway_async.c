@@ -55,6 +55,10 @@ struct gw_call {
     gw_call *next_inflight;   /* SET: in its bucket of the server's in-flight SETs */
     uint64_t hash;            /* SET: of its key */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
+    gw_answer *ans;           /* DEL/EXISTS: one per key */
+    size_t nans, asking;      /* replies still to come */
+    int writes;               /* SET, DEL: later commands on its keys wait */
+    int nkeys;                /* argv[1..nkeys] */
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
     uint64_t cost;            /* value bytes counted in its connection's */
     gw_call *next_of_conn;    /* the connection's calls, in order */
@@ -72,7 +76,7 @@ typedef struct gw_conn {
 /* How long a value size seen stays the reads' estimate. */
 #define GW_HINT_MS 1000
 
-static const char *const async_names[] = {"get", "mget", "set", "put"};
+static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "exists"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -167,22 +171,29 @@ static void hint_saw(gw_async *ga, uint64_t len) {
     if (len > ga->hint_now) ga->hint_now = len;
 }
 
-/* The value bytes the command in c->argv will hold while in flight. */
-static uint64_t cost_of(client *c, int set) {
-    if (set) return c->pending_put ? c->pending_put_size : c->argv[2].len;
-    return (uint64_t)(c->argc - 1) * hint(async_of(c));
+static void async_read_command(client *c);
+static void async_set_command(client *c);
+static void async_ask_command(client *c);
+
+/* The keys of the command in c->argv (a SET's one, every argument of the
+ * others) and the value bytes it will hold while in flight. */
+static int nkeys_of(const client *c, const command *cmd) { return cmd->value_arg ? 1 : c->argc - 1; }
+
+static uint64_t cost_of(client *c, const command *cmd) {
+    if (cmd->value_arg) return c->pending_put ? c->pending_put_size : c->argv[2].len;
+    if (cmd->proc == async_read_command) return (uint64_t)(c->argc - 1) * hint(async_of(c));
+    return 0;
 }
 
 static int arg_eq(const resp_arg *a, const resp_arg *b) {
     return a->len == b->len && memcmp(a->ptr, b->ptr, a->len) == 0;
 }
 
-/* Whether a command on these keys could see or change what x does: a
- * SET (set) against every key of x, a read against x's if x is a SET. */
-static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int set) {
-    int x_set = x->nfetch == 0;
-    if (!set && !x_set) return 0;   /* reads never disturb reads */
-    for (int i = 1; i < (x_set ? 2 : x->argc); i++)
+/* Whether a command on these keys could see or change what x does:
+ * one of them writes (SET, DEL) and they share a key. */
+static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int writes) {
+    if (!writes && !x->writes) return 0;   /* reads never disturb reads */
+    for (int i = 1; i <= x->nkeys; i++)
         for (int k = 0; k < nkeys; k++)
             if (arg_eq(&x->argv[i], &keys[k])) return 1;
     return 0;
@@ -207,13 +218,12 @@ static int gateway_pipelined(client *c, const command *cmd) {
     gw_async *ga = async_of(c);
     gw_conn *gc = c->role_ctx;
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
-    int set = cmd->value_arg != 0;
-    if (set && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
-    if (gc->bytes + cost_of(c, set) > GW_PIPE_BYTES) return 0;
-    const resp_arg *keys = &c->argv[1];
-    int nkeys = set ? 1 : c->argc - 1;
+    if (cmd->value_arg && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
+    if (cmd->proc == async_ask_command && !cluster_store_master(c->srv->store)) return 0;
+    if (gc->bytes + cost_of(c, cmd) > GW_PIPE_BYTES) return 0;
+    int writes = (cmd->flags & CMD_WRITE) != 0;
     for (gw_call *x = gc->calls; x; x = x->next_of_conn)
-        if (conflicts(x, keys, nkeys, set)) return 0;
+        if (conflicts(x, &c->argv[1], nkeys_of(c, cmd), writes)) return 0;
     return 1;
 }
 
@@ -330,6 +340,7 @@ static void call_finish(gw_call *call, int done) {
     if (call->c) call_answer(call, call->c);
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     cluster_withdraw(s);
+    free(call->ans);
     free(call);
 }
 
@@ -347,12 +358,14 @@ static void call_ship(gw_call *call) {
 
 /* The call is under way: its reply takes a slot (inside EXEC: the client
  * waits). Its cost is estimated before argv moves on. */
-static void call_start(gw_call *call, client *c, int set) {
+static void call_start(gw_call *call, client *c) {
     gw_conn *gc = conn_of(c);
     gw_call **pp = &gc->calls;
     while (*pp) pp = &(*pp)->next_of_conn;
     *pp = call;
-    call->cost = cost_of(c, set);
+    call->writes = (c->last_cmd->flags & CMD_WRITE) != 0;
+    call->nkeys = nkeys_of(c, c->last_cmd);
+    call->cost = cost_of(c, c->last_cmd);
     gc->bytes += call->cost;
     if (c->multi) client_block(c);
     else call->slot = client_slot_open(c);
@@ -366,7 +379,7 @@ static void async_read_command(client *c) {
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
     call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
-    call_start(call, c, 0);
+    call_start(call, c);
     read_batcher_add(cluster_store_reads(call->store), &call->read);
 }
 
@@ -396,7 +409,7 @@ static void async_set_command(client *c) {
         return;
     }
     gw_call *call = call_create(c, 0, 2);
-    call_start(call, c, 1);
+    call_start(call, c);
     hint_saw(call->ga, c->pending_put_size);
     call->put = c->pending_put;
     call->put_size = c->pending_put_size;
@@ -409,6 +422,61 @@ static void async_set_command(client *c) {
     }
     inflight_add(call->ga, call);
     call_ship(call);
+}
+
+/* ---- DEL, EXISTS: asked ahead over the asynchronous master connection ---- */
+
+/* A reply's place: the call and its key. */
+typedef struct gw_ask {
+    gw_call *call;
+    size_t i;
+} gw_ask;
+
+static void ask_done(gw_call *call) {
+    if (--call->asking) return;
+    cluster_offer_answers(call->store, call->ans, call->nans);
+    call_finish(call, 0);
+}
+
+/* MOON.REMOVE's or MOON.EXISTS's integer; anything else leaves the key
+ * unanswered (the shared command then asks itself). */
+static void ask_reply(const redisReply *r, void *ctx) {
+    gw_ask *k = ctx;
+    gw_answer *a = &k->call->ans[k->i];
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        a->answered = 1;
+        a->n = r->integer;
+    }
+    ask_done(k->call);
+}
+
+/* DEL key [key ...] / EXISTS key [key ...]: one command per key, all
+ * sent at once (pipelined with every other's); the shared command then
+ * runs on the answers. Keys no master would know are answered by it. */
+static void async_ask_command(client *c) {
+    master_async *ma = cluster_store_master(c->srv->store);
+    if (!ma) {
+        shared_proc(async_of(c), c)(c);
+        return;
+    }
+    gw_call *call = call_create(c, 0, 0);
+    call->nans = (size_t)(c->argc - 1);
+    call->ans = xcalloc(call->nans, sizeof(gw_answer) + sizeof(gw_ask));
+    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
+    call_start(call, c);
+    const char *verb = call->writes ? "MOON.REMOVE" : "MOON.EXISTS";
+    call->asking = 1;   /* until every key is sent */
+    for (size_t i = 0; i < call->nans; i++) {
+        gw_answer *a = &call->ans[i];
+        a->key = call->argv[i + 1].ptr;
+        a->keylen = call->argv[i + 1].len;
+        if (!cluster_key_ok(a->keylen)) continue;
+        asks[i] = (gw_ask){.call = call, .i = i};
+        const char *argv[2] = {verb, a->key};
+        size_t lens[2] = {strlen(verb), a->keylen};
+        if (master_async_send(ma, 2, argv, lens, ask_reply, &asks[i]) == 0) call->asking++;
+    }
+    ask_done(call);
 }
 
 static void async_free(gw_async *ga) {
@@ -431,7 +499,9 @@ void gateway_async_register(server *srv) {
         if (!row) continue;   /* t_object_register first */
         ga->rows[i] = *row;
         ga->shared[i] = row->proc;
-        ga->rows[i].proc = row->value_arg ? async_set_command : async_read_command;
+        ga->rows[i].proc = row->value_arg ? async_set_command
+                           : strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0 ? async_read_command
+                                                                                            : async_ask_command;
         commands_register(srv, &ga->rows[i], 1);
     }
     srv->role_pipelined = gateway_pipelined;

@@ -60,6 +60,8 @@ typedef struct cluster_store {
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
     gw_fetch *offered;          /* cluster_offer */
     size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
+    gw_answer *answers;         /* cluster_offer_answers */
+    size_t nanswers;
     cluster_stats stats;
 } cluster_store;
 
@@ -72,6 +74,7 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
 struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
+master_async *cluster_store_master(store *s) { return cs_of(s)->ma; }
 
 struct put_batcher *cluster_store_puts(store *s) { return cs_of(s)->puts; }
 
@@ -363,6 +366,26 @@ void cluster_withdraw(store *s) {
     for (size_t i = 0; i < cs->noffered; i++) staging_put(cs->pool, &cs->offered[i].buf);
     cs->offered = NULL;
     cs->noffered = cs->offer_next = 0;
+    cs->answers = NULL;
+    cs->nanswers = 0;
+}
+
+void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
+    cs_of(s)->answers = a;
+    cs_of(s)->nanswers = n;
+}
+
+/* The first untaken answer for key: a key named twice (DEL k k) gets
+ * its answers in the order they were asked. */
+static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen) {
+    for (size_t i = 0; i < cs->nanswers; i++) {
+        gw_answer *a = &cs->answers[i];
+        if (a->answered && !a->taken && a->keylen == keylen && memcmp(a->key, key, keylen) == 0) {
+            a->taken = 1;
+            return a;
+        }
+    }
+    return NULL;
 }
 
 /* The store interface has no error for these: a failure counts as "no"
@@ -370,6 +393,11 @@ void cluster_withdraw(store *s) {
 static int cs_remove(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
+    gw_answer *a = offered_answer(cs, key, keylen);
+    if (a) {
+        cs->stats.removes += a->n != 0;
+        return a->n != 0;
+    }
     int rc = mkv_remove(cs->mc, key, keylen);
     if (rc == MKV_OK) cs->stats.removes++;
     else if (rc != MKV_ENOTFOUND) log_warning("gateway: remove failed: %s", mkv_last_error(cs->mc));
@@ -379,6 +407,8 @@ static int cs_remove(store *s, const void *key, size_t keylen) {
 static int cs_exists(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
+    gw_answer *a = offered_answer(cs, key, keylen);
+    if (a) return a->n != 0;
     int rc = mkv_exists(cs->mc, key, keylen);
     if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));
     return rc == 1;
