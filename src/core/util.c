@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -30,6 +31,38 @@ void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     if (!q) oom(n);
     return q;
+}
+
+#define HUGE_PAGE (2u << 20)
+
+static size_t huge_len(size_t n) { return (n + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1); }
+
+void *xhuge_alloc(size_t n) {
+    if (n < HUGE_PAGE) return xcalloc(1, n);
+    void *p = mmap(NULL, huge_len(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) oom(n);
+    (void)madvise(p, huge_len(n), MADV_HUGEPAGE);   /* a hint: without THP, plain pages */
+    return p;
+}
+
+void *xhuge_realloc(void *p, size_t old, size_t n) {
+    if (!p) return xhuge_alloc(n);
+    if (old < HUGE_PAGE && n < HUGE_PAGE) return xrealloc(p, n);
+    if (old >= HUGE_PAGE && n >= HUGE_PAGE) {
+        void *q = mremap(p, huge_len(old), huge_len(n), MREMAP_MAYMOVE);
+        if (q == MAP_FAILED) oom(n);
+        return q;
+    }
+    void *q = xhuge_alloc(n);   /* crossing the threshold: copy */
+    memcpy(q, p, old < n ? old : n);
+    xhuge_free(p, old);
+    return q;
+}
+
+void xhuge_free(void *p, size_t n) {
+    if (!p) return;
+    if (n < HUGE_PAGE) free(p);
+    else munmap(p, huge_len(n));
 }
 
 char *xstrdup(const char *s) { return xmemdup(s, strlen(s) + 1); }

@@ -12,6 +12,16 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 void *xmemdup(const void *p, size_t n);
 
+/* Large transient arrays (a rebuild's reports and indexes): from 2 MiB
+ * up, anonymous memory on transparent huge pages where the kernel allows
+ * them, so filling it faults once per 2 MiB instead of per 4 KiB (page
+ * faults are dear in a VM). Smaller sizes come from malloc. Zeroed when
+ * allocated (realloc: the grown tail is unspecified); pass the same size
+ * back to free. Aborts on out-of-memory. */
+void *xhuge_alloc(size_t n);
+void *xhuge_realloc(void *p, size_t old, size_t n);
+void xhuge_free(void *p, size_t n);
+
 uint64_t mono_us(void);    /* monotonic microseconds */
 uint64_t mono_ms(void);
 uint64_t wall_ms(void);    /* unix time in milliseconds */

@@ -22,6 +22,11 @@ typedef enum master_rebuild_state {
     REBUILD_DONE
 } master_rebuild_state;
 
+typedef struct master_key_chunk {
+    char *base;
+    size_t len, used;
+} master_key_chunk;
+
 /* After a restart (recovery.c): nodes that claim their ids back report
  * what they hold; the table is rebuilt when every node known to have
  * been a member said MOON.REPORTDONE, or at the window's deadline. */
@@ -31,10 +36,10 @@ typedef struct master_rebuild {
     uint32_t *expect;      /* ids of nodes that should report, and ... */
     uint8_t *done;         /* ... whether each did */
     size_t nexpect;
-    mm_report *reports;    /* buffered MOON.REPORT extents; their keys ... */
+    mm_report *reports;    /* buffered MOON.REPORT extents (huge pages); their keys ... */
     size_t nreports, capreports, report_bytes;
-    char **blocks;         /* ... point into these: one block per MOON.REPORT */
-    size_t nblocks, capblocks;
+    struct master_key_chunk *chunks;   /* ... are packed into these */
+    size_t nchunks, capchunks;
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */

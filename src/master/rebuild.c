@@ -57,11 +57,11 @@ static int by_where(const void *a, const void *b) {
  * so claiming space walks each node's allocator mostly in order. */
 static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **groups,
                                       size_t *ngroups_out) {
-    size_t cap = 16;
+    size_t cap = 16, nn = n ? n : 1;
     while (cap < 2 * n) cap *= 2;
-    uint32_t *slot = xcalloc(cap, sizeof *slot);   /* group + 1, 0 = empty */
-    uint32_t *group = xmalloc((n ? n : 1) * sizeof *group), ngroups = 0;
-    size_t *first = xmalloc((n ? n : 1) * sizeof *first);
+    uint32_t *slot = xhuge_alloc(cap * sizeof *slot);   /* group + 1, 0 = empty */
+    uint32_t *group = xhuge_alloc(nn * sizeof *group), ngroups = 0;
+    size_t *first = xhuge_alloc(nn * sizeof *first);
     for (size_t i = 0; i < n; i++) {
         uint64_t h = 1469598103934665603ULL;   /* FNV-1a: keys come from authenticated nodes */
         for (size_t k = 0; k < r[i].keylen; k++) h = (h ^ ((const uint8_t *)r[i].key)[k]) * 1099511628211ULL;
@@ -73,13 +73,17 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
         }
         group[i] = slot[at] - 1;
     }
-    size_t *start = xcalloc((size_t)ngroups + 1, sizeof *start);
+    xhuge_free(slot, cap * sizeof *slot);
+    xhuge_free(first, nn * sizeof *first);
+    size_t *start = xhuge_alloc(((size_t)ngroups + 1) * sizeof *start);
     for (size_t i = 0; i < n; i++) start[group[i] + 1]++;
     for (uint32_t g = 0; g < ngroups; g++) start[g + 1] += start[g];
-    key_group *kg = xcalloc((size_t)ngroups + 1, sizeof *kg);
+    key_group *kg = xhuge_alloc(((size_t)ngroups + 1) * sizeof *kg);
     for (uint32_t g = 0; g < ngroups; g++) kg[g].start = kg[g].end = start[g];
-    const mm_report **v = xcalloc(n ? n : 1, sizeof *v);
+    xhuge_free(start, ((size_t)ngroups + 1) * sizeof *start);
+    const mm_report **v = xhuge_alloc(nn * sizeof *v);
     for (size_t i = 0; i < n; i++) v[kg[group[i]].end++] = &r[i];
+    xhuge_free(group, nn * sizeof *group);
     for (uint32_t g = 0; g < ngroups; g++) {
         if (kg[g].end - kg[g].start > 1)
             qsort(v + kg[g].start, kg[g].end - kg[g].start, sizeof *v, by_offset);
@@ -87,10 +91,6 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
         kg[g].where = ((uint64_t)f->node << 48) ^ (f->seg_off & ((1ULL << 48) - 1));
     }
     qsort(kg, ngroups, sizeof *kg, by_where);
-    free(start);
-    free(first);
-    free(group);
-    free(slot);
     *groups = kg;
     *ngroups_out = ngroups;
     return v;
@@ -235,8 +235,8 @@ void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now
     objtable_reserve(m->objs, 0);
     free(room);
     free(p);
-    free(kg);
-    free(v);
+    xhuge_free(kg, (ngroups + 1) * sizeof *kg);
+    xhuge_free(v, (n ? n : 1) * sizeof *v);
     m->repair_dirty = 1;
     m->repair_next_ms = 0;
 }

@@ -79,12 +79,12 @@ static int object_on_node(const object *o, uint32_t node) {
 }
 
 static void reports_clear(master_rebuild *rb) {
-    for (size_t i = 0; i < rb->nblocks; i++) free(rb->blocks[i]);
-    free(rb->blocks);
-    free(rb->reports);
+    for (size_t i = 0; i < rb->nchunks; i++) xhuge_free(rb->chunks[i].base, rb->chunks[i].len);
+    free(rb->chunks);
+    xhuge_free(rb->reports, rb->capreports * sizeof *rb->reports);
     rb->reports = NULL;
-    rb->blocks = NULL;
-    rb->nreports = rb->capreports = rb->report_bytes = rb->nblocks = rb->capblocks = 0;
+    rb->chunks = NULL;
+    rb->nreports = rb->capreports = rb->report_bytes = rb->nchunks = rb->capchunks = 0;
 }
 
 /* Every buffered report into the table; refused extents leave their
@@ -196,6 +196,8 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
     return 0;
 }
 
+#define KEY_CHUNK (64u << 20)   /* bytes of reported keys per chunk */
+
 /* Room for n more reports, or -1 after replying (the buffer bound). */
 static int reports_reserve(client *c, master_rebuild *rb, size_t n, size_t bytes) {
     if (rb->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
@@ -203,23 +205,43 @@ static int reports_reserve(client *c, master_rebuild *rb, size_t n, size_t bytes
         return -1;
     }
     if (rb->nreports + n > rb->capreports) {
-        rb->capreports = (rb->nreports + n) * 2;
-        rb->reports = xrealloc(rb->reports, rb->capreports * sizeof *rb->reports);
-    }
-    if (rb->nblocks == rb->capblocks) {
-        rb->capblocks = rb->capblocks ? rb->capblocks * 2 : 64;
-        rb->blocks = xrealloc(rb->blocks, rb->capblocks * sizeof *rb->blocks);
+        size_t cap = (rb->nreports + n) * 2;
+        rb->reports = xhuge_realloc(rb->reports, rb->capreports * sizeof *rb->reports, cap * sizeof *rb->reports);
+        rb->capreports = cap;
     }
     return 0;
 }
 
-/* Keep n parsed reports (at rb->reports + rb->nreports), their keys in
- * block (now the buffer's). */
-static void reports_keep(master *m, uint32_t node, size_t n, size_t bytes, char *block) {
+/* len bytes in the key chunks. */
+static char *keys_room(master_rebuild *rb, size_t len) {
+    master_key_chunk *last = rb->nchunks ? &rb->chunks[rb->nchunks - 1] : NULL;
+    if (!last || last->len - last->used < len) {
+        if (rb->nchunks == rb->capchunks) {
+            rb->capchunks = rb->capchunks ? rb->capchunks * 2 : 16;
+            rb->chunks = xrealloc(rb->chunks, rb->capchunks * sizeof *rb->chunks);
+        }
+        last = &rb->chunks[rb->nchunks++];
+        last->len = len > KEY_CHUNK ? len : KEY_CHUNK;
+        last->base = xhuge_alloc(last->len);
+        last->used = 0;
+    }
+    last->used += len;
+    return last->base + last->used - len;
+}
+
+/* Keep n parsed reports (at rb->reports + rb->nreports, their keys still
+ * in the command's arguments, keys bytes in all): the keys are copied. */
+static void reports_keep(master *m, uint32_t node, size_t n, size_t keys) {
     master_rebuild *rb = &m->rebuild;
-    rb->blocks[rb->nblocks++] = block;
+    mm_report *at = rb->reports + rb->nreports;
+    char *k = keys ? keys_room(rb, keys) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(k, at[i].key, at[i].keylen);
+        at[i].key = k;
+        k += at[i].keylen;
+    }
     rb->nreports += n;
-    rb->report_bytes += bytes;
+    rb->report_bytes += n * sizeof(mm_report) + keys;
     rb->reports_total += n;
     mm_node_seen(m->meta, node, wall_ms());   /* reporting, not silent */
 }
@@ -236,18 +258,12 @@ static void report_text(client *c, master_rebuild *rb, uint32_t node) {
     mm_report *at = rb->reports + rb->nreports;
     for (size_t i = 0; i < n; i++)
         if (parse_report(c, 1 + REPORT_FIELDS * (int)i, node, &at[i]) != 0) return;
-    char *block = xmalloc(keys ? keys : 1), *k = block;
-    for (size_t i = 0; i < n; i++) {
-        memcpy(k, at[i].key, at[i].keylen);
-        at[i].key = k;
-        k += at[i].keylen;
-    }
-    reports_keep(master_of(c), node, n, n * sizeof(mm_report) + keys, block);
+    reports_keep(master_of(c), node, n, keys);
     reply_integer(c, (long long)rb->nreports);
 }
 
 /* MOON.REPORT PACKED blob (proto/report.h): every record is checked
- * before any is kept; the keys stay in a copy of the blob. */
+ * before any is kept. */
 static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
     const resp_arg *blob = &c->argv[2];
     if (blob->len > PROTO_REPORT_MAX_BLOB) {
@@ -256,20 +272,19 @@ static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
     }
     size_t n = blob->len / PROTO_REPORT_HDR;   /* at most this many records */
     if (reports_reserve(c, rb, n, n * sizeof(mm_report) + blob->len) != 0) return;
-    char *block = xmemdup(blob->ptr, blob->len ? blob->len : 1);
-    const uint8_t *p = (const uint8_t *)block, *end = p + blob->len;
+    const uint8_t *p = (const uint8_t *)blob->ptr, *end = p + blob->len;
     mm_report *at = rb->reports + rb->nreports;
-    size_t got = 0;
+    size_t got = 0, keys = 0;
     proto_report_rec r;
     while (p < end) {
         if (proto_report_next(&p, end, &r) != 0) {
-            free(block);
             master_reply_fail(c, PROTO_ERR, "malformed packed report record %zu", got);
             return;
         }
         at[got++] = (mm_report){node, r.key, r.keylen, r.size, r.crc, r.want, r.obj_off, r.seg_off, r.length};
+        keys += r.keylen;
     }
-    reports_keep(master_of(c), node, got, got * sizeof(mm_report) + blob->len, block);
+    reports_keep(master_of(c), node, got, keys);
     reply_integer(c, (long long)rb->nreports);
 }
 
