@@ -4,7 +4,8 @@
  * by that node's scrub, counted in INFO node checksum_errors, dropped
  * and told to the master (INFO cluster replicas_corrupt), whose repair
  * copies the object again; every object still reads back byte-exact and
- * no other node counts an error. Ports 33050-33069. */
+ * no other node counts an error. Ports 31300-31319 (below the kernel's
+ * ephemeral range: a client's TIME-WAIT on a port there blocks a listener). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,8 +19,8 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  33050
-#define PORT_NODE(i) (33052 + 2 * (i))   /* RESP; its data plane is +1 */
+#define PORT_MASTER  31300
+#define PORT_NODE(i) (31302 + 2 * (i))   /* RESP; its data plane is +1 */
 #define NODES        3
 #define OBJS         20
 #define OBJ_LEN      4096
