@@ -183,6 +183,14 @@ static inline long long h_info_field(redisContext *c, const char *section, const
     return v;
 }
 
+/* The same of the server on 127.0.0.1:port; -1 if it does not answer. */
+static inline long long h_port_info(int port, const char *section, const char *field) {
+    redisContext *c = h_redis(port);
+    long long v = c ? h_info_field(c, section, field) : -1;
+    if (c) redisFree(c);
+    return v;
+}
+
 /* Until the node on port has registered (INFO node registrations >= 1):
  * only then does its data plane hold the capability key, a moment after
  * the master lists it alive. 0, or -1 after timeout_ms. */

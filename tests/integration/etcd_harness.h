@@ -61,6 +61,13 @@ static inline int h_etcd_start(h_etcd *e, int client_port, int peer_port) {
     return e->pid > 0 ? 0 : -1;
 }
 
+/* h_etcd_start, saying why in a "not ok" line if it fails. */
+static inline int h_etcd_up(h_etcd *e, int client_port, int peer_port) {
+    if (h_etcd_start(e, client_port, peer_port) == 0) return 0;
+    printf("not ok - etcd: cannot start etcd (package etcd-server; see %s/etcd.log)\n", e->dir);
+    return -1;
+}
+
 static inline void h_etcd_remove(const h_etcd *e) {
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf %s", e->dir);

@@ -135,10 +135,7 @@ static void test_fencing(void) {
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = remove_datadir;
-    if (h_etcd_start(&etcd, ETCD_PORT, ETCD_PEER) != 0) {
-        printf("not ok - etcd: cannot start etcd (package etcd-server; see %s/etcd.log)\n", etcd.dir);
-        return 1;
-    }
+    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
     master_a = start_role("master", MASTER_A, NULL);
     if (master_a > 0 && h_wait_role(MASTER_A, "leader", 10000) == 0)
         master_b = start_role("master", MASTER_B, NULL);

@@ -35,19 +35,9 @@ static char *vals, *back;
 static const char *const master_flags[] = {"--replicas", "2", "--node-timeout-ms", "2000",
                                            "--heartbeat-ms", "200", NULL};
 
-static long long master_field(const char *field) {
-    redisContext *m = h_redis(PORT_MASTER);
-    long long v = m ? h_info_field(m, "cluster", field) : -1;
-    if (m) redisFree(m);
-    return v;
-}
+static long long master_field(const char *field) { return h_port_info(PORT_MASTER, "cluster", field); }
 
-static long long node_field(int i, const char *field) {
-    redisContext *n = h_redis(PORT_NODE(i));
-    long long v = n ? h_info_field(n, "node", field) : -1;
-    if (n) redisFree(n);
-    return v;
-}
+static long long node_field(int i, const char *field) { return h_port_info(PORT_NODE(i), "node", field); }
 
 static long long nodes_sum(const char *field) {
     long long sum = 0;

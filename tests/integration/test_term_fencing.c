@@ -48,12 +48,7 @@ static struct {
 
 static void remove_datadir(void) { h_etcd_remove(&etcd); }
 
-static long long node_field(const char *field) {
-    redisContext *c = h_redis(NODE_PORT);
-    long long v = c ? h_info_field(c, "node", field) : -1;
-    if (c) redisFree(c);
-    return v;
-}
+static long long node_field(const char *field) { return h_port_info(NODE_PORT, "node", field); }
 
 static void fake_answer(int fd, const redisReply *cmd) {
     char out[256];
@@ -157,10 +152,7 @@ static void test_node_refuses_an_older_term(void) {
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = remove_datadir;
-    if (h_etcd_start(&etcd, ETCD_PORT, ETCD_PEER) != 0) {
-        printf("not ok - etcd: cannot start etcd (package etcd-server; see %s/etcd.log)\n", etcd.dir);
-        return 1;
-    }
+    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
     master = h_start_etcd_role("master", MASTER_PORT, etcd.url, CLUSTER, LEASE_S, NULL);
     const char *extra[] = {"--segment-size", "16MB", "--data-addrs=127.0.0.1:31323", "--prefault", "no", NULL};
     if (master > 0 && h_wait_role(MASTER_PORT, "leader", 10000) == 0)
