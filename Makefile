@@ -56,7 +56,7 @@ BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 # same TCP threads.
 TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue \
               tests/unit/test_shm_transport tests/integration/test_node \
-              tests/integration/test_gateway
+              tests/integration/test_gateway tests/integration/test_gateway_io_threads
 
 SERVER  := $(BUILD)/moonkv-server
 LIBA    := $(BUILD)/libmoonkv.a

@@ -6,6 +6,7 @@
 #include "gateway/gateway.h"
 #include "server/commands.h"
 #include "server/info.h"
+#include "server/io_threads.h"
 
 static void gateway_info(server *srv, resp_buf *out, const char *section) {
     if (!info_wants(section, "gateway", 1)) return;
@@ -56,13 +57,15 @@ static size_t gateway_peers(server *srv, resp_endpoint *out, size_t max) {
     return gw_announce_peers(srv->role, out, max);
 }
 
-int gateway_role_main(server *srv) {
-    char err[512];
-    srv->store = cluster_store_create(srv->loop, &srv->cfg, err, sizeof err);
-    if (!srv->store) {
-        log_warning("gateway: %s", err);
-        return 1;
-    }
+/* A server's gateway state: the cluster store and the commands over it.
+ * Every I/O thread's server gets its own. */
+static int gateway_setup(server *srv, char *err, size_t errlen) {
+    /* The loops share segment_size: each staging pool gets its part. */
+    uint64_t seg = srv->cfg.segment_size;
+    srv->cfg.segment_size = seg / (uint64_t)srv->cfg.io_threads;
+    srv->store = cluster_store_create(srv->loop, &srv->cfg, err, errlen);
+    srv->cfg.segment_size = seg;
+    if (!srv->store) return -1;
     t_server_register(srv);
     t_object_register(srv);
     t_cluster_register(srv);
@@ -70,18 +73,51 @@ int gateway_role_main(server *srv) {
     gateway_async_register(srv);
     srv->role_info = gateway_info;
     METRICS_ADD_TABLE(srv, gateway_metrics);
-    if (server_listen(srv, err, sizeof err) < 0) {
-        log_warning("%s", err);
-        srv->role_info = NULL;
-        return 1;   /* server_cleanup destroys the store */
-    }
+    return 0;
+}
+
+/* Once the server is reachable: announce it to the master (each loop
+ * keeps its own copy of the other gateways for CLUSTER). */
+static void gateway_announce(server *srv) {
     srv->role = gw_announce_start(srv);
     srv->role_peers = gateway_peers;
-    log_notice("gateway ready: master %s, replicas %d", srv->cfg.master, srv->cfg.replicas);
-    server_run(srv);
+}
+
+static int gateway_thread_setup(server *srv, char *err, size_t errlen) {
+    if (gateway_setup(srv, err, errlen) < 0) return -1;
+    gateway_announce(srv);
+    return 0;
+}
+
+/* What gateway_setup and gateway_announce started beyond the store
+ * (server_cleanup frees that). */
+static void gateway_teardown(server *srv) {
     srv->role_peers = NULL;
     gw_announce_stop(srv->role);
     srv->role = NULL;
     srv->role_info = NULL;
+}
+
+static const io_role gateway_io_role = {gateway_thread_setup, gateway_teardown};
+
+int gateway_role_main(server *srv) {
+    char err[512];
+    if (gateway_setup(srv, err, sizeof err) < 0 || server_listen(srv, err, sizeof err) < 0) {
+        log_warning("gateway: %s", err);
+        gateway_teardown(srv);
+        return 1;   /* server_cleanup destroys the store */
+    }
+    io_threads *io = NULL;
+    if (srv->cfg.io_threads > 1 && !(io = io_threads_start(srv, &gateway_io_role, err, sizeof err))) {
+        log_warning("gateway: %s", err);
+        gateway_teardown(srv);
+        return 1;
+    }
+    gateway_announce(srv);
+    log_notice("gateway ready: master %s, replicas %d, io threads %d", srv->cfg.master, srv->cfg.replicas,
+               srv->cfg.io_threads);
+    server_run(srv);
+    io_threads_stop(io);
+    gateway_teardown(srv);
     return 0;
 }

@@ -82,6 +82,8 @@ static const config_row config_table[] = {
     {"master_auth", CT_STR, OFF(master_auth), 0, CONFIG_STR_MAX, NULL,
      "password nodes and gateways AUTH to the master with"},
     {"replicas", CT_INT, OFF(replicas), 1, 16, NULL, "replica count of new objects"},
+    {"io_threads", CT_INT, OFF(io_threads), 1, 64, NULL,
+     "gateway: event loops serving clients, connections spread round-robin"},
     {"data_addrs", CT_ADDRS, OFF(data_addrs), 0, 0, NULL, "data-plane addresses A,B"},
     {"transport", CT_ENUM, OFF(transport), 0, 0, transport_names, "auto|tcp|shm|rdma"},
     {"shm_mode", CT_ENUM, OFF(shm_mode), 0, 0, shm_mode_names,
@@ -136,6 +138,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->prefault = 1;
     cfg->scrub_mb_per_s = 8;
     cfg->replicas = 1;
+    cfg->io_threads = 1;
     snprintf(cfg->transport, sizeof cfg->transport, "auto");
     snprintf(cfg->shm_mode, sizeof cfg->shm_mode, "map");
     cfg->heartbeat_ms = 1000;
@@ -513,6 +516,9 @@ int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t e
         if (config_set(cfg, r, &v, flag, msg, sizeof msg) < 0)
             return fail(err, errlen, "config error: %s", msg);
     }
+    if (cfg->io_threads > 1 && cfg->role != ROLE_GATEWAY)
+        return fail(err, errlen, "config error: 'io_threads' (%d) is for the gateway role only "
+                    "(this server's store belongs to one event loop)", cfg->io_threads);
     if (cfg->gc_low_watermark >= cfg->gc_high_watermark)
         return fail(err, errlen, "config error: 'gc_low_watermark' (%d) must be below "
                     "'gc_high_watermark' (%d)", cfg->gc_low_watermark, cfg->gc_high_watermark);

@@ -38,6 +38,7 @@ typedef struct mkv_config {
     char master[CONFIG_STR_MAX];        /* "host:port" of the master */
     char master_auth[CONFIG_STR_MAX];   /* the master's requirepass; empty = no AUTH */
     int replicas;                       /* gateway default replica count */
+    int io_threads;                     /* gateway: event loops serving clients, default 1 */
     char data_addrs[CONFIG_MAX_ADDRS][CONFIG_STR_MAX];
     int ndata_addrs;
     char transport[16];                 /* auto|tcp|shm|rdma */

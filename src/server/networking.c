@@ -43,6 +43,7 @@
 #include "core/loop.h"
 #include "core/util.h"
 #include "server/commands.h"
+#include "server/io_threads.h"
 #include "server/multi.h"
 #include "server/put_guard.h"
 
@@ -607,7 +608,6 @@ static void conn_create(server *srv, int fd, const struct sockaddr_storage *peer
 
 static void accept_cb(event_loop *el, int listen_fd, void *data, int mask) {
     server *srv = data;
-    static const char full[] = "-ERR max number of clients reached\r\n";
     for (int i = 0; i < NET_ACCEPT_BATCH; i++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
@@ -618,15 +618,21 @@ static void accept_cb(event_loop *el, int listen_fd, void *data, int mask) {
             return;
         }
         srv->stats.connections_received++;
-        if (srv->nclients >= (unsigned)srv->cfg.maxclients) {
-            /* Best effort: the socket is new, its buffer has room. */
-            if (write(fd, full, sizeof full - 1) < 0) { /* nothing more to do */ }
-            close(fd);
-            srv->stats.connections_rejected++;
-            continue;
-        }
-        conn_create(srv, fd, &ss);
+        if (srv->io && io_threads_handoff(srv->io, fd, &ss)) continue;
+        server_adopt(srv, fd, &ss);
     }
+}
+
+void server_adopt(server *srv, int fd, const struct sockaddr_storage *peer) {
+    static const char full[] = "-ERR max number of clients reached\r\n";
+    if (srv->nclients >= (unsigned)srv->cfg.maxclients) {
+        /* Best effort: the socket is new, its buffer has room. */
+        if (write(fd, full, sizeof full - 1) < 0) { /* nothing more to do */ }
+        close(fd);
+        srv->stats.connections_rejected++;
+        return;
+    }
+    conn_create(srv, fd, peer);
 }
 
 /* ---- Reading and dispatch -------------------------------------------------------- */

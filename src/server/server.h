@@ -95,6 +95,8 @@ struct server {
     void *net;                /* networking.c private state */
     void *commands;           /* commands.c private state (the table) */
     void *role;               /* the running role's state */
+    int io_thread;            /* which of cfg.io_threads loops this is (0: the listening one) */
+    void *io;                 /* io_threads.c, on the listening loop when io_threads > 1 */
     void *put_guard;          /* put_guard.c: the stalled-put sweep */
     metrics *metrics;         /* NULL unless cfg.metrics_port is set */
     void *metrics_http;       /* metrics_http.c private state */
@@ -116,6 +118,10 @@ struct server {
 int server_init(server *srv, const mkv_config *cfg, char *err, size_t errlen);
 int server_listen(server *srv, char *err, size_t errlen);   /* binds cfg bind:port */
 void server_run(server *srv);                                /* until SIGTERM/SIGINT */
+struct sockaddr_storage;
+/* A connection accepted elsewhere (io_threads.c) becomes srv's client;
+ * on srv's thread. Refused (and closed) at maxclients. */
+void server_adopt(server *srv, int fd, const struct sockaddr_storage *peer);
 void server_stop(server *srv);
 void server_cleanup(server *srv);
 

@@ -212,6 +212,8 @@ static void info_server(server *srv, resp_buf *out) {
     info_field(out, "arch_bits", "%zu", sizeof(void *) * 8);
     info_field(out, "process_id", "%ld", (long)getpid());
     info_field(out, "tcp_port", "%d", srv->cfg.port);
+    info_field(out, "io_threads", "%d", srv->cfg.io_threads);
+    info_field(out, "io_thread", "%d", srv->io_thread);
     info_field(out, "server_time_usec", "%llu", (unsigned long long)wall_ms() * 1000);
     info_field(out, "uptime_in_seconds", "%llu", (unsigned long long)up);
     info_field(out, "uptime_in_days", "%llu", (unsigned long long)up / 86400);
