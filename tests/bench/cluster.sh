@@ -69,7 +69,8 @@ wait_nodes() {
 }
 
 # cluster_start NODES SEGMENT GATEWAY(0|1) [MASTER_FLAG...]
-# The gateway stores CL_GW_REPLICAS replicas (default 1). Sets MASTER (host:port for the client, seen from the hub), ADDR (the
+# The gateway stores CL_GW_REPLICAS replicas (default 1) and runs
+# CL_GW_IO_THREADS event loops (default 1). Sets MASTER (host:port for the client, seen from the hub), ADDR (the
 # gateway, when asked for) and CL_PIDS.
 cluster_start() {
   local nodes=$1 seg=$2 gw=$3; shift 3
@@ -105,7 +106,7 @@ cluster_start() {
   [ "$gw" = 1 ] || return 0
   next_port || { SKIP_WHY="no free port"; cluster_stop; return 1; }
   start_bg_ns gateway-$PORT "$CL_HUB_NS" "$SERVER" --role gateway --bind 127.0.0.1 \
-    --port "$PORT" --master "$MASTER" --replicas "${CL_GW_REPLICAS:-1}"
+    --port "$PORT" --master "$MASTER" --replicas "${CL_GW_REPLICAS:-1}" --io-threads "${CL_GW_IO_THREADS:-1}"
   CL_PIDS+=("$BG_PID")
   ADDR=127.0.0.1:$PORT
   if ! wait_resp 127.0.0.1 "$PORT" "$BG_PID" "$CL_HUB_NS"; then

@@ -71,6 +71,7 @@ static void test_one_store_for_every_loop(void) {
         snprintf(key, sizeof key, "iot:%d", i);
         snprintf(val, sizeof val, "value of connection %d", i);
         redisReply *r = redisCommand(conns[i], "SET %s %s", key, val);
+        if (!r || r->type != REDIS_REPLY_STATUS) printf("# SET %s: %s\n", key, r ? r->str : conns[i]->errstr);
         ASSERT(r && r->type == REDIS_REPLY_STATUS);
         freeReplyObject(r);
     }
