@@ -3,7 +3,8 @@
  * says which loop a connection is on), and every loop serves one store:
  * what is SET through a connection on one loop reads back byte-exact
  * through connections on the other. A master, one node and the gateway;
- * ports 33220-33239. */
+ * ports 31600-31619, below the ephemeral range (32768-): a client's
+ * TIME-WAIT socket on a port there makes a listener's bind fail. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,10 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define MASTER_PORT  33220
-#define GATEWAY_PORT 33221
-#define NODE_PORT    33222   /* data plane on 33232 */
-#define SA_PORT      33223   /* a standalone that must refuse --io-threads */
+#define MASTER_PORT  31600
+#define GATEWAY_PORT 31601
+#define NODE_PORT    31602   /* data plane on 31612 */
+#define SA_PORT      31603   /* a standalone that must refuse --io-threads */
 #define TIME_LIMIT_S 120
 #define NCONN        8
 #define BIG          (1024 * 1024 + 17)
