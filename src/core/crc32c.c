@@ -31,7 +31,10 @@
 static uint32_t slice_tab[8][256];
 /* shift_tab[s][k][b]: the register b << 8k advanced over s+1 blocks of zeros */
 static uint32_t shift_tab[2][4][256];
-static int use_hw, use_fold;
+static int use_hw;
+#if defined(__x86_64__)
+static int use_fold;
+#endif
 
 /* ---- GF(2) matrices: mat[i] is the image of register bit i ---- */
 
