@@ -200,10 +200,19 @@ int cluster_stream_finish(store *s, gw_write *w) {
     return w->put->stream && put_stream_finish(w->put->stream, w);
 }
 
+/* A client's first write to a node maps its segment, which on a slow
+ * host can take longer than the master's put timeout: the grants run out
+ * before the bytes go (MKV_EAUTH; the put is revoked), and the put is
+ * placed again, a few times, now that more segments are mapped. */
+#define SHIP_EAUTH_RETRIES 3
+
 void cluster_ship(store *s, mkv_client *mc, store_put *p) {
     int rc = staging_bind(mc, &p->buf);
     if (rc == MKV_OK) {
-        rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs_of(s)->replicas);
+        for (int tries = 0;; tries++) {
+            rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs_of(s)->replicas);
+            if (rc != MKV_EAUTH || tries == SHIP_EAUTH_RETRIES) break;
+        }
         staging_unbind(mc, &p->buf);
     }
     p->ship_rc = cluster_store_code(rc, mc, p->errstr, sizeof p->errstr);
@@ -259,9 +268,17 @@ static void reap_cb(event_loop *el, void *data) {
 
 /* ---- reads ---- */
 
+static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen);
+
 static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
     if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
+    gw_answer *a = offered_answer(cs, key, keylen);
+    if (a) {
+        if (a->n < 0) return STORE_NOTFOUND;
+        *len = (uint64_t)a->n;
+        return STORE_OK;
+    }
     return cluster_store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
 }
 
