@@ -76,7 +76,7 @@ typedef struct gw_conn {
 /* How long a value size seen stays the reads' estimate. */
 #define GW_HINT_MS 1000
 
-static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "exists"};
+static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "exists", "strlen"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -438,19 +438,42 @@ static void ask_done(gw_call *call) {
     call_finish(call, 0);
 }
 
-/* MOON.REMOVE's or MOON.EXISTS's integer; anything else leaves the key
- * unanswered (the shared command then asks itself). */
+/* MOON.OBJECT's answer as a size: -1 for no complete object (null, or
+ * still being written), -2 if it does not parse. */
+static long long object_size(const redisReply *r) {
+    if (r->type == REDIS_REPLY_NIL) return -1;
+    if (r->type != REDIS_REPLY_ARRAY) return -2;   /* RESP2: the map as a flat array */
+    long long size = -2;
+    int complete = 0;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING) continue;
+        if (strcmp(k->str, "state") == 0 && v->type == REDIS_REPLY_STRING) complete = strcmp(v->str, "complete") == 0;
+        if (strcmp(k->str, "size") == 0 && v->type == REDIS_REPLY_INTEGER) size = v->integer;
+    }
+    return size < 0 ? -2 : complete ? size : -1;
+}
+
+/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size; anything
+ * else leaves the key unanswered (the shared command then asks itself). */
 static void ask_reply(const redisReply *r, void *ctx) {
     gw_ask *k = ctx;
     gw_answer *a = &k->call->ans[k->i];
-    if (r && r->type == REDIS_REPLY_INTEGER) {
+    long long n = !r ? -2 : r->type == REDIS_REPLY_INTEGER ? r->integer : object_size(r);
+    if (n >= -1) {
         a->answered = 1;
-        a->n = r->integer;
+        a->n = n;
     }
     ask_done(k->call);
 }
 
-/* DEL key [key ...] / EXISTS key [key ...]: one command per key, all
+/* The master command answering a key for the shared command c runs. */
+static const char *ask_verb(const client *c) {
+    if (c->last_cmd->flags & CMD_WRITE) return "MOON.REMOVE";   /* DEL, REMOVE */
+    return strcmp(c->last_cmd->name, "strlen") == 0 ? "MOON.OBJECT" : "MOON.EXISTS";
+}
+
+/* DEL key [key ...] / EXISTS key [key ...] / STRLEN key: one command per key, all
  * sent at once (pipelined with every other's); the shared command then
  * runs on the answers. Keys no master would know are answered by it. */
 static void async_ask_command(client *c) {
@@ -464,7 +487,7 @@ static void async_ask_command(client *c) {
     call->ans = xcalloc(call->nans, sizeof(gw_answer) + sizeof(gw_ask));
     gw_ask *asks = (gw_ask *)(call->ans + call->nans);
     call_start(call, c);
-    const char *verb = call->writes ? "MOON.REMOVE" : "MOON.EXISTS";
+    const char *verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
         gw_answer *a = &call->ans[i];

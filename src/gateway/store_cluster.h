@@ -78,17 +78,17 @@ void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
 void cluster_offer(store *s, gw_fetch *f, size_t n);
 void cluster_withdraw(store *s);
 
-/* A key's DEL or EXISTS outcome, asked over the asynchronous master
- * connection ahead of the command (gateway_async.c). */
+/* A key's DEL, EXISTS or STRLEN outcome, asked over the asynchronous
+ * master connection ahead of the command (gateway_async.c). */
 typedef struct gw_answer {
     const char *key;
     size_t keylen;
     int answered;             /* 0: no reply came; the command asks itself */
     int taken;
-    long long n;              /* removed / exists: 0 or 1 */
+    long long n;              /* removed / exists: 0 or 1; size, -1 none */
 } gw_answer;
-/* On the loop: remove and exists take their answers from a[] (each
- * answer once, in order) until cluster_withdraw. */
+/* On the loop: remove, exists and size_of take their answers from a[]
+ * (each answer once, in order) until cluster_withdraw. */
 void cluster_offer_answers(store *s, gw_answer *a, size_t n);
 /* The asynchronous master connection; NULL without one (etcd). */
 struct master_async *cluster_store_master(store *s);

@@ -581,15 +581,16 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
     ASSERT(get_is_pattern("half:1", 1234, 31));
 }
 
-/* EXISTS and DEL wait for the master without stalling the gateway:
+/* EXISTS, STRLEN and DEL wait for the master without stalling the gateway:
  * with the master stopped, another client's PING is answered while they
  * are still unanswered; once it runs again they answer as standalone. */
-static void test_del_exists_do_not_stall(void) {
+static void test_del_exists_strlen_do_not_stall(void) {
     ASSERT(set_pattern("nb:1", 100, 3));
     redisContext *a = h_redis(GATEWAY_PORT), *b = h_redis(GATEWAY_PORT);
     ASSERT(a && b);
     kill(master, SIGSTOP);
     redisAppendCommand(a, "EXISTS %s %s", "nb:1", "nb:none");
+    redisAppendCommand(a, "STRLEN %s", "nb:1");
     redisAppendCommand(a, "DEL %s %s", "nb:1", "nb:none");
     int wrote = 0;
     while (!wrote && redisBufferWrite(a, &wrote) == REDIS_OK) {}
@@ -602,11 +603,14 @@ static void test_del_exists_do_not_stall(void) {
     kill(master, SIGCONT);
     ASSERT(wrote && pong);
     ASSERT_EQ(early, 0);
-    redisReply *e = NULL, *d = NULL;
-    ASSERT(redisGetReply(a, (void **)&e) == REDIS_OK && redisGetReply(a, (void **)&d) == REDIS_OK);
+    redisReply *e = NULL, *l = NULL, *d = NULL;
+    ASSERT(redisGetReply(a, (void **)&e) == REDIS_OK && redisGetReply(a, (void **)&l) == REDIS_OK &&
+           redisGetReply(a, (void **)&d) == REDIS_OK);
     ASSERT_EQ(integer_of(e), 1);
+    ASSERT_EQ(integer_of(l), 100);
     ASSERT_EQ(integer_of(d), 1);
     freeReplyObject(e);
+    freeReplyObject(l);
     freeReplyObject(d);
     redisFree(a);
     redisFree(b);
@@ -721,7 +725,7 @@ int main(void) {
     RUN_TEST(test_redis_py_transactional_pipeline);
     RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_pipelined_mixed);
-    RUN_TEST(test_del_exists_do_not_stall);
+    RUN_TEST(test_del_exists_strlen_do_not_stall);
     RUN_TEST(test_same_key_racing_sets);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
