@@ -180,7 +180,7 @@ static void chunk_done(gw_job *j) {
         maybe_free(st);
         return;
     }
-    if (st->state == PS_PLACED) wake(st);   /* the reader may now send more */
+    wake(st);   /* the window moved on (or opened: a failed put's bytes only pass through) */
     maybe_end(st);
 }
 

@@ -42,6 +42,7 @@ CL_NODE_NS=()         # per node: namespace ("" = this one)
 CL_NODE_IP=()         # per node: its data/RESP address
 CL_NODE_MASTER_IP=()  # per node: the master's address as that node sees it
 CL_NODE_FLAGS=()      # extra flags for every node, e.g. --prefault no
+CL_GW_FLAGS=()        # extra flags for the gateway, e.g. --transport tcp
 
 # in_ns NS CMD...: CMD inside namespace NS, or here when NS is empty.
 in_ns() {
@@ -106,7 +107,8 @@ cluster_start() {
   [ "$gw" = 1 ] || return 0
   next_port || { SKIP_WHY="no free port"; cluster_stop; return 1; }
   start_bg_ns gateway-$PORT "$CL_HUB_NS" "$SERVER" --role gateway --bind 127.0.0.1 \
-    --port "$PORT" --master "$MASTER" --replicas "${CL_GW_REPLICAS:-1}" --io-threads "${CL_GW_IO_THREADS:-1}"
+    --port "$PORT" --master "$MASTER" --replicas "${CL_GW_REPLICAS:-1}" --io-threads "${CL_GW_IO_THREADS:-1}" \
+    "${CL_GW_FLAGS[@]}"
   CL_PIDS+=("$BG_PID")
   ADDR=127.0.0.1:$PORT
   if ! wait_resp 127.0.0.1 "$PORT" "$BG_PID" "$CL_HUB_NS"; then

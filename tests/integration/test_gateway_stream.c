@@ -4,7 +4,7 @@
  * value is sent, and VmHWM after), and reads back byte-exact; a SET of
  * the same bytes again is an idempotent OK and other bytes -EXISTS; a
  * client that vanishes mid-value leaves no key and no space held on the
- * master.
+ * master; a node killed mid-value fails the SET cleanly.
  *
  * The gateway uses the TCP transport here: with shm it maps the nodes'
  * segments, whose pages would count in its VmRSS. */
@@ -23,7 +23,7 @@
 #define PIECE MiB
 #define RSS_BOUND_KB (64 * 1024)
 
-static pid_t gateway_pid;
+static pid_t gateway_pid, node_pid[NODES];
 static char *big;   /* BIG bytes of pattern */
 
 static int raw_connect(int port) {
@@ -185,6 +185,35 @@ static void test_stream_set_vanished_client(void) {
     redisFree(m);
 }
 
+/* A node dies (kill -9) while a streamed SET is under way: the bytes
+ * written before cannot be placed again, so the SET fails with a reply
+ * that says so, the key stays free, and the gateway serves on (reads of
+ * values with a replica on the other node). Last: the cluster is down
+ * to one node after it. */
+static void test_stream_set_node_killed(void) {
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    int fd = raw_connect(PORT_GATEWAY);
+    ASSERT(fd >= 0);
+    ASSERT(send_set_header(fd, "stream:killed", BIG) == 0);
+    ASSERT(send_all(fd, big, 64 * MiB) == 0);
+    h_kill(node_pid[1]);
+    uint64_t off = 64 * MiB;
+    while (off < BIG && send_all(fd, big + off, PIECE) == 0) off += PIECE;
+    char reply[512] = "";
+    if (off == BIG) send_all(fd, "\r\n", 2);
+    ssize_t n = recv(fd, reply, sizeof reply - 1, 0);
+    close(fd);
+    if (n > 0) reply[n] = '\0';
+    printf("# node killed mid-SET after 64 MiB: %llu MiB sent, reply %s", (unsigned long long)(off / MiB), reply);
+    ASSERT_MSG(strncmp(reply, "-ERR ", 5) == 0 && strstr(reply, "streamed write of bytes "), "reply '%s'", reply);
+    redisReply *r = redisCommand(g, "EXISTS stream:killed");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    ASSERT(get_matches("stream:big", big, BIG));   /* its other replica */
+    redisFree(g);
+}
+
 int main(void) {
     h_init(300);
     big = malloc(BIG);
@@ -195,7 +224,7 @@ int main(void) {
         return 1;
     }
     for (int i = 0; i < NODES; i++)
-        if (h_start_node(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "768MB") < 0) {
+        if ((node_pid[i] = h_start_node(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "768MB")) < 0) {
             printf("not ok - node did not start\n");
             return 1;
         }
@@ -208,6 +237,7 @@ int main(void) {
     RUN_TEST(test_stream_set_bounded_rss);
     RUN_TEST(test_stream_set_again);
     RUN_TEST(test_stream_set_vanished_client);
+    RUN_TEST(test_stream_set_node_killed);
     free(big);
     TEST_EXIT();
 }
