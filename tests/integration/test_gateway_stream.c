@@ -6,6 +6,9 @@
  * client that vanishes mid-value leaves no key and no space held on the
  * master; a node killed mid-value fails the SET cleanly.
  *
+ * Ports 31740-31759: below the ephemeral range (32768-60999), where a
+ * client's TIME-WAIT could hold a port a listener needs.
+ *
  * The gateway uses the TCP transport here: with shm it maps the nodes'
  * segments, whose pages would count in its VmRSS. */
 #include <netinet/in.h>
@@ -14,9 +17,9 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  33410
-#define PORT_NODE    33411   /* + i; data plane on 33421 + i */
-#define PORT_GATEWAY 33415
+#define PORT_MASTER  31740
+#define PORT_NODE    31741   /* + i; data plane on 31751 + i */
+#define PORT_GATEWAY 31745
 #define NODES 2
 #define MiB (1024ull * 1024)
 #define BIG (256 * MiB)
@@ -200,7 +203,7 @@ static void test_stream_set_node_killed(void) {
     h_kill(node_pid[1]);
     uint64_t off = 64 * MiB;
     while (off < BIG && send_all(fd, big + off, PIECE) == 0) off += PIECE;
-    char reply[512] = "";
+    char reply[256] = "";
     if (off == BIG) send_all(fd, "\r\n", 2);
     ssize_t n = recv(fd, reply, sizeof reply - 1, 0);
     close(fd);
