@@ -127,7 +127,11 @@ static void test_full_buckets_split_across_batches(void) {
         ASSERT(n <= MAX);
         batches++;
         for (size_t j = 0; j < n; j++) {
-            int i = atoi(out[j].key + 1);
+            /* keys are not NUL-terminated: parse within keylen */
+            char num[16] = {0};
+            ASSERT(out[j].keylen > 1 && out[j].keylen < sizeof num + 1);
+            memcpy(num, out[j].key + 1, out[j].keylen - 1);
+            int i = atoi(num);
             ASSERT(i >= 0 && i < ENTRIES && out[j].obj_off >= 1 && out[j].obj_off <= MINE);
             twice += seen[i][out[j].obj_off - 1]++ != 0;
         }
