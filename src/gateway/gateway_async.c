@@ -135,17 +135,12 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
 
 static void conn_forget(client *c, void *ctx) {
     gw_conn *gc = ctx;
+    (void)c;
     for (gw_call *x = gc->calls; x; x = x->next_of_conn) x->c = NULL;
-    free(gc);
-    c->role_ctx = NULL;
 }
 
 static gw_conn *conn_of(client *c) {
-    if (!c->role_ctx) {
-        c->role_ctx = xcalloc(1, sizeof(gw_conn));
-        client_set_on_free(c, conn_forget, c->role_ctx);
-    }
-    return c->role_ctx;
+    return client_role_ctx(c, sizeof(gw_conn), conn_forget);
 }
 
 static void conn_remove(gw_conn *gc, gw_call *call) {

@@ -33,18 +33,13 @@ static master_meta *meta_of(client *c) { return master_of(c)->meta; }
 static uint64_t now(void) { return wall_ms(); }   /* caps expire on wall time */
 
 static void conn_state_free(client *c, void *ctx) {
+    (void)ctx;
     master *m = master_of(c);
     if (m && m->waits) put_wait_forget(m->waits, c);
-    free(ctx);
-    c->role_ctx = NULL;
 }
 
 static conn_state *conn_of(client *c) {
-    if (!c->role_ctx) {
-        c->role_ctx = xcalloc(1, sizeof(conn_state));
-        client_set_on_free(c, conn_state_free, c->role_ctx);
-    }
-    return c->role_ctx;
+    return client_role_ctx(c, sizeof(conn_state), conn_state_free);
 }
 
 /* "-WORD message": the word is st's (proto/status.h), never typed here. */

@@ -125,8 +125,7 @@ struct conn {
     uint64_t put_window;            /* value bytes the store lets us write (put_progress) */
     int put_stalled;                /* reading waits for the store's window to move */
     int limits_authenticated;       /* which limits the parser has */
-    void (*on_free)(client *c, void *ctx);
-    void *on_free_ctx;
+    void (*on_free)(client *c, void *ctx);   /* role_ctx's cleanup */
 };
 
 static net_state *net_of(server *srv) { return srv->net; }
@@ -507,10 +506,12 @@ void client_defer(client *c) {
 
 void client_close_async(client *c) { conn_mark_dead(conn_of(c)); }
 
-void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx) {
-    conn *cn = conn_of(c);
-    cn->on_free = fn;
-    cn->on_free_ctx = ctx;
+void *client_role_ctx(client *c, size_t size, void (*on_free)(client *c, void *ctx)) {
+    if (!c->role_ctx) {
+        c->role_ctx = xcalloc(1, size);
+        conn_of(c)->on_free = on_free;
+    }
+    return c->role_ctx;
 }
 
 size_t client_output_bytes(const client *c) { return conn_output(conn_of(c)); }
@@ -532,7 +533,11 @@ int server_port(const server *srv) { return net_of((server *)srv)->port; }
 static void conn_free(conn *cn) {
     server *srv = cn->c.srv;
     net_state *net = cn->net;
-    if (cn->on_free) cn->on_free(&cn->c, cn->on_free_ctx);
+    if (cn->c.role_ctx) {
+        if (cn->on_free) cn->on_free(&cn->c, cn->c.role_ctx);
+        free(cn->c.role_ctx);
+        cn->c.role_ctx = NULL;
+    }
     /* A value that was streaming in must vanish with its client. */
     if (cn->c.pending_put) commands_abort_put(&cn->c);
     multi_free(&cn->c);

@@ -25,10 +25,11 @@ size_t client_query_bytes(const client *c);
  * up on a peer). Safe to call from inside any command, even c's own. */
 void client_close_async(client *c);
 
-/* fn(c, ctx) runs once when c is freed, before its memory goes: a role
- * that keeps a blocked client's pointer drops it there. One hook per
- * client; NULL removes it. */
-void client_set_on_free(client *c, void (*fn)(client *c, void *ctx), void *ctx);
+/* c->role_ctx, a zeroed block of size bytes made on first use. When c is
+ * freed, on_free(c, ctx) runs first (a role that keeps c's pointer drops
+ * it there), then the block is freed. One role per client: size and
+ * on_free must be the same on every call. */
+void *client_role_ctx(client *c, size_t size, void (*on_free)(client *c, void *ctx));
 
 /* Abort c's streaming put (its space is freed now), reply msg and close
  * c once that is written; nothing more is read from c. */

@@ -317,11 +317,8 @@ static int start_all(void) {
         if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
         node_ids[i] = (uint32_t)node_field(i, "node_id");
     }
-    h_args g = {0};
-    h_role_args(&g, "gateway", master_addr, PORT_GATEWAY);
-    h_arg(&g, "--replicas");
-    h_arg(&g, "2");
-    if (h_ready(h_spawn(g.v), "127.0.0.1", PORT_GATEWAY, NULL, 20000) < 0) return -1;
+    const char *const staging[] = {"--segment-size", "16MB", NULL};
+    if (h_start_gateway(PORT_MASTER, PORT_GATEWAY, staging, NULL) < 0) return -1;
     gw = h_redis_ms("127.0.0.1", PORT_GATEWAY, 10000);
     mkv_options o;
     mkv_options_init(&o);

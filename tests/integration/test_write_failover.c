@@ -120,11 +120,8 @@ static int start_all(void) {
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
     for (int i = 0; i < NODES; i++)
         if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
-    h_args g = {0};
-    h_role_args(&g, "gateway", master_addr, PORT_GATEWAY);
-    h_arg(&g, "--replicas");
-    h_arg(&g, "2");
-    if (h_ready(h_spawn(g.v), "127.0.0.1", PORT_GATEWAY, NULL, 20000) < 0) return -1;
+    const char *const staging[] = {"--segment-size", "16MB", NULL};
+    if (h_start_gateway(PORT_MASTER, PORT_GATEWAY, staging, NULL) < 0) return -1;
     master = h_redis(PORT_MASTER);
     gw = h_redis(PORT_GATEWAY);
     mkv_options o;

@@ -256,8 +256,11 @@ typedef struct seen {
 
 static void mark(const char *key, size_t keylen, void *ctx) {
     seen *sn = ctx;
-    int i = atoi(key + 1);
-    if (keylen > 1 && i >= 0 && i < 1000) sn->count[i]++;
+    char num[8] = {0};   /* key is not NUL-terminated */
+    if (keylen < 2 || keylen > sizeof num) return;
+    memcpy(num, key + 1, keylen - 1);
+    int i = atoi(num);
+    if (i >= 0 && i < 1000) sn->count[i]++;
 }
 
 static void test_scan_all(void) {
