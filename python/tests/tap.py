@@ -36,3 +36,11 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     _say(f"# pytest exit status {int(exitstatus)}")
+
+
+def pytest_addoption(parser, pluginmanager):
+    # The terminal plugin owns --verbose, yet pytest's report of a collection
+    # error reads it: with that plugin off (-p no:terminal), an import error
+    # in a test file shows up only as "no option named 'verbose'".
+    if pluginmanager.is_blocked("terminal"):
+        parser.addoption("--verbose", action="count", dest="verbose", default=0)
