@@ -240,6 +240,22 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
         if (lens[i] >= CRC32C_PARALLEL_MIN) out[i] = mkv_checksum(c, bufs[i], lens[i]);
 }
 
+uint32_t mkv_checksum_slices(mkv_client *c, const void *buf, uint64_t len, proto_slices *sl) {
+    const void **bufs = xcalloc(sl->count, sizeof *bufs);
+    size_t *lens = xcalloc(sl->count, sizeof *lens);
+    for (uint32_t i = 0; i < sl->count; i++) {
+        uint64_t off = (uint64_t)i * sl->size;
+        bufs[i] = (const char *)buf + off;
+        lens[i] = (size_t)(len - off < sl->size ? len - off : sl->size);
+    }
+    mkv_checksum_many(c, bufs, lens, sl->crc, sl->count);
+    uint32_t whole = sl->crc[0];
+    for (uint32_t i = 1; i < sl->count; i++) whole = crc32c_combine(whole, sl->crc[i], lens[i]);
+    free(bufs);
+    free(lens);
+    return whole;
+}
+
 void mkv_close(mkv_client *c) {
     if (!c) return;
     workpool_stop(c->crc_pool);

@@ -25,6 +25,7 @@
 #include "backend/transport.h"
 #include "client/moonkv.h"
 #include "proto/limits.h"
+#include "proto/slices.h"
 
 #define MKV_ERR_LEN        256
 #define MKV_PUT_ATTEMPTS   3        /* placements of one put when nodes fail */
@@ -74,6 +75,7 @@ typedef struct mkv_placement {
     uint64_t term;                       /* the granting master's, from the caps */
     uint64_t size;
     uint32_t crc;                        /* get only */
+    proto_slices slices;                 /* get only: per-slice CRCs, count 0 if none kept */
     uint32_t nreplicas;
     mkv_replica replicas[PROTO_MAX_REPLICAS];
 } mkv_placement;
@@ -152,6 +154,10 @@ uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len);
  * over the same helper threads. */
 void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *lens, uint32_t *out,
                        size_t n);
+/* Per-slice checksums of buf (len bytes) in slices of sl->size into
+ * sl->crc (room for sl->count, which must be the slice count); returns
+ * the checksum of the whole, combined from them. */
+uint32_t mkv_checksum_slices(mkv_client *c, const void *buf, uint64_t len, proto_slices *sl);
 
 /* ---- command.c ---- */
 typedef struct mkv_cmd {
@@ -189,7 +195,8 @@ int mkv_topology_cover(mkv_client *c, const mkv_placement *pl);
 /* r: the per-replica array of extent arrays of PUTSTART / GET. */
 int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint32_t rights,
                          mkv_placement *pl);
-/* GET's [size, crc, replicas]; MKV_ENOTFOUND for a nil reply. */
+/* GET's [size, crc, replicas] or [size, crc, replicas, slice_size,
+ * slice CRCs]; MKV_ENOTFOUND for a nil reply. */
 int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl);
 void mkv_placement_free(mkv_placement *pl);
 

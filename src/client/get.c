@@ -57,6 +57,23 @@ static void next_replica(mkv_client *c, get_item *g) {
     g->o->status = mkv_fail(c, MKV_ECORRUPT, "checksum mismatch on every replica");
 }
 
+/* Whether g's object keeps slice CRCs that must be checked here (none
+ * when the engine summed its bytes on the way in). */
+static int check_sliced(const get_item *g, const mkv_xfer *x) {
+    return g->pl.slices.count && !(x->status == MKV_OK && x->crc_ok);
+}
+
+/* The bytes read for g checked slice by slice against its slice CRCs
+ * (which the master checked to combine to the whole one). */
+static int slices_match(mkv_client *c, const get_item *g) {
+    const proto_slices *want = &g->pl.slices;
+    proto_slices got = {want->size, want->count, xcalloc(want->count, sizeof(uint32_t))};
+    mkv_checksum_slices(c, g->o->buf, g->pl.size, &got);
+    int ok = memcmp(got.crc, want->crc, (size_t)want->count * sizeof(uint32_t)) == 0;
+    free(got.crc);
+    return ok;
+}
+
 /* One engine batch over the items still MKV_PENDING; *again when some
  * failed its checksum and has another replica to try. */
 static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
@@ -74,7 +91,8 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     for (size_t j = 0; j < nx; j++) {
         bufs[j] = it[idx[j]].o->buf;
         /* 0: not read, or checksummed already on the way in (shm map mode) */
-        lens[j] = x[j].status == MKV_OK && !x[j].crc_ok ? (size_t)it[idx[j]].pl.size : 0;
+        lens[j] = x[j].status == MKV_OK && !x[j].crc_ok && !check_sliced(&it[idx[j]], &x[j])
+                      ? (size_t)it[idx[j]].pl.size : 0;
     }
     mkv_checksum_many(c, bufs, lens, sums, nx);
     for (size_t j = 0; j < nx; j++)
@@ -82,7 +100,8 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     *again = 0;
     for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];
-        int ok = x[j].status == MKV_OK && sums[j] == g->pl.crc;
+        int ok = x[j].status == MKV_OK &&
+                 (check_sliced(g, &x[j]) ? slices_match(c, g) : sums[j] == g->pl.crc);
         if (ok) g->o->status = MKV_OK;
         else if (x[j].status != MKV_OK && g->replica < 0) g->o->status = x[j].status;
         else next_replica(c, g);   /* corrupt, or a retry replica failed: the next one */

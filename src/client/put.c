@@ -22,6 +22,7 @@ typedef struct put_item {
     uint32_t failed_node;      /* the node whose fault failed the write, 0 if none */
     int crc_ok;                /* crc computed while the bytes were written */
     uint32_t crc;
+    proto_slices sl;           /* per-slice CRCs for PUTEND (count 0: none) */
 } put_item;
 
 static int check_obj(mkv_client *c, const mkv_obj *o) {
@@ -95,24 +96,46 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
     return MKV_OK;
 }
 
+/* The slice CRCs of an object of several slices, summed in the pass
+ * that checks it; the whole checksum combined from them. */
+static uint32_t put_slices(mkv_client *c, put_item *it, uint64_t slice) {
+    uint64_t count = proto_slice_count(it->o->len, slice);
+    it->sl = (proto_slices){slice, (uint32_t)count, xcalloc(count, sizeof(uint32_t))};
+    return mkv_checksum_slices(c, it->o->buf, it->o->len, &it->sl);
+}
+
 /* sums[j]: the checksum of the j-th of the m written items (the one the
- * engine computed on the way out when it has it). */
-static void put_sums(mkv_client *c, const put_item *it, size_t n, size_t m, uint32_t *sums) {
+ * engine computed on the way out when it has it). With want_slices, an
+ * object of several slices that needs a pass gets its slice CRCs from
+ * it (one summed on the way out goes without: a second pass costs more
+ * than they save a reader, who then checks it whole). */
+static void put_sums(mkv_client *c, put_item *it, size_t n, size_t m, uint32_t *sums, int want_slices) {
     const void **bufs = xcalloc(m ? m : 1, sizeof *bufs);
     size_t *lens = xcalloc(m ? m : 1, sizeof *lens);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
+        int sliced = want_slices && !it[i].crc_ok && proto_slice_choose(it[i].o->len);
         bufs[j] = it[i].o->buf;
-        lens[j++] = it[i].crc_ok ? 0 : it[i].o->len;   /* 0: summed on the way out */
+        lens[j++] = it[i].crc_ok || sliced ? 0 : it[i].o->len;   /* 0: summed elsewhere */
     }
     mkv_checksum_many(c, bufs, lens, sums, m);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
+        uint64_t slice = want_slices && !it[i].crc_ok ? proto_slice_choose(it[i].o->len) : 0;
         if (it[i].crc_ok) sums[j] = it[i].crc;
+        else if (slice) sums[j] = put_slices(c, &it[i], slice);
         j++;
     }
     free(bufs);
     free(lens);
+}
+
+/* An item's slice arguments: slice_size crcs ("0" and none without). */
+static void slice_args(mkv_cmd *cmd, const put_item *it, uint8_t **packed) {
+    *packed = xmalloc(it->sl.count ? (size_t)it->sl.count * 4 : 1);
+    proto_slices_pack(&it->sl, *packed);
+    mkv_cmd_u64(cmd, it->sl.size);
+    mkv_cmd_bin(cmd, *packed, (size_t)it->sl.count * 4);
 }
 
 /* MOON.PUTEND key crc, or MOON.MPUTEND key crc ... for the written ones. */
@@ -121,19 +144,29 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) m += it[i].o->status == MKV_OK;
     if (m == 0) return MKV_OK;
     uint32_t *sums = xcalloc(m, sizeof *sums);
-    put_sums(c, it, n, m, sums);
+    put_sums(c, it, n, m, sums, 1);
+    int sliced = 0;
+    for (size_t i = 0; i < n; i++) sliced |= it[i].sl.count > 0;
+    /* MOON.PUTEND key crc [SLICES size crcs] / MOON.MPUTEND [SLICES] key crc [size crcs] ... */
+    uint8_t **packed = xcalloc(m, sizeof *packed);
     mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(1 + 2 * m));
+    mkv_cmd_init(&cmd, (int)(2 + 4 * m));
     mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
+    if (m > 1 && sliced) mkv_cmd_str(&cmd, "SLICES");
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
-        mkv_cmd_u64(&cmd, sums[j++]);
+        mkv_cmd_u64(&cmd, sums[j]);
+        if (m == 1 && sliced) mkv_cmd_str(&cmd, "SLICES");
+        if (sliced) slice_args(&cmd, &it[i], &packed[j]);
+        j++;
     }
     free(sums);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
     mkv_cmd_free(&cmd);
+    for (size_t j = 0; j < m; j++) free(packed[j]);
+    free(packed);
     if (!r) return rc;
     if (m > 1 && !mkv_reply_item(r, m, 0)) {
         rc = mkv_bad_reply(c, "MOON.MPUTEND", r);
@@ -259,6 +292,7 @@ static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     for (size_t i = 0; i < m; i++) {
         if (rc != MKV_OK && it[i].o->status == MKV_OK) it[i].o->status = rc;
         mkv_placement_free(&it[i].pl);
+        proto_slices_free(&it[i].sl);
     }
     free(it);
     return rc;
@@ -321,7 +355,7 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
     size_t m = 0;
     for (size_t i = 0; i < n; i++) m += objs[i].status == MKV_OK;
     uint32_t *sums = xcalloc(m ? m : 1, sizeof *sums);
-    put_sums(c, it, n, m, sums);
+    put_sums(c, it, n, m, sums, 0);
     for (size_t i = 0, j = 0; i < n; i++) {
         failed_node[i] = it[i].failed_node;
         crc[i] = objs[i].status == MKV_OK ? sums[j++] : 0;

@@ -14,6 +14,7 @@
 #include "client/located.h"
 #include "core/crc32c.h"
 #include "core/util.h"
+#include "proto/slices.h"
 
 enum { PS_PLACING, PS_PLACED, PS_UNPLACED, PS_FAILED };
 
@@ -226,11 +227,20 @@ static void maybe_end(put_stream *st) {
         return;
     }
     if (st->state != PS_PLACED || st->written < st->size) return;
-    char num[24];
-    const char *argv[3] = {"MOON.PUTEND", st->key, num};
-    size_t lens[3] = {11, st->keylen, (size_t)snprintf(num, sizeof num, "%u", value_crc(st))};
+    /* The chunks are the slices readers verify and stream (proto/slices.h). */
+    char num[24], slice[24];
+    proto_slices sl = {PS_CHUNK, st->nchunks, st->crc};
+    uint8_t *packed = xmalloc((size_t)st->nchunks * 4);
+    proto_slices_pack(&sl, packed);
+    const char *argv[6] = {"MOON.PUTEND", st->key, num, "SLICES", slice, (const char *)packed};
+    size_t lens[6] = {11, st->keylen, (size_t)snprintf(num, sizeof num, "%u", value_crc(st)), 6,
+                      (size_t)snprintf(slice, sizeof slice, "%llu", (unsigned long long)PS_CHUNK),
+                      (size_t)st->nchunks * 4};
+    int argc = proto_slice_choose(st->size) == PS_CHUNK ? 6 : 3;
     char errstr[sizeof st->errstr];
-    if (st->sr->closing || master_async_send(st->sr->ma, 3, argv, lens, end_reply, st) != 0) {
+    int sent = !st->sr->closing && master_async_send(st->sr->ma, argc, argv, lens, end_reply, st) == 0;
+    free(packed);
+    if (!sent) {
         complete(st, cluster_store_lost(errstr, sizeof errstr), errstr);   /* written, never published */
         return;
     }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "proto/slices.h"
 #include "core/loop.h"
 #include "gateway/master_async.h"
 #include "gateway/put_batch.h"
@@ -32,6 +33,8 @@
 #define PS_CHUNK (4ull << 20)            /* bytes per write to the nodes */
 #define PS_WINDOW (4 * PS_CHUNK)         /* bytes a stream may hold ahead of the nodes */
 #define PS_MIN (2 * PS_CHUNK)            /* smaller values go whole (put_batch.c) */
+/* The chunks' CRCs go to the master as the value's slice CRCs. */
+_Static_assert(PS_CHUNK == PROTO_SLICE_WRITE, "a streamed SET's chunks are its slices");
 
 typedef struct put_streamer put_streamer;
 typedef struct put_stream put_stream;

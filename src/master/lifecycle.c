@@ -129,6 +129,8 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     mm_pending_unlink(m, mo);
     objtable_unlink(m->objs, o->key, o->keylen);
     mm_hold_object(m, o, now_ms);
+    m->slice_crc_bytes -= (uint64_t)mo->slices.count * sizeof *mo->slices.crc;
+    proto_slices_free(&mo->slices);
     free(mo);
     object_free(o);
 }
@@ -220,10 +222,24 @@ static proto_status find_pending(master_meta *m, const void *key, size_t keylen,
     return PROTO_OK;
 }
 
+/* The put's slice CRCs, checked against the object, kept with it. */
+static proto_status keep_slices(master_meta *m, object *o, uint32_t crc, const proto_slices *sl,
+                                char *err, size_t errlen) {
+    if (!sl || sl->count == 0) return PROTO_OK;
+    char why[PROTO_ERR_LEN];
+    if (proto_slices_check(sl, o->size, crc, why, sizeof why) != 0)
+        return mm_fail(err, errlen, PROTO_ERR, "%s", why);
+    mm_obj *mo = mm_obj_of(o);
+    mo->slices = (proto_slices){sl->size, sl->count, xmemdup(sl->crc, sl->count * sizeof *sl->crc)};
+    m->slice_crc_bytes += (uint64_t)sl->count * sizeof *sl->crc;
+    return PROTO_OK;
+}
+
 proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
-                     uint64_t now_ms, char *err, size_t errlen) {
+                        const proto_slices *sl, uint64_t now_ms, char *err, size_t errlen) {
     object *o = NULL;
     proto_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    if (st == PROTO_OK) st = keep_slices(m, o, crc, sl, err, errlen);
     if (st != PROTO_OK) return st;
     o->crc = crc;
     o->state = OBJ_COMPLETE;
@@ -309,7 +325,7 @@ void mm_put_start_batch(master_meta *m, mm_item *it, size_t n, uint32_t replicas
 
 void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
     for (size_t i = 0; i < n; i++)
-        it[i].status = mm_put_end(m, it[i].key, it[i].keylen, it[i].crc, now_ms,
+        it[i].status = mm_put_end(m, it[i].key, it[i].keylen, it[i].crc, &it[i].slices, now_ms,
                                   it[i].err, sizeof it[i].err);
 }
 

@@ -16,6 +16,7 @@
 #include "master/master.h"
 #include "proto/extents.h"
 #include "proto/register.h"
+#include "proto/slices.h"
 #include "server/commands.h"
 #include "server/glob.h"
 #include "server/info.h"
@@ -101,12 +102,20 @@ static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t
     reply_wire(c, b);
 }
 
-/* GET's answer for one key: [size, crc, replicas] */
+/* GET's answer for one key: [size, crc, replicas], and when the object
+ * keeps per-slice CRCs [..., slice_size, packed CRCs]. */
 static void reply_located(client *c, const object *o, uint64_t lease_until) {
-    reply_array(c, 3);
+    const proto_slices *sl = &mm_obj_of(o)->slices;
+    reply_array(c, sl->count ? 5 : 3);
     reply_integer(c, (long long)o->size);
     reply_integer(c, o->crc);
     reply_replicas(c, o, TE_CAP_READ, lease_until);
+    if (!sl->count) return;
+    reply_integer(c, (long long)sl->size);
+    uint8_t *packed = xmalloc((size_t)sl->count * 4);
+    proto_slices_pack(sl, packed);
+    reply_bulk(c, packed, (size_t)sl->count * 4);
+    free(packed);
 }
 
 /* ---- node membership ---- */
@@ -386,13 +395,31 @@ static int arg_crc(client *c, int i, uint32_t *crc) {
     return arg_u32(c, i, 0, UINT32_MAX, crc);
 }
 
-/* MOON.PUTEND key crc */
+/* argv[i] (slice size) and argv[i+1] (packed CRCs) into sl; -1 after
+ * replying the reason. */
+static int arg_slices(client *c, int i, proto_slices *sl) {
+    char err[PROTO_ERR_LEN];
+    if (proto_slices_parse(c->argv[i].ptr, c->argv[i].len, c->argv[i + 1].ptr, c->argv[i + 1].len, sl,
+                           err, sizeof err) == 0)
+        return 0;
+    master_reply_fail(c, PROTO_ERR, "%s", err);
+    return -1;
+}
+
+/* MOON.PUTEND key crc [SLICES slice_size crcs] */
 static void putend_command(client *c) {
     uint32_t crc;
+    proto_slices sl = {0};
+    if (c->argc != 3 && (c->argc != 6 || !strieq_len(c->argv[3].ptr, c->argv[3].len, "slices"))) {
+        reply_syntax_error(c);
+        return;
+    }
     if (arg_crc(c, 2, &crc) != 0) return;
+    if (c->argc == 6 && arg_slices(c, 4, &sl) != 0) return;
     char err[PROTO_ERR_LEN];
-    reply_status(c, mm_put_end(meta_of(c), c->argv[1].ptr, c->argv[1].len, crc, now(), err,
+    reply_status(c, mm_put_end(meta_of(c), c->argv[1].ptr, c->argv[1].len, crc, &sl, now(), err,
                                sizeof err), err);
+    proto_slices_free(&sl);
 }
 
 static void putrevoke_command(client *c) {
@@ -471,16 +498,28 @@ static void mputstart_command(client *c) {
     free(it);
 }
 
-/* MOON.MPUTEND key crc [key crc ...] */
+/* MOON.MPUTEND SLICES's groups: crc, slice size, packed CRCs per key. */
+static int batch_slices(client *c, mm_item *it, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int at = 2 + 4 * (int)i;
+        if (arg_crc(c, at + 1, &it[i].crc) != 0 || arg_slices(c, at + 2, &it[i].slices) != 0) return -1;
+    }
+    return 0;
+}
+
+/* MOON.MPUTEND key crc [key crc ...]
+ * MOON.MPUTEND SLICES key crc slice_size crcs [key crc slice_size crcs ...] */
 static void mputend_command(client *c) {
+    int sliced = strieq_len(c->argv[1].ptr, c->argv[1].len, "slices") && c->argc % 2 == 0;
     size_t n;
-    mm_item *it = batch_items(c, 1, 2, &n);
+    mm_item *it = batch_items(c, sliced ? 2 : 1, sliced ? 4 : 2, &n);
     if (!it) return;
-    if (batch_numbers(c, 1, it, n, UINT32_MAX, 1) == 0) {
+    if (sliced ? batch_slices(c, it, n) == 0 : batch_numbers(c, 1, it, n, UINT32_MAX, 1) == 0) {
         mm_put_end_batch(meta_of(c), it, n, now());
         reply_array(c, (long long)n);
         for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
     }
+    for (size_t i = 0; i < n; i++) proto_slices_free(&it[i].slices);
     free(it);
 }
 
@@ -669,6 +708,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "evicted_keys", "%llu", (unsigned long long)st.evicted_keys);
     info_field(out, "evicted_expired_keys", "%llu", (unsigned long long)st.evicted_expired_keys);
     info_field(out, "holdings_pending", "%llu", (unsigned long long)st.holdings_pending);
+    info_field(out, "slice_crc_bytes", "%llu", (unsigned long long)st.slice_crc_bytes);
     master_rebuild_info(m, out);
 }
 
@@ -743,8 +783,8 @@ static const command master_commands[] = {
      "Report nodes a client cannot reach: nothing new is placed on them", "id [id ...]"},
     {"moon.putstart", putstart_command, -3, CMD_WRITE, KEY1, 0, "moonkv", "0.1.0",
      "Place an object; returns write capabilities", "key size [REPLICAS n]"},
-    {"moon.putend", putend_command, 3, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
-     "Make a written object visible", "key crc"},
+    {"moon.putend", putend_command, -3, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+     "Make a written object visible", "key crc [SLICES slice_size crcs]"},
     {"moon.putrevoke", putrevoke_command, 2, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
      "Abandon a put", "key"},
     {"moon.get", get_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
@@ -756,7 +796,7 @@ static const command master_commands[] = {
     {"moon.mputstart", mputstart_command, -5, CMD_WRITE, 3, -1, 2, 0, "moonkv", "0.1.0",
      "PUTSTART for many keys", "REPLICAS n key size [key size ...]"},
     {"moon.mputend", mputend_command, -3, CMD_WRITE, 1, -1, 2, 0, "moonkv", "0.1.0",
-     "PUTEND for many keys", "key crc [key crc ...]"},
+     "PUTEND for many keys", "[SLICES] key crc [slice_size crcs] [key crc ...]"},
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
      "GET for many keys", "key [key ...]"},
     {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST, 1, -1, 2, 0, "moonkv", "0.1.0",

@@ -33,6 +33,7 @@ proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt,
 /* objtable hands us objects it no longer holds: only at destroy time,
  * since every other removal goes through objtable_unlink. */
 static void free_object(object *o, void *ctx) {
+    if (o->owner) proto_slices_free(&mm_obj_of(o)->slices);
     free(o->owner);
     object_free(o);
 }
@@ -118,6 +119,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->tasks_failed = m->tasks_failed;
     st->puts_timed_out = m->puts_timed_out;
     st->puts_revoked = m->puts_revoked;
+    st->slice_crc_bytes = m->slice_crc_bytes;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

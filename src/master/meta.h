@@ -21,6 +21,7 @@
 #include "core/alloc.h"
 #include "core/objtable.h"
 #include "proto/limits.h"
+#include "proto/slices.h"
 #include "proto/status.h"
 
 #define MM_MAX_WIDTH      64       /* stripe width bound */
@@ -114,6 +115,7 @@ typedef struct mm_stats {
     uint64_t evicted_keys;        /* collected by garbage collection */
     uint64_t evicted_expired_keys;/* of which their expiry hint had passed */
     uint64_t holdings_pending;    /* notes the nodes have not acknowledged yet */
+    uint64_t slice_crc_bytes;     /* kept for objects' per-slice checksums */
 } mm_stats;
 
 typedef struct master_meta master_meta;
@@ -128,6 +130,7 @@ typedef struct mm_obj {
     uint64_t write_issued_us;     /* the put's write caps' grant stamp */
     struct mm_job *job;           /* replica copy in flight, if any */
     struct mm_obj *prev, *next;   /* pending puts, oldest first */
+    proto_slices slices;          /* per-slice CRCs from the put's end; count 0: none */
 } mm_obj;
 
 static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }
@@ -201,8 +204,10 @@ const char *mm_node_state_name(mm_node_state s);
  * at o->created_ms + put_timeout_ms (mm_write_expiry). */
 proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
                        uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen);
+/* sl (NULL or count 0: none) must cover the object and combine to crc;
+ * the object keeps a copy. */
 proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
-                     uint64_t now_ms, char *err, size_t errlen);
+                        const proto_slices *sl, uint64_t now_ms, char *err, size_t errlen);
 proto_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                         char *err, size_t errlen);
 /* A COMPLETE object and a read lease on it until *lease_until: its bytes
@@ -237,6 +242,7 @@ typedef struct mm_item {
     size_t keylen;
     uint64_t size;                /* put_start */
     uint32_t crc;                 /* put_end */
+    proto_slices slices;          /* put_end: per-slice CRCs (count 0: none) */
     proto_status status;             /* out */
     object *obj;                  /* out: put_start, get */
     uint64_t lease_until;         /* out: get */

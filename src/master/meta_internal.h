@@ -46,6 +46,7 @@ struct master_meta {
     evictor gc;                 /* policy EVICT_NONE unless configured */
     uint64_t suspicions;
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */
+    uint64_t slice_crc_bytes;   /* every object's per-slice CRCs */
 };
 
 /* Printf the message into err (if given), return st: every error path is

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/crc32c.h"
 #include "master/meta.h"
 #include "test.h"
 
@@ -58,7 +59,7 @@ static int replica_node_set(const obj_replica *r, uint32_t *nodes, int max) {
 static object *put(master_meta *m, const char *key, uint64_t size, uint32_t reps, uint64_t now) {
     object *o = NULL;
     if (mm_put_start(m, key, strlen(key), size, reps, now, &o, err, sizeof err) != PROTO_OK) return NULL;
-    if (mm_put_end(m, key, strlen(key), 0xabcd, now, err, sizeof err) != PROTO_OK) return NULL;
+    if (mm_put_end(m, key, strlen(key), 0xabcd, NULL, now, err, sizeof err) != PROTO_OK) return NULL;
     return o;
 }
 
@@ -256,9 +257,9 @@ static void test_exists_in_flight(void) {
     ASSERT(!mm_exists(m, "k", 1));
     ASSERT_EQ(mm_get(m, "k", 1, 0, &o, &lease, err, sizeof err), PROTO_NOTFOUND);
     ASSERT_EQ(mm_remove(m, "k", 1, 0, err, sizeof err), PROTO_ERR);
-    ASSERT_EQ(mm_put_end(m, "nope", 4, 1, 0, err, sizeof err), PROTO_NOTFOUND);
-    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), PROTO_OK);
-    ASSERT_EQ(mm_put_end(m, "k", 1, 77, 10, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_put_end(m, "nope", 4, 1, NULL, 0, err, sizeof err), PROTO_NOTFOUND);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, NULL, 10, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 77, NULL, 10, err, sizeof err), PROTO_ERR);
     ASSERT_EQ(mm_put_revoke(m, "k", 1, 10, err, sizeof err), PROTO_ERR);
     ASSERT(mm_exists(m, "k", 1));
     ASSERT_EQ(mm_put_start(m, "k", 1, 100, 1, 0, &o, err, sizeof err), PROTO_EXISTS);
@@ -288,7 +289,7 @@ static void test_timeout_revokes_and_frees(void) {
     ASSERT_EQ(st.puts_timed_out, 1);
     ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 1000, &o, err, sizeof err), PROTO_OK);
     /* put_end after the caps expired, before any sweep: revoked on the spot */
-    ASSERT_EQ(mm_put_end(m, "slow", 4, 1, 2000, err, sizeof err), PROTO_TIMEDOUT);
+    ASSERT_EQ(mm_put_end(m, "slow", 4, 1, NULL, 2000, err, sizeof err), PROTO_TIMEDOUT);
     ASSERT(strstr(err, "timed out"));
     ASSERT_EQ(node_used(m, 1), 0);
     mm_destroy(m);
@@ -428,7 +429,7 @@ static void test_lease_quarantine_delays_reuse(void) {
     ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 6999, &o, err, sizeof err), PROTO_NOSPACE);
     ASSERT_EQ(mm_release_held(m, 7000), 1);
     ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 7000, &o, err, sizeof err), PROTO_OK);
-    ASSERT_EQ(mm_put_end(m, "n", 1, 1, 7000, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_end(m, "n", 1, 1, NULL, 7000, err, sizeof err), PROTO_OK);
     /* never read and write caps expired: the space is free right away */
     ASSERT_EQ(mm_remove(m, "n", 1, 8000, err, sizeof err), PROTO_OK);
     ASSERT_EQ(node_used(m, 1), 0);
@@ -751,7 +752,7 @@ static void test_holdings_follow_put_end_and_remove(void) {
     size_t holds, drops, total = 0;
     for (uint32_t id = 1; id <= 3; id++) total += notes_of(m, id, &holds, &drops);
     ASSERT_EQ(total, 0);   /* a pending put tells no node */
-    ASSERT_EQ(mm_put_end(m, "k", 1, 7, 0, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_put_end(m, "k", 1, 7, NULL, 0, err, sizeof err), PROTO_OK);
     uint32_t a = o->replicas[0].extents[0].node, b = o->replicas[1].extents[0].node;
     ASSERT_EQ(notes_of(m, a, &holds, &drops), 1);
     ASSERT_EQ(holds, 1);
@@ -818,7 +819,46 @@ static void test_claimed_ids(void) {
     mm_destroy(m);
 }
 
+/* Slice CRCs: refused unless they fit the object (the put stays pending),
+ * kept with it, counted, and gone with it. */
+static void test_put_end_slices(void) {
+    master_meta *m = cluster(2, 4096 * KB);
+    uint64_t size = 3 * 65536 + 1;   /* four slices of 64 KiB, the last of 1 byte */
+    object *o = NULL;
+    ASSERT_EQ(mm_put_start(m, "s", 1, size, 1, 0, &o, err, sizeof err), PROTO_OK);
+    uint32_t crc[4] = {11, 22, 33, 44};
+    uint32_t whole = crc[0];
+    for (int i = 1; i < 4; i++) whole = crc32c_combine(whole, crc[i], i < 3 ? 65536 : 1);
+    proto_slices sl = {65536, 3, crc};
+    ASSERT_EQ(mm_put_end(m, "s", 1, whole, &sl, 0, err, sizeof err), PROTO_ERR);
+    ASSERT_STREQ(err, "3 slice CRCs for 4 slices of 65536 bytes");
+    sl.count = 4;
+    ASSERT_EQ(mm_put_end(m, "s", 1, whole + 1, &sl, 0, err, sizeof err), PROTO_ERR);
+    ASSERT(!mm_exists(m, "s", 1));   /* still pending: the writer may end it right */
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.slice_crc_bytes, 0);
+    ASSERT_EQ(mm_put_end(m, "s", 1, whole, &sl, 0, err, sizeof err), PROTO_OK);
+    crc[2] = 0;   /* the master kept its own copy */
+    uint64_t lease;
+    ASSERT_EQ(mm_get(m, "s", 1, 1, &o, &lease, err, sizeof err), PROTO_OK);
+    const proto_slices *kept = &mm_obj_of(o)->slices;
+    ASSERT_EQ(kept->size, 65536);
+    ASSERT_EQ(kept->count, 4);
+    ASSERT_EQ(kept->crc[2], 33);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.slice_crc_bytes, 16);
+    ASSERT(put(m, "plain", size, 1, 2) != NULL);   /* none: nothing kept */
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.slice_crc_bytes, 16);
+    ASSERT_EQ(mm_remove(m, "s", 1, 3, err, sizeof err), PROTO_OK);
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.slice_crc_bytes, 0);
+    mm_destroy(m);
+}
+
 int main(void) {
+    RUN_TEST(test_put_end_slices);
     RUN_TEST(test_register);
     RUN_TEST(test_many_nodes);
     RUN_TEST(test_holdings_follow_put_end_and_remove);

@@ -12,6 +12,9 @@
 #include "proto/extents.h"
 #include "proto/register.h"
 #include "proto/reply_bound.h"
+#include "proto/slices.h"
+#include "backend/le.h"
+#include "core/crc32c.h"
 #include "proto/status.h"
 #include "test.h"
 
@@ -360,7 +363,109 @@ static void test_reg_proof(void) {
     ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));      /* not hex */
 }
 
+/* ---- per-slice CRCs ---- */
+
+/* parse's error text for these arguments (the list as n packed CRCs of 0). */
+static const char *slices_err(const char *size, size_t nbytes) {
+    static char err[PROTO_ERR_LEN];
+    uint8_t *blob = xcalloc(1, nbytes + 1);
+    proto_slices sl;
+    err[0] = 0;
+    int rc = proto_slices_parse(size, strlen(size), blob, nbytes, &sl, err, sizeof err);
+    free(blob);
+    if (rc == 0) {
+        proto_slices_free(&sl);
+        return "accepted";
+    }
+    return sl.crc ? "an array left after a refusal" : err;
+}
+
+static void test_slices_parse_refused(void) {
+    const char *bad_size = "slice size must be 0 or a power of two from 65536 to 1099511627776";
+    ASSERT_STREQ(slices_err("", 8), bad_size);
+    ASSERT_STREQ(slices_err("-4194304", 8), bad_size);
+    ASSERT_STREQ(slices_err("+4194304", 8), bad_size);
+    ASSERT_STREQ(slices_err("4194304x", 8), bad_size);
+    ASSERT_STREQ(slices_err("4194305", 8), bad_size);        /* not a power of two */
+    ASSERT_STREQ(slices_err("32768", 8), bad_size);          /* below the least */
+    ASSERT_STREQ(slices_err("2199023255552", 8), bad_size);  /* 2^41: above the most */
+    ASSERT_STREQ(slices_err("18446744073709551616", 8), bad_size);   /* 2^64: overflow */
+    ASSERT_STREQ(slices_err("99999999999999999999999", 8), bad_size);
+    ASSERT_STREQ(slices_err("4194304", 7), "slice CRCs must be 4 bytes each, got 7 bytes");
+    ASSERT_STREQ(slices_err("4194304", 4 * 4097), "at most 4096 slice CRCs");
+    ASSERT_STREQ(slices_err("4194304", 0), "slice size 0 goes with no slice CRCs, and only it");
+    ASSERT_STREQ(slices_err("0", 4), "slice size 0 goes with no slice CRCs, and only it");
+    ASSERT_STREQ(slices_err("0", 0), "accepted");
+    ASSERT_STREQ(slices_err("4194304", 4 * 4096), "accepted");
+    ASSERT_STREQ(slices_err("65536", 4), "accepted");
+    ASSERT_STREQ(slices_err("1099511627776", 4), "accepted");
+}
+
+static void test_slices_round_trip(void) {
+    /* 10 MiB + 5 in 4 MiB slices: three, the last short */
+    uint64_t size = (10ULL << 20) + 5, slice = 4ULL << 20;
+    uint8_t *v = xmalloc(size);
+    for (uint64_t i = 0; i < size; i++) v[i] = (uint8_t)(i * 131 + 7);
+    uint32_t whole = crc32c(0, v, size);
+    ASSERT_EQ(proto_slice_count(size, slice), 3);
+    ASSERT_EQ(proto_slice_choose(size), slice);
+    ASSERT_EQ(proto_slice_choose(4ULL << 20), 0);   /* one slice: nothing to add */
+    ASSERT_EQ(proto_slice_count(UINT64_MAX, 1ULL << 40), 1ULL << 24);   /* no overflow */
+    ASSERT_EQ(proto_slice_choose(1ULL << 50), 1ULL << 38);   /* the largest object: 4096 slices */
+    uint32_t crc[3];
+    uint8_t packed[12];
+    for (int i = 0; i < 3; i++) {
+        uint64_t off = (uint64_t)i * slice, len = size - off < slice ? size - off : slice;
+        crc[i] = crc32c(0, v + off, len);
+    }
+    proto_slices src = {slice, 3, crc};
+    proto_slices_pack(&src, packed);
+    ASSERT_EQ(le_get32(packed + 4), crc[1]);
+    proto_slices sl;
+    char err[PROTO_ERR_LEN];
+    ASSERT_EQ(proto_slices_parse("4194304", 7, packed, sizeof packed, &sl, err, sizeof err), 0);
+    ASSERT_EQ(sl.size, slice);
+    ASSERT_EQ(sl.count, 3);
+    ASSERT_EQ(sl.crc[2], crc[2]);
+    ASSERT_EQ(proto_slices_check(&sl, size, whole, err, sizeof err), 0);
+    /* the master refuses lists that do not fit the object */
+    ASSERT_EQ(proto_slices_check(&sl, size, whole ^ 1, err, sizeof err), -1);
+    char want[PROTO_ERR_LEN];
+    snprintf(want, sizeof want, "slice CRCs do not combine to the object's CRC %u", whole ^ 1);
+    ASSERT_STREQ(err, want);
+    ASSERT_EQ(proto_slices_check(&sl, 8ULL << 20, whole, err, sizeof err), -1);
+    ASSERT_STREQ(err, "3 slice CRCs for 2 slices of 4194304 bytes");
+    ASSERT_EQ(proto_slices_check(&sl, UINT64_MAX, whole, err, sizeof err), -1);
+    ASSERT_STREQ(err, "3 slice CRCs for 4398046511104 slices of 4194304 bytes");
+    proto_slices none = {0};
+    ASSERT_EQ(proto_slices_check(&none, size, 12345, err, sizeof err), 0);
+    /* a located reply's elements, through hiredis as on the wire */
+    char wire[128];
+    int n = snprintf(wire, sizeof wire, "*2\r\n:%llu\r\n$12\r\n", (unsigned long long)slice);
+    memcpy(wire + n, packed, 12);
+    memcpy(wire + n + 12, "\r\n", 2);
+    redisReader *rd = redisReaderCreate();
+    redisReaderFeed(rd, wire, (size_t)n + 14);
+    void *r = NULL;
+    ASSERT_EQ(redisReaderGetReply(rd, &r), REDIS_OK);
+    redisReply *rr = r;
+    proto_slices dec;
+    ASSERT_EQ(proto_slices_decode(rr->element[0], rr->element[1], size, whole, &dec), 0);
+    ASSERT_EQ(dec.count, 3);
+    ASSERT_EQ(dec.crc[0], crc[0]);
+    proto_slices_free(&dec);
+    ASSERT_EQ(proto_slices_decode(rr->element[0], rr->element[1], size, whole + 1, &dec), -1);
+    ASSERT_EQ(dec.crc, NULL);
+    ASSERT_EQ(proto_slices_decode(rr->element[1], rr->element[0], size, whole, &dec), -1);
+    freeReplyObject(r);
+    redisReaderFree(rd);
+    proto_slices_free(&sl);
+    free(v);
+}
+
 int main(void) {
+    RUN_TEST(test_slices_parse_refused);
+    RUN_TEST(test_slices_round_trip);
     RUN_TEST(test_word_round_trip);
     RUN_TEST(test_first_word_only);
     RUN_TEST(test_error_texts);

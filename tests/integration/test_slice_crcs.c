@@ -1,0 +1,226 @@
+/* Per-slice checksums in the cluster (proto/slices.h, PROTOCOL.md): a
+ * libmoonkv put of a value of several slices ends with its slice CRCs,
+ * the master returns them with MOON.GET (each the CRC32C of its slice of
+ * the value), refuses a put-end whose list is malformed with its exact
+ * text, and a get that meets a rotten slice on one replica (a byte
+ * flipped through the node's memfd) returns the value byte-exact from
+ * the other. Ports 31450-31469 (below the ephemeral range). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "core/crc32c.h"
+#include "test.h"
+
+#define PORT_MASTER  31450
+#define PORT_NODE    31451   /* + i; data plane on 31461 + i */
+#define NODES 2
+#define MiB (1024ull * 1024)
+#define LEN (10 * MiB + 5)   /* three 4 MiB slices, the last short */
+#define SLICE (4 * MiB)
+
+static pid_t node_pid[NODES];
+static uint32_t node_id[NODES];   /* by index */
+static mkv_client *mc;
+static char *val, *back;
+
+static redisReply *master_cmd(const char *fmt, const char *key) {
+    redisContext *m = h_redis(PORT_MASTER);
+    redisReply *r = m ? redisCommand(m, fmt, key) : NULL;
+    if (m) redisFree(m);
+    return r;
+}
+
+static void test_put_end_keeps_slices(void) {
+    ASSERT_EQ(mkv_put(mc, "sl:a", 4, val, LEN, 2), MKV_OK);
+    redisReply *r = master_cmd("MOON.GET %s", "sl:a");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r->elements, 5);
+    ASSERT_EQ(r->element[3]->integer, (long long)SLICE);
+    ASSERT_EQ(r->element[4]->len, 12);
+    for (int i = 0; i < 3; i++) {
+        uint64_t off = (uint64_t)i * SLICE, n = LEN - off < SLICE ? LEN - off : SLICE;
+        const uint8_t *p = (const uint8_t *)r->element[4]->str + 4 * i;
+        uint32_t got = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        ASSERT_EQ(got, crc32c(0, val + off, n));
+    }
+    freeReplyObject(r);
+    size_t n = 0;
+    ASSERT_EQ(mkv_get(mc, "sl:a", 4, back, LEN, &n), MKV_OK);
+    ASSERT_EQ(n, LEN);
+    ASSERT_MEMEQ(back, val, LEN);
+    /* a small value keeps none: the old three-element answer */
+    ASSERT_EQ(mkv_put(mc, "sl:small", 8, val, 1000, 2), MKV_OK);
+    r = master_cmd("MOON.GET %s", "sl:small");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    freeReplyObject(r);
+    ASSERT(h_port_info(PORT_MASTER, "cluster", "slice_crc_bytes") >= 12);
+}
+
+static void test_put_end_refusals(void) {
+    redisContext *m = h_redis(PORT_MASTER);
+    ASSERT(m);
+    redisReply *r = redisCommand(m, "MOON.PUTSTART sl:bad %llu", (unsigned long long)LEN);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    static const struct { const char *size; size_t len; const char *err; } cases[] = {
+        {"4194304", 7, "ERR slice CRCs must be 4 bytes each, got 7 bytes"},
+        {"4194305", 12, "ERR slice size must be 0 or a power of two from 65536 to 1099511627776"},
+        {"18446744073709551617", 12, "ERR slice size must be 0 or a power of two from 65536 to 1099511627776"},
+        {"4194304", 8, "ERR 2 slice CRCs for 3 slices of 4194304 bytes"},
+        {"4194304", 12, "ERR slice CRCs do not combine to the object's CRC 7"},
+        {"4194304", 4 * 4097, "ERR at most 4096 slice CRCs"},
+    };
+    static char zeros[4 * 4097];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = redisCommand(m, "MOON.PUTEND sl:bad 7 SLICES %s %b", cases[i].size, zeros, cases[i].len);
+        ASSERT_MSG(r && r->type == REDIS_REPLY_ERROR, "case %zu: type %d", i, r ? r->type : -1);
+        ASSERT_STREQ(r->str, cases[i].err);
+        freeReplyObject(r);
+    }
+    r = redisCommand(m, "MOON.PUTEND sl:bad 7 SLICE 4194304 %b", zeros, (size_t)12);
+    ASSERT(r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR syntax error") == 0);
+    freeReplyObject(r);
+    /* a list that does not fit its object is that key's error element */
+    r = redisCommand(m, "MOON.MPUTEND SLICES sl:bad 7 4194304 %b", zeros, (size_t)8);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ERROR);
+    ASSERT_STREQ(r->element[0]->str, "ERR 2 slice CRCs for 3 slices of 4194304 bytes");
+    freeReplyObject(r);
+    r = redisCommand(m, "MOON.MPUTEND SLICES sl:bad 7 4194304 %b", zeros, (size_t)9);
+    ASSERT(r && r->type == REDIS_REPLY_ERROR);
+    ASSERT_STREQ(r->str, "ERR slice CRCs must be 4 bytes each, got 9 bytes");
+    freeReplyObject(r);
+    r = redisCommand(m, "MOON.PUTREVOKE sl:bad");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(m);
+}
+
+/* Flip the byte at off of process pid's segment (its memfd). */
+static int flip_byte(pid_t pid, uint64_t off) {
+    char dir[64], path[320], link[256];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    int done = -1;
+    for (struct dirent *de; d && done != 0 && (de = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        if (!strstr(link, "moonkv-segment")) continue;
+        int fd = open(path, O_RDWR);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size <= off) {
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) continue;
+        p[off] ^= 0x5a;
+        munmap(p, (size_t)st.st_size);
+        done = 0;
+    }
+    if (d) closedir(d);
+    return done;
+}
+
+/* Where object byte at of key's replica rep lives: node index and
+ * segment offset. */
+static int locate_byte(const char *key, int rep, uint64_t at, int *node, uint64_t *seg_off) {
+    redisReply *r = master_cmd("MOON.GET %s", key);
+    int ok = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && (int)r->element[2]->elements > rep) {
+        const redisReply *exts = r->element[2]->element[rep];
+        uint64_t pos = 0;
+        for (size_t i = 0; i < exts->elements && ok != 0; i++) {
+            const redisReply *e = exts->element[i];
+            uint64_t len = (uint64_t)e->element[2]->integer;
+            if (at >= pos && at < pos + len) {
+                for (int k = 0; k < NODES; k++)
+                    if (node_id[k] == (uint32_t)e->element[0]->integer) *node = k;
+                *seg_off = (uint64_t)e->element[1]->integer + (at - pos);
+                ok = 0;
+            }
+            pos += len;
+        }
+    }
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* Each replica rotten in turn, in another slice: the get finds the bad
+ * slice and reads the other replica. */
+static void test_rotten_slice_read_from_other_replica(void) {
+    ASSERT_EQ(mkv_put(mc, "sl:rot", 6, val, LEN, 2), MKV_OK);
+    for (int rep = 0; rep < 2; rep++) {
+        int node = -1;
+        uint64_t off = 0, at = (uint64_t)(rep + 1) * SLICE + 77;
+        ASSERT(locate_byte("sl:rot", rep, at, &node, &off) == 0 && node >= 0);
+        ASSERT(flip_byte(node_pid[node], off) == 0);
+        memset(back, 0, LEN);
+        size_t n = 0;
+        ASSERT_EQ(mkv_get(mc, "sl:rot", 6, back, LEN, &n), MKV_OK);
+        ASSERT_MEMEQ(back, val, LEN);
+        ASSERT(flip_byte(node_pid[node], off) == 0);   /* healed for the next round */
+    }
+}
+
+static int learn_node_ids(void) {
+    redisReply *r = master_cmd("MOON.TOPOLOGY", NULL);
+    int found = 0;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *n = r->element[i];
+        const char *addr = n->element[2]->element[0]->str;
+        for (int k = 0; k < NODES; k++) {
+            char want[32];
+            snprintf(want, sizeof want, "127.0.0.1:%d", PORT_NODE + 10 + k);
+            if (strcmp(addr, want) == 0) {
+                node_id[k] = (uint32_t)n->element[0]->integer;
+                found++;
+            }
+        }
+    }
+    if (r) freeReplyObject(r);
+    return found == NODES ? 0 : -1;
+}
+
+int main(void) {
+    h_init(180);
+    val = malloc(LEN);
+    back = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!val || back == MAP_FAILED) return 1;
+    h_fill(val, LEN, 0x511ce);
+    const char *mflags[] = {"--replicas", "2", NULL};
+    if (h_start_master(PORT_MASTER, mflags) < 0) {
+        printf("not ok - master did not start\n");
+        return 1;
+    }
+    for (int i = 0; i < NODES; i++) {
+        h_args a = {0};
+        h_node_argv(&a, "127.0.0.1:31450", "127.0.0.1", PORT_NODE + i, PORT_NODE + 10 + i, "128MB");
+        h_arg(&a, "--scrub-mb-per-s");   /* the flipped bytes are for the readers to find */
+        h_arg(&a, "0");
+        node_pid[i] = h_spawn(a.v);
+    }
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = "127.0.0.1:31450";
+    opt.transport = "tcp";   /* checksummed by a pass, so with slice CRCs */
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || learn_node_ids() != 0 ||
+        mkv_connect(&mc, &opt) != MKV_OK || mkv_register_buffer(mc, val, LEN) != MKV_OK ||
+        mkv_register_buffer(mc, back, LEN) != MKV_OK) {
+        printf("not ok - cluster did not start\n");
+        return 1;
+    }
+    RUN_TEST(test_put_end_keeps_slices);
+    RUN_TEST(test_put_end_refusals);
+    RUN_TEST(test_rotten_slice_read_from_other_replica);
+    mkv_close(mc);
+    h_kill_all();
+    free(val);
+    TEST_EXIT();
+}
