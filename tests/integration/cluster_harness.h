@@ -6,6 +6,7 @@
 #define MKV_CLUSTER_HARNESS_H
 
 /* the system headers its users have come to rely on it for */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -249,6 +252,36 @@ static inline void h_fill(void *buf, size_t len, uint64_t seed) {
         x ^= x << 17;
         memcpy(p + i, &x, len - i < 8 ? len - i : 8);
     }
+}
+
+/* Flip the byte at off of node process pid's segment through its memfd,
+ * opened from /proc as a stray writer would (tests of checksums). */
+static inline int h_flip_segment_byte(pid_t pid, uint64_t off) {
+    char dir[64], path[320], link[256];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    int done = -1;
+    for (struct dirent *de; d && done != 0 && (de = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        if (!strstr(link, "moonkv-segment")) continue;
+        int fd = open(path, O_RDWR);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size <= off) {
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) continue;
+        p[off] ^= 0x5a;
+        munmap(p, (size_t)st.st_size);
+        done = 0;
+    }
+    if (d) closedir(d);
+    return done;
 }
 
 #endif

@@ -98,35 +98,6 @@ static int replicas_of(const char *key) {
     return n;
 }
 
-/* Flip the byte at off of process pid's segment (its memfd). */
-static int flip_byte(pid_t pid, uint64_t off) {
-    char dir[64], path[320], link[256];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(dir);
-    int done = -1;
-    for (struct dirent *de; d && done != 0 && (de = readdir(d));) {
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0) continue;
-        link[n] = '\0';
-        if (!strstr(link, "moonkv-segment")) continue;
-        int fd = open(path, O_RDWR);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size <= off) {
-            if (fd >= 0) close(fd);
-            continue;
-        }
-        uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (p == MAP_FAILED) continue;
-        p[off] ^= 0x5a;
-        munmap(p, (size_t)st.st_size);
-        done = 0;
-    }
-    if (d) closedir(d);
-    return done;
-}
-
 static void test_scrub_finds_and_replaces_a_rotten_replica(void) {
     /* every node indexes its replicas, and the scrub reads them clean */
     ASSERT(wait_sum("index_objects", 2 * OBJS, 20000) == 0);
@@ -143,7 +114,7 @@ static void test_scrub_finds_and_replaces_a_rotten_replica(void) {
     for (int i = 0; i < NODES; i++)
         if (node_ids[i] == node) victim = i;
     ASSERT(victim >= 0);
-    ASSERT(flip_byte(nodes[victim], off + 100) == 0);
+    ASSERT(h_flip_segment_byte(nodes[victim], off + 100) == 0);
 
     ASSERT(wait_master("replicas_corrupt", 1, 20000) == 0);
     ASSERT_EQ(node_field(victim, "checksum_errors"), 1);

@@ -5,10 +5,7 @@
  * text, and a get that meets a rotten slice on one replica (a byte
  * flipped through the node's memfd) returns the value byte-exact from
  * the other. Ports 31450-31469 (below the ephemeral range). */
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "client/moonkv.h"
 #include "cluster_harness.h"
@@ -99,35 +96,6 @@ static void test_put_end_refusals(void) {
     redisFree(m);
 }
 
-/* Flip the byte at off of process pid's segment (its memfd). */
-static int flip_byte(pid_t pid, uint64_t off) {
-    char dir[64], path[320], link[256];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(dir);
-    int done = -1;
-    for (struct dirent *de; d && done != 0 && (de = readdir(d));) {
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0) continue;
-        link[n] = '\0';
-        if (!strstr(link, "moonkv-segment")) continue;
-        int fd = open(path, O_RDWR);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size <= off) {
-            if (fd >= 0) close(fd);
-            continue;
-        }
-        uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (p == MAP_FAILED) continue;
-        p[off] ^= 0x5a;
-        munmap(p, (size_t)st.st_size);
-        done = 0;
-    }
-    if (d) closedir(d);
-    return done;
-}
-
 /* Where object byte at of key's replica rep lives: node index and
  * segment offset. */
 static int locate_byte(const char *key, int rep, uint64_t at, int *node, uint64_t *seg_off) {
@@ -160,12 +128,12 @@ static void test_rotten_slice_read_from_other_replica(void) {
         int node = -1;
         uint64_t off = 0, at = (uint64_t)(rep + 1) * SLICE + 77;
         ASSERT(locate_byte("sl:rot", rep, at, &node, &off) == 0 && node >= 0);
-        ASSERT(flip_byte(node_pid[node], off) == 0);
+        ASSERT(h_flip_segment_byte(node_pid[node], off) == 0);
         memset(back, 0, LEN);
         size_t n = 0;
         ASSERT_EQ(mkv_get(mc, "sl:rot", 6, back, LEN, &n), MKV_OK);
         ASSERT_MEMEQ(back, val, LEN);
-        ASSERT(flip_byte(node_pid[node], off) == 0);   /* healed for the next round */
+        ASSERT(h_flip_segment_byte(node_pid[node], off) == 0);   /* healed for the next round */
     }
 }
 
