@@ -19,6 +19,7 @@
 typedef enum master_rebuild_state {
     REBUILD_NONE = 0,      /* no node claimed an id: nothing to wait for */
     REBUILD_COLLECTING,    /* nodes are reporting: puts get TRYAGAIN */
+    REBUILD_BUILDING,      /* the window closed, the table is built in slices: still TRYAGAIN */
     REBUILD_DONE
 } master_rebuild_state;
 
@@ -27,19 +28,34 @@ typedef struct master_key_chunk {
     size_t len, used;
 } master_key_chunk;
 
+/* Reported extents (huge pages) and the chunks their keys are packed into. */
+typedef struct master_reports {
+    mm_report *v;
+    size_t n, cap, bytes;
+    master_key_chunk *chunks;
+    size_t nchunks, capchunks;
+} master_reports;
+
 /* After a restart (recovery.c): nodes that claim their ids back report
  * what they hold; the table is rebuilt when every node known to have
- * been a member said MOON.REPORTDONE, or at the window's deadline. */
+ * been a member said MOON.REPORTDONE, or at the window's deadline. The
+ * build runs in slices between the loop's other work (build_timer), so
+ * nodes and clients are answered while it runs. */
 typedef struct master_rebuild {
     master_rebuild_state state;
     uint64_t opened_ms, deadline_ms, finished_ms;   /* mono ms */
     uint32_t *expect;      /* ids of nodes that should report, and ... */
     uint8_t *done;         /* ... whether each did */
     size_t nexpect;
-    mm_report *reports;    /* buffered MOON.REPORT extents (huge pages); their keys ... */
-    size_t nreports, capreports, report_bytes;
-    struct master_key_chunk *chunks;   /* ... are packed into these */
-    size_t nchunks, capchunks;
+    master_reports buf;    /* reports not being built yet */
+    master_reports building;   /* the reports the running job is built from */
+    mm_rebuild_job *job;   /* NULL: no build running */
+    mm_rebuild_stats job_st;
+    const mm_report **refused;   /* extents the job refused (in building) */
+    size_t nrefused, caprefused;
+    int again;             /* a node finished reporting during a build: build its reports next */
+    const char *why;       /* what closed the window (a literal) */
+    loop_timer *build_timer;
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */
@@ -98,6 +114,8 @@ enum { MASTER_REG_KEEP = 0, MASTER_REG_REPORT = 1, MASTER_REG_FORGET = 2 };
 int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind);
 /* While the window is open, refuse a put with -TRYAGAIN (1: replied). */
 int master_rebuild_refuses(client *c);
+/* 1 while the window is open or the table is being built from it. */
+int master_rebuild_busy(const master *m);
 /* The window's deadline (sweep timer). */
 void master_rebuild_tick(master *m);
 /* Forget everything (exit, lost term). */

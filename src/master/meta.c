@@ -90,7 +90,7 @@ static void count_object(object *o, void *ctx) {
     if (under_replicated(o)) st->under_replicated++;
 }
 
-void mm_get_stats(master_meta *m, mm_stats *st) {
+static void get_stats(master_meta *m, mm_stats *st, int scan) {
     memset(st, 0, sizeof *st);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
@@ -108,9 +108,16 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
             if (as.fragmentation > st->fragmentation_max) st->fragmentation_max = as.fragmentation;
         }
     }
-    uint64_t cursor = 0;
-    do cursor = objtable_scan(m->objs, cursor, count_object, st);
-    while (cursor);
+    if (scan) {
+        uint64_t cursor = 0;
+        do cursor = objtable_scan(m->objs, cursor, count_object, st);
+        while (cursor);
+        m->under_replicated_seen = st->under_replicated;
+    } else {
+        st->objects_pending = objtable_count_state(m->objs, OBJ_PENDING);
+        st->objects_complete = objtable_count_state(m->objs, OBJ_COMPLETE);
+        st->under_replicated = m->under_replicated_seen;
+    }
     st->objects_lost = m->objects_lost;
     st->replicas_corrupt = m->replicas_corrupt;
     st->suspicions = m->suspicions;
@@ -124,6 +131,10 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;
 }
+
+void mm_get_stats(master_meta *m, mm_stats *st) { get_stats(m, st, 1); }
+
+void mm_get_stats_quick(master_meta *m, mm_stats *st) { get_stats(m, st, 0); }
 
 typedef struct scan_walk {
     void (*fn)(object *o, void *ctx);

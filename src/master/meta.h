@@ -324,7 +324,22 @@ typedef void mm_rebuild_refused_fn(const mm_report *r, void *ctx);
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
                 mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);
 
+/* The same in slices, so a master can keep answering while it builds a
+ * large table: begin groups the reports by key (they must stay put until
+ * the end), each step builds up to keys of them, adding to *st (zero it
+ * first); 1 while keys remain, else 0. end gives the job back; free
+ * drops it without touching m (m is gone or being reset). */
+typedef struct mm_rebuild_job mm_rebuild_job;
+mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n);
+int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now_ms,
+                    mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);
+void mm_rebuild_end(master_meta *m, mm_rebuild_job *j);
+void mm_rebuild_free(mm_rebuild_job *j);
+
 /* ---- observability ---- */
 void mm_get_stats(master_meta *m, mm_stats *st);
+/* The same without walking the table (a rebuild is filling it): the
+ * under_replicated count is the last mm_get_stats found. */
+void mm_get_stats_quick(master_meta *m, mm_stats *st);
 
 #endif

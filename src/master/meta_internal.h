@@ -45,6 +45,7 @@ struct master_meta {
     uint64_t objects_lost, replicas_corrupt, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
     evictor gc;                 /* policy EVICT_NONE unless configured */
     uint64_t suspicions;
+    uint64_t under_replicated_seen;   /* by the last mm_get_stats */
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */
     uint64_t slice_crc_bytes;   /* every object's per-slice CRCs */
 };

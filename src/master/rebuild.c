@@ -212,31 +212,68 @@ static int usable_key(master_meta *m, const mm_report *first, int fresh) {
            (fresh || !mm_find(m, first->key, first->keylen));
 }
 
+struct mm_rebuild_job {
+    const mm_report **v;     /* the reports, grouped by key */
+    size_t n;
+    key_group *kg;
+    size_t ngroups, next;    /* next: the first group not built yet */
+    int fresh;               /* the table holds only what this job made */
+    size_t made;
+    partial *p;
+    obj_extent *room;        /* where whole replicas' extents are assembled */
+};
+
+mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n) {
+    mm_rebuild_job *j = xcalloc(1, sizeof *j);
+    j->n = n;
+    j->v = group_by_key(reports, n, &j->kg, &j->ngroups);
+    j->fresh = objtable_size(m->objs) == 0;
+    objtable_reserve(m->objs, objtable_size(m->objs) + j->ngroups);
+    j->p = xcalloc(MM_MAX_PARTIALS, sizeof *j->p);
+    j->room = xmalloc((size_t)PROTO_MAX_REPLICAS * PROTO_MAX_EXTENTS * sizeof *j->room);
+    return j;
+}
+
+int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now_ms,
+                    mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
+    size_t stop = j->ngroups - j->next < keys ? j->ngroups : j->next + keys;
+    uint64_t before = st->objects;
+    /* between steps others ran: a key removed or put meanwhile ends the shortcut */
+    j->fresh = j->fresh && objtable_size(m->objs) == j->made;
+    for (; j->next < stop; j->next++) {
+        const key_group *g = &j->kg[j->next];
+        const mm_report *first = j->v[g->start];
+        int usable = usable_key(m, first, j->fresh);
+        uint32_t np = 0;
+        for (size_t k = g->start; k < g->end; k++)
+            if (!usable || chain_extent(m, j->p, &np, j->v[k], first) != 0) refuse(st, fn, ctx, j->v[k]);
+        if (usable) commit_key(m, first, j->p, np, j->room, now_ms, st, fn, ctx);
+        for (uint32_t k = 0; k < np; k++) j->p[k].n = 0, j->p[k].end = 0;
+    }
+    j->made += st->objects - before;
+    return j->next < j->ngroups;
+}
+
+void mm_rebuild_free(mm_rebuild_job *j) {
+    if (!j) return;
+    free(j->room);
+    free(j->p);
+    xhuge_free(j->kg, (j->ngroups + 1) * sizeof *j->kg);
+    xhuge_free(j->v, (j->n ? j->n : 1) * sizeof *j->v);
+    free(j);
+}
+
+void mm_rebuild_end(master_meta *m, mm_rebuild_job *j) {
+    objtable_reserve(m->objs, 0);
+    mm_rebuild_free(j);
+    m->repair_dirty = 1;
+    m->repair_next_ms = 0;
+}
+
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
                 mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     memset(st, 0, sizeof *st);
-    key_group *kg;
-    size_t ngroups;
-    const mm_report **v = group_by_key(reports, n, &kg, &ngroups);
-    int fresh = objtable_size(m->objs) == 0;
-    objtable_reserve(m->objs, objtable_size(m->objs) + ngroups);
-    partial *p = xcalloc(MM_MAX_PARTIALS, sizeof *p);
-    /* where whole replicas' extents are assembled (the object copies them) */
-    obj_extent *room = xmalloc((size_t)PROTO_MAX_REPLICAS * PROTO_MAX_EXTENTS * sizeof *room);
-    for (size_t g = 0; g < ngroups; g++) {
-        const mm_report *first = v[kg[g].start];
-        int usable = usable_key(m, first, fresh);
-        uint32_t np = 0;
-        for (size_t k = kg[g].start; k < kg[g].end; k++)
-            if (!usable || chain_extent(m, p, &np, v[k], first) != 0) refuse(st, fn, ctx, v[k]);
-        if (usable) commit_key(m, first, p, np, room, now_ms, st, fn, ctx);
-        for (uint32_t k = 0; k < np; k++) p[k].n = 0, p[k].end = 0;
-    }
-    objtable_reserve(m->objs, 0);
-    free(room);
-    free(p);
-    xhuge_free(kg, (ngroups + 1) * sizeof *kg);
-    xhuge_free(v, (n ? n : 1) * sizeof *v);
-    m->repair_dirty = 1;
-    m->repair_next_ms = 0;
+    mm_rebuild_job *j = mm_rebuild_begin(m, reports, n);
+    while (mm_rebuild_step(m, j, SIZE_MAX, now_ms, st, fn, ctx)) {}
+    mm_rebuild_end(m, j);
 }

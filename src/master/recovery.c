@@ -57,18 +57,18 @@ static int all_reported(const master_rebuild *rb) {
 
 /* ---- rebuilding ---- */
 
-typedef struct refused_list {
-    const mm_report **v;
-    size_t n, cap;
-} refused_list;
+/* Keys built per look at the clock, and how long one slice may run
+ * before the loop serves others (nodes time out a silent master). */
+#define BUILD_KEYS_PER_CHECK 1024
+#define BUILD_SLICE_US 20000
 
 static void note_refused(const mm_report *r, void *ctx) {
-    refused_list *l = ctx;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 256;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    master_rebuild *rb = ctx;
+    if (rb->nrefused == rb->caprefused) {
+        rb->caprefused = rb->caprefused ? rb->caprefused * 2 : 256;
+        rb->refused = xrealloc(rb->refused, rb->caprefused * sizeof *rb->refused);
     }
-    l->v[l->n++] = r;
+    rb->refused[rb->nrefused++] = r;
 }
 
 static int object_on_node(const object *o, uint32_t node) {
@@ -78,44 +78,31 @@ static int object_on_node(const object *o, uint32_t node) {
     return 0;
 }
 
-static void reports_clear(master_rebuild *rb) {
-    for (size_t i = 0; i < rb->nchunks; i++) xhuge_free(rb->chunks[i].base, rb->chunks[i].len);
-    free(rb->chunks);
-    xhuge_free(rb->reports, rb->capreports * sizeof *rb->reports);
-    rb->reports = NULL;
-    rb->chunks = NULL;
-    rb->nreports = rb->capreports = rb->report_bytes = rb->nchunks = rb->capchunks = 0;
+static void reports_clear(master_reports *b) {
+    for (size_t i = 0; i < b->nchunks; i++) xhuge_free(b->chunks[i].base, b->chunks[i].len);
+    free(b->chunks);
+    xhuge_free(b->v, b->cap * sizeof *b->v);
+    memset(b, 0, sizeof *b);
 }
 
-/* Every buffered report into the table; refused extents leave their
- * node's index (unless that node holds a replica of the key after all). */
-static void rebuild_buffered(master *m, mm_rebuild_stats *st) {
+static void build_slice(event_loop *el, void *data);
+
+/* The buffered reports become the running job's (new ones buffer anew). */
+static void build_start(master *m) {
     master_rebuild *rb = &m->rebuild;
-    refused_list refused = {0};
     uint64_t t0 = mono_ms(), cpu0 = cpu_ms();
-    mm_rebuild(m->meta, rb->reports, rb->nreports, wall_ms(), st, note_refused, &refused);
-    for (size_t i = 0; i < refused.n; i++) {
-        const mm_report *r = refused.v[i];
-        const object *o = mm_find(m->meta, r->key, r->keylen);
-        if (!o || !object_on_node(o, r->node)) mm_note_drop_key(m->meta, r->node, r->key, r->keylen);
-    }
-    free(refused.v);
-    reports_clear(rb);
+    rb->building = rb->buf;
+    memset(&rb->buf, 0, sizeof rb->buf);
+    memset(&rb->job_st, 0, sizeof rb->job_st);
+    rb->job = mm_rebuild_begin(m->meta, rb->building.v, rb->building.n);
     rb->table_ms += mono_ms() - t0;
     rb->table_cpu_ms += cpu_ms() - cpu0;
-    /* Heartbeats waited while we rebuilt: that silence was ours. */
-    uint64_t now = wall_ms();
-    for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
-    rb->recovered += st->objects;
-    rb->incomplete += st->keys_incomplete;
-    rb->lost += st->keys_refused;
-    rb->extents_refused += st->extents_rejected;
+    if (!rb->build_timer) rb->build_timer = loop_timer_create(m->srv->loop, build_slice, m);
+    loop_timer_start(rb->build_timer, 0, 0);
 }
 
-static void finish(master *m, const char *why) {
+static void build_done(master *m, const char *why) {
     master_rebuild *rb = &m->rebuild;
-    mm_rebuild_stats st;
-    rebuild_buffered(m, &st);
     rb->state = REBUILD_DONE;
     rb->finished_ms = mono_ms();
     log_notice("master: table rebuilt (%s) in %llu ms (%llu building it, %llu ms of CPU): %llu objects recovered, "
@@ -125,6 +112,82 @@ static void finish(master *m, const char *why) {
                (unsigned long long)rb->recovered,
                (unsigned long long)rb->incomplete, (unsigned long long)rb->lost,
                (unsigned long long)rb->nodes_reported);
+}
+
+/* The job built every key: refused extents leave their node's index
+ * (unless that node holds a replica of the key after all). */
+static void build_end(master *m) {
+    master_rebuild *rb = &m->rebuild;
+    const mm_rebuild_stats *st = &rb->job_st;
+    uint64_t t0 = mono_ms(), cpu0 = cpu_ms();
+    mm_rebuild_end(m->meta, rb->job);
+    rb->job = NULL;
+    for (size_t i = 0; i < rb->nrefused; i++) {
+        const mm_report *r = rb->refused[i];
+        const object *o = mm_find(m->meta, r->key, r->keylen);
+        if (!o || !object_on_node(o, r->node)) mm_note_drop_key(m->meta, r->node, r->key, r->keylen);
+    }
+    rb->nrefused = 0;
+    reports_clear(&rb->building);
+    rb->table_ms += mono_ms() - t0;
+    rb->table_cpu_ms += cpu_ms() - cpu0;
+    rb->recovered += st->objects;
+    rb->incomplete += st->keys_incomplete;
+    rb->lost += st->keys_refused;
+    rb->extents_refused += st->extents_rejected;
+    if (rb->state == REBUILD_BUILDING) build_done(m, rb->why);
+    if (rb->again) {   /* nodes that finished reporting during the build */
+        rb->again = 0;
+        if (rb->buf.n) build_start(m);
+    }
+}
+
+/* Up to n keys of the running job (SIZE_MAX: all); 1 while keys remain. */
+static int build_some(master *m, size_t n) {
+    master_rebuild *rb = &m->rebuild;
+    uint64_t t0 = mono_ms(), cpu0 = cpu_ms();
+    int more = mm_rebuild_step(m->meta, rb->job, n, wall_ms(), &rb->job_st, note_refused, rb);
+    rb->table_ms += mono_ms() - t0;
+    rb->table_cpu_ms += cpu_ms() - cpu0;
+    return more;
+}
+
+static void build_slice(event_loop *el, void *data) {
+    master *m = data;
+    master_rebuild *rb = &m->rebuild;
+    if (!rb->job) return;
+    uint64_t until = mono_us() + BUILD_SLICE_US;
+    int more;
+    do more = build_some(m, BUILD_KEYS_PER_CHECK);
+    while (more && mono_us() < until);
+    if (more) loop_timer_start(rb->build_timer, 0, 0);
+    else build_end(m);
+}
+
+/* Build everything reported so far before returning (MOON.REBUILD, a
+ * node reporting after the window). */
+static void build_now(master *m, mm_rebuild_stats *st) {
+    master_rebuild *rb = &m->rebuild;
+    memset(st, 0, sizeof *st);
+    for (int round = 0; round < 2; round++) {
+        if (!rb->job && rb->buf.n == 0) continue;
+        if (!rb->job) build_start(m);
+        while (build_some(m, SIZE_MAX)) {}
+        mm_rebuild_stats got = rb->job_st;
+        build_end(m);
+        st->objects += got.objects, st->replicas += got.replicas, st->extents += got.extents;
+        st->extents_rejected += got.extents_rejected;
+        st->keys_incomplete += got.keys_incomplete, st->keys_refused += got.keys_refused;
+    }
+}
+
+/* The window closes: what was reported is built, in slices. */
+static void finish(master *m, const char *why) {
+    master_rebuild *rb = &m->rebuild;
+    rb->state = REBUILD_BUILDING;
+    rb->why = why;
+    log_notice("master: building the table (%s) from %zu reported extents", why, rb->buf.n);
+    build_start(m);
 }
 
 int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
@@ -141,8 +204,12 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
     return MASTER_REG_REPORT;
 }
 
+int master_rebuild_busy(const master *m) {
+    return m->rebuild.state == REBUILD_COLLECTING || m->rebuild.state == REBUILD_BUILDING;
+}
+
 int master_rebuild_refuses(client *c) {
-    if (master_of(c)->rebuild.state != REBUILD_COLLECTING) return 0;
+    if (!master_rebuild_busy(master_of(c))) return 0;
     master_reply_fail(c, PROTO_TRYAGAIN, "the master is rebuilding its table from the nodes");
     return 1;
 }
@@ -154,16 +221,20 @@ void master_rebuild_tick(master *m) {
 
 void master_rebuild_reset(master *m) {
     master_rebuild *rb = &m->rebuild;
-    reports_clear(rb);
+    mm_rebuild_free(rb->job);   /* the table it filled is gone or going */
+    loop_timer_free(rb->build_timer);
+    reports_clear(&rb->buf);
+    reports_clear(&rb->building);
+    free(rb->refused);
     free(rb->expect);
     free(rb->done);
     memset(rb, 0, sizeof *rb);
 }
 
 void master_rebuild_info(master *m, resp_buf *out) {
-    static const char *const names[] = {"none", "collecting", "done"};
+    static const char *const names[] = {"none", "collecting", "building", "done"};
     const master_rebuild *rb = &m->rebuild;
-    uint64_t end = rb->state == REBUILD_COLLECTING ? mono_ms() : rb->finished_ms;
+    uint64_t end = master_rebuild_busy(m) ? mono_ms() : rb->finished_ms;
     info_field(out, "rebuild_state", "%s", names[rb->state]);
     info_field(out, "rebuild_ms", "%llu",
                (unsigned long long)(rb->state == REBUILD_NONE ? 0 : end - rb->opened_ms));
@@ -199,28 +270,28 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
 #define KEY_CHUNK (64u << 20)   /* bytes of reported keys per chunk */
 
 /* Room for n more reports, or -1 after replying (the buffer bound). */
-static int reports_reserve(client *c, master_rebuild *rb, size_t n, size_t bytes) {
-    if (rb->report_bytes + bytes > MASTER_MAX_REPORT_BYTES) {
+static int reports_reserve(client *c, master_reports *b, size_t n, size_t bytes) {
+    if (b->bytes + bytes > MASTER_MAX_REPORT_BYTES) {
         master_reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
         return -1;
     }
-    if (rb->nreports + n > rb->capreports) {
-        size_t cap = (rb->nreports + n) * 2;
-        rb->reports = xhuge_realloc(rb->reports, rb->capreports * sizeof *rb->reports, cap * sizeof *rb->reports);
-        rb->capreports = cap;
+    if (b->n + n > b->cap) {
+        size_t cap = (b->n + n) * 2;
+        b->v = xhuge_realloc(b->v, b->cap * sizeof *b->v, cap * sizeof *b->v);
+        b->cap = cap;
     }
     return 0;
 }
 
 /* len bytes in the key chunks. */
-static char *keys_room(master_rebuild *rb, size_t len) {
-    master_key_chunk *last = rb->nchunks ? &rb->chunks[rb->nchunks - 1] : NULL;
+static char *keys_room(master_reports *b, size_t len) {
+    master_key_chunk *last = b->nchunks ? &b->chunks[b->nchunks - 1] : NULL;
     if (!last || last->len - last->used < len) {
-        if (rb->nchunks == rb->capchunks) {
-            rb->capchunks = rb->capchunks ? rb->capchunks * 2 : 16;
-            rb->chunks = xrealloc(rb->chunks, rb->capchunks * sizeof *rb->chunks);
+        if (b->nchunks == b->capchunks) {
+            b->capchunks = b->capchunks ? b->capchunks * 2 : 16;
+            b->chunks = xrealloc(b->chunks, b->capchunks * sizeof *b->chunks);
         }
-        last = &rb->chunks[rb->nchunks++];
+        last = &b->chunks[b->nchunks++];
         last->len = len > KEY_CHUNK ? len : KEY_CHUNK;
         last->base = xhuge_alloc(last->len);
         last->used = 0;
@@ -229,20 +300,20 @@ static char *keys_room(master_rebuild *rb, size_t len) {
     return last->base + last->used - len;
 }
 
-/* Keep n parsed reports (at rb->reports + rb->nreports, their keys still
- * in the command's arguments, keys bytes in all): the keys are copied. */
+/* Keep n parsed reports (at b->v + b->n, their keys still in the
+ * command's arguments, keys bytes in all): the keys are copied. */
 static void reports_keep(master *m, uint32_t node, size_t n, size_t keys) {
-    master_rebuild *rb = &m->rebuild;
-    mm_report *at = rb->reports + rb->nreports;
-    char *k = keys ? keys_room(rb, keys) : NULL;
+    master_reports *b = &m->rebuild.buf;
+    mm_report *at = b->v + b->n;
+    char *k = keys ? keys_room(b, keys) : NULL;
     for (size_t i = 0; i < n; i++) {
         memcpy(k, at[i].key, at[i].keylen);
         at[i].key = k;
         k += at[i].keylen;
     }
-    rb->nreports += n;
-    rb->report_bytes += n * sizeof(mm_report) + keys;
-    rb->reports_total += n;
+    b->n += n;
+    b->bytes += n * sizeof(mm_report) + keys;
+    m->rebuild.reports_total += n;
     mm_node_seen(m->meta, node, wall_ms());   /* reporting, not silent */
 }
 
@@ -254,12 +325,12 @@ static void report_text(client *c, master_rebuild *rb, uint32_t node) {
     }
     size_t n = (size_t)(c->argc - 1) / REPORT_FIELDS, keys = 0;
     for (size_t i = 0; i < n; i++) keys += c->argv[1 + REPORT_FIELDS * i].len;
-    if (reports_reserve(c, rb, n, n * sizeof(mm_report) + keys) != 0) return;
-    mm_report *at = rb->reports + rb->nreports;
+    if (reports_reserve(c, &rb->buf, n, n * sizeof(mm_report) + keys) != 0) return;
+    mm_report *at = rb->buf.v + rb->buf.n;
     for (size_t i = 0; i < n; i++)
         if (parse_report(c, 1 + REPORT_FIELDS * (int)i, node, &at[i]) != 0) return;
     reports_keep(master_of(c), node, n, keys);
-    reply_integer(c, (long long)rb->nreports);
+    reply_integer(c, (long long)rb->buf.n);
 }
 
 /* MOON.REPORT PACKED blob (proto/report.h): every record is checked
@@ -271,9 +342,9 @@ static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
         return;
     }
     size_t n = blob->len / PROTO_REPORT_HDR;   /* at most this many records */
-    if (reports_reserve(c, rb, n, n * sizeof(mm_report) + blob->len) != 0) return;
+    if (reports_reserve(c, &rb->buf, n, n * sizeof(mm_report) + blob->len) != 0) return;
     const uint8_t *p = (const uint8_t *)blob->ptr, *end = p + blob->len;
-    mm_report *at = rb->reports + rb->nreports;
+    mm_report *at = rb->buf.v + rb->buf.n;
     size_t got = 0, keys = 0;
     proto_report_rec r;
     while (p < end) {
@@ -285,7 +356,7 @@ static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
         keys += r.keylen;
     }
     reports_keep(master_of(c), node, got, keys);
-    reply_integer(c, (long long)rb->nreports);
+    reply_integer(c, (long long)rb->buf.n);
 }
 
 /* MOON.REPORT key size crc want obj_off seg_off length [...]
@@ -299,7 +370,8 @@ static void report_command(client *c) {
 }
 
 /* MOON.REPORTDONE [peer_id ...]: this node reported all it holds; the
- * peers are the other members it knew. */
+ * peers are the other members it knew. Answered at once: the build
+ * runs in slices after the reply. */
 static void reportdone_command(client *c) {
     master *m = master_of(c);
     master_rebuild *rb = &m->rebuild;
@@ -309,10 +381,10 @@ static void reportdone_command(client *c) {
     for (int i = 1; i < c->argc; i++)
         if (master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer) != 0) return;
     rb->nodes_reported++;
-    if (rb->state != REBUILD_COLLECTING) {
-        mm_rebuild_stats st;
-        rebuild_buffered(m, &st);
-        reply_ok(c);
+    reply_ok(c);
+    if (rb->state != REBUILD_COLLECTING) {   /* after the window: built on its own */
+        if (rb->job) rb->again = 1;
+        else if (rb->buf.n) build_start(m);
         return;
     }
     expect(rb, node, 1);
@@ -321,21 +393,14 @@ static void reportdone_command(client *c) {
         expect(rb, (uint32_t)peer, 0);
     }
     if (all_reported(rb)) finish(m, "every node reported");
-    reply_ok(c);
 }
 
-/* MOON.REBUILD (admin): rebuild from what was reported so far. */
+/* MOON.REBUILD (admin): rebuild from what was reported so far, now. */
 static void rebuild_command(client *c) {
     master *m = master_of(c);
     mm_rebuild_stats st;
-    if (m->rebuild.state == REBUILD_COLLECTING) {
-        uint64_t before = m->rebuild.recovered;
-        finish(m, "MOON.REBUILD");
-        memset(&st, 0, sizeof st);
-        st.objects = m->rebuild.recovered - before;
-    } else {
-        rebuild_buffered(m, &st);
-    }
+    if (m->rebuild.state == REBUILD_COLLECTING) finish(m, "MOON.REBUILD");
+    build_now(m, &st);
     reply_array(c, 4);
     reply_integer(c, (long long)st.objects);
     reply_integer(c, (long long)st.replicas);
