@@ -30,7 +30,12 @@ typedef struct entry {
     uint64_t hash;
     obj_state counted;      /* the state nstate[] has this entry under */
     int linked;
+    size_t room;            /* bytes for the owner after the key (objtable_insert_room) */
 } entry;
+
+#define ROOM_ALIGN 16
+
+static size_t room_at(size_t keylen) { return (keylen + 1 + ROOM_ALIGN - 1) & ~(size_t)(ROOM_ALIGN - 1); }
 
 typedef struct ht {
     entry **b;
@@ -185,6 +190,10 @@ object *objtable_find(objtable *t, const void *key, size_t keylen) {
 }
 
 object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed) {
+    return objtable_insert_room(t, key, keylen, 0, existed);
+}
+
+object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed) {
     uint64_t hash = hash_of(key, keylen);
     rehash_step(t, REHASH_BUCKETS);
     if (existed) *existed = 0;
@@ -192,9 +201,11 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
         if (existed) *existed = 1;
         return NULL;
     }
-    if (keylen == SIZE_MAX) return NULL;
+    if (keylen > SIZE_MAX / 2 || room > SIZE_MAX / 2) return NULL;
 
-    entry *e = xcalloc(1, sizeof *e + keylen + 1);
+    /* the entry (max-aligned), the key and its NUL, then the room */
+    entry *e = xcalloc(1, sizeof *e + (room ? room_at(keylen) + room : keylen + 1));
+    e->room = room;
     e->obj.key = (char *)(e + 1);
     memcpy(e->obj.key, key, keylen);
     e->obj.key[keylen] = '\0';
@@ -207,6 +218,11 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
     ht_link(&t->t[rehashing(t) ? 1 : 0], e);
     maybe_resize(t);
     return &e->obj;
+}
+
+void *objtable_room(object *o) {
+    entry *e = (entry *)o;
+    return e->room ? (char *)(e + 1) + room_at(o->keylen) : NULL;
 }
 
 void objtable_reserve(objtable *t, size_t n) {
@@ -327,18 +343,25 @@ uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx)
 
 /* ---- replicas ---- */
 
+static size_t replicas_bytes(const obj_replica *reps, uint32_t n) {
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) total += reps[i].nextents;
+    return (size_t)n * sizeof(obj_replica) + total * sizeof(obj_extent);
+}
+
 /* The replica array and every replica's extents live in one block (one
- * allocation per put instead of 1 + replicas): extents follow the array. */
-int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
+ * allocation per put instead of 1 + replicas): extents follow the array.
+ * mem: that block if it fits there (len bytes), else the heap. */
+int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void *mem, size_t len) {
     obj_replica *copy = NULL;
+    int inline_ = 0;
     if (n > 0) {
         if (!reps) return -1;
-        size_t total = 0;
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < n; i++)
             if (reps[i].nextents > 0 && !reps[i].extents) return -1;
-            total += reps[i].nextents;
-        }
-        copy = xcalloc(1, (size_t)n * sizeof *copy + total * sizeof(obj_extent));
+        size_t need = replicas_bytes(reps, n);
+        inline_ = mem && need <= len && mem != (void *)o->replicas;
+        copy = inline_ ? memset(mem, 0, need) : xcalloc(1, need);
         obj_extent *ext = (obj_extent *)(copy + n);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t ne = reps[i].nextents;
@@ -352,11 +375,17 @@ int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
     object_free_replicas(o);
     o->replicas = copy;
     o->nreplicas = n;
+    o->replicas_inline = (uint8_t)inline_;
     return 0;
 }
 
+int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
+    return object_set_replicas_in(o, reps, n, NULL, 0);
+}
+
 void object_free_replicas(object *o) {
-    free(o->replicas);
+    if (!o->replicas_inline) free(o->replicas);
+    o->replicas_inline = 0;
     o->replicas = NULL;
     o->nreplicas = 0;
 }

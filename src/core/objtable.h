@@ -36,6 +36,7 @@ typedef struct object {
     obj_state state;
     uint64_t size;
     uint32_t crc;           /* CRC32C of the value, valid when COMPLETE */
+    uint8_t replicas_inline;   /* replicas live in the entry's room (not freed alone) */
     uint64_t created_ms;    /* put-start time (for put timeouts) */
     uint64_t atime_ms;      /* last read or write, for LRU collection (core/evict.h) */
     uint64_t expire_ms;     /* SET EX/PX hint: preferred victim from then on; 0 = none */
@@ -59,6 +60,11 @@ object *objtable_find(objtable *t, const void *key, size_t keylen);
 /* Insert a new PENDING object with no replicas. Returns NULL and sets
  * *existed = 1 if the key is present (in any state). */
 object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed);
+/* The same with room bytes (max-aligned) in the object's own block for
+ * its owner's data and replicas: one allocation per object instead of
+ * three. objtable_room(o) is that room, NULL if it was inserted without. */
+object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed);
+void *objtable_room(object *o);
 /* Unlink the key and hand its object to free_fn. 1 if found, else 0. */
 int objtable_delete(objtable *t, const void *key, size_t keylen);
 /* Unlink without calling free_fn; the caller now owns the object. */
@@ -91,6 +97,9 @@ uint64_t objtable_scan(objtable *t, uint64_t cursor, objtable_scan_fn *fn, void 
 
 /* Replica helpers: set the object's replicas (copies the arrays). */
 int object_set_replicas(object *o, const obj_replica *reps, uint32_t n);
+/* The same into mem (len bytes of the object's room): a copy that fits
+ * there is not freed on its own; one that does not goes to the heap. */
+int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void *mem, size_t len);
 void object_free_replicas(object *o);
 /* Frees the key, the replicas and the struct (for free_fn callbacks). */
 void object_free(object *o);

@@ -17,13 +17,35 @@
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* mm_obj's share of an object's room: the replicas follow it. */
+#define MO_ROOM ((sizeof(mm_obj) + 15) & ~(size_t)15)
+
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until) {
-    mm_obj *mo = xcalloc(1, sizeof *mo);
+    void *room = objtable_room(o);
+    mm_obj *mo = room ? memset(room, 0, sizeof *mo) : xcalloc(1, sizeof *mo);
     mo->o = o;
     mo->want = want;
     mo->hold_until = hold_until;
     o->owner = mo;
     return mo;
+}
+
+void mm_obj_free(mm_obj *mo) {
+    if (!mo) return;
+    proto_slices_free(&mo->slices);
+    free(mo->lease);
+    if ((void *)mo != objtable_room(mo->o)) free(mo);
+}
+
+object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, const obj_replica *reps, uint32_t n,
+                      uint32_t want, uint64_t hold_until) {
+    size_t bytes = (size_t)n * sizeof(obj_replica);
+    for (uint32_t i = 0; i < n; i++) bytes += reps[i].nextents * sizeof(obj_extent);
+    object *o = objtable_insert_room(m->objs, key, keylen, MO_ROOM + bytes, NULL);
+    if (!o) return NULL;
+    object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);
+    mm_obj_new(m, o, want, hold_until);
+    return o;
 }
 
 static void pending_append(master_meta *m, mm_obj *mo) {
@@ -130,8 +152,7 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     objtable_unlink(m->objs, o->key, o->keylen);
     mm_hold_object(m, o, now_ms);
     m->slice_crc_bytes -= (uint64_t)mo->slices.count * sizeof *mo->slices.crc;
-    proto_slices_free(&mo->slices);
-    free(mo);
+    mm_obj_free(mo);
     object_free(o);
 }
 
@@ -144,6 +165,7 @@ static void lease_add(mm_obj *mo, uint64_t until, uint64_t now_ms) {
     for (uint32_t i = 0; i < mo->nlease; i++)
         if (mo->lease[i] > now_ms) mo->lease[w++] = mo->lease[i];
     mo->nlease = w;
+    if (!mo->lease) mo->lease = xmalloc(MM_LEASES * sizeof *mo->lease);
     if (mo->nlease < MM_LEASES) mo->lease[mo->nlease++] = until;
     else mo->hold_until = max_u64(mo->hold_until, until);
 }
@@ -186,15 +208,13 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
     memset(reps, 0, sizeof reps);
     st = mm_place_collecting(m, size, replicas, reps, now_ms, err, errlen);
     if (st != PROTO_OK) return st;
-    int existed = 0;
-    o = objtable_insert(m->objs, key, keylen, &existed);
-    o->size = size;
-    o->created_ms = o->atime_ms = now_ms;
-    object_set_replicas(o, reps, replicas);
-    for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
     /* No hold for the write caps: a node refuses them once a newer grant
      * has written there (backend/claims.h), so only reads pin space. */
-    mm_obj *mo = mm_obj_new(m, o, replicas, 0);
+    o = mm_obj_insert(m, key, keylen, reps, replicas, replicas, 0);
+    for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
+    o->size = size;
+    o->created_ms = o->atime_ms = now_ms;
+    mm_obj *mo = mm_obj_of(o);
     mo->write_issued_us = mm_issue_us(m, now_ms);
     pending_append(m, mo);
     *out = o;

@@ -33,8 +33,7 @@ proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt,
 /* objtable hands us objects it no longer holds: only at destroy time,
  * since every other removal goes through objtable_unlink. */
 static void free_object(object *o, void *ctx) {
-    if (o->owner) proto_slices_free(&mm_obj_of(o)->slices);
-    free(o->owner);
+    mm_obj_free(o->owner);
     object_free(o);
 }
 

@@ -125,7 +125,8 @@ typedef struct mm_obj {
     object *o;
     uint32_t want;                /* replica count asked for */
     uint64_t hold_until;          /* bytes not reused before: leases not tracked below, tasks */
-    uint64_t lease[MM_LEASES];    /* expiries of leases not yet returned (maybe expired) */
+    uint64_t *lease;              /* expiries of leases not yet returned (maybe expired): */
+                                  /* MM_LEASES of them, allocated at the first read */
     uint32_t nlease;
     uint64_t write_issued_us;     /* the put's write caps' grant stamp */
     struct mm_job *job;           /* replica copy in flight, if any */

@@ -191,16 +191,18 @@ static void commit_key(master_meta *m, const mm_report *first, partial *p, uint3
         else st->keys_incomplete++;
         return;
     }
-    int existed = 0;
-    object *o = objtable_insert(m->objs, first->key, first->keylen, &existed);
+    if (want < nwhole) want = nwhole;
+    if (want > PROTO_MAX_REPLICAS) want = PROTO_MAX_REPLICAS;
+    object *o = mm_obj_insert(m, first->key, first->keylen, whole, nwhole, want, 0);
+    if (!o) {   /* present after all (usable_key says it cannot be): keep what is there */
+        for (uint32_t i = 0; i < nwhole; i++) release_claimed(m, &whole[i]);
+        st->keys_refused++;
+        return;
+    }
     o->size = first->size;
     o->crc = first->crc;
     o->created_ms = o->atime_ms = now_ms;
-    object_set_replicas(o, whole, nwhole);
     objtable_set_state(m->objs, o, OBJ_COMPLETE);
-    if (want < nwhole) want = nwhole;
-    if (want > PROTO_MAX_REPLICAS) want = PROTO_MAX_REPLICAS;
-    mm_obj_new(m, o, want, 0);
     st->objects++;
     st->replicas += nwhole;
 }
