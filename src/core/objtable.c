@@ -193,8 +193,18 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
     return objtable_insert_room(t, key, keylen, 0, existed);
 }
 
+uint64_t objtable_hash(const void *key, size_t keylen) { return hash_of(key, keylen); }
+
+void objtable_prefetch(const objtable *t, uint64_t hash) {
+    for (int i = 0; i <= rehashing(t); i++) __builtin_prefetch(&t->t[i].b[hash & t->t[i].mask]);
+}
+
 object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed) {
-    uint64_t hash = hash_of(key, keylen);
+    return objtable_insert_hashed(t, key, keylen, hash_of(key, keylen), room, existed);
+}
+
+object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room,
+                               int *existed) {
     rehash_step(t, REHASH_BUCKETS);
     if (existed) *existed = 0;
     if (lookup(t, key, keylen, hash, NULL)) {

@@ -65,6 +65,13 @@ object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existe
  * three. objtable_room(o) is that room, NULL if it was inserted without. */
 object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed);
 void *objtable_room(object *o);
+/* The hash a key is filed under (keyed per process). A caller inserting
+ * many keys hashes each once, passes it in (it must be this key's), and
+ * can prefetch the bucket a few keys ahead. */
+uint64_t objtable_hash(const void *key, size_t keylen);
+object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room,
+                               int *existed);
+void objtable_prefetch(const objtable *t, uint64_t hash);
 /* Unlink the key and hand its object to free_fn. 1 if found, else 0. */
 int objtable_delete(objtable *t, const void *key, size_t keylen);
 /* Unlink without calling free_fn; the caller now owns the object. */

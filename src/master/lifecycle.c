@@ -37,11 +37,11 @@ void mm_obj_free(mm_obj *mo) {
     if ((void *)mo != objtable_room(mo->o)) free(mo);
 }
 
-object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, const obj_replica *reps, uint32_t n,
-                      uint32_t want, uint64_t hold_until) {
+object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
+                      uint32_t n, uint32_t want, uint64_t hold_until) {
     size_t bytes = (size_t)n * sizeof(obj_replica);
     for (uint32_t i = 0; i < n; i++) bytes += reps[i].nextents * sizeof(obj_extent);
-    object *o = objtable_insert_room(m->objs, key, keylen, MO_ROOM + bytes, NULL);
+    object *o = objtable_insert_hashed(m->objs, key, keylen, hash, MO_ROOM + bytes, NULL);
     if (!o) return NULL;
     object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);
     mm_obj_new(m, o, want, hold_until);
@@ -210,7 +210,7 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
     if (st != PROTO_OK) return st;
     /* No hold for the write caps: a node refuses them once a newer grant
      * has written there (backend/claims.h), so only reads pin space. */
-    o = mm_obj_insert(m, key, keylen, reps, replicas, replicas, 0);
+    o = mm_obj_insert(m, key, keylen, objtable_hash(key, keylen), reps, replicas, replicas, 0);
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
     o->size = size;
     o->created_ms = o->atime_ms = now_ms;

@@ -87,6 +87,7 @@ typedef struct master {
     uint64_t terms_dropped;            /* lost terms whose metadata was dropped */
     uint64_t incarnation;              /* without etcd, the term: start ms << 10 | random */
     put_wait *waits;                   /* puts waiting for quarantined space */
+    uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
 
 master *master_create(server *srv);

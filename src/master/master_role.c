@@ -63,6 +63,14 @@ void master_destroy(master *m) {
 
 static void sweep_cb(event_loop *el, void *data) {
     master *m = data;
+    uint64_t now = mono_ms();
+    /* The loop stalled (a long command, a loaded machine): heartbeats
+     * waited in our sockets, so the silence is ours, not the nodes'. */
+    if (m->last_sweep_ms && now - m->last_sweep_ms > (uint64_t)m->srv->cfg.node_timeout_ms / 2) {
+        uint64_t wall = wall_ms();
+        for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, wall);
+    }
+    m->last_sweep_ms = now;
     mm_sweep(m->meta, wall_ms());
     master_rebuild_tick(m);
 }

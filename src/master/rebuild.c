@@ -43,6 +43,7 @@ static int by_offset(const void *a, const void *b) {
 typedef struct key_group {
     size_t start, end;
     uint64_t where;
+    uint64_t hash;   /* the key's objtable_hash: hashed once for grouping and filing */
 } key_group;
 
 static int by_where(const void *a, const void *b) {
@@ -62,13 +63,15 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
     uint32_t *slot = xhuge_alloc(cap * sizeof *slot);   /* group + 1, 0 = empty */
     uint32_t *group = xhuge_alloc(nn * sizeof *group), ngroups = 0;
     size_t *first = xhuge_alloc(nn * sizeof *first);
+    uint64_t *hash = xhuge_alloc(nn * sizeof *hash);
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = 1469598103934665603ULL;   /* FNV-1a: keys come from authenticated nodes */
-        for (size_t k = 0; k < r[i].keylen; k++) h = (h ^ ((const uint8_t *)r[i].key)[k]) * 1099511628211ULL;
-        size_t at = (size_t)h & (cap - 1);
-        while (slot[at] && key_cmp(&r[first[slot[at] - 1]], &r[i]) != 0) at = (at + 1) & (cap - 1);
+        uint64_t h = objtable_hash(r[i].key, r[i].keylen);
+        size_t at = (size_t)(h >> 20) & (cap - 1);   /* other bits than the table's buckets */
+        while (slot[at] && (hash[slot[at] - 1] != h || key_cmp(&r[first[slot[at] - 1]], &r[i]) != 0))
+            at = (at + 1) & (cap - 1);
         if (!slot[at]) {
             first[ngroups] = i;
+            hash[ngroups] = h;
             slot[at] = ++ngroups;
         }
         group[i] = slot[at] - 1;
@@ -79,8 +82,9 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
     for (size_t i = 0; i < n; i++) start[group[i] + 1]++;
     for (uint32_t g = 0; g < ngroups; g++) start[g + 1] += start[g];
     key_group *kg = xhuge_alloc(((size_t)ngroups + 1) * sizeof *kg);
-    for (uint32_t g = 0; g < ngroups; g++) kg[g].start = kg[g].end = start[g];
+    for (uint32_t g = 0; g < ngroups; g++) kg[g].start = kg[g].end = start[g], kg[g].hash = hash[g];
     xhuge_free(start, ((size_t)ngroups + 1) * sizeof *start);
+    xhuge_free(hash, nn * sizeof *hash);
     const mm_report **v = xhuge_alloc(nn * sizeof *v);
     for (size_t i = 0; i < n; i++) v[kg[group[i]].end++] = &r[i];
     xhuge_free(group, nn * sizeof *group);
@@ -168,8 +172,9 @@ static void refuse(mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx, c
 }
 
 /* Turn the whole replicas of one key into a COMPLETE object. */
-static void commit_key(master_meta *m, const mm_report *first, partial *p, uint32_t np, obj_extent *room,
-                       uint64_t now_ms, mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
+static void commit_key(master_meta *m, const mm_report *first, uint64_t hash, partial *p, uint32_t np,
+                       obj_extent *room, uint64_t now_ms, mm_rebuild_stats *st, mm_rebuild_refused_fn *fn,
+                       void *ctx) {
     obj_replica whole[PROTO_MAX_REPLICAS];
     uint32_t nwhole = 0, want = 0, any_whole = 0;
     for (uint32_t i = 0; i < np; i++) {
@@ -193,7 +198,7 @@ static void commit_key(master_meta *m, const mm_report *first, partial *p, uint3
     }
     if (want < nwhole) want = nwhole;
     if (want > PROTO_MAX_REPLICAS) want = PROTO_MAX_REPLICAS;
-    object *o = mm_obj_insert(m, first->key, first->keylen, whole, nwhole, want, 0);
+    object *o = mm_obj_insert(m, first->key, first->keylen, hash, whole, nwhole, want, 0);
     if (!o) {   /* present after all (usable_key says it cannot be): keep what is there */
         for (uint32_t i = 0; i < nwhole; i++) release_claimed(m, &whole[i]);
         st->keys_refused++;
@@ -213,6 +218,8 @@ static int usable_key(master_meta *m, const mm_report *first, int fresh) {
     return first->keylen > 0 && first->keylen <= PROTO_MAX_KEY_LEN && first->size > 0 &&
            (fresh || !mm_find(m, first->key, first->keylen));
 }
+
+#define PREFETCH_AHEAD 8   /* keys */
 
 struct mm_rebuild_job {
     const mm_report **v;     /* the reports, grouped by key */
@@ -244,12 +251,17 @@ int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now
     j->fresh = j->fresh && objtable_size(m->objs) == j->made;
     for (; j->next < stop; j->next++) {
         const key_group *g = &j->kg[j->next];
+        if (j->next + PREFETCH_AHEAD < j->ngroups) {   /* the misses of a key a few ahead start now */
+            const key_group *ahead = g + PREFETCH_AHEAD;
+            objtable_prefetch(m->objs, ahead->hash);
+            for (size_t k = ahead->start; k < ahead->end && k < ahead->start + 4; k++) __builtin_prefetch(j->v[k]);
+        }
         const mm_report *first = j->v[g->start];
         int usable = usable_key(m, first, j->fresh);
         uint32_t np = 0;
         for (size_t k = g->start; k < g->end; k++)
             if (!usable || chain_extent(m, j->p, &np, j->v[k], first) != 0) refuse(st, fn, ctx, j->v[k]);
-        if (usable) commit_key(m, first, j->p, np, j->room, now_ms, st, fn, ctx);
+        if (usable) commit_key(m, first, g->hash, j->p, np, j->room, now_ms, st, fn, ctx);
         for (uint32_t k = 0; k < np; k++) j->p[k].n = 0, j->p[k].end = 0;
     }
     j->made += st->objects - before;

@@ -97,6 +97,9 @@ static void build_start(master *m) {
     rb->job = mm_rebuild_begin(m->meta, rb->building.v, rb->building.n);
     rb->table_ms += mono_ms() - t0;
     rb->table_cpu_ms += cpu_ms() - cpu0;
+    /* Heartbeats waited while we grouped the reports: that silence was ours. */
+    uint64_t now = wall_ms();
+    for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
     if (!rb->build_timer) rb->build_timer = loop_timer_create(m->srv->loop, build_slice, m);
     loop_timer_start(rb->build_timer, 0, 0);
 }
