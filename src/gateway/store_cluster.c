@@ -437,6 +437,27 @@ static redisContext *ctl_conn(cluster_store *cs) {
     return master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
 }
 
+/* FLUSHALL: MOON.FLUSH on the control connection, one call for the whole
+ * table. The master's refusal (-TRYAGAIN during a rebuild) is the reply. */
+static int cs_flush(store *s, uint64_t *removed) {
+    cluster_store *cs = cs_of(s);
+    redisContext *ctl = ctl_conn(cs);
+    redisReply *r = ctl ? redisCommand(ctl, "MOON.FLUSH") : NULL;
+    int rc = STORE_OK;
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        *removed = r->integer > 0 ? (uint64_t)r->integer : 0;
+    } else if (r && r->type == REDIS_REPLY_ERROR) {
+        snprintf(s->errstr, sizeof s->errstr, "%s", r->str);
+        rc = STORE_REFUSED;
+    } else {   /* nothing was removed, or it all was: asking again is safe */
+        snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master is unreachable (%.120s)",
+                 ctl ? ctl->errstr : "no connection");
+        rc = STORE_REFUSED;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* The master's INFO cluster reply (a string), NULL if unavailable. */
 static redisReply *master_info_cluster(cluster_store *cs) {
     redisContext *ctl = ctl_conn(cs);
@@ -597,6 +618,7 @@ static const store_ops cluster_ops = {
     .checksum_of = cs_checksum_of,
     .count = cs_count,
     .scan = cs_scan,
+    .flush = cs_flush,
     .info = cs_info,
     .destroy = cs_destroy,
     .space = NULL,

@@ -769,6 +769,27 @@ static void scan_command(client *c) {
     free(sr.objs);
 }
 
+/* ---- MOON.FLUSH ---- */
+
+/* MOON.FLUSH: remove every COMPLETE object (a gateway's FLUSHALL); how
+ * many. Batches of a scan, each removed before the next (the cursor stays
+ * valid as the table shrinks); puts in flight finish as usual. */
+static void flush_command(client *c) {
+    if (master_rebuild_refuses(c)) return;
+    master_meta *m = meta_of(c);
+    scan_reply sr = {0};
+    uint64_t cursor = 0, removed = 0;
+    char err[PROTO_ERR_LEN];
+    do {
+        sr.n = 0;
+        cursor = mm_scan(m, cursor, 1000, scan_take, &sr);
+        for (size_t i = 0; i < sr.n; i++)
+            removed += mm_remove(m, sr.objs[i]->key, sr.objs[i]->keylen, now(), err, sizeof err) == PROTO_OK;
+    } while (cursor != 0);
+    free(sr.objs);
+    reply_integer(c, (long long)removed);
+}
+
 static const command master_commands[] = {
     {"moon.challenge", challenge_command, 1, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Get a nonce to prove the cluster secret with", ""},
@@ -810,6 +831,8 @@ static const command master_commands[] = {
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "One text line per node", ""},
+    {"moon.flush", flush_command, 1, CMD_WRITE, NOKEY, 0, "moonkv", "0.2.0",
+     "Remove every object (FLUSHALL through a gateway); how many", ""},
     {"moon.scan", scan_command, -2, CMD_READONLY, NOKEY, 0, "moonkv", "0.2.0",
      "Iterate the keys of complete objects", "cursor [COUNT count] [MATCH pattern]"},
     {"moon.object", object_command, 2, CMD_READONLY, KEY1, 0, "moonkv", "0.1.0",

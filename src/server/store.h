@@ -81,6 +81,11 @@ typedef struct store_ops {
     int (*checksum_of)(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc);
     uint64_t (*count)(store *s);                                /* COMPLETE objects */
     uint64_t (*scan)(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx);
+    /* Optional (NULL: FLUSHALL walks scan and removes each key): remove
+     * every COMPLETE object at once, how many in *removed. A store whose
+     * keys live elsewhere (the cluster's master) does it there in one
+     * call; STORE_REFUSED or STORE_ERR (errstr) if that failed. */
+    int (*flush)(store *s, uint64_t *removed);
     /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n"). */
     void (*info)(store *s, resp_buf *out, const char *section);
     void (*destroy)(store *s);

@@ -1,5 +1,5 @@
 /* server/t_object.c - object commands: SET/PUT, GET, MGET, DEL/REMOVE,
- * EXISTS, STRLEN, TTL/PTTL, TYPE, SCAN, KEYS, DBSIZE.
+ * EXISTS, STRLEN, TTL/PTTL, TYPE, SCAN, KEYS, DBSIZE, FLUSHALL/FLUSHDB.
  *
  * Objects are write-once: SET on an existing key is refused (or, with
  * on_conflict keep, answered OK) and the stored value stays as it was.
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/crc32c.h"
+#include "core/log.h"
 #include "core/util.h"
 #include "server/commands.h"
 #include "server/glob.h"
@@ -465,6 +466,68 @@ static void keys_command(client *c) {
     resp_buf_free(&out);
 }
 
+/* ---- FLUSHALL / FLUSHDB ---- */
+
+/* Keys copied out of a scan: a removal may free the memory they point to. */
+typedef struct key_copies {
+    char *buf;
+    size_t len, cap;
+    size_t n;
+} key_copies;
+
+static void key_copy(const char *key, size_t keylen, void *ctx) {
+    key_copies *kc = ctx;
+    size_t need = sizeof(size_t) + keylen;
+    if (kc->cap - kc->len < need) {
+        kc->cap = (kc->cap + need) * 2;
+        kc->buf = xrealloc(kc->buf, kc->cap);
+    }
+    memcpy(kc->buf + kc->len, &keylen, sizeof keylen);
+    memcpy(kc->buf + kc->len + sizeof keylen, key, keylen);
+    kc->len += need;
+    kc->n++;
+}
+
+/* Scan a batch, remove it, until the walk ends (the cursor stays valid as
+ * the table shrinks). Keys added meanwhile may survive, as in Redis. */
+static uint64_t flush_by_scan(store *s) {
+    key_copies kc = {0};
+    uint64_t cursor = 0, removed = 0;
+    do {
+        kc.len = kc.n = 0;
+        cursor = s->ops->scan(s, cursor, 1000, key_copy, &kc);
+        for (size_t off = 0; off < kc.len;) {
+            size_t keylen;
+            memcpy(&keylen, kc.buf + off, sizeof keylen);
+            removed += (uint64_t)s->ops->remove(s, kc.buf + off + sizeof keylen, keylen);
+            off += sizeof keylen + keylen;
+        }
+    } while (cursor != 0);
+    free(kc.buf);
+    return removed;
+}
+
+/* FLUSHALL|FLUSHDB [ASYNC|SYNC]: every object goes (one database). Space
+ * still under a read lease is reused once the lease ends, either way. */
+static void flushall_command(client *c) {
+    if (c->argc > 2 || (c->argc == 2 && !strieq_len(c->argv[1].ptr, c->argv[1].len, "ASYNC") &&
+                        !strieq_len(c->argv[1].ptr, c->argv[1].len, "SYNC"))) {
+        reply_syntax_error(c);
+        return;
+    }
+    store *s = store_of(c);
+    uint64_t n = 0;
+    int rc = STORE_OK;
+    if (s->ops->flush) rc = s->ops->flush(s, &n);
+    else n = flush_by_scan(s);
+    if (rc != STORE_OK) {
+        reply_store_error(c, rc);
+        return;
+    }
+    log_notice("%.*s: %llu objects removed", (int)c->argv[0].len, c->argv[0].ptr, (unsigned long long)n);
+    reply_ok(c);
+}
+
 /* ---- the table ---- */
 
 static const command object_commands[] = {
@@ -497,6 +560,10 @@ static const command object_commands[] = {
      "Every key matching a pattern (refused above 100000 keys: use SCAN)", "pattern"},
     {"dbsize", dbsize_command, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "server", "0.1.0",
      "Number of objects stored", ""},
+    {"flushall", flushall_command, -1, CMD_WRITE, 0, 0, 0, 0, "server", "0.2.0",
+     "Remove every object (the caller's own collection)", "[ASYNC|SYNC]"},
+    {"flushdb", flushall_command, -1, CMD_WRITE, 0, 0, 0, 0, "server", "0.2.0",
+     "Alias of FLUSHALL: there is one database", "[ASYNC|SYNC]"},
 };
 
 void t_object_register(server *srv) {

@@ -660,6 +660,33 @@ static void test_node_killed_values_survive(void) {
     ASSERT(get_is_pattern("m:b", 70000, 22));
 }
 
+/* FLUSHALL through the gateway: one MOON.FLUSH removes every object, the
+ * space comes back (the gateway gave its read leases back), and a key
+ * takes new bytes again. */
+static void test_flushall(void) {
+    redisReply *r = cmd("DBSIZE");
+    ASSERT(integer_of(r) >= (long long)NSIZED);
+    freeReplyObject(r);
+    ASSERT(info_ll("memory", "used_memory") > 20 * 1024 * 1024);
+    r = cmd("FLUSHALL");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0);
+    freeReplyObject(r);
+    r = cmd("DBSIZE");
+    ASSERT_EQ(integer_of(r), 0);
+    freeReplyObject(r);
+    r = cmd("GET %s", sized[2].key);
+    ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    uint64_t end = mono_ms() + 15000;
+    while (mono_ms() < end && info_ll("memory", "used_memory") != 0) usleep(20 * 1000);
+    ASSERT_EQ(info_ll("memory", "used_memory"), 0);
+    r = cmd("FLUSHDB %s", "nonsense");
+    ASSERT_MSG(is_error_prefix(r, "ERR syntax error"), "reply %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    ASSERT(set_pattern(sized[2].key, 1000, 77));   /* other bytes: no EXISTS */
+    ASSERT(get_is_pattern(sized[2].key, 1000, 77));
+}
+
 /* SIGTERM with blocked clients' work done: exit 0 (under ASan that
  * also means no leak). */
 /* A gateway asking for more replicas than there are nodes: the master's
@@ -685,6 +712,9 @@ static void test_master_down_is_tryagain(void) {
     ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
     freeReplyObject(r);
     r = cmd("GET v:1b");
+    ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+    freeReplyObject(r);
+    r = cmd("FLUSHALL");
     ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
     freeReplyObject(r);
     r = cmd("PING");
@@ -730,6 +760,7 @@ int main(void) {
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
     RUN_TEST(test_node_killed_values_survive);
+    RUN_TEST(test_flushall);
     RUN_TEST(test_noreplicas_error);
     RUN_TEST(test_master_down_is_tryagain);
     RUN_TEST(test_sigterm_exits_cleanly);
