@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,6 +15,7 @@
 #include "backend/auth.h"
 #include "backend/cap.h"
 #include "backend/netio.h"
+#include "backend/shm_maps.h"
 #include "backend/shm_handoff.h"
 #include "backend/wire.h"
 #include "backend/xport_base.h"
@@ -30,12 +30,13 @@
 /* ---- copies: into and out of the mapping, or pread/pwrite on the fd ---- */
 
 /* Map mode copies with crc32c_copy, so every request completes with the
- * checksum of its bytes and the client needs no second pass over them.
- * The mapping's page tables are filled when it is made (below): a first
- * touch per page would otherwise trap (several microseconds each under
- * this VM's hypervisor), which made an unpopulated mapping slower than
- * pread/pwrite. FD mode lets the kernel copy through its own mapping:
- * one system call per part, no checksum on the way. */
+ * checksum of its bytes and the client needs no second pass over them;
+ * only through chunks of the mapping that are warm (shm_maps.h), since a
+ * first touch per page traps (microseconds each under this VM's
+ * hypervisor) and would make the copy slower than pread/pwrite. FD mode,
+ * and map mode where the mapping is still cold, let the kernel copy
+ * through its own mapping: one system call per part, no checksum on the
+ * way. */
 
 typedef struct copy_item {
     char *local;
@@ -84,8 +85,9 @@ struct te_path {
     te_link link;             /* first: in shm_xport.paths */
     shm_xport *x;
     int fd;                   /* unix socket to the node: verification (fd mode), liveness */
-    int seg_fd;               /* the node's segment, copied with pread/pwrite (fd mode) */
-    char *map;                /* map mode: the segment, mapped read-write and populated */
+    int seg_fd;               /* the node's segment, copied with pread/pwrite (fd mode; map mode while cold) */
+    shm_map *sm;              /* map mode: the process's mapping of the segment */
+    char *map;                /* its base, NULL in fd mode */
     uint64_t size;
     uint32_t node_id;
     int broken;
@@ -118,7 +120,8 @@ static void path_fail(te_path *p, int status) {
     p->fd = -1;
     if (p->seg_fd >= 0) close(p->seg_fd);
     p->seg_fd = -1;
-    if (p->map) munmap(p->map, p->size);
+    shm_map_put(p->sm);
+    p->sm = NULL;
     p->map = NULL;
     p->broken = 1;
 }
@@ -157,19 +160,20 @@ static int node_gone(const te_path *p) {
     return poll(&pfd, 1, 0) != 0;
 }
 
-/* Copies every queued request of direction op whose status is TE_OK, cut
- * into pieces of at most COPY_PIECE bytes that the pool's threads take as
- * they come free: a batch of blocks spreads over the cores as well as one
- * large object does. In map mode crc[] gets each request's checksum. */
-static void copy_queued(te_path *p, te_op op, int *status, uint32_t *crc) {
+/* Copies each of the first nq queued requests of direction op whose
+ * status is TE_OK, through map (NULL: the fd), cut into pieces of at most
+ * COPY_PIECE bytes that the pool's threads take as they come free: a
+ * batch of blocks spreads over the cores as well as one large object
+ * does. Through the map crc[] gets each request's checksum. */
+static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, uint32_t *crc) {
     int n = 0;
-    for (int i = 0; i < p->nq; i++)
+    for (int i = 0; i < nq; i++)
         if (p->q[i].op == op && status[i] == TE_OK) n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
     if (n == 0) return;
-    copy_batch b = { .fd = p->seg_fd, .map = p->map, .op = op, .it = xmalloc((size_t)n * sizeof *b.it),
+    copy_batch b = { .fd = p->seg_fd, .map = map, .op = op, .it = xmalloc((size_t)n * sizeof *b.it),
                      .status = status };
     int k = 0;
-    for (int i = 0; i < p->nq; i++) {
+    for (int i = 0; i < nq; i++) {
         const te_req *q = &p->q[i];
         if (q->op != op || status[i] != TE_OK) continue;
         for (uint64_t at = 0; at < q->len; at += COPY_PIECE)
@@ -179,33 +183,13 @@ static void copy_queued(te_path *p, te_op op, int *status, uint32_t *crc) {
     /* FD-mode writes stay on this thread: shmem serialises writers of one
      * file on its inode lock, so a second writer would only spin. Reads,
      * and copies through the mapping, take no lock. */
-    workpool_run(op == TE_READ || p->map ? p->x->pool : NULL, n, copy_piece, &b);
+    workpool_run(op == TE_READ || map ? p->x->pool : NULL, n, copy_piece, &b);
     for (int i = 0; crc && i < k; i++) {
         const copy_item *c = &b.it[i];
         int first = c->local == (char *)p->q[c->req].local;   /* pieces come in request order */
         crc[c->req] = first ? c->crc : crc32c_combine(crc[c->req], c->crc, c->len);
     }
     free(b.it);
-}
-
-/* Map mode: no exchange with the node at all. Each request was checked
- * against its capability at submit; the node's socket is only polled so
- * that a node that went away fails its paths rather than leaving us
- * writing into a segment nobody serves. */
-static void path_run_mapped(te_path *p) {
-    int n = p->nq;
-    if (node_gone(p)) {
-        path_fail(p, TE_EIO);
-        return;
-    }
-    int *st = xcalloc((size_t)n, sizeof *st);
-    uint32_t *crc = xcalloc((size_t)n, sizeof *crc);
-    copy_queued(p, TE_READ, st, crc);
-    copy_queued(p, TE_WRITE, st, crc);
-    for (int i = 0; i < n; i++) te_cq_push_crc(&p->x->b.cq, p, p->q[i].cookie, TE_OK, crc[i]);
-    p->nq = 0;
-    free(st);
-    free(crc);
 }
 
 /* Every queued request goes to the node in one round trip, which
@@ -246,24 +230,20 @@ static int recv_verdicts(te_path *p, int *status, uint64_t dl) {
     return ok ? TE_OK : late ? TE_ETIMEDOUT : TE_EIO;
 }
 
-static void path_run(te_path *p) {
+static void path_exchange(te_path *p) {
     int n = p->nq;
     uint64_t dl = te_deadline(p->x->b.t.cfg.timeout_ms);
-    if (node_gone(p)) {
-        path_fail(p, TE_EIO);
-        return;
-    }
     if (send_headers(p, dl) != 0) {
         path_fail(p, errno == ETIMEDOUT ? TE_ETIMEDOUT : TE_EIO);
         return;
     }
     int *read_st = xcalloc((size_t)n, sizeof *read_st), *verdict = xcalloc((size_t)n, sizeof *verdict);
-    copy_queued(p, TE_READ, read_st, NULL);        /* TE_OK == 0: all of them */
+    copy_queued(p, NULL, n, TE_READ, read_st, NULL);        /* TE_OK == 0: all of them */
     int rc = recv_verdicts(p, verdict, dl);
     if (rc != TE_OK) {
         path_fail(p, rc);   /* no write was copied: every queued one fails */
     } else {
-        copy_queued(p, TE_WRITE, verdict, NULL);   /* the accepted ones */
+        copy_queued(p, NULL, n, TE_WRITE, verdict, NULL);   /* the accepted ones */
         for (int i = 0; i < n; i++) {
             int st = verdict[i] == TE_OK && p->q[i].op == TE_READ ? read_st[i] : verdict[i];
             cq_push(p->x, p, p->q[i].cookie, st);
@@ -274,14 +254,52 @@ static void path_run(te_path *p) {
     free(verdict);
 }
 
+/* Moves the queued requests whose range is warm in the mapping to the
+ * front of the queue; how many. */
+static int warm_first(te_path *p) {
+    int w = 0;
+    for (int i = 0; i < p->nq; i++) {
+        if (!shm_map_ready(p->sm, p->q[i].remote_off, p->q[i].len)) continue;
+        te_req t = p->q[w];
+        p->q[w++] = p->q[i];
+        p->q[i] = t;
+    }
+    return w;
+}
+
+/* Map mode: requests to warm chunks are copied through the mapping with
+ * no exchange with the node at all (each was checked against its
+ * capability at submit); the rest, while their chunks are cold, go the
+ * fd way, the node verifying them. The node's socket is polled first so
+ * that a node that went away fails its paths rather than leaving us
+ * writing into a segment nobody serves. */
+static void path_run_mapped(te_path *p) {
+    int w = warm_first(p);
+    if (w) {
+        int *st = xcalloc((size_t)w, sizeof *st);
+        uint32_t *crc = xcalloc((size_t)w, sizeof *crc);
+        copy_queued(p, p->map, w, TE_READ, st, crc);
+        copy_queued(p, p->map, w, TE_WRITE, st, crc);
+        for (int i = 0; i < w; i++) te_cq_push_crc(&p->x->b.cq, p, p->q[i].cookie, TE_OK, crc[i]);
+        p->nq -= w;
+        memmove(p->q, p->q + w, (size_t)p->nq * sizeof *p->q);
+        free(st);
+        free(crc);
+    }
+    if (p->nq) path_exchange(p);
+}
+
+static void path_run(te_path *p) {
+    if (node_gone(p)) path_fail(p, TE_EIO);
+    else if (p->map) path_run_mapped(p);
+    else path_exchange(p);
+}
+
 static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     shm_xport *x = SX(t);
     for (te_link *l = x->b.paths; l; l = l->next) {
         te_path *p = (te_path *)l;
-        if (!p->broken && p->nq) {
-            if (p->map) path_run_mapped(p);
-            else path_run(p);
-        }
+        if (!p->broken && p->nq) path_run(p);
     }
     if (te_cq_empty(&x->b.cq) && timeout_ms > 0) {
         /* Nothing queued anywhere: the caller is waiting on nothing. */
@@ -289,88 +307,6 @@ static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
         nanosleep(&ts, NULL);
     }
     return te_cq_pop(&x->b.cq, out, max);
-}
-
-#define POPULATE_CHUNK (64ULL << 20)
-#define PAGE_BYTES 4096
-#define PROBE_PAGES 256               /* pages timed to tell whether touching pays */
-#define TRAP_US_PER_PAGE 1.0          /* above this a first touch is a trap */
-
-typedef struct populate_job {
-    char *base;
-    uint64_t size;
-    int touch;                /* also read a byte of every page from here */
-    int failed;
-} populate_job;
-
-/* A load from every page of [p, p + len). */
-static void touch_pages(const char *p, uint64_t len) {
-    for (uint64_t off = 0; off < len; off += PAGE_BYTES) (void)*(const volatile char *)(p + off);
-}
-
-/* MADV_POPULATE_WRITE maps the pages writable too: MAP_POPULATE on a
- * shared mapping faults them in for reading only, so each first write
- * would still trap. */
-static void populate_chunk(void *arg, int i) {
-    populate_job *j = arg;
-    uint64_t off = (uint64_t)i * POPULATE_CHUNK;
-    size_t len = (size_t)(j->size - off < POPULATE_CHUNK ? j->size - off : POPULATE_CHUNK);
-    int ok = 0;
-#ifdef MADV_POPULATE_WRITE
-    ok = madvise(j->base + off, len, MADV_POPULATE_WRITE) == 0;
-#endif
-#ifdef MADV_POPULATE_READ
-    /* an older kernel: at least the read faults; writing a byte per page
-     * ourselves could undo a concurrent write of another client */
-    if (!ok) (void)madvise(j->base + off, len, MADV_POPULATE_READ);
-#endif
-    if (!ok) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-    if (j->touch) touch_pages(j->base + off, len);
-}
-
-/* Under a hypervisor that shadows the guest's page tables (this VM), the
- * first access by a process to each page of a mapping traps, about 6 us
- * a page, however well the kernel filled the page tables: a 4 MiB copy
- * into a fresh part of the segment ran at 0.6 GB/s instead of 17. A load
- * from every page at connect pays those traps once. Elsewhere a first
- * touch costs a TLB miss and touching a large segment would only waste
- * time, so a few pages are timed first: touch all only if they trapped. */
-static int first_touch_traps(char *base, uint64_t size) {
-    uint64_t len = size < PROBE_PAGES * PAGE_BYTES ? size : PROBE_PAGES * PAGE_BYTES;
-#ifdef MADV_POPULATE_WRITE
-    (void)madvise(base, (size_t)len, MADV_POPULATE_WRITE);
-#endif
-    uint64_t t0 = mono_us();
-    touch_pages(base, len);
-    return (double)(mono_us() - t0) > TRAP_US_PER_PAGE * (double)(len / PAGE_BYTES);
-}
-
-/* The whole segment, read-write, with its page tables filled now (and
- * touched where first touches trap, above): once per client and segment
- * instead of a trap at the first touch of every page, spread over the
- * pool's threads. Huge pages where the segment has them: a hugetlb memfd
- * maps huge anyway, and MADV_HUGEPAGE asks for them on shmem where the
- * system allows it (the node asks too). */
-static char *map_segment(int seg_fd, uint64_t size, workpool *pool, char *why, size_t whylen) {
-    if (size == 0 || size > SIZE_MAX) {
-        snprintf(why, whylen, "segment of %llu bytes cannot be mapped", (unsigned long long)size);
-        return NULL;
-    }
-    void *m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
-    if (m == MAP_FAILED) {
-        snprintf(why, whylen, "mmap of the segment: %s", strerror(errno));
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    (void)madvise(m, (size_t)size, MADV_HUGEPAGE);
-#endif
-    uint64_t t0 = mono_us();
-    populate_job j = { .base = m, .size = size, .touch = first_touch_traps(m, size) };
-    workpool_run(pool, (int)((size + POPULATE_CHUNK - 1) / POPULATE_CHUNK), populate_chunk, &j);
-    if (j.failed) log_info("shm: segment mapped without populated page tables (old kernel?)");
-    log_info("shm: %llu MB segment mapped in %llu ms%s", (unsigned long long)(size >> 20),
-             (unsigned long long)((mono_us() - t0) / 1000), j.touch ? ", every page touched (first touches trap)" : "");
-    return m;
 }
 
 static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
@@ -410,20 +346,16 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return -1;
     }
-    char *map = NULL;
-    if (t->cfg.shm_mode == TE_SHM_MAP) {
-        if (!x->pool) x->pool = copy_pool_start(&t->cfg);
-        if (!(map = map_segment(seg_fd, size, x->pool, why, sizeof why))) {
-            snprintf(err, errlen, "shm: %s: %s", peer, why);
-            close(seg_fd);
-            close(fd);
-            return -1;
-        }
-        close(seg_fd);     /* the mapping keeps the segment */
-        seg_fd = -1;
+    shm_map *sm = NULL;
+    if (t->cfg.shm_mode == TE_SHM_MAP && !(sm = shm_map_get(seg_fd, size, t->cfg.shm_warm_mbps, why, sizeof why))) {
+        snprintf(err, errlen, "shm: %s: %s", peer, why);
+        close(seg_fd);
+        close(fd);
+        return -1;
     }
     te_path *p = xcalloc(1, sizeof *p);
-    *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .map = map, .size = size, .node_id = node_id,
+    *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .sm = sm, .map = sm ? shm_map_base(sm) : NULL,
+                    .size = size, .node_id = node_id,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
     te_link_push(&x->b.paths, &p->link);
     if (!x->pool) x->pool = copy_pool_start(&t->cfg);
@@ -447,6 +379,10 @@ static void shm_destroy(te_transport *t) {
 }
 
 static uint32_t shm_path_node_id(const te_path *p) { return p->node_id; }
+
+uint64_t te_shm_path_cold_bytes(const te_path *p) { return p->sm ? shm_map_cold_bytes(p->sm) : 0; }
+
+uint64_t te_shm_cold_bytes(void) { return shm_maps_cold_bytes(); }
 
 static const te_transport_ops shm_ops = {
     .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id,

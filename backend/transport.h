@@ -127,6 +127,7 @@ typedef struct te_config {
     int connect_timeout_ms;       /* default 2000 */
     int shm_mode;                 /* shm only: TE_SHM_MAP (default) or TE_SHM_FD */
     int copy_threads;             /* shm: threads copying bytes, the caller's included; 0 = by cores (<= 4) */
+    int shm_warm_mbps;            /* shm map mode: background warming's rate bound, MB/s (0 = 1024) */
 } te_config;
 
 /* How the shm transport reaches a node's segment. MAP: the client maps

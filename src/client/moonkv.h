@@ -120,12 +120,16 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
 
 /* Transfer-engine counters since connect: value bytes by transport,
- * slices retried on another path, reads failed over to another replica.
- * The one call that may run on another thread than the client's own
- * (the counters are the engine's, kept under its lock). */
+ * slices retried on another path, reads failed over to another replica;
+ * and, for the whole process, the bytes of same-host segments it maps
+ * (shm map mode) that are still being warmed in the background: until a
+ * part is warm, transfers to it take the slower checked fd path. The one
+ * call that may run on another thread than the client's own (the
+ * counters are the engine's, kept under its lock). */
 typedef struct mkv_transfer_stats {
     uint64_t bytes_tcp, bytes_shm, bytes_rdma;
     uint64_t retries, failovers;
+    uint64_t shm_cold_bytes;
 } mkv_transfer_stats;
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/shm_transport.h"
 #include "client/client.h"
 #include "core/util.h"
 #include "transports/registry.h"
@@ -63,6 +64,7 @@ int mkv_engine_open(mkv_client *c) {
 
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     memset(out, 0, sizeof *out);
+    out->shm_cold_bytes = te_shm_cold_bytes();
     if (!c || !c->engine) return;
     te_engine_stats st;
     te_engine_get_stats(c->engine, &st);

@@ -27,6 +27,20 @@ static ssize_t write_unobserved(int fd, const void *p, size_t n) {
     return (ssize_t)syscall(SYS_write, fd, p, n);
 }
 
+void memwarm_touch(const void *addr, size_t len) {
+    const char *p = addr;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < len; off += page) {
+#if defined(__x86_64__)
+        char v;
+        __asm__ volatile("movb (%1), %0" : "=q"(v) : "r"(p + off) : "memory");
+        (void)v;
+#else
+        __atomic_load_n(p + off, __ATOMIC_RELAXED);
+#endif
+    }
+}
+
 int memwarm_kernel(const void *addr, size_t len) {
     int p[2];
     if (len == 0) return 0;

@@ -19,4 +19,10 @@
  * buffer is untouched then and still works, only colder). */
 int memwarm_kernel(const void *addr, size_t len);
 
+/* One load from every page of [addr, addr+len), warming the pages for
+ * this process's own accesses. The loads are hidden from the compiler and
+ * the sanitizers: they read bytes another thread or process may be
+ * writing, which only matters for timing. */
+void memwarm_touch(const void *addr, size_t len);
+
 #endif

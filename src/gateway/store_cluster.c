@@ -552,6 +552,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "transfer_bytes_rdma", "%llu", (unsigned long long)ts.bytes_rdma);
     info_field(out, "transfer_retries", "%llu", (unsigned long long)ts.retries);
     info_field(out, "transfer_failovers", "%llu", (unsigned long long)ts.failovers);
+    info_field(out, "transfer_shm_cold_bytes", "%llu", (unsigned long long)ts.shm_cold_bytes);
 }
 
 /* "# Memory" with the cluster's totals, as the master counts them: the

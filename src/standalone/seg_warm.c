@@ -47,20 +47,6 @@ struct seg_warmer {
     atomic_uint_least64_t took_ms;
 };
 
-/* One load per page, kept out of the compiler's (and sanitizers') sight:
- * it reads bytes a request may be writing, which only matters for timing. */
-static void touch_pages(const uint8_t *p, size_t len, size_t page) {
-    for (size_t off = 0; off < len; off += page) {
-#if defined(__x86_64__)
-        uint8_t v;
-        __asm__ volatile("movb (%1), %0" : "=q"(v) : "r"(p + off) : "memory");
-        (void)v;
-#else
-        __atomic_load_n(p + off, __ATOMIC_RELAXED);
-#endif
-    }
-}
-
 /* Sleeps us microseconds, or less if the warmer is being stopped. */
 static void nap(seg_warmer *w, unsigned us) {
     struct timespec until;
@@ -75,7 +61,6 @@ static void nap(seg_warmer *w, unsigned us) {
 
 static void *warm_main(void *arg) {
     seg_warmer *w = arg;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint64_t t0 = mono_ms();
     /* Linux nice is per thread: only this one gives way. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);
@@ -85,7 +70,7 @@ static void *warm_main(void *arg) {
         heap_warm_step();   /* small keys' metadata first: it is used at once */
         (void)madvise(p, n, MADV_POPULATE_WRITE);   /* older kernels: the touch faults them */
         (void)memwarm_kernel(p, n);
-        touch_pages(p, n, page);
+        memwarm_touch(p, n);
         off += n;
         atomic_store(&w->done, off);
     }

@@ -43,7 +43,8 @@ static te_cap rw(uint64_t off, uint64_t len) {
     return cap_for(5, off, len, TE_CAP_READ | TE_CAP_WRITE, wall_ms() + 60000);
 }
 
-static int rig_up(rig *r, const char *secret, int mode) {
+/* warm_mbps: te_config.shm_warm_mbps (0: the default rate). */
+static int rig_up_warming(rig *r, const char *secret, int mode, int warm_mbps) {
     char err[256];
     memset(r, 0, sizeof *r);
     if (te_shm_segment_create(SEG_SIZE, 0, &r->seg, &r->seg_fd, err, sizeof err) != 0) return -1;
@@ -56,7 +57,7 @@ static int rig_up(rig *r, const char *secret, int mode) {
     snprintf(r->addr, sizeof r->addr, "unix:%s", sc.shm_path);
     r->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!r->srv) { printf("# %s\n", err); return -1; }
-    te_config cfg = { .shm_mode = mode };
+    te_config cfg = { .shm_mode = mode, .shm_warm_mbps = warm_mbps };
     snprintf(cfg.secret, sizeof cfg.secret, "%s", secret);
     r->t = te_transport_create("shm", &cfg, err, sizeof err);
     r->buf = xmalloc(SEG_SIZE);
@@ -66,6 +67,18 @@ static int rig_up(rig *r, const char *secret, int mode) {
         return -2;
     }
     return 0;
+}
+
+/* Map mode: waits (bounded) until the whole mapping is warm, so every
+ * transfer goes through it. */
+static int wait_warm(rig *r) {
+    for (int i = 0; i < 3000 && te_shm_path_cold_bytes(r->p) > 0; i++) usleep(10000);
+    return te_shm_path_cold_bytes(r->p) == 0;
+}
+
+static int rig_up(rig *r, const char *secret, int mode) {
+    int rc = rig_up_warming(r, secret, mode, 0);
+    return rc == 0 && mode == TE_SHM_MAP && !wait_warm(r) ? -3 : rc;
 }
 
 static void rig_down(rig *r) {
@@ -215,6 +228,50 @@ static void test_forged_read_refused(void) {
     rig_down(&r);
 }
 
+/* A fresh map-mode client's first transfers complete at once while the
+ * mapping is still cold (warming at 1 MB/s would take over a minute):
+ * they go the fd way, the node verifying each (a forged capability is
+ * refused there), and carry no CRC. The chunk a transfer found cold is
+ * warmed next, after which transfers to it go through the mapping (a
+ * CRC, no node request) while the rest of the segment is still cold. */
+static void test_cold_mapping_uses_fd(void) {
+    rig r;
+    ASSERT(rig_up_warming(&r, SECRET, TE_SHM_MAP, 1) == 0);
+    const uint64_t off = 60ULL << 20, n = 1 << 20;
+    te_cap c = rw(off, n);
+    te_cqe q;
+    for (uint64_t k = 0; k < n; k++) r.buf[k] = (char)(k * 5 + 1);
+    ASSERT(te_shm_path_cold_bytes(r.p) > SEG_SIZE / 2);
+    ASSERT_EQ(run1_cqe(&r, TE_WRITE, r.buf, off, n, &c, &q), TE_OK);
+    ASSERT_EQ(q.has_crc, 0);
+    ASSERT_MEMEQ((char *)r.seg + off, r.buf, n);
+    te_server_stats st;
+    te_stream_server_stats(r.srv, &st);
+    ASSERT_EQ(st.requests, 1);
+    te_cap forged = c;   /* passes the key-less checks; chunk 20 is still cold */
+    forged.offset = 0;
+    forged.length = SEG_SIZE;
+    ASSERT_EQ(run1(&r, TE_WRITE, r.buf, 40ULL << 20, 4096, &forged), TE_EAUTH);
+    ASSERT(((char *)r.seg)[40ULL << 20] == 0);
+    int mapped = 0;
+    for (int i = 0; i < 1000 && !mapped; i++) {
+        memset(r.buf + n, 0, n);
+        ASSERT_EQ(run1_cqe(&r, TE_READ, r.buf + n, off, n, &c, &q), TE_OK);
+        ASSERT_MEMEQ(r.buf + n, r.buf, n);
+        mapped = q.has_crc;
+        if (!mapped) usleep(20000);
+    }
+    ASSERT(mapped);
+    ASSERT_EQ(q.crc, crc32c(0, r.buf, n));
+    te_stream_server_stats(r.srv, &st);
+    uint64_t before = st.requests;
+    ASSERT_EQ(run1(&r, TE_READ, r.buf + n, off, n, &c), TE_OK);
+    te_stream_server_stats(r.srv, &st);
+    ASSERT_EQ(st.requests, before);
+    ASSERT(te_shm_path_cold_bytes(r.p) > 0);
+    rig_down(&r);   /* with the warmer still at work */
+}
+
 static void server_gone(int mode) {
     rig r;
     ASSERT(rig_up(&r, SECRET, mode) == 0);
@@ -241,5 +298,6 @@ int main(void) {
     RUN_TEST(test_forged_read_refused);
     RUN_TEST(test_server_gone_map);
     RUN_TEST(test_server_gone_fd);
+    RUN_TEST(test_cold_mapping_uses_fd);
     TEST_EXIT();
 }

@@ -1,0 +1,217 @@
+/* backend/shm_maps.c - see shm_maps.h. */
+#include "backend/shm_maps.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/shm_warm.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#define WARM_NICE 10              /* gives way to event loops and copies */
+
+struct shm_map {
+    shm_map *next;                /* in maps.list while a path holds it */
+    dev_t dev;
+    ino_t ino;
+    uint64_t size;
+    char *base;
+    shm_warm *warm;
+    int users;                    /* paths holding it */
+    int busy;                     /* the warmer is inside it: not to be unmapped */
+    int done;                     /* every chunk warm */
+    int mbps;
+    uint64_t since_ms;
+};
+
+typedef struct warmer {
+    pthread_t thread;
+    int stop;                     /* under maps.mu */
+} warmer;
+
+/* Process-wide by nature: a mapping, and the traps paid on its pages,
+ * belong to the address space, not to one transport. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;            /* a new mapping, or a stop */
+    shm_map *list;
+    warmer *w;                    /* the thread, while the list is not empty */
+} maps = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL };
+
+static void unmap(shm_map *m) {
+    munmap(m->base, (size_t)m->size);
+    shm_warm_free(m->warm);
+    free(m);
+}
+
+static shm_map *first_cold(void) {
+    for (shm_map *m = maps.list; m; m = m->next)
+        if (!m->done) return m;
+    return NULL;
+}
+
+/* Called with maps.mu held, after a chunk that took busy_us: waits out
+ * the rest of the time the chunk may take at mbps (MB/s: bytes per us). */
+static void pace(warmer *w, int mbps, uint64_t busy_us) {
+    uint64_t want_us = SHM_WARM_CHUNK / (uint64_t)mbps;
+    if (want_us <= busy_us) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (want_us - busy_us) * 1000;
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    while (!w->stop && pthread_cond_timedwait(&maps.cv, &maps.mu, &ts) != ETIMEDOUT) {}
+}
+
+/* One chunk of one cold mapping per turn, outside the lock; the mapping
+ * stays mapped meanwhile (busy), and is unmapped here if its last path
+ * let go of it during the turn. */
+static void *warm_main(void *arg) {
+    warmer *w = arg;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);   /* nice is per thread */
+    pthread_mutex_lock(&maps.mu);
+    while (!w->stop) {
+        shm_map *m = first_cold();
+        if (!m) {
+            pthread_cond_wait(&maps.cv, &maps.mu);
+            continue;
+        }
+        m->busy = 1;
+        pthread_mutex_unlock(&maps.mu);
+        uint64_t t0 = mono_us();
+        int more = shm_warm_step(m->warm);
+        uint64_t busy_us = mono_us() - t0;
+        pthread_mutex_lock(&maps.mu);
+        m->busy = 0;
+        if (!more && !m->done) {
+            m->done = 1;
+            log_info("shm: %llu MB segment warmed in the background in %llu ms", (unsigned long long)(m->size >> 20),
+                     (unsigned long long)(mono_ms() - m->since_ms));
+        }
+        if (m->users == 0) {      /* already off the list */
+            pthread_mutex_unlock(&maps.mu);
+            unmap(m);
+            pthread_mutex_lock(&maps.mu);
+        } else if (more) {
+            pace(w, m->mbps, busy_us);
+        }
+    }
+    pthread_mutex_unlock(&maps.mu);
+    return NULL;
+}
+
+/* With maps.mu held: the thread, started unless it runs. A mapping works
+ * without it, only through the fd until warm, that is always. */
+static void warmer_ensure(void) {
+    if (maps.w) return;
+    warmer *w = xcalloc(1, sizeof *w);
+    int rc = pthread_create(&w->thread, NULL, warm_main, w);
+    if (rc != 0) {
+        log_warning("shm: no warmer thread (%s): transfers take the fd path", strerror(rc));
+        free(w);
+        return;
+    }
+    maps.w = w;
+}
+
+static shm_map *find_locked(dev_t dev, ino_t ino, uint64_t size) {
+    for (shm_map *m = maps.list; m; m = m->next)
+        if (m->dev == dev && m->ino == ino && m->size == size) return m;
+    return NULL;
+}
+
+static void push_locked(shm_map *m) {
+    shm_map **at = &maps.list;
+    while (*at) at = &(*at)->next;   /* at the end: older mappings warm first */
+    *at = m;
+}
+
+static void unlink_locked(shm_map *m) {
+    for (shm_map **at = &maps.list; *at; at = &(*at)->next)
+        if (*at == m) {
+            *at = m->next;
+            return;
+        }
+}
+
+shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whylen) {
+    struct stat sb;
+    if (size == 0 || size > SIZE_MAX || fstat(seg_fd, &sb) != 0) {
+        snprintf(why, whylen, "segment of %llu bytes cannot be mapped", (unsigned long long)size);
+        return NULL;
+    }
+    pthread_mutex_lock(&maps.mu);
+    shm_map *m = find_locked(sb.st_dev, sb.st_ino, size);
+    if (m) m->users++;
+    pthread_mutex_unlock(&maps.mu);
+    if (m) return m;
+    void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
+    if (base == MAP_FAILED) {
+        snprintf(why, whylen, "mmap of the segment: %s", strerror(errno));
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(base, (size_t)size, MADV_HUGEPAGE);   /* fewer pages to trap on, where shmem allows */
+#endif
+    pthread_mutex_lock(&maps.mu);
+    if ((m = find_locked(sb.st_dev, sb.st_ino, size))) {   /* another path mapped it meanwhile */
+        m->users++;
+        pthread_mutex_unlock(&maps.mu);
+        munmap(base, (size_t)size);
+        return m;
+    }
+    m = xcalloc(1, sizeof *m);
+    *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .base = base,
+                    .warm = shm_warm_new(base, size), .users = 1,
+                    .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms() };
+    push_locked(m);
+    warmer_ensure();
+    pthread_cond_broadcast(&maps.cv);
+    pthread_mutex_unlock(&maps.mu);
+    return m;
+}
+
+void shm_map_put(shm_map *m) {
+    if (!m) return;
+    warmer *stop = NULL;
+    int unmap_now = 0;
+    pthread_mutex_lock(&maps.mu);
+    if (--m->users == 0) {
+        unlink_locked(m);
+        unmap_now = !m->busy;   /* else the warmer unmaps it when its chunk is done */
+        if (!maps.list && (stop = maps.w)) {
+            stop->stop = 1;
+            maps.w = NULL;
+            pthread_cond_broadcast(&maps.cv);
+        }
+    }
+    pthread_mutex_unlock(&maps.mu);
+    if (stop) {
+        pthread_join(stop->thread, NULL);
+        free(stop);
+    }
+    if (unmap_now) unmap(m);
+}
+
+char *shm_map_base(const shm_map *m) { return m->base; }
+
+int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) { return shm_warm_ready(m->warm, off, len); }
+
+uint64_t shm_map_cold_bytes(const shm_map *m) { return m->size - shm_warm_bytes(m->warm); }
+
+uint64_t shm_maps_cold_bytes(void) {
+    uint64_t cold = 0;
+    pthread_mutex_lock(&maps.mu);
+    for (shm_map *m = maps.list; m; m = m->next) cold += shm_map_cold_bytes(m);
+    pthread_mutex_unlock(&maps.mu);
+    return cold;
+}

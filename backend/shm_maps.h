@@ -1,0 +1,40 @@
+/* backend/shm_maps.h - one mapping per node segment per process, warmed
+ * in the background.
+ *
+ * A map-mode shm path used to map a node's segment and touch every page
+ * before its first transfer (shm_warm.h: about a second per GB here), and
+ * every transport in the process did it again for its own mapping (a
+ * gateway with --io-threads N has N). Here every path of the process to
+ * the same segment (same memfd: device and inode) shares one mapping, and
+ * one thread per process warms the cold ones, a chunk at a time, at low
+ * priority and at most at a given rate, while transfers to cold chunks
+ * take the fd path. The thread runs while any mapping is held and stops
+ * (joined) when the last one is released; a mapping is unmapped only
+ * when no path holds it and the thread is not inside it. */
+#ifndef MKV_SHM_MAPS_H
+#define MKV_SHM_MAPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct shm_map shm_map;
+
+/* The process's mapping of the segment behind seg_fd (size bytes, checked
+ * against the fd by the caller), read-write and shared, made and queued
+ * for warming when new (at most mbps MB/s; 0 = SHM_WARM_DEFAULT_MBPS).
+ * Every get is paired with one shm_map_put. NULL with a reason in why. */
+#define SHM_WARM_DEFAULT_MBPS 1024
+shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whylen);
+void shm_map_put(shm_map *m);
+
+char *shm_map_base(const shm_map *m);
+
+/* 1 when [off, off+len) may be copied through the mapping now: its chunks
+ * are warm (else the warmer takes its first cold chunk next). */
+int shm_map_ready(shm_map *m, uint64_t off, uint64_t len);
+
+/* Bytes not warm yet: of one mapping, and of all this process holds. */
+uint64_t shm_map_cold_bytes(const shm_map *m);
+uint64_t shm_maps_cold_bytes(void);
+
+#endif
