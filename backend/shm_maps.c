@@ -88,7 +88,7 @@ static void *warm_main(void *arg) {
         m->busy = 1;
         pthread_mutex_unlock(&maps.mu);
         uint64_t t0 = mono_us();
-        int more = shm_warm_step(m->warm);
+        int more = shm_warm_step(m->warm);   /* a chunk transfers wait for is not paced */
         uint64_t busy_us = mono_us() - t0;
         pthread_mutex_lock(&maps.mu);
         m->busy = 0;
@@ -101,7 +101,7 @@ static void *warm_main(void *arg) {
             pthread_mutex_unlock(&maps.mu);
             unmap(m);
             pthread_mutex_lock(&maps.mu);
-        } else if (more) {
+        } else if (more == SHM_WARM_SWEPT) {
             pace(w, m->mbps, busy_us);
         }
     }

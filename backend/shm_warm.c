@@ -52,11 +52,12 @@ int shm_warm_ready(shm_warm *w, uint64_t off, uint64_t len) {
     return 1;
 }
 
-/* The chunk to warm next: the hinted one if still cold, else the first
- * cold one from the cursor up; nchunks when none is left. */
-static uint64_t next_cold(shm_warm *w) {
+/* The chunk to warm next: the hinted one if still cold (*asked set),
+ * else the first cold one from the cursor up; nchunks when none is left. */
+static uint64_t next_cold(shm_warm *w, int *asked) {
     uint64_t h = __atomic_exchange_n(&w->hint, 0, __ATOMIC_RELAXED);
-    if (h && h <= w->nchunks && !chunk_warm(w, h - 1)) return h - 1;
+    *asked = h && h <= w->nchunks && !chunk_warm(w, h - 1);
+    if (*asked) return h - 1;
     while (w->cursor < w->nchunks && chunk_warm(w, w->cursor)) w->cursor++;
     return w->cursor;
 }
@@ -65,15 +66,16 @@ static uint64_t next_cold(shm_warm *w) {
  * per page; an older kernel without it leaves that to the loads), then a
  * load per page pays this process's trap per page. */
 int shm_warm_step(shm_warm *w) {
-    uint64_t i = next_cold(w);
-    if (i == w->nchunks) return 0;
+    int asked;
+    uint64_t i = next_cold(w, &asked);
+    if (i == w->nchunks) return SHM_WARM_NONE;
     uint64_t off = i * SHM_WARM_CHUNK;
     size_t len = (size_t)(w->size - off < SHM_WARM_CHUNK ? w->size - off : SHM_WARM_CHUNK);
     (void)madvise(w->base + off, len, MADV_POPULATE_WRITE);
     memwarm_touch(w->base + off, len);
     __atomic_fetch_or(&w->bits[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
     __atomic_fetch_add(&w->nwarm, 1, __ATOMIC_RELEASE);
-    return 1;
+    return asked ? SHM_WARM_ASKED : SHM_WARM_SWEPT;
 }
 
 uint64_t shm_warm_bytes(const shm_warm *w) {

@@ -35,7 +35,10 @@ void shm_warm_free(shm_warm *w);
  * is empty or not inside the mapping is never ready). */
 int shm_warm_ready(shm_warm *w, uint64_t off, uint64_t len);
 
-/* Warms one cold chunk; 1 when it did, 0 when all were warm already. */
+/* Warms one cold chunk: SHM_WARM_ASKED when it was one a transfer found
+ * cold, SHM_WARM_SWEPT when the next in order, SHM_WARM_NONE (0) when all
+ * were warm already. */
+enum { SHM_WARM_NONE = 0, SHM_WARM_SWEPT = 1, SHM_WARM_ASKED = 2 };
 int shm_warm_step(shm_warm *w);
 
 /* Bytes in warm chunks (the mapping's size once all are). */
