@@ -76,7 +76,8 @@ typedef struct gw_conn {
 /* How long a value size seen stays the reads' estimate. */
 #define GW_HINT_MS 1000
 
-static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "exists", "strlen"};
+static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "unlink", "exists",
+                                          "strlen"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -464,7 +465,7 @@ static void ask_reply(const redisReply *r, void *ctx) {
 
 /* The master command answering a key for the shared command c runs. */
 static const char *ask_verb(const client *c) {
-    if (c->last_cmd->flags & CMD_WRITE) return "MOON.REMOVE";   /* DEL, REMOVE */
+    if (c->last_cmd->flags & CMD_WRITE) return "MOON.REMOVE";   /* DEL, REMOVE, UNLINK */
     return strcmp(c->last_cmd->name, "strlen") == 0 ? "MOON.OBJECT" : "MOON.EXISTS";
 }
 

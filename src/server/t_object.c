@@ -544,6 +544,8 @@ static const command object_commands[] = {
      "Remove objects, returning how many existed", "key [key ...]"},
     {"remove", del_command, -2, CMD_WRITE, 1, -1, 1, 0, "generic", "0.1.0",
      "Alias of DEL", "key [key ...]"},
+    {"unlink", del_command, -2, CMD_WRITE, 1, -1, 1, 0, "generic", "0.2.0",
+     "Alias of DEL (space is reused once no read lease needs it, either way)", "key [key ...]"},
     {"exists", exists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "generic", "0.1.0",
      "Count how many of the keys exist", "key [key ...]"},
     {"strlen", strlen_command, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, 0, "string", "0.1.0",

@@ -24,6 +24,14 @@ start_server {} {
         assert_equal 0 [r exists basic:p]
     }
 
+    test "UNLINK is DEL" {
+        r set basic:u1 x
+        r set basic:u2 y
+        assert_equal {int 2} [r typed unlink basic:u1 basic:u2 basic:missing]
+        assert_equal 0 [r exists basic:u1 basic:u2]
+        assert_equal OK [r set basic:u1 other]
+    }
+
     test "DEL counts removed keys, DBSIZE follows" {
         set before [r dbsize]
         r set basic:d1 x

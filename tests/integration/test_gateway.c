@@ -183,6 +183,11 @@ static void test_del(void) {
     r = cmd("DEL %s", "d:1");
     ASSERT_EQ(integer_of(r), 0);
     freeReplyObject(r);
+    ASSERT(set_pattern("d:u", 100, 11));
+    r = cmd("UNLINK %s %s", "d:u", "d:missing");   /* the same as DEL, on the async path too */
+    ASSERT_EQ(integer_of(r), 1);
+    freeReplyObject(r);
+    ASSERT_EQ(exists_count("d:u"), 0);
     /* Removed means free: the key takes new bytes. */
     ASSERT(set_pattern("d:1", 300, 10));
     ASSERT(get_is_pattern("d:1", 300, 10));
