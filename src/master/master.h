@@ -39,7 +39,7 @@ typedef struct master_reports {
 /* After a restart (recovery.c): nodes that claim their ids back report
  * what they hold; the table is rebuilt when every node known to have
  * been a member said MOON.REPORTDONE, or at the window's deadline. The
- * build runs in slices between the loop's other work (build_timer), so
+ * build runs in slices between the loop's other work (build_wake), so
  * nodes and clients are answered while it runs. */
 typedef struct master_rebuild {
     master_rebuild_state state;
@@ -55,7 +55,7 @@ typedef struct master_rebuild {
     size_t nrefused, caprefused;
     int again;             /* a node finished reporting during a build: build its reports next */
     const char *why;       /* what closed the window (a literal) */
-    loop_timer *build_timer;
+    loop_wake *build_wake;   /* runs the next slice (a timer would sleep the loop 1 ms first) */
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */

@@ -100,8 +100,8 @@ static void build_start(master *m) {
     /* Heartbeats waited while we grouped the reports: that silence was ours. */
     uint64_t now = wall_ms();
     for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
-    if (!rb->build_timer) rb->build_timer = loop_timer_create(m->srv->loop, build_slice, m);
-    loop_timer_start(rb->build_timer, 0, 0);
+    if (!rb->build_wake) rb->build_wake = loop_wake_create(m->srv->loop, build_slice, m);
+    loop_wake_send(rb->build_wake);
 }
 
 static void build_done(master *m, const char *why) {
@@ -163,7 +163,7 @@ static void build_slice(event_loop *el, void *data) {
     int more;
     do more = build_some(m, BUILD_KEYS_PER_CHECK);
     while (more && mono_us() < until);
-    if (more) loop_timer_start(rb->build_timer, 0, 0);
+    if (more) loop_wake_send(rb->build_wake);
     else build_end(m);
 }
 
@@ -225,7 +225,7 @@ void master_rebuild_tick(master *m) {
 void master_rebuild_reset(master *m) {
     master_rebuild *rb = &m->rebuild;
     mm_rebuild_free(rb->job);   /* the table it filled is gone or going */
-    loop_timer_free(rb->build_timer);
+    loop_wake_free(rb->build_wake);
     reports_clear(&rb->buf);
     reports_clear(&rb->building);
     free(rb->refused);
