@@ -7,8 +7,9 @@
  * with mkv_read_located: one engine batch for all keys, checksums
  * verified, another replica read after a mismatch. The read leases stay
  * the caller's to give back (MOON.RELEASE key lease_until). Puts split
- * the same way: MOON.MPUTSTART by the caller, mkv_placed_parse, the
- * bytes by mkv_write_located, MOON.MPUTEND by the caller. */
+ * the same way: MOON.MPUTSTART by the caller, mkv_placed_parse (or its
+ * PACKED form's mkv_placed_take), the bytes by mkv_write_located,
+ * MOON.MPUTEND by the caller. */
 #ifndef MKV_CLIENT_LOCATED_H
 #define MKV_CLIENT_LOCATED_H
 
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "proto/placed.h"
 
 typedef struct mkv_located mkv_located;
 
@@ -37,6 +39,10 @@ int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size
  * MKV_OK with *out (its write placement), or the master's refusal
  * (MKV_EEXISTS, MKV_ENOSPACE, MKV_ENOREPLICAS, ...) or MKV_EPROTO. */
 int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_located **out);
+/* One record of a MOON.MPUTSTART PACKED reply, decoded by the caller
+ * (proto_placed_next with TE_CAP_WRITE): MKV_OK with *out, which takes
+ * the record's extents, or the master's refusal. */
+int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out);
 /* One element of a MOON.MPUTEND reply: MKV_OK or the master's refusal. */
 int mkv_ended_parse(mkv_client *c, const redisReply *r);
 /* Write objs[i] (buf registered, len its size) to every replica of

@@ -337,6 +337,20 @@ int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_loca
     return rc;
 }
 
+int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out) {
+    *out = NULL;
+    if (!c || !r) return MKV_EINVAL;
+    if (r->err) return mkv_reply_error(c, r->err, r->errlen);
+    if (r->nreplicas == 0) return mkv_fail(c, MKV_EPROTO, "master: a placement without replicas");
+    mkv_placement pl = {.nreplicas = r->nreplicas, .term = r->ext[0][0].cap.term};   /* one reply: one master's */
+    for (uint32_t i = 0; i < r->nreplicas; i++)
+        pl.replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = r->ext[i]};
+    for (uint32_t i = 0; i < r->next[0]; i++) pl.size += r->ext[0][i].length;   /* the decoder checked each sums to it */
+    memset(r, 0, sizeof *r);           /* the extents are pl's now */
+    *out = mkv_located_wrap(&pl);
+    return MKV_OK;
+}
+
 int mkv_ended_parse(mkv_client *c, const redisReply *r) {
     if (!c || !r) return MKV_EINVAL;
     if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);

@@ -203,16 +203,26 @@ static void batch_placed(pb_batch *bt) {
     workers_submit(bt->b->w, &bt->job);
 }
 
+/* The chunk's records (MOON.MPUTSTART PACKED, proto/placed.h): one
+ * reply object for all of them. */
 static void start_reply(const redisReply *r, void *ctx) {
     ma_chunk *ch = ctx;
     pb_batch *bt = ch->owner;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != ch->n) bt->failed = 1;
+    if (!r || r->type != REDIS_REPLY_STRING) bt->failed = 1;
+    const uint8_t *at = r ? (const uint8_t *)r->str : NULL, *end = at ? at + r->len : NULL;
     for (size_t k = 0; !bt->failed && k < ch->n; k++) {
         size_t i = ch->first + k;
         store_put *p = bt->p[i];
-        int rc = mkv_placed_parse(bt->b->loop_mc, r->element[k], p->buf.len, &bt->loc[i]);
+        proto_placed rec;
+        if (proto_placed_next(&at, end, p->buf.len, TE_CAP_WRITE, &rec) != 0) {
+            bt->failed = 1;   /* what it placed already is revoked (put_again) */
+            break;
+        }
+        int rc = mkv_placed_take(bt->b->loop_mc, &rec, &bt->loc[i]);
+        proto_placed_free(&rec);
         if (rc != MKV_OK) shipped(p, cluster_store_code(rc, bt->b->loop_mc, p->errstr, sizeof p->errstr));
     }
+    if (!bt->failed && at != end) bt->failed = 1;
     if (--bt->waiting == 0) batch_placed(bt);
 }
 
@@ -238,8 +248,8 @@ static void send_cb(event_loop *el, void *data) {
     bt->crc = xcalloc(bt->n, sizeof *bt->crc);
     size_t i = 0;
     for (gw_write *w = bt->writes; w; w = w->next) bt->p[i++] = w->put;
-    const char *head[] = {"MOON.MPUTSTART", "REPLICAS", b->replicas};
-    bt->waiting = master_async_send_batch(b->ma, head, 3, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
+    const char *head[] = {"MOON.MPUTSTART", "REPLICAS", b->replicas, "PACKED"};
+    bt->waiting = master_async_send_batch(b->ma, head, 4, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
                                           &bt->failed);
     if (bt->waiting == 0) batch_placed(bt);
 }

@@ -2,7 +2,7 @@
  * clients, as one batch (internal to src/gateway).
  *
  * Before the loop sleeps, the values added since are placed with one
- * MOON.MPUTSTART (chunks of PROTO_MAX_BATCH, pipelined) over the
+ * MOON.MPUTSTART PACKED (chunks of PROTO_MAX_BATCH, pipelined) over the
  * asynchronous master connection; one worker job writes all of them to
  * their replicas in one engine batch and checksums them; back on the
  * loop one MOON.MPUTEND publishes the written ones, and every write's

@@ -139,8 +139,11 @@ void master_info(server *srv, resp_buf *out, const char *section);
 /* Export master_info's fields on /metrics. */
 void master_register_metrics(server *srv);
 
-/* Answer MOON.PUTSTART (batch 0: one item) or MPUTSTART items (master_cmds.c). */
-void master_reply_puts(client *c, const mm_item *it, size_t n, int batch);
+/* How put items are answered: PUTSTART's one item, MPUTSTART's array,
+ * MPUTSTART PACKED's bulk string (proto/placed.h). */
+enum { MASTER_PUTS_ONE, MASTER_PUTS_ARRAY, MASTER_PUTS_PACKED };
+/* Answer put items in form (one of the above; master_cmds.c). */
+void master_reply_puts(client *c, const mm_item *it, size_t n, int form);
 
 /* put_wait.c: a put whose items found no room waits up to put_wait_ms
  * for quarantined space (mm_space_due), its client blocked. */
@@ -148,7 +151,7 @@ put_wait *put_wait_create(master *m);
 void put_wait_destroy(put_wait *w);
 /* Park c's request (items as mm_put_start left them): 1 if parked (the
  * reply comes later), 0 if no wait could help (reply now). */
-int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int batch,
+int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int form,
                   uint64_t now_ms);
 /* c is going: drop its parked request, revoking what was placed for it. */
 void put_wait_forget(put_wait *w, client *c);

@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "proto/extents.h"
+#include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/slices.h"
 #include "server/commands.h"
@@ -92,11 +93,16 @@ static resp_buf *wire_of(client *c) {
 
 static void reply_wire(client *c, const resp_buf *b) { reply_raw(c, b->data, b->len); }
 
-/* Per replica an array of extents, caps signed now. */
+/* What o's caps grant, signed now. */
+static proto_grant grant_of(client *c, const object *o, uint32_t rights, uint64_t expiry) {
+    return (proto_grant){rights, expiry, master_of(c)->cap_key,
+                         rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0,
+                         master_term(master_of(c))};
+}
+
+/* Per replica an array of extents. */
 static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t expiry) {
-    proto_grant g = {rights, expiry, master_of(c)->cap_key,
-                     rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0,
-                     master_term(master_of(c))};
+    proto_grant g = grant_of(c, o, rights, expiry);
     resp_buf *b = wire_of(c);
     proto_replicas_encode(b, o, &g);
     reply_wire(c, b);
@@ -357,8 +363,28 @@ static void suspect_command(client *c) {
 
 static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
 
-void master_reply_puts(client *c, const mm_item *it, size_t n, int batch) {
-    if (batch) reply_array(c, (long long)n);
+/* MPUTSTART PACKED: every item's record in one bulk string. */
+static void reply_puts_packed(client *c, const mm_item *it, size_t n) {
+    resp_buf *b = wire_of(c);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status == PROTO_OK) {
+            proto_grant g = grant_of(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
+            proto_placed_put(b, it[i].obj, &g);
+            continue;
+        }
+        char text[PROTO_ERR_LEN + 16];
+        proto_error_text(it[i].status, it[i].err, text, sizeof text);
+        proto_placed_put_error(b, text);
+    }
+    reply_bulk(c, b->data, b->len);
+}
+
+void master_reply_puts(client *c, const mm_item *it, size_t n, int form) {
+    if (form == MASTER_PUTS_PACKED) {
+        reply_puts_packed(c, it, n);
+        return;
+    }
+    if (form == MASTER_PUTS_ARRAY) reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) {
         if (it[i].status != PROTO_OK) master_reply_fail(c, it[i].status, "%s", it[i].err);
         else reply_replicas(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
@@ -367,12 +393,12 @@ void master_reply_puts(client *c, const mm_item *it, size_t n, int batch) {
 
 /* Place the items; those that found no room may wait for quarantined
  * space (put_wait.c), and then the reply comes from there. */
-static void put_items(client *c, mm_item *it, size_t n, uint32_t reps, int batch) {
+static void put_items(client *c, mm_item *it, size_t n, uint32_t reps, int form) {
     uint64_t t = now();
     conn_of(c);   /* its on-free hook drops a parked request */
     mm_put_start_batch(meta_of(c), it, n, reps, t);
-    if (!put_wait_park(master_of(c)->waits, c, it, n, reps, batch, t))
-        master_reply_puts(c, it, n, batch);
+    if (!put_wait_park(master_of(c)->waits, c, it, n, reps, form, t))
+        master_reply_puts(c, it, n, form);
 }
 
 /* MOON.PUTSTART key size [REPLICAS n] */
@@ -388,7 +414,7 @@ static void putstart_command(client *c) {
         return;
     }
     mm_item it = {.key = c->argv[1].ptr, .keylen = c->argv[1].len, .size = size};
-    put_items(c, &it, 1, reps, 0);
+    put_items(c, &it, 1, reps, MASTER_PUTS_ONE);
 }
 
 static int arg_crc(client *c, int i, uint32_t *crc) {
@@ -482,7 +508,8 @@ static int batch_numbers(client *c, int first, mm_item *it, size_t n, uint64_t m
     return 0;
 }
 
-/* MOON.MPUTSTART REPLICAS n key size [key size ...] */
+/* MOON.MPUTSTART REPLICAS n [PACKED] key size [key size ...]
+ * (pairs follow: PACKED is told from a key by the argument count). */
 static void mputstart_command(client *c) {
     if (master_rebuild_refuses(c)) return;
     uint32_t reps;
@@ -491,10 +518,12 @@ static void mputstart_command(client *c) {
         return;
     }
     if (arg_u32(c, 2, 1, PROTO_MAX_REPLICAS, &reps) != 0) return;
+    int packed = c->argc % 2 == 0 && strieq_len(c->argv[3].ptr, c->argv[3].len, "packed");
     size_t n;
-    mm_item *it = batch_items(c, 3, 2, &n);
+    mm_item *it = batch_items(c, packed ? 4 : 3, 2, &n);
     if (!it) return;
-    if (batch_numbers(c, 3, it, n, MAX_SIZE, 0) == 0) put_items(c, it, n, reps, 1);
+    if (batch_numbers(c, packed ? 4 : 3, it, n, MAX_SIZE, 0) == 0)
+        put_items(c, it, n, reps, packed ? MASTER_PUTS_PACKED : MASTER_PUTS_ARRAY);
     free(it);
 }
 
@@ -818,7 +847,7 @@ static const command master_commands[] = {
     {"moon.exists", exists_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
      "1 if a complete object has the key", "key"},
     {"moon.mputstart", mputstart_command, -5, CMD_WRITE, 3, -1, 2, 0, "moonkv", "0.1.0",
-     "PUTSTART for many keys", "REPLICAS n key size [key size ...]"},
+     "PUTSTART for many keys", "REPLICAS n [PACKED] key size [key size ...]"},
     {"moon.mputend", mputend_command, -3, CMD_WRITE, 1, -1, 2, 0, "moonkv", "0.1.0",
      "PUTEND for many keys", "[SLICES] key crc [slice_size crcs] [key crc ...]"},
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",

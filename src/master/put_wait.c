@@ -25,7 +25,7 @@ typedef struct parked {
     char *keys;
     size_t n;
     uint32_t replicas;
-    int batch;                /* MPUTSTART: an array reply */
+    int form;                 /* the reply's, MASTER_PUTS_* */
     uint64_t deadline_ms;
     struct parked *next;
 } parked;
@@ -85,7 +85,7 @@ static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t repl
     return 0;
 }
 
-int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int batch,
+int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int form,
                   uint64_t now_ms) {
     uint64_t bound = (uint64_t)w->m->srv->cfg.put_wait_ms;
     if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms + bound)) return 0;
@@ -103,7 +103,7 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
     p->c = c;
     p->n = n;
     p->replicas = replicas;
-    p->batch = batch;
+    p->form = form;
     p->deadline_ms = now_ms + bound;
     parked **tail = &w->head;
     while (*tail) tail = &(*tail)->next;
@@ -149,7 +149,7 @@ static void finish(put_wait *w, parked *p) {
             w->nospace++;
             break;
         }
-    master_reply_puts(p->c, p->it, p->n, p->batch);
+    master_reply_puts(p->c, p->it, p->n, p->form);
     client_unblock(p->c);
     parked_free(p);
 }

@@ -12,6 +12,7 @@
 #include "backend/cap.h"
 #include "core/siphash.h"
 #include "core/util.h"
+#include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/report.h"
 #include "support/harness.h"
@@ -231,6 +232,27 @@ static void test_placement_and_lifecycle(void) {
     ASSERT(r && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STATUS);
     ASSERT(is_error(r->element[2], "NOTFOUND no put in progress"));
     freeReplyObject(r);
+    /* PACKED: one bulk string of records (proto/placed.h); a key named
+     * PACKED in the array form is a key */
+    r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 PACKED p1 10 k1 5");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_placed pl;
+    ASSERT_EQ(proto_placed_next(&at, end, 10, TE_CAP_WRITE, &pl), 0);
+    int placed = pl.nreplicas == 1 && pl.next[0] == 1 && pl.ext[0][0].length == 10;
+    proto_placed_free(&pl);
+    ASSERT(placed);
+    ASSERT_EQ(proto_placed_next(&at, end, 5, TE_CAP_WRITE, &pl), 0);
+    ASSERT(pl.err && pl.errlen > 7 && memcmp(pl.err, "EXISTS ", 7) == 0 && at == end);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 PACKED 7");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    for (int i = 0; i < 2; i++) {
+        r = redisCommand(c, "MOON.PUTREVOKE %s", i ? "PACKED" : "p1");
+        ASSERT(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
     r = redisCommand(c, "MOON.MGET b1 nope b2");
     ASSERT(r && r->elements == 3 && r->element[1]->type == REDIS_REPLY_NIL);
     ASSERT_EQ(r->element[2]->element[0]->integer, 20);

@@ -1,7 +1,7 @@
 /* Unit tests of src/proto: status words both ways and the exact error
  * texts, the extent decoder's bounds (counts, numbers, shapes, caps,
- * sums) on RESP fed through hiredis's reader as on the wire, and the
- * registration proof. */
+ * sums) on RESP fed through hiredis's reader as on the wire, the packed
+ * placements of MOON.MPUTSTART PACKED, and the registration proof. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "backend/cap.h"
 #include "core/util.h"
 #include "proto/extents.h"
+#include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/reply_bound.h"
 #include "proto/slices.h"
@@ -293,6 +294,105 @@ static void test_encode_decode(void) {
     free(e);
 }
 
+/* ---- packed placements (MOON.MPUTSTART PACKED) ---- */
+
+/* Two placed objects around a refusal, as the master writes them. */
+static void placed_blob(resp_buf *out, object *o, const proto_grant *g) {
+    resp_buf_init(out);
+    proto_placed_put(out, o, g);
+    proto_placed_put_error(out, "EXISTS key already exists");
+    proto_placed_put(out, o, g);
+}
+
+static void test_placed_round_trip(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {4, 2};
+    obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
+    obj_replica reps[2] = {{2, a}, {1, b}};
+    object o = {.size = 100, .nreplicas = 2, .replicas = reps};
+    proto_grant g = {TE_CAP_WRITE, 5000, key, 12, 77};
+    resp_buf out;
+    placed_blob(&out, &o, &g);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    for (int rec = 0; rec < 3; rec++) {
+        proto_placed pl;
+        ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl), 0);
+        if (rec == 1) {
+            ASSERT(pl.err && pl.errlen == 25 && memcmp(pl.err, "EXISTS key already exists", 25) == 0);
+            ASSERT_EQ(pl.nreplicas, 0);
+            continue;
+        }
+        ASSERT(!pl.err && pl.nreplicas == 2);
+        for (uint32_t r = 0; r < 2; r++) {
+            ASSERT_EQ(pl.next[r], reps[r].nextents);
+            for (uint32_t k = 0; k < pl.next[r]; k++) {
+                const obj_extent *want = &reps[r].extents[k];
+                const te_extent *e = &pl.ext[r][k];
+                int ok = e->node_id == want->node && e->offset == want->offset && e->length == want->length &&
+                         e->cap.issued_us == 12 &&
+                         te_cap_check(&e->cap, key, 77, want->node, TE_WRITE, want->offset, want->length,
+                                      4999) == TE_OK;
+                if (!ok) proto_placed_free(&pl);
+                ASSERT_MSG(ok, "record %d replica %u extent %u", rec, r, k);
+            }
+        }
+        proto_placed_free(&pl);
+    }
+    ASSERT(p == end);
+    /* past the end: nothing to decode */
+    proto_placed pl;
+    ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl), -1);
+    resp_buf_free(&out);
+}
+
+/* Every cut of a record fails it, as do counts, sizes and rights that
+ * do not fit; nothing is left allocated (the ASan build checks). */
+static void test_placed_refused(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {1};
+    obj_extent a[2] = {{2, 0, 60}, {5, 64, 40}};
+    obj_replica reps[1] = {{2, a}};
+    object o = {.size = 100, .nreplicas = 1, .replicas = reps};
+    proto_grant g = {TE_CAP_WRITE, 5000, key, 0, 1};
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_placed_put(&out, &o, &g);
+    proto_placed_put_error(&out, "NOSPACE full");
+    size_t first = 2 + 2 + 2 * TE_CAP_WIRE_LEN;   /* head, extent count, two caps */
+    ASSERT_EQ(out.len, first + 3 + 12);
+    for (size_t cut = 0; cut < out.len; cut++) {
+        if (cut == first) continue;   /* a whole first record */
+        const uint8_t *p = (const uint8_t *)out.data, *end = p + cut;
+        proto_placed pl;
+        int rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl);
+        if (rc == 0) {   /* the first record whole: the second is cut */
+            proto_placed_free(&pl);
+            rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl);
+        }
+        ASSERT_MSG(rc == -1, "cut at %zu", cut);
+    }
+    static const uint64_t sizes[] = {99, 101, 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const uint8_t *p = (const uint8_t *)out.data;
+        proto_placed pl;
+        ASSERT_MSG(proto_placed_next(&p, p + out.len, sizes[i], TE_CAP_WRITE, &pl) == -1, "size %llu",
+                   (unsigned long long)sizes[i]);
+    }
+    const uint8_t *p = (const uint8_t *)out.data;
+    proto_placed pl;
+    ASSERT_EQ(proto_placed_next(&p, p + out.len, 100, TE_CAP_READ, &pl), -1);   /* write caps only */
+    /* bad heads: kind, replica count, extent count */
+    static const size_t at[] = {0, 1, 1, 2, 2};
+    static const uint8_t val[] = {7, 0, PROTO_MAX_REPLICAS + 1, 0, 3};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        uint8_t *bytes = xmemdup(out.data, out.len);
+        bytes[at[i]] = val[i];
+        p = bytes;
+        int rc = proto_placed_next(&p, bytes + out.len, 100, TE_CAP_WRITE, &pl);
+        free(bytes);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+    resp_buf_free(&out);
+}
+
 static void test_int_in(void) {
     redisReply r = {.type = REDIS_REPLY_INTEGER, .integer = 5};
     uint64_t v = 0;
@@ -474,6 +574,8 @@ int main(void) {
     RUN_TEST(test_extents_refused);
     RUN_TEST(test_extents_caps_and_sums);
     RUN_TEST(test_encode_decode);
+    RUN_TEST(test_placed_round_trip);
+    RUN_TEST(test_placed_refused);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     RUN_TEST(test_reply_bound);

@@ -1,0 +1,47 @@
+/* proto/placed.h - the packed reply of MOON.MPUTSTART ... PACKED.
+ *
+ * The array reply nests per key an array per replica of extent arrays:
+ * about a dozen RESP elements per key, each a reply object for a hiredis
+ * reader. The packed form is one bulk string holding a record per key,
+ * in order (little-endian):
+ *
+ *   u8 0 | u8 nreplicas | per replica: u16 nextents | nextents x cap
+ *   u8 1 | u16 len | the error's text ("WORD message")
+ *
+ * A cap's 64 bytes (backend/cap.h) already name the extent's node,
+ * offset and length, so an extent is its cap. The decoder bounds every
+ * count and never reads past the blob; it checks what the array form's
+ * decoder checks (proto/extents.h). */
+#ifndef MKV_PROTO_PLACED_H
+#define MKV_PROTO_PLACED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/engine.h"
+#include "proto/extents.h"
+#include "resp/resp_writer.h"
+
+/* One key's record, decoded. */
+typedef struct proto_placed {
+    const char *err;            /* a refusal's text (into the blob), or NULL */
+    size_t errlen;
+    uint32_t nreplicas;         /* else: its replicas, each a fresh array */
+    te_extent *ext[PROTO_MAX_REPLICAS];
+    uint32_t next[PROTO_MAX_REPLICAS];
+} proto_placed;
+
+/* Appends o's placement, caps signed under g (write grants). */
+void proto_placed_put(resp_buf *b, const object *o, const proto_grant *g);
+/* Appends a refusal (text as an error reply's, without the '-'). */
+void proto_placed_put_error(resp_buf *b, const char *text);
+
+/* Decodes the record at *p (before end) of an object of size bytes,
+ * every cap granting `rights`: 0 with *p past it, or -1 (nothing
+ * allocated) if it is cut off or breaks a bound. Free with
+ * proto_placed_free unless its extents were taken. */
+int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
+                      proto_placed *out);
+void proto_placed_free(proto_placed *pl);
+
+#endif
