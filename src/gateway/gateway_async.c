@@ -77,7 +77,7 @@ typedef struct gw_conn {
 #define GW_HINT_MS 1000
 
 static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "unlink", "exists",
-                                          "strlen"};
+                                          "strlen", "dbsize"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -170,6 +170,7 @@ static void hint_saw(gw_async *ga, uint64_t len) {
 static void async_read_command(client *c);
 static void async_set_command(client *c);
 static void async_ask_command(client *c);
+static void async_count_command(client *c);
 
 /* The keys of the command in c->argv (a SET's one, every argument of the
  * others) and the value bytes it will hold while in flight. */
@@ -186,21 +187,29 @@ static int arg_eq(const resp_arg *a, const resp_arg *b) {
 }
 
 /* Whether a command on these keys could see or change what x does:
- * one of them writes (SET, DEL) and they share a key. */
+ * one of them writes (SET, DEL) and they share a key. A command on no
+ * key (DBSIZE) counts them all: it waits for every write. */
 static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int writes) {
     if (!writes && !x->writes) return 0;   /* reads never disturb reads */
+    if (nkeys == 0) return 1;
     for (int i = 1; i <= x->nkeys; i++)
         for (int k = 0; k < nkeys; k++)
             if (arg_eq(&x->argv[i], &keys[k])) return 1;
     return 0;
 }
 
-/* SET key value, or with NX (a key that exists is refused by the put
- * batch as by the shared command); other options run the shared command
- * at once, which refuses or takes them before anything is stored. */
+/* SET key value, or with NX (once or more: a key that exists is refused
+ * by the put batch as by the shared command). Any other option runs the
+ * shared command at once: the gateway's store takes none of them (no
+ * expiry hints: collection is the master's), so it refuses them before
+ * anything is stored or asked. */
 static int set_goes_async(const client *c) {
-    return c->argc == 3 || (c->argc == 4 && strieq_len(c->argv[3].ptr, c->argv[3].len, "NX"));
+    for (int i = 3; i < c->argc; i++)
+        if (!strieq_len(c->argv[i].ptr, c->argv[i].len, "NX")) return 0;
+    return 1;
 }
+
+static int is_asker(const command *cmd) { return cmd->proc == async_ask_command || cmd->proc == async_count_command; }
 
 static int is_async_row(gw_async *ga, const command *cmd) {
     for (size_t i = 0; i < NASYNC; i++)
@@ -215,7 +224,7 @@ static int gateway_pipelined(client *c, const command *cmd) {
     gw_conn *gc = c->role_ctx;
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
     if (cmd->value_arg && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
-    if (cmd->proc == async_ask_command && !cluster_store_master(c->srv->store)) return 0;
+    if (is_asker(cmd) && !cluster_store_master(c->srv->store)) return 0;
     if (gc->bytes + cost_of(c, cmd) > GW_PIPE_BYTES) return 0;
     int writes = (cmd->flags & CMD_WRITE) != 0;
     for (gw_call *x = gc->calls; x; x = x->next_of_conn)
@@ -344,7 +353,12 @@ static void read_done(gw_read *r, int fetched) {
     call_finish((gw_call *)((char *)r - offsetof(gw_call, read)), fetched);
 }
 
-static void write_done(gw_write *w) { call_finish((gw_call *)((char *)w - offsetof(gw_call, write)), 1); }
+static int ask_same_bytes(gw_call *call);
+
+static void write_done(gw_write *w) {
+    gw_call *call = (gw_call *)((char *)w - offsetof(gw_call, write));
+    if (!ask_same_bytes(call)) call_finish(call, 1);
+}
 
 static void call_ship(gw_call *call) {
     call->write = (gw_write){.put = call->put, .done = write_done};
@@ -420,7 +434,8 @@ static void async_set_command(client *c) {
     call_ship(call);
 }
 
-/* ---- DEL, EXISTS: asked ahead over the asynchronous master connection ---- */
+/* ---- DEL, EXISTS, STRLEN, DBSIZE, a stored SET's bytes: asked ahead over
+ * the asynchronous master connection ---- */
 
 /* A reply's place: the call and its key. */
 typedef struct gw_ask {
@@ -434,9 +449,9 @@ static void ask_done(gw_call *call) {
     call_finish(call, 0);
 }
 
-/* MOON.OBJECT's answer as a size: -1 for no complete object (null, or
- * still being written), -2 if it does not parse. */
-static long long object_size(const redisReply *r) {
+/* MOON.OBJECT's answer as a size (and *crc): -1 for no complete object
+ * (null, or still being written), -2 if it does not parse. */
+static long long object_size(const redisReply *r, uint32_t *crc) {
     if (r->type == REDIS_REPLY_NIL) return -1;
     if (r->type != REDIS_REPLY_ARRAY) return -2;   /* RESP2: the map as a flat array */
     long long size = -2;
@@ -446,21 +461,40 @@ static long long object_size(const redisReply *r) {
         if (k->type != REDIS_REPLY_STRING) continue;
         if (strcmp(k->str, "state") == 0 && v->type == REDIS_REPLY_STRING) complete = strcmp(v->str, "complete") == 0;
         if (strcmp(k->str, "size") == 0 && v->type == REDIS_REPLY_INTEGER) size = v->integer;
+        if (strcmp(k->str, "crc") == 0 && v->type == REDIS_REPLY_INTEGER) *crc = (uint32_t)v->integer;
     }
     return size < 0 ? -2 : complete ? size : -1;
 }
 
-/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size; anything
- * else leaves the key unanswered (the shared command then asks itself). */
+/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size and CRC,
+ * INFO cluster's object count (DBSIZE); anything else leaves the key
+ * unanswered (the shared command then asks itself). */
 static void ask_reply(const redisReply *r, void *ctx) {
     gw_ask *k = ctx;
     gw_answer *a = &k->call->ans[k->i];
-    long long n = !r ? -2 : r->type == REDIS_REPLY_INTEGER ? r->integer : object_size(r);
+    long long n = !r                              ? -2
+                  : r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_STRING  ? cluster_info_field(r, "objects_complete")
+                                                   : object_size(r, &a->crc);
     if (n >= -1) {
         a->answered = 1;
         a->n = n;
     }
     ask_done(k->call);
+}
+
+/* Ask the master cmd (argv[0..argc), pipelined) for answer i: 1 if sent. */
+static int ask_one(master_async *ma, gw_call *call, size_t i, int argc, const char **argv, const size_t *lens) {
+    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
+    asks[i] = (gw_ask){.call = call, .i = i};
+    if (master_async_send(ma, argc, argv, lens, ask_reply, &asks[i]) != 0) return 0;
+    call->asking++;
+    return 1;
+}
+
+static void answers_alloc(gw_call *call, size_t n) {
+    call->nans = n;
+    call->ans = xcalloc(n, sizeof(gw_answer) + sizeof(gw_ask));
 }
 
 /* The master command answering a key for the shared command c runs. */
@@ -479,9 +513,7 @@ static void async_ask_command(client *c) {
         return;
     }
     gw_call *call = call_create(c, 0, 0);
-    call->nans = (size_t)(c->argc - 1);
-    call->ans = xcalloc(call->nans, sizeof(gw_answer) + sizeof(gw_ask));
-    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
+    answers_alloc(call, (size_t)(c->argc - 1));
     call_start(call, c);
     const char *verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
@@ -490,12 +522,57 @@ static void async_ask_command(client *c) {
         a->key = call->argv[i + 1].ptr;
         a->keylen = call->argv[i + 1].len;
         if (!cluster_key_ok(a->keylen)) continue;
-        asks[i] = (gw_ask){.call = call, .i = i};
         const char *argv[2] = {verb, a->key};
         size_t lens[2] = {strlen(verb), a->keylen};
-        if (master_async_send(ma, 2, argv, lens, ask_reply, &asks[i]) == 0) call->asking++;
+        ask_one(ma, call, i, 2, argv, lens);
     }
     ask_done(call);
+}
+
+/* A SET (without NX) whose key is stored answers OK if the stored bytes
+ * are its own: their size and CRC are asked here, pipelined, rather than
+ * by the shared command on the loop. 1 if asked: the call finishes when
+ * the answer comes. */
+static int ask_same_bytes(gw_call *call) {
+    master_async *ma = cluster_store_master(call->store);
+    const store_put *p = call->put;
+    if (!ma || !call->c || call->argc > 3 || !p->shipped || p->ship_rc != STORE_EXISTS) return 0;
+    answers_alloc(call, 1);
+    call->ans[0].key = call->argv[1].ptr;
+    call->ans[0].keylen = call->argv[1].len;
+    const char *argv[2] = {"MOON.OBJECT", call->argv[1].ptr};
+    size_t lens[2] = {11, call->argv[1].len};
+    if (ask_one(ma, call, 0, 2, argv, lens)) return 1;
+    free(call->ans);
+    call->ans = NULL;
+    call->nans = 0;
+    return 0;
+}
+
+/* DBSIZE: the master's count of complete objects (INFO cluster), asked
+ * the same way; the shared command answers with it. */
+static void async_count_command(client *c) {
+    master_async *ma = cluster_store_master(c->srv->store);
+    if (!ma) {
+        shared_proc(async_of(c), c)(c);
+        return;
+    }
+    gw_call *call = call_create(c, 0, 0);
+    answers_alloc(call, 1);
+    call_start(call, c);
+    call->ans[0].key = "";   /* the count's: no object has the empty key */
+    const char *argv[2] = {"INFO", "cluster"};
+    size_t lens[2] = {4, 7};
+    call->asking = 1;
+    ask_one(ma, call, 0, 2, argv, lens);
+    ask_done(call);
+}
+
+/* The proc replacing row's shared one. */
+static command_proc *async_proc(const command *row) {
+    if (row->value_arg) return async_set_command;
+    if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0) return async_read_command;
+    return strcmp(row->name, "dbsize") == 0 ? async_count_command : async_ask_command;
 }
 
 static void async_free(gw_async *ga) {
@@ -518,9 +595,7 @@ void gateway_async_register(server *srv) {
         if (!row) continue;   /* t_object_register first */
         ga->rows[i] = *row;
         ga->shared[i] = row->proc;
-        ga->rows[i].proc = row->value_arg ? async_set_command
-                           : strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0 ? async_read_command
-                                                                                            : async_ask_command;
+        ga->rows[i].proc = async_proc(row);
         commands_register(srv, &ga->rows[i], 1);
     }
     srv->role_pipelined = gateway_pipelined;

@@ -303,6 +303,13 @@ static void *fetch_buffer(void *ctx, uint64_t size) {
 static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
     if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
+    gw_answer *a = offered_answer(cs, key, keylen);
+    if (a) {
+        if (a->n < 0) return STORE_NOTFOUND;
+        *len = (uint64_t)a->n;
+        *crc = a->crc;
+        return STORE_OK;
+    }
     return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
 }
 
@@ -471,8 +478,7 @@ static redisReply *master_info_cluster(cluster_store *cs) {
     return r;
 }
 
-/* A numeric field of INFO text; -1 if absent. */
-static long long info_text_field(const redisReply *r, const char *field) {
+long long cluster_info_field(const redisReply *r, const char *field) {
     size_t flen = strlen(field);
     for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
         if (*line == '\n') line++;
@@ -484,13 +490,14 @@ static long long info_text_field(const redisReply *r, const char *field) {
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
 static long long master_info_field(cluster_store *cs, const char *field) {
     redisReply *r = master_info_cluster(cs);
-    long long v = r ? info_text_field(r, field) : -1;
+    long long v = r ? cluster_info_field(r, field) : -1;
     freeReplyObject(r);
     return v;
 }
 
 static uint64_t cs_count(store *s) {
-    long long n = master_info_field(cs_of(s), "objects_complete");
+    gw_answer *a = offered_answer(cs_of(s), "", 0);   /* DBSIZE asked ahead */
+    long long n = a ? a->n : master_info_field(cs_of(s), "objects_complete");
     return n > 0 ? (uint64_t)n : 0;
 }
 
@@ -563,7 +570,7 @@ static void cs_info(store *s, resp_buf *out, const char *section) {
     redisReply *r = master_info_cluster(cs_of(s));
     info_section(out, "Memory");
     if (r) {
-        long long used = info_text_field(r, "bytes_used"), total = info_text_field(r, "bytes_total");
+        long long used = cluster_info_field(r, "bytes_used"), total = cluster_info_field(r, "bytes_total");
         info_field_bytes(out, "used_memory", used > 0 ? (uint64_t)used : 0);
         info_field_bytes(out, "maxmemory", total > 0 ? (uint64_t)total : 0);
     } else {

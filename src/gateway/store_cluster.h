@@ -85,11 +85,15 @@ typedef struct gw_answer {
     size_t keylen;
     int answered;             /* 0: no reply came; the command asks itself */
     int taken;
-    long long n;              /* removed / exists: 0 or 1; size, -1 none */
+    long long n;              /* removed / exists: 0 or 1; size, -1 none; DBSIZE's count */
+    uint32_t crc;             /* with a size: the object's CRC32C */
 } gw_answer;
-/* On the loop: remove, exists and size_of take their answers from a[]
- * (each answer once, in order) until cluster_withdraw. */
+/* On the loop: remove, exists, size_of and checksum_of take their
+ * answers from a[] (each answer once, in order), count the one of the
+ * empty key, until cluster_withdraw. */
 void cluster_offer_answers(store *s, gw_answer *a, size_t n);
+/* A numeric field of an INFO reply's text; -1 if absent. */
+long long cluster_info_field(const struct redisReply *r, const char *field);
 /* The asynchronous master connection; NULL without one (etcd). */
 struct master_async *cluster_store_master(store *s);
 

@@ -622,6 +622,51 @@ static void test_del_exists_strlen_do_not_stall(void) {
     ASSERT_EQ(exists_count("nb:1"), 0);
 }
 
+/* DBSIZE, SET ... NX NX and a SET of a stored key with its own bytes
+ * (its size and CRC are asked) go over the asynchronous master
+ * connection too: a stopped master stalls only their client, and a
+ * DBSIZE still counts the SETs sent before it on its connection. */
+static void test_dbsize_and_set_options_do_not_stall(void) {
+    char v[100];
+    h_fill(v, sizeof v, 5);
+    ASSERT(set_pattern("nb:2", sizeof v, 5));
+    redisReply *r = cmd("DBSIZE");
+    long long before = integer_of(r);
+    freeReplyObject(r);
+    ASSERT(before >= 1);
+    redisContext *a = h_redis(GATEWAY_PORT), *b = h_redis(GATEWAY_PORT);
+    ASSERT(a && b);
+    kill(master, SIGSTOP);
+    redisAppendCommand(a, "DBSIZE");
+    redisAppendCommand(a, "SET %s %b", "nb:2", v, sizeof v);
+    redisAppendCommand(a, "SET %s %b NX nx", "nb:3", v, sizeof v);
+    redisAppendCommand(a, "DBSIZE");
+    int wrote = 0;
+    while (!wrote && redisBufferWrite(a, &wrote) == REDIS_OK) {}
+    usleep(100 * 1000);
+    r = redisCommand(b, "PING");
+    int pong = is_status(r, "PONG");
+    freeReplyObject(r);
+    struct pollfd p = {.fd = a->fd, .events = POLLIN};
+    int early = poll(&p, 1, 0);
+    kill(master, SIGCONT);
+    ASSERT(wrote && pong);
+    ASSERT_EQ(early, 0);
+    redisReply *rep[4] = {0};
+    for (int i = 0; i < 4; i++) ASSERT(redisGetReply(a, (void **)&rep[i]) == REDIS_OK);
+    long long first = integer_of(rep[0]), last = integer_of(rep[3]);
+    int same_ok = is_status(rep[1], "OK"), nx_ok = is_status(rep[2], "OK");
+    for (int i = 0; i < 4; i++) freeReplyObject(rep[i]);
+    redisFree(a);
+    redisFree(b);
+    ASSERT_EQ(first, before);
+    ASSERT(same_ok && nx_ok);
+    ASSERT_EQ(last, before + 1);
+    r = cmd("SET %s %b", "nb:2", "other", (size_t)5);   /* other bytes: refused, asked the same way */
+    ASSERT(is_error_prefix(r, "EXISTS"));
+    freeReplyObject(r);
+}
+
 /* A client that sends a whole SET and a big GET and goes away before
  * the workers are back: the value it sent in full is stored, the GET's
  * staging memory comes back, nothing else changes. */
@@ -768,6 +813,7 @@ int main(void) {
     RUN_TEST(test_pipelined_clients);
     RUN_TEST(test_pipelined_mixed);
     RUN_TEST(test_del_exists_strlen_do_not_stall);
+    RUN_TEST(test_dbsize_and_set_options_do_not_stall);
     RUN_TEST(test_same_key_racing_sets);
     RUN_TEST(test_disconnect_mid_value_leaves_no_key);
     RUN_TEST(test_disconnect_while_blocked);
