@@ -503,18 +503,26 @@ static const char *ask_verb(const client *c) {
     return strcmp(c->last_cmd->name, "strlen") == 0 ? "MOON.OBJECT" : "MOON.EXISTS";
 }
 
+/* A started call with room for n answers; NULL when there is no
+ * asynchronous master connection (the shared command then ran). */
+static gw_call *ask_call_start(client *c, size_t n) {
+    if (!cluster_store_master(c->srv->store)) {
+        shared_proc(async_of(c), c)(c);
+        return NULL;
+    }
+    gw_call *call = call_create(c, 0, 0);
+    answers_alloc(call, n);
+    call_start(call, c);
+    return call;
+}
+
 /* DEL key [key ...] / EXISTS key [key ...] / STRLEN key: one command per key, all
  * sent at once (pipelined with every other's); the shared command then
  * runs on the answers. Keys no master would know are answered by it. */
 static void async_ask_command(client *c) {
+    gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
+    if (!call) return;
     master_async *ma = cluster_store_master(c->srv->store);
-    if (!ma) {
-        shared_proc(async_of(c), c)(c);
-        return;
-    }
-    gw_call *call = call_create(c, 0, 0);
-    answers_alloc(call, (size_t)(c->argc - 1));
-    call_start(call, c);
     const char *verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
@@ -552,14 +560,9 @@ static int ask_same_bytes(gw_call *call) {
 /* DBSIZE: the master's count of complete objects (INFO cluster), asked
  * the same way; the shared command answers with it. */
 static void async_count_command(client *c) {
+    gw_call *call = ask_call_start(c, 1);
+    if (!call) return;
     master_async *ma = cluster_store_master(c->srv->store);
-    if (!ma) {
-        shared_proc(async_of(c), c)(c);
-        return;
-    }
-    gw_call *call = call_create(c, 0, 0);
-    answers_alloc(call, 1);
-    call_start(call, c);
     call->ans[0].key = "";   /* the count's: no object has the empty key */
     const char *argv[2] = {"INFO", "cluster"};
     size_t lens[2] = {4, 7};

@@ -5,14 +5,18 @@
 
 #include "core/util.h"
 
-static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e,
-                       const proto_grant *g) {
+void proto_cap_wire(const obj_extent *e, const proto_grant *g, uint8_t wire[TE_CAP_WIRE_LEN]) {
     te_cap cap = {.node_id = e->node, .rights = g->rights, .offset = e->offset,
                   .length = e->length, .expiry_ms = g->expiry_ms, .term = g->term,
                   .issued_us = g->issued_us};
     te_cap_sign(&cap, g->key);
-    uint8_t wire[TE_CAP_WIRE_LEN];
     te_cap_encode(&cap, wire);
+}
+
+static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e,
+                       const proto_grant *g) {
+    uint8_t wire[TE_CAP_WIRE_LEN];
+    proto_cap_wire(e, g, wire);
     resp_add_array(b, form == PROTO_EXT_REMOTE ? 4 : 3);
     if (form == PROTO_EXT_REMOTE) resp_add_integer(b, e->node);
     resp_add_integer(b, (long long)e->offset);

@@ -33,6 +33,8 @@ typedef struct proto_grant {
     uint64_t term;                /* the issuing master's (cap.h) */
 } proto_grant;
 
+/* e's cap under g, signed, in its wire form. */
+void proto_cap_wire(const obj_extent *e, const proto_grant *g, uint8_t wire[TE_CAP_WIRE_LEN]);
 /* An array of the n extents e in form, each with its cap under g. */
 void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e, uint32_t n,
                           const proto_grant *g);

@@ -20,13 +20,8 @@ void proto_placed_put(resp_buf *b, const object *o, const proto_grant *g) {
         le_put16(n, (uint16_t)rep->nextents);
         resp_buf_append(b, n, sizeof n);
         for (uint32_t i = 0; i < rep->nextents; i++) {
-            const obj_extent *e = &rep->extents[i];
-            te_cap cap = {.node_id = e->node, .rights = g->rights, .offset = e->offset,
-                          .length = e->length, .expiry_ms = g->expiry_ms, .term = g->term,
-                          .issued_us = g->issued_us};
-            te_cap_sign(&cap, g->key);
             uint8_t wire[TE_CAP_WIRE_LEN];
-            te_cap_encode(&cap, wire);
+            proto_cap_wire(&rep->extents[i], g, wire);
             resp_buf_append(b, wire, sizeof wire);
         }
     }
