@@ -62,7 +62,8 @@ typedef struct node_index_mark {
 } node_index_mark;
 
 /* The background scrub: from *cursor (0 to start), prove the objects that
- * lie wholly here until about budget bytes were read. Mismatches go to
+ * lie wholly here until about budget bytes were read (each entry counts
+ * 4 KiB more than its bytes). Mismatches go to
  * marks[*nmarks...] (up to max) but stay in the index: the master may
  * have removed the object and reused its space, and the note saying so
  * may not be here yet. Returns the bytes read; *cursor becomes 0 at the
