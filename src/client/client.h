@@ -199,6 +199,11 @@ int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint
  * slice CRCs]; MKV_ENOTFOUND for a nil reply. */
 int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl);
 void mkv_placement_free(mkv_placement *pl);
+/* The placement of bytes [off, off+len) of whole (in range): every
+ * replica's extents clipped to them, same caps (a node takes any range
+ * inside a grant). Free it with mkv_placement_free, also on failure. */
+int mkv_placement_clip(mkv_client *c, const mkv_placement *whole, uint64_t off, uint64_t len,
+                       mkv_placement *pl);
 
 /* ---- regions.c ---- */
 /* The region holding [addr, addr+len), or NULL. */

@@ -8,6 +8,7 @@
 
 #include "client/client.h"
 #include "client/located.h"
+#include "core/crc32c.h"
 #include "core/util.h"
 
 typedef struct get_item {
@@ -278,6 +279,28 @@ int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size
         if (objs[i].status == MKV_PENDING || (rc != MKV_OK && objs[i].status == MKV_OK))
             objs[i].status = rc != MKV_OK ? rc : MKV_EPROTO;
     free(it);
+    return rc;
+}
+
+uint32_t mkv_located_replicas(const mkv_located *l) { return l->pl.nreplicas; }
+
+const proto_slices *mkv_located_slices(const mkv_located *l) { return &l->pl.slices; }
+
+int mkv_read_located_range(mkv_client *c, const mkv_located *l, int replica, void *buf, uint64_t off,
+                           uint64_t len, uint32_t *crc) {
+    *crc = 0;
+    if (!c || !l || !buf || len == 0 || replica >= (int)l->pl.nreplicas) return MKV_EINVAL;
+    const mkv_placement *whole = &l->pl;
+    if (off > whole->size || len > whole->size - off)
+        return mkv_fail(c, MKV_EINVAL, "range past the object's %llu bytes", (unsigned long long)whole->size);
+    mkv_placement pl;
+    int rc = mkv_placement_clip(c, whole, off, len, &pl);
+    if (rc == MKV_OK) rc = mkv_topology_cover(c, whole);
+    mkv_xfer x = {.buf = buf, .pl = &pl, .replica = replica};
+    if (rc == MKV_OK) rc = mkv_xfer_run(c, TE_READ, &x, 1);
+    if (rc == MKV_OK) rc = x.status;
+    if (rc == MKV_OK) *crc = x.crc_ok ? x.crc : crc32c(0, buf, (size_t)len);
+    mkv_placement_free(&pl);
     return rc;
 }
 

@@ -21,6 +21,7 @@
 #include "proto/placed.h"
 
 typedef struct mkv_located mkv_located;
+struct proto_slices;
 
 /* One element of a MOON.MGET reply (or a MOON.GET reply): MKV_OK with
  * *out and the object's size, MKV_ENOTFOUND for nil, or the error the
@@ -34,6 +35,17 @@ void mkv_located_free(mkv_located *l);
  * every objs[i].status and len. MKV_EAUTH for an object means its lease
  * ran out before the read: locate it again. MKV_OK when the batch ran. */
 int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n);
+
+/* Read bytes [off, off+len) of the object located by l into buf (just
+ * those bytes; registered or not), from replica `replica` alone, or with
+ * -1 from any (the engine fails over when a node fails). MKV_OK with
+ * their CRC32C in *crc (the engine's from the way in, else a pass); a
+ * reader verifying slices reads one slice per call. */
+int mkv_read_located_range(mkv_client *c, const mkv_located *l, int replica, void *buf, uint64_t off,
+                           uint64_t len, uint32_t *crc);
+/* The object's replica count, and its slice CRCs (count 0: it keeps none). */
+uint32_t mkv_located_replicas(const mkv_located *l);
+const struct proto_slices *mkv_located_slices(const mkv_located *l);
 
 /* One element of a MOON.MPUTSTART reply for an object of size bytes:
  * MKV_OK with *out (its write placement), or the master's refusal

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "core/util.h"
 #include "proto/extents.h"
 #include "proto/slices.h"
 
@@ -42,6 +43,38 @@ int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl) {
     if (rc == MKV_OK && r->elements == 5 &&
         proto_slices_decode(r->element[3], r->element[4], size, pl->crc, &pl->slices) != 0)
         rc = mkv_bad_reply(c, "MOON.GET's slice CRCs", r);
+    return rc;
+}
+
+/* The part of replica r covering object bytes [off, off+len), as extents
+ * of its own (same caps: a node takes any range inside a grant). */
+static int clip_replica(const mkv_replica *r, uint64_t off, uint64_t len, mkv_replica *out) {
+    out->extents = xcalloc(r->nextents ? r->nextents : 1, sizeof *out->extents);
+    out->nextents = 0;
+    uint64_t at = 0, end = off + len;
+    for (uint32_t i = 0; i < r->nextents && at < end; i++) {
+        const te_extent *e = &r->extents[i];
+        uint64_t lo = off > at ? off : at, hi = end < at + e->length ? end : at + e->length;
+        if (lo < hi) {
+            te_extent *x = &out->extents[out->nextents++];
+            *x = *e;
+            x->offset = e->offset + (lo - at);
+            x->length = hi - lo;
+        }
+        at += e->length;
+    }
+    return at >= end ? MKV_OK : MKV_EINVAL;
+}
+
+int mkv_placement_clip(mkv_client *c, const mkv_placement *whole, uint64_t off, uint64_t len,
+                       mkv_placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->term = whole->term;
+    pl->size = len;
+    int rc = MKV_OK;
+    for (uint32_t r = 0; r < whole->nreplicas && rc == MKV_OK; r++, pl->nreplicas++)
+        rc = clip_replica(&whole->replicas[r], off, len, &pl->replicas[r]);
+    if (rc != MKV_OK) rc = mkv_fail(c, MKV_EPROTO, "a replica's extents do not cover the object");
     return rc;
 }
 

@@ -379,26 +379,6 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
     return MKV_OK;
 }
 
-/* The part of replica r covering object bytes [off, off+len), as extents
- * of its own (same caps: a node takes any range inside a grant). */
-static int clip_replica(const mkv_replica *r, uint64_t off, uint64_t len, mkv_replica *out) {
-    out->extents = xcalloc(r->nextents ? r->nextents : 1, sizeof *out->extents);
-    out->nextents = 0;
-    uint64_t at = 0, end = off + len;
-    for (uint32_t i = 0; i < r->nextents && at < end; i++) {
-        const te_extent *e = &r->extents[i];
-        uint64_t lo = off > at ? off : at, hi = end < at + e->length ? end : at + e->length;
-        if (lo < hi) {
-            te_extent *x = &out->extents[out->nextents++];
-            *x = *e;
-            x->offset = e->offset + (lo - at);
-            x->length = hi - lo;
-        }
-        at += e->length;
-    }
-    return at >= end ? MKV_OK : MKV_EINVAL;
-}
-
 int mkv_write_located_range(mkv_client *c, const mkv_located *loc, const void *buf, uint64_t off,
                             uint64_t len, uint32_t *crc, uint32_t *failed_node) {
     *crc = 0;
@@ -407,11 +387,8 @@ int mkv_write_located_range(mkv_client *c, const mkv_located *loc, const void *b
     const mkv_placement *whole = mkv_located_placement(loc);
     if (off > whole->size || len > whole->size - off)
         return mkv_fail(c, MKV_EINVAL, "range past the object's %llu bytes", (unsigned long long)whole->size);
-    mkv_placement pl = {.term = whole->term, .size = len};
-    int rc = MKV_OK;
-    for (uint32_t r = 0; r < whole->nreplicas && rc == MKV_OK; r++, pl.nreplicas++)
-        rc = clip_replica(&whole->replicas[r], off, len, &pl.replicas[r]);
-    if (rc != MKV_OK) rc = mkv_fail(c, MKV_EPROTO, "a replica's extents do not cover the object");
+    mkv_placement pl;
+    int rc = mkv_placement_clip(c, whole, off, len, &pl);
     if (rc == MKV_OK) rc = mkv_topology_cover(c, whole);
     mkv_xfer x = {.buf = (void *)buf, .pl = &pl, .replica = -1};
     if (rc == MKV_OK) rc = mkv_xfer_run(c, TE_WRITE, &x, 1);

@@ -32,6 +32,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/get_stream.h"
 #include "gateway/put_batch.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
@@ -62,6 +63,7 @@ struct gw_call {
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
     uint64_t cost;            /* value bytes counted in its connection's */
     gw_call *next_of_conn;    /* the connection's calls, in order */
+    get_stream *gstream;      /* GET: its value streaming to the client */
 };
 
 /* A connection's calls in flight (client->role_ctx). */
@@ -137,7 +139,11 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
 static void conn_forget(client *c, void *ctx) {
     gw_conn *gc = ctx;
     (void)c;
-    for (gw_call *x = gc->calls; x; x = x->next_of_conn) x->c = NULL;
+    for (gw_call *x = gc->calls, *next; x; x = next) {
+        next = x->next_of_conn;
+        x->c = NULL;
+        if (x->gstream) get_stream_client_gone(x->gstream);   /* may free x */
+    }
 }
 
 static gw_conn *conn_of(client *c) {
@@ -334,10 +340,35 @@ static void call_answer(gw_call *call, client *c) {
     client_slot_end(c, call->slot);
 }
 
+/* A streamed GET is over: the call goes. */
+static void stream_done(void *ctx) {
+    gw_call *call = ctx;
+    if (call->c) conn_remove(call->c->role_ctx, call);
+    free(call);
+}
+
+/* A GET whose value was located to stream (read_batch.c): its reply
+ * fills the slot slice by slice, and the call stays its connection's
+ * until the stream is over. 0 if it does not stream. */
+static int call_streams(gw_call *call) {
+    gw_fetch *f = call->nfetch == 1 ? &call->fetch[0] : NULL;
+    if (!f || !f->stream || !call->c || !call->slot) return 0;
+    mkv_located *l = f->stream;
+    f->stream = NULL;
+    call->gstream = get_stream_start(cluster_store_gets(call->store), call->c, call->slot, l, f->len, f->key,
+                                     f->keylen, f->stream_epoch, stream_done, call);
+    return 1;
+}
+
 /* The call's cluster work is over (done 0: it did nothing, and the
  * shared command then asks the cluster itself): reply and free. */
 static void call_finish(gw_call *call, int done) {
     store *s = call->store;
+    if (done && call_streams(call)) return;
+    for (size_t i = 0; i < call->nfetch; i++) {   /* located to stream, but its client went */
+        mkv_located_free(call->fetch[i].stream);
+        call->fetch[i].stream = NULL;
+    }
     if (call->put) ship_next(call);
     if (done) cluster_offer(s, call->fetch, call->nfetch);
     for (size_t i = 0; done && i < call->nfetch; i++)
@@ -389,6 +420,8 @@ static void async_read_command(client *c) {
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
     call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
+    /* a GET outside MULTI has a slot its value can stream into */
+    call->fetch[0].may_stream = !c->multi && strcmp(c->last_cmd->name, "get") == 0;
     call_start(call, c);
     read_batcher_add(cluster_store_reads(call->store), &call->read);
 }

@@ -7,6 +7,7 @@
 
 #include "client/located.h"
 #include "core/util.h"
+#include "gateway/get_stream.h"
 #include "proto/limits.h"
 #include "server/server.h"
 
@@ -154,6 +155,8 @@ static void batch_ready(rb_batch *bt) {
         /* Forget what was located: each key is asked again. */
         for (size_t i = 0; i < bt->nkeys; i++) {
             staging_put(bt->b->pool, &bt->f[i]->buf);
+            mkv_located_free(bt->f[i]->stream);
+            bt->f[i]->stream = NULL;
             mkv_located_free(bt->loc[i]);
             bt->loc[i] = NULL;
             bt->f[i]->rc = RB_PENDING;
@@ -173,6 +176,15 @@ static void key_located(rb_batch *bt, size_t i, const redisReply *e) {
     int rc = mkv_located_parse(b->loop_mc, e, &bt->loc[i], &size);
     if (rc != MKV_OK) {
         f->rc = cluster_store_code(rc, b->loop_mc, f->errstr, sizeof f->errstr);
+        return;
+    }
+    if (f->may_stream && get_stream_wanted(bt->loc[i], size)) {
+        /* read slice by slice as its reply goes (get_stream.h), lease and all */
+        f->stream = bt->loc[i];
+        f->stream_epoch = master_async_epoch(b->ma);
+        bt->loc[i] = NULL;
+        f->rc = STORE_OK;
+        f->len = size;
         return;
     }
     if (staging_get(b->pool, size, &f->buf) != STORE_OK) {

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/get_stream.h"
 #include "client/located.h"
 #include "gateway/master_link.h"
 #include "gateway/put_batch.h"
@@ -48,6 +49,7 @@ typedef struct cluster_store {
     struct read_batcher *reads;
     struct put_batcher *puts;
     put_streamer *streams;      /* large SETs on their way while they arrive; NULL with etcd */
+    get_streamer *gets;         /* large GETs on their way while they arrive */
     struct gw_async *async;     /* gateway_async.c's, freed with the store */
     void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
@@ -74,6 +76,7 @@ static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
 workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 
 struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
+struct get_streamer *cluster_store_gets(store *s) { return cs_of(s)->gets; }
 master_async *cluster_store_master(store *s) { return cs_of(s)->ma; }
 
 struct put_batcher *cluster_store_puts(store *s) { return cs_of(s)->puts; }
@@ -544,6 +547,10 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_gets", "%llu", (unsigned long long)cs->stats.gets);
     info_field(out, "cluster_removes", "%llu", (unsigned long long)cs->stats.removes);
     info_field(out, "cluster_streamed_puts", "%llu", (unsigned long long)cs->stats.streamed_puts);
+    uint64_t streamed_gets, cut_gets;
+    get_streamer_counts(cs->gets, &streamed_gets, &cut_gets);
+    info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
+    info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
     info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
@@ -592,10 +599,12 @@ static void cs_destroy(store *s) {
     read_batcher_close(cs->reads);
     put_batcher_close(cs->puts);
     put_streamer_close(cs->streams);
+    get_streamer_close(cs->gets);
     master_async_free(cs->ma);
     read_batcher_free(cs->reads);
     put_batcher_free(cs->puts);
     put_streamer_free(cs->streams);
+    get_streamer_free(cs->gets);
     if (cs->async_free) cs->async_free(cs->async);
     if (cs->loop) {
         loop_hook_del(cs->reap);
@@ -680,6 +689,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc);
     cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
     if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
+    cs->gets = get_streamer_create(cs->workers, cs->ma);
     return 0;
 }
 

@@ -25,6 +25,9 @@ typedef struct gw_fetch {
     staging_buf buf;          /* the value when rc == STORE_OK */
     uint64_t len;
     char errstr[sizeof ((store *)0)->errstr];
+    int may_stream;           /* a GET's reply may stream (get_stream.h) */
+    struct mkv_located *stream;   /* located, to be streamed: rc STORE_OK, no buf */
+    uint64_t stream_epoch;    /* the master connection that located it */
 } gw_fetch;
 
 /* A SET's value on its way: put_end reports ship_rc once shipped. */
@@ -39,6 +42,8 @@ struct store_put {
 };
 
 workers *cluster_store_workers(store *s);
+/* Large GETs sent on while they arrive (get_stream.h). */
+struct get_streamer *cluster_store_gets(store *s);
 /* The batchers of the store's reads and writes (read_batch.h, put_batch.h). */
 struct read_batcher *cluster_store_reads(store *s);
 struct put_batcher *cluster_store_puts(store *s);

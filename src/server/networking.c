@@ -362,6 +362,19 @@ void reply_syntax_error(client *c) { reply_error(c, "ERR syntax error"); }
 
 /* Queues the bulk header and a reference chunk for p (NULL when the
  * client is dead: release already ran). */
+/* A zero-copy reference to n bytes at p, queued as they are. */
+static out_chunk *push_ref(conn *cn, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+    out_chunk *ch = chunk_take(&cn->net->free_refs, &cn->net->nfree_refs, 0);
+    ch->ref = p;
+    ch->len = n;
+    ch->release = release;
+    ch->ctx = ctx;
+    out_push(cn, ch);
+    cn->out_ref += n;
+    cn->c.reply_bytes += n;
+    return ch;
+}
+
 static out_chunk *push_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx),
                                 void *ctx) {
     conn *cn = conn_of(c);
@@ -371,28 +384,28 @@ static out_chunk *push_bulk_ref(client *c, const void *p, size_t n, void (*relea
         if (release) release(ctx);
         return NULL;
     }
-    net_state *net = cn->net;
-    out_chunk *ch = chunk_take(&net->free_refs, &net->nfree_refs, 0);
-    ch->ref = p;
-    ch->len = n;
-    ch->release = release;
-    ch->ctx = ctx;
-    out_push(cn, ch);
-    cn->out_ref += n;
-    c->reply_bytes += n;
+    out_chunk *ch = push_ref(cn, p, n, release, ctx);
     out_append(cn, "\r\n", 2);
     return ch;
 }
 
-void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+/* A small body costs less to copy than to pin and add to the iovec, and
+ * a closing client takes none: 1 when it was handled so (released). */
+static int ref_copied(client *c, const void *p, size_t n, int bulk, void (*release)(void *ctx), void *ctx) {
     conn *cn = conn_of(c);
-    /* A small body costs less to copy than to pin and add to the iovec. */
-    if (n < NET_REF_MIN || cn->dead) {
-        if (!cn->dead) reply_bulk(c, p, n);
-        if (release) release(ctx);
-        return;
-    }
-    push_bulk_ref(c, p, n, release, ctx);
+    if (n >= NET_REF_MIN && !cn->dead) return 0;
+    if (!cn->dead && bulk) reply_bulk(c, p, n);
+    else if (!cn->dead) reply_raw(c, p, n);
+    if (release) release(ctx);
+    return 1;
+}
+
+void reply_bulk_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+    if (!ref_copied(c, p, n, 1, release, ctx)) push_bulk_ref(c, p, n, release, ctx);
+}
+
+void reply_raw_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx) {
+    if (!ref_copied(c, p, n, 0, release, ctx)) push_ref(conn_of(c), p, n, release, ctx);
 }
 
 /* A slice failed: the reply cannot be finished, so the connection goes
@@ -481,6 +494,27 @@ void client_slot_end(client *c, reply_slot *s) {
     cn->nslots--;
     /* A command waiting for the slots, or for room in the pipeline. */
     if ((cn->c.flags & CLIENT_DEFERRED) ? cn->nslots == 0 : cn->nslots == NET_MAX_SLOTS - 1) cn->resume = 1;
+    conn_schedule(cn);
+}
+
+void client_slot_part(client *c, reply_slot *s) {
+    conn *cn = conn_of(c);
+    out_chunk *ch = (out_chunk *)s, *head = cn->fill_head, *tail = cn->fill_tail;
+    if (ch->len) {   /* the slot's own first bytes come first, as a block before it */
+        out_chunk *own = chunk_take(&cn->net->free_blocks, &cn->net->nfree_blocks, NET_BLOCK_SIZE);
+        memcpy(own->data, ch->data, ch->len);
+        own->len = ch->len;
+        ch->len = 0;
+        own->next = head;
+        head = own;
+        if (!tail) tail = own;
+    }
+    cn->filling = cn->fill_head = cn->fill_tail = NULL;
+    if (!head) return;
+    out_chunk **pp = &cn->out_head;
+    while (*pp != ch) pp = &(*pp)->next;
+    tail->next = ch;
+    *pp = head;
     conn_schedule(cn);
 }
 
@@ -939,7 +973,10 @@ static int conn_write(conn *cn) {
         ssize_t n = writev(cn->c.fd, iov, cnt);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                at_slot = 0;   /* full before the slot: wait for writable, not for the slot */
+                break;
+            }
             log_info("Writing to client id=%llu: %s", (unsigned long long)cn->c.id, strerror(errno));
             return -1;
         }

@@ -47,6 +47,11 @@ typedef struct reply_slot reply_slot;
 reply_slot *client_slot_open(client *c);
 void client_slot_begin(client *c, reply_slot *s);
 void client_slot_end(client *c, reply_slot *s);
+/* A reply that streams (a value sent as it arrives): what was added to
+ * the slot since client_slot_begin goes out now, ahead of it, and the
+ * slot stays open for more (begin again; end it when the reply is
+ * whole). */
+void client_slot_part(client *c, reply_slot *s);
 unsigned client_slots_open(const client *c);
 /* The slot just opened belongs to a measured command (metrics): it is
  * recorded when the slot ends (commands_slot_done). */

@@ -147,6 +147,9 @@ void reply_raw(client *c, const void *p, size_t n);
  * is gone, so the caller can unpin the memory. */
 void reply_bulk_ref(client *c, const void *p, size_t n,
                     void (*release)(void *ctx), void *ctx);
+/* reply_bulk_ref's body alone (no bulk header, no CRLF): a part of a
+ * reply written piece by piece (client_slot_part). */
+void reply_raw_ref(client *c, const void *p, size_t n, void (*release)(void *ctx), void *ctx);
 /* reply_bulk_ref for a value with per-slice checksums (store_slices):
  * each slice is checked as the writer reaches it and sent only once it
  * passed; the next is checked while the client drains it. A slice that fails: corrupt(ctx, slice)

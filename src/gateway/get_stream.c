@@ -1,0 +1,242 @@
+/* gateway/get_stream.c - see get_stream.h.
+ *
+ * Everything but a slice's read runs on the loop. A read job touches only
+ * its piece and what is fixed before it is submitted (the located object,
+ * the epoch). Slices are handed to the socket in order; a piece comes
+ * back (its buffer free for the next slice) when the socket has written
+ * it, so a slow client holds the stream at GS_WINDOW slices. */
+#include "gateway/get_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "gateway/store_cluster.h"
+#include "proto/slices.h"
+
+enum { GP_FREE, GP_READING, GP_READY, GP_SENDING };
+
+struct get_streamer {
+    workers *w;
+    master_async *ma;
+    int closing;
+    uint64_t streamed, cut;
+};
+
+typedef struct gs_piece {
+    gw_job job;               /* first: the workers' link */
+    get_stream *gs;
+    char *buf;                /* slice bytes, allocated at first use */
+    uint32_t idx;
+    int state;                /* GP_* */
+    int ok;                   /* READY: verified */
+    char why[128];            /* !ok: the last replica's failure */
+} gs_piece;
+
+struct get_stream {
+    get_streamer *sr;
+    client *c;                /* NULL once gone */
+    reply_slot *slot;
+    mkv_located *loc;
+    const proto_slices *sl;
+    uint64_t size, epoch;
+    uint32_t next_read, next_send;
+    unsigned busy;            /* pieces not FREE */
+    int over;                 /* the reply is whole, or was cut */
+    int whole;                /* the reply is whole: its slot ended */
+    gs_piece piece[GS_WINDOW];
+    void (*done)(void *ctx);
+    void *ctx;
+    size_t keylen;
+    char key[];
+};
+
+static uint64_t slice_len(const get_stream *gs, uint32_t i) {
+    uint64_t off = (uint64_t)i * gs->sl->size;
+    return gs->size - off < gs->sl->size ? gs->size - off : gs->sl->size;
+}
+
+int get_stream_wanted(const mkv_located *l, uint64_t size) {
+    const proto_slices *sl = mkv_located_slices(l);
+    return size >= GS_MIN && sl->count > 1 && sl->size <= GS_MAX_SLICE;
+}
+
+/* ---- on a worker ---- */
+
+/* Slice idx into buf from replica rep (-1: any); 1 if its CRC matched. */
+static int read_slice(gs_piece *p, mkv_client *mc, int rep) {
+    get_stream *gs = p->gs;
+    uint64_t off = (uint64_t)p->idx * gs->sl->size;
+    uint32_t crc;
+    int rc = mkv_read_located_range(mc, gs->loc, rep, p->buf, off, slice_len(gs, p->idx), &crc);
+    if (rc != MKV_OK)
+        snprintf(p->why, sizeof p->why, "%s: %s", mkv_strerror(rc), mkv_last_error(mc));
+    else if (crc != gs->sl->crc[p->idx])
+        snprintf(p->why, sizeof p->why, "checksum mismatch");
+    return rc == MKV_OK && crc == gs->sl->crc[p->idx];
+}
+
+/* Any replica (the engine fails over from a node that fails), then each
+ * one alone: a slice rotten on one replica is read from another. */
+static void piece_run(gw_job *j, mkv_client *mc) {
+    gs_piece *p = (gs_piece *)j;
+    cluster_worker_topology(mc, p->gs->epoch);
+    p->ok = read_slice(p, mc, -1);
+    for (int r = 0; !p->ok && r < (int)mkv_located_replicas(p->gs->loc); r++) p->ok = read_slice(p, mc, r);
+}
+
+/* ---- on the loop ---- */
+
+static void ignore_reply(const redisReply *r, void *ctx) {}
+
+static void release_lease(get_stream *gs) {
+    master_async *ma = gs->sr->ma;
+    uint64_t until = mkv_located_lease(gs->loc);
+    if (!ma || gs->sr->closing || !until) return;
+    char num[24];
+    const char *argv[3] = {"MOON.RELEASE", gs->key, num};
+    size_t lens[3] = {12, gs->keylen, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)until)};
+    master_async_send(ma, 3, argv, lens, ignore_reply, NULL);
+}
+
+/* Nothing held, and the reply whole or its client gone (a cut reply
+ * waits for that: the client's end tells the stream): the stream goes. */
+static void maybe_finish(get_stream *gs) {
+    if (gs->busy || (gs->c && !gs->whole)) return;
+    for (int i = 0; i < GS_WINDOW; i++)
+        if (gs->piece[i].buf) xhuge_free(gs->piece[i].buf, (size_t)gs->sl->size);
+    release_lease(gs);
+    mkv_located_free(gs->loc);
+    void (*done)(void *ctx) = gs->done;
+    void *ctx = gs->ctx;
+    free(gs);
+    done(ctx);
+}
+
+static void piece_free(gs_piece *p) {
+    p->state = GP_FREE;
+    p->gs->busy--;
+}
+
+static void pump(get_stream *gs);
+
+/* The socket wrote the piece (or dropped it with its client). */
+static void piece_sent(void *ctx) {
+    gs_piece *p = ctx;
+    get_stream *gs = p->gs;
+    piece_free(p);
+    if (gs->c && !gs->over) pump(gs);
+    else maybe_finish(gs);
+}
+
+/* No replica could supply a slice: the reply cannot be finished. */
+static void cut_off(get_stream *gs, const gs_piece *p) {
+    log_warning("GET %.*s: slice %u of %u (%s) from no replica, closing the client", (int)gs->keylen,
+                gs->key, p->idx, gs->sl->count, p->why);
+    gs->over = 1;
+    gs->sr->cut++;
+    client_close_async(gs->c);
+    for (int i = 0; i < GS_WINDOW; i++)
+        if (gs->piece[i].state == GP_READY) piece_free(&gs->piece[i]);
+}
+
+/* The slices ready in order go to the socket; after the last, the CRLF. */
+static void send_ready(get_stream *gs) {
+    for (int more = 1; more && gs->c && !gs->over;) {
+        more = 0;
+        for (int i = 0; i < GS_WINDOW; i++) {
+            gs_piece *p = &gs->piece[i];
+            if (p->state != GP_READY || p->idx != gs->next_send) continue;
+            if (!p->ok) {
+                cut_off(gs, p);
+                return;
+            }
+            p->state = GP_SENDING;
+            gs->next_send++;
+            client_slot_begin(gs->c, gs->slot);
+            reply_raw_ref(gs->c, p->buf, (size_t)slice_len(gs, p->idx), piece_sent, p);
+            if (gs->next_send < gs->sl->count) {
+                client_slot_part(gs->c, gs->slot);
+                more = 1;
+                continue;
+            }
+            reply_raw(gs->c, "\r\n", 2);
+            client_slot_end(gs->c, gs->slot);
+            gs->over = gs->whole = 1;
+        }
+    }
+}
+
+static void piece_done(gw_job *j) {
+    gs_piece *p = (gs_piece *)j;
+    get_stream *gs = p->gs;
+    if (j->cancelled) {   /* the gateway is stopping: nothing more goes */
+        gs->over = 1;
+        p->state = GP_READY;
+    }
+    if (!gs->c || gs->over) piece_free(p);
+    else p->state = GP_READY;
+    send_ready(gs);
+    if (gs->c && !gs->over) pump(gs);
+    else maybe_finish(gs);
+}
+
+/* Free pieces read the next slices. */
+static void pump(get_stream *gs) {
+    for (int i = 0; i < GS_WINDOW && gs->next_read < gs->sl->count; i++) {
+        gs_piece *p = &gs->piece[i];
+        if (p->state != GP_FREE) continue;
+        if (!p->buf) p->buf = xhuge_alloc((size_t)gs->sl->size);
+        p->idx = gs->next_read++;
+        p->state = GP_READING;
+        p->ok = 0;
+        gs->busy++;
+        p->job = (gw_job){.run = piece_run, .done = piece_done};
+        workers_submit(gs->sr->w, &p->job);
+    }
+}
+
+get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, mkv_located *l,
+                             uint64_t size, const char *key, size_t keylen, uint64_t epoch,
+                             void (*done)(void *ctx), void *ctx) {
+    get_stream *gs = xcalloc(1, sizeof *gs + keylen + 1);
+    *gs = (get_stream){.sr = sr, .c = c, .slot = slot, .loc = l, .sl = mkv_located_slices(l),
+                       .size = size, .epoch = epoch, .done = done, .ctx = ctx, .keylen = keylen};
+    memcpy(gs->key, key, keylen);
+    for (int i = 0; i < GS_WINDOW; i++) gs->piece[i].gs = gs;
+    sr->streamed++;
+    char hdr[32];
+    int n = snprintf(hdr, sizeof hdr, "$%llu\r\n", (unsigned long long)size);
+    client_slot_begin(c, slot);
+    reply_raw(c, hdr, (size_t)n);
+    client_slot_part(c, slot);
+    pump(gs);
+    return gs;
+}
+
+void get_stream_client_gone(get_stream *gs) {
+    gs->c = NULL;
+    for (int i = 0; i < GS_WINDOW; i++)
+        if (gs->piece[i].state == GP_READY) piece_free(&gs->piece[i]);
+    maybe_finish(gs);
+}
+
+get_streamer *get_streamer_create(workers *w, master_async *ma) {
+    get_streamer *sr = xcalloc(1, sizeof *sr);
+    sr->w = w;
+    sr->ma = ma;
+    return sr;
+}
+
+void get_streamer_close(get_streamer *sr) {
+    if (sr) sr->closing = 1;
+}
+
+void get_streamer_free(get_streamer *sr) { free(sr); }
+
+void get_streamer_counts(const get_streamer *sr, uint64_t *streamed, uint64_t *cut) {
+    *streamed = sr ? sr->streamed : 0;
+    *cut = sr ? sr->cut : 0;
+}

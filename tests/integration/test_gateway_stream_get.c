@@ -1,0 +1,350 @@
+/* Large GETs streamed by the gateway (src/gateway/get_stream.h): a value
+ * with slice CRCs goes to the client slice by slice as the slices arrive
+ * and verify, so the gateway's resident memory stays a few slices above
+ * idle while 64 MiB values are read (and its 16 MiB staging pool could
+ * not hold one); a slice rotten on one replica is served from the other;
+ * a node killed -9 in the middle of a GET with replicas 2 costs nothing
+ * (the reply completes from the other replica, byte-exact); with
+ * replicas 1 the client's connection is closed before the value is
+ * complete, and every byte it got before is right; clients that leave
+ * mid-GET leave nothing behind.
+ *
+ * The values are put by libmoonkv (TCP, so with slice CRCs), with 2 and
+ * 1 replicas, on three nodes, each replica on one node; the gateway uses TCP too (with shm it maps
+ * the nodes' segments, whose pages would count in its VmRSS).
+ * Ports 31470-31489 (below the ephemeral range). */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "test.h"
+
+#define PORT_MASTER  31470
+#define PORT_NODE    31471   /* + i; data plane on 31481 + i */
+#define PORT_GATEWAY 31475
+#define NODES 3
+#define MiB (1024ull * 1024)
+#define LEN (64 * MiB + 12345)
+#define SLICE (4 * MiB)
+#define PIECE (256 * 1024)
+#define RSS_BOUND_KB (32 * 1024)
+
+static pid_t gateway_pid, node_pid[NODES];
+static uint32_t node_id[NODES];
+static char *val, *val1;   /* the replicas-2 and replicas-1 values */
+static char *buf;
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 256 * 1024;   /* the client reads slowly: keep the socket from holding much */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Up to n bytes (fewer only at EOF or error): how many. */
+static size_t recv_upto(int fd, char *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = recv(fd, p + got, n - got, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+/* A streamed GET of key, read piece by piece and compared with want as
+ * it arrives. at_mid (if set) runs once mid bytes of the value are in.
+ * Returns the value bytes that arrived right (all of them, then the
+ * CRLF: len + 2), the largest gateway VmRSS seen in *peak. *eof: the
+ * connection ended before len + 2 bytes. */
+typedef struct get_run {
+    uint64_t right;           /* value bytes that matched, in order */
+    int wrong;                /* a byte differed */
+    int complete;             /* the whole value and its CRLF */
+    long peak;
+} get_run;
+
+static get_run stream_get(const char *key, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void)) {
+    get_run gr = {0};
+    int fd = raw_connect(PORT_GATEWAY);
+    char line[64];
+    int n = snprintf(line, sizeof line, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
+    if (fd < 0 || send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) return gr;
+    size_t got = 0;   /* the header, byte by byte up to its LF */
+    while (got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n') && recv_upto(fd, line + got, 1) == 1) got++;
+    line[got] = '\0';
+    if (line[0] != '$' || strtoull(line + 1, NULL, 10) != len) {
+        printf("# header '%s'\n", line);
+        close(fd);
+        return gr;
+    }
+    for (uint64_t off = 0; off < len && !gr.wrong;) {
+        if (at_mid && off >= mid) {
+            at_mid();
+            at_mid = NULL;
+        }
+        size_t k = len - off < PIECE ? (size_t)(len - off) : PIECE;
+        size_t r = recv_upto(fd, buf, k);
+        gr.wrong = memcmp(buf, want + off, r) != 0;
+        if (!gr.wrong) gr.right += r;
+        off += r;
+        long rss = h_rss_kb(gateway_pid);
+        if (rss > gr.peak) gr.peak = rss;
+        if (r < k) break;   /* cut off */
+    }
+    gr.complete = gr.right == len && recv_upto(fd, line, 2) == 2 && memcmp(line, "\r\n", 2) == 0;
+    close(fd);
+    return gr;
+}
+
+static long long gateway_field(const char *field) { return h_port_info(PORT_GATEWAY, "gateway", field); }
+
+static void test_stream_get_bounded_rss(void) {
+    long long streamed = gateway_field("cluster_streamed_gets");
+    long idle = h_rss_kb(gateway_pid), peak = 0;
+    for (int i = 0; i < 3; i++) {
+        get_run gr = stream_get("big:2", val, LEN, 0, NULL);
+        ASSERT_MSG(gr.complete, "run %d: %llu bytes right, wrong %d", i, (unsigned long long)gr.right, gr.wrong);
+        if (gr.peak > peak) peak = gr.peak;
+    }
+    printf("# 3 GETs of 64 MiB: gateway VmRSS idle %ld kB, peak seen %ld kB (+%ld)\n", idle, peak, peak - idle);
+    ASSERT_MSG(peak - idle < RSS_BOUND_KB, "VmRSS rose %ld kB above idle", peak - idle);
+    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 3);
+    /* redis-cli's kind of client: the whole reply at once */
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    redisReply *r = redisCommand(g, "GET big:2");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == LEN && memcmp(r->str, val, LEN) == 0);
+    freeReplyObject(r);
+    r = redisCommand(g, "PING");   /* the connection goes on after a streamed reply */
+    ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0);
+    freeReplyObject(r);
+    redisFree(g);
+}
+
+/* Pipelined: GET big, GET small, GET big on one connection answer in order. */
+static void test_stream_get_pipelined(void) {
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    redisReply *r = redisCommand(g, "SET small:1 hello");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisAppendCommand(g, "GET big:2");
+    redisAppendCommand(g, "GET small:1");
+    redisAppendCommand(g, "GET big:1");
+    void *v;
+    ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+    r = v;
+    ASSERT(r->type == REDIS_REPLY_STRING && r->len == LEN && memcmp(r->str, val, LEN) == 0);
+    freeReplyObject(r);
+    ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+    r = v;
+    ASSERT(r->type == REDIS_REPLY_STRING && strcmp(r->str, "hello") == 0);
+    freeReplyObject(r);
+    ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+    r = v;
+    ASSERT(r->type == REDIS_REPLY_STRING && r->len == LEN && memcmp(r->str, val1, LEN) == 0);
+    freeReplyObject(r);
+    redisFree(g);
+}
+
+static void vanish_mid_get(void) {
+    int fd = raw_connect(PORT_GATEWAY);
+    const char *cmd = "*2\r\n$3\r\nGET\r\n$5\r\nbig:2\r\n";
+    if (fd < 0) return;
+    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) == (ssize_t)strlen(cmd)) recv_upto(fd, buf, PIECE);
+    close(fd);
+}
+
+/* Clients that go mid-GET leave nothing behind: the streams end, and the
+ * gateway serves the next GETs whole. */
+static void test_stream_get_client_vanishes(void) {
+    long long streamed = gateway_field("cluster_streamed_gets");
+    for (int i = 0; i < 4; i++) vanish_mid_get();
+    get_run gr = stream_get("big:2", val, LEN, 0, NULL);
+    ASSERT(gr.complete);
+    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 5);
+}
+
+/* Where object byte at of key's replica rep lives: node index and
+ * segment offset. */
+static int locate_byte(const char *key, int rep, uint64_t at, int *node, uint64_t *seg_off) {
+    redisContext *m = h_redis(PORT_MASTER);
+    redisReply *r = m ? redisCommand(m, "MOON.GET %s", key) : NULL;
+    int ok = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && (int)r->element[2]->elements > rep) {
+        const redisReply *exts = r->element[2]->element[rep];
+        uint64_t pos = 0;
+        for (size_t i = 0; i < exts->elements && ok != 0; i++) {
+            const redisReply *e = exts->element[i];
+            uint64_t len = (uint64_t)e->element[2]->integer;
+            if (at >= pos && at < pos + len) {
+                for (int k = 0; k < NODES; k++)
+                    if (node_id[k] == (uint32_t)e->element[0]->integer) *node = k;
+                *seg_off = (uint64_t)e->element[1]->integer + (at - pos);
+                ok = 0;
+            }
+            pos += len;
+        }
+    }
+    if (r) freeReplyObject(r);
+    if (m) redisFree(m);
+    return ok;
+}
+
+/* Nodes holding some of key (a bit per node index). */
+static unsigned nodes_of(const char *key) {
+    redisContext *m = h_redis(PORT_MASTER);
+    redisReply *r = m ? redisCommand(m, "MOON.GET %s", key) : NULL;
+    unsigned set = 0;
+    for (size_t rep = 0; r && r->type == REDIS_REPLY_ARRAY && rep < r->element[2]->elements; rep++) {
+        const redisReply *exts = r->element[2]->element[rep];
+        for (size_t i = 0; i < exts->elements; i++)
+            for (int k = 0; k < NODES; k++)
+                if (node_id[k] == (uint32_t)exts->element[i]->element[0]->integer) set |= 1u << k;
+    }
+    if (r) freeReplyObject(r);
+    if (m) redisFree(m);
+    return set;
+}
+
+/* Replica 0 rotten in slice 3, replica 1 in slice 9: every slice has a
+ * good copy somewhere, and the reply is byte-exact. */
+static void test_stream_get_rotten_slices(void) {
+    int node[2] = {-1, -1};
+    uint64_t off[2];
+    for (int rep = 0; rep < 2; rep++) {
+        ASSERT(locate_byte("big:2", rep, (rep ? 9 : 3) * SLICE + 4321, &node[rep], &off[rep]) == 0 && node[rep] >= 0);
+        ASSERT(h_flip_segment_byte(node_pid[node[rep]], off[rep]) == 0);
+    }
+    get_run gr = stream_get("big:2", val, LEN, 0, NULL);
+    for (int rep = 0; rep < 2; rep++) ASSERT(h_flip_segment_byte(node_pid[node[rep]], off[rep]) == 0);
+    ASSERT_MSG(gr.complete, "%llu bytes right, wrong %d", (unsigned long long)gr.right, gr.wrong);
+}
+
+static int victim = -1;
+static void kill_victim(void) {
+    printf("# killing node %d (id %u) mid-GET\n", victim, node_id[victim]);
+    h_kill(node_pid[victim]);
+}
+
+/* kill -9 of a node holding one replica of big:2 once 8 MiB arrived. */
+static void test_stream_get_node_killed_replicas2(void) {
+    unsigned both = nodes_of("big:2"), one = nodes_of("big:1");
+    for (int i = 0; i < NODES && victim < 0; i++)
+        if ((both >> i & 1) && !(one >> i & 1)) victim = i;   /* big:1 stays for the next test */
+    ASSERT_MSG(victim >= 0, "nodes of big:2 %#x, of big:1 %#x", both, one);
+    get_run gr = stream_get("big:2", val, LEN, 8 * MiB, kill_victim);
+    ASSERT_MSG(gr.complete, "%llu bytes right, wrong %d", (unsigned long long)gr.right, gr.wrong);
+    gr = stream_get("big:2", val, LEN, 0, NULL);   /* and again, with the node gone */
+    ASSERT(gr.complete);
+}
+
+/* big:1 has one replica; its node dies mid-GET: cut off, never complete,
+ * never a wrong byte; the gateway serves on. */
+static void test_stream_get_replicas1_node_killed(void) {
+    unsigned one = nodes_of("big:1");
+    victim = -1;
+    for (int i = 0; i < NODES && victim < 0; i++)
+        if (one >> i & 1) victim = i;
+    ASSERT(victim >= 0);
+    long long cut = gateway_field("cluster_streamed_gets_cut");
+    get_run gr = stream_get("big:1", val1, LEN, 8 * MiB, kill_victim);
+    printf("# replicas 1, node killed: %llu of %llu bytes arrived before the cut\n", (unsigned long long)gr.right,
+           (unsigned long long)LEN);
+    ASSERT(!gr.complete);
+    ASSERT(!gr.wrong);
+    ASSERT(gr.right >= 8 * MiB && gr.right < LEN);   /* cut after the kill, before the end */
+    ASSERT_EQ(gateway_field("cluster_streamed_gets_cut"), cut + 1);
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    redisReply *r = redisCommand(g, "GET small:1");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "hello") == 0);
+    freeReplyObject(r);
+    redisFree(g);
+}
+
+static int learn_node_ids(void) {
+    redisContext *m = h_redis(PORT_MASTER);
+    redisReply *r = m ? redisCommand(m, "MOON.TOPOLOGY") : NULL;
+    int found = 0;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *n = r->element[i];
+        for (int k = 0; k < NODES; k++) {
+            char want[32];
+            snprintf(want, sizeof want, "127.0.0.1:%d", PORT_NODE + 10 + k);
+            if (strcmp(n->element[2]->element[0]->str, want) == 0) {
+                node_id[k] = (uint32_t)n->element[0]->integer;
+                found++;
+            }
+        }
+    }
+    if (r) freeReplyObject(r);
+    if (m) redisFree(m);
+    return found == NODES ? 0 : -1;
+}
+
+/* The two values, put by libmoonkv over TCP (with slice CRCs). */
+static int put_values(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = "127.0.0.1:31470";
+    opt.transport = "tcp";
+    mkv_client *mc;
+    if (mkv_connect(&mc, &opt) != MKV_OK) return -1;
+    int rc = mkv_register_buffer(mc, val, LEN);
+    if (rc == MKV_OK) rc = mkv_register_buffer(mc, val1, LEN);
+    if (rc == MKV_OK) rc = mkv_put(mc, "big:2", 5, val, LEN, 2);
+    if (rc == MKV_OK) rc = mkv_put(mc, "big:1", 5, val1, LEN, 1);
+    if (rc != MKV_OK) printf("# put: %s\n", mkv_last_error(mc));
+    mkv_close(mc);
+    return rc == MKV_OK ? 0 : -1;
+}
+
+int main(void) {
+    h_init(300);
+    val = malloc(LEN);
+    val1 = malloc(LEN);
+    buf = malloc(PIECE);
+    if (!val || !val1 || !buf) return 1;
+    h_fill(val, LEN, 0x6e7);
+    h_fill(val1, LEN, 0x6e8);
+    const char *mflags[] = {"--stripe-width", "1", NULL};   /* a replica on one node: the kills hit one */
+    if (h_start_master(PORT_MASTER, mflags) < 0) {
+        printf("not ok - master did not start\n");
+        return 1;
+    }
+    for (int i = 0; i < NODES; i++) {
+        h_args a = {0};
+        h_node_argv(&a, "127.0.0.1:31470", "127.0.0.1", PORT_NODE + i, PORT_NODE + 10 + i, "256MB");
+        h_arg(&a, "--scrub-mb-per-s");   /* the flipped bytes are for the gateway to find */
+        h_arg(&a, "0");
+        node_pid[i] = h_spawn(a.v);
+    }
+    const char *extra[] = {"--segment-size", "16MB", "--transport", "tcp", NULL};
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || learn_node_ids() != 0 || put_values() != 0 ||
+        (gateway_pid = h_start_gateway(PORT_MASTER, PORT_GATEWAY, extra, NULL)) < 0) {
+        printf("not ok - cluster did not start\n");
+        return 1;
+    }
+    RUN_TEST(test_stream_get_bounded_rss);
+    RUN_TEST(test_stream_get_pipelined);
+    RUN_TEST(test_stream_get_rotten_slices);
+    RUN_TEST(test_stream_get_client_vanishes);
+    RUN_TEST(test_stream_get_node_killed_replicas2);
+    RUN_TEST(test_stream_get_replicas1_node_killed);
+    h_kill_all();
+    free(val);
+    free(val1);
+    free(buf);
+    TEST_EXIT();
+}
