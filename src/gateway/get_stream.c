@@ -16,11 +16,14 @@
 #include "gateway/store_cluster.h"
 #include "proto/slices.h"
 
-enum { GP_FREE, GP_READING, GP_READY, GP_SENDING };
+enum { GP_FREE, GP_READING, GP_READY, GP_SENDING, GP_WAITING };
+
+#define GS_RELOCATIONS 64      /* fresh leases one GET may take (each lasts lease_ms) */
 
 struct get_streamer {
     workers *w;
     master_async *ma;
+    mkv_client *loop_mc;      /* decodes replies */
     int closing;
     uint64_t streamed, cut;
 };
@@ -30,8 +33,10 @@ typedef struct gs_piece {
     get_stream *gs;
     char *buf;                /* slice bytes, allocated at first use */
     uint32_t idx;
-    int state;                /* GP_* */
+    int state;                /* GP_*; WAITING: for a fresh lease */
+    const mkv_located *loc;   /* where its read goes (the stream's, when submitted) */
     int ok;                   /* READY: verified */
+    int lease_out;            /* !ok: a node refused the read lease (it ran out) */
     char why[128];            /* !ok: the last replica's failure */
 } gs_piece;
 
@@ -39,8 +44,12 @@ struct get_stream {
     get_streamer *sr;
     client *c;                /* NULL once gone */
     reply_slot *slot;
-    mkv_located *loc;
-    const proto_slices *sl;
+    mkv_located *loc;         /* the newest; reads go there */
+    mkv_located *old[GS_WINDOW];   /* earlier ones still read from (NULL: none) */
+    unsigned relocations;
+    int relocating;           /* a MOON.GET for a fresh lease is out */
+    proto_slices slices;      /* a copy of the first located's (every later one has the same) */
+    const proto_slices *sl;   /* &slices */
     uint64_t size, epoch;
     uint32_t next_read, next_send;
     unsigned busy;            /* pieces not FREE */
@@ -70,7 +79,8 @@ static int read_slice(gs_piece *p, mkv_client *mc, int rep) {
     get_stream *gs = p->gs;
     uint64_t off = (uint64_t)p->idx * gs->sl->size;
     uint32_t crc;
-    int rc = mkv_read_located_range(mc, gs->loc, rep, p->buf, off, slice_len(gs, p->idx), &crc);
+    int rc = mkv_read_located_range(mc, p->loc, rep, p->buf, off, slice_len(gs, p->idx), &crc);
+    p->lease_out |= rc == MKV_EAUTH;
     if (rc != MKV_OK)
         snprintf(p->why, sizeof p->why, "%s: %s", mkv_strerror(rc), mkv_last_error(mc));
     else if (crc != gs->sl->crc[p->idx])
@@ -84,7 +94,7 @@ static void piece_run(gw_job *j, mkv_client *mc) {
     gs_piece *p = (gs_piece *)j;
     cluster_worker_topology(mc, p->gs->epoch);
     p->ok = read_slice(p, mc, -1);
-    for (int r = 0; !p->ok && r < (int)mkv_located_replicas(p->gs->loc); r++) p->ok = read_slice(p, mc, r);
+    for (int r = 0; !p->ok && r < (int)mkv_located_replicas(p->loc); r++) p->ok = read_slice(p, mc, r);
 }
 
 /* ---- on the loop ---- */
@@ -109,6 +119,8 @@ static void maybe_finish(get_stream *gs) {
         if (gs->piece[i].buf) xhuge_free(gs->piece[i].buf, (size_t)gs->sl->size);
     release_lease(gs);
     mkv_located_free(gs->loc);
+    for (int i = 0; i < GS_WINDOW; i++) mkv_located_free(gs->old[i]);
+    proto_slices_free(&gs->slices);
     void (*done)(void *ctx) = gs->done;
     void *ctx = gs->ctx;
     free(gs);
@@ -121,6 +133,7 @@ static void piece_free(gs_piece *p) {
 }
 
 static void pump(get_stream *gs);
+static int relocate(get_stream *gs);
 
 /* The socket wrote the piece (or dropped it with its client). */
 static void piece_sent(void *ctx) {
@@ -177,10 +190,87 @@ static void piece_done(gw_job *j) {
         p->state = GP_READY;
     }
     if (!gs->c || gs->over) piece_free(p);
+    else if (!p->ok && p->lease_out && relocate(gs)) p->state = GP_WAITING;
     else p->state = GP_READY;
     send_ready(gs);
     if (gs->c && !gs->over) pump(gs);
     else maybe_finish(gs);
+}
+
+static void submit(gs_piece *p) {
+    p->state = GP_READING;
+    p->loc = p->gs->loc;
+    p->ok = p->lease_out = 0;
+    p->job = (gw_job){.run = piece_run, .done = piece_done};
+    workers_submit(p->gs->sr->w, &p->job);
+}
+
+/* Whether a and b describe the same value (a key removed and set again
+ * in the meantime may hold another). */
+static int same_value(const get_stream *gs, const mkv_located *b, uint64_t size) {
+    const proto_slices *x = gs->sl, *y = mkv_located_slices(b);
+    return size == gs->size && x->size == y->size && x->count == y->count &&
+           memcmp(x->crc, y->crc, (size_t)x->count * sizeof *x->crc) == 0;
+}
+
+/* Earlier located objects no read uses any more go; old one stays while
+ * a read does (at most one per piece). */
+static void keep_old(get_stream *gs, mkv_located *old) {
+    for (int i = 0; i < GS_WINDOW; i++) {
+        int used = 0;
+        for (int k = 0; k < GS_WINDOW; k++)
+            used |= gs->piece[k].state == GP_READING && gs->piece[k].loc == gs->old[i];
+        if (!used) {
+            mkv_located_free(gs->old[i]);
+            gs->old[i] = NULL;
+        }
+    }
+    for (int i = 0; i < GS_WINDOW; i++)
+        if (!gs->old[i]) {
+            gs->old[i] = old;
+            return;
+        }
+    mkv_located_free(old);   /* unreachable: GS_WINDOW pieces use at most GS_WINDOW - 1 others */
+}
+
+/* MOON.GET's answer: reads waiting for a lease go on with the fresh one,
+ * or fail (the reply is then cut) when there is none for this value. */
+static void relocated(const redisReply *r, void *ctx) {
+    get_stream *gs = ctx;
+    gs->relocating = 0;
+    gs->busy--;
+    mkv_located *l = NULL;
+    uint64_t size = 0;
+    int ok = r && mkv_located_parse(gs->sr->loop_mc, r, &l, &size) == MKV_OK && same_value(gs, l, size) &&
+             gs->c && !gs->over;
+    if (ok) {
+        keep_old(gs, gs->loc);
+        gs->relocations++;
+        gs->loc = l;
+        gs->epoch = master_async_epoch(gs->sr->ma);
+    } else mkv_located_free(l);
+    for (int i = 0; i < GS_WINDOW; i++) {
+        gs_piece *p = &gs->piece[i];
+        if (p->state != GP_WAITING) continue;
+        if (ok) submit(p);
+        else p->state = GP_READY;   /* still !ok */
+    }
+    send_ready(gs);
+    if (gs->c && !gs->over) pump(gs);
+    else maybe_finish(gs);
+}
+
+/* A read found its lease run out (a slow client): ask for a fresh one,
+ * once for every read waiting. 0 when none can be had. */
+static int relocate(get_stream *gs) {
+    if (gs->relocating) return 1;
+    if (!gs->sr->ma || gs->sr->closing || gs->relocations == GS_RELOCATIONS) return 0;
+    const char *argv[2] = {"MOON.GET", gs->key};
+    size_t lens[2] = {8, gs->keylen};
+    if (master_async_send(gs->sr->ma, 2, argv, lens, relocated, gs) != 0) return 0;
+    gs->relocating = 1;
+    gs->busy++;   /* the stream waits for the answer */
+    return 1;
 }
 
 /* Free pieces read the next slices. */
@@ -190,11 +280,8 @@ static void pump(get_stream *gs) {
         if (p->state != GP_FREE) continue;
         if (!p->buf) p->buf = xhuge_alloc((size_t)gs->sl->size);
         p->idx = gs->next_read++;
-        p->state = GP_READING;
-        p->ok = 0;
         gs->busy++;
-        p->job = (gw_job){.run = piece_run, .done = piece_done};
-        workers_submit(gs->sr->w, &p->job);
+        submit(p);
     }
 }
 
@@ -202,8 +289,11 @@ get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, mkv_
                              uint64_t size, const char *key, size_t keylen, uint64_t epoch,
                              void (*done)(void *ctx), void *ctx) {
     get_stream *gs = xcalloc(1, sizeof *gs + keylen + 1);
-    *gs = (get_stream){.sr = sr, .c = c, .slot = slot, .loc = l, .sl = mkv_located_slices(l),
-                       .size = size, .epoch = epoch, .done = done, .ctx = ctx, .keylen = keylen};
+    const proto_slices *sl = mkv_located_slices(l);
+    *gs = (get_stream){.sr = sr, .c = c, .slot = slot, .loc = l, .size = size, .epoch = epoch,
+                       .done = done, .ctx = ctx, .keylen = keylen};
+    gs->slices = (proto_slices){sl->size, sl->count, xmemdup(sl->crc, (size_t)sl->count * sizeof *sl->crc)};
+    gs->sl = &gs->slices;
     memcpy(gs->key, key, keylen);
     for (int i = 0; i < GS_WINDOW; i++) gs->piece[i].gs = gs;
     sr->streamed++;
@@ -223,10 +313,11 @@ void get_stream_client_gone(get_stream *gs) {
     maybe_finish(gs);
 }
 
-get_streamer *get_streamer_create(workers *w, master_async *ma) {
+get_streamer *get_streamer_create(workers *w, master_async *ma, mkv_client *loop_mc) {
     get_streamer *sr = xcalloc(1, sizeof *sr);
     sr->w = w;
     sr->ma = ma;
+    sr->loop_mc = loop_mc;
     return sr;
 }
 

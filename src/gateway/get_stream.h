@@ -9,7 +9,9 @@
  * is read from another replica; if none can supply it, the connection is
  * closed: the client sees a cut-off reply, never a wrong byte and never
  * a short value that looks whole. Memory per GET is bounded by the
- * window, whatever the value's size. */
+ * window, whatever the value's size. A read lease that runs out before
+ * a slow client took the value is renewed (MOON.GET again, for the very
+ * same value: size and slice CRCs), up to GS_RELOCATIONS times. */
 #ifndef MKV_GATEWAY_GET_STREAM_H
 #define MKV_GATEWAY_GET_STREAM_H
 
@@ -28,8 +30,9 @@
 typedef struct get_streamer get_streamer;
 typedef struct get_stream get_stream;
 
-/* ma may be NULL (leases then run out instead of being given back). */
-get_streamer *get_streamer_create(workers *w, master_async *ma);
+/* ma may be NULL (leases then run out instead of being given back or
+ * renewed); loop_mc decodes the master's replies. */
+get_streamer *get_streamer_create(workers *w, master_async *ma, mkv_client *loop_mc);
 /* No lease goes back from now on (the master connection is going). */
 void get_streamer_close(get_streamer *sr);
 /* Streams still under way keep their own state until they end. */

@@ -689,7 +689,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc);
     cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
     if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
-    cs->gets = get_streamer_create(cs->workers, cs->ma);
+    cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
     return 0;
 }
 

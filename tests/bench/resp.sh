@@ -214,44 +214,84 @@ set_loop() {
   return 1
 }
 
+# get_loop ADDR N VALUE NAME: VALUE stored once as loop:get, then N GETs
+# of it (redis-cli --raw, output dropped; the first's length checked),
+# the rate in MB/s as NAME.
+get_loop() {
+  local addr=$1 n=$2 value=$3 name=$4 i ok=0 t0 t1 mb cli
+  cli=(redis-cli -h "${addr%:*}" -p "${addr##*:}")
+  mb=$(stat -c %s "$value")
+  if [ "$("${cli[@]}" -x set loop:get <"$value" 2>&1)" != OK ] ||
+     [ "$("${cli[@]}" --raw get loop:get | wc -c)" -ne $((mb + 1)) ]; then
+    meas_skip "$name" "the value did not read back whole (run.log)"
+    return 1
+  fi
+  t0=$(date +%s.%N)
+  for ((i = 0; i < n; i++)); do "${cli[@]}" --raw get loop:get >/dev/null 2>&1 && ok=$((ok + 1)); done
+  t1=$(date +%s.%N)
+  "${cli[@]}" del loop:get >/dev/null 2>&1
+  log "get_loop $addr: $ok of $n GETs of $mb bytes in $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
+  if [ "$ok" -eq "$n" ]; then
+    meas "$name" "$(awk -v n="$n" -v m="$mb" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", n * m / 1e6 / (b - a) }')" MB/s
+    return 0
+  fi
+  meas_skip "$name" "$ok of $n GETs answered (run.log)"
+  return 1
+}
+
+# rss_during PID NAME CMD...: runs CMD while sampling PID's VmRSS every
+# 50 ms; NAME is the highest seen (or VmHWM if it rose past that) in MiB
+# above the VmRSS before. CMD's status is returned.
+rss_during() {
+  local pid=$1 name=$2 idle hwm0 hwm peak sampler rc
+  local stop=$WORK/rss.stop out=$WORK/rss.peak
+  shift 2
+  idle=$(status_kb "$pid" VmRSS) hwm0=$(status_kb "$pid" VmHWM)
+  rm -f "$stop" "$out"
+  ( p=0; while [ ! -e "$stop" ]; do v=$(status_kb "$pid" VmRSS); [ "${v:-0}" -gt "$p" ] && p=$v; sleep 0.05; done
+    echo "$p" >"$out" ) &
+  sampler=$!
+  "$@"
+  rc=$?
+  touch "$stop"; wait "$sampler"
+  peak=$(cat "$out" 2>/dev/null) hwm=$(status_kb "$pid" VmHWM)
+  log "$name: idle $idle kB, VmHWM $hwm0 -> $hwm kB, sampled peak $peak kB"
+  [ "${hwm:-0}" -gt "${hwm0:-0}" ] && [ "$hwm" -gt "${peak:-0}" ] && peak=$hwm
+  if [ "$rc" -eq 0 ] && [ -n "$idle" ] && [ -n "$peak" ]; then
+    meas "$name" "$(awk -v p="$peak" -v i="$idle" 'BEGIN { d = (p - i) / 1024; if (d < 0.1) d = 0.1; printf "%.1f", d }')" MiB
+  else meas_skip "$name" "the commands failed or the gateway's status was unreadable (run.log)"; fi
+  return "$rc"
+}
+
 # resp_gateway_rss N: the gateway's resident memory while N SETs of
-# 64 MiB stream through it (set_loop; two 256 MB nodes, replicas 1):
-# the highest VmRSS sampled every 50 ms, or VmHWM if it rose past that,
-# in MiB above the idle VmRSS. The gateway uses the TCP transport: with
-# shm it maps the nodes' segments, whose pages would count in its VmRSS.
-# The same loop against redis-server is the rate's reference.
+# 64 MiB stream through it (set_loop; two 256 MB nodes, replicas 1), and
+# while N GETs of a 64 MiB value stream back (get_loop: it has slice CRCs,
+# so the gateway sends it slice by slice), in MiB above idle (rss_during).
+# The gateway uses the TCP transport: with shm it maps the nodes'
+# segments, whose pages would count in its VmRSS. The same loops against
+# redis-server are the rates' reference.
 resp_gateway_rss() {
-  local n=$1 name=resp.cluster.set.64MiB.rss gw idle hwm0 hwm peak sampler
-  local value=$WORK/value64m stop=$WORK/rss.stop out=$WORK/rss.peak
+  local n=$1 gw value=$WORK/value64m
   head -c $((64 << 20)) /dev/urandom >"$value"
   meas "resp.gateway.rss_bound" 64 MiB
   if start_redis; then
     set_loop "$ADDR" "$n" "$value" resp.redis.set.64MiB.loop
+    get_loop "$ADDR" "$n" "$value" resp.redis.get.64MiB.loop
     resp_target_stop redis
-  else meas_skip resp.redis.set.64MiB.loop "$SKIP_WHY"; fi
+  else meas_skip resp.redis.set.64MiB.loop "$SKIP_WHY"; meas_skip resp.redis.get.64MiB.loop "$SKIP_WHY"; fi
   CL_NODE_FLAGS=(); CL_GW_FLAGS=(--transport tcp)
   if ! CL_GW_REPLICAS=1 cluster_start 2 256MB 1; then
     CL_GW_FLAGS=()
-    meas_skip "$name" "$SKIP_WHY"; meas_skip resp.cluster.set.64MiB.loop "$SKIP_WHY"
+    local m
+    for m in resp.cluster.set.64MiB.rss resp.cluster.set.64MiB.loop resp.cluster.get.64MiB.rss \
+             resp.cluster.get.64MiB.loop; do meas_skip "$m" "$SKIP_WHY"; done
     return 0
   fi
   CL_GW_FLAGS=()
   gw=${CL_PIDS[${#CL_PIDS[@]} - 1]}
   sleep 0.5
-  idle=$(status_kb "$gw" VmRSS) hwm0=$(status_kb "$gw" VmHWM)
-  rm -f "$stop" "$out"
-  ( p=0; while [ ! -e "$stop" ]; do v=$(status_kb "$gw" VmRSS); [ "${v:-0}" -gt "$p" ] && p=$v; sleep 0.05; done
-    echo "$p" >"$out" ) &
-  sampler=$!
-  set_loop "$ADDR" "$n" "$value" resp.cluster.set.64MiB.loop
-  local rc=$?
-  touch "$stop"; wait "$sampler"
-  peak=$(cat "$out" 2>/dev/null) hwm=$(status_kb "$gw" VmHWM)
-  log "gateway rss: idle $idle kB, VmHWM $hwm0 -> $hwm kB, sampled peak $peak kB"
-  [ "${hwm:-0}" -gt "${hwm0:-0}" ] && [ "$hwm" -gt "${peak:-0}" ] && peak=$hwm
-  if [ "$rc" -eq 0 ] && [ -n "$idle" ] && [ -n "$peak" ]; then
-    meas "$name" "$(awk -v p="$peak" -v i="$idle" 'BEGIN { d = (p - i) / 1024; if (d < 0.1) d = 0.1; printf "%.1f", d }')" MiB
-  else meas_skip "$name" "the SETs failed or the gateway's status was unreadable (run.log)"; fi
+  rss_during "$gw" resp.cluster.set.64MiB.rss set_loop "$ADDR" "$n" "$value" resp.cluster.set.64MiB.loop
+  rss_during "$gw" resp.cluster.get.64MiB.rss get_loop "$ADDR" "$n" "$value" resp.cluster.get.64MiB.loop
   cluster_stop
 }
 
@@ -273,6 +313,10 @@ step_resp_large() {
     resp.cluster.set.64MiB.rss resp.gateway.rss_bound 1.0 MiB
   row "RESP SET 64MiB, one client (redis-cli -x, each key deleted after): cluster (gateway, streamed) vs redis" \
     resp.cluster.set.64MiB.loop resp.redis.set.64MiB.loop - MB/s
+  row "Gateway VmRSS above idle during $nrss streamed 64 MiB GETs (slice by slice; tcp transport) vs the 64 MiB bound" \
+    resp.cluster.get.64MiB.rss resp.gateway.rss_bound 1.0 MiB
+  row "RESP GET 64MiB, one client (redis-cli --raw, output dropped): cluster (gateway, streamed) vs redis" \
+    resp.cluster.get.64MiB.loop resp.redis.get.64MiB.loop - MB/s
   note "Large RESP objects run unpipelined with 50 clients (-c 50), GETs also with 4 (-c 4): at 1 MiB and more a pipeline" \
        "adds only memory; segments are sized to the data (${seg_mb}MB, prefaulted; per node in the cluster)."
 }

@@ -7,7 +7,8 @@
  * (the reply completes from the other replica, byte-exact); with
  * replicas 1 the client's connection is closed before the value is
  * complete, and every byte it got before is right; clients that leave
- * mid-GET leave nothing behind.
+ * mid-GET leave nothing behind; a client slower than the read lease
+ * gets the whole value (the lease is renewed).
  *
  * The values are put by libmoonkv (TCP, so with slice CRCs), with 2 and
  * 1 replicas, on three nodes, each replica on one node; the gateway uses TCP too (with shm it maps
@@ -34,6 +35,7 @@ static pid_t gateway_pid, node_pid[NODES];
 static uint32_t node_id[NODES];
 static char *val, *val1;   /* the replicas-2 and replicas-1 values */
 static char *buf;
+static unsigned slow_us;   /* a pause per piece read: a client slower than the read lease */
 
 static int raw_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -93,6 +95,7 @@ static get_run stream_get(const char *key, const char *want, uint64_t len, uint6
             at_mid = NULL;
         }
         size_t k = len - off < PIECE ? (size_t)(len - off) : PIECE;
+        if (slow_us) usleep(slow_us);
         size_t r = recv_upto(fd, buf, k);
         gr.wrong = memcmp(buf, want + off, r) != 0;
         if (!gr.wrong) gr.right += r;
@@ -173,6 +176,17 @@ static void test_stream_get_client_vanishes(void) {
     get_run gr = stream_get("big:2", val, LEN, 0, NULL);
     ASSERT(gr.complete);
     ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 5);
+}
+
+/* A client that takes 3 leases' time (2 s each here) to read the value:
+ * the gateway renews the read lease as it runs out, and the reply is whole. */
+static void test_stream_get_slow_client(void) {
+    slow_us = 25 * 1000;   /* 256 KiB per 25 ms: about 6.5 s */
+    uint64_t t0 = mono_ms();
+    get_run gr = stream_get("big:2", val, LEN, 0, NULL);
+    slow_us = 0;
+    printf("# slow client: %llu ms for 64 MiB\n", (unsigned long long)(mono_ms() - t0));
+    ASSERT_MSG(gr.complete, "%llu bytes right, wrong %d", (unsigned long long)gr.right, gr.wrong);
 }
 
 /* Where object byte at of key's replica rep lives: node index and
@@ -318,7 +332,7 @@ int main(void) {
     if (!val || !val1 || !buf) return 1;
     h_fill(val, LEN, 0x6e7);
     h_fill(val1, LEN, 0x6e8);
-    const char *mflags[] = {"--stripe-width", "1", NULL};   /* a replica on one node: the kills hit one */
+    const char *mflags[] = {"--stripe-width", "1", "--lease-ms", "2000", NULL};   /* a replica on one node: the kills hit one */
     if (h_start_master(PORT_MASTER, mflags) < 0) {
         printf("not ok - master did not start\n");
         return 1;
@@ -340,6 +354,7 @@ int main(void) {
     RUN_TEST(test_stream_get_pipelined);
     RUN_TEST(test_stream_get_rotten_slices);
     RUN_TEST(test_stream_get_client_vanishes);
+    RUN_TEST(test_stream_get_slow_client);
     RUN_TEST(test_stream_get_node_killed_replicas2);
     RUN_TEST(test_stream_get_replicas1_node_killed);
     h_kill_all();
