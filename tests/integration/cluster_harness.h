@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -282,6 +284,70 @@ static inline int h_flip_segment_byte(pid_t pid, uint64_t off) {
     }
     if (d) closedir(d);
     return done;
+}
+
+/* A plain TCP connection to 127.0.0.1:port (raw RESP), with a receive
+ * buffer of rcvbuf bytes when not 0 (a slow reader that holds little);
+ * -1 if it cannot connect. */
+static inline int h_raw_connect(int port, int rcvbuf) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && rcvbuf) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* ids[k] = the id the master gave the node whose first data address is
+ * 127.0.0.1:data_port0 + k, for k < n. 0 when all were found. */
+static inline int h_node_ids(int master_port, int data_port0, uint32_t *ids, int n) {
+    redisContext *m = h_redis(master_port);
+    redisReply *r = m ? redisCommand(m, "MOON.TOPOLOGY") : NULL;
+    int found = 0;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *node = r->element[i];
+        for (int k = 0; k < n; k++) {
+            char want[32];
+            snprintf(want, sizeof want, "127.0.0.1:%d", data_port0 + k);
+            if (strcmp(node->element[2]->element[0]->str, want) == 0) {
+                ids[k] = (uint32_t)node->element[0]->integer;
+                found++;
+            }
+        }
+    }
+    if (r) freeReplyObject(r);
+    if (m) redisFree(m);
+    return found == n ? 0 : -1;
+}
+
+/* Where byte at of key's replica rep lives (MOON.GET): the index k of
+ * its node in ids[0..n) and its segment offset. 0 when found. */
+static inline int h_locate_byte(int master_port, const char *key, int rep, uint64_t at, const uint32_t *ids,
+                                int n, int *node, uint64_t *seg_off) {
+    redisContext *m = h_redis(master_port);
+    redisReply *r = m ? redisCommand(m, "MOON.GET %s", key) : NULL;
+    int ok = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && (int)r->element[2]->elements > rep) {
+        const redisReply *exts = r->element[2]->element[rep];
+        uint64_t pos = 0;
+        for (size_t i = 0; i < exts->elements && ok != 0; i++) {
+            const redisReply *e = exts->element[i];
+            uint64_t len = (uint64_t)e->element[2]->integer;
+            if (at >= pos && at < pos + len) {
+                for (int k = 0; k < n; k++)
+                    if (ids[k] == (uint32_t)e->element[0]->integer) *node = k;
+                *seg_off = (uint64_t)e->element[1]->integer + (at - pos);
+                ok = 0;
+            }
+            pos += len;
+        }
+    }
+    if (r) freeReplyObject(r);
+    if (m) redisFree(m);
+    return ok;
 }
 
 #endif

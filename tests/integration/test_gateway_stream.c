@@ -29,17 +29,6 @@
 static pid_t gateway_pid, node_pid[NODES];
 static char *big;   /* BIG bytes of pattern */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 static int send_all(int fd, const void *p, size_t n) {
     const char *s = p;
     while (n) {
@@ -73,7 +62,7 @@ static int recv_all(int fd, char *p, size_t n) {
 /* GET key compared with want[0, len) piece by piece as it arrives (a
  * client library would gather the whole reply first). 1 if byte-exact. */
 static int get_matches(const char *key, const char *want, uint64_t len) {
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 0);
     char line[64], *buf = malloc(PIECE);
     struct timeval tv = {.tv_sec = 60};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -98,7 +87,7 @@ static long long gateway_field(redisContext *g, const char *field) { return h_in
 /* Sends BIG bytes as key's value piece by piece, the largest VmRSS seen
  * (kB) in *peak; the reply line in reply. */
 static int stream_set(const char *key, long *peak, char *reply, size_t len) {
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 0);
     if (fd < 0 || send_set_header(fd, key, BIG) != 0) return -1;
     *peak = 0;
     for (uint64_t off = 0; off < BIG; off += PIECE) {
@@ -159,7 +148,7 @@ static void test_stream_set_vanished_client(void) {
     redisContext *g = h_redis(PORT_GATEWAY), *m = h_redis(PORT_MASTER);
     ASSERT(g && m);
     long long used = h_info_field(m, "cluster", "bytes_used");
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 0);
     ASSERT(fd >= 0);
     ASSERT(send_set_header(fd, "stream:gone", 128 * MiB) == 0);
     ASSERT(send_all(fd, big, 48 * MiB) == 0);
@@ -196,7 +185,7 @@ static void test_stream_set_vanished_client(void) {
 static void test_stream_set_node_killed(void) {
     redisContext *g = h_redis(PORT_GATEWAY);
     ASSERT(g);
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 0);
     ASSERT(fd >= 0);
     ASSERT(send_set_header(fd, "stream:killed", BIG) == 0);
     ASSERT(send_all(fd, big, 64 * MiB) == 0);

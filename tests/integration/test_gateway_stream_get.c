@@ -14,9 +14,6 @@
  * 1 replicas, on three nodes, each replica on one node; the gateway uses TCP too (with shm it maps
  * the nodes' segments, whose pages would count in its VmRSS).
  * Ports 31470-31489 (below the ephemeral range). */
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include "client/moonkv.h"
 #include "cluster_harness.h"
 #include "test.h"
@@ -36,21 +33,6 @@ static uint32_t node_id[NODES];
 static char *val, *val1;   /* the replicas-2 and replicas-1 values */
 static char *buf;
 static unsigned slow_us;   /* a pause per piece read: a client slower than the read lease */
-
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int small = 256 * 1024;   /* the client reads slowly: keep the socket from holding much */
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct timeval tv = {.tv_sec = 30};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
 
 /* Up to n bytes (fewer only at EOF or error): how many. */
 static size_t recv_upto(int fd, char *p, size_t n) {
@@ -77,7 +59,9 @@ typedef struct get_run {
 
 static get_run stream_get(const char *key, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void)) {
     get_run gr = {0};
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 256 * 1024);   /* a slow reader: the socket holds little */
+    struct timeval tv = {.tv_sec = 30};
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char line[64];
     int n = snprintf(line, sizeof line, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
     if (fd < 0 || send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) return gr;
@@ -161,7 +145,7 @@ static void test_stream_get_pipelined(void) {
 }
 
 static void vanish_mid_get(void) {
-    int fd = raw_connect(PORT_GATEWAY);
+    int fd = h_raw_connect(PORT_GATEWAY, 0);
     const char *cmd = "*2\r\n$3\r\nGET\r\n$5\r\nbig:2\r\n";
     if (fd < 0) return;
     if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) == (ssize_t)strlen(cmd)) recv_upto(fd, buf, PIECE);
@@ -189,32 +173,6 @@ static void test_stream_get_slow_client(void) {
     ASSERT_MSG(gr.complete, "%llu bytes right, wrong %d", (unsigned long long)gr.right, gr.wrong);
 }
 
-/* Where object byte at of key's replica rep lives: node index and
- * segment offset. */
-static int locate_byte(const char *key, int rep, uint64_t at, int *node, uint64_t *seg_off) {
-    redisContext *m = h_redis(PORT_MASTER);
-    redisReply *r = m ? redisCommand(m, "MOON.GET %s", key) : NULL;
-    int ok = -1;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && (int)r->element[2]->elements > rep) {
-        const redisReply *exts = r->element[2]->element[rep];
-        uint64_t pos = 0;
-        for (size_t i = 0; i < exts->elements && ok != 0; i++) {
-            const redisReply *e = exts->element[i];
-            uint64_t len = (uint64_t)e->element[2]->integer;
-            if (at >= pos && at < pos + len) {
-                for (int k = 0; k < NODES; k++)
-                    if (node_id[k] == (uint32_t)e->element[0]->integer) *node = k;
-                *seg_off = (uint64_t)e->element[1]->integer + (at - pos);
-                ok = 0;
-            }
-            pos += len;
-        }
-    }
-    if (r) freeReplyObject(r);
-    if (m) redisFree(m);
-    return ok;
-}
-
 /* Nodes holding some of key (a bit per node index). */
 static unsigned nodes_of(const char *key) {
     redisContext *m = h_redis(PORT_MASTER);
@@ -237,7 +195,7 @@ static void test_stream_get_rotten_slices(void) {
     int node[2] = {-1, -1};
     uint64_t off[2];
     for (int rep = 0; rep < 2; rep++) {
-        ASSERT(locate_byte("big:2", rep, (rep ? 9 : 3) * SLICE + 4321, &node[rep], &off[rep]) == 0 && node[rep] >= 0);
+        ASSERT(h_locate_byte(PORT_MASTER, "big:2", rep, (rep ? 9 : 3) * SLICE + 4321, node_id, NODES, &node[rep], &off[rep]) == 0 && node[rep] >= 0);
         ASSERT(h_flip_segment_byte(node_pid[node[rep]], off[rep]) == 0);
     }
     get_run gr = stream_get("big:2", val, LEN, 0, NULL);
@@ -287,26 +245,6 @@ static void test_stream_get_replicas1_node_killed(void) {
     redisFree(g);
 }
 
-static int learn_node_ids(void) {
-    redisContext *m = h_redis(PORT_MASTER);
-    redisReply *r = m ? redisCommand(m, "MOON.TOPOLOGY") : NULL;
-    int found = 0;
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        const redisReply *n = r->element[i];
-        for (int k = 0; k < NODES; k++) {
-            char want[32];
-            snprintf(want, sizeof want, "127.0.0.1:%d", PORT_NODE + 10 + k);
-            if (strcmp(n->element[2]->element[0]->str, want) == 0) {
-                node_id[k] = (uint32_t)n->element[0]->integer;
-                found++;
-            }
-        }
-    }
-    if (r) freeReplyObject(r);
-    if (m) redisFree(m);
-    return found == NODES ? 0 : -1;
-}
-
 /* The two values, put by libmoonkv over TCP (with slice CRCs). */
 static int put_values(void) {
     mkv_options opt;
@@ -345,7 +283,7 @@ int main(void) {
         node_pid[i] = h_spawn(a.v);
     }
     const char *extra[] = {"--segment-size", "16MB", "--transport", "tcp", NULL};
-    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || learn_node_ids() != 0 || put_values() != 0 ||
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || h_node_ids(PORT_MASTER, PORT_NODE + 10, node_id, NODES) != 0 || put_values() != 0 ||
         (gateway_pid = h_start_gateway(PORT_MASTER, PORT_GATEWAY, extra, NULL)) < 0) {
         printf("not ok - cluster did not start\n");
         return 1;

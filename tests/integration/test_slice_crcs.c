@@ -96,30 +96,6 @@ static void test_put_end_refusals(void) {
     redisFree(m);
 }
 
-/* Where object byte at of key's replica rep lives: node index and
- * segment offset. */
-static int locate_byte(const char *key, int rep, uint64_t at, int *node, uint64_t *seg_off) {
-    redisReply *r = master_cmd("MOON.GET %s", key);
-    int ok = -1;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && (int)r->element[2]->elements > rep) {
-        const redisReply *exts = r->element[2]->element[rep];
-        uint64_t pos = 0;
-        for (size_t i = 0; i < exts->elements && ok != 0; i++) {
-            const redisReply *e = exts->element[i];
-            uint64_t len = (uint64_t)e->element[2]->integer;
-            if (at >= pos && at < pos + len) {
-                for (int k = 0; k < NODES; k++)
-                    if (node_id[k] == (uint32_t)e->element[0]->integer) *node = k;
-                *seg_off = (uint64_t)e->element[1]->integer + (at - pos);
-                ok = 0;
-            }
-            pos += len;
-        }
-    }
-    if (r) freeReplyObject(r);
-    return ok;
-}
-
 /* Each replica rotten in turn, in another slice: the get finds the bad
  * slice and reads the other replica. */
 static void test_rotten_slice_read_from_other_replica(void) {
@@ -127,7 +103,7 @@ static void test_rotten_slice_read_from_other_replica(void) {
     for (int rep = 0; rep < 2; rep++) {
         int node = -1;
         uint64_t off = 0, at = (uint64_t)(rep + 1) * SLICE + 77;
-        ASSERT(locate_byte("sl:rot", rep, at, &node, &off) == 0 && node >= 0);
+        ASSERT(h_locate_byte(PORT_MASTER, "sl:rot", rep, at, node_id, NODES, &node, &off) == 0 && node >= 0);
         ASSERT(h_flip_segment_byte(node_pid[node], off) == 0);
         memset(back, 0, LEN);
         size_t n = 0;
@@ -135,25 +111,6 @@ static void test_rotten_slice_read_from_other_replica(void) {
         ASSERT_MEMEQ(back, val, LEN);
         ASSERT(h_flip_segment_byte(node_pid[node], off) == 0);   /* healed for the next round */
     }
-}
-
-static int learn_node_ids(void) {
-    redisReply *r = master_cmd("MOON.TOPOLOGY", NULL);
-    int found = 0;
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        const redisReply *n = r->element[i];
-        const char *addr = n->element[2]->element[0]->str;
-        for (int k = 0; k < NODES; k++) {
-            char want[32];
-            snprintf(want, sizeof want, "127.0.0.1:%d", PORT_NODE + 10 + k);
-            if (strcmp(addr, want) == 0) {
-                node_id[k] = (uint32_t)n->element[0]->integer;
-                found++;
-            }
-        }
-    }
-    if (r) freeReplyObject(r);
-    return found == NODES ? 0 : -1;
 }
 
 int main(void) {
@@ -178,7 +135,7 @@ int main(void) {
     mkv_options_init(&opt);
     opt.master = "127.0.0.1:31450";
     opt.transport = "tcp";   /* checksummed by a pass, so with slice CRCs */
-    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || learn_node_ids() != 0 ||
+    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || h_node_ids(PORT_MASTER, PORT_NODE + 10, node_id, NODES) != 0 ||
         mkv_connect(&mc, &opt) != MKV_OK || mkv_register_buffer(mc, val, LEN) != MKV_OK ||
         mkv_register_buffer(mc, back, LEN) != MKV_OK) {
         printf("not ok - cluster did not start\n");
