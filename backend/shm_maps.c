@@ -31,6 +31,7 @@ struct shm_map {
     int done;                     /* every chunk warm */
     int mbps;
     uint64_t since_ms;
+    uint64_t last_use_ms;         /* of the last transfer that asked (atomic) */
 };
 
 typedef struct warmer {
@@ -53,55 +54,80 @@ static void unmap(shm_map *m) {
     free(m);
 }
 
-static shm_map *first_cold(void) {
-    for (shm_map *m = maps.list; m; m = m->next)
-        if (!m->done) return m;
-    return NULL;
+/* Sweeping in order waits until the mapping's transfers have paused this
+ * long: under load only the chunks transfers ask for are warmed, so the
+ * warmer's traps do not compete with the requests for the cores. */
+#define SWEEP_QUIET_MS 200
+#define ASK_POLL_US 5000          /* how soon an asked chunk is noticed */
+
+/* With maps.mu held: a mapping with a chunk a transfer asked for, else
+ * one to sweep (*sweep set), else NULL; *cold: some mapping is not warm. */
+static shm_map *pick(int *sweep, int *cold) {
+    shm_map *quiet = NULL;
+    uint64_t now = mono_ms();
+    *cold = 0;
+    for (shm_map *m = maps.list; m; m = m->next) {
+        if (m->done) continue;
+        *cold = 1;
+        if (shm_warm_asked(m->warm)) {
+            *sweep = 0;
+            return m;
+        }
+        if (!quiet && now - __atomic_load_n(&m->last_use_ms, __ATOMIC_RELAXED) >= SWEEP_QUIET_MS) quiet = m;
+    }
+    *sweep = quiet != NULL;
+    return quiet;
 }
 
-/* Called with maps.mu held, after a chunk that took busy_us: waits out
- * the rest of the time the chunk may take at mbps (MB/s: bytes per us). */
-static void pace(warmer *w, int mbps, uint64_t busy_us) {
-    uint64_t want_us = SHM_WARM_CHUNK / (uint64_t)mbps;
-    if (want_us <= busy_us) return;
+/* Called with maps.mu held: waits us microseconds unless stopped. */
+static void nap(warmer *w, uint64_t us) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (want_us - busy_us) * 1000;
+    uint64_t ns = (uint64_t)ts.tv_nsec + us * 1000;
     ts.tv_sec += (time_t)(ns / 1000000000);
     ts.tv_nsec = (long)(ns % 1000000000);
     while (!w->stop && pthread_cond_timedwait(&maps.cv, &maps.mu, &ts) != ETIMEDOUT) {}
 }
 
-/* One chunk of one cold mapping per turn, outside the lock; the mapping
- * stays mapped meanwhile (busy), and is unmapped here if its last path
- * let go of it during the turn. */
+/* After a swept chunk that took busy_us: the rest of the time the chunk
+ * may take at mbps (MB/s: bytes per us). */
+static void pace(warmer *w, int mbps, uint64_t busy_us) {
+    uint64_t want_us = SHM_WARM_CHUNK / (uint64_t)mbps;
+    if (want_us > busy_us) nap(w, want_us - busy_us);
+}
+
+/* One chunk of one mapping per turn, outside the lock; the mapping stays
+ * mapped meanwhile (busy), and is unmapped here if its last path let go
+ * of it during the turn. */
 static void *warm_main(void *arg) {
     warmer *w = arg;
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);   /* nice is per thread */
     pthread_mutex_lock(&maps.mu);
     while (!w->stop) {
-        shm_map *m = first_cold();
+        int sweep, cold;
+        shm_map *m = pick(&sweep, &cold);
         if (!m) {
-            pthread_cond_wait(&maps.cv, &maps.mu);
+            if (cold) nap(w, ASK_POLL_US);
+            else pthread_cond_wait(&maps.cv, &maps.mu);
             continue;
         }
         m->busy = 1;
         pthread_mutex_unlock(&maps.mu);
         uint64_t t0 = mono_us();
-        int more = shm_warm_step(m->warm);   /* a chunk transfers wait for is not paced */
+        int got = shm_warm_step(m->warm, sweep);
         uint64_t busy_us = mono_us() - t0;
         pthread_mutex_lock(&maps.mu);
         m->busy = 0;
-        if (!more && !m->done) {
+        if (!m->done && shm_warm_done(m->warm)) {
             m->done = 1;
-            log_info("shm: %llu MB segment warmed in the background in %llu ms", (unsigned long long)(m->size >> 20),
+            log_info("shm: %llu MB segment warm, %llu ms after it was mapped", (unsigned long long)(m->size >> 20),
                      (unsigned long long)(mono_ms() - m->since_ms));
         }
         if (m->users == 0) {      /* already off the list */
             pthread_mutex_unlock(&maps.mu);
             unmap(m);
             pthread_mutex_lock(&maps.mu);
-        } else if (more == SHM_WARM_SWEPT) {
+        } else if (got == SHM_WARM_SWEPT) {
             pace(w, m->mbps, busy_us);
         }
     }
@@ -173,6 +199,7 @@ shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whyl
     *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .base = base,
                     .warm = shm_warm_new(base, size), .users = 1,
                     .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms() };
+    m->last_use_ms = m->since_ms;   /* a path maps it to use it: ask first */
     push_locked(m);
     warmer_ensure();
     pthread_cond_broadcast(&maps.cv);
@@ -204,7 +231,10 @@ void shm_map_put(shm_map *m) {
 
 char *shm_map_base(const shm_map *m) { return m->base; }
 
-int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) { return shm_warm_ready(m->warm, off, len); }
+int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) {
+    __atomic_store_n(&m->last_use_ms, mono_ms(), __ATOMIC_RELAXED);
+    return shm_warm_ready(m->warm, off, len);
+}
 
 uint64_t shm_map_cold_bytes(const shm_map *m) { return m->size - shm_warm_bytes(m->warm); }
 

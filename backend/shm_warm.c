@@ -54,10 +54,11 @@ int shm_warm_ready(shm_warm *w, uint64_t off, uint64_t len) {
 
 /* The chunk to warm next: the hinted one if still cold (*asked set),
  * else the first cold one from the cursor up; nchunks when none is left. */
-static uint64_t next_cold(shm_warm *w, int *asked) {
+static uint64_t next_cold(shm_warm *w, int sweep, int *asked) {
     uint64_t h = __atomic_exchange_n(&w->hint, 0, __ATOMIC_RELAXED);
     *asked = h && h <= w->nchunks && !chunk_warm(w, h - 1);
     if (*asked) return h - 1;
+    if (!sweep) return w->nchunks;
     while (w->cursor < w->nchunks && chunk_warm(w, w->cursor)) w->cursor++;
     return w->cursor;
 }
@@ -65,9 +66,9 @@ static uint64_t next_cold(shm_warm *w, int *asked) {
 /* MADV_POPULATE_WRITE maps the pages writable (saving the kernel's fault
  * per page; an older kernel without it leaves that to the loads), then a
  * load per page pays this process's trap per page. */
-int shm_warm_step(shm_warm *w) {
+int shm_warm_step(shm_warm *w, int sweep) {
     int asked;
-    uint64_t i = next_cold(w, &asked);
+    uint64_t i = next_cold(w, sweep, &asked);
     if (i == w->nchunks) return SHM_WARM_NONE;
     uint64_t off = i * SHM_WARM_CHUNK;
     size_t len = (size_t)(w->size - off < SHM_WARM_CHUNK ? w->size - off : SHM_WARM_CHUNK);
@@ -77,6 +78,10 @@ int shm_warm_step(shm_warm *w) {
     __atomic_fetch_add(&w->nwarm, 1, __ATOMIC_RELEASE);
     return asked ? SHM_WARM_ASKED : SHM_WARM_SWEPT;
 }
+
+int shm_warm_asked(const shm_warm *w) { return __atomic_load_n(&w->hint, __ATOMIC_RELAXED) != 0; }
+
+int shm_warm_done(const shm_warm *w) { return __atomic_load_n(&w->nwarm, __ATOMIC_ACQUIRE) == w->nchunks; }
 
 uint64_t shm_warm_bytes(const shm_warm *w) {
     uint64_t bytes = __atomic_load_n(&w->nwarm, __ATOMIC_ACQUIRE) * SHM_WARM_CHUNK;

@@ -11,8 +11,9 @@
  * for a whole segment at connect.
  *
  * One thread at a time calls shm_warm_step, which warms one chunk: the
- * last one a transfer found cold, else the next cold one upward from
- * offset 0 (where the node's best-fit placement puts objects first).
+ * last one a transfer found cold, else (when asked to sweep) the next
+ * cold one upward from offset 0 (where the node's best-fit placement puts
+ * objects first).
  * Warming only populates and reads pages, never changes a byte.
  * shm_warm_ready and shm_warm_bytes may be called from any thread: a
  * chunk reads warm only after its warming finished (release/acquire), so
@@ -36,10 +37,15 @@ void shm_warm_free(shm_warm *w);
 int shm_warm_ready(shm_warm *w, uint64_t off, uint64_t len);
 
 /* Warms one cold chunk: SHM_WARM_ASKED when it was one a transfer found
- * cold, SHM_WARM_SWEPT when the next in order, SHM_WARM_NONE (0) when all
- * were warm already. */
+ * cold, else with sweep the next in order (SHM_WARM_SWEPT); SHM_WARM_NONE
+ * (0) when there was none to warm. */
 enum { SHM_WARM_NONE = 0, SHM_WARM_SWEPT = 1, SHM_WARM_ASKED = 2 };
-int shm_warm_step(shm_warm *w);
+int shm_warm_step(shm_warm *w, int sweep);
+
+/* 1 when a transfer found a chunk cold that is not warmed yet. */
+int shm_warm_asked(const shm_warm *w);
+/* 1 when every chunk is warm. */
+int shm_warm_done(const shm_warm *w);
 
 /* Bytes in warm chunks (the mapping's size once all are). */
 uint64_t shm_warm_bytes(const shm_warm *w);

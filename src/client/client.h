@@ -209,6 +209,10 @@ int mkv_placement_clip(mkv_client *c, const mkv_placement *whole, uint64_t off, 
 /* The region holding [addr, addr+len), or NULL. */
 const mkv_region *mkv_region_find(const mkv_regions *rs, const void *addr, size_t len);
 void mkv_regions_clear(mkv_client *c);
+/* mkv_register_buffer without warming the pages for the kernel's copies
+ * (which makes every page resident): for memory that should only become
+ * resident where it is used, as the gateway's staging pool. */
+int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len);
 
 /* ---- xfer.c ---- */
 typedef struct mkv_xfer {

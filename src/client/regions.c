@@ -21,7 +21,7 @@ const mkv_region *mkv_region_find(const mkv_regions *rs, const void *addr, size_
     return NULL;
 }
 
-int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
+static int register_region(mkv_client *c, void *addr, size_t len, int warm) {
     if (!c || !addr || len == 0) return c ? mkv_fail(c, MKV_EINVAL, "empty buffer") : MKV_EINVAL;
     if ((uintptr_t)addr + len < (uintptr_t)addr)
         return mkv_fail(c, MKV_EINVAL, "buffer wraps the address space");
@@ -33,10 +33,14 @@ int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
         return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
     int rc = mkv_engine_reg(c, addr, len);
     if (rc != MKV_OK) return rc;
-    (void)memwarm_kernel(addr, len);   /* best effort: cold only costs speed */
+    if (warm) (void)memwarm_kernel(addr, len);   /* best effort: cold only costs speed */
     rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len};
     return MKV_OK;
 }
+
+int mkv_register_buffer(mkv_client *c, void *addr, size_t len) { return register_region(c, addr, len, 1); }
+
+int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len) { return register_region(c, addr, len, 0); }
 
 int mkv_unregister_buffer(mkv_client *c, void *addr) {
     if (!c) return MKV_EINVAL;

@@ -21,6 +21,8 @@ static const metrics_field gateway_metrics[] = {
     {"jobs_done", "moonkv_gateway_jobs_done_total", METRIC_COUNTER, NULL, "Worker jobs finished."},
     {"staging_pool_bytes", "moonkv_gateway_staging_size_bytes", METRIC_GAUGE, NULL, "Staging pool size."},
     {"staging_used_bytes", "moonkv_gateway_staging_used_bytes", METRIC_GAUGE, NULL, "Staging pool bytes in use."},
+    {"staging_hot_bytes", "moonkv_gateway_staging_hot_bytes", METRIC_GAUGE, NULL,
+     "Staging pool bytes used since the pool was last given back while idle."},
     {"staging_dedicated", "moonkv_gateway_staging_dedicated", METRIC_GAUGE, NULL,
      "Dedicated staging mappings alive (values larger than the pool)."},
     {"staging_dedicated_bytes", "moonkv_gateway_staging_dedicated_bytes", METRIC_GAUGE, NULL,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "client/client.h"
 #include "core/alloc.h"
 #include "core/util.h"
 #include "server/store.h"
@@ -18,6 +19,8 @@ struct staging {
     void *base;
     uint64_t size, max_value;
     seg_alloc *alloc;
+    uint64_t hot_end;        /* no pool page at or above it was handed out since the last trim */
+    uint64_t last_use_ms;    /* of the last get or put of pool memory */
     uint64_t dedicated, dedicated_bytes, sparse, refused;
 };
 
@@ -41,8 +44,10 @@ staging *staging_create(uint64_t pool_size, uint64_t max_value, char *err, size_
     return sp;
 }
 
+/* Cold: warming the pool for the kernel's copies would make all of it
+ * resident at start; its pages become resident as values use them. */
 int staging_register(staging *sp, mkv_client *mc) {
-    return mkv_register_buffer(mc, sp->base, (size_t)sp->size);
+    return mkv_register_buffer_cold(mc, sp->base, (size_t)sp->size);
 }
 
 void staging_unregister(staging *sp, mkv_client *mc) { mkv_unregister_buffer(mc, sp->base); }
@@ -74,9 +79,11 @@ int staging_get(staging *sp, uint64_t len, staging_buf *out) {
     uint64_t off;
     int rc = STORE_OK;
     pthread_mutex_lock(&sp->lock);
-    if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK)
+    if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK) {
         *out = (staging_buf){.ptr = (char *)sp->base + off, .len = len, .off = off};
-    else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
+        if (off + len > sp->hot_end) sp->hot_end = off + len;
+        sp->last_use_ms = mono_ms();
+    } else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
         sp->refused++;
     pthread_mutex_unlock(&sp->lock);
     return rc;
@@ -105,16 +112,36 @@ void staging_put(staging *sp, staging_buf *b) {
         sp->dedicated_bytes -= b->map_len;
     } else {
         seg_alloc_release(sp->alloc, b->off, b->len);
+        sp->last_use_ms = mono_ms();
     }
     pthread_mutex_unlock(&sp->lock);
     b->ptr = NULL;
+}
+
+uint64_t staging_trim(staging *sp, uint64_t idle_ms) {
+    seg_alloc_stats as;
+    uint64_t freed = 0;
+    pthread_mutex_lock(&sp->lock);
+    seg_alloc_get_stats(sp->alloc, &as);
+    if (as.used == 0 && sp->hot_end > 0 && mono_ms() - sp->last_use_ms >= idle_ms) {
+        /* Under the lock: no get may hand out a page while it is dropped. */
+        uint64_t len = (sp->hot_end + 4095) & ~4095ULL;
+        if (len > sp->size) len = sp->size;
+        if (madvise(sp->base, (size_t)len, MADV_DONTNEED) == 0) {
+            freed = len;
+            sp->hot_end = 0;
+        }
+    }
+    pthread_mutex_unlock(&sp->lock);
+    return freed;
 }
 
 void staging_get_stats(staging *sp, staging_stats *st) {
     seg_alloc_stats as;
     pthread_mutex_lock(&sp->lock);
     seg_alloc_get_stats(sp->alloc, &as);
-    *st = (staging_stats){.pool_size = sp->size, .pool_used = as.used, .dedicated = sp->dedicated,
+    *st = (staging_stats){.pool_size = sp->size, .pool_used = as.used, .pool_hot = sp->hot_end,
+                          .dedicated = sp->dedicated,
                           .dedicated_bytes = sp->dedicated_bytes, .sparse = sp->sparse,
                           .refused = sp->refused};
     pthread_mutex_unlock(&sp->lock);

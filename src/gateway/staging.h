@@ -9,6 +9,10 @@
  * a dedicated mapping, of which only a few may exist at once, each at
  * most max_value bytes and all together at most max(pool, max_value). Thread-safe: the loop allocates, workers transfer.
  *
+ * The pool's pages become resident as values use them, and go back to the
+ * system when the pool has been idle a while (staging_trim), so an idle
+ * gateway does not hold its whole pool.
+ *
  * The pool is registered once with every mkv_client that moves bytes
  * (staging_register). A dedicated mapping is registered only around each
  * transfer, with the client doing it (staging_bind/unbind): a client is
@@ -38,6 +42,7 @@ typedef struct staging_buf {
 
 typedef struct staging_stats {
     uint64_t pool_size, pool_used;
+    uint64_t pool_hot;                     /* pool bytes used since the last trim (an RSS bound) */
     uint64_t dedicated, dedicated_bytes;   /* live dedicated mappings */
     uint64_t sparse;                       /* live sparse mappings */
     uint64_t refused;                      /* requests that got STORE_NOSPACE */
@@ -60,6 +65,10 @@ int staging_get(staging *sp, uint64_t len, staging_buf *out);
 int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out);
 /* Any buffer of staging_get or staging_get_sparse; ptr NULL is a no-op. */
 void staging_put(staging *sp, staging_buf *b);
+/* When no pool memory is in use and none was got or put back for idle_ms,
+ * gives the pool's pages back to the system (they read zero when used
+ * again); the bytes given back, else 0. Cheap when there is nothing to do. */
+uint64_t staging_trim(staging *sp, uint64_t idle_ms);
 void staging_get_stats(staging *sp, staging_stats *st);
 /* Every buffer must have been put back. */
 void staging_destroy(staging *sp);

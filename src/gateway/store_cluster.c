@@ -60,6 +60,7 @@ typedef struct cluster_store {
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
+    loop_timer *trim;           /* gives an idle staging pool's pages back */
     gw_fetch *offered;          /* cluster_offer */
     size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
     gw_answer *answers;         /* cluster_offer_answers */
@@ -539,6 +540,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "jobs_done", "%llu", workers_done(cs->workers));
     info_field(out, "staging_pool_bytes", "%llu", (unsigned long long)st.pool_size);
     info_field(out, "staging_used_bytes", "%llu", (unsigned long long)st.pool_used);
+    info_field(out, "staging_hot_bytes", "%llu", (unsigned long long)st.pool_hot);
     info_field(out, "staging_dedicated", "%llu", (unsigned long long)st.dedicated);
     info_field(out, "staging_dedicated_bytes", "%llu", (unsigned long long)st.dedicated_bytes);
     info_field(out, "staging_sparse", "%llu", (unsigned long long)st.sparse);
@@ -606,6 +608,7 @@ static void cs_destroy(store *s) {
     put_streamer_free(cs->streams);
     get_streamer_free(cs->gets);
     if (cs->async_free) cs->async_free(cs->async);
+    loop_timer_free(cs->trim);
     if (cs->loop) {
         loop_hook_del(cs->reap);
         reap_cb(cs->loop, cs);
@@ -693,6 +696,18 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     return 0;
 }
 
+/* An idle gateway should not hold the memory its busiest moment needed:
+ * after STAGING_IDLE_MS without pool traffic its pages go back. */
+#define STAGING_TRIM_MS 500
+#define STAGING_IDLE_MS 2000
+
+static void trim_cb(event_loop *el, void *data) {
+    cluster_store *cs = data;
+    (void)el;
+    uint64_t freed = staging_trim(cs->pool, STAGING_IDLE_MS);
+    if (freed) log_debug("gateway: idle staging pool gave back %llu bytes", (unsigned long long)freed);
+}
+
 store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, size_t errlen) {
     cluster_store *cs = xcalloc(1, sizeof *cs);
     cs->base.ops = &cluster_ops;
@@ -709,5 +724,7 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
         cs_destroy(&cs->base);
         return NULL;
     }
+    cs->trim = loop_timer_create(loop, trim_cb, cs);
+    loop_timer_start(cs->trim, STAGING_TRIM_MS, STAGING_TRIM_MS);
     return &cs->base;
 }

@@ -32,27 +32,34 @@ static void test_order_and_ready(void) {
     for (uint64_t i = 0; i < size; i += 997) base[i] = (char)(i * 13 + 1);
     shm_warm *w = shm_warm_new(base, size);
     ASSERT_EQ(shm_warm_bytes(w), 0);
+    ASSERT_EQ(shm_warm_step(w, 0), SHM_WARM_NONE);      /* nothing asked, no sweep */
+    ASSERT_EQ(shm_warm_bytes(w), 0);
+    ASSERT_EQ(shm_warm_asked(w), 0);
     ASSERT_EQ(shm_warm_ready(w, 0, 1), 0);
     ASSERT_EQ(shm_warm_ready(w, 3 * C + 5, 10), 0);    /* hints chunk 3 */
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_ASKED);
+    ASSERT_EQ(shm_warm_asked(w), 1);
+    ASSERT_EQ(shm_warm_step(w, 0), SHM_WARM_ASKED);
+    ASSERT_EQ(shm_warm_asked(w), 0);
     ASSERT_EQ(shm_warm_ready(w, 3 * C, C), 1);
     ASSERT_EQ(shm_warm_ready(w, 0, 1), 0);              /* chunk 0 still cold; hints it */
     ASSERT_EQ(shm_warm_ready(w, 3 * C + C - 1, 2), 0);  /* reaches into chunk 4: hints it */
     ASSERT_EQ(shm_warm_bytes(w), C);
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_ASKED);        /* chunk 4, the last hint */
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_ASKED);        /* chunk 4, the last hint */
     ASSERT_EQ(shm_warm_ready(w, 3 * C, 2 * C), 1);
     ASSERT_EQ(shm_warm_ready(w, 0, 1), 0);
     ASSERT_EQ(shm_warm_ready(w, 3 * C, 1), 1);          /* a warm range leaves the hint alone */
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_ASKED);        /* chunk 0 */
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_ASKED);        /* chunk 0 */
     ASSERT_EQ(shm_warm_ready(w, 0, C), 1);
     ASSERT_EQ(shm_warm_ready(w, C, 1), 0);
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_ASKED);        /* chunk 1 */
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_SWEPT);        /* then in order: 2, the short 5 */
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_ASKED);        /* chunk 1 */
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_SWEPT);        /* then in order: 2, the short 5 */
     ASSERT_EQ(shm_warm_ready(w, 0, 5 * C), 1);
     ASSERT_EQ(shm_warm_bytes(w), 5 * C);
     ASSERT_EQ(shm_warm_ready(w, 2 * C, 1), 1);          /* warm: no hint */
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_SWEPT);        /* the short last one */
-    ASSERT_EQ(shm_warm_step(w), SHM_WARM_NONE);         /* nothing left */
+    ASSERT_EQ(shm_warm_done(w), 0);
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_SWEPT);     /* the short last one */
+    ASSERT_EQ(shm_warm_done(w), 1);
+    ASSERT_EQ(shm_warm_step(w, 1), SHM_WARM_NONE);      /* nothing left */
     ASSERT_EQ(shm_warm_bytes(w), size);
     ASSERT_EQ(shm_warm_ready(w, 0, size), 1);
     /* Empty or outside the mapping: never ready, whatever is warm. */
