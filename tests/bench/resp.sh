@@ -205,12 +205,20 @@ set_loop() {
     redis-cli -h "${addr%:*}" -p "${addr##*:}" del "loop:$i" >/dev/null 2>&1
   done
   t1=$(date +%s.%N)
-  log "set_loop $addr: $ok of $n SETs of $mb bytes OK in $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
+  loop_rate "$name" "set_loop $addr" SETs "$ok" "$n" "$mb" "$t0" "$t1"
+}
+
+# loop_rate NAME WHAT OPS OK N BYTES T0 T1: logs a loop of N OPS of BYTES
+# each, OK of them answered right, from T0 to T1 (date +%s.%N); NAME gets
+# the MB/s, or is skipped (and 1 returned) unless all N were.
+loop_rate() {
+  local name=$1 what=$2 ops=$3 ok=$4 n=$5 mb=$6 t0=$7 t1=$8
+  log "$what: $ok of $n $ops of $mb bytes OK in $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
   if [ "$ok" -eq "$n" ]; then
     meas "$name" "$(awk -v n="$n" -v m="$mb" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", n * m / 1e6 / (b - a) }')" MB/s
     return 0
   fi
-  meas_skip "$name" "$ok of $n SETs answered OK (run.log)"
+  meas_skip "$name" "$ok of $n $ops answered OK (run.log)"
   return 1
 }
 
@@ -230,13 +238,7 @@ get_loop() {
   for ((i = 0; i < n; i++)); do "${cli[@]}" --raw get loop:get >/dev/null 2>&1 && ok=$((ok + 1)); done
   t1=$(date +%s.%N)
   "${cli[@]}" del loop:get >/dev/null 2>&1
-  log "get_loop $addr: $ok of $n GETs of $mb bytes in $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
-  if [ "$ok" -eq "$n" ]; then
-    meas "$name" "$(awk -v n="$n" -v m="$mb" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", n * m / 1e6 / (b - a) }')" MB/s
-    return 0
-  fi
-  meas_skip "$name" "$ok of $n GETs answered (run.log)"
-  return 1
+  loop_rate "$name" "get_loop $addr" GETs "$ok" "$n" "$mb" "$t0" "$t1"
 }
 
 # rss_during PID NAME CMD...: runs CMD while sampling PID's VmRSS every
