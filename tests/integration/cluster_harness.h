@@ -107,6 +107,18 @@ static inline pid_t h_start_node(int master_port, int port, int data_port, const
     return h_start_node_ex(NULL, master, "127.0.0.1", port, data_port, segment);
 }
 
+/* A node as h_start_node, with its background scrub off: bytes a test
+ * flips in its segment are left for the readers to find. */
+static inline pid_t h_start_node_unscrubbed(int master_port, int port, int data_port, const char *segment) {
+    char master[32];
+    snprintf(master, sizeof master, "127.0.0.1:%d", master_port);
+    h_args a = {0};
+    h_node_argv(&a, master, "127.0.0.1", port, data_port, segment);
+    h_arg(&a, "--scrub-mb-per-s");
+    h_arg(&a, "0");
+    return h_spawn(a.v);
+}
+
 /* A gateway of master_port on port with the default replicas and 16 MiB
  * staging, once it answers PING; extra: NULL-terminated flags appended.
  * -1 if it did not come up. */

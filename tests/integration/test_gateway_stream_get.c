@@ -275,13 +275,8 @@ int main(void) {
         printf("not ok - master did not start\n");
         return 1;
     }
-    for (int i = 0; i < NODES; i++) {
-        h_args a = {0};
-        h_node_argv(&a, "127.0.0.1:31470", "127.0.0.1", PORT_NODE + i, PORT_NODE + 10 + i, "256MB");
-        h_arg(&a, "--scrub-mb-per-s");   /* the flipped bytes are for the gateway to find */
-        h_arg(&a, "0");
-        node_pid[i] = h_spawn(a.v);
-    }
+    for (int i = 0; i < NODES; i++)
+        node_pid[i] = h_start_node_unscrubbed(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "256MB");
     const char *extra[] = {"--segment-size", "16MB", "--transport", "tcp", NULL};
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || h_node_ids(PORT_MASTER, PORT_NODE + 10, node_id, NODES) != 0 || put_values() != 0 ||
         (gateway_pid = h_start_gateway(PORT_MASTER, PORT_GATEWAY, extra, NULL)) < 0) {

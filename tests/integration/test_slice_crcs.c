@@ -124,13 +124,8 @@ int main(void) {
         printf("not ok - master did not start\n");
         return 1;
     }
-    for (int i = 0; i < NODES; i++) {
-        h_args a = {0};
-        h_node_argv(&a, "127.0.0.1:31450", "127.0.0.1", PORT_NODE + i, PORT_NODE + 10 + i, "128MB");
-        h_arg(&a, "--scrub-mb-per-s");   /* the flipped bytes are for the readers to find */
-        h_arg(&a, "0");
-        node_pid[i] = h_spawn(a.v);
-    }
+    for (int i = 0; i < NODES; i++)
+        node_pid[i] = h_start_node_unscrubbed(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "128MB");
     mkv_options opt;
     mkv_options_init(&opt);
     opt.master = "127.0.0.1:31450";
