@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/notes.h"
 #include "proto/report.h"
 #include "server/commands.h"
 #include "server/info.h"
@@ -432,14 +433,37 @@ static void reply_note(client *c, const mm_note *note) {
     }
 }
 
-/* MOON.HOLDINGS id ack: [next_ack, [note ...]] */
+/* PACKED: notes[0..n) as records (proto/notes.h) into b, stopping once
+ * it holds PROTO_NOTES_BLOB bytes; returns how many went in. */
+static size_t pack_notes(resp_buf *b, const mm_note **notes, size_t n) {
+    resp_buf_clear(b);
+    size_t i = 0;
+    for (; i < n && b->len < PROTO_NOTES_BLOB; i++)
+        proto_note_put(b, notes[i]->drop, notes[i]->key, notes[i]->keylen, notes[i]->size, notes[i]->crc,
+                       notes[i]->want, &notes[i]->rep);
+    return i;
+}
+
+/* MOON.HOLDINGS id ack [PACKED]: [next_ack, [note ...]] or [next_ack, blob] */
 static void holdings_command(client *c) {
     uint32_t id;
     uint64_t ack, next;
+    int packed = c->argc == 4 && c->argv[3].len == 6 && strncasecmp(c->argv[3].ptr, "packed", 6) == 0;
+    if (c->argc != 3 && !packed) {
+        reply_syntax_error(c);
+        return;
+    }
     if (master_own_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, UINT64_MAX >> 1, &ack) != 0) return;
     const mm_note *notes[MASTER_MAX_HOLDINGS];
     size_t n = mm_node_holdings(master_of(c)->meta, id, ack, notes, MASTER_MAX_HOLDINGS, &next);
     reply_array(c, 2);
+    if (packed) {
+        resp_buf *b = &master_of(c)->wire;
+        size_t k = pack_notes(b, notes, n);
+        reply_integer(c, (long long)(next - n + k));   /* those left out come next time */
+        reply_bulk(c, b->data, b->len);
+        return;
+    }
     reply_integer(c, (long long)next);
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) reply_note(c, notes[i]);
@@ -483,8 +507,8 @@ static const command recovery_commands[] = {
     {"moon.badreplica", badreplica_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.4.0",
      "Node's scrub found replicas rotten: drop them so repair copies them again",
      "id key seg-offset [key seg-offset ...]"},
-    {"moon.holdings", holdings_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
-     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack"},
+    {"moon.holdings", holdings_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
+     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack [PACKED]"},
 };
 
 void master_register_recovery_commands(server *srv) {

@@ -18,6 +18,7 @@
 #include "node/reply.h"
 #include "proto/limits.h"
 #include "proto/master_link.h"
+#include "proto/notes.h"
 #include "proto/register.h"
 #include "proto/report.h"
 #include "proto/status.h"
@@ -85,6 +86,7 @@ struct node_control {
     uint32_t peers[CTL_MAX_PEERS];
     int npeers;
     uint64_t holdings_ack, next_pull_ms;
+    obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
     node_scrub *scrub;
 };
 
@@ -163,53 +165,34 @@ static uint32_t my_id(node_control *c);
 static void node_dead(node_control *c, const char *msg);
 static int is_nodedead(const redisReply *r);
 
-/* [key, size, crc, want, [[node, offset, length] ...]] or [key] (drop). */
-static int apply_note(node_control *c, const redisReply *r, uint32_t self) {
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && r->elements != 5)) return -1;
-    const redisReply *key = r->element[0];
-    if (key->type != REDIS_REPLY_STRING || key->len == 0 || key->len > PROTO_MAX_KEY_LEN) return -1;
-    if (r->elements == 1) {
-        node_index_drop(c->n->index, key->str, key->len);
-        return 0;
+/* A packed MOON.HOLDINGS blob (proto/notes.h) into the index, in order;
+ * the number of notes, or -1 if one is malformed (those before it stay
+ * applied) or there are more than a reply may hold. */
+static long apply_notes(node_control *c, const uint8_t *p, const uint8_t *end, uint32_t self) {
+    if (!c->note_ext) c->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *c->note_ext);
+    long n = 0;
+    for (; p < end && n < CTL_HOLDINGS_MAX; n++) {
+        proto_note note;
+        if (proto_note_next(&p, end, c->note_ext, &note) != 0) return -1;
+        if (note.drop) node_index_drop(c->n->index, note.key, note.keylen);
+        else node_index_hold(c->n->index, note.key, note.keylen, note.size, note.crc, note.want, &note.rep, self);
     }
-    const redisReply *ext = r->element[4];
-    if (!reply_int_in(r->element[1], 1, (long long)PROTO_MAX_SEGMENT) ||
-        !reply_int_in(r->element[2], 0, UINT32_MAX) ||
-        !reply_int_in(r->element[3], 0, PROTO_MAX_REPLICAS) || ext->type != REDIS_REPLY_ARRAY ||
-        ext->elements == 0 || ext->elements > PROTO_MAX_EXTENTS)
-        return -1;
-    obj_replica rep = {(uint32_t)ext->elements, xcalloc(ext->elements, sizeof(obj_extent))};
-    int ok = 1;
-    for (size_t i = 0; i < ext->elements && ok; i++) {
-        const redisReply *e = ext->element[i];
-        ok = e->type == REDIS_REPLY_ARRAY && e->elements == 3 &&
-             reply_int_in(e->element[0], 1, UINT32_MAX) &&
-             reply_int_in(e->element[1], 0, (long long)PROTO_MAX_SEGMENT) &&
-             reply_int_in(e->element[2], 1, (long long)PROTO_MAX_SEGMENT);
-        if (ok) rep.extents[i] = (obj_extent){(uint32_t)e->element[0]->integer,
-                                              (uint64_t)e->element[1]->integer,
-                                              (uint64_t)e->element[2]->integer};
-    }
-    if (ok) node_index_hold(c->n->index, key->str, key->len, (uint64_t)r->element[1]->integer,
-                            (uint32_t)r->element[2]->integer, (uint32_t)r->element[3]->integer,
-                            &rep, self);
-    free(rep.extents);
-    return ok ? 0 : -1;
+    return p == end ? n : -1;
 }
 
 /* One MOON.HOLDINGS round: 1 if the reply was full (more may wait). */
 static int pull_once(node_control *c, uint32_t self) {
-    redisReply *r = master_cmd(c, "MOON.HOLDINGS %u %llu", self, (unsigned long long)c->holdings_ack);
+    redisReply *r = master_cmd(c, "MOON.HOLDINGS %u %llu PACKED", self, (unsigned long long)c->holdings_ack);
     if (!r) return 0;
     int more = 0;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
-        r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements <= CTL_HOLDINGS_MAX) {
-        const redisReply *notes = r->element[1];
-        size_t bad = 0;
-        for (size_t i = 0; i < notes->elements; i++) bad += apply_note(c, notes->element[i], self) != 0;
-        if (bad) log_warning("node: %zu malformed holdings from the master", bad);
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        const uint8_t *blob = (const uint8_t *)r->element[1]->str;
+        long n = apply_notes(c, blob, blob + r->element[1]->len, self);
+        /* Taken as read either way: a note we cannot parse would come back forever. */
+        if (n < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
         c->holdings_ack = (uint64_t)r->element[0]->integer;
-        more = notes->elements == CTL_HOLDINGS_MAX;
+        more = n == CTL_HOLDINGS_MAX || r->element[1]->len >= PROTO_NOTES_BLOB;
     } else if (is_nodedead(r)) {
         node_dead(c, r->str);
     } else {
@@ -745,5 +728,6 @@ void node_control_free(node_control *c) {
     pthread_cond_destroy(&c->wake);
     etcd_free(c->etcd);
     node_scrub_free(c->scrub);
+    free(c->note_ext);
     free(c);
 }

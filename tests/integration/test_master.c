@@ -12,6 +12,7 @@
 #include "backend/cap.h"
 #include "core/siphash.h"
 #include "core/util.h"
+#include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/report.h"
@@ -498,6 +499,59 @@ static int not_error(const redisReply *r, const char *unused) {
     return r && r->type != REDIS_REPLY_ERROR;
 }
 
+/* MOON.HOLDINGS id ack PACKED: [next_ack, blob] of the notes the array
+ * form lists (holds with the node's extents, then drops), acknowledged
+ * the same way; a bad flag is a syntax error. */
+static void test_holdings_packed(void) {
+    fake_node a = {0};
+    ASSERT(node_join(&a, SECRET, 64 * 1024, "127.0.0.1:7305") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    static const char *const keys[] = {"h1", "h2"};
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommand(c, "MOON.PUTSTART %s %d REPLICAS 1", keys[i], 100 * (i + 1));
+        ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+        ASSERT(h_command_is(c, not_error, NULL, "MOON.PUTEND %s %d", keys[i], 40 + i));
+    }
+    redisReply *r = redisCommand(a.c, "MOON.HOLDINGS %lld 0", a.id);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 2 &&
+           r->element[1]->elements == 2);
+    freeReplyObject(r);
+    r = redisCommand(a.c, "MOON.HOLDINGS %lld 0 packed", a.id);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 2 &&
+           r->element[1]->type == REDIS_REPLY_STRING);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    const uint8_t *p = (const uint8_t *)r->element[1]->str, *end = p + r->element[1]->len;
+    for (int i = 0; i < 2; i++) {
+        proto_note n;
+        ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+        ASSERT(!n.drop && n.keylen == 2 && memcmp(n.key, keys[i], 2) == 0);
+        ASSERT(n.size == (uint64_t)(100 * (i + 1)) && n.crc == (uint32_t)(40 + i) && n.want == 1);
+        ASSERT(n.rep.nextents == 1 && n.rep.extents[0].node == (uint32_t)a.id &&
+               n.rep.extents[0].length == n.size);
+    }
+    ASSERT(p == end);
+    freeReplyObject(r);
+    ASSERT(h_command_is(c, not_error, NULL, "MOON.REMOVE h1"));
+    r = redisCommand(a.c, "MOON.HOLDINGS %lld 2 PACKED", a.id);   /* the holds taken: the drop follows */
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 3);
+    p = (const uint8_t *)r->element[1]->str;
+    end = p + r->element[1]->len;
+    proto_note n;
+    ASSERT(proto_note_next(&p, end, ext, &n) == 0 && n.drop && n.keylen == 2 && memcmp(n.key, "h1", 2) == 0);
+    ASSERT(p == end);
+    freeReplyObject(r);
+    r = redisCommand(a.c, "MOON.HOLDINGS %lld 3 PACKED", a.id);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 3 && r->element[1]->len == 0);
+    freeReplyObject(r);
+    ASSERT(h_command_is(a.c, is_error, "ERR syntax error", "MOON.HOLDINGS %lld 3 PACKET", a.id));
+    ASSERT(h_command_is(a.c, is_error, "ERR syntax error", "MOON.HOLDINGS %lld 3 PACKED 1", a.id));
+    free(ext);
+    redisFree(c);
+    node_leave(&a);
+}
+
 /* The lease in a GET reply: the expiry of its first read cap. */
 static uint64_t lease_of(const redisReply *r) {
     const redisReply *e = r->element[2]->element[0]->element[0];
@@ -589,6 +643,12 @@ int main(void) {
         return 1;
     }
     RUN_TEST(test_put_waits_for_held_space);
+    stop_master();
+    if (start_master(5000, 5000, 2000) != 0) {
+        printf("not ok - restart master\n");
+        return 1;
+    }
+    RUN_TEST(test_holdings_packed);
     stop_master();
     if (start_master(5000, 5000, 400) != 0) {   /* sweeps every 100 ms */
         printf("not ok - restart master\n");

@@ -1,7 +1,8 @@
 /* Unit tests of src/proto: status words both ways and the exact error
  * texts, the extent decoder's bounds (counts, numbers, shapes, caps,
  * sums) on RESP fed through hiredis's reader as on the wire, the packed
- * placements of MOON.MPUTSTART PACKED, and the registration proof. */
+ * placements of MOON.MPUTSTART PACKED, the packed notes of MOON.HOLDINGS
+ * PACKED, and the registration proof. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "backend/cap.h"
 #include "core/util.h"
 #include "proto/extents.h"
+#include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/reply_bound.h"
@@ -393,6 +395,78 @@ static void test_placed_refused(void) {
     resp_buf_free(&out);
 }
 
+/* ---- packed holdings notes ---- */
+
+/* A hold of two extents, a drop, a hold of one, as the master writes them. */
+static void notes_blob(resp_buf *out) {
+    obj_extent a[2] = {{3, 128, 60}, {7, 0, 40}}, b[1] = {{2, 64, 5}};
+    obj_replica ra = {2, a}, rb = {1, b};
+    resp_buf_init(out);
+    proto_note_put(out, 0, "alpha", 5, 100, 0xdeadbeef, 2, &ra);
+    proto_note_put(out, 1, "gone", 4, 0, 0, 0, NULL);
+    proto_note_put(out, 0, "b", 1, 5, 7, 8, &rb);
+}
+
+static void test_notes_round_trip(void) {
+    resp_buf out;
+    notes_blob(&out);
+    ASSERT_EQ(out.len, (size_t)(PROTO_NOTE_HOLD_HDR + 5 + 2 * PROTO_NOTE_EXTENT) + PROTO_NOTE_DROP_HDR + 4 +
+                           PROTO_NOTE_HOLD_HDR + 1 + PROTO_NOTE_EXTENT);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_note n;
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(!n.drop && n.keylen == 5 && memcmp(n.key, "alpha", 5) == 0);
+    ASSERT(n.size == 100 && n.crc == 0xdeadbeef && n.want == 2 && n.rep.nextents == 2);
+    ASSERT(n.rep.extents[0].node == 3 && n.rep.extents[0].offset == 128 && n.rep.extents[0].length == 60);
+    ASSERT(n.rep.extents[1].node == 7 && n.rep.extents[1].offset == 0 && n.rep.extents[1].length == 40);
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(n.drop && n.keylen == 4 && memcmp(n.key, "gone", 4) == 0 && n.rep.nextents == 0);
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(!n.drop && n.keylen == 1 && n.key[0] == 'b' && n.size == 5 && n.crc == 7 && n.want == 8);
+    ASSERT(n.rep.nextents == 1 && n.rep.extents[0].node == 2 && n.rep.extents[0].offset == 64 &&
+           n.rep.extents[0].length == 5);
+    ASSERT(p == end);
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), -1);   /* nothing left */
+    free(ext);
+    resp_buf_free(&out);
+}
+
+/* Every cut of a record fails it; so does every field out of its bound. */
+static void test_notes_refused(void) {
+    resp_buf out;
+    notes_blob(&out);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    size_t first = PROTO_NOTE_HOLD_HDR + 5 + 2 * PROTO_NOTE_EXTENT, second = first + PROTO_NOTE_DROP_HDR + 4;
+    for (size_t cut = 0; cut < out.len; cut++) {
+        const uint8_t *p = (const uint8_t *)out.data, *end = p + cut;
+        proto_note n;
+        int rc = 0;
+        while (rc == 0 && p < end) rc = proto_note_next(&p, end, ext, &n);
+        ASSERT_MSG(rc == -1 || cut == 0 || cut == first || cut == second, "cut at %zu", cut);
+    }
+    /* one field replaced: kind, want, key length, size, extent count,
+     * an extent's node, offset and length, a drop's second byte */
+    struct { size_t at, width; uint64_t val; } bad[] = {
+        {0, 1, 2}, {1, 1, PROTO_MAX_REPLICAS + 1}, {2, 2, 0}, {2, 2, PROTO_MAX_KEY_LEN + 1},
+        {8, 8, 0}, {8, 8, PROTO_MAX_SEGMENT + 1}, {16, 2, 0}, {16, 2, PROTO_MAX_EXTENTS + 1},
+        {16, 2, 3}, {23, 4, 0}, {27, 8, PROTO_MAX_SEGMENT + 1}, {35, 8, 0},
+        {35, 8, PROTO_MAX_SEGMENT + 1}, {first + 1, 1, 1}, {first + 2, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *bytes = xmemdup(out.data, out.len);
+        for (size_t k = 0; k < bad[i].width; k++) bytes[bad[i].at + k] = (uint8_t)(bad[i].val >> (8 * k));
+        const uint8_t *p = bytes, *end = bytes + out.len;
+        proto_note n;
+        int rc = 0;
+        while (rc == 0 && p < end) rc = proto_note_next(&p, end, ext, &n);
+        free(bytes);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+    free(ext);
+    resp_buf_free(&out);
+}
+
 static void test_int_in(void) {
     redisReply r = {.type = REDIS_REPLY_INTEGER, .integer = 5};
     uint64_t v = 0;
@@ -576,6 +650,8 @@ int main(void) {
     RUN_TEST(test_encode_decode);
     RUN_TEST(test_placed_round_trip);
     RUN_TEST(test_placed_refused);
+    RUN_TEST(test_notes_round_trip);
+    RUN_TEST(test_notes_refused);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     RUN_TEST(test_reply_bound);
