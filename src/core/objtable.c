@@ -184,8 +184,12 @@ void objtable_destroy(objtable *t) {
 }
 
 object *objtable_find(objtable *t, const void *key, size_t keylen) {
+    return objtable_find_hashed(t, key, keylen, hash_of(key, keylen));
+}
+
+object *objtable_find_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash) {
     rehash_step(t, REHASH_BUCKETS);
-    entry **link = lookup(t, key, keylen, hash_of(key, keylen), NULL);
+    entry **link = lookup(t, key, keylen, hash, NULL);
     return link ? &(*link)->obj : NULL;
 }
 

@@ -57,6 +57,8 @@ objtable *objtable_create(objtable_free_fn *free_fn, void *ctx);
 void objtable_destroy(objtable *t);
 
 object *objtable_find(objtable *t, const void *key, size_t keylen);
+/* The same with the key's objtable_hash, computed once by the caller. */
+object *objtable_find_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash);
 /* Insert a new PENDING object with no replicas. Returns NULL and sets
  * *existed = 1 if the key is present (in any state). */
 object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed);

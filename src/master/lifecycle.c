@@ -193,14 +193,16 @@ uint64_t mm_write_expiry(const master_meta *m, const object *o) {
     return o->created_ms + m->cfg.put_timeout_ms;
 }
 
-proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
-                       uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen) {
+/* mm_put_start of a key whose objtable_hash is hash. */
+static proto_status put_start_hashed(master_meta *m, const void *key, size_t keylen, uint64_t hash,
+                                     uint64_t size, uint32_t replicas, uint64_t now_ms, object **out,
+                                     char *err, size_t errlen) {
     proto_status st = check_key(key, keylen, err, errlen);
     if (st != PROTO_OK) return st;
     if (size == 0) return mm_fail(err, errlen, PROTO_ERR, "object size must be at least 1 byte");
     if (replicas == 0 || replicas > PROTO_MAX_REPLICAS)
         return mm_fail(err, errlen, PROTO_ERR, "replica count must be 1 to %d", PROTO_MAX_REPLICAS);
-    object *o = objtable_find(m->objs, key, keylen);
+    object *o = objtable_find_hashed(m->objs, key, keylen, hash);
     if (o)
         return mm_fail(err, errlen, PROTO_EXISTS, o->state == OBJ_PENDING
                        ? "key is being written" : "key already exists");
@@ -210,7 +212,7 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
     if (st != PROTO_OK) return st;
     /* No hold for the write caps: a node refuses them once a newer grant
      * has written there (backend/claims.h), so only reads pin space. */
-    o = mm_obj_insert(m, key, keylen, objtable_hash(key, keylen), reps, replicas, replicas, 0);
+    o = mm_obj_insert(m, key, keylen, hash, reps, replicas, replicas, 0);
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
     o->size = size;
     o->created_ms = o->atime_ms = now_ms;
@@ -221,15 +223,21 @@ proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64
     return PROTO_OK;
 }
 
+proto_status mm_put_start(master_meta *m, const void *key, size_t keylen, uint64_t size,
+                       uint32_t replicas, uint64_t now_ms, object **out, char *err, size_t errlen) {
+    return put_start_hashed(m, key, keylen, objtable_hash(key, keylen), size, replicas, now_ms, out, err,
+                            errlen);
+}
+
 /* A pending put whose caps have expired is revoked on the spot, so a
  * put_end racing the sweep gets the same answer the sweep would give. */
 static int put_expired(master_meta *m, object *o, uint64_t now_ms) {
     return now_ms >= mm_write_expiry(m, o);
 }
 
-static proto_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
-                              object **out, char *err, size_t errlen) {
-    object *o = objtable_find(m->objs, key, keylen);
+static proto_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t hash,
+                                 uint64_t now_ms, object **out, char *err, size_t errlen) {
+    object *o = objtable_find_hashed(m->objs, key, keylen, hash);
     if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no put in progress for this key");
     if (o->state == OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_ERR, "object is already complete");
@@ -255,10 +263,11 @@ static proto_status keep_slices(master_meta *m, object *o, uint32_t crc, const p
     return PROTO_OK;
 }
 
-proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
-                        const proto_slices *sl, uint64_t now_ms, char *err, size_t errlen) {
+/* mm_put_end of a key whose objtable_hash is hash. */
+static proto_status put_end_hashed(master_meta *m, const void *key, size_t keylen, uint64_t hash, uint32_t crc,
+                                   const proto_slices *sl, uint64_t now_ms, char *err, size_t errlen) {
     object *o = NULL;
-    proto_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    proto_status st = find_pending(m, key, keylen, hash, now_ms, &o, err, errlen);
     if (st == PROTO_OK) st = keep_slices(m, o, crc, sl, err, errlen);
     if (st != PROTO_OK) return st;
     o->crc = crc;
@@ -272,10 +281,15 @@ proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t
     return PROTO_OK;
 }
 
+proto_status mm_put_end(master_meta *m, const void *key, size_t keylen, uint32_t crc,
+                        const proto_slices *sl, uint64_t now_ms, char *err, size_t errlen) {
+    return put_end_hashed(m, key, keylen, objtable_hash(key, keylen), crc, sl, now_ms, err, errlen);
+}
+
 proto_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                         char *err, size_t errlen) {
     object *o = NULL;
-    proto_status st = find_pending(m, key, keylen, now_ms, &o, err, errlen);
+    proto_status st = find_pending(m, key, keylen, objtable_hash(key, keylen), now_ms, &o, err, errlen);
     if (st != PROTO_OK) return st;
     m->puts_revoked++;
     mm_drop_object(m, o, now_ms);
@@ -337,16 +351,37 @@ int mm_expire_puts(master_meta *m, uint64_t now_ms) {
 
 /* ---- batch forms ---- */
 
+/* Keys are hashed first so each one's bucket is fetched a few keys
+ * ahead: in a large table most lookups of a new key miss the cache. */
+#define PREFETCH_AHEAD 8
+
+static void hash_items(master_meta *m, mm_item *it, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        it[i].hash = objtable_hash(it[i].key, it[i].keylen);
+        if (i < PREFETCH_AHEAD) objtable_prefetch(m->objs, it[i].hash);
+    }
+}
+
+static void prefetch_next(master_meta *m, const mm_item *it, size_t n, size_t i) {
+    if (i + PREFETCH_AHEAD < n) objtable_prefetch(m->objs, it[i + PREFETCH_AHEAD].hash);
+}
+
 void mm_put_start_batch(master_meta *m, mm_item *it, size_t n, uint32_t replicas, uint64_t now_ms) {
-    for (size_t i = 0; i < n; i++)
-        it[i].status = mm_put_start(m, it[i].key, it[i].keylen, it[i].size, replicas, now_ms,
-                                    &it[i].obj, it[i].err, sizeof it[i].err);
+    hash_items(m, it, n);
+    for (size_t i = 0; i < n; i++) {
+        prefetch_next(m, it, n, i);
+        it[i].status = put_start_hashed(m, it[i].key, it[i].keylen, it[i].hash, it[i].size, replicas, now_ms,
+                                        &it[i].obj, it[i].err, sizeof it[i].err);
+    }
 }
 
 void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
-    for (size_t i = 0; i < n; i++)
-        it[i].status = mm_put_end(m, it[i].key, it[i].keylen, it[i].crc, &it[i].slices, now_ms,
-                                  it[i].err, sizeof it[i].err);
+    hash_items(m, it, n);
+    for (size_t i = 0; i < n; i++) {
+        prefetch_next(m, it, n, i);
+        it[i].status = put_end_hashed(m, it[i].key, it[i].keylen, it[i].hash, it[i].crc, &it[i].slices, now_ms,
+                                      it[i].err, sizeof it[i].err);
+    }
 }
 
 void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {

@@ -81,6 +81,8 @@ typedef struct master {
     uint32_t default_replicas;
     master_rebuild rebuild;             /* recovery.c */
     resp_buf wire;                     /* scratch the proto encoders write replies into */
+    mm_item *items;                    /* scratch of the batch commands (one runs at a time) */
+    size_t items_cap;
     master_gateway gateways[MASTER_MAX_GATEWAYS];
     size_t ngateways;
     master_ha *ha;                     /* --etcd: leadership; NULL: the only master */

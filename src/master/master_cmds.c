@@ -477,7 +477,9 @@ static void exists_command(client *c) {
 
 /* ---- batch forms ---- */
 
-/* Items for argv[first..] in groups of `stride` arguments (key first). */
+/* Items for argv[first..] in groups of `stride` arguments (key first),
+ * in the master's scratch: a batch of small puts would otherwise cost a
+ * fresh, zeroed array of a few hundred KiB per command. */
 static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
     int args = c->argc - first;
     if (args <= 0 || args % stride) {
@@ -489,10 +491,22 @@ static mm_item *batch_items(client *c, int first, int stride, size_t *n) {
         master_reply_fail(c, PROTO_ERR, "at most %d keys per batch", PROTO_MAX_BATCH);
         return NULL;
     }
-    mm_item *it = xcalloc(*n, sizeof *it);
+    master *m = master_of(c);
+    if (m->items_cap < *n) {
+        free(m->items);
+        m->items_cap = *n > m->items_cap * 2 ? *n : m->items_cap * 2;
+        m->items = xmalloc(m->items_cap * sizeof *m->items);
+    }
+    mm_item *it = m->items;
     for (size_t i = 0; i < *n; i++) {
+        /* err stays as it is: it is written before it is read */
         it[i].key = c->argv[first + (int)i * stride].ptr;
         it[i].keylen = c->argv[first + (int)i * stride].len;
+        it[i].size = it[i].lease_until = 0;
+        it[i].crc = 0;
+        it[i].slices = (proto_slices){0};
+        it[i].status = PROTO_OK;
+        it[i].obj = NULL;
     }
     return it;
 }
@@ -524,7 +538,6 @@ static void mputstart_command(client *c) {
     if (!it) return;
     if (batch_numbers(c, packed ? 4 : 3, it, n, MAX_SIZE, 0) == 0)
         put_items(c, it, n, reps, packed ? MASTER_PUTS_PACKED : MASTER_PUTS_ARRAY);
-    free(it);
 }
 
 /* MOON.MPUTEND SLICES's groups: crc, slice size, packed CRCs per key. */
@@ -549,7 +562,6 @@ static void mputend_command(client *c) {
         for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
     }
     for (size_t i = 0; i < n; i++) proto_slices_free(&it[i].slices);
-    free(it);
 }
 
 /* MOON.RELEASE key lease_until [key lease_until ...]: readers done with
@@ -565,7 +577,6 @@ static void release_command(client *c) {
             done += mm_lease_return(meta_of(c), it[i].key, it[i].keylen, it[i].size, t);
         reply_integer(c, done);
     }
-    free(it);
 }
 
 static void mget_command(client *c) {
@@ -578,7 +589,6 @@ static void mget_command(client *c) {
         if (it[i].status != PROTO_OK) reply_null(c);
         else reply_located(c, it[i].obj, it[i].lease_until);
     }
-    free(it);
 }
 
 static void mexists_command(client *c) {
@@ -588,7 +598,6 @@ static void mexists_command(client *c) {
     mm_exists_batch(meta_of(c), it, n);
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++) reply_integer(c, it[i].status == PROTO_OK);
-    free(it);
 }
 
 /* ---- introspection ---- */

@@ -57,6 +57,7 @@ void master_destroy(master *m) {
     if (!m) return;
     master_rebuild_reset(m);
     resp_buf_free(&m->wire);
+    free(m->items);
     mm_destroy(m->meta);
     free(m);
 }

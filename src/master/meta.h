@@ -247,6 +247,7 @@ typedef struct mm_item {
     proto_status status;             /* out */
     object *obj;                  /* out: put_start, get */
     uint64_t lease_until;         /* out: get */
+    uint64_t hash;                /* put_start: scratch (its objtable_hash) */
     char err[PROTO_ERR_LEN];         /* out when status != PROTO_OK */
 } mm_item;
 void mm_put_start_batch(master_meta *m, mm_item *items, size_t n, uint32_t replicas, uint64_t now_ms);
