@@ -13,7 +13,8 @@
  * Where the CPU has VPCLMULQDQ (crc32c_fold.h), buffers of FOLD_MIN bytes
  * or more are folded by carry-less multiplies instead, copy or not: the
  * crc32 unit alone ran a pass over memory not in cache at 0.6x a memcpy
- * of it, the folding at 0.9-1.1x.
+ * of it, the folding at 0.9-1.1x. Copies of STREAM_MIN bytes or more
+ * store streaming (a transfer's destination is rarely in cache).
  * crc32c_combine uses the same zero-append operator, as powers of two of
  * a 32x32 GF(2) matrix built once. crc32c_parallel splits a large buffer
  * over a workpool and combines the parts. */
@@ -27,6 +28,7 @@
 #define POLY 0x82F63B78u
 #define STREAM_BLOCK 4096   /* bytes per stream per round of the 3-way loop */
 #define FOLD_MIN 1024       /* from here on the folding pays its set-up */
+#define STREAM_MIN (256u << 10)   /* copies this large store streaming (crc32c_fold.h) */
 
 static uint32_t slice_tab[8][256];
 /* shift_tab[s][k][b]: the register b << 8k advanced over s+1 blocks of zeros */
@@ -212,8 +214,20 @@ static uint32_t fold_head(uint32_t c, uint8_t *dst, const uint8_t *src, size_t *
 }
 #endif
 
+#if defined(__x86_64__)
+/* A large copy: plain up to dst's next 64-byte line, streamed from there. */
+static uint32_t copy_streamed(uint32_t c, uint8_t *dst, const uint8_t *src, size_t len) {
+    size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
+    c = hw_copy_update(c, dst, src, head);
+    size_t rest = len - head, whole = rest & ~(size_t)(CRC32C_FOLD_BLOCK - 1);
+    c = crc32c_fold_stream(c, dst + head, src + head, whole);
+    return hw_copy_update(c, dst + head + whole, src + head + whole, rest - whole);
+}
+#endif
+
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
 #if defined(__x86_64__)
+    if (use_fold && len >= STREAM_MIN) return ~copy_streamed(~crc, dst, src, len);
     if (use_fold && len >= FOLD_MIN) {
         size_t rest = len;
         uint32_t c = fold_head(~crc, dst, src, &rest);

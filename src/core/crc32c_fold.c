@@ -68,20 +68,23 @@ FOLD_TARGET static uint32_t fold_finish(__m512i a0, __m512i a1, __m512i a2, __m5
     return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(v, 1));
 }
 
-/* One loop for both uses; copy is a constant where it is inlined, so
- * neither copy of it branches on it. */
+/* One loop for every use; copy is a constant where it is inlined (0: sum
+ * only, 1: plain stores, 2: streaming stores), so no copy of it branches
+ * on it. */
 FOLD_TARGET static inline uint32_t fold_loop(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len,
                                              int copy) {
     __m512i v[4], a[4], k = k512(K_256B);
     for (int i = 0; i < 4; i++) {
         a[i] = _mm512_loadu_si512((const void *)(src + 64 * i));
-        if (copy) _mm512_storeu_si512((void *)(dst + 64 * i), a[i]);
+        if (copy == 2) _mm512_stream_si512((void *)(dst + 64 * i), a[i]);
+        else if (copy) _mm512_storeu_si512((void *)(dst + 64 * i), a[i]);
     }
     a[0] = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)reg)));
     for (size_t off = CRC32C_FOLD_BLOCK; off < len; off += CRC32C_FOLD_BLOCK) {
         for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512((const void *)(src + off + 64 * i));
         for (int i = 0; i < 4; i++) {
-            if (copy) _mm512_storeu_si512((void *)(dst + off + 64 * i), v[i]);
+            if (copy == 2) _mm512_stream_si512((void *)(dst + off + 64 * i), v[i]);
+            else if (copy) _mm512_storeu_si512((void *)(dst + off + 64 * i), v[i]);
             a[i] = fold512(a[i], k, v[i]);
         }
     }
@@ -96,8 +99,20 @@ FOLD_TARGET static uint32_t fold_copy(uint32_t reg, uint8_t *dst, const uint8_t 
     return fold_loop(reg, dst, src, len, 1);
 }
 
+/* The streamed stores are weakly ordered: the fence makes them visible
+ * before whatever the caller publishes next (a completion, a PUTEND). */
+FOLD_TARGET static uint32_t fold_copy_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
+    uint32_t r = fold_loop(reg, dst, src, len, 2);
+    _mm_sfence();
+    return r;
+}
+
 uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
     return dst ? fold_copy(reg, dst, src, len) : fold_sum(reg, src, len);
+}
+
+uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
+    return fold_copy_stream(reg, dst, src, len);
 }
 
 int crc32c_fold_init(void) {
@@ -117,5 +132,10 @@ int crc32c_fold_init(void) {
 uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
     (void)dst, (void)src, (void)len;
     return reg;   /* never called: crc32c_fold_init() said no */
+}
+
+uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
+    (void)dst, (void)src, (void)len;
+    return reg;   /* never called either */
 }
 #endif

@@ -221,6 +221,8 @@ typedef struct capi_run {
     unsigned char *src, *dst;   /* both registered, `span` bytes each */
     size_t span;
     size_t size;                /* of the objects measured now */
+    int ref;                    /* time a memcpy after each put and get */
+    bench_budget copy;          /* those memcpys */
 } capi_run;
 
 /* Like the memcpy reference, transfers rotate over COLD_SPAN of local
@@ -231,6 +233,31 @@ static size_t capi_slots(const capi_run *r) {
     return n < 2 ? 2 : n > 128 ? 128 : n;
 }
 
+/* The memcpy reference timed alternately with the transfers (r->ref):
+ * the same size between the same two spans, slots half a rotation away
+ * from the transfer's, so the copies meet memory neither they nor the
+ * transfers left in cache, and the load of a shared machine falls on
+ * both sides alike (memcpy runs before and after a row met other
+ * moments' loads: 9 to 19 GB/s within minutes here). */
+static void capi_ref_copy(capi_run *r, uint64_t round) {
+    size_t slots = capi_slots(r), half = slots / 2;
+    unsigned char *to = r->dst + (((size_t)round * 7 + 3 + half) % slots) * r->size;
+    const unsigned char *from = r->src + (((size_t)round + half) % slots) * r->size;
+    uint64_t t0 = mono_us();
+    memcpy(to, from, r->size);
+    bench_budget_add(&r->copy, mono_us() - t0);
+}
+
+static void capi_ref_begin(capi_run *r) { bench_budget_init(&r->copy, 0, UINT64_MAX, 0); }
+
+static void capi_ref_result(const capi_run *r, const char *op) {
+    char sz[32], name[64];
+    if (!r->ref || !r->copy.rounds) return;
+    bench_size_name(r->size, sz, sizeof sz);
+    snprintf(name, sizeof name, "memcpy_%s.%s", op, sz);
+    bench_result(name, bench_gbps((double)r->size * (double)r->copy.rounds, r->copy.spent_us), "GB/s");
+}
+
 /* Timed puts of fresh keys, each removed afterwards (untimed) so the
  * segment never fills however long the budget. */
 static void capi_put(capi_run *r, const char *name) {
@@ -238,6 +265,7 @@ static void capi_put(capi_run *r, const char *name) {
     char key[96];
     /* At most 512 MiB put per size: removed extents may be held a while. */
     bench_budget_init(&b, 3, ((size_t)512 << 20) / r->size, bench_seconds());
+    capi_ref_begin(r);
     while (bench_budget_more(&b)) {
         int n = make_key(key, sizeof key, "put", r->size, (size_t)b.rounds);
         unsigned char *from = r->src + ((size_t)b.rounds % capi_slots(r)) * r->size;
@@ -250,8 +278,10 @@ static void capi_put(capi_run *r, const char *name) {
         }
         bench_budget_add(&b, us);
         r->api->remove(r->c, key, (size_t)n);
+        if (r->ref) capi_ref_copy(r, b.rounds);
     }
     bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
+    capi_ref_result(r, "put");
 }
 
 /* One object per slot put, then timed gets rotating over them and over
@@ -269,6 +299,7 @@ static void capi_get(capi_run *r, const char *name, const char *lat_name) {
     }
     bench_budget b;
     bench_budget_init(&b, 3, 5000, bench_seconds());
+    capi_ref_begin(r);
     while (bench_budget_more(&b)) {
         size_t i = (size_t)b.rounds % slots, got = 0;
         unsigned char *to = r->dst + (((size_t)b.rounds * 7 + 3) % slots) * r->size;
@@ -285,10 +316,12 @@ static void capi_get(capi_run *r, const char *name, const char *lat_name) {
         }
         lat[b.rounds] = us;
         bench_budget_add(&b, us);
+        if (r->ref) capi_ref_copy(r, b.rounds);
     }
     if (!bench_budget_more(&b)) {
         bench_result(name, bench_gbps((double)r->size * (double)b.rounds, b.spent_us), "GB/s");
         bench_result(lat_name, (double)bench_percentile(lat, (size_t)b.rounds, 50), "us");
+        capi_ref_result(r, "get");
     }
 out:
     for (size_t i = 0; i < nput; i++) r->api->remove(r->c, keys[i], strlen(keys[i]));
@@ -326,7 +359,9 @@ static void bench_moonkv(const mkv_api *api, const char *master, const char *tra
     size_t max = 0;
     for (int i = 0; i < nsizes; i++)
         if (bench_size_arg(sizes[i]) > max) max = bench_size_arg(sizes[i]);
-    capi_run r = {.api = api, .span = COLD_SPAN / 2 > 2 * max ? COLD_SPAN / 2 : 2 * max};
+    /* The one-copy-thread rows race a one-thread memcpy: timed beside them. */
+    capi_run r = {.api = api, .span = COLD_SPAN / 2 > 2 * max ? COLD_SPAN / 2 : 2 * max,
+                  .ref = !strcmp(transport, "shm-1t")};
     r.c = api_connect(api, master, transport, "capi.connect");
     if (!r.c) return;
     r.src = bench_buffer(r.span, 4);
@@ -419,9 +454,22 @@ static void kv_warm(kv_run *k) {
     kv_remove_all(k);
 }
 
-/* Seconds for one batch put then one batch get of every block. */
-static int kv_batch(kv_run *k) {
-    kv_keys(k, "kvb");
+/* The rounds of the batch and of its reference, alternating, so a load
+ * swing on the shared machine meets both alike; each reports its median
+ * round (microseconds per direction). */
+#define KV_ROUNDS 3
+
+typedef struct kv_times {
+    uint64_t put_us[KV_ROUNDS], get_us[KV_ROUNDS];
+    int n;
+} kv_times;
+
+/* One batch put then one batch get of every block (keys of this round);
+ * -1 after a SKIP line. */
+static int kv_batch(kv_run *k, int round, kv_times *t) {
+    char kind[16];
+    snprintf(kind, sizeof kind, "kvb%d", round);
+    kv_keys(k, kind);
     for (size_t i = 0; i < k->blocks; i++) {
         k->objs[i].buf = k->src + i * k->bsize;
         k->objs[i].len = k->bsize;
@@ -437,55 +485,76 @@ static int kv_batch(kv_run *k) {
         k->objs[i].buf = k->dst + i * k->bsize;
         k->objs[i].len = k->bsize;
     }
+    memset(k->dst, 0, k->blocks * k->bsize);   /* untimed: a stale round must not pass the check */
     t0 = mono_us();
     rc = k->api->get_batch(k->c, k->objs, k->blocks);
     uint64_t get_us = mono_us() - t0;
-    double total = (double)k->blocks * (double)k->bsize;
-    bench_result("batch_put_s", (double)put_us / 1e6, "s");
-    bench_result("batch_put_gbps", bench_gbps(total, put_us), "GB/s");
-    if (kv_batch_failed(k, rc, "batch_get_s", "mkv_get_batch") == 0) {
-        if (memcmp(k->src, k->dst, k->blocks * k->bsize) != 0)
-            bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
-        else {
-            bench_result("batch_get_s", (double)get_us / 1e6, "s");
-            bench_result("batch_get_gbps", bench_gbps(total, get_us), "GB/s");
-        }
+    int bad = kv_batch_failed(k, rc, "batch_get_s", "mkv_get_batch");
+    if (!bad && memcmp(k->src, k->dst, k->blocks * k->bsize) != 0) {
+        bench_skip("batch_get_s", "mkv_get_batch returned different bytes than were put");
+        bad = -1;
     }
     kv_remove_all(k);
+    if (bad) return -1;
+    t->put_us[t->n] = put_us;
+    t->get_us[t->n++] = get_us;
     return 0;
 }
 
 /* The transport's bound for the batch: the same bytes as one object, one
- * put and one get, best of three (one_put_gbps, one_get_gbps). */
-static void kv_one_transfer(kv_run *k) {
+ * put and one get; -1 after a SKIP line. */
+static int kv_one_transfer(kv_run *k, int round, kv_times *t) {
     char key[96];
-    size_t total = k->blocks * k->bsize;
-    uint64_t best_put = 0, best_get = 0;
-    for (int round = 0; round < 3; round++) {
-        int n = make_key(key, sizeof key, "kv1", total, (size_t)round);
-        uint64_t t0 = mono_us();
-        int rc = k->api->put(k->c, key, (size_t)n, k->src, total, 1);
-        uint64_t put_us = mono_us() - t0;
-        if (rc != MKV_OK) {
-            bench_skip("one_put_gbps", "put of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
-                       k->api->last_error(k->c));
-            return;
-        }
-        size_t got = 0;
-        t0 = mono_us();
-        rc = k->api->get(k->c, key, (size_t)n, k->dst, total, &got);
-        uint64_t get_us = mono_us() - t0;
-        k->api->remove(k->c, key, (size_t)n);
-        if (rc != MKV_OK || got != total) {
-            bench_skip("one_put_gbps", "get of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
-                       k->api->last_error(k->c));
-            return;
-        }
-        if (!best_put || put_us < best_put) best_put = put_us;
-        if (!best_get || get_us < best_get) best_get = get_us;
+    size_t total = k->blocks * k->bsize, got = 0;
+    int n = make_key(key, sizeof key, "kv1", total, (size_t)round);
+    uint64_t t0 = mono_us();
+    int rc = k->api->put(k->c, key, (size_t)n, k->src, total, 1);
+    uint64_t put_us = mono_us() - t0;
+    if (rc != MKV_OK) {
+        bench_skip("one_put_gbps", "put of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                   k->api->last_error(k->c));
+        return -1;
     }
-    bench_result("one_put_gbps", bench_gbps((double)total, best_put), "GB/s");
-    bench_result("one_get_gbps", bench_gbps((double)total, best_get), "GB/s");
+    memset(k->dst, 0, total);   /* as before the batch get: the same cache state */
+    t0 = mono_us();
+    rc = k->api->get(k->c, key, (size_t)n, k->dst, total, &got);
+    uint64_t get_us = mono_us() - t0;
+    k->api->remove(k->c, key, (size_t)n);
+    if (rc != MKV_OK || got != total) {
+        bench_skip("one_put_gbps", "get of one %zu-byte object: %s (%s)", total, k->api->strerror(rc),
+                   k->api->last_error(k->c));
+        return -1;
+    }
+    t->put_us[t->n] = put_us;
+    t->get_us[t->n++] = get_us;
+    return 0;
+}
+
+static uint64_t kv_median(uint64_t *us, int n) {
+    qsort(us, (size_t)n, sizeof *us, bench_cmp_u64);
+    return us[n / 2];
+}
+
+/* Batch and one-transfer rounds in turn, then their medians: batch_put_s,
+ * batch_get_s and the rates of both (batch_*_gbps, one_*_gbps). */
+static int kv_rounds(kv_run *k) {
+    kv_times batch = {0}, one = {0};
+    int one_ok = 1;
+    for (int r = 0; r < KV_ROUNDS; r++) {
+        if (kv_batch(k, r, &batch) != 0) return -1;
+        if (one_ok && kv_one_transfer(k, r, &one) != 0) one_ok = 0;
+    }
+    double total = (double)k->blocks * (double)k->bsize;
+    uint64_t put_us = kv_median(batch.put_us, batch.n), get_us = kv_median(batch.get_us, batch.n);
+    bench_result("batch_put_s", (double)put_us / 1e6, "s");
+    bench_result("batch_put_gbps", bench_gbps(total, put_us), "GB/s");
+    bench_result("batch_get_s", (double)get_us / 1e6, "s");
+    bench_result("batch_get_gbps", bench_gbps(total, get_us), "GB/s");
+    if (one_ok) {
+        bench_result("one_put_gbps", bench_gbps(total, kv_median(one.put_us, one.n)), "GB/s");
+        bench_result("one_get_gbps", bench_gbps(total, kv_median(one.get_us, one.n)), "GB/s");
+    }
+    return 0;
 }
 
 /* Seconds for the same blocks one call at a time, and get latencies. */
@@ -542,9 +611,8 @@ static void bench_kvcache(const mkv_api *api, const char *master, const char *tr
     if (api->register_buffer(k.c, k.src, blocks * bsize) != MKV_OK ||
         api->register_buffer(k.c, k.dst, blocks * bsize) != MKV_OK)
         bench_skip("batch_put_s", "mkv_register_buffer: %s", api->last_error(k.c));
-    else if (bench_warm_up(api, k.c, k.src, blocks * bsize), kv_warm(&k), kv_batch(&k) == 0) {
+    else if (bench_warm_up(api, k.c, k.src, blocks * bsize), kv_warm(&k), kv_rounds(&k) == 0) {
         kv_loop(&k);
-        kv_one_transfer(&k);
         bench_ping(master, "ping_us");
     }
     api->close(k.c);

@@ -3,7 +3,9 @@
 # Sourced by run.sh.
 #
 # Names: capi.<layout>.<transport>.{put,get,get_p50_us}.<size> (layout
-# 1node or striped), capi.<layout>.<transport>.ping_us, capi.ref.{memcpy,
+# 1node or striped), capi.<layout>.<transport>.ping_us,
+# capi.1node.shm-1t.memcpy_{put,get}.<size> (memcpys timed alternately
+# with those puts and gets), capi.ref.{memcpy,
 # memcpy_us,redis.set,redis.get}.<size> (memcpy between buffers not in
 # cache), capi.ref.iperf3, kv.<transport>.*, meta.{single,batch}.
 
@@ -70,14 +72,11 @@ step_capi() {
   capi_layout 1node 1 2GB "$sizes"
   capi_layout striped "$STRIPE_NODES" 1GB "$sizes" --stripe-width "$STRIPE_NODES" --stripe-threshold 1MB
   # The same shm path with one copying thread (mkv_options.copy_threads
-  # = 1), so it races a single-threaded memcpy on equal terms, measured
-  # right before and right after it (the faster of the two: the memory's
-  # speed drifts on a shared machine, so the step's first memcpy may have
-  # met another moment's load).
-  "$BENCH_BIN/bench_client" memcpy 4MiB 64MiB 2>>"$WORK/run.log" | meas_import capi.ref.before.
+  # = 1), so it races a single-threaded memcpy on equal terms: one timed
+  # after each put and each get in the same process, between the same
+  # cold buffers (memcpy_put, memcpy_get), so a load swing on the shared
+  # machine meets both sides of the ratio alike.
   CAPI_TRANSPORTS=shm-1t capi_layout 1node 1 2GB "4MiB 64MiB"
-  "$BENCH_BIN/bench_client" memcpy 4MiB 64MiB 2>>"$WORK/run.log" | meas_import capi.ref.after.
-  for s in 4MiB 64MiB; do capi_memcpy_near "$s"; done
 
   for s in $names; do
     local tgt=-; case $s in 1MiB|4MiB) tgt=0.9;; esac
@@ -88,10 +87,10 @@ step_capi() {
     row "libmoonkv get $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.get.$s" capi.ref.iperf3 - GB/s
     row "libmoonkv put $s tcp, striped over $STRIPE_NODES nodes vs iperf3" "capi.striped.tcp.put.$s" capi.ref.iperf3 - GB/s
     case $s in 4MiB|64MiB)
-      row "libmoonkv get $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache, faster of before/after)" \
-        "capi.1node.shm-1t.get.$s" "capi.ref.near.memcpy.$s" 0.8 GB/s
-      row "libmoonkv put $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache, faster of before/after)" \
-        "capi.1node.shm-1t.put.$s" "capi.ref.near.memcpy.$s" 0.8 GB/s;;
+      row "libmoonkv get $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache, timed alternately with the gets)" \
+        "capi.1node.shm-1t.get.$s" "capi.1node.shm-1t.memcpy_get.$s" 0.8 GB/s
+      row "libmoonkv put $s shm, 1 node, 1 copy thread vs memcpy (1 thread, not in cache, timed alternately with the puts)" \
+        "capi.1node.shm-1t.put.$s" "capi.1node.shm-1t.memcpy_put.$s" 0.8 GB/s;;
     esac
     row "libmoonkv get $s shm, 1 node, copy helpers (default) vs 1-thread memcpy" "capi.1node.shm.get.$s" "capi.ref.memcpy.$s" - GB/s
     row "libmoonkv put $s shm, 1 node, copy helpers (default) vs 1-thread memcpy" "capi.1node.shm.put.$s" "capi.ref.memcpy.$s" - GB/s
@@ -105,16 +104,6 @@ step_capi() {
     plot_point "iperf3 loopback" "$bytes" "$(meas_get capi.ref.iperf3)"
   done
   capi_latency_row 1MiB
-}
-
-# capi.ref.near.memcpy.SIZE: the faster of the memcpy runs just before
-# and just after the one-thread shm rows.
-capi_memcpy_near() {
-  local s=$1 a b
-  a=$(meas_get "capi.ref.before.memcpy.$s"); b=$(meas_get "capi.ref.after.memcpy.$s")
-  if [ -n "$a$b" ]; then
-    meas "capi.ref.near.memcpy.$s" "$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { print (a > b ? a : b) }')" GB/s
-  else meas_skip "capi.ref.near.memcpy.$s" "memcpy not measured"; fi
 }
 
 # A get's latency against its floor: the copy (memcpy of the size, not in
@@ -157,10 +146,10 @@ step_kvcache() {
     row "KV-cache get $blocks x 256 KiB ($t): batch vs loop, wall-clock" "kv.$t.batch_get_s" "kv.$t.loop_get_s" 5 s
     row "Python batch_get_into $blocks x 256 KiB ($t) vs C mkv_get_batch" \
       "kv.$t.py_batch_get_s" "kv.$t.batch_get_s" 0.9 s
-    row "KV-cache put batch ($t) vs one transfer of the same bytes" "kv.$t.batch_put_gbps" \
-      "kv.$t.one_put_gbps" 0.8 GB/s
-    row "KV-cache get batch ($t) vs one transfer of the same bytes" "kv.$t.batch_get_gbps" \
-      "kv.$t.one_get_gbps" 0.8 GB/s
+    row "KV-cache put batch ($t) vs one transfer of the same bytes (medians of 3 alternating rounds)" \
+      "kv.$t.batch_put_gbps" "kv.$t.one_put_gbps" 0.8 GB/s
+    row "KV-cache get batch ($t) vs one transfer of the same bytes (medians of 3 alternating rounds)" \
+      "kv.$t.batch_get_gbps" "kv.$t.one_get_gbps" 0.8 GB/s
     row_plain "PING round trip to the master (kv run, $t)" "kv.$t.ping_us" us
     row "single 256 KiB get latency p50 ($t) vs PING" "kv.$t.get_p50_us" "kv.$t.ping_us" - us
     row "single 256 KiB get latency p99 ($t) vs PING" "kv.$t.get_p99_us" "kv.$t.ping_us" - us

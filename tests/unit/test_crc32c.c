@@ -125,7 +125,9 @@ static void test_parallel_equals_serial(void) {
 
 /* The fused copy gives the bytes and the checksum that a copy followed
  * by crc32c would, for lengths around every block boundary of the
- * 3-stream loop and every source/destination alignment. */
+ * 3-stream loop and every source/destination alignment, including the
+ * streamed copies of 256 KiB and more (a plain head up to the
+ * destination's 64-byte line, a tail after the last whole fold round). */
 static void test_copy_fused(void) {
     size_t n = (1u << 20) + 64;
     uint8_t *src = malloc(n), *dst = malloc(n + 64);
@@ -133,7 +135,7 @@ static void test_copy_fused(void) {
     fill(src, n);
     static const size_t lens[] = {0, 1, 7, 8, 15, 16, 63, 64, 65, 1023, 1024, 1025, 1279, 1280, 4095, 4096,
                                   12287, 12288, 12289, 12288 + 63, 24576, 24576 + 9, 36864 - 1, 100000,
-                                  1u << 20};
+                                  (256u << 10) - 1, 256u << 10, (256u << 10) + 255, 300001, 1u << 20};
     int bad = 0;
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
         for (size_t sa = 0; sa < 16; sa += 5)
