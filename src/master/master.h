@@ -56,6 +56,7 @@ typedef struct master_rebuild {
     int again;             /* a node finished reporting during a build: build its reports next */
     const char *why;       /* what closed the window (a literal) */
     loop_wake *build_wake;   /* runs the next slice (a timer would sleep the loop 1 ms first) */
+    uint64_t joins_held;   /* registrations without a claim told to wait (TRYAGAIN) */
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
     uint64_t table_ms;     /* of it, spent building the table from the reports */
@@ -88,6 +89,8 @@ typedef struct master {
     master_ha *ha;                     /* --etcd: leadership; NULL: the only master */
     uint64_t terms_dropped;            /* lost terms whose metadata was dropped */
     uint64_t incarnation;              /* without etcd, the term: start ms << 10 | random */
+    uint64_t term_start_ms;            /* mono ms this master started or was elected */
+    uint64_t elections_seen;           /* ha_view.elections_won when term_start_ms was set */
     put_wait *waits;                   /* puts waiting for quarantined space */
     uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
@@ -115,6 +118,11 @@ enum { MASTER_REG_KEEP = 0, MASTER_REG_REPORT = 1, MASTER_REG_FORGET = 2 };
 /* A node registered: MASTER_REG_*. A node claiming an id this master did
  * not know must report, and opens the rebuild window. */
 int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind);
+/* A node that claims no id (a new one) waits with -TRYAGAIN while nodes
+ * of the cluster's past may still claim theirs: for rejoin_grace_ms
+ * after this master started or was elected, and while the window is
+ * open (1: replied). Else it could get an id an old node still holds. */
+int master_rebuild_holds_join(client *c, uint32_t claim_id);
 /* While the window is open, refuse a put with -TRYAGAIN (1: replied). */
 int master_rebuild_refuses(client *c);
 /* 1 while the window is open or the table is being built from it. */

@@ -217,7 +217,8 @@ static void register_command(client *c) {
     const char *ptrs[TE_MAX_PATHS];
     int naddrs;
     mm_node_claim claim = {0};
-    if (register_addrs(c, &naddrs, addrs, ptrs) != 0 || register_options(c, 3 + naddrs, &claim) != 0)
+    if (register_addrs(c, &naddrs, addrs, ptrs) != 0 || register_options(c, 3 + naddrs, &claim) != 0 ||
+        master_rebuild_holds_join(c, claim.id))
         return;
     char err[PROTO_ERR_LEN];
     uint32_t id;
@@ -230,7 +231,9 @@ static void register_command(client *c) {
     }
     cs->node = id;
     mm_node_get(meta_of(c), id)->conn_id = c->id;
-    int report = master_rebuild_joined(master_of(c), id, kind);
+    /* A claimed id that went to another node: we know nothing it held. */
+    int report = claim.id && kind == MM_REG_NEW ? MASTER_REG_FORGET
+                                                : master_rebuild_joined(master_of(c), id, kind);
     char key[2 * TE_CAP_KEY_LEN + 1];
     hex_encode(master_of(c)->cap_key, TE_CAP_KEY_LEN, key);
     reply_array(c, 5);

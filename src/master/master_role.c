@@ -46,6 +46,7 @@ master *master_create(server *srv) {
     uint16_t salt = 0;
     (void)random_bytes(&salt, sizeof salt);
     m->incarnation = (wall_ms() << 10) | (salt & 1023u);
+    m->term_start_ms = mono_ms();
     mm_config mc = meta_config(&srv->cfg);
     m->meta = mm_create(&mc);
     m->default_replicas = srv->cfg.replicas > 0 ? (uint32_t)srv->cfg.replicas : 1;
@@ -121,11 +122,17 @@ void master_leader_info(master *m, resp_buf *out) {
     info_field(out, "ha_leadership_lost", "%llu", (unsigned long long)v->leadership_lost);
 }
 
-/* A leader that lost its term forgets what it placed: if it leads again,
- * nodes register afresh and nothing stale is handed out. */
+/* A new term starts the rejoin grace: the nodes of the last leader claim
+ * their ids before new nodes get any. A leader that lost its term forgets
+ * what it placed: if it leads again, nodes register afresh and nothing
+ * stale is handed out. */
 static void leadership_changed(event_loop *el, void *data) {
     master *m = data;
     const ha_view *v = master_ha_view(m->ha);
+    if (v->elections_won != m->elections_seen) {
+        m->elections_seen = v->elections_won;
+        m->term_start_ms = mono_ms();
+    }
     if (v->leadership_lost == m->terms_dropped) return;
     m->terms_dropped = v->leadership_lost;
     log_notice("master: standing down: dropping the metadata of the lost term");

@@ -99,11 +99,15 @@ static mm_reg_kind claim_kind(const mm_node *n, const mm_node_claim *claim) {
     return MM_REG_NEW;
 }
 
+void mm_node_id_taken(master_meta *m, uint32_t id) {
+    if (id > m->id_floor) m->id_floor = id;
+}
+
 /* The id a registration gets, and how. */
 static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t now_ms,
                             uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
-    if (claim->seen_max > m->id_floor) m->id_floor = claim->seen_max;
-    if (claim->id > m->id_floor) m->id_floor = claim->id;
+    mm_node_id_taken(m, claim->seen_max);
+    mm_node_id_taken(m, claim->id);
     *kind = claim_kind(mm_node_get(m, claim->id), claim);
     if (*kind != MM_REG_NEW) {
         *id = claim->id;

@@ -168,6 +168,9 @@ typedef enum mm_reg_kind {
 proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uint64_t segment_size,
                                  const char *const *addrs, int naddrs, uint64_t now_ms,
                                  uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen);
+/* A node of the cluster's past holds id (a claimant named it): new nodes
+ * get ids above it. */
+void mm_node_id_taken(master_meta *m, uint32_t id);
 /* Notes for node id from sequence number ack on (the ones before are
  * acknowledged and freed): up to max into out, valid until the next
  * call; *next_seq is the number to acknowledge them with. */

@@ -208,6 +208,29 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
     return MASTER_REG_REPORT;
 }
 
+/* How long a new node should still wait (0: not at all). Live nodes of
+ * the past try to join every PROTO_REJOIN_MS, so within the grace one
+ * claims; its window then lasts until every member it knew reported,
+ * and the ids they hold are known (mm_node_id_taken). */
+static uint64_t join_hold_ms(const master *m) {
+    const master_rebuild *rb = &m->rebuild;
+    uint64_t now = mono_ms();
+    if (rb->state == REBUILD_COLLECTING) return rb->deadline_ms > now ? rb->deadline_ms - now : 1;
+    if (rb->state != REBUILD_NONE) return 0;
+    uint64_t end = m->term_start_ms + (uint64_t)m->srv->cfg.rejoin_grace_ms;
+    return end > now ? end - now : 0;
+}
+
+int master_rebuild_holds_join(client *c, uint32_t claim_id) {
+    master *m = master_of(c);
+    uint64_t left = claim_id ? 0 : join_hold_ms(m);
+    if (!left) return 0;
+    m->rebuild.joins_held++;
+    master_reply_fail(c, PROTO_TRYAGAIN, "nodes of the cluster may still claim their ids: "
+                      "register within %llu ms", (unsigned long long)left);
+    return 1;
+}
+
 int master_rebuild_busy(const master *m) {
     return m->rebuild.state == REBUILD_COLLECTING || m->rebuild.state == REBUILD_BUILDING;
 }
@@ -243,6 +266,7 @@ void master_rebuild_info(master *m, resp_buf *out) {
     info_field(out, "rebuild_ms", "%llu",
                (unsigned long long)(rb->state == REBUILD_NONE ? 0 : end - rb->opened_ms));
     info_field(out, "rebuild_table_ms", "%llu", (unsigned long long)rb->table_ms);
+    info_field(out, "rebuild_joins_held", "%llu", (unsigned long long)rb->joins_held);
     info_field(out, "rebuild_nodes_reported", "%llu", (unsigned long long)rb->nodes_reported);
     info_field(out, "rebuild_reports", "%llu", (unsigned long long)rb->reports_total);
     info_field(out, "rebuild_recovered", "%llu", (unsigned long long)rb->recovered);
@@ -395,6 +419,7 @@ static void reportdone_command(client *c) {
     for (int i = 1; i < c->argc; i++) {
         master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer);
         expect(rb, (uint32_t)peer, 0);
+        mm_node_id_taken(m->meta, (uint32_t)peer);
     }
     if (all_reported(rb)) finish(m, "every node reported");
 }

@@ -29,9 +29,9 @@
  * a sanitizer build) rather than quick to re-register. */
 #define CTL_IO_TIMEOUT_MS   5000
 #define CTL_RETRY_MIN_MS    100    /* between attempts to join, doubling */
-/* Capped low: after a master restart every node should be back (and
- * reporting) well within the master's rebuild window. */
-#define CTL_RETRY_MAX_MS    1000
+/* Capped low: after a master restart every node should claim its id
+ * back within the master's rejoin grace (new nodes wait for it). */
+#define CTL_RETRY_MAX_MS    PROTO_REJOIN_MS
 #define CTL_ETCD_RETRY_MS   100    /* with etcd: a new leader is expected within a lease */
 #define CTL_ETCD_TIMEOUT_MS 1000
 #define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
@@ -337,7 +337,8 @@ static int report_index(node_control *c) {
 
 /* ---- registration ---- */
 
-/* CHALLENGE, REGISTER; on success the data plane serves as the new id. */
+/* CHALLENGE, REGISTER; on success (0) the data plane serves as the new
+ * id. 1: the master asks us to try again shortly, -1: it failed. */
 static int do_register(node_control *c) {
     node *n = c->n;
     /* Write grants the master made before we asked are not ours to honour. */
@@ -385,11 +386,16 @@ static int do_register(node_control *c) {
              reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX) &&
              reply_int_in(r->element[4], 0, 2);
     if (!ok) {
-        log_warning("node: registration refused: %s",
-                    r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
+        /* TRYAGAIN: a restarted master lets the cluster's old nodes claim
+         * their ids before it names new ones. */
+        int held = r->type == REDIS_REPLY_ERROR &&
+                   proto_status_of_reply(r->str, r->len) == PROTO_TRYAGAIN;
+        if (held) log_info("node: not registered yet: %s", r->str);
+        else log_warning("node: registration refused: %s",
+                         r->type == REDIS_REPLY_ERROR ? r->str : "malformed reply");
         freeReplyObject(r);
         disconnect(c);
-        return -1;
+        return held ? 1 : -1;
     }
     uint32_t id = (uint32_t)r->element[0]->integer;
     uint64_t term = (uint64_t)r->element[3]->integer;
@@ -625,7 +631,12 @@ static void *control_main(void *arg) {
         if (!c->rc) {
             set_phase(c, NODE_JOINING);
             if (leaving) break;   /* nobody to hand our objects to */
-            if (master_connect(c) != 0 || do_register(c) != 0) {
+            int rc = master_connect(c) == 0 ? do_register(c) : -1;
+            if (rc > 0) {   /* held: the master expects us soon */
+                wait_ms(c, CTL_RETRY_MIN_MS);
+                continue;
+            }
+            if (rc < 0) {
                 wait_ms(c, retry_ms);
                 retry_ms = retry_ms * 2 < CTL_RETRY_MAX_MS ? retry_ms * 2 : CTL_RETRY_MAX_MS;
                 if (c->etcd) retry_ms = CTL_ETCD_RETRY_MS;

@@ -16,6 +16,10 @@
 #define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
 #define PROTO_MAX_TASKS     16      /* copy tasks per MOON.HEARTBEAT reply */
 #define PROTO_MAX_SUSPECTS  16      /* node ids per MOON.SUSPECT */
+/* A node without a master tries to join at least this often, so a
+ * restarted master hears every live node of its past within it (the
+ * master's rejoin_grace_ms is a few of these). */
+#define PROTO_REJOIN_MS     500
 #define PROTO_NONCE_LEN     16      /* MOON.CHALLENGE's nonce */
 #define PROTO_PROOF_LEN     16      /* MOON.REGISTER's proof (sent as 32 hex digits) */
 #define PROTO_MAX_SEGMENT   (1ULL << 50)   /* bytes of a node's segment, and so of any offset */

@@ -99,6 +99,9 @@ static const config_row config_table[] = {
     {"put_stall_ms", CT_INT, OFF(put_stall_ms), 10, 3600000, NULL,
      "a put idle this long yields its space to a put that needs it"},
     {"lease_ms", CT_INT, OFF(lease_ms), 100, 3600000, NULL, "read lease length"},
+    {"rejoin_grace_ms", CT_INT, OFF(rejoin_grace_ms), 0, 3600000, NULL,
+     "master: a node claiming no id waits this long after the master starts or is elected, "
+     "so the cluster's nodes claim theirs first (0: no wait)"},
     {"put_wait_ms", CT_INT, OFF(put_wait_ms), 0, 60000, NULL,
      "a put that finds no room waits this long for quarantined space (0: NOSPACE at once)"},
     {"stripe_threshold", CT_SIZE, OFF(stripe_threshold), KB, 16 * TB, NULL, "objects above this are striped"},
@@ -148,6 +151,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->put_stall_ms = 200;
     cfg->lease_ms = 10000;
     cfg->put_wait_ms = 1000;
+    cfg->rejoin_grace_ms = 1500;   /* 3 of a node's join attempts (PROTO_REJOIN_MS) */
     cfg->stripe_threshold = 4 * MB;
     cfg->slice_size = 1 * MB;
     cfg->stripe_width = 2;

@@ -47,6 +47,7 @@ typedef struct mkv_config {
     int node_id;                        /* node: the id to claim from the master, 0 = any */
     int heartbeat_ms, node_timeout_ms, put_timeout_ms, lease_ms;
     int put_wait_ms;                    /* master: bound on a put's wait for quarantined space */
+    int rejoin_grace_ms;                /* master: new nodes wait for old ones to claim ids */
     /* A value streaming into a store: after put_timeout_ms without bytes,
      * or older than that and slower than put_min_rate, it is dropped; idle
      * put_stall_ms, its space goes to a put that needs it. */

@@ -40,6 +40,8 @@ static void test_clean_shutdown(void) { ASSERT_EQ(clean_exit, 0); }
 
 static redisContext *connect_master(void) { return h_redis_ms("127.0.0.1", port, 2000); }
 
+static const char *rejoin_grace_ms = "1500";   /* the next master's */
+
 /* Start a master with the given timeouts; 0 once it answers PING. */
 static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     static int next = 0;
@@ -63,6 +65,8 @@ static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     static const char *const fixed[] = {"--heartbeat-ms", "50", "--stripe-threshold", "4KB",
                                         "--slice-size", "4KB", "--stripe-width", "2", NULL};
     h_argv(&a, fixed);
+    h_arg(&a, "--rejoin-grace-ms");
+    h_arg(&a, rejoin_grace_ms);
     master_pid = h_start(a.v, port, "/dev/null", NULL, 5000);
     return master_pid > 0 ? 0 : -1;
 }
@@ -89,20 +93,44 @@ static void hex(const uint8_t *p, size_t n, char *out) {
     for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", p[i]);
 }
 
-/* Challenge, prove the secret, register a segment on n's connection. */
-static int node_register(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
+/* Challenge, prove the secret, MOON.REGISTER a segment on n's
+ * connection, claiming id unless it is 0 (as process instance, 16 hex
+ * digits, unless NULL): the reply. */
+static redisReply *register_as(fake_node *n, const char *secret, unsigned long long seg, const char *addr,
+                               unsigned id, const char *instance) {
     redisReply *r = redisCommand(n->c, "MOON.CHALLENGE");
     if (!r || r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
         freeReplyObject(r);
-        return -1;
+        return NULL;
     }
     uint8_t key[16], proof[16];
-    char proof_hex[33];
+    char proof_hex[33], segs[24], ids[16];
     proto_reg_key(secret, key);
     proto_reg_proof(key, (const uint8_t *)r->str, proof);
     freeReplyObject(r);
     hex(proof, 16, proof_hex);
-    r = redisCommand(n->c, "MOON.REGISTER %s %llu %s", proof_hex, seg, addr);
+    snprintf(segs, sizeof segs, "%llu", seg);
+    snprintf(ids, sizeof ids, "%u", id);
+    const char *argv[8] = {"MOON.REGISTER", proof_hex, segs, addr};
+    int argc = 4;
+    if (id) argv[argc++] = "ID", argv[argc++] = ids;
+    if (instance) argv[argc++] = "INSTANCE", argv[argc++] = instance;
+    return redisCommandArgv(n->c, argc, argv, NULL);
+}
+
+static int is_error(const redisReply *r, const char *prefix) {
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+/* Register as a new node; a master just started holds new nodes for its
+ * rejoin grace (TRYAGAIN): retry as a node does, bounded. */
+static int node_register(fake_node *n, const char *secret, unsigned long long seg, const char *addr) {
+    redisReply *r;
+    uint64_t end = mono_ms() + 10000;
+    while (is_error(r = register_as(n, secret, seg, addr, 0, NULL), "TRYAGAIN") && mono_ms() < end) {
+        freeReplyObject(r);
+        sleep_ms(50);
+    }
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
              r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 32 &&
              r->element[3]->type == REDIS_REPLY_INTEGER && r->element[3]->integer > 0;
@@ -128,10 +156,6 @@ static void node_leave(fake_node *n) {
 
 static redisReply *heartbeat(fake_node *n) {
     return redisCommand(n->c, "MOON.HEARTBEAT %lld 0", n->id);
-}
-
-static int is_error(const redisReply *r, const char *prefix) {
-    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
 }
 
 /* A [node, off, len, cap] element whose cap is genuine for the op. */
@@ -627,6 +651,56 @@ static void test_put_waits_for_held_space(void) {
     node_leave(&n);
 }
 
+/* A reply [id, key, heartbeat, term, index]: the id, if index is as wanted. */
+static long long registered_id(const redisReply *r, long long index) {
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 5 && r->element[4]->integer == index;
+    return ok ? r->element[0]->integer : -1;
+}
+
+/* On a master just started, a node that claims no id waits (TRYAGAIN)
+ * until the nodes of the cluster's past have claimed theirs and reported:
+ * it then gets an id above every one they hold or named, never one of
+ * theirs. A node claiming an id that went to another is told to forget
+ * what it holds. */
+static void test_new_nodes_wait_for_old_claims(void) {
+    fake_node fresh = {0}, old = {0}, late = {0};
+    fresh.c = connect_master(), old.c = connect_master(), late.c = connect_master();
+    ASSERT(fresh.c && old.c && late.c);
+    redisReply *r = register_as(&fresh, SECRET, 1 << 20, "127.0.0.1:7101", 0, NULL);
+    ASSERT(is_error(r, "TRYAGAIN"));
+    freeReplyObject(r);
+    /* an old node claims id 7: it reports (index 1), the window opens */
+    r = register_as(&old, SECRET, 1 << 20, "127.0.0.1:7107", 7, "00000000000000a7");
+    ASSERT_EQ(registered_id(r, 1), 7);
+    freeReplyObject(r);
+    r = register_as(&fresh, SECRET, 1 << 20, "127.0.0.1:7101", 0, NULL);
+    ASSERT(is_error(r, "TRYAGAIN"));
+    freeReplyObject(r);
+    /* it knew node 9 as a member: 9 may come back and claim it */
+    ASSERT(h_command_is(old.c, not_error, "", "MOON.REPORTDONE 9"));
+    r = register_as(&fresh, SECRET, 1 << 20, "127.0.0.1:7101", 0, NULL);
+    ASSERT(is_error(r, "TRYAGAIN"));
+    freeReplyObject(r);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    ASSERT(h_command_is(c, not_error, "", "MOON.REBUILD"));   /* the window closes */
+    r = register_as(&fresh, SECRET, 1 << 20, "127.0.0.1:7101", 0, "00000000000000f1");
+    ASSERT_EQ(registered_id(r, 0), 10);
+    freeReplyObject(r);
+    r = redisCommand(c, "INFO cluster");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && strstr(r->str, "rebuild_joins_held:3\r\n"));
+    freeReplyObject(r);
+    /* id 10 is taken: a process that claims it from memory gets another
+     * id, and forgets (index 2) what it held as 10 */
+    r = register_as(&late, SECRET, 1 << 20, "127.0.0.1:7110", 10, "00000000000000b0");
+    ASSERT_EQ(registered_id(r, 2), 11);
+    freeReplyObject(r);
+    redisFree(c);
+    node_leave(&fresh);
+    node_leave(&old);
+    node_leave(&late);
+}
+
 int main(void) {
     h_init(55);
     if (start_master(5000, 5000, 2000) != 0) {
@@ -661,6 +735,13 @@ int main(void) {
         return 1;
     }
     RUN_TEST(test_put_timeout_and_node_death);
+    stop_master();
+    rejoin_grace_ms = "60000";   /* held for as long as the test needs */
+    if (start_master(5000, 5000, 2000) != 0) {
+        printf("not ok - restart master\n");
+        return 1;
+    }
+    RUN_TEST(test_new_nodes_wait_for_old_claims);
     /* SIGTERM and wait up to 10 s: the exit code (ASan's leak check shows here) */
     clean_exit = h_stop_status(master_pid, 10000);
     master_pid = -1;

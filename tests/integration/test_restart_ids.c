@@ -1,0 +1,190 @@
+/* test_restart_ids - a node id means one node for the cluster's life,
+ * across a master restart too (issue 13).
+ * A master restarted without etcd knows no node. If a brand-new node
+ * registers before the old nodes have claimed their ids back, it must
+ * not get one of theirs (ids would start at 1 again): the master holds
+ * new nodes for its rejoin grace, and while the old ones report.
+ * - 3 nodes hold 2,000 objects (replicas 2); they are stopped (SIGSTOP),
+ *   the master is killed (-9) and started again, a new node is started
+ *   and tries to join first; then the old nodes run again: they keep
+ *   their ids, the new node gets another, every object reads back
+ *   byte-exact and the rebuild counts them all.
+ * Ports 31850-31859. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "test.h"
+
+#define PORT_MASTER  31850
+#define PORT_NODE(i) (31852 + 2 * (i))   /* RESP; its data plane is +1 */
+#define OLD_NODES    3
+#define OBJS         2000
+#define OBJ_LEN      512
+#define BATCH        500
+#define TIME_LIMIT_S 180
+
+static pid_t master_pid, nodes[OLD_NODES + 1];
+static uint32_t old_ids[OLD_NODES];
+static char master_addr[32];
+static mkv_client *mc;
+static char *vals, *back;
+
+/* The first master starts a new cluster: nothing to wait for. The
+ * restarted one's grace is long enough for the test's steps on a loaded
+ * machine. */
+static const char *const first_flags[] = {"--replicas", "2", "--node-timeout-ms", "2000",
+                                          "--heartbeat-ms", "200", "--rejoin-grace-ms", "0", NULL};
+static const char *const restart_flags[] = {"--replicas", "2", "--node-timeout-ms", "2000",
+                                            "--heartbeat-ms", "200", "--rejoin-grace-ms", "10000",
+                                            NULL};
+
+static long long master_field(const char *field) { return h_port_info(PORT_MASTER, "cluster", field); }
+
+static long long node_field(int i, const char *field) { return h_port_info(PORT_NODE(i), "node", field); }
+
+static long long index_total(void) {
+    long long sum = 0;
+    for (int i = 0; i < OLD_NODES; i++) sum += node_field(i, "index_objects");
+    return sum;
+}
+
+static void batch_of(int b, int k, char *base, mkv_obj *objs, char (*keys)[24]) {
+    for (int i = 0; i < k; i++) {
+        snprintf(keys[i], sizeof keys[i], "id:%d", b + i);
+        objs[i] = (mkv_obj){keys[i], strlen(keys[i]), base + (size_t)i * OBJ_LEN, OBJ_LEN, 0};
+    }
+}
+
+static int put_all(void) {
+    int failed = 0;
+    for (int b = 0; b < OBJS; b += BATCH) {
+        mkv_obj objs[BATCH];
+        char keys[BATCH][24];
+        batch_of(b, BATCH, vals + (size_t)b * OBJ_LEN, objs, keys);
+        int rc = mkv_put_batch(mc, objs, BATCH, 2);
+        for (int i = 0; i < BATCH; i++) failed += rc != MKV_OK || objs[i].status != MKV_OK;
+    }
+    return failed;
+}
+
+/* Objects missing or not byte-exact. */
+static int check_all(void) {
+    int bad = 0;
+    for (int b = 0; b < OBJS; b += BATCH) {
+        mkv_obj objs[BATCH];
+        char keys[BATCH][24];
+        memset(back, 0, (size_t)BATCH * OBJ_LEN);
+        batch_of(b, BATCH, back, objs, keys);
+        int rc = mkv_get_batch(mc, objs, BATCH);
+        for (int i = 0; i < BATCH; i++) {
+            int ok = rc == MKV_OK && objs[i].status == MKV_OK && objs[i].len == OBJ_LEN &&
+                     memcmp(back + (size_t)i * OBJ_LEN, vals + (size_t)(b + i) * OBJ_LEN, OBJ_LEN) == 0;
+            if (!ok && bad++ < 3) printf("# %s: rc %d status %d\n", keys[i], rc, objs[i].status);
+        }
+    }
+    return bad;
+}
+
+static pid_t start_node(int i) {
+    h_args a = {0};
+    h_node_argv(&a, master_addr, "127.0.0.1", PORT_NODE(i), PORT_NODE(i) + 1, "32MB");
+    return h_ready(h_spawn(a.v), "127.0.0.1", PORT_NODE(i), NULL, 20000);
+}
+
+static void signal_old(int sig) {
+    for (int i = 0; i < OLD_NODES; i++) kill(nodes[i], sig);
+}
+
+/* Until the new node registered or the master told it to wait, bounded. */
+static void wait_new_node_tried(void) {
+    uint64_t end = mono_ms() + 10000;
+    while (mono_ms() < end && master_field("rebuild_joins_held") < 1 &&
+           node_field(OLD_NODES, "registrations") < 1)
+        usleep(20 * 1000);
+}
+
+static void test_new_node_after_restart_gets_a_fresh_id(void) {
+    ASSERT_EQ(put_all(), 0);
+    /* every node learns what it holds within a moment of the put's end */
+    uint64_t end = mono_ms() + 10000;
+    while (index_total() != 2LL * OBJS && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(index_total(), 2LL * OBJS);
+
+    /* the old nodes cannot come back before the new one tries */
+    signal_old(SIGSTOP);
+    h_kill(master_pid);
+    master_pid = h_start_master(PORT_MASTER, restart_flags);
+    ASSERT(master_pid > 0);
+    nodes[OLD_NODES] = start_node(OLD_NODES);
+    ASSERT(nodes[OLD_NODES] > 0);
+    wait_new_node_tried();
+    long long early_id = node_field(OLD_NODES, "node_id");
+    signal_old(SIGCONT);
+
+    ASSERT(h_wait_nodes(PORT_MASTER, "alive", OLD_NODES + 1, 30000) == 0);
+    ASSERT(h_wait_rebuilt(PORT_MASTER, NULL, 30000) == 0);
+    ASSERT(h_wait_node_registered(PORT_NODE(OLD_NODES), 30000) == 0);
+    long long new_id = node_field(OLD_NODES, "node_id");
+    printf("# the new node was told to wait %lld times; id %lld (before the old nodes came back: %lld); "
+           "old ids %u %u %u\n", master_field("rebuild_joins_held"), new_id, early_id, old_ids[0],
+           old_ids[1], old_ids[2]);
+    for (int i = 0; i < OLD_NODES; i++) {
+        ASSERT_EQ(node_field(i, "node_id"), old_ids[i]);
+        ASSERT(new_id != old_ids[i]);
+    }
+    ASSERT(master_field("rebuild_joins_held") >= 1);
+    ASSERT_EQ(master_field("rebuild_recovered"), OBJS);
+    ASSERT_EQ(master_field("rebuild_lost"), 0);
+    ASSERT_EQ(master_field("rebuild_nodes_reported"), OLD_NODES);
+    int bad = check_all();
+    if (bad) bad = check_all();   /* the first call may meet the dead connection */
+    ASSERT_EQ(bad, 0);
+}
+
+static int start_all(void) {
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
+    master_pid = h_start_master(PORT_MASTER, first_flags);
+    if (master_pid < 0) return -1;
+    for (int i = 0; i < OLD_NODES; i++)
+        if ((nodes[i] = start_node(i)) < 0) return -1;
+    if (h_wait_nodes(PORT_MASTER, "alive", OLD_NODES, 30000) != 0) return -1;
+    for (int i = 0; i < OLD_NODES; i++) {
+        if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
+        old_ids[i] = (uint32_t)node_field(i, "node_id");
+    }
+    mkv_options o;
+    mkv_options_init(&o);
+    o.master = master_addr;
+    o.transport = "tcp";
+    o.replicas = 2;
+    if (mkv_connect(&mc, &o) != MKV_OK) return -1;
+    vals = malloc((size_t)OBJS * OBJ_LEN);
+    back = malloc((size_t)BATCH * OBJ_LEN);
+    if (!vals || !back) return -1;
+    for (int i = 0; i < OBJS; i++) h_fill(vals + (size_t)i * OBJ_LEN, OBJ_LEN, (uint64_t)i + 7);
+    if (mkv_register_buffer(mc, vals, (size_t)OBJS * OBJ_LEN) != MKV_OK ||
+        mkv_register_buffer(mc, back, (size_t)BATCH * OBJ_LEN) != MKV_OK)
+        return -1;
+    return 0;
+}
+
+int main(void) {
+    h_init(TIME_LIMIT_S);
+    if (start_all() < 0) {
+        printf("not ok - start master, nodes, client\n");
+        h_stop_all();
+        return 1;
+    }
+    RUN_TEST(test_new_node_after_restart_gets_a_fresh_id);
+    signal_old(SIGCONT);   /* a failed step may have left them stopped */
+    mkv_close(mc);
+    free(vals);
+    free(back);
+    h_stop_all();
+    TEST_EXIT();
+}
