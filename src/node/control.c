@@ -34,7 +34,13 @@
 #define CTL_RETRY_MAX_MS    PROTO_REJOIN_MS
 #define CTL_ETCD_RETRY_MS   100    /* with etcd: a new leader is expected within a lease */
 #define CTL_ETCD_TIMEOUT_MS 1000
-#define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO */
+#define CTL_REFRESH_MS      1000   /* MOON.NODES for INFO and the members we know */
+/* Members join together (a master's rejoin grace holds new nodes, then
+ * lets them in at once): a view younger than this is refreshed every
+ * CTL_REFRESH_YOUNG_MS, so if the master dies now, our MOON.REPORTDONE
+ * names them all and its successor waits for their reports. */
+#define CTL_REFRESH_YOUNG_MS 100
+#define CTL_YOUNG_MS        2000
 #define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
 /* MOON.HOLDINGS: a completed put is known here (and so survives a master
  * restart) within about this long. */
@@ -74,7 +80,7 @@ struct node_control {
     uint8_t cap_key[TE_CAP_KEY_LEN];   /* of the current registration */
     uint64_t term;              /* its master's term; the newest we have seen */
     int heartbeat_ms;
-    uint64_t next_refresh_ms;
+    uint64_t next_refresh_ms, registered_ms;
     char host[CONFIG_STR_MAX];
     int port;
     etcd_client *etcd;          /* --etcd: the master is whoever leads */
@@ -422,6 +428,7 @@ static int do_register(node_control *c) {
     c->term = term;
     c->leave_sent = 0;
     c->next_refresh_ms = 0;
+    c->registered_ms = mono_ms();
     c->claim_id = id;
     c->holdings_ack = 0;   /* the master resends what we did not acknowledge */
     c->next_pull_ms = 0;
@@ -654,7 +661,8 @@ static void *control_main(void *arg) {
         }
         if (c->rc && now >= c->next_refresh_ms) {
             refresh_view(c);
-            c->next_refresh_ms = now + CTL_REFRESH_MS;
+            int young = now < c->registered_ms + CTL_YOUNG_MS;
+            c->next_refresh_ms = now + (young ? CTL_REFRESH_YOUNG_MS : CTL_REFRESH_MS);
         }
         if (c->rc && now >= c->next_pull_ms) {
             pull_holdings(c);
