@@ -221,6 +221,18 @@ static inline int h_wait_node_registered(int port, int timeout_ms) {
     return n >= 1 ? 0 : -1;
 }
 
+/* Until the master lists n nodes alive and each node i (RESP on
+ * port0 + 2 * i) has registered: their ids into ids. 0, or -1 after
+ * the bounds (a master may hold new nodes for its rejoin grace). */
+static inline int h_wait_members(int master_port, int port0, uint32_t *ids, int n) {
+    if (h_wait_nodes(master_port, "alive", n, 20000) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        if (h_wait_node_registered(port0 + 2 * i, 10000) != 0) return -1;
+        ids[i] = (uint32_t)h_port_info(port0 + 2 * i, "node", "node_id");
+    }
+    return 0;
+}
+
 /* Until the master on 127.0.0.1:port (AUTH password unless NULL) has
  * rebuilt its table from the nodes' reports after a restart (INFO cluster
  * rebuild_state:done). 0, or -1 after timeout_ms. */

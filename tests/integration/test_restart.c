@@ -312,11 +312,7 @@ static int start_all(void) {
     if (start_master() != 0) return -1;
     for (int i = 0; i < NODES; i++)
         if ((nodes[i] = start_node(i, 0)) < 0) return -1;
-    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
-    for (int i = 0; i < NODES; i++) {
-        if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
-        node_ids[i] = (uint32_t)node_field(i, "node_id");
-    }
+    if (h_wait_members(PORT_MASTER, PORT_NODE(0), node_ids, NODES) != 0) return -1;
     const char *const staging[] = {"--segment-size", "16MB", NULL};
     if (h_start_gateway(PORT_MASTER, PORT_GATEWAY, staging, NULL) < 0) return -1;
     gw = h_redis_ms("127.0.0.1", PORT_GATEWAY, 10000);

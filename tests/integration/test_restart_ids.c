@@ -152,11 +152,7 @@ static int start_all(void) {
     if (master_pid < 0) return -1;
     for (int i = 0; i < OLD_NODES; i++)
         if ((nodes[i] = start_node(i)) < 0) return -1;
-    if (h_wait_nodes(PORT_MASTER, "alive", OLD_NODES, 30000) != 0) return -1;
-    for (int i = 0; i < OLD_NODES; i++) {
-        if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
-        old_ids[i] = (uint32_t)node_field(i, "node_id");
-    }
+    if (h_wait_members(PORT_MASTER, PORT_NODE(0), old_ids, OLD_NODES) != 0) return -1;
     mkv_options o;
     mkv_options_init(&o);
     o.master = master_addr;

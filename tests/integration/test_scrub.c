@@ -144,11 +144,7 @@ static int start_all(void) {
         h_arg(&a, "16");
         if ((nodes[i] = h_ready(h_spawn(a.v), "127.0.0.1", PORT_NODE(i), NULL, 20000)) < 0) return -1;
     }
-    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0) return -1;
-    for (int i = 0; i < NODES; i++) {
-        if (h_wait_node_registered(PORT_NODE(i), 10000) != 0) return -1;
-        node_ids[i] = (uint32_t)node_field(i, "node_id");
-    }
+    if (h_wait_members(PORT_MASTER, PORT_NODE(0), node_ids, NODES) != 0) return -1;
     mkv_options o;
     mkv_options_init(&o);
     o.master = master_addr;
