@@ -130,23 +130,33 @@ rtt_ping() {
     awk '$1 == "RESULT" { print $3 }'
 }
 
-# The relay's own hop (two more sockets, thread wake-ups) adds round-trip
-# time of its own, more than the delay under load: a relay that holds
-# nothing is measured against the direct PING, and half the difference
-# comes off each direction's delay, so that the round trip through the
-# delaying relay is about 2 x RTT_US above the direct one. Sets RELAY_US.
+# The relay's own hop (two more sockets, thread wake-ups, a timer's
+# lateness) adds round-trip time of its own, more than the delay under
+# load: a relay that holds nothing is measured against the direct PING
+# (the row for its bare hop), then one that holds RTT_US each way, and
+# half of what that trial overshot direct + 2 x RTT_US comes off each
+# direction's delay, so that the round trip through the delaying relay is
+# about 2 x RTT_US above the direct one. Sets RELAY_US.
+rtt_trial() {   # rtt_trial DELAY_US: median PING through a relay holding that
+  local mport=${MASTER##*:} pid out=
+  start_bg relay-trial ip netns exec "$NS_CLI" "$BENCH_BIN/bench_relay" "$1" "/run/netns/$NS_SRV" "$RTT_IP" "$mport"
+  pid=$BG_PID
+  wait_resp "$RTT_IP" "$mport" "$pid" "$NS_CLI" && out=$(rtt_ping "$NS_CLI")
+  stop_pids "$pid"
+  echo "$out"
+}
+
 rtt_calibrate() {
-  local mport=${MASTER##*:} direct hop pid
+  local direct hop trial
   RELAY_US=$RTT_US
   direct=$(rtt_ping "$NS_SRV")
-  start_bg relay0 ip netns exec "$NS_CLI" "$BENCH_BIN/bench_relay" 0 "/run/netns/$NS_SRV" "$RTT_IP" "$mport"
-  pid=$BG_PID
-  wait_resp "$RTT_IP" "$mport" "$pid" "$NS_CLI" && hop=$(rtt_ping "$NS_CLI")
-  stop_pids "$pid"
+  hop=$(rtt_trial 0)
+  trial=$(rtt_trial "$RTT_US")
   [ -n "$direct" ] && meas kvrtt.tcp.ping_direct_us "$direct" us
   [ -n "$hop" ] && meas kvrtt.tcp.ping_relay0_us "$hop" us
-  if [ -n "$direct" ] && [ -n "$hop" ]; then
-    RELAY_US=$(awk -v r="$RTT_US" -v h="$hop" -v d="$direct" 'BEGIN { x = r - (h - d) / 2; printf "%d", (x > 0 ? x : 0) }')
+  if [ -n "$direct" ] && [ -n "$trial" ]; then
+    RELAY_US=$(awk -v r="$RTT_US" -v t="$trial" -v d="$direct" \
+      'BEGIN { x = r - (t - d - 2 * r) / 2; x = x < 0 ? 0 : x > 2 * r ? 2 * r : x; printf "%d", x }')
   fi
   meas kvrtt.tcp.relay_delay_us "$RELAY_US" us
 }
@@ -182,7 +192,8 @@ step_kv_rtt() {
   netns_cleanup
   row_plain "PING round trip to the master, direct (inside the servers' namespace)" kvrtt.tcp.ping_direct_us us
   row_plain "PING round trip through a relay that holds nothing (its own hop)" kvrtt.tcp.ping_relay0_us us
-  row_plain "relay delay each way (${RTT_US} us less half the relay's own hop)" kvrtt.tcp.relay_delay_us us
+  row_plain "relay delay each way (${RTT_US} us less half of what a trial at ${RTT_US} us overshot)" \
+    kvrtt.tcp.relay_delay_us us
   row_plain "PING round trip to the master through the delaying relay (target: direct + $((2 * RTT_US)) us)" \
     kvrtt.tcp.ping_us us
   row "KV-cache put 1000 x 256 KiB (tcp, relay-delayed +RTT): batch vs loop, wall-clock" \
@@ -193,5 +204,5 @@ step_kv_rtt() {
     kvrtt.tcp.batch_put_gbps kvrtt.tcp.one_put_gbps - GB/s
   row "KV-cache get batch (tcp, relay-delayed) vs one transfer of the same bytes through the relay" \
     kvrtt.tcp.batch_get_gbps kvrtt.tcp.one_get_gbps - GB/s
-  note "+RTT rows (relay-delayed): no netem on this kernel; master and nodes in one network namespace, the client in another, every byte through bench_relay (spliced, not copied) holding each chunk $RTT_US us per direction less half the relay's own measured hop."
+  note "+RTT rows (relay-delayed): no netem on this kernel; master and nodes in one network namespace, the client in another, every byte through bench_relay (spliced, not copied; one thread per direction) holding each chunk $RTT_US us per direction less half of what a trial through it overshot direct + $((2 * RTT_US)) us."
 }
