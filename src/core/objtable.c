@@ -203,6 +203,38 @@ void objtable_prefetch(const objtable *t, uint64_t hash) {
     for (int i = 0; i <= rehashing(t); i++) __builtin_prefetch(&t->t[i].b[hash & t->t[i].mask]);
 }
 
+/* The first entry of the key's chains (their buckets are cached by now):
+ * the lines with its hash and link, its key, and its start. */
+static void prefetch_chain(const objtable *t, uint64_t hash) {
+    for (int i = 0; i <= rehashing(t); i++) {
+        const entry *e = t->t[i].b[hash & t->t[i].mask];
+        if (!e) continue;
+        __builtin_prefetch(e);
+        __builtin_prefetch(&e->hash);
+        __builtin_prefetch(e + 1);
+    }
+}
+
+#define FIND_GROUP 16   /* keys whose misses overlap */
+
+void objtable_find_many(objtable *t, objtable_probe *p, size_t n) {
+    for (size_t at = 0; at < n; at += FIND_GROUP) {
+        objtable_probe *g = p + at;
+        size_t k = n - at < FIND_GROUP ? n - at : FIND_GROUP;
+        /* the buckets k finds would move, before any is located */
+        for (size_t i = 0; i < k; i++) rehash_step(t, REHASH_BUCKETS);
+        for (size_t i = 0; i < k; i++) {
+            g[i].hash = hash_of(g[i].key, g[i].keylen);
+            objtable_prefetch(t, g[i].hash);
+        }
+        for (size_t i = 0; i < k; i++) prefetch_chain(t, g[i].hash);
+        for (size_t i = 0; i < k; i++) {
+            entry **link = lookup(t, g[i].key, g[i].keylen, g[i].hash, NULL);
+            g[i].found = link ? &(*link)->obj : NULL;
+        }
+    }
+}
+
 object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed) {
     return objtable_insert_hashed(t, key, keylen, hash_of(key, keylen), room, existed);
 }

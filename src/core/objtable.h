@@ -74,6 +74,17 @@ uint64_t objtable_hash(const void *key, size_t keylen);
 object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room,
                                int *existed);
 void objtable_prefetch(const objtable *t, uint64_t hash);
+/* objtable_find for many keys at once: fills each probe's hash and
+ * found (NULL: not there). The lookups' cache misses overlap (a group's
+ * buckets, then their first entries, are prefetched before any compare),
+ * which one objtable_find after another cannot do. */
+typedef struct objtable_probe {
+    const void *key;
+    size_t keylen;
+    uint64_t hash;
+    object *found;
+} objtable_probe;
+void objtable_find_many(objtable *t, objtable_probe *p, size_t n);
 /* Unlink the key and hand its object to free_fn. 1 if found, else 0. */
 int objtable_delete(objtable *t, const void *key, size_t keylen);
 /* Unlink without calling free_fn; the caller now owns the object. */

@@ -296,9 +296,9 @@ proto_status mm_put_revoke(master_meta *m, const void *key, size_t keylen, uint6
     return PROTO_OK;
 }
 
-proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
-                 object **out, uint64_t *lease_until, char *err, size_t errlen) {
-    object *o = objtable_find(m->objs, key, keylen);
+/* mm_get once its key's object (or NULL) was found. */
+static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object **out,
+                              uint64_t *lease_until, char *err, size_t errlen) {
     if (!o || o->state != OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
     *lease_until = now_ms + m->cfg.lease_ms;
@@ -308,9 +308,14 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
     return PROTO_OK;
 }
 
-int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
-                    uint64_t now_ms) {
-    object *o = objtable_find(m->objs, key, keylen);
+proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
+                 object **out, uint64_t *lease_until, char *err, size_t errlen) {
+    return get_found(m, objtable_find(m->objs, key, keylen), now_ms, out, lease_until, err, errlen);
+}
+
+/* mm_lease_return once its key's object (or NULL) was found. */
+static int lease_return_found(master_meta *m, object *o, const void *key, size_t keylen,
+                              uint64_t lease_until, uint64_t now_ms) {
     mm_obj *mo = o && o->state == OBJ_COMPLETE ? mm_obj_of(o) : NULL;
     for (uint32_t i = 0; mo && i < mo->nlease; i++) {
         if (mo->lease[i] != lease_until) continue;
@@ -321,6 +326,11 @@ int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lea
         return lease_until > now_ms;
     }
     return mm_tomb_lease_return(m, key, keylen, lease_until, now_ms);
+}
+
+int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
+                    uint64_t now_ms) {
+    return lease_return_found(m, objtable_find(m->objs, key, keylen), key, keylen, lease_until, now_ms);
 }
 
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
@@ -384,10 +394,44 @@ void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
     }
 }
 
+#define FIND_GROUP 32   /* keys looked up together (objtable_find_many) */
+
+/* The objects of it[at..at+k) (k <= FIND_GROUP) into found[], their
+ * owners' lines (leases, placement) on their way into the cache. */
+static void find_group(master_meta *m, const mm_item *it, size_t k, object **found) {
+    objtable_probe p[FIND_GROUP];
+    for (size_t i = 0; i < k; i++) p[i] = (objtable_probe){.key = it[i].key, .keylen = it[i].keylen};
+    objtable_find_many(m->objs, p, k);
+    for (size_t i = 0; i < k; i++) {
+        found[i] = p[i].found;
+        if (found[i]) __builtin_prefetch(found[i]->owner);
+    }
+}
+
 void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
-    for (size_t i = 0; i < n; i++)
-        it[i].status = mm_get(m, it[i].key, it[i].keylen, now_ms, &it[i].obj,
-                              &it[i].lease_until, it[i].err, sizeof it[i].err);
+    object *found[FIND_GROUP];
+    for (size_t at = 0; at < n; at += FIND_GROUP) {
+        size_t k = n - at < FIND_GROUP ? n - at : FIND_GROUP;
+        find_group(m, it + at, k, found);
+        for (size_t i = 0; i < k; i++) {
+            mm_item *x = &it[at + i];
+            x->status = get_found(m, found[i], now_ms, &x->obj, &x->lease_until, x->err, sizeof x->err);
+        }
+    }
+}
+
+size_t mm_lease_return_batch(master_meta *m, const mm_item *it, size_t n, uint64_t now_ms) {
+    object *found[FIND_GROUP];
+    size_t live = 0;
+    for (size_t at = 0; at < n; at += FIND_GROUP) {
+        size_t k = n - at < FIND_GROUP ? n - at : FIND_GROUP;
+        find_group(m, it + at, k, found);
+        for (size_t i = 0; i < k; i++) {
+            const mm_item *x = &it[at + i];
+            live += (size_t)lease_return_found(m, found[i], x->key, x->keylen, x->lease_until, now_ms);
+        }
+    }
+    return live;
 }
 
 void mm_exists_batch(master_meta *m, mm_item *it, size_t n) {

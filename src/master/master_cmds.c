@@ -574,11 +574,8 @@ static void release_command(client *c) {
     mm_item *it = batch_items(c, 1, 2, &n);
     if (!it) return;
     if (batch_numbers(c, 1, it, n, UINT64_MAX >> 1, 0) == 0) {
-        long long done = 0;
-        uint64_t t = now();
-        for (size_t i = 0; i < n; i++)
-            done += mm_lease_return(meta_of(c), it[i].key, it[i].keylen, it[i].size, t);
-        reply_integer(c, done);
+        for (size_t i = 0; i < n; i++) it[i].lease_until = it[i].size;
+        reply_integer(c, (long long)mm_lease_return_batch(meta_of(c), it, n, now()));
     }
 }
 

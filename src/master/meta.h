@@ -256,6 +256,9 @@ typedef struct mm_item {
 void mm_put_start_batch(master_meta *m, mm_item *items, size_t n, uint32_t replicas, uint64_t now_ms);
 void mm_put_end_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
 void mm_get_batch(master_meta *m, mm_item *items, size_t n, uint64_t now_ms);
+/* MOON.RELEASE: each item's lease (lease_until) given back as
+ * mm_lease_return; how many of them were still live. */
+size_t mm_lease_return_batch(master_meta *m, const mm_item *items, size_t n, uint64_t now_ms);
 void mm_exists_batch(master_meta *m, mm_item *items, size_t n);   /* status PROTO_OK or PROTO_NOTFOUND */
 
 /* Revoke puts older than put_timeout; release quarantined extents whose

@@ -151,7 +151,7 @@ static void tomb_retime(master_meta *m, mm_tomb *t, uint64_t until, uint64_t now
 
 int mm_tomb_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
                          uint64_t now_ms) {
-    object *e = objtable_find(m->tombs, key, keylen);
+    object *e = objtable_size(m->tombs) ? objtable_find(m->tombs, key, keylen) : NULL;
     if (!e) return 0;
     for (mm_tomb *t = e->owner; t; t = t->next) {
         for (uint32_t i = 0; i < t->nlease; i++) {
@@ -165,6 +165,7 @@ int mm_tomb_lease_return(master_meta *m, const void *key, size_t keylen, uint64_
 }
 
 int mm_tomb_has_lease(master_meta *m, const void *key, size_t keylen, uint64_t lease_until) {
+    if (objtable_size(m->tombs) == 0) return 0;   /* the common case: not even a hash */
     object *e = objtable_find(m->tombs, key, keylen);
     for (mm_tomb *t = e ? e->owner : NULL; t; t = t->next)
         for (uint32_t i = 0; i < t->nlease; i++)

@@ -154,6 +154,34 @@ static int scan_with_churn(uint64_t n0, uint64_t n1, int grow_first) {
     return missing;
 }
 
+/* find_many answers as objtable_find one by one would, also while the
+ * table rehashes under it (groups of 16 with a rehash step per key). */
+static void test_find_many(void) {
+    objtable *t = objtable_create(count_free, NULL);
+    enum { N = 3000, ASK = 100 };
+    uint8_t keys[2 * ASK][8];
+    objtable_probe p[2 * ASK];
+    for (uint64_t i = 0; i < N; i++) {
+        uint8_t k[8];
+        key_of(i, k);
+        ASSERT(objtable_insert(t, k, 8, NULL));
+        if (i % 997 != 0) continue;
+        /* every few inserts: half present keys, half absent ones */
+        for (uint64_t j = 0; j < 2 * ASK; j++) {
+            key_of(j % 2 ? N + j : (j * 7919) % (i + 1), keys[j]);
+            p[j] = (objtable_probe){.key = keys[j], .keylen = 8};
+        }
+        objtable_find_many(t, p, 2 * ASK);
+        for (uint64_t j = 0; j < 2 * ASK; j++) {
+            ASSERT_EQ(p[j].hash, objtable_hash(keys[j], 8));
+            if (j % 2) ASSERT(p[j].found == NULL);
+            else ASSERT(p[j].found && p[j].found == objtable_find(t, keys[j], 8));
+        }
+    }
+    objtable_find_many(t, p, 0);
+    objtable_destroy(t);
+}
+
 static void test_scan_plain(void) {
     objtable *t = objtable_create(NULL, NULL);
     seen s = {calloc(1000, 1), 1000, 0};
@@ -273,6 +301,7 @@ int main(void) {
     RUN_TEST(test_insert_find_delete);
     RUN_TEST(test_binary_keys);
     RUN_TEST(test_grow_shrink_1m);
+    RUN_TEST(test_find_many);
     RUN_TEST(test_scan_plain);
     RUN_TEST(test_scan_across_growth);
     RUN_TEST(test_scan_across_shrink);
