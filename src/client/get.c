@@ -248,6 +248,21 @@ int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uin
     return MKV_OK;
 }
 
+int mkv_located_take(mkv_client *c, proto_located *r, mkv_located **out, uint64_t *size) {
+    *out = NULL;
+    if (!c || !r) return MKV_EINVAL;
+    if (!r->found) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
+    /* the decoder checked: 1..8 replicas, each covering size bytes */
+    mkv_placement pl = {.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
+                        .slices = r->slices, .nreplicas = r->rep.nreplicas};
+    for (uint32_t i = 0; i < r->rep.nreplicas; i++)
+        pl.replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = r->rep.ext[i]};
+    memset(r, 0, sizeof *r);           /* its arrays are pl's now */
+    *size = pl.size;
+    *out = mkv_located_wrap(&pl);
+    return MKV_OK;
+}
+
 mkv_located *mkv_located_wrap(const mkv_placement *pl) {
     mkv_located *l = xmalloc(sizeof *l);
     l->pl = *pl;

@@ -2,7 +2,8 @@
  * master itself (the gateway, over its own asynchronous connection).
  *
  * The caller sends MOON.MGET (or MOON.GET), hands each key's element of
- * the reply to mkv_located_parse, finds memory for the sizes it learns,
+ * the reply to mkv_located_parse (or sends MOON.MGETPACKED and hands each
+ * decoded record to mkv_located_take), finds memory for the sizes it learns,
  * and later, on any thread with that thread's client, moves the bytes
  * with mkv_read_located: one engine batch for all keys, checksums
  * verified, another replica read after a mismatch. The read leases stay
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "proto/located.h"
 #include "proto/placed.h"
 
 typedef struct mkv_located mkv_located;
@@ -27,6 +29,10 @@ struct proto_slices;
  * *out and the object's size, MKV_ENOTFOUND for nil, or the error the
  * master sent / MKV_EPROTO (message in mkv_last_error(c)). */
 int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uint64_t *size);
+/* One record of a MOON.MGETPACKED reply, decoded by the caller
+ * (proto_located_next): MKV_OK with *out, which takes the record's
+ * arrays, and the object's size, or MKV_ENOTFOUND for a missing key. */
+int mkv_located_take(mkv_client *c, proto_located *r, mkv_located **out, uint64_t *size);
 /* The read lease's expiry, for MOON.RELEASE; 0 if it has none. */
 uint64_t mkv_located_lease(const mkv_located *l);
 void mkv_located_free(mkv_located *l);

@@ -168,12 +168,12 @@ static void batch_ready(rb_batch *bt) {
     workers_submit(bt->b->w, &bt->job);
 }
 
-/* One key's element of a MOON.MGET reply: its placement and memory. */
-static void key_located(rb_batch *bt, size_t i, const redisReply *e) {
+/* One key's record of a MOON.MGETPACKED reply: its placement and memory. */
+static void key_located(rb_batch *bt, size_t i, proto_located *rec) {
     read_batcher *b = bt->b;
     gw_fetch *f = bt->f[i];
     uint64_t size = 0;
-    int rc = mkv_located_parse(b->loop_mc, e, &bt->loc[i], &size);
+    int rc = mkv_located_take(b->loop_mc, rec, &bt->loc[i], &size);
     if (rc != MKV_OK) {
         f->rc = cluster_store_code(rc, b->loop_mc, f->errstr, sizeof f->errstr);
         return;
@@ -194,11 +194,23 @@ static void key_located(rb_batch *bt, size_t i, const redisReply *e) {
     }
 }
 
+/* The chunk's records (proto/located.h): one reply object for all of
+ * them. One that does not decode fails the batch (fetched key by key). */
 static void mget_reply(const redisReply *r, void *ctx) {
     ma_chunk *ch = ctx;
     rb_batch *bt = ch->owner;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != ch->n) bt->failed = 1;
-    for (size_t i = 0; !bt->failed && i < ch->n; i++) key_located(bt, ch->first + i, r->element[i]);
+    if (!r || r->type != REDIS_REPLY_STRING) bt->failed = 1;
+    const uint8_t *at = r ? (const uint8_t *)r->str : NULL, *end = at ? at + r->len : NULL;
+    for (size_t k = 0; !bt->failed && k < ch->n; k++) {
+        proto_located rec;
+        if (proto_located_next(&at, end, &rec) != 0) {
+            bt->failed = 1;
+            break;
+        }
+        key_located(bt, ch->first + k, &rec);
+        proto_located_free(&rec);
+    }
+    if (!bt->failed && at != end) bt->failed = 1;
     if (--bt->waiting == 0) batch_ready(bt);
 }
 
@@ -208,9 +220,9 @@ static void mget_item(void *owner, size_t i, const char **argv, size_t *lens, ch
     lens[0] = bt->f[i]->keylen;
 }
 
-/* The batch's keys as MOON.MGETs, pipelined. */
+/* The batch's keys as MOON.MGETPACKEDs, pipelined. */
 static void batch_send(rb_batch *bt) {
-    static const char *const head[] = {"MOON.MGET"};
+    static const char *const head[] = {"MOON.MGETPACKED"};
     bt->waiting = master_async_send_batch(bt->b->ma, head, 1, bt->nkeys, 1, mget_item, bt, &bt->chunks,
                                           mget_reply, &bt->failed);
     if (bt->waiting == 0) batch_ready(bt);

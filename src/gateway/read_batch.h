@@ -2,8 +2,9 @@
  * all clients, as one batch (internal to src/gateway).
  *
  * Before the loop sleeps, the keys of every read added since go to the
- * master as one MOON.MGET (chunks of PROTO_MAX_BATCH, pipelined) over the
- * asynchronous master connection; its reply places each value in staging
+ * master as one MOON.MGETPACKED (chunks of PROTO_MAX_BATCH, pipelined)
+ * over the asynchronous master connection; its reply (one bulk string of
+ * records, proto/located.h) places each value in staging
  * memory, and one worker job moves all of them with one engine batch
  * (checksums verified there). Back on the loop every read's done runs,
  * in the order the reads were added, and the read leases go back in one

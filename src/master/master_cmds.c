@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "proto/extents.h"
+#include "proto/located.h"
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/slices.h"
@@ -591,6 +592,26 @@ static void mget_command(client *c) {
     }
 }
 
+/* MOON.MGETPACKED key [key ...]: MOON.MGET's answers as one bulk string
+ * of records (proto/located.h). */
+static void mgetpacked_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 1, &n);
+    if (!it) return;
+    mm_get_batch(meta_of(c), it, n, now());
+    resp_buf *b = wire_of(c);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status != PROTO_OK) {
+            proto_located_put_missing(b);
+            continue;
+        }
+        proto_grant g = grant_of(c, it[i].obj, TE_CAP_READ, it[i].lease_until);
+        proto_located_put(b, it[i].obj, &mm_obj_of(it[i].obj)->slices, &g);
+    }
+    reply_bulk(c, b->data, b->len);
+    free(it);
+}
+
 static void mexists_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 1, 1, &n);
@@ -861,6 +882,8 @@ static const command master_commands[] = {
      "PUTEND for many keys", "[SLICES] key crc [slice_size crcs] [key crc ...]"},
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
      "GET for many keys", "key [key ...]"},
+    {"moon.mgetpacked", mgetpacked_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.2.0",
+     "MOON.MGET's answers as one bulk string of records", "key [key ...]"},
     {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST, 1, -1, 2, 0, "moonkv", "0.1.0",
      "Give back read leases", "key lease_until [key lease_until ...]"},
     {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",

@@ -11,9 +11,9 @@
 #define PLACED_OK  0
 #define PLACED_ERR 1
 
-void proto_placed_put(resp_buf *b, const object *o, const proto_grant *g) {
-    uint8_t head[2] = {PLACED_OK, (uint8_t)o->nreplicas};
-    resp_buf_append(b, head, sizeof head);
+void proto_replicas_put(resp_buf *b, const object *o, const proto_grant *g) {
+    uint8_t nrep = (uint8_t)o->nreplicas;
+    resp_buf_append(b, &nrep, 1);
     for (uint32_t r = 0; r < o->nreplicas; r++) {
         const obj_replica *rep = &o->replicas[r];
         uint8_t n[2];
@@ -25,6 +25,12 @@ void proto_placed_put(resp_buf *b, const object *o, const proto_grant *g) {
             resp_buf_append(b, wire, sizeof wire);
         }
     }
+}
+
+void proto_placed_put(resp_buf *b, const object *o, const proto_grant *g) {
+    uint8_t head = PLACED_OK;
+    resp_buf_append(b, &head, 1);
+    proto_replicas_put(b, o, g);
 }
 
 void proto_placed_put_error(resp_buf *b, const char *text) {
@@ -76,15 +82,12 @@ static int error_next(const uint8_t **p, const uint8_t *end, proto_placed *out) 
     return 0;
 }
 
-int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
-                      proto_placed *out) {
-    memset(out, 0, sizeof *out);
+int proto_replicas_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
+                        proto_placed *out) {
     const uint8_t *at = *p;
-    if (at >= end) return -1;
-    if (at[0] == PLACED_ERR) return error_next(p, end, out);
-    if (at[0] != PLACED_OK || end - at < 2 || at[1] == 0 || at[1] > PROTO_MAX_REPLICAS) return -1;
-    uint32_t nrep = at[1];
-    at += 2;
+    if (at >= end || at[0] == 0 || at[0] > PROTO_MAX_REPLICAS) return -1;
+    uint32_t nrep = at[0];
+    at += 1;
     for (uint32_t r = 0; r < nrep; r++) {
         uint32_t n = end - at >= 2 ? le_get16(at) : 0;
         /* every extent holds at least a byte: no more of them than bytes */
@@ -97,6 +100,19 @@ int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint
         out->nreplicas = r + 1;
         at += 2 + (size_t)n * TE_CAP_WIRE_LEN;
     }
+    *p = at;
+    return 0;
+}
+
+int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
+                      proto_placed *out) {
+    memset(out, 0, sizeof *out);
+    const uint8_t *at = *p;
+    if (at >= end) return -1;
+    if (at[0] == PLACED_ERR) return error_next(p, end, out);
+    if (at[0] != PLACED_OK) return -1;
+    at++;
+    if (proto_replicas_next(&at, end, size, rights, out) != 0) return -1;
     *p = at;
     return 0;
 }

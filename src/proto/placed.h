@@ -44,4 +44,13 @@ int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint
                       proto_placed *out);
 void proto_placed_free(proto_placed *pl);
 
+/* A record's replica part alone (u8 nreplicas, then per replica its
+ * extent count and caps), which MOON.MGETPACKED's records share
+ * (proto/located.h). _next fills out's nreplicas, ext and next from
+ * a zeroed out, as proto_placed_next: 0 with *p past it, or -1 with
+ * nothing allocated. */
+void proto_replicas_put(resp_buf *b, const object *o, const proto_grant *g);
+int proto_replicas_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
+                        proto_placed *out);
+
 #endif
