@@ -104,7 +104,10 @@ void mkv_engine_drop(mkv_client *c, uint32_t id) {
     te_engine_remove_node(c->engine, id);
 }
 
-/* The engine's view of x: every replica, or just x->replica. */
+/* How many replicas of x move: every one, or just x->replica. */
+static size_t xfer_replicas(const mkv_xfer *x) { return x->replica >= 0 ? 1 : x->pl->nreplicas; }
+
+/* The engine's view of x, its replicas into reps (xfer_replicas of them). */
 static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
     const mkv_placement *pl = x->pl;
     int first = x->replica >= 0 ? x->replica : 0;
@@ -117,9 +120,12 @@ static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
 }
 
 int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
-    te_object *objs = xcalloc(n, sizeof *objs);
-    te_replica *reps = xcalloc(n * PROTO_MAX_REPLICAS, sizeof *reps);
-    for (size_t i = 0; i < n; i++) engine_object(&x[i], reps + i * PROTO_MAX_REPLICAS, &objs[i]);
+    /* sized to what moves: a batch of small reads is mostly one replica each */
+    size_t nreps = 0;
+    for (size_t i = 0; i < n; i++) nreps += xfer_replicas(&x[i]);
+    te_object *objs = xmalloc((n ? n : 1) * sizeof *objs);
+    te_replica *reps = xmalloc((nreps ? nreps : 1) * sizeof *reps);
+    for (size_t i = 0, at = 0; i < n; at += xfer_replicas(&x[i]), i++) engine_object(&x[i], reps + at, &objs[i]);
     char err[MKV_ERR_LEN] = "";
     int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
                             : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);

@@ -141,6 +141,18 @@ int hex_decode(const char *s, size_t len, uint8_t *out, size_t outlen) {
     return 0;
 }
 
+size_t u64_decimal(uint64_t v, char out[21]) {
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
 void hex_encode(const uint8_t *p, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {

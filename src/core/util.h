@@ -32,6 +32,9 @@ int parse_size(const char *s, uint64_t *out);
 /* Parse "host:port"; 0 on success. host must hold hostlen bytes. */
 int parse_hostport(const char *s, char *host, size_t hostlen, int *port);
 
+/* v in decimal into out (21 bytes: up to 20 digits and a NUL); the
+ * digits' count. snprintf's format pass costs more than the digits. */
+size_t u64_decimal(uint64_t v, char out[21]);
 /* Lowercase hex of n bytes into out (2n+1 bytes, NUL terminated). */
 void hex_encode(const uint8_t *p, size_t n, char *out);
 /* Decode exactly 2*outlen hex digits (either case); -1 on a wrong length

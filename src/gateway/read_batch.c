@@ -100,8 +100,7 @@ static void release_item(void *owner, size_t j, const char **argv, size_t *lens,
     size_t i = bt->rel[j];
     argv[0] = bt->f[i]->key;
     lens[0] = bt->f[i]->keylen;
-    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%llu",
-                               (unsigned long long)mkv_located_lease(bt->loc[i]));
+    lens[1] = u64_decimal(mkv_located_lease(bt->loc[i]), num[1]);
     argv[1] = num[1];
 }
 

@@ -20,7 +20,10 @@ struct staging {
     uint64_t size, max_value;
     seg_alloc *alloc;
     uint64_t hot_end;        /* no pool page at or above it was handed out since the last trim */
-    uint64_t last_use_ms;    /* of the last get or put of pool memory */
+    /* Pool gets and puts counted, not timed (a clock read per value was
+     * ~5% of the gateway loop under GET -P16): a trim that sees the count
+     * unchanged since the last one measures the quiet from that one. */
+    uint64_t uses, uses_seen, quiet_since_ms;
     uint64_t dedicated, dedicated_bytes, sparse, refused;
 };
 
@@ -82,7 +85,7 @@ int staging_get(staging *sp, uint64_t len, staging_buf *out) {
     if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK) {
         *out = (staging_buf){.ptr = (char *)sp->base + off, .len = len, .off = off};
         if (off + len > sp->hot_end) sp->hot_end = off + len;
-        sp->last_use_ms = mono_ms();
+        sp->uses++;
     } else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
         sp->refused++;
     pthread_mutex_unlock(&sp->lock);
@@ -112,7 +115,7 @@ void staging_put(staging *sp, staging_buf *b) {
         sp->dedicated_bytes -= b->map_len;
     } else {
         seg_alloc_release(sp->alloc, b->off, b->len);
-        sp->last_use_ms = mono_ms();
+        sp->uses++;
     }
     pthread_mutex_unlock(&sp->lock);
     b->ptr = NULL;
@@ -123,7 +126,12 @@ uint64_t staging_trim(staging *sp, uint64_t idle_ms) {
     uint64_t freed = 0;
     pthread_mutex_lock(&sp->lock);
     seg_alloc_get_stats(sp->alloc, &as);
-    if (as.used == 0 && sp->hot_end > 0 && mono_ms() - sp->last_use_ms >= idle_ms) {
+    uint64_t now = mono_ms();
+    if (sp->uses != sp->uses_seen) {
+        sp->uses_seen = sp->uses;
+        sp->quiet_since_ms = now;
+    }
+    if (as.used == 0 && sp->hot_end > 0 && now - sp->quiet_since_ms >= idle_ms) {
         /* Under the lock: no get may hand out a page while it is dropped. */
         uint64_t len = (sp->hot_end + 4095) & ~4095ULL;
         if (len > sp->size) len = sp->size;

@@ -65,9 +65,11 @@ int staging_get(staging *sp, uint64_t len, staging_buf *out);
 int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out);
 /* Any buffer of staging_get or staging_get_sparse; ptr NULL is a no-op. */
 void staging_put(staging *sp, staging_buf *b);
-/* When no pool memory is in use and none was got or put back for idle_ms,
- * gives the pool's pages back to the system (they read zero when used
- * again); the bytes given back, else 0. Cheap when there is nothing to do. */
+/* When no pool memory is in use and none was got or put back for idle_ms
+ * (counted from the first trim call that saw no get or put since the one
+ * before: call it every fraction of idle_ms), gives the pool's pages back
+ * to the system (they read zero when used again); the bytes given back,
+ * else 0. Cheap when there is nothing to do. */
 uint64_t staging_trim(staging *sp, uint64_t idle_ms);
 void staging_get_stats(staging *sp, staging_stats *st);
 /* Every buffer must have been put back. */
