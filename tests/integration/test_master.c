@@ -12,6 +12,8 @@
 #include "backend/cap.h"
 #include "core/siphash.h"
 #include "core/util.h"
+#include "proto/limits.h"
+#include "proto/located.h"
 #include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
@@ -185,6 +187,41 @@ static void test_register_needs_secret(void) {
     redisFree(c);
 }
 
+/* MOON.MGETPACKED b1 nope k1 after the batch forms above (b1: 10 bytes,
+ * CRC 1; k1: 1000 bytes, CRC 12345, two replicas): the records in order,
+ * read caps under a real lease (MOON.RELEASE finds it outstanding), and
+ * the batch form's limits. */
+static void mgetpacked_checks(redisContext *c) {
+    redisReply *r = redisCommand(c, "MOON.MGETPACKED b1 nope k1");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_located l[3];
+    int ok = 1;
+    for (int i = 0; i < 3; i++) ok = ok && proto_located_next(&at, end, &l[i]) == 0;
+    ASSERT_MSG(ok && at == end, "records of %zu bytes", r->len);
+    freeReplyObject(r);
+    ok = l[0].found && l[0].size == 10 && l[0].crc == 1 && l[0].rep.nreplicas == 1 && !l[1].found &&
+         l[2].found && l[2].size == 1000 && l[2].crc == 12345 && l[2].rep.nreplicas == 2 &&
+         l[2].slices.count == 0 && (l[2].rep.ext[0][0].cap.rights & TE_CAP_WRITE) == 0;
+    uint64_t lease = ok ? l[2].rep.ext[0][0].cap.expiry_ms : 0;
+    for (int i = 0; i < 3; i++) proto_located_free(&l[i]);
+    ASSERT(ok);
+    r = redisCommand(c, "MOON.RELEASE k1 %llu", (unsigned long long)lease);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mgetpacked' command",
+                        "MOON.MGETPACKED"));
+    enum { OVER = PROTO_MAX_BATCH + 1 };
+    const char **argv = xcalloc(OVER + 1, sizeof *argv);
+    argv[0] = "MOON.MGETPACKED";
+    for (int i = 1; i <= OVER; i++) argv[i] = "k1";
+    r = redisCommandArgv(c, OVER + 1, argv, NULL);
+    free(argv);
+    ASSERT(r && r->type == REDIS_REPLY_ERROR);
+    ASSERT_STREQ(r->str, "ERR at most 4096 keys per batch");
+    freeReplyObject(r);
+}
+
 static void test_placement_and_lifecycle(void) {
     fake_node n[3] = {{0}};
     ASSERT(node_join(&n[0], SECRET, 1 << 20, "127.0.0.1:7001") == 0);
@@ -282,6 +319,7 @@ static void test_placement_and_lifecycle(void) {
     ASSERT(r && r->elements == 3 && r->element[1]->type == REDIS_REPLY_NIL);
     ASSERT_EQ(r->element[2]->element[0]->integer, 20);
     freeReplyObject(r);
+    mgetpacked_checks(c);
     r = redisCommand(c, "MOON.MEXISTS b1 nope k1");
     ASSERT(r && r->elements == 3);
     ASSERT_EQ(r->element[0]->integer + r->element[1]->integer * 10 + r->element[2]->integer * 100, 101);

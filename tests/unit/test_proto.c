@@ -1,8 +1,8 @@
 /* Unit tests of src/proto: status words both ways and the exact error
  * texts, the extent decoder's bounds (counts, numbers, shapes, caps,
  * sums) on RESP fed through hiredis's reader as on the wire, the packed
- * placements of MOON.MPUTSTART PACKED, the packed notes of MOON.HOLDINGS
- * PACKED, and the registration proof. */
+ * placements of MOON.MPUTSTART PACKED and MOON.MGETPACKED, the packed
+ * notes of MOON.HOLDINGS PACKED, and the registration proof. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "backend/cap.h"
 #include "core/util.h"
 #include "proto/extents.h"
+#include "proto/located.h"
 #include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
@@ -464,6 +465,113 @@ static void test_notes_refused(void) {
         ASSERT_MSG(rc == -1, "case %zu", i);
     }
     free(ext);
+/* ---- packed locations (MOON.MGETPACKED) ---- */
+
+#define LOC_SIZE 150000   /* three slices of 64 KiB */
+
+/* An object of LOC_SIZE bytes on two replicas with its three slice CRCs
+ * (over pseudo-random bytes, so they combine to its CRC). */
+static void located_object(object *o, obj_replica reps[2], proto_slices *sl, uint32_t crcs[3]) {
+    static obj_extent a[2] = {{2, 4096, 100000}, {5, 0, 50000}}, b[1] = {{3, 128, LOC_SIZE}};
+    uint8_t *bytes = xmalloc(LOC_SIZE);
+    for (size_t i = 0; i < LOC_SIZE; i++) bytes[i] = (uint8_t)(i * 2654435761u >> 13);
+    for (int i = 0; i < 3; i++)
+        crcs[i] = crc32c(0, bytes + i * 65536, i < 2 ? 65536 : LOC_SIZE - 2 * 65536);
+    reps[0] = (obj_replica){2, a};
+    reps[1] = (obj_replica){1, b};
+    *o = (object){.size = LOC_SIZE, .crc = crc32c(0, bytes, LOC_SIZE), .nreplicas = 2, .replicas = reps};
+    *sl = (proto_slices){.size = 65536, .count = 3, .crc = crcs};
+    free(bytes);
+}
+
+static void test_located_round_trip(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {4, 2};
+    object o;
+    obj_replica reps[2];
+    proto_slices sl, none = {0};
+    uint32_t crcs[3];
+    located_object(&o, reps, &sl, crcs);
+    proto_grant g = {TE_CAP_READ, 5000, key, 0, 77};
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_located_put(&out, &o, &sl, &g);      /* with slice CRCs */
+    proto_located_put_missing(&out);
+    proto_located_put(&out, &o, &none, &g);    /* without */
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    for (int rec = 0; rec < 3; rec++) {
+        proto_located l;
+        ASSERT_EQ(proto_located_next(&p, end, &l), 0);
+        if (rec == 1) {
+            ASSERT(!l.found && l.rep.nreplicas == 0 && l.slices.crc == NULL);
+            continue;
+        }
+        ASSERT(l.found && l.size == LOC_SIZE && l.crc == o.crc && l.rep.nreplicas == 2 && !l.rep.err);
+        ASSERT_EQ(l.slices.count, rec == 0 ? 3u : 0u);
+        ASSERT_EQ(l.slices.size, rec == 0 ? 65536u : 0u);
+        for (uint32_t i = 0; i < l.slices.count; i++) ASSERT_EQ(l.slices.crc[i], crcs[i]);
+        for (uint32_t r = 0; r < 2; r++) {
+            ASSERT_EQ(l.rep.next[r], reps[r].nextents);
+            for (uint32_t k = 0; k < l.rep.next[r]; k++) {
+                const obj_extent *want = &reps[r].extents[k];
+                const te_extent *e = &l.rep.ext[r][k];
+                int ok = e->node_id == want->node && e->offset == want->offset && e->length == want->length &&
+                         te_cap_check(&e->cap, key, 77, want->node, TE_READ, want->offset, want->length,
+                                      4999) == TE_OK;
+                if (!ok) proto_located_free(&l);
+                ASSERT_MSG(ok, "record %d replica %u extent %u", rec, r, k);
+            }
+        }
+        proto_located_free(&l);
+    }
+    ASSERT(p == end);
+    proto_located l;
+    ASSERT_EQ(proto_located_next(&p, end, &l), -1);   /* past the end */
+    resp_buf_free(&out);
+}
+
+/* Every cut fails the record, as do a corrupted head, slice list or
+ * write caps; nothing is left allocated (the ASan build checks). */
+static void test_located_refused(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {1};
+    object o;
+    obj_replica reps[2];
+    proto_slices sl;
+    uint32_t crcs[3];
+    located_object(&o, reps, &sl, crcs);
+    proto_grant g = {TE_CAP_READ, 5000, key, 0, 1};
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_located_put(&out, &o, &sl, &g);
+    size_t whole = 25 + 3 * 4 + 1 + 2 + 2 * TE_CAP_WIRE_LEN + 2 + TE_CAP_WIRE_LEN;
+    ASSERT_EQ(out.len, whole);
+    for (size_t cut = 0; cut < out.len; cut++) {
+        const uint8_t *p = (const uint8_t *)out.data;
+        proto_located l;
+        ASSERT_MSG(proto_located_next(&p, p + cut, &l) == -1, "cut at %zu", cut);
+    }
+    /* byte offset, value: kind; size 0, other, over INT64_MAX; CRC;
+     * slice size; slice count; a slice CRC; replica count; extent count */
+    static const struct { size_t at; uint8_t val; } bad[] = {
+        {0, 1}, {0, 7}, {1, 0x50}, {8, 0x80}, {9, 0x11}, {14, 0x80}, {21, 2}, {21, 4}, {25, 0x33},
+        {37, 0}, {37, PROTO_MAX_REPLICAS + 1}, {38, 3},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *bytes = xmemdup(out.data, out.len);
+        if (bad[i].at == 1) memset(bytes + 1, 0, 8);   /* size 0 */
+        else bytes[bad[i].at] = bad[i].val;
+        const uint8_t *p = bytes;
+        proto_located l;
+        int rc = proto_located_next(&p, bytes + out.len, &l);
+        free(bytes);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+    /* write caps where read caps belong */
+    resp_buf_clear(&out);
+    g.rights = TE_CAP_WRITE;
+    proto_located_put(&out, &o, &sl, &g);
+    const uint8_t *p = (const uint8_t *)out.data;
+    proto_located l;
+    ASSERT_EQ(proto_located_next(&p, p + out.len, &l), -1);
     resp_buf_free(&out);
 }
 
@@ -652,6 +760,8 @@ int main(void) {
     RUN_TEST(test_placed_refused);
     RUN_TEST(test_notes_round_trip);
     RUN_TEST(test_notes_refused);
+    RUN_TEST(test_located_round_trip);
+    RUN_TEST(test_located_refused);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     RUN_TEST(test_reply_bound);
