@@ -609,7 +609,6 @@ static void mgetpacked_command(client *c) {
         proto_located_put(b, it[i].obj, &mm_obj_of(it[i].obj)->slices, &g);
     }
     reply_bulk(c, b->data, b->len);
-    free(it);
 }
 
 static void mexists_command(client *c) {
