@@ -465,6 +465,9 @@ static void test_notes_refused(void) {
         ASSERT_MSG(rc == -1, "case %zu", i);
     }
     free(ext);
+    resp_buf_free(&out);
+}
+
 /* ---- packed locations (MOON.MGETPACKED) ---- */
 
 #define LOC_SIZE 150000   /* three slices of 64 KiB */
