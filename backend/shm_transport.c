@@ -26,6 +26,10 @@
 #include "core/workpool.h"
 
 #define COPY_PIECE     (1ULL << 20)  /* copies are cut into pieces of this for the pool */
+/* A batch of fewer bytes than this is copied on the calling thread: for
+ * small values (a gateway's batch of 64-byte SETs) waking the pool's
+ * threads costs more than the copy. */
+#define COPY_POOL_MIN  (256ULL << 10)
 
 /* ---- copies: into and out of the mapping, or pread/pwrite on the fd ---- */
 
@@ -167,8 +171,12 @@ static int node_gone(const te_path *p) {
  * does. Through the map crc[] gets each request's checksum. */
 static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, uint32_t *crc) {
     int n = 0;
+    uint64_t bytes = 0;
     for (int i = 0; i < nq; i++)
-        if (p->q[i].op == op && status[i] == TE_OK) n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
+        if (p->q[i].op == op && status[i] == TE_OK) {
+            n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
+            bytes += p->q[i].len;
+        }
     if (n == 0) return;
     copy_batch b = { .fd = p->seg_fd, .map = map, .op = op, .it = xmalloc((size_t)n * sizeof *b.it),
                      .status = status };
@@ -183,7 +191,8 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     /* FD-mode writes stay on this thread: shmem serialises writers of one
      * file on its inode lock, so a second writer would only spin. Reads,
      * and copies through the mapping, take no lock. */
-    workpool_run(op == TE_READ || map ? p->x->pool : NULL, n, copy_piece, &b);
+    int pooled = (op == TE_READ || map) && bytes >= COPY_POOL_MIN;
+    workpool_run(pooled ? p->x->pool : NULL, n, copy_piece, &b);
     for (int i = 0; crc && i < k; i++) {
         const copy_item *c = &b.it[i];
         int first = c->local == (char *)p->q[c->req].local;   /* pieces come in request order */

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "master/meta_internal.h"
+#include "proto/notes.h"
 
 /* A node that does not pull its notes cannot make us hold more than
  * about two per extent its segment could hold. */
@@ -22,37 +23,17 @@ static size_t notes_limit(const mm_node *n) {
     return (size_t)(n->segment_size / MM_ALIGN) * 2 + 65536;
 }
 
-static void note_free(mm_note *note) {
-    free(note->key);
-    mm_replica_clear(&note->rep);
-}
-
 void mm_notes_reset(mm_node *n) {
-    for (size_t i = 0; i < n->notes_n; i++) note_free(&n->notes[n->notes_head + i]);
-    free(n->notes);
-    n->notes = NULL;
-    n->notes_head = n->notes_n = n->notes_cap = 0;
+    resp_buf_free(&n->notes);
+    resp_buf_init(&n->notes);
+    n->notes_head = n->notes_n = 0;
     n->notes_seq = 0;
     n->notes_overflow = 0;
 }
 
-static mm_note *note_push(mm_node *n) {
-    if (n->notes_head + n->notes_n == n->notes_cap) {
-        if (n->notes_head > 0) {   /* slide the live notes down first */
-            memmove(n->notes, n->notes + n->notes_head, n->notes_n * sizeof *n->notes);
-            n->notes_head = 0;
-        }
-        if (n->notes_n == n->notes_cap) {
-            n->notes_cap = n->notes_cap ? n->notes_cap * 2 : 64;
-            n->notes = xrealloc(n->notes, n->notes_cap * sizeof *n->notes);
-        }
-    }
-    mm_note *note = &n->notes[n->notes_head + n->notes_n++];
-    memset(note, 0, sizeof *note);
-    return note;
-}
-
-/* One note for node id about o and its replica r (which has bytes there). */
+/* One note for node id about o and its replica r (which has bytes there):
+ * its record is appended to the node's queue, so a note costs no
+ * allocation of its own and a pull sends the bytes as they are. */
 static void note_node(master_meta *m, uint32_t id, const object *o, const obj_replica *r, int drop) {
     mm_node *n = mm_node_get(m, id);
     if (!n || n->state == NODE_DEAD || n->notes_overflow) return;
@@ -62,16 +43,9 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
         n->notes_overflow = 1;   /* mm_check_nodes fails it */
         return;
     }
-    mm_note *note = note_push(n);
-    note->drop = drop;
-    note->key = xmemdup(o->key, o->keylen);
-    note->keylen = o->keylen;
-    if (drop) return;
-    note->size = o->size;
-    note->crc = o->crc;
-    note->want = o->owner ? mm_obj_of(o)->want : o->nreplicas;
-    note->rep.nextents = r->nextents;
-    note->rep.extents = xmemdup(r->extents, r->nextents * sizeof *r->extents);
+    uint32_t want = drop ? 0 : o->owner ? mm_obj_of(o)->want : o->nreplicas;
+    proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r);
+    n->notes_n++;
 }
 
 void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int drop) {
@@ -93,21 +67,38 @@ void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keyle
     note_node(m, id, &o, NULL, 1);
 }
 
-size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, const mm_note **out, size_t max,
-                        uint64_t *next_seq) {
+/* Acknowledged records go from the head; the rest moves down once the
+ * dead part is the larger, so the queue stays within twice its live bytes. */
+static void notes_ack(mm_node *n, uint64_t ack) {
+    const uint8_t *base = (const uint8_t *)n->notes.data;
+    while (n->notes_n > 0 && n->notes_seq < ack) {   /* the node has these */
+        n->notes_head += proto_note_len(base + n->notes_head);
+        n->notes_n--;
+        n->notes_seq++;
+    }
+    size_t live = n->notes.len - n->notes_head;
+    if (n->notes_head > live) {
+        memmove(n->notes.data, n->notes.data + n->notes_head, live);
+        n->notes.len = live;
+        n->notes_head = 0;
+    }
+}
+
+size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, size_t max, size_t max_bytes,
+                        const uint8_t **recs, size_t *len, uint64_t *next_seq) {
     mm_node *n = mm_node_get(m, id);
+    *recs = NULL;
+    *len = 0;
     if (!n) {
         *next_seq = 0;
         return 0;
     }
-    while (n->notes_n > 0 && n->notes_seq < ack) {   /* the node has these */
-        note_free(&n->notes[n->notes_head++]);
-        n->notes_n--;
-        n->notes_seq++;
-    }
-    if (n->notes_n == 0) n->notes_head = 0;
-    size_t k = n->notes_n < max ? n->notes_n : max;
-    for (size_t i = 0; i < k; i++) out[i] = &n->notes[n->notes_head + i];
+    notes_ack(n, ack);
+    const uint8_t *at = (const uint8_t *)n->notes.data + n->notes_head;
+    size_t k = 0, bytes = 0;
+    for (; k < n->notes_n && k < max && bytes < max_bytes; k++) bytes += proto_note_len(at + bytes);
+    *recs = at;
+    *len = bytes;
     *next_seq = n->notes_seq + k;
     return k;
 }

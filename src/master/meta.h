@@ -23,6 +23,7 @@
 #include "proto/limits.h"
 #include "proto/slices.h"
 #include "proto/status.h"
+#include "resp/resp_writer.h"
 
 #define MM_MAX_WIDTH      64       /* stripe width bound */
 #define MM_MAX_JOBS       256      /* repair copies in flight at once */
@@ -30,18 +31,6 @@
 #define MM_LEASES         16       /* read leases tracked per object (returnable) */
 
 typedef enum mm_node_state { NODE_ALIVE = 0, NODE_DRAINING, NODE_DEAD } mm_node_state;
-
-/* A change of what a node holds (holdings.c), for the node's index:
- * it holds part of replica `rep` of the object key (size, crc), or
- * (drop) it no longer holds anything of key. */
-typedef struct mm_note {
-    int drop;
-    char *key;
-    size_t keylen;
-    uint64_t size;
-    uint32_t crc, want;           /* want: the object's replica count */
-    obj_replica rep;              /* every extent of the replica, any node */
-} mm_note;
 
 typedef struct mm_node {
     uint32_t id;                  /* 1-based; 0 is the standalone segment */
@@ -60,10 +49,12 @@ typedef struct mm_node {
     uint64_t suspect_until_ms;
     uint64_t instance;            /* the node process's token: a restart has a new one */
     int joined;                   /* 0: a placeholder for an id nobody claimed yet */
-    /* Notes not yet acknowledged by the node (holdings.c): notes[head..head+n),
-     * the first numbered notes_seq. */
-    mm_note *notes;
-    size_t notes_head, notes_n, notes_cap;
+    /* Changes of what it holds not yet acknowledged by the node
+     * (holdings.c), as MOON.HOLDINGS PACKED records (proto/notes.h):
+     * notes_n of them in notes.data[notes_head..notes.len), the first
+     * numbered notes_seq. */
+    resp_buf notes;
+    size_t notes_head, notes_n;
     uint64_t notes_seq;
     int notes_overflow;           /* it stopped taking them: fail it */
 } mm_node;
@@ -172,10 +163,12 @@ proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uin
  * get ids above it. */
 void mm_node_id_taken(master_meta *m, uint32_t id);
 /* Notes for node id from sequence number ack on (the ones before are
- * acknowledged and freed): up to max into out, valid until the next
- * call; *next_seq is the number to acknowledge them with. */
-size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, const mm_note **out, size_t max,
-                        uint64_t *next_seq);
+ * acknowledged and freed), as packed records (proto/notes.h): up to max
+ * of them, no more once max_bytes are taken. Returns how many; *recs and
+ * *len are their bytes (valid until the next call), *next_seq the number
+ * to acknowledge them with. */
+size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, size_t max, size_t max_bytes,
+                        const uint8_t **recs, size_t *len, uint64_t *next_seq);
 /* Tell node id it holds nothing of key (e.g. a refused report). */
 void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen);
 proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,

@@ -437,39 +437,33 @@ static void rebuild_command(client *c) {
     reply_integer(c, (long long)st.extents_rejected);
 }
 
-static void reply_note(client *c, const mm_note *note) {
-    if (note->drop) {
-        reply_array(c, 1);
-        reply_bulk(c, note->key, note->keylen);
+/* One of our own records as [key, size, crc, want, [[node, offset,
+ * length] ...]] or [key]; ext has room for PROTO_MAX_EXTENTS. */
+static void reply_note(client *c, const uint8_t **p, const uint8_t *end, obj_extent *ext) {
+    proto_note note;
+    if (proto_note_next(p, end, ext, &note) != 0) {   /* never: we wrote it */
+        reply_null(c);
+        *p = end;
         return;
     }
-    reply_array(c, 5);
-    reply_bulk(c, note->key, note->keylen);
-    reply_integer(c, (long long)note->size);
-    reply_integer(c, note->crc);
-    reply_integer(c, note->want);
-    reply_array(c, note->rep.nextents);
-    for (uint32_t i = 0; i < note->rep.nextents; i++) {
-        const obj_extent *e = &note->rep.extents[i];
+    reply_array(c, note.drop ? 1 : 5);
+    reply_bulk(c, note.key, note.keylen);
+    if (note.drop) return;
+    reply_integer(c, (long long)note.size);
+    reply_integer(c, note.crc);
+    reply_integer(c, note.want);
+    reply_array(c, note.rep.nextents);
+    for (uint32_t i = 0; i < note.rep.nextents; i++) {
         reply_array(c, 3);
-        reply_integer(c, e->node);
-        reply_integer(c, (long long)e->offset);
-        reply_integer(c, (long long)e->length);
+        reply_integer(c, ext[i].node);
+        reply_integer(c, (long long)ext[i].offset);
+        reply_integer(c, (long long)ext[i].length);
     }
 }
 
-/* PACKED: notes[0..n) as records (proto/notes.h) into b, stopping once
- * it holds PROTO_NOTES_BLOB bytes; returns how many went in. */
-static size_t pack_notes(resp_buf *b, const mm_note **notes, size_t n) {
-    resp_buf_clear(b);
-    size_t i = 0;
-    for (; i < n && b->len < PROTO_NOTES_BLOB; i++)
-        proto_note_put(b, notes[i]->drop, notes[i]->key, notes[i]->keylen, notes[i]->size, notes[i]->crc,
-                       notes[i]->want, &notes[i]->rep);
-    return i;
-}
-
-/* MOON.HOLDINGS id ack [PACKED]: [next_ack, [note ...]] or [next_ack, blob] */
+/* MOON.HOLDINGS id ack [PACKED]: [next_ack, [note ...]] or [next_ack, blob]
+ * (the notes are kept as the packed records: that form sends them as
+ * they are, at most about PROTO_NOTES_BLOB bytes of them). */
 static void holdings_command(client *c) {
     uint32_t id;
     uint64_t ack, next;
@@ -479,19 +473,20 @@ static void holdings_command(client *c) {
         return;
     }
     if (master_own_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, UINT64_MAX >> 1, &ack) != 0) return;
-    const mm_note *notes[MASTER_MAX_HOLDINGS];
-    size_t n = mm_node_holdings(master_of(c)->meta, id, ack, notes, MASTER_MAX_HOLDINGS, &next);
+    const uint8_t *recs;
+    size_t len;
+    size_t n = mm_node_holdings(master_of(c)->meta, id, ack, MASTER_MAX_HOLDINGS,
+                                packed ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
     reply_array(c, 2);
+    reply_integer(c, (long long)next);
     if (packed) {
-        resp_buf *b = &master_of(c)->wire;
-        size_t k = pack_notes(b, notes, n);
-        reply_integer(c, (long long)(next - n + k));   /* those left out come next time */
-        reply_bulk(c, b->data, b->len);
+        reply_bulk(c, recs, len);
         return;
     }
-    reply_integer(c, (long long)next);
     reply_array(c, (long long)n);
-    for (size_t i = 0; i < n; i++) reply_note(c, notes[i]);
+    obj_extent *ext = xmalloc(PROTO_MAX_EXTENTS * sizeof *ext);
+    for (size_t i = 0; i < n; i++) reply_note(c, &recs, recs + len, ext);
+    free(ext);
 }
 
 /* MOON.BADREPLICA id key seg_offset [...]: the node's scrub found these

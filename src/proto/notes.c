@@ -33,6 +33,12 @@ void proto_note_put(resp_buf *b, int drop, const void *key, size_t keylen, uint6
     }
 }
 
+size_t proto_note_len(const uint8_t *rec) {
+    size_t keylen = le_get16(rec + 2);
+    if (rec[0] == NOTE_DROP) return PROTO_NOTE_DROP_HDR + keylen;
+    return PROTO_NOTE_HOLD_HDR + keylen + (size_t)le_get16(rec + 16) * PROTO_NOTE_EXTENT;
+}
+
 /* n extents at p into ext: -1 if one breaks a bound. */
 static int extents_of(const uint8_t *p, uint32_t n, obj_extent *ext) {
     for (uint32_t i = 0; i < n; i++, p += PROTO_NOTE_EXTENT) {

@@ -45,6 +45,10 @@ typedef struct proto_note {
 void proto_note_put(resp_buf *b, int drop, const void *key, size_t keylen, uint64_t size, uint32_t crc,
                     uint32_t want, const obj_replica *rep);
 
+/* The length of a record known to be whole and in bounds (one this
+ * process wrote with proto_note_put): never for a peer's bytes. */
+size_t proto_note_len(const uint8_t *rec);
+
 /* Decodes the record at *p (before end), its extents into ext (room for
  * PROTO_MAX_EXTENTS): 0 with *p past it, or -1 if it is cut off or breaks
  * a bound (kind 0 or 1, keylen 1..PROTO_MAX_KEY_LEN, want <=

@@ -2,10 +2,12 @@
  * placement, the object life cycle, leases, repair, drain and rebuild.
  * Time is a plain number passed in: no sleeps. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/crc32c.h"
 #include "master/meta.h"
+#include "proto/notes.h"
 #include "test.h"
 
 #define KB 1024ULL
@@ -734,13 +736,26 @@ static void test_rebuild_from_reports(void) {
 
 /* ---- holdings and ids claimed back ---- */
 
+/* Node id's notes from ack on, decoded into v (up to max; their extents
+ * into a shared room, the last note's valid); how many, *next the ack. */
+static obj_extent note_ext[PROTO_MAX_EXTENTS];
+static size_t notes_from(master_meta *m, uint32_t id, uint64_t ack, proto_note *v, size_t max, uint64_t *next) {
+    const uint8_t *p;
+    size_t len;
+    size_t n = mm_node_holdings(m, id, ack, max, SIZE_MAX, &p, &len, next);
+    const uint8_t *end = p + len;
+    for (size_t i = 0; i < n; i++)
+        if (proto_note_next(&p, end, note_ext, &v[i]) != 0) return (size_t)-1;
+    return p == end ? n : (size_t)-1;
+}
+
 /* Notes for node id (acknowledging nothing): how many, holds and drops. */
 static size_t notes_of(master_meta *m, uint32_t id, size_t *holds, size_t *drops) {
-    const mm_note *v[64];
+    proto_note v[64];
     uint64_t next;
-    size_t n = mm_node_holdings(m, id, 0, v, 64, &next);
+    size_t n = notes_from(m, id, 0, v, 64, &next);
     *holds = *drops = 0;
-    for (size_t i = 0; i < n; i++) (v[i]->drop ? (*drops)++ : (*holds)++);
+    for (size_t i = 0; i < n && n != (size_t)-1; i++) (v[i].drop ? (*drops)++ : (*holds)++);
     return n;
 }
 
@@ -757,19 +772,38 @@ static void test_holdings_follow_put_end_and_remove(void) {
     ASSERT_EQ(notes_of(m, a, &holds, &drops), 1);
     ASSERT_EQ(holds, 1);
     ASSERT_EQ(notes_of(m, b, &holds, &drops), 1);
-    const mm_note *v[4];
+    proto_note v[4];
     uint64_t next;
-    ASSERT_EQ(mm_node_holdings(m, a, 0, v, 4, &next), 1);
-    ASSERT_EQ(v[0]->crc, 7);
-    ASSERT_EQ(v[0]->want, 2);
-    ASSERT_EQ(v[0]->rep.extents[0].node, a);
+    ASSERT_EQ(notes_from(m, a, 0, v, 4, &next), 1);
+    ASSERT_EQ(v[0].crc, 7);
+    ASSERT_EQ(v[0].want, 2);
+    ASSERT_EQ(v[0].size, 100);
+    ASSERT(v[0].keylen == 1 && v[0].key[0] == 'k');
+    ASSERT_EQ(v[0].rep.extents[0].node, a);
     ASSERT_EQ(mm_remove(m, "k", 1, 10, err, sizeof err), PROTO_OK);
     /* unacknowledged notes are sent again, in order: hold then drop */
-    ASSERT_EQ(mm_node_holdings(m, a, 0, v, 4, &next), 2);
-    ASSERT(!v[0]->drop && v[1]->drop);
+    ASSERT_EQ(notes_from(m, a, 0, v, 4, &next), 2);
+    ASSERT(!v[0].drop && v[1].drop);
     ASSERT_EQ(next, 2);
-    ASSERT_EQ(mm_node_holdings(m, a, next, v, 4, &next), 0);   /* acknowledged: freed */
+    ASSERT_EQ(notes_from(m, a, 1, v, 4, &next), 1);   /* the hold acknowledged: the drop stays */
+    ASSERT(v[0].drop && v[0].keylen == 1 && v[0].key[0] == 'k');
     ASSERT_EQ(next, 2);
+    ASSERT_EQ(notes_from(m, a, next, v, 4, &next), 0);   /* acknowledged: freed */
+    ASSERT_EQ(next, 2);
+    /* a byte bound stops a reply after the note that reaches it */
+    for (int i = 0; i < 3; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "b%d", i);
+        ASSERT_EQ(mm_put_start(m, key, 2, 100, 3, 20, &o, err, sizeof err), PROTO_OK);
+        ASSERT_EQ(mm_put_end(m, key, 2, 9, NULL, 20, err, sizeof err), PROTO_OK);
+    }
+    const uint8_t *p;
+    size_t len;
+    ASSERT_EQ(mm_node_holdings(m, a, 2, 64, 1, &p, &len, &next), 1);
+    ASSERT_EQ(next, 3);
+    ASSERT_EQ(len, (size_t)PROTO_NOTE_HOLD_HDR + 2 + PROTO_NOTE_EXTENT);
+    ASSERT_EQ(mm_node_holdings(m, a, 3, 64, SIZE_MAX, &p, &len, &next), 2);
+    ASSERT_EQ(next, 5);
     mm_destroy(m);
 }
 
