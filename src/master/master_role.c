@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/heap_huge.h"
 #include "core/log.h"
 #include "core/siphash.h"
 #include "core/util.h"
@@ -76,6 +77,9 @@ static void sweep_cb(event_loop *el, void *data) {
     mm_sweep(m->meta, wall_ms());
     master_rebuild_tick(m);
 }
+
+/* The table's growth since the last wait goes on huge pages (heap_huge.h). */
+static void heap_cb(event_loop *el, void *data) { heap_huge_advise(); }
 
 static long long sweep_period_ms(const mkv_config *cfg) {
     int ms = cfg->node_timeout_ms;
@@ -182,6 +186,8 @@ int master_role_main(server *srv) {
         return 1;
     }
     m->waits = put_wait_create(m);
+    heap_huge_setup();
+    loop_hook *heap = loop_hook_add(srv->loop, SERVER_HOOK_FLUSH, heap_cb, NULL);
     loop_timer *sweep = loop_timer_create(srv->loop, sweep_cb, m);
     long long period = sweep_period_ms(&srv->cfg);
     loop_timer_start(sweep, period, period);
@@ -192,6 +198,7 @@ int master_role_main(server *srv) {
     m->ha = NULL;
     srv->role_gate = NULL;
     loop_timer_free(sweep);
+    loop_hook_del(heap);
     put_wait_destroy(m->waits);
     m->waits = NULL;
     srv->role = NULL;

@@ -1,0 +1,39 @@
+/* core/heap_huge.c - see heap_huge.h. */
+#include "core/heap_huge.h"
+
+#include <stdint.h>
+
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#define HEAP_HUGE 1
+#endif
+
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+#ifdef HEAP_HUGE
+
+/* The heap is advised up to here. Process-wide, as the brk heap is. */
+static uintptr_t advised;
+
+void heap_huge_setup(void) {
+    mallopt(M_TOP_PAD, HEAP_HUGE_STEP);
+    mallopt(M_TRIM_THRESHOLD, 2 * HEAP_HUGE_STEP);
+    advised = ((uintptr_t)sbrk(0) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
+void heap_huge_advise(void) {
+    uintptr_t top = (uintptr_t)sbrk(0) & ~(HUGE_PAGE - 1);
+    if (!advised || top <= advised) return;
+    (void)madvise((void *)advised, top - advised, MADV_HUGEPAGE);   /* best effort */
+    advised = top;
+}
+
+#else
+
+void heap_huge_setup(void) {}
+
+void heap_huge_advise(void) {}
+
+#endif
