@@ -792,7 +792,7 @@ static void test_holdings_follow_put_end_and_remove(void) {
     ASSERT_EQ(next, 2);
     /* a byte bound stops a reply after the note that reaches it */
     for (int i = 0; i < 3; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "b%d", i);
         ASSERT_EQ(mm_put_start(m, key, 2, 100, 3, 20, &o, err, sizeof err), PROTO_OK);
         ASSERT_EQ(mm_put_end(m, key, 2, 9, NULL, 20, err, sizeof err), PROTO_OK);
