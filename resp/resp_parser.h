@@ -29,6 +29,7 @@ typedef struct resp_arg {
     char *ptr;       /* payload; parser-owned ones are NUL terminated */
     size_t len;
     int external;    /* 1 if ptr came from bulk_dest (never freed here) */
+    int pooled;      /* parser-owned in its arena of small arguments */
 } resp_arg;
 
 typedef struct resp_limits {

@@ -226,7 +226,7 @@ static void write_fields(resp_buf *out, const field_table *t, const info_index *
 static void write_info_fields(server *srv, resp_buf *out) {
     metrics *m = srv->metrics;
     static char everything[] = "everything";
-    resp_arg all = {everything, sizeof everything - 1, 0};
+    resp_arg all = {.ptr = everything, .len = sizeof everything - 1};
     resp_buf text;
     resp_buf_init(&text);
     info_build(srv, 1, &all, &text);

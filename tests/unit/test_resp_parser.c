@@ -290,6 +290,55 @@ static void test_claims_do_not_allocate(void) {
     resp_parser_free(p);                     /* half-received bulk: ASan checks */
 }
 
+/* Small bulks share the parser's arena: thousands of them in one
+ * command (the master's 4096-key batches) keep every earlier argument's
+ * bytes and NUL while later blocks are added, under every chunking; big
+ * ones around them still get their own buffers. After the reset the
+ * parser holds little (one small block at most). */
+static void test_small_args_share_arena(void) {
+    enum { N = 3000 };
+    size_t cap = 64 + (size_t)N * 300 + 80000, len = 0;
+    char *in = malloc(cap);
+    len += (size_t)snprintf(in, cap, "*%d\r\n", N);
+    for (int i = 0; i < N; i++) {
+        size_t alen = i == 1234 ? 70000 : (size_t)(i * 37) % 260;   /* 0..259: both sides of 256 */
+        len += (size_t)snprintf(in + len, cap - len, "$%zu\r\n", alen);
+        for (size_t k = 0; k < alen; k++) in[len++] = (char)('a' + (i + k) % 26);
+        memcpy(in + len, "\r\n", 2);
+        len += 2;
+    }
+    long before = heap_in_use();
+    static const size_t chunks[] = {0, 1, 7, 4096};   /* 0: all at once */
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        resp_parser *p = resp_parser_create(NULL);
+        size_t pos = 0, used;
+        resp_status st = RESP_AGAIN;
+        while (st == RESP_AGAIN && pos < len) {
+            size_t n = chunks[c] && len - pos > chunks[c] ? chunks[c] : len - pos;
+            st = resp_parser_feed(p, in + pos, n, &used);
+            pos += used;
+        }
+        ASSERT_EQ(st, RESP_COMMAND);
+        ASSERT_EQ(resp_parser_argc(p), N);
+        resp_arg *argv = resp_parser_argv(p);
+        for (int i = 0; i < N; i++) {
+            size_t alen = i == 1234 ? 70000 : (size_t)(i * 37) % 260;
+            int ok = argv[i].len == alen && argv[i].ptr[alen] == '\0' && !argv[i].external &&
+                     argv[i].pooled == (alen <= 256);
+            for (size_t k = 0; ok && k < alen; k++) ok = argv[i].ptr[k] == (char)('a' + (i + k) % 26);
+            ASSERT_MSG(ok, "chunks of %zu: argument %d", chunks[c], i);
+        }
+        resp_parser_reset(p);
+        long held = heap_in_use();
+        /* argv's slots stay for the next command; the arguments go */
+        long bound = (long)(N * sizeof(resp_arg)) + 16 * 1024;
+        if (before > 0) ASSERT_MSG(held - before < bound, "chunks of %zu: %ld bytes held", chunks[c],
+                                   held - before);
+        resp_parser_free(p);
+    }
+    free(in);
+}
+
 static void test_bulk_buffer_grows_with_data(void) {
     enum { N = 300000 };
     char *in = malloc(N + 64);
@@ -526,6 +575,7 @@ int main(void) {
     RUN_TEST(test_default_limits_reject_huge);
     RUN_TEST(test_claims_do_not_allocate);
     RUN_TEST(test_bulk_buffer_grows_with_data);
+    RUN_TEST(test_small_args_share_arena);
     RUN_TEST(test_bulk_dest_routes_value);
     RUN_TEST(test_bulk_dest_half_received_not_freed);
     RUN_TEST(test_bulk_dest_not_asked_for_inline);
