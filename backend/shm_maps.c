@@ -231,10 +231,9 @@ void shm_map_put(shm_map *m) {
 
 char *shm_map_base(const shm_map *m) { return m->base; }
 
-int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) {
-    __atomic_store_n(&m->last_use_ms, mono_ms(), __ATOMIC_RELAXED);
-    return shm_warm_ready(m->warm, off, len);
-}
+void shm_map_used(shm_map *m) { __atomic_store_n(&m->last_use_ms, mono_ms(), __ATOMIC_RELAXED); }
+
+int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) { return shm_warm_ready(m->warm, off, len); }
 
 uint64_t shm_map_cold_bytes(const shm_map *m) { return m->size - shm_warm_bytes(m->warm); }
 

@@ -31,6 +31,9 @@ void shm_map_put(shm_map *m);
 
 char *shm_map_base(const shm_map *m);
 
+/* A transfer is about to ask shm_map_ready (once per batch: the sweep
+ * leaves a mapping in use alone). */
+void shm_map_used(shm_map *m);
 /* 1 when [off, off+len) may be copied through the mapping now: its chunks
  * are warm (else the warmer takes its first cold chunk next). */
 int shm_map_ready(shm_map *m, uint64_t off, uint64_t len);

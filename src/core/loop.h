@@ -11,6 +11,8 @@
 #ifndef MKV_LOOP_H
 #define MKV_LOOP_H
 
+#include <stdint.h>
+
 #define LOOP_OK 0
 #define LOOP_ERR -1
 
@@ -37,6 +39,10 @@ void loop_destroy(event_loop *el);
  * may be called from any callback. */
 void loop_run(event_loop *el);
 void loop_stop(event_loop *el);
+/* The wall clock in ms as of this iteration's wake-up, without reading
+ * the clock: for coarse stamps where a clock jump is harmless (a read of
+ * the clock per request was a few % of a busy loop). */
+uint64_t loop_now_ms(event_loop *el);
 
 /* Watch fd for mask (LOOP_READABLE and/or LOOP_WRITABLE); proc is called
  * for those events, data is the fd's one data pointer (the last add sets

@@ -91,6 +91,8 @@ void loop_run(event_loop *el) { ev_run(el->ev, 0); }
 
 void loop_stop(event_loop *el) { ev_break(el->ev, EVBREAK_ALL); }
 
+uint64_t loop_now_ms(event_loop *el) { return (uint64_t)(ev_now(el->ev) * 1000.0); }
+
 /* ---- File events ------------------------------------------------------------ */
 
 static void slot_read_cb(struct ev_loop *ev, ev_io *w, int revents) {

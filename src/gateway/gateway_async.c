@@ -96,6 +96,7 @@ typedef struct gw_async {
     /* The largest value seen in this and the last GW_HINT_MS period: a
      * read's size is not known before the master answers. */
     uint64_t hint_now, hint_last, hint_since_ms;
+    event_loop *loop;         /* its time dates the periods */
 } gw_async;
 
 static gw_async *async_of(client *c) { return cluster_store_async(c->srv->store); }
@@ -159,7 +160,8 @@ static void conn_remove(gw_conn *gc, gw_call *call) {
 
 /* The largest value size seen lately (a read's estimated size). */
 static uint64_t hint(gw_async *ga) {
-    uint64_t now = mono_ms();
+    uint64_t now = loop_now_ms(ga->loop);
+    if (now < ga->hint_since_ms) ga->hint_since_ms = now;   /* the wall clock stepped back */
     if (now - ga->hint_since_ms >= GW_HINT_MS) {
         ga->hint_last = now - ga->hint_since_ms >= 2 * GW_HINT_MS ? 0 : ga->hint_now;
         ga->hint_now = 0;
@@ -618,7 +620,8 @@ static void async_free(gw_async *ga) {
 
 void gateway_async_register(server *srv) {
     gw_async *ga = xcalloc(1, sizeof *ga);
-    ga->hint_since_ms = mono_ms();
+    ga->loop = srv->loop;
+    ga->hint_since_ms = loop_now_ms(ga->loop);
     ga->nbuckets = 64;
     ga->inflight = xcalloc(ga->nbuckets, sizeof *ga->inflight);
     if (random_bytes(ga->hash_key, sizeof ga->hash_key) != 0) {

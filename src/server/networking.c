@@ -463,7 +463,8 @@ void client_unblock(client *c) {
 
 reply_slot *client_slot_open(client *c) {
     conn *cn = conn_of(c);
-    out_chunk *ch = xcalloc(1, sizeof *ch + NET_SLOT_INLINE);
+    out_chunk *ch = xmalloc(sizeof *ch + NET_SLOT_INLINE);
+    memset(ch, 0, sizeof *ch);   /* not its room: len says what is in it */
     ch->slot = SLOT_OPEN;
     ch->cap = NET_SLOT_INLINE;
     out_push(cn, ch);

@@ -4,6 +4,7 @@
  * removal from inside a pass), fd slots reused after a close (the
  * number comes back as a new pipe, which libev must be told about). */
 #include "core/loop.h"
+#include "core/util.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -103,6 +104,27 @@ static void test_timers(void) {
     loop_timer_free(t.repeat);
     loop_timer_free(NULL);
     loop_destroy(el);
+}
+
+/* loop_now_ms is the wall clock as of the wake-up: a timer 30 ms out
+ * sees at least 25 ms passed and no time from the future. */
+typedef struct now_state {
+    event_loop *el;
+    uint64_t seen;
+} now_state;
+
+static void on_now(event_loop *el, void *data) { ((now_state *)data)->seen = loop_now_ms(el); }
+
+static void test_now(void) {
+    now_state st = {loop_create(), 0};
+    loop_timer *t = loop_timer_create(st.el, on_now, &st);
+    uint64_t start = wall_ms();
+    loop_timer_start(t, 30, 0);
+    loop_run(st.el);
+    ASSERT_MSG(st.seen >= start + 25 && st.seen <= wall_ms(), "start %llu seen %llu",
+               (unsigned long long)start, (unsigned long long)st.seen);
+    loop_timer_free(t);
+    loop_destroy(st.el);
 }
 
 typedef struct wake_state {
@@ -212,6 +234,7 @@ int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN_TEST(test_file_events);
     RUN_TEST(test_timers);
+    RUN_TEST(test_now);
     RUN_TEST(test_wake_from_thread);
     RUN_TEST(test_signal);
     RUN_TEST(test_hooks_in_priority_order);
