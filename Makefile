@@ -126,7 +126,7 @@ FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/place
                            src/master/membership src/master/rebuild src/master/repair \
                            src/master/collect src/core/evict \
                            src/core/objtable src/core/alloc src/core/util src/core/log \
-                           src/core/siphash backend/cap src/proto/report $(FUZZ_SLICES)
+                           src/core/siphash backend/cap src/proto/report src/proto/notes resp/resp_writer $(FUZZ_SLICES)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 
 $(FUZZ_DIR)/obj/%.o: %.c
