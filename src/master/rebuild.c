@@ -60,21 +60,24 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
                                       size_t *ngroups_out) {
     size_t cap = 16, nn = n ? n : 1;
     while (cap < 2 * n) cap *= 2;
-    uint32_t *slot = xhuge_alloc(cap * sizeof *slot);   /* group + 1, 0 = empty */
+    /* a slot: the hash's top half (a tag: most probes end without another
+     * miss) and group + 1 (0 = empty) */
+    uint64_t *slot = xhuge_alloc(cap * sizeof *slot);
     uint32_t *group = xhuge_alloc(nn * sizeof *group), ngroups = 0;
     size_t *first = xhuge_alloc(nn * sizeof *first);
     uint64_t *hash = xhuge_alloc(nn * sizeof *hash);
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = objtable_hash(r[i].key, r[i].keylen);
+        uint64_t h = objtable_hash(r[i].key, r[i].keylen), tag = h & ~(uint64_t)UINT32_MAX;
         size_t at = (size_t)(h >> 20) & (cap - 1);   /* other bits than the table's buckets */
-        while (slot[at] && (hash[slot[at] - 1] != h || key_cmp(&r[first[slot[at] - 1]], &r[i]) != 0))
+        while (slot[at] && ((slot[at] & ~(uint64_t)UINT32_MAX) != tag ||
+                            key_cmp(&r[first[(uint32_t)slot[at] - 1]], &r[i]) != 0))
             at = (at + 1) & (cap - 1);
         if (!slot[at]) {
             first[ngroups] = i;
             hash[ngroups] = h;
-            slot[at] = ++ngroups;
+            slot[at] = tag | ++ngroups;
         }
-        group[i] = slot[at] - 1;
+        group[i] = (uint32_t)slot[at] - 1;
     }
     xhuge_free(slot, cap * sizeof *slot);
     xhuge_free(first, nn * sizeof *first);
@@ -89,8 +92,14 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **
     for (size_t i = 0; i < n; i++) v[kg[group[i]].end++] = &r[i];
     xhuge_free(group, nn * sizeof *group);
     for (uint32_t g = 0; g < ngroups; g++) {
-        if (kg[g].end - kg[g].start > 1)
-            qsort(v + kg[g].start, kg[g].end - kg[g].start, sizeof *v, by_offset);
+        size_t k = kg[g].end - kg[g].start;
+        const mm_report **at = v + kg[g].start;
+        if (k == 2 && by_offset(&at[0], &at[1]) > 0) {   /* the common case: two replicas */
+            const mm_report *t = at[0];
+            at[0] = at[1], at[1] = t;
+        } else if (k > 2) {
+            qsort(at, k, sizeof *v, by_offset);
+        }
         const mm_report *f = v[kg[g].start];
         kg[g].where = ((uint64_t)f->node << 48) ^ (f->seg_off & ((1ULL << 48) - 1));
     }
