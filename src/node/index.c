@@ -59,7 +59,6 @@ static void entry_free(node_index *ix, ix_entry *e) {
     ix->st.objects--;
     ix->st.extents -= e->nmine;
     ix->st.bytes -= entry_bytes(e);
-    free(e->ext);
     free(e);
 }
 
@@ -109,12 +108,21 @@ static void grow(node_index *ix) {
     ix->nbuckets = n;
 }
 
-/* A copy of rep with our extents marked; NULL if none is ours or one of
- * ours lies outside the segment. */
+/* Where an entry's extents start in its block: after the key, aligned. */
+static size_t ext_at(size_t keylen) {
+    return (sizeof(ix_entry) + keylen + _Alignof(obj_extent) - 1) & ~(_Alignof(obj_extent) - 1);
+}
+
+/* A copy of rep with our extents marked, in one block with the entry (a
+ * node indexes every small put: one allocation each, not two); NULL if
+ * none is ours or one of ours lies outside the segment. */
 static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const obj_replica *rep,
                            uint32_t self) {
-    ix_entry *e = xcalloc(1, sizeof *e + keylen);
-    e->ext = xmemdup(rep->extents, rep->nextents * sizeof *rep->extents);
+    size_t at = ext_at(keylen);
+    ix_entry *e = xmalloc(at + rep->nextents * sizeof *rep->extents);
+    memset(e, 0, sizeof *e);
+    e->ext = (obj_extent *)((char *)e + at);
+    memcpy(e->ext, rep->extents, rep->nextents * sizeof *rep->extents);
     e->nextents = rep->nextents;
     for (uint32_t i = 0; i < e->nextents; i++) {
         obj_extent *x = &e->ext[i];
@@ -124,7 +132,6 @@ static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const
         if (x->offset > ix->seg_size || x->length > ix->seg_size - x->offset) e->nmine = 0, i = e->nextents;
     }
     if (e->nmine == 0) {
-        free(e->ext);
         free(e);
         return NULL;
     }
@@ -148,7 +155,7 @@ int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t siz
     if (!e || ix->st.objects >= ix->max_entries) {
         ix->st.refused++;
         pthread_mutex_unlock(&ix->mu);
-        if (e) free(e->ext), free(e);
+        free(e);
         return -1;
     }
     e->hash = h;
