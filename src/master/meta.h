@@ -311,6 +311,7 @@ typedef struct mm_rebuild_stats {
     uint64_t extents_rejected;             /* bad, overlapping, or part of no whole replica */
     uint64_t keys_incomplete;              /* keys with no whole replica: dropped */
     uint64_t keys_refused;                 /* whole replicas, none claimable (overlap, node) */
+    uint64_t objects_short;                /* of objects, with fewer replicas than they want */
 } mm_rebuild_stats;
 
 /* Told about each refused extent (e.g. so its node forgets the key). */

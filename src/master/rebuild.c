@@ -219,6 +219,7 @@ static void commit_key(master_meta *m, const mm_report *first, uint64_t hash, pa
     objtable_set_state(m->objs, o, OBJ_COMPLETE);
     st->objects++;
     st->replicas += nwhole;
+    st->objects_short += nwhole < want;
 }
 
 /* fresh: the table was empty when the rebuild began, so no key of a
@@ -236,6 +237,7 @@ struct mm_rebuild_job {
     key_group *kg;
     size_t ngroups, next;    /* next: the first group not built yet */
     int fresh;               /* the table holds only what this job made */
+    int short_made;          /* an object with fewer replicas than it wants: repair */
     size_t made;
     partial *p;
     obj_extent *room;        /* where whole replicas' extents are assembled */
@@ -255,7 +257,7 @@ mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_
 int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now_ms,
                     mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     size_t stop = j->ngroups - j->next < keys ? j->ngroups : j->next + keys;
-    uint64_t before = st->objects;
+    uint64_t before = st->objects, short_before = st->objects_short;
     /* between steps others ran: a key removed or put meanwhile ends the shortcut */
     j->fresh = j->fresh && objtable_size(m->objs) == j->made;
     for (; j->next < stop; j->next++) {
@@ -274,6 +276,7 @@ int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now
         for (uint32_t k = 0; k < np; k++) j->p[k].n = 0, j->p[k].end = 0;
     }
     j->made += st->objects - before;
+    j->short_made |= st->objects_short != short_before;
     return j->next < j->ngroups;
 }
 
@@ -286,11 +289,14 @@ void mm_rebuild_free(mm_rebuild_job *j) {
     free(j);
 }
 
+/* Repair walks the whole table: only when some object came back short. */
 void mm_rebuild_end(master_meta *m, mm_rebuild_job *j) {
     objtable_reserve(m->objs, 0);
+    if (j->short_made) {
+        m->repair_dirty = 1;
+        m->repair_next_ms = 0;
+    }
     mm_rebuild_free(j);
-    m->repair_dirty = 1;
-    m->repair_next_ms = 0;
 }
 
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,

@@ -734,6 +734,28 @@ static void test_rebuild_from_reports(void) {
     mm_destroy(a);
 }
 
+/* An object rebuilt with fewer replicas than it was put with is copied
+ * again; one that came back whole costs no repair pass. */
+static void test_rebuild_repairs_only_short_objects(void) {
+    master_meta *a = cluster(3, 64 * KB);
+    ASSERT(a);
+    ASSERT(put(a, "k", 100, 2, 0));
+    const char *keys[] = {"k"};
+    mm_report rep[4];
+    ASSERT_EQ(reports_of(a, keys, 1, rep), 2);
+    for (int whole = 0; whole < 2; whole++) {
+        master_meta *b = cluster(3, 64 * KB);
+        mm_repair(b, 0);   /* what the nodes' joining asked for */
+        mm_rebuild_stats st;
+        mm_rebuild(b, rep, whole ? 2 : 1, 10, &st, NULL, NULL);
+        ASSERT_EQ(st.objects, 1);
+        ASSERT_EQ(st.objects_short, whole ? 0 : 1);
+        ASSERT_EQ(mm_repair(b, 20), whole ? 0 : 1);
+        mm_destroy(b);
+    }
+    mm_destroy(a);
+}
+
 /* ---- holdings and ids claimed back ---- */
 
 /* Node id's notes from ack on, decoded into v (up to max; their extents
@@ -917,5 +939,6 @@ int main(void) {
     RUN_TEST(test_drain_moves_then_leaves);
     RUN_TEST(test_drain_without_room_loses_only_sole_copies);
     RUN_TEST(test_rebuild_from_reports);
+    RUN_TEST(test_rebuild_repairs_only_short_objects);
     TEST_EXIT();
 }
