@@ -50,7 +50,7 @@ void proto_placed_free(proto_placed *pl) {
 /* n caps at p as extents covering exactly size bytes; NULL if one is
  * out of bounds. */
 static te_extent *extents_of(const uint8_t *p, uint32_t n, uint64_t size, uint32_t rights) {
-    te_extent *ext = xcalloc(n, sizeof *ext);
+    te_extent *ext = xmalloc(n * sizeof *ext);   /* every field is written below */
     uint64_t covered = 0;
     for (uint32_t i = 0; i < n; i++, p += TE_CAP_WIRE_LEN) {
         te_extent *e = &ext[i];

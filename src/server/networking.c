@@ -50,6 +50,7 @@
 #define NET_READ_BUF      (64 * 1024)        /* one read() of ordinary input */
 #define NET_BLOCK_SIZE    (16 * 1024)        /* owned reply block */
 #define NET_FREE_BLOCKS   256                /* spare blocks kept for reuse */
+#define NET_FREE_SLOTS    1024               /* spare reply slots (a gateway opens one per request) */
 #define NET_REF_MIN       (16 * 1024)        /* smaller ref bodies are copied */
 #define NET_DIRECT_MIN    (16 * 1024)        /* smaller payload rests go via the read buffer */
 #define NET_DIRECT_BUDGET (8 * 1024 * 1024)  /* direct bytes per read event (fairness) */
@@ -97,8 +98,8 @@ typedef struct net_state {
     conn *pending;                      /* clients with work before sleep */
     char rbuf[NET_READ_BUF];
     resp_buf scratch;                   /* one reply being encoded */
-    out_chunk *free_blocks, *free_refs; /* recycled chunks */
-    unsigned nfree_blocks, nfree_refs;
+    out_chunk *free_blocks, *free_refs, *free_slots; /* recycled chunks */
+    unsigned nfree_blocks, nfree_refs, nfree_slots;
 } net_state;
 
 struct conn {
@@ -146,27 +147,27 @@ static out_chunk *chunk_take(out_chunk **list, unsigned *n, size_t datasize) {
     return ch;
 }
 
+/* ch onto a free list unless it holds max already; 0 if not kept. */
+static int chunk_keep(out_chunk **list, unsigned *n, unsigned max, out_chunk *ch) {
+    if (*n >= max) return 0;
+    ch->next = *list;
+    *list = ch;
+    (*n)++;
+    return 1;
+}
+
 /* Return a written (or abandoned) chunk: release a reference, recycle. */
 static void chunk_done(net_state *net, out_chunk *ch) {
-    if (ch->slot) {   /* its own allocation, with little room */
-        free(ch);
-        return;
-    }
-    if (ch->ref) {
+    int kept;
+    if (ch->slot) {   /* little room: a list of their own */
+        kept = chunk_keep(&net->free_slots, &net->nfree_slots, NET_FREE_SLOTS, ch);
+    } else if (ch->ref) {
         if (ch->release) ch->release(ch->ctx);
-        if (net->nfree_refs < NET_FREE_BLOCKS) {
-            ch->next = net->free_refs;
-            net->free_refs = ch;
-            net->nfree_refs++;
-            return;
-        }
-    } else if (net->nfree_blocks < NET_FREE_BLOCKS) {
-        ch->next = net->free_blocks;
-        net->free_blocks = ch;
-        net->nfree_blocks++;
-        return;
+        kept = chunk_keep(&net->free_refs, &net->nfree_refs, NET_FREE_BLOCKS, ch);
+    } else {
+        kept = chunk_keep(&net->free_blocks, &net->nfree_blocks, NET_FREE_BLOCKS, ch);
     }
-    free(ch);
+    if (!kept) free(ch);
 }
 
 static void chunk_list_free(out_chunk *ch) {
@@ -463,10 +464,8 @@ void client_unblock(client *c) {
 
 reply_slot *client_slot_open(client *c) {
     conn *cn = conn_of(c);
-    out_chunk *ch = xmalloc(sizeof *ch + NET_SLOT_INLINE);
-    memset(ch, 0, sizeof *ch);   /* not its room: len says what is in it */
+    out_chunk *ch = chunk_take(&cn->net->free_slots, &cn->net->nfree_slots, NET_SLOT_INLINE);
     ch->slot = SLOT_OPEN;
-    ch->cap = NET_SLOT_INLINE;
     out_push(cn, ch);
     cn->last_slot = ch;
     cn->nslots++;
@@ -1113,6 +1112,7 @@ void server_cleanup(server *srv) {
     loop_hook_del(net->flush_hook);
     chunk_list_free(net->free_blocks);
     chunk_list_free(net->free_refs);
+    chunk_list_free(net->free_slots);
     resp_buf_free(&net->scratch);
     metrics_free(srv->metrics);
     srv->metrics = NULL;
