@@ -231,6 +231,7 @@ int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
 
 struct mkv_located {
     mkv_placement pl;
+    int extents_inline;        /* pl's extents live in this block, after it */
 };
 
 int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uint64_t *size) {
@@ -252,20 +253,33 @@ int mkv_located_take(mkv_client *c, proto_located *r, mkv_located **out, uint64_
     *out = NULL;
     if (!c || !r) return MKV_EINVAL;
     if (!r->found) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
-    /* the decoder checked: 1..8 replicas, each covering size bytes */
-    mkv_placement pl = {.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
-                        .slices = r->slices, .nreplicas = r->rep.nreplicas};
-    for (uint32_t i = 0; i < r->rep.nreplicas; i++)
-        pl.replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = r->rep.ext[i]};
-    memset(r, 0, sizeof *r);           /* its arrays are pl's now */
-    *size = pl.size;
-    *out = mkv_located_wrap(&pl);
+    /* One block for the location and every extent: a batch of small
+     * reads frees its locations together, and a block per replica more
+     * was ~10% of the gateway's loop with two replicas. The decoder
+     * checked: 1..8 replicas, each covering size bytes. */
+    size_t next = 0;
+    for (uint32_t i = 0; i < r->rep.nreplicas; i++) next += r->rep.next[i];
+    mkv_located *l = xmalloc(sizeof *l + next * sizeof(te_extent));
+    te_extent *ext = (te_extent *)(l + 1);
+    l->extents_inline = 1;
+    l->pl = (mkv_placement){.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
+                            .slices = r->slices, .nreplicas = r->rep.nreplicas};
+    for (uint32_t i = 0; i < r->rep.nreplicas; i++) {
+        memcpy(ext, r->rep.ext[i], r->rep.next[i] * sizeof *ext);
+        l->pl.replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = ext};
+        ext += r->rep.next[i];
+    }
+    r->slices = (proto_slices){0};     /* pl's now */
+    proto_located_free(r);
+    *size = l->pl.size;
+    *out = l;
     return MKV_OK;
 }
 
 mkv_located *mkv_located_wrap(const mkv_placement *pl) {
     mkv_located *l = xmalloc(sizeof *l);
     l->pl = *pl;
+    l->extents_inline = 0;
     return l;
 }
 
@@ -275,7 +289,8 @@ uint64_t mkv_located_lease(const mkv_located *l) { return mkv_lease_until(&l->pl
 
 void mkv_located_free(mkv_located *l) {
     if (!l) return;
-    mkv_placement_free(&l->pl);
+    if (l->extents_inline) proto_slices_free(&l->pl.slices);
+    else mkv_placement_free(&l->pl);
     free(l);
 }
 
