@@ -299,6 +299,31 @@ static void test_encode_decode(void) {
 
 /* ---- packed placements (MOON.MPUTSTART PACKED) ---- */
 
+/* Whether a decoded record's two replicas are reps, extent by extent, each
+ * with a cap that g signed for op on exactly that extent (checked just before
+ * it expires); why names the first that is not. */
+static int replicas_match(const proto_placed *pl, const obj_replica *reps, const proto_grant *g, te_op op,
+                          char *why, size_t n) {
+    for (uint32_t r = 0; r < 2; r++) {
+        if (pl->next[r] != reps[r].nextents) {
+            snprintf(why, n, "replica %u has %u extents", r, pl->next[r]);
+            return 0;
+        }
+        for (uint32_t k = 0; k < pl->next[r]; k++) {
+            const obj_extent *want = &reps[r].extents[k];
+            const te_extent *e = &pl->ext[r][k];
+            if (e->node_id != want->node || e->offset != want->offset || e->length != want->length ||
+                e->cap.issued_us != g->issued_us ||
+                te_cap_check(&e->cap, g->key, g->term, want->node, op, want->offset, want->length,
+                             g->expiry_ms - 1) != TE_OK) {
+                snprintf(why, n, "replica %u extent %u", r, k);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Two placed objects around a refusal, as the master writes them. */
 static void placed_blob(resp_buf *out, object *o, const proto_grant *g) {
     resp_buf_init(out);
@@ -325,20 +350,10 @@ static void test_placed_round_trip(void) {
             continue;
         }
         ASSERT(!pl.err && pl.nreplicas == 2);
-        for (uint32_t r = 0; r < 2; r++) {
-            ASSERT_EQ(pl.next[r], reps[r].nextents);
-            for (uint32_t k = 0; k < pl.next[r]; k++) {
-                const obj_extent *want = &reps[r].extents[k];
-                const te_extent *e = &pl.ext[r][k];
-                int ok = e->node_id == want->node && e->offset == want->offset && e->length == want->length &&
-                         e->cap.issued_us == 12 &&
-                         te_cap_check(&e->cap, key, 77, want->node, TE_WRITE, want->offset, want->length,
-                                      4999) == TE_OK;
-                if (!ok) proto_placed_free(&pl);
-                ASSERT_MSG(ok, "record %d replica %u extent %u", rec, r, k);
-            }
-        }
+        char why[64];
+        int ok = replicas_match(&pl, reps, &g, TE_WRITE, why, sizeof why);
         proto_placed_free(&pl);
+        ASSERT_MSG(ok, "record %d: %s", rec, why);
     }
     ASSERT(p == end);
     /* past the end: nothing to decode */
@@ -512,19 +527,10 @@ static void test_located_round_trip(void) {
         ASSERT_EQ(l.slices.count, rec == 0 ? 3u : 0u);
         ASSERT_EQ(l.slices.size, rec == 0 ? 65536u : 0u);
         for (uint32_t i = 0; i < l.slices.count; i++) ASSERT_EQ(l.slices.crc[i], crcs[i]);
-        for (uint32_t r = 0; r < 2; r++) {
-            ASSERT_EQ(l.rep.next[r], reps[r].nextents);
-            for (uint32_t k = 0; k < l.rep.next[r]; k++) {
-                const obj_extent *want = &reps[r].extents[k];
-                const te_extent *e = &l.rep.ext[r][k];
-                int ok = e->node_id == want->node && e->offset == want->offset && e->length == want->length &&
-                         te_cap_check(&e->cap, key, 77, want->node, TE_READ, want->offset, want->length,
-                                      4999) == TE_OK;
-                if (!ok) proto_located_free(&l);
-                ASSERT_MSG(ok, "record %d replica %u extent %u", rec, r, k);
-            }
-        }
+        char why[64];
+        int ok = replicas_match(&l.rep, reps, &g, TE_READ, why, sizeof why);
         proto_located_free(&l);
+        ASSERT_MSG(ok, "record %d: %s", rec, why);
     }
     ASSERT(p == end);
     proto_located l;
