@@ -163,7 +163,7 @@ static void end_item(void *owner, size_t j, const char **argv, size_t *lens, cha
     size_t i = bt->ended[j];
     argv[0] = bt->p[i]->key;
     lens[0] = bt->p[i]->keylen;
-    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%u", bt->crc[i]);
+    lens[1] = u64_decimal(bt->crc[i], num[1]);
     argv[1] = num[1];
 }
 
@@ -230,7 +230,7 @@ static void start_item(void *owner, size_t i, const char **argv, size_t *lens, c
     pb_batch *bt = owner;
     argv[0] = bt->p[i]->key;
     lens[0] = bt->p[i]->keylen;
-    lens[1] = (size_t)snprintf(num[1], sizeof num[1], "%llu", (unsigned long long)bt->p[i]->buf.len);
+    lens[1] = u64_decimal(bt->p[i]->buf.len, num[1]);
     argv[1] = num[1];
 }
 
