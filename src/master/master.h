@@ -56,6 +56,7 @@ typedef struct master_rebuild {
     int again;             /* a node finished reporting during a build: build its reports next */
     const char *why;       /* what closed the window (a literal) */
     loop_wake *build_wake;   /* runs the next slice (a timer would sleep the loop 1 ms first) */
+    loop_timer *grace_timer; /* every node reported within the rejoin grace: closes at its end */
     uint64_t joins_held;   /* registrations without a claim told to wait (TRYAGAIN) */
     uint64_t nodes_reported, reports_total;
     uint64_t recovered, incomplete, lost, extents_refused;
@@ -131,6 +132,10 @@ int master_rebuild_busy(const master *m);
 void master_rebuild_tick(master *m);
 /* Forget everything (exit, lost term). */
 void master_rebuild_reset(master *m);
+/* MOON.NODES EXPECTED: a line "<id> - expected 0 0" for each node the
+ * open window waits for that is not a member yet (nodes name them in
+ * MOON.REPORTDONE should this master die too). */
+void master_rebuild_expected(master *m, resp_buf *out);
 /* INFO fields rebuild_*. */
 void master_rebuild_info(master *m, resp_buf *out);
 /* MOON.GATEWAY: the registry of gateways (gateways.c). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/evict.h"
 #include "core/siphash.h"
@@ -647,6 +648,11 @@ static uint64_t node_used(const mm_node *n) {
 /* One line per node: "<id> <addr> <state> <segment_size> <used>\n" */
 static void nodes_command(client *c) {
     master_meta *mm = meta_of(c);
+    int expected = c->argc == 2 && c->argv[1].len == 8 && strncasecmp(c->argv[1].ptr, "expected", 8) == 0;
+    if (c->argc > 1 && !expected) {
+        reply_syntax_error(c);
+        return;
+    }
     resp_buf out;
     resp_buf_init(&out);
     for (uint32_t id = 1; id <= mm_node_count(mm); id++) {
@@ -658,6 +664,7 @@ static void nodes_command(client *c) {
                            (unsigned long long)node_used(node));
         resp_buf_append(&out, line, (size_t)len);
     }
+    if (expected) master_rebuild_expected(master_of(c), &out);
     reply_verbatim(c, out.data ? out.data : "", out.len);
     resp_buf_free(&out);
 }
@@ -889,8 +896,8 @@ static const command master_commands[] = {
      "EXISTS for many keys", "key [key ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "Every node with state and data addresses", ""},
-    {"moon.nodes", nodes_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
-     "One text line per node", ""},
+    {"moon.nodes", nodes_command, -1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
+     "One text line per node (EXPECTED: and per node a rebuild waits for)", "[EXPECTED]"},
     {"moon.flush", flush_command, 1, CMD_WRITE, NOKEY, 0, "moonkv", "0.2.0",
      "Remove every object (FLUSHALL through a gateway); how many", ""},
     {"moon.scan", scan_command, -2, CMD_READONLY, NOKEY, 0, "moonkv", "0.2.0",

@@ -11,6 +11,7 @@
  * repair brings them back to their replica counts. A node reporting
  * after the window is rebuilt at once (keys present are left alone).
  * Extents that were refused are dropped from their node's index. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -208,18 +209,42 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
     return MASTER_REG_REPORT;
 }
 
-/* How long a new node should still wait (0: not at all). Live nodes of
- * the past try to join every PROTO_REJOIN_MS, so within the grace one
- * claims; its window then lasts until every member it knew reported,
- * and the ids they hold are known (mm_node_id_taken). */
+/* What is left of the rejoin grace: live nodes of the past try to join
+ * every PROTO_REJOIN_MS, so within it each claims its id. */
+static uint64_t grace_left_ms(const master *m) {
+    uint64_t now = mono_ms(), end = m->term_start_ms + (uint64_t)m->srv->cfg.rejoin_grace_ms;
+    return end > now ? end - now : 0;
+}
+
+/* How long a new node should still wait (0: not at all): the grace, or
+ * once a node claimed, the window, which lasts until every member it
+ * knew reported, so the ids they hold are known (mm_node_id_taken). */
 static uint64_t join_hold_ms(const master *m) {
     const master_rebuild *rb = &m->rebuild;
     uint64_t now = mono_ms();
     if (rb->state == REBUILD_COLLECTING) return rb->deadline_ms > now ? rb->deadline_ms - now : 1;
-    if (rb->state != REBUILD_NONE) return 0;
-    uint64_t end = m->term_start_ms + (uint64_t)m->srv->cfg.rejoin_grace_ms;
-    return end > now ? end - now : 0;
+    return rb->state == REBUILD_NONE ? grace_left_ms(m) : 0;
 }
+
+static void grace_over(event_loop *el, void *data);
+
+/* The window closes once every node expected reported and the grace is
+ * over: a node's view of the members may lack one that joined just
+ * before the last master died (views are refreshed, not pushed), and
+ * that node, alive, claims within the grace and is expected from then. */
+static void close_if_reported(master *m) {
+    master_rebuild *rb = &m->rebuild;
+    if (rb->state != REBUILD_COLLECTING || !all_reported(rb)) return;
+    uint64_t left = grace_left_ms(m);
+    if (left == 0) {
+        finish(m, "every node reported");
+        return;
+    }
+    if (!rb->grace_timer) rb->grace_timer = loop_timer_create(m->srv->loop, grace_over, m);
+    if (!loop_timer_active(rb->grace_timer)) loop_timer_start(rb->grace_timer, (long long)left, 0);
+}
+
+static void grace_over(event_loop *el, void *data) { close_if_reported(data); }
 
 int master_rebuild_holds_join(client *c, uint32_t claim_id) {
     master *m = master_of(c);
@@ -250,6 +275,7 @@ void master_rebuild_reset(master *m) {
     master_rebuild *rb = &m->rebuild;
     mm_rebuild_free(rb->job);   /* the table it filled is gone or going */
     loop_wake_free(rb->build_wake);
+    loop_timer_free(rb->grace_timer);
     reports_clear(&rb->buf);
     reports_clear(&rb->building);
     free(rb->refused);
@@ -273,6 +299,18 @@ void master_rebuild_info(master *m, resp_buf *out) {
     info_field(out, "rebuild_incomplete", "%llu", (unsigned long long)rb->incomplete);
     info_field(out, "rebuild_lost", "%llu", (unsigned long long)rb->lost);
     info_field(out, "rebuild_extents_refused", "%llu", (unsigned long long)rb->extents_refused);
+}
+
+void master_rebuild_expected(master *m, resp_buf *out) {
+    const master_rebuild *rb = &m->rebuild;
+    if (rb->state != REBUILD_COLLECTING) return;
+    for (size_t i = 0; i < rb->nexpect; i++) {
+        const mm_node *n = mm_node_get(m->meta, rb->expect[i]);
+        if (n && n->state != NODE_DEAD) continue;   /* listed as a member */
+        char line[48];
+        int len = snprintf(line, sizeof line, "%u - expected 0 0\n", rb->expect[i]);
+        resp_buf_append(out, line, (size_t)len);
+    }
 }
 
 /* ---- commands ---- */
@@ -421,7 +459,7 @@ static void reportdone_command(client *c) {
         expect(rb, (uint32_t)peer, 0);
         mm_node_id_taken(m->meta, (uint32_t)peer);
     }
-    if (all_reported(rb)) finish(m, "every node reported");
+    close_if_reported(m);
 }
 
 /* MOON.REBUILD (admin): rebuild from what was reported so far, now. */

@@ -576,10 +576,13 @@ static void send_leave(node_control *c) {
     freeReplyObject(r);
 }
 
-/* Our line of MOON.NODES: "<id> <addr> <state> <segment_size> <used>". */
+/* Our line of MOON.NODES: "<id> <addr> <state> <segment_size> <used>".
+ * EXPECTED: a master still collecting reports lists the nodes it waits
+ * for too, so a view taken from it keeps the members it does not know
+ * yet (else, should it die, our next MOON.REPORTDONE would forget them). */
 static void refresh_view(node_control *c) {
     uint32_t id = my_id(c);
-    redisReply *r = master_cmd(c, "MOON.NODES");
+    redisReply *r = master_cmd(c, "MOON.NODES EXPECTED");
     if (!r) return;
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
         c->npeers = 0;
