@@ -9,7 +9,8 @@
  * one thread per process warms the cold ones, a chunk at a time, at low
  * priority, while transfers to cold chunks take the fd path: the chunks
  * transfers found cold as they come, and the rest in order (at most at a
- * given rate) only while the mapping's transfers pause, so that under
+ * given rate) only while the process's transfers (to any mapping) pause,
+ * so that under
  * load the warmer's page traps do not take the cores from the requests. The thread runs while any mapping is held and stops
  * (joined) when the last one is released; a mapping is unmapped only
  * when no path holds it and the thread is not inside it. */

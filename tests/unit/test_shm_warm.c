@@ -10,6 +10,7 @@
 
 #include "backend/shm_maps.h"
 #include "backend/shm_warm.h"
+#include "core/util.h"
 #include "test.h"
 
 #define C SHM_WARM_CHUNK
@@ -131,9 +132,42 @@ static void test_released_while_cold(void) {
     close(fd);
 }
 
+/* The sweep waits for the whole process's transfers to pause: a mapping
+ * nobody reads (the second replica's segment, with --replicas 2) stays
+ * cold while another one is in use, and both warm once all are quiet. */
+static void test_no_sweep_while_busy(void) {
+    const uint64_t size = 4 * C;
+    int fd, fd2;
+    char *node = shared_map(size, &fd), *other = shared_map(size, &fd2), why[128];
+    ASSERT(node && other);
+    shm_map *used = shm_map_get(fd, size, 0, why, sizeof why), *idle = shm_map_get(fd2, size, 0, why, sizeof why);
+    ASSERT(used && idle);
+    uint64_t start = mono_ms(), last = start, gap = 0;
+    while (mono_ms() - start < 600) {   /* three quiet periods' worth */
+        shm_map_used(used);
+        uint64_t now = mono_ms();
+        if (now - last > gap) gap = now - last;
+        last = now;
+        usleep(5000);
+    }
+    /* Only a use loop descheduled for most of a quiet period lets a sweep in. */
+    if (gap < 150) {
+        ASSERT_EQ(shm_map_cold_bytes(idle), size);
+        ASSERT_EQ(shm_map_cold_bytes(used), size);
+    }
+    ASSERT(all_warm());
+    shm_map_put(used);
+    shm_map_put(idle);
+    munmap(node, size);
+    munmap(other, size);
+    close(fd);
+    close(fd2);
+}
+
 int main(void) {
     RUN_TEST(test_order_and_ready);
     RUN_TEST(test_shared_and_warmed);
     RUN_TEST(test_released_while_cold);
+    RUN_TEST(test_no_sweep_while_busy);
     TEST_EXIT();
 }
