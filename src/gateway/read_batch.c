@@ -107,22 +107,38 @@ static void release_item(void *owner, size_t j, const char **argv, size_t *lens,
     size_t i = bt->rel[j];
     argv[0] = bt->f[i]->key;
     lens[0] = bt->f[i]->keylen;
-    lens[1] = u64_decimal(mkv_located_lease(bt->loc[i]), num[1]);
-    argv[1] = num[1];
 }
 
-/* MOON.RELEASE for the batch's leases (its replies matter to no one). */
+/* The batch's leases from key *at on with the same expiry as the first
+ * one still held: their indices into bt->rel, *lease their expiry; how
+ * many (0: none left). */
+static size_t lease_run(rb_batch *bt, size_t *at, uint64_t *lease) {
+    size_t n = 0;
+    for (; *at < bt->nkeys; (*at)++) {
+        uint64_t l = bt->loc[*at] ? mkv_located_lease(bt->loc[*at]) : 0;
+        if (!l) continue;
+        if (n && l != *lease) break;
+        *lease = l;
+        bt->rel[n++] = *at;
+    }
+    return n;
+}
+
+/* MOON.MRELEASE for the batch's leases (its replies matter to no one):
+ * one per expiry, which the keys of one MOON.MGETPACKED share. */
 static void leases_back(rb_batch *bt) {
     if (!bt->b->ma || bt->b->closing) return;
     bt->rel = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *bt->rel);
-    size_t n = 0;
-    for (size_t i = 0; i < bt->nkeys; i++)
-        if (bt->loc[i] && mkv_located_lease(bt->loc[i])) bt->rel[n++] = i;
-    static const char *const head[] = {"MOON.RELEASE"};
-    ma_chunk *chunks;
+    uint64_t lease = 0;
     int failed = 0;
-    master_async_send_batch(bt->b->ma, head, 1, n, 2, release_item, bt, &chunks, ignore_reply, &failed);
-    free(chunks);
+    for (size_t at = 0, n; !failed && (n = lease_run(bt, &at, &lease)) > 0;) {
+        char num[24];
+        u64_decimal(lease, num);
+        const char *const head[] = {"MOON.MRELEASE", num};
+        ma_chunk *chunks;
+        master_async_send_batch(bt->b->ma, head, 2, n, 1, release_item, bt, &chunks, ignore_reply, &failed);
+        free(chunks);
+    }
 }
 
 static void batch_free(rb_batch *bt) {

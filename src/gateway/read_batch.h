@@ -8,7 +8,7 @@
  * memory, and one worker job moves all of them with one engine batch
  * (checksums verified there). Back on the loop every read's done runs,
  * in the order the reads were added, and the read leases go back in one
- * MOON.RELEASE. No thread waits for the master on this path.
+ * MOON.MRELEASE per expiry (one per MOON.MGETPACKED). No thread waits for the master on this path.
  *
  * Without the asynchronous connection (the master reached through etcd,
  * or unreachable now), the batch's keys are fetched one by one on a

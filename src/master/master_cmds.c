@@ -581,6 +581,19 @@ static void release_command(client *c) {
     }
 }
 
+/* MOON.MRELEASE lease_until key [key ...]: MOON.RELEASE for leases of
+ * one expiry (a MOON.MGETPACKED's keys share theirs): no number per key
+ * to write, send and parse. :n returned. */
+static void mrelease_command(client *c) {
+    uint64_t lease;
+    if (master_arg_u64(c, 1, 0, UINT64_MAX >> 1, &lease) != 0) return;
+    size_t n;
+    mm_item *it = batch_items(c, 2, 1, &n);
+    if (!it) return;
+    for (size_t i = 0; i < n; i++) it[i].lease_until = lease;
+    reply_integer(c, (long long)mm_lease_return_batch(meta_of(c), it, n, now()));
+}
+
 static void mget_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 1, 1, &n);
@@ -892,6 +905,8 @@ static const command master_commands[] = {
      "MOON.MGET's answers as one bulk string of records", "key [key ...]"},
     {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST, 1, -1, 2, 0, "moonkv", "0.1.0",
      "Give back read leases", "key lease_until [key lease_until ...]"},
+    {"moon.mrelease", mrelease_command, -3, CMD_READONLY | CMD_FAST, 2, -1, 1, 0, "moonkv", "0.2.0",
+     "Give back read leases of one expiry", "lease_until key [key ...]"},
     {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",
      "EXISTS for many keys", "key [key ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",

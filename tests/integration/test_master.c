@@ -189,8 +189,8 @@ static void test_register_needs_secret(void) {
 
 /* MOON.MGETPACKED b1 nope k1 after the batch forms above (b1: 10 bytes,
  * CRC 1; k1: 1000 bytes, CRC 12345, two replicas): the records in order,
- * read caps under a real lease (MOON.RELEASE finds it outstanding), and
- * the batch form's limits. */
+ * read caps under a real lease (MOON.MRELEASE finds it outstanding, then
+ * MOON.RELEASE no more), and the batch form's limits. */
 static void mgetpacked_checks(redisContext *c) {
     redisReply *r = redisCommand(c, "MOON.MGETPACKED b1 nope k1");
     ASSERT(r && r->type == REDIS_REPLY_STRING);
@@ -206,9 +206,17 @@ static void mgetpacked_checks(redisContext *c) {
     uint64_t lease = ok ? l[2].rep.ext[0][0].cap.expiry_ms : 0;
     for (int i = 0; i < 3; i++) proto_located_free(&l[i]);
     ASSERT(ok);
-    r = redisCommand(c, "MOON.RELEASE k1 %llu", (unsigned long long)lease);
-    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    /* b1's and k1's leases share the expiry (one batch): one MOON.MRELEASE
+     * gives both back; the missing key has none, a second return finds none. */
+    r = redisCommand(c, "MOON.MRELEASE %llu k1 nope b1", (unsigned long long)lease);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
     freeReplyObject(r);
+    r = redisCommand(c, "MOON.RELEASE k1 %llu", (unsigned long long)lease);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mrelease' command",
+                        "MOON.MRELEASE 5"));
+    ASSERT(h_command_is(c, is_error, "ERR value is not an integer or out of range", "MOON.MRELEASE x k1"));
     ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mgetpacked' command",
                         "MOON.MGETPACKED"));
     enum { OVER = PROTO_MAX_BATCH + 1 };
