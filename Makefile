@@ -55,7 +55,7 @@ BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 # TSan's slowdown breaks (2 of 5 runs); the engine and node tests drive the
 # same TCP threads.
 TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue \
-              tests/unit/test_shm_transport tests/unit/test_shm_warm tests/integration/test_node \
+              tests/unit/test_shm_transport tests/unit/test_shm_warm tests/unit/test_staging tests/integration/test_node \
               tests/integration/test_gateway tests/integration/test_gateway_io_threads
 
 SERVER  := $(BUILD)/moonkv-server

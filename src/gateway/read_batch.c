@@ -18,6 +18,9 @@
  * command, worker hand-off and engine run cost the same for 50 keys as
  * for 500); an idle gateway sends at once. */
 #define RB_MAX_ASKING 2
+/* Values up to this size share one staging range per batch (they are
+ * copied into their replies and put back at once). */
+#define RB_SHARED_MAX 4096
 
 struct read_batcher {
     event_loop *loop;
@@ -167,6 +170,40 @@ static void batch_done(gw_job *j) {
     batch_finish(bt, !j->cancelled);
 }
 
+/* Staging memory for located key i, alone. */
+static void buffer_get(rb_batch *bt, size_t i) {
+    gw_fetch *f = bt->f[i];
+    if (staging_get(bt->b->pool, f->len, &f->buf) == STORE_OK) return;
+    f->rc = STORE_ERR;
+    snprintf(f->errstr, sizeof f->errstr, "no memory for an object of %llu bytes", (unsigned long long)f->len);
+}
+
+/* Staging memory for every located key: the small values share one
+ * pool range (one lock and allocator call per batch, not per value),
+ * larger ones, or all when the pool has no such range, get their own. */
+static void buffers_get(rb_batch *bt) {
+    size_t n = 0, *idx = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *idx);
+    uint64_t *lens = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *lens);
+    for (size_t i = 0; i < bt->nkeys; i++) {
+        gw_fetch *f = bt->f[i];
+        if (!bt->loc[i] || f->rc != RB_PENDING) continue;
+        if (f->len > RB_SHARED_MAX) buffer_get(bt, i);
+        else {
+            idx[n] = i;
+            lens[n++] = f->len;
+        }
+    }
+    staging_buf *bufs = xmalloc((n ? n : 1) * sizeof *bufs);
+    int shared = staging_get_shared(bt->b->pool, lens, n, bufs) == STORE_OK;
+    for (size_t k = 0; k < n; k++) {
+        if (shared) bt->f[idx[k]]->buf = bufs[k];
+        else buffer_get(bt, idx[k]);
+    }
+    free(bufs);
+    free(lens);
+    free(idx);
+}
+
 /* Every MOON.MGET answered (or none could be sent): the bytes move. */
 static void batch_ready(rb_batch *bt) {
     if (bt->b->closing) {
@@ -174,15 +211,17 @@ static void batch_ready(rb_batch *bt) {
         return;
     }
     if (bt->failed) {
-        /* Forget what was located: each key is asked again. */
+        /* Forget what was located: each key is asked again (no buffer
+         * was taken yet). */
         for (size_t i = 0; i < bt->nkeys; i++) {
-            staging_put(bt->b->pool, &bt->f[i]->buf);
             mkv_located_free(bt->f[i]->stream);
             bt->f[i]->stream = NULL;
             mkv_located_free(bt->loc[i]);
             bt->loc[i] = NULL;
             bt->f[i]->rc = RB_PENDING;
         }
+    } else {
+        buffers_get(bt);
     }
     if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
     bt->job.run = bt->failed ? fetch_each : read_located;
@@ -190,7 +229,7 @@ static void batch_ready(rb_batch *bt) {
     workers_submit(bt->b->w, &bt->job);
 }
 
-/* One key's record of a MOON.MGETPACKED reply: its placement and memory. */
+/* One key's record of a MOON.MGETPACKED reply: its placement and size. */
 static void key_located(rb_batch *bt, size_t i, proto_located *rec) {
     read_batcher *b = bt->b;
     gw_fetch *f = bt->f[i];
@@ -200,19 +239,13 @@ static void key_located(rb_batch *bt, size_t i, proto_located *rec) {
         f->rc = cluster_store_code(rc, b->loop_mc, f->errstr, sizeof f->errstr);
         return;
     }
+    f->len = size;   /* a buffer of this size comes with the others' (buffers_get) */
     if (f->may_stream && get_stream_wanted(bt->loc[i], size)) {
         /* read slice by slice as its reply goes (get_stream.h), lease and all */
         f->stream = bt->loc[i];
         f->stream_epoch = master_async_epoch(b->ma);
         bt->loc[i] = NULL;
         f->rc = STORE_OK;
-        f->len = size;
-        return;
-    }
-    if (staging_get(b->pool, size, &f->buf) != STORE_OK) {
-        f->rc = STORE_ERR;
-        snprintf(f->errstr, sizeof f->errstr, "no memory for an object of %llu bytes",
-                 (unsigned long long)size);
     }
 }
 

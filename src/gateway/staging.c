@@ -27,6 +27,14 @@ struct staging {
     uint64_t dedicated, dedicated_bytes, sparse, refused;
 };
 
+/* One pool range that staging_get_shared's buffers share. */
+struct staging_slab {
+    uint64_t off, len;
+    size_t refs;             /* buffers not put yet (atomic) */
+};
+
+static uint64_t aligned(uint64_t len) { return (len + STAGING_ALIGN - 1) & ~(uint64_t)(STAGING_ALIGN - 1); }
+
 static void *map_anon(uint64_t len, int flags) {
     void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
@@ -77,19 +85,47 @@ static int get_dedicated(staging *sp, uint64_t len, staging_buf *out) {
     return STORE_OK;
 }
 
+/* Called locked: a pool range of len bytes, marked hot. */
+static int pool_reserve(staging *sp, uint64_t len, uint64_t *off) {
+    if (seg_alloc_reserve(sp->alloc, len, off) != ALLOC_OK) return -1;
+    if (*off + len > sp->hot_end) sp->hot_end = *off + len;
+    sp->uses++;
+    return 0;
+}
+
 int staging_get(staging *sp, uint64_t len, staging_buf *out) {
     if (len == 0 || len > sp->max_value) return STORE_TOOBIG;
     uint64_t off;
     int rc = STORE_OK;
     pthread_mutex_lock(&sp->lock);
-    if (seg_alloc_reserve(sp->alloc, len, &off) == ALLOC_OK) {
+    if (pool_reserve(sp, len, &off) == 0)
         *out = (staging_buf){.ptr = (char *)sp->base + off, .len = len, .off = off};
-        if (off + len > sp->hot_end) sp->hot_end = off + len;
-        sp->uses++;
-    } else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
+    else if ((rc = get_dedicated(sp, len, out)) != STORE_OK)
         sp->refused++;
     pthread_mutex_unlock(&sp->lock);
     return rc;
+}
+
+int staging_get_shared(staging *sp, const uint64_t *lens, size_t n, staging_buf *out) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lens[i] == 0 || lens[i] > sp->max_value) return STORE_TOOBIG;
+        total += aligned(lens[i]);   /* at most size + max_value + 63: no overflow */
+        if (total > sp->size) return STORE_NOSPACE;
+    }
+    if (n == 0) return STORE_OK;
+    uint64_t off;
+    pthread_mutex_lock(&sp->lock);
+    int rc = pool_reserve(sp, total, &off);
+    pthread_mutex_unlock(&sp->lock);
+    if (rc != 0) return STORE_NOSPACE;
+    staging_slab *slab = xmalloc(sizeof *slab);
+    *slab = (staging_slab){.off = off, .len = total, .refs = n};
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (staging_buf){.ptr = (char *)sp->base + off, .len = lens[i], .off = off, .slab = slab};
+        off += aligned(lens[i]);
+    }
+    return STORE_OK;
 }
 
 int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out) {
@@ -104,8 +140,25 @@ int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out) {
     return STORE_OK;
 }
 
+/* A shared buffer's slab loses a piece; the last one puts its range. */
+static void put_shared(staging *sp, staging_buf *b) {
+    staging_slab *slab = b->slab;
+    b->ptr = NULL;
+    b->slab = NULL;
+    if (__atomic_sub_fetch(&slab->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    pthread_mutex_lock(&sp->lock);
+    seg_alloc_release(sp->alloc, slab->off, slab->len);
+    sp->uses++;
+    pthread_mutex_unlock(&sp->lock);
+    free(slab);
+}
+
 void staging_put(staging *sp, staging_buf *b) {
     if (!b->ptr) return;
+    if (b->slab) {
+        put_shared(sp, b);
+        return;
+    }
     if (b->map_len) munmap(b->ptr, (size_t)b->map_len);
     pthread_mutex_lock(&sp->lock);
     if (b->sparse) {

@@ -32,12 +32,15 @@
 
 typedef struct staging staging;
 
+typedef struct staging_slab staging_slab;
+
 typedef struct staging_buf {
     void *ptr;
     uint64_t len;        /* what was asked for */
     uint64_t off;        /* pool offset, unless dedicated */
     uint64_t map_len;    /* dedicated mapping size, 0 for pool memory */
     int sparse;          /* a staging_get_sparse mapping */
+    staging_slab *slab;  /* a staging_get_shared piece: the slab it is part of */
 } staging_buf;
 
 typedef struct staging_stats {
@@ -58,12 +61,19 @@ int staging_bind(mkv_client *mc, const staging_buf *b);
 void staging_unbind(mkv_client *mc, const staging_buf *b);
 /* STORE_OK, STORE_TOOBIG (len 0 or above max_value) or STORE_NOSPACE. */
 int staging_get(staging *sp, uint64_t len, staging_buf *out);
+/* n buffers of lens[i] bytes (each 1..max_value) carved from one pool
+ * range: one lock and one allocator call for a batch of small values.
+ * The range goes back when the last of them is put (from any thread).
+ * STORE_NOSPACE when the pool has no such range free (get them one by
+ * one then). */
+int staging_get_shared(staging *sp, const uint64_t *lens, size_t n, staging_buf *out);
 /* Address space for a streamed value of len bytes, backed only where
  * written (the streamer gives pages back as their bytes move on): not
  * counted in the dedicated bytes. STORE_TOOBIG or STORE_NOSPACE (too
  * many at once) as staging_get. */
 int staging_get_sparse(staging *sp, uint64_t len, staging_buf *out);
-/* Any buffer of staging_get or staging_get_sparse; ptr NULL is a no-op. */
+/* Any buffer of staging_get, staging_get_shared or staging_get_sparse;
+ * ptr NULL is a no-op. */
 void staging_put(staging *sp, staging_buf *b);
 /* When no pool memory is in use and none was got or put back for idle_ms
  * (counted from the first trim call that saw no get or put since the one

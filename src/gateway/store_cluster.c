@@ -65,11 +65,13 @@ typedef struct cluster_store {
     size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
     gw_answer *answers;         /* cluster_offer_answers */
     size_t nanswers;
+    struct store_pin *free_pins;   /* released pins for the next gets (a malloc per GET saved) */
     cluster_stats stats;
 } cluster_store;
 
 struct store_pin {
     staging_buf buf;
+    struct store_pin *next;     /* in free_pins */
 };
 
 static cluster_store *cs_of(store *s) { return (cluster_store *)s; }
@@ -342,7 +344,9 @@ static int fetch_result(cluster_store *cs, gw_fetch *f, const void **data, uint6
     if (f->rc == STORE_OK) {
         cs->stats.gets++;
         cs->stats.bytes_got += f->len;
-        store_pin *p = xmalloc(sizeof *p);
+        store_pin *p = cs->free_pins;
+        if (p) cs->free_pins = p->next;
+        else p = xmalloc(sizeof *p);
         p->buf = f->buf;
         f->buf.ptr = NULL;
         *data = p->buf.ptr;
@@ -379,8 +383,10 @@ static int cs_get(store *s, const void *key, size_t keylen, const void **data, u
 }
 
 static void cs_release(store *s, store_pin *p) {
-    staging_put(cs_of(s)->pool, &p->buf);
-    free(p);
+    cluster_store *cs = cs_of(s);
+    staging_put(cs->pool, &p->buf);
+    p->next = cs->free_pins;
+    cs->free_pins = p;
 }
 
 void cluster_offer(store *s, gw_fetch *f, size_t n) {
@@ -614,6 +620,10 @@ static void cs_destroy(store *s) {
         reap_cb(cs->loop, cs);
     }
     free(cs->dead);
+    for (store_pin *p = cs->free_pins, *next; p; p = next) {
+        next = p->next;
+        free(p);
+    }
     if (cs->mc) {
         if (cs->pool) staging_unregister(cs->pool, cs->mc);
         mkv_close(cs->mc);
