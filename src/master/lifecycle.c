@@ -115,6 +115,7 @@ uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
 }
 
 void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
+    m->under_replicated -= mm_under(o);
     mm_note_replica(m, o, &o->replicas[i], 1);
     mm_hold_replica(m, &o->replicas[i], mm_hold_until(o, now_ms), now_ms);
     uint32_t n = 0;
@@ -127,12 +128,14 @@ void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
         n++;
     }
     set_replicas(o, keep, n);
+    m->under_replicated += mm_under(o);
     for (uint32_t j = 0; j < n; j++) free(keep[j].extents);
     free(keep);
 }
 
 void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
     uint32_t n = o->nreplicas;
+    m->under_replicated -= mm_under(o);
     obj_replica *all = xcalloc(n + 1, sizeof *all);
     for (uint32_t j = 0; j < n; j++) {
         all[j].nextents = o->replicas[j].nextents;
@@ -140,6 +143,7 @@ void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
     }
     all[n] = *r;
     set_replicas(o, all, n + 1);
+    m->under_replicated += mm_under(o);
     for (uint32_t j = 0; j < n; j++) free(all[j].extents);
     free(all);
 }
@@ -149,6 +153,7 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     mm_note_object(m, o, 1);
     if (mo->job) mm_job_fail(m, mo->job, now_ms);
     mm_pending_unlink(m, mo);
+    m->under_replicated -= mm_under(o);
     objtable_unlink(m->objs, o->key, o->keylen);
     mm_hold_object(m, o, now_ms);
     m->slice_crc_bytes -= (uint64_t)mo->slices.count * sizeof *mo->slices.crc;
@@ -271,7 +276,8 @@ static proto_status put_end_hashed(master_meta *m, const void *key, size_t keyle
     if (st == PROTO_OK) st = keep_slices(m, o, crc, sl, err, errlen);
     if (st != PROTO_OK) return st;
     o->crc = crc;
-    o->state = OBJ_COMPLETE;
+    objtable_set_state(m->objs, o, OBJ_COMPLETE);   /* counted: INFO reads the counts */
+    m->under_replicated += mm_under(o);
     mm_pending_unlink(m, mm_obj_of(o));
     mm_note_object(m, o, 0);   /* now its nodes may index it */
     if (mm_needs_repair(m, o)) {   /* a node died or started draining meanwhile */

@@ -760,8 +760,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     mm_stats st;
     /* INFO is polled while a rebuild fills the table: walking it each time
      * took the most of the build's time */
-    if (master_rebuild_busy(m)) mm_get_stats_quick(m->meta, &st);
-    else mm_get_stats(m->meta, &st);
+    mm_get_stats(m->meta, &st);
     info_section(out, "Cluster");
     master_leader_info(m, out);
     info_field(out, "nodes_alive", "%u", st.nodes_alive);

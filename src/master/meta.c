@@ -78,18 +78,7 @@ void mm_sweep(master_meta *m, uint64_t now_ms) {
     mm_collect(m, now_ms);
 }
 
-static int under_replicated(const object *o) {
-    return o->state == OBJ_COMPLETE && o->nreplicas < mm_obj_of(o)->want;
-}
-
-static void count_object(object *o, void *ctx) {
-    mm_stats *st = ctx;
-    if (o->state == OBJ_PENDING) st->objects_pending++;
-    else st->objects_complete++;
-    if (under_replicated(o)) st->under_replicated++;
-}
-
-static void get_stats(master_meta *m, mm_stats *st, int scan) {
+void mm_get_stats(master_meta *m, mm_stats *st) {
     memset(st, 0, sizeof *st);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
@@ -107,16 +96,9 @@ static void get_stats(master_meta *m, mm_stats *st, int scan) {
             if (as.fragmentation > st->fragmentation_max) st->fragmentation_max = as.fragmentation;
         }
     }
-    if (scan) {
-        uint64_t cursor = 0;
-        do cursor = objtable_scan(m->objs, cursor, count_object, st);
-        while (cursor);
-        m->under_replicated_seen = st->under_replicated;
-    } else {
-        st->objects_pending = objtable_count_state(m->objs, OBJ_PENDING);
-        st->objects_complete = objtable_count_state(m->objs, OBJ_COMPLETE);
-        st->under_replicated = m->under_replicated_seen;
-    }
+    st->objects_pending = objtable_count_state(m->objs, OBJ_PENDING);
+    st->objects_complete = objtable_count_state(m->objs, OBJ_COMPLETE);
+    st->under_replicated = m->under_replicated;
     st->objects_lost = m->objects_lost;
     st->replicas_corrupt = m->replicas_corrupt;
     st->suspicions = m->suspicions;
@@ -131,9 +113,6 @@ static void get_stats(master_meta *m, mm_stats *st, int scan) {
     st->evicted_expired_keys = m->gc.evicted_expired;
 }
 
-void mm_get_stats(master_meta *m, mm_stats *st) { get_stats(m, st, 1); }
-
-void mm_get_stats_quick(master_meta *m, mm_stats *st) { get_stats(m, st, 0); }
 
 typedef struct scan_walk {
     void (*fn)(object *o, void *ctx);

@@ -45,7 +45,7 @@ struct master_meta {
     uint64_t objects_lost, replicas_corrupt, tasks_done, tasks_failed, puts_timed_out, puts_revoked;
     evictor gc;                 /* policy EVICT_NONE unless configured */
     uint64_t suspicions;
-    uint64_t under_replicated_seen;   /* by the last mm_get_stats */
+    uint64_t under_replicated;  /* complete objects below their replica count: kept at each change */
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */
     uint64_t slice_crc_bytes;   /* every object's per-slice CRCs */
 };
@@ -54,6 +54,12 @@ struct master_meta {
  * one line. The message has no error word: the reply layer adds it. */
 proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Counted in under_replicated: every change of an object's state or
+ * replicas takes it out first (-=) and puts it back after (+=). */
+static inline int mm_under(const object *o) {
+    return o->state == OBJ_COMPLETE && o->nreplicas < mm_obj_of(o)->want;
+}
 
 /* A node that may receive new extents. */
 static inline int mm_node_usable(const mm_node *n) { return n && n->state == NODE_ALIVE; }

@@ -51,57 +51,122 @@ static int by_where(const void *a, const void *b) {
     return x->where < y->where ? -1 : x->where > y->where;
 }
 
-/* Reports grouped by key (a hash table of first occurrences, then a
- * counting sort), each group in object order: linear in the reports,
- * where sorting them all by key was the rebuild's largest cost. The
- * groups come ordered by where their first extent lies (node, offset),
- * so claiming space walks each node's allocator mostly in order. */
-static const mm_report **group_by_key(const mm_report *r, size_t n, key_group **groups,
-                                      size_t *ngroups_out) {
-    size_t cap = 16, nn = n ? n : 1;
-    while (cap < 2 * n) cap *= 2;
-    /* a slot: the hash's top half (a tag: most probes end without another
-     * miss) and group + 1 (0 = empty) */
+/* Reports grouped by key as they arrive: a hash table of each key's
+ * first report (grown by doubling), and each report's group. Hashing
+ * and probing were the largest cost of a rebuild and blocked the loop
+ * for seconds when done at the end; spread over the reports' arrival,
+ * they run while the nodes are still sending. Indices, not pointers:
+ * the reports' array may move between calls. */
+struct mm_groups {
+    uint64_t *slot;       /* the hash's top half (a tag) | group + 1; 0: empty */
+    size_t cap;           /* slots, a power of two */
+    size_t *first;        /* per group: its first report */
+    uint64_t *hash;       /* per group: the key's objtable_hash */
+    uint32_t *count;      /* per group: its reports */
+    size_t ngroups, capgroups;
+    uint32_t *group;      /* per report */
+    size_t n, capreports;
+};
+
+#define GROUP_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
+#define GROUP_AT(h, cap) ((size_t)((h) >> 20) & ((cap) - 1))   /* other bits than the table's buckets */
+
+mm_groups *mm_groups_create(void) { return xcalloc(1, sizeof(mm_groups)); }
+
+void mm_groups_free(mm_groups *g) {
+    if (!g) return;
+    xhuge_free(g->slot, g->cap * sizeof *g->slot);
+    xhuge_free(g->first, g->capgroups * sizeof *g->first);
+    xhuge_free(g->hash, g->capgroups * sizeof *g->hash);
+    xhuge_free(g->count, g->capgroups * sizeof *g->count);
+    xhuge_free(g->group, g->capreports * sizeof *g->group);
+    free(g);
+}
+
+/* Twice the slots, every group filed again by its kept hash. */
+static void groups_rehash(mm_groups *g) {
+    size_t cap = g->cap ? g->cap * 2 : 1024;
     uint64_t *slot = xhuge_alloc(cap * sizeof *slot);
-    uint32_t *group = xhuge_alloc(nn * sizeof *group), ngroups = 0;
-    size_t *first = xhuge_alloc(nn * sizeof *first);
-    uint64_t *hash = xhuge_alloc(nn * sizeof *hash);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t h = objtable_hash(r[i].key, r[i].keylen), tag = h & ~(uint64_t)UINT32_MAX;
-        size_t at = (size_t)(h >> 20) & (cap - 1);   /* other bits than the table's buckets */
-        while (slot[at] && ((slot[at] & ~(uint64_t)UINT32_MAX) != tag ||
-                            key_cmp(&r[first[(uint32_t)slot[at] - 1]], &r[i]) != 0))
-            at = (at + 1) & (cap - 1);
-        if (!slot[at]) {
-            first[ngroups] = i;
-            hash[ngroups] = h;
-            slot[at] = tag | ++ngroups;
-        }
-        group[i] = (uint32_t)slot[at] - 1;
+    for (size_t k = 0; k < g->ngroups; k++) {
+        size_t at = GROUP_AT(g->hash[k], cap);
+        while (slot[at]) at = (at + 1) & (cap - 1);
+        slot[at] = GROUP_TAG(g->hash[k]) | (k + 1);
     }
-    xhuge_free(slot, cap * sizeof *slot);
-    xhuge_free(first, nn * sizeof *first);
-    size_t *start = xhuge_alloc(((size_t)ngroups + 1) * sizeof *start);
-    for (size_t i = 0; i < n; i++) start[group[i] + 1]++;
-    for (uint32_t g = 0; g < ngroups; g++) start[g + 1] += start[g];
-    key_group *kg = xhuge_alloc(((size_t)ngroups + 1) * sizeof *kg);
-    for (uint32_t g = 0; g < ngroups; g++) kg[g].start = kg[g].end = start[g], kg[g].hash = hash[g];
-    xhuge_free(start, ((size_t)ngroups + 1) * sizeof *start);
-    xhuge_free(hash, nn * sizeof *hash);
-    const mm_report **v = xhuge_alloc(nn * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[kg[group[i]].end++] = &r[i];
-    xhuge_free(group, nn * sizeof *group);
-    for (uint32_t g = 0; g < ngroups; g++) {
-        size_t k = kg[g].end - kg[g].start;
-        const mm_report **at = v + kg[g].start;
-        if (k == 2 && by_offset(&at[0], &at[1]) > 0) {   /* the common case: two replicas */
-            const mm_report *t = at[0];
-            at[0] = at[1], at[1] = t;
-        } else if (k > 2) {
-            qsort(at, k, sizeof *v, by_offset);
+    xhuge_free(g->slot, g->cap * sizeof *g->slot);
+    g->slot = slot;
+    g->cap = cap;
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return p;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    p = xhuge_realloc(p, *cap * size, c * size);
+    *cap = c;
+    return p;
+}
+
+/* Room for reports reports and groups groups. */
+static void groups_room(mm_groups *g, size_t reports, size_t groups) {
+    g->group = grow(g->group, &g->capreports, reports, sizeof *g->group);
+    if (groups <= g->capgroups) return;
+    size_t c1 = g->capgroups, c2 = c1, c3 = c1;
+    g->first = grow(g->first, &c1, groups, sizeof *g->first);
+    g->hash = grow(g->hash, &c2, groups, sizeof *g->hash);
+    g->count = grow(g->count, &c3, groups, sizeof *g->count);
+    g->capgroups = c1;
+}
+
+void mm_groups_add(mm_groups *g, const mm_report *r, size_t from, size_t to) {
+    groups_room(g, to, g->ngroups + (to - from));
+    for (size_t i = from; i < to; i++) {
+        if (2 * (g->ngroups + 1) > g->cap) groups_rehash(g);
+        uint64_t h = objtable_hash(r[i].key, r[i].keylen), tag = GROUP_TAG(h);
+        size_t at = GROUP_AT(h, g->cap);
+        while (g->slot[at] && (GROUP_TAG(g->slot[at]) != tag ||
+                               key_cmp(&r[g->first[(uint32_t)g->slot[at] - 1]], &r[i]) != 0))
+            at = (at + 1) & (g->cap - 1);
+        if (!g->slot[at]) {
+            g->first[g->ngroups] = i;
+            g->hash[g->ngroups] = h;
+            g->count[g->ngroups] = 0;
+            g->slot[at] = tag | ++g->ngroups;
         }
-        const mm_report *f = v[kg[g].start];
-        kg[g].where = ((uint64_t)f->node << 48) ^ (f->seg_off & ((1ULL << 48) - 1));
+        uint32_t k = (uint32_t)g->slot[at] - 1;
+        g->group[i] = k;
+        g->count[k]++;
+    }
+    g->n = to;
+}
+
+/* The grouped reports in one array (a counting sort), each group in
+ * object order. The groups come ordered by where their first extent
+ * lies (node, offset), so claiming space walks each node's allocator
+ * mostly in order. g is consumed. */
+static const mm_report **group_by_key(const mm_report *r, size_t n, mm_groups *g, key_group **groups,
+                                      size_t *ngroups_out) {
+    size_t nn = n ? n : 1, ngroups = g->ngroups;
+    xhuge_free(g->slot, g->cap * sizeof *g->slot);
+    g->slot = NULL, g->cap = 0;
+    key_group *kg = xhuge_alloc((ngroups + 1) * sizeof *kg);
+    size_t at = 0;
+    for (size_t k = 0; k < ngroups; k++) {
+        kg[k].start = kg[k].end = at, kg[k].hash = g->hash[k];
+        at += g->count[k];
+    }
+    const mm_report **v = xhuge_alloc(nn * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[kg[g->group[i]].end++] = &r[i];
+    mm_groups_free(g);
+    for (size_t k = 0; k < ngroups; k++) {
+        size_t c = kg[k].end - kg[k].start;
+        const mm_report **in = v + kg[k].start;
+        if (c == 2 && by_offset(&in[0], &in[1]) > 0) {   /* the common case: two replicas */
+            const mm_report *t = in[0];
+            in[0] = in[1], in[1] = t;
+        } else if (c > 2) {
+            qsort(in, c, sizeof *v, by_offset);
+        }
+        kg[k].where = ((uint64_t)in[0]->node << 48) ^ (in[0]->seg_off & ((1ULL << 48) - 1));
     }
     qsort(kg, ngroups, sizeof *kg, by_where);
     *groups = kg;
@@ -217,6 +282,7 @@ static void commit_key(master_meta *m, const mm_report *first, uint64_t hash, pa
     o->crc = first->crc;
     o->created_ms = o->atime_ms = now_ms;
     objtable_set_state(m->objs, o, OBJ_COMPLETE);
+    m->under_replicated += mm_under(o);
     st->objects++;
     st->replicas += nwhole;
     st->objects_short += nwhole < want;
@@ -243,10 +309,15 @@ struct mm_rebuild_job {
     obj_extent *room;        /* where whole replicas' extents are assembled */
 };
 
-mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n) {
+mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n, mm_groups *g) {
     mm_rebuild_job *j = xcalloc(1, sizeof *j);
     j->n = n;
-    j->v = group_by_key(reports, n, &j->kg, &j->ngroups);
+    if (!g || g->n != n) {   /* not grouped as they came (or not all of them): group them now */
+        mm_groups_free(g);
+        g = mm_groups_create();
+        mm_groups_add(g, reports, 0, n);
+    }
+    j->v = group_by_key(reports, n, g, &j->kg, &j->ngroups);
     j->fresh = objtable_size(m->objs) == 0;
     objtable_reserve(m->objs, objtable_size(m->objs) + j->ngroups);
     j->p = xcalloc(MM_MAX_PARTIALS, sizeof *j->p);
@@ -302,7 +373,7 @@ void mm_rebuild_end(master_meta *m, mm_rebuild_job *j) {
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
                 mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     memset(st, 0, sizeof *st);
-    mm_rebuild_job *j = mm_rebuild_begin(m, reports, n);
+    mm_rebuild_job *j = mm_rebuild_begin(m, reports, n, NULL);
     while (mm_rebuild_step(m, j, SIZE_MAX, now_ms, st, fn, ctx)) {}
     mm_rebuild_end(m, j);
 }

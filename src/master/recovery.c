@@ -84,6 +84,7 @@ static void reports_clear(master_reports *b) {
     for (size_t i = 0; i < b->nchunks; i++) xhuge_free(b->chunks[i].base, b->chunks[i].len);
     free(b->chunks);
     xhuge_free(b->v, b->cap * sizeof *b->v);
+    mm_groups_free(b->groups);
     memset(b, 0, sizeof *b);
 }
 
@@ -96,7 +97,8 @@ static void build_start(master *m) {
     rb->building = rb->buf;
     memset(&rb->buf, 0, sizeof rb->buf);
     memset(&rb->job_st, 0, sizeof rb->job_st);
-    rb->job = mm_rebuild_begin(m->meta, rb->building.v, rb->building.n);
+    rb->job = mm_rebuild_begin(m->meta, rb->building.v, rb->building.n, rb->building.groups);
+    rb->building.groups = NULL;   /* the job's now */
     rb->table_ms += mono_ms() - t0;
     rb->table_cpu_ms += cpu_ms() - cpu0;
     /* Heartbeats waited while we grouped the reports: that silence was ours. */
@@ -377,6 +379,8 @@ static void reports_keep(master *m, uint32_t node, size_t n, size_t keys) {
         at[i].key = k;
         k += at[i].keylen;
     }
+    if (!b->groups) b->groups = mm_groups_create();
+    mm_groups_add(b->groups, b->v, b->n, b->n + n);
     b->n += n;
     b->bytes += n * sizeof(mm_report) + keys;
     m->rebuild.reports_total += n;

@@ -67,6 +67,23 @@ static object *put(master_meta *m, const char *key, uint64_t size, uint32_t reps
 
 /* ---- membership ---- */
 
+static void count_complete(object *o, void *ctx) {
+    uint64_t *n = ctx;
+    n[0]++;
+    n[1] += o->nreplicas < mm_obj_of(o)->want;
+}
+
+/* mm_get_stats, whose counts (kept as objects change) must be what a
+ * walk of the complete objects finds. */
+static void stats(master_meta *m, mm_stats *st) {
+    mm_get_stats(m, st);
+    uint64_t walked[2] = {0, 0}, cursor = 0;   /* complete, under-replicated */
+    do cursor = mm_scan(m, cursor, 1000, count_complete, walked);
+    while (cursor);
+    ASSERT_EQ(st->objects_complete, walked[0]);
+    ASSERT_EQ(st->under_replicated, walked[1]);
+}
+
 static void test_register(void) {
     mm_config c = test_config();
     master_meta *m = mm_create(&c);
@@ -287,7 +304,7 @@ static void test_timeout_revokes_and_frees(void) {
     ASSERT(!mm_find(m, "slow", 4));
     ASSERT_EQ(node_used(m, 1), 0);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.puts_timed_out, 1);
     ASSERT_EQ(mm_put_start(m, "slow", 4, 2 * KB, 1, 1000, &o, err, sizeof err), PROTO_OK);
     /* put_end after the caps expired, before any sweep: revoked on the spot */
@@ -316,7 +333,7 @@ static void test_revoke_frees_at_once_with_a_newer_grant(void) {
     ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_OK);
     ASSERT(mm_obj_of(o)->write_issued_us > second);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.puts_revoked, 2);
     ASSERT_EQ(st.held_extents, 0);
     mm_destroy(m);
@@ -340,7 +357,7 @@ static void test_returned_lease_frees_at_once(void) {
     ASSERT_EQ(mm_remove(m, "k", 1, 1800, err, sizeof err), PROTO_OK);
     ASSERT_EQ(node_used(m, 1), 0);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.held_extents, 0);
     /* with one read still out, the bytes wait for exactly that lease */
     ASSERT(put(m, "k", 2 * KB, 1, 2000));
@@ -365,7 +382,7 @@ static void test_lease_returned_after_remove(void) {
     ASSERT_EQ(mm_get(m, "k", 1, 100, &o, &l1, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_get(m, "k", 1, 200, &o, &l2, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_remove(m, "k", 1, 300, err, sizeof err), PROTO_OK);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.held_extents, 1);
     ASSERT_EQ(mm_put_start(m, "n", 1, 2 * KB, 1, 300, &o, err, sizeof err), PROTO_NOSPACE);
     /* held by leases their readers may give back: worth a wait */
@@ -379,7 +396,7 @@ static void test_lease_returned_after_remove(void) {
     ASSERT_EQ(mm_lease_return(m, "k", 1, l1, 500), 1);
     ASSERT_EQ(node_used(m, 1), 0);
     ASSERT(mm_space_freed(m) > freed);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.held_extents, 0);
     ASSERT_EQ(mm_next_release(m), UINT64_MAX);
     ASSERT(!mm_space_due(m, 2 * KB, 1, 501));   /* nothing held: nothing to wait for */
@@ -395,7 +412,7 @@ static void test_lease_returned_after_remove(void) {
     ASSERT_EQ(node_used(m, 1), 2 * KB);
     /* a node that dies forgets its held extents and their tombs */
     mm_node_fail(m, 1, "test", 1200);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.held_extents, 0);
     ASSERT_EQ(mm_lease_return(m, "j", 1, l1, 1300), 0);
     mm_destroy(m);
@@ -504,7 +521,7 @@ static void test_dead_node_drops_replicas_and_counts_lost(void) {
     ASSERT_EQ(o->nreplicas, 1);
     ASSERT(node_of(o, 0) != victim);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.objects_lost, 1);
     ASSERT_EQ(st.nodes_dead, 1);
     ASSERT_EQ(st.under_replicated, 1);
@@ -548,7 +565,7 @@ static void test_rereplication_task_flow(void) {
     ASSERT_EQ(o->nreplicas, 2);
     ASSERT_EQ(node_of(o, 1), spare);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.under_replicated, 0);
     ASSERT_EQ(st.tasks_pending, 0);
     ASSERT_EQ(st.tasks_done, 1);
@@ -582,7 +599,7 @@ static void test_copy_failure_and_expiry_retry(void) {
     ASSERT_EQ(mm_copy_done(m, spare, id, 1, 1999, err, sizeof err), PROTO_OK);
     ASSERT_EQ(o->nreplicas, 2);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.tasks_failed, 1);
     mm_destroy(m);
 }
@@ -596,11 +613,11 @@ static void test_task_timeout(void) {
     ASSERT_EQ(mm_repair(m, 0), 1);
     mm_sweep(m, 999);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.tasks_pending, 1);
     /* deadline passes: the task fails and the next pass schedules anew */
     mm_sweep(m, 1000);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.tasks_failed, 1);
     ASSERT_EQ(st.tasks_pending, 1);
     ASSERT_EQ(o->nreplicas, 1);
@@ -638,7 +655,7 @@ static void test_drain_moves_then_leaves(void) {
     ASSERT_EQ(mm_node_get(m, d)->state, NODE_DEAD);
     ASSERT_STREQ(mm_node_get(m, d)->dead_reason, "drained");
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.objects_lost, 0);
     ASSERT_EQ(mm_node_drain(m, d, 60, err, sizeof err), PROTO_NODEDEAD);
     mm_destroy(m);
@@ -652,7 +669,7 @@ static void test_drain_without_room_loses_only_sole_copies(void) {
     mm_repair(m, 0);
     ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.objects_lost, 1);
     mm_destroy(m);
 }
@@ -750,6 +767,9 @@ static void test_rebuild_repairs_only_short_objects(void) {
         mm_rebuild(b, rep, whole ? 2 : 1, 10, &st, NULL, NULL);
         ASSERT_EQ(st.objects, 1);
         ASSERT_EQ(st.objects_short, whole ? 0 : 1);
+        mm_stats ms;
+        stats(b, &ms);
+        ASSERT_EQ(ms.under_replicated, whole ? 0 : 1);
         ASSERT_EQ(mm_repair(b, 20), whole ? 0 : 1);
         mm_destroy(b);
     }
@@ -892,7 +912,7 @@ static void test_put_end_slices(void) {
     ASSERT_EQ(mm_put_end(m, "s", 1, whole + 1, &sl, 0, err, sizeof err), PROTO_ERR);
     ASSERT(!mm_exists(m, "s", 1));   /* still pending: the writer may end it right */
     mm_stats st;
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.slice_crc_bytes, 0);
     ASSERT_EQ(mm_put_end(m, "s", 1, whole, &sl, 0, err, sizeof err), PROTO_OK);
     crc[2] = 0;   /* the master kept its own copy */
@@ -902,13 +922,13 @@ static void test_put_end_slices(void) {
     ASSERT_EQ(kept->size, 65536);
     ASSERT_EQ(kept->count, 4);
     ASSERT_EQ(kept->crc[2], 33);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.slice_crc_bytes, 16);
     ASSERT(put(m, "plain", size, 1, 2) != NULL);   /* none: nothing kept */
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.slice_crc_bytes, 16);
     ASSERT_EQ(mm_remove(m, "s", 1, 3, err, sizeof err), PROTO_OK);
-    mm_get_stats(m, &st);
+    stats(m, &st);
     ASSERT_EQ(st.slice_crc_bytes, 0);
     mm_destroy(m);
 }
