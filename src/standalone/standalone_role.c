@@ -2,6 +2,7 @@
  * segment store behind the standard command tables. */
 #include "standalone/standalone.h"
 
+#include "core/heap_huge.h"
 #include "core/log.h"
 #include "server/commands.h"
 #include "standalone/store_local.h"
@@ -31,8 +32,12 @@ static const metrics_field standalone_metrics[] = {
      "Reads that found a value's checksum wrong."},
 };
 
+/* The table's growth since the last wait goes on huge pages (heap_huge.h). */
+static void heap_cb(event_loop *el, void *data) { heap_huge_advise(); }
+
 int standalone_role_main(server *srv) {
     char err[256];
+    heap_huge_setup();
     srv->store = store_local_create(srv->cfg.segment_size, srv->cfg.prefault, err, sizeof err);
     if (!srv->store) {
         log_warning("Cannot create the memory segment: %s", err);
@@ -49,6 +54,8 @@ int standalone_role_main(server *srv) {
         log_warning("%s", err);
         return 1;
     }
+    loop_hook *heap = loop_hook_add(srv->loop, SERVER_HOOK_FLUSH, heap_cb, NULL);
     server_run(srv);
+    loop_hook_del(heap);
     return 0;
 }

@@ -28,13 +28,15 @@
 #include "core/objtable.h"
 #include "core/util.h"
 #include "server/info.h"
-#include "standalone/heap_warm.h"
 #include "standalone/seg_warm.h"
 
 #define LOCAL_ALIGN 64
 #define HUGE_PAGE (2ULL * 1024 * 1024)
 #define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
 #define SLICE_LEN (256u * 1024)  /* per-slice checksums for values above one slice */
+/* An object's one replica and extent, in its table entry's own block:
+ * one allocation per stored key, not two. */
+#define REPLICA_ROOM (sizeof(obj_replica) + sizeof(obj_extent))
 
 typedef struct local_store {
     store base;
@@ -173,7 +175,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
     /* One table lookup per put: insert, and learn from it if the key was
      * there. A put refused after this (no space) takes the entry out again. */
     int existed = 0;
-    object *o = objtable_insert(ls->table, key, keylen, &existed);
+    object *o = objtable_insert_room(ls->table, key, keylen, REPLICA_ROOM, &existed);
     if (existed) return refuse_existing(s, objtable_find(ls->table, key, keylen));
     if (!o) {
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
@@ -191,7 +193,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
     }
     obj_extent ext = {.node = 0, .offset = off, .length = ext_len};
     obj_replica rep = {.nextents = 1, .extents = &ext};
-    if (object_set_replicas(o, &rep, 1) != 0) {
+    if (object_set_replicas_in(o, &rep, 1, objtable_room(o), REPLICA_ROOM) != 0) {
         if (size > 0) seg_alloc_release(ls->alloc, off, ext_len);
         objtable_delete(ls->table, key, keylen);
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
@@ -503,7 +505,6 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     ls->base.priv = ls;
     evictor_init(&ls->gc, EVICT_NONE, 100, 0);
     char why[256];
-    if (prefault) heap_warm_setup();   /* before the warmer thread's first malloc */
     if (prefault && !(ls->warm = seg_warm_start(ls->seg, ls->map_len, why, sizeof why)))
         log_warning("store_local: %s; the segment warms on first use", why);
     return &ls->base;
