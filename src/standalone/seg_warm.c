@@ -28,29 +28,60 @@
 
 #define WARM_CHUNK (2u << 20)   /* progress granularity; a huge page */
 #define WARM_NICE 10            /* gives way to the event loop and clients */
+#define WARM_AHEAD (64ull << 20)   /* kept warm past the store's highest reservation */
+#define WARM_BUSY_MS 200        /* requests this recent: the server is busy */
+#define WARM_BUSY_SHARE 8       /* busy, past the window: 1 chunk's time in 8 */
+#define WARM_NAP_MAX_US 5000    /* a nap's slice: demand and stop are seen this soon */
 
 struct seg_warmer {
     uint8_t *base;
     size_t len;
     pthread_t thread;
     atomic_int stop;
+    atomic_uint_least64_t need;   /* seg_warm_note: the store's highest reservation end */
+    atomic_uint_least64_t served; /* and the requests it served */
     atomic_uint_least64_t done;   /* bytes warmed, from base upward */
     atomic_uint_least64_t took_ms;
 };
 
+/* Whether warming [0, off) leaves the store's reservations less than
+ * the window ahead of it. */
+static int wanted(seg_warmer *w, size_t off) {
+    return atomic_load_explicit(&w->need, memory_order_relaxed) + WARM_AHEAD > off;
+}
+
+/* Sleeps up to us microseconds, less if stopped or the store's
+ * reservations come near the warm edge. */
+static void nap(seg_warmer *w, size_t off, uint64_t us) {
+    uint64_t until = mono_us() + us;
+    for (uint64_t now = mono_us(); now < until && !atomic_load(&w->stop) && !wanted(w, off);
+         now = mono_us())
+        usleep((useconds_t)(until - now < WARM_NAP_MAX_US ? until - now : WARM_NAP_MAX_US));
+}
+
+static void warm_chunk(uint8_t *p, size_t n) {
+    (void)madvise(p, n, MADV_POPULATE_WRITE);   /* older kernels: the touch faults them */
+    (void)memwarm_kernel(p, n);
+    memwarm_touch(p, n);
+}
+
 static void *warm_main(void *arg) {
     seg_warmer *w = arg;
-    uint64_t t0 = mono_ms();
+    uint64_t t0 = mono_ms(), seen = 0, busy_until = 0;
     /* Linux nice is per thread: only this one gives way. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);
     for (size_t off = 0; off < w->len && !atomic_load(&w->stop);) {
         size_t n = w->len - off < WARM_CHUNK ? w->len - off : WARM_CHUNK;
-        uint8_t *p = w->base + off;
-        (void)madvise(p, n, MADV_POPULATE_WRITE);   /* older kernels: the touch faults them */
-        (void)memwarm_kernel(p, n);
-        memwarm_touch(p, n);
+        uint64_t start = mono_us(), served = atomic_load(&w->served);
+        if (served != seen) busy_until = start / 1000 + WARM_BUSY_MS;
+        seen = served;
+        warm_chunk(w->base + off, n);
         off += n;
         atomic_store(&w->done, off);
+        /* Past the window while requests come in: pages nobody needs
+         * yet take a small share of a core, not the loop's. */
+        if (!wanted(w, off) && mono_ms() < busy_until)
+            nap(w, off, (mono_us() - start) * (WARM_BUSY_SHARE - 1));
     }
     if (atomic_load(&w->done) == w->len) {
         uint64_t ms = mono_ms() - t0;
@@ -71,6 +102,15 @@ seg_warmer *seg_warm_start(void *base, size_t len, char *err, size_t errlen) {
         return NULL;
     }
     return w;
+}
+
+/* One writer (the loop): plain loads and stores, no read-modify-write. */
+void seg_warm_note(seg_warmer *w, uint64_t end) {
+    if (!w) return;
+    uint64_t served = atomic_load_explicit(&w->served, memory_order_relaxed);
+    atomic_store_explicit(&w->served, served + 1, memory_order_relaxed);
+    if (end > atomic_load_explicit(&w->need, memory_order_relaxed))
+        atomic_store_explicit(&w->need, end, memory_order_relaxed);
 }
 
 uint64_t seg_warm_bytes(const seg_warmer *w) { return atomic_load(&((seg_warmer *)w)->done); }
