@@ -61,8 +61,12 @@ int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_loca
  * (proto_placed_next with TE_CAP_WRITE): MKV_OK with *out, which takes
  * the record's extents, or the master's refusal. */
 int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out);
-/* One element of a MOON.MPUTEND reply: MKV_OK or the master's refusal. */
+/* A MOON.PUTEND reply, or one element of MOON.MPUTEND's array: MKV_OK or
+ * the master's refusal. */
 int mkv_ended_parse(mkv_client *c, const redisReply *r);
+/* A refusal in a MOON.MPUTEND PACKED reply (proto/ended.h), its text
+ * err: the MKV_E* code, with the text as c's last error. */
+int mkv_ended_take(mkv_client *c, const char *err, size_t errlen);
 /* Write objs[i] (buf registered, len its size) to every replica of
  * loc[i], all in one engine batch; sets every objs[i].status. crc[i]:
  * the value's CRC32C for MOON.MPUTEND when written; failed_node[i]: the

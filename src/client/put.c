@@ -357,6 +357,11 @@ int mkv_ended_parse(mkv_client *c, const redisReply *r) {
     return r->type == REDIS_REPLY_STATUS ? MKV_OK : mkv_bad_reply(c, "MOON.MPUTEND", r);
 }
 
+int mkv_ended_take(mkv_client *c, const char *err, size_t errlen) {
+    if (!c || !err) return MKV_EINVAL;
+    return mkv_reply_error(c, err, errlen);
+}
+
 int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n,
                       uint32_t *crc, uint32_t *failed_node) {
     if (!c || (!objs && n)) return MKV_EINVAL;

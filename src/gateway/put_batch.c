@@ -7,6 +7,7 @@
 
 #include "client/located.h"
 #include "core/util.h"
+#include "proto/ended.h"
 #include "server/server.h"
 
 struct put_batcher {
@@ -144,16 +145,21 @@ static void batch_published(pb_batch *bt) {
     workers_submit(bt->b->w, &bt->job);
 }
 
+/* The chunk's records (MOON.MPUTEND PACKED, proto/ended.h): one reply
+ * object for all of them. Keys without a record (no answer, or a blob
+ * cut short) are written but not known to be published: lost. */
 static void end_reply(const redisReply *r, void *ctx) {
     ma_chunk *ch = ctx;
     pb_batch *bt = ch->owner;
-    int whole = r && r->type == REDIS_REPLY_ARRAY && r->elements == ch->n;
+    int ok = r && r->type == REDIS_REPLY_STRING;
+    const uint8_t *at = ok ? (const uint8_t *)r->str : NULL, *end = ok ? at + r->len : NULL;
     for (size_t k = 0; k < ch->n; k++) {
         store_put *p = bt->p[bt->ended[ch->first + k]];
-        const redisReply *e = whole ? r->element[k] : NULL;
-        if (e && e->type == REDIS_REPLY_STATUS) shipped(p, STORE_OK);
-        else if (e) end_refused(bt, bt->ended[ch->first + k], mkv_ended_parse(bt->b->loop_mc, e));
-        else shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
+        proto_ended rec;
+        ok = ok && proto_ended_next(&at, end, &rec) == 0;
+        if (!ok) shipped(p, cluster_store_lost(p->errstr, sizeof p->errstr));
+        else if (!rec.err) shipped(p, STORE_OK);
+        else end_refused(bt, bt->ended[ch->first + k], mkv_ended_take(bt->b->loop_mc, rec.err, rec.errlen));
     }
     if (--bt->waiting == 0) batch_published(bt);
 }
@@ -178,10 +184,10 @@ static void batch_written(gw_job *j) {
     bt->ended = xcalloc(bt->n ? bt->n : 1, sizeof *bt->ended);
     for (size_t i = 0; i < bt->n; i++)
         if (bt->loc[i] && !bt->p[i]->shipped) bt->ended[n++] = i;
-    static const char *const head[] = {"MOON.MPUTEND"};
+    static const char *const head[] = {"MOON.MPUTEND", "PACKED"};
     int failed = 0;
     free(bt->chunks);
-    bt->waiting = master_async_send_batch(bt->b->ma, head, 1, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
+    bt->waiting = master_async_send_batch(bt->b->ma, head, 2, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
     /* Those not sent: written, never published (the put timeout frees them). */
     size_t sent = bt->waiting ? bt->chunks[bt->waiting - 1].first + bt->chunks[bt->waiting - 1].n : 0;
     for (size_t k = sent; k < n; k++) {

@@ -15,6 +15,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
 #include "proto/placed.h"
@@ -554,17 +555,40 @@ static int batch_slices(client *c, mm_item *it, size_t n) {
     return 0;
 }
 
-/* MOON.MPUTEND key crc [key crc ...]
- * MOON.MPUTEND SLICES key crc slice_size crcs [key crc slice_size crcs ...] */
+/* MPUTEND PACKED: every item's record in one bulk string. */
+static void reply_ended_packed(client *c, const mm_item *it, size_t n) {
+    resp_buf *b = wire_of(c);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status == PROTO_OK) {
+            proto_ended_put_ok(b);
+            continue;
+        }
+        char text[PROTO_ERR_LEN + 16];
+        proto_error_text(it[i].status, it[i].err, text, sizeof text);
+        proto_ended_put_error(b, text);
+    }
+    reply_bulk(c, b->data, b->len);
+}
+
+/* MOON.MPUTEND [PACKED] key crc [key crc ...]
+ * MOON.MPUTEND SLICES key crc slice_size crcs [key crc slice_size crcs ...]
+ * (a word then pairs or groups of four: an even argument count; without
+ * one, the first argument is a key) */
 static void mputend_command(client *c) {
-    int sliced = strieq_len(c->argv[1].ptr, c->argv[1].len, "slices") && c->argc % 2 == 0;
+    int worded = c->argc % 2 == 0;
+    int sliced = worded && strieq_len(c->argv[1].ptr, c->argv[1].len, "slices");
+    int packed = worded && strieq_len(c->argv[1].ptr, c->argv[1].len, "packed");
     size_t n;
-    mm_item *it = batch_items(c, sliced ? 2 : 1, sliced ? 4 : 2, &n);
+    mm_item *it = batch_items(c, sliced || packed ? 2 : 1, sliced ? 4 : 2, &n);
     if (!it) return;
-    if (sliced ? batch_slices(c, it, n) == 0 : batch_numbers(c, 1, it, n, UINT32_MAX, 1) == 0) {
+    if (sliced ? batch_slices(c, it, n) == 0 : batch_numbers(c, packed ? 2 : 1, it, n, UINT32_MAX, 1) == 0) {
         mm_put_end_batch(meta_of(c), it, n, now());
-        reply_array(c, (long long)n);
-        for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
+        if (packed) {
+            reply_ended_packed(c, it, n);
+        } else {
+            reply_array(c, (long long)n);
+            for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
+        }
     }
     for (size_t i = 0; i < n; i++) proto_slices_free(&it[i].slices);
 }

@@ -12,6 +12,7 @@
 #include "backend/cap.h"
 #include "core/siphash.h"
 #include "core/util.h"
+#include "proto/ended.h"
 #include "proto/limits.h"
 #include "proto/located.h"
 #include "proto/notes.h"
@@ -232,6 +233,44 @@ static void mgetpacked_checks(redisContext *c) {
     freeReplyObject(r);
 }
 
+/* MOON.MPUTEND PACKED: a record per key in order, a refusal with the
+ * array form's exact text (nope_text, what it answered for a key with no
+ * put in progress); a word followed by no pairs is a key in the array
+ * form, or a syntax error. */
+static void mputend_packed_checks(redisContext *c, const char *nope_text) {
+    redisReply *r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 e1 10 e2 20");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MPUTEND PACKED e1 1 nope 3 e2 2");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_ended rec[3];
+    int ok = 1;
+    for (int i = 0; i < 3; i++) ok = ok && proto_ended_next(&at, end, &rec[i]) == 0;
+    ASSERT_MSG(ok && at == end, "records of %zu bytes", r->len);
+    ASSERT(rec[0].err == NULL && rec[2].err == NULL);
+    ASSERT(rec[1].err && rec[1].errlen == strlen(nope_text) && memcmp(rec[1].err, nope_text, rec[1].errlen) == 0);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MGET e1 e2");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ASSERT(r->element[0]->type == REDIS_REPLY_ARRAY && r->element[1]->type == REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r->element[0]->element[1]->integer, 1);
+    ASSERT_EQ(r->element[1]->element[1]->integer, 2);
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.MPUTEND PACKED 7");   /* a key named PACKED */
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    ASSERT_STREQ(r->element[0]->str, nope_text);
+    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mputend' command",
+                        "MOON.MPUTEND PACKED"));
+    ASSERT(h_command_is(c, is_error, "ERR value is not an integer", "MOON.MPUTEND PACKED e1 x"));
+    for (int i = 0; i < 2; i++) {
+        r = redisCommand(c, "MOON.REMOVE e%d", i + 1);
+        ASSERT(r && r->integer == 1);
+        freeReplyObject(r);
+    }
+}
+
 static void test_placement_and_lifecycle(void) {
     fake_node n[3] = {{0}};
     ASSERT(node_join(&n[0], SECRET, 1 << 20, "127.0.0.1:7001") == 0);
@@ -303,6 +342,7 @@ static void test_placement_and_lifecycle(void) {
     r = redisCommand(c, "MOON.MPUTEND b1 1 b2 2 nope 3");
     ASSERT(r && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STATUS);
     ASSERT(is_error(r->element[2], "NOTFOUND no put in progress"));
+    mputend_packed_checks(c, r->element[2]->str);
     freeReplyObject(r);
     /* PACKED: one bulk string of records (proto/placed.h); a key named
      * PACKED in the array form is a key */

@@ -10,6 +10,7 @@
 
 #include "backend/cap.h"
 #include "core/util.h"
+#include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
 #include "proto/notes.h"
@@ -411,6 +412,49 @@ static void test_placed_refused(void) {
     resp_buf_free(&out);
 }
 
+/* ---- packed put ends (MOON.MPUTEND PACKED) ---- */
+
+/* Published, refused, published: one byte, a refusal record, one byte;
+ * then nothing more to decode. */
+static void test_ended_round_trip(void) {
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_ended_put_ok(&out);
+    proto_ended_put_error(&out, "NOTFOUND no put in progress for this key");
+    proto_ended_put_ok(&out);
+    ASSERT_EQ(out.len, 1 + 3 + 40 + 1);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_ended rec;
+    ASSERT_EQ(proto_ended_next(&p, end, &rec), 0);
+    ASSERT(rec.err == NULL);
+    ASSERT_EQ(proto_ended_next(&p, end, &rec), 0);
+    ASSERT(rec.err && rec.errlen == 40 && memcmp(rec.err, "NOTFOUND no put in progress for this key", 40) == 0);
+    ASSERT_EQ(proto_ended_next(&p, end, &rec), 0);
+    ASSERT(rec.err == NULL && p == end);
+    ASSERT_EQ(proto_ended_next(&p, end, &rec), -1);
+    resp_buf_free(&out);
+}
+
+/* A refusal cut anywhere fails, as does a tag that is neither record
+ * (placed.h's placement tag 0 reads as "published", so 2 and up). */
+static void test_ended_refused(void) {
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_ended_put_error(&out, "NOSPACE full");
+    for (size_t cut = 0; cut < out.len; cut++) {
+        const uint8_t *p = (const uint8_t *)out.data;
+        proto_ended rec;
+        ASSERT_MSG(proto_ended_next(&p, p + cut, &rec) == -1, "cut at %zu", cut);
+    }
+    static const uint8_t bad[] = {2, 7, 255};
+    for (size_t i = 0; i < sizeof bad; i++) {
+        const uint8_t *p = &bad[i];
+        proto_ended rec;
+        ASSERT_MSG(proto_ended_next(&p, p + 1, &rec) == -1, "tag %u", bad[i]);
+    }
+    resp_buf_free(&out);
+}
+
 /* ---- packed holdings notes ---- */
 
 /* A hold of two extents, a drop, a hold of one, as the master writes them. */
@@ -767,6 +811,8 @@ int main(void) {
     RUN_TEST(test_encode_decode);
     RUN_TEST(test_placed_round_trip);
     RUN_TEST(test_placed_refused);
+    RUN_TEST(test_ended_round_trip);
+    RUN_TEST(test_ended_refused);
     RUN_TEST(test_notes_round_trip);
     RUN_TEST(test_notes_refused);
     RUN_TEST(test_located_round_trip);
