@@ -369,18 +369,24 @@ static void suspect_command(client *c) {
 
 static uint32_t default_replicas(client *c) { return master_of(c)->default_replicas; }
 
+/* A refused item's text in a packed record: the array form's element. */
+#define REFUSAL_LEN (PROTO_ERR_LEN + 16)
+static const char *refusal_text(const mm_item *it, char (*text)[REFUSAL_LEN]) {
+    proto_error_text(it->status, it->err, *text, sizeof *text);
+    return *text;
+}
+
 /* MPUTSTART PACKED: every item's record in one bulk string. */
 static void reply_puts_packed(client *c, const mm_item *it, size_t n) {
     resp_buf *b = wire_of(c);
+    char text[REFUSAL_LEN];
     for (size_t i = 0; i < n; i++) {
-        if (it[i].status == PROTO_OK) {
-            proto_grant g = grant_of(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
-            proto_placed_put(b, it[i].obj, &g);
+        if (it[i].status != PROTO_OK) {
+            proto_placed_put_error(b, refusal_text(&it[i], &text));
             continue;
         }
-        char text[PROTO_ERR_LEN + 16];
-        proto_error_text(it[i].status, it[i].err, text, sizeof text);
-        proto_placed_put_error(b, text);
+        proto_grant g = grant_of(c, it[i].obj, TE_CAP_WRITE, mm_write_expiry(meta_of(c), it[i].obj));
+        proto_placed_put(b, it[i].obj, &g);
     }
     reply_bulk(c, b->data, b->len);
 }
@@ -558,14 +564,10 @@ static int batch_slices(client *c, mm_item *it, size_t n) {
 /* MPUTEND PACKED: every item's record in one bulk string. */
 static void reply_ended_packed(client *c, const mm_item *it, size_t n) {
     resp_buf *b = wire_of(c);
+    char text[REFUSAL_LEN];
     for (size_t i = 0; i < n; i++) {
-        if (it[i].status == PROTO_OK) {
-            proto_ended_put_ok(b);
-            continue;
-        }
-        char text[PROTO_ERR_LEN + 16];
-        proto_error_text(it[i].status, it[i].err, text, sizeof text);
-        proto_ended_put_error(b, text);
+        if (it[i].status != PROTO_OK) proto_ended_put_error(b, refusal_text(&it[i], &text));
+        else proto_ended_put_ok(b);
     }
     reply_bulk(c, b->data, b->len);
 }
