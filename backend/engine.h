@@ -103,6 +103,19 @@ int te_engine_read(te_engine *e, void *buf, uint64_t len, const te_replica *reps
 int te_engine_write_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen);
 int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t errlen);
 
+/* The objects that can be read without waiting for anything (no dial,
+ * no exchange with a node, no sleep: a same-host path through a mapping
+ * that is warm, transport read_now) read at once, whole, from the first
+ * replica that can: status TE_OK, crc_ok 1 and crc set. The others get a
+ * non-zero status and are to be read with te_engine_read_batch (their
+ * buffers may hold some bytes meanwhile). Buffers must be registered.
+ * Returns how many were read. */
+int te_engine_read_now(te_engine *e, te_object *objs, int n);
+/* Dial every known node's missing paths (those held off after a failed
+ * dial wait for their hold); how many nodes have a live path. Blocks as
+ * a transfer's dials do: for a thread that may wait. */
+int te_engine_connect(te_engine *e);
+
 void te_engine_get_stats(te_engine *e, te_engine_stats *out);
 /* Bytes moved by the transport named "tcp", "shm" or "rdma" (0 if absent). */
 uint64_t te_engine_bytes_via(te_engine *e, const char *transport);

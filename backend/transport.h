@@ -114,6 +114,11 @@ typedef struct te_transport_ops {
     /* Progress I/O and return up to max completions from any path; waits
      * at most timeout_ms (0 = don't block) when none are ready. */
     int (*poll)(te_transport *t, te_cqe *out, int max, int timeout_ms);
+    /* Optional: the read r done at once on the calling thread when it can
+     * be without waiting (shm: through a mapping whose chunks are warm),
+     * *crc the checksum of its bytes: TE_OK; else non-zero and nothing
+     * done (submit it as usual). now_ms: the wall clock, for the cap. */
+    int (*read_now)(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc);
     /* In-flight requests of a closed path complete with TE_ECLOSED. */
     void (*close)(te_path *p);
     void (*destroy)(te_transport *t);

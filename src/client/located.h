@@ -42,6 +42,17 @@ void mkv_located_free(mkv_located *l);
  * ran out before the read: locate it again. MKV_OK when the batch ran. */
 int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n);
 
+/* The objects that can be read without waiting (a same-host node's
+ * mapping, warm: te_engine_read_now) read and verified at once:
+ * objs[i].status MKV_OK and len; every other one another status, to be read
+ * with mkv_read_located (its buffer may hold some bytes meanwhile). No
+ * dial, no master or node round trip, no sleep: for an event loop, on a
+ * client no other thread uses meanwhile. How many were read. */
+size_t mkv_read_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n);
+/* Dial the data paths to every node c knows (a thread that may wait);
+ * how many nodes have one. */
+int mkv_connect_paths(mkv_client *c);
+
 /* Read bytes [off, off+len) of the object located by l into buf (just
  * those bytes; registered or not), from replica `replica` alone, or with
  * -1 from any (the engine fails over when a node fails). MKV_OK with

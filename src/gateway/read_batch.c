@@ -22,7 +22,23 @@
  * copied into their replies and put back at once). */
 #define RB_SHARED_MAX 4096
 
+/* How often at most the inline client's paths are dialed again. */
+#define RB_DIAL_MS 1000
+
+/* The client reading on the loop what needs no waiting (a same-host
+ * node's warm mapping: mkv_read_located_now), so a batch of small values
+ * skips the worker hand-off. Its paths are dialed on a worker, the
+ * client lent to it meanwhile (a dial may wait; the loop never does). */
+typedef struct rb_inline {
+    gw_job dial;              /* first: the workers' link */
+    mkv_client *mc;           /* NULL: no inline reads */
+    int lent;                 /* the dial job has it */
+    uint64_t dialed_ms;       /* the last dial */
+    uint64_t epoch, learnt;   /* the master connection for the next dial; the one it learnt */
+} rb_inline;
+
 struct read_batcher {
+    rb_inline now;            /* first: the dial job's link */
     event_loop *loop;
     store *s;
     master_async *ma;
@@ -33,6 +49,7 @@ struct read_batcher {
     gw_read *queue, **tail;
     int asking;               /* batches waiting for the master's answer */
     int closing;
+    uint64_t read_inline;     /* values read on the loop (INFO gets_inline) */
 };
 
 typedef struct rb_batch rb_batch;
@@ -101,7 +118,61 @@ static void read_located(gw_job *j, mkv_client *mc) {
     free(idx);
 }
 
+/* The inline client's paths dialed (its node table relearnt first when
+ * the master connection changed since). */
+static void dial_run(gw_job *j, mkv_client *worker_mc) {
+    rb_inline *in = (rb_inline *)j;
+    if (in->learnt && in->learnt != in->epoch) mkv_topology_relearn(in->mc);
+    in->learnt = in->epoch;
+    mkv_connect_paths(in->mc);
+}
+
 /* ---- on the loop ---- */
+
+static void dial_done(gw_job *j) { ((rb_inline *)j)->lent = 0; }
+
+/* Lend the inline client to a worker to dial its missing paths, at most
+ * every RB_DIAL_MS. */
+static void dial_soon(read_batcher *b) {
+    rb_inline *in = &b->now;
+    uint64_t now = loop_now_ms(b->loop);
+    if (in->lent || b->closing || (in->dialed_ms && now - in->dialed_ms < RB_DIAL_MS)) return;
+    in->dialed_ms = now ? now : 1;
+    in->epoch = b->ma ? master_async_epoch(b->ma) : 0;
+    in->lent = 1;
+    in->dial = (gw_job){.run = dial_run, .done = dial_done};
+    workers_submit(b->w, &in->dial);
+}
+
+/* The located keys that can be read without waiting, read here; 1 when
+ * none is left for a worker. */
+static int read_inline(rb_batch *bt) {
+    read_batcher *b = bt->b;
+    size_t n = 0, left = 0;
+    mkv_obj *objs = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *objs);
+    mkv_located **loc = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *loc);
+    size_t *idx = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *idx);
+    for (size_t i = 0; i < bt->nkeys; i++) {
+        gw_fetch *f = bt->f[i];
+        if (!bt->loc[i] || f->rc != RB_PENDING) continue;
+        objs[n] = (mkv_obj){.key = f->key, .keylen = f->keylen, .buf = f->buf.ptr, .len = f->buf.len};
+        loc[n] = bt->loc[i];
+        idx[n++] = i;
+    }
+    if (n && mkv_read_located_now(b->now.mc, objs, loc, n) < n) dial_soon(b);   /* a path may be missing */
+    for (size_t k = 0; k < n; k++) {
+        if (objs[k].status == MKV_OK) {
+            bt->f[idx[k]]->rc = STORE_OK;
+            b->read_inline++;
+        } else {
+            left++;
+        }
+    }
+    free(objs);
+    free(loc);
+    free(idx);
+    return left == 0;
+}
 
 static void ignore_reply(const redisReply *r, void *ctx) {}
 
@@ -226,6 +297,10 @@ static void batch_ready(rb_batch *bt) {
     if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
     bt->job.run = bt->failed ? fetch_each : read_located;
     bt->job.done = batch_done;
+    if (!bt->failed && bt->b->now.mc && !bt->b->now.lent && read_inline(bt)) {
+        batch_done(&bt->job);   /* every value is here: no worker needed */
+        return;
+    }
     workers_submit(bt->b->w, &bt->job);
 }
 
@@ -324,9 +399,10 @@ void read_batcher_add(read_batcher *b, gw_read *r) {
 }
 
 read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
-                                  staging *pool, mkv_client *loop_mc) {
+                                  staging *pool, mkv_client *loop_mc, mkv_client *inline_mc) {
     read_batcher *b = xcalloc(1, sizeof *b);
-    *b = (read_batcher){.loop = loop, .s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
+    *b = (read_batcher){.loop = loop, .s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc,
+                        .now = {.mc = inline_mc}};
     b->tail = &b->queue;
     b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);
     return b;
@@ -345,3 +421,5 @@ void read_batcher_close(read_batcher *b) {
 }
 
 void read_batcher_free(read_batcher *b) { free(b); }
+
+uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline : 0; }

@@ -35,9 +35,14 @@ struct gw_read {
 
 typedef struct read_batcher read_batcher;
 
-/* ma may be NULL (always the blocking path). */
+/* ma may be NULL (always the blocking path). inline_mc (NULL: none), a
+ * client of its own with the pool registered, reads on the loop the
+ * values that need no waiting (a same-host node's warm mapping): a batch
+ * of those needs no worker at all. */
 read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
-                                  staging *pool, mkv_client *loop_mc);
+                                  staging *pool, mkv_client *loop_mc, mkv_client *inline_mc);
+/* Values read on the loop so far. */
+uint64_t read_batcher_inline(const read_batcher *b);
 void read_batcher_add(read_batcher *b, gw_read *r);
 /* Reads still queued finish with fetched 0; batches then waiting for the
  * master finish so when its connection is freed. Then free. */

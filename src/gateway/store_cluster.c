@@ -43,6 +43,7 @@ typedef struct cluster_store {
     store base;
     event_loop *loop;
     mkv_client *mc;             /* the loop's own */
+    mkv_client *inline_mc;      /* the read batcher's, for reads that need no waiting (read_batch.h) */
     staging *pool;
     workers *workers;
     master_async *ma;           /* the batchers' master connection; NULL with etcd */
@@ -557,6 +558,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_streamed_puts", "%llu", (unsigned long long)cs->stats.streamed_puts);
     uint64_t streamed_gets, cut_gets;
     get_streamer_counts(cs->gets, &streamed_gets, &cut_gets);
+    info_field(out, "cluster_gets_inline", "%llu", (unsigned long long)read_batcher_inline(cs->reads));
     info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
     info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
@@ -599,6 +601,13 @@ static void cs_info(store *s, resp_buf *out, const char *section) {
 static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
 static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, mc); }
 
+static void close_client(cluster_store *cs, mkv_client **mc) {
+    if (!*mc) return;
+    if (cs->pool) staging_unregister(cs->pool, *mc);
+    mkv_close(*mc);
+    *mc = NULL;
+}
+
 static void cs_destroy(store *s) {
     cluster_store *cs = cs_of(s);
     /* First: finishing jobs returns their buffers to the pool; then the
@@ -624,10 +633,8 @@ static void cs_destroy(store *s) {
         next = p->next;
         free(p);
     }
-    if (cs->mc) {
-        if (cs->pool) staging_unregister(cs->pool, cs->mc);
-        mkv_close(cs->mc);
-    }
+    close_client(cs, &cs->inline_mc);
+    close_client(cs, &cs->mc);
     staging_destroy(cs->pool);
     freeReplyObject(cs->scan_reply);
     if (cs->ctl) redisFree(cs->ctl);
@@ -699,7 +706,12 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     /* Through etcd the master moves: the batches take the blocking calls,
      * which follow it (read_batch.h, put_batch.h). */
     if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
-    cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc);
+    /* Only shm reads without waiting; without the client all go to the workers. */
+    int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
+    if (cs->ma && may_shm &&
+        (mkv_connect(&cs->inline_mc, &opt) != MKV_OK || staging_register(cs->pool, cs->inline_mc) != MKV_OK))
+        close_client(cs, &cs->inline_mc);
+    cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->inline_mc);
     cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
     if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);

@@ -204,6 +204,49 @@ static void test_mget(void) {
     freeReplyObject(r);
 }
 
+/* Small values on same-host nodes are read on the loop itself once its
+ * client's paths are dialed and their chunks warm (cluster_gets_inline):
+ * byte-exact, in order, a missing key among them still nil. Each round
+ * is checked; the rounds stop once a round's worth was read inline. */
+static void test_small_reads_inline(void) {
+    enum { N = 100 };
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "in:%d", i);
+        ASSERT(set_pattern(key, 1 + (size_t)i * 41, 300 + (uint64_t)i));   /* 1 to 4060 bytes */
+    }
+    long long before = info_field_ll("cluster_gets_inline");
+    int ok = 1;
+    uint64_t end = mono_ms() + 20000;
+    do {
+        for (int i = 0; i < N; i++) {
+            snprintf(key, sizeof key, "in:%d", i);
+            redisAppendCommand(gw, "GET %s", key);
+        }
+        redisAppendCommand(gw, "GET in:missing");
+        for (int i = 0; ok && i <= N; i++) {
+            redisReply *r = NULL;
+            ok = redisGetReply(gw, (void **)&r) == REDIS_OK &&
+                 (i < N ? is_pattern(r, 1 + (size_t)i * 41, 300 + (uint64_t)i) : r->type == REDIS_REPLY_NIL);
+            if (!ok) printf("# reply %d of the round is wrong\n", i);
+            freeReplyObject(r);
+        }
+        usleep(20 * 1000);
+    } while (ok && mono_ms() < end && info_field_ll("cluster_gets_inline") < before + N);
+    ASSERT(ok);
+    ASSERT(info_field_ll("cluster_gets_inline") >= before + N);
+    ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);   /* the batches' shared ranges went back */
+}
+
+/* The keys test_small_reads_inline stored (cases after it count objects). */
+static void drop_inline_keys(void) {
+    char key[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "in:%d", i);
+        freeReplyObject(cmd("DEL %s", key));
+    }
+}
+
 static void test_dbsize_counts_cluster_objects(void) {
     /* sized[] 4, e:1, d:1, m:a, m:b (before the later cases add more) */
     redisReply *r = cmd("DBSIZE");
@@ -803,6 +846,8 @@ int main(void) {
     RUN_TEST(test_exists_semantics);
     RUN_TEST(test_del);
     RUN_TEST(test_mget);
+    RUN_TEST(test_small_reads_inline);
+    drop_inline_keys();
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);
     RUN_TEST(test_info_memory_replication_keyspace);
