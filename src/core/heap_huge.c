@@ -23,6 +23,11 @@ void heap_huge_setup(void) {
     advised = ((uintptr_t)sbrk(0) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 }
 
+void heap_huge_setup_shared(void) {
+    mallopt(M_ARENA_MAX, 1);
+    heap_huge_setup();
+}
+
 void heap_huge_advise(void) {
     uintptr_t top = (uintptr_t)sbrk(0) & ~(HUGE_PAGE - 1);
     if (!advised || top <= advised) return;
@@ -33,6 +38,13 @@ void heap_huge_advise(void) {
 #else
 
 void heap_huge_setup(void) {}
+
+void heap_huge_setup_shared(void) {}
+
+void heap_huge_setup_shared(void) {
+    mallopt(M_ARENA_MAX, 1);
+    heap_huge_setup();
+}
 
 void heap_huge_advise(void) {}
 

@@ -6,9 +6,10 @@
  * were a third of the master's CPU. Grown in large steps, each step
  * advised MADV_HUGEPAGE before the loop uses it, the heap faults in 2 MiB
  * pages instead (where THP is "always" or "madvise"; with "never" the
- * advice does nothing). Only the brk heap, which serves the thread that
- * calls these (the event loop); other threads' arenas are left as they
- * are. A no-op where the allocator is not glibc's (sanitizers). */
+ * advice does nothing). Only the brk heap, which serves the main thread
+ * (and every thread after heap_huge_setup_shared); other threads' arenas
+ * are left as they are. heap_huge_advise from one thread only. A no-op
+ * where the allocator is not glibc's (sanitizers). */
 #ifndef MKV_HEAP_HUGE_H
 #define MKV_HEAP_HUGE_H
 
@@ -16,6 +17,11 @@
 
 /* Once, before the heap grows much: large growth steps, no trimming. */
 void heap_huge_setup(void);
+/* The same, and every thread allocates from that heap (one malloc
+ * arena), for a process whose metadata grows off its main thread (a
+ * node's index, filled by its control thread: other threads' arenas grow
+ * 4 KiB pages at a time). Before any thread starts. */
+void heap_huge_setup_shared(void);
 
 /* Advises what the heap grew by since the last call (cheap when it did
  * not grow): call it often, e.g. before the loop waits. */

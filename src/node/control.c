@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/heap_huge.h"
 #include "core/log.h"
 #include "core/siphash.h"
 #include "core/util.h"
@@ -669,6 +670,7 @@ static void *control_main(void *arg) {
         }
         if (c->rc && now >= c->next_pull_ms) {
             pull_holdings(c);
+            heap_huge_advise();   /* the index's growth on huge pages (node_role.c) */
             scrub_and_tell(c, now);
             c->next_pull_ms = now + CTL_HOLDINGS_MS;
         }

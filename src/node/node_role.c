@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/netio.h"
+#include "core/heap_huge.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "node/control.h"
@@ -227,6 +228,7 @@ static int node_start(node *n, char *err, size_t errlen) {
     server *srv = n->srv;
     node_data_config dc;
     memset(&dc, 0, sizeof dc);
+    heap_huge_setup_shared();   /* before the data and control threads */
     if (!srv->cfg.master[0] && !srv->cfg.etcd[0]) {
         snprintf(err, errlen, "a node needs --master host:port (or --etcd)");
         return -1;
