@@ -5,6 +5,7 @@
 #include "core/heap_huge.h"
 #include "test.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,54 @@ static void test_growth_advised(void) {
 #endif
 }
 
+/* The range of the [heap] mappings (advice splits the heap in several)
+ * from /proc/self/maps; 0 if there is none. */
+static int heap_range(uintptr_t *lo, uintptr_t *hi) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (!strstr(line, "[heap]") || sscanf(line, "%lx-%lx", &a, &b) != 2) continue;
+        if (!found || a < *lo) *lo = a;
+        if (!found || b > *hi) *hi = b;
+        found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+static void *thread_block(void *arg) {
+    (void)arg;
+    return malloc(SMALL);
+}
+
+/* After heap_huge_setup_shared another thread's small blocks come from
+ * the brk heap too (without it glibc gives a thread its own arena,
+ * mapped elsewhere and grown 4 KiB at a time). */
+static void test_threads_share_the_heap(void) {
+    heap_huge_setup_shared();
+    pthread_t t;
+    void *block = NULL;
+    ASSERT_EQ(pthread_create(&t, NULL, thread_block, NULL), 0);
+    ASSERT_EQ(pthread_join(t, &block), 0);
+    uintptr_t p = (uintptr_t)block, lo = 0, hi = 0;
+    int mapped = heap_range(&lo, &hi);
+    free(block);
+    ASSERT(p != 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    printf("# heap_huge is off with the sanitizers' allocators\n");
+    (void)mapped;
+#else
+    ASSERT(mapped);
+    ASSERT_MSG(p >= lo && p < hi, "thread block at %#lx, [heap] %#lx-%#lx", (unsigned long)p, (unsigned long)lo,
+               (unsigned long)hi);
+#endif
+}
+
 int main(void) {
     RUN_TEST(test_growth_advised);
+    RUN_TEST(test_threads_share_the_heap);
     TEST_EXIT();
 }
