@@ -41,11 +41,6 @@ void heap_huge_setup(void) {}
 
 void heap_huge_setup_shared(void) {}
 
-void heap_huge_setup_shared(void) {
-    mallopt(M_ARENA_MAX, 1);
-    heap_huge_setup();
-}
-
 void heap_huge_advise(void) {}
 
 #endif
