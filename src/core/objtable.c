@@ -241,12 +241,16 @@ object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t
 
 object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room,
                                int *existed) {
-    rehash_step(t, REHASH_BUCKETS);
     if (existed) *existed = 0;
     if (lookup(t, key, keylen, hash, NULL)) {
         if (existed) *existed = 1;
         return NULL;
     }
+    return objtable_insert_absent(t, key, keylen, hash, room);
+}
+
+object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room) {
+    rehash_step(t, REHASH_BUCKETS);
     if (keylen > SIZE_MAX / 2 || room > SIZE_MAX / 2) return NULL;
 
     /* the entry (max-aligned), the key and its NUL, then the room */

@@ -73,6 +73,11 @@ void *objtable_room(object *o);
 uint64_t objtable_hash(const void *key, size_t keylen);
 object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room,
                                int *existed);
+/* The same for a key the caller knows is absent (it just looked, or the
+ * table held none of the keys it inserts): no lookup, whose cache misses
+ * on the bucket's chain were a rebuild's largest cost after grouping. A
+ * present key would be filed twice. */
+object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room);
 void objtable_prefetch(const objtable *t, uint64_t hash);
 /* objtable_find for many keys at once: fills each probe's hash and
  * found (NULL: not there). The lookups' cache misses overlap (a group's

@@ -41,7 +41,7 @@ object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t h
                       uint32_t n, uint32_t want, uint64_t hold_until) {
     size_t bytes = (size_t)n * sizeof(obj_replica);
     for (uint32_t i = 0; i < n; i++) bytes += reps[i].nextents * sizeof(obj_extent);
-    object *o = objtable_insert_hashed(m->objs, key, keylen, hash, MO_ROOM + bytes, NULL);
+    object *o = objtable_insert_absent(m->objs, key, keylen, hash, MO_ROOM + bytes);
     if (!o) return NULL;
     object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);
     mm_obj_new(m, o, want, hold_until);

@@ -103,8 +103,9 @@ void mm_pending_unlink(master_meta *m, mm_obj *mo);
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until);
 void mm_obj_free(mm_obj *mo);
 /* A new object for key (hash: objtable_hash of it) with its mm_obj and
- * replicas reps[0..n) in one block; NULL if the key is present. The
- * caller fills the rest. */
+ * replicas reps[0..n) in one block. The key must be absent (callers
+ * look it up first, or know the table held none of theirs). The caller
+ * fills the rest. */
 object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
                       uint32_t n, uint32_t want, uint64_t hold_until);
 int mm_replica_on_node(const obj_replica *r, uint32_t node);
