@@ -34,14 +34,51 @@ static int check_obj(mkv_client *c, const mkv_obj *o) {
     return MKV_OK;
 }
 
-/* MOON.PUTSTART key size REPLICAS n, or MOON.MPUTSTART REPLICAS n key size ... */
+/* A placement from one PACKED record (its extents taken), or the
+ * master's refusal. */
+static int placed_record(mkv_client *c, proto_placed *r, mkv_placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    if (r->err) return mkv_reply_error(c, r->err, r->errlen);
+    if (r->nreplicas == 0) return mkv_fail(c, MKV_EPROTO, "master: a placement without replicas");
+    pl->nreplicas = r->nreplicas;
+    pl->term = r->ext[0][0].cap.term;   /* one reply: one master's */
+    for (uint32_t i = 0; i < r->nreplicas; i++)
+        pl->replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = r->ext[i]};
+    for (uint32_t i = 0; i < r->next[0]; i++) pl->size += r->ext[0][i].length;   /* the decoder checked each sums to it */
+    memset(r, 0, sizeof *r);           /* the extents are pl's now */
+    return MKV_OK;
+}
+
+/* MOON.MPUTSTART PACKED's blob: a record per item, in order. A record
+ * that does not decode fails it and the rest (EPROTO), unplaced here:
+ * what the master placed for them ends with the put timeout. */
+static int put_start_packed(mkv_client *c, put_item *it, size_t n, const redisReply *r) {
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    for (size_t i = 0; i < n; i++) {
+        proto_placed rec;
+        if (proto_placed_next(&at, end, it[i].o->len, TE_CAP_WRITE, &rec) != 0) {
+            for (int rc = mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r); i < n; i++) it[i].o->status = rc;
+            return MKV_OK;
+        }
+        it[i].placed = rec.err == NULL;
+        it[i].o->status = placed_record(c, &rec, &it[i].pl);
+        proto_placed_free(&rec);
+    }
+    return MKV_OK;
+}
+
+/* MOON.PUTSTART key size REPLICAS n, or MOON.MPUTSTART REPLICAS n PACKED
+ * key size ... (one bulk string to parse, not a dozen reply objects per
+ * key). */
 static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
     mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(3 + 2 * n));
+    mkv_cmd_init(&cmd, (int)(4 + 2 * n));
     mkv_cmd_str(&cmd, n == 1 ? "MOON.PUTSTART" : "MOON.MPUTSTART");
     if (n > 1) {
         mkv_cmd_str(&cmd, "REPLICAS");
         mkv_cmd_u64(&cmd, (uint64_t)replicas);
+        mkv_cmd_str(&cmd, "PACKED");
     }
     for (size_t i = 0; i < n; i++) {
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
@@ -55,20 +92,17 @@ static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
     mkv_cmd_free(&cmd);
     if (!r) return rc;
-    if (n > 1 && !mkv_reply_item(r, n, 0)) {
-        rc = mkv_bad_reply(c, "MOON.MPUTSTART", r);
+    if (n > 1) {
+        rc = put_start_packed(c, it, n, r);
         freeReplyObject(r);
         return rc;
     }
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *e = mkv_reply_item(r, n, i);
-        if (e->type == REDIS_REPLY_ERROR) {
-            it[i].o->status = mkv_reply_error(c, e->str, e->len);
-            continue;
-        }
+    if (r->type == REDIS_REPLY_ERROR) {
+        it->o->status = mkv_reply_error(c, r->str, r->len);
+    } else {
         /* Placed, even if the reply turns out malformed: revoke then. */
-        it[i].placed = 1;
-        it[i].o->status = mkv_placement_decode(c, e, it[i].o->len, TE_CAP_WRITE, &it[i].pl);
+        it->placed = 1;
+        it->o->status = mkv_placement_decode(c, r, it->o->len, TE_CAP_WRITE, &it->pl);
     }
     freeReplyObject(r);
     return MKV_OK;
@@ -340,15 +374,10 @@ int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_loca
 int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out) {
     *out = NULL;
     if (!c || !r) return MKV_EINVAL;
-    if (r->err) return mkv_reply_error(c, r->err, r->errlen);
-    if (r->nreplicas == 0) return mkv_fail(c, MKV_EPROTO, "master: a placement without replicas");
-    mkv_placement pl = {.nreplicas = r->nreplicas, .term = r->ext[0][0].cap.term};   /* one reply: one master's */
-    for (uint32_t i = 0; i < r->nreplicas; i++)
-        pl.replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = r->ext[i]};
-    for (uint32_t i = 0; i < r->next[0]; i++) pl.size += r->ext[0][i].length;   /* the decoder checked each sums to it */
-    memset(r, 0, sizeof *r);           /* the extents are pl's now */
-    *out = mkv_located_wrap(&pl);
-    return MKV_OK;
+    mkv_placement pl;
+    int rc = placed_record(c, r, &pl);
+    if (rc == MKV_OK) *out = mkv_located_wrap(&pl);
+    return rc;
 }
 
 int mkv_ended_parse(mkv_client *c, const redisReply *r) {

@@ -201,6 +201,30 @@ static void test_batch_mixed(void) {
     ASSERT_EQ(mkv_remove(cli, "mix:a", 5), MKV_OK);
 }
 
+/* A put batch gets per-object results too: a refused key (EXISTS) in
+ * the middle of placed ones (MOON.MPUTSTART PACKED's error record)
+ * leaves its neighbours written and readable. */
+static void test_put_batch_mixed(void) {
+    mkv_obj objs[3] = {
+        {.key = "pmix:a", .keylen = 6, .buf = src, .len = 300},
+        {.key = "pmix:b", .keylen = 6, .buf = src + 4096, .len = 200},
+        {.key = "pmix:c", .keylen = 6, .buf = src + 8192, .len = 100},
+    };
+    h_fill(src, 3 * 4096, 14);
+    ASSERT_EQ(mkv_put(cli, "pmix:b", 6, src + 4096, 200, 1), MKV_OK);
+    ASSERT_EQ(mkv_put_batch(cli, objs, 3, 1), MKV_OK);
+    ASSERT_EQ(objs[0].status, MKV_OK);
+    ASSERT_EQ(objs[1].status, MKV_EEXISTS);
+    ASSERT_EQ(objs[2].status, MKV_OK);
+    for (int i = 0; i < 3; i++) {
+        size_t got = 0;
+        ASSERT_EQ(mkv_get(cli, objs[i].key, objs[i].keylen, dst, 4096, &got), MKV_OK);
+        ASSERT_EQ(got, objs[i].len);
+        ASSERT_MEMEQ(objs[i].buf, dst, got);
+        ASSERT_EQ(mkv_remove(cli, objs[i].key, objs[i].keylen), MKV_OK);
+    }
+}
+
 static void test_noreplicas(void) {
     ASSERT_EQ(mkv_put(cli, "two", 3, src, 100, 2), MKV_ENOREPLICAS);
     ASSERT(strstr(mkv_last_error(cli), "NOREPLICAS") != NULL);
@@ -277,6 +301,7 @@ int main(void) {
     RUN_TEST(test_too_small);
     RUN_TEST(test_batch_200);
     RUN_TEST(test_batch_mixed);
+    RUN_TEST(test_put_batch_mixed);
     RUN_TEST(test_noreplicas);
     RUN_TEST(test_nospace);
 
