@@ -66,6 +66,7 @@ static inline double bench_seconds(void) {
 typedef struct bench_budget {
     uint64_t rounds;      /* done so far */
     uint64_t spent_us;    /* measured time so far */
+    uint64_t best_us;     /* the fastest round's */
     uint64_t min, max;
     uint64_t limit_us;
 } bench_budget;
@@ -74,6 +75,7 @@ static inline void bench_budget_init(bench_budget *b, uint64_t min, uint64_t max
     /* A short run ($BENCH_SECONDS under 1) settles for two rounds. */
     if (seconds < 1 && min > 2) min = 2;
     b->rounds = b->spent_us = 0;
+    b->best_us = UINT64_MAX;
     b->min = min;
     b->max = max < min ? min : max;
     b->limit_us = (uint64_t)(seconds * 1e6);
@@ -83,6 +85,7 @@ static inline void bench_budget_init(bench_budget *b, uint64_t min, uint64_t max
 static inline void bench_budget_add(bench_budget *b, uint64_t us) {
     b->rounds++;
     b->spent_us += us;
+    if (us < b->best_us) b->best_us = us;
 }
 
 static inline int bench_budget_more(const bench_budget *b) {
