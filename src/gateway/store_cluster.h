@@ -37,6 +37,7 @@ struct store_put {
     int shipped;                /* put to the cluster: ship_rc is the outcome */
     int ship_rc;
     char errstr[sizeof ((store *)0)->errstr];
+    struct store_put *next_free;   /* in the store's spare puts (store_cluster.c) */
     size_t keylen;
     char key[];
 };
