@@ -64,6 +64,7 @@ struct gw_call {
     uint64_t cost;            /* value bytes counted in its connection's */
     gw_call *next_of_conn;    /* the connection's calls, in order */
     get_stream *gstream;      /* GET: its value streaming to the client */
+    int pooled;               /* a CALL_POOLED block: back to the free list */
 };
 
 /* A connection's calls in flight (client->role_ctx). */
@@ -77,6 +78,11 @@ typedef struct gw_conn {
 #define GW_PIPE_BYTES (1024 * 1024)
 /* How long a value size seen stays the reads' estimate. */
 #define GW_HINT_MS 1000
+/* Calls that fit this many bytes (a GET with its key) come from a free
+ * list: a batch allocates hundreds and frees them together, past what
+ * malloc's per-thread cache keeps, so each went through its slow path. */
+#define CALL_POOLED 1024
+#define CALL_POOL_MAX 4096      /* blocks kept at most */
 
 static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "unlink", "exists",
                                           "strlen", "dbsize"};
@@ -97,6 +103,8 @@ typedef struct gw_async {
      * read's size is not known before the master answers. */
     uint64_t hint_now, hint_last, hint_since_ms;
     event_loop *loop;         /* its time dates the periods */
+    gw_call *free_calls;      /* CALL_POOLED blocks, linked by next_of_conn */
+    size_t nfree_calls;
 } gw_async;
 
 static gw_async *async_of(client *c) { return cluster_store_async(c->srv->store); }
@@ -111,7 +119,17 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
     for (int i = 0; i < c->argc; i++)
         if (value_arg <= 0 || i != value_arg) bytes += c->argv[i].len + 1;
     size_t head = sizeof(gw_call) + (size_t)c->argc * sizeof(resp_arg) + nfetch * sizeof(gw_fetch);
-    gw_call *call = xcalloc(1, head + bytes);
+    gw_async *ga = async_of(c);
+    int pooled = head + bytes <= CALL_POOLED;
+    gw_call *call = pooled ? ga->free_calls : NULL;
+    if (call) {
+        ga->free_calls = call->next_of_conn;
+        ga->nfree_calls--;
+        memset(call, 0, head + bytes);
+    } else {
+        call = xcalloc(1, pooled ? CALL_POOLED : head + bytes);
+    }
+    call->pooled = pooled;
     call->argv = (resp_arg *)(call + 1);
     call->fetch = nfetch ? (gw_fetch *)(call->argv + c->argc) : NULL;
     call->nfetch = nfetch;
@@ -129,10 +147,22 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
         p += a->len + 1;
     }
     call->store = c->srv->store;
-    call->ga = async_of(c);
+    call->ga = ga;
     call->c = c;
     call->shared = shared_proc(call->ga, c);
     return call;
+}
+
+/* A finished call: a pooled block back to the free list (bounded). */
+static void call_free(gw_call *call) {
+    gw_async *ga = call->ga;
+    if (!call->pooled || ga->nfree_calls == CALL_POOL_MAX) {
+        free(call);
+        return;
+    }
+    call->next_of_conn = ga->free_calls;
+    ga->free_calls = call;
+    ga->nfree_calls++;
 }
 
 /* ---- a connection's calls ---- */
@@ -346,7 +376,7 @@ static void call_answer(gw_call *call, client *c) {
 static void stream_done(void *ctx) {
     gw_call *call = ctx;
     if (call->c) conn_remove(call->c->role_ctx, call);
-    free(call);
+    free(call);   /* not to the free list: a stream may end after the server's state is gone */
 }
 
 /* A GET whose value was located to stream (read_batch.c): its reply
@@ -379,7 +409,7 @@ static void call_finish(gw_call *call, int done) {
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     cluster_withdraw(s);
     free(call->ans);
-    free(call);
+    call_free(call);
 }
 
 static void read_done(gw_read *r, int fetched) {
@@ -614,6 +644,10 @@ static command_proc *async_proc(const command *row) {
 }
 
 static void async_free(gw_async *ga) {
+    for (gw_call *x = ga->free_calls, *next; x; x = next) {
+        next = x->next_of_conn;
+        free(x);
+    }
     free(ga->inflight);
     free(ga);
 }
