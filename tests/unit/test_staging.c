@@ -1,4 +1,5 @@
-/* tests/unit/test_staging.c - the gateway's staging pool: buffers of a
+/* tests/unit/test_staging.c - the gateway's staging pool: small ranges
+ * put back are kept for the next gets of their size; buffers of a
  * read batch carved from one range (staging_get_shared) stay apart,
  * inside the pool, and give the range back only with the last of them,
  * put from any thread. */
@@ -97,9 +98,47 @@ static void test_shared_put_from_threads(void) {
     staging_destroy(sp);
 }
 
+/* A small range put back is kept for the next get of its size (the same
+ * memory again), counts as free, and goes back to the allocator when a
+ * get finds no room otherwise and when an idle pool is trimmed. */
+static void test_small_ranges_kept(void) {
+    char err[128];
+    staging *sp = staging_create(POOL, POOL, err, sizeof err);
+    ASSERT(sp != NULL);
+    staging_buf a, b;
+    ASSERT_EQ(staging_get(sp, 64, &a), STORE_OK);
+    void *first = a.ptr;
+    staging_put(sp, &a);
+    ASSERT_EQ(pool_used(sp), 0);
+    ASSERT_EQ(staging_get(sp, 60, &b), STORE_OK);   /* same aligned size: the kept range */
+    ASSERT(b.ptr == first);
+    ASSERT_EQ(pool_used(sp), 64);
+    staging_put(sp, &b);
+    /* the whole pool in kept 256-byte ranges; then one value of all of it */
+    enum { N = POOL / 256 };
+    staging_buf k[N];
+    for (int i = 0; i < N - 1; i++) ASSERT_EQ(staging_get(sp, 256, &k[i]), STORE_OK);
+    for (int i = 0; i < N - 1; i++) staging_put(sp, &k[i]);
+    ASSERT_EQ(pool_used(sp), 0);
+    staging_buf whole;
+    ASSERT_EQ(staging_get(sp, POOL, &whole), STORE_OK);
+    ASSERT_EQ(whole.map_len, 0);   /* from the pool, not a dedicated mapping */
+    ASSERT_EQ(pool_used(sp), POOL);
+    staging_put(sp, &whole);
+    ASSERT_EQ(staging_get(sp, 64, &a), STORE_OK);
+    staging_put(sp, &a);
+    ASSERT(staging_trim(sp, 0) > 0);   /* idle: the kept range went back, the pages too */
+    ASSERT_EQ(pool_used(sp), 0);
+    ASSERT_EQ(staging_get(sp, POOL, &whole), STORE_OK);
+    ASSERT_EQ(whole.map_len, 0);
+    staging_put(sp, &whole);
+    staging_destroy(sp);
+}
+
 int main(void) {
     RUN_TEST(test_shared_pieces);
     RUN_TEST(test_shared_refused);
+    RUN_TEST(test_small_ranges_kept);
     RUN_TEST(test_shared_put_from_threads);
     TEST_EXIT();
 }
