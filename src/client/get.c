@@ -18,25 +18,53 @@ typedef struct get_item {
     int replica;               /* -1: the engine picks; after a bad checksum each one alone */
 } get_item;
 
-/* MOON.GET key or MOON.MGET key ...; decodes each placement. */
+/* A placement from one MOON.MGETPACKED record (its arrays taken), or
+ * ENOTFOUND for a missing key. */
+static int located_record(mkv_client *c, proto_located *r, mkv_placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    if (!r->found) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
+    /* The decoder checked: 1..8 replicas, each covering size bytes. */
+    *pl = (mkv_placement){.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
+                          .slices = r->slices, .nreplicas = r->rep.nreplicas};
+    for (uint32_t i = 0; i < r->rep.nreplicas; i++)
+        pl->replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = r->rep.ext[i]};
+    memset(r, 0, sizeof *r);   /* pl's now */
+    return MKV_OK;
+}
+
+/* MOON.MGETPACKED's blob: a record per item, in order. A record that
+ * does not decode fails it and the rest (EPROTO); their leases, if
+ * taken, expire. */
+static int get_locate_packed(mkv_client *c, get_item *it, size_t n, const redisReply *r) {
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MGETPACKED", r);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    for (size_t i = 0; i < n; i++) {
+        proto_located rec;
+        if (proto_located_next(&at, end, &rec) != 0) {
+            for (int rc = mkv_bad_reply(c, "MOON.MGETPACKED", r); i < n; i++) it[i].o->status = rc;
+            return MKV_OK;
+        }
+        it[i].o->status = located_record(c, &rec, &it[i].pl);
+        proto_located_free(&rec);
+    }
+    return MKV_OK;
+}
+
+/* MOON.GET key, or MOON.MGETPACKED key ... (one bulk string to parse,
+ * not a dozen reply objects per key); decodes each placement. */
 static int get_locate(mkv_client *c, get_item *it, size_t n) {
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(1 + n));
-    mkv_cmd_str(&cmd, n == 1 ? "MOON.GET" : "MOON.MGET");
+    mkv_cmd_str(&cmd, n == 1 ? "MOON.GET" : "MOON.MGETPACKED");
     for (size_t i = 0; i < n; i++) mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
     mkv_cmd_free(&cmd);
     if (!r) return rc;
-    if (n > 1 && !mkv_reply_item(r, n, 0)) {
-        rc = mkv_bad_reply(c, "MOON.MGET", r);
-        freeReplyObject(r);
-        return rc;
-    }
-    for (size_t i = 0; i < n; i++)
-        it[i].o->status = mkv_located_decode(c, mkv_reply_item(r, n, i), &it[i].pl);
+    if (n > 1) rc = get_locate_packed(c, it, n, r);
+    else it->o->status = mkv_located_decode(c, r, &it->pl);
     freeReplyObject(r);
-    return MKV_OK;
+    return rc;
 }
 
 static int check_fit(mkv_client *c, get_item *it) {

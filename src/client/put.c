@@ -14,6 +14,7 @@
 #include "client/located.h"
 #include "core/crc32c.h"
 #include "core/util.h"
+#include "proto/ended.h"
 
 typedef struct put_item {
     mkv_obj *o;
@@ -172,6 +173,40 @@ static void slice_args(mkv_cmd *cmd, const put_item *it, uint8_t **packed) {
     mkv_cmd_bin(cmd, *packed, (size_t)it->sl.count * 4);
 }
 
+/* MOON.PUTEND's reply, or MOON.MPUTEND [SLICES]'s array: an element per
+ * written item (m of them). */
+static int put_ended(mkv_client *c, put_item *it, size_t n, size_t m, const redisReply *r) {
+    if (m > 1 && !mkv_reply_item(r, m, 0)) return mkv_bad_reply(c, "MOON.MPUTEND", r);
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        const redisReply *e = mkv_reply_item(r, m, j++);
+        it[i].placed = 0;   /* published, or refused and gone on the master */
+        if (e->type == REDIS_REPLY_ERROR) it[i].o->status = mkv_reply_error(c, e->str, e->len);
+        else if (e->type != REDIS_REPLY_STATUS) it[i].o->status = mkv_bad_reply(c, "PUTEND", e);
+    }
+    return MKV_OK;
+}
+
+/* MOON.MPUTEND PACKED's blob: a record per written item, in order. One
+ * that does not decode fails it and the rest (EPROTO), still placed:
+ * revoked then, as the array form's malformed element. */
+static int put_ended_packed(mkv_client *c, put_item *it, size_t n, const redisReply *r) {
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MPUTEND PACKED", r);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    int broken = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK) continue;
+        proto_ended rec;
+        if (broken || (broken = proto_ended_next(&at, end, &rec) != 0)) {
+            it[i].o->status = mkv_bad_reply(c, "MOON.MPUTEND PACKED", r);
+            continue;
+        }
+        it[i].placed = 0;   /* published, or refused and gone on the master */
+        if (rec.err) it[i].o->status = mkv_reply_error(c, rec.err, rec.errlen);
+    }
+    return MKV_OK;
+}
+
 /* MOON.PUTEND key crc, or MOON.MPUTEND key crc ... for the written ones. */
 static int put_end(mkv_client *c, put_item *it, size_t n) {
     size_t m = 0;
@@ -186,7 +221,7 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(2 + 4 * m));
     mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
-    if (m > 1 && sliced) mkv_cmd_str(&cmd, "SLICES");
+    if (m > 1) mkv_cmd_str(&cmd, sliced ? "SLICES" : "PACKED");   /* the two forms exclude each other */
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
@@ -202,20 +237,9 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     for (size_t j = 0; j < m; j++) free(packed[j]);
     free(packed);
     if (!r) return rc;
-    if (m > 1 && !mkv_reply_item(r, m, 0)) {
-        rc = mkv_bad_reply(c, "MOON.MPUTEND", r);
-        freeReplyObject(r);
-        return rc;
-    }
-    for (size_t i = 0, j = 0; i < n; i++) {
-        if (it[i].o->status != MKV_OK) continue;
-        const redisReply *e = mkv_reply_item(r, m, j++);
-        it[i].placed = 0;   /* published, or refused and gone on the master */
-        if (e->type == REDIS_REPLY_ERROR) it[i].o->status = mkv_reply_error(c, e->str, e->len);
-        else if (e->type != REDIS_REPLY_STATUS) it[i].o->status = mkv_bad_reply(c, "PUTEND", e);
-    }
+    rc = m > 1 && !sliced ? put_ended_packed(c, it, n, r) : put_ended(c, it, n, m, r);
     freeReplyObject(r);
-    return MKV_OK;
+    return rc;
 }
 
 /* PUTREVOKE every put that was placed but not published, pipelined.
