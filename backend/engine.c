@@ -768,10 +768,15 @@ int te_engine_read_now(te_engine *e, te_object *objs, int n) {
     return done;
 }
 
-int te_engine_connect(te_engine *e) {
+int te_engine_connect_local(te_engine *e) {
     int up = 0;
     pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->nnodes; i++) up += node_up(e, &e->nodes[i]);
+    for (int i = 0; i < e->nnodes; i++) {
+        enode *n = &e->nodes[i];
+        int failed = 0;
+        if (n->stalled_until_ms && mono_ms() < n->stalled_until_ms) continue;
+        up += tier_connect(n, 0, &failed);
+    }
     pthread_mutex_unlock(&e->mu);
     return up;
 }

@@ -111,10 +111,11 @@ int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t
  * buffers may hold some bytes meanwhile). Buffers must be registered.
  * Returns how many were read. */
 int te_engine_read_now(te_engine *e, te_object *objs, int n);
-/* Dial every known node's missing paths (those held off after a failed
- * dial wait for their hold); how many nodes have a live path. Blocks as
- * a transfer's dials do: for a thread that may wait. */
-int te_engine_connect(te_engine *e);
+/* Dial every known node's missing same-host paths (the only ones
+ * te_engine_read_now uses; a node held off after a stall is left alone);
+ * how many nodes have a live one. Blocks as a transfer's dials do: for a
+ * thread that may wait. */
+int te_engine_connect_local(te_engine *e);
 
 void te_engine_get_stats(te_engine *e, te_engine_stats *out);
 /* Bytes moved by the transport named "tcp", "shm" or "rdma" (0 if absent). */

@@ -49,8 +49,9 @@ int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size
  * dial, no master or node round trip, no sleep: for an event loop, on a
  * client no other thread uses meanwhile. How many were read. */
 size_t mkv_read_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n);
-/* Dial the data paths to every node c knows (a thread that may wait);
- * how many nodes have one. */
+/* Dial the same-host data paths (shm) to every node c knows, the ones
+ * mkv_read_located_now can use (a thread that may wait); how many nodes
+ * have one. */
 int mkv_connect_paths(mkv_client *c);
 
 /* Read bytes [off, off+len) of the object located by l into buf (just

@@ -75,7 +75,7 @@ void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     out->bytes_rdma = te_engine_bytes_via(c->engine, "rdma");
 }
 
-int mkv_connect_paths(mkv_client *c) { return c && c->engine ? te_engine_connect(c->engine) : 0; }
+int mkv_connect_paths(mkv_client *c) { return c && c->engine ? te_engine_connect_local(c->engine) : 0; }
 
 void mkv_engine_close(mkv_client *c) {
     if (c->engine) te_engine_destroy(c->engine);
