@@ -132,6 +132,9 @@ typedef struct mkv_transfer_stats {
     uint64_t shm_cold_bytes;
 } mkv_transfer_stats;
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out);
+/* Adds c's transfer counters to *sum (not shm_cold_bytes: that one is the
+ * process's, which mkv_transfer_stats_get already reports whole). */
+void mkv_transfer_stats_add(mkv_client *c, mkv_transfer_stats *sum);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,16 @@ void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     out->bytes_rdma = te_engine_bytes_via(c->engine, "rdma");
 }
 
+void mkv_transfer_stats_add(mkv_client *c, mkv_transfer_stats *sum) {
+    mkv_transfer_stats st;
+    mkv_transfer_stats_get(c, &st);
+    sum->bytes_tcp += st.bytes_tcp;
+    sum->bytes_shm += st.bytes_shm;
+    sum->bytes_rdma += st.bytes_rdma;
+    sum->retries += st.retries;
+    sum->failovers += st.failovers;
+}
+
 int mkv_connect_paths(mkv_client *c) { return c && c->engine ? te_engine_connect_local(c->engine) : 0; }
 
 void mkv_engine_close(mkv_client *c) {

@@ -598,7 +598,8 @@ void cluster_store_info(store *s, resp_buf *out) {
     long long evicted = master_info_field(cs, "evicted_keys");
     info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
     mkv_transfer_stats ts;
-    mkv_transfer_stats_get(cs->mc, &ts);   /* the loop's client, then the workers' */
+    mkv_transfer_stats_get(cs->mc, &ts);   /* the loop's clients, then the workers' */
+    if (cs->inline_mc) mkv_transfer_stats_add(cs->inline_mc, &ts);   /* its reads moved bytes too */
     workers_add_transfer_stats(cs->workers, &ts);
     info_field(out, "transfer_bytes_tcp", "%llu", (unsigned long long)ts.bytes_tcp);
     info_field(out, "transfer_bytes_shm", "%llu", (unsigned long long)ts.bytes_shm);

@@ -102,15 +102,7 @@ size_t workers_inflight(const workers *w) { return w->inflight; }
 unsigned long long workers_done(const workers *w) { return w->done; }
 
 void workers_add_transfer_stats(const workers *w, mkv_transfer_stats *sum) {
-    for (int i = 0; i < w->n; i++) {
-        mkv_transfer_stats st;
-        mkv_transfer_stats_get(w->mc[i], &st);
-        sum->bytes_tcp += st.bytes_tcp;
-        sum->bytes_shm += st.bytes_shm;
-        sum->bytes_rdma += st.bytes_rdma;
-        sum->retries += st.retries;
-        sum->failovers += st.failovers;
-    }
+    for (int i = 0; i < w->n; i++) mkv_transfer_stats_add(w->mc[i], sum);
 }
 
 void workers_destroy(workers *w) {
