@@ -30,8 +30,7 @@
 #define WARM_NICE 10            /* gives way to the event loop and clients */
 #define WARM_AHEAD (64ull << 20)   /* kept warm past the store's highest reservation */
 #define WARM_BUSY_MS 200        /* requests this recent: the server is busy */
-#define WARM_BUSY_SHARE 8       /* busy, past the window: 1 chunk's time in 8 */
-#define WARM_NAP_MAX_US 5000    /* a nap's slice: demand and stop are seen this soon */
+#define WARM_NAP_US 10000       /* while busy: demand, quiet and stop are seen this soon */
 
 struct seg_warmer {
     uint8_t *base;
@@ -42,6 +41,10 @@ struct seg_warmer {
     atomic_uint_least64_t served; /* and the requests it served */
     atomic_uint_least64_t done;   /* bytes warmed, from base upward */
     atomic_uint_least64_t took_ms;
+    /* The warmer thread's own: the served count it saw last, and when
+     * that count last moved. */
+    uint64_t seen;
+    uint64_t busy_ms;
 };
 
 /* Whether warming [0, off) leaves the store's reservations less than
@@ -50,13 +53,14 @@ static int wanted(seg_warmer *w, size_t off) {
     return atomic_load_explicit(&w->need, memory_order_relaxed) + WARM_AHEAD > off;
 }
 
-/* Sleeps up to us microseconds, less if stopped or the store's
- * reservations come near the warm edge. */
-static void nap(seg_warmer *w, size_t off, uint64_t us) {
-    uint64_t until = mono_us() + us;
-    for (uint64_t now = mono_us(); now < until && !atomic_load(&w->stop) && !wanted(w, off);
-         now = mono_us())
-        usleep((useconds_t)(until - now < WARM_NAP_MAX_US ? until - now : WARM_NAP_MAX_US));
+/* Whether no request came for WARM_BUSY_MS. */
+static int quiet(seg_warmer *w) {
+    uint64_t served = atomic_load_explicit(&w->served, memory_order_relaxed), now = mono_ms();
+    if (served != w->seen) {
+        w->seen = served;
+        w->busy_ms = now;
+    }
+    return now - w->busy_ms >= WARM_BUSY_MS;
 }
 
 static void warm_chunk(uint8_t *p, size_t n) {
@@ -67,21 +71,21 @@ static void warm_chunk(uint8_t *p, size_t n) {
 
 static void *warm_main(void *arg) {
     seg_warmer *w = arg;
-    uint64_t t0 = mono_ms(), seen = 0, busy_until = 0;
+    uint64_t t0 = mono_ms();
     /* Linux nice is per thread: only this one gives way. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);
     for (size_t off = 0; off < w->len && !atomic_load(&w->stop);) {
+        /* Past the window while requests come in: pages nobody needs yet
+         * wait for a quiet moment. Even niced, a third runnable thread
+         * took CPU from the loop and its clients on a 2-core machine. */
+        if (!wanted(w, off) && !quiet(w)) {
+            usleep(WARM_NAP_US);
+            continue;
+        }
         size_t n = w->len - off < WARM_CHUNK ? w->len - off : WARM_CHUNK;
-        uint64_t start = mono_us(), served = atomic_load(&w->served);
-        if (served != seen) busy_until = start / 1000 + WARM_BUSY_MS;
-        seen = served;
         warm_chunk(w->base + off, n);
         off += n;
         atomic_store(&w->done, off);
-        /* Past the window while requests come in: pages nobody needs
-         * yet take a small share of a core, not the loop's. */
-        if (!wanted(w, off) && mono_ms() < busy_until)
-            nap(w, off, (mono_us() - start) * (WARM_BUSY_SHARE - 1));
     }
     if (atomic_load(&w->done) == w->len) {
         uint64_t ms = mono_ms() - t0;

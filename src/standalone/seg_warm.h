@@ -6,10 +6,11 @@
  * seconds before the first PING. A warmer thread does it in the
  * background instead, from offset 0 upward (where best-fit placement
  * puts values first), at low priority: at once up to a window past the
- * store's highest reservation (seg_warm_note), beyond it at full speed
- * only while no request came for a while, else at a small share of a
- * core (warming the rest of a gigabyte took more CPU than a run of small
- * SETs or GETs needs from the loop). It only maps and reads pages, so requests
+ * store's highest reservation (seg_warm_note), beyond it only while no
+ * request came for a while (warming the rest of a gigabyte took more CPU
+ * than a run of small SETs or GETs needs from the loop, and even a share
+ * of it, niced, slowed the loop and its clients on a 2-core machine). It
+ * only maps and reads pages, so requests
  * may use any page at any time: one the warmer has not reached yet is
  * just slower on its first use. */
 #ifndef MKV_SEG_WARM_H
