@@ -78,12 +78,17 @@ typedef struct mkv_placement {
     proto_slices slices;                 /* get only: per-slice CRCs, count 0 if none kept */
     uint32_t nreplicas;
     mkv_replica replicas[PROTO_MAX_REPLICAS];
+    te_extent *block;                    /* set: every replica's extents, one allocation */
 } mkv_placement;
 
 /* ---- get.c: split gets and puts (located.h) ---- */
 struct mkv_located;
+struct proto_placed;
 /* A located's own copy of pl (which it then owns), and its placement. */
 struct mkv_located *mkv_located_wrap(const mkv_placement *pl);
+/* A located holding a packed record's replicas (mkv_placement_take), in
+ * one block with it. */
+struct mkv_located *mkv_located_of(const struct proto_placed *r);
 const mkv_placement *mkv_located_placement(const struct mkv_located *l);
 
 /* ---- leases.c ---- */
@@ -198,6 +203,12 @@ int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint
 /* GET's [size, crc, replicas] or [size, crc, replicas, slice_size,
  * slice CRCs]; MKV_ENOTFOUND for a nil reply. */
 int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl);
+/* pl's replicas from a packed record's (proto/placed.h, decoded into the
+ * caller's buffer: MOON.MGETPACKED's and MOON.MPUTSTART PACKED's),
+ * their extents copied to ext (room for r->nextents), the size theirs. */
+void mkv_placement_take(mkv_placement *pl, const struct proto_placed *r, te_extent *ext);
+/* The same into one block pl owns (pl->block). */
+void mkv_placement_take_own(mkv_placement *pl, const struct proto_placed *r);
 void mkv_placement_free(mkv_placement *pl);
 /* The placement of bytes [off, off+len) of whole (in range): every
  * replica's extents clipped to them, same caps (a node takes any range

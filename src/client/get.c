@@ -18,17 +18,15 @@ typedef struct get_item {
     int replica;               /* -1: the engine picks; after a bad checksum each one alone */
 } get_item;
 
-/* A placement from one MOON.MGETPACKED record (its arrays taken), or
+/* A placement from one MOON.MGETPACKED record (its slices taken), or
  * ENOTFOUND for a missing key. */
 static int located_record(mkv_client *c, proto_located *r, mkv_placement *pl) {
     memset(pl, 0, sizeof *pl);
     if (!r->found) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
-    /* The decoder checked: 1..8 replicas, each covering size bytes. */
-    *pl = (mkv_placement){.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
-                          .slices = r->slices, .nreplicas = r->rep.nreplicas};
-    for (uint32_t i = 0; i < r->rep.nreplicas; i++)
-        pl->replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = r->rep.ext[i]};
-    memset(r, 0, sizeof *r);   /* pl's now */
+    mkv_placement_take_own(pl, &r->rep);
+    pl->crc = r->crc;
+    pl->slices = r->slices;
+    r->slices = (proto_slices){0};   /* pl's now */
     return MKV_OK;
 }
 
@@ -38,15 +36,17 @@ static int located_record(mkv_client *c, proto_located *r, mkv_placement *pl) {
 static int get_locate_packed(mkv_client *c, get_item *it, size_t n, const redisReply *r) {
     if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MGETPACKED", r);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_extbuf buf = {0};
     for (size_t i = 0; i < n; i++) {
         proto_located rec;
-        if (proto_located_next(&at, end, &rec) != 0) {
+        if (proto_located_next(&at, end, &buf, &rec) != 0) {
             for (int rc = mkv_bad_reply(c, "MOON.MGETPACKED", r); i < n; i++) it[i].o->status = rc;
-            return MKV_OK;
+            break;
         }
         it[i].o->status = located_record(c, &rec, &it[i].pl);
         proto_located_free(&rec);
     }
+    proto_extbuf_free(&buf);
     return MKV_OK;
 }
 
@@ -282,27 +282,23 @@ int mkv_located_take(mkv_client *c, proto_located *r, mkv_located **out, uint64_
     *out = NULL;
     if (!c || !r) return MKV_EINVAL;
     if (!r->found) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
-    /* One block for the location and every extent: a batch of small
-     * reads frees its locations together, and a block per replica more
-     * was ~10% of the gateway's loop with two replicas. The decoder
-     * checked: 1..8 replicas, each covering size bytes. */
-    size_t next = 0;
-    for (uint32_t i = 0; i < r->rep.nreplicas; i++) next += r->rep.next[i];
-    mkv_located *l = xmalloc(sizeof *l + next * sizeof(te_extent));
-    te_extent *ext = (te_extent *)(l + 1);
-    l->extents_inline = 1;
-    l->pl = (mkv_placement){.term = r->rep.ext[0][0].cap.term, .size = r->size, .crc = r->crc,
-                            .slices = r->slices, .nreplicas = r->rep.nreplicas};
-    for (uint32_t i = 0; i < r->rep.nreplicas; i++) {
-        memcpy(ext, r->rep.ext[i], r->rep.next[i] * sizeof *ext);
-        l->pl.replicas[i] = (mkv_replica){.nextents = r->rep.next[i], .extents = ext};
-        ext += r->rep.next[i];
-    }
+    mkv_located *l = mkv_located_of(&r->rep);
+    l->pl.crc = r->crc;
+    l->pl.slices = r->slices;
     r->slices = (proto_slices){0};     /* pl's now */
-    proto_located_free(r);
     *size = l->pl.size;
     *out = l;
     return MKV_OK;
+}
+
+mkv_located *mkv_located_of(const proto_placed *r) {
+    /* One block for the location and every extent: a batch of small
+     * reads or writes frees its locations together, and a block per
+     * replica more was ~10% of the gateway's loop with two replicas. */
+    mkv_located *l = xmalloc(sizeof *l + r->nextents * sizeof(te_extent));
+    l->extents_inline = 1;
+    mkv_placement_take(&l->pl, r, (te_extent *)(l + 1));
+    return l;
 }
 
 mkv_located *mkv_located_wrap(const mkv_placement *pl) {

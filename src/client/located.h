@@ -31,7 +31,8 @@ struct proto_slices;
 int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uint64_t *size);
 /* One record of a MOON.MGETPACKED reply, decoded by the caller
  * (proto_located_next): MKV_OK with *out, which takes the record's
- * arrays, and the object's size, or MKV_ENOTFOUND for a missing key. */
+ * slices and copies its extents (the caller's buffer is free again),
+ * and the object's size, or MKV_ENOTFOUND for a missing key. */
 int mkv_located_take(mkv_client *c, proto_located *r, mkv_located **out, uint64_t *size);
 /* The read lease's expiry, for MOON.RELEASE; 0 if it has none. */
 uint64_t mkv_located_lease(const mkv_located *l);
@@ -70,9 +71,9 @@ const struct proto_slices *mkv_located_slices(const mkv_located *l);
  * (MKV_EEXISTS, MKV_ENOSPACE, MKV_ENOREPLICAS, ...) or MKV_EPROTO. */
 int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_located **out);
 /* One record of a MOON.MPUTSTART PACKED reply, decoded by the caller
- * (proto_placed_next with TE_CAP_WRITE): MKV_OK with *out, which takes
- * the record's extents, or the master's refusal. */
-int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out);
+ * (proto_placed_next with TE_CAP_WRITE): MKV_OK with *out (its extents
+ * copied: the caller's buffer is free again), or the master's refusal. */
+int mkv_placed_take(mkv_client *c, const proto_placed *r, mkv_located **out);
 /* A MOON.PUTEND reply, or one element of MOON.MPUTEND's array: MKV_OK or
  * the master's refusal. */
 int mkv_ended_parse(mkv_client *c, const redisReply *r);

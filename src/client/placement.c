@@ -9,6 +9,7 @@
 #include "client/client.h"
 #include "core/util.h"
 #include "proto/extents.h"
+#include "proto/placed.h"
 #include "proto/slices.h"
 
 int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint32_t rights,
@@ -78,8 +79,29 @@ int mkv_placement_clip(mkv_client *c, const mkv_placement *whole, uint64_t off, 
     return rc;
 }
 
+void mkv_placement_take(mkv_placement *pl, const proto_placed *r, te_extent *ext) {
+    /* The decoder checked: 1..8 replicas, each covering the object. */
+    *pl = (mkv_placement){.term = r->ext[0][0].cap.term, .nreplicas = r->nreplicas};   /* one master's */
+    for (uint32_t i = 0; i < r->nreplicas; i++) {
+        memcpy(ext, r->ext[i], r->next[i] * sizeof *ext);
+        pl->replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = ext};
+        ext += r->next[i];
+    }
+    for (uint32_t i = 0; i < r->next[0]; i++) pl->size += r->ext[0][i].length;
+}
+
+void mkv_placement_take_own(mkv_placement *pl, const proto_placed *r) {
+    te_extent *block = xmalloc(r->nextents * sizeof *block);
+    mkv_placement_take(pl, r, block);
+    pl->block = block;
+}
+
 void mkv_placement_free(mkv_placement *pl) {
-    for (uint32_t i = 0; i < pl->nreplicas; i++) free(pl->replicas[i].extents);
+    if (pl->block) {
+        free(pl->block);
+    } else {
+        for (uint32_t i = 0; i < pl->nreplicas; i++) free(pl->replicas[i].extents);
+    }
     proto_slices_free(&pl->slices);
     memset(pl, 0, sizeof *pl);
 }

@@ -35,18 +35,11 @@ static int check_obj(mkv_client *c, const mkv_obj *o) {
     return MKV_OK;
 }
 
-/* A placement from one PACKED record (its extents taken), or the
- * master's refusal. */
-static int placed_record(mkv_client *c, proto_placed *r, mkv_placement *pl) {
+/* A placement from one PACKED record, or the master's refusal. */
+static int placed_record(mkv_client *c, const proto_placed *r, mkv_placement *pl) {
     memset(pl, 0, sizeof *pl);
     if (r->err) return mkv_reply_error(c, r->err, r->errlen);
-    if (r->nreplicas == 0) return mkv_fail(c, MKV_EPROTO, "master: a placement without replicas");
-    pl->nreplicas = r->nreplicas;
-    pl->term = r->ext[0][0].cap.term;   /* one reply: one master's */
-    for (uint32_t i = 0; i < r->nreplicas; i++)
-        pl->replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = r->ext[i]};
-    for (uint32_t i = 0; i < r->next[0]; i++) pl->size += r->ext[0][i].length;   /* the decoder checked each sums to it */
-    memset(r, 0, sizeof *r);           /* the extents are pl's now */
+    mkv_placement_take_own(pl, r);
     return MKV_OK;
 }
 
@@ -56,16 +49,17 @@ static int placed_record(mkv_client *c, proto_placed *r, mkv_placement *pl) {
 static int put_start_packed(mkv_client *c, put_item *it, size_t n, const redisReply *r) {
     if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_extbuf buf = {0};
     for (size_t i = 0; i < n; i++) {
         proto_placed rec;
-        if (proto_placed_next(&at, end, it[i].o->len, TE_CAP_WRITE, &rec) != 0) {
+        if (proto_placed_next(&at, end, it[i].o->len, TE_CAP_WRITE, &buf, &rec) != 0) {
             for (int rc = mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r); i < n; i++) it[i].o->status = rc;
-            return MKV_OK;
+            break;
         }
         it[i].placed = rec.err == NULL;
         it[i].o->status = placed_record(c, &rec, &it[i].pl);
-        proto_placed_free(&rec);
     }
+    proto_extbuf_free(&buf);
     return MKV_OK;
 }
 
@@ -395,13 +389,12 @@ int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_loca
     return rc;
 }
 
-int mkv_placed_take(mkv_client *c, proto_placed *r, mkv_located **out) {
+int mkv_placed_take(mkv_client *c, const proto_placed *r, mkv_located **out) {
     *out = NULL;
     if (!c || !r) return MKV_EINVAL;
-    mkv_placement pl;
-    int rc = placed_record(c, r, &pl);
-    if (rc == MKV_OK) *out = mkv_located_wrap(&pl);
-    return rc;
+    if (r->err) return mkv_reply_error(c, r->err, r->errlen);
+    *out = mkv_located_of(r);
+    return MKV_OK;
 }
 
 int mkv_ended_parse(mkv_client *c, const redisReply *r) {

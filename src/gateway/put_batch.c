@@ -19,6 +19,7 @@ struct put_batcher {
     char replicas[24];
     gw_write *queue, **tail;
     int closing;
+    proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
 typedef struct pb_batch {
@@ -220,12 +221,11 @@ static void start_reply(const redisReply *r, void *ctx) {
         size_t i = ch->first + k;
         store_put *p = bt->p[i];
         proto_placed rec;
-        if (proto_placed_next(&at, end, p->buf.len, TE_CAP_WRITE, &rec) != 0) {
+        if (proto_placed_next(&at, end, p->buf.len, TE_CAP_WRITE, &bt->b->ext, &rec) != 0) {
             bt->failed = 1;   /* what it placed already is revoked (put_again) */
             break;
         }
         int rc = mkv_placed_take(bt->b->loop_mc, &rec, &bt->loc[i]);
-        proto_placed_free(&rec);
         if (rc != MKV_OK) shipped(p, cluster_store_code(rc, bt->b->loop_mc, p->errstr, sizeof p->errstr));
     }
     if (!bt->failed && at != end) bt->failed = 1;
@@ -289,4 +289,8 @@ void put_batcher_close(put_batcher *b) {
     b->queue = NULL;
 }
 
-void put_batcher_free(put_batcher *b) { free(b); }
+void put_batcher_free(put_batcher *b) {
+    if (!b) return;
+    proto_extbuf_free(&b->ext);
+    free(b);
+}

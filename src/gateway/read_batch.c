@@ -50,6 +50,7 @@ struct read_batcher {
     int asking;               /* batches waiting for the master's answer */
     int closing;
     uint64_t read_inline;     /* values read on the loop (INFO gets_inline) */
+    proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
 typedef struct rb_batch rb_batch;
@@ -333,7 +334,7 @@ static void mget_reply(const redisReply *r, void *ctx) {
     const uint8_t *at = r ? (const uint8_t *)r->str : NULL, *end = at ? at + r->len : NULL;
     for (size_t k = 0; !bt->failed && k < ch->n; k++) {
         proto_located rec;
-        if (proto_located_next(&at, end, &rec) != 0) {
+        if (proto_located_next(&at, end, &bt->b->ext, &rec) != 0) {
             bt->failed = 1;
             break;
         }
@@ -420,6 +421,10 @@ void read_batcher_close(read_batcher *b) {
     b->queue = NULL;
 }
 
-void read_batcher_free(read_batcher *b) { free(b); }
+void read_batcher_free(read_batcher *b) {
+    if (!b) return;
+    proto_extbuf_free(&b->ext);
+    free(b);
+}
 
 uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline : 0; }

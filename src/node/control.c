@@ -94,6 +94,7 @@ struct node_control {
     int npeers;
     uint64_t holdings_ack, next_pull_ms;
     obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
+    node_index_batch *ix_batch; /* a reply's notes on their way into the index */
     node_scrub *scrub;
 };
 
@@ -177,13 +178,17 @@ static int is_nodedead(const redisReply *r);
  * applied) or there are more than a reply may hold. */
 static long apply_notes(node_control *c, const uint8_t *p, const uint8_t *end, uint32_t self) {
     if (!c->note_ext) c->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *c->note_ext);
+    if (!c->ix_batch) c->ix_batch = node_index_batch_new();
+    node_index *ix = c->n->index;
     long n = 0;
     for (; p < end && n < CTL_HOLDINGS_MAX; n++) {
         proto_note note;
-        if (proto_note_next(&p, end, c->note_ext, &note) != 0) return -1;
-        if (note.drop) node_index_drop(c->n->index, note.key, note.keylen);
-        else node_index_hold(c->n->index, note.key, note.keylen, note.size, note.crc, note.want, &note.rep, self);
+        if (proto_note_next(&p, end, c->note_ext, &note) != 0) break;
+        if (note.drop) node_index_batch_drop(ix, c->ix_batch, note.key, note.keylen);
+        else node_index_batch_hold(ix, c->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
+                                   self);
     }
+    node_index_commit(ix, c->ix_batch);   /* before the blob its keys point into goes */
     return p == end ? n : -1;
 }
 
@@ -753,5 +758,6 @@ void node_control_free(node_control *c) {
     etcd_free(c->etcd);
     node_scrub_free(c->scrub);
     free(c->note_ext);
+    node_index_batch_free(c->ix_batch);
     free(c);
 }

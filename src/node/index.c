@@ -94,15 +94,32 @@ static ix_entry **find(node_index *ix, const void *key, size_t keylen, uint64_t 
     return p;
 }
 
+/* How far ahead lookups and rehashes start their cache misses: the
+ * bucket (or chain head) D steps ahead, then, its line cached by then,
+ * the next link D/2 steps ahead, so the current step finds both cached.
+ * A node indexes every small put: misses one at a time were most of its
+ * control thread. A rehash step is shorter than a lookup: it looks
+ * further ahead. */
+#define IX_AHEAD 8
+#define IX_GROW_AHEAD 32
+
+static ix_entry *bucket_ahead(const node_index *ix, size_t i) {
+    return i < ix->nbuckets ? ix->buckets[i] : NULL;
+}
+
 static void grow(node_index *ix) {
     size_t n = ix->nbuckets * 2;
     ix_entry **b = xcalloc(n, sizeof *b);
-    for (size_t i = 0; i < ix->nbuckets; i++)
+    for (size_t i = 0; i < ix->nbuckets; i++) {
+        ix_entry *far = bucket_ahead(ix, i + IX_GROW_AHEAD), *near = bucket_ahead(ix, i + IX_GROW_AHEAD / 2);
+        if (far) __builtin_prefetch(far);
+        if (near && near->next) __builtin_prefetch(near->next);
         for (ix_entry *e = ix->buckets[i], *next; e; e = next) {
             next = e->next;
             e->next = b[e->hash & (n - 1)];
             b[e->hash & (n - 1)] = e;
         }
+    }
     free(ix->buckets);
     ix->buckets = b;
     ix->nbuckets = n;
@@ -140,50 +157,125 @@ static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const
     return e;
 }
 
-int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
-                    uint32_t want, const obj_replica *rep, uint32_t self) {
-    ix_entry *e = entry_new(ix, key, keylen, rep, self);
-    uint64_t h = siphash24(key, keylen, ix->seed);
-    pthread_mutex_lock(&ix->mu);
-    ix->st.applied++;
-    ix_entry **p = find(ix, key, keylen, h);
-    if (*p) {   /* replaced: the newer note wins */
-        ix_entry *old = *p;
-        *p = old->next;
-        entry_free(ix, old);
+/* One hold or drop, prepared outside the lock: hashed, a hold's entry
+ * built (NULL: refused, or a drop). */
+typedef struct ix_op {
+    uint64_t hash;
+    const void *key;          /* the caller's until applied */
+    size_t keylen;
+    ix_entry *e;
+    int drop;
+} ix_op;
+
+struct node_index_batch {
+    size_t n;
+    ix_op op[NODE_INDEX_BATCH];
+};
+
+static ix_op op_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc, uint32_t want,
+                     const obj_replica *rep, uint32_t self) {
+    ix_op op = {siphash24(key, keylen, ix->seed), key, keylen, entry_new(ix, key, keylen, rep, self), 0};
+    if (op.e) {
+        op.e->hash = op.hash;
+        op.e->size = size;
+        op.e->crc = crc;
+        op.e->want = want;
     }
-    if (!e || ix->st.objects >= ix->max_entries) {
-        ix->st.refused++;
-        pthread_mutex_unlock(&ix->mu);
-        free(e);
-        return -1;
-    }
-    e->hash = h;
-    e->size = size;
-    e->crc = crc;
-    e->want = want;
-    if (ix->st.objects >= ix->nbuckets) grow(ix);
-    p = &ix->buckets[h & (ix->nbuckets - 1)];
-    e->next = *p;
-    *p = e;
-    ix->st.objects++;
-    ix->st.extents += e->nmine;
-    ix->st.bytes += entry_bytes(e);
-    pthread_mutex_unlock(&ix->mu);
-    return 0;
+    return op;
 }
 
-void node_index_drop(node_index *ix, const void *key, size_t keylen) {
-    uint64_t h = siphash24(key, keylen, ix->seed);
-    pthread_mutex_lock(&ix->mu);
+static ix_op op_drop(node_index *ix, const void *key, size_t keylen) {
+    return (ix_op){siphash24(key, keylen, ix->seed), key, keylen, NULL, 1};
+}
+
+/* op under the lock: the key's entry replaced (the newer note wins) or
+ * dropped; -1 if a hold was refused. */
+static int op_apply(node_index *ix, ix_op *op) {
     ix->st.applied++;
-    ix_entry **p = find(ix, key, keylen, h);
+    ix_entry **p = find(ix, op->key, op->keylen, op->hash);
     if (*p) {
         ix_entry *old = *p;
         *p = old->next;
         entry_free(ix, old);
     }
+    if (op->drop) return 0;
+    ix_entry *e = op->e;
+    op->e = NULL;
+    if (!e || ix->st.objects >= ix->max_entries) {
+        ix->st.refused++;
+        free(e);
+        return -1;
+    }
+    if (ix->st.objects >= ix->nbuckets) grow(ix);
+    p = &ix->buckets[e->hash & (ix->nbuckets - 1)];
+    e->next = *p;
+    *p = e;
+    ix->st.objects++;
+    ix->st.extents += e->nmine;
+    ix->st.bytes += entry_bytes(e);
+    return 0;
+}
+
+static void prefetch_bucket(const node_index *ix, uint64_t hash) {
+    __builtin_prefetch(&ix->buckets[hash & (ix->nbuckets - 1)]);
+}
+
+static void prefetch_chain(const node_index *ix, uint64_t hash) {
+    const ix_entry *e = ix->buckets[hash & (ix->nbuckets - 1)];
+    if (e) __builtin_prefetch(e);
+}
+
+/* ops in order under one lock, their lookups prefetched ahead (a grow
+ * midway only makes some prefetches miss). */
+static void ops_apply(node_index *ix, ix_op *op, size_t n) {
+    pthread_mutex_lock(&ix->mu);
+    for (size_t i = 0; i < n && i < IX_AHEAD; i++) prefetch_bucket(ix, op[i].hash);
+    for (size_t i = 0; i < n; i++) {
+        if (i + IX_AHEAD < n) prefetch_bucket(ix, op[i + IX_AHEAD].hash);
+        if (i + IX_AHEAD / 2 < n) prefetch_chain(ix, op[i + IX_AHEAD / 2].hash);
+        op_apply(ix, &op[i]);
+    }
     pthread_mutex_unlock(&ix->mu);
+}
+
+int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
+                    uint32_t want, const obj_replica *rep, uint32_t self) {
+    ix_op op = op_hold(ix, key, keylen, size, crc, want, rep, self);
+    pthread_mutex_lock(&ix->mu);
+    int rc = op_apply(ix, &op);
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}
+
+void node_index_drop(node_index *ix, const void *key, size_t keylen) {
+    ix_op op = op_drop(ix, key, keylen);
+    pthread_mutex_lock(&ix->mu);
+    op_apply(ix, &op);
+    pthread_mutex_unlock(&ix->mu);
+}
+
+node_index_batch *node_index_batch_new(void) { return xcalloc(1, sizeof(node_index_batch)); }
+
+void node_index_batch_free(node_index_batch *b) {
+    if (!b) return;
+    for (size_t i = 0; i < b->n; i++) free(b->op[i].e);
+    free(b);
+}
+
+void node_index_batch_hold(node_index *ix, node_index_batch *b, const void *key, size_t keylen, uint64_t size,
+                           uint32_t crc, uint32_t want, const obj_replica *rep, uint32_t self) {
+    if (b->n == NODE_INDEX_BATCH) node_index_commit(ix, b);
+    b->op[b->n++] = op_hold(ix, key, keylen, size, crc, want, rep, self);
+}
+
+void node_index_batch_drop(node_index *ix, node_index_batch *b, const void *key, size_t keylen) {
+    if (b->n == NODE_INDEX_BATCH) node_index_commit(ix, b);
+    b->op[b->n++] = op_drop(ix, key, keylen);
+}
+
+void node_index_commit(node_index *ix, node_index_batch *b) {
+    ops_apply(ix, b->op, b->n);
+    b->n = 0;
 }
 
 /* An object wholly here must still match its CRC; one spread over other

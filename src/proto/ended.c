@@ -19,10 +19,10 @@ int proto_ended_next(const uint8_t **p, const uint8_t *end, proto_ended *out) {
         (*p)++;
         return 0;
     }
-    /* placed.h's decoder: its tag 0 (a placement) was taken above, so
-     * only a refusal gets through, with nothing allocated */
+    /* placed.h's decoder: its tag 0 (a placement) was taken above, and
+     * without a buffer it takes only a refusal anyway */
     proto_placed pl;
-    if (proto_placed_next(p, end, 0, 0, &pl) != 0) return -1;
+    if (proto_placed_next(p, end, 0, 0, NULL, &pl) != 0) return -1;
     out->err = pl.err;
     out->errlen = pl.errlen;
     return 0;

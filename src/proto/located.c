@@ -36,7 +36,6 @@ void proto_located_put_missing(resp_buf *b) {
 
 void proto_located_free(proto_located *l) {
     proto_slices_free(&l->slices);
-    proto_placed_free(&l->rep);
     memset(l, 0, sizeof *l);
 }
 
@@ -56,7 +55,7 @@ static int slices_next(const uint8_t **p, const uint8_t *end, uint64_t size, uin
     return 0;
 }
 
-int proto_located_next(const uint8_t **p, const uint8_t *end, proto_located *out) {
+int proto_located_next(const uint8_t **p, const uint8_t *end, proto_extbuf *buf, proto_located *out) {
     memset(out, 0, sizeof *out);
     const uint8_t *at = *p;
     if (at >= end) return -1;
@@ -73,8 +72,8 @@ int proto_located_next(const uint8_t **p, const uint8_t *end, proto_located *out
     if (out->size == 0 || out->size > INT64_MAX ||
         slices_next(&at, end, out->size, out->crc, slice, count, &out->slices) != 0)
         return -1;
-    if (proto_replicas_next(&at, end, out->size, TE_CAP_READ, &out->rep) != 0) {
-        proto_slices_free(&out->slices);
+    if (proto_replicas_next(&at, end, out->size, TE_CAP_READ, buf, &out->rep) != 0) {
+        proto_located_free(out);
         return -1;
     }
     out->found = 1;

@@ -28,7 +28,7 @@ typedef struct proto_located {
     uint64_t size;
     uint32_t crc;
     proto_slices slices;        /* a fresh array (count 0: none kept) */
-    proto_placed rep;           /* the replicas, each a fresh array */
+    proto_placed rep;           /* the replicas, extents in the caller's buffer */
 } proto_located;
 
 /* Appends o's record, its read caps signed under g, with its slice
@@ -36,10 +36,12 @@ typedef struct proto_located {
 void proto_located_put(resp_buf *b, const object *o, const proto_slices *sl, const proto_grant *g);
 void proto_located_put_missing(resp_buf *b);
 
-/* Decodes the record at *p (before end): 0 with *p past it, or -1
- * (nothing allocated) if it is cut off or breaks a bound. Free with
- * proto_located_free unless its arrays were taken. */
-int proto_located_next(const uint8_t **p, const uint8_t *end, proto_located *out);
+/* Decodes the record at *p (before end), its extents into buf
+ * (proto_placed_next's): 0 with *p past it, or -1 (nothing allocated)
+ * if it is cut off or breaks a bound. Free with proto_located_free
+ * unless its slices were taken (a small object keeps none: nothing is
+ * allocated then). */
+int proto_located_next(const uint8_t **p, const uint8_t *end, proto_extbuf *buf, proto_located *out);
 void proto_located_free(proto_located *l);
 
 #endif

@@ -42,32 +42,50 @@ void proto_placed_put_error(resp_buf *b, const char *text) {
     resp_buf_append(b, text, len);
 }
 
-void proto_placed_free(proto_placed *pl) {
-    for (uint32_t r = 0; r < pl->nreplicas; r++) free(pl->ext[r]);
-    memset(pl, 0, sizeof *pl);
+void proto_extbuf_free(proto_extbuf *b) {
+    free(b->ext);
+    *b = (proto_extbuf){0};
 }
 
-/* n caps at p as extents covering exactly size bytes; NULL if one is
- * out of bounds. */
-static te_extent *extents_of(const uint8_t *p, uint32_t n, uint64_t size, uint32_t rights) {
-    te_extent *ext = xmalloc(n * sizeof *ext);   /* every field is written below */
+/* Room for n extents in b (n is bounded by the blob the counts came from). */
+static te_extent *extbuf_room(proto_extbuf *b, size_t n) {
+    if (n > b->cap) {
+        free(b->ext);
+        b->cap = n < 16 ? 16 : n;
+        b->ext = xmalloc(b->cap * sizeof *b->ext);
+    }
+    return b->ext;
+}
+
+/* n caps at p as extents into ext, covering exactly size bytes; -1 if
+ * one is out of bounds. */
+static int extents_of(const uint8_t *p, uint32_t n, uint64_t size, uint32_t rights, te_extent *ext) {
     uint64_t covered = 0;
     for (uint32_t i = 0; i < n; i++, p += TE_CAP_WIRE_LEN) {
-        te_extent *e = &ext[i];
+        te_cap cap;
         /* overflow-safe: covered <= size throughout */
-        if (te_cap_decode(&e->cap, p, TE_CAP_WIRE_LEN) != 0 || e->cap.node_id == 0 ||
-            e->cap.node_id > PROTO_MAX_NODES || e->cap.length == 0 || e->cap.length > size - covered ||
-            e->cap.offset > INT64_MAX || !(e->cap.rights & rights)) {
-            free(ext);
-            return NULL;
-        }
-        *e = (te_extent){.node_id = e->cap.node_id, .offset = e->cap.offset, .length = e->cap.length,
-                         .cap = e->cap};
-        covered += e->length;
+        if (te_cap_decode(&cap, p, TE_CAP_WIRE_LEN) != 0 || cap.node_id == 0 || cap.node_id > PROTO_MAX_NODES ||
+            cap.length == 0 || cap.length > size - covered || cap.offset > INT64_MAX || !(cap.rights & rights))
+            return -1;
+        ext[i] = (te_extent){.node_id = cap.node_id, .offset = cap.offset, .length = cap.length, .cap = cap};
+        covered += cap.length;
     }
-    if (covered == size) return ext;
-    free(ext);
-    return NULL;
+    return covered == size ? 0 : -1;
+}
+
+/* The nrep replicas' extent counts from at into next, each checked
+ * against the blob and the object (every extent holds at least a byte:
+ * no more of them than bytes): their sum, or 0 if one breaks a bound. */
+static size_t extent_counts(const uint8_t *at, const uint8_t *end, uint32_t nrep, uint64_t size, uint32_t *next) {
+    size_t total = 0;
+    for (uint32_t r = 0; r < nrep; r++) {
+        uint32_t n = end - at >= 2 ? le_get16(at) : 0;
+        if (n == 0 || n > PROTO_MAX_EXTENTS || n > size || (size_t)(end - at - 2) / TE_CAP_WIRE_LEN < n) return 0;
+        next[r] = n;
+        total += n;
+        at += 2 + (size_t)n * TE_CAP_WIRE_LEN;
+    }
+    return total;
 }
 
 static int error_next(const uint8_t **p, const uint8_t *end, proto_placed *out) {
@@ -83,36 +101,40 @@ static int error_next(const uint8_t **p, const uint8_t *end, proto_placed *out) 
 }
 
 int proto_replicas_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
-                        proto_placed *out) {
+                        proto_extbuf *buf, proto_placed *out) {
     const uint8_t *at = *p;
-    if (at >= end || at[0] == 0 || at[0] > PROTO_MAX_REPLICAS) return -1;
-    uint32_t nrep = at[0];
+    if (!buf || at >= end || at[0] == 0 || at[0] > PROTO_MAX_REPLICAS) return -1;
+    uint32_t nrep = at[0], next[PROTO_MAX_REPLICAS];
     at += 1;
+    /* the counts first, so the extents get one buffer of the right size */
+    size_t total = extent_counts(at, end, nrep, size, next);
+    if (total == 0) return -1;
+    te_extent *ext = extbuf_room(buf, total);
     for (uint32_t r = 0; r < nrep; r++) {
-        uint32_t n = end - at >= 2 ? le_get16(at) : 0;
-        /* every extent holds at least a byte: no more of them than bytes */
-        if (n == 0 || n > PROTO_MAX_EXTENTS || n > size || (size_t)(end - at - 2) / TE_CAP_WIRE_LEN < n ||
-            !(out->ext[r] = extents_of(at + 2, n, size, rights))) {
-            proto_placed_free(out);
-            return -1;
-        }
-        out->next[r] = n;
-        out->nreplicas = r + 1;
-        at += 2 + (size_t)n * TE_CAP_WIRE_LEN;
+        if (extents_of(at + 2, next[r], size, rights, ext) != 0) return -1;
+        out->ext[r] = ext;
+        out->next[r] = next[r];
+        ext += next[r];
+        at += 2 + (size_t)next[r] * TE_CAP_WIRE_LEN;
     }
+    out->nreplicas = nrep;
+    out->nextents = (uint32_t)total;
     *p = at;
     return 0;
 }
 
 int proto_placed_next(const uint8_t **p, const uint8_t *end, uint64_t size, uint32_t rights,
-                      proto_placed *out) {
+                      proto_extbuf *buf, proto_placed *out) {
     memset(out, 0, sizeof *out);
     const uint8_t *at = *p;
     if (at >= end) return -1;
     if (at[0] == PLACED_ERR) return error_next(p, end, out);
     if (at[0] != PLACED_OK) return -1;
     at++;
-    if (proto_replicas_next(&at, end, size, rights, out) != 0) return -1;
+    if (proto_replicas_next(&at, end, size, rights, buf, out) != 0) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
     *p = at;
     return 0;
 }

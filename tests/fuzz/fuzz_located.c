@@ -62,7 +62,8 @@ static void check_round_trip(const proto_located *l) {
     proto_located_put(&b, &o, &l->slices, &g);
     const uint8_t *p = (const uint8_t *)b.data;
     proto_located again;
-    if (proto_located_next(&p, p + b.len, &again) != 0 || p != (const uint8_t *)b.data + b.len || !again.found ||
+    proto_extbuf buf = {0};   /* its own: l's extents stay where they are */
+    if (proto_located_next(&p, p + b.len, &buf, &again) != 0 || p != (const uint8_t *)b.data + b.len || !again.found ||
         again.size != l->size || again.crc != l->crc || again.slices.size != l->slices.size ||
         again.slices.count != l->slices.count ||
         (l->slices.count && memcmp(again.slices.crc, l->slices.crc, 4 * (size_t)l->slices.count) != 0) ||
@@ -70,14 +71,16 @@ static void check_round_trip(const proto_located *l) {
         abort();
     for (uint32_t r = 0; r < l->rep.nreplicas; r++) free(reps[r].extents);
     proto_located_free(&again);
+    proto_extbuf_free(&buf);
     resp_buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *p = data, *end = data + size;
+    proto_extbuf buf = {0};
     for (int rec = 0; rec < 64; rec++) {
         proto_located l;
-        if (proto_located_next(&p, end, &l) != 0) break;
+        if (proto_located_next(&p, end, &buf, &l) != 0) break;
         if (p > end) abort();
         if (!l.found) {
             if (l.rep.nreplicas || l.slices.crc) abort();
@@ -87,5 +90,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_round_trip(&l);
         proto_located_free(&l);
     }
+    proto_extbuf_free(&buf);
     return 0;
 }

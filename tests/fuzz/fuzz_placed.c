@@ -47,7 +47,8 @@ static void check_round_trip(const proto_placed *pl, uint64_t size) {
     proto_placed_put(&b, &o, &g);
     const uint8_t *p = (const uint8_t *)b.data;
     proto_placed again;
-    if (proto_placed_next(&p, p + b.len, size, TE_CAP_WRITE, &again) != 0 || p != (const uint8_t *)b.data + b.len ||
+    proto_extbuf buf = {0};   /* its own: pl's extents stay where they are */
+    if (proto_placed_next(&p, p + b.len, size, TE_CAP_WRITE, &buf, &again) != 0 || p != (const uint8_t *)b.data + b.len ||
         again.nreplicas != pl->nreplicas)
         abort();
     for (uint32_t r = 0; r < pl->nreplicas; r++) {
@@ -58,7 +59,7 @@ static void check_round_trip(const proto_placed *pl, uint64_t size) {
                 abort();
         free(reps[r].extents);
     }
-    proto_placed_free(&again);
+    proto_extbuf_free(&buf);
     resp_buf_free(&b);
 }
 
@@ -66,9 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4) return 0;
     uint64_t osize = le_get32(data) ? le_get32(data) : 1;
     const uint8_t *p = data + 4, *end = data + size;
+    proto_extbuf buf = {0};
     for (int rec = 0; rec < 64; rec++) {
         proto_placed pl;
-        if (proto_placed_next(&p, end, osize, TE_CAP_WRITE, &pl) != 0) break;
+        if (proto_placed_next(&p, end, osize, TE_CAP_WRITE, &buf, &pl) != 0) break;
         if (p > end) abort();
         if (pl.err) {
             if (pl.err < (const char *)data || pl.err + pl.errlen > (const char *)end) abort();
@@ -76,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         check_bounds(&pl, osize);
         check_round_trip(&pl, osize);
-        proto_placed_free(&pl);
     }
+    proto_extbuf_free(&buf);
     return 0;
 }

@@ -197,15 +197,19 @@ static void mgetpacked_checks(redisContext *c) {
     ASSERT(r && r->type == REDIS_REPLY_STRING);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
     proto_located l[3];
+    proto_extbuf buf[3] = {{0}};   /* a buffer each: the records are kept side by side */
     int ok = 1;
-    for (int i = 0; i < 3; i++) ok = ok && proto_located_next(&at, end, &l[i]) == 0;
+    for (int i = 0; i < 3; i++) ok = ok && proto_located_next(&at, end, &buf[i], &l[i]) == 0;
     ASSERT_MSG(ok && at == end, "records of %zu bytes", r->len);
     freeReplyObject(r);
     ok = l[0].found && l[0].size == 10 && l[0].crc == 1 && l[0].rep.nreplicas == 1 && !l[1].found &&
          l[2].found && l[2].size == 1000 && l[2].crc == 12345 && l[2].rep.nreplicas == 2 &&
          l[2].slices.count == 0 && (l[2].rep.ext[0][0].cap.rights & TE_CAP_WRITE) == 0;
     uint64_t lease = ok ? l[2].rep.ext[0][0].cap.expiry_ms : 0;
-    for (int i = 0; i < 3; i++) proto_located_free(&l[i]);
+    for (int i = 0; i < 3; i++) {
+        proto_located_free(&l[i]);
+        proto_extbuf_free(&buf[i]);
+    }
     ASSERT(ok);
     /* b1's and k1's leases share the expiry (one batch): one MOON.MRELEASE
      * gives both back; the missing key has none. (An earlier read granted
@@ -350,11 +354,12 @@ static void test_placement_and_lifecycle(void) {
     ASSERT(r && r->type == REDIS_REPLY_STRING);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
     proto_placed pl;
-    ASSERT_EQ(proto_placed_next(&at, end, 10, TE_CAP_WRITE, &pl), 0);
+    proto_extbuf buf = {0};
+    ASSERT_EQ(proto_placed_next(&at, end, 10, TE_CAP_WRITE, &buf, &pl), 0);
     int placed = pl.nreplicas == 1 && pl.next[0] == 1 && pl.ext[0][0].length == 10;
-    proto_placed_free(&pl);
+    proto_extbuf_free(&buf);
     ASSERT(placed);
-    ASSERT_EQ(proto_placed_next(&at, end, 5, TE_CAP_WRITE, &pl), 0);
+    ASSERT_EQ(proto_placed_next(&at, end, 5, TE_CAP_WRITE, NULL, &pl), 0);   /* a refusal needs no buffer */
     ASSERT(pl.err && pl.errlen > 7 && memcmp(pl.err, "EXISTS ", 7) == 0 && at == end);
     freeReplyObject(r);
     r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 PACKED 7");

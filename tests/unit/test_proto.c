@@ -342,24 +342,29 @@ static void test_placed_round_trip(void) {
     resp_buf out;
     placed_blob(&out, &o, &g);
     const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_extbuf buf = {0};
     for (int rec = 0; rec < 3; rec++) {
         proto_placed pl;
-        ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl), 0);
+        ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &buf, &pl), 0);
         if (rec == 1) {
             ASSERT(pl.err && pl.errlen == 25 && memcmp(pl.err, "EXISTS key already exists", 25) == 0);
             ASSERT_EQ(pl.nreplicas, 0);
             continue;
         }
         ASSERT(!pl.err && pl.nreplicas == 2);
+        ASSERT(pl.nextents == 3 && pl.ext[0] == buf.ext && pl.ext[1] == buf.ext + 2);   /* one buffer */
         char why[64];
         int ok = replicas_match(&pl, reps, &g, TE_WRITE, why, sizeof why);
-        proto_placed_free(&pl);
         ASSERT_MSG(ok, "record %d: %s", rec, why);
     }
     ASSERT(p == end);
     /* past the end: nothing to decode */
     proto_placed pl;
-    ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl), -1);
+    ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, &buf, &pl), -1);
+    /* a placement needs a buffer to decode into */
+    p = (const uint8_t *)out.data;
+    ASSERT_EQ(proto_placed_next(&p, end, 100, TE_CAP_WRITE, NULL, &pl), -1);
+    proto_extbuf_free(&buf);
     resp_buf_free(&out);
 }
 
@@ -376,28 +381,26 @@ static void test_placed_refused(void) {
     proto_placed_put(&out, &o, &g);
     proto_placed_put_error(&out, "NOSPACE full");
     size_t first = 2 + 2 + 2 * TE_CAP_WIRE_LEN;   /* head, extent count, two caps */
+    proto_extbuf buf = {0};
     ASSERT_EQ(out.len, first + 3 + 12);
     for (size_t cut = 0; cut < out.len; cut++) {
         if (cut == first) continue;   /* a whole first record */
         const uint8_t *p = (const uint8_t *)out.data, *end = p + cut;
         proto_placed pl;
-        int rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl);
-        if (rc == 0) {   /* the first record whole: the second is cut */
-            proto_placed_free(&pl);
-            rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &pl);
-        }
+        int rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &buf, &pl);
+        if (rc == 0) rc = proto_placed_next(&p, end, 100, TE_CAP_WRITE, &buf, &pl);   /* the first whole: the second is cut */
         ASSERT_MSG(rc == -1, "cut at %zu", cut);
     }
     static const uint64_t sizes[] = {99, 101, 1};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const uint8_t *p = (const uint8_t *)out.data;
         proto_placed pl;
-        ASSERT_MSG(proto_placed_next(&p, p + out.len, sizes[i], TE_CAP_WRITE, &pl) == -1, "size %llu",
+        ASSERT_MSG(proto_placed_next(&p, p + out.len, sizes[i], TE_CAP_WRITE, &buf, &pl) == -1, "size %llu",
                    (unsigned long long)sizes[i]);
     }
     const uint8_t *p = (const uint8_t *)out.data;
     proto_placed pl;
-    ASSERT_EQ(proto_placed_next(&p, p + out.len, 100, TE_CAP_READ, &pl), -1);   /* write caps only */
+    ASSERT_EQ(proto_placed_next(&p, p + out.len, 100, TE_CAP_READ, &buf, &pl), -1);   /* write caps only */
     /* bad heads: kind, replica count, extent count */
     static const size_t at[] = {0, 1, 1, 2, 2};
     static const uint8_t val[] = {7, 0, PROTO_MAX_REPLICAS + 1, 0, 3};
@@ -405,10 +408,11 @@ static void test_placed_refused(void) {
         uint8_t *bytes = xmemdup(out.data, out.len);
         bytes[at[i]] = val[i];
         p = bytes;
-        int rc = proto_placed_next(&p, bytes + out.len, 100, TE_CAP_WRITE, &pl);
+        int rc = proto_placed_next(&p, bytes + out.len, 100, TE_CAP_WRITE, &buf, &pl);
         free(bytes);
         ASSERT_MSG(rc == -1, "case %zu", i);
     }
+    proto_extbuf_free(&buf);
     resp_buf_free(&out);
 }
 
@@ -560,9 +564,10 @@ static void test_located_round_trip(void) {
     proto_located_put_missing(&out);
     proto_located_put(&out, &o, &none, &g);    /* without */
     const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_extbuf buf = {0};
     for (int rec = 0; rec < 3; rec++) {
         proto_located l;
-        ASSERT_EQ(proto_located_next(&p, end, &l), 0);
+        ASSERT_EQ(proto_located_next(&p, end, &buf, &l), 0);
         if (rec == 1) {
             ASSERT(!l.found && l.rep.nreplicas == 0 && l.slices.crc == NULL);
             continue;
@@ -578,7 +583,8 @@ static void test_located_round_trip(void) {
     }
     ASSERT(p == end);
     proto_located l;
-    ASSERT_EQ(proto_located_next(&p, end, &l), -1);   /* past the end */
+    ASSERT_EQ(proto_located_next(&p, end, &buf, &l), -1);   /* past the end */
+    proto_extbuf_free(&buf);
     resp_buf_free(&out);
 }
 
@@ -597,10 +603,11 @@ static void test_located_refused(void) {
     proto_located_put(&out, &o, &sl, &g);
     size_t whole = 25 + 3 * 4 + 1 + 2 + 2 * TE_CAP_WIRE_LEN + 2 + TE_CAP_WIRE_LEN;
     ASSERT_EQ(out.len, whole);
+    proto_extbuf buf = {0};
     for (size_t cut = 0; cut < out.len; cut++) {
         const uint8_t *p = (const uint8_t *)out.data;
         proto_located l;
-        ASSERT_MSG(proto_located_next(&p, p + cut, &l) == -1, "cut at %zu", cut);
+        ASSERT_MSG(proto_located_next(&p, p + cut, &buf, &l) == -1, "cut at %zu", cut);
     }
     /* byte offset, value: kind; size 0, other, over INT64_MAX; CRC;
      * slice size; slice count; a slice CRC; replica count; extent count */
@@ -614,7 +621,7 @@ static void test_located_refused(void) {
         else bytes[bad[i].at] = bad[i].val;
         const uint8_t *p = bytes;
         proto_located l;
-        int rc = proto_located_next(&p, bytes + out.len, &l);
+        int rc = proto_located_next(&p, bytes + out.len, &buf, &l);
         free(bytes);
         ASSERT_MSG(rc == -1, "case %zu", i);
     }
@@ -624,7 +631,8 @@ static void test_located_refused(void) {
     proto_located_put(&out, &o, &sl, &g);
     const uint8_t *p = (const uint8_t *)out.data;
     proto_located l;
-    ASSERT_EQ(proto_located_next(&p, p + out.len, &l), -1);
+    ASSERT_EQ(proto_located_next(&p, p + out.len, &buf, &l), -1);
+    proto_extbuf_free(&buf);
     resp_buf_free(&out);
 }
 
