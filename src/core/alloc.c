@@ -173,6 +173,44 @@ static tnode *treap_floor(const treap *t, uint64_t k1, uint64_t k2) {
     return best;
 }
 
+/* ---- trees built from keys in order ---- */
+
+/* Keys come in ascending order, so each new node is the rightmost yet:
+ * it joins the right spine (kept as a stack) below the last spine node
+ * of a priority at least its own, and the spine nodes of lower priority
+ * it passes become its left subtree. The result is the treap the same
+ * keys and priorities would form inserted one by one. */
+typedef struct tree_builder {
+    treap *t;
+    tnode **spine;
+    size_t depth, cap;
+} tree_builder;
+
+static void build_start(tree_builder *b, treap *t) {
+    *b = (tree_builder){t, NULL, 0, 0};
+    t->root = NULL;
+    t->count = 0;
+}
+
+static void build_add(seg_alloc *a, tree_builder *b, uint64_t k1, uint64_t k2) {
+    tnode *n = node_new(a);
+    n->k1 = k1;
+    n->k2 = k2;
+    n->prio = next_prio(a);
+    n->l = n->r = NULL;
+    while (b->depth && b->spine[b->depth - 1]->prio < n->prio) n->l = b->spine[--b->depth];
+    if (b->depth) b->spine[b->depth - 1]->r = n;
+    else b->t->root = n;
+    if (b->depth == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 64;
+        b->spine = xrealloc(b->spine, b->cap * sizeof *b->spine);
+    }
+    b->spine[b->depth++] = n;
+    b->t->count++;
+}
+
+static void build_end(tree_builder *b) { free(b->spine); }
+
 /* ---- free extents: both indexes change together ---- */
 
 static void free_add(seg_alloc *a, uint64_t off, uint64_t len) {
@@ -279,6 +317,61 @@ int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {
     return ALLOC_OK;
 }
 
+/* The ranges are sorted, aligned, inside the segment and disjoint. */
+static int ranges_ok(const seg_alloc *a, const seg_range *r, size_t n) {
+    uint64_t end = 0, rlen;
+    for (size_t i = 0; i < n; i++) {
+        if (round_len(a, r[i].len, &rlen) != 0 || (r[i].off & (a->align - 1)) || r[i].off < end ||
+            r[i].off >= a->size || rlen > a->size - r[i].off)
+            return 0;
+        end = r[i].off + rlen;
+    }
+    return 1;
+}
+
+static int by_len_off(const void *x, const void *y) {
+    const seg_range *p = x, *q = y;
+    if (p->len != q->len) return p->len < q->len ? -1 : 1;
+    return p->off < q->off ? -1 : p->off > q->off;
+}
+
+/* The free extents between the ranges (n + 1 at most), in offset order. */
+static size_t gaps_of(const seg_alloc *a, const seg_range *r, size_t n, seg_range *gap) {
+    size_t ngaps = 0;
+    uint64_t at = 0;
+    for (size_t i = 0; i <= n; i++) {
+        uint64_t next = i < n ? r[i].off : a->size;
+        if (next > at) gap[ngaps++] = (seg_range){at, next - at};
+        if (i < n) at = r[i].off + ((r[i].len + a->align - 1) & ~(a->align - 1));
+    }
+    return ngaps;
+}
+
+int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n) {
+    /* no allocation: the free extents coalesced into the whole segment */
+    if (a->live.count != 0 || a->free_off.count != 1 || !ranges_ok(a, r, n)) return ALLOC_ERR;
+    free_del(a, 0, a->size);
+    tree_builder b;
+    build_start(&b, &a->live);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t rlen = (r[i].len + a->align - 1) & ~(a->align - 1);
+        build_add(a, &b, r[i].off, rlen);
+        a->used += rlen;
+    }
+    build_end(&b);
+    seg_range *gap = xmalloc((n + 1) * sizeof *gap);
+    size_t ngaps = gaps_of(a, r, n, gap);
+    build_start(&b, &a->free_off);
+    for (size_t i = 0; i < ngaps; i++) build_add(a, &b, gap[i].off, gap[i].len);
+    build_end(&b);
+    qsort(gap, ngaps, sizeof *gap, by_len_off);
+    build_start(&b, &a->free_len);
+    for (size_t i = 0; i < ngaps; i++) build_add(a, &b, gap[i].len, gap[i].off);
+    build_end(&b);
+    free(gap);
+    return ALLOC_OK;
+}
+
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
     const tnode *n = a->free_len.root;
     while (n && n->r) n = n->r;
@@ -293,4 +386,28 @@ void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
 
 uint64_t seg_alloc_align(const seg_alloc *a) {
     return a->align;
+}
+
+long seg_alloc_dump(const seg_alloc *a, seg_alloc_tree which, uint64_t *out, size_t max) {
+    const treap *t = which == SEG_TREE_FREE_OFF ? &a->free_off : which == SEG_TREE_FREE_LEN ? &a->free_len : &a->live;
+    const tnode **stack = xmalloc((t->count + 1) * sizeof *stack);
+    const tnode *n = t->root, *prev = NULL;
+    size_t depth = 0, got = 0;
+    int ok = 1;
+    while (ok && (n || depth)) {
+        for (; n; n = n->l) {   /* a child's priority never exceeds its parent's */
+            ok &= depth < t->count && (!n->l || n->l->prio <= n->prio) && (!n->r || n->r->prio <= n->prio);
+            if (!ok) break;
+            stack[depth++] = n;
+        }
+        if (!ok) break;
+        n = stack[--depth];
+        ok &= !prev || key_cmp(prev, n->k1, n->k2) < 0;
+        if (got < max) out[2 * got] = n->k1, out[2 * got + 1] = n->k2;
+        got++;
+        prev = n;
+        n = n->r;
+    }
+    free(stack);
+    return ok && got == t->count ? (long)got : -1;
 }

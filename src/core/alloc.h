@@ -6,6 +6,7 @@
 #ifndef MKV_ALLOC_H
 #define MKV_ALLOC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ALLOC_OK   0
@@ -37,7 +38,27 @@ int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len);
  * ALLOC_ERR (and no change) if it was not allocated. */
 int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len);
 
+/* An exact range of the segment. */
+typedef struct seg_range {
+    uint64_t off, len;
+} seg_range;
+
+/* Claim r[0..n) at once in an allocator that holds no allocation: the
+ * ranges sorted by offset, aligned, inside the segment and disjoint once
+ * their lengths are rounded up to the alignment. The trees are built in
+ * one pass from the sorted ranges (O(n): a rebuild claims millions, and
+ * n claims one by one cost O(n log n) tree steps). The result holds the
+ * same extents as n seg_alloc_reserve_at calls would. ALLOC_ERR and no
+ * change if the allocator holds anything or a range breaks a rule. */
+int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n);
+
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st);
 uint64_t seg_alloc_align(const seg_alloc *a);
+
+/* For tests: one of the trees in key order, as (k1, k2) pairs into
+ * out[0..2*max); returns how many it holds (all of them even when more
+ * than max), or -1 if its search or heap order is broken. */
+typedef enum seg_alloc_tree { SEG_TREE_FREE_OFF, SEG_TREE_FREE_LEN, SEG_TREE_LIVE } seg_alloc_tree;
+long seg_alloc_dump(const seg_alloc *a, seg_alloc_tree which, uint64_t *out, size_t max);
 
 #endif

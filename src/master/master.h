@@ -34,7 +34,7 @@ typedef struct master_reports {
     size_t n, cap, bytes;
     master_key_chunk *chunks;
     size_t nchunks, capchunks;
-    mm_groups *groups;   /* v grouped by key as it fills */
+    mm_groups *groups;   /* v's key hashes, taken as it fills */
 } master_reports;
 
 /* After a restart (recovery.c): nodes that claim their ids back report

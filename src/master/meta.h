@@ -326,17 +326,18 @@ typedef void mm_rebuild_refused_fn(const mm_report *r, void *ctx);
 void mm_rebuild(master_meta *m, const mm_report *reports, size_t n, uint64_t now_ms,
                 mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);
 
-/* Reports grouped by key as they arrive (so a rebuild need not hash them
- * all at its start): add reports [from, to) of r, every report from 0 on
- * in order; r may move between calls, the keys may not. */
+/* Reports' key hashes taken as they arrive (so a rebuild need not hash
+ * them all at its start, where it groups them by key): add reports
+ * [from, to) of r, every report from 0 on in order; r may move between
+ * calls. */
 typedef struct mm_groups mm_groups;
 mm_groups *mm_groups_create(void);
 void mm_groups_add(mm_groups *g, const mm_report *r, size_t from, size_t to);
 void mm_groups_free(mm_groups *g);   /* NULL is fine */
 
 /* The same in slices, so a master can keep answering while it builds a
- * large table: begin takes the reports' grouping g (consumed; NULL or
- * not covering all n: it groups them itself; they must stay put until
+ * large table: begin takes the reports' hashes g (consumed; NULL or
+ * not covering all n: it hashes them itself; they must stay put until
  * the end), each step builds up to keys of them, adding to *st (zero it
  * first); 1 while keys remain, else 0. end gives the job back; free
  * drops it without touching m (m is gone or being reset). */

@@ -4,6 +4,8 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 static seg_alloc_stats stats(const seg_alloc *a) {
     seg_alloc_stats st;
@@ -296,6 +298,107 @@ static void test_scale(void) {
     ASSERT_EQ(bad, 0);
 }
 
+/* ---- claims built in one pass ---- */
+
+/* Every tree of x and y holds the same pairs, each in search and heap order. */
+static int same_trees(const seg_alloc *x, const seg_alloc *y, size_t max) {
+    uint64_t *px = malloc(2 * max * sizeof *px), *py = malloc(2 * max * sizeof *py);
+    int same = px && py;
+    for (int t = SEG_TREE_FREE_OFF; same && t <= SEG_TREE_LIVE; t++) {
+        long nx = seg_alloc_dump(x, (seg_alloc_tree)t, px, max), ny = seg_alloc_dump(y, (seg_alloc_tree)t, py, max);
+        same = nx >= 0 && nx == ny && (size_t)nx <= max && memcmp(px, py, 2 * (size_t)nx * sizeof *px) == 0;
+    }
+    free(px);
+    free(py);
+    return same;
+}
+
+/* n sorted, disjoint ranges over size bytes (align 64): random gaps (often
+ * none) and lengths (often not a multiple of the alignment). */
+static size_t random_ranges(seg_range *r, size_t n, uint64_t size, int tight) {
+    uint64_t at = 0;
+    size_t k = 0;
+    while (k < n) {
+        at += tight ? 64 * rnd(2) : 64 * rnd(20);
+        uint64_t len = 1 + rnd(700);
+        if (at >= size || round_up(len, 64) > size - at) break;
+        r[k++] = (seg_range){at, len};
+        at += round_up(len, 64);
+    }
+    return k;
+}
+
+/* The one-pass build holds what claims one at a time (in any order) make,
+ * and both then answer every reserve and release alike. */
+static void test_claim_sorted_matches_one_by_one(void) {
+    enum { N = 20000 };
+    seg_range *r = malloc(N * sizeof *r);
+    size_t *order = malloc(N * sizeof *order);
+    ASSERT(r && order);
+    for (int round = 0; round < 6; round++) {
+        uint64_t size = round == 5 ? 64 * 1000 : (uint64_t)N * 64 * 8;
+        size_t n = random_ranges(r, round == 0 ? 0 : N, size, round % 2);
+        seg_alloc *one = seg_alloc_create(size, 64), *bulk = seg_alloc_create(size, 64);
+        for (size_t i = 0; i < n; i++) order[i] = i;
+        for (size_t i = n; i > 1; i--) {
+            size_t j = rnd(i), t = order[i - 1];
+            order[i - 1] = order[j], order[j] = t;
+        }
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) bad |= seg_alloc_reserve_at(one, r[order[i]].off, r[order[i]].len) != ALLOC_OK;
+        ASSERT_EQ(bad, 0);
+        ASSERT_EQ(seg_alloc_claim_sorted(bulk, r, n), ALLOC_OK);
+        ASSERT(same_trees(one, bulk, N + 2));
+        seg_alloc_stats s1 = stats(one), s2 = stats(bulk);
+        ASSERT(memcmp(&s1, &s2, sizeof s1) == 0);
+        ASSERT_EQ(s1.allocations, n);
+        /* the same operations on both give the same answers */
+        for (int step = 0; step < 4000; step++) {
+            uint64_t o1 = 0, o2 = 0, len = 1 + rnd(300);
+            if (rnd(2) && n > 0) {
+                size_t i = rnd(n);
+                bad |= seg_alloc_release(one, r[i].off, r[i].len) != seg_alloc_release(bulk, r[i].off, r[i].len);
+            } else {
+                bad |= seg_alloc_reserve(one, len, &o1) != seg_alloc_reserve(bulk, len, &o2) || o1 != o2;
+            }
+        }
+        ASSERT_EQ(bad, 0);
+        ASSERT(same_trees(one, bulk, N + 4002));
+        seg_alloc_destroy(one);
+        seg_alloc_destroy(bulk);
+    }
+    free(order);
+    free(r);
+}
+
+/* Ranges that break a rule, or an allocator already in use: refused, unchanged. */
+static void test_claim_sorted_refuses(void) {
+    seg_alloc *a = seg_alloc_create(64 * 100, 64);
+    const seg_range overlap[] = {{0, 100}, {64, 64}}, unsorted[] = {{128, 64}, {0, 64}},
+                    misaligned[] = {{32, 64}}, outside[] = {{64 * 99, 65}}, empty[] = {{0, 0}},
+                    beyond[] = {{64 * 100, 1}};
+    const seg_range *bad[] = {overlap, unsorted, misaligned, outside, empty, beyond};
+    const size_t nbad[] = {2, 2, 1, 1, 1, 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_EQ(seg_alloc_claim_sorted(a, bad[i], nbad[i]), ALLOC_ERR);
+        ASSERT_EQ(stats(a).free_extents, 1);
+        ASSERT_EQ(stats(a).used, 0);
+    }
+    const seg_range whole[] = {{0, 64 * 50}, {64 * 50, 64 * 50}};
+    ASSERT_EQ(seg_alloc_claim_sorted(a, whole, 2), ALLOC_OK);   /* the segment exactly: nothing free */
+    ASSERT_EQ(stats(a).free_extents, 0);
+    ASSERT_EQ(stats(a).free, 0);
+    const seg_range again[] = {{0, 64}};
+    ASSERT_EQ(seg_alloc_claim_sorted(a, again, 0), ALLOC_ERR);   /* in use */
+    ASSERT_EQ(seg_alloc_release(a, 0, 64 * 50), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_claim_sorted(a, again, 1), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_release(a, 64 * 50, 64 * 50), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_claim_sorted(a, again, 1), ALLOC_OK);   /* free again as a whole */
+    ASSERT_EQ(stats(a).allocations, 1);
+    ASSERT_EQ(stats(a).largest_free, 64 * 99);
+    seg_alloc_destroy(a);
+}
+
 int main(void) {
     RUN_TEST(test_create_args);
     RUN_TEST(test_basic_and_alignment);
@@ -308,5 +411,7 @@ int main(void) {
     RUN_TEST(test_model_align1);
     RUN_TEST(test_model_align16);
     RUN_TEST(test_scale);
+    RUN_TEST(test_claim_sorted_matches_one_by_one);
+    RUN_TEST(test_claim_sorted_refuses);
     TEST_EXIT();
 }

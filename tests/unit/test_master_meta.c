@@ -776,6 +776,110 @@ static void test_rebuild_repairs_only_short_objects(void) {
     mm_destroy(a);
 }
 
+/* Every tree of two allocators holds the same pairs. */
+static int same_alloc(const seg_alloc *x, const seg_alloc *y) {
+    static uint64_t px[2 * 4096], py[2 * 4096];
+    for (int t = SEG_TREE_FREE_OFF; t <= SEG_TREE_LIVE; t++) {
+        long nx = seg_alloc_dump(x, (seg_alloc_tree)t, px, 4096), ny = seg_alloc_dump(y, (seg_alloc_tree)t, py, 4096);
+        if (nx < 0 || nx != ny || nx > 4096 || memcmp(px, py, 2 * (size_t)nx * sizeof *px) != 0) return 0;
+    }
+    return 1;
+}
+
+static int same_object(const object *x, const object *y) {
+    if (!x || !y) return x == y;
+    if (x->size != y->size || x->crc != y->crc || x->nreplicas != y->nreplicas) return 0;
+    for (uint32_t r = 0; r < x->nreplicas; r++) {
+        if (x->replicas[r].nextents != y->replicas[r].nextents) return 0;
+        for (uint32_t i = 0; i < x->replicas[r].nextents; i++) {
+            const obj_extent *e = &x->replicas[r].extents[i], *f = &y->replicas[r].extents[i];
+            if (e->node != f->node || e->offset != f->offset || e->length != f->length) return 0;
+        }
+    }
+    return 1;
+}
+
+/* A rebuild into empty allocators claims every reported extent in one
+ * pass and gives back what it refuses; one into allocators in use claims
+ * replica by replica. Both end with the same objects and the same trees. */
+static void test_rebuild_claims_in_one_pass(void) {
+    enum { KEYS = 300 };
+    master_meta *a = cluster(3, 1024 * KB);
+    ASSERT(a);
+    static char names[KEYS][16];
+    const char *keys[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        snprintf(names[k], sizeof names[k], "k%d", k);
+        keys[k] = names[k];
+        ASSERT(put(a, keys[k], k % 7 == 0 ? 5000 + (uint64_t)k : 64 + (uint64_t)k * 3, 2, 0));
+    }
+    for (int k = 0; k < KEYS; k += 5) ASSERT_EQ(mm_remove(a, keys[k], strlen(keys[k]), 1, err, sizeof err), PROTO_OK);
+    static mm_report rep[KEYS * 16];
+    size_t n = reports_of(a, keys, KEYS, rep);
+    ASSERT(n > KEYS);
+    /* refused, in free space: a lone slice, a copy with another CRC, an empty key */
+    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1, 1024, 900 * KB, 1024};
+    rep[n] = rep[0], rep[n].crc ^= 1, rep[n].node = rep[0].node % 3 + 1, rep[n++].seg_off = 960 * KB;
+    rep[n++] = (mm_report){3, "", 0, 64, 1, 1, 0, 1000 * KB, 64};
+    master_meta *b = cluster(3, 1024 * KB), *c = cluster(3, 1024 * KB);
+    for (uint32_t id = 1; id <= 3; id++)   /* in use: claims one by one */
+        ASSERT_EQ(seg_alloc_reserve_at(mm_node_get(c, id)->alloc, 1023 * KB, 64), ALLOC_OK);
+    mm_rebuild_stats sb, sc;
+    mm_rebuild(b, rep, n, 10, &sb, NULL, NULL);
+    mm_rebuild(c, rep, n, 10, &sc, NULL, NULL);
+    ASSERT(memcmp(&sb, &sc, sizeof sb) == 0);
+    ASSERT_EQ(sb.objects, KEYS - KEYS / 5);
+    ASSERT_EQ(sb.extents_rejected, 3);
+    for (uint32_t id = 1; id <= 3; id++) {
+        ASSERT_EQ(seg_alloc_release(mm_node_get(c, id)->alloc, 1023 * KB, 64), ALLOC_OK);
+        ASSERT(same_alloc(mm_node_get(b, id)->alloc, mm_node_get(c, id)->alloc));
+        ASSERT(node_used(b, id) > 0);
+    }
+    for (int k = 0; k < KEYS; k++)
+        ASSERT(same_object(mm_find(b, keys[k], strlen(keys[k])), mm_find(c, keys[k], strlen(keys[k]))));
+    mm_destroy(c);
+    mm_destroy(b);
+    mm_destroy(a);
+}
+
+/* A node that dies while the table is built in steps: its extents
+ * claimed when the job began are gone with its allocator; the rest of
+ * the job refuses them and claims nothing there. */
+static void test_rebuild_node_dies_mid_job(void) {
+    master_meta *a = cluster(3, 1024 * KB);
+    ASSERT(a);
+    static char names[64][16];
+    const char *keys[64];
+    for (int k = 0; k < 64; k++) {
+        snprintf(names[k], sizeof names[k], "d%d", k);
+        keys[k] = names[k];
+        ASSERT(put(a, keys[k], 100, 2, 0));
+    }
+    static mm_report rep[256];
+    size_t n = reports_of(a, keys, 64, rep);
+    master_meta *b = cluster(3, 1024 * KB);
+    mm_rebuild_job *j = mm_rebuild_begin(b, rep, n, NULL);
+    mm_rebuild_stats st = {0};
+    ASSERT_EQ(mm_rebuild_step(b, j, 10, 10, &st, NULL, NULL), 1);
+    mm_node_fail(b, 1, "test", 10);
+    while (mm_rebuild_step(b, j, 10, 10, &st, NULL, NULL)) {}
+    mm_rebuild_end(b, j);
+    ASSERT_EQ(st.objects, 64);   /* every key had a replica off node 1 */
+    uint64_t used[4] = {0};
+    for (int k = 0; k < 64; k++) {
+        object *o = mm_find(b, keys[k], strlen(keys[k]));
+        ASSERT(o);
+        for (uint32_t r = 0; r < o->nreplicas; r++) {
+            ASSERT_EQ(o->replicas[r].nextents, 1);
+            ASSERT(o->replicas[r].extents[0].node != 1);
+            used[o->replicas[r].extents[0].node] += 128;   /* 100 bytes, aligned to 64 */
+        }
+    }
+    for (uint32_t id = 2; id <= 3; id++) ASSERT_EQ(node_used(b, id), used[id]);
+    mm_destroy(b);
+    mm_destroy(a);
+}
+
 /* ---- holdings and ids claimed back ---- */
 
 /* Node id's notes from ack on, decoded into v (up to max; their extents
@@ -960,5 +1064,7 @@ int main(void) {
     RUN_TEST(test_drain_without_room_loses_only_sole_copies);
     RUN_TEST(test_rebuild_from_reports);
     RUN_TEST(test_rebuild_repairs_only_short_objects);
+    RUN_TEST(test_rebuild_claims_in_one_pass);
+    RUN_TEST(test_rebuild_node_dies_mid_job);
     TEST_EXIT();
 }
