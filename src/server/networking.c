@@ -13,9 +13,9 @@
  * bodies. Before the loop sleeps (a before-sleep hook) every client with
  * new output gets one writev; what does not fit waits until writable.
  * A large value with per-slice checksums is checked slice by slice as the
- * writer reaches it, on this thread: a slice is checked, handed to the
- * socket, and the next one is checked while the client drains it (one slice
- * ahead when the socket is full). No byte goes before its slice passed; a
+ * writer reaches it, on this thread: up to 1 MiB of slices is checked and
+ * handed to the socket in one writev, and when the socket is full the next
+ * slice is checked while the client drains it. No byte goes before its slice passed; a
  * slice that fails closes the connection instead of being sent. A helper
  * thread did the checking before: on a 2-core VM its two hand-offs per
  * slice cost more CPU than the checksum itself (about 360 us of server CPU
@@ -55,6 +55,7 @@
 #define NET_DIRECT_MIN    (16 * 1024)        /* smaller payload rests go via the read buffer */
 #define NET_DIRECT_BUDGET (8 * 1024 * 1024)  /* direct bytes per read event (fairness) */
 #define NET_WRITE_BUDGET  (16 * 1024 * 1024) /* bytes per flush (fairness) */
+#define NET_CHECK_AHEAD   (1024 * 1024)      /* a sliced reply's bytes checked per writev */
 #define NET_OUTPUT_SOFT   (1024 * 1024)      /* queued output that pauses reading */
 #define NET_ACCEPT_BATCH  256
 #define NET_MAX_SLOTS     64                 /* pipelined commands in flight per client */
@@ -922,12 +923,16 @@ static void out_consume(conn *cn, size_t n) {
 }
 
 /* How far chunk ch may go now (*end): all of it, or for a sliced chunk
- * the slices that passed, at least one beyond what was sent. -1 when a
- * slice failed. */
+ * the slices that passed, checked up to NET_CHECK_AHEAD past what was
+ * sent. One writev per slice (256 KiB) cost more than the checks: a 1 MiB
+ * GET took 4 writevs, and by hand (a reader
+ * with large recv()s, 4 and 50 connections) a writev per MiB gave 25-35 %
+ * more GETs/s at 20-40 % less server CPU each. -1 when a slice failed. */
 static int chunk_sendable(conn *cn, out_chunk *ch, size_t *end) {
     *end = ch->len;
     if (!ch->sl.count) return 0;
-    if (ch->checked <= ch->sent && chunk_check(cn, ch, ch->sent + 1) != 0) return -1;
+    if (ch->checked < ch->sent + NET_CHECK_AHEAD && chunk_check(cn, ch, ch->sent + NET_CHECK_AHEAD) != 0)
+        return -1;
     *end = ch->checked;
     return 0;
 }

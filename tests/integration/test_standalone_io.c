@@ -3,7 +3,8 @@
  * how far), and a large GET leaves slice by slice, each verified before
  * its bytes go (a corrupted slice closes the connection instead of
  * reaching the client: the test flips a bit in the server's memory
- * through /proc/PID/mem). Starts the real binary ($MOONKV_SERVER) on ports
+ * through /proc/PID/mem), also behind the partial writes to a slow reader,
+ * whose replies arrive byte-exact. Starts the real binary ($MOONKV_SERVER) on ports
  * 32300-32399. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -276,9 +277,12 @@ static int flip_bit(pid_t pid, uint64_t addr) {
     return ok ? 0 : -1;
 }
 
-static int raw_connect(int port) {
+/* rcvbuf > 0: that receive buffer, set before connecting so the window
+ * stays small and the server's writes come back partial. */
+static int raw_connect(int port, int rcvbuf) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -289,11 +293,14 @@ static int raw_connect(int port) {
     return fd;
 }
 
-/* Everything until EOF (1) or a timeout (0) into buf; bytes in *got. */
-static int read_to_eof(int fd, unsigned char *buf, size_t cap, size_t *got) {
+/* Everything until EOF (1) or a timeout (0) into buf; bytes in *got.
+ * slow: at most 16 KiB per recv, with a pause after each. */
+static int read_to_eof(int fd, unsigned char *buf, size_t cap, size_t *got, int slow) {
     *got = 0;
     for (;;) {
-        ssize_t r = recv(fd, buf + *got, cap - *got, 0);
+        size_t want = slow && cap - *got > 16384 ? 16384 : cap - *got;
+        if (slow) usleep(200);
+        ssize_t r = recv(fd, buf + *got, want, 0);
         if (r == 0) return 1;
         if (r < 0) return 0;
         *got += (size_t)r;
@@ -302,37 +309,52 @@ static int read_to_eof(int fd, unsigned char *buf, size_t cap, size_t *got) {
 }
 
 #define CORRUPT_LEN (4u << 20)
-#define CORRUPT_SLICE 3
+#define SLOW_RCVBUF 16384
 
-/* A bit flipped in slice 3 of a stored 4 MiB value (written into the
- * server's memory from outside): a GET sends at most slices 0-2, each
- * byte as stored, then the connection closes; nothing of slice 3 or later
- * leaves. The server counts the error and keeps serving. */
-static void test_corrupt_slice_never_sent(void) {
-    int port;
-    pid_t pid = start_standalone(&port, "64MB", (const char *const[]){"--prefault", "no", NULL});
-    redisContext *c = pid > 0 ? h_redis(port) : NULL;
-    ASSERT(c != NULL);
-    unsigned char *v = malloc(CORRUPT_LEN);
-    ASSERT(v != NULL);
-    fill(v, CORRUPT_LEN, 77);
-    int stored = set_value(c, "victim", v, CORRUPT_LEN);
-    size_t at = CORRUPT_SLICE * SLICE + 1000;   /* inside slice 3 */
+/* A fresh 64 MB standalone (prefault off) holding key: len bytes of
+ * fill(seed), kept in *v too; *stored 1 once the SET answered OK. */
+static pid_t start_holding(int *port, redisContext **c, const char *key, unsigned char **v, size_t len,
+                           unsigned seed, int *stored) {
+    pid_t pid = start_standalone(port, "64MB", (const char *const[]){"--prefault", "no", NULL});
+    *c = pid > 0 ? h_redis(*port) : NULL;
+    *v = malloc(len);
+    *stored = 0;
+    if (*c && *v) {
+        fill(*v, len, seed);
+        *stored = set_value(*c, key, *v, len);
+    }
+    return pid;
+}
+
+/* A bit flipped in slice k of a stored 4 MiB value (written into the
+ * server's memory from outside): a GET sends at most slices 0..k-1, each
+ * byte as stored, then the connection closes; nothing of slice k or later
+ * leaves. The server counts the error and keeps serving. slow: the reader
+ * has a small window and reads 16 KiB at a time, so the reply leaves in
+ * many partial writes. */
+static void corrupt_slice_case(int slice, int slow) {
+    int port, stored;
+    redisContext *c;
+    unsigned char *v;
+    pid_t pid = start_holding(&port, &c, "victim", &v, CORRUPT_LEN, 77, &stored);
+    ASSERT(c != NULL && v != NULL);
+    size_t at = (size_t)slice * SLICE + 1000;   /* inside slice k */
     uint64_t addr = stored ? find_in_segment(pid, 64ULL << 20, v + at, 64) : 0;
     int flipped = addr && flip_bit(pid, addr) == 0;
 
     size_t cap = CORRUPT_LEN + 64, got = 0;
     unsigned char *buf = malloc(cap);
-    int fd = raw_connect(port);
+    int fd = raw_connect(port, slow ? SLOW_RCVBUF : 0);
     const char get[] = "*2\r\n$3\r\nGET\r\n$6\r\nvictim\r\n";
     int eof = fd >= 0 && send(fd, get, sizeof get - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof get - 1) &&
-              read_to_eof(fd, buf, cap, &got);
+              read_to_eof(fd, buf, cap, &got, slow);
     if (fd >= 0) close(fd);
     const char hdr[] = "$4194304\r\n";
-    size_t body = got > strlen(hdr) ? got - strlen(hdr) : 0;
-    int prefix_ok = got >= strlen(hdr) && memcmp(buf, hdr, strlen(hdr)) == 0 &&
-                    memcmp(buf + strlen(hdr), v, body) == 0;
-    printf("# flipped at +%zu, got %zu body bytes before EOF\n", at, body);
+    /* What came is a prefix of the whole reply (maybe nothing at all:
+     * the first writev waits for its slices' checks). */
+    size_t hl = strlen(hdr), body = got > hl ? got - hl : 0;
+    int prefix_ok = memcmp(buf, hdr, got < hl ? got : hl) == 0 && memcmp(buf + hl, v, body) == 0;
+    printf("# flipped at +%zu, got %zu reply bytes before EOF\n", at, got);
     long long errors = info_num(c, "segment", "checksum_errors");
     redisReply *r = redisCommand(c, "PING");
     int alive = r && r->type == REDIS_REPLY_STATUS;
@@ -345,9 +367,75 @@ static void test_corrupt_slice_never_sent(void) {
     ASSERT(flipped);
     ASSERT(eof);                                  /* closed, not a whole reply */
     ASSERT(prefix_ok);                            /* no byte differs from the stored value */
-    ASSERT(body <= CORRUPT_SLICE * SLICE);        /* nothing of slice 3 on */
+    ASSERT(body <= (size_t)slice * SLICE);        /* nothing of slice k on */
+    if (slow) ASSERT(body > 0);                   /* the slices before it did leave */
     ASSERT_EQ(errors, 1);
     ASSERT(alive);
+}
+
+static void test_corrupt_slice_never_sent(void) { corrupt_slice_case(3, 0); }
+
+/* Slice 13 of 16, behind many partial writes to a slow reader: the
+ * checks run ahead of the socket (one writev per MiB checked, a slice more
+ * while the socket is full) and still stop before slice 13's bytes. */
+static void test_corrupt_late_slice_slow_reader(void) { corrupt_slice_case(13, 1); }
+
+#define SLOW_LEN ((4u << 20) + 5)
+#define SLOW_GETS 2
+
+/* A reader with a small window that takes 16 KiB at a time gets two
+ * pipelined 4 MiB GETs (every write partial, the slices checked ahead of
+ * the socket) byte-exact and in order, and the server serves another
+ * client meanwhile. */
+static void test_slow_reader_exact(void) {
+    int port, stored;
+    redisContext *c;
+    unsigned char *v;
+    pid_t pid = start_holding(&port, &c, "slow", &v, SLOW_LEN, 91, &stored);
+    ASSERT(c != NULL && v != NULL);
+
+    char hdr[32];
+    int hl = snprintf(hdr, sizeof hdr, "$%u\r\n", SLOW_LEN);
+    size_t one = (size_t)hl + SLOW_LEN + 2, cap = SLOW_GETS * one + 64, got = 0;
+    unsigned char *buf = malloc(cap);
+    int fd = raw_connect(port, SLOW_RCVBUF);
+    const char get[] = "*2\r\n$3\r\nGET\r\n$4\r\nslow\r\n";
+    int sent = 1;
+    for (int i = 0; i < SLOW_GETS && fd >= 0; i++)
+        sent &= send(fd, get, sizeof get - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof get - 1);
+    /* Half of it slowly, then PING from another client, then the rest. */
+    int ok = fd >= 0 && sent;
+    while (ok && got < cap / 2) {
+        usleep(200);
+        ssize_t r = recv(fd, buf + got, 16384, 0);
+        ok = r > 0;
+        if (r > 0) got += (size_t)r;
+    }
+    redisReply *r = redisCommand(c, "PING");
+    int other = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    while (ok && got < SLOW_GETS * one) {
+        size_t want = SLOW_GETS * one - got < 16384 ? SLOW_GETS * one - got : 16384;
+        ssize_t n = recv(fd, buf + got, want, 0);
+        ok = n > 0;
+        if (n > 0) got += (size_t)n;
+    }
+    int exact = 0;
+    for (int i = 0; ok && i < SLOW_GETS; i++) {
+        const unsigned char *p = buf + (size_t)i * one;
+        exact += memcmp(p, hdr, (size_t)hl) == 0 && memcmp(p + hl, v, SLOW_LEN) == 0 &&
+                 memcmp(p + hl + SLOW_LEN, "\r\n", 2) == 0;
+    }
+    if (fd >= 0) close(fd);
+    free(buf);
+    free(v);
+    redisFree(c);
+    ASSERT_EQ(h_stop_status(pid, 10000), 0);
+    ASSERT(stored);
+    ASSERT(ok);
+    ASSERT_EQ(got, SLOW_GETS * one);
+    ASSERT_EQ(exact, SLOW_GETS);
+    ASSERT(other);
 }
 
 int main(void) {
@@ -357,6 +445,8 @@ int main(void) {
     RUN_TEST(test_prefault_off_says_off);
     RUN_TEST(test_sliced_get_roundtrip);
     RUN_TEST(test_corrupt_slice_never_sent);
+    RUN_TEST(test_corrupt_late_slice_slow_reader);
+    RUN_TEST(test_slow_reader_exact);
     h_kill_all();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", logdir);
