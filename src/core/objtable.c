@@ -88,11 +88,18 @@ static void ht_link(ht *h, entry *e) {
     h->used++;
 }
 
+/* How many buckets ahead a rehash starts its cache miss: the entries of
+ * a big table are misses one at a time otherwise (a master taking a
+ * stream of new keys spent a seventh of its time moving them). */
+#define REHASH_AHEAD 8
+
 /* Move up to n non-empty buckets from t[0] to t[1]. */
 static void rehash_step(objtable *t, int n) {
     int empty = REHASH_EMPTY_VISITS;
     if (!rehashing(t) || t->paused) return;
     while (n > 0 && t->t[0].used > 0) {
+        uint64_t ahead = (uint64_t)t->rehashidx + REHASH_AHEAD;
+        if (ahead < t->t[0].size && t->t[0].b[ahead]) __builtin_prefetch(&t->t[0].b[ahead]->next);   /* and hash */
         entry *e = t->t[0].b[t->rehashidx];
         if (!e) {
             t->rehashidx++;
@@ -205,7 +212,7 @@ void objtable_prefetch(const objtable *t, uint64_t hash) {
 
 /* The first entry of the key's chains (their buckets are cached by now):
  * the lines with its hash and link, its key, and its start. */
-static void prefetch_chain(const objtable *t, uint64_t hash) {
+void objtable_prefetch_chain(const objtable *t, uint64_t hash) {
     for (int i = 0; i <= rehashing(t); i++) {
         const entry *e = t->t[i].b[hash & t->t[i].mask];
         if (!e) continue;
@@ -227,7 +234,7 @@ void objtable_find_many(objtable *t, objtable_probe *p, size_t n) {
             g[i].hash = hash_of(g[i].key, g[i].keylen);
             objtable_prefetch(t, g[i].hash);
         }
-        for (size_t i = 0; i < k; i++) prefetch_chain(t, g[i].hash);
+        for (size_t i = 0; i < k; i++) objtable_prefetch_chain(t, g[i].hash);
         for (size_t i = 0; i < k; i++) {
             entry **link = lookup(t, g[i].key, g[i].keylen, g[i].hash, NULL);
             g[i].found = link ? &(*link)->obj : NULL;

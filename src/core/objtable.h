@@ -79,6 +79,9 @@ object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint
  * present key would be filed twice. */
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room);
 void objtable_prefetch(const objtable *t, uint64_t hash);
+/* The first entry of its bucket's chain, once objtable_prefetch brought
+ * the bucket in (a few keys earlier): a lookup's second miss. */
+void objtable_prefetch_chain(const objtable *t, uint64_t hash);
 /* objtable_find for many keys at once: fills each probe's hash and
  * found (NULL: not there). The lookups' cache misses overlap (a group's
  * buckets, then their first entries, are prefetched before any compare),
