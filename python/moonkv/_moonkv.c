@@ -527,6 +527,24 @@ static PyObject *store_is_exist(store *s, PyObject *k) { return store_key_op(s, 
 static PyObject *store_remove(store *s, PyObject *k) { return store_key_op(s, k, OP_REMOVE); }
 static PyObject *store_get_size(store *s, PyObject *k) { return store_key_op(s, k, OP_SIZE); }
 
+/* transfer_stats(): libmoonkv's transfer counters as a dict, zeros but
+ * shm_cold_bytes on a store not set up. Like mkv_transfer_stats_get it
+ * may run beside another thread's call on the same store, so the store's
+ * lock is not taken (the engine has its own); the GIL, held throughout,
+ * keeps close() from freeing the client meanwhile (it clears s->c before
+ * it lets go of the GIL). shm_cold_bytes is the whole process's: bytes
+ * of mapped segments still warming, which transfers reach the slower
+ * checked way until they are warm. */
+static PyObject *store_transfer_stats(store *s, PyObject *Py_UNUSED(ignored)) {
+    mkv_transfer_stats st;
+    mkv_transfer_stats_get(s->c, &st);
+    return Py_BuildValue("{sKsKsKsKsKsK}", "bytes_tcp", (unsigned long long)st.bytes_tcp, "bytes_shm",
+                         (unsigned long long)st.bytes_shm, "bytes_rdma", (unsigned long long)st.bytes_rdma,
+                         "retries", (unsigned long long)st.retries, "failovers",
+                         (unsigned long long)st.failovers, "shm_cold_bytes",
+                         (unsigned long long)st.shm_cold_bytes);
+}
+
 /* ---- batches ---- */
 
 /* A batch's converted arguments: per object a key span, a buffer span
@@ -691,6 +709,8 @@ static PyMethodDef store_methods[] = {
     {"batch_is_exist", (PyCFunction)store_batch_is_exist, METH_O,
      "batch_is_exist(keys) -> [1, 0 or error code]"},
     {"remove", (PyCFunction)store_remove, METH_O, "remove(key)"},
+    {"transfer_stats", (PyCFunction)store_transfer_stats, METH_NOARGS,
+     "transfer_stats() -> {bytes_tcp, bytes_shm, bytes_rdma, retries, failovers, shm_cold_bytes}"},
     {"get_size", (PyCFunction)store_get_size, METH_O, "get_size(key) -> size in bytes"},
     {NULL, NULL, 0, NULL},
 };

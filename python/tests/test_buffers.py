@@ -191,3 +191,35 @@ def test_gil_released_during_transfer(cluster, key):
             cluster.wait_healthy()
         assert waited > 1.0, f"the get did not wait for the stopped nodes ({waited:.2f}s)"
         assert during >= 20, f"only {during} ticks in {waited:.2f}s: the GIL was held"
+
+
+def test_transfer_stats(store, key, transport):
+    """Bytes moved count on the store's transport only; with shm the
+    process's mappings of the nodes' segments finish warming (until then
+    transfers to them take the checked fd path), so a caller can wait for
+    that before timing anything."""
+    names = {"bytes_tcp", "bytes_shm", "bytes_rdma", "retries", "failovers", "shm_cold_bytes"}
+    before = store.transfer_stats()
+    assert set(before) == names
+    buf = bytearray(os.urandom(MiB))
+    store.register_buffer(buf)
+    store.put_from(key(), buf, replicas=1)
+    assert store.get_into(key(), buf) == MiB
+    store.unregister_buffer(buf)
+    after = store.transfer_stats()
+    other = "tcp" if transport == "shm" else "shm"
+    assert after[f"bytes_{transport}"] - before[f"bytes_{transport}"] == 2 * MiB
+    assert after[f"bytes_{other}"] == before[f"bytes_{other}"]
+    if transport == "shm":
+        end = time.monotonic() + 60
+        while store.transfer_stats()["shm_cold_bytes"] and time.monotonic() < end:
+            time.sleep(0.05)
+        assert store.transfer_stats()["shm_cold_bytes"] == 0
+
+
+def test_transfer_stats_before_setup():
+    s = moonkv.MoonkvStore()
+    st = s.transfer_stats()
+    assert {k: v for k, v in st.items() if k != "shm_cold_bytes"} == dict.fromkeys(
+        ("bytes_tcp", "bytes_shm", "bytes_rdma", "retries", "failovers"), 0)
+    s.close()
