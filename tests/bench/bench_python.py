@@ -50,16 +50,16 @@ def warm_up(store):
         time.sleep(0.02)
 
 
-def batch_round(store, kind, srcs, dsts, src, dst):
+def batch_round(store, kind, srcs, dsts, src, dst, zeros):
     """One timed batch_put_from and batch_get_into of every block, checked
-    and removed; (put seconds, get seconds)."""
+    and removed; (put seconds, get seconds). zeros: dst's size of zeros."""
     keys = [f"{kind}:{os.getpid()}:{i}" for i in range(len(srcs))]
     t0 = time.perf_counter()
     put = store.batch_put_from(keys, srcs, replicas=1)
     t1 = time.perf_counter()
     if any(r != 0 for r in put):
         skip(f"batch_put_from: {sum(r != 0 for r in put)} blocks failed, e.g. {moonkv.error_word(min(put))}")
-    dst[:] = bytes(len(dst))   # untimed, as bench_client's memset: a stale round must not pass
+    dst[:] = zeros   # untimed, as bench_client's memset: a stale round must not pass
     t2 = time.perf_counter()
     got = store.batch_get_into(keys, dsts)
     t3 = time.perf_counter()
@@ -90,7 +90,8 @@ def main():
     src[:] = os.urandom(total)
     # Untimed, as bench_client memsets its destination: a fresh mapping's first
     # touch costs a page fault per 4 KiB, which would be timed as the get.
-    dst[:] = bytes(total)
+    zeros = bytes(total)
+    dst[:] = zeros
     with moonkv.MoonkvStore() as store:
         try:
             store.setup(master=master, transport=transport, timeout_ms=10000)
@@ -103,7 +104,7 @@ def main():
         dsts = [dv[i * bsize:(i + 1) * bsize] for i in range(blocks)]
         try:
             warm_up(store)
-            rounds = [batch_round(store, f"kvpy{r}", srcs, dsts, src, dst) for r in range(ROUNDS + 1)]
+            rounds = [batch_round(store, f"kvpy{r}", srcs, dsts, src, dst, zeros) for r in range(ROUNDS + 1)]
         except moonkv.MoonkvError as e:
             skip(e)
         rounds = rounds[1:]   # the first one untimed, as bench_client's kv_warm
