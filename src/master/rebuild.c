@@ -183,6 +183,23 @@ static size_t key_run(const mm_report *r, hashed *e, size_t i, size_t n) {
 
 #define GROUP_AHEAD 16   /* sorted reports fetched ahead: the report, then its key */
 
+/* v (grouped in hash order) laid out again in the groups' order, which
+ * the build walks: finding a group's reports in v by hash order was a
+ * miss per key (~90% of the build step's own time). v is freed. */
+static const mm_report **in_group_order(const mm_report **v, size_t n, key_group *kg, size_t ngroups) {
+    const mm_report **w = xhuge_alloc((n + 1) * sizeof *w);
+    size_t at = 0;
+    for (size_t k = 0; k < ngroups; k++) {
+        if (k + GROUP_AHEAD < ngroups) __builtin_prefetch(&v[kg[k + GROUP_AHEAD].start]);
+        size_t from = kg[k].start;
+        kg[k].start = at;
+        while (from < kg[k].end) w[at++] = v[from++];
+        kg[k].end = at;
+    }
+    xhuge_free(v, (n + 1) * sizeof *v);
+    return w;
+}
+
 /* The reports grouped by key in one array, each group in object order.
  * The groups come ordered by where their first extent lies (node,
  * offset), so claiming space walks each node's allocator mostly in
@@ -221,7 +238,7 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, mm_groups *g
     *groups = radix_sort(by_first, by_first == kg ? tmp : kg, ngroups, sizeof *kg, offsetof(key_group, where));
     xhuge_free(*groups == kg ? tmp : kg, (n + 1) * sizeof *kg);
     *ngroups_out = ngroups;
-    return v;
+    return in_group_order(v, n, *groups, ngroups);
 }
 
 static int on_node(const partial *p, uint32_t node) {
