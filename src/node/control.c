@@ -54,6 +54,7 @@
 #define CTL_REPORT_KEYBYTES (4 << 20)
 #define CTL_REPORT_WINDOW   4
 #define CTL_REPORT_HEAD     64   /* room for the RESP header of one */
+#define CTL_REPORT_AHEAD    8    /* extents whose key is fetched ahead while packing */
 _Static_assert(CTL_REPORT_BATCH >= PROTO_MAX_EXTENTS, "an entry must fit a batch");
 _Static_assert((uint64_t)CTL_REPORT_BATCH * PROTO_REPORT_HDR + (uint64_t)PROTO_MAX_EXTENTS * PROTO_MAX_KEY_LEN +
                    CTL_REPORT_KEYBYTES <= PROTO_REPORT_MAX_BLOB, "a batch must fit the master's bound");
@@ -316,7 +317,10 @@ static int report_send(node_control *c, const node_index_extent *batch, size_t n
     if (CTL_REPORT_HEAD + len + 2 > *cap) *buf = xrealloc(*buf, *cap = CTL_REPORT_HEAD + len + 2);
     uint8_t *blob = *buf + CTL_REPORT_HEAD;
     len = 0;
-    for (size_t i = 0; i < n; i++) len += proto_report_put(blob + len, &batch[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + CTL_REPORT_AHEAD < n) __builtin_prefetch(batch[i + CTL_REPORT_AHEAD].key);   /* the walk's were evicted */
+        len += proto_report_put(blob + len, &batch[i]);
+    }
     memcpy(blob + len, "\r\n", 2);
     char head[CTL_REPORT_HEAD];
     int hl = snprintf(head, sizeof head, "*3\r\n$11\r\nMOON.REPORT\r\n$6\r\nPACKED\r\n$%zu\r\n", len);
