@@ -47,6 +47,17 @@ def _wait(what, cond, procs, seconds=20):
     raise RuntimeError(f"{what}: not ready in {seconds}s")
 
 
+def _answers_as(pid):
+    """Whether the master port is answered by process pid: a leftover server
+    of another run on the same port must fail the start, not stand in for
+    ours (a test that stops our nodes would then read from its nodes)."""
+    info = redis.Redis(port=MASTER_PORT, socket_timeout=2).info("server")
+    if info.get("process_id") != pid:
+        raise RuntimeError(f"port {MASTER_PORT} is answered by process "
+                           f"{info.get('process_id')}, not by the master started ({pid})")
+    return True
+
+
 def _alive_nodes():
     topo = redis.Redis(port=MASTER_PORT, socket_timeout=2).execute_command("MOON.TOPOLOGY")
     return sum(1 for n in topo if len(n) == 3 and n[1] == b"alive")
@@ -61,7 +72,7 @@ class Cluster:
 
     def start(self):
         self.procs.append(_spawn("--role", "master", "--bind", "127.0.0.1", f"--port={MASTER_PORT}"))
-        _wait("master", lambda: redis.Redis(port=MASTER_PORT, socket_timeout=2).ping(), self.procs)
+        _wait("master", lambda: _answers_as(self.procs[0].pid), self.procs)
         for port, data in NODES:
             self.procs.append(_spawn("--role", "node", "--master", MASTER, "--bind", "127.0.0.1",
                                      f"--port={port}", "--segment-size", "256MB",
