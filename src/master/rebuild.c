@@ -155,12 +155,7 @@ static void sort_by_hash(const uint64_t *hash, size_t n, hashed *out) {
     for (size_t b = 1; b <= nb; b++) at[b] += at[b - 1];
     for (size_t i = 0; i < n; i++) out[at[hash[i] >> (64 - bits)]++] = (hashed){hash[i], i};
     xhuge_free(at, (nb + 1) * sizeof *at);
-    for (size_t i = 1; i < n; i++) {
-        hashed x = out[i];
-        size_t k = i;
-        for (; k > 0 && out[k - 1].hash > x.hash; k--) out[k] = out[k - 1];
-        out[k] = x;
-    }
+    insertion_sort((char *)out, n, sizeof *out, offsetof(hashed, hash));
 }
 
 /* The reports of e[i]'s key from e[i] on (all of its hash follow it):
