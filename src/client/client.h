@@ -78,7 +78,8 @@ typedef struct mkv_placement {
     proto_slices slices;                 /* get only: per-slice CRCs, count 0 if none kept */
     uint32_t nreplicas;
     mkv_replica replicas[PROTO_MAX_REPLICAS];
-    te_extent *block;                    /* set: every replica's extents, one allocation */
+    te_extent *block;                    /* every replica's extents, one allocation pl owns;
+                                            NULL when they live in the caller's memory */
 } mkv_placement;
 
 /* ---- get.c: split gets and puts (located.h) ---- */
@@ -205,7 +206,9 @@ int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint
 int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl);
 /* pl's replicas from a packed record's (proto/placed.h, decoded into the
  * caller's buffer: MOON.MGETPACKED's and MOON.MPUTSTART PACKED's),
- * their extents copied to ext (room for r->nextents), the size theirs. */
+ * their extents copied to ext (room for r->nextents, the caller's: pl
+ * owns no block, and mkv_placement_free frees only its slices), the size
+ * theirs. */
 void mkv_placement_take(mkv_placement *pl, const struct proto_placed *r, te_extent *ext);
 /* The same into one block pl owns (pl->block). */
 void mkv_placement_take_own(mkv_placement *pl, const struct proto_placed *r);

@@ -260,7 +260,6 @@ int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
 
 struct mkv_located {
     mkv_placement pl;
-    int extents_inline;        /* pl's extents live in this block, after it */
 };
 
 int mkv_located_parse(mkv_client *c, const redisReply *r, mkv_located **out, uint64_t *size) {
@@ -296,7 +295,6 @@ mkv_located *mkv_located_of(const proto_placed *r) {
      * reads or writes frees its locations together, and a block per
      * replica more was ~10% of the gateway's loop with two replicas. */
     mkv_located *l = xmalloc(sizeof *l + r->nextents * sizeof(te_extent));
-    l->extents_inline = 1;
     mkv_placement_take(&l->pl, r, (te_extent *)(l + 1));
     return l;
 }
@@ -304,7 +302,6 @@ mkv_located *mkv_located_of(const proto_placed *r) {
 mkv_located *mkv_located_wrap(const mkv_placement *pl) {
     mkv_located *l = xmalloc(sizeof *l);
     l->pl = *pl;
-    l->extents_inline = 0;
     return l;
 }
 
@@ -314,8 +311,7 @@ uint64_t mkv_located_lease(const mkv_located *l) { return mkv_lease_until(&l->pl
 
 void mkv_located_free(mkv_located *l) {
     if (!l) return;
-    if (l->extents_inline) proto_slices_free(&l->pl.slices);
-    else mkv_placement_free(&l->pl);
+    mkv_placement_free(&l->pl);   /* its block if wrapped; extents after l are l's */
     free(l);
 }
 

@@ -66,39 +66,46 @@ static int decode_one(const redisReply *r, proto_ext_form form, uint32_t rights,
     return 0;
 }
 
+/* Checks and decodes r's extents into ext (room for cap): their count
+ * in *n and the sum of their lengths, at most size, in *covered. */
+static int decode_into(const redisReply *r, proto_ext_form form, uint64_t size, uint32_t rights,
+                       te_extent *ext, uint32_t cap, uint32_t *n, uint64_t *covered) {
+    *n = 0;
+    *covered = 0;
+    /* every extent holds at least a byte: no more of them than bytes */
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0 || r->elements > cap ||
+        r->elements > PROTO_MAX_EXTENTS || r->elements > size)
+        return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        te_extent *e = &ext[i];
+        /* overflow-safe: covered <= size throughout */
+        if (decode_one(r->element[i], form, rights, e) != 0 || e->length > size - *covered) return -1;
+        *covered += e->length;
+    }
+    *n = (uint32_t)r->elements;
+    return 0;
+}
+
 int proto_extents_decode_share(const redisReply *r, proto_ext_form form, uint64_t size,
                                uint32_t rights, te_extent **out, uint32_t *n, uint64_t *total) {
     *out = NULL;
     *n = 0;
     *total = 0;
-    /* every extent holds at least a byte: no more of them than bytes */
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
-        r->elements > PROTO_MAX_EXTENTS || r->elements > size)
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0 || r->elements > PROTO_MAX_EXTENTS)
         return -1;
     te_extent *ext = xcalloc(r->elements, sizeof *ext);
-    uint64_t covered = 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        te_extent *e = &ext[i];
-        /* overflow-safe: covered <= size throughout */
-        if (decode_one(r->element[i], form, rights, e) != 0 || e->length > size - covered) {
-            free(ext);
-            return -1;
-        }
-        covered += e->length;
+    if (decode_into(r, form, size, rights, ext, (uint32_t)r->elements, n, total) != 0) {
+        free(ext);
+        return -1;
     }
     *out = ext;
-    *n = (uint32_t)r->elements;
-    *total = covered;
     return 0;
 }
 
-int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size,
-                         uint32_t rights, te_extent **out, uint32_t *n) {
+int proto_extents_decode_into(const redisReply *r, proto_ext_form form, uint64_t size,
+                              uint32_t rights, te_extent *ext, uint32_t cap, uint32_t *n) {
     uint64_t covered;
-    if (proto_extents_decode_share(r, form, size, rights, out, n, &covered) != 0) return -1;
-    if (covered != size) {
-        free(*out);
-        *out = NULL;
+    if (decode_into(r, form, size, rights, ext, cap, n, &covered) != 0 || covered != size) {
         *n = 0;
         return -1;
     }

@@ -44,14 +44,16 @@ void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g);
 /* 0 and *out = r's integer if r is an integer reply in [min, max], else -1. */
 int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *out);
 
-/* Decode r: 1..PROTO_MAX_EXTENTS extents in form, lengths summing to
- * exactly size, each cap granting `rights` over exactly its extent (a
- * LOCAL extent takes its node from the cap). On 0, *out is a fresh array
- * of *n extents (free it); on -1 nothing is allocated. */
-int proto_extents_decode(const redisReply *r, proto_ext_form form, uint64_t size,
-                         uint32_t rights, te_extent **out, uint32_t *n);
-/* The same, for a part of an object (a node's share of a striped replica
- * in a copy task): lengths summing to at most size, the sum in *total. */
+/* Decode r into ext (room for cap extents): 1..PROTO_MAX_EXTENTS extents
+ * in form, lengths summing to exactly size, each cap granting `rights`
+ * over exactly its extent (a LOCAL extent takes its node from the cap).
+ * On 0 their count is in *n; on -1 ext holds nothing usable. */
+int proto_extents_decode_into(const redisReply *r, proto_ext_form form, uint64_t size,
+                              uint32_t rights, te_extent *ext, uint32_t cap, uint32_t *n);
+/* The same checks, for a part of an object (a node's share of a striped
+ * replica in a copy task): lengths summing to at most size, the sum in
+ * *total. On 0, *out is a fresh array of *n extents (free it); on -1
+ * nothing is allocated. */
 int proto_extents_decode_share(const redisReply *r, proto_ext_form form, uint64_t size,
                                uint32_t rights, te_extent **out, uint32_t *n, uint64_t *total);
 

@@ -91,7 +91,36 @@ static void test_two_replicas_striped(void) {
     ASSERT_EQ(pl.replicas[0].extents[1].offset, 4096);
     ASSERT_EQ(pl.replicas[0].extents[1].cap.length, 400);
     ASSERT_EQ(pl.replicas[1].extents[0].node_id, 3);
+    /* one block holds every replica's extents, in order */
+    ASSERT(pl.block == pl.replicas[0].extents && pl.replicas[1].extents == pl.block + 2);
     mkv_placement_free(&pl);
+}
+
+/* A clip keeps, per replica, exactly the extents' parts that cover the
+ * range, with the same caps; a range beyond the object is MKV_EPROTO. */
+static void test_clip(void) {
+    rbuf b = {.len = 0};
+    put(&b, "*2\r\n*3\r\n", 8);
+    good_extent(&b, 1, 0, 300);
+    good_extent(&b, 2, 4096, 400);
+    good_extent(&b, 1, 8192, 300);
+    put(&b, "*1\r\n", 4);
+    good_extent(&b, 3, 64, 1000);
+    mkv_placement whole, pl;
+    ASSERT_EQ(decode(&b, 1000, &whole), MKV_OK);
+    ASSERT_EQ(mkv_placement_clip(&cli, &whole, 250, 500, &pl), MKV_OK);
+    ASSERT(pl.size == 500 && pl.nreplicas == 2 && pl.replicas[0].nextents == 3);
+    const te_extent *e = pl.replicas[0].extents;
+    ASSERT(e[0].node_id == 1 && e[0].offset == 250 && e[0].length == 50);
+    ASSERT(e[1].node_id == 2 && e[1].offset == 4096 && e[1].length == 400);
+    ASSERT(e[2].node_id == 1 && e[2].offset == 8192 && e[2].length == 50);
+    ASSERT_EQ(e[2].cap.length, 300);   /* the grant stays the whole extent's */
+    ASSERT(pl.replicas[1].nextents == 1 && pl.replicas[1].extents == e + 3);
+    ASSERT(pl.replicas[1].extents[0].offset == 64 + 250 && pl.replicas[1].extents[0].length == 500);
+    mkv_placement_free(&pl);
+    ASSERT_EQ(mkv_placement_clip(&cli, &whole, 900, 200, &pl), MKV_EPROTO);
+    mkv_placement_free(&pl);   /* also on failure: ASan sees any leak */
+    mkv_placement_free(&whole);
 }
 
 /* One malformed single-extent placement: node, offset, length of the
@@ -207,6 +236,7 @@ static void test_error_classes(void) {
 
 int main(void) {
     RUN_TEST(test_two_replicas_striped);
+    RUN_TEST(test_clip);
     RUN_TEST(test_bad_extents);
     RUN_TEST(test_overflowing_lengths);
     RUN_TEST(test_bad_shapes);
