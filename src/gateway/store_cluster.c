@@ -306,16 +306,23 @@ static void reap_cb(event_loop *el, void *data) {
 
 static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen);
 
-static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
+/* A stored value's length and, when crc is not NULL, its CRC32C: from an
+ * answer the loop already has, or one MOON.GET. */
+static int cs_stat(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
     if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
     gw_answer *a = offered_answer(cs, key, keylen);
     if (a) {
         if (a->n < 0) return STORE_NOTFOUND;
         *len = (uint64_t)a->n;
+        if (crc) *crc = a->crc;
         return STORE_OK;
     }
-    return cluster_store_code(mkv_size(cs->mc, key, keylen, len), cs->mc, s->errstr, sizeof s->errstr);
+    return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
+}
+
+static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
+    return cs_stat(s, key, keylen, len, NULL);
 }
 
 typedef struct fetch_place {
@@ -337,16 +344,7 @@ static void *fetch_buffer(void *ctx, uint64_t size) {
 }
 
 static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
-    if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
-    cluster_store *cs = cs_of(s);
-    gw_answer *a = offered_answer(cs, key, keylen);
-    if (a) {
-        if (a->n < 0) return STORE_NOTFOUND;
-        *len = (uint64_t)a->n;
-        *crc = a->crc;
-        return STORE_OK;
-    }
-    return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
+    return cs_stat(s, key, keylen, len, crc);
 }
 
 /* One MOON.GET: the size it tells gets staging memory, then the bytes
