@@ -15,8 +15,11 @@
  * A large value with per-slice checksums is checked slice by slice as the
  * writer reaches it, on this thread: up to 1 MiB of slices is checked and
  * handed to the socket in one writev, and when the socket is full the next
- * slice is checked while the client drains it. No byte goes before its slice passed; a
- * slice that fails closes the connection instead of being sent. A helper
+ * slice is checked while the client drains it. No byte goes before its
+ * slice passed; a slice that fails closes the connection instead of being
+ * sent. A writev per 256 KiB slice cost more than the checks (by hand, a
+ * reader with large recv()s at 4 and 50 connections: a writev per MiB gave
+ * 25-35 % more GETs/s at 20-40 % less server CPU each). A helper
  * thread did the checking before: on a 2-core VM its two hand-offs per
  * slice cost more CPU than the checksum itself (about 360 us of server CPU
  * per 1 MiB GET against 220-260 us here and 240-265 us for redis-server).
@@ -924,10 +927,8 @@ static void out_consume(conn *cn, size_t n) {
 
 /* How far chunk ch may go now (*end): all of it, or for a sliced chunk
  * the slices that passed, checked up to NET_CHECK_AHEAD past what was
- * sent. One writev per slice (256 KiB) cost more than the checks: a 1 MiB
- * GET took 4 writevs, and by hand (a reader
- * with large recv()s, 4 and 50 connections) a writev per MiB gave 25-35 %
- * more GETs/s at 20-40 % less server CPU each. -1 when a slice failed. */
+ * sent (see the top of the file for why that much). -1 when a slice
+ * failed. */
 static int chunk_sendable(conn *cn, out_chunk *ch, size_t *end) {
     *end = ch->len;
     if (!ch->sl.count) return 0;
