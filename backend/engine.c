@@ -744,10 +744,32 @@ static int replica_now(te_engine *e, te_object *o, const te_replica *rp, uint64_
     return 0;
 }
 
+/* The first replica's extents of o (the one replica_now reads unless it
+ * fails) handed to a path's prefetch, so the misses of a batch of small
+ * values overlap instead of each copy waiting for its own. */
+static void prefetch_now(te_engine *e, const te_object *o) {
+    if (o->nrep < 1 || !o->reps) return;
+    const te_replica *rp = &o->reps[0];
+    for (int i = 0; i < rp->next && i < 2; i++) {
+        const te_extent *x = &rp->ext[i];
+        enode *n = find_node(e, x->node_id);
+        if (!n) continue;
+        te_req q = {.op = TE_READ, .remote_off = x->offset, .len = x->length, .cap = &x->cap};
+        for (int k = 0; k < n->npaths; k++) {
+            epath *p = &n->paths[k];
+            if (path_live(p) && p->t->ops->prefetch) {
+                p->t->ops->prefetch(p->p, &q);
+                break;
+            }
+        }
+    }
+}
+
 int te_engine_read_now(te_engine *e, te_object *objs, int n) {
     int done = 0;
     uint64_t now_ms = wall_ms();
     pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < n; i++) prefetch_now(e, &objs[i]);
     for (int i = 0; i < n; i++) {
         te_object *o = &objs[i];
         char why[200];

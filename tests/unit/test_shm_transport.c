@@ -285,6 +285,54 @@ static void server_gone(int mode) {
     rig_down(&r);
 }
 
+/* A batch as the gateway's loop reads it: every value prefetched first
+ * (a hint: it moves no byte, and one past the segment is ignored), then
+ * read at once with the batch's one now_ms, byte-exact with its CRC32C.
+ * In fd mode there is no mapping: the hint does nothing and read_now
+ * refuses, so the caller submits as usual. */
+static void read_now_batch(int mode) {
+    rig r;
+    ASSERT(rig_up(&r, SECRET, mode) == 0);
+    enum { N = 64 };
+    uint64_t off[N], len[N];
+    te_cap caps[N];
+    for (int i = 0; i < N; i++) {
+        off[i] = (uint64_t)i * 40961 + (uint64_t)(i % 3) * 17;   /* spread over pages, some unaligned */
+        len[i] = i % 8 == 7 ? 300 : 64;                           /* some past PREFETCH_MAX's lines */
+        caps[i] = rw(off[i], len[i]);
+        for (uint64_t k = 0; k < len[i]; k++) ((char *)r.seg)[off[i] + k] = (char)(k * 13 + i);
+    }
+    te_cap far = rw(0, SEG_SIZE);
+    te_req past = { .op = TE_READ, .local = r.buf, .remote_off = SEG_SIZE - 16, .len = 64, .cap = &far };
+    r.t->ops->prefetch(r.p, &past);
+    te_req huge = { .op = TE_READ, .local = r.buf, .remote_off = UINT64_MAX - 8, .len = 64, .cap = &far };
+    r.t->ops->prefetch(r.p, &huge);
+    uint64_t now = wall_ms();
+    te_req q[N];
+    for (int i = 0; i < N; i++) {
+        q[i] = (te_req){ .op = TE_READ, .local = r.buf + i * 512, .remote_off = off[i], .len = len[i],
+                         .cap = &caps[i] };
+        r.t->ops->prefetch(r.p, &q[i]);
+    }
+    for (int i = 0; i < N; i++) ASSERT(((char *)r.seg)[off[i]] == (char)i);   /* a hint moved nothing */
+    memset(r.buf, 0, N * 512);
+    for (int i = 0; i < N; i++) {
+        uint32_t crc = 0;
+        int st = r.t->ops->read_now(r.p, &q[i], now, &crc);
+        if (mode == TE_SHM_FD) {
+            ASSERT(st != TE_OK);
+            continue;
+        }
+        ASSERT_EQ(st, TE_OK);
+        ASSERT_MEMEQ(r.buf + i * 512, (char *)r.seg + off[i], len[i]);
+        ASSERT_EQ(crc, crc32c(0, (char *)r.seg + off[i], len[i]));
+    }
+    rig_down(&r);
+}
+
+static void test_read_now_batch_map(void) { read_now_batch(TE_SHM_MAP); }
+static void test_read_now_batch_fd(void) { read_now_batch(TE_SHM_FD); }
+
 static void test_server_gone_map(void) { server_gone(TE_SHM_MAP); }
 static void test_server_gone_fd(void) { server_gone(TE_SHM_FD); }
 
@@ -296,6 +344,8 @@ int main(void) {
     RUN_TEST(test_cap_checks_fd);
     RUN_TEST(test_wrong_secret);
     RUN_TEST(test_forged_read_refused);
+    RUN_TEST(test_read_now_batch_map);
+    RUN_TEST(test_read_now_batch_fd);
     RUN_TEST(test_server_gone_map);
     RUN_TEST(test_server_gone_fd);
     RUN_TEST(test_cold_mapping_uses_fd);
