@@ -28,6 +28,12 @@ void heap_huge_setup_shared(void) {
     heap_huge_setup();
 }
 
+void heap_steady_setup(void) {
+    mallopt(M_MMAP_THRESHOLD, HEAP_STEADY_MMAP);   /* set, it no longer follows the largest free */
+    mallopt(M_TOP_PAD, HEAP_STEADY_MMAP);
+    mallopt(M_TRIM_THRESHOLD, HEAP_STEADY_KEEP);
+}
+
 void heap_huge_advise(void) {
     uintptr_t top = (uintptr_t)sbrk(0) & ~(HUGE_PAGE - 1);
     if (!advised || top <= advised) return;
@@ -40,6 +46,8 @@ void heap_huge_advise(void) {
 void heap_huge_setup(void) {}
 
 void heap_huge_setup_shared(void) {}
+
+void heap_steady_setup(void) {}
 
 void heap_huge_advise(void) {}
 

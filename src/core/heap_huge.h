@@ -1,4 +1,5 @@
-/* core/heap_huge.h - the main heap on transparent huge pages.
+/* core/heap_huge.h - how the main heap grows: on transparent huge pages,
+ * or kept between a loop's batches (heap_steady_setup, below).
  *
  * A fresh master's table grows by a few hundred bytes of metadata per
  * object. Each first touch of a 4 KiB heap page is a page fault, and on
@@ -22,6 +23,17 @@ void heap_huge_setup(void);
  * node's index, filled by its control thread: other threads' arenas grow
  * 4 KiB pages at a time). Before any thread starts. */
 void heap_huge_setup_shared(void);
+
+/* For a loop that frees about what it allocates every iteration (the
+ * gateway's batches): glibc's default returns the heap's top to the
+ * system past 128 KiB free and grows it back at the next batch, a brk
+ * pair and a page fault per page each time. This keeps up to
+ * HEAP_STEADY_KEEP free at the top, and blocks of HEAP_STEADY_MMAP and
+ * more (large values) still get a mapping of their own, given back when
+ * freed. No huge pages. Once, at start-up. */
+#define HEAP_STEADY_KEEP (16u << 20)
+#define HEAP_STEADY_MMAP (1u << 20)
+void heap_steady_setup(void);
 
 /* Advises what the heap grew by since the last call (cheap when it did
  * not grow): call it often, e.g. before the loop waits. */

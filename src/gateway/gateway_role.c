@@ -1,6 +1,7 @@
 /* gateway/gateway_role.c - running the gateway: the standard command
  * tables over the cluster store, a "# Gateway" INFO section and the
  * other gateways as CLUSTER peers (announce.c). */
+#include "core/heap_huge.h"
 #include "core/log.h"
 #include "gateway/announce.h"
 #include "gateway/gateway.h"
@@ -104,6 +105,7 @@ static const io_role gateway_io_role = {gateway_thread_setup, gateway_teardown};
 
 int gateway_role_main(server *srv) {
     char err[512];
+    heap_steady_setup();   /* before the batches: no heap trim and regrow per loop iteration */
     if (gateway_setup(srv, err, sizeof err) < 0 || server_listen(srv, err, sizeof err) < 0) {
         log_warning("gateway: %s", err);
         gateway_teardown(srv);
