@@ -634,13 +634,22 @@ static void mget_command(client *c) {
 
 /* MOON.MGETPACKED key [key ...]: MOON.MGET's answers as one bulk string
  * of records (proto/located.h). */
+#define EXTENTS_AHEAD 8   /* records encoded while a later one's extents come into the cache */
+
+static void prefetch_extents(const mm_item *x) {
+    if (x->status != PROTO_OK) return;
+    for (uint32_t r = 0; r < x->obj->nreplicas; r++) __builtin_prefetch(x->obj->replicas[r].extents);
+}
+
 static void mgetpacked_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 1, 1, &n);
     if (!it) return;
     mm_get_batch(meta_of(c), it, n, now());
     resp_buf *b = wire_of(c);
+    for (size_t i = 0; i < n && i < EXTENTS_AHEAD; i++) prefetch_extents(&it[i]);
     for (size_t i = 0; i < n; i++) {
+        if (i + EXTENTS_AHEAD < n) prefetch_extents(&it[i + EXTENTS_AHEAD]);
         if (it[i].status != PROTO_OK) {
             proto_located_put_missing(b);
             continue;

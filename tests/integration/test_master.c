@@ -188,6 +188,35 @@ static void test_register_needs_secret(void) {
     redisFree(c);
 }
 
+/* A batch longer than the master's lookup groups and its encoder's
+ * look-ahead: b1, nope and k1 in turn, 70 keys; every record in order. */
+static void mgetpacked_long(redisContext *c) {
+    enum { N = 70 };
+    const char *argv[N + 1] = {"MOON.MGETPACKED"}, *keys[3] = {"b1", "nope", "k1"};
+    for (int i = 0; i < N; i++) argv[i + 1] = keys[i % 3];
+    redisReply *r = redisCommandArgv(c, N + 1, argv, NULL);
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
+    proto_extbuf buf = {0};
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++) {
+        proto_located l;
+        if (proto_located_next(&at, end, &buf, &l) != 0) {
+            bad = i;
+            break;
+        }
+        int want_found = i % 3 != 1;
+        uint64_t size = i % 3 == 0 ? 10 : 1000;
+        uint32_t crc = i % 3 == 0 ? 1 : 12345, reps = i % 3 == 0 ? 1 : 2;
+        if (l.found != want_found || (want_found && (l.size != size || l.crc != crc || l.rep.nreplicas != reps)))
+            bad = i;
+        proto_located_free(&l);
+    }
+    proto_extbuf_free(&buf);
+    ASSERT_MSG(bad < 0 && at == end, "record %d of %d wrong (%zu bytes)", bad, N, r->len);
+    freeReplyObject(r);
+}
+
 /* MOON.MGETPACKED b1 nope k1 after the batch forms above (b1: 10 bytes,
  * CRC 1; k1: 1000 bytes, CRC 12345, two replicas): the records in order,
  * read caps under a real lease (MOON.MRELEASE finds it outstanding), and
@@ -224,6 +253,7 @@ static void mgetpacked_checks(redisContext *c) {
     ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mrelease' command",
                         "MOON.MRELEASE 5"));
     ASSERT(h_command_is(c, is_error, "ERR value is not an integer or out of range", "MOON.MRELEASE x k1"));
+    mgetpacked_long(c);
     ASSERT(h_command_is(c, is_error, "ERR wrong number of arguments for 'moon.mgetpacked' command",
                         "MOON.MGETPACKED"));
     enum { OVER = PROTO_MAX_BATCH + 1 };
