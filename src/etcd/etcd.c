@@ -68,8 +68,8 @@ void etcd_free(etcd_client *ec) { free(ec); }
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static char *b64_encode(const char *s) {
-    size_t len = strlen(s), o = 0;
+static char *b64_encode_len(const char *s, size_t len) {
+    size_t o = 0;
     char *out = xmalloc(4 * ((len + 2) / 3) + 1);
     for (size_t i = 0; i < len; i += 3) {
         uint32_t v = (uint32_t)(unsigned char)s[i] << 16;
@@ -126,11 +126,13 @@ static void add_i64(cJSON *obj, const char *name, int64_t v) {
     cJSON_AddStringToObject(obj, name, num);
 }
 
-static void add_b64(cJSON *obj, const char *name, const char *s) {
-    char *enc = b64_encode(s);
+static void add_b64_len(cJSON *obj, const char *name, const char *s, size_t len) {
+    char *enc = b64_encode_len(s, len);
     cJSON_AddStringToObject(obj, name, enc);
     free(enc);
 }
+
+static void add_b64(cJSON *obj, const char *name, const char *s) { add_b64_len(obj, name, s, strlen(s)); }
 
 /* POST req (consumed) to path on the first endpoint that answers; the
  * parsed reply or NULL with err. A non-200 reply is an error carrying
@@ -258,15 +260,22 @@ int etcd_get(etcd_client *ec, const char *key, int *found, char *val, size_t val
     return rc;
 }
 
-int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t lease, int *won,
-                    char *holder, size_t holdercap, int64_t *create_rev, char *err, size_t errlen) {
+/* A txn request whose one compare is: key's create revision is rev (0:
+ * the key does not exist). */
+static cJSON *txn_if_created(const char *key, int64_t rev) {
     cJSON *req = cJSON_CreateObject();
     cJSON *cmp = cJSON_CreateObject();
     add_b64(cmp, "key", key);
     cJSON_AddStringToObject(cmp, "result", "EQUAL");
     cJSON_AddStringToObject(cmp, "target", "CREATE");
-    add_i64(cmp, "create_revision", 0);
+    add_i64(cmp, "create_revision", rev);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "compare"), cmp);
+    return req;
+}
+
+int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t lease, int *won,
+                    char *holder, size_t holdercap, int64_t *create_rev, char *err, size_t errlen) {
+    cJSON *req = txn_if_created(key, 0);
     cJSON *ok = cJSON_CreateObject();
     cJSON_AddItemToObject(ok, "request_put", put_request(key, val, lease));
     cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), ok);
@@ -298,11 +307,91 @@ int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t l
     return rc;
 }
 
+/* One request (op, e.g. "request_put") run only if guard's create
+ * revision is guard_rev: *ok says whether it ran. */
+static int guarded(etcd_client *ec, const char *op, cJSON *request, const char *guard,
+                   int64_t guard_rev, int *ok, char *err, size_t errlen) {
+    cJSON *req = txn_if_created(guard, guard_rev);
+    cJSON *then = cJSON_CreateObject();
+    cJSON_AddItemToObject(then, op, request);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), then);
+    cJSON *r = call(ec, "/v3/kv/txn", req, err, errlen);
+    if (!r) return -1;
+    *ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "succeeded"));
+    cJSON_Delete(r);
+    return 0;
+}
+
+int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const char *guard,
+                     int64_t guard_rev, int *ok, char *err, size_t errlen) {
+    return guarded(ec, "request_put", put_request(key, val, 0), guard, guard_rev, ok, err, errlen);
+}
+
+int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int64_t guard_rev,
+                        int *ok, char *err, size_t errlen) {
+    cJSON *del = cJSON_CreateObject();
+    add_b64(del, "key", key);
+    return guarded(ec, "request_delete_range", del, guard, guard_rev, ok, err, errlen);
+}
+
+#define LIST_PAGE 256   /* keys per range request: a page stays far below ETCD_MAX_REPLY */
+
+/* The keys of one page of a range reply, to each; the last one into
+ * last[ETCD_KEY_MAX]; how many, or -1 with err. */
+static int list_page(const cJSON *r, void (*each)(const char *key, void *ctx), void *ctx,
+                     char *last, char *err, size_t errlen) {
+    const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(r, "kvs"), *kv;
+    int n = 0;
+    cJSON_ArrayForEach(kv, kvs) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
+        if (!cJSON_IsString(k) || b64_decode(k->valuestring, last, ETCD_KEY_MAX) != 0) {
+            snprintf(err, errlen, "etcd range: a key is malformed or longer than %d bytes", ETCD_KEY_MAX - 1);
+            return -1;
+        }
+        each(last, ctx);
+        n++;
+    }
+    return n;
+}
+
+int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char *key, void *ctx),
+                   void *ctx, char *err, size_t errlen) {
+    size_t plen = strlen(prefix);
+    if (plen == 0 || plen >= ETCD_KEY_MAX || (unsigned char)prefix[plen - 1] == 0xff) {
+        snprintf(err, errlen, "etcd range: bad prefix");
+        return -1;
+    }
+    char end[ETCD_KEY_MAX], from[ETCD_KEY_MAX + 1];
+    memcpy(end, prefix, plen + 1);
+    end[plen - 1]++;   /* every key starting with prefix sorts below */
+    memcpy(from, prefix, plen + 1);
+    size_t flen = plen;
+    for (;;) {
+        cJSON *req = cJSON_CreateObject();
+        add_b64_len(req, "key", from, flen);
+        add_b64(req, "range_end", end);
+        add_i64(req, "limit", LIST_PAGE);
+        cJSON_AddTrueToObject(req, "keys_only");
+        cJSON *r = call(ec, "/v3/kv/range", req, err, errlen);
+        if (!r) return -1;
+        int n = list_page(r, each, ctx, from, err, errlen);
+        int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "more"));
+        cJSON_Delete(r);
+        if (n < 0) return -1;
+        if (!more || n == 0) return 0;
+        flen = strlen(from) + 1;   /* the next page starts just after the last key: key "\0" */
+    }
+}
+
 /* ---- the leader key ---- */
 
-int etcd_leader_key(const char *cluster, char *buf, size_t len) {
-    int n = snprintf(buf, len, "/moonkv/%s/leader", cluster && *cluster ? cluster : "moonkv");
+int etcd_cluster_key(const char *cluster, const char *name, char *buf, size_t len) {
+    int n = snprintf(buf, len, "/moonkv/%s/%s", cluster && *cluster ? cluster : "moonkv", name);
     return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int etcd_leader_key(const char *cluster, char *buf, size_t len) {
+    return etcd_cluster_key(cluster, "leader", buf, len);
 }
 
 int etcd_leader_lookup(etcd_client *ec, const char *cluster, int *found, char *addr,

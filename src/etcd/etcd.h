@@ -10,7 +10,8 @@
  *
  * The leader helpers name the one key a moonkv cluster elects with:
  * /moonkv/<cluster>/leader, holding the leader's RESP address; its create
- * revision is the leader's term. */
+ * revision is the leader's term. Other keys of a cluster live beside it
+ * (etcd_cluster_key). */
 #ifndef MKV_ETCD_H
 #define MKV_ETCD_H
 
@@ -47,6 +48,22 @@ int etcd_get(etcd_client *ec, const char *key, int *found, char *val, size_t val
 int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t lease, int *won,
                     char *holder, size_t holdercap, int64_t *create_rev, char *err, size_t errlen);
 
+/* Put key=val (no lease) only if guard's create revision is guard_rev
+ * (one txn): *ok 0 if it is not. A leader writes guarded by its leader
+ * key's revision (its term), so a deposed one writes nothing. */
+int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const char *guard,
+                     int64_t guard_rev, int *ok, char *err, size_t errlen);
+/* Delete key, guarded the same way. */
+int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int64_t guard_rev,
+                        int *ok, char *err, size_t errlen);
+/* Every key that starts with prefix, in order, to each (NUL-terminated,
+ * shorter than ETCD_KEY_MAX), read in pages so no reply outgrows
+ * ETCD_MAX_REPLY. */
+int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char *key, void *ctx),
+                   void *ctx, char *err, size_t errlen);
+
+/* "/moonkv/<cluster>/<name>" into buf; -1 if it does not fit. */
+int etcd_cluster_key(const char *cluster, const char *name, char *buf, size_t len);
 /* "/moonkv/<cluster>/leader" into buf; -1 if it does not fit. */
 int etcd_leader_key(const char *cluster, char *buf, size_t len);
 /* The current leader of a cluster: *found, its address and term. */

@@ -55,7 +55,8 @@ typedef struct master_rebuild {
     const mm_report **refused;   /* extents the job refused (in building) */
     size_t nrefused, caprefused;
     int again;             /* a node finished reporting during a build: build its reports next */
-    const char *why;       /* what closed the window (a literal) */
+    int closed_by;         /* what closed the window (recovery.c's REBUILD_CLOSED_*) */
+    int members_known;     /* this term read every member from etcd (members.c): no grace */
     loop_wake *build_wake;   /* runs the next slice (a timer would sleep the loop 1 ms first) */
     loop_timer *grace_timer; /* every node reported within the rejoin grace: closes at its end */
     uint64_t joins_held;   /* registrations without a claim told to wait (TRYAGAIN) */
@@ -75,6 +76,7 @@ typedef struct master_gateway {
 } master_gateway;
 
 typedef struct put_wait put_wait;   /* put_wait.c */
+typedef struct master_members master_members;   /* members.c */
 
 typedef struct master {
     server *srv;
@@ -94,6 +96,7 @@ typedef struct master {
     uint64_t term_start_ms;            /* mono ms this master started or was elected */
     uint64_t elections_seen;           /* ha_view.elections_won when term_start_ms was set */
     put_wait *waits;                   /* puts waiting for quarantined space */
+    master_members *members;           /* --etcd: the member records; NULL: none kept */
     uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
 
@@ -110,6 +113,16 @@ int master_arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out);
 int master_own_node(client *c, int i, uint32_t *id);
 /* The node this connection registered (and still speaks for), or 0. */
 uint32_t master_conn_node(client *c);
+
+/* A MOON.REGISTER, parsed (it may wait for etcd before it is run). */
+typedef struct master_join {
+    uint64_t segment_size;
+    int naddrs;
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    mm_node_claim claim;
+} master_join;
+/* Register the node of j and reply (master_cmds.c). */
+void master_register_join(client *c, const master_join *j);
 
 /* ---- rebuild after a restart (recovery.c) ---- */
 /* MOON.REPORT, MOON.REPORTDONE, MOON.REBUILD, MOON.HOLDINGS. */
@@ -133,6 +146,10 @@ int master_rebuild_busy(const master *m);
 void master_rebuild_tick(master *m);
 /* Forget everything (exit, lost term). */
 void master_rebuild_reset(master *m);
+/* The member records this term read from etcd (members.c): expect them
+ * all (opening the window if some exist), take their ids, and drop the
+ * rejoin grace: every id in use is known. */
+void master_rebuild_members(master *m, const uint32_t *ids, size_t n);
 /* MOON.NODES EXPECTED: a line "<id> - expected 0 0" for each node the
  * open window waits for that is not a member yet (nodes name them in
  * MOON.REPORTDONE should this master die too). */
@@ -173,6 +190,31 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
 void put_wait_forget(put_wait *w, client *c);
 /* INFO fields: puts_waiting (now), puts_waited, puts_waited_nospace (ever). */
 void put_wait_info(const put_wait *w, resp_buf *out);
+
+/* ---- the member records in etcd (members.c) ----
+ * With --etcd the leader records each node under
+ * /moonkv/<cluster>/nodes/<id> before it answers the node's MOON.REGISTER
+ * and deletes the record once the node is dead (or never came back to a
+ * rebuild window). A new leader reads them at its term's start
+ * (master_rebuild_members): a node that joined just before the last
+ * leader died is in no other node's view, but it is in etcd. etcd calls
+ * block, so they run on a thread of the module's own, in order, each
+ * bounded; a registration waits for its record with its client blocked,
+ * and gets -TRYAGAIN if etcd did not take it. Writes are guarded by the
+ * leader key's create revision (the term): a deposed leader writes none. */
+master_members *members_create(master *m, char *err, size_t errlen);
+void members_free(master_members *ms);
+/* A term began (term > 0: read the records) or ended (0). */
+void members_term(master_members *ms, int64_t term);
+/* Before registering j: 1 if c now waits for j's record (or was refused);
+ * 0 if j's id is recorded already (register it now). NULL ms: 0. */
+int members_park(master_members *ms, client *c, master_join *j);
+/* c is going: forget its waiting registration. */
+void members_forget(master_members *ms, client *c);
+/* Sweep: delete the records of dead nodes, read the records again if that failed. */
+void members_tick(master_members *ms);
+/* INFO fields members_*. */
+void members_info(const master_members *ms, resp_buf *out);
 
 /* The master role on an initialised server (master_role.c); the process
  * exit code. */

@@ -41,6 +41,7 @@ static void conn_state_free(client *c, void *ctx) {
     (void)ctx;
     master *m = master_of(c);
     if (m && m->waits) put_wait_forget(m->waits, c);
+    if (m) members_forget(m->members, c);
 }
 
 static conn_state *conn_of(client *c) {
@@ -153,24 +154,22 @@ static mm_node *conn_node(client *c) {
     return n && n->conn_id == c->id ? n : NULL;
 }
 
-/* The data addresses of MOON.REGISTER (every form has a ':'), into addrs. */
-static int register_addrs(client *c, int *naddrs, char addrs[][TE_ADDR_LEN], const char **ptrs) {
-    *naddrs = 0;
+/* The data addresses of MOON.REGISTER (every form has a ':'), into j. */
+static int register_addrs(client *c, master_join *j) {
+    j->naddrs = 0;
     for (int i = 3; i < c->argc && memchr(c->argv[i].ptr, ':', c->argv[i].len); i++) {
         const resp_arg *a = &c->argv[i];
-        if (*naddrs == TE_MAX_PATHS) {
+        if (j->naddrs == TE_MAX_PATHS) {
             master_reply_fail(c, PROTO_ERR, "at most %d data addresses", TE_MAX_PATHS);
             return -1;
         }
         if (a->len >= TE_ADDR_LEN || memchr(a->ptr, 0, a->len)) {
-            master_reply_fail(c, PROTO_ERR, "data address %d must be 1 to %d bytes", *naddrs + 1,
+            master_reply_fail(c, PROTO_ERR, "data address %d must be 1 to %d bytes", j->naddrs + 1,
                               TE_ADDR_LEN - 1);
             return -1;
         }
-        memcpy(addrs[*naddrs], a->ptr, a->len);
-        addrs[*naddrs][a->len] = 0;
-        ptrs[*naddrs] = addrs[*naddrs];
-        (*naddrs)++;
+        memcpy(j->addrs[j->naddrs], a->ptr, a->len);
+        j->addrs[j->naddrs++][a->len] = 0;
     }
     return 0;
 }
@@ -201,7 +200,8 @@ static int register_options(client *c, int i, mm_node_claim *claim) {
     return 0;
 }
 
-/* MOON.REGISTER proof segment_size addr [addr ...] [ID|CLAIM n] [INSTANCE hex] [SEEN n] */
+/* MOON.REGISTER proof segment_size addr [addr ...] [ID|CLAIM n] [INSTANCE hex] [SEEN n]
+ * With etcd the node is recorded there first (members.c), then registered. */
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
     if (!proof_ok(c, cs)) {
@@ -214,20 +214,23 @@ static void register_command(client *c) {
         master_reply_fail(c, PROTO_ERR, "this connection is already node %u", cs->node);
         return;
     }
-    uint64_t seg;
-    if (master_arg_u64(c, 2, 1, MAX_SIZE, &seg) != 0) return;
-    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
-    const char *ptrs[TE_MAX_PATHS];
-    int naddrs;
-    mm_node_claim claim = {0};
-    if (register_addrs(c, &naddrs, addrs, ptrs) != 0 || register_options(c, 3 + naddrs, &claim) != 0 ||
-        master_rebuild_holds_join(c, claim.id))
+    master_join j = {0};
+    if (master_arg_u64(c, 2, 1, MAX_SIZE, &j.segment_size) != 0 || register_addrs(c, &j) != 0 ||
+        register_options(c, 3 + j.naddrs, &j.claim) != 0 || master_rebuild_holds_join(c, j.claim.id) ||
+        members_park(master_of(c)->members, c, &j))
         return;
+    master_register_join(c, &j);
+}
+
+void master_register_join(client *c, const master_join *j) {
+    conn_state *cs = conn_of(c);
+    const char *ptrs[TE_MAX_PATHS];
+    for (int i = 0; i < j->naddrs; i++) ptrs[i] = j->addrs[i];
     char err[PROTO_ERR_LEN];
     uint32_t id;
     mm_reg_kind kind;
-    proto_status st = mm_node_register_as(meta_of(c), &claim, seg, ptrs, naddrs, now(), &id, &kind,
-                                          err, sizeof err);
+    proto_status st = mm_node_register_as(meta_of(c), &j->claim, j->segment_size, ptrs, j->naddrs,
+                                          now(), &id, &kind, err, sizeof err);
     if (st != PROTO_OK) {
         master_reply_fail(c, st, "%s", err);
         return;
@@ -235,8 +238,8 @@ static void register_command(client *c) {
     cs->node = id;
     mm_node_get(meta_of(c), id)->conn_id = c->id;
     /* A claimed id that went to another node: we know nothing it held. */
-    int report = claim.id && kind == MM_REG_NEW ? MASTER_REG_FORGET
-                                                : master_rebuild_joined(master_of(c), id, kind);
+    int report = j->claim.id && kind == MM_REG_NEW ? MASTER_REG_FORGET
+                                                   : master_rebuild_joined(master_of(c), id, kind);
     char key[2 * TE_CAP_KEY_LEN + 1];
     hex_encode(master_of(c)->cap_key, TE_CAP_KEY_LEN, key);
     reply_array(c, 5);

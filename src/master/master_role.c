@@ -76,6 +76,7 @@ static void sweep_cb(event_loop *el, void *data) {
     m->last_sweep_ms = now;
     mm_sweep(m->meta, wall_ms());
     master_rebuild_tick(m);
+    members_tick(m->members);
 }
 
 /* The table's growth since the last wait goes on huge pages (heap_huge.h). */
@@ -124,27 +125,30 @@ void master_leader_info(master *m, resp_buf *out) {
     info_field(out, "ha_leader", "%s", v->leader_addr);
     info_field(out, "ha_elections_won", "%llu", (unsigned long long)v->elections_won);
     info_field(out, "ha_leadership_lost", "%llu", (unsigned long long)v->leadership_lost);
+    members_info(m->members, out);
 }
 
 /* A new term starts the rejoin grace: the nodes of the last leader claim
- * their ids before new nodes get any. A leader that lost its term forgets
- * what it placed: if it leads again, nodes register afresh and nothing
- * stale is handed out. */
+ * their ids before new nodes get any (until the member records are read
+ * from etcd). A leader that lost its term forgets what it placed: if it
+ * leads again, nodes register afresh and nothing stale is handed out. */
 static void leadership_changed(event_loop *el, void *data) {
     master *m = data;
     const ha_view *v = master_ha_view(m->ha);
+    if (v->leadership_lost != m->terms_dropped) {
+        m->terms_dropped = v->leadership_lost;
+        log_notice("master: standing down: dropping the metadata of the lost term");
+        mm_config mc = meta_config(&m->srv->cfg);
+        mm_destroy(m->meta);
+        m->meta = mm_create(&mc);
+        master_rebuild_reset(m);
+        if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) log_warning("master: no new capability key");
+    }
     if (v->elections_won != m->elections_seen) {
         m->elections_seen = v->elections_won;
         m->term_start_ms = mono_ms();
     }
-    if (v->leadership_lost == m->terms_dropped) return;
-    m->terms_dropped = v->leadership_lost;
-    log_notice("master: standing down: dropping the metadata of the lost term");
-    mm_config mc = meta_config(&m->srv->cfg);
-    mm_destroy(m->meta);
-    m->meta = mm_create(&mc);
-    master_rebuild_reset(m);
-    if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) log_warning("master: no new capability key");
+    members_term(m->members, v->leader ? v->term : 0);
 }
 
 static int start_ha(master *m, char *err, size_t errlen) {
@@ -153,9 +157,15 @@ static int start_ha(master *m, char *err, size_t errlen) {
     char self[HA_ADDR_MAX];
     int n = snprintf(self, sizeof self, "%.200s:%d", cfg->bind, server_port(m->srv));
     if (n < 0 || (size_t)n >= sizeof self) return -1;
+    m->members = members_create(m, err, errlen);
+    if (!m->members) return -1;
     m->ha = master_ha_start(m->srv->loop, cfg->etcd, cfg->cluster_name, cfg->etcd_lease_ttl, self,
                             leadership_changed, m, err, errlen);
-    if (!m->ha) return -1;
+    if (!m->ha) {
+        members_free(m->members);
+        m->members = NULL;
+        return -1;
+    }
     m->srv->role_gate = master_gate;
     log_notice("master: standby until elected (etcd %s, cluster %s, lease %d s)", cfg->etcd,
                cfg->cluster_name, cfg->etcd_lease_ttl);
@@ -196,6 +206,8 @@ int master_role_main(server *srv) {
     server_run(srv);
     master_ha_stop(m->ha);
     m->ha = NULL;
+    members_free(m->members);
+    m->members = NULL;
     srv->role_gate = NULL;
     loop_timer_free(sweep);
     loop_hook_del(heap);

@@ -103,19 +103,33 @@ void mm_node_id_taken(master_meta *m, uint32_t id) {
     if (id > m->id_floor) m->id_floor = id;
 }
 
+static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+static const mm_node *node_at(const master_meta *m, uint32_t id) {
+    return id && id <= m->nnodes ? m->nodes[id - 1] : NULL;
+}
+
+mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint32_t *id) {
+    const mm_node *reserved = node_at(m, claim->assign);
+    if (claim->assign && (!reserved || !reserved->joined)) {
+        *id = claim->assign;
+        return MM_REG_NEW;
+    }
+    mm_reg_kind kind = claim_kind(node_at(m, claim->id), claim);
+    /* A new id is above every id known, claimed or seen by the claimant. */
+    uint32_t top = max_u32(max_u32(m->nnodes, m->id_floor), max_u32(claim->seen_max, claim->id));
+    *id = kind == MM_REG_NEW ? top + 1 : claim->id;
+    return kind;
+}
+
 /* The id a registration gets, and how. */
 static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t now_ms,
                             uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
+    *kind = mm_node_pick(m, claim, id);
     mm_node_id_taken(m, claim->seen_max);
     mm_node_id_taken(m, claim->id);
-    *kind = claim_kind(mm_node_get(m, claim->id), claim);
-    if (*kind != MM_REG_NEW) {
-        *id = claim->id;
-        /* A restarted node process: its bytes went with it. */
-        if (*kind == MM_REG_REJOINED) mm_node_fail(m, *id, "restarted", now_ms);
-        return grow_to(m, *id, err, errlen) ? PROTO_ERR : PROTO_OK;
-    }
-    *id = (m->nnodes > m->id_floor ? m->nnodes : m->id_floor) + 1;
+    /* A restarted node process: its bytes went with it. */
+    if (*kind == MM_REG_REJOINED) mm_node_fail(m, *id, "restarted", now_ms);
     return grow_to(m, *id, err, errlen) ? PROTO_ERR : PROTO_OK;
 }
 

@@ -141,6 +141,8 @@ typedef struct mm_node_claim {
     uint64_t instance;            /* its process's token */
     uint32_t seen_max;            /* the highest node id it has seen */
     int restarted;                /* a new process taking its id over (--node-id) */
+    uint32_t assign;              /* a new node given this id, reserved for it before
+                                     (with mm_node_id_taken): the master recorded it first */
 } mm_node_claim;
 /* Outcome of a registration. */
 typedef enum mm_reg_kind {
@@ -159,6 +161,10 @@ typedef enum mm_reg_kind {
 proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uint64_t segment_size,
                                  const char *const *addrs, int naddrs, uint64_t now_ms,
                                  uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen);
+/* The id a registration with claim would get now, and how; nothing
+ * changes (mm_node_register_as then gives the same, if nothing happened
+ * in between). */
+mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint32_t *id);
 /* A node of the cluster's past holds id (a claimant named it): new nodes
  * get ids above it. */
 void mm_node_id_taken(master_meta *m, uint32_t id);

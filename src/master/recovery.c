@@ -10,7 +10,14 @@
  * passed; then mm_rebuild makes the whole replicas COMPLETE objects and
  * repair brings them back to their replica counts. A node reporting
  * after the window is rebuilt at once (keys present are left alone).
- * Extents that were refused are dropped from their node's index. */
+ * Extents that were refused are dropped from their node's index.
+ *
+ * Who is waited for: the nodes that claimed, the peers they name, and
+ * with etcd every member the last leader recorded (members.c). Without
+ * etcd a node that joined just before the master died may be named by
+ * nobody, so the window also waits out the rejoin grace, in which every
+ * live node claims; with the records read, it closes as soon as every
+ * expected node reported. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +34,15 @@
 #include "server/networking.h"
 
 #define REPORT_FIELDS 7   /* key size crc want obj_offset seg_offset length */
+
+/* What closed the window (INFO rebuild_closed_by). */
+enum { REBUILD_CLOSED_NOT, REBUILD_CLOSED_MEMBERS, REBUILD_CLOSED_GRACE, REBUILD_CLOSED_DEADLINE,
+       REBUILD_CLOSED_COMMAND };
+static const char *const closed_words[] = {"none", "members_reported", "grace_over", "deadline", "command"};
+static const char *const closed_texts[] = {
+    "", "every node expected, recorded in etcd or named, reported",
+    "every node reported and the rejoin grace is over", "deadline: not every node reported",
+    "MOON.REBUILD"};
 
 static master *master_of(client *c) { return c->srv->role; }
 
@@ -108,12 +124,12 @@ static void build_start(master *m) {
     loop_wake_send(rb->build_wake);
 }
 
-static void build_done(master *m, const char *why) {
+static void build_done(master *m) {
     master_rebuild *rb = &m->rebuild;
     rb->state = REBUILD_DONE;
     rb->finished_ms = mono_ms();
     log_notice("master: table rebuilt (%s) in %llu ms (%llu building it, %llu ms of CPU): %llu objects recovered, "
-               "%llu incomplete dropped, %llu lost, from %llu nodes", why,
+               "%llu incomplete dropped, %llu lost, from %llu nodes", closed_texts[rb->closed_by],
                (unsigned long long)(rb->finished_ms - rb->opened_ms), (unsigned long long)rb->table_ms,
                (unsigned long long)rb->table_cpu_ms,
                (unsigned long long)rb->recovered,
@@ -142,7 +158,7 @@ static void build_end(master *m) {
     rb->incomplete += st->keys_incomplete;
     rb->lost += st->keys_refused;
     rb->extents_refused += st->extents_rejected;
-    if (rb->state == REBUILD_BUILDING) build_done(m, rb->why);
+    if (rb->state == REBUILD_BUILDING) build_done(m);
     if (rb->again) {   /* nodes that finished reporting during the build */
         rb->again = 0;
         if (rb->buf.n) build_start(m);
@@ -189,12 +205,20 @@ static void build_now(master *m, mm_rebuild_stats *st) {
 }
 
 /* The window closes: what was reported is built, in slices. */
-static void finish(master *m, const char *why) {
+static void finish(master *m, int closed_by) {
     master_rebuild *rb = &m->rebuild;
     rb->state = REBUILD_BUILDING;
-    rb->why = why;
-    log_notice("master: building the table (%s) from %zu reported extents", why, rb->buf.n);
+    rb->closed_by = closed_by;
+    log_notice("master: building the table (%s) from %zu reported extents", closed_texts[closed_by],
+               rb->buf.n);
     build_start(m);
+}
+
+static void open_window(master *m) {
+    master_rebuild *rb = &m->rebuild;
+    rb->state = REBUILD_COLLECTING;
+    rb->opened_ms = mono_ms();
+    rb->deadline_ms = rb->opened_ms + 2 * (uint64_t)m->srv->cfg.node_timeout_ms;
 }
 
 int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
@@ -202,9 +226,7 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
     if (kind == MM_REG_REJOINED) return MASTER_REG_FORGET;
     if (kind != MM_REG_RECLAIMED) return MASTER_REG_KEEP;
     if (rb->state == REBUILD_NONE) {
-        rb->state = REBUILD_COLLECTING;
-        rb->opened_ms = mono_ms();
-        rb->deadline_ms = rb->opened_ms + 2 * (uint64_t)m->srv->cfg.node_timeout_ms;
+        open_window(m);
         log_notice("master: node %u claims its id: rebuilding the table from node reports", id);
     }
     if (rb->state == REBUILD_COLLECTING) expect(rb, id, 0);
@@ -218,28 +240,34 @@ static uint64_t grace_left_ms(const master *m) {
     return end > now ? end - now : 0;
 }
 
-/* How long a new node should still wait (0: not at all): the grace, or
+/* How long a new node should still wait (0: not at all): the grace
+ * (unless the members were read from etcd: their ids are taken), or
  * once a node claimed, the window, which lasts until every member it
  * knew reported, so the ids they hold are known (mm_node_id_taken). */
 static uint64_t join_hold_ms(const master *m) {
     const master_rebuild *rb = &m->rebuild;
     uint64_t now = mono_ms();
     if (rb->state == REBUILD_COLLECTING) return rb->deadline_ms > now ? rb->deadline_ms - now : 1;
-    return rb->state == REBUILD_NONE ? grace_left_ms(m) : 0;
+    return rb->state == REBUILD_NONE && !rb->members_known ? grace_left_ms(m) : 0;
 }
 
 static void grace_over(event_loop *el, void *data);
 
-/* The window closes once every node expected reported and the grace is
- * over: a node's view of the members may lack one that joined just
- * before the last master died (views are refreshed, not pushed), and
- * that node, alive, claims within the grace and is expected from then. */
+/* The window closes once every node expected reported and, unless the
+ * members were read from etcd, the grace is over: a node's view of the
+ * members may lack one that joined just before the last master died
+ * (views are refreshed, not pushed), and that node, alive, claims within
+ * the grace and is expected from then. */
 static void close_if_reported(master *m) {
     master_rebuild *rb = &m->rebuild;
     if (rb->state != REBUILD_COLLECTING || !all_reported(rb)) return;
+    if (rb->members_known) {
+        finish(m, REBUILD_CLOSED_MEMBERS);
+        return;
+    }
     uint64_t left = grace_left_ms(m);
     if (left == 0) {
-        finish(m, "every node reported");
+        finish(m, REBUILD_CLOSED_GRACE);
         return;
     }
     if (!rb->grace_timer) rb->grace_timer = loop_timer_create(m->srv->loop, grace_over, m);
@@ -247,6 +275,19 @@ static void close_if_reported(master *m) {
 }
 
 static void grace_over(event_loop *el, void *data) { close_if_reported(data); }
+
+void master_rebuild_members(master *m, const uint32_t *ids, size_t n) {
+    master_rebuild *rb = &m->rebuild;
+    rb->members_known = 1;
+    for (size_t i = 0; i < n; i++) mm_node_id_taken(m->meta, ids[i]);
+    if (n && rb->state == REBUILD_NONE) {
+        open_window(m);
+        log_notice("master: %zu members recorded in etcd: rebuilding the table from their reports", n);
+    }
+    if (rb->state != REBUILD_COLLECTING) return;
+    for (size_t i = 0; i < n; i++) expect(rb, ids[i], 0);
+    close_if_reported(m);
+}
 
 int master_rebuild_holds_join(client *c, uint32_t claim_id) {
     master *m = master_of(c);
@@ -270,7 +311,7 @@ int master_rebuild_refuses(client *c) {
 
 void master_rebuild_tick(master *m) {
     if (m->rebuild.state == REBUILD_COLLECTING && mono_ms() >= m->rebuild.deadline_ms)
-        finish(m, "deadline: not every node reported");
+        finish(m, REBUILD_CLOSED_DEADLINE);
 }
 
 void master_rebuild_reset(master *m) {
@@ -294,6 +335,8 @@ void master_rebuild_info(master *m, resp_buf *out) {
     info_field(out, "rebuild_ms", "%llu",
                (unsigned long long)(rb->state == REBUILD_NONE ? 0 : end - rb->opened_ms));
     info_field(out, "rebuild_table_ms", "%llu", (unsigned long long)rb->table_ms);
+    info_field(out, "rebuild_closed_by", "%s", closed_words[rb->closed_by]);
+    info_field(out, "rebuild_members_known", "%d", rb->members_known);
     info_field(out, "rebuild_joins_held", "%llu", (unsigned long long)rb->joins_held);
     info_field(out, "rebuild_nodes_reported", "%llu", (unsigned long long)rb->nodes_reported);
     info_field(out, "rebuild_reports", "%llu", (unsigned long long)rb->reports_total);
@@ -470,7 +513,7 @@ static void reportdone_command(client *c) {
 static void rebuild_command(client *c) {
     master *m = master_of(c);
     mm_rebuild_stats st;
-    if (m->rebuild.state == REBUILD_COLLECTING) finish(m, "MOON.REBUILD");
+    if (m->rebuild.state == REBUILD_COLLECTING) finish(m, REBUILD_CLOSED_COMMAND);
     build_now(m, &st);
     reply_array(c, 4);
     reply_integer(c, (long long)st.objects);

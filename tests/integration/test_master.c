@@ -1,7 +1,9 @@
 /* Integration test of the master role: a real `moonkv-server --role master`
  * driven with hiredis, this test playing the memory nodes itself (it
- * speaks the node side of src/master/PROTOCOL.md). Ports 24000-24099. */
+ * speaks the node side of src/master/PROTOCOL.md). Ports 24000-24099; the
+ * masters with etcd (the member records) 29100-29109. */
 #include <hiredis/hiredis.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/report.h"
+#include "etcd_harness.h"
 #include "support/harness.h"
 #include "test.h"
 
@@ -45,31 +48,36 @@ static redisContext *connect_master(void) { return h_redis_ms("127.0.0.1", port,
 
 static const char *rejoin_grace_ms = "1500";   /* the next master's */
 
+/* A master's command line on port with the given timeouts. */
+static void master_args(h_args *a, int at, int put_timeout_ms, int node_timeout_ms, int lease_ms) {
+    h_arg(a, h_server_bin());
+    h_arg(a, "--role");
+    h_arg(a, "master");
+    h_arg(a, "--bind");
+    h_arg(a, "127.0.0.1");
+    h_arg(a, "--port");
+    h_argf(a, "%d", at);
+    h_arg(a, "--cluster-secret");
+    h_arg(a, SECRET);
+    h_arg(a, "--put-timeout-ms");
+    h_argf(a, "%d", put_timeout_ms);
+    h_arg(a, "--node-timeout-ms");
+    h_argf(a, "%d", node_timeout_ms);
+    h_arg(a, "--lease-ms");
+    h_argf(a, "%d", lease_ms);
+    static const char *const fixed[] = {"--heartbeat-ms", "50", "--stripe-threshold", "4KB",
+                                        "--slice-size", "4KB", "--stripe-width", "2", NULL};
+    h_argv(a, fixed);
+    h_arg(a, "--rejoin-grace-ms");
+    h_arg(a, rejoin_grace_ms);
+}
+
 /* Start a master with the given timeouts; 0 once it answers PING. */
 static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     static int next = 0;
     port = PORT_BASE + (next++ % 100);
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "master");
-    h_arg(&a, "--bind");
-    h_arg(&a, "127.0.0.1");
-    h_arg(&a, "--port");
-    h_argf(&a, "%d", port);
-    h_arg(&a, "--cluster-secret");
-    h_arg(&a, SECRET);
-    h_arg(&a, "--put-timeout-ms");
-    h_argf(&a, "%d", put_timeout_ms);
-    h_arg(&a, "--node-timeout-ms");
-    h_argf(&a, "%d", node_timeout_ms);
-    h_arg(&a, "--lease-ms");
-    h_argf(&a, "%d", lease_ms);
-    static const char *const fixed[] = {"--heartbeat-ms", "50", "--stripe-threshold", "4KB",
-                                        "--slice-size", "4KB", "--stripe-width", "2", NULL};
-    h_argv(&a, fixed);
-    h_arg(&a, "--rejoin-grace-ms");
-    h_arg(&a, rejoin_grace_ms);
+    master_args(&a, port, put_timeout_ms, node_timeout_ms, lease_ms);
     master_pid = h_start(a.v, port, "/dev/null", NULL, 5000);
     return master_pid > 0 ? 0 : -1;
 }
@@ -885,8 +893,194 @@ static void test_window_waits_for_the_grace(void) {
     node_leave(&b);
 }
 
+/* ---- with etcd: the member records (members.c) ---- */
+
+#define ETCD_PORT 29100
+#define ETCD_PEER 29101
+#define LEADER_A  29102
+#define LEADER_B  29103
+#define CLUSTER   "members-test"
+
+static h_etcd etcd;
+static etcd_client *ec;              /* the test's own look at the records */
+static fake_node ma, mb;             /* members of the first leader */
+
+static void remove_etcd_dir(void) { h_etcd_remove(&etcd); }
+
+/* A master on at with --etcd, a lease of 4 s (etcd stopped for half a
+ * second in test_join_waits_for_etcd is far from costing it the lease)
+ * and a rejoin grace of 30 s (far longer than any wait below: a window
+ * closing within the test did not wait for it). */
+static pid_t start_etcd_master(int at) {
+    h_args a = {0};
+    master_args(&a, at, 5000, 5000, 2000);
+    h_argf(&a, "--etcd=%s", etcd.url);
+    h_arg(&a, "--cluster-name");
+    h_arg(&a, CLUSTER);
+    h_arg(&a, "--etcd-lease-ttl=4");
+    return h_start(a.v, at, "/dev/null", NULL, 5000);
+}
+
+/* 1 if etcd holds the record of node id. */
+static int recorded(long long id) {
+    char key[ETCD_KEY_MAX], val[64], err[ETCD_ERR_LEN];
+    int found = 0;
+    int64_t rev;
+    snprintf(key, sizeof key, "/moonkv/" CLUSTER "/nodes/%lld", id);
+    return etcd_get(ec, key, &found, val, sizeof val, &rev, err, sizeof err) == 0 && found;
+}
+
+/* Until the leader on c read the member records (bounded): 1 once it has. */
+static int members_known(redisContext *c) {
+    uint64_t end = mono_ms() + 5000;
+    while (info_field(c, "\r\nrebuild_members_known:") != 1 && mono_ms() < end) sleep_ms(10);
+    return info_field(c, "\r\nrebuild_members_known:") == 1;
+}
+
+/* A fresh cluster's leader holds no new node for the rejoin grace: it
+ * read from etcd that no member exists. Each node's record is in etcd
+ * by the time its MOON.REGISTER is answered. */
+static void test_members_recorded_before_the_reply(void) {
+    port = LEADER_A;
+    redisContext *c = connect_master();
+    ASSERT(c);
+    ASSERT(members_known(c));
+    ma.c = connect_master(), mb.c = connect_master();
+    ASSERT(ma.c && mb.c);
+    redisReply *r = register_as(&ma, SECRET, 1 << 20, "127.0.0.1:7201", 0, "00000000000000a1");
+    ma.id = registered_id(r, 0);
+    freeReplyObject(r);
+    ASSERT_EQ(ma.id, 1);
+    ASSERT(recorded(ma.id));
+    r = register_as(&mb, SECRET, 1 << 20, "127.0.0.1:7202", 0, "00000000000000b2");
+    mb.id = registered_id(r, 0);
+    freeReplyObject(r);
+    ASSERT_EQ(mb.id, 2);
+    ASSERT(recorded(mb.id));
+    ASSERT_EQ(info_field(c, "\r\nrebuild_joins_held:"), 0);
+    ASSERT_EQ(info_field(c, "\r\nmembers_recorded:"), 2);
+    redisFree(c);
+}
+
+/* Node 2 joined just before the leader died: node 1's view lacks it, so
+ * its MOON.REPORTDONE names nobody. The new leader expects node 2 anyway
+ * (its record), keeps the window open until it reported, and closes it
+ * then, long before the 30 s grace (rebuild_closed_by says why). */
+static void test_new_leader_expects_recorded_members(void) {
+    h_kill(master_pid);
+    master_pid = -1;
+    ASSERT(h_wait_role(LEADER_B, "leader", 10000) == 0);
+    port = LEADER_B;
+    redisContext *c = connect_master();
+    ASSERT(c);
+    ASSERT(members_known(c));
+    /* the window is open before any node came back: two members are recorded */
+    ASSERT(h_command_is(c, has_state, "collecting", "INFO cluster"));
+    node_leave(&ma);
+    node_leave(&mb);
+    ma.c = connect_master(), mb.c = connect_master();
+    ASSERT(claim_and_report(&ma, 1, "00000000000000a1", "mr:a") == 0);
+    ASSERT(h_command_is(c, has_state, "collecting", "INFO cluster"));
+    ASSERT(h_command_is(c, is_error, "TRYAGAIN", "MOON.PUTSTART mr:b 64"));
+    redisReply *r = redisCommand(c, "MOON.NODES EXPECTED");
+    ASSERT(r && r->type != REDIS_REPLY_ERROR && r->str && strstr(r->str, "\n2 - expected 0 0\n"));
+    freeReplyObject(r);
+    ASSERT(claim_and_report(&mb, 2, "00000000000000b2", "mr:b") == 0);
+    uint64_t end = mono_ms() + 10000;
+    while (!h_command_is(c, has_state, "done", "INFO cluster") && mono_ms() < end) sleep_ms(20);
+    r = redisCommand(c, "INFO cluster");
+    ASSERT(r && r->type == REDIS_REPLY_STRING);
+    ASSERT_MSG(strstr(r->str, "rebuild_state:done\r\n") && strstr(r->str, "rebuild_closed_by:members_reported\r\n"),
+               "%s", r->str);
+    freeReplyObject(r);
+    ASSERT_EQ(info_field(c, "\r\nrebuild_recovered:"), 2);
+    ASSERT(h_command_is(c, is_error, "EXISTS", "MOON.PUTSTART mr:b 64"));
+    redisFree(c);
+}
+
+/* A member that died is no longer recorded (a later leader does not wait
+ * for it); a new node joins at once, above every recorded id, recorded
+ * before its reply. */
+static void test_dead_members_leave_etcd(void) {
+    redisContext *c = connect_master();
+    ASSERT(c);
+    node_leave(&mb);   /* no more heartbeats: dead after the node timeout (5 s) */
+    uint64_t end = mono_ms() + 15000;
+    while (recorded(2) && mono_ms() < end) {
+        freeReplyObject(heartbeat(&ma));
+        sleep_ms(200);
+    }
+    ASSERT(!recorded(2));
+    ASSERT(recorded(1));
+    ASSERT(info_field(c, "\r\nmembers_records_deleted:") >= 1);
+    long long held = info_field(c, "\r\nrebuild_joins_held:");
+    fake_node n = {0};
+    n.c = connect_master();
+    redisReply *r = register_as(&n, SECRET, 1 << 20, "127.0.0.1:7203", 0, NULL);
+    n.id = registered_id(r, 0);
+    freeReplyObject(r);
+    ASSERT_EQ(n.id, 3);
+    ASSERT(recorded(n.id));
+    ASSERT_EQ(info_field(c, "\r\nrebuild_joins_held:"), held);
+    node_leave(&n);
+    redisFree(c);
+}
+
+/* etcd does not answer: a join is refused with TRYAGAIN (within the
+ * client's bound), never answered unrecorded; once etcd is back it goes
+ * through. */
+static void test_join_waits_for_etcd(void) {
+    redisContext *c = connect_master();
+    ASSERT(c);
+    long long failures = info_field(c, "\r\nmembers_etcd_failures:");
+    fake_node n = {0};
+    n.c = connect_master();
+    ASSERT(kill(etcd.pid, SIGSTOP) == 0);
+    redisReply *r = register_as(&n, SECRET, 1 << 20, "127.0.0.1:7204", 0, NULL);
+    ASSERT(kill(etcd.pid, SIGCONT) == 0);
+    ASSERT_MSG(is_error(r, "TRYAGAIN"), "%s", r && r->str ? r->str : "(no error)");
+    freeReplyObject(r);
+    ASSERT(info_field(c, "\r\nmembers_etcd_failures:") > failures);
+    uint64_t end = mono_ms() + 10000;
+    while (is_error(r = register_as(&n, SECRET, 1 << 20, "127.0.0.1:7204", 0, NULL), "TRYAGAIN") &&
+           mono_ms() < end) {
+        freeReplyObject(r);
+        sleep_ms(100);
+    }
+    n.id = registered_id(r, 0);
+    freeReplyObject(r);
+    ASSERT(n.id > 3);
+    ASSERT(recorded(n.id));
+    node_leave(&n);
+    redisFree(c);
+}
+
+static void run_etcd_tests(void) {
+    char err[ETCD_ERR_LEN];
+    h_cleanup_hook = remove_etcd_dir;
+    rejoin_grace_ms = "30000";
+    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return;
+    ec = etcd_create(etcd.url, 1000, err, sizeof err);
+    master_pid = start_etcd_master(LEADER_A);
+    pid_t standby = -1;
+    if (master_pid > 0 && h_wait_role(LEADER_A, "leader", 10000) == 0) standby = start_etcd_master(LEADER_B);
+    if (!ec || standby < 0 || h_wait_role(LEADER_B, "standby", 5000) != 0) {
+        printf("not ok - members/setup\n");
+        return;
+    }
+    RUN_TEST(test_members_recorded_before_the_reply);
+    RUN_TEST(test_new_leader_expects_recorded_members);
+    RUN_TEST(test_dead_members_leave_etcd);
+    RUN_TEST(test_join_waits_for_etcd);
+    node_leave(&ma);
+    clean_exit = h_stop_status(standby, 10000);   /* the leader now: its etcd thread stops too */
+    RUN_TEST(test_clean_shutdown);
+    h_kill(etcd.pid);
+    etcd_free(ec);
+}
+
 int main(void) {
-    h_init(65);
+    h_init(120);
     if (start_master(5000, 5000, 2000) != 0) {
         printf("not ok - start master\n");
         return 1;
@@ -937,5 +1131,6 @@ int main(void) {
     clean_exit = h_stop_status(master_pid, 10000);
     master_pid = -1;
     RUN_TEST(test_clean_shutdown);
+    run_etcd_tests();
     TEST_EXIT();
 }

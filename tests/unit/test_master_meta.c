@@ -960,13 +960,13 @@ static void test_claimed_ids(void) {
     uint32_t id;
     mm_reg_kind kind;
     /* a restarted master: node 3 claims its id first; 1 and 2 wait as dead */
-    mm_node_claim three = {3, 0x33, 3, 0};
+    mm_node_claim three = {3, 0x33, 3, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &three, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 3);
     ASSERT_EQ(kind, MM_REG_RECLAIMED);
     ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
     /* a new node gets an id above every id claimed or seen */
-    mm_node_claim fresh = {0, 0x44, 0, 0}, seen5 = {1, 0x11, 5, 0};
+    mm_node_claim fresh = {0, 0x44, 0, 0, 0}, seen5 = {1, 0x11, 5, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &seen5, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 1);
     ASSERT_EQ(mm_node_register_as(m, &fresh, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
@@ -976,17 +976,17 @@ static void test_claimed_ids(void) {
     ASSERT(put(m, "x", 100, 2, 10));
     object *o = mm_find(m, "x", 1);
     uint32_t holder = o->replicas[0].extents[0].node;
-    mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0};
+    mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &same, 64 * KB, addr, 1, 20, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_RESUMED);
     ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 2);
     /* another process claiming from memory a live id: the id is not its */
-    mm_node_claim stale = {holder, 0x77, 6, 0};
+    mm_node_claim stale = {holder, 0x77, 6, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &stale, 64 * KB, addr, 1, 25, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_NEW);
     ASSERT(id != holder);
     /* a restarted process under the same id (--node-id): its replica goes */
-    mm_node_claim again = {holder, 0x99, 6, 1};
+    mm_node_claim again = {holder, 0x99, 6, 1, 0};
     ASSERT_EQ(mm_node_register_as(m, &again, 64 * KB, addr, 1, 30, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, holder);
     ASSERT_EQ(kind, MM_REG_REJOINED);
@@ -996,6 +996,40 @@ static void test_claimed_ids(void) {
     mm_node_fail(m, 3, "heartbeat timeout", 40);
     ASSERT_EQ(mm_node_register_as(m, &three, 64 * KB, addr, 1, 50, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_REJOINED);
+    mm_destroy(m);
+}
+
+/* mm_node_pick says what a registration would get without changing
+ * anything; an id reserved for a new node (assign, while the master
+ * records it in etcd) is the one it gets, and later new nodes go above. */
+static void test_pick_and_assign(void) {
+    mm_config c = test_config();
+    master_meta *m = mm_create(&c);
+    const char *addr[] = {"127.0.0.1:1"};
+    uint32_t id, id2;
+    mm_reg_kind kind;
+    mm_node_claim two = {2, 0x22, 4, 0, 0}, fresh = {0, 0x55, 0, 0, 0};
+    ASSERT_EQ(mm_node_pick(m, &two, &id), MM_REG_RECLAIMED);
+    ASSERT_EQ(id, 2);
+    ASSERT_EQ(mm_node_pick(m, &fresh, &id), MM_REG_NEW);
+    ASSERT_EQ(id, 1);
+    ASSERT_EQ(mm_node_count(m), 0);   /* nothing changed */
+    ASSERT_EQ(mm_node_register_as(m, &two, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_node_pick(m, &fresh, &id), MM_REG_NEW);
+    ASSERT_EQ(id, 5);   /* above the 4 node 2 has seen */
+    /* reserved for fresh: the next new node goes above it */
+    mm_node_id_taken(m, id);
+    mm_node_claim other = {0, 0x66, 0, 0, 0};
+    ASSERT_EQ(mm_node_pick(m, &other, &id2), MM_REG_NEW);
+    ASSERT_EQ(id2, 6);
+    fresh.assign = id;
+    ASSERT_EQ(mm_node_register_as(m, &fresh, 64 * KB, addr, 1, 0, &id2, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id2, 5);
+    ASSERT_EQ(kind, MM_REG_NEW);
+    /* an assigned id a node holds by now is not given twice */
+    other.assign = 5;
+    ASSERT_EQ(mm_node_pick(m, &other, &id2), MM_REG_NEW);
+    ASSERT_EQ(id2, 6);
     mm_destroy(m);
 }
 
@@ -1043,6 +1077,7 @@ int main(void) {
     RUN_TEST(test_many_nodes);
     RUN_TEST(test_holdings_follow_put_end_and_remove);
     RUN_TEST(test_claimed_ids);
+    RUN_TEST(test_pick_and_assign);
     RUN_TEST(test_heartbeat_timeout_kills);
     RUN_TEST(test_replicas_on_distinct_nodes);
     RUN_TEST(test_striping_layout);
