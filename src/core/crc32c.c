@@ -225,10 +225,9 @@ static uint32_t copy_streamed(uint32_t c, uint8_t *dst, const uint8_t *src, size
 }
 #endif
 
-/* stream: large copies store past the cache (crc32c_copy), or never. */
-static uint32_t copy_sum(uint32_t crc, void *dst, const void *src, size_t len, int stream) {
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
 #if defined(__x86_64__)
-    if (stream && use_fold && len >= STREAM_MIN) return ~copy_streamed(~crc, dst, src, len);
+    if (use_fold && len >= STREAM_MIN) return ~copy_streamed(~crc, dst, src, len);
     if (use_fold && len >= FOLD_MIN) {
         size_t rest = len;
         uint32_t c = fold_head(~crc, dst, src, &rest);
@@ -238,14 +237,6 @@ static uint32_t copy_sum(uint32_t crc, void *dst, const void *src, size_t len, i
 #endif
     memcpy(dst, src, len);
     return crc32c_sw(crc, dst, len);
-}
-
-uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
-    return copy_sum(crc, dst, src, len, 1);
-}
-
-uint32_t crc32c_copy_cached(uint32_t crc, void *dst, const void *src, size_t len) {
-    return copy_sum(crc, dst, src, len, 0);
 }
 
 __attribute__((constructor))

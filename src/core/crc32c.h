@@ -20,10 +20,6 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* memcpy(dst, src, len) and crc32c(crc, src, len) in one pass: each word
  * loaded once, stored and fed to the checksum. Buffers must not overlap. */
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
-/* As crc32c_copy, but dst stays in cache (plain stores at any length),
- * for a destination read soon and small enough to fit there: crc32c_copy
- * streams large copies past the cache. */
-uint32_t crc32c_copy_cached(uint32_t crc, void *dst, const void *src, size_t len);
 
 /* crc32c(0, buf, len), with buffers of CRC32C_PARALLEL_MIN bytes or more
  * split over wp's threads (NULL wp: this thread alone). */

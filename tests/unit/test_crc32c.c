@@ -127,8 +127,7 @@ static void test_parallel_equals_serial(void) {
  * by crc32c would, for lengths around every block boundary of the
  * 3-stream loop and every source/destination alignment, including the
  * streamed copies of 256 KiB and more (a plain head up to the
- * destination's 64-byte line, a tail after the last whole fold round);
- * the cached variant (plain stores at every length) as well. */
+ * destination's 64-byte line, a tail after the last whole fold round). */
 static void test_copy_fused_with(uint32_t (*copy)(uint32_t, void *, const void *, size_t)) {
     size_t n = (1u << 20) + 64;
     uint8_t *src = malloc(n), *dst = malloc(n + 64);
@@ -154,8 +153,6 @@ static void test_copy_fused_with(uint32_t (*copy)(uint32_t, void *, const void *
 }
 
 static void test_copy_fused(void) { test_copy_fused_with(crc32c_copy); }
-
-static void test_copy_cached(void) { test_copy_fused_with(crc32c_copy_cached); }
 
 /* The folding kernel itself, where the CPU has it: every whole number of
  * rounds from one up, copying or not, any alignment,
@@ -197,7 +194,6 @@ int main(void) {
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
     RUN_TEST(test_copy_fused);
-    RUN_TEST(test_copy_cached);
     RUN_TEST(test_fold_kernel);
     RUN_TEST(test_combine);
     RUN_TEST(test_combine_zero_runs);
