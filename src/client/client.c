@@ -86,8 +86,15 @@ static int master_open(mkv_client *c) {
     return master_auth(c);
 }
 
+/* Writes what c's connection holds (hiredis only writes it when asked
+ * for a reply); a failure is left for the reply to report. */
+static void flush_out(mkv_client *c) {
+    int done = 0;
+    while (!done && redisBufferWrite(c->rc, &done) == REDIS_OK) {}
+}
+
 static redisReply *command_once(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
-                                int *code) {
+                                int *code, mkv_meanwhile *mw) {
     /* A connection an earlier command broke is reopened before the next
      * one (the master may have restarted); a command whose reply was lost
      * is never sent twice, since it may have taken effect. */
@@ -95,6 +102,11 @@ static redisReply *command_once(mkv_client *c, int argc, const char **argv, cons
     redisReply *r = NULL;
     int released = mkv_leases_append(c);
     if (redisAppendCommandArgv(c->rc, argc, argv, argvlen) == REDIS_OK) {
+        if (mw && mw->fn) {   /* once: a retried command's reply comes later still */
+            flush_out(c);
+            mw->fn(mw->arg);
+            mw->fn = NULL;
+        }
         void *rr = NULL;
         /* MOON.RELEASE's replies first: only a broken link can make them fail. */
         int ok = 1;
@@ -121,14 +133,19 @@ static int is_readonly(const redisReply *r) {
 
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code) {
-    if (!c->etcd) return command_once(c, argc, argv, argvlen, code);
+    return mkv_command_meanwhile(c, argc, argv, argvlen, code, NULL);
+}
+
+redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                                  int *code, mkv_meanwhile *mw) {
+    if (!c->etcd) return command_once(c, argc, argv, argvlen, code, mw);
     /* With etcd, a master we cannot reach or that is not the leader
      * (READONLY: the command did nothing) sends us back to etcd until
      * timeout_ms. A reply lost after sending is not retried. */
     uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
     for (;;) {
         int sent = c->rc && !c->rc->err;
-        redisReply *r = command_once(c, argc, argv, argvlen, code);
+        redisReply *r = command_once(c, argc, argv, argvlen, code, mw);
         if (r && !is_readonly(r)) return r;
         if (!r && sent) return NULL;
         if (r) {
@@ -260,6 +277,7 @@ void mkv_close(mkv_client *c) {
     if (!c) return;
     workpool_stop(c->crc_pool);
     mkv_leases_free(&c->done);
+    mkv_recent_free(c);
     mkv_regions_clear(c);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);

@@ -10,6 +10,7 @@
  * get.c         mkv_get, mkv_get_batch, mkv_size
  * keys.c        mkv_remove, mkv_exists, mkv_exists_batch
  * leases.c      giving read leases back (MOON.RELEASE, pipelined)
+ * recent.c      the last read locations, for gets that copy while asking
  *
  * Single and batch calls share one code path: a single call is a batch
  * of one that sends the single-key command (MOON.PUTSTART rather than
@@ -116,6 +117,15 @@ typedef struct mkv_regions {
     mkv_region r[MKV_MAX_REGIONS];
 } mkv_regions;
 
+/* ---- recent.c ---- */
+#define MKV_RECENT_SLOTS 1024            /* locations remembered at most, by key hash */
+typedef struct mkv_recent {
+    char *key;
+    size_t keylen;
+    uint64_t kept;                       /* when, in the client's count of keeps */
+    mkv_placement pl;
+} mkv_recent;
+
 struct mkv_client {
     redisContext *rc;
     char host[256];
@@ -133,6 +143,8 @@ struct mkv_client {
     te_engine *engine;
     struct workpool *crc_pool;   /* started at the first large checksum */
     mkv_leases done;             /* read leases to give back with the next command */
+    mkv_recent **recent;         /* MKV_RECENT_SLOTS (NULL: empty), from the first get that keeps one */
+    uint64_t recent_kept;        /* locations kept so far */
     struct etcd_client *etcd;    /* NULL: host:port is the one master */
     char cluster[64];
     uint64_t conns;              /* master connections opened so far */
@@ -147,6 +159,14 @@ int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
  * *code is MKV_OK, or MKV_ECONN/MKV_ETIMEDOUT when it returns NULL. */
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code);
+/* Work for the time the reply is on its way: fn(arg) runs once, after
+ * the command was written and before its reply is read. */
+typedef struct mkv_meanwhile {
+    void (*fn)(void *arg);
+    void *arg;
+} mkv_meanwhile;
+redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                                  int *code, mkv_meanwhile *mw);
 /* Map a master error reply ("EXISTS ...", "NOSPACE ...") to an MKV_E*
  * code by its first word (proto/status.h), keeping the text as the last
  * error. */
@@ -180,6 +200,7 @@ void mkv_cmd_u64(mkv_cmd *cmd, uint64_t v);
 void mkv_cmd_free(mkv_cmd *cmd);
 /* Send it; the reply, or NULL with *code set (see mkv_command). */
 redisReply *mkv_cmd_run(mkv_client *c, const mkv_cmd *cmd, int *code);
+redisReply *mkv_cmd_run_meanwhile(mkv_client *c, const mkv_cmd *cmd, int *code, mkv_meanwhile *mw);
 /* The reply for item i of n: the batch reply's element i, or for a
  * single-key command the reply itself. NULL if the shape is wrong. */
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
@@ -218,6 +239,17 @@ void mkv_placement_free(mkv_placement *pl);
  * inside a grant). Free it with mkv_placement_free, also on failure. */
 int mkv_placement_clip(mkv_client *c, const mkv_placement *whole, uint64_t off, uint64_t len,
                        mkv_placement *pl);
+
+/* ---- recent.c ---- */
+/* The location a get of key last found (its lease given back since:
+ * the bytes there may be another object's now), or NULL. */
+const mkv_placement *mkv_recent_find(const mkv_client *c, const void *key, size_t keylen);
+/* Remember *pl as key's location, taking it (*pl is emptied). */
+void mkv_recent_keep(mkv_client *c, const void *key, size_t keylen, mkv_placement *pl);
+/* 1 if was and now name the same bytes: same master term, size, CRC and
+ * every replica's extents. */
+int mkv_recent_same(const mkv_placement *was, const mkv_placement *now);
+void mkv_recent_free(mkv_client *c);
 
 /* ---- regions.c ---- */
 /* The region holding [addr, addr+len), or NULL. */

@@ -42,6 +42,10 @@ redisReply *mkv_cmd_run(mkv_client *c, const mkv_cmd *cmd, int *code) {
     return mkv_command(c, cmd->argc, cmd->argv, cmd->lens, code);
 }
 
+redisReply *mkv_cmd_run_meanwhile(mkv_client *c, const mkv_cmd *cmd, int *code, mkv_meanwhile *mw) {
+    return mkv_command_meanwhile(c, cmd->argc, cmd->argv, cmd->lens, code, mw);
+}
+
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i) {
     if (n == 1) return r;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != n) return NULL;

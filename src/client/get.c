@@ -51,14 +51,15 @@ static int get_locate_packed(mkv_client *c, get_item *it, size_t n, const redisR
 }
 
 /* MOON.GET key, or MOON.MGETPACKED key ... (one bulk string to parse,
- * not a dozen reply objects per key); decodes each placement. */
-static int get_locate(mkv_client *c, get_item *it, size_t n) {
+ * not a dozen reply objects per key); decodes each placement. mw (or
+ * NULL) runs while the reply is on its way. */
+static int get_locate(mkv_client *c, get_item *it, size_t n, mkv_meanwhile *mw) {
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, (int)(1 + n));
     mkv_cmd_str(&cmd, n == 1 ? "MOON.GET" : "MOON.MGETPACKED");
     for (size_t i = 0; i < n; i++) mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
     int rc;
-    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    redisReply *r = mkv_cmd_run_meanwhile(c, &cmd, &rc, mw);
     mkv_cmd_free(&cmd);
     if (!r) return rc;
     if (n > 1) rc = get_locate_packed(c, it, n, r);
@@ -168,7 +169,7 @@ static int get_relocate_expired(mkv_client *c, get_item *it, size_t m) {
         memset(&it[i].pl, 0, sizeof it[i].pl);
         re[k++].o = it[i].o;
     }
-    int rc = k ? get_locate(c, re, k) : MKV_OK;
+    int rc = k ? get_locate(c, re, k, NULL) : MKV_OK;
     for (size_t i = 0, j = 0; i < m && j < k; i++) {
         if (it[i].o != re[j].o) continue;
         it[i].pl = re[j++].pl;
@@ -182,6 +183,57 @@ static int get_relocate_expired(mkv_client *c, get_item *it, size_t m) {
     return rc;
 }
 
+/* ---- a single get's copy while MOON.GET is on its way (recent.c) ----
+ *
+ * The copy starts once MOON.GET is written, from where the key's object
+ * was when last read, so the round trip overlaps it; the bytes are kept
+ * only if the reply names the same place (the same master term) and
+ * their CRC32C is the object's. From the master's answer on, the new
+ * lease holds the object there, and a complete object's bytes never
+ * change (write-once). What was copied before the master answered is
+ * that object's too, unless in that window the key was removed and put
+ * again into exactly the same extents: then the CRC of what was copied
+ * must still equal the new object's, which a different value or a torn
+ * mix of the two passes only by a CRC32C collision, as a corrupted byte
+ * would. Map mode only (te_engine_read_now), and only while the old
+ * location's capabilities have not expired (the lease's 10 s). */
+
+typedef struct get_ahead {
+    mkv_client *c;
+    const mkv_placement *was;  /* the key's last location; NULL: no copy ahead */
+    void *buf;
+    int copied;                /* every byte copied, their CRC in crc */
+    uint32_t crc;
+} get_ahead;
+
+static void ahead_copy(void *arg) {
+    get_ahead *a = arg;
+    const mkv_placement *pl = a->was;
+    te_replica reps[PROTO_MAX_REPLICAS];
+    for (uint32_t r = 0; r < pl->nreplicas; r++)
+        reps[r] = (te_replica){.ext = pl->replicas[r].extents, .next = (int)pl->replicas[r].nextents};
+    te_object o = {.buf = a->buf, .len = pl->size, .reps = reps, .nrep = (int)pl->nreplicas};
+    a->copied = te_engine_read_now(a->c->engine, &o, 1) == 1 && o.crc_ok;
+    a->crc = o.crc;
+}
+
+/* Whether a get of o can copy ahead: its key was read before, into a
+ * buffer that still fits it. */
+static int ahead_start(mkv_client *c, const mkv_obj *o, get_ahead *a) {
+    const mkv_placement *was = mkv_recent_find(c, o->key, o->keylen);
+    *a = (get_ahead){.c = c, .buf = o->buf};
+    if (!was || !c->engine || !o->buf || was->size > o->len ||
+        !mkv_region_find(&c->regions, o->buf, (size_t)was->size))
+        return 0;
+    a->was = was;
+    return 1;
+}
+
+/* Whether the bytes copied ahead are it's object (placed by the reply). */
+static int ahead_kept(const get_ahead *a, const get_item *it) {
+    return a->was && a->copied && mkv_recent_same(a->was, &it->pl) && a->crc == it->pl.crc;
+}
+
 static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, void *ctx) {
     get_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
@@ -189,13 +241,16 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, 
         objs[i].status = mkv_check_key(c, objs[i].key, objs[i].keylen);
         if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
     }
-    int rc = m ? get_locate(c, it, m) : MKV_OK;
+    get_ahead ahead = {0};
+    mkv_meanwhile mw = {ahead_copy, &ahead};
+    int single = m == 1 && n == 1 && !place;
+    int rc = m ? get_locate(c, it, m, single && ahead_start(c, it[0].o, &ahead) ? &mw : NULL) : MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < m; i++) {
         it[i].replica = -1;
         if (it[i].o->status != MKV_OK) continue;
         if (place) it[i].o->status = place_buffer(c, &it[i], place, ctx);
         if (it[i].o->status == MKV_OK) it[i].o->status = check_fit(c, &it[i]);
-        if (it[i].o->status == MKV_OK) it[i].o->status = MKV_PENDING;
+        if (it[i].o->status == MKV_OK) it[i].o->status = ahead_kept(&ahead, &it[i]) ? MKV_OK : MKV_PENDING;
     }
     for (int again = 1; rc == MKV_OK && again;) rc = get_round(c, it, m, &again);
     if (rc == MKV_OK) rc = get_relocate_expired(c, it, m);
@@ -203,6 +258,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, 
         if (it[i].o->status == MKV_PENDING || (rc != MKV_OK && it[i].o->status == MKV_OK))
             it[i].o->status = rc != MKV_OK ? rc : MKV_EPROTO;
         mkv_lease_done(c, it[i].o->key, it[i].o->keylen, &it[i].pl);
+        if (single && it[i].o->status == MKV_OK) mkv_recent_keep(c, it[i].o->key, it[i].o->keylen, &it[i].pl);
         mkv_placement_free(&it[i].pl);
     }
     free(it);
@@ -242,7 +298,7 @@ int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
     get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
-    rc = get_locate(c, &it, 1);
+    rc = get_locate(c, &it, 1, NULL);
     if (rc == MKV_OK && (rc = it.o->status) == MKV_OK) {
         *size = it.pl.size;
         if (crc) *crc = it.pl.crc;

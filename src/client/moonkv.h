@@ -94,7 +94,9 @@ int mkv_unregister_buffer(mkv_client *c, void *addr);
 /* replicas 0 = the client's default. */
 int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size_t len,
             int replicas);
-/* Reads the whole object into buf (checksum verified); *len_out = size. */
+/* Reads the whole object into buf (checksum verified); *len_out = size.
+ * A get that fails may leave any bytes in buf (a key read before is
+ * copied from its last place while the master is asked). */
 int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
             size_t *len_out);
 /* As mkv_get when the size is not known yet, with one master round trip:
