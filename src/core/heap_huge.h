@@ -14,6 +14,8 @@
 #ifndef MKV_HEAP_HUGE_H
 #define MKV_HEAP_HUGE_H
 
+#include <stddef.h>
+
 #define HEAP_HUGE_STEP (32u << 20)   /* the heap grows by at least this */
 
 /* Once, before the heap grows much: large growth steps, no trimming. */
@@ -36,7 +38,17 @@ void heap_huge_setup_shared(void);
 void heap_steady_setup(void);
 
 /* Advises what the heap grew by since the last call (cheap when it did
- * not grow): call it often, e.g. before the loop waits. */
+ * not grow): call it often, e.g. before the loop waits, and within work
+ * that allocates much in one go (growth touched before it is advised
+ * stays on 4 KiB pages). */
 void heap_huge_advise(void);
+
+/* A process about to allocate about bytes (capped at 1 GiB) in small
+ * pieces, with time to spare now (e.g. a master waiting for its rebuild
+ * window to close): the heap grows by that much at once and every page
+ * of it is faulted in (zeroed by the kernel) now, not one at a time
+ * under the work that follows. Kept from trimming until
+ * heap_huge_reserve(0). A no-op before heap_huge_setup. */
+void heap_huge_reserve(size_t bytes);
 
 #endif

@@ -74,12 +74,16 @@ static uint64_t hash_of(const void *key, size_t keylen) {
 
 static int rehashing(const objtable *t) { return t->rehashidx >= 0; }
 
+/* Large arrays on huge pages (xhuge_alloc): a rebuild fills a fresh one
+ * in random order, a 4 KiB page fault per first touch otherwise. */
 static void ht_init(ht *h, uint64_t size) {
-    h->b = xcalloc(size, sizeof *h->b);
+    h->b = xhuge_alloc(size * sizeof *h->b);
     h->size = size;
     h->mask = size - 1;
     h->used = 0;
 }
+
+static void ht_free(ht *h) { xhuge_free(h->b, h->size * sizeof *h->b); }
 
 static void ht_link(ht *h, entry *e) {
     entry **head = &h->b[e->hash & h->mask];
@@ -116,7 +120,7 @@ static void rehash_step(objtable *t, int n) {
         n--;
     }
     if (t->t[0].used == 0) {
-        free(t->t[0].b);
+        ht_free(&t->t[0]);
         t->t[0] = t->t[1];
         memset(&t->t[1], 0, sizeof t->t[1]);
         t->rehashidx = -1;
@@ -185,7 +189,7 @@ void objtable_destroy(objtable *t) {
                 hand_over(t, &e->obj);
             }
         }
-        free(h->b);
+        ht_free(h);
     }
     free(t);
 }
@@ -256,12 +260,16 @@ object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint
     return objtable_insert_absent(t, key, keylen, hash, room);
 }
 
+/* the entry (max-aligned), the key and its NUL, then the room */
+size_t objtable_entry_bytes(size_t keylen, size_t room) {
+    return sizeof(entry) + (room ? room_at(keylen) + room : keylen + 1);
+}
+
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room) {
     rehash_step(t, REHASH_BUCKETS);
     if (keylen > SIZE_MAX / 2 || room > SIZE_MAX / 2) return NULL;
 
-    /* the entry (max-aligned), the key and its NUL, then the room */
-    entry *e = xcalloc(1, sizeof *e + (room ? room_at(keylen) + room : keylen + 1));
+    entry *e = xcalloc(1, objtable_entry_bytes(keylen, room));
     e->room = room;
     e->obj.key = (char *)(e + 1);
     memcpy(e->obj.key, key, keylen);

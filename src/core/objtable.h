@@ -78,6 +78,9 @@ object *objtable_insert_hashed(objtable *t, const void *key, size_t keylen, uint
  * on the bucket's chain were a rebuild's largest cost after grouping. A
  * present key would be filed twice. */
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room);
+/* What one entry with that key and room takes (malloc's own overhead
+ * aside): for a caller that sizes memory ahead of many inserts. */
+size_t objtable_entry_bytes(size_t keylen, size_t room);
 void objtable_prefetch(const objtable *t, uint64_t hash);
 /* The first entry of its bucket's chain, once objtable_prefetch brought
  * the bucket in (a few keys earlier): a lookup's second miss. */

@@ -37,10 +37,23 @@ void mm_obj_free(mm_obj *mo) {
     if ((void *)mo != objtable_room(mo->o)) free(mo);
 }
 
+/* The room after the mm_obj: the replica array, then their extents. */
+static size_t replicas_room(uint32_t nreplicas, size_t nextents) {
+    return (size_t)nreplicas * sizeof(obj_replica) + nextents * sizeof(obj_extent);
+}
+
+/* malloc's header and rounding per block (glibc: 8 bytes, 16-aligned) */
+#define MALLOC_OVERHEAD 16
+
+size_t mm_obj_bytes(size_t keylen, uint32_t nreplicas, size_t nextents) {
+    return objtable_entry_bytes(keylen, MO_ROOM + replicas_room(nreplicas, nextents)) + MALLOC_OVERHEAD;
+}
+
 object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
                       uint32_t n, uint32_t want, uint64_t hold_until) {
-    size_t bytes = (size_t)n * sizeof(obj_replica);
-    for (uint32_t i = 0; i < n; i++) bytes += reps[i].nextents * sizeof(obj_extent);
+    size_t nextents = 0;
+    for (uint32_t i = 0; i < n; i++) nextents += reps[i].nextents;
+    size_t bytes = replicas_room(n, nextents);
     object *o = objtable_insert_absent(m->objs, key, keylen, hash, MO_ROOM + bytes);
     if (!o) return NULL;
     object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);

@@ -346,8 +346,15 @@ void mm_groups_free(mm_groups *g);   /* NULL is fine */
  * not covering all n: it hashes them itself; they must stay put until
  * the end), each step builds up to keys of them, adding to *st (zero it
  * first); 1 while keys remain, else 0. end gives the job back; free
- * drops it without touching m (m is gone or being reset). */
+ * drops it without touching m (m is gone or being reset).
+ *
+ * prepare, with every report in g and time to spare before begin (a
+ * window waiting out its grace): groups them by key, sizes the table and
+ * faults in the heap their objects will take (heap_huge_reserve), so
+ * begin and the steps do less. Reports added to g afterwards undo it
+ * (begin groups again); nothing in m's objects or nodes changes. */
 typedef struct mm_rebuild_job mm_rebuild_job;
+void mm_rebuild_prepare(master_meta *m, const mm_report *reports, size_t n, mm_groups *g);
 mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n, mm_groups *g);
 int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now_ms,
                     mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);

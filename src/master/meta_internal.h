@@ -108,6 +108,8 @@ void mm_obj_free(mm_obj *mo);
  * fills the rest. */
 object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
                       uint32_t n, uint32_t want, uint64_t hold_until);
+/* The memory mm_obj_insert takes for such an object (for sizing ahead). */
+size_t mm_obj_bytes(size_t keylen, uint32_t nreplicas, size_t nextents);
 int mm_replica_on_node(const obj_replica *r, uint32_t node);
 /* Every object, collected first so callers may delete while walking. */
 object **mm_all_objects(master_meta *m, size_t *n);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/heap_huge.h"
 #include "core/util.h"
 #include "master/meta_internal.h"
 
@@ -47,6 +48,54 @@ typedef struct key_group {
     uint64_t hash;   /* the key's objtable_hash: hashed once for grouping and filing */
     uint64_t first;  /* its first report's place among all: ties of where go by it */
 } key_group;
+
+/* The reports' key hashes, taken as the reports arrive (the part of
+ * grouping that needs no other report). The grouping itself sorts the
+ * hashes once every report is in (when the window closes, or ahead of
+ * that: mm_rebuild_prepare): a hash table probed per report as it came
+ * (a slot, then its group, its first report and that key, each a miss
+ * depending on the last) was ~35% of a restarted master's CPU; a sort's
+ * misses do not wait on each other. */
+struct mm_groups {
+    uint64_t *hash;   /* per report: objtable_hash of its key */
+    size_t n, cap;
+    /* mm_rebuild_prepare's grouping of the n reports at r (v NULL: none) */
+    const mm_report *r;
+    const mm_report **v;
+    key_group *kg;
+    size_t ngroups;
+    size_t bytes;     /* what the objects of those groups may take */
+};
+
+mm_groups *mm_groups_create(void) { return xcalloc(1, sizeof(mm_groups)); }
+
+/* A grouping made ahead no longer fits: reports were added. */
+static void drop_prepared(mm_groups *g) {
+    if (!g->v) return;
+    xhuge_free(g->v, (g->n + 1) * sizeof *g->v);
+    xhuge_free(g->kg, (g->n + 1) * sizeof *g->kg);
+    g->v = NULL, g->kg = NULL, g->r = NULL;
+    heap_huge_reserve(0);   /* the memory it reserved */
+}
+
+void mm_groups_free(mm_groups *g) {
+    if (!g) return;
+    drop_prepared(g);
+    xhuge_free(g->hash, g->cap * sizeof *g->hash);
+    free(g);
+}
+
+void mm_groups_add(mm_groups *g, const mm_report *r, size_t from, size_t to) {
+    drop_prepared(g);
+    if (to > g->cap) {
+        size_t cap = g->cap ? g->cap : 1024;
+        while (cap < to) cap *= 2;
+        g->hash = xhuge_realloc(g->hash, g->cap * sizeof *g->hash, cap * sizeof *g->hash);
+        g->cap = cap;
+    }
+    for (size_t i = from; i < to; i++) g->hash[i] = objtable_hash(r[i].key, r[i].keylen);
+    g->n = to;
+}
 
 #define RADIX_BITS 16
 #define RADIX (1u << RADIX_BITS)
@@ -103,36 +152,6 @@ static void *radix_sort(void *v, void *tmp, size_t n, size_t size, size_t key_at
     }
     free(count);
     return from;
-}
-
-/* The reports' key hashes, taken as the reports arrive (the part of
- * grouping that needs no other report). The grouping itself waits for
- * the window to close and sorts the hashes: a hash table probed per
- * report as it came (a slot, then its group, its first report and that
- * key, each a miss depending on the last) was ~35% of a restarted
- * master's CPU; a sort's misses do not wait on each other. */
-struct mm_groups {
-    uint64_t *hash;   /* per report: objtable_hash of its key */
-    size_t n, cap;
-};
-
-mm_groups *mm_groups_create(void) { return xcalloc(1, sizeof(mm_groups)); }
-
-void mm_groups_free(mm_groups *g) {
-    if (!g) return;
-    xhuge_free(g->hash, g->cap * sizeof *g->hash);
-    free(g);
-}
-
-void mm_groups_add(mm_groups *g, const mm_report *r, size_t from, size_t to) {
-    if (to > g->cap) {
-        size_t cap = g->cap ? g->cap : 1024;
-        while (cap < to) cap *= 2;
-        g->hash = xhuge_realloc(g->hash, g->cap * sizeof *g->hash, cap * sizeof *g->hash);
-        g->cap = cap;
-    }
-    for (size_t i = from; i < to; i++) g->hash[i] = objtable_hash(r[i].key, r[i].keylen);
-    g->n = to;
 }
 
 /* A report by its key's hash. */
@@ -198,15 +217,17 @@ static const mm_report **in_group_order(const mm_report **v, size_t n, key_group
 /* The reports grouped by key in one array, each group in object order.
  * The groups come ordered by where their first extent lies (node,
  * offset), so claiming space walks each node's allocator mostly in
- * order. g (every report's hash) is consumed. */
-static const mm_report **group_by_key(const mm_report *r, size_t n, mm_groups *g, key_group **groups,
-                                      size_t *ngroups_out) {
+ * order. hash: every report's key hash. *bytes: what the objects the
+ * groups may become take (mm_obj_bytes, at most one replica per
+ * report). */
+static const mm_report **group_by_key(const mm_report *r, size_t n, const uint64_t *hash, key_group **groups,
+                                      size_t *ngroups_out, size_t *bytes) {
     hashed *e = xhuge_alloc((n + 1) * sizeof *e);
-    sort_by_hash(g->hash, n, e);
-    mm_groups_free(g);
+    sort_by_hash(hash, n, e);
     const mm_report **v = xhuge_alloc((n + 1) * sizeof *v);
     key_group *kg = xhuge_alloc((n + 1) * sizeof *kg);
     size_t ngroups = 0, ahead = 0, key_ahead = 0;
+    *bytes = 0;
     for (size_t i = 0, end; i < n; i = end) {
         /* the reports a few ahead, then (once those arrived) their keys */
         for (; ahead < n && ahead < i + GROUP_AHEAD; ahead++) __builtin_prefetch(&r[e[ahead].at]);
@@ -222,6 +243,7 @@ static const mm_report **group_by_key(const mm_report *r, size_t n, mm_groups *g
         } else if (c > 2) {
             qsort(in, c, sizeof *v, by_offset);
         }
+        *bytes += mm_obj_bytes(in[0]->keylen, (uint32_t)(c < PROTO_MAX_REPLICAS ? c : PROTO_MAX_REPLICAS), c);
         kg[ngroups++] = (key_group){i, end, ((uint64_t)in[0]->node << 48) ^ (in[0]->seg_off & ((1ULL << 48) - 1)),
                                     e[i].hash, e[i].at};
     }
@@ -457,15 +479,33 @@ static int usable_key(master_meta *m, const mm_report *first, int fresh) {
            (fresh || !mm_find(m, first->key, first->keylen));
 }
 
+/* g's grouping of its n reports at r, made now unless made ahead. */
+static void group(mm_groups *g, const mm_report *r, size_t n) {
+    if (g->v && g->r == r) return;
+    drop_prepared(g);
+    g->r = r;
+    g->v = group_by_key(r, n, g->hash, &g->kg, &g->ngroups, &g->bytes);
+}
+
+void mm_rebuild_prepare(master_meta *m, const mm_report *reports, size_t n, mm_groups *g) {
+    if (!g || g->n != n || n == 0 || (g->v && g->r == reports)) return;
+    group(g, reports, n);
+    objtable_reserve(m->objs, objtable_size(m->objs) + g->ngroups);
+    heap_huge_reserve(g->bytes);
+}
+
 mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n, mm_groups *g) {
     mm_rebuild_job *j = xcalloc(1, sizeof *j);
     j->n = n;
-    if (!g || g->n != n) {   /* not grouped as they came (or not all of them): group them now */
+    if (!g || g->n != n) {   /* not hashed as they came (or not all of them): hash them now */
         mm_groups_free(g);
         g = mm_groups_create();
         mm_groups_add(g, reports, 0, n);
     }
-    j->v = group_by_key(reports, n, g, &j->kg, &j->ngroups);
+    group(g, reports, n);
+    j->v = g->v, j->kg = g->kg, j->ngroups = g->ngroups;
+    g->v = NULL, g->kg = NULL;   /* the job's now */
+    mm_groups_free(g);
     j->fresh = objtable_size(m->objs) == 0;
     objtable_reserve(m->objs, objtable_size(m->objs) + j->ngroups);
     claim_all(m, j, reports, n);
@@ -489,6 +529,7 @@ static void build_key(const build_ctx *b, const key_group *g) {
 int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now_ms,
                     mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx) {
     const build_ctx b = {m, j, now_ms, st, fn, ctx};
+    heap_huge_advise();   /* the last step's growth, before this one touches more */
     size_t stop = j->ngroups - j->next < keys ? j->ngroups : j->next + keys;
     uint64_t before = st->objects, short_before = st->objects_short;
     /* between steps others ran: a key removed or put meanwhile ends the shortcut */
@@ -511,6 +552,7 @@ int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now
 
 void mm_rebuild_free(mm_rebuild_job *j) {
     if (!j) return;
+    heap_huge_reserve(0);
     free(j->pre);
     free(j->room);
     free(j->p);

@@ -106,6 +106,24 @@ static void reports_clear(master_reports *b) {
 
 static void build_slice(event_loop *el, void *data);
 
+/* Heartbeats waited while we grouped the reports: that silence was ours. */
+static void heard_all(master *m) {
+    uint64_t now = wall_ms();
+    for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
+}
+
+/* Every node expected reported and the loop would idle out the grace:
+ * the build's grouping and memory are made ready now instead of after
+ * the window closes (mm_rebuild_prepare). */
+static void build_prepare(master *m) {
+    master_rebuild *rb = &m->rebuild;
+    uint64_t t0 = mono_ms(), cpu0 = cpu_ms();
+    mm_rebuild_prepare(m->meta, rb->buf.v, rb->buf.n, rb->buf.groups);
+    rb->table_ms += mono_ms() - t0;
+    rb->table_cpu_ms += cpu_ms() - cpu0;
+    heard_all(m);
+}
+
 /* The buffered reports become the running job's (new ones buffer anew). */
 static void build_start(master *m) {
     master_rebuild *rb = &m->rebuild;
@@ -117,9 +135,7 @@ static void build_start(master *m) {
     rb->building.groups = NULL;   /* the job's now */
     rb->table_ms += mono_ms() - t0;
     rb->table_cpu_ms += cpu_ms() - cpu0;
-    /* Heartbeats waited while we grouped the reports: that silence was ours. */
-    uint64_t now = wall_ms();
-    for (uint32_t id = 1; id <= mm_node_count(m->meta); id++) mm_node_seen(m->meta, id, now);
+    heard_all(m);
     if (!rb->build_wake) rb->build_wake = loop_wake_create(m->srv->loop, build_slice, m);
     loop_wake_send(rb->build_wake);
 }
@@ -270,6 +286,7 @@ static void close_if_reported(master *m) {
         finish(m, REBUILD_CLOSED_GRACE);
         return;
     }
+    build_prepare(m);
     if (!rb->grace_timer) rb->grace_timer = loop_timer_create(m->srv->loop, grace_over, m);
     if (!loop_timer_active(rb->grace_timer)) loop_timer_start(rb->grace_timer, (long long)left, 0);
 }

@@ -842,6 +842,61 @@ static void test_rebuild_claims_in_one_pass(void) {
     mm_destroy(a);
 }
 
+/* A grouping prepared ahead (mm_rebuild_prepare) builds what a plain
+ * rebuild builds; reports added after it undo it, and the job groups
+ * them all again. */
+static void test_rebuild_prepared(void) {
+    enum { KEYS = 200 };
+    master_meta *a = cluster(3, 1024 * KB);
+    ASSERT(a);
+    static char names[KEYS][16];
+    const char *keys[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        snprintf(names[k], sizeof names[k], "p%d", k);
+        keys[k] = names[k];
+        ASSERT(put(a, keys[k], 64 + (uint64_t)k, 2, 0));
+    }
+    static mm_report rep[KEYS * 4];
+    size_t n = reports_of(a, keys, KEYS, rep);
+    ASSERT(n > 20);
+    master_meta *b = cluster(3, 1024 * KB), *c = cluster(3, 1024 * KB), *d = cluster(3, 1024 * KB);
+    mm_rebuild_stats sb, sc = {0}, sd = {0};
+    mm_rebuild(b, rep, n, 10, &sb, NULL, NULL);
+    mm_groups *gc = mm_groups_create(), *gd = mm_groups_create();
+    mm_groups_add(gc, rep, 0, n - 20);
+    mm_rebuild_prepare(c, rep, n - 20, gc);
+    mm_groups_add(gc, rep, n - 20, n);   /* undoes it */
+    mm_groups_add(gd, rep, 0, n);
+    mm_rebuild_prepare(d, rep, n - 1, gd);   /* not every report hashed: nothing */
+    mm_rebuild_prepare(d, rep, n, gd);
+    mm_rebuild_prepare(d, rep, n, gd);       /* done already */
+    mm_stats st;
+    mm_get_stats(d, &st);
+    ASSERT_EQ(st.objects_complete, 0);       /* prepared, nothing built */
+    ASSERT(!mm_find(d, keys[0], strlen(keys[0])));
+    mm_rebuild_job *jc = mm_rebuild_begin(c, rep, n, gc), *jd = mm_rebuild_begin(d, rep, n, gd);
+    while (mm_rebuild_step(c, jc, 7, 10, &sc, NULL, NULL)) {}
+    while (mm_rebuild_step(d, jd, 7, 10, &sd, NULL, NULL)) {}
+    mm_rebuild_end(c, jc);
+    mm_rebuild_end(d, jd);
+    ASSERT_EQ(sb.objects, KEYS);
+    ASSERT(memcmp(&sb, &sc, sizeof sb) == 0);
+    ASSERT(memcmp(&sb, &sd, sizeof sb) == 0);
+    for (int k = 0; k < KEYS; k++) {
+        object *o = mm_find(b, keys[k], strlen(keys[k]));
+        ASSERT(same_object(o, mm_find(c, keys[k], strlen(keys[k]))));
+        ASSERT(same_object(o, mm_find(d, keys[k], strlen(keys[k]))));
+    }
+    for (uint32_t id = 1; id <= 3; id++) {
+        ASSERT(same_alloc(mm_node_get(b, id)->alloc, mm_node_get(c, id)->alloc));
+        ASSERT(same_alloc(mm_node_get(b, id)->alloc, mm_node_get(d, id)->alloc));
+    }
+    mm_destroy(d);
+    mm_destroy(c);
+    mm_destroy(b);
+    mm_destroy(a);
+}
+
 /* A node that dies while the table is built in steps: its extents
  * claimed when the job began are gone with its allocator; the rest of
  * the job refuses them and claims nothing there. */
@@ -1100,6 +1155,7 @@ int main(void) {
     RUN_TEST(test_rebuild_from_reports);
     RUN_TEST(test_rebuild_repairs_only_short_objects);
     RUN_TEST(test_rebuild_claims_in_one_pass);
+    RUN_TEST(test_rebuild_prepared);
     RUN_TEST(test_rebuild_node_dies_mid_job);
     TEST_EXIT();
 }
