@@ -204,15 +204,17 @@ static waiter *take_waiters(master_members *ms, uint64_t seq) {
     return got;
 }
 
-/* The registrations of w go on: registered if their id is recorded now,
- * parked again if it changed meanwhile, refused (why) if etcd failed. */
+/* The registrations of w go on as MOON.REGISTER does (held again if a
+ * rebuild window opened meanwhile): registered if their id is recorded
+ * now, parked again if it changed, refused (why) if etcd failed. */
 static void resume(master_members *ms, waiter *w, const char *why) {
     while (w) {
         waiter *next = w->next;
         client *c = w->c;
         int st = PARK_REFUSED;
         if (why) master_reply_fail(c, PROTO_TRYAGAIN, "%s", why);
-        else if ((st = park(ms, c, &w->j)) == PARK_NO) master_register_join(c, &w->j);
+        else if (!master_rebuild_holds_join(c, w->j.claim.id) && (st = park(ms, c, &w->j)) == PARK_NO)
+            master_register_join(c, &w->j);
         if (st != PARK_WAITS) client_unblock(c);
         free(w);
         w = next;
