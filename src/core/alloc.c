@@ -372,6 +372,8 @@ int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n) {
     return ALLOC_OK;
 }
 
+size_t seg_alloc_claim_bytes(size_t n) { return (n / POOL_NODES + 1) * (sizeof(pool_block) + 16); }
+
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
     const tnode *n = a->free_len.root;
     while (n && n->r) n = n->r;

@@ -51,6 +51,9 @@ typedef struct seg_range {
  * same extents as n seg_alloc_reserve_at calls would. ALLOC_ERR and no
  * change if the allocator holds anything or a range breaks a rule. */
 int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n);
+/* The heap that claim takes for n ranges with few gaps between them (a
+ * tree node each), for a caller that sizes memory ahead. */
+size_t seg_alloc_claim_bytes(size_t n);
 
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st);
 uint64_t seg_alloc_align(const seg_alloc *a);

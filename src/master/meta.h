@@ -349,7 +349,8 @@ void mm_groups_free(mm_groups *g);   /* NULL is fine */
  * drops it without touching m (m is gone or being reset).
  *
  * prepare, with every report in g and time to spare before begin (a
- * window waiting out its grace): groups them by key, sizes the table and
+ * window waiting out its grace): groups them by key, sorts each node's
+ * extents for the claims, sizes the table and
  * faults in the heap their objects will take (heap_huge_reserve), so
  * begin and the steps do less. Reports added to g afterwards undo it
  * (begin groups again); nothing in m's objects or nodes changes. */

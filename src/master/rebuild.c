@@ -65,9 +65,12 @@ struct mm_groups {
     key_group *kg;
     size_t ngroups;
     size_t bytes;     /* what the objects of those groups may take */
+    struct node_ranges *ranges;   /* and their extents by node (claim_all's) */
 };
 
 mm_groups *mm_groups_create(void) { return xcalloc(1, sizeof(mm_groups)); }
+
+static void ranges_drop(mm_groups *g);
 
 /* A grouping made ahead no longer fits: reports were added. */
 static void drop_prepared(mm_groups *g) {
@@ -75,6 +78,7 @@ static void drop_prepared(mm_groups *g) {
     xhuge_free(g->v, (g->n + 1) * sizeof *g->v);
     xhuge_free(g->kg, (g->n + 1) * sizeof *g->kg);
     g->v = NULL, g->kg = NULL, g->r = NULL;
+    ranges_drop(g);
     heap_huge_reserve(0);   /* the memory it reserved */
 }
 
@@ -342,9 +346,24 @@ static int alloc_empty(const seg_alloc *a) {
     return st.allocations == 0;
 }
 
-/* The extents of one node, [at[id], at[id + 1]) of all nodes' in r. */
-static seg_range *ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, size_t *at) {
-    seg_range *r = xhuge_alloc((n + 1) * sizeof *r);
+/* Every report's extent, by node: node id's are r[at[id]..at[id + 1])
+ * (ids 1..nn; at has nn + 2 entries), each node's sorted by offset. */
+typedef struct node_ranges {
+    seg_range *r;
+    size_t *at;
+    size_t n;
+    uint32_t nn;
+} node_ranges;
+
+static void node_ranges_free(node_ranges *nr) {
+    xhuge_free(nr->r, (nr->n + 1) * sizeof *nr->r);
+    free(nr->at);
+    memset(nr, 0, sizeof *nr);
+}
+
+static void ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, node_ranges *nr) {
+    size_t *at = xcalloc((size_t)nn + 2, sizeof *at);
+    seg_range *r = xhuge_alloc((n + 1) * sizeof *r), *tmp = xhuge_alloc((n + 1) * sizeof *tmp);
     for (size_t i = 0; i < n; i++)
         if (rep[i].node <= nn) at[rep[i].node + 1]++;
     for (uint32_t id = 1; id <= nn + 1; id++) at[id] += at[id - 1];
@@ -353,7 +372,13 @@ static seg_range *ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, si
     for (size_t i = 0; i < n; i++)
         if (rep[i].node <= nn) r[fill[rep[i].node]++] = (seg_range){rep[i].seg_off, rep[i].length};
     free(fill);
-    return r;
+    for (uint32_t id = 1; id <= nn; id++) {
+        size_t k = at[id + 1] - at[id];
+        const seg_range *v = radix_sort(r + at[id], tmp + at[id], k, sizeof *r, offsetof(seg_range, off));
+        if (v != r + at[id]) memcpy(r + at[id], v, k * sizeof *r);
+    }
+    xhuge_free(tmp, (n + 1) * sizeof *tmp);
+    *nr = (node_ranges){r, at, n, nn};
 }
 
 /* Every node whose allocator holds nothing takes all its reported
@@ -361,24 +386,19 @@ static seg_range *ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, si
  * claims one by one were ~10% of a rebuild. What no whole replica
  * keeps is given back as it is refused. A node whose extents overlap
  * (two keys claim the same bytes: the first visited wins) or that holds
- * something already claims replica by replica as the keys come. */
-static void claim_all(master_meta *m, mm_rebuild_job *j, const mm_report *rep, size_t n) {
-    uint32_t nn = mm_node_count(m);
-    size_t *at = xcalloc((size_t)nn + 2, sizeof *at);
-    seg_range *r = ranges_by_node(rep, n, nn, at), *tmp = xhuge_alloc((n + 1) * sizeof *tmp);
+ * something already claims replica by replica as the keys come. nr:
+ * the reports' extents by node (nodes registered since have none). */
+static void claim_all(master_meta *m, mm_rebuild_job *j, const node_ranges *nr) {
+    uint32_t nn = mm_node_count(m) < nr->nn ? mm_node_count(m) : nr->nn;
     j->npre = nn + 1;
     j->pre = xcalloc(j->npre, sizeof *j->pre);
     for (uint32_t id = 1; id <= nn; id++) {
         mm_node *node = mm_node_get(m, id);
-        size_t k = at[id + 1] - at[id];
+        size_t k = nr->at[id + 1] - nr->at[id];
         if (k == 0 || !node || !node->alloc || !alloc_empty(node->alloc)) continue;
-        const seg_range *v = radix_sort(r + at[id], tmp + at[id], k, sizeof *r, offsetof(seg_range, off));
-        if (seg_alloc_claim_sorted(node->alloc, v, k) == ALLOC_OK)
+        if (seg_alloc_claim_sorted(node->alloc, nr->r + nr->at[id], k) == ALLOC_OK)
             j->pre[id] = (pre_claim){node->alloc, node->registered_ms};
     }
-    xhuge_free(tmp, (n + 1) * sizeof *tmp);
-    xhuge_free(r, (n + 1) * sizeof *r);
-    free(at);
 }
 
 /* ---- building ---- */
@@ -487,11 +507,20 @@ static void group(mm_groups *g, const mm_report *r, size_t n) {
     g->v = group_by_key(r, n, g->hash, &g->kg, &g->ngroups, &g->bytes);
 }
 
+static void ranges_drop(mm_groups *g) {
+    if (!g->ranges) return;
+    node_ranges_free(g->ranges);
+    free(g->ranges);
+    g->ranges = NULL;
+}
+
 void mm_rebuild_prepare(master_meta *m, const mm_report *reports, size_t n, mm_groups *g) {
     if (!g || g->n != n || n == 0 || (g->v && g->r == reports)) return;
     group(g, reports, n);
+    g->ranges = xmalloc(sizeof *g->ranges);
+    ranges_by_node(reports, n, mm_node_count(m), g->ranges);
     objtable_reserve(m->objs, objtable_size(m->objs) + g->ngroups);
-    heap_huge_reserve(g->bytes);
+    heap_huge_reserve(g->bytes + seg_alloc_claim_bytes(n));
 }
 
 mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_t n, mm_groups *g) {
@@ -505,10 +534,14 @@ mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_
     group(g, reports, n);
     j->v = g->v, j->kg = g->kg, j->ngroups = g->ngroups;
     g->v = NULL, g->kg = NULL;   /* the job's now */
+    node_ranges nr;
+    if (g->ranges) nr = *g->ranges, free(g->ranges), g->ranges = NULL;
+    else ranges_by_node(reports, n, mm_node_count(m), &nr);
     mm_groups_free(g);
     j->fresh = objtable_size(m->objs) == 0;
     objtable_reserve(m->objs, objtable_size(m->objs) + j->ngroups);
-    claim_all(m, j, reports, n);
+    claim_all(m, j, &nr);
+    node_ranges_free(&nr);
     j->p = xcalloc(MM_MAX_PARTIALS, sizeof *j->p);
     j->room = xmalloc((size_t)PROTO_MAX_REPLICAS * PROTO_MAX_EXTENTS * sizeof *j->room);
     return j;
