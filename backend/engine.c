@@ -710,20 +710,23 @@ int te_engine_read(te_engine *e, void *buf, uint64_t len, const te_replica *reps
     return transfer(e, &o, 1, 0, err, errlen);
 }
 
-/* ---- reads that never wait ---- */
+/* ---- reads and writes that never wait ---- */
 
-/* Extent x (object bytes from off) read at once through a live path of
- * its node that can (ops->read_now); 0 and its checksum in *crc, or -1. */
-static int extent_now(te_engine *e, te_object *o, const te_extent *x, uint64_t off, uint64_t now_ms,
+/* Extent x (object bytes from off) read or written (op) at once through a
+ * live path of its node that can (ops->read_now, ops->write_now); 0 and
+ * its checksum in *crc, or -1. */
+static int extent_now(te_engine *e, te_op op, te_object *o, const te_extent *x, uint64_t off, uint64_t now_ms,
                       uint32_t *crc) {
     enode *n = find_node(e, x->node_id);
     if (!n || (n->stalled_until_ms && mono_ms() < n->stalled_until_ms)) return -1;
-    te_req q = {.op = TE_READ, .local = (char *)o->buf + off, .remote_off = x->offset, .len = x->length,
+    te_req q = {.op = op, .local = (char *)o->buf + off, .remote_off = x->offset, .len = x->length,
                 .cap = &x->cap};
     for (int i = 0; i < n->npaths; i++) {
         epath *p = &n->paths[i];
-        if (!path_live(p) || !p->t->ops->read_now || p->t->ops->read_now(p->p, &q, now_ms, crc) != TE_OK)
-            continue;
+        if (!path_live(p)) continue;
+        int (*now)(te_path *, const te_req *, uint64_t, uint32_t *) =
+            op == TE_WRITE ? p->t->ops->write_now : p->t->ops->read_now;
+        if (!now || now(p->p, &q, now_ms, crc) != TE_OK) continue;
         e->stats.slices++;
         e->stats.bytes += x->length;
         e->bytes_via[transport_index(e, p->t)] += x->length;
@@ -732,12 +735,12 @@ static int extent_now(te_engine *e, te_object *o, const te_extent *x, uint64_t o
     return -1;
 }
 
-/* One replica of o read whole at once, checksum and all; 0 or -1. */
-static int replica_now(te_engine *e, te_object *o, const te_replica *rp, uint64_t now_ms) {
+/* One replica of o read or written whole at once, checksum and all; 0 or -1. */
+static int replica_now(te_engine *e, te_op op, te_object *o, const te_replica *rp, uint64_t now_ms) {
     uint64_t off = 0;
     for (int i = 0; i < rp->next; i++) {
         uint32_t crc;
-        if (extent_now(e, o, &rp->ext[i], off, now_ms, &crc) != 0) return -1;
+        if (extent_now(e, op, o, &rp->ext[i], off, now_ms, &crc) != 0) return -1;
         o->crc = off ? crc32c_combine(o->crc, crc, rp->ext[i].length) : crc;
         off += rp->ext[i].length;
     }
@@ -765,11 +768,23 @@ static void prefetch_now(te_engine *e, const te_object *o) {
     }
 }
 
-int te_engine_read_now(te_engine *e, te_object *objs, int n) {
+/* o moved at once: a read from the first replica that can, a write to
+ * every replica (a write some replica could not take is not done). */
+static int object_now(te_engine *e, te_op op, te_object *o, uint64_t now_ms) {
+    for (int r = 0; r < o->nrep; r++) {
+        int rc = replica_now(e, op, o, &o->reps[r], now_ms);
+        if (op == TE_READ && rc == 0) return TE_OK;
+        if (op == TE_WRITE && rc != 0) return TE_EIO;
+    }
+    return op == TE_WRITE ? TE_OK : TE_EIO;
+}
+
+static int engine_now(te_engine *e, te_op op, te_object *objs, int n) {
     int done = 0;
     uint64_t now_ms = wall_ms();
     pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < n; i++) prefetch_now(e, &objs[i]);
+    if (op == TE_READ)
+        for (int i = 0; i < n; i++) prefetch_now(e, &objs[i]);
     for (int i = 0; i < n; i++) {
         te_object *o = &objs[i];
         char why[200];
@@ -780,15 +795,17 @@ int te_engine_read_now(te_engine *e, te_object *objs, int n) {
             o->status = TE_EINVAL;
             continue;
         }
-        o->status = TE_EIO;
-        for (int r = 0; r < o->nrep && o->status != TE_OK; r++)
-            if (replica_now(e, o, &o->reps[r], now_ms) == 0) o->status = TE_OK;
+        o->status = object_now(e, op, o, now_ms);
         o->crc_ok = o->status == TE_OK;
         done += o->status == TE_OK;
     }
     pthread_mutex_unlock(&e->mu);
     return done;
 }
+
+int te_engine_read_now(te_engine *e, te_object *objs, int n) { return engine_now(e, TE_READ, objs, n); }
+
+int te_engine_write_now(te_engine *e, te_object *objs, int n) { return engine_now(e, TE_WRITE, objs, n); }
 
 int te_engine_connect_local(te_engine *e) {
     int up = 0;

@@ -111,6 +111,12 @@ int te_engine_read_batch(te_engine *e, te_object *objs, int n, char *err, size_t
  * buffers may hold some bytes meanwhile). Buffers must be registered.
  * Returns how many were read. */
 int te_engine_read_now(te_engine *e, te_object *objs, int n);
+/* The same for writes: the objects every replica of which can be written
+ * at once (same-host, warm: transport write_now) written, status TE_OK,
+ * crc_ok 1 and crc the checksum of their bytes; the others get a non-zero
+ * status (some replicas may hold their bytes) and are to be written with
+ * te_engine_write_batch. Returns how many were written. */
+int te_engine_write_now(te_engine *e, te_object *objs, int n);
 /* Dial every known node's missing same-host paths (the only ones
  * te_engine_read_now uses; a node held off after a stall is left alone);
  * how many nodes have a live one. Blocks as a transfer's dials do: for a

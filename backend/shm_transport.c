@@ -100,7 +100,7 @@ struct te_path {
     uint64_t size;
     uint32_t node_id;
     int broken;
-    uint64_t used_ms;         /* read_now's now_ms when it last marked the mapping used */
+    uint64_t used_ms;         /* shm_copy_now's now_ms when it last marked the mapping used */
     te_req *q;                /* queued, not yet verified */
     int nq;
 };
@@ -306,10 +306,12 @@ static void path_run_mapped(te_path *p) {
     if (p->nq) path_exchange(p);
 }
 
-/* A read the mapping can serve now: the checks a submit makes, then the
- * copy, with no node exchange (as path_run_mapped's warm requests). */
-static int shm_read_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc) {
-    if (p->broken || !p->map || r->op != TE_READ) return TE_EINVAL;
+/* A read or write the mapping can serve now: the checks a submit makes
+ * (local_check: the cap allows r->op), then the copy, with no node
+ * exchange (as path_run_mapped's warm requests). Both read_now and
+ * write_now. */
+static int shm_copy_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc) {
+    if (p->broken || !p->map) return TE_EINVAL;
     int st = local_check(p, r, now_ms);
     if (st != TE_OK) return st;
     if (!shm_map_ready(p->sm, r->remote_off, r->len)) return TE_EINVAL;
@@ -317,8 +319,8 @@ static int shm_read_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *
         shm_map_used(p->sm);
         p->used_ms = now_ms;
     }
-    const char *seg = p->map + r->remote_off;
-    *crc = crc32c_copy(0, r->local, seg, r->len);
+    char *seg = p->map + r->remote_off;
+    *crc = r->op == TE_WRITE ? crc32c_copy(0, seg, r->local, r->len) : crc32c_copy(0, r->local, seg, r->len);
     return TE_OK;
 }
 
@@ -430,7 +432,8 @@ uint64_t te_shm_cold_bytes(void) { return shm_maps_cold_bytes(); }
 static const te_transport_ops shm_ops = {
     .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id,
     .connect = shm_connect, .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem,
-    .submit = shm_submit, .poll = shm_poll, .read_now = shm_read_now, .prefetch = shm_prefetch, .close = shm_close,
+    .submit = shm_submit, .poll = shm_poll, .read_now = shm_copy_now, .write_now = shm_copy_now,
+    .prefetch = shm_prefetch, .close = shm_close,
     .destroy = shm_destroy,
 };
 

@@ -119,6 +119,9 @@ typedef struct te_transport_ops {
      * *crc the checksum of its bytes: TE_OK; else non-zero and nothing
      * done (submit it as usual). now_ms: the wall clock, for the cap. */
     int (*read_now)(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc);
+    /* Optional: the same for a write r (*crc: the checksum of the bytes
+     * it wrote). */
+    int (*write_now)(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc);
     /* Optional: a hint that read_now will be asked for r soon: its first
      * bytes start on their way into the cache (a batch of small reads
      * then waits for its misses together, not one after another). */

@@ -282,5 +282,9 @@ void mkv_engine_drop(mkv_client *c, uint32_t id);
 /* Move every object in one engine batch: TE_WRITE goes to every replica,
  * TE_READ to one of them. Sets each status; MKV_OK when the batch ran. */
 int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
+/* The objects that can move at once (te_engine_read_now, _write_now: a
+ * same-host warm mapping, no wait), moved, status MKV_OK (with crc_ok and
+ * crc); the others MKV_PENDING, for mkv_xfer_run. How many moved. */
+size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
 
 #endif

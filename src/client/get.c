@@ -372,28 +372,22 @@ void mkv_located_free(mkv_located *l) {
 }
 
 size_t mkv_read_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n) {
-    if (!c || !c->engine || n == 0 || n > INT_MAX) return 0;
-    te_object *o = xmalloc(n * sizeof *o);
-    size_t nreps = 0, done = 0;
-    for (size_t i = 0; i < n; i++) nreps += loc[i]->pl.nreplicas;
-    te_replica *reps = xmalloc((nreps ? nreps : 1) * sizeof *reps);
-    for (size_t i = 0, at = 0; i < n; at += loc[i]->pl.nreplicas, i++) {
-        const mkv_placement *pl = &loc[i]->pl;
-        for (uint32_t r = 0; r < pl->nreplicas; r++)
-            reps[at + r] = (te_replica){.ext = pl->replicas[r].extents, .next = (int)pl->replicas[r].nextents};
-        /* too small a buffer: no object (the engine refuses it), the usual read says why */
-        o[i] = (te_object){.buf = pl->size <= objs[i].len ? objs[i].buf : NULL, .len = pl->size,
-                           .reps = reps + at, .nrep = (int)pl->nreplicas};
-    }
-    te_engine_read_now(c->engine, o, (int)n);
+    if (!c || n == 0) return 0;
+    mkv_xfer *x = xmalloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) {
-        int ok = o[i].status == TE_OK && o[i].crc_ok && o[i].crc == loc[i]->pl.crc;
+        const mkv_placement *pl = &loc[i]->pl;
+        /* too small a buffer: no object (the engine refuses it), the usual read says why */
+        x[i] = (mkv_xfer){.buf = pl->size <= objs[i].len ? objs[i].buf : NULL, .pl = pl, .replica = -1};
+    }
+    mkv_xfer_now(c, TE_READ, x, n);
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ok = x[i].status == MKV_OK && x[i].crc_ok && x[i].crc == loc[i]->pl.crc;
         objs[i].status = ok ? MKV_OK : MKV_PENDING;
         if (ok) objs[i].len = (size_t)loc[i]->pl.size;
         done += (size_t)ok;
     }
-    free(o);
-    free(reps);
+    free(x);
     return done;
 }
 

@@ -4,6 +4,7 @@
  * and nodes, retries and replica failover. This file only creates it,
  * keeps its node table in step with the master's topology and hands it
  * placements exactly as the master granted them. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,26 +132,53 @@ static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
     *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n};
 }
 
-int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
-    /* sized to what moves: a batch of small reads is mostly one replica each */
+/* The engine's objects of x[0..n) into *objs (their replicas in *reps,
+ * sized to what moves: a batch of small reads is mostly one replica
+ * each); the caller frees both. */
+static void engine_objects(const mkv_xfer *x, size_t n, te_object **objs, te_replica **reps) {
     size_t nreps = 0;
     for (size_t i = 0; i < n; i++) nreps += xfer_replicas(&x[i]);
-    te_object *objs = xmalloc((n ? n : 1) * sizeof *objs);
-    te_replica *reps = xmalloc((nreps ? nreps : 1) * sizeof *reps);
-    for (size_t i = 0, at = 0; i < n; at += xfer_replicas(&x[i]), i++) engine_object(&x[i], reps + at, &objs[i]);
-    char err[MKV_ERR_LEN] = "";
-    int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
-                            : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);
+    *objs = xmalloc((n ? n : 1) * sizeof **objs);
+    *reps = xmalloc((nreps ? nreps : 1) * sizeof **reps);
+    for (size_t i = 0, at = 0; i < n; at += xfer_replicas(&x[i]), i++) engine_object(&x[i], *reps + at, &(*objs)[i]);
+}
+
+static void engine_results(mkv_xfer *x, size_t n, const te_object *objs) {
     for (size_t i = 0; i < n; i++) {
         x[i].status = engine_status(objs[i].status);
         x[i].failed_node = objs[i].failed_node;
         x[i].crc_ok = objs[i].crc_ok;
         x[i].crc = objs[i].crc;
     }
+}
+
+int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+    te_object *objs;
+    te_replica *reps;
+    engine_objects(x, n, &objs, &reps);
+    char err[MKV_ERR_LEN] = "";
+    int rc = op == TE_WRITE ? te_engine_write_batch(c->engine, objs, (int)n, err, sizeof err)
+                            : te_engine_read_batch(c->engine, objs, (int)n, err, sizeof err);
+    engine_results(x, n, objs);
     if (rc != TE_OK)
         mkv_fail(c, engine_status(rc), "%s: %s", op == TE_WRITE ? "write" : "read",
                  err[0] ? err : te_strerror(rc));
     free(objs);
     free(reps);
     return MKV_OK;
+}
+
+size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+    if (!c->engine || n == 0 || n > INT_MAX) return 0;
+    te_object *objs;
+    te_replica *reps;
+    engine_objects(x, n, &objs, &reps);
+    size_t done = (size_t)(op == TE_WRITE ? te_engine_write_now(c->engine, objs, (int)n)
+                                          : te_engine_read_now(c->engine, objs, (int)n));
+    engine_results(x, n, objs);
+    for (size_t i = 0; i < n; i++)
+        if (objs[i].status != TE_OK) x[i].status = MKV_PENDING;   /* not failed: move it the usual way */
+    free(objs);
+    free(reps);
+    return done;
 }

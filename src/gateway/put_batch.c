@@ -17,8 +17,10 @@ struct put_batcher {
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
     loop_hook *send;          /* after the reply flush, like the reads' */
     char replicas[24];
+    read_batcher *reads;      /* lends its inline client (NULL: none) */
     gw_write *queue, **tail;
     int closing;
+    uint64_t written_inline;  /* values written on the loop (INFO puts_inline) */
     proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
@@ -30,6 +32,7 @@ typedef struct pb_batch {
     store_put **p;            /* every write's put, in order */
     mkv_located **loc;        /* [i] while placed and not yet published */
     uint32_t *crc;
+    uint8_t *inline_done;     /* [i]: written on the loop, the worker leaves it */
     size_t *ended;            /* the written ones, for MOON.MPUTEND */
     ma_chunk *chunks;
     size_t waiting;           /* commands without their reply yet */
@@ -84,7 +87,7 @@ static void write_located(gw_job *j, mkv_client *mc) {
     uint32_t *crc = xcalloc(cap, sizeof *crc), *failed = xcalloc(cap, sizeof *failed);
     for (size_t i = 0; i < bt->n; i++) {
         store_put *p = bt->p[i];
-        if (!bt->loc[i]) continue;
+        if (!bt->loc[i] || bt->inline_done[i]) continue;
         if (staging_bind(mc, &p->buf) != MKV_OK) {
             put_again(bt, mc, i);
             continue;
@@ -117,6 +120,7 @@ static void batch_finish(pb_batch *bt) {
     free(bt->p);
     free(bt->loc);
     free(bt->crc);
+    free(bt->inline_done);
     free(bt->ended);
     free(bt->chunks);
     free(bt);
@@ -198,6 +202,52 @@ static void batch_written(gw_job *j) {
     if (bt->waiting == 0) batch_published(bt);
 }
 
+/* Values up to this size are written on the loop when they can be: a
+ * copy that small costs less than the hand-off to a worker and back,
+ * while a larger one would hold up every other client of the loop. */
+#define PB_INLINE_MAX (64 * 1024)
+
+/* The placed small values that can be written without waiting, written
+ * here (their CRCs for MOON.MPUTEND); 1 when none is left for a worker. */
+static int write_inline(pb_batch *bt) {
+    mkv_client *mc = read_batcher_inline_client(bt->b->reads);
+    if (!mc) return 0;
+    size_t cap = bt->n ? bt->n : 1, n = 0, left = 0;
+    mkv_obj *objs = xmalloc(cap * sizeof *objs);
+    mkv_located **loc = xmalloc(cap * sizeof *loc);
+    size_t *idx = xmalloc(cap * sizeof *idx);
+    uint32_t *crc = xmalloc(cap * sizeof *crc);
+    for (size_t i = 0; i < bt->n; i++) {
+        store_put *p = bt->p[i];
+        if (!bt->loc[i] || p->shipped) continue;
+        if (p->buf.len > PB_INLINE_MAX) {
+            left++;
+            continue;
+        }
+        objs[n] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = p->buf.len};
+        loc[n] = bt->loc[i];
+        idx[n++] = i;
+    }
+    if (n) mkv_write_located_now(mc, objs, loc, n, crc);
+    size_t missed = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (objs[k].status != MKV_OK) {
+            missed++;
+            continue;
+        }
+        bt->inline_done[idx[k]] = 1;
+        bt->crc[idx[k]] = crc[k];
+        bt->b->written_inline++;
+    }
+    if (missed) read_batcher_inline_missed(bt->b->reads);   /* a path may be missing */
+    left += missed;
+    free(objs);
+    free(loc);
+    free(idx);
+    free(crc);
+    return left == 0;
+}
+
 /* Every MOON.MPUTSTART answered (or none could be sent): the bytes move. */
 static void batch_placed(pb_batch *bt) {
     if (bt->b->closing) {
@@ -207,6 +257,10 @@ static void batch_placed(pb_batch *bt) {
     if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
     bt->job.run = bt->failed ? put_each : write_located;
     bt->job.done = batch_written;
+    if (!bt->failed && write_inline(bt)) {
+        batch_written(&bt->job);   /* every value is on its nodes: no worker needed */
+        return;
+    }
     workers_submit(bt->b->w, &bt->job);
 }
 
@@ -252,6 +306,7 @@ static void send_cb(event_loop *el, void *data) {
     bt->p = xcalloc(bt->n, sizeof *bt->p);
     bt->loc = xcalloc(bt->n, sizeof *bt->loc);
     bt->crc = xcalloc(bt->n, sizeof *bt->crc);
+    bt->inline_done = xcalloc(bt->n, sizeof *bt->inline_done);
     size_t i = 0;
     for (gw_write *w = bt->writes; w; w = w->next) bt->p[i++] = w->put;
     const char *head[] = {"MOON.MPUTSTART", "REPLICAS", b->replicas, "PACKED"};
@@ -267,10 +322,12 @@ void put_batcher_add(put_batcher *b, gw_write *w) {
     b->tail = &w->next;
 }
 
+uint64_t put_batcher_inline(const put_batcher *b) { return b ? b->written_inline : 0; }
+
 put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
-                                mkv_client *loop_mc, int replicas) {
+                                mkv_client *loop_mc, int replicas, read_batcher *reads) {
     put_batcher *b = xcalloc(1, sizeof *b);
-    *b = (put_batcher){.s = s, .ma = ma, .w = w, .loop_mc = loop_mc};
+    *b = (put_batcher){.s = s, .ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads};
     snprintf(b->replicas, sizeof b->replicas, "%d", replicas > 0 ? replicas : 1);
     b->tail = &b->queue;
     b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);

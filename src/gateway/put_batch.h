@@ -4,7 +4,8 @@
  * Before the loop sleeps, the values added since are placed with one
  * MOON.MPUTSTART PACKED (chunks of PROTO_MAX_BATCH, pipelined) over the
  * asynchronous master connection; one worker job writes all of them to
- * their replicas in one engine batch and checksums them; back on the
+ * their replicas in one engine batch and checksums them (those it can,
+ * the loop writes itself first: see put_batcher_create); back on the
  * loop one MOON.MPUTEND publishes the written ones, and every write's
  * done runs in the order they were added, its outcome in its put
  * (shipped, ship_rc). No thread waits for the master on this path.
@@ -18,6 +19,7 @@
 #include "client/moonkv.h"
 #include "core/loop.h"
 #include "gateway/master_async.h"
+#include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 
 typedef struct gw_write gw_write;
@@ -31,9 +33,15 @@ struct gw_write {
 
 typedef struct put_batcher put_batcher;
 
-/* ma may be NULL (always the blocking path); replicas per value. */
+/* ma may be NULL (always the blocking path); replicas per value. reads
+ * (NULL: none) lends its inline client: the small values (up to 64 KiB)
+ * whose every replica is on a same-host node with a warm mapping are
+ * written on the loop
+ * (mkv_write_located_now), and a batch of only those needs no worker. */
 put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
-                                mkv_client *loop_mc, int replicas);
+                                mkv_client *loop_mc, int replicas, read_batcher *reads);
+/* Values written on the loop so far. */
+uint64_t put_batcher_inline(const put_batcher *b);
 void put_batcher_add(put_batcher *b, gw_write *w);
 /* Writes still queued finish unshipped; batches then waiting for the
  * master finish so when its connection is freed. Then free. */

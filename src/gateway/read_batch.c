@@ -428,3 +428,11 @@ void read_batcher_free(read_batcher *b) {
 }
 
 uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline : 0; }
+
+mkv_client *read_batcher_inline_client(read_batcher *b) {
+    return b && !b->closing && !b->now.lent ? b->now.mc : NULL;
+}
+
+void read_batcher_inline_missed(read_batcher *b) {
+    if (b && b->now.mc) dial_soon(b);
+}

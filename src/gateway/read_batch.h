@@ -41,6 +41,13 @@ typedef struct read_batcher read_batcher;
  * of those needs no worker at all. */
 read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
                                   staging *pool, mkv_client *loop_mc, mkv_client *inline_mc);
+/* The inline client for another batcher's work on the loop (the put
+ * batches' writes that need no waiting), or NULL while a worker dials
+ * its paths (or there is none). */
+mkv_client *read_batcher_inline_client(read_batcher *b);
+/* Something could not go through the inline client: its same-host paths
+ * are dialed again soon (at most once a second). */
+void read_batcher_inline_missed(read_batcher *b);
 /* Values read on the loop so far. */
 uint64_t read_batcher_inline(const read_batcher *b);
 void read_batcher_add(read_batcher *b, gw_read *r);

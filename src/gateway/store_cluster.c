@@ -586,6 +586,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     uint64_t streamed_gets, cut_gets;
     get_streamer_counts(cs->gets, &streamed_gets, &cut_gets);
     info_field(out, "cluster_gets_inline", "%llu", (unsigned long long)read_batcher_inline(cs->reads));
+    info_field(out, "cluster_puts_inline", "%llu", (unsigned long long)put_batcher_inline(cs->puts));
     info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
     info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
@@ -744,7 +745,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         (mkv_connect(&cs->inline_mc, &opt) != MKV_OK || staging_register(cs->pool, cs->inline_mc) != MKV_OK))
         close_client(cs, &cs->inline_mc);
     cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->inline_mc);
-    cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas);
+    cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads);
     if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
     return 0;

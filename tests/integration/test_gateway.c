@@ -238,6 +238,49 @@ static void test_small_reads_inline(void) {
     ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);   /* the batches' shared ranges went back */
 }
 
+/* Small SETs whose replicas are all on same-host nodes with warm
+ * mappings are written on the loop itself (cluster_puts_inline), with a
+ * larger one among them (a worker's: the loop copies values up to 64 KiB
+ * only): every reply OK, and every value reads back
+ * byte-exact (a GET checks the bytes against the CRC the loop's copy
+ * computed and MOON.MPUTEND published, on both replicas). Rounds of fresh
+ * keys until a round's worth was written inline (bounded); the keys are
+ * removed after (cases after it count objects). */
+static void test_small_writes_inline(void) {
+    enum { N = 100, BIG = 300000 };
+    char key[48];
+    long long before = info_field_ll("cluster_puts_inline");
+    int ok = 1, rounds = 0;
+    uint64_t end = mono_ms() + 20000;
+    do {
+        for (int i = 0; i <= N; i++) {
+            size_t len = i < N ? 1 + (size_t)i * 41 : BIG;
+            char *v = xmalloc(len);
+            h_fill(v, len, 700 + (uint64_t)(rounds * 1000 + i));
+            snprintf(key, sizeof key, "wi:%d:%d", rounds, i);
+            redisAppendCommand(gw, "SET %s %b", key, v, len);
+            free(v);
+        }
+        for (int i = 0; ok && i <= N; i++) {
+            redisReply *r = NULL;
+            ok = redisGetReply(gw, (void **)&r) == REDIS_OK && is_status(r, "OK");
+            if (!ok) printf("# SET %d of round %d: %s\n", i, rounds, r && r->str ? r->str : "no reply");
+            freeReplyObject(r);
+        }
+        rounds++;
+        usleep(20 * 1000);
+    } while (ok && mono_ms() < end && info_field_ll("cluster_puts_inline") < before + N);
+    ASSERT(ok);
+    ASSERT(info_field_ll("cluster_puts_inline") >= before + N);
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i <= N; i++) {
+            snprintf(key, sizeof key, "wi:%d:%d", k, i);
+            ASSERT_MSG(get_is_pattern(key, i < N ? 1 + (size_t)i * 41 : BIG, 700 + (uint64_t)(k * 1000 + i)),
+                       "GET %s", key);
+            freeReplyObject(cmd("DEL %s", key));
+        }
+}
+
 /* The keys test_small_reads_inline stored (cases after it count objects). */
 static void drop_inline_keys(void) {
     char key[32];
@@ -850,6 +893,7 @@ int main(void) {
     RUN_TEST(test_del);
     RUN_TEST(test_mget);
     RUN_TEST(test_small_reads_inline);
+    RUN_TEST(test_small_writes_inline);
     drop_inline_keys();
     RUN_TEST(test_dbsize_counts_cluster_objects);
     RUN_TEST(test_info_gateway_section);

@@ -330,6 +330,45 @@ static void read_now_batch(int mode) {
     rig_down(&r);
 }
 
+/* write_now: the same checks and copy the other way. A write its cap
+ * does not allow (read-only, or for another node) is refused and leaves
+ * the segment as it was; in fd mode nothing is written at once. */
+static void write_now_checks(int mode) {
+    rig r;
+    ASSERT(rig_up(&r, SECRET, mode) == 0);
+    enum { N = 16 };
+    uint64_t now = wall_ms();
+    for (int i = 0; i < N; i++) {
+        uint64_t off = 8192 + (uint64_t)i * 4099, len = 1 + (uint64_t)i * 37;
+        te_cap c = rw(off, len);
+        for (uint64_t k = 0; k < len; k++) r.buf[k] = (char)(k * 3 + i + 1);
+        te_req q = { .op = TE_WRITE, .local = r.buf, .remote_off = off, .len = len, .cap = &c };
+        uint32_t crc = 0;
+        int st = r.t->ops->write_now(r.p, &q, now, &crc);
+        if (mode == TE_SHM_FD) {
+            ASSERT(st != TE_OK);
+            ASSERT(((char *)r.seg)[off] == 0);
+            continue;
+        }
+        ASSERT_EQ(st, TE_OK);
+        ASSERT_MEMEQ((char *)r.seg + off, r.buf, len);
+        ASSERT_EQ(crc, crc32c(0, r.buf, len));
+    }
+    memset(r.buf, 'z', 64);
+    te_cap ro = cap_for(5, 0, 64, TE_CAP_READ, wall_ms() + 60000);
+    te_cap other = cap_for(6, 0, 64, TE_CAP_READ | TE_CAP_WRITE, wall_ms() + 60000);
+    te_req q = { .op = TE_WRITE, .local = r.buf, .remote_off = 0, .len = 64, .cap = &ro };
+    uint32_t crc;
+    ASSERT(r.t->ops->write_now(r.p, &q, now, &crc) != TE_OK);
+    q.cap = &other;
+    ASSERT(r.t->ops->write_now(r.p, &q, now, &crc) != TE_OK);
+    for (int i = 0; i < 64; i++) ASSERT(((char *)r.seg)[i] == 0);
+    rig_down(&r);
+}
+
+static void test_write_now_map(void) { write_now_checks(TE_SHM_MAP); }
+static void test_write_now_fd(void) { write_now_checks(TE_SHM_FD); }
+
 static void test_read_now_batch_map(void) { read_now_batch(TE_SHM_MAP); }
 static void test_read_now_batch_fd(void) { read_now_batch(TE_SHM_FD); }
 
@@ -346,6 +385,8 @@ int main(void) {
     RUN_TEST(test_forged_read_refused);
     RUN_TEST(test_read_now_batch_map);
     RUN_TEST(test_read_now_batch_fd);
+    RUN_TEST(test_write_now_map);
+    RUN_TEST(test_write_now_fd);
     RUN_TEST(test_server_gone_map);
     RUN_TEST(test_server_gone_fd);
     RUN_TEST(test_cold_mapping_uses_fd);
