@@ -11,7 +11,8 @@
  *
  * Objects stored before a failover are NOT expected to survive it: the new
  * leader starts with an empty table (the rebuild from node reports is not
- * built yet), so only new puts are asserted. Ports 25500-25599. */
+ * built yet), so only new puts are asserted. Ports 29200-29299 (not the
+ * bench's 25000-25999: its roles take random free ports there). */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,15 +28,16 @@
 #include "probe_harness.h"
 #include "test.h"
 
-#define ETCD_PORT    25590
-#define ETCD_PEER    25591
-#define MASTER_A     25500
-#define MASTER_B     25501
-#define NODE_PORT    25510   /* + i; data plane on 25520 + i */
-#define GATEWAY_PORT 25530
+#define ETCD_PORT    29290
+#define ETCD_PEER    29291
+#define MASTER_A     29200
+#define MASTER_B     29201
+#define NODE_PORT    29210   /* + i; data plane on 29220 + i */
+#define GATEWAY_PORT 29230
 #define NODES        2
 #define LEASE_S      2
-#define TIME_LIMIT_S 100
+#define SETUP_WAIT_MS 30000  /* each setup step, on a loaded machine with the SAN build */
+#define TIME_LIMIT_S 240
 
 static h_etcd etcd;
 static pid_t master_a, master_b;
@@ -132,26 +134,61 @@ static void test_fencing(void) {
     ASSERT_MSG(gh_refused(&old, NODE_PORT, NODES, err, sizeof err), "old leader's grant: %s", err);
 }
 
-int main(void) {
-    h_init(TIME_LIMIT_S);
-    h_cleanup_hook = remove_datadir;
-    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
-    master_a = start_role("master", MASTER_A, NULL);
-    if (master_a > 0 && h_wait_role(MASTER_A, "leader", 10000) == 0)
-        master_b = start_role("master", MASTER_B, NULL);
-    for (int i = 0; i < NODES && master_b > 0; i++)
-        if (start_node(i) < 0) master_b = -1;
-    const char *gw_extra[] = {"--segment-size", "16MB", NULL};
-    pid_t gwp = master_b > 0 ? start_role("gateway", GATEWAY_PORT, gw_extra) : -1;
+/* ---- setup ---- */
+
+/* Why the role meant for port is not up: another process holds the port
+ * (a bench run, a server left over), or ours exited or stayed silent. */
+static const char *why_down(int port) {
+    redisContext *c = h_redis_ms("127.0.0.1", port, 500);
+    if (c) redisFree(c);
+    return c ? "its port is held by another process" : "it exited or did not answer PING";
+}
+
+/* A client through etcd, retried until SETUP_WAIT_MS: the first lookup
+ * of the leader may outlast one timeout_ms on a loaded machine. */
+static int open_probe(void) {
     mkv_options opt;
     mkv_options_init(&opt);
     opt.etcd = etcd.url;
     opt.cluster_name = "failover-test";
     opt.timeout_ms = 3000;
-    if (gwp < 0 || h_probe_open(&probe, GATEWAY_PORT, &opt) != 0) {
-        printf("not ok - failover/setup\n");
-        return 1;
+    uint64_t end = mono_ms() + SETUP_WAIT_MS;
+    for (;;) {
+        if (h_probe_open(&probe, GATEWAY_PORT, &opt) == 0) return 0;
+        h_probe_close(&probe);
+        if (mono_ms() >= end) return -1;
+        usleep(200 * 1000);
     }
+}
+
+/* Leader A, standby B, the nodes, a gateway and a client: 0, or -1 after
+ * a "not ok - failover/setup: STEP ..." line. etcd is up. */
+static int setup(void) {
+    char step[160] = "";
+    if ((master_a = start_role("master", MASTER_A, NULL)) < 0)
+        snprintf(step, sizeof step, "master A on %d: %s", MASTER_A, why_down(MASTER_A));
+    else if (h_wait_role(MASTER_A, "leader", SETUP_WAIT_MS) != 0)
+        snprintf(step, sizeof step, "master A on %d did not lead within %d ms", MASTER_A, SETUP_WAIT_MS);
+    else if ((master_b = start_role("master", MASTER_B, NULL)) < 0)
+        snprintf(step, sizeof step, "master B on %d: %s", MASTER_B, why_down(MASTER_B));
+    for (int i = 0; i < NODES && !step[0]; i++)
+        if (start_node(i) < 0)
+            snprintf(step, sizeof step, "node %d on %d: %s", i, NODE_PORT + i, why_down(NODE_PORT + i));
+    const char *gw_extra[] = {"--segment-size", "16MB", NULL};
+    if (!step[0] && start_role("gateway", GATEWAY_PORT, gw_extra) < 0)
+        snprintf(step, sizeof step, "gateway on %d: %s", GATEWAY_PORT, why_down(GATEWAY_PORT));
+    if (!step[0] && open_probe() != 0)
+        snprintf(step, sizeof step, "gateway connection and libmoonkv client (see # probe above)");
+    if (!step[0]) return 0;
+    printf("not ok - failover/setup: %s\n", step);
+    return -1;
+}
+
+int main(void) {
+    h_init(TIME_LIMIT_S);
+    h_cleanup_hook = remove_datadir;
+    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
+    if (setup() != 0) return 1;
     RUN_TEST(test_leader_and_standby);
     RUN_TEST(test_writes_work);
     RUN_TEST(test_kill_leader);
