@@ -58,6 +58,19 @@ def _answers_as(pid):
     return True
 
 
+def _all_threads_stopped(pid):
+    """Whether every thread of process pid is in state T (stopped)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:   # the thread exited meanwhile
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
+
+
 def _alive_nodes():
     topo = redis.Redis(port=MASTER_PORT, socket_timeout=2).execute_command("MOON.TOPOLOGY")
     return sum(1 for n in topo if len(n) == 3 and n[1] == b"alive")
@@ -81,6 +94,21 @@ class Cluster:
 
     def nodes(self):
         return self.procs[1:]
+
+    def pause_nodes(self, seconds=30):
+        """SIGSTOP every node, returning once each of its threads has
+        stopped. kill() returns when the signal is queued: the one thread
+        woken to take it stops the others only when it gets to run, and
+        until then they serve (on a loaded machine a node's data-plane
+        connection thread answered a get after the SIGSTOP was sent)."""
+        for p in self.nodes():
+            p.send_signal(signal.SIGSTOP)
+        _wait("nodes stopped", lambda: all(_all_threads_stopped(p.pid) for p in self.nodes()),
+              self.procs, seconds)
+
+    def resume_nodes(self):
+        for p in self.nodes():
+            p.send_signal(signal.SIGCONT)
 
     def wait_healthy(self, seconds=30):
         """Until both nodes are alive and take a 2-replica put over every

@@ -161,7 +161,6 @@ def test_threads_share_a_store(store, key):
 def test_gil_released_during_transfer(cluster, key):
     """Nodes stopped with SIGSTOP: a get waits for its timeout, and another
     Python thread must keep running the whole time."""
-    import signal
     with moonkv.MoonkvStore() as s:
         s.setup(master=cluster.master, cluster_secret=cluster.secret, transport="tcp", timeout_ms=1500)
         buf = bytearray(MiB)
@@ -176,16 +175,14 @@ def test_gil_released_during_transfer(cluster, key):
 
         t = threading.Thread(target=ticker)
         t.start()
-        for p in cluster.nodes():
-            p.send_signal(signal.SIGSTOP)
         try:
+            cluster.pause_nodes()
             t0, before = time.monotonic(), ticks[0]
             with pytest.raises(moonkv.MoonkvError):
                 s.get_into(key(), buf)
             waited, during = time.monotonic() - t0, ticks[0] - before
         finally:
-            for p in cluster.nodes():
-                p.send_signal(signal.SIGCONT)
+            cluster.resume_nodes()
             stop.set()
             t.join()
             cluster.wait_healthy()
