@@ -42,6 +42,10 @@ static inline void test_fail(const char *file, int line, const char *what) {
 
 #define ASSERT_MEMEQ(a, b, n) ASSERT(memcmp((a), (b), (n)) == 0)
 
+/* Calls a step several cases share, a function that ASSERTs as a case
+ * does, and ends the calling case too when that step failed. */
+#define ASSERT_STEP(call) do { call; if (test_case_failed) return; } while (0)
+
 /* Runs one case under a given name (e.g. "case/tcp" for a case run once
  * per transport); the name must stay valid while the case runs. */
 #define RUN_TEST_NAMED(fn, name) do { \

@@ -33,33 +33,55 @@ static pid_t start_master(int port) {
     return h_start_master(port, extra);
 }
 
+/* The arguments of a node of master_port on port with segment; data
+ * addresses, secret and transport only when not NULL (a node without a
+ * secret or on rdma is one that must fail). */
+static void node_args(h_args *a, int master_port, int port, const char *segment, const char *data_addrs,
+                      const char *secret, const char *transport) {
+    h_arg(a, h_server_bin());
+    h_arg(a, "--role");
+    h_arg(a, "node");
+    h_argf(a, "--master=127.0.0.1:%d", master_port);
+    h_argf(a, "--port=%d", port);
+    h_arg(a, "--segment-size");
+    h_arg(a, segment);
+    if (data_addrs) {
+        h_arg(a, "--data-addrs");
+        h_arg(a, data_addrs);
+    }
+    if (secret) {
+        h_arg(a, "--cluster-secret");
+        h_arg(a, secret);
+    }
+    if (transport) {
+        h_arg(a, "--transport");
+        h_arg(a, transport);
+    }
+    h_arg(a, "--log-level");
+    h_arg(a, "warning");
+}
+
 /* A node with its RESP port, data addresses "a,b", segment size and
  * transport (NULL: the default, auto). */
 static pid_t start_node_ex(int master_port, int port, const char *data_addrs, const char *segment,
                            const char *transport) {
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_argf(&a, "--master=127.0.0.1:%d", master_port);
-    h_argf(&a, "--port=%d", port);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, segment);
-    h_arg(&a, "--data-addrs");
-    h_arg(&a, data_addrs);
-    h_arg(&a, "--cluster-secret");
-    h_arg(&a, SECRET);
-    if (transport) {
-        h_arg(&a, "--transport");
-        h_arg(&a, transport);
-    }
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
+    node_args(&a, master_port, port, segment, data_addrs, SECRET, transport);
     return h_ready(h_spawn(a.v), "127.0.0.1", port, NULL, 20000);
 }
 
 static pid_t start_node(int master_port, int port, const char *data_addrs, const char *segment) {
     return start_node_ex(master_port, port, data_addrs, segment, NULL);
+}
+
+/* The start of most cases: a master on mp and one node (RESP on mp + 1,
+ * data on data_addr), until the master lists the node alive. */
+static void start_master_and_node(int mp, const char *data_addr, const char *transport, pid_t *m, pid_t *n) {
+    *m = start_master(mp);
+    ASSERT(*m > 0);
+    *n = start_node_ex(mp, mp + 1, data_addr, "4MB", transport);
+    ASSERT(*n > 0);
+    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
 }
 
 /* Until the child exits (its exit status) or timeout (-1, still running). */
@@ -214,6 +236,43 @@ static int first_extent(const redisReply *r, uint32_t *node, uint64_t *off, uint
     return te_cap_decode(cap, (const uint8_t *)e->element[3]->str, e->element[3]->len);
 }
 
+/* MOON.PUTSTART key of len bytes: the first extent granted; 0 if one was. */
+static int put_start(redisContext *c, const char *key, int len, uint32_t *node, uint64_t *off,
+                     uint64_t *elen, te_cap *cap) {
+    redisReply *r = redisCommand(c, "MOON.PUTSTART %s %d", key, len);
+    int rc = first_extent(r, node, off, elen, cap);
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+/* MOON.PUTEND key with the crc of its bytes: 1 if the master took it. */
+static int put_end(redisContext *c, const char *key, uint32_t crc) {
+    redisReply *r = redisCommand(c, "MOON.PUTEND %s %u", key, crc);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* MOON.GET key: the first extent of its first replica; 0 if it has one. */
+static int get_extent(redisContext *c, const char *key, uint32_t *node, uint64_t *off, uint64_t *len,
+                      te_cap *cap) {
+    redisReply *r = redisCommand(c, "MOON.GET %s", key);
+    int rc = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? first_extent(r->element[2], node, off, len, cap)
+                                                                   : -1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+/* One request of len bytes of buf at off, on a path to addr opened for it
+ * (with our secret): its status into *st. */
+static void dp_once(const char *addr, te_op op, void *buf, uint64_t off, uint64_t len, const te_cap *cap, int *st) {
+    char err[256];
+    dp d;
+    ASSERT_MSG(dp_open(&d, SECRET, addr, buf, len, err, sizeof err) == 0, "%s", err);
+    *st = dp_io(&d, op, buf, off, len, cap);
+    dp_close(&d);
+}
+
 /* ---- tests ---- */
 
 /* Two nodes register with their segment sizes and data addresses; the
@@ -267,17 +326,7 @@ static void test_wrong_secret_not_registered(void) {
     pid_t m = start_master(mp);
     ASSERT(m > 0);
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_argf(&a, "--master=127.0.0.1:%d", mp);
-    h_argf(&a, "--port=%d", mp + 1);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "4MB");
-    h_arg(&a, "--cluster-secret");
-    h_arg(&a, "not-the-secret");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
+    node_args(&a, mp, mp + 1, "4MB", NULL, "not-the-secret", NULL);
     pid_t n = h_spawn(a.v);
     ASSERT(n > 0);
     ASSERT_EQ(h_wait_ping("127.0.0.1", mp + 1, n, 20000), 0);
@@ -296,11 +345,8 @@ static void test_wrong_secret_not_registered(void) {
 /* kill -9: dead within the node timeout (plus one sweep period). */
 static void test_kill9_declared_dead(void) {
     int mp = PORT_BASE + 20;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node_ex(mp, mp + 1, "127.0.0.1:26022", "4MB", "tcp");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26022", "tcp", &m, &n));
     redisContext *c = h_redis(mp);
     ASSERT(c);
     /* --transport tcp: no shm export, so no unix: address. */
@@ -321,11 +367,8 @@ static void test_kill9_declared_dead(void) {
  * refused; a write with a MOON.PUTSTART cap then a read are byte-exact. */
 static void test_data_plane_caps(void) {
     int mp = PORT_BASE + 30;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26032", "4MB");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26032", NULL, &m, &n));
     redisContext *c = h_redis(mp);
     ASSERT(c);
     enum { SZ = 8192 };
@@ -333,13 +376,10 @@ static void test_data_plane_caps(void) {
     char *out = buf, *in = buf + SZ;
     h_fill(out, SZ, 42);
 
-    redisReply *r = redisCommand(c, "MOON.PUTSTART caps-key %d", SZ);
     uint32_t node;
     uint64_t off, len;
     te_cap cap;
-    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
-    ASSERT(ok);
+    ASSERT(put_start(c, "caps-key", SZ, &node, &off, &len, &cap) == 0);
     ASSERT_EQ(node, 1);
     ASSERT_EQ(len, SZ);
 
@@ -372,19 +412,12 @@ static void test_data_plane_caps(void) {
     ASSERT_EQ(st_write, TE_OK);
     ASSERT_EQ(st_read_w, TE_EAUTH);
 
-    r = redisCommand(c, "MOON.PUTEND caps-key %u", crc32c(0, out, SZ));
-    ok = r && r->type == REDIS_REPLY_STATUS;
-    if (r) freeReplyObject(r);
-    ASSERT(ok);
-    r = redisCommand(c, "MOON.GET caps-key");
-    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
+    ASSERT(put_end(c, "caps-key", crc32c(0, out, SZ)));
+    int ok = get_extent(c, "caps-key", &node, &off, &len, &cap) == 0;
     redisFree(c);
     ASSERT(ok);
-    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26032", buf, sizeof buf, err, sizeof err) == 0, "%s", err);
-    int st_read = dp_io(&d, TE_READ, in, off, SZ, &cap);
-    dp_close(&d);
+    int st_read;
+    ASSERT_STEP(dp_once("127.0.0.1:26032", TE_READ, in, off, SZ, &cap, &st_read));
     ASSERT_EQ(st_read, TE_OK);
     ASSERT_MEMEQ(in, out, SZ);
 
@@ -399,11 +432,8 @@ static void test_data_plane_caps(void) {
  * through the unix socket's mapping are read back over TCP. */
 static void test_shm_export(void) {
     int mp = PORT_BASE + 90;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26092", "4MB");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26092", NULL, &m, &n));
     /* the master lists it a moment before its data plane has the key */
     ASSERT_EQ(h_wait_node_registered(mp + 1, 5000), 0);
     redisContext *c = h_redis(mp);
@@ -418,30 +448,19 @@ static void test_shm_export(void) {
     enum { SZ = 65536 };
     static char out[SZ], in[SZ];
     h_fill(out, SZ, 99);
-    redisReply *r = redisCommand(c, "MOON.PUTSTART shm-key %d", SZ);
     uint32_t node;
     uint64_t off, len;
     te_cap cap;
-    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
-    ASSERT(ok);
-    char err[256];
-    dp d;
-    ASSERT_MSG(dp_open(&d, SECRET, addrs[1], out, SZ, err, sizeof err) == 0, "%s", err);
-    int st_w = dp_io(&d, TE_WRITE, out, off, SZ, &cap);
-    dp_close(&d);
+    ASSERT(put_start(c, "shm-key", SZ, &node, &off, &len, &cap) == 0);
+    int st_w;
+    ASSERT_STEP(dp_once(addrs[1], TE_WRITE, out, off, SZ, &cap, &st_w));
     ASSERT_EQ(st_w, TE_OK);
-    r = redisCommand(c, "MOON.PUTEND shm-key %u", crc32c(0, out, SZ));
-    if (r) freeReplyObject(r);
-    r = redisCommand(c, "MOON.GET shm-key");
-    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
+    (void)put_end(c, "shm-key", crc32c(0, out, SZ));
+    int ok = get_extent(c, "shm-key", &node, &off, &len, &cap) == 0;
     redisFree(c);
     ASSERT(ok);
-    ASSERT_MSG(dp_open(&d, SECRET, addrs[0], in, SZ, err, sizeof err) == 0, "%s", err);
-    int st_r = dp_io(&d, TE_READ, in, off, SZ, &cap);
-    dp_close(&d);
+    int st_r;
+    ASSERT_STEP(dp_once(addrs[0], TE_READ, in, off, SZ, &cap, &st_r));
     ASSERT_EQ(st_r, TE_OK);
     ASSERT_MEMEQ(in, out, SZ);
     h_kill(n);
@@ -453,11 +472,8 @@ static void test_shm_export(void) {
  * the node exits 0 and the master reports it dead at once, not by timeout. */
 static void test_sigterm_leaves_gracefully(void) {
     int mp = PORT_BASE + 40;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t a = start_node(mp, mp + 1, "127.0.0.1:26042", "4MB");
-    ASSERT(a > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, a;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26042", NULL, &m, &a));
     redisContext *c = h_redis(mp);
     ASSERT(c);
 
@@ -465,23 +481,14 @@ static void test_sigterm_leaves_gracefully(void) {
     enum { SZ = 100000 };
     static char out[SZ], in[SZ];
     h_fill(out, SZ, 7);
-    redisReply *r = redisCommand(c, "MOON.PUTSTART drain-key %d", SZ);
     uint32_t node;
     uint64_t off, len;
     te_cap cap;
-    int ok = first_extent(r, &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
-    ASSERT(ok);
-    char err[256];
-    dp d;
-    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26042", out, SZ, err, sizeof err) == 0, "%s", err);
-    int st = dp_io(&d, TE_WRITE, out, off, SZ, &cap);
-    dp_close(&d);
+    ASSERT(put_start(c, "drain-key", SZ, &node, &off, &len, &cap) == 0);
+    int st;
+    ASSERT_STEP(dp_once("127.0.0.1:26042", TE_WRITE, out, off, SZ, &cap, &st));
     ASSERT_EQ(st, TE_OK);
-    r = redisCommand(c, "MOON.PUTEND drain-key %u", crc32c(0, out, SZ));
-    ok = r && r->type == REDIS_REPLY_STATUS;
-    if (r) freeReplyObject(r);
-    ASSERT(ok);
+    ASSERT(put_end(c, "drain-key", crc32c(0, out, SZ)));
 
     pid_t b = start_node(mp, mp + 3, "127.0.0.1:26044", "4MB");
     ASSERT(b > 0);
@@ -494,16 +501,11 @@ static void test_sigterm_leaves_gracefully(void) {
     ASSERT_MSG(dead_ms >= 0, "node 1 not dead right after it exited");
 
     /* The object survived on node 2, byte for byte. */
-    r = redisCommand(c, "MOON.GET drain-key");
-    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-         first_extent(r->element[2], &node, &off, &len, &cap) == 0;
-    if (r) freeReplyObject(r);
+    int ok = get_extent(c, "drain-key", &node, &off, &len, &cap) == 0;
     redisFree(c);
     ASSERT_MSG(ok, "drain-key lost with the leaving node");
     ASSERT_EQ(node, 2);
-    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26044", in, SZ, err, sizeof err) == 0, "%s", err);
-    st = dp_io(&d, TE_READ, in, off, SZ, &cap);
-    dp_close(&d);
+    ASSERT_STEP(dp_once("127.0.0.1:26044", TE_READ, in, off, SZ, &cap, &st));
     ASSERT_EQ(st, TE_OK);
     ASSERT_MEMEQ(in, out, SZ);
     char v[64];
@@ -520,11 +522,8 @@ static void test_sigterm_leaves_gracefully(void) {
 /* MOON.DRAIN on the node's own port leaves like SIGTERM. */
 static void test_drain_command_leaves(void) {
     int mp = PORT_BASE + 70;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26072", "4MB");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26072", NULL, &m, &n));
     redisContext *c = h_redis(mp + 1);
     ASSERT(c);
     redisReply *r = redisCommand(c, "MOON.DRAIN");
@@ -555,11 +554,8 @@ static void test_sigterm_without_master(void) {
 /* The master restarts: the node notices and registers with the new one. */
 static void test_reregister_after_master_restart(void) {
     int mp = PORT_BASE + 50;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26052", "4MB");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26052", NULL, &m, &n));
     h_kill(m);
     m = start_master(mp);
     ASSERT(m > 0);
@@ -574,11 +570,8 @@ static void test_reregister_after_master_restart(void) {
  * (an id means one node), starting empty. */
 static void test_reregister_after_declared_dead(void) {
     int mp = PORT_BASE + 55;
-    pid_t m = start_master(mp);
-    ASSERT(m > 0);
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26057", "4MB");
-    ASSERT(n > 0);
-    ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    pid_t m, n;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26057", NULL, &m, &n));
     redisContext *c = h_redis(mp);
     ASSERT(c);
     kill(n, SIGSTOP);
@@ -600,17 +593,7 @@ static void test_reregister_after_declared_dead(void) {
 static void test_rdma_without_device_fails(void) {
     int mp = PORT_BASE + 60;
     h_args a = {0};
-    h_arg(&a, h_server_bin());
-    h_arg(&a, "--role");
-    h_arg(&a, "node");
-    h_argf(&a, "--master=127.0.0.1:%d", mp);
-    h_argf(&a, "--port=%d", mp + 1);
-    h_arg(&a, "--segment-size");
-    h_arg(&a, "4MB");
-    h_arg(&a, "--transport");
-    h_arg(&a, "rdma");
-    h_arg(&a, "--log-level");
-    h_arg(&a, "warning");
+    node_args(&a, mp, mp + 1, "4MB", NULL, NULL, "rdma");
     pid_t n = h_spawn(a.v);
     ASSERT(n > 0);
     int code = wait_exit(n, 10000);
