@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client/moonkv.h"
 #include "core/util.h"
 #include "support/harness.h"
 
@@ -266,6 +267,53 @@ static inline void h_role_args(h_args *a, const char *role, const char *master, 
     h_arg(a, "no");
     h_arg(a, "--log-level");
     h_arg(a, "warning");
+}
+
+/* mkv_connect to master (host:port) over transport (NULL: the default),
+ * replicas per put when > 0 (else the client's default): its result. */
+static inline int h_mkv_connect(mkv_client **mc, const char *master, const char *transport, int replicas) {
+    mkv_options o;
+    mkv_options_init(&o);
+    o.master = master;
+    if (transport) o.transport = transport;
+    if (replicas > 0) o.replicas = replicas;
+    return mkv_connect(mc, &o);
+}
+
+#define H_BATCH_MAX 1000
+
+/* Objects [first, first+n) of len bytes each, keys "<prefix><i>", batch
+ * (at most H_BATCH_MAX) at a time through mc: put from vals + i * len
+ * with replicas when back is NULL, else got into back and compared with
+ * vals. How many failed to put, or came back missing or not byte-exact
+ * (the first three printed). */
+static inline int h_batches(mkv_client *mc, const char *prefix, int first, int n, int batch, size_t len,
+                            char *vals, char *back, int replicas) {
+    if (batch < 1 || batch > H_BATCH_MAX) {
+        printf("# h_batches: batch %d outside 1..%d\n", batch, H_BATCH_MAX);
+        return n;
+    }
+    int bad = 0;
+    for (int b = first; b < first + n; b += batch) {
+        mkv_obj objs[H_BATCH_MAX];
+        char keys[H_BATCH_MAX][24];
+        int k = first + n - b < batch ? first + n - b : batch;
+        char *base = back ? back : vals + (size_t)b * len;
+        if (back) memset(back, 0, (size_t)k * len);
+        for (int i = 0; i < k; i++) {
+            snprintf(keys[i], sizeof keys[i], "%s%d", prefix, b + i);
+            objs[i] = (mkv_obj){keys[i], strlen(keys[i]), base + (size_t)i * len, len, 0};
+        }
+        int rc = back ? mkv_get_batch(mc, objs, (size_t)k) : mkv_put_batch(mc, objs, (size_t)k, replicas);
+        for (int i = 0; i < k; i++) {
+            int ok = rc == MKV_OK && objs[i].status == MKV_OK &&
+                     (!back || (objs[i].len == len &&
+                                memcmp(back + (size_t)i * len, vals + (size_t)(b + i) * len, len) == 0));
+            if (!ok && back && bad < 3) printf("# %s: rc %d status %d\n", keys[i], rc, objs[i].status);
+            bad += !ok;
+        }
+    }
+    return bad;
 }
 
 /* Fill buf with a pseudo-random pattern of seed, 8 bytes per step. */

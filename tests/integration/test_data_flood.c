@@ -97,12 +97,7 @@ static int count_lines(const char *path, const char *needle) {
 }
 
 static int client_open(mkv_client **mc) {
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    o.replicas = 2;
-    return mkv_connect(mc, &o);
+    return h_mkv_connect(mc, master_addr, "tcp", 2);
 }
 
 static pid_t start_node(int port, const char *errlog, const char *level) {
@@ -188,11 +183,7 @@ int main(void) {
              (node_b = start_node(PORT_B, NULL, "warning")) > 0 && h_wait_nodes(PORT_MASTER, "alive", 2, 20000) == 0 &&
              h_wait_node_registered(PORT_A, 10000) == 0 && h_wait_node_registered(PORT_B, 10000) == 0 &&
              (master = h_redis(PORT_MASTER)) != NULL;
-    if (!up) {
-        printf("not ok - start master and nodes\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(up ? 0 : -1, "start master and nodes");
     RUN_TEST(test_members_get_in_while_idle_strangers_flood);
     redisFree(master);
     h_stop_all();

@@ -56,13 +56,10 @@ static int set_range(redisContext *c, const char *prefix, int from, int to) {
  * layer does), so the test spends its time on SCAN, not on preloading
  * through the gateway one SET at a time. */
 static int preload_big(void) {
-    mkv_options opt;
-    mkv_options_init(&opt);
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", MASTER_PORT);
-    opt.master = master;
     mkv_client *mc = NULL;
-    if (mkv_connect(&mc, &opt) != MKV_OK) return -1;
+    if (h_mkv_connect(&mc, master, NULL, 0) != MKV_OK) return -1;
     const size_t klen = 16;
     char *keys = xcalloc(BIG_KEYS, klen), *vals = xcalloc(BIG_KEYS, 8);
     mkv_obj *objs = xcalloc(BIG_KEYS, sizeof *objs);

@@ -247,12 +247,8 @@ static void test_stream_get_replicas1_node_killed(void) {
 
 /* The two values, put by libmoonkv over TCP (with slice CRCs). */
 static int put_values(void) {
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = "127.0.0.1:31470";
-    opt.transport = "tcp";
     mkv_client *mc;
-    if (mkv_connect(&mc, &opt) != MKV_OK) return -1;
+    if (h_mkv_connect(&mc, "127.0.0.1:31470", "tcp", 0) != MKV_OK) return -1;
     int rc = mkv_register_buffer(mc, val, LEN);
     if (rc == MKV_OK) rc = mkv_register_buffer(mc, val1, LEN);
     if (rc == MKV_OK) rc = mkv_put(mc, "big:2", 5, val, LEN, 2);

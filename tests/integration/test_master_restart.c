@@ -119,11 +119,7 @@ int main(void) {
     snprintf(maddr, sizeof maddr, "127.0.0.1:%d", MASTER_PORT);
     opt.master = maddr;
     opt.timeout_ms = 3000;
-    if (gwp < 0 || h_probe_open(&probe, GATEWAY_PORT, &opt) != 0) {
-        printf("not ok - master_restart/setup\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(gwp >= 0 && h_probe_open(&probe, GATEWAY_PORT, &opt) == 0 ? 0 : -1, "master_restart/setup");
     probe.replicas = 2;
     RUN_TEST(test_serves_before);
     RUN_TEST(test_restart);

@@ -164,12 +164,8 @@ static void test_large_rebuild_keeps_nodes_and_objects(void) {
         ASSERT_EQ(node_field(i, "registrations"), regs[i] + 1);
         ASSERT_EQ(node_field(i, "node_id"), node_ids[i]);
     }
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
     mkv_client *mc = NULL;
-    ASSERT_EQ(mkv_connect(&mc, &o), MKV_OK);
+    ASSERT_EQ(h_mkv_connect(&mc, master_addr, "tcp", 0), MKV_OK);
     char *buf = malloc((size_t)READ_BATCH * OBJ_LEN);
     ASSERT(buf && mkv_register_buffer(mc, buf, (size_t)READ_BATCH * OBJ_LEN) == MKV_OK);
     ASSERT_EQ(check_all(mc, buf), 0);
@@ -194,11 +190,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
-    if (start_all() < 0) {
-        printf("not ok - start master and nodes\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(start_all(), "start master and nodes");
     RUN_TEST(test_large_rebuild_keeps_nodes_and_objects);
     h_stop_all();
     TEST_EXIT();

@@ -65,48 +65,11 @@ static int wait_index_total(long long want, int timeout_ms) {
     return index_total() == want ? 0 : -1;
 }
 
-static void key_of(int i, char *key, size_t len) { snprintf(key, len, "obj:%d", i); }
-
-/* The batch of objects [b, b+k): keys, and buffers at base, OBJ_LEN apart. */
-static void batch_of(int b, int k, char *base, mkv_obj *objs, char (*keys)[24]) {
-    for (int i = 0; i < k; i++) {
-        key_of(b + i, keys[i], sizeof keys[i]);
-        objs[i] = (mkv_obj){keys[i], strlen(keys[i]), base + (size_t)i * OBJ_LEN, OBJ_LEN, 0};
-    }
-}
-
 /* Put objects [first, first+n) in batches; how many failed. */
-static int put_objs(int first, int n) {
-    int failed = 0;
-    for (int b = first; b < first + n; b += BATCH) {
-        mkv_obj objs[BATCH];
-        char keys[BATCH][24];
-        int k = first + n - b < BATCH ? first + n - b : BATCH;
-        batch_of(b, k, vals + (size_t)b * OBJ_LEN, objs, keys);
-        int rc = mkv_put_batch(mc, objs, (size_t)k, 2);
-        for (int i = 0; i < k; i++) failed += rc != MKV_OK || objs[i].status != MKV_OK;
-    }
-    return failed;
-}
+static int put_objs(int first, int n) { return h_batches(mc, "obj:", first, n, BATCH, OBJ_LEN, vals, NULL, 2); }
 
 /* Objects [first, first+n) that are missing or wrong. */
-static int check_objs(int first, int n) {
-    int bad = 0;
-    for (int b = first; b < first + n; b += BATCH) {
-        mkv_obj objs[BATCH];
-        char keys[BATCH][24];
-        int k = first + n - b < BATCH ? first + n - b : BATCH;
-        memset(back, 0, (size_t)k * OBJ_LEN);
-        batch_of(b, k, back, objs, keys);
-        int rc = mkv_get_batch(mc, objs, (size_t)k);
-        for (int i = 0; i < k; i++) {
-            int ok = rc == MKV_OK && objs[i].status == MKV_OK && objs[i].len == OBJ_LEN &&
-                     memcmp(back + (size_t)i * OBJ_LEN, vals + (size_t)(b + i) * OBJ_LEN, OBJ_LEN) == 0;
-            if (!ok && bad++ < 3) printf("# %s: rc %d status %d\n", keys[i], rc, objs[i].status);
-        }
-    }
-    return bad;
-}
+static int check_objs(int first, int n) { return h_batches(mc, "obj:", first, n, BATCH, OBJ_LEN, vals, back, 0); }
 
 static int gw_cmd_ok(int type, const char *fmt, int i) {
     char key[32], val[64];
@@ -239,11 +202,7 @@ static void *writer_main(void *arg) {
 
 static void test_puts_racing_the_crash_are_whole_or_missing(void) {
     writer w = {0};
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    ASSERT_EQ(mkv_connect(&w.c, &o), MKV_OK);
+    ASSERT_EQ(h_mkv_connect(&w.c, master_addr, "tcp", 0), MKV_OK);
     w.buf = malloc(FLIGHT_LEN);
     ASSERT(w.buf && mkv_register_buffer(w.c, w.buf, FLIGHT_LEN) == MKV_OK);
     pthread_t th;
@@ -316,12 +275,7 @@ static int start_all(void) {
     const char *const staging[] = {"--segment-size", "16MB", NULL};
     if (h_start_gateway(PORT_MASTER, PORT_GATEWAY, staging, NULL) < 0) return -1;
     gw = h_redis_ms("127.0.0.1", PORT_GATEWAY, 10000);
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    o.replicas = 2;
-    if (!gw || mkv_connect(&mc, &o) != MKV_OK) return -1;
+    if (!gw || h_mkv_connect(&mc, master_addr, "tcp", 2) != MKV_OK) return -1;
     vals = malloc((size_t)OBJS * OBJ_LEN);
     back = malloc(FLIGHT_LEN > BATCH * OBJ_LEN ? FLIGHT_LEN : BATCH * OBJ_LEN);
     flight = malloc(FLIGHT_LEN);
@@ -336,11 +290,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
-    if (start_all() < 0) {
-        printf("not ok - start master, nodes, gateway, client\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(start_all(), "start master, nodes, gateway, client");
     RUN_TEST(test_master_restart_keeps_every_object);
     RUN_TEST(test_puts_in_flight_never_become_visible);
     RUN_TEST(test_puts_racing_the_crash_are_whole_or_missing);

@@ -55,42 +55,11 @@ static long long index_total(void) {
     return sum;
 }
 
-static void batch_of(int b, int k, char *base, mkv_obj *objs, char (*keys)[24]) {
-    for (int i = 0; i < k; i++) {
-        snprintf(keys[i], sizeof keys[i], "id:%d", b + i);
-        objs[i] = (mkv_obj){keys[i], strlen(keys[i]), base + (size_t)i * OBJ_LEN, OBJ_LEN, 0};
-    }
-}
-
-static int put_all(void) {
-    int failed = 0;
-    for (int b = 0; b < OBJS; b += BATCH) {
-        mkv_obj objs[BATCH];
-        char keys[BATCH][24];
-        batch_of(b, BATCH, vals + (size_t)b * OBJ_LEN, objs, keys);
-        int rc = mkv_put_batch(mc, objs, BATCH, 2);
-        for (int i = 0; i < BATCH; i++) failed += rc != MKV_OK || objs[i].status != MKV_OK;
-    }
-    return failed;
-}
+/* Objects that failed to put. */
+static int put_all(void) { return h_batches(mc, "id:", 0, OBJS, BATCH, OBJ_LEN, vals, NULL, 2); }
 
 /* Objects missing or not byte-exact. */
-static int check_all(void) {
-    int bad = 0;
-    for (int b = 0; b < OBJS; b += BATCH) {
-        mkv_obj objs[BATCH];
-        char keys[BATCH][24];
-        memset(back, 0, (size_t)BATCH * OBJ_LEN);
-        batch_of(b, BATCH, back, objs, keys);
-        int rc = mkv_get_batch(mc, objs, BATCH);
-        for (int i = 0; i < BATCH; i++) {
-            int ok = rc == MKV_OK && objs[i].status == MKV_OK && objs[i].len == OBJ_LEN &&
-                     memcmp(back + (size_t)i * OBJ_LEN, vals + (size_t)(b + i) * OBJ_LEN, OBJ_LEN) == 0;
-            if (!ok && bad++ < 3) printf("# %s: rc %d status %d\n", keys[i], rc, objs[i].status);
-        }
-    }
-    return bad;
-}
+static int check_all(void) { return h_batches(mc, "id:", 0, OBJS, BATCH, OBJ_LEN, vals, back, 0); }
 
 static pid_t start_node(int i) {
     h_args a = {0};
@@ -214,12 +183,7 @@ static int start_all(void) {
     for (int i = 0; i < OLD_NODES; i++)
         if ((nodes[i] = start_node(i)) < 0) return -1;
     if (h_wait_members(PORT_MASTER, PORT_NODE(0), old_ids, OLD_NODES) != 0) return -1;
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    o.replicas = 2;
-    if (mkv_connect(&mc, &o) != MKV_OK) return -1;
+    if (h_mkv_connect(&mc, master_addr, "tcp", 2) != MKV_OK) return -1;
     vals = malloc((size_t)OBJS * OBJ_LEN);
     back = malloc((size_t)BATCH * OBJ_LEN);
     if (!vals || !back) return -1;
@@ -232,11 +196,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
-    if (start_all() < 0) {
-        printf("not ok - start master, nodes, client\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(start_all(), "start master, nodes, client");
     RUN_TEST(test_new_node_after_restart_gets_a_fresh_id);
     RUN_TEST(test_second_restart_waits_for_the_away_node);
     signal_old(SIGCONT);   /* a failed step may have left them stopped */

@@ -145,12 +145,7 @@ static int start_all(void) {
         if ((nodes[i] = h_ready(h_spawn(a.v), "127.0.0.1", PORT_NODE(i), NULL, 20000)) < 0) return -1;
     }
     if (h_wait_members(PORT_MASTER, PORT_NODE(0), node_ids, NODES) != 0) return -1;
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    o.replicas = 2;
-    if (mkv_connect(&mc, &o) != MKV_OK) return -1;
+    if (h_mkv_connect(&mc, master_addr, "tcp", 2) != MKV_OK) return -1;
     vals = malloc((size_t)OBJS * OBJ_LEN);
     back = malloc(OBJ_LEN);
     if (!vals || !back) return -1;
@@ -168,11 +163,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
-    if (start_all() < 0) {
-        printf("not ok - start master, nodes, client\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(start_all(), "start master, nodes, client");
     RUN_TEST(test_scrub_finds_and_replaces_a_rotten_replica);
     mkv_close(mc);
     free(vals);

@@ -96,19 +96,6 @@ static void *churn(void *arg) {
     return NULL;
 }
 
-static long long info_u64(redisContext *m, const char *field) {
-    redisReply *r = redisCommand(m, "INFO cluster");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = atoll(p + strlen(pat));
-    }
-    freeReplyObject(r);
-    return v;
-}
-
 static void test_churn_no_nospace(void) {
     redisContext *m = h_redis(PORT_MASTER);
     ASSERT(m);
@@ -123,7 +110,7 @@ static void test_churn_no_nospace(void) {
     long long max_held = 0;
     while (wall_ms() < end) {
         usleep(100 * 1000);
-        long long h = info_u64(m, "held_extents");
+        long long h = h_info_field(m, "cluster", "held_extents");
         if (h > max_held) max_held = h;
     }
     atomic_store(&running, 0);
@@ -136,7 +123,7 @@ static void test_churn_no_nospace(void) {
         bytes += w[i].bytes;
         if (w[i].err[0]) printf("# worker %d: %s\n", i, w[i].err);
     }
-    long long held_after = info_u64(m, "held_extents"), used = info_u64(m, "bytes_used");
+    long long held_after = h_info_field(m, "cluster", "held_extents"), used = h_info_field(m, "cluster", "bytes_used");
     printf("# %llu MiB segment, %llu s: %llu puts, %.1f segments of churn, %llu NOSPACE, "
            "max held_extents %lld, after %lld, bytes_used after %lld\n",
            (unsigned long long)segment_mb, (unsigned long long)seconds, (unsigned long long)puts,
@@ -156,13 +143,10 @@ static void test_churn_no_nospace(void) {
 static void test_batch_leases_all_returned(void) {
     enum { N = 5000, SIZE = 2048 };   /* more leases than one MOON.RELEASE carries (4096) */
     redisContext *m = h_redis(PORT_MASTER);
-    mkv_options opt;
-    mkv_options_init(&opt);
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
-    opt.master = master;
     mkv_client *c = NULL;
-    ASSERT(m && mkv_connect(&c, &opt) == MKV_OK);
+    ASSERT(m && h_mkv_connect(&c, master, NULL, 0) == MKV_OK);
     char *buf = bufs;   /* 8 MiB of the first worker's, idle now */
     ASSERT_EQ(mkv_register_buffer(c, buf, (size_t)N * SIZE), MKV_OK);
     mkv_obj *objs = calloc(N, sizeof *objs);
@@ -175,7 +159,7 @@ static void test_batch_leases_all_returned(void) {
     ASSERT_EQ(mkv_get_batch(c, objs, N), MKV_OK);
     for (int i = 0; i < N; i++) ASSERT_EQ(objs[i].status, MKV_OK);
     for (int i = 0; i < N; i++) ASSERT_EQ(mkv_remove(c, keys[i], strlen(keys[i])), MKV_OK);
-    long long held = info_u64(m, "held_extents"), used = info_u64(m, "bytes_used");
+    long long held = h_info_field(m, "cluster", "held_extents"), used = h_info_field(m, "cluster", "bytes_used");
     printf("# %d leases of one batch get: held_extents %lld, bytes_used %lld after removing all\n", N,
            held, used);
     ASSERT_EQ(held, 0);

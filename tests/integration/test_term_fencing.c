@@ -157,11 +157,7 @@ int main(void) {
     const char *extra[] = {"--segment-size", "16MB", "--data-addrs=127.0.0.1:31323", "--prefault", "no", NULL};
     if (master > 0 && h_wait_role(MASTER_PORT, "leader", 10000) == 0)
         node = h_start_etcd_role("node", NODE_PORT, etcd.url, CLUSTER, LEASE_S, extra);
-    if (master <= 0 || node <= 0) {
-        printf("not ok - term-fencing/setup\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(master > 0 && node > 0 ? 0 : -1, "term-fencing/setup");
     RUN_TEST(test_node_refuses_an_older_term);
     fake_stop();
     h_stop_all();

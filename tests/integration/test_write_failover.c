@@ -124,12 +124,7 @@ static int start_all(void) {
     if (h_start_gateway(PORT_MASTER, PORT_GATEWAY, staging, NULL) < 0) return -1;
     master = h_redis(PORT_MASTER);
     gw = h_redis(PORT_GATEWAY);
-    mkv_options o;
-    mkv_options_init(&o);
-    o.master = master_addr;
-    o.transport = "tcp";
-    o.replicas = 2;
-    if (!master || !gw || mkv_connect(&mc, &o) != MKV_OK) return -1;
+    if (!master || !gw || h_mkv_connect(&mc, master_addr, "tcp", 2) != MKV_OK) return -1;
     val = malloc(VAL_LEN);
     back = malloc(VAL_LEN);
     if (!val || !back) return -1;
@@ -141,11 +136,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
-    if (start_all() < 0) {
-        printf("not ok - start master, nodes, gateway, client\n");
-        h_stop_all();
-        return 1;
-    }
+    h_setup_or_exit(start_all(), "start master, nodes, gateway, client");
     RUN_TEST(test_writes_survive_a_node_killed_before_it_is_declared_dead);
     mkv_close(mc);
     redisFree(master);

@@ -37,6 +37,13 @@ void h_stop_all(void) {
     for (int i = 0; i < H_MAX_CHILDREN; i++) h_stop(h_children[i]);
 }
 
+void h_setup_or_exit(int rc, const char *what) {
+    if (rc >= 0) return;
+    printf("not ok - %s\n", what);
+    h_stop_all();
+    exit(1);
+}
+
 int h_wait_exit(pid_t pid, int timeout_ms, int *status) {
     int st = 0;
     uint64_t end = mono_ms() + (uint64_t)timeout_ms;

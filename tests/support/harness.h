@@ -51,6 +51,10 @@ int h_stop_status(pid_t pid, int timeout_ms);
 void h_stop(pid_t pid);   /* h_stop_status with a second's grace */
 
 void h_stop_all(void);    /* h_stop of every child */
+
+/* The shared set-up of a test binary failed (rc < 0): one "not ok - what"
+ * line, every child stopped, exit status 1. Returns when rc >= 0. */
+void h_setup_or_exit(int rc, const char *what);
 void h_kill(pid_t pid);   /* SIGKILL and reap */
 void h_kill_all(void);
 void h_forget(pid_t pid); /* no longer ours to kill (reaped elsewhere) */
