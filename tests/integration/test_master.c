@@ -82,6 +82,16 @@ static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     return master_pid > 0 ? 0 : -1;
 }
 
+/* The next cases' master: the last one stopped, this one started; a
+ * master that does not come up ends the binary (a "not ok" line, exit 1). */
+static void restart_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
+    stop_master();
+    if (start_master(put_timeout_ms, node_timeout_ms, lease_ms) != 0) {
+        printf("not ok - restart master\n");
+        exit(1);
+    }
+}
+
 /* ---- playing a node ---- */
 
 typedef struct fake_node {
@@ -1093,43 +1103,19 @@ int main(void) {
     RUN_TEST(test_placement_and_lifecycle);
     RUN_TEST(test_report_and_rebuild);
     RUN_TEST(test_packed_report);
-    stop_master();
-    if (start_master(5000, 5000, 5000) != 0) {
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(5000, 5000, 5000);
     RUN_TEST(test_put_waits_for_held_space);
-    stop_master();
-    if (start_master(5000, 5000, 2000) != 0) {
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(5000, 5000, 2000);
     RUN_TEST(test_holdings_packed);
-    stop_master();
-    if (start_master(5000, 5000, 400) != 0) {   /* sweeps every 100 ms */
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(5000, 5000, 400);   /* sweeps every 100 ms */
     RUN_TEST(test_drain_copy_task);
-    stop_master();
-    if (start_master(300, 600, 2000) != 0) {
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(300, 600, 2000);
     RUN_TEST(test_put_timeout_and_node_death);
-    stop_master();
     rejoin_grace_ms = "3000";
-    if (start_master(5000, 5000, 2000) != 0) {
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(5000, 5000, 2000);
     RUN_TEST(test_window_waits_for_the_grace);
-    stop_master();
     rejoin_grace_ms = "60000";   /* held for as long as the test needs */
-    if (start_master(5000, 5000, 2000) != 0) {
-        printf("not ok - restart master\n");
-        return 1;
-    }
+    restart_master(5000, 5000, 2000);
     RUN_TEST(test_new_nodes_wait_for_old_claims);
     /* SIGTERM and wait up to 10 s: the exit code (ASan's leak check shows here) */
     clean_exit = h_stop_status(master_pid, 10000);

@@ -160,21 +160,15 @@ static int start_cluster(void) {
 
 static void conflict_keep(redisContext *c) {
     long long kept = info_ll(c, "conflicts_kept");
-    redisReply *r = redisCommand(c, "SET ck:a first");
-    ASSERT(is_status(r, "OK"));
-    freeReplyObject(r);
-    r = redisCommand(c, "SET ck:a second");
-    ASSERT(is_status(r, "OK"));
-    freeReplyObject(r);
-    r = redisCommand(c, "GET ck:a");
+    ASSERT(h_command_is(c, is_status, "OK", "SET ck:a first"));
+    ASSERT(h_command_is(c, is_status, "OK", "SET ck:a second"));
+    redisReply *r = redisCommand(c, "GET ck:a");
     ASSERT(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "first") == 0);
     freeReplyObject(r);
     ASSERT_EQ(info_ll(c, "conflicts_kept"), kept + 1);
     /* The same bytes again stay an idempotent put, not a conflict. */
     long long idem = info_ll(c, "idempotent_puts");
-    r = redisCommand(c, "SET ck:a first");
-    ASSERT(is_status(r, "OK"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(c, is_status, "OK", "SET ck:a first"));
     ASSERT_EQ(info_ll(c, "idempotent_puts"), idem + 1);
     ASSERT_EQ(info_ll(c, "conflicts_kept"), kept + 1);
 }
@@ -183,12 +177,8 @@ static void test_conflict_keep_standalone(void) { conflict_keep(gc_srv); }
 static void test_conflict_keep_gateway(void) { conflict_keep(gw); }
 
 static void test_conflict_error_by_default(void) {
-    redisReply *r = redisCommand(plain, "SET ce:a first");
-    ASSERT(is_status(r, "OK"));
-    freeReplyObject(r);
-    r = redisCommand(plain, "SET ce:a second");
-    ASSERT(is_error_prefix(r, "EXISTS"));
-    freeReplyObject(r);
+    ASSERT(h_command_is(plain, is_status, "OK", "SET ce:a first"));
+    ASSERT(h_command_is(plain, is_error_prefix, "EXISTS", "SET ce:a second"));
     ASSERT_EQ(info_ll(plain, "conflicts_kept"), 0);
 }
 

@@ -32,13 +32,16 @@ static char *val, *back;
 
 static long long cluster_field(const char *field) { return h_info_field(master, "cluster", field); }
 
-/* Each key's value differs, so a mixed-up replica cannot pass. */
-static void value_of(int path, int i, char *buf) { h_fill(buf, VAL_LEN, (uint64_t)(path * 100000 + i + 1)); }
+/* Key i of a path (0: the gateway's "gw:", 1: the client's "mc:") and its
+ * value into val; each key's value differs, so a mixed-up replica cannot pass. */
+static void key_value(int path, int i, char *key, size_t len) {
+    snprintf(key, len, "%s:%d", path ? "mc" : "gw", i);
+    h_fill(val, VAL_LEN, (uint64_t)(path * 100000 + i + 1));
+}
 
 static int gw_set(int i) {
     char key[32];
-    snprintf(key, sizeof key, "gw:%d", i);
-    value_of(0, i, val);
+    key_value(0, i, key, sizeof key);
     redisReply *r = redisCommand(gw, "SET %s %b", key, val, (size_t)VAL_LEN);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (!ok) printf("# SET %s: %s\n", key, r && r->str ? r->str : "(no reply)");
@@ -48,8 +51,7 @@ static int gw_set(int i) {
 
 static int gw_check(int i) {
     char key[32];
-    snprintf(key, sizeof key, "gw:%d", i);
-    value_of(0, i, val);
+    key_value(0, i, key, sizeof key);
     redisReply *r = redisCommand(gw, "GET %s", key);
     int ok = r && r->type == REDIS_REPLY_STRING && r->len == VAL_LEN && memcmp(r->str, val, VAL_LEN) == 0;
     if (!ok) printf("# GET %s: wrong or missing\n", key);
@@ -59,8 +61,7 @@ static int gw_check(int i) {
 
 static int mc_put(int i) {
     char key[32];
-    snprintf(key, sizeof key, "mc:%d", i);
-    value_of(1, i, val);
+    key_value(1, i, key, sizeof key);
     int rc = mkv_put(mc, key, strlen(key), val, VAL_LEN, 2);
     if (rc != MKV_OK) printf("# mkv_put %s: %s\n", key, mkv_last_error(mc));
     return rc == MKV_OK;
@@ -68,8 +69,7 @@ static int mc_put(int i) {
 
 static int mc_check(int i) {
     char key[32];
-    snprintf(key, sizeof key, "mc:%d", i);
-    value_of(1, i, val);
+    key_value(1, i, key, sizeof key);
     size_t got = 0;
     int rc = mkv_get(mc, key, strlen(key), back, VAL_LEN, &got);
     int ok = rc == MKV_OK && got == VAL_LEN && memcmp(back, val, VAL_LEN) == 0;
