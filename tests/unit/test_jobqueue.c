@@ -44,15 +44,6 @@ static void init_state(log_state *s, int gate) {
     atomic_store(&s->gate, gate);
 }
 
-static jobqueue *start(log_state *s, int nthreads, size_t max_pending, int keep_finished) {
-    void *args[JOBQUEUE_MAX_THREADS];
-    for (int i = 0; i < JOBQUEUE_MAX_THREADS; i++) args[i] = s;
-    char err[128];
-    jobqueue_config cfg = {.nthreads = nthreads, .thread_arg = args, .max_pending = max_pending,
-                           .finished = keep_finished ? on_finished : NULL, .finished_arg = s};
-    return jobqueue_start(&cfg, err, sizeof err);
-}
-
 static tjob jobs[NJOBS];
 
 static void *open_gate_later(void *arg) {
@@ -69,11 +60,22 @@ static void reset_jobs(void) {
     }
 }
 
+/* Every case's start: s fresh with its gate (jobs wait while 0), the jobs
+ * reset, and a queue of nthreads running them. */
+static jobqueue *start(log_state *s, int gate, int nthreads, size_t max_pending, int keep_finished) {
+    init_state(s, gate);
+    reset_jobs();
+    void *args[JOBQUEUE_MAX_THREADS];
+    for (int i = 0; i < JOBQUEUE_MAX_THREADS; i++) args[i] = s;
+    char err[128];
+    jobqueue_config cfg = {.nthreads = nthreads, .thread_arg = args, .max_pending = max_pending,
+                           .finished = keep_finished ? on_finished : NULL, .finished_arg = s};
+    return jobqueue_start(&cfg, err, sizeof err);
+}
+
 static void test_one_thread_keeps_order(void) {
     log_state s;
-    init_state(&s, 1);
-    reset_jobs();
-    jobqueue *q = start(&s, 1, 0, 0);
+    jobqueue *q = start(&s, 1, 1, 0, 0);
     ASSERT(q != NULL);
     for (int i = 0; i < 500; i++) ASSERT_EQ(jobqueue_submit(q, &jobs[i].q), 0);
     jobqueue_wait_idle(q);
@@ -88,9 +90,7 @@ static void test_one_thread_keeps_order(void) {
  * queued, which cancel hands back oldest first, never run. */
 static void test_stop_leaves_pending(void) {
     log_state s;
-    init_state(&s, 0);
-    reset_jobs();
-    jobqueue *q = start(&s, 1, 0, 0);
+    jobqueue *q = start(&s, 0, 1, 0, 0);
     ASSERT(q != NULL);
     for (int i = 0; i < 10; i++) jobqueue_submit(q, &jobs[i].q);
     while (atomic_load(&s.started) == 0) usleep(100);
@@ -119,9 +119,7 @@ static void test_stop_leaves_pending(void) {
  * exactly once. */
 static void test_cancel_while_running(void) {
     log_state s;
-    init_state(&s, 0);
-    reset_jobs();
-    jobqueue *q = start(&s, 3, 0, 0);
+    jobqueue *q = start(&s, 0, 3, 0, 0);
     ASSERT(q != NULL);
     for (int i = 0; i < 100; i++) jobqueue_submit(q, &jobs[i].q);
     while (atomic_load(&s.started) < 3) usleep(100);
@@ -141,9 +139,7 @@ static void test_cancel_while_running(void) {
 
 static void test_bound_refuses(void) {
     log_state s;
-    init_state(&s, 0);
-    reset_jobs();
-    jobqueue *q = start(&s, 1, 4, 0);
+    jobqueue *q = start(&s, 0, 1, 4, 0);
     ASSERT(q != NULL);
     jobqueue_submit(q, &jobs[0].q);
     while (atomic_load(&s.started) == 0) usleep(100);   /* taken: no longer pending */
@@ -159,9 +155,7 @@ static void test_bound_refuses(void) {
 
 static void test_finished_list(void) {
     log_state s;
-    init_state(&s, 1);
-    reset_jobs();
-    jobqueue *q = start(&s, 1, 0, 1);
+    jobqueue *q = start(&s, 1, 1, 0, 1);
     ASSERT(q != NULL);
     for (int i = 0; i < 50; i++) jobqueue_submit(q, &jobs[i].q);
     jobqueue_wait_idle(q);
@@ -187,9 +181,7 @@ static void *produce(void *arg) {
 
 static void test_many_producers(void) {
     log_state s;
-    init_state(&s, 1);
-    reset_jobs();
-    jobqueue *q = start(&s, 4, 0, 0);
+    jobqueue *q = start(&s, 1, 4, 0, 0);
     ASSERT(q != NULL);
     enum { NPROD = 8 };
     pthread_t th[NPROD];

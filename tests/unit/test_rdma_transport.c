@@ -27,18 +27,18 @@ typedef struct rig {
     te_mr *mr;
     te_cap cap;
     char addr[64];
+    rdma_options o;   /* the transport's */
 } rig;
 
-static void rig_options(rdma_options *o, int qps, int batch, int every) {
-    rdma_options_default(o);
-    o->qps_per_path = qps;
-    o->max_batch = batch;
-    o->signal_every = every;
-}
-
-static int rig_up(rig *r, const rdma_options *o) {
+/* A node and a transport connected to it: qps QPs per path, batches of
+ * at most batch WRs, every every-th one signalled. */
+static int rig_up(rig *r, int qps, int batch, int every) {
     char err[256];
     memset(r, 0, sizeof *r);
+    rdma_options_default(&r->o);
+    r->o.qps_per_path = qps;
+    r->o.max_batch = batch;
+    r->o.signal_every = every;
     fake_verbs_reset(2, 1);
     r->seg = xcalloc(1, SEG_LEN);
     r->buf = xcalloc(1, BUF_LEN);
@@ -55,7 +55,7 @@ static int rig_up(rig *r, const rdma_options *o) {
     memset(&cfg, 0, sizeof cfg);
     snprintf(cfg.secret, sizeof cfg.secret, "s3cret");
     cfg.window = 128;
-    r->t = rdma_transport_create_ex(&cfg, o, &verbs_fake_ops, err, sizeof err);
+    r->t = rdma_transport_create_ex(&cfg, &r->o, &verbs_fake_ops, err, sizeof err);
     if (!r->t) { printf("# create: %s\n", err); return -1; }
     if (te_connect(r->t, NULL, r->addr, &r->path, err, sizeof err) != 0) {
         printf("# connect: %s\n", err);
@@ -119,9 +119,7 @@ static void test_no_device_reports_and_refuses(void) {
 
 static void test_put_get_maps_to_wrs(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     for (int i = 0; i < 8192; i++) r.buf[i] = (uint8_t)(i * 7 + 1);
     int before = fake_verbs_wr_count();
     te_req w = req(&r, TE_WRITE, 0, 12345, 8192, 42);
@@ -156,9 +154,7 @@ static void test_put_get_maps_to_wrs(void) {
 
 static void test_batching_and_selective_signalling(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_req warm = req(&r, TE_WRITE, 0, 0, 64, 999);     /* opens the WRITE right */
     te_cqe c[128];
     ASSERT_EQ(te_submit(r.t, r.path, &warm, 1), 1);
@@ -191,9 +187,7 @@ static void test_batching_and_selective_signalling(void) {
 
 static void test_slices_spread_over_qps(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 2, 32, 4);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 2, 32, 4) == 0);
     te_req rs[16];
     for (int i = 0; i < 16; i++) rs[i] = req(&r, TE_WRITE, (size_t)i * 512, (uint64_t)i * 512, 512, (uint64_t)i);
     int before = fake_verbs_wr_count();
@@ -218,9 +212,7 @@ static void test_slices_spread_over_qps(void) {
 
 static void test_wc_error_fails_requests_and_reestablishes(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_req rs[10];
     for (int i = 0; i < 10; i++) rs[i] = req(&r, TE_WRITE, 0, (uint64_t)i * 64, 64, 100 + (uint64_t)i);
     te_cqe c[16];
@@ -248,9 +240,7 @@ static void test_wc_error_fails_requests_and_reestablishes(void) {
 
 static void test_broken_qp_recovers(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_req q = req(&r, TE_READ, 0, 0, 128, 1);
     te_cqe c[4];
     int before = fake_verbs_wr_count();
@@ -273,9 +263,7 @@ static void test_broken_qp_recovers(void) {
 
 static void test_bounds_and_caps(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_cqe c[4];
     te_req q = req(&r, TE_WRITE, 0, SEG_LEN - 10, 64, 1);   /* past the segment */
     ASSERT_EQ(te_submit(r.t, r.path, &q, 1), 1);
@@ -319,14 +307,12 @@ static void test_bounds_and_caps(void) {
 
 static void test_wrong_secret_refused(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_config cfg;
     memset(&cfg, 0, sizeof cfg);
     snprintf(cfg.secret, sizeof cfg.secret, "wrong");
     char err[256];
-    te_transport *t2 = rdma_transport_create_ex(&cfg, &o, &verbs_fake_ops, err, sizeof err);
+    te_transport *t2 = rdma_transport_create_ex(&cfg, &r.o, &verbs_fake_ops, err, sizeof err);
     ASSERT(t2 != NULL);
     te_path *p;
     int rc = te_connect(t2, NULL, r.addr, &p, err, sizeof err);
@@ -345,9 +331,7 @@ static void *progress_later(void *arg) {
 
 static void test_sleeps_on_channel_when_idle(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     te_cqe c[4];
     uint64_t t0 = mono_ms();
     ASSERT_EQ(te_poll(r.t, c, 4, 60), 0);                  /* idle: waits, returns none */
@@ -380,9 +364,7 @@ static void test_sleeps_on_channel_when_idle(void) {
 
 static void test_window_bounds_submit(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     fake_verbs_set_deferred(1);
     static te_req rs[200];
     for (int i = 0; i < 200; i++) rs[i] = req(&r, TE_READ, 0, 0, 64, (uint64_t)i);
@@ -400,9 +382,7 @@ static void test_window_bounds_submit(void) {
 
 static void test_silent_peer_times_out(void) {
     rig r;
-    rdma_options o;
-    rig_options(&o, 1, 32, 16);
-    ASSERT(rig_up(&r, &o) == 0);
+    ASSERT(rig_up(&r, 1, 32, 16) == 0);
     r.t->cfg.timeout_ms = 50;
     te_req q = req(&r, TE_WRITE, 0, 0, 64, 5);
     te_cqe c[2];
