@@ -270,14 +270,21 @@ static inline void h_role_args(h_args *a, const char *role, const char *master, 
 }
 
 /* mkv_connect to master (host:port) over transport (NULL: the default),
- * replicas per put when > 0 (else the client's default): its result. */
-static inline int h_mkv_connect(mkv_client **mc, const char *master, const char *transport, int replicas) {
+ * replicas per put and timeout_ms when > 0 (else the client's defaults):
+ * its result. */
+static inline int h_mkv_connect_ms(mkv_client **mc, const char *master, const char *transport, int replicas,
+                                   int timeout_ms) {
     mkv_options o;
     mkv_options_init(&o);
     o.master = master;
     if (transport) o.transport = transport;
     if (replicas > 0) o.replicas = replicas;
+    if (timeout_ms > 0) o.timeout_ms = timeout_ms;
     return mkv_connect(mc, &o);
+}
+
+static inline int h_mkv_connect(mkv_client **mc, const char *master, const char *transport, int replicas) {
+    return h_mkv_connect_ms(mc, master, transport, replicas, 0);
 }
 
 #define H_BATCH_MAX 1000

@@ -482,15 +482,9 @@ static int worker_init(worker *w, int id, int gateway) {
     w->dst = w->src + MAX_VALUE;
     w->seq = 1;
     if (gateway >= 0) return 0;
-    mkv_options opt;
-    mkv_options_init(&opt);
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
-    opt.master = master;
-    opt.replicas = 2;
-    opt.timeout_ms = 5000;
-    opt.transport = "tcp";
-    if (mkv_connect(&w->mc, &opt) != MKV_OK) return -1;
+    if (h_mkv_connect_ms(&w->mc, master, "tcp", 2, 5000) != MKV_OK) return -1;
     return mkv_register_buffer(w->mc, w->src, 2 * (size_t)MAX_VALUE) == MKV_OK ? 0 : -1;
 }
 

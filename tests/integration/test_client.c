@@ -232,12 +232,8 @@ static void test_put_batch_mixed(void) {
  * client reads the same batch through the mapping. */
 static void test_batch_sliced(void) {
     enum { N = 3, SIZE = 9 * MIB + 5 };
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = "127.0.0.1:27000";
-    opt.transport = "tcp";
     mkv_client *tcp = NULL;
-    ASSERT_EQ(mkv_connect(&tcp, &opt), MKV_OK);
+    ASSERT_EQ(h_mkv_connect(&tcp, "127.0.0.1:27000", "tcp", 0), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(tcp, src, BIG), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(tcp, dst, BIG), MKV_OK);
     mkv_obj objs[N];
@@ -318,10 +314,7 @@ int main(void) {
     RUN_TEST(test_password_refused);
     RUN_TEST(test_readme_example);
 
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = "127.0.0.1:27000";
-    if (mkv_connect(&cli, &opt) != MKV_OK) {
+    if (h_mkv_connect(&cli, "127.0.0.1:27000", NULL, 0) != MKV_OK) {
         printf("not ok - connect: %s\n", mkv_last_error(NULL));
         return 1;
     }

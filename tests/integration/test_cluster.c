@@ -415,11 +415,8 @@ static int netns_cluster_start(char *why, size_t whylen) {
     }
     if (h_wait_nodes_on("10.201.1.1", NS_PORT_MASTER, "alive", NS_NODES, 20000) != 0)
         return snprintf(why, whylen, "nodes in the namespaces did not join"), -1;
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = master;
-    opt.transport = "tcp";   /* the point is the network path, never shm on this host */
-    if (mkv_connect(&ns_cli, &opt) != MKV_OK)
+    /* tcp: the point is the network path, never shm on this host */
+    if (h_mkv_connect(&ns_cli, master, "tcp", 0) != MKV_OK)
         return snprintf(why, whylen, "connect: %s", mkv_last_error(NULL)), -1;
     if (mkv_register_buffer(ns_cli, src, 2 * (size_t)BIG) != MKV_OK)
         return snprintf(why, whylen, "register: %s", mkv_last_error(ns_cli)), -1;
@@ -459,12 +456,8 @@ int main(void) {
             return 1;
         }
     adm = h_redis(PORT_MASTER);
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = "127.0.0.1:27100";
-    opt.timeout_ms = 3000;
     src = mmap(NULL, 2 * (size_t)BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!adm || src == MAP_FAILED || mkv_connect(&cli, &opt) != MKV_OK) {
+    if (!adm || src == MAP_FAILED || h_mkv_connect_ms(&cli, "127.0.0.1:27100", NULL, 0, 3000) != MKV_OK) {
         printf("not ok - connect: %s\n", mkv_last_error(NULL));
         return 1;
     }

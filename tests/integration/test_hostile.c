@@ -112,13 +112,20 @@ static const char *text_of(const redisReply *r) { return r && r->str ? r->str : 
 
 static redisContext *sa;   /* to PORT_STANDALONE */
 
+/* A raw connection to the standalone server that has sent hdr (len
+ * bytes), a SET's header: its value is yet to come. Into *fd. */
+static void raw_set_header(const char *hdr, size_t len, int *fd) {
+    *fd = raw_connect(PORT_STANDALONE);
+    ASSERT(*fd >= 0);
+    ASSERT(raw_send(*fd, hdr, len) == 0);
+}
+
 /* The 31-byte header of a 60 MB value on a 64 MB store, socket held
  * open: another client's 10 MiB SET still succeeds, and the holder is
  * told why its put went. */
 static void test_idle_declared_value_does_not_hold_space(void) {
-    int fd = raw_connect(PORT_STANDALONE);
-    ASSERT(fd >= 0);
-    ASSERT(raw_send(fd, HOLD_HEADER, sizeof HOLD_HEADER - 1) == 0);
+    int fd;
+    ASSERT_STEP(raw_set_header(HOLD_HEADER, sizeof HOLD_HEADER - 1, &fd));
     usleep(100 * 1000);
     ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 1);
     usleep(900 * 1000);   /* past put_stall_ms */
@@ -146,9 +153,8 @@ static void test_idle_declared_value_does_not_hold_space(void) {
 /* Nobody needs the space: the put still goes after put_timeout_ms. */
 static void test_idle_put_times_out(void) {
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nto\r\n$1000000\r\n";
-    int fd = raw_connect(PORT_STANDALONE);
-    ASSERT(fd >= 0);
-    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    int fd;
+    ASSERT_STEP(raw_set_header(hdr, sizeof hdr - 1, &fd));
     usleep(100 * 1000);
     ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 1);
     char got[512];
@@ -163,9 +169,8 @@ static void test_idle_put_times_out(void) {
 /* 1 KiB every 100 ms of an 8 MB value: alive, but under put_min_rate. */
 static void test_trickled_put_is_too_slow(void) {
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nsl\r\n$8000000\r\n";
-    int fd = raw_connect(PORT_STANDALONE);
-    ASSERT(fd >= 0);
-    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    int fd;
+    ASSERT_STEP(raw_set_header(hdr, sizeof hdr - 1, &fd));
     char chunk[1024], got[512] = "";
     memset(chunk, 'a', sizeof chunk);
     uint64_t end = mono_ms() + 6000;
@@ -210,9 +215,8 @@ static void test_streaming_put_keeps_its_space(void) {
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\nst\r\n$50000000\r\n";
     redisReply *r = redisCommand(sa, "DEL big");
     if (r) freeReplyObject(r);
-    int fd = raw_connect(PORT_STANDALONE);
-    ASSERT(fd >= 0);
-    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    int fd;
+    ASSERT_STEP(raw_set_header(hdr, sizeof hdr - 1, &fd));
     dribbler d = { .fd = fd };
     pthread_t th;
     ASSERT(pthread_create(&th, NULL, dribble, &d) == 0);
@@ -242,9 +246,8 @@ static void test_streaming_put_keeps_its_space(void) {
 /* While x's value is still arriving, SET x says so. */
 static void test_exists_while_being_written_standalone(void) {
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\npw\r\n$100000\r\n";
-    int fd = raw_connect(PORT_STANDALONE);
-    ASSERT(fd >= 0);
-    ASSERT(raw_send(fd, hdr, sizeof hdr - 1) == 0);
+    int fd;
+    ASSERT_STEP(raw_set_header(hdr, sizeof hdr - 1, &fd));
     usleep(100 * 1000);
     redisReply *r = redisCommand(sa, "SET pw other");
     ASSERT_MSG(reply_is(r, REDIS_REPLY_ERROR, "EXISTS key is being written"), "type %d: %s", r ? r->type : -1, text_of(r));

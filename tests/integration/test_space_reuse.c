@@ -34,15 +34,11 @@ static atomic_int running = 1;
 
 static void *churn(void *arg) {
     worker *w = arg;
-    mkv_options opt;
-    mkv_options_init(&opt);
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
-    opt.master = master;
-    opt.timeout_ms = 5000;
     mkv_client *c = NULL;
     char *src = bufs + (size_t)w->id * 8 * MIB, *dst = src + 4 * MIB;
-    if (mkv_connect(&c, &opt) != MKV_OK || mkv_register_buffer(c, src, 8 * MIB) != MKV_OK) {
+    if (h_mkv_connect_ms(&c, master, NULL, 0, 5000) != MKV_OK || mkv_register_buffer(c, src, 8 * MIB) != MKV_OK) {
         snprintf(w->err, sizeof w->err, "connect: %s", mkv_last_error(c));
         w->errors++;
         mkv_close(c);
