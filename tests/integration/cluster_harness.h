@@ -323,6 +323,13 @@ static inline int h_batches(mkv_client *mc, const char *prefix, int first, int n
     return bad;
 }
 
+/* $name as a number when it is set and at least min, else dflt (a
+ * test's size or length overridden by hand). */
+static inline uint64_t h_env_at_least(const char *name, int min, uint64_t dflt) {
+    const char *e = getenv(name);
+    return e && atoi(e) >= min ? (uint64_t)atoi(e) : dflt;
+}
+
 /* Fill buf with a pseudo-random pattern of seed, 8 bytes per step. */
 static inline void h_fill(void *buf, size_t len, uint64_t seed) {
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;

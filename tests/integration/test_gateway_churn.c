@@ -196,10 +196,8 @@ static void test_gateway_churn(void) {
 }
 
 int main(void) {
-    const char *e = getenv("MOONKV_CHURN_SEGMENT_MB");
-    if (e && atoi(e) >= 8) segment_mb = (uint64_t)atoi(e);
-    e = getenv("MOONKV_CHURN_SECONDS");
-    if (e && atoi(e) > 0) seconds = (uint64_t)atoi(e);
+    segment_mb = h_env_at_least("MOONKV_CHURN_SEGMENT_MB", 8, segment_mb);
+    seconds = h_env_at_least("MOONKV_CHURN_SECONDS", 1, seconds);
     h_init((unsigned)(seconds + 90));
     char seg[32];
     snprintf(seg, sizeof seg, "%lluMB", (unsigned long long)segment_mb);

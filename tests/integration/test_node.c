@@ -75,13 +75,19 @@ static pid_t start_node(int master_port, int port, const char *data_addrs, const
 }
 
 /* The start of most cases: a master on mp and one node (RESP on mp + 1,
- * data on data_addr), until the master lists the node alive. */
-static void start_master_and_node(int mp, const char *data_addr, const char *transport, pid_t *m, pid_t *n) {
+ * data on data_addr), until the master lists the node alive; then a
+ * connection to the master into *c unless c is NULL. */
+static void start_master_and_node(int mp, const char *data_addr, const char *transport, pid_t *m, pid_t *n,
+                                  redisContext **c) {
     *m = start_master(mp);
     ASSERT(*m > 0);
     *n = start_node_ex(mp, mp + 1, data_addr, "4MB", transport);
     ASSERT(*n > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    if (c) {
+        *c = h_redis(mp);
+        ASSERT(*c);
+    }
 }
 
 /* Until the child exits (its exit status) or timeout (-1, still running). */
@@ -346,9 +352,8 @@ static void test_wrong_secret_not_registered(void) {
 static void test_kill9_declared_dead(void) {
     int mp = PORT_BASE + 20;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26022", "tcp", &m, &n));
-    redisContext *c = h_redis(mp);
-    ASSERT(c);
+    redisContext *c;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26022", "tcp", &m, &n, &c));
     /* --transport tcp: no shm export, so no unix: address. */
     char st[16], addrs[8][64];
     int naddrs;
@@ -368,9 +373,8 @@ static void test_kill9_declared_dead(void) {
 static void test_data_plane_caps(void) {
     int mp = PORT_BASE + 30;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26032", NULL, &m, &n));
-    redisContext *c = h_redis(mp);
-    ASSERT(c);
+    redisContext *c;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26032", NULL, &m, &n, &c));
     enum { SZ = 8192 };
     static char buf[2 * SZ];
     char *out = buf, *in = buf + SZ;
@@ -433,7 +437,7 @@ static void test_data_plane_caps(void) {
 static void test_shm_export(void) {
     int mp = PORT_BASE + 90;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26092", NULL, &m, &n));
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26092", NULL, &m, &n, NULL));
     /* the master lists it a moment before its data plane has the key */
     ASSERT_EQ(h_wait_node_registered(mp + 1, 5000), 0);
     redisContext *c = h_redis(mp);
@@ -473,9 +477,8 @@ static void test_shm_export(void) {
 static void test_sigterm_leaves_gracefully(void) {
     int mp = PORT_BASE + 40;
     pid_t m, a;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26042", NULL, &m, &a));
-    redisContext *c = h_redis(mp);
-    ASSERT(c);
+    redisContext *c;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26042", NULL, &m, &a, &c));
 
     /* An object on node 1, the only node yet. */
     enum { SZ = 100000 };
@@ -523,7 +526,7 @@ static void test_sigterm_leaves_gracefully(void) {
 static void test_drain_command_leaves(void) {
     int mp = PORT_BASE + 70;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26072", NULL, &m, &n));
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26072", NULL, &m, &n, NULL));
     redisContext *c = h_redis(mp + 1);
     ASSERT(c);
     redisReply *r = redisCommand(c, "MOON.DRAIN");
@@ -555,7 +558,7 @@ static void test_sigterm_without_master(void) {
 static void test_reregister_after_master_restart(void) {
     int mp = PORT_BASE + 50;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26052", NULL, &m, &n));
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26052", NULL, &m, &n, NULL));
     h_kill(m);
     m = start_master(mp);
     ASSERT(m > 0);
@@ -571,9 +574,8 @@ static void test_reregister_after_master_restart(void) {
 static void test_reregister_after_declared_dead(void) {
     int mp = PORT_BASE + 55;
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26057", NULL, &m, &n));
-    redisContext *c = h_redis(mp);
-    ASSERT(c);
+    redisContext *c;
+    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26057", NULL, &m, &n, &c));
     kill(n, SIGSTOP);
     long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
     kill(n, SIGCONT);

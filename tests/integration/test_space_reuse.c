@@ -167,10 +167,8 @@ static void test_batch_leases_all_returned(void) {
 }
 
 int main(void) {
-    const char *e = getenv("MOONKV_CHURN_SEGMENT_MB");
-    if (e && atoi(e) >= 64) segment_mb = (uint64_t)atoi(e);
-    e = getenv("MOONKV_CHURN_SECONDS");
-    if (e && atoi(e) > 0) seconds = (uint64_t)atoi(e);
+    segment_mb = h_env_at_least("MOONKV_CHURN_SEGMENT_MB", 64, segment_mb);
+    seconds = h_env_at_least("MOONKV_CHURN_SECONDS", 1, seconds);
     h_init((unsigned)(seconds + 90));
     const char *mflags[] = {"--heartbeat-ms", "200", NULL};
     char seg[32];
