@@ -47,6 +47,22 @@ static void fail(worker *w, const char *what, const redisReply *r) {
     w->errors++;
 }
 
+/* A worker's connection to the gateway and its value buffer in *buf;
+ * NULL, the failure counted, if either is missing. */
+static redisContext *worker_open(worker *w, char **buf) {
+    redisContext *c = h_redis(PORT_GATEWAY);
+    *buf = malloc(VALUE);
+    if (c && *buf) return c;
+    fail(w, "connect", NULL);
+    if (c) redisFree(c);
+    return NULL;
+}
+
+/* 1 if r is the value want. */
+static int is_value(const redisReply *r, const char *want) {
+    return r && r->type == REDIS_REPLY_STRING && r->len == VALUE && memcmp(r->str, want, VALUE) == 0;
+}
+
 static int del_key(redisContext *c, worker *w, uint64_t seq) {
     char key[48];
     key_of(w->id, seq, key, sizeof key);
@@ -61,12 +77,9 @@ static int del_key(redisContext *c, worker *w, uint64_t seq) {
 /* SET a new key, GET it back, DEL the oldest beyond LIVE. */
 static void *writer(void *arg) {
     worker *w = arg;
-    redisContext *c = h_redis(PORT_GATEWAY);
-    char *val = malloc(VALUE), key[48];
-    if (!c || !val) {
-        fail(w, "connect", NULL);
-        goto out;
-    }
+    char *val, key[48];
+    redisContext *c = worker_open(w, &val);
+    if (!c) goto out;
     uint64_t seq = 0, oldest = 0;
     while (atomic_load(&running) && !w->errors) {
         key_of(w->id, seq, key, sizeof key);
@@ -85,7 +98,7 @@ static void *writer(void *arg) {
         w->sets++;
         atomic_store(&newest[w->id], seq + 1);
         r = redisCommand(c, "GET %s", key);
-        ok = r && r->type == REDIS_REPLY_STRING && r->len == VALUE && memcmp(r->str, val, VALUE) == 0;
+        ok = is_value(r, val);
         if (!ok) fail(w, "GET own key", r);
         freeReplyObject(r);
         if (!ok) break;
@@ -105,12 +118,9 @@ out:
  * a hit must be exactly that key's value. */
 static void *reader(void *arg) {
     worker *w = arg;
-    redisContext *c = h_redis(PORT_GATEWAY);
-    char *want = malloc(VALUE), key[48];
-    if (!c || !want) {
-        fail(w, "connect", NULL);
-        goto out;
-    }
+    char *want, key[48];
+    redisContext *c = worker_open(w, &want);
+    if (!c) goto out;
     uint64_t n = 0;
     while (atomic_load(&running) && !w->errors) {
         int wid = (int)(n++ % WRITERS);
@@ -129,7 +139,7 @@ static void *reader(void *arg) {
             continue;
         }
         value_of(wid, seq, want);
-        int ok = r && r->type == REDIS_REPLY_STRING && r->len == VALUE && memcmp(r->str, want, VALUE) == 0;
+        int ok = is_value(r, want);
         if (ok) w->hits++;
         else fail(w, "GET", r);
         freeReplyObject(r);
