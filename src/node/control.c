@@ -58,8 +58,10 @@
 _Static_assert(CTL_REPORT_BATCH >= PROTO_MAX_EXTENTS, "an entry must fit a batch");
 _Static_assert((uint64_t)CTL_REPORT_BATCH * PROTO_REPORT_HDR + (uint64_t)PROTO_MAX_EXTENTS * PROTO_MAX_KEY_LEN +
                    CTL_REPORT_KEYBYTES <= PROTO_REPORT_MAX_BLOB, "a batch must fit the master's bound");
-/* MOON.REPORTDONE may be answered only once the master has rebuilt its
- * table from every node's report: wait that long for it. */
+/* The master answers MOON.REPORTDONE at once and builds after it, but
+ * the last REPORTDONE closes the window and its reply then waits for the
+ * grouping of every report on the master's loop (seconds with 10^6
+ * objects on a starved CPU): wait that long for it. */
 #define CTL_REPORTDONE_TIMEOUT_MS 120000
 #define CTL_MAX_PEERS       1024
 
