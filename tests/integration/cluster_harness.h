@@ -372,21 +372,6 @@ static inline int h_flip_segment_byte(pid_t pid, uint64_t off) {
     return done;
 }
 
-/* A plain TCP connection to 127.0.0.1:port (raw RESP), with a receive
- * buffer of rcvbuf bytes when not 0 (a slow reader that holds little);
- * -1 if it cannot connect. */
-static inline int h_raw_connect(int port, int rcvbuf) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd >= 0 && rcvbuf) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* ids[k] = the id the master gave the node whose first data address is
  * 127.0.0.1:data_port0 + k, for k < n. 0 when all were found. */
 static inline int h_node_ids(int master_port, int data_port0, uint32_t *ids, int n) {

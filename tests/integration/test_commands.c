@@ -496,17 +496,6 @@ static void test_errors_and_misc(void) {
 
 /* ---- raw RESP3 (the installed hiredis 0.14 predates RESP3) ---- */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* Reads exactly n bytes within 10 s; 0 on success. */
 static int raw_read(int fd, char *buf, size_t n) {
     size_t got = 0;
@@ -546,7 +535,7 @@ static int raw_line(int fd, char *buf, size_t len) {
 }
 
 static void test_hello_resp3(void) {
-    int fd = raw_connect(PORT_MAIN);
+    int fd = h_raw_connect(PORT_MAIN, 0);
     ASSERT(fd >= 0);
     char line[64], want[512];
     int ok = write(fd, "CLIENT ID\r\n", 11) == 11 && raw_line(fd, line, sizeof line) == 0 && line[0] == ':';
@@ -611,7 +600,7 @@ static void test_auth(void) {
     redisFree(c);
     ASSERT(ok);
     /* HELLO AUTH authenticates and switches protocol at once. */
-    int fd = raw_connect(PORT_AUTH);
+    int fd = h_raw_connect(PORT_AUTH, 0);
     ASSERT(fd >= 0);
     ok = raw_expect(fd, "HELLO 3 AUTH default " PASSWORD "\r\n", "%7\r\n$6\r\nserver\r\n");
     char line[64];

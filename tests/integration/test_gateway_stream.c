@@ -29,23 +29,12 @@
 static pid_t gateway_pid, node_pid[NODES];
 static char *big;   /* BIG bytes of pattern */
 
-static int send_all(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
-        if (k <= 0) return -1;
-        s += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* "*3 $3 SET $keylen key $len" of a SET whose value follows. */
 static int send_set_header(int fd, const char *key, uint64_t len) {
     char hdr[256];
     int n = snprintf(hdr, sizeof hdr, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu\r\n", strlen(key), key,
                      (unsigned long long)len);
-    return send_all(fd, hdr, (size_t)n);
+    return h_send_all(fd, hdr, (size_t)n);
 }
 
 /* Reads exactly n bytes (bounded by the socket's timeout); 0 or -1. */
@@ -67,7 +56,7 @@ static int get_matches(const char *key, const char *want, uint64_t len) {
     struct timeval tv = {.tv_sec = 60};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int n = snprintf(line, sizeof line, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
-    int ok = fd >= 0 && buf && send_all(fd, line, (size_t)n) == 0;
+    int ok = fd >= 0 && buf && h_send_all(fd, line, (size_t)n) == 0;
     size_t got = 0;   /* the header, byte by byte up to its LF */
     while (ok && got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n')) ok = recv_all(fd, line + got++, 1) == 0;
     line[got] = '\0';
@@ -91,11 +80,11 @@ static int stream_set(const char *key, long *peak, char *reply, size_t len) {
     if (fd < 0 || send_set_header(fd, key, BIG) != 0) return -1;
     *peak = 0;
     for (uint64_t off = 0; off < BIG; off += PIECE) {
-        if (send_all(fd, big + off, PIECE) != 0) return -1;
+        if (h_send_all(fd, big + off, PIECE) != 0) return -1;
         long rss = h_rss_kb(gateway_pid);
         if (rss > *peak) *peak = rss;
     }
-    if (send_all(fd, "\r\n", 2) != 0) return -1;
+    if (h_send_all(fd, "\r\n", 2) != 0) return -1;
     ssize_t n = recv(fd, reply, len - 1, 0);
     close(fd);
     if (n <= 0) return -1;
@@ -151,7 +140,7 @@ static void test_stream_set_vanished_client(void) {
     int fd = h_raw_connect(PORT_GATEWAY, 0);
     ASSERT(fd >= 0);
     ASSERT(send_set_header(fd, "stream:gone", 128 * MiB) == 0);
-    ASSERT(send_all(fd, big, 48 * MiB) == 0);
+    ASSERT(h_send_all(fd, big, 48 * MiB) == 0);
     close(fd);
     uint64_t end = mono_ms() + 10000;
     long long pending = -1, now = -1;
@@ -188,12 +177,12 @@ static void test_stream_set_node_killed(void) {
     int fd = h_raw_connect(PORT_GATEWAY, 0);
     ASSERT(fd >= 0);
     ASSERT(send_set_header(fd, "stream:killed", BIG) == 0);
-    ASSERT(send_all(fd, big, 64 * MiB) == 0);
+    ASSERT(h_send_all(fd, big, 64 * MiB) == 0);
     h_kill(node_pid[1]);
     uint64_t off = 64 * MiB;
-    while (off < BIG && send_all(fd, big + off, PIECE) == 0) off += PIECE;
+    while (off < BIG && h_send_all(fd, big + off, PIECE) == 0) off += PIECE;
     char reply[256] = "";
-    if (off == BIG) send_all(fd, "\r\n", 2);
+    if (off == BIG) h_send_all(fd, "\r\n", 2);
     ssize_t n = recv(fd, reply, sizeof reply - 1, 0);
     close(fd);
     if (n > 0) reply[n] = '\0';

@@ -37,27 +37,6 @@ static const char HOLD_HEADER[] = "*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$60000000\r\n";
 
 /* ---- raw sockets ---- */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
-    if (fd >= 0) close(fd);
-    return -1;
-}
-
-static int raw_send(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Everything the peer sends until it closes (1) or ms pass (0); NUL-ended. */
 static int raw_read_all(int fd, char *buf, size_t cap, int ms) {
     size_t got = 0;
@@ -79,9 +58,9 @@ static int raw_read_all(int fd, char *buf, size_t cap, int ms) {
 /* Sends req and expects exactly want, then the connection closed. */
 static int sent_gets_closed(int port, const char *req, size_t reqlen, const char *want, char *got,
                             size_t gotcap) {
-    int fd = raw_connect(port);
+    int fd = h_raw_connect(port, 0);
     if (fd < 0) return snprintf(got, gotcap, "(no connection)"), 0;
-    int closed = raw_send(fd, req, reqlen) == 0 && raw_read_all(fd, got, gotcap, IO_MS);
+    int closed = h_send_all(fd, req, reqlen) == 0 && raw_read_all(fd, got, gotcap, IO_MS);
     close(fd);
     return closed && strcmp(got, want) == 0;
 }
@@ -115,9 +94,9 @@ static redisContext *sa;   /* to PORT_STANDALONE */
 /* A raw connection to the standalone server that has sent hdr (len
  * bytes), a SET's header: its value is yet to come. Into *fd. */
 static void raw_set_header(const char *hdr, size_t len, int *fd) {
-    *fd = raw_connect(PORT_STANDALONE);
+    *fd = h_raw_connect(PORT_STANDALONE, 0);
     ASSERT(*fd >= 0);
-    ASSERT(raw_send(*fd, hdr, len) == 0);
+    ASSERT(h_send_all(*fd, hdr, len) == 0);
 }
 
 /* The 31-byte header of a 60 MB value on a 64 MB store, socket held
@@ -176,7 +155,7 @@ static void test_trickled_put_is_too_slow(void) {
     uint64_t end = mono_ms() + 6000;
     int closed = 0;
     while (!closed && mono_ms() < end) {
-        if (raw_send(fd, chunk, sizeof chunk) < 0) break;
+        if (h_send_all(fd, chunk, sizeof chunk) < 0) break;
         closed = raw_read_all(fd, got, sizeof got, 100);
         if (got[0]) break;
     }
@@ -201,7 +180,7 @@ static void *dribble(void *arg) {
     dribbler *d = arg;
     char chunk[1024];
     memset(chunk, 0, sizeof chunk);
-    while (!atomic_load(&d->stop) && raw_send(d->fd, chunk, sizeof chunk) == 0) {
+    while (!atomic_load(&d->stop) && h_send_all(d->fd, chunk, sizeof chunk) == 0) {
         d->sent += sizeof chunk;
         usleep(50 * 1000);
     }
@@ -233,7 +212,7 @@ static void test_streaming_put_keeps_its_space(void) {
     size_t left = LEN - d.sent;
     char *rest = calloc(1, left + 2);
     memcpy(rest + left, "\r\n", 2);
-    ASSERT(raw_send(fd, rest, left + 2) == 0);
+    ASSERT(h_send_all(fd, rest, left + 2) == 0);
     free(rest);
     char got[64];
     raw_read_all(fd, got, sizeof got, IO_MS);   /* 50 MB to land and checksum */
@@ -289,8 +268,8 @@ static int check_preauth(int port, int max_args, long long max_bulk, char *why, 
     len += (int)n;
     for (int i = 2; i < max_args; i++) len += snprintf(big + len, 256, "\r\n$1\r\na");
     len += snprintf(big + len, 256, "\r\n");
-    int fd = raw_connect(port);
-    int ok = fd >= 0 && raw_send(fd, big, (size_t)len) == 0;
+    int fd = h_raw_connect(port, 0);
+    int ok = fd >= 0 && h_send_all(fd, big, (size_t)len) == 0;
     free(big);
     int closed = ok ? raw_read_all(fd, got, sizeof got, 300) : 1;
     if (!ok || closed || strncmp(got, "-", 1) != 0 || strstr(got, "Protocol error")) {
@@ -299,7 +278,7 @@ static int check_preauth(int port, int max_args, long long max_bulk, char *why, 
     }
     /* After AUTH the same connection takes a 1 MiB argument. */
     snprintf(req, sizeof req, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", strlen(PASSWORD), PASSWORD);
-    ok = raw_send(fd, req, strlen(req)) == 0;
+    ok = h_send_all(fd, req, strlen(req)) == 0;
     raw_read_all(fd, got, sizeof got, 300);
     if (!ok || strcmp(got, "+OK\r\n") != 0) {
         close(fd);
@@ -310,7 +289,7 @@ static int check_preauth(int port, int max_args, long long max_bulk, char *why, 
     len = snprintf(big, 64, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", n);
     memset(big + len, 'e', n);
     memcpy(big + len + n, "\r\n", 2);
-    ok = raw_send(fd, big, (size_t)len + n + 2) == 0;
+    ok = h_send_all(fd, big, (size_t)len + n + 2) == 0;
     free(big);
     char head[64];
     ssize_t r = ok ? recv(fd, head, sizeof head - 1, MSG_WAITALL) : -1;

@@ -85,31 +85,6 @@ static int stop_server(test_server *s) {
     return rc;
 }
 
-/* A plain TCP socket, for bytes hiredis would never send. */
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
-static int send_all(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w <= 0) return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Reads until EOF (or len-1 bytes, or the 5 s timeout). Returns bytes. */
 static size_t read_until_eof(int fd, char *buf, size_t len, int *saw_eof) {
     size_t got = 0;
@@ -228,10 +203,10 @@ static void test_pipeline_10k(void) {
 static void test_protocol_error_closes_only_that_client(void) {
     redisContext *other = h_redis(srv.port);
     ASSERT(other != NULL);
-    int fd = raw_connect(srv.port);
+    int fd = h_raw_connect_to(srv.port, 0, 5);
     ASSERT(fd >= 0);
     const char bad[] = "*1\r\n$abc\r\nPING\r\n";
-    ASSERT_EQ(send_all(fd, bad, sizeof bad - 1), 0);
+    ASSERT_EQ(h_send_all(fd, bad, sizeof bad - 1), 0);
     char buf[512];
     int eof;
     read_until_eof(fd, buf, sizeof buf, &eof);
@@ -245,12 +220,12 @@ static void test_protocol_error_closes_only_that_client(void) {
 }
 
 static void test_inline_and_split_commands(void) {
-    int fd = raw_connect(srv.port);
+    int fd = h_raw_connect_to(srv.port, 0, 5);
     ASSERT(fd >= 0);
     /* One command split at every byte, then an inline one. */
     const char cmd[] = "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\nPING\r\n";
     for (size_t i = 0; i < sizeof cmd - 1; i++) {
-        ASSERT_EQ(send_all(fd, cmd + i, 1), 0);
+        ASSERT_EQ(h_send_all(fd, cmd + i, 1), 0);
         usleep(200);
     }
     char buf[256];
@@ -323,13 +298,13 @@ static void test_backpressure_keeps_order(void) {
 
 /* A SET whose value never fully arrives leaves nothing behind. */
 static void test_disconnect_mid_value_leaves_no_key(void) {
-    int fd = raw_connect(srv.port);
+    int fd = h_raw_connect_to(srv.port, 0, 5);
     ASSERT(fd >= 0);
     const char hdr[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000000\r\n";
-    ASSERT_EQ(send_all(fd, hdr, sizeof hdr - 1), 0);
+    ASSERT_EQ(h_send_all(fd, hdr, sizeof hdr - 1), 0);
     char part[300000];
     memset(part, 'x', sizeof part);
-    ASSERT_EQ(send_all(fd, part, sizeof part), 0);
+    ASSERT_EQ(h_send_all(fd, part, sizeof part), 0);
     usleep(100000);
     close(fd);
     usleep(100000);
@@ -369,7 +344,7 @@ static void test_maxclients(void) {
     redisReply *r = a ? redisCommand(a, "PING") : NULL;
     int a_ok = r && r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
-    int fd = raw_connect(s.port);
+    int fd = h_raw_connect_to(s.port, 0, 5);
     char buf[256] = "";
     int eof = 0;
     if (fd >= 0) {
@@ -393,9 +368,9 @@ static void test_sigterm_exits_0(void) {
     ASSERT_EQ(start_server(&s, NULL), 0);
     /* A connected client and a half-sent value must not hold shutdown up. */
     redisContext *c = h_redis(s.port);
-    int fd = raw_connect(s.port);
+    int fd = h_raw_connect_to(s.port, 0, 5);
     const char hdr[] = "*3\r\n$3\r\nSET\r\n$1\r\nq\r\n$100000\r\nabc";
-    if (fd >= 0) send_all(fd, hdr, sizeof hdr - 1);
+    if (fd >= 0) h_send_all(fd, hdr, sizeof hdr - 1);
     usleep(50000);
     uint64_t t0 = mono_ms();
     kill(s.pid, SIGTERM);

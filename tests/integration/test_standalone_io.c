@@ -277,22 +277,6 @@ static int flip_bit(pid_t pid, uint64_t addr) {
     return ok ? 0 : -1;
 }
 
-/* rcvbuf > 0: that receive buffer, set before connecting so the window
- * stays small and the server's writes come back partial. */
-static int raw_connect(int port, int rcvbuf) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Everything until EOF (1) or a timeout (0) into buf; bytes in *got.
  * slow: at most 16 KiB per recv, with a pause after each. */
 static int read_to_eof(int fd, unsigned char *buf, size_t cap, size_t *got, int slow) {
@@ -344,7 +328,7 @@ static void corrupt_slice_case(int slice, int slow) {
 
     size_t cap = CORRUPT_LEN + 64, got = 0;
     unsigned char *buf = malloc(cap);
-    int fd = raw_connect(port, slow ? SLOW_RCVBUF : 0);
+    int fd = h_raw_connect_to(port, slow ? SLOW_RCVBUF : 0, 10);
     const char get[] = "*2\r\n$3\r\nGET\r\n$6\r\nvictim\r\n";
     int eof = fd >= 0 && send(fd, get, sizeof get - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof get - 1) &&
               read_to_eof(fd, buf, cap, &got, slow);
@@ -398,7 +382,7 @@ static void test_slow_reader_exact(void) {
     int hl = snprintf(hdr, sizeof hdr, "$%u\r\n", SLOW_LEN);
     size_t one = (size_t)hl + SLOW_LEN + 2, cap = SLOW_GETS * one + 64, got = 0;
     unsigned char *buf = malloc(cap);
-    int fd = raw_connect(port, SLOW_RCVBUF);
+    int fd = h_raw_connect_to(port, SLOW_RCVBUF, 10);
     const char get[] = "*2\r\n$3\r\nGET\r\n$4\r\nslow\r\n";
     int sent = 1;
     for (int i = 0; i < SLOW_GETS && fd >= 0; i++)

@@ -2,12 +2,16 @@
  * see harness.h. */
 #include "tests/support/harness.h"   /* support objects build without -Itests */
 
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +39,37 @@ void h_kill_all(void) {
 
 void h_stop_all(void) {
     for (int i = 0; i < H_MAX_CHILDREN; i++) h_stop(h_children[i]);
+}
+
+int h_raw_connect_to(int port, int rcvbuf, int timeout_s) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    if (timeout_s > 0) {
+        struct timeval tv = {timeout_s, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int h_raw_connect(int port, int rcvbuf) { return h_raw_connect_to(port, rcvbuf, 0); }
+
+int h_send_all(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
 
 void h_setup_or_exit(int rc, const char *what) {

@@ -79,6 +79,18 @@ int h_is_process(redisContext *c, pid_t pid);
  * or it died; bounded. 0 once it does, -1 otherwise. */
 int h_wait_ping(const char *host, int port, pid_t pid, int timeout_ms);
 
+/* A plain TCP connection to 127.0.0.1:port (for bytes hiredis would
+ * never send), with a receive buffer of rcvbuf bytes when > 0 (set before
+ * connecting, so the window stays small: a slow reader the server's
+ * writes come back partial to) and reads that give up after timeout_s
+ * seconds when > 0; -1 if it cannot connect. */
+int h_raw_connect_to(int port, int rcvbuf, int timeout_s);
+int h_raw_connect(int port, int rcvbuf);   /* h_raw_connect_to(port, rcvbuf, 0) */
+
+/* All n bytes of p sent on fd (no SIGPIPE; interrupted sends go on):
+ * 0, or -1 once the peer is gone. */
+int h_send_all(int fd, const void *p, size_t n);
+
 /* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
 long h_rss_kb(pid_t pid);
 /* A kB field of /proc/pid/status ("RssAnon", ...), or -1. */
