@@ -37,18 +37,8 @@
 
 /* ---- HTTP and scrapes ---- */
 
-static int http_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {8, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+/* A scrape's connection: reads give up after 8 s. */
+static int http_connect(int port) { return h_raw_connect_to(port, 0, 8); }
 
 /* Everything the server sends until it closes (NUL terminated, malloc'd);
  * NULL if the connect fails. */

@@ -47,17 +47,6 @@ static pid_t standalone, master, gateway, nodes[2];
 
 /* ---- raw sockets ---- */
 
-static int tcp_connect(const char *host, int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, host, &sa.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* 1 if the peer has closed fd (EOF or reset; pending bytes are drained). */
 static int peer_closed(int fd) {
     char buf[65536];
@@ -109,7 +98,7 @@ static int dribble(const int *ports, int nports, const char *payload, size_t ple
     int fds[8][NSLOW];
     for (int p = 0; p < nports; p++)
         for (int i = 0; i < NSLOW; i++)
-            if ((fds[p][i] = tcp_connect("127.0.0.1", ports[p])) < 0) return -1;
+            if ((fds[p][i] = h_raw_connect(ports[p], 0)) < 0) return -1;
     *worst_ms = 0;
     for (unsigned tick = 0; tick < DRIBBLE_S * 10; tick++) {
         for (int p = 0; p < nports; p++)
@@ -217,7 +206,7 @@ static void unread_replies_on(int port, pid_t pid) {
     /* Private memory only: a gateway's clients map the nodes' segments
      * (shm map mode), and those shared pages count in VmRSS. */
     long rss0 = h_status_kb(pid, "RssAnon");
-    int fd = tcp_connect("127.0.0.1", port);
+    int fd = h_raw_connect(port, 0);
     ASSERT(fd >= 0);
     int rcvbuf = 64 * 1024;   /* keep the kernel from soaking up replies for us */
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
