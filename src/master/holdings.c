@@ -44,7 +44,8 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
         return;
     }
     uint32_t want = drop ? 0 : o->owner ? mm_obj_of(o)->want : o->nreplicas;
-    proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r);
+    const proto_slices *sl = drop || !o->owner ? NULL : &mm_obj_of(o)->slices;
+    proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r, sl);
     n->notes_n++;
 }
 

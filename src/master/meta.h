@@ -303,13 +303,14 @@ void mm_sweep(master_meta *m, uint64_t now_ms);
  * object key (size, crc), at seg_off in node's segment. */
 typedef struct mm_report {
     uint32_t node;
+    uint32_t keylen;              /* here, not after key: 64 bytes a report, as before slices */
     const void *key;
-    size_t keylen;
     uint64_t size;
     uint32_t crc;
     uint32_t want;                /* replica count the object was put with */
     uint64_t obj_off;
     uint64_t seg_off, length;
+    const uint8_t *slices;        /* the object's slice CRCs, packed (proto_slices_ref_get), or NULL */
 } mm_report;
 
 typedef struct mm_rebuild_stats {

@@ -448,12 +448,38 @@ static void refuse(const build_ctx *b, const mm_report *r) {
     if (b->fn) b->fn(r, b->ctx);
 }
 
+/* The slice CRCs the reports of the kept replicas (p[kept[..]]) carry,
+ * onto o: only if every report that carries some carries the same, and
+ * they combine to the object's CRC (a node keeps them from the holdings
+ * notes; what disagrees is trusted by no one: readers verify o whole). */
+static void restore_slices(master_meta *m, object *o, const partial *p, const uint32_t *kept, uint32_t nkept) {
+    proto_slices_ref got = {0, 0, NULL}, s;
+    for (uint32_t i = 0; i < nkept; i++)
+        for (uint32_t k = 0; k < p[kept[i]].n; k++) {
+            const mm_report *r = p[kept[i]].ext[k];
+            if (!r->slices || !proto_slices_ref_get(r->slices, proto_slices_ref_len(PROTO_MAX_SLICES), o->size, &s))
+                continue;
+            if (got.count && !proto_slices_ref_eq(&got, &s)) return;
+            got = s;
+        }
+    if (!got.count) return;
+    proto_slices sl;
+    proto_slices_from_ref(&got, &sl);
+    if (proto_slices_check(&sl, o->size, o->crc, NULL, 0) != 0) {
+        proto_slices_free(&sl);
+        return;
+    }
+    mm_obj_of(o)->slices = sl;
+    m->slice_crc_bytes += (uint64_t)sl.count * sizeof *sl.crc;
+}
+
 /* Turn the whole replicas of one key (np partials) into a COMPLETE object. */
 static void commit_key(const build_ctx *b, const mm_report *first, uint64_t hash, uint32_t np) {
     master_meta *m = b->m;
     mm_rebuild_stats *st = b->st;
     partial *p = b->j->p;
     obj_replica whole[PROTO_MAX_REPLICAS];
+    uint32_t kept[PROTO_MAX_REPLICAS];   /* the partials whole[] came from */
     uint32_t nwhole = 0, want = 0, any_whole = 0;
     for (uint32_t i = 0; i < np; i++) {
         int ok = p[i].end == first->size;
@@ -461,7 +487,7 @@ static void commit_key(const build_ctx *b, const mm_report *first, uint64_t hash
         ok = ok && nwhole < PROTO_MAX_REPLICAS && !shares_node(whole, nwhole, &p[i]) &&
              claim_replica(b, &p[i], &whole[nwhole], b->j->room + (size_t)nwhole * PROTO_MAX_EXTENTS) == 0;
         if (ok) {
-            nwhole++;
+            kept[nwhole++] = i;
             st->extents += p[i].n;
             for (uint32_t k = 0; k < p[i].n; k++)
                 if (p[i].ext[k]->want > want) want = p[i].ext[k]->want;
@@ -484,6 +510,7 @@ static void commit_key(const build_ctx *b, const mm_report *first, uint64_t hash
     }
     o->size = first->size;
     o->crc = first->crc;
+    restore_slices(m, o, p, kept, nwhole);
     o->created_ms = o->atime_ms = b->now_ms;
     objtable_set_state(m->objs, o, OBJ_COMPLETE);
     m->under_replicated += mm_under(o);

@@ -390,8 +390,9 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
     uint64_t v[6];
     for (int k = 0; k < 6; k++)
         if (master_arg_u64(c, a + 1 + k, 0, max[k], &v[k]) != 0) return -1;
-    *r = (mm_report){node, c->argv[a].ptr, c->argv[a].len, v[0], (uint32_t)v[1], (uint32_t)v[2],
-                     v[3], v[4], v[5]};
+    /* a bulk argument is far below 4 GiB: keylen keeps it whole (the build refuses a long key) */
+    *r = (mm_report){node, (uint32_t)c->argv[a].len, c->argv[a].ptr, v[0], (uint32_t)v[1], (uint32_t)v[2],
+                     v[3], v[4], v[5], NULL};
     return 0;
 }
 
@@ -428,16 +429,26 @@ static char *keys_room(master_reports *b, size_t len) {
     return last->base + last->used - len;
 }
 
-/* Keep n parsed reports (at b->v + b->n, their keys still in the
- * command's arguments, keys bytes in all): the keys are copied. */
+/* The bytes of r's key and the slice CRCs that follow it (checked). */
+static size_t key_and_slices(const mm_report *r) {
+    proto_slices_ref s = {0, 0, NULL};
+    if (r->slices) proto_slices_ref_get(r->slices, proto_slices_ref_len(PROTO_MAX_SLICES), r->size, &s);
+    return r->keylen + (s.count ? proto_slices_ref_len(s.count) : 0);
+}
+
+/* Keep n parsed reports (at b->v + b->n, their keys, each followed by
+ * its slice CRCs if any, still in the command's arguments, keys bytes
+ * in all): the keys and CRCs are copied. */
 static void reports_keep(master *m, uint32_t node, size_t n, size_t keys) {
     master_reports *b = &m->rebuild.buf;
     mm_report *at = b->v + b->n;
     char *k = keys ? keys_room(b, keys) : NULL;
     for (size_t i = 0; i < n; i++) {
-        memcpy(k, at[i].key, at[i].keylen);
+        size_t len = key_and_slices(&at[i]);
+        memcpy(k, at[i].key, len);
         at[i].key = k;
-        k += at[i].keylen;
+        if (at[i].slices) at[i].slices = (const uint8_t *)k + at[i].keylen;
+        k += len;
     }
     if (!b->groups) b->groups = mm_groups_create();
     mm_groups_add(b->groups, b->v, b->n, b->n + n);
@@ -482,8 +493,10 @@ static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
             master_reply_fail(c, PROTO_ERR, "malformed packed report record %zu", got);
             return;
         }
-        at[got++] = (mm_report){node, r.key, r.keylen, r.size, r.crc, r.want, r.obj_off, r.seg_off, r.length};
-        keys += r.keylen;
+        /* the record's slice CRCs follow its key in the blob: kept with it */
+        const uint8_t *sl = r.slices.count ? (const uint8_t *)r.key + r.keylen : NULL;
+        at[got] = (mm_report){node, (uint32_t)r.keylen, r.key, r.size, r.crc, r.want, r.obj_off, r.seg_off, r.length, sl};
+        keys += key_and_slices(&at[got++]);
     }
     reports_keep(master_of(c), node, got, keys);
     reply_integer(c, (long long)rb->buf.n);
@@ -563,14 +576,16 @@ static void reply_note(client *c, const uint8_t **p, const uint8_t *end, obj_ext
     }
 }
 
-/* MOON.HOLDINGS id ack [PACKED]: [next_ack, [note ...]] or [next_ack, blob]
- * (the notes are kept as the packed records: that form sends them as
- * they are, at most about PROTO_NOTES_BLOB bytes of them). */
+/* MOON.HOLDINGS id ack [PACKED [SLICES]]: [next_ack, [note ...]] or
+ * [next_ack, blob] (the notes are kept as the packed records: that form
+ * sends them as they are, at most about PROTO_NOTES_BLOB bytes of them;
+ * without SLICES they are sent without their slice CRCs). */
 static void holdings_command(client *c) {
     uint32_t id;
     uint64_t ack, next;
-    int packed = c->argc == 4 && c->argv[3].len == 6 && strncasecmp(c->argv[3].ptr, "packed", 6) == 0;
-    if (c->argc != 3 && !packed) {
+    int packed = c->argc >= 4 && c->argv[3].len == 6 && strncasecmp(c->argv[3].ptr, "packed", 6) == 0;
+    int slices = c->argc == 5 && c->argv[4].len == 6 && strncasecmp(c->argv[4].ptr, "slices", 6) == 0;
+    if (c->argc != 3 && !(packed && (c->argc == 4 || slices))) {
         reply_syntax_error(c);
         return;
     }
@@ -581,14 +596,20 @@ static void holdings_command(client *c) {
                                 packed ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
     reply_array(c, 2);
     reply_integer(c, (long long)next);
-    if (packed) {
+    if (slices) {
         reply_bulk(c, recs, len);
-        return;
+    } else if (packed) {   /* a node that keeps no slice CRCs */
+        resp_buf plain;
+        resp_buf_init(&plain);
+        proto_notes_plain(recs, len, &plain);
+        reply_bulk(c, plain.data, plain.len);
+        resp_buf_free(&plain);
+    } else {
+        reply_array(c, (long long)n);
+        obj_extent *ext = xmalloc(PROTO_MAX_EXTENTS * sizeof *ext);
+        for (size_t i = 0; i < n; i++) reply_note(c, &recs, recs + len, ext);
+        free(ext);
     }
-    reply_array(c, (long long)n);
-    obj_extent *ext = xmalloc(PROTO_MAX_EXTENTS * sizeof *ext);
-    for (size_t i = 0; i < n; i++) reply_note(c, &recs, recs + len, ext);
-    free(ext);
 }
 
 /* MOON.BADREPLICA id key seg_offset [...]: the node's scrub found these
@@ -630,7 +651,7 @@ static const command recovery_commands[] = {
      "Node's scrub found replicas rotten: drop them so repair copies them again",
      "id key seg-offset [key seg-offset ...]"},
     {"moon.holdings", holdings_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
-     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack [PACKED]"},
+     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack [PACKED [SLICES]]"},
 };
 
 void master_register_recovery_commands(server *srv) {

@@ -97,6 +97,10 @@ struct node_control {
     int npeers;
     uint64_t holdings_ack, next_pull_ms;
     obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
+    /* A master from before slice CRCs: it refused MOON.HOLDINGS ... SLICES
+     * (asked again after each registration), or a report carrying them
+     * (until a master takes SLICES again). */
+    int plain_holdings, plain_reports;
     node_index_batch *ix_batch; /* a reply's notes on their way into the index */
     node_scrub *scrub;
 };
@@ -189,7 +193,7 @@ static long apply_notes(node_control *c, const uint8_t *p, const uint8_t *end, u
         if (proto_note_next(&p, end, c->note_ext, &note) != 0) break;
         if (note.drop) node_index_batch_drop(ix, c->ix_batch, note.key, note.keylen);
         else node_index_batch_hold(ix, c->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
-                                   self);
+                                   &note.slices, self);
     }
     node_index_commit(ix, c->ix_batch);   /* before the blob its keys point into goes */
     return p == end ? n : -1;
@@ -197,11 +201,18 @@ static long apply_notes(node_control *c, const uint8_t *p, const uint8_t *end, u
 
 /* One MOON.HOLDINGS round: 1 if the reply was full (more may wait). */
 static int pull_once(node_control *c, uint32_t self) {
-    redisReply *r = master_cmd(c, "MOON.HOLDINGS %u %llu PACKED", self, (unsigned long long)c->holdings_ack);
+    redisReply *r = c->plain_holdings
+                        ? master_cmd(c, "MOON.HOLDINGS %u %llu PACKED", self, (unsigned long long)c->holdings_ack)
+                        : master_cmd(c, "MOON.HOLDINGS %u %llu PACKED SLICES", self, (unsigned long long)c->holdings_ack);
     if (!r) return 0;
     int more = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
-        r->element[1]->type == REDIS_REPLY_STRING) {
+    if (r->type == REDIS_REPLY_ERROR && !c->plain_holdings && strstr(r->str, "syntax error")) {
+        log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
+        c->plain_holdings = c->plain_reports = 1;
+        more = 1;   /* again, at once */
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+        c->plain_reports = c->plain_reports && c->plain_holdings;
         const uint8_t *blob = (const uint8_t *)r->element[1]->str;
         long n = apply_notes(c, blob, blob + r->element[1]->len, self);
         /* Taken as read either way: a note we cannot parse would come back forever. */
@@ -286,6 +297,10 @@ static int report_reply(node_control *c) {
     }
     int bad = r->type == REDIS_REPLY_ERROR;
     if (bad) log_warning("node: MOON.REPORT refused: %s", r->str);
+    if (bad && !c->plain_reports && strstr(r->str, "malformed packed report")) {
+        log_notice("node: reporting again without slice CRCs (a master from before them?)");
+        c->plain_reports = 1;
+    }
     freeReplyObject(r);
     if (bad) disconnect(c);
     return bad ? -1 : 0;
@@ -312,10 +327,13 @@ static int write_all(node_control *c, const uint8_t *p, size_t len) {
  * (*buf keeps CTL_REPORT_HEAD bytes for it) and written at once: the
  * master works on it while we prove and pack the next one. Nothing else
  * is queued on the hiredis context, so the replies stay in order. */
-static int report_send(node_control *c, const node_index_extent *batch, size_t n, uint8_t **buf,
+static int report_send(node_control *c, node_index_extent *batch, size_t n, uint8_t **buf,
                        size_t *cap) {
     size_t len = 0;
-    for (size_t i = 0; i < n; i++) len += proto_report_len(batch[i].keylen);
+    for (size_t i = 0; i < n; i++) {
+        if (c->plain_reports) batch[i].slices.count = 0;
+        len += proto_report_len(&batch[i]);
+    }
     if (CTL_REPORT_HEAD + len + 2 > *cap) *buf = xrealloc(*buf, *cap = CTL_REPORT_HEAD + len + 2);
     uint8_t *blob = *buf + CTL_REPORT_HEAD;
     len = 0;
@@ -443,6 +461,7 @@ static int do_register(node_control *c) {
     c->registered_ms = mono_ms();
     c->claim_id = id;
     c->holdings_ack = 0;   /* the master resends what we did not acknowledge */
+    c->plain_holdings = 0;
     c->next_pull_ms = 0;
     pthread_mutex_lock(&n->mu);
     n->status.id = id;

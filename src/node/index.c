@@ -25,7 +25,9 @@ typedef struct ix_entry {
     uint64_t hash, size;
     uint32_t crc, want, nextents, nmine;
     obj_extent *ext;
-    size_t keylen;
+    uint32_t keylen;
+    uint16_t nslices;      /* slice CRCs, packed after the extents (0: none) */
+    uint8_t slice_shift;   /* their slice size, log2 */
     char key[];
 } ix_entry;
 
@@ -52,7 +54,13 @@ node_index *node_index_create(const void *seg_base, uint64_t seg_size) {
 }
 
 static uint64_t entry_bytes(const ix_entry *e) {
-    return sizeof *e + e->keylen + e->nextents * sizeof *e->ext;
+    return sizeof *e + e->keylen + e->nextents * sizeof *e->ext + 4 * (uint64_t)e->nslices;
+}
+
+/* e's slice CRCs as the wire has them (count 0: none). */
+static proto_slices_ref entry_slices(const ix_entry *e) {
+    if (!e->nslices) return (proto_slices_ref){0, 0, NULL};
+    return (proto_slices_ref){1ULL << e->slice_shift, e->nslices, (const uint8_t *)(e->ext + e->nextents)};
 }
 
 static void entry_free(node_index *ix, ix_entry *e) {
@@ -130,17 +138,24 @@ static size_t ext_at(size_t keylen) {
     return (sizeof(ix_entry) + keylen + _Alignof(obj_extent) - 1) & ~(_Alignof(obj_extent) - 1);
 }
 
-/* A copy of rep with our extents marked, in one block with the entry (a
- * node indexes every small put: one allocation each, not two); NULL if
- * none is ours or one of ours lies outside the segment. */
+/* A copy of rep with our extents marked, and of the slice CRCs sl (NULL
+ * or count 0: none), in one block with the entry (a node indexes every
+ * small put: one allocation each, not two); NULL if none is ours or one
+ * of ours lies outside the segment. */
 static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const obj_replica *rep,
-                           uint32_t self) {
-    size_t at = ext_at(keylen);
-    ix_entry *e = xmalloc(at + rep->nextents * sizeof *rep->extents);
+                           const proto_slices_ref *sl, uint32_t self) {
+    int sliced = sl && sl->count && sl->count <= PROTO_MAX_SLICES && sl->size && !(sl->size & (sl->size - 1));
+    size_t at = ext_at(keylen), nsl = sliced ? sl->count : 0;
+    ix_entry *e = xmalloc(at + rep->nextents * sizeof *rep->extents + 4 * nsl);
     memset(e, 0, sizeof *e);
     e->ext = (obj_extent *)((char *)e + at);
     memcpy(e->ext, rep->extents, rep->nextents * sizeof *rep->extents);
     e->nextents = rep->nextents;
+    if (nsl) {
+        memcpy(e->ext + e->nextents, sl->crc, 4 * nsl);
+        e->nslices = (uint16_t)nsl;
+        e->slice_shift = (uint8_t)__builtin_ctzll(sl->size);
+    }
     for (uint32_t i = 0; i < e->nextents; i++) {
         obj_extent *x = &e->ext[i];
         if (x->node != self) continue;
@@ -153,7 +168,7 @@ static ix_entry *entry_new(node_index *ix, const void *key, size_t keylen, const
         return NULL;
     }
     memcpy(e->key, key, keylen);
-    e->keylen = keylen;
+    e->keylen = (uint32_t)keylen;
     return e;
 }
 
@@ -173,8 +188,8 @@ struct node_index_batch {
 };
 
 static ix_op op_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc, uint32_t want,
-                     const obj_replica *rep, uint32_t self) {
-    ix_op op = {siphash24(key, keylen, ix->seed), key, keylen, entry_new(ix, key, keylen, rep, self), 0};
+                     const obj_replica *rep, const proto_slices_ref *sl, uint32_t self) {
+    ix_op op = {siphash24(key, keylen, ix->seed), key, keylen, entry_new(ix, key, keylen, rep, sl, self), 0};
     if (op.e) {
         op.e->hash = op.hash;
         op.e->size = size;
@@ -239,8 +254,8 @@ static void ops_apply(node_index *ix, ix_op *op, size_t n) {
 }
 
 int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
-                    uint32_t want, const obj_replica *rep, uint32_t self) {
-    ix_op op = op_hold(ix, key, keylen, size, crc, want, rep, self);
+                    uint32_t want, const obj_replica *rep, const proto_slices_ref *sl, uint32_t self) {
+    ix_op op = op_hold(ix, key, keylen, size, crc, want, rep, sl, self);
     pthread_mutex_lock(&ix->mu);
     int rc = op_apply(ix, &op);
     pthread_mutex_unlock(&ix->mu);
@@ -263,9 +278,10 @@ void node_index_batch_free(node_index_batch *b) {
 }
 
 void node_index_batch_hold(node_index *ix, node_index_batch *b, const void *key, size_t keylen, uint64_t size,
-                           uint32_t crc, uint32_t want, const obj_replica *rep, uint32_t self) {
+                           uint32_t crc, uint32_t want, const obj_replica *rep, const proto_slices_ref *sl,
+                           uint32_t self) {
     if (b->n == NODE_INDEX_BATCH) node_index_commit(ix, b);
-    b->op[b->n++] = op_hold(ix, key, keylen, size, crc, want, rep, self);
+    b->op[b->n++] = op_hold(ix, key, keylen, size, crc, want, rep, sl, self);
 }
 
 void node_index_batch_drop(node_index *ix, node_index_batch *b, const void *key, size_t keylen) {
@@ -288,15 +304,18 @@ static int proved(const node_index *ix, const ix_entry *e) {
     return crc == e->crc;
 }
 
-/* Our extents of e into out (room for all of them), with object offsets. */
+/* Our extents of e into out (room for all of them), with object offsets;
+ * the first carries the slice CRCs. */
 static size_t entry_extents(const ix_entry *e, node_index_extent *out) {
     size_t n = 0;
     uint64_t pos = 0;
     for (uint32_t i = 0; i < e->nextents; i++) {
         const obj_extent *x = &e->ext[i];
-        if (x->node == IX_SELF)
-            out[n++] = (node_index_extent){e->key, e->keylen, e->size, e->crc, e->want, pos,
-                                           x->offset, x->length};
+        if (x->node == IX_SELF) {
+            out[n] = (node_index_extent){e->key, e->keylen, e->size, e->crc, e->want, pos, x->offset, x->length,
+                                         {0, 0, NULL}};
+            if (n++ == 0) out[0].slices = entry_slices(e);
+        }
         pos += x->length;
     }
     return n;
@@ -313,7 +332,7 @@ static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size
         entry_free(ix, e);
         return 1;
     }
-    size_t cost = (size_t)e->nmine * e->keylen;
+    size_t cost = (size_t)e->nmine * e->keylen + 4 * (size_t)e->nslices;
     if (*n > 0 && (*n + e->nmine > max || *bytes + cost > max_bytes)) return 0;
     *n += entry_extents(e, out + *n);
     *bytes += cost;

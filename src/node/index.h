@@ -34,11 +34,12 @@ typedef proto_report_rec node_index_extent;
 node_index *node_index_create(const void *seg_base, uint64_t seg_size);
 void node_index_free(node_index *ix);
 
-/* This node (id self) holds its part of replica rep of key: the entry is
- * replaced. -1 if refused (no extent here, one outside the segment, the
- * bound reached). */
+/* This node (id self) holds its part of replica rep of key, whose slice
+ * CRCs are sl (NULL or count 0: none; bounded as proto_slices_ref_get
+ * bounds them): the entry is replaced. -1 if refused (no extent here, one
+ * outside the segment, the bound reached). */
 int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t size, uint32_t crc,
-                    uint32_t want, const obj_replica *rep, uint32_t self);
+                    uint32_t want, const obj_replica *rep, const proto_slices_ref *sl, uint32_t self);
 void node_index_drop(node_index *ix, const void *key, size_t keylen);
 
 /* Holds and drops applied together, in order (a MOON.HOLDINGS reply's
@@ -52,15 +53,17 @@ void node_index_drop(node_index *ix, const void *key, size_t keylen);
 typedef struct node_index_batch node_index_batch;
 node_index_batch *node_index_batch_new(void);
 void node_index_batch_hold(node_index *ix, node_index_batch *b, const void *key, size_t keylen, uint64_t size,
-                           uint32_t crc, uint32_t want, const obj_replica *rep, uint32_t self);
+                           uint32_t crc, uint32_t want, const obj_replica *rep, const proto_slices_ref *sl,
+                           uint32_t self);
 void node_index_batch_drop(node_index *ix, node_index_batch *b, const void *key, size_t keylen);
 void node_index_commit(node_index *ix, node_index_batch *b);
 void node_index_batch_free(node_index_batch *b);   /* uncommitted ones are dropped */
 /* Forget every entry. */
 void node_index_clear(node_index *ix);
 
-/* Walk from *cursor (0 to start): whole entries' extents into out, up
- * to max extents and max_key_bytes of their keys (counted per extent),
+/* Walk from *cursor (0 to start): whole entries' extents into out (an
+ * entry's first one with its slice CRCs), up to max extents and
+ * max_key_bytes of their keys (counted per extent) and slice CRCs,
  * but always at least one entry (so max must be >= PROTO_MAX_EXTENTS).
  * Each object is proved first where it lies wholly here (a mismatch
  * drops it and counts a checksum error). Returns how many; *cursor

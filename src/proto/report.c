@@ -8,14 +8,15 @@
 size_t proto_report_put(uint8_t *out, const proto_report_rec *r) {
     le_put16(out, (uint16_t)r->keylen);
     out[2] = (uint8_t)r->want;
-    out[3] = 0;
+    out[3] = r->slices.count ? 1 : 0;
     le_put32(out + 4, r->crc);
     le_put64(out + 8, r->size);
     le_put64(out + 16, r->obj_off);
     le_put64(out + 24, r->seg_off);
     le_put64(out + 32, r->length);
     memcpy(out + PROTO_REPORT_HDR, r->key, r->keylen);
-    return proto_report_len(r->keylen);
+    if (r->slices.count) proto_slices_ref_copy(out + PROTO_REPORT_HDR + r->keylen, &r->slices);
+    return proto_report_len(r);
 }
 
 int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r) {
@@ -31,9 +32,16 @@ int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r
     r->seg_off = le_get64(at + 24);
     r->length = le_get64(at + 32);
     r->key = (const char *)at + PROTO_REPORT_HDR;
-    if (at[3] != 0 || r->want > PROTO_MAX_REPLICAS || r->size > PROTO_MAX_SEGMENT ||
+    if (at[3] > 1 || r->want > PROTO_MAX_REPLICAS || r->size > PROTO_MAX_SEGMENT ||
         r->obj_off > PROTO_MAX_SEGMENT || r->seg_off > PROTO_MAX_SEGMENT || r->length > PROTO_MAX_SEGMENT)
         return -1;
-    *p = at + PROTO_REPORT_HDR + keylen;
+    const uint8_t *next = at + PROTO_REPORT_HDR + keylen;
+    r->slices = (proto_slices_ref){0, 0, NULL};
+    if (at[3] == 1) {
+        size_t got = proto_slices_ref_get(next, (size_t)(end - next), r->size, &r->slices);
+        if (got == 0) return -1;
+        next += got;
+    }
+    *p = next;
     return 0;
 }

@@ -5,9 +5,13 @@
  * carries a batch as one bulk string of fixed-layout little-endian
  * records, each followed by its key:
  *
- *   u16 keylen | u8 want | u8 flags (0) | u32 crc | u64 size |
- *   u64 obj_off | u64 seg_off | u64 length | key[keylen]
+ *   u16 keylen | u8 want | u8 flags | u32 crc | u64 size |
+ *   u64 obj_off | u64 seg_off | u64 length | key[keylen] |
+ *   with flags 1: u64 slice_size | u16 count | count x u32 crc
  *
+ * Flags 1 carries the object's slice CRCs as the node's index has them
+ * (a node sends them with the first extent of each object it reports);
+ * flags 0 is the record of before, without.
  * The decoder is the only reader of a peer's bytes here: it bounds every
  * field and never reads past the blob. */
 #ifndef MKV_PROTO_REPORT_H
@@ -17,6 +21,7 @@
 #include <stdint.h>
 
 #include "proto/limits.h"
+#include "proto/slices.h"
 
 #define PROTO_REPORT_HDR      40          /* bytes of a record before its key */
 #define PROTO_REPORT_MAX_BLOB (32 << 20)  /* bytes of one packed MOON.REPORT */
@@ -28,17 +33,21 @@ typedef struct proto_report_rec {
     uint64_t size;
     uint32_t crc, want;
     uint64_t obj_off, seg_off, length;
+    proto_slices_ref slices;   /* count 0: none */
 } proto_report_rec;
 
-static inline size_t proto_report_len(size_t keylen) { return PROTO_REPORT_HDR + keylen; }
+static inline size_t proto_report_len(const proto_report_rec *r) {
+    return PROTO_REPORT_HDR + r->keylen + (r->slices.count ? proto_slices_ref_len(r->slices.count) : 0);
+}
 
-/* Writes r at out (room for proto_report_len(r->keylen)); returns the bytes. */
+/* Writes r at out (room for proto_report_len(r)); returns the bytes. */
 size_t proto_report_put(uint8_t *out, const proto_report_rec *r);
 
 /* Decodes the record at *p (before end): 0 with *p past it and r's key
  * pointing into the blob, or -1 if it is cut off or a field is out of
  * bounds (keylen 1..PROTO_MAX_KEY_LEN, want <= PROTO_MAX_REPLICAS, sizes
- * and offsets <= PROTO_MAX_SEGMENT, flags 0). */
+ * and offsets <= PROTO_MAX_SEGMENT, flags 0 or 1, the slice CRCs of
+ * flags 1 as proto_slices_ref_get takes them). */
 int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r);
 
 #endif

@@ -109,3 +109,38 @@ void proto_slices_free(proto_slices *s) {
     free(s->crc);
     memset(s, 0, sizeof *s);
 }
+
+size_t proto_slices_ref_put(uint8_t *out, uint64_t size, uint32_t count, const uint32_t *crc) {
+    le_put64(out, size);
+    le_put16(out + 8, (uint16_t)count);
+    for (uint32_t i = 0; i < count; i++) le_put32(out + PROTO_SLICES_REF_HDR + 4 * (size_t)i, crc[i]);
+    return proto_slices_ref_len(count);
+}
+
+size_t proto_slices_ref_copy(uint8_t *out, const proto_slices_ref *r) {
+    le_put64(out, r->size);
+    le_put16(out + 8, (uint16_t)r->count);
+    memcpy(out + PROTO_SLICES_REF_HDR, r->crc, 4 * (size_t)r->count);
+    return proto_slices_ref_len(r->count);
+}
+
+size_t proto_slices_ref_get(const uint8_t *p, size_t left, uint64_t obj_size, proto_slices_ref *out) {
+    if (left < PROTO_SLICES_REF_HDR) return 0;
+    out->size = le_get64(p);
+    out->count = le_get16(p + 8);
+    out->crc = p + PROTO_SLICES_REF_HDR;
+    if (!slice_size_ok(out->size) || out->count == 0 || out->count > PROTO_MAX_SLICES ||
+        proto_slice_count(obj_size, out->size) != out->count || left < proto_slices_ref_len(out->count))
+        return 0;
+    return proto_slices_ref_len(out->count);
+}
+
+int proto_slices_ref_eq(const proto_slices_ref *a, const proto_slices_ref *b) {
+    return a->size == b->size && a->count == b->count && memcmp(a->crc, b->crc, 4 * (size_t)a->count) == 0;
+}
+
+void proto_slices_from_ref(const proto_slices_ref *r, proto_slices *out) {
+    out->size = r->size;
+    out->count = r->count;
+    out->crc = unpack(r->crc, r->count);
+}

@@ -55,4 +55,31 @@ int proto_slices_decode(const struct redisReply *slice, const struct redisReply 
                         proto_slices *out);
 void proto_slices_free(proto_slices *s);
 
+/* Slice CRCs as they lie in a peer's packed record (MOON.HOLDINGS and
+ * MOON.REPORT, PROTOCOL.md), not copied: u64 slice size, u16 count, then
+ * count little-endian u32s. count 0: none. */
+#define PROTO_SLICES_REF_HDR 10
+typedef struct proto_slices_ref {
+    uint64_t size;
+    uint32_t count;
+    const uint8_t *crc;   /* 4 * count packed bytes */
+} proto_slices_ref;
+
+/* Bytes the packed form of count CRCs takes. */
+static inline size_t proto_slices_ref_len(uint32_t count) { return PROTO_SLICES_REF_HDR + 4 * (size_t)count; }
+/* Writes s (count >= 1) at out (room for proto_slices_ref_len); returns the bytes. */
+size_t proto_slices_ref_put(uint8_t *out, uint64_t size, uint32_t count, const uint32_t *crc);
+/* The same for r (count >= 1), its CRCs copied as they are. */
+size_t proto_slices_ref_copy(uint8_t *out, const proto_slices_ref *r);
+/* Decodes the packed CRCs at p (left bytes there) of an object of
+ * obj_size bytes: the bytes taken, or 0 if cut off or out of bounds
+ * (slice size a power of two from PROTO_SLICE_MIN to PROTO_SLICE_MAX,
+ * count 1..PROTO_MAX_SLICES and exactly the object's slices). Whether
+ * they combine to the object's CRC is the keeper's check. */
+size_t proto_slices_ref_get(const uint8_t *p, size_t left, uint64_t obj_size, proto_slices_ref *out);
+/* 1 if a and b are the same list. */
+int proto_slices_ref_eq(const proto_slices_ref *a, const proto_slices_ref *b);
+/* r as a fresh proto_slices (free it). */
+void proto_slices_from_ref(const proto_slices_ref *r, proto_slices *out);
+
 #endif

@@ -37,7 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p <= at || p > end) abort();
         check_bounds(&n, data, end);
         resp_buf_clear(&b);
-        proto_note_put(&b, n.drop, n.key, n.keylen, n.size, n.crc, n.want, &n.rep);
+        proto_slices sl = {0, 0, NULL};
+        if (n.slices.count) proto_slices_from_ref(&n.slices, &sl);
+        proto_note_put(&b, n.drop, n.key, n.keylen, n.size, n.crc, n.want, &n.rep, &sl);
+        proto_slices_free(&sl);
         if (b.len != (size_t)(p - at) || memcmp(b.data, at, b.len) != 0) abort();
     }
     resp_buf_free(&b);

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "backend/cap.h"
+#include "backend/le.h"
+#include "core/crc32c.h"
 #include "core/siphash.h"
 #include "core/util.h"
 #include "proto/ended.h"
@@ -621,7 +623,7 @@ static void test_packed_report(void) {
     ASSERT(c);
     uint8_t blob[2 * (PROTO_REPORT_HDR + 8)];
     /* two extents of "pk" (300 bytes) on a, the whole object on b */
-    proto_report_rec r1 = {"pk", 2, 300, 77, 2, 0, 8192, 200}, r2 = {"pk", 2, 300, 77, 2, 200, 12288, 100};
+    proto_report_rec r1 = {"pk", 2, 300, 77, 2, 0, 8192, 200, {0, 0, NULL}}, r2 = {"pk", 2, 300, 77, 2, 200, 12288, 100, {0, 0, NULL}};
     size_t len = proto_report_put(blob, &r1);
     len += proto_report_put(blob + len, &r2);
     redisReply *r = report_packed(a.c, blob, len);
@@ -629,9 +631,11 @@ static void test_packed_report(void) {
     freeReplyObject(r);
     ASSERT(refused(report_packed(a.c, blob, len - 1), "ERR malformed packed report record 1"));
     uint8_t bad[PROTO_REPORT_HDR + 2];
-    proto_report_rec whole = {"pk", 2, 300, 77, 2, 0, 16384, 300};
+    proto_report_rec whole = {"pk", 2, 300, 77, 2, 0, 16384, 300, {0, 0, NULL}};
     size_t one = proto_report_put(bad, &whole);
-    bad[3] = 1;   /* flags */
+    bad[3] = 2;   /* flags */
+    ASSERT(refused(report_packed(b.c, bad, one), "ERR malformed packed report record 0"));
+    bad[3] = 1;   /* slice CRCs said to follow the key: none do */
     ASSERT(refused(report_packed(b.c, bad, one), "ERR malformed packed report record 0"));
     bad[3] = 0;
     bad[0] = bad[1] = 0;   /* key length 0 */
@@ -715,6 +719,106 @@ static void test_holdings_packed(void) {
     free(ext);
     redisFree(c);
     node_leave(&a);
+}
+
+/* ---- slice CRCs across a rebuild ---- */
+
+#define SL_LEN 150000   /* three slices of 64 KiB, the last short */
+
+/* SL_LEN pseudo-random bytes' CRC and their slice CRCs, packed. */
+static uint32_t sl_value(uint8_t packed[12]) {
+    uint8_t *v = xmalloc(SL_LEN);
+    for (size_t i = 0; i < SL_LEN; i++) v[i] = (uint8_t)(i * 2654435761u >> 11);
+    for (int i = 0; i < 3; i++) le_put32(packed + 4 * i, crc32c(0, v + i * 65536, i < 2 ? 65536 : SL_LEN - 131072));
+    uint32_t crc = crc32c(0, v, SL_LEN);
+    free(v);
+    return crc;
+}
+
+/* MOON.GET key: 1 if it keeps slice CRCs equal to packed, 0 if none, -1 otherwise. */
+static int get_slices(redisContext *c, const char *key, const uint8_t packed[12]) {
+    redisReply *r = redisCommand(c, "MOON.GET %s", key);
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3) rc = 0;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 5 && r->element[3]->integer == 65536 &&
+        r->element[4]->len == 12 && memcmp(r->element[4]->str, packed, 12) == 0)
+        rc = 1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+/* A put's slice CRCs go to its node with MOON.HOLDINGS ... PACKED
+ * SLICES (not without SLICES); reports carrying them (flags 1) give
+ * them back to the rebuilt object when every report agrees and they
+ * combine to its CRC, and none otherwise. */
+static void test_slices_holdings_and_reports(void) {
+    uint8_t packed[12], other[12];
+    uint32_t crc = sl_value(packed);
+    memcpy(other, packed, 12);
+    other[5] ^= 1;   /* the second slice's CRC, wrong */
+    /* one slice of 64 KiB (placed whole on d, whatever other nodes remain) */
+    uint8_t one[4], small[1000];
+    for (size_t i = 0; i < sizeof small; i++) small[i] = (uint8_t)(i * 7);
+    uint32_t small_crc = crc32c(0, small, sizeof small);
+    le_put32(one, small_crc);
+    fake_node d = {0};
+    ASSERT(node_join(&d, SECRET, 64 * 1024, "127.0.0.1:7306") == 0);
+    redisContext *c = connect_master();
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.PUTSTART sk 1000 REPLICAS 1");
+    ASSERT_MSG(r && r->type == REDIS_REPLY_ARRAY, "PUTSTART: %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    r = redisCommand(c, "MOON.PUTEND sk %u SLICES 65536 %b", small_crc, one, (size_t)4);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    for (int sliced = 1; sliced >= 0; sliced--) {
+        r = sliced ? redisCommand(d.c, "MOON.HOLDINGS %lld 0 PACKED SLICES", d.id)
+                   : redisCommand(d.c, "MOON.HOLDINGS %lld 0 packed", d.id);
+        ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING);
+        const uint8_t *p = (const uint8_t *)r->element[1]->str, *end = p + r->element[1]->len;
+        proto_note n;
+        ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+        ASSERT(!n.drop && n.keylen == 2 && memcmp(n.key, "sk", 2) == 0 && n.size == 1000 && n.crc == small_crc &&
+               p == end);
+        proto_slices_ref want = {65536, 1, one};
+        ASSERT_MSG(sliced ? proto_slices_ref_eq(&n.slices, &want) : n.slices.count == 0, "sliced %d", sliced);
+        freeReplyObject(r);
+    }
+    ASSERT(h_command_is(d.c, is_error, "ERR syntax error", "MOON.HOLDINGS %lld 0 PACKED SLICEZ", d.id));
+    ASSERT(h_command_is(d.c, is_error, "ERR syntax error", "MOON.HOLDINGS %lld 0 SLICES", d.id));
+    free(ext);
+    node_leave(&d);
+
+    fake_node e = {0}, f = {0};
+    ASSERT(node_join(&e, SECRET, 1024 * 1024, "127.0.0.1:7307") == 0);
+    ASSERT(node_join(&f, SECRET, 1024 * 1024, "127.0.0.1:7308") == 0);
+    /* rk1: both agree; rk2: they disagree; rk3: the one list does not combine to the CRC */
+    static const char *const keys[] = {"rk1", "rk2", "rk3"};
+    const uint8_t *lists[3][2] = {{packed, packed}, {packed, other}, {other, NULL}};
+    for (int side = 0; side < 2; side++) {
+        uint8_t blob[3 * (PROTO_REPORT_HDR + 3 + PROTO_SLICES_REF_HDR + 12)];
+        size_t len = 0;
+        for (int k = 0; k < 3; k++) {
+            proto_report_rec rec = {keys[k], 3, SL_LEN, crc, 2, 0, 262144 * (uint64_t)k, SL_LEN, {0, 0, NULL}};
+            if (lists[k][side]) rec.slices = (proto_slices_ref){65536, 3, lists[k][side]};
+            len += proto_report_put(blob + len, &rec);
+        }
+        r = report_packed(side ? f.c : e.c, blob, len);
+        ASSERT(r && r->type == REDIS_REPLY_INTEGER);
+        freeReplyObject(r);
+    }
+    r = redisCommand(c, "MOON.REBUILD");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+    ASSERT_EQ(r->element[0]->integer, 3);   /* objects */
+    ASSERT_EQ(r->element[1]->integer, 6);   /* replicas */
+    freeReplyObject(r);
+    ASSERT_EQ(get_slices(c, "rk1", packed), 1);
+    ASSERT_EQ(get_slices(c, "rk2", packed), 0);
+    ASSERT_EQ(get_slices(c, "rk3", packed), 0);
+    redisFree(c);
+    node_leave(&e);
+    node_leave(&f);
 }
 
 /* The lease in a GET reply: the expiry of its first read cap. */
@@ -1107,6 +1211,7 @@ int main(void) {
     RUN_TEST(test_put_waits_for_held_space);
     restart_master(5000, 5000, 2000);
     RUN_TEST(test_holdings_packed);
+    RUN_TEST(test_slices_holdings_and_reports);
     restart_master(5000, 5000, 400);   /* sweeps every 100 ms */
     RUN_TEST(test_drain_copy_task);
     restart_master(300, 600, 2000);

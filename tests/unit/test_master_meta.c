@@ -685,8 +685,8 @@ static size_t reports_of(master_meta *m, const char *const *keys, size_t nkeys, 
             uint64_t pos = 0;
             for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
                 const obj_extent *e = &o->replicas[r].extents[i];
-                out[n++] = (mm_report){e->node, o->key, o->keylen, o->size, o->crc, 2, pos,
-                                       e->offset, e->length};
+                out[n++] = (mm_report){e->node, (uint32_t)o->keylen, o->key, o->size, o->crc, 2, pos,
+                                       e->offset, e->length, NULL};
                 pos += e->length;
             }
         }
@@ -704,9 +704,9 @@ static void test_rebuild_from_reports(void) {
     size_t n = reports_of(a, keys, 2, rep);
     ASSERT_EQ(n, 2 + 10);
     /* junk: outside the segment, overlapping a real extent, orphan slice */
-    rep[n++] = (mm_report){1, "bad", 3, 10, 1, 1, 0, 64 * KB, 10};
-    rep[n++] = (mm_report){rep[0].node, "zdup", 4, 10, 1, 1, 0, rep[0].seg_off, 10};
-    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1, 1024, 32 * KB, 1024};
+    rep[n++] = (mm_report){1, 3, "bad", 10, 1, 1, 0, 64 * KB, 10, NULL};
+    rep[n++] = (mm_report){rep[0].node, 4, "zdup", 10, 1, 1, 0, rep[0].seg_off, 10, NULL};
+    rep[n++] = (mm_report){2, 6, "orphan", 2048, 1, 1, 1024, 32 * KB, 1024, NULL};
 
     master_meta *b = cluster(4, 64 * KB);
     mm_rebuild_stats st;
@@ -818,9 +818,9 @@ static void test_rebuild_claims_in_one_pass(void) {
     size_t n = reports_of(a, keys, KEYS, rep);
     ASSERT(n > KEYS);
     /* refused, in free space: a lone slice, a copy with another CRC, an empty key */
-    rep[n++] = (mm_report){2, "orphan", 6, 2048, 1, 1, 1024, 900 * KB, 1024};
+    rep[n++] = (mm_report){2, 6, "orphan", 2048, 1, 1, 1024, 900 * KB, 1024, NULL};
     rep[n] = rep[0], rep[n].crc ^= 1, rep[n].node = rep[0].node % 3 + 1, rep[n++].seg_off = 960 * KB;
-    rep[n++] = (mm_report){3, "", 0, 64, 1, 1, 0, 1000 * KB, 64};
+    rep[n++] = (mm_report){3, 0, "", 64, 1, 1, 0, 1000 * KB, 64, NULL};
     master_meta *b = cluster(3, 1024 * KB), *c = cluster(3, 1024 * KB);
     for (uint32_t id = 1; id <= 3; id++)   /* in use: claims one by one */
         ASSERT_EQ(seg_alloc_reserve_at(mm_node_get(c, id)->alloc, 1023 * KB, 64), ALLOC_OK);

@@ -30,15 +30,15 @@ static void test_hold_drop_report(void) {
     uint32_t crc = crc32c(0, seg, 128);
     obj_extent whole[] = {{7, 0, 128}};
     obj_replica r = rep_of(whole, 1);
-    ASSERT_EQ(node_index_hold(ix, "a", 1, 128, crc, 2, &r, 7), 0);
+    ASSERT_EQ(node_index_hold(ix, "a", 1, 128, crc, 2, &r, NULL, 7), 0);
     /* striped over node 3 and us: our slice is object bytes [64, 128) */
     obj_extent striped[] = {{3, 512, 64}, {7, 1024, 64}};
     r = rep_of(striped, 2);
-    ASSERT_EQ(node_index_hold(ix, "b", 1, 128, 1234, 2, &r, 7), 0);
+    ASSERT_EQ(node_index_hold(ix, "b", 1, 128, 1234, 2, &r, NULL, 7), 0);
     /* nothing of it here: refused */
     obj_extent elsewhere[] = {{3, 0, 64}};
     r = rep_of(elsewhere, 1);
-    ASSERT_EQ(node_index_hold(ix, "c", 1, 64, 1, 1, &r, 7), -1);
+    ASSERT_EQ(node_index_hold(ix, "c", 1, 64, 1, 1, &r, NULL, 7), -1);
     node_index_stats st;
     node_index_get_stats(ix, &st);
     ASSERT_EQ(st.objects, 2);
@@ -69,10 +69,10 @@ static void test_corrupt_object_is_dropped_at_report(void) {
     memset(seg, 0x11, 256);
     obj_extent e[] = {{1, 0, 128}, {1, 128, 128}};
     obj_replica r = rep_of(e, 2);
-    ASSERT_EQ(node_index_hold(ix, "ok", 2, 256, crc32c(0, seg, 256), 1, &r, 1), 0);
+    ASSERT_EQ(node_index_hold(ix, "ok", 2, 256, crc32c(0, seg, 256), 1, &r, NULL, 1), 0);
     obj_extent f[] = {{1, 256, 64}};
     r = rep_of(f, 1);
-    ASSERT_EQ(node_index_hold(ix, "bad", 3, 64, 42, 1, &r, 1), 0);   /* wrong CRC */
+    ASSERT_EQ(node_index_hold(ix, "bad", 3, 64, 42, 1, &r, NULL, 1), 0);   /* wrong CRC */
     node_index_extent out[8];
     ASSERT_EQ(report_all(ix, out, 8), 2);   /* both extents of "ok" */
     ASSERT_EQ(out[0].keylen, 2);
@@ -88,14 +88,14 @@ static void test_bounds(void) {
     node_index *ix = node_index_create(seg, 128);
     obj_extent out_of[] = {{1, 100, 64}};
     obj_replica r = rep_of(out_of, 1);
-    ASSERT_EQ(node_index_hold(ix, "o", 1, 64, 0, 1, &r, 1), -1);
+    ASSERT_EQ(node_index_hold(ix, "o", 1, 64, 0, 1, &r, NULL, 1), -1);
     obj_extent e[] = {{1, 0, 64}};
     r = rep_of(e, 1);
     int refused = 0;
     for (int i = 0; i < 10; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
-        refused += node_index_hold(ix, key, strlen(key), 64, 0, 1, &r, 1) != 0;
+        refused += node_index_hold(ix, key, strlen(key), 64, 0, 1, &r, NULL, 1) != 0;
     }
     node_index_stats st;
     node_index_get_stats(ix, &st);
@@ -117,7 +117,7 @@ static void test_full_buckets_split_across_batches(void) {
         snprintf(key, sizeof key, "k%d", i);
         for (int k = 0; k < MINE; k++) e[1 + k] = (obj_extent){7, (uint64_t)(i * MINE + k), 1};
         obj_replica r = rep_of(e, 1 + MINE);
-        ASSERT_EQ(node_index_hold(ix, key, strlen(key), 1 + MINE, 0, 1, &r, 7), 0);
+        ASSERT_EQ(node_index_hold(ix, key, strlen(key), 1 + MINE, 0, 1, &r, NULL, 7), 0);
     }
     node_index_extent out[MAX];
     uint64_t cursor = 0;
@@ -150,9 +150,9 @@ static void test_scrub_marks_then_confirms(void) {
     memset(seg, 0x22, 512);
     obj_extent a[] = {{1, 0, 256}}, b[] = {{1, 256, 256}};
     obj_replica r = rep_of(a, 1);
-    ASSERT_EQ(node_index_hold(ix, "a", 1, 256, crc32c(0, seg, 256), 1, &r, 1), 0);
+    ASSERT_EQ(node_index_hold(ix, "a", 1, 256, crc32c(0, seg, 256), 1, &r, NULL, 1), 0);
     r = rep_of(b, 1);
-    ASSERT_EQ(node_index_hold(ix, "b", 1, 256, crc32c(0, seg + 256, 256), 1, &r, 1), 0);
+    ASSERT_EQ(node_index_hold(ix, "b", 1, 256, crc32c(0, seg + 256, 256), 1, &r, NULL, 1), 0);
     seg[10] ^= 1;   /* "a" rots */
     seg[300] ^= 1;  /* so does "b", but its key is put again before the confirmation */
     node_index_mark marks[4];
@@ -168,7 +168,7 @@ static void test_scrub_marks_then_confirms(void) {
     ASSERT_EQ(st.checksum_errors, 0);
     ASSERT_EQ(st.scrub_passes, 1);
     r = rep_of(b, 1);
-    ASSERT_EQ(node_index_hold(ix, "b", 1, 256, crc32c(0, seg + 256, 256), 1, &r, 1), 0);
+    ASSERT_EQ(node_index_hold(ix, "b", 1, 256, crc32c(0, seg + 256, 256), 1, &r, NULL, 1), 0);
     int confirmed = 0;
     for (size_t i = 0; i < n; i++) {
         confirmed += node_index_confirm(ix, &marks[i]);
@@ -192,7 +192,7 @@ static void test_scrub_charges_each_entry(void) {
         int klen = snprintf(key, sizeof key, "k%d", i);
         obj_extent e[] = {{1, (uint64_t)i * LEN, LEN}};
         obj_replica r = rep_of(e, 1);
-        ASSERT_EQ(node_index_hold(ix, key, (size_t)klen, LEN, crc32c(0, seg + i * LEN, LEN), 1, &r, 1), 0);
+        ASSERT_EQ(node_index_hold(ix, key, (size_t)klen, LEN, crc32c(0, seg + i * LEN, LEN), 1, &r, NULL, 1), 0);
     }
     node_index_mark marks[4];
     size_t n = 0;
@@ -247,8 +247,8 @@ static void test_batch_matches_one_by_one(void) {
             node_index_drop(one, key, klen);
             node_index_batch_drop(many, b, key, klen);
         } else {
-            node_index_hold(one, key, klen, 128, (uint32_t)i, 1, &r, 1);
-            node_index_batch_hold(many, b, key, klen, 128, (uint32_t)i, 1, &r, 1);
+            node_index_hold(one, key, klen, 128, (uint32_t)i, 1, &r, NULL, 1);
+            node_index_batch_hold(many, b, key, klen, 128, (uint32_t)i, 1, &r, NULL, 1);
         }
         if (i % 100 == 99) node_index_commit(many, b);   /* and itself when full, in between */
     }
@@ -286,12 +286,48 @@ static void test_batch_free_uncommitted(void) {
     node_index_batch *b = node_index_batch_new();
     obj_extent e[] = {{1, 0, 64}};
     obj_replica r = rep_of(e, 1);
-    node_index_batch_hold(ix, b, "a", 1, 64, 0, 1, &r, 1);
+    node_index_batch_hold(ix, b, "a", 1, 64, 0, 1, &r, NULL, 1);
     node_index_batch_free(b);
     node_index_stats st;
     node_index_get_stats(ix, &st);
     ASSERT_EQ(st.objects, 0);
     ASSERT_EQ(st.applied, 0);
+    node_index_free(ix);
+}
+
+/* Slice CRCs from a note are kept with the entry (counted in its bytes)
+ * and reported with the first of our extents only; a list out of bounds
+ * is not kept, and a newer note without one replaces it. */
+static void test_slices_kept_and_reported(void) {
+    node_index *ix = node_index_create(seg, SEG);
+    uint8_t crcs[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    proto_slices_ref sl = {65536, 3, crcs}, odd = {65537, 3, crcs};
+    /* 150000 bytes (three 64 KiB slices): ours are object bytes [0, 64) and [128, 192) here */
+    obj_extent ext[] = {{7, 0, 64}, {3, 0, 64}, {7, 64, 64}, {3, 64, 149808}};
+    obj_replica r = rep_of(ext, 4);
+    ASSERT_EQ(node_index_hold(ix, "s", 1, 150000, 99, 2, &r, NULL, 7), 0);
+    node_index_stats plain, st;
+    node_index_get_stats(ix, &plain);
+    ASSERT_EQ(node_index_hold(ix, "s", 1, 150000, 99, 2, &r, &sl, 7), 0);
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.bytes, plain.bytes + 12);
+    node_index_extent out[4];
+    ASSERT_EQ(report_all(ix, out, 4), 2);
+    ASSERT(out[0].obj_off == 0 && out[1].obj_off == 128);
+    ASSERT(proto_slices_ref_eq(&out[0].slices, &sl));
+    ASSERT_EQ(out[1].slices.count, 0);
+    ASSERT_EQ(node_index_hold(ix, "s", 1, 150000, 99, 2, &r, &odd, 7), 0);   /* not a power of two */
+    node_index_get_stats(ix, &st);
+    ASSERT_EQ(st.bytes, plain.bytes);
+    ASSERT_EQ(report_all(ix, out, 4), 2);
+    ASSERT(out[0].slices.count == 0 && out[1].slices.count == 0);
+    ASSERT_EQ(node_index_hold(ix, "s", 1, 150000, 99, 2, &r, &sl, 7), 0);
+    ASSERT_EQ(node_index_hold(ix, "s", 1, 150000, 99, 2, &r, NULL, 7), 0);
+    ASSERT_EQ(report_all(ix, out, 4), 2);
+    ASSERT_EQ(out[0].slices.count, 0);
+    node_index_drop(ix, "s", 1);
+    node_index_get_stats(ix, &st);
+    ASSERT(st.objects == 0 && st.bytes == 0);
     node_index_free(ix);
 }
 
@@ -304,5 +340,6 @@ int main(void) {
     RUN_TEST(test_scrub_charges_each_entry);
     RUN_TEST(test_batch_matches_one_by_one);
     RUN_TEST(test_batch_free_uncommitted);
+    RUN_TEST(test_slices_kept_and_reported);
     TEST_EXIT();
 }

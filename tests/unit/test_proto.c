@@ -16,6 +16,7 @@
 #include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
+#include "proto/report.h"
 #include "proto/reply_bound.h"
 #include "proto/slices.h"
 #include "backend/le.h"
@@ -487,9 +488,9 @@ static void notes_blob(resp_buf *out) {
     obj_extent a[2] = {{3, 128, 60}, {7, 0, 40}}, b[1] = {{2, 64, 5}};
     obj_replica ra = {2, a}, rb = {1, b};
     resp_buf_init(out);
-    proto_note_put(out, 0, "alpha", 5, 100, 0xdeadbeef, 2, &ra);
-    proto_note_put(out, 1, "gone", 4, 0, 0, 0, NULL);
-    proto_note_put(out, 0, "b", 1, 5, 7, 8, &rb);
+    proto_note_put(out, 0, "alpha", 5, 100, 0xdeadbeef, 2, &ra, NULL);
+    proto_note_put(out, 1, "gone", 4, 0, 0, 0, NULL, NULL);
+    proto_note_put(out, 0, "b", 1, 5, 7, 8, &rb, NULL);
 }
 
 static void test_notes_round_trip(void) {
@@ -517,6 +518,14 @@ static void test_notes_round_trip(void) {
     resp_buf_free(&out);
 }
 
+/* A copy of len bytes at data with the width bytes at `at` set to val
+ * (little-endian): one field replaced. Free it. */
+static uint8_t *patched(const void *data, size_t len, size_t at, size_t width, uint64_t val) {
+    uint8_t *bytes = xmemdup(data, len);
+    for (size_t k = 0; k < width; k++) bytes[at + k] = (uint8_t)(val >> (8 * k));
+    return bytes;
+}
+
 /* Every cut of a record fails it; so does every field out of its bound. */
 static void test_notes_refused(void) {
     resp_buf out;
@@ -533,14 +542,13 @@ static void test_notes_refused(void) {
     /* one field replaced: kind, want, key length, size, extent count,
      * an extent's node, offset and length, a drop's second byte */
     struct { size_t at, width; uint64_t val; } bad[] = {
-        {0, 1, 2}, {1, 1, PROTO_MAX_REPLICAS + 1}, {2, 2, 0}, {2, 2, PROTO_MAX_KEY_LEN + 1},
+        {0, 1, 3}, {1, 1, PROTO_MAX_REPLICAS + 1}, {2, 2, 0}, {2, 2, PROTO_MAX_KEY_LEN + 1},
         {8, 8, 0}, {8, 8, PROTO_MAX_SEGMENT + 1}, {16, 2, 0}, {16, 2, PROTO_MAX_EXTENTS + 1},
         {16, 2, 3}, {23, 4, 0}, {27, 8, PROTO_MAX_SEGMENT + 1}, {35, 8, 0},
         {35, 8, PROTO_MAX_SEGMENT + 1}, {first + 1, 1, 1}, {first + 2, 2, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        uint8_t *bytes = xmemdup(out.data, out.len);
-        for (size_t k = 0; k < bad[i].width; k++) bytes[bad[i].at + k] = (uint8_t)(bad[i].val >> (8 * k));
+        uint8_t *bytes = patched(out.data, out.len, bad[i].at, bad[i].width, bad[i].val);
         const uint8_t *p = bytes, *end = bytes + out.len;
         proto_note n;
         int rc = 0;
@@ -550,6 +558,123 @@ static void test_notes_refused(void) {
     }
     free(ext);
     resp_buf_free(&out);
+}
+
+/* ---- slice CRCs in holdings notes and reports ---- */
+
+#define SL_OBJ 150000   /* three slices of 64 KiB, the last short */
+static const uint32_t sl_crcs[3] = {0x11111111, 0x22222222, 0x33333333};
+static const proto_slices sl_three = {65536, 3, (uint32_t *)sl_crcs};
+
+/* A hold with slice CRCs, then one without. */
+static void sliced_notes_blob(resp_buf *out) {
+    obj_extent a[2] = {{3, 128, 100000}, {7, 0, 50000}};
+    obj_replica ra = {2, a};
+    resp_buf_init(out);
+    proto_note_put(out, 0, "big", 3, SL_OBJ, 0xabcd, 2, &ra, &sl_three);
+    proto_note_put(out, 0, "big", 3, SL_OBJ, 0xabcd, 2, &ra, NULL);
+}
+
+static void test_notes_slices(void) {
+    resp_buf out, plain;
+    sliced_notes_blob(&out);
+    size_t hold = PROTO_NOTE_HOLD_HDR + 3 + 2 * PROTO_NOTE_EXTENT, first = hold + PROTO_SLICES_REF_HDR + 12;
+    ASSERT_EQ(out.len, first + hold);
+    ASSERT_EQ(proto_note_len((const uint8_t *)out.data), first);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_note n;
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(!n.drop && n.size == SL_OBJ && n.crc == 0xabcd && n.rep.nextents == 2 && n.rep.extents[1].node == 7);
+    ASSERT(n.slices.size == 65536 && n.slices.count == 3);
+    for (int i = 0; i < 3; i++) ASSERT_EQ(le_get32(n.slices.crc + 4 * i), sl_crcs[i]);
+    proto_slices back;
+    proto_slices_from_ref(&n.slices, &back);
+    ASSERT(back.size == 65536 && back.count == 3 && memcmp(back.crc, sl_crcs, sizeof sl_crcs) == 0);
+    proto_slices_free(&back);
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(n.slices.count == 0 && n.slices.crc == NULL && p == end);
+    /* for a node that did not ask: the same holds without them */
+    resp_buf_init(&plain);
+    proto_notes_plain((const uint8_t *)out.data, out.len, &plain);
+    ASSERT_EQ(plain.len, 2 * hold);
+    ASSERT(memcmp(plain.data, plain.data + hold, hold) == 0);
+    ASSERT(memcmp(plain.data, out.data + first, hold) == 0);
+    resp_buf_free(&plain);
+    free(ext);
+    resp_buf_free(&out);
+}
+
+static void test_notes_slices_refused(void) {
+    resp_buf out;
+    sliced_notes_blob(&out);
+    obj_extent *ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *ext);
+    size_t t = PROTO_NOTE_HOLD_HDR + 3 + 2 * PROTO_NOTE_EXTENT, first = t + PROTO_SLICES_REF_HDR + 12;
+    for (size_t cut = 1; cut < first; cut++) {
+        const uint8_t *p = (const uint8_t *)out.data;
+        proto_note n;
+        ASSERT_MSG(proto_note_next(&p, p + cut, ext, &n) == -1, "cut at %zu", cut);
+    }
+    /* the slice size not a power of two, below or above the bounds; a
+     * count of 0, not the object's (2, 4), over PROTO_MAX_SLICES */
+    struct { size_t at, width; uint64_t val; } bad[] = {
+        {t, 8, 65537}, {t, 8, 32768}, {t, 8, 1ULL << 41}, {t, 8, 0},
+        {t + 8, 2, 0}, {t + 8, 2, 2}, {t + 8, 2, 4}, {t + 8, 2, PROTO_MAX_SLICES + 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *bytes = patched(out.data, out.len, bad[i].at, bad[i].width, bad[i].val);
+        const uint8_t *p = bytes;
+        proto_note n;
+        int refused = proto_note_next(&p, bytes + out.len, ext, &n) == -1 && p == bytes;
+        free(bytes);
+        ASSERT_MSG(refused, "case %zu", i);
+    }
+    free(ext);
+    resp_buf_free(&out);
+}
+
+static void test_report_slices(void) {
+    uint8_t packed[12];
+    for (int i = 0; i < 3; i++) le_put32(packed + 4 * i, sl_crcs[i]);
+    proto_report_rec with = {"big", 3, SL_OBJ, 0xabcd, 2, 0, 4096, 100000, {65536, 3, packed}};
+    proto_report_rec without = {"big", 3, SL_OBJ, 0xabcd, 2, 100000, 0, 50000, {0, 0, NULL}};
+    size_t a = proto_report_len(&with), b = proto_report_len(&without);
+    ASSERT_EQ(a, PROTO_REPORT_HDR + 3 + PROTO_SLICES_REF_HDR + 12);
+    ASSERT_EQ(b, PROTO_REPORT_HDR + 3);
+    uint8_t blob[256];
+    ASSERT_EQ(proto_report_put(blob, &with), a);
+    ASSERT_EQ(proto_report_put(blob + a, &without), b);
+    ASSERT_EQ(blob[3], 1);   /* flags: slice CRCs follow */
+    ASSERT_EQ(blob[a + 3], 0);
+    const uint8_t *p = blob;
+    proto_report_rec r;
+    ASSERT_EQ(proto_report_next(&p, blob + a + b, &r), 0);
+    ASSERT(r.keylen == 3 && memcmp(r.key, "big", 3) == 0 && r.size == SL_OBJ && r.length == 100000);
+    ASSERT(proto_slices_ref_eq(&r.slices, &with.slices));
+    ASSERT_EQ(proto_report_next(&p, blob + a + b, &r), 0);
+    ASSERT(r.slices.count == 0 && r.obj_off == 100000 && p == blob + a + b);
+    /* cut anywhere in the first: refused, nothing taken */
+    for (size_t cut = 0; cut < a; cut++) {
+        p = blob;
+        ASSERT_MSG(proto_report_next(&p, blob + cut, &r) == -1 && p == blob, "cut at %zu", cut);
+    }
+    size_t t = PROTO_REPORT_HDR + 3;
+    struct { size_t at, width; uint64_t val; } bad[] = {
+        {3, 1, 2}, {t, 8, 1000}, {t, 8, 32768}, {t + 8, 2, 0}, {t + 8, 2, 2}, {t + 8, 2, 5000},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *copy = patched(blob, a + b, bad[i].at, bad[i].width, bad[i].val);
+        p = copy;
+        int rc = proto_report_next(&p, copy + a + b, &r);
+        free(copy);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+    /* flags 1 on a record of none: what follows its key is no slice list */
+    uint8_t *copy = patched(blob + a, b, 3, 1, 1);
+    p = copy;
+    int rc = proto_report_next(&p, copy + b, &r);
+    free(copy);
+    ASSERT_EQ(rc, -1);
 }
 
 /* ---- packed locations (MOON.MGETPACKED) ---- */
@@ -844,6 +969,9 @@ int main(void) {
     RUN_TEST(test_ended_refused);
     RUN_TEST(test_notes_round_trip);
     RUN_TEST(test_notes_refused);
+    RUN_TEST(test_notes_slices);
+    RUN_TEST(test_notes_slices_refused);
+    RUN_TEST(test_report_slices);
     RUN_TEST(test_located_round_trip);
     RUN_TEST(test_located_refused);
     RUN_TEST(test_int_in);
