@@ -117,7 +117,7 @@ FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/exte
                            src/proto/reply_bound resp/resp_writer backend/cap src/core/siphash src/core/util \
                            $(FUZZ_SLICES)
 FUZZ_MODS_placed        := src/proto/placed src/proto/extents resp/resp_writer backend/cap src/core/siphash src/core/util
-FUZZ_MODS_notes         := src/proto/notes resp/resp_writer
+FUZZ_MODS_notes         := src/proto/notes resp/resp_writer src/core/util $(FUZZ_SLICES)
 FUZZ_MODS_ended         := src/proto/ended src/proto/placed src/proto/extents resp/resp_writer backend/cap \
                            src/core/siphash src/core/util
 FUZZ_MODS_located       := src/proto/located src/proto/placed src/proto/extents resp/resp_writer backend/cap \

@@ -64,9 +64,11 @@ static size_t decode_packed(const uint8_t *data, size_t size, mm_report *rep) {
     size_t n = 0;
     while (n < MAX_RECS && proto_report_next(&p, end, &r) == 0) {
         if (p > end || r.keylen == 0 || r.keylen > PROTO_MAX_KEY_LEN) abort();
-        rep[n] = (mm_report){.node = (uint32_t)(n % (NODES + 2)), .key = r.key, .keylen = r.keylen,
+        rep[n] = (mm_report){.node = (uint32_t)(n % (NODES + 2)), .key = r.key, .keylen = (uint32_t)r.keylen,
                              .size = r.size, .crc = r.crc, .want = r.want, .obj_off = r.obj_off,
-                             .seg_off = r.seg_off, .length = r.length};
+                             .seg_off = r.seg_off, .length = r.length,
+                             /* as the master keeps them: right after the key */
+                             .slices = r.slices.count ? (const uint8_t *)r.key + r.keylen : NULL};
         n++;
     }
     return n;
