@@ -112,17 +112,12 @@ int main(void) {
     if (!val) return 1;
     h_fill(val, LEN, 0x5eb1d);
     master_pid = h_start_master(PORT_MASTER, mflags);
-    if (master_pid < 0) {
-        printf("not ok - master did not start\n");
-        return 1;
-    }
+    h_setup_or_exit(master_pid, "master did not start");
     for (int i = 0; i < NODES; i++) h_start_node(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "64MB");
     const char *gw_extra[] = {"--segment-size", "16MB", "--transport", "tcp", NULL};
-    if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 ||
-        h_start_gateway(PORT_MASTER, PORT_GATEWAY, gw_extra, NULL) < 0) {
-        printf("not ok - cluster did not start\n");
-        return 1;
-    }
+    h_setup_or_exit(h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 ? -1
+                    : h_start_gateway(PORT_MASTER, PORT_GATEWAY, gw_extra, NULL),
+                    "cluster did not start");
     RUN_TEST(test_slices_survive_master_restart);
     h_kill_all();
     free(val);
