@@ -208,13 +208,9 @@ typedef struct get_ahead {
 
 static void ahead_copy(void *arg) {
     get_ahead *a = arg;
-    const mkv_placement *pl = a->was;
-    te_replica reps[PROTO_MAX_REPLICAS];
-    for (uint32_t r = 0; r < pl->nreplicas; r++)
-        reps[r] = (te_replica){.ext = pl->replicas[r].extents, .next = (int)pl->replicas[r].nextents};
-    te_object o = {.buf = a->buf, .len = pl->size, .reps = reps, .nrep = (int)pl->nreplicas};
-    a->copied = te_engine_read_now(a->c->engine, &o, 1) == 1 && o.crc_ok;
-    a->crc = o.crc;
+    mkv_xfer x = {.buf = a->buf, .pl = a->was, .replica = -1};
+    a->copied = mkv_xfer_now(a->c, TE_READ, &x, 1) == 1 && x.crc_ok;
+    a->crc = x.crc;
 }
 
 /* Whether a get of o can copy ahead: its key was read before, into a
