@@ -47,6 +47,12 @@
  * us alternating with it; 2 MiB and 8 MiB alike): plain stores fetch
  * every destination line before writing it. */
 
+/* len bytes between local and the mapping at seg, in op's direction;
+ * their CRC32C. */
+static uint32_t copy_mapped(te_op op, void *local, char *seg, size_t len) {
+    return op == TE_WRITE ? crc32c_copy(0, seg, local, len) : crc32c_copy(0, local, seg, len);
+}
+
 typedef struct copy_item {
     char *local;
     uint64_t off, len;
@@ -80,7 +86,7 @@ static void copy_piece(void *arg, int i) {
     copy_item *c = &b->it[i];
     if (b->map) {
         char *seg = b->map + c->off;
-        c->crc = b->op == TE_WRITE ? crc32c_copy(0, seg, c->local, c->len) : crc32c_copy(0, c->local, seg, c->len);
+        c->crc = copy_mapped(b->op, c->local, seg, c->len);
     } else if (copy_range(b->fd, b->op, c->local, c->off, c->len) != 0) {
         __atomic_store_n(&b->status[c->req], TE_EIO, __ATOMIC_RELAXED);
     }
@@ -320,7 +326,7 @@ static int shm_copy_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *
         p->used_ms = now_ms;
     }
     char *seg = p->map + r->remote_off;
-    *crc = r->op == TE_WRITE ? crc32c_copy(0, seg, r->local, r->len) : crc32c_copy(0, r->local, seg, r->len);
+    *crc = copy_mapped(r->op, r->local, seg, r->len);
     return TE_OK;
 }
 
