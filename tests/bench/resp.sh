@@ -35,8 +35,14 @@ rb_run() {
   rc=$?
   err=$(head -c 200 "$WORK/rb.err" | tr '\n' ' ')
   log "redis-benchmark $addr -t $test -d $size -n $n -c $c -P $p -r $r: exit $rc: $out $err"
-  rps=$(echo "$out" | awk -F, -v t="${test^^}" '{ gsub(/"/, "") } $1 == t { print $2 }')
-  if [ -n "$rps" ]; then meas "$name" "$rps" req/s
+  local row p50 p99
+  row=$(echo "$out" | awk -F, -v t="${test^^}" '{ gsub(/"/, "") } $1 == t { print $2, $5 * 1000, $7 * 1000 }')
+  read -r rps p50 p99 <<<"$row"
+  if [ -n "$rps" ]; then
+    meas "$name" "$rps" req/s
+    # The CSV gives latencies in ms with 3 decimals: us, whole.
+    meas "$name.p50" "$p50" us
+    meas "$name.p99" "$p99" us
   else meas_skip "$name" "redis-benchmark exit $rc: ${err:-no $test result}"; fi
 }
 
@@ -90,13 +96,17 @@ resp_fresh() {
   return 1
 }
 
-# mode_flags MODE: "CLIENTS PIPELINE" of a mode (p16, p1, c4).
+# mode_flags MODE: "CLIENTS PIPELINE" of a mode (p16, p1, c4, c1).
 mode_flags() {
   case "$1" in
     c*) echo "${1#c} 1";;
     p*) echo "50 ${1#p}";;
   esac
 }
+
+# mode_n MODE N: requests for MODE's run. One client waits out every
+# round trip, so c1 (a latency run) does a tenth of N.
+mode_n() { [ "$1" = c1 ] && echo $(($2 / 10)) || echo "$2"; }
 
 # resp_measure TARGET SEGMENT KEYS "SIZE N MODES..." ...: for each size,
 # the SETs of every mode, each on a fresh server (cold: its table and
@@ -123,7 +133,7 @@ resp_measure() {
     for m in $modes; do
       m=${m#get:}
       read -r c p <<<"$(mode_flags "$m")"
-      rb_run "$ADDR" "resp.$t.get.$size.$m" get "$size" "$n" "$c" "$p" "$keys"
+      rb_run "$ADDR" "resp.$t.get.$size.$m" get "$size" "$(mode_n "$m" "$n")" "$c" "$p" "$keys"
     done
   done
   resp_target_stop "$t"
@@ -136,6 +146,16 @@ mode_label() {
   [ "$p" = 1 ] && echo "-c $c" || echo "-P $p -c $c"
 }
 
+# target_label TARGET: how a row names it.
+target_label() {
+  case "$1" in
+    cluster) echo "cluster (gateway)";;
+    cluster2) echo "cluster (gateway, replicas 2)";;
+    cluster_io2) echo "cluster (gateway, --io-threads 2)";;
+    *) echo "$1";;
+  esac
+}
+
 # Rows comparing standalone (with TARGET) and cluster (no target) to
 # redis; GET_MODES: modes measured for GETs only.
 resp_rows() {
@@ -146,19 +166,31 @@ resp_rows() {
       what="RESP ${op^^} $label $(mode_label "$m")"
       [ "$op" = set ] && what="$what (fresh server)"
       row "$what: standalone vs redis" "resp.standalone.$op.$size.$m" "resp.redis.$op.$size.$m" "$target" req/s
-      row "$what: cluster (gateway) vs redis" "resp.cluster.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
-      [ -n "$(meas_get "resp.cluster2.$op.$size.$m")" ] &&
-        row "$what: cluster (gateway, replicas 2) vs redis" "resp.cluster2.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
-      if [ -n "$(meas_get "resp.cluster_io2.$op.$size.$m")" ]; then
-        row "$what: cluster (gateway, --io-threads 2) vs redis" "resp.cluster_io2.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
+      for t in cluster cluster2 cluster_io2; do
+        [ "$t" = cluster ] || [ -n "$(meas_get "resp.$t.$op.$size.$m")" ] || continue
+        row "$what: $(target_label "$t") vs redis" "resp.$t.$op.$size.$m" "resp.redis.$op.$size.$m" - req/s
+      done
+      [ -n "$(meas_get "resp.cluster_io2.$op.$size.$m")" ] &&
         row "$what: gateway --io-threads 2 vs --io-threads 1" "resp.cluster_io2.$op.$size.$m" "resp.cluster.$op.$size.$m" - req/s
-      fi
     done
   done
   for m in $modes; do
     for t in standalone cluster; do
       row "RESP SET $label $m: repeated keys, $t (same bytes: no-op) vs redis (overwrite)" \
         "resp.$t.set.$size.$m.repeats" "resp.redis.set.$size.$m.repeats" - count
+    done
+  done
+}
+
+# resp_latency_rows SIZE LABEL MODE: p50 and p99 of MODE's GETs, every
+# target next to redis-server (ratio: redis's time over ours).
+resp_latency_rows() {
+  local size=$1 label=$2 m=$3 q t
+  for q in p50 p99; do
+    for t in standalone cluster cluster2 cluster_io2; do
+      [ -n "$(meas_get "resp.$t.get.$size.$m.$q")" ] || continue
+      row "RESP GET $label $(mode_label "$m") latency $q: $(target_label "$t") vs redis" \
+        "resp.$t.get.$size.$m.$q" "resp.redis.get.$size.$m.$q" - us
     done
   done
 }
@@ -177,9 +209,10 @@ step_resp_small() {
   local n16 n1 keys t
   if [ "$QUICK" = 1 ]; then n16=60000 n1=12000 keys=10000; else n16=2000000 n1=300000 keys=100000; fi
   for t in $RESP_TARGETS cluster2 cluster_io2; do
-    resp_measure "$t" 1GB "$keys" "64 $n16 p16" "64 $n1 p1"
+    resp_measure "$t" 1GB "$keys" "64 $n16 p16" "64 $n1 p1 get:c1"
   done
   resp_rows 64 "64B" 1.0 "p16 p1"
+  resp_latency_rows 64 "64B" c1
   resp_plot 64
   note "RESP SETs use random keys from a space of $RESP_KEYSPACE (-r): about n^2/2e9 of n repeat," \
        "always with the run's one value, which moonkv takes as a no-op +OK (same key, same bytes) and" \
