@@ -24,6 +24,7 @@
 
 #include "backend/engine.h"
 #include "backend/transport.h"
+#include "client/located.h"
 #include "client/moonkv.h"
 #include "proto/limits.h"
 #include "proto/slices.h"
@@ -205,8 +206,7 @@ redisReply *mkv_cmd_run_meanwhile(mkv_client *c, const mkv_cmd *cmd, int *code, 
  * single-key command the reply itself. NULL if the shape is wrong. */
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 
-/* ---- topology.c ---- */
-int mkv_topology_refresh(mkv_client *c);
+/* ---- topology.c (mkv_topology_refresh: located.h) ---- */
 const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
 void mkv_topology_free(mkv_topology *t);
 /* Tell the engine every node is gone and forget them (the next

@@ -107,5 +107,8 @@ void mkv_revoke(mkv_client *c, const void *key, size_t keylen);
  * caller's own master connection was reopened: a new master may number
  * nodes afresh, and the placements' term is then adopted with it). */
 int mkv_topology_relearn(mkv_client *c);
+/* Ask the master for the node table again, keeping the term: nodes that
+ * joined since are learnt. */
+int mkv_topology_refresh(mkv_client *c);
 
 #endif

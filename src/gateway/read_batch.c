@@ -119,11 +119,14 @@ static void read_located(gw_job *j, mkv_client *mc) {
     free(idx);
 }
 
-/* The inline client's paths dialed (its node table relearnt first when
- * the master connection changed since). */
+/* The inline client's paths dialed, its node table read again first:
+ * relearnt when the master connection changed since, refreshed
+ * otherwise, since a node that joined after the client connected is
+ * named by placements and known to no path until then. */
 static void dial_run(gw_job *j, mkv_client *worker_mc) {
     rb_inline *in = (rb_inline *)j;
     if (in->learnt && in->learnt != in->epoch) mkv_topology_relearn(in->mc);
+    else mkv_topology_refresh(in->mc);
     in->learnt = in->epoch;
     mkv_connect_paths(in->mc);
 }

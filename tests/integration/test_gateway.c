@@ -849,6 +849,55 @@ static void test_noreplicas_error(void) {
     h_kill(g);
 }
 
+/* A node that joins after the gateway started is read on the loop too:
+ * the inline client learns it (before, it never did, and every read of
+ * a value held only there went through a worker). Keys of a replicas-1
+ * gateway placed on the new node, GET until a round's worth was read
+ * inline, bounded. */
+static void test_joined_node_read_inline(void) {
+    enum { K = 12, MAX_KEYS = 400 };
+    const int gport = GATEWAY_PORT + 2, joined = NODES;   /* the new node's index */
+    pid_t g = start_gateway_on(gport, "1");
+    ASSERT(g > 0);
+    pid_t n = h_start_node(MASTER_PORT, NODE_PORT + joined, NODE_PORT + 10 + joined, "64MB");
+    ASSERT(n > 0);
+    uint32_t ids[NODES + 1];
+    ASSERT(h_wait_nodes(MASTER_PORT, "alive", NODES, 20000) == 0);   /* nodes[0] died before */
+    ASSERT(h_node_ids(MASTER_PORT, NODE_PORT + 10, ids, NODES + 1) == 0);
+    redisContext *c = h_redis(gport);
+    ASSERT(c != NULL);
+    char keys[K][32];
+    int have = 0;
+    for (int i = 0; i < MAX_KEYS && have < K; i++) {
+        snprintf(keys[have], sizeof keys[have], "jn:%d", i);
+        redisReply *r = redisCommand(c, "SET %s jn-value-%d", keys[have], i);
+        ASSERT(is_status(r, "OK"));
+        freeReplyObject(r);
+        int at = -1;
+        uint64_t off;
+        if (h_locate_byte(MASTER_PORT, keys[have], 0, 0, ids, NODES + 1, &at, &off) == 0 && at == joined) have++;
+    }
+    ASSERT_EQ(have, K);
+    long long before = h_info_field(c, "gateway", "cluster_gets_inline");
+    int ok = 1;
+    uint64_t end = mono_ms() + 20000;
+    do {
+        for (int k = 0; ok && k < K; k++) {
+            redisReply *r = redisCommand(c, "GET %s", keys[k]);
+            char want[32];
+            snprintf(want, sizeof want, "jn-value-%s", keys[k] + 3);
+            ok = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0;
+            freeReplyObject(r);
+        }
+        usleep(20 * 1000);
+    } while (ok && mono_ms() < end && h_info_field(c, "gateway", "cluster_gets_inline") < before + K);
+    ASSERT(ok);
+    ASSERT(h_info_field(c, "gateway", "cluster_gets_inline") >= before + K);
+    redisFree(c);
+    h_kill(g);
+    h_kill(n);
+}
+
 /* The master gone: SET and GET say TRYAGAIN, and the gateway serves on. */
 static void test_master_down_is_tryagain(void) {
     h_kill(master);
@@ -911,6 +960,7 @@ int main(void) {
     RUN_TEST(test_node_killed_values_survive);
     RUN_TEST(test_flushall);
     RUN_TEST(test_noreplicas_error);
+    RUN_TEST(test_joined_node_read_inline);
     RUN_TEST(test_master_down_is_tryagain);
     RUN_TEST(test_sigterm_exits_cleanly);
     if (gw) redisFree(gw);
