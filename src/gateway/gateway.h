@@ -31,9 +31,10 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
 void cluster_store_info(store *s, resp_buf *out);
 
 struct server;
-/* Replace GET, MGET, SET and PUT (registered by t_object_register) with
- * forms that block the client while its keys are in a batch
- * (gateway_async.c). srv->store must be a cluster store. */
+/* Replace the object commands that reach the master (GET, MGET, SET,
+ * DEL, EXISTS, STRLEN, TYPE, TTL, DBSIZE, SCAN, KEYS, FLUSHALL, and INFO)
+ * with forms that hold the client's reply while the master and the nodes
+ * answer (gateway_async.c). srv->store must be a cluster store. */
 void gateway_async_register(struct server *srv);
 
 /* The gateway role on an initialised server; the process exit code. */

@@ -1,4 +1,6 @@
-/* gateway/gateway_async.c - GET, MGET and SET without stalling the loop.
+/* gateway/gateway_async.c - GET, MGET and SET without stalling the loop;
+ * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
+ * TTL, DBSIZE; SCAN, KEYS, INFO, FLUSHALL through master_said.h).
  *
  * A call reads its values (GET, MGET: with the reads of every other call
  * of the same loop iteration, read_batch.h) or puts its streamed value to
@@ -33,10 +35,12 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/get_stream.h"
+#include "gateway/master_said.h"
 #include "gateway/put_batch.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
+#include "server/info.h"
 #include "server/networking.h"
 
 typedef struct gw_call gw_call;
@@ -57,6 +61,7 @@ struct gw_call {
     uint64_t hash;            /* SET: of its key */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
     gw_answer *ans;           /* DEL/EXISTS: one per key */
+    gw_said *said;            /* SCAN, KEYS, INFO, FLUSHALL: the master's answers */
     size_t nans, asking;      /* replies still to come */
     int writes;               /* SET, DEL: later commands on its keys wait */
     int nkeys;                /* argv[1..nkeys] */
@@ -84,8 +89,9 @@ typedef struct gw_conn {
 #define CALL_POOLED 1024
 #define CALL_POOL_MAX 4096      /* blocks kept at most */
 
-static const char *const async_names[] = {"get", "mget", "set", "put", "del", "remove", "unlink", "exists",
-                                          "strlen", "dbsize"};
+static const char *const async_names[] = {"get",  "mget",  "set",  "put",  "del",  "remove",   "unlink",
+                                          "exists", "strlen", "type", "ttl", "pttl", "dbsize", "scan",
+                                          "keys", "info", "flushall", "flushdb"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -209,10 +215,14 @@ static void async_read_command(client *c);
 static void async_set_command(client *c);
 static void async_ask_command(client *c);
 static void async_count_command(client *c);
+static void async_said_command(client *c);
 
-/* The keys of the command in c->argv (a SET's one, every argument of the
- * others) and the value bytes it will hold while in flight. */
-static int nkeys_of(const client *c, const command *cmd) { return cmd->value_arg ? 1 : c->argc - 1; }
+/* The keys of the command in c->argv (a SET's one, none of a command on
+ * no key, every argument of the others) and the value bytes it will hold
+ * while in flight. */
+static int nkeys_of(const client *c, const command *cmd) {
+    return cmd->value_arg ? 1 : cmd->first_key ? c->argc - 1 : 0;
+}
 
 static uint64_t cost_of(client *c, const command *cmd) {
     if (cmd->value_arg) return c->pending_put ? c->pending_put_size : c->argv[2].len;
@@ -226,10 +236,11 @@ static int arg_eq(const resp_arg *a, const resp_arg *b) {
 
 /* Whether a command on these keys could see or change what x does:
  * one of them writes (SET, DEL) and they share a key. A command on no
- * key (DBSIZE) counts them all: it waits for every write. */
+ * key (DBSIZE, SCAN, FLUSHALL) counts them all: it waits for every
+ * write, and a write waits for it. */
 static int conflicts(const gw_call *x, const resp_arg *keys, int nkeys, int writes) {
     if (!writes && !x->writes) return 0;   /* reads never disturb reads */
-    if (nkeys == 0) return 1;
+    if (nkeys == 0 || x->nkeys == 0) return 1;
     for (int i = 1; i <= x->nkeys; i++)
         for (int k = 0; k < nkeys; k++)
             if (arg_eq(&x->argv[i], &keys[k])) return 1;
@@ -247,7 +258,11 @@ static int set_goes_async(const client *c) {
     return 1;
 }
 
-static int is_asker(const command *cmd) { return cmd->proc == async_ask_command || cmd->proc == async_count_command; }
+static int is_asker(const command *cmd) {
+    return cmd->proc == async_ask_command || cmd->proc == async_count_command || cmd->proc == async_said_command;
+}
+
+static int said_goes_async(const client *c);
 
 static int is_async_row(gw_async *ga, const command *cmd) {
     for (size_t i = 0; i < NASYNC; i++)
@@ -262,6 +277,7 @@ static int gateway_pipelined(client *c, const command *cmd) {
     gw_conn *gc = c->role_ctx;
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
     if (cmd->value_arg && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
+    if (cmd->proc == async_said_command && !said_goes_async(c)) return 0;
     if (is_asker(cmd) && !cluster_store_master(c->srv->store)) return 0;
     if (gc->bytes + cost_of(c, cmd) > GW_PIPE_BYTES) return 0;
     int writes = (cmd->flags & CMD_WRITE) != 0;
@@ -409,6 +425,7 @@ static void call_finish(gw_call *call, int done) {
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     cluster_withdraw(s);
     free(call->ans);
+    said_free(call->said);
     call_free(call);
 }
 
@@ -499,7 +516,7 @@ static void async_set_command(client *c) {
     call_ship(call);
 }
 
-/* ---- DEL, EXISTS, STRLEN, DBSIZE, a stored SET's bytes: asked ahead over
+/* ---- DEL, EXISTS, STRLEN, TYPE, TTL, DBSIZE, a stored SET's bytes: asked ahead over
  * the asynchronous master connection ---- */
 
 /* A reply's place: the call and its key. */
@@ -539,7 +556,7 @@ static void ask_reply(const redisReply *r, void *ctx) {
     gw_answer *a = &k->call->ans[k->i];
     long long n = !r                              ? -2
                   : r->type == REDIS_REPLY_INTEGER ? r->integer
-                  : r->type == REDIS_REPLY_STRING  ? cluster_info_field(r, "objects_complete")
+                  : r->type == REDIS_REPLY_STRING  ? info_text_field(r->str, "objects_complete")
                                                    : object_size(r, &a->crc);
     if (n >= -1) {
         a->answered = 1;
@@ -581,7 +598,7 @@ static gw_call *ask_call_start(client *c, size_t n) {
     return call;
 }
 
-/* DEL key [key ...] / EXISTS key [key ...] / STRLEN key: one command per key, all
+/* DEL key [key ...] / EXISTS key [key ...] / STRLEN, TYPE, TTL, PTTL key: one command per key, all
  * sent at once (pipelined with every other's); the shared command then
  * runs on the answers. Keys no master would know are answered by it. */
 static void async_ask_command(client *c) {
@@ -636,10 +653,71 @@ static void async_count_command(client *c) {
     ask_done(call);
 }
 
+/* ---- SCAN, KEYS, INFO, FLUSHALL: the master's answers asked ahead
+ * (master_said.h) ---- */
+
+static int cmd_is(const client *c, const char *name) { return strcmp(c->last_cmd->name, name) == 0; }
+
+/* Whether INFO's sections read the master: # Memory, # Keyspace and the
+ * gateway's evicted_keys. */
+static int info_reads_master(const client *c) {
+    if (c->argc == 1) return 1;
+    for (int i = 1; i < c->argc; i++) {
+        char sec[32];
+        size_t n = c->argv[i].len < sizeof sec - 1 ? c->argv[i].len : sizeof sec - 1;
+        memcpy(sec, c->argv[i].ptr, n);
+        sec[n] = '\0';
+        if (info_wants(sec, "memory", 1) || info_wants(sec, "keyspace", 1) || info_wants(sec, "gateway", 1))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the call asks ahead: not when the shared command refuses its
+ * arguments (nothing may be asked then: FLUSHALL would flush) or does
+ * not read the master. c->last_cmd may be another's: the row is named
+ * by argv[0]. */
+static int said_goes_async(const client *c) {
+    scan_opts o;
+    const resp_arg *name = &c->argv[0];
+    if (strieq_len(name->ptr, name->len, "scan")) return scan_parse(c, &o) == NULL;
+    if (strieq_len(name->ptr, name->len, "info")) return info_reads_master(c);
+    if (strieq_len(name->ptr, name->len, "keys")) return 1;
+    return flushall_args_ok(c);
+}
+
+static void said_done(void *ctx) {
+    gw_call *call = ctx;
+    cluster_offer_said(call->store, call->said);
+    call_finish(call, 0);
+}
+
+/* SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: what the store would ask the
+ * master on the loop is asked here, pipelined; the shared command then
+ * runs on the answers. */
+static void async_said_command(client *c) {
+    if (!said_goes_async(c)) {
+        shared_proc(async_of(c), c)(c);
+        return;
+    }
+    gw_call *call = ask_call_start(c, 0);
+    if (!call) return;
+    gw_said *said = call->said = said_create(cluster_store_master(c->srv->store), said_done, call);
+    scan_opts o;
+    if (cmd_is(c, "scan") && scan_parse(c, &o) == NULL) said_ask_scan(said, o.cursor, o.count);
+    else if (cmd_is(c, "keys")) said_ask_keys(said, call->argv[1].ptr, call->argv[1].len, KEYS_MAX);
+    else if (cmd_is(c, "info")) said_ask_info(said);
+    else said_ask_flush(said);
+    said_end(said);
+}
+
 /* The proc replacing row's shared one. */
 static command_proc *async_proc(const command *row) {
+    static const char *const said[] = {"scan", "keys", "info", "flushall", "flushdb"};
     if (row->value_arg) return async_set_command;
     if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0) return async_read_command;
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+        if (strcmp(row->name, said[i]) == 0) return async_said_command;
     return strcmp(row->name, "dbsize") == 0 ? async_count_command : async_ask_command;
 }
 

@@ -5,8 +5,11 @@
  * it to the nodes; get reads into a staging buffer that the pin keeps
  * until the reply is written. GET, MGET and SET are batched ahead
  * (read_batch.c, put_batch.c; results handed in as store_cluster.h
- * says); the other calls are blocking libmoonkv calls on the loop's own
- * client, or on a worker's when a batch falls back to them.
+ * says), and so are the master's answers for DEL, EXISTS, STRLEN, TYPE,
+ * TTL, DBSIZE and (master_said.h) INFO, SCAN, KEYS and FLUSHALL. A call
+ * without its answer ahead (the master reached through etcd, a shutdown,
+ * /metrics) is a blocking call: libmoonkv on the loop's own client, or
+ * the control connection; loop_blocking_calls counts them.
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -23,6 +26,7 @@
 #include "gateway/get_stream.h"
 #include "client/located.h"
 #include "gateway/master_link.h"
+#include "gateway/master_said.h"
 #include "gateway/put_batch.h"
 #include "gateway/put_stream.h"
 #include "gateway/read_batch.h"
@@ -37,6 +41,7 @@
 typedef struct cluster_stats {
     uint64_t puts, gets, removes, failed_puts, failed_gets, streamed_puts;
     uint64_t bytes_put, bytes_got;
+    uint64_t loop_blocking;     /* calls that waited for the master on the loop */
 } cluster_stats;
 
 typedef struct cluster_store {
@@ -66,6 +71,7 @@ typedef struct cluster_store {
     size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
     gw_answer *answers;         /* cluster_offer_answers */
     size_t nanswers;
+    const gw_said *said;        /* cluster_offer_said */
     struct store_pin *free_pins;   /* released pins for the next gets (a malloc per GET saved) */
     store_put *free_puts;       /* finished puts of short keys, for the next SETs (put_alloc) */
     cluster_stats stats;
@@ -276,7 +282,10 @@ static int cs_put_end(store *s, store_put *p) {
         p->ship_rc = STORE_ERR;
         snprintf(p->errstr, sizeof p->errstr, "a streamed value cannot be stored here");
     }
-    if (!p->shipped) cluster_ship(s, cs->mc, p);
+    if (!p->shipped) {
+        cs->stats.loop_blocking++;
+        cluster_ship(s, cs->mc, p);
+    }
     int rc = p->ship_rc;
     if (rc == STORE_OK) {
         cs->stats.puts++;
@@ -318,6 +327,7 @@ static int cs_stat(store *s, const void *key, size_t keylen, uint64_t *len, uint
         if (crc) *crc = a->crc;
         return STORE_OK;
     }
+    cs->stats.loop_blocking++;
     return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
 }
 
@@ -406,6 +416,7 @@ static int cs_get(store *s, const void *key, size_t keylen, const void **data, u
     gw_fetch *f = offered_fetch(cs, key, keylen);
     if (f) return fetch_result(cs, f, data, len, pin);
     gw_fetch now = {.key = key, .keylen = keylen};
+    cs->stats.loop_blocking++;
     cluster_fetch(s, cs->mc, &now);
     return fetch_result(cs, &now, data, len, pin);
 }
@@ -430,7 +441,10 @@ void cluster_withdraw(store *s) {
     cs->noffered = cs->offer_next = 0;
     cs->answers = NULL;
     cs->nanswers = 0;
+    cs->said = NULL;
 }
+
+void cluster_offer_said(store *s, const gw_said *said) { cs_of(s)->said = said; }
 
 void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
     cs_of(s)->answers = a;
@@ -460,6 +474,7 @@ static int cs_remove(store *s, const void *key, size_t keylen) {
         cs->stats.removes += a->n != 0;
         return a->n != 0;
     }
+    cs->stats.loop_blocking++;
     int rc = mkv_remove(cs->mc, key, keylen);
     if (rc == MKV_OK) cs->stats.removes++;
     else if (rc != MKV_ENOTFOUND) log_warning("gateway: remove failed: %s", mkv_last_error(cs->mc));
@@ -471,6 +486,7 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
     if (!cluster_key_ok(keylen)) return 0;
     gw_answer *a = offered_answer(cs, key, keylen);
     if (a) return a->n != 0;
+    cs->stats.loop_blocking++;
     int rc = mkv_exists(cs->mc, key, keylen);
     if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));
     return rc == 1;
@@ -478,7 +494,9 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
 
 /* ---- the master's INFO ---- */
 
+/* The control connection, for a blocking call on the loop. */
 static redisContext *ctl_conn(cluster_store *cs) {
+    cs->stats.loop_blocking++;
     return master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
 }
 
@@ -486,6 +504,16 @@ static redisContext *ctl_conn(cluster_store *cs) {
  * table. The master's refusal (-TRYAGAIN during a rebuild) is the reply. */
 static int cs_flush(store *s, uint64_t *removed) {
     cluster_store *cs = cs_of(s);
+    long long n;
+    const char *err;
+    int said = said_flush(cs->said, &n, &err);
+    if (said >= 0) {
+        *removed = said && !err ? (uint64_t)n : 0;
+        if (said && !err) return STORE_OK;
+        snprintf(s->errstr, sizeof s->errstr, "%s",
+                 err ? err : "TRYAGAIN the master is unreachable (connection lost before its reply)");
+        return STORE_REFUSED;
+    }
     redisContext *ctl = ctl_conn(cs);
     redisReply *r = ctl ? redisCommand(ctl, "MOON.FLUSH") : NULL;
     int rc = STORE_OK;
@@ -503,32 +531,29 @@ static int cs_flush(store *s, uint64_t *removed) {
     return rc;
 }
 
-/* The master's INFO cluster reply (a string), NULL if unavailable. */
-static redisReply *master_info_cluster(cluster_store *cs) {
+/* The master's INFO cluster text: what it said ahead, or one blocking
+ * call whose reply *r keeps (the caller frees it). NULL if unavailable. */
+static const char *master_info_cluster(cluster_store *cs, redisReply **r) {
+    const char *text = NULL;
+    *r = NULL;
+    int said = said_info(cs->said, &text);
+    if (said >= 0) return said ? text : NULL;
     redisContext *ctl = ctl_conn(cs);
     if (!ctl) return NULL;
-    redisReply *r = redisCommand(ctl, "INFO cluster");
-    if (!r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
-    if (r && r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        r = NULL;
+    *r = redisCommand(ctl, "INFO cluster");
+    if (!*r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
+    if (*r && (*r)->type != REDIS_REPLY_STRING) {
+        freeReplyObject(*r);
+        *r = NULL;
     }
-    return r;
-}
-
-long long cluster_info_field(const redisReply *r, const char *field) {
-    size_t flen = strlen(field);
-    for (const char *line = r->str; line && *line; line = strchr(line, '\n')) {
-        if (*line == '\n') line++;
-        if (strncmp(line, field, flen) == 0 && line[flen] == ':') return strtoll(line + flen + 1, NULL, 10);
-    }
-    return -1;
+    return *r ? (*r)->str : NULL;
 }
 
 /* A numeric field of the master's INFO cluster; -1 if unavailable. */
 static long long master_info_field(cluster_store *cs, const char *field) {
-    redisReply *r = master_info_cluster(cs);
-    long long v = r ? cluster_info_field(r, field) : -1;
+    redisReply *r;
+    const char *text = master_info_cluster(cs, &r);
+    long long v = text ? info_text_field(text, field) : -1;
     freeReplyObject(r);
     return v;
 }
@@ -539,13 +564,16 @@ static uint64_t cs_count(store *s) {
     return n > 0 ? (uint64_t)n : 0;
 }
 
-/* MOON.SCAN on the control connection. The keys point into the reply,
+/* A page the master said ahead, or MOON.SCAN on the control connection.
+ * The keys point into the reply,
  * kept until the next scan (the caller copies them into its reply
  * before that). A master that cannot be asked ends the walk. */
 static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
     cluster_store *cs = cs_of(s);
     freeReplyObject(cs->scan_reply);
     cs->scan_reply = NULL;
+    uint64_t next = 0;
+    if (said_scan(cs->said, cursor, &next, fn, ctx) >= 0) return next;   /* none said: the walk ends */
     redisContext *ctl = ctl_conn(cs);
     if (!ctl) return 0;
     redisReply *r = redisCommand(ctl, "MOON.SCAN %llu COUNT %ld", (unsigned long long)cursor, count);
@@ -593,6 +621,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_failed_gets", "%llu", (unsigned long long)cs->stats.failed_gets);
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
+    info_field(out, "loop_blocking_calls", "%llu", (unsigned long long)cs->stats.loop_blocking);
     /* Garbage collection is the master's: its count, as Redis names it. */
     long long evicted = master_info_field(cs, "evicted_keys");
     info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
@@ -613,10 +642,11 @@ void cluster_store_info(store *s, resp_buf *out) {
  * gateway's own numbers are in "# Gateway" (role info). */
 static void cs_info(store *s, resp_buf *out, const char *section) {
     if (!info_wants(section, "memory", 1)) return;
-    redisReply *r = master_info_cluster(cs_of(s));
+    redisReply *r;
+    const char *text = master_info_cluster(cs_of(s), &r);
     info_section(out, "Memory");
-    if (r) {
-        long long used = cluster_info_field(r, "bytes_used"), total = cluster_info_field(r, "bytes_total");
+    if (text) {
+        long long used = info_text_field(text, "bytes_used"), total = info_text_field(text, "bytes_total");
         info_field_bytes(out, "used_memory", used > 0 ? (uint64_t)used : 0);
         info_field_bytes(out, "maxmemory", total > 0 ? (uint64_t)total : 0);
     } else {

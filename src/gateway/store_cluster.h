@@ -98,8 +98,10 @@ typedef struct gw_answer {
  * answers from a[] (each answer once, in order), count the one of the
  * empty key, until cluster_withdraw. */
 void cluster_offer_answers(store *s, gw_answer *a, size_t n);
-/* A numeric field of an INFO reply's text; -1 if absent. */
-long long cluster_info_field(const struct redisReply *r, const char *field);
+/* On the loop: count, scan, flush and info take the master's answers
+ * from said (master_said.h) instead of asking, until cluster_withdraw. */
+struct gw_said;
+void cluster_offer_said(store *s, const struct gw_said *said);
 /* The asynchronous master connection; NULL without one (etcd). */
 struct master_async *cluster_store_master(store *s);
 

@@ -78,4 +78,18 @@ void t_server_register(server *srv);
 void t_cluster_register(server *srv);
 void t_multi_register(server *srv);   /* multi.c */
 
+/* What a front end that asks ahead for the object commands' store calls
+ * needs to know of their arguments (t_object.c). */
+#define KEYS_MAX 100000   /* KEYS is refused on a larger keyspace: use SCAN */
+typedef struct scan_opts {
+    uint64_t cursor;
+    long count;               /* as the store's scan is asked */
+    const resp_arg *match;    /* NULL = every key */
+    int none;                 /* TYPE of no object: no key matches */
+} scan_opts;
+/* SCAN's arguments: NULL, or the text of the error SCAN replies. */
+const char *scan_parse(const client *c, scan_opts *o);
+/* FLUSHALL's arguments are valid (else it replies a syntax error). */
+int flushall_args_ok(const client *c);
+
 #endif

@@ -23,7 +23,6 @@
 #define GET_ZERO_COPY_MIN (16 * 1024)
 #define SCAN_COUNT_DEFAULT 10
 #define SCAN_COUNT_MAX (1L << 20)
-#define KEYS_MAX 100000   /* KEYS is refused on a larger keyspace: use SCAN */
 
 static store *store_of(client *c) { return c->srv->store; }
 
@@ -379,44 +378,43 @@ static void scan_collect(const char *key, size_t keylen, void *ctx) {
     sk->n++;
 }
 
-static void scan_command(client *c) {
-    uint64_t cursor;
+const char *scan_parse(const client *c, scan_opts *o) {
     long long count = SCAN_COUNT_DEFAULT;
-    scan_keys sk = {0};
-    if (arg_to_u64(&c->argv[1], &cursor) < 0) {
-        reply_error(c, "ERR invalid cursor");
-        return;
-    }
+    *o = (scan_opts){0};
+    if (arg_to_u64(&c->argv[1], &o->cursor) < 0) return "ERR invalid cursor";
     for (int i = 2; i < c->argc; i += 2) {
         const resp_arg *opt = &c->argv[i];
-        if (i + 1 >= c->argc) {
-            reply_syntax_error(c);
-            return;
-        }
+        if (i + 1 >= c->argc) return "ERR syntax error";
         if (strieq_len(opt->ptr, opt->len, "MATCH")) {
-            sk.match = &c->argv[i + 1];
+            o->match = &c->argv[i + 1];
         } else if (strieq_len(opt->ptr, opt->len, "TYPE")) {
             /* Every object is a string: another type matches nothing. */
-            if (!strieq_len(c->argv[i + 1].ptr, c->argv[i + 1].len, "string")) sk.none = 1;
+            if (!strieq_len(c->argv[i + 1].ptr, c->argv[i + 1].len, "string")) o->none = 1;
         } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
-            if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0) {
-                reply_error(c, "ERR value is not an integer or out of range");
-                return;
-            }
-            if (count < 1) {
-                reply_syntax_error(c);
-                return;
-            }
+            if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0)
+                return "ERR value is not an integer or out of range";
+            if (count < 1) return "ERR syntax error";
             if (count > SCAN_COUNT_MAX) count = SCAN_COUNT_MAX;
         } else {
-            reply_syntax_error(c);
-            return;
+            return "ERR syntax error";
         }
     }
+    o->count = (long)count;
     /* A match-all pattern needs no per-key test. */
-    if (sk.match && sk.match->len == 1 && sk.match->ptr[0] == '*') sk.match = NULL;
+    if (o->match && o->match->len == 1 && o->match->ptr[0] == '*') o->match = NULL;
+    return NULL;
+}
+
+static void scan_command(client *c) {
+    scan_opts o;
+    const char *err = scan_parse(c, &o);
+    if (err) {
+        reply_error(c, err);
+        return;
+    }
+    scan_keys sk = {.match = o.match, .none = o.none};
     store *s = store_of(c);
-    uint64_t next = s->ops->scan(s, cursor, (long)count, scan_collect, &sk);
+    uint64_t next = s->ops->scan(s, o.cursor, o.count, scan_collect, &sk);
     char cur[24];
     int n = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
     reply_array(c, 2);
@@ -509,9 +507,13 @@ static uint64_t flush_by_scan(store *s) {
 
 /* FLUSHALL|FLUSHDB [ASYNC|SYNC]: every object goes (one database). Space
  * still under a read lease is reused once the lease ends, either way. */
+int flushall_args_ok(const client *c) {
+    return c->argc == 1 || (c->argc == 2 && (strieq_len(c->argv[1].ptr, c->argv[1].len, "ASYNC") ||
+                                             strieq_len(c->argv[1].ptr, c->argv[1].len, "SYNC")));
+}
+
 static void flushall_command(client *c) {
-    if (c->argc > 2 || (c->argc == 2 && !strieq_len(c->argv[1].ptr, c->argv[1].len, "ASYNC") &&
-                        !strieq_len(c->argv[1].ptr, c->argv[1].len, "SYNC"))) {
+    if (!flushall_args_ok(c)) {
         reply_syntax_error(c);
         return;
     }

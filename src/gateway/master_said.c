@@ -1,0 +1,245 @@
+/* gateway/master_said.c - see master_said.h. Answers are copied out of
+ * the replies (a reply lives only during its callback); a KEYS walk asks
+ * for its next page from the callback of the one before. */
+#include "gateway/master_said.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "server/glob.h"
+
+#define KEYS_PAGE 1000   /* the page keys_command asks the store for */
+
+typedef struct said_page {
+    uint64_t cursor, next;
+    char *keys;               /* per key: its length (size_t), then its bytes */
+    size_t len, nkeys;
+} said_page;
+
+enum { ASK_INFO, ASK_SCAN, ASK_FLUSH };
+
+typedef struct said_req {
+    gw_said *s;
+    int kind;
+    uint64_t cursor;          /* ASK_SCAN */
+    long count;
+} said_req;
+
+struct gw_said {
+    master_async *ma;
+    void (*done)(void *ctx);
+    void *ctx;
+    size_t pending;           /* questions sent, not answered yet */
+    int asking;               /* said_end not called yet */
+    int info_asked, scan_asked, flush_asked;
+    char *info;               /* INFO cluster's text; NULL: none came */
+    said_page *pages;
+    size_t npages, cap;
+    int flushed_ok;           /* MOON.FLUSH answered */
+    long long removed;
+    char *flush_err;          /* its error text */
+    /* a KEYS walk: pages are asked until the walk ends or more than
+     * keys_max keys matched */
+    int keys;
+    char *pat;
+    size_t plen;
+    uint64_t keys_max, matched;
+};
+
+gw_said *said_create(master_async *ma, void (*done)(void *ctx), void *ctx) {
+    gw_said *s = xcalloc(1, sizeof *s);
+    s->ma = ma;
+    s->done = done;
+    s->ctx = ctx;
+    s->asking = 1;
+    return s;
+}
+
+/* The last answer is in: done may free s. */
+static void maybe_done(gw_said *s) {
+    if (!s->asking && !s->pending) s->done(s->ctx);
+}
+
+static void on_reply(const redisReply *r, void *ctx);
+
+static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
+    said_req *q = xmalloc(sizeof *q);
+    *q = (said_req){.s = s, .kind = kind, .cursor = cursor, .count = count};
+    char cur[24], cnt[24];
+    const char *argv[4];
+    size_t lens[4];
+    int argc = 0;
+    if (kind == ASK_INFO) {
+        argv[argc++] = "INFO";
+        argv[argc++] = "cluster";
+    } else if (kind == ASK_FLUSH) {
+        argv[argc++] = "MOON.FLUSH";
+    } else {
+        argv[argc++] = "MOON.SCAN";
+        argv[argc++] = cur;
+        argv[argc++] = "COUNT";
+        argv[argc++] = cnt;
+        snprintf(cur, sizeof cur, "%llu", (unsigned long long)cursor);
+        snprintf(cnt, sizeof cnt, "%ld", count);
+    }
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    if (master_async_send(s->ma, argc, argv, lens, on_reply, q) != 0) {
+        free(q);   /* asked, never answered: the master is unreachable */
+        return;
+    }
+    s->pending++;
+}
+
+void said_ask_info(gw_said *s) {
+    s->info_asked = 1;
+    said_send(s, ASK_INFO, 0, 0);
+}
+
+void said_ask_scan(gw_said *s, uint64_t cursor, long count) {
+    s->scan_asked = 1;
+    said_send(s, ASK_SCAN, cursor, count);
+}
+
+void said_ask_keys(gw_said *s, const char *pat, size_t plen, uint64_t max) {
+    s->keys = 1;
+    s->scan_asked = 1;   /* a walk that cannot start is an empty one */
+    s->keys_max = max;
+    if (!(plen == 1 && pat[0] == '*')) {   /* match-all needs no test */
+        s->pat = xmalloc(plen ? plen : 1);
+        memcpy(s->pat, pat, plen);
+        s->plen = plen;
+    }
+    said_ask_info(s);
+}
+
+void said_ask_flush(gw_said *s) {
+    s->flush_asked = 1;
+    said_send(s, ASK_FLUSH, 0, 0);
+}
+
+void said_end(gw_said *s) {
+    s->asking = 0;
+    maybe_done(s);
+}
+
+long long info_text_field(const char *text, const char *field) {
+    size_t flen = strlen(field);
+    for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') return strtoll(line + flen + 1, NULL, 10);
+    }
+    return -1;
+}
+
+static void keep_info(gw_said *s, const redisReply *r) {
+    if (!r || r->type != REDIS_REPLY_STRING) return;
+    s->info = xmalloc(r->len + 1);
+    memcpy(s->info, r->str, r->len);
+    s->info[r->len] = '\0';
+    /* KEYS: a keyspace above the bound is refused without a walk */
+    if (s->keys) {
+        long long n = info_text_field(s->info, "objects_complete");
+        if (n >= 0 && (uint64_t)n <= s->keys_max) said_send(s, ASK_SCAN, 0, KEYS_PAGE);
+    }
+}
+
+static void keep_flush(gw_said *s, const redisReply *r) {
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        s->flushed_ok = 1;
+        s->removed = r->integer > 0 ? r->integer : 0;
+    } else if (r && r->type == REDIS_REPLY_ERROR) {
+        s->flush_err = xstrdup(r->str);
+    }
+}
+
+static int page_ok(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+           r->element[1]->type == REDIS_REPLY_ARRAY;
+}
+
+static void page_add(said_page *p, const char *key, size_t len) {
+    memcpy(p->keys + p->len, &len, sizeof len);
+    memcpy(p->keys + p->len + sizeof len, key, len);
+    p->len += sizeof len + len;
+    p->nkeys++;
+}
+
+/* A MOON.SCAN page, copied; a KEYS walk asks for the next. */
+static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
+    if (!page_ok(r)) {
+        if (r) log_warning("gateway: MOON.SCAN failed: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;   /* the walk ends here, as a failed scan ends it */
+    }
+    const redisReply *keys = r->element[1];
+    size_t bytes = 0;
+    for (size_t i = 0; i < keys->elements; i++)
+        if (keys->element[i]->type == REDIS_REPLY_STRING) bytes += sizeof(size_t) + keys->element[i]->len;
+    if (s->npages == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 4;
+        s->pages = xrealloc(s->pages, s->cap * sizeof *s->pages);
+    }
+    said_page *p = &s->pages[s->npages++];
+    *p = (said_page){.cursor = q->cursor, .next = strtoull(r->element[0]->str, NULL, 10)};
+    p->keys = xmalloc(bytes ? bytes : 1);
+    for (size_t i = 0; i < keys->elements; i++) {
+        const redisReply *k = keys->element[i];
+        if (k->type != REDIS_REPLY_STRING) continue;
+        page_add(p, k->str, k->len);
+        if (s->keys && (!s->pat || glob_match(s->pat, s->plen, k->str, k->len, 0))) s->matched++;
+    }
+    if (s->keys && p->next != 0 && s->matched <= s->keys_max) said_send(s, ASK_SCAN, p->next, KEYS_PAGE);
+}
+
+static void on_reply(const redisReply *r, void *ctx) {
+    said_req *q = ctx;
+    gw_said *s = q->s;
+    if (q->kind == ASK_INFO) keep_info(s, r);
+    else if (q->kind == ASK_FLUSH) keep_flush(s, r);
+    else keep_page(s, q, r);
+    free(q);
+    s->pending--;
+    maybe_done(s);
+}
+
+int said_info(const gw_said *s, const char **text) {
+    if (!s || !s->info_asked) return -1;
+    *text = s->info;
+    return s->info != NULL;
+}
+
+int said_scan(const gw_said *s, uint64_t cursor, uint64_t *next, store_scan_fn *fn, void *ctx) {
+    if (!s || !s->scan_asked) return -1;
+    for (size_t i = 0; i < s->npages; i++) {
+        const said_page *p = &s->pages[i];
+        if (p->cursor != cursor) continue;
+        for (size_t off = 0; off < p->len;) {
+            size_t len;
+            memcpy(&len, p->keys + off, sizeof len);
+            fn(p->keys + off + sizeof len, len, ctx);
+            off += sizeof len + len;
+        }
+        *next = p->next;
+        return 1;
+    }
+    return 0;
+}
+
+int said_flush(const gw_said *s, long long *removed, const char **err) {
+    if (!s || !s->flush_asked) return -1;
+    *removed = s->removed;
+    *err = s->flush_err;
+    return s->flushed_ok || s->flush_err;
+}
+
+void said_free(gw_said *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->npages; i++) free(s->pages[i].keys);
+    free(s->pages);
+    free(s->info);
+    free(s->flush_err);
+    free(s->pat);
+    free(s);
+}
