@@ -2,9 +2,12 @@
  *
  * The address announced is the RESP one clients use: bind:port, or, when
  * bound to every interface, the local address of the connection to the
- * master (the interface the cluster is reached by). The call is
- * synchronous with a short timeout, as the gateway's INFO calls are; a
- * failed one keeps the last list and retries at the next tick. */
+ * master (the interface the cluster is reached by). The call goes over
+ * the store's asynchronous master connection, so a master that does not
+ * answer stalls no one (one call is out at a time: a tick while it is
+ * skips); without that connection (etcd) it is synchronous with a short
+ * timeout. A failed one keeps the last list and retries at the next
+ * tick. */
 #include "gateway/announce.h"
 
 #include <arpa/inet.h>
@@ -17,7 +20,9 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "gateway/master_async.h"
 #include "gateway/master_link.h"
+#include "gateway/store_cluster.h"
 
 #define ANNOUNCE_TIMEOUT_MS 250
 #define ANNOUNCE_MAX_PEERS  64
@@ -25,7 +30,9 @@
 struct gw_announce {
     server *srv;
     loop_timer *timer;
-    redisContext *conn;
+    redisContext *conn;       /* the synchronous path's */
+    int asking;               /* a MOON.GATEWAY is out on the asynchronous connection */
+    int stopped;              /* stopped while it was: its answer frees this */
     resp_endpoint peers[ANNOUNCE_MAX_PEERS];
     size_t npeers;
 };
@@ -38,18 +45,17 @@ static int bound_to_all(const char *bind) {
     return strcmp(bind, "0.0.0.0") == 0 || strcmp(bind, "::") == 0 || bind[0] == '\0';
 }
 
-/* This gateway's RESP address as clients should dial it. */
-static void own_address(gw_announce *a, redisContext *rc, char *out, size_t len) {
+/* This gateway's RESP address as clients should dial it; local: the
+ * master connection's local address, or NULL. */
+static void own_address(gw_announce *a, const struct sockaddr_storage *local, char *out, size_t len) {
     const mkv_config *cfg = &a->srv->cfg;
     char ip[INET6_ADDRSTRLEN];
     snprintf(ip, sizeof ip, "%.45s", cfg->bind);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (bound_to_all(cfg->bind) && getsockname(rc->fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip);
-        else if (ss.ss_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip);
+    if (local && bound_to_all(cfg->bind)) {
+        if (local->ss_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)local)->sin_addr, ip, sizeof ip);
+        else if (local->ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)local)->sin6_addr, ip, sizeof ip);
     }
     snprintf(out, len, "%s:%d", ip, cfg->port);
 }
@@ -64,15 +70,47 @@ static void keep_peers(gw_announce *a, const redisReply *r) {
     }
 }
 
-static void announce_now(gw_announce *a) {
+/* MOON.GATEWAY's answer: the gateways the master knows. */
+static void took(gw_announce *a, const redisReply *r, const char *err) {
+    if (r && r->type == REDIS_REPLY_ARRAY) keep_peers(a, r);
+    else log_info("gateway: MOON.GATEWAY: %s", r && r->str ? r->str : err);
+}
+
+static void announce_sync(gw_announce *a) {
     redisContext *rc = master_conn(a);
     if (!rc) return;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
     char addr[96];
-    own_address(a, rc, addr, sizeof addr);
+    own_address(a, getsockname(rc->fd, (struct sockaddr *)&ss, &sl) == 0 ? &ss : NULL, addr, sizeof addr);
     redisReply *r = redisCommand(rc, "MOON.GATEWAY %s", addr);
-    if (r && r->type == REDIS_REPLY_ARRAY) keep_peers(a, r);
-    else log_info("gateway: MOON.GATEWAY %s: %s", addr, r && r->str ? r->str : rc->errstr);
+    took(a, r, rc->errstr);
     freeReplyObject(r);
+}
+
+static void announced(const redisReply *r, void *ctx) {
+    gw_announce *a = ctx;
+    a->asking = 0;
+    if (a->stopped) {
+        free(a);
+        return;
+    }
+    took(a, r, "no answer");
+}
+
+static void announce_now(gw_announce *a) {
+    master_async *ma = cluster_store_master(a->srv->store);
+    if (!ma) {
+        announce_sync(a);
+        return;
+    }
+    struct sockaddr_storage ss;
+    if (a->asking || master_async_local_addr(ma, &ss) != 0) return;
+    char addr[96];
+    own_address(a, &ss, addr, sizeof addr);
+    const char *argv[2] = {"MOON.GATEWAY", addr};
+    size_t lens[2] = {12, strlen(addr)};
+    if (master_async_send(ma, 2, argv, lens, announced, a) == 0) a->asking = 1;
 }
 
 static void tick(event_loop *el, void *data) { announce_now(data); }
@@ -90,7 +128,8 @@ void gw_announce_stop(gw_announce *a) {
     if (!a) return;
     loop_timer_free(a->timer);
     if (a->conn) redisFree(a->conn);
-    free(a);
+    if (a->asking) a->stopped = 1;   /* the store's connection answers it, NULL at the latest */
+    else free(a);
 }
 
 size_t gw_announce_peers(gw_announce *a, resp_endpoint *out, size_t max) {

@@ -5,6 +5,7 @@
 #include <hiredis/async.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "core/log.h"
 #include "core/util.h"
@@ -202,6 +203,12 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
     free(lens);
     free(num);
     return sent;
+}
+
+int master_async_local_addr(master_async *m, struct sockaddr_storage *ss) {
+    if (!m->ac && link_open(m) != 0) return -1;
+    socklen_t sl = sizeof *ss;
+    return getsockname(m->ac->c.fd, (struct sockaddr *)ss, &sl) == 0 ? 0 : -1;
 }
 
 uint64_t master_async_epoch(const master_async *m) { return m->epoch; }

@@ -48,6 +48,11 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
                                int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
                                master_async_cb *cb, int *failed);
 
+/* The connection's local address (the interface the master is reached
+ * by), the connection opened first if there is none (as a send opens
+ * it; the connect completes later). 0, or -1 without one. */
+struct sockaddr_storage;
+int master_async_local_addr(master_async *m, struct sockaddr_storage *ss);
 /* Connections opened so far: a new one may reach a new master. */
 uint64_t master_async_epoch(const master_async *m);
 /* Pending callbacks get NULL. NULL is fine. */
