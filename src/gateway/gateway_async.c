@@ -68,7 +68,9 @@ struct gw_call {
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
     uint64_t cost;            /* value bytes counted in its connection's */
     gw_call *next_of_conn;    /* the connection's calls, in order */
-    get_stream *gstream;      /* GET: its value streaming to the client */
+    get_stream *gstream;      /* GET/MGET: the value streaming to the client now */
+    size_t next;              /* GET/MGET streaming: the next element to reply */
+    int array;                /* MGET: the reply is an array */
     int pooled;               /* a CALL_POOLED block: back to the free list */
 };
 
@@ -291,14 +293,14 @@ static int gateway_pipelined(client *c, const command *cmd) {
 /* The shared command, as dispatch would run it, on the call's arguments
  * and with the results ready in the store. c may be in the middle of its
  * own next command (a value streaming in): that is kept aside. */
-static void call_replay(gw_call *call, client *c) {
+static void replay(gw_call *call, client *c, command_proc *proc, int cargc, resp_arg *cargv) {
     int argc = c->argc;
     resp_arg *argv = c->argv;
     store_put *own_put = c->pending_put;
     int own_err = c->pending_put_err;
     uint64_t own_size = c->pending_put_size;
-    c->argc = call->argc;
-    c->argv = call->argv;
+    c->argc = cargc;
+    c->argv = cargv;
     c->pending_put = NULL;
     c->pending_put_err = 0;
     if (call->put) {
@@ -306,7 +308,7 @@ static void call_replay(gw_call *call, client *c) {
         c->pending_put_size = call->put_size;
         call->put = NULL;
     }
-    call->shared(c);
+    proc(c);
     commands_abort_put(c);
     c->argc = argc;
     c->argv = argv;
@@ -314,6 +316,8 @@ static void call_replay(gw_call *call, client *c) {
     c->pending_put_err = own_err;
     c->pending_put_size = own_size;
 }
+
+static void call_replay(gw_call *call, client *c) { replay(call, c, call->shared, call->argc, call->argv); }
 
 static void call_ship(gw_call *call);
 
@@ -388,23 +392,75 @@ static void call_answer(gw_call *call, client *c) {
     client_slot_end(c, call->slot);
 }
 
-/* A streamed GET is over: the call goes. */
-static void stream_done(void *ctx) {
-    gw_call *call = ctx;
+/* ---- GET and MGET replies that stream ---- */
+
+/* The streamed reply is over (whole, or its client gone): what was not
+ * sent is dropped and the call goes. */
+static void seq_over(gw_call *call) {
     if (call->c) conn_remove(call->c->role_ctx, call);
+    for (size_t i = call->next; i < call->nfetch; i++) cluster_fetch_forget(call->store, &call->fetch[i]);
     free(call);   /* not to the free list: a stream may end after the server's state is gone */
 }
 
-/* A GET whose value was located to stream (read_batch.c): its reply
- * fills the slot slice by slice, and the call stays its connection's
- * until the stream is over. 0 if it does not stream. */
+static void seq_next(gw_call *call);
+
+/* A value's stream is over: the reply goes on with the next element. */
+static void stream_done(void *ctx) {
+    gw_call *call = ctx;
+    call->gstream = NULL;
+    if (call->c && call->next < call->nfetch) seq_next(call);
+    else seq_over(call);
+}
+
+/* One element as the shared GET replies it, from its fetch: so an MGET's
+ * elements are the bytes its shared command would write. */
+static void reply_element(gw_call *call, client *c, size_t i) {
+    resp_arg argv[2] = {call->argv[0], call->argv[i + 1]};   /* GET reads argv[1] only */
+    cluster_offer(call->store, &call->fetch[i], 1);
+    replay(call, c, call->ga->shared[0], 2, argv);   /* async_names[0]: get */
+    cluster_withdraw(call->store);
+}
+
+/* The reply from element call->next on, into the call's slot: values
+ * read whole as the shared GET replies them, up to one located to
+ * stream, whose stream comes back to stream_done when over. The last
+ * element ends the slot. */
+static void seq_next(gw_call *call) {
+    client *c = call->c;
+    client_slot_begin(c, call->slot);
+    if (call->next == 0 && call->array) reply_array(c, (long long)call->nfetch);
+    for (; call->next < call->nfetch; call->next++) {
+        gw_fetch *f = &call->fetch[call->next];
+        if (!f->stream) {
+            reply_element(call, c, call->next);
+            continue;
+        }
+        client_slot_part(c, call->slot);
+        mkv_located *l = f->stream;
+        f->stream = NULL;
+        int last = ++call->next == call->nfetch;
+        call->gstream = get_stream_start(cluster_store_gets(call->store), c, call->slot, !last, l, f->len, f->key,
+                                         f->keylen, f->stream_epoch, stream_done, call);
+        return;
+    }
+    client_slot_end(c, call->slot);
+    seq_over(call);
+}
+
+/* A GET or MGET with a value located to stream (read_batch.c): the reply
+ * fills a slot element by element, a streamed value slice by slice, and
+ * the call stays its connection's until the reply is over. Inside EXEC
+ * (the client waits, no slot) the slot opens now and the transaction
+ * goes on behind it. 0 if nothing streams. */
 static int call_streams(gw_call *call) {
-    gw_fetch *f = call->nfetch == 1 ? &call->fetch[0] : NULL;
-    if (!f || !f->stream || !call->c || !call->slot) return 0;
-    mkv_located *l = f->stream;
-    f->stream = NULL;
-    call->gstream = get_stream_start(cluster_store_gets(call->store), call->c, call->slot, l, f->len, f->key,
-                                     f->keylen, f->stream_epoch, stream_done, call);
+    client *c = call->c;
+    size_t i = 0;
+    while (i < call->nfetch && !call->fetch[i].stream) i++;
+    if (!c || i == call->nfetch) return 0;
+    int blocked = !call->slot;
+    if (blocked) call->slot = client_slot_open(c);
+    seq_next(call);
+    if (blocked) client_unblock(c);
     return 1;
 }
 
@@ -469,8 +525,9 @@ static void async_read_command(client *c) {
         call->fetch[i].keylen = call->argv[i + 1].len;
     }
     call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
-    /* a GET outside MULTI has a slot its value can stream into */
-    call->fetch[0].may_stream = !c->multi && strcmp(c->last_cmd->name, "get") == 0;
+    /* large values stream into the reply (call_streams) */
+    call->array = strcmp(c->last_cmd->name, "mget") == 0;
+    for (size_t i = 0; i < call->nfetch; i++) call->fetch[i].may_stream = 1;
     call_start(call, c);
     read_batcher_add(cluster_store_reads(call->store), &call->read);
 }

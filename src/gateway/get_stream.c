@@ -54,7 +54,8 @@ struct get_stream {
     uint32_t next_read, next_send;
     unsigned busy;            /* pieces not FREE */
     int over;                 /* the reply is whole, or was cut */
-    int whole;                /* the reply is whole: its slot ended */
+    int whole;                /* the value is whole: its slot ended (or, keep_slot, sent up to here) */
+    int keep_slot;            /* more of the reply follows in the slot: it stays open */
     gs_piece piece[GS_WINDOW];
     void (*done)(void *ctx);
     void *ctx;
@@ -176,7 +177,8 @@ static void send_ready(get_stream *gs) {
                 continue;
             }
             reply_raw(gs->c, "\r\n", 2);
-            client_slot_end(gs->c, gs->slot);
+            if (gs->keep_slot) client_slot_part(gs->c, gs->slot);
+            else client_slot_end(gs->c, gs->slot);
             gs->over = gs->whole = 1;
         }
     }
@@ -285,13 +287,13 @@ static void pump(get_stream *gs) {
     }
 }
 
-get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, mkv_located *l,
+get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, int keep_slot, mkv_located *l,
                              uint64_t size, const char *key, size_t keylen, uint64_t epoch,
                              void (*done)(void *ctx), void *ctx) {
     get_stream *gs = xcalloc(1, sizeof *gs + keylen + 1);
     const proto_slices *sl = mkv_located_slices(l);
-    *gs = (get_stream){.sr = sr, .c = c, .slot = slot, .loc = l, .size = size, .epoch = epoch,
-                       .done = done, .ctx = ctx, .keylen = keylen};
+    *gs = (get_stream){.sr = sr, .c = c, .slot = slot, .keep_slot = keep_slot, .loc = l, .size = size,
+                       .epoch = epoch, .done = done, .ctx = ctx, .keylen = keylen};
     gs->slices = (proto_slices){sl->size, sl->count, xmemdup(sl->crc, (size_t)sl->count * sizeof *sl->crc)};
     gs->sl = &gs->slices;
     memcpy(gs->key, key, keylen);

@@ -45,10 +45,12 @@ void get_streamer_counts(const get_streamer *sr, uint64_t *streamed, uint64_t *c
 int get_stream_wanted(const mkv_located *l, uint64_t size);
 
 /* Sends l's value (size bytes; l is taken over: its read lease is given
- * back at the end) as c's reply into slot, which it ends once the value
- * is whole. The key is copied. done(ctx) runs once the stream is over: the reply whole,
- * or the connection closed, and no worker or socket holds its buffers. */
-get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, mkv_located *l,
+ * back at the end) as a bulk reply into c's slot, which it ends once the
+ * value is whole, or, keep_slot (an element of a longer reply), leaves
+ * open for the rest. The key is copied. done(ctx) runs once the stream
+ * is over: the value whole, or the connection closed, and no worker or
+ * socket holds its buffers. */
+get_stream *get_stream_start(get_streamer *sr, client *c, reply_slot *slot, int keep_slot, mkv_located *l,
                              uint64_t size, const char *key, size_t keylen, uint64_t epoch,
                              void (*done)(void *ctx), void *ctx);
 /* c is gone (and its slot with it): nothing more is sent. May run done. */

@@ -446,6 +446,12 @@ void cluster_withdraw(store *s) {
 
 void cluster_offer_said(store *s, const gw_said *said) { cs_of(s)->said = said; }
 
+void cluster_fetch_forget(store *s, gw_fetch *f) {
+    staging_put(cs_of(s)->pool, &f->buf);
+    mkv_located_free(f->stream);
+    f->stream = NULL;
+}
+
 void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
     cs_of(s)->answers = a;
     cs_of(s)->nanswers = n;

@@ -83,6 +83,9 @@ void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
  * returns) until cluster_withdraw, which frees what was not taken. */
 void cluster_offer(store *s, gw_fetch *f, size_t n);
 void cluster_withdraw(store *s);
+/* A fetch whose value will not be replied: its buffer goes back, its
+ * located value (to stream) is freed. */
+void cluster_fetch_forget(store *s, gw_fetch *f);
 
 /* A key's DEL, EXISTS or STRLEN outcome, asked over the asynchronous
  * master connection ahead of the command (gateway_async.c). */

@@ -8,7 +8,8 @@
  * replicas 1 the client's connection is closed before the value is
  * complete, and every byte it got before is right; clients that leave
  * mid-GET leave nothing behind; a client slower than the read lease
- * gets the whole value (the lease is renewed).
+ * gets the whole value (the lease is renewed). MGET's large values and
+ * large GETs inside EXEC stream too.
  *
  * The values are put by libmoonkv (TCP, so with slice CRCs), with 2 and
  * 1 replicas, on three nodes, each replica on one node; the gateway uses TCP too (with shm it maps
@@ -57,23 +58,32 @@ typedef struct get_run {
     long peak;
 } get_run;
 
-static get_run stream_get(const char *key, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void)) {
-    get_run gr = {0};
-    int fd = h_raw_connect(PORT_GATEWAY, 256 * 1024);   /* a slow reader: the socket holds little */
+/* A slow reader's connection (the socket holds little); -1 on failure. */
+static int slow_connect(void) {
+    int fd = h_raw_connect(PORT_GATEWAY, 256 * 1024);
     struct timeval tv = {.tv_sec = 30};
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char line[64];
-    int n = snprintf(line, sizeof line, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
-    if (fd < 0 || send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) return gr;
-    size_t got = 0;   /* the header, byte by byte up to its LF */
+    return fd;
+}
+
+/* A reply's header line ("$len", "*n"), byte by byte up to its LF. */
+static const char *header_line(int fd) {
+    static char line[64];
+    size_t got = 0;
     while (got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n') && recv_upto(fd, line + got, 1) == 1) got++;
     line[got] = '\0';
+    return line;
+}
+
+/* One bulk reply of len bytes, read piece by piece and compared with
+ * want as it arrives, into *gr (see get_run). */
+static void read_bulk(int fd, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void), get_run *gr) {
+    const char *line = header_line(fd);
     if (line[0] != '$' || strtoull(line + 1, NULL, 10) != len) {
         printf("# header '%s'\n", line);
-        close(fd);
-        return gr;
+        return;
     }
-    for (uint64_t off = 0; off < len && !gr.wrong;) {
+    for (uint64_t off = 0; off < len && !gr->wrong;) {
         if (at_mid && off >= mid) {
             at_mid();
             at_mid = NULL;
@@ -81,15 +91,24 @@ static get_run stream_get(const char *key, const char *want, uint64_t len, uint6
         size_t k = len - off < PIECE ? (size_t)(len - off) : PIECE;
         if (slow_us) usleep(slow_us);
         size_t r = recv_upto(fd, buf, k);
-        gr.wrong = memcmp(buf, want + off, r) != 0;
-        if (!gr.wrong) gr.right += r;
+        gr->wrong = memcmp(buf, want + off, r) != 0;
+        if (!gr->wrong) gr->right += r;
         off += r;
         long rss = h_rss_kb(gateway_pid);
-        if (rss > gr.peak) gr.peak = rss;
+        if (rss > gr->peak) gr->peak = rss;
         if (r < k) break;   /* cut off */
     }
-    gr.complete = gr.right == len && recv_upto(fd, line, 2) == 2 && memcmp(line, "\r\n", 2) == 0;
-    close(fd);
+    char crlf[2];
+    gr->complete = gr->right == len && recv_upto(fd, crlf, 2) == 2 && memcmp(crlf, "\r\n", 2) == 0;
+}
+
+static get_run stream_get(const char *key, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void)) {
+    get_run gr = {0};
+    int fd = slow_connect();
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
+    if (fd >= 0 && send(fd, cmd, (size_t)n, MSG_NOSIGNAL) == n) read_bulk(fd, want, len, mid, at_mid, &gr);
+    if (fd >= 0) close(fd);
     return gr;
 }
 
@@ -144,22 +163,86 @@ static void test_stream_get_pipelined(void) {
     redisFree(g);
 }
 
-static void vanish_mid_get(void) {
+/* MGET big:2 small:1 big:1 nokey read as slowly: the large values stream
+ * into the array one after the other (the gateway's memory stays a few
+ * slices above idle, where reading them whole would hold 128 MiB), and
+ * the small one and the missing one are the shared command's bytes. */
+static void test_stream_mget_bounded_rss(void) {
+    long long streamed = gateway_field("cluster_streamed_gets");
+    long idle = h_rss_kb(gateway_pid);
+    int fd = slow_connect();
+    ASSERT(fd >= 0);
+    static const char cmd[] = "*5\r\n$4\r\nMGET\r\n$5\r\nbig:2\r\n$7\r\nsmall:1\r\n$5\r\nbig:1\r\n$5\r\nnokey\r\n";
+    ASSERT(send(fd, cmd, sizeof cmd - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof cmd - 1));
+    get_run a = {0}, b = {0};
+    int head = strcmp(header_line(fd), "*4\r\n") == 0;
+    if (head) read_bulk(fd, val, LEN, 0, NULL, &a);
+    char small[32] = "", nokey[8] = "";
+    if (a.complete) recv_upto(fd, small, 11);   /* $5 hello */
+    if (a.complete) read_bulk(fd, val1, LEN, 0, NULL, &b);
+    if (b.complete) recv_upto(fd, nokey, 5);
+    close(fd);
+    ASSERT(head);
+    ASSERT_MSG(a.complete && b.complete, "big:2 %llu bytes right, big:1 %llu", (unsigned long long)a.right,
+               (unsigned long long)b.right);
+    ASSERT(memcmp(small, "$5\r\nhello\r\n", 11) == 0);
+    ASSERT(memcmp(nokey, "$-1\r\n", 5) == 0);
+    long peak = a.peak > b.peak ? a.peak : b.peak;
+    printf("# MGET of two 64 MiB values: gateway VmRSS idle %ld kB, peak seen %ld kB (+%ld)\n", idle, peak, peak - idle);
+    ASSERT_MSG(peak - idle < RSS_BOUND_KB, "VmRSS rose %ld kB above idle", peak - idle);
+    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 2);
+}
+
+/* Inside EXEC too: GET and MGET of large values stream (the transaction
+ * goes on behind them), and the replies are in order, byte-exact. */
+static void test_stream_exec(void) {
+    long long streamed = gateway_field("cluster_streamed_gets");
+    redisContext *g = h_redis(PORT_GATEWAY);
+    ASSERT(g);
+    redisAppendCommand(g, "MULTI");
+    redisAppendCommand(g, "GET big:1");
+    redisAppendCommand(g, "GET small:1");
+    redisAppendCommand(g, "MGET small:1 big:2");
+    redisAppendCommand(g, "EXEC");
+    redisAppendCommand(g, "PING");
+    void *v;
+    for (int i = 0; i < 4; i++) {   /* OK, QUEUED x3 */
+        ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+        freeReplyObject(v);
+    }
+    ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+    redisReply *r = v, **e = r->element;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 && e[0]->type == REDIS_REPLY_STRING && e[0]->len == LEN &&
+             memcmp(e[0]->str, val1, LEN) == 0 && e[1]->type == REDIS_REPLY_STRING && strcmp(e[1]->str, "hello") == 0 &&
+             e[2]->type == REDIS_REPLY_ARRAY && e[2]->elements == 2 && strcmp(e[2]->element[0]->str, "hello") == 0 &&
+             e[2]->element[1]->len == LEN && memcmp(e[2]->element[1]->str, val, LEN) == 0;
+    freeReplyObject(r);
+    ASSERT_MSG(ok, "EXEC's replies are not GET's, GET's and MGET's");
+    ASSERT_EQ(redisGetReply(g, &v), REDIS_OK);
+    r = v;
+    ASSERT(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0);
+    freeReplyObject(r);
+    redisFree(g);
+    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 2);
+}
+
+static void vanish_mid(const char *cmd) {
     int fd = h_raw_connect(PORT_GATEWAY, 0);
-    const char *cmd = "*2\r\n$3\r\nGET\r\n$5\r\nbig:2\r\n";
     if (fd < 0) return;
     if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) == (ssize_t)strlen(cmd)) recv_upto(fd, buf, PIECE);
     close(fd);
 }
 
-/* Clients that go mid-GET leave nothing behind: the streams end, and the
- * gateway serves the next GETs whole. */
+/* Clients that go mid-GET or mid-MGET leave nothing behind: the streams
+ * end (an MGET's later values never start), and the gateway serves the
+ * next GETs whole. */
 static void test_stream_get_client_vanishes(void) {
     long long streamed = gateway_field("cluster_streamed_gets");
-    for (int i = 0; i < 4; i++) vanish_mid_get();
+    for (int i = 0; i < 4; i++) vanish_mid("*2\r\n$3\r\nGET\r\n$5\r\nbig:2\r\n");
+    for (int i = 0; i < 2; i++) vanish_mid("*4\r\n$4\r\nMGET\r\n$5\r\nbig:2\r\n$7\r\nsmall:1\r\n$5\r\nbig:1\r\n");
     get_run gr = stream_get("big:2", val, LEN, 0, NULL);
     ASSERT(gr.complete);
-    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 5);
+    ASSERT_EQ(gateway_field("cluster_streamed_gets"), streamed + 7);
 }
 
 /* A client that takes 3 leases' time (2 s each here) to read the value:
@@ -281,6 +364,8 @@ int main(void) {
     }
     RUN_TEST(test_stream_get_bounded_rss);
     RUN_TEST(test_stream_get_pipelined);
+    RUN_TEST(test_stream_mget_bounded_rss);
+    RUN_TEST(test_stream_exec);
     RUN_TEST(test_stream_get_rotten_slices);
     RUN_TEST(test_stream_get_client_vanishes);
     RUN_TEST(test_stream_get_slow_client);
