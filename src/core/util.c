@@ -81,6 +81,7 @@ static uint64_t clock_us(clockid_t id) {
 
 uint64_t mono_us(void) { return clock_us(CLOCK_MONOTONIC); }
 uint64_t mono_ms(void) { return mono_us() / 1000u; }
+uint64_t mono_ms_coarse(void) { return clock_us(CLOCK_MONOTONIC_COARSE) / 1000u; }
 uint64_t wall_ms(void) { return clock_us(CLOCK_REALTIME) / 1000u; }
 
 int parse_size(const char *s, uint64_t *out) {

@@ -24,6 +24,11 @@ void xhuge_free(void *p, size_t n);
 
 uint64_t mono_us(void);    /* monotonic microseconds */
 uint64_t mono_ms(void);
+/* mono_ms as of the last timer tick (CLOCK_MONOTONIC_COARSE): up to a
+ * tick (1-10 ms) behind mono_ms, never ahead of it, and it reads no clock
+ * source (a clock read cost tens of ns on a VM). For stamps that only
+ * rank things or are later subtracted from a mono_ms. */
+uint64_t mono_ms_coarse(void);
 uint64_t wall_ms(void);    /* unix time in milliseconds */
 
 /* Parse "512MB", "4GB", "64KiB", "1024" into bytes. 0 on success, -1 on

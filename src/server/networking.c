@@ -710,7 +710,7 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     c->pending_put_size = len;
     c->pending_put = rc == STORE_OK ? put : NULL;
     c->pending_put_landed = 0;
-    c->pending_put_start_ms = c->pending_put_last_ms = mono_ms();
+    c->pending_put_start_ms = c->pending_put_last_ms = c->last_ms;   /* see read_cb */
     cn->put_landed = 0;
     cn->put_window = len;
     if (rc == STORE_OK && srv->store->ops->put_progress)
@@ -729,7 +729,7 @@ static void report_progress(conn *cn) {
     uint64_t landed = left <= c->pending_put_size ? c->pending_put_size - left : 0;
     if (landed > c->pending_put_landed) {
         c->pending_put_landed = landed;
-        c->pending_put_last_ms = mono_ms();
+        c->pending_put_last_ms = c->last_ms;   /* when those bytes were read (read_cb) */
     }
     if (st->ops->put_progress && landed > cn->put_landed) {
         cn->put_landed = landed;
@@ -816,6 +816,7 @@ static void conn_hold(conn *cn, const char *p, size_t n) {
 static void conn_resume(conn *cn) {
     server *srv = cn->c.srv;
     cn->resume = 0;
+    cn->c.last_ms = mono_ms();   /* the held bytes land now (read_cb) */
     /* An EXEC a blocking command interrupted goes on first. */
     if (multi_exec_continue(&cn->c)) return;
     if (cn->c.flags & CLIENT_DEFERRED) {
@@ -881,6 +882,11 @@ static void read_cb(event_loop *el, int fd, void *data, int mask) {
     server *srv = c->srv;
     net_state *net = cn->net;
 
+    /* The clock is read once per read, not per command: the puts these
+     * bytes start or feed take their times from c->last_ms (bulk_dest,
+     * report_progress). Three clock reads per pipelined 64 B SET were 7 %
+     * of the loop's time on this VM. */
+    c->last_ms = mono_ms();
     int direct = read_direct(cn);
     if (direct == 0) {
         ssize_t n = read(c->fd, net->rbuf, sizeof net->rbuf);
@@ -889,7 +895,6 @@ static void read_cb(event_loop *el, int fd, void *data, int mask) {
             if (n < 0) log_info("Reading from client id=%llu: %s", (unsigned long long)c->id, strerror(errno));
             direct = -1;
         } else {
-            c->last_ms = mono_ms();
             srv->stats.net_input_bytes += (uint64_t)n;
             size_t used = conn_process(cn, net->rbuf, (size_t)n);
             if (used < (size_t)n) conn_hold(cn, net->rbuf + used, (size_t)n - used);

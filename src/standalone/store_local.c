@@ -209,7 +209,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
         return STORE_ERR;
     }
     o->size = size;
-    o->created_ms = o->atime_ms = mono_ms();
+    o->created_ms = o->atime_ms = mono_ms_coarse();   /* per request: the cheap clock */
     o->owner = NULL;
 
     seg_alloc_stats st;
@@ -242,7 +242,7 @@ static void local_put_abort(store *s, store_put *p) {
 static int pin_out(local_store *ls, object *o, const void **data, uint64_t *len, store_pin **pin) {
     seg_warm_note(ls->warm, 0);
     o->pins++;
-    o->atime_ms = mono_ms();
+    o->atime_ms = mono_ms_coarse();
     *data = obj_data(ls, o);
     *len = o->size;
     *pin = (store_pin *)o;
