@@ -28,12 +28,14 @@ typedef struct entry {
     object obj;             /* first, so &entry->obj == entry */
     struct entry *next;
     uint64_t hash;
-    obj_state counted;      /* the state nstate[] has this entry under */
-    int linked;
-    size_t room;            /* bytes for the owner after the key (objtable_insert_room) */
+    uint32_t room;          /* bytes for the owner after the key (objtable_insert_room) */
+    uint8_t counted;        /* the obj_state nstate[] has this entry under */
+    uint8_t linked;
 } entry;
 
 #define ROOM_ALIGN 16
+/* The room after the key is aligned from the entry's end. */
+_Static_assert(sizeof(entry) % ROOM_ALIGN == 0, "entry size keeps the room aligned");
 
 static size_t room_at(size_t keylen) { return (keylen + 1 + ROOM_ALIGN - 1) & ~(size_t)(ROOM_ALIGN - 1); }
 
@@ -267,10 +269,10 @@ size_t objtable_entry_bytes(size_t keylen, size_t room) {
 
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room) {
     rehash_step(t, REHASH_BUCKETS);
-    if (keylen > SIZE_MAX / 2 || room > SIZE_MAX / 2) return NULL;
+    if (keylen > SIZE_MAX / 2 || room > UINT32_MAX) return NULL;
 
     entry *e = xcalloc(1, objtable_entry_bytes(keylen, room));
-    e->room = room;
+    e->room = (uint32_t)room;
     e->obj.key = (char *)(e + 1);
     memcpy(e->obj.key, key, keylen);
     e->obj.key[keylen] = '\0';
