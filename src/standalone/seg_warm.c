@@ -28,7 +28,17 @@
 
 #define WARM_CHUNK (2u << 20)   /* progress granularity; a huge page */
 #define WARM_NICE 10            /* gives way to the event loop and clients */
-#define WARM_AHEAD (64ull << 20)   /* kept warm past the store's highest reservation */
+/* Kept warm past the store's highest reservation: what it reserved over
+ * the last WARM_RATE_MS, scaled to WARM_AHEAD_MS, within [MIN, MAX]. A
+ * stream of 1 MiB SETs gets the whole 64 MiB at once; one of 64 B SETs
+ * (tens of MB/s) a few MiB, so the warmer no longer takes the CPU the
+ * loop and its clients need to warm pages they will not touch for
+ * seconds (a fixed 64 MiB window cost 25-40 ms of CPU in each fresh
+ * 400k-SET run, a tenth of the loop's own). */
+#define WARM_AHEAD_MIN (4ull << 20)
+#define WARM_AHEAD_MAX (64ull << 20)
+#define WARM_AHEAD_MS 50
+#define WARM_RATE_MS 10
 #define WARM_BUSY_MS 200        /* requests this recent: the server is busy */
 #define WARM_NAP_US 10000       /* while busy: demand, quiet and stop are seen this soon */
 
@@ -42,15 +52,32 @@ struct seg_warmer {
     atomic_uint_least64_t done;   /* bytes warmed, from base upward */
     atomic_uint_least64_t took_ms;
     /* The warmer thread's own: the served count it saw last, and when
-     * that count last moved. */
+     * that count last moved; the window ahead, and the need and time it
+     * was last sized from. */
     uint64_t seen;
     uint64_t busy_ms;
+    uint64_t ahead;
+    uint64_t rate_need;
+    uint64_t rate_ms;
 };
+
+/* The window for the store's recent rate of reservation (WARM_AHEAD_*). */
+static uint64_t ahead_of(seg_warmer *w, uint64_t need) {
+    uint64_t now = mono_ms();
+    if (now - w->rate_ms < WARM_RATE_MS) return w->ahead;
+    uint64_t grew = need > w->rate_need ? need - w->rate_need : 0;
+    uint64_t ahead = grew / (now - w->rate_ms) * WARM_AHEAD_MS;
+    w->ahead = ahead < WARM_AHEAD_MIN ? WARM_AHEAD_MIN : ahead > WARM_AHEAD_MAX ? WARM_AHEAD_MAX : ahead;
+    w->rate_need = need;
+    w->rate_ms = now;
+    return w->ahead;
+}
 
 /* Whether warming [0, off) leaves the store's reservations less than
  * the window ahead of it. */
 static int wanted(seg_warmer *w, size_t off) {
-    return atomic_load_explicit(&w->need, memory_order_relaxed) + WARM_AHEAD > off;
+    uint64_t need = atomic_load_explicit(&w->need, memory_order_relaxed);
+    return need + ahead_of(w, need) > off;
 }
 
 /* Whether no request came for WARM_BUSY_MS. */
@@ -72,6 +99,8 @@ static void warm_chunk(uint8_t *p, size_t n) {
 static void *warm_main(void *arg) {
     seg_warmer *w = arg;
     uint64_t t0 = mono_ms();
+    w->ahead = WARM_AHEAD_MIN;
+    w->rate_ms = t0;
     /* Linux nice is per thread: only this one gives way. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);
     for (size_t off = 0; off < w->len && !atomic_load(&w->stop);) {

@@ -6,7 +6,9 @@
  * seconds before the first PING. A warmer thread does it in the
  * background instead, from offset 0 upward (where best-fit placement
  * puts values first), at low priority: at once up to a window past the
- * store's highest reservation (seg_warm_note), beyond it only while no
+ * store's highest reservation (seg_warm_note), as wide as the store's
+ * recent reservations call for (a few MiB for small values, 64 MiB for
+ * a stream of large ones), beyond it only while no
  * request came for a while (warming the rest of a gigabyte took more CPU
  * than a run of small SETs or GETs needs from the loop, and even a share
  * of it, niced, slowed the loop and its clients on a 2-core machine). It
