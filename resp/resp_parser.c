@@ -539,3 +539,36 @@ void resp_parser_direct_advance(resp_parser *p, size_t n) {
     if (p->state != ST_BULK_BODY || n > p->bulk.len - p->bulkgot) return;
     bulk_advance(p, n);
 }
+
+/* ------------------------------------------------------------- look-ahead */
+
+/* "<c><digits>\r\n" at buf[*pos]: its number (at most 18 digits), *pos
+ * moved past it; -1 for anything else or a line not whole in buf. */
+static long long peek_header(const char *buf, size_t len, size_t *pos, char c) {
+    size_t i = *pos, start;
+    long long v = 0;
+    if (i >= len || buf[i] != c) return -1;
+    for (start = ++i; i < len && i - start < 18 && buf[i] >= '0' && buf[i] <= '9'; i++)
+        v = v * 10 + (buf[i] - '0');
+    if (i == start || len - i < 2 || buf[i] != '\r' || buf[i + 1] != '\n') return -1;
+    *pos = i + 2;
+    return v;
+}
+
+size_t resp_peek_keys(const char *buf, size_t len, resp_span *out, size_t max) {
+    size_t pos = 0, n = 0;
+    while (n < max) {
+        long long argc = peek_header(buf, len, &pos, '*');
+        if (argc < 1) break;
+        /* Each argument takes at least "$0\r\n\r\n": a huge count ends
+         * with the buffer. */
+        for (long long a = 0; a < argc; a++) {
+            long long blen = peek_header(buf, len, &pos, '$');
+            if (blen < 0 || (unsigned long long)blen > len - pos || len - pos - (size_t)blen < 2) return n;
+            if (a == 1) out[n] = (resp_span){buf + pos, (size_t)blen};
+            pos += (size_t)blen + 2;
+        }
+        if (argc >= 2) n++;
+    }
+    return n;
+}

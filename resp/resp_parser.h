@@ -82,4 +82,17 @@ int resp_parser_in_progress(const resp_parser *p);
 
 const char *resp_parser_errstr(const resp_parser *p); /* "Protocol error: ..." */
 
+/* Looking ahead without parsing: the second argument (the key, for most
+ * commands) of each whole multibulk command at the start of buf, up to
+ * max of them, so a caller can prefetch what a pipelined batch will look
+ * up before running it. Stops at the first command that is inline, not
+ * whole in buf, or has a malformed header (the parser will say what is
+ * wrong with it); commands of one argument are skipped. Only reads buf;
+ * the spans point into it. Returns how many it filled. */
+typedef struct resp_span {
+    const char *ptr;
+    size_t len;
+} resp_span;
+size_t resp_peek_keys(const char *buf, size_t len, resp_span *out, size_t max);
+
 #endif

@@ -59,6 +59,7 @@
 #define NET_DIRECT_BUDGET (8 * 1024 * 1024)  /* direct bytes per read event (fairness) */
 #define NET_WRITE_BUDGET  (16 * 1024 * 1024) /* bytes per flush (fairness) */
 #define NET_CHECK_AHEAD   (1024 * 1024)      /* a sliced reply's bytes checked per writev */
+#define NET_PREFETCH_KEYS 16                 /* commands whose keys are prefetched together */
 #define NET_OUTPUT_SOFT   (1024 * 1024)      /* queued output that pauses reading */
 #define NET_ACCEPT_BATCH  256
 #define NET_MAX_SLOTS     64                 /* pipelined commands in flight per client */
@@ -783,11 +784,25 @@ static void run_command(conn *cn) {
     c->pending_put_size = 0;
 }
 
+/* A batch of whole commands at the start of buf: the store may start
+ * loading what their keys' look-ups touch before the first one runs. */
+static void prefetch_keys(conn *cn, const char *buf, size_t len) {
+    store *st = cn->c.srv->store;
+    if (!st || !st->ops->prefetch || !cn->c.authenticated || resp_parser_in_progress(cn->parser)) return;
+    resp_span spans[NET_PREFETCH_KEYS];
+    store_key keys[NET_PREFETCH_KEYS];
+    size_t n = resp_peek_keys(buf, len, spans, NET_PREFETCH_KEYS);
+    if (n < 2) return;   /* one command looks its key up at once anyway */
+    for (size_t i = 0; i < n; i++) keys[i] = (store_key){spans[i].ptr, spans[i].len};
+    st->ops->prefetch(st, keys, n);
+}
+
 /* Parse and run commands from buf until it is used up or the client must
  * wait; returns the bytes used. */
 static size_t conn_process(conn *cn, const char *buf, size_t len) {
-    size_t pos = 0;
+    size_t pos = 0, ran = 0;
     while (pos < len && !conn_paused(cn)) {
+        if (ran++ % NET_PREFETCH_KEYS == 0) prefetch_keys(cn, buf + pos, len - pos);
         size_t used = 0;
         resp_status st = resp_parser_feed(cn->parser, buf + pos, len - pos, &used);
         pos += used;

@@ -31,6 +31,11 @@ typedef struct store_pin store_pin;   /* keeps a value's memory alive for a read
 
 typedef void store_scan_fn(const char *key, size_t keylen, void *ctx);
 
+typedef struct store_key {
+    const char *ptr;
+    size_t len;
+} store_key;
+
 /* How to verify a value slice by slice (store_ops.get_sliced): slice i is
  * bytes [i*slice_len, min((i+1)*slice_len, len)) and must have CRC32C
  * crc[i]. count 0: the value was verified whole already. */
@@ -99,6 +104,11 @@ typedef struct store_ops {
     /* ms left of a COMPLETE key's hint in *ttl_ms: -1 none, 0 once passed
      * (the value stays readable until collected); STORE_NOTFOUND. */
     int (*ttl)(store *s, const void *key, size_t keylen, int64_t *ttl_ms);
+    /* Optional: a hint that commands on these keys come next (a read
+     * brought in a pipelined batch), so the store can start the memory
+     * loads their look-ups will need, all at once instead of one miss
+     * after another. Changes nothing. */
+    void (*prefetch)(store *s, const store_key *keys, size_t n);
 } store_ops;
 
 struct store {

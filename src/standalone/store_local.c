@@ -34,6 +34,7 @@
 #define HUGE_PAGE (2ULL * 1024 * 1024)
 #define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
 #define SLICE_LEN (256u * 1024)  /* per-slice checksums for values above one slice */
+#define PREFETCH_MAX 32          /* keys per local_prefetch */
 /* An object's one replica and extent, in its table entry's own block:
  * one allocation per stored key, not two. */
 #define REPLICA_ROOM (sizeof(obj_replica) + sizeof(obj_extent))
@@ -347,6 +348,20 @@ static int local_ttl(store *s, const void *key, size_t keylen, int64_t *ttl_ms) 
     return STORE_OK;
 }
 
+/* The keys' buckets, then (once those arrived) their chains' first
+ * entries: under pipelined SETs of new keys the table's cache misses
+ * were a fifth to a quarter of the loop's time, each waited for alone. */
+static void local_prefetch(store *s, const store_key *keys, size_t n) {
+    local_store *ls = ls_of(s);
+    uint64_t hash[PREFETCH_MAX];
+    if (n > PREFETCH_MAX) n = PREFETCH_MAX;
+    for (size_t i = 0; i < n; i++) {
+        hash[i] = objtable_hash(keys[i].ptr, keys[i].len);
+        objtable_prefetch(ls->table, hash[i]);
+    }
+    for (size_t i = 0; i < n; i++) objtable_prefetch_chain(ls->table, hash[i]);
+}
+
 static uint64_t local_count(store *s) {
     return objtable_count_state(ls_of(s)->table, OBJ_COMPLETE);
 }
@@ -461,6 +476,7 @@ static const store_ops local_ops = {
     .space = local_space,
     .set_expiry = local_set_expiry,
     .ttl = local_ttl,
+    .prefetch = local_prefetch,
 };
 
 static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) / to * to); }

@@ -2,7 +2,8 @@
  * bytes, fed in pieces whose sizes come from the input, with a bulk_dest
  * that gives some payloads external memory and the direct-read path used
  * for others, as networking.c does. Every argument must lie inside its
- * buffer, and parsing must never report more bytes than it was given. */
+ * buffer, and parsing must never report more bytes than it was given;
+ * resp_peek_keys's spans too. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                          .max_inline_len = 16384, .scope = "unauthenticated"};
     data += 2;
     size -= 2;
+
+    /* The look-ahead networking runs over each read: spans inside it. */
+    resp_span keys[16];
+    size_t nkeys = resp_peek_keys((const char *)data, size, keys, 16);
+    if (nkeys > 16) abort();
+    for (size_t i = 0; i < nkeys; i++)
+        if (keys[i].ptr < (const char *)data || keys[i].len > size ||
+            keys[i].ptr + keys[i].len > (const char *)data + size)
+            abort();
 
     resp_parser *p = resp_parser_create(&lim);
     resp_parser_set_bulk_dest(p, bulk_dest, &d);

@@ -567,6 +567,71 @@ static void test_random_robustness(void) {
     ASSERT(errors_seen > 1000);
 }
 
+/* resp_peek_keys names argv[1] of exactly the whole multibulk commands
+ * (of two or more arguments) at the start of a buffer, as the parser
+ * parses them: random pipelines with binary arguments ("\r\n" inside
+ * too), whole and cut at every offset. */
+static void test_peek_keys_match_parser(void) {
+    static char buf[4096];
+    static resp_span keys[64], want[64];
+    for (int iter = 0; iter < 300; iter++) {
+        size_t len = 0, nwant = 0, ends[64];
+        int ncmd = 1 + (int)(rnd() % 20);
+        for (int c = 0; c < ncmd; c++) {
+            int argc = 1 + (int)(rnd() % 4);
+            len += (size_t)snprintf(buf + len, 16, "*%d\r\n", argc);
+            for (int a = 0; a < argc; a++) {
+                size_t n = rnd() % 40;
+                len += (size_t)snprintf(buf + len, 16, "$%zu\r\n", n);
+                if (a == 1) want[nwant] = (resp_span){buf + len, n};
+                for (size_t k = 0; k < n; k++) buf[len++] = rnd() % 3 ? 'a' + (char)(rnd() % 26) : "\r\n$*"[rnd() % 4];
+                buf[len++] = '\r';
+                buf[len++] = '\n';
+            }
+            if (argc >= 2) ends[nwant++] = len;
+        }
+        /* The parser agrees on every key. */
+        resp_parser *p = resp_parser_create(NULL);
+        size_t pos = 0, seen = 0, used;
+        while (pos < len && resp_parser_feed(p, buf + pos, len - pos, &used) == RESP_COMMAND) {
+            pos += used;
+            if (resp_parser_argc(p) < 2) continue;
+            resp_arg *argv = resp_parser_argv(p);
+            ASSERT(seen < nwant && argv[1].len == want[seen].len &&
+                   memcmp(argv[1].ptr, want[seen].ptr, want[seen].len) == 0);
+            seen++;
+        }
+        resp_parser_free(p);
+        ASSERT(seen == nwant);
+        for (size_t cut = 0; cut <= len; cut++) {
+            size_t whole = 0;
+            while (whole < nwant && ends[whole] <= cut) whole++;
+            size_t n = resp_peek_keys(buf, cut, keys, 64);
+            ASSERT(n == whole);
+            for (size_t i = 0; i < n; i++) ASSERT(keys[i].ptr == want[i].ptr && keys[i].len == want[i].len);
+        }
+        ASSERT(resp_peek_keys(buf, len, keys, 2) == (nwant < 2 ? nwant : 2));
+    }
+}
+
+/* It stops at what the parser would refuse or parse another way: an
+ * inline command, a bad header, a negative or overlong count. */
+static void test_peek_keys_stop(void) {
+    static const char *const stops[] = {
+        "GET a\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n",
+        "*2\r\n$3\r\nGET\r\n$-1\r\n",
+        "*-1\r\n",
+        "*2\n$3\r\nGET\r\n$1\r\nb\r\n",
+        "*2\r\n$3\r\nGET\r\n$99999999999999999999\r\nb\r\n",
+        "*1000000\r\n$3\r\nGET\r\n$1\r\nb\r\n",
+    };
+    resp_span keys[4];
+    for (size_t i = 0; i < sizeof stops / sizeof *stops; i++)
+        ASSERT(resp_peek_keys(stops[i], strlen(stops[i]), keys, 4) == 0);
+    const char *two = "*2\r\n$3\r\nGET\r\n$1\r\nb\r\nGET c\r\n";
+    ASSERT(resp_peek_keys(two, strlen(two), keys, 4) == 1 && keys[0].len == 1 && keys[0].ptr[0] == 'b');
+}
+
 int main(void) {
     RUN_TEST(test_samples_all_splits);
     RUN_TEST(test_pipeline_of_all_samples);
@@ -583,5 +648,7 @@ int main(void) {
     RUN_TEST(test_direct_span_zero_when_idle);
     RUN_TEST(test_random_robustness);
     RUN_TEST(test_scoped_limits);
+    RUN_TEST(test_peek_keys_match_parser);
+    RUN_TEST(test_peek_keys_stop);
     TEST_EXIT();
 }
