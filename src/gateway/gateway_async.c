@@ -768,6 +768,36 @@ static void async_said_command(client *c) {
     said_end(said);
 }
 
+/* /metrics: its INFO asks the master first, as INFO does. */
+typedef struct info_wait {
+    store *s;
+    gw_said *said;
+    void (*ready)(void *ctx);
+    void *ctx;
+} info_wait;
+
+static void info_said(void *ctx) {
+    info_wait *w = ctx;
+    cluster_offer_said(w->s, w->said);
+    w->ready(w->ctx);
+    cluster_withdraw(w->s);
+    said_free(w->said);
+    free(w);
+}
+
+void gateway_info_ahead(server *srv, void (*ready)(void *ctx), void *ctx) {
+    master_async *ma = cluster_store_master(srv->store);
+    if (!ma) {
+        ready(ctx);
+        return;
+    }
+    info_wait *w = xmalloc(sizeof *w);
+    *w = (info_wait){.s = srv->store, .ready = ready, .ctx = ctx};
+    w->said = said_create(ma, info_said, w);
+    said_ask_info(w->said);
+    said_end(w->said);
+}
+
 /* The proc replacing row's shared one. */
 static command_proc *async_proc(const command *row) {
     static const char *const said[] = {"scan", "keys", "info", "flushall", "flushdb"};

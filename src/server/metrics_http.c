@@ -34,6 +34,9 @@ typedef struct http_conn {
     size_t reqlen;
     resp_buf reply;
     size_t sent;
+    int head;                 /* HEAD: the headers only */
+    int waiting;              /* for the role's INFO answers (role_info_ahead) */
+    int orphan;               /* closed while waiting: their arrival frees it */
 } http_conn;
 
 struct http_state {
@@ -54,7 +57,8 @@ static void conn_close(http_conn *hc) {
     else st->conns = hc->next;
     if (hc->next) hc->next->prev = hc->prev;
     st->nconns--;
-    free(hc);
+    if (hc->waiting) hc->orphan = 1;
+    else free(hc);
 }
 
 static void write_cb(event_loop *el, int fd, void *data, int mask) {
@@ -94,6 +98,21 @@ static void respond_text(http_conn *hc, const char *status, const char *text) {
     resp_buf_free(&b);
 }
 
+/* The exposition, INFO's answers at hand. */
+static void metrics_ready(void *ctx) {
+    http_conn *hc = ctx;
+    hc->waiting = 0;
+    if (hc->orphan) {
+        free(hc);
+        return;
+    }
+    resp_buf body;
+    resp_buf_init(&body);
+    metrics_write(hc->st->srv, &body);
+    respond(hc, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body, hc->head);
+    resp_buf_free(&body);
+}
+
 /* The request line: "METHOD SP target SP HTTP/1.x". */
 static void handle_request(http_conn *hc) {
     char method[8], target[256], version[16];
@@ -121,11 +140,15 @@ static void handle_request(http_conn *hc) {
         respond_text(hc, "404 Not Found", "metrics are at /metrics\n");
         return;
     }
-    resp_buf body;
-    resp_buf_init(&body);
-    metrics_write(hc->st->srv, &body);
-    respond(hc, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body, head);
-    resp_buf_free(&body);
+    hc->head = head;
+    server *srv = hc->st->srv;
+    if (!srv->role_info_ahead) {
+        metrics_ready(hc);
+        return;
+    }
+    hc->waiting = 1;   /* the loop serves on meanwhile */
+    loop_del_file(srv->loop, hc->fd, LOOP_READABLE);
+    srv->role_info_ahead(srv, metrics_ready, hc);
 }
 
 static void read_cb(event_loop *el, int fd, void *data, int mask) {

@@ -5,7 +5,8 @@
  *    another client's PING is answered and the pending command is not
  *    (it answers, correctly, once the master runs again);
  *  - INFO's loop_blocking_calls (store calls that waited for the master
- *    on the loop) stays 0 through all of them, in and out of MULTI.
+ *    on the loop) stays 0 through all of them, in and out of MULTI, and
+ *    through /metrics scrapes (whose INFO asks the master too).
  * A master, one node and a gateway (--replicas 1). Ports 29600-29649. */
 #include <hiredis/hiredis.h>
 #include <poll.h>
@@ -20,6 +21,7 @@
 
 #define MASTER_PORT  29600
 #define GATEWAY_PORT 29601
+#define METRICS_PORT 29602
 #define NODE_PORT    29610   /* data plane on 29620 */
 #define TIME_LIMIT_S 120
 #define NKEYS        20
@@ -32,7 +34,7 @@ static int start_cluster(void) {
     if (master_pid < 0) return -1;
     if (h_start_node(MASTER_PORT, NODE_PORT, NODE_PORT + 10, "128MB") < 0) return -1;
     if (h_wait_nodes(MASTER_PORT, "alive", 1, 20000) != 0) return -1;
-    static const char *const flags[] = {"--replicas", "1", NULL};
+    static const char *const flags[] = {"--replicas", "1", "--metrics-port", "29602", NULL};
     if (h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags) < 0) return -1;
     gw = h_redis(GATEWAY_PORT);
     return gw ? 0 : -1;
@@ -190,11 +192,41 @@ static void test_no_blocking_call_on_the_loop(void) {
     ASSERT_EQ(blocking_calls(), 0);
 }
 
+/* GET /metrics: the whole HTTP response, NULL on failure (caller frees). */
+static char *scrape(void) {
+    int fd = h_raw_connect(METRICS_PORT, 0);
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (fd < 0 || h_send_all(fd, req, sizeof req - 1) != 0) {
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    for (ssize_t n; out && (n = read(fd, out + len, cap - 1 - len)) > 0;) {
+        len += (size_t)n;
+        if (len == cap - 1) out = realloc(out, cap *= 2);
+    }
+    close(fd);
+    if (out) out[len] = '\0';
+    return out;
+}
+
+static void test_metrics_scrape_does_not_block(void) {
+    for (int i = 0; i < 3; i++) {
+        char *body = scrape();
+        int ok = body && strncmp(body, "HTTP/1.1 200", 12) == 0 && strstr(body, "moonkv_gateway_jobs_inflight");
+        free(body);
+        ASSERT_MSG(ok, "scrape %d failed", i);
+    }
+    ASSERT_EQ(blocking_calls(), 0);
+}
+
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_setup_or_exit(start_cluster(), "start_cluster: master, node and gateway");
     RUN_TEST(test_stopped_master_stalls_no_one);
     RUN_TEST(test_no_blocking_call_on_the_loop);
+    RUN_TEST(test_metrics_scrape_does_not_block);
     redisFree(gw);
     TEST_EXIT();
 }
