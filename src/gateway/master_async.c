@@ -13,9 +13,12 @@
 #include "proto/master_link.h"
 #include "proto/reply_bound.h"
 #include "resp/resp_writer.h"
+#include "server/server.h"
 
 #define MA_RETRY_MS 200        /* between connection attempts */
 #define MA_TICK_MS  100        /* the reply deadline's check */
+/* After the read and put batchers' sends (SERVER_HOOK_FLUSH + 1). */
+#define MA_HOOK_FLUSH (SERVER_HOOK_FLUSH + 2)
 
 struct master_async {
     event_loop *loop;
@@ -30,6 +33,9 @@ struct master_async {
     size_t pending;            /* commands waiting for their reply */
     uint64_t epoch;
     resp_buf cmd;              /* the command being sent, formatted */
+    loop_hook *flush;          /* writes what the iteration queued (flush_cb) */
+    int want_write;            /* hiredis has output queued for flush_cb */
+    int flushing;              /* inside flush_cb: a write wish arms the socket */
 };
 
 typedef struct ma_req {
@@ -56,20 +62,44 @@ static void ev_del_read(void *p) {
     loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_READABLE);
 }
 
+/* Commands queued on a connected link are written by flush_cb before
+ * the loop waits, as Redis writes its replies: arming the socket for
+ * writability instead costs two epoll_ctl and a wakeup per round. The
+ * socket is armed only for a connect in progress or a write the socket
+ * could not take whole. */
 static void ev_add_write(void *p) {
     redisAsyncContext *ac = p;
-    loop_add_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_WRITABLE, ev_file, ac);
+    master_async *m = ac->data;
+    if (!m->flushing && (ac->c.flags & REDIS_CONNECTED)) {
+        m->want_write = 1;
+        return;
+    }
+    loop_add_file(m->loop, ac->c.fd, LOOP_WRITABLE, ev_file, ac);
 }
 
 static void ev_del_write(void *p) {
     redisAsyncContext *ac = p;
-    loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_WRITABLE);
+    master_async *m = ac->data;
+    m->want_write = 0;
+    loop_del_file(m->loop, ac->c.fd, LOOP_WRITABLE);
 }
 
 /* hiredis closes the fd next: both events go in one call (loop.h). */
 static void ev_cleanup(void *p) {
     redisAsyncContext *ac = p;
-    loop_del_file(((master_async *)ac->data)->loop, ac->c.fd, LOOP_READABLE | LOOP_WRITABLE);
+    master_async *m = ac->data;
+    m->want_write = 0;
+    loop_del_file(m->loop, ac->c.fd, LOOP_READABLE | LOOP_WRITABLE);
+}
+
+/* Before the loop waits (after the batchers queued their commands). */
+static void flush_cb(event_loop *el, void *data) {
+    master_async *m = data;
+    if (!m->ac || !m->want_write) return;
+    m->want_write = 0;
+    m->flushing = 1;
+    redisAsyncHandleWrite(m->ac);   /* may drop the link: m->ac is NULL then */
+    m->flushing = 0;
 }
 
 /* ---- the connection ---- */
@@ -156,6 +186,7 @@ master_async *master_async_create(event_loop *loop, const char *hostport, const 
     resp_buf_init(&m->cmd);
     m->tick = loop_timer_create(loop, tick_cb, m);
     loop_timer_start(m->tick, MA_TICK_MS, MA_TICK_MS);
+    m->flush = loop_hook_add(loop, MA_HOOK_FLUSH, flush_cb, m);
     return m;
 }
 
@@ -221,6 +252,7 @@ void master_async_free(master_async *m) {
         redisAsyncFree(ac);   /* pending callbacks get NULL */
     }
     loop_timer_free(m->tick);
+    loop_hook_del(m->flush);
     resp_buf_free(&m->cmd);
     free(m->password);
     free(m);
