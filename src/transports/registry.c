@@ -1,6 +1,7 @@
 /* transports/registry.c - see registry.h. */
 #include "transports/registry.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +29,9 @@ te_transport *te_transport_create(const char *name, const te_config *cfg, char *
             snprintf(err, errlen, "transport rdma: no usable device (%s)", why);
             return NULL;
         }
-        log_notice("RDMA: no usable device (%s), falling back to TCP", why);
+        /* Once per process: a gateway or a client creates an engine per worker. */
+        static atomic_int said;
+        if (!atomic_exchange(&said, 1)) log_notice("RDMA: no usable device (%s), falling back to TCP", why);
         return te_tcp_create(cfg, err, errlen);
     }
     snprintf(err, errlen, "unknown transport '%s' (want tcp, shm, rdma or auto)", name);

@@ -2,7 +2,9 @@
  * name (on a machine without an RDMA device the rdma cases check the
  * refusal instead), and the address schemes the engine routes by. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "transports/registry.h"
@@ -35,6 +37,38 @@ static void test_rdma_without_device(void) {
     ASSERT(t != NULL);
     ASSERT_STREQ(t->ops->name, "tcp");
     t->ops->destroy(t);
+}
+
+/* "auto" without a device says so in one log line per process, however
+ * many engines (a gateway makes one per worker) are created. */
+static void test_fallback_logged_once(void) {
+    te_config cfg = { 0 };
+    char err[256], path[] = "/tmp/moonkv-registry-log-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    ASSERT(saved >= 0 && dup2(fd, 2) == 2);
+    int fell_back = 0;
+    for (int i = 0; i < 3; i++) {
+        te_transport *t = te_transport_create("auto", &cfg, err, sizeof err);
+        if (t && strcmp(t->ops->name, "tcp") == 0) fell_back++;
+        if (t) t->ops->destroy(t);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fdopen(fd, "r");
+    ASSERT(f != NULL);
+    rewind(f);
+    char line[512];
+    int said = 0;
+    while (fgets(line, sizeof line, f)) said += strstr(line, "no usable device") != NULL;
+    fclose(f);
+    unlink(path);
+    if (fell_back == 0) return;   /* a machine with a device: nothing to say */
+    ASSERT_EQ(fell_back, 3);
+    ASSERT_EQ(said, 1);
 }
 
 static void test_schemes(void) {
@@ -92,6 +126,7 @@ static void test_data_servers(void) {
 }
 
 int main(void) {
+    RUN_TEST(test_fallback_logged_once);   /* first: nothing logged before it */
     RUN_TEST(test_by_name);
     RUN_TEST(test_rdma_without_device);
     RUN_TEST(test_schemes);
