@@ -1,8 +1,10 @@
 /* standalone/store_local.c - values in one local memory segment.
  *
- * Objects are placed with seg_alloc (64-byte aligned) and described in
- * the object table by a single replica with a single extent (node 0).
- * Empty values get a zero-length extent and no allocation.
+ * Objects are placed with seg_alloc (64-byte aligned); where, is kept
+ * in the room of their table entry (a local_place), not as replicas and
+ * extents (a cluster's shape: 40 bytes more per key, and each first touch
+ * of heap is a page fault). Empty values get a zero-length place and no
+ * allocation.
  *
  * Pins: get() pins an object so its bytes stay put while a reply is being
  * written from them. Removing a pinned object unlinks it from the table at
@@ -35,9 +37,12 @@
 #define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
 #define SLICE_LEN (256u * 1024)  /* per-slice checksums for values above one slice */
 #define PREFETCH_MAX 32          /* keys per local_prefetch */
-/* An object's one replica and extent, in its table entry's own block:
- * one allocation per stored key, not two. */
-#define REPLICA_ROOM (sizeof(obj_replica) + sizeof(obj_extent))
+/* Where an object's bytes are, in its table entry's own block (zero, as
+ * the entry is allocated, until the space is reserved). */
+typedef struct local_place {
+    uint64_t offset;
+    uint64_t length;         /* the value, and its slice checksums if it has them */
+} local_place;
 
 typedef struct local_store {
     store base;
@@ -62,18 +67,18 @@ static char orphan_mark;
 
 static local_store *ls_of(store *s) { return (local_store *)s->priv; }
 
-static obj_extent *obj_extent_of(object *o) { return &o->replicas[0].extents[0]; }
+static local_place *place_of(object *o) { return objtable_room(o); }
 
 static uint8_t *obj_data(local_store *ls, object *o) {
-    return ls->seg + obj_extent_of(o)->offset;
+    return ls->seg + place_of(o)->offset;
 }
 
 /* Gives an object's space back and frees its metadata. */
 static void obj_destroy(local_store *ls, object *o) {
-    obj_extent *e = o->nreplicas > 0 ? obj_extent_of(o) : NULL;
-    if (e && e->length > 0 && seg_alloc_release(ls->alloc, e->offset, e->length) != ALLOC_OK)
+    const local_place *pl = place_of(o);
+    if (pl->length > 0 && seg_alloc_release(ls->alloc, pl->offset, pl->length) != ALLOC_OK)
         log_warning("store_local: releasing %llu bytes at %llu failed",
-                    (unsigned long long)e->length, (unsigned long long)e->offset);
+                    (unsigned long long)pl->length, (unsigned long long)pl->offset);
     object_free(o);
 }
 
@@ -106,7 +111,7 @@ static uint64_t extent_len_for(uint64_t size) {
 /* o's slice checksums; NULL when it has none (small, or placed where only
  * the value fit). */
 static uint32_t *slice_crcs(local_store *ls, object *o) {
-    if (!slice_count(o->size) || obj_extent_of(o)->length != extent_len_for(o->size)) return NULL;
+    if (!slice_count(o->size) || place_of(o)->length != extent_len_for(o->size)) return NULL;
     return (uint32_t *)(obj_data(ls, o) + crcs_at(o->size));
 }
 
@@ -184,7 +189,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
     /* One table lookup per put: insert, and learn from it if the key was
      * there. A put refused after this (no space) takes the entry out again. */
     int existed = 0;
-    object *o = objtable_insert_room(ls->table, key, keylen, REPLICA_ROOM, &existed);
+    object *o = objtable_insert_room(ls->table, key, keylen, sizeof(local_place), &existed);
     if (existed) return refuse_existing(s, objtable_find(ls->table, key, keylen));
     if (!o) {
         snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
@@ -201,14 +206,7 @@ static int local_put_start(store *s, const void *key, size_t keylen, uint64_t si
         ext_len = size;
     }
     seg_warm_note(ls->warm, off + ext_len);
-    obj_extent ext = {.node = 0, .offset = off, .length = ext_len};
-    obj_replica rep = {.nextents = 1, .extents = &ext};
-    if (object_set_replicas_in(o, &rep, 1, objtable_room(o), REPLICA_ROOM) != 0) {
-        if (size > 0) seg_alloc_release(ls->alloc, off, ext_len);
-        objtable_delete(ls->table, key, keylen);
-        snprintf(s->errstr, sizeof s->errstr, "object table refused the key");
-        return STORE_ERR;
-    }
+    *place_of(o) = (local_place){.offset = off, .length = ext_len};   /* 0 for an empty value */
     o->size = size;
     o->created_ms = o->atime_ms = mono_ms_coarse();   /* per request: the cheap clock */
     o->owner = NULL;
