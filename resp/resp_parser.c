@@ -145,6 +145,13 @@ static void free_arg(resp_arg *a) {
     if (!a->external && !a->pooled) free(a->ptr);
 }
 
+void resp_arg_replace(resp_arg *a, char *ptr) {
+    free_arg(a);
+    a->ptr = ptr;
+    a->external = 1;
+    a->pooled = 0;
+}
+
 static void free_args(resp_parser *p) {
     for (int i = 0; i < p->argc; i++) free_arg(&p->argv[i]);
     p->argc = 0;

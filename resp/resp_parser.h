@@ -65,6 +65,9 @@ resp_status resp_parser_feed(resp_parser *p, const char *buf, size_t len,
 int resp_parser_argc(const resp_parser *p);
 resp_arg *resp_parser_argv(resp_parser *p);
 int resp_parser_is_inline(const resp_parser *p);  /* last command was inline */
+/* Point a at bytes its caller keeps (a value moved into a put buffer):
+ * what the parser owned of a is freed now, and ptr never will be. */
+void resp_arg_replace(resp_arg *a, char *ptr);
 /* Release the current command's arguments; call after handling each
  * RESP_COMMAND (feed does it too if forgotten). */
 void resp_parser_reset(resp_parser *p);

@@ -1,9 +1,11 @@
 # moonkv protocol test suite.
-#   tclsh tcl-tests/run.tcl --server PATH [--only PATTERN] [--redis]
+#   tclsh tcl-tests/run.tcl --server PATH [--only PATTERN] [--redis|--cluster]
 # Runs every tcl-tests/unit/*.tcl. --only takes a glob matched against the
 # file name (with or without .tcl) or "file: test name". --redis runs the
 # moonkv tests against redis-server instead (to check the harness itself;
-# the moonkv-only semantics then fail, as they should).
+# the moonkv-only semantics then fail, as they should). --cluster runs
+# them against a gateway in front of a master and two nodes (each test
+# server is such a cluster).
 # Prints "ok - file: test" / "not ok - file: test: why", a summary, and exits
 # 1 on any failure.
 
@@ -16,7 +18,7 @@ set ::tt::server_kind moonkv
 set ::tt::server_path ""
 
 proc usage {} {
-    puts stderr "usage: tclsh run.tcl --server PATH \[--only PATTERN\] \[--redis\]"
+    puts stderr "usage: tclsh run.tcl --server PATH \[--only PATTERN\] \[--redis|--cluster\]"
     exit 2
 }
 
@@ -26,10 +28,11 @@ for {set i 0} {$i < $argc} {incr i} {
         --server { set ::tt::server_path [file normalize [lindex $argv [incr i]]] }
         --only   { set ::tt::only [lindex $argv [incr i]] }
         --redis  { set ::tt::server_kind redis }
+        --cluster { set ::tt::server_kind cluster }
         default  { usage }
     }
 }
-if {$::tt::server_kind eq "moonkv" && ![file executable $::tt::server_path]} {
+if {$::tt::server_kind ne "redis" && ![file executable $::tt::server_path]} {
     puts "not ok - run.tcl: server binary: '$::tt::server_path' is not executable"
     exit 1
 }
@@ -60,7 +63,11 @@ foreach path [lsort [glob -directory [file join $::tt_dir unit] *.tcl]] {
     }
     # Servers are stopped by start_server; this only guards leftovers.
     while {[llength $::srv::stack]} {
-        catch {exec kill -KILL [dict get [lindex $::srv::stack end] pid]}
+        set s [lindex $::srv::stack end]
+        catch {exec kill -KILL [dict get $s pid]}
+        if {[dict exists $s parts]} {
+            foreach p [dict get $s parts] { catch {exec kill -KILL [dict get $p pid]} }
+        }
         set ::srv::stack [lrange $::srv::stack 0 end-1]
     }
     puts "# $::tt::file: [expr {([clock milliseconds] - $ft0) / 1000.0}] s"

@@ -544,7 +544,7 @@ static void start_unstreamed(client *c) {
     if (c->pending_put || c->pending_put_err) return;
     if (s->ops->put_start(s, c->argv[1].ptr, c->argv[1].len, val->len, &dst, &put) != STORE_OK) return;
     memcpy(dst, val->ptr, val->len);
-    val->ptr = dst;
+    resp_arg_replace(val, dst);   /* an inline SET's value was the parser's */
     c->pending_put = put;
     c->pending_put_size = val->len;
 }

@@ -60,7 +60,7 @@ static queued *queued_copy(const command *cmd, int argc, const resp_arg *argv, s
     for (int i = 0; i < argc; i++) {
         memcpy(p, argv[i].ptr, argv[i].len);
         p[argv[i].len] = '\0';
-        q->argv[i] = (resp_arg){.ptr = p, .len = argv[i].len};
+        q->argv[i] = (resp_arg){.ptr = p, .len = argv[i].len, .external = 1};   /* freed with q */
         p += argv[i].len + 1;
     }
     return q;

@@ -2,7 +2,9 @@
 #
 #   start_server {options} {body}
 #     options (a dict): args {extra flags}  segment-size 256MB
-#                       kind moonkv|redis   (redis = a real redis-server)
+#                       kind moonkv|cluster|redis   (redis = a real
+#                       redis-server; cluster = a master, two nodes of
+#                       segment-size each and a gateway that gets args)
 #   Inside body: r <cmd> ... (a lazily opened default client), srv port,
 #   srv host, srv log, srv pid, new_client (another client to this server).
 #
@@ -53,15 +55,29 @@ proc srv::alive {pid} {
     return [expr {$state ne "Z" && $state ne "X"}]
 }
 
+proc srv::opt {opts name default} {
+    return [expr {[dict exists $opts $name] ? [dict get $opts $name] : $default}]
+}
+
+# kind: moonkv (standalone), redis, or a cluster part: master, node
+# (opts master, data-port) or gateway (opts master).
 proc srv::command_line {kind port opts} {
-    set extra [expr {[dict exists $opts args] ? [dict get $opts args] : {}}]
-    if {$kind eq "redis"} {
-        return [list redis-server --port $port --bind 127.0.0.1 --save "" \
-                    --appendonly no {*}$extra]
+    set extra [opt $opts args {}]
+    set seg [opt $opts segment-size 256MB]
+    set moonkv [list $::tt::server_path --bind 127.0.0.1 --port $port]
+    switch -- $kind {
+        redis {
+            return [list redis-server --port $port --bind 127.0.0.1 --save "" \
+                        --appendonly no {*}$extra]
+        }
+        master { return [list {*}$moonkv --role master] }
+        node {
+            return [list {*}$moonkv --role node --master [dict get $opts master] \
+                        --segment-size $seg --data-addrs 127.0.0.1:[dict get $opts data-port]]
+        }
+        gateway { return [list {*}$moonkv --role gateway --master [dict get $opts master] {*}$extra] }
+        default { return [list {*}$moonkv --segment-size $seg {*}$extra] }
     }
-    set seg [expr {[dict exists $opts segment-size] ? [dict get $opts segment-size] : "256MB"}]
-    return [list $::tt::server_path --port $port --bind 127.0.0.1 \
-                --segment-size $seg {*}$extra]
 }
 
 proc srv::log_dir {} {
@@ -70,7 +86,41 @@ proc srv::log_dir {} {
     return $dir
 }
 
+# A cluster: its master, two nodes and the gateway the tests talk to.
+# The gateway's dict lists the others under parts (stopped after it).
+proc srv::launch_cluster {opts} {
+    set m [launch master $opts]
+    set parts [list $m]
+    set master 127.0.0.1:[dict get $m port]
+    if {[catch {
+        for {set i 0} {$i < 2} {incr i} {
+            lappend parts [launch node [dict merge $opts [list master $master data-port [pick_port]]]]
+        }
+        wait_nodes_alive [dict get $m port] 2
+        set g [launch gateway [dict merge $opts [list master $master]]]
+    } err]} {
+        foreach p $parts { stop $p }
+        error $err
+    }
+    return [dict set g parts $parts]
+}
+
+# Until the master at port counts n alive nodes (INFO cluster), bounded.
+proc srv::wait_nodes_alive {port n} {
+    set c [resp_client 127.0.0.1 $port]
+    set deadline [expr {[clock milliseconds] + [scaled_ms 15000]}]
+    set alive 0
+    while {[clock milliseconds] < $deadline} {
+        regexp {nodes_alive:(\d+)} [$c INFO cluster] -> alive
+        if {$alive >= $n} break
+        esleep 50
+    }
+    $c close
+    if {$alive < $n} { error "only $alive of $n nodes alive on the master at port $port" }
+}
+
 proc srv::launch {kind opts} {
+    if {$kind eq "cluster"} { return [launch_cluster $opts] }
     variable seq
     set port [pick_port]
     set log [file join [log_dir] "tcl-[file rootname $::tt::file]-[incr seq]-$port.log"]
@@ -118,8 +168,20 @@ proc srv::read_log {log} {
     return $text
 }
 
-# Stops the server with SIGTERM and returns "" or what went wrong.
+# Stops the server (a cluster's gateway first, then its other parts)
+# with SIGTERM and returns "" or what went wrong.
 proc srv::stop {s} {
+    set problem [stop_one $s]
+    if {[dict exists $s parts]} {
+        foreach p [lreverse [dict get $s parts]] {
+            set more [stop_one $p]
+            if {$more ne ""} { append problem " [dict get $p kind]: $more" }
+        }
+    }
+    return [string trim $problem]
+}
+
+proc srv::stop_one {s} {
     set pid [dict get $s pid]
     if {![alive $pid]} {
         set problem "server crashed"
@@ -156,13 +218,18 @@ proc srv_health_problem {} {
     set s [lindex $::srv::stack end]
     if {[dict get $s dead]} { return "" }
     set problem ""
-    if {![srv::alive [dict get $s pid]]} {
-        set problem "server crashed (log: [dict get $s log]: [srv::log_tail [dict get $s log] 3])"
-    } else {
-        set text [srv::read_log [dict get $s log]]
-        if {[regexp -line "^.*($::srv::sanitizer_re).*\$" $text line]} {
-            set problem "sanitizer report in [dict get $s log]: $line"
+    set all [list $s]
+    if {[dict exists $s parts]} { lappend all {*}[dict get $s parts] }
+    foreach p $all {
+        if {![srv::alive [dict get $p pid]]} {
+            set problem "[dict get $p kind] crashed (log: [dict get $p log]: [srv::log_tail [dict get $p log] 3])"
+        } else {
+            set text [srv::read_log [dict get $p log]]
+            if {[regexp -line "^.*($::srv::sanitizer_re).*\$" $text line]} {
+                set problem "sanitizer report in [dict get $p log]: $line"
+            }
         }
+        if {$problem ne ""} break
     }
     if {$problem ne ""} {
         lset ::srv::stack end [dict set s dead 1]

@@ -441,6 +441,34 @@ static void test_bulk_dest_not_asked_for_inline(void) {
     resp_parser_free(p);
 }
 
+/* An argument pointed elsewhere (the gateway moves an unstreamed SET
+ * value into its put buffer): the parser frees its own copy at once and
+ * never the new bytes, for an inline value, a pooled small one and a
+ * large one (ASan flags a wrong free or a leak). */
+static void test_arg_replace(void) {
+    static char kept[3][8] = {"kept0", "kept1", "kept2"};
+    char big[600];
+    memset(big, 'b', sizeof big);
+    char in[700];
+    int n = snprintf(in, sizeof in, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%zu\r\n%.*s\r\n", sizeof big,
+                     (int)sizeof big, big);
+    const struct { const char *s; size_t len; } cases[] = {
+        {"SET k \"hello world\"\r\n", 0}, {"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nhi\r\n", 0}, {in, (size_t)n}};
+    for (int i = 0; i < 3; i++) {
+        resp_parser *p = resp_parser_create(NULL);
+        size_t used, len = cases[i].len ? cases[i].len : strlen(cases[i].s);
+        ASSERT_EQ(resp_parser_feed(p, cases[i].s, len, &used), RESP_COMMAND);
+        ASSERT_EQ(resp_parser_argc(p), 3);
+        resp_arg *v = &resp_parser_argv(p)[2];
+        resp_arg_replace(v, kept[i]);
+        ASSERT(v->ptr == kept[i]);
+        ASSERT_EQ(v->external, 1);
+        resp_parser_reset(p);
+        ASSERT_EQ(resp_parser_feed(p, S("PING\r\n"), &used), RESP_COMMAND);   /* still usable */
+        resp_parser_free(p);
+    }
+}
+
 /* ----------------------------------------------------------- direct span */
 
 static uint32_t rng_state = 12345;
@@ -644,6 +672,7 @@ int main(void) {
     RUN_TEST(test_bulk_dest_routes_value);
     RUN_TEST(test_bulk_dest_half_received_not_freed);
     RUN_TEST(test_bulk_dest_not_asked_for_inline);
+    RUN_TEST(test_arg_replace);
     RUN_TEST(test_direct_span_mixed_with_feeds);
     RUN_TEST(test_direct_span_zero_when_idle);
     RUN_TEST(test_random_robustness);
