@@ -61,6 +61,8 @@ struct gw_call {
     uint64_t hash;            /* SET: of its key */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
     gw_answer *ans;           /* DEL/EXISTS: one per key */
+    const char *verb;         /* the master command answering each key */
+    gw_job job;               /* answers none came for, by blocking calls on a worker */
     gw_said *said;            /* SCAN, KEYS, INFO, FLUSHALL: the master's answers */
     size_t nans, asking;      /* replies still to come */
     int writes;               /* SET, DEL: later commands on its keys wait */
@@ -582,10 +584,36 @@ typedef struct gw_ask {
     size_t i;
 } gw_ask;
 
-static void ask_done(gw_call *call) {
-    if (--call->asking) return;
+static void answered(gw_call *call) {
     cluster_offer_answers(call->store, call->ans, call->nans);
     call_finish(call, 0);
+}
+
+static void ask_run(gw_job *j, mkv_client *mc) {
+    gw_call *call = (gw_call *)((char *)j - offsetof(gw_call, job));
+    cluster_answer(mc, call->verb, call->ans, call->nans);
+}
+
+static void ask_ran(gw_job *j) {
+    gw_call *call = (gw_call *)((char *)j - offsetof(gw_call, job));
+    for (size_t i = 0; j->cancelled && i < call->nans; i++) call->ans[i].failed |= !call->ans[i].answered;
+    answered(call);
+}
+
+/* Every answer asked is in. Keys whose answer did not come (the
+ * connection failed, or there is none: etcd) are asked by blocking
+ * calls on a worker, never on the loop. */
+static void ask_done(gw_call *call) {
+    if (--call->asking) return;
+    int missing = 0;
+    for (size_t i = 0; call->verb && i < call->nans; i++)
+        missing |= !call->ans[i].answered && cluster_key_ok(call->ans[i].keylen);
+    if (!missing) {
+        answered(call);
+        return;
+    }
+    call->job = (gw_job){.run = ask_run, .done = ask_ran};
+    workers_submit(cluster_store_workers(call->store), &call->job);
 }
 
 /* MOON.OBJECT's answer as a size (and *crc): -1 for no complete object
@@ -643,9 +671,10 @@ static const char *ask_verb(const client *c) {
 }
 
 /* A started call with room for n answers; NULL when there is no
- * asynchronous master connection (the shared command then ran). */
-static gw_call *ask_call_start(client *c, size_t n) {
-    if (!cluster_store_master(c->srv->store)) {
+ * asynchronous master connection and the answers need one (the shared
+ * command then ran). */
+static gw_call *ask_call_start(client *c, size_t n, int need_master) {
+    if (need_master && !cluster_store_master(c->srv->store)) {
         shared_proc(async_of(c), c)(c);
         return NULL;
     }
@@ -659,10 +688,9 @@ static gw_call *ask_call_start(client *c, size_t n) {
  * sent at once (pipelined with every other's); the shared command then
  * runs on the answers. Keys no master would know are answered by it. */
 static void async_ask_command(client *c) {
-    gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
-    if (!call) return;
+    gw_call *call = ask_call_start(c, (size_t)(c->argc - 1), 0);
     master_async *ma = cluster_store_master(c->srv->store);
-    const char *verb = ask_verb(c);
+    const char *verb = call->verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
         gw_answer *a = &call->ans[i];
@@ -671,7 +699,7 @@ static void async_ask_command(client *c) {
         if (!cluster_key_ok(a->keylen)) continue;
         const char *argv[2] = {verb, a->key};
         size_t lens[2] = {strlen(verb), a->keylen};
-        ask_one(ma, call, i, 2, argv, lens);
+        if (ma) ask_one(ma, call, i, 2, argv, lens);
     }
     ask_done(call);
 }
@@ -683,23 +711,22 @@ static void async_ask_command(client *c) {
 static int ask_same_bytes(gw_call *call) {
     master_async *ma = cluster_store_master(call->store);
     const store_put *p = call->put;
-    if (!ma || !call->c || call->argc > 3 || !p->shipped || p->ship_rc != STORE_EXISTS) return 0;
+    if (!call->c || call->argc > 3 || !p->shipped || p->ship_rc != STORE_EXISTS) return 0;
     answers_alloc(call, 1);
     call->ans[0].key = call->argv[1].ptr;
     call->ans[0].keylen = call->argv[1].len;
-    const char *argv[2] = {"MOON.OBJECT", call->argv[1].ptr};
+    const char *argv[2] = {call->verb = "MOON.OBJECT", call->argv[1].ptr};
     size_t lens[2] = {11, call->argv[1].len};
-    if (ask_one(ma, call, 0, 2, argv, lens)) return 1;
-    free(call->ans);
-    call->ans = NULL;
-    call->nans = 0;
-    return 0;
+    call->asking = 1;
+    if (ma) ask_one(ma, call, 0, 2, argv, lens);
+    ask_done(call);
+    return 1;
 }
 
 /* DBSIZE: the master's count of complete objects (INFO cluster), asked
  * the same way; the shared command answers with it. */
 static void async_count_command(client *c) {
-    gw_call *call = ask_call_start(c, 1);
+    gw_call *call = ask_call_start(c, 1, 1);
     if (!call) return;
     master_async *ma = cluster_store_master(c->srv->store);
     call->ans[0].key = "";   /* the count's: no object has the empty key */
@@ -757,7 +784,7 @@ static void async_said_command(client *c) {
         shared_proc(async_of(c), c)(c);
         return;
     }
-    gw_call *call = ask_call_start(c, 0);
+    gw_call *call = ask_call_start(c, 0, 1);
     if (!call) return;
     gw_said *said = call->said = said_create(cluster_store_master(c->srv->store), said_done, call);
     scan_opts o;

@@ -321,6 +321,10 @@ static int cs_stat(store *s, const void *key, size_t keylen, uint64_t *len, uint
     if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
     gw_answer *a = offered_answer(cs, key, keylen);
+    if (a && a->failed) {
+        snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master did not answer");
+        return STORE_REFUSED;
+    }
     if (a) {
         if (a->n < 0) return STORE_NOTFOUND;
         *len = (uint64_t)a->n;
@@ -457,12 +461,37 @@ void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
     cs_of(s)->nanswers = n;
 }
 
+/* One key's answer by a blocking call (cluster_answer). */
+static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
+    int rc;
+    if (strcmp(verb, "MOON.OBJECT") == 0) {
+        uint64_t len = 0;
+        rc = mkv_stat(mc, a->key, a->keylen, &len, &a->crc);
+        a->n = rc == MKV_OK ? (long long)len : -1;
+    } else if (strcmp(verb, "MOON.REMOVE") == 0) {
+        rc = mkv_remove(mc, a->key, a->keylen);
+        a->n = rc == MKV_OK;
+    } else {
+        rc = mkv_exists(mc, a->key, a->keylen);
+        a->n = rc == 1;
+        rc = rc < 0 ? rc : MKV_OK;
+    }
+    a->answered = rc == MKV_OK || rc == MKV_ENOTFOUND;
+    a->failed = !a->answered;
+    if (a->failed) log_warning("gateway: %s failed: %s", verb, mkv_last_error(mc));
+}
+
+void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!a[i].answered && !a[i].failed && cluster_key_ok(a[i].keylen)) answer_one(mc, verb, &a[i]);
+}
+
 /* The first untaken answer for key: a key named twice (DEL k k) gets
  * its answers in the order they were asked. */
 static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen) {
     for (size_t i = 0; i < cs->nanswers; i++) {
         gw_answer *a = &cs->answers[i];
-        if (a->answered && !a->taken && a->keylen == keylen && memcmp(a->key, key, keylen) == 0) {
+        if ((a->answered || a->failed) && !a->taken && a->keylen == keylen && memcmp(a->key, key, keylen) == 0) {
             a->taken = 1;
             return a;
         }
@@ -476,9 +505,9 @@ static int cs_remove(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
     gw_answer *a = offered_answer(cs, key, keylen);
-    if (a) {
-        cs->stats.removes += a->n != 0;
-        return a->n != 0;
+    if (a) {   /* a failed one counts as not removed, as a failed call does */
+        cs->stats.removes += !a->failed && a->n != 0;
+        return !a->failed && a->n != 0;
     }
     cs->stats.loop_blocking++;
     int rc = mkv_remove(cs->mc, key, keylen);
@@ -491,7 +520,7 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
     gw_answer *a = offered_answer(cs, key, keylen);
-    if (a) return a->n != 0;
+    if (a) return !a->failed && a->n != 0;
     cs->stats.loop_blocking++;
     int rc = mkv_exists(cs->mc, key, keylen);
     if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));
@@ -500,10 +529,12 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
 
 /* ---- the master's INFO ---- */
 
-/* The control connection, for a blocking call on the loop. */
+/* The control connection, for a blocking call on the loop (counted when
+ * there is one to make it on). */
 static redisContext *ctl_conn(cluster_store *cs) {
-    cs->stats.loop_blocking++;
-    return master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
+    redisContext *c = master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
+    cs->stats.loop_blocking += c != NULL;
+    return c;
 }
 
 /* FLUSHALL: MOON.FLUSH on the control connection, one call for the whole

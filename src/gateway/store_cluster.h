@@ -93,6 +93,7 @@ typedef struct gw_answer {
     const char *key;
     size_t keylen;
     int answered;             /* 0: no reply came; the command asks itself */
+    int failed;               /* asked and failed: the command takes "no" (as a failed call) */
     int taken;
     long long n;              /* removed / exists: 0 or 1; size, -1 none; DBSIZE's count */
     uint32_t crc;             /* with a size: the object's CRC32C */
@@ -105,6 +106,11 @@ void cluster_offer_answers(store *s, gw_answer *a, size_t n);
  * from said (master_said.h) instead of asking, until cluster_withdraw. */
 struct gw_said;
 void cluster_offer_said(store *s, const struct gw_said *said);
+/* On a worker, with its client: the answers of a[] that have none yet,
+ * by the blocking call verb names (MOON.REMOVE, MOON.EXISTS or
+ * MOON.OBJECT), as the store's remove, exists and stat ask; a call that
+ * fails marks its answer failed. */
+void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n);
 /* The asynchronous master connection; NULL without one (etcd). */
 struct master_async *cluster_store_master(store *s);
 

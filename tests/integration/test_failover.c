@@ -7,7 +7,8 @@
  * the first put and get are printed). A leader stopped (SIGSTOP) past its
  * lease must place nothing when it runs again, and a write grant it made
  * before it stopped is refused by the nodes, which serve the new leader's
- * term only (fencing).
+ * term only (fencing). The gateway, with no asynchronous master
+ * connection here, asks a key's EXISTS/DEL/... on a worker, not its loop.
  *
  * Objects stored before a failover are NOT expected to survive it: the new
  * leader starts with an empty table (the rebuild from node reports is not
@@ -80,12 +81,36 @@ static void test_leader_and_standby(void) {
     ASSERT_STREQ(why, want);
 }
 
+/* The gateway's reply to cmd is the integer n or the status st. */
+static int gw_answers(const char *cmd, long long n, const char *st) {
+    redisReply *r = redisCommand(probe.gw, cmd);
+    int ok = r && (st ? r->type == REDIS_REPLY_STATUS && strcmp(r->str, st) == 0
+                      : r->type == REDIS_REPLY_INTEGER && r->integer == n);
+    if (!ok) printf("# %s: type %d %s\n", cmd, r ? r->type : -1, r && r->str ? r->str : "");
+    freeReplyObject(r);
+    return ok;
+}
+
 static void test_writes_work(void) {
     ASSERT(h_wait_nodes(MASTER_A, "alive", NODES, 20000) == 0);
     ASSERT(h_gw_set(&probe, "before-gw", "value-1"));
     ASSERT(h_gw_get_is(&probe, "before-gw", "value-1"));
     ASSERT(h_lib_put(&probe, "before-lib", "value-2"));
     ASSERT(h_lib_get_is(&probe, "before-lib", "value-2"));
+    /* Without a fixed master address the gateway has no asynchronous
+     * master connection: a key's EXISTS, STRLEN, TYPE, TTL and DEL, and a
+     * SET of the stored bytes, are asked on a worker, not on the loop. */
+    long long blocking = h_info_field(probe.gw, "gateway", "loop_blocking_calls");
+    ASSERT(blocking >= 0);
+    ASSERT(h_gw_set(&probe, "ask-gw", "value-5"));
+    ASSERT(h_gw_set(&probe, "ask-gw", "value-5"));   /* the same bytes: OK */
+    ASSERT(gw_answers("EXISTS ask-gw nokey", 1, NULL));
+    ASSERT(gw_answers("STRLEN ask-gw", 7, NULL));
+    ASSERT(gw_answers("TYPE ask-gw", 0, "string"));
+    ASSERT(gw_answers("TTL ask-gw", -1, NULL));
+    ASSERT(gw_answers("DEL ask-gw nokey", 1, NULL));
+    ASSERT(gw_answers("EXISTS ask-gw", 0, NULL));
+    ASSERT_EQ(h_info_field(probe.gw, "gateway", "loop_blocking_calls"), blocking);
 }
 
 static void test_kill_leader(void) {
