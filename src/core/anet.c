@@ -204,6 +204,10 @@ static int set_int(char *err, int fd, int level, int opt, int val) {
 
 int anet_nodelay(char *err, int fd) { return set_int(err, fd, IPPROTO_TCP, TCP_NODELAY, 1); }
 
+int anet_notsent_lowat(char *err, int fd, int bytes) {
+    return set_int(err, fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, bytes);
+}
+
 int anet_keepalive(char *err, int fd, int interval) {
     if (set_int(err, fd, SOL_SOCKET, SO_KEEPALIVE, 1) != ANET_OK ||
         set_int(err, fd, IPPROTO_TCP, TCP_KEEPIDLE, interval) != ANET_OK)

@@ -34,6 +34,9 @@ int anet_unix_connect(char *err, const char *path);
 
 int anet_nonblock(char *err, int fd, int on);
 int anet_nodelay(char *err, int fd);
+/* TCP_NOTSENT_LOWAT: the socket takes a write only while fewer than bytes
+ * of what it holds wait unsent, and polls writable below that. */
+int anet_notsent_lowat(char *err, int fd, int bytes);
 /* SO_KEEPALIVE with the first probe after interval seconds. */
 int anet_keepalive(char *err, int fd, int interval);
 /* The local port fd is bound to, in *port. */

@@ -4,7 +4,8 @@
  * its bytes go (a corrupted slice closes the connection instead of
  * reaching the client: the test flips a bit in the server's memory
  * through /proc/PID/mem), also behind the partial writes to a slow reader,
- * whose replies arrive byte-exact. Starts the real binary ($MOONKV_SERVER) on ports
+ * whose replies arrive byte-exact; a reader that stops reading holds only
+ * a little of a reply in the server's socket. Starts the real binary ($MOONKV_SERVER) on ports
  * 32300-32399. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -422,6 +423,89 @@ static void test_slow_reader_exact(void) {
     ASSERT(other);
 }
 
+/* ---- What a reader that stops holds in the server ------------------------ */
+
+/* tx_queue and rx_queue of the IPv4 TCP socket from port lport to port
+ * rport (/proc/net/tcp: for an established socket, bytes written and not
+ * yet acknowledged, and bytes received and not yet read). 0 when found. */
+static int tcp_queues(int lport, int rport, unsigned long *tx, unsigned long *rx) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int found = -1;
+    if (!f) return -1;
+    while (found != 0 && fgets(line, sizeof line, f)) {
+        unsigned la, lp, ra, rp, st;
+        if (sscanf(line, " %*d: %8X:%4X %8X:%4X %2X %lX:%lX", &la, &lp, &ra, &rp, &st, tx, rx) == 7 &&
+            (int)lp == lport && (int)rp == rport)
+            found = 0;
+    }
+    fclose(f);
+    return found;
+}
+
+static int local_port(int fd) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    return getsockname(fd, (struct sockaddr *)&sa, &len) == 0 ? ntohs(sa.sin_port) : -1;
+}
+
+#define HELD_LEN (4u << 20)
+#define HELD_BOUND (512u * 1024)
+
+/* A client with a small window asks for 4 MiB and reads nothing: the
+ * server's socket holds what the window took plus at most about 64 KiB
+ * queued unsent (TCP_NOTSENT_LOWAT), not a send buffer's worth (over
+ * 1 MiB without the limit); the rest waits in the segment, and the whole
+ * reply still arrives byte-exact once the client reads. */
+static void test_unread_reply_held_back(void) {
+    int port, stored;
+    redisContext *c;
+    unsigned char *v;
+    pid_t pid = start_holding(&port, &c, "held", &v, HELD_LEN, 23, &stored);
+    ASSERT(c != NULL && v != NULL);
+    int fd = h_raw_connect_to(port, SLOW_RCVBUF, 10), cport = fd >= 0 ? local_port(fd) : -1;
+    const char get[] = "*2\r\n$3\r\nGET\r\n$4\r\nheld\r\n";
+    int sent = fd >= 0 && send(fd, get, sizeof get - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof get - 1);
+    /* The reply has begun to arrive, so its first writev has begun; the
+     * PING after it is served once that writev returned. */
+    unsigned long tx = 0, rx = 0, stx = 0, srx = 0;
+    for (int i = 0; sent && i < 1000 && rx == 0; i++) {
+        if (tcp_queues(cport, port, &tx, &rx) != 0) break;
+        if (rx == 0) usleep(10000);
+    }
+    redisReply *r = redisCommand(c, "PING");
+    int other = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    int queued = tcp_queues(port, cport, &stx, &srx) == 0;
+    printf("# client window took %lu bytes, the server's socket holds %lu\n", rx, stx);
+
+    char hdr[32];
+    int hl = snprintf(hdr, sizeof hdr, "$%u\r\n", HELD_LEN);
+    size_t whole = (size_t)hl + HELD_LEN + 2, got = 0;
+    unsigned char *buf = malloc(whole);
+    int ok = sent && buf;
+    while (ok && got < whole) {
+        ssize_t n = recv(fd, buf + got, whole - got, 0);
+        ok = n > 0;
+        if (n > 0) got += (size_t)n;
+    }
+    int exact = ok && memcmp(buf, hdr, (size_t)hl) == 0 && memcmp(buf + hl, v, HELD_LEN) == 0 &&
+                memcmp(buf + hl + HELD_LEN, "\r\n", 2) == 0;
+    if (fd >= 0) close(fd);
+    free(buf);
+    free(v);
+    redisFree(c);
+    ASSERT_EQ(h_stop_status(pid, 10000), 0);
+    ASSERT(stored);
+    ASSERT(sent);
+    ASSERT(rx > 0);
+    ASSERT(other);
+    ASSERT(queued);
+    ASSERT(stx > 0);              /* the reply is under way ... */
+    ASSERT(stx < HELD_BOUND);     /* ... and not handed over whole */
+    ASSERT(exact);
+}
+
 int main(void) {
     if (!mkdtemp(logdir)) return 1;
     h_init(400);
@@ -431,6 +515,7 @@ int main(void) {
     RUN_TEST(test_corrupt_slice_never_sent);
     RUN_TEST(test_corrupt_late_slice_slow_reader);
     RUN_TEST(test_slow_reader_exact);
+    RUN_TEST(test_unread_reply_held_back);
     h_kill_all();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", logdir);
