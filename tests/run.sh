@@ -52,6 +52,7 @@ for build in "$@"; do
   [ "$tsan" = 1 ] && continue   # TSan: the threaded parts' C tests only
   if [ -f tcl-tests/run.tcl ]; then
     run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
+    run_one "$tag/tcl-cluster" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER" --cluster
   fi
   # The SAN build's extension needs the sanitizer runtimes preloaded into
   # python3; CPython's own allocations would read as leaks, so no LSan.

@@ -168,12 +168,14 @@ proc srv::read_log {log} {
     return $text
 }
 
-# Stops the server (a cluster's gateway first, then its other parts)
-# with SIGTERM and returns "" or what went wrong.
+# Stops the server (a cluster's gateway first, then its master, then its
+# nodes: a node stopped under a live master would first wait for its
+# objects to be moved away) with SIGTERM and returns "" or what went
+# wrong.
 proc srv::stop {s} {
     set problem [stop_one $s]
     if {[dict exists $s parts]} {
-        foreach p [lreverse [dict get $s parts]] {
+        foreach p [dict get $s parts] {
             set more [stop_one $p]
             if {$more ne ""} { append problem " [dict get $p kind]: $more" }
         }

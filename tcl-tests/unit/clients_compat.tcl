@@ -79,13 +79,13 @@ start_server {} {
 start_server {} {
     test "redis-cli --scan and --bigkeys" {
         if {[auto_execok redis-cli] eq ""} { skip "redis-cli not installed" }
-        for {set i 0} {$i < 30} {incr i} { r set bk:$i [string repeat x $i] }
+        for {set i 0} {$i < 30} {incr i} { r set bk:$i [string repeat x [expr {$i + 1}]] }
         lassign [run_bounded 30 redis-cli -p [srv port] --scan --pattern bk:*] code out
         assert_equal 0 $code $out
         assert_equal 30 [llength [lsort -unique [split [string trim $out] \n]]] $out
         lassign [run_bounded 30 redis-cli -p [srv port] --bigkeys] code out
         assert_equal 0 $code $out
-        assert_match {*Biggest string found*bk:29*has 29 bytes*} $out
-        assert_match {*30 strings with 435 bytes*} $out
+        assert_match {*Biggest string found*bk:29*has 30 bytes*} $out
+        assert_match {*30 strings with 465 bytes*} $out
     }
 }
