@@ -29,7 +29,8 @@
 #define WARM_CHUNK (2u << 20)   /* progress granularity; a huge page */
 #define WARM_NICE 10            /* gives way to the event loop and clients */
 /* Kept warm past the store's highest reservation: what it reserved over
- * the last WARM_RATE_MS, scaled to WARM_AHEAD_MS, within [MIN, MAX]. A
+ * the last WARM_RATE_MS, scaled to WARM_AHEAD_MS, within [MIN, MAX],
+ * shrinking by at most 1/WARM_AHEAD_DECAY per WARM_RATE_MS. A
  * stream of 1 MiB SETs gets the whole 64 MiB at once; one of 64 B SETs
  * (tens of MB/s) a few MiB, so the warmer no longer takes the CPU the
  * loop and its clients need to warm pages they will not touch for
@@ -37,7 +38,8 @@
  * 400k-SET run, a tenth of the loop's own). */
 #define WARM_AHEAD_MIN (4ull << 20)
 #define WARM_AHEAD_MAX (64ull << 20)
-#define WARM_AHEAD_MS 50
+#define WARM_AHEAD_MS 100
+#define WARM_AHEAD_DECAY 16
 #define WARM_RATE_MS 10
 #define WARM_BUSY_MS 200        /* requests this recent: the server is busy */
 #define WARM_NAP_US 10000       /* while busy: demand, quiet and stop are seen this soon */
@@ -67,6 +69,11 @@ static uint64_t ahead_of(seg_warmer *w, uint64_t need) {
     if (now - w->rate_ms < WARM_RATE_MS) return w->ahead;
     uint64_t grew = need > w->rate_need ? need - w->rate_need : 0;
     uint64_t ahead = grew / (now - w->rate_ms) * WARM_AHEAD_MS;
+    /* Up at once, down slowly: large values come in bursts (50 clients'
+     * 1 MiB SETs), and a window sized by one quiet 10 ms let the loop
+     * outrun the warmer. */
+    uint64_t decayed = w->ahead - w->ahead / WARM_AHEAD_DECAY;
+    if (ahead < decayed) ahead = decayed;
     w->ahead = ahead < WARM_AHEAD_MIN ? WARM_AHEAD_MIN : ahead > WARM_AHEAD_MAX ? WARM_AHEAD_MAX : ahead;
     w->rate_need = need;
     w->rate_ms = now;
