@@ -1,6 +1,6 @@
 /* gateway/gateway_async.c - GET, MGET and SET without stalling the loop;
  * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
- * TTL, DBSIZE; SCAN, KEYS, INFO, FLUSHALL through master_said.h).
+ * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through master_said.h).
  *
  * A call reads its values (GET, MGET: with the reads of every other call
  * of the same loop iteration, read_batch.h) or puts its streamed value to
@@ -218,7 +218,6 @@ static void hint_saw(gw_async *ga, uint64_t len) {
 static void async_read_command(client *c);
 static void async_set_command(client *c);
 static void async_ask_command(client *c);
-static void async_count_command(client *c);
 static void async_said_command(client *c);
 
 /* The keys of the command in c->argv (a SET's one, none of a command on
@@ -263,7 +262,7 @@ static int set_goes_async(const client *c) {
 }
 
 static int is_asker(const command *cmd) {
-    return cmd->proc == async_ask_command || cmd->proc == async_count_command || cmd->proc == async_said_command;
+    return cmd->proc == async_ask_command || cmd->proc == async_said_command;
 }
 
 static int said_goes_async(const client *c);
@@ -575,7 +574,7 @@ static void async_set_command(client *c) {
     call_ship(call);
 }
 
-/* ---- DEL, EXISTS, STRLEN, TYPE, TTL, DBSIZE, a stored SET's bytes: asked ahead over
+/* ---- DEL, EXISTS, STRLEN, TYPE, TTL, a stored SET's bytes: asked ahead over
  * the asynchronous master connection ---- */
 
 /* A reply's place: the call and its key. */
@@ -633,16 +632,12 @@ static long long object_size(const redisReply *r, uint32_t *crc) {
     return size < 0 ? -2 : complete ? size : -1;
 }
 
-/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size and CRC,
- * INFO cluster's object count (DBSIZE); anything else leaves the key
- * unanswered (the shared command then asks itself). */
+/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size and CRC;
+ * anything else leaves the key unanswered (a worker then asks). */
 static void ask_reply(const redisReply *r, void *ctx) {
     gw_ask *k = ctx;
     gw_answer *a = &k->call->ans[k->i];
-    long long n = !r                              ? -2
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer
-                  : r->type == REDIS_REPLY_STRING  ? info_text_field(r->str, "objects_complete")
-                                                   : object_size(r, &a->crc);
+    long long n = !r ? -2 : r->type == REDIS_REPLY_INTEGER ? r->integer : object_size(r, &a->crc);
     if (n >= -1) {
         a->answered = 1;
         a->n = n;
@@ -723,22 +718,8 @@ static int ask_same_bytes(gw_call *call) {
     return 1;
 }
 
-/* DBSIZE: the master's count of complete objects (INFO cluster), asked
- * the same way; the shared command answers with it. */
-static void async_count_command(client *c) {
-    gw_call *call = ask_call_start(c, 1, 1);
-    if (!call) return;
-    master_async *ma = cluster_store_master(c->srv->store);
-    call->ans[0].key = "";   /* the count's: no object has the empty key */
-    const char *argv[2] = {"INFO", "cluster"};
-    size_t lens[2] = {4, 7};
-    call->asking = 1;
-    ask_one(ma, call, 0, 2, argv, lens);
-    ask_done(call);
-}
-
-/* ---- SCAN, KEYS, INFO, FLUSHALL: the master's answers asked ahead
- * (master_said.h) ---- */
+/* ---- DBSIZE, SCAN, KEYS, INFO, FLUSHALL: the master's answers asked
+ * ahead (master_said.h) ---- */
 
 static int cmd_is(const client *c, const char *name) { return strcmp(c->last_cmd->name, name) == 0; }
 
@@ -766,7 +747,7 @@ static int said_goes_async(const client *c) {
     const resp_arg *name = &c->argv[0];
     if (strieq_len(name->ptr, name->len, "scan")) return scan_parse(c, &o) == NULL;
     if (strieq_len(name->ptr, name->len, "info")) return info_reads_master(c);
-    if (strieq_len(name->ptr, name->len, "keys")) return 1;
+    if (strieq_len(name->ptr, name->len, "keys") || strieq_len(name->ptr, name->len, "dbsize")) return 1;
     return flushall_args_ok(c);
 }
 
@@ -776,7 +757,7 @@ static void said_done(void *ctx) {
     call_finish(call, 0);
 }
 
-/* SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: what the store would ask the
+/* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: what the store would ask the
  * master on the loop is asked here, pipelined; the shared command then
  * runs on the answers. */
 static void async_said_command(client *c) {
@@ -790,7 +771,7 @@ static void async_said_command(client *c) {
     scan_opts o;
     if (cmd_is(c, "scan") && scan_parse(c, &o) == NULL) said_ask_scan(said, o.cursor, o.count);
     else if (cmd_is(c, "keys")) said_ask_keys(said, call->argv[1].ptr, call->argv[1].len, KEYS_MAX);
-    else if (cmd_is(c, "info")) said_ask_info(said);
+    else if (cmd_is(c, "info") || cmd_is(c, "dbsize")) said_ask_info(said);   /* DBSIZE: its object count */
     else said_ask_flush(said);
     said_end(said);
 }
@@ -827,12 +808,12 @@ void gateway_info_ahead(server *srv, void (*ready)(void *ctx), void *ctx) {
 
 /* The proc replacing row's shared one. */
 static command_proc *async_proc(const command *row) {
-    static const char *const said[] = {"scan", "keys", "info", "flushall", "flushdb"};
+    static const char *const said[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb"};
     if (row->value_arg) return async_set_command;
     if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0) return async_read_command;
     for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
         if (strcmp(row->name, said[i]) == 0) return async_said_command;
-    return strcmp(row->name, "dbsize") == 0 ? async_count_command : async_ask_command;
+    return async_ask_command;
 }
 
 static void async_free(gw_async *ga) {

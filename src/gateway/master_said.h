@@ -3,7 +3,7 @@
  * asynchronous master connection ahead of the command that needs them
  * (internal to src/gateway).
  *
- * INFO, SCAN, KEYS and FLUSHALL ask here first (gateway_async.c);
+ * DBSIZE, INFO, SCAN, KEYS and FLUSHALL ask here first (gateway_async.c);
  * once every answer is in, the shared command runs and the store's
  * count, scan, flush and info read what was said (store_cluster.c)
  * instead of asking the master on the loop. A question asked but not

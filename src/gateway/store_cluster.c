@@ -6,7 +6,7 @@
  * until the reply is written. GET, MGET and SET are batched ahead
  * (read_batch.c, put_batch.c; results handed in as store_cluster.h
  * says), and so are the master's answers for DEL, EXISTS, STRLEN, TYPE,
- * TTL, DBSIZE and (master_said.h) INFO, SCAN, KEYS and FLUSHALL. A call
+ * TTL and (master_said.h) DBSIZE, INFO, SCAN, KEYS and FLUSHALL. A call
  * without its answer ahead (the master reached through etcd, a shutdown,
  * /metrics) is a blocking call: libmoonkv on the loop's own client, or
  * the control connection; loop_blocking_calls counts them.
@@ -596,8 +596,7 @@ static long long master_info_field(cluster_store *cs, const char *field) {
 }
 
 static uint64_t cs_count(store *s) {
-    gw_answer *a = offered_answer(cs_of(s), "", 0);   /* DBSIZE asked ahead */
-    long long n = a ? a->n : master_info_field(cs_of(s), "objects_complete");
+    long long n = master_info_field(cs_of(s), "objects_complete");
     return n > 0 ? (uint64_t)n : 0;
 }
 

@@ -95,12 +95,11 @@ typedef struct gw_answer {
     int answered;             /* 0: no reply came; the command asks itself */
     int failed;               /* asked and failed: the command takes "no" (as a failed call) */
     int taken;
-    long long n;              /* removed / exists: 0 or 1; size, -1 none; DBSIZE's count */
+    long long n;              /* removed / exists: 0 or 1; size, -1 none */
     uint32_t crc;             /* with a size: the object's CRC32C */
 } gw_answer;
 /* On the loop: remove, exists, size_of and checksum_of take their
- * answers from a[] (each answer once, in order), count the one of the
- * empty key, until cluster_withdraw. */
+ * answers from a[] (each answer once, in order), until cluster_withdraw. */
 void cluster_offer_answers(store *s, gw_answer *a, size_t n);
 /* On the loop: count, scan, flush and info take the master's answers
  * from said (master_said.h) instead of asking, until cluster_withdraw. */
