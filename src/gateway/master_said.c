@@ -167,6 +167,13 @@ static void page_add(said_page *p, const char *key, size_t len) {
     p->nkeys++;
 }
 
+/* Whether a page keeps key: a KEYS walk keeps only the keys its pattern
+ * matches (the command would drop the others), so it holds what it
+ * replies, not the keyspace. */
+static int page_keeps(const gw_said *s, const redisReply *k) {
+    return k->type == REDIS_REPLY_STRING && (!s->keys || !s->pat || glob_match(s->pat, s->plen, k->str, k->len, 0));
+}
+
 /* A MOON.SCAN page, copied; a KEYS walk asks for the next. */
 static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
     if (!page_ok(r)) {
@@ -176,7 +183,7 @@ static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
     const redisReply *keys = r->element[1];
     size_t bytes = 0;
     for (size_t i = 0; i < keys->elements; i++)
-        if (keys->element[i]->type == REDIS_REPLY_STRING) bytes += sizeof(size_t) + keys->element[i]->len;
+        if (page_keeps(s, keys->element[i])) bytes += sizeof(size_t) + keys->element[i]->len;
     if (s->npages == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4;
         s->pages = xrealloc(s->pages, s->cap * sizeof *s->pages);
@@ -186,10 +193,9 @@ static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
     p->keys = xmalloc(bytes ? bytes : 1);
     for (size_t i = 0; i < keys->elements; i++) {
         const redisReply *k = keys->element[i];
-        if (k->type != REDIS_REPLY_STRING) continue;
-        page_add(p, k->str, k->len);
-        if (s->keys && (!s->pat || glob_match(s->pat, s->plen, k->str, k->len, 0))) s->matched++;
+        if (page_keeps(s, k)) page_add(p, k->str, k->len);
     }
+    s->matched += p->nkeys;
     if (s->keys && p->next != 0 && s->matched <= s->keys_max) said_send(s, ASK_SCAN, p->next, KEYS_PAGE);
 }
 

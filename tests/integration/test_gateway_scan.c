@@ -1,6 +1,7 @@
 /* tests/integration/test_gateway_scan.c - key iteration through the
- * gateway: SCAN (MATCH, COUNT, TYPE), KEYS, TYPE, DBSIZE served by the
- * master's MOON.SCAN; redis-cli --scan and --bigkeys; and SCAN over 100k
+ * gateway: SCAN (MATCH, COUNT, TYPE), KEYS (also over several pages),
+ * TYPE, DBSIZE served by the master's MOON.SCAN; redis-cli --scan and
+ * --bigkeys; and SCAN over 100k
  * keys returning each exactly once while more are added. A master, one
  * node and a gateway (--replicas 1). Ports 28100-28149. */
 #include <hiredis/hiredis.h>
@@ -136,6 +137,21 @@ static void test_scan_type_keys_dbsize(void) {
     ASSERT_EQ(found, 10);
 }
 
+/* KEYS over a walk of several pages (1000 keys each), the gateway asking
+ * each page when the one before came back. */
+static void test_keys_over_pages(void) {
+    ASSERT_EQ(set_range(gw, "m:", 0, 2500), 0);
+    redisReply *r = redisCommand(gw, "KEYS m:1??");   /* m:100..m:199 */
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 100);
+    freeReplyObject(r);
+    r = redisCommand(gw, "KEYS *");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2550);
+    freeReplyObject(r);
+    r = redisCommand(gw, "DBSIZE");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2550);
+    freeReplyObject(r);
+}
+
 /* A shell line's output, or "" on failure (static buffer). */
 static const char *run_line(const char *cmdline) {
     static char out[1 << 16];
@@ -205,6 +221,7 @@ int main(void) {
     }
     RUN_TEST(test_scan_type_keys_dbsize);
     RUN_TEST(test_redis_cli_scan_and_bigkeys);
+    RUN_TEST(test_keys_over_pages);
     RUN_TEST(test_scan_100k_exactly_once_while_adding);
     redisFree(gw);
     TEST_EXIT();
