@@ -22,8 +22,15 @@
  * copied into their replies and put back at once). */
 #define RB_SHARED_MAX 4096
 
+/* Bytes a loop iteration reads on the loop (read_batch.h): at least one
+ * value, so 1 and 4 MiB GETs go one per iteration, a batch of small
+ * ones all in one. */
+#define RB_STEP_BYTES (1024 * 1024)
+
 /* How often at most the inline client's paths are dialed again. */
 #define RB_DIAL_MS 1000
+
+typedef struct rb_batch rb_batch;
 
 /* The client reading on the loop what needs no waiting (a same-host
  * node's warm mapping: mkv_read_located_now), so a batch of small values
@@ -46,24 +53,28 @@ struct read_batcher {
     staging *pool;
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
     loop_hook *send;          /* after the reply flush: it resumes clients, who add reads */
+    loop_wake *step;          /* the next iteration reads on (batch_step) */
+    rb_batch *steps, **steps_tail;   /* batches read on the loop, a step at a time */
     gw_read *queue, **tail;
     int asking;               /* batches waiting for the master's answer */
     int closing;
     uint64_t read_inline;     /* values read on the loop (INFO gets_inline) */
+    uint64_t deferred;        /* steps that left keys for the next iteration (INFO) */
     proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
-
-typedef struct rb_batch rb_batch;
 
 struct rb_batch {
     gw_job job;               /* first: the workers' link */
     read_batcher *b;
-    gw_read *reads;
+    gw_read *reads;           /* those not done yet */
     size_t nkeys;
+    size_t done_keys;         /* keys of the reads done so far (their fetches are gone) */
+    size_t at;                /* keys before it are read (on the loop) */
+    rb_batch *next_step;      /* in the batcher's steps */
     gw_fetch **f;             /* every read's keys, in order */
     mkv_located **loc;        /* [i] once key i is located and has memory */
     ma_chunk *chunks;         /* one per MOON.MGET */
-    size_t *rel;              /* keys whose leases go back */
+    size_t *rel;              /* keys whose leases go back (leases_back) */
     size_t waiting;           /* MOON.MGETs without their reply yet */
     int failed;               /* a MOON.MGET got no answer: fetch key by key */
     uint64_t epoch;           /* the master connection that located them */
@@ -73,7 +84,7 @@ struct rb_batch {
 
 static void fetch_each(gw_job *j, mkv_client *mc) {
     rb_batch *bt = (rb_batch *)j;
-    for (size_t i = 0; i < bt->nkeys; i++)
+    for (size_t i = bt->done_keys; i < bt->nkeys; i++)
         if (bt->f[i]->rc == RB_PENDING) cluster_fetch(bt->b->s, mc, bt->f[i]);
 }
 
@@ -96,7 +107,7 @@ static void read_located(gw_job *j, mkv_client *mc) {
     mkv_obj *objs = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *objs);
     mkv_located **loc = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *loc);
     size_t *idx = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *idx), n = 0;
-    for (size_t i = 0; i < bt->nkeys; i++) {
+    for (size_t i = bt->done_keys; i < bt->nkeys; i++) {
         gw_fetch *f = bt->f[i];
         if (!bt->loc[i] || f->rc != RB_PENDING) continue;
         if (staging_bind(mc, &f->buf) != MKV_OK) {
@@ -148,15 +159,15 @@ static void dial_soon(read_batcher *b) {
     workers_submit(b->w, &in->dial);
 }
 
-/* The located keys that can be read without waiting, read here; 1 when
- * none is left for a worker. */
-static int read_inline(rb_batch *bt) {
+/* The located keys from..to that can be read without waiting, read
+ * here; 1 when none of them is left for a worker. */
+static int read_inline(rb_batch *bt, size_t from, size_t to) {
     read_batcher *b = bt->b;
-    size_t n = 0, left = 0;
-    mkv_obj *objs = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *objs);
-    mkv_located **loc = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *loc);
-    size_t *idx = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *idx);
-    for (size_t i = 0; i < bt->nkeys; i++) {
+    size_t n = 0, left = 0, most = to > from ? to - from : 1;
+    mkv_obj *objs = xmalloc(most * sizeof *objs);
+    mkv_located **loc = xmalloc(most * sizeof *loc);
+    size_t *idx = xmalloc(most * sizeof *idx);
+    for (size_t i = from; i < to; i++) {
         gw_fetch *f = bt->f[i];
         if (!bt->loc[i] || f->rc != RB_PENDING) continue;
         objs[n] = (mkv_obj){.key = f->key, .keylen = f->keylen, .buf = f->buf.ptr, .len = f->buf.len};
@@ -187,12 +198,12 @@ static void release_item(void *owner, size_t j, const char **argv, size_t *lens,
     lens[0] = bt->f[i]->keylen;
 }
 
-/* The batch's leases from key *at on with the same expiry as the first
- * one still held: their indices into bt->rel, *lease their expiry; how
- * many (0: none left). */
-static size_t lease_run(rb_batch *bt, size_t *at, uint64_t *lease) {
+/* The batch's leases from key *at up to key to with the same expiry as
+ * the first one still held: their indices into bt->rel, *lease their
+ * expiry; how many (0: none left). */
+static size_t lease_run(rb_batch *bt, size_t *at, size_t to, uint64_t *lease) {
     size_t n = 0;
-    for (; *at < bt->nkeys; (*at)++) {
+    for (; *at < to; (*at)++) {
         uint64_t l = bt->loc[*at] ? mkv_located_lease(bt->loc[*at]) : 0;
         if (!l) continue;
         if (n && l != *lease) break;
@@ -202,14 +213,14 @@ static size_t lease_run(rb_batch *bt, size_t *at, uint64_t *lease) {
     return n;
 }
 
-/* MOON.MRELEASE for the batch's leases (its replies matter to no one):
- * one per expiry, which the keys of one MOON.MGETPACKED share. */
-static void leases_back(rb_batch *bt) {
-    if (!bt->b->ma || bt->b->closing) return;
-    bt->rel = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *bt->rel);
+/* MOON.MRELEASE for the leases of keys from..to (its replies matter to
+ * no one): one per expiry, which the keys of one MOON.MGETPACKED share. */
+static void leases_back(rb_batch *bt, size_t from, size_t to) {
+    if (!bt->b->ma || bt->b->closing || from == to) return;
+    if (!bt->rel) bt->rel = xcalloc(bt->nkeys, sizeof *bt->rel);
     uint64_t lease = 0;
     int failed = 0;
-    for (size_t at = 0, n; !failed && (n = lease_run(bt, &at, &lease)) > 0;) {
+    for (size_t at = from, n; !failed && (n = lease_run(bt, &at, to, &lease)) > 0;) {
         char num[24];
         u64_decimal(lease, num);
         const char *const head[] = {"MOON.MRELEASE", num};
@@ -228,21 +239,33 @@ static void batch_free(rb_batch *bt) {
     free(bt);
 }
 
-/* Every read's done, in order; the batch is gone after. */
-static void batch_finish(rb_batch *bt, int fetched) {
+/* The reads not done yet whose keys all come before key upto: their
+ * leases go back (leases), then each one's done, in order. */
+static void reads_finish(rb_batch *bt, size_t upto, int fetched, int leases) {
+    size_t end = bt->done_keys;
+    gw_read *last = bt->reads;
+    for (; last && end + last->nbatched <= upto; last = last->next) end += last->nbatched;
+    if (leases) leases_back(bt, bt->done_keys, end);
     if (!fetched)
-        for (size_t i = 0; i < bt->nkeys; i++) staging_put(bt->b->pool, &bt->f[i]->buf);
-    for (gw_read *r = bt->reads, *next; r; r = next) {
-        next = r->next;
+        for (size_t i = bt->done_keys; i < end; i++) staging_put(bt->b->pool, &bt->f[i]->buf);
+    bt->done_keys = end;
+    while (bt->reads != last) {
+        gw_read *r = bt->reads;
+        bt->reads = r->next;
         r->done(r, fetched);
     }
+}
+
+/* Every read's done, in order; the batch is gone after. */
+static void batch_finish(rb_batch *bt, int fetched) {
+    reads_finish(bt, bt->nkeys, fetched, 0);
     batch_free(bt);
 }
 
 static void batch_done(gw_job *j) {
     rb_batch *bt = (rb_batch *)j;
-    leases_back(bt);
-    batch_finish(bt, !j->cancelled);
+    reads_finish(bt, bt->nkeys, !j->cancelled, 1);
+    batch_free(bt);
 }
 
 /* Staging memory for located key i, alone. */
@@ -253,13 +276,13 @@ static void buffer_get(rb_batch *bt, size_t i) {
     snprintf(f->errstr, sizeof f->errstr, "no memory for an object of %llu bytes", (unsigned long long)f->len);
 }
 
-/* Staging memory for every located key: the small values share one
- * pool range (one lock and allocator call per batch, not per value),
+/* Staging memory for the located keys from..to: the small values share
+ * one pool range (one lock and allocator call per batch, not per value),
  * larger ones, or all when the pool has no such range, get their own. */
-static void buffers_get(rb_batch *bt) {
-    size_t n = 0, *idx = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *idx);
-    uint64_t *lens = xmalloc((bt->nkeys ? bt->nkeys : 1) * sizeof *lens);
-    for (size_t i = 0; i < bt->nkeys; i++) {
+static void buffers_get(rb_batch *bt, size_t from, size_t to) {
+    size_t n = 0, most = to > from ? to - from : 1, *idx = xmalloc(most * sizeof *idx);
+    uint64_t *lens = xmalloc(most * sizeof *lens);
+    for (size_t i = from; i < to; i++) {
         gw_fetch *f = bt->f[i];
         if (!bt->loc[i] || f->rc != RB_PENDING) continue;
         if (f->len > RB_SHARED_MAX) buffer_get(bt, i);
@@ -279,9 +302,64 @@ static void buffers_get(rb_batch *bt) {
     free(idx);
 }
 
+/* The rest of the batch, from key bt->at on, to a worker. */
+static void batch_to_worker(rb_batch *bt) {
+    buffers_get(bt, bt->at, bt->nkeys);
+    bt->job.run = read_located;
+    bt->job.done = batch_done;
+    workers_submit(bt->b->w, &bt->job);
+}
+
+/* One step of a batch read on the loop (read_batch.h): its keys from
+ * bt->at on until *budget bytes moved (at least one key), then the
+ * reads whose values are all in are done. 1 when the batch is over
+ * here (finished and freed, or handed to a worker), 0 when it has keys
+ * left for the next step. */
+static int batch_step(rb_batch *bt, uint64_t *budget) {
+    read_batcher *b = bt->b;
+    if (!b->now.mc || b->now.lent) {   /* a worker dials its paths meanwhile */
+        batch_to_worker(bt);
+        return 1;
+    }
+    size_t from = bt->at, to = from;
+    uint64_t bytes = 0;
+    for (; to < bt->nkeys && bytes < *budget; to++)
+        if (bt->loc[to] && bt->f[to]->rc == RB_PENDING) bytes += bt->f[to]->len;
+    *budget = bytes < *budget ? *budget - bytes : 0;
+    buffers_get(bt, from, to);
+    int all = read_inline(bt, from, to);
+    bt->at = to;
+    if (!all) {   /* its misses, and the keys after them, are read by a worker */
+        batch_to_worker(bt);
+        return 1;
+    }
+    reads_finish(bt, to, 1, 1);
+    if (to < bt->nkeys) {
+        b->deferred++;
+        return 0;
+    }
+    batch_free(bt);
+    return 1;
+}
+
+/* The batches read on the loop, RB_STEP_BYTES an iteration (a wake
+ * brings the next iteration at once while any is left). */
+static void step_cb(event_loop *el, void *data) {
+    read_batcher *b = data;
+    uint64_t budget = RB_STEP_BYTES;
+    while (b->steps && budget) {
+        rb_batch *bt = b->steps, *next = bt->next_step;
+        if (!batch_step(bt, &budget)) break;
+        b->steps = next;
+        if (!next) b->steps_tail = &b->steps;
+    }
+    if (b->steps) loop_wake_send(b->step);
+}
+
 /* Every MOON.MGET answered (or none could be sent): the bytes move. */
 static void batch_ready(rb_batch *bt) {
-    if (bt->b->closing) {
+    read_batcher *b = bt->b;
+    if (b->closing) {
         batch_finish(bt, 0);
         return;
     }
@@ -295,17 +373,19 @@ static void batch_ready(rb_batch *bt) {
             bt->loc[i] = NULL;
             bt->f[i]->rc = RB_PENDING;
         }
+    }
+    if (b->ma) bt->epoch = master_async_epoch(b->ma);
+    if (bt->failed) {
+        bt->job.run = fetch_each;
+        bt->job.done = batch_done;
+        workers_submit(b->w, &bt->job);
+    } else if (b->now.mc && !b->now.lent) {
+        *b->steps_tail = bt;   /* behind the batches still being read here */
+        b->steps_tail = &bt->next_step;
+        step_cb(b->loop, b);
     } else {
-        buffers_get(bt);
+        batch_to_worker(bt);
     }
-    if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
-    bt->job.run = bt->failed ? fetch_each : read_located;
-    bt->job.done = batch_done;
-    if (!bt->failed && bt->b->now.mc && !bt->b->now.lent && read_inline(bt)) {
-        batch_done(&bt->job);   /* every value is here: no worker needed */
-        return;
-    }
-    workers_submit(bt->b->w, &bt->job);
 }
 
 /* One key's record of a MOON.MGETPACKED reply: its placement and size. */
@@ -379,12 +459,14 @@ static rb_batch *batch_take(read_batcher *b) {
     bt->f = xcalloc(n ? n : 1, sizeof *bt->f);
     bt->loc = xcalloc(n ? n : 1, sizeof *bt->loc);
     for (gw_read *r = bt->reads; r; r = r->next) {
+        r->nbatched = 0;
         for (size_t i = 0; i < r->nfetch; i++) {
             gw_fetch *f = &r->fetch[i];
             f->buf.ptr = NULL;
             f->len = 0;
             f->rc = cluster_key_ok(f->keylen) ? RB_PENDING : STORE_NOTFOUND;
             if (f->rc == RB_PENDING) bt->f[bt->nkeys++] = f;
+            r->nbatched += f->rc == RB_PENDING;
         }
     }
     return bt;
@@ -408,7 +490,9 @@ read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, 
     *b = (read_batcher){.loop = loop, .s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc,
                         .now = {.mc = inline_mc}};
     b->tail = &b->queue;
+    b->steps_tail = &b->steps;
     b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);
+    b->step = loop_wake_create(loop, step_cb, b);
     return b;
 }
 
@@ -417,6 +501,14 @@ void read_batcher_close(read_batcher *b) {
     b->closing = 1;
     loop_hook_del(b->send);
     b->send = NULL;
+    loop_wake_free(b->step);
+    b->step = NULL;
+    while (b->steps) {
+        rb_batch *bt = b->steps;
+        b->steps = bt->next_step;
+        batch_finish(bt, 0);
+    }
+    b->steps_tail = &b->steps;
     for (gw_read *r = b->queue, *next; r; r = next) {
         next = r->next;
         r->done(r, 0);
@@ -431,6 +523,8 @@ void read_batcher_free(read_batcher *b) {
 }
 
 uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline : 0; }
+
+uint64_t read_batcher_deferred(const read_batcher *b) { return b ? b->deferred : 0; }
 
 mkv_client *read_batcher_inline_client(read_batcher *b) {
     return b && !b->closing && !b->now.lent ? b->now.mc : NULL;

@@ -10,6 +10,14 @@
  * in the order the reads were added, and the read leases go back in one
  * MOON.MRELEASE per expiry (one per MOON.MGETPACKED). No thread waits for the master on this path.
  *
+ * Values read on the loop (a same-host node's mapping) go a step per
+ * loop iteration, about RB_STEP_BYTES each: the reads whose values are
+ * in are done (their replies leave with that iteration's flush) before
+ * the loop copies the next ones, so a batch of 50 GETs of 4 MiB holds a
+ * value or two of staging memory at a time, not 200 MiB (each first
+ * touch of a page cost the gateway more than the copy did), and the
+ * first reply does not wait for the last value.
+ *
  * Without the asynchronous connection (the master reached through etcd,
  * or unreachable now), the batch's keys are fetched one by one on a
  * worker instead (the blocking calls), with the same results. */
@@ -31,6 +39,7 @@ struct gw_read {
      * reader's now); 0: nothing was read (shutdown). */
     void (*done)(gw_read *r, int fetched);
     gw_read *next;            /* the batcher's */
+    size_t nbatched;          /* the batcher's: its keys in the batch */
 };
 
 typedef struct read_batcher read_batcher;
@@ -50,6 +59,9 @@ mkv_client *read_batcher_inline_client(read_batcher *b);
 void read_batcher_inline_missed(read_batcher *b);
 /* Values read on the loop so far. */
 uint64_t read_batcher_inline(const read_batcher *b);
+/* Loop iterations that read their RB_STEP_BYTES and left the rest of a
+ * batch for the next one. */
+uint64_t read_batcher_deferred(const read_batcher *b);
 void read_batcher_add(read_batcher *b, gw_read *r);
 /* Reads still queued finish with fetched 0; batches then waiting for the
  * master finish so when its connection is freed. Then free. */

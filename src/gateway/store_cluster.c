@@ -650,6 +650,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     uint64_t streamed_gets, cut_gets;
     get_streamer_counts(cs->gets, &streamed_gets, &cut_gets);
     info_field(out, "cluster_gets_inline", "%llu", (unsigned long long)read_batcher_inline(cs->reads));
+    info_field(out, "cluster_gets_inline_deferred", "%llu", (unsigned long long)read_batcher_deferred(cs->reads));
     info_field(out, "cluster_puts_inline", "%llu", (unsigned long long)put_batcher_inline(cs->puts));
     info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
     info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);

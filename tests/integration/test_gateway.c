@@ -204,6 +204,27 @@ static void test_mget(void) {
     freeReplyObject(r);
 }
 
+/* PREFIX:i for i < n, each base + i * step bytes of pattern seed + i: 1
+ * if every SET was +OK. */
+static int set_run(const char *prefix, int n, size_t base, size_t step, uint64_t seed) {
+    char key[32];
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++) {
+        snprintf(key, sizeof key, "%s:%d", prefix, i);
+        ok = set_pattern(key, base + (size_t)i * step, seed + (uint64_t)i);
+    }
+    return ok;
+}
+
+/* DEL PREFIX:i for i < n. */
+static void del_run(const char *prefix, int n) {
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s:%d", prefix, i);
+        freeReplyObject(cmd("DEL %s", key));
+    }
+}
+
 /* Small values on same-host nodes are read on the loop itself once its
  * client's paths are dialed and their chunks warm (cluster_gets_inline):
  * byte-exact, in order, a missing key among them still nil. Each round
@@ -211,10 +232,7 @@ static void test_mget(void) {
 static void test_small_reads_inline(void) {
     enum { N = 100 };
     char key[32];
-    for (int i = 0; i < N; i++) {
-        snprintf(key, sizeof key, "in:%d", i);
-        ASSERT(set_pattern(key, 1 + (size_t)i * 41, 300 + (uint64_t)i));   /* 1 to 4060 bytes */
-    }
+    ASSERT(set_run("in", N, 1, 41, 300));   /* 1 to 4060 bytes */
     long long before = info_field_ll("cluster_gets_inline");
     int ok = 1;
     uint64_t end = mono_ms() + 20000;
@@ -236,6 +254,46 @@ static void test_small_reads_inline(void) {
     ASSERT(ok);
     ASSERT(info_field_ll("cluster_gets_inline") >= before + N);
     ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);   /* the batches' shared ranges went back */
+}
+
+/* Large values read on the loop go about 1 MiB a loop iteration
+ * (read_batch.h): GETs and an MGET of them pipelined in one write form
+ * one batch that takes several iterations (cluster_gets_inline_deferred
+ * grows), and every reply is byte-exact and in order, the MGET's too
+ * (its keys are read in different iterations), a missing key among them
+ * still nil. Rounds until one was read in steps (the first ones warm the
+ * mappings through workers); the keys are removed after. */
+static void test_large_reads_inline_in_steps(void) {
+    enum { N = 5 };
+    ASSERT(set_run("ls", N, 900000, 100000, 900));   /* 0.9 to 1.3 MB */
+    int ok = 1;
+    long long before = info_field_ll("cluster_gets_inline_deferred");
+    uint64_t end = mono_ms() + 20000;
+    do {
+        for (int i = 0; i < N; i++) redisAppendCommand(gw, "GET ls:%d", i);
+        redisAppendCommand(gw, "MGET ls:3 ls:missing ls:0 ls:4");
+        redisAppendCommand(gw, "GET ls:missing");
+        for (int i = 0; ok && i < N; i++) {
+            redisReply *r = NULL;
+            ok = redisGetReply(gw, (void **)&r) == REDIS_OK && is_pattern(r, 900000 + (size_t)i * 100000, 900 + (uint64_t)i);
+            if (!ok) printf("# GET ls:%d is wrong\n", i);
+            freeReplyObject(r);
+        }
+        redisReply *r = NULL;
+        ok = ok && redisGetReply(gw, (void **)&r) == REDIS_OK && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+             is_pattern(r->element[0], 1200000, 903) && r->element[1]->type == REDIS_REPLY_NIL &&
+             is_pattern(r->element[2], 900000, 900) && is_pattern(r->element[3], 1300000, 904);
+        if (r && !ok) printf("# the MGET is wrong\n");
+        freeReplyObject(r);
+        r = NULL;
+        ok = ok && redisGetReply(gw, (void **)&r) == REDIS_OK && r->type == REDIS_REPLY_NIL;
+        freeReplyObject(r);
+        usleep(20 * 1000);
+    } while (ok && mono_ms() < end && info_field_ll("cluster_gets_inline_deferred") == before);
+    ASSERT(ok);
+    ASSERT(info_field_ll("cluster_gets_inline_deferred") > before);
+    ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);   /* every value's range went back */
+    del_run("ls", N);
 }
 
 /* Small SETs whose replicas are all on same-host nodes with warm
@@ -282,13 +340,7 @@ static void test_small_writes_inline(void) {
 }
 
 /* The keys test_small_reads_inline stored (cases after it count objects). */
-static void drop_inline_keys(void) {
-    char key[32];
-    for (int i = 0; i < 100; i++) {
-        snprintf(key, sizeof key, "in:%d", i);
-        freeReplyObject(cmd("DEL %s", key));
-    }
-}
+static void drop_inline_keys(void) { del_run("in", 100); }
 
 static void test_dbsize_counts_cluster_objects(void) {
     /* sized[] 4, e:1, d:1, m:a, m:b (before the later cases add more) */
@@ -942,6 +994,7 @@ int main(void) {
     RUN_TEST(test_del);
     RUN_TEST(test_mget);
     RUN_TEST(test_small_reads_inline);
+    RUN_TEST(test_large_reads_inline_in_steps);
     RUN_TEST(test_small_writes_inline);
     drop_inline_keys();
     RUN_TEST(test_dbsize_counts_cluster_objects);
