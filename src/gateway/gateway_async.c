@@ -665,14 +665,8 @@ static const char *ask_verb(const client *c) {
     return strcmp(c->last_cmd->name, "strlen") == 0 ? "MOON.OBJECT" : "MOON.EXISTS";
 }
 
-/* A started call with room for n answers; NULL when there is no
- * asynchronous master connection and the answers need one (the shared
- * command then ran). */
-static gw_call *ask_call_start(client *c, size_t n, int need_master) {
-    if (need_master && !cluster_store_master(c->srv->store)) {
-        shared_proc(async_of(c), c)(c);
-        return NULL;
-    }
+/* A started call with room for n answers. */
+static gw_call *ask_call_start(client *c, size_t n) {
     gw_call *call = call_create(c, 0, 0);
     answers_alloc(call, n);
     call_start(call, c);
@@ -683,7 +677,7 @@ static gw_call *ask_call_start(client *c, size_t n, int need_master) {
  * sent at once (pipelined with every other's); the shared command then
  * runs on the answers. Keys no master would know are answered by it. */
 static void async_ask_command(client *c) {
-    gw_call *call = ask_call_start(c, (size_t)(c->argc - 1), 0);
+    gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
     master_async *ma = cluster_store_master(c->srv->store);
     const char *verb = call->verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
@@ -765,9 +759,9 @@ static void async_said_command(client *c) {
         shared_proc(async_of(c), c)(c);
         return;
     }
-    gw_call *call = ask_call_start(c, 0, 1);
-    if (!call) return;
-    gw_said *said = call->said = said_create(cluster_store_master(c->srv->store), said_done, call);
+    store *s = c->srv->store;
+    gw_call *call = ask_call_start(c, 0);
+    gw_said *said = call->said = said_create(cluster_store_master(s), cluster_store_workers(s), said_done, call);
     scan_opts o;
     if (cmd_is(c, "scan") && scan_parse(c, &o) == NULL) said_ask_scan(said, o.cursor, o.count);
     else if (cmd_is(c, "keys")) said_ask_keys(said, call->argv[1].ptr, call->argv[1].len, KEYS_MAX);
@@ -794,14 +788,9 @@ static void info_said(void *ctx) {
 }
 
 void gateway_info_ahead(server *srv, void (*ready)(void *ctx), void *ctx) {
-    master_async *ma = cluster_store_master(srv->store);
-    if (!ma) {
-        ready(ctx);
-        return;
-    }
     info_wait *w = xmalloc(sizeof *w);
     *w = (info_wait){.s = srv->store, .ready = ready, .ctx = ctx};
-    w->said = said_create(ma, info_said, w);
+    w->said = said_create(cluster_store_master(srv->store), cluster_store_workers(srv->store), info_said, w);
     said_ask_info(w->said);
     said_end(w->said);
 }

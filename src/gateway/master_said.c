@@ -1,6 +1,9 @@
 /* gateway/master_said.c - see master_said.h. Answers are copied out of
  * the replies (a reply lives only during its callback); a KEYS walk asks
- * for its next page from the callback of the one before. */
+ * for its next page from the callback of the one before. Without the
+ * asynchronous connection the questions queue, and one worker job asks
+ * them in turn with its client's blocking calls (which follow the leader
+ * through etcd); the loop learns of the answers when the job is done. */
 #include "gateway/master_said.h"
 
 #include <stdio.h>
@@ -8,6 +11,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "client/client.h"
 #include "core/util.h"
 #include "server/glob.h"
 
@@ -26,10 +30,14 @@ typedef struct said_req {
     int kind;
     uint64_t cursor;          /* ASK_SCAN */
     long count;
+    struct said_req *next;    /* queued for the worker */
 } said_req;
 
 struct gw_said {
-    master_async *ma;
+    gw_job job;               /* first: the workers' link (the questions asked there) */
+    master_async *ma;         /* NULL: asked on a worker */
+    workers *w;
+    said_req *queue, *queue_tail;
     void (*done)(void *ctx);
     void *ctx;
     size_t pending;           /* questions sent, not answered yet */
@@ -49,9 +57,10 @@ struct gw_said {
     uint64_t keys_max, matched;
 };
 
-gw_said *said_create(master_async *ma, void (*done)(void *ctx), void *ctx) {
+gw_said *said_create(master_async *ma, workers *w, void (*done)(void *ctx), void *ctx) {
     gw_said *s = xcalloc(1, sizeof *s);
     s->ma = ma;
+    s->w = w;
     s->done = done;
     s->ctx = ctx;
     s->asking = 1;
@@ -65,13 +74,9 @@ static void maybe_done(gw_said *s) {
 
 static void on_reply(const redisReply *r, void *ctx);
 
-static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
-    said_req *q = xmalloc(sizeof *q);
-    *q = (said_req){.s = s, .kind = kind, .cursor = cursor, .count = count};
-    char cur[24], cnt[24];
-    const char *argv[4];
-    size_t lens[4];
-    int argc = 0;
+/* q's command; cur and cnt: room for its numbers. */
+static int req_argv(const said_req *q, const char **argv, size_t *lens, char *cur, char *cnt) {
+    int kind = q->kind, argc = 0;
     if (kind == ASK_INFO) {
         argv[argc++] = "INFO";
         argv[argc++] = "cluster";
@@ -82,15 +87,31 @@ static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
         argv[argc++] = cur;
         argv[argc++] = "COUNT";
         argv[argc++] = cnt;
-        snprintf(cur, sizeof cur, "%llu", (unsigned long long)cursor);
-        snprintf(cnt, sizeof cnt, "%ld", count);
+        snprintf(cur, 24, "%llu", (unsigned long long)q->cursor);
+        snprintf(cnt, 24, "%ld", q->count);
     }
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    if (master_async_send(s->ma, argc, argv, lens, on_reply, q) != 0) {
-        free(q);   /* asked, never answered: the master is unreachable */
+    return argc;
+}
+
+static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
+    said_req *q = xmalloc(sizeof *q);
+    *q = (said_req){.s = s, .kind = kind, .cursor = cursor, .count = count};
+    s->pending++;
+    if (!s->ma) {   /* for the worker, in order */
+        if (s->queue_tail) s->queue_tail->next = q;
+        else s->queue = q;
+        s->queue_tail = q;
         return;
     }
-    s->pending++;
+    char cur[24], cnt[24];
+    const char *argv[4];
+    size_t lens[4];
+    int argc = req_argv(q, argv, lens, cur, cnt);
+    if (master_async_send(s->ma, argc, argv, lens, on_reply, q) != 0) {
+        s->pending--;
+        free(q);   /* asked, never answered: the master is unreachable */
+    }
 }
 
 void said_ask_info(gw_said *s) {
@@ -120,8 +141,38 @@ void said_ask_flush(gw_said *s) {
     said_send(s, ASK_FLUSH, 0, 0);
 }
 
+static void take_reply(said_req *q, const redisReply *r);
+
+/* On the worker: the queue, in turn (a KEYS walk queues its next page
+ * from the answer before). */
+static void ask_queued(gw_job *j, mkv_client *mc) {
+    gw_said *s = (gw_said *)j;
+    for (said_req *q; (q = s->queue);) {
+        s->queue = q->next;
+        if (!s->queue) s->queue_tail = NULL;
+        char cur[24], cnt[24];
+        const char *argv[4];
+        size_t lens[4];
+        int argc = req_argv(q, argv, lens, cur, cnt), code;
+        redisReply *r = j->cancelled ? NULL : mkv_command(mc, argc, argv, lens, &code);
+        take_reply(q, r);
+        freeReplyObject(r);
+    }
+}
+
+/* Back on the loop; a cancelled job (the gateway is stopping) asked none. */
+static void asked_queued(gw_job *j) {
+    if (j->cancelled) ask_queued(j, NULL);
+    maybe_done((gw_said *)j);
+}
+
 void said_end(gw_said *s) {
     s->asking = 0;
+    if (s->queue) {
+        s->job = (gw_job){.run = ask_queued, .done = asked_queued};
+        workers_submit(s->w, &s->job);
+        return;
+    }
     maybe_done(s);
 }
 
@@ -199,14 +250,19 @@ static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
     if (s->keys && p->next != 0 && s->matched <= s->keys_max) said_send(s, ASK_SCAN, p->next, KEYS_PAGE);
 }
 
-static void on_reply(const redisReply *r, void *ctx) {
-    said_req *q = ctx;
+/* q's answer (r NULL: none came) kept, q freed. */
+static void take_reply(said_req *q, const redisReply *r) {
     gw_said *s = q->s;
     if (q->kind == ASK_INFO) keep_info(s, r);
     else if (q->kind == ASK_FLUSH) keep_flush(s, r);
     else keep_page(s, q, r);
     free(q);
     s->pending--;
+}
+
+static void on_reply(const redisReply *r, void *ctx) {
+    gw_said *s = ((said_req *)ctx)->s;
+    take_reply(ctx, r);
     maybe_done(s);
 }
 
@@ -242,6 +298,10 @@ int said_flush(const gw_said *s, long long *removed, const char **err) {
 
 void said_free(gw_said *s) {
     if (!s) return;
+    for (said_req *q = s->queue, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
     for (size_t i = 0; i < s->npages; i++) free(s->pages[i].keys);
     free(s->pages);
     free(s->info);

@@ -15,14 +15,16 @@
 #include <stdint.h>
 
 #include "gateway/master_async.h"
+#include "gateway/workers.h"
 #include "server/store.h"
 
 typedef struct gw_said gw_said;
 
 /* done(ctx) runs on the loop once asking is over (said_end) and every
  * answer asked for is in or lost: at once from said_end when none is
- * outstanding. */
-gw_said *said_create(master_async *ma, void (*done)(void *ctx), void *ctx);
+ * outstanding. ma NULL (the master reached through etcd): the questions
+ * are asked by blocking calls on one of w's workers. */
+gw_said *said_create(master_async *ma, workers *w, void (*done)(void *ctx), void *ctx);
 /* INFO cluster. */
 void said_ask_info(gw_said *s);
 /* One MOON.SCAN page. */

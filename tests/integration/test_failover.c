@@ -98,8 +98,9 @@ static void test_writes_work(void) {
     ASSERT(h_lib_put(&probe, "before-lib", "value-2"));
     ASSERT(h_lib_get_is(&probe, "before-lib", "value-2"));
     /* Without a fixed master address the gateway has no asynchronous
-     * master connection: a key's EXISTS, STRLEN, TYPE, TTL and DEL, and a
-     * SET of the stored bytes, are asked on a worker, not on the loop. */
+     * master connection: a key's EXISTS, STRLEN, TYPE, TTL and DEL, a SET
+     * of the stored bytes, and INFO, DBSIZE, KEYS and SCAN are asked on a
+     * worker (which follows the leader), not on the loop. */
     long long blocking = h_info_field(probe.gw, "gateway", "loop_blocking_calls");
     ASSERT(blocking >= 0);
     ASSERT(h_gw_set(&probe, "ask-gw", "value-5"));
@@ -108,6 +109,20 @@ static void test_writes_work(void) {
     ASSERT(gw_answers("STRLEN ask-gw", 7, NULL));
     ASSERT(gw_answers("TYPE ask-gw", 0, "string"));
     ASSERT(gw_answers("TTL ask-gw", -1, NULL));
+    /* and the master's INFO, DBSIZE, KEYS and SCAN, asked there too */
+    ASSERT(gw_answers("DBSIZE", 3, NULL));
+    redisReply *r = redisCommand(probe.gw, "KEYS *");
+    int keys = r && r->type == REDIS_REPLY_ARRAY ? (int)r->elements : -1;
+    freeReplyObject(r);
+    r = redisCommand(probe.gw, "SCAN 0 COUNT 100");
+    int scanned = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->elements : -1;
+    freeReplyObject(r);
+    r = redisCommand(probe.gw, "INFO");
+    int info = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "db0:keys=3,") && strstr(r->str, "used_memory:");
+    freeReplyObject(r);
+    ASSERT_EQ(keys, 3);
+    ASSERT_EQ(scanned, 3);
+    ASSERT_MSG(info, "INFO lacks the cluster's keyspace or memory");
     ASSERT(gw_answers("DEL ask-gw nokey", 1, NULL));
     ASSERT(gw_answers("EXISTS ask-gw", 0, NULL));
     ASSERT_EQ(h_info_field(probe.gw, "gateway", "loop_blocking_calls"), blocking);
