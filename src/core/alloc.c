@@ -6,6 +6,7 @@
  *   free_len  (length, offset)  the same extents by size, for best fit
  *   live      (offset, length)  every allocation, so a release of anything
  *                               not handed out is refused without harm
+ *                               (not kept by an untracked allocator)
  * Offsets handed out are multiples of align and lengths are rounded up to
  * it, so every free extent starts aligned. The segment is never touched.
  * Tree nodes come from a pool of blocks owned by the allocator: a master
@@ -38,6 +39,8 @@ typedef struct pool_block {
 struct seg_alloc {
     uint64_t size, align;
     uint64_t used;
+    uint64_t allocations;
+    int untracked;        /* no live tree (seg_alloc_create_untracked) */
     treap free_off, free_len, live;
     uint64_t rng;         /* treap priorities */
     tnode *spare;         /* unused pool nodes, linked by l */
@@ -250,8 +253,9 @@ static void carve(seg_alloc *a, tnode *ext, uint64_t off, uint64_t len) {
     } else {
         treap_remove(a, &a->free_off, ext_off, ext_len);
     }
-    treap_insert(a, &a->live, off, len);
+    if (!a->untracked) treap_insert(a, &a->live, off, len);
     a->used += len;
+    a->allocations++;
 }
 
 seg_alloc *seg_alloc_create(uint64_t size, uint64_t align) {
@@ -261,6 +265,12 @@ seg_alloc *seg_alloc_create(uint64_t size, uint64_t align) {
     a->align = align;
     if (random_bytes(&a->rng, sizeof a->rng) != 0 || a->rng == 0) a->rng = 0x9e3779b97f4a7c15ULL;
     free_add(a, 0, size);
+    return a;
+}
+
+seg_alloc *seg_alloc_create_untracked(uint64_t size, uint64_t align) {
+    seg_alloc *a = seg_alloc_create(size, align);
+    if (a) a->untracked = 1;
     return a;
 }
 
@@ -295,11 +305,23 @@ int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len) {
     return ALLOC_OK;
 }
 
+/* What an untracked allocator can check of a release: [off, off+rlen)
+ * aligned, inside the segment and clear of every free extent. */
+static int clear_of_free(const seg_alloc *a, uint64_t off, uint64_t rlen) {
+    if ((off & (a->align - 1)) || off >= a->size || rlen > a->size - off) return 0;
+    const tnode *prev = treap_floor(&a->free_off, off, UINT64_MAX);
+    if (prev && prev->k2 > off - prev->k1) return 0;
+    const tnode *next = treap_ceil(&a->free_off, off, 0);
+    return !next || next->k1 - off >= rlen;
+}
+
 int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {
     uint64_t rlen;
     if (round_len(a, len, &rlen) != 0) return ALLOC_ERR;
-    if (treap_remove(a, &a->live, off, rlen) != 0) return ALLOC_ERR;
+    if (a->untracked ? !clear_of_free(a, off, rlen) : treap_remove(a, &a->live, off, rlen) != 0)
+        return ALLOC_ERR;
     a->used -= rlen;
+    a->allocations--;
 
     /* Coalesce with the free neighbours on either side. */
     uint64_t start = off, end = off + rlen;
@@ -349,16 +371,17 @@ static size_t gaps_of(const seg_alloc *a, const seg_range *r, size_t n, seg_rang
 
 int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n) {
     /* no allocation: the free extents coalesced into the whole segment */
-    if (a->live.count != 0 || a->free_off.count != 1 || !ranges_ok(a, r, n)) return ALLOC_ERR;
+    if (a->allocations != 0 || a->free_off.count != 1 || !ranges_ok(a, r, n)) return ALLOC_ERR;
     free_del(a, 0, a->size);
     tree_builder b;
     build_start(&b, &a->live);
     for (size_t i = 0; i < n; i++) {
         uint64_t rlen = (r[i].len + a->align - 1) & ~(a->align - 1);
-        build_add(a, &b, r[i].off, rlen);
+        if (!a->untracked) build_add(a, &b, r[i].off, rlen);
         a->used += rlen;
     }
     build_end(&b);
+    a->allocations = n;
     seg_range *gap = xmalloc((n + 1) * sizeof *gap);
     size_t ngaps = gaps_of(a, r, n, gap);
     build_start(&b, &a->free_off);
@@ -382,7 +405,7 @@ void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
     st->free = a->size - a->used;
     st->largest_free = n ? n->k1 : 0;
     st->free_extents = a->free_off.count;
-    st->allocations = a->live.count;
+    st->allocations = a->allocations;
     st->fragmentation = st->free ? 1.0 - (double)st->largest_free / (double)st->free : 0.0;
 }
 

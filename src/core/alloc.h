@@ -26,6 +26,15 @@ typedef struct seg_alloc_stats {
 
 /* align must be a power of two (e.g. 64). Returns NULL on bad arguments. */
 seg_alloc *seg_alloc_create(uint64_t size, uint64_t align);
+/* The same without a record of every allocation (a tree node of 40
+ * bytes each, and a tree insert per reserve), for an owner that keeps
+ * where each of its allocations lies anyway (a standalone's object
+ * table). A release is then checked against the free extents only: a
+ * range that is out of bounds, misaligned or overlaps free space
+ * (released twice, never reserved) is still refused, but other bounds
+ * inside allocated space cannot be told from the right ones. The
+ * SEG_TREE_LIVE dump holds nothing; everything else is the same. */
+seg_alloc *seg_alloc_create_untracked(uint64_t size, uint64_t align);
 void seg_alloc_destroy(seg_alloc *a);
 
 /* Reserve len bytes (rounded up to align); ALLOC_ERR when no free extent

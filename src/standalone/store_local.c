@@ -520,7 +520,8 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
         free(ls);
         return NULL;
     }
-    ls->alloc = seg_alloc_create(segment_size, LOCAL_ALIGN);
+    /* The object table knows where each value lies: no second record. */
+    ls->alloc = seg_alloc_create_untracked(segment_size, LOCAL_ALIGN);
     ls->table = objtable_create(table_free_cb, ls);
     if (!ls->alloc || !ls->table) {
         snprintf(err, errlen, "cannot create the allocator or object table");

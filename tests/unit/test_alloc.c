@@ -218,11 +218,13 @@ static uint64_t round_up(uint64_t len, uint64_t align) {
     return (len + align - 1) / align * align;
 }
 
-static void run_model(uint64_t align) {
+/* untracked: seg_alloc_create_untracked, whose bogus releases are
+ * refused only when they touch free space (the model sends it no others). */
+static void run_model(uint64_t align, int untracked) {
     static model m;
     memset(&m, 0, sizeof m);
     m.align = align;
-    seg_alloc *a = seg_alloc_create(MODEL_SIZE, align);
+    seg_alloc *a = untracked ? seg_alloc_create_untracked(MODEL_SIZE, align) : seg_alloc_create(MODEL_SIZE, align);
     ASSERT(a);
     int failed = 0;
     for (int step = 0; step < 20000 && !failed; step++) {
@@ -258,7 +260,11 @@ static void run_model(uint64_t align) {
             int live = 0;
             for (int i = 0; i < m.n; i++)
                 if (m.off[i] == off && round_up(m.len[i], align) == round_up(len, align)) live = 1;
-            if (!live && seg_alloc_release(a, off, len) != ALLOC_ERR) failed = 4;
+            int telling = !untracked || off % align != 0 || !model_is_free(&m, off, 0) ||
+                          off + round_up(len, align) > MODEL_SIZE;
+            for (uint64_t i = off; untracked && !telling && i < off + round_up(len, align); i++)
+                telling = !m.used[i];
+            if (!live && telling && seg_alloc_release(a, off, len) != ALLOC_ERR) failed = 4;
         }
         model_scan(&m, 1, &ms);
         seg_alloc_get_stats(a, &st);
@@ -273,8 +279,38 @@ static void run_model(uint64_t align) {
     ASSERT_EQ(failed, 0);
 }
 
-static void test_model_align1(void) { run_model(1); }
-static void test_model_align16(void) { run_model(16); }
+static void test_model_align1(void) { run_model(1, 0); }
+static void test_model_align16(void) { run_model(16, 0); }
+static void test_model_untracked_align1(void) { run_model(1, 1); }
+static void test_model_untracked_align64(void) { run_model(64, 1); }
+
+/* Untracked: what it can still refuse, unchanged; the right release and
+ * then a second one of the same range. */
+static void test_untracked_release(void) {
+    seg_alloc *a = seg_alloc_create_untracked(4096, 64);
+    uint64_t o1, o2;
+    ASSERT_EQ(seg_alloc_reserve(a, 256, &o1), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_reserve(a, 256, &o2), ALLOC_OK);
+    seg_alloc_stats before = stats(a);
+    ASSERT_EQ(before.allocations, 2);
+    ASSERT_EQ(seg_alloc_release(a, o1, 512 + 64), ALLOC_ERR);   /* runs into free space */
+    ASSERT_EQ(seg_alloc_release(a, 2048, 64), ALLOC_ERR);       /* free space */
+    ASSERT_EQ(seg_alloc_release(a, o1 + 32, 64), ALLOC_ERR);    /* misaligned */
+    ASSERT_EQ(seg_alloc_release(a, 4096, 64), ALLOC_ERR);       /* out of bounds */
+    ASSERT_EQ(seg_alloc_release(a, 4032, 128), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_release(a, o1, 0), ALLOC_ERR);
+    seg_alloc_stats after = stats(a);
+    ASSERT(memcmp(&before, &after, sizeof before) == 0);
+    ASSERT_EQ(seg_alloc_release(a, o1, 256), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_release(a, o1, 256), ALLOC_ERR);        /* double free */
+    ASSERT_EQ(seg_alloc_release(a, o1, 64), ALLOC_ERR);
+    ASSERT_EQ(stats(a).allocations, 1);
+    ASSERT_EQ(seg_alloc_dump(a, SEG_TREE_LIVE, NULL, 0), 0);
+    ASSERT_EQ(seg_alloc_release(a, o2, 256), ALLOC_OK);
+    ASSERT_EQ(stats(a).free_extents, 1);
+    ASSERT_EQ(stats(a).used, 0);
+    seg_alloc_destroy(a);
+}
 
 /* Hundreds of thousands of extents: every other slot freed, then reused. */
 static void test_scale(void) {
@@ -339,6 +375,7 @@ static void test_claim_sorted_matches_one_by_one(void) {
         uint64_t size = round == 5 ? 64 * 1000 : (uint64_t)N * 64 * 8;
         size_t n = random_ranges(r, round == 0 ? 0 : N, size, round % 2);
         seg_alloc *one = seg_alloc_create(size, 64), *bulk = seg_alloc_create(size, 64);
+        seg_alloc *untracked = seg_alloc_create_untracked(size, 64);
         for (size_t i = 0; i < n; i++) order[i] = i;
         for (size_t i = n; i > 1; i--) {
             size_t j = rnd(i), t = order[i - 1];
@@ -348,6 +385,7 @@ static void test_claim_sorted_matches_one_by_one(void) {
         for (size_t i = 0; i < n; i++) bad |= seg_alloc_reserve_at(one, r[order[i]].off, r[order[i]].len) != ALLOC_OK;
         ASSERT_EQ(bad, 0);
         ASSERT_EQ(seg_alloc_claim_sorted(bulk, r, n), ALLOC_OK);
+        ASSERT_EQ(seg_alloc_claim_sorted(untracked, r, n), ALLOC_OK);
         ASSERT(same_trees(one, bulk, N + 2));
         seg_alloc_stats s1 = stats(one), s2 = stats(bulk);
         ASSERT(memcmp(&s1, &s2, sizeof s1) == 0);
@@ -355,15 +393,34 @@ static void test_claim_sorted_matches_one_by_one(void) {
         /* the same operations on both give the same answers */
         for (int step = 0; step < 4000; step++) {
             uint64_t o1 = 0, o2 = 0, len = 1 + rnd(300);
+            uint64_t o3 = 0;
             if (rnd(2) && n > 0) {
                 size_t i = rnd(n);
-                bad |= seg_alloc_release(one, r[i].off, r[i].len) != seg_alloc_release(bulk, r[i].off, r[i].len);
+                int rc = seg_alloc_release(one, r[i].off, r[i].len);
+                bad |= rc != seg_alloc_release(bulk, r[i].off, r[i].len);
+                /* A range released before and reserved again by others
+                 * cannot be told apart there: only live ones go to it. */
+                if (rc == ALLOC_OK) bad |= seg_alloc_release(untracked, r[i].off, r[i].len) != ALLOC_OK;
             } else {
-                bad |= seg_alloc_reserve(one, len, &o1) != seg_alloc_reserve(bulk, len, &o2) || o1 != o2;
+                int rc = seg_alloc_reserve(one, len, &o1);
+                bad |= rc != seg_alloc_reserve(bulk, len, &o2) || o1 != o2;
+                bad |= rc != seg_alloc_reserve(untracked, len, &o3) || o1 != o3;
             }
         }
         ASSERT_EQ(bad, 0);
         ASSERT(same_trees(one, bulk, N + 4002));
+        /* the untracked one: the same free trees and stats, no live tree */
+        seg_alloc_stats s3 = stats(untracked);
+        s1 = stats(one);
+        ASSERT(memcmp(&s1, &s3, sizeof s1) == 0);
+        ASSERT_EQ(seg_alloc_dump(untracked, SEG_TREE_LIVE, NULL, 0), 0);
+        for (int t = SEG_TREE_FREE_OFF; t <= SEG_TREE_FREE_LEN; t++) {
+            static uint64_t p1[2 * (N + 4002)], p3[2 * (N + 4002)];
+            long n1 = seg_alloc_dump(one, (seg_alloc_tree)t, p1, N + 4002);
+            long n3 = seg_alloc_dump(untracked, (seg_alloc_tree)t, p3, N + 4002);
+            ASSERT(n1 >= 0 && n1 == n3 && memcmp(p1, p3, 2 * (size_t)n1 * sizeof *p1) == 0);
+        }
+        seg_alloc_destroy(untracked);
         seg_alloc_destroy(one);
         seg_alloc_destroy(bulk);
     }
@@ -410,6 +467,9 @@ int main(void) {
     RUN_TEST(test_overflow);
     RUN_TEST(test_model_align1);
     RUN_TEST(test_model_align16);
+    RUN_TEST(test_model_untracked_align1);
+    RUN_TEST(test_model_untracked_align64);
+    RUN_TEST(test_untracked_release);
     RUN_TEST(test_scale);
     RUN_TEST(test_claim_sorted_matches_one_by_one);
     RUN_TEST(test_claim_sorted_refuses);
