@@ -54,6 +54,8 @@ static const metrics_field gateway_metrics[] = {
      "Slices retried on another path."},
     {"transfer_failovers", "moonkv_transfer_failovers_total", METRIC_COUNTER, NULL,
      "Reads failed over to another replica."},
+    {"loop_blocking_calls", "moonkv_gateway_loop_blocking_calls_total", METRIC_COUNTER, NULL,
+     "Store calls that waited for the master on the gateway's event loop (0 in normal operation)."},
 };
 
 static size_t gateway_peers(server *srv, resp_endpoint *out, size_t max) {

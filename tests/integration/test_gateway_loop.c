@@ -214,7 +214,8 @@ static char *scrape(void) {
 static void test_metrics_scrape_does_not_block(void) {
     for (int i = 0; i < 3; i++) {
         char *body = scrape();
-        int ok = body && strncmp(body, "HTTP/1.1 200", 12) == 0 && strstr(body, "moonkv_gateway_jobs_inflight");
+        int ok = body && strncmp(body, "HTTP/1.1 200", 12) == 0 && strstr(body, "moonkv_gateway_jobs_inflight") &&
+                 strstr(body, "\nmoonkv_gateway_loop_blocking_calls_total 0\n");
         free(body);
         ASSERT_MSG(ok, "scrape %d failed", i);
     }
