@@ -309,28 +309,47 @@ static void heartbeat_command(client *c) {
     for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
 }
 
-/* MOON.COPYDONE task_id OK|FAIL */
+/* One outcome of MOON.COPYDONE: argv[at] the task id, argv[at+1] OK|FAIL. */
+static proto_status copy_outcome(client *c, uint32_t node, int at, char *err, size_t errlen) {
+    const resp_arg *r = &c->argv[at + 1];
+    long long task;
+    if (arg_to_ll(&c->argv[at], 1, INT64_MAX, &task) != 0) {
+        snprintf(err, errlen, "value is not an integer or out of range");
+        return PROTO_ERR;
+    }
+    int ok = strieq_len(r->ptr, r->len, "ok");
+    if (!ok && !strieq_len(r->ptr, r->len, "fail")) {
+        snprintf(err, errlen, "result must be OK or FAIL");
+        return PROTO_ERR;
+    }
+    return mm_copy_done(meta_of(c), node, (uint64_t)task, ok, now(), err, errlen);
+}
+
+/* MOON.COPYDONE task_id OK|FAIL [task_id OK|FAIL ...]: one pair answers
+ * +OK or its error, as ever; more answer an array of those, in order. */
 static void copydone_command(client *c) {
     conn_state *cs = c->role_ctx;
-    uint64_t task;
     if (!cs || !cs->node) {
         master_reply_fail(c, PROTO_ERR, "only a registered node reports copies");
         return;
     }
-    if (master_arg_u64(c, 1, 1, UINT64_MAX >> 1, &task) != 0) return;
-    const resp_arg *r = &c->argv[2];
-    int ok = strieq_len(r->ptr, r->len, "ok");
-    if (!ok && !strieq_len(r->ptr, r->len, "fail")) {
-        master_reply_fail(c, PROTO_ERR, "result must be OK or FAIL");
+    int pairs = (c->argc - 1) / 2;
+    if ((c->argc - 1) % 2 || pairs > PROTO_MAX_COPYDONE) {
+        master_reply_fail(c, PROTO_ERR, "want 1 to %d pairs of task_id OK|FAIL", PROTO_MAX_COPYDONE);
         return;
     }
     char err[PROTO_ERR_LEN];
-    reply_status(c, mm_copy_done(meta_of(c), cs->node, task, ok, now(), err, sizeof err), err);
+    if (pairs > 1) reply_array(c, pairs);
+    for (int i = 0; i < pairs; i++) reply_status(c, copy_outcome(c, cs->node, 1 + 2 * i, err, sizeof err), err);
+    mm_repair_kick(meta_of(c), now());
 }
 
+/* The drain's copies are scheduled at once, not at the next sweep. */
 static void drain_node(client *c, uint32_t id) {
     char err[PROTO_ERR_LEN];
-    reply_status(c, mm_node_drain(meta_of(c), id, now(), err, sizeof err), err);
+    proto_status st = mm_node_drain(meta_of(c), id, now(), err, sizeof err);
+    reply_status(c, st, err);
+    if (st == PROTO_OK) mm_repair(meta_of(c), now());
 }
 
 /* MOON.LEAVE id: the node announces it goes; same as a drain. */
@@ -912,7 +931,7 @@ static const command master_commands[] = {
      "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
     {"moon.heartbeat", heartbeat_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
-    {"moon.copydone", copydone_command, 3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.copydone", copydone_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Node reports a copy task's outcome", "task-id OK|FAIL"},
     {"moon.leave", leave_command, 2, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Node announces it leaves (drain)", "id"},

@@ -53,7 +53,7 @@ master_meta *mm_create(const mm_config *cfg) {
 
 void mm_destroy(master_meta *m) {
     if (!m) return;
-    while (m->ntasks) mm_job_fail(m, m->tasks[0]->job, 0);
+    mm_fail_all_tasks(m, 0);
     objtable_destroy(m->objs);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         seg_alloc_destroy(m->nodes[i]->alloc);
@@ -64,6 +64,7 @@ void mm_destroy(master_meta *m) {
     free(m->held);
     objtable_destroy(m->tombs);
     free(m->tasks);
+    free(m->task_ids);
     free(m);
 }
 

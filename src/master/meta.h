@@ -26,7 +26,11 @@
 #include "resp/resp_writer.h"
 
 #define MM_MAX_WIDTH      64       /* stripe width bound */
-#define MM_MAX_JOBS       256      /* repair copies in flight at once */
+/* Repair copies in flight at once: enough that a drain of small objects
+ * moves in waves of thousands, not of a few hundred per sweep; bytes
+ * bound them too (each must land before its caps expire). */
+#define MM_MAX_JOBS       16384
+#define MM_MAX_JOB_BYTES  (1ULL << 30)
 #define MM_ALIGN          64       /* extent alignment inside a segment */
 #define MM_LEASES         16       /* read leases tracked per object (returnable) */
 
@@ -280,13 +284,18 @@ uint64_t mm_space_freed(const master_meta *m);
  * nodes, drop replicas no longer needed, finish drains, fail overdue
  * tasks. Returns the number of tasks created. */
 int mm_repair(master_meta *m, uint64_t now_ms);
-/* Up to max tasks for node not yet handed out; marks them handed. */
+/* Up to max tasks for node not yet handed out, carrying at most
+ * PROTO_MAX_TASK_EXTENTS extents together (one task always goes); marks
+ * them handed. */
 size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max);
 /* The node finished (ok) or gave up on a task. Only when every task of
  * the new replica succeeded does the replica join the object. */
 proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
                        uint64_t now_ms, char *err, size_t errlen);
 uint64_t mm_task_expiry(const mm_task *t);
+/* A repair pass now if no copy is in flight (a wave of copies ended):
+ * the next wave need not wait for the sweep. */
+void mm_repair_kick(master_meta *m, uint64_t now_ms);
 
 /* ---- garbage collection (collect.c) ---- */
 /* Above the high watermark, collect down to the low one. Only COMPLETE

@@ -35,9 +35,11 @@ struct master_meta {
     size_t nheld, capheld;
     objtable *tombs;            /* removed keys whose leases are still out */
     uint64_t space_freed;       /* extents given back to the allocators, ever */
-    mm_task **tasks;            /* tasks not done yet */
-    size_t ntasks, captasks;
+    mm_task **tasks;            /* tasks not done yet, by id; NULL: a hole (repair.c) */
+    uint64_t *task_ids;         /* tasks[i]'s id, kept for holes too */
+    size_t tasks_len, ntasks, captasks;   /* entries, live tasks, room */
     uint32_t njobs;
+    uint64_t job_bytes;         /* object bytes the jobs in flight copy */
     uint64_t next_task_id;
     int repair_dirty;           /* something may need a copy or a drain may end */
     uint64_t repair_next_ms;    /* earliest next repair pass */
@@ -126,5 +128,7 @@ void mm_notes_reset(mm_node *n);
 int mm_needs_repair(master_meta *m, const object *o);
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms);
 int mm_expire_tasks(master_meta *m, uint64_t now_ms);
+/* Fail every job in flight (the master goes). */
+void mm_fail_all_tasks(master_meta *m, uint64_t now_ms);
 
 #endif

@@ -8,7 +8,13 @@
  * new replica joins the object only when every task succeeded, so a
  * reader never sees a replica whose bytes have not fully landed. Then
  * replicas on draining nodes that are no longer needed are dropped, and
- * a draining node nothing refers to any more leaves the cluster. */
+ * a draining node nothing refers to any more leaves the cluster.
+ *
+ * Many small objects move in waves: a pass starts up to MM_MAX_JOBS
+ * copies (bounded in bytes too), a heartbeat reply hands a node up to
+ * PROTO_MAX_TASKS of them, the node runs a reply's tasks as one engine
+ * batch and reports them in one MOON.COPYDONE, and the wave's end starts
+ * the next pass (mm_repair_kick) rather than waiting for the sweep. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,22 +42,56 @@ int mm_needs_repair(master_meta *m, const object *o) {
 
 uint64_t mm_task_expiry(const mm_task *t) { return t->deadline_ms; }
 
-/* ---- the task list ---- */
+/* ---- the task list ----
+ *
+ * In id order (ids only grow, and a job's tasks are pushed as created),
+ * so a node's report finds its task by binary search; a task that ends
+ * leaves a hole (NULL) and the holes are squeezed out on a push, never
+ * while the list is walked. Tens of thousands of tasks in flight cost no
+ * quadratic walk. */
+
+static size_t tasks_find(const master_meta *m, uint64_t id) {
+    size_t lo = 0, hi = m->tasks_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->task_ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->tasks_len && m->task_ids[lo] == id && m->tasks[lo] ? lo : SIZE_MAX;
+}
+
+static void tasks_squeeze(master_meta *m) {
+    size_t k = 0;
+    for (size_t i = 0; i < m->tasks_len; i++) {
+        if (!m->tasks[i]) continue;
+        m->tasks[k] = m->tasks[i];
+        m->task_ids[k++] = m->task_ids[i];
+    }
+    m->tasks_len = k;
+}
 
 static void tasks_push(master_meta *m, mm_task *t) {
-    if (m->ntasks == m->captasks) {
+    if (m->tasks_len - m->ntasks > m->ntasks) tasks_squeeze(m);
+    if (m->tasks_len == m->captasks) {
         m->captasks = m->captasks ? m->captasks * 2 : 16;
         m->tasks = xrealloc(m->tasks, m->captasks * sizeof *m->tasks);
+        m->task_ids = xrealloc(m->task_ids, m->captasks * sizeof *m->task_ids);
     }
-    m->tasks[m->ntasks++] = t;
+    m->tasks[m->tasks_len] = t;
+    m->task_ids[m->tasks_len++] = t->id;
+    m->ntasks++;
 }
 
 static void tasks_remove(master_meta *m, mm_task *t) {
-    for (size_t i = 0; i < m->ntasks; i++) {
-        if (m->tasks[i] != t) continue;
-        m->tasks[i] = m->tasks[--m->ntasks];
-        return;
-    }
+    size_t i = tasks_find(m, t->id);
+    if (i == SIZE_MAX) return;
+    m->tasks[i] = NULL;
+    m->ntasks--;
+}
+
+void mm_fail_all_tasks(master_meta *m, uint64_t now_ms) {
+    for (size_t i = 0; i < m->tasks_len; i++)
+        if (m->tasks[i]) mm_job_fail(m, m->tasks[i]->job, now_ms);
 }
 
 static void extent_push(obj_extent **v, uint32_t *n, obj_extent e) {
@@ -141,6 +181,7 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     mo->hold_until = max_u64(mo->hold_until, deadline);
     mo->job = j;
     m->njobs++;
+    m->job_bytes += o->size;
     return 0;
 }
 
@@ -155,6 +196,7 @@ void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
     mm_hold_replica(m, &j->rep, deadline, now_ms);
     mm_obj_of(j->o)->job = NULL;
     m->njobs--;
+    m->job_bytes -= j->o->size;
     job_free(j);
     m->repair_dirty = 1;
 }
@@ -173,6 +215,7 @@ static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
     mm_obj_of(o)->job = NULL;
     m->njobs--;
+    m->job_bytes -= o->size;
     job_free(j);
     trim(m, o, now_ms);
     m->repair_dirty = 1;
@@ -181,9 +224,8 @@ static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
 
 proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
                        uint64_t now_ms, char *err, size_t errlen) {
-    mm_task *t = NULL;
-    for (size_t i = 0; i < m->ntasks && !t; i++)
-        if (m->tasks[i]->id == task_id) t = m->tasks[i];
+    size_t at = tasks_find(m, task_id);
+    mm_task *t = at == SIZE_MAX ? NULL : m->tasks[at];
     if (!t)
         return mm_fail(err, errlen, PROTO_NOTFOUND,
                        "no task %llu in progress (finished, failed or expired)",
@@ -207,23 +249,23 @@ proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int o
 
 int mm_expire_tasks(master_meta *m, uint64_t now_ms) {
     int n = 0;
-    for (size_t i = 0; i < m->ntasks;) {
-        if (m->tasks[i]->deadline_ms > now_ms) {
-            i++;
-            continue;
-        }
-        mm_job_fail(m, m->tasks[i]->job, now_ms);   /* reshuffles the list */
+    /* mm_job_fail only leaves holes: the walk stays valid. */
+    for (size_t i = 0; i < m->tasks_len; i++) {
+        if (!m->tasks[i] || m->tasks[i]->deadline_ms > now_ms) continue;
+        mm_job_fail(m, m->tasks[i]->job, now_ms);
         n++;
-        i = 0;
     }
     return n;
 }
 
 size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max) {
-    size_t n = 0;
-    for (size_t i = 0; i < m->ntasks && n < max; i++) {
+    size_t n = 0, extents = 0;
+    for (size_t i = 0; i < m->tasks_len && n < max; i++) {
         mm_task *t = m->tasks[i];
-        if (t->node != node || t->handed) continue;
+        if (!t || t->node != node || t->handed) continue;
+        /* The node bounds what one reply makes it allocate. */
+        if (n > 0 && extents + t->nsrc + t->ndst > PROTO_MAX_TASK_EXTENTS) break;
+        extents += t->nsrc + t->ndst;
         t->handed = 1;
         out[n++] = t;
     }
@@ -261,6 +303,13 @@ static void finish_drains(master_meta *m, const drain_view *dv, uint64_t now_ms)
     }
 }
 
+/* Jobs in flight are bounded in number and in bytes (their copies must
+ * land before the caps expire); one always fits. */
+static int job_room(const master_meta *m, const object *o) {
+    if (m->njobs >= MM_MAX_JOBS) return 0;
+    return m->njobs == 0 || m->job_bytes + o->size <= MM_MAX_JOB_BYTES;
+}
+
 int mm_repair(master_meta *m, uint64_t now_ms) {
     if (!m->repair_dirty || now_ms < m->repair_next_ms) return 0;
     m->repair_dirty = 0;
@@ -274,7 +323,7 @@ int mm_repair(master_meta *m, uint64_t now_ms) {
         int waiting = o->state == OBJ_PENDING || mo->job, stuck = 0;
         if (!waiting) trim(m, o, now_ms);
         if (!waiting && healthy_count(m, o) < mo->want) {
-            if (m->njobs >= MM_MAX_JOBS) m->repair_dirty = 1;   /* next pass */
+            if (!job_room(m, o)) m->repair_dirty = 1;   /* a later pass */
             else if (job_start(m, o, now_ms) == 0) created++, waiting = 1;
             else stuck = 1, no_room = 1;
         }
@@ -289,4 +338,8 @@ int mm_repair(master_meta *m, uint64_t now_ms) {
     }
     if (created) log_info("repair: %d copy tasks scheduled", created);
     return created;
+}
+
+void mm_repair_kick(master_meta *m, uint64_t now_ms) {
+    if (m->njobs == 0) mm_repair(m, now_ms);
 }

@@ -42,7 +42,7 @@
  * names them all and its successor waits for their reports. */
 #define CTL_REFRESH_YOUNG_MS 100
 #define CTL_YOUNG_MS        2000
-#define CTL_MAX_RESULTS     1024   /* COPYDONEs waiting to be sent */
+#define CTL_LEAVING_BEAT_MS 100    /* heartbeat while drained: hear "drained" soon */
 /* MOON.HOLDINGS: a completed put is known here (and so survives a master
  * restart) within about this long. */
 #define CTL_HOLDINGS_MS     100
@@ -76,8 +76,12 @@ struct node_control {
     pthread_cond_t wake;        /* with n->mu */
     int stop, leave_wanted, leave_sent;
     int joined;                 /* the thread is gone */
-    task_result results[CTL_MAX_RESULTS];
-    int nresults;
+    /* Task outcomes waiting for MOON.COPYDONE, and the ones being sent.
+     * Each task taken gives one, and the copier's queue bounds the tasks
+     * taken and not yet reported: so does it these. */
+    task_result *results, *sending;
+    int nresults, capresults, capsending;
+    int single_copydone;        /* a master from before batched MOON.COPYDONE */
     /* Control thread only. */
     redisContext *rc;
     uint64_t gen;               /* registrations so far (= status.registrations): tags tasks */
@@ -481,53 +485,103 @@ static int do_register(node_control *c) {
 /* ---- tasks ---- */
 
 static void queue_result(node_control *c, uint64_t gen, uint64_t id, int ok) {
-    if (c->nresults == CTL_MAX_RESULTS) return;   /* the master fails it by deadline */
+    if (c->nresults == c->capresults) {
+        c->capresults = c->capresults ? c->capresults * 2 : 1024;
+        c->results = xrealloc(c->results, (size_t)c->capresults * sizeof *c->results);
+    }
     c->results[c->nresults++] = (task_result){gen, id, ok};
 }
 
+static void fail_task(node_control *c, uint64_t task_id) {
+    pthread_mutex_lock(&c->n->mu);
+    queue_result(c, c->gen, task_id, 0);
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+/* A reply's tasks to the copier as one batch. What one reply may make us
+ * allocate is bounded (PROTO_MAX_TASKS, PROTO_MAX_TASK_EXTENTS, the first
+ * task excepted): tasks beyond are failed unread. */
 static void take_tasks(node_control *c, const redisReply *r) {
     node *n = c->n;
     pthread_mutex_lock(&n->mu);
     uint32_t id = n->status.id;
     n->status.tasks_received += r->elements;
     pthread_mutex_unlock(&n->mu);
+    node_task *head = NULL, **tail = &head;
+    size_t extents = 0;
     for (size_t i = 0; i < r->elements; i++) {
         uint64_t task_id;
-        node_task *t = node_task_parse(r->element[i], &task_id);
+        node_task *t = i < PROTO_MAX_TASKS ? node_task_parse(r->element[i], &task_id) : NULL;
+        if (t && head && extents + (size_t)t->nsrc + (size_t)t->ndst > PROTO_MAX_TASK_EXTENTS) {
+            node_task_free(t);
+            t = NULL;
+        }
         if (!t) {
-            log_warning("node: malformed copy task %llu from the master", (unsigned long long)task_id);
-            if (task_id) {
-                pthread_mutex_lock(&n->mu);
-                queue_result(c, c->gen, task_id, 0);
-                pthread_mutex_unlock(&n->mu);
-            }
+            log_warning("node: malformed or excess copy task %llu from the master", (unsigned long long)task_id);
+            if (task_id) fail_task(c, task_id);
             continue;
         }
+        extents += (size_t)t->nsrc + (size_t)t->ndst;
         t->gen = c->gen;
         t->node_id = id;
         memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
         t->cap_term = c->term;
-        node_copier_submit(n->copier, t);
+        *tail = t;
+        tail = &t->next;
     }
+    if (head) node_copier_submit(n->copier, head);
 }
 
-/* COPYDONE for every finished task of the current registration. */
-static void report_results(node_control *c) {
-    task_result res[CTL_MAX_RESULTS];
-    pthread_mutex_lock(&c->n->mu);
-    int nres = c->nresults;
-    memcpy(res, c->results, (size_t)nres * sizeof *res);
-    c->nresults = 0;
-    pthread_mutex_unlock(&c->n->mu);
-    for (int i = 0; i < nres && c->rc; i++) {
-        if (res[i].gen != c->gen) continue;   /* for an id that is gone */
-        redisReply *r = master_cmd(c, "MOON.COPYDONE %llu %s", (unsigned long long)res[i].id,
-                                res[i].ok ? "OK" : "FAIL");
-        if (!r) return;
-        if (r->type == REDIS_REPLY_ERROR)
-            log_info("node: COPYDONE %llu: %s", (unsigned long long)res[i].id, r->str);
+/* MOON.COPYDONE for res (of the current registration), many per command
+ * (one per command to a master from before that). */
+static void send_copydone(node_control *c, const task_result *res, int n) {
+    int per = c->single_copydone ? 1 : PROTO_MAX_COPYDONE;
+    const char **argv = xmalloc((size_t)(1 + 2 * per) * sizeof *argv);
+    size_t *lens = xmalloc((size_t)(1 + 2 * per) * sizeof *lens);
+    char (*ids)[24] = xmalloc((size_t)per * sizeof *ids);
+    for (int at = 0; at < n && c->rc;) {
+        int argc = 1, k = 0, start = at;
+        argv[0] = "MOON.COPYDONE", lens[0] = strlen(argv[0]);
+        for (; at < n && k < per; at++) {
+            if (res[at].gen != c->gen) continue;   /* for an id that is gone */
+            lens[argc] = (size_t)snprintf(ids[k], sizeof ids[k], "%llu", (unsigned long long)res[at].id);
+            argv[argc++] = ids[k++];
+            argv[argc] = res[at].ok ? "OK" : "FAIL", lens[argc] = strlen(argv[argc]), argc++;
+        }
+        if (k == 0) break;
+        redisReply *r = master_cmd_argv(c, argc, argv, lens);
+        if (!r) break;
+        if (r->type == REDIS_REPLY_ERROR && k > 1 && strstr(r->str, "wrong number of arguments")) {
+            log_notice("node: the master takes one MOON.COPYDONE outcome at a time");
+            c->single_copydone = 1;
+            at = start;   /* again, one by one */
+            per = 1;
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            log_info("node: MOON.COPYDONE: %s", r->str);
+        } else if (r->type == REDIS_REPLY_ARRAY) {
+            for (size_t i = 0; i < r->elements; i++)
+                if (r->element[i]->type == REDIS_REPLY_ERROR) log_info("node: MOON.COPYDONE: %s", r->element[i]->str);
+        }
         freeReplyObject(r);
     }
+    free(ids);
+    free(lens);
+    free(argv);
+}
+
+/* COPYDONE for every finished task of the current registration; 1 if
+ * there were any (the master may have more for us now). */
+static int report_results(node_control *c) {
+    pthread_mutex_lock(&c->n->mu);
+    int nres = c->nresults;
+    task_result *res = c->results;
+    int cap = c->capresults;
+    c->results = c->sending, c->capresults = c->capsending;
+    c->sending = res, c->capsending = cap;
+    c->nresults = 0;
+    pthread_mutex_unlock(&c->n->mu);
+    send_copydone(c, res, nres);
+    return nres > 0;
 }
 
 /* ---- heartbeat, leave, refresh ---- */
@@ -566,7 +620,8 @@ static uint32_t my_id(node_control *c) {
     return id;
 }
 
-/* 1 if the reply carried a full load of tasks: more are waiting. */
+/* 1 if the reply carried tasks: more may wait (a master hands out at
+ * most PROTO_MAX_TASKS at a time, an older one fewer). */
 static int heartbeat(node_control *c) {
     node *n = c->n;
     /* Clients write with the master's caps, so only the master knows what
@@ -576,7 +631,7 @@ static int heartbeat(node_control *c) {
     pthread_mutex_unlock(&n->mu);
     redisReply *r = master_cmd(c, "MOON.HEARTBEAT %u %llu", my_id(c), (unsigned long long)used);
     if (!r) return 0;
-    int full = r->type == REDIS_REPLY_ARRAY && r->elements == PROTO_MAX_TASKS;
+    int full = r->type == REDIS_REPLY_ARRAY && r->elements > 0;
     pthread_mutex_lock(&n->mu);
     if (r->type == REDIS_REPLY_ARRAY) n->status.heartbeats++;
     else n->status.heartbeat_errors++;
@@ -686,12 +741,16 @@ static void *control_main(void *arg) {
             retry_ms = CTL_RETRY_MIN_MS;
             next_beat = 0;
         }
-        report_results(c);
+        /* Copies reported: the master may have the next ones for us. */
+        if (report_results(c)) next_beat = 0;
         if (c->rc && leaving && !c->leave_sent) send_leave(c);
         uint64_t now = mono_ms();
         if (c->rc && now >= next_beat) {
-            /* a full load of copy tasks (re-replication): ask for more at once */
-            next_beat = heartbeat(c) ? now : now + (uint64_t)c->heartbeat_ms;
+            /* copy tasks (re-replication, drain): ask for more at once;
+             * while we are drained, hear the end soon */
+            int beat = c->heartbeat_ms;
+            if (c->leave_sent && beat > CTL_LEAVING_BEAT_MS) beat = CTL_LEAVING_BEAT_MS;
+            next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
         }
         if (c->rc && now >= c->next_refresh_ms) {
             refresh_view(c);
@@ -760,11 +819,13 @@ static void poke(node_control *c, int *f) {
 
 void node_control_request_leave(node_control *c) { poke(c, &c->leave_wanted); }
 
-void node_control_task_done(node_control *c, uint64_t gen, uint64_t task_id, int ok) {
+void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids, const int *oks, int n) {
     pthread_mutex_lock(&c->n->mu);
-    queue_result(c, gen, task_id, ok);
-    if (ok) c->n->status.tasks_ok++;
-    else c->n->status.tasks_failed++;
+    for (int i = 0; i < n; i++) {
+        queue_result(c, gen, ids[i], oks[i]);
+        if (oks[i]) c->n->status.tasks_ok++;
+        else c->n->status.tasks_failed++;
+    }
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->n->mu);
 }
@@ -784,5 +845,7 @@ void node_control_free(node_control *c) {
     node_scrub_free(c->scrub);
     free(c->note_ext);
     node_index_batch_free(c->ix_batch);
+    free(c->results);
+    free(c->sending);
     free(c);
 }

@@ -3,7 +3,8 @@
  * One thread, one hiredis connection (node commands are only accepted on
  * the connection that registered the node): MOON.CHALLENGE/REGISTER,
  * then MOON.HEARTBEAT every heartbeat_ms, handing tasks from the replies
- * to the copier and reporting their outcome with MOON.COPYDONE. Data work
+ * to the copier and reporting their outcome with MOON.COPYDONE (many per
+ * command). Data work
  * never runs here, so heartbeats are never late because of it. A lost
  * connection or a NODEDEAD answer registers again; NODEDEAD after a
  * drain ends the node (node->gone is signalled). */
@@ -19,8 +20,8 @@ typedef struct node_control node_control;
 node_control *node_control_start(node *n);
 /* Ask the master to drain us (SIGTERM, MOON.DRAIN on the node). */
 void node_control_request_leave(node_control *c);
-/* The copier finished a task. */
-void node_control_task_done(node_control *c, uint64_t gen, uint64_t task_id, int ok);
+/* The copier finished n tasks of registration gen (ids[i]: oks[i]). */
+void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids, const int *oks, int n);
 /* Ends the thread; task_done may still be called until node_control_free. */
 void node_control_stop(node_control *c);
 void node_control_free(node_control *c);

@@ -1,7 +1,9 @@
 /* node/copier.c - see copier.h.
  *
- * One thread, one engine: tasks run one after another, which keeps the
- * node's outgoing copy traffic from starving the clients it serves. The
+ * One thread, one engine: the tasks of one heartbeat reply run as one
+ * batch (the engine moves their extents together, many per round trip),
+ * batches one after another, which keeps the node's copy traffic from
+ * starving the clients it serves. The
  * engine learns other nodes' data addresses from MOON.TOPOLOGY on a
  * connection of its own (the control connection is the control
  * thread's). */
@@ -20,7 +22,9 @@
 #include "transports/registry.h"
 
 #define COPIER_IO_TIMEOUT_MS 2000
-#define COPIER_MAX_QUEUE     4096   /* tasks waiting; more are failed at once */
+#define COPIER_MAX_QUEUE     64     /* batches waiting; more are failed at once */
+/* Bytes one engine call moves: the caps are checked between calls. */
+#define COPIER_BATCH_BYTES   (64ULL << 20)
 #define COPIER_MAX_NODE_ID   (1u << 20)
 
 struct node_copier {
@@ -97,14 +101,16 @@ static void add_node(node_copier *c, const redisReply *e) {
         set_known(c, (uint32_t)e->element[0]->integer);
 }
 
-/* MOON.TOPOLOGY into the engine, unless it knows every source already. */
-static int learn_topology(node_copier *c, const node_task *t, char *err, size_t errlen) {
-    if (t->gen != c->known_gen) {
+/* MOON.TOPOLOGY into the engine, unless it knows every source of the
+ * batch's tasks already (they are of one registration, gen). */
+static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, int n, char *err, size_t errlen) {
+    if (gen != c->known_gen) {
         if (c->known) memset(c->known, 0, c->nknown);
-        c->known_gen = t->gen;
+        c->known_gen = gen;
     }
     int all_known = 1;
-    for (int i = 0; i < t->nsrc && all_known; i++) all_known = is_known(c, t->src[i].node_id);
+    for (int k = 0; k < n && all_known; k++)
+        for (int i = 0; i < ts[k]->nsrc && all_known; i++) all_known = is_known(c, ts[k]->src[i].node_id);
     if (all_known) return 0;
     const mkv_config *cfg = &c->n->srv->cfg;
     if (!c->master) {
@@ -130,25 +136,20 @@ static int learn_topology(node_copier *c, const node_task *t, char *err, size_t 
     return 0;
 }
 
-/* ---- one task ---- */
+/* ---- a batch of tasks ---- */
 
 /* A task of an earlier registration must not write: the master that
  * placed it is gone or has declared us dead, and the space may belong
  * to someone else by now. */
-static int task_current(node_copier *c, const node_task *t) {
+static int gen_current(node_copier *c, uint64_t gen) {
     pthread_mutex_lock(&c->n->mu);
-    int cur = c->n->status.registrations == t->gen;
+    int cur = c->n->status.registrations == gen;
     pthread_mutex_unlock(&c->n->mu);
     return cur;
 }
 
-static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen) {
-    uint64_t now = wall_ms();
-    if (!task_current(c, t)) {
-        snprintf(err, errlen, "from an earlier registration");
-        return -1;
-    }
-    /* Our own segment: the master's caps and our bounds, before any byte. */
+/* Our own segment: the master's caps and our bounds, before any byte. */
+static int check_dst(node_copier *c, const node_task *t, uint64_t now, char *err, size_t errlen) {
     for (int i = 0; i < t->ndst; i++) {
         const te_extent *d = &t->dst[i];
         int st = te_cap_check(&d->cap, t->cap_key, t->cap_term, t->node_id, TE_WRITE, d->offset,
@@ -161,45 +162,131 @@ static int run_task(node_copier *c, const node_task *t, char *err, size_t errlen
             return -1;
         }
     }
-    if (engine_ready(c, err, errlen) != 0 || learn_topology(c, t, err, errlen) != 0) return -1;
-    te_extent *piece = xcalloc((size_t)t->nsrc, sizeof *piece);
-    uint64_t pos = 0;
-    int rc = 0;
-    for (int i = 0; i < t->ndst && rc == 0; i++) {
-        const te_extent *d = &t->dst[i];
-        if (!task_current(c, t) || wall_ms() >= d->cap.expiry_ms) {
-            snprintf(err, errlen, "registration changed or caps expired mid-copy");
-            rc = -1;
-            break;
+    return 0;
+}
+
+/* The earliest expiry of t's write caps: no byte lands after it. */
+static uint64_t dst_expiry(const node_task *t) {
+    uint64_t e = UINT64_MAX;
+    for (int i = 0; i < t->ndst; i++)
+        if (t->dst[i].cap.expiry_ms < e) e = t->dst[i].cap.expiry_ms;
+    return e;
+}
+
+static void task_fail(node_task *t, const char *why) {
+    if (!t->failed)
+        log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, why);
+    t->failed = 1;
+}
+
+/* One engine read per destination extent of the live tasks: objs[],
+ * owner[] (the task of each), reps[] and pieces[] (room for every
+ * task's nsrc + ndst pieces). Returns how many. */
+static int plan_reads(node_copier *c, node_task *const *ts, int n, te_object *objs, node_task **owner,
+                      te_replica *reps, te_extent *pieces) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        node_task *t = ts[i];
+        if (t->failed) continue;
+        uint64_t pos = 0;
+        for (int d = 0; d < t->ndst; d++) {
+            const te_extent *x = &t->dst[d];
+            reps[k] = (te_replica){pieces, node_task_src_range(t, pos, x->length, pieces)};
+            pieces += reps[k].next;
+            objs[k] = (te_object){.buf = (char *)c->n->seg.base + x->offset, .len = x->length,
+                                  .reps = &reps[k], .nrep = 1};
+            owner[k++] = t;
+            pos += x->length;
         }
-        te_replica rep = {piece, node_task_src_range(t, pos, d->length, piece)};
-        char *into = (char *)c->n->seg.base + d->offset;
-        if (te_engine_read(c->engine, into, d->length, &rep, 1, err, errlen) != TE_OK) rc = -1;
-        pos += d->length;
     }
-    free(piece);
-    return rc;
+    return k;
+}
+
+/* The plan's nobj reads, in engine batches of at most
+ * COPIER_BATCH_BYTES: before each, tasks whose caps are about to end or
+ * whose registration changed are failed and their reads left out (the
+ * master may reuse that space once the caps are past). */
+static void run_reads(node_copier *c, uint64_t gen, te_object *objs, node_task **owner, int nobj) {
+    te_object *chunk = xcalloc((size_t)(nobj ? nobj : 1), sizeof *chunk);
+    node_task **who = xcalloc((size_t)(nobj ? nobj : 1), sizeof *who);
+    for (int at = 0; at < nobj;) {
+        int cur = gen_current(c, gen), m = 0;
+        uint64_t bytes = 0, now = wall_ms();
+        for (; at < nobj && (m == 0 || bytes + objs[at].len <= COPIER_BATCH_BYTES); at++) {
+            node_task *t = owner[at];
+            if (!cur) task_fail(t, "registration changed mid-copy");
+            else if (now >= dst_expiry(t)) task_fail(t, "caps expired mid-copy");
+            if (t->failed) continue;
+            chunk[m] = objs[at];
+            who[m++] = t;
+            bytes += objs[at].len;
+        }
+        if (m == 0) continue;
+        char err[256] = "";
+        te_engine_read_batch(c->engine, chunk, m, err, sizeof err);
+        for (int i = 0; i < m; i++)
+            if (chunk[i].status != TE_OK) task_fail(who[i], err[0] ? err : te_strerror(chunk[i].status));
+    }
+    free(chunk);
+    free(who);
+}
+
+static void run_batch(node_copier *c, node_task *const *ts, int n) {
+    uint64_t gen = ts[0]->gen, now = wall_ms();
+    char err[256] = "";
+    int cur = gen_current(c, gen);
+    size_t nobj = 0, npieces = 0;
+    for (int i = 0; i < n; i++) {
+        if (!cur) task_fail(ts[i], "from an earlier registration");
+        else if (check_dst(c, ts[i], now, err, sizeof err) != 0) task_fail(ts[i], err);
+        nobj += (size_t)ts[i]->ndst;
+        npieces += (size_t)ts[i]->nsrc + (size_t)ts[i]->ndst;
+    }
+    if (engine_ready(c, err, sizeof err) != 0 || learn_topology(c, gen, ts, n, err, sizeof err) != 0) {
+        for (int i = 0; i < n; i++) task_fail(ts[i], err);
+        return;
+    }
+    te_object *objs = xcalloc(nobj, sizeof *objs);
+    node_task **owner = xcalloc(nobj, sizeof *owner);
+    te_replica *reps = xcalloc(nobj, sizeof *reps);
+    te_extent *pieces = xcalloc(npieces, sizeof *pieces);
+    run_reads(c, gen, objs, owner, plan_reads(c, ts, n, objs, owner, reps, pieces));
+    free(pieces);
+    free(reps);
+    free(owner);
+    free(objs);
 }
 
 static node_task *task_of(jq_job *j) { return (node_task *)((char *)j - offsetof(node_task, job)); }
 
-/* On the copier thread: one task, reported and freed. */
+/* On the copier thread: a batch of tasks (linked by next from the one
+ * queued), run together, reported together and freed. */
 static void copy_job(jq_job *j, void *arg) {
     node_copier *c = arg;
-    node_task *t = task_of(j);
-    char err[256] = "";
-    int ok = run_task(c, t, err, sizeof err) == 0;
-    if (ok) {
-        pthread_mutex_lock(&c->n->mu);
-        c->n->status.bytes_copied += t->len;
-        pthread_mutex_unlock(&c->n->mu);
-        log_info("node: copy task %llu done (%llu bytes)", (unsigned long long)t->id,
-                 (unsigned long long)t->len);
-    } else {
-        log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, err);
+    int n = 0;
+    for (node_task *t = task_of(j); t; t = t->next) n++;
+    node_task **ts = xcalloc((size_t)n, sizeof *ts);
+    n = 0;
+    for (node_task *t = task_of(j); t; t = t->next) ts[n++] = t;
+    run_batch(c, ts, n);
+    uint64_t *ids = xcalloc((size_t)n, sizeof *ids), bytes = 0;
+    int *oks = xcalloc((size_t)n, sizeof *oks), nok = 0;
+    for (int i = 0; i < n; i++) {
+        ids[i] = ts[i]->id;
+        oks[i] = !ts[i]->failed;
+        nok += oks[i];
+        if (oks[i]) bytes += ts[i]->len;
     }
-    node_control_task_done(c->n->ctl, t->gen, t->id, ok);
-    node_task_free(t);
+    pthread_mutex_lock(&c->n->mu);
+    c->n->status.bytes_copied += bytes;
+    pthread_mutex_unlock(&c->n->mu);
+    log_info("node: copy batch of %d task(s): %d done (%llu bytes), %d failed", n, nok,
+             (unsigned long long)bytes, n - nok);
+    node_control_tasks_done(c->n->ctl, ts[0]->gen, ids, oks, n);
+    for (int i = 0; i < n; i++) node_task_free(ts[i]);
+    free(oks);
+    free(ids);
+    free(ts);
 }
 
 node_copier *node_copier_start(node *n) {
@@ -212,10 +299,12 @@ node_copier *node_copier_start(node *n) {
     return c;
 }
 
-void node_copier_submit(node_copier *c, node_task *t) {
-    t->job.run = copy_job;
-    if (!c->q || jobqueue_submit(c->q, &t->job) != 0) {
-        node_control_task_done(c->n->ctl, t->gen, t->id, 0);
+void node_copier_submit(node_copier *c, node_task *batch) {
+    batch->job.run = copy_job;
+    if (c->q && jobqueue_submit(c->q, &batch->job) == 0) return;
+    for (node_task *t = batch, *next; t; t = next) {
+        next = t->next;
+        node_control_tasks_done(c->n->ctl, t->gen, &t->id, &(int){0}, 1);
         node_task_free(t);
     }
 }
@@ -226,7 +315,10 @@ void node_copier_stop(node_copier *c) {
         jobqueue_stop(c->q);
         for (jq_job *j = jobqueue_cancel(c->q), *next; j; j = next) {
             next = j->next;
-            node_task_free(task_of(j));
+            for (node_task *t = task_of(j), *tn; t; t = tn) {
+                tn = t->next;
+                node_task_free(t);
+            }
         }
         jobqueue_free(c->q);
     }

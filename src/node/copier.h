@@ -4,7 +4,8 @@
  * with read caps, and destination extents in this node's segment, with
  * write caps. The copier thread checks the destinations, then reads each
  * destination's share of the source byte stream through the transfer
- * engine straight into the segment, and reports the outcome. */
+ * engine straight into the segment, and reports the outcome. Tasks come
+ * in batches (one heartbeat reply's) and are read in engine batches. */
 #ifndef MKV_NODE_COPIER_H
 #define MKV_NODE_COPIER_H
 
@@ -16,8 +17,9 @@
 typedef struct node_copier node_copier;
 
 node_copier *node_copier_start(node *n);
-/* Takes ownership of t. */
-void node_copier_submit(node_copier *c, node_task *t);
+/* Takes ownership of the batch: tasks of one registration linked by
+ * next, run and reported together (node_control_tasks_done). */
+void node_copier_submit(node_copier *c, node_task *batch);
 void node_copier_stop(node_copier *c);
 
 #endif

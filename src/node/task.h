@@ -32,7 +32,9 @@ typedef struct node_task {
     int nsrc, ndst;
     te_extent *src;
     te_extent *dst;                /* on this node: node_id from the write caps */
-    jq_job job;                    /* the copier's queue */
+    int failed;                    /* the copier gave up on it */
+    struct node_task *next;        /* the rest of its batch */
+    jq_job job;                    /* the copier's queue (the batch's first task) */
 } node_task;
 
 /* The task in r, or NULL if malformed; *id is its id when that much

@@ -14,7 +14,9 @@
 #define PROTO_MAX_BATCH     4096    /* keys per MOON.M* command */
 #define PROTO_MAX_NODES     65536   /* node ids at once (dead ones stay listed until their id is reused) */
 #define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
-#define PROTO_MAX_TASKS     16      /* copy tasks per MOON.HEARTBEAT reply */
+#define PROTO_MAX_TASKS     1024    /* copy tasks per MOON.HEARTBEAT reply */
+#define PROTO_MAX_TASK_EXTENTS 65536   /* extents of a reply's tasks together (one task may exceed it) */
+#define PROTO_MAX_COPYDONE  4096    /* task outcomes per MOON.COPYDONE */
 #define PROTO_MAX_SUSPECTS  16      /* node ids per MOON.SUSPECT */
 /* A node without a master tries to join at least this often, so a
  * restarted master hears every live node of its past within it (the

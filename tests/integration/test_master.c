@@ -520,6 +520,10 @@ static void test_drain_copy_task(void) {
     ASSERT(r && r->type == REDIS_REPLY_ARRAY);
     freeReplyObject(r);
     freeReplyObject(redisCommand(c, "MOON.PUTEND moved 7"));
+    r = redisCommand(c, "MOON.PUTSTART moved2 50");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    freeReplyObject(redisCommand(c, "MOON.PUTEND moved2 9"));
     ASSERT(node_join(&b, SECRET, 64 * 1024, "127.0.0.1:7202") == 0);
     r = redisCommand(a.c, "MOON.LEAVE %lld", a.id);
     ASSERT(r && r->type == REDIS_REPLY_STATUS);
@@ -535,18 +539,30 @@ static void test_drain_copy_task(void) {
         sleep_ms(25);
     }
     ASSERT(tasks);
+    ASSERT_EQ(tasks->elements, 2);   /* both objects' tasks in one reply */
+    if (strcmp(tasks->element[0]->element[1]->str, "moved") != 0) {
+        redisReply *x = tasks->element[0];
+        tasks->element[0] = tasks->element[1];
+        tasks->element[1] = x;
+    }
     redisReply *t = tasks->element[0];
     ASSERT(t->type == REDIS_REPLY_ARRAY && t->elements == 5);
     ASSERT_STREQ(t->element[1]->str, "moved");
     ASSERT_EQ(t->element[2]->integer, 100);
+    ASSERT_STREQ(tasks->element[1]->element[1]->str, "moved2");
+    long long task2 = tasks->element[1]->element[0]->integer;
     ASSERT(extent_ok(t->element[3]->element[0], &a, TE_READ));
     ASSERT_EQ(t->element[3]->element[0]->element[0]->integer, a.id);
     ASSERT_EQ(t->element[4]->element[0]->elements, 3);
     long long task_id = t->element[0]->integer;
     freeReplyObject(tasks);
     ASSERT(h_command_is(a.c, is_error, "ERR task", "MOON.COPYDONE %lld OK", task_id));   /* not a's task */
-    r = redisCommand(b.c, "MOON.COPYDONE %lld OK", task_id);
-    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    ASSERT(h_command_is(b.c, is_error, "ERR want 1 to", "MOON.COPYDONE %lld OK %lld", task_id, task2));
+    /* many outcomes in one command: one answer each, in order */
+    r = redisCommand(b.c, "MOON.COPYDONE %lld OK %lld OK %lld FAIL", task_id, task2, task2 + 1000);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    ASSERT(r->element[0]->type == REDIS_REPLY_STATUS && r->element[1]->type == REDIS_REPLY_STATUS);
+    ASSERT(r->element[2]->type == REDIS_REPLY_ERROR && strncmp(r->element[2]->str, "NOTFOUND", 8) == 0);
     freeReplyObject(r);
     r = redisCommand(c, "MOON.GET moved");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->element[2]->elements == 1);
