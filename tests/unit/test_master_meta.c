@@ -604,6 +604,60 @@ static void test_copy_failure_and_expiry_retry(void) {
     mm_destroy(m);
 }
 
+/* A drain of thousands of small objects is one wave: every copy is
+ * scheduled in one pass, handed out PROTO_MAX_TASKS per reply, and
+ * outcomes in any order (some failed, some late) each settle their own
+ * object; a failed copy's object is scheduled again, the rest moved. */
+static void test_drain_wave_of_small_objects(void) {
+    enum { N = 5000 };
+    master_meta *m = cluster(2, 4 * 1024 * KB);
+    ASSERT(m);
+    object **objs = calloc(N, sizeof *objs);
+    uint32_t d = 0;
+    int on_d = 0;
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "s%d", i);
+        ASSERT((objs[i] = put(m, key, 64, 1, 0)) != NULL);
+        if (!d) d = node_of(objs[i], 0);
+        on_d += node_of(objs[i], 0) == d;
+    }
+    uint32_t to = 3 - d;
+    ASSERT_EQ(mm_node_drain(m, d, 10, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_repair(m, 10), on_d);   /* all in one pass */
+    mm_task **t = calloc(on_d, sizeof *t);
+    size_t got = 0, n;
+    while ((n = mm_node_tasks(m, to, t + got, PROTO_MAX_TASKS)) > 0) {
+        ASSERT(n <= PROTO_MAX_TASKS);
+        got += n;
+    }
+    ASSERT_EQ(got, (size_t)on_d);
+    /* backwards; every 7th fails */
+    int failed = 0;
+    for (size_t i = got; i-- > 0;) {
+        int ok = i % 7 != 0;
+        failed += !ok;
+        ASSERT_EQ(mm_copy_done(m, to, t[i]->id, ok, 20, err, sizeof err), PROTO_OK);
+    }
+    mm_stats st;
+    stats(m, &st);
+    ASSERT_EQ(st.tasks_pending, 0);
+    ASSERT_EQ(st.tasks_done, (uint64_t)(on_d - failed));
+    ASSERT_EQ(st.tasks_failed, (uint64_t)failed);
+    ASSERT_EQ(mm_repair(m, 30), failed);   /* only the failed ones again */
+    ASSERT_EQ(mm_node_tasks(m, to, t, PROTO_MAX_TASKS), (size_t)failed);
+    for (int i = 0; i < failed; i++) ASSERT_EQ(mm_copy_done(m, to, t[i]->id, 1, 40, err, sizeof err), PROTO_OK);
+    mm_repair(m, 50);
+    ASSERT_EQ(mm_node_get(m, d)->state, NODE_DEAD);
+    for (int i = 0; i < N; i++) ASSERT_EQ(node_of(objs[i], 0), to);
+    stats(m, &st);
+    ASSERT_EQ(st.objects_lost, 0);
+    ASSERT_EQ(st.tasks_pending, 0);
+    free(t);
+    free(objs);
+    mm_destroy(m);
+}
+
 static void test_task_timeout(void) {
     master_meta *m = cluster(3, 64 * KB);
     ASSERT(m);
@@ -1150,6 +1204,7 @@ int main(void) {
     RUN_TEST(test_rereplication_task_flow);
     RUN_TEST(test_copy_failure_and_expiry_retry);
     RUN_TEST(test_task_timeout);
+    RUN_TEST(test_drain_wave_of_small_objects);
     RUN_TEST(test_drain_moves_then_leaves);
     RUN_TEST(test_drain_without_room_loses_only_sole_copies);
     RUN_TEST(test_rebuild_from_reports);
