@@ -492,42 +492,27 @@ static void queue_result(node_control *c, uint64_t gen, uint64_t id, int ok) {
     c->results[c->nresults++] = (task_result){gen, id, ok};
 }
 
-static void fail_task(node_control *c, uint64_t task_id) {
-    pthread_mutex_lock(&c->n->mu);
-    queue_result(c, c->gen, task_id, 0);
-    pthread_mutex_unlock(&c->n->mu);
-}
-
-/* A reply's tasks to the copier as one batch. What one reply may make us
- * allocate is bounded (PROTO_MAX_TASKS, PROTO_MAX_TASK_EXTENTS, the first
- * task excepted): tasks beyond are failed unread. */
+/* A reply's tasks to the copier as one batch; the ones refused are
+ * reported failed (node_tasks_parse bounds what a reply may make us
+ * allocate). */
 static void take_tasks(node_control *c, const redisReply *r) {
     node *n = c->n;
     pthread_mutex_lock(&n->mu);
     uint32_t id = n->status.id;
     n->status.tasks_received += r->elements;
     pthread_mutex_unlock(&n->mu);
-    node_task *head = NULL, **tail = &head;
-    size_t extents = 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        uint64_t task_id;
-        node_task *t = i < PROTO_MAX_TASKS ? node_task_parse(r->element[i], &task_id) : NULL;
-        if (t && head && extents + (size_t)t->nsrc + (size_t)t->ndst > PROTO_MAX_TASK_EXTENTS) {
-            node_task_free(t);
-            t = NULL;
-        }
-        if (!t) {
-            log_warning("node: malformed or excess copy task %llu from the master", (unsigned long long)task_id);
-            if (task_id) fail_task(c, task_id);
-            continue;
-        }
-        extents += (size_t)t->nsrc + (size_t)t->ndst;
+    uint64_t refused[PROTO_MAX_TASKS];
+    size_t nrefused;
+    node_task *head = node_tasks_parse(r, refused, &nrefused);
+    if (nrefused) log_warning("node: %zu malformed or excess copy task(s) from the master", nrefused);
+    pthread_mutex_lock(&n->mu);
+    for (size_t i = 0; i < nrefused; i++) queue_result(c, c->gen, refused[i], 0);
+    pthread_mutex_unlock(&n->mu);
+    for (node_task *t = head; t; t = t->next) {
         t->gen = c->gen;
         t->node_id = id;
         memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
         t->cap_term = c->term;
-        *tail = t;
-        tail = &t->next;
     }
     if (head) node_copier_submit(n->copier, head);
 }

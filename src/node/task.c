@@ -44,6 +44,28 @@ node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     return t;
 }
 
+node_task *node_tasks_parse(const redisReply *r, uint64_t *refused, size_t *nrefused) {
+    node_task *head = NULL, **tail = &head;
+    size_t extents = 0;
+    *nrefused = 0;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        uint64_t id = 0;
+        node_task *t = i < PROTO_MAX_TASKS ? node_task_parse(r->element[i], &id) : NULL;
+        if (t && head && extents + (size_t)t->nsrc + (size_t)t->ndst > PROTO_MAX_TASK_EXTENTS) {
+            node_task_free(t);
+            t = NULL;
+        }
+        if (!t) {
+            if (id && *nrefused < PROTO_MAX_TASKS) refused[(*nrefused)++] = id;
+            continue;
+        }
+        extents += (size_t)t->nsrc + (size_t)t->ndst;
+        *tail = t;
+        tail = &t->next;
+    }
+    return head;
+}
+
 int node_task_src_range(const node_task *t, uint64_t pos, uint64_t len, te_extent *out) {
     int n = 0;
     uint64_t at = 0;

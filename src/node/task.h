@@ -40,6 +40,14 @@ typedef struct node_task {
 /* The task in r, or NULL if malformed; *id is its id when that much
  * could be read (so it can be reported failed), else 0. */
 node_task *node_task_parse(const redisReply *r, uint64_t *id);
+/* The tasks of a heartbeat reply r (an array of tasks), linked by next
+ * in order; NULL if none. What one reply can make us allocate is bounded:
+ * at most PROTO_MAX_TASKS tasks, carrying at most PROTO_MAX_TASK_EXTENTS
+ * extents together (the first task excepted); the tasks refused (malformed
+ * or beyond the bounds) whose id could be read go to refused (room for
+ * PROTO_MAX_TASKS; ids beyond that are dropped: their tasks fail by
+ * deadline), *nrefused of them. */
+node_task *node_tasks_parse(const redisReply *r, uint64_t *refused, size_t *nrefused);
 /* The source extents carrying object bytes [pos, pos+len), trimmed to
  * it, into out (room for t->nsrc); how many. */
 int node_task_src_range(const node_task *t, uint64_t pos, uint64_t len, te_extent *out);

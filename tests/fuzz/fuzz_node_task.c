@@ -2,7 +2,9 @@
  * MOON.HEARTBEAT reply (src/node/task.c): arbitrary RESP, parsed by
  * hiredis, refused whole or turned into a task whose source and
  * destination extents carry the same number of bytes (t->len), at most the
- * object's (a node's share of a striped replica is less). */
+ * object's (a node's share of a striped replica is less). The same bytes
+ * as a whole reply: at most PROTO_MAX_TASKS tasks, each as above, with at
+ * most PROTO_MAX_TASK_EXTENTS extents together unless there is one. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,23 @@ static void check(const node_task *t) {
     free(out);
 }
 
+static void check_reply(const redisReply *r) {
+    uint64_t refused[PROTO_MAX_TASKS];
+    size_t nrefused = 0, n = 0, extents = 0;
+    node_task *head = node_tasks_parse(r, refused, &nrefused);
+    for (node_task *t = head, *next; t; t = next) {
+        next = t->next;
+        check(t);
+        n++;
+        extents += (size_t)t->nsrc + (size_t)t->ndst;
+        node_task_free(t);
+    }
+    if (n > PROTO_MAX_TASKS || nrefused > PROTO_MAX_TASKS || (n > 1 && extents > PROTO_MAX_TASK_EXTENTS))
+        abort();
+    for (size_t i = 0; i < nrefused; i++)
+        if (refused[i] == 0) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 65536) return 0;
     redisReply *r = fuzz_reply_parse(data, size);
@@ -38,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check(t);
             node_task_free(t);
         }
+        check_reply(r);
         freeReplyObject(r);
     }
     return 0;
