@@ -94,9 +94,12 @@ static void ht_link(ht *h, entry *e) {
     h->used++;
 }
 
-/* How many buckets ahead a rehash starts its cache miss: the entries of
+/* How many buckets ahead a rehash starts its cache misses: the entries of
  * a big table are misses one at a time otherwise (a master taking a
- * stream of new keys spent a seventh of its time moving them). */
+ * stream of new keys spent a seventh of its time moving them). First the
+ * bucket's first entry, then, half way, the new table's bucket it goes to
+ * (its hash is in by then): moving it links it there, a miss of its own;
+ * and the chain's second entry, if any. */
 #define REHASH_AHEAD 8
 
 /* Move up to n non-empty buckets from t[0] to t[1]. */
@@ -104,8 +107,13 @@ static void rehash_step(objtable *t, int n) {
     int empty = REHASH_EMPTY_VISITS;
     if (!rehashing(t) || t->paused) return;
     while (n > 0 && t->t[0].used > 0) {
-        uint64_t ahead = (uint64_t)t->rehashidx + REHASH_AHEAD;
+        uint64_t ahead = (uint64_t)t->rehashidx + REHASH_AHEAD, near = ahead - REHASH_AHEAD / 2;
         if (ahead < t->t[0].size && t->t[0].b[ahead]) __builtin_prefetch(&t->t[0].b[ahead]->next);   /* and hash */
+        const entry *first = near < t->t[0].size ? t->t[0].b[near] : NULL;
+        if (first) {
+            __builtin_prefetch(&t->t[1].b[first->hash & t->t[1].mask], 1);
+            if (first->next) __builtin_prefetch(&first->next->next);   /* a chain's second entry */
+        }
         entry *e = t->t[0].b[t->rehashidx];
         if (!e) {
             t->rehashidx++;
@@ -225,6 +233,13 @@ void objtable_prefetch_chain(const objtable *t, uint64_t hash) {
         __builtin_prefetch(e);
         __builtin_prefetch(&e->hash);
         __builtin_prefetch(e + 1);
+    }
+}
+
+void objtable_prefetch_chain_next(const objtable *t, uint64_t hash) {
+    for (int i = 0; i <= rehashing(t); i++) {
+        const entry *e = t->t[i].b[hash & t->t[i].mask];
+        if (e && e->next) __builtin_prefetch(&e->next->next);   /* and hash */
     }
 }
 

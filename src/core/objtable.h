@@ -87,6 +87,9 @@ void objtable_prefetch(const objtable *t, uint64_t hash);
 /* The first entry of its bucket's chain, once objtable_prefetch brought
  * the bucket in (a few keys earlier): a lookup's second miss. */
 void objtable_prefetch_chain(const objtable *t, uint64_t hash);
+/* And, once that arrived too, the chains' second entries (where a new
+ * key's look-up reads on when the table is well filled). */
+void objtable_prefetch_chain_next(const objtable *t, uint64_t hash);
 /* objtable_find for many keys at once: fills each probe's hash and
  * found (NULL: not there). The lookups' cache misses overlap (a group's
  * buckets, then their first entries, are prefetched before any compare),
