@@ -35,17 +35,6 @@ static char *val, *val1;   /* the replicas-2 and replicas-1 values */
 static char *buf;
 static unsigned slow_us;   /* a pause per piece read: a client slower than the read lease */
 
-/* Up to n bytes (fewer only at EOF or error): how many. */
-static size_t recv_upto(int fd, char *p, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = recv(fd, p + got, n - got, 0);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    return got;
-}
-
 /* A streamed GET of key, read piece by piece and compared with want as
  * it arrives. at_mid (if set) runs once mid bytes of the value are in.
  * Returns the value bytes that arrived right (all of them, then the
@@ -70,7 +59,7 @@ static int slow_connect(void) {
 static const char *header_line(int fd) {
     static char line[64];
     size_t got = 0;
-    while (got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n') && recv_upto(fd, line + got, 1) == 1) got++;
+    while (got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n') && h_recv_all(fd, line + got, 1) == 1) got++;
     line[got] = '\0';
     return line;
 }
@@ -90,7 +79,7 @@ static void read_bulk(int fd, const char *want, uint64_t len, uint64_t mid, void
         }
         size_t k = len - off < PIECE ? (size_t)(len - off) : PIECE;
         if (slow_us) usleep(slow_us);
-        size_t r = recv_upto(fd, buf, k);
+        size_t r = h_recv_all(fd, buf, k);
         gr->wrong = memcmp(buf, want + off, r) != 0;
         if (!gr->wrong) gr->right += r;
         off += r;
@@ -99,7 +88,7 @@ static void read_bulk(int fd, const char *want, uint64_t len, uint64_t mid, void
         if (r < k) break;   /* cut off */
     }
     char crlf[2];
-    gr->complete = gr->right == len && recv_upto(fd, crlf, 2) == 2 && memcmp(crlf, "\r\n", 2) == 0;
+    gr->complete = gr->right == len && h_recv_all(fd, crlf, 2) == 2 && memcmp(crlf, "\r\n", 2) == 0;
 }
 
 static get_run stream_get(const char *key, const char *want, uint64_t len, uint64_t mid, void (*at_mid)(void)) {
@@ -178,9 +167,9 @@ static void test_stream_mget_bounded_rss(void) {
     int head = strcmp(header_line(fd), "*4\r\n") == 0;
     if (head) read_bulk(fd, val, LEN, 0, NULL, &a);
     char small[32] = "", nokey[8] = "";
-    if (a.complete) recv_upto(fd, small, 11);   /* $5 hello */
+    if (a.complete) h_recv_all(fd, small, 11);   /* $5 hello */
     if (a.complete) read_bulk(fd, val1, LEN, 0, NULL, &b);
-    if (b.complete) recv_upto(fd, nokey, 5);
+    if (b.complete) h_recv_all(fd, nokey, 5);
     close(fd);
     ASSERT(head);
     ASSERT_MSG(a.complete && b.complete, "big:2 %llu bytes right, big:1 %llu", (unsigned long long)a.right,
@@ -229,7 +218,7 @@ static void test_stream_exec(void) {
 static void vanish_mid(const char *cmd) {
     int fd = h_raw_connect(PORT_GATEWAY, 0);
     if (fd < 0) return;
-    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) == (ssize_t)strlen(cmd)) recv_upto(fd, buf, PIECE);
+    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) == (ssize_t)strlen(cmd)) h_recv_all(fd, buf, PIECE);
     close(fd);
 }
 

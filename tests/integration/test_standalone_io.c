@@ -368,6 +368,12 @@ static void test_corrupt_late_slice_slow_reader(void) { corrupt_slice_case(13, 1
 #define SLOW_LEN ((4u << 20) + 5)
 #define SLOW_GETS 2
 
+
+/* 1 if p holds the bulk reply hdr (hl bytes), the len bytes of v, CRLF. */
+static int is_bulk_at(const unsigned char *p, const char *hdr, int hl, const unsigned char *v, size_t len) {
+    return memcmp(p, hdr, (size_t)hl) == 0 && memcmp(p + hl, v, len) == 0 && memcmp(p + hl + len, "\r\n", 2) == 0;
+}
+
 /* A reader with a small window that takes 16 KiB at a time gets two
  * pipelined 4 MiB GETs (every write partial, the slices checked ahead of
  * the socket) byte-exact and in order, and the server serves another
@@ -407,9 +413,7 @@ static void test_slow_reader_exact(void) {
     }
     int exact = 0;
     for (int i = 0; ok && i < SLOW_GETS; i++) {
-        const unsigned char *p = buf + (size_t)i * one;
-        exact += memcmp(p, hdr, (size_t)hl) == 0 && memcmp(p + hl, v, SLOW_LEN) == 0 &&
-                 memcmp(p + hl + SLOW_LEN, "\r\n", 2) == 0;
+        exact += is_bulk_at(buf + (size_t)i * one, hdr, hl, v, SLOW_LEN);
     }
     if (fd >= 0) close(fd);
     free(buf);
@@ -484,13 +488,9 @@ static void test_unread_reply_held_back(void) {
     size_t whole = (size_t)hl + HELD_LEN + 2, got = 0;
     unsigned char *buf = malloc(whole);
     int ok = sent && buf;
-    while (ok && got < whole) {
-        ssize_t n = recv(fd, buf + got, whole - got, 0);
-        ok = n > 0;
-        if (n > 0) got += (size_t)n;
-    }
-    int exact = ok && memcmp(buf, hdr, (size_t)hl) == 0 && memcmp(buf + hl, v, HELD_LEN) == 0 &&
-                memcmp(buf + hl + HELD_LEN, "\r\n", 2) == 0;
+    if (ok) got = h_recv_all(fd, buf, whole);
+    ok = ok && got == whole;
+    int exact = ok && is_bulk_at(buf, hdr, hl, v, HELD_LEN);
     if (fd >= 0) close(fd);
     free(buf);
     free(v);

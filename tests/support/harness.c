@@ -72,6 +72,18 @@ int h_send_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+size_t h_recv_all(int fd, void *p, size_t n) {
+    char *d = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = recv(fd, d + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
 void h_setup_or_exit(int rc, const char *what) {
     if (rc >= 0) return;
     printf("not ok - %s\n", what);

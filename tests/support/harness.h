@@ -91,6 +91,10 @@ int h_raw_connect(int port, int rcvbuf);   /* h_raw_connect_to(port, rcvbuf, 0) 
  * 0, or -1 once the peer is gone. */
 int h_send_all(int fd, const void *p, size_t n);
 
+/* Up to n bytes received from fd into p (fewer only at EOF, an error or
+ * the socket's receive timeout): how many. */
+size_t h_recv_all(int fd, void *p, size_t n);
+
 /* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
 long h_rss_kb(pid_t pid);
 /* A kB field of /proc/pid/status ("RssAnon", ...), or -1. */
