@@ -766,7 +766,7 @@ static void async_said_command(client *c) {
     if (cmd_is(c, "scan") && scan_parse(c, &o) == NULL) said_ask_scan(said, o.cursor, o.count);
     else if (cmd_is(c, "keys")) said_ask_keys(said, call->argv[1].ptr, call->argv[1].len, KEYS_MAX);
     else if (cmd_is(c, "info") || cmd_is(c, "dbsize")) said_ask_info(said);   /* DBSIZE: its object count */
-    else said_ask_flush(said);
+    else if (cmd_is(c, "flushall") || cmd_is(c, "flushdb")) said_ask_flush(said);   /* named: never a default */
     said_end(said);
 }
 

@@ -309,8 +309,9 @@ static void heartbeat_command(client *c) {
     for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
 }
 
-/* One outcome of MOON.COPYDONE: argv[at] the task id, argv[at+1] OK|FAIL. */
-static proto_status copy_outcome(client *c, uint32_t node, int at, char *err, size_t errlen) {
+/* One outcome of MOON.COPYDONE: argv[at] the task id, argv[at+1] OK|FAIL
+ * (*any_ok set when OK). */
+static proto_status copy_outcome(client *c, uint32_t node, int at, int *any_ok, char *err, size_t errlen) {
     const resp_arg *r = &c->argv[at + 1];
     long long task;
     if (arg_to_ll(&c->argv[at], 1, INT64_MAX, &task) != 0) {
@@ -322,6 +323,7 @@ static proto_status copy_outcome(client *c, uint32_t node, int at, char *err, si
         snprintf(err, errlen, "result must be OK or FAIL");
         return PROTO_ERR;
     }
+    *any_ok |= ok;
     return mm_copy_done(meta_of(c), node, (uint64_t)task, ok, now(), err, errlen);
 }
 
@@ -339,9 +341,14 @@ static void copydone_command(client *c) {
         return;
     }
     char err[PROTO_ERR_LEN];
+    int any_ok = 0;
     if (pairs > 1) reply_array(c, pairs);
-    for (int i = 0; i < pairs; i++) reply_status(c, copy_outcome(c, cs->node, 1 + 2 * i, err, sizeof err), err);
-    mm_repair_kick(meta_of(c), now());
+    for (int i = 0; i < pairs; i++)
+        reply_status(c, copy_outcome(c, cs->node, 1 + 2 * i, &any_ok, err, sizeof err), err);
+    /* Only progress starts the next pass at once: copies that only fail
+     * are placed again at the sweep's pace, not as fast as a node can
+     * fail them (each failed placement holds its space until its caps end). */
+    if (any_ok) mm_repair_kick(meta_of(c), now());
 }
 
 /* The drain's copies are scheduled at once, not at the next sweep. */

@@ -381,6 +381,7 @@ static int report_index(node_control *c) {
  * id. 1: the master asks us to try again shortly, -1: it failed. */
 static int do_register(node_control *c) {
     node *n = c->n;
+    c->single_copydone = 0;   /* a new leader may take batches again */
     /* Write grants the master made before we asked are not ours to honour. */
     uint64_t asked_ms = wall_ms();
     redisReply *r = master_cmd(c, "MOON.CHALLENGE");

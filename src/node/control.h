@@ -22,7 +22,7 @@ node_control *node_control_start(node *n);
 void node_control_request_leave(node_control *c);
 /* The copier finished n tasks of registration gen (ids[i]: oks[i]). */
 void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids, const int *oks, int n);
-/* Ends the thread; task_done may still be called until node_control_free. */
+/* Ends the thread; node_control_tasks_done may still be called until node_control_free. */
 void node_control_stop(node_control *c);
 void node_control_free(node_control *c);
 

@@ -165,14 +165,6 @@ static int check_dst(node_copier *c, const node_task *t, uint64_t now, char *err
     return 0;
 }
 
-/* The earliest expiry of t's write caps: no byte lands after it. */
-static uint64_t dst_expiry(const node_task *t) {
-    uint64_t e = UINT64_MAX;
-    for (int i = 0; i < t->ndst; i++)
-        if (t->dst[i].cap.expiry_ms < e) e = t->dst[i].cap.expiry_ms;
-    return e;
-}
-
 static void task_fail(node_task *t, const char *why) {
     if (!t->failed)
         log_warning("node: copy task %llu failed: %s", (unsigned long long)t->id, why);
@@ -215,7 +207,7 @@ static void run_reads(node_copier *c, uint64_t gen, te_object *objs, node_task *
         for (; at < nobj && (m == 0 || bytes + objs[at].len <= COPIER_BATCH_BYTES); at++) {
             node_task *t = owner[at];
             if (!cur) task_fail(t, "registration changed mid-copy");
-            else if (now >= dst_expiry(t)) task_fail(t, "caps expired mid-copy");
+            else if (now >= t->expiry_ms) task_fail(t, "caps expired mid-copy");
             if (t->failed) continue;
             chunk[m] = objs[at];
             who[m++] = t;

@@ -1,6 +1,7 @@
 /* node/task.c - see task.h. */
 #include "node/task.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/util.h"
@@ -41,6 +42,9 @@ node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     t->nsrc = (int)nsrc;
     t->ndst = (int)ndst;
     t->len = len_dst;
+    t->expiry_ms = UINT64_MAX;
+    for (int i = 0; i < t->ndst; i++)
+        if (t->dst[i].cap.expiry_ms < t->expiry_ms) t->expiry_ms = t->dst[i].cap.expiry_ms;
     return t;
 }
 

@@ -32,6 +32,7 @@ typedef struct node_task {
     int nsrc, ndst;
     te_extent *src;
     te_extent *dst;                /* on this node: node_id from the write caps */
+    uint64_t expiry_ms;            /* the earliest of dst's write caps: no byte lands after it */
     int failed;                    /* the copier gave up on it */
     struct node_task *next;        /* the rest of its batch */
     jq_job job;                    /* the copier's queue (the batch's first task) */
