@@ -595,8 +595,16 @@ static long long master_info_field(cluster_store *cs, const char *field) {
     return v;
 }
 
+/* The store's count or scan had no answer (store.h: unanswered). */
+static void no_answer(store *s, const char *why) {
+    s->unanswered = 1;
+    snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master is unreachable (%.160s)", why);
+}
+
 static uint64_t cs_count(store *s) {
     long long n = master_info_field(cs_of(s), "objects_complete");
+    s->unanswered = 0;
+    if (n < 0) no_answer(s, "no INFO cluster");
     return n > 0 ? (uint64_t)n : 0;
 }
 
@@ -609,14 +617,21 @@ static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn
     freeReplyObject(cs->scan_reply);
     cs->scan_reply = NULL;
     uint64_t next = 0;
-    if (said_scan(cs->said, cursor, &next, fn, ctx) >= 0) return next;   /* none said: the walk ends */
+    s->unanswered = 0;
+    int said = said_scan(cs->said, cursor, &next, fn, ctx);
+    if (said == 0) no_answer(s, "no MOON.SCAN reply");
+    if (said >= 0) return next;
     redisContext *ctl = ctl_conn(cs);
-    if (!ctl) return 0;
+    if (!ctl) {
+        no_answer(s, "no connection");
+        return 0;
+    }
     redisReply *r = redisCommand(ctl, "MOON.SCAN %llu COUNT %ld", (unsigned long long)cursor, count);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
         log_warning("gateway: MOON.SCAN from %s failed: %s", cs->master,
                     r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
+        no_answer(s, r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
         freeReplyObject(r);
         return 0;
     }

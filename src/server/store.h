@@ -115,6 +115,10 @@ struct store {
     const store_ops *ops;
     char errstr[256];
     void *priv;
+    /* Set by count and scan when they had no answer to give (the
+     * cluster's master unreachable), errstr saying why: their result
+     * then means nothing (a walk that ended early, a count of 0). */
+    int unanswered;
 };
 
 const char *store_strerror(int code);

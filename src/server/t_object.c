@@ -351,7 +351,19 @@ static void type_command(client *c) {
     reply_simple(c, s->ops->exists(s, c->argv[1].ptr, c->argv[1].len) ? "string" : "none");
 }
 
-static void dbsize_command(client *c) { reply_integer(c, (long long)store_of(c)->ops->count(store_of(c))); }
+/* 1 (and the store's reason replied) if its last count or scan had no
+ * answer: a client must not take an empty walk or a 0 for the truth. */
+static int unanswered(client *c, store *s) {
+    if (!s->unanswered) return 0;
+    reply_error(c, s->errstr);
+    return 1;
+}
+
+static void dbsize_command(client *c) {
+    store *s = store_of(c);
+    uint64_t n = s->ops->count(s);
+    if (!unanswered(c, s)) reply_integer(c, (long long)n);
+}
 
 /* ---- SCAN ---- */
 
@@ -415,6 +427,10 @@ static void scan_command(client *c) {
     scan_keys sk = {.match = o.match, .none = o.none};
     store *s = store_of(c);
     uint64_t next = s->ops->scan(s, o.cursor, o.count, scan_collect, &sk);
+    if (unanswered(c, s)) {
+        free(sk.keys);
+        return;
+    }
     char cur[24];
     int n = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
     reply_array(c, 2);
@@ -439,6 +455,7 @@ static void reply_keys_refused(client *c, uint64_t n) {
 static void keys_command(client *c) {
     store *s = store_of(c);
     uint64_t n = s->ops->count(s), seen = 0;
+    if (unanswered(c, s)) return;
     if (n > KEYS_MAX) {
         reply_keys_refused(c, n);
         return;
@@ -453,9 +470,11 @@ static void keys_command(client *c) {
         cursor = s->ops->scan(s, cursor, 1000, scan_collect, &sk);
         for (size_t i = 0; i < sk.n; i++) resp_add_bulk(&out, sk.keys[i].key, sk.keys[i].len);
         seen += sk.n;
-    } while (cursor != 0 && seen <= KEYS_MAX);
+    } while (cursor != 0 && seen <= KEYS_MAX && !s->unanswered);
     free(sk.keys);
-    if (seen > KEYS_MAX) {
+    if (unanswered(c, s)) {
+        /* replied: part of a walk is no answer */
+    } else if (seen > KEYS_MAX) {
         reply_keys_refused(c, seen);
     } else {
         reply_array(c, (long long)seen);

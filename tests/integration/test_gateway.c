@@ -956,7 +956,8 @@ static void test_joined_node_read_inline(void) {
     h_kill(n);
 }
 
-/* The master gone: SET and GET say TRYAGAIN, and the gateway serves on. */
+/* The master gone: SET, GET, FLUSHALL, SCAN, KEYS and DBSIZE say TRYAGAIN,
+ * and the gateway serves on. */
 static void test_master_down_is_tryagain(void) {
     h_kill(master);
     redisReply *r = cmd("SET td:k v");
@@ -969,6 +970,14 @@ static void test_master_down_is_tryagain(void) {
     r = cmd("FLUSHALL");
     ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
     freeReplyObject(r);
+    /* A walk or a count with no master is no answer, not an empty one. */
+    const char *const walks[] = {"SCAN 0", "KEYS *", "DBSIZE"};
+    for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++) {
+        r = cmd(walks[i]);
+        if (!is_error_prefix(r, "TRYAGAIN ")) printf("# %s got type %d\n", walks[i], r ? r->type : -1);
+        ASSERT(is_error_prefix(r, "TRYAGAIN the master is unreachable"));
+        freeReplyObject(r);
+    }
     r = cmd("PING");
     ASSERT(is_status(r, "PONG"));
     freeReplyObject(r);
