@@ -254,6 +254,10 @@ static void test_node_restarted_with_its_id_reports_nothing_and_is_refilled(void
     while ((master_field("under_replicated") != 0 || master_field("tasks_pending") != 0) &&
            mono_ms() < end)
         usleep(100 * 1000);
+    /* The node learns what it holds from the master's holdings notes,
+     * pulled every 100 ms: the copies' notes come after the copies. */
+    uint64_t notes_end = mono_ms() + 10000;
+    while (node_field(victim, "index_objects") <= 0 && mono_ms() < notes_end) usleep(50 * 1000);
     printf("# re-replicated with %lld copy tasks; the node indexes %lld objects again\n",
            master_field("tasks_done") - tasks_before, node_field(victim, "index_objects"));
     ASSERT_EQ(master_field("under_replicated"), 0);
