@@ -10,6 +10,8 @@
 #include <hiredis/hiredis.h>
 #include <sys/types.h>
 
+#include "tests/support/ports.h"   /* h_free_ports: every new test takes its ports there */
+
 #define H_MAX_CHILDREN 32
 #define H_MAX_ARGS     48
 
