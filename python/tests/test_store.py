@@ -144,13 +144,13 @@ def test_refcounts_stay_flat(store, key):
 
 
 def test_readme_example(cluster, capsys):
-    """The README's "Use from Python" example, run against the test cluster."""
+    """The "Use from Python" example of docs/CLIENTS.md, run against the test cluster."""
     pytest.importorskip("numpy")
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "CLIENTS.md")).read()
     section = readme.split("## Use from Python", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     code = code.replace('"127.0.0.1:7380"', repr(cluster.master)).replace('"change-me"', repr(cluster.secret))
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/CLIENTS.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "EXISTS -2" and out[1] == str([0] * 16) and out[2] == str([262144] * 16)
     assert out[3] == "[1, 1, 0]" and out[4] == "262144"

@@ -85,7 +85,7 @@ start_server {} {
     }
 
     test "empty value is an empty bulk, not nil" {
-        if {$::tt::server_kind eq "cluster"} { skip "the cluster stores values of at least 1 byte (README)" }
+        if {$::tt::server_kind eq "cluster"} { skip "the cluster stores values of at least 1 byte (docs/COMMANDS.md)" }
         assert_equal OK [r set basic:empty ""]
         assert_equal {bulk {}} [r typed get basic:empty]
         assert_equal 0 [r strlen basic:empty]

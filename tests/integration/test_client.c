@@ -26,7 +26,7 @@ static void key_of(char *key, size_t len, const char *tag, unsigned i) {
     snprintf(key, len, "test_client:%s:%u", tag, i);
 }
 
-/* The README example, as code: connect, register, put, get, remove. */
+/* The libmoonkv example of docs/CLIENTS.md, as code: connect, register, put, get, remove. */
 static int readme_example(const char *master) {
     mkv_options opt;
     mkv_options_init(&opt);
