@@ -302,26 +302,34 @@ static PyObject *store_exit_ctx(store *s, PyObject *Py_UNUSED(args)) {
 
 /* ---- registration ---- */
 
+/* Room for one more registration in s->regs; lock (and GIL) held. */
+static int regs_reserve(store *s) {
+    if (s->nregs < s->capregs) return 0;
+    size_t cap = s->capregs ? s->capregs * 2 : 8;
+    span *r = PyMem_Realloc(s->regs, cap * sizeof *r);
+    if (!r) return -1;
+    s->regs = r;
+    s->capregs = cap;
+    return 0;
+}
+
 static PyObject *store_register_buffer(store *s, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer", "size", NULL};
     PyObject *obj, *size = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:register_buffer", kwlist, &obj, &size)) return NULL;
     span sp;
     if (span_from(obj, size, 0, &sp) < 0) return NULL;
-    if (s->nregs == s->capregs) {
-        size_t cap = s->capregs ? s->capregs * 2 : 8;
-        span *r = PyMem_Realloc(s->regs, cap * sizeof *r);
-        if (!r) {
-            span_release(&sp);
-            return PyErr_NoMemory();
-        }
-        s->regs = r;
-        s->capregs = cap;
-    }
     PyObject *res;
     if (store_enter(s, &res) < 0) {
         span_release(&sp);
         return res;
+    }
+    /* Room is made under the lock: checked outside it, two threads both
+     * saw one free slot and both appended. */
+    if (regs_reserve(s) < 0) {
+        span_release(&sp);
+        store_unlock(s);
+        return PyErr_NoMemory();
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -602,11 +610,13 @@ static int batch_fill(batch *b, PyObject *keys, PyObject *bufs, PyObject *sizes,
 }
 
 /* A new tuple of seq's items (so the caller may not shrink it under us),
- * or NULL when seq is NULL or None. */
+ * or NULL with a TypeError set (None included: returning NULL with no
+ * exception set made CPython raise SystemError). */
 static PyObject *as_tuple(PyObject *seq, const char *what) {
-    if (!seq || seq == Py_None) return NULL;
-    PyObject *t = PySequence_Tuple(seq);
-    if (!t) PyErr_Format(PyExc_TypeError, "%s must be a sequence", what);
+    PyObject *t = seq && seq != Py_None ? PySequence_Tuple(seq) : NULL;
+    if (!t && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)))
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence, not %.100s", what,
+                     seq ? Py_TYPE(seq)->tp_name : "nothing");
     return t;
 }
 
