@@ -4,7 +4,9 @@
  * request per connection, closed after the reply. A request must arrive
  * whole within METRICS_HTTP_MAX_REQ bytes and METRICS_HTTP_DEADLINE_MS,
  * and at most METRICS_HTTP_MAX_CONNS are open at once, so a peer cannot
- * make the server hold much for long. Runs on the server's loop. */
+ * make the server hold much for long. When the table is full a new
+ * connection pushes out the oldest one not waiting for its metrics, so
+ * idle or dripping peers cannot starve a scrape. Runs on the server's loop. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +170,19 @@ static void read_cb(event_loop *el, int fd, void *data, int mask) {
 
 static void deadline_cb(event_loop *el, void *data) { conn_close(data); }
 
+/* Makes room for one more connection: closes the oldest one that is not
+ * waiting for the role's INFO answers (still sending its request, or slow
+ * to take its reply). 0 if every one is such a wait, a real scrape. */
+static int evict_oldest(http_state *st) {
+    http_conn *victim = NULL;
+    for (http_conn *hc = st->conns; hc; hc = hc->next)   /* newest first */
+        if (!hc->waiting) victim = hc;
+    if (!victim) return 0;
+    log_debug("metrics: %u connections open, closing the oldest for a new one", st->nconns);
+    conn_close(victim);
+    return 1;
+}
+
 static void accept_cb(event_loop *el, int lfd, void *data, int mask) {
     http_state *st = data;
     for (;;) {
@@ -176,7 +191,7 @@ static void accept_cb(event_loop *el, int lfd, void *data, int mask) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             return;
         }
-        if (st->nconns >= METRICS_HTTP_MAX_CONNS) {
+        if (st->nconns >= METRICS_HTTP_MAX_CONNS && !evict_oldest(st)) {
             close(fd);
             continue;
         }
