@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "core/workpool.h"
 #include "etcd/etcd.h"
+#include "etcd/leader_watch.h"
 #include "proto/reply_bound.h"
 #include "proto/status.h"
 
@@ -38,6 +39,15 @@ const char *mkv_last_error(const mkv_client *c) {
 
 /* ---- the master connection ---- */
 
+void mkv_master_drop(mkv_client *c) {
+    leader_watch_remove(c->watched);   /* before the fd goes */
+    c->watched = NULL;
+    if (c->rc) redisFree(c->rc);
+    c->rc = NULL;
+}
+
+void mkv_master_busy(mkv_client *c, int busy) { leader_watch_busy(c->watched, busy); }
+
 static int master_auth(mkv_client *c) {
     if (!c->password) return MKV_OK;
     const char *argv[2] = {"AUTH", c->password};
@@ -62,6 +72,7 @@ static int leader_lookup(mkv_client *c) {
     if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", c->cluster);
     if (parse_hostport(addr, c->host, sizeof c->host, &c->port) != 0)
         return mkv_fail(c, MKV_EPROTO, "bad leader address '%.64s' in etcd", addr);
+    c->leader_term = term;
     return MKV_OK;
 }
 
@@ -71,7 +82,7 @@ static int master_open(mkv_client *c) {
         if (rc != MKV_OK) return rc;
     }
     struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
-    if (c->rc) redisFree(c->rc);
+    mkv_master_drop(c);
     c->rc = redisConnectWithTimeout(c->host, c->port, tv);
     if (!c->rc) return mkv_fail(c, MKV_ENOMEM, "cannot allocate a connection");
     if (c->rc->err) {
@@ -83,6 +94,11 @@ static int master_open(mkv_client *c) {
     redisSetTimeout(c->rc, tv);
     proto_reader_bound(c->rc->reader);
     c->conns++;
+    if (c->watch) {
+        char addr[300];
+        snprintf(addr, sizeof addr, "%s:%d", c->host, c->port);
+        c->watched = leader_watch_add(c->watch, c->rc->fd, addr, c->leader_term);
+    }
     return master_auth(c);
 }
 
@@ -101,6 +117,7 @@ static redisReply *command_once(mkv_client *c, int argc, const char **argv, cons
     if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
     redisReply *r = NULL;
     int released = mkv_leases_append(c);
+    mkv_master_busy(c, 1);
     if (redisAppendCommandArgv(c->rc, argc, argv, argvlen) == REDIS_OK) {
         if (mw && mw->fn) {   /* once: a retried command's reply comes later still */
             flush_out(c);
@@ -117,13 +134,18 @@ static redisReply *command_once(mkv_client *c, int argc, const char **argv, cons
         }
         if (ok && redisGetReply(c->rc, &rr) == REDIS_OK) r = rr;
     }
+    mkv_master_busy(c, 0);
     *code = MKV_OK;
     if (r) return r;
     int timed_out = c->rc->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    *code = mkv_fail(c, timed_out ? MKV_ETIMEDOUT : MKV_ECONN, "master %s:%d: %s", c->host,
-                     c->port, c->rc->errstr);
-    redisFree(c->rc);
-    c->rc = NULL;
+    char now[256];
+    if (leader_watch_fired(c->watched, now, sizeof now))
+        *code = mkv_fail(c, MKV_ECONN, "master %s:%d: etcd names another leader (%s) while the reply was due",
+                         c->host, c->port, now);
+    else
+        *code = mkv_fail(c, timed_out ? MKV_ETIMEDOUT : MKV_ECONN, "master %s:%d: %s", c->host,
+                         c->port, c->rc->errstr);
+    mkv_master_drop(c);
     return NULL;
 }
 
@@ -151,8 +173,7 @@ redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, co
         if (r) {
             *code = mkv_reply_error(c, r->str, r->len);
             freeReplyObject(r);
-            redisFree(c->rc);
-            c->rc = NULL;
+            mkv_master_drop(c);
         }
         if (mono_ms() + LEADER_RETRY_MS >= deadline) return NULL;
         struct timespec ts = {0, LEADER_RETRY_MS * 1000000L};
@@ -196,6 +217,8 @@ static int copy_options(mkv_client *c, const mkv_options *opt) {
         if (strlen(name) >= sizeof c->cluster)
             return mkv_fail(c, MKV_EINVAL, "cluster name longer than %zu bytes", sizeof c->cluster - 1);
         snprintf(c->cluster, sizeof c->cluster, "%s", name);
+        if (!(c->watch = leader_watch_open(opt->etcd, c->cluster, err, sizeof err)))
+            return mkv_fail(c, MKV_EINVAL, "%s", err);
     }
     return MKV_OK;
 }
@@ -281,7 +304,8 @@ void mkv_close(mkv_client *c) {
     mkv_regions_clear(c);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);
-    if (c->rc) redisFree(c->rc);
+    mkv_master_drop(c);
+    leader_watch_close(c->watch);
     etcd_free(c->etcd);
     free(c->password);
     free(c->data_addrs);

@@ -147,12 +147,20 @@ struct mkv_client {
     mkv_recent **recent;         /* MKV_RECENT_SLOTS (NULL: empty), from the first get that keeps one */
     uint64_t recent_kept;        /* locations kept so far */
     struct etcd_client *etcd;    /* NULL: host:port is the one master */
+    int64_t leader_term;         /* the term etcd named with host:port */
+    struct leader_watch *watch;  /* etcd: breaks rc when another leader is elected */
+    struct lw_conn *watched;
     char cluster[64];
     uint64_t conns;              /* master connections opened so far */
     char err[MKV_ERR_LEN];
 };
 
 /* ---- client.c ---- */
+/* Close the master connection (it is reopened by the next command). */
+void mkv_master_drop(mkv_client *c);
+/* A reply is awaited on the master connection (1) or came (0): with
+ * etcd, a wait on a leader that was replaced is cut short. */
+void mkv_master_busy(mkv_client *c, int busy);
 /* Record why and return code, so error paths read `return mkv_fail(...)`. */
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

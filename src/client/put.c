@@ -246,11 +246,13 @@ static void put_revoke(mkv_client *c, put_item *it, size_t n) {
         size_t lens[2] = {14, it[i].o->keylen};
         if (redisAppendCommandArgv(c->rc, 2, argv, lens) == REDIS_OK) sent++;
     }
+    mkv_master_busy(c, 1);
     for (size_t i = 0; i < sent; i++) {
         void *r;
         if (redisGetReply(c->rc, &r) != REDIS_OK) break;
         freeReplyObject(r);
     }
+    mkv_master_busy(c, 0);
 }
 
 /* ---- placing again around a failed node ---- */

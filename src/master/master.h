@@ -140,6 +140,13 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind);
 int master_rebuild_holds_join(client *c, uint32_t claim_id);
 /* While the window is open, refuse a put with -TRYAGAIN (1: replied). */
 int master_rebuild_refuses(client *c);
+/* Nonzero while this master may still hear from nodes of the cluster's
+ * past: the window is open or building (1), or the rejoin grace runs
+ * (its ms left; 0 once the member records were read from etcd). */
+uint64_t master_rebuild_awaits_nodes(const master *m);
+/* Items refused NOREPLICAS while the master awaits its nodes become
+ * -TRYAGAIN: the nodes are on their way, the cluster is not short of them. */
+void master_rebuild_soften(const master *m, mm_item *it, size_t n);
 /* 1 while the window is open or the table is being built from it. */
 int master_rebuild_busy(const master *m);
 /* The window's deadline (sweep timer). */

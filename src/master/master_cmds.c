@@ -438,6 +438,7 @@ static void put_items(client *c, mm_item *it, size_t n, uint32_t reps, int form)
     uint64_t t = now();
     conn_of(c);   /* its on-free hook drops a parked request */
     mm_put_start_batch(meta_of(c), it, n, reps, t);
+    master_rebuild_soften(master_of(c), it, n);
     if (!put_wait_park(master_of(c)->waits, c, it, n, reps, form, t))
         master_reply_puts(c, it, n, form);
 }

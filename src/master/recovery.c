@@ -316,6 +316,22 @@ int master_rebuild_holds_join(client *c, uint32_t claim_id) {
     return 1;
 }
 
+uint64_t master_rebuild_awaits_nodes(const master *m) {
+    if (master_rebuild_busy(m)) return 1;
+    return m->rebuild.state == REBUILD_NONE && !m->rebuild.members_known ? grace_left_ms(m) : 0;
+}
+
+void master_rebuild_soften(const master *m, mm_item *it, size_t n) {
+    uint64_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status != PROTO_NOREPLICAS) continue;
+        if (!left && !(left = master_rebuild_awaits_nodes(m))) return;
+        it[i].status = PROTO_TRYAGAIN;
+        snprintf(it[i].err, sizeof it[i].err, "the master is waiting for its nodes to join (%llu ms of "
+                 "the rejoin grace left)", (unsigned long long)left);
+    }
+}
+
 int master_rebuild_busy(const master *m) {
     return m->rebuild.state == REBUILD_COLLECTING || m->rebuild.state == REBUILD_BUILDING;
 }

@@ -14,6 +14,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "etcd/etcd.h"
+#include "etcd/leader_watch.h"
 #include "node/copier.h"
 #include "node/scrub.h"
 #include "node/reply.h"
@@ -92,6 +93,9 @@ struct node_control {
     char host[CONFIG_STR_MAX];
     int port;
     etcd_client *etcd;          /* --etcd: the master is whoever leads */
+    int64_t leader_term;        /* the term etcd named with host:port */
+    leader_watch *watch;        /* --etcd: breaks our connection to a leader that was replaced */
+    lw_conn *watched;
     /* Identity across registrations: the id we had (claimed back), this
      * process's token, and the members we last saw (for MOON.REPORTDONE). */
     uint32_t claim_id;
@@ -118,6 +122,11 @@ static void set_phase(node_control *c, node_phase p) {
 }
 
 static void disconnect(node_control *c) {
+    char now[CONFIG_STR_MAX];
+    if (leader_watch_fired(c->watched, now, sizeof now))
+        log_notice("node: etcd names another leader (%s): left the master %s:%d", now, c->host, c->port);
+    leader_watch_remove(c->watched);   /* before the fd goes */
+    c->watched = NULL;
     if (c->rc) redisFree(c->rc);
     c->rc = NULL;
 }
@@ -136,6 +145,7 @@ static int leader_lookup(node_control *c) {
         log_info("node: no usable leader in etcd yet");
         return -1;
     }
+    c->leader_term = term;
     return 0;
 }
 
@@ -153,12 +163,15 @@ static int master_connect(node_control *c) {
                               CTL_IO_TIMEOUT_MS, err, sizeof err);
     if (rc == PROTO_LINK_EAUTH) log_warning("node: %s", err);
     else if (rc != PROTO_LINK_OK) log_info("node: %s", err);
+    if (rc == PROTO_LINK_OK) c->watched = leader_watch_add(c->watch, c->rc->fd, addr, c->leader_term);
     return rc == PROTO_LINK_OK ? 0 : -1;
 }
 
 /* A reply, or NULL after dropping a broken connection. */
 static redisReply *master_cmd_argv(node_control *c, int argc, const char **argv, const size_t *lens) {
+    leader_watch_busy(c->watched, 1);
     redisReply *r = redisCommandArgv(c->rc, argc, argv, lens);
+    leader_watch_busy(c->watched, 0);
     if (!r) {
         log_warning("node: master connection lost: %s", c->rc->errstr);
         disconnect(c);
@@ -169,7 +182,9 @@ static redisReply *master_cmd_argv(node_control *c, int argc, const char **argv,
 static redisReply *master_cmd(node_control *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    leader_watch_busy(c->watched, 1);
     redisReply *r = redisvCommand(c->rc, fmt, ap);
+    leader_watch_busy(c->watched, 0);
     va_end(ap);
     if (!r) {
         log_warning("node: master connection lost: %s", c->rc->errstr);
@@ -294,7 +309,10 @@ static int report_done(node_control *c, uint32_t self) {
  * connection. */
 static int report_reply(node_control *c) {
     redisReply *r = NULL;
-    if (redisGetReply(c->rc, (void **)&r) != REDIS_OK || !r) {
+    leader_watch_busy(c->watched, 1);
+    int got = redisGetReply(c->rc, (void **)&r) == REDIS_OK && r;
+    leader_watch_busy(c->watched, 0);
+    if (!got) {
         log_warning("node: master connection lost: %s", c->rc->errstr);
         disconnect(c);
         return -1;
@@ -313,6 +331,7 @@ static int report_reply(node_control *c) {
 /* All of [p, p+len) to the master's socket; 0, or -1 after dropping the
  * connection (the socket keeps hiredis's timeout). */
 static int write_all(node_control *c, const uint8_t *p, size_t len) {
+    leader_watch_busy(c->watched, 1);
     while (len > 0) {
         ssize_t w = write(c->rc->fd, p, len);
         if (w < 0 && errno == EINTR) continue;
@@ -324,6 +343,7 @@ static int write_all(node_control *c, const uint8_t *p, size_t len) {
         p += w;
         len -= (size_t)w;
     }
+    leader_watch_busy(c->watched, 0);
     return 0;
 }
 
@@ -775,8 +795,10 @@ node_control *node_control_start(node *n) {
     hex_encode(token, sizeof token, c->instance_hex);
     char err[ETCD_ERR_LEN];
     if (n->srv->cfg.etcd[0]) {
-        if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err))) {
+        if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err)) ||
+            !(c->watch = leader_watch_open(n->srv->cfg.etcd, n->srv->cfg.cluster_name, err, sizeof err))) {
             log_warning("node: %s", err);
+            etcd_free(c->etcd);
             free(c);
             return NULL;
         }
@@ -827,6 +849,7 @@ void node_control_free(node_control *c) {
     if (!c) return;
     node_control_stop(c);
     pthread_cond_destroy(&c->wake);
+    leader_watch_close(c->watch);
     etcd_free(c->etcd);
     node_scrub_free(c->scrub);
     free(c->note_ext);

@@ -1023,6 +1023,27 @@ static void test_window_waits_for_the_grace(void) {
     node_leave(&b);
 }
 
+/* A master that has just started waits for the nodes of the cluster's
+ * past (the rejoin grace): a put it cannot place yet is -TRYAGAIN, not
+ * NOREPLICAS (the nodes are on their way). Once the grace is over with
+ * no node, the cluster truly lacks them: NOREPLICAS. */
+static void test_no_nodes_yet_is_tryagain(void) {
+    uint64_t t0 = mono_ms();
+    redisContext *c = connect_master();
+    ASSERT(c);
+    ASSERT(h_command_is(c, is_error, "TRYAGAIN the master is waiting for its nodes", "MOON.PUTSTART nn:1 64"));
+    redisReply *r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 nn:2 64 nn:3 64");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ASSERT(is_error(r->element[0], "TRYAGAIN") && is_error(r->element[1], "TRYAGAIN"));
+    freeReplyObject(r);
+    uint64_t end = mono_ms() + 20000;
+    while (h_command_is(c, is_error, "TRYAGAIN", "MOON.PUTSTART nn:1 64") && mono_ms() < end) sleep_ms(50);
+    long long took = (long long)(mono_ms() - t0);
+    ASSERT(h_command_is(c, is_error, "NOREPLICAS", "MOON.PUTSTART nn:1 64"));
+    ASSERT_MSG(took >= 2000, "NOREPLICAS after %lld ms, within the 3 s grace", took);
+    redisFree(c);
+}
+
 /* ---- with etcd: the member records (members.c) ---- */
 
 #define ETCD_PORT 29100
@@ -1233,6 +1254,8 @@ int main(void) {
     restart_master(300, 600, 2000);
     RUN_TEST(test_put_timeout_and_node_death);
     rejoin_grace_ms = "3000";
+    restart_master(5000, 5000, 2000);
+    RUN_TEST(test_no_nodes_yet_is_tryagain);
     restart_master(5000, 5000, 2000);
     RUN_TEST(test_window_waits_for_the_grace);
     rejoin_grace_ms = "60000";   /* held for as long as the test needs */
