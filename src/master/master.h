@@ -168,6 +168,14 @@ void master_register_gateway_commands(server *srv);
 /* With --etcd, a standby (or a leader past its lease) refuses every
  * MOON.* command with -READONLY naming the leader (master_role.c). */
 int master_gate(client *c, const command *cmd);
+/* 1 while this master may answer as the leader: always without etcd;
+ * with it, until its lease could have run out (its own clock). A reply
+ * parked before a stall (put_wait.c, a PUTEND waiting for its nodes)
+ * must be checked with this again when it is released: the lease may
+ * have run out meanwhile, and a new leader's term begun without it. */
+int master_may_lead(const master *m);
+/* Unless master_may_lead, reply -READONLY naming the leader: 1 if it did. */
+int master_refuse_unless_leading(client *c);
 /* The term stamped into every capability and the registration reply:
  * the etcd leader key's create revision, or without etcd this process's
  * incarnation (so a restarted master's grants differ from the last's). */

@@ -94,9 +94,11 @@ static long long sweep_period_ms(const mkv_config *cfg) {
 
 /* ---- leadership (--etcd) ---- */
 
-int master_gate(client *c, const command *cmd) {
+int master_may_lead(const master *m) { return !m->ha || master_ha_may_lead(m->ha); }
+
+int master_refuse_unless_leading(client *c) {
     master *m = c->srv->role;
-    if (!m->ha || strcmp(cmd->group, "moonkv") != 0 || master_ha_may_lead(m->ha)) return 0;
+    if (master_may_lead(m)) return 0;
     const ha_view *v = master_ha_view(m->ha);
     char msg[HA_ADDR_MAX + 64], text[HA_ADDR_MAX + 80];
     if (v->leader) snprintf(msg, sizeof msg, "leader is unknown (our lease ran out)");
@@ -105,6 +107,10 @@ int master_gate(client *c, const command *cmd) {
     proto_error_text(PROTO_READONLY, msg, text, sizeof text);
     reply_error(c, text);
     return 1;
+}
+
+int master_gate(client *c, const command *cmd) {
+    return strcmp(cmd->group, "moonkv") == 0 && master_refuse_unless_leading(c);
 }
 
 uint64_t master_term(const master *m) {

@@ -237,7 +237,7 @@ static void loaded(master_members *ms, job *jb) {
 
 static void put_done(master_members *ms, job *jb) {
     char why[ETCD_ERR_LEN + 64];
-    if (jb->rc == 0 && !master_ha_may_lead(ms->m->ha)) jb->rc = 1;   /* our lease ran out meanwhile */
+    if (jb->rc == 0 && !master_may_lead(ms->m)) jb->rc = 1;   /* our lease ran out meanwhile */
     if (jb->rc == 0) {
         ms->recorded++;
         set_recorded(ms, jb->id, 1);

@@ -142,8 +142,21 @@ static int retry(master_meta *meta, parked *p, uint64_t now_ms) {
     return !waiting;
 }
 
+/* Released after a stall past our lease: nothing is answered as leader,
+ * and what was placed for it goes back (the put never started for the client). */
+static int refused_not_leading(put_wait *w, parked *p) {
+    if (!master_refuse_unless_leading(p->c)) return 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->it[i].status == PROTO_OK)
+            mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
+    client_unblock(p->c);
+    parked_free(p);
+    return 1;
+}
+
 static void finish(put_wait *w, parked *p) {
     recheck_placed(w->m->meta, p);
+    if (refused_not_leading(w, p)) return;
     for (size_t i = 0; i < p->n; i++)
         if (p->it[i].status == PROTO_NOSPACE) {
             w->nospace++;
