@@ -47,7 +47,11 @@ static char log_a[64];
 #define NODE_PORT(i) (base + 4 + 2 * (i))
 #define GATEWAY_PORT (base + 12)
 
-static void remove_datadir(void) { h_etcd_remove(&etcd); }
+/* The logs stay when a case failed. */
+static void remove_datadir(void) {
+    if (test_failed_cases) printf("# logs kept in %s\n", etcd.dir);
+    else h_etcd_remove(&etcd);
+}
 
 static pid_t start_role(const char *role, int port, const char *const *extra) {
     return h_start_etcd_role(role, port, etcd.url, CLUSTER, LEASE_S, extra);
@@ -69,11 +73,28 @@ static pid_t start_master_logged(int port, const char *log) {
     return h_start(a.v, port, log, log, 20000);
 }
 
+/* A role whose log goes to <etcd dir>/<role>-<port>.log (kept on failure). */
+static pid_t start_logged(const char *role, int port, const char *const *extra) {
+    char log[96];
+    snprintf(log, sizeof log, "%s/%s-%d.log", etcd.dir, role, port);
+    h_args a = {0};
+    h_arg(&a, h_server_bin());
+    h_arg(&a, "--role");
+    h_arg(&a, role);
+    h_argf(&a, "--port=%d", port);
+    h_argf(&a, "--etcd=%s", etcd.url);
+    h_arg(&a, "--cluster-name");
+    h_arg(&a, CLUSTER);
+    h_argf(&a, "--etcd-lease-ttl=%d", LEASE_S);
+    h_argv(&a, extra);
+    return h_start(a.v, port, log, log, 20000);
+}
+
 static pid_t start_node(int i) {
     char data[48];
     snprintf(data, sizeof data, "--data-addrs=127.0.0.1:%d", NODE_PORT(i) + 1);
     const char *extra[] = {"--segment-size", "32MB", data, "--prefault", "no", NULL};
-    return start_role("node", NODE_PORT(i), extra);
+    return start_logged("node", NODE_PORT(i), extra);
 }
 
 /* The ha_term of the master on port (INFO cluster), -1 if unknown. */
@@ -91,6 +112,8 @@ typedef struct prober {
     uint64_t first_ok_ms;   /* mono ms of the first success after started_ms */
     uint64_t started_ms;
     uint64_t longest_ms;    /* the longest single attempt */
+    char last_err[200];     /* the last failure's text */
+    int fails;
     volatile int stop;
 } prober;
 
@@ -103,17 +126,21 @@ static void *prober_main(void *arg) {
         uint64_t t = mono_ms();
         int ok;
         if (p->gateway) {
-            redisReply *r = redisCommand(p->gw, "SET %s %s", key, val);
+            if (!p->gw) p->gw = h_redis_ms("127.0.0.1", GATEWAY_PORT, 10000);
+            redisReply *r = p->gw ? redisCommand(p->gw, "SET %s %s", key, val) : NULL;
             ok = r && r->type == REDIS_REPLY_STATUS;
+            if (!ok) snprintf(p->last_err, sizeof p->last_err, "%s", r && r->str ? r->str : p->gw ? p->gw->errstr : "no connection");
             freeReplyObject(r);
+            if (!r && p->gw) redisFree(p->gw), p->gw = NULL;   /* broken: a new one next time */
         } else {
             memcpy(probe.buf, val, strlen(val));   /* the registered buffer */
             ok = mkv_put(p->mc, key, strlen(key), probe.buf, strlen(val), 2) == MKV_OK;
+            if (!ok) snprintf(p->last_err, sizeof p->last_err, "%s", mkv_last_error(p->mc));
         }
         uint64_t now = mono_ms();
         if (now - t > p->longest_ms) p->longest_ms = now - t;
         if (ok && t > p->started_ms) p->first_ok_ms = now;
-        if (!ok) usleep(20000);
+        if (!ok) p->fails++, usleep(20000);
     }
     return NULL;
 }
@@ -175,7 +202,7 @@ static void test_stalled_leader(void) {
     ASSERT(term_a > 0);
 
     /* Peers that keep working through the stall. */
-    prober gw = {.gateway = 1, .gw = h_redis_ms("127.0.0.1", GATEWAY_PORT, 2000)};
+    prober gw = {.gateway = 1, .gw = h_redis_ms("127.0.0.1", GATEWAY_PORT, 10000)};
     prober lib = {.gateway = 0, .mc = probe.mc};
     ASSERT(gw.gw && lib.mc);
 
@@ -203,6 +230,8 @@ static void test_stalled_leader(void) {
            "(longest single call: gateway %llu ms, libmoonkv %llu ms)\n",
            (unsigned long long)(t_elect - t_stop), term_a, term_b, nodes_left[0], nodes_left[1], gw_ok, lib_ok,
            (unsigned long long)gw.longest_ms, (unsigned long long)lib.longest_ms);
+    printf("# failures meanwhile: gateway %d (last: %s), libmoonkv %d (last: %s)\n", gw.fails, gw.last_err,
+           lib.fails, lib.last_err);
     for (int i = 0; i < NODES; i++) ASSERT_MSG(nodes_left[i] >= 0 && nodes_left[i] <= 2000, "node %d: %lld ms", i, nodes_left[i]);
     ASSERT_MSG(gw_ok >= 0 && gw_ok <= 2000, "first gateway SET %lld ms after the election", gw_ok);
     ASSERT_MSG(lib_ok >= 0 && lib_ok <= 2000, "first libmoonkv put %lld ms after the election", lib_ok);
@@ -220,7 +249,7 @@ static void test_stalled_leader(void) {
         ASSERT_EQ(replies_not_refused(pre2, 2, "sent after SIGCONT"), 0);
     }
     redisFree(pre);
-    redisFree(gw.gw);
+    if (gw.gw) redisFree(gw.gw);
     ASSERT(h_wait_role(MASTER_A, "standby", 10000) == 0);
     /* B serves; A, a standby now, is alive and said why it stepped down. */
     ASSERT(h_until(h_gw_set, &probe, "after-resume", "v", mono_ms(), 10000) >= 0);
@@ -257,7 +286,7 @@ static int setup(void) {
     for (int i = 0; i < NODES && !step[0]; i++)
         if (start_node(i) < 0) snprintf(step, sizeof step, "node %d on %d", i, NODE_PORT(i));
     const char *gw_extra[] = {"--segment-size", "16MB", "--replicas", "2", NULL};
-    if (!step[0] && start_role("gateway", GATEWAY_PORT, gw_extra) < 0)
+    if (!step[0] && start_logged("gateway", GATEWAY_PORT, gw_extra) < 0)
         snprintf(step, sizeof step, "gateway on %d", GATEWAY_PORT);
     if (!step[0] && h_wait_nodes(MASTER_A, "alive", NODES, SETUP_WAIT_MS) != 0)
         snprintf(step, sizeof step, "nodes alive on A");
