@@ -16,6 +16,8 @@
 typedef struct h_etcd {
     char url[64];                         /* http://127.0.0.1:<client port> */
     char dir[40];                         /* data dir and etcd.log, removed by h_etcd_remove */
+    int peer_port;
+    int starts;                           /* the first log is etcd.log, a restart's etcd.log.N */
     pid_t pid;
 } h_etcd;
 
@@ -35,30 +37,39 @@ static inline int h_etcd_wait(const char *url, int timeout_ms) {
     return rc;
 }
 
-/* etcd on 127.0.0.1:client_port (peers on peer_port) with a fresh data
- * dir, once it answers: 0, or -1 (the log stays in e->dir). */
-static inline int h_etcd_start(h_etcd *e, int client_port, int peer_port) {
-    snprintf(e->dir, sizeof e->dir, "/tmp/moonkv-etcd-XXXXXX");
-    snprintf(e->url, sizeof e->url, "http://127.0.0.1:%d", client_port);
-    e->pid = -1;
-    if (!mkdtemp(e->dir)) return -1;
+/* etcd on e's ports and data dir (fresh, or the one it had before it
+ * was killed), once it answers: 0, or -1 (the log stays in e->dir). */
+static inline int h_etcd_spawn(h_etcd *e) {
     char out[96];
-    snprintf(out, sizeof out, "%s/etcd.log", e->dir);
+    if (e->starts++) snprintf(out, sizeof out, "%s/etcd.log.%d", e->dir, e->starts);   /* a restart's */
+    else snprintf(out, sizeof out, "%s/etcd.log", e->dir);
     h_args a = {0};
     h_arg(&a, "etcd");
     h_arg(&a, "--data-dir");
     h_argf(&a, "%s/data", e->dir);
     h_argf(&a, "--listen-client-urls=%s", e->url);
     h_argf(&a, "--advertise-client-urls=%s", e->url);
-    h_argf(&a, "--listen-peer-urls=http://127.0.0.1:%d", peer_port);
-    h_argf(&a, "--initial-advertise-peer-urls=http://127.0.0.1:%d", peer_port);
-    h_argf(&a, "--initial-cluster=default=http://127.0.0.1:%d", peer_port);
+    h_argf(&a, "--listen-peer-urls=http://127.0.0.1:%d", e->peer_port);
+    h_argf(&a, "--initial-advertise-peer-urls=http://127.0.0.1:%d", e->peer_port);
+    h_argf(&a, "--initial-cluster=default=http://127.0.0.1:%d", e->peer_port);
     e->pid = h_spawn_ex(a.v, out, out);
     if (e->pid > 0 && h_etcd_wait(e->url, 15000) != 0) {
         h_kill(e->pid);
         e->pid = -1;
     }
     return e->pid > 0 ? 0 : -1;
+}
+
+/* etcd on 127.0.0.1:client_port (peers on peer_port) with a fresh data
+ * dir, once it answers: 0, or -1 (the log stays in e->dir). */
+static inline int h_etcd_start(h_etcd *e, int client_port, int peer_port) {
+    snprintf(e->dir, sizeof e->dir, "/tmp/moonkv-etcd-XXXXXX");
+    snprintf(e->url, sizeof e->url, "http://127.0.0.1:%d", client_port);
+    e->peer_port = peer_port;
+    e->starts = 0;
+    e->pid = -1;
+    if (!mkdtemp(e->dir)) return -1;
+    return h_etcd_spawn(e);
 }
 
 /* h_etcd_start, saying why in a "not ok" line if it fails. */
