@@ -37,6 +37,8 @@ void log_set_role(const char *role) {
     role_char = (char)(role[0] >= 'a' && role[0] <= 'z' ? role[0] - 32 : role[0]);
 }
 
+char log_role_char(void) { return role_char; }
+
 void mkv_log(log_level l, const char *fmt, ...) {
     if (l < current_level || l >= LOG_NONE) return;
     static const char marks[] = ".-*#";

@@ -10,6 +10,7 @@ log_level log_get_level(void);
 int log_level_parse(const char *s);
 const char *log_level_name(log_level l);
 void log_set_role(const char *role);     /* shown in every line, e.g. "master" */
+char log_role_char(void);                /* its initial, as shown */
 
 void mkv_log(log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_debug(...)   mkv_log(LOG_DEBUG, __VA_ARGS__)

@@ -18,6 +18,11 @@
 #include "core/loop.h"
 
 #include <ev.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +76,15 @@ struct loop_signal {
 
 /* ---- Loop ------------------------------------------------------------------- */
 
+/* libev's fatal system errors (a failed epoll_wait...) abort the process:
+ * say which first, in the log's format. */
+static void ev_fatal(const char *msg) {
+    log_warning("event loop: fatal system error in %s: %s: aborting", msg, strerror(errno));
+    abort();
+}
+
 event_loop *loop_create(void) {
+    ev_set_syserr_cb(ev_fatal);
     struct ev_loop *ev = ev_loop_new(EVFLAG_AUTO);
     if (!ev) return NULL;
     event_loop *el = xcalloc(1, sizeof *el);

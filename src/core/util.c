@@ -1,5 +1,6 @@
 /* core/util.c - see util.h. */
 #include "core/util.h"
+#include "core/log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +12,7 @@
 #include <time.h>
 
 static void oom(size_t n) {
-    fprintf(stderr, "moonkv: out of memory allocating %zu bytes\n", n);
+    log_warning("out of memory allocating %zu bytes: aborting", n);
     abort();
 }
 

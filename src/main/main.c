@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "core/crash.h"
 #include "core/log.h"
 #include "main/roles.h"
 #include "server/config.h"
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     log_set_level((log_level)cfg.log_level);
     log_set_role(config_role_name(cfg.role));
     signal(SIGPIPE, SIG_IGN);
+    crash_handlers_install();
 
     server srv;
     if (server_init(&srv, &cfg, err, sizeof err) < 0) {
@@ -34,5 +36,6 @@ int main(int argc, char **argv) {
                (int)getpid(), cfg.config_file[0] ? ", config " : "", cfg.config_file);
     rc = role_main(&srv);
     server_cleanup(&srv);
+    if (rc != 0) log_warning("exiting with status %d (see the lines above)", rc);
     return rc;
 }

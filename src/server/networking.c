@@ -1088,7 +1088,8 @@ static void flush_cb(event_loop *el, void *data) {
 
 static void signal_cb(event_loop *el, int signum, void *data) {
     server *srv = data;
-    log_notice("Received %s, scheduling shutdown...", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    /* A warning, as in Redis: an exit's reason shows at every log level. */
+    log_warning("Received %s, scheduling shutdown...", signum == SIGINT ? "SIGINT" : "SIGTERM");
     server_stop(srv);
 }
 
@@ -1164,5 +1165,5 @@ void server_cleanup(server *srv) {
     srv->net = NULL;
     loop_destroy(srv->loop);
     srv->loop = NULL;
-    log_notice("moonkv is now ready to exit, bye bye");
+    log_warning("moonkv is now ready to exit, bye bye");
 }

@@ -13,7 +13,9 @@
  *   REMOVE and FLUSH that were written to its socket while it was stopped
  *   (so it reads them the moment it runs again) are all refused, and so
  *   are the same sent after it ran again.
- * - A put through the gateway works within 2 s of the new leader. */
+ * - A put through the gateway works within 2 s of the new leader.
+ * - Every exit of a master leaves a line in its log (SIGTERM, a killing
+ *   signal, a crash), and A logged why it stepped down. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <signal.h>
@@ -145,7 +147,17 @@ static void *prober_main(void *arg) {
     return NULL;
 }
 
-/* ---- the case ---- */
+/* 1 if the file at path holds text. */
+static int log_has(const char *path, const char *text) {
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
+    if (f) fclose(f);
+    return found;
+}
+
+/* ---- the cases ---- */
 
 /* Commands written on c while its master is stopped: read once it runs. */
 static void pipeline_while_stopped(redisContext *c, const char *stale_key) {
@@ -255,6 +267,37 @@ static void test_stalled_leader(void) {
     ASSERT(h_until(h_gw_set, &probe, "after-resume", "v", mono_ms(), 10000) >= 0);
     ASSERT(h_until(h_gw_get_is, &probe, "after-resume", "v", mono_ms(), 10000) >= 0);
     ASSERT(kill(master_a, 0) == 0);
+    ASSERT_MSG(log_has(log_a, "leadership lost (term"), "A's log says nothing of its step down");
+}
+
+/* Every exit of a master leaves a line in its log, at the default
+ * warning level of the tests too: a shutdown (SIGTERM), a signal that
+ * kills (SIGHUP), a crash (SIGSEGV; not under ASan/TSan, which report
+ * their own way). */
+static void test_exits_are_logged(void) {
+    static const struct { int sig; const char *line; } cases[] = {
+        {SIGTERM, "Received SIGTERM, scheduling shutdown"},
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+        {SIGHUP, "moonkv killed: SIGHUP (signal 1) sent by pid"},
+        {SIGSEGV, "moonkv crashed: SIGSEGV (signal 11)"},
+#endif
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char log[96];
+        snprintf(log, sizeof log, "%s/exit-%d.log", etcd.dir, cases[i].sig);
+        h_args a = {0};
+        h_arg(&a, h_server_bin());
+        h_arg(&a, "--role");
+        h_arg(&a, "master");
+        h_argf(&a, "--port=%d", base + 14);
+        h_arg(&a, "--log-level");
+        h_arg(&a, "warning");
+        pid_t pid = h_start(a.v, base + 14, log, log, 20000);
+        ASSERT(pid > 0);
+        ASSERT(kill(pid, cases[i].sig) == 0);
+        int status = h_stop_status(pid, 10000);
+        ASSERT_MSG(log_has(log, cases[i].line), "no \"%s\" in %s (exit status 0x%x)", cases[i].line, log, status);
+    }
 }
 
 /* ---- setup ---- */
@@ -305,6 +348,7 @@ int main(void) {
     if (base < 0 || h_etcd_up(&etcd, ETCD_PORT, ETCD_PORT + 1) != 0) return 1;
     if (setup() != 0) return 1;
     RUN_TEST(test_stalled_leader);
+    RUN_TEST(test_exits_are_logged);
     h_probe_close(&probe);
     h_stop_all();
     TEST_EXIT();
