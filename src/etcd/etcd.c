@@ -336,26 +336,30 @@ int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int
 
 #define LIST_PAGE 256   /* keys per range request: a page stays far below ETCD_MAX_REPLY */
 
-/* The keys of one page of a range reply, to each; the last one into
- * last[ETCD_KEY_MAX]; how many, or -1 with err. */
-static int list_page(const cJSON *r, void (*each)(const char *key, void *ctx), void *ctx,
-                     char *last, char *err, size_t errlen) {
+/* The keys (and values, unless keys_only) of one page of a range reply,
+ * to each; the last key into last[ETCD_KEY_MAX]; how many, or -1 with err. */
+static int list_page(const cJSON *r, int keys_only, etcd_each_kv *each, void *ctx, char *last, char *err,
+                     size_t errlen) {
     const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(r, "kvs"), *kv;
+    char val[ETCD_KEY_MAX];
     int n = 0;
     cJSON_ArrayForEach(kv, kvs) {
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
         if (!cJSON_IsString(k) || b64_decode(k->valuestring, last, ETCD_KEY_MAX) != 0) {
             snprintf(err, errlen, "etcd range: a key is malformed or longer than %d bytes", ETCD_KEY_MAX - 1);
             return -1;
         }
-        each(last, ctx);
+        val[0] = '\0';   /* an empty value is omitted; a long one is not ours: passed as empty */
+        if (!keys_only && cJSON_IsString(v) && b64_decode(v->valuestring, val, sizeof val) != 0) val[0] = '\0';
+        each(last, val, ctx);
         n++;
     }
     return n;
 }
 
-int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char *key, void *ctx),
-                   void *ctx, char *err, size_t errlen) {
+static int list_range(etcd_client *ec, const char *prefix, int keys_only, etcd_each_kv *each, void *ctx,
+                      char *err, size_t errlen) {
     size_t plen = strlen(prefix);
     if (plen == 0 || plen >= ETCD_KEY_MAX || (unsigned char)prefix[plen - 1] == 0xff) {
         snprintf(err, errlen, "etcd range: bad prefix");
@@ -371,16 +375,37 @@ int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char 
         add_b64_len(req, "key", from, flen);
         add_b64(req, "range_end", end);
         add_i64(req, "limit", LIST_PAGE);
-        cJSON_AddTrueToObject(req, "keys_only");
+        if (keys_only) cJSON_AddTrueToObject(req, "keys_only");
         cJSON *r = call(ec, "/v3/kv/range", req, err, errlen);
         if (!r) return -1;
-        int n = list_page(r, each, ctx, from, err, errlen);
+        int n = list_page(r, keys_only, each, ctx, from, err, errlen);
         int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "more"));
         cJSON_Delete(r);
         if (n < 0) return -1;
         if (!more || n == 0) return 0;
         flen = strlen(from) + 1;   /* the next page starts just after the last key: key "\0" */
     }
+}
+
+typedef struct keys_only_ctx {
+    void (*each)(const char *key, void *ctx);
+    void *ctx;
+} keys_only_ctx;
+
+static void key_of(const char *key, const char *val, void *ctx) {
+    (void)val;
+    keys_only_ctx *k = ctx;
+    k->each(key, k->ctx);
+}
+
+int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char *key, void *ctx),
+                   void *ctx, char *err, size_t errlen) {
+    keys_only_ctx k = {each, ctx};
+    return list_range(ec, prefix, 1, key_of, &k, err, errlen);
+}
+
+int etcd_list(etcd_client *ec, const char *prefix, etcd_each_kv *each, void *ctx, char *err, size_t errlen) {
+    return list_range(ec, prefix, 0, each, ctx, err, errlen);
 }
 
 /* ---- the leader key ---- */

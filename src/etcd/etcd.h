@@ -61,6 +61,10 @@ int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int
  * ETCD_MAX_REPLY. */
 int etcd_list_keys(etcd_client *ec, const char *prefix, void (*each)(const char *key, void *ctx),
                    void *ctx, char *err, size_t errlen);
+/* The same with each key's value (NUL-terminated; "" if it is longer
+ * than ETCD_KEY_MAX - 1 bytes or not text). */
+typedef void etcd_each_kv(const char *key, const char *val, void *ctx);
+int etcd_list(etcd_client *ec, const char *prefix, etcd_each_kv *each, void *ctx, char *err, size_t errlen);
 
 /* "/moonkv/<cluster>/<name>" into buf; -1 if it does not fit. */
 int etcd_cluster_key(const char *cluster, const char *name, char *buf, size_t len);

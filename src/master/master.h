@@ -46,7 +46,8 @@ typedef struct master_rebuild {
     master_rebuild_state state;
     uint64_t opened_ms, deadline_ms, finished_ms;   /* mono ms */
     uint32_t *expect;      /* ids of nodes that should report, and ... */
-    uint8_t *done;         /* ... whether each did */
+    uint8_t *done;         /* ... whether each did, and ... */
+    uint8_t *why;          /* ... why it is expected (recovery.c's EXP_*) */
     size_t nexpect;
     master_reports buf;    /* reports not being built yet */
     master_reports building;   /* the reports the running job is built from */
@@ -226,6 +227,10 @@ void members_term(master_members *ms, int64_t term);
 int members_park(master_members *ms, client *c, master_join *j);
 /* c is going: forget its waiting registration. */
 void members_forget(master_members *ms, client *c);
+/* The id recorded in etcd for the node process of this token (MOON.REGISTER
+ * INSTANCE) that has not joined this term, or 0: a node the last leader
+ * recorded whose reply it never got, now registering without an id. */
+uint32_t members_recorded_as(master_members *ms, uint64_t instance);
 /* Sweep: delete the records of dead nodes, read the records again if that failed. */
 void members_tick(master_members *ms);
 /* INFO fields members_*. */

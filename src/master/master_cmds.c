@@ -216,7 +216,12 @@ static void register_command(client *c) {
     }
     master_join j = {0};
     if (master_arg_u64(c, 2, 1, MAX_SIZE, &j.segment_size) != 0 || register_addrs(c, &j) != 0 ||
-        register_options(c, 3 + j.naddrs, &j.claim) != 0 || master_rebuild_holds_join(c, j.claim.id) ||
+        register_options(c, 3 + j.naddrs, &j.claim) != 0)
+        return;
+    /* A node the last leader recorded but never answered: it is that id,
+     * which the rebuild window waits for, so it is not held either. */
+    if (!j.claim.id) j.claim.assign = members_recorded_as(master_of(c)->members, j.claim.instance);
+    if (master_rebuild_holds_join(c, j.claim.id ? j.claim.id : j.claim.assign) ||
         members_park(master_of(c)->members, c, &j))
         return;
     master_register_join(c, &j);

@@ -29,11 +29,13 @@ typedef struct job {
     uint32_t id;
     int64_t term;                 /* the leader key's create revision the write is guarded by */
     uint64_t seq;                 /* a waiting registration names its job by this */
-    char addr[TE_ADDR_LEN];       /* the record's value: the node's first data address */
+    char addr[TE_ADDR_LEN];       /* the record's value: the node's first data address, */
+    uint64_t instance;            /* then its process token (MOON.REGISTER INSTANCE) */
     /* The outcome, filled by the thread. */
     int rc;                       /* 0 done, -1 etcd failed (err), 1 not our term any more */
     char err[ETCD_ERR_LEN];
     uint32_t *ids;                /* JOB_LOAD: the recorded ids */
+    uint64_t *insts;              /* and their nodes' process tokens (0: not recorded) */
     size_t nids, capids;
 } job;
 
@@ -57,6 +59,7 @@ struct master_members {
     int64_t term;                 /* 0: not leading */
     int loaded, loading;          /* this term's records read / being read */
     uint8_t *rec;                 /* rec[id]: recorded in this term */
+    uint64_t *inst;               /* inst[id]: the process token the record names */
     uint32_t caprec;
     waiter *waiters;
     uint64_t next_seq;
@@ -65,7 +68,17 @@ struct master_members {
 
 /* ---- on the queue's thread ---- */
 
-static void note_id(const char *key, void *ctx) {
+/* "addr instance": the token (16 hex digits) after the address, 0 if
+ * there is none (a record of a leader from before them). */
+static uint64_t record_instance(const char *val) {
+    const char *sp = strrchr(val, ' ');
+    uint8_t tok[8];
+    uint64_t inst = 0;
+    if (sp && hex_decode(sp + 1, strlen(sp + 1), tok, sizeof tok) == 0) memcpy(&inst, tok, sizeof inst);
+    return inst;
+}
+
+static void note_id(const char *key, const char *val, void *ctx) {
     job *jb = ctx;
     const char *tail = strrchr(key, '/');
     char *end;
@@ -74,7 +87,9 @@ static void note_id(const char *key, void *ctx) {
     if (jb->nids == jb->capids) {
         jb->capids = jb->capids ? jb->capids * 2 : 16;
         jb->ids = xrealloc(jb->ids, jb->capids * sizeof *jb->ids);
+        jb->insts = xrealloc(jb->insts, jb->capids * sizeof *jb->insts);
     }
+    jb->insts[jb->nids] = record_instance(val);
     jb->ids[jb->nids++] = (uint32_t)id;
 }
 
@@ -88,11 +103,13 @@ static void run_job(jq_job *q, void *thread_arg) {
         jb->rc = -1;
         return;
     }
+    char val[TE_ADDR_LEN + 24], hex[17];
+    hex_encode((const uint8_t *)&jb->instance, sizeof jb->instance, hex);
+    snprintf(val, sizeof val, "%s %s", jb->addr, hex);
     if (jb->kind == JOB_LOAD)
-        jb->rc = etcd_list_keys(ms->ec, ms->prefix, note_id, jb, jb->err, sizeof jb->err);
+        jb->rc = etcd_list(ms->ec, ms->prefix, note_id, jb, jb->err, sizeof jb->err);
     else if (jb->kind == JOB_PUT)
-        jb->rc = etcd_put_guarded(ms->ec, key, jb->addr, ms->leader_key, jb->term, &ok, jb->err,
-                                  sizeof jb->err);
+        jb->rc = etcd_put_guarded(ms->ec, key, val, ms->leader_key, jb->term, &ok, jb->err, sizeof jb->err);
     else
         jb->rc = etcd_delete_guarded(ms->ec, key, ms->leader_key, jb->term, &ok, jb->err,
                                      sizeof jb->err);
@@ -105,6 +122,7 @@ static void job_finished(void *arg) { loop_wake_send(arg); }
 
 static void job_free(job *jb) {
     free(jb->ids);
+    free(jb->insts);
     free(jb);
 }
 
@@ -117,7 +135,7 @@ static void jobs_free(jq_job *list) {
 }
 
 /* Queue a job of this term: its seq, 0 if MEMBERS_MAX_JOBS wait already. */
-static uint64_t enqueue(master_members *ms, job_kind kind, uint32_t id, const char *addr) {
+static uint64_t enqueue(master_members *ms, job_kind kind, uint32_t id, const char *addr, uint64_t instance) {
     job *jb = xcalloc(1, sizeof *jb);
     jb->q.run = run_job;
     jb->ms = ms;
@@ -126,6 +144,7 @@ static uint64_t enqueue(master_members *ms, job_kind kind, uint32_t id, const ch
     jb->term = ms->term;
     jb->seq = ++ms->next_seq;
     if (addr) snprintf(jb->addr, sizeof jb->addr, "%s", addr);
+    jb->instance = instance;
     if (jobqueue_submit(ms->q, &jb->q) == 0) return jb->seq;
     job_free(jb);
     return 0;
@@ -133,15 +152,18 @@ static uint64_t enqueue(master_members *ms, job_kind kind, uint32_t id, const ch
 
 static int recorded(const master_members *ms, uint32_t id) { return id < ms->caprec && ms->rec[id]; }
 
-static void set_recorded(master_members *ms, uint32_t id, int on) {
+static void set_recorded(master_members *ms, uint32_t id, int on, uint64_t instance) {
     if (id >= ms->caprec) {
         if (!on) return;
         uint32_t cap = id * 2 + 16;
         ms->rec = xrealloc(ms->rec, cap);
+        ms->inst = xrealloc(ms->inst, cap * sizeof *ms->inst);
         memset(ms->rec + ms->caprec, 0, cap - ms->caprec);
+        memset(ms->inst + ms->caprec, 0, (cap - ms->caprec) * sizeof *ms->inst);
         ms->caprec = cap;
     }
     ms->rec[id] = (uint8_t)on;
+    if (on) ms->inst[id] = instance;
 }
 
 enum { PARK_NO, PARK_WAITS, PARK_REFUSED };
@@ -151,7 +173,7 @@ static int park(master_members *ms, client *c, master_join *j) {
     mm_reg_kind kind = mm_node_pick(ms->m->meta, &j->claim, &id);
     if (ms->term && recorded(ms, id)) return PARK_NO;
     uint64_t seq = 0;   /* the records are being read: it may be there */
-    if (ms->term && (ms->loaded || !ms->loading)) seq = enqueue(ms, JOB_PUT, id, j->addrs[0]);
+    if (ms->term && (ms->loaded || !ms->loading)) seq = enqueue(ms, JOB_PUT, id, j->addrs[0], j->claim.instance);
     if (!ms->term || (!seq && !ms->loading)) {
         ms->failed++;
         master_reply_fail(c, PROTO_TRYAGAIN, "cannot record the node in etcd now: register again");
@@ -169,6 +191,16 @@ static int park(master_members *ms, client *c, master_join *j) {
     ms->waiters = w;
     client_block(c);
     return PARK_WAITS;
+}
+
+uint32_t members_recorded_as(master_members *ms, uint64_t instance) {
+    if (!ms || !ms->term || !instance) return 0;
+    for (uint32_t id = 1; id < ms->caprec; id++) {
+        if (!ms->rec[id] || ms->inst[id] != instance) continue;
+        const mm_node *n = mm_node_get(ms->m->meta, id);
+        return n && n->joined ? 0 : id;   /* joined: it had its reply after all, and claims by ID */
+    }
+    return 0;
 }
 
 int members_park(master_members *ms, client *c, master_join *j) {
@@ -229,7 +261,7 @@ static void loaded(master_members *ms, job *jb) {
                     jb->err);
     } else {
         ms->loaded = 1;
-        for (size_t i = 0; i < jb->nids; i++) set_recorded(ms, jb->ids[i], 1);
+        for (size_t i = 0; i < jb->nids; i++) set_recorded(ms, jb->ids[i], 1, jb->insts[i]);
         master_rebuild_members(ms->m, jb->ids, jb->nids);
     }
     resume(ms, take_waiters(ms, 0), NULL);   /* failed: they record themselves */
@@ -240,7 +272,7 @@ static void put_done(master_members *ms, job *jb) {
     if (jb->rc == 0 && !master_may_lead(ms->m)) jb->rc = 1;   /* our lease ran out meanwhile */
     if (jb->rc == 0) {
         ms->recorded++;
-        set_recorded(ms, jb->id, 1);
+        set_recorded(ms, jb->id, 1, jb->instance);
     } else {
         ms->failed++;
         snprintf(why, sizeof why, "node %u not recorded in etcd (%s): register again", jb->id,
@@ -260,7 +292,7 @@ static void del_done(master_members *ms, job *jb) {
                 jb->rc > 0 ? "no longer the leader" : jb->err);
     /* Tried again at the next sweep, unless it registered again since. */
     const mm_node *n = mm_node_get(ms->m->meta, jb->id);
-    if (jb->rc < 0 && (!n || n->state == NODE_DEAD)) set_recorded(ms, jb->id, 1);
+    if (jb->rc < 0 && (!n || n->state == NODE_DEAD)) set_recorded(ms, jb->id, 1, ms->inst[jb->id]);
 }
 
 /* Results of another term are dropped (their waiters were refused). */
@@ -288,18 +320,18 @@ void members_term(master_members *ms, int64_t term) {
     ms->term = term;
     ms->loaded = ms->loading = 0;
     if (ms->rec) memset(ms->rec, 0, ms->caprec);
-    if (term) ms->loading = enqueue(ms, JOB_LOAD, 0, NULL) != 0;
+    if (term) ms->loading = enqueue(ms, JOB_LOAD, 0, NULL, 0) != 0;
 }
 
 void members_tick(master_members *ms) {
     if (!ms || !ms->term) return;
-    if (!ms->loaded && !ms->loading) ms->loading = enqueue(ms, JOB_LOAD, 0, NULL) != 0;
+    if (!ms->loaded && !ms->loading) ms->loading = enqueue(ms, JOB_LOAD, 0, NULL, 0) != 0;
     /* Nodes a window waits for stay recorded: if we die too, the next leader waits for them. */
     if (ms->m->rebuild.state == REBUILD_COLLECTING) return;
     for (uint32_t id = 1; id < ms->caprec; id++) {
         const mm_node *n = mm_node_get(ms->m->meta, id);
         if (!ms->rec[id] || (n && n->joined && n->state != NODE_DEAD)) continue;
-        if (!enqueue(ms, JOB_DEL, id, NULL)) return;   /* the queue is full: next sweep */
+        if (!enqueue(ms, JOB_DEL, id, NULL, 0)) return;   /* the queue is full: next sweep */
         ms->rec[id] = 0;   /* dead, or never came back: gone for good */
     }
 }
@@ -352,5 +384,6 @@ void members_free(master_members *ms) {
     }
     etcd_free(ms->ec);
     free(ms->rec);
+    free(ms->inst);
     free(ms);
 }

@@ -55,22 +55,58 @@ static uint64_t cpu_ms(void) {
 
 /* ---- the expected nodes ---- */
 
-static void expect(master_rebuild *rb, uint32_t id, int done) {
+/* Why a node is expected (bits): it claimed its id (it is alive), the
+ * last leader recorded it in etcd, a reporting node named it a peer. */
+enum { EXP_CLAIMED = 1, EXP_RECORDED = 2, EXP_NAMED = 4 };
+
+static void expect(master_rebuild *rb, uint32_t id, int done, int why) {
     for (size_t i = 0; i < rb->nexpect; i++) {
         if (rb->expect[i] != id) continue;
         rb->done[i] |= done;
+        rb->why[i] |= why;
         return;
     }
     rb->expect = xrealloc(rb->expect, (rb->nexpect + 1) * sizeof *rb->expect);
     rb->done = xrealloc(rb->done, rb->nexpect + 1);
+    rb->why = xrealloc(rb->why, rb->nexpect + 1);
     rb->expect[rb->nexpect] = id;
+    rb->why[rb->nexpect] = (uint8_t)why;
     rb->done[rb->nexpect++] = (uint8_t)done;
 }
 
-static int all_reported(const master_rebuild *rb) {
+static int expected(const master_rebuild *rb, uint32_t id) {
     for (size_t i = 0; i < rb->nexpect; i++)
-        if (!rb->done[i]) return 0;
-    return 1;
+        if (rb->expect[i] == id) return 1;
+    return 0;
+}
+
+/* How long a node not reported yet is waited for. With the member
+ * records read, they say who the members are: a peer named by some
+ * node's view but not recorded is dead (its record was deleted), often
+ * a stale view's or a last window's EXPECTED listing carried on, and
+ * is not waited for at all; a record nobody claimed or named is either
+ * a node dead before the last leader could delete its record, or one
+ * that never got its MOON.REGISTER reply: waited for during the rejoin
+ * grace only, in which every live node claims (or, without its id,
+ * registers again and gets it: members_recorded_as). */
+enum { WAIT_NOT, WAIT_GRACE, WAIT_FULL };
+
+static int wait_kind(const master_rebuild *rb, size_t i) {
+    if (rb->done[i]) return WAIT_NOT;
+    int why = rb->why[i];
+    if (!rb->members_known || (why & EXP_CLAIMED)) return WAIT_FULL;
+    if (!(why & EXP_RECORDED)) return WAIT_NOT;
+    return why & EXP_NAMED ? WAIT_FULL : WAIT_GRACE;
+}
+
+/* The strongest wait any expected node still asks for. */
+static int still_waiting(const master_rebuild *rb) {
+    int most = WAIT_NOT;
+    for (size_t i = 0; i < rb->nexpect && most != WAIT_FULL; i++) {
+        int k = wait_kind(rb, i);
+        if (k > most) most = k;
+    }
+    return most;
 }
 
 /* ---- rebuilding ---- */
@@ -237,15 +273,24 @@ static void open_window(master *m) {
     rb->deadline_ms = rb->opened_ms + 2 * (uint64_t)m->srv->cfg.node_timeout_ms;
 }
 
+static void close_if_reported(master *m);
+
 int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
     master_rebuild *rb = &m->rebuild;
     if (kind == MM_REG_REJOINED) return MASTER_REG_FORGET;
+    if (kind == MM_REG_NEW && rb->state == REBUILD_COLLECTING && expected(rb, id)) {
+        /* Given the id it was recorded with (members_recorded_as): it never
+         * served as it, so it has nothing to report. */
+        expect(rb, id, 1, EXP_CLAIMED);
+        close_if_reported(m);
+        return MASTER_REG_KEEP;
+    }
     if (kind != MM_REG_RECLAIMED) return MASTER_REG_KEEP;
     if (rb->state == REBUILD_NONE) {
         open_window(m);
         log_notice("master: node %u claims its id: rebuilding the table from node reports", id);
     }
-    if (rb->state == REBUILD_COLLECTING) expect(rb, id, 0);
+    if (rb->state == REBUILD_COLLECTING) expect(rb, id, 0, EXP_CLAIMED);
     return MASTER_REG_REPORT;
 }
 
@@ -276,8 +321,10 @@ static void grace_over(event_loop *el, void *data);
  * the grace and is expected from then. */
 static void close_if_reported(master *m) {
     master_rebuild *rb = &m->rebuild;
-    if (rb->state != REBUILD_COLLECTING || !all_reported(rb)) return;
-    if (rb->members_known) {
+    if (rb->state != REBUILD_COLLECTING) return;
+    int wait = still_waiting(rb);
+    if (wait == WAIT_FULL) return;
+    if (rb->members_known && wait == WAIT_NOT) {
         finish(m, REBUILD_CLOSED_MEMBERS);
         return;
     }
@@ -302,7 +349,7 @@ void master_rebuild_members(master *m, const uint32_t *ids, size_t n) {
         log_notice("master: %zu members recorded in etcd: rebuilding the table from their reports", n);
     }
     if (rb->state != REBUILD_COLLECTING) return;
-    for (size_t i = 0; i < n; i++) expect(rb, ids[i], 0);
+    for (size_t i = 0; i < n; i++) expect(rb, ids[i], 0, EXP_RECORDED);
     close_if_reported(m);
 }
 
@@ -357,6 +404,7 @@ void master_rebuild_reset(master *m) {
     free(rb->refused);
     free(rb->expect);
     free(rb->done);
+    free(rb->why);
     memset(rb, 0, sizeof *rb);
 }
 
@@ -385,6 +433,7 @@ void master_rebuild_expected(master *m, resp_buf *out) {
     for (size_t i = 0; i < rb->nexpect; i++) {
         const mm_node *n = mm_node_get(m->meta, rb->expect[i]);
         if (n && n->state != NODE_DEAD) continue;   /* listed as a member */
+        if (wait_kind(rb, i) == WAIT_NOT && !rb->done[i]) continue;   /* dead: not carried on */
         char line[48];
         int len = snprintf(line, sizeof line, "%u - expected 0 0\n", rb->expect[i]);
         resp_buf_append(out, line, (size_t)len);
@@ -546,10 +595,10 @@ static void reportdone_command(client *c) {
         else if (rb->buf.n) build_start(m);
         return;
     }
-    expect(rb, node, 1);
+    expect(rb, node, 1, EXP_CLAIMED);
     for (int i = 1; i < c->argc; i++) {
         master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer);
-        expect(rb, (uint32_t)peer, 0);
+        expect(rb, (uint32_t)peer, 0, EXP_NAMED);
         mm_node_id_taken(m->meta, (uint32_t)peer);
     }
     close_if_reported(m);

@@ -1062,24 +1062,28 @@ static void remove_etcd_dir(void) { h_etcd_remove(&etcd); }
  * second in test_join_waits_for_etcd is far from costing it the lease)
  * and a rejoin grace of 30 s (far longer than any wait below: a window
  * closing within the test did not wait for it). */
-static pid_t start_etcd_master(int at) {
+static pid_t start_etcd_master_of(int at, const char *cluster) {
     h_args a = {0};
     master_args(&a, at, 5000, 5000, 2000);
     h_argf(&a, "--etcd=%s", etcd.url);
     h_arg(&a, "--cluster-name");
-    h_arg(&a, CLUSTER);
+    h_arg(&a, cluster);
     h_arg(&a, "--etcd-lease-ttl=4");
     return h_start(a.v, at, "/dev/null", NULL, 5000);
 }
 
-/* 1 if etcd holds the record of node id. */
-static int recorded(long long id) {
+static pid_t start_etcd_master(int at) { return start_etcd_master_of(at, CLUSTER); }
+
+/* 1 if etcd holds the record of node id in cluster. */
+static int recorded_in(const char *cluster, long long id) {
     char key[ETCD_KEY_MAX], val[64], err[ETCD_ERR_LEN];
     int found = 0;
     int64_t rev;
-    snprintf(key, sizeof key, "/moonkv/" CLUSTER "/nodes/%lld", id);
+    snprintf(key, sizeof key, "/moonkv/%s/nodes/%lld", cluster, id);
     return etcd_get(ec, key, &found, val, sizeof val, &rev, err, sizeof err) == 0 && found;
 }
+
+static int recorded(long long id) { return recorded_in(CLUSTER, id); }
 
 /* Until the leader on c read the member records (bounded): 1 once it has. */
 static int members_known(redisContext *c) {
@@ -1210,6 +1214,150 @@ static void test_join_waits_for_etcd(void) {
     redisFree(c);
 }
 
+/* ---- the rebuild window's two gaps (with etcd) ---- */
+
+#define GAPS "gaps-test"
+static int gap_port[2];
+static pid_t gap_pid[2];
+static int gap_lead;                 /* index of the leader */
+static fake_node gp, gq;             /* P: a member throughout; Q: recorded, never answered */
+
+/* Until the master on c closed its window (bounded 20 s): the ms it took
+ * from t0, and rebuild_closed_by into by. */
+static long long window_closed(redisContext *c, uint64_t t0, char *by, size_t len) {
+    uint64_t end = mono_ms() + 20000;
+    while (!h_command_is(c, has_state, "done", "INFO cluster") && mono_ms() < end) sleep_ms(20);
+    long long took = (long long)(mono_ms() - t0);
+    redisReply *r = redisCommand(c, "INFO cluster");
+    const char *f = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "rebuild_closed_by:") : NULL;
+    snprintf(by, len, "%.*s", f ? (int)strcspn(f + 18, "\r\n") : 0, f ? f + 18 : "");
+    freeReplyObject(r);
+    return took;
+}
+
+/* The leader dies (kill -9); the other master leads: a connection to it
+ * once it read the member records, and when it was elected into *t0. */
+static redisContext *fail_over(uint64_t *t0) {
+    h_kill(gap_pid[gap_lead]);
+    gap_pid[gap_lead] = -1;
+    gap_lead = !gap_lead;
+    if (h_wait_role(gap_port[gap_lead], "leader", 15000) != 0) return NULL;
+    *t0 = mono_ms();
+    port = gap_port[gap_lead];
+    redisContext *c = connect_master();
+    if (c && !members_known(c)) redisFree(c), c = NULL;
+    return c;
+}
+
+/* Gap 1: node Q's MOON.REGISTER was recorded in etcd but its reply never
+ * reached it (the leader died first). Q, alive, registers again without
+ * an id; the new leader gives it the recorded id at once (its process
+ * token is in the record) and the window closes as soon as P reported,
+ * long before its deadline (10 s) or the grace (3 s). Before, Q was held
+ * with TRYAGAIN while the window waited for "node 2" until the deadline. */
+static void test_unanswered_member_gets_its_id(void) {
+    port = gap_port[gap_lead];
+    gp.c = connect_master(), gq.c = connect_master();
+    ASSERT(gp.c && gq.c);
+    ASSERT(members_known(gp.c));
+    redisReply *r = register_as(&gp, SECRET, 1 << 20, "127.0.0.1:7301", 0, "00000000000000c1");
+    gp.id = registered_id(r, 0);
+    freeReplyObject(r);
+    ASSERT_EQ(gp.id, 1);
+    /* Q's registration: recorded, and its reply never read. */
+    r = redisCommand(gq.c, "MOON.CHALLENGE");
+    ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == PROTO_NONCE_LEN);
+    uint8_t key[16], proof[16];
+    char proof_hex[33];
+    proto_reg_key(SECRET, key);
+    proto_reg_proof(key, (const uint8_t *)r->str, proof);
+    freeReplyObject(r);
+    hex(proof, 16, proof_hex);
+    redisAppendCommand(gq.c, "MOON.REGISTER %s 1048576 127.0.0.1:7302 INSTANCE 00000000000000c2", proof_hex);
+    int done = 0;
+    while (!done && redisBufferWrite(gq.c, &done) == REDIS_OK) {}
+    uint64_t end = mono_ms() + 10000;
+    while (!recorded_in(GAPS, 2) && mono_ms() < end) sleep_ms(10);
+    ASSERT(recorded_in(GAPS, 2));
+    node_leave(&gq);
+    uint64_t t0;
+    redisContext *c = fail_over(&t0);
+    ASSERT(c);
+    ASSERT(h_command_is(c, has_state, "collecting", "INFO cluster"));
+    node_leave(&gp);
+    port = gap_port[gap_lead];
+    gp.c = connect_master(), gq.c = connect_master();
+    ASSERT(claim_and_report(&gp, 1, "00000000000000c1", "gap:p") == 0);
+    r = register_as(&gq, SECRET, 1 << 20, "127.0.0.1:7302", 0, "00000000000000c2");
+    gq.id = registered_id(r, 0);
+    ASSERT_MSG(gq.id == 2, "Q's registration: %s", r && r->str ? r->str : "(an array)");
+    freeReplyObject(r);
+    char by[32];
+    long long took = window_closed(c, t0, by, sizeof by);
+    printf("# a recorded node that never had its reply: the window closed %lld ms after the election (%s)\n",
+           took, by);
+    ASSERT_STREQ(by, "members_reported");
+    ASSERT_EQ(info_field(c, "\r\nrebuild_recovered:"), 1);
+    redisFree(c);
+}
+
+/* Gap 2: a dead node's id. Q dies and the leader dies before it could
+ * delete Q's record (5 s of node timeout); P's view names a node 7 that
+ * died earlier (its record is gone: a stale view, or the EXPECTED list of
+ * a window that waited for it). The next leader does not wait for 7 at
+ * all and waits for Q's record, which nobody names, only for the grace
+ * (3 s): closed by grace_over, not by the deadline (10 s). Before, both
+ * held the window to its deadline. */
+static void test_dead_member_does_not_hold_the_window(void) {
+    gap_pid[!gap_lead] = start_etcd_master_of(gap_port[!gap_lead], GAPS);
+    ASSERT(gap_pid[!gap_lead] > 0 && h_wait_role(gap_port[!gap_lead], "standby", 10000) == 0);
+    node_leave(&gq);   /* Q dies; its record stays */
+    ASSERT(recorded_in(GAPS, 2));
+    uint64_t t0;
+    redisContext *c = fail_over(&t0);
+    ASSERT(c);
+    node_leave(&gp);
+    gp.c = connect_master();
+    redisReply *r = register_as(&gp, SECRET, 1 << 20, "127.0.0.1:7301", 1, "00000000000000c1");
+    ASSERT_EQ(registered_id(r, 1), 1);
+    freeReplyObject(r);
+    ASSERT(h_command_is(gp.c, not_error, "", "MOON.REPORT gap:p 64 7 1 0 0 64"));
+    ASSERT(h_command_is(gp.c, not_error, "", "MOON.REPORTDONE 7"));
+    r = redisCommand(c, "MOON.NODES EXPECTED");
+    ASSERT(r && r->type != REDIS_REPLY_ERROR && r->str && !strstr(r->str, "\n7 - expected"));
+    freeReplyObject(r);
+    char by[32];
+    long long took = window_closed(c, t0, by, sizeof by);
+    printf("# a dead node's record and a dead id named by a stale view: the window closed %lld ms after the "
+           "election (%s)\n", took, by);
+    ASSERT_STREQ(by, "grace_over");
+    ASSERT_EQ(info_field(c, "\r\nrebuild_recovered:"), 1);
+    redisFree(c);
+    node_leave(&gp);
+}
+
+static void run_gap_tests(void) {
+    int at = h_free_ports(2);
+    if (at < 0) {
+        printf("not ok - gaps/setup: no free ports\n");
+        return;
+    }
+    gap_port[0] = at, gap_port[1] = at + 1;
+    const char *grace = rejoin_grace_ms;
+    rejoin_grace_ms = "3000";
+    gap_pid[0] = start_etcd_master_of(gap_port[0], GAPS);
+    if (gap_pid[0] > 0 && h_wait_role(gap_port[0], "leader", 10000) == 0) gap_pid[1] = start_etcd_master_of(gap_port[1], GAPS);
+    if (gap_pid[1] <= 0 || h_wait_role(gap_port[1], "standby", 10000) != 0) {
+        printf("not ok - gaps/setup\n");
+        return;
+    }
+    gap_lead = 0;
+    RUN_TEST(test_unanswered_member_gets_its_id);
+    RUN_TEST(test_dead_member_does_not_hold_the_window);
+    for (int i = 0; i < 2; i++) h_kill(gap_pid[i]);
+    rejoin_grace_ms = grace;
+}
+
 static void run_etcd_tests(void) {
     char err[ETCD_ERR_LEN];
     h_cleanup_hook = remove_etcd_dir;
@@ -1227,6 +1375,7 @@ static void run_etcd_tests(void) {
     RUN_TEST(test_new_leader_expects_recorded_members);
     RUN_TEST(test_dead_members_leave_etcd);
     RUN_TEST(test_join_waits_for_etcd);
+    run_gap_tests();
     node_leave(&ma);
     clean_exit = h_stop_status(standby, 10000);   /* the leader now: its etcd thread stops too */
     RUN_TEST(test_clean_shutdown);
