@@ -756,6 +756,9 @@ static void cs_destroy(store *s) {
     free(cs);
 }
 
+/* Garbage collection is the master's: its count (one INFO cluster). */
+static long long cs_evicted(store *s) { return master_info_field(cs_of(s), "evicted_keys"); }
+
 static const store_ops cluster_ops = {
     .put_start = cs_put_start,
     .put_start_streamed = cs_put_start_streamed,
@@ -772,6 +775,7 @@ static const store_ops cluster_ops = {
     .scan = cs_scan,
     .flush = cs_flush,
     .info = cs_info,
+    .evicted = cs_evicted,
     .destroy = cs_destroy,
     .space = NULL,
 };

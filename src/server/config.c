@@ -116,7 +116,7 @@ static const config_row config_table[] = {
     {"gc_low_watermark", CT_INT, OFF(gc_low_watermark), 0, 99, NULL,
      "percent of memory in use collection brings it down to"},
     {"sentinel_master_name", CT_STR, OFF(sentinel_master_name), 0, 64, NULL,
-     "master name SENTINEL answers for"},
+     "master name SENTINEL answers for (unset: any name)"},
     {"etcd", CT_STR, OFF(etcd), 0, CONFIG_STR_MAX, NULL, "etcd endpoints http://h:p,... (failover)"},
     {"cluster_name", CT_STR, OFF(cluster_name), 1, 64, NULL, "cluster name in etcd keys"},
     {"etcd_lease_ttl", CT_INT, OFF(etcd_lease_ttl), 1, 300, NULL, "leader lease in etcd, seconds"},
@@ -159,7 +159,6 @@ void config_defaults(mkv_config *cfg) {
     cfg->maxmemory_policy = 0;   /* noeviction */
     cfg->gc_high_watermark = 90;
     cfg->gc_low_watermark = 80;
-    snprintf(cfg->sentinel_master_name, sizeof cfg->sentinel_master_name, "mymaster");
     snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "moonkv");
     cfg->etcd_lease_ttl = 2;
 }

@@ -31,6 +31,8 @@ typedef struct command command;
 /* Before-sleep hook priority of the reply flush (networking.c); a role's
  * hook that must run before replies are written takes a lower one. */
 #define SERVER_HOOK_FLUSH 100
+#define SENTINEL_NAMES    16   /* master names MASTERS lists at most */
+#define SENTINEL_NAME_LEN 64
 
 /* client->flags */
 #define CLIENT_CLOSE_AFTER_REPLY (1u << 0)  /* QUIT, protocol error */
@@ -117,6 +119,10 @@ struct server {
      * networking.h), a command waits for them unless the role says it may
      * start behind them: nonzero. NULL: every command waits. */
     int (*role_pipelined)(client *c, const struct command *cmd);
+    /* Master names SENTINEL was asked about (t_cluster.c), listed by
+     * MASTERS when sentinel_master_name is unset. */
+    char sentinel_names[SENTINEL_NAMES][SENTINEL_NAME_LEN];
+    int nsentinel_names;
 };
 
 /* Lifecycle (networking.c). */

@@ -109,6 +109,9 @@ typedef struct store_ops {
      * loads their look-ups will need, all at once instead of one miss
      * after another. Changes nothing. */
     void (*prefetch)(store *s, const store_key *keys, size_t n);
+    /* Optional: keys garbage collection removed so far (INFO stats'
+     * evicted_keys, where Redis users look); -1 when it cannot be told. */
+    long long (*evicted)(store *s);
 } store_ops;
 
 struct store {

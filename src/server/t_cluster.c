@@ -7,7 +7,8 @@
  * the client reached it) and whose replicas are its peers (the other
  * gateways the master knows, srv->role_peers); a cluster client then
  * never sees MOVED. SENTINEL names the server asked as the master of
- * cfg.sentinel_master_name: it answers, so it is live. */
+ * cfg.sentinel_master_name, or of any name when it is unset: it answers,
+ * so it is live. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,13 +193,30 @@ static void readonly_command(client *c) { reply_ok(c); }
 
 /* ---- SENTINEL ---- */
 
+/* sentinel_master_name unset: every name is this server. Clients ask
+ * under their own defaults (LMCache's REDIS_SERVICE_NAME, "mymaster"),
+ * so a store that answers any name needs no setting on either side. */
 static int names_master(client *c, const resp_arg *name) {
     const char *want = c->srv->cfg.sentinel_master_name;
+    if (!want[0]) return 1;
     return name->len == strlen(want) && memcmp(name->ptr, want, name->len) == 0;
 }
 
+/* A name asked for by a client, kept so that MASTERS lists it too
+ * (redis-py's Sentinel looks its service up in MASTERS alone). */
+static void remember_name(client *c, const resp_arg *name) {
+    server *srv = c->srv;
+    if (srv->cfg.sentinel_master_name[0] || name->len == 0 || name->len >= SENTINEL_NAME_LEN) return;
+    for (int i = 0; i < srv->nsentinel_names; i++)
+        if (strlen(srv->sentinel_names[i]) == name->len && memcmp(srv->sentinel_names[i], name->ptr, name->len) == 0)
+            return;
+    int slot = srv->nsentinel_names < SENTINEL_NAMES ? srv->nsentinel_names++ : SENTINEL_NAMES - 1;
+    memcpy(srv->sentinel_names[slot], name->ptr, name->len);
+    srv->sentinel_names[slot][name->len] = 0;
+}
+
 /* The master's state as SENTINEL MASTERS / MASTER give it. */
-static void reply_master_state(client *c) {
+static void reply_master_state(client *c, const char *name) {
     resp_endpoint ep;
     char id[NODE_ID_LEN + 1], port[16];
     self_endpoint(c, &ep);
@@ -214,16 +232,51 @@ static void reply_master_state(client *c) {
     };
     size_t nfixed = sizeof fixed / sizeof fixed[0];
     reply_map(c, 4 + (long long)nfixed);
-    reply_kv_str(c, "name", c->srv->cfg.sentinel_master_name);
+    reply_kv_str(c, "name", name);
     reply_kv_str(c, "ip", ep.host);
     reply_kv_str(c, "port", port);
     reply_kv_str(c, "runid", id);
     for (size_t i = 0; i < nfixed; i++) reply_kv_str(c, fixed[i][0], fixed[i][1]);
 }
 
+/* The names MASTERS lists when sentinel_master_name is unset, besides
+ * the ones asked: Redis's example name and LMCache's default
+ * REDIS_SERVICE_NAME, which redis-py's Sentinel looks up in MASTERS. */
+static const char *const default_names[] = {"mymaster", "redismaster"};
+#define NDEFAULT_NAMES (int)(sizeof default_names / sizeof default_names[0])
+
+static int is_default_name(const char *name) {
+    for (int i = 0; i < NDEFAULT_NAMES; i++)
+        if (strcmp(name, default_names[i]) == 0) return 1;
+    return 0;
+}
+
+/* MASTERS: the configured name, or the default names and every name asked so far. */
+static void reply_masters(client *c) {
+    server *srv = c->srv;
+    if (srv->cfg.sentinel_master_name[0]) {
+        reply_array(c, 1);
+        reply_master_state(c, srv->cfg.sentinel_master_name);
+        return;
+    }
+    int extra = 0;
+    for (int i = 0; i < srv->nsentinel_names; i++) extra += !is_default_name(srv->sentinel_names[i]);
+    reply_array(c, NDEFAULT_NAMES + extra);
+    for (int i = 0; i < NDEFAULT_NAMES; i++) reply_master_state(c, default_names[i]);
+    for (int i = 0; i < srv->nsentinel_names; i++)
+        if (!is_default_name(srv->sentinel_names[i])) reply_master_state(c, srv->sentinel_names[i]);
+}
+
 static void sentinel_command(client *c) {
     const resp_arg *sub = &c->argv[1];
     int named = c->argc == 3 && names_master(c, &c->argv[2]);
+    char name[SENTINEL_NAME_LEN];
+    if (c->argc == 3) {
+        remember_name(c, &c->argv[2]);
+        size_t n = c->argv[2].len < sizeof name - 1 ? c->argv[2].len : sizeof name - 1;
+        memcpy(name, c->argv[2].ptr, n);
+        name[n] = 0;
+    }
     if (strieq_len(sub->ptr, sub->len, "get-master-addr-by-name") && c->argc == 3) {
         if (!named) {
             reply_null(c);
@@ -237,10 +290,9 @@ static void sentinel_command(client *c) {
         reply_bulk_cstr(c, ep.host);
         reply_bulk_cstr(c, port);
     } else if (strieq_len(sub->ptr, sub->len, "masters") && c->argc == 2) {
-        reply_array(c, 1);
-        reply_master_state(c);
+        reply_masters(c);
     } else if (strieq_len(sub->ptr, sub->len, "master") && c->argc == 3) {
-        if (named) reply_master_state(c);
+        if (named) reply_master_state(c, name);
         else reply_error(c, "ERR No such master with that name");
     } else if ((strieq_len(sub->ptr, sub->len, "replicas") || strieq_len(sub->ptr, sub->len, "slaves") ||
                 strieq_len(sub->ptr, sub->len, "sentinels")) && c->argc == 3) {
@@ -260,7 +312,7 @@ static const command cluster_commands[] = {
     {"readwrite", readonly_command, 1, CMD_FAST, 0, 0, 0, 0, "cluster", "0.1.0",
      "Accepted: every server of the shard serves writes", ""},
     {"sentinel", sentinel_command, -2, CMD_READONLY | CMD_STALE, 0, 0, 0, 0, "sentinel", "0.1.0",
-     "This server as the master of sentinel_master_name",
+     "This server as the master of sentinel_master_name (unset: of any name)",
      "GET-MASTER-ADDR-BY-NAME name|MASTERS|MASTER name|REPLICAS name|SENTINELS name"},
 };
 

@@ -248,6 +248,11 @@ static void info_stats(server *srv, resp_buf *out) {
     info_field(out, "nospace_rejections", "%llu", (unsigned long long)st->nospace_rejections);
     info_field(out, "aborted_puts", "%llu", (unsigned long long)st->aborted_puts);
     info_field(out, "protocol_errors", "%llu", (unsigned long long)st->protocol_errors);
+    /* Redis has it here; the store's own section says it too. */
+    if (srv->store && srv->store->ops->evicted) {
+        long long evicted = srv->store->ops->evicted(srv->store);
+        info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
+    }
 }
 
 /* Every front end with a store is a master without replicas as Redis

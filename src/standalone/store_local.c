@@ -457,6 +457,8 @@ static void local_destroy(store *s) {
     free(ls);
 }
 
+static long long local_evicted(store *s) { return (long long)ls_of(s)->gc.evicted; }
+
 static const store_ops local_ops = {
     .put_start = local_put_start,
     .put_end = local_put_end,
@@ -471,6 +473,7 @@ static const store_ops local_ops = {
     .count = local_count,
     .scan = local_scan,
     .info = local_info,
+    .evicted = local_evicted,
     .destroy = local_destroy,
     .space = local_space,
     .set_expiry = local_set_expiry,

@@ -108,10 +108,10 @@ static void fill_past_capacity(redisContext *c, const char *prefix, int n) {
 }
 
 /* redis-py's cluster and sentinel clients (their ok lines are counted). */
-static void run_redis_py(int port, const char *label) {
+static void run_redis_py(int port, const char *label, const char *name) {
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
-    const char *argv[] = {"/usr/bin/python3", "tests/integration/redis_py_modes.py", portstr, label, NULL};
+    const char *argv[] = {"/usr/bin/python3", "tests/integration/redis_py_modes.py", portstr, label, name, NULL};
     fflush(stdout);
     pid_t pid = h_spawn(argv);
     ASSERT(pid > 0);
@@ -258,6 +258,8 @@ static void test_gc_fill_standalone(void) {
     long long before = info_ll(gc_srv, "evicted_keys");
     fill_past_capacity(gc_srv, "gs", 4 * 8 * 4);   /* 4x an 8 MiB segment of 256 KiB values */
     ASSERT(info_ll(gc_srv, "evicted_keys") > before);
+    /* Redis users read it from INFO stats */
+    ASSERT_EQ(h_info_field(gc_srv, "stats", "evicted_keys"), info_ll(gc_srv, "evicted_keys"));
     ASSERT_EQ(info_ll(gc_srv, "nospace_rejections"), 0);
     ASSERT(info_ll(gc_srv, "used_memory") <= 8LL << 20);
 }
@@ -270,6 +272,7 @@ static void test_gc_fill_cluster(void) {
     redisFree(m);
     ASSERT(evicted > 0);
     ASSERT(info_ll(gw, "evicted_keys") == evicted);
+    ASSERT_EQ(h_info_field(gw, "stats", "evicted_keys"), evicted);
 }
 
 static void test_gc_off_fills_up(void) {
@@ -284,6 +287,7 @@ static void test_gc_off_fills_up(void) {
     }
     ASSERT(refused);
     ASSERT_EQ(info_ll(plain, "evicted_keys"), 0);
+    ASSERT_EQ(h_info_field(plain, "stats", "evicted_keys"), 0);
     ASSERT_EQ(get_pattern(plain, "gp:0", 0), 1);
 }
 
@@ -315,8 +319,32 @@ static void test_cluster_commands(void) {
     r = redisCommand(gc_srv, "SENTINEL get-master-addr-by-name mymaster");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && atoi(r->element[1]->str) == PORT_GC);
     freeReplyObject(r);
-    r = redisCommand(gc_srv, "SENTINEL get-master-addr-by-name other");
+}
+
+/* sentinel_master_name unset: any name is this server, and MASTERS lists
+ * the names asked; set: only that name. */
+static void test_sentinel_names(void) {
+    redisReply *r = redisCommand(gc_srv, "SENTINEL get-master-addr-by-name lmcache-svc");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && atoi(r->element[1]->str) == PORT_GC);
+    freeReplyObject(r);
+    r = redisCommand(gc_srv, "SENTINEL MASTER lmcache-svc");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+           strcmp(r->element[1]->str, "lmcache-svc") == 0);
+    freeReplyObject(r);
+    r = redisCommand(gc_srv, "SENTINEL MASTERS");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    ASSERT(strcmp(r->element[0]->element[1]->str, "mymaster") == 0);
+    ASSERT(strcmp(r->element[1]->element[1]->str, "redismaster") == 0);
+    ASSERT(strcmp(r->element[2]->element[1]->str, "lmcache-svc") == 0);
+    freeReplyObject(r);
+    r = redisCommand(plain, "SENTINEL get-master-addr-by-name other");
     ASSERT(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    r = redisCommand(plain, "SENTINEL get-master-addr-by-name svc-a");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && atoi(r->element[1]->str) == PORT_PLAIN);
+    freeReplyObject(r);
+    r = redisCommand(plain, "SENTINEL MASTERS");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && strcmp(r->element[0]->element[1]->str, "svc-a") == 0);
     freeReplyObject(r);
 }
 
@@ -355,13 +383,14 @@ static void test_cluster_lists_every_gateway(void) {
     freeReplyObject(r);
 }
 
-static void test_redis_py_standalone(void) { run_redis_py(PORT_GC, "redis-py/standalone"); }
-static void test_redis_py_gateway(void) { run_redis_py(PORT_GATEWAY, "redis-py/gateway"); }
+static void test_redis_py_standalone(void) { run_redis_py(PORT_GC, "redis-py/standalone", "redismaster"); }   /* LMCache's default name */
+static void test_redis_py_gateway(void) { run_redis_py(PORT_GATEWAY, "redis-py/gateway", "mymaster"); }
 
 int main(void) {
     h_init(TIME_LIMIT_S);
     static const char *const gc_flags[] = {"--maxmemory-policy", "allkeys-lru", "--on-conflict", "keep", NULL};
-    if (start_standalone(PORT_GC, gc_flags) < 0 || start_standalone(PORT_PLAIN, NULL) < 0 ||
+    static const char *const plain_flags[] = {"--sentinel-master-name", "svc-a", NULL};
+    if (start_standalone(PORT_GC, gc_flags) < 0 || start_standalone(PORT_PLAIN, plain_flags) < 0 ||
         !(gc_srv = h_redis(PORT_GC)) || !(plain = h_redis(PORT_PLAIN))) {
         printf("not ok - start: standalone servers did not come up\n");
         return 1;
@@ -374,6 +403,7 @@ int main(void) {
     RUN_TEST(test_gc_fill_standalone);
     RUN_TEST(test_gc_off_fills_up);
     RUN_TEST(test_redis_py_standalone);
+    RUN_TEST(test_sentinel_names);
     if (start_cluster() != 0) {
         printf("not ok - start_cluster: master, %d nodes and a gateway did not come up\n", NODES);
         h_stop_all();
