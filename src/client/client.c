@@ -302,6 +302,7 @@ void mkv_close(mkv_client *c) {
     mkv_leases_free(&c->done);
     mkv_recent_free(c);
     mkv_regions_clear(c);
+    free(c->scratch);
     mkv_engine_close(c);
     mkv_topology_free(&c->topo);
     mkv_master_drop(c);

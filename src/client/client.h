@@ -11,6 +11,7 @@
  * keys.c        mkv_remove, mkv_exists, mkv_exists_batch
  * leases.c      giving read leases back (MOON.RELEASE, pipelined)
  * recent.c      the last read locations, for gets that copy while asking
+ * vec.c         objects held in pieces (scatter/gather), their checksums
  *
  * Single and batch calls share one code path: a single call is a batch
  * of one that sends the single-key command (MOON.PUTSTART rather than
@@ -36,6 +37,7 @@
 #define MKV_MAX_REGIONS    256
 #define MKV_MAX_DONE_LEASES (4 * PROTO_MAX_BATCH)   /* finished reads' leases waiting to go back */
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
+#define MKV_MAX_PIECES     65536    /* pieces of one scatter/gather object */
 
 /* ---- topology.c ---- */
 typedef enum mkv_node_state { MKV_NODE_ALIVE, MKV_NODE_DRAINING, MKV_NODE_DEAD } mkv_node_state;
@@ -152,6 +154,8 @@ struct mkv_client {
     struct lw_conn *watched;
     char cluster[64];
     uint64_t conns;              /* master connections opened so far */
+    void *scratch;               /* registered: a range read's bytes outside its range */
+    size_t scratch_len;
     char err[MKV_ERR_LEN];
 };
 
@@ -294,5 +298,32 @@ int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
  * same-host warm mapping, no wait), moved, status MKV_OK (with crc_ok and
  * crc); the others MKV_PENDING, for mkv_xfer_run. How many moved. */
 size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
+
+/* ---- vec.c ---- */
+/* Pieces that must hold an object's first need bytes: 1..MKV_MAX_PIECES
+ * of them, the ones used inside registered regions. */
+int mkv_pieces_check(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t need);
+uint64_t mkv_pieces_len(const mkv_iov *iov, size_t niov);
+/* The transfers of an object held in pieces (filled in order up to
+ * pl->size): one per piece used, into x, each over pl clipped to the
+ * piece's bytes (the clips into clips, the caller frees them with
+ * mkv_placement_free; room for niov in both). A single piece that holds
+ * the whole object goes over pl itself. How many, or a negative error. */
+int mkv_pieces_xfers(mkv_client *c, const mkv_iov *iov, size_t niov, const mkv_placement *pl, int replica,
+                     mkv_xfer *x, mkv_placement *clips);
+/* The k transfers of one object as one outcome: the first failure (its
+ * node), and crc_ok with the combined checksum when every piece had one. */
+void mkv_pieces_fold(const mkv_xfer *x, int k, mkv_xfer *out);
+/* The checksum of object bytes [off, off+len) held in pieces. */
+typedef struct mkv_span_sum {
+    const mkv_iov *iov;
+    size_t niov;
+    uint64_t off, len;
+    uint32_t crc;                        /* out */
+} mkv_span_sum;
+/* Every s[i].crc at once, the parts spread over the helper threads. */
+void mkv_pieces_sums(mkv_client *c, mkv_span_sum *s, size_t n);
+/* mkv_checksum_slices for an object of len bytes held in pieces. */
+uint32_t mkv_pieces_slices(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t len, proto_slices *sl);
 
 #endif

@@ -16,7 +16,20 @@ typedef struct get_item {
     mkv_obj *o;
     mkv_placement pl;
     int replica;               /* -1: the engine picks; after a bad checksum each one alone */
+    const mkv_iov *iov;        /* where the object goes in pieces (vec.c); niov 0: o->buf */
+    size_t niov;
 } get_item;
+
+/* The item's pieces: its own, or o->buf as one (in *one) of the object's size. */
+static const mkv_iov *item_pieces(const get_item *g, mkv_iov *one, size_t *n) {
+    if (g->niov) {
+        *n = g->niov;
+        return g->iov;
+    }
+    *one = (mkv_iov){g->o->buf, (size_t)g->pl.size};
+    *n = 1;
+    return one;
+}
 
 /* A placement from one MOON.MGETPACKED record (its slices taken), or
  * ENOTFOUND for a missing key. */
@@ -76,6 +89,10 @@ static int check_fit(mkv_client *c, get_item *it) {
     if (size > buflen)
         return mkv_fail(c, MKV_ETOOSMALL, "object is %llu bytes, buffer %zu",
                         (unsigned long long)size, buflen);
+    if (it->niov) {
+        int rc = mkv_pieces_check(c, it->iov, it->niov, size);
+        return rc != MKV_OK ? rc : mkv_topology_cover(c, &it->pl);
+    }
     if (!o->buf || !mkv_region_find(&c->regions, o->buf, (size_t)size))
         return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
     return mkv_topology_cover(c, &it->pl);
@@ -99,7 +116,8 @@ static int check_sliced(const get_item *g, const mkv_xfer *x) {
 static int slices_match(mkv_client *c, const get_item *g) {
     const proto_slices *want = &g->pl.slices;
     proto_slices got = {want->size, want->count, xcalloc(want->count, sizeof(uint32_t))};
-    mkv_checksum_slices(c, g->o->buf, g->pl.size, &got);
+    if (g->niov) mkv_pieces_slices(c, g->iov, g->niov, g->pl.size, &got);
+    else mkv_checksum_slices(c, g->o->buf, g->pl.size, &got);
     int ok = memcmp(got.crc, want->crc, (size_t)want->count * sizeof(uint32_t)) == 0;
     free(got.crc);
     return ok;
@@ -107,27 +125,58 @@ static int slices_match(mkv_client *c, const get_item *g) {
 
 /* One engine batch over the items still MKV_PENDING; *again when some
  * failed its checksum and has another replica to try. */
-static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
-    mkv_xfer *x = xcalloc(n, sizeof *x);
-    size_t *idx = xcalloc(n, sizeof *idx), nx = 0;
+/* The engine batch of one round: a transfer per pending item, or per
+ * piece of one read into pieces; x[j] the outcome of item idx[j]. */
+static size_t round_xfers(mkv_client *c, get_item *it, size_t n, size_t *idx, mkv_xfer *x) {
+    size_t cap = 0, ni = 0, nx = 0;
+    for (size_t i = 0; i < n; i++)
+        if (it[i].o->status == MKV_PENDING) cap += it[i].niov ? it[i].niov : 1;
+    mkv_xfer *px = xcalloc(cap ? cap : 1, sizeof *px);
+    mkv_placement *clips = xcalloc(cap ? cap : 1, sizeof *clips);
+    int *count = xcalloc(n ? n : 1, sizeof *count);
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_PENDING) continue;
-        x[nx] = (mkv_xfer){.buf = it[i].o->buf, .pl = &it[i].pl, .replica = it[i].replica};
-        idx[nx++] = i;
+        mkv_iov one;
+        size_t np;
+        const mkv_iov *p = item_pieces(&it[i], &one, &np);
+        count[ni] = mkv_pieces_xfers(c, p, np, &it[i].pl, it[i].replica, px + nx, clips + nx);
+        if (count[ni] < 0) {
+            it[i].o->status = count[ni];
+            continue;
+        }
+        nx += (size_t)count[ni];
+        idx[ni++] = i;
     }
-    int rc = nx ? mkv_xfer_run(c, TE_READ, x, nx) : MKV_OK;
-    const void **bufs = xcalloc(nx ? nx : 1, sizeof *bufs);
-    size_t *lens = xcalloc(nx ? nx : 1, sizeof *lens);
-    uint32_t *sums = xcalloc(nx ? nx : 1, sizeof *sums);
+    int rc = nx ? mkv_xfer_run(c, TE_READ, px, nx) : MKV_OK;
+    for (size_t j = 0, at = 0; j < ni; at += (size_t)count[j], j++) {
+        mkv_pieces_fold(px + at, count[j], &x[j]);
+        if (rc != MKV_OK) x[j].status = rc;
+    }
+    for (size_t j = 0; j < cap; j++) mkv_placement_free(&clips[j]);
+    free(clips);
+    free(count);
+    free(px);
+    return ni;
+}
+
+static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
+    mkv_xfer *x = xcalloc(n ? n : 1, sizeof *x);
+    size_t *idx = xcalloc(n ? n : 1, sizeof *idx);
+    size_t nx = round_xfers(c, it, n, idx, x);
+    int rc = MKV_OK;
+    mkv_span_sum *s = xcalloc(nx ? nx : 1, sizeof *s);
+    mkv_iov *ones = xcalloc(nx ? nx : 1, sizeof *ones);
     for (size_t j = 0; j < nx; j++) {
-        bufs[j] = it[idx[j]].o->buf;
+        s[j].iov = item_pieces(&it[idx[j]], &ones[j], &s[j].niov);
         /* 0: not read, or checksummed already on the way in (shm map mode) */
-        lens[j] = x[j].status == MKV_OK && !x[j].crc_ok && !check_sliced(&it[idx[j]], &x[j])
-                      ? (size_t)it[idx[j]].pl.size : 0;
+        s[j].len = x[j].status == MKV_OK && !x[j].crc_ok && !check_sliced(&it[idx[j]], &x[j])
+                       ? it[idx[j]].pl.size : 0;
     }
-    mkv_checksum_many(c, bufs, lens, sums, nx);
-    for (size_t j = 0; j < nx; j++)
-        if (x[j].status == MKV_OK && x[j].crc_ok) sums[j] = x[j].crc;
+    mkv_pieces_sums(c, s, nx);
+    uint32_t *sums = xcalloc(nx ? nx : 1, sizeof *sums);
+    for (size_t j = 0; j < nx; j++) sums[j] = x[j].status == MKV_OK && x[j].crc_ok ? x[j].crc : s[j].crc;
+    free(s);
+    free(ones);
     *again = 0;
     for (size_t j = 0; j < nx; j++) {
         get_item *g = &it[idx[j]];
@@ -140,8 +189,6 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
     }
     free(x);
     free(idx);
-    free(bufs);
-    free(lens);
     free(sums);
     return rc;
 }
@@ -230,16 +277,20 @@ static int ahead_kept(const get_ahead *a, const get_item *it) {
     return a->was && a->copied && mkv_recent_same(a->was, &it->pl) && a->crc == it->pl.crc;
 }
 
-static int get_run(mkv_client *c, mkv_obj *objs, size_t n, mkv_place_fn *place, void *ctx) {
+/* vec (or NULL): objs[i] is read into vec[i]'s pieces. */
+static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, mkv_place_fn *place, void *ctx) {
     get_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         objs[i].status = mkv_check_key(c, objs[i].key, objs[i].keylen);
-        if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
+        if (objs[i].status == MKV_OK && vec && (vec[i].niov == 0 || vec[i].niov > MKV_MAX_PIECES || !vec[i].iov))
+            objs[i].status = mkv_fail(c, MKV_EINVAL, "an object has 1 to %d pieces", MKV_MAX_PIECES);
+        if (objs[i].status == MKV_OK)
+            it[m++] = (get_item){.o = &objs[i], .iov = vec ? vec[i].iov : NULL, .niov = vec ? vec[i].niov : 0};
     }
     get_ahead ahead = {0};
     mkv_meanwhile mw = {ahead_copy, &ahead};
-    int single = m == 1 && n == 1 && !place;
+    int single = m == 1 && n == 1 && !place && !vec;
     int rc = m ? get_locate(c, it, m, single && ahead_start(c, it[0].o, &ahead) ? &mw : NULL) : MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < m; i++) {
         it[i].replica = -1;
@@ -265,7 +316,7 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
             size_t *len_out) {
     if (!c) return MKV_EINVAL;
     mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
-    int rc = get_run(c, &o, 1, NULL, NULL);
+    int rc = get_run(c, &o, NULL, 1, NULL, NULL);
     if (rc != MKV_OK) return rc;
     if (len_out && (o.status == MKV_OK || o.status == MKV_ETOOSMALL)) *len_out = o.len;
     return o.status;
@@ -275,7 +326,7 @@ int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *
                    uint64_t *len_out) {
     if (!c || !place) return MKV_EINVAL;
     mkv_obj o = {.key = key, .keylen = keylen};
-    int rc = get_run(c, &o, 1, place, ctx);
+    int rc = get_run(c, &o, NULL, 1, place, ctx);
     if (rc != MKV_OK) return rc;
     if (len_out && o.status == MKV_OK) *len_out = o.len;
     return o.status;
@@ -285,7 +336,25 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
-        rc = get_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
+        rc = get_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
+    return rc;
+}
+
+int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
+    for (size_t i = 0; i < n; i++)
+        o[i] = (mkv_obj){.key = objs[i].key, .keylen = objs[i].keylen,
+                         .len = objs[i].iov && objs[i].niov <= MKV_MAX_PIECES
+                                    ? (size_t)mkv_pieces_len(objs[i].iov, objs[i].niov) : 0};
+    int rc = MKV_OK;
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = get_run(c, o + i, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        objs[i].status = rc != MKV_OK && o[i].status == MKV_OK ? rc : o[i].status;
+        objs[i].len = o[i].len;
+    }
+    free(o);
     return rc;
 }
 
@@ -424,6 +493,120 @@ int mkv_read_located_range(mkv_client *c, const mkv_located *l, int replica, voi
     if (rc == MKV_OK) rc = x.status;
     if (rc == MKV_OK) *crc = x.crc_ok ? x.crc : crc32c(0, buf, (size_t)len);
     mkv_placement_free(&pl);
+    return rc;
+}
+
+/* ---- byte ranges ---- */
+
+/* The client's scratch holds at least len bytes, registered (cold: only
+ * what a read lands in becomes resident). */
+static int scratch_reserve(mkv_client *c, size_t len) {
+    if (len <= c->scratch_len) return MKV_OK;
+    size_t cap = (len + 4095) & ~(size_t)4095;
+    if (c->scratch) mkv_unregister_buffer(c, c->scratch);
+    free(c->scratch);
+    c->scratch_len = 0;
+    if (!(c->scratch = aligned_alloc(4096, cap))) return mkv_fail(c, MKV_ENOMEM, "no scratch of %zu bytes", cap);
+    int rc = mkv_register_buffer_cold(c, c->scratch, cap);
+    if (rc != MKV_OK) {
+        free(c->scratch);
+        c->scratch = NULL;
+        return rc;
+    }
+    c->scratch_len = cap;
+    return MKV_OK;
+}
+
+/* Whether the bytes read into iov (object bytes [a, b) of pl) are right:
+ * each slice's CRC when pl keeps them ([a, b) then covers whole slices),
+ * else the object's (then [a, b) is all of it). */
+static int range_checks(mkv_client *c, const mkv_placement *pl, const mkv_iov *iov, size_t n, uint64_t a,
+                        uint64_t b, const mkv_xfer *whole) {
+    const proto_slices *sl = &pl->slices;
+    if (!sl->count) {
+        if (whole->crc_ok) return whole->crc == pl->crc;
+        mkv_span_sum s = {.iov = iov, .niov = n, .off = 0, .len = b - a};
+        mkv_pieces_sums(c, &s, 1);
+        return s.crc == pl->crc;
+    }
+    uint64_t first = a / sl->size, count = (b - a + sl->size - 1) / sl->size;
+    mkv_span_sum *s = xcalloc(count, sizeof *s);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t off = i * sl->size;
+        s[i] = (mkv_span_sum){.iov = iov, .niov = n, .off = off, .len = b - a - off < sl->size ? b - a - off : sl->size};
+    }
+    mkv_pieces_sums(c, s, count);
+    int ok = 1;
+    for (uint64_t i = 0; i < count && ok; i++) ok = s[i].crc == sl->crc[first + i];
+    free(s);
+    return ok;
+}
+
+/* One read of object bytes [a, b) into iov over replica (-1: any). */
+static int range_round(mkv_client *c, const mkv_placement *region, const mkv_iov *iov, size_t n, int replica,
+                       mkv_xfer *out) {
+    mkv_xfer x[3];
+    mkv_placement clips[3] = {0};
+    int k = mkv_pieces_xfers(c, iov, n, region, replica, x, clips);
+    if (k < 0) return k;
+    int rc = mkv_xfer_run(c, TE_READ, x, (size_t)k);
+    mkv_pieces_fold(x, k, out);
+    for (int j = 0; j < k; j++) mkv_placement_free(&clips[j]);
+    return rc;
+}
+
+/* The bytes [off, end) of the object at pl into buf: the slices around
+ * them (or the whole object) read, what lies outside into the scratch,
+ * and checked; another replica on a mismatch. */
+static int range_read(mkv_client *c, const mkv_placement *pl, uint64_t off, uint64_t end, void *buf) {
+    const proto_slices *sl = &pl->slices;
+    uint64_t a = 0, b = pl->size;
+    if (sl->count) {
+        a = off / sl->size * sl->size;
+        b = (end + sl->size - 1) / sl->size * sl->size;
+        if (b > pl->size) b = pl->size;
+    }
+    int rc = scratch_reserve(c, (size_t)((off - a) + (b - end)) + 1);
+    if (rc != MKV_OK) return rc;
+    mkv_iov iov[3];
+    size_t n = 0;
+    if (off > a) iov[n++] = (mkv_iov){c->scratch, (size_t)(off - a)};
+    iov[n++] = (mkv_iov){buf, (size_t)(end - off)};
+    if (b > end) iov[n++] = (mkv_iov){(char *)c->scratch + (off - a), (size_t)(b - end)};
+    mkv_placement region;
+    rc = mkv_placement_clip(c, pl, a, b - a, &region);
+    if (rc == MKV_OK) rc = mkv_topology_cover(c, pl);
+    int ok = 0;
+    for (int r = -1; rc == MKV_OK && !ok && r < (int)pl->nreplicas; r++) {
+        mkv_xfer got;
+        rc = range_round(c, &region, iov, n, r, &got);
+        if (rc != MKV_OK) break;
+        if (got.status == MKV_OK) ok = range_checks(c, pl, iov, n, a, b, &got);
+        else if (r < 0) rc = got.status;   /* the engine tried every replica already */
+    }
+    mkv_placement_free(&region);
+    if (rc == MKV_OK && !ok) rc = mkv_fail(c, MKV_ECORRUPT, "checksum mismatch on every replica");
+    return rc;
+}
+
+int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, void *buf, size_t len,
+                  size_t *got) {
+    if (!c || !got || (!buf && len)) return MKV_EINVAL;
+    *got = 0;
+    int rc = mkv_check_key(c, key, keylen);
+    if (rc != MKV_OK) return rc;
+    get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
+    rc = get_locate(c, &it, 1, NULL);
+    if (rc == MKV_OK) rc = it.o->status;
+    if (rc == MKV_OK && off < it.pl.size && len) {
+        uint64_t end = len < it.pl.size - off ? off + len : it.pl.size;
+        if (!mkv_region_find(&c->regions, buf, (size_t)(end - off)))
+            rc = mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
+        else if ((rc = range_read(c, &it.pl, off, end, buf)) == MKV_OK)
+            *got = (size_t)(end - off);
+    }
+    mkv_lease_done(c, key, keylen, &it.pl);
+    mkv_placement_free(&it.pl);
     return rc;
 }
 

@@ -72,3 +72,61 @@ int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
         rc = exists_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, results + i);
     return rc;
 }
+
+/* MOON.PREFIX over one chunk: how many leading keys are present. */
+static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
+    mkv_cmd cmd;
+    mkv_cmd_init(&cmd, (int)(1 + n));
+    mkv_cmd_str(&cmd, "MOON.PREFIX");
+    for (size_t i = 0; i < n; i++) {
+        int rc = mkv_check_key(c, objs[i].key, objs[i].keylen);
+        if (rc != MKV_OK) {
+            mkv_cmd_free(&cmd);
+            return rc;
+        }
+        mkv_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
+    }
+    int rc;
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
+    mkv_cmd_free(&cmd);
+    if (!r) return rc;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && (unsigned long long)r->integer <= n)
+        *count = (size_t)r->integer;
+    else if (r->type == REDIS_REPLY_ERROR)
+        rc = mkv_reply_error(c, r->str, r->len);
+    else
+        rc = mkv_bad_reply(c, "MOON.PREFIX", r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
+    if (!c || !count || (!objs && n)) return MKV_EINVAL;
+    *count = 0;
+    for (size_t i = 0; i < n; i += PROTO_MAX_BATCH) {
+        size_t chunk = n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, hit = 0;
+        int rc = prefix_run(c, objs + i, chunk, &hit);
+        if (rc != MKV_OK) return rc;
+        *count += hit;
+        if (hit < chunk) break;   /* the prefix ended in this chunk */
+    }
+    return MKV_OK;
+}
+
+int mkv_remove_all(mkv_client *c, uint64_t *removed) {
+    if (!c) return MKV_EINVAL;
+    const char *argv[1] = {"MOON.FLUSH"};
+    size_t lens[1] = {10};
+    int rc;
+    redisReply *r = mkv_command(c, 1, argv, lens, &rc);
+    if (!r) return rc;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+        if (removed) *removed = (uint64_t)r->integer;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        rc = mkv_reply_error(c, r->str, r->len);
+    } else {
+        rc = mkv_bad_reply(c, "MOON.FLUSH", r);
+    }
+    freeReplyObject(r);
+    return rc;
+}

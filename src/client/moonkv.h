@@ -121,6 +121,54 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas);
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
 
+/* ---- the calls inference engines make ---- */
+
+/* One piece of an object: len bytes of registered memory at buf. */
+typedef struct mkv_iov {
+    void *buf;
+    size_t len;
+} mkv_iov;
+
+/* An object held in pieces (a KV page as one piece per layer, K and V
+ * apart, out of one registered arena). Put: the value is the pieces in
+ * order. Get: the object is read across them in order, each filled
+ * before the next; their sum must be at least its size (else
+ * MKV_ETOOSMALL, len = the size). Each piece moves straight between its
+ * memory and its byte range of the object: no staging copy. */
+typedef struct mkv_objv {
+    const void *key;
+    size_t keylen;
+    const mkv_iov *iov;
+    size_t niov;        /* 1 to 65536 */
+    size_t len;         /* out: the object's size */
+    int status;         /* MKV_OK or MKV_E*, per object: MKV_EEXISTS and
+                           MKV_ENOSPACE told apart, as in every batch */
+} mkv_objv;
+
+/* mkv_put_batch / mkv_get_batch for objects held in pieces: one master
+ * round trip per 4096 objects, every piece of the batch in one transfer
+ * batch, checksums combined from the pieces'. */
+int mkv_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas);
+int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n);
+
+/* How many of objs' keys, from the first on, name complete objects: the
+ * hit of a prefix lookup (MOON.PREFIX, one master round trip per 4096
+ * keys; later chunks are asked only when every key before was found). */
+int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count);
+
+/* Bytes [off, off + len) of an object into buf (registered); *got = how
+ * many (fewer at the object's end, 0 from it on). Checked per slice when
+ * the object keeps slice CRCs (objects over 4 MiB written with a
+ * checksum pass): only the slices the range touches are read, their
+ * parts outside it into a scratch buffer of the client. Otherwise the
+ * whole object is read, the rest into that scratch, and checked whole. */
+int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, void *buf, size_t len,
+                  size_t *got);
+
+/* Remove every complete object (MOON.FLUSH); *removed = how many (may
+ * be NULL). */
+int mkv_remove_all(mkv_client *c, uint64_t *removed);
+
 /* Transfer-engine counters since connect: value bytes by transport,
  * slices retried on another path, reads failed over to another replica;
  * and, for the whole process, the bytes of same-host segments it maps

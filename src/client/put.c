@@ -24,12 +24,27 @@ typedef struct put_item {
     int crc_ok;                /* crc computed while the bytes were written */
     uint32_t crc;
     proto_slices sl;           /* per-slice CRCs for PUTEND (count 0: none) */
+    const mkv_iov *iov;        /* the value in pieces (vec.c); niov 0: o->buf */
+    size_t niov;
 } put_item;
 
-static int check_obj(mkv_client *c, const mkv_obj *o) {
+/* The item's pieces: its own, or o->buf as one (in *one). */
+static const mkv_iov *item_pieces(const put_item *it, mkv_iov *one, size_t *n) {
+    if (it->niov) {
+        *n = it->niov;
+        return it->iov;
+    }
+    *one = (mkv_iov){it->o->buf, it->o->len};
+    *n = 1;
+    return one;
+}
+
+/* v: the object's pieces, or NULL when it is o->buf. */
+static int check_obj(mkv_client *c, const mkv_obj *o, const mkv_objv *v) {
     int rc = mkv_check_key(c, o->key, o->keylen);
     if (rc != MKV_OK) return rc;
     if (o->len == 0) return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
+    if (v) return mkv_pieces_check(c, v->iov, v->niov, o->len);
     if (!o->buf || !mkv_region_find(&c->regions, o->buf, o->len))
         return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
     return MKV_OK;
@@ -103,24 +118,39 @@ static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
     return MKV_OK;
 }
 
-/* Write every placed object's replicas in one engine batch. */
+/* Write every placed object's replicas in one engine batch: a transfer
+ * per object, or per piece of one held in pieces. */
 static int put_transfer(mkv_client *c, put_item *it, size_t n) {
-    mkv_xfer *x = xcalloc(n, sizeof *x);
+    size_t cap = 0;
+    for (size_t i = 0; i < n; i++) cap += it[i].niov ? it[i].niov : 1;
+    mkv_xfer *x = xcalloc(cap ? cap : 1, sizeof *x);
+    mkv_placement *clips = xcalloc(cap ? cap : 1, sizeof *clips);
+    int *count = xcalloc(n ? n : 1, sizeof *count);
     size_t nx = 0;
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         if ((it[i].o->status = mkv_topology_cover(c, &it[i].pl)) != MKV_OK) continue;
-        x[nx++] = (mkv_xfer){.buf = it[i].o->buf, .pl = &it[i].pl, .replica = -1};
+        mkv_iov one;
+        size_t np;
+        const mkv_iov *p = item_pieces(&it[i], &one, &np);
+        count[i] = mkv_pieces_xfers(c, p, np, &it[i].pl, -1, x + nx, clips + nx);
+        if (count[i] < 0) it[i].o->status = count[i];
+        else nx += (size_t)count[i];
     }
     int rc = nx ? mkv_xfer_run(c, TE_WRITE, x, nx) : MKV_OK;
-    for (size_t i = 0, j = 0; i < n && j < nx; i++) {
-        if (it[i].o->status != MKV_OK) continue;
-        it[i].o->status = rc != MKV_OK ? rc : x[j].status;
-        it[i].failed_node = rc != MKV_OK ? 0 : x[j].failed_node;
-        it[i].crc_ok = x[j].crc_ok;
-        it[i].crc = x[j].crc;
-        j++;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (it[i].o->status != MKV_OK || count[i] <= 0) continue;
+        mkv_xfer out;
+        mkv_pieces_fold(x + j, count[i], &out);
+        it[i].o->status = rc != MKV_OK ? rc : out.status;
+        it[i].failed_node = rc != MKV_OK ? 0 : out.failed_node;
+        it[i].crc_ok = out.crc_ok;
+        it[i].crc = out.crc;
+        j += (size_t)count[i];
     }
+    for (size_t j = 0; j < cap; j++) mkv_placement_free(&clips[j]);
+    free(clips);
+    free(count);
     free(x);
     return MKV_OK;
 }
@@ -130,6 +160,7 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
 static uint32_t put_slices(mkv_client *c, put_item *it, uint64_t slice) {
     uint64_t count = proto_slice_count(it->o->len, slice);
     it->sl = (proto_slices){slice, (uint32_t)count, xcalloc(count, sizeof(uint32_t))};
+    if (it->niov) return mkv_pieces_slices(c, it->iov, it->niov, it->o->len, &it->sl);
     return mkv_checksum_slices(c, it->o->buf, it->o->len, &it->sl);
 }
 
@@ -139,15 +170,18 @@ static uint32_t put_slices(mkv_client *c, put_item *it, uint64_t slice) {
  * it (one summed on the way out goes without: a second pass costs more
  * than they save a reader, who then checks it whole). */
 static void put_sums(mkv_client *c, put_item *it, size_t n, size_t m, uint32_t *sums, int want_slices) {
-    const void **bufs = xcalloc(m ? m : 1, sizeof *bufs);
-    size_t *lens = xcalloc(m ? m : 1, sizeof *lens);
+    mkv_span_sum *s = xcalloc(m ? m : 1, sizeof *s);
+    mkv_iov *ones = xcalloc(m ? m : 1, sizeof *ones);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         int sliced = want_slices && !it[i].crc_ok && proto_slice_choose(it[i].o->len);
-        bufs[j] = it[i].o->buf;
-        lens[j++] = it[i].crc_ok || sliced ? 0 : it[i].o->len;   /* 0: summed elsewhere */
+        s[j].iov = item_pieces(&it[i], &ones[j], &s[j].niov);
+        s[j++].len = it[i].crc_ok || sliced ? 0 : it[i].o->len;   /* 0: summed elsewhere */
     }
-    mkv_checksum_many(c, bufs, lens, sums, m);
+    mkv_pieces_sums(c, s, m);
+    for (size_t j = 0; j < m; j++) sums[j] = s[j].crc;
+    free(s);
+    free(ones);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         uint64_t slice = want_slices && !it[i].crc_ok ? proto_slice_choose(it[i].o->len) : 0;
@@ -155,8 +189,6 @@ static void put_sums(mkv_client *c, put_item *it, size_t n, size_t m, uint32_t *
         else if (slice) sums[j] = put_slices(c, &it[i], slice);
         j++;
     }
-    free(bufs);
-    free(lens);
 }
 
 /* An item's slice arguments: slice_size crcs ("0" and none without). */
@@ -333,12 +365,15 @@ static int put_place_and_write(mkv_client *c, put_item *it, size_t n, int replic
     return rc;
 }
 
-static int put_run(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
+/* vec (or NULL): the pieces of objs[i] are vec[i]'s. */
+static int put_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, int replicas) {
     put_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        objs[i].status = check_obj(c, &objs[i]);
-        if (objs[i].status == MKV_OK) it[m++].o = &objs[i];
+        const mkv_iov *iov = vec ? vec[i].iov : NULL;
+        size_t niov = vec ? vec[i].niov : 0;
+        objs[i].status = check_obj(c, &objs[i], vec ? &vec[i] : NULL);
+        if (objs[i].status == MKV_OK) it[m++] = (put_item){.o = &objs[i], .iov = iov, .niov = niov};
     }
     int rc = m ? put_place_and_write(c, it, m, replicas) : MKV_OK;
     if (rc == MKV_OK) rc = put_end(c, it, m);
@@ -366,7 +401,7 @@ int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size
     if (rc != MKV_OK) return rc;
     /* The engine only reads a put's buffer; mkv_obj's is shared with gets. */
     mkv_obj o = {.key = key, .keylen = keylen, .buf = (void *)buf, .len = len};
-    rc = put_run(c, &o, 1, reps);
+    rc = put_run(c, &o, NULL, 1, reps);
     return rc != MKV_OK ? rc : o.status;
 }
 
@@ -374,7 +409,24 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
     int reps = 1, rc = replica_count(c, replicas, &reps);
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
-        rc = put_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
+        rc = put_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
+    return rc;
+}
+
+int mkv_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    int reps = 1, rc = replica_count(c, replicas, &reps);
+    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
+    for (size_t i = 0; i < n; i++) {
+        o[i] = (mkv_obj){.key = objs[i].key, .keylen = objs[i].keylen,
+                         .len = objs[i].iov && objs[i].niov <= MKV_MAX_PIECES
+                                    ? (size_t)mkv_pieces_len(objs[i].iov, objs[i].niov) : 0};
+        objs[i].len = o[i].len;
+    }
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = put_run(c, o + i, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
+    for (size_t i = 0; i < n; i++) objs[i].status = rc != MKV_OK && o[i].status == MKV_OK ? rc : o[i].status;
+    free(o);
     return rc;
 }
 
@@ -416,7 +468,7 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
     put_item *it = xcalloc(n ? n : 1, sizeof *it);
     for (size_t i = 0; i < n; i++) {
         it[i] = (put_item){.o = &objs[i], .pl = *mkv_located_placement(loc[i])};
-        objs[i].status = check_obj(c, &objs[i]);
+        objs[i].status = check_obj(c, &objs[i], NULL);
     }
     put_transfer(c, it, n);
     size_t m = 0;

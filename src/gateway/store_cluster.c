@@ -527,6 +527,21 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
     return rc == 1;
 }
 
+/* MOON.PREFIX through libmoonkv: one master round trip per 4096 keys. */
+static int cs_prefix(store *s, const store_key *keys, size_t n, size_t *hit) {
+    cluster_store *cs = cs_of(s);
+    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
+    size_t usable = 0;
+    while (usable < n && cluster_key_ok(keys[usable].len)) usable++;   /* a key no object can have ends it */
+    for (size_t i = 0; i < usable; i++) o[i] = (mkv_obj){.key = keys[i].ptr, .keylen = keys[i].len};
+    cs->stats.loop_blocking++;
+    int rc = mkv_exists_prefix(cs->mc, o, usable, hit);
+    free(o);
+    if (rc == MKV_OK) return STORE_OK;
+    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
+    return STORE_ERR;
+}
+
 /* ---- the master's INFO ---- */
 
 /* The control connection, for a blocking call on the loop (counted when
@@ -776,6 +791,7 @@ static const store_ops cluster_ops = {
     .flush = cs_flush,
     .info = cs_info,
     .evicted = cs_evicted,
+    .prefix = cs_prefix,
     .destroy = cs_destroy,
     .space = NULL,
 };

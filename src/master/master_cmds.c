@@ -704,6 +704,20 @@ static void mexists_command(client *c) {
     for (size_t i = 0; i < n; i++) reply_integer(c, it[i].status == PROTO_OK);
 }
 
+/* MOON.PREFIX key [key ...]: how many keys, from the first on, name
+ * complete objects (an engine's prefix lookup); stops at the first miss. */
+static void prefix_command(client *c) {
+    size_t n = (size_t)(c->argc - 1);
+    if (n > PROTO_MAX_BATCH) {
+        master_reply_fail(c, PROTO_ERR, "at most %d keys per batch", PROTO_MAX_BATCH);
+        return;
+    }
+    master_meta *m = meta_of(c);
+    size_t hit = 0;
+    while (hit < n && mm_exists(m, c->argv[1 + hit].ptr, c->argv[1 + hit].len)) hit++;
+    reply_integer(c, (long long)hit);
+}
+
 /* ---- introspection ---- */
 
 /* [[id, state, [addr ...]] ...] */
@@ -978,6 +992,8 @@ static const command master_commands[] = {
      "Give back read leases of one expiry", "lease_until key [key ...]"},
     {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",
      "EXISTS for many keys", "key [key ...]"},
+    {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
+     "How many leading keys name complete objects", "key [key ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, -1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",

@@ -112,6 +112,9 @@ typedef struct store_ops {
     /* Optional: keys garbage collection removed so far (INFO stats'
      * evicted_keys, where Redis users look); -1 when it cannot be told. */
     long long (*evicted)(store *s);
+    /* Optional (NULL: exists key by key): how many keys from the first on
+     * are COMPLETE, in *hit; STORE_ERR or STORE_REFUSED (errstr). */
+    int (*prefix)(store *s, const store_key *keys, size_t n, size_t *hit);
 } store_ops;
 
 struct store {

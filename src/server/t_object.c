@@ -549,6 +549,80 @@ static void flushall_command(client *c) {
     reply_ok(c);
 }
 
+/* ---- the calls inference engines make ---- */
+
+/* Whether the slices of a sliced value that bytes [from, to] touch pass
+ * their checksums (a failed one is reported to the store). */
+static int range_slices_ok(store *s, store_pin *pin, const void *data, uint64_t len, const store_slices *sl,
+                           uint64_t from, uint64_t to) {
+    for (uint64_t i = from / sl->slice_len; i <= to / sl->slice_len && i < sl->count; i++) {
+        uint64_t off = i * sl->slice_len, n = len - off < sl->slice_len ? len - off : sl->slice_len;
+        if (crc32c(0, (const char *)data + off, (size_t)n) == sl->crc[i]) continue;
+        if (s->ops->slice_corrupt) s->ops->slice_corrupt(s, pin, (uint32_t)i);
+        return 0;
+    }
+    return 1;
+}
+
+/* GETRANGE key start end: Redis's inclusive range, negative offsets from
+ * the end, "" for no key or an empty range. A value with slice checksums
+ * has only the slices the range touches checked; any other was checked
+ * whole by the store. */
+static void getrange_command(client *c) {
+    long long start, end;
+    if (arg_to_ll(&c->argv[2], LLONG_MIN, LLONG_MAX, &start) < 0 ||
+        arg_to_ll(&c->argv[3], LLONG_MIN, LLONG_MAX, &end) < 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+        return;
+    }
+    store *s = store_of(c);
+    const void *data;
+    uint64_t len;
+    store_pin *pin;
+    store_slices sl = {.count = 0};
+    const resp_arg *key = &c->argv[1];
+    int rc = s->ops->get_sliced ? s->ops->get_sliced(s, key->ptr, key->len, &data, &len, &pin, &sl)
+                                : s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
+    if (rc == STORE_NOTFOUND) {
+        reply_bulk(c, "", 0);
+        return;
+    }
+    if (rc != STORE_OK) {
+        reply_store_error(c, rc);
+        return;
+    }
+    long long n = (long long)len;
+    if (start < 0) start = n + start > 0 ? n + start : 0;
+    if (end < 0) end = n + end;
+    if (end >= n) end = n - 1;
+    if (start > end || n == 0) reply_bulk(c, "", 0);
+    else if (sl.count && !range_slices_ok(s, pin, data, len, &sl, (uint64_t)start, (uint64_t)end))
+        reply_error(c, "CORRUPT checksum mismatch in the value's bytes");
+    else reply_bulk(c, (const char *)data + start, (size_t)(end - start + 1));
+    s->ops->release(s, pin);
+}
+
+/* MOON.PREFIX key [key ...]: how many keys, from the first on, are
+ * stored (a prefix-cache lookup). A store that can asks all at once (the
+ * cluster: one MOON.PREFIX to the master). */
+static void prefix_command(client *c) {
+    store *s = store_of(c);
+    size_t n = (size_t)c->argc - 1, hit = 0;
+    if (s->ops->prefix) {
+        store_key *keys = xmalloc(n * sizeof *keys);
+        for (size_t i = 0; i < n; i++) keys[i] = (store_key){c->argv[1 + i].ptr, c->argv[1 + i].len};
+        int rc = s->ops->prefix(s, keys, n, &hit);
+        free(keys);
+        if (rc != STORE_OK) {
+            reply_store_error(c, rc);
+            return;
+        }
+    } else {
+        while (hit < n && s->ops->exists(s, c->argv[1 + hit].ptr, c->argv[1 + hit].len)) hit++;
+    }
+    reply_integer(c, (long long)hit);
+}
+
 /* ---- the table ---- */
 
 static const command object_commands[] = {
@@ -587,6 +661,11 @@ static const command object_commands[] = {
      "Remove every object (the caller's own collection)", "[ASYNC|SYNC]"},
     {"flushdb", flushall_command, -1, CMD_WRITE, 0, 0, 0, 0, "server", "0.2.0",
      "Alias of FLUSHALL: there is one database", "[ASYNC|SYNC]"},
+    {"getrange", getrange_command, 4, CMD_READONLY, 1, 1, 1, 0, "string", "0.3.0",
+     "Bytes start..end (inclusive, negative from the end) of a value, checked per slice when it keeps slice CRCs",
+     "key start end"},
+    {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
+     "How many keys, from the first on, are stored (a prefix-cache lookup)", "key [key ...]"},
 };
 
 void t_object_register(server *srv) {
