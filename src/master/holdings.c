@@ -29,6 +29,37 @@ void mm_notes_reset(mm_node *n) {
     n->notes_head = n->notes_n = 0;
     n->notes_seq = 0;
     n->notes_overflow = 0;
+    n->notes_epoch++;   /* whoever waited for these will not see them acknowledged */
+}
+
+void mm_notes_track(master_meta *m) {
+    m->tracking = 1;
+    m->track_gen++;
+    m->ntouched = 0;
+}
+
+/* The command being tracked gave node n a note. */
+static void track(master_meta *m, mm_node *n) {
+    if (!m->tracking || !n->acks_awaited || n->track_gen == m->track_gen) return;
+    n->track_gen = m->track_gen;
+    if (m->ntouched == m->captouched) {
+        m->captouched = m->captouched ? m->captouched * 2 : 8;
+        m->touched = xrealloc(m->touched, m->captouched * sizeof *m->touched);
+        m->marks = xrealloc(m->marks, m->captouched * sizeof *m->marks);
+    }
+    m->touched[m->ntouched++] = n->id;
+}
+
+const mm_note_mark *mm_notes_touched(master_meta *m, size_t *n) {
+    size_t k = 0;
+    for (size_t i = 0; i < m->ntouched; i++) {
+        const mm_node *nd = mm_node_get(m, m->touched[i]);
+        if (!nd || nd->track_gen != m->track_gen || !nd->notes_n) continue;   /* reset since */
+        m->marks[k++] = (mm_note_mark){nd->id, nd->notes_epoch, nd->notes_seq + nd->notes_n};
+    }
+    m->tracking = 0;
+    *n = k;
+    return m->marks;
 }
 
 /* One note for node id about o and its replica r (which has bytes there):
@@ -47,6 +78,7 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
     const proto_slices *sl = drop || !o->owner ? NULL : &mm_obj_of(o)->slices;
     proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r, sl);
     n->notes_n++;
+    track(m, n);
 }
 
 void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int drop) {
@@ -83,6 +115,11 @@ static void notes_ack(mm_node *n, uint64_t ack) {
         n->notes.len = live;
         n->notes_head = 0;
     }
+}
+
+void mm_node_holdings_ack(master_meta *m, uint32_t id, uint64_t ack) {
+    mm_node *n = mm_node_get(m, id);
+    if (n) notes_ack(n, ack);
 }
 
 size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, size_t max, size_t max_bytes,

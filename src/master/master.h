@@ -77,6 +77,8 @@ typedef struct master_gateway {
 } master_gateway;
 
 typedef struct put_wait put_wait;   /* put_wait.c */
+typedef struct master_acks master_acks;   /* acks.c */
+typedef struct holdings_wait holdings_wait;   /* holdings_wait.c */
 typedef struct master_members master_members;   /* members.c */
 
 typedef struct master {
@@ -97,6 +99,8 @@ typedef struct master {
     uint64_t term_start_ms;            /* mono ms this master started or was elected */
     uint64_t elections_seen;           /* ha_view.elections_won when term_start_ms was set */
     put_wait *waits;                   /* puts waiting for quarantined space */
+    master_acks *acks;                 /* answers waiting for their nodes' acks */
+    holdings_wait *pulls;              /* nodes' MOON.HOLDINGS waiting for notes */
     master_members *members;           /* --etcd: the member records; NULL: none kept */
     uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
@@ -114,6 +118,9 @@ int master_arg_u64(client *c, int i, uint64_t min, uint64_t max, uint64_t *out);
 int master_own_node(client *c, int i, uint32_t *id);
 /* The node this connection registered (and still speaks for), or 0. */
 uint32_t master_conn_node(client *c);
+/* master_own_node, or a connection linked to that node's registration
+ * by MOON.HOLDLINK (its holdings pulls come on a connection of their own). */
+int master_holdings_node(client *c, int i, uint32_t *id);
 
 /* A MOON.REGISTER, parsed (it may wait for etcd before it is run). */
 typedef struct master_join {
@@ -206,6 +213,42 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
 void put_wait_forget(put_wait *w, client *c);
 /* INFO fields: puts_waiting (now), puts_waited, puts_waited_nospace (ever). */
 void put_wait_info(const put_wait *w, resp_buf *out);
+
+/* ---- answers that wait until the nodes hold them (acks.c) ----
+ * MOON.PUTEND, MPUTEND, REMOVE and FLUSH bracket their work with
+ * acks_begin / acks_end: the reply is sent once every node given a
+ * holdings note by the command acknowledged it, its notes were reset,
+ * or MASTER_ACK_BOUND_MS passed; -READONLY if this master may no longer
+ * lead by then. */
+#define MASTER_ACK_BOUND_MS 2000
+master_acks *acks_create(master *m);
+void acks_destroy(master_acks *a);
+void acks_begin(client *c);
+void acks_end(client *c);
+/* MOON.HOLDINGS took node id's acknowledgement (notes_seq moved). */
+void acks_node_acked(master_acks *a, uint32_t id);
+/* The metadata is dropped (a lost term): release every waiter. */
+void acks_reset(master_acks *a);
+/* c is going: its waiting answers are dropped. */
+void acks_forget(master_acks *a, client *c);
+/* INFO fields acks_waiting, acks_by_nodes, acks_unconfirmed, acks_by_bound. */
+void acks_info(const master_acks *a, resp_buf *out);
+
+/* ---- MOON.HOLDINGS ... WAIT (holdings_wait.c, recovery.c) ---- */
+enum { MASTER_HOLDINGS_ARRAY = 0, MASTER_HOLDINGS_PACKED, MASTER_HOLDINGS_SLICES };
+#define MASTER_HOLDINGS_WAIT_MAX 10000   /* ms a pull may wait */
+/* The reply to a pull of node id in form, after taking ack. */
+void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form);
+holdings_wait *holdings_wait_create(master *m);
+void holdings_wait_destroy(holdings_wait *h);
+/* Park c's pull (nothing to send now): answered before the loop sleeps
+ * once node has notes (or its notes were reset), else after wait_ms. */
+void holdings_wait_park(holdings_wait *h, client *c, uint32_t node, int form, uint64_t wait_ms);
+/* Answer every parked pull now (the metadata was dropped). */
+void holdings_wait_reset(holdings_wait *h);
+void holdings_wait_forget(holdings_wait *h, client *c);
+/* INFO fields holdings_parked (now), holdings_waits, holdings_waits_noted (ever). */
+void holdings_wait_info(const holdings_wait *h, resp_buf *out);
 
 /* ---- the member records in etcd (members.c) ----
  * With --etcd the leader records each node under

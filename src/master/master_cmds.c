@@ -31,6 +31,10 @@ typedef struct conn_state {
     uint8_t nonce[PROTO_NONCE_LEN];
     int has_nonce;
     uint32_t node;    /* 0: not a node */
+    /* MOON.HOLDLINK: the node whose holdings this connection pulls, as
+     * long as that node's registration is the one of link_conn. */
+    uint32_t link_node;
+    uint64_t link_conn;
 } conn_state;
 
 static master *master_of(client *c) { return c->srv->role; }
@@ -42,6 +46,8 @@ static void conn_state_free(client *c, void *ctx) {
     master *m = master_of(c);
     if (m && m->waits) put_wait_forget(m->waits, c);
     if (m) members_forget(m->members, c);
+    if (m) holdings_wait_forget(m->pulls, c);
+    if (m) acks_forget(m->acks, c);
 }
 
 static conn_state *conn_of(client *c) {
@@ -277,6 +283,48 @@ int master_own_node(client *c, int i, uint32_t *id) {
     return 0;
 }
 
+int master_holdings_node(client *c, int i, uint32_t *id) {
+    conn_state *cs = c->role_ctx;
+    if (!cs || !cs->link_node) return master_own_node(c, i, id);
+    if (arg_u32(c, i, 1, PROTO_MAX_NODES, id) != 0) return -1;
+    const mm_node *n = mm_node_get(meta_of(c), *id);
+    if (*id != cs->link_node || !n || n->state == NODE_DEAD || n->conn_id != cs->link_conn) {
+        master_reply_fail(c, PROTO_NODEDEAD, "node %u registered again since this link was made: link again", *id);
+        return -1;
+    }
+    return 0;
+}
+
+/* MOON.HOLDLINK proof id instance: after MOON.CHALLENGE, a node's second
+ * connection, the one it pulls its holdings on (a pull may wait there,
+ * so its control connection stays free), speaks for node id while the
+ * registration of that node process (its INSTANCE token) lasts. */
+static void holdlink_command(client *c) {
+    conn_state *cs = conn_of(c);
+    uint32_t id;
+    uint8_t tok[8];
+    uint64_t instance;
+    if (!proof_ok(c, cs)) {
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        return;
+    }
+    if (arg_u32(c, 2, 1, PROTO_MAX_NODES, &id) != 0) return;
+    if (hex_decode(c->argv[3].ptr, c->argv[3].len, tok, sizeof tok) != 0) {
+        master_reply_fail(c, PROTO_ERR, "bad instance token");
+        return;
+    }
+    memcpy(&instance, tok, sizeof tok);
+    mm_node *n = mm_node_get(meta_of(c), id);
+    if (!n || n->state == NODE_DEAD || !n->joined || n->instance != instance) {
+        master_reply_fail(c, PROTO_NODEDEAD, "node %u is not registered by this process", id);
+        return;
+    }
+    cs->link_node = id;
+    cs->link_conn = n->conn_id;
+    n->acks_awaited = 1;   /* its acks come as soon as it has the notes */
+    reply_ok(c);
+}
+
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
@@ -479,6 +527,13 @@ static int arg_slices(client *c, int i, proto_slices *sl) {
     return -1;
 }
 
+/* The reply of the command about to run waits for the nodes it tells
+ * (acks.c); conn_state's on-free hook forgets it if the client goes. */
+static void acked_begin(client *c) {
+    conn_of(c);
+    acks_begin(c);
+}
+
 /* MOON.PUTEND key crc [SLICES slice_size crcs] */
 static void putend_command(client *c) {
     uint32_t crc;
@@ -490,8 +545,10 @@ static void putend_command(client *c) {
     if (arg_crc(c, 2, &crc) != 0) return;
     if (c->argc == 6 && arg_slices(c, 4, &sl) != 0) return;
     char err[PROTO_ERR_LEN];
+    acked_begin(c);
     reply_status(c, mm_put_end(meta_of(c), c->argv[1].ptr, c->argv[1].len, crc, &sl, now(), err,
                                sizeof err), err);
+    acks_end(c);
     proto_slices_free(&sl);
 }
 
@@ -513,9 +570,11 @@ static void get_command(client *c) {
 
 static void remove_command(client *c) {
     char err[PROTO_ERR_LEN];
+    acked_begin(c);
     proto_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
     if (st == PROTO_OK || st == PROTO_NOTFOUND) reply_integer(c, st == PROTO_OK);
     else master_reply_fail(c, st, "%s", err);
+    acks_end(c);
 }
 
 static void exists_command(client *c) {
@@ -619,6 +678,7 @@ static void mputend_command(client *c) {
     mm_item *it = batch_items(c, sliced || packed ? 2 : 1, sliced ? 4 : 2, &n);
     if (!it) return;
     if (sliced ? batch_slices(c, it, n) == 0 : batch_numbers(c, packed ? 2 : 1, it, n, UINT32_MAX, 1) == 0) {
+        acked_begin(c);
         mm_put_end_batch(meta_of(c), it, n, now());
         if (packed) {
             reply_ended_packed(c, it, n);
@@ -626,6 +686,7 @@ static void mputend_command(client *c) {
             reply_array(c, (long long)n);
             for (size_t i = 0; i < n; i++) reply_status(c, it[i].status, it[i].err);
         }
+        acks_end(c);
     }
     for (size_t i = 0; i < n; i++) proto_slices_free(&it[i].slices);
 }
@@ -828,6 +889,14 @@ static const metrics_field master_metrics[] = {
      "Of those, objects collected because their EX/PX hint passed."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (MOON.HOLDINGS)."},
+    {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
+     "Answers waiting until their nodes acknowledged the holdings notes."},
+    {"acks_by_nodes", "moonkv_acks_released_total", METRIC_COUNTER, "by=\"nodes\"",
+     "Answers released, by why: every node acknowledged, a node's notes were reset, the 2 s bound."},
+    {"acks_unconfirmed", "moonkv_acks_released_total", METRIC_COUNTER, "by=\"reset\"",
+     "Answers released, by why: every node acknowledged, a node's notes were reset, the 2 s bound."},
+    {"acks_by_bound", "moonkv_acks_released_total", METRIC_COUNTER, "by=\"bound\"",
+     "Answers released, by why: every node acknowledged, a node's notes were reset, the 2 s bound."},
     {"rebuild_recovered", "moonkv_rebuild_objects_total", METRIC_COUNTER, "result=\"recovered\"",
      "Objects of a rebuild after a master restart, by result."},
     {"rebuild_incomplete", "moonkv_rebuild_objects_total", METRIC_COUNTER, "result=\"incomplete\"",
@@ -864,6 +933,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "puts_revoked", "%llu", (unsigned long long)st.puts_revoked);
     info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
     put_wait_info(m->waits, out);
+    acks_info(m->acks, out);
+    holdings_wait_info(m->pulls, out);
     info_field(out, "bytes_used", "%llu", (unsigned long long)st.bytes_used);
     info_field(out, "bytes_total", "%llu", (unsigned long long)st.bytes_total);
     info_field(out, "free_extents", "%llu", (unsigned long long)st.free_extents);
@@ -937,6 +1008,7 @@ static void scan_command(client *c) {
  * valid as the table shrinks); puts in flight finish as usual. */
 static void flush_command(client *c) {
     if (master_rebuild_refuses(c)) return;
+    acked_begin(c);
     master_meta *m = meta_of(c);
     scan_reply sr = {0};
     uint64_t cursor = 0, removed = 0;
@@ -949,6 +1021,7 @@ static void flush_command(client *c) {
     } while (cursor != 0);
     free(sr.objs);
     reply_integer(c, (long long)removed);
+    acks_end(c);
 }
 
 static const command master_commands[] = {
@@ -956,6 +1029,8 @@ static const command master_commands[] = {
      "Get a nonce to prove the cluster secret with", ""},
     {"moon.register", register_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
+    {"moon.holdlink", holdlink_command, 4, CMD_WRITE, NOKEY, 0, "moonkv", "0.5.0",
+     "A node's connection for its holdings pulls", "proof id instance"},
     {"moon.heartbeat", heartbeat_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
     {"moon.copydone", copydone_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",

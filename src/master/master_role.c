@@ -113,6 +113,11 @@ int master_gate(client *c, const command *cmd) {
     return strcmp(cmd->group, "moonkv") == 0 && master_refuse_unless_leading(c);
 }
 
+/* srv->role_pipelined: a command runs while c's earlier answers wait for
+ * their nodes (acks.c): its effect was had in order already, and its
+ * reply queues behind theirs. */
+static int master_pipelined(client *c, const command *cmd) { return 1; }
+
 uint64_t master_term(const master *m) {
     if (!m->ha) return m->incarnation;
     int64_t t = master_ha_view(m->ha)->term;
@@ -145,8 +150,10 @@ static void leadership_changed(event_loop *el, void *data) {
         m->terms_dropped = v->leadership_lost;
         log_notice("master: standing down: dropping the metadata of the lost term");
         mm_config mc = meta_config(&m->srv->cfg);
+        acks_reset(m->acks);   /* answered -READONLY: we no longer lead */
         mm_destroy(m->meta);
         m->meta = mm_create(&mc);
+        holdings_wait_reset(m->pulls);
         master_rebuild_reset(m);
         if (random_bytes(m->cap_key, sizeof m->cap_key) != 0) log_warning("master: no new capability key");
     }
@@ -202,6 +209,9 @@ int master_role_main(server *srv) {
         return 1;
     }
     m->waits = put_wait_create(m);
+    m->acks = acks_create(m);
+    m->pulls = holdings_wait_create(m);
+    srv->role_pipelined = master_pipelined;
     heap_huge_setup();
     loop_hook *heap = loop_hook_add(srv->loop, SERVER_HOOK_FLUSH, heap_cb, NULL);
     loop_timer *sweep = loop_timer_create(srv->loop, sweep_cb, m);
@@ -219,6 +229,11 @@ int master_role_main(server *srv) {
     loop_hook_del(heap);
     put_wait_destroy(m->waits);
     m->waits = NULL;
+    srv->role_pipelined = NULL;
+    acks_destroy(m->acks);
+    m->acks = NULL;
+    holdings_wait_destroy(m->pulls);
+    m->pulls = NULL;
     srv->role = NULL;
     srv->role_info = NULL;
     master_destroy(m);

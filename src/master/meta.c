@@ -65,6 +65,8 @@ void mm_destroy(master_meta *m) {
     objtable_destroy(m->tombs);
     free(m->tasks);
     free(m->task_ids);
+    free(m->touched);
+    free(m->marks);
     free(m);
 }
 

@@ -61,6 +61,12 @@ typedef struct mm_node {
     size_t notes_head, notes_n;
     uint64_t notes_seq;
     int notes_overflow;           /* it stopped taking them: fail it */
+    uint64_t notes_epoch;         /* queues so far: each reset starts a new one */
+    uint64_t track_gen;           /* mm_notes_track's: listed in this command's marks */
+    /* It pulls on a link that waits for notes (MOON.HOLDLINK, WAIT):
+     * answers wait for its acks. A node that does not (one from before,
+     * a test's fake) is not waited for, as before. Kept for the id. */
+    int acks_awaited;
 } mm_node;
 
 typedef struct mm_config {
@@ -177,6 +183,8 @@ void mm_node_id_taken(master_meta *m, uint32_t id);
  * of them, no more once max_bytes are taken. Returns how many; *recs and
  * *len are their bytes (valid until the next call), *next_seq the number
  * to acknowledge them with. */
+/* Only take the acknowledgement (notes before ack are freed). */
+void mm_node_holdings_ack(master_meta *m, uint32_t id, uint64_t ack);
 size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, size_t max, size_t max_bytes,
                         const uint8_t **recs, size_t *len, uint64_t *next_seq);
 /* Tell node id it holds nothing of key (e.g. a refused report). */
@@ -371,6 +379,23 @@ int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now
                     mm_rebuild_stats *st, mm_rebuild_refused_fn *fn, void *ctx);
 void mm_rebuild_end(master_meta *m, mm_rebuild_job *j);
 void mm_rebuild_free(mm_rebuild_job *j);
+
+/* ---- holdings notes a command queued (holdings.c) ----
+ * A command whose outcome must be known to its nodes before it is
+ * answered (a put's end, a remove, a flush: see master/ack_wait.h)
+ * brackets its metadata calls with these: every node with acks_awaited
+ * that got a note in between is listed once, with the acknowledgement
+ * (MOON.HOLDINGS ack, mm_node.notes_seq once taken) that covers its
+ * last one. */
+typedef struct mm_note_mark {
+    uint32_t node;
+    uint64_t epoch;               /* mm_node.notes_epoch: a reset voids the mark */
+    uint64_t seq;                 /* covered once notes_seq reaches it */
+} mm_note_mark;
+void mm_notes_track(master_meta *m);
+/* The marks since mm_notes_track (valid until the next call of either),
+ * how many in *n; tracking stops. */
+const mm_note_mark *mm_notes_touched(master_meta *m, size_t *n);
 
 /* ---- observability ---- */
 /* O(nodes): the object counts are kept as objects change. */

@@ -50,6 +50,12 @@ struct master_meta {
     uint64_t under_replicated;  /* complete objects below their replica count: kept at each change */
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */
     uint64_t slice_crc_bytes;   /* every object's per-slice CRCs */
+    /* mm_notes_track: nodes given a note since (ids, then their marks) */
+    int tracking;
+    uint64_t track_gen;
+    uint32_t *touched;
+    mm_note_mark *marks;
+    size_t ntouched, captouched;
 };
 
 /* Printf the message into err (if given), return st: every error path is

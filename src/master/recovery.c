@@ -641,29 +641,17 @@ static void reply_note(client *c, const uint8_t **p, const uint8_t *end, obj_ext
     }
 }
 
-/* MOON.HOLDINGS id ack [PACKED [SLICES]]: [next_ack, [note ...]] or
- * [next_ack, blob] (the notes are kept as the packed records: that form
- * sends them as they are, at most about PROTO_NOTES_BLOB bytes of them;
- * without SLICES they are sent without their slice CRCs). */
-static void holdings_command(client *c) {
-    uint32_t id;
-    uint64_t ack, next;
-    int packed = c->argc >= 4 && c->argv[3].len == 6 && strncasecmp(c->argv[3].ptr, "packed", 6) == 0;
-    int slices = c->argc == 5 && c->argv[4].len == 6 && strncasecmp(c->argv[4].ptr, "slices", 6) == 0;
-    if (c->argc != 3 && !(packed && (c->argc == 4 || slices))) {
-        reply_syntax_error(c);
-        return;
-    }
-    if (master_own_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, UINT64_MAX >> 1, &ack) != 0) return;
+void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form) {
     const uint8_t *recs;
     size_t len;
+    uint64_t next;
     size_t n = mm_node_holdings(master_of(c)->meta, id, ack, MASTER_MAX_HOLDINGS,
-                                packed ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
+                                form != MASTER_HOLDINGS_ARRAY ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
     reply_array(c, 2);
     reply_integer(c, (long long)next);
-    if (slices) {
+    if (form == MASTER_HOLDINGS_SLICES) {
         reply_bulk(c, recs, len);
-    } else if (packed) {   /* a node that keeps no slice CRCs */
+    } else if (form == MASTER_HOLDINGS_PACKED) {   /* a node that keeps no slice CRCs */
         resp_buf plain;
         resp_buf_init(&plain);
         proto_notes_plain(recs, len, &plain);
@@ -675,6 +663,40 @@ static void holdings_command(client *c) {
         for (size_t i = 0; i < n; i++) reply_note(c, &recs, recs + len, ext);
         free(ext);
     }
+}
+
+static int arg_is(const client *c, int i, const char *word) {
+    return i < c->argc && strieq_len(c->argv[i].ptr, c->argv[i].len, word);
+}
+
+/* MOON.HOLDINGS id ack [PACKED [SLICES]] [WAIT ms]: [next_ack, [note ...]]
+ * or [next_ack, blob] (the notes are kept as the packed records: that
+ * form sends them as they are, at most about PROTO_NOTES_BLOB bytes of
+ * them; without SLICES they are sent without their slice CRCs). WAIT:
+ * with nothing to send, the reply waits up to ms for a note
+ * (holdings_wait.c). The ack may release answers waiting on it (acks.c). */
+static void holdings_command(client *c) {
+    uint32_t id;
+    uint64_t ack, wait_ms = 0;
+    int form = MASTER_HOLDINGS_ARRAY, i = 3;
+    if (arg_is(c, i, "packed")) form = MASTER_HOLDINGS_PACKED, i++;
+    if (form == MASTER_HOLDINGS_PACKED && arg_is(c, i, "slices")) form = MASTER_HOLDINGS_SLICES, i++;
+    if (arg_is(c, i, "wait") && i + 1 < c->argc) {
+        if (master_arg_u64(c, i + 1, 0, MASTER_HOLDINGS_WAIT_MAX, &wait_ms) != 0) return;
+        i += 2;
+    }
+    if (i != c->argc) {
+        reply_syntax_error(c);
+        return;
+    }
+    if (master_holdings_node(c, 1, &id) != 0 || master_arg_u64(c, 2, 0, UINT64_MAX >> 1, &ack) != 0) return;
+    master *m = master_of(c);
+    mm_node_holdings_ack(m->meta, id, ack);
+    acks_node_acked(m->acks, id);
+    mm_node *n = mm_node_get(m->meta, id);
+    if (n && wait_ms) n->acks_awaited = 1;
+    if (wait_ms && m->pulls && n && !n->notes_n) holdings_wait_park(m->pulls, c, id, form, wait_ms);
+    else master_holdings_reply(c, id, 0, form);
 }
 
 /* MOON.BADREPLICA id key seg_offset [...]: the node's scrub found these
@@ -716,7 +738,8 @@ static const command recovery_commands[] = {
      "Node's scrub found replicas rotten: drop them so repair copies them again",
      "id key seg-offset [key seg-offset ...]"},
     {"moon.holdings", holdings_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
-     "Node pulls the changes of what it holds, acknowledging the last ones", "id ack [PACKED [SLICES]]"},
+     "Node pulls the changes of what it holds, acknowledging the last ones",
+     "id ack [PACKED [SLICES]] [WAIT ms]"},
 };
 
 void master_register_recovery_commands(server *srv) {

@@ -16,11 +16,11 @@
 #include "etcd/etcd.h"
 #include "etcd/leader_watch.h"
 #include "node/copier.h"
+#include "node/holdings_link.h"
 #include "node/scrub.h"
 #include "node/reply.h"
 #include "proto/limits.h"
 #include "proto/master_link.h"
-#include "proto/notes.h"
 #include "proto/register.h"
 #include "proto/report.h"
 #include "proto/status.h"
@@ -44,11 +44,9 @@
 #define CTL_REFRESH_YOUNG_MS 100
 #define CTL_YOUNG_MS        2000
 #define CTL_LEAVING_BEAT_MS 100    /* heartbeat while drained: hear "drained" soon */
-/* MOON.HOLDINGS: a completed put is known here (and so survives a master
- * restart) within about this long. */
-#define CTL_HOLDINGS_MS     100
-#define CTL_HOLDINGS_ROUNDS 64     /* full batches taken in one go */
-#define CTL_HOLDINGS_MAX    4096   /* notes per reply (the master's MASTER_MAX_HOLDINGS) */
+/* The scrub's step (and holdings pulls from a master without
+ * MOON.HOLDLINK: holdings_link.h). */
+#define CTL_TICK_MS         100
 /* Packed MOON.REPORT batches: extents (>= PROTO_MAX_EXTENTS, so any
  * entry fits), their key bytes, and how many go before a reply is read. */
 #define CTL_REPORT_BATCH    16384
@@ -103,14 +101,12 @@ struct node_control {
     uint32_t seen_max;
     uint32_t peers[CTL_MAX_PEERS];
     int npeers;
-    uint64_t holdings_ack, next_pull_ms;
-    obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
-    /* A master from before slice CRCs: it refused MOON.HOLDINGS ... SLICES
-     * (asked again after each registration), or a report carrying them
-     * (until a master takes SLICES again). */
-    int plain_holdings, plain_reports;
-    node_index_batch *ix_batch; /* a reply's notes on their way into the index */
+    uint64_t next_tick_ms;
+    /* A master from before slice CRCs: it refused a report carrying them. */
+    int plain_reports;
+    node_holdings *hl;          /* the index's notes, on a thread of their own */
     node_scrub *scrub;
+    uint64_t scrub_pulls;       /* node_holdings_pulls at the last scrub step */
 };
 
 /* ---- helpers ---- */
@@ -129,6 +125,7 @@ static void disconnect(node_control *c) {
     c->watched = NULL;
     if (c->rc) redisFree(c->rc);
     c->rc = NULL;
+    node_holdings_pause(c->hl);   /* its link follows ours */
 }
 
 /* --etcd: host:port of the current leader. */
@@ -199,59 +196,6 @@ static uint32_t my_id(node_control *c);
 static void node_dead(node_control *c, const char *msg);
 static int is_nodedead(const redisReply *r);
 
-/* A packed MOON.HOLDINGS blob (proto/notes.h) into the index, in order;
- * the number of notes, or -1 if one is malformed (those before it stay
- * applied) or there are more than a reply may hold. */
-static long apply_notes(node_control *c, const uint8_t *p, const uint8_t *end, uint32_t self) {
-    if (!c->note_ext) c->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *c->note_ext);
-    if (!c->ix_batch) c->ix_batch = node_index_batch_new();
-    node_index *ix = c->n->index;
-    long n = 0;
-    for (; p < end && n < CTL_HOLDINGS_MAX; n++) {
-        proto_note note;
-        if (proto_note_next(&p, end, c->note_ext, &note) != 0) break;
-        if (note.drop) node_index_batch_drop(ix, c->ix_batch, note.key, note.keylen);
-        else node_index_batch_hold(ix, c->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
-                                   &note.slices, self);
-    }
-    node_index_commit(ix, c->ix_batch);   /* before the blob its keys point into goes */
-    return p == end ? n : -1;
-}
-
-/* One MOON.HOLDINGS round: 1 if the reply was full (more may wait). */
-static int pull_once(node_control *c, uint32_t self) {
-    redisReply *r = c->plain_holdings
-                        ? master_cmd(c, "MOON.HOLDINGS %u %llu PACKED", self, (unsigned long long)c->holdings_ack)
-                        : master_cmd(c, "MOON.HOLDINGS %u %llu PACKED SLICES", self, (unsigned long long)c->holdings_ack);
-    if (!r) return 0;
-    int more = 0;
-    if (r->type == REDIS_REPLY_ERROR && !c->plain_holdings && strstr(r->str, "syntax error")) {
-        log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
-        c->plain_holdings = c->plain_reports = 1;
-        more = 1;   /* again, at once */
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
-               r->element[1]->type == REDIS_REPLY_STRING) {
-        c->plain_reports = c->plain_reports && c->plain_holdings;
-        const uint8_t *blob = (const uint8_t *)r->element[1]->str;
-        long n = apply_notes(c, blob, blob + r->element[1]->len, self);
-        /* Taken as read either way: a note we cannot parse would come back forever. */
-        if (n < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
-        c->holdings_ack = (uint64_t)r->element[0]->integer;
-        more = n == CTL_HOLDINGS_MAX || r->element[1]->len >= PROTO_NOTES_BLOB;
-    } else if (is_nodedead(r)) {
-        node_dead(c, r->str);
-    } else {
-        log_info("node: MOON.HOLDINGS: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
-    }
-    freeReplyObject(r);
-    return more;
-}
-
-static void pull_holdings(node_control *c) {
-    uint32_t self = my_id(c);
-    for (int i = 0; i < CTL_HOLDINGS_ROUNDS && c->rc && pull_once(c, self); i++) {}
-}
-
 /* A reply that is not an error, or -1 after dropping the connection. */
 static int send_checked(node_control *c, int argc, const char **argv, const size_t *lens) {
     redisReply *r = master_cmd_argv(c, argc, argv, lens);
@@ -263,9 +207,14 @@ static int send_checked(node_control *c, int argc, const char **argv, const size
     return bad ? -1 : 0;
 }
 
-/* A scrub step after a pull; replicas it found rotten go to the master
+/* A scrub step once a pull sent after the last one was answered (its
+ * mismatches are confirmed only after the notes of that moment are in:
+ * node/scrub.h); replicas it found rotten go to the master
  * (MOON.BADREPLICA), which has them copied again. */
 static void scrub_and_tell(node_control *c, uint64_t now) {
+    uint64_t pulls = node_holdings_pulls(c->hl);
+    if (pulls < c->scrub_pulls + 2) return;   /* the first answered may have left before */
+    c->scrub_pulls = pulls;
     const node_index_mark *bad;
     size_t n = node_scrub_step(c->scrub, now, &bad);
     if (n == 0 || !c->rc) return;
@@ -402,6 +351,7 @@ static int report_index(node_control *c) {
 static int do_register(node_control *c) {
     node *n = c->n;
     c->single_copydone = 0;   /* a new leader may take batches again */
+    node_holdings_pause(c->hl);   /* no note of the last registration lands after this */
     /* Write grants the master made before we asked are not ours to honour. */
     uint64_t asked_ms = wall_ms();
     redisReply *r = master_cmd(c, "MOON.CHALLENGE");
@@ -485,9 +435,7 @@ static int do_register(node_control *c) {
     c->next_refresh_ms = 0;
     c->registered_ms = mono_ms();
     c->claim_id = id;
-    c->holdings_ack = 0;   /* the master resends what we did not acknowledge */
-    c->plain_holdings = 0;
-    c->next_pull_ms = 0;
+    c->next_tick_ms = 0;
     pthread_mutex_lock(&n->mu);
     n->status.id = id;
     n->status.registrations++;
@@ -500,6 +448,8 @@ static int do_register(node_control *c) {
      * dropped what we held (we were declared dead) wants it forgotten. */
     if (report == 2) node_index_clear(n->index);
     if (report == 1 && report_index(c) != 0) return -1;
+    /* the master resends what we did not acknowledge: from ack 0 */
+    node_holdings_resume(c->hl, id, c->host, c->port, c->instance_hex);
     return 0;
 }
 
@@ -763,18 +713,18 @@ static void *control_main(void *arg) {
             int young = now < c->registered_ms + CTL_YOUNG_MS;
             c->next_refresh_ms = now + (young ? CTL_REFRESH_YOUNG_MS : CTL_REFRESH_MS);
         }
-        if (c->rc && now >= c->next_pull_ms) {
-            pull_holdings(c);
+        if (c->rc && now >= c->next_tick_ms) {
+            if (node_holdings_fallback(c->hl, c->rc, my_id(c)) != 0) disconnect(c);
             heap_huge_advise();   /* the index's growth on huge pages (node_role.c) */
             scrub_and_tell(c, now);
-            c->next_pull_ms = now + CTL_HOLDINGS_MS;
+            c->next_tick_ms = now + CTL_TICK_MS;
         }
         pthread_mutex_lock(&c->n->mu);
         node_phase p = c->n->status.phase;
         pthread_mutex_unlock(&c->n->mu);
         if (p == NODE_GONE) break;
         now = mono_ms();
-        uint64_t next = next_beat < c->next_pull_ms ? next_beat : c->next_pull_ms;
+        uint64_t next = next_beat < c->next_tick_ms ? next_beat : c->next_tick_ms;
         if (c->rc && next > now) wait_ms(c, (int)(next - now));
     }
     if (!flag(c, &c->stop)) gone(c);
@@ -813,6 +763,7 @@ node_control *node_control_start(node *n) {
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
     c->scrub = node_scrub_create(n->index, n->srv->cfg.scrub_mb_per_s);
+    c->hl = node_holdings_start(n);
     n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);
     return c;
@@ -852,8 +803,7 @@ void node_control_free(node_control *c) {
     leader_watch_close(c->watch);
     etcd_free(c->etcd);
     node_scrub_free(c->scrub);
-    free(c->note_ext);
-    node_index_batch_free(c->ix_batch);
+    node_holdings_free(c->hl);
     free(c->results);
     free(c->sending);
     free(c);

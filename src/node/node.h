@@ -33,6 +33,8 @@ typedef struct node_status {
     char master_state[16];                  /* "alive", "draining", ... */
     uint64_t tasks_received, tasks_ok, tasks_failed;
     uint64_t bytes_copied;
+    uint64_t holdings_pulls, holdings_notes;   /* MOON.HOLDINGS answered, notes applied */
+    int holdings_linked;                       /* pulling on the holdings link now */
     char master[CONFIG_STR_MAX];            /* the master we talk to ("host:port") */
 } node_status;
 

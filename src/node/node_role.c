@@ -114,6 +114,9 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "tasks_ok", "%llu", (unsigned long long)st.tasks_ok);
     info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
     info_field(out, "bytes_copied", "%llu", (unsigned long long)st.bytes_copied);
+    info_field(out, "holdings_linked", "%d", st.holdings_linked);
+    info_field(out, "holdings_pulls", "%llu", (unsigned long long)st.holdings_pulls);
+    info_field(out, "holdings_notes", "%llu", (unsigned long long)st.holdings_notes);
     node_index_stats ix = {0};
     if (n->index) node_index_get_stats(n->index, &ix);
     info_field(out, "index_objects", "%llu", (unsigned long long)ix.objects);

@@ -97,6 +97,7 @@ typedef struct out_chunk {
     size_t checked;           /* of a sliced ref: bytes whose slices passed */
     void (*corrupt)(void *ctx, uint32_t slice);
     int slot;                 /* a reply slot's place: SLOT_OPEN holds back what follows */
+    struct out_chunk *held_head, *held_tail;   /* a held slot's replies (client_slot_hold) */
     size_t cap;               /* room in data[]: NET_BLOCK_SIZE, NET_SLOT_INLINE for a slot */
     /* A slot of a measured command (metrics): recorded when it ends. */
     int measured;
@@ -499,16 +500,46 @@ void client_slot_begin(client *c, reply_slot *s) {
     cn->fill_mark = c->reply_bytes;
 }
 
+void client_slot_hold(client *c, reply_slot *s) {
+    conn *cn = conn_of(c);
+    out_chunk *ch = (out_chunk *)s;
+    ch->held_head = cn->fill_head;
+    ch->held_tail = cn->fill_tail;
+    cn->filling = cn->fill_head = cn->fill_tail = NULL;
+}
+
+/* Unsent bytes of ch leave the output counts. */
+static void chunk_uncount(conn *cn, const out_chunk *ch) {
+    if (ch->ref) cn->out_ref -= ch->len - ch->sent;
+    else cn->out_owned -= ch->len - ch->sent;
+}
+
+void client_slot_clear(client *c, reply_slot *s) {
+    conn *cn = conn_of(c);
+    out_chunk *ch = (out_chunk *)s;
+    for (out_chunk *x = ch->held_head, *next; x; x = next) {
+        next = x->next;
+        chunk_uncount(cn, x);
+        chunk_done(cn->net, x);
+    }
+    ch->held_head = ch->held_tail = NULL;
+    cn->out_owned -= ch->len;
+    ch->len = 0;
+}
+
 void client_slot_end(client *c, reply_slot *s) {
     conn *cn = conn_of(c);
     out_chunk *ch = (out_chunk *)s;
+    int filling = cn->filling == ch;
+    out_chunk *head = filling ? cn->fill_head : ch->held_head, *tail = filling ? cn->fill_tail : ch->held_tail;
     /* The slot's replies go in right after its place. */
-    if (cn->fill_head) {
-        cn->fill_tail->next = ch->next;
-        ch->next = cn->fill_head;
-        if (cn->out_tail == ch) cn->out_tail = cn->fill_tail;
+    if (head) {
+        tail->next = ch->next;
+        ch->next = head;
+        if (cn->out_tail == ch) cn->out_tail = tail;
     }
-    cn->filling = cn->fill_head = cn->fill_tail = NULL;
+    ch->held_head = ch->held_tail = NULL;
+    if (filling) cn->filling = cn->fill_head = cn->fill_tail = NULL;
     ch->slot = SLOT_DONE;
     if (ch->measured) commands_slot_done(c, ch->cmd, ch->since_ns, ch->value, c->reply_bytes - cn->fill_mark);
     cn->nslots--;
@@ -600,6 +631,10 @@ static void conn_free(conn *cn) {
     resp_parser_free(cn->parser);
     for (out_chunk *ch = cn->out_head, *next; ch; ch = next) {
         next = ch->next;
+        for (out_chunk *x = ch->held_head, *xn; x; x = xn) {   /* a held slot's replies */
+            xn = x->next;
+            chunk_done(net, x);
+        }
         chunk_done(net, ch);
     }
     free(cn->held);

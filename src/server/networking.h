@@ -47,6 +47,13 @@ typedef struct reply_slot reply_slot;
 reply_slot *client_slot_open(client *c);
 void client_slot_begin(client *c, reply_slot *s);
 void client_slot_end(client *c, reply_slot *s);
+/* A reply that must wait after it was written (the master answers a put
+ * once its nodes know it): client_slot_hold after client_slot_begin and
+ * the replies keeps them with the slot, not sent and not filling, until
+ * client_slot_end; client_slot_clear drops them first, so the slot can
+ * be filled with another answer (begin, reply, end). */
+void client_slot_hold(client *c, reply_slot *s);
+void client_slot_clear(client *c, reply_slot *s);
 /* A reply that streams (a value sent as it arrives): what was added to
  * the slot since client_slot_begin goes out now, ahead of it, and the
  * slot stays open for more (begin again; end it when the reply is

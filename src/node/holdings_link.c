@@ -1,0 +1,292 @@
+/* node/holdings_link.c - see holdings_link.h. */
+#include "node/holdings_link.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "node/reply.h"
+#include "proto/master_link.h"
+#include "proto/notes.h"
+#include "proto/register.h"
+
+#define HL_CONNECT_MS  2000
+/* A pull waits HOLDINGS_WAIT_MS for its answer, then this for a master
+ * that stalls (control's I/O timeout): a timeout costs only the link. */
+#define HL_IO_SLACK_MS 5000
+#define HL_RETRY_MS    100    /* between attempts to link */
+#define HL_MAX_NOTES   4096   /* notes per reply (the master's MASTER_MAX_HOLDINGS) */
+#define HL_ROUNDS      64     /* full fallback replies taken in one go */
+
+/* Outcomes of one pull. */
+enum { PULL_DONE = 0, PULL_MORE = 1, PULL_LOST = -1, PULL_REFUSED = -2 };
+
+struct node_holdings {
+    node *n;
+    pthread_t th;
+    pthread_mutex_t mu;         /* the state below; held while notes are applied */
+    pthread_cond_t cv;
+    int stop;
+    int active;                 /* resumed: a registration to pull for */
+    uint64_t gen;               /* bumped by pause and resume: a reply of another is dropped */
+    uint32_t id;
+    char host[CONFIG_STR_MAX];
+    int port;
+    char instance[17];
+    int fd;                     /* the link's socket (-1: none), shut down by pause */
+    int old_master;             /* no MOON.HOLDLINK: control pulls (fallback) */
+    int plain;                  /* the master keeps no slice CRCs: pull without SLICES */
+    uint64_t fb_ack;            /* the fallback's ack */
+    uint64_t pulls;
+    /* under mu, while applying */
+    obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
+    node_index_batch *ix_batch;
+};
+
+/* ---- applying notes ---- */
+
+/* A packed MOON.HOLDINGS blob (proto/notes.h) into the index, in order;
+ * the number of notes, or -1 if one is malformed (those before it stay
+ * applied) or there are more than a reply may hold. */
+static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, uint32_t self) {
+    node_index *ix = h->n->index;
+    long n = 0;
+    for (; p < end && n < HL_MAX_NOTES; n++) {
+        proto_note note;
+        if (proto_note_next(&p, end, h->note_ext, &note) != 0) break;
+        if (note.drop) node_index_batch_drop(ix, h->ix_batch, note.key, note.keylen);
+        else node_index_batch_hold(ix, h->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
+                                   &note.slices, self);
+    }
+    node_index_commit(ix, h->ix_batch);   /* before the blob its keys point into goes */
+    return p == end ? n : -1;
+}
+
+/* One MOON.HOLDINGS on rc for registration gen: its notes go into the
+ * index unless gen is gone by then, *ack moves past them. */
+static int pull_once(node_holdings *h, redisContext *rc, uint32_t self, uint64_t gen, uint64_t *ack, int wait_ms) {
+    char id[12], acks[24], wait[12];
+    const char *argv[7] = {"MOON.HOLDINGS", id, acks, "PACKED", "SLICES", "WAIT", wait};
+    size_t lens[7];
+    snprintf(id, sizeof id, "%u", self);
+    snprintf(acks, sizeof acks, "%llu", (unsigned long long)*ack);
+    snprintf(wait, sizeof wait, "%d", wait_ms);
+    int plain = h->plain, argc = 0;
+    const char *use[7];
+    for (int i = 0; i < 7; i++) {
+        if ((i == 4 && plain) || (i >= 5 && !wait_ms)) continue;
+        use[argc] = argv[i];
+        lens[argc++] = strlen(argv[i]);
+    }
+    redisReply *r = redisCommandArgv(rc, argc, use, lens);
+    if (!r) return PULL_LOST;
+    int out = PULL_DONE;
+    if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
+        log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
+        h->plain = 1;
+        out = PULL_MORE;   /* again, at once */
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+        const uint8_t *blob = (const uint8_t *)r->element[1]->str;
+        size_t len = r->element[1]->len;
+        pthread_mutex_lock(&h->mu);
+        if (gen == h->gen) {
+            long k = apply_notes(h, blob, blob + len, self);
+            /* Taken as read either way: a note we cannot parse would come back forever. */
+            if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
+            *ack = (uint64_t)r->element[0]->integer;
+            h->pulls++;
+            pthread_mutex_unlock(&h->mu);
+            pthread_mutex_lock(&h->n->mu);
+            h->n->status.holdings_pulls++;
+            h->n->status.holdings_notes += k > 0 ? (uint64_t)k : 0;
+            pthread_mutex_unlock(&h->n->mu);
+            out = k == HL_MAX_NOTES || len >= PROTO_NOTES_BLOB ? PULL_MORE : PULL_DONE;
+        } else {
+            pthread_mutex_unlock(&h->mu);
+            out = PULL_REFUSED;   /* registered again meanwhile */
+        }
+    } else {
+        log_info("node: MOON.HOLDINGS: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        out = PULL_REFUSED;
+    }
+    freeReplyObject(r);
+    return out;
+}
+
+/* ---- the link ---- */
+
+/* CHALLENGE, HOLDLINK on rc: 0, -1 refused, -2 a master without HOLDLINK. */
+static int link_up(node_holdings *h, redisContext *rc, uint32_t id, const char *instance) {
+    redisReply *r = redisCommand(rc, "MOON.CHALLENGE");
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    uint8_t reg_key[PROTO_REG_KEY_LEN], proof[PROTO_PROOF_LEN];
+    char proof_hex[2 * PROTO_PROOF_LEN + 1], ids[12];
+    proto_reg_key(h->n->srv->cfg.cluster_secret, reg_key);
+    proto_reg_proof(reg_key, (const uint8_t *)r->str, proof);
+    freeReplyObject(r);
+    hex_encode(proof, sizeof proof, proof_hex);
+    snprintf(ids, sizeof ids, "%u", id);
+    r = redisCommand(rc, "MOON.HOLDLINK %s %s %s", proof_hex, ids, instance);
+    if (!r) return -1;
+    int rc_ = r->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command")) rc_ = -2;
+    else if (rc_) log_info("node: MOON.HOLDLINK refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    freeReplyObject(r);
+    return rc_;
+}
+
+/* Sleep up to ms unless stopped or gen moves on (mu held). */
+static void nap_locked(node_holdings *h, int ms, uint64_t gen) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    while (!h->stop && h->gen == gen)
+        if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) break;
+}
+
+/* Pull for registration gen until the link breaks or gen is over. */
+static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr, const char *instance) {
+    char err[256];
+    redisContext *rc = NULL;
+    int open = proto_master_open(&rc, addr, h->n->srv->cfg.master_auth, HL_CONNECT_MS,
+                                 HOLDINGS_WAIT_MS + HL_IO_SLACK_MS, err, sizeof err);
+    int up = open == PROTO_LINK_OK ? link_up(h, rc, id, instance) : -1;
+    pthread_mutex_lock(&h->mu);
+    if (up == -2) {
+        log_notice("node: the master has no MOON.HOLDLINK: pulling holdings every 100 ms on the control connection");
+        h->old_master = 1;
+    }
+    if (up != 0 || gen != h->gen) {
+        pthread_mutex_unlock(&h->mu);
+        if (rc) redisFree(rc);
+        return;
+    }
+    h->fd = rc->fd;
+    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_lock(&h->n->mu);
+    h->n->status.holdings_linked = 1;
+    pthread_mutex_unlock(&h->n->mu);
+    uint64_t ack = 0;
+    int st;
+    while ((st = pull_once(h, rc, id, gen, &ack, HOLDINGS_WAIT_MS)) >= 0) {
+        pthread_mutex_lock(&h->mu);
+        int over = h->stop || gen != h->gen;
+        pthread_mutex_unlock(&h->mu);
+        if (over) break;
+    }
+    if (st == PULL_LOST) log_info("node: holdings link lost: %s", rc->errstr);
+    pthread_mutex_lock(&h->n->mu);
+    h->n->status.holdings_linked = 0;
+    pthread_mutex_unlock(&h->n->mu);
+    pthread_mutex_lock(&h->mu);
+    h->fd = -1;   /* before the close: pause shuts down only ours */
+    pthread_mutex_unlock(&h->mu);
+    redisFree(rc);
+}
+
+static void *holdings_main(void *arg) {
+    node_holdings *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        if (!h->active || h->old_master) {
+            pthread_cond_wait(&h->cv, &h->mu);
+            continue;
+        }
+        uint64_t gen = h->gen;
+        uint32_t id = h->id;
+        char addr[CONFIG_STR_MAX + 16], instance[sizeof h->instance];
+        snprintf(addr, sizeof addr, "%.*s:%d", (int)sizeof h->host - 1, h->host, h->port);
+        memcpy(instance, h->instance, sizeof instance);
+        pthread_mutex_unlock(&h->mu);
+        serve(h, gen, id, addr, instance);
+        pthread_mutex_lock(&h->mu);
+        if (h->active && gen == h->gen) nap_locked(h, HL_RETRY_MS, gen);   /* then link again, from ack 0 */
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+node_holdings *node_holdings_start(node *n) {
+    node_holdings *h = xcalloc(1, sizeof *h);
+    h->n = n;
+    h->fd = -1;
+    h->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *h->note_ext);
+    h->ix_batch = node_index_batch_new();
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_create(&h->th, NULL, holdings_main, h);
+    return h;
+}
+
+void node_holdings_free(node_holdings *h) {
+    if (!h) return;
+    pthread_mutex_lock(&h->mu);
+    h->stop = 1;
+    h->gen++;
+    if (h->fd >= 0) shutdown(h->fd, SHUT_RDWR);
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h->note_ext);
+    node_index_batch_free(h->ix_batch);
+    free(h);
+}
+
+void node_holdings_pause(node_holdings *h) {
+    pthread_mutex_lock(&h->mu);   /* waits out a reply being applied */
+    h->gen++;
+    h->active = 0;
+    if (h->fd >= 0) shutdown(h->fd, SHUT_RDWR);   /* a pull waiting on the master ends now */
+    pthread_mutex_unlock(&h->mu);
+}
+
+void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, const char *instance_hex) {
+    pthread_mutex_lock(&h->mu);
+    h->gen++;
+    h->active = 1;
+    h->id = id;
+    snprintf(h->host, sizeof h->host, "%s", host);
+    h->port = port;
+    snprintf(h->instance, sizeof h->instance, "%s", instance_hex);
+    h->old_master = 0;   /* a new master: try to link */
+    h->plain = 0;
+    h->fb_ack = 0;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self) {
+    pthread_mutex_lock(&h->mu);
+    int old = h->old_master && h->active;
+    uint64_t gen = h->gen;
+    pthread_mutex_unlock(&h->mu);
+    if (!old) return 0;
+    int st = PULL_MORE;
+    for (int i = 0; i < HL_ROUNDS && st == PULL_MORE; i++) st = pull_once(h, rc, self, gen, &h->fb_ack, 0);
+    return st == PULL_LOST ? -1 : 0;
+}
+
+uint64_t node_holdings_pulls(node_holdings *h) {
+    pthread_mutex_lock(&h->mu);
+    uint64_t n = h->pulls;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
