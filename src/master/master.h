@@ -171,6 +171,8 @@ void master_rebuild_members(master *m, const uint32_t *ids, size_t n);
 void master_rebuild_expected(master *m, resp_buf *out);
 /* INFO fields rebuild_*. */
 void master_rebuild_info(master *m, resp_buf *out);
+/* INFO cluster: restarted nodes that kept their segment (restore.c). */
+void master_restore_info(master *m, resp_buf *out);
 /* MOON.GATEWAY: the registry of gateways (gateways.c). */
 void master_register_gateway_commands(server *srv);
 /* With --etcd, a standby (or a leader past its lease) refuses every

@@ -193,6 +193,8 @@ static int register_options(client *c, int i, mm_node_claim *claim) {
         if (restarted || strieq_len(o->ptr, o->len, "id")) {
             if (arg_u32(c, i + 1, 1, PROTO_MAX_NODES, &claim->id) != 0) return -1;
             claim->restarted = restarted;
+        } else if (strieq_len(o->ptr, o->len, "kept")) {   /* KEPT 1: restarted with its segment */
+            claim->kept = c->argv[i + 1].len == 1 && c->argv[i + 1].ptr[0] == '1';
         } else if (strieq_len(o->ptr, o->len, "seen")) {
             if (arg_u32(c, i + 1, 0, PROTO_MAX_NODES, &claim->seen_max) != 0) return -1;
         } else if (strieq_len(o->ptr, o->len, "instance") &&
@@ -224,6 +226,8 @@ static void register_command(client *c) {
     if (master_arg_u64(c, 2, 1, MAX_SIZE, &j.segment_size) != 0 || register_addrs(c, &j) != 0 ||
         register_options(c, 3 + j.naddrs, &j.claim) != 0)
         return;
+    /* a table being rebuilt is not one to confirm replicas against */
+    if (master_rebuild_busy(master_of(c))) j.claim.kept = 0;
     /* A node the last leader recorded but never answered: it is that id,
      * which the rebuild window waits for, so it is not held either. */
     if (!j.claim.id) j.claim.assign = members_recorded_as(master_of(c)->members, j.claim.instance);
@@ -945,6 +949,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "holdings_pending", "%llu", (unsigned long long)st.holdings_pending);
     info_field(out, "slice_crc_bytes", "%llu", (unsigned long long)st.slice_crc_bytes);
     master_rebuild_info(m, out);
+    master_restore_info(m, out);
 }
 
 #define KEY1 1, 1, 1

@@ -91,8 +91,10 @@ static void node_start(master_meta *m, mm_node *n, seg_alloc *a, uint64_t segmen
 static mm_reg_kind claim_kind(const mm_node *n, const mm_node_claim *claim) {
     if (!claim->id) return MM_REG_NEW;
     if (!n || !n->joined) return MM_REG_RECLAIMED;
-    if (n->instance == claim->instance)
-        return n->state == NODE_DEAD ? MM_REG_REJOINED : MM_REG_RESUMED;
+    if (n->instance == claim->instance)   /* back on a new connection (mid-restore: report again) */
+        return n->state == NODE_DEAD ? MM_REG_REJOINED : n->restore ? MM_REG_RESTORED : MM_REG_RESUMED;
+    /* Restarted with its segment, and still a member: its replicas may stay. */
+    if (claim->kept && n->state != NODE_DEAD) return MM_REG_RESTORED;
     /* Another process: a node restarted as this id (--node-id); one that
      * claims from memory an id alive in another process is not its owner. */
     if (claim->restarted || n->state == NODE_DEAD) return MM_REG_REJOINED;
@@ -123,9 +125,11 @@ mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint3
 }
 
 /* The id a registration gets, and how. */
-static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t now_ms,
+static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t segment_size, uint64_t now_ms,
                             uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
     *kind = mm_node_pick(m, claim, id);
+    /* a segment of another size is another segment */
+    if (*kind == MM_REG_RESTORED && mm_node_get(m, *id)->segment_size != segment_size) *kind = MM_REG_REJOINED;
     mm_node_id_taken(m, claim->seen_max);
     mm_node_id_taken(m, claim->id);
     /* A restarted node process: its bytes went with it. */
@@ -140,9 +144,18 @@ proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uin
         return mm_fail(err, errlen, PROTO_ERR, "segment size must be %d bytes to 1PiB",
                        MM_MIN_SEGMENT);
     proto_status st = check_addrs(addrs, naddrs, err, errlen);
-    if (st == PROTO_OK) st = pick_id(m, claim, now_ms, id, kind, err, errlen);
+    if (st == PROTO_OK) st = pick_id(m, claim, segment_size, now_ms, id, kind, err, errlen);
     if (st != PROTO_OK) return st;
     mm_node *n = mm_node_get(m, *id);
+    if (*kind == MM_REG_RESTORED) {
+        for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
+        n->naddrs = naddrs;
+        n->instance = claim->instance;
+        n->suspect = 0;
+        n->registered_ms = n->last_seen_ms = now_ms;
+        mm_restore_begin(m, n, now_ms);
+        return PROTO_OK;
+    }
     if (*kind == MM_REG_RESUMED) {
         n->last_seen_ms = now_ms;
         log_notice("node %u is back on a new connection", n->id);
@@ -203,7 +216,7 @@ proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *e
 
 /* Strip the node out of one object: replicas touching it go, a copy
  * reading from or writing to it fails, an object left bare is removed. */
-static void forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms) {
+void mm_forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms) {
     mm_obj *mo = mm_obj_of(o);
     if (mo->job) {
         int touches = mm_replica_on_node(&mo->job->rep, id);
@@ -237,7 +250,7 @@ int mm_replica_bad(master_meta *m, uint32_t id, const void *key, size_t keylen, 
     log_warning("node %u holds a corrupt replica of a %llu-byte object: dropped", id,
                 (unsigned long long)o->size);
     m->replicas_corrupt++;
-    forget_node_in(m, o, id, now_ms);
+    mm_forget_node_in(m, o, id, now_ms);
     m->repair_dirty = 1;
     m->repair_next_ms = 0;
     return 1;
@@ -247,11 +260,12 @@ void mm_node_fail(master_meta *m, uint32_t id, const char *reason, uint64_t now_
     mm_node *n = mm_node_get(m, id);
     if (!n || n->state == NODE_DEAD) return;
     log_notice("node %u left the cluster: %s", id, reason);
+    mm_restore_abort(m, n);
     n->state = NODE_DEAD;
     snprintf(n->dead_reason, sizeof n->dead_reason, "%s", reason);
     size_t count;
     object **all = mm_all_objects(m, &count);
-    for (size_t i = 0; i < count; i++) forget_node_in(m, all[i], id, now_ms);
+    for (size_t i = 0; i < count; i++) mm_forget_node_in(m, all[i], id, now_ms);
     free(all);
     /* Quarantined extents there will never be reused: forget them. */
     mm_forget_held_on(m, id);

@@ -67,6 +67,9 @@ typedef struct mm_node {
      * answers wait for its acks. A node that does not (one from before,
      * a test's fake) is not waited for, as before. Kept for the id. */
     int acks_awaited;
+    /* Restarted with its segment (KEPT): reconciling its report with the
+     * table, nothing new placed on it meanwhile (restore.c). */
+    struct mm_restore *restore;
 } mm_node;
 
 typedef struct mm_config {
@@ -153,6 +156,7 @@ typedef struct mm_node_claim {
     int restarted;                /* a new process taking its id over (--node-id) */
     uint32_t assign;              /* a new node given this id, reserved for it before
                                      (with mm_node_id_taken): the master recorded it first */
+    int kept;                     /* its process restarted with its segment and index (KEPT) */
 } mm_node_claim;
 /* Outcome of a registration. */
 typedef enum mm_reg_kind {
@@ -160,7 +164,9 @@ typedef enum mm_reg_kind {
     MM_REG_RESUMED,               /* the same process again (lost connection): kept as is */
     MM_REG_REJOINED,              /* its id again, but we dropped what it held (it died or
                                      restarted): it must forget its index */
-    MM_REG_RECLAIMED              /* an id this master never knew (it restarted): report */
+    MM_REG_RECLAIMED,             /* an id this master never knew (it restarted): report */
+    MM_REG_RESTORED               /* a live id whose process restarted with its segment (KEPT):
+                                     its replicas stay while it reports them (restore.c) */
 } mm_reg_kind;
 /* Register with a claim. A claimed id is given back to its node: one this
  * master never knew (it restarted) is created (RECLAIMED); one it saw die
@@ -175,6 +181,23 @@ proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uin
  * changes (mm_node_register_as then gives the same, if nothing happened
  * in between). */
 mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint32_t *id);
+/* ---- restarted nodes that kept their segment (restore.c) ---- */
+/* One extent node id reported while restoring: 1 if the table has it
+ * there (kept if all of its object's are), else 0 (the node is told to
+ * drop the key). 0 too if the node is not restoring. */
+int mm_restore_report(master_meta *m, uint32_t id, const void *key, size_t keylen, uint64_t size, uint32_t crc,
+                      uint64_t obj_off, uint64_t seg_off, uint64_t length);
+/* Its report is over: replicas not wholly reported are dropped (and
+ * repaired). 1 if it was restoring. */
+int mm_restore_done(master_meta *m, uint32_t id, uint64_t now_ms);
+int mm_node_restoring(const master_meta *m, uint32_t id);
+typedef struct mm_restore_stats {
+    uint64_t nodes;               /* restarts that kept their segment */
+    uint64_t kept, dropped;       /* replicas confirmed / not proved (repaired) */
+    uint64_t unknown;             /* extents reported that the table did not have */
+} mm_restore_stats;
+void mm_restore_totals(const master_meta *m, mm_restore_stats *st);
+
 /* A node of the cluster's past holds id (a claimant named it): new nodes
  * get ids above it. */
 void mm_node_id_taken(master_meta *m, uint32_t id);

@@ -56,6 +56,7 @@ struct master_meta {
     uint32_t *touched;
     mm_note_mark *marks;
     size_t ntouched, captouched;
+    mm_restore_stats restores;  /* restore.c */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -121,6 +122,15 @@ size_t mm_obj_bytes(size_t keylen, uint32_t nreplicas, size_t nextents);
 int mm_replica_on_node(const obj_replica *r, uint32_t node);
 /* Every object, collected first so callers may delete while walking. */
 object **mm_all_objects(master_meta *m, size_t *n);
+
+/* membership.c: node id out of o (replicas, copies touching it; o dropped if bare) */
+void mm_forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms);
+
+/* restore.c */
+/* Node n (alive) restarted with its segment: unfinished puts and copies
+ * touching it fail, its complete objects wait for its report. */
+void mm_restore_begin(master_meta *m, mm_node *n, uint64_t now_ms);
+void mm_restore_abort(master_meta *m, mm_node *n);   /* it died meanwhile */
 
 /* holdings.c */
 /* Tell the nodes of replica r of COMPLETE o that they hold it (drop = 0)

@@ -46,7 +46,8 @@ static uint32_t candidates(master_meta *m, const uint8_t *exclude, candidate *ou
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *node = m->nodes[i];
         /* a suspect node may be dead: new bytes go elsewhere */
-        if (!mm_node_usable(node) || node->suspect || (exclude && exclude[i])) continue;
+        /* a restoring node's objects are being confirmed: nothing new there until then */
+        if (!mm_node_usable(node) || node->suspect || node->restore || (exclude && exclude[i])) continue;
         seg_alloc_stats st;
         seg_alloc_get_stats(node->alloc, &st);
         out[n].node = node;

@@ -28,6 +28,7 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "proto/notes.h"
+#include "proto/register.h"
 #include "proto/report.h"
 #include "server/commands.h"
 #include "server/info.h"
@@ -285,6 +286,7 @@ int master_rebuild_joined(master *m, uint32_t id, mm_reg_kind kind) {
         close_if_reported(m);
         return MASTER_REG_KEEP;
     }
+    if (kind == MM_REG_RESTORED) return PROTO_REG_RECONCILE;
     if (kind != MM_REG_RECLAIMED) return MASTER_REG_KEEP;
     if (rb->state == REBUILD_NONE) {
         open_window(m);
@@ -539,6 +541,40 @@ static void report_text(client *c, master_rebuild *rb, uint32_t node) {
     reply_integer(c, (long long)rb->buf.n);
 }
 
+/* A restarted node's report (restore.c): each record checked against
+ * the table as it comes; the reply is how many it confirmed. */
+static void report_restore(client *c, uint32_t node) {
+    const resp_arg *blob = &c->argv[2];
+    if (blob->len > PROTO_REPORT_MAX_BLOB) {
+        master_reply_fail(c, PROTO_ERR, "packed report over %d bytes", PROTO_REPORT_MAX_BLOB);
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)blob->ptr, *end = p + blob->len;
+    long long kept = 0;
+    size_t got = 0;
+    proto_report_rec r;
+    while (p < end) {
+        if (proto_report_next(&p, end, &r) != 0) {
+            master_reply_fail(c, PROTO_ERR, "malformed packed report record %zu", got);
+            return;
+        }
+        got++;
+        kept += mm_restore_report(master_of(c)->meta, node, r.key, r.keylen, r.size, r.crc, r.obj_off, r.seg_off,
+                                  r.length);
+    }
+    mm_node_seen(master_of(c)->meta, node, wall_ms());   /* reporting, not silent */
+    reply_integer(c, kept);
+}
+
+void master_restore_info(master *m, resp_buf *out) {
+    mm_restore_stats st;
+    mm_restore_totals(m->meta, &st);
+    info_field(out, "node_restores", "%llu", (unsigned long long)st.nodes);
+    info_field(out, "restore_kept", "%llu", (unsigned long long)st.kept);
+    info_field(out, "restore_dropped", "%llu", (unsigned long long)st.dropped);
+    info_field(out, "restore_unknown", "%llu", (unsigned long long)st.unknown);
+}
+
 /* MOON.REPORT PACKED blob (proto/report.h): every record is checked
  * before any is kept. */
 static void report_packed(client *c, master_rebuild *rb, uint32_t node) {
@@ -573,8 +609,15 @@ static void report_command(client *c) {
     master_rebuild *rb = &master_of(c)->rebuild;
     uint32_t node = reporting_node(c);
     if (!node) return;
-    if (c->argc == 3 && c->argv[1].len == 6 && strncasecmp(c->argv[1].ptr, "packed", 6) == 0) report_packed(c, rb, node);
-    else report_text(c, rb, node);
+    int packed = c->argc == 3 && c->argv[1].len == 6 && strncasecmp(c->argv[1].ptr, "packed", 6) == 0;
+    if (mm_node_restoring(master_of(c)->meta, node)) {
+        if (packed) report_restore(c, node);
+        else master_reply_fail(c, PROTO_ERR, "a restarted node reports PACKED");
+    } else if (packed) {
+        report_packed(c, rb, node);
+    } else {
+        report_text(c, rb, node);
+    }
 }
 
 /* MOON.REPORTDONE [peer_id ...]: this node reported all it holds; the
@@ -588,6 +631,10 @@ static void reportdone_command(client *c) {
     uint64_t peer;
     for (int i = 1; i < c->argc; i++)
         if (master_arg_u64(c, i, 1, PROTO_MAX_NODES, &peer) != 0) return;
+    if (mm_restore_done(m->meta, node, wall_ms())) {   /* a restarted node, not a rebuild */
+        reply_ok(c);
+        return;
+    }
     rb->nodes_reported++;
     reply_ok(c);
     if (rb->state != REBUILD_COLLECTING) {   /* after the window: built on its own */

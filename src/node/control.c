@@ -17,6 +17,7 @@
 #include "etcd/leader_watch.h"
 #include "node/copier.h"
 #include "node/holdings_link.h"
+#include "node/persist.h"
 #include "node/scrub.h"
 #include "node/reply.h"
 #include "proto/limits.h"
@@ -105,6 +106,7 @@ struct node_control {
     /* A master from before slice CRCs: it refused a report carrying them. */
     int plain_reports;
     node_holdings *hl;          /* the index's notes, on a thread of their own */
+    int plain_register;         /* a master from before KEPT (restarted nodes keeping their segment) */
     node_scrub *scrub;
     uint64_t scrub_pulls;       /* node_holdings_pulls at the last scrub step */
 };
@@ -114,6 +116,15 @@ struct node_control {
 static void set_phase(node_control *c, node_phase p) {
     pthread_mutex_lock(&c->n->mu);
     c->n->status.phase = p;
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+/* Out of the cluster; drained: the master moved our objects away, so
+ * the segment file has nothing anyone wants (node_role removes it). */
+static void set_left(node_control *c, int drained) {
+    pthread_mutex_lock(&c->n->mu);
+    c->n->status.phase = NODE_GONE;
+    c->n->status.left |= drained;
     pthread_mutex_unlock(&c->n->mu);
 }
 
@@ -376,7 +387,7 @@ static int do_register(node_control *c) {
 
     char addrs[TE_MAX_PATHS][TE_ADDR_LEN], claim[16], seen[16];
     int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
-    const char *argv[9 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
+    const char *argv[11 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
     int argc = 3;
     for (int i = 0; i < naddrs; i++) argv[argc++] = addrs[i];
     /* Who we were: our id (claimed back), this process, the highest id seen. */
@@ -384,9 +395,13 @@ static int do_register(node_control *c) {
     snprintf(seen, sizeof seen, "%u", c->seen_max);
     /* --node-id: this new process takes its id over; later, the id is ours */
     if (c->claim_id) argv[argc++] = c->gen ? "ID" : "CLAIM", argv[argc++] = claim;
+    /* This process came back with the segment and index of the last one:
+     * the master may keep the replicas we prove (report 3). */
+    int kept = !c->gen && node_persist_restored(n->persist) && !c->plain_register;
+    if (kept) argv[argc++] = "KEPT", argv[argc++] = "1";
     argv[argc++] = "INSTANCE", argv[argc++] = c->instance_hex;
     argv[argc++] = "SEEN", argv[argc++] = seen;
-    size_t lens[9 + TE_MAX_PATHS];
+    size_t lens[11 + TE_MAX_PATHS];
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     r = master_cmd_argv(c, argc, argv, lens);
     if (!r) return -1;
@@ -395,7 +410,11 @@ static int do_register(node_control *c) {
              reply_int_in(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
              hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
              reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX) &&
-             reply_int_in(r->element[4], 0, 2);
+             reply_int_in(r->element[4], 0, PROTO_REG_RECONCILE);
+    if (!ok && kept && r->type == REDIS_REPLY_ERROR && strstr(r->str, "syntax error")) {
+        log_notice("node: the master does not take KEPT: our segment's objects will be copied again");
+        c->plain_register = 1;
+    }
     if (!ok) {
         /* TRYAGAIN: a restarted master lets the cluster's old nodes claim
          * their ids before it names new ones. */
@@ -446,8 +465,11 @@ static int do_register(node_control *c) {
                c->port, c->heartbeat_ms);
     /* 1: a master that lost its table wants our index; 2: one that
      * dropped what we held (we were declared dead) wants it forgotten. */
-    if (report == 2) node_index_clear(n->index);
-    if (report == 1 && report_index(c) != 0) return -1;
+    node_persist_set_node_id(n->persist, id);
+    /* A restored index the master does not take (0: we are new to it) is
+     * nothing it knows of: gone, or a later rebuild would bring it back. */
+    if (report == 2 || (kept && report == 0)) node_index_clear(n->index);
+    if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
     node_holdings_resume(c->hl, id, c->host, c->port, c->instance_hex);
     return 0;
@@ -554,7 +576,7 @@ static void node_dead(node_control *c, const char *msg) {
     int drained = strstr(msg, "(drained") != NULL;
     log_notice("node: master says: %s", msg);
     if (drained || flag(c, &c->leave_wanted)) {
-        set_phase(c, NODE_GONE);
+        set_left(c, drained);
         return;
     }
     set_phase(c, NODE_JOINING);
@@ -611,7 +633,7 @@ static void send_leave(node_control *c) {
         set_phase(c, NODE_LEAVING);
         log_notice("node: leaving: the master is moving our objects away");
     } else if (is_nodedead(r)) {
-        set_phase(c, NODE_GONE);
+        set_left(c, strstr(r->str, "(drained") != NULL);
     } else {
         log_warning("node: MOON.LEAVE refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     }
@@ -736,7 +758,8 @@ node_control *node_control_start(node *n) {
     node_control *c = xcalloc(1, sizeof *c);
     c->n = n;
     c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
-    c->claim_id = (uint32_t)n->srv->cfg.node_id;
+    /* --node-id, or the id of the node whose segment file we took over */
+    c->claim_id = n->srv->cfg.node_id ? (uint32_t)n->srv->cfg.node_id : node_persist_node_id(n->persist);
     uint8_t token[8];
     if (random_bytes(token, sizeof token) != 0) {
         uint64_t t = mono_ms() ^ ((uint64_t)getpid() << 32);

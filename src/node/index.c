@@ -10,6 +10,8 @@
 #include "core/crc32c.h"
 #include "core/siphash.h"
 #include "core/util.h"
+#include "core/workpool.h"
+#include "node/journal.h"
 
 #define IX_SELF 0              /* node id of our own extents in an entry */
 #define IX_MIN_BUCKETS 1024
@@ -39,6 +41,7 @@ struct node_index {
     size_t nbuckets;
     uint8_t seed[SIPHASH_KEY_LEN];
     node_index_stats st;
+    node_journal *jr;          /* NULL: the index dies with the process */
 };
 
 node_index *node_index_create(const void *seg_base, uint64_t seg_size) {
@@ -70,6 +73,25 @@ static void entry_free(node_index *ix, ix_entry *e) {
     free(e);
 }
 
+/* ---- the log of what we hold (journal.h): every change, under the lock ---- */
+
+static void log_hold(node_index *ix, const ix_entry *e) {
+    if (!ix->jr) return;
+    proto_slices_ref sl = entry_slices(e);
+    node_journal_hold(ix->jr, e->key, e->keylen, e->size, e->crc, e->want, e->ext, e->nextents, &sl);
+}
+
+static void log_drop(node_index *ix, const void *key, size_t keylen) {
+    if (ix->jr) node_journal_drop(ix->jr, key, keylen);
+}
+
+static void snapshot_locked(node_index *ix);
+
+/* After each change under the lock, before anyone is told it was made. */
+static void log_flush(node_index *ix) {
+    if (ix->jr && node_journal_flush(ix->jr, ix->st.bytes)) snapshot_locked(ix);
+}
+
 static void clear_locked(node_index *ix) {
     for (size_t b = 0; b < ix->nbuckets; b++) {
         for (ix_entry *e = ix->buckets[b], *next; e; e = next) {
@@ -83,6 +105,21 @@ static void clear_locked(node_index *ix) {
 void node_index_clear(node_index *ix) {
     pthread_mutex_lock(&ix->mu);
     clear_locked(ix);
+    if (ix->jr) snapshot_locked(ix);   /* an empty log */
+    pthread_mutex_unlock(&ix->mu);
+}
+
+/* The log rewritten as one hold per entry (a new file renamed over it). */
+static void snapshot_locked(node_index *ix) {
+    node_journal_rewrite_begin(ix->jr);
+    for (size_t b = 0; b < ix->nbuckets; b++)
+        for (const ix_entry *e = ix->buckets[b]; e; e = e->next) log_hold(ix, e);
+    node_journal_rewrite_end(ix->jr);
+}
+
+void node_index_attach(node_index *ix, node_journal *jr) {
+    pthread_mutex_lock(&ix->mu);
+    ix->jr = jr;
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -213,14 +250,19 @@ static int op_apply(node_index *ix, ix_op *op) {
         *p = old->next;
         entry_free(ix, old);
     }
-    if (op->drop) return 0;
+    if (op->drop) {
+        log_drop(ix, op->key, op->keylen);
+        return 0;
+    }
     ix_entry *e = op->e;
     op->e = NULL;
     if (!e || ix->st.objects >= ix->max_entries) {
         ix->st.refused++;
         free(e);
+        log_drop(ix, op->key, op->keylen);
         return -1;
     }
+    log_hold(ix, e);
     if (ix->st.objects >= ix->nbuckets) grow(ix);
     p = &ix->buckets[e->hash & (ix->nbuckets - 1)];
     e->next = *p;
@@ -250,6 +292,7 @@ static void ops_apply(node_index *ix, ix_op *op, size_t n) {
         if (i + IX_AHEAD / 2 < n) prefetch_chain(ix, op[i + IX_AHEAD / 2].hash);
         op_apply(ix, &op[i]);
     }
+    log_flush(ix);
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -258,6 +301,7 @@ int node_index_hold(node_index *ix, const void *key, size_t keylen, uint64_t siz
     ix_op op = op_hold(ix, key, keylen, size, crc, want, rep, sl, self);
     pthread_mutex_lock(&ix->mu);
     int rc = op_apply(ix, &op);
+    log_flush(ix);
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }
@@ -266,6 +310,7 @@ void node_index_drop(node_index *ix, const void *key, size_t keylen) {
     ix_op op = op_drop(ix, key, keylen);
     pthread_mutex_lock(&ix->mu);
     op_apply(ix, &op);
+    log_flush(ix);
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -329,6 +374,7 @@ static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size
     if (!proved(ix, e)) {
         ix->st.checksum_errors++;
         *p = e->next;
+        log_drop(ix, e->key, e->keylen);
         entry_free(ix, e);
         return 1;
     }
@@ -380,6 +426,7 @@ size_t node_index_report(node_index *ix, uint64_t *cursor, node_index_extent *ou
     }
     *cursor = b < ix->nbuckets ? (b << 32 | walked) : 0;
     ix->st.reported += n;
+    log_flush(ix);
     pthread_mutex_unlock(&ix->mu);
     return n;
 }
@@ -432,7 +479,9 @@ int node_index_confirm(node_index *ix, const node_index_mark *m) {
     if (bad) {
         ix->st.checksum_errors++;
         *p = e->next;
+        log_drop(ix, e->key, e->keylen);
         entry_free(ix, e);
+        log_flush(ix);
     }
     pthread_mutex_unlock(&ix->mu);
     return bad;
@@ -447,4 +496,55 @@ void node_index_get_stats(node_index *ix, node_index_stats *st) {
     pthread_mutex_lock(&ix->mu);
     *st = ix->st;
     pthread_mutex_unlock(&ix->mu);
+}
+
+/* ---- proving every entry at once (a restart) ---- */
+
+typedef struct prove_job {
+    const node_index *ix;
+    ix_entry **all;
+    uint8_t *bad;
+    size_t n;
+    int parts;
+} prove_job;
+
+#define IX_PROVE_AHEAD 4   /* entries whose bytes are fetched ahead */
+
+static void prove_part(void *arg, int i) {
+    prove_job *pj = arg;
+    size_t from = pj->n * (size_t)i / (size_t)pj->parts, to = pj->n * (size_t)(i + 1) / (size_t)pj->parts;
+    for (size_t k = from; k < to; k++) {
+        if (k + IX_PROVE_AHEAD < to) __builtin_prefetch(pj->ix->base + pj->all[k + IX_PROVE_AHEAD]->ext[0].offset);
+        pj->bad[k] = !proved(pj->ix, pj->all[k]);
+    }
+}
+
+size_t node_index_prove_all(node_index *ix, struct workpool *wp, uint64_t *bytes) {
+    pthread_mutex_lock(&ix->mu);
+    prove_job pj = {ix, xmalloc((ix->st.objects + 1) * sizeof *pj.all), NULL, 0, 0};
+    *bytes = 0;
+    for (size_t b = 0; b < ix->nbuckets; b++)
+        for (ix_entry *e = ix->buckets[b]; e; e = e->next) {
+            if (e->nmine != e->nextents) continue;   /* striped over other nodes: readers prove it */
+            pj.all[pj.n++] = e;
+            *bytes += entry_len(e);
+        }
+    pj.bad = xcalloc(pj.n + 1, 1);
+    pj.parts = 4 * workpool_width(wp);   /* parts of unequal cost: whoever is free takes the next */
+    workpool_run(wp, pj.parts, prove_part, &pj);
+    size_t dropped = 0;
+    for (size_t k = 0; k < pj.n; k++) {
+        if (!pj.bad[k]) continue;
+        ix_entry *e = pj.all[k], **p = find(ix, e->key, e->keylen, e->hash);
+        *p = e->next;
+        log_drop(ix, e->key, e->keylen);
+        ix->st.checksum_errors++;
+        entry_free(ix, e);
+        dropped++;
+    }
+    log_flush(ix);
+    pthread_mutex_unlock(&ix->mu);
+    free(pj.all);
+    free(pj.bad);
+    return dropped;
 }

@@ -2,7 +2,9 @@
  *
  * The master tells a node, in order, which objects it came to hold and
  * which it no longer holds (MOON.HOLDINGS, master/holdings.c); the index
- * keeps that in memory next to the segment (a node restart loses both).
+ * keeps that in memory next to the segment, and with a journal attached
+ * (journal.h, persist.h) logs every change so a restarted node gets it
+ * back.
  * After a master restart the node reports it (MOON.REPORT), proving each
  * object it holds whole by recomputing its CRC32C first. Bounded: at
  * most one entry per 64 segment bytes. Thread-safe. */
@@ -95,5 +97,17 @@ int node_index_confirm(node_index *ix, const node_index_mark *m);
 void node_index_mark_free(node_index_mark *m);
 
 void node_index_get_stats(node_index *ix, node_index_stats *st);
+
+/* From now on every change is logged to jr (which stays the caller's;
+ * NULL: no more). */
+struct node_journal;
+void node_index_attach(node_index *ix, struct node_journal *jr);
+
+/* A restart: every entry that lies wholly here proved against its CRC,
+ * split over wp's threads (NULL: this one); the ones that fail are
+ * dropped (and counted as checksum errors). Returns how many; *bytes:
+ * the bytes read. */
+struct workpool;
+size_t node_index_prove_all(node_index *ix, struct workpool *wp, uint64_t *bytes);
 
 #endif

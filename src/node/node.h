@@ -36,11 +36,13 @@ typedef struct node_status {
     uint64_t holdings_pulls, holdings_notes;   /* MOON.HOLDINGS answered, notes applied */
     int holdings_linked;                       /* pulling on the holdings link now */
     char master[CONFIG_STR_MAX];            /* the master we talk to ("host:port") */
+    int left;                               /* the master drained us: our bytes are nobody's */
 } node_status;
 
 typedef struct node {
     server *srv;
     node_segment seg;
+    struct node_persist *persist;  /* the segment's file (persist.h), NULL: a memfd */
     node_data *data;
     node_index *index;             /* what the segment's bytes are (control thread writes) */
     struct node_control *ctl;

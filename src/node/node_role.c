@@ -17,6 +17,7 @@
 #include "node/control.h"
 #include "node/copier.h"
 #include "node/node.h"
+#include "node/persist.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "transports/registry.h"
@@ -101,6 +102,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "segment_size", "%llu", (unsigned long long)n->seg.size);
     info_field(out, "segment_backing", "%s", n->seg.backing);
     info_field(out, "segment_prefault_ms", "%llu", (unsigned long long)n->seg.prefault_ms);
+    node_persist_info(n->persist, out);
     info_field(out, "master_segment_size", "%llu", (unsigned long long)st.master_segment);
     info_field(out, "master_segment_used", "%llu", (unsigned long long)st.master_used);
     for (int i = 0; i < naddrs; i++) {
@@ -238,10 +240,15 @@ static int node_start(node *n, char *err, size_t errlen) {
     }
     if (data_listeners(&srv->cfg, &dc, err, errlen) != 0 || data_transports(&srv->cfg, &dc, err, errlen) != 0)
         return -1;
-    if (node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0)
+    if (node_persist_wanted(&srv->cfg)) {
+        if (!(n->persist = node_persist_open(&srv->cfg, &n->seg, err, errlen))) return -1;
+    } else if (node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0) {
         return -1;
+    }
     dc.seg = &n->seg;
     n->index = node_index_create(n->seg.base, n->seg.size);
+    /* Before anything serves: what the file held, proved. */
+    if (n->persist) node_persist_load(n->persist, n->index);
     snprintf(dc.secret, sizeof dc.secret, "%s", srv->cfg.cluster_secret);
     n->data = node_data_start(&dc, err, errlen);
     if (!n->data) return -1;
@@ -274,6 +281,8 @@ static void node_shutdown(node *n) {
     n->data = NULL;
     node_index_free(n->index);
     n->index = NULL;
+    node_persist_close(n->persist, n->status.left);
+    n->persist = NULL;
     node_segment_destroy(&n->seg);
 }
 

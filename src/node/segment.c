@@ -75,7 +75,7 @@ static int try_anonymous(node_segment *s, uint64_t size, char *err, size_t errle
  * never touches segment bytes, every byte moves through send/recv (or
  * pread/pwrite of shm peers, or the NIC), so the kernel's first copy is
  * the one worth paying here rather than inside the first puts. */
-static void prefault(node_segment *s) {
+void node_segment_prefault(node_segment *s) {
     if (madvise(s->base, s->size, MADV_POPULATE_WRITE) != 0) {
         long pg = sysconf(_SC_PAGESIZE);
         volatile char *p = s->base;
@@ -105,7 +105,7 @@ int node_segment_create(node_segment *s, uint64_t size, int want_prefault, char 
         }
         /* Before the first touch, or the pages are already small. */
         madvise(s->base, size, MADV_HUGEPAGE);
-        if (want_prefault) prefault(s);
+        if (want_prefault) node_segment_prefault(s);
     }
     s->prefault_ms = (mono_us() - t0) / 1000;
     log_notice("segment: %llu bytes (%s), %s in %llu ms", (unsigned long long)size, s->backing,

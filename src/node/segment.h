@@ -13,13 +13,15 @@
 typedef struct node_segment {
     void *base;
     uint64_t size;
-    int fd;                  /* memfd behind base, -1 if anonymous */
-    const char *backing;     /* "hugetlb", "memfd", "anonymous" */
+    int fd;                  /* memfd (or file, persist.h) behind base, -1 if anonymous */
+    const char *backing;     /* "hugetlb", "memfd", "anonymous", "file", "hugetlbfs-file" */
     uint64_t prefault_ms;    /* time spent faulting pages in */
 } node_segment;
 
 /* 0, or -1 with a message in err. */
 int node_segment_create(node_segment *s, uint64_t size, int prefault, char *err, size_t errlen);
 void node_segment_destroy(node_segment *s);
+/* Every page mapped writable and warmed (bytes already in a file stay). */
+void node_segment_prefault(node_segment *s);
 
 #endif

@@ -13,6 +13,11 @@
 #include "proto/limits.h"
 
 #define PROTO_REG_KEY_LEN 16
+/* The last field of MOON.REGISTER's reply, what the node does with its
+ * index: 0 keep, 1 report (a rebuild), 2 forget, and, only to a node
+ * that registered with KEPT (its segment and index survived its restart),
+ * 3: report it so the master keeps the replicas it proves (reconcile). */
+#define PROTO_REG_RECONCILE 3
 
 /* The register key of a cluster secret. */
 void proto_reg_key(const char *secret, uint8_t out[PROTO_REG_KEY_LEN]);

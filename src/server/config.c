@@ -75,6 +75,10 @@ static const config_row config_table[] = {
     {"client_output_limit", CT_SIZE, OFF(client_output_limit), MB, 64 * GB, NULL,
      "queued reply bytes before a client is dropped"},
     {"tcp_backlog", CT_INT, OFF(tcp_backlog), 1, 65535, NULL, "listen() backlog"},
+    {"segment_persist", CT_BOOL, OFF(segment_persist), 0, 1, NULL,
+     "node: keep the segment and its index in a file that outlives the process (yes|no)"},
+    {"segment_file", CT_STR, OFF(segment_file), 0, CONFIG_STR_MAX, NULL,
+     "node: that file (default /dev/shm/moonkv-<cluster_name>-<port>.seg; a hugetlbfs path works)"},
     {"prefault", CT_BOOL, OFF(prefault), 0, 1, NULL, "touch segment pages at start (yes|no)"},
     {"scrub_mb_per_s", CT_INT, OFF(scrub_mb_per_s), 0, 100000, NULL,
      "node: MB/s of held objects re-checked against their CRC32C in the background (0: off)"},
@@ -139,6 +143,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->client_output_limit = 256 * MB;
     cfg->tcp_backlog = 511;
     cfg->prefault = 1;
+    cfg->segment_persist = 1;
     cfg->scrub_mb_per_s = 8;
     cfg->replicas = 1;
     cfg->io_threads = 1;

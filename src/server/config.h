@@ -33,6 +33,8 @@ typedef struct mkv_config {
     uint64_t client_output_limit;       /* bytes queued per client before it is dropped */
     int tcp_backlog;                    /* default 511 */
     int prefault;                       /* touch segment pages at start (default 1) */
+    int segment_persist;                /* node: segment and index in a file (default 1, node/persist.h) */
+    char segment_file[CONFIG_STR_MAX];  /* node: that file; empty: named after cluster and port */
     int scrub_mb_per_s;                 /* node: background re-check of held objects (0: off) */
     /* Cluster roles. */
     char master[CONFIG_STR_MAX];        /* "host:port" of the master */

@@ -161,7 +161,29 @@ static void h_redirect(int fd, const char *path) {
     close(f);
 }
 
+/* A node started by a test keeps no segment file unless the test names
+ * one (--segment-file) or asks (--segment-persist): tests reuse ports
+ * and kill nodes, and a file left in /dev/shm by one would be taken up
+ * by the next node on that port (or fill /dev/shm). argv with
+ * "--segment-persist no" appended when it is a node's, else argv. */
+static const char *const *node_argv(const char *const *argv, const char **room, size_t cap) {
+    int node = 0;
+    size_t n = 0;
+    for (; argv[n]; n++) {
+        if (strstr(argv[n], "segment-persist") || strstr(argv[n], "segment-file")) return argv;
+        node |= !strcmp(argv[n], "--role=node") || (!strcmp(argv[n], "--role") && argv[n + 1] && !strcmp(argv[n + 1], "node"));
+    }
+    if (!node || n + 3 > cap) return argv;
+    memcpy(room, argv, n * sizeof *room);
+    room[n] = "--segment-persist";
+    room[n + 1] = "no";
+    room[n + 2] = NULL;
+    return room;
+}
+
 pid_t h_spawn_ex(const char *const *argv, const char *out, const char *err) {
+    const char *room[256];
+    argv = node_argv(argv, room, sizeof room / sizeof room[0]);
     int slot = 0;
     while (slot < H_MAX_CHILDREN && h_children[slot] != 0) slot++;
     if (slot == H_MAX_CHILDREN) return -1;   /* more than we can track: refuse */

@@ -1,0 +1,54 @@
+/* node/persist.h - a node's segment and index that outlive its process.
+ *
+ * The segment is a file in /dev/shm (or on a hugetlbfs mount), named
+ * after the cluster and the node's RESP port
+ * (/dev/shm/moonkv-<cluster>-<port>.seg) unless --segment-file names it;
+ * the segment is its first segment_size bytes (what the shm transport
+ * maps into clients), a header page follows them: magic, version, the
+ * segment size, a hash of the cluster name and of the cluster secret,
+ * the node id, a generation. Beside it, <file>.idx is the index's log
+ * (journal.h) of the same generation. A file of another cluster, secret,
+ * size or node id is refused (the node does not start); a log that is
+ * missing or damaged is dropped whole and the node starts empty. The
+ * file is locked while a process uses it. --segment-persist no: a memfd
+ * as before (segment.h). */
+#ifndef MKV_NODE_PERSIST_H
+#define MKV_NODE_PERSIST_H
+
+#include <stdint.h>
+
+#include "node/index.h"
+#include "node/segment.h"
+#include "resp/resp_writer.h"
+#include "server/config.h"
+
+typedef struct node_persist node_persist;
+
+/* Whether cfg asks for a persistent segment (segment_persist, and a file
+ * name: --segment-file or a fixed port). */
+int node_persist_wanted(const mkv_config *cfg);
+
+/* Opens or creates the file and maps the segment from it into seg; NULL
+ * with a message naming the file (and how to remove it) if it is refused. */
+node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *err, size_t errlen);
+
+/* The index back from the log (nothing for a new file), every object
+ * lying wholly here proved by its CRC32C on several threads (failures
+ * dropped); then the log records every change of ix. */
+void node_persist_load(node_persist *p, node_index *ix);
+
+/* 1 if the index came back from the file (a restarted node: the master
+ * should keep what it proves). */
+int node_persist_restored(const node_persist *p);
+/* The id the file's node had (0: never registered). */
+uint32_t node_persist_node_id(const node_persist *p);
+void node_persist_set_node_id(node_persist *p, uint32_t id);
+
+void node_persist_info(const node_persist *p, resp_buf *out);
+
+/* After the index is freed (the log goes with p); remove: the node left
+ * the cluster, its bytes are nobody's (the files are deleted). The
+ * segment itself is unmapped and closed by node_segment_destroy. */
+void node_persist_close(node_persist *p, int remove);
+
+#endif
