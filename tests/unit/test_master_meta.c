@@ -1062,6 +1062,62 @@ static void test_holdings_follow_put_end_and_remove(void) {
     mm_destroy(m);
 }
 
+/* The extent of o on node id (its only one here: small objects are one extent). */
+static const obj_extent *extent_on(const object *o, uint32_t id) {
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        for (uint32_t e = 0; e < o->replicas[i].nextents; e++)
+            if (o->replicas[i].extents[e].node == id) return &o->replicas[i].extents[e];
+    return NULL;
+}
+
+/* A node process restarted with its segment (KEPT): its replicas stay
+ * while it reports; the ones it reports as the table has them are kept,
+ * the others dropped, unknown extents become drop notes; an unfinished
+ * put there loses its replica; nothing new is placed there meanwhile. */
+static void test_restored_node_keeps_what_it_proves(void) {
+    mm_config c = test_config();
+    master_meta *m = mm_create(&c);
+    const char *addr[] = {"127.0.0.1:1"};
+    uint32_t a, b, id;
+    mm_reg_kind kind;
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addr, 1, 0, &a, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addr, 1, 0, &b, err, sizeof err), PROTO_OK);
+    ASSERT(put(m, "x", 100, 2, 10) && put(m, "y", 100, 2, 10));
+    object *p = NULL;
+    ASSERT_EQ(mm_put_start(m, "p", 1, 100, 2, 10, &p, err, sizeof err), PROTO_OK);
+    mm_node_claim kept = {a, 0x5151, 2, 1, 0, 1};
+    ASSERT_EQ(mm_node_register_as(m, &kept, 64 * KB, addr, 1, 20, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(kind, MM_REG_RESTORED);
+    ASSERT_EQ(id, a);
+    ASSERT(mm_node_restoring(m, a));
+    ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 2);
+    ASSERT(!extent_on(mm_find(m, "p", 1), a));   /* the unfinished put lost its replica there */
+    object *z = put(m, "z", 100, 1, 30);
+    ASSERT(z && !extent_on(z, a));   /* placed elsewhere while a restores */
+    const object *x = mm_find(m, "x", 1), *y = mm_find(m, "y", 1);
+    const obj_extent *xe = extent_on(x, a), *ye = extent_on(y, a);
+    ASSERT(xe && ye);
+    ASSERT_EQ(mm_restore_report(m, a, "x", 1, x->size, x->crc, 0, xe->offset, xe->length), 1);
+    ASSERT_EQ(mm_restore_report(m, a, "y", 1, y->size, y->crc ^ 1, 0, ye->offset, ye->length), 0);
+    ASSERT_EQ(mm_restore_report(m, a, "w", 1, 100, 7, 0, 4096, 128), 0);
+    ASSERT_EQ(mm_restore_done(m, a, 40), 1);
+    ASSERT(!mm_node_restoring(m, a));
+    ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 2);
+    ASSERT_EQ(mm_find(m, "y", 1)->nreplicas, 1);
+    ASSERT(!extent_on(mm_find(m, "y", 1), a));
+    mm_restore_stats st;
+    mm_restore_totals(m, &st);
+    ASSERT_EQ(st.nodes, 1);
+    ASSERT_EQ(st.kept, 1);
+    ASSERT_EQ(st.dropped, 1);
+    ASSERT_EQ(st.unknown, 2);
+    /* a segment of another size is not the same segment: dropped as before */
+    mm_node_claim resized = {b, 0x6161, 2, 1, 0, 1};
+    ASSERT_EQ(mm_node_register_as(m, &resized, 128 * KB, addr, 1, 50, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(kind, MM_REG_REJOINED);
+    mm_destroy(m);
+}
+
 static void test_claimed_ids(void) {
     mm_config c = test_config();
     master_meta *m = mm_create(&c);
@@ -1069,13 +1125,13 @@ static void test_claimed_ids(void) {
     uint32_t id;
     mm_reg_kind kind;
     /* a restarted master: node 3 claims its id first; 1 and 2 wait as dead */
-    mm_node_claim three = {3, 0x33, 3, 0, 0};
+    mm_node_claim three = {3, 0x33, 3, 0, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &three, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 3);
     ASSERT_EQ(kind, MM_REG_RECLAIMED);
     ASSERT_EQ(mm_node_get(m, 1)->state, NODE_DEAD);
     /* a new node gets an id above every id claimed or seen */
-    mm_node_claim fresh = {0, 0x44, 0, 0, 0}, seen5 = {1, 0x11, 5, 0, 0};
+    mm_node_claim fresh = {0, 0x44, 0, 0, 0, 0}, seen5 = {1, 0x11, 5, 0, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &seen5, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, 1);
     ASSERT_EQ(mm_node_register_as(m, &fresh, 64 * KB, addr, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
@@ -1085,17 +1141,17 @@ static void test_claimed_ids(void) {
     ASSERT(put(m, "x", 100, 2, 10));
     object *o = mm_find(m, "x", 1);
     uint32_t holder = o->replicas[0].extents[0].node;
-    mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0, 0};
+    mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &same, 64 * KB, addr, 1, 20, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_RESUMED);
     ASSERT_EQ(mm_find(m, "x", 1)->nreplicas, 2);
     /* another process claiming from memory a live id: the id is not its */
-    mm_node_claim stale = {holder, 0x77, 6, 0, 0};
+    mm_node_claim stale = {holder, 0x77, 6, 0, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &stale, 64 * KB, addr, 1, 25, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_NEW);
     ASSERT(id != holder);
     /* a restarted process under the same id (--node-id): its replica goes */
-    mm_node_claim again = {holder, 0x99, 6, 1, 0};
+    mm_node_claim again = {holder, 0x99, 6, 1, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &again, 64 * KB, addr, 1, 30, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(id, holder);
     ASSERT_EQ(kind, MM_REG_REJOINED);
@@ -1117,7 +1173,7 @@ static void test_pick_and_assign(void) {
     const char *addr[] = {"127.0.0.1:1"};
     uint32_t id, id2;
     mm_reg_kind kind;
-    mm_node_claim two = {2, 0x22, 4, 0, 0}, fresh = {0, 0x55, 0, 0, 0};
+    mm_node_claim two = {2, 0x22, 4, 0, 0, 0}, fresh = {0, 0x55, 0, 0, 0, 0};
     ASSERT_EQ(mm_node_pick(m, &two, &id), MM_REG_RECLAIMED);
     ASSERT_EQ(id, 2);
     ASSERT_EQ(mm_node_pick(m, &fresh, &id), MM_REG_NEW);
@@ -1128,7 +1184,7 @@ static void test_pick_and_assign(void) {
     ASSERT_EQ(id, 5);   /* above the 4 node 2 has seen */
     /* reserved for fresh: the next new node goes above it */
     mm_node_id_taken(m, id);
-    mm_node_claim other = {0, 0x66, 0, 0, 0};
+    mm_node_claim other = {0, 0x66, 0, 0, 0, 0};
     ASSERT_EQ(mm_node_pick(m, &other, &id2), MM_REG_NEW);
     ASSERT_EQ(id2, 6);
     fresh.assign = id;
@@ -1186,6 +1242,7 @@ int main(void) {
     RUN_TEST(test_many_nodes);
     RUN_TEST(test_holdings_follow_put_end_and_remove);
     RUN_TEST(test_claimed_ids);
+    RUN_TEST(test_restored_node_keeps_what_it_proves);
     RUN_TEST(test_pick_and_assign);
     RUN_TEST(test_heartbeat_timeout_kills);
     RUN_TEST(test_replicas_on_distinct_nodes);
