@@ -47,9 +47,9 @@ wait_port() {
 start master --role master --bind "$ip" --port "$base"
 wait_port "$base"
 start node1 --role node --bind "$ip" --port $((base + 1)) --master "$ip:$base" \
-  --segment-size 256MB --data-addrs "$ip:$((base + 2))"
+  --segment-size 256MB --data-addrs "$ip:$((base + 2))" --segment-persist no
 start node2 --role node --bind "$ip" --port $((base + 3)) --master "$ip:$base" \
-  --segment-size 256MB --data-addrs "$ip:$((base + 4))"
+  --segment-size 256MB --data-addrs "$ip:$((base + 4))" --segment-persist no
 start gateway --role gateway --bind "$ip" --port $((base + 5)) --master "$ip:$base"
 wait_port $((base + 5))
 sleep 1

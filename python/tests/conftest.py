@@ -89,7 +89,8 @@ class Cluster:
         for port, data in NODES:
             self.procs.append(_spawn("--role", "node", "--master", MASTER, "--bind", "127.0.0.1",
                                      f"--port={port}", "--segment-size", "256MB",
-                                     f"--data-addrs=127.0.0.1:{data}", "--prefault", "no"))
+                                     f"--data-addrs=127.0.0.1:{data}", "--prefault", "no",
+                                     "--segment-persist", "no"))
         _wait("nodes", lambda: _alive_nodes() == len(NODES), self.procs)
 
     def nodes(self):

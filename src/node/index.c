@@ -30,6 +30,7 @@ typedef struct ix_entry {
     uint32_t keylen;
     uint16_t nslices;      /* slice CRCs, packed after the extents (0: none) */
     uint8_t slice_shift;   /* their slice size, log2 */
+    uint8_t proved;        /* just proved by node_index_prove_all: its next report need not again */
     char key[];
 } ix_entry;
 
@@ -371,7 +372,7 @@ static size_t entry_extents(const ix_entry *e, node_index_extent *out) {
 static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size_t *n, size_t max,
                       size_t *bytes, size_t max_bytes) {
     ix_entry *e = *p;
-    if (!proved(ix, e)) {
+    if (!e->proved && !proved(ix, e)) {
         ix->st.checksum_errors++;
         *p = e->next;
         log_drop(ix, e->key, e->keylen);
@@ -382,6 +383,7 @@ static int take_entry(node_index *ix, ix_entry **p, node_index_extent *out, size
     if (*n > 0 && (*n + e->nmine > max || *bytes + cost > max_bytes)) return 0;
     *n += entry_extents(e, out + *n);
     *bytes += cost;
+    e->proved = 0;
     return 1;
 }
 
@@ -534,6 +536,7 @@ size_t node_index_prove_all(node_index *ix, struct workpool *wp, uint64_t *bytes
     workpool_run(wp, pj.parts, prove_part, &pj);
     size_t dropped = 0;
     for (size_t k = 0; k < pj.n; k++) {
+        pj.all[k]->proved = !pj.bad[k];
         if (!pj.bad[k]) continue;
         ix_entry *e = pj.all[k], **p = find(ix, e->key, e->keylen, e->hash);
         *p = e->next;

@@ -105,8 +105,9 @@ void node_index_attach(node_index *ix, struct node_journal *jr);
 
 /* A restart: every entry that lies wholly here proved against its CRC,
  * split over wp's threads (NULL: this one); the ones that fail are
- * dropped (and counted as checksum errors). Returns how many; *bytes:
- * the bytes read. */
+ * dropped (and counted as checksum errors), the others are not proved
+ * again by the report that follows. Returns how many; *bytes: the bytes
+ * read. */
 struct workpool;
 size_t node_index_prove_all(node_index *ix, struct workpool *wp, uint64_t *bytes);
 

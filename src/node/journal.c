@@ -251,6 +251,7 @@ node_journal *node_journal_replay(const char *path, uint64_t gen, node_journal_f
     j->fd = fd;
     const uint8_t *good;
     int rc = replay_records(j, map + JR_HDR, map + len, fn, ctx, &good, why, whylen);
+    fn(ctx, NULL);
     j->size = (uint64_t)(good - map);
     munmap((void *)map, len);
     if (rc != 0) {

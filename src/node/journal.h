@@ -35,9 +35,11 @@ typedef struct node_journal node_journal;
 node_journal *node_journal_create(const char *path, uint64_t gen, char *err, size_t errlen);
 
 /* Every record of the log at path, in order, to fn (its extents marked
- * ours carry JOURNAL_SELF); a torn tail is cut off. The log open for
- * appending, or NULL with why: missing, of another generation, or damaged
- * (fn may have been called for the records before the damage). */
+ * ours carry JOURNAL_SELF; the note's key and CRCs stay valid until fn
+ * is called with NULL, after the last one); a torn tail is cut off. The
+ * log open for appending, or NULL with why: missing, of another
+ * generation, or damaged (fn may have been called for the records before
+ * the damage). */
 typedef void node_journal_fn(void *ctx, const proto_note *note);
 node_journal *node_journal_replay(const char *path, uint64_t gen, node_journal_fn *fn, void *ctx,
                                   uint64_t *cut_bytes, char *why, size_t whylen);

@@ -196,8 +196,13 @@ node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *
     if (fresh) header_init(p->hdr, cfg, size);
     p->state = fresh ? "fresh" : "restored";
     if (!huge) madvise(base, size, MADV_HUGEPAGE);
-    /* Pages already there are only mapped, not cleared: the bytes stay. */
-    if (cfg->prefault) node_segment_prefault(seg);
+    /* Pages already there are only mapped, not cleared: the bytes stay.
+     * A restart is not warmed for the kernel's copies (a pass over every
+     * page, seconds per GB on a VM that traps each 4 KiB page's first
+     * touch): it would hold the node back from serving; its proof reads
+     * every object's pages anyway. */
+    if (cfg->prefault && fresh) node_segment_prefault(seg);
+    else if (cfg->prefault) node_segment_populate(seg);
     seg->prefault_ms = (mono_us() - t0) / 1000;
     log_notice("segment: %llu bytes in %s (%s file, %s), mapped in %llu ms", (unsigned long long)size, p->path,
                fresh ? "a new" : "an existing", seg->backing, (unsigned long long)seg->prefault_ms);
@@ -208,12 +213,15 @@ node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *
 
 typedef struct replay_ctx {
     node_index *ix;
+    node_index_batch *b;   /* the index's batches: lookups prefetched, one lock per batch */
 } replay_ctx;
 
 static void replay_one(void *arg, const proto_note *n) {
     replay_ctx *rc = arg;
-    if (n->drop) node_index_drop(rc->ix, n->key, n->keylen);
-    else node_index_hold(rc->ix, n->key, n->keylen, n->size, n->crc, n->want, &n->rep, &n->slices, JOURNAL_SELF);
+    if (!n) node_index_commit(rc->ix, rc->b);   /* the end: before the log's bytes go */
+    else if (n->drop) node_index_batch_drop(rc->ix, rc->b, n->key, n->keylen);
+    else node_index_batch_hold(rc->ix, rc->b, n->key, n->keylen, n->size, n->crc, n->want, &n->rep, &n->slices,
+                               JOURNAL_SELF);
 }
 
 /* Nothing (more) to trust: a new generation, so no log of the old one
@@ -248,8 +256,9 @@ void node_persist_load(node_persist *p, node_index *ix) {
     }
     uint64_t t0 = mono_us();
     char why[PATH_MAX + 128];
-    replay_ctx rc = {ix};
+    replay_ctx rc = {ix, node_index_batch_new()};
     p->jr = node_journal_replay(p->log_path, p->hdr->generation, replay_one, &rc, &p->cut_bytes, why, sizeof why);
+    node_index_batch_free(rc.b);
     p->replay_ms = (mono_us() - t0) / 1000;
     if (!p->jr) {
         log_warning("node: %s: the index is dropped whole, the segment starts empty (the master copies "

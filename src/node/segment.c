@@ -75,12 +75,16 @@ static int try_anonymous(node_segment *s, uint64_t size, char *err, size_t errle
  * never touches segment bytes, every byte moves through send/recv (or
  * pread/pwrite of shm peers, or the NIC), so the kernel's first copy is
  * the one worth paying here rather than inside the first puts. */
-void node_segment_prefault(node_segment *s) {
+void node_segment_populate(node_segment *s) {
     if (madvise(s->base, s->size, MADV_POPULATE_WRITE) != 0) {
         long pg = sysconf(_SC_PAGESIZE);
         volatile char *p = s->base;
-        for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = 0;
+        for (uint64_t off = 0; off < s->size; off += (uint64_t)pg) p[off] = p[off];   /* keeps a file's bytes */
     }
+}
+
+void node_segment_prefault(node_segment *s) {
+    node_segment_populate(s);
     (void)memwarm_kernel(s->base, s->size);
 }
 

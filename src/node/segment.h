@@ -21,7 +21,9 @@ typedef struct node_segment {
 /* 0, or -1 with a message in err. */
 int node_segment_create(node_segment *s, uint64_t size, int prefault, char *err, size_t errlen);
 void node_segment_destroy(node_segment *s);
-/* Every page mapped writable and warmed (bytes already in a file stay). */
+/* Every page mapped writable (bytes already in a file stay), then
+ * warmed for the kernel's copies (memwarm.h); populate: mapped only. */
 void node_segment_prefault(node_segment *s);
+void node_segment_populate(node_segment *s);
 
 #endif

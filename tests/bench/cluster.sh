@@ -92,7 +92,8 @@ cluster_start() {
     ns=${CL_NODE_NS[i]:-} ip=${CL_NODE_IP[i]:-127.0.0.1} mip=${CL_NODE_MASTER_IP[i]:-127.0.0.1}
     next_port && rport=$PORT && next_port && dport=$PORT || { SKIP_WHY="no free port"; cluster_stop; return 1; }
     start_bg_ns node-$rport "$ns" "$SERVER" --role node --bind "$ip" --port "$rport" \
-      --master "$mip:$mport" --segment-size "$seg" --data-addrs "$ip:$dport" "${CL_NODE_FLAGS[@]}"
+      --master "$mip:$mport" --segment-size "$seg" --data-addrs "$ip:$dport" --segment-persist no \
+      "${CL_NODE_FLAGS[@]}"
     pid=$BG_PID
     CL_PIDS+=("$pid")
     if ! wait_resp "$ip" "$rport" "$pid" "$ns"; then

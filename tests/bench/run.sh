@@ -62,6 +62,7 @@ done
 mkdir -p "$WORK/bin"
 cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload "$BENCH_BIN"/bench_rebuild "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_failover" ] && cp "$BENCH_BIN/bench_failover" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_node_restart" ] && cp "$BENCH_BIN/bench_node_restart" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
