@@ -12,12 +12,16 @@
 # after a master restart, 7 the KV-cache
 # pattern with 100 us of added round-trip time (network namespaces and a
 # delaying relay, bench_relay: this kernel has no netem; root only),
-# 8 master failover time through etcd (needs etcd, package etcd-server).
+# 8 master failover time through etcd (needs etcd, package etcd-server),
+# the put rate kept while the master is killed with the acknowledged and
+# readable counts, and the put rows next to the previous commit's build
+# (BENCH_PREV_BUILD=DIR, a build dir of it; unset: those rows say so).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
 # script. Every server it starts is stopped on exit, ports are in
-# 25000-25999, traffic stays on 127.0.0.1 and our own namespaces.
+# 25000-25999 (bench_acked's from h_free_ports, as the tests'), traffic
+# stays on 127.0.0.1 and our own namespaces.
 # Output: one progress line per step, then the table, also saved with a
 # CSV and a PNG plot in tests/bench/results/.
 set -u
@@ -64,6 +68,7 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_failover" ] && cp "$BENCH_BIN/bench_failover" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_node_restart" ] && cp "$BENCH_BIN/bench_node_restart" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_acked" ] && cp "$BENCH_BIN/bench_acked" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
@@ -91,6 +96,6 @@ run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
 run_step 6 "master metadata: put pairs per second, rebuild after kill -9" step_meta
 run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
-run_step 8 "master failover through etcd: kill -9 of the leader to the first put and get" step_failover
+run_step 8 "master failover through etcd, puts kept through kills, put rows vs the previous build" step_failover
 
 write_report "$RESULTS"
