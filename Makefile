@@ -54,7 +54,7 @@ BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 # out: its killed-server case assumes the transfers outlast the stop, which
 # TSan's slowdown breaks (2 of 5 runs); the engine and node tests drive the
 # same TCP threads.
-TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue \
+TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue tests/unit/test_leader_watch \
               tests/unit/test_shm_transport tests/unit/test_shm_warm tests/unit/test_staging tests/integration/test_node \
               tests/integration/test_gateway tests/integration/test_gateway_io_threads
 
