@@ -12,6 +12,8 @@
 
 #define CRASH_FRAMES 64
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+
 /* Append the decimal (or hex) text of v to buf at *at. */
 static void put_num(char *buf, size_t cap, size_t *at, unsigned long v, int base) {
     char tmp[24];
@@ -78,7 +80,6 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
 }
 
 void crash_handlers_install(void) {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     void *prime[1];
     backtrace(prime, 1);   /* loads libgcc now: the first call may allocate */
     struct sigaction sa;
@@ -87,5 +88,8 @@ void crash_handlers_install(void) {
     sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof deadly / sizeof deadly[0]; i++) sigaction(deadly[i].sig, &sa, NULL);
-#endif
 }
+
+#else   /* the sanitizers' own handlers report better */
+void crash_handlers_install(void) {}
+#endif
