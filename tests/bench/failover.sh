@@ -87,8 +87,9 @@ step_failover() {
 
 # ---- step 8, issue 26: puts kept through a kill of the master ----
 # bench_acked: 4 KiB SETs through the gateway as fast as one connection
-# goes and libmoonkv batch puts offered at 4000 keys/s, the master killed -9 and restarted in place (restart)
-# or replaced by the etcd standby (failover), FAULTS_ROUNDS times each:
+# goes and libmoonkv batch puts offered at 4000 keys/s, the master killed
+# -9 and restarted in place (restart) or replaced by the etcd standby
+# (failover), FAULTS_ROUNDS times each:
 # the put rate in the 6 s from each kill against the rate before it, and
 # every acknowledged key read back afterwards. Acknowledged and readable
 # must be equal: the row says NO otherwise.

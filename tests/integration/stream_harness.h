@@ -43,7 +43,7 @@ typedef struct st_stream {
     pthread_t th;
     int started, stop;
     int tried;
-    uint64_t t0_us;            /* when it started: the pace counts from there */
+    uint64_t next_us;          /* paced: when the next attempt may start */
     uint64_t *ack_ms;          /* per key: mono_ms of its OK, 0 if none */
     long long acks, errors;
     char last_err[160];
@@ -65,7 +65,10 @@ static inline void st_value(const st_stream *s, int i, void *buf) {
     h_fill(buf, s->vlen, seed ^ (uint64_t)i);
 }
 
+/* A failed put: counted, the last error kept (and, with MKV_FAULTS_TRACE
+ * set, every one on stderr with its mono_ms), a pause. */
 static inline void st_note_error(st_stream *s, const char *what) {
+    if (getenv("MKV_FAULTS_TRACE")) fprintf(stderr, "trace %llu %s: %s\n", (unsigned long long)mono_ms(), s->name, what);
     __atomic_add_fetch(&s->errors, 1, __ATOMIC_RELAXED);
     snprintf(s->last_err, sizeof s->last_err, "%s", what);
     usleep(ST_PAUSE_MS * 1000);
@@ -76,16 +79,19 @@ static inline void st_acked(st_stream *s, int i) {
     __atomic_add_fetch(&s->acks, 1, __ATOMIC_RELAXED);
 }
 
-/* Whether the stream ends; else waits for the pace of the next key. A
- * paced stream stays within its bound for as long as a fault lasts, and
- * its load does not depend on the machine's. */
 static inline int st_stopping(const st_stream *s) {
-    if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) || s->tried >= s->max_keys) return 1;
-    if (s->rate > 0) {
-        uint64_t due = s->t0_us + (uint64_t)s->tried * 1000000 / (uint64_t)s->rate, now = mono_us();
-        if (due > now) usleep((useconds_t)(due - now));
-    }
-    return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) || s->tried >= s->max_keys;
+}
+
+/* Waits for the pace of an attempt at n keys. A paced stream stays within
+ * its bound for as long as a fault lasts, its load does not depend on the
+ * machine's, and after a pause it goes on at its rate (no burst to catch
+ * up: the rate after a fault compares with the rate before). */
+static inline void st_pace(st_stream *s, int n) {
+    if (s->rate <= 0) return;
+    uint64_t now = mono_us();
+    if (s->next_us > now) usleep((useconds_t)(s->next_us - now));
+    s->next_us = (s->next_us > now ? s->next_us : now) + (uint64_t)n * 1000000 / (uint64_t)s->rate;
 }
 
 static inline void st_run_gateway(st_stream *s, char *val) {
@@ -96,6 +102,7 @@ static inline void st_run_gateway(st_stream *s, char *val) {
             st_note_error(s, "cannot connect to the gateway");
             continue;
         }
+        st_pace(s, 1);
         int i = s->tried++;
         st_key(s, i, key, sizeof key);
         st_value(s, i, val);
@@ -124,6 +131,7 @@ static inline void st_run_batch(st_stream *s, char *vals) {
             continue;
         }
         int n = s->max_keys - s->tried < ST_BATCH ? s->max_keys - s->tried : ST_BATCH, first = s->tried;
+        st_pace(s, n);
         for (int k = 0; k < n; k++) {
             st_key(s, first + k, keys[k], sizeof keys[k]);
             st_value(s, first + k, vals + (size_t)k * s->vlen);
@@ -158,7 +166,7 @@ static inline int st_start(st_stream *s) {
     s->stop = 0;
     s->acks = s->errors = 0;
     s->last_err[0] = '\0';
-    s->t0_us = mono_us();
+    s->next_us = 0;
     s->ack_ms = calloc((size_t)s->max_keys, sizeof *s->ack_ms);
     if (!s->ack_ms || pthread_create(&s->th, NULL, st_main, s) != 0) return -1;
     s->started = 1;

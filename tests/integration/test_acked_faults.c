@@ -16,7 +16,9 @@
  * leader must refuse to place anything once it runs again, and writes must
  * be acknowledged again within 2 s of a new leader's election. Counts are
  * printed as "# ..." lines; the processes' logs are kept when a case
- * fails. docs/FAULTS.md says more. MKV_FAULTS_SEED fixes the moments. */
+ * fails. docs/FAULTS.md says more. MKV_FAULTS_SEED fixes the moments;
+ * MKV_FAULTS_TRACE=1 prints every failed put and each fault's moments
+ * (mono_ms) on stderr. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +194,10 @@ static int run_round(const char *label, const char *tag, fa_fault *fault) {
     int rc = fault(&cl, r);
     r->t_ready = r->w.ready_ms;
     r->t_back = r->w.elected_ms ? r->w.elected_ms : r->t_over;
+    if (getenv("MKV_FAULTS_TRACE"))   /* the moments the streams' traces are read against */
+        fprintf(stderr, "trace %s round %d: fault %llu, over %llu, elected %llu, ready %llu\n", label, nrounds,
+                (unsigned long long)r->t_event, (unsigned long long)r->t_over, (unsigned long long)r->w.elected_ms,
+                (unsigned long long)r->w.ready_ms);
     if (rc == 0) writes_back(r);
     usleep(300 * 1000);
     for (int k = 0; k < KINDS; k++) st_stop(&r->s[k]);
