@@ -35,6 +35,7 @@ failover_measure() {
 NODE_RESTART_COUNT=${NODE_RESTART_COUNT:-1000000}
 NODE_RESTART_SEGMENT=${NODE_RESTART_SEGMENT:-4400MB}
 NODE_RESTART_NAMES="node_restart.serving node_restart.proof node_restart.rest node_restart.proof_gbps"
+NODE_RESTART_FS="/dev/shm"   # set here too: the rows name it when bench_node_restart is not built
 
 node_restart_measure() {
   local n ports="" i mnt
