@@ -63,7 +63,7 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python soak chaos
+.PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python soak chaos install-mooncake-shim
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS)
@@ -163,6 +163,13 @@ python: $(LIBA)
 	cd python && MOONKV_BUILD=$(abspath $(BUILD)) $(if $(filter 1,$(SAN)),CFLAGS="$(PY_SAN) -fno-omit-frame-pointer" \
 	    LDFLAGS="$(PY_SAN)") $(PYTHON) setup.py -q build \
 	    --build-base $(abspath $(BUILD))/python-build --build-lib $(abspath $(BUILD))/python
+	rm -rf $(BUILD)/mooncake-shim && mkdir -p $(BUILD)/mooncake-shim && cp -r python/mooncake-shim/mooncake $(BUILD)/mooncake-shim/
+
+# The Mooncake-compatible shim (`from mooncake.store import ...` on moonkv)
+# shadows a real Mooncake, so only this target installs it, never install.
+install-mooncake-shim: python
+	install -d $(DESTDIR)$(PYTHON_SITE)/mooncake
+	install -m 644 $(BUILD)/mooncake-shim/mooncake/*.py $(DESTDIR)$(PYTHON_SITE)/mooncake/
 
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
@@ -215,6 +222,8 @@ install: $(SERVER) $(LIBA) $(LIBSO) python
 	install -d $(DESTDIR)$(PYTHON_SITE)/moonkv
 	install -m 644 $(BUILD)/python/moonkv/__init__.py $(DESTDIR)$(PYTHON_SITE)/moonkv/
 	install -m 755 $(BUILD)/python/moonkv/_moonkv*.so $(DESTDIR)$(PYTHON_SITE)/moonkv/
+	install -d $(DESTDIR)$(PYTHON_SITE)/moonkv/integrations
+	install -m 644 $(BUILD)/python/moonkv/integrations/*.py $(DESTDIR)$(PYTHON_SITE)/moonkv/integrations/
 	install -d $(DESTDIR)$(PREFIX)/share/moonkv/conf $(DESTDIR)$(SYSCONFDIR)/moonkv $(DESTDIR)$(UNITDIR)
 	install -m 644 conf/*.json $(DESTDIR)$(PREFIX)/share/moonkv/conf/
 	for f in conf/*.json; do t=$(DESTDIR)$(SYSCONFDIR)/moonkv/$${f#conf/}; \

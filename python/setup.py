@@ -37,7 +37,7 @@ setup(
     name="moonkv",
     version="0.1.0",
     description="Python client of moonkv, a distributed write-once KV cache",
-    packages=["moonkv"],
+    packages=["moonkv", "moonkv.integrations"],
     ext_modules=[
         Extension(
             "moonkv._moonkv",

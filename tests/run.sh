@@ -56,7 +56,7 @@ for build in "$@"; do
   fi
   # The SAN build's extension needs the sanitizer runtimes preloaded into
   # python3; CPython's own allocations would read as leaks, so no LSan.
-  py_env=(PYTHONPATH="$build/python:python/tests")
+  py_env=(PYTHONPATH="$build/python:$build/mooncake-shim:python/tests")
   if [ "$tag" = san ]; then
     py_env+=(LD_PRELOAD="$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)"
              ASAN_OPTIONS=detect_leaks=0)

@@ -691,6 +691,211 @@ static PyObject *store_batch_is_exist(store *s, PyObject *keys) {
     return store_batch(s, OP_BEXISTS, keys, NULL, NULL, 0);
 }
 
+/* ---- objects in pieces (scatter/gather) ---- */
+
+/* A batch of objects held in pieces: per object its key span and, in
+ * one flat array, the spans of its pieces (iov[first[i]..first[i+1])). */
+typedef struct vbatch {
+    size_t n, npieces;
+    span *keys, *pieces;
+    mkv_iov *iov;
+    mkv_objv *objs;
+} vbatch;
+
+static void vbatch_free(vbatch *b) {
+    for (size_t i = 0; b->keys && i < b->n; i++) span_release(&b->keys[i]);
+    for (size_t i = 0; b->pieces && i < b->npieces; i++) span_release(&b->pieces[i]);
+    PyMem_Free(b->keys);
+    PyMem_Free(b->pieces);
+    PyMem_Free(b->iov);
+    PyMem_Free(b->objs);
+}
+
+/* The total pieces of bufs (a tuple of sequences), checking sizes (a
+ * tuple or NULL) has the same shape. */
+static Py_ssize_t vbatch_count(PyObject *bufs, PyObject *sizes) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bufs); i++) {
+        Py_ssize_t k = PySequence_Size(PyTuple_GET_ITEM(bufs, i));
+        if (k < 0) return -1;
+        if (sizes) {
+            Py_ssize_t z = PySequence_Size(PyTuple_GET_ITEM(sizes, i));
+            if (z < 0) return -1;
+            if (z != k) {
+                PyErr_SetString(PyExc_ValueError, "each key needs as many sizes as buffers");
+                return -1;
+            }
+        }
+        total += k;
+    }
+    return total;
+}
+
+/* Fills b: keys a tuple, bufs a tuple of sequences of buffers (or of int
+ * addresses, sizes then a tuple of sequences of their lengths). */
+static int vbatch_fill(vbatch *b, PyObject *keys, PyObject *bufs, PyObject *sizes, int writable) {
+    size_t n = (size_t)PyTuple_GET_SIZE(keys);
+    if ((size_t)PyTuple_GET_SIZE(bufs) != n || (sizes && (size_t)PyTuple_GET_SIZE(sizes) != n)) {
+        PyErr_SetString(PyExc_ValueError, "keys, buffers and sizes must have the same length");
+        return -1;
+    }
+    Py_ssize_t total = vbatch_count(bufs, sizes);
+    if (total < 0) return -1;
+    size_t an = n ? n : 1, ap = total ? (size_t)total : 1;
+    b->keys = PyMem_Calloc(an, sizeof *b->keys);
+    b->pieces = PyMem_Calloc(ap, sizeof *b->pieces);
+    b->iov = PyMem_Calloc(ap, sizeof *b->iov);
+    b->objs = PyMem_Calloc(an, sizeof *b->objs);
+    if (!b->keys || !b->pieces || !b->iov || !b->objs) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (key_from(PyTuple_GET_ITEM(keys, i), &b->keys[i]) < 0) return -1;
+        b->n = i + 1;
+        PyObject *row = PySequence_Fast(PyTuple_GET_ITEM(bufs, i), "buffers of a key must be a sequence");
+        PyObject *zrow = sizes ? PySequence_Fast(PyTuple_GET_ITEM(sizes, i), "sizes of a key must be a sequence")
+                               : NULL;
+        if (!row || (sizes && !zrow)) {
+            Py_XDECREF(row);
+            Py_XDECREF(zrow);
+            return -1;
+        }
+        size_t first = b->npieces;
+        int bad = 0;
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(row) && !bad; j++) {
+            span *sp = &b->pieces[b->npieces];
+            bad = span_from(PySequence_Fast_GET_ITEM(row, j), zrow ? PySequence_Fast_GET_ITEM(zrow, j) : NULL,
+                            writable, sp) < 0;
+            if (bad) break;
+            b->iov[b->npieces++] = (mkv_iov){sp->addr, sp->len};
+        }
+        Py_DECREF(row);
+        Py_XDECREF(zrow);
+        if (bad) return -1;
+        b->objs[i] = (mkv_objv){.key = b->keys[i].addr, .keylen = b->keys[i].len, .iov = b->iov + first,
+                                .niov = b->npieces - first};
+    }
+    return 0;
+}
+
+/* Per object: the size read (get), 0 (put), or its MKV_E*. */
+static PyObject *vbatch_results(const vbatch *b, int is_get, int whole_rc) {
+    PyObject *list = PyList_New((Py_ssize_t)b->n);
+    for (size_t i = 0; list && i < b->n; i++) {
+        long long v = whole_rc != MKV_OK ? whole_rc : b->objs[i].status != MKV_OK ? b->objs[i].status
+                      : is_get ? (long long)b->objs[i].len : 0;
+        PyObject *o = PyLong_FromLongLong(v);
+        if (!o) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+    }
+    return list;
+}
+
+static PyObject *store_vbatch(store *s, int is_get, PyObject *kobj, PyObject *bobj, PyObject *zobj, int replicas) {
+    PyObject *keys = as_tuple(kobj, "keys"), *bufs = NULL, *sizes = NULL, *res = NULL;
+    vbatch b = {0};
+    if (!keys) return NULL;
+    if (!(bufs = as_tuple(bobj, "buffers"))) goto out;
+    if (zobj && zobj != Py_None && !(sizes = as_tuple(zobj, "sizes"))) goto out;
+    if (vbatch_fill(&b, keys, bufs, sizes, is_get) < 0) goto out;
+    if (store_enter(s, &res) < 0) {
+        if (res) Py_SETREF(res, vbatch_results(&b, is_get, MKV_EINVAL));   /* status mode */
+        goto out;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = is_get ? mkv_get_batchv(s->c, b.objs, b.n) : mkv_put_batchv(s->c, b.objs, b.n, replicas);
+    Py_END_ALLOW_THREADS
+    if (rc != MKV_OK && !s->status_codes) res = store_fail(s, rc);
+    else res = vbatch_results(&b, is_get, rc);
+    store_unlock(s);
+out:
+    vbatch_free(&b);
+    Py_XDECREF(keys);
+    Py_XDECREF(bufs);
+    Py_XDECREF(sizes);
+    return res;
+}
+
+static PyObject *store_batch_put_from_multi(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "buffers", "sizes", "replicas", NULL};
+    PyObject *keys, *bufs, *sizes = NULL;
+    int replicas = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oi:batch_put_from_multi_buffers", kwlist, &keys, &bufs,
+                                     &sizes, &replicas))
+        return NULL;
+    return store_vbatch(s, 0, keys, bufs, sizes, replicas);
+}
+
+static PyObject *store_batch_get_into_multi(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "buffers", "sizes", NULL};
+    PyObject *keys, *bufs, *sizes = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:batch_get_into_multi_buffers", kwlist, &keys, &bufs,
+                                     &sizes))
+        return NULL;
+    return store_vbatch(s, 1, keys, bufs, sizes, 0);
+}
+
+/* prefix_exists(keys) -> how many keys, from the first on, are stored. */
+static PyObject *store_prefix_exists(store *s, PyObject *kobj) {
+    PyObject *keys = as_tuple(kobj, "keys"), *res = NULL;
+    batch b = {0};
+    if (!keys) return NULL;
+    if (batch_fill(&b, keys, NULL, NULL, 0) == 0 && store_enter(s, &res) == 0) {
+        size_t hit = 0;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = mkv_exists_prefix(s->c, b.objs, b.n, &hit);
+        Py_END_ALLOW_THREADS
+        res = rc == MKV_OK ? PyLong_FromSize_t(hit) : store_fail(s, rc);
+        store_unlock(s);
+    }
+    batch_free(&b);
+    Py_DECREF(keys);
+    return res;
+}
+
+/* get_range(key, offset, buffer[, size]) -> bytes read, zero-copy. */
+static PyObject *store_get_range(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"key", "offset", "buffer", "size", NULL};
+    PyObject *kobj, *bobj, *size = NULL;
+    unsigned long long off;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKO|O:get_range", kwlist, &kobj, &off, &bobj, &size)) return NULL;
+    span key, buf;
+    if (key_and_buffer(kobj, bobj, size, 1, &key, &buf) < 0) return NULL;
+    PyObject *res;
+    if (store_enter(s, &res) == 0) {
+        size_t got = 0;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = mkv_get_range(s->c, key.addr, key.len, off, buf.addr, buf.len, &got);
+        Py_END_ALLOW_THREADS
+        res = rc == MKV_OK ? PyLong_FromSize_t(got) : store_fail(s, rc);
+        store_unlock(s);
+    }
+    span_release(&buf);
+    span_release(&key);
+    return res;
+}
+
+/* remove_all() -> how many objects were removed. */
+static PyObject *store_remove_all(store *s, PyObject *Py_UNUSED(ignored)) {
+    PyObject *res;
+    if (store_enter(s, &res) < 0) return res;
+    uint64_t removed = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mkv_remove_all(s->c, &removed);
+    Py_END_ALLOW_THREADS
+    res = rc == MKV_OK ? PyLong_FromUnsignedLongLong(removed) : store_fail(s, rc);
+    store_unlock(s);
+    return res;
+}
+
 /* ---- type and module ---- */
 
 static PyMethodDef store_methods[] = {
@@ -722,6 +927,18 @@ static PyMethodDef store_methods[] = {
     {"transfer_stats", (PyCFunction)store_transfer_stats, METH_NOARGS,
      "transfer_stats() -> {bytes_tcp, bytes_shm, bytes_rdma, retries, failovers, shm_cold_bytes}"},
     {"get_size", (PyCFunction)store_get_size, METH_O, "get_size(key) -> size in bytes"},
+    {"batch_put_from_multi_buffers", (PyCFunction)(void (*)(void))store_batch_put_from_multi,
+     METH_VARARGS | METH_KEYWORDS,
+     "batch_put_from_multi_buffers(keys, buffers_per_key[, sizes_per_key], replicas=0) -> [0 or error code]:\n"
+     "each object is its pieces in order, each moved from its own registered memory"},
+    {"batch_get_into_multi_buffers", (PyCFunction)(void (*)(void))store_batch_get_into_multi,
+     METH_VARARGS | METH_KEYWORDS,
+     "batch_get_into_multi_buffers(keys, buffers_per_key[, sizes_per_key]) -> [bytes read or error code]"},
+    {"prefix_exists", (PyCFunction)store_prefix_exists, METH_O,
+     "prefix_exists(keys) -> how many keys, from the first on, are stored (one master round trip)"},
+    {"get_range", (PyCFunction)(void (*)(void))store_get_range, METH_VARARGS | METH_KEYWORDS,
+     "get_range(key, offset, buffer[, size]) -> bytes read of [offset, offset + len(buffer)), zero-copy"},
+    {"remove_all", (PyCFunction)store_remove_all, METH_NOARGS, "remove_all() -> how many objects were removed"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,103 @@
+"""The binding's calls for inference engines: objects in pieces
+(batch_put_from_multi_buffers / batch_get_into_multi_buffers), the prefix
+count, byte ranges and remove_all, over TCP and shared memory."""
+import numpy as np
+import pytest
+
+import moonkv
+
+LAYERS, PIECE = 8, 4096
+
+
+def arena(pages, seed):
+    """A layer-major arena as an engine's host pool: [layer][page][bytes]."""
+    return np.random.default_rng(seed).integers(0, 256, (LAYERS, pages, PIECE), dtype=np.uint8)
+
+
+def pieces(a, page):
+    return [a[layer, page] for layer in range(LAYERS)]
+
+
+def test_multi_buffers_round_trip(store, key):
+    src, dst = arena(16, 1), np.zeros((LAYERS, 16, PIECE), dtype=np.uint8)
+    store.register_buffer(src)
+    store.register_buffer(dst)
+    keys = [key(f"p{i}") for i in range(16)]
+    assert store.batch_put_from_multi_buffers(keys, [pieces(src, i) for i in range(16)]) == [0] * 16
+    assert store.batch_get_into_multi_buffers(keys, [pieces(dst, i) for i in range(16)]) == [LAYERS * PIECE] * 16
+    assert (src == dst).all()
+    # one object is the pieces in order: a plain get sees their concatenation
+    flat = np.zeros(LAYERS * PIECE, dtype=np.uint8)
+    store.register_buffer(flat)
+    assert store.get_into(keys[3], flat) == LAYERS * PIECE
+    assert (flat.reshape(LAYERS, PIECE) == src[:, 3]).all()
+
+
+def test_multi_buffers_raw_pointers(store, key):
+    """Mooncake's form: per key lists of int addresses and sizes."""
+    src = np.arange(4 * 1000, dtype=np.uint8) % 251
+    dst = np.zeros_like(src)
+    store.register_buffer(src.ctypes.data, src.nbytes)
+    store.register_buffer(dst.ctypes.data, dst.nbytes)
+    k = key("raw")
+    ptrs = [[src.ctypes.data + 3000, src.ctypes.data]]   # pieces in any order of memory
+    assert store.batch_put_from_multi_buffers([k], ptrs, [[1000, 3000]]) == [0]
+    got = store.batch_get_into_multi_buffers([k], [[dst.ctypes.data]], [[4000]])
+    assert got == [4000]
+    assert (dst[:1000] == src[3000:]).all() and (dst[1000:] == src[:3000]).all()
+
+
+
+def test_per_key_status(store, key):
+    buf = np.ones(1 << 20, dtype=np.uint8)
+    loose = np.ones(100, dtype=np.uint8)
+    store.register_buffer(buf)
+    have = key("have")
+    store.put_from(have, buf[:100])
+    huge = [buf] * 600   # 600 MiB from one registered MiB: more than the two nodes hold
+    rs = store.batch_put_from_multi_buffers([have, key("huge"), key("loose"), key("ok")],
+                                            [[buf[:100]], huge, [loose], [buf[:10]]])
+    assert rs == [moonkv.EEXISTS, moonkv.ENOSPACE, moonkv.ENOTREG, 0]
+    small = np.zeros(5, dtype=np.uint8)
+    store.register_buffer(small)
+    assert store.batch_get_into_multi_buffers([key("ok"), key("none")], [[small], [small]]) == \
+        [moonkv.ETOOSMALL, moonkv.ENOTFOUND]
+
+
+def test_prefix_exists(store, key):
+    keys = [key(f"x{i}") for i in range(20)]
+    for k in keys[:12]:
+        store.put(k, b"v")
+    assert store.prefix_exists(keys) == 12
+    assert store.prefix_exists(keys[12:] + keys[:3]) == 0
+    assert store.prefix_exists([]) == 0
+    store.remove(keys[5])
+    assert store.prefix_exists(keys) == 5
+
+
+def test_get_range(store, key):
+    val = np.random.default_rng(3).integers(0, 256, 9 << 20, dtype=np.uint8)   # three slices
+    out = np.zeros(1 << 20, dtype=np.uint8)
+    store.register_buffer(val)
+    store.register_buffer(out)
+    k = key("range")
+    store.put_from(k, val)
+    for off in (0, 12345, (4 << 20) - 7, (9 << 20) - 100):
+        n = store.get_range(k, off, out)
+        want = min(len(out), len(val) - off)
+        assert n == want
+        assert (out[:n] == val[off:off + n]).all()
+    assert store.get_range(k, 9 << 20, out) == 0
+    with pytest.raises(moonkv.NotFoundError):
+        store.get_range(key("none"), 0, out)
+
+
+def test_remove_all(cluster, key):
+    with moonkv.MoonkvStore() as s:
+        s.setup(master=cluster.master, cluster_secret=cluster.secret)
+        ks = [key(f"r{i}") for i in range(5)]
+        for k in ks:
+            s.put(k, b"gone soon")
+        assert s.remove_all() >= 5
+        assert s.batch_is_exist(ks) == [0] * 5
+        assert s.remove_all() == 0
