@@ -15,7 +15,9 @@
 # 8 master failover time through etcd (needs etcd, package etcd-server),
 # the put rate kept while the master is killed with the acknowledged and
 # readable counts, and the put rows next to the previous commit's build
-# (BENCH_PREV_BUILD=DIR, a build dir of it; unset: those rows say so).
+# (BENCH_PREV_BUILD=DIR, a build dir of it; unset: those rows say so),
+# 9 the calls inference engines make (multi-buffer batches through the
+# Mooncake shim, the prefix count, the SGLang adapter; needs make python).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
@@ -31,7 +33,7 @@ SERVER=$BUILD/moonkv-server
 BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
-STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8}
+STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9}
 RESULTS=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
 export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5)}
@@ -43,6 +45,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/capi.sh"
 . "$ROOT/tests/bench/netns.sh"
 . "$ROOT/tests/bench/failover.sh"
+. "$ROOT/tests/bench/engines.sh"
 
 on_exit() {
   bench_cleanup
@@ -75,12 +78,14 @@ BENCH_BIN=$WORK/bin
 # The Python binding (make python), copied the same way; missing: its rows skip.
 BENCH_PY=$WORK/bin/python
 [ -d "$BUILD/python/moonkv" ] && cp -r "$BUILD/python" "$BENCH_PY"
+BENCH_SHIM=$WORK/bin/mooncake-shim
+[ -d "$BUILD/mooncake-shim/mooncake" ] && cp -r "$BUILD/mooncake-shim" "$BENCH_SHIM"
 
 echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs in $RESULTS/last-run.log"
 rows_before=0
 run_step() {   # run_step N TITLE FUNCTION
   case " $STEPS " in *" $1 "*) ;; *) return 0;; esac
-  step_begin "$1/8" "$2"
+  step_begin "$1/9" "$2"
   "$3"
   local total skipped
   total=$(wc -l <"$WORK/rows.tsv")
@@ -97,5 +102,6 @@ run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
 run_step 6 "master metadata: put pairs per second, rebuild after kill -9" step_meta
 run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
 run_step 8 "master failover through etcd, puts kept through kills, put rows vs the previous build" step_failover
+run_step 9 "inference engines' calls: multi-buffer batches, prefix exists, SGLang adapter" step_engines
 
 write_report "$RESULTS"

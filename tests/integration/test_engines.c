@@ -27,6 +27,9 @@ static pid_t node_pid[2];
 static char master_addr[32];
 static uint32_t node_ids[2];
 
+/* Page-aligned memory of at least n bytes (aligned_alloc wants a multiple). */
+static void *palloc(size_t n) { return aligned_alloc(4096, (n + 4095) & ~(size_t)4095); }
+
 static mkv_client *connect_to(const char *transport) {
     mkv_client *c = NULL;
     return h_mkv_connect(&c, master_addr, transport, 1) == MKV_OK ? c : NULL;
@@ -51,7 +54,7 @@ static void gather(const mkv_iov *iov, char *out) {
 static void vec_roundtrip(const char *transport, const char *tag) {
     mkv_client *c = connect_to(transport);
     ASSERT(c);
-    char *src = aligned_alloc(4096, ARENA), *dst = aligned_alloc(4096, ARENA), *flat = aligned_alloc(4096, OBJ);
+    char *src = palloc(ARENA), *dst = palloc(ARENA), *flat = palloc(OBJ);
     h_fill(src, ARENA, 7);
     memset(dst, 0, ARENA);
     ASSERT(mkv_register_buffer(c, src, ARENA) == MKV_OK);
@@ -91,7 +94,7 @@ static void vec_roundtrip(const char *transport, const char *tag) {
     ASSERT_MEMEQ(flat, dst + 5 * OBJ, OBJ);
     char key[40];
     snprintf(key, sizeof key, "vec:%s:plain", tag);
-    char *plain = aligned_alloc(4096, OBJ);
+    char *plain = palloc(OBJ);
     h_fill(plain, OBJ, 8);
     ASSERT(mkv_register_buffer(c, plain, OBJ) == MKV_OK);
     ASSERT(mkv_put(c, key, strlen(key), plain, OBJ, 0) == MKV_OK);
@@ -118,7 +121,7 @@ static void test_vec_status(void) {
     mkv_client *c = connect_to("tcp");
     ASSERT(c);
     size_t len = 1 << 20;
-    char *buf = aligned_alloc(4096, len), *loose = malloc(4096);
+    char *buf = palloc(len), *loose = malloc(4096);
     h_fill(buf, len, 3);
     ASSERT(mkv_register_buffer(c, buf, len) == MKV_OK);
     ASSERT(mkv_put(c, "st:have", 7, buf, 4096, 0) == MKV_OK);
@@ -156,7 +159,7 @@ static void test_prefix(void) {
     mkv_client *c = connect_to("tcp");
     ASSERT(c);
     enum { N = 4100 };   /* past one 4096-key chunk */
-    char *buf = aligned_alloc(4096, 4096);
+    char *buf = palloc(4096);
     h_fill(buf, 4096, 9);
     ASSERT(mkv_register_buffer(c, buf, 4096) == MKV_OK);
     static mkv_obj o[N + 2];
@@ -203,7 +206,7 @@ static void test_prefix(void) {
 static void test_range(void) {
     mkv_client *c = connect_to("tcp");   /* a put over TCP sums its slices */
     ASSERT(c);
-    char *val = aligned_alloc(4096, BIG), *out = aligned_alloc(4096, BIG);
+    char *val = palloc(BIG), *out = palloc(BIG);
     h_fill(val, BIG, 11);
     ASSERT(mkv_register_buffer(c, val, BIG) == MKV_OK);
     ASSERT(mkv_register_buffer(c, out, BIG) == MKV_OK);
