@@ -8,6 +8,7 @@ PKGS=(
   libev-dev libhiredis-dev libcjson-dev libibverbs-dev librdmacm-dev
   redis-tools redis-server tcl python3 python3-redis
   python3-dev python3-setuptools python3-pytest python3-numpy
+  python3-torch   # CPU tensors in the engine adapters' tests (docs/ENGINES.md)
   prometheus
   iproute2 iperf3 gnuplot-nox procps
   etcd-server etcd-client   # master failover tests (test_failover): etcd 3.4 and etcdctl
