@@ -30,6 +30,7 @@ void mm_notes_reset(mm_node *n) {
     n->notes_seq = 0;
     n->notes_overflow = 0;
     n->notes_epoch++;   /* whoever waited for these will not see them acknowledged */
+    n->acks_awaited = 0;   /* until its link pulls for this registration */
 }
 
 void mm_notes_track(master_meta *m) {

@@ -63,9 +63,10 @@ typedef struct mm_node {
     int notes_overflow;           /* it stopped taking them: fail it */
     uint64_t notes_epoch;         /* queues so far: each reset starts a new one */
     uint64_t track_gen;           /* mm_notes_track's: listed in this command's marks */
-    /* It pulls on a link that waits for notes (MOON.HOLDLINK, WAIT):
-     * answers wait for its acks. A node that does not (one from before,
-     * a test's fake) is not waited for, as before. Kept for the id. */
+    /* It pulls on a link that waits for notes (MOON.HOLDLINK, WAIT)
+     * since its notes were last reset (it registered): answers wait for
+     * its acks. Not before (a restarted node reports its index first),
+     * nor for a node that never does (one from before, a test's fake). */
     int acks_awaited;
     /* Restarted with its segment (KEPT): reconciling its report with the
      * table, nothing new placed on it meanwhile (restore.c). */

@@ -198,10 +198,12 @@ static void test_marks_of_commands(void) {
     /* Taking the acknowledgement moves notes_seq to the mark. */
     mm_node_holdings_ack(m, a, 3);
     ASSERT_EQ(mm_node_get(m, a)->notes_seq, 3);
-    /* A dead node's notes are reset: a new epoch. */
+    /* A dead node's notes are reset: a new epoch, and it is not waited
+     * for until its link pulls again. */
     uint64_t epoch = mm_node_get(m, b)->notes_epoch;
     mm_node_fail(m, b, "test", 20);
     ASSERT(mm_node_get(m, b)->notes_epoch > epoch);
+    ASSERT_EQ(mm_node_get(m, b)->acks_awaited, 0);
     mm_destroy(m);
 }
 
