@@ -69,6 +69,7 @@ const mm_note_mark *mm_notes_touched(master_meta *m, size_t *n) {
 static void note_node(master_meta *m, uint32_t id, const object *o, const obj_replica *r, int drop) {
     mm_node *n = mm_node_get(m, id);
     if (!n || n->state == NODE_DEAD || n->notes_overflow) return;
+    if (n->restore && !drop && o->owner) mm_restore_noted(m, n, o);   /* held there now, whatever it reported */
     if (n->notes_n >= notes_limit(n)) {
         log_warning("node %u does not take its holdings: it will be dropped", id);
         mm_notes_reset(n);

@@ -127,10 +127,13 @@ object **mm_all_objects(master_meta *m, size_t *n);
 void mm_forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms);
 
 /* restore.c */
-/* Node n (alive) restarted with its segment: unfinished puts and copies
- * touching it fail, its complete objects wait for its report. */
+/* Node n (alive) restarted with its segment: its replicas wait for its
+ * report (mm_restore_done judges them, and what it had in flight). */
 void mm_restore_begin(master_meta *m, mm_node *n, uint64_t now_ms);
 void mm_restore_abort(master_meta *m, mm_node *n);   /* it died meanwhile */
+/* A hold note for restoring node n about o (a put of its that the master
+ * completed meanwhile): kept at the end though the node never reported it. */
+void mm_restore_noted(master_meta *m, mm_node *n, const object *o);
 
 /* holdings.c */
 /* Tell the nodes of replica r of COMPLETE o that they hold it (drop = 0)
