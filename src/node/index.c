@@ -502,18 +502,30 @@ void node_index_get_stats(node_index *ix, node_index_stats *st) {
 
 /* ---- proving every entry at once (a restart) ---- */
 
+/* An entry to prove and where its bytes start: proved in segment order,
+ * the bytes stream past as one sequential read (in table order they
+ * were a random 4 KiB at a time, at a tenth of memory speed). */
+typedef struct prove_item {
+    uint64_t off;
+    ix_entry *e;
+} prove_item;
+
+static int by_offset(const void *a, const void *b) {
+    uint64_t x = ((const prove_item *)a)->off, y = ((const prove_item *)b)->off;
+    return (x > y) - (x < y);
+}
+
 typedef struct prove_job {
     const node_index *ix;
-    ix_entry **all;
+    prove_item *all;
     uint8_t *bad;
     size_t n;
     int parts;
 } prove_job;
 
-/* Entries are proved in table order, their bytes anywhere in the
- * segment: the hardware prefetcher cannot see the next object coming.
- * So its entry is fetched IX_PROVE_AHEAD entries ahead, then the first
- * IX_PROVE_BYTES of its bytes IX_PROVE_NEAR ahead, every line. */
+/* The entries (anywhere in the heap) are fetched IX_PROVE_AHEAD ahead,
+ * then the first IX_PROVE_BYTES of an object's bytes IX_PROVE_NEAR
+ * ahead, every line (objects need not be adjacent). */
 #define IX_PROVE_AHEAD 8
 #define IX_PROVE_NEAR 2
 #define IX_PROVE_BYTES 8192
@@ -529,11 +541,11 @@ static void prove_part(void *arg, int i) {
     size_t from = pj->n * (size_t)i / (size_t)pj->parts, to = pj->n * (size_t)(i + 1) / (size_t)pj->parts;
     for (size_t k = from; k < to; k++) {
         if (k + IX_PROVE_AHEAD < to) {   /* the entry and the line its extents may start in */
-            __builtin_prefetch(pj->all[k + IX_PROVE_AHEAD]);
-            __builtin_prefetch((const char *)pj->all[k + IX_PROVE_AHEAD] + 64);
+            __builtin_prefetch(pj->all[k + IX_PROVE_AHEAD].e);
+            __builtin_prefetch((const char *)pj->all[k + IX_PROVE_AHEAD].e + 64);
         }
-        if (k + IX_PROVE_NEAR < to) prefetch_object(pj->ix, pj->all[k + IX_PROVE_NEAR]);
-        pj->bad[k] = !proved(pj->ix, pj->all[k]);
+        if (k + IX_PROVE_NEAR < to) prefetch_object(pj->ix, pj->all[k + IX_PROVE_NEAR].e);
+        pj->bad[k] = !proved(pj->ix, pj->all[k].e);
     }
 }
 
@@ -544,17 +556,18 @@ size_t node_index_prove_all(node_index *ix, struct workpool *wp, uint64_t *bytes
     for (size_t b = 0; b < ix->nbuckets; b++)
         for (ix_entry *e = ix->buckets[b]; e; e = e->next) {
             if (e->nmine != e->nextents) continue;   /* striped over other nodes: readers prove it */
-            pj.all[pj.n++] = e;
+            pj.all[pj.n++] = (prove_item){e->ext[0].offset, e};
             *bytes += entry_len(e);
         }
+    qsort(pj.all, pj.n, sizeof *pj.all, by_offset);
     pj.bad = xcalloc(pj.n + 1, 1);
     pj.parts = 4 * workpool_width(wp);   /* parts of unequal cost: whoever is free takes the next */
     workpool_run(wp, pj.parts, prove_part, &pj);
     size_t dropped = 0;
     for (size_t k = 0; k < pj.n; k++) {
-        pj.all[k]->proved = !pj.bad[k];
+        pj.all[k].e->proved = !pj.bad[k];
         if (!pj.bad[k]) continue;
-        ix_entry *e = pj.all[k], **p = find(ix, e->key, e->keylen, e->hash);
+        ix_entry *e = pj.all[k].e, **p = find(ix, e->key, e->keylen, e->hash);
         *p = e->next;
         log_drop(ix, e->key, e->keylen);
         ix->st.checksum_errors++;

@@ -240,11 +240,11 @@ static int node_start(node *n, char *err, size_t errlen) {
     }
     if (data_listeners(&srv->cfg, &dc, err, errlen) != 0 || data_transports(&srv->cfg, &dc, err, errlen) != 0)
         return -1;
-    if (node_persist_wanted(&srv->cfg)) {
-        if (!(n->persist = node_persist_open(&srv->cfg, &n->seg, err, errlen))) return -1;
-    } else if (node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0) {
+    int use_memfd = !node_persist_wanted(&srv->cfg);
+    if (!use_memfd && !(n->persist = node_persist_open(&srv->cfg, &n->seg, &use_memfd, err, errlen)) && !use_memfd)
         return -1;
-    }
+    if (use_memfd && node_segment_create(&n->seg, srv->cfg.segment_size, srv->cfg.prefault, err, errlen) != 0)
+        return -1;
     dc.seg = &n->seg;
     n->index = node_index_create(n->seg.base, n->seg.size);
     /* Before anything serves: what the file held, proved. */

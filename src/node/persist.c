@@ -132,8 +132,17 @@ static void open_fail(node_persist *p, int fd, const char *what, char *err, size
     free(p);
 }
 
-node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *err, size_t errlen) {
+/* Whether fd's file system has bytes free (a file past that would fault
+ * with SIGBUS when its pages are touched). */
+static int room_for(int fd, uint64_t bytes) {
+    struct statfs fs;
+    return fstatfs(fd, &fs) != 0 || (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize >= bytes;
+}
+
+node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, int *use_memfd, char *err,
+                                size_t errlen) {
     node_persist *p = xcalloc(1, sizeof *p);
+    *use_memfd = 0;
     uint64_t size = cfg->segment_size, t0 = mono_us();
     file_name(cfg, p->path, sizeof p->path);
     struct statfs fs;
@@ -178,6 +187,17 @@ node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *
             free(p);
             return NULL;
         }
+    } else if (!room_for(fd, size + p->meta)) {
+        /* A node that started before (on a memfd, not bounded by the
+         * tmpfs's size: 64 MB in a default container) still starts. */
+        log_warning("segment file %s: its file system has no room for %llu bytes: the segment is a memfd "
+                    "instead, and a restart of this node will not keep its objects (make room, or name another "
+                    "place with --segment-file)", p->path, (unsigned long long)(size + p->meta));
+        unlink(p->path);
+        close(fd);
+        free(p);
+        *use_memfd = 1;
+        return NULL;
     } else if (ftruncate(fd, (off_t)(size + p->meta)) != 0) {
         open_fail(p, fd, "cannot size", err, errlen);
         return NULL;

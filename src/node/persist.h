@@ -29,8 +29,11 @@ typedef struct node_persist node_persist;
 int node_persist_wanted(const mkv_config *cfg);
 
 /* Opens or creates the file and maps the segment from it into seg; NULL
- * with a message naming the file (and how to remove it) if it is refused. */
-node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, char *err, size_t errlen);
+ * with a message naming the file (and how to remove it) if it is refused,
+ * or NULL with *use_memfd set when a new file would not fit its file
+ * system (logged: the node runs on a memfd as before). */
+node_persist *node_persist_open(const mkv_config *cfg, node_segment *seg, int *use_memfd, char *err,
+                                size_t errlen);
 
 /* The index back from the log (nothing for a new file), every object
  * lying wholly here proved by its CRC32C on several threads (failures
