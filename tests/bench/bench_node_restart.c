@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
     }
     snprintf(seg_file, sizeof seg_file, "%s/node.seg", dir);
     const char *flags[] = {"--replicas", "1", "--node-timeout-ms", "30000", "--heartbeat-ms", "500",
-                           "--rejoin-grace-ms", "0", NULL};
+                           "--rejoin-grace-ms", "0", "--log-level", "notice", NULL};
     if (h_start_master(port_master, flags) < 0) skip_all("the master did not start");
     else if (restart(count) != 0) skip_all("the node did not come back with its objects: see the run log");
     h_stop_all();   /* the cleanup hook removes the directory */

@@ -52,11 +52,15 @@ node_restart_measure() {
   if unshare -m sh -c 'mount -t tmpfs -o huge=always,size=6g none "$1"' _ "$mnt" 2>/dev/null; then
     NODE_RESTART_FS="tmpfs huge=always"
   fi
-  # shellcheck disable=SC2016
-  MOONKV_SERVER=$SERVER unshare -m sh -c '
-    if mount -t tmpfs -o huge=always,size=6g none "$1" 2>/dev/null; then dir=$1; else dir=/dev/shm; fi
-    shift; exec timeout 900 "$@" "$dir"' _ "$mnt" "$BENCH_BIN/bench_node_restart" "$ports" \
-    "$NODE_RESTART_COUNT" "$NODE_RESTART_SEGMENT" 2>>"$WORK/run.log" | meas_import ""
+  local run=("$BENCH_BIN/bench_node_restart" "$ports" "$NODE_RESTART_COUNT" "$NODE_RESTART_SEGMENT")
+  if [ "$NODE_RESTART_FS" != "/dev/shm" ]; then
+    # shellcheck disable=SC2016
+    MOONKV_SERVER=$SERVER unshare -m sh -c '
+      if mount -t tmpfs -o huge=always,size=6g none "$1" 2>/dev/null; then dir=$1; else dir=/dev/shm; fi
+      shift; exec timeout 900 "$@" "$dir"' _ "$mnt" "${run[@]}" 2>>"$WORK/run.log" | meas_import ""
+  else
+    MOONKV_SERVER=$SERVER timeout 900 "${run[@]}" /dev/shm 2>>"$WORK/run.log" | meas_import ""
+  fi
   rmdir "$mnt" 2>/dev/null
 }
 
