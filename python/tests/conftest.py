@@ -1,15 +1,13 @@
 """Fixtures of the moonkv Python tests: a real master and two memory nodes
-(build/rel/moonkv-server, or $MOONKV_SERVER) on five ports of a block taken
-as the C tests take theirs (tests/support/ports.c), started once per session
-and killed on every exit path (also when pytest itself is killed: the
-children get SIGKILL when their parent dies)."""
+(build/rel/moonkv-server, or $MOONKV_SERVER) on five ports of a block of
+tests/support/ports.py (the C tests' h_free_ports blocks and locks), started
+once per session and killed on every exit path (also when pytest itself is
+killed: the children get SIGKILL when their parent dies)."""
 import ctypes
-import fcntl
 import os
-import random
 import signal
-import socket
 import subprocess
+import sys
 import time
 import uuid
 
@@ -17,40 +15,13 @@ import pytest
 import redis
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from ports import free_ports   # noqa: E402  (after the path it is found on)
+
 SERVER = os.environ.get("MOONKV_SERVER") or os.path.join(ROOT, "build", "rel", "moonkv-server")
-
-
-def _free_block():
-    """The first port of a block of 32 (13000-19975) locked by this process
-    for its life (/tmp/moonkv-ports-N.lock, as tests/support/ports.c), every
-    port of it bindable: test runs side by side never share ports."""
-    def bindable(port):
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-                return True
-            except OSError:
-                return False
-    for _ in range(200):
-        block = random.randrange(218)
-        f = open(f"/tmp/moonkv-ports-{block}.lock", "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.close()
-            continue
-        base = 13000 + block * 32
-        if all(bindable(base + i) for i in range(32)):
-            _free_block.held = f   # the lock lives as long as the process
-            return base
-        f.close()
-    raise RuntimeError("no free block of ports")
-
-
-_BASE = _free_block()
-MASTER_PORT = _BASE
-NODES = [(_BASE + 1, _BASE + 11), (_BASE + 2, _BASE + 12)]   # RESP port, data-plane port
+PORT0 = free_ports(13)
+MASTER_PORT = PORT0
+NODES = [(PORT0 + 1, PORT0 + 11), (PORT0 + 2, PORT0 + 12)]   # RESP port, data-plane port
 SECRET = "pytest-secret"
 MASTER = f"127.0.0.1:{MASTER_PORT}"
 

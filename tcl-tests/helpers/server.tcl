@@ -13,9 +13,8 @@
 
 namespace eval srv {
     variable stack {}
-    variable port_lo 22000
-    variable port_hi 22999
-    variable next_port -1
+    variable ports {}
+    variable next_port 0
     variable seq 0
     variable sanitizer_re {ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer}
 }
@@ -28,20 +27,29 @@ proc srv::port_free {port} {
     return 1
 }
 
-# Next free port of our range, round robin from a random start so two runs
-# at once rarely collide.
+# Our ports: blocks of tests/support/ports.py (the C tests' h_free_ports
+# blocks and locks), held by that helper for as long as its pipe to us is
+# open, so suites running side by side never share one.
+proc srv::take_ports {blocks} {
+    variable ports
+    set holder [open [list |python3 [file join $::tt::root tests support ports.py] $blocks 2>@stderr] r+]
+    foreach base [gets $holder] {
+        for {set p $base} {$p < $base + 32} {incr p} { lappend ports $p }
+    }
+    if {![llength $ports]} { error "tests/support/ports.py gave no ports" }
+}
+
+# Next free port of ours, round robin.
 proc srv::pick_port {} {
     variable next_port
-    variable port_lo
-    variable port_hi
-    set span [expr {$port_hi - $port_lo + 1}]
-    if {$next_port < 0} { set next_port [expr {int(rand() * $span)}] }
-    for {set i 0} {$i < $span} {incr i} {
-        set port [expr {$port_lo + ($next_port % $span)}]
+    variable ports
+    if {![llength $ports]} { take_ports 4 }
+    for {set i 0} {$i < [llength $ports]} {incr i} {
+        set port [lindex $ports [expr {$next_port % [llength $ports]}]]
         incr next_port
         if {[port_free $port]} { return $port }
     }
-    error "no free port in $port_lo-$port_hi"
+    error "no free port of ours: $ports"
 }
 
 proc srv::alive {pid} {

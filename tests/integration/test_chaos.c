@@ -22,7 +22,8 @@
  * put (write-once), so any reader can verify any value.
  *
  * MKV_CHAOS_SECONDS (default 40) is the load's length; MKV_CHAOS_BIG=1
- * weights towards large values (`make chaos`). Ports 31000-31049. */
+ * weights towards large values (`make chaos`). Ports: one block of
+ * h_free_ports, taken first in main(). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -37,10 +38,11 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER     31000
-#define PORT_GATEWAY(i) (31001 + (i))
-#define PORT_NODE(i)    (31010 + 2 * (i))
-#define PORT_DATA(i)    (31011 + 2 * (i))
+static int port0;
+#define PORT_MASTER     (port0 + 0)
+#define PORT_GATEWAY(i) (port0 + 1 + (i))
+#define PORT_NODE(i)    (port0 + 10 + 2 * (i))
+#define PORT_DATA(i)    (port0 + 11 + 2 * (i))
 #define NNODES          4
 #define NGATEWAYS       2
 #define NODE_TIMEOUT_MS 1500
@@ -616,6 +618,7 @@ int main(void) {
     big_mix = getenv("MKV_CHAOS_BIG") && atoi(getenv("MKV_CHAOS_BIG"));
     verbose = getenv("MKV_CHAOS_VERBOSE") && atoi(getenv("MKV_CHAOS_VERBOSE"));
     h_init(load_seconds() + 150);
+    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NNODES), "free ports");
     snprintf(logdir, sizeof logdir, "/tmp/mkv-chaos-%d", (int)getpid());
     if (mkdir(logdir, 0755) != 0) {
         printf("not ok - mkdir %s\n", logdir);

@@ -1,7 +1,7 @@
 /* test_client - libmoonkv against a real master and one memory node:
  * byte-exact put/get at every size class, write-once, remove, registered
  * buffers, batches, and the master's refusals (NOREPLICAS, NOSPACE) as
- * MKV_E* codes. Ports 27000-27049. */
+ * MKV_E* codes. Ports: one block of h_free_ports, taken first in main(). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +12,12 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  27000
-#define PORT_NODE    27001
-#define PORT_DATA    27002
-#define PORT_NOTHING 27049    /* nothing listens here */
+static int port0;
+static char master_addr[32], nothing_addr[32];   /* 127.0.0.1:PORT_MASTER, :PORT_NOTHING */
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)
+#define PORT_DATA    (port0 + 2)
+#define PORT_NOTHING (port0 + 31)   /* ours, and nothing listens here */
 #define MIB (1024u * 1024u)
 #define BIG (64u * MIB)
 
@@ -51,18 +53,18 @@ static int readme_example(const char *master) {
 }
 
 static void test_readme_example(void) {
-    ASSERT_EQ(readme_example("127.0.0.1:27000"), MKV_OK);
+    ASSERT_EQ(readme_example(master_addr), MKV_OK);
 }
 
 static void test_connect_refused(void) {
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = "127.0.0.1:27049";
+    opt.master = nothing_addr;
     opt.timeout_ms = 1000;
     mkv_client *c = (mkv_client *)1;
     ASSERT_EQ(mkv_connect(&c, &opt), MKV_ECONN);
     ASSERT(c == NULL);
-    ASSERT(strstr(mkv_last_error(NULL), "27049") != NULL);
+    ASSERT(strstr(mkv_last_error(NULL), nothing_addr) != NULL);
     opt.master = "no-port-here";
     ASSERT_EQ(mkv_connect(&c, &opt), MKV_EINVAL);
 }
@@ -70,7 +72,7 @@ static void test_connect_refused(void) {
 static void test_password_refused(void) {
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = "127.0.0.1:27000";
+    opt.master = master_addr;
     opt.password = "not-configured";
     mkv_client *c;
     ASSERT_EQ(mkv_connect(&c, &opt), MKV_EAUTH);
@@ -233,7 +235,7 @@ static void test_put_batch_mixed(void) {
 static void test_batch_sliced(void) {
     enum { N = 3, SIZE = 9 * MIB + 5 };
     mkv_client *tcp = NULL;
-    ASSERT_EQ(h_mkv_connect(&tcp, "127.0.0.1:27000", "tcp", 0), MKV_OK);
+    ASSERT_EQ(h_mkv_connect(&tcp, master_addr, "tcp", 0), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(tcp, src, BIG), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(tcp, dst, BIG), MKV_OK);
     mkv_obj objs[N];
@@ -300,6 +302,9 @@ static void test_nospace(void) {
 
 int main(void) {
     h_init(80);
+    h_setup_or_exit(port0 = h_free_ports(32), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
+    snprintf(nothing_addr, sizeof nothing_addr, "127.0.0.1:%d", PORT_NOTHING);
     pid_t master = h_start_master(PORT_MASTER, NULL);
     if (master < 0) {
         printf("not ok - master did not start\n");
@@ -314,7 +319,7 @@ int main(void) {
     RUN_TEST(test_password_refused);
     RUN_TEST(test_readme_example);
 
-    if (h_mkv_connect(&cli, "127.0.0.1:27000", NULL, 0) != MKV_OK) {
+    if (h_mkv_connect(&cli, master_addr, NULL, 0) != MKV_OK) {
         printf("not ok - connect: %s\n", mkv_last_error(NULL));
         return 1;
     }

@@ -6,7 +6,7 @@
  * Over shm in map mode (the default) the client copies through its own
  * mapping and asks the node nothing, so neither rises; in fd mode the
  * node verifies the request headers first, so requests rise and payload
- * bytes do not. Ports 29000-29099. */
+ * bytes do not. Ports: one block of h_free_ports, taken first in main(). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +16,11 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER 29000
-#define PORT_NODE   29001
-#define PORT_DATA   29002
-#define MASTER      "127.0.0.1:29000"
+static int port0;
+static char master_addr[32];   /* 127.0.0.1:PORT_MASTER */
+#define PORT_MASTER (port0 + 0)
+#define PORT_NODE   (port0 + 1)
+#define PORT_DATA   (port0 + 2)
 #define OBJ         (4u << 20)
 
 static pid_t h_node_pid;   /* the node's process, for its segment */
@@ -57,7 +58,7 @@ static pid_t start_node(void) {
     h_arg(&a, "--role");
     h_arg(&a, "node");
     h_arg(&a, "--master");
-    h_arg(&a, MASTER);
+    h_arg(&a, master_addr);
     h_arg(&a, "--bind");
     h_arg(&a, "127.0.0.1");
     h_argf(&a, "--port=%d", PORT_NODE);
@@ -96,7 +97,7 @@ static int put_get_ex(const char *transport, const char *shm_mode, const char *k
                       data_stats *before, data_stats *after) {
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = MASTER;
+    opt.master = master_addr;
     opt.transport = transport;
     opt.shm_mode = shm_mode;
     mkv_client *c;
@@ -170,7 +171,7 @@ static void test_map_unaligned(void) {
 static void test_bad_shm_mode(void) {
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = MASTER;
+    opt.master = master_addr;
     opt.shm_mode = "mmap";
     mkv_client *c = NULL;
     ASSERT_EQ(mkv_connect(&c, &opt), MKV_EINVAL);
@@ -195,7 +196,7 @@ static void test_get_again_follows_the_master(void) {
     const size_t len = 1u << 20;
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = MASTER;
+    opt.master = master_addr;
     opt.transport = "shm";
     mkv_client *c;
     ASSERT_EQ(mkv_connect(&c, &opt), MKV_OK);
@@ -241,6 +242,8 @@ static void test_get_again_follows_the_master(void) {
 
 int main(void) {
     h_init(50);
+    h_setup_or_exit(port0 = h_free_ports(3), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     pid_t master = h_start_master(PORT_MASTER, NULL);
     pid_t node = master > 0 ? start_node() : -1;
     h_node_pid = node;

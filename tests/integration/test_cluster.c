@@ -4,7 +4,7 @@
  * replicas loses no read, a drain loses no object, and bad placement
  * requests get clear errors. Then the same library against nodes in
  * network namespaces behind veth pairs (netns_harness.h), when root.
- * Ports 27100-27159. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +20,11 @@
 #include "test.h"
 #include "transports/registry.h"
 
-#define PORT_MASTER  27100
-#define PORT_GATEWAY 27101
-#define PORT_NODE(i) (27110 + 2 * (i))        /* RESP of node i (0-based) */
-#define PORT_DATA(i) (27111 + 2 * (i))
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_GATEWAY (port0 + 1)
+#define PORT_NODE(i) (port0 + 10 + 2 * (i))   /* RESP of node i (0-based) */
+#define PORT_DATA(i) (port0 + 11 + 2 * (i))
 #define MAX_NODES    5
 #define MIB (1024u * 1024u)
 #define BIG (64u * MIB)
@@ -363,9 +364,9 @@ static void gateway_cases(void) {
 /* ---- nodes in network namespaces ---- */
 
 #define NS_NODES       2
-#define NS_PORT_MASTER 27150
-#define NS_PORT_NODE   27151
-#define NS_PORT_DATA   27152
+#define NS_PORT_MASTER (port0 + 20)
+#define NS_PORT_NODE   (port0 + 21)
+#define NS_PORT_DATA   (port0 + 22)
 #define NS_OBJ         (8u * MIB)
 
 static mkv_client *ns_cli;
@@ -444,6 +445,9 @@ static void netns_cases(void) {
 int main(void) {
     h_init(85);
     h_cleanup_hook = netns_teardown;
+    h_setup_or_exit(port0 = h_free_ports(23), "free ports");
+    char master[32];
+    snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
     const char *mflags[] = {"--node-timeout-ms", "1500", "--heartbeat-ms", "200",
                             "--lease-ms", "2000", NULL};
     if (h_start_master(PORT_MASTER, mflags) < 0) {
@@ -457,7 +461,7 @@ int main(void) {
         }
     adm = h_redis(PORT_MASTER);
     src = mmap(NULL, 2 * (size_t)BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!adm || src == MAP_FAILED || h_mkv_connect_ms(&cli, "127.0.0.1:27100", NULL, 0, 3000) != MKV_OK) {
+    if (!adm || src == MAP_FAILED || h_mkv_connect_ms(&cli, master, NULL, 0, 3000) != MKV_OK) {
         printf("not ok - connect: %s\n", mkv_last_error(NULL));
         return 1;
     }

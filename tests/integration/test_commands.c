@@ -1,6 +1,6 @@
 /* test_commands - every RESP command of the standalone server, checked
  * over the wire with hiredis against the exact Redis reply texts.
- * Ports 21100-21199. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <errno.h>
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -17,8 +17,9 @@
 #include "support/harness.h"
 #include "test.h"
 
-#define PORT_MAIN 21100
-#define PORT_AUTH 21101
+static int port0;
+#define PORT_MAIN (port0 + 0)
+#define PORT_AUTH (port0 + 1)
 #define SEGMENT (64ULL * 1024 * 1024)
 #define PASSWORD "s3cret"
 
@@ -632,6 +633,7 @@ static void test_redis_cli(void) {
 
 int main(void) {
     h_init(55);
+    h_setup_or_exit(port0 = h_free_ports(2), "free ports");
     if (start_server(PORT_MAIN, NULL) != 0 || !(ctx = h_redis_ms("127.0.0.1", PORT_MAIN, TIMEOUT_MS))) {
         printf("not ok - start_server: moonkv-server did not come up on port %d\n", PORT_MAIN);
         return 1;

@@ -4,7 +4,7 @@
  * each one the node drops. Meanwhile a new libmoonkv client must connect,
  * put and get, and a re-replication copy must read from A onto a new node;
  * the node's log must stay a few lines, not one per dropped peer.
- * Ports 23300-23399. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,10 +21,11 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  23300
-#define PORT_A       23310   /* data plane 23311: the flooded node */
-#define PORT_B       23312   /* data 23313: killed, so its replicas are copied again */
-#define PORT_C       23314   /* data 23315: joins later, copies from A */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_A       (port0 + 10)   /* data plane +1: the flooded node */
+#define PORT_B       (port0 + 12)   /* data +1: killed, so its replicas are copied again */
+#define PORT_C       (port0 + 14)   /* data +1: joins later, copies from A */
 #define FLOOD        300
 #define FLOOD_SOURCES 3      /* 127.0.0.2 .. 127.0.0.4 */
 #define KEYS         20
@@ -177,6 +178,7 @@ static void test_members_get_in_while_idle_strangers_flood(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(16), "free ports");
     snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     const char *const extra[] = {"--replicas", "2", "--node-timeout-ms", "1500", NULL};
     int up = h_start_master(PORT_MASTER, extra) > 0 && start_node(PORT_A, NODE_A_LOG, "notice") > 0 &&

@@ -6,7 +6,7 @@
  * every object comes back byte-exact afterwards. The bounds are several
  * times what the batched copies take here under ASan on a loaded
  * machine: they say "in waves of thousands", not how fast.
- * Ports 29800-29819. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +15,10 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  29800
-#define PORT_NODE(i) (29802 + 2 * (i))
-#define PORT_DATA(i) (29803 + 2 * (i))
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE(i) (port0 + 2 + 2 * (i))
+#define PORT_DATA(i) (port0 + 3 + 2 * (i))
 #define NODES        4
 #define VAL          64
 #define N_DRAIN      20000   /* about half of them on the drained node */
@@ -83,6 +84,9 @@ static void test_kill_rereplicates(void) {
 
 int main(void) {
     h_init(150);
+    h_setup_or_exit(port0 = h_free_ports(2 + 2 * NODES), "free ports");
+    char master[32];
+    snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
     /* node_timeout 2 s: a kill is seen soon; the sweep runs every 500 ms. */
     const char *mflags[] = {"--node-timeout-ms", "2000", NULL};
     if (h_start_master(PORT_MASTER, mflags) < 0) {
@@ -93,7 +97,7 @@ int main(void) {
     vals = malloc((size_t)N_DRAIN * VAL);
     back = malloc((size_t)N_DRAIN * VAL);
     if (!adm || !vals || !back || start_node(0, 1) != 0 || start_node(1, 2) != 0 ||
-        h_mkv_connect_ms(&cli, "127.0.0.1:29800", NULL, 1, 10000) != MKV_OK ||
+        h_mkv_connect_ms(&cli, master, NULL, 1, 10000) != MKV_OK ||
         mkv_register_buffer(cli, vals, (size_t)N_DRAIN * VAL) != MKV_OK ||
         mkv_register_buffer(cli, back, (size_t)N_DRAIN * VAL) != MKV_OK) {
         printf("not ok - cluster setup: %s\n", mkv_last_error(cli));

@@ -1,7 +1,7 @@
 /* tests/integration/test_gateway.c - the gateway role end to end: a
  * master, three memory nodes and a gateway (--replicas 2) as child
  * processes, driven over RESP with hiredis exactly as any Redis client
- * would. Ports 28000-28099. Every child dies on every exit path
+ * would. Ports: one block of h_free_ports. Every child dies on every exit path
  * (cluster_harness.h); the binary is bounded by an alarm. */
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -16,9 +16,10 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define MASTER_PORT  28000
-#define GATEWAY_PORT 28001
-#define NODE_PORT    28010   /* + i; data plane on 28020 + i */
+static int port0;
+#define MASTER_PORT  (port0 + 0)
+#define GATEWAY_PORT (port0 + 1)    /* the second and third gateways +1, +2 */
+#define NODE_PORT    (port0 + 10)   /* + i; data plane on NODE_PORT + 10 + i */
 #define NODES        3
 #define TIME_LIMIT_S 85
 
@@ -999,6 +1000,7 @@ static void test_sigterm_exits_cleanly(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(21 + NODES), "free ports");   /* and one node joining */
     if (start_cluster() != 0) {
         printf("not ok - start_cluster: master, %d nodes and a gateway did not come up\n", NODES);
         return 1;

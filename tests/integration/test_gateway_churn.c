@@ -5,16 +5,18 @@
  *
  * Scaled for CI: three 16 MiB nodes for 12 s (the ratio of churn to
  * capacity is what matters; the run prints how many times it went round);
- * MOONKV_CHURN_SEGMENT_MB and MOONKV_CHURN_SECONDS for other sizes. */
+ * MOONKV_CHURN_SEGMENT_MB and MOONKV_CHURN_SECONDS for other sizes.
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  32200
-#define PORT_GATEWAY 32201
-#define PORT_NODE    32210   /* + i; data plane on 32220 + i */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_GATEWAY (port0 + 1)
+#define PORT_NODE    (port0 + 10)   /* + i; data plane on PORT_NODE + 10 + i */
 #define NODES   3
 #define WRITERS 4
 #define READERS 2
@@ -209,6 +211,7 @@ int main(void) {
     segment_mb = h_env_at_least("MOONKV_CHURN_SEGMENT_MB", 8, segment_mb);
     seconds = h_env_at_least("MOONKV_CHURN_SECONDS", 1, seconds);
     h_init((unsigned)(seconds + 90));
+    h_setup_or_exit(port0 = h_free_ports(20 + NODES), "free ports");
     char seg[32];
     snprintf(seg, sizeof seg, "%lluMB", (unsigned long long)segment_mb);
     if (h_start_master(PORT_MASTER, NULL) < 0) {

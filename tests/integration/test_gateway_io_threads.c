@@ -3,8 +3,8 @@
  * says which loop a connection is on), and every loop serves one store:
  * what is SET through a connection on one loop reads back byte-exact
  * through connections on the other. A master, one node and the gateway;
- * ports 31600-31619, below the ephemeral range (32768-): a client's
- * TIME-WAIT socket on a port there makes a listener's bind fail. */
+ * ports: one block of h_free_ports (below the ephemeral range, where a
+ * client's TIME-WAIT socket would make a listener's bind fail). */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +16,11 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define MASTER_PORT  31600
-#define GATEWAY_PORT 31601
-#define NODE_PORT    31602   /* data plane on 31612 */
-#define SA_PORT      31603   /* a standalone that must refuse --io-threads */
+static int port0;
+#define MASTER_PORT  (port0 + 0)
+#define GATEWAY_PORT (port0 + 1)
+#define NODE_PORT    (port0 + 2)   /* data plane on NODE_PORT + 10 */
+#define SA_PORT      (port0 + 3)   /* a standalone that must refuse --io-threads */
 #define TIME_LIMIT_S 120
 #define NCONN        8
 #define BIG          (1024 * 1024 + 17)
@@ -122,6 +123,7 @@ static void test_standalone_refuses(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(13), "free ports");
     if (start_cluster() != 0) {
         printf("not ok - start_cluster: master, node and gateway did not come up\n");
         return 1;

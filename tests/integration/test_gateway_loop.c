@@ -7,7 +7,8 @@
  *  - INFO's loop_blocking_calls (store calls that waited for the master
  *    on the loop) stays 0 through all of them, in and out of MULTI, and
  *    through /metrics scrapes (whose INFO asks the master too).
- * A master, one node and a gateway (--replicas 1). Ports 29600-29649. */
+ * A master, one node and a gateway (--replicas 1). Ports: one block of
+ * h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,10 +20,11 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define MASTER_PORT  29600
-#define GATEWAY_PORT 29601
-#define METRICS_PORT 29602
-#define NODE_PORT    29610   /* data plane on 29620 */
+static int port0;
+#define MASTER_PORT  (port0 + 0)
+#define GATEWAY_PORT (port0 + 1)
+#define METRICS_PORT (port0 + 2)
+#define NODE_PORT    (port0 + 10)   /* data plane on NODE_PORT + 10 */
 #define TIME_LIMIT_S 120
 #define NKEYS        20
 
@@ -34,7 +36,9 @@ static int start_cluster(void) {
     if (master_pid < 0) return -1;
     if (h_start_node(MASTER_PORT, NODE_PORT, NODE_PORT + 10, "128MB") < 0) return -1;
     if (h_wait_nodes(MASTER_PORT, "alive", 1, 20000) != 0) return -1;
-    static const char *const flags[] = {"--replicas", "1", "--metrics-port", "29602", NULL};
+    char metrics[16];
+    snprintf(metrics, sizeof metrics, "%d", METRICS_PORT);
+    const char *const flags[] = {"--replicas", "1", "--metrics-port", metrics, NULL};
     if (h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags) < 0) return -1;
     gw = h_redis(GATEWAY_PORT);
     return gw ? 0 : -1;
@@ -224,6 +228,7 @@ static void test_metrics_scrape_does_not_block(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(21), "free ports");
     h_setup_or_exit(start_cluster(), "start_cluster: master, node and gateway");
     RUN_TEST(test_stopped_master_stalls_no_one);
     RUN_TEST(test_no_blocking_call_on_the_loop);

@@ -2,15 +2,17 @@
  * staging pool: the pool (512 MB by default) becomes resident only where
  * values use it, and is given back after a couple of idle seconds.
  * Anonymous RSS only (RssAnon): a same-host gateway also maps the nodes'
- * segments, whose pages are the nodes' memory, not the gateway's. */
+ * segments, whose pages are the nodes' memory, not the gateway's.
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
 
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  31410
-#define PORT_NODE    31411   /* + i; data plane on 31421 + i */
-#define PORT_GATEWAY 31418
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)   /* + i; data plane on PORT_NODE + 10 + i */
+#define PORT_GATEWAY (port0 + 8)
 #define NODES 2
 #define MiB (1024ull * 1024)
 #define VALUE (4 * MiB)
@@ -150,6 +152,7 @@ static void test_steady_gets_keep_heap(void) {
 
 int main(void) {
     h_init(240);
+    h_setup_or_exit(port0 = h_free_ports(11 + NODES), "free ports");
     if (h_start_master(PORT_MASTER, NULL) < 0) {
         printf("not ok - master did not start\n");
         return 1;

@@ -3,7 +3,8 @@
  * TYPE, DBSIZE served by the master's MOON.SCAN; redis-cli --scan and
  * --bigkeys; and SCAN over 100k
  * keys returning each exactly once while more are added. A master, one
- * node and a gateway (--replicas 1). Ports 28100-28149. */
+ * node and a gateway (--replicas 1). Ports: one block of h_free_ports,
+ * taken first in main(). */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,10 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define MASTER_PORT  28100
-#define GATEWAY_PORT 28101
-#define NODE_PORT    28110   /* data plane on 28120 */
+static int port0;
+#define MASTER_PORT  (port0 + 0)
+#define GATEWAY_PORT (port0 + 1)
+#define NODE_PORT    (port0 + 10)   /* data plane on NODE_PORT + 10 */
 #define TIME_LIMIT_S 120
 #define BIG_KEYS     100000
 #define ADDED_KEYS   5000
@@ -215,6 +217,7 @@ static void test_scan_100k_exactly_once_while_adding(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(21), "free ports");
     if (start_cluster() != 0) {
         printf("not ok - start_cluster: master, node and gateway did not come up\n");
         return 1;

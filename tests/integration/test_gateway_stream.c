@@ -6,8 +6,9 @@
  * client that vanishes mid-value leaves no key and no space held on the
  * master; a node killed mid-value fails the SET cleanly.
  *
- * Ports 31740-31759: below the ephemeral range (32768-60999), where a
- * client's TIME-WAIT could hold a port a listener needs.
+ * Ports: one block of h_free_ports, below the ephemeral range
+ * (32768-60999), where a client's TIME-WAIT could hold a port a listener
+ * needs.
  *
  * The gateway uses the TCP transport here: with shm it maps the nodes'
  * segments, whose pages would count in its VmRSS. */
@@ -17,9 +18,10 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  31740
-#define PORT_NODE    31741   /* + i; data plane on 31751 + i */
-#define PORT_GATEWAY 31745
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)   /* + i; data plane on PORT_NODE + 10 + i */
+#define PORT_GATEWAY (port0 + 5)
 #define NODES 2
 #define MiB (1024ull * 1024)
 #define BIG (256 * MiB)
@@ -197,6 +199,7 @@ static void test_stream_set_node_killed(void) {
 
 int main(void) {
     h_init(300);
+    h_setup_or_exit(port0 = h_free_ports(11 + NODES), "free ports");
     big = malloc(BIG);
     if (!big) return 1;
     h_fill(big, BIG, 0x5eed);

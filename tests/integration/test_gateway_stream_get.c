@@ -14,14 +14,16 @@
  * The values are put by libmoonkv (TCP, so with slice CRCs), with 2 and
  * 1 replicas, on three nodes, each replica on one node; the gateway uses TCP too (with shm it maps
  * the nodes' segments, whose pages would count in its VmRSS).
- * Ports 31470-31489 (below the ephemeral range). */
+ * Ports: one block of h_free_ports (below the ephemeral range). */
 #include "client/moonkv.h"
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  31470
-#define PORT_NODE    31471   /* + i; data plane on 31481 + i */
-#define PORT_GATEWAY 31475
+static int port0;
+static char master_addr[32];   /* 127.0.0.1:PORT_MASTER */
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)   /* + i; data plane on PORT_NODE + 10 + i */
+#define PORT_GATEWAY (port0 + 5)
 #define NODES 3
 #define MiB (1024ull * 1024)
 #define LEN (64 * MiB + 12345)
@@ -320,7 +322,7 @@ static void test_stream_get_replicas1_node_killed(void) {
 /* The two values, put by libmoonkv over TCP (with slice CRCs). */
 static int put_values(void) {
     mkv_client *mc;
-    if (h_mkv_connect(&mc, "127.0.0.1:31470", "tcp", 0) != MKV_OK) return -1;
+    if (h_mkv_connect(&mc, master_addr, "tcp", 0) != MKV_OK) return -1;
     int rc = mkv_register_buffer(mc, val, LEN);
     if (rc == MKV_OK) rc = mkv_register_buffer(mc, val1, LEN);
     if (rc == MKV_OK) rc = mkv_put(mc, "big:2", 5, val, LEN, 2);
@@ -332,6 +334,8 @@ static int put_values(void) {
 
 int main(void) {
     h_init(300);
+    h_setup_or_exit(port0 = h_free_ports(11 + NODES), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     val = malloc(LEN);
     val1 = malloc(LEN);
     buf = malloc(PIECE);

@@ -2,7 +2,8 @@
  * a declared value that never arrives (standalone), oversized commands
  * before AUTH on every RESP port (standalone, master, node, gateway), and
  * error texts that must say what the server knows (gateway NOSPACE,
- * EXISTS of a key still being written). Ports 23000-23099. */
+ * EXISTS of a key still being written). Ports: one block of h_free_ports,
+ * taken first in main(). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -21,13 +22,14 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define PORT_STANDALONE 23000   /* 64 MB, put timeout 1.5 s, stall 700 ms */
-#define PORT_AUTH       23001   /* standalone with requirepass */
-#define PORT_AUTH_SMALL 23002   /* requirepass, preauth limits 3 args / 1 KiB */
-#define PORT_MASTER     23010
-#define PORT_MASTER_PW  23011   /* a master with requirepass, no nodes */
-#define PORT_NODE       23020   /* data plane 23030 + i */
-#define PORT_GATEWAY    23040
+static int port0;
+#define PORT_STANDALONE (port0 + 0)   /* 64 MB, put timeout 1.5 s, stall 700 ms */
+#define PORT_AUTH       (port0 + 1)   /* standalone with requirepass */
+#define PORT_AUTH_SMALL (port0 + 2)   /* requirepass, preauth limits 3 args / 1 KiB */
+#define PORT_MASTER     (port0 + 3)
+#define PORT_MASTER_PW  (port0 + 4)   /* a master with requirepass, no nodes */
+#define PORT_GATEWAY    (port0 + 5)
+#define PORT_NODE       (port0 + 10)  /* + i; data plane PORT_NODE + 10 + i */
 #define NODES           2
 #define PASSWORD        "s3cret"
 #define TIME_LIMIT_S    120
@@ -400,6 +402,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(20 + NODES), "free ports");
     if (start_all() < 0) {
         printf("not ok - start servers\n");
         return 1;

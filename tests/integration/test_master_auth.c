@@ -3,7 +3,7 @@
  * end to end, also after the master restarts (every reconnection AUTHs);
  * with a wrong or missing password they fail with a message that says
  * so; an unauthenticated connection cannot place, remove or drain.
- * Ports 23100-23199. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +13,13 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER   23100
-#define PORT_NODE     23110   /* RESP of the good node; data plane +1 */
-#define PORT_NODE_BAD 23112   /* wrong password; data 23113 */
-#define PORT_NODE_NO  23114   /* no password; data 23115 */
-#define PORT_GATEWAY  23120
-#define PORT_GW_BAD   23121
+static int port0;
+#define PORT_MASTER   (port0 + 0)
+#define PORT_NODE     (port0 + 10)   /* RESP of the good node; data plane +1 */
+#define PORT_NODE_BAD (port0 + 12)   /* wrong password; data +1 */
+#define PORT_NODE_NO  (port0 + 14)   /* no password; data +1 */
+#define PORT_GATEWAY  (port0 + 20)
+#define PORT_GW_BAD   (port0 + 21)
 #define PASSWORD      "m4ster-pw"
 #define TIME_LIMIT_S  90
 #define LOG_BAD_NODE  "/tmp/moonkv-test-master-auth-node-bad.log"
@@ -257,6 +258,7 @@ static void test_everyone_reauthenticates_after_a_master_restart(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(22), "free ports");
     snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     master_pid = start_master();
     pid_t node = master_pid > 0 ? h_ready(spawn_node(PORT_NODE, PASSWORD, NULL), "127.0.0.1",

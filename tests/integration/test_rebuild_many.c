@@ -11,7 +11,7 @@
  *   and re-registered in a loop) and kept its id;
  * - every object was recovered and reads back through libmoonkv (a
  *   CRC-checked get of its zero bytes).
- * Ports 31530-31549. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +22,9 @@
 #include "core/crc32c.h"
 #include "test.h"
 
-#define PORT_MASTER  31530
-#define PORT_NODE(i) (31540 + 2 * (i))   /* RESP; its data plane is +1 */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE(i) (port0 + 10 + 2 * (i))   /* RESP; its data plane is +1 */
 #define NODES        3
 /* Under ASan a blocking step of the build (grouping the reports) runs
  * 3-6 s on a loaded 2-core machine, past the nodes' 5 s I/O timeout: the
@@ -190,6 +191,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NODES), "free ports");
     h_setup_or_exit(start_all(), "start master and nodes");
     RUN_TEST(test_large_rebuild_keeps_nodes_and_objects);
     h_stop_all();

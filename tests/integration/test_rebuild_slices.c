@@ -4,8 +4,8 @@
  * nodes), the master killed (-9) and started again; once it rebuilt its
  * table from the nodes' reports, MOON.GET returns the same slice size
  * and CRCs as before, and the gateway streams a GET of the value slice
- * by slice (INFO gateway cluster_streamed_gets), byte-exact. Ports
- * 29700-29719. */
+ * by slice (INFO gateway cluster_streamed_gets), byte-exact. Ports: one
+ * block of h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +16,11 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  29700
-#define PORT_NODE    29701   /* + i; data plane on 29711 + i */
-#define PORT_GATEWAY 29719
+static int port0;
+static char master_addr[32];   /* 127.0.0.1:PORT_MASTER */
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)   /* + i; data plane on PORT_NODE + 10 + i */
+#define PORT_GATEWAY (port0 + 19)
 #define NODES 4
 #define MiB (1024ull * 1024)
 #define LEN (10 * MiB + 5)   /* three 4 MiB slices, the last short */
@@ -66,7 +68,7 @@ static int gateway_get_exact(void) {
 
 static void test_slices_survive_master_restart(void) {
     mkv_client *mc;
-    ASSERT_EQ(h_mkv_connect(&mc, "127.0.0.1:29700", "tcp", 2), MKV_OK);
+    ASSERT_EQ(h_mkv_connect(&mc, master_addr, "tcp", 2), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(mc, val, LEN), MKV_OK);
     ASSERT_EQ(mkv_put(mc, KEY, strlen(KEY), val, LEN, 2), MKV_OK);
     mkv_close(mc);
@@ -108,6 +110,8 @@ static void test_slices_survive_master_restart(void) {
 
 int main(void) {
     h_init(120);
+    h_setup_or_exit(port0 = h_free_ports(20), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     val = malloc(LEN);
     if (!val) return 1;
     h_fill(val, LEN, 0x5eb1d);

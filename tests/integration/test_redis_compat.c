@@ -3,7 +3,7 @@
  * lets a full store keep taking puts, SET EX/PX as collection hints with
  * TTL/PTTL, and redis-py's own RedisCluster and Sentinel clients - on a
  * standalone server and through master + nodes + gateway.
- * Ports 29240-29279 (32000-32099 is test_restart's). */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,13 +16,14 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define PORT_GC       29240   /* standalone: GC on, on_conflict keep */
-#define PORT_PLAIN    29241   /* standalone: defaults */
-#define PORT_MASTER   29250   /* master with GC on */
-#define PORT_GATEWAY  29251   /* its gateway, on_conflict keep */
-#define PORT_GATEWAY2 29252   /* a second gateway, for the registry */
-#define PORT_NODE(i)  (29260 + (i))
-#define PORT_DATA(i)  (29270 + (i))
+static int port0;
+#define PORT_GC       (port0 + 0)    /* standalone: GC on, on_conflict keep */
+#define PORT_PLAIN    (port0 + 1)    /* standalone: defaults */
+#define PORT_MASTER   (port0 + 10)   /* master with GC on */
+#define PORT_GATEWAY  (port0 + 11)   /* its gateway, on_conflict keep */
+#define PORT_GATEWAY2 (port0 + 12)   /* a second gateway, for the registry */
+#define PORT_NODE(i)  (port0 + 20 + (i))
+#define PORT_DATA(i)  (port0 + 26 + (i))
 #define NODES         2
 #define VALUE         (256 * 1024)
 #define TIME_LIMIT_S  240
@@ -388,6 +389,7 @@ static void test_redis_py_gateway(void) { run_redis_py(PORT_GATEWAY, "redis-py/g
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(26 + NODES), "free ports");
     static const char *const gc_flags[] = {"--maxmemory-policy", "allkeys-lru", "--on-conflict", "keep", NULL};
     static const char *const plain_flags[] = {"--sentinel-master-name", "svc-a", NULL};
     if (start_standalone(PORT_GC, gc_flags) < 0 || start_standalone(PORT_PLAIN, plain_flags) < 0 ||

@@ -11,7 +11,7 @@
  *   byte-exact and the rebuild counts them all.
  * - Then one old node is stopped across two master restarts in a row:
  *   the second master waits for it too (the others name it).
- * Ports 31850-31859. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +22,9 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  31850
-#define PORT_NODE(i) (31852 + 2 * (i))   /* RESP; its data plane is +1 */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE(i) (port0 + 2 + 2 * (i))   /* RESP; its data plane is +1 */
 #define OLD_NODES    3
 #define OBJS         2000
 #define OBJ_LEN      512
@@ -196,6 +197,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(4 + 2 * OLD_NODES), "free ports");   /* and one new node */
     h_setup_or_exit(start_all(), "start master, nodes, client");
     RUN_TEST(test_new_node_after_restart_gets_a_fresh_id);
     RUN_TEST(test_second_restart_waits_for_the_away_node);

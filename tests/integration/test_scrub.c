@@ -4,8 +4,9 @@
  * by that node's scrub, counted in INFO node checksum_errors, dropped
  * and told to the master (INFO cluster replicas_corrupt), whose repair
  * copies the object again; every object still reads back byte-exact and
- * no other node counts an error. Ports 31300-31319 (below the kernel's
- * ephemeral range: a client's TIME-WAIT on a port there blocks a listener). */
+ * no other node counts an error. Ports: one block of h_free_ports (below
+ * the kernel's ephemeral range: a client's TIME-WAIT on a port there
+ * blocks a listener). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,8 +20,9 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  31300
-#define PORT_NODE(i) (31302 + 2 * (i))   /* RESP; its data plane is +1 */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE(i) (port0 + 2 + 2 * (i))   /* RESP; its data plane is +1 */
 #define NODES        3
 #define OBJS         20
 #define OBJ_LEN      4096
@@ -163,6 +165,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(2 + 2 * NODES), "free ports");
     h_setup_or_exit(start_all(), "start master, nodes, client");
     RUN_TEST(test_scrub_finds_and_replaces_a_rotten_replica);
     mkv_close(mc);

@@ -1,7 +1,7 @@
 /* The RESP server core end to end: start-up and its errors, PING,
  * pipelining, protocol errors, maxclients, backpressure, a value cut off
- * mid-stream, SIGTERM. Starts the real binary ($MOONKV_SERVER) on ports
- * 21000-21099. */
+ * mid-stream, SIGTERM. Starts the real binary ($MOONKV_SERVER) on the
+ * ports of one block of h_free_ports, taken first in main(). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -18,9 +18,9 @@
 #include "support/harness.h"
 #include "test.h"
 
-#define PORT_BASE 21000
+#define PORTS 16   /* more than the servers started */
 
-static int next_port = PORT_BASE;
+static int next_port;
 static char logdir[] = "/tmp/mkv-test-server-core-XXXXXX";
 
 /* path's first len-1 bytes into buf, NUL-terminated (empty if unreadable). */
@@ -390,6 +390,7 @@ static void test_sigterm_exits_0(void) {
 int main(void) {
     if (!mkdtemp(logdir)) return 1;
     h_init(55);
+    h_setup_or_exit(next_port = h_free_ports(PORTS), "free ports");
 
     RUN_TEST(test_version);
     RUN_TEST(test_help_lists_flags);

@@ -4,7 +4,7 @@
  * the value), refuses a put-end whose list is malformed with its exact
  * text, and a get that meets a rotten slice on one replica (a byte
  * flipped through the node's memfd) returns the value byte-exact from
- * the other. Ports 31450-31469 (below the ephemeral range). */
+ * the other. Ports: one block of h_free_ports (below the ephemeral range). */
 #include <sys/mman.h>
 
 #include "client/moonkv.h"
@@ -12,8 +12,10 @@
 #include "core/crc32c.h"
 #include "test.h"
 
-#define PORT_MASTER  31450
-#define PORT_NODE    31451   /* + i; data plane on 31461 + i */
+static int port0;
+static char master_addr[32];   /* 127.0.0.1:PORT_MASTER */
+#define PORT_MASTER  (port0 + 0)
+#define PORT_NODE    (port0 + 1)   /* + i; data plane on PORT_NODE + 10 + i */
 #define NODES 2
 #define MiB (1024ull * 1024)
 #define LEN (10 * MiB + 5)   /* three 4 MiB slices, the last short */
@@ -115,6 +117,8 @@ static void test_rotten_slice_read_from_other_replica(void) {
 
 int main(void) {
     h_init(180);
+    h_setup_or_exit(port0 = h_free_ports(11 + NODES), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
     val = malloc(LEN);
     back = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!val || back == MAP_FAILED) return 1;
@@ -128,7 +132,7 @@ int main(void) {
         node_pid[i] = h_start_node_unscrubbed(PORT_MASTER, PORT_NODE + i, PORT_NODE + 10 + i, "128MB");
     mkv_options opt;
     mkv_options_init(&opt);
-    opt.master = "127.0.0.1:31450";
+    opt.master = master_addr;
     opt.transport = "tcp";   /* checksummed by a pass, so with slice CRCs */
     if (h_wait_nodes(PORT_MASTER, "alive", NODES, 20000) != 0 || h_node_ids(PORT_MASTER, PORT_NODE + 10, node_id, NODES) != 0 ||
         mkv_connect(&mc, &opt) != MKV_OK || mkv_register_buffer(mc, val, LEN) != MKV_OK ||

@@ -12,7 +12,7 @@
  *  - half-open TCP: a node in a network namespace whose link is cut
  *    (`ip link set down`, no FIN, no RST): reads fail over, bounded, and
  *    the master declares the node dead (root only; skipped otherwise).
- * Ports 31100-31199. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -30,14 +30,15 @@
 #include "netns_harness.h"
 #include "test.h"
 
-#define PORT_STANDALONE 31100
-#define PORT_MASTER     31110
-#define PORT_GATEWAY    31111
-#define PORT_NODE(i)    (31120 + 2 * (i))
-#define PORT_DATA(i)    (31121 + 2 * (i))
-#define NS_PORT_MASTER  31150
-#define NS_PORT_NODE    31151
-#define NS_PORT_DATA    31152
+static int port0;
+#define PORT_STANDALONE (port0 + 0)
+#define PORT_MASTER     (port0 + 10)
+#define PORT_GATEWAY    (port0 + 11)
+#define PORT_NODE(i)    (port0 + 20 + 2 * (i))
+#define PORT_DATA(i)    (port0 + 21 + 2 * (i))
+#define NS_PORT_MASTER  (port0 + 1)
+#define NS_PORT_NODE    (port0 + 2)
+#define NS_PORT_DATA    (port0 + 3)
 #define NODE_TIMEOUT_MS 1500
 #define CLIENT_TIMEOUT  2000    /* libmoonkv per operation */
 #define OUTPUT_LIMIT_MB 4
@@ -461,6 +462,7 @@ static int wanted(const char *name) {
 int main(void) {
     h_init(170);
     h_cleanup_hook = netns_teardown;
+    h_setup_or_exit(port0 = h_free_ports(24), "free ports");
     if (start_all() != 0) {
         printf("not ok - servers did not start\n");
         return 1;

@@ -5,7 +5,8 @@
  *
  * Scaled for CI: a 256 MiB segment for 10 s by default (the ratio of
  * churn to capacity is what matters: tens of segments' worth per run);
- * MOONKV_CHURN_SEGMENT_MB=2048 MOONKV_CHURN_SECONDS=30 for the full size. */
+ * MOONKV_CHURN_SEGMENT_MB=2048 MOONKV_CHURN_SECONDS=30 for the full size.
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -14,9 +15,10 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER 27360
-#define PORT_NODE   27361
-#define PORT_DATA   27362
+static int port0;
+#define PORT_MASTER (port0 + 0)
+#define PORT_NODE   (port0 + 1)
+#define PORT_DATA   (port0 + 2)
 #define MIB (1024u * 1024u)
 #define THREADS 2
 #define RING 512
@@ -170,6 +172,7 @@ int main(void) {
     segment_mb = h_env_at_least("MOONKV_CHURN_SEGMENT_MB", 64, segment_mb);
     seconds = h_env_at_least("MOONKV_CHURN_SECONDS", 1, seconds);
     h_init((unsigned)(seconds + 90));
+    h_setup_or_exit(port0 = h_free_ports(3), "free ports");
     const char *mflags[] = {"--heartbeat-ms", "200", NULL};
     char seg[32];
     snprintf(seg, sizeof seg, "%lluMB", (unsigned long long)segment_mb);

@@ -5,7 +5,7 @@
  * placed node tells the master (MOON.SUSPECT), is revoked and placed again
  * on live nodes: none may fail, every key reads back byte-exact, and the
  * master counts the suspicion, then declares the node dead as usual.
- * Ports 23200-23299. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +15,10 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  23200
-#define PORT_GATEWAY 23201
-#define PORT_NODE(i) (23210 + 2 * (i))   /* RESP; its data plane is +1 */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_GATEWAY (port0 + 1)
+#define PORT_NODE(i) (port0 + 10 + 2 * (i))   /* RESP; its data plane is +1 */
 #define NODES        3
 #define VICTIM       1                   /* index of the node killed */
 #define KEYS         150                 /* per path (gateway, libmoonkv) */
@@ -136,6 +137,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NODES), "free ports");
     h_setup_or_exit(start_all(), "start master, nodes, gateway, client");
     RUN_TEST(test_writes_survive_a_node_killed_before_it_is_declared_dead);
     mkv_close(mc);
