@@ -9,7 +9,8 @@
  * topology again and serve new puts and gets within a bound. The new
  * master's term differs from the old one, and a write grant of the old
  * master is refused by the nodes. Objects stored before the restart are
- * asserted by test_restart. Ports 32100-32139. */
+ * asserted by test_restart. Ports: one block of h_free_ports, taken
+ * first in main(). */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,9 +24,10 @@
 #include "probe_harness.h"
 #include "test.h"
 
-#define MASTER_PORT  32100
-#define NODE_PORT    32110   /* + i; data plane on 32120 + i */
-#define GATEWAY_PORT 32130
+static int port0;
+#define MASTER_PORT  (port0 + 0)
+#define NODE_PORT    (port0 + 10)   /* + i; data plane on NODE_PORT + 10 + i */
+#define GATEWAY_PORT (port0 + 30)
 #define NODES        3
 #define BOUND_MS     12000   /* restart to the first put and get */
 #define TIME_LIMIT_S 120
@@ -103,6 +105,7 @@ static void test_restart(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(31), "free ports");
     master = h_start_master(MASTER_PORT, NULL);
     /* One at a time, so that the first master's ids follow the ports. */
     for (int i = 0; i < NODES && master > 0; i++) {

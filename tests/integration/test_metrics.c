@@ -5,7 +5,7 @@
  * wrong with any scrape, that every metric conf/grafana-dashboard.json
  * queries exists in some role's scrape, and that bad HTTP input gets an
  * error (or a closed connection) while the server keeps serving.
- * Ports 30100-30199. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -24,14 +24,16 @@
 #include "test.h"
 #include "cluster_harness.h"
 
-#define SA_PORT        30100
-#define SA_METRICS     30101
-#define MASTER_PORT    30110
-#define MASTER_METRICS 30111
-#define NODE_PORT      30112   /* + i; data plane 30122 + i, metrics 30132 + i */
+static int port0;
+#define SA_PORT        (port0 + 0)
+#define SA_METRICS     (port0 + 1)
+#define MASTER_PORT    (port0 + 2)
+#define MASTER_METRICS (port0 + 3)
+#define NODE_PORT      (port0 + 4)   /* + i; data plane NODE_PORT + 10 + i, metrics + 20 + i */
 #define NODES          2
-#define GW_PORT        30140
-#define GW_METRICS     30141
+#define GW_PORT        (port0 + 6)
+#define GW_METRICS     (port0 + 7)
+#define PLAIN_PORT     (port0 + 8)   /* a standalone without --metrics-port */
 #define TIME_LIMIT_S   90
 #define BIG            (100 * 1024)   /* a value in the 64KiB-1MiB size class */
 #define DASHBOARD      "conf/grafana-dashboard.json"
@@ -414,13 +416,13 @@ static void metrics_off_by_default(void) {
     const char *const extra[] = {"--segment-size", "16MB", "--prefault", "no", NULL};
     h_args a = {0};
     h_arg(&a, h_server_bin());
-    h_arg(&a, "--port=30150");
+    h_argf(&a, "--port=%d", PLAIN_PORT);
     h_arg(&a, "--log-level");
     h_arg(&a, "warning");
     h_argv(&a, extra);
-    pid_t plain = h_ready(h_spawn(a.v), "127.0.0.1", 30150, NULL, 20000);
+    pid_t plain = h_ready(h_spawn(a.v), "127.0.0.1", PLAIN_PORT, NULL, 20000);
     ASSERT(plain > 0);
-    redisContext *c = h_redis(30150);
+    redisContext *c = h_redis(PLAIN_PORT);
     ASSERT(c);
     redisReply *r = redisCommand(c, "CONFIG GET metrics-port");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
@@ -434,6 +436,7 @@ static void metrics_off_by_default(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(24 + NODES), "free ports");
     h_fill(big, sizeof big, 7);
     const char *const sa_extra[] = {"--segment-size", "64MB", "--prefault", "no", NULL};
     pid_t sa = sa_pid = start_role("standalone", SA_PORT, SA_METRICS, sa_extra);

@@ -5,8 +5,8 @@
  * reaching the client: the test flips a bit in the server's memory
  * through /proc/PID/mem), also behind the partial writes to a slow reader,
  * whose replies arrive byte-exact; a reader that stops reading holds only
- * a little of a reply in the server's socket. Starts the real binary ($MOONKV_SERVER) on ports
- * 32300-32399. */
+ * a little of a reply in the server's socket. Starts the real binary ($MOONKV_SERVER) on the
+ * ports of one block of h_free_ports, taken first in main(). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -23,9 +23,9 @@
 #include "support/harness.h"
 #include "test.h"
 
-#define PORT_BASE 32300
+#define PORTS 16   /* more than the servers started */
 
-static int next_port = PORT_BASE;
+static int next_port;
 static char logdir[] = "/tmp/mkv-test-standalone-io-XXXXXX";
 
 /* A standalone on the next port with a segment of seg and extra flags
@@ -509,6 +509,7 @@ static void test_unread_reply_held_back(void) {
 int main(void) {
     if (!mkdtemp(logdir)) return 1;
     h_init(400);
+    h_setup_or_exit(next_port = h_free_ports(PORTS), "free ports");
     RUN_TEST(test_serves_while_warming);
     RUN_TEST(test_prefault_off_says_off);
     RUN_TEST(test_sliced_get_roundtrip);
