@@ -37,6 +37,8 @@ typedef enum {
     ST_ERROR
 } parse_state;
 
+char resp_bulk_discard_mark;   /* only its address is used */
+
 typedef struct arena_block {
     struct arena_block *next;   /* older blocks */
     size_t used, cap;
@@ -64,6 +66,7 @@ struct resp_parser {
     resp_arg bulk;     /* payload in progress: bulk.len is the claimed length */
     size_t bulkgot, bulkcap;
     int crlfgot;
+    int discard;       /* bulk's bytes are dropped (RESP_BULK_DISCARD) */
 
     char err[RESP_ERRSTR_LEN];
 };
@@ -163,6 +166,7 @@ static void drop_bulk(resp_parser *p) {
     memset(&p->bulk, 0, sizeof p->bulk);
     p->bulkgot = p->bulkcap = 0;
     p->crlfgot = 0;
+    p->discard = 0;
 }
 
 void resp_parser_reset(resp_parser *p) {
@@ -378,7 +382,12 @@ static void start_bulk(resp_parser *p, size_t len) {
     p->bulkcap = 0;
     p->crlfgot = 0;
     void *dst = p->dest ? p->dest(p->dest_ctx, p->argv, p->argc, (int)p->mbtotal, len) : NULL;
-    if (dst) {
+    if (dst == RESP_BULK_DISCARD) {
+        p->discard = 1;
+        p->bulk.ptr = arena_alloc(p, 1);   /* the argument reads as "" */
+        p->bulk.pooled = 1;
+        p->bulkcap = 1;
+    } else if (dst) {
         p->bulk.ptr = dst;
         p->bulk.external = 1;
         p->bulkcap = len;
@@ -404,6 +413,11 @@ static void bulk_advance(resp_parser *p, size_t n) {
 static void bulk_copy(resp_parser *p, const char *buf, size_t len, size_t *pos) {
     size_t n = p->bulk.len - p->bulkgot;
     if (n > len - *pos) n = len - *pos;
+    if (p->discard) {
+        *pos += n;
+        bulk_advance(p, n);
+        return;
+    }
     if (!p->bulk.external && p->bulkgot + n + 1 > p->bulkcap)
         grow_bulk(p, p->bulkgot + n + 1);
     memcpy(p->bulk.ptr + p->bulkgot, buf + *pos, n);
@@ -423,6 +437,8 @@ static int bulk_crlf(resp_parser *p, const char *buf, size_t len, size_t *pos) {
         (*pos)++;
     }
     if (p->crlfgot < 2) return 0;
+    if (p->discard) p->bulk.len = 0;
+    p->discard = 0;
     if (!p->bulk.external) p->bulk.ptr[p->bulk.len] = '\0';
     push_arg(p, p->bulk);
     memset(&p->bulk, 0, sizeof p->bulk);
@@ -531,7 +547,7 @@ int resp_parser_in_progress(const resp_parser *p) {
 }
 
 size_t resp_parser_direct_span(resp_parser *p, char **dst) {
-    if (p->state != ST_BULK_BODY) return 0;
+    if (p->state != ST_BULK_BODY || p->discard) return 0;
     size_t want = p->bulk.len - p->bulkgot;
     if (!p->bulk.external) {
         if (p->bulkgot + 1 >= p->bulkcap) grow_bulk(p, p->bulkgot + 2);
@@ -540,6 +556,10 @@ size_t resp_parser_direct_span(resp_parser *p, char **dst) {
     }
     *dst = p->bulk.ptr + p->bulkgot;
     return want;
+}
+
+size_t resp_parser_bulk_left(const resp_parser *p) {
+    return p->state == ST_BULK_BODY ? p->bulk.len - p->bulkgot : 0;
 }
 
 void resp_parser_direct_advance(resp_parser *p, size_t n) {

@@ -47,6 +47,11 @@ typedef struct resp_limits {
  * parser allocate it. Never asked for inline commands. */
 typedef void *resp_bulk_dest_fn(void *ctx, const resp_arg *argv, int argi,
                                 int argc, size_t len);
+/* What bulk_dest returns for a payload nobody wants (a value refused at
+ * its header): its bytes are read and dropped as they come, and the
+ * argument then reads as empty. */
+extern char resp_bulk_discard_mark;
+#define RESP_BULK_DISCARD ((void *)&resp_bulk_discard_mark)
 
 typedef struct resp_parser resp_parser;
 
@@ -78,6 +83,8 @@ void resp_parser_reset(resp_parser *p);
  * call resp_parser_direct_advance(p, n). */
 size_t resp_parser_direct_span(resp_parser *p, char **dst);
 void resp_parser_direct_advance(resp_parser *p, size_t n);
+/* Payload bytes of the bulk in progress still to come (0 when none is). */
+size_t resp_parser_bulk_left(const resp_parser *p);
 
 /* 1 while a partial command is buffered (a client that hangs up now
  * leaves a half-written value behind). */

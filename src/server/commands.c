@@ -229,6 +229,10 @@ static int must_wait(client *c, const command *cmd) {
 
 void commands_dispatch(client *c) {
     if (c->argc <= 0) return;
+    if (c->put_discarding) {   /* answered at its value's header (networking.c) */
+        c->srv->stats.commands_processed++;
+        return;
+    }
     const command *cmd = commands_lookup(c->srv, c->argv[0].ptr, c->argv[0].len);
     int refused = 1;
     if (!cmd) reply_unknown_command(c);

@@ -73,6 +73,9 @@ void command_command(client *c);
 
 /* The standard tables (t_object.c, t_server.c). */
 void t_object_register(server *srv);
+/* SET's answer to a put refused with rc (NOSPACE, TOOBIG) for a value of
+ * size bytes: networking gives it at the value's header. */
+void t_object_reply_put_refused(client *c, int rc, uint64_t size);
 void t_server_register(server *srv);
 /* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
 void t_cluster_register(server *srv);

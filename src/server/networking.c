@@ -758,6 +758,11 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     int rc = start_put(cn, &argv[1], last, len, &dst, &put);
     /* Space held by values that stopped arriving is this put's to take. */
     while (rc == STORE_NOSPACE && put_guard_reclaim(srv, c)) rc = start_put(cn, &argv[1], last, len, &dst, &put);
+    /* A value that cannot fit is answered now, not once all of it came:
+     * its bytes are dropped as they arrive (under the put guard's bounds)
+     * and the connection goes on with the next command. */
+    c->put_discarding = rc == STORE_NOSPACE || rc == STORE_TOOBIG;
+    if (c->put_discarding) t_object_reply_put_refused(c, rc, len);
     c->pending_put_err = rc;
     c->pending_put_size = len;
     c->pending_put = rc == STORE_OK ? put : NULL;
@@ -767,6 +772,7 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
     cn->put_window = len;
     if (rc == STORE_OK && srv->store->ops->put_progress)
         cn->put_window = srv->store->ops->put_progress(srv->store, put, 0);
+    if (c->put_discarding) return RESP_BULK_DISCARD;
     return rc == STORE_OK ? dst : NULL;
 }
 
@@ -775,15 +781,15 @@ static void *bulk_dest(void *ctx, const resp_arg *argv, int argi, int argc, size
 static void report_progress(conn *cn) {
     client *c = &cn->c;
     store *st = c->srv->store;
-    if (!c->pending_put) return;
+    if (!c->pending_put && !c->put_discarding) return;
     char *dst;
-    size_t left = resp_parser_direct_span(cn->parser, &dst);
+    size_t left = c->pending_put ? resp_parser_direct_span(cn->parser, &dst) : resp_parser_bulk_left(cn->parser);
     uint64_t landed = left <= c->pending_put_size ? c->pending_put_size - left : 0;
     if (landed > c->pending_put_landed) {
         c->pending_put_landed = landed;
         c->pending_put_last_ms = c->last_ms;   /* when those bytes were read (read_cb) */
     }
-    if (st->ops->put_progress && landed > cn->put_landed) {
+    if (c->pending_put && st->ops->put_progress && landed > cn->put_landed) {
         cn->put_landed = landed;
         cn->put_window = st->ops->put_progress(st, c->pending_put, landed);
     }
@@ -805,7 +811,9 @@ void client_drop_put(client *c, const char *msg) {
     /* Stop reading first: the parser still points into the freed space. */
     loop_del_file(c->srv->loop, c->fd, LOOP_READABLE);
     commands_abort_put(c);
-    reply_error(c, msg);
+    /* A discarded value was answered at its header: a second reply would
+     * read as the answer to the client's next command. */
+    if (!c->put_discarding) reply_error(c, msg);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     conn_schedule(cn);
 }
@@ -833,6 +841,7 @@ static void run_command(conn *cn) {
     c->argv = NULL;
     c->pending_put_err = 0;
     c->pending_put_size = 0;
+    c->put_discarding = 0;
 }
 
 /* A batch of whole commands at the start of buf: the store may start

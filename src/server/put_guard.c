@@ -26,7 +26,7 @@ static uint64_t idle_ms(const client *c, uint64_t now) {
 const char *put_guard_verdict(const mkv_config *cfg, const client *c, uint64_t now, char *buf,
                               size_t len) {
     /* A deferred command's value is all there, waiting for its turn. */
-    if (!c->pending_put || (c->flags & CLIENT_DEFERRED)) return NULL;
+    if ((!c->pending_put && !c->put_discarding) || (c->flags & CLIENT_DEFERRED)) return NULL;
     uint64_t limit = (uint64_t)cfg->put_timeout_ms;
     uint64_t age = now > c->pending_put_start_ms ? now - c->pending_put_start_ms : 0;
     if (idle_ms(c, now) >= limit) {

@@ -67,6 +67,9 @@ struct client {
     uint64_t pending_put_size;
     uint64_t pending_put_landed;   /* value bytes arrived so far */
     uint64_t pending_put_start_ms, pending_put_last_ms;   /* reserved; last bytes */
+    /* The value was refused at its header (NOSPACE, TOOBIG) and answered
+     * then; its bytes are read and dropped, its command does not run. */
+    int put_discarding;
 
     void *multi;              /* multi.c: the transaction, NULL outside MULTI */
     void *net;                /* networking.c private state */

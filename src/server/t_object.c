@@ -235,6 +235,8 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     }
 }
 
+void t_object_reply_put_refused(client *c, int rc, uint64_t size) { reply_put_error(c, rc, size, 0); }
+
 static void set_command(client *c) {
     int nx;
     uint64_t ttl_ms;

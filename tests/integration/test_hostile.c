@@ -224,6 +224,95 @@ static void test_streaming_put_keeps_its_space(void) {
     freeReplyObject(r);
 }
 
+/* Reads until a whole line ("...\r\n") has come, the peer closed, or ms
+ * passed; the line (NUL-ended) in buf. 1 if a whole line came. */
+static int raw_read_line(int fd, char *buf, size_t cap, int ms) {
+    size_t got = 0;
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    buf[0] = '\0';
+    while (mono_ms() < end && got < cap - 1 && !strstr(buf, "\r\n")) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        ssize_t n = recv(fd, buf + got, 1, 0);   /* a byte at a time: nothing past the line */
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        buf[++got] = '\0';
+    }
+    return strstr(buf, "\r\n") != NULL;
+}
+
+static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+#define FILL_LEN  (40u << 20)   /* of the 64 MB segment */
+#define OVER_LEN  30000000      /* then cannot fit */
+
+/* A SET whose value cannot fit is answered NOSPACE at its header: a
+ * client trickling the value (or sending none of it) hears at once, the
+ * server serves others meanwhile, and one that stops sending is closed
+ * after put_timeout_ms with nothing more said. A pipelined client that
+ * sends the value whole goes on with its next commands. What is stored
+ * stays. On main the value was read to its end, with no time limit,
+ * before the answer. */
+static void test_oversized_set_answered_at_header(void) {
+    static const char over[] = "*3\r\n$3\r\nSET\r\n$2\r\nov\r\n$30000000\r\nabc";
+    static const char huge[] = "*3\r\n$3\r\nSET\r\n$2\r\nhg\r\n$100000000\r\n";
+    char *fill = malloc(FILL_LEN), *val = calloc(1, OVER_LEN);
+    h_fill(fill, FILL_LEN, 3);
+    redisReply *r = redisCommand(sa, "SET fill %b", fill, (size_t)FILL_LEN);
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_STATUS, "OK"), "SET fill: %s", text_of(r));
+    freeReplyObject(r);
+
+    int fd, fd2;
+    ASSERT_STEP(raw_set_header(over, sizeof over - 1, &fd));
+    ASSERT_STEP(raw_set_header(huge, sizeof huge - 1, &fd2));
+    char line[512], rest[512];
+    ASSERT_MSG(raw_read_line(fd, line, sizeof line, IO_MS) &&
+                   starts_with(line, "-NOSPACE not enough memory for a value of 30000000 bytes (segment: "),
+               "trickled SET got '%.200s'", line);
+    ASSERT_MSG(raw_read_line(fd2, line, sizeof line, IO_MS) &&
+                   starts_with(line, "-TOOBIG a value of 100000000 bytes "),
+               "oversized SET got '%.200s'", line);
+    close(fd2);
+    r = redisCommand(sa, "SET meanwhile v");   /* others are served meanwhile */
+    ASSERT_MSG(reply_is(r, REDIS_REPLY_STATUS, "OK"), "SET meanwhile: %s", text_of(r));
+    freeReplyObject(r);
+    ASSERT(h_send_all(fd, "defgh", 5) == 0);   /* dropped as it comes */
+    ASSERT_EQ(h_info_field(sa, "segment", "objects_pending"), 0);
+    /* Then silence: closed after put_timeout_ms (3 s), and no second reply. */
+    uint64_t t0 = mono_ms();
+    int closed = raw_read_all(fd, rest, sizeof rest, 15000);
+    close(fd);
+    ASSERT_MSG(closed && rest[0] == '\0', "closed %d after %llu ms, then got '%.200s'", closed,
+               (unsigned long long)(mono_ms() - t0), rest);
+
+    /* Pipelined, the value sent whole: each command gets its own answer. */
+    redisContext *p = h_redis(PORT_STANDALONE);
+    ASSERT(p);
+    redisAppendCommand(p, "SET ov2 %b", val, (size_t)OVER_LEN);
+    redisAppendCommand(p, "GET meanwhile");
+    redisAppendCommand(p, "SET after w");
+    redisAppendCommand(p, "GET after");
+    redisAppendCommand(p, "EXISTS ov2");
+    redisReply *rs[5] = {0};
+    for (int i = 0; i < 5; i++) ASSERT(redisGetReply(p, (void **)&rs[i]) == REDIS_OK);
+    ASSERT_MSG(rs[0]->type == REDIS_REPLY_ERROR && starts_with(rs[0]->str, "NOSPACE not enough memory for a value of 30000000 bytes"),
+               "pipelined SET: %s", text_of(rs[0]));
+    ASSERT(reply_is(rs[1], REDIS_REPLY_STRING, "v"));
+    ASSERT(reply_is(rs[2], REDIS_REPLY_STATUS, "OK"));
+    ASSERT(reply_is(rs[3], REDIS_REPLY_STRING, "w"));
+    ASSERT(rs[4]->type == REDIS_REPLY_INTEGER && rs[4]->integer == 0);
+    for (int i = 0; i < 5; i++) freeReplyObject(rs[i]);
+    redisFree(p);
+
+    r = redisCommand(sa, "GET fill");   /* what is stored stays */
+    ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == FILL_LEN && memcmp(r->str, fill, FILL_LEN) == 0);
+    freeReplyObject(r);
+    r = redisCommand(sa, "DEL fill meanwhile after");
+    freeReplyObject(r);
+    free(fill);
+    free(val);
+}
+
 /* While x's value is still arriving, SET x says so. */
 static void test_exists_while_being_written_standalone(void) {
     static const char hdr[] = "*3\r\n$3\r\nSET\r\n$2\r\npw\r\n$100000\r\n";
@@ -411,6 +500,7 @@ int main(void) {
     RUN_TEST(test_idle_put_times_out);
     RUN_TEST(test_trickled_put_is_too_slow);
     RUN_TEST(test_streaming_put_keeps_its_space);
+    RUN_TEST(test_oversized_set_answered_at_header);
     RUN_TEST(test_exists_while_being_written_standalone);
     RUN_TEST(test_preauth_limits_standalone);
     RUN_TEST(test_preauth_limits_configured);

@@ -441,6 +441,42 @@ static void test_bulk_dest_not_asked_for_inline(void) {
     resp_parser_free(p);
 }
 
+static void *discard_dest(void *ctx, const resp_arg *argv, int argi, int argc, size_t len) {
+    return argi == 2 ? RESP_BULK_DISCARD : NULL;
+}
+
+/* A discarded payload (a value refused at its header): fed a byte at a
+ * time, its bytes are dropped, never offered as a direct span, counted
+ * down by bulk_left, the argument reads as empty, and the next command
+ * parses. */
+static void test_bulk_discard(void) {
+    const char in[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123456789\r\n*1\r\n$4\r\nPING\r\n";
+    const size_t hdr = sizeof "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n" - 1;
+    resp_parser *p = resp_parser_create(NULL);
+    resp_parser_set_bulk_dest(p, discard_dest, NULL);
+    size_t used, pos = 0;
+    char *dst;
+    resp_status st = RESP_AGAIN;
+    while (st == RESP_AGAIN && pos < sizeof in - 1) {
+        st = resp_parser_feed(p, in + pos, 1, &used);
+        pos += used;
+        if (pos >= hdr && pos < hdr + 10) {
+            ASSERT_EQ(resp_parser_bulk_left(p), hdr + 10 - pos);
+            ASSERT_EQ(resp_parser_direct_span(p, &dst), 0);
+        }
+    }
+    ASSERT_EQ(st, RESP_COMMAND);
+    ASSERT_EQ(resp_parser_bulk_left(p), 0);
+    ASSERT_EQ(resp_parser_argc(p), 3);
+    resp_arg *argv = resp_parser_argv(p);
+    ASSERT_EQ(argv[2].len, 0);
+    ASSERT_STREQ(argv[2].ptr, "");
+    ASSERT_EQ(resp_parser_feed(p, in + pos, sizeof in - 1 - pos, &used), RESP_COMMAND);
+    ASSERT_EQ(resp_parser_argc(p), 1);
+    ASSERT_MEMEQ(resp_parser_argv(p)[0].ptr, "PING", 4);
+    resp_parser_free(p);
+}
+
 /* An argument pointed elsewhere (the gateway moves an unstreamed SET
  * value into its put buffer): the parser frees its own copy at once and
  * never the new bytes, for an inline value, a pooled small one and a
@@ -672,6 +708,7 @@ int main(void) {
     RUN_TEST(test_bulk_dest_routes_value);
     RUN_TEST(test_bulk_dest_half_received_not_freed);
     RUN_TEST(test_bulk_dest_not_asked_for_inline);
+    RUN_TEST(test_bulk_discard);
     RUN_TEST(test_arg_replace);
     RUN_TEST(test_direct_span_mixed_with_feeds);
     RUN_TEST(test_direct_span_zero_when_idle);
