@@ -587,6 +587,10 @@ static void job_complete(run *r, const te_cqe *c) {
         r->e->bytes_via[transport_index(r->e, j->on->t)] += j->len;
         return;
     }
+    if (c->status == TE_EFAULT) {   /* the caller's buffer: no other path or replica helps */
+        job_fail(r, j, TE_EFAULT, 0, "local buffer not readable or writable (bad address)");
+        return;
+    }
     j->state = JOB_PENDING;
     int path_fault = c->status == TE_EIO || c->status == TE_ETIMEDOUT || c->status == TE_ECLOSED;
     if (c->status == TE_ETIMEDOUT) {

@@ -88,7 +88,8 @@ static void copy_piece(void *arg, int i) {
         char *seg = b->map + c->off;
         c->crc = copy_mapped(b->op, c->local, seg, c->len);
     } else if (copy_range(b->fd, b->op, c->local, c->off, c->len) != 0) {
-        __atomic_store_n(&b->status[c->req], TE_EIO, __ATOMIC_RELAXED);
+        /* EFAULT: the caller's buffer, not the node, is at fault */
+        __atomic_store_n(&b->status[c->req], errno == EFAULT ? TE_EFAULT : TE_EIO, __ATOMIC_RELAXED);
     }
 }
 

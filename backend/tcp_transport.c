@@ -9,7 +9,14 @@
  * may still arrive into a buffer the caller has reused), so a timeout
  * breaks its path: expired requests complete TE_ETIMEDOUT, the rest TE_EIO.
  * A completion's path pointer is only an identity once the path is
- * closed: do not dereference it then. */
+ * closed: do not dereference it then.
+ *
+ * A caller's buffer the kernel cannot read (send) or write (recv) says
+ * EFAULT: that request alone completes TE_EFAULT, the caller's own error,
+ * and the rest of its payload moves through a scratch buffer so the
+ * stream stays whole and the path, the node and the other requests on it
+ * carry on. A write's node gets meaningless bytes in a range the caller
+ * then revokes. */
 #include "backend/tcp_transport.h"
 
 #include <errno.h>
@@ -33,11 +40,13 @@
 #include "core/util.h"
 
 #define SEND_IOV_MAX 64
+#define SCRATCH_LEN  (64 * 1024)
 
 typedef struct slot {
     te_req req;
     uint64_t seq;             /* cookie on the wire */
     uint64_t deadline_ms;
+    int fault;                /* the caller's buffer faulted: completes TE_EFAULT */
     uint8_t hdr[TE_WIRE_REQ_LEN];
 } slot;
 
@@ -62,6 +71,7 @@ struct te_path {
 struct tcp_xport {
     te_xport_base b;          /* first: a tcp_xport is a te_transport */
     int epfd;
+    char scratch[SCRATCH_LEN];   /* stands in for a faulted buffer; its bytes mean nothing */
 };
 
 static tcp_xport *X(te_transport *t) { return (tcp_xport *)t; }
@@ -74,7 +84,7 @@ static slot *ring_at(te_path *p, int k) { return &p->ring[(p->head + k) % p->x->
 
 static void pop_head(te_path *p, int status) {
     slot *s = ring_at(p, 0);
-    cq_push(p->x, p, s->req.cookie, status);
+    cq_push(p->x, p, s->req.cookie, s->fault ? TE_EFAULT : status);
     p->head = (p->head + 1) % p->x->b.t.cfg.window;
     p->count--;
     p->nsent--;
@@ -111,24 +121,53 @@ static uint64_t slot_wire_len(const slot *s) {
     return TE_WIRE_REQ_LEN + (s->req.op == TE_WRITE ? s->req.len : 0);
 }
 
-/* Send as much of the unsent requests as the socket takes. -1: broken. */
+/* What is left to send of the first unsent request alone: its header,
+ * and its payload, from scratch once the caller's buffer faulted. */
+static int head_iov(te_path *p, struct iovec *iov) {
+    slot *s = ring_at(p, p->nsent);
+    uint64_t off = p->send_off, done = off > TE_WIRE_REQ_LEN ? off - TE_WIRE_REQ_LEN : 0;
+    int n = 0;
+    if (off < TE_WIRE_REQ_LEN) iov[n++] = (struct iovec){ s->hdr + off, TE_WIRE_REQ_LEN - off };
+    if (s->req.op != TE_WRITE || done >= s->req.len) return n;
+    uint64_t left = s->req.len - done;
+    if (s->fault) iov[n++] = (struct iovec){ p->x->scratch, left < SCRATCH_LEN ? left : SCRATCH_LEN };
+    else iov[n++] = (struct iovec){ (char *)s->req.local + done, left };
+    return n;
+}
+
+/* Send as much of the unsent requests as the socket takes. -1: broken.
+ * EFAULT (a copy failed before any byte went) may come from a later
+ * request's buffer in the same copy, so the first unsent request is then
+ * sent alone: if it faults too, its buffer is the bad one. */
 static int path_flush(te_path *p) {
+    int alone = 0;
     while (p->nsent < p->count) {
         struct iovec iov[SEND_IOV_MAX];
-        int n = 0;
-        for (int k = p->nsent; k < p->count && n + 2 <= SEND_IOV_MAX; k++) {
-            slot *s = ring_at(p, k);
-            iov[n++] = (struct iovec){ s->hdr, TE_WIRE_REQ_LEN };
-            if (s->req.op == TE_WRITE) iov[n++] = (struct iovec){ s->req.local, s->req.len };
+        int n = 0, first = 0;
+        if (alone || ring_at(p, p->nsent)->fault) {
+            n = head_iov(p, iov);
+        } else {
+            for (int k = p->nsent; k < p->count && n + 2 <= SEND_IOV_MAX; k++) {
+                slot *s = ring_at(p, k);
+                iov[n++] = (struct iovec){ s->hdr, TE_WIRE_REQ_LEN };
+                if (s->req.op == TE_WRITE) iov[n++] = (struct iovec){ s->req.local, s->req.len };
+            }
+            first = te_iov_advance(iov, n, p->send_off);
         }
-        int first = te_iov_advance(iov, n, p->send_off);
         struct msghdr m = { .msg_iov = iov + first, .msg_iovlen = (size_t)(n - first) };
         ssize_t w = sendmsg(p->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            slot *h = ring_at(p, p->nsent);
+            if (errno == EFAULT && !h->fault) {
+                if (alone) h->fault = 1;
+                alone = 1;
+                continue;
+            }
             return -1;
         }
+        alone = 0;
         uint64_t left = (uint64_t)w;
         while (left && p->nsent < p->count) {
             uint64_t rem = slot_wire_len(ring_at(p, p->nsent)) - p->send_off;
@@ -160,13 +199,19 @@ static int path_read(te_path *p) {
             dst = p->rx_hdr + p->rx_hdr_got;
             want = TE_WIRE_RESP_LEN - p->rx_hdr_got;
         } else {
-            dst = (char *)ring_at(p, 0)->req.local + p->rx_got;
-            want = (size_t)(p->rx.len - p->rx_got);
+            slot *h = ring_at(p, 0);
+            uint64_t left = p->rx.len - p->rx_got;
+            dst = h->fault ? p->x->scratch : (char *)h->req.local + p->rx_got;
+            want = (size_t)(h->fault && left > SCRATCH_LEN ? SCRATCH_LEN : left);
         }
         ssize_t r = want ? recv(p->fd, dst, want, MSG_DONTWAIT) : 0;
         if (r == 0 && want) return -1;
         if (r < 0) {
             if (errno == EINTR) continue;
+            if (errno == EFAULT && p->rx_hdr_got == TE_WIRE_RESP_LEN && !ring_at(p, 0)->fault) {
+                ring_at(p, 0)->fault = 1;   /* the caller's buffer: drain the rest into scratch */
+                continue;
+            }
             return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
         }
         if (p->rx_hdr_got < TE_WIRE_RESP_LEN) {
@@ -197,6 +242,7 @@ static int tcp_submit(te_path *p, const te_req *reqs, int n) {
         s->req = *r;
         s->seq = p->next_seq++;
         s->deadline_ms = dl;
+        s->fault = 0;
         te_wire_req wr = { .op = r->op, .cookie = s->seq, .remote_off = r->remote_off, .len = r->len };
         te_cap_encode(r->cap, wr.cap);
         te_wire_req_encode(&wr, s->hdr);

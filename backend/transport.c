@@ -14,6 +14,7 @@ const char *te_strerror(int status) {
     case TE_ERANGE:    return "range outside the capability or segment";
     case TE_ECLOSED:   return "path closed";
     case TE_EINVAL:    return "malformed request";
+    case TE_EFAULT:    return "local buffer not readable or writable (bad address)";
     default:           return "unknown transfer error";
     }
 }

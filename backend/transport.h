@@ -31,7 +31,9 @@ enum {
     TE_EAUTH = -3,      /* peer refused our secret or capability */
     TE_ERANGE = -4,     /* offset/length outside what the capability allows */
     TE_ECLOSED = -5,    /* path closed before the request finished */
-    TE_EINVAL = -6      /* malformed request (bad local buffer, zero length) */
+    TE_EINVAL = -6,     /* malformed request (bad local buffer, zero length) */
+    TE_EFAULT = -7      /* the local buffer could not be read or written (a bad pointer):
+                         * the caller's own fault, not the node's or the path's */
 };
 
 #define TE_CAP_READ  1u

@@ -96,6 +96,41 @@ def test_pointer_and_size(store, key):
     store.unregister_buffer(dp)
 
 
+def test_bad_pointer_is_the_callers_error(store, key, transport):
+    """A raw pointer to memory that cannot be read is refused when it is
+    registered (BufferFaultError, a ValueError), not sent to a node that
+    would then be blamed; a registered buffer that goes bad fails its put
+    the same way (over TCP; shm's map mode copies in this process and
+    faults there, see moonkv.h)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    PROT_NONE, PROT_RW, MAP_PRIVATE_ANON = 0, 3, 0x22
+    size = 65536
+    addr = libc.mmap(None, size, PROT_NONE, MAP_PRIVATE_ANON, -1, 0)
+    try:
+        with pytest.raises(moonkv.BufferFaultError) as e:
+            store.register_buffer(addr, size)
+        assert e.value.code == moonkv.EFAULT and e.value.word == "FAULT"
+        assert isinstance(e.value, ValueError)
+        with pytest.raises(moonkv.NotRegisteredError):
+            store.put_from(key(), addr, size)
+        assert libc.mprotect(addr, size, PROT_RW) == 0
+        store.register_buffer(addr, size)
+        assert libc.mprotect(addr, size, PROT_NONE) == 0
+        if transport == "tcp":
+            with pytest.raises(moonkv.BufferFaultError):
+                store.put_from(key(), addr, size)
+            assert not store.is_exist(key())
+        store.unregister_buffer(addr)
+    finally:
+        libc.munmap(addr, size)
+
+
 def test_numpy(store, key):
     np = pytest.importorskip("numpy")
     src = np.random.default_rng(7).random((64, 1024), dtype=np.float32)   # 256 KiB

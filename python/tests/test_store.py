@@ -124,6 +124,7 @@ def test_status_codes(cluster, key):
 def test_error_words():
     assert moonkv.error_word(0) == "OK"
     assert moonkv.error_word(moonkv.ENOSPACE) == "NOSPACE"
+    assert moonkv.error_word(moonkv.EFAULT) == "FAULT"
     assert moonkv.error_word(-999) == "ERR"
     assert "write-once" in moonkv.strerror(moonkv.EEXISTS)
     assert issubclass(moonkv.NoSpaceError, moonkv.MoonkvError)

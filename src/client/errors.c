@@ -27,6 +27,7 @@ const char *mkv_strerror(int code) {
     case MKV_EPROTO:      return "unexpected reply from the master";
     case MKV_ENOMEM:      return "out of memory";
     case MKV_ETRYAGAIN:   return "the master is rebuilding: try again";
+    case MKV_EFAULT:      return "buffer not readable or writable (bad address)";
     default:              return "unknown error";
     }
 }

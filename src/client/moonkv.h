@@ -38,7 +38,10 @@ enum {
     MKV_ETIMEDOUT = -12,
     MKV_EPROTO = -13,       /* unexpected reply from the master */
     MKV_ENOMEM = -14,
-    MKV_ETRYAGAIN = -15     /* the master is rebuilding its table after a restart: retry soon */
+    MKV_ETRYAGAIN = -15,    /* the master is rebuilding its table after a restart: retry soon */
+    MKV_EFAULT = -16        /* the caller's buffer cannot be read (put) or written (get): a bad
+                             * pointer, the caller's own error; no node is blamed (see
+                             * mkv_register_buffer for what is checked where) */
 };
 
 typedef struct mkv_client mkv_client;
@@ -87,7 +90,15 @@ const char *mkv_strerror(int code);
 /* Memory the transfer engine may read and write directly. Buffers passed
  * to put/get must lie inside a registered region. Registering reads the
  * whole buffer once (it is never written), so the first transfers from
- * it run at full speed: register long-lived buffers, once. */
+ * it run at full speed: register long-lived buffers, once. Memory that
+ * cannot be read (unmapped, PROT_NONE) is refused with MKV_EFAULT.
+ *
+ * A region that goes bad after registration (unmapped, protected, or a
+ * get into read-only memory) fails its transfers with MKV_EFAULT over TCP
+ * and over shm in fd mode (the kernel's copy says EFAULT), and no node is
+ * suspected. Over shm in map mode this process copies through its own
+ * mapping, as memcpy would: a bad pointer there faults (SIGSEGV) in the
+ * caller, never in the node, and is never blamed on it. */
 int mkv_register_buffer(mkv_client *c, void *addr, size_t len);
 int mkv_unregister_buffer(mkv_client *c, void *addr);
 

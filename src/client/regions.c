@@ -1,6 +1,7 @@
 /* client/regions.c - buffers registered with the transfer engine. Puts
  * and gets move bytes straight from and into them, so each request is
  * checked to lie inside one before anything is sent. */
+#include <errno.h>
 #include <string.h>
 
 #include "client/client.h"
@@ -33,7 +34,12 @@ static int register_region(mkv_client *c, void *addr, size_t len, int warm) {
         return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
     int rc = mkv_engine_reg(c, addr, len);
     if (rc != MKV_OK) return rc;
-    if (warm) (void)memwarm_kernel(addr, len);   /* best effort: cold only costs speed */
+    /* Best effort: cold only costs speed. But memory the kernel cannot
+     * read would fail every put from it: the caller's error, said now. */
+    if (warm && memwarm_kernel(addr, len) != 0 && errno == EFAULT) {
+        mkv_engine_dereg(c, addr);
+        return mkv_fail(c, MKV_EFAULT, "buffer %p (%zu bytes) is not readable memory", addr, len);
+    }
     rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len};
     return MKV_OK;
 }

@@ -20,6 +20,7 @@ static int engine_status(int te) {
     case TE_EAUTH:     return MKV_EAUTH;
     case TE_ETIMEDOUT: return MKV_ETIMEDOUT;
     case TE_EINVAL:    return MKV_EINVAL;
+    case TE_EFAULT:    return MKV_EFAULT;
     default:           return MKV_EIO;
     }
 }

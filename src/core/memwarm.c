@@ -49,16 +49,18 @@ int memwarm_kernel(const void *addr, size_t len) {
     size_t chunk = cap > 0 && (size_t)cap < WARM_CHUNK ? (size_t)cap : WARM_CHUNK;
     if (cap < 0) chunk = 65536;   /* the default capacity */
     char *scratch = malloc(chunk);
-    int rc = scratch ? 0 : -1;
+    int rc = scratch ? 0 : -1, fault = 0;
     for (size_t off = 0; rc == 0 && off < len;) {
         size_t n = len - off < chunk ? len - off : chunk;
         ssize_t w = write_unobserved(p[1], (const char *)addr + off, n);
         if (w < 0 && errno == EINTR) continue;
+        fault = w < 0 && errno == EFAULT;
         if (w <= 0 || drain(p[0], scratch, (size_t)w) != 0) rc = -1;
         else off += (size_t)w;
     }
     free(scratch);
     close(p[0]);
     close(p[1]);
+    if (fault) errno = EFAULT;
     return rc;
 }

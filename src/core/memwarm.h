@@ -16,7 +16,8 @@
 
 /* Lets the kernel read every page of [addr, addr+len) once, through a
  * pipe into a scratch buffer; other threads may write the bytes meanwhile. 0, or -1 when no pipe could be made (the
- * buffer is untouched then and still works, only colder). */
+ * buffer is untouched then and still works, only colder), or -1 with
+ * errno EFAULT when part of the buffer cannot be read. */
 int memwarm_kernel(const void *addr, size_t len);
 
 /* One load from every page of [addr, addr+len), warming the pages for
