@@ -83,8 +83,14 @@ def test_register_from_many_threads(cluster, transport, key):
     lambda s, b: s.batch_get_into(["k"], [None]),
     lambda s, b: s.batch_is_exist([None]),
     lambda s, b: s.batch_put_from(["k"], [0], [None]),
+    lambda s, b: s.batch_put_from_multi_buffers(None, [[b]]),
+    lambda s, b: s.batch_put_from_multi_buffers(["k"], None),
+    lambda s, b: s.batch_get_into_multi_buffers(None, [[b]]),
+    lambda s, b: s.batch_get_into_multi_buffers(["k"], None),
+    lambda s, b: s.prefix_exists(None),
 ], ids=["put-keys", "put-buffers", "put-both", "get-keys", "get-buffers", "exist-keys",
-        "put-key-item", "put-buffer-item", "get-buffer-item", "exist-key-item", "put-size-item"])
+        "put-key-item", "put-buffer-item", "get-buffer-item", "exist-key-item", "put-size-item",
+        "multi-put-keys", "multi-put-buffers", "multi-get-keys", "multi-get-buffers", "prefix-keys"])
 def test_batch_none_is_type_error(store, call):
     """None for a batch's keys or buffers was returned as NULL with no
     exception set, which CPython reports as SystemError."""
