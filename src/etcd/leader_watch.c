@@ -203,6 +203,10 @@ void leader_watch_busy(lw_conn *w, int busy) {
     if (w) __atomic_store_n(&w->busy_since, busy ? mono_ms() : 0, __ATOMIC_RELAXED);
 }
 
+void leader_watch_busy_within(lw_conn *w, int expect_ms) {
+    if (w) __atomic_store_n(&w->busy_since, mono_ms() + (uint64_t)(expect_ms > 0 ? expect_ms : 0), __ATOMIC_RELAXED);
+}
+
 int leader_watch_fired(lw_conn *w, char *addr, size_t cap) {
     if (!w) return 0;
     pthread_mutex_lock(&w->lw->mu);

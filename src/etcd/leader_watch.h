@@ -42,6 +42,9 @@ lw_conn *leader_watch_add(leader_watch *lw, int fd, const char *addr, int64_t te
 void leader_watch_remove(lw_conn *w);
 /* A call on the connection is outstanding (1) or answered (0). NULL is fine. */
 void leader_watch_busy(lw_conn *w, int busy);
+/* A call that may rightly take up to expect_ms (a long poll): etcd is
+ * looked at once it waited that long plus LW_BUSY_MS. */
+void leader_watch_busy_within(lw_conn *w, int expect_ms);
 /* 1 if the watch shut the connection down (the leader changed); who
  * leads now into addr[cap] if addr is not NULL. */
 int leader_watch_fired(lw_conn *w, char *addr, size_t cap);

@@ -471,7 +471,7 @@ static int do_register(node_control *c) {
     if (report == 2 || (kept && report == 0)) node_index_clear(n->index);
     if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
-    node_holdings_resume(c->hl, id, c->host, c->port, c->instance_hex);
+    node_holdings_resume(c->hl, id, c->host, c->port, c->leader_term, c->instance_hex);
     return 0;
 }
 

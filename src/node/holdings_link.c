@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "etcd/leader_watch.h"
 #include "node/reply.h"
 #include "proto/master_link.h"
 #include "proto/notes.h"
@@ -38,6 +39,8 @@ struct node_holdings {
     uint32_t id;
     char host[CONFIG_STR_MAX];
     int port;
+    int64_t term;               /* the leader's, as etcd named it */
+    leader_watch *watch;        /* --etcd: leaves a leader that was replaced */
     char instance[17];
     int fd;                     /* the link's socket (-1: none), shut down by pause */
     int old_master;             /* no MOON.HOLDLINK: control pulls (fallback) */
@@ -70,7 +73,8 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
 
 /* One MOON.HOLDINGS on rc for registration gen: its notes go into the
  * index unless gen is gone by then, *ack moves past them. */
-static int pull_once(node_holdings *h, redisContext *rc, uint32_t self, uint64_t gen, uint64_t *ack, int wait_ms) {
+static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
+                     uint64_t *ack, int wait_ms) {
     char id[12], acks[24], wait[12];
     const char *argv[7] = {"MOON.HOLDINGS", id, acks, "PACKED", "SLICES", "WAIT", wait};
     size_t lens[7];
@@ -84,7 +88,9 @@ static int pull_once(node_holdings *h, redisContext *rc, uint32_t self, uint64_t
         use[argc] = argv[i];
         lens[argc++] = strlen(argv[i]);
     }
+    leader_watch_busy_within(watched, wait_ms);   /* waiting is its answer: only longer is a stall */
     redisReply *r = redisCommandArgv(rc, argc, use, lens);
+    leader_watch_busy(watched, 0);
     if (!r) return PULL_LOST;
     int out = PULL_DONE;
     if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
@@ -157,7 +163,8 @@ static void nap_locked(node_holdings *h, int ms, uint64_t gen) {
 }
 
 /* Pull for registration gen until the link breaks or gen is over. */
-static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr, const char *instance) {
+static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr, int64_t term,
+                  const char *instance) {
     char err[256];
     redisContext *rc = NULL;
     int open = proto_master_open(&rc, addr, h->n->srv->cfg.master_auth, HL_CONNECT_MS,
@@ -175,12 +182,13 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     }
     h->fd = rc->fd;
     pthread_mutex_unlock(&h->mu);
+    lw_conn *watched = leader_watch_add(h->watch, rc->fd, addr, term);
     pthread_mutex_lock(&h->n->mu);
     h->n->status.holdings_linked = 1;
     pthread_mutex_unlock(&h->n->mu);
     uint64_t ack = 0;
     int st;
-    while ((st = pull_once(h, rc, id, gen, &ack, HOLDINGS_WAIT_MS)) >= 0) {
+    while ((st = pull_once(h, rc, watched, id, gen, &ack, HOLDINGS_WAIT_MS)) >= 0) {
         pthread_mutex_lock(&h->mu);
         int over = h->stop || gen != h->gen;
         pthread_mutex_unlock(&h->mu);
@@ -193,6 +201,7 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     pthread_mutex_lock(&h->mu);
     h->fd = -1;   /* before the close: pause shuts down only ours */
     pthread_mutex_unlock(&h->mu);
+    leader_watch_remove(watched);   /* so does the watch */
     redisFree(rc);
 }
 
@@ -209,8 +218,9 @@ static void *holdings_main(void *arg) {
         char addr[CONFIG_STR_MAX + 16], instance[sizeof h->instance];
         snprintf(addr, sizeof addr, "%.*s:%d", (int)sizeof h->host - 1, h->host, h->port);
         memcpy(instance, h->instance, sizeof instance);
+        int64_t term = h->term;
         pthread_mutex_unlock(&h->mu);
-        serve(h, gen, id, addr, instance);
+        serve(h, gen, id, addr, term, instance);
         pthread_mutex_lock(&h->mu);
         if (h->active && gen == h->gen) nap_locked(h, HL_RETRY_MS, gen);   /* then link again, from ack 0 */
     }
@@ -222,6 +232,10 @@ node_holdings *node_holdings_start(node *n) {
     node_holdings *h = xcalloc(1, sizeof *h);
     h->n = n;
     h->fd = -1;
+    char err[256];
+    const mkv_config *cfg = &n->srv->cfg;
+    if (cfg->etcd[0] && !(h->watch = leader_watch_open(cfg->etcd, cfg->cluster_name, err, sizeof err)))
+        log_warning("node: the holdings link will not watch the leader: %s", err);
     h->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *h->note_ext);
     h->ix_batch = node_index_batch_new();
     pthread_mutex_init(&h->mu, NULL);
@@ -245,6 +259,7 @@ void node_holdings_free(node_holdings *h) {
     pthread_join(h->th, NULL);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    leader_watch_close(h->watch);
     free(h->note_ext);
     node_index_batch_free(h->ix_batch);
     free(h);
@@ -258,13 +273,15 @@ void node_holdings_pause(node_holdings *h) {
     pthread_mutex_unlock(&h->mu);
 }
 
-void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, const char *instance_hex) {
+void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, int64_t term,
+                          const char *instance_hex) {
     pthread_mutex_lock(&h->mu);
     h->gen++;
     h->active = 1;
     h->id = id;
     snprintf(h->host, sizeof h->host, "%s", host);
     h->port = port;
+    h->term = term;
     snprintf(h->instance, sizeof h->instance, "%s", instance_hex);
     h->old_master = 0;   /* a new master: try to link */
     h->plain = 0;
@@ -280,7 +297,7 @@ int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self) {
     pthread_mutex_unlock(&h->mu);
     if (!old) return 0;
     int st = PULL_MORE;
-    for (int i = 0; i < HL_ROUNDS && st == PULL_MORE; i++) st = pull_once(h, rc, self, gen, &h->fb_ack, 0);
+    for (int i = 0; i < HL_ROUNDS && st == PULL_MORE; i++) st = pull_once(h, rc, NULL, self, gen, &h->fb_ack, 0);
     return st == PULL_LOST ? -1 : 0;
 }
 

@@ -32,9 +32,12 @@ typedef struct node_holdings node_holdings;
 node_holdings *node_holdings_start(node *n);
 void node_holdings_free(node_holdings *h);   /* stops the thread */
 void node_holdings_pause(node_holdings *h);
-/* Registered as id with the master at host:port; instance_hex is this
- * process's token (MOON.REGISTER INSTANCE). */
-void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, const char *instance_hex);
+/* Registered as id with the master at host:port, the leader of term (as
+ * etcd named it; with --etcd the link leaves it once etcd names another,
+ * etcd/leader_watch.h); instance_hex is this process's token
+ * (MOON.REGISTER INSTANCE). */
+void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, int64_t term,
+                          const char *instance_hex);
 /* With a master that has no MOON.HOLDLINK: pull on control's connection
  * rc (every 100 ms). 0, or -1 if rc broke (drop it). */
 int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self);
