@@ -42,6 +42,7 @@ CL_NODE_NS=()         # per node: namespace ("" = this one)
 CL_NODE_IP=()         # per node: its data/RESP address
 CL_NODE_MASTER_IP=()  # per node: the master's address as that node sees it
 CL_NODE_FLAGS=()      # extra flags for every node, e.g. --prefault no
+CL_NODE_PERSIST=(--segment-persist no)   # () for a server from before the flag (BENCH_PREV_BUILD)
 CL_GW_FLAGS=()        # extra flags for the gateway, e.g. --transport tcp
 
 # in_ns NS CMD...: CMD inside namespace NS, or here when NS is empty.
@@ -92,7 +93,7 @@ cluster_start() {
     ns=${CL_NODE_NS[i]:-} ip=${CL_NODE_IP[i]:-127.0.0.1} mip=${CL_NODE_MASTER_IP[i]:-127.0.0.1}
     next_port && rport=$PORT && next_port && dport=$PORT || { SKIP_WHY="no free port"; cluster_stop; return 1; }
     start_bg_ns node-$rport "$ns" "$SERVER" --role node --bind "$ip" --port "$rport" \
-      --master "$mip:$mport" --segment-size "$seg" --data-addrs "$ip:$dport" --segment-persist no \
+      --master "$mip:$mport" --segment-size "$seg" --data-addrs "$ip:$dport" "${CL_NODE_PERSIST[@]}" \
       "${CL_NODE_FLAGS[@]}"
     pid=$BG_PID
     CL_PIDS+=("$pid")

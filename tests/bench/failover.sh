@@ -190,12 +190,14 @@ puts_best() {
 }
 
 puts_measure() {
-  local prev_server="" prev_lib="" r tag n
+  local prev_server="" prev_lib="" r tag n prev_persist=()
   if [ -n "${BENCH_PREV_BUILD:-}" ]; then
     if [ -x "$BENCH_PREV_BUILD/moonkv-server" ] && [ -f "$BENCH_PREV_BUILD/libmoonkv.so" ]; then
       mkdir -p "$WORK/prev"
       cp "$BENCH_PREV_BUILD/moonkv-server" "$BENCH_PREV_BUILD/libmoonkv.so" "$WORK/prev/"
       prev_server=$WORK/prev/moonkv-server prev_lib=$WORK/prev/libmoonkv.so
+      # a build from before node segments outlived the process knows no --segment-persist
+      prev_persist=(); "$prev_server" --help 2>&1 | grep -q -- --segment-persist && prev_persist=(--segment-persist no)
     else
       PUTS_PREV_WHY="BENCH_PREV_BUILD=$BENCH_PREV_BUILD has no moonkv-server and libmoonkv.so"
     fi
@@ -204,7 +206,11 @@ puts_measure() {
   fi
   for ((r = 1; r <= PUTS_ROUNDS; r++)); do
     puts_once cur "$r"
-    [ -n "$prev_server" ] && SERVER=$prev_server LIBMOONKV=$prev_lib puts_once prev "$r"
+    if [ -n "$prev_server" ]; then
+      CL_NODE_PERSIST=("${prev_persist[@]}")
+      SERVER=$prev_server LIBMOONKV=$prev_lib puts_once prev "$r"
+      CL_NODE_PERSIST=(--segment-persist no)
+    fi
   done
   for n in $PUTS_NAMES; do
     puts_best cur "$n"
