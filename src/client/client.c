@@ -13,6 +13,7 @@
 #include "core/workpool.h"
 #include "etcd/etcd.h"
 #include "etcd/leader_watch.h"
+#include "proto/master_link.h"
 #include "proto/reply_bound.h"
 #include "proto/status.h"
 
@@ -48,20 +49,6 @@ void mkv_master_drop(mkv_client *c) {
 
 void mkv_master_busy(mkv_client *c, int busy) { leader_watch_busy(c->watched, busy); }
 
-static int master_auth(mkv_client *c) {
-    if (!c->password) return MKV_OK;
-    const char *argv[2] = {"AUTH", c->password};
-    size_t lens[2] = {4, strlen(c->password)};
-    int code;
-    redisReply *r = mkv_command(c, 2, argv, lens, &code);
-    if (!r) return code;
-    int rc = MKV_OK;
-    if (r->type == REDIS_REPLY_ERROR) rc = mkv_fail(c, MKV_EAUTH, "master: %s", r->str);
-    else if (r->type != REDIS_REPLY_STATUS) rc = mkv_bad_reply(c, "AUTH", r);
-    freeReplyObject(r);
-    return rc;
-}
-
 /* --etcd: point host:port at the current leader. */
 static int leader_lookup(mkv_client *c) {
     char addr[256], err[ETCD_ERR_LEN];
@@ -76,30 +63,26 @@ static int leader_lookup(mkv_client *c) {
     return MKV_OK;
 }
 
+/* Connect, AUTH (password), prove the cluster secret: every command the
+ * client sends (MOON.RELEASE ahead of the rest, too) finds the
+ * connection a member's (proto/master_link.h). */
 static int master_open(mkv_client *c) {
     if (c->etcd) {
         int rc = leader_lookup(c);
         if (rc != MKV_OK) return rc;
     }
-    struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
     mkv_master_drop(c);
-    c->rc = redisConnectWithTimeout(c->host, c->port, tv);
-    if (!c->rc) return mkv_fail(c, MKV_ENOMEM, "cannot allocate a connection");
-    if (c->rc->err) {
-        int rc = mkv_fail(c, MKV_ECONN, "master %s:%d: %s", c->host, c->port, c->rc->errstr);
-        redisFree(c->rc);
-        c->rc = NULL;
-        return rc;
-    }
-    redisSetTimeout(c->rc, tv);
-    proto_reader_bound(c->rc->reader);
+    char hostport[sizeof c->host + 16], err[MKV_ERR_LEN];
+    snprintf(hostport, sizeof hostport, "%s:%d", c->host, c->port);
+    int rc = proto_master_open(&c->rc, hostport, c->password, c->secret, c->timeout_ms, c->timeout_ms,
+                               err, sizeof err);
+    if (rc == PROTO_LINK_EAUTH)
+        return mkv_fail(c, MKV_EAUTH, "%s%s", err,
+                        c->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
+    if (rc != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
     c->conns++;
-    if (c->watch) {
-        char addr[300];
-        snprintf(addr, sizeof addr, "%s:%d", c->host, c->port);
-        c->watched = leader_watch_add(c->watch, c->rc->fd, addr, c->leader_term);
-    }
-    return master_auth(c);
+    if (c->watch) c->watched = leader_watch_add(c->watch, c->rc->fd, hostport, c->leader_term);
+    return MKV_OK;
 }
 
 /* Writes what c's connection holds (hiredis only writes it when asked

@@ -63,6 +63,7 @@ static int status_code(proto_status st) {
     case PROTO_TRYAGAIN: return MKV_ETRYAGAIN;
     case PROTO_OK:          /* not an error word */
     case PROTO_NODEDEAD:    /* said to nodes only */
+    case PROTO_IDINUSE:
     case PROTO_NSTATUS: return MKV_EPROTO;
     }
     return MKV_EPROTO;

@@ -38,7 +38,8 @@ struct gw_announce {
 };
 
 static redisContext *master_conn(gw_announce *a) {
-    return master_link(&a->conn, a->srv->cfg.master, a->srv->cfg.master_auth, ANNOUNCE_TIMEOUT_MS);
+    return master_link(&a->conn, a->srv->cfg.master, a->srv->cfg.master_auth, a->srv->cfg.cluster_secret,
+                       ANNOUNCE_TIMEOUT_MS);
 }
 
 static int bound_to_all(const char *bind) {

@@ -27,6 +27,7 @@ struct master_async {
     char host[256];
     int port;
     char *password;
+    char *secret;              /* proven on each connection (MOON.PROVE) */
     int timeout_ms;
     uint64_t last_try_ms;      /* the last connection attempt (0: none yet) */
     uint64_t progress_ms;     /* the last reply, or when the first pending was sent */
@@ -36,6 +37,12 @@ struct master_async {
     loop_hook *flush;          /* writes what the iteration queued (flush_cb) */
     int want_write;            /* hiredis has output queued for flush_cb */
     int flushing;              /* inside flush_cb: a write wish arms the socket */
+    /* Until the master accepts the proof, commands wait here, in order:
+     * sent before MOON.PROVE they would be refused. */
+    int proven;
+    resp_buf held;             /* their formatted text, back to back */
+    struct ma_held *hq;
+    size_t nheld, capheld;
 };
 
 typedef struct ma_req {
@@ -43,6 +50,11 @@ typedef struct ma_req {
     master_async_cb *cb;
     void *ctx;
 } ma_req;
+
+typedef struct ma_held {
+    ma_req *q;
+    size_t len;                /* of its text in held */
+} ma_held;
 
 /* ---- the loop adapter ---- */
 
@@ -104,16 +116,49 @@ static void flush_cb(event_loop *el, void *data) {
 
 /* ---- the connection ---- */
 
+static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* The link is gone: the commands held for it get NULL, as the ones
+ * hiredis had do. Taken off first: a callback may send again. */
+static void held_fail(master_async *m) {
+    ma_held *hq = m->hq;
+    size_t n = m->nheld;
+    m->hq = NULL;
+    m->nheld = m->capheld = 0;
+    resp_buf_clear(&m->held);
+    m->proven = 0;
+    for (size_t i = 0; i < n; i++) on_reply(NULL, NULL, hq[i].q);
+    free(hq);
+}
+
+/* The proof was accepted: the held commands go out, in order. */
+static void held_send(master_async *m) {
+    m->proven = 1;
+    size_t off = 0, i = 0;
+    for (; i < m->nheld && m->ac; off += m->hq[i++].len)
+        if (redisAsyncFormattedCommand(m->ac, on_reply, m->hq[i].q, m->held.data + off, m->hq[i].len) != REDIS_OK)
+            break;
+    /* What could not be sent (the link broke meanwhile) fails. */
+    for (size_t k = i; k < m->nheld; k++) on_reply(NULL, NULL, m->hq[k].q);
+    m->nheld = 0;
+    resp_buf_clear(&m->held);
+}
+
+static void link_lost(master_async *m, const redisAsyncContext *ac) {
+    if (m->ac != ac) return;
+    m->ac = NULL;
+    held_fail(m);
+}
+
 static void on_connect(const redisAsyncContext *ac, int status) {
     master_async *m = ac->data;
     if (status == REDIS_OK) return;
     /* hiredis frees the context after this; no disconnect callback. */
-    if (m->ac == ac) m->ac = NULL;
+    link_lost(m, ac);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
-    master_async *m = ac->data;
-    if (m->ac == ac) m->ac = NULL;
+    link_lost(ac->data, ac);
 }
 
 static void on_auth(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -121,6 +166,33 @@ static void on_auth(redisAsyncContext *ac, void *reply, void *privdata) {
     if (!r || r->type != REDIS_REPLY_ERROR) return;
     log_warning("gateway: the master refused AUTH: %s%s", r->str, proto_master_hint(r->str));
     redisAsyncDisconnect(ac);
+}
+
+static void on_prove(redisAsyncContext *ac, void *reply, void *privdata) {
+    master_async *m = privdata;
+    char err[256];
+    if (!reply || m->ac != ac) return;   /* lost: held_fail ran or runs */
+    if (proto_prove_accepted(reply, err, sizeof err)) {
+        held_send(m);
+        return;
+    }
+    log_warning("gateway: %s", err);
+    redisAsyncDisconnect(ac);
+}
+
+static void on_challenge(redisAsyncContext *ac, void *reply, void *privdata) {
+    master_async *m = privdata;
+    char hex[2 * PROTO_PROOF_LEN + 1], err[256];
+    /* lost, or refused AUTH (said already) */
+    if (!reply || m->ac != ac || (ac->c.flags & REDIS_DISCONNECTING)) return;
+    if (proto_prove_arg(reply, m->secret, hex, err, sizeof err) != 0) {
+        log_warning("gateway: %s", err);
+        redisAsyncDisconnect(ac);
+        return;
+    }
+    const char *argv[2] = {"MOON.PROVE", hex};
+    size_t lens[2] = {10, strlen(hex)};
+    redisAsyncCommandArgv(ac, on_prove, m, 2, argv, lens);
 }
 
 static int link_open(master_async *m) {
@@ -150,9 +222,12 @@ static int link_open(master_async *m) {
         size_t lens[2] = {4, strlen(m->password)};
         redisAsyncCommandArgv(ac, on_auth, NULL, 2, argv, lens);
     }
+    m->proven = 0;
+    redisAsyncCommand(ac, on_challenge, m, "MOON.CHALLENGE");
     return 0;
 }
 
+/* Also for held commands that never went out (ac NULL). */
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     ma_req *q = privdata;
     master_async *m = q->m;
@@ -171,10 +246,11 @@ static void tick_cb(event_loop *el, void *data) {
     redisAsyncContext *ac = m->ac;
     m->ac = NULL;
     redisAsyncFree(ac);
+    held_fail(m);
 }
 
 master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
-                                  int timeout_ms) {
+                                  const char *secret, int timeout_ms) {
     master_async *m = xcalloc(1, sizeof *m);
     if (parse_hostport(hostport, m->host, sizeof m->host, &m->port) != 0) {
         free(m);
@@ -182,12 +258,24 @@ master_async *master_async_create(event_loop *loop, const char *hostport, const 
     }
     m->loop = loop;
     m->password = password && *password ? xstrdup(password) : NULL;
+    m->secret = xstrdup(secret ? secret : "");
+    resp_buf_init(&m->held);
     m->timeout_ms = timeout_ms;
     resp_buf_init(&m->cmd);
     m->tick = loop_timer_create(loop, tick_cb, m);
     loop_timer_start(m->tick, MA_TICK_MS, MA_TICK_MS);
     m->flush = loop_hook_add(loop, MA_HOOK_FLUSH, flush_cb, m);
     return m;
+}
+
+/* q's command (in m->cmd) waits for the proof. */
+static void hold(master_async *m, ma_req *q) {
+    if (m->nheld == m->capheld) {
+        m->capheld = m->capheld ? m->capheld * 2 : 16;
+        m->hq = xrealloc(m->hq, m->capheld * sizeof *m->hq);
+    }
+    m->hq[m->nheld++] = (ma_held){q, m->cmd.len};
+    resp_buf_append(&m->held, m->cmd.data, m->cmd.len);
 }
 
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
@@ -200,7 +288,9 @@ int master_async_send(master_async *m, int argc, const char **argv, const size_t
     resp_buf_clear(&m->cmd);
     resp_add_array(&m->cmd, argc);
     for (int i = 0; i < argc; i++) resp_add_bulk(&m->cmd, argv[i], lens[i]);
-    if (redisAsyncFormattedCommand(m->ac, on_reply, q, m->cmd.data, m->cmd.len) != REDIS_OK) {
+    if (!m->proven) {
+        hold(m, q);
+    } else if (redisAsyncFormattedCommand(m->ac, on_reply, q, m->cmd.data, m->cmd.len) != REDIS_OK) {
         free(q);
         return -1;
     }
@@ -251,9 +341,13 @@ void master_async_free(master_async *m) {
         m->ac = NULL;
         redisAsyncFree(ac);   /* pending callbacks get NULL */
     }
+    held_fail(m);
     loop_timer_free(m->tick);
     loop_hook_del(m->flush);
     resp_buf_free(&m->cmd);
+    resp_buf_free(&m->held);
+    free(m->hq);
+    free(m->secret);
     free(m->password);
     free(m);
 }

@@ -5,7 +5,8 @@
  * and their replies come back in order to each command's callback, so a
  * batch of MOON.MGETs costs one round trip and the loop never waits. The
  * connection is opened on the first send after a failure (AUTH first when
- * master_auth is set), at most every MA_RETRY_MS. A reply that does not
+ * master_auth is set, then the proof of the cluster secret: commands sent
+ * meanwhile wait for it), at most every MA_RETRY_MS. A reply that does not
  * come within timeout_ms drops the connection: every pending callback
  * then gets NULL and the caller takes its other path. */
 #ifndef MKV_GATEWAY_MASTER_ASYNC_H
@@ -23,10 +24,11 @@ typedef struct master_async master_async;
  * before it came (the command may or may not have run). */
 typedef void master_async_cb(const redisReply *r, void *ctx);
 
-/* hostport "host:port"; password NULL or "" for none. NULL if hostport
- * does not parse. Nothing is connected yet. */
+/* hostport "host:port"; password NULL or "" for none; secret the
+ * cluster's (NULL: ""). NULL if hostport does not parse. Nothing is
+ * connected yet. */
 master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
-                                  int timeout_ms);
+                                  const char *secret, int timeout_ms);
 /* Queue one command (binary-safe arguments). 0: cb will be called
  * exactly once; -1: not sent (no connection now), cb will not be called. */
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,

@@ -5,12 +5,12 @@
 #include "proto/master_link.h"
 
 redisContext *master_link(redisContext **conn, const char *master, const char *password,
-                          int timeout_ms) {
+                          const char *secret, int timeout_ms) {
     if (*conn && !(*conn)->err) return *conn;
     if (*conn) redisFree(*conn);
     char err[512];
-    /* a refused password is worth a line; an unreachable master is not */
-    if (proto_master_open(conn, master, password, timeout_ms, timeout_ms, err, sizeof err) ==
+    /* a refused password or proof is worth a line; an unreachable master is not */
+    if (proto_master_open(conn, master, password, secret, timeout_ms, timeout_ms, err, sizeof err) ==
         PROTO_LINK_EAUTH)
         log_warning("gateway: %s", err);
     return *conn;

@@ -60,6 +60,7 @@ typedef struct cluster_store {
     void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
     char master_auth[CONFIG_STR_MAX];
+    char secret[CONFIG_STR_MAX];   /* cluster_secret: its connections prove it */
     int replicas;
     redisContext *ctl;          /* INFO cluster, MOON.SCAN; reconnected on error */
     redisReply *scan_reply;     /* the last MOON.SCAN's keys (cs_scan) */
@@ -547,7 +548,7 @@ static int cs_prefix(store *s, const store_key *keys, size_t n, size_t *hit) {
 /* The control connection, for a blocking call on the loop (counted when
  * there is one to make it on). */
 static redisContext *ctl_conn(cluster_store *cs) {
-    redisContext *c = master_link(&cs->ctl, cs->master, cs->master_auth, CTL_TIMEOUT_MS);
+    redisContext *c = master_link(&cs->ctl, cs->master, cs->master_auth, cs->secret, CTL_TIMEOUT_MS);
     cs->stats.loop_blocking += c != NULL;
     return c;
 }
@@ -840,7 +841,8 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     }
     /* Through etcd the master moves: the batches take the blocking calls,
      * which follow it (read_batch.h, put_batch.h). */
-    if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, opt.timeout_ms);
+    if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, cs->secret,
+                                                     opt.timeout_ms);
     /* Only shm reads without waiting; without the client all go to the workers. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     if (cs->ma && may_shm &&
@@ -874,6 +876,7 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
     snprintf(cs->master, sizeof cs->master, "%s",
              cfg->etcd[0] ? "leader-from-etcd" : cfg->master[0] ? cfg->master : "127.0.0.1:7380");
     snprintf(cs->master_auth, sizeof cs->master_auth, "%s", cfg->master_auth);
+    snprintf(cs->secret, sizeof cs->secret, "%s", cfg->cluster_secret);
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
     cs->reap = loop_hook_add(loop, SERVER_HOOK_FLUSH - 1, reap_cb, cs);
     cs->pool = staging_create(cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);

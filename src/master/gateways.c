@@ -57,7 +57,7 @@ static void gateway_command(client *c) {
 }
 
 static const command gateway_commands[] = {
-    {"moon.gateway", gateway_command, 2, CMD_FAST, 0, 0, 0, 0, "moonkv", "0.1.0",
+    {"moon.gateway", gateway_command, 2, CMD_FAST | CMD_MEMBER, 0, 0, 0, 0, "moonkv", "0.1.0",
      "Announce a gateway's RESP address; answers every live gateway", "host:port"},
 };
 

@@ -121,6 +121,10 @@ uint32_t master_conn_node(client *c);
 /* master_own_node, or a connection linked to that node's registration
  * by MOON.HOLDLINK (its holdings pulls come on a connection of their own). */
 int master_holdings_node(client *c, int i, uint32_t *id);
+/* 1 if this connection proved the cluster secret (MOON.PROVE, or the
+ * proof of a MOON.REGISTER): commands flagged CMD_MEMBER may run on it
+ * (master_gate). */
+int master_conn_member(client *c);
 
 /* A MOON.REGISTER, parsed (it may wait for etcd before it is run). */
 typedef struct master_join {

@@ -26,10 +26,12 @@
 #include "server/info.h"
 #include "server/networking.h"
 
-/* Per-connection state: an outstanding challenge, the node it speaks for. */
+/* Per-connection state: an outstanding challenge, whether the connection
+ * proved the cluster secret, the node it speaks for. */
 typedef struct conn_state {
     uint8_t nonce[PROTO_NONCE_LEN];
     int has_nonce;
+    int member;       /* proved the secret (MOON.PROVE, or MOON.REGISTER's proof) */
     uint32_t node;    /* 0: not a node */
     /* MOON.HOLDLINK: the node whose holdings this connection pulls, as
      * long as that node's registration is the one of link_conn. */
@@ -42,12 +44,16 @@ static master_meta *meta_of(client *c) { return master_of(c)->meta; }
 static uint64_t now(void) { return wall_ms(); }   /* caps expire on wall time */
 
 static void conn_state_free(client *c, void *ctx) {
-    (void)ctx;
+    conn_state *cs = ctx;
     master *m = master_of(c);
     if (m && m->waits) put_wait_forget(m->waits, c);
     if (m) members_forget(m->members, c);
     if (m) holdings_wait_forget(m->pulls, c);
     if (m) acks_forget(m->acks, c);
+    /* Its node no longer holds its id on a connection: a new process of
+     * it may take the id over (MOON.REGISTER CLAIM). */
+    mm_node *n = m && cs->node ? mm_node_get(m->meta, cs->node) : NULL;
+    if (n && n->conn_id == c->id) n->conn_id = 0;
 }
 
 static conn_state *conn_of(client *c) {
@@ -146,10 +152,31 @@ static void challenge_command(client *c) {
     reply_bulk(c, cs->nonce, sizeof cs->nonce);
 }
 
-static int proof_ok(client *c, conn_state *cs) {
+/* argv[1] proves the secret for the outstanding nonce, as MOON.REGISTER's
+ * (member 0) or MOON.PROVE's (member 1) proof. */
+static int proof_ok(client *c, conn_state *cs, int member) {
     if (!cs->has_nonce) return 0;
     cs->has_nonce = 0;   /* one attempt per challenge */
-    return proto_reg_proof_ok(master_of(c)->reg_key, cs->nonce, c->argv[1].ptr, c->argv[1].len);
+    const uint8_t *key = master_of(c)->reg_key;
+    const resp_arg *a = &c->argv[1];
+    return member ? proto_member_proof_ok(key, cs->nonce, a->ptr, a->len)
+                  : proto_reg_proof_ok(key, cs->nonce, a->ptr, a->len);
+}
+
+/* MOON.PROVE proof: the connection becomes a member's (master_conn_member). */
+static void prove_command(client *c) {
+    conn_state *cs = conn_of(c);
+    if (!proof_ok(c, cs, 1)) {
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        return;
+    }
+    cs->member = 1;
+    reply_ok(c);
+}
+
+int master_conn_member(client *c) {
+    const conn_state *cs = c->role_ctx;
+    return cs && cs->member;
 }
 
 /* The node this connection registered, unless the node registered again
@@ -212,10 +239,11 @@ static int register_options(client *c, int i, mm_node_claim *claim) {
  * With etcd the node is recorded there first (members.c), then registered. */
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
-    if (!proof_ok(c, cs)) {
+    if (!proof_ok(c, cs, 0)) {
         master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
         return;
     }
+    cs->member = 1;
     /* A node declared dead may register again on the same connection. */
     const mm_node *prev = conn_node(c);
     if (prev && prev->state != NODE_DEAD) {
@@ -308,10 +336,11 @@ static void holdlink_command(client *c) {
     uint32_t id;
     uint8_t tok[8];
     uint64_t instance;
-    if (!proof_ok(c, cs)) {
+    if (!proof_ok(c, cs, 0)) {
         master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
         return;
     }
+    cs->member = 1;
     if (arg_u32(c, 2, 1, PROTO_MAX_NODES, &id) != 0) return;
     if (hex_decode(c->argv[3].ptr, c->argv[3].len, tok, sizeof tok) != 0) {
         master_reply_fail(c, PROTO_ERR, "bad instance token");
@@ -1030,45 +1059,47 @@ static void flush_command(client *c) {
 }
 
 static const command master_commands[] = {
-    {"moon.challenge", challenge_command, 1, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.challenge", challenge_command, 1, CMD_FAST | CMD_STALE, NOKEY, 0, "moonkv", "0.1.0",
      "Get a nonce to prove the cluster secret with", ""},
+    {"moon.prove", prove_command, 2, CMD_FAST | CMD_STALE, NOKEY, 0, "moonkv", "0.5.0",
+     "Prove the cluster secret for the last nonce: the connection may change the cluster", "proof"},
     {"moon.register", register_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
      "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
     {"moon.holdlink", holdlink_command, 4, CMD_WRITE, NOKEY, 0, "moonkv", "0.5.0",
      "A node's connection for its holdings pulls", "proof id instance"},
-    {"moon.heartbeat", heartbeat_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.heartbeat", heartbeat_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
-    {"moon.copydone", copydone_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.copydone", copydone_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node reports a copy task's outcome", "task-id OK|FAIL"},
-    {"moon.leave", leave_command, 2, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.leave", leave_command, 2, CMD_WRITE | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node announces it leaves (drain)", "id"},
-    {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.drain", drain_command, 2, CMD_WRITE | CMD_ADMIN | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Move every object off a node, then drop it", "id"},
-    {"moon.suspect", suspect_command, -2, CMD_WRITE | CMD_FAST, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.suspect", suspect_command, -2, CMD_WRITE | CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Report nodes a client cannot reach: nothing new is placed on them", "id [id ...]"},
-    {"moon.putstart", putstart_command, -3, CMD_WRITE, KEY1, 0, "moonkv", "0.1.0",
+    {"moon.putstart", putstart_command, -3, CMD_WRITE | CMD_MEMBER, KEY1, 0, "moonkv", "0.1.0",
      "Place an object; returns write capabilities", "key size [REPLICAS n]"},
-    {"moon.putend", putend_command, -3, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+    {"moon.putend", putend_command, -3, CMD_WRITE | CMD_FAST | CMD_MEMBER, KEY1, 0, "moonkv", "0.1.0",
      "Make a written object visible", "key crc [SLICES slice_size crcs]"},
-    {"moon.putrevoke", putrevoke_command, 2, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+    {"moon.putrevoke", putrevoke_command, 2, CMD_WRITE | CMD_FAST | CMD_MEMBER, KEY1, 0, "moonkv", "0.1.0",
      "Abandon a put", "key"},
     {"moon.get", get_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
      "Replicas of an object with read capabilities", "key"},
-    {"moon.remove", remove_command, 2, CMD_WRITE | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
+    {"moon.remove", remove_command, 2, CMD_WRITE | CMD_FAST | CMD_MEMBER, KEY1, 0, "moonkv", "0.1.0",
      "Remove an object", "key"},
     {"moon.exists", exists_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
      "1 if a complete object has the key", "key"},
-    {"moon.mputstart", mputstart_command, -5, CMD_WRITE, 3, -1, 2, 0, "moonkv", "0.1.0",
+    {"moon.mputstart", mputstart_command, -5, CMD_WRITE | CMD_MEMBER, 3, -1, 2, 0, "moonkv", "0.1.0",
      "PUTSTART for many keys", "REPLICAS n [PACKED] key size [key size ...]"},
-    {"moon.mputend", mputend_command, -3, CMD_WRITE, 1, -1, 2, 0, "moonkv", "0.1.0",
+    {"moon.mputend", mputend_command, -3, CMD_WRITE | CMD_MEMBER, 1, -1, 2, 0, "moonkv", "0.1.0",
      "PUTEND for many keys", "[SLICES] key crc [slice_size crcs] [key crc ...]"},
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
      "GET for many keys", "key [key ...]"},
     {"moon.mgetpacked", mgetpacked_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.2.0",
      "MOON.MGET's answers as one bulk string of records", "key [key ...]"},
-    {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST, 1, -1, 2, 0, "moonkv", "0.1.0",
+    {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST | CMD_MEMBER, 1, -1, 2, 0, "moonkv", "0.1.0",
      "Give back read leases", "key lease_until [key lease_until ...]"},
-    {"moon.mrelease", mrelease_command, -3, CMD_READONLY | CMD_FAST, 2, -1, 1, 0, "moonkv", "0.2.0",
+    {"moon.mrelease", mrelease_command, -3, CMD_READONLY | CMD_FAST | CMD_MEMBER, 2, -1, 1, 0, "moonkv", "0.2.0",
      "Give back read leases of one expiry", "lease_until key [key ...]"},
     {"moon.mexists", mexists_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.1.0",
      "EXISTS for many keys", "key [key ...]"},
@@ -1078,7 +1109,7 @@ static const command master_commands[] = {
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, -1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "One text line per node (EXPECTED: and per node a rebuild waits for)", "[EXPECTED]"},
-    {"moon.flush", flush_command, 1, CMD_WRITE, NOKEY, 0, "moonkv", "0.2.0",
+    {"moon.flush", flush_command, 1, CMD_WRITE | CMD_MEMBER, NOKEY, 0, "moonkv", "0.2.0",
      "Remove every object (FLUSHALL through a gateway); how many", ""},
     {"moon.scan", scan_command, -2, CMD_READONLY, NOKEY, 0, "moonkv", "0.2.0",
      "Iterate the keys of complete objects", "cursor [COUNT count] [MATCH pattern]"},

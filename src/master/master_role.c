@@ -92,7 +92,17 @@ static long long sweep_period_ms(const mkv_config *cfg) {
     return ms;
 }
 
-/* ---- leadership (--etcd) ---- */
+/* ---- the gate: members, leadership (--etcd) ---- */
+
+/* A command that changes the cluster (CMD_MEMBER) needs a connection
+ * that proved the cluster secret; with requirepass, AUTH (checked before
+ * any command runs) is the gate instead. 1: refused, replied. */
+static int member_refused(client *c, const command *cmd) {
+    if (!(cmd->flags & CMD_MEMBER) || c->srv->cfg.requirepass[0] || master_conn_member(c)) return 0;
+    master_reply_fail(c, PROTO_NOAUTH, "this command needs the cluster secret: send MOON.CHALLENGE and "
+                      "MOON.PROVE (docs/SECURITY.md)");
+    return 1;
+}
 
 int master_may_lead(const master *m) { return !m->ha || master_ha_may_lead(m->ha); }
 
@@ -110,7 +120,9 @@ int master_refuse_unless_leading(client *c) {
 }
 
 int master_gate(client *c, const command *cmd) {
-    return strcmp(cmd->group, "moonkv") == 0 && master_refuse_unless_leading(c);
+    if (member_refused(c, cmd)) return 1;
+    /* A standby answers what changes nothing: the proof (CMD_STALE) too. */
+    return strcmp(cmd->group, "moonkv") == 0 && !(cmd->flags & CMD_STALE) && master_refuse_unless_leading(c);
 }
 
 /* srv->role_pipelined: a command runs while c's earlier answers wait for
@@ -179,7 +191,6 @@ static int start_ha(master *m, char *err, size_t errlen) {
         m->members = NULL;
         return -1;
     }
-    m->srv->role_gate = master_gate;
     log_notice("master: standby until elected (etcd %s, cluster %s, lease %d s)", cfg->etcd,
                cfg->cluster_name, cfg->etcd_lease_ttl);
     return 0;
@@ -192,8 +203,10 @@ int master_role_main(server *srv) {
         return 1;
     }
     if (!srv->cfg.cluster_secret[0])
-        log_warning("master: cluster_secret is empty: any peer can register as a node");
+        log_warning("master: cluster_secret is empty: any peer can register as a node and change "
+                    "the cluster (docs/SECURITY.md)");
     srv->role = m;
+    srv->role_gate = master_gate;
     srv->role_info = master_info;
     master_register_metrics(srv);
     t_server_register(srv);
@@ -205,6 +218,7 @@ int master_role_main(server *srv) {
         log_warning("%s", err);
         srv->role = NULL;
         srv->role_info = NULL;
+        srv->role_gate = NULL;
         master_destroy(m);
         return 1;
     }

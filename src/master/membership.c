@@ -124,6 +124,15 @@ mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint3
     return kind;
 }
 
+/* Another process claims (--node-id) the id of a node that still has its
+ * own connection: a copied configuration, not that node restarted. A
+ * node that restarted for real has lost its connection (the kernel
+ * closed it), or will be declared dead if it is only half-open. */
+static int claim_in_use(const mm_node *n, const mm_node_claim *claim) {
+    return claim->id && claim->restarted && n && n->joined && n->state != NODE_DEAD &&
+           n->instance != claim->instance && n->conn_id != 0;
+}
+
 /* The id a registration gets, and how. */
 static proto_status pick_id(master_meta *m, const mm_node_claim *claim, uint64_t segment_size, uint64_t now_ms,
                             uint32_t *id, mm_reg_kind *kind, char *err, size_t errlen) {
@@ -144,6 +153,14 @@ proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uin
         return mm_fail(err, errlen, PROTO_ERR, "segment size must be %d bytes to 1PiB",
                        MM_MIN_SEGMENT);
     proto_status st = check_addrs(addrs, naddrs, err, errlen);
+    const mm_node *held = node_at(m, claim->id);
+    if (st == PROTO_OK && claim_in_use(held, claim)) {
+        log_warning("node %u: a process at %s claims its id while it is alive on its connection "
+                    "(at %s): refused", claim->id, addrs[0], held->addrs[0]);
+        return mm_fail(err, errlen, PROTO_IDINUSE, "node %u is alive on another connection (at %s): "
+                       "two nodes share a --node-id, or the old process is not gone yet",
+                       claim->id, held->addrs[0]);
+    }
     if (st == PROTO_OK) st = pick_id(m, claim, segment_size, now_ms, id, kind, err, errlen);
     if (st != PROTO_OK) return st;
     mm_node *n = mm_node_get(m, *id);

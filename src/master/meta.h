@@ -45,7 +45,8 @@ typedef struct mm_node {
     seg_alloc *alloc;             /* offsets into its segment; NULL once dead */
     uint64_t registered_ms, last_seen_ms;
     uint64_t reported_used;       /* what the node said in its last heartbeat */
-    uint64_t conn_id;             /* role layer: the connection that registered it */
+    uint64_t conn_id;             /* role layer: the connection that registered it, 0 once
+                                     closed (another process may claim the id then) */
     char dead_reason[32];         /* "timeout", "drained", ... */
     /* A client could not reach it (MOON.SUSPECT): nothing new is placed on
      * it until suspect_until_ms, while the heartbeat decides if it died. */
@@ -172,7 +173,9 @@ typedef enum mm_reg_kind {
 /* Register with a claim. A claimed id is given back to its node: one this
  * master never knew (it restarted) is created (RECLAIMED); one it saw die
  * is started afresh (REJOINED), as is a live one with another instance
- * (the node process restarted), which fails first, dropping its replicas.
+ * (the node process restarted), which fails first, dropping its replicas,
+ * unless that node still has its connection (conn_id): then the claim is
+ * refused, PROTO_IDINUSE, and the live node keeps everything.
  * New nodes get ids above every id known, claimed or seen, so an id is
  * never handed to a node while another may still claim it. */
 proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uint64_t segment_size,

@@ -774,17 +774,17 @@ static void badreplica_command(client *c) {
 
 #define NOKEY 0, 0, 0
 static const command recovery_commands[] = {
-    {"moon.report", report_command, -3, CMD_WRITE, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.report", report_command, -3, CMD_WRITE | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node reports extents it holds (after a master restart)",
      "key size crc replicas obj-offset seg-offset length [...] | PACKED blob"},
-    {"moon.reportdone", reportdone_command, -1, CMD_WRITE, NOKEY, 0, "moonkv", "0.3.0",
+    {"moon.reportdone", reportdone_command, -1, CMD_WRITE | CMD_MEMBER, NOKEY, 0, "moonkv", "0.3.0",
      "Node finished reporting; names the members it knew", "[peer-id ...]"},
-    {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.rebuild", rebuild_command, 1, CMD_WRITE | CMD_ADMIN | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Re-create objects from the reported extents now", ""},
-    {"moon.badreplica", badreplica_command, -4, CMD_WRITE, NOKEY, 0, "moonkv", "0.4.0",
+    {"moon.badreplica", badreplica_command, -4, CMD_WRITE | CMD_MEMBER, NOKEY, 0, "moonkv", "0.4.0",
      "Node's scrub found replicas rotten: drop them so repair copies them again",
      "id key seg-offset [key seg-offset ...]"},
-    {"moon.holdings", holdings_command, -3, CMD_FAST, NOKEY, 0, "moonkv", "0.3.0",
+    {"moon.holdings", holdings_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.3.0",
      "Node pulls the changes of what it holds, acknowledging the last ones",
      "id ack [PACKED [SLICES]] [WAIT ms]"},
 };

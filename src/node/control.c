@@ -157,8 +157,9 @@ static int leader_lookup(node_control *c) {
     return 0;
 }
 
-/* Every (re)connection AUTHs when master_auth is set. A refused password
- * is a warning: the node cannot join until its configuration changes. */
+/* Every (re)connection AUTHs when master_auth is set and proves the
+ * cluster secret. A refused password or proof is a warning: the node
+ * cannot join until its configuration changes. */
 static int master_connect(node_control *c) {
     const mkv_config *cfg = &c->n->srv->cfg;
     char addr[CONFIG_STR_MAX], err[512];
@@ -167,8 +168,8 @@ static int master_connect(node_control *c) {
     pthread_mutex_lock(&c->n->mu);
     snprintf(c->n->status.master, sizeof c->n->status.master, "%s", addr);
     pthread_mutex_unlock(&c->n->mu);
-    int rc = proto_master_open(&c->rc, addr, cfg->master_auth, CTL_CONNECT_MS,
-                              CTL_IO_TIMEOUT_MS, err, sizeof err);
+    int rc = proto_master_open(&c->rc, addr, cfg->master_auth, cfg->cluster_secret, CTL_CONNECT_MS,
+                               CTL_IO_TIMEOUT_MS, err, sizeof err);
     if (rc == PROTO_LINK_EAUTH) log_warning("node: %s", err);
     else if (rc != PROTO_LINK_OK) log_info("node: %s", err);
     if (rc == PROTO_LINK_OK) c->watched = leader_watch_add(c->watch, c->rc->fd, addr, c->leader_term);

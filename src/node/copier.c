@@ -120,7 +120,8 @@ static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, in
         snprintf(addr, sizeof addr, "%s", c->n->status.master);
         pthread_mutex_unlock(&c->n->mu);
         if (proto_master_open(&c->master, addr[0] ? addr : cfg->master, cfg->master_auth,
-                              COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err, errlen) != PROTO_LINK_OK)
+                              cfg->cluster_secret, COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err,
+                              errlen) != PROTO_LINK_OK)
             return -1;
     }
     redisReply *r = redisCommand(c->master, "MOON.TOPOLOGY");

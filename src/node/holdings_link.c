@@ -167,7 +167,8 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
                   const char *instance) {
     char err[256];
     redisContext *rc = NULL;
-    int open = proto_master_open(&rc, addr, h->n->srv->cfg.master_auth, HL_CONNECT_MS,
+    /* no MOON.PROVE: MOON.HOLDLINK carries its own proof of the secret */
+    int open = proto_master_open(&rc, addr, h->n->srv->cfg.master_auth, NULL, HL_CONNECT_MS,
                                  HOLDINGS_WAIT_MS + HL_IO_SLACK_MS, err, sizeof err);
     int up = open == PROTO_LINK_OK ? link_up(h, rc, id, instance) : -1;
     pthread_mutex_lock(&h->mu);

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "core/util.h"
+#include "proto/register.h"
 
 const char *proto_master_hint(const char *error_reply) {
     if (error_reply && strncasecmp(error_reply, "NOAUTH", 6) == 0)
@@ -33,13 +34,55 @@ static int link_auth(redisContext *rc, const char *password, char *err, size_t e
     return ok ? 0 : -1;
 }
 
+int proto_prove_arg(const redisReply *r, const char *secret, char hex[2 * PROTO_PROOF_LEN + 1],
+                    char *err, size_t errlen) {
+    if (r && r->type == REDIS_REPLY_STRING && proto_member_proof_hex(secret, r->str, r->len, hex) == 0)
+        return 0;
+    snprintf(err, errlen, "the master refused MOON.CHALLENGE: %s%s",
+             !r ? "no reply" : r->type == REDIS_REPLY_ERROR ? r->str : "not a nonce",
+             r && r->type == REDIS_REPLY_ERROR ? proto_master_hint(r->str) : "");
+    return -1;
+}
+
+int proto_prove_accepted(const redisReply *r, char *err, size_t errlen) {
+    if (r && r->type == REDIS_REPLY_STATUS) return 1;
+    /* A master older than MOON.PROVE has no gate to pass. */
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR unknown command", 19) == 0) return 1;
+    snprintf(err, errlen, "the master refused MOON.PROVE: %s (check cluster_secret / --cluster-secret)",
+             !r ? "no reply" : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    return 0;
+}
+
+/* One command of the proof: its reply, or NULL with err (link lost). */
+static redisReply *prove_step(redisContext *rc, int argc, const char **argv, char *err, size_t errlen) {
+    size_t lens[2] = {strlen(argv[0]), argc > 1 ? strlen(argv[1]) : 0};
+    redisReply *r = redisCommandArgv(rc, argc, argv, lens);
+    if (!r) snprintf(err, errlen, "%s: %s", argv[0], rc->errstr);
+    return r;
+}
+
+int proto_master_prove(redisContext *rc, const char *secret, char *err, size_t errlen) {
+    char hex[2 * PROTO_PROOF_LEN + 1];
+    const char *argv[2] = {"MOON.CHALLENGE", hex};
+    redisReply *r = prove_step(rc, 1, argv, err, errlen);
+    if (!r) return PROTO_LINK_EUNREACH;
+    int ok = proto_prove_arg(r, secret, hex, err, errlen) == 0;
+    freeReplyObject(r);
+    if (!ok) return PROTO_LINK_EAUTH;
+    argv[0] = "MOON.PROVE";
+    if (!(r = prove_step(rc, 2, argv, err, errlen))) return PROTO_LINK_EUNREACH;
+    ok = proto_prove_accepted(r, err, errlen);
+    freeReplyObject(r);
+    return ok ? PROTO_LINK_OK : PROTO_LINK_EAUTH;
+}
+
 static struct timeval tv_ms(int ms) {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     return tv;
 }
 
 int proto_master_open(redisContext **out, const char *hostport, const char *password,
-                     int connect_ms, int io_ms, char *err, size_t errlen) {
+                      const char *secret, int connect_ms, int io_ms, char *err, size_t errlen) {
     char host[256];
     int port;
     *out = NULL;
@@ -55,10 +98,14 @@ int proto_master_open(redisContext **out, const char *hostport, const char *pass
         return PROTO_LINK_EUNREACH;
     }
     proto_reader_bound(rc->reader);
-    if (password && password[0] && link_auth(rc, password, err, errlen) != 0) {
-        int lost = rc->err != 0;
+    int code = PROTO_LINK_OK;
+    if (password && password[0] && link_auth(rc, password, err, errlen) != 0)
+        code = rc->err ? PROTO_LINK_EUNREACH : PROTO_LINK_EAUTH;
+    else if (secret)
+        code = proto_master_prove(rc, secret, err, errlen);
+    if (code != PROTO_LINK_OK) {
         redisFree(rc);
-        return lost ? PROTO_LINK_EUNREACH : PROTO_LINK_EAUTH;
+        return code;
     }
     *out = rc;
     return PROTO_LINK_OK;

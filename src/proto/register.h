@@ -1,9 +1,12 @@
-/* proto/register.h - the proof a node registers with (MOON.CHALLENGE,
- * MOON.REGISTER).
+/* proto/register.h - proofs of the cluster secret: the one a node
+ * registers with (MOON.CHALLENGE, MOON.REGISTER) and the one that makes a
+ * connection a member's (MOON.CHALLENGE, MOON.PROVE).
  *
- * Both sides derive a register key from the cluster secret; the node
- * answers the master's nonce with SipHash-2-4-128 of it under that key,
- * so the secret itself never crosses the wire. */
+ * Both sides derive a register key from the cluster secret; the peer
+ * answers the master's nonce with SipHash-2-4-128 under that key, so the
+ * secret itself never crosses the wire. A member proof hashes a label
+ * before the nonce: it is never the register proof of the same nonce, so
+ * neither can be replayed as the other. */
 #ifndef MKV_PROTO_REGISTER_H
 #define MKV_PROTO_REGISTER_H
 
@@ -28,5 +31,16 @@ void proto_reg_proof(const uint8_t reg_key[PROTO_REG_KEY_LEN],
  * in constant time; 0 otherwise. */
 int proto_reg_proof_ok(const uint8_t reg_key[PROTO_REG_KEY_LEN],
                        const uint8_t nonce[PROTO_NONCE_LEN], const char *hex, size_t len);
+
+/* The proof MOON.PROVE sends for nonce under reg_key. */
+void proto_member_proof(const uint8_t reg_key[PROTO_REG_KEY_LEN],
+                        const uint8_t nonce[PROTO_NONCE_LEN], uint8_t out[PROTO_PROOF_LEN]);
+/* 1 if hex is the member proof for nonce (constant time), 0 otherwise. */
+int proto_member_proof_ok(const uint8_t reg_key[PROTO_REG_KEY_LEN],
+                          const uint8_t nonce[PROTO_NONCE_LEN], const char *hex, size_t len);
+/* MOON.PROVE's argument for secret and a MOON.CHALLENGE reply of len
+ * bytes, as hex into out: 0, or -1 if it is not a nonce. */
+int proto_member_proof_hex(const char *secret, const void *nonce, size_t len,
+                           char out[2 * PROTO_PROOF_LEN + 1]);
 
 #endif

@@ -17,6 +17,7 @@ static const char *const words[PROTO_NSTATUS] = {
     [PROTO_WRONGPASS] = "WRONGPASS",
     [PROTO_READONLY] = "READONLY",
     [PROTO_TRYAGAIN] = "TRYAGAIN",
+    [PROTO_IDINUSE] = "IDINUSE",
 };
 
 const char *proto_word(proto_status st) {

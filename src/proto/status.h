@@ -22,6 +22,7 @@ typedef enum proto_status {
     PROTO_WRONGPASS,    /* AUTH refused (the RESP framework's word) */
     PROTO_READONLY,     /* a standby (or fenced) master: "leader is <addr>" */
     PROTO_TRYAGAIN,     /* not now (the master is rebuilding its table): retry soon */
+    PROTO_IDINUSE,      /* a node id claimed while its node is alive on its connection */
     PROTO_NSTATUS
 } proto_status;
 

@@ -23,6 +23,7 @@ typedef struct flag_name {
 static const flag_name cmd_flag_names[] = {
     {CMD_WRITE, "write"}, {CMD_READONLY, "readonly"}, {CMD_FAST, "fast"},
     {CMD_NOAUTH, "no-auth"}, {CMD_ADMIN, "admin"}, {CMD_STALE, "stale"},
+    {CMD_MEMBER, "member"},
 };
 #define NFLAGS (sizeof cmd_flag_names / sizeof cmd_flag_names[0])
 

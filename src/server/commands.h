@@ -21,6 +21,9 @@ typedef void command_proc(client *c);
 #define CMD_NOAUTH   (1u << 3)   /* allowed before AUTH (AUTH, HELLO, QUIT) */
 #define CMD_ADMIN    (1u << 4)
 #define CMD_STALE    (1u << 5)
+/* Only a cluster member may run it: a role's gate (srv->role_gate) checks
+ * it (the master: a connection that proved the cluster secret). */
+#define CMD_MEMBER   (1u << 6)
 
 struct command {
     const char *name;       /* lower case, e.g. "set", "moon.putstart" */

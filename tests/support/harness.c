@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "proto/master_link.h"
 
 static pid_t h_children[H_MAX_CHILDREN];
 
@@ -223,6 +224,22 @@ redisContext *h_redis_ms(const char *host, int port, int timeout_ms) {
 redisContext *h_redis_host(const char *host, int port) { return h_redis_ms(host, port, 5000); }
 
 redisContext *h_redis(int port) { return h_redis_host("127.0.0.1", port); }
+
+int h_master_prove(redisContext *c, const char *secret) {
+    char err[256];
+    if (!c) return -1;
+    if (proto_master_prove(c, secret ? secret : "", err, sizeof err) == PROTO_LINK_OK) return 0;
+    printf("# proving the cluster secret: %s\n", err);
+    return -1;
+}
+
+redisContext *h_proven(redisContext *c, const char *secret) {
+    if (c && h_master_prove(c, secret) != 0) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
 
 int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *), const char *want,
                  const char *fmt, ...) {

@@ -67,6 +67,13 @@ redisContext *h_redis(int port);
 redisContext *h_redis_host(const char *host, int port);
 redisContext *h_redis_ms(const char *host, int port, int timeout_ms);
 
+/* A test that plays a member (a node, a client) on a raw connection to a
+ * master proves the cluster secret first (MOON.CHALLENGE, MOON.PROVE; ""
+ * when the master has none), as every member does: 0, or -1 (said on
+ * stdout). h_proven(c, secret) is c once proven, else NULL (c freed). */
+int h_master_prove(redisContext *c, const char *secret);
+redisContext *h_proven(redisContext *c, const char *secret);
+
 /* Runs a command (printf-style) on c and judges its reply, which may be
  * NULL, with pred against want (e.g. an is_error(reply, prefix)); the
  * reply is freed. pred's answer is returned. */

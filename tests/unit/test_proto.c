@@ -13,6 +13,7 @@
 #include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
+#include "proto/master_link.h"
 #include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"
@@ -852,6 +853,63 @@ static void test_reg_proof(void) {
     ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));      /* not hex */
 }
 
+/* MOON.PROVE's proof: bound to the secret and the nonce, and never the
+ * MOON.REGISTER proof of the same nonce (nor the reverse). */
+static void test_member_proof(void) {
+    uint8_t k1[PROTO_REG_KEY_LEN], k2[PROTO_REG_KEY_LEN], nonce[PROTO_NONCE_LEN] = {9, 8, 7};
+    proto_reg_key("secret", k1);
+    proto_reg_key("secret2", k2);
+    char hex[2 * PROTO_PROOF_LEN + 1], reg_hex[2 * PROTO_PROOF_LEN + 1];
+    ASSERT_EQ(proto_member_proof_hex("secret", nonce, sizeof nonce, hex), 0);
+    ASSERT_EQ(strlen(hex), 2 * PROTO_PROOF_LEN);
+    ASSERT(proto_member_proof_ok(k1, nonce, hex, strlen(hex)));
+    ASSERT(!proto_member_proof_ok(k2, nonce, hex, strlen(hex)));      /* other secret */
+    ASSERT(!proto_member_proof_ok(k1, nonce, hex, strlen(hex) - 2));  /* short */
+    /* one proof is not the other: neither replays as the other */
+    uint8_t reg[PROTO_PROOF_LEN];
+    proto_reg_proof(k1, nonce, reg);
+    hex_encode(reg, sizeof reg, reg_hex);
+    ASSERT(strcmp(hex, reg_hex) != 0);
+    ASSERT(!proto_reg_proof_ok(k1, nonce, hex, strlen(hex)));
+    ASSERT(!proto_member_proof_ok(k1, nonce, reg_hex, strlen(reg_hex)));
+    nonce[3] ^= 0x40;
+    ASSERT(!proto_member_proof_ok(k1, nonce, hex, strlen(hex)));      /* other nonce */
+    nonce[3] ^= 0x40;
+    hex[7] = hex[7] == 'a' ? 'b' : 'a';
+    ASSERT(!proto_member_proof_ok(k1, nonce, hex, strlen(hex)));      /* one digit off */
+    /* a challenge reply that is no nonce makes no proof */
+    ASSERT_EQ(proto_member_proof_hex("secret", nonce, sizeof nonce - 1, hex), -1);
+    ASSERT_EQ(proto_member_proof_hex("secret", NULL, sizeof nonce, hex), -1);
+    /* "" is a secret like any other (a cluster without one) */
+    ASSERT_EQ(proto_member_proof_hex(NULL, nonce, sizeof nonce, hex), 0);
+    proto_reg_key("", k2);
+    ASSERT(proto_member_proof_ok(k2, nonce, hex, strlen(hex)));
+}
+
+/* The steps of the proof on a reply: a nonce gives the argument, an error
+ * is said; +OK (or a master older than MOON.PROVE) accepts, NOAUTH not. */
+static void test_prove_replies(void) {
+    char hex[2 * PROTO_PROOF_LEN + 1], want[2 * PROTO_PROOF_LEN + 1], err[256];
+    char nonce[PROTO_NONCE_LEN] = "0123456789abcde";
+    redisReply r = {.type = REDIS_REPLY_STRING, .str = nonce, .len = sizeof nonce};
+    ASSERT_EQ(proto_prove_arg(&r, "s", hex, err, sizeof err), 0);
+    ASSERT_EQ(proto_member_proof_hex("s", nonce, sizeof nonce, want), 0);
+    ASSERT(strcmp(hex, want) == 0);
+    char noauth[] = "NOAUTH Authentication required.";
+    r = (redisReply){.type = REDIS_REPLY_ERROR, .str = noauth, .len = strlen(noauth)};
+    ASSERT_EQ(proto_prove_arg(&r, "s", hex, err, sizeof err), -1);
+    ASSERT(strstr(err, "NOAUTH") && strstr(err, "master_auth"));
+    ASSERT_EQ(proto_prove_arg(NULL, "s", hex, err, sizeof err), -1);
+    ASSERT(!proto_prove_accepted(&r, err, sizeof err));
+    ASSERT(strstr(err, "cluster_secret") != NULL);
+    ASSERT(!proto_prove_accepted(NULL, err, sizeof err));
+    char ok[] = "OK", old[] = "ERR unknown command 'MOON.PROVE', with args beginning with: 'ab' ";
+    r = (redisReply){.type = REDIS_REPLY_STATUS, .str = ok, .len = 2};
+    ASSERT(proto_prove_accepted(&r, err, sizeof err));
+    r = (redisReply){.type = REDIS_REPLY_ERROR, .str = old, .len = strlen(old)};
+    ASSERT(proto_prove_accepted(&r, err, sizeof err));
+}
+
 /* ---- per-slice CRCs ---- */
 
 /* parse's error text for these arguments (the list as n packed CRCs of 0). */
@@ -976,6 +1034,8 @@ int main(void) {
     RUN_TEST(test_located_refused);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
+    RUN_TEST(test_member_proof);
+    RUN_TEST(test_prove_replies);
     RUN_TEST(test_reply_bound);
     TEST_EXIT();
 }
