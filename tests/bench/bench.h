@@ -39,6 +39,13 @@ static inline void bench_skip(const char *name, const char *fmt, ...) {
 }
 
 /* A size argument such as "4MiB" or "262144"; exits on a bad one. */
+/* The cluster secret the tools that talk to a master prove
+ * ($MOONKV_CLUSTER_SECRET, "" when unset: the bench's cluster has none). */
+static inline const char *bench_secret(void) {
+    const char *s = getenv("MOONKV_CLUSTER_SECRET");
+    return s ? s : "";
+}
+
 static inline size_t bench_size_arg(const char *s) {
     uint64_t v;
     if (parse_size(s, &v) != 0 || v == 0 || v > ((uint64_t)1 << 40)) {

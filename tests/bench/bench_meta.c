@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "proto/master_link.h"
 
 typedef struct meta_run {
     redisContext *rc;
@@ -106,9 +107,11 @@ int main(int argc, char **argv) {
     }
     struct timeval tv = {10, 0};
     meta_run m = {.rc = redisConnectWithTimeout(host, port, tv), .size = bench_size_arg(argv[2])};
-    if (!m.rc || m.rc->err) {
-        bench_skip("meta.single", "cannot connect to the master at %s", argv[1]);
-        bench_skip("meta.batch", "cannot connect to the master at %s", argv[1]);
+    char err[256] = "";
+    /* it places as a client does: on a connection that proved the secret */
+    if (!m.rc || m.rc->err || proto_master_prove(m.rc, bench_secret(), err, sizeof err) != PROTO_LINK_OK) {
+        bench_skip("meta.single", "cannot use the master at %s %s", argv[1], err);
+        bench_skip("meta.batch", "cannot use the master at %s %s", argv[1], err);
         if (m.rc) redisFree(m.rc);
         return 0;
     }

@@ -18,6 +18,7 @@
 
 #include "bench.h"
 #include "core/crc32c.h"
+#include "proto/master_link.h"
 
 #define OBJ_SIZE 64
 #define BATCH    4096
@@ -120,9 +121,10 @@ int main(int argc, char **argv) {
     }
     struct timeval tv = {30, 0};
     redisContext *rc = redisConnectWithTimeout(host, port, tv);
-    if (!rc || rc->err) {
-        bench_skip(strcmp(argv[1], "fill") ? "rebuild.rate" : "rebuild.fill", "cannot connect to %s",
-                   argv[2]);
+    char err[256] = "";
+    if (!rc || rc->err || proto_master_prove(rc, bench_secret(), err, sizeof err) != PROTO_LINK_OK) {
+        bench_skip(strcmp(argv[1], "fill") ? "rebuild.rate" : "rebuild.fill", "cannot use %s %s",
+                   argv[2], err);
         if (rc) redisFree(rc);
         return 0;
     }

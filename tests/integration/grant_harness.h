@@ -45,7 +45,7 @@ static inline int gh_take(int port, const char *key, uint64_t len, int replicas,
     memset(g, 0, sizeof *g);
     g->len = len;
     redisContext *c = redisConnect("127.0.0.1", port);
-    if (!c || c->err) {
+    if (!c || c->err || h_master_prove(c, "") != 0) {   /* a client's connection proves */
         if (c) redisFree(c);
         return -1;
     }

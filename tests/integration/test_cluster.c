@@ -459,7 +459,7 @@ int main(void) {
             printf("not ok - node %d did not join\n", i + 1);
             return 1;
         }
-    adm = h_redis(PORT_MASTER);
+    adm = h_proven(h_redis(PORT_MASTER), "");   /* places and drains as a client would */
     src = mmap(NULL, 2 * (size_t)BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!adm || src == MAP_FAILED || h_mkv_connect_ms(&cli, master, NULL, 0, 3000) != MKV_OK) {
         printf("not ok - connect: %s\n", mkv_last_error(NULL));

@@ -59,7 +59,8 @@ static pid_t start_node(int i) {
 
 /* A master's reply to a placement; 1 if it is "-READONLY ...". */
 static int refuses_placement(int port, const char *key, char *why, size_t whylen) {
-    redisContext *c = h_redis_ms("127.0.0.1", port, 2000);
+    /* a member's connection: a standby takes the proof, then says READONLY */
+    redisContext *c = h_proven(h_redis_ms("127.0.0.1", port, 2000), "");
     if (!c) return 0;
     redisReply *r = redisCommand(c, "MOON.PUTSTART %s 100", key);
     int ro = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0;

@@ -46,7 +46,8 @@ static void stop_master(void) {
 static int clean_exit;
 static void test_clean_shutdown(void) { ASSERT_EQ(clean_exit, 0); }
 
-static redisContext *connect_master(void) { return h_redis_ms("127.0.0.1", port, 2000); }
+/* Connections that play a node or a client prove the secret, as those do. */
+static redisContext *connect_master(void) { return h_proven(h_redis_ms("127.0.0.1", port, 2000), SECRET); }
 
 static const char *rejoin_grace_ms = "1500";   /* the next master's */
 
@@ -1192,7 +1193,7 @@ static void test_join_waits_for_etcd(void) {
     /* The reply comes once the master's etcd calls queued before ours
      * (500 ms each while etcd is stopped) timed out: more than the usual
      * 2 s under load, and how long is not what this test checks. */
-    n.c = h_redis_ms("127.0.0.1", port, 20000);
+    n.c = h_proven(h_redis_ms("127.0.0.1", port, 20000), SECRET);
     ASSERT(n.c);
     ASSERT(kill(etcd.pid, SIGSTOP) == 0);
     redisReply *r = register_as(&n, SECRET, 1 << 20, "127.0.0.1:7204", 0, NULL);

@@ -85,7 +85,7 @@ static void start_master_and_node(int mp, const char *data_addr, const char *tra
     ASSERT(*n > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
     if (c) {
-        *c = h_redis(mp);
+        *c = h_proven(h_redis(mp), SECRET);
         ASSERT(*c);
     }
 }
@@ -291,7 +291,7 @@ static void test_register(void) {
     pid_t b = start_node(mp, mp + 3, "127.0.0.1:26004", "8MB");
     ASSERT(a > 0 && b > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 2, 5000), 0);
-    redisContext *c = h_redis(mp);
+    redisContext *c = h_proven(h_redis(mp), SECRET);
     ASSERT(c);
     char la[160] = "", lb[160] = "";
     ASSERT(nodes_line(c, 1, la, sizeof la) == 0 && nodes_line(c, 2, lb, sizeof lb) == 0);
@@ -337,7 +337,7 @@ static void test_wrong_secret_not_registered(void) {
     ASSERT(n > 0);
     ASSERT_EQ(h_wait_ping("127.0.0.1", mp + 1, n, 20000), 0);
     usleep(500 * 1000);
-    redisContext *c = h_redis(mp);
+    redisContext *c = h_proven(h_redis(mp), SECRET);
     ASSERT(c);
     ASSERT_EQ(h_count_nodes(c, "alive"), 0);
     redisFree(c);
@@ -440,7 +440,7 @@ static void test_shm_export(void) {
     ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26092", NULL, &m, &n, NULL));
     /* the master lists it a moment before its data plane has the key */
     ASSERT_EQ(h_wait_node_registered(mp + 1, 5000), 0);
-    redisContext *c = h_redis(mp);
+    redisContext *c = h_proven(h_redis(mp), SECRET);
     ASSERT(c);
     char st[16], addrs[8][64];
     int naddrs;
@@ -536,7 +536,7 @@ static void test_drain_command_leaves(void) {
     ASSERT(ok);
     int code = wait_exit(n, 8000);
     ASSERT_MSG(code == 0, "exit status %d", code);
-    c = h_redis(mp);
+    c = h_proven(h_redis(mp), SECRET);
     ASSERT(c);
     long ms = wait_state(c, 1, "dead", 300);
     redisFree(c);

@@ -115,7 +115,7 @@ static void test_large_rebuild_keeps_nodes_and_objects(void) {
     unsigned char zeros[OBJ_LEN] = {0};
     char crc[16];
     snprintf(crc, sizeof crc, "%u", crc32c(0, zeros, sizeof zeros));
-    redisContext *c = h_redis(PORT_MASTER);
+    redisContext *c = h_proven(h_redis(PORT_MASTER), "");   /* places as a client would */
     ASSERT(c);
     uint64_t t0 = mono_ms();
     for (long k = 0; k < OBJS; k += BATCH) ASSERT(place_batch(c, k, OBJS - k < BATCH ? (int)(OBJS - k) : BATCH, crc) == 0);

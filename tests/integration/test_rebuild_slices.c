@@ -32,7 +32,7 @@ static char *val;
 
 /* MOON.GET KEY's slice size and packed CRCs (*crcs fresh); 0 if it has them. */
 static int slices_of(long long *size, char **crcs, size_t *len) {
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     redisReply *r = m ? redisCommand(m, "MOON.GET %s", KEY) : NULL;
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 5 && r->element[3]->type == REDIS_REPLY_INTEGER &&
              r->element[4]->type == REDIS_REPLY_STRING;
@@ -48,7 +48,7 @@ static int slices_of(long long *size, char **crcs, size_t *len) {
 }
 
 static int rebuilt(void) {
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     redisReply *r = m ? redisCommand(m, "INFO cluster") : NULL;
     int done = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "rebuild_state:done") != NULL;
     if (r) freeReplyObject(r);

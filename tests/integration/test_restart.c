@@ -158,7 +158,7 @@ static void test_master_restart_keeps_every_object(void) {
  * writer below also cuts them mid-write). */
 static void test_puts_in_flight_never_become_visible(void) {
     /* a placement taken, nothing written, no PUTEND: the crash comes first */
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     ASSERT(m);
     redisReply *r = redisCommand(m, "MOON.PUTSTART flight:raw %d REPLICAS 2", FLIGHT_LEN);
     ASSERT(r && r->type == REDIS_REPLY_ARRAY);

@@ -126,7 +126,7 @@ static const char *const nograce_flags[] = {"--replicas", "2", "--node-timeout-m
 static int rebuild_state_is(const char *state) {
     char want[48];
     snprintf(want, sizeof want, "rebuild_state:%s\r\n", state);
-    redisContext *c = h_redis(PORT_MASTER);
+    redisContext *c = h_proven(h_redis(PORT_MASTER), "");
     redisReply *r = c ? redisCommand(c, "INFO cluster") : NULL;
     int yes = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want) != NULL;
     if (r) freeReplyObject(r);

@@ -27,7 +27,7 @@ static mkv_client *mc;
 static char *val, *back;
 
 static redisReply *master_cmd(const char *fmt, const char *key) {
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     redisReply *r = m ? redisCommand(m, fmt, key) : NULL;
     if (m) redisFree(m);
     return r;
@@ -60,7 +60,7 @@ static void test_put_end_keeps_slices(void) {
 }
 
 static void test_put_end_refusals(void) {
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     ASSERT(m);
     redisReply *r = redisCommand(m, "MOON.PUTSTART sl:bad %llu", (unsigned long long)LEN);
     ASSERT(r && r->type == REDIS_REPLY_ARRAY);

@@ -95,7 +95,7 @@ static void *churn(void *arg) {
 }
 
 static void test_churn_no_nospace(void) {
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     ASSERT(m);
     worker w[THREADS];
     pthread_t th[THREADS];
@@ -140,7 +140,7 @@ static void test_churn_no_nospace(void) {
  * lease back: removing them all leaves nothing held. */
 static void test_batch_leases_all_returned(void) {
     enum { N = 5000, SIZE = 2048 };   /* more leases than one MOON.RELEASE carries (4096) */
-    redisContext *m = h_redis(PORT_MASTER);
+    redisContext *m = h_proven(h_redis(PORT_MASTER), "");
     char master[32];
     snprintf(master, sizeof master, "127.0.0.1:%d", PORT_MASTER);
     mkv_client *c = NULL;
