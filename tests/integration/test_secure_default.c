@@ -153,7 +153,7 @@ static const struct {
 
 /* The commands that may stay open (read-only inspection, the proof
  * itself, and MOON.REGISTER, which carries its own proof). */
-static const char *const open_cmds[] = {"moon.challenge", "moon.prove", "moon.register", "moon.get",
+static const char *const open_cmds[] = {"moon.challenge", "moon.prove", "moon.register", "moon.holdlink", "moon.get",
                                          "moon.mget", "moon.mgetpacked", "moon.exists", "moon.mexists",
                                          "moon.topology", "moon.nodes", "moon.scan", "moon.object"};
 
