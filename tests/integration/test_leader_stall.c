@@ -205,7 +205,7 @@ static void wait_nodes_term(long long term, uint64_t t0, int limit_ms, long long
 
 static void test_stalled_leader(void) {
     /* A connection to the leader opened before it stops, with a put started. */
-    redisContext *pre = h_redis_ms("127.0.0.1", MASTER_A, 2000);
+    redisContext *pre = h_proven(h_redis_ms("127.0.0.1", MASTER_A, 2000), "");   /* a client's */
     ASSERT(pre);
     redisReply *r = redisCommand(pre, "MOON.PUTSTART stale-put 64 REPLICAS 1");
     ASSERT(r && r->type == REDIS_REPLY_ARRAY);
