@@ -163,6 +163,21 @@ static void test_unauthenticated_cannot_place_remove_drain(void) {
     redisFree(m);
 }
 
+/* With requirepass, AUTH is the gate of the commands that change the
+ * cluster: an authenticated connection places without proving the
+ * cluster secret (docs/SECURITY.md). */
+static void test_authenticated_needs_no_proof(void) {
+    redisContext *m = master_conn(PASSWORD);
+    ASSERT(m != NULL);
+    redisReply *r = redisCommand(m, "MOON.PUTSTART auth-noproof 1000 REPLICAS 1");
+    ASSERT_MSG(r && r->type == REDIS_REPLY_ARRAY, "PUTSTART: %s", r && r->str ? r->str : "(not placed)");
+    freeReplyObject(r);
+    r = redisCommand(m, "MOON.PUTREVOKE auth-noproof");
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(m);
+}
+
 /* ---- libmoonkv ---- */
 
 static void test_client_with_password_puts_and_gets(void) {
@@ -275,6 +290,7 @@ int main(void) {
     RUN_TEST(test_node_with_wrong_password_is_told);
     RUN_TEST(test_node_without_password_is_told);
     RUN_TEST(test_unauthenticated_cannot_place_remove_drain);
+    RUN_TEST(test_authenticated_needs_no_proof);
     RUN_TEST(test_client_with_password_puts_and_gets);
     RUN_TEST(test_client_wrong_or_missing_password);
     RUN_TEST(test_gateway_with_password_works);
