@@ -152,9 +152,10 @@ static const struct {
 #define NHARMFUL (sizeof harmful / sizeof harmful[0])
 
 /* The commands that may stay open (read-only inspection, the proof
- * itself, and MOON.REGISTER, which carries its own proof). */
-static const char *const open_cmds[] = {"moon.challenge", "moon.prove", "moon.register", "moon.holdlink", "moon.get",
-                                         "moon.mget", "moon.mgetpacked", "moon.exists", "moon.mexists",
+ * itself, and MOON.REGISTER and MOON.HOLDLINK, which carry their own). */
+static const char *const open_cmds[] = {"moon.challenge", "moon.prove", "moon.register", "moon.holdlink",
+                                         "moon.get", "moon.mget", "moon.mgetpacked", "moon.exists",
+                                         "moon.mexists", "moon.prefix",
                                          "moon.topology", "moon.nodes", "moon.scan", "moon.object"};
 
 static int is_open(const char *name) {
