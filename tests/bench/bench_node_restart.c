@@ -131,7 +131,7 @@ static int fill(long count) {
     static unsigned char zeros[OBJ_SIZE];
     char crc[16];
     snprintf(crc, sizeof crc, "%u", crc32c(0, zeros, sizeof zeros));
-    redisContext *rc = h_redis_ms("127.0.0.1", port_master, 30000);
+    redisContext *rc = h_proven(h_redis_ms("127.0.0.1", port_master, 30000), "");   /* places as a client */
     if (!rc) return -1;
     uint64_t t0 = mono_us();
     int bad = 0;
