@@ -29,7 +29,7 @@ struct lw_conn {
 
 struct leader_watch {
     char *name;                  /* endpoints "\n" cluster: the registry's key */
-    char cluster[128];
+    char cluster[ETCD_KEY_MAX];   /* the leader key is built from it (etcd_leader_lookup) */
     int refs;                    /* under registry_mu */
     etcd_client *ec;             /* the thread's */
     pthread_t th;
