@@ -278,6 +278,10 @@ static inline int fx_refuses_placement(const fx_cluster *c, int i, char *said, s
         snprintf(said, len, "(no connection)");
         return 1;
     }
+    /* As a member would: a stranger's placement is refused NOAUTH by any
+     * master, which says nothing of fencing. A fenced leader may refuse the
+     * proof too; the placement must then still be READONLY. */
+    h_master_prove(r, "");
     redisReply *rep = redisCommand(r, "MOON.PUTSTART fx-fenced-%d 100", (int)getpid());
     int refused = !rep || (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0);
     snprintf(said, len, "%s", rep && rep->str ? rep->str : rep ? "(not an error)" : r->errstr);
