@@ -12,8 +12,8 @@
  *
  * Objects stored before a failover are NOT expected to survive it: the new
  * leader starts with an empty table (the rebuild from node reports is not
- * built yet), so only new puts are asserted. Ports 29200-29299 (not the
- * bench's 25000-25999: its roles take random free ports there). */
+ * built yet), so only new puts are asserted. Ports (etcd's too): one
+ * block of h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,12 +29,13 @@
 #include "probe_harness.h"
 #include "test.h"
 
-#define ETCD_PORT    29290
-#define ETCD_PEER    29291
-#define MASTER_A     29200
-#define MASTER_B     29201
-#define NODE_PORT    29210   /* + i; data plane on 29220 + i */
-#define GATEWAY_PORT 29230
+static int port0;
+#define ETCD_PORT    (port0 + 3)
+#define ETCD_PEER    (port0 + 4)
+#define MASTER_A     (port0 + 0)
+#define MASTER_B     (port0 + 1)
+#define NODE_PORT    (port0 + 10)   /* + i; data plane on NODE_PORT + 10 + i */
+#define GATEWAY_PORT (port0 + 2)
 #define NODES        2
 #define LEASE_S      2
 #define SETUP_WAIT_MS 30000  /* each setup step, on a loaded machine with the SAN build */
@@ -228,6 +229,7 @@ static int setup(void) {
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = remove_datadir;
+    h_setup_or_exit(port0 = h_free_ports(20 + NODES), "free ports");
     if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
     if (setup() != 0) return 1;
     RUN_TEST(test_leader_and_standby);

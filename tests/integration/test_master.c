@@ -1,7 +1,8 @@
 /* Integration test of the master role: a real `moonkv-server --role master`
  * driven with hiredis, this test playing the memory nodes itself (it
- * speaks the node side of src/master/PROTOCOL.md). Ports 24000-24099; the
- * masters with etcd (the member records) 29100-29109. */
+ * speaks the node side of src/master/PROTOCOL.md). Ports: one block of
+ * h_free_ports, taken first in main() (the masters, then etcd's and the
+ * masters with etcd); the gap tests take a block of their own. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdint.h>
@@ -28,7 +29,9 @@
 #include "test.h"
 
 #define SECRET "it-secret"
-#define PORT_BASE 24000
+#define MASTER_PORTS 24   /* the masters started one after another, each on a port of its own */
+
+static int port0;
 
 static pid_t master_pid = -1;
 static int port;
@@ -78,7 +81,7 @@ static void master_args(h_args *a, int at, int put_timeout_ms, int node_timeout_
 /* Start a master with the given timeouts; 0 once it answers PING. */
 static int start_master(int put_timeout_ms, int node_timeout_ms, int lease_ms) {
     static int next = 0;
-    port = PORT_BASE + (next++ % 100);
+    port = port0 + (next++ % MASTER_PORTS);
     h_args a = {0};
     master_args(&a, port, put_timeout_ms, node_timeout_ms, lease_ms);
     master_pid = h_start(a.v, port, "/dev/null", NULL, 5000);
@@ -1047,10 +1050,10 @@ static void test_no_nodes_yet_is_tryagain(void) {
 
 /* ---- with etcd: the member records (members.c) ---- */
 
-#define ETCD_PORT 29100
-#define ETCD_PEER 29101
-#define LEADER_A  29102
-#define LEADER_B  29103
+#define ETCD_PORT (port0 + MASTER_PORTS)
+#define ETCD_PEER (port0 + MASTER_PORTS + 1)
+#define LEADER_A  (port0 + MASTER_PORTS + 2)
+#define LEADER_B  (port0 + MASTER_PORTS + 3)
 #define CLUSTER   "members-test"
 
 static h_etcd etcd;
@@ -1386,6 +1389,7 @@ static void run_etcd_tests(void) {
 
 int main(void) {
     h_init(120);
+    h_setup_or_exit(port0 = h_free_ports(MASTER_PORTS + 4), "free ports");
     if (start_master(5000, 5000, 2000) != 0) {
         printf("not ok - start master\n");
         return 1;

@@ -1,8 +1,9 @@
 /* Integration test of the memory node role: a real master and real
  * `moonkv-server --role node` processes; the master's view (MOON.NODES,
  * MOON.TOPOLOGY) is checked with hiredis and the node's data port is
- * driven with the backend's TCP transport. Ports 26000-26099: test i
- * uses 26000 + 10*i (master) and the next ports for its nodes. */
+ * driven with the backend's TCP transport. Each test takes a block of
+ * h_free_ports: its master on the first port, its nodes on the next ones
+ * (RESP, then data plane). */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdint.h>
@@ -22,7 +23,16 @@
 
 #define SECRET          "node-it-secret"
 #define NODE_TIMEOUT_MS 1500
-#define PORT_BASE       26000
+#define ADDR_LEN        32
+
+/* A test's first port (its master's); the next few are its nodes'. */
+static int test_ports(void) { return h_free_ports(8); }
+
+/* "127.0.0.1:port" in buf (ADDR_LEN bytes): a node's data address. */
+static const char *addr_at(char *buf, int port) {
+    snprintf(buf, ADDR_LEN, "127.0.0.1:%d", port);
+    return buf;
+}
 
 /* ---- processes ---- */
 
@@ -284,11 +294,14 @@ static void dp_once(const char *addr, te_op op, void *buf, uint64_t off, uint64_
 /* Two nodes register with their segment sizes and data addresses; the
  * node's INFO reports what the master knows. */
 static void test_register(void) {
-    int mp = PORT_BASE;
+    int mp = test_ports();
     pid_t m = start_master(mp);
     ASSERT(m > 0);
-    pid_t a = start_node(mp, mp + 1, "127.0.0.1:26002,127.0.0.2:26002", "16MB");
-    pid_t b = start_node(mp, mp + 3, "127.0.0.1:26004", "8MB");
+    char da[ADDR_LEN], db[ADDR_LEN], da2[ADDR_LEN], both[2 * ADDR_LEN], want[96];
+    snprintf(da2, sizeof da2, "127.0.0.2:%d", mp + 2);
+    snprintf(both, sizeof both, "%s,%s", addr_at(da, mp + 2), da2);
+    pid_t a = start_node(mp, mp + 1, both, "16MB");
+    pid_t b = start_node(mp, mp + 3, addr_at(db, mp + 4), "8MB");
     ASSERT(a > 0 && b > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 2, 5000), 0);
     redisContext *c = h_proven(h_redis(mp), SECRET);
@@ -296,17 +309,19 @@ static void test_register(void) {
     char la[160] = "", lb[160] = "";
     ASSERT(nodes_line(c, 1, la, sizeof la) == 0 && nodes_line(c, 2, lb, sizeof lb) == 0);
     /* Registration order is not fixed: find each by its address. */
-    const char *na = strstr(la, "26002") ? la : lb, *nb = na == la ? lb : la;
-    ASSERT_MSG(strstr(na, " 127.0.0.1:26002 alive 16777216 ") != NULL, "line: %s", na);
-    ASSERT_MSG(strstr(nb, " 127.0.0.1:26004 alive 8388608 ") != NULL, "line: %s", nb);
+    const char *na = strstr(la, da) ? la : lb, *nb = na == la ? lb : la;
+    snprintf(want, sizeof want, " %s alive 16777216 ", da);
+    ASSERT_MSG(strstr(na, want) != NULL, "line: %s", na);
+    snprintf(want, sizeof want, " %s alive 8388608 ", db);
+    ASSERT_MSG(strstr(nb, want) != NULL, "line: %s", nb);
 
     uint32_t ida = na == la ? 1 : 2;
     char st[16], addrs[8][64];
     int naddrs;
     node_state(c, ida, st, sizeof st, addrs, &naddrs);
     ASSERT(naddrs >= 2);
-    ASSERT_STREQ(addrs[0], "127.0.0.1:26002");
-    ASSERT_STREQ(addrs[1], "127.0.0.2:26002");
+    ASSERT_STREQ(addrs[0], da);
+    ASSERT_STREQ(addrs[1], da2);
     redisFree(c);
 
     char v[64];
@@ -328,7 +343,7 @@ static void test_register(void) {
 
 /* A node with a wrong cluster secret is refused by the master. */
 static void test_wrong_secret_not_registered(void) {
-    int mp = PORT_BASE + 10;
+    int mp = test_ports();
     pid_t m = start_master(mp);
     ASSERT(m > 0);
     h_args a = {0};
@@ -350,16 +365,17 @@ static void test_wrong_secret_not_registered(void) {
 
 /* kill -9: dead within the node timeout (plus one sweep period). */
 static void test_kill9_declared_dead(void) {
-    int mp = PORT_BASE + 20;
+    int mp = test_ports();
+    char d[ADDR_LEN];
     pid_t m, n;
     redisContext *c;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26022", "tcp", &m, &n, &c));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), "tcp", &m, &n, &c));
     /* --transport tcp: no shm export, so no unix: address. */
     char st[16], addrs[8][64];
     int naddrs;
     node_state(c, 1, st, sizeof st, addrs, &naddrs);
     ASSERT_EQ(naddrs, 1);
-    ASSERT_STREQ(addrs[0], "127.0.0.1:26022");
+    ASSERT_STREQ(addrs[0], d);
     h_kill(n);
     long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
     redisFree(c);
@@ -371,10 +387,11 @@ static void test_kill9_declared_dead(void) {
 /* The data port: wrong secret refused; forged and out-of-range caps
  * refused; a write with a MOON.PUTSTART cap then a read are byte-exact. */
 static void test_data_plane_caps(void) {
-    int mp = PORT_BASE + 30;
+    int mp = test_ports();
+    char daddr[ADDR_LEN];
     pid_t m, n;
     redisContext *c;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26032", NULL, &m, &n, &c));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(daddr, mp + 2), NULL, &m, &n, &c));
     enum { SZ = 8192 };
     static char buf[2 * SZ];
     char *out = buf, *in = buf + SZ;
@@ -390,11 +407,11 @@ static void test_data_plane_caps(void) {
     char err[256];
     dp d;
     /* Wrong secret: the connection is refused before any request. */
-    int rc = dp_open(&d, "wrong-secret", "127.0.0.1:26032", buf, sizeof buf, err, sizeof err);
+    int rc = dp_open(&d, "wrong-secret", daddr, buf, sizeof buf, err, sizeof err);
     dp_close(&d);
     ASSERT_MSG(rc != 0, "connected with a wrong secret");
 
-    ASSERT_MSG(dp_open(&d, SECRET, "127.0.0.1:26032", buf, sizeof buf, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(dp_open(&d, SECRET, daddr, buf, sizeof buf, err, sizeof err) == 0, "%s", err);
     /* Signed with a key that is not the master's. */
     te_cap forged = cap;
     uint8_t bad_key[TE_CAP_KEY_LEN] = {1, 2, 3};
@@ -421,7 +438,7 @@ static void test_data_plane_caps(void) {
     redisFree(c);
     ASSERT(ok);
     int st_read;
-    ASSERT_STEP(dp_once("127.0.0.1:26032", TE_READ, in, off, SZ, &cap, &st_read));
+    ASSERT_STEP(dp_once(daddr, TE_READ, in, off, SZ, &cap, &st_read));
     ASSERT_EQ(st_read, TE_OK);
     ASSERT_MEMEQ(in, out, SZ);
 
@@ -435,9 +452,10 @@ static void test_data_plane_caps(void) {
 /* The segment is exported over shm too (transport auto): bytes written
  * through the unix socket's mapping are read back over TCP. */
 static void test_shm_export(void) {
-    int mp = PORT_BASE + 90;
+    int mp = test_ports();
+    char d[ADDR_LEN];
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26092", NULL, &m, &n, NULL));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, NULL));
     /* the master lists it a moment before its data plane has the key */
     ASSERT_EQ(h_wait_node_registered(mp + 1, 5000), 0);
     redisContext *c = h_proven(h_redis(mp), SECRET);
@@ -446,7 +464,7 @@ static void test_shm_export(void) {
     int naddrs;
     node_state(c, 1, st, sizeof st, addrs, &naddrs);
     ASSERT_EQ(naddrs, 2);
-    ASSERT_STREQ(addrs[0], "127.0.0.1:26092");
+    ASSERT_STREQ(addrs[0], d);
     ASSERT(strncmp(addrs[1], "unix:@moonkv-node-", 18) == 0);
 
     enum { SZ = 65536 };
@@ -475,10 +493,11 @@ static void test_shm_export(void) {
  * node (a copy task: the survivor reads it from the leaving node), then
  * the node exits 0 and the master reports it dead at once, not by timeout. */
 static void test_sigterm_leaves_gracefully(void) {
-    int mp = PORT_BASE + 40;
+    int mp = test_ports();
+    char da[ADDR_LEN], db[ADDR_LEN];
     pid_t m, a;
     redisContext *c;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26042", NULL, &m, &a, &c));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(da, mp + 2), NULL, &m, &a, &c));
 
     /* An object on node 1, the only node yet. */
     enum { SZ = 100000 };
@@ -489,11 +508,11 @@ static void test_sigterm_leaves_gracefully(void) {
     te_cap cap;
     ASSERT(put_start(c, "drain-key", SZ, &node, &off, &len, &cap) == 0);
     int st;
-    ASSERT_STEP(dp_once("127.0.0.1:26042", TE_WRITE, out, off, SZ, &cap, &st));
+    ASSERT_STEP(dp_once(da, TE_WRITE, out, off, SZ, &cap, &st));
     ASSERT_EQ(st, TE_OK);
     ASSERT(put_end(c, "drain-key", crc32c(0, out, SZ)));
 
-    pid_t b = start_node(mp, mp + 3, "127.0.0.1:26044", "4MB");
+    pid_t b = start_node(mp, mp + 3, addr_at(db, mp + 4), "4MB");
     ASSERT(b > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 2, 5000), 0);
 
@@ -508,7 +527,7 @@ static void test_sigterm_leaves_gracefully(void) {
     redisFree(c);
     ASSERT_MSG(ok, "drain-key lost with the leaving node");
     ASSERT_EQ(node, 2);
-    ASSERT_STEP(dp_once("127.0.0.1:26044", TE_READ, in, off, SZ, &cap, &st));
+    ASSERT_STEP(dp_once(db, TE_READ, in, off, SZ, &cap, &st));
     ASSERT_EQ(st, TE_OK);
     ASSERT_MEMEQ(in, out, SZ);
     char v[64];
@@ -524,9 +543,10 @@ static void test_sigterm_leaves_gracefully(void) {
 
 /* MOON.DRAIN on the node's own port leaves like SIGTERM. */
 static void test_drain_command_leaves(void) {
-    int mp = PORT_BASE + 70;
+    int mp = test_ports();
+    char d[ADDR_LEN];
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26072", NULL, &m, &n, NULL));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, NULL));
     redisContext *c = h_redis(mp + 1);
     ASSERT(c);
     redisReply *r = redisCommand(c, "MOON.DRAIN");
@@ -546,8 +566,9 @@ static void test_drain_command_leaves(void) {
 
 /* With no master to drain it, SIGTERM just exits (cleanly, promptly). */
 static void test_sigterm_without_master(void) {
-    int mp = PORT_BASE + 80;
-    pid_t n = start_node(mp, mp + 1, "127.0.0.1:26082", "4MB");
+    int mp = test_ports();
+    char d[ADDR_LEN];
+    pid_t n = start_node(mp, mp + 1, addr_at(d, mp + 2), "4MB");
     ASSERT(n > 0);
     kill(n, SIGTERM);
     int code = wait_exit(n, 5000);
@@ -556,9 +577,10 @@ static void test_sigterm_without_master(void) {
 
 /* The master restarts: the node notices and registers with the new one. */
 static void test_reregister_after_master_restart(void) {
-    int mp = PORT_BASE + 50;
+    int mp = test_ports();
+    char d[ADDR_LEN];
     pid_t m, n;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26052", NULL, &m, &n, NULL));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, NULL));
     h_kill(m);
     m = start_master(mp);
     ASSERT(m > 0);
@@ -572,10 +594,11 @@ static void test_reregister_after_master_restart(void) {
  * NODEDEAD on its next heartbeat and registers again under its own id
  * (an id means one node), starting empty. */
 static void test_reregister_after_declared_dead(void) {
-    int mp = PORT_BASE + 55;
+    int mp = test_ports();
+    char d[ADDR_LEN];
     pid_t m, n;
     redisContext *c;
-    ASSERT_STEP(start_master_and_node(mp, "127.0.0.1:26057", NULL, &m, &n, &c));
+    ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, &c));
     kill(n, SIGSTOP);
     long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
     kill(n, SIGCONT);
@@ -593,7 +616,7 @@ static void test_reregister_after_declared_dead(void) {
 
 /* A bad start-up fails cleanly: RDMA asked for on a host without a device. */
 static void test_rdma_without_device_fails(void) {
-    int mp = PORT_BASE + 60;
+    int mp = test_ports();
     h_args a = {0};
     node_args(&a, mp, mp + 1, "4MB", NULL, NULL, "rdma");
     pid_t n = h_spawn(a.v);

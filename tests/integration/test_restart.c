@@ -9,7 +9,7 @@
  * - puts in flight at the crash never become visible half-written;
  * - a node restarted with the same id and an empty segment reports
  *   nothing, and its old replicas are copied again from the others.
- * Ports 32000-32099. */
+ * Ports: one block of h_free_ports, taken first in main(). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +20,10 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define PORT_MASTER  32000
-#define PORT_GATEWAY 32001
-#define PORT_NODE(i) (32010 + 2 * (i))   /* RESP; its data plane is +1 */
+static int port0;
+#define PORT_MASTER  (port0 + 0)
+#define PORT_GATEWAY (port0 + 1)
+#define PORT_NODE(i) (port0 + 10 + 2 * (i))   /* RESP; its data plane is +1 */
 #define NODES        3
 #define OBJS         10000
 #define OBJ_LEN      256
@@ -294,6 +295,7 @@ static int start_all(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NODES), "free ports");
     h_setup_or_exit(start_all(), "start master, nodes, gateway, client");
     RUN_TEST(test_master_restart_keeps_every_object);
     RUN_TEST(test_puts_in_flight_never_become_visible);

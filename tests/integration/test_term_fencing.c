@@ -5,9 +5,9 @@
  * that claims term T-1, as a deposed leader that woke up would. The node
  * must refuse it however often it retries: no new registration, still
  * term T. Once the stand-in claims a newer term the same node registers
- * with it at once, so the refusal was the term's doing. Ports 31320-31339
- * (below the kernel's ephemeral range: a client's TIME-WAIT on a port
- * there blocks a listener). */
+ * with it at once, so the refusal was the term's doing. Ports (etcd's
+ * too): one block of h_free_ports (below the kernel's ephemeral range: a
+ * client's TIME-WAIT on a port there blocks a listener). */
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -27,11 +27,12 @@
 #include "proto/limits.h"
 #include "test.h"
 
-#define ETCD_PORT    31330
-#define ETCD_PEER    31331
-#define MASTER_PORT  31320
-#define NODE_PORT    31322   /* data plane on 31323 */
-#define FAKE_PORT    31325
+static int port0;
+#define ETCD_PORT    (port0 + 10)
+#define ETCD_PEER    (port0 + 11)
+#define MASTER_PORT  (port0 + 0)
+#define NODE_PORT    (port0 + 2)   /* data plane on NODE_PORT + 1 */
+#define FAKE_PORT    (port0 + 5)
 #define CLUSTER      "term-test"
 #define LEASE_S      2
 #define TIME_LIMIT_S 90
@@ -154,9 +155,12 @@ static void test_node_refuses_an_older_term(void) {
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = remove_datadir;
+    h_setup_or_exit(port0 = h_free_ports(12), "free ports");
     if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
     master = h_start_etcd_role("master", MASTER_PORT, etcd.url, CLUSTER, LEASE_S, NULL);
-    const char *extra[] = {"--segment-size", "16MB", "--data-addrs=127.0.0.1:31323", "--prefault", "no", NULL};
+    char data[48];
+    snprintf(data, sizeof data, "--data-addrs=127.0.0.1:%d", NODE_PORT + 1);
+    const char *extra[] = {"--segment-size", "16MB", data, "--prefault", "no", NULL};
     if (master > 0 && h_wait_role(MASTER_PORT, "leader", 10000) == 0)
         node = h_start_etcd_role("node", NODE_PORT, etcd.url, CLUSTER, LEASE_S, extra);
     h_setup_or_exit(master > 0 && node > 0 ? 0 : -1, "term-fencing/setup");
