@@ -60,6 +60,7 @@ struct te_engine {
 typedef struct job {
     te_object *obj;
     uint64_t obj_off, len;
+    int seg_first, nseg;      /* a segmented object's: run.segs[seg_first..+nseg) */
     int rep;                  /* replica in use */
     uint32_t tried;           /* read: replicas given up on */
     int attempts;
@@ -299,11 +300,25 @@ static int registered(te_engine *e, const void *addr, uint64_t len) {
 
 /* ---- placement checks and slicing ---- */
 
+static int check_segments(const te_object *o, char *err, size_t errlen) {
+    uint64_t sum = 0;
+    for (int i = 0; o->iov && i < o->niov; i++) {
+        if (!o->iov[i].iov_base || !o->iov[i].iov_len) break;
+        sum += o->iov[i].iov_len;
+    }
+    if (o->niov < 0 || !o->iov || sum != o->len) {
+        snprintf(err, errlen, "segments must be non-empty and add up to the object");
+        return TE_EINVAL;
+    }
+    return TE_OK;
+}
+
 static int check_object(const te_object *o, char *err, size_t errlen) {
-    if (!o->buf || !o->len || o->nrep < 1 || o->nrep > TE_ENGINE_MAX_REPLICAS) {
+    if ((!o->buf && !o->niov) || !o->len || o->nrep < 1 || o->nrep > TE_ENGINE_MAX_REPLICAS) {
         snprintf(err, errlen, "object needs a buffer, a length and 1..%d replicas", TE_ENGINE_MAX_REPLICAS);
         return TE_EINVAL;
     }
+    if (o->niov && check_segments(o, err, errlen) != TE_OK) return TE_EINVAL;
     for (int r = 0; r < o->nrep; r++) {
         const te_replica *rp = &o->reps[r];
         uint64_t sum = 0;
@@ -351,18 +366,64 @@ static uint64_t slice_len(const te_engine *e, const te_object *o, uint64_t off) 
     return len;
 }
 
-static job *make_jobs(te_engine *e, te_object *objs, int n, int writing, int *njobs) {
-    int cap = 64, count = 0;
+typedef struct run run;
+struct run {
+    te_engine *e;
+    job *jobs;
+    struct iovec *segs;       /* the local segments of jobs of segmented objects */
+    int nsegs;
+    int njobs, left, writing;
+    char *err;
+    size_t errlen;
+    int first_err;
+};
+
+/* A segmented object's walk: segment si starts at object offset at. */
+typedef struct seg_walk {
+    int si;
+    uint64_t at;
+} seg_walk;
+
+/* The local segments of o's bytes [off, off + *len), at most TE_REQ_SEGS
+ * of them (*len is cut at a segment end to keep to that), appended to
+ * r->segs (room grown as needed); w moves on to off + *len. */
+static void cut_segments(run *r, int *cap, const te_object *o, uint64_t off, uint64_t *len, seg_walk *w, job *j) {
+    uint64_t end = off + *len, at = off;
+    j->seg_first = r->nsegs;
+    j->nseg = 0;
+    while (at < end && j->nseg < TE_REQ_SEGS) {
+        const struct iovec *s = &o->iov[w->si];
+        uint64_t seg_end = w->at + s->iov_len, stop = end < seg_end ? end : seg_end;
+        if (r->nsegs == *cap) r->segs = xrealloc(r->segs, (size_t)(*cap *= 2) * sizeof *r->segs);
+        r->segs[r->nsegs++] = (struct iovec){ (char *)s->iov_base + (at - w->at), (size_t)(stop - at) };
+        j->nseg++;
+        at = stop;
+        if (at == seg_end) {
+            w->at = seg_end;
+            w->si++;
+        }
+    }
+    *len = at - off;
+}
+
+static job *make_jobs(run *rn, te_object *objs, int n, int writing, int *njobs) {
+    te_engine *e = rn->e;
+    int cap = 64, count = 0, segcap = 64;
     job *jobs = xmalloc((size_t)cap * sizeof *jobs);
+    rn->segs = xmalloc((size_t)segcap * sizeof *rn->segs);
     for (int i = 0; i < n; i++) {
         if (objs[i].status != TE_OK) continue;
         uint64_t k = 0;
+        seg_walk w = {0, 0};
         for (uint64_t off = 0; off < objs[i].len; k++) {
             uint64_t len = slice_len(e, &objs[i], off);
+            job proto = { .obj = &objs[i], .obj_off = off };
+            if (objs[i].niov) cut_segments(rn, &segcap, &objs[i], off, &len, &w, &proto);
+            proto.len = len;
             for (int r = 0; r < (writing ? objs[i].nrep : 1); r++) {
                 if (count == cap) jobs = xrealloc(jobs, (size_t)(cap *= 2) * sizeof *jobs);
-                jobs[count++] = (job){ .obj = &objs[i], .obj_off = off, .len = len,
-                                       .rep = writing ? r : (int)(k % (uint64_t)objs[i].nrep) };
+                jobs[count] = proto;
+                jobs[count++].rep = writing ? r : (int)(k % (uint64_t)objs[i].nrep);
             }
             off += len;
         }
@@ -487,14 +548,6 @@ static void node_stalled(te_engine *e, enode *n) {
 
 /* ---- running jobs ---- */
 
-typedef struct run {
-    te_engine *e;
-    job *jobs;
-    int njobs, left, writing;
-    char *err;
-    size_t errlen;
-    int first_err;
-} run;
 
 /* node: whose fault it was (0: not a node's), so a writer can place again
  * elsewhere. */
@@ -552,7 +605,9 @@ static int job_dispatch(run *r, job *j, int idx) {
                 best = p;
         }
         if (!best) return 0;
-        te_req q = { .op = r->writing ? TE_WRITE : TE_READ, .local = (char *)j->obj->buf + j->obj_off,
+        te_req q = { .op = r->writing ? TE_WRITE : TE_READ,
+                     .local = j->nseg ? NULL : (char *)j->obj->buf + j->obj_off,
+                     .iov = j->nseg ? r->segs + j->seg_first : NULL, .niov = j->nseg,
                      .remote_off = x->offset + (j->obj_off - start), .len = j->len, .cap = &x->cap,
                      .cookie = (uint64_t)idx };
         int k = te_submit(best->t, best->p, &q, 1);
@@ -659,7 +714,14 @@ static eregion *temp_register(te_engine *e, te_object *objs, int n) {
     eregion *tmp = xcalloc((size_t)n, sizeof *tmp);
     char err[128];
     for (int i = 0; i < n; i++) {
-        if (objs[i].status != TE_OK || registered(e, objs[i].buf, objs[i].len)) continue;
+        if (objs[i].status != TE_OK) continue;
+        if (objs[i].niov) {   /* segments are the caller's registered memory, or refused */
+            for (int s = 0; s < objs[i].niov && objs[i].status == TE_OK; s++)
+                if (!te_engine_segments(e) || !registered(e, objs[i].iov[s].iov_base, objs[i].iov[s].iov_len))
+                    objs[i].status = TE_EINVAL;
+            continue;
+        }
+        if (registered(e, objs[i].buf, objs[i].len)) continue;
         tmp[i].addr = objs[i].buf;
         tmp[i].len = objs[i].len;
         if (region_reg(e, &tmp[i], 0, err, sizeof err) != 0) objs[i].status = TE_EINVAL;
@@ -682,7 +744,7 @@ static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err
     }
     eregion *tmp = temp_register(e, objs, n);
     run r = { .e = e, .writing = writing, .err = err, .errlen = errlen, .first_err = TE_OK };
-    r.jobs = make_jobs(e, objs, n, writing, &r.njobs);
+    r.jobs = make_jobs(&r, objs, n, writing, &r.njobs);
     r.left = r.njobs;
     int rc = run_jobs(&r);
     object_crcs(&r, objs, n);
@@ -690,6 +752,7 @@ static int transfer(te_engine *e, te_object *objs, int n, int writing, char *err
     for (int i = 0; i < n; i++) region_dereg(e, &tmp[i]);
     free(tmp);
     free(r.jobs);
+    free(r.segs);
     pthread_mutex_unlock(&e->mu);
     return first;
 }
@@ -795,8 +858,8 @@ static int engine_now(te_engine *e, te_op op, te_object *objs, int n) {
         o->failed_node = 0;
         o->crc_ok = 0;
         o->status = check_object(o, why, sizeof why);
-        if (o->status != TE_OK || !registered(e, o->buf, o->len)) {
-            o->status = TE_EINVAL;
+        if (o->status != TE_OK || o->niov || !registered(e, o->buf, o->len)) {
+            o->status = TE_EINVAL;   /* segmented objects go the usual way */
             continue;
         }
         o->status = object_now(e, op, o, now_ms);
@@ -837,4 +900,10 @@ uint64_t te_engine_bytes_via(te_engine *e, const char *transport) {
         if (strcmp(te_transport_name(e->t[i]), transport) == 0) n = e->bytes_via[i];
     pthread_mutex_unlock(&e->mu);
     return n;
+}
+
+int te_engine_segments(te_engine *e) {
+    for (int i = 0; i < e->nt; i++)
+        if (!e->t[i]->ops->segments) return 0;
+    return e->nt > 0;
 }

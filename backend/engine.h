@@ -40,6 +40,12 @@ typedef struct te_replica {
 typedef struct te_object {
     void *buf;                /* local bytes (read into / written from) */
     uint64_t len;
+    /* Optional: the local bytes are these niov segments in order (buf
+     * unused), their lengths summing to len, each inside a registered
+     * buffer. Every transport must take segments (te_engine_segments);
+     * a request then carries up to TE_REQ_SEGS of them. */
+    const struct iovec *iov;
+    int niov;
     const te_replica *reps;
     int nrep;
     int status;               /* out: TE_OK or the TE_E* that failed it */
@@ -124,6 +130,9 @@ int te_engine_write_now(te_engine *e, te_object *objs, int n);
 int te_engine_connect_local(te_engine *e);
 
 void te_engine_get_stats(te_engine *e, te_engine_stats *out);
+/* 1 when every transport of e takes requests with local segments, so
+ * objects may carry an iov (RDMA does not yet). */
+int te_engine_segments(te_engine *e);
 /* Bytes moved by the transport named "tcp", "shm" or "rdma" (0 if absent). */
 uint64_t te_engine_bytes_via(te_engine *e, const char *transport);
 

@@ -57,6 +57,7 @@ typedef struct copy_item {
     char *local;
     uint64_t off, len;
     int req;                  /* index in the path's queue */
+    int first;                /* the request's first piece */
     uint32_t crc;             /* map mode: of this piece */
 } copy_item;
 
@@ -151,7 +152,7 @@ static void path_fail(te_path *p, int status) {
  * writing elsewhere, which is why map mode is for trusted clients. */
 static int local_check(te_path *p, const te_req *r, uint64_t now_ms) {
     if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-        !te_mr_list_covers(&p->x->b.mrs, r->local, r->len))
+        !te_mr_list_covers_req(&p->x->b.mrs, r))
         return TE_EINVAL;
     if (r->remote_off > p->size || r->len > p->size - r->remote_off) return TE_ERANGE;
     return te_cap_check_nokey(r->cap, p->node_id, r->op, r->remote_off, r->len, now_ms);
@@ -188,7 +189,7 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     uint64_t bytes = 0;
     for (int i = 0; i < nq; i++)
         if (p->q[i].op == op && status[i] == TE_OK) {
-            n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
+            n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE) + p->q[i].niov;
             bytes += p->q[i].len;
         }
     if (n == 0) return;
@@ -198,19 +199,25 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     for (int i = 0; i < nq; i++) {
         const te_req *q = &p->q[i];
         if (q->op != op || status[i] != TE_OK) continue;
-        for (uint64_t at = 0; at < q->len; at += COPY_PIECE)
-            b.it[k++] = (copy_item){ .local = (char *)q->local + at, .off = q->remote_off + at,
-                                     .len = q->len - at < COPY_PIECE ? q->len - at : COPY_PIECE, .req = i };
+        int nseg = q->niov ? q->niov : 1, kfirst = k;
+        uint64_t off = q->remote_off;
+        for (int s = 0; s < nseg; s++) {   /* each segment, in pieces of COPY_PIECE */
+            char *local = q->niov ? q->iov[s].iov_base : q->local;
+            uint64_t len = q->niov ? q->iov[s].iov_len : q->len;
+            for (uint64_t at = 0; at < len; at += COPY_PIECE, k++)
+                b.it[k] = (copy_item){ .local = local + at, .off = off + at, .req = i, .first = k == kfirst,
+                                       .len = len - at < COPY_PIECE ? len - at : COPY_PIECE };
+            off += len;
+        }
     }
     /* FD-mode writes stay on this thread: shmem serialises writers of one
      * file on its inode lock, so a second writer would only spin. Reads,
      * and copies through the mapping, take no lock. */
     int pooled = (op == TE_READ || map) && bytes >= COPY_POOL_MIN;
-    workpool_run(pooled ? p->x->pool : NULL, n, copy_piece, &b);
-    for (int i = 0; crc && i < k; i++) {
+    workpool_run(pooled ? p->x->pool : NULL, k, copy_piece, &b);   /* k: the items made (n bounds them) */
+    for (int i = 0; crc && i < k; i++) {   /* pieces come in request order */
         const copy_item *c = &b.it[i];
-        int first = c->local == (char *)p->q[c->req].local;   /* pieces come in request order */
-        crc[c->req] = first ? c->crc : crc32c_combine(crc[c->req], c->crc, c->len);
+        crc[c->req] = c->first ? c->crc : crc32c_combine(crc[c->req], c->crc, c->len);
     }
     free(b.it);
 }
@@ -318,7 +325,7 @@ static void path_run_mapped(te_path *p) {
  * exchange (as path_run_mapped's warm requests). Both read_now and
  * write_now. */
 static int shm_copy_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *crc) {
-    if (p->broken || !p->map) return TE_EINVAL;
+    if (p->broken || !p->map || r->niov) return TE_EINVAL;   /* segments go the queued way */
     int st = local_check(p, r, now_ms);
     if (st != TE_OK) return st;
     if (!shm_map_ready(p->sm, r->remote_off, r->len)) return TE_EINVAL;
@@ -437,7 +444,7 @@ uint64_t te_shm_path_cold_bytes(const te_path *p) { return p->sm ? shm_map_cold_
 uint64_t te_shm_cold_bytes(void) { return shm_maps_cold_bytes(); }
 
 static const te_transport_ops shm_ops = {
-    .name = "shm", .scheme = "unix", .same_host = 1, .path_node_id = shm_path_node_id,
+    .name = "shm", .scheme = "unix", .same_host = 1, .segments = 1, .path_node_id = shm_path_node_id,
     .connect = shm_connect, .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem,
     .submit = shm_submit, .poll = shm_poll, .read_now = shm_copy_now, .write_now = shm_copy_now,
     .prefetch = shm_prefetch, .close = shm_close,

@@ -40,6 +40,7 @@
 #include "core/util.h"
 
 #define SEND_IOV_MAX 64
+_Static_assert(TE_REQ_SEGS + 1 <= SEND_IOV_MAX, "a request with every segment fits one sendmsg");
 #define SCRATCH_LEN  (64 * 1024)
 
 typedef struct slot {
@@ -121,6 +122,21 @@ static uint64_t slot_wire_len(const slot *s) {
     return TE_WIRE_REQ_LEN + (s->req.op == TE_WRITE ? s->req.len : 0);
 }
 
+/* Where payload byte got of r lies locally, and how many bytes from there
+ * on are contiguous (up to total): in local, or in its segments. */
+static void *payload_at(const te_req *r, uint64_t got, uint64_t total, size_t *want) {
+    if (!r->niov) {
+        *want = (size_t)(total - got);
+        return (char *)r->local + got;
+    }
+    uint64_t at = 0;
+    int i = 0;
+    while (i < r->niov - 1 && got >= at + r->iov[i].iov_len) at += r->iov[i++].iov_len;
+    uint64_t left = at + r->iov[i].iov_len - got;
+    *want = (size_t)(left < total - got ? left : total - got);
+    return (char *)r->iov[i].iov_base + (got - at);
+}
+
 /* What is left to send of the first unsent request alone: its header,
  * and its payload, from scratch once the caller's buffer faulted. */
 static int head_iov(te_path *p, struct iovec *iov) {
@@ -130,8 +146,16 @@ static int head_iov(te_path *p, struct iovec *iov) {
     if (off < TE_WIRE_REQ_LEN) iov[n++] = (struct iovec){ s->hdr + off, TE_WIRE_REQ_LEN - off };
     if (s->req.op != TE_WRITE || done >= s->req.len) return n;
     uint64_t left = s->req.len - done;
-    if (s->fault) iov[n++] = (struct iovec){ p->x->scratch, left < SCRATCH_LEN ? left : SCRATCH_LEN };
-    else iov[n++] = (struct iovec){ (char *)s->req.local + done, left };
+    if (s->fault) {
+        iov[n++] = (struct iovec){ p->x->scratch, left < SCRATCH_LEN ? left : SCRATCH_LEN };
+    } else {
+        for (uint64_t at = done; at < s->req.len;) {   /* the payload from done on, segment by segment */
+            size_t want;
+            void *src = payload_at(&s->req, at, s->req.len, &want);
+            iov[n++] = (struct iovec){ src, want };
+            at += want;
+        }
+    }
     return n;
 }
 
@@ -147,10 +171,13 @@ static int path_flush(te_path *p) {
         if (alone || ring_at(p, p->nsent)->fault) {
             n = head_iov(p, iov);
         } else {
-            for (int k = p->nsent; k < p->count && n + 2 <= SEND_IOV_MAX; k++) {
+            for (int k = p->nsent; k < p->count; k++) {
                 slot *s = ring_at(p, k);
+                int segs = s->req.op != TE_WRITE ? 0 : s->req.niov ? s->req.niov : 1;
+                if (n + 1 + segs > SEND_IOV_MAX) break;   /* TE_REQ_SEGS + 1 always fits */
                 iov[n++] = (struct iovec){ s->hdr, TE_WIRE_REQ_LEN };
-                if (s->req.op == TE_WRITE) iov[n++] = (struct iovec){ s->req.local, s->req.len };
+                if (segs && !s->req.niov) iov[n++] = (struct iovec){ s->req.local, s->req.len };
+                for (int i = 0; i < segs && s->req.niov; i++) iov[n++] = s->req.iov[i];
             }
             first = te_iov_advance(iov, n, p->send_off);
         }
@@ -201,8 +228,12 @@ static int path_read(te_path *p) {
         } else {
             slot *h = ring_at(p, 0);
             uint64_t left = p->rx.len - p->rx_got;
-            dst = h->fault ? p->x->scratch : (char *)h->req.local + p->rx_got;
-            want = (size_t)(h->fault && left > SCRATCH_LEN ? SCRATCH_LEN : left);
+            if (h->fault) {
+                dst = p->x->scratch;
+                want = (size_t)(left > SCRATCH_LEN ? SCRATCH_LEN : left);
+            } else {
+                dst = payload_at(&h->req, p->rx_got, p->rx.len, &want);
+            }
         }
         ssize_t r = want ? recv(p->fd, dst, want, MSG_DONTWAIT) : 0;
         if (r == 0 && want) return -1;
@@ -233,7 +264,7 @@ static int tcp_submit(te_path *p, const te_req *reqs, int n) {
     for (; accepted < n; accepted++) {
         const te_req *r = &reqs[accepted];
         if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-            !te_mr_list_covers(&x->b.mrs, r->local, r->len)) {
+            !te_mr_list_covers_req(&x->b.mrs, r)) {
             cq_push(x, p, r->cookie, TE_EINVAL);   /* refused here, costs no slot */
             continue;
         }
@@ -370,7 +401,7 @@ static void tcp_destroy(te_transport *t) {
 }
 
 static const te_transport_ops tcp_ops = {
-    .name = "tcp", .scheme = NULL /* plain host:port */, .connect = tcp_connect,
+    .name = "tcp", .scheme = NULL /* plain host:port */, .segments = 1, .connect = tcp_connect,
     .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem, .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
 };
 

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define TE_ADDR_LEN     64      /* "host:port", "unix:/path", "rdma:dev/port" */
 #define TE_MAX_PATHS    16      /* data addresses per node or client */
@@ -65,9 +66,17 @@ typedef struct te_mr {
     void *priv;
 } te_mr;
 
+#define TE_REQ_SEGS 32   /* local segments of one request at most */
+
 typedef struct te_req {
     te_op op;             /* TE_WRITE: local -> node; TE_READ: node -> local */
-    void *local;          /* inside a registered region */
+    void *local;          /* inside a registered region (unused with iov) */
+    /* Optional, for a transport with ops->segments: the local bytes are
+     * these niov (1..TE_REQ_SEGS) segments in order, each inside a
+     * registered region, their lengths summing to len (an object held in
+     * pieces moves a range as one request). */
+    const struct iovec *iov;
+    int niov;
     uint64_t remote_off;  /* offset in the node's segment */
     uint64_t len;
     const te_cap *cap;    /* must cover [remote_off, remote_off+len); kept valid until completion */
@@ -97,6 +106,8 @@ typedef struct te_transport_ops {
      * network one, and one path per address is enough (no local-address
      * or stream fan-out). */
     int same_host;
+    /* 1: takes requests with local segments (te_req.iov). */
+    int segments;
     /* The node id the peer announced when the path connected, or NULL
      * when the transport learns none; the engine then refuses a path
      * whose node is not the one it dialed (a same-host socket name can

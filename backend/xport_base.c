@@ -108,3 +108,14 @@ void te_xport_base_clear(te_xport_base *b, void (*close_path)(te_path *p)) {
     te_mr_list_clear(&b->mrs);
     te_cq_free(&b->cq);
 }
+
+int te_mr_list_covers_req(const te_mr_list *l, const te_req *r) {
+    if (!r->niov) return te_mr_list_covers(l, r->local, r->len);
+    if (r->niov < 0 || r->niov > TE_REQ_SEGS || !r->iov) return 0;
+    uint64_t sum = 0;
+    for (int i = 0; i < r->niov; i++) {
+        if (!te_mr_list_covers(l, r->iov[i].iov_base, r->iov[i].iov_len)) return 0;
+        sum += r->iov[i].iov_len;
+    }
+    return sum == r->len;
+}

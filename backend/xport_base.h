@@ -52,6 +52,9 @@ int te_mr_list_add(te_mr_list *l, void *addr, size_t len, te_mr **out, char *err
 void te_mr_list_remove(te_mr_list *l, te_mr *mr);
 /* 1 if one region holds all of [addr, addr+len). */
 int te_mr_list_covers(const te_mr_list *l, const void *addr, uint64_t len);
+struct te_req;
+/* 1 if r's local bytes (local, or every segment of iov) lie in l's regions. */
+int te_mr_list_covers_req(const te_mr_list *l, const struct te_req *r);
 void te_mr_list_clear(te_mr_list *l);
 
 /* The part of a socket transport's state the helpers above make up: the

@@ -22,6 +22,7 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "backend/engine.h"
 #include "backend/transport.h"
@@ -281,6 +282,8 @@ typedef struct mkv_xfer {
     uint32_t failed_node;                /* out: the node at fault, 0 if none (te_object's) */
     int crc_ok;                          /* out: the engine checksummed the bytes as it moved them */
     uint32_t crc;
+    struct iovec *segs;                  /* the local bytes in segments (buf unused), owned: free() */
+    int nsegs;
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);
@@ -305,8 +308,10 @@ size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
 int mkv_pieces_check(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t need);
 uint64_t mkv_pieces_len(const mkv_iov *iov, size_t niov);
 /* The transfers of an object held in pieces (filled in order up to
- * pl->size): one per piece used, into x, each over pl clipped to the
- * piece's bytes (the clips into clips, the caller frees them with
+ * pl->size), into x: one over pl with the pieces as its segments when
+ * every transport of the engine takes them (x->segs, which the caller
+ * frees); else one per piece used, each over pl clipped to the piece's
+ * bytes (the clips into clips, the caller frees them with
  * mkv_placement_free; room for niov in both). A single piece that holds
  * the whole object goes over pl itself. How many, or a negative error. */
 int mkv_pieces_xfers(mkv_client *c, const mkv_iov *iov, size_t niov, const mkv_placement *pl, int replica,

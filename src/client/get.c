@@ -152,7 +152,10 @@ static size_t round_xfers(mkv_client *c, get_item *it, size_t n, size_t *idx, mk
         mkv_pieces_fold(px + at, count[j], &x[j]);
         if (rc != MKV_OK) x[j].status = rc;
     }
-    for (size_t j = 0; j < cap; j++) mkv_placement_free(&clips[j]);
+    for (size_t j = 0; j < cap; j++) {
+        mkv_placement_free(&clips[j]);
+        free(px[j].segs);
+    }
     free(clips);
     free(count);
     free(px);
@@ -551,7 +554,10 @@ static int range_round(mkv_client *c, const mkv_placement *region, const mkv_iov
     if (k < 0) return k;
     int rc = mkv_xfer_run(c, TE_READ, x, (size_t)k);
     mkv_pieces_fold(x, k, out);
-    for (int j = 0; j < k; j++) mkv_placement_free(&clips[j]);
+    for (int j = 0; j < k; j++) {
+        mkv_placement_free(&clips[j]);
+        free(x[j].segs);
+    }
     return rc;
 }
 

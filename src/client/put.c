@@ -148,7 +148,10 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
         it[i].crc = out.crc;
         j += (size_t)count[i];
     }
-    for (size_t j = 0; j < cap; j++) mkv_placement_free(&clips[j]);
+    for (size_t j = 0; j < cap; j++) {
+        mkv_placement_free(&clips[j]);
+        free(x[j].segs);
+    }
     free(clips);
     free(count);
     free(x);

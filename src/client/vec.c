@@ -42,6 +42,20 @@ int mkv_pieces_xfers(mkv_client *c, const mkv_iov *iov, size_t niov, const mkv_p
         x[0] = (mkv_xfer){.buf = iov[0].buf, .pl = pl, .replica = replica};
         return 1;
     }
+    if (c->engine && te_engine_segments(c->engine)) {   /* one transfer, the pieces its segments */
+        struct iovec *segs = xmalloc(niov * sizeof *segs);
+        int n = 0;
+        for (uint64_t at = 0; (size_t)n < niov && at < pl->size; n++) {
+            uint64_t len = iov[n].len < pl->size - at ? iov[n].len : pl->size - at;
+            segs[n] = (struct iovec){iov[n].buf, (size_t)len};
+            at += len;
+        }
+        int w = 0;   /* empty pieces hold no bytes: dropped */
+        for (int i = 0; i < n; i++)
+            if (segs[i].iov_len) segs[w++] = segs[i];
+        x[0] = (mkv_xfer){.pl = pl, .replica = replica, .segs = segs, .nsegs = w};
+        return 1;
+    }
     int k = 0;
     uint64_t at = 0;
     for (size_t i = 0; i < niov && at < pl->size; i++) {

@@ -130,7 +130,7 @@ static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
     for (int r = first; r < last; r++)
         reps[n++] = (te_replica){.ext = pl->replicas[r].extents,
                                  .next = (int)pl->replicas[r].nextents};
-    *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n};
+    *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n, .iov = x->segs, .niov = x->nsegs};
 }
 
 /* The engine's objects of x[0..n) into *objs (their replicas in *reps,
