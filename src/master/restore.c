@@ -211,8 +211,10 @@ int mm_restore_done(master_meta *m, uint32_t id, uint64_t now_ms) {
     m->restores.kept += d.kept;
     m->restores.dropped += d.drop.n;
     m->restores.unknown += r->unknown;
-    m->repair_dirty = 1;
-    m->repair_next_ms = 0;
+    if (d.drop.n || d.pending.n || d.jobs.n) {   /* a repair pass walks the whole table: only if there is work */
+        m->repair_dirty = 1;
+        m->repair_next_ms = 0;
+    }
     log_notice("node %u restored in %llu ms: %llu replicas kept, %zu not proved and dropped (%llu objects lost "
                "with them), %llu extents it reported unknown (dropped there), %zu unfinished puts and %zu copies "
                "there failed", id, (unsigned long long)(now_ms - r->started_ms), (unsigned long long)d.kept, d.drop.n,
