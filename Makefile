@@ -135,9 +135,8 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
-# src/core/log in every harness: core/util's fatal paths log (mkv_log).
 define fuzz_harness
-$(FUZZ_DIR)/fuzz_$(1): $(FUZZ_DIR)/obj/tests/fuzz/fuzz_$(1).o $(patsubst %,$(FUZZ_DIR)/obj/%.o,$(sort $(FUZZ_MODS_$(1)) src/core/log))
+$(FUZZ_DIR)/fuzz_$(1): $(FUZZ_DIR)/obj/tests/fuzz/fuzz_$(1).o $(FUZZ_MODS_$(1):%=$(FUZZ_DIR)/obj/%.o)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $$@ $$^ -lhiredis -lcjson -lm
 endef
 $(foreach n,$(FUZZ_NAMES),$(eval $(call fuzz_harness,$(n))))
