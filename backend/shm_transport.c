@@ -55,6 +55,8 @@ static uint32_t copy_mapped(te_op op, void *local, char *seg, size_t len) {
 
 typedef struct copy_item {
     char *local;
+    const struct iovec *iov;  /* else: a segmented request, whole, its segments in order */
+    int niov;
     uint64_t off, len;
     int req;                  /* index in the path's queue */
     int first;                /* the request's first piece */
@@ -82,10 +84,32 @@ static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len)
     return 0;
 }
 
+/* A segmented request's segments one after the other, the checksum
+ * carried across them (no combine per segment). */
+static void copy_segments(copy_batch *b, copy_item *c) {
+    uint64_t off = c->off;
+    uint32_t crc = 0;
+    for (int s = 0; s < c->niov; s++) {
+        char *local = c->iov[s].iov_base;
+        size_t len = c->iov[s].iov_len;
+        if (b->map) {
+            char *seg = b->map + off;
+            crc = b->op == TE_WRITE ? crc32c_copy(crc, seg, local, len) : crc32c_copy(crc, local, seg, len);
+        } else if (copy_range(b->fd, b->op, local, off, len) != 0) {
+            __atomic_store_n(&b->status[c->req], errno == EFAULT ? TE_EFAULT : TE_EIO, __ATOMIC_RELAXED);
+            return;
+        }
+        off += len;
+    }
+    c->crc = crc;
+}
+
 static void copy_piece(void *arg, int i) {
     copy_batch *b = arg;
     copy_item *c = &b->it[i];
-    if (b->map) {
+    if (c->niov) {
+        copy_segments(b, c);
+    } else if (b->map) {
         char *seg = b->map + c->off;
         c->crc = copy_mapped(b->op, c->local, seg, c->len);
     } else if (copy_range(b->fd, b->op, c->local, c->off, c->len) != 0) {
@@ -189,7 +213,7 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     uint64_t bytes = 0;
     for (int i = 0; i < nq; i++)
         if (p->q[i].op == op && status[i] == TE_OK) {
-            n += (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE) + p->q[i].niov;
+            n += p->q[i].niov ? 1 : (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
             bytes += p->q[i].len;
         }
     if (n == 0) return;
@@ -199,16 +223,14 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     for (int i = 0; i < nq; i++) {
         const te_req *q = &p->q[i];
         if (q->op != op || status[i] != TE_OK) continue;
-        int nseg = q->niov ? q->niov : 1, kfirst = k;
-        uint64_t off = q->remote_off;
-        for (int s = 0; s < nseg; s++) {   /* each segment, in pieces of COPY_PIECE */
-            char *local = q->niov ? q->iov[s].iov_base : q->local;
-            uint64_t len = q->niov ? q->iov[s].iov_len : q->len;
-            for (uint64_t at = 0; at < len; at += COPY_PIECE, k++)
-                b.it[k] = (copy_item){ .local = local + at, .off = off + at, .req = i, .first = k == kfirst,
-                                       .len = len - at < COPY_PIECE ? len - at : COPY_PIECE };
-            off += len;
+        if (q->niov) {   /* at most a slice: one item, its segments in order */
+            b.it[k++] = (copy_item){ .iov = q->iov, .niov = q->niov, .off = q->remote_off, .len = q->len,
+                                     .req = i, .first = 1 };
+            continue;
         }
+        for (uint64_t at = 0; at < q->len; at += COPY_PIECE, k++)
+            b.it[k] = (copy_item){ .local = (char *)q->local + at, .off = q->remote_off + at, .req = i,
+                                   .first = at == 0, .len = q->len - at < COPY_PIECE ? q->len - at : COPY_PIECE };
     }
     /* FD-mode writes stay on this thread: shmem serialises writers of one
      * file on its inode lock, so a second writer would only spin. Reads,
