@@ -6,33 +6,96 @@
 # `make SAN=thread tsan`) holds only the threaded parts' tests; they run
 # with tests/tsan.supp, any report fails them, and the Tcl and Python
 # suites are left to the other builds.
+#
+# Binaries run side by side, MKV_TEST_JOBS at a time (default: the core
+# count), builds overlapping; every test takes its ports from
+# tests/support/ports.{c,py}, so none clash. The longest (by the times of
+# earlier runs, build/test-logs/durations) start first, so that none is
+# left running alone at the end; the few in ALONE below run after the
+# others, one at a time. A binary's output goes to
+# build/test-logs/<label>.log; one line per binary is printed as it ends.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
-# failed case counts as one failure. The last line is "N passed, N failed".
+# failed case counts as one failure, and so does one that ran no case. The
+# last line is "N passed, N failed". MKV_TEST_ONLY="GLOB..." runs only the
+# binaries whose label (as printed, e.g. rel/integration/test_gateway)
+# matches one of the globs.
 set -u
 cd "$(dirname "$0")/.."
-passed=0; failed=0
 log_dir=build/test-logs; mkdir -p "$log_dir"
+res_dir=$(mktemp -d "$log_dir/.results.XXXXXX")
+trap 'rm -rf "$res_dir"' EXIT
+max_jobs=${MKV_TEST_JOBS:-$(nproc)}
+t_start=$SECONDS
 
-run_one() {   # run_one LABEL CMD...
-  local label=$1; shift
-  local log="$log_dir/$(echo "$label" | tr '/ ' '__').log"
+# Binaries that need the machine to themselves: they bound a time or a
+# memory figure that other binaries' load would push over. Label globs.
+ALONE=()
+
+labels=(); cmds=()   # the job list, in start order; cmds[i] is %q-quoted
+
+add() {   # add LABEL CMD...: a job, run with the build's environment of now
+  local tsan_env=(-u TSAN_OPTIONS)
+  [ -n "${TSAN_OPTIONS:-}" ] && tsan_env=("TSAN_OPTIONS=$TSAN_OPTIONS")
+  labels+=("$1"); shift
+  local cmd
+  printf -v cmd '%q ' env "${tsan_env[@]}" "MOONKV_SERVER=${MOONKV_SERVER:-}" "MOONKV_BUILD=${MOONKV_BUILD:-}" "$@"
+  cmds+=("$cmd")
+}
+
+run_one() {   # run_one LABEL CMD: one binary, its line printed, its counts in res_dir
+  local label=$1 cmd=$2
+  local file=${label//[\/ ]/_}
+  local log="$log_dir/$file.log"
   local t0=$SECONDS
-  # Integration tests use fixed ports: two checkouts on one machine take
-  # turns per test binary (the lock is named after it), not for the whole suite.
-  flock "/tmp/moonkv-test-${label##*/}.lock" \
-    timeout --kill-after=10 "${MKV_TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1
+  # Two checkouts on one machine take turns per test binary (the lock is
+  # named after it): fixed /tmp paths, network namespaces and load.
+  eval "flock /tmp/moonkv-test-${label##*/}.lock timeout --kill-after=10 ${MKV_TEST_TIMEOUT:-600} $cmd" \
+    >"$log" 2>&1 </dev/null
   local rc=$?
   local ok nok
   ok=$(grep -c '^ok - ' "$log"); nok=$(grep -c '^not ok - ' "$log")
   if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label exited with $rc" >>"$log"; fi
   if [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label ran no case" >>"$log"; fi
-  passed=$((passed + ok)); failed=$((failed + nok))
-  printf '%-48s %4d ok %3d failed  %3ds\n' "$label" "$ok" "$nok" $((SECONDS - t0))
-  if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
+  local secs=$((SECONDS - t0))
+  echo "$ok $nok $secs" >"$res_dir/$file"
+  {
+    flock 9   # one binary's lines stay together
+    printf '%-48s %4d ok %3d failed  %3ds\n' "$label" "$ok" "$nok" "$secs"
+    if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
+  } 9>>"$res_dir/.print.lock"
+}
+
+matches() {   # matches LABEL GLOB...
+  local label=$1 g; shift
+  for g in "$@"; do [[ $label == $g ]] && return 0; done
+  return 1
+}
+
+run_pool() {   # run_pool JOBS INDEX...: those jobs, JOBS at a time, never two of one name at once
+  local max=$1; shift
+  local pending=("$@") i k started done_pid
+  declare -A running=()   # pid -> binary name
+  while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
+    started=0
+    if [ ${#running[@]} -lt "$max" ]; then
+      for k in "${!pending[@]}"; do
+        i=${pending[$k]}
+        [[ " ${running[*]} " == *" ${labels[$i]##*/} "* ]] && continue
+        run_one "${labels[$i]}" "${cmds[$i]}" &
+        running[$!]=${labels[$i]##*/}
+        unset "pending[$k]"
+        started=1
+        break
+      done
+    fi
+    [ "$started" = 1 ] && continue
+    wait -n -p done_pid
+    unset "running[$done_pid]"
+  done
 }
 
 # The folder-level include/link graph of the first build: layers and cycles.
-run_one "layers" python3 scripts/layers.py "$1"
+add "layers" python3 scripts/layers.py "$1"
 
 for build in "$@"; do
   tag=$(basename "$build")
@@ -47,12 +110,13 @@ for build in "$@"; do
   for t in "$build"/tests/unit/test_* "$build"/tests/integration/test_*; do
     [ -x "$t" ] || continue
     case "$t" in *.d|*.o) continue;; esac
-    run_one "$tag/$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
+    d=${t%/*}
+    add "$tag/${d##*/}/${t##*/}" "$t"
   done
   [ "$tsan" = 1 ] && continue   # TSan: the threaded parts' C tests only
   if [ -f tcl-tests/run.tcl ]; then
-    run_one "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
-    run_one "$tag/tcl-cluster" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER" --cluster
+    add "$tag/tcl" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER"
+    add "$tag/tcl-cluster" tclsh tcl-tests/run.tcl --server "$MOONKV_SERVER" --cluster
   fi
   # The SAN build's extension needs the sanitizer runtimes preloaded into
   # python3; CPython's own allocations would read as leaks, so no LSan.
@@ -61,9 +125,9 @@ for build in "$@"; do
     py_env+=(LD_PRELOAD="$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)"
              ASAN_OPTIONS=detect_leaks=0)
   fi
-  run_one "$tag/python" env "${py_env[@]}" "${PYTHON:-/usr/bin/python3}" \
+  add "$tag/python" env "${py_env[@]}" "${PYTHON:-/usr/bin/python3}" \
     -m pytest -p tap -p no:terminal -p no:cacheprovider python/tests
-  [ "$tag" = san ] || run_one "$tag/install" tests/install.sh
+  [ "$tag" = san ] || add "$tag/install" tests/install.sh
 done
 
 # libFuzzer harnesses (built by `make fuzz-build`), once, not per build:
@@ -71,9 +135,37 @@ done
 if [ -d build/fuzz ]; then
   for f in build/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
-    run_one "fuzz/${f##*/fuzz_}" tests/fuzz/run.sh "$f" "${FUZZ_TEST_SECONDS:-20}"
+    add "fuzz/${f##*/fuzz_}" tests/fuzz/run.sh "$f" "${FUZZ_TEST_SECONDS:-20}"
   done
 fi
 
+together=(); alone=()
+read -ra only <<<"${MKV_TEST_ONLY:-}"
+for i in "${!labels[@]}"; do
+  if [ ${#only[@]} -gt 0 ] && ! matches "${labels[$i]}" "${only[@]}"; then continue; fi
+  if matches "${labels[$i]}" "${ALONE[@]}"; then alone+=("$i"); else together+=("$i"); fi
+done
+# Longest first by the last times known (unknown ones first: they may be
+# long), else in the order added.
+durations=$log_dir/durations
+if [ -f "$durations" ] && [ ${#together[@]} -gt 0 ]; then
+  mapfile -t together < <(for i in "${together[@]}"; do echo "$i ${labels[$i]}"; done |
+    awk 'NR == FNR {t[$1] = $2; next} {print ($2 in t ? t[$2] : 999999), FNR, $1}' "$durations" - |
+    sort -k1,1nr -k2,2n | awk '{print $3}')
+fi
+run_pool "$max_jobs" "${together[@]}"
+[ ${#alone[@]} -gt 0 ] && run_pool 1 "${alone[@]}"
+
+passed=0; failed=0; times=()
+for i in "${together[@]}" "${alone[@]}"; do
+  f="$res_dir/${labels[$i]//[\/ ]/_}"
+  if [ -f "$f" ]; then read -r ok nok secs <"$f"; else ok=0; nok=1; secs=""; echo "not ok - ${labels[$i]}: no result"; fi
+  passed=$((passed + ok)); failed=$((failed + nok))
+  [ -n "$secs" ] && times+=("${labels[$i]} $secs")
+done
+# This run's times replace those of the same binaries.
+{ printf '%s\n' "${times[@]}"; [ -f "$durations" ] && cat "$durations"; } |
+  awk 'NF == 2 && !seen[$1]++' | sort >"$durations.new" && mv "$durations.new" "$durations"
+echo "# $((${#together[@]} + ${#alone[@]})) binaries in $((SECONDS - t_start)) s, $max_jobs at a time (${#alone[@]} alone)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 /* Below Linux's ephemeral range (32768-60999 by default), so a bind to
- * port 0 or an outgoing connection never takes one of ours, and below
- * the fixed ranges older tests still use (20000-32399). */
+ * port 0 or an outgoing connection never takes one of ours. The same
+ * blocks and locks as tests/support/ports.py (the Python and Tcl suites). */
 #define PORTS_FIRST  13000
 #define PORTS_BLOCKS 218      /* 218 * 32 ports: 13000-19975 */
 #define PORTS_TRIES  200
