@@ -175,14 +175,16 @@ run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
 	$(SERVER) --config conf/standalone.json
 
-# Plain run first, then the same suites under ASan+UBSan, then the
-# threaded parts under TSan; run.sh prints the final "N passed, N failed"
-# line and fails on any failure.
+# The plain build, the same under ASan+UBSan, the threaded parts under
+# TSan and the fuzz harnesses, each built TEST_BUILD_JOBS at a time; then
+# run.sh runs their suites side by side (MKV_TEST_JOBS, docs/TESTS.md),
+# prints the final "N passed, N failed" line and fails on any failure.
+TEST_BUILD_JOBS ?= $(shell nproc)
 test: deps
-	@$(MAKE) --no-print-directory all python
-	@$(MAKE) --no-print-directory SAN=1 all python
-	@$(MAKE) --no-print-directory SAN=thread tsan
-	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all python
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) SAN=1 all python
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) SAN=thread tsan
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) fuzz-build
 	@tests/run.sh build/rel build/san build/tsan
 
 # Not in CI: SOAK_CYCLES put/get/remove cycles, CSV and plot under
