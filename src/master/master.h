@@ -1,7 +1,7 @@
 /* master/master.h - the master role: the metadata (meta.h) behind RESP.
  *
  * master_role.c owns the process side (timers, start-up); master_cmds.c
- * turns each MOON.* command of PROTOCOL.md into calls on the metadata. */
+ * turns each MOON.* command of docs/PROTOCOL.md into calls on the metadata. */
 #ifndef MKV_MASTER_H
 #define MKV_MASTER_H
 

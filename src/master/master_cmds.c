@@ -1,4 +1,4 @@
-/* master/master_cmds.c - the MOON.* commands of the master (PROTOCOL.md).
+/* master/master_cmds.c - the MOON.* commands of the master (docs/PROTOCOL.md).
  *
  * Every command parses and bounds its arguments, calls the metadata, and
  * encodes the answer; all policy lives in meta. Capabilities are signed

@@ -6,7 +6,7 @@
  * replicated through a log later, and can be rebuilt from what nodes
  * report (mm_rebuild). Calls return a proto_status with a message that
  * has no error word (proto/status.h); master_cmds.c turns both into the
- * RESP protocol described in PROTOCOL.md.
+ * RESP protocol described in docs/PROTOCOL.md.
  *
  * Files: membership.c (nodes), placement.c (where extents go),
  * lifecycle.c (put/get/remove, leases, quarantine), repair.c (copy

@@ -1,6 +1,6 @@
 /* node/task.h - a copy task from the master (re-replication, drain).
  *
- * MOON.HEARTBEAT replies carry tasks (master/PROTOCOL.md):
+ * MOON.HEARTBEAT replies carry tasks (docs/PROTOCOL.md):
  *   [task_id, key, object_size,
  *    [[src_node, offset, length, read_cap] ...], [[offset, length, write_cap] ...]]
  * meaning: read the source byte stream, in order, and write it, in order,

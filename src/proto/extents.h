@@ -1,7 +1,7 @@
 /* proto/extents.h - extents and their capabilities on the wire.
  *
  * Replies name where bytes live as arrays of extents, each with the
- * capability (backend/cap.h) that grants it (master/PROTOCOL.md):
+ * capability (backend/cap.h) that grants it (docs/PROTOCOL.md):
  *   PROTO_EXT_REMOTE  [node, offset, length, cap]   MOON.PUTSTART, MOON.GET,
  *                                                   a task's sources
  *   PROTO_EXT_LOCAL   [offset, length, cap]         a task's destinations

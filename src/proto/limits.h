@@ -1,4 +1,4 @@
-/* proto/limits.h - the bounds of the MOON.* protocol (master/PROTOCOL.md).
+/* proto/limits.h - the bounds of the MOON.* protocol (docs/PROTOCOL.md).
  *
  * Master, node, client and gateway all take their limits from here, so a
  * key the client accepts is one the master accepts. The transfer engine

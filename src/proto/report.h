@@ -1,4 +1,4 @@
-/* proto/report.h - the packed form of MOON.REPORT (PROTOCOL.md).
+/* proto/report.h - the packed form of MOON.REPORT (docs/PROTOCOL.md).
  *
  * After a master restart every node reports each extent it holds. The
  * text form spends seven decimal arguments per extent; the packed form

@@ -1,4 +1,4 @@
-/* proto/slices.h - per-slice checksums on the wire (master/PROTOCOL.md).
+/* proto/slices.h - per-slice checksums on the wire (docs/PROTOCOL.md).
  *
  * Besides its whole CRC32C an object may carry one CRC32C per slice of a
  * fixed power-of-two size the writer chose, so a reader can verify (and
@@ -56,7 +56,7 @@ int proto_slices_decode(const struct redisReply *slice, const struct redisReply 
 void proto_slices_free(proto_slices *s);
 
 /* Slice CRCs as they lie in a peer's packed record (MOON.HOLDINGS and
- * MOON.REPORT, PROTOCOL.md), not copied: u64 slice size, u16 count, then
+ * MOON.REPORT, docs/PROTOCOL.md), not copied: u64 slice size, u16 count, then
  * count little-endian u32s. count 0: none. */
 #define PROTO_SLICES_REF_HDR 10
 typedef struct proto_slices_ref {

@@ -3,7 +3,7 @@
  *
  *   bench_meta MASTER OBJECT_SIZE BATCH MAX_PAIRS
  *
- * Command syntax: src/master/PROTOCOL.md. No bytes are written to the
+ * Command syntax: docs/PROTOCOL.md. No bytes are written to the
  * nodes: the master only places objects and records a CRC, which is what
  * this measures. Each key is new (write-once); the node segment must hold
  * MAX_PAIRS * 2 objects of OBJECT_SIZE (it need not be prefaulted, as

@@ -1,6 +1,6 @@
 /* Integration test of the master role: a real `moonkv-server --role master`
  * driven with hiredis, this test playing the memory nodes itself (it
- * speaks the node side of src/master/PROTOCOL.md). Ports: one block of
+ * speaks the node side of docs/PROTOCOL.md). Ports: one block of
  * h_free_ports, taken first in main() (the masters, then etcd's and the
  * masters with etcd); the gap tests take a block of their own. */
 #include <hiredis/hiredis.h>

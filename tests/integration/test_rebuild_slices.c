@@ -1,4 +1,4 @@
-/* Slice CRCs kept across a master rebuild (PROTOCOL.md: MOON.HOLDINGS
+/* Slice CRCs kept across a master rebuild (docs/PROTOCOL.md: MOON.HOLDINGS
  * ... PACKED SLICES, MOON.REPORT flags 1): a value of three 4 MiB slices
  * put through libmoonkv with replicas 2 (each replica striped over two
  * nodes), the master killed (-9) and started again; once it rebuilt its

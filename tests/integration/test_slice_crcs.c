@@ -1,4 +1,4 @@
-/* Per-slice checksums in the cluster (proto/slices.h, PROTOCOL.md): a
+/* Per-slice checksums in the cluster (proto/slices.h, docs/PROTOCOL.md): a
  * libmoonkv put of a value of several slices ends with its slice CRCs,
  * the master returns them with MOON.GET (each the CRC32C of its slice of
  * the value), refuses a put-end whose list is malformed with its exact
