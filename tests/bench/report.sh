@@ -99,9 +99,11 @@ plot ${plots[*]}
 EOF
 }
 
-# write_report DIR: DIR/<stamp>.md, .csv, .png; prints the table.
+# write_report DIR: DIR/<stamp>.md, .csv, .png; prints the table. The
+# stamp stays in REPORT_STAMP.
 write_report() {
   local dir=$1 stamp; stamp=$(date -u +%Y%m%d-%H%M%S)
+  REPORT_STAMP=$stamp
   mkdir -p "$dir"
   {
     machine_header

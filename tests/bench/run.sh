@@ -25,7 +25,10 @@
 # 25000-25999 (bench_acked's from h_free_ports, as the tests'), traffic
 # stays on 127.0.0.1 and our own namespaces.
 # Output: one progress line per step, then the table, also saved with a
-# CSV and a PNG plot in tests/bench/results/.
+# CSV and a PNG plot in build/bench-results/ (not committed, so runs do not
+# pile up in the tree). BENCH_KEEP=1: this run's three files replace those
+# in tests/bench/results/, which holds only the run the docs cite (git
+# keeps the earlier ones); commit them with the docs that quote them.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "$ROOT" && cd "${1:-build/rel}" && pwd) || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
@@ -34,7 +37,8 @@ BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
 STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9}
-RESULTS=$ROOT/tests/bench/results
+RESULTS=$ROOT/build/bench-results
+KEPT=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
 export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5)}
 
@@ -105,3 +109,7 @@ run_step 8 "master failover through etcd, puts kept through kills, put rows vs t
 run_step 9 "inference engines' calls: multi-buffer batches, prefix exists, SGLang adapter" step_engines
 
 write_report "$RESULTS"
+if [ "${BENCH_KEEP:-0}" = 1 ]; then
+  rm -f "$KEPT"/*.md "$KEPT"/*.csv "$KEPT"/*.png && mkdir -p "$KEPT" &&
+    cp "$RESULTS/$REPORT_STAMP".* "$KEPT/" && echo "kept: $KEPT/$REPORT_STAMP.* (the earlier ones removed from the tree)"
+fi
