@@ -87,6 +87,9 @@ $(LIBSO): $(CLI_OBJS)
 $(SERVER): $(MAIN_OBJS) $(INTERNAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Kept, not deleted as intermediates: a later make would rebuild them and
+# relink every test binary (CI's `make all` then `make test` did, ~1 min).
+.SECONDARY: $(SUP_OBJS)
 $(BUILD)/tests/%: tests/%.c $(INTERNAL) $(SUP_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(SUP_OBJS) $(INTERNAL) $(LDFLAGS) $(LDLIBS)
@@ -98,8 +101,9 @@ deps:
 # Each harness links only the module objects it names, built again with
 # clang under ASan+UBSan into build/fuzz. `make fuzz` runs every harness
 # for FUZZ_SECONDS over tests/fuzz/corpus/<name>/, keeping what it finds;
-# `make test` runs each over its corpus plus FUZZ_TEST_SECONDS of fresh
-# inputs (tests/fuzz/run.sh), without touching the committed corpus.
+# `make test` runs each over its corpus plus its share of FUZZ_TEST_BUDGET
+# (60) seconds of fresh inputs for all harnesses together (tests/fuzz/run.sh),
+# without touching the committed corpus.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz

@@ -46,21 +46,26 @@ run_one() {   # run_one LABEL CMD: one binary, its line printed, its counts in r
   local label=$1 cmd=$2
   local file=${label//[\/ ]/_}
   local log="$log_dir/$file.log"
-  local t0=$SECONDS
+  local t0=$SECONDS cpu_file="$res_dir/$file.cpu" timer=""
+  # CPU seconds (user + system) of the binary and the children it waited
+  # for: with the wall time, whether a binary waits or computes.
+  [ -x /usr/bin/time ] && printf -v timer '/usr/bin/time -f %q -o %q ' '%U %S' "$cpu_file"
   # Two checkouts on one machine take turns per test binary (the lock is
   # named after it): fixed /tmp paths, network namespaces and load.
-  eval "flock /tmp/moonkv-test-${label##*/}.lock timeout --kill-after=10 ${MKV_TEST_TIMEOUT:-600} $cmd" \
+  eval "flock /tmp/moonkv-test-${label##*/}.lock timeout --kill-after=10 ${MKV_TEST_TIMEOUT:-600} $timer$cmd" \
     >"$log" 2>&1 </dev/null
   local rc=$?
+  local cpu=-
+  [ -s "$cpu_file" ] && cpu=$(tail -1 "$cpu_file" | awk 'NF == 2 {printf "%d", $1 + $2 + 0.5}')
   local ok nok
   ok=$(grep -c '^ok - ' "$log"); nok=$(grep -c '^not ok - ' "$log")
   if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label exited with $rc" >>"$log"; fi
   if [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] && [ "$nok" -eq 0 ]; then nok=1; echo "not ok - $label ran no case" >>"$log"; fi
   local secs=$((SECONDS - t0))
-  echo "$ok $nok $secs" >"$res_dir/$file"
+  echo "$ok $nok $secs ${cpu:--}" >"$res_dir/$file"
   {
     flock 9   # one binary's lines stay together
-    printf '%-48s %4d ok %3d failed  %3ds\n' "$label" "$ok" "$nok" "$secs"
+    printf '%-48s %4d ok %3d failed  %3ds  cpu %3ss\n' "$label" "$ok" "$nok" "$secs" "${cpu:--}"
     if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
   } 9>>"$res_dir/.print.lock"
 }
@@ -131,12 +136,16 @@ for build in "$@"; do
 done
 
 # libFuzzer harnesses (built by `make fuzz-build`), once, not per build:
-# each over its corpus plus FUZZ_TEST_SECONDS of new inputs.
+# each over its whole corpus plus its share of FUZZ_TEST_BUDGET seconds of
+# new inputs (all harnesses together; `make fuzz` runs each far longer).
 if [ -d build/fuzz ]; then
-  for f in build/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
-    add "fuzz/${f##*/fuzz_}" tests/fuzz/run.sh "$f" "${FUZZ_TEST_SECONDS:-20}"
-  done
+  harnesses=()
+  for f in build/fuzz/fuzz_*; do [ -x "$f" ] && harnesses+=("$f"); done
+  if [ ${#harnesses[@]} -gt 0 ]; then
+    share=$(( ${FUZZ_TEST_BUDGET:-60} / ${#harnesses[@]} ))
+    [ "$share" -lt 1 ] && share=1
+    for f in "${harnesses[@]}"; do add "fuzz/${f##*/fuzz_}" tests/fuzz/run.sh "$f" "$share"; done
+  fi
 fi
 
 together=(); alone=()
@@ -156,16 +165,18 @@ fi
 run_pool "$max_jobs" "${together[@]}"
 [ ${#alone[@]} -gt 0 ] && run_pool 1 "${alone[@]}"
 
-passed=0; failed=0; times=()
+passed=0; failed=0; times=(); sum_secs=0; sum_cpu=0
 for i in "${together[@]}" "${alone[@]}"; do
   f="$res_dir/${labels[$i]//[\/ ]/_}"
-  if [ -f "$f" ]; then read -r ok nok secs <"$f"; else ok=0; nok=1; secs=""; echo "not ok - ${labels[$i]}: no result"; fi
+  if [ -f "$f" ]; then read -r ok nok secs cpu <"$f"; else ok=0; nok=1; secs=""; echo "not ok - ${labels[$i]}: no result"; fi
   passed=$((passed + ok)); failed=$((failed + nok))
-  [ -n "$secs" ] && times+=("${labels[$i]} $secs")
+  [ -n "$secs" ] && times+=("${labels[$i]} $secs ${cpu:--}") && sum_secs=$((sum_secs + secs))
+  [[ ${cpu:-} =~ ^[0-9]+$ ]] && sum_cpu=$((sum_cpu + cpu))
 done
-# This run's times replace those of the same binaries.
+# This run's times (wall, CPU) replace those of the same binaries.
 { printf '%s\n' "${times[@]}"; [ -f "$durations" ] && cat "$durations"; } |
-  awk 'NF == 2 && !seen[$1]++' | sort >"$durations.new" && mv "$durations.new" "$durations"
-echo "# $((${#together[@]} + ${#alone[@]})) binaries in $((SECONDS - t_start)) s, $max_jobs at a time (${#alone[@]} alone)"
+  awk 'NF >= 2 && !seen[$1]++' | sort >"$durations.new" && mv "$durations.new" "$durations"
+echo "# $((${#together[@]} + ${#alone[@]})) binaries in $((SECONDS - t_start)) s, $max_jobs at a time (${#alone[@]} alone):" \
+  "$sum_secs s of binaries' wall time, $sum_cpu s of CPU"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
