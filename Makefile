@@ -27,6 +27,9 @@ CFLAGS   += -std=gnu11 -fPIC -pthread $(WARN) $(OPTFLAGS) -MMD -MP
 LDFLAGS  += -pthread $(if $(filter 1,$(SAN)),-fsanitize=address$(,)undefined) \
             $(if $(filter thread,$(SAN)),-fsanitize=thread)
 LDLIBS   := -lev -lhiredis -lcjson -libverbs -lrdmacm -lm
+# The node's disk tier (src/node/disk_io.c): the server and the tests link
+# it, libmoonkv does not.
+SRV_LDLIBS := $(LDLIBS) -luring
 ,        := ,
 
 # Every module directory feeds one internal archive; binaries link it.
@@ -54,7 +57,7 @@ BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 # out: its killed-server case assumes the transfers outlast the stop, which
 # TSan's slowdown breaks (2 of 5 runs); the engine and node tests drive the
 # same TCP threads.
-TSAN_TESTS := tests/unit/test_engine tests/unit/test_workpool tests/unit/test_jobqueue tests/unit/test_leader_watch \
+TSAN_TESTS := tests/unit/test_engine tests/unit/test_disk_store tests/unit/test_workpool tests/unit/test_jobqueue tests/unit/test_leader_watch \
               tests/unit/test_shm_transport tests/unit/test_shm_warm tests/unit/test_staging tests/integration/test_node \
               tests/integration/test_gateway tests/integration/test_gateway_io_threads
 
@@ -85,14 +88,14 @@ $(LIBSO): $(CLI_OBJS)
 	$(CC) -shared -Wl,-soname,libmoonkv.so.0 $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(SERVER): $(MAIN_OBJS) $(INTERNAL)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(SRV_LDLIBS)
 
 # Kept, not deleted as intermediates: a later make would rebuild them and
 # relink every test binary (CI's `make all` then `make test` did, ~1 min).
 .SECONDARY: $(SUP_OBJS)
 $(BUILD)/tests/%: tests/%.c $(INTERNAL) $(SUP_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(SUP_OBJS) $(INTERNAL) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(SUP_OBJS) $(INTERNAL) $(LDFLAGS) $(SRV_LDLIBS)
 
 deps:
 	@scripts/deps.sh

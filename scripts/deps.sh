@@ -13,6 +13,7 @@ PKGS=(
   iproute2 iperf3 gnuplot-nox procps
   etcd-server etcd-client   # master failover tests (test_failover): etcd 3.4 and etcdctl
   clang libclang-rt-14-dev   # libFuzzer harnesses (make fuzz): -fsanitize=fuzzer
+  liburing-dev fio   # the node's disk tier (io_uring, docs/SSD_TIER.md) and its bench reference
 )
 
 missing=()

@@ -1,0 +1,639 @@
+/* node/disk_store.c - see disk_store.h. */
+#include "node/disk_store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/le.h"
+#include "core/alloc.h"
+#include "core/crc32c.h"
+#include "core/log.h"
+#include "core/objtable.h"
+#include "core/siphash.h"
+#include "core/util.h"
+
+#define BLK DISK_IO_ALIGN
+#define FILE_MAGIC "MKVDISK1"
+#define REC_MAGIC "MKVDREC1"
+#define FILE_VERSION 1
+#define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | 8 reserved */
+#define DISK_MAX_KEY 4096
+#define PIECE (1u << 20)          /* bytes per request: a value goes out as several at once */
+#define SCAN_MAX_REQS (DISK_STAGE_BYTES / PIECE)
+
+/* What the index keeps per record, in its object's room (the object's
+ * size and crc are the value's). */
+typedef struct rec {
+    uint64_t off, seq;
+    uint32_t hdr;                 /* header bytes */
+    uint32_t dead;                /* unlinked: freed by its last reader */
+} rec;
+
+struct disk_store {
+    char path[PATH_MAX];
+    disk_io *io;
+    uint64_t size, file_id, tag;
+    pthread_mutex_t mu;           /* ix, alloc, next_seq, st */
+    objtable *ix;
+    seg_alloc *alloc;             /* [BLK, size) as offsets from BLK */
+    uint64_t next_seq;
+    disk_store_stats st;
+    pthread_mutex_t smu;          /* the staging slots */
+    pthread_cond_t scv;
+    uint8_t *stage[DISK_STAGE_SLOTS];
+    int stage_busy[DISK_STAGE_SLOTS];
+    uint8_t *zero;                /* 2 blocks of zeros: a header wiped */
+};
+
+static uint64_t round_blk(uint64_t n) { return (n + BLK - 1) & ~(uint64_t)(BLK - 1); }
+static uint32_t hdr_bytes(size_t keylen) { return (uint32_t)round_blk(REC_FIXED + keylen + 4); }
+
+static uint8_t *aligned(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, BLK, n) != 0) return NULL;
+    memset(p, 0, n);   /* touched now, not on the first put */
+    return p;
+}
+
+/* ---- staging ---- */
+
+static int stage_take(disk_store *ds) {
+    pthread_mutex_lock(&ds->smu);
+    for (;;) {
+        for (int i = 0; i < DISK_STAGE_SLOTS; i++)
+            if (!ds->stage_busy[i]) {
+                ds->stage_busy[i] = 1;
+                pthread_mutex_unlock(&ds->smu);
+                return i;
+            }
+        pthread_cond_wait(&ds->scv, &ds->smu);
+    }
+}
+
+static void stage_give(disk_store *ds, int i) {
+    pthread_mutex_lock(&ds->smu);
+    ds->stage_busy[i] = 0;
+    pthread_cond_signal(&ds->scv);
+    pthread_mutex_unlock(&ds->smu);
+}
+
+/* ---- headers ---- */
+
+static void file_header(const disk_store *ds, uint8_t *h) {
+    memset(h, 0, BLK);
+    memcpy(h, FILE_MAGIC, 8);
+    le_put32(h + 8, FILE_VERSION);
+    le_put32(h + 12, BLK);
+    le_put64(h + 16, ds->size);
+    le_put64(h + 24, ds->file_id);
+    le_put64(h + 32, ds->tag);
+    le_put32(h + BLK - 4, crc32c(0, h, BLK - 4));
+}
+
+static void rec_header(const disk_store *ds, uint8_t *h, uint32_t hdr, const void *key, size_t keylen,
+                       uint64_t seq, uint64_t len, uint32_t crc) {
+    memset(h, 0, hdr);
+    memcpy(h, REC_MAGIC, 8);
+    le_put64(h + 8, ds->file_id);
+    le_put64(h + 16, seq);
+    le_put64(h + 24, len);
+    le_put32(h + 32, crc);
+    le_put32(h + 36, (uint32_t)keylen);
+    memcpy(h + REC_FIXED, key, keylen);
+    le_put32(h + hdr - 4, crc32c(0, h, hdr - 4));
+}
+
+typedef struct rec_hdr {
+    const uint8_t *key;
+    uint32_t keylen, hdr, crc;
+    uint64_t seq, len;
+} rec_hdr;
+
+/* The first block at off: 1 and the header's length in *hdr if it could
+ * start a record of this file (the rest is checked by rec_parse). */
+static int rec_peek(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t *hdr) {
+    if (memcmp(b, REC_MAGIC, 8) != 0 || le_get64(b + 8) != ds->file_id) return 0;
+    uint32_t keylen = le_get32(b + 36);
+    if (keylen == 0 || keylen > DISK_MAX_KEY) return 0;
+    *hdr = hdr_bytes(keylen);
+    return off + *hdr <= ds->size;
+}
+
+static int rec_parse(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t hdr, rec_hdr *r) {
+    if (le_get32(b + hdr - 4) != crc32c(0, b, hdr - 4)) return 0;
+    r->hdr = hdr;
+    r->seq = le_get64(b + 16);
+    r->len = le_get64(b + 24);
+    r->crc = le_get32(b + 32);
+    r->keylen = le_get32(b + 36);
+    r->key = b + REC_FIXED;
+    return r->len <= ds->size - off - hdr;
+}
+
+/* ---- index ---- */
+
+static void ix_free_fn(object *o, void *ctx) {
+    (void)ctx;
+    object_free(o);
+}
+
+static rec *room(object *o) { return objtable_room(o); }
+static uint64_t rec_bytes(object *o) { return room(o)->hdr + round_blk(o->size); }
+
+/* Takes o's space back (its header wiped first, so the record cannot
+ * come back once other bytes land there) and frees o. */
+static void rec_release(disk_store *ds, object *o) {
+    rec *r = room(o);
+    disk_req z = { 1, ds->zero, r->off, r->hdr };
+    int rc = disk_io_run(ds->io, &z, 1);
+    pthread_mutex_lock(&ds->mu);
+    if (rc != 0) ds->st.io_errors++;
+    if (rc == 0) {
+        seg_alloc_release(ds->alloc, r->off - BLK, rec_bytes(o));
+        ds->st.used -= rec_bytes(o);
+    }
+    /* else: the space stays taken (its header may still be valid) */
+    ds->st.objects--;
+    pthread_mutex_unlock(&ds->mu);
+    object_free(o);
+}
+
+/* Files a record (under mu); the object it replaced, unlinked, or NULL. */
+static object *ix_put(disk_store *ds, const void *key, size_t keylen, uint64_t len, uint32_t crc,
+                      uint64_t off, uint64_t seq, uint32_t hdr) {
+    object *old = objtable_unlink(ds->ix, key, keylen);
+    object *o = objtable_insert_room(ds->ix, key, keylen, sizeof(rec), NULL);
+    o->size = len;
+    o->crc = crc;
+    objtable_set_state(ds->ix, o, OBJ_COMPLETE);
+    *room(o) = (rec){ .off = off, .seq = seq, .hdr = hdr };
+    ds->st.objects++;
+    return old;
+}
+
+/* An unlinked record: freed now, or by its last reader. */
+static void rec_drop(disk_store *ds, object *o) {
+    pthread_mutex_lock(&ds->mu);
+    room(o)->dead = 1;
+    int now = o->pins == 0;
+    pthread_mutex_unlock(&ds->mu);
+    if (now) rec_release(ds, o);
+}
+
+/* ---- the scan at open ---- */
+
+typedef struct scan {
+    disk_store *ds;
+    uint8_t *win;
+    uint64_t woff, wlen;
+    int err;
+} scan;
+
+/* Bytes [off, off+len) of the file (len <= DISK_STAGE_BYTES - BLK), or NULL. */
+static const uint8_t *scan_at(scan *s, uint64_t off, uint64_t len) {
+    if (off >= s->woff && off + len <= s->woff + s->wlen) return s->win + (off - s->woff);
+    uint64_t start = off & ~(uint64_t)(BLK - 1);
+    uint64_t n = s->ds->size - start < DISK_STAGE_BYTES ? s->ds->size - start : DISK_STAGE_BYTES;
+    if (off + len > start + n) return NULL;
+    disk_req r[SCAN_MAX_REQS];
+    size_t nr = 0;
+    for (uint64_t at = 0; at < n; at += PIECE)
+        r[nr++] = (disk_req){ 0, s->win + at, start + at, n - at < PIECE ? n - at : PIECE };
+    if (disk_io_run(s->ds->io, r, nr) != 0) { s->err = 1; return NULL; }
+    s->woff = start;
+    s->wlen = n;
+    s->ds->st.scan_bytes += n;
+    return s->win + (off - start);
+}
+
+/* The CRC32C of len bytes from off. */
+static int scan_crc(scan *s, uint64_t off, uint64_t len, uint32_t *crc) {
+    uint32_t c = 0;
+    while (len > 0) {
+        uint64_t in = (off >= s->woff && off < s->woff + s->wlen) ? s->woff + s->wlen - off
+                                                                   : DISK_STAGE_BYTES - (off & (BLK - 1));
+        uint64_t n = len < in ? len : in;
+        const uint8_t *p = scan_at(s, off, n);
+        if (!p) return -1;
+        c = crc32c(c, p, n);
+        off += n;
+        len -= n;
+    }
+    *crc = c;
+    return 0;
+}
+
+static void wipe(disk_store *ds, uint64_t off, uint32_t hdr) {
+    disk_req z = { 1, ds->zero, off, hdr };
+    if (disk_io_run(ds->io, &z, 1) != 0) ds->st.io_errors++;
+}
+
+/* A record that checked out: kept unless a newer one of its key is. */
+static void scan_keep(disk_store *ds, const rec_hdr *h, uint64_t off) {
+    object *cur = objtable_find(ds->ix, h->key, h->keylen);
+    uint64_t bytes = h->hdr + round_blk(h->len);
+    if (cur && room(cur)->seq > h->seq) {
+        wipe(ds, off, h->hdr);
+        ds->st.dropped++;
+        return;
+    }
+    if (seg_alloc_reserve_at(ds->alloc, off - BLK, bytes) != 0) {   /* cannot happen: scanned in order */
+        wipe(ds, off, h->hdr);
+        ds->st.dropped++;
+        return;
+    }
+    ds->st.used += bytes;
+    object *old = ix_put(ds, h->key, h->keylen, h->len, h->crc, off, h->seq, h->hdr);
+    if (h->seq >= ds->next_seq) ds->next_seq = h->seq + 1;
+    ds->st.recovered++;
+    if (old) {
+        ds->st.dropped++;
+        ds->st.recovered--;
+        ds->st.objects--;
+        wipe(ds, room(old)->off, room(old)->hdr);
+        ds->st.used -= rec_bytes(old);
+        seg_alloc_release(ds->alloc, room(old)->off - BLK, rec_bytes(old));
+        object_free(old);
+    }
+}
+
+/* Every record of the file, in order. A block that does not start a
+ * record that checks out is stepped over one block at a time (a damaged
+ * record's bytes are not trusted to say where the next one starts). */
+static int scan_file(disk_store *ds) {
+    scan s = { .ds = ds, .win = ds->stage[0] };
+    uint64_t t0 = mono_ms();
+    uint8_t key[DISK_MAX_KEY];
+    for (uint64_t off = BLK; off + BLK <= ds->size && !s.err;) {
+        const uint8_t *b = scan_at(&s, off, BLK);
+        uint32_t hdr;
+        rec_hdr h;
+        if (!b || !rec_peek(ds, b, off, &hdr)) { off += BLK; continue; }
+        b = scan_at(&s, off, hdr);
+        if (!b || !rec_parse(ds, b, off, hdr, &h)) { off += BLK; continue; }
+        memcpy(key, h.key, h.keylen);   /* the window moves under the value */
+        h.key = key;
+        uint32_t crc;
+        if (scan_crc(&s, off + hdr, h.len, &crc) != 0) break;
+        if (crc != h.crc) {
+            log_warning("disk: %s: the record at %llu (key of %u bytes, %llu bytes) fails its CRC32C: dropped",
+                        ds->path, (unsigned long long)off, h.keylen, (unsigned long long)h.len);
+            wipe(ds, off, hdr);
+            ds->st.dropped++;
+            off += BLK;
+            continue;
+        }
+        scan_keep(ds, &h, off);
+        off += hdr + round_blk(h.len);
+    }
+    ds->st.scan_ms = mono_ms() - t0;
+    return s.err ? -1 : 0;
+}
+
+/* ---- open ---- */
+
+static int mkdirs(const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) return -1;
+        *c = '/';
+    }
+    return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* The file's header: 1 if it is ours (file_id taken from it), 0 if the
+ * file is new or its header is not one (it starts empty), -1 refused. */
+static int check_header(disk_store *ds, char *err, size_t errlen) {
+    uint8_t *h = ds->stage[0];
+    disk_req r = { 0, h, 0, BLK };
+    if (disk_io_run(ds->io, &r, 1) != 0) {
+        snprintf(err, errlen, "cannot read %s", ds->path);
+        return -1;
+    }
+    if (memcmp(h, FILE_MAGIC, 8) != 0) return 0;
+    if (le_get32(h + BLK - 4) != crc32c(0, h, BLK - 4)) {
+        log_warning("disk: %s: its header fails its CRC32C: the file starts empty", ds->path);
+        return 0;
+    }
+    if (le_get32(h + 8) != FILE_VERSION || le_get32(h + 12) != BLK) {
+        snprintf(err, errlen, "%s is of another version of moonkv; remove it to start empty", ds->path);
+        return -1;
+    }
+    if (le_get64(h + 16) != ds->size) {
+        snprintf(err, errlen, "%s holds %llu bytes, this node's --disk-size is %llu; remove it to start empty",
+                 ds->path, (unsigned long long)le_get64(h + 16), (unsigned long long)ds->size);
+        return -1;
+    }
+    if (le_get64(h + 32) != ds->tag) {
+        snprintf(err, errlen, "%s belongs to another cluster (name or secret); remove it to start empty", ds->path);
+        return -1;
+    }
+    ds->file_id = le_get64(h + 24);
+    return 1;
+}
+
+static int fresh(disk_store *ds) {
+    do
+        if (random_bytes(&ds->file_id, sizeof ds->file_id) != 0) ds->file_id = mono_us() ^ (uint64_t)getpid();
+    while (ds->file_id == 0);
+    file_header(ds, ds->stage[0]);
+    disk_req w = { 1, ds->stage[0], 0, BLK };
+    return disk_io_run(ds->io, &w, 1);
+}
+
+static disk_store *ds_new(const disk_store_config *c) {
+    disk_store *ds = xcalloc(1, sizeof *ds);
+    snprintf(ds->path, sizeof ds->path, "%s/%s", c->dir, c->name);
+    ds->size = c->size & ~(uint64_t)(BLK - 1);
+    ds->tag = c->tag;
+    ds->next_seq = 1;
+    pthread_mutex_init(&ds->mu, NULL);
+    pthread_mutex_init(&ds->smu, NULL);
+    pthread_cond_init(&ds->scv, NULL);
+    ds->ix = objtable_create(ix_free_fn, NULL);
+    for (int i = 0; i < DISK_STAGE_SLOTS; i++) ds->stage[i] = aligned(DISK_STAGE_BYTES);
+    ds->zero = aligned(hdr_bytes(DISK_MAX_KEY));
+    return ds;
+}
+
+disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen) {
+    if (c->size < DISK_MIN_SIZE) {
+        snprintf(err, errlen, "--disk-size must be at least %llu bytes", (unsigned long long)DISK_MIN_SIZE);
+        return NULL;
+    }
+    if (mkdirs(c->dir) != 0) {
+        snprintf(err, errlen, "cannot make %s: %s", c->dir, strerror(errno));
+        return NULL;
+    }
+    disk_store *ds = ds_new(c);
+    ds->alloc = seg_alloc_create_untracked(ds->size - BLK, BLK);
+    for (int i = 0; i < DISK_STAGE_SLOTS; i++)
+        if (!ds->stage[i]) goto nomem;
+    if (!ds->zero || !ds->alloc) goto nomem;
+    ds->io = disk_io_open(ds->path, ds->size, c->io, err, errlen);
+    if (!ds->io) goto fail;
+    int ours = check_header(ds, err, errlen);
+    if (ours < 0) goto fail;
+    if (ours == 0 && fresh(ds) != 0) {
+        snprintf(err, errlen, "cannot write %s", ds->path);
+        goto fail;
+    }
+    if (ours == 1 && scan_file(ds) != 0) {
+        snprintf(err, errlen, "cannot read %s", ds->path);
+        goto fail;
+    }
+    ds->st.capacity = ds->size - BLK;
+    log_notice("disk: %s, %llu MB, %s%s I/O, %llu objects back (%llu dropped) in %llu ms", ds->path,
+               (unsigned long long)(ds->size >> 20), disk_io_name(ds->io), disk_io_direct(ds->io) ? " O_DIRECT" : "",
+               (unsigned long long)ds->st.recovered, (unsigned long long)ds->st.dropped,
+               (unsigned long long)ds->st.scan_ms);
+    return ds;
+nomem:
+    snprintf(err, errlen, "out of memory for the disk tier's staging");
+fail:
+    disk_store_close(ds, 0);
+    return NULL;
+}
+
+/* ---- put, read, remove ---- */
+
+static int is_aligned(const void *p) { return ((uintptr_t)p & (BLK - 1)) == 0; }
+
+/* The value's whole blocks at off straight from/into buf, as PIECE
+ * requests into r (at most max); how many. */
+static size_t direct_reqs(disk_req *r, size_t max, int write, void *buf, uint64_t off, uint64_t whole) {
+    size_t n = 0;
+    for (uint64_t at = 0; at < whole && n < max; at += PIECE)
+        r[n++] = (disk_req){ write, (uint8_t *)buf + at, off + at, whole - at < PIECE ? whole - at : PIECE };
+    return n;
+}
+
+#define MAX_REQS 64
+
+/* Header and value: an aligned value straight from the caller's buffer
+ * (its tail through the slot), any other through the slot in
+ * DISK_STAGE_BYTES batches, the header in the first. */
+static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off, const void *val, uint64_t len) {
+    disk_req r[MAX_REQS];
+    uint64_t whole = len & ~(uint64_t)(BLK - 1);
+    if (is_aligned(val) && whole / PIECE < MAX_REQS - 2) {
+        size_t n = 0;
+        r[n++] = (disk_req){ 1, slot, off, hdr };
+        n += direct_reqs(r + n, MAX_REQS - 2, 1, (void *)val, off + hdr, whole);
+        if (len > whole) {
+            memset(slot + hdr, 0, BLK);
+            memcpy(slot + hdr, (const uint8_t *)val + whole, len - whole);
+            r[n++] = (disk_req){ 1, slot + hdr, off + hdr + whole, BLK };
+        }
+        return disk_io_run(ds->io, r, n);
+    }
+    uint64_t done = 0, head = hdr;   /* the first batch carries the header */
+    do {
+        uint64_t n = len - done < DISK_STAGE_BYTES - head ? len - done : DISK_STAGE_BYTES - head;
+        memcpy(slot + head, (const uint8_t *)val + done, n);
+        uint64_t io = round_blk(head + n);
+        memset(slot + head + n, 0, io - head - n);
+        size_t nr = direct_reqs(r, MAX_REQS, 1, slot, off + done + (done ? hdr : 0), io);
+        int rc = disk_io_run(ds->io, r, nr);
+        if (rc != 0) return rc;
+        done += n;
+        head = 0;
+    } while (done < len);
+    return 0;
+}
+
+int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc) {
+    if (keylen == 0 || keylen > DISK_MAX_KEY) return -EINVAL;
+    if (crc32c(0, val, len) != crc) return -EBADMSG;
+    uint32_t hdr = hdr_bytes(keylen);
+    uint64_t bytes = len > ds->size ? UINT64_MAX : hdr + round_blk(len), off;
+    pthread_mutex_lock(&ds->mu);
+    if (bytes == UINT64_MAX || seg_alloc_reserve(ds->alloc, bytes, &off) != ALLOC_OK) {
+        ds->st.nospace++;
+        pthread_mutex_unlock(&ds->mu);
+        return -ENOSPC;
+    }
+    off += BLK;
+    ds->st.used += bytes;
+    uint64_t seq = ds->next_seq++;
+    pthread_mutex_unlock(&ds->mu);
+
+    uint64_t t0 = mono_us();
+    int slot = stage_take(ds);
+    rec_header(ds, ds->stage[slot], hdr, key, keylen, seq, len, crc);
+    int rc = write_value(ds, ds->stage[slot], hdr, off, val, len);
+    stage_give(ds, slot);
+    uint64_t us = mono_us() - t0;
+
+    pthread_mutex_lock(&ds->mu);
+    object *old = NULL;
+    if (rc == 0) {
+        old = ix_put(ds, key, keylen, len, crc, off, seq, hdr);
+        ds->st.writes++;
+        ds->st.write_bytes += len;
+        ds->st.write_us += us;
+    } else {
+        ds->st.io_errors++;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    if (rc != 0) {
+        /* Its header may be on the disk: wiped before the space is reused. */
+        wipe(ds, off, hdr);
+        pthread_mutex_lock(&ds->mu);
+        seg_alloc_release(ds->alloc, off - BLK, bytes);
+        ds->st.used -= bytes;
+        pthread_mutex_unlock(&ds->mu);
+        return rc;
+    }
+    if (old) rec_drop(ds, old);
+    return 0;
+}
+
+int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
+    pthread_mutex_lock(&ds->mu);
+    object *o = objtable_find(ds->ix, key, keylen);
+    if (o) {
+        *len = o->size;
+        *crc = o->crc;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    return o ? 0 : -ENOENT;
+}
+
+/* The value at off into buf: its whole blocks straight when buf is
+ * aligned, the rest through the slot. Its CRC32C in *crc. */
+static int read_value(disk_store *ds, uint8_t *slot, uint64_t off, void *buf, uint64_t len, uint32_t *crc) {
+    disk_req r[MAX_REQS];
+    uint64_t whole = len & ~(uint64_t)(BLK - 1);
+    if (is_aligned(buf) && whole / PIECE < MAX_REQS - 1) {
+        size_t n = direct_reqs(r, MAX_REQS - 1, 0, buf, off, whole);
+        if (len > whole) r[n++] = (disk_req){ 0, slot, off + whole, BLK };
+        int rc = disk_io_run(ds->io, r, n);
+        if (rc != 0) return rc;
+        uint32_t c = crc32c(0, buf, whole);
+        *crc = len > whole ? crc32c_copy(c, (uint8_t *)buf + whole, slot, len - whole) : c;
+        return 0;
+    }
+    uint32_t c = 0;
+    for (uint64_t done = 0; done < len;) {
+        uint64_t n = len - done < DISK_STAGE_BYTES ? len - done : DISK_STAGE_BYTES;
+        size_t nr = direct_reqs(r, MAX_REQS, 0, slot, off + done, round_blk(n));
+        int rc = disk_io_run(ds->io, r, nr);
+        if (rc != 0) return rc;
+        c = crc32c_copy(c, (uint8_t *)buf + done, slot, n);
+        done += n;
+    }
+    *crc = c;
+    return 0;
+}
+
+int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len) {
+    pthread_mutex_lock(&ds->mu);
+    object *o = objtable_find(ds->ix, key, keylen);
+    if (!o) {
+        pthread_mutex_unlock(&ds->mu);
+        return -ENOENT;
+    }
+    *len = o->size;
+    if (o->size > cap) {
+        pthread_mutex_unlock(&ds->mu);
+        return -ENOBUFS;
+    }
+    o->pins++;
+    uint64_t off = room(o)->off + room(o)->hdr, size = o->size;
+    uint32_t want = o->crc;
+    pthread_mutex_unlock(&ds->mu);
+
+    uint64_t t0 = mono_us();
+    int slot = stage_take(ds);
+    uint32_t crc = 0;
+    int rc = read_value(ds, ds->stage[slot], off, buf, size, &crc);
+    stage_give(ds, slot);
+    uint64_t us = mono_us() - t0;
+
+    pthread_mutex_lock(&ds->mu);
+    o->pins--;
+    int bad = rc == 0 && crc != want, unlinked = 0;
+    if (rc != 0) ds->st.io_errors++;
+    else if (bad) ds->st.checksum_errors++;
+    else {
+        ds->st.reads++;
+        ds->st.read_bytes += size;
+        ds->st.read_us += us;
+    }
+    if (bad && !room(o)->dead && objtable_find(ds->ix, key, keylen) == o) {
+        objtable_unlink(ds->ix, key, keylen);
+        unlinked = 1;
+    }
+    int free_now = (room(o)->dead || unlinked) && o->pins == 0;
+    if (unlinked) room(o)->dead = 1;
+    pthread_mutex_unlock(&ds->mu);
+    if (bad) log_warning("disk: %s: a value of %llu bytes at %llu fails its CRC32C: dropped", ds->path,
+                         (unsigned long long)size, (unsigned long long)off);
+    if (free_now) rec_release(ds, o);
+    if (rc != 0) return rc;
+    return bad ? -EBADMSG : 0;
+}
+
+int disk_store_remove(disk_store *ds, const void *key, size_t keylen) {
+    pthread_mutex_lock(&ds->mu);
+    object *o = objtable_unlink(ds->ix, key, keylen);
+    if (o) ds->st.removes++;
+    pthread_mutex_unlock(&ds->mu);
+    if (!o) return -ENOENT;
+    rec_drop(ds, o);
+    return 0;
+}
+
+/* ---- the rest ---- */
+
+typedef struct walk_ctx {
+    disk_store_fn *fn;
+    void *ctx;
+} walk_ctx;
+
+static void walk_one(object *o, void *ctx) {
+    walk_ctx *w = ctx;
+    w->fn(w->ctx, o->key, o->keylen, o->size, o->crc);
+}
+
+void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx) {
+    walk_ctx w = { fn, ctx };
+    pthread_mutex_lock(&ds->mu);
+    uint64_t cur = 0;
+    do cur = objtable_scan(ds->ix, cur, walk_one, &w);
+    while (cur != 0);
+    pthread_mutex_unlock(&ds->mu);
+}
+
+void disk_store_get_stats(disk_store *ds, disk_store_stats *st) {
+    pthread_mutex_lock(&ds->mu);
+    *st = ds->st;
+    pthread_mutex_unlock(&ds->mu);
+}
+
+const char *disk_store_io_name(const disk_store *ds) { return disk_io_name(ds->io); }
+const char *disk_store_path(const disk_store *ds) { return ds->path; }
+
+void disk_store_close(disk_store *ds, int remove) {
+    if (!ds) return;
+    disk_io_close(ds->io);
+    if (remove) unlink(ds->path);
+    objtable_destroy(ds->ix);
+    if (ds->alloc) seg_alloc_destroy(ds->alloc);
+    for (int i = 0; i < DISK_STAGE_SLOTS; i++) free(ds->stage[i]);
+    free(ds->zero);
+    pthread_cond_destroy(&ds->scv);
+    pthread_mutex_destroy(&ds->smu);
+    pthread_mutex_destroy(&ds->mu);
+    free(ds);
+}

@@ -1,0 +1,89 @@
+/* node/disk_store.h - a node's disk tier: whole objects in one preallocated file.
+ *
+ * The file (DIR/NAME, --disk-dir) is allocated whole when it is made, so
+ * a disk that fills up later cannot fail a write half way. Its first
+ * 4 KiB block is the file's header: magic, version, size, a random file
+ * id (new each time the file starts empty) and the owner's tag (a hash of
+ * the cluster's name and secret: another cluster's file is refused), with
+ * a CRC32C. Records follow, each at a 4 KiB-aligned extent from an
+ * allocator (core/alloc.h):
+ *
+ *   header  magic | file id | sequence | value length | value CRC32C |
+ *           key length | key | ... | header CRC32C (last 4 bytes)
+ *           (4 KiB, 8 KiB for keys over 4000 bytes)
+ *   value   padded to 4 KiB
+ *
+ * Header and value go out in one batch; nothing else marks a record
+ * complete. At open the file is scanned and every record whose header
+ * and value check out is indexed (a key found twice keeps the higher
+ * sequence); a torn or damaged record is dropped (its header zeroed),
+ * never half-trusted. The file id in every header means bytes a client
+ * stored cannot pass for a record. A removed record's header is zeroed
+ * before its space is reused. Reads check the value's CRC32C; a mismatch
+ * drops the record and counts a checksum error.
+ *
+ * I/O through disk_io.h: aligned buffers go to the disk straight, others
+ * through a bounded staging area (DISK_STAGE_SLOTS buffers of
+ * DISK_STAGE_BYTES). Thread-safe. */
+#ifndef MKV_NODE_DISK_STORE_H
+#define MKV_NODE_DISK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/disk_io.h"
+
+#define DISK_STAGE_SLOTS 4
+#define DISK_STAGE_BYTES (4u << 20)
+#define DISK_MIN_SIZE (1ull << 20)
+
+typedef struct disk_store disk_store;
+
+typedef struct disk_store_config {
+    const char *dir;       /* made if missing */
+    const char *name;      /* the file in it */
+    uint64_t size;         /* bytes of the file (rounded down to 4 KiB) */
+    disk_io_kind io;
+    uint64_t tag;          /* the owner's: a file with another is refused */
+} disk_store_config;
+
+typedef struct disk_store_stats {
+    uint64_t capacity, used, objects;
+    uint64_t writes, write_bytes, write_us;   /* records written, their value bytes, time */
+    uint64_t reads, read_bytes, read_us;
+    uint64_t removes, nospace, io_errors;
+    uint64_t checksum_errors;                 /* values that failed their CRC on a read */
+    uint64_t recovered, dropped;              /* at open: records kept, records dropped */
+    uint64_t scan_ms, scan_bytes;
+} disk_store_stats;
+
+/* Opens the file (making it and its directory when missing) and indexes
+ * its records. NULL with why in err: refused (another owner or size, in
+ * use), or no room to make it. */
+disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen);
+
+/* Writes key's value (len bytes whose CRC32C the caller says is crc) and
+ * indexes it once written whole; a record of key already there is
+ * replaced. 0; -ENOSPC: no extent that large free; -EBADMSG: the bytes
+ * do not match crc (nothing kept); -errno of a failed write. */
+int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc);
+/* 0 and the value's length and CRC, or -ENOENT. */
+int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc);
+/* Reads key's value into buf (cap bytes): 0 and *len; -ENOENT; -ENOBUFS
+ * (cap too small, *len says how much); -EBADMSG: the bytes failed their
+ * CRC (the record is dropped); -errno of a failed read. */
+int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len);
+/* 0, or -ENOENT. The space is reused once reads in flight finished. */
+int disk_store_remove(disk_store *ds, const void *key, size_t keylen);
+
+/* Every record to fn (under the store's lock: fn must not call back). */
+typedef void disk_store_fn(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc);
+void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx);
+
+void disk_store_get_stats(disk_store *ds, disk_store_stats *st);
+const char *disk_store_io_name(const disk_store *ds);
+const char *disk_store_path(const disk_store *ds);
+/* remove: the file is deleted (the node left the cluster). */
+void disk_store_close(disk_store *ds, int remove);
+
+#endif

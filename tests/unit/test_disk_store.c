@@ -1,0 +1,390 @@
+/* Unit tests for the node's disk tier store (src/node/disk_store.c):
+ * write/read/remove, a restart's scan, a torn record, a bit flip, a full
+ * disk, a file of another owner or size, both I/O backends. Files go in
+ * a directory under $TMPDIR (or /tmp), removed at the end. */
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/crc32c.h"
+#include "node/disk_store.h"
+#include "test.h"
+
+static char dir[256];
+static disk_io_kind kind = DISK_IO_URING;
+static char name_buf[64];
+
+static disk_store *open_store(uint64_t size, uint64_t tag) {
+    disk_store_config c = { .dir = dir, .name = name_buf, .size = size, .io = kind, .tag = tag };
+    char err[256] = "";
+    disk_store *ds = disk_store_open(&c, err, sizeof err);
+    if (!ds) printf("# open: %s\n", err);
+    return ds;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static int put_val(disk_store *ds, const char *key, size_t len, uint32_t seed) {
+    uint8_t *v = malloc(len ? len : 1);
+    fill(v, len, seed);
+    int rc = disk_store_put(ds, key, strlen(key), v, len, crc32c(0, v, len));
+    free(v);
+    return rc;
+}
+
+/* 1 if key reads back as fill(len, seed). */
+static int read_ok(disk_store *ds, const char *key, size_t len, uint32_t seed) {
+    uint8_t *got = malloc(len + 1), *want = malloc(len + 1);
+    fill(want, len, seed);
+    uint64_t n = 0;
+    int rc = disk_store_read(ds, key, strlen(key), got, len, &n);
+    int ok = rc == 0 && n == len && memcmp(got, want, len) == 0;
+    free(got);
+    free(want);
+    return ok;
+}
+
+static void unique_name(const char *what) {
+    snprintf(name_buf, sizeof name_buf, "%s-%s.disk", what, kind == DISK_IO_PLAIN ? "plain" : "uring");
+}
+
+static void test_put_read_remove(void) {
+    unique_name("basic");
+    disk_store *ds = open_store(64u << 20, 7);
+    ASSERT(ds);
+    size_t sizes[] = { 0, 1, 4095, 4096, 4097, 100000, 1u << 20, (1u << 20) + 3, (5u << 20) + 17 };
+    char key[32];
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        ASSERT_EQ(put_val(ds, key, sizes[i], (uint32_t)i), 0);
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        ASSERT_MSG(read_ok(ds, key, sizes[i], (uint32_t)i), "%s of %zu bytes", key, sizes[i]);
+    }
+    /* An aligned buffer goes straight to the disk and back. */
+    uint8_t *a = NULL;
+    ASSERT(posix_memalign((void **)&a, 4096, 3u << 20) == 0);
+    fill(a, (3u << 20) - 5, 99);
+    uint32_t crc = crc32c(0, a, (3u << 20) - 5);
+    ASSERT_EQ(disk_store_put(ds, "aligned", 7, a, (3u << 20) - 5, crc), 0);
+    memset(a, 0, 3u << 20);
+    uint64_t n = 0;
+    ASSERT_EQ(disk_store_read(ds, "aligned", 7, a, 3u << 20, &n), 0);
+    ASSERT_EQ(n, (3u << 20) - 5);
+    ASSERT_EQ(crc32c(0, a, n), crc);
+    free(a);
+    /* A value whose CRC is not the one given is not kept. */
+    uint8_t v[100];
+    fill(v, sizeof v, 5);
+    ASSERT_EQ(disk_store_put(ds, "liar", 4, v, sizeof v, crc32c(0, v, sizeof v) ^ 1), -EBADMSG);
+    ASSERT_EQ(disk_store_stat(ds, "liar", 4, &n, &crc), -ENOENT);
+    /* Too small a buffer says how much is needed. */
+    ASSERT_EQ(disk_store_read(ds, "k5", 2, v, sizeof v, &n), -ENOBUFS);
+    ASSERT_EQ(n, 100000);
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.objects, 10);
+    uint64_t used = st.used;
+    ASSERT_EQ(disk_store_remove(ds, "k8", 2), 0);
+    ASSERT_EQ(disk_store_remove(ds, "k8", 2), -ENOENT);
+    ASSERT_EQ(disk_store_read(ds, "k8", 2, v, sizeof v, &n), -ENOENT);
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.objects, 9);
+    ASSERT_EQ(used - st.used, 8192 + (5u << 20));   /* header and 5 MiB + 17 in blocks */
+    /* A second put of a key replaces the first. */
+    ASSERT_EQ(put_val(ds, "k1", 5000, 1234), 0);
+    ASSERT(read_ok(ds, "k1", 5000, 1234));
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.objects, 9);
+    ASSERT(st.reads >= 10 && st.writes >= 11 && st.checksum_errors == 0);
+    disk_store_close(ds, 1);
+}
+
+/* Closed (or killed: nothing is written at close) and opened again, the
+ * file gives back every record; the newer of a key replaced wins. */
+static void test_restart(void) {
+    unique_name("restart");
+    disk_store *ds = open_store(32u << 20, 7);
+    ASSERT(ds);
+    char key[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "obj:%d", i);
+        ASSERT_EQ(put_val(ds, key, 1000 + (size_t)i * 7919, (uint32_t)i), 0);
+    }
+    ASSERT_EQ(disk_store_remove(ds, "obj:3", 5), 0);
+    ASSERT_EQ(put_val(ds, "obj:4", 777, 4444), 0);
+    disk_store_stats st0;
+    disk_store_get_stats(ds, &st0);
+    disk_store_close(ds, 0);
+
+    ds = open_store(32u << 20, 7);
+    ASSERT(ds);
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.recovered, 39);
+    ASSERT_EQ(st.objects, 39);
+    ASSERT_EQ(st.used, st0.used);
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "obj:%d", i);
+        if (i == 3) { uint64_t n; uint32_t c; ASSERT_EQ(disk_store_stat(ds, key, strlen(key), &n, &c), -ENOENT); }
+        else if (i == 4) ASSERT(read_ok(ds, key, 777, 4444));
+        else ASSERT_MSG(read_ok(ds, key, 1000 + (size_t)i * 7919, (uint32_t)i), "%s", key);
+    }
+    /* New records after the restart do not collide with the old ones. */
+    ASSERT_EQ(put_val(ds, "after", 50000, 1), 0);
+    ASSERT(read_ok(ds, "obj:39", 1000 + 39 * 7919, 39));
+    disk_store_close(ds, 0);
+    /* Another owner's tag or another size is refused, the file kept. */
+    ASSERT(!open_store(32u << 20, 8));
+    ASSERT(!open_store(64u << 20, 7));
+    ds = open_store(32u << 20, 7);
+    ASSERT(ds);
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.objects, 40);
+    /* Two processes (here: two opens) cannot share a file. */
+    ASSERT(!open_store(32u << 20, 7));
+    disk_store_close(ds, 1);
+}
+
+/* Where a record of key lies in the file: the offset of its header. */
+static long find_record(const char *path, const char *key) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    uint8_t b[4096];
+    long at = 0, found = -1;
+    while (fread(b, 1, sizeof b, f) == sizeof b) {
+        if (!memcmp(b, "MKVDREC1", 8) && !memcmp(b + 48, key, strlen(key)) &&
+            b[36] == strlen(key)) { found = at; break; }
+        at += 4096;
+    }
+    fclose(f);
+    return found;
+}
+
+static void poke(const char *path, long off, uint8_t xor_with) {
+    int fd = open(path, O_RDWR);
+    uint8_t c;
+    if (pread(fd, &c, 1, off) != 1) c = 0;
+    c ^= xor_with;
+    if (pwrite(fd, &c, 1, off) != 1) perror("pwrite");
+    close(fd);
+}
+
+/* A bit flipped in a value while the node was down: the record is
+ * dropped at the scan, its neighbours kept. A bit flipped while it runs:
+ * the read fails its CRC, the record is dropped, never returned. */
+static void test_bit_flip(void) {
+    unique_name("flip");
+    disk_store *ds = open_store(16u << 20, 1);
+    ASSERT(ds);
+    char path[512];
+    snprintf(path, sizeof path, "%s", disk_store_path(ds));
+    ASSERT_EQ(put_val(ds, "a", 300000, 1), 0);
+    ASSERT_EQ(put_val(ds, "b", 300000, 2), 0);
+    ASSERT_EQ(put_val(ds, "c", 300000, 3), 0);
+    long b = find_record(path, "b");
+    ASSERT(b > 0);
+    /* While running: the flip is seen by the read. */
+    poke(path, b + 4096 + 1234, 0x10);
+    uint8_t *buf = malloc(300000);
+    uint64_t n;
+    ASSERT_EQ(disk_store_read(ds, "b", 1, buf, 300000, &n), -EBADMSG);
+    ASSERT_EQ(disk_store_read(ds, "b", 1, buf, 300000, &n), -ENOENT);
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.checksum_errors, 1);
+    ASSERT_EQ(st.objects, 2);
+    /* While down: the scan drops it. */
+    long c = find_record(path, "c");
+    ASSERT(c > 0);
+    disk_store_close(ds, 0);
+    poke(path, c + 4096 + 299999, 0x01);
+    ds = open_store(16u << 20, 1);
+    ASSERT(ds);
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.recovered, 1);
+    ASSERT_EQ(st.dropped, 1);
+    ASSERT(read_ok(ds, "a", 300000, 1));
+    ASSERT_EQ(disk_store_read(ds, "c", 1, buf, 300000, &n), -ENOENT);
+    /* A header bit flip too. */
+    long a = find_record(path, "a");
+    disk_store_close(ds, 0);
+    poke(path, a + 20, 0x80);   /* its sequence */
+    ds = open_store(16u << 20, 1);
+    ASSERT(ds);
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.objects, 0);
+    free(buf);
+    disk_store_close(ds, 1);
+}
+
+/* A record cut short (a kill in the middle of its write): its value's
+ * tail is what was there before, so it fails its CRC and is dropped. */
+static void test_torn(void) {
+    unique_name("torn");
+    disk_store *ds = open_store(16u << 20, 1);
+    ASSERT(ds);
+    char path[512];
+    snprintf(path, sizeof path, "%s", disk_store_path(ds));
+    ASSERT_EQ(put_val(ds, "whole", 200000, 1), 0);
+    ASSERT_EQ(put_val(ds, "torn", 2u << 20, 2), 0);
+    ASSERT_EQ(put_val(ds, "after", 10000, 3), 0);
+    long t = find_record(path, "torn");
+    ASSERT(t > 0);
+    disk_store_close(ds, 0);
+    /* The second half of its value never reached the disk. */
+    int fd = open(path, O_RDWR);
+    ASSERT(fd >= 0);
+    uint8_t *z = calloc(1, 1u << 20);
+    ASSERT(pwrite(fd, z, 1u << 20, t + 4096 + (1u << 20)) == 1 << 20);
+    close(fd);
+    free(z);
+    ds = open_store(16u << 20, 1);
+    ASSERT(ds);
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.recovered, 2);
+    ASSERT_EQ(st.dropped, 1);
+    ASSERT(read_ok(ds, "whole", 200000, 1));
+    ASSERT(read_ok(ds, "after", 10000, 3));
+    uint64_t n;
+    uint32_t c;
+    ASSERT_EQ(disk_store_stat(ds, "torn", 4, &n, &c), -ENOENT);
+    /* Its space is free again: a 2 MiB value fits where it was. */
+    ASSERT_EQ(put_val(ds, "torn", 2u << 20, 4), 0);
+    ASSERT(read_ok(ds, "torn", 2u << 20, 4));
+    disk_store_close(ds, 1);
+}
+
+/* A full disk refuses with -ENOSPC and takes values again once space is
+ * freed; a bytes stored that look like a record do not come back. */
+static void test_full(void) {
+    unique_name("full");
+    disk_store *ds = open_store(4u << 20, 1);
+    ASSERT(ds);
+    int ok = 0, rc = 0;
+    char key[32];
+    for (int i = 0; i < 100 && rc == 0; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        rc = put_val(ds, key, 300000, (uint32_t)i);
+        if (rc == 0) ok++;
+    }
+    ASSERT_EQ(rc, -ENOSPC);
+    ASSERT(ok >= 10 && ok < 14);
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    ASSERT_EQ(st.nospace, 1);
+    ASSERT(st.capacity - st.used < 300000 + 8192);
+    ASSERT_EQ(put_val(ds, "big", 5u << 20, 1), -ENOSPC);
+    ASSERT_EQ(disk_store_remove(ds, "f0", 2), 0);
+    ASSERT_EQ(put_val(ds, "again", 300000, 77), 0);
+    ASSERT(read_ok(ds, "again", 300000, 77));
+    for (int i = 1; i < ok; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        ASSERT(read_ok(ds, key, 300000, (uint32_t)i));
+    }
+    disk_store_close(ds, 1);
+}
+
+/* A disk with no room for the file: open fails with a message. */
+static void test_no_room(void) {
+    unique_name("huge");
+    disk_store_config c = { .dir = dir, .name = name_buf, .size = 1ull << 60, .io = kind, .tag = 1 };
+    char err[256] = "";
+    disk_store *ds = disk_store_open(&c, err, sizeof err);
+    ASSERT(!ds);
+    ASSERT_MSG(strstr(err, "cannot allocate") != NULL, "%s", err);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name_buf);
+    unlink(path);
+}
+
+
+/* Threads putting, reading and removing at once (run under TSan too):
+ * every read gives its value whole or a miss, never other bytes. */
+static disk_store *conc_ds;
+static int conc_bad;
+
+static void *conc_worker(void *arg) {
+    int t = (int)(intptr_t)arg;
+    char key[32];
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof key, "t%d:%d", t, i % 6);
+        size_t len = 70000 + (size_t)(i % 6) * 40000;
+        int rc = put_val(conc_ds, key, len, (uint32_t)(i % 6 + t * 100));
+        if (rc != 0 && rc != -ENOSPC) __atomic_add_fetch(&conc_bad, 1, __ATOMIC_RELAXED);
+        snprintf(key, sizeof key, "shared:%d", i % 4);
+        uint8_t *buf = malloc(1u << 20);
+        uint64_t n = 0;
+        rc = disk_store_read(conc_ds, key, strlen(key), buf, 1u << 20, &n);
+        if (rc == 0 && !read_ok(conc_ds, key, n, (uint32_t)(i % 4))) {
+            /* replaced or removed in between is fine; wrong bytes are not */
+            uint8_t *want = malloc(n);
+            fill(want, n, (uint32_t)(i % 4));
+            if (memcmp(buf, want, n) != 0) __atomic_add_fetch(&conc_bad, 1, __ATOMIC_RELAXED);
+            free(want);
+        } else if (rc != 0 && rc != -ENOENT) __atomic_add_fetch(&conc_bad, 1, __ATOMIC_RELAXED);
+        if (t == 0) disk_store_remove(conc_ds, key, strlen(key));
+        if (t == 1) put_val(conc_ds, key, 100000 + (size_t)(i % 4) * 1000, (uint32_t)(i % 4));
+        free(buf);
+    }
+    return NULL;
+}
+
+static void test_concurrent(void) {
+    unique_name("conc");
+    conc_ds = open_store(32u << 20, 1);
+    ASSERT(conc_ds);
+    conc_bad = 0;
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) pthread_create(&th[t], NULL, conc_worker, (void *)(intptr_t)t);
+    for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+    ASSERT_EQ(conc_bad, 0);
+    disk_store_stats st;
+    disk_store_get_stats(conc_ds, &st);
+    ASSERT_EQ(st.checksum_errors, 0);
+    disk_store_close(conc_ds, 0);
+    /* What the threads left comes back whole. */
+    conc_ds = open_store(32u << 20, 1);
+    ASSERT(conc_ds);
+    disk_store_stats st2;
+    disk_store_get_stats(conc_ds, &st2);
+    ASSERT_EQ(st2.objects, st.objects);
+    ASSERT_EQ(st2.dropped, 0);
+    disk_store_close(conc_ds, 1);
+}
+
+static void run_all(const char *suffix) {
+    static char names[8][64];
+    void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn, test_full, test_no_room, test_concurrent };
+    const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent" };
+    for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
+        snprintf(names[i], sizeof names[i], "%s/%s", base[i], suffix);
+        RUN_TEST_NAMED(fns[i], names[i]);
+    }
+}
+
+int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/mkv-disk-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return 1;
+    kind = DISK_IO_URING;
+    run_all("uring");
+    kind = DISK_IO_PLAIN;
+    run_all("plain");
+    rmdir(dir);
+    TEST_EXIT();
+}
