@@ -15,14 +15,22 @@
 #include "core/log.h"
 #include "core/util.h"
 
+/* A batch holds a ring until it completed: several rings, so several
+ * callers (a node's offload and its readers) keep the disk busy at once. */
+#define DISK_IO_RINGS 8
+typedef struct disk_ring {
+    pthread_mutex_t mu;
+    struct io_uring ring;
+} disk_ring;
+
 struct disk_io {
     int fd;
     int direct;
-    int ring_up;               /* the ring below is set up */
-    int uring;                 /* and in use (given up after a failed submit) */
+    int uring;                 /* the rings are in use (given up after a failed submit) */
     uint64_t size;
-    pthread_mutex_t mu;        /* the ring: one batch at a time */
-    struct io_uring ring;
+    unsigned next;             /* where a caller starts looking for a free ring */
+    int nrings;                /* set up */
+    disk_ring rings[DISK_IO_RINGS];
 };
 
 int disk_io_parse(const char *s, disk_io_kind *out) {
@@ -66,16 +74,25 @@ fail:
 disk_io *disk_io_open(const char *path, uint64_t size, disk_io_kind want, char *err, size_t errlen) {
     disk_io *io = xcalloc(1, sizeof *io);
     io->size = size;
-    pthread_mutex_init(&io->mu, NULL);
+    struct stat st;
+    int existed = stat(path, &st) == 0;
     if (open_file(io, path, want, err, errlen) != 0) goto fail;
     if (preallocate(io->fd, size) != 0) {
+        int e = errno;
         snprintf(err, errlen, "cannot allocate %llu bytes for %s: %s", (unsigned long long)size, path,
-                 strerror(errno));
-        goto fail;
+                 strerror(e));
+        if (!existed) unlink(path);   /* what it did allocate goes back */
+        disk_io_close(io);
+        errno = e;
+        return NULL;
     }
     if (want != DISK_IO_PLAIN && io->direct) {
-        int rc = io_uring_queue_init(DISK_IO_DEPTH, &io->ring, 0);
-        if (rc == 0) io->ring_up = io->uring = 1;
+        int rc = 0;
+        while (io->nrings < DISK_IO_RINGS && rc == 0) {
+            rc = io_uring_queue_init(DISK_IO_DEPTH, &io->rings[io->nrings].ring, 0);
+            if (rc == 0) pthread_mutex_init(&io->rings[io->nrings++].mu, NULL);
+        }
+        if (io->nrings > 0) io->uring = 1;
         else if (want == DISK_IO_URING) {
             snprintf(err, errlen, "io_uring is not available: %s", strerror(-rc));
             goto fail;
@@ -115,16 +132,29 @@ static void prep(struct io_uring *ring, const disk_req *q, int fd, size_t i) {
  * short transfer is an error (O_DIRECT on a preallocated file does not
  * make them). A ring that cannot submit is given up for pread/pwrite
  * (what is in flight is waited for first: its buffers are the caller's). */
+/* A ring no other batch holds, or (all busy) one to wait for. */
+static disk_ring *ring_take(disk_io *io) {
+    unsigned at = __atomic_fetch_add(&io->next, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < io->nrings; i++) {
+        disk_ring *g = &io->rings[(at + (unsigned)i) % (unsigned)io->nrings];
+        if (pthread_mutex_trylock(&g->mu) == 0) return g;
+    }
+    disk_ring *g = &io->rings[at % (unsigned)io->nrings];
+    pthread_mutex_lock(&g->mu);
+    return g;
+}
+
 static int run_uring(disk_io *io, const disk_req *r, size_t n) {
     size_t next = 0, done = 0;
     int first_err = 0;
-    pthread_mutex_lock(&io->mu);
+    disk_ring *g = ring_take(io);
+    struct io_uring *ring = &g->ring;
     while (done < next || (next < n && !first_err)) {
-        while (!first_err && next < n && next - done < DISK_IO_DEPTH && io_uring_sq_space_left(&io->ring) > 0) {
-            prep(&io->ring, &r[next], io->fd, next);
+        while (!first_err && next < n && next - done < DISK_IO_DEPTH && io_uring_sq_space_left(ring) > 0) {
+            prep(ring, &r[next], io->fd, next);
             next++;
         }
-        int rc = io_uring_submit_and_wait(&io->ring, 1);
+        int rc = io_uring_submit_and_wait(ring, 1);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             log_warning("disk: io_uring submit failed (%s): pread/pwrite from now on", strerror(-rc));
             io->uring = 0;
@@ -133,16 +163,16 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
         }
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0;
-        io_uring_for_each_cqe(&io->ring, head, cqe) {
+        io_uring_for_each_cqe(ring, head, cqe) {
             size_t i = (size_t)io_uring_cqe_get_data64(cqe);
             if (cqe->res < 0 && !first_err) first_err = cqe->res;
             else if (cqe->res >= 0 && (size_t)cqe->res != r[i].len && !first_err) first_err = -EIO;
             seen++;
         }
-        io_uring_cq_advance(&io->ring, seen);
+        io_uring_cq_advance(ring, seen);
         done += seen;
     }
-    pthread_mutex_unlock(&io->mu);
+    pthread_mutex_unlock(&g->mu);
     return first_err;
 }
 
@@ -158,8 +188,10 @@ uint64_t disk_io_size(const disk_io *io) { return io->size; }
 
 void disk_io_close(disk_io *io) {
     if (!io) return;
-    if (io->ring_up) io_uring_queue_exit(&io->ring);
+    for (int i = 0; i < io->nrings; i++) {
+        io_uring_queue_exit(&io->rings[i].ring);
+        pthread_mutex_destroy(&io->rings[i].mu);
+    }
     if (io->fd >= 0) close(io->fd);
-    pthread_mutex_destroy(&io->mu);
     free(io);
 }

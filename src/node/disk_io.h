@@ -8,7 +8,7 @@
  * same calls run as pread/pwrite one after another, with one log line
  * saying why. Buffers, offsets and lengths must be DISK_IO_ALIGN aligned
  * (what O_DIRECT wants; the plain backend does not care). Thread-safe:
- * the ring is taken under a lock per batch. */
+ * a batch takes one of several rings for itself until it completed. */
 #ifndef MKV_NODE_DISK_IO_H
 #define MKV_NODE_DISK_IO_H
 
@@ -34,7 +34,8 @@ int disk_io_parse(const char *s, disk_io_kind *out);
 
 /* Opens (creating) the file at path, size bytes long (allocated on the
  * file system now: a full disk fails here, not in a later write). NULL
- * with why in err. */
+ * with why in err; errno ENOSPC (or EFBIG) when the file system has no
+ * room for it (a file made for it is removed). */
 disk_io *disk_io_open(const char *path, uint64_t size, disk_io_kind want, char *err, size_t errlen);
 /* Runs every request of r[0..n): 0, or -errno of the first that failed
  * (a short transfer is -EIO). */

@@ -399,8 +399,11 @@ disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen
     return ds;
 nomem:
     snprintf(err, errlen, "out of memory for the disk tier's staging");
-fail:
+    errno = ENOMEM;
+fail:;
+    int e = errno;
     disk_store_close(ds, 0);
+    errno = e;
     return NULL;
 }
 

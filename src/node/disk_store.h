@@ -59,7 +59,7 @@ typedef struct disk_store_stats {
 
 /* Opens the file (making it and its directory when missing) and indexes
  * its records. NULL with why in err: refused (another owner or size, in
- * use), or no room to make it. */
+ * use), or no room to make it (errno ENOSPC or EFBIG then). */
 disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen);
 
 /* Writes key's value (len bytes whose CRC32C the caller says is crc) and

@@ -17,7 +17,8 @@
 # readable counts, and the put rows next to the previous commit's build
 # (BENCH_PREV_BUILD=DIR, a build dir of it; unset: those rows say so),
 # 9 the calls inference engines make (multi-buffer batches through the
-# Mooncake shim, the prefix count, the SGLang adapter; needs make python).
+# Mooncake shim, the prefix count, the SGLang adapter; needs make python),
+# 10 the node's disk tier store vs fio on the same disk (tests/bench/disk.sh).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
@@ -36,7 +37,7 @@ SERVER=$BUILD/moonkv-server
 BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
-STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9}
+STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9 10}
 RESULTS=$ROOT/build/bench-results
 KEPT=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
@@ -50,6 +51,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/netns.sh"
 . "$ROOT/tests/bench/failover.sh"
 . "$ROOT/tests/bench/engines.sh"
+. "$ROOT/tests/bench/disk.sh"
 
 on_exit() {
   bench_cleanup
@@ -76,6 +78,7 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_node_restart" ] && cp "$BENCH_BIN/bench_node_restart" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_acked" ] && cp "$BENCH_BIN/bench_acked" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_disk" ] && cp "$BENCH_BIN/bench_disk" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
@@ -89,7 +92,7 @@ echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs i
 rows_before=0
 run_step() {   # run_step N TITLE FUNCTION
   case " $STEPS " in *" $1 "*) ;; *) return 0;; esac
-  step_begin "$1/9" "$2"
+  step_begin "$1/10" "$2"
   "$3"
   local total skipped
   total=$(wc -l <"$WORK/rows.tsv")
@@ -107,6 +110,7 @@ run_step 6 "master metadata: put pairs per second, rebuild after kill -9" step_m
 run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
 run_step 8 "master failover through etcd, puts kept through kills, put rows vs the previous build" step_failover
 run_step 9 "inference engines' calls: multi-buffer batches, prefix exists, SGLang adapter" step_engines
+run_step 10 "the node's disk tier store vs fio (O_DIRECT, same dir, bs, depth)" step_disk
 
 write_report "$RESULTS"
 if [ "${BENCH_KEEP:-0}" = 1 ]; then

@@ -1,0 +1,55 @@
+# tests/bench/disk.sh - step 10: the node's disk tier store against fio.
+#
+# bench_disk (tests/bench/bench_disk.c) puts and reads 1 MiB and 4 MiB
+# values through src/node/disk_store.c (io_uring, O_DIRECT) with
+# DISK_JOBS threads; fio does the same block size and queue depth with
+# O_DIRECT on a file in the same directory ($BENCH_DISK_DIR, default a
+# directory under /var/tmp: a disk, not a tmpfs). Sourced by run.sh.
+
+DISK_JOBS=4
+
+# fio_measure NAME RW BS DEPTH: GB/s, clat p50 and p99 (us) as NAME.gbps, NAME.p50, NAME.p99.
+fio_measure() {
+  local name=$1 rw=$2 bs=$3 depth=$4 out
+  out=$(fio --name=ref --filename="$DISK_DIR/fio.dat" --size="${DISK_MB}M" --bs="$bs" --iodepth="$depth" \
+        --rw="$rw" --direct=1 --ioengine=io_uring --output-format=json 2>>"$WORK/run.log") || {
+    meas_skip "$name.gbps" "fio failed (see the run log)"; return; }
+  echo "$out" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["jobs"][0][sys.argv[2]]
+p = s["clat_ns"]["percentile"]
+print("RESULT %s.gbps %.6g GB/s" % (sys.argv[1], s["bw_bytes"] / 1e9))
+print("RESULT %s.p50 %.6g us" % (sys.argv[1], p["50.000000"] / 1e3))
+print("RESULT %s.p99 %.6g us" % (sys.argv[1], p["99.000000"] / 1e3))' "$name" "$rw" | meas_import ""
+}
+
+step_disk() {
+  local b bs
+  DISK_MB=$([ "$QUICK" = 1 ] && echo 128 || echo 512)
+  DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}/moonkv-bench-disk.$$
+  if ! command -v fio >/dev/null; then
+    meas_skip disk.write_1MiB "fio is missing (make deps)"
+  elif [ ! -x "$BENCH_BIN/bench_disk" ]; then
+    meas_skip disk.write_1MiB "bench_disk was not built"
+  else
+    mkdir -p "$DISK_DIR"
+    BENCH_DISK_JOBS=$DISK_JOBS BENCH_DISK_MB=$DISK_MB timeout 600 "$BENCH_BIN/bench_disk" "$DISK_DIR" \
+      2>>"$WORK/run.log" | meas_import disk.
+    for b in 1MiB 4MiB; do
+      bs=${b%iB}
+      fio_measure "fio.write_$b" write "$bs" "$DISK_JOBS"
+      fio_measure "fio.read_$b" read "$bs" "$DISK_JOBS"
+    done
+    fio_measure fio.lat_1MiB randread 1M 1
+    rm -rf "$DISK_DIR"
+  fi
+  local where="${DISK_MB} MB, $DISK_JOBS in flight, O_DIRECT"
+  for b in 1MiB 4MiB; do
+    row "disk tier store write $b ($where) vs fio, same dir/bs/depth" "disk.write_$b" "fio.write_$b.gbps" 0.8 GB/s
+    row "disk tier store read $b ($where) vs fio, same dir/bs/depth" "disk.read_$b" "fio.read_$b.gbps" 0.8 GB/s
+  done
+  row "disk tier store read 1 MiB, one at a time: p50 vs fio randread depth 1" disk.get_p50_1MiB fio.lat_1MiB.p50 - us
+  row "disk tier store read 1 MiB, one at a time: p99 vs fio randread depth 1" disk.get_p99_1MiB fio.lat_1MiB.p99 - us
+  meas_skip disk.zipf "the node does not offload to its disk tier yet (docs/SSD_TIER.md)"
+  row_plain "Zipf KV workload, working set 4x DRAM: hit rate and GB/s with the tier vs without" disk.zipf
+}
