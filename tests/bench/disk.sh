@@ -16,7 +16,7 @@ fio_measure() {
     meas_skip "$name.gbps" "fio failed (see the run log)"; return; }
   echo "$out" | python3 -c '
 import json, sys
-s = json.load(sys.stdin)["jobs"][0][sys.argv[2]]
+s = json.load(sys.stdin)["jobs"][0]["read" if "read" in sys.argv[2] else "write"]
 p = s["clat_ns"]["percentile"]
 print("RESULT %s.gbps %.6g GB/s" % (sys.argv[1], s["bw_bytes"] / 1e9))
 print("RESULT %s.p50 %.6g us" % (sys.argv[1], p["50.000000"] / 1e3))
