@@ -841,22 +841,51 @@ static PyObject *store_batch_get_into_multi(store *s, PyObject *args, PyObject *
     return store_vbatch(s, 1, keys, bufs, sizes, 0);
 }
 
-/* prefix_exists(keys) -> how many keys, from the first on, are stored. */
-static PyObject *store_prefix_exists(store *s, PyObject *kobj) {
+/* prefix_exists(keys, pin_ms=0, pin=0) -> how many keys, from the first
+ * on, are stored; with pin_ms, (count, pin id): the hits stay until
+ * unpin(pin id) or pin_ms (pin: an earlier id to add them to). */
+static PyObject *store_prefix_exists(store *s, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "pin_ms", "pin", NULL};
+    PyObject *kobj;
+    long long ms = 0;
+    unsigned long long pin = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|LK:prefix_exists", kwlist, &kobj, &ms, &pin)) return NULL;
+    if (ms < 0 || ms > UINT32_MAX) return raise_code(MKV_EINVAL, "pin time must be 1 to 600000 ms");
+    uint32_t pin_ms = (uint32_t)ms;
     PyObject *keys = as_tuple(kobj, "keys"), *res = NULL;
     batch b = {0};
     if (!keys) return NULL;
     if (batch_fill(&b, keys, NULL, NULL, 0) == 0 && store_enter(s, &res) == 0) {
         size_t hit = 0;
+        uint64_t id = pin;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = mkv_exists_prefix(s->c, b.objs, b.n, &hit);
+        rc = pin_ms ? mkv_exists_prefix_pin(s->c, b.objs, b.n, pin_ms, &id, &hit)
+                    : mkv_exists_prefix(s->c, b.objs, b.n, &hit);
         Py_END_ALLOW_THREADS
-        res = rc == MKV_OK ? PyLong_FromSize_t(hit) : store_fail(s, rc);
+        if (rc != MKV_OK) res = store_fail(s, rc);
+        else if (pin_ms) res = Py_BuildValue("nK", (Py_ssize_t)hit, (unsigned long long)id);
+        else res = PyLong_FromSize_t(hit);
         store_unlock(s);
     }
     batch_free(&b);
     Py_DECREF(keys);
+    return res;
+}
+
+/* unpin(pin id) -> how many keys it held. */
+static PyObject *store_unpin(store *s, PyObject *arg) {
+    unsigned long long pin = PyLong_AsUnsignedLongLong(arg);
+    if (pin == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    PyObject *res = NULL;
+    if (store_enter(s, &res) < 0) return res;
+    size_t keys = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mkv_unpin(s->c, pin, &keys);
+    Py_END_ALLOW_THREADS
+    res = rc == MKV_OK ? PyLong_FromSize_t(keys) : store_fail(s, rc);
+    store_unlock(s);
     return res;
 }
 
@@ -935,8 +964,12 @@ static PyMethodDef store_methods[] = {
     {"batch_get_into_multi_buffers", (PyCFunction)(void (*)(void))store_batch_get_into_multi,
      METH_VARARGS | METH_KEYWORDS,
      "batch_get_into_multi_buffers(keys, buffers_per_key[, sizes_per_key]) -> [bytes read or error code]"},
-    {"prefix_exists", (PyCFunction)store_prefix_exists, METH_O,
-     "prefix_exists(keys) -> how many keys, from the first on, are stored (one master round trip)"},
+    {"prefix_exists", (PyCFunction)(void (*)(void))store_prefix_exists, METH_VARARGS | METH_KEYWORDS,
+     "prefix_exists(keys, pin_ms=0, pin=0) -> how many keys, from the first on, are stored (one master "
+     "round trip); with pin_ms (1 to 600000), (count, pin id): the hits cannot be removed until "
+     "unpin(pin id) or pin_ms"},
+    {"unpin", (PyCFunction)store_unpin, METH_O,
+     "unpin(pin id) -> how many keys the pin held (0: expired or none)"},
     {"get_range", (PyCFunction)(void (*)(void))store_get_range, METH_VARARGS | METH_KEYWORDS,
      "get_range(key, offset, buffer[, size]) -> bytes read of [offset, offset + len(buffer)), zero-copy"},
     {"remove_all", (PyCFunction)store_remove_all, METH_NOARGS, "remove_all() -> how many objects were removed"},

@@ -1,6 +1,8 @@
 """The binding's calls for inference engines: objects in pieces
 (batch_put_from_multi_buffers / batch_get_into_multi_buffers), the prefix
 count, byte ranges and remove_all, over TCP and shared memory."""
+import time
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,40 @@ def test_prefix_exists(store, key):
     assert store.prefix_exists([]) == 0
     store.remove(keys[5])
     assert store.prefix_exists(keys) == 5
+
+
+def test_prefix_pin(store, key):
+    keys = [key(f"p{i}") for i in range(6)]
+    for k in keys[:4]:
+        store.put(k, b"v")
+    n, pin = store.prefix_exists(keys, pin_ms=60000)
+    assert (n, pin > 0) == (4, True)
+    with pytest.raises(moonkv.TryAgainError, match="pinned"):
+        store.remove(keys[1])
+    assert store.is_exist(keys[1]) == 1
+    assert store.prefix_exists(keys[4:]) == 0          # without a pin: as before
+    n2, pin2 = store.prefix_exists(keys[2:4], pin_ms=60000, pin=pin)   # added to the same pin
+    assert (n2, pin2) == (2, pin)
+    assert store.unpin(pin) == 6
+    assert store.unpin(pin) == 0
+    store.remove(keys[1])
+    # a short pin runs out by itself (a bounded wait)
+    _, short = store.prefix_exists(keys[:1], pin_ms=200)
+    with pytest.raises(moonkv.TryAgainError):
+        store.remove(keys[0])
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            store.remove(keys[0])
+            break
+        except moonkv.TryAgainError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    for bad in (-1, 600001, 1 << 40):
+        with pytest.raises(moonkv.InvalidError, match="pin time"):
+            store.prefix_exists(keys, pin_ms=bad)
+    with pytest.raises(moonkv.InvalidError):
+        store.unpin(0)
 
 
 def test_get_range(store, key):

@@ -6,6 +6,7 @@ import asyncio
 import importlib.util
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -93,6 +94,38 @@ def test_batched_and_prefix_contains(setup):
         assert bytes(g.byte_array) == bytes(o.byte_array)
     # per worker (TP rank) keys are apart
     assert run(conn.batched_async_contains("lookup-3", [ck(0, worker=1)])) == 0
+
+
+def test_pinned_lookup_until_unlock(setup):
+    conn, backend, mode = setup
+    run(conn.batched_put([ck(i) for i in range(4)], [chunk(backend, 20 + i, mode) for i in range(4)]))
+    assert run(conn.batched_async_contains("L1", [ck(0), ck(1), ck(9)], pin=True)) == 2
+    assert conn.remove_sync(ck(1)) is False and conn.exists_sync(ck(1))    # pinned: stays
+    assert run(conn.batched_async_contains("L1", [ck(2)], pin=True)) == 1   # the same lookup adds
+    assert run(conn.batched_async_contains("L2", [ck(3)], pin=False)) == 1  # no pin
+    assert conn.remove_sync(ck(3)) is True
+    assert run(conn.unlock("L1")) == 3
+    assert run(conn.unlock("L1")) == 0 and run(conn.unlock("never")) == 0
+    assert conn.remove_sync(ck(1)) is True and conn.remove_sync(ck(2)) is True
+    got = run(conn.batched_get([ck(0)]))
+    assert got[0] is not None
+
+
+def test_pin_ms_in_url(cluster, monkeypatch, key):
+    monkeypatch.setenv("MOONKV_CLUSTER_SECRET", cluster.secret)
+    with pytest.raises(ValueError):
+        MoonkvConnector(f"moonkv://{cluster.master}?pin_ms=0")
+    backend = LocalCPUBackend(1 << 20, expose_arena=False)
+    conn = MoonkvConnector(f"moonkv://{cluster.master}?key_prefix={key('')}&pin_ms=200",
+                           local_cpu_backend=backend)
+    run(conn.batched_put([ck(0)], [chunk(backend, 1, "copied")]))
+    assert run(conn.batched_async_contains("S", [ck(0)], pin=True)) == 1
+    assert conn.remove_sync(ck(0)) is False
+    deadline = time.monotonic() + 20          # the pin runs out by itself (bounded wait)
+    while not conn.remove_sync(ck(0)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    run(conn.close())
 
 
 def test_list_and_remove(setup):

@@ -166,6 +166,17 @@ int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n);
  * hit of a prefix lookup (MOON.PREFIX, one master round trip per 4096
  * keys; later chunks are asked only when every key before was found). */
 int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count);
+/* The same, the hits pinned for pin_ms (1 to 600000): until mkv_unpin or
+ * that time, the master refuses to remove them (MKV_ETRYAGAIN) and never
+ * collects them, so they are there when the caller loads them. *pin: 0 to
+ * have an id drawn (set on return, also when nothing was found), or an
+ * earlier pin's id to add these hits to it. At most 65,536 keys pinned
+ * per master connection (MKV_EINVAL past it, nothing pinned). */
+int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t pin_ms, uint64_t *pin,
+                          size_t *count);
+/* Release a pin; *keys (may be NULL) = how many keys it held, 0 if it
+ * had expired or never pinned anything. */
+int mkv_unpin(mkv_client *c, uint64_t pin, size_t *keys);
 
 /* Bytes [off, off + len) of an object into buf (registered); *got = how
  * many (fewer at the object's end, 0 from it on). Checked per slice when

@@ -5,24 +5,28 @@
  * Victims come from core/evict.h, the same choice the standalone store
  * makes. The master adds its veto: an object with a read lease
  * outstanding (mm_hold_until: a read cap on its bytes may still be used)
- * or with a replica copy in flight stays. */
+ * or with a replica copy in flight stays, and so does one a prefix
+ * lookup pinned (pins.h). */
 #include "master/meta_internal.h"
+#include "master/pins.h"
 
 #define COLLECT_MAX_PER_PUT 1024   /* victims one put may cost before NOSPACE */
 
 typedef struct veto_ctx {
+    master_meta *m;
     uint64_t now_ms;
 } veto_ctx;
 
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
     const mm_obj *mo = mm_obj_of(o);
-    return mo && !mo->job && mm_hold_until(o, v->now_ms) == 0;
+    return mo && !mo->job && mm_hold_until(o, v->now_ms) == 0 &&
+           mm_pins_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
 }
 
 /* One victim dropped; 0 if none may go. */
 static int collect_one(master_meta *m, uint64_t now_ms) {
-    veto_ctx v = {now_ms};
+    veto_ctx v = {m, now_ms};
     object *o = evictor_pick(&m->gc, m->objs, now_ms, may_collect, &v);
     if (!o) return 0;
     mm_drop_object(m, o, now_ms);

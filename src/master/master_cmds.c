@@ -15,9 +15,11 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "master/pins.h"
 #include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
+#include "proto/pins.h"
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/slices.h"
@@ -812,6 +814,46 @@ static void prefix_command(client *c) {
     reply_integer(c, (long long)hit);
 }
 
+#define PIN_ID_MAX (UINT64_MAX >> 1)   /* ids are 1 to 2^63-1 (a signed integer's range) */
+
+/* MOON.PREFIXPIN id ms key [key ...]: MOON.PREFIX's count, the keys it
+ * counted pinned under id for ms (proto/pins.h), counted against this
+ * connection. A bound passed pins nothing: the error says which. */
+static void prefixpin_command(client *c) {
+    uint64_t id;
+    long long ms;
+    if (master_arg_u64(c, 1, 1, PIN_ID_MAX, &id) != 0) return;
+    if (arg_to_ll(&c->argv[2], 1, PROTO_PIN_MAX_MS, &ms) != 0) {
+        master_reply_fail(c, PROTO_ERR, "pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
+        return;
+    }
+    size_t n;
+    mm_item *it = batch_items(c, 3, 1, &n);
+    if (!it) return;
+    master_meta *m = meta_of(c);
+    size_t hit = 0;
+    while (hit < n && mm_exists(m, it[hit].key, it[hit].keylen)) hit++;
+    char err[PROTO_ERR_LEN];
+    uint64_t t = now();
+    proto_status st = mm_pins_add(mm_pins_of(m), id, c->id, it, hit, t + (uint64_t)ms, t, err, sizeof err);
+    if (st != PROTO_OK) master_reply_fail(c, st, "%s", err);
+    else reply_integer(c, (long long)hit);
+}
+
+/* MOON.UNPIN id [id ...]: those pins released; how many keys they held. */
+static void unpin_command(client *c) {
+    if (c->argc - 1 > PROTO_MAX_UNPIN) {
+        master_reply_fail(c, PROTO_ERR, "at most %d ids per MOON.UNPIN", PROTO_MAX_UNPIN);
+        return;
+    }
+    uint64_t ids[PROTO_MAX_UNPIN];
+    for (int i = 1; i < c->argc; i++)
+        if (master_arg_u64(c, i, 1, PIN_ID_MAX, &ids[i - 1]) != 0) return;   /* all or none */
+    size_t keys = 0;
+    for (int i = 1; i < c->argc; i++) keys += mm_pins_release(mm_pins_of(meta_of(c)), ids[i - 1], now());
+    reply_integer(c, (long long)keys);
+}
+
 /* ---- introspection ---- */
 
 /* [[id, state, [addr ...]] ...] */
@@ -1105,6 +1147,11 @@ static const command master_commands[] = {
      "EXISTS for many keys", "key [key ...]"},
     {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
      "How many leading keys name complete objects", "key [key ...]"},
+    {"moon.prefixpin", prefixpin_command, -4, CMD_READONLY | CMD_FAST | CMD_MEMBER, 3, -1, 1, 0, "moonkv", "0.6.0",
+     "MOON.PREFIX, its hits pinned under id for ms (no remove, no collection) until MOON.UNPIN",
+     "id ms key [key ...]"},
+    {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.6.0",
+     "Release pins of MOON.PREFIXPIN; how many keys they held", "id [id ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, -1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",

@@ -5,6 +5,7 @@
 
 #include "core/util.h"
 #include "master/meta_internal.h"
+#include "master/pins.h"
 #include "proto/limits.h"
 
 void mm_config_defaults(mm_config *cfg) {
@@ -46,6 +47,7 @@ master_meta *mm_create(const mm_config *cfg) {
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
     m->objs = objtable_create(free_object, m);
     m->tombs = mm_tombs_create();
+    m->pins = mm_pins_create();
     m->next_task_id = 1;
     evictor_init(&m->gc, (evict_policy)m->cfg.gc_policy, m->cfg.gc_high_pct, m->cfg.gc_low_pct);
     return m;
@@ -64,6 +66,7 @@ void mm_destroy(master_meta *m) {
     free(m->nodes);
     free(m->held);
     objtable_destroy(m->tombs);
+    mm_pins_destroy(m->pins);
     free(m->tasks);
     free(m->task_ids);
     free(m->touched);
@@ -78,6 +81,7 @@ void mm_sweep(master_meta *m, uint64_t now_ms) {
     mm_expire_puts(m, now_ms);
     mm_expire_tasks(m, now_ms);
     mm_release_held(m, now_ms);
+    mm_pins_expire(m->pins, now_ms);
     mm_repair(m, now_ms);
     mm_collect(m, now_ms);
 }

@@ -57,6 +57,7 @@ struct master_meta {
     mm_note_mark *marks;
     size_t ntouched, captouched;
     mm_restore_stats restores;  /* restore.c */
+    struct mm_pins *pins;       /* pins on prefix hits (pins.c): apart from the objects */
 };
 
 /* Printf the message into err (if given), return st: every error path is

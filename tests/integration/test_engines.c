@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/moonkv.h"
 #include "cluster_harness.h"
@@ -200,6 +201,176 @@ static void test_prefix(void) {
     free(buf);
 }
 
+/* A prefix lookup that pins its hits: a remove of a hit is refused
+ * (MKV_ETRYAGAIN) until mkv_unpin, or until the pin's time runs out; keys
+ * it did not count, and lookups without a pin, are as before. */
+static void test_pin(void) {
+    mkv_client *c = connect_to("tcp");
+    ASSERT(c);
+    char *buf = palloc(4096);
+    h_fill(buf, 4096, 5);
+    ASSERT(mkv_register_buffer(c, buf, 4096) == MKV_OK);
+    enum { N = 6 };
+    mkv_obj o[N + 1];
+    char keys[N + 1][16];
+    for (int i = 0; i <= N; i++) {
+        snprintf(keys[i], sizeof keys[i], i < N ? "pin:%d" : "pin:none", i);
+        o[i] = (mkv_obj){.key = keys[i], .keylen = strlen(keys[i]), .buf = buf, .len = 100};
+    }
+    ASSERT(mkv_put_batch(c, o, N, 0) == MKV_OK);
+    /* pin:0..3, then a miss: pin:4 and pin:5 are not hits */
+    mkv_obj look[5] = {o[0], o[1], o[2], o[3], o[N]};
+    uint64_t pin = 0;
+    size_t hit = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(c, look, 5, 60000, &pin, &hit), MKV_OK);
+    ASSERT_EQ(hit, 4);
+    ASSERT(pin != 0);
+    ASSERT_EQ(mkv_remove(c, "pin:2", 5), MKV_ETRYAGAIN);
+    ASSERT(strstr(mkv_last_error(c), "pinned"));
+    ASSERT_EQ(mkv_exists(c, "pin:2", 5), 1);
+    char got[128];
+    ASSERT_EQ(mkv_get(c, "pin:2", 5, buf + 2048, 1024, NULL), MKV_OK);
+    memcpy(got, buf + 2048, 100);
+    ASSERT(memcmp(got, buf, 100) == 0);
+    ASSERT_EQ(mkv_remove(c, "pin:4", 5), MKV_OK);   /* not a hit: not pinned */
+    size_t plain = 0;
+    ASSERT_EQ(mkv_exists_prefix(c, look, 5, &plain), MKV_OK);   /* unpinned lookups unchanged */
+    ASSERT_EQ(plain, 4);
+    /* FLUSH passes pinned objects over */
+    uint64_t removed = 0;
+    ASSERT_EQ(mkv_remove_all(c, &removed), MKV_OK);
+    ASSERT_EQ(mkv_exists(c, "pin:0", 5), 1);
+    ASSERT_EQ(mkv_exists(c, "pin:5", 5), 0);
+    size_t released = 0;
+    ASSERT_EQ(mkv_unpin(c, pin, &released), MKV_OK);
+    ASSERT_EQ(released, 4);
+    ASSERT_EQ(mkv_unpin(c, pin, &released), MKV_OK);
+    ASSERT_EQ(released, 0);
+    ASSERT_EQ(mkv_remove(c, "pin:2", 5), MKV_OK);
+    /* a short pin runs out by itself (bounded wait: 20 s) */
+    uint64_t shortpin = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(c, look, 1, 300, &shortpin, &hit), MKV_OK);
+    ASSERT_EQ(hit, 1);
+    ASSERT_EQ(mkv_remove(c, "pin:0", 5), MKV_ETRYAGAIN);
+    int rc = MKV_ETRYAGAIN;
+    for (int i = 0; i < 400 && rc == MKV_ETRYAGAIN; i++) {
+        usleep(50000);
+        rc = mkv_remove(c, "pin:0", 5);
+    }
+    ASSERT_EQ(rc, MKV_OK);
+    /* bad arguments are refused before anything is sent */
+    uint64_t none = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(c, look, 1, 0, &none, &hit), MKV_EINVAL);
+    ASSERT_EQ(mkv_exists_prefix_pin(c, look, 1, 600001, &none, &hit), MKV_EINVAL);
+    ASSERT(strstr(mkv_last_error(c), "pin time"));
+    ASSERT_EQ(mkv_unpin(c, 0, NULL), MKV_EINVAL);
+    ASSERT_EQ(mkv_remove(c, "pin:1", 5), MKV_OK);
+    ASSERT_EQ(mkv_remove(c, "pin:3", 5), MKV_OK);
+    mkv_close(c);
+    free(buf);
+}
+
+static int is_error(const redisReply *r, const char *prefix) {
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+static int is_int(const redisReply *r, const char *want) {
+    return r && r->type == REDIS_REPLY_INTEGER && r->integer == atoll(want);
+}
+
+/* MOON.PREFIXPIN and MOON.UNPIN over RESP: a member's verbs; hostile
+ * arguments get a clear error and pin nothing; a connection holds at
+ * most PROTO_PIN_MAX_PER_CONN keys pinned. */
+static void test_pin_resp(void) {
+    redisContext *plain = h_redis(port_master);
+    ASSERT(plain);
+    ASSERT(h_command_is(plain, is_error, "NOAUTH", "MOON.PREFIXPIN 1 1000 k"));   /* not a member */
+    redisFree(plain);
+    redisContext *m = h_proven(h_redis(port_master), "");
+    ASSERT(m);
+    freeReplyObject(redisCommand(m, "MOON.PREFIX x"));
+    mkv_client *c = connect_to("tcp");
+    ASSERT(c);
+    char *buf = palloc(4096);
+    ASSERT(mkv_register_buffer(c, buf, 4096) == MKV_OK);
+    ASSERT_EQ(mkv_put(c, "rp:0", 4, buf, 64, 0), MKV_OK);
+    ASSERT(h_command_is(m, is_int, "1", "MOON.PREFIXPIN 77 60000 rp:0 rp:1"));
+    ASSERT(h_command_is(m, is_error, "TRYAGAIN", "MOON.REMOVE rp:0"));
+    ASSERT(h_command_is(m, is_int, "1", "MOON.UNPIN 77 78"));
+    /* hostile input */
+    ASSERT(h_command_is(m, is_error, "ERR pin time", "MOON.PREFIXPIN 1 0 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR pin time", "MOON.PREFIXPIN 1 600001 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR pin time", "MOON.PREFIXPIN 1 -5 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR pin time", "MOON.PREFIXPIN 1 99999999999999999999999 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR pin time", "MOON.PREFIXPIN 1 soon rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.PREFIXPIN 0 1000 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.PREFIXPIN -1 1000 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.PREFIXPIN 9223372036854775808 1000 rp:0"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.PREFIXPIN 1 1000"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.UNPIN x"));
+    ASSERT(h_command_is(m, is_error, "ERR", "MOON.UNPIN 0"));
+    /* 4097 keys in one command, 4097 ids in one UNPIN */
+    enum { HUGE = 4097 };
+    const char **argv = calloc(HUGE + 3, sizeof *argv);
+    size_t *lens = calloc(HUGE + 3, sizeof *lens);
+    argv[0] = "MOON.PREFIXPIN";
+    argv[1] = "5";
+    argv[2] = "1000";
+    for (int i = 0; i < HUGE; i++) argv[3 + i] = "rp:0";
+    for (int i = 0; i < HUGE + 3; i++) lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(m, HUGE + 3, argv, lens);
+    ASSERT(is_error(r, "ERR"));
+    freeReplyObject(r);
+    argv[0] = "MOON.UNPIN";
+    for (int i = 1; i <= HUGE; i++) argv[i] = "5", lens[i] = 1;
+    lens[0] = strlen(argv[0]);
+    r = redisCommandArgv(m, HUGE + 1, argv, lens);
+    ASSERT(is_error(r, "ERR"));
+    freeReplyObject(r);
+    ASSERT(h_command_is(m, is_error, "TRYAGAIN", "MOON.REMOVE rp:0") == 0);   /* nothing was pinned */
+    /* the bound per connection: one hit repeated 4096 times a command */
+    ASSERT_EQ(mkv_put(c, "rp:0", 4, buf, 64, 0), MKV_OK);
+    argv[0] = "MOON.PREFIXPIN";
+    argv[2] = "60000";
+    lens[0] = strlen(argv[0]);
+    lens[2] = strlen(argv[2]);
+    for (int i = 0; i < 4096; i++) argv[3 + i] = "rp:0", lens[3 + i] = 4;
+    int ok = 0;
+    for (int k = 0; k < 16; k++) {
+        char id[8];
+        snprintf(id, sizeof id, "%d", 100 + k);
+        argv[1] = id;
+        lens[1] = strlen(id);
+        r = redisCommandArgv(m, 4096 + 3, argv, lens);
+        ok += r && r->type == REDIS_REPLY_INTEGER && r->integer == 4096;
+        freeReplyObject(r);
+    }
+    ASSERT_EQ(ok, 16);
+    ASSERT(h_command_is(m, is_error, "ERR pin limit", "MOON.PREFIXPIN 200 60000 rp:0"));
+    redisContext *m2 = h_proven(h_redis(port_master), "");   /* another connection has its own */
+    ASSERT(m2 && h_command_is(m2, is_int, "1", "MOON.PREFIXPIN 201 1000 rp:0"));
+    ASSERT(h_command_is(m2, is_int, "1", "MOON.UNPIN 201"));
+    redisFree(m2);
+    /* release them all in one command */
+    argv[0] = "MOON.UNPIN";
+    lens[0] = strlen(argv[0]);
+    char ids[16][8];
+    for (int k = 0; k < 16; k++) {
+        snprintf(ids[k], sizeof ids[k], "%d", 100 + k);
+        argv[1 + k] = ids[k];
+        lens[1 + k] = strlen(ids[k]);
+    }
+    r = redisCommandArgv(m, 17, argv, lens);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 16 * 4096);
+    freeReplyObject(r);
+    ASSERT(h_command_is(m, is_int, "1", "MOON.REMOVE rp:0"));
+    free(argv);
+    free(lens);
+    redisFree(m);
+    mkv_close(c);
+    free(buf);
+}
+
 /* Ranges of a small object (checked whole) and of a 12 MiB one with
  * slice CRCs: a byte spoiled in its last slice fails only the ranges
  * that touch that slice. */
@@ -334,6 +505,8 @@ int main(void) {
     RUN_TEST(test_getrange_standalone);
     RUN_TEST(test_getrange_gateway);
     RUN_TEST(test_remove_all);
+    RUN_TEST(test_pin);
+    RUN_TEST(test_pin_resp);
     h_stop_all();
     TEST_EXIT();
 }

@@ -15,12 +15,15 @@ once through the binding's scratch buffer.
   object; batched_get: the headers, then every object in one batch;
 * put / batched_put: one batch, a key stored already counts as stored;
 * batched_async_contains(lookup_id, keys, pin): one MOON.PREFIX, the count
-  of leading keys stored. pin is accepted and not yet honoured (moonkv's
-  read leases on lookup hits are not built).
+  of leading keys stored. With pin=True the hits are pinned under the
+  lookup (MOON.PREFIXPIN): nobody can remove them, nor can the cluster
+  collect them, until unlock(lookup_id) or "?pin_ms=" (default 30000) runs
+  out; the same lookup id again adds to its pin.
 * list: the master's MOON.SCAN over the prefix; close: the client.
 """
 import asyncio
 import struct
+import threading
 from typing import List, Optional
 from urllib.parse import parse_qs, urlparse
 
@@ -107,6 +110,11 @@ class MoonkvConnector(RemoteConnector):
         query = {k: v[-1] for k, v in parse_qs(u.query).items()}
         self.master = f"{u.hostname}:{u.port or 7380}"
         self.prefix = query.get("key_prefix", "")
+        self.pin_ms = int(query.get("pin_ms", 30000))
+        if not 1 <= self.pin_ms <= 600000:
+            raise ValueError(f"moonkv connector: pin_ms={self.pin_ms} is not 1 to 600000")
+        self.pins = {}                 # lookup id -> moonkv pin id
+        self.pins_lock = threading.Lock()
         self.loop = loop
         self.backend = local_cpu_backend
         self.opts = settings.load({"master": self.master})
@@ -138,8 +146,23 @@ class MoonkvConnector(RemoteConnector):
     def exists_sync(self, key):
         return bool(self.store.is_exist(_key(self.prefix, key)))
 
-    def contains_prefix(self, keys):
-        return self.store.prefix_exists([_key(self.prefix, k) for k in keys])
+    def contains_prefix(self, keys, lookup_id=None, pin=False):
+        ks = [_key(self.prefix, k) for k in keys]
+        if not pin or lookup_id is None:
+            return self.store.prefix_exists(ks)
+        with self.pins_lock:
+            had = self.pins.get(lookup_id, 0)
+        n, pid = self.store.prefix_exists(ks, pin_ms=self.pin_ms, pin=had)
+        if n:
+            with self.pins_lock:
+                self.pins[lookup_id] = pid
+        return n
+
+    def unlock_sync(self, lookup_id):
+        """Release the pin of lookup_id: how many keys it held."""
+        with self.pins_lock:
+            pid = self.pins.pop(lookup_id, 0)
+        return self.store.unpin(pid) if pid else 0
 
     def put_sync(self, keys, objs):
         ks = [_key(self.prefix, k) for k in keys]
@@ -247,7 +270,10 @@ class MoonkvConnector(RemoteConnector):
         return True
 
     async def batched_async_contains(self, lookup_id, keys, pin=False):
-        return await asyncio.to_thread(self.contains_prefix, list(keys))
+        return await asyncio.to_thread(self.contains_prefix, list(keys), lookup_id, pin)
+
+    async def unlock(self, lookup_id):
+        return await asyncio.to_thread(self.unlock_sync, lookup_id)
 
     def support_ping(self):
         return True
@@ -259,7 +285,7 @@ class MoonkvConnector(RemoteConnector):
         try:
             self.store.remove(_key(self.prefix, key))
             return True
-        except moonkv.NotFoundError:
+        except (moonkv.NotFoundError, moonkv.TryAgainError):   # gone, or pinned by a lookup
             return False
 
 

@@ -1,0 +1,23 @@
+/* proto/pins.h - read pins on a prefix lookup's hits: MOON.PREFIXPIN and
+ * MOON.UNPIN (PROTOCOL.md).
+ *
+ * MOON.PREFIXPIN id ms key [key ...] answers MOON.PREFIX's count and pins
+ * the keys it counted under id, a nonzero 64-bit number the client draws,
+ * for ms: until MOON.UNPIN id or the time runs out, a remove of a pinned
+ * key is refused (TRYAGAIN) and garbage collection passes it over, so a
+ * lookup's hits are still there when the engine loads them. The same id
+ * again adds keys to the same pin (a lookup longer than one command).
+ * Pins live in the master's memory only: a new leader starts with none. */
+#ifndef MKV_PROTO_PINS_H
+#define MKV_PROTO_PINS_H
+
+#define PROTO_VERB_PREFIX     "MOON.PREFIX"
+#define PROTO_VERB_PREFIXPIN  "MOON.PREFIXPIN"
+#define PROTO_VERB_UNPIN      "MOON.UNPIN"
+
+#define PROTO_PIN_MAX_MS        600000u      /* a pin lasts at most 10 minutes */
+#define PROTO_PIN_MAX_PER_CONN  65536u       /* keys one connection holds pinned at once */
+#define PROTO_PIN_MAX_KEYS      (1u << 20)   /* keys pinned at once in the whole master */
+#define PROTO_MAX_UNPIN         4096         /* ids per MOON.UNPIN */
+
+#endif
