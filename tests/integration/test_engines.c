@@ -337,7 +337,7 @@ static void test_pin_resp(void) {
     for (int i = 0; i < 4096; i++) argv[3 + i] = "rp:0", lens[3 + i] = 4;
     int ok = 0;
     for (int k = 0; k < 16; k++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "%d", 100 + k);
         argv[1] = id;
         lens[1] = strlen(id);
@@ -354,7 +354,7 @@ static void test_pin_resp(void) {
     /* release them all in one command */
     argv[0] = "MOON.UNPIN";
     lens[0] = strlen(argv[0]);
-    char ids[16][8];
+    char ids[16][16];
     for (int k = 0; k < 16; k++) {
         snprintf(ids[k], sizeof ids[k], "%d", 100 + k);
         argv[1 + k] = ids[k];
