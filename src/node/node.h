@@ -43,6 +43,7 @@ typedef struct node {
     server *srv;
     node_segment seg;
     struct node_persist *persist;  /* the segment's file (persist.h), NULL: a memfd */
+    struct disk_store *disk;       /* the disk tier (disk_tier.h), NULL: none */
     node_data *data;
     node_index *index;             /* what the segment's bytes are (control thread writes) */
     struct node_control *ctl;

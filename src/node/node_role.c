@@ -16,6 +16,7 @@
 #include "core/util.h"
 #include "node/control.h"
 #include "node/copier.h"
+#include "node/disk_tier.h"
 #include "node/node.h"
 #include "node/persist.h"
 #include "server/commands.h"
@@ -66,6 +67,26 @@ static const metrics_field node_metrics[] = {
      "Extents reported to a restarted master."},
     {"checksum_errors", "moonkv_node_checksum_errors_total", METRIC_COUNTER, NULL,
      "Objects whose bytes here no longer matched their CRC32C (dropped)."},
+    {"disk_bytes_used", "moonkv_node_disk_bytes", METRIC_GAUGE, "state=\"used\"",
+     "Disk tier bytes, used and free (docs/SSD_TIER.md)."},
+    {"disk_bytes_free", "moonkv_node_disk_bytes", METRIC_GAUGE, "state=\"free\"",
+     "Disk tier bytes, used and free (docs/SSD_TIER.md)."},
+    {"disk_objects", "moonkv_node_disk_objects", METRIC_GAUGE, NULL, "Objects in the disk tier."},
+    {"disk_writes", "moonkv_node_disk_ops_total", METRIC_COUNTER, "op=\"write\"", "Disk tier records, by op."},
+    {"disk_reads", "moonkv_node_disk_ops_total", METRIC_COUNTER, "op=\"read\"", "Disk tier records, by op."},
+    {"disk_write_bytes", "moonkv_node_disk_io_bytes_total", METRIC_COUNTER, "op=\"write\"",
+     "Disk tier value bytes, by op."},
+    {"disk_read_bytes", "moonkv_node_disk_io_bytes_total", METRIC_COUNTER, "op=\"read\"",
+     "Disk tier value bytes, by op."},
+    {"disk_write_us", "moonkv_node_disk_io_microseconds_total", METRIC_COUNTER, "op=\"write\"",
+     "Time in disk tier writes and reads (divide by the ops for the mean latency)."},
+    {"disk_read_us", "moonkv_node_disk_io_microseconds_total", METRIC_COUNTER, "op=\"read\"",
+     "Time in disk tier writes and reads (divide by the ops for the mean latency)."},
+    {"disk_checksum_errors", "moonkv_node_disk_checksum_errors_total", METRIC_COUNTER, NULL,
+     "Disk tier values that failed their CRC32C on a read (dropped)."},
+    {"disk_dropped", "moonkv_node_disk_dropped_records", METRIC_GAUGE, NULL,
+     "Disk tier records dropped at start (torn or damaged)."},
+    {"disk_io_errors", "moonkv_node_disk_io_errors_total", METRIC_COUNTER, NULL, "Disk tier I/O errors."},
     {"data_bytes_in", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"in\"",
      "Data-plane bytes, by direction."},
     {"data_bytes_out", "moonkv_transfer_server_bytes_total", METRIC_COUNTER, "direction=\"out\"",
@@ -103,6 +124,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "segment_backing", "%s", n->seg.backing);
     info_field(out, "segment_prefault_ms", "%llu", (unsigned long long)n->seg.prefault_ms);
     node_persist_info(n->persist, out);
+    node_disk_info(n->disk, out);
     info_field(out, "master_segment_size", "%llu", (unsigned long long)st.master_segment);
     info_field(out, "master_segment_used", "%llu", (unsigned long long)st.master_used);
     for (int i = 0; i < naddrs; i++) {
@@ -249,6 +271,9 @@ static int node_start(node *n, char *err, size_t errlen) {
     n->index = node_index_create(n->seg.base, n->seg.size);
     /* Before anything serves: what the file held, proved. */
     if (n->persist) node_persist_load(n->persist, n->index);
+    int fatal = 0;
+    if (node_disk_wanted(&srv->cfg) && !(n->disk = node_disk_open(&srv->cfg, &fatal, err, errlen)) && fatal)
+        return -1;
     snprintf(dc.secret, sizeof dc.secret, "%s", srv->cfg.cluster_secret);
     n->data = node_data_start(&dc, err, errlen);
     if (!n->data) return -1;
@@ -283,6 +308,8 @@ static void node_shutdown(node *n) {
     n->index = NULL;
     node_persist_close(n->persist, n->status.left);
     n->persist = NULL;
+    disk_store_close(n->disk, n->status.left);
+    n->disk = NULL;
     node_segment_destroy(&n->seg);
 }
 

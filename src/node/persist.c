@@ -55,17 +55,20 @@ int node_persist_wanted(const mkv_config *cfg) {
     return cfg->segment_persist && (cfg->segment_file[0] || cfg->port > 0);
 }
 
-/* The cluster name as a file name part: anything else than [A-Za-z0-9._-] becomes '_'. */
-static void file_name(const mkv_config *cfg, char *out, size_t len) {
-    char name[sizeof cfg->cluster_name];
+void node_file_cluster_part(const mkv_config *cfg, char *out, size_t len) {
     size_t i = 0;
-    for (; cfg->cluster_name[i] && i + 1 < sizeof name; i++) {
+    for (; cfg->cluster_name[i] && i + 1 < len; i++) {
         char ch = cfg->cluster_name[i];
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
                  ch == '_' || ch == '-';
-        name[i] = ok ? ch : '_';
+        out[i] = ok ? ch : '_';
     }
-    name[i] = 0;
+    if (len > 0) out[i] = 0;
+}
+
+static void file_name(const mkv_config *cfg, char *out, size_t len) {
+    char name[sizeof cfg->cluster_name];
+    node_file_cluster_part(cfg, name, sizeof name);
     if (cfg->segment_file[0]) snprintf(out, len, "%s", cfg->segment_file);
     else snprintf(out, len, "/dev/shm/moonkv-%s-%d.seg", name, cfg->port);
 }

@@ -24,6 +24,10 @@
 
 typedef struct node_persist node_persist;
 
+/* The cluster name as a part of a file name: anything else than
+ * [A-Za-z0-9._-] becomes '_' (the segment's and the disk tier's files). */
+void node_file_cluster_part(const mkv_config *cfg, char *out, size_t len);
+
 /* Whether cfg asks for a persistent segment (segment_persist, and a file
  * name: --segment-file or a fixed port). */
 int node_persist_wanted(const mkv_config *cfg);

@@ -50,6 +50,7 @@ static const char *const conflict_names[] = {"error", "keep", NULL};
 /* In evict_policy order (core/evict.h). */
 static const char *const policy_names[] = {"noeviction", "allkeys-lru", "allkeys-random", NULL};
 static const char *const shm_mode_names[] = {"map", "fd", NULL};
+static const char *const disk_io_names[] = {"auto", "uring", "plain", NULL};
 
 #define OFF(f) offsetof(mkv_config, f)
 #define KB (1024LL)
@@ -80,6 +81,11 @@ static const config_row config_table[] = {
     {"segment_file", CT_STR, OFF(segment_file), 0, CONFIG_STR_MAX, NULL,
      "node: that file (default /dev/shm/moonkv-<cluster_name>-<port>.seg; a hugetlbfs path works)"},
     {"prefault", CT_BOOL, OFF(prefault), 0, 1, NULL, "touch segment pages at start (yes|no)"},
+    {"disk_dir", CT_STR, OFF(disk_dir), 0, CONFIG_STR_MAX, NULL,
+     "node: a disk tier in this directory (docs/SSD_TIER.md); empty: none"},
+    {"disk_size", CT_SIZE, OFF(disk_size), MB, 1024 * TB, NULL, "node: the disk tier's file, e.g. 512MB, 2TB"},
+    {"disk_io", CT_ENUM, OFF(disk_io), 0, 0, disk_io_names,
+     "node: auto|uring|plain (io_uring with O_DIRECT, or pread/pwrite)"},
     {"scrub_mb_per_s", CT_INT, OFF(scrub_mb_per_s), 0, 100000, NULL,
      "node: MB/s of held objects re-checked against their CRC32C in the background (0: off)"},
     {"master", CT_STR, OFF(master), 0, CONFIG_STR_MAX, NULL, "host:port of the master"},
@@ -145,6 +151,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->prefault = 1;
     cfg->segment_persist = 1;
     cfg->scrub_mb_per_s = 8;
+    snprintf(cfg->disk_io, sizeof cfg->disk_io, "auto");
     cfg->replicas = 1;
     cfg->io_threads = 1;
     snprintf(cfg->transport, sizeof cfg->transport, "auto");
@@ -337,7 +344,7 @@ static int config_set(mkv_config *cfg, const config_row *r, const config_value *
             if (!strieq_len(v->text, strlen(v->text), r->names[i])) continue;
             if (r->offset == OFF(role)) *(mkv_role *)field = (mkv_role)i;
             /* text enums, 16 bytes each */
-            else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode))
+            else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode) || r->offset == OFF(disk_io))
                 snprintf(field, sizeof cfg->transport, "%s", r->names[i]);
             else *(int *)field = i;
             return 0;
@@ -559,7 +566,8 @@ const char *config_get_value(const mkv_config *cfg, const char *name, char *buf,
     case CT_STR: snprintf(buf, buflen, "%s", field); break;
     case CT_ENUM:
         if (r->offset == OFF(role)) snprintf(buf, buflen, "%s", config_role_name(cfg->role));
-        else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode)) snprintf(buf, buflen, "%s", field);
+        else if (r->offset == OFF(transport) || r->offset == OFF(shm_mode) || r->offset == OFF(disk_io))
+            snprintf(buf, buflen, "%s", field);
         else snprintf(buf, buflen, "%s", r->names[*(const int *)field]);
         break;
     case CT_LOGLEVEL: snprintf(buf, buflen, "%s", log_level_name((log_level)cfg->log_level)); break;

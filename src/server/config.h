@@ -36,6 +36,9 @@ typedef struct mkv_config {
     int segment_persist;                /* node: segment and index in a file (default 1, node/persist.h) */
     char segment_file[CONFIG_STR_MAX];  /* node: that file; empty: named after cluster and port */
     int scrub_mb_per_s;                 /* node: background re-check of held objects (0: off) */
+    char disk_dir[CONFIG_STR_MAX];      /* node: the disk tier's directory; empty: no tier (docs/SSD_TIER.md) */
+    uint64_t disk_size;                 /* node: bytes of the tier's file there */
+    char disk_io[16];                   /* node: auto|uring|plain */
     /* Cluster roles. */
     char master[CONFIG_STR_MAX];        /* "host:port" of the master */
     char master_auth[CONFIG_STR_MAX];   /* the master's requirepass; empty = no AUTH */

@@ -1,0 +1,77 @@
+/* node/disk_tier.c - see disk_tier.h. */
+#include "node/disk_tier.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/siphash.h"
+#include "node/persist.h"
+#include "server/info.h"
+
+static const uint8_t tier_hash_key[SIPHASH_KEY_LEN] = "moonkv.disktier";
+
+int node_disk_wanted(const mkv_config *cfg) { return cfg->disk_dir[0] != 0; }
+
+/* The cluster's name and secret, as the file's owner tag. */
+static uint64_t owner_tag(const mkv_config *cfg) {
+    char buf[sizeof cfg->cluster_name + CONFIG_STR_MAX + 1];
+    size_t a = strlen(cfg->cluster_name), b = strlen(cfg->cluster_secret);
+    memcpy(buf, cfg->cluster_name, a);
+    buf[a] = 0;
+    memcpy(buf + a + 1, cfg->cluster_secret, b);
+    return siphash24(buf, a + 1 + b, tier_hash_key);
+}
+
+static void file_name(const mkv_config *cfg, char *out, size_t len) {
+    char name[sizeof cfg->cluster_name];
+    node_file_cluster_part(cfg, name, sizeof name);
+    snprintf(out, len, "moonkv-%s-%d.disk", name, cfg->port);
+}
+
+disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t errlen) {
+    *fatal = 1;
+    if (cfg->disk_size == 0) {
+        snprintf(err, errlen, "--disk-dir needs --disk-size (e.g. 512MB)");
+        return NULL;
+    }
+    disk_io_kind io = DISK_IO_AUTO;
+    disk_io_parse(cfg->disk_io, &io);
+    char name[128];
+    file_name(cfg, name, sizeof name);
+    disk_store_config c = { .dir = cfg->disk_dir, .name = name, .size = cfg->disk_size, .io = io,
+                            .tag = owner_tag(cfg) };
+    disk_store *ds = disk_store_open(&c, err, errlen);
+    if (!ds && (errno == ENOSPC || errno == EFBIG)) {
+        log_warning("disk: %s: the node runs without its disk tier", err);
+        *fatal = 0;
+    }
+    return ds;
+}
+
+void node_disk_info(disk_store *ds, resp_buf *out) {
+    info_field(out, "disk_tier", "%s", ds ? "on" : "off");
+    if (!ds) return;
+    disk_store_stats st;
+    disk_store_get_stats(ds, &st);
+    info_field(out, "disk_file", "%s", disk_store_path(ds));
+    info_field(out, "disk_io", "%s", disk_store_io_name(ds));
+    info_field(out, "disk_bytes_total", "%llu", (unsigned long long)st.capacity);
+    info_field(out, "disk_bytes_used", "%llu", (unsigned long long)st.used);
+    info_field(out, "disk_bytes_free", "%llu", (unsigned long long)(st.capacity - st.used));
+    info_field(out, "disk_objects", "%llu", (unsigned long long)st.objects);
+    info_field(out, "disk_writes", "%llu", (unsigned long long)st.writes);
+    info_field(out, "disk_write_bytes", "%llu", (unsigned long long)st.write_bytes);
+    info_field(out, "disk_write_us", "%llu", (unsigned long long)st.write_us);
+    info_field(out, "disk_reads", "%llu", (unsigned long long)st.reads);
+    info_field(out, "disk_read_bytes", "%llu", (unsigned long long)st.read_bytes);
+    info_field(out, "disk_read_us", "%llu", (unsigned long long)st.read_us);
+    info_field(out, "disk_removes", "%llu", (unsigned long long)st.removes);
+    info_field(out, "disk_nospace", "%llu", (unsigned long long)st.nospace);
+    info_field(out, "disk_io_errors", "%llu", (unsigned long long)st.io_errors);
+    info_field(out, "disk_checksum_errors", "%llu", (unsigned long long)st.checksum_errors);
+    info_field(out, "disk_recovered", "%llu", (unsigned long long)st.recovered);
+    info_field(out, "disk_dropped", "%llu", (unsigned long long)st.dropped);
+    info_field(out, "disk_scan_ms", "%llu", (unsigned long long)st.scan_ms);
+}
