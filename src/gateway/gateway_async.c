@@ -37,7 +37,6 @@
 #include "gateway/get_stream.h"
 #include "gateway/master_said.h"
 #include "gateway/put_batch.h"
-#include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
 #include "server/info.h"
@@ -45,7 +44,6 @@
 
 typedef struct gw_call gw_call;
 struct gw_call {
-    gw_read read;             /* GET/MGET: the read batcher's handle */
     gw_write write;           /* SET: the put batcher's */
     struct gw_async *ga;
     store *store;
@@ -55,8 +53,9 @@ struct gw_call {
     resp_arg *argv;           /* copies; a SET's value points into the put's buffer */
     store_put *put;           /* SET: shipped by the worker */
     uint64_t put_size;
-    gw_fetch *fetch;          /* GET/MGET: one per key */
-    size_t nfetch;
+    store_key *keys;          /* GET/MGET: into argv */
+    store_got *got;           /* GET/MGET: one outcome per key (store.h get_async) */
+    size_t ngot;
     gw_call *next_inflight;   /* SET: in its bucket of the server's in-flight SETs */
     uint64_t hash;            /* SET: of its key */
     gw_call *waiters, *waiters_tail, *next_waiter;   /* SETs of the same key */
@@ -121,14 +120,15 @@ static gw_async *async_of(client *c) { return cluster_store_async(c->srv->store)
 
 static command_proc *shared_proc(gw_async *ga, client *c) { return ga->shared[c->last_cmd - ga->rows]; }
 
-/* One allocation: the call, argv, the fetches and the argument bytes.
+/* One allocation: the call, argv, a read's keys and outcomes, and the
+ * argument bytes.
  * Argument value_arg (if > 0; 0 = none) is not copied: it lies in the
  * put's buffer. */
-static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
+static gw_call *call_create(client *c, size_t ngot, int value_arg) {
     size_t bytes = 0;
     for (int i = 0; i < c->argc; i++)
         if (value_arg <= 0 || i != value_arg) bytes += c->argv[i].len + 1;
-    size_t head = sizeof(gw_call) + (size_t)c->argc * sizeof(resp_arg) + nfetch * sizeof(gw_fetch);
+    size_t head = sizeof(gw_call) + (size_t)c->argc * sizeof(resp_arg) + ngot * (sizeof(store_got) + sizeof(store_key));
     gw_async *ga = async_of(c);
     int pooled = head + bytes <= CALL_POOLED;
     gw_call *call = pooled ? ga->free_calls : NULL;
@@ -141,8 +141,9 @@ static gw_call *call_create(client *c, size_t nfetch, int value_arg) {
     }
     call->pooled = pooled;
     call->argv = (resp_arg *)(call + 1);
-    call->fetch = nfetch ? (gw_fetch *)(call->argv + c->argc) : NULL;
-    call->nfetch = nfetch;
+    call->got = ngot ? (store_got *)(call->argv + c->argc) : NULL;
+    call->keys = ngot ? (store_key *)(call->got + ngot) : NULL;
+    call->ngot = ngot;
     call->argc = c->argc;
     char *p = (char *)call + head;
     for (int i = 0; i < c->argc; i++) {
@@ -399,7 +400,7 @@ static void call_answer(gw_call *call, client *c) {
  * sent is dropped and the call goes. */
 static void seq_over(gw_call *call) {
     if (call->c) conn_remove(call->c->role_ctx, call);
-    for (size_t i = call->next; i < call->nfetch; i++) cluster_fetch_forget(call->store, &call->fetch[i]);
+    for (size_t i = call->next; i < call->ngot; i++) cluster_got_forget(call->store, &call->got[i]);
     free(call);   /* not to the free list: a stream may end after the server's state is gone */
 }
 
@@ -409,39 +410,28 @@ static void seq_next(gw_call *call);
 static void stream_done(void *ctx) {
     gw_call *call = ctx;
     call->gstream = NULL;
-    if (call->c && call->next < call->nfetch) seq_next(call);
+    if (call->c && call->next < call->ngot) seq_next(call);
     else seq_over(call);
 }
 
-/* One element as the shared GET replies it, from its fetch: so an MGET's
- * elements are the bytes its shared command would write. */
-static void reply_element(gw_call *call, client *c, size_t i) {
-    resp_arg argv[2] = {call->argv[0], call->argv[i + 1]};   /* GET reads argv[1] only */
-    cluster_offer(call->store, &call->fetch[i], 1);
-    replay(call, c, call->ga->shared[0], 2, argv);   /* async_names[0]: get */
-    cluster_withdraw(call->store);
-}
-
 /* The reply from element call->next on, into the call's slot: values
- * read whole as the shared GET replies them, up to one located to
- * stream, whose stream comes back to stream_done when over. The last
+ * read whole as GET replies them (t_object_reply_got), up to one located
+ * to stream, whose stream comes back to stream_done when over. The last
  * element ends the slot. */
 static void seq_next(gw_call *call) {
     client *c = call->c;
     client_slot_begin(c, call->slot);
-    if (call->next == 0 && call->array) reply_array(c, (long long)call->nfetch);
-    for (; call->next < call->nfetch; call->next++) {
-        gw_fetch *f = &call->fetch[call->next];
-        if (!f->stream) {
-            reply_element(call, c, call->next);
+    if (call->next == 0 && call->array) reply_array(c, (long long)call->ngot);
+    for (; call->next < call->ngot; call->next++) {
+        store_got *g = &call->got[call->next];
+        if (!g->stream) {
+            t_object_reply_got(c, g);
             continue;
         }
         client_slot_part(c, call->slot);
-        mkv_located *l = f->stream;
-        f->stream = NULL;
-        int last = ++call->next == call->nfetch;
-        call->gstream = get_stream_start(cluster_store_gets(call->store), c, call->slot, !last, l, f->len, f->key,
-                                         f->keylen, f->stream_epoch, stream_done, call);
+        const store_key *k = &call->keys[call->next];
+        int last = ++call->next == call->ngot;
+        call->gstream = cluster_stream_send(call->store, g, c, call->slot, !last, k->ptr, k->len, stream_done, call);
         return;
     }
     client_slot_end(c, call->slot);
@@ -456,8 +446,8 @@ static void seq_next(gw_call *call) {
 static int call_streams(gw_call *call) {
     client *c = call->c;
     size_t i = 0;
-    while (i < call->nfetch && !call->fetch[i].stream) i++;
-    if (!c || i == call->nfetch) return 0;
+    while (i < call->ngot && !call->got[i].stream) i++;
+    if (!c || i == call->ngot) return 0;
     int blocked = !call->slot;
     if (blocked) call->slot = client_slot_open(c);
     seq_next(call);
@@ -465,19 +455,10 @@ static int call_streams(gw_call *call) {
     return 1;
 }
 
-/* The call's cluster work is over (done 0: it did nothing, and the
- * shared command then asks the cluster itself): reply and free. */
-static void call_finish(gw_call *call, int done) {
+/* The call's cluster work is over: reply and free. */
+static void call_finish(gw_call *call) {
     store *s = call->store;
-    if (done && call_streams(call)) return;
-    for (size_t i = 0; i < call->nfetch; i++) {   /* located to stream, but its client went */
-        mkv_located_free(call->fetch[i].stream);
-        call->fetch[i].stream = NULL;
-    }
     if (call->put) ship_next(call);
-    if (done) cluster_offer(s, call->fetch, call->nfetch);
-    for (size_t i = 0; done && i < call->nfetch; i++)
-        if (call->fetch[i].rc == STORE_OK) hint_saw(call->ga, call->fetch[i].len);
     if (call->c) call_answer(call, call->c);
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     cluster_withdraw(s);
@@ -486,15 +467,34 @@ static void call_finish(gw_call *call, int done) {
     call_free(call);
 }
 
-static void read_done(gw_read *r, int fetched) {
-    call_finish((gw_call *)((char *)r - offsetof(gw_call, read)), fetched);
+/* A GET's or MGET's values are in (store.h get_async): the reply is
+ * written from them, once, into the call's slot (inside EXEC: to the
+ * waiting client). */
+static void read_got(void *ctx) {
+    gw_call *call = ctx;
+    client *c = call->c;
+    for (size_t i = 0; i < call->ngot; i++)
+        if (call->got[i].rc == STORE_OK) hint_saw(call->ga, call->got[i].len);
+    if (call_streams(call)) return;
+    if (!c) {
+        for (size_t i = 0; i < call->ngot; i++) cluster_got_forget(call->store, &call->got[i]);
+        call_free(call);
+        return;
+    }
+    conn_remove(c->role_ctx, call);
+    if (call->slot) client_slot_begin(c, call->slot);
+    if (call->array) reply_array(c, (long long)call->ngot);
+    for (size_t i = 0; i < call->ngot; i++) t_object_reply_got(c, &call->got[i]);
+    if (call->slot) client_slot_end(c, call->slot);
+    else client_unblock(c);
+    call_free(call);
 }
 
 static int ask_same_bytes(gw_call *call);
 
 static void write_done(gw_write *w) {
     gw_call *call = (gw_call *)((char *)w - offsetof(gw_call, write));
-    if (!ask_same_bytes(call)) call_finish(call, 1);
+    if (!ask_same_bytes(call)) call_finish(call);
 }
 
 static void call_ship(gw_call *call) {
@@ -518,19 +518,16 @@ static void call_start(gw_call *call, client *c) {
     else call->slot = client_slot_open(c);
 }
 
-/* GET key / MGET key [key ...] */
+/* GET key / MGET key [key ...]: the store reads them with every other
+ * read of this loop iteration; read_got replies. Large values stream
+ * into the reply (call_streams). */
 static void async_read_command(client *c) {
     gw_call *call = call_create(c, (size_t)(c->argc - 1), 0);
-    for (size_t i = 0; i < call->nfetch; i++) {
-        call->fetch[i].key = call->argv[i + 1].ptr;
-        call->fetch[i].keylen = call->argv[i + 1].len;
-    }
-    call->read = (gw_read){.fetch = call->fetch, .nfetch = call->nfetch, .done = read_done};
-    /* large values stream into the reply (call_streams) */
+    for (size_t i = 0; i < call->ngot; i++) call->keys[i] = (store_key){call->argv[i + 1].ptr, call->argv[i + 1].len};
     call->array = strcmp(c->last_cmd->name, "mget") == 0;
-    for (size_t i = 0; i < call->nfetch; i++) call->fetch[i].may_stream = 1;
     call_start(call, c);
-    read_batcher_add(cluster_store_reads(call->store), &call->read);
+    store *s = call->store;
+    s->ops->get_async(s, call->keys, call->ngot, STORE_GET_STREAM, call->got, read_got, call);
 }
 
 /* A value that did not stream (a SET queued in MULTI keeps its value in
@@ -585,7 +582,7 @@ typedef struct gw_ask {
 
 static void answered(gw_call *call) {
     cluster_offer_answers(call->store, call->ans, call->nans);
-    call_finish(call, 0);
+    call_finish(call);
 }
 
 static void ask_run(gw_job *j, mkv_client *mc) {
@@ -748,7 +745,7 @@ static int said_goes_async(const client *c) {
 static void said_done(void *ctx) {
     gw_call *call = ctx;
     cluster_offer_said(call->store, call->said);
-    call_finish(call, 0);
+    call_finish(call);
 }
 
 /* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: what the store would ask the

@@ -68,8 +68,8 @@ typedef struct cluster_store {
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
     loop_timer *trim;           /* gives an idle staging pool's pages back */
-    gw_fetch *offered;          /* cluster_offer */
-    size_t noffered, offer_next;   /* commands ask in key order: try offer_next first */
+    struct cs_read *free_reads;    /* finished one-key reads, for the next GETs */
+    size_t nfree_reads;
     gw_answer *answers;         /* cluster_offer_answers */
     size_t nanswers;
     const gw_said *said;        /* cluster_offer_said */
@@ -402,28 +402,115 @@ static int fetch_result(cluster_store *cs, gw_fetch *f, const void **data, uint6
     return f->rc;
 }
 
-static int fetch_matches(const gw_fetch *f, const void *key, size_t keylen) {
-    return f->keylen == keylen && (f->rc != STORE_OK || f->buf.ptr) && memcmp(f->key, key, keylen) == 0;
-}
-
-static gw_fetch *offered_fetch(cluster_store *cs, const void *key, size_t keylen) {
-    size_t n = cs->noffered;
-    if (cs->offer_next < n && fetch_matches(&cs->offered[cs->offer_next], key, keylen))
-        return &cs->offered[cs->offer_next++];
-    for (size_t i = 0; i < n; i++)
-        if (fetch_matches(&cs->offered[i], key, keylen)) return &cs->offered[i];
-    return NULL;
-}
-
 static int cs_get(store *s, const void *key, size_t keylen, const void **data, uint64_t *len,
                   store_pin **pin) {
     cluster_store *cs = cs_of(s);
-    gw_fetch *f = offered_fetch(cs, key, keylen);
-    if (f) return fetch_result(cs, f, data, len, pin);
     gw_fetch now = {.key = key, .keylen = keylen};
     cs->stats.loop_blocking++;
     cluster_fetch(s, cs->mc, &now);
     return fetch_result(cs, &now, data, len, pin);
+}
+
+/* A value located to stream (store_got.stream): the caller sends it with
+ * cluster_stream_send. */
+typedef struct cluster_stream {
+    mkv_located *l;
+    uint64_t epoch;           /* the master connection that located it */
+} cluster_stream;
+
+/* A get_async under way: the read batcher's handle, its keys. */
+typedef struct cs_read {
+    gw_read read;
+    cluster_store *cs;
+    store_got *got;
+    store_got_fn *done;
+    void *ctx;
+    struct cs_read *next_free;   /* one-key reads are kept for the next GET */
+    gw_fetch fetch[];
+} cs_read;
+
+#define CS_READS_KEPT 256
+
+/* The fetch's outcome as the reader's: its buffer moves into a pin, a
+ * located value into a stream. */
+static void got_of_fetch(cluster_store *cs, gw_fetch *f, int fetched, store_got *g) {
+    g->stream = NULL;
+    g->pin = NULL;
+    g->sl.count = 0;   /* the library verified the value whole */
+    if (!fetched) {   /* the batcher closed (shutdown) before the answer */
+        staging_put(cs->pool, &f->buf);
+        mkv_located_free(f->stream);
+        g->rc = cluster_store_lost(g->errstr, sizeof g->errstr);
+        return;
+    }
+    if (f->rc == STORE_OK && f->stream) {
+        cluster_stream *st = xmalloc(sizeof *st);
+        *st = (cluster_stream){.l = f->stream, .epoch = f->stream_epoch};
+        g->rc = STORE_OK;
+        g->data = NULL;
+        g->len = f->len;
+        g->stream = st;
+        return;
+    }
+    g->rc = fetch_result(cs, f, &g->data, &g->len, &g->pin);
+    if (g->rc != STORE_OK) memcpy(g->errstr, f->errstr, sizeof g->errstr);
+}
+
+static void cs_read_done(gw_read *r, int fetched) {
+    cs_read *q = (cs_read *)((char *)r - offsetof(cs_read, read));
+    cluster_store *cs = q->cs;
+    for (size_t i = 0; i < r->nfetch; i++) got_of_fetch(cs, &q->fetch[i], fetched, &q->got[i]);
+    store_got_fn *done = q->done;
+    void *ctx = q->ctx;
+    if (r->nfetch == 1 && cs->nfree_reads < CS_READS_KEPT) {
+        q->next_free = cs->free_reads;
+        cs->free_reads = q;
+        cs->nfree_reads++;
+    } else {
+        free(q);
+    }
+    done(ctx);
+}
+
+/* The keys join the loop iteration's read batch (read_batch.h); done
+ * runs when the batch is back. */
+static void cs_get_async(store *s, const store_key *keys, size_t n, int flags, store_got *got,
+                         store_got_fn *done, void *ctx) {
+    cluster_store *cs = cs_of(s);
+    cs_read *q = n == 1 ? cs->free_reads : NULL;
+    if (q) {
+        cs->free_reads = q->next_free;
+        cs->nfree_reads--;
+    } else {
+        q = xmalloc(sizeof *q + n * sizeof(gw_fetch));
+    }
+    *q = (cs_read){.cs = cs, .got = got, .done = done, .ctx = ctx};
+    for (size_t i = 0; i < n; i++)
+        q->fetch[i] = (gw_fetch){.key = keys[i].ptr, .keylen = keys[i].len,
+                                 .may_stream = (flags & STORE_GET_STREAM) != 0};
+    q->read = (gw_read){.fetch = q->fetch, .nfetch = n, .done = cs_read_done};
+    read_batcher_add(cs->reads, &q->read);
+}
+
+get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_slot *slot, int keep_slot,
+                                const char *key, size_t keylen, void (*done)(void *ctx), void *ctx) {
+    cluster_stream *st = g->stream;
+    g->stream = NULL;
+    get_stream *gs = get_stream_start(cs_of(s)->gets, c, slot, keep_slot, st->l, g->len, key, keylen, st->epoch,
+                                      done, ctx);
+    free(st);
+    return gs;
+}
+
+void cluster_got_forget(store *s, store_got *g) {
+    cluster_stream *st = g->stream;
+    if (st) {
+        mkv_located_free(st->l);
+        free(st);
+        g->stream = NULL;
+    }
+    if (g->rc == STORE_OK && g->pin) s->ops->release(s, g->pin);
+    g->pin = NULL;
 }
 
 static void cs_release(store *s, store_pin *p) {
@@ -433,29 +520,14 @@ static void cs_release(store *s, store_pin *p) {
     cs->free_pins = p;
 }
 
-void cluster_offer(store *s, gw_fetch *f, size_t n) {
-    cs_of(s)->offered = f;
-    cs_of(s)->noffered = n;
-    cs_of(s)->offer_next = 0;
-}
-
 void cluster_withdraw(store *s) {
     cluster_store *cs = cs_of(s);
-    for (size_t i = 0; i < cs->noffered; i++) staging_put(cs->pool, &cs->offered[i].buf);
-    cs->offered = NULL;
-    cs->noffered = cs->offer_next = 0;
     cs->answers = NULL;
     cs->nanswers = 0;
     cs->said = NULL;
 }
 
 void cluster_offer_said(store *s, const gw_said *said) { cs_of(s)->said = said; }
-
-void cluster_fetch_forget(store *s, gw_fetch *f) {
-    staging_put(cs_of(s)->pool, &f->buf);
-    mkv_located_free(f->stream);
-    f->stream = NULL;
-}
 
 void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
     cs_of(s)->answers = a;
@@ -764,6 +836,10 @@ static void cs_destroy(store *s) {
         next = p->next_free;
         free(p);
     }
+    for (struct cs_read *q = cs->free_reads, *next; q; q = next) {
+        next = q->next_free;
+        free(q);
+    }
     close_client(cs, &cs->inline_mc);
     close_client(cs, &cs->mc);
     staging_destroy(cs->pool);
@@ -782,6 +858,7 @@ static const store_ops cluster_ops = {
     .put_end = cs_put_end,
     .put_abort = cs_put_abort,
     .get = cs_get,
+    .get_async = cs_get_async,
     .release = cs_release,
     .remove = cs_remove,
     .exists = cs_exists,

@@ -15,6 +15,7 @@
 #include "client/moonkv.h"
 #include "gateway/staging.h"
 #include "gateway/workers.h"
+#include "server/networking.h"
 #include "server/store.h"
 
 /* One key read ahead. */
@@ -79,13 +80,15 @@ void cluster_ship(store *s, mkv_client *mc, store_put *p);
  * reach another master, so its client learns the node table afresh. */
 void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
 
-/* On the loop: get answers these keys from f[] (taking the buffers it
- * returns) until cluster_withdraw, which frees what was not taken. */
-void cluster_offer(store *s, gw_fetch *f, size_t n);
+/* A value get_async located to stream (got->stream, STORE_GET_STREAM):
+ * sent into c's slot as get_stream_start says (the stream is taken). */
+struct get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_slot *slot, int keep_slot,
+                                       const char *key, size_t keylen, void (*done)(void *ctx), void *ctx);
+/* A read outcome that will not be replied: its pin or stream goes. */
+void cluster_got_forget(store *s, store_got *g);
+/* The answers offered (cluster_offer_answers, cluster_offer_said) are
+ * not taken from now on. */
 void cluster_withdraw(store *s);
-/* A fetch whose value will not be replied: its buffer goes back, its
- * located value (to stream) is freed. */
-void cluster_fetch_forget(store *s, gw_fetch *f);
 
 /* A key's DEL, EXISTS or STRLEN outcome, asked over the asynchronous
  * master connection ahead of the command (gateway_async.c). */

@@ -79,6 +79,8 @@ void t_object_register(server *srv);
 /* SET's answer to a put refused with rc (NOSPACE, TOOBIG) for a value of
  * size bytes: networking gives it at the value's header. */
 void t_object_reply_put_refused(client *c, int rc, uint64_t size);
+/* A read's outcome (store.h get_async) as GET replies it; takes its pin. */
+void t_object_reply_got(client *c, store_got *g);
 void t_server_register(server *srv);
 /* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
 void t_cluster_register(server *srv);

@@ -5,7 +5,14 @@
  * store backed by the cluster (src/gateway/). A put is three steps so a
  * value can stream straight from the socket into its final memory:
  * put_start (space reserved, key PENDING, invisible), bytes land in *dst,
- * put_end (checksum, visible) or put_abort (space and key freed). */
+ * put_end (checksum, visible) or put_abort (space and key freed).
+ *
+ * Reads complete through a callback (get_async): a store that has its
+ * values (standalone) completes before the call returns, so the reply is
+ * written in the same loop iteration; one whose values are elsewhere (the
+ * cluster) completes on the loop when they arrived, and its caller holds
+ * the client's reply slot (networking.h) meanwhile. The reply is written
+ * once, from the outcome (t_object_reply_got): no command runs twice. */
 #ifndef MKV_STORE_H
 #define MKV_STORE_H
 
@@ -24,6 +31,8 @@ enum {
     STORE_REFUSED = -6     /* the store knows the reply: errstr is its whole text,
                             * opening with the error word ("TRYAGAIN ...") */
 };
+
+#define STORE_ERRSTR 256   /* a store's, and a read's, failure text */
 
 typedef struct store store;
 typedef struct store_put store_put;   /* an in-flight put */
@@ -44,6 +53,22 @@ typedef struct store_slices {
     uint32_t count;
     const uint32_t *crc;     /* valid while the value is pinned */
 } store_slices;
+
+/* One key's read outcome (get_async). */
+#define STORE_GET_STREAM 1   /* get_async flag: a large value may come as got->stream */
+typedef struct store_got {
+    int rc;                  /* STORE_OK, STORE_NOTFOUND, or a failure (text in errstr) */
+    const void *data;        /* STORE_OK: len bytes, kept by pin until release */
+    uint64_t len;
+    store_pin *pin;
+    store_slices sl;         /* check each slice before it leaves (get_sliced) */
+    /* STORE_OK with STORE_GET_STREAM asked: a value too large to hold, which
+     * the store sends itself as it arrives (data and pin NULL; the cluster:
+     * gateway/store_cluster.h). */
+    void *stream;
+    char errstr[STORE_ERRSTR];
+} store_got;
+typedef void store_got_fn(void *ctx);
 
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
@@ -75,6 +100,12 @@ typedef struct store_ops {
      * without them are checked here as get does (sl->count 0). */
     int (*get_sliced)(store *s, const void *key, size_t keylen, const void **data,
                       uint64_t *len, store_pin **pin, store_slices *sl);
+    /* keys[0..n) into got[0..n), then done(ctx) on the loop, once all are
+     * in: before returning for a store that holds its values, later for
+     * one that asks elsewhere. keys stay valid until done ran; the caller
+     * releases each STORE_OK pin (or stream) it took. */
+    void (*get_async)(store *s, const store_key *keys, size_t n, int flags, store_got *got,
+                      store_got_fn *done, void *ctx);
     /* Optional: a reader found slice i of a pinned value wrong. */
     void (*slice_corrupt)(store *s, store_pin *pin, uint32_t i);
     int (*remove)(store *s, const void *key, size_t keylen);   /* 1 removed, 0 not */
@@ -119,7 +150,7 @@ typedef struct store_ops {
 
 struct store {
     const store_ops *ops;
-    char errstr[256];
+    char errstr[STORE_ERRSTR];
     void *priv;
     /* Set by count and scan when they had no answer to give (the
      * cluster's master unreachable), errstr saying why: their result
@@ -128,5 +159,9 @@ struct store {
 };
 
 const char *store_strerror(int code);
+/* get_async for a store whose get (or get_sliced) answers at once: each
+ * key in turn, done(ctx) before it returns. */
+void store_get_inline(store *s, const store_key *keys, size_t n, int flags, store_got *got,
+                      store_got_fn *done, void *ctx);
 
 #endif

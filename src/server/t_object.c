@@ -269,45 +269,65 @@ static void value_ref_corrupt(void *ctx, uint32_t slice) {
     if (ref->s->ops->slice_corrupt) ref->s->ops->slice_corrupt(ref->s, ref->pin, slice);
 }
 
-/* The value of key as a bulk reply (null if absent). Big values go out
- * zero-copy, pinned until written. */
-static void reply_value(client *c, const resp_arg *key) {
+/* A read's outcome as a bulk reply (null if absent), whichever store
+ * and whenever it came: the pin is taken. Big values go out zero-copy,
+ * pinned until written; a sliced one is checked slice by slice while it
+ * is sent. */
+void t_object_reply_got(client *c, store_got *g) {
     server *srv = c->srv;
     store *s = srv->store;
-    const void *data;
-    uint64_t len;
-    store_pin *pin;
-    store_slices sl = {.count = 0};
-    /* Sliced: a big value is checked slice by slice while it is sent. */
-    int rc = s->ops->get_sliced ? s->ops->get_sliced(s, key->ptr, key->len, &data, &len, &pin, &sl)
-                                : s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
-    if (rc == STORE_NOTFOUND) {
+    if (g->rc == STORE_NOTFOUND) {
         srv->stats.keyspace_misses++;
         reply_null(c);
         return;
     }
-    if (rc != STORE_OK) {
-        reply_store_error(c, rc);
+    if (g->rc != STORE_OK) {
+        if (g->rc == STORE_REFUSED) reply_error(c, g->errstr);
+        else reply_errorf(c, "ERR %s: %s", store_strerror(g->rc), g->errstr);
         return;
     }
     srv->stats.keyspace_hits++;
-    if (len >= GET_ZERO_COPY_MIN) {
+    if (g->len >= GET_ZERO_COPY_MIN) {
         value_ref *ref = xmalloc(sizeof *ref);
         ref->s = s;
-        ref->pin = pin;
-        reply_bulk_ref_sliced(c, data, len, &sl, value_ref_release, value_ref_corrupt, ref);
+        ref->pin = g->pin;
+        reply_bulk_ref_sliced(c, g->data, g->len, &g->sl, value_ref_release, value_ref_corrupt, ref);
     } else {
-        reply_bulk(c, data, len);
-        s->ops->release(s, pin);
+        reply_bulk(c, g->data, g->len);
+        s->ops->release(s, g->pin);
     }
+    g->pin = NULL;
 }
 
-static void get_command(client *c) { reply_value(c, &c->argv[1]); }
+static void got_inline(void *ctx) { *(int *)ctx = 1; }
 
-static void mget_command(client *c) {
-    reply_array(c, c->argc - 1);
-    for (int i = 1; i < c->argc; i++) reply_value(c, &c->argv[i]);
+/* Keys read on the stack up to this many (a GET, a short MGET). */
+#define READ_ON_STACK 8
+
+/* GET (one key) or MGET (array): the store's reads complete inline here;
+ * a store that completes later has its role's own GET (gateway_async.c),
+ * which holds the reply slot meanwhile. */
+static void read_command(client *c, int array) {
+    store *s = store_of(c);
+    size_t n = (size_t)c->argc - 1;
+    store_key kbuf[READ_ON_STACK], *keys = n <= READ_ON_STACK ? kbuf : xmalloc(n * sizeof *keys);
+    store_got gbuf[READ_ON_STACK], *got = n <= READ_ON_STACK ? gbuf : xmalloc(n * sizeof *got);
+    for (size_t i = 0; i < n; i++) keys[i] = (store_key){c->argv[i + 1].ptr, c->argv[i + 1].len};
+    int done = 0;
+    s->ops->get_async(s, keys, n, 0, got, got_inline, &done);
+    if (!done) {
+        log_warning("t_object: a store completed a read later without its role holding the reply");
+        abort();
+    }
+    if (array) reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) t_object_reply_got(c, &got[i]);
+    if (keys != kbuf) free(keys);
+    if (got != gbuf) free(got);
 }
+
+static void get_command(client *c) { read_command(c, 0); }
+
+static void mget_command(client *c) { read_command(c, 1); }
 
 static void del_command(client *c) {
     store *s = store_of(c);

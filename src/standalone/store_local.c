@@ -466,6 +466,7 @@ static const store_ops local_ops = {
     .get = local_get,
     .release = local_release,
     .get_sliced = local_get_sliced,
+    .get_async = store_get_inline,
     .slice_corrupt = local_slice_corrupt,
     .remove = local_remove,
     .exists = local_exists,
