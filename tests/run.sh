@@ -101,6 +101,8 @@ run_pool() {   # run_pool JOBS INDEX...: those jobs, JOBS at a time, never two o
 
 # The folder-level include/link graph of the first build: layers and cycles.
 add "layers" python3 scripts/layers.py "$1"
+# The gateway's files call each other as a tree (no cycle): docs/GATEWAY.md.
+add "callgraph" python3 scripts/callgraph.py src/gateway "$1"
 
 for build in "$@"; do
   tag=$(basename "$build")

@@ -13,7 +13,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
-#include "gateway/store_cluster.h"
+#include "gateway/cluster_call.h"
 #include "proto/slices.h"
 
 enum { GP_FREE, GP_READING, GP_READY, GP_SENDING, GP_WAITING };

@@ -11,7 +11,7 @@
 #include "server/server.h"
 
 struct put_batcher {
-    store *s;
+    int nreplicas;
     master_async *ma;
     workers *w;
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
@@ -53,7 +53,7 @@ static void put_again(pb_batch *bt, mkv_client *mc, size_t i) {
     if (bt->loc[i]) mkv_revoke(mc, bt->p[i]->key, bt->p[i]->keylen);
     mkv_located_free(bt->loc[i]);
     bt->loc[i] = NULL;
-    cluster_ship(bt->b->s, mc, bt->p[i]);
+    cluster_ship(mc, bt->p[i], bt->b->nreplicas);
 }
 
 static void put_each(gw_job *j, mkv_client *mc) {
@@ -324,10 +324,11 @@ void put_batcher_add(put_batcher *b, gw_write *w) {
 
 uint64_t put_batcher_inline(const put_batcher *b) { return b ? b->written_inline : 0; }
 
-put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
                                 mkv_client *loop_mc, int replicas, read_batcher *reads) {
     put_batcher *b = xcalloc(1, sizeof *b);
-    *b = (put_batcher){.s = s, .ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads};
+    *b = (put_batcher){.ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads};
+    b->nreplicas = replicas;
     snprintf(b->replicas, sizeof b->replicas, "%d", replicas > 0 ? replicas : 1);
     b->tail = &b->queue;
     b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);

@@ -20,7 +20,7 @@
 #include "core/loop.h"
 #include "gateway/master_async.h"
 #include "gateway/read_batch.h"
-#include "gateway/store_cluster.h"
+#include "gateway/cluster_call.h"
 
 typedef struct gw_write gw_write;
 struct gw_write {
@@ -38,7 +38,7 @@ typedef struct put_batcher put_batcher;
  * whose every replica is on a same-host node with a warm mapping are
  * written on the loop
  * (mkv_write_located_now), and a batch of only those needs no worker. */
-put_batcher *put_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
                                 mkv_client *loop_mc, int replicas, read_batcher *reads);
 /* Values written on the loop so far. */
 uint64_t put_batcher_inline(const put_batcher *b);

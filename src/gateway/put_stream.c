@@ -19,7 +19,7 @@
 enum { PS_PLACING, PS_PLACED, PS_UNPLACED, PS_FAILED };
 
 struct put_streamer {
-    store *s;
+    put_batcher *puts;        /* a stream never placed goes the ordinary way */
     master_async *ma;
     workers *w;
     staging *pool;
@@ -36,7 +36,7 @@ typedef struct ps_chunk {
     uint64_t off, len;
     int rc;                   /* STORE_* */
     uint32_t crc;
-    char errstr[sizeof ((store *)0)->errstr];
+    char errstr[STORE_ERRSTR];
 } ps_chunk;
 
 struct put_stream {
@@ -56,7 +56,7 @@ struct put_stream {
     uint8_t *done;            /* per chunk: written */
     unsigned jobs;            /* chunks on workers */
     int err_rc;               /* PS_FAILED */
-    char errstr[sizeof ((store *)0)->errstr];
+    char errstr[STORE_ERRSTR];
     gw_write *finish;         /* the whole value is in: its done runs at the end */
     void (*resume)(void *ctx);
     void *rctx;
@@ -250,10 +250,10 @@ static void maybe_end(put_stream *st) {
 /* The whole value is in and the stream was never placed: the ordinary way. */
 static void go_ordinary(put_stream *st) {
     gw_write *w = st->finish;
-    store *s = st->sr->s;
+    put_batcher *puts = st->sr->puts;
     st->p->stream = NULL;
     stream_free(st);
-    put_batcher_add(cluster_store_puts(s), w);
+    put_batcher_add(puts, w);
 }
 
 static void place_reply(const redisReply *r, void *ctx) {
@@ -334,10 +334,10 @@ void put_stream_abort(put_stream *st) {
     maybe_free(st);
 }
 
-put_streamer *put_streamer_create(store *s, master_async *ma, workers *w, staging *pool,
+put_streamer *put_streamer_create(put_batcher *puts, master_async *ma, workers *w, staging *pool,
                                   mkv_client *loop_mc, int replicas) {
     put_streamer *sr = xcalloc(1, sizeof *sr);
-    *sr = (put_streamer){.s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
+    *sr = (put_streamer){.puts = puts, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
     snprintf(sr->replicas, sizeof sr->replicas, "%d", replicas > 0 ? replicas : 1);
     return sr;
 }

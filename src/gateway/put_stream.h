@@ -28,7 +28,7 @@
 #include "core/loop.h"
 #include "gateway/master_async.h"
 #include "gateway/put_batch.h"
-#include "gateway/store_cluster.h"
+#include "gateway/cluster_call.h"
 
 #define PS_CHUNK (4ull << 20)            /* bytes per write to the nodes */
 #define PS_WINDOW (4 * PS_CHUNK)         /* bytes a stream may hold ahead of the nodes */
@@ -39,7 +39,7 @@ _Static_assert(PS_CHUNK == PROTO_SLICE_WRITE, "a streamed SET's chunks are its s
 typedef struct put_streamer put_streamer;
 typedef struct put_stream put_stream;
 
-put_streamer *put_streamer_create(store *s, master_async *ma, workers *w, staging *pool,
+put_streamer *put_streamer_create(put_batcher *puts, master_async *ma, workers *w, staging *pool,
                                   mkv_client *loop_mc, int replicas);
 /* Streams waiting for their last bytes to be written finish unshipped
  * (their writes' done run); the workers must be gone already. */

@@ -47,7 +47,6 @@ typedef struct rb_inline {
 struct read_batcher {
     rb_inline now;            /* first: the dial job's link */
     event_loop *loop;
-    store *s;
     master_async *ma;
     workers *w;
     staging *pool;
@@ -85,7 +84,7 @@ struct rb_batch {
 static void fetch_each(gw_job *j, mkv_client *mc) {
     rb_batch *bt = (rb_batch *)j;
     for (size_t i = bt->done_keys; i < bt->nkeys; i++)
-        if (bt->f[i]->rc == RB_PENDING) cluster_fetch(bt->b->s, mc, bt->f[i]);
+        if (bt->f[i]->rc == RB_PENDING) cluster_fetch(bt->b->pool, mc, bt->f[i]);
 }
 
 /* A located key's read outcome into its fetch. A lease that ran out
@@ -97,7 +96,7 @@ static void read_result(rb_batch *bt, mkv_client *mc, gw_fetch *f, const mkv_obj
         return;
     }
     staging_put(bt->b->pool, &f->buf);
-    if (o->status == MKV_EAUTH) cluster_fetch(bt->b->s, mc, f);
+    if (o->status == MKV_EAUTH) cluster_fetch(bt->b->pool, mc, f);
     else f->rc = cluster_store_code(o->status, mc, f->errstr, sizeof f->errstr);
 }
 
@@ -112,7 +111,7 @@ static void read_located(gw_job *j, mkv_client *mc) {
         if (!bt->loc[i] || f->rc != RB_PENDING) continue;
         if (staging_bind(mc, &f->buf) != MKV_OK) {
             staging_put(bt->b->pool, &f->buf);
-            cluster_fetch(bt->b->s, mc, f);
+            cluster_fetch(bt->b->pool, mc, f);
             continue;
         }
         objs[n] = (mkv_obj){.key = f->key, .keylen = f->keylen, .buf = f->buf.ptr, .len = f->buf.len};
@@ -484,10 +483,10 @@ void read_batcher_add(read_batcher *b, gw_read *r) {
     b->tail = &r->next;
 }
 
-read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
                                   staging *pool, mkv_client *loop_mc, mkv_client *inline_mc) {
     read_batcher *b = xcalloc(1, sizeof *b);
-    *b = (read_batcher){.loop = loop, .s = s, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc,
+    *b = (read_batcher){.loop = loop, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc,
                         .now = {.mc = inline_mc}};
     b->tail = &b->queue;
     b->steps_tail = &b->steps;

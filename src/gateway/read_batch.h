@@ -29,7 +29,8 @@
 #include "client/moonkv.h"
 #include "core/loop.h"
 #include "gateway/master_async.h"
-#include "gateway/store_cluster.h"
+#include "gateway/cluster_call.h"
+#include "gateway/workers.h"
 
 typedef struct gw_read gw_read;
 struct gw_read {
@@ -48,7 +49,7 @@ typedef struct read_batcher read_batcher;
  * client of its own with the pool registered, reads on the loop the
  * values that need no waiting (a same-host node's warm mapping): a batch
  * of those needs no worker at all. */
-read_batcher *read_batcher_create(event_loop *loop, store *s, master_async *ma, workers *w,
+read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
                                   staging *pool, mkv_client *loop_mc, mkv_client *inline_mc);
 /* The inline client for another batcher's work on the loop (the put
  * batches' writes that need no waiting), or NULL while a worker dials

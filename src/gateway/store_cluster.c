@@ -3,9 +3,9 @@
  * Values pass through registered staging memory (staging.c): put_start
  * hands networking a staging buffer the value streams into, put_end puts
  * it to the nodes; get reads into a staging buffer that the pin keeps
- * until the reply is written. GET, MGET and SET are batched ahead
- * (read_batch.c, put_batch.c; results handed in as store_cluster.h
- * says), and so are the master's answers for DEL, EXISTS, STRLEN, TYPE,
+ * until the reply is written. GET and MGET complete through get_async
+ * (the read batch, read_batch.c); SET is batched ahead (put_batch.c,
+ * its outcome handed in as store_cluster.h says), and so are the master's answers for DEL, EXISTS, STRLEN, TYPE,
  * TTL and (master_said.h) DBSIZE, INFO, SCAN, KEYS and FLUSHALL. A call
  * without its answer ahead (the master reached through etcd, a shutdown,
  * /metrics) is a blocking call: libmoonkv on the loop's own client, or
@@ -100,63 +100,6 @@ void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(stru
 
 struct gw_async *cluster_store_async(store *s) { return cs_of(s)->async; }
 
-/* EXISTS, NOSPACE and NOREPLICAS come only from the master's reply: the client shows
- * it as the gateway's own (the master knows why, the gateway does not). */
-static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
-    static const char prefix[] = "master: ";
-    const char *msg = mkv_last_error(mc);
-    if (strncmp(msg, prefix, sizeof prefix - 1) == 0) msg += sizeof prefix - 1;
-    snprintf(errstr, len, "%s", msg);
-}
-
-/* MKV_E* to STORE_*, with the library's message in errstr for the
- * codes whose reply shows it. */
-int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
-    switch (rc) {
-    case MKV_OK: return STORE_OK;
-    case MKV_ENOTFOUND: return STORE_NOTFOUND;
-    case MKV_EEXISTS:
-        master_reply_text(mc, errstr, len);
-        return STORE_EXISTS;
-    case MKV_ENOSPACE:
-        master_reply_text(mc, errstr, len);
-        return STORE_NOSPACE;
-    case MKV_ENOREPLICAS:   /* "NOREPLICAS ..." as the master said it */
-    case MKV_ETRYAGAIN:     /* "TRYAGAIN ...": the master is rebuilding */
-        master_reply_text(mc, errstr, len);
-        return STORE_REFUSED;
-    case MKV_ECONN:
-    case MKV_ETIMEDOUT:
-        if (strncmp(mkv_last_error(mc), "master ", 7) != 0) break;
-        /* The client retries: a SET whose reply was lost then finds
-         * its own bytes stored (an idempotent OK). */
-        snprintf(errstr, len, "TRYAGAIN the master is unreachable (%s)", mkv_last_error(mc));
-        return STORE_REFUSED;
-    default:
-        break;
-    }
-    snprintf(errstr, len, "%s", mkv_last_error(mc));
-    return STORE_ERR;
-}
-
-int cluster_store_lost(char *errstr, size_t len) {
-    snprintf(errstr, len, "TRYAGAIN the master is unreachable (connection lost before its reply)");
-    return STORE_REFUSED;
-}
-
-int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
-
-/* The master connection epoch whose node table this worker's client
- * last learnt: per thread, as each worker has its own client. */
-static __thread uint64_t worker_epoch;
-
-void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
-    if (!epoch || worker_epoch == epoch) return;
-    /* The first connection: the client learnt the table when it connected
-     * (relearning would also cost the grants' time on new data paths). */
-    if (!worker_epoch || mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
-}
-
 /* ---- puts ---- */
 
 /* A put whose key fits PUT_SLOT_KEY bytes has a block of one size, kept
@@ -243,25 +186,6 @@ int cluster_stream_finish(store *s, gw_write *w) {
     return w->put->stream && put_stream_finish(w->put->stream, w);
 }
 
-/* A client's first write to a node maps its segment, which on a slow
- * host can take longer than the master's put timeout: the grants run out
- * before the bytes go (MKV_EAUTH; the put is revoked), and the put is
- * placed again, a few times, now that more segments are mapped. */
-#define SHIP_EAUTH_RETRIES 3
-
-void cluster_ship(store *s, mkv_client *mc, store_put *p) {
-    int rc = staging_bind(mc, &p->buf);
-    if (rc == MKV_OK) {
-        for (int tries = 0;; tries++) {
-            rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, cs_of(s)->replicas);
-            if (rc != MKV_EAUTH || tries == SHIP_EAUTH_RETRIES) break;
-        }
-        staging_unbind(mc, &p->buf);
-    }
-    p->ship_rc = cluster_store_code(rc, mc, p->errstr, sizeof p->errstr);
-    p->shipped = 1;
-}
-
 static void put_free(cluster_store *cs, store_put *p) {
     staging_put(cs->pool, &p->buf);
     put_release(cs, p);
@@ -285,7 +209,7 @@ static int cs_put_end(store *s, store_put *p) {
     }
     if (!p->shipped) {
         cs->stats.loop_blocking++;
-        cluster_ship(s, cs->mc, p);
+        cluster_ship(cs->mc, p, cs->replicas);
     }
     int rc = p->ship_rc;
     if (rc == STORE_OK) {
@@ -340,45 +264,8 @@ static int cs_size_of(store *s, const void *key, size_t keylen, uint64_t *len) {
     return cs_stat(s, key, keylen, len, NULL);
 }
 
-typedef struct fetch_place {
-    cluster_store *cs;
-    mkv_client *mc;
-    gw_fetch *f;
-} fetch_place;
-
-/* Staging memory for a located value, registered with the reading
- * client; NULL (the get fails) when there is none. */
-static void *fetch_buffer(void *ctx, uint64_t size) {
-    fetch_place *fp = ctx;
-    if (staging_get(fp->cs->pool, size, &fp->f->buf) != STORE_OK) return NULL;
-    if (staging_bind(fp->mc, &fp->f->buf) != MKV_OK) {
-        staging_put(fp->cs->pool, &fp->f->buf);   /* clears ptr */
-        return NULL;
-    }
-    return fp->f->buf.ptr;
-}
-
 static int cs_checksum_of(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
     return cs_stat(s, key, keylen, len, crc);
-}
-
-/* One MOON.GET: the size it tells gets staging memory, then the bytes
- * are read (checksum verified by the library). */
-void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f) {
-    cluster_store *cs = cs_of(s);
-    f->buf.ptr = NULL;
-    f->len = 0;
-    if (!cluster_key_ok(f->keylen)) {
-        f->rc = STORE_NOTFOUND;
-        return;
-    }
-    fetch_place fp = {.cs = cs, .mc = mc, .f = f};
-    uint64_t got = 0;
-    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
-    if (f->buf.ptr) staging_unbind(mc, &f->buf);
-    f->rc = cluster_store_code(rc, mc, f->errstr, sizeof f->errstr);
-    if (f->rc == STORE_OK) f->len = got;
-    else staging_put(cs->pool, &f->buf);   /* none placed: a no-op */
 }
 
 /* The fetch's outcome as get's: its buffer moves into a pin. */
@@ -407,7 +294,7 @@ static int cs_get(store *s, const void *key, size_t keylen, const void **data, u
     cluster_store *cs = cs_of(s);
     gw_fetch now = {.key = key, .keylen = keylen};
     cs->stats.loop_blocking++;
-    cluster_fetch(s, cs->mc, &now);
+    cluster_fetch(cs->pool, cs->mc, &now);
     return fetch_result(cs, &now, data, len, pin);
 }
 
@@ -925,9 +812,9 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     if (cs->ma && may_shm &&
         (mkv_connect(&cs->inline_mc, &opt) != MKV_OK || staging_register(cs->pool, cs->inline_mc) != MKV_OK))
         close_client(cs, &cs->inline_mc);
-    cs->reads = read_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->inline_mc);
-    cs->puts = put_batcher_create(cs->loop, &cs->base, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads);
-    if (cs->ma) cs->streams = put_streamer_create(&cs->base, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
+    cs->reads = read_batcher_create(cs->loop, cs->ma, cs->workers, cs->pool, cs->mc, cs->inline_mc);
+    cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads);
+    if (cs->ma) cs->streams = put_streamer_create(cs->puts, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
     return 0;
 }

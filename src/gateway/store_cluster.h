@@ -1,11 +1,13 @@
 /* gateway/store_cluster.h - what the gateway's async commands need from
  * the cluster store (internal to src/gateway).
  *
- * The store interface is synchronous: get returns the bytes, put_end the
- * outcome. So the slow part runs ahead on a worker (cluster_fetch,
- * cluster_ship) and the shared command code then runs on the loop and
- * finds the result waiting: a shipped put's put_end reports how the ship
- * went, and get returns an offered fetch instead of asking the cluster. */
+ * Reads complete through store_ops.get_async: the keys join the loop
+ * iteration's read batch (read_batch.h) and the caller's callback gets
+ * the outcomes when the batch is back; gateway_async.c writes the reply
+ * from them. Puts and the master's answers for DEL, EXISTS, ... still run
+ * ahead and are handed in (a shipped put's put_end reports how the ship
+ * went; cluster_offer_answers, cluster_offer_said): the shared command
+ * then runs on the loop and finds them. */
 #ifndef MKV_GATEWAY_STORE_CLUSTER_H
 #define MKV_GATEWAY_STORE_CLUSTER_H
 
@@ -13,35 +15,11 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "gateway/cluster_call.h"
 #include "gateway/staging.h"
 #include "gateway/workers.h"
 #include "server/networking.h"
 #include "server/store.h"
-
-/* One key read ahead. */
-typedef struct gw_fetch {
-    const char *key;
-    size_t keylen;
-    int rc;                   /* STORE_* */
-    staging_buf buf;          /* the value when rc == STORE_OK */
-    uint64_t len;
-    char errstr[sizeof ((store *)0)->errstr];
-    int may_stream;           /* a GET's reply may stream (get_stream.h) */
-    struct mkv_located *stream;   /* located, to be streamed: rc STORE_OK, no buf */
-    uint64_t stream_epoch;    /* the master connection that located it */
-} gw_fetch;
-
-/* A SET's value on its way: put_end reports ship_rc once shipped. */
-struct store_put {
-    staging_buf buf;
-    struct put_stream *stream;  /* moving on while it arrives (put_stream.h) */
-    int shipped;                /* put to the cluster: ship_rc is the outcome */
-    int ship_rc;
-    char errstr[sizeof ((store *)0)->errstr];
-    struct store_put *next_free;   /* in the store's spare puts (store_cluster.c) */
-    size_t keylen;
-    char key[];
-};
 
 workers *cluster_store_workers(store *s);
 /* Large GETs sent on while they arrive (get_stream.h). */
@@ -57,28 +35,11 @@ struct gw_async;
 void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(struct gw_async *ga));
 struct gw_async *cluster_store_async(store *s);
 
-/* MKV_* to STORE_* as the gateway replies it (text in errstr). */
-int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len);
-/* STORE_REFUSED, "TRYAGAIN ..." in errstr: the master connection was
- * lost before the outcome came back. */
-int cluster_store_lost(char *errstr, size_t len);
-/* A key the cluster could hold (else it is not found, without asking). */
-int cluster_key_ok(size_t keylen);
-
 /* The whole value of a SET is in: 1 when its stream publishes it (w->done
  * runs then), 0 when it has none or the stream could not start: ship it
  * with the put batcher. */
 struct gw_write;
 int cluster_stream_finish(store *s, struct gw_write *w);
-
-/* On any thread, with that thread's client. */
-void cluster_fetch(store *s, mkv_client *mc, gw_fetch *f);
-void cluster_ship(store *s, mkv_client *mc, store_put *p);
-
-/* On a worker, before it moves bytes placed over the master connection
- * of this epoch (master_async_epoch): a connection it has not seen may
- * reach another master, so its client learns the node table afresh. */
-void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
 
 /* A value get_async located to stream (got->stream, STORE_GET_STREAM):
  * sent into c's slot as get_stream_start says (the stream is taken). */

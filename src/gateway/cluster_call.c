@@ -1,0 +1,121 @@
+/* gateway/cluster_call.c - one key's call to the cluster on a given
+ * client (cluster_call.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "client/located.h"
+#include "gateway/cluster_call.h"
+#include "proto/limits.h"
+
+/* EXISTS, NOSPACE and NOREPLICAS come only from the master's reply: the client shows
+ * it as the gateway's own (the master knows why, the gateway does not). */
+static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
+    static const char prefix[] = "master: ";
+    const char *msg = mkv_last_error(mc);
+    if (strncmp(msg, prefix, sizeof prefix - 1) == 0) msg += sizeof prefix - 1;
+    snprintf(errstr, len, "%s", msg);
+}
+
+/* MKV_E* to STORE_*, with the library's message in errstr for the
+ * codes whose reply shows it. */
+int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
+    switch (rc) {
+    case MKV_OK: return STORE_OK;
+    case MKV_ENOTFOUND: return STORE_NOTFOUND;
+    case MKV_EEXISTS:
+        master_reply_text(mc, errstr, len);
+        return STORE_EXISTS;
+    case MKV_ENOSPACE:
+        master_reply_text(mc, errstr, len);
+        return STORE_NOSPACE;
+    case MKV_ENOREPLICAS:   /* "NOREPLICAS ..." as the master said it */
+    case MKV_ETRYAGAIN:     /* "TRYAGAIN ...": the master is rebuilding */
+        master_reply_text(mc, errstr, len);
+        return STORE_REFUSED;
+    case MKV_ECONN:
+    case MKV_ETIMEDOUT:
+        if (strncmp(mkv_last_error(mc), "master ", 7) != 0) break;
+        /* The client retries: a SET whose reply was lost then finds
+         * its own bytes stored (an idempotent OK). */
+        snprintf(errstr, len, "TRYAGAIN the master is unreachable (%s)", mkv_last_error(mc));
+        return STORE_REFUSED;
+    default:
+        break;
+    }
+    snprintf(errstr, len, "%s", mkv_last_error(mc));
+    return STORE_ERR;
+}
+
+int cluster_store_lost(char *errstr, size_t len) {
+    snprintf(errstr, len, "TRYAGAIN the master is unreachable (connection lost before its reply)");
+    return STORE_REFUSED;
+}
+
+int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
+
+/* The master connection epoch whose node table this worker's client
+ * last learnt: per thread, as each worker has its own client. */
+static __thread uint64_t worker_epoch;
+
+void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
+    if (!epoch || worker_epoch == epoch) return;
+    /* The first connection: the client learnt the table when it connected
+     * (relearning would also cost the grants' time on new data paths). */
+    if (!worker_epoch || mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
+}
+
+/* A client's first write to a node maps its segment, which on a slow
+ * host can take longer than the master's put timeout: the grants run out
+ * before the bytes go (MKV_EAUTH; the put is revoked), and the put is
+ * placed again, a few times, now that more segments are mapped. */
+#define SHIP_EAUTH_RETRIES 3
+
+void cluster_ship(mkv_client *mc, store_put *p, int replicas) {
+    int rc = staging_bind(mc, &p->buf);
+    if (rc == MKV_OK) {
+        for (int tries = 0;; tries++) {
+            rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, replicas);
+            if (rc != MKV_EAUTH || tries == SHIP_EAUTH_RETRIES) break;
+        }
+        staging_unbind(mc, &p->buf);
+    }
+    p->ship_rc = cluster_store_code(rc, mc, p->errstr, sizeof p->errstr);
+    p->shipped = 1;
+}
+
+typedef struct fetch_place {
+    staging *pool;
+    mkv_client *mc;
+    gw_fetch *f;
+} fetch_place;
+
+/* Staging memory for a located value, registered with the reading
+ * client; NULL (the get fails) when there is none. */
+static void *fetch_buffer(void *ctx, uint64_t size) {
+    fetch_place *fp = ctx;
+    if (staging_get(fp->pool, size, &fp->f->buf) != STORE_OK) return NULL;
+    if (staging_bind(fp->mc, &fp->f->buf) != MKV_OK) {
+        staging_put(fp->pool, &fp->f->buf);   /* clears ptr */
+        return NULL;
+    }
+    return fp->f->buf.ptr;
+}
+
+/* One MOON.GET: the size it tells gets staging memory, then the bytes
+ * are read (checksum verified by the library). */
+void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f) {
+    f->buf.ptr = NULL;
+    f->len = 0;
+    if (!cluster_key_ok(f->keylen)) {
+        f->rc = STORE_NOTFOUND;
+        return;
+    }
+    fetch_place fp = {.pool = pool, .mc = mc, .f = f};
+    uint64_t got = 0;
+    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
+    if (f->buf.ptr) staging_unbind(mc, &f->buf);
+    f->rc = cluster_store_code(rc, mc, f->errstr, sizeof f->errstr);
+    if (f->rc == STORE_OK) f->len = got;
+    else staging_put(pool, &f->buf);   /* none placed: a no-op */
+}
+

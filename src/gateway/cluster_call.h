@@ -1,0 +1,66 @@
+/* gateway/cluster_call.h - one key's call to the cluster on a given
+ * client, and what its outcome means to the RESP side (internal to
+ * src/gateway).
+ *
+ * The bottom of the gateway's store: the batchers (read_batch.c,
+ * put_batch.c, put_stream.c, get_stream.c) and the store
+ * (store_cluster.c) all build on it, and it calls none of them, so the
+ * gateway's files call each other as a tree: store_cluster.c over the
+ * batchers over this. A fetch or a ship is a blocking library call: on a
+ * worker, or on the loop only where the store counts it
+ * (loop_blocking_calls). */
+#ifndef MKV_GATEWAY_CLUSTER_CALL_H
+#define MKV_GATEWAY_CLUSTER_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/moonkv.h"
+#include "gateway/staging.h"
+#include "server/store.h"
+
+/* One key read ahead. */
+typedef struct gw_fetch {
+    const char *key;
+    size_t keylen;
+    int rc;                   /* STORE_* */
+    staging_buf buf;          /* the value when rc == STORE_OK */
+    uint64_t len;
+    char errstr[STORE_ERRSTR];
+    int may_stream;           /* a GET's reply may stream (get_stream.h) */
+    struct mkv_located *stream;   /* located, to be streamed: rc STORE_OK, no buf */
+    uint64_t stream_epoch;    /* the master connection that located it */
+} gw_fetch;
+
+/* A SET's value on its way: put_end reports ship_rc once shipped. */
+struct store_put {
+    staging_buf buf;
+    struct put_stream *stream;  /* moving on while it arrives (put_stream.h) */
+    int shipped;                /* put to the cluster: ship_rc is the outcome */
+    int ship_rc;
+    char errstr[STORE_ERRSTR];
+    struct store_put *next_free;   /* in the store's spare puts (store_cluster.c) */
+    size_t keylen;
+    char key[];
+};
+
+/* MKV_* to STORE_* as the gateway replies it (text in errstr). */
+int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len);
+/* STORE_REFUSED, "TRYAGAIN ..." in errstr: the master connection was
+ * lost before the outcome came back. */
+int cluster_store_lost(char *errstr, size_t len);
+/* A key the cluster could hold (else it is not found, without asking). */
+int cluster_key_ok(size_t keylen);
+
+/* One MOON.GET with mc: the size it tells gets memory from pool, then
+ * the bytes are read (checksum verified by the library). */
+void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
+/* p's value put with mc to replicas nodes; the outcome in p (shipped). */
+void cluster_ship(mkv_client *mc, store_put *p, int replicas);
+
+/* On a worker, before it moves bytes placed over the master connection
+ * of this epoch (master_async_epoch): a connection it has not seen may
+ * reach another master, so its client learns the node table afresh. */
+void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
+
+#endif
