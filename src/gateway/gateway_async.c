@@ -2,12 +2,14 @@
  * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
  * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through master_said.h).
  *
- * A call reads its values (GET, MGET: with the reads of every other call
- * of the same loop iteration, read_batch.h) or puts its streamed value to
- * the nodes (SET, put_batch.h) while the loop serves others; back on the
- * loop the shared command (t_object.c) runs with the same arguments and
- * finds the results waiting in the store (store_cluster.h). So the
- * replies are the standalone server's, byte for byte, from one code path.
+ * A GET or MGET asks the store (store.h get_async: with the reads of
+ * every other call of the same loop iteration) and, when the values are
+ * in, writes its reply once from them with GET's own writer
+ * (t_object_reply_got) into its slot. A SET puts its streamed value to
+ * the nodes (put_batch.h) while the loop serves others; back on the loop
+ * the shared command (t_object.c) runs with the same arguments and finds
+ * the outcome waiting in the store (store_cluster.h). So the replies are
+ * the standalone server's, byte for byte.
  *
  * Pipelining: a call answers into a reply slot (networking.h), so the
  * client's next commands are parsed and start into the same batches
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/crc32c.h"
 #include "core/siphash.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
@@ -305,11 +308,6 @@ static void replay(gw_call *call, client *c, command_proc *proc, int cargc, resp
     c->argv = cargv;
     c->pending_put = NULL;
     c->pending_put_err = 0;
-    if (call->put) {
-        c->pending_put = call->put;
-        c->pending_put_size = call->put_size;
-        call->put = NULL;
-    }
     proc(c);
     commands_abort_put(c);
     c->argc = argc;
@@ -381,17 +379,34 @@ static void ship_next(gw_call *done) {
     call_ship(next);
 }
 
-/* The reply, into the call's slot or to the blocked client. */
+/* Whether the stored value is this SET's bytes, by MOON.OBJECT's size
+ * and CRC32C (ask_same_bytes): a failed or missing answer says no. */
+static int same_bytes(const gw_call *call) {
+    const gw_answer *a = call->ans;
+    if (!a || !a->answered || a->failed || a->n < 0 || (uint64_t)a->n != call->put_size) return 0;
+    return a->crc == crc32c(0, call->put->buf.ptr, (size_t)call->put_size);
+}
+
+/* A SET's reply, once, from its put's outcome (put_end reports how the
+ * ship went): SET's own words (t_object_reply_set). */
+static void set_reply(gw_call *call, client *c) {
+    store *s = call->store;
+    int nx = call->argc > 3;   /* set_goes_async: NX is its only option */
+    int same = same_bytes(call);
+    int rc = s->ops->put_end(s, call->put);
+    call->put = NULL;
+    t_object_reply_set(c, rc, call->put_size, nx, same);
+}
+
+/* The reply, into the call's slot or to the blocked client: a SET's from
+ * its outcome, the askers' by the shared command on their answers. */
 static void call_answer(gw_call *call, client *c) {
     conn_remove(c->role_ctx, call);
-    if (!call->slot) {
-        call_replay(call, c);
-        client_unblock(c);
-        return;
-    }
-    client_slot_begin(c, call->slot);
-    call_replay(call, c);
-    client_slot_end(c, call->slot);
+    if (call->slot) client_slot_begin(c, call->slot);
+    if (call->put) set_reply(call, c);
+    else call_replay(call, c);
+    if (call->slot) client_slot_end(c, call->slot);
+    else client_unblock(c);
 }
 
 /* ---- GET and MGET replies that stream ---- */

@@ -79,6 +79,11 @@ void t_object_register(server *srv);
 /* SET's answer to a put refused with rc (NOSPACE, TOOBIG) for a value of
  * size bytes: networking gives it at the value's header. */
 void t_object_reply_put_refused(client *c, int rc, uint64_t size);
+/* SET's reply to its put's outcome rc (put_end's; the store's errstr
+ * says why) for a value of size bytes, NX or not. With STORE_EXISTS,
+ * same says whether the stored value is the SET's bytes (an idempotent
+ * OK), or -1: compare c->argv's value with the store's here. */
+void t_object_reply_set(client *c, int rc, uint64_t size, int nx, int same);
 /* A read's outcome (store.h get_async) as GET replies it; takes its pin. */
 void t_object_reply_got(client *c, store_got *g);
 void t_server_register(server *srv);

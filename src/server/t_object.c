@@ -196,7 +196,9 @@ static void reply_store_error(client *c, int rc) {
     else reply_errorf(c, "ERR %s: %s", store_strerror(rc), s->errstr);
 }
 
-static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
+/* same: whether the stored value is the SET's bytes, when the caller
+ * knows (1 or 0); -1 asks the store here (same_value_stored). */
+static void reply_put_error(client *c, int rc, uint64_t size, int nx, int same) {
     server *srv = c->srv;
     store *s = srv->store;
     char why[sizeof s->errstr];
@@ -207,7 +209,7 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
         if (nx) {
             srv->stats.exists_rejections++;
             reply_null(c);
-        } else if (same_value_stored(c)) {
+        } else if (same > 0 || (same < 0 && same_value_stored(c))) {
             srv->stats.idempotent_puts++;
             reply_ok(c);
         } else if (srv->cfg.on_conflict == CONFLICT_KEEP) {
@@ -235,7 +237,12 @@ static void reply_put_error(client *c, int rc, uint64_t size, int nx) {
     }
 }
 
-void t_object_reply_put_refused(client *c, int rc, uint64_t size) { reply_put_error(c, rc, size, 0); }
+void t_object_reply_put_refused(client *c, int rc, uint64_t size) { reply_put_error(c, rc, size, 0, -1); }
+
+void t_object_reply_set(client *c, int rc, uint64_t size, int nx, int same) {
+    if (rc == STORE_OK) reply_ok(c);
+    else reply_put_error(c, rc, size, nx, same);
+}
 
 static void set_command(client *c) {
     int nx;
@@ -247,8 +254,7 @@ static void set_command(client *c) {
     int rc = set_begin(c, &put, &size);
     if (rc == STORE_OK) rc = s->ops->put_end(s, put);
     if (rc == STORE_OK && ttl_ms) s->ops->set_expiry(s, c->argv[1].ptr, c->argv[1].len, ttl_ms);
-    if (rc == STORE_OK) reply_ok(c);
-    else reply_put_error(c, rc, size, nx);
+    t_object_reply_set(c, rc, size, nx, -1);
 }
 
 /* ---- reads ---- */
