@@ -6,10 +6,13 @@
  * every other call of the same loop iteration) and, when the values are
  * in, writes its reply once from them with GET's own writer
  * (t_object_reply_got) into its slot. A SET puts its streamed value to
- * the nodes (put_batch.h) while the loop serves others; back on the loop
- * the shared command (t_object.c) runs with the same arguments and finds
- * the outcome waiting in the store (store_cluster.h). So the replies are
- * the standalone server's, byte for byte.
+ * the nodes (put_batch.h) while the loop serves others, and its reply is
+ * written from the outcome (t_object_reply_set); DEL, EXISTS, STRLEN,
+ * TYPE and TTL from the master's answers (t_object_reply_answers). So
+ * the replies are the standalone server's, byte for byte, written once.
+ * DBSIZE, SCAN, KEYS, INFO and FLUSHALL still run the shared command
+ * again on the loop, finding the master's answers in the store
+ * (master_said.h).
  *
  * Pipelining: a call answers into a reply slot (networking.h), so the
  * client's next commands are parsed and start into the same batches
@@ -51,6 +54,7 @@ struct gw_call {
     struct gw_async *ga;
     store *store;
     client *c;                /* NULL once the client has gone */
+    const command *row;       /* the command's row (its name) */
     command_proc *shared;     /* t_object.c's proc, run on the loop */
     int argc;
     resp_arg *argv;           /* copies; a SET's value points into the put's buffer */
@@ -163,6 +167,7 @@ static gw_call *call_create(client *c, size_t ngot, int value_arg) {
     call->store = c->srv->store;
     call->ga = ga;
     call->c = c;
+    call->row = c->last_cmd;
     call->shared = shared_proc(call->ga, c);
     return call;
 }
@@ -398,12 +403,32 @@ static void set_reply(gw_call *call, client *c) {
     t_object_reply_set(c, rc, call->put_size, nx, same);
 }
 
+#define ANSWERS_ON_STACK 16
+
+/* DEL, EXISTS, STRLEN, TYPE, TTL: the reply, once, from the master's
+ * answers (t_object_reply_answers); a failed or missing answer says no,
+ * as a failed call does. */
+static void answers_reply(gw_call *call, client *c) {
+    long long buf[ANSWERS_ON_STACK], *n = call->nans <= ANSWERS_ON_STACK ? buf : xmalloc(call->nans * sizeof *n);
+    uint64_t yes = 0;
+    for (size_t i = 0; i < call->nans; i++) {
+        const gw_answer *a = &call->ans[i];
+        n[i] = a->answered && !a->failed ? a->n : -1;
+        yes += n[i] > 0;
+    }
+    if (call->writes) cluster_store_removed(call->store, yes);
+    t_object_reply_answers(c, call->row, n, call->nans);
+    if (n != buf) free(n);
+}
+
 /* The reply, into the call's slot or to the blocked client: a SET's from
- * its outcome, the askers' by the shared command on their answers. */
+ * its outcome, a key question's from its answers, the others' (DBSIZE,
+ * SCAN, KEYS, INFO, FLUSHALL) by the shared command on theirs. */
 static void call_answer(gw_call *call, client *c) {
     conn_remove(c->role_ctx, call);
     if (call->slot) client_slot_begin(c, call->slot);
     if (call->put) set_reply(call, c);
+    else if (call->verb) answers_reply(call, c);
     else call_replay(call, c);
     if (call->slot) client_slot_end(c, call->slot);
     else client_unblock(c);
@@ -595,10 +620,7 @@ typedef struct gw_ask {
     size_t i;
 } gw_ask;
 
-static void answered(gw_call *call) {
-    cluster_offer_answers(call->store, call->ans, call->nans);
-    call_finish(call);
-}
+static void answered(gw_call *call) { call_finish(call); }
 
 static void ask_run(gw_job *j, mkv_client *mc) {
     gw_call *call = (gw_call *)((char *)j - offsetof(gw_call, job));

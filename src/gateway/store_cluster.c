@@ -4,12 +4,14 @@
  * hands networking a staging buffer the value streams into, put_end puts
  * it to the nodes; get reads into a staging buffer that the pin keeps
  * until the reply is written. GET and MGET complete through get_async
- * (the read batch, read_batch.c); SET is batched ahead (put_batch.c,
- * its outcome handed in as store_cluster.h says), and so are the master's answers for DEL, EXISTS, STRLEN, TYPE,
- * TTL and (master_said.h) DBSIZE, INFO, SCAN, KEYS and FLUSHALL. A call
- * without its answer ahead (the master reached through etcd, a shutdown,
- * /metrics) is a blocking call: libmoonkv on the loop's own client, or
- * the control connection; loop_blocking_calls counts them.
+ * (the read batch, read_batch.c); SETs are shipped by the put batch
+ * (put_batch.c) and gateway_async.c writes their replies from the
+ * outcome, as it does for DEL, EXISTS, STRLEN, TYPE and TTL from the
+ * master's answers. DBSIZE, INFO, SCAN, KEYS and FLUSHALL find the
+ * master's answers handed in (master_said.h). A call without its answer
+ * ahead (the master reached through etcd, a shutdown, /metrics) is a
+ * blocking call: libmoonkv on the loop's own client, or the control
+ * connection; loop_blocking_calls counts them.
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -70,8 +72,6 @@ typedef struct cluster_store {
     loop_timer *trim;           /* gives an idle staging pool's pages back */
     struct cs_read *free_reads;    /* finished one-key reads, for the next GETs */
     size_t nfree_reads;
-    gw_answer *answers;         /* cluster_offer_answers */
-    size_t nanswers;
     const gw_said *said;        /* cluster_offer_said */
     struct store_pin *free_pins;   /* released pins for the next gets (a malloc per GET saved) */
     store_put *free_puts;       /* finished puts of short keys, for the next SETs (put_alloc) */
@@ -238,24 +238,11 @@ static void reap_cb(event_loop *el, void *data) {
 
 /* ---- reads ---- */
 
-static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen);
-
-/* A stored value's length and, when crc is not NULL, its CRC32C: from an
- * answer the loop already has, or one MOON.GET. */
+/* A stored value's length and, when crc is not NULL, its CRC32C: one
+ * MOON.OBJECT, blocking (the gateway's STRLEN and SET ask ahead). */
 static int cs_stat(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
     if (!cluster_key_ok(keylen)) return STORE_NOTFOUND;
     cluster_store *cs = cs_of(s);
-    gw_answer *a = offered_answer(cs, key, keylen);
-    if (a && a->failed) {
-        snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master did not answer");
-        return STORE_REFUSED;
-    }
-    if (a) {
-        if (a->n < 0) return STORE_NOTFOUND;
-        *len = (uint64_t)a->n;
-        if (crc) *crc = a->crc;
-        return STORE_OK;
-    }
     cs->stats.loop_blocking++;
     return cluster_store_code(mkv_stat(cs->mc, key, keylen, len, crc), cs->mc, s->errstr, sizeof s->errstr);
 }
@@ -409,17 +396,12 @@ static void cs_release(store *s, store_pin *p) {
 
 void cluster_withdraw(store *s) {
     cluster_store *cs = cs_of(s);
-    cs->answers = NULL;
-    cs->nanswers = 0;
     cs->said = NULL;
 }
 
 void cluster_offer_said(store *s, const gw_said *said) { cs_of(s)->said = said; }
 
-void cluster_offer_answers(store *s, gw_answer *a, size_t n) {
-    cs_of(s)->answers = a;
-    cs_of(s)->nanswers = n;
-}
+void cluster_store_removed(store *s, uint64_t n) { cs_of(s)->stats.removes += n; }
 
 /* One key's answer by a blocking call (cluster_answer). */
 static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
@@ -446,29 +428,11 @@ void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
         if (!a[i].answered && !a[i].failed && cluster_key_ok(a[i].keylen)) answer_one(mc, verb, &a[i]);
 }
 
-/* The first untaken answer for key: a key named twice (DEL k k) gets
- * its answers in the order they were asked. */
-static gw_answer *offered_answer(cluster_store *cs, const void *key, size_t keylen) {
-    for (size_t i = 0; i < cs->nanswers; i++) {
-        gw_answer *a = &cs->answers[i];
-        if ((a->answered || a->failed) && !a->taken && a->keylen == keylen && memcmp(a->key, key, keylen) == 0) {
-            a->taken = 1;
-            return a;
-        }
-    }
-    return NULL;
-}
-
 /* The store interface has no error for these: a failure counts as "no"
  * and is logged. */
 static int cs_remove(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
-    gw_answer *a = offered_answer(cs, key, keylen);
-    if (a) {   /* a failed one counts as not removed, as a failed call does */
-        cs->stats.removes += !a->failed && a->n != 0;
-        return !a->failed && a->n != 0;
-    }
     cs->stats.loop_blocking++;
     int rc = mkv_remove(cs->mc, key, keylen);
     if (rc == MKV_OK) cs->stats.removes++;
@@ -479,8 +443,6 @@ static int cs_remove(store *s, const void *key, size_t keylen) {
 static int cs_exists(store *s, const void *key, size_t keylen) {
     cluster_store *cs = cs_of(s);
     if (!cluster_key_ok(keylen)) return 0;
-    gw_answer *a = offered_answer(cs, key, keylen);
-    if (a) return !a->failed && a->n != 0;
     cs->stats.loop_blocking++;
     int rc = mkv_exists(cs->mc, key, keylen);
     if (rc < 0) log_warning("gateway: exists failed: %s", mkv_last_error(cs->mc));

@@ -47,8 +47,7 @@ struct get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_
                                        const char *key, size_t keylen, void (*done)(void *ctx), void *ctx);
 /* A read outcome that will not be replied: its pin or stream goes. */
 void cluster_got_forget(store *s, store_got *g);
-/* The answers offered (cluster_offer_answers, cluster_offer_said) are
- * not taken from now on. */
+/* The answers offered (cluster_offer_said) are not taken from now on. */
 void cluster_withdraw(store *s);
 
 /* A key's DEL, EXISTS or STRLEN outcome, asked over the asynchronous
@@ -62,9 +61,8 @@ typedef struct gw_answer {
     long long n;              /* removed / exists: 0 or 1; size, -1 none */
     uint32_t crc;             /* with a size: the object's CRC32C */
 } gw_answer;
-/* On the loop: remove, exists, size_of and checksum_of take their
- * answers from a[] (each answer once, in order), until cluster_withdraw. */
-void cluster_offer_answers(store *s, gw_answer *a, size_t n);
+/* n keys were removed by answers asked ahead (INFO's count). */
+void cluster_store_removed(store *s, uint64_t n);
 /* On the loop: count, scan, flush and info take the master's answers
  * from said (master_said.h) instead of asking, until cluster_withdraw. */
 struct gw_said;

@@ -84,6 +84,10 @@ void t_object_reply_put_refused(client *c, int rc, uint64_t size);
  * same says whether the stored value is the SET's bytes (an idempotent
  * OK), or -1: compare c->argv's value with the store's here. */
 void t_object_reply_set(client *c, int rc, uint64_t size, int nx, int same);
+/* DEL/REMOVE/UNLINK, EXISTS, STRLEN, TYPE, or TTL/PTTL of a store without
+ * expiry hints, replied from each key's outcome n[i] (removed or exists:
+ * 1 or 0; STRLEN: the size, -1 none), however the store found them. */
+void t_object_reply_answers(client *c, const command *cmd, const long long *n, size_t nkeys);
 /* A read's outcome (store.h get_async) as GET replies it; takes its pin. */
 void t_object_reply_got(client *c, store_got *g);
 void t_server_register(server *srv);

@@ -335,25 +335,40 @@ static void get_command(client *c) { read_command(c, 0); }
 
 static void mget_command(client *c) { read_command(c, 1); }
 
-static void del_command(client *c) {
-    store *s = store_of(c);
-    long long n = 0;
-    for (int i = 1; i < c->argc; i++) n += s->ops->remove(s, c->argv[i].ptr, c->argv[i].len);
-    reply_integer(c, n);
+void t_object_reply_answers(client *c, const command *cmd, const long long *n, size_t nkeys) {
+    const char *name = cmd->name;
+    long long sum = 0;
+    for (size_t i = 0; i < nkeys; i++) sum += n[i] > 0;
+    if (strcmp(name, "strlen") == 0) reply_integer(c, n[0] > 0 ? n[0] : 0);
+    else if (strcmp(name, "type") == 0) reply_simple(c, n[0] > 0 ? "string" : "none");
+    else if (strcmp(name, "ttl") == 0 || strcmp(name, "pttl") == 0) reply_integer(c, n[0] > 0 ? -1 : -2);
+    else reply_integer(c, sum);   /* DEL, REMOVE, UNLINK, EXISTS */
 }
 
-static void exists_command(client *c) {
+/* The outcomes of the keys in c->argv, asked one after another. */
+#define KEYS_ON_STACK 16
+
+static void answer_keys(client *c, int (*ask)(store *s, const void *key, size_t keylen)) {
     store *s = store_of(c);
-    long long n = 0;
-    for (int i = 1; i < c->argc; i++) n += s->ops->exists(s, c->argv[i].ptr, c->argv[i].len);
-    reply_integer(c, n);
+    size_t n = (size_t)c->argc - 1;
+    long long buf[KEYS_ON_STACK] = {0}, *out = n <= KEYS_ON_STACK ? buf : xmalloc(n * sizeof *out);
+    for (size_t i = 0; i < n; i++) out[i] = ask(s, c->argv[i + 1].ptr, c->argv[i + 1].len);
+    t_object_reply_answers(c, c->last_cmd, out, n);
+    if (out != buf) free(out);
 }
+
+static int ask_remove(store *s, const void *key, size_t keylen) { return s->ops->remove(s, key, keylen); }
+static int ask_exists(store *s, const void *key, size_t keylen) { return s->ops->exists(s, key, keylen); }
+
+static void del_command(client *c) { answer_keys(c, ask_remove); }
+
+static void exists_command(client *c) { answer_keys(c, ask_exists); }
 
 static void strlen_command(client *c) {
     store *s = store_of(c);
     uint64_t len = 0;
-    if (s->ops->size_of(s, c->argv[1].ptr, c->argv[1].len, &len) != STORE_OK) len = 0;
-    reply_integer(c, (long long)len);
+    long long n = s->ops->size_of(s, c->argv[1].ptr, c->argv[1].len, &len) == STORE_OK ? (long long)len : -1;
+    t_object_reply_answers(c, c->last_cmd, &n, 1);
 }
 
 /* TTL/PTTL: -2 no such key, -1 no expiry hint, else what is left (0
@@ -362,11 +377,11 @@ static void reply_ttl(client *c, long long unit_ms) {
     store *s = store_of(c);
     const resp_arg *key = &c->argv[1];
     int64_t ms = -1;
-    if (s->ops->ttl) {
-        if (s->ops->ttl(s, key->ptr, key->len, &ms) != STORE_OK) ms = -2;
-    } else if (!s->ops->exists(s, key->ptr, key->len)) {
-        ms = -2;
+    if (!s->ops->ttl) {   /* no expiry hints: -1 or -2 by whether the key exists */
+        answer_keys(c, ask_exists);
+        return;
     }
+    if (s->ops->ttl(s, key->ptr, key->len, &ms) != STORE_OK) ms = -2;
     reply_integer(c, ms < 0 ? ms : (ms + unit_ms / 2) / unit_ms);
 }
 
@@ -374,10 +389,7 @@ static void ttl_command(client *c) { reply_ttl(c, 1000); }
 static void pttl_command(client *c) { reply_ttl(c, 1); }
 
 /* Every object is a string. */
-static void type_command(client *c) {
-    store *s = store_of(c);
-    reply_simple(c, s->ops->exists(s, c->argv[1].ptr, c->argv[1].len) ? "string" : "none");
-}
+static void type_command(client *c) { answer_keys(c, ask_exists); }
 
 /* 1 (and the store's reason replied) if its last count or scan had no
  * answer: a client must not take an empty walk or a 0 for the truth. */
