@@ -207,6 +207,54 @@ static void test_checksum_mismatch(void) {
     s->ops->destroy(s);
 }
 
+static void got_done(void *ctx) { ++*(int *)ctx; }
+
+/* get_async completes before it returns (the reply is written in the
+ * same loop iteration): one outcome per key, in order, each STORE_OK
+ * pinned (a removed key's bytes stay until released), a missing key
+ * NOTFOUND, a corrupted one STORE_ERR with its reason, never a stream. */
+static void test_get_async_inline(void) {
+    store *s = new_store(SEG);
+    ASSERT(s);
+    ASSERT(s->ops->get_async != NULL);
+    unsigned char a[3000], b[70];
+    fill(a, sizeof a, 1);
+    fill(b, sizeof b, 2);
+    ASSERT_EQ(put(s, "a", a, sizeof a), STORE_OK);
+    ASSERT_EQ(put(s, "b", b, sizeof b), STORE_OK);
+    ASSERT_EQ(put(s, "bad", b, sizeof b), STORE_OK);
+    unsigned char *mem = store_local_value_ptr(s, "bad", 3);
+    ASSERT(mem);
+    mem[7] ^= 0x10;
+    store_key keys[5] = {{"a", 1}, {"none", 4}, {"b", 1}, {"bad", 3}, {"a", 1}};
+    store_got got[5];
+    memset(got, 0xa5, sizeof got);   /* nothing may be read unset */
+    int done = 0;
+    s->ops->get_async(s, keys, 5, STORE_GET_STREAM, got, got_done, &done);
+    ASSERT_EQ(done, 1);
+    ASSERT_EQ(got[0].rc, STORE_OK);
+    ASSERT_EQ(got[1].rc, STORE_NOTFOUND);
+    ASSERT_EQ(got[2].rc, STORE_OK);
+    ASSERT_EQ(got[3].rc, STORE_ERR);
+    ASSERT(strstr(got[3].errstr, "checksum") != NULL);
+    ASSERT_EQ(got[4].rc, STORE_OK);
+    for (int i = 0; i < 5; i++) ASSERT(got[i].stream == NULL);
+    ASSERT(got[0].len == sizeof a && memcmp(got[0].data, a, sizeof a) == 0);
+    ASSERT(got[2].len == sizeof b && memcmp(got[2].data, b, sizeof b) == 0);
+    ASSERT(got[4].len == sizeof a && memcmp(got[4].data, a, sizeof a) == 0);
+    /* Removed while pinned (twice, by keys 0 and 4): the bytes stay. */
+    ASSERT_EQ(s->ops->remove(s, "a", 1), 1);
+    ASSERT_EQ(s->ops->exists(s, "a", 1), 0);
+    ASSERT(memcmp(got[0].data, a, sizeof a) == 0);
+    s->ops->release(s, got[0].pin);
+    ASSERT(memcmp(got[4].data, a, sizeof a) == 0);
+    s->ops->release(s, got[4].pin);
+    s->ops->release(s, got[2].pin);
+    mem[7] ^= 0x10;
+    ASSERT(value_is(s, "bad", b, sizeof b));
+    s->ops->destroy(s);
+}
+
 /* "name:value" from INFO text. */
 static double info_num(const resp_buf *b, const char *name) {
     char pat[64];
@@ -329,6 +377,7 @@ int main(void) {
     RUN_TEST(test_toobig);
     RUN_TEST(test_empty_value);
     RUN_TEST(test_checksum_mismatch);
+    RUN_TEST(test_get_async_inline);
     RUN_TEST(test_fragmentation_info);
     RUN_TEST(test_scan_all);
     RUN_TEST(test_checksum_cost);
