@@ -1,0 +1,338 @@
+/* test_gateway_path - the gateway's request path (gateway_async.c: GET
+ * and MGET through store.h get_async, replies into reply slots) against
+ * a fake cluster: a store whose reads complete when the test says, and
+ * the store_cluster.c functions gateway_async.c calls, defined here (the
+ * real store_cluster.o is then never linked). No cluster, no master, no
+ * TCP: the client is one end of a socketpair, the loop is the server's. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/anet.h"
+#include "core/util.h"
+#include "gateway/gateway.h"
+#include "gateway/store_cluster.h"
+#include "server/commands.h"
+#include "server/networking.h"
+#include "server/server.h"
+#include "test.h"
+
+/* ---- the fake cluster ---- */
+
+typedef struct fake_read {
+    store_key key[8];
+    size_t n;
+    store_got *got;
+    store_got_fn *done;
+    void *ctx;
+} fake_read;
+
+/* A value the fake "streams" (store_got.stream): sent when the test says. */
+typedef struct fake_stream {
+    const char *bytes;
+    client *c;
+    reply_slot *slot;
+    int keep_slot;
+    void (*done)(void *ctx);
+    void *ctx;
+} fake_stream;
+
+typedef struct fake {
+    store base;
+    struct gw_async *ga;
+    void (*ga_free)(struct gw_async *ga);
+    fake_read reads[16];
+    size_t nreads;
+    int pins_out;             /* handed out, not yet released */
+    fake_stream *sent;        /* the stream cluster_stream_send took */
+} fake;
+
+static fake *F;
+
+static void fk_get_async(store *s, const store_key *keys, size_t n, int flags, store_got *got,
+                         store_got_fn *done, void *ctx) {
+    (void)s;
+    (void)flags;
+    fake_read *r = &F->reads[F->nreads++];
+    r->n = n;
+    for (size_t i = 0; i < n && i < 8; i++) r->key[i] = keys[i];
+    r->got = got;
+    r->done = done;
+    r->ctx = ctx;
+}
+
+static void fk_release(store *s, store_pin *pin) {
+    (void)s;
+    (void)pin;
+    F->pins_out--;
+}
+
+static void fk_destroy(store *s) {
+    (void)s;
+    if (F->ga_free) F->ga_free(F->ga);
+}
+
+static const store_ops fake_ops = {.get_async = fk_get_async, .release = fk_release, .destroy = fk_destroy};
+
+struct gw_async *cluster_store_async(store *s) { return ((fake *)s)->ga; }
+
+void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(struct gw_async *ga)) {
+    ((fake *)s)->ga = ga;
+    ((fake *)s)->ga_free = free_fn;
+}
+
+struct master_async *cluster_store_master(store *s) { (void)s; return NULL; }
+workers *cluster_store_workers(store *s) { (void)s; return NULL; }
+struct put_batcher *cluster_store_puts(store *s) { (void)s; return NULL; }
+int cluster_stream_finish(store *s, struct gw_write *w) { (void)s; (void)w; return 0; }
+void cluster_store_removed(store *s, uint64_t n) { (void)s; (void)n; }
+void cluster_offer_said(store *s, const struct gw_said *said) { (void)s; (void)said; }
+void cluster_withdraw(store *s) { (void)s; }
+void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) { (void)mc; (void)verb; (void)a; (void)n; }
+
+struct get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_slot *slot, int keep_slot,
+                                       const char *key, size_t keylen, void (*done)(void *ctx), void *ctx) {
+    (void)s;
+    (void)key;
+    (void)keylen;
+    fake_stream *fs = g->stream;
+    g->stream = NULL;
+    *fs = (fake_stream){.bytes = fs->bytes, .c = c, .slot = slot, .keep_slot = keep_slot, .done = done, .ctx = ctx};
+    F->sent = fs;
+    return NULL;   /* no get_stream of get_stream.c behind it */
+}
+
+void cluster_got_forget(store *s, store_got *g) {
+    if (g->rc == STORE_OK && g->pin) s->ops->release(s, g->pin);
+    g->pin = NULL;
+    g->stream = NULL;
+}
+
+/* Read i completes: outcome k from rc/value (a value is pinned). */
+static void got_value(fake_read *r, size_t k, const char *value) {
+    store_got *g = &r->got[k];
+    g->rc = STORE_OK;
+    g->data = value;
+    g->len = strlen(value);
+    g->pin = (store_pin *)F;   /* any non-NULL: the fake counts */
+    g->sl.count = 0;
+    g->stream = NULL;
+    F->pins_out++;
+}
+
+static void got_code(fake_read *r, size_t k, int rc, const char *why) {
+    store_got *g = &r->got[k];
+    g->rc = rc;
+    g->pin = NULL;
+    g->stream = NULL;
+    snprintf(g->errstr, sizeof g->errstr, "%s", why);
+}
+
+/* ---- a server with one client ---- */
+
+static server srv;
+static fake fk;
+static int peer_fd = -1;
+
+static void stop_cb(event_loop *el, void *data) {
+    (void)data;
+    loop_stop(el);
+}
+
+/* Runs the server's loop for about ms. */
+static void pump(int ms) {
+    loop_timer *t = loop_timer_create(srv.loop, stop_cb, NULL);
+    loop_timer_start(t, ms, 0);
+    loop_run(srv.loop);
+    loop_timer_free(t);
+}
+
+static int setup(void) {
+    mkv_config cfg;
+    char err[256];
+    config_defaults(&cfg);
+    if (server_init(&srv, &cfg, err, sizeof err) != 0) return -1;
+    fk = (fake){.base = {.ops = &fake_ops}};
+    F = &fk;
+    srv.store = &fk.base;
+    t_object_register(&srv);
+    gateway_async_register(&srv);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+    struct sockaddr_storage peer = {.ss_family = AF_UNIX};
+    server_adopt(&srv, sv[0], &peer);
+    peer_fd = sv[1];
+    anet_nonblock(NULL, peer_fd, 1);
+    return 0;
+}
+
+static void teardown(void) {
+    if (peer_fd >= 0) close(peer_fd);
+    peer_fd = -1;
+    pump(10);
+    server_cleanup(&srv);
+}
+
+static void send_cmd(const char *resp) {
+    size_t n = strlen(resp);
+    if (write(peer_fd, resp, n) != (ssize_t)n) printf("# short write\n");
+}
+
+/* What the client received within about ms (NUL-terminated). */
+static size_t received(char *buf, size_t cap, int ms) {
+    size_t len = 0;
+    for (int waited = 0; waited <= ms; waited += 10) {
+        pump(10);
+        ssize_t r;
+        while (len + 1 < cap && (r = read(peer_fd, buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+    }
+    buf[len] = '\0';
+    return len;
+}
+
+/* Pumps until want arrived (at most 5 s), and compares. */
+static int receive_exactly(const char *want) {
+    char buf[1 << 17];
+    size_t len = 0, n = strlen(want);
+    for (int waited = 0; waited < 5000 && len < n; waited += 10) {
+        pump(10);
+        ssize_t r;
+        while (len + 1 < sizeof buf && (r = read(peer_fd, buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
+    }
+    buf[len] = '\0';
+    if (len != n || memcmp(buf, want, n) != 0) {
+        printf("# received %zu bytes: %.200s\n", len, buf);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- cases ---- */
+
+/* A GET's reply waits for the cluster, and comes once it answered. */
+static void test_get_waits_for_the_cluster(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nreads, 1);
+    ASSERT_EQ(fk.reads[0].n, 1);
+    ASSERT(fk.reads[0].key[0].len == 1 && memcmp(fk.reads[0].key[0].ptr, "k", 1) == 0);
+    got_value(&fk.reads[0], 0, "hello");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT(receive_exactly("$5\r\nhello\r\n"));
+    ASSERT_EQ(fk.pins_out, 0);
+    ASSERT_EQ(fk.nreads, 1);   /* answered once: nothing asked again */
+    teardown();
+}
+
+/* Pipelined GETs all start at once; the second answered first still
+ * replies second. */
+static void test_pipelined_replies_in_order(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nreads, 2);
+    got_value(&fk.reads[1], 0, "bee");
+    fk.reads[1].done(fk.reads[1].ctx);
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);   /* behind a's open slot */
+    got_value(&fk.reads[0], 0, "ay");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT(receive_exactly("$2\r\nay\r\n$3\r\nbee\r\n"));
+    ASSERT_EQ(fk.pins_out, 0);
+    teardown();
+}
+
+/* An MGET's elements as GET replies each outcome: a value, a miss, a
+ * store failure, a refusal in the store's own words. */
+static void test_mget_outcomes(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*5\r\n$4\r\nMGET\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n$1\r\nw\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nreads, 1);
+    ASSERT_EQ(fk.reads[0].n, 4);
+    got_value(&fk.reads[0], 0, "vx");
+    got_code(&fk.reads[0], 1, STORE_NOTFOUND, "");
+    got_code(&fk.reads[0], 2, STORE_ERR, "node 3 unreachable");
+    got_code(&fk.reads[0], 3, STORE_REFUSED, "TRYAGAIN the master is unreachable");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT(receive_exactly("*4\r\n$2\r\nvx\r\n$-1\r\n-ERR store failure: node 3 unreachable\r\n"
+                           "-TRYAGAIN the master is unreachable\r\n"));
+    ASSERT_EQ(fk.pins_out, 0);
+    teardown();
+}
+
+/* A large value goes out zero-copy: pinned until written, then released. */
+static void test_large_value_pinned_until_written(void) {
+    ASSERT(setup() == 0);
+    static char big[64 * 1024 + 1];
+    memset(big, 'v', sizeof big - 1);
+    send_cmd("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nreads, 1);
+    got_value(&fk.reads[0], 0, big);
+    fk.reads[0].done(fk.reads[0].ctx);
+    static char want[sizeof big + 32];
+    snprintf(want, sizeof want, "$%zu\r\n%s\r\n", sizeof big - 1, big);
+    ASSERT(receive_exactly(want));
+    pump(20);
+    ASSERT_EQ(fk.pins_out, 0);
+    teardown();
+}
+
+/* The client leaves before the cluster answered: the answer's pins go
+ * back and nothing is written (ASan: no use of the gone client). */
+static void test_client_gone_before_the_answer(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$4\r\nMGET\r\n$1\r\np\r\n$1\r\nq\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nreads, 1);
+    close(peer_fd);
+    peer_fd = -1;
+    pump(50);   /* the server sees the hang-up and frees the client */
+    ASSERT_EQ(srv.nclients, 0);
+    got_value(&fk.reads[0], 0, "pp");
+    got_value(&fk.reads[0], 1, "qq");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT_EQ(fk.pins_out, 0);
+    teardown();
+}
+
+/* An MGET whose first value the store streams itself (store_got.stream):
+ * the array's header goes out at once, the streamed element when its
+ * stream wrote it, then the others, in order. */
+static void test_streamed_element_in_order(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$4\r\nMGET\r\n$1\r\ns\r\n$1\r\nt\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nreads, 1);
+    static fake_stream fs = {.bytes = "streamed"};
+    fk.reads[0].got[0] = (store_got){.rc = STORE_OK, .len = 8, .stream = &fs};
+    got_value(&fk.reads[0], 1, "tt");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT(receive_exactly("*2\r\n"));
+    ASSERT(fk.sent == &fs);
+    ASSERT(fs.keep_slot);   /* an element follows */
+    char buf[64];
+    ASSERT_EQ(received(buf, sizeof buf, 30), 0);   /* t waits behind the stream */
+    client_slot_begin(fs.c, fs.slot);
+    reply_bulk(fs.c, fs.bytes, strlen(fs.bytes));
+    client_slot_part(fs.c, fs.slot);
+    fs.done(fs.ctx);
+    ASSERT(receive_exactly("$8\r\nstreamed\r\n$2\r\ntt\r\n"));
+    ASSERT_EQ(fk.pins_out, 0);
+    teardown();
+}
+
+int main(void) {
+    RUN_TEST(test_get_waits_for_the_cluster);
+    RUN_TEST(test_pipelined_replies_in_order);
+    RUN_TEST(test_mget_outcomes);
+    RUN_TEST(test_large_value_pinned_until_written);
+    RUN_TEST(test_client_gone_before_the_answer);
+    RUN_TEST(test_streamed_element_in_order);
+    return test_failed_cases ? 1 : 0;
+}
