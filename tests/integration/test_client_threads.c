@@ -1,0 +1,173 @@
+/* test_client_threads - one mkv_client shared by threads (issue 27).
+ *
+ * Threads call put, get, batch put/get, exists and remove on one client
+ * at once, each on keys of its own, and check every byte that comes
+ * back. Before the shared core, two threads doing put/get/remove of
+ * 256 KiB on one client aborted (SIGABRT: hiredis's reply reader of the
+ * one master connection driven from two threads). Run over TCP and over
+ * the same-host path (shm), against a master and two nodes of this
+ * harness; also under TSan (TSAN_TESTS). Ports: one block of
+ * h_free_ports, taken first in main(). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "test.h"
+
+static int port0;
+static char master_addr[32];
+#define PORT_MASTER (port0 + 0)
+#define PORT_NODE   (port0 + 1)   /* and +2: two nodes */
+#define PORT_DATA   (port0 + 3)   /* and +4 */
+
+#define VAL     (256u << 10)      /* the issue's size */
+#define BATCH   4
+#define SMALL   (20u << 10)
+
+static const char *transport = "tcp";
+static int run_no;                /* keys of each run are its own */
+
+typedef struct worker {
+    mkv_client *c;
+    int id, rounds;
+    int failures;                 /* calls that failed or bytes that differed */
+    char why[200];                /* the first of them */
+} worker;
+
+static void failed(worker *w, const char *what, int rc) {
+    if (!w->failures++)
+        snprintf(w->why, sizeof w->why, "thread %d: %s: %s (%s)", w->id, what, mkv_strerror(rc),
+                 mkv_last_error(w->c));
+}
+
+/* One object of VAL + round bytes (sizes off the slice grid): put, exists,
+ * get byte-exact, remove, then gone. */
+static void one_object(worker *w, int r, unsigned char *src, unsigned char *dst) {
+    char key[64];
+    int n = snprintf(key, sizeof key, "thr:%d:%d:%d", run_no, w->id, r);
+    size_t len = VAL + (size_t)r * 13, got = 0;
+    h_fill(src, len, (uint64_t)(w->id * 1000 + r));
+    memset(dst, 0, len);
+    int rc = mkv_put(w->c, key, (size_t)n, src, len, 0);
+    if (rc != MKV_OK) return failed(w, "put", rc);
+    if ((rc = mkv_exists(w->c, key, (size_t)n)) != 1) return failed(w, "exists after put", rc);
+    if ((rc = mkv_get(w->c, key, (size_t)n, dst, VAL * 2, &got)) != MKV_OK) return failed(w, "get", rc);
+    if (got != len || memcmp(src, dst, len) != 0) return failed(w, "get: bytes differ", MKV_ECORRUPT);
+    if ((rc = mkv_remove(w->c, key, (size_t)n)) != MKV_OK) return failed(w, "remove", rc);
+    if ((rc = mkv_get(w->c, key, (size_t)n, dst, VAL * 2, &got)) != MKV_ENOTFOUND)
+        return failed(w, "get after remove", rc);
+}
+
+/* BATCH objects of a few KiB: batch put, batch exists, batch get
+ * byte-exact, removed one by one. */
+static void one_batch(worker *w, int r, unsigned char *src, unsigned char *dst) {
+    char keys[BATCH][64];
+    mkv_obj o[BATCH];
+    int present[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        int n = snprintf(keys[i], sizeof keys[i], "thr:%d:%d:%d:b%d", run_no, w->id, r, i);
+        size_t len = SMALL + (size_t)(i * 977 + r);
+        h_fill(src + (size_t)i * 2 * SMALL, len, (uint64_t)(w->id * 7919 + r * 31 + i));
+        o[i] = (mkv_obj){.key = keys[i], .keylen = (size_t)n, .buf = src + (size_t)i * 2 * SMALL, .len = len};
+    }
+    int rc = mkv_put_batch(w->c, o, BATCH, 0);
+    for (int i = 0; rc == MKV_OK && i < BATCH; i++) rc = o[i].status;
+    if (rc != MKV_OK) return failed(w, "put_batch", rc);
+    if ((rc = mkv_exists_batch(w->c, o, BATCH, present)) != MKV_OK) return failed(w, "exists_batch", rc);
+    for (int i = 0; i < BATCH; i++)
+        if (!present[i]) return failed(w, "exists_batch: missing", MKV_ENOTFOUND);
+    mkv_obj g[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        g[i] = (mkv_obj){.key = o[i].key, .keylen = o[i].keylen, .buf = dst + (size_t)i * 2 * SMALL, .len = 2 * SMALL};
+    if ((rc = mkv_get_batch(w->c, g, BATCH)) != MKV_OK) return failed(w, "get_batch", rc);
+    for (int i = 0; i < BATCH; i++) {
+        if (g[i].status != MKV_OK) return failed(w, "get_batch: object", g[i].status);
+        if (g[i].len != o[i].len || memcmp(g[i].buf, o[i].buf, o[i].len) != 0)
+            return failed(w, "get_batch: bytes differ", MKV_ECORRUPT);
+    }
+    for (int i = 0; i < BATCH; i++)
+        if ((rc = mkv_remove(w->c, o[i].key, o[i].keylen)) != MKV_OK) return failed(w, "remove (batch)", rc);
+}
+
+/* Each thread registers buffers of its own on the shared client (at once
+ * with the others), works through its rounds, and unregisters them. */
+static void *work(void *arg) {
+    worker *w = arg;
+    size_t room = VAL * 2;
+    unsigned char *src = malloc(room), *dst = malloc(room);
+    int rc = mkv_register_buffer(w->c, src, room);
+    if (rc == MKV_OK) rc = mkv_register_buffer(w->c, dst, room);
+    if (rc != MKV_OK) failed(w, "register", rc);
+    for (int r = 0; rc == MKV_OK && r < w->rounds && !w->failures; r++) {
+        one_object(w, r, src, dst);
+        if (!w->failures) one_batch(w, r, src, dst);
+    }
+    mkv_unregister_buffer(w->c, src);
+    mkv_unregister_buffer(w->c, dst);
+    free(src);
+    free(dst);
+    return NULL;
+}
+
+/* n threads on one client, rounds each: every call succeeded and every
+ * byte came back. */
+static void threads_on_one_client(int n, int rounds) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    opt.transport = transport;
+    mkv_client *c = NULL;
+    run_no++;
+    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    worker w[8];
+    pthread_t t[8];
+    for (int i = 0; i < n; i++) {
+        w[i] = (worker){.c = c, .id = i, .rounds = rounds};
+        pthread_create(&t[i], NULL, work, &w[i]);
+    }
+    int failures = 0;
+    const char *why = "";
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        if (w[i].failures && !failures) why = w[i].why;
+        failures += w[i].failures;
+    }
+    mkv_close(c);
+    ASSERT_MSG(failures == 0, "%d failures; first: %s", failures, why);
+}
+
+/* The issue's reproduction: two threads, put/get/remove of 256 KiB. */
+static void test_two_threads_256k(void) { threads_on_one_client(2, 6); }
+
+/* Eight threads doing every kind of call at once. */
+static void test_eight_threads_mixed(void) { threads_on_one_client(8, 4); }
+
+int main(void) {
+    h_init(300);
+    h_setup_or_exit(port0 = h_free_ports(8), "free ports");
+    snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
+    if (h_start_master(PORT_MASTER, NULL) < 0) {
+        printf("not ok - master did not start\n");
+        return 1;
+    }
+    for (int i = 0; i < 2; i++) h_start_node(PORT_MASTER, PORT_NODE + i, PORT_DATA + i, "64MB");
+    if (h_wait_nodes(PORT_MASTER, "alive", 2, 30000) != 0) {
+        printf("not ok - nodes did not join the master\n");
+        return 1;
+    }
+    static const char *transports[] = {"tcp", "auto"};
+    for (int i = 0; i < 2; i++) {
+        char name[2][64];
+        transport = transports[i];
+        snprintf(name[0], sizeof name[0], "two_threads_256k/%s", transport);
+        snprintf(name[1], sizeof name[1], "eight_threads_mixed/%s", transport);
+        RUN_TEST_NAMED(test_two_threads_256k, name[0]);
+        RUN_TEST_NAMED(test_eight_threads_mixed, name[1]);
+    }
+    h_kill_all();
+    TEST_EXIT();
+}
