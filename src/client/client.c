@@ -30,14 +30,6 @@ void mkv_options_init(mkv_options *opt) {
     opt->timeout_ms = DEFAULT_TIMEOUT;
 }
 
-/* Why the last mkv_connect of this thread failed: there is no client
- * left to hold it. */
-static __thread char connect_err[MKV_ERR_LEN];
-
-const char *mkv_last_error(const mkv_client *c) {
-    return c ? c->err : connect_err;
-}
-
 /* ---- the master connection ---- */
 
 void mkv_master_drop(mkv_client *c) {
@@ -80,7 +72,9 @@ static int master_open(mkv_client *c) {
         return mkv_fail(c, MKV_EAUTH, "%s%s", err,
                         c->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
     if (rc != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
-    c->conns++;
+    pthread_mutex_lock(&c->core->mu);
+    c->conn_id = ++c->core->conns;
+    pthread_mutex_unlock(&c->core->mu);
     if (c->watch) c->watched = leader_watch_add(c->watch, c->rc->fd, hostport, c->leader_term);
     return MKV_OK;
 }
@@ -143,6 +137,7 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
 
 redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                                   int *code, mkv_meanwhile *mw) {
+    MKV_ON_LANE(c);   /* a caller outside the library (the gateway) gets one too */
     if (!c->etcd) return command_once(c, argc, argv, argvlen, code, mw);
     /* With etcd, a master we cannot reach or that is not the leader
      * (READONLY: the command did nothing) sends us back to etcd until
@@ -166,7 +161,7 @@ redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, co
 
 /* ---- connect / close ---- */
 
-static int copy_options(mkv_client *c, const mkv_options *opt) {
+int mkv_lane_options(mkv_client *c, const mkv_options *opt) {
     const char *master = opt->master ? opt->master : DEFAULT_MASTER;
     int from_etcd = opt->etcd && *opt->etcd;   /* master is ignored then */
     if (!from_etcd && parse_hostport(master, c->host, sizeof c->host, &c->port) != 0)
@@ -215,12 +210,12 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
         opt = &defaults;
     }
     mkv_client *c = xcalloc(1, sizeof *c);
-    int rc = copy_options(c, opt);
+    int rc = mkv_core_start(c, opt);
+    if (rc == MKV_OK) rc = mkv_lane_options(c, opt);
     if (rc == MKV_OK && !c->etcd) rc = master_open(c);   /* etcd: at the first command */
     if (rc == MKV_OK) rc = mkv_engine_open(c);
     if (rc == MKV_OK) rc = mkv_topology_refresh(c);   /* tells the engine the nodes */
     if (rc != MKV_OK) {
-        memcpy(connect_err, c->err, sizeof connect_err);
         mkv_close(c);
         return rc;
     }
@@ -279,19 +274,25 @@ uint32_t mkv_checksum_slices(mkv_client *c, const void *buf, uint64_t len, proto
     return whole;
 }
 
-void mkv_close(mkv_client *c) {
-    if (!c) return;
+void mkv_lane_free(mkv_client *c) {
     workpool_stop(c->crc_pool);
     mkv_leases_free(&c->done);
     mkv_recent_free(c);
-    mkv_regions_clear(c);
-    free(c->scratch);
+    free(c->scratch);   /* its region is the core's, cleared before */
     mkv_engine_close(c);
-    mkv_topology_free(&c->topo);
+    free(c->known);
     mkv_master_drop(c);
     leader_watch_close(c->watch);
     etcd_free(c->etcd);
     free(c->password);
     free(c->data_addrs);
+}
+
+/* No call may be running on c (the caller's promise, as for free()). */
+void mkv_close(mkv_client *c) {
+    if (!c) return;
+    if (c->core) mkv_regions_clear(c);   /* every lane's scratch too */
+    mkv_core_stop(c);
+    mkv_lane_free(c);
     free(c);
 }

@@ -12,6 +12,18 @@
  * leases.c      giving read leases back (MOON.RELEASE, pipelined)
  * recent.c      the last read locations, for gets that copy while asking
  * vec.c         objects held in pieces (scatter/gather), their checksums
+ * lanes.c       sharing one client between threads: the core and its lanes
+ * async.c       the asynchronous face (moonkv_async.h)
+ *
+ * Threads: the handle mkv_connect returns is the first lane of a core
+ * (mkv_core) that holds what the threads share: the one node table, the
+ * registered memory and the pool of lanes. A lane is an mkv_client of
+ * its own: a master connection, a transfer engine (the engine runs one
+ * transfer at a time, so parallel calls need engines of their own) and
+ * the per-call state (leases to give back, recent locations, scratch,
+ * checksum helpers). Every exported call holds a lane for its duration
+ * (MKV_ON_LANE): a free one, a new one up to the core's limit, or it
+ * waits for one; the calls it makes inside stay on it.
  *
  * Single and batch calls share one code path: a single call is a batch
  * of one that sends the single-key command (MOON.PUTSTART rather than
@@ -20,6 +32,7 @@
 #define MKV_CLIENT_H
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -39,6 +52,8 @@
 #define MKV_MAX_DONE_LEASES (4 * PROTO_MAX_BATCH)   /* finished reads' leases waiting to go back */
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */
 #define MKV_MAX_PIECES     65536    /* pieces of one scatter/gather object */
+#define MKV_DEFAULT_LANES  4        /* lanes of a core unless mkv_options.lanes says */
+#define MKV_MAX_LANES      16
 
 /* ---- topology.c ---- */
 typedef enum mkv_node_state { MKV_NODE_ALIVE, MKV_NODE_DRAINING, MKV_NODE_DEAD } mkv_node_state;
@@ -55,7 +70,8 @@ typedef struct mkv_topology {
     mkv_node *nodes;                     /* nodes[id - 1] */
     uint64_t version;                    /* bumped at every refresh */
     uint64_t term;                       /* the master term it is known valid for; 0 not yet */
-    uint64_t conn;                       /* the master connection it was read on (mkv_client.conns) */
+    uint64_t conn;                       /* the master connection it was read on (mkv_client.conn_id) */
+    uint64_t epoch;                      /* bumped when forgotten: lanes drop every node */
 } mkv_topology;
 
 /* ---- placement.c ---- */
@@ -130,7 +146,52 @@ typedef struct mkv_recent {
     mkv_placement pl;
 } mkv_recent;
 
+/* ---- lanes.c ---- */
+typedef struct mkv_core {
+    pthread_mutex_t mu;                  /* the lanes, topo, conns */
+    pthread_cond_t idle_cv;              /* a lane went back */
+    struct mkv_client *lanes[MKV_MAX_LANES];   /* lanes[0]: the handle */
+    struct mkv_client *idle[MKV_MAX_LANES];
+    int nlanes, nidle, growing, max_lanes;
+    uint64_t grow_failed_ms;             /* a new lane could not be made: not again for a while */
+    mkv_options opt;                     /* for new lanes; its strings owned (strs) */
+    char *strs[8];
+    mkv_topology topo;                   /* the one node table */
+    uint64_t conns;                      /* master connections opened so far: their ids */
+    pthread_rwlock_t regions_lock;       /* regions; taken before mu */
+    mkv_regions regions;
+} mkv_core;
+
+/* A lane held for one exported call (nested: the caller's own). */
+typedef struct mkv_hold {
+    struct mkv_client *lane;
+    int nested;
+} mkv_hold;
+
+/* The lane for a call on c (the handle, or a lane this thread holds
+ * already); it may wait for one. Give it back with mkv_lane_give. */
+mkv_hold mkv_lane_take(struct mkv_client *c);
+void mkv_lane_give(mkv_hold *h);
+/* In an exported call, after its NULL checks: c becomes a lane held
+ * until the call returns. */
+#define MKV_ON_LANE(c) \
+    mkv_hold mkv_hold_ __attribute__((cleanup(mkv_lane_give))) = mkv_lane_take(c); \
+    (c) = mkv_hold_.lane
+/* Start the core of the first lane c (mkv_connect); MKV_OK or MKV_EINVAL. */
+int mkv_core_start(struct mkv_client *c, const mkv_options *opt);
+/* Close every lane but the handle's and free the core. */
+void mkv_core_stop(struct mkv_client *c);
+/* A new lane of core (not yet in its lists), or NULL. */
+struct mkv_client *mkv_lane_new(mkv_core *core);
+/* fn(lane, arg) for every lane of c's core, under its lock. */
+void mkv_lanes_each(struct mkv_client *c, void (*fn)(struct mkv_client *lane, void *arg), void *arg);
+
 struct mkv_client {
+    mkv_core *core;                      /* shared with the other lanes */
+    uint64_t conn_id;                    /* the master connection's id (core->conns), 0: none */
+    mkv_node *known;                     /* the nodes this lane's engine was told of */
+    uint32_t nknown;
+    uint64_t synced, synced_epoch;       /* the core topology's version, epoch it matches */
     redisContext *rc;
     char host[256];
     int port;
@@ -142,8 +203,6 @@ struct mkv_client {
     char *data_addrs;
     int replicas;
     int timeout_ms;
-    mkv_topology topo;
-    mkv_regions regions;
     te_engine *engine;
     struct workpool *crc_pool;   /* started at the first large checksum */
     mkv_leases done;             /* read leases to give back with the next command */
@@ -154,13 +213,15 @@ struct mkv_client {
     struct leader_watch *watch;  /* etcd: breaks rc when another leader is elected */
     struct lw_conn *watched;
     char cluster[64];
-    uint64_t conns;              /* master connections opened so far */
     void *scratch;               /* registered: a range read's bytes outside its range */
     size_t scratch_len;
-    char err[MKV_ERR_LEN];
 };
 
 /* ---- client.c ---- */
+/* Options into the lane's own fields (copies of the strings). */
+int mkv_lane_options(mkv_client *c, const mkv_options *opt);
+/* Free what a lane alone holds (not the core). */
+void mkv_lane_free(mkv_client *c);
 /* Close the master connection (it is reopened by the next command). */
 void mkv_master_drop(mkv_client *c);
 /* A reply is awaited on the master connection (1) or came (0): with
@@ -220,8 +281,9 @@ redisReply *mkv_cmd_run_meanwhile(mkv_client *c, const mkv_cmd *cmd, int *code, 
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 
 /* ---- topology.c (mkv_topology_refresh: located.h) ---- */
-const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id);
 void mkv_topology_free(mkv_topology *t);
+/* Bring this lane's engine to the core's node table. */
+void mkv_topology_sync(mkv_client *c);
 /* Tell the engine every node is gone and forget them (the next
  * placement refreshes). */
 void mkv_topology_forget(mkv_client *c);
@@ -265,8 +327,10 @@ int mkv_recent_same(const mkv_placement *was, const mkv_placement *now);
 void mkv_recent_free(mkv_client *c);
 
 /* ---- regions.c ---- */
-/* The region holding [addr, addr+len), or NULL. */
-const mkv_region *mkv_region_find(const mkv_regions *rs, const void *addr, size_t len);
+/* 1 if [addr, addr+len) lies inside one registered region. */
+int mkv_registered(mkv_client *c, const void *addr, size_t len);
+/* Register every region of the core with a new lane's engine. */
+int mkv_regions_to_lane(mkv_client *lane);
 void mkv_regions_clear(mkv_client *c);
 /* mkv_register_buffer without warming the pages for the kernel's copies
  * (which makes every page resident): for memory that should only become

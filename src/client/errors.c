@@ -32,10 +32,20 @@ const char *mkv_strerror(int code) {
     }
 }
 
+/* Each thread's own: threads share a client, and a failure is told to
+ * the thread whose call failed (as errno). */
+static __thread char last_err[MKV_ERR_LEN];
+
+const char *mkv_last_error(const mkv_client *c) {
+    (void)c;
+    return last_err;
+}
+
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...) {
     va_list ap;
+    (void)c;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    vsnprintf(last_err, sizeof last_err, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -93,7 +93,7 @@ static int check_fit(mkv_client *c, get_item *it) {
         int rc = mkv_pieces_check(c, it->iov, it->niov, size);
         return rc != MKV_OK ? rc : mkv_topology_cover(c, &it->pl);
     }
-    if (!o->buf || !mkv_region_find(&c->regions, o->buf, (size_t)size))
+    if (!o->buf || !mkv_registered(c, o->buf, (size_t)size))
         return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
     return mkv_topology_cover(c, &it->pl);
 }
@@ -269,7 +269,7 @@ static int ahead_start(mkv_client *c, const mkv_obj *o, get_ahead *a) {
     const mkv_placement *was = mkv_recent_find(c, o->key, o->keylen);
     *a = (get_ahead){.c = c, .buf = o->buf};
     if (!was || !c->engine || !o->buf || was->size > o->len ||
-        !mkv_region_find(&c->regions, o->buf, (size_t)was->size))
+        !mkv_registered(c, o->buf, (size_t)was->size))
         return 0;
     a->was = was;
     return 1;
@@ -318,6 +318,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, 
 int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
             size_t *len_out) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
     int rc = get_run(c, &o, NULL, 1, NULL, NULL);
     if (rc != MKV_OK) return rc;
@@ -328,6 +329,7 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
 int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
                    uint64_t *len_out) {
     if (!c || !place) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen};
     int rc = get_run(c, &o, NULL, 1, place, ctx);
     if (rc != MKV_OK) return rc;
@@ -337,6 +339,7 @@ int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *
 
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
         rc = get_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
@@ -345,6 +348,7 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
 
 int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
     for (size_t i = 0; i < n; i++)
         o[i] = (mkv_obj){.key = objs[i].key, .keylen = objs[i].keylen,
@@ -363,6 +367,7 @@ int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
 
 int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc) {
     if (!c || !size) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
     get_item it = {.o = &(mkv_obj){.key = key, .keylen = keylen}};
@@ -441,6 +446,7 @@ void mkv_located_free(mkv_located *l) {
 
 size_t mkv_read_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n) {
     if (!c || n == 0) return 0;
+    MKV_ON_LANE(c);
     mkv_xfer *x = xmalloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) {
         const mkv_placement *pl = &loc[i]->pl;
@@ -462,6 +468,7 @@ size_t mkv_read_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *lo
 /* The items share loc's placements (not copied: get_round only reads). */
 int mkv_read_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     get_item *it = xcalloc(n ? n : 1, sizeof *it);
     for (size_t i = 0; i < n; i++) {
         it[i] = (get_item){.o = &objs[i], .pl = loc[i]->pl, .replica = -1};
@@ -485,6 +492,7 @@ int mkv_read_located_range(mkv_client *c, const mkv_located *l, int replica, voi
                            uint64_t len, uint32_t *crc) {
     *crc = 0;
     if (!c || !l || !buf || len == 0 || replica >= (int)l->pl.nreplicas) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     const mkv_placement *whole = &l->pl;
     if (off > whole->size || len > whole->size - off)
         return mkv_fail(c, MKV_EINVAL, "range past the object's %llu bytes", (unsigned long long)whole->size);
@@ -598,6 +606,7 @@ static int range_read(mkv_client *c, const mkv_placement *pl, uint64_t off, uint
 int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, void *buf, size_t len,
                   size_t *got) {
     if (!c || !got || (!buf && len)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     *got = 0;
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
@@ -606,7 +615,7 @@ int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, v
     if (rc == MKV_OK) rc = it.o->status;
     if (rc == MKV_OK && off < it.pl.size && len) {
         uint64_t end = len < it.pl.size - off ? off + len : it.pl.size;
-        if (!mkv_region_find(&c->regions, buf, (size_t)(end - off)))
+        if (!mkv_registered(c, buf, (size_t)(end - off)))
             rc = mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
         else if ((rc = range_read(c, &it.pl, off, end, buf)) == MKV_OK)
             *got = (size_t)(end - off);
@@ -618,6 +627,7 @@ int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, v
 
 int mkv_topology_relearn(mkv_client *c) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     mkv_topology_forget(c);   /* the next placement's term is then adopted */
     return mkv_topology_refresh(c);
 }

@@ -25,6 +25,7 @@ static int key_integer(mkv_client *c, const char *name, const void *key, size_t 
 
 int mkv_remove(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     long long removed;
     int rc = key_integer(c, "MOON.REMOVE", key, keylen, &removed);
     if (rc == MKV_OK && !removed) rc = mkv_fail(c, MKV_ENOTFOUND, "no such object");
@@ -33,6 +34,7 @@ int mkv_remove(mkv_client *c, const void *key, size_t keylen) {
 
 int mkv_exists(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     long long found;
     int rc = key_integer(c, "MOON.EXISTS", key, keylen, &found);
     return rc != MKV_OK ? rc : found != 0;
@@ -67,6 +69,7 @@ static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
 
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     if (!c || ((!objs || !results) && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
         rc = exists_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, results + i);
@@ -102,6 +105,7 @@ static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
 
 int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
     if (!c || !count || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     *count = 0;
     for (size_t i = 0; i < n; i += PROTO_MAX_BATCH) {
         size_t chunk = n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, hit = 0;
@@ -115,6 +119,7 @@ int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
 
 int mkv_remove_all(mkv_client *c, uint64_t *removed) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     const char *argv[1] = {"MOON.FLUSH"};
     size_t lens[1] = {10};
     int rc;

@@ -6,12 +6,17 @@
  * engine (RDMA verbs when a device exists, shared memory for nodes on
  * the same host, TCP otherwise).
  *
- * Thread-safety: an mkv_client is not thread-safe. Use one per thread
- * (each has its own master connection and data paths); different clients
- * may be used concurrently without locking. mkv_strerror is thread-safe.
+ * Threads: one mkv_client may be shared by every thread of a process,
+ * and their calls run at once, not in turn: the client keeps one node
+ * table and one set of registered buffers, and a small pool of lanes
+ * (a master connection and a transfer engine each, mkv_options.lanes):
+ * a call takes a free lane for its duration, a new one while fewer than
+ * lanes exist, else waits for one. mkv_close alone must not race other
+ * calls. This header is the blocking face; moonkv_async.h is the
+ * asynchronous one, over the same client.
  *
  * Every call returns MKV_OK (0) or a negative MKV_E* code; the detailed
- * message of the last failure is mkv_last_error(client). */
+ * message of this thread's last failure is mkv_last_error(client). */
 #ifndef MOONKV_H
 #define MOONKV_H
 
@@ -69,6 +74,10 @@ typedef struct mkv_options {
      * and sum large checksums, this client's calling thread included:
      * 0 (default) = by cores, up to 4; 1 = the calling thread alone. */
     int copy_threads;
+    /* Calls that run at once on this client from different threads: each
+     * holds a lane (master connection, transfer engine) while it runs.
+     * 0 (default) = 4, at most 16. Lanes open when first needed. */
+    int lanes;
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */
@@ -83,7 +92,7 @@ typedef struct mkv_obj {
 void mkv_options_init(mkv_options *opt);
 int mkv_connect(mkv_client **out, const mkv_options *opt);
 void mkv_close(mkv_client *c);
-/* NULL: why this thread's last mkv_connect failed. */
+/* Why this thread's last call failed (c may be NULL: after mkv_connect). */
 const char *mkv_last_error(const mkv_client *c);
 const char *mkv_strerror(int code);
 
@@ -195,9 +204,8 @@ int mkv_remove_all(mkv_client *c, uint64_t *removed);
  * slices retried on another path, reads failed over to another replica;
  * and, for the whole process, the bytes of same-host segments it maps
  * (shm map mode) that are still being warmed in the background: until a
- * part is warm, transfers to it take the slower checked fd path. The one
- * call that may run on another thread than the client's own (the
- * counters are the engine's, kept under its lock). */
+ * part is warm, transfers to it take the slower checked fd path. Summed
+ * over the client's lanes. */
 typedef struct mkv_transfer_stats {
     uint64_t bytes_tcp, bytes_shm, bytes_rdma;
     uint64_t retries, failovers;

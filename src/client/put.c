@@ -45,7 +45,7 @@ static int check_obj(mkv_client *c, const mkv_obj *o, const mkv_objv *v) {
     if (rc != MKV_OK) return rc;
     if (o->len == 0) return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
     if (v) return mkv_pieces_check(c, v->iov, v->niov, o->len);
-    if (!o->buf || !mkv_region_find(&c->regions, o->buf, o->len))
+    if (!o->buf || !mkv_registered(c, o->buf, o->len))
         return mkv_fail(c, MKV_ENOTREG, "buffer is not inside a registered region");
     return MKV_OK;
 }
@@ -400,6 +400,7 @@ static int replica_count(mkv_client *c, int replicas, int *out) {
 int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size_t len,
             int replicas) {
     if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     if (rc != MKV_OK) return rc;
     /* The engine only reads a put's buffer; mkv_obj's is shared with gets. */
@@ -410,6 +411,7 @@ int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size
 
 int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
         rc = put_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, reps);
@@ -418,6 +420,7 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
 
 int mkv_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
     for (size_t i = 0; i < n; i++) {
@@ -468,6 +471,7 @@ int mkv_ended_take(mkv_client *c, const char *err, size_t errlen) {
 int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n,
                       uint32_t *crc, uint32_t *failed_node) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     put_item *it = xcalloc(n ? n : 1, sizeof *it);
     for (size_t i = 0; i < n; i++) {
         it[i] = (put_item){.o = &objs[i], .pl = *mkv_located_placement(loc[i])};
@@ -489,6 +493,7 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
 
 size_t mkv_write_located_now(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, size_t n, uint32_t *crc) {
     if (!c || n == 0) return 0;
+    MKV_ON_LANE(c);
     mkv_xfer *x = xmalloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) {
         const mkv_placement *pl = mkv_located_placement(loc[i]);
@@ -512,6 +517,7 @@ int mkv_write_located_range(mkv_client *c, const mkv_located *loc, const void *b
     *crc = 0;
     *failed_node = 0;
     if (!c || !loc || !buf || len == 0) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     const mkv_placement *whole = mkv_located_placement(loc);
     if (off > whole->size || len > whole->size - off)
         return mkv_fail(c, MKV_EINVAL, "range past the object's %llu bytes", (unsigned long long)whole->size);
@@ -529,6 +535,7 @@ int mkv_write_located_range(mkv_client *c, const mkv_located *loc, const void *b
 
 void mkv_revoke(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return;
+    MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen};
     put_item it = {.o = &o, .placed = 1};
     put_revoke(c, &it, 1);

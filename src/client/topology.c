@@ -45,23 +45,53 @@ static int same_addrs(const mkv_node *a, const mkv_node *b) {
     return 1;
 }
 
-/* Bring the engine's node table from the old topology to the new one. A
- * node the engine refuses (bad address) loses its addresses here, so a
- * placement on it fails cleanly in mkv_topology_cover. */
+static const mkv_node *node_in(const mkv_node *nodes, uint32_t count, uint32_t id) {
+    return id == 0 || id > count ? NULL : &nodes[id - 1];
+}
+
+static int node_up(const mkv_node *n) { return n && n->state != MKV_NODE_DEAD && n->naddrs > 0; }
+
+/* Bring the lane's engine from the nodes it knows to the new ones. A
+ * node the engine refuses (bad address) loses its addresses in the
+ * lane's copy, so a placement on it fails cleanly in mkv_topology_cover. */
 static void sync_engine(mkv_client *c, mkv_node *nodes, uint32_t count) {
+    for (uint32_t id = count + 1; id <= c->nknown; id++)
+        if (node_up(&c->known[id - 1])) mkv_engine_drop(c, id);
     for (uint32_t id = 1; id <= count; id++) {
         mkv_node *n = &nodes[id - 1];
-        const mkv_node *old = mkv_topology_node(&c->topo, id);
-        int was_up = old && old->state != MKV_NODE_DEAD && old->naddrs > 0;
+        const mkv_node *old = node_in(c->known, c->nknown, id);
         if (n->state == MKV_NODE_DEAD) {
-            if (was_up) mkv_engine_drop(c, id);
-        } else if (!was_up || !same_addrs(old, n)) {
+            if (node_up(old)) mkv_engine_drop(c, id);
+        } else if (!node_up(old) || !same_addrs(old, n)) {
             if (mkv_engine_node(c, n) != MKV_OK) n->naddrs = 0;
         }
     }
+    free(c->known);
+    c->known = nodes;
+    c->nknown = count;
+}
+
+void mkv_topology_sync(mkv_client *c) {
+    mkv_topology *t = &c->core->topo;
+    pthread_mutex_lock(&c->core->mu);
+    if (c->synced == t->version && c->synced_epoch == t->epoch) {
+        pthread_mutex_unlock(&c->core->mu);
+        return;
+    }
+    mkv_node *nodes = xmalloc((t->count ? t->count : 1) * sizeof *nodes);
+    if (t->count) memcpy(nodes, t->nodes, t->count * sizeof *nodes);
+    uint32_t count = t->count;
+    int forgotten = c->synced_epoch != t->epoch;
+    c->synced = t->version;
+    c->synced_epoch = t->epoch;
+    pthread_mutex_unlock(&c->core->mu);
+    if (forgotten) sync_engine(c, NULL, 0);   /* ids may name other nodes now */
+    sync_engine(c, nodes, count);
 }
 
 int mkv_topology_refresh(mkv_client *c) {
+    if (!c) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     const char *argv[1] = {"MOON.TOPOLOGY"};
     size_t lens[1] = {13};
     int code;
@@ -80,19 +110,17 @@ int mkv_topology_refresh(mkv_client *c) {
             return mkv_fail(c, MKV_EPROTO, "master: malformed MOON.TOPOLOGY entry %zu", i + 1);
         }
     }
-    sync_engine(c, nodes, (uint32_t)r->elements);
-    free(c->topo.nodes);
-    c->topo.nodes = nodes;
-    c->topo.count = (uint32_t)r->elements;
-    c->topo.version++;
-    c->topo.conn = c->conns;
+    mkv_topology *t = &c->core->topo;
+    pthread_mutex_lock(&c->core->mu);
+    free(t->nodes);
+    t->nodes = nodes;
+    t->count = (uint32_t)r->elements;
+    t->version++;
+    t->conn = c->conn_id;
+    pthread_mutex_unlock(&c->core->mu);
     freeReplyObject(r);
+    mkv_topology_sync(c);
     return MKV_OK;
-}
-
-const mkv_node *mkv_topology_node(const mkv_topology *t, uint32_t id) {
-    if (id == 0 || id > t->count) return NULL;
-    return &t->nodes[id - 1];
 }
 
 void mkv_topology_free(mkv_topology *t) {
@@ -102,19 +130,21 @@ void mkv_topology_free(mkv_topology *t) {
 }
 
 void mkv_topology_forget(mkv_client *c) {
-    for (uint32_t id = 1; id <= c->topo.count; id++) {
-        const mkv_node *n = &c->topo.nodes[id - 1];
-        if (n->state != MKV_NODE_DEAD && n->naddrs > 0) mkv_engine_drop(c, id);
-    }
-    mkv_topology_free(&c->topo);
-    c->topo.version++;
-    c->topo.term = 0;
+    mkv_topology *t = &c->core->topo;
+    pthread_mutex_lock(&c->core->mu);
+    mkv_topology_free(t);
+    t->version++;
+    t->epoch++;
+    t->term = 0;
+    pthread_mutex_unlock(&c->core->mu);
+    mkv_topology_sync(c);
 }
 
-static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
+/* Whether this lane's engine knows every node pl names. */
+static int placement_known(const mkv_client *c, const mkv_placement *pl) {
     for (uint32_t r = 0; r < pl->nreplicas; r++)
         for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {
-            const mkv_node *n = mkv_topology_node(t, pl->replicas[r].extents[i].node_id);
+            const mkv_node *n = node_in(c->known, c->nknown, pl->replicas[r].extents[i].node_id);
             if (!n || n->naddrs == 0) return 0;
         }
     return 1;
@@ -124,10 +154,21 @@ static int placement_known(const mkv_topology *t, const mkv_placement *pl) {
  * master's: adopt its term. Otherwise a term we have not seen means
  * another master (process or leader) numbered the nodes. */
 static int same_master(mkv_client *c, const mkv_placement *pl) {
-    if (pl->term == c->topo.term) return 1;
-    if (c->topo.term != 0 || c->topo.conn != c->conns || c->topo.count == 0) return 0;
-    c->topo.term = pl->term;
-    return 1;
+    mkv_topology *t = &c->core->topo;
+    pthread_mutex_lock(&c->core->mu);
+    int same = pl->term == t->term;
+    if (!same && t->term == 0 && t->conn == c->conn_id && t->count != 0) {
+        t->term = pl->term;
+        same = 1;
+    }
+    pthread_mutex_unlock(&c->core->mu);
+    return same;
+}
+
+static void adopt_term(mkv_client *c, uint64_t term) {
+    pthread_mutex_lock(&c->core->mu);
+    c->core->topo.term = term;
+    pthread_mutex_unlock(&c->core->mu);
 }
 
 int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
@@ -135,12 +176,13 @@ int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
         mkv_topology_forget(c);
         int rc = mkv_topology_refresh(c);
         if (rc != MKV_OK) return rc;
-        c->topo.term = pl->term;
+        adopt_term(c, pl->term);
     }
-    if (placement_known(&c->topo, pl)) return MKV_OK;
+    mkv_topology_sync(c);
+    if (placement_known(c, pl)) return MKV_OK;
     int rc = mkv_topology_refresh(c);
     if (rc != MKV_OK) return rc;
-    if (!placement_known(&c->topo, pl))
+    if (!placement_known(c, pl))
         return mkv_fail(c, MKV_ECONN, "a node of the placement is not in the topology or has no usable data address");
     return MKV_OK;
 }

@@ -22,7 +22,7 @@ int mkv_pieces_check(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t ne
     uint64_t at = 0;
     for (size_t i = 0; i < niov && at < need; i++) {
         size_t used = iov[i].len < need - at ? iov[i].len : (size_t)(need - at);
-        if (used && (!iov[i].buf || !mkv_region_find(&c->regions, iov[i].buf, used)))
+        if (used && (!iov[i].buf || !mkv_registered(c, iov[i].buf, used)))
             return mkv_fail(c, MKV_ENOTREG, "piece %zu is not inside a registered region", i);
         at += iov[i].len;
     }

@@ -64,30 +64,34 @@ int mkv_engine_open(mkv_client *c) {
     return MKV_OK;
 }
 
+/* One lane's engine counters added to *sum (arg). */
+static void lane_stats(mkv_client *lane, void *arg) {
+    mkv_transfer_stats *sum = arg;
+    if (!lane->engine) return;
+    te_engine_stats st;
+    te_engine_get_stats(lane->engine, &st);
+    sum->retries += st.retries;
+    sum->failovers += st.failovers;
+    sum->bytes_tcp += te_engine_bytes_via(lane->engine, "tcp");
+    sum->bytes_shm += te_engine_bytes_via(lane->engine, "shm");
+    sum->bytes_rdma += te_engine_bytes_via(lane->engine, "rdma");
+}
+
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     memset(out, 0, sizeof *out);
     out->shm_cold_bytes = te_shm_cold_bytes();
-    if (!c || !c->engine) return;
-    te_engine_stats st;
-    te_engine_get_stats(c->engine, &st);
-    out->retries = st.retries;
-    out->failovers = st.failovers;
-    out->bytes_tcp = te_engine_bytes_via(c->engine, "tcp");
-    out->bytes_shm = te_engine_bytes_via(c->engine, "shm");
-    out->bytes_rdma = te_engine_bytes_via(c->engine, "rdma");
+    if (c && c->core) mkv_lanes_each(c, lane_stats, out);
 }
 
 void mkv_transfer_stats_add(mkv_client *c, mkv_transfer_stats *sum) {
-    mkv_transfer_stats st;
-    mkv_transfer_stats_get(c, &st);
-    sum->bytes_tcp += st.bytes_tcp;
-    sum->bytes_shm += st.bytes_shm;
-    sum->bytes_rdma += st.bytes_rdma;
-    sum->retries += st.retries;
-    sum->failovers += st.failovers;
+    if (c && c->core) mkv_lanes_each(c, lane_stats, sum);
 }
 
-int mkv_connect_paths(mkv_client *c) { return c && c->engine ? te_engine_connect_local(c->engine) : 0; }
+int mkv_connect_paths(mkv_client *c) {
+    if (!c) return 0;
+    MKV_ON_LANE(c);
+    return c->engine ? te_engine_connect_local(c->engine) : 0;
+}
 
 void mkv_engine_close(mkv_client *c) {
     if (c->engine) te_engine_destroy(c->engine);

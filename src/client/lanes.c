@@ -1,0 +1,136 @@
+/* client/lanes.c - one mkv_client shared by threads.
+ *
+ * The handle is the first lane of a core; a call takes a free lane for
+ * its duration, so calls from different threads run on different master
+ * connections and transfer engines at once. Lanes are made when every
+ * one is busy, up to the core's limit (mkv_options.lanes); past it a call
+ * waits for one to come back. A thread that holds a lane (a call inside
+ * a call, a place() callback calling in again) keeps using it. One
+ * thread alone only ever uses the handle's lane: the single-thread path
+ * costs a lock and an unlock more than before. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "core/util.h"
+
+#define GROW_RETRY_MS 1000   /* after a lane could not be made */
+
+/* The lane this thread holds, if any (then calls inside stay on it). */
+static __thread mkv_client *held;
+
+/* The options' strings are kept as copies: new lanes are made from them
+ * long after mkv_connect returned. */
+static const char *keep(mkv_core *k, int i, const char *s) {
+    return s ? (k->strs[i] = xstrdup(s)) : NULL;
+}
+
+int mkv_core_start(mkv_client *c, const mkv_options *opt) {
+    if (opt->lanes < 0 || opt->lanes > MKV_MAX_LANES)
+        return mkv_fail(c, MKV_EINVAL, "lanes must be 0 to %d", MKV_MAX_LANES);
+    mkv_core *k = xcalloc(1, sizeof *k);
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->idle_cv, NULL);
+    pthread_rwlock_init(&k->regions_lock, NULL);
+    k->opt = *opt;
+    k->opt.master = keep(k, 0, opt->master);
+    k->opt.password = keep(k, 1, opt->password);
+    k->opt.cluster_secret = keep(k, 2, opt->cluster_secret);
+    k->opt.transport = keep(k, 3, opt->transport);
+    k->opt.data_addrs = keep(k, 4, opt->data_addrs);
+    k->opt.shm_mode = keep(k, 5, opt->shm_mode);
+    k->opt.etcd = keep(k, 6, opt->etcd);
+    k->opt.cluster_name = keep(k, 7, opt->cluster_name);
+    k->max_lanes = opt->lanes ? opt->lanes : MKV_DEFAULT_LANES;
+    k->lanes[k->nlanes++] = c;
+    k->idle[k->nidle++] = c;
+    c->core = k;
+    return MKV_OK;
+}
+
+void mkv_core_stop(mkv_client *c) {
+    mkv_core *k = c->core;
+    if (!k) return;
+    for (int i = 1; i < k->nlanes; i++) {
+        mkv_lane_free(k->lanes[i]);
+        free(k->lanes[i]);
+    }
+    mkv_topology_free(&k->topo);
+    for (int i = 0; i < 8; i++) free(k->strs[i]);
+    pthread_mutex_destroy(&k->mu);
+    pthread_cond_destroy(&k->idle_cv);
+    pthread_rwlock_destroy(&k->regions_lock);
+    free(k);
+    c->core = NULL;
+}
+
+mkv_client *mkv_lane_new(mkv_core *k) {
+    mkv_client *l = xcalloc(1, sizeof *l);
+    l->core = k;
+    int rc = mkv_lane_options(l, &k->opt);
+    if (rc == MKV_OK) rc = mkv_engine_open(l);   /* the master connection: at its first command */
+    if (rc == MKV_OK) {
+        pthread_rwlock_rdlock(&k->regions_lock);
+        rc = mkv_regions_to_lane(l);
+        if (rc == MKV_OK) {   /* listed before the lock goes: a registration then reaches it */
+            pthread_mutex_lock(&k->mu);
+            k->lanes[k->nlanes++] = l;
+            pthread_mutex_unlock(&k->mu);
+        }
+        pthread_rwlock_unlock(&k->regions_lock);
+    }
+    if (rc != MKV_OK) {
+        mkv_lane_free(l);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* A new lane for the caller (k->mu held, released meanwhile), or NULL. */
+static mkv_client *grow(mkv_core *k) {
+    k->growing++;
+    pthread_mutex_unlock(&k->mu);
+    mkv_client *l = mkv_lane_new(k);
+    pthread_mutex_lock(&k->mu);
+    k->growing--;
+    if (!l) k->grow_failed_ms = mono_ms();
+    return l;
+}
+
+static int may_grow(const mkv_core *k) {
+    return k->nlanes + k->growing < k->max_lanes &&
+           (!k->grow_failed_ms || mono_ms() - k->grow_failed_ms >= GROW_RETRY_MS);
+}
+
+mkv_hold mkv_lane_take(mkv_client *c) {
+    if (held && held->core == c->core) return (mkv_hold){held, 1};
+    mkv_core *k = c->core;
+    mkv_client *l = NULL;
+    pthread_mutex_lock(&k->mu);
+    while (!l) {
+        if (k->nidle) l = k->idle[--k->nidle];
+        else if (may_grow(k)) l = grow(k);
+        else pthread_cond_wait(&k->idle_cv, &k->mu);
+    }
+    pthread_mutex_unlock(&k->mu);
+    held = l;
+    return (mkv_hold){l, 0};
+}
+
+void mkv_lane_give(mkv_hold *h) {
+    if (h->nested) return;
+    mkv_core *k = h->lane->core;
+    held = NULL;
+    pthread_mutex_lock(&k->mu);
+    k->idle[k->nidle++] = h->lane;
+    pthread_cond_signal(&k->idle_cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void mkv_lanes_each(mkv_client *c, void (*fn)(mkv_client *lane, void *arg), void *arg) {
+    mkv_core *k = c->core;
+    pthread_mutex_lock(&k->mu);
+    for (int i = 0; i < k->nlanes; i++) fn(k->lanes[i], arg);
+    pthread_mutex_unlock(&k->mu);
+}
