@@ -226,7 +226,7 @@ install: $(SERVER) $(LIBA) $(LIBSO) python
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libmoonkv.so.0
 	ln -sf libmoonkv.so.0 $(DESTDIR)$(PREFIX)/lib/libmoonkv.so
-	install -m 644 src/client/moonkv.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 src/client/moonkv.h src/client/moonkv_async.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' src/client/moonkv.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/moonkv.pc
 	install -d $(DESTDIR)$(PYTHON_SITE)/moonkv

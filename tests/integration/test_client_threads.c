@@ -6,8 +6,12 @@
  * 256 KiB on one client aborted (SIGABRT: hiredis's reply reader of the
  * one master connection driven from two threads). Run over TCP and over
  * the same-host path (shm), against a master and two nodes of this
- * harness; also under TSan (TSAN_TESTS). Ports: one block of
+ * harness; also under TSan (TSAN_TESTS). The asynchronous face
+ * (moonkv_async.h) is tested here too: operations submitted from one
+ * thread complete on the eventfd (drained by the test as an event loop
+ * would) or by callback on the library's threads. Ports: one block of
  * h_free_ports, taken first in main(). */
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +19,7 @@
 #include <string.h>
 
 #include "client/moonkv.h"
+#include "client/moonkv_async.h"
 #include "cluster_harness.h"
 #include "test.h"
 
@@ -146,6 +151,150 @@ static void test_two_threads_256k(void) { threads_on_one_client(2, 6); }
 /* Eight threads doing every kind of call at once. */
 static void test_eight_threads_mixed(void) { threads_on_one_client(8, 4); }
 
+/* ---- the asynchronous face ---- */
+
+#define AOPS 16
+
+typedef struct async_run {
+    mkv_op ops[AOPS];
+    char keys[AOPS][48];
+    unsigned char *src, *dst;    /* AOPS values of VAL bytes each, registered */
+    int called;                  /* done callbacks run (inline: from the library's threads) */
+    pthread_mutex_t mu;
+} async_run;
+
+static void count_done(mkv_op *op) {
+    async_run *r = op->ctx;
+    pthread_mutex_lock(&r->mu);
+    r->called++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Every op of r of kind k submitted (gets into dst, the rest from src). */
+static int submit_all(mkv_async *a, async_run *r, mkv_op_kind k) {
+    for (int i = 0; i < AOPS; i++) {
+        mkv_op *op = &r->ops[i];
+        *op = (mkv_op){.kind = k, .key = r->keys[i], .keylen = strlen(r->keys[i]), .done = count_done, .ctx = r};
+        op->buf = (k == MKV_OP_GET ? r->dst : r->src) + (size_t)i * VAL;
+        op->len = VAL - (size_t)i;
+        int rc = mkv_async_submit(a, op);
+        if (rc != MKV_OK) return rc;
+    }
+    return MKV_OK;
+}
+
+static int called(async_run *r) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->called;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* Until want callbacks ran: queued mode polls the fd and drains (the
+ * event loop's part), inline mode just looks. Bounded: 60 s. */
+static int wait_called(mkv_async *a, async_run *r, int want) {
+    for (int waited = 0; called(r) < want && waited < 60000; waited += 100) {
+        struct pollfd p = {.fd = mkv_async_fd(a), .events = POLLIN};
+        if (p.fd < 0) usleep(100000);
+        else if (poll(&p, 1, 100) > 0) mkv_async_drain(a);
+    }
+    return called(r);
+}
+
+static int all_status(async_run *r, int want) {
+    for (int i = 0; i < AOPS; i++)
+        if (r->ops[i].status != want) return r->ops[i].status == MKV_OK ? MKV_EPROTO : r->ops[i].status;
+    return want;
+}
+
+/* AOPS puts, gets (byte-exact), exists and removes submitted at once from
+ * this thread, each round completing before the next is submitted. */
+static void async_rounds(int flags) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    opt.transport = transport;
+    mkv_client *c = NULL;
+    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    async_run *r = calloc(1, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    r->src = malloc((size_t)AOPS * VAL);
+    r->dst = calloc(AOPS, VAL);
+    run_no++;
+    for (int i = 0; i < AOPS; i++) snprintf(r->keys[i], sizeof r->keys[i], "async:%d:%d", run_no, i);
+    h_fill(r->src, (size_t)AOPS * VAL, (uint64_t)run_no);
+    mkv_async *a = NULL;
+    int rc = mkv_register_buffer(c, r->src, (size_t)AOPS * VAL);
+    if (rc == MKV_OK) rc = mkv_register_buffer(c, r->dst, (size_t)AOPS * VAL);
+    if (rc == MKV_OK) rc = mkv_async_open(&a, c, 4, flags);
+    int put = -1, got = -1, exist = -1, removed = -1, same = 1, nfd = a ? mkv_async_fd(a) : -1;
+    if (rc == MKV_OK && (rc = submit_all(a, r, MKV_OP_PUT)) == MKV_OK && wait_called(a, r, AOPS) == AOPS)
+        put = all_status(r, MKV_OK);
+    if (put == MKV_OK && (rc = submit_all(a, r, MKV_OP_GET)) == MKV_OK && wait_called(a, r, 2 * AOPS) == 2 * AOPS) {
+        got = all_status(r, MKV_OK);
+        for (int i = 0; got == MKV_OK && i < AOPS; i++)
+            same &= r->ops[i].len == VAL - (size_t)i &&
+                    memcmp(r->src + (size_t)i * VAL, r->dst + (size_t)i * VAL, VAL - (size_t)i) == 0;
+    }
+    if (got == MKV_OK && (rc = submit_all(a, r, MKV_OP_EXISTS)) == MKV_OK && wait_called(a, r, 3 * AOPS) == 3 * AOPS)
+        exist = all_status(r, 1);
+    if (exist == 1 && (rc = submit_all(a, r, MKV_OP_REMOVE)) == MKV_OK && wait_called(a, r, 4 * AOPS) == 4 * AOPS)
+        removed = all_status(r, MKV_OK);
+    size_t pending = a ? mkv_async_pending(a) : 0;
+    mkv_async_close(a);
+    mkv_close(c);
+    free(r->src);
+    free(r->dst);
+    free(r);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s (%s)", mkv_strerror(rc), mkv_last_error(NULL));
+    ASSERT_EQ(put, MKV_OK);
+    ASSERT_EQ(got, MKV_OK);
+    ASSERT(same);
+    ASSERT_EQ(exist, 1);
+    ASSERT_EQ(removed, MKV_OK);
+    ASSERT_EQ(pending, 0);
+    if (flags & MKV_ASYNC_INLINE) ASSERT_EQ(nfd, -1);
+    else ASSERT(nfd >= 0);
+}
+
+static void test_async_queued(void) { async_rounds(0); }
+
+static void test_async_inline(void) { async_rounds(MKV_ASYNC_INLINE); }
+
+/* A drain from the done callback's own submission: an operation
+ * submitted from done (as an event loop chains requests) runs too, and
+ * close waits for it. Also: a bad kind is refused. */
+static int chained;
+static void chain_done(mkv_op *op) {
+    chained++;
+    if (chained < 3) mkv_async_submit(op->ctx, op);   /* the same exists, again */
+}
+
+static void test_async_chain_and_close(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    mkv_client *c = NULL;
+    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    mkv_async *a = NULL;
+    ASSERT_EQ(mkv_async_open(&a, c, 0, 0), MKV_OK);
+    mkv_op bad = {.kind = (mkv_op_kind)99};
+    int bad_rc = mkv_async_submit(a, &bad);
+    mkv_op op = {.kind = MKV_OP_EXISTS, .key = "async:none", .keylen = 10, .done = chain_done, .ctx = a};
+    chained = 0;
+    int rc = mkv_async_submit(a, &op);
+    for (int waited = 0; rc == MKV_OK && chained < 3 && waited < 60000; waited += 100) {
+        struct pollfd p = {.fd = mkv_async_fd(a), .events = POLLIN};
+        if (poll(&p, 1, 100) > 0) mkv_async_drain(a);
+    }
+    mkv_async_close(a);
+    mkv_close(c);
+    ASSERT_EQ(bad_rc, MKV_EINVAL);
+    ASSERT_EQ(rc, MKV_OK);
+    ASSERT_EQ(chained, 3);
+    ASSERT_EQ(op.status, 0);   /* no such key */
+}
+
 int main(void) {
     h_init(300);
     h_setup_or_exit(port0 = h_free_ports(8), "free ports");
@@ -168,6 +317,10 @@ int main(void) {
         RUN_TEST_NAMED(test_two_threads_256k, name[0]);
         RUN_TEST_NAMED(test_eight_threads_mixed, name[1]);
     }
+    transport = "tcp";
+    RUN_TEST(test_async_queued);
+    RUN_TEST(test_async_inline);
+    RUN_TEST(test_async_chain_and_close);
     h_kill_all();
     TEST_EXIT();
 }

@@ -1,0 +1,88 @@
+/* moonkv_async.h - libmoonkv's asynchronous face.
+ *
+ * Submit an operation (put, get, batch put/get, exists, exists batch,
+ * remove) and go on; it completes later, on the same mkv_client as the
+ * blocking calls of moonkv.h (one core, its lanes: see there). Each
+ * completion is told one of two ways, chosen at open:
+ *
+ * - queued (default): completed operations wait in a queue and the
+ *   queue's fd (an eventfd) becomes readable; an event loop watches
+ *   mkv_async_fd and, when it is readable, calls mkv_async_drain, which
+ *   runs each operation's done callback on the loop's thread.
+ * - MKV_ASYNC_INLINE: done runs on the library's thread that ran the
+ *   operation, as soon as it finished (no fd, no drain).
+ *
+ * Operations run on a few threads of the async object (`threads`, each
+ * holding a lane of the client while it runs one), so up to that many
+ * run at once; the rest wait in submission order. The caller keeps an
+ * operation, its key and its buffers alive and untouched until its done
+ * ran. Buffers are registered ones, as for the blocking calls. */
+#ifndef MOONKV_ASYNC_H
+#define MOONKV_ASYNC_H
+
+#include <stddef.h>
+
+#include "moonkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mkv_op_kind {
+    MKV_OP_PUT,           /* key, buf, len, replicas */
+    MKV_OP_GET,           /* key, buf, len (room in, object size out) */
+    MKV_OP_PUT_BATCH,     /* objs, n, replicas: each obj's status */
+    MKV_OP_GET_BATCH,     /* objs, n */
+    MKV_OP_EXISTS,        /* key: status 1, 0 or an error (mkv_exists) */
+    MKV_OP_EXISTS_BATCH,  /* objs, n, results */
+    MKV_OP_REMOVE         /* key */
+} mkv_op_kind;
+
+typedef struct mkv_op mkv_op;
+typedef void mkv_op_done_fn(mkv_op *op);
+
+struct mkv_op {
+    mkv_op_kind kind;
+    const void *key;
+    size_t keylen;
+    void *buf;
+    size_t len;
+    mkv_obj *objs;
+    size_t n;
+    int *results;
+    int replicas;         /* 0: the client's default */
+    int status;           /* out: what the blocking call returns */
+    mkv_op_done_fn *done; /* may be NULL */
+    void *ctx;            /* the caller's */
+    mkv_op *next;         /* the library's while the operation is in its hands */
+};
+
+typedef struct mkv_async mkv_async;
+
+#define MKV_ASYNC_INLINE 1   /* run done on the library's thread, no queue */
+
+/* An async face over c (which must outlive it) running up to threads
+ * operations at once (0: as many as c has lanes). */
+int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags);
+/* Readable while completed operations wait for mkv_async_drain; -1 with
+ * MKV_ASYNC_INLINE. */
+int mkv_async_fd(const mkv_async *a);
+/* Queue op (MKV_OK), or MKV_EINVAL for a bad kind or a closing face. */
+int mkv_async_submit(mkv_async *a, mkv_op *op);
+/* Run done for every completed operation, on this thread; how many. */
+size_t mkv_async_drain(mkv_async *a);
+/* Operations submitted and not yet drained (or, inline, not yet done). */
+size_t mkv_async_pending(mkv_async *a);
+/* Waits until every submitted operation completed, drains (queued
+ * mode), stops the threads and frees a. */
+void mkv_async_close(mkv_async *a);
+
+/* Run op now on this thread, as the async face does on its threads:
+ * op->status set, done not called. What the blocking calls are to an
+ * operation. */
+int mkv_op_run(mkv_client *c, mkv_op *op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
