@@ -7,10 +7,14 @@
  * without a copy. put()/get() take any bytes-like object and copy through
  * a registered scratch buffer of the store.
  *
- * Locking: an mkv_client is not thread-safe, so every call takes the
- * store's lock; the GIL is dropped while waiting for it and during every
- * libmoonkv call. Arguments (which may run Python code) are converted
- * before the lock is taken, so the lock is never held across user code.
+ * Threads: one mkv_client is shared by threads (libmoonkv runs their
+ * calls at once on lanes of its own), so a store takes no lock of its own:
+ * the GIL is dropped during every libmoonkv call and calls from several
+ * threads run truly at once. The store's own fields (the client, the
+ * registrations, the scratch buffers) change only under the GIL; a call
+ * counts itself busy while it runs, and close() waits until none is.
+ * put()/get() copy through a scratch buffer each call takes for itself
+ * from a small free list.
  *
  * Errors: moonkv's codes become exceptions (MoonkvError and one subclass
  * per code, with .code and .word), or are returned as negative ints when
@@ -20,6 +24,7 @@
 #include <pythread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "moonkv.h"
 
@@ -144,54 +149,42 @@ static int key_and_buffer(PyObject *kobj, PyObject *bobj, PyObject *size, int wr
 
 /* ---- the store ---- */
 
+/* A registered scratch buffer of put()/get(), one call's at a time. */
+typedef struct stage {
+    char *buf;
+    size_t len;
+    struct stage *next;
+} stage;
+
 typedef struct store {
     PyObject_HEAD
     mkv_client *c;
-    PyThread_type_lock lock;     /* one libmoonkv call at a time on c */
-    unsigned long owner;         /* thread holding lock, to refuse re-entry */
-    int locked;
+    int busy;                    /* calls running on c (the GIL guards the fields) */
+    int opening;                 /* setup() is connecting */
     int status_codes;            /* return MKV_E* ints instead of raising */
     span *regs;                  /* register_buffer()ed memory */
     size_t nregs, capregs;
-    char *stage;                 /* registered scratch of put()/get() */
-    size_t stage_len;
+    stage *stages;               /* free scratch buffers */
 } store;
 
-static int store_lock(store *s) {
-    if (s->locked && s->owner == PyThread_get_thread_ident()) {
-        PyErr_SetString(PyExc_RuntimeError, "MoonkvStore used re-entrantly from its own call");
-        return -1;
-    }
-    if (!PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(s->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
-    }
-    s->owner = PyThread_get_thread_ident();
-    s->locked = 1;
-    return 0;
-}
-
-static void store_unlock(store *s) {
-    s->locked = 0;
-    PyThread_release_lock(s->lock);
-}
-
-/* 0: s is locked for a call that needs a connected client. Else -1 and
- * *res is what the call returns: MKV_EINVAL in status mode, or NULL with
- * the exception set. */
+/* 0: a call that needs a connected client may run (counted busy until
+ * store_leave). Else -1 and *res is what the call returns: MKV_EINVAL in
+ * status mode, or NULL with the exception set. */
 static int store_enter(store *s, PyObject **res) {
     *res = NULL;
-    if (store_lock(s) < 0) return -1;
-    if (s->c) return 0;
-    store_unlock(s);
+    if (s->c) {
+        s->busy++;
+        return 0;
+    }
     if (s->status_codes) *res = PyLong_FromLong(MKV_EINVAL);
     else raise_code(MKV_EINVAL, "the store is not set up (call setup() first) or is closed");
     return -1;
 }
 
-/* The failure of code, with the client's message; lock held. In status
- * mode it is returned as an int, else raised. */
+static void store_leave(store *s) { s->busy--; }
+
+/* The failure of code, with this thread's message from the client. In
+ * status mode it is returned as an int, else raised. */
 static PyObject *store_fail(store *s, int code) {
     if (s->status_codes) return PyLong_FromLong(code);
     return raise_code(code, s->c ? mkv_last_error(s->c) : NULL);
@@ -203,35 +196,34 @@ static PyObject *store_done(store *s) {
     Py_RETURN_NONE;
 }
 
-/* Drops every registration and the scratch buffer; lock held, c closed. */
+/* Drops every registration and the scratch buffers; c closed. */
 static void store_forget(store *s) {
     for (size_t i = 0; i < s->nregs; i++) span_release(&s->regs[i]);
     s->nregs = 0;
-    free(s->stage);
-    s->stage = NULL;
-    s->stage_len = 0;
+    while (s->stages) {
+        stage *g = s->stages;
+        s->stages = g->next;
+        free(g->buf);
+        PyMem_Free(g);
+    }
 }
 
-static void store_close_locked(store *s) {
+/* New calls are refused at once; the client closes once the running
+ * ones returned (each is bounded by the client's timeouts). */
+static void store_close_now(store *s) {
     if (s->c) {
         mkv_client *c = s->c;
         s->c = NULL;
+        while (s->busy) {
+            Py_BEGIN_ALLOW_THREADS
+            usleep(1000);
+            Py_END_ALLOW_THREADS
+        }
         Py_BEGIN_ALLOW_THREADS
         mkv_close(c);
         Py_END_ALLOW_THREADS
     }
     store_forget(s);
-}
-
-/* The lock is made here, not in __init__, so a subclass whose __init__
- * skips ours still has one. */
-static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    store *s = (store *)PyType_GenericNew(type, args, kw);
-    if (s && !(s->lock = PyThread_allocate_lock())) {
-        Py_DECREF(s);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)s;
 }
 
 static int store_init(store *s, PyObject *args, PyObject *kw) {
@@ -243,12 +235,7 @@ static int store_init(store *s, PyObject *args, PyObject *kw) {
 }
 
 static void store_dealloc(store *s) {
-    if (s->lock) {
-        PyThread_acquire_lock(s->lock, WAIT_LOCK);   /* nobody else holds a reference */
-        store_close_locked(s);
-        PyThread_release_lock(s->lock);
-        PyThread_free_lock(s->lock);
-    }
+    store_close_now(s);   /* nobody else holds a reference: no call runs */
     PyMem_Free(s->regs);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
@@ -262,31 +249,28 @@ static PyObject *store_setup(store *s, PyObject *args, PyObject *kw) {
                                      &opt.cluster_secret, &opt.replicas, &opt.transport,
                                      &opt.password, &opt.timeout_ms, &opt.data_addrs))
         return NULL;
-    if (store_lock(s) < 0) return NULL;
     PyObject *res;
-    if (s->c) {
+    if (s->c || s->opening) {
         res = s->status_codes ? PyLong_FromLong(MKV_EINVAL)
                               : raise_code(MKV_EINVAL, "the store is already set up (close() it first)");
     } else {
         mkv_client *c = NULL;
         int rc;
+        s->opening = 1;
         Py_BEGIN_ALLOW_THREADS
         rc = mkv_connect(&c, &opt);
         Py_END_ALLOW_THREADS
+        s->opening = 0;
         s->c = c;
         if (rc == MKV_OK) res = store_done(s);
         else res = s->status_codes ? PyLong_FromLong(rc) : raise_code(rc, mkv_last_error(NULL));
     }
-    store_unlock(s);
     return res;
 }
 
 static PyObject *store_close(store *s, PyObject *Py_UNUSED(ignored)) {
-    if (store_lock(s) < 0) return NULL;
-    store_close_locked(s);
-    PyObject *res = store_done(s);
-    store_unlock(s);
-    return res;
+    store_close_now(s);
+    return store_done(s);
 }
 
 static PyObject *store_enter_ctx(store *s, PyObject *Py_UNUSED(ignored)) {
@@ -303,7 +287,7 @@ static PyObject *store_exit_ctx(store *s, PyObject *Py_UNUSED(args)) {
 
 /* ---- registration ---- */
 
-/* Room for one more registration in s->regs; lock (and GIL) held. */
+/* Room for one more registration in s->regs; GIL held. */
 static int regs_reserve(store *s) {
     if (s->nregs < s->capregs) return 0;
     size_t cap = s->capregs ? s->capregs * 2 : 8;
@@ -325,17 +309,20 @@ static PyObject *store_register_buffer(store *s, PyObject *args, PyObject *kw) {
         span_release(&sp);
         return res;
     }
-    /* Room is made under the lock: checked outside it, two threads both
-     * saw one free slot and both appended. */
-    if (regs_reserve(s) < 0) {
-        span_release(&sp);
-        store_unlock(s);
-        return PyErr_NoMemory();
-    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = mkv_register_buffer(s->c, sp.addr, sp.len);
     Py_END_ALLOW_THREADS
+    /* Room is made and taken with the GIL held throughout: made before the
+     * call, two threads both saw one free slot and both appended. */
+    if (rc == MKV_OK && regs_reserve(s) < 0) {
+        Py_BEGIN_ALLOW_THREADS
+        mkv_unregister_buffer(s->c, sp.addr);
+        Py_END_ALLOW_THREADS
+        span_release(&sp);
+        store_leave(s);
+        return PyErr_NoMemory();
+    }
     if (rc == MKV_OK) {
         s->regs[s->nregs++] = sp;   /* the view now lives as long as the registration */
         res = store_done(s);
@@ -343,7 +330,7 @@ static PyObject *store_register_buffer(store *s, PyObject *args, PyObject *kw) {
         span_release(&sp);
         res = store_fail(s, rc);
     }
-    store_unlock(s);
+    store_leave(s);
     return res;
 }
 
@@ -371,30 +358,38 @@ static PyObject *store_unregister_buffer(store *s, PyObject *obj) {
         }
     }
     res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
-    store_unlock(s);
+    store_leave(s);
     return res;
 }
 
-/* The scratch buffer holds at least len bytes, registered; lock held. */
-static int stage_reserve(store *s, size_t len) {
-    if (len <= s->stage_len) return MKV_OK;
-    size_t cap = s->stage_len ? s->stage_len : 64 * 1024;
+/* A scratch buffer for this call (GIL held), or NULL (no memory). */
+static stage *stage_take(store *s) {
+    stage *g = s->stages;
+    if (g) s->stages = g->next;
+    else g = PyMem_Calloc(1, sizeof *g);
+    return g;
+}
+
+/* g holds at least len bytes, registered; the GIL is dropped meanwhile. */
+static int stage_reserve(store *s, stage *g, size_t len) {
+    if (len <= g->len) return MKV_OK;
+    size_t cap = g->len ? g->len : 64 * 1024;
     while (cap < len) {
         if (cap > SIZE_MAX / 2) return MKV_ENOMEM;
         cap *= 2;
     }
     int rc = MKV_OK;
     Py_BEGIN_ALLOW_THREADS
-    if (s->stage) mkv_unregister_buffer(s->c, s->stage);
-    free(s->stage);
-    s->stage_len = 0;
-    s->stage = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
-    if (!s->stage) rc = MKV_ENOMEM;
-    else if ((rc = mkv_register_buffer(s->c, s->stage, cap)) != MKV_OK) {
-        free(s->stage);
-        s->stage = NULL;
+    if (g->buf) mkv_unregister_buffer(s->c, g->buf);
+    free(g->buf);
+    g->len = 0;
+    g->buf = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
+    if (!g->buf) rc = MKV_ENOMEM;
+    else if ((rc = mkv_register_buffer(s->c, g->buf, cap)) != MKV_OK) {
+        free(g->buf);
+        g->buf = NULL;
     } else {
-        s->stage_len = cap;
+        g->len = cap;
     }
     Py_END_ALLOW_THREADS
     return rc;
@@ -404,14 +399,18 @@ static int stage_reserve(store *s, size_t len) {
  * the call, so a store does not keep gigabytes it needed once. */
 #define STAGE_KEEP ((size_t)64 << 20)
 
-static void stage_trim(store *s) {
-    if (s->stage_len <= STAGE_KEEP) return;
-    Py_BEGIN_ALLOW_THREADS
-    mkv_unregister_buffer(s->c, s->stage);
-    free(s->stage);
-    Py_END_ALLOW_THREADS
-    s->stage = NULL;
-    s->stage_len = 0;
+/* g back to the free list (GIL held), emptied if it grew too large. */
+static void stage_give(store *s, stage *g) {
+    if (g->len > STAGE_KEEP) {
+        Py_BEGIN_ALLOW_THREADS
+        mkv_unregister_buffer(s->c, g->buf);
+        free(g->buf);
+        Py_END_ALLOW_THREADS
+        g->buf = NULL;
+        g->len = 0;
+    }
+    g->next = s->stages;
+    s->stages = g;
 }
 
 /* ---- single objects ---- */
@@ -425,16 +424,17 @@ static PyObject *store_put(store *s, PyObject *args, PyObject *kw) {
     if (key_and_buffer(kobj, vobj, NULL, 0, &key, &val) < 0) return NULL;
     PyObject *res;
     if (store_enter(s, &res) == 0) {
-        int rc = stage_reserve(s, val.len ? val.len : 1);
+        stage *g = stage_take(s);
+        int rc = g ? stage_reserve(s, g, val.len ? val.len : 1) : MKV_ENOMEM;
         if (rc == MKV_OK) {
             Py_BEGIN_ALLOW_THREADS
-            memcpy(s->stage, val.addr, val.len);
-            rc = mkv_put(s->c, key.addr, key.len, s->stage, val.len, replicas);
+            memcpy(g->buf, val.addr, val.len);
+            rc = mkv_put(s->c, key.addr, key.len, g->buf, val.len, replicas);
             Py_END_ALLOW_THREADS
         }
         res = rc == MKV_OK ? store_done(s) : store_fail(s, rc);
-        stage_trim(s);
-        store_unlock(s);
+        if (g) stage_give(s, g);
+        store_leave(s);
     }
     span_release(&val);
     span_release(&key);
@@ -448,19 +448,20 @@ static PyObject *store_get(store *s, PyObject *kobj) {
     PyObject *res;
     if (store_enter(s, &res) == 0) {
         size_t got = 0;
-        int rc = stage_reserve(s, 1);
+        stage *g = stage_take(s);
+        int rc = g ? stage_reserve(s, g, 1) : MKV_ENOMEM;
         for (int tries = 0; rc == MKV_OK && tries < 3; tries++) {
             Py_BEGIN_ALLOW_THREADS
-            rc = mkv_get(s->c, key.addr, key.len, s->stage, s->stage_len, &got);
+            rc = mkv_get(s->c, key.addr, key.len, g->buf, g->len, &got);
             Py_END_ALLOW_THREADS
             if (rc != MKV_ETOOSMALL) break;
-            rc = stage_reserve(s, got);
+            rc = stage_reserve(s, g, got);
         }
-        if (rc == MKV_OK) res = PyBytes_FromStringAndSize(s->stage, (Py_ssize_t)got);
+        if (rc == MKV_OK) res = PyBytes_FromStringAndSize(g->buf, (Py_ssize_t)got);
         else if (s->status_codes) res = PyBytes_FromStringAndSize("", 0);   /* Mooncake: b"" */
         else res = store_fail(s, rc);
-        stage_trim(s);
-        store_unlock(s);
+        if (g) stage_give(s, g);
+        store_leave(s);
     } else if (res) {
         Py_SETREF(res, PyBytes_FromStringAndSize("", 0));   /* status mode: Mooncake's b"" */
     }
@@ -484,7 +485,7 @@ static PyObject *xfer_one(store *s, PyObject *kobj, PyObject *bobj, PyObject *si
         Py_END_ALLOW_THREADS
         if (rc != MKV_OK) res = store_fail(s, rc);
         else res = is_get ? PyLong_FromSize_t(got) : store_done(s);
-        store_unlock(s);
+        store_leave(s);
     }
     span_release(&buf);
     span_release(&key);
@@ -526,7 +527,7 @@ static PyObject *store_key_op(store *s, PyObject *kobj, enum key_op op) {
         else if (op == OP_EXISTS) res = s->status_codes ? PyLong_FromLong(rc) : PyBool_FromLong(rc);
         else if (op == OP_SIZE) res = PyLong_FromUnsignedLongLong(size);
         else res = store_done(s);
-        store_unlock(s);
+        store_leave(s);
     }
     span_release(&key);
     return res;
@@ -537,11 +538,10 @@ static PyObject *store_remove(store *s, PyObject *k) { return store_key_op(s, k,
 static PyObject *store_get_size(store *s, PyObject *k) { return store_key_op(s, k, OP_SIZE); }
 
 /* transfer_stats(): libmoonkv's transfer counters as a dict, zeros but
- * shm_cold_bytes on a store not set up. Like mkv_transfer_stats_get it
- * may run beside another thread's call on the same store, so the store's
- * lock is not taken (the engine has its own); the GIL, held throughout,
- * keeps close() from freeing the client meanwhile (it clears s->c before
- * it lets go of the GIL). shm_cold_bytes is the whole process's: bytes
+ * shm_cold_bytes on a store not set up. It runs beside other threads'
+ * calls (the engines count under their own locks); the GIL, held
+ * throughout, keeps close() from freeing the client meanwhile (it clears
+ * s->c before it lets go of the GIL). shm_cold_bytes is the whole process's: bytes
  * of mapped segments still warming, which transfers reach the slower
  * checked way until they are warm. */
 static PyObject *store_transfer_stats(store *s, PyObject *Py_UNUSED(ignored)) {
@@ -661,7 +661,7 @@ static PyObject *store_batch(store *s, enum batch_op op, PyObject *kobj, PyObjec
     Py_END_ALLOW_THREADS
     if (rc != MKV_OK && !s->status_codes) res = store_fail(s, rc);
     else res = batch_results(&b, op, rc);
-    store_unlock(s);
+    store_leave(s);
 out:
     batch_free(&b);
     Py_XDECREF(keys);
@@ -813,7 +813,7 @@ static PyObject *store_vbatch(store *s, int is_get, PyObject *kobj, PyObject *bo
     Py_END_ALLOW_THREADS
     if (rc != MKV_OK && !s->status_codes) res = store_fail(s, rc);
     else res = vbatch_results(&b, is_get, rc);
-    store_unlock(s);
+    store_leave(s);
 out:
     vbatch_free(&b);
     Py_XDECREF(keys);
@@ -866,7 +866,7 @@ static PyObject *store_prefix_exists(store *s, PyObject *args, PyObject *kw) {
         if (rc != MKV_OK) res = store_fail(s, rc);
         else if (pin_ms) res = Py_BuildValue("nK", (Py_ssize_t)hit, (unsigned long long)id);
         else res = PyLong_FromSize_t(hit);
-        store_unlock(s);
+        store_leave(s);
     }
     batch_free(&b);
     Py_DECREF(keys);
@@ -885,7 +885,7 @@ static PyObject *store_unpin(store *s, PyObject *arg) {
     rc = mkv_unpin(s->c, pin, &keys);
     Py_END_ALLOW_THREADS
     res = rc == MKV_OK ? PyLong_FromSize_t(keys) : store_fail(s, rc);
-    store_unlock(s);
+    store_leave(s);
     return res;
 }
 
@@ -905,7 +905,7 @@ static PyObject *store_get_range(store *s, PyObject *args, PyObject *kw) {
         rc = mkv_get_range(s->c, key.addr, key.len, off, buf.addr, buf.len, &got);
         Py_END_ALLOW_THREADS
         res = rc == MKV_OK ? PyLong_FromSize_t(got) : store_fail(s, rc);
-        store_unlock(s);
+        store_leave(s);
     }
     span_release(&buf);
     span_release(&key);
@@ -922,7 +922,7 @@ static PyObject *store_remove_all(store *s, PyObject *Py_UNUSED(ignored)) {
     rc = mkv_remove_all(s->c, &removed);
     Py_END_ALLOW_THREADS
     res = rc == MKV_OK ? PyLong_FromUnsignedLongLong(removed) : store_fail(s, rc);
-    store_unlock(s);
+    store_leave(s);
     return res;
 }
 
@@ -984,7 +984,7 @@ static PyTypeObject store_type = {
               "(0 / negative moonkv codes) instead of raising.",
     .tp_basicsize = sizeof(store),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = store_new,
+    .tp_new = PyType_GenericNew,
     .tp_init = (initproc)store_init,
     .tp_dealloc = (destructor)store_dealloc,
     .tp_methods = store_methods,

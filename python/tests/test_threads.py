@@ -102,3 +102,76 @@ def test_batch_none_is_type_error(store, call):
         assert str(e.value)      # says what was wrong
     finally:
         store.unregister_buffer(buf)
+
+
+SHARED_THREADS, SHARED_ROUNDS, VAL = 8, 4, 256 << 10
+
+
+def test_threads_share_one_store(store, key):
+    """8 threads on one store at once, every call kind the inference engines
+    make: put_from/get_into of 256 KiB (zero-copy, registered memory),
+    put/get through the store's scratch buffers, batch put/get/exist, get
+    of a byte range, remove; every byte checked. The store takes no lock:
+    the calls run on libmoonkv's lanes at once, with the GIL released."""
+    def body(i):
+        src, dst = bytearray(VAL * 2), bytearray(VAL * 2)
+        store.register_buffer(src)
+        store.register_buffer(dst)
+        try:
+            for r in range(SHARED_ROUNDS):
+                k = key(f"shared.{i}.{r}")
+                n = VAL + 13 * r + i
+                src[:n] = os.urandom(n)
+                store.put_from(k, memoryview(src)[:n])
+                assert store.is_exist(k)
+                assert store.get_into(k, dst) == n
+                assert dst[:n] == src[:n]
+                assert store.get_range(k, 7, memoryview(dst)[:100]) == 100
+                assert dst[:100] == src[7:107]
+                small = os.urandom(1000 + r)
+                store.put(k + ".b", small)
+                assert store.get(k + ".b") == small
+                keys = [k + f".m{j}" for j in range(4)]
+                views = [memoryview(src)[j * 4096:(j + 1) * 4096 - j] for j in range(4)]
+                assert store.batch_put_from(keys, views) == [0, 0, 0, 0]
+                assert store.batch_is_exist(keys) == [1, 1, 1, 1]
+                outs = [memoryview(dst)[j * 8192:(j + 1) * 8192] for j in range(4)]
+                assert store.batch_get_into(keys, outs) == [len(v) for v in views]
+                assert all(bytes(outs[j][:len(views[j])]) == bytes(views[j]) for j in range(4))
+                for kk in [k, k + ".b"] + keys:
+                    store.remove(kk)
+                assert not store.is_exist(k)
+        finally:
+            store.unregister_buffer(src)
+            store.unregister_buffer(dst)
+
+    assert run_threads(SHARED_THREADS, body) == []
+
+
+def test_close_waits_for_running_calls(cluster, transport, key):
+    """close() from one thread while others are mid-call: their calls finish
+    or are refused cleanly (InvalidError once the store is closed), never a
+    crash on a freed client."""
+    store = moonkv.MoonkvStore()
+    store.setup(master=cluster.master, cluster_secret=cluster.secret, transport=transport)
+    value = os.urandom(64 << 10)
+    refused, gate = [], threading.Event()
+
+    def body(i):
+        if i == 0:
+            gate.wait(timeout=60)
+            store.close()
+            return
+        for r in range(20000):        # until the close refuses it (bounded)
+            try:
+                store.put(key(f"close.{i}.{r}"), value)
+                assert store.get(key(f"close.{i}.{r}")) == value
+                store.remove(key(f"close.{i}.{r}"))
+            except moonkv.InvalidError:
+                refused.append(i)
+                return
+            if r == 2:
+                gate.set()
+
+    assert run_threads(4, body) == []
+    assert len(refused) == 3          # every worker saw the close
