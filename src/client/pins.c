@@ -49,6 +49,7 @@ static int prefixpin_run(mkv_client *c, uint64_t id, uint32_t ms, const mkv_obj 
 int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t pin_ms, uint64_t *pin,
                           size_t *count) {
     if (!c || !count || !pin || (!objs && n)) return MKV_EINVAL;
+    MKV_ON_LANE(c);
     *count = 0;
     if (pin_ms == 0 || pin_ms > PROTO_PIN_MAX_MS)
         return mkv_fail(c, MKV_EINVAL, "pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
@@ -66,6 +67,7 @@ int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t
 
 int mkv_unpin(mkv_client *c, uint64_t pin, size_t *keys) {
     if (!c || pin == 0 || pin > PIN_ID_MASK) return c ? mkv_fail(c, MKV_EINVAL, "no such pin id") : MKV_EINVAL;
+    MKV_ON_LANE(c);
     mkv_cmd cmd;
     mkv_cmd_init(&cmd, 2);
     mkv_cmd_str(&cmd, PROTO_VERB_UNPIN);
