@@ -182,6 +182,13 @@ int disk_io_run(disk_io *io, const disk_req *r, size_t n) {
     return io->uring ? run_uring(io, r, n) : run_plain(io, r, n);
 }
 
+uint64_t disk_io_next_data(disk_io *io, uint64_t off) {
+    off_t at = lseek(io->fd, (off_t)off, SEEK_DATA);
+    if (at < 0) return errno == ENXIO ? io->size : off;
+    uint64_t a = (uint64_t)at & ~(uint64_t)(DISK_IO_ALIGN - 1);
+    return a < off ? off : a;
+}
+
 const char *disk_io_name(const disk_io *io) { return io->uring ? "uring" : "plain"; }
 int disk_io_direct(const disk_io *io) { return io->direct; }
 uint64_t disk_io_size(const disk_io *io) { return io->size; }

@@ -40,6 +40,11 @@ disk_io *disk_io_open(const char *path, uint64_t size, disk_io_kind want, char *
 /* Runs every request of r[0..n): 0, or -errno of the first that failed
  * (a short transfer is -EIO). */
 int disk_io_run(disk_io *io, const disk_req *r, size_t n);
+/* Where the file's next bytes ever written lie, from off on (SEEK_DATA:
+ * blocks only allocated read as holes on ext4 and xfs), aligned down to
+ * DISK_IO_ALIGN; the file's size when none; off where the file system
+ * cannot say. */
+uint64_t disk_io_next_data(disk_io *io, uint64_t off);
 /* "uring" or "plain"; whether the file is open with O_DIRECT. */
 const char *disk_io_name(const disk_io *io);
 int disk_io_direct(const disk_io *io);
