@@ -25,7 +25,8 @@
 #define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | 8 reserved */
 #define DISK_MAX_KEY 4096
 #define PIECE DISK_STAGE_BYTES    /* bytes per request (1 MiB pieces wrote 4 MiB values at half fio's speed) */
-#define SCAN_MAX_REQS (DISK_STAGE_BYTES / PIECE)
+#define SCAN_BYTES (DISK_STAGE_SLOTS * DISK_STAGE_BYTES)   /* the scan's window: the whole staging area */
+#define SCAN_MAX_REQS (SCAN_BYTES / PIECE)
 
 /* What the index keeps per record, in its object's room (the object's
  * size and crc are the value's). */
@@ -46,6 +47,7 @@ struct disk_store {
     disk_store_stats st;
     pthread_mutex_t smu;          /* the staging slots */
     pthread_cond_t scv;
+    uint8_t *stage_mem;           /* the slots, one after another (the scan's window) */
     uint8_t *stage[DISK_STAGE_SLOTS];
     int stage_busy[DISK_STAGE_SLOTS];
     uint8_t *zero;                /* 2 blocks of zeros: a header wiped */
@@ -195,11 +197,11 @@ typedef struct scan {
     int err;
 } scan;
 
-/* Bytes [off, off+len) of the file (len <= DISK_STAGE_BYTES - BLK), or NULL. */
+/* Bytes [off, off+len) of the file (len <= SCAN_BYTES - BLK), or NULL. */
 static const uint8_t *scan_at(scan *s, uint64_t off, uint64_t len) {
     if (off >= s->woff && off + len <= s->woff + s->wlen) return s->win + (off - s->woff);
     uint64_t start = off & ~(uint64_t)(BLK - 1);
-    uint64_t n = s->ds->size - start < DISK_STAGE_BYTES ? s->ds->size - start : DISK_STAGE_BYTES;
+    uint64_t n = s->ds->size - start < SCAN_BYTES ? s->ds->size - start : SCAN_BYTES;
     if (off + len > start + n) return NULL;
     disk_req r[SCAN_MAX_REQS];
     size_t nr = 0;
@@ -217,7 +219,7 @@ static int scan_crc(scan *s, uint64_t off, uint64_t len, uint32_t *crc) {
     uint32_t c = 0;
     while (len > 0) {
         uint64_t in = (off >= s->woff && off < s->woff + s->wlen) ? s->woff + s->wlen - off
-                                                                   : DISK_STAGE_BYTES - (off & (BLK - 1));
+                                                                   : SCAN_BYTES - (off & (BLK - 1));
         uint64_t n = len < in ? len : in;
         const uint8_t *p = scan_at(s, off, n);
         if (!p) return -1;
@@ -267,7 +269,7 @@ static void scan_keep(disk_store *ds, const rec_hdr *h, uint64_t off) {
  * record that checks out is stepped over one block at a time (a damaged
  * record's bytes are not trusted to say where the next one starts). */
 static int scan_file(disk_store *ds) {
-    scan s = { .ds = ds, .win = ds->stage[0] };
+    scan s = { .ds = ds, .win = ds->stage_mem };
     uint64_t t0 = mono_ms();
     uint8_t key[DISK_MAX_KEY];
     for (uint64_t off = BLK; off + BLK <= ds->size && !s.err;) {
@@ -366,7 +368,8 @@ static disk_store *ds_new(const disk_store_config *c) {
     pthread_mutex_init(&ds->smu, NULL);
     pthread_cond_init(&ds->scv, NULL);
     ds->ix = objtable_create(ix_free_fn, NULL);
-    for (int i = 0; i < DISK_STAGE_SLOTS; i++) ds->stage[i] = aligned(DISK_STAGE_BYTES);
+    ds->stage_mem = aligned(SCAN_BYTES);
+    for (int i = 0; i < DISK_STAGE_SLOTS && ds->stage_mem; i++) ds->stage[i] = ds->stage_mem + i * DISK_STAGE_BYTES;
     ds->zero = aligned(hdr_bytes(DISK_MAX_KEY));
     return ds;
 }
@@ -639,7 +642,7 @@ void disk_store_close(disk_store *ds, int remove) {
     if (remove) unlink(ds->path);
     objtable_destroy(ds->ix);
     if (ds->alloc) seg_alloc_destroy(ds->alloc);
-    for (int i = 0; i < DISK_STAGE_SLOTS; i++) free(ds->stage[i]);
+    free(ds->stage_mem);
     free(ds->zero);
     pthread_cond_destroy(&ds->scv);
     pthread_mutex_destroy(&ds->smu);

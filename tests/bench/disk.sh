@@ -56,6 +56,8 @@ step_disk() {
       "fio.write_$b.gbps" 0.8 GB/s
     row "disk tier store read $b ($where) vs fio, same dir/bs/depth" "disk.read_$b" "fio.read_$b.gbps" 0.8 GB/s
   done
+  row "disk tier restart: the scan proving every record ($DISK_MB MB of 4 MiB values) vs fio read 4 MiB" disk.scan \
+    fio.read_4MiB.gbps - GB/s
   row "disk tier store read 1 MiB, one at a time: p50 vs fio randread depth 1" disk.get_p50_1MiB fio.lat_1MiB.p50 - us
   row "disk tier store read 1 MiB, one at a time: p99 vs fio randread depth 1" disk.get_p99_1MiB fio.lat_1MiB.p99 - us
   meas_skip disk.zipf "the node does not offload to its disk tier yet (docs/SSD_TIER.md)"
