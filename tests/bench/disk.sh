@@ -26,9 +26,21 @@ print("RESULT %s.p50 %.6g us" % (sys.argv[1], p["50.000000"] / 1e3))
 print("RESULT %s.p99 %.6g us" % (sys.argv[1], p["99.000000"] / 1e3))' "$name" "$rw" | meas_import ""
 }
 
+# The better of the two rounds under each name (higher GB/s, lower us).
+disk_best() {
+  local n v1 v2 u
+  for n in $(awk -F'\t' '$1 ~ /^r1\./ { sub(/^r1\./, "", $1); print $1 }' "$WORK/meas.tsv" | sort -u); do
+    v1=$(meas_get "r1.$n"); v2=$(meas_get "r2.$n"); u=$(meas_unit "r1.$n")
+    if [ -z "$v1" ] && [ -z "$v2" ]; then meas_skip "$n" "$(meas_why "r1.$n")"; continue; fi
+    meas "$n" "$(awk -v a="$v1" -v b="$v2" -v u="$u" 'BEGIN {
+      if (a == "") { print b; exit } if (b == "") { print a; exit }
+      lower = (u == "us"); print ((lower ? a + 0 < b + 0 : a + 0 > b + 0) ? a : b) }')" "$u"
+  done
+}
+
 step_disk() {
   local b bs
-  DISK_MB=$([ "$QUICK" = 1 ] && echo 128 || echo 512)
+  DISK_MB=$([ "$QUICK" = 1 ] && echo 128 || echo 256)
   DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}/moonkv-bench-disk.$$
   if ! command -v fio >/dev/null; then
     meas_skip disk.write_1MiB "fio is missing (make deps)"
@@ -36,17 +48,23 @@ step_disk() {
     meas_skip disk.write_1MiB "bench_disk was not built"
   else
     mkdir -p "$DISK_DIR"
-    BENCH_DISK_JOBS=$DISK_JOBS BENCH_DISK_MB=$DISK_MB timeout 600 "$BENCH_BIN/bench_disk" "$DISK_DIR" \
-      2>>"$WORK/run.log" | meas_import disk.
-    for b in 1MiB 4MiB; do
-      bs=${b%iB}
-      rm -f "$DISK_DIR/fio.dat"   # a new file, as the store's first pass has
-      fio_measure "fio.write_fresh_$b" write "$bs" "$DISK_JOBS"
-      fio_measure "fio.write_$b" write "$bs" "$DISK_JOBS"
-      fio_measure "fio.read_$b" read "$bs" "$DISK_JOBS"
+    # Two rounds, the store and fio in turn, each side's best kept: on a
+    # loaded machine one side alone would catch a quiet or a busy minute.
+    local round
+    for round in 1 2; do
+      BENCH_DISK_JOBS=$DISK_JOBS BENCH_DISK_MB=$DISK_MB timeout 600 "$BENCH_BIN/bench_disk" "$DISK_DIR" \
+        2>>"$WORK/run.log" | meas_import "r$round.disk."
+      for b in 1MiB 4MiB; do
+        bs=${b%iB}
+        rm -f "$DISK_DIR/fio.dat"   # a new file, as the store's first pass has
+        fio_measure "r$round.fio.write_fresh_$b" write "$bs" "$DISK_JOBS"
+        fio_measure "r$round.fio.write_$b" write "$bs" "$DISK_JOBS"
+        fio_measure "r$round.fio.read_$b" read "$bs" "$DISK_JOBS"
+      done
+      fio_measure "r$round.fio.lat_1MiB" randread 1M 1
     done
-    fio_measure fio.lat_1MiB randread 1M 1
     rm -rf "$DISK_DIR"
+    disk_best
   fi
   local where="${DISK_MB} MB, $DISK_JOBS in flight, O_DIRECT"
   for b in 1MiB 4MiB; do
