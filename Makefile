@@ -51,6 +51,9 @@ INTG_SRCS := $(wildcard tests/integration/test_*.c)
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 TEST_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%) $(INTG_SRCS:%.c=$(BUILD)/%)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
+# Simulators the tests and benchmarks drive (tests/sim: many nodes in one process).
+SIM_SRCS := $(wildcard tests/sim/*.c)
+SIM_BINS := $(SIM_SRCS:%.c=$(BUILD)/%)
 
 # The threaded parts, run under ThreadSanitizer by `make test` (SAN=thread
 # builds only these and the server they start). test_tcp_transport is left
@@ -70,7 +73,7 @@ INTERNAL := $(BUILD)/libmoonkv-internal.a
 .PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python soak chaos install-mooncake-shim
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
-tests: $(TEST_BINS) $(BENCH_BINS)
+tests: $(TEST_BINS) $(BENCH_BINS) $(SIM_BINS)
 
 tsan: $(SERVER) $(TSAN_TESTS:%=$(BUILD)/%)
 

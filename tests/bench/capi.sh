@@ -177,6 +177,7 @@ step_meta() {
   row_plain "master MOON.MPUTSTART+MPUTEND, batches of 1000" meta.batch pairs/s
   row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single - pairs/s
   rebuild_measure
+  step_scale
 }
 
 # kill -9 of a master holding COUNT small objects on 3 nodes (replicas 2),

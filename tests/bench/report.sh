@@ -3,8 +3,9 @@
 #
 # Rows: $WORK/rows.tsv, "benchmark moonkv reference ratio unit target met".
 # ratio is always "better than the reference by": moonkv/reference for
-# rates, reference/moonkv for times (units s and us) and memory held
-# (MiB, against a bound), so a target reads "ratio >= target" everywhere.
+# rates, reference/moonkv for times (units s and us), memory held (MiB,
+# B/object) and CPU share (%core) against a bound, so a target reads
+# "ratio >= target" everywhere.
 
 meas_unit() { awk -F'\t' -v n="$1" '$1 == n && $2 != "-" { v = $3 } END { print v }' "$WORK/meas.tsv"; }
 
@@ -27,7 +28,7 @@ row() {
   # Counts are shown side by side; a ratio of them means nothing.
   if [ -n "$mv" ] && [ -n "$rv" ] && [ "$unit" != count ]; then
     ratio=$(awk -v m="$mv" -v r="$rv" -v u="$unit" 'BEGIN {
-      lower = (u == "s" || u == "us" || u == "MiB")
+      lower = (u == "s" || u == "us" || u == "MiB" || u == "B/object" || u == "%core")
       if (lower ? m <= 0 : r <= 0) { print "-"; exit }
       printf "%.2f", lower ? r / m : m / r }')
   fi

@@ -9,7 +9,8 @@
 # 3 libmoonkv zero-copy (with iperf3, memcpy, hiredis references),
 # 4 striping over shaped links in network namespaces (root only),
 # 5 KV-cache batch pattern, 6 master metadata rate and the rebuild rate
-# after a master restart, 7 the KV-cache
+# after a master restart, the master's RSS per object at 10^6 and 10^7
+# objects and its CPU among 1,000 simulated nodes (scale.sh), 7 the KV-cache
 # pattern with 100 us of added round-trip time (network namespaces and a
 # delaying relay, bench_relay: this kernel has no netem; root only),
 # 8 master failover time through etcd (needs etcd, package etcd-server),
@@ -52,6 +53,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/failover.sh"
 . "$ROOT/tests/bench/engines.sh"
 . "$ROOT/tests/bench/disk.sh"
+. "$ROOT/tests/bench/scale.sh"
 
 on_exit() {
   bench_cleanup
@@ -79,6 +81,8 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_acked" ] && cp "$BENCH_BIN/bench_acked" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_disk" ] && cp "$BENCH_BIN/bench_disk" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_meta_scale" ] && cp "$BENCH_BIN/bench_meta_scale" "$WORK/bin/"
+[ -x "$BUILD/tests/sim/node_sim" ] && cp "$BUILD/tests/sim/node_sim" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server
 [ -f "$LIBMOONKV" ] && cp "$LIBMOONKV" "$WORK/bin/" && LIBMOONKV=$WORK/bin/libmoonkv.so
@@ -106,7 +110,7 @@ run_step 2 "large objects through RESP (1 MiB, 4 MiB)" step_resp_large
 run_step 3 "libmoonkv zero-copy put/get (tcp, shm) vs iperf3, memcpy, hiredis" step_capi
 run_step 4 "striping over 1, 2, 4 shaped links (network namespaces)" step_stripe
 run_step 5 "KV-cache pattern: 1000 x 256 KiB, batch vs loop" step_kvcache
-run_step 6 "master metadata: put pairs per second, rebuild after kill -9" step_meta
+run_step 6 "master metadata: put pairs per second, rebuild after kill -9, RSS per object, 1,000 nodes" step_meta
 run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loop" step_kv_rtt
 run_step 8 "master failover through etcd, puts kept through kills, put rows vs the previous build" step_failover
 run_step 9 "inference engines' calls: multi-buffer batches, prefix exists, SGLang adapter" step_engines
