@@ -45,6 +45,7 @@ struct seg_alloc {
     uint64_t rng;         /* treap priorities */
     tnode *spare;         /* unused pool nodes, linked by l */
     pool_block *blocks;
+    uint64_t *changes;    /* seg_alloc_watch: counted at every reserve and release */
 };
 
 /* ---- the node pool ---- */
@@ -256,7 +257,10 @@ static void carve(seg_alloc *a, tnode *ext, uint64_t off, uint64_t len) {
     if (!a->untracked) treap_insert(a, &a->live, off, len);
     a->used += len;
     a->allocations++;
+    if (a->changes) ++*a->changes;
 }
+
+void seg_alloc_watch(seg_alloc *a, uint64_t *changes) { a->changes = changes; }
 
 seg_alloc *seg_alloc_create(uint64_t size, uint64_t align) {
     if (size == 0 || align == 0 || (align & (align - 1))) return NULL;
@@ -322,6 +326,7 @@ int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {
         return ALLOC_ERR;
     a->used -= rlen;
     a->allocations--;
+    if (a->changes) ++*a->changes;
 
     /* Coalesce with the free neighbours on either side. */
     uint64_t start = off, end = off + rlen;

@@ -65,6 +65,9 @@ int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n);
 size_t seg_alloc_claim_bytes(size_t n);
 
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st);
+/* Count every reserve and release of a in *changes (shared by many
+ * allocators: the master's placement knows its view of them is current). */
+void seg_alloc_watch(seg_alloc *a, uint64_t *changes);
 uint64_t seg_alloc_align(const seg_alloc *a);
 
 /* For tests: one of the trees in key order, as (k1, k2) pairs into

@@ -78,6 +78,8 @@ static void node_start(master_meta *m, mm_node *n, seg_alloc *a, uint64_t segmen
     n->naddrs = naddrs;
     for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
     n->alloc = a;
+    seg_alloc_watch(a, &m->alloc_changes);
+    m->alloc_changes++;   /* a node to place on: placement orders the nodes anew */
     n->instance = instance;
     n->joined = 1;
     n->dead_reason[0] = 0;

@@ -64,6 +64,8 @@ void mm_destroy(master_meta *m) {
         free(m->nodes[i]);
     }
     free(m->nodes);
+    free(m->cand);
+    free(m->order);
     free(m->held);
     objtable_destroy(m->tombs);
     mm_pins_destroy(m->pins);

@@ -30,6 +30,12 @@ struct master_meta {
     mm_node **nodes;            /* nodes[id-1] */
     uint32_t nnodes;
     uint32_t rr;                /* round-robin cursor: id of the last node chosen */
+    struct mm_cand *cand;       /* placement.c's candidates, kept between placements */
+    uint32_t capcand;
+    struct mm_cand *order;      /* placement.c: nodes most free first, kept while */
+    uint32_t norder;            /* order_changes == alloc_changes (capcand of room) */
+    uint64_t alloc_changes;     /* reserves and releases of every node's allocator */
+    uint64_t order_changes;
     mm_obj *pending_head, *pending_tail;
     mm_held *held;
     size_t nheld, capheld;

@@ -223,6 +223,44 @@ static void test_balance_most_free_first(void) {
     mm_destroy(m);
 }
 
+/* With many nodes placement keeps its order of the nodes between puts
+ * (placement.c): still most free first, so equal puts spread evenly; a
+ * release (a remove) makes its node the emptiest again and the next put
+ * goes there; a suspect or dead node gets nothing. */
+static void test_placement_order_kept(void) {
+    enum { N = 200, PUTS = 2000 };
+    master_meta *m = cluster(N, 64 * KB);
+    ASSERT(m);
+    char key[32];
+    for (int i = 0; i < PUTS; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ASSERT(put(m, key, 1024, 2, 0));
+    }
+    for (uint32_t id = 1; id <= N; id++) ASSERT_EQ(node_used(m, id), PUTS * 2 / N * 1024);
+    object *o = mm_find(m, "k7", 2);
+    ASSERT(o);
+    uint32_t freed = o->replicas[0].extents[0].node, other = o->replicas[1].extents[0].node;
+    ASSERT_EQ(mm_remove(m, "k7", 2, 1, err, sizeof err), PROTO_OK);
+    o = put(m, "after-remove", 1024, 2, 1);
+    ASSERT(o);
+    uint32_t got[2] = {o->replicas[0].extents[0].node, o->replicas[1].extents[0].node};
+    ASSERT((got[0] == freed && got[1] == other) || (got[0] == other && got[1] == freed));
+    /* the emptiest nodes now: every one but the two just used; one suspect, one dead */
+    uint32_t skip1 = freed % N + 1, skip2 = (freed + 1) % N + 1;
+    if (skip1 == other) skip1 = (freed + 2) % N + 1;
+    if (skip2 == other) skip2 = (freed + 3) % N + 1;
+    ASSERT_EQ(mm_node_suspect(m, skip1, 2, err, sizeof err), PROTO_OK);
+    mm_node_fail(m, skip2, "test", 2);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "late%d", i);
+        o = put(m, key, 1024, 1, 3);
+        ASSERT(o);
+        ASSERT(o->replicas[0].extents[0].node != skip1);
+        ASSERT(o->replicas[0].extents[0].node != skip2);
+    }
+    mm_destroy(m);
+}
+
 static void test_placement_errors(void) {
     mm_config c = test_config();
     master_meta *empty = mm_create(&c);
@@ -1349,6 +1387,7 @@ int main(void) {
     RUN_TEST(test_replicas_on_distinct_nodes);
     RUN_TEST(test_striping_layout);
     RUN_TEST(test_balance_most_free_first);
+    RUN_TEST(test_placement_order_kept);
     RUN_TEST(test_placement_errors);
     RUN_TEST(test_exists_in_flight);
     RUN_TEST(test_timeout_revokes_and_frees);
