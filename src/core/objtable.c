@@ -284,7 +284,7 @@ size_t objtable_entry_bytes(size_t keylen, size_t room) {
 
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room) {
     rehash_step(t, REHASH_BUCKETS);
-    if (keylen > SIZE_MAX / 2 || room > UINT32_MAX) return NULL;
+    if (keylen > UINT32_MAX / 2 || room > UINT32_MAX) return NULL;
 
     entry *e = xcalloc(1, objtable_entry_bytes(keylen, room));
     e->room = (uint32_t)room;
@@ -437,6 +437,7 @@ static size_t replicas_bytes(const obj_replica *reps, uint32_t n) {
 int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void *mem, size_t len) {
     obj_replica *copy = NULL;
     int inline_ = 0;
+    if (n > UINT16_MAX) return -1;
     if (n > 0) {
         if (!reps) return -1;
         for (uint32_t i = 0; i < n; i++)
@@ -456,7 +457,7 @@ int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void 
     /* Copy first, free after: reps may point into o's own replicas. */
     object_free_replicas(o);
     o->replicas = copy;
-    o->nreplicas = n;
+    o->nreplicas = (uint16_t)n;
     o->replicas_inline = (uint8_t)inline_;
     return 0;
 }

@@ -30,21 +30,22 @@ typedef struct obj_replica {
     obj_extent *extents;
 } obj_replica;
 
-/* The 8-byte fields first, then the 4-byte ones: no padding holes (one
- * per key, millions of them; every first touch of heap is a page fault). */
+/* The 8-byte fields first, then the smaller ones: no padding holes (one
+ * per key, millions of them; every first touch of heap is a page fault):
+ * 72 bytes. */
 typedef struct object {
     char *key;              /* binary safe, NUL added for convenience */
-    size_t keylen;
     uint64_t size;
     uint64_t created_ms;    /* put-start time (for put timeouts) */
     uint64_t atime_ms;      /* last read or write, for LRU collection (core/evict.h) */
     uint64_t expire_ms;     /* SET EX/PX hint: preferred victim from then on; 0 = none */
     obj_replica *replicas;
     void *owner;            /* role-specific: e.g. the client writing it */
-    obj_state state;
+    uint32_t keylen;        /* keys are bounded far below (PROTO_MAX_KEY_LEN) */
     uint32_t crc;           /* CRC32C of the value, valid when COMPLETE */
-    uint32_t nreplicas;
     uint32_t pins;          /* readers/writers in flight (leases) */
+    uint16_t nreplicas;
+    uint8_t state;          /* obj_state */
     uint8_t replicas_inline;   /* replicas live in the entry's room (not freed alone) */
 } object;
 

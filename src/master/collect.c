@@ -19,8 +19,7 @@ typedef struct veto_ctx {
 
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
-    const mm_obj *mo = mm_obj_of(o);
-    return mo && !mo->job && mm_hold_until(o, v->now_ms) == 0 &&
+    return o->owner && !mm_obj_job(o) && mm_hold_until(o, v->now_ms) == 0 &&
            mm_pins_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
 }
 

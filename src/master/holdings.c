@@ -77,7 +77,7 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
         return;
     }
     uint32_t want = drop ? 0 : o->owner ? mm_obj_of(o)->want : o->nreplicas;
-    const proto_slices *sl = drop || !o->owner ? NULL : &mm_obj_of(o)->slices;
+    const proto_slices *sl = drop || !o->owner ? NULL : mm_obj_slices(o);
     proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r, sl);
     n->notes_n++;
     track(m, n);

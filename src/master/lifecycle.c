@@ -26,16 +26,42 @@ mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until
     mm_obj *mo = room ? memset(room, 0, sizeof *mo) : xcalloc(1, sizeof *mo);
     mo->o = o;
     mo->want = want;
-    mo->hold_until = hold_until;
+    if (hold_until) mm_more_get(mo)->hold_until = hold_until;
     o->owner = mo;
     return mo;
 }
 
 void mm_obj_free(mm_obj *mo) {
     if (!mo) return;
-    proto_slices_free(&mo->slices);
-    free(mo->lease);
+    if (mo->more) proto_slices_free(&mo->more->slices);
+    free(mo->more);
     if ((void *)mo != objtable_room(mo->o)) free(mo);
+}
+
+mm_more *mm_more_get(mm_obj *mo) {
+    if (!mo->more) mo->more = xcalloc(1, sizeof *mo->more);
+    return mo->more;
+}
+
+void mm_more_trim(mm_obj *mo, uint64_t now_ms) {
+    mm_more *x = mo->more;
+    if (!x || x->job || x->slices.count || x->hold_until > now_ms) return;
+    for (uint32_t i = 0; i < x->nlease; i++)
+        if (x->lease[i] > now_ms) return;
+    free(x);
+    mo->more = NULL;
+}
+
+void mm_obj_set_job(object *o, struct mm_job *j) {
+    mm_obj *mo = mm_obj_of(o);
+    if (j) mm_more_get(mo)->job = j;
+    else if (mo->more) mo->more->job = NULL;
+}
+
+const proto_slices *mm_obj_slices(const object *o) {
+    static const proto_slices none = {0, 0, NULL};
+    const mm_more *x = o->owner ? mm_obj_of(o)->more : NULL;
+    return x ? &x->slices : &none;
 }
 
 /* The room after the mm_obj: the replica array, then their extents. */
@@ -122,9 +148,10 @@ static void set_replicas(object *o, const obj_replica *reps, uint32_t n) {
 }
 
 uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
-    const mm_obj *mo = mm_obj_of(o);
-    uint64_t until = mo->hold_until;
-    for (uint32_t i = 0; i < mo->nlease; i++) until = max_u64(until, mo->lease[i]);
+    const mm_more *x = mm_obj_of(o)->more;
+    if (!x) return 0;
+    uint64_t until = x->hold_until;
+    for (uint32_t i = 0; i < x->nlease; i++) until = max_u64(until, x->lease[i]);
     return until > now_ms ? until : 0;
 }
 
@@ -165,12 +192,12 @@ void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
 void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     mm_obj *mo = mm_obj_of(o);
     mm_note_object(m, o, 1);
-    if (mo->job) mm_job_fail(m, mo->job, now_ms);
+    if (mo->more && mo->more->job) mm_job_fail(m, mo->more->job, now_ms);
     mm_pending_unlink(m, mo);
     m->under_replicated -= mm_under(o);
     objtable_unlink(m->objs, o->key, o->keylen);
     mm_hold_object(m, o, now_ms);
-    m->slice_crc_bytes -= (uint64_t)mo->slices.count * sizeof *mo->slices.crc;
+    m->slice_crc_bytes -= (uint64_t)mm_obj_slices(o)->count * sizeof(uint32_t);
     mm_obj_free(mo);
     object_free(o);
 }
@@ -180,13 +207,13 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
 /* Track the lease so its reader can give it back; when MM_LEASES are
  * live at once, the rest simply pin the bytes until they expire. */
 static void lease_add(mm_obj *mo, uint64_t until, uint64_t now_ms) {
+    mm_more *x = mm_more_get(mo);
     uint32_t w = 0;
-    for (uint32_t i = 0; i < mo->nlease; i++)
-        if (mo->lease[i] > now_ms) mo->lease[w++] = mo->lease[i];
-    mo->nlease = w;
-    if (!mo->lease) mo->lease = xmalloc(MM_LEASES * sizeof *mo->lease);
-    if (mo->nlease < MM_LEASES) mo->lease[mo->nlease++] = until;
-    else mo->hold_until = max_u64(mo->hold_until, until);
+    for (uint32_t i = 0; i < x->nlease; i++)
+        if (x->lease[i] > now_ms) x->lease[w++] = x->lease[i];
+    x->nlease = w;
+    if (x->nlease < MM_LEASES) x->lease[x->nlease++] = until;
+    else x->hold_until = max_u64(x->hold_until, until);
 }
 
 /* ---- the operations ---- */
@@ -276,8 +303,8 @@ static proto_status keep_slices(master_meta *m, object *o, uint32_t crc, const p
     char why[PROTO_ERR_LEN];
     if (proto_slices_check(sl, o->size, crc, why, sizeof why) != 0)
         return mm_fail(err, errlen, PROTO_ERR, "%s", why);
-    mm_obj *mo = mm_obj_of(o);
-    mo->slices = (proto_slices){sl->size, sl->count, xmemdup(sl->crc, sl->count * sizeof *sl->crc)};
+    mm_more_get(mm_obj_of(o))->slices =
+        (proto_slices){sl->size, sl->count, xmemdup(sl->crc, sl->count * sizeof *sl->crc)};
     m->slice_crc_bytes += (uint64_t)sl->count * sizeof *sl->crc;
     return PROTO_OK;
 }
@@ -337,12 +364,14 @@ proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now
 static int lease_return_found(master_meta *m, object *o, const void *key, size_t keylen,
                               uint64_t lease_until, uint64_t now_ms) {
     mm_obj *mo = o && o->state == OBJ_COMPLETE ? mm_obj_of(o) : NULL;
-    for (uint32_t i = 0; mo && i < mo->nlease; i++) {
-        if (mo->lease[i] != lease_until) continue;
+    mm_more *x = mo ? mo->more : NULL;
+    for (uint32_t i = 0; x && i < x->nlease; i++) {
+        if (x->lease[i] != lease_until) continue;
         /* A removed generation of the key holds the same expiry: the
          * lease could be either one's, so both stay. */
         if (mm_tomb_has_lease(m, key, keylen, lease_until)) return 0;
-        mo->lease[i] = mo->lease[--mo->nlease];
+        x->lease[i] = x->lease[--x->nlease];
+        mm_more_trim(mo, now_ms);   /* the last one back: the object costs its plain size again */
         return lease_until > now_ms;
     }
     return mm_tomb_lease_return(m, key, keylen, lease_until, now_ms);
@@ -437,12 +466,11 @@ static void find_group(master_meta *m, const mm_item *it, size_t k, object **fou
         found[i] = p[i].found;
         if (!found[i]) continue;
         const mm_obj *mo = mm_obj_of(found[i]);
-        __builtin_prefetch(mo);                     /* leases */
-        __builtin_prefetch(&mo->slices);            /* the next line: a reply's slice count */
+        __builtin_prefetch(mo);                     /* its side part's pointer */
         __builtin_prefetch(found[i]->replicas);     /* a reply's extents */
     }
-    for (size_t i = 0; i < k; i++)   /* their lease arrays, once the owners' lines are on their way */
-        if (found[i] && mm_obj_of(found[i])->lease) __builtin_prefetch(mm_obj_of(found[i])->lease);
+    for (size_t i = 0; i < k; i++)   /* their side parts (leases, slice CRCs), once the owners' lines are on their way */
+        if (found[i] && mm_obj_of(found[i])->more) __builtin_prefetch(mm_obj_of(found[i])->more);
 }
 
 void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {

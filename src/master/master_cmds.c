@@ -129,7 +129,7 @@ static void reply_replicas(client *c, const object *o, uint32_t rights, uint64_t
 /* GET's answer for one key: [size, crc, replicas], and when the object
  * keeps per-slice CRCs [..., slice_size, packed CRCs]. */
 static void reply_located(client *c, const object *o, uint64_t lease_until) {
-    const proto_slices *sl = &mm_obj_of(o)->slices;
+    const proto_slices *sl = mm_obj_slices(o);
     reply_array(c, sl->count ? 5 : 3);
     reply_integer(c, (long long)o->size);
     reply_integer(c, o->crc);
@@ -786,7 +786,7 @@ static void mgetpacked_command(client *c) {
             continue;
         }
         proto_grant g = grant_of(c, it[i].obj, TE_CAP_READ, it[i].lease_until);
-        proto_located_put(b, it[i].obj, &mm_obj_of(it[i].obj)->slices, &g);
+        proto_located_put(b, it[i].obj, mm_obj_slices(it[i].obj), &g);
     }
     reply_bulk(c, b->data, b->len);
 }

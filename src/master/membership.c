@@ -236,12 +236,12 @@ proto_status mm_node_drain(master_meta *m, uint32_t id, uint64_t now_ms, char *e
 /* Strip the node out of one object: replicas touching it go, a copy
  * reading from or writing to it fails, an object left bare is removed. */
 void mm_forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms) {
-    mm_obj *mo = mm_obj_of(o);
-    if (mo->job) {
-        int touches = mm_replica_on_node(&mo->job->rep, id);
+    mm_job *job = mm_obj_job(o);
+    if (job) {
+        int touches = mm_replica_on_node(&job->rep, id);
         for (uint32_t i = 0; i < o->nreplicas && !touches; i++)
             touches = mm_replica_on_node(&o->replicas[i], id);
-        if (touches) mm_job_fail(m, mo->job, now_ms);
+        if (touches) mm_job_fail(m, job, now_ms);
     }
     for (uint32_t i = o->nreplicas; i-- > 0;)
         if (mm_replica_on_node(&o->replicas[i], id)) mm_drop_replica(m, o, i, now_ms);

@@ -126,21 +126,34 @@ typedef struct mm_stats {
 
 typedef struct master_meta master_meta;
 
+/* What only some objects need, apart (mm_obj.more): allocated at the
+ * first read lease, copy, hold or slice CRCs, freed once none is left,
+ * so an object written and not read costs none of it. */
+typedef struct mm_more {
+    uint64_t hold_until;          /* bytes not reused before: leases not tracked below, tasks */
+    struct mm_job *job;           /* replica copy in flight, if any */
+    proto_slices slices;          /* per-slice CRCs from the put's end; count 0: none */
+    uint32_t nlease;
+    uint64_t lease[MM_LEASES];    /* expiries of leases not yet returned (maybe expired) */
+} mm_more;
+
 /* The per-object master state, kept in object->owner. */
 typedef struct mm_obj {
     object *o;
     uint32_t want;                /* replica count asked for */
-    uint64_t hold_until;          /* bytes not reused before: leases not tracked below, tasks */
-    uint64_t *lease;              /* expiries of leases not yet returned (maybe expired): */
-                                  /* MM_LEASES of them, allocated at the first read */
-    uint32_t nlease;
     uint64_t write_issued_us;     /* the put's write caps' grant stamp */
-    struct mm_job *job;           /* replica copy in flight, if any */
     struct mm_obj *prev, *next;   /* pending puts, oldest first */
-    proto_slices slices;          /* per-slice CRCs from the put's end; count 0: none */
+    mm_more *more;                /* NULL: no lease, copy, hold or slice CRCs */
 } mm_obj;
 
 static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }
+/* The copy in flight for o, if any. */
+static inline struct mm_job *mm_obj_job(const object *o) {
+    const mm_more *x = mm_obj_of(o)->more;
+    return x ? x->job : NULL;
+}
+/* o's slice CRCs (count 0: none); never NULL. */
+const proto_slices *mm_obj_slices(const object *o);
 
 void mm_config_defaults(mm_config *cfg);
 master_meta *mm_create(const mm_config *cfg);

@@ -116,6 +116,13 @@ void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms);
 /* Append a copy of r (o's arrays are replaced, r stays the caller's). */
 void mm_add_replica(master_meta *m, object *o, const obj_replica *r);
 void mm_pending_unlink(master_meta *m, mm_obj *mo);
+/* mo's side part, allocated if it has none yet. */
+mm_more *mm_more_get(mm_obj *mo);
+/* Give it back if nothing is left in it (no live lease, copy, hold or
+ * slice CRCs at now_ms). */
+void mm_more_trim(mm_obj *mo, uint64_t now_ms);
+/* Set or clear o's copy in flight. */
+void mm_obj_set_job(object *o, struct mm_job *j);
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until);
 void mm_obj_free(mm_obj *mo);
 /* A new object for key (hash: objtable_hash of it) with its mm_obj and

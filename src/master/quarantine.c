@@ -40,17 +40,17 @@ static uint64_t tomb_until(const mm_tomb *t, uint64_t now_ms) {
 }
 
 /* A tomb for o's tracked leases, or NULL when none is live (then the
- * hold, if any, is a plain one until mo->hold_until). */
+ * hold, if any, is a plain one until the side part's hold_until). */
 static mm_tomb *tomb_new(master_meta *m, const object *o, uint64_t now_ms) {
-    const mm_obj *mo = mm_obj_of(o);
+    const mm_more *x = mm_obj_of(o)->more;
     mm_tomb *t = NULL;
-    for (uint32_t i = 0; i < mo->nlease; i++) {
-        if (mo->lease[i] <= now_ms) continue;
+    for (uint32_t i = 0; x && i < x->nlease; i++) {
+        if (x->lease[i] <= now_ms) continue;
         if (!t) t = xcalloc(1, sizeof *t);
-        t->lease[t->nlease++] = mo->lease[i];
+        t->lease[t->nlease++] = x->lease[i];
     }
     if (!t) return NULL;
-    t->hold_until = mo->hold_until;
+    t->hold_until = x->hold_until;
     int existed = 0;
     object *e = objtable_find(m->tombs, o->key, o->keylen);
     if (!e) e = objtable_insert(m->tombs, o->key, o->keylen, &existed);

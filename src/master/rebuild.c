@@ -469,7 +469,7 @@ static void restore_slices(master_meta *m, object *o, const partial *p, const ui
         proto_slices_free(&sl);
         return;
     }
-    mm_obj_of(o)->slices = sl;
+    mm_more_get(mm_obj_of(o))->slices = sl;
     m->slice_crc_bytes += (uint64_t)sl.count * sizeof *sl.crc;
 }
 

@@ -177,9 +177,9 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     j->nleft = j->ntasks;
     for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);
     /* The tasks' read caps on the source are leases like any other. */
-    mm_obj *mo = mm_obj_of(o);
-    mo->hold_until = max_u64(mo->hold_until, deadline);
-    mo->job = j;
+    mm_more *x = mm_more_get(mm_obj_of(o));
+    x->hold_until = max_u64(x->hold_until, deadline);
+    x->job = j;
     m->njobs++;
     m->job_bytes += o->size;
     return 0;
@@ -194,7 +194,7 @@ void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
     }
     /* A node may still be writing there until its write caps expire. */
     mm_hold_replica(m, &j->rep, deadline, now_ms);
-    mm_obj_of(j->o)->job = NULL;
+    mm_obj_set_job(j->o, NULL);
     m->njobs--;
     m->job_bytes -= j->o->size;
     job_free(j);
@@ -213,7 +213,7 @@ static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
     mm_add_replica(m, o, &j->rep);
     mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
-    mm_obj_of(o)->job = NULL;
+    mm_obj_set_job(o, NULL);
     m->njobs--;
     m->job_bytes -= o->size;
     job_free(j);
@@ -320,7 +320,7 @@ int mm_repair(master_meta *m, uint64_t now_ms) {
     for (size_t i = 0; i < count; i++) {
         object *o = all[i];
         mm_obj *mo = mm_obj_of(o);
-        int waiting = o->state == OBJ_PENDING || mo->job, stuck = 0;
+        int waiting = o->state == OBJ_PENDING || mm_obj_job(o), stuck = 0;
         if (!waiting) trim(m, o, now_ms);
         if (!waiting && healthy_count(m, o) < mo->want) {
             if (!job_room(m, o)) m->repair_dirty = 1;   /* a later pass */

@@ -177,8 +177,8 @@ typedef struct done_pass {
  * complete object is kept if all its extents there were reported. */
 static void done_visit(object *o, void *arg) {
     done_pass *d = arg;
-    mm_obj *mo = mm_obj_of(o);
-    if (mo->job && job_touches(mo->job, o, d->id)) list_add(&d->jobs, o);
+    mm_job *job = mm_obj_job(o);
+    if (job && job_touches(job, o, d->id)) list_add(&d->jobs, o);
     uint32_t need = extents_on(o, d->id);
     if (!need) return;
     if (o->state != OBJ_COMPLETE) {
@@ -203,8 +203,8 @@ int mm_restore_done(master_meta *m, uint32_t id, uint64_t now_ms) {
     do cursor = objtable_scan(m->objs, cursor, done_visit, &d);
     while (cursor);
     for (size_t i = 0; i < d.jobs.n; i++) {
-        mm_obj *mo = mm_obj_of(d.jobs.v[i]);
-        if (mo->job) mm_job_fail(m, mo->job, now_ms);
+        mm_job *job = mm_obj_job(d.jobs.v[i]);
+        if (job) mm_job_fail(m, job, now_ms);
     }
     for (size_t i = 0; i < d.pending.n; i++) mm_forget_node_in(m, d.pending.v[i], id, now_ms);
     for (size_t i = 0; i < d.drop.n; i++) mm_forget_node_in(m, d.drop.v[i], id, now_ms);   /* repaired from the others */

@@ -1360,7 +1360,7 @@ static void test_put_end_slices(void) {
     crc[2] = 0;   /* the master kept its own copy */
     uint64_t lease;
     ASSERT_EQ(mm_get(m, "s", 1, 1, &o, &lease, err, sizeof err), PROTO_OK);
-    const proto_slices *kept = &mm_obj_of(o)->slices;
+    const proto_slices *kept = mm_obj_slices(o);
     ASSERT_EQ(kept->size, 65536);
     ASSERT_EQ(kept->count, 4);
     ASSERT_EQ(kept->crc[2], 33);
