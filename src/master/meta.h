@@ -10,7 +10,19 @@
  *
  * Files: membership.c (nodes), placement.c (where extents go),
  * lifecycle.c (put/get/remove, leases, quarantine), repair.c (copy
- * tasks: re-replication and drain), rebuild.c (table from node reports). */
+ * tasks: re-replication and drain), rebuild.c (table from node reports).
+ *
+ * An object's layout: one heap block per object, core/objtable's entry
+ * (the object, 72 bytes, and the chain link, hash and flags: 96), the key
+ * and its NUL rounded to 16, then the entry's room: the mm_obj below (48)
+ * and the replicas (obj_replica, 16 each) followed by their extents
+ * (obj_extent, 24 each). Leases, a copy in flight, a hold and slice CRCs
+ * are in mm_more, allocated only while some object has them. Bytes per
+ * object besides a key of k bytes, r replicas of e extents:
+ * round16(96 + round16(k+1) + 48 + 16r + 24re + 8) + 8/load of the
+ * table's buckets - k (docs/SCALE.md). A replica's tier fits for free in
+ * the 4 padding bytes after obj_replica.nextents (or after
+ * obj_extent.node, per extent). */
 #ifndef MKV_MASTER_META_H
 #define MKV_MASTER_META_H
 

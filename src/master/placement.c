@@ -185,7 +185,7 @@ static void order_build(master_meta *m) {
         m->order[n++] = (candidate){node, st.free, st.largest_free,
                                     node->id > m->rr ? node->id - m->rr : node->id + m->nnodes - m->rr};
     }
-    qsort(m->order, n, sizeof *m->order, by_free_then_rr);
+    if (n > 1) qsort(m->order, n, sizeof *m->order, by_free_then_rr);
     m->norder = n;
     m->order_changes = m->alloc_changes;
 }
