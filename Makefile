@@ -70,10 +70,13 @@ LIBA    := $(BUILD)/libmoonkv.a
 LIBSO   := $(BUILD)/libmoonkv.so
 INTERNAL := $(BUILD)/libmoonkv-internal.a
 
-.PHONY: all tests tsan run test deps clean install bench fuzz fuzz-build python soak chaos install-mooncake-shim
+.PHONY: all tests test-bins tsan run test deps clean install bench fuzz fuzz-build python soak chaos install-mooncake-shim
 all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS) $(SIM_BINS)
+
+# What tests/run.sh runs of a build (the SAN build needs no bench binaries).
+test-bins: $(SERVER) $(LIBA) $(TEST_BINS)
 
 tsan: $(SERVER) $(TSAN_TESTS:%=$(BUILD)/%)
 
@@ -187,15 +190,26 @@ run: deps
 	$(SERVER) --config conf/standalone.json
 
 # The plain build, the same under ASan+UBSan, the threaded parts under
-# TSan and the fuzz harnesses, each built TEST_BUILD_JOBS at a time; then
-# run.sh runs their suites side by side (MKV_TEST_JOBS, docs/TESTS.md),
-# prints the final "N passed, N failed" line and fails on any failure.
+# TSan and the fuzz harnesses, built as one make sharing TEST_BUILD_JOBS
+# jobs (one build's serial tail, archive, links and setup.py, overlaps
+# another's compiles); then run.sh runs their suites side by side
+# (MKV_TEST_JOBS, docs/TESTS.md), prints the final "N passed, N failed"
+# line and fails on any failure.
 TEST_BUILD_JOBS ?= $(shell nproc)
+TEST_BUILDS := test-build-rel test-build-san test-build-tsan test-build-fuzz
+.PHONY: test-builds $(TEST_BUILDS)
+test-builds: $(TEST_BUILDS)
+test-build-rel:
+	+@$(MAKE) --no-print-directory all python
+test-build-san:
+	+@$(MAKE) --no-print-directory SAN=1 test-bins python
+test-build-tsan:
+	+@$(MAKE) --no-print-directory SAN=thread tsan
+test-build-fuzz:
+	+@$(MAKE) --no-print-directory fuzz-build
+
 test: deps
-	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all python
-	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) SAN=1 all python
-	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) SAN=thread tsan
-	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) fuzz-build
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) test-builds
 	@tests/run.sh build/rel build/san build/tsan
 
 # Not in CI: SOAK_CYCLES put/get/remove cycles, CSV and plot under
