@@ -7,12 +7,14 @@
 # with tests/tsan.supp, any report fails them, and the Tcl and Python
 # suites are left to the other builds.
 #
-# Binaries run side by side, MKV_TEST_JOBS at a time (default: the core
-# count), builds overlapping; every test takes its ports from
-# tests/support/ports.{c,py}, so none clash. The longest (by the times of
-# earlier runs, build/test-logs/durations) start first, so that none is
-# left running alone at the end; the few in ALONE below run after the
-# others, one at a time. A binary's output goes to
+# Binaries run side by side, MKV_TEST_JOBS at a time (default: twice the
+# core count, as most integration binaries wait on servers, timeouts and
+# faults far more than they compute: docs/TESTS.md), builds overlapping;
+# every test takes its ports from tests/support/ports.{c,py}, so none
+# clash. The longest (by the times of earlier runs,
+# build/test-logs/durations) start first, so that none is left running
+# alone at the end; the few in ALONE below run after the others, one at a
+# time. A binary's output goes to
 # build/test-logs/<label>.log; one line per binary is printed as it ends.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure, and so does one that ran no case. The
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 log_dir=build/test-logs; mkdir -p "$log_dir"
 res_dir=$(mktemp -d "$log_dir/.results.XXXXXX")
 trap 'rm -rf "$res_dir"' EXIT
-max_jobs=${MKV_TEST_JOBS:-$(nproc)}
+max_jobs=${MKV_TEST_JOBS:-$((2 * $(nproc)))}
 t_start=$SECONDS
 
 # Binaries that need the machine to themselves: they bound a time or a
