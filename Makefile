@@ -75,8 +75,9 @@ all: $(SERVER) $(LIBA) $(LIBSO) tests
 
 tests: $(TEST_BINS) $(BENCH_BINS) $(SIM_BINS)
 
-# What tests/run.sh runs of a build (the SAN build needs no bench binaries).
-test-bins: $(SERVER) $(LIBA) $(TEST_BINS)
+# What tests/run.sh runs of a build and the simulators its tests drive (the
+# SAN build needs no bench binaries).
+test-bins: $(SERVER) $(LIBA) $(TEST_BINS) $(SIM_BINS)
 
 tsan: $(SERVER) $(TSAN_TESTS:%=$(BUILD)/%)
 
