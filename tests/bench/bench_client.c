@@ -7,6 +7,9 @@
  *   bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...
  *                (TRANSPORT tcp, shm, shm-fd: shm in its checked fd mode)
  *   bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE
+ *   bench_client threads LIBMOONKV.so MASTER TRANSPORT SIZE THREADS...
+ *                (put/get of SIZE from each count of threads, on one
+ *                shared client and on a client per thread)
  *
  * libmoonkv is loaded with dlopen() from the path given, so this program
  * links (and CI builds it) whether or not the client library exists yet,
@@ -14,6 +17,7 @@
  * incomplete library is a SKIP line, not a failure. Output: bench.h. */
 #include <dlfcn.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -636,13 +640,161 @@ static void bench_kvcache(const mkv_api *api, const char *master, const char *tr
     free(k.keys);
 }
 
+/* ---- threads: one shared client against a client per thread ---- */
+
+#define THR_MAX  8
+#define THR_OBJS 16   /* objects per thread per round */
+
+typedef struct thr_run thr_run;
+typedef struct thr_one {
+    thr_run *run;
+    mkv_client *c;            /* the shared client or this thread's own */
+    unsigned char *src, *dst; /* THR_OBJS objects each, registered with c */
+    int id, failed;
+} thr_one;
+
+struct thr_run {
+    const mkv_api *api;
+    size_t size;
+    int n, shared, stop;
+    pthread_barrier_t start, done;
+    uint64_t round;
+    thr_one t[THR_MAX];
+};
+
+static int thr_key(char *buf, size_t len, const thr_run *r, int id, size_t i) {
+    return snprintf(buf, len, "bench:%d:thr:%d:%d:%llu:%zu", (int)getpid(), r->shared, id,
+                    (unsigned long long)r->round, i);
+}
+
+/* One phase of this thread's round: put (0), get (1) or remove (2) its objects. */
+static void thr_phase(thr_one *o, int phase) {
+    thr_run *r = o->run;
+    char key[96];
+    for (size_t i = 0; i < THR_OBJS && !o->failed; i++) {
+        int n = thr_key(key, sizeof key, r, o->id, i), rc;
+        size_t got;
+        if (phase == 0) rc = r->api->put(o->c, key, (size_t)n, o->src + i * r->size, r->size, 1);
+        else if (phase == 1) rc = r->api->get(o->c, key, (size_t)n, o->dst + i * r->size, r->size, &got);
+        else rc = r->api->remove(o->c, key, (size_t)n);
+        if (rc != MKV_OK) o->failed = rc;
+    }
+}
+
+/* Each round: every thread puts, then (all past the barrier) gets, then removes. */
+static void *thr_main(void *arg) {
+    thr_one *o = arg;
+    thr_run *r = o->run;
+    for (;;) {
+        for (int phase = 0; phase < 3; phase++) {
+            pthread_barrier_wait(&r->start);
+            if (r->stop) return NULL;
+            thr_phase(o, phase);
+            pthread_barrier_wait(&r->done);
+        }
+    }
+}
+
+/* The main thread's side of one phase: its wall time in us. */
+static uint64_t thr_step(thr_run *r) {
+    uint64_t t0 = mono_us();
+    pthread_barrier_wait(&r->start);
+    pthread_barrier_wait(&r->done);
+    return mono_us() - t0;
+}
+
+static int thr_failed(const thr_run *r) {
+    for (int i = 0; i < r->n; i++)
+        if (r->t[i].failed) return r->t[i].failed;
+    return 0;
+}
+
+/* n threads on one client (shared) or one client each; put and get GB/s
+ * of all threads together, over rounds until the time budget. */
+static void thr_measure(const mkv_api *api, const char *master, const char *transport, size_t size, int n,
+                        int shared) {
+    char sz[32], put_name[96], get_name[96];
+    bench_size_name(size, sz, sizeof sz);
+    snprintf(put_name, sizeof put_name, "%s.put.%s.%dt", shared ? "shared" : "own", sz, n);
+    snprintf(get_name, sizeof get_name, "%s.get.%s.%dt", shared ? "shared" : "own", sz, n);
+    thr_run *r = xcalloc(1, sizeof *r);
+    *r = (thr_run){.api = api, .size = size, .n = n, .shared = shared};
+    mkv_client *one = shared ? api_connect(api, master, transport, put_name) : NULL;
+    int ok = !shared || one;
+    for (int i = 0; ok && i < n; i++) {
+        thr_one *o = &r->t[i];
+        *o = (thr_one){.run = r, .id = i, .c = shared ? one : api_connect(api, master, transport, put_name)};
+        o->src = bench_buffer(THR_OBJS * size, 11 + i);
+        o->dst = bench_buffer(THR_OBJS * size, 31 + i);
+        ok = o->c && api->register_buffer(o->c, o->src, THR_OBJS * size) == MKV_OK &&
+             api->register_buffer(o->c, o->dst, THR_OBJS * size) == MKV_OK;
+        if (o->c && !ok) bench_skip(put_name, "mkv_register_buffer: %s", api->last_error(o->c));
+        if (ok && (!shared || i == 0)) bench_warm_up(api, o->c, o->src, THR_OBJS * size);
+    }
+    pthread_t th[THR_MAX];
+    int started = 0;
+    if (ok) {
+        pthread_barrier_init(&r->start, NULL, (unsigned)n + 1);
+        pthread_barrier_init(&r->done, NULL, (unsigned)n + 1);
+        for (; started < n; started++) pthread_create(&th[started], NULL, thr_main, &r->t[started]);
+        /* One round untimed: a shared client opens its lanes (master
+         * connection, engine, paths) when threads first meet; clients of
+         * their own did at connect. */
+        for (int phase = 0; phase < 3; phase++) thr_step(r);
+        r->round++;
+        bench_budget put, get;
+        bench_budget_init(&put, 3, 100000, bench_seconds());
+        bench_budget_init(&get, 3, 100000, bench_seconds());
+        while (!thr_failed(r) && (bench_budget_more(&put) || bench_budget_more(&get))) {
+            bench_budget_add(&put, thr_step(r));
+            bench_budget_add(&get, thr_step(r));
+            thr_step(r);   /* remove */
+            r->round++;
+        }
+        r->stop = 1;
+        pthread_barrier_wait(&r->start);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&r->start);
+        pthread_barrier_destroy(&r->done);
+        double bytes = (double)n * THR_OBJS * (double)size;
+        if (thr_failed(r)) {
+            bench_skip(put_name, "a call failed: %s", api->strerror(thr_failed(r)));
+            bench_skip(get_name, "a call failed: %s", api->strerror(thr_failed(r)));
+        } else {
+            bench_result(put_name, bench_gbps(bytes * (double)put.rounds, put.spent_us), "GB/s");
+            bench_result(get_name, bench_gbps(bytes * (double)get.rounds, get.spent_us), "GB/s");
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!shared && r->t[i].c) api->close(r->t[i].c);
+        free(r->t[i].src);
+        free(r->t[i].dst);
+    }
+    if (one) api->close(one);
+    free(r);
+}
+
+static void bench_threads(const mkv_api *api, const char *master, const char *transport, size_t size,
+                          char **counts, int ncounts) {
+    for (int i = 0; i < ncounts; i++) {
+        int n = atoi(counts[i]);
+        if (n < 1 || n > THR_MAX) {
+            fprintf(stderr, "threads: 1 to %d threads\n", THR_MAX);
+            exit(2);
+        }
+        thr_measure(api, master, transport, size, n, 1);
+        thr_measure(api, master, transport, size, n, 0);
+    }
+}
+
 static int usage(void) {
     fprintf(stderr,
             "usage: bench_client memcpy SIZE...\n"
             "       bench_client ping HOST:PORT\n"
             "       bench_client redis HOST:PORT SIZE...\n"
             "       bench_client moonkv LIBMOONKV.so MASTER TRANSPORT SIZE...\n"
-            "       bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE\n");
+            "       bench_client kvcache LIBMOONKV.so MASTER TRANSPORT BLOCKS BLOCK_SIZE\n"
+            "       bench_client threads LIBMOONKV.so MASTER TRANSPORT SIZE THREADS...\n");
     return 2;
 }
 
@@ -661,15 +813,16 @@ int main(int argc, char **argv) {
         for (int i = 3; i < argc; i++) bench_redis(argv[2], bench_size_arg(argv[i]));
         return 0;
     }
-    int is_kv = !strcmp(mode, "kvcache");
-    if ((!strcmp(mode, "moonkv") && argc >= 6) || (is_kv && argc == 7)) {
+    int is_kv = !strcmp(mode, "kvcache"), is_thr = !strcmp(mode, "threads");
+    if ((!strcmp(mode, "moonkv") && argc >= 6) || (is_kv && argc == 7) || (is_thr && argc >= 7)) {
         mkv_api api;
         char err[512];
         if (api_load(&api, argv[2], err, sizeof err) != 0) {
-            bench_skip(is_kv ? "batch_put_s" : "capi.connect", "%s", err);
+            bench_skip(is_kv ? "batch_put_s" : is_thr ? "shared.put" : "capi.connect", "%s", err);
             return 0;
         }
         if (is_kv) bench_kvcache(&api, argv[3], argv[4], (size_t)atol(argv[5]), bench_size_arg(argv[6]));
+        else if (is_thr) bench_threads(&api, argv[3], argv[4], bench_size_arg(argv[5]), argv + 6, argc - 6);
         else bench_moonkv(&api, argv[3], argv[4], argv + 5, argc - 5);
         dlclose(api.dl);
         return 0;

@@ -19,7 +19,9 @@
 # (BENCH_PREV_BUILD=DIR, a build dir of it; unset: those rows say so),
 # 9 the calls inference engines make (multi-buffer batches through the
 # Mooncake shim, the prefix count, the SGLang adapter; needs make python),
-# 10 the node's disk tier store vs fio on the same disk (tests/bench/disk.sh).
+# 10 the node's disk tier store vs fio on the same disk (tests/bench/disk.sh),
+# 11 libmoonkv from 1, 2 and 4 threads, one shared client vs a client per
+# thread (tests/bench/threads.sh).
 #
 # A step whose prerequisite is missing (a role not built, no root, ...)
 # leaves "skipped: <why>" rows; the run itself fails only on a broken
@@ -38,7 +40,7 @@ SERVER=$BUILD/moonkv-server
 BENCH_BIN=$BUILD/tests/bench
 LIBMOONKV=$BUILD/libmoonkv.so
 QUICK=${BENCH_QUICK:-0}
-STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9 10}
+STEPS=${BENCH_STEPS:-1 2 3 4 5 6 7 8 9 10 11}
 RESULTS=$ROOT/build/bench-results
 KEPT=$ROOT/tests/bench/results
 WORK=$(mktemp -d /tmp/moonkv-bench.XXXXXX)
@@ -54,6 +56,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/engines.sh"
 . "$ROOT/tests/bench/disk.sh"
 . "$ROOT/tests/bench/scale.sh"
+. "$ROOT/tests/bench/threads.sh"
 
 on_exit() {
   bench_cleanup
@@ -96,7 +99,7 @@ echo "moonkv benchmarks ($([ "$QUICK" = 1 ] && echo quick || echo full)), logs i
 rows_before=0
 run_step() {   # run_step N TITLE FUNCTION
   case " $STEPS " in *" $1 "*) ;; *) return 0;; esac
-  step_begin "$1/10" "$2"
+  step_begin "$1/11" "$2"
   "$3"
   local total skipped
   total=$(wc -l <"$WORK/rows.tsv")
@@ -115,6 +118,7 @@ run_step 7 "KV-cache pattern with 100 us added RTT (relay-delayed), batch vs loo
 run_step 8 "master failover through etcd, puts kept through kills, put rows vs the previous build" step_failover
 run_step 9 "inference engines' calls: multi-buffer batches, prefix exists, SGLang adapter" step_engines
 run_step 10 "the node's disk tier store vs fio (O_DIRECT, same dir, bs, depth)" step_disk
+run_step 11 "libmoonkv 256 KiB from 1, 2, 4 threads: one shared client vs a client per thread" step_threads
 
 write_report "$RESULTS"
 if [ "${BENCH_KEEP:-0}" = 1 ]; then

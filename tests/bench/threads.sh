@@ -1,0 +1,36 @@
+# tests/bench/threads.sh - step 11: libmoonkv from several threads, one
+# client shared by them (issue 27's process-wide core: its calls run at
+# once on lanes) against a client per thread, in the same run, on one
+# two-node cluster per transport. Sourced by run.sh.
+#
+# Names: thr.<transport>.{shared,own}.{put,get}.256KiB.<n>t: GB/s of all
+# n threads together (16 objects per thread per round, put then get then
+# remove, rounds until $BENCH_SECONDS).
+
+THR_COUNTS="1 2 4"
+
+step_threads() {
+  local t n op
+  CL_NODE_FLAGS=()
+  for t in tcp shm; do
+    if cluster_start 2 1GB 0; then
+      timeout 600 "$BENCH_BIN/bench_client" threads "$LIBMOONKV" "$MASTER" "$t" 256KiB $THR_COUNTS \
+        2>>"$WORK/run.log" | meas_import "thr.$t."
+      cluster_stop
+    else
+      for n in $THR_COUNTS; do for op in put get; do
+        meas_skip "thr.$t.shared.$op.256KiB.${n}t" "$SKIP_WHY"; meas_skip "thr.$t.own.$op.256KiB.${n}t" "$SKIP_WHY"
+      done; done
+    fi
+    for op in put get; do
+      for n in $THR_COUNTS; do
+        row "libmoonkv $op 256 KiB ($t), $n thread(s) on one shared client vs $n client(s), one per thread" \
+          "thr.$t.shared.$op.256KiB.${n}t" "thr.$t.own.$op.256KiB.${n}t" 0.8 GB/s
+      done
+      for n in 2 4; do
+        row "libmoonkv $op 256 KiB ($t), one shared client: $n threads vs 1 thread" \
+          "thr.$t.shared.$op.256KiB.${n}t" "thr.$t.shared.$op.256KiB.1t" - GB/s
+      done
+    done
+  done
+}
