@@ -5,9 +5,12 @@
 #
 # Names: thr.<transport>.{shared,own}.{put,get}.256KiB.<n>t: GB/s of all
 # n threads together (16 objects per thread per round, put then get then
-# remove, rounds until $BENCH_SECONDS).
+# remove, rounds until $BENCH_SECONDS); thr.<transport>.py.{put,get}.
+# 256KiB.<n>t: the same from Python threads on one MoonkvStore
+# (bench_py_threads.py), 1 to 8 threads.
 
 THR_COUNTS="1 2 4"
+PY_THR_COUNTS="1 2 4 8"
 
 step_threads() {
   local t n op
@@ -16,6 +19,8 @@ step_threads() {
     if cluster_start 2 1GB 0; then
       timeout 600 "$BENCH_BIN/bench_client" threads "$LIBMOONKV" "$MASTER" "$t" 256KiB $THR_COUNTS \
         2>>"$WORK/run.log" | meas_import "thr.$t."
+      PYTHONPATH=$BENCH_PY timeout 600 /usr/bin/python3 "$ROOT/tests/bench/bench_py_threads.py" \
+        "$MASTER" "$t" 256KiB $PY_THR_COUNTS 2>>"$WORK/run.log" | meas_import "thr.$t."
       cluster_stop
     else
       for n in $THR_COUNTS; do for op in put get; do
@@ -30,6 +35,10 @@ step_threads() {
       for n in 2 4; do
         row "libmoonkv $op 256 KiB ($t), one shared client: $n threads vs 1 thread" \
           "thr.$t.shared.$op.256KiB.${n}t" "thr.$t.shared.$op.256KiB.1t" - GB/s
+      done
+      for n in 2 4 8; do
+        row "Python $op (put_from/get_into) 256 KiB ($t), one MoonkvStore: $n threads vs 1 thread" \
+          "thr.$t.py.$op.256KiB.${n}t" "thr.$t.py.$op.256KiB.1t" - GB/s
       done
     done
   done
