@@ -157,7 +157,7 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
         int rc = io_uring_submit_and_wait(ring, 1);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             log_warning("disk: io_uring submit failed (%s): pread/pwrite from now on", strerror(-rc));
-            io->uring = 0;
+            __atomic_store_n(&io->uring, 0, __ATOMIC_RELAXED);
             if (!first_err) first_err = rc;
             if (done == next) break;
         }
@@ -179,7 +179,7 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
 int disk_io_run(disk_io *io, const disk_req *r, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (r[i].off + r[i].len > io->size || r[i].len > (1u << 30)) return -EINVAL;
-    return io->uring ? run_uring(io, r, n) : run_plain(io, r, n);
+    return __atomic_load_n(&io->uring, __ATOMIC_RELAXED) ? run_uring(io, r, n) : run_plain(io, r, n);
 }
 
 uint64_t disk_io_next_data(disk_io *io, uint64_t off) {
@@ -189,7 +189,9 @@ uint64_t disk_io_next_data(disk_io *io, uint64_t off) {
     return a < off ? off : a;
 }
 
-const char *disk_io_name(const disk_io *io) { return io->uring ? "uring" : "plain"; }
+const char *disk_io_name(const disk_io *io) {
+    return __atomic_load_n(&io->uring, __ATOMIC_RELAXED) ? "uring" : "plain";
+}
 int disk_io_direct(const disk_io *io) { return io->direct; }
 uint64_t disk_io_size(const disk_io *io) { return io->size; }
 

@@ -451,7 +451,7 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
     uint64_t done = 0, head = hdr;   /* the first batch carries the header */
     do {
         uint64_t n = len - done < DISK_STAGE_BYTES - head ? len - done : DISK_STAGE_BYTES - head;
-        memcpy(slot + head, (const uint8_t *)val + done, n);
+        if (n) memcpy(slot + head, (const uint8_t *)val + done, n);
         uint64_t io = round_blk(head + n);
         memset(slot + head + n, 0, io - head - n);
         size_t nr = direct_reqs(r, MAX_REQS, 1, slot, off + done + (done ? hdr : 0), io);

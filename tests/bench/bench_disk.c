@@ -114,7 +114,8 @@ static disk_store *reopen(disk_store *ds, const disk_store_config *c, int nobj) 
     }
     disk_store_stats st;
     disk_store_get_stats(ds, &st);
-    if ((int)st.recovered != nobj) bench_skip("scan", "%llu of %d records back", (unsigned long long)st.recovered, nobj);
+    if ((int)st.recovered != nobj)
+        bench_skip("scan", "%llu of %d records back", (unsigned long long)st.recovered, nobj);
     else bench_result("scan", st.scan_ms ? (double)st.scan_bytes / (double)st.scan_ms / 1e6 : 0, "GB/s");
     fprintf(stderr, "bench_disk: reopened in %.3f s, of which the scan %llu ms (%llu bytes)\n", s,
             (unsigned long long)st.scan_ms, (unsigned long long)st.scan_bytes);

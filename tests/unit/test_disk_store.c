@@ -378,7 +378,8 @@ static void test_concurrent(void) {
 
 static void run_all(const char *suffix) {
     static char names[8][64];
-    void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn, test_full, test_no_room, test_concurrent };
+    void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn,
+                            test_full,           test_no_room, test_concurrent };
     const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent" };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         snprintf(names[i], sizeof names[i], "%s/%s", base[i], suffix);
