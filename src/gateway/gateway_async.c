@@ -301,19 +301,20 @@ static int gateway_pipelined(client *c, const command *cmd) {
 /* ---- calls ---- */
 
 /* The shared command, as dispatch would run it, on the call's arguments
- * and with the results ready in the store. c may be in the middle of its
- * own next command (a value streaming in): that is kept aside. */
-static void replay(gw_call *call, client *c, command_proc *proc, int cargc, resp_arg *cargv) {
+ * and with the master's answers ready in the store (DBSIZE, SCAN, KEYS,
+ * INFO, FLUSHALL: master_said.h). c may be in the middle of its own next
+ * command (a value streaming in): that is kept aside. */
+static void call_replay(gw_call *call, client *c) {
     int argc = c->argc;
     resp_arg *argv = c->argv;
     store_put *own_put = c->pending_put;
     int own_err = c->pending_put_err;
     uint64_t own_size = c->pending_put_size;
-    c->argc = cargc;
-    c->argv = cargv;
+    c->argc = call->argc;
+    c->argv = call->argv;
     c->pending_put = NULL;
     c->pending_put_err = 0;
-    proc(c);
+    call->shared(c);
     commands_abort_put(c);
     c->argc = argc;
     c->argv = argv;
@@ -321,8 +322,6 @@ static void replay(gw_call *call, client *c, command_proc *proc, int cargc, resp
     c->pending_put_err = own_err;
     c->pending_put_size = own_size;
 }
-
-static void call_replay(gw_call *call, client *c) { replay(call, c, call->shared, call->argc, call->argv); }
 
 static void call_ship(gw_call *call);
 
