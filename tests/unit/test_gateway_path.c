@@ -1,5 +1,6 @@
 /* test_gateway_path - the gateway's request path (gateway_async.c: GET
- * and MGET through store.h get_async, replies into reply slots) against
+ * and MGET through store.h get_async, SET shipped and answered from its
+ * outcome, replies into reply slots) against
  * a fake cluster: a store whose reads complete when the test says, and
  * the store_cluster.c functions gateway_async.c calls, defined here (the
  * real store_cluster.o is then never linked). No cluster, no master, no
@@ -12,6 +13,7 @@
 #include "core/anet.h"
 #include "core/util.h"
 #include "gateway/gateway.h"
+#include "gateway/put_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
 #include "server/networking.h"
@@ -46,6 +48,10 @@ typedef struct fake {
     size_t nreads;
     int pins_out;             /* handed out, not yet released */
     fake_stream *sent;        /* the stream cluster_stream_send took */
+    gw_write *ships[16];      /* SETs handed over to be put (cluster_stream_finish) */
+    size_t nships;
+    int puts_open;            /* put_start without put_end/put_abort yet */
+    int put_ends;
 } fake;
 
 static fake *F;
@@ -73,7 +79,41 @@ static void fk_destroy(store *s) {
     if (F->ga_free) F->ga_free(F->ga);
 }
 
-static const store_ops fake_ops = {.get_async = fk_get_async, .release = fk_release, .destroy = fk_destroy};
+static int fk_put_start(store *s, const void *key, size_t keylen, uint64_t size, void **dst, store_put **out) {
+    (void)s;
+    store_put *p = xcalloc(1, sizeof *p + keylen);
+    p->buf.ptr = xmalloc(size ? size : 1);
+    p->buf.len = size;
+    p->keylen = keylen;
+    memcpy(p->key, key, keylen);
+    *dst = p->buf.ptr;
+    *out = p;
+    F->puts_open++;
+    return STORE_OK;
+}
+
+static void put_gone(store_put *p) {
+    free(p->buf.ptr);
+    free(p);
+    F->puts_open--;
+}
+
+/* The shipped outcome, as the cluster store's put_end reports it. */
+static int fk_put_end(store *s, store_put *p) {
+    int rc = p->shipped ? p->ship_rc : STORE_ERR;
+    if (rc != STORE_OK) memcpy(s->errstr, p->errstr, sizeof s->errstr);
+    F->put_ends++;
+    put_gone(p);
+    return rc;
+}
+
+static void fk_put_abort(store *s, store_put *p) {
+    (void)s;
+    put_gone(p);
+}
+
+static const store_ops fake_ops = {.get_async = fk_get_async, .release = fk_release, .destroy = fk_destroy,
+                                   .put_start = fk_put_start, .put_end = fk_put_end, .put_abort = fk_put_abort};
 
 struct gw_async *cluster_store_async(store *s) { return ((fake *)s)->ga; }
 
@@ -85,7 +125,21 @@ void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(stru
 struct master_async *cluster_store_master(store *s) { (void)s; return NULL; }
 workers *cluster_store_workers(store *s) { (void)s; return NULL; }
 struct put_batcher *cluster_store_puts(store *s) { (void)s; return NULL; }
-int cluster_stream_finish(store *s, struct gw_write *w) { (void)s; (void)w; return 0; }
+/* Every SET is "streamed" here: the test ships it when it says. */
+int cluster_stream_finish(store *s, struct gw_write *w) {
+    (void)s;
+    F->ships[F->nships++] = w;
+    return 1;
+}
+
+/* Ship i is put: outcome rc (errstr why). */
+static void shipped(size_t i, int rc, const char *why) {
+    gw_write *w = F->ships[i];
+    w->put->shipped = 1;
+    w->put->ship_rc = rc;
+    snprintf(w->put->errstr, sizeof w->put->errstr, "%s", why);
+    w->done(w);
+}
 void cluster_store_removed(store *s, uint64_t n) { (void)s; (void)n; }
 void cluster_offer_said(store *s, const struct gw_said *said) { (void)s; (void)said; }
 void cluster_withdraw(store *s) { (void)s; }
@@ -327,6 +381,63 @@ static void test_streamed_element_in_order(void) {
     teardown();
 }
 
+/* A SET's reply waits for its put and is written once from the outcome;
+ * the value's bytes were in the put's memory. */
+static void test_set_answered_from_its_outcome(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nships, 1);
+    ASSERT(memcmp(fk.ships[0]->put->buf.ptr, "hello", 5) == 0);
+    ASSERT_EQ(fk.put_ends, 0);
+    shipped(0, STORE_OK, "");
+    ASSERT(receive_exactly("+OK\r\n"));
+    ASSERT_EQ(fk.put_ends, 1);
+    ASSERT_EQ(fk.puts_open, 0);
+    teardown();
+}
+
+/* SET ... NX of a stored key is a null reply; a refusal is the store's
+ * own words. */
+static void test_set_refusals(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*4\r\n$3\r\nSET\r\n$1\r\na\r\n$2\r\nv1\r\n$2\r\nNX\r\n"
+             "*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$2\r\nv2\r\n");
+    pump(30);
+    ASSERT_EQ(fk.nships, 2);
+    shipped(1, STORE_NOSPACE, "NOSPACE the cluster has no room for 2 bytes now");
+    shipped(0, STORE_EXISTS, "EXISTS key already exists");
+    ASSERT(receive_exactly("$-1\r\n-NOSPACE the cluster has no room for 2 bytes now\r\n"));
+    ASSERT_EQ(fk.put_ends, 2);
+    ASSERT_EQ(fk.puts_open, 0);
+    teardown();
+}
+
+/* Two SETs of one key: the second is put only once the first is done, as
+ * standalone runs them one after another. */
+static void test_sets_of_one_key_in_turn(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nx\r\n*3\r\n$3\r\nSET\r\n$1\r\nj\r\n$1\r\ny\r\n");
+    pump(30);
+    ASSERT_EQ(fk.nships, 2);   /* other keys go together */
+    shipped(0, STORE_OK, "");
+    shipped(1, STORE_OK, "");
+    ASSERT(receive_exactly("+OK\r\n+OK\r\n"));
+    /* SETs of k again: the second waits until the first is done */
+    send_cmd("*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nz\r\n$2\r\nNX\r\n"
+             "*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n$2\r\nNX\r\n");
+    pump(30);
+    ASSERT_EQ(fk.nships, 3);   /* the second waits: same key */
+    shipped(2, STORE_OK, "");
+    pump(30);
+    ASSERT_EQ(fk.nships, 4);
+    shipped(3, STORE_EXISTS, "EXISTS key already exists");
+    ASSERT(receive_exactly("+OK\r\n$-1\r\n"));
+    ASSERT_EQ(fk.puts_open, 0);
+    teardown();
+}
+
 int main(void) {
     RUN_TEST(test_get_waits_for_the_cluster);
     RUN_TEST(test_pipelined_replies_in_order);
@@ -334,5 +445,8 @@ int main(void) {
     RUN_TEST(test_large_value_pinned_until_written);
     RUN_TEST(test_client_gone_before_the_answer);
     RUN_TEST(test_streamed_element_in_order);
+    RUN_TEST(test_set_answered_from_its_outcome);
+    RUN_TEST(test_set_refusals);
+    RUN_TEST(test_sets_of_one_key_in_turn);
     return test_failed_cases ? 1 : 0;
 }
