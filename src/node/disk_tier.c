@@ -63,10 +63,10 @@ void node_disk_info(disk_store *ds, resp_buf *out) {
     info_field(out, "disk_objects", "%llu", (unsigned long long)st.objects);
     info_field(out, "disk_writes", "%llu", (unsigned long long)st.writes);
     info_field(out, "disk_write_bytes", "%llu", (unsigned long long)st.write_bytes);
-    info_field(out, "disk_write_us", "%llu", (unsigned long long)st.write_us);
+    info_field(out, "disk_write_seconds", "%.6f", (double)st.write_us / 1e6);
     info_field(out, "disk_reads", "%llu", (unsigned long long)st.reads);
     info_field(out, "disk_read_bytes", "%llu", (unsigned long long)st.read_bytes);
-    info_field(out, "disk_read_us", "%llu", (unsigned long long)st.read_us);
+    info_field(out, "disk_read_seconds", "%.6f", (double)st.read_us / 1e6);
     info_field(out, "disk_removes", "%llu", (unsigned long long)st.removes);
     info_field(out, "disk_nospace", "%llu", (unsigned long long)st.nospace);
     info_field(out, "disk_io_errors", "%llu", (unsigned long long)st.io_errors);

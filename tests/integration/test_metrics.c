@@ -148,6 +148,7 @@ static void keep_scrape(char *text) { scrapes[nscrapes++] = text; }
 /* ---- Cases ---- */
 
 static char big[BIG];
+static char disk_dir[256];
 static pid_t sa_pid;
 
 static void standalone_counts(void) {
@@ -337,6 +338,11 @@ static void cluster_counts(void) {
         ASSERT_PROMTOOL(n);
         ASSERT(!isnan(sample(n, "moonkv_transfer_server_bytes_total{direction=\"in\"}")));
         ASSERT(sample(n, "moonkv_node_heartbeats_total") >= 1);
+        /* node 0's disk tier: 16 MB less its header block, all free */
+        double disk_free = sample(n, "moonkv_node_disk_bytes{state=\"free\"}");
+        if (i == 0) ASSERT_MSG(disk_free == 16.0 * 1024 * 1024 - 4096, "disk free %.0f", disk_free);
+        else ASSERT(isnan(disk_free));
+        if (i == 0) ASSERT_EQ(sample(n, "moonkv_node_disk_checksum_errors_total"), 0);
         keep_scrape(n);
     }
     /* Nodes on this host export shm, which the gateway prefers: its
@@ -436,6 +442,9 @@ static void metrics_off_by_default(void) {
 
 int main(void) {
     h_init(TIME_LIMIT_S);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(disk_dir, sizeof disk_dir, "%s/moonkv-metrics-disk-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    h_setup_or_exit(mkdtemp(disk_dir) ? 0 : -1, "a directory for the disk tier");
     h_setup_or_exit(port0 = h_free_ports(24 + NODES), "free ports");
     h_fill(big, sizeof big, 7);
     const char *const sa_extra[] = {"--segment-size", "64MB", "--prefault", "no", NULL};
@@ -450,8 +459,10 @@ int main(void) {
         char masterarg[32], data[32];
         snprintf(masterarg, sizeof masterarg, "127.0.0.1:%d", MASTER_PORT);
         snprintf(data, sizeof data, "127.0.0.1:%d", NODE_PORT + 10 + i);
-        const char *const extra[] = {"--master", masterarg, "--segment-size", "32MB", "--data-addrs",
-                                     data, "--prefault", "no", NULL};
+        /* Node 0 has a disk tier (docs/SSD_TIER.md): its metrics too. */
+        const char *const extra[] = {"--master", masterarg, "--segment-size", "32MB", "--data-addrs", data,
+                                     "--prefault", "no", i == 0 ? "--disk-dir" : NULL, disk_dir, "--disk-size",
+                                     "16MB", NULL};
         start_role("node", NODE_PORT + i, NODE_PORT + 20 + i, extra);
     }
     if (h_wait_nodes(MASTER_PORT, "alive", NODES, 20000) != 0) {
@@ -475,5 +486,8 @@ int main(void) {
     RUN_TEST(http_idle_limits);
     h_stop_all();
     for (int i = 0; i < nscrapes; i++) free(scrapes[i]);
+    char cmd[320];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", disk_dir);
+    if (strstr(disk_dir, "moonkv-metrics-disk-") && system(cmd) != 0) printf("# cannot remove %s\n", disk_dir);
     TEST_EXIT();
 }
