@@ -137,6 +137,21 @@ static void *payload_at(const te_req *r, uint64_t got, uint64_t total, size_t *w
     return (char *)r->iov[i].iov_base + (got - at);
 }
 
+/* A segmented request's payload from byte got on, as an iovec over its
+ * segments (at most TE_REQ_SEGS): one recvmsg fills as many as the socket
+ * holds, where a recv per segment cost a system call per 16 KiB piece. */
+static int payload_iov(const te_req *r, uint64_t got, uint64_t total, struct iovec *iov) {
+    uint64_t at = 0;
+    int n = 0;
+    for (int i = 0; i < r->niov && at < total; at += r->iov[i].iov_len, i++) {
+        uint64_t end = at + r->iov[i].iov_len < total ? at + r->iov[i].iov_len : total;
+        if (end <= got) continue;
+        uint64_t from = got > at ? got : at;
+        iov[n++] = (struct iovec){(char *)r->iov[i].iov_base + (from - at), (size_t)(end - from)};
+    }
+    return n;
+}
+
 /* What is left to send of the first unsent request alone: its header,
  * and its payload, from scratch once the caller's buffer faulted. */
 static int head_iov(te_path *p, struct iovec *iov) {
@@ -222,6 +237,8 @@ static int path_read(te_path *p) {
     for (;;) {
         void *dst;
         size_t want;
+        struct iovec segs[TE_REQ_SEGS];
+        int nsegs = 0;
         if (p->rx_hdr_got < TE_WIRE_RESP_LEN) {
             dst = p->rx_hdr + p->rx_hdr_got;
             want = TE_WIRE_RESP_LEN - p->rx_hdr_got;
@@ -233,9 +250,11 @@ static int path_read(te_path *p) {
                 want = (size_t)(left > SCRATCH_LEN ? SCRATCH_LEN : left);
             } else {
                 dst = payload_at(&h->req, p->rx_got, p->rx.len, &want);
+                if (h->req.niov > 1 && want < left) nsegs = payload_iov(&h->req, p->rx_got, p->rx.len, segs);
             }
         }
-        ssize_t r = want ? recv(p->fd, dst, want, MSG_DONTWAIT) : 0;
+        struct msghdr m = {.msg_iov = segs, .msg_iovlen = (size_t)nsegs};
+        ssize_t r = nsegs ? recvmsg(p->fd, &m, MSG_DONTWAIT) : want ? recv(p->fd, dst, want, MSG_DONTWAIT) : 0;
         if (r == 0 && want) return -1;
         if (r < 0) {
             if (errno == EINTR) continue;

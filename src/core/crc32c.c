@@ -239,6 +239,13 @@ uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
     return crc32c_sw(crc, dst, len);
 }
 
+uint32_t crc32c_copy_part(uint32_t crc, void *dst, const void *src, size_t len) {
+#if defined(__x86_64__)
+    if (use_fold && len >= FOLD_MIN) return ~copy_streamed(~crc, dst, src, len);
+#endif
+    return crc32c_copy(crc, dst, src, len);
+}
+
 __attribute__((constructor))
 static void crc32c_init(void) {
     for (uint32_t n = 0; n < 256; n++) {

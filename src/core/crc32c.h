@@ -20,6 +20,10 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* memcpy(dst, src, len) and crc32c(crc, src, len) in one pass: each word
  * loaded once, stored and fed to the checksum. Buffers must not overlap. */
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+/* The same, its stores streamed from 1 KiB up rather than from 256 KiB:
+ * for the parts of one large copy (a transfer's pieces), whose
+ * destination is no more in cache than a whole one's. */
+uint32_t crc32c_copy_part(uint32_t crc, void *dst, const void *src, size_t len);
 
 /* crc32c(0, buf, len), with buffers of CRC32C_PARALLEL_MIN bytes or more
  * split over wp's threads (NULL wp: this thread alone). */

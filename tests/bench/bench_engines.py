@@ -65,9 +65,12 @@ def bench_multi(mc, tag):
     flat_back = np.zeros_like(flat)
     for a in (arena, back, flat, flat_back):
         assert mc.register_buffer(a.ctypes.data, a.nbytes) == 0
-    ptrs = lambda a: [[a.ctypes.data + (layer * KEYS + b) * PIECE for layer in range(PIECES)] for b in range(KEYS)]
+    # the lists an engine builds per call, from base addresses it keeps (numpy's
+    # .ctypes.data per element cost 3-9 ms a call: the row measured that)
+    base = {id(a): a.ctypes.data for a in (arena, back, flat, flat_back)}
+    ptrs = lambda a: [[base[id(a)] + (layer * KEYS + b) * PIECE for layer in range(PIECES)] for b in range(KEYS)]
     sizes = [[PIECE] * PIECES for _ in range(KEYS)]
-    fptr = lambda a: [a.ctypes.data + b * PIECES * PIECE for b in range(KEYS)]
+    fptr = lambda a: [base[id(a)] + b * PIECES * PIECE for b in range(KEYS)]
     rounds = {"mp": [], "mg": [], "cp": [], "cg": []}
     for r in range(ROUNDS + 1):
         mk = [f"eng-m:{tag}:{os.getpid()}:{r}:{b}" for b in range(KEYS)]

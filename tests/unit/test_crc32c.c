@@ -153,6 +153,8 @@ static void test_copy_fused_with(uint32_t (*copy)(uint32_t, void *, const void *
 }
 
 static void test_copy_fused(void) { test_copy_fused_with(crc32c_copy); }
+/* The parts' copy, streamed from 1 KiB up: the same bytes and checksum. */
+static void test_copy_part(void) { test_copy_fused_with(crc32c_copy_part); }
 
 /* The folding kernel itself, where the CPU has it: every whole number of
  * rounds from one up, copying or not, any alignment,
@@ -194,6 +196,7 @@ int main(void) {
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
     RUN_TEST(test_copy_fused);
+    RUN_TEST(test_copy_part);
     RUN_TEST(test_fold_kernel);
     RUN_TEST(test_combine);
     RUN_TEST(test_combine_zero_runs);
