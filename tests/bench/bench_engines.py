@@ -13,7 +13,8 @@ inference engines make, each against the call it replaces, in one process:
   batch_put_from / batch_get_into of the same 256 pieces.
 
 Prepared as bench_python.py: shm mappings warm first, one untimed round,
-then the median of ROUNDS timed rounds, the two sides alternating. Each
+then the median of ROUNDS timed rounds, the two sides alternating; every
+round and the best on a ROUNDS line (run.log). Each
 round writes new keys (objects are write-once) and removes them after.
 Prints bench.h's lines: RESULT <name> <value> <unit> / SKIP <name> <why>."""
 import os
@@ -36,6 +37,12 @@ def median(xs):
 def skip(names, why):
     for n in names:
         print(f"SKIP {n} {' '.join(str(why).split())}", flush=True)
+
+
+def result(name, xs):
+    """The median as bench.h's RESULT line, and every round (run.log)."""
+    print(f"RESULT {name} {median(xs):.6g} s", flush=True)
+    print(f"ROUNDS {name} best={min(xs) * 1e3:.2f}ms all={','.join(f'{x * 1e3:.2f}' for x in xs)}", flush=True)
 
 
 def timed(fn):
@@ -92,7 +99,7 @@ def bench_multi(mc, tag):
         if r:
             for name, t in (("mp", tp), ("mg", tg), ("cp", cp), ("cg", cg)):
                 rounds[name].append(t)
-    return {k: median(v) for k, v in rounds.items()}
+    return rounds
 
 
 def bench_prefix(store, tag):
@@ -111,7 +118,7 @@ def bench_prefix(store, tag):
             loop.append(t2)
     for k in keys:
         store.remove(k)
-    return median(one), median(loop)
+    return one, loop
 
 
 def bench_sglang(master, transport, tag):
@@ -157,7 +164,7 @@ def bench_sglang(master, transport, tag):
             bgets.append(bg)
     wr.close()
     rd.close()
-    return median(sets), median(gets), median(bsets), median(bgets)
+    return sets, gets, bsets, bgets
 
 
 def main():
@@ -185,17 +192,18 @@ def main():
     try:
         m = bench_multi(mc, transport)
         for n, k in zip(multi, ("mp", "mg", "cp", "cg")):
-            print(f"RESULT {n} {m[k]:.6g} s", flush=True)
+            result(n, m[k])
     except Exception as e:   # noqa: BLE001 - a failed step says why, the others still run
         skip(multi, repr(e))
     try:
         one, loop = bench_prefix(store, transport)
-        print(f"RESULT prefix_one_s {one:.6g} s\nRESULT prefix_loop_s {loop:.6g} s", flush=True)
+        result("prefix_one_s", one)
+        result("prefix_loop_s", loop)
     except Exception as e:   # noqa: BLE001
         skip(prefix, repr(e))
     try:
         for n, v in zip(sgl, bench_sglang(master, transport, transport)):
-            print(f"RESULT {n} {v:.6g} s", flush=True)
+            result(n, v)
     except Exception as e:   # noqa: BLE001
         skip(sgl, repr(e))
     store.close()

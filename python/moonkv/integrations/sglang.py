@@ -49,6 +49,11 @@ def _span(buf):
     raise TypeError(f"cannot register host pool buffer of type {type(buf).__name__}")
 
 
+def _flat(sizes):
+    """One piece per object: the sizes are ints, not a list per object."""
+    return not sizes or not isinstance(sizes[0], (list, tuple))
+
+
 class MoonkvHiCacheStorage(HiCacheStorage):
     """HiCacheStorage over one moonkv client per TP rank."""
 
@@ -84,7 +89,8 @@ class MoonkvHiCacheStorage(HiCacheStorage):
         return 1 if self.is_mla else 2
 
     def _pieces(self, keys, host_indices):
-        """Per object, its (ptrs, sizes) from the pool's page buffer meta."""
+        """Per object, its (ptrs, sizes) from the pool's page buffer meta;
+        with one piece per object, the flat lists as they came."""
         if self.mem_pool_host is None:
             raise RuntimeError("moonkv HiCache backend: register_mem_pool_host() was not called")
         ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(host_indices)
@@ -92,6 +98,8 @@ class MoonkvHiCacheStorage(HiCacheStorage):
         if nobj == 0 or len(ptrs) % nobj or len(ptrs) != len(sizes):
             raise ValueError(f"moonkv HiCache backend: {len(ptrs)} buffers for {len(keys)} pages")
         m = len(ptrs) // nobj
+        if m == 1:   # page-first: a plain batch, no list per object
+            return ptrs, sizes
         return ([list(ptrs[i * m:(i + 1) * m]) for i in range(nobj)],
                 [list(sizes[i * m:(i + 1) * m]) for i in range(nobj)])
 
@@ -105,7 +113,8 @@ class MoonkvHiCacheStorage(HiCacheStorage):
         if not keys:
             return []
         ptrs, sizes = self._pieces(keys, host_indices)
-        rs = self.store.batch_put_from_multi_buffers(self._object_keys(keys), ptrs, sizes)
+        put = self.store.batch_put_from if _flat(sizes) else self.store.batch_put_from_multi_buffers
+        rs = put(self._object_keys(keys), ptrs, sizes)
         done = self._per_page_ok([r in (0, moonkv.EEXISTS) for r in rs])
         self.stats["set_pages"] += sum(done)
         self.stats["set_failed"] += len(done) - sum(done)
@@ -115,8 +124,12 @@ class MoonkvHiCacheStorage(HiCacheStorage):
         if not keys:
             return []
         ptrs, sizes = self._pieces(keys, host_indices)
-        rs = self.store.batch_get_into_multi_buffers(self._object_keys(keys), ptrs, sizes)
-        done = self._per_page_ok([r == sum(z) for r, z in zip(rs, sizes)])
+        if _flat(sizes):
+            rs = self.store.batch_get_into(self._object_keys(keys), ptrs, sizes)
+            done = self._per_page_ok([r == z for r, z in zip(rs, sizes)])
+        else:
+            rs = self.store.batch_get_into_multi_buffers(self._object_keys(keys), ptrs, sizes)
+            done = self._per_page_ok([r == sum(z) for r, z in zip(rs, sizes)])
         self.stats["get_pages"] += sum(done)
         self.stats["get_missed"] += len(done) - sum(done)
         return done

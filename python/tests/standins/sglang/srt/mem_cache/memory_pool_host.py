@@ -25,23 +25,23 @@ class HostKVCache:
         self.kv_buffer = torch.from_numpy(data) if use_torch else data
         self._np = self.kv_buffer.numpy() if use_torch else self.kv_buffer
 
-    def _addr(self, *index):
-        return self._np.ctypes.data + int(np.ravel_multi_index(index + (0,), self._np.shape))
-
     def get_page_buffer_meta(self, indices):
         """(ptrs, sizes): per page (one entry of indices per token), K's
         pieces then V's (MLA: the latent's)."""
-        idx = [int(i) for i in indices]
+        # as SGLang's pools do it: the indices as a list, the base address
+        # once (kv_buffer.data_ptr()), the rest arithmetic
+        idx = indices.tolist() if hasattr(indices, "tolist") else [int(i) for i in indices]
+        base, st = self._np.ctypes.data, self._np.strides
         ptrs, sizes = [], []
         for p in range(0, len(idx), self.page_size):
             tok = idx[p]
             for kv in range(self.kv):
                 if self.layout == "page_first":
-                    ptrs.append(self._addr(kv, tok, 0))
+                    ptrs.append(base + kv * st[0] + tok * st[1])
                     sizes.append(self.page_size * self.layer_num * self.token_bytes)
                 else:
                     for layer in range(self.layer_num):
-                        ptrs.append(self._addr(kv, layer, tok))
+                        ptrs.append(base + kv * st[0] + layer * st[1] + tok * st[2])
                         sizes.append(self.page_size * self.token_bytes)
         return ptrs, sizes
 
