@@ -116,3 +116,16 @@ def test_remove_all(mc, key):
         assert mc.put(k, b"z") == 0
     assert mc.remove_all() >= 3
     assert mc.batch_is_exist(ks) == [0, 0, 0]
+
+
+def test_health_check_and_every_mooncake_method(mc):
+    """health_check asks the master; the rest of Mooncake's store (its
+    newest store_py.cpp: sessions, ranges, tensor calls) answers -600."""
+    assert mc.health_check() == 0
+    from mooncake import store as shim
+    for name in ("put_tensor", "batch_get_tensor_with_tp_into", "batch_put_session_start",
+                 "put_from_with_metadata", "batch_get_into_multi_buffer_ranges", "bind_to_numa_node"):
+        assert name in shim._UNSUPPORTED
+        assert getattr(mc, name)("k") == ErrorCode.INVALID_PARAMS
+    with pytest.raises(AttributeError):
+        mc.no_such_method

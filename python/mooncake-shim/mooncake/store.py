@@ -69,7 +69,41 @@ _UNSUPPORTED = {
     "batch_get_replica_desc": "no replica descriptors",
     "create_copy_task": "moonkv re-replicates by itself", "create_move_task": "moonkv re-replicates by itself",
     "query_task": "moonkv re-replicates by itself",
+    "put_from_with_metadata": "no per-object metadata (put the metadata as a piece of its own)",
+    "batch_put_from_multi_buffer_ranges": "use batch_put_from_multi_buffers",
+    "batch_get_into_multi_buffer_ranges": "use batch_get_into_multi_buffers or moonkv's get_range",
+    "batch_put_session_start": "no put sessions (a batch is one call)",
+    "batch_put_session_end": "no put sessions (a batch is one call)",
+    "batch_put_session_revoke": "no put sessions (a batch is one call)",
+    "batch_get_session_start": "no get sessions (a batch is one call)",
+    "batch_get_session_end": "no get sessions (a batch is one call)",
+    "batch_replica_clear": "moonkv keeps its replica counts by itself",
+    "bind_to_numa_node": "no client memory to place",
+    "get_offload_rpc_read_count": "no offload RPCs",
+    "unmount_local_disk_segment": "memory comes from moonkv nodes",
+    "get_alloc_func_addr": "no client memory pool", "get_free_func_addr": "no client memory pool",
+    "load_tensor_from_safetensor": "no tensor calls (move the tensor's bytes with put_from / get_into)",
+    "save_tensor_to_safetensor": "no tensor calls (move the tensor's bytes with put_from / get_into)",
 }
+# Mooncake's tensor calls (torch serialisation, TP and parallel splits,
+# publishing): not offered; an engine moves a tensor's bytes with
+# put_from / get_into.
+_TENSOR_CALLS = (
+    "_deserialize_tensor", "_serialize_tensor", "_tensor_metadata_size", "batch_get_tensor",
+    "batch_get_tensor_into", "batch_get_tensor_into_cuda", "batch_get_tensor_with_parallelism",
+    "batch_get_tensor_with_parallelism_into", "batch_get_tensor_with_tp", "batch_get_tensor_with_tp_into",
+    "batch_pub_tensor", "batch_pub_tensor_with_tp", "batch_put_tensor", "batch_put_tensor_from",
+    "batch_put_tensor_with_parallelism", "batch_put_tensor_with_parallelism_from",
+    "batch_put_tensor_with_tp", "batch_put_tensor_with_tp_from", "batch_upsert_pub_tensor",
+    "batch_upsert_tensor", "batch_upsert_tensor_from", "batch_upsert_tensor_with_parallelism",
+    "batch_upsert_tensor_with_parallelism_from", "get_tensor", "get_tensor_into", "get_tensor_into_cuda",
+    "get_tensor_with_parallelism", "get_tensor_with_parallelism_into", "get_tensor_with_tp",
+    "get_tensor_with_tp_into", "pub_tensor", "pub_tensor_with_tp", "put_tensor", "put_tensor_from",
+    "put_tensor_with_parallelism", "put_tensor_with_parallelism_from", "put_tensor_with_tp",
+    "put_tensor_with_tp_from", "upsert_pub_tensor", "upsert_tensor", "upsert_tensor_from",
+    "upsert_tensor_with_parallelism", "upsert_tensor_with_parallelism_from",
+)
+_UNSUPPORTED.update({n: "no tensor calls (move the tensor's bytes with put_from / get_into)" for n in _TENSOR_CALLS})
 
 
 def _code(rc):
@@ -215,6 +249,10 @@ class MooncakeDistributedStore:
 
     def get_hostname(self):
         return ""
+
+    def health_check(self):
+        """0 when the master answers (one empty MOON.PREFIX), else a code."""
+        return _code(min(self._s.prefix_exists([]), 0))
 
     def __getattr__(self, name):
         why = _UNSUPPORTED.get(name)
