@@ -180,7 +180,9 @@ proto_status mm_node_register_as(master_meta *m, const mm_node_claim *claim, uin
         log_notice("node %u is back on a new connection", n->id);
         return PROTO_OK;
     }
-    seg_alloc *a = seg_alloc_create(segment_size, MM_ALIGN);
+    /* Untracked: the table knows where each allocation lies (a tree node
+     * of 40 bytes per object otherwise, and an insert per put). */
+    seg_alloc *a = seg_alloc_create_untracked(segment_size, MM_ALIGN);
     if (!a) return mm_fail(err, errlen, PROTO_ERR, "cannot manage a segment of that size");
     node_start(m, n, a, segment_size, addrs, naddrs, claim->instance, now_ms);
     log_notice("node %u %s: %s, segment %llu bytes", n->id,
