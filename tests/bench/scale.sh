@@ -6,6 +6,16 @@
 # segments: nothing is written, the master only places); docs/SCALE.md.
 # Sourced by run.sh after lib.sh.
 
+SC_MASTER_PID= SC_SIM_PID= SC_MASTER=
+
+# scale_stop: the simulator and master of the last measurement, if any.
+scale_stop() {
+  local pids=() p
+  for p in "$SC_SIM_PID" "$SC_MASTER_PID"; do [ -n "$p" ] && pids+=("$p"); done
+  [ ${#pids[@]} -gt 0 ] && stop_pids "${pids[@]}"
+  SC_SIM_PID= SC_MASTER_PID=
+}
+
 # scale_master NAME: a master in the background; its pid in SC_MASTER_PID,
 # address in SC_MASTER. 1 if it did not come up (SKIP_WHY).
 scale_master() {
@@ -42,7 +52,7 @@ scale_rss() {
   else
     meas_skip "meta.rss_nokey.$(scale_name "$count")" "$SKIP_WHY"
   fi
-  stop_pids "$SC_SIM_PID" "$SC_MASTER_PID"
+  scale_stop
 }
 
 scale_name() { case "$1" in 1000000) echo 1e6;; 10000000) echo 1e7;; *) echo "$1";; esac; }
@@ -65,7 +75,7 @@ scale_fleet() {
     meas_skip meta.fleet.cpu "$SKIP_WHY"
     meas_skip meta.fleet.batch "$SKIP_WHY"
   fi
-  stop_pids "$SC_SIM_PID" "$SC_MASTER_PID"
+  scale_stop
 }
 
 # The layout's bytes per object besides the key (docs/SCALE.md) for the
