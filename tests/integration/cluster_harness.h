@@ -67,6 +67,34 @@ static inline void h_node_argv(h_args *a, const char *master, const char *bind, 
     h_arg(a, "warning");
 }
 
+/* Starts argv, a server on port that either comes up or refuses to
+ * (exits): 0 once it answers PING (left running with its pid in *pidp,
+ * or killed when pidp is NULL), its wait status once it exited, -1 if
+ * neither within timeout_ms. What it wrote to log is read into out. */
+static inline int h_run_or_refused(const char *const *argv, int port, const char *log, char *out, size_t outlen,
+                                   pid_t *pidp, int timeout_ms) {
+    pid_t pid = h_spawn_ex(argv, log, log);
+    int status = -1;
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (mono_ms() < end) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {   /* refused: it exited */
+            h_forget(pid);
+            break;
+        }
+        if (h_wait_ping("127.0.0.1", port, 0, 50) == 0) {
+            status = 0;
+            if (pidp) *pidp = pid;
+            else h_kill(pid);
+            break;
+        }
+    }
+    FILE *f = fopen(log, "r");
+    size_t n = f ? fread(out, 1, outlen - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+    return status;
+}
+
 /* A node of master_port: RESP on port, data plane on data_port. prefix
  * (NULL-terminated, may be NULL) runs it under e.g. "ip netns exec NS". */
 static inline pid_t h_start_node_ex(const char *const *prefix, const char *master, const char *bind,

@@ -41,26 +41,7 @@ static int run_node(int port, const char *const *flags, char *out, size_t outlen
     h_arg(&a, "--segment-persist");
     h_arg(&a, "no");
     h_argv(&a, flags);
-    pid_t pid = h_spawn_ex(a.v, log, log);
-    int status = -1;
-    uint64_t end = mono_ms() + 30000;
-    while (mono_ms() < end) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {   /* refused: it exited */
-            h_forget(pid);
-            break;
-        }
-        if (h_wait_ping("127.0.0.1", port, 0, 50) == 0) {
-            status = 0;
-            if (keep) *pidp = pid;
-            else h_kill(pid);
-            break;
-        }
-    }
-    FILE *f = fopen(log, "r");
-    size_t n = f ? fread(out, 1, outlen - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
-    return status;
+    return h_run_or_refused(a.v, port, log, out, outlen, keep ? pidp : NULL, 30000);
 }
 
 static int info_says(int port, const char *field, const char *value) {

@@ -247,25 +247,7 @@ static int run_on_file(const char *file, const char *const *flags, char *out, si
     h_node_argv(&a, "127.0.0.1:1", "127.0.0.1", port, port + 1, SEGMENT);
     h_argf(&a, "--segment-file=%s", file);
     h_argv(&a, flags);
-    pid_t pid = h_spawn_ex(a.v, log, log);
-    int status = -1;
-    uint64_t end = mono_ms() + 20000;
-    while (mono_ms() < end) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {   /* refused: it exited */
-            h_forget(pid);
-            break;
-        }
-        if (h_wait_ping("127.0.0.1", port, 0, 50) == 0) {   /* it started: stop it */
-            h_kill(pid);
-            status = 0;
-            break;
-        }
-    }
-    FILE *f = fopen(log, "r");
-    size_t n = f ? fread(out, 1, outlen - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
-    return status;
+    return h_run_or_refused(a.v, port, log, out, outlen, NULL, 20000);
 }
 
 static void test_file_of_another_cluster_refused(void) {
