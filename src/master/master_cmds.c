@@ -23,6 +23,7 @@
 #include "proto/placed.h"
 #include "proto/register.h"
 #include "proto/slices.h"
+#include "proto/verbs.h"
 #include "server/commands.h"
 #include "server/glob.h"
 #include "server/info.h"
@@ -169,7 +170,7 @@ static int proof_ok(client *c, conn_state *cs, int member) {
 static void prove_command(client *c) {
     conn_state *cs = conn_of(c);
     if (!proof_ok(c, cs, 1)) {
-        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send " PROTO_VERB_CHALLENGE " first");
         return;
     }
     cs->member = 1;
@@ -242,7 +243,7 @@ static int register_options(client *c, int i, mm_node_claim *claim) {
 static void register_command(client *c) {
     conn_state *cs = conn_of(c);
     if (!proof_ok(c, cs, 0)) {
-        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send " PROTO_VERB_CHALLENGE " first");
         return;
     }
     cs->member = 1;
@@ -339,7 +340,7 @@ static void holdlink_command(client *c) {
     uint8_t tok[8];
     uint64_t instance;
     if (!proof_ok(c, cs, 0)) {
-        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send MOON.CHALLENGE first");
+        master_reply_fail(c, PROTO_NOAUTH, "bad or missing proof: send " PROTO_VERB_CHALLENGE " first");
         return;
     }
     cs->member = 1;
@@ -466,7 +467,7 @@ static void suspect_command(client *c) {
     int n = c->argc - 1;
     char err[PROTO_ERR_LEN];
     if (n > PROTO_MAX_SUSPECTS) {
-        snprintf(err, sizeof err, "at most %d nodes per MOON.SUSPECT", PROTO_MAX_SUSPECTS);
+        snprintf(err, sizeof err, "at most %d nodes per " PROTO_VERB_SUSPECT, PROTO_MAX_SUSPECTS);
         reply_status(c, PROTO_ERR, err);
         return;
     }
@@ -963,7 +964,7 @@ static const metrics_field master_metrics[] = {
     {"evicted_expired_keys", "moonkv_evicted_expired_keys_total", METRIC_COUNTER, NULL,
      "Of those, objects collected because their EX/PX hint passed."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
-     "Changes of what nodes hold that the nodes have not taken yet (MOON.HOLDINGS)."},
+     "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
      "Answers waiting until their nodes acknowledged the holdings notes."},
     {"acks_by_nodes", "moonkv_acks_released_total", METRIC_COUNTER, "by=\"nodes\"",
@@ -1138,7 +1139,7 @@ static const command master_commands[] = {
     {"moon.mget", mget_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.1.0",
      "GET for many keys", "key [key ...]"},
     {"moon.mgetpacked", mgetpacked_command, -2, CMD_READONLY, 1, -1, 1, 0, "moonkv", "0.2.0",
-     "MOON.MGET's answers as one bulk string of records", "key [key ...]"},
+     "GET for many keys, the answers packed in one bulk string", "key [key ...]"},
     {"moon.release", release_command, -3, CMD_READONLY | CMD_FAST | CMD_MEMBER, 1, -1, 2, 0, "moonkv", "0.1.0",
      "Give back read leases", "key lease_until [key lease_until ...]"},
     {"moon.mrelease", mrelease_command, -3, CMD_READONLY | CMD_FAST | CMD_MEMBER, 2, -1, 1, 0, "moonkv", "0.2.0",

@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "master/master.h"
 #include "proto/status.h"
+#include "proto/verbs.h"
 #include "server/info.h"
 #include "server/networking.h"
 #include "server/commands.h"
@@ -99,8 +100,8 @@ static long long sweep_period_ms(const mkv_config *cfg) {
  * any command runs) is the gate instead. 1: refused, replied. */
 static int member_refused(client *c, const command *cmd) {
     if (!(cmd->flags & CMD_MEMBER) || c->srv->cfg.requirepass[0] || master_conn_member(c)) return 0;
-    master_reply_fail(c, PROTO_NOAUTH, "this command needs the cluster secret: send MOON.CHALLENGE and "
-                      "MOON.PROVE (docs/SECURITY.md)");
+    master_reply_fail(c, PROTO_NOAUTH, "this command needs the cluster secret: send " PROTO_VERB_CHALLENGE
+                      " and " PROTO_VERB_PROVE " (docs/SECURITY.md)");
     return 1;
 }
 

@@ -30,6 +30,7 @@
 #include "proto/notes.h"
 #include "proto/register.h"
 #include "proto/report.h"
+#include "proto/verbs.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "server/networking.h"
@@ -43,7 +44,7 @@ static const char *const closed_words[] = {"none", "members_reported", "grace_ov
 static const char *const closed_texts[] = {
     "", "every node expected, recorded in etcd or named, reported",
     "every node reported and the rejoin grace is over", "deadline: not every node reported",
-    "MOON.REBUILD"};
+    PROTO_VERB_REBUILD};
 
 static master *master_of(client *c) { return c->srv->role; }
 
@@ -468,7 +469,7 @@ static int parse_report(client *c, int a, uint32_t node, mm_report *r) {
 /* Room for n more reports, or -1 after replying (the buffer bound). */
 static int reports_reserve(client *c, master_reports *b, size_t n, size_t bytes) {
     if (b->bytes + bytes > MASTER_MAX_REPORT_BYTES) {
-        master_reply_fail(c, PROTO_ERR, "report buffer full: run MOON.REBUILD first");
+        master_reply_fail(c, PROTO_ERR, "report buffer full: run " PROTO_VERB_REBUILD " first");
         return -1;
     }
     if (b->n + n > b->cap) {

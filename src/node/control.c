@@ -19,10 +19,11 @@
 #include "node/holdings_link.h"
 #include "node/persist.h"
 #include "node/scrub.h"
-#include "node/reply.h"
 #include "proto/limits.h"
+#include "proto/cmd.h"
 #include "proto/master_link.h"
 #include "proto/register.h"
+#include "proto/replies.h"
 #include "proto/report.h"
 #include "proto/status.h"
 
@@ -53,7 +54,7 @@
 #define CTL_REPORT_BATCH    16384
 #define CTL_REPORT_KEYBYTES (4 << 20)
 #define CTL_REPORT_WINDOW   4
-#define CTL_REPORT_HEAD     64   /* room for the RESP header of one */
+#define CTL_REPORT_HEAD     PROTO_REPORT_HEAD_MAX   /* room for the RESP header of one */
 #define CTL_REPORT_AHEAD    8    /* extents whose key is fetched ahead while packing */
 _Static_assert(CTL_REPORT_BATCH >= PROTO_MAX_EXTENTS, "an entry must fit a batch");
 _Static_assert((uint64_t)CTL_REPORT_BATCH * PROTO_REPORT_HDR + (uint64_t)PROTO_MAX_EXTENTS * PROTO_MAX_KEY_LEN +
@@ -188,17 +189,10 @@ static redisReply *master_cmd_argv(node_control *c, int argc, const char **argv,
     return r;
 }
 
-static redisReply *master_cmd(node_control *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    leader_watch_busy(c->watched, 1);
-    redisReply *r = redisvCommand(c->rc, fmt, ap);
-    leader_watch_busy(c->watched, 0);
-    va_end(ap);
-    if (!r) {
-        log_warning("node: master connection lost: %s", c->rc->errstr);
-        disconnect(c);
-    }
+/* The same for cmd (proto/cmd.h), which it frees. */
+static redisReply *master_send(node_control *c, proto_cmd *cmd) {
+    redisReply *r = master_cmd_argv(c, cmd->argc, cmd->argv, cmd->lens);
+    proto_cmd_free(cmd);
     return r;
 }
 
@@ -230,38 +224,25 @@ static void scrub_and_tell(node_control *c, uint64_t now) {
     const node_index_mark *bad;
     size_t n = node_scrub_step(c->scrub, now, &bad);
     if (n == 0 || !c->rc) return;
-    const char *argv[2 + 2 * SCRUB_MAX_MARKS];
-    size_t lens[2 + 2 * SCRUB_MAX_MARKS];
-    char id[12], offs[SCRUB_MAX_MARKS][24];
-    snprintf(id, sizeof id, "%u", my_id(c));
-    argv[0] = "MOON.BADREPLICA", argv[1] = id;
-    for (size_t i = 0; i < n; i++) {
-        argv[2 + 2 * i] = bad[i].key, lens[2 + 2 * i] = bad[i].keylen;
-        lens[3 + 2 * i] = (size_t)snprintf(offs[i], sizeof offs[i], "%llu", (unsigned long long)bad[i].seg_off);
-        argv[3 + 2 * i] = offs[i];
-    }
-    lens[0] = strlen(argv[0]), lens[1] = strlen(id);
+    proto_cmd cmd;
+    proto_cmd_badreplica_begin(&cmd, my_id(c), n);
+    for (size_t i = 0; i < n; i++) proto_cmd_badreplica_add(&cmd, bad[i].key, bad[i].keylen, bad[i].seg_off);
     log_warning("node: the scrub found %zu object(s) whose bytes no longer match their CRC32C", n);
-    send_checked(c, 2 + 2 * (int)n, argv, lens);
+    send_checked(c, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
 }
 
 /* MOON.REPORTDONE naming the other members we last saw. */
 static int report_done(node_control *c, uint32_t self) {
-    const char *argv[1 + CTL_MAX_PEERS];
-    size_t lens[1 + CTL_MAX_PEERS];
-    char ids[CTL_MAX_PEERS][12];
-    int argc = 1;
-    argv[0] = "MOON.REPORTDONE";
-    lens[0] = strlen(argv[0]);
-    for (int i = 0; i < c->npeers; i++) {
-        if (c->peers[i] == self) continue;
-        lens[argc] = (size_t)snprintf(ids[i], sizeof ids[i], "%u", c->peers[i]);
-        argv[argc++] = ids[i];
-    }
+    proto_cmd cmd;
+    proto_cmd_reportdone_begin(&cmd, (size_t)c->npeers);
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i] != self) proto_cmd_u64(&cmd, c->peers[i]);
     struct timeval slow = {CTL_REPORTDONE_TIMEOUT_MS / 1000, 0};
     struct timeval usual = {CTL_IO_TIMEOUT_MS / 1000, (CTL_IO_TIMEOUT_MS % 1000) * 1000};
     redisSetTimeout(c->rc, slow);
-    int rc = send_checked(c, argc, argv, lens);
+    int rc = send_checked(c, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     if (c->rc) redisSetTimeout(c->rc, usual);
     return rc;
 }
@@ -279,7 +260,7 @@ static int report_reply(node_control *c) {
         return -1;
     }
     int bad = r->type == REDIS_REPLY_ERROR;
-    if (bad) log_warning("node: MOON.REPORT refused: %s", r->str);
+    if (bad) log_warning("node: %s refused: %s", PROTO_VERB_REPORT, r->str);
     if (bad && !c->plain_reports && strstr(r->str, "malformed packed report")) {
         log_notice("node: reporting again without slice CRCs (a master from before them?)");
         c->plain_reports = 1;
@@ -328,9 +309,9 @@ static int report_send(node_control *c, node_index_extent *batch, size_t n, uint
     }
     memcpy(blob + len, "\r\n", 2);
     char head[CTL_REPORT_HEAD];
-    int hl = snprintf(head, sizeof head, "*3\r\n$11\r\nMOON.REPORT\r\n$6\r\nPACKED\r\n$%zu\r\n", len);
-    memcpy(blob - hl, head, (size_t)hl);
-    return write_all(c, blob - hl, (size_t)hl + len + 2);
+    size_t hl = proto_report_head(head, sizeof head, len);
+    memcpy(blob - hl, head, hl);
+    return write_all(c, blob - hl, hl + len + 2);
 }
 
 /* Everything the index holds, in packed MOON.REPORT batches with up to
@@ -366,52 +347,45 @@ static int do_register(node_control *c) {
     node_holdings_pause(c->hl);   /* no note of the last registration lands after this */
     /* Write grants the master made before we asked are not ours to honour. */
     uint64_t asked_ms = wall_ms();
-    redisReply *r = master_cmd(c, "MOON.CHALLENGE");
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_CHALLENGE);
+    redisReply *r = master_send(c, &cmd);
     if (!r) return -1;
-    if (r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
+    const uint8_t *nonce = proto_dec_nonce(r);
+    if (!nonce) {
         if (r->type == REDIS_REPLY_ERROR)
-            log_warning("node: the master refused MOON.CHALLENGE: %s%s", r->str,
+            log_warning("node: the master refused %s: %s%s", PROTO_VERB_CHALLENGE, r->str,
                         proto_master_hint(r->str));
         else
-            log_warning("node: bad MOON.CHALLENGE reply from the master");
+            log_warning("node: bad %s reply from the master", PROTO_VERB_CHALLENGE);
         freeReplyObject(r);
         disconnect(c);
         return -1;
     }
     uint8_t reg_key[PROTO_REG_KEY_LEN], proof[PROTO_PROOF_LEN];
-    char proof_hex[2 * PROTO_PROOF_LEN + 1], seg[24];
+    char proof_hex[2 * PROTO_PROOF_LEN + 1];
     proto_reg_key(n->srv->cfg.cluster_secret, reg_key);
-    proto_reg_proof(reg_key, (const uint8_t *)r->str, proof);
+    proto_reg_proof(reg_key, nonce, proof);
     freeReplyObject(r);
     hex_encode(proof, sizeof proof, proof_hex);
-    snprintf(seg, sizeof seg, "%llu", (unsigned long long)n->seg.size);
 
-    char addrs[TE_MAX_PATHS][TE_ADDR_LEN], claim[16], seen[16];
+    char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
+    const char *addrp[TE_MAX_PATHS];
     int naddrs = node_data_addrs(n->data, addrs, TE_MAX_PATHS);
-    const char *argv[11 + TE_MAX_PATHS] = {"MOON.REGISTER", proof_hex, seg};
-    int argc = 3;
-    for (int i = 0; i < naddrs; i++) argv[argc++] = addrs[i];
-    /* Who we were: our id (claimed back), this process, the highest id seen. */
-    snprintf(claim, sizeof claim, "%u", c->claim_id);
-    snprintf(seen, sizeof seen, "%u", c->seen_max);
-    /* --node-id: this new process takes its id over; later, the id is ours */
-    if (c->claim_id) argv[argc++] = c->gen ? "ID" : "CLAIM", argv[argc++] = claim;
-    /* This process came back with the segment and index of the last one:
-     * the master may keep the replicas we prove (report 3). */
+    for (int i = 0; i < naddrs; i++) addrp[i] = addrs[i];
+    /* Who we were: our id (claimed back), this process, the highest id
+     * seen. --node-id: this new process takes its id over; later, the id
+     * is ours. Back with the segment and index of the last process, the
+     * master may keep the replicas we prove (report 3). */
     int kept = !c->gen && node_persist_restored(n->persist) && !c->plain_register;
-    if (kept) argv[argc++] = "KEPT", argv[argc++] = "1";
-    argv[argc++] = "INSTANCE", argv[argc++] = c->instance_hex;
-    argv[argc++] = "SEEN", argv[argc++] = seen;
-    size_t lens[11 + TE_MAX_PATHS];
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    r = master_cmd_argv(c, argc, argv, lens);
+    proto_register_args ra = {.proof_hex = proof_hex, .segment_size = n->seg.size, .addrs = addrp,
+                              .naddrs = naddrs, .claim_id = c->claim_id, .claim_again = c->gen != 0,
+                              .kept = kept, .instance_hex = c->instance_hex, .seen_max = c->seen_max};
+    proto_cmd_register(&cmd, &ra);
+    r = master_send(c, &cmd);
     if (!r) return -1;
-    uint8_t key[TE_CAP_KEY_LEN];
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
-             reply_int_in(r->element[0], 1, UINT32_MAX) && r->element[1]->type == REDIS_REPLY_STRING &&
-             hex_decode(r->element[1]->str, r->element[1]->len, key, sizeof key) == 0 &&
-             reply_int_in(r->element[2], 1, 3600 * 1000) && reply_int_in(r->element[3], 1, INT64_MAX) &&
-             reply_int_in(r->element[4], 0, PROTO_REG_RECONCILE);
+    proto_registered reg;
+    int ok = proto_dec_registered(r, &reg) == 0;
     if (!ok && kept && r->type == REDIS_REPLY_ERROR && strstr(r->str, "syntax error")) {
         log_notice("node: the master does not take KEPT: our segment's objects will be copied again");
         c->plain_register = 1;
@@ -428,10 +402,11 @@ static int do_register(node_control *c) {
         disconnect(c);
         return held ? 1 : -1;
     }
-    uint32_t id = (uint32_t)r->element[0]->integer;
-    uint64_t term = (uint64_t)r->element[3]->integer;
-    c->heartbeat_ms = (int)r->element[2]->integer;
-    int report = (int)r->element[4]->integer;
+    uint32_t id = reg.id;
+    uint64_t term = reg.term;
+    c->heartbeat_ms = reg.heartbeat_ms;
+    int report = reg.reconcile;
+    uint8_t *key = reg.cap_key;
     freeReplyObject(r);
     /* With etcd terms only grow: a master of an older one was deposed
      * (and is not to be served), whatever it still believes. */
@@ -449,7 +424,7 @@ static int do_register(node_control *c) {
         return -1;
     }
     c->gen++;
-    memcpy(c->cap_key, key, sizeof key);
+    memcpy(c->cap_key, key, sizeof c->cap_key);
     c->term = term;
     c->leave_sent = 0;
     c->next_refresh_ms = 0;
@@ -515,37 +490,35 @@ static void take_tasks(node_control *c, const redisReply *r) {
  * (one per command to a master from before that). */
 static void send_copydone(node_control *c, const task_result *res, int n) {
     int per = c->single_copydone ? 1 : PROTO_MAX_COPYDONE;
-    const char **argv = xmalloc((size_t)(1 + 2 * per) * sizeof *argv);
-    size_t *lens = xmalloc((size_t)(1 + 2 * per) * sizeof *lens);
-    char (*ids)[24] = xmalloc((size_t)per * sizeof *ids);
     for (int at = 0; at < n && c->rc;) {
-        int argc = 1, k = 0, start = at;
-        argv[0] = "MOON.COPYDONE", lens[0] = strlen(argv[0]);
+        int k = 0, start = at;
+        proto_cmd cmd;
+        proto_cmd_copydone_begin(&cmd, (size_t)per);
         for (; at < n && k < per; at++) {
             if (res[at].gen != c->gen) continue;   /* for an id that is gone */
-            lens[argc] = (size_t)snprintf(ids[k], sizeof ids[k], "%llu", (unsigned long long)res[at].id);
-            argv[argc++] = ids[k++];
-            argv[argc] = res[at].ok ? "OK" : "FAIL", lens[argc] = strlen(argv[argc]), argc++;
+            proto_cmd_copydone_add(&cmd, res[at].id, res[at].ok);
+            k++;
         }
-        if (k == 0) break;
-        redisReply *r = master_cmd_argv(c, argc, argv, lens);
+        if (k == 0) {
+            proto_cmd_free(&cmd);
+            break;
+        }
+        redisReply *r = master_send(c, &cmd);
         if (!r) break;
         if (r->type == REDIS_REPLY_ERROR && k > 1 && strstr(r->str, "wrong number of arguments")) {
-            log_notice("node: the master takes one MOON.COPYDONE outcome at a time");
+            log_notice("node: the master takes one %s outcome at a time", PROTO_VERB_COPYDONE);
             c->single_copydone = 1;
             at = start;   /* again, one by one */
             per = 1;
         } else if (r->type == REDIS_REPLY_ERROR) {
-            log_info("node: MOON.COPYDONE: %s", r->str);
+            log_info("node: %s: %s", PROTO_VERB_COPYDONE, r->str);
         } else if (r->type == REDIS_REPLY_ARRAY) {
             for (size_t i = 0; i < r->elements; i++)
-                if (r->element[i]->type == REDIS_REPLY_ERROR) log_info("node: MOON.COPYDONE: %s", r->element[i]->str);
+                if (r->element[i]->type == REDIS_REPLY_ERROR)
+                    log_info("node: %s: %s", PROTO_VERB_COPYDONE, r->element[i]->str);
         }
         freeReplyObject(r);
     }
-    free(ids);
-    free(lens);
-    free(argv);
 }
 
 /* COPYDONE for every finished task of the current registration; 1 if
@@ -608,7 +581,9 @@ static int heartbeat(node_control *c) {
     pthread_mutex_lock(&n->mu);
     uint64_t used = n->status.master_used;
     pthread_mutex_unlock(&n->mu);
-    redisReply *r = master_cmd(c, "MOON.HEARTBEAT %u %llu", my_id(c), (unsigned long long)used);
+    proto_cmd cmd;
+    proto_cmd_heartbeat(&cmd, my_id(c), used);
+    redisReply *r = master_send(c, &cmd);
     if (!r) return 0;
     int full = r->type == REDIS_REPLY_ARRAY && r->elements > 0;
     pthread_mutex_lock(&n->mu);
@@ -627,7 +602,9 @@ static int heartbeat(node_control *c) {
 }
 
 static void send_leave(node_control *c) {
-    redisReply *r = master_cmd(c, "MOON.LEAVE %u", my_id(c));
+    proto_cmd cmd;
+    proto_cmd_node(&cmd, PROTO_VERB_LEAVE, my_id(c));
+    redisReply *r = master_send(c, &cmd);
     if (!r) return;
     c->leave_sent = 1;   /* asked once per registration; refused: the bounded wait ends it */
     if (r->type == REDIS_REPLY_STATUS) {
@@ -636,7 +613,7 @@ static void send_leave(node_control *c) {
     } else if (is_nodedead(r)) {
         set_left(c, strstr(r->str, "(drained") != NULL);
     } else {
-        log_warning("node: MOON.LEAVE refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        log_warning("node: %s refused: %s", PROTO_VERB_LEAVE, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     }
     freeReplyObject(r);
 }
@@ -647,23 +624,24 @@ static void send_leave(node_control *c) {
  * yet (else, should it die, our next MOON.REPORTDONE would forget them). */
 static void refresh_view(node_control *c) {
     uint32_t id = my_id(c);
-    redisReply *r = master_cmd(c, "MOON.NODES EXPECTED");
+    proto_cmd cmd;
+    proto_cmd_nodes(&cmd, 1);
+    redisReply *r = master_send(c, &cmd);
     if (!r) return;
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
         c->npeers = 0;
         for (const char *line = r->str; line && *line;) {
-            unsigned lid;
-            char state[16];
-            unsigned long long seg, used;
-            int ok = sscanf(line, "%u %*s %15s %llu %llu", &lid, state, &seg, &used) == 4;
+            proto_node_line nl;
+            int ok = proto_dec_node_line(line, &nl) == 0;
+            uint32_t lid = nl.id;
             if (ok && lid > c->seen_max) c->seen_max = lid;
             /* Members a restarted master should wait for. */
-            if (ok && strcmp(state, "dead") != 0 && c->npeers < CTL_MAX_PEERS) c->peers[c->npeers++] = lid;
+            if (ok && strcmp(nl.state, "dead") != 0 && c->npeers < CTL_MAX_PEERS) c->peers[c->npeers++] = lid;
             if (ok && lid == id) {
                 pthread_mutex_lock(&c->n->mu);
-                memcpy(c->n->status.master_state, state, sizeof state);
-                c->n->status.master_segment = seg;
-                c->n->status.master_used = used;
+                memcpy(c->n->status.master_state, nl.state, sizeof nl.state);
+                c->n->status.master_segment = nl.segment_size;
+                c->n->status.master_used = nl.used;
                 pthread_mutex_unlock(&c->n->mu);
             }
             line = strchr(line, '\n');

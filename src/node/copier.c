@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "node/control.h"
+#include "proto/cmd.h"
 #include "proto/master_link.h"
 #include "transports/registry.h"
 
@@ -124,9 +125,12 @@ static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, in
                               errlen) != PROTO_LINK_OK)
             return -1;
     }
-    redisReply *r = redisCommand(c->master, "MOON.TOPOLOGY");
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_TOPOLOGY);
+    redisReply *r = redisCommandArgv(c->master, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     if (!r || r->type != REDIS_REPLY_ARRAY) {
-        snprintf(err, errlen, "MOON.TOPOLOGY: %s", r ? "unexpected reply" : c->master->errstr);
+        snprintf(err, errlen, "%s: %s", PROTO_VERB_TOPOLOGY, r ? "unexpected reply" : c->master->errstr);
         if (r) freeReplyObject(r);
         redisFree(c->master);
         c->master = NULL;

@@ -12,10 +12,11 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/leader_watch.h"
-#include "node/reply.h"
+#include "proto/cmd.h"
 #include "proto/master_link.h"
 #include "proto/notes.h"
 #include "proto/register.h"
+#include "proto/replies.h"
 
 #define HL_CONNECT_MS  2000
 /* A pull waits HOLDINGS_WAIT_MS for its answer, then this for a master
@@ -75,38 +76,29 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
  * index unless gen is gone by then, *ack moves past them. */
 static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
                      uint64_t *ack, int wait_ms) {
-    char id[12], acks[24], wait[12];
-    const char *argv[7] = {"MOON.HOLDINGS", id, acks, "PACKED", "SLICES", "WAIT", wait};
-    size_t lens[7];
-    snprintf(id, sizeof id, "%u", self);
-    snprintf(acks, sizeof acks, "%llu", (unsigned long long)*ack);
-    snprintf(wait, sizeof wait, "%d", wait_ms);
-    int plain = h->plain, argc = 0;
-    const char *use[7];
-    for (int i = 0; i < 7; i++) {
-        if ((i == 4 && plain) || (i >= 5 && !wait_ms)) continue;
-        use[argc] = argv[i];
-        lens[argc++] = strlen(argv[i]);
-    }
+    int plain = h->plain;
+    proto_cmd cmd;
+    proto_cmd_holdings(&cmd, self, *ack, !plain, wait_ms);
     leader_watch_busy_within(watched, wait_ms);   /* waiting is its answer: only longer is a stall */
-    redisReply *r = redisCommandArgv(rc, argc, use, lens);
+    redisReply *r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
     leader_watch_busy(watched, 0);
+    proto_cmd_free(&cmd);
     if (!r) return PULL_LOST;
     int out = PULL_DONE;
+    uint64_t acked;
+    const uint8_t *blob;
+    size_t len;
     if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
         log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
         h->plain = 1;
         out = PULL_MORE;   /* again, at once */
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_int_in(r->element[0], 0, INT64_MAX) &&
-               r->element[1]->type == REDIS_REPLY_STRING) {
-        const uint8_t *blob = (const uint8_t *)r->element[1]->str;
-        size_t len = r->element[1]->len;
+    } else if (proto_dec_holdings(r, &acked, &blob, &len) == 0) {
         pthread_mutex_lock(&h->mu);
         if (gen == h->gen) {
             long k = apply_notes(h, blob, blob + len, self);
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
-            *ack = (uint64_t)r->element[0]->integer;
+            *ack = acked;
             h->pulls++;
             pthread_mutex_unlock(&h->mu);
             pthread_mutex_lock(&h->n->mu);
@@ -119,7 +111,7 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
             out = PULL_REFUSED;   /* registered again meanwhile */
         }
     } else {
-        log_info("node: MOON.HOLDINGS: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        log_info("node: %s: %s", PROTO_VERB_HOLDINGS, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         out = PULL_REFUSED;
     }
     freeReplyObject(r);
@@ -130,23 +122,29 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
 
 /* CHALLENGE, HOLDLINK on rc: 0, -1 refused, -2 a master without HOLDLINK. */
 static int link_up(node_holdings *h, redisContext *rc, uint32_t id, const char *instance) {
-    redisReply *r = redisCommand(rc, "MOON.CHALLENGE");
-    if (!r || r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN) {
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_CHALLENGE);
+    redisReply *r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
+    const uint8_t *nonce = proto_dec_nonce(r);
+    if (!nonce) {
         if (r) freeReplyObject(r);
         return -1;
     }
     uint8_t reg_key[PROTO_REG_KEY_LEN], proof[PROTO_PROOF_LEN];
-    char proof_hex[2 * PROTO_PROOF_LEN + 1], ids[12];
+    char proof_hex[2 * PROTO_PROOF_LEN + 1];
     proto_reg_key(h->n->srv->cfg.cluster_secret, reg_key);
-    proto_reg_proof(reg_key, (const uint8_t *)r->str, proof);
+    proto_reg_proof(reg_key, nonce, proof);
     freeReplyObject(r);
     hex_encode(proof, sizeof proof, proof_hex);
-    snprintf(ids, sizeof ids, "%u", id);
-    r = redisCommand(rc, "MOON.HOLDLINK %s %s %s", proof_hex, ids, instance);
+    proto_cmd_holdlink(&cmd, proof_hex, id, instance);
+    r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     if (!r) return -1;
     int rc_ = r->type == REDIS_REPLY_STATUS ? 0 : -1;
     if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command")) rc_ = -2;
-    else if (rc_) log_info("node: MOON.HOLDLINK refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    else if (rc_)
+        log_info("node: %s refused: %s", PROTO_VERB_HOLDLINK, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     freeReplyObject(r);
     return rc_;
 }
@@ -173,7 +171,7 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     int up = open == PROTO_LINK_OK ? link_up(h, rc, id, instance) : -1;
     pthread_mutex_lock(&h->mu);
     if (up == -2) {
-        log_notice("node: the master has no MOON.HOLDLINK: pulling holdings every 100 ms on the control connection");
+        log_notice("node: the master has no " PROTO_VERB_HOLDLINK ": pulling holdings every 100 ms on the control connection");
         h->old_master = 1;
     }
     if (up != 0 || gen != h->gen) {

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "core/util.h"
+#include "proto/cmd.h"
 #include "proto/register.h"
 
 const char *proto_master_hint(const char *error_reply) {
@@ -38,7 +39,7 @@ int proto_prove_arg(const redisReply *r, const char *secret, char hex[2 * PROTO_
                     char *err, size_t errlen) {
     if (r && r->type == REDIS_REPLY_STRING && proto_member_proof_hex(secret, r->str, r->len, hex) == 0)
         return 0;
-    snprintf(err, errlen, "the master refused MOON.CHALLENGE: %s%s",
+    snprintf(err, errlen, "the master refused %s: %s%s", PROTO_VERB_CHALLENGE,
              !r ? "no reply" : r->type == REDIS_REPLY_ERROR ? r->str : "not a nonce",
              r && r->type == REDIS_REPLY_ERROR ? proto_master_hint(r->str) : "");
     return -1;
@@ -48,29 +49,30 @@ int proto_prove_accepted(const redisReply *r, char *err, size_t errlen) {
     if (r && r->type == REDIS_REPLY_STATUS) return 1;
     /* A master older than MOON.PROVE has no gate to pass. */
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR unknown command", 19) == 0) return 1;
-    snprintf(err, errlen, "the master refused MOON.PROVE: %s (check cluster_secret / --cluster-secret)",
+    snprintf(err, errlen, "the master refused %s: %s (check cluster_secret / --cluster-secret)", PROTO_VERB_PROVE,
              !r ? "no reply" : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     return 0;
 }
 
-/* One command of the proof: its reply, or NULL with err (link lost). */
-static redisReply *prove_step(redisContext *rc, int argc, const char **argv, char *err, size_t errlen) {
-    size_t lens[2] = {strlen(argv[0]), argc > 1 ? strlen(argv[1]) : 0};
-    redisReply *r = redisCommandArgv(rc, argc, argv, lens);
-    if (!r) snprintf(err, errlen, "%s: %s", argv[0], rc->errstr);
+/* One command of the proof (freed): its reply, or NULL with err (link lost). */
+static redisReply *prove_step(redisContext *rc, proto_cmd *cmd, char *err, size_t errlen) {
+    redisReply *r = redisCommandArgv(rc, cmd->argc, cmd->argv, cmd->lens);
+    if (!r) snprintf(err, errlen, "%s: %s", cmd->argv[0], rc->errstr);
+    proto_cmd_free(cmd);
     return r;
 }
 
 int proto_master_prove(redisContext *rc, const char *secret, char *err, size_t errlen) {
     char hex[2 * PROTO_PROOF_LEN + 1];
-    const char *argv[2] = {"MOON.CHALLENGE", hex};
-    redisReply *r = prove_step(rc, 1, argv, err, errlen);
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_CHALLENGE);
+    redisReply *r = prove_step(rc, &cmd, err, errlen);
     if (!r) return PROTO_LINK_EUNREACH;
     int ok = proto_prove_arg(r, secret, hex, err, errlen) == 0;
     freeReplyObject(r);
     if (!ok) return PROTO_LINK_EAUTH;
-    argv[0] = "MOON.PROVE";
-    if (!(r = prove_step(rc, 2, argv, err, errlen))) return PROTO_LINK_EUNREACH;
+    proto_cmd_prove(&cmd, hex);
+    if (!(r = prove_step(rc, &cmd, err, errlen))) return PROTO_LINK_EUNREACH;
     ok = proto_prove_accepted(r, err, errlen);
     freeReplyObject(r);
     return ok ? PROTO_LINK_OK : PROTO_LINK_EAUTH;

@@ -1,0 +1,511 @@
+/* Unit tests of src/proto's verbs (verbs.h), their encoders (cmd.h) and
+ * the small reply decoders (replies.h): the verb list is whole and has
+ * each name once; every encoder's vector, sent as RESP and parsed by the
+ * server's request parser (resp/), arrives as exactly the arguments it
+ * was given; every reply, written as the master writes it (resp_writer),
+ * decodes to what was written, and cut at any byte reads as incomplete,
+ * never as a reply; wrong shapes are refused. */
+#include <hiredis/hiredis.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/cmd.h"
+#include "proto/limits.h"
+#include "proto/register.h"
+#include "proto/replies.h"
+#include "proto/slices.h"
+#include "proto/verbs.h"
+#include "resp/resp_parser.h"
+#include "resp/resp_writer.h"
+#include "test.h"
+
+/* ---- the verbs ---- */
+
+static void test_verbs_once(void) {
+    ASSERT_EQ(proto_nverbs, 34);
+    for (size_t i = 0; i < proto_nverbs; i++) {
+        const char *v = proto_verbs[i];
+        ASSERT_MSG(strncmp(v, "MOON.", 5) == 0 && v[5], "%s", v);
+        for (size_t j = 0; j < i; j++) ASSERT_MSG(strcmp(v, proto_verbs[j]) != 0, "%s twice", v);
+        char lower[32];
+        size_t n = strlen(v);
+        for (size_t k = 0; k <= n; k++) lower[k] = (char)(v[k] >= 'A' && v[k] <= 'Z' ? v[k] + 32 : v[k]);
+        ASSERT(proto_verb_lookup(lower, n) == v);
+        ASSERT(proto_verb_lookup(v, n - 1) == NULL);   /* a cut name is none */
+    }
+    ASSERT(proto_verb_lookup("MOON.GETX", 9) == NULL);
+    ASSERT(proto_verb_lookup("MOON.GET\0T", 10) == NULL);
+    ASSERT(proto_verb_lookup("GET", 3) == NULL);
+}
+
+/* ---- the encoders ---- */
+
+/* cmd, sent as RESP and parsed as the master parses a request, is the
+ * argc arguments given (C strings, or "\x01" + index into bins). */
+static const void *bins[4];
+static size_t binlens[4];
+
+static void expect_cmd(proto_cmd *cmd, int argc, ...) {
+    resp_buf b;
+    resp_buf_init(&b);
+    proto_cmd_resp(cmd, &b);
+    resp_parser *p = resp_parser_create(NULL);
+    size_t used = 0;
+    resp_status st = resp_parser_feed(p, b.data, b.len, &used);
+    va_list ap;
+    va_start(ap, argc);
+    int ok = st == RESP_COMMAND && used == b.len && resp_parser_argc(p) == argc && cmd->argc == argc;
+    char why[128] = "";
+    if (!ok) snprintf(why, sizeof why, "st %d argc %d/%d want %d", st, resp_parser_argc(p), cmd->argc, argc);
+    for (int i = 0; ok && i < argc; i++) {
+        const char *want = va_arg(ap, const char *);
+        const void *w = want;
+        size_t wl = strlen(want);
+        if (want[0] == '\x01') w = bins[want[1] - '0'], wl = binlens[want[1] - '0'];
+        const resp_arg *a = &resp_parser_argv(p)[i];
+        ok = a->len == wl && memcmp(a->ptr, w, wl) == 0 && cmd->lens[i] == wl;
+        if (!ok) snprintf(why, sizeof why, "argument %d: '%.*s'", i, (int)a->len, a->ptr);
+    }
+    va_end(ap);
+    resp_parser_free(p);
+    resp_buf_free(&b);
+    proto_cmd_free(cmd);
+    ASSERT_MSG(ok, "%s", why);
+}
+
+static void test_cmd_bare_and_keys(void) {
+    proto_cmd c;
+    static const uint8_t key[] = {'k', 0, '\r', '\n', 0xff};
+    bins[0] = key, binlens[0] = sizeof key;
+    proto_cmd_bare(&c, PROTO_VERB_CHALLENGE);
+    ASSERT_STEP(expect_cmd(&c, 1, "MOON.CHALLENGE"));
+    proto_cmd_bare(&c, PROTO_VERB_TOPOLOGY);
+    ASSERT_STEP(expect_cmd(&c, 1, "MOON.TOPOLOGY"));
+    proto_cmd_bare(&c, PROTO_VERB_FLUSH);
+    ASSERT_STEP(expect_cmd(&c, 1, "MOON.FLUSH"));
+    const char *one[] = {PROTO_VERB_GET, PROTO_VERB_EXISTS, PROTO_VERB_REMOVE, PROTO_VERB_OBJECT,
+                         PROTO_VERB_PUTREVOKE};
+    for (size_t i = 0; i < 5; i++) {
+        proto_cmd_key(&c, one[i], key, sizeof key);
+        ASSERT_STEP(expect_cmd(&c, 2, one[i], "\x01" "0"));
+    }
+    proto_cmd_keys_begin(&c, PROTO_VERB_MGETPACKED, 2);
+    proto_cmd_bin(&c, key, sizeof key);
+    proto_cmd_bin(&c, "b", 1);
+    ASSERT_STEP(expect_cmd(&c, 3, "MOON.MGETPACKED", "\x01" "0", "b"));
+    /* many keys: the vector leaves its inline room */
+    proto_cmd_keys_begin(&c, PROTO_VERB_PREFIX, 100);
+    for (int i = 0; i < 100; i++) proto_cmd_u64(&c, (uint64_t)i * 1000003);
+    ASSERT_EQ(c.argc, 101);
+    ASSERT(c.argv != c.argv_in);
+    ASSERT_EQ(c.lens[100], 8);
+    ASSERT(memcmp(c.argv[100], "99000297", 8) == 0);
+    ASSERT(memcmp(c.argv[1], "0", 1) == 0);
+    proto_cmd_free(&c);
+}
+
+static void test_cmd_membership(void) {
+    proto_cmd c;
+    proto_cmd_prove(&c, "00ff");
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.PROVE", "00ff"));
+    proto_cmd_holdlink(&c, "abcd", 7, "i1");
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.HOLDLINK", "abcd", "7", "i1"));
+    const char *addrs[] = {"tcp:127.0.0.1:1", "shm:/x"};
+    proto_register_args a = {.proof_hex = "pp", .segment_size = 1ULL << 40, .addrs = addrs, .naddrs = 2,
+                             .instance_hex = "ins", .seen_max = 9};
+    proto_cmd_register(&c, &a);
+    ASSERT_STEP(expect_cmd(&c, 9, "MOON.REGISTER", "pp", "1099511627776", "tcp:127.0.0.1:1", "shm:/x",
+                           "INSTANCE", "ins", "SEEN", "9"));
+    a.claim_id = 3, a.kept = 1;
+    proto_cmd_register(&c, &a);
+    ASSERT_STEP(expect_cmd(&c, 13, "MOON.REGISTER", "pp", "1099511627776", "tcp:127.0.0.1:1", "shm:/x",
+                           "CLAIM", "3", "KEPT", "1", "INSTANCE", "ins", "SEEN", "9"));
+    a.claim_again = 1, a.kept = 0;
+    proto_cmd_register(&c, &a);
+    ASSERT_STEP(expect_cmd(&c, 11, "MOON.REGISTER", "pp", "1099511627776", "tcp:127.0.0.1:1", "shm:/x",
+                           "ID", "3", "INSTANCE", "ins", "SEEN", "9"));
+    proto_cmd_heartbeat(&c, 4294967295u, 18446744073709551615ULL);
+    ASSERT_STEP(expect_cmd(&c, 3, "MOON.HEARTBEAT", "4294967295", "18446744073709551615"));
+    proto_cmd_node(&c, PROTO_VERB_LEAVE, 2);
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.LEAVE", "2"));
+    proto_cmd_node(&c, PROTO_VERB_DRAIN, 5);
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.DRAIN", "5"));
+    proto_cmd_nodes(&c, 1);
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.NODES", "EXPECTED"));
+    proto_cmd_nodes(&c, 0);
+    ASSERT_STEP(expect_cmd(&c, 1, "MOON.NODES"));
+    proto_cmd_suspect_begin(&c, 2);
+    proto_cmd_u64(&c, 3);
+    proto_cmd_u64(&c, 4);
+    ASSERT_STEP(expect_cmd(&c, 3, "MOON.SUSPECT", "3", "4"));
+    proto_cmd_gateway(&c, "127.0.0.1:7000");
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.GATEWAY", "127.0.0.1:7000"));
+}
+
+static void test_cmd_holdings_and_reports(void) {
+    proto_cmd c;
+    proto_cmd_holdings(&c, 3, 12, 1, 250);
+    ASSERT_STEP(expect_cmd(&c, 7, "MOON.HOLDINGS", "3", "12", "PACKED", "SLICES", "WAIT", "250"));
+    proto_cmd_holdings(&c, 3, 0, 0, 0);
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.HOLDINGS", "3", "0", "PACKED"));
+    proto_cmd_copydone_begin(&c, 2);
+    proto_cmd_copydone_add(&c, 10, 1);
+    proto_cmd_copydone_add(&c, 11, 0);
+    ASSERT_STEP(expect_cmd(&c, 5, "MOON.COPYDONE", "10", "OK", "11", "FAIL"));
+    proto_cmd_badreplica_begin(&c, 2, 1);
+    proto_cmd_badreplica_add(&c, "key", 3, 4096);
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.BADREPLICA", "2", "key", "4096"));
+    proto_cmd_reportdone_begin(&c, 0);
+    ASSERT_STEP(expect_cmd(&c, 1, "MOON.REPORTDONE"));
+    /* MOON.REPORT's head and a blob behind it parse as one command */
+    char head[PROTO_REPORT_HEAD_MAX];
+    static const char blob[] = "\0\1\2packed";
+    size_t hl = proto_report_head(head, sizeof head, sizeof blob);
+    resp_buf b;
+    resp_buf_init(&b);
+    resp_buf_append(&b, head, hl);
+    resp_buf_append(&b, blob, sizeof blob);
+    resp_buf_append(&b, "\r\n", 2);
+    resp_parser *p = resp_parser_create(NULL);
+    size_t used;
+    int st = resp_parser_feed(p, b.data, b.len, &used);
+    int ok = st == RESP_COMMAND && used == b.len && resp_parser_argc(p) == 3 &&
+             strcmp(resp_parser_argv(p)[0].ptr, PROTO_VERB_REPORT) == 0 &&
+             strcmp(resp_parser_argv(p)[1].ptr, "PACKED") == 0 && resp_parser_argv(p)[2].len == sizeof blob &&
+             memcmp(resp_parser_argv(p)[2].ptr, blob, sizeof blob) == 0;
+    resp_parser_free(p);
+    resp_buf_free(&b);
+    ASSERT(ok);
+}
+
+static void test_cmd_put_and_leases(void) {
+    proto_cmd c;
+    proto_cmd_putstart(&c, "k", 1, 1 << 20, 2);
+    ASSERT_STEP(expect_cmd(&c, 5, "MOON.PUTSTART", "k", "1048576", "REPLICAS", "2"));
+    proto_cmd_mputstart_begin(&c, 1, 2);
+    proto_cmd_mputstart_add(&c, "a", 1, 10);
+    proto_cmd_mputstart_add(&c, "b", 1, 20);
+    ASSERT_STEP(expect_cmd(&c, 8, "MOON.MPUTSTART", "REPLICAS", "1", "PACKED", "a", "10", "b", "20"));
+    proto_cmd_putend(&c, "k", 1, 4294967295u, NULL);
+    ASSERT_STEP(expect_cmd(&c, 3, "MOON.PUTEND", "k", "4294967295"));
+    static const uint8_t packed[8] = {1, 2, 3, 4, 0, '\r', '\n', 8};
+    bins[1] = packed, binlens[1] = sizeof packed;
+    proto_slices_arg sl = {.size = PROTO_SLICE_MIN, .packed = packed, .len = sizeof packed};
+    proto_cmd_putend(&c, "k", 1, 7, &sl);
+    ASSERT_STEP(expect_cmd(&c, 6, "MOON.PUTEND", "k", "7", "SLICES", "65536", "\x01" "1"));
+    proto_cmd_mputend_begin(&c, 0, 2);
+    proto_cmd_mputend_add(&c, "a", 1, 1, &sl);   /* PACKED: no slices whatever sl says */
+    proto_cmd_mputend_add(&c, "b", 1, 2, NULL);
+    ASSERT_STEP(expect_cmd(&c, 6, "MOON.MPUTEND", "PACKED", "a", "1", "b", "2"));
+    proto_cmd_mputend_begin(&c, 1, 2);
+    proto_cmd_mputend_add(&c, "a", 1, 1, &sl);
+    proto_cmd_mputend_add(&c, "b", 1, 2, NULL);   /* SLICES: "0" and none */
+    ASSERT_STEP(expect_cmd(&c, 10, "MOON.MPUTEND", "SLICES", "a", "1", "65536", "\x01" "1", "b", "2", "0", ""));
+    proto_cmd_release_begin(&c, 2);
+    proto_cmd_release_add(&c, "a", 1, 100);
+    proto_cmd_release_add(&c, "b", 1, 200);
+    ASSERT_STEP(expect_cmd(&c, 5, "MOON.RELEASE", "a", "100", "b", "200"));
+    proto_cmd_mrelease_begin(&c, 300, 2);
+    proto_cmd_bin(&c, "a", 1);
+    proto_cmd_bin(&c, "b", 1);
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.MRELEASE", "300", "a", "b"));
+    proto_cmd_scan(&c, 18446744073709551615ULL, 10);
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.SCAN", "18446744073709551615", "COUNT", "10"));
+}
+
+/* ---- the replies ---- */
+
+/* b read whole: the reply (used the whole buffer); every cut of it reads
+ * as incomplete, never as a reply. */
+static redisReply *read_every_cut(const resp_buf *b) {
+    for (size_t cut = 0; cut < b->len; cut++) {
+        redisReply *r = NULL;
+        int rc = proto_reply_read(b->data, cut, &r, NULL);
+        if (rc != PROTO_REPLY_INCOMPLETE || r) {
+            printf("# cut at %zu of %zu read as %d\n", cut, b->len, rc);
+            if (r) freeReplyObject(r);
+            return NULL;
+        }
+    }
+    redisReply *r = NULL;
+    size_t used = 0;
+    if (proto_reply_read(b->data, b->len, &r, &used) != PROTO_REPLY_WHOLE || used != b->len) {
+        if (r) freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void test_reply_int_and_flags(void) {
+    resp_buf b;
+    resp_buf_init(&b);
+    resp_add_integer(&b, 4096);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    long long v = 0;
+    int ok = proto_dec_int(r, 0, 4096, &v) == 0 && v == 4096 && proto_dec_int(r, 0, 4095, &v) == -1 &&
+             proto_dec_ok(r) == -1 && proto_dec_flags(r, 1, (int[1]){0}) == -1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    resp_add_array(&b, 3);
+    resp_add_integer(&b, 1);
+    resp_add_integer(&b, 0);
+    resp_add_integer(&b, 1);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    int f[3] = {9, 9, 9};
+    ok = proto_dec_flags(r, 3, f) == 0 && f[0] == 1 && f[1] == 0 && f[2] == 1 && proto_dec_flags(r, 2, f) == -1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    /* a flag that is no integer: refused, out untouched */
+    resp_buf_clear(&b);
+    resp_add_array(&b, 2);
+    resp_add_integer(&b, 1);
+    resp_add_bulk_cstr(&b, "1");
+    r = read_every_cut(&b);
+    ASSERT(r);
+    f[0] = 7;
+    ok = proto_dec_flags(r, 2, f) == -1 && f[0] == 7;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    resp_add_simple(&b, "OK");
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = proto_dec_ok(r) == 0 && proto_dec_int(r, 0, 1, &v) == -1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    resp_add_error(&b, "NOSPACE full");
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = r->type == REDIS_REPLY_ERROR && proto_dec_ok(r) == -1 && proto_dec_int(r, 0, 1, &v) == -1;
+    freeReplyObject(r);
+    resp_buf_free(&b);
+    ASSERT(ok);
+}
+
+static void test_reply_nonce_scan(void) {
+    resp_buf b;
+    resp_buf_init(&b);
+    uint8_t nonce[PROTO_NONCE_LEN];
+    for (int i = 0; i < PROTO_NONCE_LEN; i++) nonce[i] = (uint8_t)(i * 37 + 13);
+    nonce[3] = '\r', nonce[4] = '\n';
+    resp_add_bulk(&b, nonce, sizeof nonce);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    const uint8_t *got = proto_dec_nonce(r);
+    int ok = got && memcmp(got, nonce, sizeof nonce) == 0;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    resp_add_bulk(&b, nonce, sizeof nonce - 1);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = proto_dec_nonce(r) == NULL;
+    freeReplyObject(r);
+    ASSERT(ok);
+    /* SCAN: [cursor, [keys]] as the master writes it */
+    resp_buf_clear(&b);
+    resp_add_array(&b, 2);
+    resp_add_bulk_cstr(&b, "18446744073709551615");
+    resp_add_array(&b, 2);
+    resp_add_bulk_cstr(&b, "a");
+    resp_add_bulk(&b, "b\0c", 3);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    uint64_t next = 0;
+    const redisReply *keys = NULL;
+    ok = proto_dec_scan(r, &next, &keys) == 0 && next == UINT64_MAX && keys && keys->elements == 2 &&
+         keys->element[1]->len == 3;
+    freeReplyObject(r);
+    ASSERT(ok);
+    /* a cursor past u64, one not a number, an empty key: refused */
+    static const char *bad_cursor[] = {"18446744073709551616", "12x", "", "-1"};
+    for (size_t i = 0; i < 4; i++) {
+        resp_buf_clear(&b);
+        resp_add_array(&b, 2);
+        resp_add_bulk_cstr(&b, bad_cursor[i]);
+        resp_add_array(&b, 0);
+        r = read_every_cut(&b);
+        ASSERT(r);
+        ok = proto_dec_scan(r, &next, &keys) == -1;
+        freeReplyObject(r);
+        ASSERT_MSG(ok, "cursor '%s'", bad_cursor[i]);
+    }
+    resp_buf_clear(&b);
+    resp_add_array(&b, 2);
+    resp_add_bulk_cstr(&b, "0");
+    resp_add_array(&b, 1);
+    resp_add_bulk(&b, "", 0);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = proto_dec_scan(r, &next, &keys) == -1;
+    freeReplyObject(r);
+    resp_buf_free(&b);
+    ASSERT(ok);
+}
+
+/* MOON.OBJECT's flat map with state st (NULL: no state field). */
+static void object_map(resp_buf *b, const char *st, long long size, long long crc) {
+    resp_add_array(b, st ? 10 : 8);
+    if (st) {
+        resp_add_bulk_cstr(b, "state");
+        resp_add_bulk_cstr(b, st);
+    }
+    resp_add_bulk_cstr(b, "size");
+    resp_add_integer(b, size);
+    resp_add_bulk_cstr(b, "crc");
+    resp_add_integer(b, crc);
+    resp_add_bulk_cstr(b, "created");
+    resp_add_integer(b, 1700000000000LL);
+    resp_add_bulk_cstr(b, "replicas");
+    resp_add_array(b, 1);
+    resp_add_array(b, 3);
+    resp_add_integer(b, 1);
+    resp_add_integer(b, 0);
+    resp_add_integer(b, size);
+}
+
+static void test_reply_object(void) {
+    static const struct { const char *st; long long size, crc; int want; } cases[] = {
+        {"complete", 1 << 20, 0xdeadbeef, 1}, {"pending", 10, 1, 0}, {NULL, 10, 1, -1},
+        {"complete", -1, 1, -1}, {"complete", 10, 1LL << 32, -1}, {"complete", 0, 0, 1},
+    };
+    resp_buf b;
+    resp_buf_init(&b);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        resp_buf_clear(&b);
+        object_map(&b, cases[i].st, cases[i].size, cases[i].crc);
+        redisReply *r = read_every_cut(&b);
+        ASSERT(r);
+        uint64_t size = 0;
+        uint32_t crc = 0;
+        int got = proto_dec_object(r, &size, &crc);
+        freeReplyObject(r);
+        ASSERT_MSG(got == cases[i].want, "case %zu: %d", i, got);
+        if (got == 1) ASSERT(size == (uint64_t)cases[i].size && crc == (uint32_t)cases[i].crc);
+    }
+    resp_buf_clear(&b);
+    resp_add_null(&b, 2);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    uint64_t size;
+    uint32_t crc;
+    int got = proto_dec_object(r, &size, &crc);
+    freeReplyObject(r);
+    resp_buf_free(&b);
+    ASSERT_EQ(got, 0);
+}
+
+static void test_reply_holdings_registered(void) {
+    resp_buf b;
+    resp_buf_init(&b);
+    resp_add_array(&b, 2);
+    resp_add_integer(&b, 77);
+    resp_add_bulk(&b, "\0\1\r\n", 4);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    uint64_t acked = 0;
+    const uint8_t *blob = NULL;
+    size_t len = 0;
+    int ok = proto_dec_holdings(r, &acked, &blob, &len) == 0 && acked == 77 && len == 4 &&
+             memcmp(blob, "\0\1\r\n", 4) == 0;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    resp_add_array(&b, 2);
+    resp_add_integer(&b, -1);
+    resp_add_bulk(&b, "", 0);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = proto_dec_holdings(r, &acked, &blob, &len) == -1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    /* REGISTER: [id, key hex, heartbeat ms, term, reconcile] */
+    char hex[2 * TE_CAP_KEY_LEN + 1];
+    for (int i = 0; i < 2 * TE_CAP_KEY_LEN; i++) hex[i] = "0123456789abcdef"[(i * 7) & 15];
+    hex[2 * TE_CAP_KEY_LEN] = 0;
+    long long fields[][4] = {{5, 1000, 3, 2}, {0, 1000, 3, 2}, {5, 0, 3, 2}, {5, 1000, 0, 2},
+                             {5, 1000, 3, PROTO_REG_RECONCILE + 1}, {4294967296LL, 1000, 3, 2}};
+    int want[] = {0, -1, -1, -1, -1, -1};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        resp_buf_clear(&b);
+        resp_add_array(&b, 5);
+        resp_add_integer(&b, fields[i][0]);
+        resp_add_bulk_cstr(&b, hex);
+        resp_add_integer(&b, fields[i][1]);
+        resp_add_integer(&b, fields[i][2]);
+        resp_add_integer(&b, fields[i][3]);
+        r = read_every_cut(&b);
+        ASSERT(r);
+        proto_registered reg;
+        int got = proto_dec_registered(r, &reg);
+        freeReplyObject(r);
+        ASSERT_MSG(got == want[i], "case %zu", i);
+        if (got == 0)
+            ASSERT(reg.id == 5 && reg.heartbeat_ms == 1000 && reg.term == 3 && reg.reconcile == 2 &&
+                   reg.cap_key[0] == 0x07 && reg.cap_key[1] == 0xe5);
+    }
+    resp_buf_clear(&b);
+    resp_add_array(&b, 5);
+    resp_add_integer(&b, 5);
+    resp_add_bulk_cstr(&b, "zz");   /* not the key's hex */
+    resp_add_integer(&b, 1000);
+    resp_add_integer(&b, 3);
+    resp_add_integer(&b, 2);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    proto_registered reg;
+    ok = proto_dec_registered(r, &reg) == -1;
+    freeReplyObject(r);
+    resp_buf_free(&b);
+    ASSERT(ok);
+}
+
+static void test_node_line(void) {
+    proto_node_line l;
+    ASSERT_EQ(proto_dec_node_line("3 tcp:127.0.0.1:9 alive 1048576 4096\n4 x dead 1 0", &l), 0);
+    ASSERT(l.id == 3 && strcmp(l.state, "alive") == 0 && l.segment_size == 1048576 && l.used == 4096);
+    ASSERT_EQ(proto_dec_node_line("3 addr alive 1048576", &l), -1);
+    ASSERT_EQ(proto_dec_node_line("", &l), -1);
+    ASSERT_EQ(proto_dec_node_line("x addr alive 1 2", &l), -1);
+    /* a state word longer than its room is cut, not overrun */
+    ASSERT_EQ(proto_dec_node_line("1 a abcdefghijklmnopqrstuvwxyz 1 2", &l), -1);
+}
+
+/* Bytes that are no RESP, or declare more than the bound: BAD, never a reply. */
+static void test_reply_read_refused(void) {
+    static const char *bad[] = {"?x\r\n", "*99999999\r\n", "$-5\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        redisReply *r = NULL;
+        int rc = proto_reply_read(bad[i], strlen(bad[i]), &r, NULL);
+        if (r) freeReplyObject(r);
+        ASSERT_MSG(rc == PROTO_REPLY_BAD && !r, "'%s': %d", bad[i], rc);
+    }
+    /* two replies: the first is read, used says where the second starts */
+    redisReply *r = NULL;
+    size_t used = 0;
+    ASSERT_EQ(proto_reply_read(":1\r\n:2\r\n", 8, &r, &used), PROTO_REPLY_WHOLE);
+    int ok = r && r->integer == 1 && used == 4;
+    freeReplyObject(r);
+    ASSERT(ok);
+}
+
+int main(void) {
+    RUN_TEST(test_verbs_once);
+    RUN_TEST(test_cmd_bare_and_keys);
+    RUN_TEST(test_cmd_membership);
+    RUN_TEST(test_cmd_holdings_and_reports);
+    RUN_TEST(test_cmd_put_and_leases);
+    RUN_TEST(test_reply_int_and_flags);
+    RUN_TEST(test_reply_nonce_scan);
+    RUN_TEST(test_reply_object);
+    RUN_TEST(test_reply_holdings_registered);
+    RUN_TEST(test_node_line);
+    RUN_TEST(test_reply_read_refused);
+    TEST_EXIT();
+}
