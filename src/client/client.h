@@ -42,6 +42,7 @@
 #include "client/located.h"
 #include "client/moonkv.h"
 #include "proto/limits.h"
+#include "proto/cmd.h"
 #include "proto/slices.h"
 
 #define MKV_ERR_LEN        256
@@ -260,22 +261,10 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
  * the checksum of the whole, combined from them. */
 uint32_t mkv_checksum_slices(mkv_client *c, const void *buf, uint64_t len, proto_slices *sl);
 
-/* ---- command.c ---- */
-typedef struct mkv_cmd {
-    int argc, cap;
-    const char **argv;
-    size_t *lens;
-    char (*nums)[24];                    /* storage of numeric arguments */
-} mkv_cmd;
-
-void mkv_cmd_init(mkv_cmd *cmd, int maxargs);
-void mkv_cmd_str(mkv_cmd *cmd, const char *s);
-void mkv_cmd_bin(mkv_cmd *cmd, const void *p, size_t len);
-void mkv_cmd_u64(mkv_cmd *cmd, uint64_t v);
-void mkv_cmd_free(mkv_cmd *cmd);
-/* Send it; the reply, or NULL with *code set (see mkv_command). */
-redisReply *mkv_cmd_run(mkv_client *c, const mkv_cmd *cmd, int *code);
-redisReply *mkv_cmd_run_meanwhile(mkv_client *c, const mkv_cmd *cmd, int *code, mkv_meanwhile *mw);
+/* ---- command.c: the commands themselves are proto/cmd.h's ---- */
+/* Send cmd and free it; the reply, or NULL with *code set (see mkv_command). */
+redisReply *mkv_cmd_run(mkv_client *c, proto_cmd *cmd, int *code);
+redisReply *mkv_cmd_run_meanwhile(mkv_client *c, proto_cmd *cmd, int *code, mkv_meanwhile *mw);
 /* The reply for item i of n: the batch reply's element i, or for a
  * single-key command the reply itself. NULL if the shape is wrong. */
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);

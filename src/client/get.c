@@ -47,13 +47,13 @@ static int located_record(mkv_client *c, proto_located *r, mkv_placement *pl) {
  * does not decode fails it and the rest (EPROTO); their leases, if
  * taken, expire. */
 static int get_locate_packed(mkv_client *c, get_item *it, size_t n, const redisReply *r) {
-    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MGETPACKED", r);
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, PROTO_VERB_MGETPACKED, r);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
     proto_extbuf buf = {0};
     for (size_t i = 0; i < n; i++) {
         proto_located rec;
         if (proto_located_next(&at, end, &buf, &rec) != 0) {
-            for (int rc = mkv_bad_reply(c, "MOON.MGETPACKED", r); i < n; i++) it[i].o->status = rc;
+            for (int rc = mkv_bad_reply(c, PROTO_VERB_MGETPACKED, r); i < n; i++) it[i].o->status = rc;
             break;
         }
         it[i].o->status = located_record(c, &rec, &it[i].pl);
@@ -67,13 +67,11 @@ static int get_locate_packed(mkv_client *c, get_item *it, size_t n, const redisR
  * not a dozen reply objects per key); decodes each placement. mw (or
  * NULL) runs while the reply is on its way. */
 static int get_locate(mkv_client *c, get_item *it, size_t n, mkv_meanwhile *mw) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(1 + n));
-    mkv_cmd_str(&cmd, n == 1 ? "MOON.GET" : "MOON.MGETPACKED");
-    for (size_t i = 0; i < n; i++) mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
+    proto_cmd cmd;
+    proto_cmd_keys_begin(&cmd, n == 1 ? PROTO_VERB_GET : PROTO_VERB_MGETPACKED, n);
+    for (size_t i = 0; i < n; i++) proto_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
     int rc;
     redisReply *r = mkv_cmd_run_meanwhile(c, &cmd, &rc, mw);
-    mkv_cmd_free(&cmd);
     if (!r) return rc;
     if (n > 1) rc = get_locate_packed(c, it, n, r);
     else it->o->status = mkv_located_decode(c, r, &it->pl);

@@ -4,21 +4,18 @@
 
 #include "client/client.h"
 #include "core/util.h"
+#include "proto/replies.h"
 
 /* A command on one key whose answer is an integer. */
 static int key_integer(mkv_client *c, const char *name, const void *key, size_t keylen,
                        long long *out) {
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, 2);
-    mkv_cmd_str(&cmd, name);
-    mkv_cmd_bin(&cmd, key, keylen);
+    proto_cmd cmd;
+    proto_cmd_key(&cmd, name, key, keylen);
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
     if (!r) return rc;
-    if (r->type == REDIS_REPLY_INTEGER) *out = r->integer;
-    else rc = mkv_bad_reply(c, name, r);
+    if (proto_dec_int(r, INT64_MIN, INT64_MAX, out) != 0) rc = mkv_bad_reply(c, name, r);
     freeReplyObject(r);
     return rc;
 }
@@ -27,7 +24,7 @@ int mkv_remove(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
     MKV_ON_LANE(c);
     long long removed;
-    int rc = key_integer(c, "MOON.REMOVE", key, keylen, &removed);
+    int rc = key_integer(c, PROTO_VERB_REMOVE, key, keylen, &removed);
     if (rc == MKV_OK && !removed) rc = mkv_fail(c, MKV_ENOTFOUND, "no such object");
     return rc;
 }
@@ -36,33 +33,31 @@ int mkv_exists(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
     MKV_ON_LANE(c);
     long long found;
-    int rc = key_integer(c, "MOON.EXISTS", key, keylen, &found);
+    int rc = key_integer(c, PROTO_VERB_EXISTS, key, keylen, &found);
     return rc != MKV_OK ? rc : found != 0;
 }
 
-static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(1 + n));
-    mkv_cmd_str(&cmd, "MOON.MEXISTS");
+/* verb (MOON.MEXISTS, MOON.PREFIX) over the keys of objs[0..n): its
+ * reply, or NULL with *rc set (a bad key is refused before sending). */
+static redisReply *keys_run(mkv_client *c, const char *verb, const mkv_obj *objs, size_t n, int *rc) {
+    proto_cmd cmd;
+    proto_cmd_keys_begin(&cmd, verb, n);
     for (size_t i = 0; i < n; i++) {
-        int rc = mkv_check_key(c, objs[i].key, objs[i].keylen);
-        if (rc != MKV_OK) {
-            mkv_cmd_free(&cmd);
-            return rc;
+        if ((*rc = mkv_check_key(c, objs[i].key, objs[i].keylen)) != MKV_OK) {
+            proto_cmd_free(&cmd);
+            return NULL;
         }
-        mkv_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
+        proto_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
     }
+    return mkv_cmd_run(c, &cmd, rc);
+}
+
+static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     int rc;
-    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
+    redisReply *r = keys_run(c, PROTO_VERB_MEXISTS, objs, n, &rc);
     if (!r) return rc;
-    int shape_ok = r->type == REDIS_REPLY_ARRAY && r->elements == n;
-    for (size_t i = 0; shape_ok && i < n; i++) shape_ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (!shape_ok) rc = mkv_bad_reply(c, "MOON.MEXISTS", r);
-    for (size_t i = 0; shape_ok && i < n; i++) {
-        results[i] = r->element[i]->integer != 0;
-        objs[i].status = MKV_OK;
-    }
+    if (proto_dec_flags(r, n, results) != 0) rc = mkv_bad_reply(c, PROTO_VERB_MEXISTS, r);
+    for (size_t i = 0; rc == MKV_OK && i < n; i++) objs[i].status = MKV_OK;
     freeReplyObject(r);
     return rc;
 }
@@ -78,27 +73,16 @@ int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
 
 /* MOON.PREFIX over one chunk: how many leading keys are present. */
 static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(1 + n));
-    mkv_cmd_str(&cmd, "MOON.PREFIX");
-    for (size_t i = 0; i < n; i++) {
-        int rc = mkv_check_key(c, objs[i].key, objs[i].keylen);
-        if (rc != MKV_OK) {
-            mkv_cmd_free(&cmd);
-            return rc;
-        }
-        mkv_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
-    }
     int rc;
-    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
+    redisReply *r = keys_run(c, PROTO_VERB_PREFIX, objs, n, &rc);
     if (!r) return rc;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && (unsigned long long)r->integer <= n)
-        *count = (size_t)r->integer;
+    long long hit;
+    if (proto_dec_int(r, 0, (long long)n, &hit) == 0)
+        *count = (size_t)hit;
     else if (r->type == REDIS_REPLY_ERROR)
         rc = mkv_reply_error(c, r->str, r->len);
     else
-        rc = mkv_bad_reply(c, "MOON.PREFIX", r);
+        rc = mkv_bad_reply(c, PROTO_VERB_PREFIX, r);
     freeReplyObject(r);
     return rc;
 }
@@ -120,17 +104,18 @@ int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
 int mkv_remove_all(mkv_client *c, uint64_t *removed) {
     if (!c) return MKV_EINVAL;
     MKV_ON_LANE(c);
-    const char *argv[1] = {"MOON.FLUSH"};
-    size_t lens[1] = {10};
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_FLUSH);
     int rc;
-    redisReply *r = mkv_command(c, 1, argv, lens, &rc);
+    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
     if (!r) return rc;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
-        if (removed) *removed = (uint64_t)r->integer;
+    long long n;
+    if (proto_dec_int(r, 0, INT64_MAX, &n) == 0) {
+        if (removed) *removed = (uint64_t)n;
     } else if (r->type == REDIS_REPLY_ERROR) {
         rc = mkv_reply_error(c, r->str, r->len);
     } else {
-        rc = mkv_bad_reply(c, "MOON.FLUSH", r);
+        rc = mkv_bad_reply(c, PROTO_VERB_FLUSH, r);
     }
     freeReplyObject(r);
     return rc;

@@ -36,22 +36,11 @@ void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_pla
 
 /* One MOON.RELEASE for leases v[0..n); 1 if queued. */
 static int append_one(mkv_client *c, const mkv_lease *v, size_t n) {
-    int argc = (int)(1 + 2 * n);
-    const char **argv = xcalloc((size_t)argc, sizeof *argv);
-    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-    char (*num)[24] = xcalloc(n, sizeof *num);
-    argv[0] = "MOON.RELEASE";
-    lens[0] = 12;
-    for (size_t i = 0; i < n; i++) {
-        argv[1 + 2 * i] = v[i].key;
-        lens[1 + 2 * i] = v[i].keylen;
-        lens[2 + 2 * i] = (size_t)snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i].until);
-        argv[2 + 2 * i] = num[i];
-    }
-    int ok = redisAppendCommandArgv(c->rc, argc, argv, lens) == REDIS_OK;
-    free(argv);
-    free(lens);
-    free(num);
+    proto_cmd cmd;
+    proto_cmd_release_begin(&cmd, n);
+    for (size_t i = 0; i < n; i++) proto_cmd_release_add(&cmd, v[i].key, v[i].keylen, v[i].until);
+    int ok = redisAppendCommandArgv(c->rc, cmd.argc, cmd.argv, cmd.lens) == REDIS_OK;
+    proto_cmd_free(&cmd);
     return ok;
 }
 

@@ -55,12 +55,12 @@ int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl) {
     if (r->type != REDIS_REPLY_ARRAY || (r->elements != 3 && r->elements != 5) ||
         proto_int_in(r->element[0], 1, INT64_MAX, &size) != 0 ||
         proto_int_in(r->element[1], 0, UINT32_MAX, &crc) != 0)
-        return mkv_bad_reply(c, "MOON.GET", r);
+        return mkv_bad_reply(c, PROTO_VERB_GET, r);
     int rc = mkv_placement_decode(c, r->element[2], size, TE_CAP_READ, pl);
     pl->crc = (uint32_t)crc;
     if (rc == MKV_OK && r->elements == 5 &&
         proto_slices_decode(r->element[3], r->element[4], size, pl->crc, &pl->slices) != 0)
-        rc = mkv_bad_reply(c, "MOON.GET's slice CRCs", r);
+        rc = mkv_bad_reply(c, PROTO_VERB_GET "'s slice CRCs", r);
     return rc;
 }
 

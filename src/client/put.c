@@ -15,6 +15,7 @@
 #include "core/crc32c.h"
 #include "core/util.h"
 #include "proto/ended.h"
+#include "proto/replies.h"
 
 typedef struct put_item {
     mkv_obj *o;
@@ -62,13 +63,13 @@ static int placed_record(mkv_client *c, const proto_placed *r, mkv_placement *pl
  * that does not decode fails it and the rest (EPROTO), unplaced here:
  * what the master placed for them ends with the put timeout. */
 static int put_start_packed(mkv_client *c, put_item *it, size_t n, const redisReply *r) {
-    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r);
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, PROTO_VERB_MPUTSTART " PACKED", r);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
     proto_extbuf buf = {0};
     for (size_t i = 0; i < n; i++) {
         proto_placed rec;
         if (proto_placed_next(&at, end, it[i].o->len, TE_CAP_WRITE, &buf, &rec) != 0) {
-            for (int rc = mkv_bad_reply(c, "MOON.MPUTSTART PACKED", r); i < n; i++) it[i].o->status = rc;
+            for (int rc = mkv_bad_reply(c, PROTO_VERB_MPUTSTART " PACKED", r); i < n; i++) it[i].o->status = rc;
             break;
         }
         it[i].placed = rec.err == NULL;
@@ -82,25 +83,15 @@ static int put_start_packed(mkv_client *c, put_item *it, size_t n, const redisRe
  * key size ... (one bulk string to parse, not a dozen reply objects per
  * key). */
 static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(4 + 2 * n));
-    mkv_cmd_str(&cmd, n == 1 ? "MOON.PUTSTART" : "MOON.MPUTSTART");
-    if (n > 1) {
-        mkv_cmd_str(&cmd, "REPLICAS");
-        mkv_cmd_u64(&cmd, (uint64_t)replicas);
-        mkv_cmd_str(&cmd, "PACKED");
-    }
-    for (size_t i = 0; i < n; i++) {
-        mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
-        mkv_cmd_u64(&cmd, it[i].o->len);
-    }
+    proto_cmd cmd;
     if (n == 1) {
-        mkv_cmd_str(&cmd, "REPLICAS");
-        mkv_cmd_u64(&cmd, (uint64_t)replicas);
+        proto_cmd_putstart(&cmd, it->o->key, it->o->keylen, it->o->len, replicas);
+    } else {
+        proto_cmd_mputstart_begin(&cmd, replicas, n);
+        for (size_t i = 0; i < n; i++) proto_cmd_mputstart_add(&cmd, it[i].o->key, it[i].o->keylen, it[i].o->len);
     }
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
     if (!r) return rc;
     if (n > 1) {
         rc = put_start_packed(c, it, n, r);
@@ -194,18 +185,19 @@ static void put_sums(mkv_client *c, put_item *it, size_t n, size_t m, uint32_t *
     }
 }
 
-/* An item's slice arguments: slice_size crcs ("0" and none without). */
-static void slice_args(mkv_cmd *cmd, const put_item *it, uint8_t **packed) {
+/* An item's slice arguments: its packed CRCs into *packed (freed by the
+ * caller after the send); size 0 without. */
+static proto_slices_arg slice_args(const put_item *it, uint8_t **packed) {
     *packed = xmalloc(it->sl.count ? (size_t)it->sl.count * 4 : 1);
     proto_slices_pack(&it->sl, *packed);
-    mkv_cmd_u64(cmd, it->sl.size);
-    mkv_cmd_bin(cmd, *packed, (size_t)it->sl.count * 4);
+    return (proto_slices_arg){.size = it->sl.count ? it->sl.size : 0, .packed = *packed,
+                              .len = (size_t)it->sl.count * 4};
 }
 
 /* MOON.PUTEND's reply, or MOON.MPUTEND [SLICES]'s array: an element per
  * written item (m of them). */
 static int put_ended(mkv_client *c, put_item *it, size_t n, size_t m, const redisReply *r) {
-    if (m > 1 && !mkv_reply_item(r, m, 0)) return mkv_bad_reply(c, "MOON.MPUTEND", r);
+    if (m > 1 && !mkv_reply_item(r, m, 0)) return mkv_bad_reply(c, PROTO_VERB_MPUTEND, r);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         const redisReply *e = mkv_reply_item(r, m, j++);
@@ -220,14 +212,14 @@ static int put_ended(mkv_client *c, put_item *it, size_t n, size_t m, const redi
  * that does not decode fails it and the rest (EPROTO), still placed:
  * revoked then, as the array form's malformed element. */
 static int put_ended_packed(mkv_client *c, put_item *it, size_t n, const redisReply *r) {
-    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, "MOON.MPUTEND PACKED", r);
+    if (r->type != REDIS_REPLY_STRING) return mkv_bad_reply(c, PROTO_VERB_MPUTEND " PACKED", r);
     const uint8_t *at = (const uint8_t *)r->str, *end = at + r->len;
     int broken = 0;
     for (size_t i = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
         proto_ended rec;
         if (broken || (broken = proto_ended_next(&at, end, &rec) != 0)) {
-            it[i].o->status = mkv_bad_reply(c, "MOON.MPUTEND PACKED", r);
+            it[i].o->status = mkv_bad_reply(c, PROTO_VERB_MPUTEND " PACKED", r);
             continue;
         }
         it[i].placed = 0;   /* published, or refused and gone on the master */
@@ -247,22 +239,19 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) sliced |= it[i].sl.count > 0;
     /* MOON.PUTEND key crc [SLICES size crcs] / MOON.MPUTEND [SLICES] key crc [size crcs] ... */
     uint8_t **packed = xcalloc(m, sizeof *packed);
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(2 + 4 * m));
-    mkv_cmd_str(&cmd, m == 1 ? "MOON.PUTEND" : "MOON.MPUTEND");
-    if (m > 1) mkv_cmd_str(&cmd, sliced ? "SLICES" : "PACKED");   /* the two forms exclude each other */
+    proto_cmd cmd;
+    if (m > 1) proto_cmd_mputend_begin(&cmd, sliced, m);
     for (size_t i = 0, j = 0; i < n; i++) {
         if (it[i].o->status != MKV_OK) continue;
-        mkv_cmd_bin(&cmd, it[i].o->key, it[i].o->keylen);
-        mkv_cmd_u64(&cmd, sums[j]);
-        if (m == 1 && sliced) mkv_cmd_str(&cmd, "SLICES");
-        if (sliced) slice_args(&cmd, &it[i], &packed[j]);
+        proto_slices_arg sl = {0};
+        if (sliced) sl = slice_args(&it[i], &packed[j]);
+        if (m == 1) proto_cmd_putend(&cmd, it[i].o->key, it[i].o->keylen, sums[j], &sl);
+        else proto_cmd_mputend_add(&cmd, it[i].o->key, it[i].o->keylen, sums[j], &sl);
         j++;
     }
     free(sums);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
     for (size_t j = 0; j < m; j++) free(packed[j]);
     free(packed);
     if (!r) return rc;
@@ -277,9 +266,10 @@ static void put_revoke(mkv_client *c, put_item *it, size_t n) {
     size_t sent = 0;
     for (size_t i = 0; i < n; i++) {
         if (!it[i].placed || !c->rc) continue;
-        const char *argv[2] = {"MOON.PUTREVOKE", it[i].o->key};
-        size_t lens[2] = {14, it[i].o->keylen};
-        if (redisAppendCommandArgv(c->rc, 2, argv, lens) == REDIS_OK) sent++;
+        proto_cmd cmd;
+        proto_cmd_key(&cmd, PROTO_VERB_PUTREVOKE, it[i].o->key, it[i].o->keylen);
+        if (redisAppendCommandArgv(c->rc, cmd.argc, cmd.argv, cmd.lens) == REDIS_OK) sent++;
+        proto_cmd_free(&cmd);
     }
     mkv_master_busy(c, 1);
     for (size_t i = 0; i < sent; i++) {
@@ -296,9 +286,8 @@ static void put_revoke(mkv_client *c, put_item *it, size_t n) {
  * older master without the command only makes the retry less likely to
  * avoid the node. */
 static void report_suspects(mkv_client *c, const put_item *it, size_t n) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, 1 + PROTO_MAX_SUSPECTS);
-    mkv_cmd_str(&cmd, "MOON.SUSPECT");
+    proto_cmd cmd;
+    proto_cmd_suspect_begin(&cmd, PROTO_MAX_SUSPECTS);
     uint32_t seen[PROTO_MAX_SUSPECTS];
     int nseen = 0;
     for (size_t i = 0; i < n && nseen < PROTO_MAX_SUSPECTS; i++) {
@@ -306,11 +295,10 @@ static void report_suspects(mkv_client *c, const put_item *it, size_t n) {
         for (int k = 0; k < nseen && !dup; k++) dup = seen[k] == it[i].failed_node;
         if (dup) continue;
         seen[nseen++] = it[i].failed_node;
-        mkv_cmd_u64(&cmd, it[i].failed_node);
+        proto_cmd_u64(&cmd, it[i].failed_node);
     }
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
     if (r) freeReplyObject(r);
 }
 
@@ -460,7 +448,7 @@ int mkv_placed_take(mkv_client *c, const proto_placed *r, mkv_located **out) {
 int mkv_ended_parse(mkv_client *c, const redisReply *r) {
     if (!c || !r) return MKV_EINVAL;
     if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
-    return r->type == REDIS_REPLY_STATUS ? MKV_OK : mkv_bad_reply(c, "MOON.MPUTEND", r);
+    return proto_dec_ok(r) == 0 ? MKV_OK : mkv_bad_reply(c, PROTO_VERB_MPUTEND, r);
 }
 
 int mkv_ended_take(mkv_client *c, const char *err, size_t errlen) {

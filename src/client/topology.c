@@ -92,13 +92,13 @@ void mkv_topology_sync(mkv_client *c) {
 int mkv_topology_refresh(mkv_client *c) {
     if (!c) return MKV_EINVAL;
     MKV_ON_LANE(c);
-    const char *argv[1] = {"MOON.TOPOLOGY"};
-    size_t lens[1] = {13};
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_TOPOLOGY);
     int code;
-    redisReply *r = mkv_command(c, 1, argv, lens, &code);
+    redisReply *r = mkv_cmd_run(c, &cmd, &code);
     if (!r) return code;
     if (r->type != REDIS_REPLY_ARRAY || r->elements > PROTO_MAX_NODES) {
-        code = mkv_bad_reply(c, "MOON.TOPOLOGY", r);
+        code = mkv_bad_reply(c, PROTO_VERB_TOPOLOGY, r);
         freeReplyObject(r);
         return code;
     }
@@ -107,7 +107,7 @@ int mkv_topology_refresh(mkv_client *c) {
         if (parse_node(r->element[i], (uint32_t)i + 1, &nodes[i]) != 0) {
             free(nodes);
             freeReplyObject(r);
-            return mkv_fail(c, MKV_EPROTO, "master: malformed MOON.TOPOLOGY entry %zu", i + 1);
+            return mkv_fail(c, MKV_EPROTO, "master: malformed %s entry %zu", PROTO_VERB_TOPOLOGY, i + 1);
         }
     }
     mkv_topology *t = &c->core->topo;
