@@ -23,6 +23,7 @@
 #include "gateway/master_async.h"
 #include "gateway/master_link.h"
 #include "gateway/store_cluster.h"
+#include "proto/cmd.h"
 
 #define ANNOUNCE_TIMEOUT_MS 250
 #define ANNOUNCE_MAX_PEERS  64
@@ -74,7 +75,7 @@ static void keep_peers(gw_announce *a, const redisReply *r) {
 /* MOON.GATEWAY's answer: the gateways the master knows. */
 static void took(gw_announce *a, const redisReply *r, const char *err) {
     if (r && r->type == REDIS_REPLY_ARRAY) keep_peers(a, r);
-    else log_info("gateway: MOON.GATEWAY: %s", r && r->str ? r->str : err);
+    else log_info("gateway: %s: %s", PROTO_VERB_GATEWAY, r && r->str ? r->str : err);
 }
 
 static void announce_sync(gw_announce *a) {
@@ -84,7 +85,10 @@ static void announce_sync(gw_announce *a) {
     socklen_t sl = sizeof ss;
     char addr[96];
     own_address(a, getsockname(rc->fd, (struct sockaddr *)&ss, &sl) == 0 ? &ss : NULL, addr, sizeof addr);
-    redisReply *r = redisCommand(rc, "MOON.GATEWAY %s", addr);
+    proto_cmd cmd;
+    proto_cmd_gateway(&cmd, addr);
+    redisReply *r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     took(a, r, rc->errstr);
     freeReplyObject(r);
 }
@@ -109,9 +113,10 @@ static void announce_now(gw_announce *a) {
     if (a->asking || master_async_local_addr(ma, &ss) != 0) return;
     char addr[96];
     own_address(a, &ss, addr, sizeof addr);
-    const char *argv[2] = {"MOON.GATEWAY", addr};
-    size_t lens[2] = {12, strlen(addr)};
-    if (master_async_send(ma, 2, argv, lens, announced, a) == 0) a->asking = 1;
+    proto_cmd cmd;
+    proto_cmd_gateway(&cmd, addr);
+    if (master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, announced, a) == 0) a->asking = 1;
+    proto_cmd_free(&cmd);
 }
 
 static void tick(event_loop *el, void *data) { announce_now(data); }

@@ -44,6 +44,8 @@
 #include "gateway/master_said.h"
 #include "gateway/put_batch.h"
 #include "gateway/store_cluster.h"
+#include "proto/cmd.h"
+#include "proto/replies.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "server/networking.h"
@@ -651,18 +653,9 @@ static void ask_done(gw_call *call) {
 /* MOON.OBJECT's answer as a size (and *crc): -1 for no complete object
  * (null, or still being written), -2 if it does not parse. */
 static long long object_size(const redisReply *r, uint32_t *crc) {
-    if (r->type == REDIS_REPLY_NIL) return -1;
-    if (r->type != REDIS_REPLY_ARRAY) return -2;   /* RESP2: the map as a flat array */
-    long long size = -2;
-    int complete = 0;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *v = r->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING) continue;
-        if (strcmp(k->str, "state") == 0 && v->type == REDIS_REPLY_STRING) complete = strcmp(v->str, "complete") == 0;
-        if (strcmp(k->str, "size") == 0 && v->type == REDIS_REPLY_INTEGER) size = v->integer;
-        if (strcmp(k->str, "crc") == 0 && v->type == REDIS_REPLY_INTEGER) *crc = (uint32_t)v->integer;
-    }
-    return size < 0 ? -2 : complete ? size : -1;
+    uint64_t size;
+    int got = proto_dec_object(r, &size, crc);
+    return got < 0 || size > INT64_MAX ? -2 : got ? (long long)size : -1;
 }
 
 /* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size and CRC;
@@ -678,11 +671,15 @@ static void ask_reply(const redisReply *r, void *ctx) {
     ask_done(k->call);
 }
 
-/* Ask the master cmd (argv[0..argc), pipelined) for answer i: 1 if sent. */
-static int ask_one(master_async *ma, gw_call *call, size_t i, int argc, const char **argv, const size_t *lens) {
+/* Ask the master verb for key (answer i), pipelined: 1 if sent. */
+static int ask_one(master_async *ma, gw_call *call, size_t i, const char *verb, const void *key, size_t keylen) {
     gw_ask *asks = (gw_ask *)(call->ans + call->nans);
     asks[i] = (gw_ask){.call = call, .i = i};
-    if (master_async_send(ma, argc, argv, lens, ask_reply, &asks[i]) != 0) return 0;
+    proto_cmd cmd;
+    proto_cmd_key(&cmd, verb, key, keylen);
+    int sent = master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, ask_reply, &asks[i]) == 0;
+    proto_cmd_free(&cmd);
+    if (!sent) return 0;
     call->asking++;
     return 1;
 }
@@ -694,8 +691,8 @@ static void answers_alloc(gw_call *call, size_t n) {
 
 /* The master command answering a key for the shared command c runs. */
 static const char *ask_verb(const client *c) {
-    if (c->last_cmd->flags & CMD_WRITE) return "MOON.REMOVE";   /* DEL, REMOVE, UNLINK */
-    return strcmp(c->last_cmd->name, "strlen") == 0 ? "MOON.OBJECT" : "MOON.EXISTS";
+    if (c->last_cmd->flags & CMD_WRITE) return PROTO_VERB_REMOVE;   /* DEL, REMOVE, UNLINK */
+    return strcmp(c->last_cmd->name, "strlen") == 0 ? PROTO_VERB_OBJECT : PROTO_VERB_EXISTS;
 }
 
 /* A started call with room for n answers. */
@@ -719,9 +716,7 @@ static void async_ask_command(client *c) {
         a->key = call->argv[i + 1].ptr;
         a->keylen = call->argv[i + 1].len;
         if (!cluster_key_ok(a->keylen)) continue;
-        const char *argv[2] = {verb, a->key};
-        size_t lens[2] = {strlen(verb), a->keylen};
-        if (ma) ask_one(ma, call, i, 2, argv, lens);
+        if (ma) ask_one(ma, call, i, verb, a->key, a->keylen);
     }
     ask_done(call);
 }
@@ -737,10 +732,9 @@ static int ask_same_bytes(gw_call *call) {
     answers_alloc(call, 1);
     call->ans[0].key = call->argv[1].ptr;
     call->ans[0].keylen = call->argv[1].len;
-    const char *argv[2] = {call->verb = "MOON.OBJECT", call->argv[1].ptr};
-    size_t lens[2] = {11, call->argv[1].len};
+    call->verb = PROTO_VERB_OBJECT;
     call->asking = 1;
-    if (ma) ask_one(ma, call, 0, 2, argv, lens);
+    if (ma) ask_one(ma, call, 0, call->verb, call->argv[1].ptr, call->argv[1].len);
     ask_done(call);
     return 1;
 }

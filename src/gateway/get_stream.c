@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/cluster_call.h"
+#include "proto/cmd.h"
 #include "proto/slices.h"
 
 enum { GP_FREE, GP_READING, GP_READY, GP_SENDING, GP_WAITING };
@@ -106,10 +107,11 @@ static void release_lease(get_stream *gs) {
     master_async *ma = gs->sr->ma;
     uint64_t until = mkv_located_lease(gs->loc);
     if (!ma || gs->sr->closing || !until) return;
-    char num[24];
-    const char *argv[3] = {"MOON.RELEASE", gs->key, num};
-    size_t lens[3] = {12, gs->keylen, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)until)};
-    master_async_send(ma, 3, argv, lens, ignore_reply, NULL);
+    proto_cmd cmd;
+    proto_cmd_release_begin(&cmd, 1);
+    proto_cmd_release_add(&cmd, gs->key, gs->keylen, until);
+    master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, ignore_reply, NULL);
+    proto_cmd_free(&cmd);
 }
 
 /* Nothing held, and the reply whole or its client gone (a cut reply
@@ -267,9 +269,11 @@ static void relocated(const redisReply *r, void *ctx) {
 static int relocate(get_stream *gs) {
     if (gs->relocating) return 1;
     if (!gs->sr->ma || gs->sr->closing || gs->relocations == GS_RELOCATIONS) return 0;
-    const char *argv[2] = {"MOON.GET", gs->key};
-    size_t lens[2] = {8, gs->keylen};
-    if (master_async_send(gs->sr->ma, 2, argv, lens, relocated, gs) != 0) return 0;
+    proto_cmd cmd;
+    proto_cmd_key(&cmd, PROTO_VERB_GET, gs->key, gs->keylen);
+    int sent = master_async_send(gs->sr->ma, cmd.argc, cmd.argv, cmd.lens, relocated, gs) == 0;
+    proto_cmd_free(&cmd);
+    if (!sent) return 0;
     gs->relocating = 1;
     gs->busy++;   /* the stream waits for the answer */
     return 1;

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "proto/limits.h"
+#include "proto/cmd.h"
 #include "proto/master_link.h"
 #include "proto/reply_bound.h"
 #include "resp/resp_writer.h"
@@ -190,9 +191,10 @@ static void on_challenge(redisAsyncContext *ac, void *reply, void *privdata) {
         redisAsyncDisconnect(ac);
         return;
     }
-    const char *argv[2] = {"MOON.PROVE", hex};
-    size_t lens[2] = {10, strlen(hex)};
-    redisAsyncCommandArgv(ac, on_prove, m, 2, argv, lens);
+    proto_cmd cmd;
+    proto_cmd_prove(&cmd, hex);
+    redisAsyncCommandArgv(ac, on_prove, m, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
 }
 
 static int link_open(master_async *m) {
@@ -223,7 +225,10 @@ static int link_open(master_async *m) {
         redisAsyncCommandArgv(ac, on_auth, NULL, 2, argv, lens);
     }
     m->proven = 0;
-    redisAsyncCommand(ac, on_challenge, m, "MOON.CHALLENGE");
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_CHALLENGE);
+    redisAsyncCommandArgv(ac, on_challenge, m, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     return 0;
 }
 

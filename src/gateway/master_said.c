@@ -13,6 +13,8 @@
 #include "core/log.h"
 #include "client/client.h"
 #include "core/util.h"
+#include "proto/cmd.h"
+#include "proto/replies.h"
 #include "server/glob.h"
 
 #define KEYS_PAGE 1000   /* the page keys_command asks the store for */
@@ -74,24 +76,17 @@ static void maybe_done(gw_said *s) {
 
 static void on_reply(const redisReply *r, void *ctx);
 
-/* q's command; cur and cnt: room for its numbers. */
-static int req_argv(const said_req *q, const char **argv, size_t *lens, char *cur, char *cnt) {
-    int kind = q->kind, argc = 0;
-    if (kind == ASK_INFO) {
-        argv[argc++] = "INFO";
-        argv[argc++] = "cluster";
-    } else if (kind == ASK_FLUSH) {
-        argv[argc++] = "MOON.FLUSH";
+/* q's command. */
+static void req_cmd(const said_req *q, proto_cmd *cmd) {
+    if (q->kind == ASK_INFO) {
+        proto_cmd_init(cmd, 2);
+        proto_cmd_str(cmd, "INFO");
+        proto_cmd_str(cmd, "cluster");
+    } else if (q->kind == ASK_FLUSH) {
+        proto_cmd_bare(cmd, PROTO_VERB_FLUSH);
     } else {
-        argv[argc++] = "MOON.SCAN";
-        argv[argc++] = cur;
-        argv[argc++] = "COUNT";
-        argv[argc++] = cnt;
-        snprintf(cur, 24, "%llu", (unsigned long long)q->cursor);
-        snprintf(cnt, 24, "%ld", q->count);
+        proto_cmd_scan(cmd, q->cursor, q->count);
     }
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    return argc;
 }
 
 static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
@@ -104,11 +99,11 @@ static void said_send(gw_said *s, int kind, uint64_t cursor, long count) {
         s->queue_tail = q;
         return;
     }
-    char cur[24], cnt[24];
-    const char *argv[4];
-    size_t lens[4];
-    int argc = req_argv(q, argv, lens, cur, cnt);
-    if (master_async_send(s->ma, argc, argv, lens, on_reply, q) != 0) {
+    proto_cmd cmd;
+    req_cmd(q, &cmd);
+    int failed = master_async_send(s->ma, cmd.argc, cmd.argv, cmd.lens, on_reply, q) != 0;
+    proto_cmd_free(&cmd);
+    if (failed) {
         s->pending--;
         free(q);   /* asked, never answered: the master is unreachable */
     }
@@ -150,11 +145,11 @@ static void ask_queued(gw_job *j, mkv_client *mc) {
     for (said_req *q; (q = s->queue);) {
         s->queue = q->next;
         if (!s->queue) s->queue_tail = NULL;
-        char cur[24], cnt[24];
-        const char *argv[4];
-        size_t lens[4];
-        int argc = req_argv(q, argv, lens, cur, cnt), code;
-        redisReply *r = j->cancelled ? NULL : mkv_command(mc, argc, argv, lens, &code);
+        proto_cmd cmd;
+        req_cmd(q, &cmd);
+        int code;
+        redisReply *r = j->cancelled ? NULL : mkv_command(mc, cmd.argc, cmd.argv, cmd.lens, &code);
+        proto_cmd_free(&cmd);
         take_reply(q, r);
         freeReplyObject(r);
     }
@@ -206,11 +201,6 @@ static void keep_flush(gw_said *s, const redisReply *r) {
     }
 }
 
-static int page_ok(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
-           r->element[1]->type == REDIS_REPLY_ARRAY;
-}
-
 static void page_add(said_page *p, const char *key, size_t len) {
     memcpy(p->keys + p->len, &len, sizeof len);
     memcpy(p->keys + p->len + sizeof len, key, len);
@@ -227,11 +217,13 @@ static int page_keeps(const gw_said *s, const redisReply *k) {
 
 /* A MOON.SCAN page, copied; a KEYS walk asks for the next. */
 static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
-    if (!page_ok(r)) {
-        if (r) log_warning("gateway: MOON.SCAN failed: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    uint64_t next;
+    const redisReply *keys;
+    if (proto_dec_scan(r, &next, &keys) != 0) {
+        if (r)
+            log_warning("gateway: %s failed: %s", PROTO_VERB_SCAN, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         return;   /* the walk ends here, as a failed scan ends it */
     }
-    const redisReply *keys = r->element[1];
     size_t bytes = 0;
     for (size_t i = 0; i < keys->elements; i++)
         if (page_keeps(s, keys->element[i])) bytes += sizeof(size_t) + keys->element[i]->len;
@@ -240,7 +232,7 @@ static void keep_page(gw_said *s, const said_req *q, const redisReply *r) {
         s->pages = xrealloc(s->pages, s->cap * sizeof *s->pages);
     }
     said_page *p = &s->pages[s->npages++];
-    *p = (said_page){.cursor = q->cursor, .next = strtoull(r->element[0]->str, NULL, 10)};
+    *p = (said_page){.cursor = q->cursor, .next = next};
     p->keys = xmalloc(bytes ? bytes : 1);
     for (size_t i = 0; i < keys->elements; i++) {
         const redisReply *k = keys->element[i];

@@ -8,6 +8,7 @@
 #include "client/located.h"
 #include "core/util.h"
 #include "proto/ended.h"
+#include "proto/verbs.h"
 #include "server/server.h"
 
 struct put_batcher {
@@ -189,7 +190,7 @@ static void batch_written(gw_job *j) {
     bt->ended = xcalloc(bt->n ? bt->n : 1, sizeof *bt->ended);
     for (size_t i = 0; i < bt->n; i++)
         if (bt->loc[i] && !bt->p[i]->shipped) bt->ended[n++] = i;
-    static const char *const head[] = {"MOON.MPUTEND", "PACKED"};
+    static const char *const head[] = {PROTO_VERB_MPUTEND, "PACKED"};
     int failed = 0;
     free(bt->chunks);
     bt->waiting = master_async_send_batch(bt->b->ma, head, 2, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
@@ -309,7 +310,7 @@ static void send_cb(event_loop *el, void *data) {
     bt->inline_done = xcalloc(bt->n, sizeof *bt->inline_done);
     size_t i = 0;
     for (gw_write *w = bt->writes; w; w = w->next) bt->p[i++] = w->put;
-    const char *head[] = {"MOON.MPUTSTART", "REPLICAS", b->replicas, "PACKED"};
+    const char *head[] = {PROTO_VERB_MPUTSTART, "REPLICAS", b->replicas, "PACKED"};
     bt->waiting = master_async_send_batch(b->ma, head, 4, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
                                           &bt->failed);
     if (bt->waiting == 0) batch_placed(bt);

@@ -14,6 +14,7 @@
 #include "client/located.h"
 #include "core/crc32c.h"
 #include "core/util.h"
+#include "proto/cmd.h"
 #include "proto/slices.h"
 
 enum { PS_PLACING, PS_PLACED, PS_UNPLACED, PS_FAILED };
@@ -24,7 +25,7 @@ struct put_streamer {
     workers *w;
     staging *pool;
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
-    char replicas[24];
+    int replicas;
     put_stream *streams;      /* every stream alive */
     int closing;
 };
@@ -92,9 +93,10 @@ static void maybe_free(put_stream *st) {
 static void stream_revoke(put_stream *st) {
     if (!st->loc || st->revoked || st->sr->closing) return;
     st->revoked = 1;
-    const char *argv[2] = {"MOON.PUTREVOKE", st->key};
-    size_t lens[2] = {14, st->keylen};
-    master_async_send(st->sr->ma, 2, argv, lens, ignore_reply, NULL);
+    proto_cmd cmd;
+    proto_cmd_key(&cmd, PROTO_VERB_PUTREVOKE, st->key, st->keylen);
+    master_async_send(st->sr->ma, cmd.argc, cmd.argv, cmd.lens, ignore_reply, NULL);
+    proto_cmd_free(&cmd);
 }
 
 /* Pages of [from, to) given back, to whole pages inside the range. */
@@ -228,17 +230,15 @@ static void maybe_end(put_stream *st) {
     }
     if (st->state != PS_PLACED || st->written < st->size) return;
     /* The chunks are the slices readers verify and stream (proto/slices.h). */
-    char num[24], slice[24];
     proto_slices sl = {PS_CHUNK, st->nchunks, st->crc};
     uint8_t *packed = xmalloc((size_t)st->nchunks * 4);
     proto_slices_pack(&sl, packed);
-    const char *argv[6] = {"MOON.PUTEND", st->key, num, "SLICES", slice, (const char *)packed};
-    size_t lens[6] = {11, st->keylen, (size_t)snprintf(num, sizeof num, "%u", value_crc(st)), 6,
-                      (size_t)snprintf(slice, sizeof slice, "%llu", (unsigned long long)PS_CHUNK),
-                      (size_t)st->nchunks * 4};
-    int argc = proto_slice_choose(st->size) == PS_CHUNK ? 6 : 3;
+    proto_slices_arg arg = {PS_CHUNK, packed, (size_t)st->nchunks * 4};
+    proto_cmd cmd;
+    proto_cmd_putend(&cmd, st->key, st->keylen, value_crc(st), proto_slice_choose(st->size) == PS_CHUNK ? &arg : NULL);
     char errstr[sizeof st->errstr];
-    int sent = !st->sr->closing && master_async_send(st->sr->ma, argc, argv, lens, end_reply, st) == 0;
+    int sent = !st->sr->closing && master_async_send(st->sr->ma, cmd.argc, cmd.argv, cmd.lens, end_reply, st) == 0;
+    proto_cmd_free(&cmd);
     free(packed);
     if (!sent) {
         complete(st, cluster_store_lost(errstr, sizeof errstr), errstr);   /* written, never published */
@@ -293,12 +293,12 @@ void put_stream_start(put_streamer *sr, store_put *p, void (*resume)(void *ctx),
     if (sr->streams) sr->streams->prev = st;
     sr->streams = st;
     p->stream = st;
-    char num[24];
-    const char *argv[5] = {"MOON.PUTSTART", st->key, num, "REPLICAS", sr->replicas};
-    size_t lens[5] = {13, st->keylen, (size_t)snprintf(num, sizeof num, "%llu", (unsigned long long)st->size),
-                      8, strlen(sr->replicas)};
+    proto_cmd cmd;
+    proto_cmd_putstart(&cmd, st->key, st->keylen, st->size, sr->replicas);
     st->state = PS_PLACING;
-    if (sr->closing || master_async_send(sr->ma, 5, argv, lens, place_reply, st) != 0) st->state = PS_UNPLACED;
+    if (sr->closing || master_async_send(sr->ma, cmd.argc, cmd.argv, cmd.lens, place_reply, st) != 0)
+        st->state = PS_UNPLACED;
+    proto_cmd_free(&cmd);
 }
 
 uint64_t put_stream_progress(put_stream *st, uint64_t landed) {
@@ -338,7 +338,7 @@ put_streamer *put_streamer_create(put_batcher *puts, master_async *ma, workers *
                                   mkv_client *loop_mc, int replicas) {
     put_streamer *sr = xcalloc(1, sizeof *sr);
     *sr = (put_streamer){.puts = puts, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc};
-    snprintf(sr->replicas, sizeof sr->replicas, "%d", replicas > 0 ? replicas : 1);
+    sr->replicas = replicas > 0 ? replicas : 1;
     return sr;
 }
 

@@ -9,6 +9,7 @@
 #include "core/util.h"
 #include "gateway/get_stream.h"
 #include "proto/limits.h"
+#include "proto/verbs.h"
 #include "server/server.h"
 
 #define RB_PENDING 1           /* a fetch not answered yet (STORE_* codes are <= 0) */
@@ -222,7 +223,7 @@ static void leases_back(rb_batch *bt, size_t from, size_t to) {
     for (size_t at = from, n; !failed && (n = lease_run(bt, &at, to, &lease)) > 0;) {
         char num[24];
         u64_decimal(lease, num);
-        const char *const head[] = {"MOON.MRELEASE", num};
+        const char *const head[] = {PROTO_VERB_MRELEASE, num};
         ma_chunk *chunks;
         master_async_send_batch(bt->b->ma, head, 2, n, 1, release_item, bt, &chunks, ignore_reply, &failed);
         free(chunks);
@@ -438,7 +439,7 @@ static void mget_item(void *owner, size_t i, const char **argv, size_t *lens, ch
 
 /* The batch's keys as MOON.MGETPACKEDs, pipelined. */
 static void batch_send(rb_batch *bt) {
-    static const char *const head[] = {"MOON.MGETPACKED"};
+    static const char *const head[] = {PROTO_VERB_MGETPACKED};
     bt->waiting = master_async_send_batch(bt->b->ma, head, 1, bt->nkeys, 1, mget_item, bt, &bt->chunks,
                                           mget_reply, &bt->failed);
     if (bt->waiting == 0) batch_ready(bt);

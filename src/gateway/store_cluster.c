@@ -33,7 +33,9 @@
 #include "gateway/put_stream.h"
 #include "gateway/read_batch.h"
 #include "gateway/store_cluster.h"
+#include "proto/cmd.h"
 #include "proto/limits.h"
+#include "proto/replies.h"
 #include "server/info.h"
 #include "server/server.h"
 
@@ -406,11 +408,11 @@ void cluster_store_removed(store *s, uint64_t n) { cs_of(s)->stats.removes += n;
 /* One key's answer by a blocking call (cluster_answer). */
 static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
     int rc;
-    if (strcmp(verb, "MOON.OBJECT") == 0) {
+    if (strcmp(verb, PROTO_VERB_OBJECT) == 0) {
         uint64_t len = 0;
         rc = mkv_stat(mc, a->key, a->keylen, &len, &a->crc);
         a->n = rc == MKV_OK ? (long long)len : -1;
-    } else if (strcmp(verb, "MOON.REMOVE") == 0) {
+    } else if (strcmp(verb, PROTO_VERB_REMOVE) == 0) {
         rc = mkv_remove(mc, a->key, a->keylen);
         a->n = rc == MKV_OK;
     } else {
@@ -489,7 +491,10 @@ static int cs_flush(store *s, uint64_t *removed) {
         return STORE_REFUSED;
     }
     redisContext *ctl = ctl_conn(cs);
-    redisReply *r = ctl ? redisCommand(ctl, "MOON.FLUSH") : NULL;
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_FLUSH);
+    redisReply *r = ctl ? redisCommandArgv(ctl, cmd.argc, cmd.argv, cmd.lens) : NULL;
+    proto_cmd_free(&cmd);
     int rc = STORE_OK;
     if (r && r->type == REDIS_REPLY_INTEGER) {
         *removed = r->integer > 0 ? (uint64_t)r->integer : 0;
@@ -556,27 +561,28 @@ static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn
     uint64_t next = 0;
     s->unanswered = 0;
     int said = said_scan(cs->said, cursor, &next, fn, ctx);
-    if (said == 0) no_answer(s, "no MOON.SCAN reply");
+    if (said == 0) no_answer(s, "no " PROTO_VERB_SCAN " reply");
     if (said >= 0) return next;
     redisContext *ctl = ctl_conn(cs);
     if (!ctl) {
         no_answer(s, "no connection");
         return 0;
     }
-    redisReply *r = redisCommand(ctl, "MOON.SCAN %llu COUNT %ld", (unsigned long long)cursor, count);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
-        log_warning("gateway: MOON.SCAN from %s failed: %s", cs->master,
+    proto_cmd cmd;
+    proto_cmd_scan(&cmd, cursor, count);
+    redisReply *r = redisCommandArgv(ctl, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
+    const redisReply *keys;
+    if (proto_dec_scan(r, &next, &keys) != 0) {
+        log_warning("gateway: %s from %s failed: %s", PROTO_VERB_SCAN, cs->master,
                     r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
         no_answer(s, r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
         freeReplyObject(r);
         return 0;
     }
     cs->scan_reply = r;
-    const redisReply *keys = r->element[1];
-    for (size_t i = 0; i < keys->elements; i++)
-        if (keys->element[i]->type == REDIS_REPLY_STRING) fn(keys->element[i]->str, keys->element[i]->len, ctx);
-    return strtoull(r->element[0]->str, NULL, 10);
+    for (size_t i = 0; i < keys->elements; i++) fn(keys->element[i]->str, keys->element[i]->len, ctx);
+    return next;
 }
 
 void cluster_store_info(store *s, resp_buf *out) {
