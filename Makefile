@@ -120,7 +120,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=gnu11 -pthread -g -O1 -fno-omit-frame-pointer $(WARN) $(FUZZ_SAN)
-FUZZ_NAMES   := resp wire cap auth config client_decode node_task rebuild placed notes located ended
+FUZZ_NAMES   := resp wire cap auth config client_decode node_task rebuild placed notes located ended replies
 # per-slice CRCs (proto/slices) combine with crc32c, which may spread over the workpool
 FUZZ_SLICES             := src/proto/slices src/core/crc32c src/core/crc32c_fold src/core/workpool src/core/jobqueue
 FUZZ_MODS_resp          := resp/resp_parser
@@ -137,6 +137,7 @@ FUZZ_MODS_ended         := src/proto/ended src/proto/placed src/proto/extents re
                            src/core/siphash src/core/util src/core/log
 FUZZ_MODS_located       := src/proto/located src/proto/placed src/proto/extents resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log $(FUZZ_SLICES)
+FUZZ_MODS_replies       := src/proto/replies src/proto/reply_bound src/core/util src/core/log
 FUZZ_MODS_node_task     := src/node/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine src/master/holdings \
