@@ -1,9 +1,9 @@
 /* backend/engine.c - see engine.h.
  *
  * A transfer becomes jobs: each object is cut at every extent boundary of
- * every replica and at slice_size, so one slice maps onto exactly one
- * extent of each replica. A write has a job per (slice, replica); a read
- * a job per slice, starting on replica (slice index mod nrep) so hot
+ * every replica and at unit_size, so one transfer unit maps onto exactly
+ * one extent of each replica. A write has a job per (unit, replica); a
+ * read a job per unit, starting on replica (unit index mod nrep) so hot
  * objects spread their load. Jobs are dispatched to the least-loaded
  * live path of their node and retried or failed over as completions
  * come back. */
@@ -78,7 +78,7 @@ te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg) {
     te_engine *e = xcalloc(1, sizeof *e);
     e->t[e->nt++] = t;
     if (cfg) e->cfg = *cfg;
-    if (!e->cfg.slice_size) e->cfg.slice_size = 1 << 20;
+    if (!e->cfg.unit_size) e->cfg.unit_size = TE_UNIT_DEFAULT;
     if (e->cfg.max_attempts <= 0) e->cfg.max_attempts = 4;
     if (e->cfg.reconnect_ms <= 0) e->cfg.reconnect_ms = 1000;
     if (e->cfg.nlocal < 0 || e->cfg.nlocal > TE_MAX_PATHS) e->cfg.nlocal = 0;
@@ -353,10 +353,10 @@ static const te_extent *locate(const te_replica *rp, uint64_t off, uint64_t *ext
     return NULL;
 }
 
-/* Length of the slice starting at off: up to slice_size, never across an
+/* Length of the unit starting at off: up to unit_size, never across an
  * extent boundary of any replica. */
-static uint64_t slice_len(const te_engine *e, const te_object *o, uint64_t off) {
-    uint64_t len = o->len - off < e->cfg.slice_size ? o->len - off : e->cfg.slice_size;
+static uint64_t unit_len(const te_engine *e, const te_object *o, uint64_t off) {
+    uint64_t len = o->len - off < e->cfg.unit_size ? o->len - off : e->cfg.unit_size;
     for (int r = 0; r < o->nrep; r++) {
         uint64_t start;
         const te_extent *x = locate(&o->reps[r], off, &start);
@@ -416,7 +416,7 @@ static job *make_jobs(run *rn, te_object *objs, int n, int writing, int *njobs) 
         uint64_t k = 0;
         seg_walk w = {0, 0};
         for (uint64_t off = 0; off < objs[i].len; k++) {
-            uint64_t len = slice_len(e, &objs[i], off);
+            uint64_t len = unit_len(e, &objs[i], off);
             job proto = { .obj = &objs[i], .obj_off = off };
             if (objs[i].niov) cut_segments(rn, &segcap, &objs[i], off, &len, &w, &proto);
             proto.len = len;
@@ -483,7 +483,7 @@ static int tier_connect(enode *n, int tier, int *failed) {
  *
  * Only a failed connect of the tier in use holds the node off for
  * reconnect_ms, so a dead node costs one connect per window, not one per
- * slice; paths of a node that answers can break for reasons of their own
+ * unit; paths of a node that answers can break for reasons of their own
  * (a QP error) and are redialed at once, or two such breaks within the
  * window would make a live node unreachable. */
 static void node_connect(te_engine *e, enode *n) {
@@ -618,7 +618,7 @@ static int job_dispatch(run *r, job *j, int idx) {
             j->tp = best->p;
             j->state = JOB_INFLIGHT;
             j->attempts++;
-            e->stats.slices++;
+            e->stats.units++;
             return 1;
         }
         if (k < 0) { path_broken(e, best); continue; }
@@ -691,9 +691,9 @@ static int run_jobs(run *r) {
     return r->first_err;
 }
 
-/* Each object's checksum from its slices' (jobs come in object order,
- * a write's replicas of one slice next to each other: any of them will
- * do, as they all copied the same local bytes). An object with a slice
+/* Each object's checksum from its units' (jobs come in object order,
+ * a write's replicas of one unit next to each other: any of them will
+ * do, as they all copied the same local bytes). An object with a unit
  * no path checksummed gets crc_ok 0 and the caller sums it itself. */
 static void object_crcs(run *r, te_object *objs, int n) {
     uint64_t *covered = xcalloc((size_t)(n ? n : 1), sizeof *covered);
@@ -794,7 +794,7 @@ static int extent_now(te_engine *e, te_op op, te_object *o, const te_extent *x, 
         int (*now)(te_path *, const te_req *, uint64_t, uint32_t *) =
             op == TE_WRITE ? p->t->ops->write_now : p->t->ops->read_now;
         if (!now || now(p->p, &q, now_ms, crc) != TE_OK) continue;
-        e->stats.slices++;
+        e->stats.units++;
         e->stats.bytes += x->length;
         e->bytes_via[transport_index(e, p->t)] += x->length;
         return 0;

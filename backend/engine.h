@@ -1,9 +1,9 @@
-/* backend/engine.h - the transfer engine: objects to slices to paths.
+/* backend/engine.h - the transfer engine: objects to transfer units to paths.
  *
  * The engine knows memory nodes (id + data addresses), opens one path per
  * (local data address, node data address) pair on first use, cuts every
- * transfer into slices and spreads them over every path of a node and
- * over every node of a placement at once. A slice that fails on a broken
+ * transfer into units (unit_size) and spreads them over every path of a node and
+ * over every node of a placement at once. A unit that fails on a broken
  * path is retried on another path of the same node; a read whose node
  * fails (every path broken or timed out) or refuses moves to another
  * replica. Writes go to every replica and succeed only if all do.
@@ -51,24 +51,26 @@ typedef struct te_object {
     int status;               /* out: TE_OK or the TE_E* that failed it */
     uint32_t failed_node;     /* out: the node whose fault (unreachable, I/O, timeout)
                                * failed it, 0 if none or another cause */
-    int crc_ok;               /* out: 1 when every slice's path checksummed it while copying */
+    int crc_ok;               /* out: 1 when every unit's path checksummed it while copying */
     uint32_t crc;             /* out, when crc_ok: crc32c(0, buf, len), no second pass needed */
 } te_object;
 
 typedef struct te_engine_config {
-    uint64_t slice_size;      /* default 1 MiB */
+    uint64_t unit_size;       /* transfer unit: one request on one path (TE_UNIT_DEFAULT) */
     int nlocal;               /* 0: one path per node address, any local address */
     char local[TE_MAX_PATHS][TE_ADDR_LEN];
-    int max_attempts;         /* tries per slice across paths (default 4) */
+    int max_attempts;         /* tries per unit across paths (default 4) */
     int reconnect_ms;         /* after a failed connect, min gap before the next (1000) */
     int streams;              /* connections per network path (default 1, max TE_MAX_STREAMS):
-                               * slices spread over them, and over the node's threads */
+                               * units spread over them, and over the node's threads */
 } te_engine_config;
+
+#define TE_UNIT_DEFAULT (1ULL << 20)   /* unit_size when 0 */
 
 #define TE_MAX_STREAMS 8
 
 typedef struct te_engine_stats {
-    uint64_t slices, retries, failovers, bytes;
+    uint64_t units, retries, failovers, bytes;
 } te_engine_stats;
 
 typedef struct te_engine te_engine;

@@ -25,7 +25,7 @@
 #include "core/util.h"
 #include "core/workpool.h"
 
-#define COPY_PIECE     (1ULL << 20)  /* copies are cut into pieces of this for the pool */
+#define COPY_SHARE     (1ULL << 20)  /* copies are cut into shares of this for the pool */
 /* A batch of fewer bytes than this is copied on the calling thread: for
  * small values (a gateway's batch of 64-byte SETs) waking the pool's
  * threads costs more than the copy. */
@@ -60,8 +60,8 @@ typedef struct copy_item {
     int niov;
     uint64_t off, len;
     int req;                  /* index in the path's queue */
-    int first;                /* the request's first piece */
-    uint32_t crc;             /* map mode: of this piece */
+    int first;                /* the request's first share */
+    uint32_t crc;             /* map mode: of this share */
 } copy_item;
 
 typedef struct copy_batch {
@@ -69,7 +69,7 @@ typedef struct copy_batch {
     char *map;                /* NULL: fd mode */
     te_op op;
     copy_item *it;
-    int *status;              /* per request; a failed piece sets TE_EIO */
+    int *status;              /* per request; a failed share sets TE_EIO */
 } copy_batch;
 
 static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len) {
@@ -110,7 +110,7 @@ static void copy_segments(copy_batch *b, copy_item *c) {
     c->crc = crc;
 }
 
-static void copy_piece(void *arg, int i) {
+static void copy_share(void *arg, int i) {
     copy_batch *b = arg;
     copy_item *c = &b->it[i];
     if (c->niov) {
@@ -210,8 +210,8 @@ static int node_gone(const te_path *p) {
 }
 
 /* Copies each of the first nq queued requests of direction op whose
- * status is TE_OK, through map (NULL: the fd), cut into pieces of at most
- * COPY_PIECE bytes that the pool's threads take as they come free: a
+ * status is TE_OK, through map (NULL: the fd), cut into shares of at most
+ * COPY_SHARE bytes that the pool's threads take as they come free: a
  * batch of blocks spreads over the cores as well as one large object
  * does. Through the map crc[] gets each request's checksum. */
 static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, uint32_t *crc) {
@@ -219,7 +219,7 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     uint64_t bytes = 0;
     for (int i = 0; i < nq; i++)
         if (p->q[i].op == op && status[i] == TE_OK) {
-            n += p->q[i].niov ? 1 : (int)((p->q[i].len + COPY_PIECE - 1) / COPY_PIECE);
+            n += p->q[i].niov ? 1 : (int)((p->q[i].len + COPY_SHARE - 1) / COPY_SHARE);
             bytes += p->q[i].len;
         }
     if (n == 0) return;
@@ -229,21 +229,21 @@ static void copy_queued(te_path *p, char *map, int nq, te_op op, int *status, ui
     for (int i = 0; i < nq; i++) {
         const te_req *q = &p->q[i];
         if (q->op != op || status[i] != TE_OK) continue;
-        if (q->niov) {   /* at most a slice: one item, its segments in order */
+        if (q->niov) {   /* at most a transfer unit: one item, its segments in order */
             b.it[k++] = (copy_item){ .iov = q->iov, .niov = q->niov, .off = q->remote_off, .len = q->len,
                                      .req = i, .first = 1 };
             continue;
         }
-        for (uint64_t at = 0; at < q->len; at += COPY_PIECE, k++)
+        for (uint64_t at = 0; at < q->len; at += COPY_SHARE, k++)
             b.it[k] = (copy_item){ .local = (char *)q->local + at, .off = q->remote_off + at, .req = i,
-                                   .first = at == 0, .len = q->len - at < COPY_PIECE ? q->len - at : COPY_PIECE };
+                                   .first = at == 0, .len = q->len - at < COPY_SHARE ? q->len - at : COPY_SHARE };
     }
     /* FD-mode writes stay on this thread: shmem serialises writers of one
      * file on its inode lock, so a second writer would only spin. Reads,
      * and copies through the mapping, take no lock. */
     int pooled = (op == TE_READ || map) && bytes >= COPY_POOL_MIN;
-    workpool_run(pooled ? p->x->pool : NULL, k, copy_piece, &b);   /* k: the items made (n bounds them) */
-    for (int i = 0; crc && i < k; i++) {   /* pieces come in request order */
+    workpool_run(pooled ? p->x->pool : NULL, k, copy_share, &b);   /* k: the items made (n bounds them) */
+    for (int i = 0; crc && i < k; i++) {   /* shares come in request order */
         const copy_item *c = &b.it[i];
         crc[c->req] = c->first ? c->crc : crc32c_combine(crc[c->req], c->crc, c->len);
     }

@@ -19,7 +19,7 @@
 #include "rdma/rdma_priv.h"
 
 #define POLL_BATCH 32
-#define EXPIRE_SLICE_US 100000
+#define EXPIRE_STEP_US 100000
 
 typedef struct rdma_mreg {
     te_mr pub;                            /* first: te_mr* is an rdma_mreg* */
@@ -406,8 +406,8 @@ static int rdma_poll(te_transport *tt, te_cqe *out, int max, int timeout_ms) {
             harvest(t);
             continue;
         }
-        /* Sleep in slices so a request timing out mid-wait is noticed. */
-        sleep_for_events(t, deadline - now > EXPIRE_SLICE_US ? now + EXPIRE_SLICE_US : deadline);
+        /* Sleep in steps so a request timing out mid-wait is noticed. */
+        sleep_for_events(t, deadline - now > EXPIRE_STEP_US ? now + EXPIRE_STEP_US : deadline);
         expire(t);
     }
     return take_ready(t, out, max);

@@ -48,7 +48,7 @@
 #define MKV_ERR_LEN        256
 #define MKV_PUT_ATTEMPTS   3        /* placements of one put when nodes fail */
 #define MKV_NET_STREAMS    2        /* connections per network path to a node */
-#define MKV_SLICE_SIZE     (512u << 10)   /* engine slice: the unit spread over paths */
+#define MKV_TRANSFER_UNIT  (512u << 10)   /* the engine's unit_size: one request on one path */
 #define MKV_MAX_REGIONS    256
 #define MKV_MAX_DONE_LEASES (4 * PROTO_MAX_BATCH)   /* finished reads' leases waiting to go back */
 #define MKV_PENDING        (-1000)  /* an object's status while its read goes on; never returned */

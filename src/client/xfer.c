@@ -45,12 +45,12 @@ int mkv_engine_open(mkv_client *c) {
     memset(&ec, 0, sizeof ec);
     int rc = parse_locals(c, &ec);
     if (rc != MKV_OK) return rc;
-    /* Two connections per network path, half-MiB slices: a 1 MiB object
-     * then moves as two slices in parallel, on two of the node's threads.
-     * On loopback (2 cores) this measured about 1.25x one stream of 1 MiB
-     * slices; four streams of 256 KiB were no better than two. */
+    /* Two connections per network path, half-MiB transfer units: a 1 MiB
+     * object then moves as two units in parallel, on two of the node's
+     * threads. On loopback (2 cores) this measured about 1.25x one stream
+     * of 1 MiB units; four streams of 256 KiB were no better than two. */
     ec.streams = MKV_NET_STREAMS;
-    ec.slice_size = MKV_SLICE_SIZE;
+    ec.unit_size = MKV_TRANSFER_UNIT;
     te_config cfg;
     memset(&cfg, 0, sizeof cfg);
     memcpy(cfg.secret, c->secret, sizeof cfg.secret);

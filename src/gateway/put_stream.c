@@ -1,6 +1,6 @@
 /* gateway/put_stream.c - see put_stream.h.
  *
- * Everything but a chunk's write runs on the loop. A chunk job reads only
+ * Everything but a slice's write runs on the loop. A slice job reads only
  * what is fixed before it is submitted (the placement, the buffer, the
  * epoch) and its own fields, so the loop may go on with the stream. */
 #include "gateway/put_stream.h"
@@ -30,7 +30,7 @@ struct put_streamer {
     int closing;
 };
 
-typedef struct ps_chunk {
+typedef struct ps_slice {
     gw_job job;               /* first: the workers' link */
     put_stream *st;
     uint32_t idx;
@@ -38,7 +38,7 @@ typedef struct ps_chunk {
     int rc;                   /* STORE_* */
     uint32_t crc;
     char errstr[STORE_ERRSTR];
-} ps_chunk;
+} ps_slice;
 
 struct put_stream {
     put_streamer *sr;
@@ -50,12 +50,12 @@ struct put_stream {
     mkv_located *loc;         /* PS_PLACED */
     uint64_t epoch;           /* the master connection that placed it */
     uint64_t size, landed;
-    uint64_t sent;            /* bytes handed to workers, whole chunks */
+    uint64_t sent;            /* bytes handed to workers, whole slices */
     uint64_t written;         /* bytes from the start written, their pages given back */
-    uint32_t nchunks;
-    uint32_t *crc;            /* per chunk */
-    uint8_t *done;            /* per chunk: written */
-    unsigned jobs;            /* chunks on workers */
+    uint32_t nslices;
+    uint32_t *crc;            /* per slice */
+    uint8_t *done;            /* per slice: written */
+    unsigned jobs;            /* slices on workers */
     int err_rc;               /* PS_FAILED */
     char errstr[STORE_ERRSTR];
     gw_write *finish;         /* the whole value is in: its done runs at the end */
@@ -68,8 +68,8 @@ struct put_stream {
 
 static void ignore_reply(const redisReply *r, void *ctx) {}
 
-static uint64_t chunk_len(const put_stream *st, uint64_t off) {
-    return st->size - off < PS_CHUNK ? st->size - off : PS_CHUNK;
+static uint64_t slice_len(const put_stream *st, uint64_t off) {
+    return st->size - off < PROTO_SLICE_WRITE ? st->size - off : PROTO_SLICE_WRITE;
 }
 
 static void stream_free(put_stream *st) {
@@ -138,10 +138,10 @@ static void fail(put_stream *st, int rc, const char *errstr) {
     st->written = st->landed;
 }
 
-/* ---- chunks, on a worker ---- */
+/* ---- slices, on a worker ---- */
 
-static void chunk_run(gw_job *j, mkv_client *mc) {
-    ps_chunk *ch = (ps_chunk *)j;
+static void slice_run(gw_job *j, mkv_client *mc) {
+    ps_slice *ch = (ps_slice *)j;
     put_stream *st = ch->st;
     uint32_t failed_node;
     cluster_worker_topology(mc, st->epoch);
@@ -162,8 +162,8 @@ static void chunk_run(gw_job *j, mkv_client *mc) {
 
 static void maybe_end(put_stream *st);
 
-static void chunk_done(gw_job *j) {
-    ps_chunk *ch = (ps_chunk *)j;
+static void slice_done(gw_job *j) {
+    ps_slice *ch = (ps_slice *)j;
     put_stream *st = ch->st;
     st->jobs--;
     if (j->cancelled) {
@@ -174,7 +174,7 @@ static void chunk_done(gw_job *j) {
         st->crc[ch->idx] = ch->crc;
         st->done[ch->idx] = 1;
         drop_pages(st, ch->off, ch->off + ch->len);
-        while (st->written < st->size && st->done[st->written / PS_CHUNK]) st->written += chunk_len(st, st->written);
+        while (st->written < st->size && st->done[st->written / PROTO_SLICE_WRITE]) st->written += slice_len(st, st->written);
     } else if (!st->aborted && st->state == PS_PLACED) {
         fail(st, ch->rc, ch->errstr);
     }
@@ -187,17 +187,17 @@ static void chunk_done(gw_job *j) {
     maybe_end(st);
 }
 
-/* Every whole chunk that landed goes to a worker. */
+/* Every whole slice that landed goes to a worker. */
 static void pump(put_stream *st) {
     while (st->state == PS_PLACED && !st->aborted && st->sent < st->size &&
-           st->landed - st->sent >= chunk_len(st, st->sent)) {
-        ps_chunk *ch = xcalloc(1, sizeof *ch);
+           st->landed - st->sent >= slice_len(st, st->sent)) {
+        ps_slice *ch = xcalloc(1, sizeof *ch);
         ch->st = st;
-        ch->idx = (uint32_t)(st->sent / PS_CHUNK);
+        ch->idx = (uint32_t)(st->sent / PROTO_SLICE_WRITE);
         ch->off = st->sent;
-        ch->len = chunk_len(st, st->sent);
-        ch->job.run = chunk_run;
-        ch->job.done = chunk_done;
+        ch->len = slice_len(st, st->sent);
+        ch->job.run = slice_run;
+        ch->job.done = slice_done;
         st->sent += ch->len;
         st->jobs++;
         workers_submit(st->sr->w, &ch->job);
@@ -216,12 +216,12 @@ static void end_reply(const redisReply *r, void *ctx) {
 
 static uint32_t value_crc(const put_stream *st) {
     uint32_t crc = st->crc[0];
-    for (uint32_t i = 1; i < st->nchunks; i++)
-        crc = crc32c_combine(crc, st->crc[i], chunk_len(st, (uint64_t)i * PS_CHUNK));
+    for (uint32_t i = 1; i < st->nslices; i++)
+        crc = crc32c_combine(crc, st->crc[i], slice_len(st, (uint64_t)i * PROTO_SLICE_WRITE));
     return crc;
 }
 
-/* Once the value is whole and every chunk is written: MOON.PUTEND. */
+/* Once the value is whole and every slice is written: MOON.PUTEND. */
 static void maybe_end(put_stream *st) {
     if (!st->finish || st->ending || st->jobs) return;
     if (st->state == PS_FAILED) {
@@ -229,13 +229,14 @@ static void maybe_end(put_stream *st) {
         return;
     }
     if (st->state != PS_PLACED || st->written < st->size) return;
-    /* The chunks are the slices readers verify and stream (proto/slices.h). */
-    proto_slices sl = {PS_CHUNK, st->nchunks, st->crc};
-    uint8_t *packed = xmalloc((size_t)st->nchunks * 4);
+    /* The slices readers verify and stream (proto/slices.h). */
+    proto_slices sl = {PROTO_SLICE_WRITE, st->nslices, st->crc};
+    uint8_t *packed = xmalloc((size_t)st->nslices * 4);
     proto_slices_pack(&sl, packed);
-    proto_slices_arg arg = {PS_CHUNK, packed, (size_t)st->nchunks * 4};
+    proto_slices_arg arg = {PROTO_SLICE_WRITE, packed, (size_t)st->nslices * 4};
     proto_cmd cmd;
-    proto_cmd_putend(&cmd, st->key, st->keylen, value_crc(st), proto_slice_choose(st->size) == PS_CHUNK ? &arg : NULL);
+    int sliced = proto_slice_choose(st->size) == PROTO_SLICE_WRITE;
+    proto_cmd_putend(&cmd, st->key, st->keylen, value_crc(st), sliced ? &arg : NULL);
     char errstr[sizeof st->errstr];
     int sent = !st->sr->closing && master_async_send(st->sr->ma, cmd.argc, cmd.argv, cmd.lens, end_reply, st) == 0;
     proto_cmd_free(&cmd);
@@ -282,9 +283,9 @@ void put_stream_start(put_streamer *sr, store_put *p, void (*resume)(void *ctx),
     st->p = p;
     st->base = p->buf.ptr;
     st->size = p->buf.len;
-    st->nchunks = (uint32_t)((st->size + PS_CHUNK - 1) / PS_CHUNK);
-    st->crc = xcalloc(st->nchunks, sizeof *st->crc);
-    st->done = xcalloc(st->nchunks, sizeof *st->done);
+    st->nslices = (uint32_t)((st->size + PROTO_SLICE_WRITE - 1) / PROTO_SLICE_WRITE);
+    st->crc = xcalloc(st->nslices, sizeof *st->crc);
+    st->done = xcalloc(st->nslices, sizeof *st->done);
     st->resume = resume;
     st->rctx = ctx;
     st->keylen = p->keylen;

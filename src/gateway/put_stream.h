@@ -4,19 +4,19 @@
  * At the value's bulk header the gateway asks the master for placement
  * (MOON.PUTSTART over the asynchronous connection) and maps address
  * space for the whole value without backing it (staging_get_sparse).
- * As networking reports bytes landed, each whole chunk goes to a worker
+ * As networking reports bytes landed, each whole slice goes to a worker
  * that writes it to every replica and checksums it, then gives its pages
  * back (MADV_DONTNEED). Networking may write only PS_WINDOW bytes past
- * the chunks written, so a SET in flight holds a few chunks of memory,
- * not its value. When the command is whole the last chunk goes, and once
- * every chunk is written MOON.PUTEND publishes the value with the CRC32C
- * combined from the chunks'.
+ * the slices written, so a SET in flight holds a few slices of memory,
+ * not its value. When the command is whole the last slice goes, and once
+ * every slice is written MOON.PUTEND publishes the value with the CRC32C
+ * combined from the slices'.
  *
  * A stream the master did not place (EXISTS, NOSPACE, no answer) drops
  * nothing: the whole value stays, and when the command runs the put goes
  * the ordinary way (put_batch.c), with the ordinary replies (an
- * idempotent SET of the same bytes answers OK). A chunk that fails once
- * other chunks' bytes are gone fails the put (revoked at once; the reply
+ * idempotent SET of the same bytes answers OK). A slice that fails once
+ * other slices' bytes are gone fails the put (revoked at once; the reply
  * says why). A stream whose client leaves is revoked at once. */
 #ifndef MKV_GATEWAY_PUT_STREAM_H
 #define MKV_GATEWAY_PUT_STREAM_H
@@ -30,11 +30,10 @@
 #include "gateway/put_batch.h"
 #include "gateway/cluster_call.h"
 
-#define PS_CHUNK (4ull << 20)            /* bytes per write to the nodes */
-#define PS_WINDOW (4 * PS_CHUNK)         /* bytes a stream may hold ahead of the nodes */
-#define PS_MIN (2 * PS_CHUNK)            /* smaller values go whole (put_batch.c) */
-/* The chunks' CRCs go to the master as the value's slice CRCs. */
-_Static_assert(PS_CHUNK == PROTO_SLICE_WRITE, "a streamed SET's chunks are its slices");
+/* A streamed SET writes its value a slice (PROTO_SLICE_WRITE) at a time,
+ * and the slices' CRCs go to the master as the value's slice CRCs. */
+#define PS_WINDOW (4 * PROTO_SLICE_WRITE)   /* bytes a stream may hold ahead of the nodes */
+#define PS_MIN (2 * PROTO_SLICE_WRITE)      /* smaller values go whole (put_batch.c) */
 
 typedef struct put_streamer put_streamer;
 typedef struct put_stream put_stream;

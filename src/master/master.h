@@ -58,7 +58,7 @@ typedef struct master_rebuild {
     int again;             /* a node finished reporting during a build: build its reports next */
     int closed_by;         /* what closed the window (recovery.c's REBUILD_CLOSED_*) */
     int members_known;     /* this term read every member from etcd (members.c): no grace */
-    loop_wake *build_wake;   /* runs the next slice (a timer would sleep the loop 1 ms first) */
+    loop_wake *build_wake;   /* runs the next turn (a timer would sleep the loop 1 ms first) */
     loop_timer *grace_timer; /* every node reported within the rejoin grace: closes at its end */
     uint64_t joins_held;   /* registrations without a claim told to wait (TRYAGAIN) */
     uint64_t nodes_reported, reports_total;

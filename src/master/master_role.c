@@ -27,7 +27,7 @@ static mm_config meta_config(const mkv_config *cfg) {
     mc.lease_ms = (uint64_t)cfg->lease_ms;
     mc.node_timeout_ms = (uint64_t)cfg->node_timeout_ms;
     mc.stripe_threshold = cfg->stripe_threshold;
-    mc.slice_size = cfg->slice_size;
+    mc.stripe_unit = cfg->stripe_unit;
     mc.stripe_width = (uint32_t)cfg->stripe_width;
     mc.gc_policy = (uint32_t)cfg->maxmemory_policy;
     mc.gc_high_pct = (uint32_t)cfg->gc_high_watermark;

@@ -13,7 +13,7 @@ void mm_config_defaults(mm_config *cfg) {
     cfg->lease_ms = 10000;
     cfg->node_timeout_ms = 5000;
     cfg->stripe_threshold = 4ULL << 20;
-    cfg->slice_size = 1ULL << 20;
+    cfg->stripe_unit = 1ULL << 20;
     cfg->stripe_width = 2;
     cfg->repair_retry_ms = 1000;
     cfg->gc_policy = EVICT_NONE;
@@ -41,8 +41,8 @@ static void free_object(object *o, void *ctx) {
 master_meta *mm_create(const mm_config *cfg) {
     master_meta *m = xcalloc(1, sizeof *m);
     m->cfg = *cfg;
-    if (m->cfg.slice_size < MM_ALIGN) m->cfg.slice_size = MM_ALIGN;
-    m->cfg.slice_size &= ~(uint64_t)(MM_ALIGN - 1);
+    if (m->cfg.stripe_unit < MM_ALIGN) m->cfg.stripe_unit = MM_ALIGN;
+    m->cfg.stripe_unit &= ~(uint64_t)(MM_ALIGN - 1);
     if (m->cfg.stripe_width == 0) m->cfg.stripe_width = 1;
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
     m->objs = objtable_create(free_object, m);

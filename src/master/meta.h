@@ -90,8 +90,8 @@ typedef struct mm_config {
     uint64_t put_timeout_ms;      /* write caps and unfinished puts expire after */
     uint64_t lease_ms;            /* read caps expire after */
     uint64_t node_timeout_ms;     /* no heartbeat for this long: dead */
-    uint64_t stripe_threshold;    /* objects above this are cut into slices */
-    uint64_t slice_size;
+    uint64_t stripe_threshold;    /* objects above this are striped (cut into stripe_unit extents) */
+    uint64_t stripe_unit;
     uint32_t stripe_width;        /* nodes per replica for striped objects */
     uint64_t repair_retry_ms;     /* wait before retrying a repair that found no room */
     /* Garbage collection (collect.c): evict_policy of core/evict.h, and the
@@ -411,7 +411,7 @@ mm_groups *mm_groups_create(void);
 void mm_groups_add(mm_groups *g, const mm_report *r, size_t from, size_t to);
 void mm_groups_free(mm_groups *g);   /* NULL is fine */
 
-/* The same in slices, so a master can keep answering while it builds a
+/* The same in steps, so a master can keep answering while it builds a
  * large table: begin takes the reports' hashes g (consumed; NULL or
  * not covering all n: it hashes them itself; they must stay put until
  * the end), each step builds up to keys of them, adding to *st (zero it

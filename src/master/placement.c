@@ -2,7 +2,7 @@
  *
  * Every replica goes to nodes no other replica of the object uses, so one
  * node failing costs at most one copy. Small objects are one extent on
- * one node; objects above stripe_threshold are cut into slice_size slices
+ * one node; objects above stripe_threshold are cut into stripe_unit extents
  * dealt round-robin over `width` nodes, so a reader can pull one replica
  * from several nodes at once. Nodes are taken most-free first (ties in
  * round-robin order) to keep the cluster balanced. */
@@ -83,36 +83,36 @@ static void best_first(candidate *c, uint32_t n, uint32_t k) {
     qsort(c, k < n ? k : n, sizeof *c, by_free_then_rr);
 }
 
-/* The layout of one replica: nslices slices of slice bytes (the last one
- * shorter), slice i on the (i % width)-th node. */
+/* The layout of one replica: nunits extents of unit bytes (the last one
+ * shorter), extent i on the (i % width)-th node. */
 typedef struct layout {
-    uint64_t size, slice, nslices;
+    uint64_t size, unit, nunits;
     uint32_t width;
 } layout;
 
-static uint64_t slice_len(const layout *l, uint64_t i) {
-    return i + 1 < l->nslices ? l->slice : l->size - i * l->slice;
+static uint64_t unit_len(const layout *l, uint64_t i) {
+    return i + 1 < l->nunits ? l->unit : l->size - i * l->unit;
 }
 
 /* Bytes the j-th node of a replica must hold (aligned). */
 static uint64_t node_need(const layout *l, uint32_t j) {
     uint64_t need = 0;
-    for (uint64_t i = j; i < l->nslices; i += l->width) need += align_up(slice_len(l, i));
+    for (uint64_t i = j; i < l->nunits; i += l->width) need += align_up(unit_len(l, i));
     return need;
 }
 
 static int fits(const candidate *c, const layout *l, uint32_t j) {
-    return c->free >= node_need(l, j) && c->largest >= align_up(slice_len(l, j));
+    return c->free >= node_need(l, j) && c->largest >= align_up(unit_len(l, j));
 }
 
-/* Reserve the slices of one replica on the chosen nodes. */
+/* Reserve the extents of one replica on the chosen nodes. */
 static int reserve_replica(master_meta *m, const layout *l, mm_node **nodes, obj_replica *r) {
-    r->nextents = (uint32_t)l->nslices;
-    r->extents = xcalloc(l->nslices, sizeof *r->extents);
-    for (uint64_t i = 0; i < l->nslices; i++) {
+    r->nextents = (uint32_t)l->nunits;
+    r->extents = xcalloc(l->nunits, sizeof *r->extents);
+    for (uint64_t i = 0; i < l->nunits; i++) {
         obj_extent *e = &r->extents[i];
         e->node = nodes[i % l->width]->id;
-        e->length = slice_len(l, i);
+        e->length = unit_len(l, i);
         if (seg_alloc_reserve(nodes[i % l->width]->alloc, e->length, &e->offset) != ALLOC_OK) {
             r->nextents = (uint32_t)i;   /* release what was taken */
             release_replica(m, r);
@@ -126,15 +126,15 @@ static void plan_layout(const master_meta *m, uint64_t size, uint32_t nrep, uint
                         layout *l) {
     l->size = size;
     if (size <= m->cfg.stripe_threshold) {
-        l->slice = size;
-        l->nslices = 1;
+        l->unit = size;
+        l->nunits = 1;
         l->width = 1;
         return;
     }
-    l->slice = m->cfg.slice_size;
-    l->nslices = size / l->slice + (size % l->slice != 0);
+    l->unit = m->cfg.stripe_unit;
+    l->nunits = size / l->unit + (size % l->unit != 0);
     uint64_t width = m->cfg.stripe_width;
-    if (width > l->nslices) width = l->nslices;
+    if (width > l->nunits) width = l->nunits;
     /* Replicas never share a node: with few nodes each stripes narrower. */
     if (width > usable / nrep) width = usable / nrep ? usable / nrep : 1;
     l->width = (uint32_t)width;
@@ -265,7 +265,7 @@ proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_
                        "%u replicas need %u alive nodes, only %u available",
                        nrep, nrep, ncand);
     /* Refuse what cannot fit before laying it out: a peer asking for an
-     * absurd size must cost O(nodes), not O(size / slice_size). */
+     * absurd size must cost O(nodes), not O(size / stripe_unit). */
     uint64_t largest = 0, total_free = 0;
     for (uint32_t i = 0; i < ncand; i++) {
         if (cand[i].largest > largest) largest = cand[i].largest;
@@ -277,10 +277,10 @@ proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_
                        nrep, (unsigned long long)size, (unsigned long long)total_free);
     layout l;
     plan_layout(m, size, nrep, ncand, &l);
-    if (align_up(slice_len(&l, 0)) > largest)
+    if (align_up(unit_len(&l, 0)) > largest)
         return mm_fail(err, errlen, PROTO_NOSPACE,
                        "%llu bytes do not fit: the largest free extent on any node is %llu bytes",
-                       (unsigned long long)slice_len(&l, 0), (unsigned long long)largest);
+                       (unsigned long long)unit_len(&l, 0), (unsigned long long)largest);
     /* The best few sorted; all of them only if those few do not fit
      * (the same nodes either way: the order of the first k is the order
      * a full sort gives). */

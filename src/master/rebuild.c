@@ -269,7 +269,7 @@ static int on_node(const partial *p, uint32_t node) {
 }
 
 /* The partial replica r continues, or NULL: one ending at r's offset,
- * preferring one already on r's node (a node holds every width-th slice). */
+ * preferring one already on r's node (a node holds every width-th extent). */
 static partial *continue_of(partial *p, uint32_t np, const mm_report *r) {
     partial *any = NULL;
     for (uint32_t i = 0; i < np; i++) {

@@ -113,10 +113,10 @@ static int still_waiting(const master_rebuild *rb) {
 
 /* ---- rebuilding ---- */
 
-/* Keys built per look at the clock, and how long one slice may run
+/* Keys built per look at the clock, and how long one turn may run
  * before the loop serves others (nodes time out a silent master). */
 #define BUILD_KEYS_PER_CHECK 1024
-#define BUILD_SLICE_US 20000
+#define BUILD_TURN_US 20000
 
 static void note_refused(const mm_report *r, void *ctx) {
     master_rebuild *rb = ctx;
@@ -142,7 +142,7 @@ static void reports_clear(master_reports *b) {
     memset(b, 0, sizeof *b);
 }
 
-static void build_slice(event_loop *el, void *data);
+static void build_turn(event_loop *el, void *data);
 
 /* Heartbeats waited while we grouped the reports: that silence was ours. */
 static void heard_all(master *m) {
@@ -174,7 +174,7 @@ static void build_start(master *m) {
     rb->table_ms += mono_ms() - t0;
     rb->table_cpu_ms += cpu_ms() - cpu0;
     heard_all(m);
-    if (!rb->build_wake) rb->build_wake = loop_wake_create(m->srv->loop, build_slice, m);
+    if (!rb->build_wake) rb->build_wake = loop_wake_create(m->srv->loop, build_turn, m);
     loop_wake_send(rb->build_wake);
 }
 
@@ -229,11 +229,11 @@ static int build_some(master *m, size_t n) {
     return more;
 }
 
-static void build_slice(event_loop *el, void *data) {
+static void build_turn(event_loop *el, void *data) {
     master *m = data;
     master_rebuild *rb = &m->rebuild;
     if (!rb->job) return;
-    uint64_t until = mono_us() + BUILD_SLICE_US;
+    uint64_t until = mono_us() + BUILD_TURN_US;
     int more;
     do more = build_some(m, BUILD_KEYS_PER_CHECK);
     while (more && mono_us() < until);

@@ -115,7 +115,9 @@ static const config_row config_table[] = {
     {"put_wait_ms", CT_INT, OFF(put_wait_ms), 0, 60000, NULL,
      "a put that finds no room waits this long for quarantined space (0: NOSPACE at once)"},
     {"stripe_threshold", CT_SIZE, OFF(stripe_threshold), KB, 16 * TB, NULL, "objects above this are striped"},
-    {"slice_size", CT_SIZE, OFF(slice_size), 4 * KB, GB, NULL, "transfer slice size"},
+    {"stripe_unit", CT_SIZE, OFF(stripe_unit), 4 * KB, GB, NULL,
+     "a striped object's extents: this many bytes each, dealt over stripe_width nodes"},
+    {"slice_size", CT_SIZE, OFF(stripe_unit), 4 * KB, GB, NULL, "old name of stripe_unit"},
     {"stripe_width", CT_INT, OFF(stripe_width), 1, 64, NULL, "nodes per replica when striped"},
     {"on_conflict", CT_ENUM, OFF(on_conflict), 0, 0, conflict_names,
      "SET of a stored key with other bytes: error (EXISTS) or keep (first value, +OK)"},
@@ -165,7 +167,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->put_wait_ms = 1000;
     cfg->rejoin_grace_ms = 1500;   /* 3 of a node's join attempts (PROTO_REJOIN_MS) */
     cfg->stripe_threshold = 4 * MB;
-    cfg->slice_size = 1 * MB;
+    cfg->stripe_unit = 1 * MB;
     cfg->stripe_width = 2;
     cfg->on_conflict = CONFLICT_ERROR;
     cfg->maxmemory_policy = 0;   /* noeviction */

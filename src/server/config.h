@@ -59,7 +59,7 @@ typedef struct mkv_config {
     uint64_t put_min_rate;              /* bytes/s, 0 = no minimum */
     int put_stall_ms;
     uint64_t stripe_threshold;          /* objects above this are striped */
-    uint64_t slice_size;                /* default 1MB */
+    uint64_t stripe_unit;               /* bytes of a striped object's extents; default 1MB */
     int stripe_width;                   /* nodes per replica for striped objects */
     /* Redis behaviours KV-cache clients rely on (README "on_conflict and GC"). */
     int on_conflict;                    /* CONFLICT_ERROR (default) or CONFLICT_KEEP */

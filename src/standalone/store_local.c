@@ -35,7 +35,7 @@
 #define LOCAL_ALIGN 64
 #define HUGE_PAGE (2ULL * 1024 * 1024)
 #define SCAN_VISITS_PER_KEY 10   /* bound empty buckets visited, as Redis does */
-#define SLICE_LEN (256u * 1024)  /* per-slice checksums for values above one slice */
+#define LOCAL_SLICE (256u * 1024)  /* the standalone store's slice: a value above it keeps a CRC32C per slice */
 #define PREFETCH_MAX 32          /* keys per local_prefetch */
 /* Where an object's bytes are, in its table entry's own block (zero, as
  * the entry is allocated, until the space is reserved). */
@@ -98,7 +98,7 @@ static void table_free_cb(object *o, void *ctx) {
  * check each slice just before sending it (store_ops.get_sliced). */
 
 static uint32_t slice_count(uint64_t size) {
-    return size > SLICE_LEN ? (uint32_t)((size + SLICE_LEN - 1) / SLICE_LEN) : 0;
+    return size > LOCAL_SLICE ? (uint32_t)((size + LOCAL_SLICE - 1) / LOCAL_SLICE) : 0;
 }
 
 static uint64_t crcs_at(uint64_t size) { return (size + 3) & ~3ULL; }
@@ -122,8 +122,8 @@ static uint32_t checksum_value(local_store *ls, object *o) {
     if (!crcs) return crc32c(0, p, o->size);
     uint32_t whole = 0;
     for (uint32_t i = 0; i < slice_count(o->size); i++) {
-        uint64_t off = (uint64_t)i * SLICE_LEN;
-        uint64_t n = o->size - off < SLICE_LEN ? o->size - off : SLICE_LEN;
+        uint64_t off = (uint64_t)i * LOCAL_SLICE;
+        uint64_t n = o->size - off < LOCAL_SLICE ? o->size - off : LOCAL_SLICE;
         crcs[i] = crc32c(0, p + off, n);
         whole = i ? crc32c_combine(whole, crcs[i], n) : crcs[i];
     }
@@ -273,7 +273,7 @@ static int local_get_sliced(store *s, const void *key, size_t keylen, const void
     const uint32_t *crcs = o ? slice_crcs(ls, o) : NULL;
     sl->count = 0;
     if (!crcs) return local_get(s, key, keylen, data, len, pin);
-    sl->slice_len = SLICE_LEN;
+    sl->slice_len = LOCAL_SLICE;
     sl->count = slice_count(o->size);
     sl->crc = crcs;
     return pin_out(ls, o, data, len, pin);

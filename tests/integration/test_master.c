@@ -72,7 +72,7 @@ static void master_args(h_args *a, int at, int put_timeout_ms, int node_timeout_
     h_arg(a, "--lease-ms");
     h_argf(a, "%d", lease_ms);
     static const char *const fixed[] = {"--heartbeat-ms", "50", "--stripe-threshold", "4KB",
-                                        "--slice-size", "4KB", "--stripe-width", "2", NULL};
+                                        "--stripe-unit", "4KB", "--stripe-width", "2", NULL};
     h_argv(a, fixed);
     h_arg(a, "--rejoin-grace-ms");
     h_arg(a, rejoin_grace_ms);

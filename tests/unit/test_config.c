@@ -61,7 +61,7 @@ static void test_defaults(void) {
     ASSERT_EQ(c.node_timeout_ms, 5000);
     ASSERT_EQ(c.put_timeout_ms, 30000);
     ASSERT_EQ(c.lease_ms, 10000);
-    ASSERT_EQ(c.slice_size, 1ULL << 20);
+    ASSERT_EQ(c.stripe_unit, 1ULL << 20);
     ASSERT_EQ(c.stripe_threshold, 4ULL << 20);
     ASSERT_EQ(c.stripe_width, 2);
     ASSERT_EQ(c.replicas, 1);
@@ -83,7 +83,7 @@ static void test_file_values(void) {
     ASSERT_STREQ(c.data_addrs[1], "b:2");
     ASSERT_STREQ(c.transport, "tcp");
     ASSERT_EQ(c.prefault, 0);
-    ASSERT_EQ(c.slice_size, 65536);
+    ASSERT_EQ(c.stripe_unit, 65536);   /* slice_size: its old name */
 }
 
 static void test_sizes(void) {

@@ -149,7 +149,7 @@ typedef struct rig {
 static const fixture *FX;
 static int STREAMS = 1;   /* te_engine_config.streams for the next rig */
 
-static int rig_up(rig *r, uint64_t slice) {
+static int rig_up(rig *r, uint64_t unit) {
     char err[256];
     memset(r, 0, sizeof *r);
     r->fx = FX;
@@ -157,7 +157,7 @@ static int rig_up(rig *r, uint64_t slice) {
     snprintf(cfg.secret, sizeof cfg.secret, SECRET);
     te_transport *t = r->fx->make(&cfg, err, sizeof err);
     if (!t) { printf("# %s\n", err); return -1; }
-    te_engine_config ec = { .slice_size = slice, .streams = STREAMS };
+    te_engine_config ec = { .unit_size = unit, .streams = STREAMS };
     r->e = te_engine_create(t, &ec);
     for (int i = 0; i < NNODES; i++) {
         node *n = &r->nodes[i];
@@ -227,7 +227,7 @@ static void test_stripe_64mib(void) {
     te_engine_stats st;
     te_engine_get_stats(r.e, &st);
     ASSERT_EQ(st.bytes, 2 * n);
-    ASSERT(st.slices >= 128);
+    ASSERT(st.units >= 128);
     free(src);
     free(dst);
     ASSERT_EQ(rig_down(&r), 0);
@@ -298,7 +298,7 @@ static void test_read_failover(void) {
     ASSERT_EQ(rig_down(&r), 0);
 }
 
-static void test_slice_retry_on_broken_path(void) {
+static void test_unit_retry_on_broken_path(void) {
     rig r;
     char err[256];
     ASSERT(rig_up(&r, 256 << 10) == 0);
@@ -317,7 +317,7 @@ static void test_slice_retry_on_broken_path(void) {
         ASSERT_MSG(rc == TE_OK, "read: %s", err);
         ASSERT_MEMEQ(dst, src, n);
     }
-    /* The drop landed during or between reads: either way slices were
+    /* The drop landed during or between reads: either way units were
      * retried on the node's other path, and no replica was needed. */
     memset(dst, 0, n);
     int rc = te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err);
@@ -395,7 +395,7 @@ static void test_batch(void) {
     ASSERT_EQ(rig_down(&r), 0);
 }
 
-/* Streams: each network address gets that many connections and slices
+/* Streams: each network address gets that many connections and units
  * spread over all of them; shm keeps one path per address. */
 static void test_streams(void) {
     rig r;
@@ -437,7 +437,7 @@ int main(void) {
         RUN_ROW_TEST(test_stripe_64mib);
         RUN_ROW_TEST(test_replicas_spread);
         RUN_ROW_TEST(test_read_failover);
-        RUN_ROW_TEST(test_slice_retry_on_broken_path);
+        RUN_ROW_TEST(test_unit_retry_on_broken_path);
         RUN_ROW_TEST(test_bad_cap_fails_over_or_fails);
         RUN_ROW_TEST(test_batch);
         RUN_ROW_TEST(test_streams);

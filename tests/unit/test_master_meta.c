@@ -24,7 +24,7 @@ static mm_config test_config(void) {
     c.lease_ms = 5000;
     c.node_timeout_ms = 3000;
     c.stripe_threshold = 4 * KB;
-    c.slice_size = 1 * KB;
+    c.stripe_unit = 1 * KB;
     c.stripe_width = 2;
     c.repair_retry_ms = 100;
     return c;
