@@ -261,6 +261,14 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
  * the checksum of the whole, combined from them. */
 uint32_t mkv_checksum_slices(mkv_client *c, const void *buf, uint64_t len, proto_slices *sl);
 
+/* ---- keys.c ---- */
+/* Adds the keys of objs[0..n) to cmd (begun with room for them) and runs
+ * it: the reply, or NULL with *rc set (a bad key is refused unsent). */
+redisReply *mkv_keys_run(mkv_client *c, proto_cmd *cmd, const mkv_obj *objs, size_t n, int *rc);
+/* MOON.PREFIX's (or PREFIXPIN's) reply r for n keys: how many leading
+ * ones are present into *count, or the error. */
+int mkv_prefix_count(mkv_client *c, const char *verb, const redisReply *r, size_t n, size_t *count);
+
 /* ---- command.c: the commands themselves are proto/cmd.h's ---- */
 /* Send cmd and free it; the reply, or NULL with *code set (see mkv_command). */
 redisReply *mkv_cmd_run(mkv_client *c, proto_cmd *cmd, int *code);

@@ -37,19 +37,32 @@ int mkv_exists(mkv_client *c, const void *key, size_t keylen) {
     return rc != MKV_OK ? rc : found != 0;
 }
 
-/* verb (MOON.MEXISTS, MOON.PREFIX) over the keys of objs[0..n): its
- * reply, or NULL with *rc set (a bad key is refused before sending). */
+redisReply *mkv_keys_run(mkv_client *c, proto_cmd *cmd, const mkv_obj *objs, size_t n, int *rc) {
+    for (size_t i = 0; i < n; i++) {
+        if ((*rc = mkv_check_key(c, objs[i].key, objs[i].keylen)) != MKV_OK) {
+            proto_cmd_free(cmd);
+            return NULL;
+        }
+        proto_cmd_bin(cmd, objs[i].key, objs[i].keylen);
+    }
+    return mkv_cmd_run(c, cmd, rc);
+}
+
+/* verb (MOON.MEXISTS, MOON.PREFIX) over the keys of objs[0..n). */
 static redisReply *keys_run(mkv_client *c, const char *verb, const mkv_obj *objs, size_t n, int *rc) {
     proto_cmd cmd;
     proto_cmd_keys_begin(&cmd, verb, n);
-    for (size_t i = 0; i < n; i++) {
-        if ((*rc = mkv_check_key(c, objs[i].key, objs[i].keylen)) != MKV_OK) {
-            proto_cmd_free(&cmd);
-            return NULL;
-        }
-        proto_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
+    return mkv_keys_run(c, &cmd, objs, n, rc);
+}
+
+int mkv_prefix_count(mkv_client *c, const char *verb, const redisReply *r, size_t n, size_t *count) {
+    long long hit;
+    if (proto_dec_int(r, 0, (long long)n, &hit) == 0) {
+        *count = (size_t)hit;
+        return MKV_OK;
     }
-    return mkv_cmd_run(c, &cmd, rc);
+    if (r->type == REDIS_REPLY_ERROR) return mkv_reply_error(c, r->str, r->len);
+    return mkv_bad_reply(c, verb, r);
 }
 
 static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
@@ -76,13 +89,7 @@ static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
     int rc;
     redisReply *r = keys_run(c, PROTO_VERB_PREFIX, objs, n, &rc);
     if (!r) return rc;
-    long long hit;
-    if (proto_dec_int(r, 0, (long long)n, &hit) == 0)
-        *count = (size_t)hit;
-    else if (r->type == REDIS_REPLY_ERROR)
-        rc = mkv_reply_error(c, r->str, r->len);
-    else
-        rc = mkv_bad_reply(c, PROTO_VERB_PREFIX, r);
+    rc = mkv_prefix_count(c, PROTO_VERB_PREFIX, r, n, count);
     freeReplyObject(r);
     return rc;
 }

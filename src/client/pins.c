@@ -9,6 +9,7 @@
 #include "client/client.h"
 #include "core/util.h"
 #include "proto/pins.h"
+#include "proto/replies.h"
 
 #define PIN_ID_MASK (UINT64_MAX >> 1)   /* ids are 1 to 2^63-1 */
 
@@ -22,26 +23,12 @@ static uint64_t draw_id(void) {
 /* MOON.PREFIXPIN over one chunk: how many leading keys are present (and now pinned). */
 static int prefixpin_run(mkv_client *c, uint64_t id, uint32_t ms, const mkv_obj *objs, size_t n,
                          size_t *count) {
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, (int)(3 + n));
-    mkv_cmd_str(&cmd, PROTO_VERB_PREFIXPIN);
-    mkv_cmd_u64(&cmd, id);
-    mkv_cmd_u64(&cmd, ms);
-    for (size_t i = 0; i < n; i++) {
-        int rc = mkv_check_key(c, objs[i].key, objs[i].keylen);
-        if (rc != MKV_OK) {
-            mkv_cmd_free(&cmd);
-            return rc;
-        }
-        mkv_cmd_bin(&cmd, objs[i].key, objs[i].keylen);
-    }
+    proto_cmd cmd;
+    proto_cmd_prefixpin_begin(&cmd, id, ms, n);
     int rc;
-    redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
+    redisReply *r = mkv_keys_run(c, &cmd, objs, n, &rc);
     if (!r) return rc;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && (unsigned long long)r->integer <= n)
-        *count = (size_t)r->integer;
-    else rc = mkv_bad_reply(c, PROTO_VERB_PREFIXPIN, r);
+    rc = mkv_prefix_count(c, PROTO_VERB_PREFIXPIN, r, n, count);
     freeReplyObject(r);
     return rc;
 }
@@ -68,16 +55,14 @@ int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t
 int mkv_unpin(mkv_client *c, uint64_t pin, size_t *keys) {
     if (!c || pin == 0 || pin > PIN_ID_MASK) return c ? mkv_fail(c, MKV_EINVAL, "no such pin id") : MKV_EINVAL;
     MKV_ON_LANE(c);
-    mkv_cmd cmd;
-    mkv_cmd_init(&cmd, 2);
-    mkv_cmd_str(&cmd, PROTO_VERB_UNPIN);
-    mkv_cmd_u64(&cmd, pin);
+    proto_cmd cmd;
+    proto_cmd_unpin(&cmd, pin);
     int rc;
     redisReply *r = mkv_cmd_run(c, &cmd, &rc);
-    mkv_cmd_free(&cmd);
     if (!r) return rc;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
-        if (keys) *keys = (size_t)r->integer;
+    long long n;
+    if (proto_dec_int(r, 0, INT64_MAX, &n) == 0) {
+        if (keys) *keys = (size_t)n;
     } else {
         rc = mkv_bad_reply(c, PROTO_VERB_UNPIN, r);
     }

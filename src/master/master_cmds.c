@@ -1149,7 +1149,7 @@ static const command master_commands[] = {
     {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
      "How many leading keys name complete objects", "key [key ...]"},
     {"moon.prefixpin", prefixpin_command, -4, CMD_READONLY | CMD_FAST | CMD_MEMBER, 3, -1, 1, 0, "moonkv", "0.6.0",
-     "MOON.PREFIX, its hits pinned under id for ms (no remove, no collection) until MOON.UNPIN",
+     "PREFIX, its hits pinned under id for ms (no remove, no collection) until UNPIN",
      "id ms key [key ...]"},
     {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.6.0",
      "Release pins of MOON.PREFIXPIN; how many keys they held", "id [id ...]"},

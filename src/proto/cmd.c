@@ -255,3 +255,14 @@ void proto_cmd_scan(proto_cmd *cmd, uint64_t cursor, long count) {
     proto_cmd_str(cmd, "COUNT");
     proto_cmd_i64(cmd, count);
 }
+
+void proto_cmd_prefixpin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n) {
+    cmd_start(cmd, PROTO_VERB_PREFIXPIN, 3 + n);
+    proto_cmd_u64(cmd, id);
+    proto_cmd_u64(cmd, ms);
+}
+
+void proto_cmd_unpin(proto_cmd *cmd, uint64_t id) {
+    cmd_start(cmd, PROTO_VERB_UNPIN, 2);
+    proto_cmd_u64(cmd, id);
+}

@@ -11,9 +11,7 @@
 #ifndef MKV_PROTO_PINS_H
 #define MKV_PROTO_PINS_H
 
-#define PROTO_VERB_PREFIX     "MOON.PREFIX"
-#define PROTO_VERB_PREFIXPIN  "MOON.PREFIXPIN"
-#define PROTO_VERB_UNPIN      "MOON.UNPIN"
+#include "proto/verbs.h"   /* PROTO_VERB_PREFIXPIN, PROTO_VERB_UNPIN; their encoders: cmd.h */
 
 #define PROTO_PIN_MAX_MS        600000u      /* a pin lasts at most 10 minutes */
 #define PROTO_PIN_MAX_PER_CONN  65536u       /* keys one connection holds pinned at once */

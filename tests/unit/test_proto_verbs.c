@@ -24,7 +24,7 @@
 /* ---- the verbs ---- */
 
 static void test_verbs_once(void) {
-    ASSERT_EQ(proto_nverbs, 34);
+    ASSERT_EQ(proto_nverbs, 36);
     for (size_t i = 0; i < proto_nverbs; i++) {
         const char *v = proto_verbs[i];
         ASSERT_MSG(strncmp(v, "MOON.", 5) == 0 && v[5], "%s", v);
@@ -213,6 +213,12 @@ static void test_cmd_put_and_leases(void) {
     ASSERT_STEP(expect_cmd(&c, 4, "MOON.MRELEASE", "300", "a", "b"));
     proto_cmd_scan(&c, 18446744073709551615ULL, 10);
     ASSERT_STEP(expect_cmd(&c, 4, "MOON.SCAN", "18446744073709551615", "COUNT", "10"));
+    proto_cmd_prefixpin_begin(&c, 9223372036854775807ULL, 600000, 2);
+    proto_cmd_bin(&c, "a", 1);
+    proto_cmd_bin(&c, "b", 1);
+    ASSERT_STEP(expect_cmd(&c, 5, "MOON.PREFIXPIN", "9223372036854775807", "600000", "a", "b"));
+    proto_cmd_unpin(&c, 1);
+    ASSERT_STEP(expect_cmd(&c, 2, "MOON.UNPIN", "1"));
 }
 
 /* ---- the replies ---- */
