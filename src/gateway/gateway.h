@@ -4,8 +4,8 @@
  * The command code (t_object.c) is shared; the gateway gives it a store
  * (store_cluster.c) that moves values through libmoonkv: a SET's value
  * streams from the socket into registered staging memory and is put to
- * the nodes when complete (a large one is written to the nodes chunk by
- * chunk while it arrives, put_stream.h); a GET reads the value from the nodes into
+ * the nodes when complete (a large one is written to the nodes slice by
+ * slice while it arrives, put_stream.h); a GET reads the value from the nodes into
  * staging memory and replies from there without another copy. GET, MGET
  * and SET are batched per loop iteration: one pipelined master command
  * over an asynchronous connection (master_async.c) and one engine batch

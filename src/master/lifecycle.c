@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "master/meta_internal.h"
 #include "master/pins.h"
+#include "proto/verbs.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
@@ -391,7 +392,7 @@ proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t 
     uint64_t pinned = mm_pins_left(m->pins, key, keylen, now_ms);
     if (pinned) {   /* a lookup will load it: the remover may try again */
         mm_pins_refused(m->pins);
-        return mm_fail(err, errlen, PROTO_TRYAGAIN, "key pinned by a prefix lookup for up to %llu ms (MOON.UNPIN)",
+        return mm_fail(err, errlen, PROTO_TRYAGAIN, "key pinned by a prefix lookup for up to %llu ms (" PROTO_VERB_UNPIN ")",
                        (unsigned long long)pinned);
     }
     mm_drop_object(m, o, now_ms);

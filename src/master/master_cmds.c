@@ -844,7 +844,7 @@ static void prefixpin_command(client *c) {
 /* MOON.UNPIN id [id ...]: those pins released; how many keys they held. */
 static void unpin_command(client *c) {
     if (c->argc - 1 > PROTO_MAX_UNPIN) {
-        master_reply_fail(c, PROTO_ERR, "at most %d ids per MOON.UNPIN", PROTO_MAX_UNPIN);
+        master_reply_fail(c, PROTO_ERR, "at most %d ids per " PROTO_VERB_UNPIN, PROTO_MAX_UNPIN);
         return;
     }
     uint64_t ids[PROTO_MAX_UNPIN];
@@ -1152,7 +1152,7 @@ static const command master_commands[] = {
      "PREFIX, its hits pinned under id for ms (no remove, no collection) until UNPIN",
      "id ms key [key ...]"},
     {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.6.0",
-     "Release pins of MOON.PREFIXPIN; how many keys they held", "id [id ...]"},
+     "Release pins of PREFIXPIN; how many keys they held", "id [id ...]"},
     {"moon.topology", topology_command, 1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
      "Every node with state and data addresses", ""},
     {"moon.nodes", nodes_command, -1, CMD_READONLY, NOKEY, 0, "moonkv", "0.1.0",
