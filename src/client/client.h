@@ -166,6 +166,7 @@ typedef struct mkv_core {
 /* A lane held for one exported call (nested: the caller's own). */
 typedef struct mkv_hold {
     struct mkv_client *lane;
+    struct mkv_client *prev;             /* another client's lane this thread held (a call inside one) */
     int nested;
 } mkv_hold;
 

@@ -104,7 +104,7 @@ static int may_grow(const mkv_core *k) {
 }
 
 mkv_hold mkv_lane_take(mkv_client *c) {
-    if (held && held->core == c->core) return (mkv_hold){held, 1};
+    if (held && held->core == c->core) return (mkv_hold){held, NULL, 1};
     mkv_core *k = c->core;
     mkv_client *l = NULL;
     pthread_mutex_lock(&k->mu);
@@ -114,14 +114,15 @@ mkv_hold mkv_lane_take(mkv_client *c) {
         else pthread_cond_wait(&k->idle_cv, &k->mu);
     }
     pthread_mutex_unlock(&k->mu);
+    mkv_hold h = {l, held, 0};
     held = l;
-    return (mkv_hold){l, 0};
+    return h;
 }
 
 void mkv_lane_give(mkv_hold *h) {
     if (h->nested) return;
     mkv_core *k = h->lane->core;
-    held = NULL;
+    held = h->prev;
     pthread_mutex_lock(&k->mu);
     k->idle[k->nidle++] = h->lane;
     pthread_cond_signal(&k->idle_cv);

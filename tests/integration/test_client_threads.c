@@ -34,6 +34,7 @@ static char master_addr[32];
 #define SMALL   (20u << 10)
 
 static const char *transport = "tcp";
+static int lanes;                 /* mkv_options.lanes of the next client (0: default) */
 static int run_no;                /* keys of each run are its own */
 
 typedef struct worker {
@@ -125,6 +126,7 @@ static void threads_on_one_client(int n, int rounds) {
     mkv_options_init(&opt);
     opt.master = master_addr;
     opt.transport = transport;
+    opt.lanes = lanes;
     mkv_client *c = NULL;
     run_no++;
     ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
@@ -150,6 +152,24 @@ static void test_two_threads_256k(void) { threads_on_one_client(2, 6); }
 
 /* Eight threads doing every kind of call at once. */
 static void test_eight_threads_mixed(void) { threads_on_one_client(8, 4); }
+
+/* One lane for four threads: every call but one at a time waits for it. */
+static void test_one_lane_four_threads(void) {
+    lanes = 1;
+    threads_on_one_client(4, 3);
+    lanes = 0;
+}
+
+/* A lane count past the bound is refused. */
+static void test_lanes_bound(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    opt.lanes = 17;
+    mkv_client *c = NULL;
+    ASSERT_EQ(mkv_connect(&c, &opt), MKV_EINVAL);
+    ASSERT(strstr(mkv_last_error(NULL), "lanes") != NULL);
+}
 
 /* ---- the asynchronous face ---- */
 
@@ -318,6 +338,8 @@ int main(void) {
         RUN_TEST_NAMED(test_eight_threads_mixed, name[1]);
     }
     transport = "tcp";
+    RUN_TEST(test_one_lane_four_threads);
+    RUN_TEST(test_lanes_bound);
     RUN_TEST(test_async_queued);
     RUN_TEST(test_async_inline);
     RUN_TEST(test_async_chain_and_close);
