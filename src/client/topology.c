@@ -7,33 +7,22 @@
 
 #include "client/client.h"
 #include "core/util.h"
+#include "proto/replies.h"
 
-static int is_str(const redisReply *r) {
-    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
-}
+_Static_assert((int)MKV_NODE_ALIVE == (int)PROTO_NODE_ALIVE && (int)MKV_NODE_DRAINING == (int)PROTO_NODE_DRAINING &&
+                   (int)MKV_NODE_DEAD == (int)PROTO_NODE_DEAD,
+               "node states as the protocol numbers them");
 
-static int parse_state(const redisReply *r, mkv_node_state *st) {
-    if (!is_str(r)) return -1;
-    if (strcmp(r->str, "alive") == 0) *st = MKV_NODE_ALIVE;
-    else if (strcmp(r->str, "draining") == 0) *st = MKV_NODE_DRAINING;
-    else if (strcmp(r->str, "dead") == 0) *st = MKV_NODE_DEAD;
-    else return -1;
-    return 0;
-}
-
+/* Entry r of MOON.TOPOLOGY, which must name node want_id. */
 static int parse_node(const redisReply *r, uint32_t want_id, mkv_node *n) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return -1;
-    const redisReply *id = r->element[0], *addrs = r->element[2];
-    if (id->type != REDIS_REPLY_INTEGER || id->integer != (long long)want_id) return -1;
-    if (parse_state(r->element[1], &n->state) != 0) return -1;
-    if (addrs->type != REDIS_REPLY_ARRAY || addrs->elements > TE_MAX_PATHS) return -1;
-    for (size_t i = 0; i < addrs->elements; i++) {
-        const redisReply *a = addrs->element[i];
-        if (!is_str(a) || a->len == 0 || a->len >= TE_ADDR_LEN) return -1;
-        memcpy(n->addrs[i], a->str, a->len);
-        n->addrs[i][a->len] = 0;
+    proto_topo_node t;
+    if (proto_dec_topo_node(r, &t) != 0 || t.id != want_id) return -1;
+    for (int i = 0; i < t.naddrs; i++) {
+        memcpy(n->addrs[i], t.addrs[i], t.addrlen[i]);
+        n->addrs[i][t.addrlen[i]] = 0;
     }
-    n->naddrs = (int)addrs->elements;
+    n->state = (mkv_node_state)t.state;
+    n->naddrs = t.naddrs;
     n->id = want_id;
     return 0;
 }

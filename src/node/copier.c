@@ -19,6 +19,7 @@
 #include "core/util.h"
 #include "node/control.h"
 #include "proto/cmd.h"
+#include "proto/replies.h"
 #include "proto/master_link.h"
 #include "transports/registry.h"
 
@@ -81,25 +82,15 @@ static int engine_ready(node_copier *c, char *err, size_t errlen) {
 }
 
 static void add_node(node_copier *c, const redisReply *e) {
-    /* Ids are bounded by the master (PROTO_MAX_NODES); a wild one is ignored. */
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
-        e->element[0]->integer < 1 || e->element[0]->integer > COPIER_MAX_NODE_ID ||
-        e->element[2]->type != REDIS_REPLY_ARRAY || is_known(c, (uint32_t)e->element[0]->integer))
-        return;
+    /* Ids are bounded by the master (PROTO_MAX_NODES); a malformed entry is ignored. */
+    proto_topo_node t;
+    if (proto_dec_topo_node(e, &t) != 0 || t.id > COPIER_MAX_NODE_ID || is_known(c, t.id) || t.naddrs == 0) return;
     /* The engine sends each address to the transport of its form. */
-    const char *addrs[TE_MAX_PATHS];
-    int n = 0;
-    const redisReply *list = e->element[2];
-    for (size_t i = 0; i < list->elements && n < TE_MAX_PATHS; i++) {
-        const redisReply *a = list->element[i];
-        if (a->type == REDIS_REPLY_STRING && a->len > 0 && a->len < TE_ADDR_LEN) addrs[n++] = a->str;
-    }
     char err[256];
-    if (n == 0) return;
-    if (te_engine_add_node(c->engine, (uint32_t)e->element[0]->integer, addrs, n, err, sizeof err) != 0)
-        log_info("node: copier cannot use node %lld: %s", e->element[0]->integer, err);
+    if (te_engine_add_node(c->engine, t.id, t.addrs, t.naddrs, err, sizeof err) != 0)
+        log_info("node: copier cannot use node %u: %s", t.id, err);
     else
-        set_known(c, (uint32_t)e->element[0]->integer);
+        set_known(c, t.id);
 }
 
 /* MOON.TOPOLOGY into the engine, unless it knows every source of the

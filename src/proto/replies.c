@@ -127,6 +127,36 @@ int proto_dec_registered(const redisReply *r, proto_registered *out) {
     return 0;
 }
 
+static int state_of(const redisReply *r, proto_node_state *st) {
+    static const char *const words[] = {"alive", "draining", "dead"};
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return -1;
+    for (int i = 0; i < 3; i++)
+        if (r->len == strlen(words[i]) && memcmp(r->str, words[i], r->len) == 0) {
+            *st = (proto_node_state)i;
+            return 0;
+        }
+    return -1;
+}
+
+int proto_dec_topo_node(const redisReply *r, proto_topo_node *out) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !int_in(r->element[0], 1, PROTO_MAX_NODES))
+        return -1;
+    const redisReply *addrs = r->element[2];
+    if (state_of(r->element[1], &out->state) != 0 || addrs->type != REDIS_REPLY_ARRAY ||
+        addrs->elements > TE_MAX_PATHS)
+        return -1;
+    for (size_t i = 0; i < addrs->elements; i++) {
+        const redisReply *a = addrs->element[i];
+        if ((a->type != REDIS_REPLY_STRING && a->type != REDIS_REPLY_STATUS) || a->len == 0 || a->len >= TE_ADDR_LEN)
+            return -1;
+        out->addrs[i] = a->str;
+        out->addrlen[i] = a->len;
+    }
+    out->naddrs = (int)addrs->elements;
+    out->id = (uint32_t)r->element[0]->integer;
+    return 0;
+}
+
 int proto_dec_node_line(const char *line, proto_node_line *out) {
     unsigned id;
     unsigned long long seg, used;

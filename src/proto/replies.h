@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "backend/cap.h"
+#include "backend/engine.h"
 
 enum { PROTO_REPLY_BAD = -1, PROTO_REPLY_INCOMPLETE = 0, PROTO_REPLY_WHOLE = 1 };
 
@@ -56,6 +57,19 @@ typedef struct proto_registered {
     int reconcile;     /* 0..PROTO_REG_RECONCILE (register.h) */
 } proto_registered;
 int proto_dec_registered(const redisReply *r, proto_registered *out);
+
+/* One entry of MOON.TOPOLOGY: [id, state, [addr ...]], id 1..PROTO_MAX_NODES,
+ * state alive|draining|dead, up to TE_MAX_PATHS addresses of 1 to
+ * TE_ADDR_LEN - 1 bytes (pointed to in the reply, NUL-terminated). */
+typedef enum { PROTO_NODE_ALIVE, PROTO_NODE_DRAINING, PROTO_NODE_DEAD } proto_node_state;
+typedef struct proto_topo_node {
+    uint32_t id;
+    proto_node_state state;
+    int naddrs;
+    const char *addrs[TE_MAX_PATHS];
+    size_t addrlen[TE_MAX_PATHS];
+} proto_topo_node;
+int proto_dec_topo_node(const redisReply *r, proto_topo_node *out);
 
 /* One line of MOON.NODES: "<id> <addr> <state> <segment_size> <used>". */
 typedef struct proto_node_line {

@@ -40,6 +40,13 @@ static void decode_all(const redisReply *r) {
     if (proto_dec_registered(r, &reg) == 0 &&
         (reg.id == 0 || reg.heartbeat_ms < 1 || reg.term == 0 || reg.reconcile < 0 || reg.reconcile > PROTO_REG_RECONCILE))
         abort();
+    proto_topo_node t;
+    if (proto_dec_topo_node(r, &t) == 0) {
+        if (t.id == 0 || t.id > PROTO_MAX_NODES || t.naddrs < 0 || t.naddrs > TE_MAX_PATHS || t.state > PROTO_NODE_DEAD)
+            abort();
+        for (int i = 0; i < t.naddrs; i++)
+            if (t.addrlen[i] == 0 || t.addrlen[i] >= TE_ADDR_LEN || t.addrs[i][t.addrlen[i]] != '\0') abort();
+    }
     if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && strlen(r->str) == r->len) {
         proto_node_line nl;
         if (proto_dec_node_line(r->str, &nl) == 0 && strlen(nl.state) >= sizeof nl.state) abort();

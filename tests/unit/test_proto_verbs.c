@@ -472,6 +472,46 @@ static void test_reply_holdings_registered(void) {
     ASSERT(ok);
 }
 
+/* MOON.TOPOLOGY's entry [id, state, [addr ...]] with naddrs addresses. */
+static void topo_entry(resp_buf *b, long long id, const char *state, int naddrs, size_t addrlen) {
+    char addr[TE_ADDR_LEN + 8];
+    memset(addr, 'a', sizeof addr);
+    resp_add_array(b, 3);
+    resp_add_integer(b, id);
+    resp_add_bulk_cstr(b, state);
+    resp_add_array(b, naddrs);
+    for (int i = 0; i < naddrs; i++) resp_add_bulk(b, addr, addrlen);
+}
+
+static void test_reply_topology(void) {
+    static const struct { long long id; const char *state; int naddrs; size_t addrlen; int want; } cases[] = {
+        {1, "alive", 2, 14, 0}, {PROTO_MAX_NODES, "draining", 0, 1, 0}, {3, "dead", TE_MAX_PATHS, TE_ADDR_LEN - 1, 0},
+        {0, "alive", 1, 5, -1}, {PROTO_MAX_NODES + 1, "alive", 1, 5, -1}, {2, "gone", 1, 5, -1},
+        {2, "alivex", 1, 5, -1}, {2, "alive", TE_MAX_PATHS + 1, 5, -1}, {2, "alive", 1, TE_ADDR_LEN, -1},
+        {2, "alive", 1, 0, -1},
+    };
+    resp_buf b;
+    resp_buf_init(&b);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        resp_buf_clear(&b);
+        topo_entry(&b, cases[i].id, cases[i].state, cases[i].naddrs, cases[i].addrlen);
+        redisReply *r = read_every_cut(&b);
+        ASSERT(r);
+        proto_topo_node t;
+        int got = proto_dec_topo_node(r, &t);
+        int ok = got == cases[i].want &&
+                 (got != 0 || (t.id == (uint32_t)cases[i].id && t.naddrs == cases[i].naddrs &&
+                               (t.naddrs == 0 || (t.addrlen[0] == cases[i].addrlen &&
+                                                  t.addrs[t.naddrs - 1][t.addrlen[0]] == '\0'))));
+        if (ok && got == 0) ok = t.state == (strcmp(cases[i].state, "alive") == 0      ? PROTO_NODE_ALIVE
+                                             : strcmp(cases[i].state, "draining") == 0 ? PROTO_NODE_DRAINING
+                                                                                         : PROTO_NODE_DEAD);
+        freeReplyObject(r);
+        ASSERT_MSG(ok, "case %zu: %d", i, got);
+    }
+    resp_buf_free(&b);
+}
+
 static void test_node_line(void) {
     proto_node_line l;
     ASSERT_EQ(proto_dec_node_line("3 tcp:127.0.0.1:9 alive 1048576 4096\n4 x dead 1 0", &l), 0);
@@ -511,6 +551,7 @@ int main(void) {
     RUN_TEST(test_reply_nonce_scan);
     RUN_TEST(test_reply_object);
     RUN_TEST(test_reply_holdings_registered);
+    RUN_TEST(test_reply_topology);
     RUN_TEST(test_node_line);
     RUN_TEST(test_reply_read_refused);
     TEST_EXIT();
