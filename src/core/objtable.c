@@ -24,18 +24,22 @@
 #define REHASH_BUCKETS 2        /* buckets moved per operation */
 #define REHASH_EMPTY_VISITS 20  /* empty buckets skipped per operation */
 
+/* 88 bytes with the object: a million of them are the table's memory.
+ * The hash's low 32 bits pick the bucket (no table has 2^32 buckets)
+ * and are compared before the key. */
 typedef struct entry {
     object obj;             /* first, so &entry->obj == entry */
     struct entry *next;
-    uint64_t hash;
-    uint32_t room;          /* bytes for the owner after the key (objtable_insert_room) */
+    uint32_t hash;
+    uint16_t room;          /* bytes for the owner after the key (objtable_insert_room) */
     uint8_t counted;        /* the obj_state nstate[] has this entry under */
     uint8_t linked;
 } entry;
 
-#define ROOM_ALIGN 16
+#define ROOM_ALIGN 8        /* what an owner's data needs (8-byte fields, pointers) */
 /* The room after the key is aligned from the entry's end. */
 _Static_assert(sizeof(entry) % ROOM_ALIGN == 0, "entry size keeps the room aligned");
+_Static_assert(OBJTABLE_ROOM_MAX <= UINT16_MAX, "room fits the entry's field");
 
 static size_t room_at(size_t keylen) { return (keylen + 1 + ROOM_ALIGN - 1) & ~(size_t)(ROOM_ALIGN - 1); }
 
@@ -163,7 +167,7 @@ static entry **lookup(objtable *t, const void *key, size_t keylen, uint64_t hash
         ht *h = &t->t[i];
         for (entry **link = &h->b[hash & h->mask]; *link; link = &(*link)->next) {
             entry *e = *link;
-            if (e->hash == hash && e->obj.keylen == keylen && memcmp(e->obj.key, key, keylen) == 0) {
+            if (e->hash == (uint32_t)hash && e->obj.keylen == keylen && memcmp(e->obj.key, key, keylen) == 0) {
                 if (where) *where = h;
                 return link;
             }
@@ -284,16 +288,16 @@ size_t objtable_entry_bytes(size_t keylen, size_t room) {
 
 object *objtable_insert_absent(objtable *t, const void *key, size_t keylen, uint64_t hash, size_t room) {
     rehash_step(t, REHASH_BUCKETS);
-    if (keylen > UINT32_MAX / 2 || room > UINT32_MAX) return NULL;
+    if (keylen > UINT32_MAX / 2 || room > OBJTABLE_ROOM_MAX) return NULL;
 
     entry *e = xcalloc(1, objtable_entry_bytes(keylen, room));
-    e->room = (uint32_t)room;
+    e->room = (uint16_t)room;
     e->obj.key = (char *)(e + 1);
     memcpy(e->obj.key, key, keylen);
     e->obj.key[keylen] = '\0';
     e->obj.keylen = keylen;
     e->obj.state = OBJ_PENDING;
-    e->hash = hash;
+    e->hash = (uint32_t)hash;
     e->counted = OBJ_PENDING;
     e->linked = 1;
     t->nstate[OBJ_PENDING]++;

@@ -65,10 +65,11 @@ object *objtable_find_hashed(objtable *t, const void *key, size_t keylen, uint64
 /* Insert a new PENDING object with no replicas. Returns NULL and sets
  * *existed = 1 if the key is present (in any state). */
 object *objtable_insert(objtable *t, const void *key, size_t keylen, int *existed);
-/* The same with room bytes (max-aligned) in the object's own block for
+/* The same with room bytes (8-byte aligned) in the object's own block for
  * its owner's data and replicas: one allocation per object instead of
  * three. objtable_room(o) is that room, NULL if it was inserted without. */
 object *objtable_insert_room(objtable *t, const void *key, size_t keylen, size_t room, int *existed);
+#define OBJTABLE_ROOM_MAX 65528   /* bytes of room at most (more: NULL, nothing inserted) */
 void *objtable_room(object *o);
 /* The hash a key is filed under (keyed per process). A caller inserting
  * many keys hashes each once, passes it in (it must be this key's), and

@@ -20,23 +20,24 @@
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 /* mm_obj's share of an object's room: the replicas follow it. */
-#define MO_ROOM ((sizeof(mm_obj) + 15) & ~(size_t)15)
+#define MO_ROOM ((sizeof(mm_obj) + 7) & ~(size_t)7)
 
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until) {
     void *room = objtable_room(o);
     mm_obj *mo = room ? memset(room, 0, sizeof *mo) : xcalloc(1, sizeof *mo);
-    mo->o = o;
     mo->want = want;
     if (hold_until) mm_more_get(mo)->hold_until = hold_until;
     o->owner = mo;
     return mo;
 }
 
-void mm_obj_free(mm_obj *mo) {
+void mm_obj_free(object *o) {
+    mm_obj *mo = o->owner;
     if (!mo) return;
     if (mo->more) proto_slices_free(&mo->more->slices);
     free(mo->more);
-    if ((void *)mo != objtable_room(mo->o)) free(mo);
+    if ((void *)mo != objtable_room(o)) free(mo);
+    o->owner = NULL;
 }
 
 mm_more *mm_more_get(mm_obj *mo) {
@@ -82,6 +83,7 @@ object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t h
     size_t nextents = 0;
     for (uint32_t i = 0; i < n; i++) nextents += reps[i].nextents;
     size_t bytes = replicas_room(n, nextents);
+    if (bytes > OBJTABLE_ROOM_MAX - MO_ROOM) bytes = 0;   /* a wide stripe's extents: on the heap */
     object *o = objtable_insert_absent(m->objs, key, keylen, hash, MO_ROOM + bytes);
     if (!o) return NULL;
     object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);
@@ -89,19 +91,21 @@ object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t h
     return o;
 }
 
-static void pending_append(master_meta *m, mm_obj *mo) {
+static void pending_append(master_meta *m, object *o) {
+    mm_obj *mo = mm_obj_of(o);
     mo->prev = m->pending_tail;
     mo->next = NULL;
-    if (m->pending_tail) m->pending_tail->next = mo;
-    else m->pending_head = mo;
-    m->pending_tail = mo;
+    if (m->pending_tail) mm_obj_of(m->pending_tail)->next = o;
+    else m->pending_head = o;
+    m->pending_tail = o;
 }
 
-void mm_pending_unlink(master_meta *m, mm_obj *mo) {
-    if (mo->prev) mo->prev->next = mo->next;
-    else if (m->pending_head == mo) m->pending_head = mo->next;
+void mm_pending_unlink(master_meta *m, object *o) {
+    mm_obj *mo = mm_obj_of(o);
+    if (mo->prev) mm_obj_of(mo->prev)->next = mo->next;
+    else if (m->pending_head == o) m->pending_head = mo->next;
     else return;   /* not in the list */
-    if (mo->next) mo->next->prev = mo->prev;
+    if (mo->next) mm_obj_of(mo->next)->prev = mo->prev;
     else m->pending_tail = mo->prev;
     mo->prev = mo->next = NULL;
 }
@@ -194,12 +198,12 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
     mm_obj *mo = mm_obj_of(o);
     mm_note_object(m, o, 1);
     if (mo->more && mo->more->job) mm_job_fail(m, mo->more->job, now_ms);
-    mm_pending_unlink(m, mo);
+    mm_pending_unlink(m, o);
     m->under_replicated -= mm_under(o);
     objtable_unlink(m->objs, o->key, o->keylen);
     mm_hold_object(m, o, now_ms);
     m->slice_crc_bytes -= (uint64_t)mm_obj_slices(o)->count * sizeof(uint32_t);
-    mm_obj_free(mo);
+    mm_obj_free(o);
     object_free(o);
 }
 
@@ -265,7 +269,7 @@ static proto_status put_start_hashed(master_meta *m, const void *key, size_t key
     o->created_ms = o->atime_ms = now_ms;
     mm_obj *mo = mm_obj_of(o);
     mo->write_issued_us = mm_issue_us(m, now_ms);
-    pending_append(m, mo);
+    pending_append(m, o);
     *out = o;
     return PROTO_OK;
 }
@@ -320,7 +324,7 @@ static proto_status put_end_hashed(master_meta *m, const void *key, size_t keyle
     o->crc = crc;
     objtable_set_state(m->objs, o, OBJ_COMPLETE);   /* counted: INFO reads the counts */
     m->under_replicated += mm_under(o);
-    mm_pending_unlink(m, mm_obj_of(o));
+    mm_pending_unlink(m, o);
     mm_note_object(m, o, 0);   /* now its nodes may index it */
     if (mm_needs_repair(m, o)) {   /* a node died or started draining meanwhile */
         m->repair_dirty = 1;
@@ -407,9 +411,9 @@ int mm_exists(master_meta *m, const void *key, size_t keylen) {
 int mm_expire_puts(master_meta *m, uint64_t now_ms) {
     int n = 0;
     /* Oldest first: stop at the first one still in time. */
-    while (m->pending_head && put_expired(m, m->pending_head->o, now_ms)) {
+    while (m->pending_head && put_expired(m, m->pending_head, now_ms)) {
         m->puts_timed_out++;
-        mm_drop_object(m, m->pending_head->o, now_ms);
+        mm_drop_object(m, m->pending_head, now_ms);
         n++;
     }
     return n;

@@ -34,7 +34,7 @@ proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt,
 /* objtable hands us objects it no longer holds: only at destroy time,
  * since every other removal goes through objtable_unlink. */
 static void free_object(object *o, void *ctx) {
-    mm_obj_free(o->owner);
+    mm_obj_free(o);
     object_free(o);
 }
 

@@ -13,13 +13,13 @@
  * tasks: re-replication and drain), rebuild.c (table from node reports).
  *
  * An object's layout: one heap block per object, core/objtable's entry
- * (the object, 72 bytes, and the chain link, hash and flags: 96), the key
- * and its NUL rounded to 16, then the entry's room: the mm_obj below (48)
+ * (the object, 72 bytes, and the chain link, hash and flags: 88), the key
+ * and its NUL rounded to 8, then the entry's room: the mm_obj below (40)
  * and the replicas (obj_replica, 16 each) followed by their extents
  * (obj_extent, 24 each). Leases, a copy in flight, a hold and slice CRCs
  * are in mm_more, allocated only while some object has them. Bytes per
  * object besides a key of k bytes, r replicas of e extents:
- * round16(96 + round16(k+1) + 48 + 16r + 24re + 8) + 8/load of the
+ * round16(88 + round8(k+1) + 40 + 16r + 24re + 8) + 8/load of the
  * table's buckets - k (docs/SCALE.md). A replica's tier fits for free in
  * the 4 padding bytes after obj_replica.nextents (or after
  * obj_extent.node, per extent). */
@@ -151,11 +151,10 @@ typedef struct mm_more {
 
 /* The per-object master state, kept in object->owner. */
 typedef struct mm_obj {
-    object *o;
-    uint32_t want;                /* replica count asked for */
     uint64_t write_issued_us;     /* the put's write caps' grant stamp */
-    struct mm_obj *prev, *next;   /* pending puts, oldest first */
+    object *prev, *next;          /* pending puts, oldest first */
     mm_more *more;                /* NULL: no lease, copy, hold or slice CRCs */
+    uint32_t want;                /* replica count asked for */
 } mm_obj;
 
 static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }

@@ -36,7 +36,7 @@ struct master_meta {
     uint32_t norder;            /* order_changes == alloc_changes (capcand of room) */
     uint64_t alloc_changes;     /* reserves and releases of every node's allocator */
     uint64_t order_changes;
-    mm_obj *pending_head, *pending_tail;
+    object *pending_head, *pending_tail;
     mm_held *held;
     size_t nheld, capheld;
     objtable *tombs;            /* removed keys whose leases are still out */
@@ -115,7 +115,7 @@ void mm_drop_object(master_meta *m, object *o, uint64_t now_ms);
 void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms);
 /* Append a copy of r (o's arrays are replaced, r stays the caller's). */
 void mm_add_replica(master_meta *m, object *o, const obj_replica *r);
-void mm_pending_unlink(master_meta *m, mm_obj *mo);
+void mm_pending_unlink(master_meta *m, object *o);
 /* mo's side part, allocated if it has none yet. */
 mm_more *mm_more_get(mm_obj *mo);
 /* Give it back if nothing is left in it (no live lease, copy, hold or
@@ -124,7 +124,7 @@ void mm_more_trim(mm_obj *mo, uint64_t now_ms);
 /* Set or clear o's copy in flight. */
 void mm_obj_set_job(object *o, struct mm_job *j);
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until);
-void mm_obj_free(mm_obj *mo);
+void mm_obj_free(object *o);
 /* A new object for key (hash: objtable_hash of it) with its mm_obj and
  * replicas reps[0..n) in one block. The key must be absent (callers
  * look it up first, or know the table held none of theirs). The caller

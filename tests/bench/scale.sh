@@ -80,12 +80,12 @@ scale_fleet() {
 
 # The layout's bytes per object besides the key (docs/SCALE.md) for the
 # bench's objects: 13-byte keys, one replica of one extent, 10^6 of them.
-# One heap block: the table entry (96), the key and its NUL rounded to
-# 16, the master's part (48), the replica (16) and its extent (24),
+# One heap block: the table entry (88), the key and its NUL rounded to
+# 8, the master's part (40), the replica (16) and its extent (24),
 # malloc's 8-byte header rounded to 16; plus a bucket pointer (8) per
 # object at the table's load (10^6 of 2^20 buckets).
 scale_formula() {
-  awk 'BEGIN { k = 13; blk = 96 + int((k + 1 + 15) / 16) * 16 + 48 + 16 + 24;
+  awk 'BEGIN { k = 13; blk = 88 + int((k + 1 + 7) / 8) * 8 + 40 + 16 + 24;
                blk = int((blk + 8 + 15) / 16) * 16; printf "%.1f", blk + 8 * 1048576 / 1e6 - k }'
 }
 
