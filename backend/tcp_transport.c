@@ -39,7 +39,7 @@
 #include "core/anet.h"
 #include "core/util.h"
 
-#define SEND_IOV_MAX 64
+#define SEND_IOV_MAX 256   /* a few segmented requests (33 entries each) per sendmsg */
 _Static_assert(TE_REQ_SEGS + 1 <= SEND_IOV_MAX, "a request with every segment fits one sendmsg");
 #define SCRATCH_LEN  (64 * 1024)
 
