@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "proto/master_link.h"
+#include "support/harness.h"
 
 #define SCALE_BATCH   1000
 #define SCALE_WINDOW  4      /* batches in flight */
@@ -41,31 +42,12 @@ static void fail(const char *what, const char *why) {
 
 /* The master's CPU seconds so far (utime + stime). */
 static double master_cpu(const scale *s) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)s->pid);
-    FILE *f = fopen(path, "r");
-    if (!f) fail("reading the master's stat", path);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');   /* the command name may hold spaces */
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        fail("parsing the master's stat", path);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    double cpu = h_cpu_s(s->pid);
+    if (cpu < 0) fail("reading the master's stat", "/proc/PID/stat");
+    return cpu;
 }
 
-static long master_rss_kb(const scale *s) {
-    char path[64], line[256];
-    long kb = -1;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)s->pid);
-    FILE *f = fopen(path, "r");
-    if (!f) fail("reading the master's status", path);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
+static long master_rss_kb(const scale *s) { return h_rss_kb(s->pid); }
 
 static int key_of(scale *s, char *buf) {
     return snprintf(buf, SCALE_KEYLEN + 1, "k%012llu", (unsigned long long)s->next++);

@@ -77,21 +77,7 @@ static int node_states(redisContext *c, char *state, int max) {
     return n;
 }
 
-static double master_cpu_s(void) {
-    char path[64];
-    unsigned long long ut = 0, st = 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)master_pid);
-    FILE *f = fopen(path, "r");
-    char buf[1024] = "";
-    if (f) {
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = 0;
-        fclose(f);
-    }
-    const char *p = strrchr(buf, ')');
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
+static double master_cpu_s(void) { return h_cpu_s(master_pid); }
 
 static void test_thousand_nodes_die_on_time(void) {
     char line[65536], master[32];

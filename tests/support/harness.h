@@ -106,6 +106,8 @@ size_t h_recv_all(int fd, void *p, size_t n);
 
 /* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
 long h_rss_kb(pid_t pid);
+/* CPU seconds pid has used (utime + stime of /proc/pid/stat), or -1. */
+double h_cpu_s(pid_t pid);
 /* A kB field of /proc/pid/status ("RssAnon", ...), or -1. */
 long h_status_kb(pid_t pid, const char *field);
 
