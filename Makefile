@@ -37,11 +37,11 @@ SRV_LDLIBS := $(LDLIBS) -luring
 # server binary.
 MOD_SRCS := $(wildcard resp/*.c src/core/*.c src/server/*.c src/master/*.c \
               src/node/*.c src/gateway/*.c src/standalone/*.c backend/*.c rdma/*.c \
-              src/proto/*.c src/etcd/*.c src/transports/*.c src/client/*.c)
+              src/proto/*.c src/link/*.c src/etcd/*.c src/transports/*.c src/client/*.c)
 MOD_OBJS := $(MOD_SRCS:%.c=$(BUILD)/%.o)
 MAIN_SRCS := $(wildcard src/main/*.c)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
-CLI_SRCS := $(wildcard src/client/*.c src/proto/*.c src/etcd/*.c resp/*.c src/core/*.c backend/*.c rdma/*.c \
+CLI_SRCS := $(wildcard src/client/*.c src/proto/*.c src/link/*.c src/etcd/*.c resp/*.c src/core/*.c backend/*.c rdma/*.c \
               src/transports/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 SUP_SRCS := $(wildcard tests/support/*.c)

@@ -30,7 +30,7 @@ LAYERS = [
     ("transports", ["rdma"]),
     ("registry",   ["src/transports"]),
     ("protocol",   ["src/proto"]),
-    ("coordination", ["src/etcd"]),
+    ("coordination", ["src/etcd", "src/link"]),
     ("frameworks", ["src/client", "src/server"]),
     ("roles",      ["src/master", "src/node", "src/gateway", "src/standalone"]),
     ("binary",     ["src/main"]),

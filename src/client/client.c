@@ -13,7 +13,7 @@
 #include "core/workpool.h"
 #include "etcd/etcd.h"
 #include "etcd/leader_watch.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "proto/reply_bound.h"
 #include "proto/status.h"
 
@@ -57,7 +57,7 @@ static int leader_lookup(mkv_client *c) {
 
 /* Connect, AUTH (password), prove the cluster secret: every command the
  * client sends (MOON.RELEASE ahead of the rest, too) finds the
- * connection a member's (proto/master_link.h). */
+ * connection a member's (link/master_link.h). */
 static int master_open(mkv_client *c) {
     if (c->etcd) {
         int rc = leader_lookup(c);

@@ -11,7 +11,7 @@
 #include "core/util.h"
 #include "proto/limits.h"
 #include "proto/cmd.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "proto/reply_bound.h"
 #include "resp/resp_writer.h"
 #include "server/server.h"

@@ -2,7 +2,7 @@
 #include "gateway/master_link.h"
 
 #include "core/log.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 
 redisContext *master_link(redisContext **conn, const char *master, const char *password,
                           const char *secret, int timeout_ms) {

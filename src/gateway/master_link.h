@@ -2,7 +2,7 @@
  * the gateway's control calls (INFO cluster, MOON.GATEWAY), separate from
  * libmoonkv's, reopened on the next call after an error, AUTHed with
  * master_auth and proven with the cluster secret like every connection to
- * the master (proto/master_link.h). */
+ * the master (link/master_link.h). */
 #ifndef MKV_GATEWAY_MASTER_LINK_H
 #define MKV_GATEWAY_MASTER_LINK_H
 

@@ -21,7 +21,7 @@
 #include "node/scrub.h"
 #include "proto/limits.h"
 #include "proto/cmd.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "proto/register.h"
 #include "proto/replies.h"
 #include "proto/report.h"

@@ -20,7 +20,7 @@
 #include "node/control.h"
 #include "proto/cmd.h"
 #include "proto/replies.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "transports/registry.h"
 
 #define COPIER_IO_TIMEOUT_MS 2000

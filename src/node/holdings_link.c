@@ -13,7 +13,7 @@
 #include "core/util.h"
 #include "etcd/leader_watch.h"
 #include "proto/cmd.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "proto/notes.h"
 #include "proto/register.h"
 #include "proto/replies.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 
 typedef struct meta_run {
     redisContext *rc;

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "support/harness.h"
 
 #define SCALE_BATCH   1000

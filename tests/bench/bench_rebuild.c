@@ -18,7 +18,7 @@
 
 #include "bench.h"
 #include "core/crc32c.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 
 #define OBJ_SIZE 64
 #define BATCH    4096

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 
 static pid_t h_children[H_MAX_CHILDREN];
 

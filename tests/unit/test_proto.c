@@ -13,7 +13,7 @@
 #include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
-#include "proto/master_link.h"
+#include "link/master_link.h"
 #include "proto/notes.h"
 #include "proto/placed.h"
 #include "proto/register.h"

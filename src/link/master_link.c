@@ -1,5 +1,5 @@
-/* proto/master_link.c - see master_link.h. */
-#include "proto/master_link.h"
+/* link/master_link.c - see master_link.h. */
+#include "link/master_link.h"
 #include "proto/reply_bound.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* proto/master_link.h - a control connection to the master from a node, a
+/* link/master_link.h - a control connection to the master from a node, a
  * gateway or a client: connect, set the I/O timeout, AUTH when
  * master_auth is set, then prove the cluster secret (MOON.CHALLENGE,
  * MOON.PROVE) so the master takes the connection for a member's.
@@ -6,8 +6,8 @@
  * Every connection to the master goes through here (also reconnects), so
  * a master with requirepass sees AUTH first on each of them, and a wrong
  * or missing password or secret ends in one message that says which. */
-#ifndef MKV_PROTO_PROTO_LINK_H
-#define MKV_PROTO_PROTO_LINK_H
+#ifndef MKV_LINK_MASTER_LINK_H
+#define MKV_LINK_MASTER_LINK_H
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
