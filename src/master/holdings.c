@@ -84,7 +84,7 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
 }
 
 void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int drop) {
-    if (o->state != OBJ_COMPLETE) return;
+    if (o->state != OBJ_COMPLETE || mm_replica_on_disk(r)) return;   /* its index is the segment's */
     for (uint32_t i = 0; i < r->nextents; i++) {
         uint32_t id = r->extents[i].node;
         int seen = 0;   /* one note per node, however many slices it has */

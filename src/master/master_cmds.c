@@ -367,12 +367,18 @@ static void reply_task(client *c, const mm_task *t) {
     uint64_t term = master_term(master_of(c));
     proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key, 0, term};
     proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key, t->issued_us, term};
-    reply_array(c, 5);
+    reply_array(c, t->to_disk ? 6 : 5);
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
     resp_buf *b = wire_of(c);
     proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
+    if (t->to_disk) {   /* [id, key, size, [src], DISK, crc]: to its disk tier */
+        reply_wire(c, b);
+        reply_bulk_cstr(c, PROTO_TASK_DISK);
+        reply_integer(c, t->obj->crc);
+        return;
+    }
     proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
     reply_wire(c, b);
 }
@@ -392,6 +398,12 @@ static void heartbeat_command(client *c) {
         master_reply_fail(c, st, "%s", err);
         return;
     }
+    long long disk_free = 0;   /* absent or bad: no disk tier */
+    for (int i = 3; i + 1 < c->argc; i += 2)
+        if (strieq_len(c->argv[i].ptr, c->argv[i].len, PROTO_HB_DISK_FREE) &&
+            arg_to_ll(&c->argv[i + 1], 0, INT64_MAX, &disk_free) != 0)
+            disk_free = 0;
+    mm_node_disk(meta_of(c), id, (uint64_t)disk_free);
     mm_task *tasks[PROTO_MAX_TASKS];
     size_t n = mm_node_tasks(meta_of(c), id, tasks, PROTO_MAX_TASKS);
     reply_array(c, (long long)n);
@@ -963,6 +975,10 @@ static const metrics_field master_metrics[] = {
      "Objects collected by the maxmemory policy."},
     {"evicted_expired_keys", "moonkv_evicted_expired_keys_total", METRIC_COUNTER, NULL,
      "Of those, objects collected because their EX/PX hint passed."},
+    {"disk_offloads", "moonkv_disk_offloads_total", METRIC_COUNTER, NULL,
+     "Objects moved from a node's DRAM to its disk tier."},
+    {"disk_offload_bytes", "moonkv_disk_offload_bytes_total", METRIC_COUNTER, NULL,
+     "Bytes of those objects."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
@@ -1020,6 +1036,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "evicted_expired_keys", "%llu", (unsigned long long)st.evicted_expired_keys);
     info_field(out, "holdings_pending", "%llu", (unsigned long long)st.holdings_pending);
     info_field(out, "slice_crc_bytes", "%llu", (unsigned long long)st.slice_crc_bytes);
+    info_field(out, "disk_offloads", "%llu", (unsigned long long)st.offloads);
+    info_field(out, "disk_offload_bytes", "%llu", (unsigned long long)st.offload_bytes);
     master_rebuild_info(m, out);
     master_restore_info(m, out);
 }

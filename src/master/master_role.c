@@ -32,6 +32,8 @@ static mm_config meta_config(const mkv_config *cfg) {
     mc.gc_policy = (uint32_t)cfg->maxmemory_policy;
     mc.gc_high_pct = (uint32_t)cfg->gc_high_watermark;
     mc.gc_low_pct = (uint32_t)cfg->gc_low_watermark;
+    mc.disk_high_pct = (uint32_t)cfg->disk_high_watermark;
+    mc.disk_low_pct = (uint32_t)cfg->disk_low_watermark;
     return mc;
 }
 

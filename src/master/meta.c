@@ -85,6 +85,7 @@ void mm_sweep(master_meta *m, uint64_t now_ms) {
     mm_release_held(m, now_ms);
     mm_pins_expire(m->pins, now_ms);
     mm_repair(m, now_ms);
+    mm_offload(m, now_ms);
     mm_collect(m, now_ms);
 }
 
@@ -118,6 +119,8 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->puts_timed_out = m->puts_timed_out;
     st->puts_revoked = m->puts_revoked;
     st->slice_crc_bytes = m->slice_crc_bytes;
+    st->offloads = m->offloads;
+    st->offload_bytes = m->offload_bytes;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

@@ -84,6 +84,7 @@ typedef struct mm_node {
     /* Restarted with its segment (KEPT): reconciling its report with the
      * table, nothing new placed on it meanwhile (restore.c). */
     struct mm_restore *restore;
+    uint64_t disk_free;           /* its disk tier's free bytes (heartbeat), 0: none */
 } mm_node;
 
 typedef struct mm_config {
@@ -97,7 +98,19 @@ typedef struct mm_config {
     /* Garbage collection (collect.c): evict_policy of core/evict.h, and the
      * percent of all nodes' bytes above which it starts / where it stops. */
     uint32_t gc_policy, gc_high_pct, gc_low_pct;
+    /* Disk tier (offload.c): percent of a node's segment in use above
+     * which its coldest objects go to its disk, and where that stops;
+     * high 0: never. */
+    uint32_t disk_high_pct, disk_low_pct;
 } mm_config;
+
+/* A replica on a node's disk tier rather than in its segment: one
+ * extent {node, MM_ON_DISK, size} (no layout change: a segment offset
+ * can never be this). */
+#define MM_ON_DISK UINT64_MAX
+static inline int mm_replica_on_disk(const obj_replica *r) {
+    return r->nextents == 1 && r->extents[0].offset == MM_ON_DISK;
+}
 
 /* A copy the master asks a node to make: read the src extents in order
  * (from any node, with read caps) and write the same bytes, in order,
@@ -112,6 +125,7 @@ typedef struct mm_task {
     uint64_t deadline_ms;         /* caps expire then; not done = failed */
     uint64_t issued_us;           /* its write caps' grant stamp (mm_issue_us) */
     int handed;                   /* sent in a heartbeat reply */
+    int to_disk;                  /* an offload: src (the node's own) to its disk tier */
     int done;
 } mm_task;
 
@@ -134,6 +148,7 @@ typedef struct mm_stats {
     uint64_t evicted_expired_keys;/* of which their expiry hint had passed */
     uint64_t holdings_pending;    /* notes the nodes have not acknowledged yet */
     uint64_t slice_crc_bytes;     /* kept for objects' per-slice checksums */
+    uint64_t offloads, offload_bytes;   /* objects moved to a disk tier, ever */
 } mm_stats;
 
 typedef struct master_meta master_meta;
@@ -355,6 +370,14 @@ uint64_t mm_task_expiry(const mm_task *t);
 /* A repair pass now if no copy is in flight (a wave of copies ended):
  * the next wave need not wait for the sweep. */
 void mm_repair_kick(master_meta *m, uint64_t now_ms);
+
+/* ---- disk tier (offload.c) ---- */
+/* Node id's disk tier has disk_free bytes free (0: it has none). */
+void mm_node_disk(master_meta *m, uint32_t id, uint64_t disk_free);
+/* Above disk_high_pct of a node's segment, offload tasks for its
+ * coldest objects (single replica, wholly there, no lease or copy)
+ * down to disk_low_pct. Returns how many. */
+int mm_offload(master_meta *m, uint64_t now_ms);
 
 /* ---- garbage collection (collect.c) ---- */
 /* Above the high watermark, collect down to the low one. Only COMPLETE

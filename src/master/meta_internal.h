@@ -22,6 +22,7 @@ typedef struct mm_job {
     obj_replica rep;
     uint32_t ntasks, nleft;
     mm_task **tasks;
+    uint64_t hold_before;       /* an offload: o's hold before its task's read caps */
 } mm_job;
 
 struct master_meta {
@@ -64,6 +65,7 @@ struct master_meta {
     size_t ntouched, captouched;
     mm_restore_stats restores;  /* restore.c */
     struct mm_pins *pins;       /* pins on prefix hits (pins.c): apart from the objects */
+    uint64_t offloads, offload_bytes;   /* offload.c */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -157,6 +159,9 @@ void mm_note_object(master_meta *m, const object *o, int drop);
 void mm_notes_reset(mm_node *n);
 
 /* repair.c */
+/* Start an offload of o's replica src (one extent, wholly on its node)
+ * to that node's disk: a job whose new replica is the disk one. */
+void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_t now_ms);
 /* Fewer replicas wholly on alive nodes than the object wants. */
 int mm_needs_repair(master_meta *m, const object *o);
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms);

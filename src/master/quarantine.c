@@ -79,6 +79,7 @@ static void hold_extents(master_meta *m, const obj_replica *r, uint64_t until, m
                          uint64_t now_ms) {
     for (uint32_t i = 0; i < r->nextents; i++) {
         const obj_extent *e = &r->extents[i];
+        if (e->offset == MM_ON_DISK) continue;   /* no segment bytes */
         mm_node *n = mm_node_get(m, e->node);
         if (!n || n->state == NODE_DEAD) continue;   /* its segment is gone anyway */
         if (until <= now_ms) {

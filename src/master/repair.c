@@ -145,13 +145,18 @@ static void job_free(mm_job *j) {
 /* Copy source: a healthy replica if there is one (a draining node is
  * still readable, but spare it the load). */
 static const obj_replica *pick_source(master_meta *m, const object *o) {
-    for (uint32_t i = 0; i < o->nreplicas; i++)
+    const obj_replica *any = NULL;
+    for (uint32_t i = 0; i < o->nreplicas; i++) {
+        if (mm_replica_on_disk(&o->replicas[i])) continue;   /* not readable by a copy (yet) */
         if (replica_healthy(m, &o->replicas[i])) return &o->replicas[i];
-    return &o->replicas[0];
+        if (!any) any = &o->replicas[i];
+    }
+    return any;
 }
 
 /* Place one more replica of o and create its tasks. -1 if no room. */
 static int job_start(master_meta *m, object *o, uint64_t now_ms) {
+    if (!pick_source(m, o)) return -1;
     uint8_t *exclude = xcalloc(m->nnodes, 1);
     for (uint32_t i = 0; i < o->nreplicas; i++)
         for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
@@ -209,8 +214,56 @@ static void trim(master_meta *m, object *o, uint64_t now_ms) {
             mm_drop_replica(m, o, i, now_ms);
 }
 
+/* The object's bytes are on the disk of the task's node: the disk
+ * replica joins, the segment replica it came from goes (its extents
+ * held until the object's leases end, its node told to forget it). */
+static void offload_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
+    object *o = j->o;
+    const obj_extent src = j->tasks[0]->src[0];
+    /* The task's read caps were the node's own, and it is done with them. */
+    mm_obj_of(o)->more->hold_until = j->hold_before;
+    mm_add_replica(m, o, &j->rep);
+    for (uint32_t i = 0; i < o->nreplicas; i++) {
+        const obj_replica *r = &o->replicas[i];
+        if (r->nextents == 1 && r->extents[0].node == src.node && r->extents[0].offset == src.offset) {
+            mm_drop_replica(m, o, i, now_ms);
+            break;
+        }
+    }
+    m->offloads++;
+    m->offload_bytes += o->size;
+    mm_obj_set_job(o, NULL);
+    m->njobs--;
+    m->job_bytes -= o->size;
+    job_free(j);
+}
+
+void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_t now_ms) {
+    mm_job *j = xcalloc(1, sizeof *j);
+    j->o = o;
+    j->rep.nextents = 1;
+    j->rep.extents = xcalloc(1, sizeof *j->rep.extents);
+    j->rep.extents[0] = (obj_extent){src->extents[0].node, MM_ON_DISK, o->size};
+    uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
+    mm_task *t = job_task_for(m, j, src->extents[0].node, deadline);
+    t->to_disk = 1;
+    extent_push(&t->src, &t->nsrc, src->extents[0]);
+    j->nleft = 1;
+    tasks_push(m, t);
+    mm_more *x = mm_more_get(mm_obj_of(o));   /* its read caps are a lease */
+    j->hold_before = x->hold_until;
+    x->hold_until = max_u64(x->hold_until, deadline);
+    x->job = j;
+    m->njobs++;
+    m->job_bytes += o->size;
+}
+
 static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
+    if (j->ntasks == 1 && j->tasks[0]->to_disk) {
+        offload_finish(m, j, now_ms);
+        return;
+    }
     mm_add_replica(m, o, &j->rep);
     mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
     mm_obj_set_job(o, NULL);

@@ -16,6 +16,7 @@
 #include "etcd/etcd.h"
 #include "etcd/leader_watch.h"
 #include "node/copier.h"
+#include "node/disk_store.h"
 #include "node/holdings_link.h"
 #include "node/persist.h"
 #include "node/scrub.h"
@@ -581,8 +582,15 @@ static int heartbeat(node_control *c) {
     pthread_mutex_lock(&n->mu);
     uint64_t used = n->status.master_used;
     pthread_mutex_unlock(&n->mu);
+    /* The master offloads to our disk tier while it says it has room. */
+    uint64_t disk_free = 0;
+    if (n->disk) {
+        disk_store_stats ds;
+        disk_store_get_stats(n->disk, &ds);
+        disk_free = ds.capacity > ds.used ? ds.capacity - ds.used : 1;
+    }
     proto_cmd cmd;
-    proto_cmd_heartbeat(&cmd, my_id(c), used);
+    proto_cmd_heartbeat(&cmd, my_id(c), used, disk_free);
     redisReply *r = master_send(c, &cmd);
     if (!r) return 0;
     int full = r->type == REDIS_REPLY_ARRAY && r->elements > 0;

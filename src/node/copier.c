@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "node/control.h"
+#include "node/disk_store.h"
 #include "proto/cmd.h"
 #include "proto/replies.h"
 #include "link/master_link.h"
@@ -175,7 +176,7 @@ static int plan_reads(node_copier *c, node_task *const *ts, int n, te_object *ob
     int k = 0;
     for (int i = 0; i < n; i++) {
         node_task *t = ts[i];
-        if (t->failed) continue;
+        if (t->failed || t->to_disk) continue;
         uint64_t pos = 0;
         for (int d = 0; d < t->ndst; d++) {
             const te_extent *x = &t->dst[d];
@@ -219,19 +220,75 @@ static void run_reads(node_copier *c, uint64_t gen, te_object *objs, node_task *
     free(who);
 }
 
+static void run_copies(node_copier *c, node_task *const *ts, int n);
+
+/* An offload: our segment's bytes of the object (read caps of ours, in
+ * bounds) into the disk store, which checks the CRC before it writes. */
+static void run_offload(node_copier *c, node_task *t, uint64_t now) {
+    char err[160];
+    node *n = c->n;
+    for (int i = 0; i < t->nsrc; i++) {
+        const te_extent *s = &t->src[i];
+        int st = te_cap_check(&s->cap, t->cap_key, t->cap_term, t->node_id, TE_READ, s->offset, s->length, now);
+        if (st == TE_OK && (s->node_id != t->node_id || s->offset > n->seg.size ||
+                            s->length > n->seg.size - s->offset))
+            st = TE_ERANGE;
+        if (st != TE_OK) {
+            snprintf(err, sizeof err, "offload source %d refused: %s", i, te_strerror(st));
+            task_fail(t, err);
+            return;
+        }
+    }
+    if (!n->disk) {
+        task_fail(t, "offload: no disk tier");
+        return;
+    }
+    const char *base = (const char *)n->seg.base;
+    char *gather = NULL;
+    const void *val = t->nsrc == 1 ? base + t->src[0].offset : NULL;
+    if (!val) {   /* a striped object: its pieces in order (size is at most our segment) */
+        gather = xmalloc(t->size ? t->size : 1);
+        uint64_t at = 0;
+        for (int i = 0; i < t->nsrc; i++) {
+            memcpy(gather + at, base + t->src[i].offset, t->src[i].length);
+            at += t->src[i].length;
+        }
+        val = gather;
+    }
+    int rc = disk_store_put(n->disk, t->key, t->keylen, val, t->size, t->crc);
+    free(gather);
+    if (rc != 0) {
+        snprintf(err, sizeof err, "offload to disk: %s", strerror(-rc));
+        task_fail(t, err);
+    }
+}
+
 static void run_batch(node_copier *c, node_task *const *ts, int n) {
+    uint64_t gen0 = ts[0]->gen, now0 = wall_ms();
+    int copies = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]->to_disk) copies = 1;
+        else if (!gen_current(c, gen0)) task_fail(ts[i], "from an earlier registration");
+        else run_offload(c, ts[i], now0);
+    }
+    if (copies) run_copies(c, ts, n);
+}
+
+static void run_copies(node_copier *c, node_task *const *ts, int n) {
     uint64_t gen = ts[0]->gen, now = wall_ms();
     char err[256] = "";
     int cur = gen_current(c, gen);
     size_t nobj = 0, npieces = 0;
     for (int i = 0; i < n; i++) {
+        if (ts[i]->to_disk) continue;   /* run_offload's */
         if (!cur) task_fail(ts[i], "from an earlier registration");
         else if (check_dst(c, ts[i], now, err, sizeof err) != 0) task_fail(ts[i], err);
         nobj += (size_t)ts[i]->ndst;
         npieces += (size_t)ts[i]->nsrc + (size_t)ts[i]->ndst;
     }
     if (engine_ready(c, err, sizeof err) != 0 || learn_topology(c, gen, ts, n, err, sizeof err) != 0) {
-        for (int i = 0; i < n; i++) task_fail(ts[i], err);
+        for (int i = 0; i < n; i++)
+            if (!ts[i]->to_disk) task_fail(ts[i], err);
         return;
     }
     te_object *objs = xcalloc(nobj, sizeof *objs);

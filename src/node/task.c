@@ -3,21 +3,57 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 #include "proto/extents.h"
+#include "proto/limits.h"
+#include "proto/verbs.h"
 
 void node_task_free(node_task *t) {
     if (!t) return;
     free(t->src);
     free(t->dst);
+    free(t->key);
     free(t);
 }
 
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
+/* [id, key, size, [[node, off, len, rcap]], DISK, crc]: the whole object. */
+static node_task *parse_offload(const redisReply *r, uint64_t id, uint64_t size) {
+    uint64_t crc, len;
+    uint32_t nsrc;
+    const redisReply *w = r->element[4];
+    if (w->type != REDIS_REPLY_STRING && w->type != REDIS_REPLY_STATUS) return NULL;
+    if (w->len != strlen(PROTO_TASK_DISK) || memcmp(w->str, PROTO_TASK_DISK, w->len) != 0 ||
+        proto_int_in(r->element[5], 0, UINT32_MAX, &crc) != 0 || r->element[1]->len > PROTO_MAX_KEY_LEN)
+        return NULL;
+    node_task *t = xcalloc(1, sizeof *t);
+    t->id = id;
+    t->size = size;
+    if (proto_extents_decode_share(r->element[3], PROTO_EXT_REMOTE, size, TE_CAP_READ, &t->src, &nsrc,
+                                   &len) != 0 || len != size) {
+        node_task_free(t);
+        return NULL;
+    }
+    t->nsrc = (int)nsrc;
+    t->len = size;
+    t->to_disk = 1;
+    t->crc = (uint32_t)crc;
+    t->keylen = r->element[1]->len;
+    t->key = xmemdup(r->element[1]->str, t->keylen + 1);
+    t->expiry_ms = UINT64_MAX;
+    for (int i = 0; i < t->nsrc; i++)
+        if (t->src[i].cap.expiry_ms < t->expiry_ms) t->expiry_ms = t->src[i].cap.expiry_ms;
+    return t;
+}
+
 node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     uint64_t size;
     *id = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 6 && proto_int_in(r->element[0], 1, INT64_MAX, id) == 0 &&
+        r->element[1]->type == REDIS_REPLY_STRING && proto_int_in(r->element[2], 1, INT64_MAX, &size) == 0)
+        return parse_offload(r, *id, size);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
         proto_int_in(r->element[0], 1, INT64_MAX, id) != 0)
         return NULL;

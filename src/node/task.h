@@ -9,7 +9,12 @@
  * of the object (source and destination lengths agree, and are at most
  * object_size). The extents are decoded by proto/extents.c, which refuses
  * a bad reply whole and bounds what one can make us allocate by
- * PROTO_MAX_EXTENTS. */
+ * PROTO_MAX_EXTENTS.
+ *
+ * An offload to the disk tier (docs/SSD_TIER.md) is
+ *   [task_id, key, object_size, [[this_node, offset, length, read_cap]], DISK, crc]
+ * : the whole object, lying in this node's segment, goes to the disk
+ * store under key, checked against crc. */
 #ifndef MKV_NODE_TASK_H
 #define MKV_NODE_TASK_H
 
@@ -34,6 +39,10 @@ typedef struct node_task {
     te_extent *dst;                /* on this node: node_id from the write caps */
     uint64_t expiry_ms;            /* the earliest of dst's write caps: no byte lands after it */
     int failed;                    /* the copier gave up on it */
+    int to_disk;                   /* an offload: src (ours) to the disk store */
+    uint32_t crc;                  /* to_disk: the object's CRC32C */
+    char *key;                     /* to_disk: the object's key */
+    size_t keylen;
     struct node_task *next;        /* the rest of its batch */
     jq_job job;                    /* the copier's queue (the batch's first task) */
 } node_task;

@@ -119,10 +119,13 @@ void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a) {
     proto_cmd_u64(cmd, a->seen_max);
 }
 
-void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used) {
-    cmd_start(cmd, PROTO_VERB_HEARTBEAT, 3);
+void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free) {
+    cmd_start(cmd, PROTO_VERB_HEARTBEAT, 5);
     proto_cmd_u64(cmd, id);
     proto_cmd_u64(cmd, used);
+    if (!disk_free) return;
+    proto_cmd_str(cmd, PROTO_HB_DISK_FREE);
+    proto_cmd_u64(cmd, disk_free);
 }
 
 void proto_cmd_node(proto_cmd *cmd, const char *verb, uint32_t id) {

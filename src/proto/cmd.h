@@ -78,8 +78,9 @@ typedef struct proto_register_args {
 } proto_register_args;
 void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a);
 
-/* MOON.HEARTBEAT id used */
-void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used);
+/* MOON.HEARTBEAT id used [disk_free N]: disk_free only from a node with
+ * a disk tier (PROTO_HB_DISK_FREE; 0 sends none). */
+void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free);
 /* MOON.LEAVE id, MOON.DRAIN id (verb one of them) */
 void proto_cmd_node(proto_cmd *cmd, const char *verb, uint32_t id);
 /* MOON.NODES [EXPECTED] */

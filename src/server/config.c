@@ -127,6 +127,10 @@ static const config_row config_table[] = {
      "percent of memory in use that starts collection"},
     {"gc_low_watermark", CT_INT, OFF(gc_low_watermark), 0, 99, NULL,
      "percent of memory in use collection brings it down to"},
+    {"disk_high_watermark", CT_INT, OFF(disk_high_watermark), 0, 100, NULL,
+     "master: percent of a node's DRAM in use above which it offloads to the node's disk (0: never)"},
+    {"disk_low_watermark", CT_INT, OFF(disk_low_watermark), 0, 99, NULL,
+     "master: percent of a node's DRAM in use offloading brings it down to"},
     {"sentinel_master_name", CT_STR, OFF(sentinel_master_name), 0, 64, NULL,
      "master name SENTINEL answers for (unset: any name)"},
     {"etcd", CT_STR, OFF(etcd), 0, CONFIG_STR_MAX, NULL, "etcd endpoints http://h:p,... (failover)"},
@@ -173,6 +177,8 @@ void config_defaults(mkv_config *cfg) {
     cfg->maxmemory_policy = 0;   /* noeviction */
     cfg->gc_high_watermark = 90;
     cfg->gc_low_watermark = 80;
+    cfg->disk_high_watermark = 0;
+    cfg->disk_low_watermark = 70;
     snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "moonkv");
     cfg->etcd_lease_ttl = 2;
 }
@@ -536,6 +542,9 @@ int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t e
     if (cfg->io_threads > 1 && cfg->role != ROLE_GATEWAY)
         return fail(err, errlen, "config error: 'io_threads' (%d) is for the gateway role only "
                     "(this server's store belongs to one event loop)", cfg->io_threads);
+    if (cfg->disk_high_watermark && cfg->disk_low_watermark >= cfg->disk_high_watermark)
+        return fail(err, errlen, "config error: 'disk_low_watermark' (%d) must be below "
+                    "'disk_high_watermark' (%d)", cfg->disk_low_watermark, cfg->disk_high_watermark);
     if (cfg->gc_low_watermark >= cfg->gc_high_watermark)
         return fail(err, errlen, "config error: 'gc_low_watermark' (%d) must be below "
                     "'gc_high_watermark' (%d)", cfg->gc_low_watermark, cfg->gc_high_watermark);

@@ -66,6 +66,8 @@ typedef struct mkv_config {
     int maxmemory_policy;               /* evict_policy of core/evict.h, default noeviction */
     int gc_high_watermark;              /* percent of memory used that starts collection */
     int gc_low_watermark;               /* percent collection brings use down to */
+    int disk_high_watermark;            /* master: percent of a node's DRAM that starts offloads (0: off) */
+    int disk_low_watermark;             /* percent offloads bring it down to */
     char sentinel_master_name[64];      /* the name SENTINEL answers for */
     char config_file[CONFIG_STR_MAX];
     /* Failover through etcd (empty etcd: one master, --master as today). */

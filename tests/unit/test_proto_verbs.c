@@ -126,8 +126,10 @@ static void test_cmd_membership(void) {
     proto_cmd_register(&c, &a);
     ASSERT_STEP(expect_cmd(&c, 11, "MOON.REGISTER", "pp", "1099511627776", "tcp:127.0.0.1:1", "shm:/x",
                            "ID", "3", "INSTANCE", "ins", "SEEN", "9"));
-    proto_cmd_heartbeat(&c, 4294967295u, 18446744073709551615ULL);
+    proto_cmd_heartbeat(&c, 4294967295u, 18446744073709551615ULL, 0);
     ASSERT_STEP(expect_cmd(&c, 3, "MOON.HEARTBEAT", "4294967295", "18446744073709551615"));
+    proto_cmd_heartbeat(&c, 2, 10, 4096);
+    ASSERT_STEP(expect_cmd(&c, 5, "MOON.HEARTBEAT", "2", "10", "disk_free", "4096"));
     proto_cmd_node(&c, PROTO_VERB_LEAVE, 2);
     ASSERT_STEP(expect_cmd(&c, 2, "MOON.LEAVE", "2"));
     proto_cmd_node(&c, PROTO_VERB_DRAIN, 5);
