@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/leader_watch.h"
+#include "node/disk_store.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
 #include "proto/notes.h"
@@ -64,7 +65,9 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
     for (; p < end && n < HL_MAX_NOTES; n++) {
         proto_note note;
         if (proto_note_next(&p, end, h->note_ext, &note) != 0) break;
-        if (note.drop) node_index_batch_drop(ix, h->ix_batch, note.key, note.keylen);
+        if (note.drop == PROTO_NOTE_DROP_DISK) {
+            if (h->n->disk) (void)disk_store_remove(h->n->disk, note.key, note.keylen);
+        } else if (note.drop) node_index_batch_drop(ix, h->ix_batch, note.key, note.keylen);
         else node_index_batch_hold(ix, h->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
                                    &note.slices, self);
     }

@@ -16,7 +16,7 @@ void proto_note_put(resp_buf *b, int drop, const void *key, size_t keylen, uint6
     uint8_t h[PROTO_NOTE_HOLD_HDR];
     int sliced = !drop && sl && sl->count > 0;
     h[0] = drop ? NOTE_DROP : sliced ? NOTE_HOLD_SLICES : NOTE_HOLD;
-    h[1] = drop ? 0 : (uint8_t)want;
+    h[1] = drop ? drop == PROTO_NOTE_DROP_DISK : (uint8_t)want;
     le_put16(h + 2, (uint16_t)keylen);
     if (drop) {
         resp_buf_append(b, h, PROTO_NOTE_DROP_HDR);
@@ -85,8 +85,8 @@ int proto_note_next(const uint8_t **p, const uint8_t *end, obj_extent *ext, prot
     memset(out, 0, sizeof *out);
     out->keylen = keylen;
     if (at[0] == NOTE_DROP) {
-        if (at[1] != 0 || left - PROTO_NOTE_DROP_HDR < keylen) return -1;
-        out->drop = 1;
+        if (at[1] > 1 || left - PROTO_NOTE_DROP_HDR < keylen) return -1;
+        out->drop = at[1] ? PROTO_NOTE_DROP_DISK : 1;
         out->key = (const char *)at + PROTO_NOTE_DROP_HDR;
         *p = at + PROTO_NOTE_DROP_HDR + keylen;
         return 0;

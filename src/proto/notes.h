@@ -8,6 +8,7 @@
  *   hold: u8 0 | u8 want | u16 keylen | u32 crc | u64 size | u16 nextents |
  *         key[keylen] | nextents x (u32 node | u64 offset | u64 length)
  *   drop: u8 1 | u8 0 | u16 keylen | key[keylen]
+ *   drop of the disk tier's record (docs/SSD_TIER.md): the same, u8 1 second
  *   hold with slice CRCs: a hold with u8 2 first, then after its extents
  *         u64 slice_size | u16 count | count x u32 crc (proto/slices.h)
  *
@@ -37,8 +38,10 @@
 #define PROTO_NOTES_BLOB    (1 << 20)
 
 /* One note, decoded: key points into the blob, extents into the caller's room. */
+#define PROTO_NOTE_DROP_DISK 2   /* proto_note_put's drop: the disk record, not the segment's */
+
 typedef struct proto_note {
-    int drop;
+    int drop;                    /* 1, or PROTO_NOTE_DROP_DISK */
     const char *key;
     size_t keylen;
     uint64_t size;
@@ -49,7 +52,7 @@ typedef struct proto_note {
 
 /* Appends a hold of key (replica rep of an object of size bytes, crc,
  * want replicas, slice CRCs sl: NULL or count 0 for none) or, with drop
- * set, a drop (the rest ignored). */
+ * set, a drop (the rest ignored; PROTO_NOTE_DROP_DISK: of its disk record). */
 void proto_note_put(resp_buf *b, int drop, const void *key, size_t keylen, uint64_t size, uint32_t crc,
                     uint32_t want, const obj_replica *rep, const proto_slices *sl);
 

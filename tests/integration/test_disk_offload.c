@@ -9,6 +9,8 @@
  *   miss, never other bytes; the misses are the offloaded ones;
  * - rounds of puts, each waiting for the offloads, store twice the segment
  *   with the same outcome;
+ * - removing every key empties the disk tier too (disk_objects 0: the
+ *   master's drop notes reach the node) and the segment (bytes_used 0);
  * - without --disk-high-watermark nothing moves (a node with a disk tier,
  *   the segment past 60 %: disk_offloads stays 0).
  * Ports from h_free_ports; the disk file in a directory under $TMPDIR. */
@@ -130,6 +132,17 @@ static void test_offload_past_high_watermark(void) {
     ASSERT_EQ(node_field(&cl, "disk_objects"), off);
     ASSERT_EQ(node_field(&cl, "disk_checksum_errors"), 0);
     ASSERT_EQ(check_all(c, n), off);
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
+    }
+    uint64_t end = mono_ms() + 30000;
+    while ((node_field(&cl, "disk_objects") != 0 || master_field(&cl, "bytes_used") != 0) && mono_ms() < end)
+        usleep(50 * 1000);
+    ASSERT_EQ(node_field(&cl, "disk_objects"), 0);
+    ASSERT_EQ(node_field(&cl, "disk_removes"), off);
+    ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
     mkv_close(c);
     h_kill_all();
 }

@@ -519,6 +519,25 @@ static void test_notes_round_trip(void) {
     resp_buf_free(&out);
 }
 
+/* A drop of a disk record is a drop with 1 as its second byte. */
+static void test_notes_disk_drop(void) {
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_note_put(&out, PROTO_NOTE_DROP_DISK, "cold", 4, 9, 9, 0, NULL, NULL);
+    proto_note_put(&out, 1, "gone", 4, 0, 0, 0, NULL, NULL);
+    ASSERT_EQ(out.len, (size_t)2 * (PROTO_NOTE_DROP_HDR + 4));
+    ASSERT_EQ((uint8_t)out.data[1], 1);
+    obj_extent ext[1];
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_note n;
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(n.drop == PROTO_NOTE_DROP_DISK && n.keylen == 4 && memcmp(n.key, "cold", 4) == 0);
+    ASSERT_EQ(proto_note_next(&p, end, ext, &n), 0);
+    ASSERT(n.drop == 1 && memcmp(n.key, "gone", 4) == 0);
+    ASSERT(p == end);
+    resp_buf_free(&out);
+}
+
 /* A copy of len bytes at data with the width bytes at `at` set to val
  * (little-endian): one field replaced. Free it. */
 static uint8_t *patched(const void *data, size_t len, size_t at, size_t width, uint64_t val) {
@@ -546,7 +565,7 @@ static void test_notes_refused(void) {
         {0, 1, 3}, {1, 1, PROTO_MAX_REPLICAS + 1}, {2, 2, 0}, {2, 2, PROTO_MAX_KEY_LEN + 1},
         {8, 8, 0}, {8, 8, PROTO_MAX_SEGMENT + 1}, {16, 2, 0}, {16, 2, PROTO_MAX_EXTENTS + 1},
         {16, 2, 3}, {23, 4, 0}, {27, 8, PROTO_MAX_SEGMENT + 1}, {35, 8, 0},
-        {35, 8, PROTO_MAX_SEGMENT + 1}, {first + 1, 1, 1}, {first + 2, 2, 0},
+        {35, 8, PROTO_MAX_SEGMENT + 1}, {first + 1, 1, 2}, {first + 2, 2, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t *bytes = patched(out.data, out.len, bad[i].at, bad[i].width, bad[i].val);
@@ -1026,6 +1045,7 @@ int main(void) {
     RUN_TEST(test_ended_round_trip);
     RUN_TEST(test_ended_refused);
     RUN_TEST(test_notes_round_trip);
+    RUN_TEST(test_notes_disk_drop);
     RUN_TEST(test_notes_refused);
     RUN_TEST(test_notes_slices);
     RUN_TEST(test_notes_slices_refused);
