@@ -7,8 +7,8 @@
 
 #include "client/located.h"
 #include "core/util.h"
+#include "proto/cmd.h"
 #include "proto/ended.h"
-#include "proto/verbs.h"
 #include "server/server.h"
 
 struct put_batcher {
@@ -190,10 +190,11 @@ static void batch_written(gw_job *j) {
     bt->ended = xcalloc(bt->n ? bt->n : 1, sizeof *bt->ended);
     for (size_t i = 0; i < bt->n; i++)
         if (bt->loc[i] && !bt->p[i]->shipped) bt->ended[n++] = i;
-    static const char *const head[] = {PROTO_VERB_MPUTEND, "PACKED"};
+    const char *head[PROTO_MPUTEND_HEAD];
+    size_t nhead = proto_mputend_head(head);
     int failed = 0;
     free(bt->chunks);
-    bt->waiting = master_async_send_batch(bt->b->ma, head, 2, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
+    bt->waiting = master_async_send_batch(bt->b->ma, head, (int)nhead, n, 2, end_item, bt, &bt->chunks, end_reply, &failed);
     /* Those not sent: written, never published (the put timeout frees them). */
     size_t sent = bt->waiting ? bt->chunks[bt->waiting - 1].first + bt->chunks[bt->waiting - 1].n : 0;
     for (size_t k = sent; k < n; k++) {
@@ -310,8 +311,9 @@ static void send_cb(event_loop *el, void *data) {
     bt->inline_done = xcalloc(bt->n, sizeof *bt->inline_done);
     size_t i = 0;
     for (gw_write *w = bt->writes; w; w = w->next) bt->p[i++] = w->put;
-    const char *head[] = {PROTO_VERB_MPUTSTART, "REPLICAS", b->replicas, "PACKED"};
-    bt->waiting = master_async_send_batch(b->ma, head, 4, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
+    const char *head[PROTO_MPUTSTART_HEAD];
+    size_t nhead = proto_mputstart_head(head, b->replicas);
+    bt->waiting = master_async_send_batch(b->ma, head, (int)nhead, bt->n, 2, start_item, bt, &bt->chunks, start_reply,
                                           &bt->failed);
     if (bt->waiting == 0) batch_placed(bt);
 }

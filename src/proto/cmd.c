@@ -195,11 +195,21 @@ void proto_cmd_putstart(proto_cmd *cmd, const void *key, size_t keylen, uint64_t
     proto_cmd_i64(cmd, replicas);
 }
 
+static const char mputstart_replicas[] = "REPLICAS", packed[] = "PACKED";
+
 void proto_cmd_mputstart_begin(proto_cmd *cmd, int replicas, size_t n) {
     cmd_start(cmd, PROTO_VERB_MPUTSTART, 4 + 2 * n);
-    proto_cmd_str(cmd, "REPLICAS");
+    proto_cmd_str(cmd, mputstart_replicas);
     proto_cmd_i64(cmd, replicas);
-    proto_cmd_str(cmd, "PACKED");
+    proto_cmd_str(cmd, packed);
+}
+
+size_t proto_mputstart_head(const char *head[PROTO_MPUTSTART_HEAD], const char *replicas) {
+    head[0] = PROTO_VERB_MPUTSTART;
+    head[1] = mputstart_replicas;
+    head[2] = replicas;
+    head[3] = packed;
+    return PROTO_MPUTSTART_HEAD;
 }
 
 void proto_cmd_mputstart_add(proto_cmd *cmd, const void *key, size_t keylen, uint64_t size) {
@@ -226,7 +236,13 @@ static const char mputend_sliced[] = "SLICES";
 
 void proto_cmd_mputend_begin(proto_cmd *cmd, int sliced, size_t n) {
     cmd_start(cmd, PROTO_VERB_MPUTEND, 2 + (sliced ? 4 : 2) * n);
-    proto_cmd_str(cmd, sliced ? mputend_sliced : "PACKED");
+    proto_cmd_str(cmd, sliced ? mputend_sliced : packed);
+}
+
+size_t proto_mputend_head(const char *head[PROTO_MPUTEND_HEAD]) {
+    head[0] = PROTO_VERB_MPUTEND;
+    head[1] = packed;
+    return PROTO_MPUTEND_HEAD;
 }
 
 void proto_cmd_mputend_add(proto_cmd *cmd, const void *key, size_t keylen, uint32_t crc,

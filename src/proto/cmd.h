@@ -117,6 +117,15 @@ void proto_cmd_putstart(proto_cmd *cmd, const void *key, size_t keylen, uint64_t
 /* MOON.MPUTSTART REPLICAS n PACKED key size [...]: room for n keys. */
 void proto_cmd_mputstart_begin(proto_cmd *cmd, int replicas, size_t n);
 void proto_cmd_mputstart_add(proto_cmd *cmd, const void *key, size_t keylen, uint64_t size);
+
+/* The fixed heads of MOON.MPUTSTART REPLICAS n PACKED and MOON.MPUTEND
+ * PACKED alone, for a caller that cuts one batch into several pipelined
+ * commands with its own item writer (the gateway's batcher). replicas is
+ * the count as text; the strings are static or the caller's. */
+#define PROTO_MPUTSTART_HEAD 4
+#define PROTO_MPUTEND_HEAD 2
+size_t proto_mputstart_head(const char *head[PROTO_MPUTSTART_HEAD], const char *replicas);
+size_t proto_mputend_head(const char *head[PROTO_MPUTEND_HEAD]);
 /* An object's slice CRCs as PUTEND sends them: the slice size and the
  * packed list (proto_slices_pack). size 0: none. */
 typedef struct proto_slices_arg {

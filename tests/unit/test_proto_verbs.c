@@ -223,6 +223,22 @@ static void test_cmd_put_and_leases(void) {
     ASSERT_STEP(expect_cmd(&c, 2, "MOON.UNPIN", "1"));
 }
 
+/* A batch cut into several commands starts each with the same head as the
+ * one-command encoder: the gateway's batcher and libmoonkv must agree. */
+static void test_batch_heads(void) {
+    const char *h[PROTO_MPUTSTART_HEAD];
+    ASSERT_EQ(proto_mputstart_head(h, "3"), 4);
+    proto_cmd c;
+    proto_cmd_mputstart_begin(&c, 3, 0);
+    ASSERT_EQ(c.argc, 4);
+    for (int i = 0; i < 4; i++) ASSERT_STREQ(h[i], c.argv[i]);
+    const char *e[PROTO_MPUTEND_HEAD];
+    ASSERT_EQ(proto_mputend_head(e), 2);
+    proto_cmd_mputend_begin(&c, 0, 0);
+    ASSERT_EQ(c.argc, 2);
+    for (int i = 0; i < 2; i++) ASSERT_STREQ(e[i], c.argv[i]);
+}
+
 /* ---- the replies ---- */
 
 /* b read whole: the reply (used the whole buffer); every cut of it reads
@@ -549,6 +565,7 @@ int main(void) {
     RUN_TEST(test_cmd_membership);
     RUN_TEST(test_cmd_holdings_and_reports);
     RUN_TEST(test_cmd_put_and_leases);
+    RUN_TEST(test_batch_heads);
     RUN_TEST(test_reply_int_and_flags);
     RUN_TEST(test_reply_nonce_scan);
     RUN_TEST(test_reply_object);
