@@ -353,10 +353,9 @@ static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object
                               uint64_t *lease_until, char *err, size_t errlen) {
     if (!o || o->state != OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
-    /* Offloaded objects have one replica, on disk: read as a miss until
-     * loads exist (docs/SSD_TIER.md). */
-    if (o->nreplicas == 1 && mm_replica_on_disk(&o->replicas[0]))
-        return mm_fail(err, errlen, PROTO_NOTFOUND, "only on disk");
+    /* Offloaded objects have one replica, on disk: loaded back first
+     * (offload.c; the reader tries again). */
+    if (o->nreplicas == 1 && mm_replica_on_disk(&o->replicas[0])) return mm_load(m, o, now_ms, err, errlen);
     *lease_until = now_ms + m->cfg.lease_ms;
     lease_add(mm_obj_of(o), *lease_until, now_ms);
     o->atime_ms = now_ms;

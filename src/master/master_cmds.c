@@ -361,7 +361,9 @@ static void holdlink_command(client *c) {
     reply_ok(c);
 }
 
-/* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
+/* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]];
+ * an offload [.., [[node, off, len, rcap]], DISK, crc], a load
+ * [.., [[off, len, wcap]...], LOAD, crc] (docs/SSD_TIER.md). */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
     uint64_t term = master_term(master_of(c));
@@ -372,15 +374,12 @@ static void reply_task(client *c, const mm_task *t) {
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
     resp_buf *b = wire_of(c);
-    proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
-    if (t->to_disk) {   /* [id, key, size, [src], DISK, crc]: to its disk tier */
-        reply_wire(c, b);
-        reply_bulk_cstr(c, PROTO_TASK_DISK);
-        reply_integer(c, t->obj->crc);
-        return;
-    }
-    proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
+    if (t->to_disk != MM_TASK_LOAD) proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
+    if (t->to_disk != MM_TASK_OFFLOAD) proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
     reply_wire(c, b);
+    if (!t->to_disk) return;
+    reply_bulk_cstr(c, t->to_disk == MM_TASK_LOAD ? PROTO_TASK_LOAD : PROTO_TASK_DISK);
+    reply_integer(c, t->obj->crc);
 }
 
 /* MOON.HEARTBEAT id used [field value ...] */
@@ -610,10 +609,10 @@ static void get_command(client *c) {
     char err[PROTO_ERR_LEN];
     object *o;
     uint64_t lease;
-    if (mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err) != PROTO_OK)
-        reply_null(c);
-    else
-        reply_located(c, o, lease);
+    proto_status st = mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err);
+    if (st == PROTO_TRYAGAIN) master_reply_fail(c, st, "%s", err);   /* loading from disk */
+    else if (st != PROTO_OK) reply_null(c);
+    else reply_located(c, o, lease);
 }
 
 static void remove_command(client *c) {
@@ -979,6 +978,10 @@ static const metrics_field master_metrics[] = {
      "Objects moved from a node's DRAM to its disk tier."},
     {"disk_offload_bytes", "moonkv_disk_offload_bytes_total", METRIC_COUNTER, NULL,
      "Bytes of those objects."},
+    {"disk_promotes", "moonkv_disk_promotes_total", METRIC_COUNTER, NULL,
+     "Objects loaded back from a node's disk tier into its DRAM."},
+    {"disk_promote_bytes", "moonkv_disk_promote_bytes_total", METRIC_COUNTER, NULL,
+     "Bytes of those objects."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
@@ -1038,6 +1041,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "slice_crc_bytes", "%llu", (unsigned long long)st.slice_crc_bytes);
     info_field(out, "disk_offloads", "%llu", (unsigned long long)st.offloads);
     info_field(out, "disk_offload_bytes", "%llu", (unsigned long long)st.offload_bytes);
+    info_field(out, "disk_promotes", "%llu", (unsigned long long)st.promotes);
+    info_field(out, "disk_promote_bytes", "%llu", (unsigned long long)st.promote_bytes);
     master_rebuild_info(m, out);
     master_restore_info(m, out);
 }

@@ -121,6 +121,8 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->slice_crc_bytes = m->slice_crc_bytes;
     st->offloads = m->offloads;
     st->offload_bytes = m->offload_bytes;
+    st->promotes = m->promotes;
+    st->promote_bytes = m->promote_bytes;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

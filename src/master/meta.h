@@ -115,6 +115,8 @@ static inline int mm_replica_on_disk(const obj_replica *r) {
 /* A copy the master asks a node to make: read the src extents in order
  * (from any node, with read caps) and write the same bytes, in order,
  * into the dst extents of the node executing it (write caps). */
+#define MM_TASK_OFFLOAD 1
+#define MM_TASK_LOAD    2
 typedef struct mm_task {
     uint64_t id;
     uint32_t node;                /* executes it; every dst extent is here */
@@ -125,7 +127,8 @@ typedef struct mm_task {
     uint64_t deadline_ms;         /* caps expire then; not done = failed */
     uint64_t issued_us;           /* its write caps' grant stamp (mm_issue_us) */
     int handed;                   /* sent in a heartbeat reply */
-    int to_disk;                  /* an offload: src (the node's own) to its disk tier */
+    int to_disk;                  /* MM_TASK_OFFLOAD: src (the node's own) to its disk tier;
+                                     MM_TASK_LOAD: its disk record into dst */
     int done;
 } mm_task;
 
@@ -149,6 +152,7 @@ typedef struct mm_stats {
     uint64_t holdings_pending;    /* notes the nodes have not acknowledged yet */
     uint64_t slice_crc_bytes;     /* kept for objects' per-slice checksums */
     uint64_t offloads, offload_bytes;   /* objects moved to a disk tier, ever */
+    uint64_t promotes, promote_bytes;   /* ... and loaded back into DRAM */
 } mm_stats;
 
 typedef struct master_meta master_meta;

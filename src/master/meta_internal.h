@@ -66,6 +66,7 @@ struct master_meta {
     mm_restore_stats restores;  /* restore.c */
     struct mm_pins *pins;       /* pins on prefix hits (pins.c): apart from the objects */
     uint64_t offloads, offload_bytes;   /* offload.c */
+    uint64_t promotes, promote_bytes;
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -162,6 +163,13 @@ void mm_notes_reset(mm_node *n);
 /* Start an offload of o's replica src (one extent, wholly on its node)
  * to that node's disk: a job whose new replica is the disk one. */
 void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_t now_ms);
+/* Load o (its one replica on a node's disk) into a new segment replica
+ * on that node: a job whose task reads the record into dst. -1 if no
+ * room there. */
+int mm_load_start(master_meta *m, object *o, const obj_replica *dst, uint64_t now_ms);
+/* offload.c: a get of o, whose only replica is on disk: a load started or
+ * in flight (PROTO_TRYAGAIN) or no room for it yet (PROTO_TRYAGAIN too). */
+proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen);
 /* Fewer replicas wholly on alive nodes than the object wants. */
 int mm_needs_repair(master_meta *m, const object *o);
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms);

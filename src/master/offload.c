@@ -8,6 +8,7 @@
  * replica goes only once the node answered that the disk record is
  * written and its CRC checked (mm_copy_done). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "core/util.h"
@@ -48,6 +49,23 @@ static uint64_t excess(const master_meta *m, const mm_node *n) {
     return as.used - as.size * m->cfg.disk_low_pct / 100;
 }
 
+proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen) {
+    o->atime_ms = now_ms;   /* read: not the next offload's pick */
+    if (mm_obj_job(o)) return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
+    uint32_t home = o->replicas[0].extents[0].node;
+    mm_node *n = mm_node_get(m, home);
+    if (!mm_node_usable(n)) return mm_fail(err, errlen, PROTO_NOTFOUND, "only on the disk of an unusable node");
+    uint8_t *exclude = xmalloc(m->nnodes);
+    memset(exclude, 1, m->nnodes);
+    exclude[home - 1] = 0;   /* the record is read where it lies */
+    obj_replica rep = {0, NULL};
+    proto_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
+    free(exclude);
+    if (st != PROTO_OK) return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
+    mm_load_start(m, o, &rep, now_ms);
+    return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
+}
+
 int mm_offload(master_meta *m, uint64_t now_ms) {
     if (m->cfg.disk_high_pct == 0 || m->nnodes == 0) return 0;
     uint64_t *want = xcalloc(m->nnodes, sizeof *want);
@@ -63,7 +81,7 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     for (size_t i = 0; i < count; i++) {
         const object *o = all[i];
         const mm_job *j = mm_obj_job(o);
-        if (j && j->ntasks == 1 && j->tasks[0]->to_disk) {   /* on its way: counts as shed */
+        if (j && j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {   /* on its way: counts as shed */
             uint64_t *w = &want[j->tasks[0]->node - 1];
             *w = *w > o->size ? *w - o->size : 0;
         }

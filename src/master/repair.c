@@ -246,7 +246,7 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     j->rep.extents[0] = (obj_extent){src->extents[0].node, MM_ON_DISK, o->size};
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
     mm_task *t = job_task_for(m, j, src->extents[0].node, deadline);
-    t->to_disk = 1;
+    t->to_disk = MM_TASK_OFFLOAD;
     extent_push(&t->src, &t->nsrc, src->extents[0]);
     j->nleft = 1;
     tasks_push(m, t);
@@ -258,10 +258,50 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     m->job_bytes += o->size;
 }
 
+int mm_load_start(master_meta *m, object *o, const obj_replica *dst, uint64_t now_ms) {
+    mm_job *j = xcalloc(1, sizeof *j);
+    j->o = o;
+    j->rep = *dst;   /* owned by the job now */
+    uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
+    mm_task *t = job_task_for(m, j, dst->extents[0].node, deadline);
+    t->to_disk = MM_TASK_LOAD;
+    for (uint32_t i = 0; i < dst->nextents; i++) extent_push(&t->dst, &t->ndst, dst->extents[i]);
+    j->nleft = 1;
+    tasks_push(m, t);
+    mm_obj_set_job(o, j);
+    m->njobs++;
+    m->job_bytes += o->size;
+    return 0;
+}
+
+/* The record landed whole in the new segment replica (the node checked
+ * its CRC): the replica joins, the disk record goes (promoted for good;
+ * a later offload pass writes it again if the object goes cold). */
+static void load_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
+    object *o = j->o;
+    mm_add_replica(m, o, &j->rep);   /* a copy: job_free frees the job's */
+    mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&o->replicas[i])) {
+            mm_drop_replica(m, o, i, now_ms);
+            break;
+        }
+    m->promotes++;
+    m->promote_bytes += o->size;
+    mm_obj_set_job(o, NULL);
+    m->njobs--;
+    m->job_bytes -= o->size;
+    job_free(j);
+}
+
 static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
-    if (j->ntasks == 1 && j->tasks[0]->to_disk) {
+    if (j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {
         offload_finish(m, j, now_ms);
+        return;
+    }
+    if (j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_LOAD) {
+        load_finish(m, j, now_ms);
         return;
     }
     mm_add_replica(m, o, &j->rep);

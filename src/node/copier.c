@@ -9,6 +9,7 @@
  * thread's). */
 #include "node/copier.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -263,12 +264,43 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     }
 }
 
+/* A load: key's disk record (its CRC checked by the read, and the one
+ * the master means) into our segment, under the master's write caps. */
+static void run_load(node_copier *c, node_task *t, uint64_t now) {
+    char err[160];
+    node *n = c->n;
+    uint64_t len = 0;
+    uint32_t crc = 0;
+    if (check_dst(c, t, now, err, sizeof err) != 0) {
+        task_fail(t, err);
+        return;
+    }
+    if (!n->disk || disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) != 0 || len != t->size ||
+        crc != t->crc) {
+        task_fail(t, "load: no such record on the disk tier");
+        return;
+    }
+    char *base = (char *)n->seg.base, *gather = NULL;
+    void *into = t->ndst == 1 ? base + t->dst[0].offset : (gather = xmalloc(t->size ? t->size : 1));
+    int rc = disk_store_read(n->disk, t->key, t->keylen, into, t->size, &len);
+    if (rc == 0 && len != t->size) rc = -EIO;
+    uint64_t at = 0;
+    for (int i = 0; rc == 0 && gather && i < t->ndst; at += t->dst[i].length, i++)
+        memcpy(base + t->dst[i].offset, gather + at, t->dst[i].length);
+    free(gather);
+    if (rc != 0) {
+        snprintf(err, sizeof err, "load from disk: %s", strerror(-rc));
+        task_fail(t, err);
+    }
+}
+
 static void run_batch(node_copier *c, node_task *const *ts, int n) {
     uint64_t gen0 = ts[0]->gen, now0 = wall_ms();
     int copies = 0;
     for (int i = 0; i < n; i++) {
         if (!ts[i]->to_disk) copies = 1;
         else if (!gen_current(c, gen0)) task_fail(ts[i], "from an earlier registration");
+        else if (ts[i]->to_disk == NODE_TASK_LOAD) run_load(c, ts[i], now0);
         else run_offload(c, ts[i], now0);
     }
     if (copies) run_copies(c, ts, n);

@@ -19,32 +19,40 @@ void node_task_free(node_task *t) {
 }
 
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]] */
-/* [id, key, size, [[node, off, len, rcap]], DISK, crc]: the whole object. */
-static node_task *parse_offload(const redisReply *r, uint64_t id, uint64_t size) {
+static int word_is(const redisReply *w, const char *word) {
+    return (w->type == REDIS_REPLY_STRING || w->type == REDIS_REPLY_STATUS) && w->len == strlen(word) &&
+           memcmp(w->str, word, w->len) == 0;
+}
+
+/* [id, key, size, [[node, off, len, rcap]], DISK, crc] or
+ * [id, key, size, [[off, len, wcap]...], LOAD, crc]: the whole object. */
+static node_task *parse_disk(const redisReply *r, uint64_t id, uint64_t size) {
     uint64_t crc, len;
-    uint32_t nsrc;
-    const redisReply *w = r->element[4];
-    if (w->type != REDIS_REPLY_STRING && w->type != REDIS_REPLY_STATUS) return NULL;
-    if (w->len != strlen(PROTO_TASK_DISK) || memcmp(w->str, PROTO_TASK_DISK, w->len) != 0 ||
-        proto_int_in(r->element[5], 0, UINT32_MAX, &crc) != 0 || r->element[1]->len > PROTO_MAX_KEY_LEN)
+    uint32_t n;
+    int kind = word_is(r->element[4], PROTO_TASK_DISK) ? NODE_TASK_OFFLOAD
+             : word_is(r->element[4], PROTO_TASK_LOAD) ? NODE_TASK_LOAD : 0;
+    if (!kind || proto_int_in(r->element[5], 0, UINT32_MAX, &crc) != 0 || r->element[1]->len > PROTO_MAX_KEY_LEN)
         return NULL;
     node_task *t = xcalloc(1, sizeof *t);
     t->id = id;
     t->size = size;
-    if (proto_extents_decode_share(r->element[3], PROTO_EXT_REMOTE, size, TE_CAP_READ, &t->src, &nsrc,
+    te_extent **ext = kind == NODE_TASK_OFFLOAD ? &t->src : &t->dst;
+    if (proto_extents_decode_share(r->element[3], kind == NODE_TASK_OFFLOAD ? PROTO_EXT_REMOTE : PROTO_EXT_LOCAL,
+                                   size, kind == NODE_TASK_OFFLOAD ? TE_CAP_READ : TE_CAP_WRITE, ext, &n,
                                    &len) != 0 || len != size) {
         node_task_free(t);
         return NULL;
     }
-    t->nsrc = (int)nsrc;
+    if (kind == NODE_TASK_OFFLOAD) t->nsrc = (int)n;
+    else t->ndst = (int)n;
     t->len = size;
-    t->to_disk = 1;
+    t->to_disk = kind;
     t->crc = (uint32_t)crc;
     t->keylen = r->element[1]->len;
     t->key = xmemdup(r->element[1]->str, t->keylen + 1);
     t->expiry_ms = UINT64_MAX;
-    for (int i = 0; i < t->nsrc; i++)
-        if (t->src[i].cap.expiry_ms < t->expiry_ms) t->expiry_ms = t->src[i].cap.expiry_ms;
+    for (uint32_t i = 0; i < n; i++)
+        if ((*ext)[i].cap.expiry_ms < t->expiry_ms) t->expiry_ms = (*ext)[i].cap.expiry_ms;
     return t;
 }
 
@@ -53,7 +61,7 @@ node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     *id = 0;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 6 && proto_int_in(r->element[0], 1, INT64_MAX, id) == 0 &&
         r->element[1]->type == REDIS_REPLY_STRING && proto_int_in(r->element[2], 1, INT64_MAX, &size) == 0)
-        return parse_offload(r, *id, size);
+        return parse_disk(r, *id, size);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
         proto_int_in(r->element[0], 1, INT64_MAX, id) != 0)
         return NULL;

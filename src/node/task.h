@@ -14,7 +14,10 @@
  * An offload to the disk tier (docs/SSD_TIER.md) is
  *   [task_id, key, object_size, [[this_node, offset, length, read_cap]], DISK, crc]
  * : the whole object, lying in this node's segment, goes to the disk
- * store under key, checked against crc. */
+ * store under key, checked against crc. A load from the disk tier is
+ *   [task_id, key, object_size, [[offset, length, write_cap] ...], LOAD, crc]
+ * : the record of key (its CRC checked on the read) into the
+ * destination extents. */
 #ifndef MKV_NODE_TASK_H
 #define MKV_NODE_TASK_H
 
@@ -26,6 +29,8 @@
 #include "core/jobqueue.h"
 #include "proto/limits.h"
 
+#define NODE_TASK_OFFLOAD 1
+#define NODE_TASK_LOAD    2
 typedef struct node_task {
     uint64_t id;
     uint64_t gen;                  /* registration it belongs to */
@@ -39,7 +44,8 @@ typedef struct node_task {
     te_extent *dst;                /* on this node: node_id from the write caps */
     uint64_t expiry_ms;            /* the earliest of dst's write caps: no byte lands after it */
     int failed;                    /* the copier gave up on it */
-    int to_disk;                   /* an offload: src (ours) to the disk store */
+    int to_disk;                   /* NODE_TASK_OFFLOAD: src (ours) to the disk store;
+                                      NODE_TASK_LOAD: the disk record into dst */
     uint32_t crc;                  /* to_disk: the object's CRC32C */
     char *key;                     /* to_disk: the object's key */
     size_t keylen;

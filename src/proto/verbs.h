@@ -36,10 +36,12 @@
 #define PROTO_VERB_REPORTDONE "MOON.REPORTDONE"
 #define PROTO_VERB_REBUILD    "MOON.REBUILD"
 /* Not verbs: a heartbeat's field (a node's free disk-tier bytes) and the
- * word in a heartbeat reply's task that makes it an offload to the disk
- * tier ([id, key, size, [src...], DISK, crc], docs/SSD_TIER.md). */
+ * words in a heartbeat reply's task that make it an offload to the disk
+ * tier ([id, key, size, [src...], DISK, crc]) or a load from it ([id,
+ * key, size, [dst...], LOAD, crc]), docs/SSD_TIER.md. */
 #define PROTO_HB_DISK_FREE    "disk_free"
 #define PROTO_TASK_DISK       "DISK"
+#define PROTO_TASK_LOAD       "LOAD"
 /* put */
 #define PROTO_VERB_PUTSTART   "MOON.PUTSTART"
 #define PROTO_VERB_MPUTSTART  "MOON.MPUTSTART"
