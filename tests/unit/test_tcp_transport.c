@@ -241,33 +241,47 @@ static void test_wrong_secret_and_unauthenticated(void) {
     rig_down(&r);
 }
 
-static void test_killed_server_errors(void) {
+/* One round: 64 MiB of writes in flight, the server stopped under them.
+ * Every request must complete (none hangs) and a later submit must fail;
+ * returns how many completed with TE_EIO, or -1 when a check failed. */
+static int killed_server_round(void) {
     rig r;
-    ASSERT(rig_up(&r, 1) == 0);
+    if (rig_up(&r, 1) != 0) return -1;
     te_cap c = cap_for(0, SEG_SIZE, TE_CAP_READ | TE_CAP_WRITE);
     te_req q[8];
     for (int k = 0; k < 8; k++)
         q[k] = (te_req){ .op = TE_WRITE, .local = r.buf + k * (8 << 20), .remote_off = k * (8 << 20),
                          .len = 8 << 20, .cap = &c, .cookie = (uint64_t)k };
-    ASSERT_EQ(te_submit(r.t, r.p, q, 8), 8);
+    int ok = te_submit(r.t, r.p, q, 8) == 8;
     te_stream_server_stop(r.srv);
     r.srv = NULL;
     int done = 0, failed = 0;
     uint64_t t0 = mono_ms();
-    while (done < 8 && mono_ms() - t0 < 10000) {
+    while (ok && done < 8 && mono_ms() - t0 < 10000) {
         te_cqe cq[8];
         int m = te_poll(r.t, cq, 8, 100);
         for (int j = 0; j < m; j++) failed += cq[j].status == TE_EIO;
         done += m;
     }
-    ASSERT_EQ(done, 8);
-    ASSERT(failed >= 1);
-    ASSERT_EQ(te_submit(r.t, r.p, q, 1), -1);
+    ok = ok && done == 8 && te_submit(r.t, r.p, q, 1) == -1;
     r.t->ops->close(r.p);
     r.t->ops->destroy(r.t);
     r.t = NULL;
     free(r.buf);
     free(r.seg);
+    return ok ? failed : -1;
+}
+
+/* The stop races the transfers: a fast sender may land all 64 MiB before
+ * the server goes (no error is then right), so a few rounds are allowed
+ * for the stop to catch some in flight; the checks hold in every round. */
+static void test_killed_server_errors(void) {
+    int failed = 0;
+    for (int round = 0; round < 5 && failed == 0; round++) {
+        failed = killed_server_round();
+        ASSERT(failed >= 0);
+    }
+    ASSERT(failed >= 1);
 }
 
 /* A peer that authenticates and then never answers. */
