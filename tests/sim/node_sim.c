@@ -33,6 +33,7 @@
 
 #include "core/siphash.h"
 #include "core/util.h"
+#include "proto/cmd.h"
 #include "proto/register.h"
 #include "proto/status.h"
 
@@ -81,23 +82,37 @@ static redisReply *get_reply(sim_node *n) {
     return r;
 }
 
+/* cmd out on n's connection, built by proto's encoders as a node's are,
+ * so the simulator speaks what the node speaks. */
+static void append_cmd(sim_node *n, proto_cmd *cmd) {
+    redisAppendCommandArgv(n->rc, cmd->argc, cmd->argv, cmd->lens);
+    proto_cmd_free(cmd);
+}
+
+static void append_challenge(sim_node *n) {
+    proto_cmd cmd;
+    proto_cmd_bare(&cmd, PROTO_VERB_CHALLENGE);
+    append_cmd(n, &cmd);
+}
+
 /* The MOON.REGISTER for node i after its MOON.CHALLENGE reply r. */
 static void append_register(const sim *s, int i, const redisReply *r) {
     sim_node *n = &s->nodes[i];
     if (r->type != REDIS_REPLY_STRING || r->len != PROTO_NONCE_LEN)
         die("MOON.CHALLENGE refused: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     uint8_t key[PROTO_REG_KEY_LEN], proof[PROTO_PROOF_LEN];
-    char hex[2 * PROTO_PROOF_LEN + 1], seg[24], addr[32], id[16];
+    char hex[2 * PROTO_PROOF_LEN + 1], addr[32];
     proto_reg_key(s->secret, key);
     proto_reg_proof(key, (const uint8_t *)r->str, proof);
     hex_encode(proof, sizeof proof, hex);
-    snprintf(seg, sizeof seg, "%llu", (unsigned long long)s->segment);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", 10000 + i);
-    snprintf(id, sizeof id, "%u", n->id);
-    const char *argv[9] = {"MOON.REGISTER", hex, seg, addr, "INSTANCE", n->instance};
-    int argc = 6;
-    if (n->id) argv[argc++] = "ID", argv[argc++] = id;   /* back under our id */
-    redisAppendCommandArgv(n->rc, argc, argv, NULL);
+    const char *addrs[1] = {addr};
+    /* claim_id: back under our id after a NODEDEAD (0 the first time) */
+    proto_register_args ra = {.proof_hex = hex, .segment_size = s->segment, .addrs = addrs, .naddrs = 1,
+                              .claim_id = n->id, .claim_again = 1, .instance_hex = n->instance};
+    proto_cmd cmd;
+    proto_cmd_register(&cmd, &ra);
+    append_cmd(n, &cmd);
 }
 
 /* Its id from a MOON.REGISTER reply: 0, 1 if the master asks us to try
@@ -128,7 +143,7 @@ static void register_all(sim *s) {
     for (int left = s->nnodes; left > 0;) {
         if (mono_ms() > until) die("%s", "the master kept asking us to wait");
         for (int i = 0; i < s->nnodes; i++)
-            if (!s->nodes[i].id) redisAppendCommand(s->nodes[i].rc, "MOON.CHALLENGE");
+            if (!s->nodes[i].id) append_challenge(&s->nodes[i]);
         for (int i = 0; i < s->nnodes; i++) {
             if (s->nodes[i].id) continue;
             redisReply *r = get_reply(&s->nodes[i]);
@@ -148,8 +163,8 @@ static void register_all(sim *s) {
 
 /* A node told it is dead registers again (blocking: rare). */
 static void reregister(sim *s, sim_node *n) {
-    redisReply *r = redisCommand(n->rc, "MOON.CHALLENGE");
-    if (!r) die("lost the master: %s", n->rc->errstr);
+    append_challenge(n);
+    redisReply *r = get_reply(n);
     append_register(s, (int)(n - s->nodes), r);
     freeReplyObject(r);
     r = get_reply(n);
@@ -173,38 +188,31 @@ static void take_tasks(sim *s, sim_node *n, const redisReply *r) {
 }
 
 static void append_copydone(sim_node *n) {
-    const char *argv[1 + 2 * 64];
-    char ids[64][24];
-    int argc = 1;
-    argv[0] = "MOON.COPYDONE";
-    for (int i = 0; i < n->nfail; i++) {
-        snprintf(ids[i], sizeof ids[i], "%llu", (unsigned long long)n->fail[i]);
-        argv[argc++] = ids[i];
-        argv[argc++] = "FAIL";
-    }
-    redisAppendCommandArgv(n->rc, argc, argv, NULL);
+    proto_cmd cmd;
+    proto_cmd_copydone_begin(&cmd, (size_t)n->nfail);
+    for (int i = 0; i < n->nfail; i++) proto_cmd_copydone_add(&cmd, n->fail[i], 0);
+    append_cmd(n, &cmd);
     n->nfail = 0;
     n->pending++;
 }
 
 /* One pass: every due command out on every connection, then the replies. */
 static void round_trip(sim *s, uint64_t now) {
-    char id[16], ack[24];
     for (int i = 0; i < s->nnodes; i++) {
         sim_node *n = &s->nodes[i];
         if (n->silenced) continue;
-        snprintf(id, sizeof id, "%u", n->id);
         if (n->nfail) append_copydone(n);
         if (now >= n->next_hb_ms) {
-            const char *argv[3] = {"MOON.HEARTBEAT", id, "0"};
-            redisAppendCommandArgv(n->rc, 3, argv, NULL);
+            proto_cmd cmd;
+            proto_cmd_heartbeat(&cmd, n->id, 0, 0);
+            append_cmd(n, &cmd);
             n->pending++;
             n->next_hb_ms = now + (uint64_t)s->heartbeat_ms;
         }
         if (now >= n->next_pull_ms) {
-            snprintf(ack, sizeof ack, "%llu", (unsigned long long)n->ack);
-            const char *argv[4] = {"MOON.HOLDINGS", id, ack, "PACKED"};
-            redisAppendCommandArgv(n->rc, 4, argv, NULL);
+            proto_cmd cmd;
+            proto_cmd_holdings(&cmd, n->id, n->ack, 0, 0);   /* no slice CRCs, answered at once */
+            append_cmd(n, &cmd);
             n->pending++;
             n->next_pull_ms = now + (uint64_t)s->holdings_ms;
         }
