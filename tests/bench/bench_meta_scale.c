@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "integration/cluster_harness.h"
 #include "link/master_link.h"
 #include "support/harness.h"
 
@@ -104,24 +105,10 @@ static void fill(scale *s, uint64_t count) {
     free(keys);
 }
 
-/* An INFO field of the master as a number (-1: absent). */
-static long long info_num(scale *s, const char *field) {
-    redisReply *r = redisCommand(s->rc, "INFO");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "\n%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = atoll(p + strlen(pat));
-    }
-    if (r) freeReplyObject(r);
-    return v;
-}
-
 /* Until the nodes took their notes (they are the master's memory too,
  * but not per object kept): at most 120 s. */
 static void settle(scale *s) {
-    for (int i = 0; i < 1200 && info_num(s, "holdings_pending") > 0; i++) usleep(100 * 1000);
+    for (int i = 0; i < 1200 && h_info_field(s->rc, "cluster", "holdings_pending") > 0; i++) usleep(100 * 1000);
     usleep(500 * 1000);
 }
 
