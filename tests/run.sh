@@ -7,14 +7,17 @@
 # with tests/tsan.supp, any report fails them, and the Tcl and Python
 # suites are left to the other builds.
 #
-# Binaries run side by side, MKV_TEST_JOBS at a time (default: twice the
-# core count, as most integration binaries wait on servers, timeouts and
-# faults far more than they compute: docs/TESTS.md), builds overlapping;
-# every test takes its ports from tests/support/ports.{c,py}, so none
-# clash. The longest (by the times of earlier runs,
-# build/test-logs/durations) start first, so that none is left running
-# alone at the end; the few in ALONE below run after the others, one at a
-# time. A binary's output goes to
+# Binaries run side by side, builds overlapping: up to MKV_TEST_JOBS at a
+# time (default: three times the core count) while the CPU they are known
+# to use stays within MKV_TEST_CPU hundredths of a core (default: 120 per
+# core). Most integration binaries wait on servers, timeouts and faults
+# far more than they compute, a few compute all the time (docs/TESTS.md):
+# a count alone either leaves cores idle or piles the computing ones on
+# each other. Every test takes its ports from tests/support/ports.{c,py},
+# so none clash. The longest start first, by the times of the last run
+# (build/test-logs/durations), else of the quiet run in tests/durations (a
+# fresh checkout, as on CI, has no last run); the few in ALONE below run
+# after the others, one at a time. A binary's output goes to
 # build/test-logs/<label>.log; one line per binary is printed as it ends.
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure, and so does one that ran no case. The
@@ -26,7 +29,8 @@ cd "$(dirname "$0")/.."
 log_dir=build/test-logs; mkdir -p "$log_dir"
 res_dir=$(mktemp -d "$log_dir/.results.XXXXXX")
 trap 'rm -rf "$res_dir"' EXIT
-max_jobs=${MKV_TEST_JOBS:-$((2 * $(nproc)))}
+max_jobs=${MKV_TEST_JOBS:-$((3 * $(nproc)))}
+cpu_budget=${MKV_TEST_CPU:-$((120 * $(nproc)))}   # hundredths of a core
 t_start=$SECONDS
 
 # Binaries that need the machine to themselves: they bound a time or a
@@ -78,18 +82,23 @@ matches() {   # matches LABEL GLOB...
   return 1
 }
 
-run_pool() {   # run_pool JOBS INDEX...: those jobs, JOBS at a time, never two of one name at once
+run_pool() {   # run_pool JOBS INDEX...: those jobs, JOBS at a time within the CPU budget, never two of one name at once
   local max=$1; shift
-  local pending=("$@") i k started done_pid
-  declare -A running=()   # pid -> binary name
+  local pending=("$@") i k started done_pid load=0
+  declare -A running=() held=()   # pid -> binary name, its CPU share
   while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
     started=0
     if [ ${#running[@]} -lt "$max" ]; then
       for k in "${!pending[@]}"; do
         i=${pending[$k]}
         [[ " ${running[*]} " == *" ${labels[$i]##*/} "* ]] && continue
+        # The first that fits the CPU left, in longest-first order: a
+        # computing one waits for room, waiting ones fill the gaps.
+        [ ${#running[@]} -gt 0 ] && [ $((load + cpu_share[i])) -gt "$cpu_budget" ] && continue
         run_one "${labels[$i]}" "${cmds[$i]}" &
         running[$!]=${labels[$i]##*/}
+        held[$!]=${cpu_share[$i]}
+        load=$((load + cpu_share[i]))
         unset "pending[$k]"
         started=1
         break
@@ -97,7 +106,8 @@ run_pool() {   # run_pool JOBS INDEX...: those jobs, JOBS at a time, never two o
     fi
     [ "$started" = 1 ] && continue
     wait -n -p done_pid
-    unset "running[$done_pid]"
+    load=$((load - ${held[$done_pid]:-0}))
+    unset "running[$done_pid]" "held[$done_pid]"
   done
 }
 
@@ -158,14 +168,27 @@ for i in "${!labels[@]}"; do
   if [ ${#only[@]} -gt 0 ] && ! matches "${labels[$i]}" "${only[@]}"; then continue; fi
   if matches "${labels[$i]}" "${ALONE[@]}"; then alone+=("$i"); else together+=("$i"); fi
 done
-# Longest first by the last times known (unknown ones first: they may be
-# long), else in the order added.
+# Longest first by the times known (this checkout's last run, else the
+# quiet run in tests/durations; unknown ones first: they may be long),
+# else in the order added. A binary's CPU share (hundredths of a core:
+# its CPU over its wall seconds) is what run_pool budgets; an unknown one
+# counts as a whole core.
 durations=$log_dir/durations
-if [ -f "$durations" ] && [ ${#together[@]} -gt 0 ]; then
-  mapfile -t together < <(for i in "${together[@]}"; do echo "$i ${labels[$i]}"; done |
-    awk 'NR == FNR {t[$1] = $2; next} {print ($2 in t ? t[$2] : 999999), FNR, $1}' "$durations" - |
-    sort -k1,1nr -k2,2n | awk '{print $3}')
+cpu_share=()
+if [ ${#together[@]} -gt 0 ]; then
+  known=$(cat "$durations" tests/durations 2>/dev/null | awk 'NF >= 2 && !seen[$1]++')
+  mapfile -t sched < <(for i in "${together[@]}"; do echo "$i ${labels[$i]}"; done |
+    awk 'NR == FNR {t[$1] = $2; c[$1] = $3; next}
+         {w = $2 in t ? t[$2] : 999999
+          s = ($2 in t && c[$2] ~ /^[0-9]+$/) ? int(100 * c[$2] / (t[$2] > 0 ? t[$2] : 1) + 0.5) : 100
+          print w, FNR, $1, s}' <(printf '%s\n' "$known") - |
+    sort -k1,1nr -k2,2n | awk '{print $3, $4}')
+  together=()
+  for line in "${sched[@]}"; do
+    together+=("${line% *}"); cpu_share[${line% *}]=${line#* }
+  done
 fi
+for i in "${alone[@]}"; do cpu_share[$i]=100; done
 run_pool "$max_jobs" "${together[@]}"
 [ ${#alone[@]} -gt 0 ] && run_pool 1 "${alone[@]}"
 
@@ -180,7 +203,7 @@ done
 # This run's times (wall, CPU) replace those of the same binaries.
 { printf '%s\n' "${times[@]}"; [ -f "$durations" ] && cat "$durations"; } |
   awk 'NF >= 2 && !seen[$1]++' | sort >"$durations.new" && mv "$durations.new" "$durations"
-echo "# $((${#together[@]} + ${#alone[@]})) binaries in $((SECONDS - t_start)) s, $max_jobs at a time (${#alone[@]} alone):" \
+echo "# $((${#together[@]} + ${#alone[@]})) binaries in $((SECONDS - t_start)) s, up to $max_jobs at a time within $cpu_budget% of CPU (${#alone[@]} alone):" \
   "$sum_secs s of binaries' wall time, $sum_cpu s of CPU"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
