@@ -56,6 +56,7 @@ static err_kind err_kinds[] = {
     {MKV_ENOMEM, "NOMEM", "NoMemoryError", &PyExc_MemoryError, NULL},
     {MKV_ETRYAGAIN, "TRYAGAIN", "TryAgainError", NULL, NULL},
     {MKV_EFAULT, "FAULT", "BufferFaultError", &PyExc_ValueError, NULL},
+    {MKV_EMOVED, "MOVED", "MovedError", NULL, NULL},
 };
 #define N_ERR_KINDS (sizeof err_kinds / sizeof err_kinds[0])
 

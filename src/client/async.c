@@ -101,6 +101,7 @@ static void *worker(void *arg) {
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     if (!out || !c || threads < 0 || threads > MKV_ASYNC_MAX_THREADS || (flags & ~MKV_ASYNC_INLINE))
         return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_refused(c, "the async face"));
     mkv_async *a = xcalloc(1, sizeof *a);
     a->c = c;
     a->flags = flags;

@@ -209,6 +209,7 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
         mkv_options_init(&defaults);
         opt = &defaults;
     }
+    if (opt->groups) return mkv_route_connect(out, opt);
     mkv_client *c = xcalloc(1, sizeof *c);
     int rc = mkv_core_start(c, opt);
     if (rc == MKV_OK) rc = mkv_lane_options(c, opt);
@@ -291,6 +292,10 @@ void mkv_lane_free(mkv_client *c) {
 /* No call may be running on c (the caller's promise, as for free()). */
 void mkv_close(mkv_client *c) {
     if (!c) return;
+    if (c->route) {
+        mkv_route_close(c);
+        return;
+    }
     if (c->core) mkv_regions_clear(c);   /* every lane's scratch too */
     mkv_core_stop(c);
     mkv_lane_free(c);

@@ -41,6 +41,7 @@
 #include "backend/transport.h"
 #include "client/located.h"
 #include "client/moonkv.h"
+#include "client/route.h"
 #include "proto/limits.h"
 #include "proto/cmd.h"
 #include "proto/slices.h"
@@ -215,6 +216,7 @@ struct mkv_client {
     struct leader_watch *watch;  /* etcd: breaks rc when another leader is elected */
     struct lw_conn *watched;
     char cluster[64];
+    struct mkv_route *route;     /* mkv_options.groups: this handle routes to group clients (route.h) */
     void *scratch;               /* registered: a range read's bytes outside its range */
     size_t scratch_len;
 };

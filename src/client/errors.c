@@ -28,6 +28,7 @@ const char *mkv_strerror(int code) {
     case MKV_ENOMEM:      return "out of memory";
     case MKV_ETRYAGAIN:   return "the master is rebuilding: try again";
     case MKV_EFAULT:      return "buffer not readable or writable (bad address)";
+    case MKV_EMOVED:      return "the key's slot belongs to another master group";
     default:              return "unknown error";
     }
 }
@@ -71,6 +72,7 @@ static int status_code(proto_status st) {
     case PROTO_WRONGPASS: return MKV_EAUTH;
     case PROTO_READONLY: return MKV_ECONN;   /* not the leader: mkv_command retries */
     case PROTO_TRYAGAIN: return MKV_ETRYAGAIN;
+    case PROTO_MOVED: return MKV_EMOVED;   /* groups: the router reads the slot map again */
     case PROTO_OK:          /* not an error word */
     case PROTO_NODEDEAD:    /* said to nodes only */
     case PROTO_IDINUSE:

@@ -316,6 +316,7 @@ static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, 
 int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buflen,
             size_t *len_out) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get(c, key, keylen, buf, buflen, len_out));
     MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
     int rc = get_run(c, &o, NULL, 1, NULL, NULL);
@@ -327,6 +328,7 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
 int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
                    uint64_t *len_out) {
     if (!c || !place) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get_placed(c, key, keylen, place, ctx, len_out));
     MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen};
     int rc = get_run(c, &o, NULL, 1, place, ctx);
@@ -337,6 +339,7 @@ int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *
 
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get_batch(c, objs, n));
     MKV_ON_LANE(c);
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
@@ -346,6 +349,7 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
 
 int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get_batchv(c, objs, n));
     MKV_ON_LANE(c);
     mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
     for (size_t i = 0; i < n; i++)
@@ -365,6 +369,7 @@ int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
 
 int mkv_stat(mkv_client *c, const void *key, size_t keylen, uint64_t *size, uint32_t *crc) {
     if (!c || !size) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_stat(c, key, keylen, size, crc));
     MKV_ON_LANE(c);
     int rc = mkv_check_key(c, key, keylen);
     if (rc != MKV_OK) return rc;
@@ -604,6 +609,7 @@ static int range_read(mkv_client *c, const mkv_placement *pl, uint64_t off, uint
 int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, void *buf, size_t len,
                   size_t *got) {
     if (!c || !got || (!buf && len)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get_range(c, key, keylen, off, buf, len, got));
     MKV_ON_LANE(c);
     *got = 0;
     int rc = mkv_check_key(c, key, keylen);

@@ -22,6 +22,7 @@ static int key_integer(mkv_client *c, const char *name, const void *key, size_t 
 
 int mkv_remove(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_remove(c, key, keylen));
     MKV_ON_LANE(c);
     long long removed;
     int rc = key_integer(c, PROTO_VERB_REMOVE, key, keylen, &removed);
@@ -31,6 +32,7 @@ int mkv_remove(mkv_client *c, const void *key, size_t keylen) {
 
 int mkv_exists(mkv_client *c, const void *key, size_t keylen) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_exists(c, key, keylen));
     MKV_ON_LANE(c);
     long long found;
     int rc = key_integer(c, PROTO_VERB_EXISTS, key, keylen, &found);
@@ -77,6 +79,7 @@ static int exists_run(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
 
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     if (!c || ((!objs || !results) && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_exists_batch(c, objs, n, results));
     MKV_ON_LANE(c);
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
@@ -96,6 +99,7 @@ static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
 
 int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
     if (!c || !count || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_exists_prefix(c, objs, n, count));
     MKV_ON_LANE(c);
     *count = 0;
     for (size_t i = 0; i < n; i += PROTO_MAX_BATCH) {
@@ -110,6 +114,7 @@ int mkv_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *coun
 
 int mkv_remove_all(mkv_client *c, uint64_t *removed) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_remove_all(c, removed));
     MKV_ON_LANE(c);
     proto_cmd cmd;
     proto_cmd_bare(&cmd, PROTO_VERB_FLUSH);

@@ -44,9 +44,11 @@ enum {
     MKV_EPROTO = -13,       /* unexpected reply from the master */
     MKV_ENOMEM = -14,
     MKV_ETRYAGAIN = -15,    /* the master is rebuilding its table after a restart: retry soon */
-    MKV_EFAULT = -16        /* the caller's buffer cannot be read (put) or written (get): a bad
+    MKV_EFAULT = -16,       /* the caller's buffer cannot be read (put) or written (get): a bad
                              * pointer, the caller's own error; no node is blamed (see
                              * mkv_register_buffer for what is checked where) */
+    MKV_EMOVED = -17        /* the key's slot belongs to another master group, and reading
+                             * the slot map again did not settle it (mkv_options.groups) */
 };
 
 typedef struct mkv_client mkv_client;
@@ -78,6 +80,13 @@ typedef struct mkv_options {
      * holds a lane (master connection, transfer engine) while it runs.
      * 0 (default) = 4, at most 16. Lanes open when first needed. */
     int lanes;
+    /* Master groups (docs/SCALE.md "Master groups"): 1 = the key space of
+     * cluster_name is cut into hash slots over master groups, read from
+     * the slot map in etcd (etcd is needed): each key goes to its group's
+     * leader, a batch is split by group and its parts run at once, and a
+     * MOVED answer reads the map again. Pins and the async face are not
+     * supported over groups yet (MKV_EINVAL). */
+    int groups;
 } mkv_options;
 
 /* One object of a batch: key, caller's buffer, and the result. */

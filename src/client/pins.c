@@ -36,6 +36,7 @@ static int prefixpin_run(mkv_client *c, uint64_t id, uint32_t ms, const mkv_obj 
 int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t pin_ms, uint64_t *pin,
                           size_t *count) {
     if (!c || !count || !pin || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_refused(c, "a pinned prefix"));
     MKV_ON_LANE(c);
     *count = 0;
     if (pin_ms == 0 || pin_ms > PROTO_PIN_MAX_MS)
@@ -54,6 +55,7 @@ int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t
 
 int mkv_unpin(mkv_client *c, uint64_t pin, size_t *keys) {
     if (!c || pin == 0 || pin > PIN_ID_MASK) return c ? mkv_fail(c, MKV_EINVAL, "no such pin id") : MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_refused(c, "unpin"));
     MKV_ON_LANE(c);
     proto_cmd cmd;
     proto_cmd_unpin(&cmd, pin);

@@ -388,6 +388,7 @@ static int replica_count(mkv_client *c, int replicas, int *out) {
 int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size_t len,
             int replicas) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_put(c, key, keylen, buf, len, replicas));
     MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     if (rc != MKV_OK) return rc;
@@ -399,6 +400,7 @@ int mkv_put(mkv_client *c, const void *key, size_t keylen, const void *buf, size
 
 int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_put_batch(c, objs, n, replicas));
     MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
@@ -408,6 +410,7 @@ int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
 
 int mkv_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) {
     if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_put_batchv(c, objs, n, replicas));
     MKV_ON_LANE(c);
     int reps = 1, rc = replica_count(c, replicas, &reps);
     mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);

@@ -80,14 +80,21 @@ static int register_region(mkv_client *c, void *addr, size_t len, int warm) {
     return rc;
 }
 
-int mkv_register_buffer(mkv_client *c, void *addr, size_t len) { return register_region(c, addr, len, 1); }
+int mkv_register_buffer(mkv_client *c, void *addr, size_t len) {
+    MKV_ROUTED(c, mkv_route_register(c, addr, len, 1));
+    return register_region(c, addr, len, 1);
+}
 
-int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len) { return register_region(c, addr, len, 0); }
+int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len) {
+    MKV_ROUTED(c, mkv_route_register(c, addr, len, 0));
+    return register_region(c, addr, len, 0);
+}
 
 static void unreg_lane(mkv_client *lane, void *addr) { mkv_engine_dereg(lane, addr); }
 
 int mkv_unregister_buffer(mkv_client *c, void *addr) {
     if (!c) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_unregister(c, addr));
     mkv_regions *rs = &c->core->regions;
     int rc = MKV_EINVAL;
     pthread_rwlock_wrlock(&c->core->regions_lock);

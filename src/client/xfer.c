@@ -80,15 +80,17 @@ static void lane_stats(mkv_client *lane, void *arg) {
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     memset(out, 0, sizeof *out);
     out->shm_cold_bytes = te_shm_cold_bytes();
+    if (c && c->route) mkv_route_stats(c, out);
     if (c && c->core) mkv_lanes_each(c, lane_stats, out);
 }
 
 void mkv_transfer_stats_add(mkv_client *c, mkv_transfer_stats *sum) {
+    if (c && c->route) mkv_route_stats(c, sum);
     if (c && c->core) mkv_lanes_each(c, lane_stats, sum);
 }
 
 int mkv_connect_paths(mkv_client *c) {
-    if (!c) return 0;
+    if (!c || c->route) return 0;
     MKV_ON_LANE(c);
     return c->engine ? te_engine_connect_local(c->engine) : 0;
 }

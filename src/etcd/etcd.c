@@ -327,6 +327,30 @@ int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const ch
     return guarded(ec, "request_put", put_request(key, val, 0), guard, guard_rev, ok, err, errlen);
 }
 
+int etcd_put_if_value(etcd_client *ec, const char *key, const char *val, const char *expect, int *ok,
+                      char *err, size_t errlen) {
+    cJSON *req;
+    if (!expect) {
+        req = txn_if_created(key, 0);
+    } else {
+        req = cJSON_CreateObject();
+        cJSON *cmp = cJSON_CreateObject();
+        add_b64(cmp, "key", key);
+        cJSON_AddStringToObject(cmp, "result", "EQUAL");
+        cJSON_AddStringToObject(cmp, "target", "VALUE");
+        add_b64(cmp, "value", expect);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "compare"), cmp);
+    }
+    cJSON *then = cJSON_CreateObject();
+    cJSON_AddItemToObject(then, "request_put", put_request(key, val, 0));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), then);
+    cJSON *r = call(ec, "/v3/kv/txn", req, err, errlen);
+    if (!r) return -1;
+    *ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "succeeded"));
+    cJSON_Delete(r);
+    return 0;
+}
+
 int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int64_t guard_rev,
                         int *ok, char *err, size_t errlen) {
     cJSON *del = cJSON_CreateObject();

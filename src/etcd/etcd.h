@@ -53,6 +53,11 @@ int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t l
  * key's revision (its term), so a deposed one writes nothing. */
 int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const char *guard,
                      int64_t guard_rev, int *ok, char *err, size_t errlen);
+/* Put key=val (no lease) only if key's value is expect now, or, with
+ * expect NULL, if key does not exist (one txn): *ok 0 if not. A
+ * compare-and-swap for a value that carries its own version. */
+int etcd_put_if_value(etcd_client *ec, const char *key, const char *val, const char *expect, int *ok,
+                      char *err, size_t errlen);
 /* Delete key, guarded the same way. */
 int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int64_t guard_rev,
                         int *ok, char *err, size_t errlen);

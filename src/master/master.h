@@ -102,6 +102,7 @@ typedef struct master {
     master_acks *acks;                 /* answers waiting for their nodes' acks */
     holdings_wait *pulls;              /* nodes' MOON.HOLDINGS waiting for notes */
     master_members *members;           /* --etcd: the member records; NULL: none kept */
+    struct master_slots *slots;        /* --group: the slot map it follows (slots.h); NULL: none */
     uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
 

@@ -14,6 +14,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "master/slots.h"
 #include "proto/status.h"
 #include "proto/verbs.h"
 #include "server/info.h"
@@ -125,7 +126,8 @@ int master_refuse_unless_leading(client *c) {
 int master_gate(client *c, const command *cmd) {
     if (member_refused(c, cmd)) return 1;
     /* A standby answers what changes nothing: the proof (CMD_STALE) too. */
-    return strcmp(cmd->group, "moonkv") == 0 && !(cmd->flags & CMD_STALE) && master_refuse_unless_leading(c);
+    if (strcmp(cmd->group, "moonkv") != 0 || (cmd->flags & CMD_STALE)) return 0;
+    return master_refuse_unless_leading(c) || master_slots_refuse(((master *)c->srv->role)->slots, c);
 }
 
 /* srv->role_pipelined: a command runs while c's earlier answers wait for
@@ -141,6 +143,7 @@ uint64_t master_term(const master *m) {
 
 void master_leader_info(master *m, resp_buf *out) {
     info_field(out, "master_term", "%llu", (unsigned long long)master_term(m));
+    master_slots_info(m->slots, out);
     if (!m->ha) {
         info_field(out, "ha_role", "single");
         return;
@@ -217,8 +220,12 @@ int master_role_main(server *srv) {
     master_register_gateway_commands(srv);
     master_register_recovery_commands(srv);
     char err[256];
-    if (server_listen(srv, err, sizeof err) < 0 || start_ha(m, err, sizeof err) < 0) {
+    err[0] = '\0';
+    if (server_listen(srv, err, sizeof err) < 0 || start_ha(m, err, sizeof err) < 0 ||
+        (!(m->slots = master_slots_start(srv, err, sizeof err)) && err[0])) {
         log_warning("%s", err);
+        master_ha_stop(m->ha);
+        members_free(m->members);
         srv->role = NULL;
         srv->role_info = NULL;
         srv->role_gate = NULL;
@@ -237,6 +244,8 @@ int master_role_main(server *srv) {
     log_notice("master ready: put timeout %dms, lease %dms, node timeout %dms",
                srv->cfg.put_timeout_ms, srv->cfg.lease_ms, srv->cfg.node_timeout_ms);
     server_run(srv);
+    master_slots_stop(m->slots);
+    m->slots = NULL;
     master_ha_stop(m->ha);
     m->ha = NULL;
     members_free(m->members);

@@ -18,6 +18,7 @@ static const char *const words[PROTO_NSTATUS] = {
     [PROTO_READONLY] = "READONLY",
     [PROTO_TRYAGAIN] = "TRYAGAIN",
     [PROTO_IDINUSE] = "IDINUSE",
+    [PROTO_MOVED] = "MOVED",
 };
 
 const char *proto_word(proto_status st) {

@@ -23,6 +23,7 @@ typedef enum proto_status {
     PROTO_READONLY,     /* a standby (or fenced) master: "leader is <addr>" */
     PROTO_TRYAGAIN,     /* not now (the master is rebuilding its table): retry soon */
     PROTO_IDINUSE,      /* a node id claimed while its node is alive on its connection */
+    PROTO_MOVED,        /* the key's slot belongs to another master group: "slot group" (proto/slots.h) */
     PROTO_NSTATUS
 } proto_status;
 

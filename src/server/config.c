@@ -8,6 +8,7 @@
 #include "server/config.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,8 @@ static const config_row config_table[] = {
     {"etcd", CT_STR, OFF(etcd), 0, CONFIG_STR_MAX, NULL, "etcd endpoints http://h:p,... (failover)"},
     {"cluster_name", CT_STR, OFF(cluster_name), 1, 64, NULL, "cluster name in etcd keys"},
     {"etcd_lease_ttl", CT_INT, OFF(etcd_lease_ttl), 1, 300, NULL, "leader lease in etcd, seconds"},
+    {"group", CT_STR, OFF(group), 0, 32, NULL, "master group of a key space cut over groups (needs etcd)"},
+    {"slots", CT_STR, OFF(slots), 0, CONFIG_STR_MAX, NULL, "master: hash slots its group claims if free (a-b,... or all)"},
 };
 #define CONFIG_NROWS (sizeof config_table / sizeof config_table[0])
 _Static_assert(sizeof ((mkv_config *)0)->shm_mode == sizeof ((mkv_config *)0)->transport,
@@ -506,6 +509,26 @@ static int is_flag(const char *a, const char *name) {
     return strcmp(a, name) == 0;
 }
 
+/* --group g: the group's keys under /moonkv/<cluster>/g/<g>/ (etcd/slotmap.h). */
+static int group_cluster(mkv_config *cfg, char *err, size_t errlen) {
+    snprintf(cfg->slot_cluster, sizeof cfg->slot_cluster, "%s", cfg->cluster_name);
+    if (!cfg->group[0]) {
+        if (cfg->slots[0]) return fail(err, errlen, "config error: 'slots' needs a 'group'");
+        return 0;
+    }
+    for (const char *p = cfg->group; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-'))
+            return fail(err, errlen, "config error: 'group' must be 1-31 of [A-Za-z0-9_-]");
+    if (!cfg->etcd[0]) return fail(err, errlen, "config error: 'group' needs 'etcd' (the slot map lives there)");
+    char name[sizeof cfg->cluster_name];
+    int n = snprintf(name, sizeof name, "%s/g/%s", cfg->slot_cluster, cfg->group);
+    if (n < 0 || (size_t)n >= sizeof name)
+        return fail(err, errlen, "config error: 'cluster_name' and 'group' together must be under %zu bytes",
+                    sizeof name - 3);
+    memcpy(cfg->cluster_name, name, (size_t)n + 1);
+    return 0;
+}
+
 int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t errlen) {
     /* --help/--version first, then the file, then every other flag over it. */
     for (int i = 0; i < argc; i++) {
@@ -548,7 +571,7 @@ int config_from_args(mkv_config *cfg, int argc, char **argv, char *err, size_t e
     if (cfg->gc_low_watermark >= cfg->gc_high_watermark)
         return fail(err, errlen, "config error: 'gc_low_watermark' (%d) must be below "
                     "'gc_high_watermark' (%d)", cfg->gc_low_watermark, cfg->gc_high_watermark);
-    return 0;
+    return group_cluster(cfg, err, errlen);
 }
 
 /* ---- CONFIG GET ------------------------------------------------------------ */

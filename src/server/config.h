@@ -74,6 +74,13 @@ typedef struct mkv_config {
     char etcd[CONFIG_STR_MAX];          /* "http://host:port[,...]" */
     char cluster_name[64];              /* the key prefix /moonkv/<name>/, default "moonkv" */
     int etcd_lease_ttl;                 /* seconds, default 2 */
+    /* Master groups (docs/SCALE.md "Master groups"): with a group, the
+     * group's etcd keys are under /moonkv/<cluster>/g/<group>/, so
+     * cluster_name becomes "<cluster>/g/<group>" once the flags are read
+     * and slot_cluster keeps "<cluster>", whose slot map it follows. */
+    char group[32];                     /* "": the cluster is one group */
+    char slots[CONFIG_STR_MAX];         /* master: slots to claim while they have no group ("a-b,...", "all") */
+    char slot_cluster[64];
 } mkv_config;
 
 void config_defaults(mkv_config *cfg);

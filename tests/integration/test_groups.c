@@ -1,0 +1,357 @@
+/* tests/integration/test_groups.c - the key space cut over two master
+ * groups (docs/SCALE.md "Master groups"): an etcd from the Debian package
+ * (etcd-server; the test says SKIP without it), group a (a leader and a
+ * standby, --slots 0-8191) and group b (--slots 8192-16383), two nodes in
+ * each group, and a libmoonkv client with mkv_options.groups.
+ *
+ * The masters claim their slots in the map in etcd; a master answers a
+ * key of the other group's slot -MOVED <slot> <group> and runs nothing of
+ * the command; the client puts a batch whose keys fall in both groups
+ * (split, the parts at once) and every key lands on its slot's master,
+ * reads back byte-exact (batch and single gets), and removes; after a
+ * slot is moved in etcd the client, still routing by its old map, is
+ * answered MOVED, reads the map again and lands on the new owner (single
+ * puts and a batch); the leader of group a killed -9 while group b keeps
+ * serving, and group a serves new keys once its standby leads. Ports
+ * (etcd's too): one block of h_free_ports. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/moonkv.h"
+#include "cluster_harness.h"
+#include "core/util.h"
+#include "etcd/slotmap.h"
+#include "etcd_harness.h"
+#include "proto/slots.h"
+#include "test.h"
+
+static int port0;
+#define MASTER_A     (port0 + 0)
+#define MASTER_A2    (port0 + 1)    /* group a's standby */
+#define MASTER_B     (port0 + 2)
+#define ETCD_PORT    (port0 + 3)
+#define ETCD_PEER    (port0 + 4)
+#define NODE_PORT    (port0 + 10)   /* + 2 i; data plane on + 1 */
+#define NODES        4              /* 0, 1 in group a; 2, 3 in group b */
+#define CLUSTER      "groups-test"
+#define LEASE_S      2
+#define SETUP_WAIT_MS 30000
+#define TIME_LIMIT_S 240
+#define NKEYS        200
+#define MAX_VAL      (48 << 10)
+
+static h_etcd etcd;
+static pid_t master_a;
+static mkv_client *mc;
+static char *src, *dst;   /* registered: NKEYS values of up to MAX_VAL each */
+
+static void remove_datadir(void) { h_etcd_remove(&etcd); }
+
+static const char *group_of(const char *key) { return proto_key_slot(key, strlen(key)) < 8192 ? "a" : "b"; }
+static int port_of(const char *group) { return strcmp(group, "a") == 0 ? MASTER_A : MASTER_B; }
+
+static pid_t start_master(int port, const char *group, const char *slots) {
+    char g[48], s[48];
+    snprintf(g, sizeof g, "--group=%s", group);
+    snprintf(s, sizeof s, "--slots=%s", slots);
+    const char *extra[] = {g, s, NULL};
+    return h_start_etcd_role("master", port, etcd.url, CLUSTER, LEASE_S, extra);
+}
+
+static pid_t start_node(int i) {
+    char g[32], data[48];
+    snprintf(g, sizeof g, "--group=%s", i < 2 ? "a" : "b");
+    snprintf(data, sizeof data, "--data-addrs=127.0.0.1:%d", NODE_PORT + 2 * i + 1);
+    const char *extra[] = {g, "--segment-size", "32MB", data, "--prefault", "no", NULL};
+    return h_start_etcd_role("node", NODE_PORT + 2 * i, etcd.url, CLUSTER, LEASE_S, extra);
+}
+
+/* A master's answer to cmd (printf-style, one key) as "TYPE:text". */
+static void ask(int port, char *out, size_t len, const char *fmt, const char *key) {
+    redisContext *c = h_redis(port);
+    redisReply *r = c ? redisCommand(c, fmt, key) : NULL;
+    if (!r) snprintf(out, len, "none");
+    else if (r->type == REDIS_REPLY_ERROR) snprintf(out, len, "err:%s", r->str);
+    else if (r->type == REDIS_REPLY_INTEGER) snprintf(out, len, "int:%lld", r->integer);
+    else snprintf(out, len, "type:%d", r->type);
+    freeReplyObject(r);
+    if (c) redisFree(c);
+}
+
+/* 1 if the master of port has key as a complete object (MOON.EXISTS). */
+static int holds(int port, const char *key) {
+    char a[160];
+    ask(port, a, sizeof a, "MOON.EXISTS %s", key);
+    return strcmp(a, "int:1") == 0;
+}
+
+/* Until INFO cluster slots_version of port is at least v. */
+static int wait_version(int port, long long v, int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (h_port_info(port, "cluster", "slots_version") < v)
+        if (mono_ms() >= end) return -1;
+        else usleep(20000);
+    return 0;
+}
+
+/* The i-th value: its size and bytes (a pattern of i and the offset). */
+static size_t fill(char *buf, int i) {
+    size_t n = 1 + ((size_t)i * 7919u) % MAX_VAL;
+    for (size_t j = 0; j < n; j++) buf[j] = (char)(i * 31 + j * 7 + (j >> 8));
+    return n;
+}
+
+static void key_name(char *out, size_t len, const char *prefix, int i) { snprintf(out, len, "%s:%d", prefix, i); }
+
+/* ---- cases ---- */
+
+static void test_slots_claimed(void) {
+    ASSERT_EQ(h_port_info(MASTER_A, "cluster", "slots_owned"), 8192);
+    ASSERT_EQ(h_port_info(MASTER_B, "cluster", "slots_owned"), 8192);
+    char err[ETCD_ERR_LEN];
+    etcd_client *ec = etcd_create(etcd.url, 1000, err, sizeof err);
+    proto_slotmap *m = malloc(sizeof *m);
+    int found = 0;
+    ASSERT(ec && etcd_slotmap_read(ec, CLUSTER, m, &found, err, sizeof err) == 0 && found);
+    ASSERT_STREQ(proto_slotmap_owner(m, 0), "a");
+    ASSERT_STREQ(proto_slotmap_owner(m, 8191), "a");
+    ASSERT_STREQ(proto_slotmap_owner(m, 8192), "b");
+    ASSERT_STREQ(proto_slotmap_owner(m, 16383), "b");
+    ASSERT(m->version >= 2);   /* one claim each */
+    free(m);
+    etcd_free(ec);
+}
+
+static void test_master_answers_moved(void) {
+    /* "foo" is slot 12182 (group b), "bar" 5061 (group a) */
+    char a[160], want[64];
+    ask(MASTER_A, a, sizeof a, "MOON.EXISTS %s", "foo");
+    ASSERT_STREQ(a, "err:MOVED 12182 b");
+    ask(MASTER_B, a, sizeof a, "MOON.GET %s", "bar");
+    ASSERT_STREQ(a, "err:MOVED 5061 a");
+    ask(MASTER_A, a, sizeof a, "MOON.EXISTS %s", "bar");
+    ASSERT_STREQ(a, "int:0");
+    /* a batch with one key of the other group does nothing */
+    redisContext *c = h_proven(h_redis(MASTER_A), "");
+    ASSERT(c);
+    redisReply *r = redisCommand(c, "MOON.MPUTSTART REPLICAS 1 bar 10 foo 10");
+    snprintf(want, sizeof want, "MOVED 12182 b");
+    int moved = r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, want) == 0;
+    freeReplyObject(r);
+    redisFree(c);
+    ASSERT(moved);
+    ASSERT(!holds(MASTER_A, "bar"));
+}
+
+static void test_routed_batch(void) {
+    mkv_obj objs[NKEYS];
+    char keys[NKEYS][32];
+    int in_a = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(keys[i], sizeof keys[i], "k", i);
+        objs[i] = (mkv_obj){.key = keys[i], .keylen = strlen(keys[i]), .buf = src + (size_t)i * MAX_VAL};
+        objs[i].len = fill(objs[i].buf, i);
+        in_a += strcmp(group_of(keys[i]), "a") == 0;
+    }
+    ASSERT_MSG(in_a > 20 && in_a < NKEYS - 20, "%d of %d keys in group a: the batch must span both", in_a, NKEYS);
+    ASSERT_EQ(mkv_put_batch(mc, objs, NKEYS, 1), MKV_OK);
+    for (int i = 0; i < NKEYS; i++) ASSERT_MSG(objs[i].status == MKV_OK, "put %.31s: %d %s", keys[i], objs[i].status, mkv_last_error(mc));
+    /* each key on its slot's master, and only there */
+    for (int i = 0; i < NKEYS; i++) ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
+    for (int i = 0; i < NKEYS; i++) {
+        objs[i].buf = dst + (size_t)i * MAX_VAL;
+        objs[i].len = MAX_VAL;
+        objs[i].status = -99;
+    }
+    memset(dst, 0, (size_t)NKEYS * MAX_VAL);
+    ASSERT_EQ(mkv_get_batch(mc, objs, NKEYS), MKV_OK);
+    for (int i = 0; i < NKEYS; i++) {
+        ASSERT_MSG(objs[i].status == MKV_OK, "get %.31s: %d", keys[i], objs[i].status);
+        size_t n = fill(src, i);
+        ASSERT_EQ(objs[i].len, n);
+        ASSERT_MSG(memcmp(objs[i].buf, src, n) == 0, "%.31s: bytes differ", keys[i]);
+    }
+    /* singles, one of each group */
+    for (int i = 0; i < 6; i++) {
+        size_t got = 0, n = fill(src, i);
+        ASSERT_EQ(mkv_get(mc, keys[i], strlen(keys[i]), dst, MAX_VAL, &got), MKV_OK);
+        ASSERT_EQ(got, n);
+        ASSERT(memcmp(dst, src, n) == 0);
+    }
+    size_t prefix = 0;
+    ASSERT_EQ(mkv_exists_prefix(mc, objs, NKEYS, &prefix), MKV_OK);
+    ASSERT_EQ(prefix, NKEYS);
+}
+
+static void test_routed_remove(void) {
+    mkv_obj objs[NKEYS];
+    char keys[NKEYS][32];
+    int res[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(keys[i], sizeof keys[i], "k", i);
+        objs[i] = (mkv_obj){.key = keys[i], .keylen = strlen(keys[i])};
+        if (i % 2 == 0) ASSERT_MSG(mkv_remove(mc, keys[i], strlen(keys[i])) == MKV_OK, "remove %.31s: %s", keys[i], mkv_last_error(mc));
+    }
+    ASSERT_EQ(mkv_exists_batch(mc, objs, NKEYS, res), MKV_OK);
+    for (int i = 0; i < NKEYS; i++) ASSERT_MSG(res[i] == (i % 2), "%.31s exists: %d", keys[i], res[i]);
+    size_t got;
+    ASSERT_EQ(mkv_get(mc, keys[0], strlen(keys[0]), dst, MAX_VAL, &got), MKV_ENOTFOUND);
+    ASSERT_EQ(mkv_exists(mc, keys[1], strlen(keys[1])), 1);
+    ASSERT(!holds(port_of(group_of(keys[0])), keys[0]));
+}
+
+/* A key of group from, not used yet. */
+static void fresh_key(char *out, size_t len, const char *prefix, const char *from, int *next) {
+    do key_name(out, len, prefix, (*next)++);
+    while (strcmp(group_of(out), from) != 0);
+}
+
+/* Give key's slot to group in etcd (the operator's move) and wait until
+ * both masters follow: the map's new version. */
+static long long move_slot(const char *key, const char *group) {
+    char err[ETCD_ERR_LEN], list[16];
+    snprintf(list, sizeof list, "%u", proto_key_slot(key, strlen(key)));
+    etcd_client *ec = etcd_create(etcd.url, 1000, err, sizeof err);
+    int changed = 0;
+    uint64_t v = 0;
+    int rc = ec ? etcd_slotmap_assign(ec, CLUSTER, list, group, 0, &changed, &v, err, sizeof err) : -1;
+    etcd_free(ec);
+    if (rc != 0 || changed != 1) {
+        printf("# move of slot %s to %s: %s (changed %d)\n", list, group, rc ? err : "", changed);
+        return -1;
+    }
+    if (wait_version(MASTER_A, (long long)v, 10000) != 0 || wait_version(MASTER_B, (long long)v, 10000) != 0) return -1;
+    return (long long)v;
+}
+
+static void test_moved_refresh(void) {
+    int next = 0;
+    char key[32], other[32];
+    fresh_key(key, sizeof key, "mv", "a", &next);
+    /* the client has routed by the current map already (the cases above) */
+    ASSERT(move_slot(key, "b") > 0);
+    long long moved_a = h_port_info(MASTER_A, "cluster", "slots_moved");
+    size_t n = fill(src, 1000);
+    ASSERT_MSG(mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK, "put %s: %s", key, mkv_last_error(mc));
+    ASSERT_MSG(h_port_info(MASTER_A, "cluster", "slots_moved") > moved_a, "group a never answered MOVED");
+    ASSERT(holds(MASTER_B, key));
+    char a[160];
+    ask(MASTER_A, a, sizeof a, "MOON.EXISTS %s", key);
+    ASSERT(strncmp(a, "err:MOVED ", 10) == 0);
+    size_t got = 0;
+    ASSERT_EQ(mkv_get(mc, key, strlen(key), dst, MAX_VAL, &got), MKV_OK);
+    ASSERT_EQ(got, n);
+    ASSERT(memcmp(dst, src, n) == 0);
+    /* a batch after the slot went back: its part for b is answered MOVED
+     * whole and sent again to a, the other keys as they were */
+    fresh_key(other, sizeof other, "mv", "b", &next);   /* stays in b */
+    char again[32];
+    snprintf(again, sizeof again, "{%s}x", key);   /* the moved slot (hash tag) */
+    ASSERT(move_slot(key, "a") > 0);
+    moved_a = h_port_info(MASTER_B, "cluster", "slots_moved");
+    mkv_obj objs[2] = {{.key = again, .keylen = strlen(again), .buf = src, .len = n},
+                       {.key = other, .keylen = strlen(other), .buf = src, .len = n}};
+    ASSERT_EQ(mkv_put_batch(mc, objs, 2, 1), MKV_OK);
+    ASSERT_MSG(objs[0].status == MKV_OK && objs[1].status == MKV_OK, "statuses %d %d: %s", objs[0].status,
+               objs[1].status, mkv_last_error(mc));
+    ASSERT(h_port_info(MASTER_B, "cluster", "slots_moved") > moved_a);
+    ASSERT(holds(MASTER_A, again));
+    ASSERT(holds(MASTER_B, other));
+}
+
+static int put_ok(const char *key) {
+    size_t n = fill(src, 7);
+    return mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK;
+}
+
+static void test_leader_killed_other_group_serves(void) {
+    int next = 0, served_b = 0, tried_b = 0;
+    char key[32];
+    h_kill(master_a);
+    uint64_t t0 = mono_ms();
+    /* group b serves throughout group a's election */
+    while (h_wait_role(MASTER_A2, "leader", 0) != 0 && mono_ms() - t0 < 15000) {
+        fresh_key(key, sizeof key, "fb", "b", &next);
+        tried_b++;
+        served_b += put_ok(key);
+    }
+    ASSERT_MSG(served_b == tried_b, "group b served %d of %d puts while group a elected", served_b, tried_b);
+    ASSERT(h_wait_role(MASTER_A2, "leader", 15000) == 0);
+    long long elect = (long long)(mono_ms() - t0);
+    fresh_key(key, sizeof key, "fa", "a", &next);
+    long long first = -1;
+    while (mono_ms() - t0 < 30000 && first < 0)
+        if (put_ok(key)) first = (long long)(mono_ms() - t0);
+        else usleep(50000);
+    ASSERT_MSG(first >= 0, "group a's new leader took no put within 30 s: %s", mkv_last_error(mc));
+    ASSERT(holds(MASTER_A2, key));
+    printf("# group a: standby led %lld ms after kill -9, first put %lld ms; group b served %d puts meanwhile\n",
+           elect, first, served_b);
+}
+
+/* ---- setup ---- */
+
+static int setup(void) {
+    char step[160] = "";
+    if ((master_a = start_master(MASTER_A, "a", "0-8191")) < 0 || h_wait_role(MASTER_A, "leader", SETUP_WAIT_MS) != 0)
+        snprintf(step, sizeof step, "master of group a on %d", MASTER_A);
+    else if (start_master(MASTER_A2, "a", "0-8191") < 0)
+        snprintf(step, sizeof step, "standby of group a on %d", MASTER_A2);
+    else if (start_master(MASTER_B, "b", "8192-16383") < 0 || h_wait_role(MASTER_B, "leader", SETUP_WAIT_MS) != 0)
+        snprintf(step, sizeof step, "master of group b on %d", MASTER_B);
+    for (int i = 0; i < NODES && !step[0]; i++)
+        if (start_node(i) < 0) snprintf(step, sizeof step, "node %d on %d", i, NODE_PORT + 2 * i);
+    if (!step[0] && (h_wait_nodes(MASTER_A, "alive", 2, SETUP_WAIT_MS) != 0 ||
+                     h_wait_nodes(MASTER_B, "alive", 2, SETUP_WAIT_MS) != 0))
+        snprintf(step, sizeof step, "two nodes alive in each group");
+    uint64_t end = mono_ms() + SETUP_WAIT_MS;
+    while (!step[0] && (h_port_info(MASTER_A, "cluster", "slots_owned") != 8192 ||
+                        h_port_info(MASTER_B, "cluster", "slots_owned") != 8192))
+        if (mono_ms() >= end) snprintf(step, sizeof step, "each master owns its 8192 slots");
+        else usleep(50000);
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.etcd = etcd.url;
+    opt.cluster_name = CLUSTER;
+    opt.groups = 1;
+    opt.timeout_ms = 5000;
+    if (!step[0] && mkv_connect(&mc, &opt) != MKV_OK)
+        snprintf(step, sizeof step, "client over groups: %.100s", mkv_last_error(NULL));
+    src = malloc((size_t)NKEYS * MAX_VAL);
+    dst = malloc((size_t)NKEYS * MAX_VAL);
+    if (!step[0] && (mkv_register_buffer(mc, src, (size_t)NKEYS * MAX_VAL) != MKV_OK ||
+                     mkv_register_buffer(mc, dst, (size_t)NKEYS * MAX_VAL) != MKV_OK))
+        snprintf(step, sizeof step, "register buffers: %.100s", mkv_last_error(mc));
+    if (!step[0]) return 0;
+    printf("not ok - groups/setup: %s\n", step);
+    return -1;
+}
+
+int main(void) {
+    if (system("command -v etcd >/dev/null 2>&1") != 0) {
+        printf("ok - test_groups # SKIP etcd not installed (Debian package etcd-server)\n");
+        return 0;
+    }
+    h_init(TIME_LIMIT_S);
+    h_cleanup_hook = remove_datadir;
+    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NODES), "free ports");
+    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
+    if (setup() != 0) {
+        h_stop_all();
+        return 1;
+    }
+    RUN_TEST(test_slots_claimed);
+    RUN_TEST(test_master_answers_moved);
+    RUN_TEST(test_routed_batch);
+    RUN_TEST(test_routed_remove);
+    RUN_TEST(test_moved_refresh);
+    RUN_TEST(test_leader_killed_other_group_serves);
+    mkv_close(mc);
+    free(src);
+    free(dst);
+    h_stop_all();
+    TEST_EXIT();
+}
