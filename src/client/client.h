@@ -149,6 +149,10 @@ typedef struct mkv_recent {
 } mkv_recent;
 
 /* ---- lanes.c ---- */
+#define MKV_OPTION_STRS 8   /* the strings of mkv_options */
+/* *opt into *dst with copies of its strings, which strs then owns (free each). */
+void mkv_options_keep(mkv_options *dst, char *strs[MKV_OPTION_STRS], const mkv_options *opt);
+
 typedef struct mkv_core {
     pthread_mutex_t mu;                  /* the lanes, topo, conns */
     pthread_cond_t idle_cv;              /* a lane went back */
@@ -157,7 +161,7 @@ typedef struct mkv_core {
     int nlanes, nidle, growing, max_lanes;
     uint64_t grow_failed_ms;             /* a new lane could not be made: not again for a while */
     mkv_options opt;                     /* for new lanes; its strings owned (strs) */
-    char *strs[8];
+    char *strs[MKV_OPTION_STRS];
     mkv_topology topo;                   /* the one node table */
     uint64_t conns;                      /* master connections opened so far: their ids */
     pthread_rwlock_t regions_lock;       /* regions; taken before mu */

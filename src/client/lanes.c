@@ -21,8 +21,18 @@ static __thread mkv_client *held;
 
 /* The options' strings are kept as copies: new lanes are made from them
  * long after mkv_connect returned. */
-static const char *keep(mkv_core *k, int i, const char *s) {
-    return s ? (k->strs[i] = xstrdup(s)) : NULL;
+static const char *keep(char **strs, int i, const char *s) { return s ? (strs[i] = xstrdup(s)) : NULL; }
+
+void mkv_options_keep(mkv_options *dst, char *strs[MKV_OPTION_STRS], const mkv_options *opt) {
+    *dst = *opt;
+    dst->master = keep(strs, 0, opt->master);
+    dst->password = keep(strs, 1, opt->password);
+    dst->cluster_secret = keep(strs, 2, opt->cluster_secret);
+    dst->transport = keep(strs, 3, opt->transport);
+    dst->data_addrs = keep(strs, 4, opt->data_addrs);
+    dst->shm_mode = keep(strs, 5, opt->shm_mode);
+    dst->etcd = keep(strs, 6, opt->etcd);
+    dst->cluster_name = keep(strs, 7, opt->cluster_name);
 }
 
 int mkv_core_start(mkv_client *c, const mkv_options *opt) {
@@ -32,15 +42,7 @@ int mkv_core_start(mkv_client *c, const mkv_options *opt) {
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->idle_cv, NULL);
     pthread_rwlock_init(&k->regions_lock, NULL);
-    k->opt = *opt;
-    k->opt.master = keep(k, 0, opt->master);
-    k->opt.password = keep(k, 1, opt->password);
-    k->opt.cluster_secret = keep(k, 2, opt->cluster_secret);
-    k->opt.transport = keep(k, 3, opt->transport);
-    k->opt.data_addrs = keep(k, 4, opt->data_addrs);
-    k->opt.shm_mode = keep(k, 5, opt->shm_mode);
-    k->opt.etcd = keep(k, 6, opt->etcd);
-    k->opt.cluster_name = keep(k, 7, opt->cluster_name);
+    mkv_options_keep(&k->opt, k->strs, opt);
     k->max_lanes = opt->lanes ? opt->lanes : MKV_DEFAULT_LANES;
     k->lanes[k->nlanes++] = c;
     k->idle[k->nidle++] = c;
@@ -56,7 +58,7 @@ void mkv_core_stop(mkv_client *c) {
         free(k->lanes[i]);
     }
     mkv_topology_free(&k->topo);
-    for (int i = 0; i < 8; i++) free(k->strs[i]);
+    for (int i = 0; i < MKV_OPTION_STRS; i++) free(k->strs[i]);
     pthread_mutex_destroy(&k->mu);
     pthread_cond_destroy(&k->idle_cv);
     pthread_rwlock_destroy(&k->regions_lock);

@@ -28,7 +28,7 @@ typedef struct route_region {
 
 typedef struct mkv_route {
     mkv_options opt;                     /* the group clients'; strings in strs */
-    char *strs[8];
+    char *strs[MKV_OPTION_STRS];
     char cluster[64];
     int timeout_ms;
     etcd_client *ec;
@@ -505,8 +505,6 @@ int mkv_route_refused(mkv_client *c, const char *what) {
 
 /* ---- connect / close ---- */
 
-static const char *keep(mkv_route *r, int i, const char *s) { return s ? (r->strs[i] = xstrdup(s)) : NULL; }
-
 int mkv_route_connect(mkv_client **out, const mkv_options *opt) {
     if (!opt->etcd || !*opt->etcd)
         return mkv_fail(NULL, MKV_EINVAL, "groups need etcd (mkv_options.etcd): the slot map lives there");
@@ -516,14 +514,7 @@ int mkv_route_connect(mkv_client **out, const mkv_options *opt) {
     pthread_mutex_init(&r->refresh_mu, NULL);
     pthread_mutex_init(&r->mu, NULL);
     pthread_rwlock_init(&r->regions_lock, NULL);
-    r->opt = *opt;
-    r->opt.master = keep(r, 0, opt->master);
-    r->opt.password = keep(r, 1, opt->password);
-    r->opt.cluster_secret = keep(r, 2, opt->cluster_secret);
-    r->opt.transport = keep(r, 3, opt->transport);
-    r->opt.data_addrs = keep(r, 4, opt->data_addrs);
-    r->opt.shm_mode = keep(r, 5, opt->shm_mode);
-    r->opt.etcd = keep(r, 6, opt->etcd);
+    mkv_options_keep(&r->opt, r->strs, opt);
     r->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 5000;
     char err[ETCD_ERR_LEN];
     int rc = MKV_OK;
@@ -543,7 +534,7 @@ int mkv_route_connect(mkv_client **out, const mkv_options *opt) {
 void mkv_route_close(mkv_client *c) {
     mkv_route *r = c->route;
     for (int i = 0; i < r->ngroups; i++) mkv_close(r->groups[i].cl);
-    for (int i = 0; i < 8; i++) free(r->strs[i]);
+    for (int i = 0; i < MKV_OPTION_STRS; i++) free(r->strs[i]);
     etcd_free(r->ec);
     free(r->map);
     pthread_mutex_destroy(&r->refresh_mu);

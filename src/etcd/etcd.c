@@ -260,18 +260,21 @@ int etcd_get(etcd_client *ec, const char *key, int *found, char *val, size_t val
     return rc;
 }
 
-/* A txn request whose one compare is: key's create revision is rev (0:
- * the key does not exist). */
-static cJSON *txn_if_created(const char *key, int64_t rev) {
+/* A txn request whose one compare is: key's value is val or, with val
+ * NULL, key's create revision is rev (0: the key does not exist). */
+static cJSON *txn_if(const char *key, int64_t rev, const char *val) {
     cJSON *req = cJSON_CreateObject();
     cJSON *cmp = cJSON_CreateObject();
     add_b64(cmp, "key", key);
     cJSON_AddStringToObject(cmp, "result", "EQUAL");
-    cJSON_AddStringToObject(cmp, "target", "CREATE");
-    add_i64(cmp, "create_revision", rev);
+    cJSON_AddStringToObject(cmp, "target", val ? "VALUE" : "CREATE");
+    if (val) add_b64(cmp, "value", val);
+    else add_i64(cmp, "create_revision", rev);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "compare"), cmp);
     return req;
 }
+
+static cJSON *txn_if_created(const char *key, int64_t rev) { return txn_if(key, rev, NULL); }
 
 int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t lease, int *won,
                     char *holder, size_t holdercap, int64_t *create_rev, char *err, size_t errlen) {
@@ -307,11 +310,10 @@ int etcd_create_key(etcd_client *ec, const char *key, const char *val, int64_t l
     return rc;
 }
 
-/* One request (op, e.g. "request_put") run only if guard's create
- * revision is guard_rev: *ok says whether it ran. */
-static int guarded(etcd_client *ec, const char *op, cJSON *request, const char *guard,
-                   int64_t guard_rev, int *ok, char *err, size_t errlen) {
-    cJSON *req = txn_if_created(guard, guard_rev);
+/* One request (op, e.g. "request_put") run only if req's compare holds:
+ * *ok says whether it ran. */
+static int txn_then(etcd_client *ec, cJSON *req, const char *op, cJSON *request, int *ok, char *err,
+                    size_t errlen) {
     cJSON *then = cJSON_CreateObject();
     cJSON_AddItemToObject(then, op, request);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), then);
@@ -322,6 +324,12 @@ static int guarded(etcd_client *ec, const char *op, cJSON *request, const char *
     return 0;
 }
 
+/* op run only if guard's create revision is guard_rev. */
+static int guarded(etcd_client *ec, const char *op, cJSON *request, const char *guard,
+                   int64_t guard_rev, int *ok, char *err, size_t errlen) {
+    return txn_then(ec, txn_if_created(guard, guard_rev), op, request, ok, err, errlen);
+}
+
 int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const char *guard,
                      int64_t guard_rev, int *ok, char *err, size_t errlen) {
     return guarded(ec, "request_put", put_request(key, val, 0), guard, guard_rev, ok, err, errlen);
@@ -329,26 +337,7 @@ int etcd_put_guarded(etcd_client *ec, const char *key, const char *val, const ch
 
 int etcd_put_if_value(etcd_client *ec, const char *key, const char *val, const char *expect, int *ok,
                       char *err, size_t errlen) {
-    cJSON *req;
-    if (!expect) {
-        req = txn_if_created(key, 0);
-    } else {
-        req = cJSON_CreateObject();
-        cJSON *cmp = cJSON_CreateObject();
-        add_b64(cmp, "key", key);
-        cJSON_AddStringToObject(cmp, "result", "EQUAL");
-        cJSON_AddStringToObject(cmp, "target", "VALUE");
-        add_b64(cmp, "value", expect);
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "compare"), cmp);
-    }
-    cJSON *then = cJSON_CreateObject();
-    cJSON_AddItemToObject(then, "request_put", put_request(key, val, 0));
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "success"), then);
-    cJSON *r = call(ec, "/v3/kv/txn", req, err, errlen);
-    if (!r) return -1;
-    *ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "succeeded"));
-    cJSON_Delete(r);
-    return 0;
+    return txn_then(ec, txn_if(key, 0, expect), "request_put", put_request(key, val, 0), ok, err, errlen);
 }
 
 int etcd_delete_guarded(etcd_client *ec, const char *key, const char *guard, int64_t guard_rev,

@@ -171,7 +171,9 @@ int proto_slotmap_assign_list(proto_slotmap *m, const char *list, const char *gr
 
 /* ---- keys of a command, MOVED ---- */
 
-static int is(const char *verb, const char *name) { return verb == name; }
+/* verb is proto_verb_lookup's: the same text, not always the same pointer
+ * (string literals of two files are merged only when the linker likes). */
+static int is(const char *verb, const char *name) { return strcmp(verb, name) == 0; }
 
 static int arg_is(const char *a, size_t len, const char *word) {
     return strlen(word) == len && strncasecmp(a, word, len) == 0;

@@ -248,7 +248,7 @@ static void test_moved_refresh(void) {
     /* a batch after the slot went back: its part for b is answered MOVED
      * whole and sent again to a, the other keys as they were */
     fresh_key(other, sizeof other, "mv", "b", &next);   /* stays in b */
-    char again[32];
+    char again[40];
     snprintf(again, sizeof again, "{%s}x", key);   /* the moved slot (hash tag) */
     ASSERT(move_slot(key, "a") > 0);
     moved_a = h_port_info(MASTER_B, "cluster", "slots_moved");
