@@ -353,9 +353,10 @@ static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object
                               uint64_t *lease_until, char *err, size_t errlen) {
     if (!o || o->state != OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
-    /* Offloaded objects have one replica, on disk: loaded back first
-     * (offload.c; the reader tries again). */
-    if (o->nreplicas == 1 && mm_replica_on_disk(&o->replicas[0])) return mm_load(m, o, now_ms, err, errlen);
+    /* Offloaded, with no replica left in DRAM: loaded back first
+     * (offload.c; the reader waits or tries again). */
+    if (proto_replicas_readable(o) == 0) return mm_load(m, o, now_ms, err, errlen);
+    mm_disk_hit(m, o, now_ms);
     *lease_until = now_ms + m->cfg.lease_ms;
     lease_add(mm_obj_of(o), *lease_until, now_ms);
     o->atime_ms = now_ms;
@@ -380,6 +381,7 @@ static int lease_return_found(master_meta *m, object *o, const void *key, size_t
         if (mm_tomb_has_lease(m, key, keylen, lease_until)) return 0;
         x->lease[i] = x->lease[--x->nlease];
         mm_more_trim(mo, now_ms);   /* the last one back: the object costs its plain size again */
+        mm_drop_temp_copy(m, o, now_ms);   /* read from disk: its copy goes (offload.c) */
         return lease_until > now_ms;
     }
     return mm_tomb_lease_return(m, key, keylen, lease_until, now_ms);

@@ -77,6 +77,7 @@ typedef struct master_gateway {
 } master_gateway;
 
 typedef struct put_wait put_wait;   /* put_wait.c */
+typedef struct get_wait get_wait;   /* get_wait.c */
 typedef struct master_acks master_acks;   /* acks.c */
 typedef struct holdings_wait holdings_wait;   /* holdings_wait.c */
 typedef struct master_members master_members;   /* members.c */
@@ -99,6 +100,7 @@ typedef struct master {
     uint64_t term_start_ms;            /* mono ms this master started or was elected */
     uint64_t elections_seen;           /* ha_view.elections_won when term_start_ms was set */
     put_wait *waits;                   /* puts waiting for quarantined space */
+    get_wait *gets;                    /* gets waiting for loads from disk */
     master_acks *acks;                 /* answers waiting for their nodes' acks */
     holdings_wait *pulls;              /* nodes' MOON.HOLDINGS waiting for notes */
     master_members *members;           /* --etcd: the member records; NULL: none kept */
@@ -220,6 +222,23 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
 void put_wait_forget(put_wait *w, client *c);
 /* INFO fields: puts_waiting (now), puts_waited, puts_waited_nospace (ever). */
 void put_wait_info(const put_wait *w, resp_buf *out);
+
+/* How get items are answered: GET's one item (TRYAGAIN an error, other
+ * failures nil), MGET's array (nil per miss), MGETPACKED's bulk string. */
+enum { MASTER_GETS_ONE, MASTER_GETS_ARRAY, MASTER_GETS_PACKED };
+void master_reply_gets(client *c, const mm_item *it, size_t n, int form);
+
+/* get_wait.c: a get whose keys are loading from disk waits up to
+ * get_wait_ms for the loads, its client blocked. */
+get_wait *get_wait_create(master *m);
+void get_wait_destroy(get_wait *w);
+/* Park c's request (items as mm_get left them): 1 if parked (the reply
+ * comes later), 0 if no key is loading or waits are off (reply now). */
+int get_wait_park(get_wait *w, client *c, mm_item *it, size_t n, int form, uint64_t now_ms);
+/* c is going: drop its parked request. */
+void get_wait_forget(get_wait *w, client *c);
+/* INFO fields: gets_waiting (now), gets_waited, gets_waited_timeout (ever). */
+void get_wait_info(const get_wait *w, resp_buf *out);
 
 /* ---- answers that wait until the nodes hold them (acks.c) ----
  * MOON.PUTEND, MPUTEND, REMOVE and FLUSH bracket their work with

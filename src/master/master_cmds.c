@@ -50,6 +50,7 @@ static void conn_state_free(client *c, void *ctx) {
     conn_state *cs = ctx;
     master *m = master_of(c);
     if (m && m->waits) put_wait_forget(m->waits, c);
+    if (m && m->gets) get_wait_forget(m->gets, c);
     if (m) members_forget(m->members, c);
     if (m) holdings_wait_forget(m->pulls, c);
     if (m) acks_forget(m->acks, c);
@@ -605,14 +606,18 @@ static void putrevoke_command(client *c) {
                                   sizeof err), err);
 }
 
+/* Keys loading from disk may wait for their loads (get_wait.c), and
+ * then the reply comes from there. */
+static void get_items(client *c, mm_item *it, size_t n, int form) {
+    uint64_t t = now();
+    conn_of(c);   /* its on-free hook drops a parked request */
+    mm_get_batch(meta_of(c), it, n, t);
+    if (!get_wait_park(master_of(c)->gets, c, it, n, form, t)) master_reply_gets(c, it, n, form);
+}
+
 static void get_command(client *c) {
-    char err[PROTO_ERR_LEN];
-    object *o;
-    uint64_t lease;
-    proto_status st = mm_get(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), &o, &lease, err, sizeof err);
-    if (st == PROTO_TRYAGAIN) master_reply_fail(c, st, "%s", err);   /* loading from disk */
-    else if (st != PROTO_OK) reply_null(c);
-    else reply_located(c, o, lease);
+    mm_item it = {.key = c->argv[1].ptr, .keylen = c->argv[1].len};
+    get_items(c, &it, 1, MASTER_GETS_ONE);
 }
 
 static void remove_command(client *c) {
@@ -766,13 +771,7 @@ static void mrelease_command(client *c) {
 static void mget_command(client *c) {
     size_t n;
     mm_item *it = batch_items(c, 1, 1, &n);
-    if (!it) return;
-    mm_get_batch(meta_of(c), it, n, now());
-    reply_array(c, (long long)n);
-    for (size_t i = 0; i < n; i++) {
-        if (it[i].status != PROTO_OK) reply_null(c);
-        else reply_located(c, it[i].obj, it[i].lease_until);
-    }
+    if (it) get_items(c, it, n, MASTER_GETS_ARRAY);
 }
 
 /* MOON.MGETPACKED key [key ...]: MOON.MGET's answers as one bulk string
@@ -784,11 +783,7 @@ static void prefetch_extents(const mm_item *x) {
     for (uint32_t r = 0; r < x->obj->nreplicas; r++) __builtin_prefetch(x->obj->replicas[r].extents);
 }
 
-static void mgetpacked_command(client *c) {
-    size_t n;
-    mm_item *it = batch_items(c, 1, 1, &n);
-    if (!it) return;
-    mm_get_batch(meta_of(c), it, n, now());
+static void reply_gets_packed(client *c, const mm_item *it, size_t n) {
     resp_buf *b = wire_of(c);
     for (size_t i = 0; i < n && i < EXTENTS_AHEAD; i++) prefetch_extents(&it[i]);
     for (size_t i = 0; i < n; i++) {
@@ -801,6 +796,25 @@ static void mgetpacked_command(client *c) {
         proto_located_put(b, it[i].obj, mm_obj_slices(it[i].obj), &g);
     }
     reply_bulk(c, b->data, b->len);
+}
+
+static void mgetpacked_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 1, &n);
+    if (it) get_items(c, it, n, MASTER_GETS_PACKED);
+}
+
+void master_reply_gets(client *c, const mm_item *it, size_t n, int form) {
+    if (form == MASTER_GETS_PACKED) {
+        reply_gets_packed(c, it, n);
+        return;
+    }
+    if (form == MASTER_GETS_ARRAY) reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) {
+        if (it[i].status == PROTO_OK) reply_located(c, it[i].obj, it[i].lease_until);
+        else if (it[i].status == PROTO_TRYAGAIN && form == MASTER_GETS_ONE) master_reply_fail(c, it[i].status, "%s", it[i].err);
+        else reply_null(c);
+    }
 }
 
 static void mexists_command(client *c) {
@@ -982,6 +996,12 @@ static const metrics_field master_metrics[] = {
      "Objects loaded back from a node's disk tier into its DRAM."},
     {"disk_promote_bytes", "moonkv_disk_promote_bytes_total", METRIC_COUNTER, NULL,
      "Bytes of those objects."},
+    {"disk_reads_unpromoted", "moonkv_disk_reads_unpromoted_total", METRIC_COUNTER, NULL,
+     "Loads from a disk tier into a temporary DRAM copy, the object left on disk (disk_promote_after)."},
+    {"disk_reads_unpromoted_bytes", "moonkv_disk_reads_unpromoted_bytes_total", METRIC_COUNTER, NULL,
+     "Bytes of those loads."},
+    {"disk_offloading_bytes", "moonkv_disk_offloading_bytes", METRIC_GAUGE, NULL,
+     "Bytes of objects whose offload to a disk tier is in flight."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
@@ -1028,6 +1048,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "puts_revoked", "%llu", (unsigned long long)st.puts_revoked);
     info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
     put_wait_info(m->waits, out);
+    get_wait_info(m->gets, out);
     acks_info(m->acks, out);
     holdings_wait_info(m->pulls, out);
     info_field(out, "bytes_used", "%llu", (unsigned long long)st.bytes_used);
@@ -1043,6 +1064,9 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "disk_offload_bytes", "%llu", (unsigned long long)st.offload_bytes);
     info_field(out, "disk_promotes", "%llu", (unsigned long long)st.promotes);
     info_field(out, "disk_promote_bytes", "%llu", (unsigned long long)st.promote_bytes);
+    info_field(out, "disk_reads_unpromoted", "%llu", (unsigned long long)st.disk_reads);
+    info_field(out, "disk_reads_unpromoted_bytes", "%llu", (unsigned long long)st.disk_read_bytes);
+    info_field(out, "disk_offloading_bytes", "%llu", (unsigned long long)st.offloading_bytes);
     master_rebuild_info(m, out);
     master_restore_info(m, out);
 }

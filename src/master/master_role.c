@@ -35,6 +35,7 @@ static mm_config meta_config(const mkv_config *cfg) {
     mc.gc_low_pct = (uint32_t)cfg->gc_low_watermark;
     mc.disk_high_pct = (uint32_t)cfg->disk_high_watermark;
     mc.disk_low_pct = (uint32_t)cfg->disk_low_watermark;
+    mc.disk_promote_after = (uint32_t)cfg->disk_promote_after;
     return mc;
 }
 
@@ -233,6 +234,7 @@ int master_role_main(server *srv) {
         return 1;
     }
     m->waits = put_wait_create(m);
+    m->gets = get_wait_create(m);
     m->acks = acks_create(m);
     m->pulls = holdings_wait_create(m);
     srv->role_pipelined = master_pipelined;
@@ -255,6 +257,8 @@ int master_role_main(server *srv) {
     loop_hook_del(heap);
     put_wait_destroy(m->waits);
     m->waits = NULL;
+    get_wait_destroy(m->gets);
+    m->gets = NULL;
     srv->role_pipelined = NULL;
     acks_destroy(m->acks);
     m->acks = NULL;

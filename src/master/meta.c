@@ -19,6 +19,7 @@ void mm_config_defaults(mm_config *cfg) {
     cfg->gc_policy = EVICT_NONE;
     cfg->gc_high_pct = 90;
     cfg->gc_low_pct = 80;
+    cfg->disk_promote_after = 1;
 }
 
 proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...) {
@@ -123,6 +124,9 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->offload_bytes = m->offload_bytes;
     st->promotes = m->promotes;
     st->promote_bytes = m->promote_bytes;
+    st->disk_reads = m->disk_reads;
+    st->disk_read_bytes = m->disk_read_bytes;
+    st->offloading_bytes = m->offloading;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

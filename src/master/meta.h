@@ -32,6 +32,7 @@
 #include "backend/transport.h"
 #include "core/alloc.h"
 #include "core/objtable.h"
+#include "proto/extents.h"
 #include "proto/limits.h"
 #include "proto/slices.h"
 #include "proto/status.h"
@@ -102,15 +103,16 @@ typedef struct mm_config {
      * which its coldest objects go to its disk, and where that stops;
      * high 0: never. */
     uint32_t disk_high_pct, disk_low_pct;
+    /* A get of an object only on disk promotes it (its disk record goes)
+     * once it was read this many times since its offload; before, it is
+     * read through a temporary DRAM copy dropped after the read. */
+    uint32_t disk_promote_after;
 } mm_config;
 
 /* A replica on a node's disk tier rather than in its segment: one
- * extent {node, MM_ON_DISK, size} (no layout change: a segment offset
- * can never be this). */
-#define MM_ON_DISK UINT64_MAX
-static inline int mm_replica_on_disk(const obj_replica *r) {
-    return r->nextents == 1 && r->extents[0].offset == MM_ON_DISK;
-}
+ * extent {node, MM_ON_DISK, size} (no layout change; proto/extents.h). */
+#define MM_ON_DISK PROTO_ON_DISK
+static inline int mm_replica_on_disk(const obj_replica *r) { return proto_replica_on_disk(r); }
 
 /* A copy the master asks a node to make: read the src extents in order
  * (from any node, with read caps) and write the same bytes, in order,
@@ -153,6 +155,8 @@ typedef struct mm_stats {
     uint64_t slice_crc_bytes;     /* kept for objects' per-slice checksums */
     uint64_t offloads, offload_bytes;   /* objects moved to a disk tier, ever */
     uint64_t promotes, promote_bytes;   /* ... and loaded back into DRAM */
+    uint64_t disk_reads, disk_read_bytes;   /* loads kept on disk: read through a temporary copy */
+    uint64_t offloading_bytes;    /* object bytes of offloads in flight */
 } mm_stats;
 
 typedef struct master_meta master_meta;
@@ -174,6 +178,7 @@ typedef struct mm_obj {
     object *prev, *next;          /* pending puts, oldest first */
     mm_more *more;                /* NULL: no lease, copy, hold or slice CRCs */
     uint32_t want;                /* replica count asked for */
+    uint32_t disk_reads;          /* gets since its offload, while on disk (disk_promote_after) */
 } mm_obj;
 
 static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }
@@ -379,9 +384,17 @@ void mm_repair_kick(master_meta *m, uint64_t now_ms);
 /* Node id's disk tier has disk_free bytes free (0: it has none). */
 void mm_node_disk(master_meta *m, uint32_t id, uint64_t disk_free);
 /* Above disk_high_pct of a node's segment, offload tasks for its
- * coldest objects (single replica, wholly there, no lease or copy)
- * down to disk_low_pct. Returns how many. */
+ * coldest replicas (wholly there, no lease, copy or pin on the object)
+ * down to disk_low_pct; temporary copies whose leases ran out go.
+ * Returns how many offloads started. */
 int mm_offload(master_meta *m, uint64_t now_ms);
+/* A put of size found no room: 1 if offloads are in flight or some node
+ * has disk room, which then sheds down to its low watermark for a lease
+ * time (an offload pass now if none is in flight): worth a wait. */
+int mm_offload_ahead(master_meta *m, uint64_t size, uint64_t now_ms);
+/* Loads from disk finished or failed so far: a change means a parked
+ * get may be answered. */
+uint64_t mm_loads_landed(const master_meta *m);
 
 /* ---- garbage collection (collect.c) ---- */
 /* Above the high watermark, collect down to the low one. Only COMPLETE

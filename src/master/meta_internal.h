@@ -23,6 +23,7 @@ typedef struct mm_job {
     uint32_t ntasks, nleft;
     mm_task **tasks;
     uint64_t hold_before;       /* an offload: o's hold before its task's read caps */
+    int keep_disk;              /* a load for one read: the disk replica stays (not promoted) */
 } mm_job;
 
 struct master_meta {
@@ -67,6 +68,11 @@ struct master_meta {
     struct mm_pins *pins;       /* pins on prefix hits (pins.c): apart from the objects */
     uint64_t offloads, offload_bytes;   /* offload.c */
     uint64_t promotes, promote_bytes;
+    uint64_t disk_reads, disk_read_bytes;   /* loads that kept the disk replica */
+    uint64_t offloading;        /* object bytes of offloads in flight (space coming) */
+    uint64_t loads_landed;      /* loads finished or failed, ever (parked gets retry) */
+    uint64_t shed_until_ms;     /* puts wait for room: offload as if past the high watermark */
+    uint64_t temp_swept;        /* disk_reads when the last sweep found no temporary copy */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -163,13 +169,19 @@ void mm_notes_reset(mm_node *n);
 /* Start an offload of o's replica src (one extent, wholly on its node)
  * to that node's disk: a job whose new replica is the disk one. */
 void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_t now_ms);
-/* Load o (its one replica on a node's disk) into a new segment replica
- * on that node: a job whose task reads the record into dst. -1 if no
- * room there. */
-int mm_load_start(master_meta *m, object *o, const obj_replica *dst, uint64_t now_ms);
-/* offload.c: a get of o, whose only replica is on disk: a load started or
- * in flight (PROTO_TRYAGAIN) or no room for it yet (PROTO_TRYAGAIN too). */
+/* Load o (every replica on disk) into a new segment replica dst on a
+ * node holding its record: a job whose task reads the record into dst.
+ * keep_disk: the disk replica stays (a temporary copy, not a promote). */
+void mm_load_start(master_meta *m, object *o, const obj_replica *dst, int keep_disk, uint64_t now_ms);
+/* offload.c: a get of o, with no replica in DRAM: a load started or in
+ * flight (PROTO_TRYAGAIN) or no room for it yet (PROTO_TRYAGAIN too). */
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen);
+/* A get served from DRAM: o read once more while it also has a disk
+ * replica and a temporary copy; promoted (the disk replica goes) at its
+ * disk_promote_after-th read. */
+void mm_disk_hit(master_meta *m, object *o, uint64_t now_ms);
+/* o's temporary DRAM copy goes (no lease, job or pin left on it). */
+void mm_drop_temp_copy(master_meta *m, object *o, uint64_t now_ms);
 /* Fewer replicas wholly on alive nodes than the object wants. */
 int mm_needs_repair(master_meta *m, const object *o);
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms);

@@ -1,12 +1,16 @@
 /* master/offload.c - the disk tier's offloads (docs/SSD_TIER.md).
  *
  * The master owns every segment allocation, so it decides what leaves a
- * node's DRAM: past disk_high_pct of a segment in use, the coldest
- * objects lying whole in it (least recently read; one replica, one
- * extent; no lease, copy or pin) go to that node's disk through an
- * offload task (repair.c's jobs), down to disk_low_pct. The segment
- * replica goes only once the node answered that the disk record is
- * written and its CRC checked (mm_copy_done). */
+ * node's DRAM: past disk_high_pct of a segment in use (or while puts
+ * wait for room), the coldest replicas lying whole in it (least recently
+ * read; no lease, copy or pin on their object) go to that node's disk
+ * through an offload task (repair.c's jobs), down to disk_low_pct. The
+ * segment replica goes only once the node answered that the disk record
+ * is written and its CRC checked (mm_copy_done).
+ *
+ * A get of an object with no DRAM replica loads it back (mm_load): for
+ * good (promoted) at its disk_promote_after-th read since its offload,
+ * before that into a temporary copy that goes once read. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +26,11 @@ void mm_node_disk(master_meta *m, uint32_t id, uint64_t disk_free) {
     if (n) n->disk_free = disk_free;
 }
 
+uint64_t mm_loads_landed(const master_meta *m) { return m->loads_landed; }
+
 typedef struct cand {
     object *o;
+    uint32_t rep;                 /* the replica that goes */
     uint64_t atime;
 } cand;
 
@@ -32,45 +39,117 @@ static int by_atime(const void *a, const void *b) {
     return x->atime < y->atime ? -1 : x->atime > y->atime;
 }
 
-/* o may go to the disk of the node holding its one segment replica. */
+/* The node holding every extent of r (a DRAM replica), else 0. */
+static uint32_t one_node(const obj_replica *r) {
+    if (mm_replica_on_disk(r) || r->nextents == 0) return 0;
+    for (uint32_t i = 1; i < r->nextents; i++)
+        if (r->extents[i].node != r->extents[0].node) return 0;
+    return r->extents[0].node;
+}
+
+/* o may lose a DRAM replica to a disk: complete, with no lease, copy in
+ * flight or pin, and no temporary copy (that one is dropped, not written). */
 static int offloadable(master_meta *m, const object *o, uint64_t now_ms) {
-    if (o->state != OBJ_COMPLETE || o->nreplicas != 1 || mm_obj_of(o)->want != 1) return 0;
-    const obj_replica *r = &o->replicas[0];
-    if (r->nextents != 1 || mm_replica_on_disk(r) || mm_obj_job(o)) return 0;
+    if (o->state != OBJ_COMPLETE || o->nreplicas != mm_obj_of(o)->want || mm_obj_job(o)) return 0;
     return mm_hold_until(o, now_ms) == 0 && mm_pins_left(m->pins, o->key, o->keylen, now_ms) == 0;
 }
 
-/* Bytes node n should shed (0: below its high watermark). */
-static uint64_t excess(const master_meta *m, const mm_node *n) {
+/* Bytes node n should shed (0: below its high watermark, or while puts
+ * wait for room, below its low one). */
+static uint64_t excess(const master_meta *m, const mm_node *n, uint64_t now_ms) {
     if (!n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore) return 0;
     seg_alloc_stats as;
     seg_alloc_get_stats(n->alloc, &as);
-    if (as.used * 100 <= as.size * m->cfg.disk_high_pct) return 0;
-    return as.used - as.size * m->cfg.disk_low_pct / 100;
+    uint64_t low = as.size * m->cfg.disk_low_pct / 100;
+    int past = as.used * 100 > as.size * m->cfg.disk_high_pct || m->shed_until_ms > now_ms;
+    return past && as.used > low ? as.used - low : 0;
+}
+
+static int has_disk_replica(const object *o) {
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&o->replicas[i])) return 1;
+    return 0;
+}
+
+/* Its disk replica to load from: one on a usable node (NULL: none). */
+static const obj_replica *load_source(master_meta *m, const object *o) {
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&o->replicas[i]) && mm_node_usable(mm_node_get(m, o->replicas[i].extents[0].node)))
+            return &o->replicas[i];
+    return NULL;
 }
 
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen) {
     o->atime_ms = now_ms;   /* read: not the next offload's pick */
     if (mm_obj_job(o)) return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
-    uint32_t home = o->replicas[0].extents[0].node;
-    mm_node *n = mm_node_get(m, home);
-    if (!mm_node_usable(n)) return mm_fail(err, errlen, PROTO_NOTFOUND, "only on the disk of an unusable node");
+    const obj_replica *from = load_source(m, o);
+    if (!from) return mm_fail(err, errlen, PROTO_NOTFOUND, "only on the disk of an unusable node");
+    uint32_t home = from->extents[0].node;
     uint8_t *exclude = xmalloc(m->nnodes);
     memset(exclude, 1, m->nnodes);
     exclude[home - 1] = 0;   /* the record is read where it lies */
     obj_replica rep = {0, NULL};
     proto_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
     free(exclude);
-    if (st != PROTO_OK) return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
-    mm_load_start(m, o, &rep, now_ms);
+    if (st != PROTO_OK) {
+        m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* make room: offload ahead */
+        return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
+    }
+    /* This read is the disk_promote_after-th since the offload: promote. */
+    mm_obj *mo = mm_obj_of(o);
+    int keep = mo->disk_reads + 1 < m->cfg.disk_promote_after;
+    mm_load_start(m, o, &rep, keep, now_ms);
     return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
+}
+
+/* Its temporary copy: a DRAM replica beyond the count asked for, beside a
+ * disk one (a load kept on disk). UINT32_MAX: none. */
+static uint32_t temp_copy(const object *o) {
+    if (o->nreplicas <= mm_obj_of(o)->want || !has_disk_replica(o)) return UINT32_MAX;
+    for (uint32_t i = o->nreplicas; i-- > 0;)
+        if (!mm_replica_on_disk(&o->replicas[i])) return i;
+    return UINT32_MAX;
+}
+
+void mm_disk_hit(master_meta *m, object *o, uint64_t now_ms) {
+    if (temp_copy(o) == UINT32_MAX) return;
+    mm_obj *mo = mm_obj_of(o);
+    if (mo->disk_reads < UINT32_MAX) mo->disk_reads++;
+    if (mo->disk_reads < m->cfg.disk_promote_after || mm_obj_job(o)) return;
+    /* Read enough: the copy stays and the disk records go. */
+    for (uint32_t i = o->nreplicas; i-- > 0 && o->nreplicas > mo->want;)
+        if (mm_replica_on_disk(&o->replicas[i])) mm_drop_replica(m, o, i, now_ms);
+    m->promotes++;
+    m->promote_bytes += o->size;
+}
+
+void mm_drop_temp_copy(master_meta *m, object *o, uint64_t now_ms) {
+    uint32_t i = temp_copy(o);
+    if (i == UINT32_MAX || mm_obj_job(o) || mm_hold_until(o, now_ms)) return;
+    mm_drop_replica(m, o, i, now_ms);
+}
+
+/* Temporary copies whose leases expired unreturned (a returned lease
+ * drops its copy at once: lifecycle.c); the table is walked only while
+ * some exist. */
+static void drop_temp_copies(master_meta *m, uint64_t now_ms) {
+    if (m->disk_reads == m->temp_swept) return;
+    size_t count, left = 0;
+    object **all = mm_all_objects(m, &count);
+    for (size_t i = 0; i < count; i++) {
+        mm_drop_temp_copy(m, all[i], now_ms);
+        left += temp_copy(all[i]) != UINT32_MAX;
+    }
+    free(all);
+    if (!left) m->temp_swept = m->disk_reads;
 }
 
 int mm_offload(master_meta *m, uint64_t now_ms) {
     if (m->cfg.disk_high_pct == 0 || m->nnodes == 0) return 0;
+    drop_temp_copies(m, now_ms);
     uint64_t *want = xcalloc(m->nnodes, sizeof *want);
     int any = 0;
-    for (uint32_t i = 0; i < m->nnodes; i++) any |= (want[i] = excess(m, m->nodes[i])) > 0;
+    for (uint32_t i = 0; i < m->nnodes; i++) any |= (want[i] = excess(m, m->nodes[i], now_ms)) > 0;
     if (!any) {
         free(want);
         return 0;
@@ -86,18 +165,28 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
             *w = *w > o->size ? *w - o->size : 0;
         }
     }
-    for (size_t i = 0; i < count; i++)
-        if (offloadable(m, all[i], now_ms) && want[all[i]->replicas[0].extents[0].node - 1])
-            c[nc++] = (cand){all[i], all[i]->atime_ms};
+    /* One replica per object a pass (one job per object): the first on
+     * a node that sheds. */
+    for (size_t i = 0; i < count; i++) {
+        object *o = all[i];
+        if (!offloadable(m, o, now_ms)) continue;
+        for (uint32_t r = 0; r < o->nreplicas; r++) {
+            uint32_t node = one_node(&o->replicas[r]);
+            if (node && want[node - 1]) {
+                c[nc++] = (cand){o, r, o->atime_ms};
+                break;
+            }
+        }
+    }
     free(all);
     qsort(c, nc, sizeof *c, by_atime);
     int started = 0;
     for (size_t i = 0; i < nc && started < OFFLOAD_MAX_PER_PASS; i++) {
         object *o = c[i].o;
-        mm_node *n = m->nodes[o->replicas[0].extents[0].node - 1];
+        mm_node *n = m->nodes[o->replicas[c[i].rep].extents[0].node - 1];
         uint64_t *w = &want[n->id - 1];
         if (*w == 0 || n->disk_free < o->size + 8192) continue;
-        mm_offload_start(m, o, &o->replicas[0], now_ms);
+        mm_offload_start(m, o, &o->replicas[c[i].rep], now_ms);
         n->disk_free -= o->size + 8192;   /* its header and padding, roughly: the next heartbeat says */
         *w = *w > o->size ? *w - o->size : 0;
         started++;
@@ -106,4 +195,17 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     free(want);
     if (started) log_info("offload: %d objects to disk", started);
     return started;
+}
+
+int mm_offload_ahead(master_meta *m, uint64_t size, uint64_t now_ms) {
+    if (m->cfg.disk_high_pct == 0) return 0;
+    int room = 0;
+    for (uint32_t i = 0; i < m->nnodes && !room; i++) {
+        const mm_node *n = m->nodes[i];
+        room = mm_node_usable(n) && n->alloc && !n->restore && n->disk_free >= size + 8192;
+    }
+    if (!room) return m->offloading > 0;
+    m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* shed now, not at the watermark */
+    if (m->offloading == 0) mm_offload(m, now_ms);   /* else the next sweep goes on */
+    return 1;
 }

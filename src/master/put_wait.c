@@ -8,7 +8,8 @@
  * its client is blocked (its later commands wait; the loop does not),
  * its NOSPACE items are placed again whenever extents go back to the
  * allocators or a hold runs out, and it is answered once every item is
- * placed or the bound has passed (then NOSPACE, as without waiting). */
+ * placed or the bound has passed (then NOSPACE, as without waiting).
+ * With a disk tier, offloads make the room (mm_offload_ahead). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +78,12 @@ void put_wait_destroy(put_wait *w) {
     free(w);
 }
 
+/* Held extents free by the horizon, or offloads to disk make room. */
 static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t replicas,
-                   uint64_t horizon_ms) {
+                   uint64_t now_ms, uint64_t horizon_ms) {
     for (size_t i = 0; i < n; i++)
-        if (it[i].status == PROTO_NOSPACE && mm_space_due(meta, it[i].size, replicas, horizon_ms))
+        if (it[i].status == PROTO_NOSPACE && (mm_space_due(meta, it[i].size, replicas, horizon_ms) ||
+                                              mm_offload_ahead(meta, it[i].size, now_ms)))
             return 1;
     return 0;
 }
@@ -88,7 +91,7 @@ static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t repl
 int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replicas, int form,
                   uint64_t now_ms) {
     uint64_t bound = (uint64_t)w->m->srv->cfg.put_wait_ms;
-    if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms + bound)) return 0;
+    if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms, now_ms + bound)) return 0;
     parked *p = xcalloc(1, sizeof *p);
     size_t keybytes = 0;
     for (size_t i = 0; i < n; i++) keybytes += it[i].keylen;
@@ -137,6 +140,7 @@ static int retry(master_meta *meta, parked *p, uint64_t now_ms) {
         it->status = mm_put_start(meta, it->key, it->keylen, it->size, p->replicas, now_ms, &it->obj,
                                   it->err, sizeof it->err);
         if (it->status == PROTO_OK) p->stamp[i] = mm_obj_of(it->obj)->write_issued_us;
+        if (it->status == PROTO_NOSPACE) mm_offload_ahead(meta, it->size, now_ms);   /* keep shedding */
         waiting |= it->status == PROTO_NOSPACE;
     }
     return !waiting;

@@ -190,8 +190,17 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     return 0;
 }
 
+/* A disk job (offload or load) ends, landed or not: the waits on it
+ * move on (space coming, parked gets). */
+static void disk_job_end(master_meta *m, const mm_job *j) {
+    if (j->ntasks != 1 || !j->tasks[0]->to_disk) return;
+    if (j->tasks[0]->to_disk == MM_TASK_OFFLOAD) m->offloading -= j->o->size;
+    else m->loads_landed++;
+}
+
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
     uint64_t deadline = j->ntasks ? j->tasks[0]->deadline_ms : now_ms;
+    disk_job_end(m, j);
     for (uint32_t i = 0; i < j->ntasks; i++) {
         if (j->tasks[i]->done) continue;
         tasks_remove(m, j->tasks[i]);
@@ -225,11 +234,12 @@ static void offload_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     mm_add_replica(m, o, &j->rep);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
         const obj_replica *r = &o->replicas[i];
-        if (r->nextents == 1 && r->extents[0].node == src.node && r->extents[0].offset == src.offset) {
+        if (r->extents[0].node == src.node && r->extents[0].offset == src.offset) {
             mm_drop_replica(m, o, i, now_ms);
             break;
         }
     }
+    mm_obj_of(o)->disk_reads = 0;   /* cold again: reads count from here */
     m->offloads++;
     m->offload_bytes += o->size;
     mm_obj_set_job(o, NULL);
@@ -247,7 +257,7 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
     mm_task *t = job_task_for(m, j, src->extents[0].node, deadline);
     t->to_disk = MM_TASK_OFFLOAD;
-    extent_push(&t->src, &t->nsrc, src->extents[0]);
+    for (uint32_t i = 0; i < src->nextents; i++) extent_push(&t->src, &t->nsrc, src->extents[i]);
     j->nleft = 1;
     tasks_push(m, t);
     mm_more *x = mm_more_get(mm_obj_of(o));   /* its read caps are a lease */
@@ -256,12 +266,14 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     x->job = j;
     m->njobs++;
     m->job_bytes += o->size;
+    m->offloading += o->size;
 }
 
-int mm_load_start(master_meta *m, object *o, const obj_replica *dst, uint64_t now_ms) {
+void mm_load_start(master_meta *m, object *o, const obj_replica *dst, int keep_disk, uint64_t now_ms) {
     mm_job *j = xcalloc(1, sizeof *j);
     j->o = o;
     j->rep = *dst;   /* owned by the job now */
+    j->keep_disk = keep_disk;
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
     mm_task *t = job_task_for(m, j, dst->extents[0].node, deadline);
     t->to_disk = MM_TASK_LOAD;
@@ -271,23 +283,30 @@ int mm_load_start(master_meta *m, object *o, const obj_replica *dst, uint64_t no
     mm_obj_set_job(o, j);
     m->njobs++;
     m->job_bytes += o->size;
-    return 0;
 }
 
 /* The record landed whole in the new segment replica (the node checked
- * its CRC): the replica joins, the disk record goes (promoted for good;
- * a later offload pass writes it again if the object goes cold). */
+ * its CRC): the replica joins. Promoted, the disk record on that node
+ * goes (a later offload writes it again if the object goes cold); kept,
+ * the copy is temporary (mm_drop_temp_copy once read). */
 static void load_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
+    uint32_t node = j->tasks[0]->node;
     mm_add_replica(m, o, &j->rep);   /* a copy: job_free frees the job's */
     mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
-    for (uint32_t i = 0; i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&o->replicas[i])) {
+    for (uint32_t i = 0; !j->keep_disk && i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&o->replicas[i]) && o->replicas[i].extents[0].node == node) {
             mm_drop_replica(m, o, i, now_ms);
             break;
         }
-    m->promotes++;
-    m->promote_bytes += o->size;
+    if (j->keep_disk) {
+        m->disk_reads++;
+        m->disk_read_bytes += o->size;
+    } else {
+        m->promotes++;
+        m->promote_bytes += o->size;
+    }
+    m->loads_landed++;
     mm_obj_set_job(o, NULL);
     m->njobs--;
     m->job_bytes -= o->size;
@@ -297,6 +316,7 @@ static void load_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
 static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
     if (j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {
+        m->offloading -= o->size;
         offload_finish(m, j, now_ms);
         return;
     }

@@ -31,9 +31,10 @@ void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e,
 }
 
 void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g) {
-    resp_add_array(b, o->nreplicas);
+    resp_add_array(b, proto_replicas_readable(o));
     for (uint32_t r = 0; r < o->nreplicas; r++)
-        proto_extents_encode(b, PROTO_EXT_REMOTE, o->replicas[r].extents,
+        if (!proto_replica_on_disk(&o->replicas[r]))
+            proto_extents_encode(b, PROTO_EXT_REMOTE, o->replicas[r].extents,
                              o->replicas[r].nextents, g);
 }
 

@@ -24,6 +24,21 @@
 
 typedef enum proto_ext_form { PROTO_EXT_REMOTE, PROTO_EXT_LOCAL } proto_ext_form;
 
+/* A replica on a node's disk tier rather than in its segment: one
+ * extent {node, PROTO_ON_DISK, size} (a segment offset can never be
+ * this). Nobody reads it with a cap, so the encoders of an object's
+ * replicas leave it out: a reader is sent DRAM replicas only. */
+#define PROTO_ON_DISK UINT64_MAX
+static inline int proto_replica_on_disk(const obj_replica *r) {
+    return r->nextents == 1 && r->extents[0].offset == PROTO_ON_DISK;
+}
+/* o's replicas a reader can be sent (not on disk). */
+static inline uint32_t proto_replicas_readable(const object *o) {
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < o->nreplicas; r++) n += !proto_replica_on_disk(&o->replicas[r]);
+    return n;
+}
+
 /* The grant of a signed capability, expiring at expiry_ms. */
 typedef struct proto_grant {
     uint32_t rights;              /* TE_CAP_READ or TE_CAP_WRITE */

@@ -132,6 +132,11 @@ static const config_row config_table[] = {
      "master: percent of a node's DRAM in use above which it offloads to the node's disk (0: never)"},
     {"disk_low_watermark", CT_INT, OFF(disk_low_watermark), 0, 99, NULL,
      "master: percent of a node's DRAM in use offloading brings it down to"},
+    {"disk_promote_after", CT_INT, OFF(disk_promote_after), 1, 1000000, NULL,
+     "master: an object on disk is promoted to DRAM at its Nth read; before, a read goes through a "
+     "temporary DRAM copy"},
+    {"get_wait_ms", CT_INT, OFF(get_wait_ms), 0, 60000, NULL,
+     "master: a get of an object on disk waits this long for its load (0: TRYAGAIN at once)"},
     {"sentinel_master_name", CT_STR, OFF(sentinel_master_name), 0, 64, NULL,
      "master name SENTINEL answers for (unset: any name)"},
     {"etcd", CT_STR, OFF(etcd), 0, CONFIG_STR_MAX, NULL, "etcd endpoints http://h:p,... (failover)"},
@@ -182,6 +187,8 @@ void config_defaults(mkv_config *cfg) {
     cfg->gc_low_watermark = 80;
     cfg->disk_high_watermark = 0;
     cfg->disk_low_watermark = 70;
+    cfg->disk_promote_after = 1;
+    cfg->get_wait_ms = 3000;
     snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "moonkv");
     cfg->etcd_lease_ttl = 2;
 }

@@ -35,33 +35,42 @@ static char dir[256];
 static char *src, *dst;
 
 typedef struct cluster {
-    int port;   /* master; node port+1, its data plane port+2 */
+    int port;   /* master; node i at port+1+2i, its data plane port+2+2i */
     char master[32];
 } cluster;
 
-static void start(cluster *cl, const char *const *master_flags, const char *sub) {
-    cl->port = h_free_ports(3);
+static void start_nodes(cluster *cl, const char *const *master_flags, const char *sub, int nodes) {
+    cl->port = h_free_ports(1 + 2 * nodes);
     snprintf(cl->master, sizeof cl->master, "127.0.0.1:%d", cl->port);
     ASSERT(h_start_master(cl->port, master_flags) > 0);
-    char disk[320];
-    snprintf(disk, sizeof disk, "%s/%s", dir, sub);
-    h_args a = {0};
-    h_node_argv(&a, cl->master, "127.0.0.1", cl->port + 1, cl->port + 2, "16MB");
-    const char *more[] = {"--segment-persist", "no", "--disk-dir", disk, "--disk-size", "64MB", NULL};
-    h_argv(&a, more);
-    ASSERT(h_spawn(a.v) > 0);
-    ASSERT_EQ(h_wait_nodes(cl->port, "alive", 1, 20000), 0);
+    for (int i = 0; i < nodes; i++) {
+        char disk[320];
+        snprintf(disk, sizeof disk, "%s/%s%d", dir, sub, i);
+        h_args a = {0};
+        h_node_argv(&a, cl->master, "127.0.0.1", cl->port + 1 + 2 * i, cl->port + 2 + 2 * i, "16MB");
+        const char *more[] = {"--segment-persist", "no", "--disk-dir", disk, "--disk-size", "64MB", NULL};
+        h_argv(&a, more);
+        ASSERT(h_spawn(a.v) > 0);
+    }
+    ASSERT_EQ(h_wait_nodes(cl->port, "alive", nodes, 20000), 0);
+}
+
+static void start(cluster *cl, const char *const *master_flags, const char *sub) {
+    start_nodes(cl, master_flags, sub, 1);
 }
 
 static long long master_field(const cluster *cl, const char *f) { return h_port_info(cl->port, "cluster", f); }
-static long long node_field(const cluster *cl, const char *f) { return h_port_info(cl->port + 1, "node", f); }
+static long long node_i_field(const cluster *cl, int i, const char *f) {
+    return h_port_info(cl->port + 1 + 2 * i, "node", f);
+}
+static long long node_field(const cluster *cl, const char *f) { return node_i_field(cl, 0, f); }
 
-static int put_range(mkv_client *c, int from, int to) {
+static int put_range_r(mkv_client *c, int from, int to, int replicas) {
     char key[32];
     for (int i = from; i < to; i++) {
         snprintf(key, sizeof key, "k%d", i);
         h_fill(src, OBJ, (uint64_t)i + 1);
-        int rc = mkv_put(c, key, strlen(key), src, OBJ, 1);
+        int rc = mkv_put(c, key, strlen(key), src, OBJ, replicas);
         if (rc != MKV_OK) {
             printf("# put %s: %d %s\n", key, rc, mkv_last_error(c));
             return -1;
@@ -69,6 +78,8 @@ static int put_range(mkv_client *c, int from, int to) {
     }
     return 0;
 }
+
+static int put_range(mkv_client *c, int from, int to) { return put_range_r(c, from, to, 1); }
 
 /* Waits until the master's segment use is at most limit bytes. */
 static int wait_used_below(const cluster *cl, long long limit) {
@@ -82,9 +93,20 @@ static int wait_used_below(const cluster *cl, long long limit) {
     return used >= 0 && used <= limit ? 0 : -1;
 }
 
-/* Every key in [0, n) byte-exact: a key only on disk answers TRYAGAIN
- * while the master loads it (tried again for up to 30 s); how many
- * answered TRYAGAIN first (-1: a miss, wrong bytes or an error). */
+/* Waits until no offload is in flight (a remove racing one leaves its
+ * record behind: docs/SSD_TIER.md "What is left"). */
+static int wait_offloads_landed(const cluster *cl) {
+    uint64_t end = mono_ms() + 30000;
+    while ((master_field(cl, "disk_offloading_bytes") != 0 || master_field(cl, "tasks_pending") != 0) &&
+           mono_ms() < end)
+        usleep(50 * 1000);
+    return master_field(cl, "disk_offloading_bytes") == 0 ? 0 : -1;
+}
+
+/* Every key in [0, n) byte-exact: a get of a key only on disk waits for
+ * its load (up to get_wait_ms; TRYAGAIN after that, tried again for up
+ * to 60 s); how many answered TRYAGAIN first (-1: a miss, wrong bytes or
+ * an error). */
 static int check_all(mkv_client *c, int n) {
     int loaded = 0, left = n;
     char key[32];
@@ -134,11 +156,14 @@ static void test_offload_past_high_watermark(void) {
     ASSERT_EQ(master_field(&cl, "disk_offload_bytes"), off * OBJ);
     ASSERT_EQ(node_field(&cl, "disk_objects"), off);
     ASSERT(node_field(&cl, "disk_write_bytes") >= off * OBJ);
-    int loads = check_all(c, n);
-    printf("# read back: %d loads, %lld offloaded, %lld promoted\n", loads, off, master_field(&cl, "disk_promotes"));
-    ASSERT(loads >= off);   /* each offloaded one loaded (some others went to disk meanwhile) */
+    long long p0 = master_field(&cl, "disk_promotes"), w0 = master_field(&cl, "gets_waited");
+    int retried = check_all(c, n);
     long long promoted = master_field(&cl, "disk_promotes");
-    ASSERT(promoted >= loads);
+    printf("# read back: %lld promoted (%lld offloaded), %lld gets waited, %d answered TRYAGAIN\n",
+           promoted - p0, off, master_field(&cl, "gets_waited") - w0, retried);
+    ASSERT(retried >= 0);
+    ASSERT(promoted - p0 >= off);   /* each offloaded one loaded (some others went to disk meanwhile) */
+    ASSERT(master_field(&cl, "gets_waited") - w0 > 0);   /* parked, not refused */
     ASSERT_EQ(master_field(&cl, "disk_promote_bytes"), promoted * OBJ);
     /* Rounds of 4 MB, each once the offloads made room: twice the segment. */
     for (; n < 128; n += 16) {
@@ -153,12 +178,11 @@ static void test_offload_past_high_watermark(void) {
     ASSERT_EQ(node_field(&cl, "disk_objects"), off - master_field(&cl, "disk_promotes"));
     ASSERT_EQ(node_field(&cl, "disk_checksum_errors"), 0);
     promoted = master_field(&cl, "disk_promotes");
-    loads = check_all(c, n);
-    ASSERT(loads > 0);
-    ASSERT_EQ(check_all(c, n) >= 0, 1);   /* twice */
-    ASSERT(master_field(&cl, "disk_promotes") >= promoted + loads);
-    off = master_field(&cl, "disk_offloads") - master_field(&cl, "disk_promotes");   /* on disk now */
-    ASSERT(off >= 0);
+    long long on_disk = node_field(&cl, "disk_objects");
+    ASSERT(check_all(c, n) >= 0);
+    ASSERT(check_all(c, n) >= 0);   /* twice */
+    ASSERT(master_field(&cl, "disk_promotes") >= promoted + on_disk);
+    ASSERT_EQ(wait_offloads_landed(&cl), 0);
     char key[32];
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof key, "k%d", i);
@@ -169,6 +193,121 @@ static void test_offload_past_high_watermark(void) {
         usleep(50 * 1000);
     ASSERT_EQ(node_field(&cl, "disk_objects"), 0);
     ASSERT_EQ(node_field(&cl, "disk_removes"), master_field(&cl, "disk_offloads"));   /* promoted or removed */
+    ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
+/* Reads every key with one batch get (MOON.MGETPACKED) into big: all
+ * byte-exact, none a miss. */
+static int batch_all(mkv_client *c, int n, uint8_t *big) {
+    mkv_obj objs[MAX_KEYS];
+    char keys[MAX_KEYS][32];
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        objs[i] = (mkv_obj){keys[i], strlen(keys[i]), big + (size_t)i * OBJ, OBJ, 0};
+    }
+    int rc = mkv_get_batch(c, objs, (size_t)n);
+    if (rc != MKV_OK) {
+        printf("# batch get: %d %s\n", rc, mkv_last_error(c));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        h_fill(src, OBJ, (uint64_t)i + 1);
+        if (objs[i].status != MKV_OK || objs[i].len != OBJ || memcmp(src, big + (size_t)i * OBJ, OBJ) != 0) {
+            printf("# batch get %s: %d (%zu bytes)\n", keys[i], objs[i].status, objs[i].len);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Waits until no temporary copy is left: segment use back to at most limit. */
+static int wait_copies_dropped(const cluster *cl, long long limit) {
+    uint64_t end = mono_ms() + 30000;
+    while (master_field(cl, "bytes_used") > limit && mono_ms() < end) usleep(50 * 1000);
+    return master_field(cl, "bytes_used") <= limit ? 0 : -1;
+}
+
+/* --disk-promote-after 3: a batch get of keys on disk is answered whole
+ * (parked until the loads landed, no miss); the first two reads go
+ * through temporary copies (the records stay, nothing promoted, the
+ * copies dropped after the read), the third promotes. */
+static void test_batch_get_and_promote_after(void) {
+    cluster cl;
+    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "100",
+                           "--disk-promote-after", "3", NULL};
+    start(&cl, flags, "p");
+    mkv_client *c = NULL;
+    const int n = 40;   /* 10 MB: 62 % of the segment */
+    uint8_t *big = aligned_alloc(4096, (size_t)n * OBJ);
+    ASSERT(big != NULL);
+    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 1), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, big, (size_t)n * OBJ), MKV_OK);
+    const long long seg = (long long)SEG_MB << 20;
+    ASSERT_EQ(put_range(c, 0, n), 0);
+    ASSERT_EQ(wait_used_below(&cl, seg * 60 / 100), 0);
+    long long off = master_field(&cl, "disk_offloads"), used = master_field(&cl, "bytes_used");
+    ASSERT(off > 0);
+    for (int round = 1; round <= 2; round++) {
+        ASSERT_EQ(batch_all(c, n, big), 0);
+        long long temp = master_field(&cl, "disk_reads_unpromoted");
+        printf("# read %d: %lld loads kept on disk, %lld promoted, node disk_objects %lld\n", round, temp,
+               master_field(&cl, "disk_promotes"), node_field(&cl, "disk_objects"));
+        ASSERT_EQ(temp, off * round);
+        ASSERT_EQ(master_field(&cl, "disk_reads_unpromoted_bytes"), temp * OBJ);
+        ASSERT_EQ(master_field(&cl, "disk_promotes"), 0);
+        ASSERT_EQ(node_field(&cl, "disk_objects"), off);   /* the records stay */
+        ASSERT_EQ(wait_copies_dropped(&cl, used), 0);
+    }
+    ASSERT_EQ(batch_all(c, n, big), 0);   /* the third read promotes */
+    ASSERT_EQ(master_field(&cl, "disk_promotes"), off);
+    ASSERT_EQ(master_field(&cl, "disk_reads_unpromoted"), off * 2);
+    ASSERT_EQ(node_field(&cl, "disk_checksum_errors"), 0);
+    ASSERT_EQ(master_field(&cl, "gets_waited_timeout"), 0);
+    mkv_close(c);
+    free(big);
+    h_kill_all();
+}
+
+/* Replicas 2 on two nodes: each node offloads its own replicas; the
+ * objects read back byte-exact (from DRAM where one replica is left
+ * there, else through a load); removes empty both disks. */
+static void test_two_replicas(void) {
+    cluster cl;
+    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "100",
+                           NULL};
+    start_nodes(&cl, flags, "r", 2);
+    mkv_client *c = NULL;
+    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 2), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, dst, OBJ), MKV_OK);
+    const long long seg = (long long)SEG_MB << 20;
+    int n = 48;   /* 12 MB on each node: 75 % */
+    ASSERT_EQ(put_range_r(c, 0, n, 2), 0);
+    ASSERT_EQ(wait_used_below(&cl, 2 * seg * 60 / 100), 0);
+    ASSERT_EQ(wait_offloads_landed(&cl), 0);
+    long long off = master_field(&cl, "disk_offloads");
+    long long d0 = node_i_field(&cl, 0, "disk_objects"), d1 = node_i_field(&cl, 1, "disk_objects");
+    printf("# replicas 2: %lld offloads, disk_objects %lld + %lld, under_replicated %lld\n", off, d0, d1,
+           master_field(&cl, "under_replicated"));
+    ASSERT(d0 > 0 && d1 > 0);
+    ASSERT_EQ(d0 + d1, off);
+    ASSERT_EQ(master_field(&cl, "under_replicated"), 0);   /* a disk replica counts */
+    ASSERT(check_all(c, n) >= 0);
+    ASSERT_EQ(wait_offloads_landed(&cl), 0);
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
+    }
+    uint64_t end = mono_ms() + 30000;
+    while ((node_i_field(&cl, 0, "disk_objects") || node_i_field(&cl, 1, "disk_objects") ||
+            master_field(&cl, "bytes_used")) && mono_ms() < end)
+        usleep(50 * 1000);
+    ASSERT_EQ(node_i_field(&cl, 0, "disk_objects"), 0);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), 0);
     ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
     mkv_close(c);
     h_kill_all();
@@ -207,6 +346,8 @@ int main(void) {
     dst = aligned_alloc(4096, OBJ);
     if (!src || !dst) return 1;
     RUN_TEST(test_offload_past_high_watermark);
+    RUN_TEST(test_batch_get_and_promote_after);
+    RUN_TEST(test_two_replicas);
     RUN_TEST(test_off_without_watermark);
     cleanup();
     free(src);

@@ -754,6 +754,47 @@ static void test_located_round_trip(void) {
     resp_buf_free(&out);
 }
 
+/* A replica on a disk tier ({node, PROTO_ON_DISK, size}) is never sent
+ * to a reader: the packed record carries the DRAM replicas only. */
+static void test_located_skips_disk(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {4, 2};
+    object o;
+    obj_replica reps[2], three[3];
+    proto_slices none = {0};
+    uint32_t crcs[3];
+    located_object(&o, reps, &none, crcs);
+    none = (proto_slices){0};
+    obj_extent disk = {7, PROTO_ON_DISK, LOC_SIZE};
+    three[0] = reps[0];
+    three[1] = (obj_replica){1, &disk};
+    three[2] = reps[1];
+    o.replicas = three;
+    o.nreplicas = 3;
+    ASSERT(proto_replica_on_disk(&three[1]) && !proto_replica_on_disk(&three[0]));
+    ASSERT_EQ(proto_replicas_readable(&o), 2u);
+    proto_grant g = {TE_CAP_READ, 5000, key, 0, 77};
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_located_put(&out, &o, &none, &g);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_extbuf buf = {0};
+    proto_located l;
+    ASSERT_EQ(proto_located_next(&p, end, &buf, &l), 0);
+    ASSERT(l.found && l.rep.nreplicas == 2 && !l.rep.err);
+    char why[64];
+    int ok = replicas_match(&l.rep, reps, &g, TE_READ, why, sizeof why);
+    proto_located_free(&l);
+    ASSERT_MSG(ok, "%s", why);
+    ASSERT(p == end);
+    proto_extbuf_free(&buf);
+    resp_buf_free(&out);
+    /* The array form (MOON.GET) too: two arrays of extents. */
+    resp_buf_init(&out);
+    proto_replicas_encode(&out, &o, &g);
+    ASSERT(out.len > 4 && memcmp(out.data, "*2\r\n", 4) == 0);
+    resp_buf_free(&out);
+}
+
 /* Every cut fails the record, as do a corrupted head, slice list or
  * write caps; nothing is left allocated (the ASan build checks). */
 static void test_located_refused(void) {
@@ -1052,6 +1093,7 @@ int main(void) {
     RUN_TEST(test_report_slices);
     RUN_TEST(test_located_round_trip);
     RUN_TEST(test_located_refused);
+    RUN_TEST(test_located_skips_disk);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     RUN_TEST(test_member_proof);
