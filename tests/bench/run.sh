@@ -84,6 +84,7 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_relay" ] && cp "$BENCH_BIN/bench_relay" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_acked" ] && cp "$BENCH_BIN/bench_acked" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_disk" ] && cp "$BENCH_BIN/bench_disk" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_disk_zipf" ] && cp "$BENCH_BIN/bench_disk_zipf" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_meta_scale" ] && cp "$BENCH_BIN/bench_meta_scale" "$WORK/bin/"
 [ -x "$BUILD/tests/sim/node_sim" ] && cp "$BUILD/tests/sim/node_sim" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
