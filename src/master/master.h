@@ -210,6 +210,29 @@ enum { MASTER_PUTS_ONE, MASTER_PUTS_ARRAY, MASTER_PUTS_PACKED };
 /* Answer put items in form (one of the above; master_cmds.c). */
 void master_reply_puts(client *c, const mm_item *it, size_t n, int form);
 
+/* parked.c: a request answered later (put_wait.c, get_wait.c): its
+ * items with their keys copied, in a list, its client blocked. */
+typedef struct master_parked {
+    client *c;
+    mm_item *it;                  /* keys point into keys */
+    uint64_t *stamp;              /* items OK when parked: their object's write stamp */
+    char *keys;
+    size_t n;
+    int form;                     /* the reply's, MASTER_PUTS_* or MASTER_GETS_* */
+    uint32_t replicas;            /* a put's */
+    uint64_t t0_ms, deadline_ms;  /* parked at, answered by */
+    struct master_parked *next;
+} master_parked;
+/* Append c's request to *head, its client blocked; answered by
+ * now_ms + bound_ms. */
+master_parked *master_park(master_parked **head, client *c, const mm_item *it, size_t n, int form,
+                           uint64_t now_ms, uint64_t bound_ms);
+void master_parked_free(master_parked *p);
+void master_parked_free_all(master_parked **head);
+size_t master_parked_count(const master_parked *head);
+/* The earliest deadline in the list, or next_ms if none is earlier. */
+uint64_t master_parked_next(const master_parked *head, uint64_t next_ms);
+
 /* put_wait.c: a put whose items found no room waits up to put_wait_ms
  * for quarantined space (mm_space_due), its client blocked. */
 put_wait *put_wait_create(master *m);

@@ -19,21 +19,9 @@
 #include "server/info.h"
 #include "server/networking.h"
 
-typedef struct parked {
-    client *c;
-    mm_item *it;              /* keys point into keys */
-    uint64_t *stamp;          /* placed items: their write grant stamp */
-    char *keys;
-    size_t n;
-    uint32_t replicas;
-    int form;                 /* the reply's, MASTER_PUTS_* */
-    uint64_t deadline_ms;
-    struct parked *next;
-} parked;
-
 struct put_wait {
     master *m;
-    parked *head;
+    master_parked *head;
     loop_timer *timer;
     loop_hook *hook;
     uint64_t seen_freed;      /* mm_space_freed at the last retry */
@@ -59,20 +47,9 @@ put_wait *put_wait_create(master *m) {
     return w;
 }
 
-static void parked_free(parked *p) {
-    free(p->it);
-    free(p->stamp);
-    free(p->keys);
-    free(p);
-}
-
 void put_wait_destroy(put_wait *w) {
     if (!w) return;
-    while (w->head) {
-        parked *p = w->head;
-        w->head = p->next;
-        parked_free(p);   /* the clients go with the server */
-    }
+    master_parked_free_all(&w->head);
     loop_timer_free(w->timer);
     loop_hook_del(w->hook);
     free(w);
@@ -92,34 +69,16 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
                   uint64_t now_ms) {
     uint64_t bound = (uint64_t)w->m->srv->cfg.put_wait_ms;
     if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms, now_ms + bound)) return 0;
-    parked *p = xcalloc(1, sizeof *p);
-    size_t keybytes = 0;
-    for (size_t i = 0; i < n; i++) keybytes += it[i].keylen;
-    p->keys = xmalloc(keybytes ? keybytes : 1);   /* the arguments go when the command returns */
-    p->it = xmemdup(it, n * sizeof *it);
-    p->stamp = xcalloc(n, sizeof *p->stamp);
-    for (size_t i = 0, off = 0; i < n; off += it[i].keylen, i++) {
-        memcpy(p->keys + off, it[i].key, it[i].keylen);
-        p->it[i].key = p->keys + off;
-        if (it[i].status == PROTO_OK) p->stamp[i] = mm_obj_of(it[i].obj)->write_issued_us;
-    }
-    p->c = c;
-    p->n = n;
+    master_parked *p = master_park(&w->head, c, it, n, form, now_ms, bound);
     p->replicas = replicas;
-    p->form = form;
-    p->deadline_ms = now_ms + bound;
-    parked **tail = &w->head;
-    while (*tail) tail = &(*tail)->next;
-    *tail = p;
     w->waited++;
-    client_block(c);
     rearm(w, now_ms);   /* retried from the loop, not from inside this command */
     return 1;
 }
 
 /* An item placed before the wait is answered only if its put is still
  * the one placed: another client may have revoked or ended it. */
-static void recheck_placed(master_meta *meta, parked *p) {
+static void recheck_placed(master_meta *meta, master_parked *p) {
     for (size_t i = 0; i < p->n; i++) {
         mm_item *it = &p->it[i];
         if (it->status != PROTO_OK) continue;
@@ -132,7 +91,7 @@ static void recheck_placed(master_meta *meta, parked *p) {
 }
 
 /* Place p's NOSPACE items again; 1 when none is left waiting. */
-static int retry(master_meta *meta, parked *p, uint64_t now_ms) {
+static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
     int waiting = 0;
     for (size_t i = 0; i < p->n; i++) {
         mm_item *it = &p->it[i];
@@ -148,17 +107,17 @@ static int retry(master_meta *meta, parked *p, uint64_t now_ms) {
 
 /* Released after a stall past our lease: nothing is answered as leader,
  * and what was placed for it goes back (the put never started for the client). */
-static int refused_not_leading(put_wait *w, parked *p) {
+static int refused_not_leading(put_wait *w, master_parked *p) {
     if (!master_refuse_unless_leading(p->c)) return 0;
     for (size_t i = 0; i < p->n; i++)
         if (p->it[i].status == PROTO_OK)
             mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
     client_unblock(p->c);
-    parked_free(p);
+    master_parked_free(p);
     return 1;
 }
 
-static void finish(put_wait *w, parked *p) {
+static void finish(put_wait *w, master_parked *p) {
     recheck_placed(w->m->meta, p);
     if (refused_not_leading(w, p)) return;
     for (size_t i = 0; i < p->n; i++)
@@ -168,7 +127,7 @@ static void finish(put_wait *w, parked *p) {
         }
     master_reply_puts(p->c, p->it, p->n, p->form);
     client_unblock(p->c);
-    parked_free(p);
+    master_parked_free(p);
 }
 
 /* Wake at the first deadline or hold expiry; frees by commands are
@@ -178,9 +137,7 @@ static void rearm(put_wait *w, uint64_t now_ms) {
         loop_timer_stop(w->timer);
         return;
     }
-    uint64_t next = mm_next_release(w->m->meta);
-    for (const parked *p = w->head; p; p = p->next)
-        if (p->deadline_ms < next) next = p->deadline_ms;
+    uint64_t next = master_parked_next(w->head, mm_next_release(w->m->meta));
     loop_timer_start(w->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
 }
 
@@ -188,8 +145,8 @@ static void put_wait_run(put_wait *w) {
     master_meta *meta = w->m->meta;
     uint64_t now = wall_ms();
     mm_release_held(meta, now);
-    for (parked **pp = &w->head; *pp;) {
-        parked *p = *pp;
+    for (master_parked **pp = &w->head; *pp;) {
+        master_parked *p = *pp;
         if (retry(meta, p, now) || now >= p->deadline_ms) {
             *pp = p->next;
             finish(w, p);
@@ -202,8 +159,8 @@ static void put_wait_run(put_wait *w) {
 }
 
 void put_wait_forget(put_wait *w, client *c) {
-    for (parked **pp = &w->head; *pp;) {
-        parked *p = *pp;
+    for (master_parked **pp = &w->head; *pp;) {
+        master_parked *p = *pp;
         if (p->c != c) {
             pp = &p->next;
             continue;
@@ -214,14 +171,12 @@ void put_wait_forget(put_wait *w, client *c) {
         for (size_t i = 0; i < p->n; i++)
             if (p->it[i].status == PROTO_OK)
                 mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
-        parked_free(p);
+        master_parked_free(p);
     }
 }
 
 void put_wait_info(const put_wait *w, resp_buf *out) {
-    size_t n = 0;
-    for (const parked *p = w ? w->head : NULL; p; p = p->next) n++;
-    info_field(out, "puts_waiting", "%zu", n);
+    info_field(out, "puts_waiting", "%zu", w ? master_parked_count(w->head) : 0);
     info_field(out, "puts_waited", "%llu", (unsigned long long)(w ? w->waited : 0));
     info_field(out, "puts_waited_nospace", "%llu", (unsigned long long)(w ? w->nospace : 0));
 }

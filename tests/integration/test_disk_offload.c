@@ -103,6 +103,26 @@ static int wait_offloads_landed(const cluster *cl) {
     return master_field(cl, "disk_offloading_bytes") == 0 ? 0 : -1;
 }
 
+static int disks_empty(const cluster *cl, int nodes) {
+    for (int i = 0; i < nodes; i++)
+        if (node_i_field(cl, i, "disk_objects") != 0) return 0;
+    return master_field(cl, "bytes_used") == 0;
+}
+
+/* Once the offloads in flight landed, removes keys [0, n): the disk
+ * tiers of every node and the segments empty (drop notes reach the
+ * nodes), within 30 s. */
+static int remove_all(const cluster *cl, mkv_client *c, int n, int nodes) {
+    if (wait_offloads_landed(cl) != 0) return -1;
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        if (mkv_remove(c, key, strlen(key)) != MKV_OK) return -1;
+    }
+    for (uint64_t end = mono_ms() + 30000; !disks_empty(cl, nodes) && mono_ms() < end;) usleep(50 * 1000);
+    return disks_empty(cl, nodes) ? 0 : -1;
+}
+
 /* Every key in [0, n) byte-exact: a get of a key only on disk waits for
  * its load (up to get_wait_ms; TRYAGAIN after that, tried again for up
  * to 60 s); how many answered TRYAGAIN first (-1: a miss, wrong bytes or
@@ -182,16 +202,7 @@ static void test_offload_past_high_watermark(void) {
     ASSERT(check_all(c, n) >= 0);
     ASSERT(check_all(c, n) >= 0);   /* twice */
     ASSERT(master_field(&cl, "disk_promotes") >= promoted + on_disk);
-    ASSERT_EQ(wait_offloads_landed(&cl), 0);
-    char key[32];
-    for (int i = 0; i < n; i++) {
-        snprintf(key, sizeof key, "k%d", i);
-        ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
-    }
-    uint64_t end = mono_ms() + 30000;
-    while ((node_field(&cl, "disk_objects") != 0 || master_field(&cl, "bytes_used") != 0) && mono_ms() < end)
-        usleep(50 * 1000);
-    ASSERT_EQ(node_field(&cl, "disk_objects"), 0);
+    ASSERT_EQ(remove_all(&cl, c, n, 1), 0);
     ASSERT_EQ(node_field(&cl, "disk_removes"), master_field(&cl, "disk_offloads"));   /* promoted or removed */
     ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
     mkv_close(c);
@@ -296,19 +307,7 @@ static void test_two_replicas(void) {
     ASSERT_EQ(d0 + d1, off);
     ASSERT_EQ(master_field(&cl, "under_replicated"), 0);   /* a disk replica counts */
     ASSERT(check_all(c, n) >= 0);
-    ASSERT_EQ(wait_offloads_landed(&cl), 0);
-    char key[32];
-    for (int i = 0; i < n; i++) {
-        snprintf(key, sizeof key, "k%d", i);
-        ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
-    }
-    uint64_t end = mono_ms() + 30000;
-    while ((node_i_field(&cl, 0, "disk_objects") || node_i_field(&cl, 1, "disk_objects") ||
-            master_field(&cl, "bytes_used")) && mono_ms() < end)
-        usleep(50 * 1000);
-    ASSERT_EQ(node_i_field(&cl, 0, "disk_objects"), 0);
-    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), 0);
-    ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
+    ASSERT_EQ(remove_all(&cl, c, n, 2), 0);
     mkv_close(c);
     h_kill_all();
 }
