@@ -178,6 +178,7 @@ step_meta() {
   row "master metadata: batches of 1000 vs single pairs" meta.batch meta.single - pairs/s
   rebuild_measure
   step_scale
+  groups_measure
 }
 
 # kill -9 of a master holding COUNT small objects on 3 nodes (replicas 2),

@@ -56,6 +56,7 @@ export BENCH_SECONDS=${BENCH_SECONDS:-$([ "$QUICK" = 1 ] && echo 0.5 || echo 1.5
 . "$ROOT/tests/bench/engines.sh"
 . "$ROOT/tests/bench/disk.sh"
 . "$ROOT/tests/bench/scale.sh"
+. "$ROOT/tests/bench/groups.sh"
 . "$ROOT/tests/bench/threads.sh"
 
 on_exit() {
@@ -86,6 +87,7 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_disk" ] && cp "$BENCH_BIN/bench_disk" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_disk_zipf" ] && cp "$BENCH_BIN/bench_disk_zipf" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_meta_scale" ] && cp "$BENCH_BIN/bench_meta_scale" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_groups" ] && cp "$BENCH_BIN/bench_groups" "$WORK/bin/"
 [ -x "$BUILD/tests/sim/node_sim" ] && cp "$BUILD/tests/sim/node_sim" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server

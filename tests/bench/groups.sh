@@ -1,0 +1,30 @@
+# tests/bench/groups.sh - part of step 6: metadata pairs per second over
+# 1, 2 and 3 master groups (bench_groups.c; docs/SCALE.md "Master
+# groups"): one etcd, for each count of groups a fresh cluster with one
+# master and one simulated node per group, every key sent to its slot's
+# group, one connection per group. Sourced by run.sh after lib.sh.
+
+GROUPS_MAX=3
+GROUPS_NAMES="groups.wall.1 groups.wall.2 groups.wall.3 groups.cpu.1 groups.cpu.3"
+
+groups_measure() {
+  local n ports="" i count
+  if [ "$QUICK" = 1 ]; then count=120000; else count=600000; fi
+  if ! command -v etcd >/dev/null; then
+    for n in $GROUPS_NAMES; do meas_skip "$n" "etcd not installed (package etcd-server)"; done
+  elif [ ! -x "$BENCH_BIN/bench_groups" ] || [ ! -x "$BENCH_BIN/node_sim" ]; then
+    for n in $GROUPS_NAMES; do meas_skip "$n" "bench_groups or node_sim not built"; done
+  else
+    for ((i = 0; i < 2 + GROUPS_MAX; i++)); do
+      next_port || break
+      ports+="${ports:+,}$PORT"
+    done
+    log "load before the groups rows: $(uptime)"
+    MOONKV_SERVER=$SERVER timeout 600 "$BENCH_BIN/bench_groups" "$ports" "$GROUPS_MAX" "$count" \
+      "$BENCH_BIN/node_sim" 2>>"$WORK/run.log" | meas_import ""
+  fi
+  row_plain "master groups: put pairs/s, 1 group (one connection, batches of 1000)" groups.wall.1 pairs/s
+  row "master groups: 2 groups (a connection each) vs 1" groups.wall.2 groups.wall.1 - pairs/s
+  row "master groups: 3 groups vs 1" groups.wall.3 groups.wall.1 - pairs/s
+  row "master groups: pairs per master CPU second, 3 groups vs 1" groups.cpu.3 groups.cpu.1 - pairs/cpu-s
+}
