@@ -1,8 +1,9 @@
-/* tests/integration/test_groups.c - the key space cut over two master
+/* tests/integration/test_groups.c - the key space cut over master
  * groups (docs/SCALE.md "Master groups"): an etcd from the Debian package
  * (etcd-server; the test says SKIP without it), group a (a leader and a
- * standby, --slots 0-8191) and group b (--slots 8192-16383), two nodes in
- * each group, and a libmoonkv client with mkv_options.groups.
+ * standby, --slots 0-8191), group b (--slots 8192-16383) and group c (no
+ * slots at first), two nodes in each group, and a libmoonkv client with
+ * mkv_options.groups.
  *
  * The masters claim their slots in the map in etcd; a master answers a
  * key of the other group's slot -MOVED <slot> <group> and runs nothing of
@@ -11,8 +12,11 @@
  * reads back byte-exact (batch and single gets), and removes; after a
  * slot is moved in etcd the client, still routing by its old map, is
  * answered MOVED, reads the map again and lands on the new owner (single
- * puts and a batch); the leader of group a killed -9 while group b keeps
- * serving, and group a serves new keys once its standby leads. Ports
+ * puts and a batch); group c given the last quarter of the key space by
+ * the operator takes the new keys there (a batch over three groups, each
+ * key on its owner, read back byte-exact); the leader of group a killed
+ * -9 while group b keeps serving, and group a serves new keys once its
+ * standby leads. Ports
  * (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -32,10 +36,11 @@ static int port0;
 #define MASTER_A     (port0 + 0)
 #define MASTER_A2    (port0 + 1)    /* group a's standby */
 #define MASTER_B     (port0 + 2)
+#define MASTER_C     (port0 + 5)    /* group c, added with no slots */
 #define ETCD_PORT    (port0 + 3)
 #define ETCD_PEER    (port0 + 4)
 #define NODE_PORT    (port0 + 10)   /* + 2 i; data plane on + 1 */
-#define NODES        4              /* 0, 1 in group a; 2, 3 in group b */
+#define NODES        6              /* 0, 1 in group a; 2, 3 in group b; 4, 5 in group c */
 #define CLUSTER      "groups-test"
 #define LEASE_S      2
 #define SETUP_WAIT_MS 30000
@@ -50,20 +55,25 @@ static char *src, *dst;   /* registered: NKEYS values of up to MAX_VAL each */
 
 static void remove_datadir(void) { h_etcd_remove(&etcd); }
 
-static const char *group_of(const char *key) { return proto_key_slot(key, strlen(key)) < 8192 ? "a" : "b"; }
-static int port_of(const char *group) { return strcmp(group, "a") == 0 ? MASTER_A : MASTER_B; }
+static int c_first = PROTO_SLOTS;   /* group c's first slot, once it has any */
+
+static const char *group_of(const char *key) {
+    int slot = proto_key_slot(key, strlen(key));
+    return slot < 8192 ? "a" : slot < c_first ? "b" : "c";
+}
+static int port_of(const char *group) { return group[0] == 'a' ? MASTER_A : group[0] == 'b' ? MASTER_B : MASTER_C; }
 
 static pid_t start_master(int port, const char *group, const char *slots) {
     char g[48], s[48];
     snprintf(g, sizeof g, "--group=%s", group);
     snprintf(s, sizeof s, "--slots=%s", slots);
-    const char *extra[] = {g, s, NULL};
+    const char *extra[] = {g, slots[0] ? s : NULL, NULL};
     return h_start_etcd_role("master", port, etcd.url, CLUSTER, LEASE_S, extra);
 }
 
 static pid_t start_node(int i) {
     char g[32], data[48];
-    snprintf(g, sizeof g, "--group=%s", i < 2 ? "a" : "b");
+    snprintf(g, sizeof g, "--group=%s", i < 2 ? "a" : i < 4 ? "b" : "c");
     snprintf(data, sizeof data, "--data-addrs=127.0.0.1:%d", NODE_PORT + 2 * i + 1);
     const char *extra[] = {g, "--segment-size", "32MB", data, "--prefault", "no", NULL};
     return h_start_etcd_role("node", NODE_PORT + 2 * i, etcd.url, CLUSTER, LEASE_S, extra);
@@ -262,6 +272,50 @@ static void test_moved_refresh(void) {
     ASSERT(holds(MASTER_B, other));
 }
 
+/* Group c joins with no slots; the operator gives it the last quarter
+ * of the key space (b's): new keys there go to c, the rest stay. */
+static void test_group_added(void) {
+    char err[ETCD_ERR_LEN];
+    etcd_client *ec = etcd_create(etcd.url, 1000, err, sizeof err);
+    int changed = 0;
+    uint64_t v = 0;
+    ASSERT(ec);
+    int rc = etcd_slotmap_assign(ec, CLUSTER, "12288-16383", "c", 0, &changed, &v, err, sizeof err);
+    etcd_free(ec);
+    ASSERT_MSG(rc == 0 && changed == 4096, "assign: %s (%d changed)", err, changed);
+    ASSERT(wait_version(MASTER_A, (long long)v, 10000) == 0);
+    ASSERT(wait_version(MASTER_B, (long long)v, 10000) == 0);
+    ASSERT(wait_version(MASTER_C, (long long)v, 10000) == 0);
+    c_first = 12288;
+    ASSERT_EQ(h_port_info(MASTER_B, "cluster", "slots_owned"), 4096);
+    ASSERT_EQ(h_port_info(MASTER_C, "cluster", "slots_owned"), 4096);
+    enum { N = 90 };
+    mkv_obj objs[N];
+    char keys[N][32];
+    int per[3] = {0, 0, 0};
+    for (int i = 0; i < N; i++) {
+        key_name(keys[i], sizeof keys[i], "three", i);
+        objs[i] = (mkv_obj){.key = keys[i], .keylen = strlen(keys[i]), .buf = src + (size_t)i * MAX_VAL};
+        objs[i].len = fill(objs[i].buf, 500 + i);
+        per[group_of(keys[i])[0] - 'a']++;
+    }
+    ASSERT_MSG(per[0] && per[1] && per[2], "keys per group %d %d %d", per[0], per[1], per[2]);
+    ASSERT_EQ(mkv_put_batch(mc, objs, N, 1), MKV_OK);
+    for (int i = 0; i < N; i++) {
+        ASSERT_MSG(objs[i].status == MKV_OK, "put %.31s: %d", keys[i], objs[i].status);
+        ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
+        objs[i].buf = dst + (size_t)i * MAX_VAL;
+        objs[i].len = MAX_VAL;
+    }
+    ASSERT_EQ(mkv_get_batch(mc, objs, N), MKV_OK);
+    for (int i = 0; i < N; i++) {
+        size_t n = fill(src, 500 + i);
+        ASSERT_MSG(objs[i].status == MKV_OK && objs[i].len == n && memcmp(objs[i].buf, src, n) == 0,
+                   "get %.31s: %d", keys[i], objs[i].status);
+    }
+    printf("# three groups: %d, %d, %d keys of the batch on a, b, c\n", per[0], per[1], per[2]);
+}
+
 static int put_ok(const char *key) {
     size_t n = fill(src, 7);
     return mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK;
@@ -302,10 +356,13 @@ static int setup(void) {
         snprintf(step, sizeof step, "standby of group a on %d", MASTER_A2);
     else if (start_master(MASTER_B, "b", "8192-16383") < 0 || h_wait_role(MASTER_B, "leader", SETUP_WAIT_MS) != 0)
         snprintf(step, sizeof step, "master of group b on %d", MASTER_B);
+    else if (start_master(MASTER_C, "c", "") < 0 || h_wait_role(MASTER_C, "leader", SETUP_WAIT_MS) != 0)
+        snprintf(step, sizeof step, "master of group c on %d", MASTER_C);
     for (int i = 0; i < NODES && !step[0]; i++)
         if (start_node(i) < 0) snprintf(step, sizeof step, "node %d on %d", i, NODE_PORT + 2 * i);
     if (!step[0] && (h_wait_nodes(MASTER_A, "alive", 2, SETUP_WAIT_MS) != 0 ||
-                     h_wait_nodes(MASTER_B, "alive", 2, SETUP_WAIT_MS) != 0))
+                     h_wait_nodes(MASTER_B, "alive", 2, SETUP_WAIT_MS) != 0 ||
+                     h_wait_nodes(MASTER_C, "alive", 2, SETUP_WAIT_MS) != 0))
         snprintf(step, sizeof step, "two nodes alive in each group");
     uint64_t end = mono_ms() + SETUP_WAIT_MS;
     while (!step[0] && (h_port_info(MASTER_A, "cluster", "slots_owned") != 8192 ||
@@ -348,6 +405,7 @@ int main(void) {
     RUN_TEST(test_routed_batch);
     RUN_TEST(test_routed_remove);
     RUN_TEST(test_moved_refresh);
+    RUN_TEST(test_group_added);
     RUN_TEST(test_leader_killed_other_group_serves);
     mkv_close(mc);
     free(src);
