@@ -336,8 +336,8 @@ static int run_parts(const batch_kind *k, char *els, int *results, part *parts, 
                      size_t *n) {
     for (int i = 1; i < np; i++)
         if (!parts[i].rc) parts[i].threaded = pthread_create(&parts[i].th, NULL, part_main, &parts[i]) == 0;
-    for (int i = 0; i < np; i++)
-        if (!parts[i].rc && !parts[i].threaded) part_main(&parts[i]);
+    for (int i = 0; i < np; i++)   /* threaded first: a running part writes its rc */
+        if (!parts[i].threaded && !parts[i].rc) part_main(&parts[i]);
     int ran = 0;
     *n = 0;
     for (int i = 0; i < np; i++) {
