@@ -83,6 +83,11 @@ static int refresh(mkv_client *c, uint64_t seen) {
     return rc;
 }
 
+/* What is sent again: MOVED, and TRYAGAIN (a slot still arriving at its
+ * new group, a master whose map is too old, a rebuild): neither did
+ * anything. */
+static int again(int rc) { return rc == MKV_EMOVED || rc == MKV_ETRYAGAIN; }
+
 /* A MOVED after routing by version seen: read the map again; if etcd
  * says nothing newer, the masters have not followed it yet: wait a bit. */
 static void moved(mkv_client *c, uint64_t seen) {
@@ -179,7 +184,7 @@ static int on_key(mkv_client *c, const void *key, size_t keylen, key_fn *fn, voi
         if (rc == MKV_OK && !owner) rc = mkv_fail(c, MKV_EMOVED, "slot %u has no group in the slot map", slot);
         if (rc == MKV_OK) rc = group_client(c, names[owner - 1], &g);
         if (rc == MKV_OK) rc = fn(g, arg);
-        if (rc != MKV_EMOVED || mono_ms() >= deadline) return rc;
+        if (!again(rc) || mono_ms() >= deadline) return rc;
         moved(c, version);
     }
 }
@@ -330,7 +335,7 @@ static int split(mkv_client *c, const batch_kind *k, char *els, int *results, co
 }
 
 /* Runs every part (the first on this thread), then puts the items back;
- * the ones to send again (MOVED) into todo (*n of them). How many parts
+ * the ones to send again (again()) into todo (*n of them). How many parts
  * ran without an error of their own. */
 static int run_parts(const batch_kind *k, char *els, int *results, part *parts, int np, size_t *todo,
                      size_t *n) {
@@ -349,7 +354,7 @@ static int run_parts(const batch_kind *k, char *els, int *results, part *parts, 
             memcpy(el, p->els + j * k->size, k->size);
             if (p->rc != MKV_OK) *k->status(el) = p->rc;   /* an error of the whole part */
             if (results) results[p->idx[j]] = p->rc != MKV_OK ? p->rc : p->res[j];
-            if (*k->status(el) == MKV_EMOVED) todo[(*n)++] = p->idx[j];
+            if (again(*k->status(el))) todo[(*n)++] = p->idx[j];
         }
         free(p->els);
         free(p->idx);

@@ -8,7 +8,8 @@
  * first (MKV_ROUTED): a key goes to its slot's group; a batch is split by
  * group and the parts run at once, one thread each. A -MOVED answer
  * (MKV_EMOVED) reads the map again and sends what it refused once more,
- * until timeout_ms. Node ids are a group's own, so each group's client
+ * until timeout_ms; so does a TRYAGAIN (a slot still arriving at its new
+ * group). Node ids are a group's own, so each group's client
  * keeps its own node table and engines; registered buffers are
  * registered with every group's client. */
 #ifndef MKV_CLIENT_ROUTE_H

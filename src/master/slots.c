@@ -28,6 +28,8 @@ struct master_slots {
     atomic_int stop;
     pthread_mutex_t mu;
     proto_slotmap *shared;   /* the thread's newest map, under mu */
+    _Atomic uint64_t fresh_ms;   /* mono ms of the thread's last good read of the map */
+    uint64_t stale_ms;       /* past this age the map is not trusted: the lease TTL */
     loop_wake *wake;
     /* Thread only. */
     int claimed;             /* --slots given to us (or none asked) */
@@ -37,7 +39,9 @@ struct master_slots {
     proto_slotmap *map;      /* NULL until the first map */
     int mine;                /* our group's index + 1 in map */
     int owned;               /* slots we own */
+    uint64_t *arrive;        /* per slot: mono ms before which a slot just gained is not served */
     uint64_t moved;          /* commands answered MOVED */
+    uint64_t held;           /* answered TRYAGAIN: a slot arriving, or the map too old */
 };
 
 /* ---- the thread ---- */
@@ -79,6 +83,7 @@ static void poll_once(master_slots *s, proto_slotmap *m) {
         return;
     }
     s->err_said[0] = '\0';
+    atomic_store(&s->fresh_ms, mono_ms());
     if (!found || m->version == s->published) return;
     pthread_mutex_lock(&s->mu);
     if (!s->shared) s->shared = xmalloc(sizeof *s->shared);
@@ -99,6 +104,18 @@ static void *slots_main(void *arg) {
 
 /* ---- the loop side ---- */
 
+/* Slots m gives us that the map before gave another group are served
+ * only after that group must have seen m: it polls every SLOTS_POLL_MS,
+ * and serves nothing from a map older than stale_ms (master_slots_refuse),
+ * so no key is accepted by two groups at once. The first map holds
+ * nothing back (no owner before it is known). */
+static void arrivals(master_slots *s, const proto_slotmap *m) {
+    int now_mine = proto_slotmap_group(m, s->group);
+    uint64_t until = mono_ms() + s->stale_ms + 2 * SLOTS_POLL_MS;
+    for (int slot = 0; s->map && now_mine && slot < PROTO_SLOTS; slot++)
+        if (m->owner[slot] == now_mine && !(s->mine && s->map->owner[slot] == s->mine)) s->arrive[slot] = until;
+}
+
 static void wake_cb(event_loop *el, void *data) {
     master_slots *s = data;
     pthread_mutex_lock(&s->mu);
@@ -110,6 +127,7 @@ static void wake_cb(event_loop *el, void *data) {
         free(m);
         return;
     }
+    arrivals(s, m);
     free(s->map);
     s->map = m;
     s->mine = proto_slotmap_group(m, s->group);
@@ -128,7 +146,10 @@ master_slots *master_slots_start(server *srv, char *err, size_t errlen) {
     snprintf(s->group, sizeof s->group, "%s", cfg->group);
     snprintf(s->claim, sizeof s->claim, "%s", cfg->slots);
     s->claimed = !cfg->slots[0];
+    s->stale_ms = (uint64_t)(cfg->etcd_lease_ttl > 0 ? cfg->etcd_lease_ttl : 2) * 1000;
+    s->arrive = xcalloc(PROTO_SLOTS, sizeof *s->arrive);
     if (!(s->ec = etcd_create(cfg->etcd, SLOTS_ETCD_TIMEOUT_MS, err, errlen))) {
+        free(s->arrive);
         free(s);
         return NULL;
     }
@@ -139,6 +160,7 @@ master_slots *master_slots_start(server *srv, char *err, size_t errlen) {
         free(t);
         if (bad) {
             etcd_free(s->ec);
+            free(s->arrive);
             free(s);
             return NULL;
         }
@@ -158,6 +180,7 @@ void master_slots_stop(master_slots *s) {
     etcd_free(s->ec);
     free(s->shared);
     free(s->map);
+    free(s->arrive);
     free(s);
 }
 
@@ -179,10 +202,24 @@ int master_slots_refuse(master_slots *s, client *c) {
         refuse(c, PROTO_TRYAGAIN, "this master has not read the slot map from etcd yet");
         return 1;
     }
+    char msg[PROTO_GROUP_LEN + 96];
+    uint64_t now = mono_ms(), age = now - atomic_load(&s->fresh_ms);
+    if (age > s->stale_ms) {   /* another group may own our slots by now */
+        snprintf(msg, sizeof msg, "the slot map was last read from etcd %llu ms ago", (unsigned long long)age);
+        refuse(c, PROTO_TRYAGAIN, msg);
+        s->held++;
+        return 1;
+    }
     for (int i = first; i < c->argc; i += step) {
         uint16_t slot = proto_key_slot(c->argv[i].ptr, c->argv[i].len);
+        if (s->mine && s->map->owner[slot] == s->mine && s->arrive[slot] > now) {
+            snprintf(msg, sizeof msg, "slot %u was just moved to this group: served in %llu ms", slot,
+                     (unsigned long long)(s->arrive[slot] - now));
+            refuse(c, PROTO_TRYAGAIN, msg);
+            s->held++;
+            return 1;
+        }
         if (s->mine && s->map->owner[slot] == s->mine) continue;
-        char msg[PROTO_GROUP_LEN + 16];
         proto_moved_text(slot, proto_slotmap_owner(s->map, slot), msg, sizeof msg);
         refuse(c, PROTO_MOVED, msg);
         s->moved++;
@@ -197,4 +234,5 @@ void master_slots_info(const master_slots *s, resp_buf *out) {
     info_field(out, "slots_version", "%llu", (unsigned long long)(s->map ? s->map->version : 0));
     info_field(out, "slots_owned", "%d", s->owned);
     info_field(out, "slots_moved", "%llu", (unsigned long long)s->moved);
+    info_field(out, "slots_held", "%llu", (unsigned long long)s->held);
 }

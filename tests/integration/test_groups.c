@@ -248,6 +248,8 @@ static void test_moved_refresh(void) {
     ASSERT_MSG(mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK, "put %s: %s", key, mkv_last_error(mc));
     ASSERT_MSG(h_port_info(MASTER_A, "cluster", "slots_moved") > moved_a, "group a never answered MOVED");
     ASSERT(holds(MASTER_B, key));
+    printf("# a moved slot: group b held it back %lld times before serving it\n",
+           h_port_info(MASTER_B, "cluster", "slots_held"));
     char a[160];
     ask(MASTER_A, a, sizeof a, "MOON.EXISTS %s", key);
     ASSERT(strncmp(a, "err:MOVED ", 10) == 0);
