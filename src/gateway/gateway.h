@@ -37,10 +37,6 @@ struct server;
  * answer (gateway_async.c). srv->store must be a cluster store. */
 void gateway_async_register(struct server *srv);
 
-/* srv->role_info_ahead: INFO's answers from the master, asked over the
- * asynchronous connection (/metrics). */
-void gateway_info_ahead(struct server *srv, void (*ready)(void *ctx), void *ctx);
-
 /* The gateway role on an initialised server; the process exit code. */
 int gateway_role_main(struct server *srv);
 

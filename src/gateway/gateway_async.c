@@ -1,6 +1,7 @@
 /* gateway/gateway_async.c - GET, MGET and SET without stalling the loop;
  * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
- * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through master_said.h).
+ * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through the store's keyspace
+ * questions).
  *
  * A GET or MGET asks the store (store.h get_async: with the reads of
  * every other call of the same loop iteration) and, when the values are
@@ -9,10 +10,11 @@
  * the nodes (put_batch.h) while the loop serves others, and its reply is
  * written from the outcome (t_object_reply_set); DEL, EXISTS, STRLEN,
  * TYPE and TTL from the master's answers (t_object_reply_answers). So
- * the replies are the standalone server's, byte for byte, written once.
- * DBSIZE, SCAN, KEYS, INFO and FLUSHALL still run the shared command
- * again on the loop, finding the master's answers in the store
- * (master_said.h).
+ * DBSIZE, SCAN, KEYS, INFO and FLUSHALL ask the store (stat_async,
+ * scan_async, flush_async, a KEYS walk over them) and write their reply
+ * from its answer with t_object.c's and t_server.c's writers. So the
+ * replies are the standalone server's, byte for byte, written once: no
+ * command runs twice.
  *
  * Pipelining: a call answers into a reply slot (networking.h), so the
  * client's next commands are parsed and start into the same batches
@@ -41,7 +43,6 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/get_stream.h"
-#include "gateway/master_said.h"
 #include "gateway/put_batch.h"
 #include "gateway/store_cluster.h"
 #include "proto/cmd.h"
@@ -71,7 +72,7 @@ struct gw_call {
     gw_answer *ans;           /* DEL/EXISTS: one per key */
     const char *verb;         /* the master command answering each key */
     gw_job job;               /* answers none came for, by blocking calls on a worker */
-    gw_said *said;            /* SCAN, KEYS, INFO, FLUSHALL: the master's answers */
+    struct gw_keyspace *ks;   /* DBSIZE, SCAN, KEYS, INFO, FLUSHALL: the store's answer */
     size_t nans, asking;      /* replies still to come */
     int writes;               /* SET, DEL: later commands on its keys wait */
     int nkeys;                /* argv[1..nkeys] */
@@ -229,7 +230,7 @@ static void hint_saw(gw_async *ga, uint64_t len) {
 static void async_read_command(client *c);
 static void async_set_command(client *c);
 static void async_ask_command(client *c);
-static void async_said_command(client *c);
+static void async_keyspace_command(client *c);
 
 /* The keys of the command in c->argv (a SET's one, none of a command on
  * no key, every argument of the others) and the value bytes it will hold
@@ -273,10 +274,10 @@ static int set_goes_async(const client *c) {
 }
 
 static int is_asker(const command *cmd) {
-    return cmd->proc == async_ask_command || cmd->proc == async_said_command;
+    return cmd->proc == async_ask_command || cmd->proc == async_keyspace_command;
 }
 
-static int said_goes_async(const client *c);
+static int keyspace_goes_async(const client *c);
 
 static int is_async_row(gw_async *ga, const command *cmd) {
     for (size_t i = 0; i < NASYNC; i++)
@@ -291,7 +292,7 @@ static int gateway_pipelined(client *c, const command *cmd) {
     gw_conn *gc = c->role_ctx;
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
     if (cmd->value_arg && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
-    if (cmd->proc == async_said_command && !said_goes_async(c)) return 0;
+    if (cmd->proc == async_keyspace_command && !keyspace_goes_async(c)) return 0;
     if (is_asker(cmd) && !cluster_store_master(c->srv->store)) return 0;
     if (gc->bytes + cost_of(c, cmd) > GW_PIPE_BYTES) return 0;
     int writes = (cmd->flags & CMD_WRITE) != 0;
@@ -301,29 +302,6 @@ static int gateway_pipelined(client *c, const command *cmd) {
 }
 
 /* ---- calls ---- */
-
-/* The shared command, as dispatch would run it, on the call's arguments
- * and with the master's answers ready in the store (DBSIZE, SCAN, KEYS,
- * INFO, FLUSHALL: master_said.h). c may be in the middle of its own next
- * command (a value streaming in): that is kept aside. */
-static void call_replay(gw_call *call, client *c) {
-    int argc = c->argc;
-    resp_arg *argv = c->argv;
-    store_put *own_put = c->pending_put;
-    int own_err = c->pending_put_err;
-    uint64_t own_size = c->pending_put_size;
-    c->argc = call->argc;
-    c->argv = call->argv;
-    c->pending_put = NULL;
-    c->pending_put_err = 0;
-    call->shared(c);
-    commands_abort_put(c);
-    c->argc = argc;
-    c->argv = argv;
-    c->pending_put = own_put;
-    c->pending_put_err = own_err;
-    c->pending_put_size = own_size;
-}
 
 static void call_ship(gw_call *call);
 
@@ -422,15 +400,17 @@ static void answers_reply(gw_call *call, client *c) {
     if (n != buf) free(n);
 }
 
+static void keyspace_reply(gw_call *call, client *c);
+
 /* The reply, into the call's slot or to the blocked client: a SET's from
- * its outcome, a key question's from its answers, the others' (DBSIZE,
- * SCAN, KEYS, INFO, FLUSHALL) by the shared command on theirs. */
+ * its outcome, a key question's from its answers, a keyspace command's
+ * (DBSIZE, SCAN, KEYS, INFO, FLUSHALL) from the store's answer. */
 static void call_answer(gw_call *call, client *c) {
     conn_remove(c->role_ctx, call);
     if (call->slot) client_slot_begin(c, call->slot);
     if (call->put) set_reply(call, c);
     else if (call->verb) answers_reply(call, c);
-    else call_replay(call, c);
+    else keyspace_reply(call, c);
     if (call->slot) client_slot_end(c, call->slot);
     else client_unblock(c);
 }
@@ -496,15 +476,16 @@ static int call_streams(gw_call *call) {
     return 1;
 }
 
+static void keyspace_free(struct gw_keyspace *ks);
+
 /* The call's cluster work is over: reply and free. */
 static void call_finish(gw_call *call) {
     store *s = call->store;
     if (call->put) ship_next(call);
     if (call->c) call_answer(call, call->c);
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
-    cluster_withdraw(s);
     free(call->ans);
-    said_free(call->said);
+    keyspace_free(call->ks);
     call_free(call);
 }
 
@@ -739,96 +720,104 @@ static int ask_same_bytes(gw_call *call) {
     return 1;
 }
 
-/* ---- DBSIZE, SCAN, KEYS, INFO, FLUSHALL: the master's answers asked
- * ahead (master_said.h) ---- */
+/* ---- DBSIZE, SCAN, KEYS, INFO, FLUSHALL: one question to the store
+ * (store.h stat_async, scan_async, flush_async; KEYS walks them), the
+ * reply written once from its answer ---- */
+
+enum { KS_DBSIZE, KS_INFO, KS_SCAN, KS_KEYS, KS_FLUSH };
+
+typedef struct gw_keyspace {
+    int kind;
+    store_stat st;            /* DBSIZE, INFO */
+    store_page pg;            /* SCAN: its keys valid while the answer's done runs */
+    store_flushed fl;         /* FLUSHALL */
+    keys_walk *walk;          /* KEYS */
+} gw_keyspace;
+
+static void keyspace_free(gw_keyspace *ks) {
+    if (!ks) return;
+    t_object_keys_free(ks->walk);
+    free(ks);
+}
 
 static int cmd_is(const client *c, const char *name) { return strcmp(c->last_cmd->name, name) == 0; }
 
-/* Whether INFO's sections read the master: # Memory, # Keyspace and the
- * gateway's evicted_keys. */
-static int info_reads_master(const client *c) {
-    if (c->argc == 1) return 1;
-    for (int i = 1; i < c->argc; i++) {
-        char sec[32];
-        size_t n = c->argv[i].len < sizeof sec - 1 ? c->argv[i].len : sizeof sec - 1;
-        memcpy(sec, c->argv[i].ptr, n);
-        sec[n] = '\0';
-        if (info_wants(sec, "memory", 1) || info_wants(sec, "keyspace", 1) || info_wants(sec, "gateway", 1))
-            return 1;
-    }
-    return 0;
-}
-
-/* Whether the call asks ahead: not when the shared command refuses its
- * arguments (nothing may be asked then: FLUSHALL would flush) or does
- * not read the master. c->last_cmd may be another's: the row is named
- * by argv[0]. */
-static int said_goes_async(const client *c) {
+/* Whether the call asks the store: not when its arguments are refused
+ * (nothing may be asked then: FLUSHALL would flush) or INFO's sections
+ * do not read the store; the shared command then runs as it is, without
+ * asking it. c->last_cmd may be another's: the row is named by argv[0]. */
+static int keyspace_goes_async(const client *c) {
     scan_opts o;
     const resp_arg *name = &c->argv[0];
-    if (strieq_len(name->ptr, name->len, "scan")) return scan_parse(c, &o) == NULL;
-    if (strieq_len(name->ptr, name->len, "info")) return info_reads_master(c);
+    if (strieq_len(name->ptr, name->len, "scan")) return scan_parse(c->argc, c->argv, &o) == NULL;
+    if (strieq_len(name->ptr, name->len, "info")) return info_reads_store(c->argc - 1, c->argv + 1);
     if (strieq_len(name->ptr, name->len, "keys") || strieq_len(name->ptr, name->len, "dbsize")) return 1;
     return flushall_args_ok(c);
 }
 
-static void said_done(void *ctx) {
-    gw_call *call = ctx;
-    cluster_offer_said(call->store, call->said);
-    call_finish(call);
+/* The store answered: the reply is written now (a SCAN page's keys are
+ * valid only meanwhile). */
+static void keyspace_answered(void *ctx) { call_finish(ctx); }
+
+static void keyspace_reply(gw_call *call, client *c) {
+    gw_keyspace *ks = call->ks;
+    scan_opts o;
+    switch (ks->kind) {
+    case KS_DBSIZE: t_object_reply_dbsize(c, &ks->st); break;
+    case KS_INFO: t_server_reply_info(c, call->argc, call->argv, &ks->st); break;
+    case KS_KEYS: t_object_reply_keys(c, ks->walk); break;
+    case KS_FLUSH: t_object_reply_flush(c, call->row->name, &ks->fl); break;
+    default:
+        scan_parse(call->argc, call->argv, &o);   /* valid: keyspace_goes_async */
+        t_object_reply_scan(c, &o, &ks->pg);
+        break;
+    }
 }
 
-/* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: what the store would ask the
- * master on the loop is asked here, pipelined; the shared command then
- * runs on the answers. */
-static void async_said_command(client *c) {
-    if (!said_goes_async(c)) {
+static int keyspace_kind(const client *c) {
+    if (cmd_is(c, "dbsize")) return KS_DBSIZE;
+    if (cmd_is(c, "info")) return KS_INFO;
+    if (cmd_is(c, "scan")) return KS_SCAN;
+    if (cmd_is(c, "keys")) return KS_KEYS;
+    return KS_FLUSH;   /* flushall, flushdb: named in async_proc, never a default */
+}
+
+/* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: the store's question is
+ * asked (pipelined with everyone else's over the master connection) and
+ * keyspace_answered writes the reply once. */
+static void async_keyspace_command(client *c) {
+    if (!keyspace_goes_async(c)) {
         shared_proc(async_of(c), c)(c);
         return;
     }
     store *s = c->srv->store;
-    gw_call *call = ask_call_start(c, 0);
-    gw_said *said = call->said = said_create(cluster_store_master(s), cluster_store_workers(s), said_done, call);
+    gw_call *call = call_create(c, 0, 0);
+    gw_keyspace *ks = call->ks = xcalloc(1, sizeof *ks);
+    ks->kind = keyspace_kind(c);
+    call_start(call, c);
     scan_opts o;
-    if (cmd_is(c, "scan") && scan_parse(c, &o) == NULL) said_ask_scan(said, o.cursor, o.count);
-    else if (cmd_is(c, "keys")) said_ask_keys(said, call->argv[1].ptr, call->argv[1].len, KEYS_MAX);
-    else if (cmd_is(c, "info") || cmd_is(c, "dbsize")) said_ask_info(said);   /* DBSIZE: its object count */
-    else if (cmd_is(c, "flushall") || cmd_is(c, "flushdb")) said_ask_flush(said);   /* named: never a default */
-    said_end(said);
-}
-
-/* /metrics: its INFO asks the master first, as INFO does. */
-typedef struct info_wait {
-    store *s;
-    gw_said *said;
-    void (*ready)(void *ctx);
-    void *ctx;
-} info_wait;
-
-static void info_said(void *ctx) {
-    info_wait *w = ctx;
-    cluster_offer_said(w->s, w->said);
-    w->ready(w->ctx);
-    cluster_withdraw(w->s);
-    said_free(w->said);
-    free(w);
-}
-
-void gateway_info_ahead(server *srv, void (*ready)(void *ctx), void *ctx) {
-    info_wait *w = xmalloc(sizeof *w);
-    *w = (info_wait){.s = srv->store, .ready = ready, .ctx = ctx};
-    w->said = said_create(cluster_store_master(srv->store), cluster_store_workers(srv->store), info_said, w);
-    said_ask_info(w->said);
-    said_end(w->said);
+    switch (ks->kind) {
+    case KS_DBSIZE:
+    case KS_INFO: s->ops->stat_async(s, &ks->st, keyspace_answered, call); break;
+    case KS_KEYS:
+        ks->walk = t_object_keys_new(&call->argv[1]);
+        t_object_keys_run(ks->walk, s, keyspace_answered, call);
+        break;
+    case KS_FLUSH: s->ops->flush_async(s, &ks->fl, keyspace_answered, call); break;
+    default:
+        scan_parse(call->argc, call->argv, &o);
+        s->ops->scan_async(s, o.cursor, o.count, &ks->pg, keyspace_answered, call);
+        break;
+    }
 }
 
 /* The proc replacing row's shared one. */
 static command_proc *async_proc(const command *row) {
-    static const char *const said[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb"};
+    static const char *const keyspace[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb"};
     if (row->value_arg) return async_set_command;
     if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0) return async_read_command;
-    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
-        if (strcmp(row->name, said[i]) == 0) return async_said_command;
+    for (size_t i = 0; i < sizeof keyspace / sizeof keyspace[0]; i++)
+        if (strcmp(row->name, keyspace[i]) == 0) return async_keyspace_command;
     return async_ask_command;
 }
 

@@ -77,7 +77,6 @@ static int gateway_setup(server *srv, char *err, size_t errlen) {
     t_multi_register(srv);
     gateway_async_register(srv);
     srv->role_info = gateway_info;
-    srv->role_info_ahead = gateway_info_ahead;
     METRICS_ADD_TABLE(srv, gateway_metrics);
     return 0;
 }
@@ -102,7 +101,6 @@ static void gateway_teardown(server *srv) {
     gw_announce_stop(srv->role);
     srv->role = NULL;
     srv->role_info = NULL;
-    srv->role_info_ahead = NULL;
 }
 
 static const io_role gateway_io_role = {gateway_thread_setup, gateway_teardown};

@@ -7,11 +7,12 @@
  * (the read batch, read_batch.c); SETs are shipped by the put batch
  * (put_batch.c) and gateway_async.c writes their replies from the
  * outcome, as it does for DEL, EXISTS, STRLEN, TYPE and TTL from the
- * master's answers. DBSIZE, INFO, SCAN, KEYS and FLUSHALL find the
- * master's answers handed in (master_said.h). A call without its answer
- * ahead (the master reached through etcd, a shutdown, /metrics) is a
- * blocking call: libmoonkv on the loop's own client, or the control
- * connection; loop_blocking_calls counts them.
+ * master's answers. DBSIZE, INFO, SCAN, KEYS and FLUSHALL complete
+ * through stat_async, scan_async and flush_async (master_ask.h). The
+ * synchronous calls left (a put_end not shipped, get, remove, exists,
+ * stat, prefix: commands the gateway does not run asynchronously) are
+ * blocking libmoonkv calls on the loop's own client;
+ * loop_blocking_calls counts them.
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -27,8 +28,7 @@
 #include "gateway/gateway.h"
 #include "gateway/get_stream.h"
 #include "client/located.h"
-#include "gateway/master_link.h"
-#include "gateway/master_said.h"
+#include "gateway/master_ask.h"
 #include "gateway/put_batch.h"
 #include "gateway/put_stream.h"
 #include "gateway/read_batch.h"
@@ -39,7 +39,6 @@
 #include "server/info.h"
 #include "server/server.h"
 
-#define CTL_TIMEOUT_MS 2000
 #define GATEWAY_WORKERS 2       /* the machine has few cores; transfers mostly wait */
 
 typedef struct cluster_stats {
@@ -66,15 +65,12 @@ typedef struct cluster_store {
     char master_auth[CONFIG_STR_MAX];
     char secret[CONFIG_STR_MAX];   /* cluster_secret: its connections prove it */
     int replicas;
-    redisContext *ctl;          /* INFO cluster, MOON.SCAN; reconnected on error */
-    redisReply *scan_reply;     /* the last MOON.SCAN's keys (cs_scan) */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
     loop_timer *trim;           /* gives an idle staging pool's pages back */
     struct cs_read *free_reads;    /* finished one-key reads, for the next GETs */
     size_t nfree_reads;
-    const gw_said *said;        /* cluster_offer_said */
     struct store_pin *free_pins;   /* released pins for the next gets (a malloc per GET saved) */
     store_put *free_puts;       /* finished puts of short keys, for the next SETs (put_alloc) */
     cluster_stats stats;
@@ -396,13 +392,6 @@ static void cs_release(store *s, store_pin *p) {
     cs->free_pins = p;
 }
 
-void cluster_withdraw(store *s) {
-    cluster_store *cs = cs_of(s);
-    cs->said = NULL;
-}
-
-void cluster_offer_said(store *s, const gw_said *said) { cs_of(s)->said = said; }
-
 void cluster_store_removed(store *s, uint64_t n) { cs_of(s)->stats.removes += n; }
 
 /* One key's answer by a blocking call (cluster_answer). */
@@ -466,125 +455,6 @@ static int cs_prefix(store *s, const store_key *keys, size_t n, size_t *hit) {
     return STORE_ERR;
 }
 
-/* ---- the master's INFO ---- */
-
-/* The control connection, for a blocking call on the loop (counted when
- * there is one to make it on). */
-static redisContext *ctl_conn(cluster_store *cs) {
-    redisContext *c = master_link(&cs->ctl, cs->master, cs->master_auth, cs->secret, CTL_TIMEOUT_MS);
-    cs->stats.loop_blocking += c != NULL;
-    return c;
-}
-
-/* FLUSHALL: MOON.FLUSH on the control connection, one call for the whole
- * table. The master's refusal (-TRYAGAIN during a rebuild) is the reply. */
-static int cs_flush(store *s, uint64_t *removed) {
-    cluster_store *cs = cs_of(s);
-    long long n;
-    const char *err;
-    int said = said_flush(cs->said, &n, &err);
-    if (said >= 0) {
-        *removed = said && !err ? (uint64_t)n : 0;
-        if (said && !err) return STORE_OK;
-        snprintf(s->errstr, sizeof s->errstr, "%s",
-                 err ? err : "TRYAGAIN the master is unreachable (connection lost before its reply)");
-        return STORE_REFUSED;
-    }
-    redisContext *ctl = ctl_conn(cs);
-    proto_cmd cmd;
-    proto_cmd_bare(&cmd, PROTO_VERB_FLUSH);
-    redisReply *r = ctl ? redisCommandArgv(ctl, cmd.argc, cmd.argv, cmd.lens) : NULL;
-    proto_cmd_free(&cmd);
-    int rc = STORE_OK;
-    if (r && r->type == REDIS_REPLY_INTEGER) {
-        *removed = r->integer > 0 ? (uint64_t)r->integer : 0;
-    } else if (r && r->type == REDIS_REPLY_ERROR) {
-        snprintf(s->errstr, sizeof s->errstr, "%s", r->str);
-        rc = STORE_REFUSED;
-    } else {   /* nothing was removed, or it all was: asking again is safe */
-        snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master is unreachable (%.120s)",
-                 ctl ? ctl->errstr : "no connection");
-        rc = STORE_REFUSED;
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
-/* The master's INFO cluster text: what it said ahead, or one blocking
- * call whose reply *r keeps (the caller frees it). NULL if unavailable. */
-static const char *master_info_cluster(cluster_store *cs, redisReply **r) {
-    const char *text = NULL;
-    *r = NULL;
-    int said = said_info(cs->said, &text);
-    if (said >= 0) return said ? text : NULL;
-    redisContext *ctl = ctl_conn(cs);
-    if (!ctl) return NULL;
-    *r = redisCommand(ctl, "INFO cluster");
-    if (!*r) log_warning("gateway: INFO cluster from %s failed: %s", cs->master, ctl->errstr);
-    if (*r && (*r)->type != REDIS_REPLY_STRING) {
-        freeReplyObject(*r);
-        *r = NULL;
-    }
-    return *r ? (*r)->str : NULL;
-}
-
-/* A numeric field of the master's INFO cluster; -1 if unavailable. */
-static long long master_info_field(cluster_store *cs, const char *field) {
-    redisReply *r;
-    const char *text = master_info_cluster(cs, &r);
-    long long v = text ? info_text_field(text, field) : -1;
-    freeReplyObject(r);
-    return v;
-}
-
-/* The store's count or scan had no answer (store.h: unanswered). */
-static void no_answer(store *s, const char *why) {
-    s->unanswered = 1;
-    snprintf(s->errstr, sizeof s->errstr, "TRYAGAIN the master is unreachable (%.160s)", why);
-}
-
-static uint64_t cs_count(store *s) {
-    long long n = master_info_field(cs_of(s), "objects_complete");
-    s->unanswered = 0;
-    if (n < 0) no_answer(s, "no INFO cluster");
-    return n > 0 ? (uint64_t)n : 0;
-}
-
-/* A page the master said ahead, or MOON.SCAN on the control connection.
- * The keys point into the reply,
- * kept until the next scan (the caller copies them into its reply
- * before that). A master that cannot be asked ends the walk. */
-static uint64_t cs_scan(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx) {
-    cluster_store *cs = cs_of(s);
-    freeReplyObject(cs->scan_reply);
-    cs->scan_reply = NULL;
-    uint64_t next = 0;
-    s->unanswered = 0;
-    int said = said_scan(cs->said, cursor, &next, fn, ctx);
-    if (said == 0) no_answer(s, "no " PROTO_VERB_SCAN " reply");
-    if (said >= 0) return next;
-    redisContext *ctl = ctl_conn(cs);
-    if (!ctl) {
-        no_answer(s, "no connection");
-        return 0;
-    }
-    proto_cmd cmd;
-    proto_cmd_scan(&cmd, cursor, count);
-    redisReply *r = redisCommandArgv(ctl, cmd.argc, cmd.argv, cmd.lens);
-    proto_cmd_free(&cmd);
-    const redisReply *keys;
-    if (proto_dec_scan(r, &next, &keys) != 0) {
-        log_warning("gateway: %s from %s failed: %s", PROTO_VERB_SCAN, cs->master,
-                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
-        no_answer(s, r && r->type == REDIS_REPLY_ERROR ? r->str : ctl->errstr);
-        freeReplyObject(r);
-        return 0;
-    }
-    cs->scan_reply = r;
-    for (size_t i = 0; i < keys->elements; i++) fn(keys->element[i]->str, keys->element[i]->len, ctx);
-    return next;
-}
-
 void cluster_store_info(store *s, resp_buf *out) {
     cluster_store *cs = cs_of(s);
     staging_stats st;
@@ -617,9 +487,6 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
     info_field(out, "loop_blocking_calls", "%llu", (unsigned long long)cs->stats.loop_blocking);
-    /* Garbage collection is the master's: its count, as Redis names it. */
-    long long evicted = master_info_field(cs, "evicted_keys");
-    info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
     mkv_transfer_stats ts;
     mkv_transfer_stats_get(cs->mc, &ts);   /* the loop's clients, then the workers' */
     if (cs->inline_mc) mkv_transfer_stats_add(cs->inline_mc, &ts);   /* its reads moved bytes too */
@@ -635,21 +502,31 @@ void cluster_store_info(store *s, resp_buf *out) {
 /* "# Memory" with the cluster's totals, as the master counts them: the
  * bytes of stored objects and the sum of the live nodes' segments. The
  * gateway's own numbers are in "# Gateway" (role info). */
-static void cs_info(store *s, resp_buf *out, const char *section) {
+static void cs_info(store *s, const store_stat *st, resp_buf *out, const char *section) {
+    (void)s;
     if (!info_wants(section, "memory", 1)) return;
-    redisReply *r;
-    const char *text = master_info_cluster(cs_of(s), &r);
     info_section(out, "Memory");
-    if (text) {
-        long long used = info_text_field(text, "bytes_used"), total = info_text_field(text, "bytes_total");
-        info_field_bytes(out, "used_memory", used > 0 ? (uint64_t)used : 0);
-        info_field_bytes(out, "maxmemory", total > 0 ? (uint64_t)total : 0);
+    if (st && st->rc == STORE_OK) {
+        info_field_bytes(out, "used_memory", st->bytes_used);
+        info_field_bytes(out, "maxmemory", st->bytes_total);
     } else {
         info_field(out, "cluster_memory_unknown", "master unreachable");
     }
     info_field(out, "maxmemory_policy", "noeviction");
     info_field(out, "mem_allocator", "moonkv-cluster");
-    freeReplyObject(r);
+}
+
+/* DBSIZE, KEYS, INFO, SCAN, FLUSHALL: the master answers (master_ask.h). */
+static void cs_stat_async(store *s, store_stat *st, store_got_fn *done, void *ctx) {
+    master_ask_stat(cs_of(s)->ma, cs_of(s)->workers, st, done, ctx);
+}
+
+static void cs_scan_async(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx) {
+    master_ask_scan(cs_of(s)->ma, cs_of(s)->workers, cursor, count, pg, done, ctx);
+}
+
+static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void *ctx) {
+    master_ask_flush(cs_of(s)->ma, cs_of(s)->workers, f, done, ctx);
 }
 
 static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
@@ -698,13 +575,8 @@ static void cs_destroy(store *s) {
     close_client(cs, &cs->inline_mc);
     close_client(cs, &cs->mc);
     staging_destroy(cs->pool);
-    freeReplyObject(cs->scan_reply);
-    if (cs->ctl) redisFree(cs->ctl);
     free(cs);
 }
-
-/* Garbage collection is the master's: its count (one INFO cluster). */
-static long long cs_evicted(store *s) { return master_info_field(cs_of(s), "evicted_keys"); }
 
 static const store_ops cluster_ops = {
     .put_start = cs_put_start,
@@ -719,11 +591,10 @@ static const store_ops cluster_ops = {
     .exists = cs_exists,
     .size_of = cs_size_of,
     .checksum_of = cs_checksum_of,
-    .count = cs_count,
-    .scan = cs_scan,
-    .flush = cs_flush,
+    .stat_async = cs_stat_async,
+    .scan_async = cs_scan_async,
+    .flush_async = cs_flush_async,
     .info = cs_info,
-    .evicted = cs_evicted,
     .prefix = cs_prefix,
     .destroy = cs_destroy,
     .space = NULL,

@@ -4,10 +4,10 @@
  * Reads complete through store_ops.get_async: the keys join the loop
  * iteration's read batch (read_batch.h) and the caller's callback gets
  * the outcomes when the batch is back; gateway_async.c writes the reply
- * from them. Puts and the master's answers for DEL, EXISTS, ... still run
- * ahead and are handed in (a shipped put's put_end reports how the ship
- * went; cluster_offer_answers, cluster_offer_said): the shared command
- * then runs on the loop and finds them. */
+ * from them. DBSIZE, SCAN, KEYS, INFO and FLUSHALL complete the same way
+ * (stat_async, scan_async, flush_async: master_ask.h). A SET's put is
+ * shipped ahead and its put_end reports how the ship went; DEL, EXISTS,
+ * STRLEN, TYPE and TTL ask the master themselves (gateway_async.c). */
 #ifndef MKV_GATEWAY_STORE_CLUSTER_H
 #define MKV_GATEWAY_STORE_CLUSTER_H
 
@@ -47,8 +47,6 @@ struct get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_
                                        const char *key, size_t keylen, void (*done)(void *ctx), void *ctx);
 /* A read outcome that will not be replied: its pin or stream goes. */
 void cluster_got_forget(store *s, store_got *g);
-/* The answers offered (cluster_offer_said) are not taken from now on. */
-void cluster_withdraw(store *s);
 
 /* A key's DEL, EXISTS or STRLEN outcome, asked over the asynchronous
  * master connection ahead of the command (gateway_async.c). */
@@ -63,10 +61,6 @@ typedef struct gw_answer {
 } gw_answer;
 /* n keys were removed by answers asked ahead (INFO's count). */
 void cluster_store_removed(store *s, uint64_t n);
-/* On the loop: count, scan, flush and info take the master's answers
- * from said (master_said.h) instead of asking, until cluster_withdraw. */
-struct gw_said;
-void cluster_offer_said(store *s, const struct gw_said *said);
 /* On a worker, with its client: the answers of a[] that have none yet,
  * by the blocking call verb names (MOON.REMOVE, MOON.EXISTS or
  * MOON.OBJECT), as the store's remove, exists and stat ask; a call that

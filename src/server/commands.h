@@ -91,6 +91,9 @@ void t_object_reply_answers(client *c, const command *cmd, const long long *n, s
 /* A read's outcome (store.h get_async) as GET replies it; takes its pin. */
 void t_object_reply_got(client *c, store_got *g);
 void t_server_register(server *srv);
+/* INFO's reply (argv[0] the name) from the store's stat (NULL: not asked,
+ * info_reads_store said no). */
+void t_server_reply_info(client *c, int argc, const resp_arg *argv, const store_stat *st);
 /* CLUSTER and SENTINEL as one shard holding every slot (t_cluster.c). */
 void t_cluster_register(server *srv);
 void t_multi_register(server *srv);   /* multi.c */
@@ -104,9 +107,29 @@ typedef struct scan_opts {
     const resp_arg *match;    /* NULL = every key */
     int none;                 /* TYPE of no object: no key matches */
 } scan_opts;
-/* SCAN's arguments: NULL, or the text of the error SCAN replies. */
-const char *scan_parse(const client *c, scan_opts *o);
+/* SCAN's arguments (argv[0] the name): NULL, or the text of the error
+ * SCAN replies. o->match points into argv. */
+const char *scan_parse(int argc, const resp_arg *argv, scan_opts *o);
 /* FLUSHALL's arguments are valid (else it replies a syntax error). */
 int flushall_args_ok(const client *c);
+
+/* The keyspace commands' replies from their store's answers (store.h
+ * stat_async, scan_async, flush_async), however late they came: the
+ * standalone commands and the gateway's write the same bytes. */
+void t_object_reply_dbsize(client *c, const store_stat *st);
+/* A SCAN page, its keys filtered by o (MATCH, TYPE): while pg's keys are
+ * valid (in the answer's done). */
+void t_object_reply_scan(client *c, const scan_opts *o, const store_page *pg);
+/* FLUSHALL|FLUSHDB (name for the log). */
+void t_object_reply_flush(client *c, const char *name, const store_flushed *f);
+/* KEYS pattern as a walk over the store's answers (its stat, then its
+ * pages; the pattern is copied): run calls done(ctx) once the reply is
+ * known, before it returns for a store that answers at once; done may
+ * free the walk. */
+typedef struct keys_walk keys_walk;
+keys_walk *t_object_keys_new(const resp_arg *pattern);
+void t_object_keys_run(keys_walk *w, store *s, store_got_fn *done, void *ctx);
+void t_object_reply_keys(client *c, const keys_walk *w);
+void t_object_keys_free(keys_walk *w);
 
 #endif

@@ -15,8 +15,13 @@
 typedef struct server server;
 
 /* The INFO reply for the sections in argv (none: default) appended to
- * out: what the INFO command answers, and what /metrics reads. */
-void info_build(server *srv, int argc, const resp_arg *argv, resp_buf *out);
+ * out: what the INFO command answers, and what /metrics reads. st is the
+ * store's answer to stat_async (store.h), or NULL when not asked. */
+struct store_stat;
+void info_build(server *srv, int argc, const resp_arg *argv, const struct store_stat *st, resp_buf *out);
+/* Whether the sections in argv (none: default) read the store's stat
+ * (Memory, Stats, Keyspace): INFO asks it first then. */
+int info_reads_store(int argc, const resp_arg *argv);
 
 /* 1 if a request for `asked` ("all", "default", "everything", NULL for
  * default, or a section name in any case) includes section `name`.

@@ -223,13 +223,13 @@ static void write_fields(resp_buf *out, const field_table *t, const info_index *
     }
 }
 
-static void write_info_fields(server *srv, resp_buf *out) {
+static void write_info_fields(server *srv, const store_stat *st, resp_buf *out) {
     metrics *m = srv->metrics;
     static char everything[] = "everything";
     resp_arg all = {.ptr = everything, .len = sizeof everything - 1};
     resp_buf text;
     resp_buf_init(&text);
-    info_build(srv, 1, &all, &text);
+    info_build(srv, 1, &all, st, &text);
     info_index ix = {0};
     index_info(&text, &ix);
     for (size_t t = 0; t < m->ntables; t++) write_fields(out, &m->tables[t], &ix);
@@ -267,11 +267,11 @@ static void write_commands(server *srv, resp_buf *out) {
     }
 }
 
-void metrics_write(server *srv, resp_buf *out) {
+void metrics_write(server *srv, const store_stat *st, resp_buf *out) {
     if (!srv->metrics) return;
     family(out, "moonkv_info", "gauge", "Always 1; the labels name the role and version.");
     emitf(out, "moonkv_info{role=\"%s\",version=\"%s\"} 1\n", config_role_name(srv->cfg.role),
           MOONKV_VERSION);
-    write_info_fields(srv, out);
+    write_info_fields(srv, st, out);
     write_commands(srv, out);
 }

@@ -51,8 +51,10 @@ void metrics_add_fields(metrics *m, const metrics_field *table, size_t n);
 void metrics_record(metrics *m, size_t cmd, uint64_t value_bytes, uint64_t ns);
 uint64_t metrics_now_ns(void);   /* CLOCK_MONOTONIC */
 
-/* The whole exposition (Prometheus text format 0.0.4) appended to out. */
-void metrics_write(server *srv, resp_buf *out);
+/* The whole exposition (Prometheus text format 0.0.4) appended to out;
+ * st is the store's stat (store.h stat_async), NULL without a store. */
+struct store_stat;
+void metrics_write(server *srv, const struct store_stat *st, resp_buf *out);
 
 /* The HTTP listener (metrics_http.c) on cfg.bind:cfg.metrics_port:
  * GET /metrics answers the exposition, anything else 404/405/400. */

@@ -37,7 +37,8 @@ typedef struct http_conn {
     resp_buf reply;
     size_t sent;
     int head;                 /* HEAD: the headers only */
-    int waiting;              /* for the role's INFO answers (role_info_ahead) */
+    int waiting;              /* for the store's stat (stat_async) */
+    store_stat stat;
     int orphan;               /* closed while waiting: their arrival frees it */
 } http_conn;
 
@@ -110,7 +111,7 @@ static void metrics_ready(void *ctx) {
     }
     resp_buf body;
     resp_buf_init(&body);
-    metrics_write(hc->st->srv, &body);
+    metrics_write(hc->st->srv, hc->st->srv->store ? &hc->stat : NULL, &body);
     respond(hc, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body, hc->head);
     resp_buf_free(&body);
 }
@@ -144,13 +145,13 @@ static void handle_request(http_conn *hc) {
     }
     hc->head = head;
     server *srv = hc->st->srv;
-    if (!srv->role_info_ahead) {
+    if (!srv->store) {
         metrics_ready(hc);
         return;
     }
-    hc->waiting = 1;   /* the loop serves on meanwhile */
+    hc->waiting = 1;   /* the loop serves on meanwhile (the cluster's master answers) */
     loop_del_file(srv->loop, hc->fd, LOOP_READABLE);
-    srv->role_info_ahead(srv, metrics_ready, hc);
+    srv->store->ops->stat_async(srv->store, &hc->stat, metrics_ready, hc);
 }
 
 static void read_cb(event_loop *el, int fd, void *data, int mask) {

@@ -107,11 +107,6 @@ struct server {
     void *metrics_http;       /* metrics_http.c private state */
     /* INFO hook for role-specific sections (e.g. "cluster"). */
     void (*role_info)(server *srv, resp_buf *out, const char *section);
-    /* Before /metrics builds INFO (metrics_http.c): a role whose INFO
-     * reads another server asks it here without waiting, and calls
-     * ready(ctx) once INFO can be built without a blocking call (INFO is
-     * built inside that call). NULL: it is built at once. */
-    void (*role_info_ahead)(server *srv, void (*ready)(void *ctx), void *ctx);
     /* CLUSTER/SENTINEL hook (t_cluster.c): other RESP servers holding the
      * same keys (gateways of one master), at most max; NULL = none. */
     size_t (*role_peers)(server *srv, resp_endpoint *out, size_t max);

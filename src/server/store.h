@@ -12,7 +12,9 @@
  * written in the same loop iteration; one whose values are elsewhere (the
  * cluster) completes on the loop when they arrived, and its caller holds
  * the client's reply slot (networking.h) meanwhile. The reply is written
- * once, from the outcome (t_object_reply_got): no command runs twice. */
+ * once, from the outcome (t_object_reply_got): no command runs twice.
+ * The keyspace questions (count, a scan page, a flush) complete the same
+ * way. */
 #ifndef MKV_STORE_H
 #define MKV_STORE_H
 
@@ -70,6 +72,32 @@ typedef struct store_got {
 } store_got;
 typedef void store_got_fn(void *ctx);
 
+/* What a store tells of its keyspace (stat_async): DBSIZE, KEYS's
+ * bound, INFO's Memory, Stats and Keyspace. */
+typedef struct store_stat {
+    int rc;                  /* STORE_OK; else no answer, errstr says why ("TRYAGAIN ...") */
+    uint64_t objects;        /* COMPLETE objects */
+    uint64_t bytes_used, bytes_total;   /* of the values, where the store's info tells them */
+    long long evicted;       /* keys garbage collection removed; -1 cannot be told */
+    char errstr[STORE_ERRSTR];
+} store_stat;
+
+/* One page of a walk (scan_async). */
+typedef struct store_page {
+    int rc;                  /* STORE_OK; else no answer (errstr): the walk means nothing */
+    uint64_t next;           /* the next cursor, 0 at the end */
+    const store_key *keys;   /* valid while done runs */
+    size_t nkeys;
+    char errstr[STORE_ERRSTR];
+} store_page;
+
+/* FLUSHALL's outcome (flush_async). */
+typedef struct store_flushed {
+    int rc;                  /* STORE_OK; STORE_REFUSED: errstr is the whole reply */
+    uint64_t removed;
+    char errstr[STORE_ERRSTR];
+} store_flushed;
+
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
                      void **dst, store_put **out);
@@ -115,15 +143,21 @@ typedef struct store_ops {
      * COMPLETE value without reading it, for a store where reading is
      * costly (the cluster). */
     int (*checksum_of)(store *s, const void *key, size_t keylen, uint64_t *len, uint32_t *crc);
+    /* The keyspace questions of DBSIZE, KEYS, INFO (stat_async), SCAN
+     * (scan_async) and FLUSHALL (flush_async) complete through done(ctx)
+     * as get_async does: before returning for a store that holds its keys
+     * (store_stat_inline, store_scan_inline, store_flush_inline over
+     * count, scan and remove), on the loop once the master answered for
+     * the cluster's. */
+    void (*stat_async)(store *s, store_stat *st, store_got_fn *done, void *ctx);
+    void (*scan_async)(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx);
+    void (*flush_async)(store *s, store_flushed *f, store_got_fn *done, void *ctx);
+    /* Optional (a store that answers at once): what the inline forms ask. */
     uint64_t (*count)(store *s);                                /* COMPLETE objects */
     uint64_t (*scan)(store *s, uint64_t cursor, long count, store_scan_fn *fn, void *ctx);
-    /* Optional (NULL: FLUSHALL walks scan and removes each key): remove
-     * every COMPLETE object at once, how many in *removed. A store whose
-     * keys live elsewhere (the cluster's master) does it there in one
-     * call; STORE_REFUSED or STORE_ERR (errstr) if that failed. */
-    int (*flush)(store *s, uint64_t *removed);
-    /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n"). */
-    void (*info)(store *s, resp_buf *out, const char *section);
+    /* Append INFO sections in Redis format ("# Memory\r\nused_memory:...\r\n");
+     * st is the store's stat_async answer, or NULL when not asked. */
+    void (*info)(store *s, const store_stat *st, resp_buf *out, const char *section);
     void (*destroy)(store *s);
     /* Optional (NULL if the store cannot tell): free bytes and the largest
      * free extent, so a NOSPACE reply can say why the value did not fit. */
@@ -140,8 +174,8 @@ typedef struct store_ops {
      * loads their look-ups will need, all at once instead of one miss
      * after another. Changes nothing. */
     void (*prefetch)(store *s, const store_key *keys, size_t n);
-    /* Optional: keys garbage collection removed so far (INFO stats'
-     * evicted_keys, where Redis users look); -1 when it cannot be told. */
+    /* Optional: keys garbage collection removed so far (store_stat_inline's
+     * evicted, INFO stats' evicted_keys); -1 when it cannot be told. */
     long long (*evicted)(store *s);
     /* Optional (NULL: exists key by key): how many keys from the first on
      * are COMPLETE, in *hit; STORE_ERR or STORE_REFUSED (errstr). */
@@ -152,10 +186,6 @@ struct store {
     const store_ops *ops;
     char errstr[STORE_ERRSTR];
     void *priv;
-    /* Set by count and scan when they had no answer to give (the
-     * cluster's master unreachable), errstr saying why: their result
-     * then means nothing (a walk that ended early, a count of 0). */
-    int unanswered;
 };
 
 const char *store_strerror(int code);
@@ -163,5 +193,11 @@ const char *store_strerror(int code);
  * key in turn, done(ctx) before it returns. */
 void store_get_inline(store *s, const store_key *keys, size_t n, int flags, store_got *got,
                       store_got_fn *done, void *ctx);
+/* stat_async, scan_async and flush_async for a store with count, scan
+ * (and evicted) that answer at once: done(ctx) before they return. A
+ * flush walks scan and removes each key. */
+void store_stat_inline(store *s, store_stat *st, store_got_fn *done, void *ctx);
+void store_scan_inline(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx);
+void store_flush_inline(store *s, store_flushed *f, store_got_fn *done, void *ctx);
 
 #endif

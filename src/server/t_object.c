@@ -307,6 +307,14 @@ void t_object_reply_got(client *c, store_got *g) {
 
 static void got_inline(void *ctx) { *(int *)ctx = 1; }
 
+/* A store that completes later here would leave the reply unwritten: its
+ * role has its own command, which holds the reply slot meanwhile. */
+static void must_be_inline(int done) {
+    if (done) return;
+    log_warning("t_object: a store answered later without its role holding the reply");
+    abort();
+}
+
 /* Keys read on the stack up to this many (a GET, a short MGET). */
 #define READ_ON_STACK 8
 
@@ -391,59 +399,48 @@ static void pttl_command(client *c) { reply_ttl(c, 1); }
 /* Every object is a string. */
 static void type_command(client *c) { answer_keys(c, ask_exists); }
 
-/* 1 (and the store's reason replied) if its last count or scan had no
- * answer: a client must not take an empty walk or a 0 for the truth. */
-static int unanswered(client *c, store *s) {
-    if (!s->unanswered) return 0;
-    reply_error(c, s->errstr);
-    return 1;
+/* ---- the keyspace: DBSIZE, SCAN, KEYS, FLUSHALL ----
+ *
+ * Each asks its store once (store.h stat_async, scan_async, flush_async)
+ * and writes its reply once from the answer, with the writers below. The
+ * commands here need a store that answers at once (standalone); the
+ * gateway's own commands hold the reply slot meanwhile and call the same
+ * writers (gateway_async.c). */
+
+void t_object_reply_dbsize(client *c, const store_stat *st) {
+    if (st->rc != STORE_OK) reply_error(c, st->errstr);   /* a client must not take a 0 for the truth */
+    else reply_integer(c, (long long)st->objects);
 }
 
 static void dbsize_command(client *c) {
     store *s = store_of(c);
-    uint64_t n = s->ops->count(s);
-    if (!unanswered(c, s)) reply_integer(c, (long long)n);
+    store_stat st;
+    int done = 0;
+    s->ops->stat_async(s, &st, got_inline, &done);
+    must_be_inline(done);
+    t_object_reply_dbsize(c, &st);
 }
 
 /* ---- SCAN ---- */
 
-typedef struct scan_keys {
-    const resp_arg *match;    /* NULL = every key */
-    int none;                 /* SCAN ... TYPE of no object: no key matches */
-    struct {
-        const char *key;
-        size_t len;
-    } *keys;
-    size_t n, cap;
-} scan_keys;
-
-static void scan_collect(const char *key, size_t keylen, void *ctx) {
-    scan_keys *sk = ctx;
-    if (sk->none) return;
-    if (sk->match && !glob_match(sk->match->ptr, sk->match->len, key, keylen, 0)) return;
-    if (sk->n == sk->cap) {
-        sk->cap = sk->cap ? sk->cap * 2 : 16;
-        sk->keys = xrealloc(sk->keys, sk->cap * sizeof *sk->keys);
-    }
-    sk->keys[sk->n].key = key;
-    sk->keys[sk->n].len = keylen;
-    sk->n++;
+static int scan_keeps(const scan_opts *o, const store_key *k) {
+    return !o->none && (!o->match || glob_match(o->match->ptr, o->match->len, k->ptr, k->len, 0));
 }
 
-const char *scan_parse(const client *c, scan_opts *o) {
+const char *scan_parse(int argc, const resp_arg *argv, scan_opts *o) {
     long long count = SCAN_COUNT_DEFAULT;
     *o = (scan_opts){0};
-    if (arg_to_u64(&c->argv[1], &o->cursor) < 0) return "ERR invalid cursor";
-    for (int i = 2; i < c->argc; i += 2) {
-        const resp_arg *opt = &c->argv[i];
-        if (i + 1 >= c->argc) return "ERR syntax error";
+    if (arg_to_u64(&argv[1], &o->cursor) < 0) return "ERR invalid cursor";
+    for (int i = 2; i < argc; i += 2) {
+        const resp_arg *opt = &argv[i];
+        if (i + 1 >= argc) return "ERR syntax error";
         if (strieq_len(opt->ptr, opt->len, "MATCH")) {
-            o->match = &c->argv[i + 1];
+            o->match = &argv[i + 1];
         } else if (strieq_len(opt->ptr, opt->len, "TYPE")) {
             /* Every object is a string: another type matches nothing. */
-            if (!strieq_len(c->argv[i + 1].ptr, c->argv[i + 1].len, "string")) o->none = 1;
+            if (!strieq_len(argv[i + 1].ptr, argv[i + 1].len, "string")) o->none = 1;
         } else if (strieq_len(opt->ptr, opt->len, "COUNT")) {
-            if (arg_to_ll(&c->argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0)
+            if (arg_to_ll(&argv[i + 1], LLONG_MIN, LLONG_MAX, &count) < 0)
                 return "ERR value is not an integer or out of range";
             if (count < 1) return "ERR syntax error";
             if (count > SCAN_COUNT_MAX) count = SCAN_COUNT_MAX;
@@ -457,112 +454,174 @@ const char *scan_parse(const client *c, scan_opts *o) {
     return NULL;
 }
 
+void t_object_reply_scan(client *c, const scan_opts *o, const store_page *pg) {
+    if (pg->rc != STORE_OK) {   /* an empty walk is no answer */
+        reply_error(c, pg->errstr);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < pg->nkeys; i++) n += scan_keeps(o, &pg->keys[i]);
+    char cur[24];
+    int len = snprintf(cur, sizeof cur, "%llu", (unsigned long long)pg->next);
+    reply_array(c, 2);
+    reply_bulk(c, cur, (size_t)len);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < pg->nkeys; i++)
+        if (scan_keeps(o, &pg->keys[i])) reply_bulk(c, pg->keys[i].ptr, pg->keys[i].len);
+}
+
+typedef struct scan_call {
+    client *c;
+    const scan_opts *o;
+    store_page pg;
+} scan_call;
+
+/* The page is replied while its keys are valid (in done). */
+static void scan_paged(void *ctx) {
+    scan_call *sc = ctx;
+    t_object_reply_scan(sc->c, sc->o, &sc->pg);
+    sc->c = NULL;
+}
+
 static void scan_command(client *c) {
     scan_opts o;
-    const char *err = scan_parse(c, &o);
+    const char *err = scan_parse(c->argc, c->argv, &o);
     if (err) {
         reply_error(c, err);
         return;
     }
-    scan_keys sk = {.match = o.match, .none = o.none};
     store *s = store_of(c);
-    uint64_t next = s->ops->scan(s, o.cursor, o.count, scan_collect, &sk);
-    if (unanswered(c, s)) {
-        free(sk.keys);
-        return;
-    }
-    char cur[24];
-    int n = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
-    reply_array(c, 2);
-    reply_bulk(c, cur, (size_t)n);
-    reply_array(c, (long long)sk.n);
-    for (size_t i = 0; i < sk.n; i++) reply_bulk(c, sk.keys[i].key, sk.keys[i].len);
-    free(sk.keys);
+    scan_call sc = {.c = c, .o = &o};
+    s->ops->scan_async(s, o.cursor, o.count, &sc.pg, scan_paged, &sc);
+    must_be_inline(sc.c == NULL);
 }
 
 /* ---- KEYS ---- */
 
-static void reply_keys_refused(client *c, uint64_t n) {
-    reply_errorf(c, "ERR KEYS is refused on more than %d keys (%llu seen): use SCAN with MATCH",
-                 KEYS_MAX, (unsigned long long)n);
+/* Every key matching the pattern, by a full walk, bounded: a keyspace
+ * larger than KEYS_MAX is refused before the walk (its stat), and so is a
+ * walk that meets more (keys added meanwhile). Each page's keys are
+ * written into a buffer while they are valid, so the array's length is
+ * known at the end. A store that answers at once runs the walk in a loop
+ * here, not one call deeper per page. */
+struct keys_walk {
+    store *s;
+    char *pat;                /* NULL: every key */
+    size_t plen;
+    store_stat st;
+    store_page pg;
+    uint64_t cursor, seen;
+    resp_buf out;
+    int rc;                   /* STORE_OK; else errstr */
+    char errstr[STORE_ERRSTR];
+    int over;                 /* more than KEYS_MAX */
+    int asking, again, ended; /* inside scan_async; its page came inline; the walk is over */
+    store_got_fn *done;
+    void *ctx;
+};
+
+/* done may free w: never while walk_next's loop still reads it. */
+static void walk_end(keys_walk *w, int rc, const char *why) {
+    w->rc = rc;
+    if (why) snprintf(w->errstr, sizeof w->errstr, "%s", why);
+    w->ended = 1;
+    if (!w->asking) w->done(w->ctx);
 }
 
-/* Every key matching the pattern, by a full scan, bounded: a keyspace
- * larger than KEYS_MAX is refused before the walk, and so is a walk that
- * meets more (keys added meanwhile). Each batch is written out before the
- * next scan (a store may reuse the keys' memory then), into a buffer
- * first so the array's length is known. */
-static void keys_command(client *c) {
-    store *s = store_of(c);
-    uint64_t n = s->ops->count(s), seen = 0;
-    if (unanswered(c, s)) return;
-    if (n > KEYS_MAX) {
-        reply_keys_refused(c, n);
+static void walk_next(keys_walk *w);
+
+static void walk_paged(void *ctx) {
+    keys_walk *w = ctx;
+    const store_page *pg = &w->pg;
+    if (pg->rc != STORE_OK) {   /* part of a walk is no answer */
+        walk_end(w, pg->rc, pg->errstr);
         return;
     }
-    scan_keys sk = {.match = &c->argv[1]};
-    if (sk.match->len == 1 && sk.match->ptr[0] == '*') sk.match = NULL;
-    resp_buf out;
-    resp_buf_init(&out);
-    uint64_t cursor = 0;
-    do {
-        sk.n = 0;
-        cursor = s->ops->scan(s, cursor, 1000, scan_collect, &sk);
-        for (size_t i = 0; i < sk.n; i++) resp_add_bulk(&out, sk.keys[i].key, sk.keys[i].len);
-        seen += sk.n;
-    } while (cursor != 0 && seen <= KEYS_MAX && !s->unanswered);
-    free(sk.keys);
-    if (unanswered(c, s)) {
-        /* replied: part of a walk is no answer */
-    } else if (seen > KEYS_MAX) {
-        reply_keys_refused(c, seen);
-    } else {
-        reply_array(c, (long long)seen);
-        if (out.len) reply_raw(c, out.data, out.len);
+    for (size_t i = 0; i < pg->nkeys; i++) {
+        const store_key *k = &pg->keys[i];
+        if (w->pat && !glob_match(w->pat, w->plen, k->ptr, k->len, 0)) continue;
+        resp_add_bulk(&w->out, k->ptr, k->len);
+        w->seen++;
     }
-    resp_buf_free(&out);
+    w->cursor = pg->next;
+    w->over = w->seen > KEYS_MAX;
+    if (w->cursor == 0 || w->over) walk_end(w, STORE_OK, NULL);
+    else if (w->asking) w->again = 1;   /* walk_next's loop asks the next page */
+    else walk_next(w);
+}
+
+static void walk_next(keys_walk *w) {
+    do {
+        w->again = 0;
+        w->asking = 1;
+        w->s->ops->scan_async(w->s, w->cursor, 1000, &w->pg, walk_paged, w);
+        w->asking = 0;
+    } while (w->again);
+    if (w->ended) w->done(w->ctx);   /* it ended inside scan_async */
+}
+
+static void walk_counted(void *ctx) {
+    keys_walk *w = ctx;
+    if (w->st.rc != STORE_OK) {
+        walk_end(w, w->st.rc, w->st.errstr);
+        return;
+    }
+    w->seen = w->st.objects;
+    w->over = w->seen > KEYS_MAX;
+    if (w->over) {
+        walk_end(w, STORE_OK, NULL);
+        return;
+    }
+    w->seen = 0;
+    walk_next(w);
+}
+
+keys_walk *t_object_keys_new(const resp_arg *pattern) {
+    keys_walk *w = xcalloc(1, sizeof *w);
+    resp_buf_init(&w->out);
+    if (!(pattern->len == 1 && pattern->ptr[0] == '*')) {   /* match-all needs no test */
+        w->pat = xmalloc(pattern->len ? pattern->len : 1);
+        memcpy(w->pat, pattern->ptr, pattern->len);
+        w->plen = pattern->len;
+    }
+    return w;
+}
+
+void t_object_keys_run(keys_walk *w, store *s, store_got_fn *done, void *ctx) {
+    w->s = s;
+    w->done = done;
+    w->ctx = ctx;
+    s->ops->stat_async(s, &w->st, walk_counted, w);
+}
+
+void t_object_keys_free(keys_walk *w) {
+    if (!w) return;
+    resp_buf_free(&w->out);
+    free(w->pat);
+    free(w);
+}
+
+void t_object_reply_keys(client *c, const keys_walk *w) {
+    if (w->rc != STORE_OK) reply_error(c, w->errstr);
+    else if (w->over)
+        reply_errorf(c, "ERR KEYS is refused on more than %d keys (%llu seen): use SCAN with MATCH",
+                     KEYS_MAX, (unsigned long long)w->seen);
+    else {
+        reply_array(c, (long long)w->seen);
+        if (w->out.len) reply_raw(c, w->out.data, w->out.len);
+    }
+}
+
+static void keys_command(client *c) {
+    int done = 0;
+    keys_walk *w = t_object_keys_new(&c->argv[1]);
+    t_object_keys_run(w, store_of(c), got_inline, &done);
+    must_be_inline(done);
+    t_object_reply_keys(c, w);
+    t_object_keys_free(w);
 }
 
 /* ---- FLUSHALL / FLUSHDB ---- */
-
-/* Keys copied out of a scan: a removal may free the memory they point to. */
-typedef struct key_copies {
-    char *buf;
-    size_t len, cap;
-    size_t n;
-} key_copies;
-
-static void key_copy(const char *key, size_t keylen, void *ctx) {
-    key_copies *kc = ctx;
-    size_t need = sizeof(size_t) + keylen;
-    if (kc->cap - kc->len < need) {
-        kc->cap = (kc->cap + need) * 2;
-        kc->buf = xrealloc(kc->buf, kc->cap);
-    }
-    memcpy(kc->buf + kc->len, &keylen, sizeof keylen);
-    memcpy(kc->buf + kc->len + sizeof keylen, key, keylen);
-    kc->len += need;
-    kc->n++;
-}
-
-/* Scan a batch, remove it, until the walk ends (the cursor stays valid as
- * the table shrinks). Keys added meanwhile may survive, as in Redis. */
-static uint64_t flush_by_scan(store *s) {
-    key_copies kc = {0};
-    uint64_t cursor = 0, removed = 0;
-    do {
-        kc.len = kc.n = 0;
-        cursor = s->ops->scan(s, cursor, 1000, key_copy, &kc);
-        for (size_t off = 0; off < kc.len;) {
-            size_t keylen;
-            memcpy(&keylen, kc.buf + off, sizeof keylen);
-            removed += (uint64_t)s->ops->remove(s, kc.buf + off + sizeof keylen, keylen);
-            off += sizeof keylen + keylen;
-        }
-    } while (cursor != 0);
-    free(kc.buf);
-    return removed;
-}
 
 /* FLUSHALL|FLUSHDB [ASYNC|SYNC]: every object goes (one database). Space
  * still under a read lease is reused once the lease ends, either way. */
@@ -571,22 +630,30 @@ int flushall_args_ok(const client *c) {
                                              strieq_len(c->argv[1].ptr, c->argv[1].len, "SYNC")));
 }
 
+void t_object_reply_flush(client *c, const char *name, const store_flushed *f) {
+    if (f->rc == STORE_REFUSED) {   /* the store's whole text: -TRYAGAIN during a rebuild */
+        reply_error(c, f->errstr);
+        return;
+    }
+    if (f->rc != STORE_OK) {
+        reply_errorf(c, "ERR %s: %s", store_strerror(f->rc), f->errstr);
+        return;
+    }
+    log_notice("%s: %llu objects removed", name, (unsigned long long)f->removed);
+    reply_ok(c);
+}
+
 static void flushall_command(client *c) {
     if (!flushall_args_ok(c)) {
         reply_syntax_error(c);
         return;
     }
     store *s = store_of(c);
-    uint64_t n = 0;
-    int rc = STORE_OK;
-    if (s->ops->flush) rc = s->ops->flush(s, &n);
-    else n = flush_by_scan(s);
-    if (rc != STORE_OK) {
-        reply_store_error(c, rc);
-        return;
-    }
-    log_notice("%.*s: %llu objects removed", (int)c->argv[0].len, c->argv[0].ptr, (unsigned long long)n);
-    reply_ok(c);
+    store_flushed f;
+    int done = 0;
+    s->ops->flush_async(s, &f, got_inline, &done);
+    must_be_inline(done);
+    t_object_reply_flush(c, c->last_cmd->name, &f);
 }
 
 /* ---- the calls inference engines make ---- */

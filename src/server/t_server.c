@@ -5,11 +5,13 @@
  * (redis-cli, redis-benchmark, client libraries) behave as with Redis. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/util.h"
 #include "server/commands.h"
 #include "server/glob.h"
@@ -232,7 +234,7 @@ static void info_clients(server *srv, resp_buf *out) {
     info_field(out, "blocked_clients", "%u", blocked);
 }
 
-static void info_stats(server *srv, resp_buf *out) {
+static void info_stats(server *srv, const store_stat *asked, resp_buf *out) {
     const server_stats *st = &srv->stats;
     info_section(out, "Stats");
     info_field(out, "total_connections_received", "%llu", (unsigned long long)st->connections_received);
@@ -249,10 +251,8 @@ static void info_stats(server *srv, resp_buf *out) {
     info_field(out, "aborted_puts", "%llu", (unsigned long long)st->aborted_puts);
     info_field(out, "protocol_errors", "%llu", (unsigned long long)st->protocol_errors);
     /* Redis has it here; the store's own section says it too. */
-    if (srv->store && srv->store->ops->evicted) {
-        long long evicted = srv->store->ops->evicted(srv->store);
-        info_field(out, "evicted_keys", "%lld", evicted > 0 ? evicted : 0);
-    }
+    if (asked && asked->rc == STORE_OK && asked->evicted >= 0) info_field(out, "evicted_keys", "%lld", asked->evicted);
+    else if (srv->store) info_field(out, "evicted_keys", "0");
 }
 
 /* Every front end with a store is a master without replicas as Redis
@@ -265,9 +265,9 @@ static void info_replication(resp_buf *out) {
     info_field(out, "master_repl_offset", "0");
 }
 
-static void info_keyspace(server *srv, resp_buf *out) {
+static void info_keyspace(const store_stat *st, resp_buf *out) {
     info_section(out, "Keyspace");
-    uint64_t keys = srv->store ? srv->store->ops->count(srv->store) : 0;
+    uint64_t keys = st && st->rc == STORE_OK ? st->objects : 0;
     if (keys > 0) info_field(out, "db0", "keys=%llu,expires=0,avg_ttl=0", (unsigned long long)keys);
 }
 
@@ -306,9 +306,14 @@ static void info_delegate(const info_req *r, resp_buf *out,
     }
 }
 
+typedef struct store_info_ctx {
+    store *s;
+    const store_stat *st;
+} store_info_ctx;
+
 static void store_info_fn(void *ctx, resp_buf *out, const char *section) {
-    store *s = ctx;
-    s->ops->info(s, out, section);
+    store_info_ctx *si = ctx;
+    si->s->ops->info(si->s, si->st, out, section);
 }
 
 static void role_info_fn(void *ctx, resp_buf *out, const char *section) {
@@ -316,24 +321,48 @@ static void role_info_fn(void *ctx, resp_buf *out, const char *section) {
     srv->role_info(srv, out, section);
 }
 
-void info_build(server *srv, int argc, const resp_arg *argv, resp_buf *out) {
+int info_reads_store(int argc, const resp_arg *argv) {
     info_req r = {.argc = argc, .argv = argv};
+    return req_wants(&r, "memory", 1) || req_wants(&r, "stats", 1) || req_wants(&r, "keyspace", 1);
+}
+
+void info_build(server *srv, int argc, const resp_arg *argv, const store_stat *st, resp_buf *out) {
+    info_req r = {.argc = argc, .argv = argv};
+    store_info_ctx si = {.s = srv->store, .st = st};
     if (req_wants(&r, "server", 1)) info_server(srv, out);
     if (req_wants(&r, "clients", 1)) info_clients(srv, out);
-    if (srv->store) info_delegate(&r, out, store_info_fn, srv->store);
-    if (req_wants(&r, "stats", 1)) info_stats(srv, out);
+    if (srv->store) info_delegate(&r, out, store_info_fn, &si);
+    if (req_wants(&r, "stats", 1)) info_stats(srv, st, out);
     if (srv->store && req_wants(&r, "replication", 1)) info_replication(out);
     if (srv->role_info) info_delegate(&r, out, role_info_fn, srv);
     if (srv->store && req_wants(&r, "cluster", 1)) info_cluster(out);
-    if (req_wants(&r, "keyspace", 1)) info_keyspace(srv, out);
+    if (req_wants(&r, "keyspace", 1)) info_keyspace(st, out);
 }
 
-static void info_command(client *c) {
+void t_server_reply_info(client *c, int argc, const resp_arg *argv, const store_stat *st) {
     resp_buf out;
     resp_buf_init(&out);
-    info_build(c->srv, c->argc - 1, c->argv + 1, &out);
+    info_build(c->srv, argc - 1, argv + 1, st, &out);
     reply_verbatim(c, out.data ? out.data : "", out.len);
     resp_buf_free(&out);
+}
+
+static void stat_inline(void *ctx) { *(int *)ctx = 1; }
+
+/* The store is asked only when a section reads it; a store that answers
+ * later (the cluster) has the role's own INFO (gateway_async.c). */
+static void info_command(client *c) {
+    store *s = c->srv->store;
+    store_stat st;
+    int done = 0;
+    if (s && info_reads_store(c->argc - 1, c->argv + 1)) {
+        s->ops->stat_async(s, &st, stat_inline, &done);
+        if (!done) {   /* no reply could be written */
+            log_warning("INFO: a store answered later without its role holding the reply");
+            abort();
+        }
+    }
+    t_server_reply_info(c, c->argc, c->argv, done ? &st : NULL);
 }
 
 /* ---- CONFIG ---- */

@@ -402,7 +402,8 @@ static void warm_info(local_store *ls, resp_buf *out) {
     info_field(out, "segment_warm_ms", "%llu", (unsigned long long)ms);
 }
 
-static void local_info(store *s, resp_buf *out, const char *section) {
+static void local_info(store *s, const store_stat *asked, resp_buf *out, const char *section) {
+    (void)asked;   /* its own counts are at hand */
     local_store *ls = ls_of(s);
     seg_alloc_stats st;
     seg_alloc_get_stats(ls->alloc, &st);
@@ -471,6 +472,9 @@ static const store_ops local_ops = {
     .remove = local_remove,
     .exists = local_exists,
     .size_of = local_size_of,
+    .stat_async = store_stat_inline,
+    .scan_async = store_scan_inline,
+    .flush_async = store_flush_inline,
     .count = local_count,
     .scan = local_scan,
     .info = local_info,

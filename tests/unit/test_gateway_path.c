@@ -1,6 +1,7 @@
 /* test_gateway_path - the gateway's request path (gateway_async.c: GET
  * and MGET through store.h get_async, SET shipped and answered from its
- * outcome, replies into reply slots) against
+ * outcome, DBSIZE, SCAN, KEYS, INFO and FLUSHALL through stat_async,
+ * scan_async and flush_async, replies into reply slots) against
  * a fake cluster: a store whose reads complete when the test says, and
  * the store_cluster.c functions gateway_async.c calls, defined here (the
  * real store_cluster.o is then never linked). No cluster, no master, no
@@ -16,6 +17,7 @@
 #include "gateway/put_batch.h"
 #include "gateway/store_cluster.h"
 #include "server/commands.h"
+#include "server/info.h"
 #include "server/networking.h"
 #include "server/server.h"
 #include "test.h"
@@ -52,6 +54,15 @@ typedef struct fake {
     size_t nships;
     int puts_open;            /* put_start without put_end/put_abort yet */
     int put_ends;
+    /* the keyspace questions asked, each kept until the test answers it */
+    int nstats, nscans, nflushes;
+    store_stat *stat;
+    store_page *page;
+    store_flushed *flushed;
+    uint64_t scan_cursor;
+    long scan_count;
+    store_got_fn *ks_done;
+    void *ks_ctx;
 } fake;
 
 static fake *F;
@@ -112,8 +123,78 @@ static void fk_put_abort(store *s, store_put *p) {
     put_gone(p);
 }
 
+static void fk_stat_async(store *s, store_stat *st, store_got_fn *done, void *ctx) {
+    (void)s;
+    F->nstats++;
+    F->stat = st;
+    F->ks_done = done;
+    F->ks_ctx = ctx;
+}
+
+static void fk_scan_async(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx) {
+    (void)s;
+    F->nscans++;
+    F->page = pg;
+    F->scan_cursor = cursor;
+    F->scan_count = count;
+    F->ks_done = done;
+    F->ks_ctx = ctx;
+}
+
+static void fk_flush_async(store *s, store_flushed *f, store_got_fn *done, void *ctx) {
+    (void)s;
+    F->nflushes++;
+    F->flushed = f;
+    F->ks_done = done;
+    F->ks_ctx = ctx;
+}
+
+/* The cluster's Memory section, from the stat INFO asked. */
+static void fk_info(store *s, const store_stat *st, resp_buf *out, const char *section) {
+    (void)s;
+    if (!info_wants(section, "memory", 1)) return;
+    info_section(out, "Memory");
+    if (st && st->rc == STORE_OK) info_field(out, "used_memory", "%llu", (unsigned long long)st->bytes_used);
+    else info_field(out, "cluster_memory_unknown", "master unreachable");
+}
+
 static const store_ops fake_ops = {.get_async = fk_get_async, .release = fk_release, .destroy = fk_destroy,
-                                   .put_start = fk_put_start, .put_end = fk_put_end, .put_abort = fk_put_abort};
+                                   .put_start = fk_put_start, .put_end = fk_put_end, .put_abort = fk_put_abort,
+                                   .stat_async = fk_stat_async, .scan_async = fk_scan_async,
+                                   .flush_async = fk_flush_async, .info = fk_info};
+
+/* The stat asked last is answered: objects (and bytes used, evicted). */
+static void answer_stat(uint64_t objects, uint64_t used, long long evicted) {
+    *F->stat = (store_stat){.rc = STORE_OK, .objects = objects, .bytes_used = used, .evicted = evicted};
+    F->ks_done(F->ks_ctx);
+}
+
+/* The page asked last: keys (NULL-terminated), the next cursor. */
+static void answer_page(const char *const *keys, uint64_t next) {
+    store_key k[16];
+    size_t n = 0;
+    for (; keys[n]; n++) k[n] = (store_key){keys[n], strlen(keys[n])};
+    *F->page = (store_page){.rc = STORE_OK, .next = next, .keys = k, .nkeys = n};
+    F->ks_done(F->ks_ctx);
+}
+
+/* The question asked last had no answer: the master is unreachable. */
+static void answer_none(void) {
+    const char *why = "TRYAGAIN the master is unreachable (test)";
+    if (F->stat) {
+        F->stat->rc = STORE_REFUSED;
+        snprintf(F->stat->errstr, sizeof F->stat->errstr, "%s", why);
+    }
+    if (F->page) {
+        F->page->rc = STORE_REFUSED;
+        snprintf(F->page->errstr, sizeof F->page->errstr, "%s", why);
+    }
+    if (F->flushed) {
+        F->flushed->rc = STORE_REFUSED;
+        snprintf(F->flushed->errstr, sizeof F->flushed->errstr, "%s", why);
+    }
+    F->ks_done(F->ks_ctx);
+}
 
 struct gw_async *cluster_store_async(store *s) { return ((fake *)s)->ga; }
 
@@ -141,8 +222,6 @@ static void shipped(size_t i, int rc, const char *why) {
     w->done(w);
 }
 void cluster_store_removed(store *s, uint64_t n) { (void)s; (void)n; }
-void cluster_offer_said(store *s, const struct gw_said *said) { (void)s; (void)said; }
-void cluster_withdraw(store *s) { (void)s; }
 void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) { (void)mc; (void)verb; (void)a; (void)n; }
 
 struct get_stream *cluster_stream_send(store *s, store_got *g, client *c, reply_slot *slot, int keep_slot,
@@ -210,6 +289,7 @@ static int setup(void) {
     fk = (fake){.base = {.ops = &fake_ops}};
     F = &fk;
     srv.store = &fk.base;
+    t_server_register(&srv);
     t_object_register(&srv);
     gateway_async_register(&srv);
     int sv[2];
@@ -438,6 +518,162 @@ static void test_sets_of_one_key_in_turn(void) {
     teardown();
 }
 
+/* DBSIZE waits for the store's stat, asked once, and replies its count;
+ * a stat with no answer is an error, never a 0. */
+static void test_dbsize_answered_once(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*1\r\n$6\r\nDBSIZE\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nstats, 1);
+    answer_stat(42, 0, 0);
+    ASSERT(receive_exactly(":42\r\n"));
+    send_cmd("*1\r\n$6\r\nDBSIZE\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nstats, 2);
+    answer_none();
+    ASSERT(receive_exactly("-TRYAGAIN the master is unreachable (test)\r\n"));
+    ASSERT_EQ(fk.nstats, 2);   /* each DBSIZE asked once: nothing ran again */
+    teardown();
+}
+
+/* SCAN's pages: the cursor and COUNT go to the store, MATCH filters the
+ * page's keys, the next cursor comes back; bad arguments ask nothing. */
+static void test_scan_pages(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*6\r\n$4\r\nSCAN\r\n$1\r\n0\r\n$5\r\nMATCH\r\n$2\r\na*\r\n$5\r\nCOUNT\r\n$1\r\n5\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nscans, 1);
+    ASSERT_EQ(fk.scan_cursor, 0);
+    ASSERT_EQ(fk.scan_count, 5);
+    static const char *const page1[] = {"a1", "b2", "a3", NULL};
+    answer_page(page1, 7);
+    ASSERT(receive_exactly("*2\r\n$1\r\n7\r\n*2\r\n$2\r\na1\r\n$2\r\na3\r\n"));
+    send_cmd("*2\r\n$4\r\nSCAN\r\n$1\r\n7\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nscans, 2);
+    ASSERT_EQ(fk.scan_cursor, 7);
+    static const char *const page2[] = {"b9", NULL};
+    answer_page(page2, 0);
+    ASSERT(receive_exactly("*2\r\n$1\r\n0\r\n*1\r\n$2\r\nb9\r\n"));
+    send_cmd("*2\r\n$4\r\nSCAN\r\n$1\r\nx\r\n");
+    ASSERT(receive_exactly("-ERR invalid cursor\r\n"));
+    ASSERT_EQ(fk.nscans, 2);
+    teardown();
+}
+
+/* KEYS walks: the stat first (the bound), then page after page, each
+ * asked when the one before came back; one reply of the matches. */
+static void test_keys_walk(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*2\r\n$4\r\nKEYS\r\n$2\r\nk*\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nstats, 1);
+    ASSERT_EQ(fk.nscans, 0);
+    answer_stat(3, 0, 0);
+    ASSERT_EQ(fk.nscans, 1);
+    ASSERT_EQ(fk.scan_cursor, 0);
+    static const char *const page1[] = {"k1", "x", NULL};
+    answer_page(page1, 5);
+    ASSERT_EQ(fk.nscans, 2);
+    ASSERT_EQ(fk.scan_cursor, 5);
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 30), 0);   /* not before the walk ended */
+    static const char *const page2[] = {"k2", NULL};
+    answer_page(page2, 0);
+    ASSERT(receive_exactly("*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n"));
+    ASSERT_EQ(fk.nstats, 1);
+    ASSERT_EQ(fk.nscans, 2);
+    /* a keyspace above the bound is refused without a walk */
+    send_cmd("*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n");
+    pump(20);
+    answer_stat(KEYS_MAX + 1, 0, 0);
+    ASSERT(receive_exactly("-ERR KEYS is refused on more than 100000 keys (100001 seen): use SCAN with MATCH\r\n"));
+    ASSERT_EQ(fk.nscans, 2);
+    /* a page with no answer: no partial list */
+    send_cmd("*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n");
+    pump(20);
+    answer_stat(1, 0, 0);
+    fk.stat = NULL;
+    fk.flushed = NULL;
+    answer_none();
+    ASSERT(receive_exactly("-TRYAGAIN the master is unreachable (test)\r\n"));
+    teardown();
+}
+
+/* INFO asks the stat when a section reads it (Memory, Keyspace, Stats)
+ * and builds its reply once from it; INFO server asks nothing. */
+static void test_info_from_the_stat(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$8\r\nkeyspace\r\n");
+    char buf[4096];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nstats, 1);
+    answer_stat(5, 1234, 0);
+    size_t n = received(buf, sizeof buf, 50);
+    ASSERT(n > 0);
+    ASSERT(strstr(buf, "used_memory:1234\r\n") != NULL);
+    ASSERT(strstr(buf, "db0:keys=5,") != NULL);
+    send_cmd("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n");
+    n = received(buf, sizeof buf, 50);
+    ASSERT(n > 0 && strstr(buf, "# Server\r\n") != NULL);
+    ASSERT_EQ(fk.nstats, 1);
+    teardown();
+}
+
+/* FLUSHALL asks the store once and says OK, or the store's refusal;
+ * arguments it refuses flush nothing. */
+static void test_flushall(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*2\r\n$8\r\nFLUSHALL\r\n$5\r\nbogus\r\n");
+    ASSERT(receive_exactly("-ERR syntax error\r\n"));
+    ASSERT_EQ(fk.nflushes, 0);
+    send_cmd("*1\r\n$8\r\nFLUSHALL\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nflushes, 1);
+    *fk.flushed = (store_flushed){.rc = STORE_OK, .removed = 3};
+    fk.ks_done(fk.ks_ctx);
+    ASSERT(receive_exactly("+OK\r\n"));
+    send_cmd("*2\r\n$7\r\nFLUSHDB\r\n$5\r\nASYNC\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nflushes, 2);
+    fk.stat = NULL;
+    fk.page = NULL;
+    answer_none();
+    ASSERT(receive_exactly("-TRYAGAIN the master is unreachable (test)\r\n"));
+    ASSERT_EQ(fk.nflushes, 2);
+    teardown();
+}
+
+/* A keyspace command behind the connection's GET in flight starts once
+ * the GET is done (the fake has no asynchronous master connection, so it
+ * does not run ahead) and replies after it; a client gone before the
+ * answer gets nothing (ASan: no use of it). */
+static void test_keyspace_in_order_and_client_gone(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$6\r\nDBSIZE\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nreads, 1);
+    ASSERT_EQ(fk.nstats, 0);
+    got_value(&fk.reads[0], 0, "v");
+    fk.reads[0].done(fk.reads[0].ctx);
+    pump(20);
+    ASSERT_EQ(fk.nstats, 1);
+    answer_stat(9, 0, 0);
+    ASSERT(receive_exactly("$1\r\nv\r\n:9\r\n"));
+    ASSERT_EQ(fk.nstats, 1);
+    send_cmd("*2\r\n$4\r\nSCAN\r\n$1\r\n0\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nscans, 1);
+    close(peer_fd);
+    peer_fd = -1;
+    pump(50);
+    ASSERT_EQ(srv.nclients, 0);
+    static const char *const page[] = {"a", NULL};
+    answer_page(page, 0);
+    teardown();
+}
+
 int main(void) {
     RUN_TEST(test_get_waits_for_the_cluster);
     RUN_TEST(test_pipelined_replies_in_order);
@@ -448,5 +684,11 @@ int main(void) {
     RUN_TEST(test_set_answered_from_its_outcome);
     RUN_TEST(test_set_refusals);
     RUN_TEST(test_sets_of_one_key_in_turn);
+    RUN_TEST(test_dbsize_answered_once);
+    RUN_TEST(test_scan_pages);
+    RUN_TEST(test_keys_walk);
+    RUN_TEST(test_info_from_the_stat);
+    RUN_TEST(test_flushall);
+    RUN_TEST(test_keyspace_in_order_and_client_gone);
     return test_failed_cases ? 1 : 0;
 }

@@ -276,11 +276,11 @@ static void test_fragmentation_info(void) {
     ASSERT_EQ(put(s, "c", v, sizeof v), STORE_OK);
     resp_buf b;
     resp_buf_init(&b);
-    s->ops->info(s, &b, "segment");
+    s->ops->info(s, NULL, &b, "segment");
     ASSERT(info_num(&b, "fragmentation_ratio") == 0);
     ASSERT_EQ(s->ops->remove(s, "b", 1), 1);
     resp_buf_clear(&b);
-    s->ops->info(s, &b, NULL);
+    s->ops->info(s, NULL, &b, NULL);
     ASSERT(b.len > 0 && memcmp(b.data, "# Memory\r\n", 10) == 0);
     ASSERT(info_num(&b, "fragmentation_ratio") > 0);
     ASSERT_EQ(info_num(&b, "segment_size"), SEG);
@@ -292,7 +292,7 @@ static void test_fragmentation_info(void) {
     ASSERT_EQ(info_num(&b, "used_memory"), 2 * sizeof v);
     /* A section the store does not have adds nothing. */
     resp_buf_clear(&b);
-    s->ops->info(s, &b, "keyspace");
+    s->ops->info(s, NULL, &b, "keyspace");
     ASSERT_EQ(b.len, 0);
     resp_buf_free(&b);
     s->ops->destroy(s);

@@ -1,0 +1,26 @@
+/* gateway/master_ask.h - the cluster store's keyspace questions to the
+ * master (store.h stat_async, scan_async, flush_async: INFO cluster, one
+ * MOON.SCAN page, MOON.FLUSH), internal to src/gateway.
+ *
+ * Each is asked once and completes through done(ctx) on the loop: over
+ * the asynchronous master connection, pipelined with everyone else's, or
+ * without one (the master reached through etcd) by a blocking call on a
+ * worker, whose client follows the leader. A question whose answer was
+ * lost reads as an unreachable master ("TRYAGAIN ..."); nothing is kept
+ * for a later command. */
+#ifndef MKV_GATEWAY_MASTER_ASK_H
+#define MKV_GATEWAY_MASTER_ASK_H
+
+#include <stdint.h>
+
+#include "gateway/master_async.h"
+#include "gateway/workers.h"
+#include "server/store.h"
+
+/* ma NULL: on one of w's workers. */
+void master_ask_stat(master_async *ma, workers *w, store_stat *st, store_got_fn *done, void *ctx);
+void master_ask_scan(master_async *ma, workers *w, uint64_t cursor, long count, store_page *pg,
+                     store_got_fn *done, void *ctx);
+void master_ask_flush(master_async *ma, workers *w, store_flushed *f, store_got_fn *done, void *ctx);
+
+#endif
