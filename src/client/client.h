@@ -39,7 +39,7 @@
 
 #include "backend/engine.h"
 #include "backend/transport.h"
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "client/moonkv.h"
 #include "client/route.h"
 #include "proto/limits.h"
@@ -105,7 +105,7 @@ typedef struct mkv_placement {
                                             NULL when they live in the caller's memory */
 } mkv_placement;
 
-/* ---- get.c: split gets and puts (located.h) ---- */
+/* ---- get.c: split gets and puts (moonkv_internal.h) ---- */
 struct mkv_located;
 struct proto_placed;
 /* A located's own copy of pl (which it then owns), and its placement. */
@@ -238,10 +238,6 @@ void mkv_master_busy(mkv_client *c, int busy);
 /* Record why and return code, so error paths read `return mkv_fail(...)`. */
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Send one command (binary-safe arguments) and wait for its reply;
- * *code is MKV_OK, or MKV_ECONN/MKV_ETIMEDOUT when it returns NULL. */
-redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
-                        int *code);
 /* Work for the time the reply is on its way: fn(arg) runs once, after
  * the command was written and before its reply is read. */
 typedef struct mkv_meanwhile {
@@ -284,7 +280,7 @@ redisReply *mkv_cmd_run_meanwhile(mkv_client *c, proto_cmd *cmd, int *code, mkv_
  * single-key command the reply itself. NULL if the shape is wrong. */
 const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 
-/* ---- topology.c (mkv_topology_refresh: located.h) ---- */
+/* ---- topology.c (mkv_topology_refresh: moonkv_internal.h) ---- */
 void mkv_topology_free(mkv_topology *t);
 /* Bring this lane's engine to the core's node table. */
 void mkv_topology_sync(mkv_client *c);
@@ -336,10 +332,6 @@ int mkv_registered(mkv_client *c, const void *addr, size_t len);
 /* Register every region of the core with a new lane's engine. */
 int mkv_regions_to_lane(mkv_client *lane);
 void mkv_regions_clear(mkv_client *c);
-/* mkv_register_buffer without warming the pages for the kernel's copies
- * (which makes every page resident): for memory that should only become
- * resident where it is used, as the gateway's staging pool. */
-int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len);
 
 /* ---- xfer.c ---- */
 typedef struct mkv_xfer {

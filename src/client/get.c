@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "client/located.h"
 #include "core/crc32c.h"
 #include "core/util.h"
 
@@ -388,7 +387,7 @@ int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size) {
     return mkv_stat(c, key, keylen, size, NULL);
 }
 
-/* ---- split gets (located.h) ---- */
+/* ---- split gets (moonkv_internal.h) ---- */
 
 struct mkv_located {
     mkv_placement pl;

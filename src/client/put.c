@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "client/located.h"
 #include "core/crc32c.h"
 #include "core/util.h"
 #include "proto/ended.h"
@@ -427,7 +426,7 @@ int mkv_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) {
     return rc;
 }
 
-/* ---- split puts (located.h) ---- */
+/* ---- split puts (moonkv_internal.h) ---- */
 
 int mkv_placed_parse(mkv_client *c, const redisReply *r, uint64_t size, mkv_located **out) {
     *out = NULL;

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "gateway/cluster_call.h"
 #include "proto/limits.h"
 

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "gateway/master_async.h"
 #include "gateway/workers.h"
 #include "server/networking.h"

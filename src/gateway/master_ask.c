@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/client.h"
+#include "client/moonkv_internal.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "proto/cmd.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "core/util.h"
 #include "proto/cmd.h"
 #include "proto/ended.h"

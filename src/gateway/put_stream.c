@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "core/crc32c.h"
 #include "core/util.h"
 #include "proto/cmd.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "client/client.h"
+#include "client/moonkv_internal.h"
 #include "core/alloc.h"
 #include "core/util.h"
 #include "server/store.h"

@@ -27,7 +27,7 @@
 #include "core/util.h"
 #include "gateway/gateway.h"
 #include "gateway/get_stream.h"
-#include "client/located.h"
+#include "client/moonkv_internal.h"
 #include "gateway/master_ask.h"
 #include "gateway/put_batch.h"
 #include "gateway/put_stream.h"

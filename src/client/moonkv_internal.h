@@ -1,18 +1,29 @@
-/* client/located.h - gets in two halves, for a caller that asks the
- * master itself (the gateway, over its own asynchronous connection).
+/* client/moonkv_internal.h - libmoonkv's internal interface for the
+ * gateway: the one header of src/client beyond moonkv.h and
+ * moonkv_async.h that code outside src/client may include (the gateway
+ * does; applications never should: it may change with the library).
+ * It is the gateway's contract with the library:
  *
- * The caller sends MOON.MGET (or MOON.GET), hands each key's element of
- * the reply to mkv_located_parse (or sends MOON.MGETPACKED and hands each
- * decoded record to mkv_located_take), finds memory for the sizes it learns,
- * and later, on any thread with that thread's client, moves the bytes
- * with mkv_read_located: one engine batch for all keys, checksums
- * verified, another replica read after a mismatch. The read leases stay
- * the caller's to give back (MOON.RELEASE key lease_until). Puts split
- * the same way: MOON.MPUTSTART by the caller, mkv_placed_parse (or its
- * PACKED form's mkv_placed_take), the bytes by mkv_write_located,
- * MOON.MPUTEND by the caller. */
-#ifndef MKV_CLIENT_LOCATED_H
-#define MKV_CLIENT_LOCATED_H
+ * - located replicas: gets and puts in two halves, for a caller that asks
+ *   the master itself over its own asynchronous connection. The caller
+ *   sends MOON.MGET (or MOON.GET), hands each key's element of the reply
+ *   to mkv_located_parse (or sends MOON.MGETPACKED and hands each decoded
+ *   record to mkv_located_take), finds memory for the sizes it learns,
+ *   and later, on any thread with that thread's client, moves the bytes
+ *   with mkv_read_located: one engine batch for all keys, checksums
+ *   verified, another replica read after a mismatch. The read leases stay
+ *   the caller's to give back (MOON.RELEASE key lease_until). Puts split
+ *   the same way: MOON.MPUTSTART by the caller, mkv_placed_parse (or its
+ *   PACKED form's mkv_placed_take), the bytes by mkv_write_located,
+ *   MOON.MPUTEND by the caller. The commands and their decoders are
+ *   src/proto's (cmd.h, replies.h, located.h, placed.h, ended.h).
+ * - staging memory: mkv_register_buffer_cold registers a pool that
+ *   becomes resident only where it is used;
+ * - one control command on a client's master connection, which follows
+ *   the leader through etcd (mkv_command), for a caller without an
+ *   asynchronous connection of its own. */
+#ifndef MKV_CLIENT_MOONKV_INTERNAL_H
+#define MKV_CLIENT_MOONKV_INTERNAL_H
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
@@ -110,5 +121,16 @@ int mkv_topology_relearn(mkv_client *c);
 /* Ask the master for the node table again, keeping the term: nodes that
  * joined since are learnt. */
 int mkv_topology_refresh(mkv_client *c);
+
+/* mkv_register_buffer without warming the pages for the kernel's copies
+ * (which makes every page resident): for memory that should only become
+ * resident where it is used, as the gateway's staging pool. */
+int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len);
+
+/* Send one command (binary-safe arguments, built by proto/cmd.h) and
+ * wait for its reply; *code is MKV_OK, or MKV_ECONN/MKV_ETIMEDOUT when it
+ * returns NULL. */
+redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
+                        int *code);
 
 #endif
