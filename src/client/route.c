@@ -95,7 +95,7 @@ static void moved(mkv_client *c, uint64_t seen) {
 }
 
 /* The owner group of each slots[i] into owner[i] (as an index + 1 of the
- * map, 0: none) and its names into names; the map's version. */
+ * map, 0: none) and their names into names (only theirs); the map's version. */
 static int owners(mkv_client *c, const uint16_t *slots, size_t n, uint8_t *owner,
                   char names[PROTO_MAX_GROUPS][PROTO_GROUP_LEN], uint64_t *version) {
     mkv_route *r = c->route;
@@ -103,9 +103,12 @@ static int owners(mkv_client *c, const uint16_t *slots, size_t n, uint8_t *owner
         int rc = refresh(c, 0);
         if (rc != MKV_OK) return rc;
     }
+    uint8_t named[PROTO_MAX_GROUPS + 1] = {0};   /* only the names used are copied */
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < n; i++) owner[i] = r->map->owner[slots[i]];
-    memcpy(names, r->map->groups, sizeof r->map->groups);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t o = owner[i] = r->map->owner[slots[i]];
+        if (o && !named[o]) memcpy(names[o - 1], r->map->groups[o - 1], PROTO_GROUP_LEN), named[o] = 1;
+    }
     *version = r->map->version;
     pthread_mutex_unlock(&r->mu);
     return MKV_OK;
@@ -448,18 +451,23 @@ int mkv_route_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t
 
 /* ---- the whole cluster ---- */
 
+/* MOON.FLUSH in every group that owns a slot. */
 int mkv_route_remove_all(mkv_client *c, uint64_t *removed) {
-    char (*names)[PROTO_GROUP_LEN] = xmalloc(sizeof(char[PROTO_MAX_GROUPS][PROTO_GROUP_LEN]));
+    char (*names)[PROTO_GROUP_LEN] = xcalloc(PROTO_MAX_GROUPS, PROTO_GROUP_LEN);
+    uint16_t *slots = xmalloc(PROTO_SLOTS * sizeof *slots);
+    uint8_t *owner = xmalloc(PROTO_SLOTS);
+    for (int i = 0; i < PROTO_SLOTS; i++) slots[i] = (uint16_t)i;
     uint64_t version, sum = 0;
-    uint8_t none;
-    uint16_t slot = 0;
-    int rc = owners(c, &slot, 1, &none, names, &version);
-    for (int i = 0; rc == MKV_OK && i < PROTO_MAX_GROUPS && names[i][0]; i++) {
+    int rc = owners(c, slots, PROTO_SLOTS, owner, names, &version);
+    for (int i = 0; rc == MKV_OK && i < PROTO_MAX_GROUPS; i++) {
         mkv_client *g;
         uint64_t one = 0;
-        if ((rc = group_client(c, names[i], &g)) == MKV_OK && (rc = mkv_remove_all(g, &one)) == MKV_OK) sum += one;
+        if (names[i][0] && (rc = group_client(c, names[i], &g)) == MKV_OK && (rc = mkv_remove_all(g, &one)) == MKV_OK)
+            sum += one;
     }
     free(names);
+    free(slots);
+    free(owner);
     if (removed) *removed = sum;
     return rc;
 }

@@ -6,6 +6,7 @@
 
 GROUPS_MAX=3
 GROUPS_NAMES="groups.wall.1 groups.wall.2 groups.wall.3 groups.cpu.1 groups.cpu.3"
+ROUTE_NAMES="route.put route.get direct.put direct.get"
 
 groups_measure() {
   local n ports="" i count
@@ -27,4 +28,24 @@ groups_measure() {
   row "master groups: 2 groups (a connection each) vs 1" groups.wall.2 groups.wall.1 - pairs/s
   row "master groups: 3 groups vs 1" groups.wall.3 groups.wall.1 - pairs/s
   row "master groups: pairs per master CPU second, 3 groups vs 1" groups.cpu.3 groups.cpu.1 - pairs/cpu-s
+  route_measure
+}
+
+# The router's own cost (bench_route.c): 4 KiB puts and gets, one at a
+# time, through a client over groups and through a plain client of the
+# same group, in turns.
+route_measure() {
+  local n ports="" i
+  if ! command -v etcd >/dev/null || [ ! -x "$BENCH_BIN/bench_route" ]; then
+    for n in $ROUTE_NAMES; do meas_skip "$n" "etcd or bench_route missing"; done
+  else
+    for ((i = 0; i < 5; i++)); do
+      next_port || break
+      ports+="${ports:+,}$PORT"
+    done
+    MOONKV_SERVER=$SERVER timeout 300 "$BENCH_BIN/bench_route" "$ports" "$([ "$QUICK" = 1 ] && echo 1000 || echo 4000)" \
+      2>>"$WORK/run.log" | meas_import ""
+  fi
+  row "master groups: 4 KiB put through the router vs a plain client" route.put direct.put - ops/s
+  row "master groups: 4 KiB get through the router vs a plain client" route.get direct.get - ops/s
 }

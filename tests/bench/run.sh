@@ -88,6 +88,7 @@ cp "$BENCH_BIN"/bench_client "$BENCH_BIN"/bench_meta "$BENCH_BIN"/bench_preload 
 [ -x "$BENCH_BIN/bench_disk_zipf" ] && cp "$BENCH_BIN/bench_disk_zipf" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_meta_scale" ] && cp "$BENCH_BIN/bench_meta_scale" "$WORK/bin/"
 [ -x "$BENCH_BIN/bench_groups" ] && cp "$BENCH_BIN/bench_groups" "$WORK/bin/"
+[ -x "$BENCH_BIN/bench_route" ] && cp "$BENCH_BIN/bench_route" "$WORK/bin/"
 [ -x "$BUILD/tests/sim/node_sim" ] && cp "$BUILD/tests/sim/node_sim" "$WORK/bin/"
 BENCH_BIN=$WORK/bin
 [ -x "$SERVER" ] && cp "$SERVER" "$WORK/bin/" && SERVER=$WORK/bin/moonkv-server

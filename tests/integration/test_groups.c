@@ -318,6 +318,18 @@ static void test_group_added(void) {
     printf("# three groups: %d, %d, %d keys of the batch on a, b, c\n", per[0], per[1], per[2]);
 }
 
+/* MOON.FLUSH in every group: the keys of all three go. */
+static void test_remove_all(void) {
+    uint64_t removed = 0;
+    ASSERT_MSG(mkv_remove_all(mc, &removed) == MKV_OK, "%s", mkv_last_error(mc));
+    ASSERT_MSG(removed >= 90 + NKEYS / 2, "removed %llu", (unsigned long long)removed);   /* three groups' batch, k:* left */
+    char key[32];
+    for (int i = 0; i < 90; i++) {
+        key_name(key, sizeof key, "three", i);
+        ASSERT_MSG(mkv_exists(mc, key, strlen(key)) == 0, "%s still exists", key);
+    }
+}
+
 static int put_ok(const char *key) {
     size_t n = fill(src, 7);
     return mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK;
@@ -408,6 +420,7 @@ int main(void) {
     RUN_TEST(test_routed_remove);
     RUN_TEST(test_moved_refresh);
     RUN_TEST(test_group_added);
+    RUN_TEST(test_remove_all);
     RUN_TEST(test_leader_killed_other_group_serves);
     mkv_close(mc);
     free(src);
