@@ -50,8 +50,8 @@
 
 /* len bytes between local and the mapping at seg, in op's direction;
  * their CRC32C. */
-static uint32_t copy_mapped(te_op op, void *local, char *seg, size_t len) {
-    return op == TE_WRITE ? crc32c_copy(0, seg, local, len) : crc32c_copy(0, local, seg, len);
+static uint32_t copy_mapped(te_op op, uint32_t crc, void *local, char *seg, size_t len) {
+    return op == TE_WRITE ? crc32c_copy(crc, seg, local, len) : crc32c_copy(crc, local, seg, len);
 }
 
 typedef struct copy_item {
@@ -87,20 +87,26 @@ static int copy_range(int fd, te_op op, char *local, uint64_t off, uint64_t len)
 
 /* A segmented request's segments one after the other, the checksum
  * carried across them (no combine per segment). A request as large as a
- * streamed copy streams its segments' stores too: with plain stores each
- * 16 KiB piece of a 512 KiB page fetched its destination lines first, and
- * the copy cost 1.5x the same bytes whole. */
+ * streamed copy gathers (scatters) its segments with streamed stores and
+ * one fence, each next segment's source prefetched: with plain stores
+ * each 16 KiB piece of a 512 KiB page fetched its destination lines
+ * first, and the copy cost 1.5x the same bytes whole; with a fence and
+ * no prefetch per piece, a layer-major arena's pieces still cost about
+ * 1.3x (crc32c.h). */
 static void copy_segments(copy_batch *b, copy_item *c) {
+    if (b->map && c->len >= COPY_STREAM_MIN) {
+        char *seg = b->map + c->off;
+        c->crc = b->op == TE_WRITE ? crc32c_copy_gather(0, seg, c->iov, c->niov)
+                                   : crc32c_copy_scatter(0, c->iov, c->niov, seg);
+        return;
+    }
     uint64_t off = c->off;
     uint32_t crc = 0;
-    uint32_t (*copy)(uint32_t, void *, const void *, size_t) = c->len >= COPY_STREAM_MIN ? crc32c_copy_part
-                                                                                          : crc32c_copy;
     for (int s = 0; s < c->niov; s++) {
         char *local = c->iov[s].iov_base;
         size_t len = c->iov[s].iov_len;
         if (b->map) {
-            char *seg = b->map + off;
-            crc = b->op == TE_WRITE ? copy(crc, seg, local, len) : copy(crc, local, seg, len);
+            crc = copy_mapped(b->op, crc, local, b->map + off, len);
         } else if (copy_range(b->fd, b->op, local, off, len) != 0) {
             __atomic_store_n(&b->status[c->req], errno == EFAULT ? TE_EFAULT : TE_EIO, __ATOMIC_RELAXED);
             return;
@@ -117,7 +123,7 @@ static void copy_share(void *arg, int i) {
         copy_segments(b, c);
     } else if (b->map) {
         char *seg = b->map + c->off;
-        c->crc = copy_mapped(b->op, c->local, seg, c->len);
+        c->crc = copy_mapped(b->op, 0, c->local, seg, c->len);
     } else if (copy_range(b->fd, b->op, c->local, c->off, c->len) != 0) {
         /* EFAULT: the caller's buffer, not the node, is at fault */
         __atomic_store_n(&b->status[c->req], errno == EFAULT ? TE_EFAULT : TE_EIO, __ATOMIC_RELAXED);
@@ -362,7 +368,7 @@ static int shm_copy_now(te_path *p, const te_req *r, uint64_t now_ms, uint32_t *
         p->used_ms = now_ms;
     }
     char *seg = p->map + r->remote_off;
-    *crc = copy_mapped(r->op, r->local, seg, r->len);
+    *crc = copy_mapped(r->op, 0, r->local, seg, r->len);
     return TE_OK;
 }
 

@@ -113,6 +113,7 @@ static uint32_t sw_update(uint32_t c, const uint8_t *p, size_t len) {
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
+#include <xmmintrin.h>
 
 __attribute__((target("sse4.2")))
 static uint32_t hw_run(uint32_t c, const uint8_t *p, size_t len) {
@@ -215,19 +216,24 @@ static uint32_t fold_head(uint32_t c, uint8_t *dst, const uint8_t *src, size_t *
 #endif
 
 #if defined(__x86_64__)
-/* A large copy: plain up to dst's next 64-byte line, streamed from there. */
-static uint32_t copy_streamed(uint32_t c, uint8_t *dst, const uint8_t *src, size_t len) {
+/* A large copy: plain up to dst's next 64-byte line, streamed from there,
+ * unfenced; next as crc32c_fold_stream's. */
+static uint32_t copy_streamed(uint32_t c, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next) {
     size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
     c = hw_copy_update(c, dst, src, head);
     size_t rest = len - head, whole = rest & ~(size_t)(CRC32C_FOLD_BLOCK - 1);
-    c = crc32c_fold_stream(c, dst + head, src + head, whole);
+    c = crc32c_fold_stream(c, dst + head, src + head, whole, rest > whole ? NULL : next);
     return hw_copy_update(c, dst + head + whole, src + head + whole, rest - whole);
 }
 #endif
 
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
 #if defined(__x86_64__)
-    if (use_fold && len >= STREAM_MIN) return ~copy_streamed(~crc, dst, src, len);
+    if (use_fold && len >= STREAM_MIN) {
+        uint32_t c = ~copy_streamed(~crc, dst, src, len, NULL);
+        _mm_sfence();   /* the streamed stores visible before the caller publishes them */
+        return c;
+    }
     if (use_fold && len >= FOLD_MIN) {
         size_t rest = len;
         uint32_t c = fold_head(~crc, dst, src, &rest);
@@ -239,11 +245,39 @@ uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len) {
     return crc32c_sw(crc, dst, len);
 }
 
-uint32_t crc32c_copy_part(uint32_t crc, void *dst, const void *src, size_t len) {
+/* run <-> pieces, in order (gather: pieces into run), the register carried
+ * across; pieces of FOLD_MIN up streamed, each prefetching the next
+ * piece's source, one fence after the last. */
+static uint32_t copy_pieces(uint32_t crc, uint8_t *run, const struct iovec *iov, int n, int gather) {
 #if defined(__x86_64__)
-    if (use_fold && len >= FOLD_MIN) return ~copy_streamed(~crc, dst, src, len);
+    if (use_fold) {
+        uint32_t c = ~crc;
+        for (int i = 0; i < n; i++) {
+            uint8_t *piece = iov[i].iov_base;
+            size_t len = iov[i].iov_len;
+            const uint8_t *next = gather ? (i + 1 < n ? iov[i + 1].iov_base : NULL) : run + len;
+            if (len < FOLD_MIN) c = gather ? hw_copy_update(c, run, piece, len) : hw_copy_update(c, piece, run, len);
+            else c = gather ? copy_streamed(c, run, piece, len, next) : copy_streamed(c, piece, run, len, next);
+            run += len;
+        }
+        _mm_sfence();
+        return ~c;
+    }
 #endif
-    return crc32c_copy(crc, dst, src, len);
+    for (int i = 0; i < n; i++) {
+        uint8_t *piece = iov[i].iov_base;
+        crc = gather ? crc32c_copy(crc, run, piece, iov[i].iov_len) : crc32c_copy(crc, piece, run, iov[i].iov_len);
+        run += iov[i].iov_len;
+    }
+    return crc;
+}
+
+uint32_t crc32c_copy_gather(uint32_t crc, void *dst, const struct iovec *src, int n) {
+    return copy_pieces(crc, dst, src, n, 1);
+}
+
+uint32_t crc32c_copy_scatter(uint32_t crc, const struct iovec *dst, int n, const void *src) {
+    return copy_pieces(crc, (uint8_t *)src, dst, n, 0);
 }
 
 __attribute__((constructor))

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* Continue a checksum: crc32c(0, buf, len) starts one; feeding the pieces
  * of a buffer in order gives the checksum of the whole. */
@@ -20,10 +21,15 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* memcpy(dst, src, len) and crc32c(crc, src, len) in one pass: each word
  * loaded once, stored and fed to the checksum. Buffers must not overlap. */
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
-/* The same, its stores streamed from 1 KiB up rather than from 256 KiB:
- * for the parts of one large copy (a transfer's pieces), whose
- * destination is no more in cache than a whole one's. */
-uint32_t crc32c_copy_part(uint32_t crc, void *dst, const void *src, size_t len);
+/* crc32c_copy between one run of memory and pieces, in order: gather
+ * copies the pieces one after the other into dst, scatter src's bytes
+ * over the pieces. The checksum is the run's. For large transfers only:
+ * every piece of 1 KiB up stores streaming (its destination is no more in
+ * cache than a whole large copy's), and a gather prefetches each next
+ * piece while it copies the one before (pieces of a layer-major arena are
+ * streams the hardware prefetcher has not seen). */
+uint32_t crc32c_copy_gather(uint32_t crc, void *dst, const struct iovec *src, int n);
+uint32_t crc32c_copy_scatter(uint32_t crc, const struct iovec *dst, int n, const void *src);
 
 /* crc32c(0, buf, len), with buffers of CRC32C_PARALLEL_MIN bytes or more
  * split over wp's threads (NULL wp: this thread alone). */

@@ -70,9 +70,16 @@ FOLD_TARGET static uint32_t fold_finish(__m512i a0, __m512i a1, __m512i a2, __m5
 
 /* One loop for every use; copy is a constant where it is inlined (0: sum
  * only, 1: plain stores, 2: streaming stores), so no copy of it branches
- * on it. */
+ * on it. A streaming copy also prefetches its source PREFETCH_AHEAD bytes
+ * on, into next (where the caller's source goes on) near its end: a
+ * 16 KiB piece of a layer-major arena is a stream the hardware prefetcher
+ * has not seen, and the loop's clmul chains fill the reorder window long
+ * before its misses are in (32 x 16 KiB pieces 2 MiB apart: 5.3-6.0 ms
+ * of CPU a 64 MiB copy without, 2.9-4.4 ms with, the contiguous copy
+ * 2.7-5.0 ms; load 10). */
+#define PREFETCH_AHEAD 4096
 FOLD_TARGET static inline uint32_t fold_loop(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len,
-                                             int copy) {
+                                             const uint8_t *next, int copy) {
     __m512i v[4], a[4], k = k512(K_256B);
     for (int i = 0; i < 4; i++) {
         a[i] = _mm512_loadu_si512((const void *)(src + 64 * i));
@@ -81,6 +88,11 @@ FOLD_TARGET static inline uint32_t fold_loop(uint32_t reg, uint8_t *dst, const u
     }
     a[0] = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)reg)));
     for (size_t off = CRC32C_FOLD_BLOCK; off < len; off += CRC32C_FOLD_BLOCK) {
+        if (copy == 2) {
+            size_t ahead = off + PREFETCH_AHEAD;
+            const char *pf = (const char *)(ahead < len ? src + ahead : next + (ahead - len));
+            for (int i = 0; i < 4; i++) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
+        }
         for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512((const void *)(src + off + 64 * i));
         for (int i = 0; i < 4; i++) {
             if (copy == 2) _mm512_stream_si512((void *)(dst + off + 64 * i), v[i]);
@@ -92,27 +104,24 @@ FOLD_TARGET static inline uint32_t fold_loop(uint32_t reg, uint8_t *dst, const u
 }
 
 FOLD_TARGET static uint32_t fold_sum(uint32_t reg, const uint8_t *src, size_t len) {
-    return fold_loop(reg, NULL, src, len, 0);
+    return fold_loop(reg, NULL, src, len, NULL, 0);
 }
 
 FOLD_TARGET static uint32_t fold_copy(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
-    return fold_loop(reg, dst, src, len, 1);
+    return fold_loop(reg, dst, src, len, NULL, 1);
 }
 
-/* The streamed stores are weakly ordered: the fence makes them visible
- * before whatever the caller publishes next (a completion, a PUTEND). */
-FOLD_TARGET static uint32_t fold_copy_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
-    uint32_t r = fold_loop(reg, dst, src, len, 2);
-    _mm_sfence();
-    return r;
+FOLD_TARGET static uint32_t fold_copy_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len,
+                                             const uint8_t *next) {
+    return fold_loop(reg, dst, src, len, next ? next : src + len, 2);
 }
 
 uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
     return dst ? fold_copy(reg, dst, src, len) : fold_sum(reg, src, len);
 }
 
-uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
-    return fold_copy_stream(reg, dst, src, len);
+uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next) {
+    return fold_copy_stream(reg, dst, src, len, next);
 }
 
 int crc32c_fold_init(void) {
@@ -134,8 +143,8 @@ uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len)
     return reg;   /* never called: crc32c_fold_init() said no */
 }
 
-uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len) {
-    (void)dst, (void)src, (void)len;
+uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next) {
+    (void)dst, (void)src, (void)len, (void)next;
     return reg;   /* never called either */
 }
 #endif

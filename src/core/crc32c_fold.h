@@ -27,7 +27,11 @@ uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len)
  * aligned. For large copies to memory not in cache: 256 KiB to 64 MiB
  * between buffers not in cache measured 1.1-1.25x the plain stores here
  * into a shared-memory segment, 1.0-1.1x out of one (medians of 21
- * interleaved samples); into a destination still in cache they lose. */
-uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len);
+ * interleaved samples); into a destination still in cache they lose.
+ * next: where the source goes on after src + len (the next piece of a
+ * gather), prefetched as the copy nears its end; NULL: src + len. The
+ * stores are weakly ordered: the caller fences (_mm_sfence) before it
+ * publishes the bytes, once after all its pieces. */
+uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next);
 
 #endif

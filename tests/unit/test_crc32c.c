@@ -153,8 +153,60 @@ static void test_copy_fused_with(uint32_t (*copy)(uint32_t, void *, const void *
 }
 
 static void test_copy_fused(void) { test_copy_fused_with(crc32c_copy); }
-/* The parts' copy, streamed from 1 KiB up: the same bytes and checksum. */
-static void test_copy_part(void) { test_copy_fused_with(crc32c_copy_part); }
+/* One piece: the pieces' copy is the plain one's (bytes and checksum). */
+static uint32_t gather_one(uint32_t crc, void *dst, const void *src, size_t len) {
+    struct iovec v = {(void *)src, len};
+    return crc32c_copy_gather(crc, dst, &v, 1);
+}
+
+static uint32_t scatter_one(uint32_t crc, void *dst, const void *src, size_t len) {
+    struct iovec v = {dst, len};
+    return crc32c_copy_scatter(crc, &v, 1, src);
+}
+
+static void test_copy_pieces_one(void) {
+    test_copy_fused_with(gather_one);
+    test_copy_fused_with(scatter_one);
+}
+
+/* Many pieces of mixed sizes (below and above the streamed size, odd
+ * lengths, odd alignments, empty ones) far apart in a source: gathered,
+ * the run is their concatenation with its checksum; scattered back, every
+ * piece holds its bytes again and nothing between them is touched. */
+static void test_copy_pieces_many(void) {
+    static const size_t lens[] = {16384, 1, 0, 1023, 1024, 16384, 4097, 65, 300001, 16384, 255, 16384 + 7};
+    enum { N = sizeof lens / sizeof lens[0], GAP = 4099 };
+    size_t total = 0, span = 0;
+    for (int i = 0; i < N; i++) total += lens[i], span += lens[i] + GAP;
+    uint8_t *src = malloc(span), *run = malloc(total + 128), *back = malloc(span);
+    ASSERT(src && run && back);
+    fill(src, span);
+    int bad = 0;
+    for (size_t ra = 0; ra < 64; ra += 13) {
+        struct iovec in[N], out[N];
+        for (size_t i = 0, at = 3; i < N; at += lens[i] + GAP, i++) {
+            in[i] = (struct iovec){src + at, lens[i]};
+            out[i] = (struct iovec){back + at, lens[i]};
+        }
+        memset(run, 0xA5, total + 128);
+        uint32_t got = crc32c_copy_gather(7, run + ra, in, N), want = 7;
+        for (size_t i = 0, at = 0; i < N; at += lens[i], i++) {
+            want = crc32c_sw(want, in[i].iov_base, lens[i]);
+            bad += memcmp(run + ra + at, in[i].iov_base, lens[i]) != 0;
+        }
+        bad += got != want || run[ra + total] != 0xA5 || (ra && run[ra - 1] != 0xA5);
+        memset(back, 0x5A, span);
+        bad += crc32c_copy_scatter(7, out, N, run + ra) != want;
+        for (size_t i = 0, at = 3; i < N; at += lens[i] + GAP, i++) {
+            bad += memcmp(out[i].iov_base, in[i].iov_base, lens[i]) != 0;
+            bad += back[at + lens[i]] != 0x5A || back[at - 1] != 0x5A;
+        }
+    }
+    free(src);
+    free(run);
+    free(back);
+    ASSERT_MSG(bad == 0, "%d mismatches", bad);
+}
 
 /* The folding kernel itself, where the CPU has it: every whole number of
  * rounds from one up, copying or not, any alignment,
@@ -196,7 +248,8 @@ int main(void) {
     RUN_TEST(test_hw_equals_sw_small);
     RUN_TEST(test_hw_equals_sw_large);
     RUN_TEST(test_copy_fused);
-    RUN_TEST(test_copy_part);
+    RUN_TEST(test_copy_pieces_one);
+    RUN_TEST(test_copy_pieces_many);
     RUN_TEST(test_fold_kernel);
     RUN_TEST(test_combine);
     RUN_TEST(test_combine_zero_runs);
