@@ -224,7 +224,7 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     return MKV_OK;
 }
 
-static workpool *crc_pool(mkv_client *c) {
+workpool *mkv_crc_pool(mkv_client *c) {
     if (c->copy_threads == 1) return NULL;   /* the caller alone */
     if (!c->crc_pool)
         c->crc_pool = workpool_start(c->copy_threads ? c->copy_threads - 1 : workpool_helpers_for_cores(3));
@@ -232,7 +232,7 @@ static workpool *crc_pool(mkv_client *c) {
 }
 
 uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len) {
-    return crc32c_parallel(len >= CRC32C_PARALLEL_MIN ? crc_pool(c) : NULL, buf, len);
+    return crc32c_parallel(len >= CRC32C_PARALLEL_MIN ? mkv_crc_pool(c) : NULL, buf, len);
 }
 
 typedef struct sum_job {
@@ -254,7 +254,7 @@ void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *len
     /* Small objects spread over the pool a whole object each; large ones
      * are split one at a time. */
     sum_job j = {.bufs = bufs, .lens = lens, .out = out};
-    workpool_run(small >= CRC32C_PARALLEL_MIN ? crc_pool(c) : NULL, (int)n, sum_small, &j);
+    workpool_run(small >= CRC32C_PARALLEL_MIN ? mkv_crc_pool(c) : NULL, (int)n, sum_small, &j);
     for (size_t i = 0; i < n; i++)
         if (lens[i] >= CRC32C_PARALLEL_MIN) out[i] = mkv_checksum(c, bufs[i], lens[i]);
 }

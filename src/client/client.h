@@ -255,6 +255,8 @@ int mkv_bad_reply(mkv_client *c, const char *what, const redisReply *r);
 int mkv_check_key(mkv_client *c, const void *key, size_t keylen);
 /* CRC32C of an object's bytes; large ones split over helper threads. */
 uint32_t mkv_checksum(mkv_client *c, const void *buf, size_t len);
+/* The helper threads checksums are spread over (NULL: the caller alone). */
+struct workpool *mkv_crc_pool(mkv_client *c);
 /* out[i] = the checksum of bufs[i] (lens[i] bytes), many objects at once
  * over the same helper threads. */
 void mkv_checksum_many(mkv_client *c, const void *const *bufs, const size_t *lens, uint32_t *out,

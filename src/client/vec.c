@@ -5,14 +5,15 @@
  * staging copy: each piece is a transfer of its own byte range of the
  * object, over the object's placement clipped to that range (a node
  * serves any range inside a grant), and every piece of a batch goes in
- * the same engine batch. Checksums are summed piece by piece on the
- * helper threads and combined (crc32c_combine) into the object's, or
- * into its slices'. */
+ * the same engine batch. Checksums are summed an object (or slice) at a
+ * time over its pieces on the helper threads, or, where the engine
+ * summed each piece on the way, combined (crc32c_combine). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "core/crc32c.h"
+#include "core/workpool.h"
 #include "core/util.h"
 
 int mkv_pieces_check(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t need) {
@@ -97,8 +98,7 @@ static void walk_range(const mkv_span_sum *s, void (*fn)(void *arg, const void *
 }
 
 typedef struct parts {
-    const void **bufs;
-    size_t *lens;
+    struct iovec *v;
     size_t n;
 } parts;
 
@@ -110,32 +110,62 @@ static void count_part(void *arg, const void *buf, size_t len) {
 
 static void add_part(void *arg, const void *buf, size_t len) {
     parts *p = arg;
-    p->bufs[p->n] = buf;
-    p->lens[p->n++] = len;
+    p->v[p->n++] = (struct iovec){(void *)buf, len};
+}
+
+typedef struct spans_job {
+    mkv_span_sum *s;
+    const size_t *at;         /* the i-th job's span: s[at[i]] */
+    const struct iovec *v;
+    const size_t *first;      /* its parts: v[first[i]] to v[first[i + 1]] */
+} spans_job;
+
+/* A span in one pass over its parts (crc32c_sumv prefetches each next
+ * one: an engine's pieces are far apart, and summing each alone, then
+ * combining, cost 1.4x a contiguous object's pass, 1.2x so). */
+static void sum_span(void *arg, int i) {
+    spans_job *j = arg;
+    j->s[j->at[i]].crc = crc32c_sumv(0, j->v + j->first[i], (int)(j->first[i + 1] - j->first[i]));
+}
+
+/* A span holding a part of CRC32C_PARALLEL_MIN up: that part split over
+ * the pool (mkv_checksum), the others summed here, combined. */
+static uint32_t sum_span_large(mkv_client *c, const struct iovec *v, size_t n) {
+    uint32_t crc = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t part = mkv_checksum(c, v[k].iov_base, v[k].iov_len);
+        crc = k == 0 ? part : crc32c_combine(crc, part, v[k].iov_len);
+    }
+    return crc;
 }
 
 void mkv_pieces_sums(mkv_client *c, mkv_span_sum *s, size_t n) {
     parts p = {0};
     for (size_t i = 0; i < n; i++) walk_range(&s[i], count_part, &p);
-    size_t total = p.n;
-    p = (parts){xcalloc(total ? total : 1, sizeof *p.bufs), xcalloc(total ? total : 1, sizeof *p.lens), 0};
+    p = (parts){xcalloc(p.n ? p.n : 1, sizeof *p.v), 0};
     size_t *first = xcalloc(n + 1, sizeof *first);
+    size_t *at = xcalloc(n ? n : 1, sizeof *at);
+    size_t nsmall = 0, small_bytes = 0;
     for (size_t i = 0; i < n; i++) {
-        first[i] = p.n;
+        size_t from = p.n;
         walk_range(&s[i], add_part, &p);
+        int large = 0;
+        for (size_t k = from; k < p.n; k++) large |= p.v[k].iov_len >= CRC32C_PARALLEL_MIN;
+        if (large) {
+            s[i].crc = sum_span_large(c, p.v + from, p.n - from);
+            p.n = from;   /* its parts are done with */
+            continue;
+        }
+        first[nsmall] = from;
+        at[nsmall++] = i;
+        small_bytes += s[i].len;
     }
-    first[n] = p.n;
-    uint32_t *sums = xcalloc(total ? total : 1, sizeof *sums);
-    mkv_checksum_many(c, p.bufs, p.lens, sums, total);
-    for (size_t i = 0; i < n; i++) {
-        s[i].crc = 0;
-        for (size_t j = first[i]; j < first[i + 1]; j++)
-            s[i].crc = j == first[i] ? sums[j] : crc32c_combine(s[i].crc, sums[j], p.lens[j]);
-    }
-    free(p.bufs);
-    free(p.lens);
+    first[nsmall] = p.n;
+    spans_job j = {s, at, p.v, first};
+    workpool_run(small_bytes >= CRC32C_PARALLEL_MIN ? mkv_crc_pool(c) : NULL, (int)nsmall, sum_span, &j);
+    free(p.v);
     free(first);
-    free(sums);
+    free(at);
 }
 
 uint32_t mkv_pieces_slices(mkv_client *c, const mkv_iov *iov, size_t niov, uint64_t len, proto_slices *sl) {

@@ -272,6 +272,23 @@ static uint32_t copy_pieces(uint32_t crc, uint8_t *run, const struct iovec *iov,
     return crc;
 }
 
+uint32_t crc32c_sumv(uint32_t crc, const struct iovec *iov, int n) {
+#if defined(__x86_64__)
+    if (use_fold) {
+        uint32_t c = ~crc;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *p = iov[i].iov_base, *next = i + 1 < n ? iov[i + 1].iov_base : p + iov[i].iov_len;
+            size_t len = iov[i].iov_len, whole = len >= FOLD_MIN ? len & ~(size_t)(CRC32C_FOLD_BLOCK - 1) : 0;
+            if (whole) c = crc32c_fold_ahead(c, p, whole, whole < len ? p + whole : next);
+            c = hw_update(c, p + whole, len - whole);
+        }
+        return ~c;
+    }
+#endif
+    for (int i = 0; i < n; i++) crc = crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+    return crc;
+}
+
 uint32_t crc32c_copy_gather(uint32_t crc, void *dst, const struct iovec *src, int n) {
     return copy_pieces(crc, dst, src, n, 1);
 }

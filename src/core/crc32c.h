@@ -29,6 +29,9 @@ uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
  * piece while it copies the one before (pieces of a layer-major arena are
  * streams the hardware prefetcher has not seen). */
 uint32_t crc32c_copy_gather(uint32_t crc, void *dst, const struct iovec *src, int n);
+/* crc32c over the pieces in order, as one buffer, each next piece
+ * prefetched as the one before ends (the sum of a put sent from pieces). */
+uint32_t crc32c_sumv(uint32_t crc, const struct iovec *iov, int n);
 uint32_t crc32c_copy_scatter(uint32_t crc, const struct iovec *dst, int n, const void *src);
 
 /* crc32c(0, buf, len), with buffers of CRC32C_PARALLEL_MIN bytes or more

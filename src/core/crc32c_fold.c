@@ -70,8 +70,8 @@ FOLD_TARGET static uint32_t fold_finish(__m512i a0, __m512i a1, __m512i a2, __m5
 
 /* One loop for every use; copy is a constant where it is inlined (0: sum
  * only, 1: plain stores, 2: streaming stores), so no copy of it branches
- * on it. A streaming copy also prefetches its source PREFETCH_AHEAD bytes
- * on, into next (where the caller's source goes on) near its end: a
+ * on it. With next (where the caller's source goes on after src + len) it
+ * prefetches its source PREFETCH_AHEAD bytes on, into next near its end: a
  * 16 KiB piece of a layer-major arena is a stream the hardware prefetcher
  * has not seen, and the loop's clmul chains fill the reorder window long
  * before its misses are in (32 x 16 KiB pieces 2 MiB apart: 5.3-6.0 ms
@@ -88,7 +88,7 @@ FOLD_TARGET static inline uint32_t fold_loop(uint32_t reg, uint8_t *dst, const u
     }
     a[0] = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)reg)));
     for (size_t off = CRC32C_FOLD_BLOCK; off < len; off += CRC32C_FOLD_BLOCK) {
-        if (copy == 2) {
+        if (next) {
             size_t ahead = off + PREFETCH_AHEAD;
             const char *pf = (const char *)(ahead < len ? src + ahead : next + (ahead - len));
             for (int i = 0; i < 4; i++) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
@@ -111,6 +111,10 @@ FOLD_TARGET static uint32_t fold_copy(uint32_t reg, uint8_t *dst, const uint8_t 
     return fold_loop(reg, dst, src, len, NULL, 1);
 }
 
+FOLD_TARGET static uint32_t fold_sum_ahead(uint32_t reg, const uint8_t *src, size_t len, const uint8_t *next) {
+    return fold_loop(reg, NULL, src, len, next, 0);
+}
+
 FOLD_TARGET static uint32_t fold_copy_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len,
                                              const uint8_t *next) {
     return fold_loop(reg, dst, src, len, next ? next : src + len, 2);
@@ -122,6 +126,10 @@ uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len)
 
 uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next) {
     return fold_copy_stream(reg, dst, src, len, next);
+}
+
+uint32_t crc32c_fold_ahead(uint32_t reg, const uint8_t *src, size_t len, const uint8_t *next) {
+    return fold_sum_ahead(reg, src, len, next);
 }
 
 int crc32c_fold_init(void) {
@@ -146,5 +154,10 @@ uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len)
 uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next) {
     (void)dst, (void)src, (void)len, (void)next;
     return reg;   /* never called either */
+}
+
+uint32_t crc32c_fold_ahead(uint32_t reg, const uint8_t *src, size_t len, const uint8_t *next) {
+    (void)src, (void)len, (void)next;
+    return reg;   /* nor this */
 }
 #endif

@@ -33,5 +33,7 @@ uint32_t crc32c_fold(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len)
  * stores are weakly ordered: the caller fences (_mm_sfence) before it
  * publishes the bytes, once after all its pieces. */
 uint32_t crc32c_fold_stream(uint32_t reg, uint8_t *dst, const uint8_t *src, size_t len, const uint8_t *next);
+/* crc32c_fold's sum, prefetching as crc32c_fold_stream (next not NULL). */
+uint32_t crc32c_fold_ahead(uint32_t reg, const uint8_t *src, size_t len, const uint8_t *next);
 
 #endif

@@ -171,7 +171,8 @@ static void test_copy_pieces_one(void) {
 
 /* Many pieces of mixed sizes (below and above the streamed size, odd
  * lengths, odd alignments, empty ones) far apart in a source: gathered,
- * the run is their concatenation with its checksum; scattered back, every
+ * the run is their concatenation with its checksum (crc32c_sumv's over
+ * them in place); scattered back, every
  * piece holds its bytes again and nothing between them is touched. */
 static void test_copy_pieces_many(void) {
     static const size_t lens[] = {16384, 1, 0, 1023, 1024, 16384, 4097, 65, 300001, 16384, 255, 16384 + 7};
@@ -195,6 +196,7 @@ static void test_copy_pieces_many(void) {
             bad += memcmp(run + ra + at, in[i].iov_base, lens[i]) != 0;
         }
         bad += got != want || run[ra + total] != 0xA5 || (ra && run[ra - 1] != 0xA5);
+        bad += crc32c_sumv(7, in, N) != want;
         memset(back, 0x5A, span);
         bad += crc32c_copy_scatter(7, out, N, run + ra) != want;
         for (size_t i = 0, at = 3; i < N; at += lens[i] + GAP, i++) {
