@@ -243,12 +243,14 @@ static void store_dealloc(store *s) {
 
 static PyObject *store_setup(store *s, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"master", "cluster_secret", "replicas", "transport", "password",
-                             "timeout_ms", "data_addrs", NULL};
+                             "timeout_ms", "data_addrs", "etcd", "cluster_name", "groups", NULL};
     mkv_options opt;
     mkv_options_init(&opt);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzizziz:setup", kwlist, &opt.master,
+    /* etcd: the leader (and with groups, the slot map) is read there (docs/SCALE.md) */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzizzizzzp:setup", kwlist, &opt.master,
                                      &opt.cluster_secret, &opt.replicas, &opt.transport,
-                                     &opt.password, &opt.timeout_ms, &opt.data_addrs))
+                                     &opt.password, &opt.timeout_ms, &opt.data_addrs, &opt.etcd,
+                                     &opt.cluster_name, &opt.groups))
         return NULL;
     PyObject *res;
     if (s->c || s->opening) {
