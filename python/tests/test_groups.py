@@ -3,10 +3,12 @@ groups"): an etcd (package etcd-server; skipped without it), group a's
 master with slots 0-8191 and group b's with 8192-16383, one node in each
 group, and a store set up with etcd=..., groups=True: keys of both groups
 put, read back byte-exact singly and as a batch, each held by its slot's
-master only, removed."""
+master only, removed; then the operator's tool (scripts/moonkv-slots)
+moves a slot and a put there lands on its new group."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -98,3 +100,36 @@ def test_put_get_over_two_groups(groups):
                 redis.Redis(port=other).execute_command("MOON.EXISTS", k)
         s.remove(keys[0])
         assert s.batch_is_exist(keys[:2]) == [0, 1]
+
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "moonkv-slots")
+
+
+def slots_tool(url, *args):
+    out = subprocess.run([sys.executable, SCRIPT, "--etcd", url, "--cluster", CLUSTER, *args],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_slots_tool_moves_a_slot(groups):
+    """The operator's tool (scripts/moonkv-slots) gives one slot of group a
+    to group b: both masters follow, and a store's put of a key there lands
+    on b once the slot arrived (the store is answered MOVED or TRYAGAIN
+    meanwhile and tries again)."""
+    url, masters = groups
+    key = next(k for k in (f"py:move:{i}" for i in range(1000)) if group_of(k) == "a")
+    slot = crc16(key.encode()) % 16384
+    assert slots_tool(url, "slot", key).split() == [key, str(slot)]
+    assert "0-8191 a (8192 slots)" in slots_tool(url, "show")
+    version = int(slots_tool(url, "assign", str(slot), "b").split()[1].rstrip(":"))
+    for port in masters.values():
+        _wait("the masters follow the map", lambda: int(info_field(port, "slots_version")) >= version, [], 10)
+    assert f"{slot}-{slot} b (1 slots)" in slots_tool(url, "show")
+    with moonkv.MoonkvStore() as s:
+        s.setup(etcd=url, cluster_name=CLUSTER, groups=True, cluster_secret=SECRET, timeout_ms=8000)
+        s.put(key, b"moved")
+        assert s.get(key) == b"moved"
+    assert redis.Redis(port=masters["b"]).execute_command("MOON.EXISTS", key) == 1
+    with pytest.raises(redis.ResponseError, match="^MOVED "):
+        redis.Redis(port=masters["a"]).execute_command("MOON.EXISTS", key)
