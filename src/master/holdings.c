@@ -106,6 +106,13 @@ void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keyle
     note_node(m, id, &o, NULL, 1);
 }
 
+void mm_note_drop_disk_key(master_meta *m, uint32_t id, const void *key, size_t keylen) {
+    obj_extent e = {id, MM_ON_DISK, 0};
+    obj_replica r = {1, &e};
+    object o = {.key = (char *)key, .keylen = (uint32_t)keylen, .state = OBJ_COMPLETE};
+    note_node(m, id, &o, &r, PROTO_NOTE_DROP_DISK);
+}
+
 /* Acknowledged records go from the head; the rest moves down once the
  * dead part is the larger, so the queue stays within twice its live bytes. */
 static void notes_ack(mm_node *n, uint64_t ack) {

@@ -1002,6 +1002,8 @@ static const metrics_field master_metrics[] = {
      "Bytes of those loads."},
     {"disk_offloading_bytes", "moonkv_disk_offloading_bytes", METRIC_GAUGE, NULL,
      "Bytes of objects whose offload to a disk tier is in flight."},
+    {"disk_offload_orphans", "moonkv_disk_offload_orphans_total", METRIC_COUNTER, NULL,
+     "Disk records written for offloads that failed meanwhile (a remove), dropped."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
@@ -1067,6 +1069,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "disk_reads_unpromoted", "%llu", (unsigned long long)st.disk_reads);
     info_field(out, "disk_reads_unpromoted_bytes", "%llu", (unsigned long long)st.disk_read_bytes);
     info_field(out, "disk_offloading_bytes", "%llu", (unsigned long long)st.offloading_bytes);
+    info_field(out, "disk_offload_orphans", "%llu", (unsigned long long)st.offload_orphans);
     master_rebuild_info(m, out);
     master_restore_info(m, out);
 }

@@ -57,6 +57,7 @@ master_meta *mm_create(const mm_config *cfg) {
 void mm_destroy(master_meta *m) {
     if (!m) return;
     mm_fail_all_tasks(m, 0);
+    mm_offload_orphans_free(m);
     objtable_destroy(m->objs);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         seg_alloc_destroy(m->nodes[i]->alloc);
@@ -127,6 +128,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->disk_reads = m->disk_reads;
     st->disk_read_bytes = m->disk_read_bytes;
     st->offloading_bytes = m->offloading;
+    st->offload_orphans = m->orphans_dropped;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

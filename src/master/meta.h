@@ -157,6 +157,7 @@ typedef struct mm_stats {
     uint64_t promotes, promote_bytes;   /* ... and loaded back into DRAM */
     uint64_t disk_reads, disk_read_bytes;   /* loads kept on disk: read through a temporary copy */
     uint64_t offloading_bytes;    /* object bytes of offloads in flight */
+    uint64_t offload_orphans;     /* records written for offloads failed meanwhile, dropped */
 } mm_stats;
 
 typedef struct master_meta master_meta;

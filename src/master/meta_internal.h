@@ -73,6 +73,9 @@ struct master_meta {
     uint64_t loads_landed;      /* loads finished or failed, ever (parked gets retry) */
     uint64_t shed_until_ms;     /* puts wait for room: offload as if past the high watermark */
     uint64_t temp_swept;        /* disk_reads when the last sweep found no temporary copy */
+    struct mm_orphan *orphans;  /* offloads failed here while their node may write (offload.c) */
+    size_t norphans;
+    uint64_t orphans_dropped;   /* records written for them, dropped */
 };
 
 /* Printf the message into err (if given), return st: every error path is
@@ -180,6 +183,14 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
  * replica and a temporary copy; promoted (the disk replica goes) at its
  * disk_promote_after-th read. */
 void mm_disk_hit(master_meta *m, object *o, uint64_t now_ms);
+/* A job with handed offload task t failed: should the node still answer
+ * OK for it, its record is dropped (mm_offload_orphan_done, from
+ * mm_copy_done for a task it no longer has). */
+void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms);
+void mm_offload_orphan_done(master_meta *m, uint32_t node, uint64_t task_id, int ok);
+void mm_offload_orphans_free(master_meta *m);
+/* A holdings note telling node id to drop its disk record of key. */
+void mm_note_drop_disk_key(master_meta *m, uint32_t id, const void *key, size_t keylen);
 /* o's temporary DRAM copy goes (no lease, job or pin left on it). */
 void mm_drop_temp_copy(master_meta *m, object *o, uint64_t now_ms);
 /* Fewer replicas wholly on alive nodes than the object wants. */

@@ -197,6 +197,66 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     return started;
 }
 
+/* ---- offloads that failed on the master's side while the node wrote ----
+ * A remove (or an expiry) of an object whose offload task was handed
+ * out fails the job, but the node may be writing the record: when it
+ * answers OK for the task after all, its record is nobody's, and a drop
+ * note removes it (sent only then: a note that overtook the write would
+ * find nothing to remove). */
+#define ORPHANS_MAX 4096
+
+typedef struct mm_orphan {
+    uint64_t task_id, until_ms;
+    uint32_t node;
+    size_t keylen;
+    char *key;
+} mm_orphan;
+
+static void orphan_free(master_meta *m, size_t i) {
+    free(m->orphans[i].key);
+    m->orphans[i] = m->orphans[--m->norphans];
+}
+
+void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms) {
+    if (t->to_disk != MM_TASK_OFFLOAD || !t->handed || t->done) return;
+    for (size_t i = m->norphans; i-- > 0;)
+        if (m->orphans[i].until_ms <= now_ms) orphan_free(m, i);
+    if (m->norphans == ORPHANS_MAX) orphan_free(m, 0);   /* the oldest maybe: its record stays */
+    if (!m->orphans) m->orphans = xcalloc(ORPHANS_MAX, sizeof *m->orphans);
+    /* The node's write is bounded by the task's read caps, checked before it. */
+    m->orphans[m->norphans++] = (mm_orphan){t->id, t->deadline_ms + m->cfg.put_timeout_ms, t->node,
+                                            t->obj->keylen, xmemdup(t->obj->key, t->obj->keylen)};
+}
+
+/* The key's record on node is live: an object with a disk replica or an
+ * offload on its way there. */
+static int record_wanted(master_meta *m, uint32_t node, const void *key, size_t keylen) {
+    const object *o = mm_find(m, key, keylen);
+    for (uint32_t i = 0; o && i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&o->replicas[i]) && o->replicas[i].extents[0].node == node) return 1;
+    const mm_job *j = o ? mm_obj_job(o) : NULL;
+    return j && j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD && j->tasks[0]->node == node;
+}
+
+void mm_offload_orphan_done(master_meta *m, uint32_t node, uint64_t task_id, int ok) {
+    for (size_t i = 0; i < m->norphans; i++) {
+        mm_orphan *x = &m->orphans[i];
+        if (x->task_id != task_id || x->node != node) continue;
+        if (ok && !record_wanted(m, node, x->key, x->keylen)) {
+            mm_note_drop_disk_key(m, node, x->key, x->keylen);
+            m->orphans_dropped++;
+        }
+        orphan_free(m, i);
+        return;
+    }
+}
+
+void mm_offload_orphans_free(master_meta *m) {
+    while (m->norphans) orphan_free(m, 0);
+    free(m->orphans);
+    m->orphans = NULL;
+}
+
 int mm_offload_ahead(master_meta *m, uint64_t size, uint64_t now_ms) {
     if (m->cfg.disk_high_pct == 0) return 0;
     int room = 0;

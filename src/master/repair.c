@@ -192,15 +192,21 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
 
 /* A disk job (offload or load) ends, landed or not: the waits on it
  * move on (space coming, parked gets). */
-static void disk_job_end(master_meta *m, const mm_job *j) {
+static void disk_job_end(master_meta *m, const mm_job *j, uint64_t now_ms) {
     if (j->ntasks != 1 || !j->tasks[0]->to_disk) return;
-    if (j->tasks[0]->to_disk == MM_TASK_OFFLOAD) m->offloading -= j->o->size;
-    else m->loads_landed++;
+    if (j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {
+        m->offloading -= j->o->size;
+        mm_offload_orphan(m, j->tasks[0], now_ms);
+        /* Never handed out: no read cap of the task's to wait for. */
+        if (!j->tasks[0]->handed) mm_obj_of(j->o)->more->hold_until = j->hold_before;
+    } else {
+        m->loads_landed++;
+    }
 }
 
 void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
     uint64_t deadline = j->ntasks ? j->tasks[0]->deadline_ms : now_ms;
-    disk_job_end(m, j);
+    disk_job_end(m, j, now_ms);
     for (uint32_t i = 0; i < j->ntasks; i++) {
         if (j->tasks[i]->done) continue;
         tasks_remove(m, j->tasks[i]);
@@ -339,16 +345,19 @@ proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int o
                        uint64_t now_ms, char *err, size_t errlen) {
     size_t at = tasks_find(m, task_id);
     mm_task *t = at == SIZE_MAX ? NULL : m->tasks[at];
-    if (!t)
+    if (!t) {
+        mm_offload_orphan_done(m, node, task_id, ok);
         return mm_fail(err, errlen, PROTO_NOTFOUND,
                        "no task %llu in progress (finished, failed or expired)",
                        (unsigned long long)task_id);
+    }
     if (t->node != node)
         return mm_fail(err, errlen, PROTO_ERR, "task %llu belongs to node %u",
                        (unsigned long long)task_id, t->node);
     mm_job *j = t->job;
     if (!ok || now_ms >= t->deadline_ms) {
         mm_job_fail(m, j, now_ms);
+        mm_offload_orphan_done(m, node, task_id, ok);   /* an offload's record came too late */
         if (ok) return mm_fail(err, errlen, PROTO_ERR, "task %llu expired",
                                (unsigned long long)task_id);
         return PROTO_OK;
