@@ -80,7 +80,7 @@ def test_put_get_over_two_groups(groups):
     vals = [os.urandom(100 + 997 * i) for i in range(64)]
     assert {group_of(k) for k in keys} == {"a", "b"}
     with moonkv.MoonkvStore() as s:
-        s.setup(etcd=url, cluster_name=CLUSTER, groups=True, cluster_secret=SECRET, timeout_ms=5000)
+        s.setup(etcd=url, cluster_name=CLUSTER, groups=True, cluster_secret=SECRET, timeout_ms=10000)
         for k, v in zip(keys[:32], vals[:32]):
             s.put(k, v)
         bufs = [bytearray(v) for v in vals[32:]]
@@ -127,7 +127,7 @@ def test_slots_tool_moves_a_slot(groups):
         _wait("the masters follow the map", lambda: int(info_field(port, "slots_version")) >= version, [], 10)
     assert f"{slot}-{slot} b (1 slots)" in slots_tool(url, "show")
     with moonkv.MoonkvStore() as s:
-        s.setup(etcd=url, cluster_name=CLUSTER, groups=True, cluster_secret=SECRET, timeout_ms=8000)
+        s.setup(etcd=url, cluster_name=CLUSTER, groups=True, cluster_secret=SECRET, timeout_ms=10000)
         s.put(key, b"moved")
         assert s.get(key) == b"moved"
     assert redis.Redis(port=masters["b"]).execute_command("MOON.EXISTS", key) == 1

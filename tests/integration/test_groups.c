@@ -341,23 +341,24 @@ static void test_leader_killed_other_group_serves(void) {
     h_kill(master_a);
     uint64_t t0 = mono_ms();
     /* group b serves throughout group a's election */
-    while (h_wait_role(MASTER_A2, "leader", 0) != 0 && mono_ms() - t0 < 15000) {
+    while (h_wait_role(MASTER_A2, "leader", 0) != 0 && mono_ms() - t0 < 30000) {
         fresh_key(key, sizeof key, "fb", "b", &next);
         tried_b++;
         served_b += put_ok(key);
     }
     ASSERT_MSG(served_b == tried_b, "group b served %d of %d puts while group a elected", served_b, tried_b);
-    ASSERT(h_wait_role(MASTER_A2, "leader", 15000) == 0);
+    ASSERT(h_wait_role(MASTER_A2, "leader", 5000) == 0);
     long long elect = (long long)(mono_ms() - t0);
     fresh_key(key, sizeof key, "fa", "a", &next);
     long long first = -1;
-    while (mono_ms() - t0 < 30000 && first < 0)
+    while (mono_ms() - t0 < 45000 && first < 0)
         if (put_ok(key)) first = (long long)(mono_ms() - t0);
         else usleep(50000);
-    ASSERT_MSG(first >= 0, "group a's new leader took no put within 30 s: %s", mkv_last_error(mc));
+    ASSERT_MSG(first >= 0, "group a's new leader took no put within 45 s: %s", mkv_last_error(mc));
     ASSERT(holds(MASTER_A2, key));
-    printf("# group a: standby led %lld ms after kill -9, first put %lld ms; group b served %d puts meanwhile\n",
-           elect, first, served_b);
+    printf("# group a: standby led %lld ms after kill -9, first put %lld ms; group b served %d puts meanwhile "
+           "(its keys held back %lld times in all)\n", elect, first, served_b,
+           h_port_info(MASTER_B, "cluster", "slots_held"));
 }
 
 /* ---- setup ---- */
@@ -388,7 +389,7 @@ static int setup(void) {
     opt.etcd = etcd.url;
     opt.cluster_name = CLUSTER;
     opt.groups = 1;
-    opt.timeout_ms = 5000;
+    opt.timeout_ms = 10000;   /* a loaded etcd delays the masters' map reads (TRYAGAIN meanwhile) */
     if (!step[0] && mkv_connect(&mc, &opt) != MKV_OK)
         snprintf(step, sizeof step, "client over groups: %.100s", mkv_last_error(NULL));
     src = malloc((size_t)NKEYS * MAX_VAL);
