@@ -101,9 +101,9 @@ void mm_note_object(master_meta *m, const object *o, int drop) {
     for (uint32_t i = 0; i < o->nreplicas; i++) mm_note_replica(m, o, &o->replicas[i], drop);
 }
 
-void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen) {
+void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen, int disk) {
     object o = {.key = (char *)key, .keylen = keylen, .state = OBJ_COMPLETE};
-    note_node(m, id, &o, NULL, 1);
+    note_node(m, id, &o, NULL, disk ? PROTO_NOTE_DROP_DISK : 1);
 }
 
 void mm_note_drop_disk_key(master_meta *m, uint32_t id, const void *key, size_t keylen) {

@@ -34,6 +34,7 @@
 #include "core/objtable.h"
 #include "proto/extents.h"
 #include "proto/limits.h"
+#include "proto/report.h"
 #include "proto/slices.h"
 #include "proto/status.h"
 #include "resp/resp_writer.h"
@@ -112,6 +113,7 @@ typedef struct mm_config {
 /* A replica on a node's disk tier rather than in its segment: one
  * extent {node, MM_ON_DISK, size} (no layout change; proto/extents.h). */
 #define MM_ON_DISK PROTO_ON_DISK
+_Static_assert(MM_ON_DISK == PROTO_REPORT_ON_DISK, "a disk record's report is the disk replica's extent");
 static inline int mm_replica_on_disk(const obj_replica *r) { return proto_replica_on_disk(r); }
 
 /* A copy the master asks a node to make: read the src extents in order
@@ -263,8 +265,9 @@ void mm_node_id_taken(master_meta *m, uint32_t id);
 void mm_node_holdings_ack(master_meta *m, uint32_t id, uint64_t ack);
 size_t mm_node_holdings(master_meta *m, uint32_t id, uint64_t ack, size_t max, size_t max_bytes,
                         const uint8_t **recs, size_t *len, uint64_t *next_seq);
-/* Tell node id it holds nothing of key (e.g. a refused report). */
-void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen);
+/* Tell node id it holds nothing of key (e.g. a refused report); disk:
+ * of its disk tier's record of key, not of its segment's. */
+void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen, int disk);
 proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint64_t now_ms,
                             char *err, size_t errlen);
 /* Node id (if a member) was heard from now: another command than a

@@ -7,7 +7,9 @@
  * whole then claim their space. So what forms no whole replica never
  * blocks another key's extents (only whole replicas that overlap each
  * other compete, the first one visited wins), and the same reports a
- * second time add nothing. Refused extents leave their space free. */
+ * second time add nothing. Refused extents leave their space free.
+ * A report of a node's disk record (seg_off MM_ON_DISK, the object
+ * whole) is a replica of its own that claims no segment space. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@ typedef struct partial {
 } partial;
 
 #define MM_MAX_PARTIALS (2 * PROTO_MAX_REPLICAS)
+
+static int on_segment(const mm_report *r) { return r->seg_off != MM_ON_DISK; }
 
 static int key_cmp(const mm_report *x, const mm_report *y) {
     size_t n = x->keylen < y->keylen ? x->keylen : y->keylen;
@@ -286,7 +290,8 @@ static int chain_extent(master_meta *m, partial *p, uint32_t *np, const mm_repor
     mm_node *node = mm_node_get(m, r->node);
     if (!node || !node->alloc || r->size != first->size || r->crc != first->crc) return -1;
     if (r->length == 0 || r->obj_off >= r->size || r->length > r->size - r->obj_off) return -1;
-    partial *to = continue_of(p, *np, r);
+    if (!on_segment(r) && (r->obj_off != 0 || r->length != r->size)) return -1;   /* a disk record is whole */
+    partial *to = on_segment(r) ? continue_of(p, *np, r) : NULL;
     if (!to) {
         if (r->obj_off != 0 || *np == MM_MAX_PARTIALS) return -1;
         to = &p[(*np)++];
@@ -365,12 +370,12 @@ static void ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, node_ran
     size_t *at = xcalloc((size_t)nn + 2, sizeof *at);
     seg_range *r = xhuge_alloc((n + 1) * sizeof *r), *tmp = xhuge_alloc((n + 1) * sizeof *tmp);
     for (size_t i = 0; i < n; i++)
-        if (rep[i].node <= nn) at[rep[i].node + 1]++;
+        if (rep[i].node <= nn && on_segment(&rep[i])) at[rep[i].node + 1]++;
     for (uint32_t id = 1; id <= nn + 1; id++) at[id] += at[id - 1];
     size_t *fill = xmalloc((size_t)(nn + 1) * sizeof *fill);
     memcpy(fill, at, (size_t)(nn + 1) * sizeof *fill);
     for (size_t i = 0; i < n; i++)
-        if (rep[i].node <= nn) r[fill[rep[i].node]++] = (seg_range){rep[i].seg_off, rep[i].length};
+        if (rep[i].node <= nn && on_segment(&rep[i])) r[fill[rep[i].node]++] = (seg_range){rep[i].seg_off, rep[i].length};
     free(fill);
     for (uint32_t id = 1; id <= nn; id++) {
         size_t k = at[id + 1] - at[id];
@@ -407,7 +412,7 @@ static void claim_all(master_meta *m, mm_rebuild_job *j, const node_ranges *nr) 
 static void release_claimed(master_meta *m, const obj_replica *r) {
     for (uint32_t k = 0; k < r->nextents; k++) {
         const obj_extent *e = &r->extents[k];
-        seg_alloc_release(mm_node_get(m, e->node)->alloc, e->offset, e->length);
+        if (e->offset != MM_ON_DISK) seg_alloc_release(mm_node_get(m, e->node)->alloc, e->offset, e->length);
     }
 }
 
@@ -419,10 +424,10 @@ static int claim_replica(const build_ctx *b, const partial *p, obj_replica *rep,
     rep->nextents = 0;
     for (uint32_t k = 0; k < p->n; k++) {
         const mm_report *r = p->ext[k];
-        if (!pre_claimed(b, r->node) &&
+        if (on_segment(r) && !pre_claimed(b, r->node) &&
             seg_alloc_reserve_at(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length) != ALLOC_OK) {
             for (uint32_t i = 0; i < rep->nextents; i++)
-                if (!pre_claimed(b, rep->extents[i].node))
+                if (rep->extents[i].offset != MM_ON_DISK && !pre_claimed(b, rep->extents[i].node))
                     seg_alloc_release(mm_node_get(b->m, rep->extents[i].node)->alloc, rep->extents[i].offset,
                                       rep->extents[i].length);
             rep->nextents = 0;
@@ -444,7 +449,7 @@ static int shares_node(const obj_replica *whole, uint32_t nwhole, const partial 
 /* r is kept by no object: its space is free again if the job claimed it. */
 static void refuse(const build_ctx *b, const mm_report *r) {
     b->st->extents_rejected++;
-    if (pre_claimed(b, r->node)) seg_alloc_release(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length);
+    if (on_segment(r) && pre_claimed(b, r->node)) seg_alloc_release(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length);
     if (b->fn) b->fn(r, b->ctx);
 }
 

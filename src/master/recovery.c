@@ -127,10 +127,14 @@ static void note_refused(const mm_report *r, void *ctx) {
     rb->refused[rb->nrefused++] = r;
 }
 
-static int object_on_node(const object *o, uint32_t node) {
+/* o keeps what r reported on its node: a segment replica there, or for
+ * a disk record the disk replica there. */
+static int object_keeps(const object *o, const mm_report *r) {
+    int disk = r->seg_off == MM_ON_DISK;
     for (uint32_t i = 0; i < o->nreplicas; i++)
         for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
-            if (o->replicas[i].extents[k].node == node) return 1;
+            if (o->replicas[i].extents[k].node == r->node && (o->replicas[i].extents[k].offset == MM_ON_DISK) == disk)
+                return 1;
     return 0;
 }
 
@@ -202,7 +206,7 @@ static void build_end(master *m) {
     for (size_t i = 0; i < rb->nrefused; i++) {
         const mm_report *r = rb->refused[i];
         const object *o = mm_find(m->meta, r->key, r->keylen);
-        if (!o || !object_on_node(o, r->node)) mm_note_drop_key(m->meta, r->node, r->key, r->keylen);
+        if (!o || !object_keeps(o, r)) mm_note_drop_key(m->meta, r->node, r->key, r->keylen, r->seg_off == MM_ON_DISK);
     }
     rb->nrefused = 0;
     reports_clear(&rb->building);

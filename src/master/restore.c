@@ -158,7 +158,7 @@ int mm_restore_report(master_meta *m, uint32_t id, const void *key, size_t keyle
     if (s && s->seen != NOTED) s->seen = match && s->seen != UINT32_MAX ? s->seen + 1 : UINT32_MAX;
     if (!match) {
         r->unknown++;
-        mm_note_drop_key(m, id, key, keylen);   /* the node frees it */
+        mm_note_drop_key(m, id, key, keylen, seg_off == MM_ON_DISK);   /* the node frees it */
     }
     return match;
 }

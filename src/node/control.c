@@ -17,6 +17,7 @@
 #include "etcd/leader_watch.h"
 #include "node/copier.h"
 #include "node/disk_store.h"
+#include "node/disk_tier.h"
 #include "node/holdings_link.h"
 #include "node/persist.h"
 #include "node/scrub.h"
@@ -315,13 +316,33 @@ static int report_send(node_control *c, node_index_extent *batch, size_t n, uint
     return write_all(c, blob - hl, hl + len + 2);
 }
 
-/* Everything the index holds, in packed MOON.REPORT batches with up to
- * CTL_REPORT_WINDOW unanswered, then REPORTDONE. */
+/* The disk tier's records (node_disk_reports), in batches as the
+ * index's; 0, or -1 after dropping the connection. */
+static int report_disk(node_control *c, uint8_t **buf, size_t *cap, int *inflight, uint64_t *total) {
+    proto_report_rec *r;
+    char *keys;
+    size_t n = node_disk_reports(c->n->disk, &r, &keys);
+    int rc = 0;
+    for (size_t at = 0, k; at < n && rc == 0; at += k) {
+        size_t bytes = 0;
+        for (k = 0; at + k < n && k < CTL_REPORT_BATCH && bytes < CTL_REPORT_KEYBYTES; k++) bytes += r[at + k].keylen;
+        rc = report_send(c, r + at, k, buf, cap);
+        *total += k;
+        if (rc == 0 && ++*inflight == CTL_REPORT_WINDOW) rc = report_reply(c), (*inflight)--;
+    }
+    free(r);
+    free(keys);
+    return rc;
+}
+
+/* Everything the index holds and the disk tier's records, in packed
+ * MOON.REPORT batches with up to CTL_REPORT_WINDOW unanswered, then
+ * REPORTDONE. */
 static int report_index(node_control *c) {
     node_index_extent *batch = xmalloc(CTL_REPORT_BATCH * sizeof *batch);
     uint8_t *buf = NULL;
     size_t cap = 0;
-    uint64_t cursor = 0, total = 0;
+    uint64_t cursor = 0, total = 0, on_disk = 0;
     int rc = 0, inflight = 0;
     do {
         size_t n = node_index_report(c->n->index, &cursor, batch, CTL_REPORT_BATCH, CTL_REPORT_KEYBYTES);
@@ -330,15 +351,29 @@ static int report_index(node_control *c) {
         total += n;
         if (rc == 0 && ++inflight == CTL_REPORT_WINDOW) rc = report_reply(c), inflight--;
     } while (cursor && rc == 0);
+    if (rc == 0) rc = report_disk(c, &buf, &cap, &inflight, &on_disk);
     while (rc == 0 && inflight-- > 0) rc = report_reply(c);
     free(buf);
     free(batch);
     if (rc == 0) rc = report_done(c, my_id(c));
-    if (rc == 0) log_notice("node: reported %llu extents to the master", (unsigned long long)total);
+    if (rc == 0)
+        log_notice("node: reported %llu extents and %llu disk records to the master", (unsigned long long)total,
+                   (unsigned long long)on_disk);
     return rc;
 }
 
 /* ---- registration ---- */
+
+static uint64_t disk_records(node *n) {
+    disk_store_stats st = {0};
+    if (n->disk) disk_store_get_stats(n->disk, &st);
+    return st.objects;
+}
+
+static void forget_disk(node *n) {
+    size_t gone = n->disk ? node_disk_forget(n->disk) : 0;
+    if (gone) log_notice("node: %zu disk records the master does not know removed", gone);
+}
 
 /* CHALLENGE, REGISTER; on success (0) the data plane serves as the new
  * id. 1: the master asks us to try again shortly, -1: it failed. */
@@ -377,8 +412,11 @@ static int do_register(node_control *c) {
     /* Who we were: our id (claimed back), this process, the highest id
      * seen. --node-id: this new process takes its id over; later, the id
      * is ours. Back with the segment and index of the last process, the
-     * master may keep the replicas we prove (report 3). */
-    int kept = !c->gen && node_persist_restored(n->persist) && !c->plain_register;
+     * master may keep the replicas we prove (report 3); so with records
+     * on our disk tier under the id we claim (the segment's are then
+     * dropped if its index was not kept). */
+    int kept = !c->gen && !c->plain_register &&
+               (node_persist_restored(n->persist) || (c->claim_id && disk_records(n)));
     proto_register_args ra = {.proof_hex = proof_hex, .segment_size = n->seg.size, .addrs = addrp,
                               .naddrs = naddrs, .claim_id = c->claim_id, .claim_again = c->gen != 0,
                               .kept = kept, .instance_hex = c->instance_hex, .seen_max = c->seen_max};
@@ -446,6 +484,8 @@ static int do_register(node_control *c) {
     /* A restored index the master does not take (0: we are new to it) is
      * nothing it knows of: gone, or a later rebuild would bring it back. */
     if (report == 2 || (kept && report == 0)) node_index_clear(n->index);
+    /* Our disk records are the master's only if it takes our report. */
+    if (report == 2 || (c->gen == 1 && report == 0)) forget_disk(n);
     if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
     node_holdings_resume(c->hl, id, c->host, c->port, c->leader_term, c->instance_hex);

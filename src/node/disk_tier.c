@@ -2,11 +2,14 @@
 #include "node/disk_tier.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/siphash.h"
+#include "core/util.h"
 #include "node/persist.h"
 #include "server/info.h"
 
@@ -48,6 +51,45 @@ disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t 
         *fatal = 0;
     }
     return ds;
+}
+
+/* The records, collected under the store's lock (key offsets into keys:
+ * the buffer moves as it grows). */
+typedef struct collect {
+    proto_report_rec *r;
+    size_t n, cap;
+    char *keys;
+    size_t used, room;
+} collect;
+
+static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc) {
+    collect *c = ctx;
+    if (c->n == c->cap) c->r = xrealloc(c->r, (c->cap = c->cap ? 2 * c->cap : 256) * sizeof *c->r);
+    if (c->used + keylen > c->room) c->keys = xrealloc(c->keys, c->room = 2 * (c->used + keylen) + 4096);
+    memcpy(c->keys + c->used, key, keylen);
+    c->r[c->n++] = (proto_report_rec){.key = (const char *)(uintptr_t)c->used, .keylen = keylen, .size = len,
+                                      .crc = crc, .want = 1, .obj_off = 0, .seg_off = PROTO_REPORT_ON_DISK,
+                                      .length = len};
+    c->used += keylen;
+}
+
+size_t node_disk_reports(disk_store *ds, proto_report_rec **recs, char **keys) {
+    collect c = {0};
+    if (ds) disk_store_walk(ds, collect_one, &c);
+    for (size_t i = 0; i < c.n; i++) c.r[i].key = c.keys + (uintptr_t)c.r[i].key;
+    *recs = c.r;
+    *keys = c.keys;
+    return c.n;
+}
+
+size_t node_disk_forget(disk_store *ds) {
+    proto_report_rec *r;
+    char *keys;
+    size_t n = node_disk_reports(ds, &r, &keys), gone = 0;
+    for (size_t i = 0; i < n; i++) gone += disk_store_remove(ds, r[i].key, r[i].keylen) == 0;
+    free(r);
+    free(keys);
+    return gone;
 }
 
 void node_disk_info(disk_store *ds, resp_buf *out) {

@@ -6,14 +6,15 @@
 #include "backend/le.h"
 
 size_t proto_report_put(uint8_t *out, const proto_report_rec *r) {
+    int disk = r->seg_off == PROTO_REPORT_ON_DISK;
     le_put16(out, (uint16_t)r->keylen);
     out[2] = (uint8_t)r->want;
-    out[3] = r->slices.count ? 1 : 0;
+    out[3] = (uint8_t)((r->slices.count ? PROTO_REPORT_SLICES : 0) | (disk ? PROTO_REPORT_DISK : 0));
     le_put32(out + 4, r->crc);
     le_put64(out + 8, r->size);
-    le_put64(out + 16, r->obj_off);
-    le_put64(out + 24, r->seg_off);
-    le_put64(out + 32, r->length);
+    le_put64(out + 16, disk ? 0 : r->obj_off);
+    le_put64(out + 24, disk ? 0 : r->seg_off);
+    le_put64(out + 32, disk ? r->size : r->length);
     memcpy(out + PROTO_REPORT_HDR, r->key, r->keylen);
     if (r->slices.count) proto_slices_ref_copy(out + PROTO_REPORT_HDR + r->keylen, &r->slices);
     return proto_report_len(r);
@@ -32,12 +33,17 @@ int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r
     r->seg_off = le_get64(at + 24);
     r->length = le_get64(at + 32);
     r->key = (const char *)at + PROTO_REPORT_HDR;
-    if (at[3] > 1 || r->want > PROTO_MAX_REPLICAS || r->size > PROTO_MAX_SEGMENT ||
+    unsigned flags = at[3];
+    if (flags > (PROTO_REPORT_SLICES | PROTO_REPORT_DISK) || r->want > PROTO_MAX_REPLICAS || r->size > PROTO_MAX_SEGMENT ||
         r->obj_off > PROTO_MAX_SEGMENT || r->seg_off > PROTO_MAX_SEGMENT || r->length > PROTO_MAX_SEGMENT)
         return -1;
+    if (flags & PROTO_REPORT_DISK) {   /* the whole object: nothing else is a disk record */
+        if (r->obj_off != 0 || r->seg_off != 0 || r->length != r->size) return -1;
+        r->seg_off = PROTO_REPORT_ON_DISK;
+    }
     const uint8_t *next = at + PROTO_REPORT_HDR + keylen;
     r->slices = (proto_slices_ref){0, 0, NULL};
-    if (at[3] == 1) {
+    if (flags & PROTO_REPORT_SLICES) {
         size_t got = proto_slices_ref_get(next, (size_t)(end - next), r->size, &r->slices);
         if (got == 0) return -1;
         next += got;

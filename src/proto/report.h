@@ -11,7 +11,10 @@
  *
  * Flags 1 carries the object's slice CRCs as the node's index has them
  * (a node sends them with the first extent of each object it reports);
- * flags 0 is the record of before, without.
+ * flags 0 is the record of before, without. Flags 2 (with or without 1):
+ * the whole object is a record of the node's disk tier, not segment
+ * bytes (docs/SSD_TIER.md): obj_off and seg_off are 0 and length is
+ * size on the wire; decoded, seg_off is PROTO_REPORT_ON_DISK.
  * The decoder is the only reader of a peer's bytes here: it bounds every
  * field and never reads past the blob. */
 #ifndef MKV_PROTO_REPORT_H
@@ -25,8 +28,12 @@
 
 #define PROTO_REPORT_HDR      40          /* bytes of a record before its key */
 #define PROTO_REPORT_MAX_BLOB (32 << 20)  /* bytes of one packed MOON.REPORT */
+#define PROTO_REPORT_SLICES   1u          /* flags: slice CRCs follow the key */
+#define PROTO_REPORT_DISK     2u          /* flags: a disk record, the object whole */
+#define PROTO_REPORT_ON_DISK  UINT64_MAX  /* seg_off of a disk record's report */
 
-/* One extent: bytes [obj_off, obj_off+length) of key's object, at seg_off. */
+/* One extent: bytes [obj_off, obj_off+length) of key's object, at seg_off
+ * (PROTO_REPORT_ON_DISK: the whole object, in the node's disk tier). */
 typedef struct proto_report_rec {
     const char *key;
     size_t keylen;
@@ -46,8 +53,9 @@ size_t proto_report_put(uint8_t *out, const proto_report_rec *r);
 /* Decodes the record at *p (before end): 0 with *p past it and r's key
  * pointing into the blob, or -1 if it is cut off or a field is out of
  * bounds (keylen 1..PROTO_MAX_KEY_LEN, want <= PROTO_MAX_REPLICAS, sizes
- * and offsets <= PROTO_MAX_SEGMENT, flags 0 or 1, the slice CRCs of
- * flags 1 as proto_slices_ref_get takes them). */
+ * and offsets <= PROTO_MAX_SEGMENT, flags 0..3, the slice CRCs of flags 1
+ * as proto_slices_ref_get takes them, a disk record's offsets 0 and
+ * length its size). */
 int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r);
 
 #endif

@@ -697,6 +697,34 @@ static void test_report_slices(void) {
     ASSERT_EQ(rc, -1);
 }
 
+/* A disk tier's record: the whole object, flags 2, offsets 0 on the wire. */
+static void test_report_disk(void) {
+    uint8_t packed[12];
+    for (int i = 0; i < 3; i++) le_put32(packed + 4 * i, sl_crcs[i]);
+    proto_report_rec disk = {"cold", 4, SL_OBJ, 0xabcd, 1, 0, PROTO_REPORT_ON_DISK, SL_OBJ, {65536, 3, packed}};
+    uint8_t blob[256];
+    size_t a = proto_report_put(blob, &disk);
+    ASSERT_EQ(a, proto_report_len(&disk));
+    ASSERT_EQ(blob[3], PROTO_REPORT_SLICES | PROTO_REPORT_DISK);
+    ASSERT_EQ(le_get64(blob + 24), 0);
+    const uint8_t *p = blob;
+    proto_report_rec r;
+    ASSERT_EQ(proto_report_next(&p, blob + a, &r), 0);
+    ASSERT(r.seg_off == PROTO_REPORT_ON_DISK && r.obj_off == 0 && r.length == SL_OBJ && r.size == SL_OBJ);
+    ASSERT(proto_slices_ref_eq(&r.slices, &disk.slices) && p == blob + a);
+    /* a disk record is the whole object, at no offset; flags past 3 mean nothing */
+    struct { size_t at, width; uint64_t val; } bad[] = {
+        {16, 8, 4096}, {24, 8, 4096}, {32, 8, SL_OBJ - 1}, {3, 1, 4}, {3, 1, 7},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *copy = patched(blob, a, bad[i].at, bad[i].width, bad[i].val);
+        p = copy;
+        int rc = proto_report_next(&p, copy + a, &r);
+        free(copy);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+}
+
 /* ---- packed locations (MOON.MGETPACKED) ---- */
 
 #define LOC_SIZE 150000   /* three slices of 64 KiB */
@@ -1091,6 +1119,7 @@ int main(void) {
     RUN_TEST(test_notes_slices);
     RUN_TEST(test_notes_slices_refused);
     RUN_TEST(test_report_slices);
+    RUN_TEST(test_report_disk);
     RUN_TEST(test_located_round_trip);
     RUN_TEST(test_located_refused);
     RUN_TEST(test_located_skips_disk);
