@@ -364,7 +364,8 @@ static void holdlink_command(client *c) {
 
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]];
  * an offload [.., [[node, off, len, rcap]], DISK, crc], a load
- * [.., [[off, len, wcap]...], LOAD, crc] (docs/SSD_TIER.md). */
+ * [.., [[off, len, wcap]...], LOAD, crc], a push of a disk record to
+ * other nodes [.., [[node, off, len, wcap]...], PUSH, crc] (docs/SSD_TIER.md). */
 static void reply_task(client *c, const mm_task *t) {
     uint64_t exp = mm_task_expiry(t);
     uint64_t term = master_term(master_of(c));
@@ -375,11 +376,14 @@ static void reply_task(client *c, const mm_task *t) {
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
     resp_buf *b = wire_of(c);
-    if (t->to_disk != MM_TASK_LOAD) proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
-    if (t->to_disk != MM_TASK_OFFLOAD) proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
+    if (t->to_disk == MM_TASK_PUSH) proto_extents_encode(b, PROTO_EXT_REMOTE, t->dst, t->ndst, &wr);
+    if (!t->to_disk || t->to_disk == MM_TASK_OFFLOAD) proto_extents_encode(b, PROTO_EXT_REMOTE, t->src, t->nsrc, &rd);
+    if (!t->to_disk || t->to_disk == MM_TASK_LOAD) proto_extents_encode(b, PROTO_EXT_LOCAL, t->dst, t->ndst, &wr);
     reply_wire(c, b);
     if (!t->to_disk) return;
-    reply_bulk_cstr(c, t->to_disk == MM_TASK_LOAD ? PROTO_TASK_LOAD : PROTO_TASK_DISK);
+    reply_bulk_cstr(c, t->to_disk == MM_TASK_LOAD   ? PROTO_TASK_LOAD
+                       : t->to_disk == MM_TASK_PUSH ? PROTO_TASK_PUSH
+                                                    : PROTO_TASK_DISK);
     reply_integer(c, t->obj->crc);
 }
 
@@ -1004,6 +1008,8 @@ static const metrics_field master_metrics[] = {
      "Bytes of objects whose offload to a disk tier is in flight."},
     {"disk_offload_orphans", "moonkv_disk_offload_orphans_total", METRIC_COUNTER, NULL,
      "Disk records written for offloads that failed meanwhile (a remove), dropped."},
+    {"disk_repair_pushes", "moonkv_disk_repair_pushes_total", METRIC_COUNTER, NULL,
+     "Repairs whose only source was a disk record (its node sends it)."},
     {"holdings_pending", "moonkv_holdings_pending", METRIC_GAUGE, NULL,
      "Changes of what nodes hold that the nodes have not taken yet (" PROTO_VERB_HOLDINGS ")."},
     {"acks_waiting", "moonkv_acks_waiting", METRIC_GAUGE, NULL,
@@ -1070,6 +1076,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "disk_reads_unpromoted_bytes", "%llu", (unsigned long long)st.disk_read_bytes);
     info_field(out, "disk_offloading_bytes", "%llu", (unsigned long long)st.offloading_bytes);
     info_field(out, "disk_offload_orphans", "%llu", (unsigned long long)st.offload_orphans);
+    info_field(out, "disk_repair_pushes", "%llu", (unsigned long long)st.disk_pushes);
     master_rebuild_info(m, out);
     master_restore_info(m, out);
 }

@@ -129,6 +129,7 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->disk_read_bytes = m->disk_read_bytes;
     st->offloading_bytes = m->offloading;
     st->offload_orphans = m->orphans_dropped;
+    st->disk_pushes = m->disk_pushes;
     st->held_extents = m->nheld;
     st->evicted_keys = m->gc.evicted;
     st->evicted_expired_keys = m->gc.evicted_expired;

@@ -121,9 +121,10 @@ static inline int mm_replica_on_disk(const obj_replica *r) { return proto_replic
  * into the dst extents of the node executing it (write caps). */
 #define MM_TASK_OFFLOAD 1
 #define MM_TASK_LOAD    2
+#define MM_TASK_PUSH    3
 typedef struct mm_task {
     uint64_t id;
-    uint32_t node;                /* executes it; every dst extent is here */
+    uint32_t node;                /* executes it; every dst extent is here (but a push's) */
     struct mm_job *job;
     const object *obj;            /* the object copied (key for the node's index) */
     uint32_t nsrc, ndst;
@@ -132,7 +133,9 @@ typedef struct mm_task {
     uint64_t issued_us;           /* its write caps' grant stamp (mm_issue_us) */
     int handed;                   /* sent in a heartbeat reply */
     int to_disk;                  /* MM_TASK_OFFLOAD: src (the node's own) to its disk tier;
-                                     MM_TASK_LOAD: its disk record into dst */
+                                     MM_TASK_LOAD: its disk record into dst;
+                                     MM_TASK_PUSH: its disk record sent to dst,
+                                     on other nodes (a repair with no other source) */
     int done;
 } mm_task;
 
@@ -160,6 +163,7 @@ typedef struct mm_stats {
     uint64_t disk_reads, disk_read_bytes;   /* loads kept on disk: read through a temporary copy */
     uint64_t offloading_bytes;    /* object bytes of offloads in flight */
     uint64_t offload_orphans;     /* records written for offloads failed meanwhile, dropped */
+    uint64_t disk_pushes;         /* repairs whose source was a disk record (MM_TASK_PUSH) */
 } mm_stats;
 
 typedef struct master_meta master_meta;

@@ -76,6 +76,7 @@ struct master_meta {
     struct mm_orphan *orphans;  /* offloads failed here while their node may write (offload.c) */
     size_t norphans;
     uint64_t orphans_dropped;   /* records written for them, dropped */
+    uint64_t disk_pushes;       /* repair.c */
 };
 
 /* Printf the message into err (if given), return st: every error path is

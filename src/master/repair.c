@@ -154,9 +154,20 @@ static const obj_replica *pick_source(master_meta *m, const object *o) {
     return any;
 }
 
+/* With no replica in a segment to copy from: a disk replica on a node
+ * still alive (draining too), which sends its record itself. */
+static const obj_replica *pick_disk_source(master_meta *m, const object *o) {
+    for (uint32_t i = 0; i < o->nreplicas; i++) {
+        const mm_node *n = mm_node_get(m, o->replicas[i].extents[0].node);
+        if (mm_replica_on_disk(&o->replicas[i]) && n && (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
+            return &o->replicas[i];
+    }
+    return NULL;
+}
+
 /* Place one more replica of o and create its tasks. -1 if no room. */
 static int job_start(master_meta *m, object *o, uint64_t now_ms) {
-    if (!pick_source(m, o)) return -1;
+    if (!pick_source(m, o) && !pick_disk_source(m, o)) return -1;
     uint8_t *exclude = xcalloc(m->nnodes, 1);
     for (uint32_t i = 0; i < o->nreplicas; i++)
         for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
@@ -172,12 +183,18 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
     const obj_replica *src = pick_source(m, o);
     uint64_t pos = 0;
-    for (uint32_t i = 0; i < rep.nextents; i++) {
+    for (uint32_t i = 0; src && i < rep.nextents; i++) {
         const obj_extent *e = &rep.extents[i];
         mm_task *t = job_task_for(m, j, e->node, deadline);
         extent_push(&t->dst, &t->ndst, *e);
         map_range(src, pos, e->length, t);
         pos += e->length;
+    }
+    if (!src) {   /* one task, on the disk's node, writing every extent */
+        mm_task *t = job_task_for(m, j, pick_disk_source(m, o)->extents[0].node, deadline);
+        t->to_disk = MM_TASK_PUSH;
+        for (uint32_t i = 0; i < rep.nextents; i++) extent_push(&t->dst, &t->ndst, rep.extents[i]);
+        m->disk_pushes++;
     }
     j->nleft = j->ntasks;
     for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);

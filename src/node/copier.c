@@ -103,8 +103,11 @@ static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, in
         c->known_gen = gen;
     }
     int all_known = 1;
-    for (int k = 0; k < n && all_known; k++)
+    for (int k = 0; k < n && all_known; k++) {
         for (int i = 0; i < ts[k]->nsrc && all_known; i++) all_known = is_known(c, ts[k]->src[i].node_id);
+        for (int i = 0; ts[k]->to_disk == NODE_TASK_PUSH && i < ts[k]->ndst && all_known; i++)
+            all_known = is_known(c, ts[k]->dst[i].node_id);
+    }
     if (all_known) return 0;
     const mkv_config *cfg = &c->n->srv->cfg;
     if (!c->master) {
@@ -294,6 +297,39 @@ static void run_load(node_copier *c, node_task *t, uint64_t now) {
     }
 }
 
+/* A push: key's disk record (the one the master means, its CRC checked
+ * by the read) written to other nodes' extents under the master's write
+ * caps, which those nodes check. */
+static void run_push(node_copier *c, node_task *t) {
+    char err[256];
+    node *n = c->n;
+    uint64_t len = 0;
+    uint32_t crc = 0;
+    if (!n->disk || disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) != 0 || len != t->size ||
+        crc != t->crc) {
+        task_fail(t, "push: no such record on the disk tier");
+        return;
+    }
+    if (engine_ready(c, err, sizeof err) != 0 || learn_topology(c, t->gen, &t, 1, err, sizeof err) != 0) {
+        task_fail(t, err);
+        return;
+    }
+    char *buf = xmalloc(t->size ? t->size : 1);
+    int rc = disk_store_read(n->disk, t->key, t->keylen, buf, t->size, &len);
+    if (rc == 0 && len != t->size) rc = -EIO;
+    if (rc != 0) {
+        snprintf(err, sizeof err, "push: reading the record: %s", strerror(-rc));
+        task_fail(t, err);
+    } else if (wall_ms() >= t->expiry_ms) {
+        task_fail(t, "push: caps expired");
+    } else {
+        te_replica rep = {t->dst, t->ndst};
+        int st = te_engine_write(c->engine, buf, t->size, &rep, 1, err, sizeof err);
+        if (st != TE_OK) task_fail(t, err[0] ? err : te_strerror(st));
+    }
+    free(buf);
+}
+
 static void run_batch(node_copier *c, node_task *const *ts, int n) {
     uint64_t gen0 = ts[0]->gen, now0 = wall_ms();
     int copies = 0;
@@ -301,6 +337,7 @@ static void run_batch(node_copier *c, node_task *const *ts, int n) {
         if (!ts[i]->to_disk) copies = 1;
         else if (!gen_current(c, gen0)) task_fail(ts[i], "from an earlier registration");
         else if (ts[i]->to_disk == NODE_TASK_LOAD) run_load(c, ts[i], now0);
+        else if (ts[i]->to_disk == NODE_TASK_PUSH) run_push(c, ts[i]);
         else run_offload(c, ts[i], now0);
     }
     if (copies) run_copies(c, ts, n);

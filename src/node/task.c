@@ -24,20 +24,22 @@ static int word_is(const redisReply *w, const char *word) {
            memcmp(w->str, word, w->len) == 0;
 }
 
-/* [id, key, size, [[node, off, len, rcap]], DISK, crc] or
- * [id, key, size, [[off, len, wcap]...], LOAD, crc]: the whole object. */
+/* [id, key, size, [[node, off, len, rcap]], DISK, crc],
+ * [id, key, size, [[off, len, wcap]...], LOAD, crc] or
+ * [id, key, size, [[node, off, len, wcap]...], PUSH, crc]: the whole object. */
 static node_task *parse_disk(const redisReply *r, uint64_t id, uint64_t size) {
     uint64_t crc, len;
     uint32_t n;
-    int kind = word_is(r->element[4], PROTO_TASK_DISK) ? NODE_TASK_OFFLOAD
-             : word_is(r->element[4], PROTO_TASK_LOAD) ? NODE_TASK_LOAD : 0;
+    int kind = word_is(r->element[4], PROTO_TASK_DISK)   ? NODE_TASK_OFFLOAD
+             : word_is(r->element[4], PROTO_TASK_LOAD) ? NODE_TASK_LOAD
+             : word_is(r->element[4], PROTO_TASK_PUSH) ? NODE_TASK_PUSH : 0;
     if (!kind || proto_int_in(r->element[5], 0, UINT32_MAX, &crc) != 0 || r->element[1]->len > PROTO_MAX_KEY_LEN)
         return NULL;
     node_task *t = xcalloc(1, sizeof *t);
     t->id = id;
     t->size = size;
     te_extent **ext = kind == NODE_TASK_OFFLOAD ? &t->src : &t->dst;
-    if (proto_extents_decode_share(r->element[3], kind == NODE_TASK_OFFLOAD ? PROTO_EXT_REMOTE : PROTO_EXT_LOCAL,
+    if (proto_extents_decode_share(r->element[3], kind == NODE_TASK_LOAD ? PROTO_EXT_LOCAL : PROTO_EXT_REMOTE,
                                    size, kind == NODE_TASK_OFFLOAD ? TE_CAP_READ : TE_CAP_WRITE, ext, &n,
                                    &len) != 0 || len != size) {
         node_task_free(t);

@@ -17,7 +17,10 @@
  * store under key, checked against crc. A load from the disk tier is
  *   [task_id, key, object_size, [[offset, length, write_cap] ...], LOAD, crc]
  * : the record of key (its CRC checked on the read) into the
- * destination extents. */
+ * destination extents. A push of the record to other nodes (a repair
+ * whose only source is this disk) is
+ *   [task_id, key, object_size, [[node, offset, length, write_cap] ...], PUSH, crc]
+ * : the record read (CRC checked) and written to those extents. */
 #ifndef MKV_NODE_TASK_H
 #define MKV_NODE_TASK_H
 
@@ -31,6 +34,7 @@
 
 #define NODE_TASK_OFFLOAD 1
 #define NODE_TASK_LOAD    2
+#define NODE_TASK_PUSH    3
 typedef struct node_task {
     uint64_t id;
     uint64_t gen;                  /* registration it belongs to */
@@ -41,11 +45,12 @@ typedef struct node_task {
     uint64_t len;                  /* the bytes this task moves (its share) */
     int nsrc, ndst;
     te_extent *src;
-    te_extent *dst;                /* on this node: node_id from the write caps */
+    te_extent *dst;                /* on this node: node_id from the write caps (a push's: any node) */
     uint64_t expiry_ms;            /* the earliest of dst's write caps: no byte lands after it */
     int failed;                    /* the copier gave up on it */
     int to_disk;                   /* NODE_TASK_OFFLOAD: src (ours) to the disk store;
-                                      NODE_TASK_LOAD: the disk record into dst */
+                                      NODE_TASK_LOAD: the disk record into dst;
+                                      NODE_TASK_PUSH: the disk record sent to dst */
     uint32_t crc;                  /* to_disk: the object's CRC32C */
     char *key;                     /* to_disk: the object's key */
     size_t keylen;

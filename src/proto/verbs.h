@@ -42,6 +42,7 @@
 #define PROTO_HB_DISK_FREE    "disk_free"
 #define PROTO_TASK_DISK       "DISK"
 #define PROTO_TASK_LOAD       "LOAD"
+#define PROTO_TASK_PUSH       "PUSH"   /* [id, key, size, [[node, off, len, wcap]...], PUSH, crc] */
 /* put */
 #define PROTO_VERB_PUTSTART   "MOON.PUTSTART"
 #define PROTO_VERB_MPUTSTART  "MOON.MPUTSTART"

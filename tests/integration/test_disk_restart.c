@@ -44,14 +44,15 @@
 static char dir[256];
 static char *src, *dst;
 
+#define MAX_NODES 2
+
 typedef struct cluster {
-    int port;              /* master; node port+1, its data plane port+2 */
+    int port;              /* master; node i port+1+2i, its data plane the next */
     char master[32];
-    char sub[300];         /* the node's files */
+    char sub[300];         /* the cluster's files; node i's in sub/n<i> */
     const char *io;        /* --disk-io */
-    const char *disk_dir;  /* NULL: sub/disk */
-    const char *wrap;      /* a shell command the node runs under (NULL: none) */
-    pid_t master_pid, node_pid;
+    const char *const *mflags;
+    pid_t master_pid, node_pid, node1_pid;
 } cluster;
 
 static const char *const master_flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30",
@@ -60,6 +61,9 @@ static const char *const master_flags[] = {"--disk-high-watermark", "60", "--dis
 
 static long long master_field(const cluster *cl, const char *f) { return h_port_info(cl->port, "cluster", f); }
 static long long node_field(const cluster *cl, const char *f) { return h_port_info(cl->port + 1, "node", f); }
+static long long node_i_field(const cluster *cl, int i, const char *f) {
+    return h_port_info(cl->port + 1 + 2 * i, "node", f);
+}
 
 static int wait_master_at_least(const cluster *cl, const char *f, long long want) {
     uint64_t end = mono_ms() + WAIT_MS;
@@ -67,41 +71,45 @@ static int wait_master_at_least(const cluster *cl, const char *f, long long want
     return master_field(cl, f) >= want ? 0 : -1;
 }
 
-/* The node, the same flags every time. */
-static pid_t start_node(cluster *cl) {
+/* Node i, the same flags every time. */
+static pid_t start_node_i(cluster *cl, int i) {
     h_args a = {0};
     char seg[400], disk[400], log[400];
-    snprintf(seg, sizeof seg, "%s/node.seg", cl->sub);
-    snprintf(disk, sizeof disk, "%s", cl->disk_dir ? cl->disk_dir : cl->sub);
-    if (!cl->disk_dir) strncat(disk, "/disk", sizeof disk - strlen(disk) - 1);
-    snprintf(log, sizeof log, "%s/node.log", cl->sub);
-    if (cl->wrap) {
-        h_arg(&a, "/bin/sh");
-        h_arg(&a, "-c");
-        h_arg(&a, cl->wrap);
-        h_arg(&a, "sh");
-    }
-    h_node_argv(&a, cl->master, "127.0.0.1", cl->port + 1, cl->port + 2, "16MB");
-    h_argf(&a, "--segment-file=%s", seg);
-    const char *more[] = {"--disk-dir", disk, "--disk-size", "64MB", "--disk-io", cl->io, "--log-level", "notice",
-                          NULL};
+    snprintf(seg, sizeof seg, "%s/n%d/node.seg", cl->sub, i);
+    snprintf(disk, sizeof disk, "%s/n%d/disk", cl->sub, i);
+    snprintf(log, sizeof log, "%s/n%d/node.log", cl->sub, i);
+    h_node_argv(&a, cl->master, "127.0.0.1", cl->port + 1 + 2 * i, cl->port + 2 + 2 * i, "16MB");
+    const char *more[] = {"--segment-file", seg, "--disk-dir", disk, "--disk-size", "64MB",
+                          "--disk-io", cl->io, "--log-level", "notice", NULL};
     h_argv(&a, more);
-    return h_ready(h_spawn_ex(a.v, log, log), "127.0.0.1", cl->port + 1, NULL, 30000);
+    return h_ready(h_spawn_ex(a.v, log, log), "127.0.0.1", cl->port + 1 + 2 * i, NULL, 30000);
 }
 
-static int start(cluster *cl, const char *name, const char *io) {
+static pid_t start_node(cluster *cl) { return start_node_i(cl, 0); }
+
+/* A master (mflags, or master_flags) and nodes nodes. */
+static int start_n(cluster *cl, const char *name, const char *io, int nodes, const char *const *mflags) {
     memset(cl, 0, sizeof *cl);
-    cl->port = h_free_ports(3);
+    cl->port = h_free_ports(1 + 2 * MAX_NODES);
     cl->io = io;
+    cl->mflags = mflags ? mflags : master_flags;
     snprintf(cl->master, sizeof cl->master, "127.0.0.1:%d", cl->port);
     snprintf(cl->sub, sizeof cl->sub, "%s/%s", dir, name);
     if (mkdir(cl->sub, 0700) != 0) return -1;
-    if ((cl->master_pid = h_start_master(cl->port, master_flags)) <= 0) return -1;
-    return (cl->node_pid = start_node(cl)) > 0 && h_wait_nodes(cl->port, "alive", 1, 20000) == 0 &&
-                   h_wait_node_registered(cl->port + 1, 20000) == 0
-               ? 0
-               : -1;
+    for (int i = 0; i < nodes; i++) {
+        char d[400];
+        snprintf(d, sizeof d, "%s/n%d", cl->sub, i);
+        if (mkdir(d, 0700) != 0) return -1;
+    }
+    if ((cl->master_pid = h_start_master(cl->port, cl->mflags)) <= 0) return -1;
+    if ((cl->node_pid = start_node(cl)) <= 0 || (nodes > 1 && (cl->node1_pid = start_node_i(cl, 1)) <= 0)) return -1;
+    if (h_wait_nodes(cl->port, "alive", nodes, 20000) != 0) return -1;
+    for (int i = 0; i < nodes; i++)
+        if (h_wait_node_registered(cl->port + 1 + 2 * i, 20000) != 0) return -1;
+    return 0;
 }
+
+static int start(cluster *cl, const char *name, const char *io) { return start_n(cl, name, io, 1, NULL); }
 
 static int connect_client(const cluster *cl, mkv_client **c) {
     /* tcp: a client on shm maps the segment file by its fd, which holds its lock */
@@ -190,7 +198,7 @@ static int restart_node(cluster *cl, void (*while_down)(const cluster *)) {
     h_kill(cl->node_pid);
     if (while_down) while_down(cl);
     if ((cl->node_pid = start_node(cl)) <= 0 || h_wait_node_registered(cl->port + 1, 20000) != 0) {
-        printf("# the node did not come back: see %s/node.log\n", cl->sub);
+        printf("# the node did not come back: see %s/n0/node.log\n", cl->sub);
         return -1;
     }
     if (wait_master_at_least(cl, "node_restores", restores + 1) != 0) {
@@ -233,7 +241,7 @@ static void test_master_restart(void) {
     long long off = fill(&cl, &c);
     ASSERT(off > 0);
     h_kill(cl.master_pid);
-    ASSERT((cl.master_pid = h_start_master(cl.port, master_flags)) > 0);
+    ASSERT((cl.master_pid = h_start_master(cl.port, cl.mflags)) > 0);
     ASSERT_EQ(h_wait_rebuilt(cl.port, NULL, WAIT_MS), 0);
     ASSERT_EQ(master_field(&cl, "rebuild_recovered"), NOBJ);
     ASSERT_EQ(node_field(&cl, "disk_objects"), off);   /* not forgotten */
@@ -249,7 +257,7 @@ static int damaged_key;
 
 static void flip_record(const cluster *cl) {
     char path[512], key[32];
-    snprintf(path, sizeof path, "%s/disk/moonkv-moonkv-%d.disk", cl->sub, cl->port + 1);
+    snprintf(path, sizeof path, "%s/n0/disk/moonkv-moonkv-%d.disk", cl->sub, cl->port + 1);
     key_of(damaged_key, key, sizeof key);
     int fd = open(path, O_RDWR);
     struct stat st;
@@ -313,6 +321,42 @@ static void test_damaged_record_dropped(void) {
     h_kill_all();
 }
 
+/* A node drained while objects whose only replica is its disk record
+ * lie there: repair has the node send each record to the other node
+ * (disk_repair_pushes), nothing is lost, everything reads back. */
+static void test_drain_pushes_disk_records(void) {
+    cluster cl;
+    mkv_client *c = NULL;
+    const char *flags[] = {"--disk-high-watermark", "20", "--disk-low-watermark", "10", "--heartbeat-ms", "100",
+                           "--rejoin-grace-ms", "0", NULL};
+    ASSERT_EQ(start_n(&cl, "drain", "auto", 2, flags), 0);
+    ASSERT_EQ(connect_client(&cl, &c), 0);
+    int n = 40;   /* 10 MB over two 16 MB segments: each past 20 % */
+    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
+    uint64_t end = mono_ms() + WAIT_MS;
+    while (node_i_field(&cl, 0, "disk_objects") <= 0 && mono_ms() < end) usleep(50 * 1000);
+    long long on_disk = node_i_field(&cl, 0, "disk_objects");
+    ASSERT(on_disk > 0);
+    uint32_t id = (uint32_t)node_i_field(&cl, 0, "node_id");
+    redisContext *adm = h_proven(h_redis(cl.port), "");
+    ASSERT(adm != NULL);
+    redisReply *r = redisCommand(adm, "MOON.DRAIN %u", id);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    redisFree(adm);
+    ASSERT(ok);
+    end = mono_ms() + 60000;
+    while (master_field(&cl, "nodes_dead") != 1 && mono_ms() < end) usleep(100 * 1000);   /* drained */
+    printf("# node %u drained: %lld records on its disk, %lld pushed\n", id, on_disk,
+           master_field(&cl, "disk_repair_pushes"));
+    ASSERT_EQ(master_field(&cl, "nodes_dead"), 1);
+    ASSERT(master_field(&cl, "disk_repair_pushes") >= on_disk);
+    ASSERT_EQ(master_field(&cl, "objects_lost"), 0);
+    ASSERT_EQ(check_all(c, n), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
 static void cleanup(void) {
     h_kill_all();
     char cmd[400];
@@ -334,6 +378,7 @@ int main(void) {
     RUN_TEST(test_node_restart_plain);
     RUN_TEST(test_master_restart);
     RUN_TEST(test_damaged_record_dropped);
+    RUN_TEST(test_drain_pushes_disk_records);
     cleanup();
     free(src);
     free(dst);
