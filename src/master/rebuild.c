@@ -375,7 +375,8 @@ static void ranges_by_node(const mm_report *rep, size_t n, uint32_t nn, node_ran
     size_t *fill = xmalloc((size_t)(nn + 1) * sizeof *fill);
     memcpy(fill, at, (size_t)(nn + 1) * sizeof *fill);
     for (size_t i = 0; i < n; i++)
-        if (rep[i].node <= nn && on_segment(&rep[i])) r[fill[rep[i].node]++] = (seg_range){rep[i].seg_off, rep[i].length};
+        if (rep[i].node <= nn && on_segment(&rep[i]))
+            r[fill[rep[i].node]++] = (seg_range){rep[i].seg_off, rep[i].length};
     free(fill);
     for (uint32_t id = 1; id <= nn; id++) {
         size_t k = at[id + 1] - at[id];
@@ -449,7 +450,8 @@ static int shares_node(const obj_replica *whole, uint32_t nwhole, const partial 
 /* r is kept by no object: its space is free again if the job claimed it. */
 static void refuse(const build_ctx *b, const mm_report *r) {
     b->st->extents_rejected++;
-    if (on_segment(r) && pre_claimed(b, r->node)) seg_alloc_release(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length);
+    if (on_segment(r) && pre_claimed(b, r->node))
+        seg_alloc_release(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length);
     if (b->fn) b->fn(r, b->ctx);
 }
 

@@ -34,7 +34,8 @@ int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r
     r->length = le_get64(at + 32);
     r->key = (const char *)at + PROTO_REPORT_HDR;
     unsigned flags = at[3];
-    if (flags > (PROTO_REPORT_SLICES | PROTO_REPORT_DISK) || r->want > PROTO_MAX_REPLICAS || r->size > PROTO_MAX_SEGMENT ||
+    if (flags > (PROTO_REPORT_SLICES | PROTO_REPORT_DISK) || r->want > PROTO_MAX_REPLICAS ||
+        r->size > PROTO_MAX_SEGMENT ||
         r->obj_off > PROTO_MAX_SEGMENT || r->seg_off > PROTO_MAX_SEGMENT || r->length > PROTO_MAX_SEGMENT)
         return -1;
     if (flags & PROTO_REPORT_DISK) {   /* the whole object: nothing else is a disk record */
