@@ -52,8 +52,27 @@ typedef struct cluster {
     char sub[300];         /* the cluster's files; node i's in sub/n<i> */
     const char *io;        /* --disk-io */
     const char *const *mflags;
+    int full;              /* node 0's disk directory: a small tmpfs another process fills */
     pid_t master_pid, node_pid, node1_pid;
 } cluster;
+
+/* test_full_directory's file system: room for the tier's file and a
+ * little more, which dd takes once the file is made. */
+#define FULL_FS "40m"
+#define FULL_DISK "24MB"
+
+/* The node's argv in a private mount namespace (unshare -rm) with a tmpfs
+ * of FULL_FS on disk; a subshell fills it once the node made its file
+ * and touches marker (outside it). */
+static void full_prefix(h_args *a, const char *disk, const char *marker, char *script, size_t len) {
+    snprintf(script, len,
+             "mount -t tmpfs -o size=" FULL_FS " none '%s' || exit 1; "
+             "(while [ -z \"$(ls '%s')\" ]; do sleep 0.1; done; sleep 0.5; "
+             "dd if=/dev/zero of='%s/fill' bs=1M >/dev/null 2>&1; touch '%s') & exec \"$@\"",
+             disk, disk, disk, marker);
+    const char *pre[] = {"unshare", "-rm", "sh", "-c", script, "sh", NULL};
+    h_argv(a, pre);
+}
 
 static const char *const master_flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30",
                                            "--heartbeat-ms", "100", "--node-timeout-ms", "15000",
@@ -74,12 +93,18 @@ static int wait_master_at_least(const cluster *cl, const char *f, long long want
 /* Node i, the same flags every time. */
 static pid_t start_node_i(cluster *cl, int i) {
     h_args a = {0};
-    char seg[400], disk[400], log[400];
+    char seg[400], disk[400], log[400], marker[400], script[2048];
     snprintf(seg, sizeof seg, "%s/n%d/node.seg", cl->sub, i);
     snprintf(disk, sizeof disk, "%s/n%d/disk", cl->sub, i);
     snprintf(log, sizeof log, "%s/n%d/node.log", cl->sub, i);
+    snprintf(marker, sizeof marker, "%s/n%d/filled", cl->sub, i);
+    int full = cl->full && i == 0;
+    if (full) {
+        mkdir(disk, 0700);
+        full_prefix(&a, disk, marker, script, sizeof script);
+    }
     h_node_argv(&a, cl->master, "127.0.0.1", cl->port + 1 + 2 * i, cl->port + 2 + 2 * i, "16MB");
-    const char *more[] = {"--segment-file", seg, "--disk-dir", disk, "--disk-size", "64MB",
+    const char *more[] = {"--segment-file", seg, "--disk-dir", disk, "--disk-size", full ? FULL_DISK : "64MB",
                           "--disk-io", cl->io, "--log-level", "notice", NULL};
     h_argv(&a, more);
     return h_ready(h_spawn_ex(a.v, log, log), "127.0.0.1", cl->port + 1 + 2 * i, NULL, 30000);
@@ -89,7 +114,9 @@ static pid_t start_node(cluster *cl) { return start_node_i(cl, 0); }
 
 /* A master (mflags, or master_flags) and nodes nodes. */
 static int start_n(cluster *cl, const char *name, const char *io, int nodes, const char *const *mflags) {
+    int full = cl->full;
     memset(cl, 0, sizeof *cl);
+    cl->full = full;
     cl->port = h_free_ports(1 + 2 * MAX_NODES);
     cl->io = io;
     cl->mflags = mflags ? mflags : master_flags;
@@ -182,9 +209,13 @@ static int check_all(mkv_client *c, int n) {
     return check_keys(c, n, ok);
 }
 
-/* A cluster with NOBJ objects, some offloaded: how many are on disk. */
+/* A cluster with NOBJ objects, some offloaded, no task in flight: how
+ * many are on disk. */
 static long long fill(cluster *cl, mkv_client **c) {
     if (connect_client(cl, c) != 0 || put_range(cl, *c, 0, NOBJ, 0) != NOBJ || wait_offloaded(cl) != 0) return -1;
+    uint64_t end = mono_ms() + WAIT_MS;
+    while (master_field(cl, "tasks_pending") != 0 && mono_ms() < end) usleep(50 * 1000);
+    if (master_field(cl, "tasks_pending") != 0) return -1;
     long long off = node_field(cl, "disk_objects");
     printf("# %d objects put, %lld on disk\n", NOBJ, off);
     return off;
@@ -251,14 +282,24 @@ static void test_master_restart(void) {
     h_kill_all();
 }
 
-/* The disk file's byte at the first record of key flipped: its value's
- * 1000th byte (a record's header is one 4 KiB block for short keys). */
+/* The first record in the disk file (a header block: its magic, then a
+ * key of ours in it) has its value's 1000th byte flipped (the header is
+ * one 4 KiB block for short keys); damaged_key says whose, or -1. */
 static int damaged_key;
 
+static int key_in(const char *block) {
+    char key[32];
+    for (int i = 0; i < NOBJ; i++) {
+        key_of(i, key, sizeof key);
+        if (memmem(block, 4096, key, strlen(key))) return i;
+    }
+    return -1;
+}
+
 static void flip_record(const cluster *cl) {
-    char path[512], key[32];
+    char path[512];
     snprintf(path, sizeof path, "%s/n0/disk/moonkv-moonkv-%d.disk", cl->sub, cl->port + 1);
-    key_of(damaged_key, key, sizeof key);
+    damaged_key = -1;
     int fd = open(path, O_RDWR);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -270,26 +311,15 @@ static void flip_record(const cluster *cl) {
     off_t at = -1;
     for (off_t b = 4096; b < st.st_size && at < 0; b += 4096) {
         if (pread(fd, block, 4096, b) != 4096) break;
-        if (memcmp(block, "MKVDREC1", 8) == 0 && memmem(block, 4096, key, strlen(key))) at = b + 4096 + 1000;
+        if (memcmp(block, "MKVDREC1", 8) == 0 && (damaged_key = key_in(block)) >= 0) at = b + 4096 + 1000;
     }
     uint8_t byte;
     if (at < 0 || pread(fd, &byte, 1, at) != 1 || (byte ^= 0x5a, pwrite(fd, &byte, 1, at)) != 1) {
-        printf("# no record of %s in %s\n", key, path);
+        printf("# no record found in %s\n", path);
         damaged_key = -1;
     }
     free(block);
     close(fd);
-}
-
-/* The first key with a disk record (its get asks for a load: TRYAGAIN). */
-static int key_on_disk(mkv_client *c) {
-    char key[32];
-    for (int i = 0; i < NOBJ; i++) {
-        key_of(i, key, sizeof key);
-        size_t got;
-        if (mkv_get(c, key, strlen(key), dst, OBJ, &got) == MKV_ETRYAGAIN) return i;
-    }
-    return -1;
 }
 
 static void test_damaged_record_dropped(void) {
@@ -298,22 +328,14 @@ static void test_damaged_record_dropped(void) {
     ASSERT_EQ(start(&cl, "damage", "auto"), 0);
     long long off = fill(&cl, &c);
     ASSERT(off > 0);
-    damaged_key = key_on_disk(c);   /* its load is under way: the restart fails it */
-    ASSERT(damaged_key >= 0);
-    usleep(300 * 1000);   /* let a load that already ran drop the record: then it is in DRAM */
     uint8_t ok[NOBJ];
     memset(ok, 1, sizeof ok);
-    if (node_field(&cl, "disk_objects") != off) {   /* loaded meanwhile: take another */
-        off = node_field(&cl, "disk_objects");
-        damaged_key = key_on_disk(c);
-        ASSERT(damaged_key >= 0);
-    }
     ASSERT_EQ(restart_node(&cl, flip_record), 0);
     ASSERT(damaged_key >= 0);
     ok[damaged_key] = 0;
     printf("# record of key %d damaged\n", damaged_key);
     ASSERT_EQ(node_field(&cl, "disk_dropped"), 1);
-    ASSERT_EQ(node_field(&cl, "disk_recovered"), node_field(&cl, "disk_objects"));
+    ASSERT_EQ(node_field(&cl, "disk_recovered"), off - 1);
     ASSERT_EQ(master_field(&cl, "restore_dropped"), 1);
     ASSERT_EQ(master_field(&cl, "objects_lost"), 1);
     ASSERT_EQ(check_keys(c, NOBJ, ok), 0);
@@ -357,6 +379,53 @@ static void test_drain_pushes_disk_records(void) {
     h_kill_all();
 }
 
+/* Node 0's disk directory is a small file system that another process
+ * fills once the node made its file (its space was allocated whole, so
+ * the tier keeps working): puts past DRAM and disk get a clean NOSPACE,
+ * the node keeps serving, every key acknowledged reads back. */
+static void test_full_directory(void) {
+    if (system("unshare -rm true >/dev/null 2>&1") != 0) {
+        printf("ok - test_full_directory # SKIP unshare -rm (a private mount namespace) is not allowed here\n");
+        return;
+    }
+    cluster cl = {.full = 1};
+    mkv_client *c = NULL;
+    ASSERT_EQ(start_n(&cl, "full", "auto", 1, NULL), 0);
+    char marker[400];
+    snprintf(marker, sizeof marker, "%s/n0/filled", cl.sub);
+    uint64_t end = mono_ms() + WAIT_MS;
+    while (access(marker, F_OK) != 0 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_MSG(access(marker, F_OK) == 0, "the directory was not filled (%s/n0/node.log)", cl.sub);
+    ASSERT_EQ(connect_client(&cl, &c), 0);
+    /* 16 MB of DRAM and 24 MB of disk: 200 objects of 256 KiB (50 MB) do not fit */
+    enum { N = 200 };
+    uint8_t ok[N];
+    int stored = 0, full = 0;
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        key_of(i, key, sizeof key);
+        h_fill(src, OBJ, (uint64_t)i + 1);
+        int rc = MKV_ETRYAGAIN;
+        for (uint64_t until = mono_ms() + 2000; rc == MKV_ETRYAGAIN && mono_ms() < until;)
+            if ((rc = mkv_put(c, key, strlen(key), src, OBJ, 1)) == MKV_ETRYAGAIN) usleep(20 * 1000);
+        ASSERT_MSG(rc == MKV_OK || rc == MKV_ENOSPACE, "put %s: %d %s", key, rc, mkv_last_error(c));
+        ok[i] = rc == MKV_OK;
+        stored += ok[i];
+        full += rc == MKV_ENOSPACE;
+        if (rc == MKV_ENOSPACE) usleep(20 * 1000);   /* the next offload pass may make room */
+    }
+    printf("# %d of %d puts stored, %d NOSPACE; node disk_objects %lld, disk_nospace %lld, io errors %lld\n",
+           stored, N, full, node_field(&cl, "disk_objects"), node_field(&cl, "disk_nospace"),
+           node_field(&cl, "disk_io_errors"));
+    ASSERT(full > 0);
+    ASSERT(stored * (long long)OBJ > SEG_BYTES);   /* the disk took some */
+    ASSERT_EQ(node_field(&cl, "disk_io_errors"), 0);
+    ASSERT_EQ(h_wait_ping("127.0.0.1", cl.port + 1, cl.node_pid, 1000), 0);
+    ASSERT_EQ(check_keys(c, N, ok), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
 static void cleanup(void) {
     h_kill_all();
     char cmd[400];
@@ -379,6 +448,7 @@ int main(void) {
     RUN_TEST(test_master_restart);
     RUN_TEST(test_damaged_record_dropped);
     RUN_TEST(test_drain_pushes_disk_records);
+    RUN_TEST(test_full_directory);
     cleanup();
     free(src);
     free(dst);
