@@ -140,7 +140,7 @@ static int start(cluster *cl, const char *name, const char *io) { return start_n
 
 static int connect_client(const cluster *cl, mkv_client **c) {
     /* tcp: a client on shm maps the segment file by its fd, which holds its lock */
-    if (h_mkv_connect(c, cl->master, "tcp", 1) != MKV_OK) return -1;
+    if (h_mkv_connect_ms(c, cl->master, "tcp", 1, 30000) != MKV_OK) return -1;   /* generous: SAN, load */
     return mkv_register_buffer(*c, src, OBJ) == MKV_OK && mkv_register_buffer(*c, dst, OBJ) == MKV_OK ? 0 : -1;
 }
 
@@ -243,7 +243,7 @@ static int restart_node(cluster *cl, void (*while_down)(const cluster *)) {
 }
 
 static void node_restart_keeps(const char *name, const char *io) {
-    cluster cl;
+    cluster cl = {0};
     mkv_client *c = NULL;
     ASSERT_EQ(start(&cl, name, io), 0);
     long long off = fill(&cl, &c);
@@ -266,7 +266,7 @@ static void test_node_restart(void) { node_restart_keeps("restart", "auto"); }
 static void test_node_restart_plain(void) { node_restart_keeps("plain", "plain"); }
 
 static void test_master_restart(void) {
-    cluster cl;
+    cluster cl = {0};
     mkv_client *c = NULL;
     ASSERT_EQ(start(&cl, "master", "auto"), 0);
     long long off = fill(&cl, &c);
@@ -323,7 +323,7 @@ static void flip_record(const cluster *cl) {
 }
 
 static void test_damaged_record_dropped(void) {
-    cluster cl;
+    cluster cl = {0};
     mkv_client *c = NULL;
     ASSERT_EQ(start(&cl, "damage", "auto"), 0);
     long long off = fill(&cl, &c);
@@ -347,7 +347,7 @@ static void test_damaged_record_dropped(void) {
  * lie there: repair has the node send each record to the other node
  * (disk_repair_pushes), nothing is lost, everything reads back. */
 static void test_drain_pushes_disk_records(void) {
-    cluster cl;
+    cluster cl = {0};
     mkv_client *c = NULL;
     const char *flags[] = {"--disk-high-watermark", "20", "--disk-low-watermark", "10", "--heartbeat-ms", "100",
                            "--rejoin-grace-ms", "0", NULL};
