@@ -1,4 +1,4 @@
-/* gateway/gateway_async.c - GET, MGET and SET without stalling the loop;
+/* gateway/gateway_async.c - GET, MGET, GETRANGE and SET without stalling the loop;
  * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
  * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through the store's keyspace
  * questions).
@@ -82,6 +82,7 @@ struct gw_call {
     get_stream *gstream;      /* GET/MGET: the value streaming to the client now */
     size_t next;              /* GET/MGET streaming: the next element to reply */
     int array;                /* MGET: the reply is an array */
+    int range;                /* GETRANGE: the reply is a part of the value */
     int pooled;               /* a CALL_POOLED block: back to the free list */
 };
 
@@ -104,7 +105,7 @@ typedef struct gw_conn {
 
 static const char *const async_names[] = {"get",  "mget",  "set",  "put",  "del",  "remove",   "unlink",
                                           "exists", "strlen", "type", "ttl", "pttl", "dbsize", "scan",
-                                          "keys", "info", "flushall", "flushdb"};
+                                          "keys", "info", "flushall", "flushdb", "getrange"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -236,12 +237,13 @@ static void async_keyspace_command(client *c);
  * no key, every argument of the others) and the value bytes it will hold
  * while in flight. */
 static int nkeys_of(const client *c, const command *cmd) {
-    return cmd->value_arg ? 1 : cmd->first_key ? c->argc - 1 : 0;
+    if (!cmd->first_key) return 0;
+    return cmd->last_key > 0 ? cmd->last_key - cmd->first_key + 1 : c->argc - cmd->first_key;
 }
 
 static uint64_t cost_of(client *c, const command *cmd) {
     if (cmd->value_arg) return c->pending_put ? c->pending_put_size : c->argv[2].len;
-    if (cmd->proc == async_read_command) return (uint64_t)(c->argc - 1) * hint(async_of(c));
+    if (cmd->proc == async_read_command) return (uint64_t)nkeys_of(c, cmd) * hint(async_of(c));
     return 0;
 }
 
@@ -506,7 +508,11 @@ static void read_got(void *ctx) {
     conn_remove(c->role_ctx, call);
     if (call->slot) client_slot_begin(c, call->slot);
     if (call->array) reply_array(c, (long long)call->ngot);
-    for (size_t i = 0; i < call->ngot; i++) t_object_reply_got(c, &call->got[i]);
+    long long start, end;
+    if (call->range && t_object_getrange_args(call->argv, &start, &end) == 0)   /* checked before asking */
+        t_object_reply_getrange(c, start, end, &call->got[0]);
+    else
+        for (size_t i = 0; i < call->ngot; i++) t_object_reply_got(c, &call->got[i]);
     if (call->slot) client_slot_end(c, call->slot);
     else client_unblock(c);
     call_free(call);
@@ -540,16 +546,24 @@ static void call_start(gw_call *call, client *c) {
     else call->slot = client_slot_open(c);
 }
 
-/* GET key / MGET key [key ...]: the store reads them with every other
- * read of this loop iteration; read_got replies. Large values stream
- * into the reply (call_streams). */
+/* GET key / MGET key [key ...] / GETRANGE key start end: the store reads
+ * them with every other read of this loop iteration; read_got replies.
+ * Large values of GET and MGET stream into the reply (call_streams);
+ * GETRANGE's is read whole, its range checked slice by slice. */
 static void async_read_command(client *c) {
-    gw_call *call = call_create(c, (size_t)(c->argc - 1), 0);
+    long long start, end;
+    int range = strcmp(c->last_cmd->name, "getrange") == 0;
+    if (range && t_object_getrange_args(c->argv, &start, &end) < 0) {   /* its error asks nothing */
+        shared_proc(async_of(c), c)(c);
+        return;
+    }
+    gw_call *call = call_create(c, (size_t)nkeys_of(c, c->last_cmd), 0);
     for (size_t i = 0; i < call->ngot; i++) call->keys[i] = (store_key){call->argv[i + 1].ptr, call->argv[i + 1].len};
     call->array = strcmp(c->last_cmd->name, "mget") == 0;
+    call->range = range;
     call_start(call, c);
     store *s = call->store;
-    s->ops->get_async(s, call->keys, call->ngot, STORE_GET_STREAM, call->got, read_got, call);
+    s->ops->get_async(s, call->keys, call->ngot, range ? 0 : STORE_GET_STREAM, call->got, read_got, call);
 }
 
 /* A value that did not stream (a SET queued in MULTI keeps its value in
@@ -815,7 +829,8 @@ static void async_keyspace_command(client *c) {
 static command_proc *async_proc(const command *row) {
     static const char *const keyspace[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb"};
     if (row->value_arg) return async_set_command;
-    if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0) return async_read_command;
+    if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0 || strcmp(row->name, "getrange") == 0)
+        return async_read_command;
     for (size_t i = 0; i < sizeof keyspace / sizeof keyspace[0]; i++)
         if (strcmp(row->name, keyspace[i]) == 0) return async_keyspace_command;
     return async_ask_command;

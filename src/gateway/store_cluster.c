@@ -274,15 +274,6 @@ static int fetch_result(cluster_store *cs, gw_fetch *f, const void **data, uint6
     return f->rc;
 }
 
-static int cs_get(store *s, const void *key, size_t keylen, const void **data, uint64_t *len,
-                  store_pin **pin) {
-    cluster_store *cs = cs_of(s);
-    gw_fetch now = {.key = key, .keylen = keylen};
-    cs->stats.loop_blocking++;
-    cluster_fetch(cs->pool, cs->mc, &now);
-    return fetch_result(cs, &now, data, len, pin);
-}
-
 /* A value located to stream (store_got.stream): the caller sends it with
  * cluster_stream_send. */
 typedef struct cluster_stream {
@@ -584,7 +575,6 @@ static const store_ops cluster_ops = {
     .put_progress = cs_put_progress,
     .put_end = cs_put_end,
     .put_abort = cs_put_abort,
-    .get = cs_get,
     .get_async = cs_get_async,
     .release = cs_release,
     .remove = cs_remove,

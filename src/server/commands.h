@@ -90,6 +90,11 @@ void t_object_reply_set(client *c, int rc, uint64_t size, int nx, int same);
 void t_object_reply_answers(client *c, const command *cmd, const long long *n, size_t nkeys);
 /* A read's outcome (store.h get_async) as GET replies it; takes its pin. */
 void t_object_reply_got(client *c, store_got *g);
+/* GETRANGE key start end: its numbers (argv[2], argv[3]), -1 if one is
+ * not; the reply from the value's read (takes its pin; a value with slice
+ * CRCs has the slices the range touches checked). */
+int t_object_getrange_args(const resp_arg *argv, long long *start, long long *end);
+void t_object_reply_getrange(client *c, long long start, long long end, store_got *g);
 void t_server_register(server *srv);
 /* INFO's reply (argv[0] the name) from the store's stat (NULL: not asked,
  * info_reads_store said no). */

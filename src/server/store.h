@@ -117,7 +117,9 @@ typedef struct store_ops {
     int (*put_end)(store *s, store_put *p);
     void (*put_abort)(store *s, store_put *p);
     /* A COMPLETE value: *data stays valid until release(*pin). PENDING
-     * objects are STORE_NOTFOUND. The checksum is verified on the way. */
+     * objects are STORE_NOTFOUND. The checksum is verified on the way.
+     * Optional for a store with its own get_async and checksum_of (the
+     * cluster: every read of it completes through get_async). */
     int (*get)(store *s, const void *key, size_t keylen, const void **data,
                uint64_t *len, store_pin **pin);
     void (*release)(store *s, store_pin *pin);

@@ -675,38 +675,48 @@ static int range_slices_ok(store *s, store_pin *pin, const void *data, uint64_t 
  * the end, "" for no key or an empty range. A value with slice checksums
  * has only the slices the range touches checked; any other was checked
  * whole by the store. */
-static void getrange_command(client *c) {
-    long long start, end;
-    if (arg_to_ll(&c->argv[2], LLONG_MIN, LLONG_MAX, &start) < 0 ||
-        arg_to_ll(&c->argv[3], LLONG_MIN, LLONG_MAX, &end) < 0) {
-        reply_error(c, "ERR value is not an integer or out of range");
-        return;
-    }
+int t_object_getrange_args(const resp_arg *argv, long long *start, long long *end) {
+    return arg_to_ll(&argv[2], LLONG_MIN, LLONG_MAX, start) < 0 || arg_to_ll(&argv[3], LLONG_MIN, LLONG_MAX, end) < 0
+               ? -1
+               : 0;
+}
+
+void t_object_reply_getrange(client *c, long long start, long long end, store_got *g) {
     store *s = store_of(c);
-    const void *data;
-    uint64_t len;
-    store_pin *pin;
-    store_slices sl = {.count = 0};
-    const resp_arg *key = &c->argv[1];
-    int rc = s->ops->get_sliced ? s->ops->get_sliced(s, key->ptr, key->len, &data, &len, &pin, &sl)
-                                : s->ops->get(s, key->ptr, key->len, &data, &len, &pin);
-    if (rc == STORE_NOTFOUND) {
+    if (g->rc == STORE_NOTFOUND) {
         reply_bulk(c, "", 0);
         return;
     }
-    if (rc != STORE_OK) {
-        reply_store_error(c, rc);
+    if (g->rc != STORE_OK) {
+        if (g->rc == STORE_REFUSED) reply_error(c, g->errstr);
+        else reply_errorf(c, "ERR %s: %s", store_strerror(g->rc), g->errstr);
         return;
     }
-    long long n = (long long)len;
+    long long n = (long long)g->len;
     if (start < 0) start = n + start > 0 ? n + start : 0;
     if (end < 0) end = n + end;
     if (end >= n) end = n - 1;
     if (start > end || n == 0) reply_bulk(c, "", 0);
-    else if (sl.count && !range_slices_ok(s, pin, data, len, &sl, (uint64_t)start, (uint64_t)end))
+    else if (g->sl.count && !range_slices_ok(s, g->pin, g->data, g->len, &g->sl, (uint64_t)start, (uint64_t)end))
         reply_error(c, "CORRUPT checksum mismatch in the value's bytes");
-    else reply_bulk(c, (const char *)data + start, (size_t)(end - start + 1));
-    s->ops->release(s, pin);
+    else reply_bulk(c, (const char *)g->data + start, (size_t)(end - start + 1));
+    s->ops->release(s, g->pin);
+    g->pin = NULL;
+}
+
+static void getrange_command(client *c) {
+    long long start, end;
+    if (t_object_getrange_args(c->argv, &start, &end) < 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+        return;
+    }
+    store *s = store_of(c);
+    store_key key = {c->argv[1].ptr, c->argv[1].len};
+    store_got got;
+    int done = 0;
+    s->ops->get_async(s, &key, 1, 0, &got, got_inline, &done);
+    must_be_inline(done);
+    t_object_reply_getrange(c, start, end, &got);
 }
 
 /* MOON.PREFIX key [key ...]: how many keys, from the first on, are

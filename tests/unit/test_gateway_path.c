@@ -674,6 +674,32 @@ static void test_keyspace_in_order_and_client_gone(void) {
     teardown();
 }
 
+/* GETRANGE reads its key through get_async, as GET does, and replies the
+ * range once from the value; a miss is "", bad numbers ask nothing. */
+static void test_getrange_through_the_read(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*4\r\n$8\r\nGETRANGE\r\n$1\r\nk\r\n$1\r\n1\r\n$2\r\n-2\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.nreads, 1);
+    ASSERT_EQ(fk.reads[0].n, 1);
+    ASSERT(fk.reads[0].key[0].len == 1 && memcmp(fk.reads[0].key[0].ptr, "k", 1) == 0);
+    got_value(&fk.reads[0], 0, "hello");
+    fk.reads[0].done(fk.reads[0].ctx);
+    ASSERT(receive_exactly("$3\r\nell\r\n"));
+    ASSERT_EQ(fk.pins_out, 0);
+    send_cmd("*4\r\n$8\r\nGETRANGE\r\n$1\r\nm\r\n$1\r\n0\r\n$2\r\n10\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nreads, 2);
+    got_code(&fk.reads[1], 0, STORE_NOTFOUND, "");
+    fk.reads[1].done(fk.reads[1].ctx);
+    ASSERT(receive_exactly("$0\r\n\r\n"));
+    send_cmd("*4\r\n$8\r\nGETRANGE\r\n$1\r\nk\r\n$1\r\nx\r\n$1\r\n2\r\n");
+    ASSERT(receive_exactly("-ERR value is not an integer or out of range\r\n"));
+    ASSERT_EQ(fk.nreads, 2);
+    teardown();
+}
+
 int main(void) {
     RUN_TEST(test_get_waits_for_the_cluster);
     RUN_TEST(test_pipelined_replies_in_order);
@@ -690,5 +716,6 @@ int main(void) {
     RUN_TEST(test_info_from_the_stat);
     RUN_TEST(test_flushall);
     RUN_TEST(test_keyspace_in_order_and_client_gone);
+    RUN_TEST(test_getrange_through_the_read);
     return test_failed_cases ? 1 : 0;
 }
