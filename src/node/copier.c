@@ -267,19 +267,25 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     }
 }
 
+/* The disk holds the record of t's key the master means (its size and CRC). */
+static int record_is_there(node *n, const node_task *t) {
+    uint64_t len = 0;
+    uint32_t crc = 0;
+    return n->disk && disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) == 0 && len == t->size &&
+           crc == t->crc;
+}
+
 /* A load: key's disk record (its CRC checked by the read, and the one
  * the master means) into our segment, under the master's write caps. */
 static void run_load(node_copier *c, node_task *t, uint64_t now) {
     char err[160];
     node *n = c->n;
     uint64_t len = 0;
-    uint32_t crc = 0;
     if (check_dst(c, t, now, err, sizeof err) != 0) {
         task_fail(t, err);
         return;
     }
-    if (!n->disk || disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) != 0 || len != t->size ||
-        crc != t->crc) {
+    if (!record_is_there(n, t)) {
         task_fail(t, "load: no such record on the disk tier");
         return;
     }
@@ -304,9 +310,7 @@ static void run_push(node_copier *c, node_task *t) {
     char err[256];
     node *n = c->n;
     uint64_t len = 0;
-    uint32_t crc = 0;
-    if (!n->disk || disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) != 0 || len != t->size ||
-        crc != t->crc) {
+    if (!record_is_there(n, t)) {
         task_fail(t, "push: no such record on the disk tier");
         return;
     }
