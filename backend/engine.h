@@ -8,9 +8,13 @@
  * fails (every path broken or timed out) or refuses moves to another
  * replica. Writes go to every replica and succeed only if all do.
  *
- * Calls are synchronous (they drive the transport's poll) and serialized
- * by an internal lock: several threads may share one engine, but for
- * parallel transfers use one engine per thread. */
+ * Calls are synchronous (they drive the transport's poll). Threads share
+ * one engine: its transfers run on contexts (engine_ctx.h), each a set
+ * of transports with their own paths to the nodes, one transfer at a
+ * time on each; up to cfg.contexts of them are made as transfers meet
+ * each other (with a maker, te_engine_set_maker), so that many run at
+ * once and the rest wait for a free one. Nodes, registered buffers and
+ * counters are the engine's, one for all its contexts. */
 #ifndef MKV_ENGINE_H
 #define MKV_ENGINE_H
 
@@ -22,6 +26,7 @@
 #define TE_ENGINE_MAX_REPLICAS 8
 #define TE_ENGINE_MAX_EXTENTS  4096   /* per replica */
 #define TE_ENGINE_MAX_TRANSPORTS 3    /* shm, tcp, rdma */
+#define TE_ENGINE_MAX_CONTEXTS 16
 
 /* One piece of a replica: object bytes [sum of earlier lengths, +length)
  * live at node_id's segment offset `offset`, under `cap`. */
@@ -63,6 +68,8 @@ typedef struct te_engine_config {
     int reconnect_ms;         /* after a failed connect, min gap before the next (1000) */
     int streams;              /* connections per network path (default 1, max TE_MAX_STREAMS):
                                * units spread over them, and over the node's threads */
+    int contexts;             /* transfers at once, each on a context of its own (default 1,
+                               * at most TE_ENGINE_MAX_CONTEXTS; more than 1 needs a maker) */
 } te_engine_config;
 
 #define TE_UNIT_DEFAULT (1ULL << 20)   /* unit_size when 0 */
@@ -78,6 +85,16 @@ typedef struct te_engine te_engine;
 /* Takes ownership of t (destroyed with the engine). cfg may be NULL. */
 te_engine *te_engine_create(te_transport *t, const te_engine_config *cfg);
 void te_engine_destroy(te_engine *e);
+
+/* Makes the transports of a further context: the same kinds, in the same
+ * order, as the engine's own (te_engine_create's and those added), into
+ * out; how many (0 or fewer: none could be made). */
+typedef int (*te_transports_fn)(void *arg, te_transport **out, int max, char *err, size_t errlen);
+/* Lets e make up to cfg.contexts contexts with make(arg); free_arg(arg)
+ * when e is destroyed (may be NULL). */
+void te_engine_set_maker(te_engine *e, te_transports_fn make, void *arg, void (*free_arg)(void *arg));
+/* Contexts made so far (1 until transfers met each other). */
+int te_engine_contexts(te_engine *e);
 
 /* One more transport (ownership passes to the engine, which destroys t
  * itself if it cannot take it). At most one of each kind. Addresses go to

@@ -30,100 +30,22 @@ void mkv_options_init(mkv_options *opt) {
     opt->timeout_ms = DEFAULT_TIMEOUT;
 }
 
-/* ---- the master connection ---- */
+/* ---- the master connection (mlink.c) ---- */
 
-void mkv_master_drop(mkv_client *c) {
-    leader_watch_remove(c->watched);   /* before the fd goes */
-    c->watched = NULL;
-    if (c->rc) redisFree(c->rc);
-    c->rc = NULL;
-}
+void mkv_master_drop(mkv_client *c) { mkv_link_drop(c); }
 
-void mkv_master_busy(mkv_client *c, int busy) { leader_watch_busy(c->watched, busy); }
-
-/* --etcd: point host:port at the current leader. */
-static int leader_lookup(mkv_client *c) {
-    char addr[256], err[ETCD_ERR_LEN];
-    int found = 0;
-    int64_t term = 0;
-    if (etcd_leader_lookup(c->etcd, c->cluster, &found, addr, sizeof addr, &term, err, sizeof err) != 0)
-        return mkv_fail(c, MKV_ECONN, "%s", err);
-    if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", c->cluster);
-    if (parse_hostport(addr, c->host, sizeof c->host, &c->port) != 0)
-        return mkv_fail(c, MKV_EPROTO, "bad leader address '%.64s' in etcd", addr);
-    c->leader_term = term;
-    return MKV_OK;
-}
-
-/* Connect, AUTH (password), prove the cluster secret: every command the
- * client sends (MOON.RELEASE ahead of the rest, too) finds the
- * connection a member's (link/master_link.h). */
-static int master_open(mkv_client *c) {
-    if (c->etcd) {
-        int rc = leader_lookup(c);
-        if (rc != MKV_OK) return rc;
-    }
-    mkv_master_drop(c);
-    char hostport[sizeof c->host + 16], err[MKV_ERR_LEN];
-    snprintf(hostport, sizeof hostport, "%s:%d", c->host, c->port);
-    int rc = proto_master_open(&c->rc, hostport, c->password, c->secret, c->timeout_ms, c->timeout_ms,
-                               err, sizeof err);
-    if (rc == PROTO_LINK_EAUTH)
-        return mkv_fail(c, MKV_EAUTH, "%s%s", err,
-                        c->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
-    if (rc != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
-    pthread_mutex_lock(&c->core->mu);
-    c->conn_id = ++c->core->conns;
-    pthread_mutex_unlock(&c->core->mu);
-    if (c->watch) c->watched = leader_watch_add(c->watch, c->rc->fd, hostport, c->leader_term);
-    return MKV_OK;
-}
-
-/* Writes what c's connection holds (hiredis only writes it when asked
- * for a reply); a failure is left for the reply to report. */
-static void flush_out(mkv_client *c) {
-    int done = 0;
-    while (!done && redisBufferWrite(c->rc, &done) == REDIS_OK) {}
-}
-
+/* Send one command, with MOON.RELEASE for this lane's finished reads
+ * ahead of it, and wait for its reply. *sent: it went out (a command
+ * whose reply was lost is never sent twice, since it may have taken
+ * effect). */
 static redisReply *command_once(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
-                                int *code, mkv_meanwhile *mw) {
-    /* A connection an earlier command broke is reopened before the next
-     * one (the master may have restarted); a command whose reply was lost
-     * is never sent twice, since it may have taken effect. */
-    if ((!c->rc || c->rc->err) && (*code = master_open(c)) != MKV_OK) return NULL;
-    redisReply *r = NULL;
-    int released = mkv_leases_append(c);
-    mkv_master_busy(c, 1);
-    if (redisAppendCommandArgv(c->rc, argc, argv, argvlen) == REDIS_OK) {
-        if (mw && mw->fn) {   /* once: a retried command's reply comes later still */
-            flush_out(c);
-            mw->fn(mw->arg);
-            mw->fn = NULL;
-        }
-        void *rr = NULL;
-        /* MOON.RELEASE's replies first: only a broken link can make them fail. */
-        int ok = 1;
-        for (int i = 0; ok && i < released; i++) {
-            ok = redisGetReply(c->rc, &rr) == REDIS_OK;
-            freeReplyObject(rr);
-            rr = NULL;
-        }
-        if (ok && redisGetReply(c->rc, &rr) == REDIS_OK) r = rr;
-    }
-    mkv_master_busy(c, 0);
-    *code = MKV_OK;
-    if (r) return r;
-    int timed_out = c->rc->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    char now[256];
-    if (leader_watch_fired(c->watched, now, sizeof now))
-        *code = mkv_fail(c, MKV_ECONN, "master %s:%d: etcd names another leader (%s) while the reply was due",
-                         c->host, c->port, now);
-    else
-        *code = mkv_fail(c, timed_out ? MKV_ETIMEDOUT : MKV_ECONN, "master %s:%d: %s", c->host,
-                         c->port, c->rc->errstr);
-    mkv_master_drop(c);
-    return NULL;
+                                int *code, mkv_meanwhile *mw, int *sent) {
+    mkv_out out = {0};
+    mkv_leases_add(c, &out);
+    mkv_out_add(&out, argc, argv, argvlen);
+    redisReply *r = mkv_link_call(c, &out, code, sent, mw);
+    mkv_out_free(&out);
+    return r;
 }
 
 static int is_readonly(const redisReply *r) {
@@ -138,14 +60,15 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
 redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                                   int *code, mkv_meanwhile *mw) {
     MKV_ON_LANE(c);   /* a caller outside the library (the gateway) gets one too */
-    if (!c->etcd) return command_once(c, argc, argv, argvlen, code, mw);
+    int sent;
+    if (!c->core->lanes[0]->etcd) return command_once(c, argc, argv, argvlen, code, mw, &sent);
     /* With etcd, a master we cannot reach or that is not the leader
      * (READONLY: the command did nothing) sends us back to etcd until
      * timeout_ms. A reply lost after sending is not retried. */
     uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
     for (;;) {
-        int sent = c->rc && !c->rc->err;
-        redisReply *r = command_once(c, argc, argv, argvlen, code, mw);
+        int sent;
+        redisReply *r = command_once(c, argc, argv, argvlen, code, mw, &sent);
         if (r && !is_readonly(r)) return r;
         if (!r && sent) return NULL;
         if (r) {
@@ -213,7 +136,10 @@ int mkv_connect(mkv_client **out, const mkv_options *opt) {
     mkv_client *c = xcalloc(1, sizeof *c);
     int rc = mkv_core_start(c, opt);
     if (rc == MKV_OK) rc = mkv_lane_options(c, opt);
-    if (rc == MKV_OK && !c->etcd) rc = master_open(c);   /* etcd: at the first command */
+    if (rc == MKV_OK && !c->etcd) {   /* etcd: at the first command */
+        mkv_link_where(c, c->host, c->port);
+        rc = mkv_link_open(c);
+    }
     if (rc == MKV_OK) rc = mkv_engine_open(c);
     if (rc == MKV_OK) rc = mkv_topology_refresh(c);   /* tells the engine the nodes */
     if (rc != MKV_OK) {
@@ -280,9 +206,6 @@ void mkv_lane_free(mkv_client *c) {
     mkv_leases_free(&c->done);
     mkv_recent_free(c);
     free(c->scratch);   /* its region is the core's, cleared before */
-    mkv_engine_close(c);
-    free(c->known);
-    mkv_master_drop(c);
     leader_watch_close(c->watch);
     etcd_free(c->etcd);
     free(c->password);

@@ -17,11 +17,11 @@
  *
  * Threads: the handle mkv_connect returns is the first lane of a core
  * (mkv_core) that holds what the threads share: the one node table, the
- * registered memory and the pool of lanes. A lane is an mkv_client of
- * its own: a master connection, a transfer engine (the engine runs one
- * transfer at a time, so parallel calls need engines of their own) and
- * the per-call state (leases to give back, recent locations, scratch,
- * checksum helpers). Every exported call holds a lane for its duration
+ * one transfer engine (which runs transfers from several threads at
+ * once, each on a context of its own: backend/engine.h), the registered
+ * memory and the pool of lanes. A lane is an mkv_client of its own: a
+ * master connection and the per-call state (leases to give back, recent
+ * locations, scratch, checksum helpers). Every exported call holds a lane for its duration
  * (MKV_ON_LANE): a free one, a new one up to the core's limit, or it
  * waits for one; the calls it makes inside stay on it.
  *
@@ -116,15 +116,16 @@ struct mkv_located *mkv_located_of(const struct proto_placed *r);
 const mkv_placement *mkv_located_placement(const struct mkv_located *l);
 
 /* ---- leases.c ---- */
+struct mkv_out;
 /* The expiry of the read caps behind pl (all of one lease share it); 0 if none. */
 uint64_t mkv_lease_until(const mkv_placement *pl);
 /* The read behind pl is over: give its lease back with the next master
  * command (dropped when MKV_MAX_DONE_LEASES wait already: it expires). */
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl);
-/* Queue MOON.RELEASE for the leases waiting, ahead of the next command
- * (hiredis pipeline), PROTO_MAX_BATCH leases per command: how many were
- * queued (their replies come first). */
-int mkv_leases_append(mkv_client *c);
+/* MOON.RELEASE for the leases waiting, into o ahead of the next command
+ * (pipelined), PROTO_MAX_BATCH leases per command: how many (their
+ * replies come first). */
+int mkv_leases_add(mkv_client *c, struct mkv_out *o);
 void mkv_leases_clear(mkv_leases *l);   /* empties it; the array stays */
 void mkv_leases_free(mkv_leases *l);
 
@@ -148,6 +149,60 @@ typedef struct mkv_recent {
     mkv_placement pl;
 } mkv_recent;
 
+/* ---- mlink.c ---- */
+struct mkv_meanwhile;
+/* A call waiting on the master connection for its reply. */
+typedef struct mkv_waiter {
+    struct mkv_waiter *next;
+    int skip;                            /* replies ahead of its own (MOON.RELEASE's) */
+    int done, code;                      /* code: MKV_OK, or why no reply came */
+    redisReply *reply;
+    uint64_t deadline_ms;
+} mkv_waiter;
+
+/* The core's one master connection, pipelined across threads. */
+typedef struct mkv_mlink {
+    pthread_mutex_t send_mu;             /* one sender at a time (bytes and queue in one order), opens */
+    pthread_mutex_t mu;                  /* the rest; taken after send_mu */
+    pthread_cond_t cv;                   /* replies handed out, the reader left, the link broke */
+    redisContext *rc;                    /* NULL: none; its fd and reader are used, not its I/O */
+    int broken;                          /* its waiters failed; the next call opens another */
+    int reading;                         /* a waiter reads for all of them */
+    uint64_t id;                         /* core->conns when it was opened */
+    mkv_waiter *head, *tail;             /* in the order their commands went out */
+    char host[256];
+    int port;
+    int64_t leader_term;                 /* the term etcd named with host:port */
+    struct lw_conn *watched;             /* etcd: shuts it down when another leader is elected */
+    int why_code;                        /* why it broke */
+    char why[MKV_ERR_LEN];
+} mkv_mlink;
+
+/* Commands formatted for the wire, sent in one go. */
+typedef struct mkv_out {
+    char *buf;
+    size_t len, cap;
+    int count;
+} mkv_out;
+
+void mkv_link_init(mkv_mlink *L);
+void mkv_link_free(mkv_mlink *L);
+/* Where the master is (without etcd, which says it itself). */
+void mkv_link_where(mkv_client *c, const char *host, int port);
+/* Open the connection unless it is up: MKV_OK or why not. */
+int mkv_link_open(mkv_client *c);
+/* Break the connection (its calls fail, the next one reopens it). */
+void mkv_link_drop(mkv_client *c);
+void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen);
+void mkv_out_free(mkv_out *o);
+/* Send out's commands (opening the connection if needed) and wait for
+ * their replies: the last one, the others dropped; or NULL with *code
+ * set. *sent: some of it went out (never send it again). mw->fn runs
+ * once it is written, before the reply is awaited. */
+redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, struct mkv_meanwhile *mw);
+/* Master connections the core opened so far. */
+int mkv_link_connections(mkv_client *c);
+
 /* ---- lanes.c ---- */
 #define MKV_OPTION_STRS 8   /* the strings of mkv_options */
 /* *opt into *dst with copies of its strings, which strs then owns (free each). */
@@ -166,6 +221,12 @@ typedef struct mkv_core {
     uint64_t conns;                      /* master connections opened so far: their ids */
     pthread_rwlock_t regions_lock;       /* regions; taken before mu */
     mkv_regions regions;
+    te_engine *engine;                   /* the one transfer engine, every lane's */
+    pthread_mutex_t sync_mu;             /* known, synced: the engine's view of topo */
+    mkv_node *known;                     /* the nodes the engine was told of */
+    uint32_t nknown;
+    uint64_t synced, synced_epoch;       /* the topology's version, epoch it matches */
+    mkv_mlink link;                      /* the one master connection */
 } mkv_core;
 
 /* A lane held for one exported call (nested: the caller's own). */
@@ -196,11 +257,7 @@ void mkv_lanes_each(struct mkv_client *c, void (*fn)(struct mkv_client *lane, vo
 struct mkv_client {
     mkv_core *core;                      /* shared with the other lanes */
     uint64_t conn_id;                    /* the master connection's id (core->conns), 0: none */
-    mkv_node *known;                     /* the nodes this lane's engine was told of */
-    uint32_t nknown;
-    uint64_t synced, synced_epoch;       /* the core topology's version, epoch it matches */
-    redisContext *rc;
-    char host[256];
+    char host[256];                      /* from the options; the link's own is mkv_mlink.host */
     int port;
     char *password;
     char secret[TE_SECRET_MAX];
@@ -210,15 +267,13 @@ struct mkv_client {
     char *data_addrs;
     int replicas;
     int timeout_ms;
-    te_engine *engine;
+    te_engine *engine;           /* the core's */
     struct workpool *crc_pool;   /* started at the first large checksum */
     mkv_leases done;             /* read leases to give back with the next command */
     mkv_recent **recent;         /* MKV_RECENT_SLOTS (NULL: empty), from the first get that keeps one */
     uint64_t recent_kept;        /* locations kept so far */
-    struct etcd_client *etcd;    /* NULL: host:port is the one master */
-    int64_t leader_term;         /* the term etcd named with host:port */
-    struct leader_watch *watch;  /* etcd: breaks rc when another leader is elected */
-    struct lw_conn *watched;
+    struct etcd_client *etcd;    /* NULL: host:port is the one master (the handle's serve the link) */
+    struct leader_watch *watch;  /* etcd: breaks the link when another leader is elected */
     char cluster[64];
     struct mkv_route *route;     /* mkv_options.groups: this handle routes to group clients (route.h) */
     void *scratch;               /* registered: a range read's bytes outside its range */
@@ -232,9 +287,6 @@ int mkv_lane_options(mkv_client *c, const mkv_options *opt);
 void mkv_lane_free(mkv_client *c);
 /* Close the master connection (it is reopened by the next command). */
 void mkv_master_drop(mkv_client *c);
-/* A reply is awaited on the master connection (1) or came (0): with
- * etcd, a wait on a leader that was replaced is cut short. */
-void mkv_master_busy(mkv_client *c, int busy);
 /* Record why and return code, so error paths read `return mkv_fail(...)`. */
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -284,7 +336,7 @@ const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 
 /* ---- topology.c (mkv_topology_refresh: moonkv_internal.h) ---- */
 void mkv_topology_free(mkv_topology *t);
-/* Bring this lane's engine to the core's node table. */
+/* Bring the core's engine to the core's node table. */
 void mkv_topology_sync(mkv_client *c);
 /* Tell the engine every node is gone and forget them (the next
  * placement refreshes). */
@@ -331,8 +383,6 @@ void mkv_recent_free(mkv_client *c);
 /* ---- regions.c ---- */
 /* 1 if [addr, addr+len) lies inside one registered region. */
 int mkv_registered(mkv_client *c, const void *addr, size_t len);
-/* Register every region of the core with a new lane's engine. */
-int mkv_regions_to_lane(mkv_client *lane);
 void mkv_regions_clear(mkv_client *c);
 
 /* ---- xfer.c ---- */
@@ -349,7 +399,6 @@ typedef struct mkv_xfer {
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);
-void mkv_engine_close(mkv_client *c);
 int mkv_engine_reg(mkv_client *c, void *addr, size_t len);
 void mkv_engine_dereg(mkv_client *c, void *addr);
 /* Tell the engine about a node's data addresses (new or changed), or

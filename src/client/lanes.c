@@ -1,8 +1,9 @@
 /* client/lanes.c - one mkv_client shared by threads.
  *
  * The handle is the first lane of a core; a call takes a free lane for
- * its duration, so calls from different threads run on different master
- * connections and transfer engines at once. Lanes are made when every
+ * its duration, so calls from different threads run at once, each with
+ * its own per-call state, on the core's one transfer engine (which runs
+ * their transfers on contexts of its own, backend/engine.h). Lanes are made when every
  * one is busy, up to the core's limit (mkv_options.lanes); past it a call
  * waits for one to come back. A thread that holds a lane (a call inside
  * a call, a place() callback calling in again) keeps using it. One
@@ -42,6 +43,8 @@ int mkv_core_start(mkv_client *c, const mkv_options *opt) {
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->idle_cv, NULL);
     pthread_rwlock_init(&k->regions_lock, NULL);
+    pthread_mutex_init(&k->sync_mu, NULL);
+    mkv_link_init(&k->link);
     mkv_options_keep(&k->opt, k->strs, opt);
     k->max_lanes = opt->lanes ? opt->lanes : MKV_DEFAULT_LANES;
     k->lanes[k->nlanes++] = c;
@@ -57,7 +60,12 @@ void mkv_core_stop(mkv_client *c) {
         mkv_lane_free(k->lanes[i]);
         free(k->lanes[i]);
     }
+    mkv_link_free(&k->link);
+    if (k->engine) te_engine_destroy(k->engine);
+    c->engine = NULL;
+    free(k->known);
     mkv_topology_free(&k->topo);
+    pthread_mutex_destroy(&k->sync_mu);
     for (int i = 0; i < MKV_OPTION_STRS; i++) free(k->strs[i]);
     pthread_mutex_destroy(&k->mu);
     pthread_cond_destroy(&k->idle_cv);
@@ -69,17 +77,12 @@ void mkv_core_stop(mkv_client *c) {
 mkv_client *mkv_lane_new(mkv_core *k) {
     mkv_client *l = xcalloc(1, sizeof *l);
     l->core = k;
-    int rc = mkv_lane_options(l, &k->opt);
-    if (rc == MKV_OK) rc = mkv_engine_open(l);   /* the master connection: at its first command */
+    int rc = mkv_lane_options(l, &k->opt);   /* the master connection: at its first command */
     if (rc == MKV_OK) {
-        pthread_rwlock_rdlock(&k->regions_lock);
-        rc = mkv_regions_to_lane(l);
-        if (rc == MKV_OK) {   /* listed before the lock goes: a registration then reaches it */
-            pthread_mutex_lock(&k->mu);
-            k->lanes[k->nlanes++] = l;
-            pthread_mutex_unlock(&k->mu);
-        }
-        pthread_rwlock_unlock(&k->regions_lock);
+        l->engine = k->engine;   /* the core's, one for every lane */
+        pthread_mutex_lock(&k->mu);
+        k->lanes[k->nlanes++] = l;
+        pthread_mutex_unlock(&k->mu);
     }
     if (rc != MKV_OK) {
         mkv_lane_free(l);

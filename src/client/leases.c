@@ -34,21 +34,20 @@ void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_pla
     l->until = until;
 }
 
-/* One MOON.RELEASE for leases v[0..n); 1 if queued. */
-static int append_one(mkv_client *c, const mkv_lease *v, size_t n) {
+/* One MOON.RELEASE for leases v[0..n) into o. */
+static void add_one(mkv_out *o, const mkv_lease *v, size_t n) {
     proto_cmd cmd;
     proto_cmd_release_begin(&cmd, n);
     for (size_t i = 0; i < n; i++) proto_cmd_release_add(&cmd, v[i].key, v[i].keylen, v[i].until);
-    int ok = redisAppendCommandArgv(c->rc, cmd.argc, cmd.argv, cmd.lens) == REDIS_OK;
+    mkv_out_add(o, cmd.argc, cmd.argv, cmd.lens);
     proto_cmd_free(&cmd);
-    return ok;
 }
 
-int mkv_leases_append(mkv_client *c) {
+int mkv_leases_add(mkv_client *c, mkv_out *o) {
     int queued = 0;
     for (size_t at = 0; at < c->done.n; at += PROTO_MAX_BATCH) {
         size_t n = c->done.n - at < PROTO_MAX_BATCH ? c->done.n - at : PROTO_MAX_BATCH;
-        if (!append_one(c, c->done.v + at, n)) break;
+        add_one(o, c->done.v + at, n);
         queued++;
     }
     mkv_leases_clear(&c->done);   /* sent or not, never twice */

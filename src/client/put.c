@@ -7,6 +7,7 @@
  * (node_timeout_ms): a write that cannot reach a placed node tells the
  * master the node is suspect (MOON.SUSPECT), revokes the put and places
  * it again, on other nodes, up to MKV_PUT_ATTEMPTS times. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,21 +263,21 @@ static int put_end(mkv_client *c, put_item *it, size_t n) {
 /* PUTREVOKE every put that was placed but not published, pipelined.
  * Best effort: the master revokes it anyway when its put timeout ends. */
 static void put_revoke(mkv_client *c, put_item *it, size_t n) {
-    size_t sent = 0;
+    mkv_out out = {0};
     for (size_t i = 0; i < n; i++) {
-        if (!it[i].placed || !c->rc) continue;
+        if (!it[i].placed) continue;
         proto_cmd cmd;
         proto_cmd_key(&cmd, PROTO_VERB_PUTREVOKE, it[i].o->key, it[i].o->keylen);
-        if (redisAppendCommandArgv(c->rc, cmd.argc, cmd.argv, cmd.lens) == REDIS_OK) sent++;
+        mkv_out_add(&out, cmd.argc, cmd.argv, cmd.lens);
         proto_cmd_free(&cmd);
     }
-    mkv_master_busy(c, 1);
-    for (size_t i = 0; i < sent; i++) {
-        void *r;
-        if (redisGetReply(c->rc, &r) != REDIS_OK) break;
-        freeReplyObject(r);
-    }
-    mkv_master_busy(c, 0);
+    char why[MKV_ERR_LEN];   /* the put's failure stays the one told */
+    snprintf(why, sizeof why, "%s", mkv_last_error(c));
+    int code, sent;
+    redisReply *r = out.count ? mkv_link_call(c, &out, &code, &sent, NULL) : NULL;
+    if (r) freeReplyObject(r);
+    else if (out.count) mkv_fail(c, MKV_EIO, "%s", why);
+    mkv_out_free(&out);
 }
 
 /* ---- placing again around a failed node ---- */

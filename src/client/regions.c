@@ -1,7 +1,7 @@
-/* client/regions.c - buffers registered with the transfer engines. Puts
+/* client/regions.c - buffers registered with the transfer engine. Puts
  * and gets move bytes straight from and into them, so each request is
  * checked to lie inside one before anything is sent. The list is the
- * core's, one for every lane; each lane's engine holds every region. */
+ * core's, one for every lane, as is the engine that holds them. */
 #include <errno.h>
 #include <string.h>
 
@@ -30,25 +30,6 @@ int mkv_registered(mkv_client *c, const void *addr, size_t len) {
     return found;
 }
 
-typedef struct reg_job {
-    void *addr;
-    size_t len;
-    int rc;
-    mkv_client *failed;          /* the lane whose engine refused it */
-} reg_job;
-
-static void reg_lane(mkv_client *lane, void *arg) {
-    reg_job *j = arg;
-    if (j->rc == MKV_OK && (j->rc = mkv_engine_reg(lane, j->addr, j->len)) != MKV_OK) j->failed = lane;
-}
-
-/* Undo reg_lane on the lanes before the one that failed (all if none did). */
-static void dereg_lane(mkv_client *lane, void *arg) {
-    reg_job *j = arg;
-    if (j->failed == lane) j->failed = (mkv_client *)1;   /* past it: never registered */
-    else if (j->failed != (mkv_client *)1) mkv_engine_dereg(lane, j->addr);
-}
-
 static int register_locked(mkv_client *c, void *addr, size_t len, int warm) {
     mkv_regions *rs = &c->core->regions;
     for (int i = 0; i < rs->n; i++)
@@ -56,16 +37,14 @@ static int register_locked(mkv_client *c, void *addr, size_t len, int warm) {
             return mkv_fail(c, MKV_EINVAL, "buffer overlaps a registered region");
     if (rs->n == MKV_MAX_REGIONS)
         return mkv_fail(c, MKV_ENOMEM, "at most %d registered regions", MKV_MAX_REGIONS);
-    reg_job j = {.addr = addr, .len = len};
-    mkv_lanes_each(c, reg_lane, &j);
+    int rc = mkv_engine_reg(c, addr, len);
     /* Best effort: cold only costs speed. But memory the kernel cannot
      * read would fail every put from it: the caller's error, said now. */
-    if (j.rc == MKV_OK && warm && memwarm_kernel(addr, len) != 0 && errno == EFAULT)
-        j.rc = mkv_fail(c, MKV_EFAULT, "buffer %p (%zu bytes) is not readable memory", addr, len);
-    if (j.rc != MKV_OK) {
-        mkv_lanes_each(c, dereg_lane, &j);
-        return j.rc;
+    if (rc == MKV_OK && warm && memwarm_kernel(addr, len) != 0 && errno == EFAULT) {
+        mkv_engine_dereg(c, addr);
+        rc = mkv_fail(c, MKV_EFAULT, "buffer %p (%zu bytes) is not readable memory", addr, len);
     }
+    if (rc != MKV_OK) return rc;
     rs->r[rs->n++] = (mkv_region){.addr = addr, .len = len};
     return MKV_OK;
 }
@@ -90,8 +69,6 @@ int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len) {
     return register_region(c, addr, len, 0);
 }
 
-static void unreg_lane(mkv_client *lane, void *addr) { mkv_engine_dereg(lane, addr); }
-
 int mkv_unregister_buffer(mkv_client *c, void *addr) {
     if (!c) return MKV_EINVAL;
     MKV_ROUTED(c, mkv_route_unregister(c, addr));
@@ -100,7 +77,7 @@ int mkv_unregister_buffer(mkv_client *c, void *addr) {
     pthread_rwlock_wrlock(&c->core->regions_lock);
     for (int i = 0; i < rs->n && rc != MKV_OK; i++) {
         if (rs->r[i].addr != addr) continue;
-        mkv_lanes_each(c, unreg_lane, addr);
+        mkv_engine_dereg(c, addr);
         rs->r[i] = rs->r[--rs->n];
         rc = MKV_OK;
     }
@@ -108,23 +85,11 @@ int mkv_unregister_buffer(mkv_client *c, void *addr) {
     return rc == MKV_OK ? rc : mkv_fail(c, MKV_EINVAL, "no region registered at %p", addr);
 }
 
-int mkv_regions_to_lane(mkv_client *lane) {
-    const mkv_regions *rs = &lane->core->regions;
-    for (int i = 0; i < rs->n; i++) {
-        int rc = mkv_engine_reg(lane, rs->r[i].addr, rs->r[i].len);
-        if (rc != MKV_OK) {
-            while (i-- > 0) mkv_engine_dereg(lane, rs->r[i].addr);
-            return rc;
-        }
-    }
-    return MKV_OK;
-}
-
 void mkv_regions_clear(mkv_client *c) {
     pthread_rwlock_wrlock(&c->core->regions_lock);
     while (c->core->regions.n > 0) {
         mkv_region *r = &c->core->regions.r[--c->core->regions.n];
-        mkv_lanes_each(c, unreg_lane, r->addr);
+        mkv_engine_dereg(c, r->addr);
     }
     pthread_rwlock_unlock(&c->core->regions_lock);
 }

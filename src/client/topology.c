@@ -40,42 +40,48 @@ static const mkv_node *node_in(const mkv_node *nodes, uint32_t count, uint32_t i
 
 static int node_up(const mkv_node *n) { return n && n->state != MKV_NODE_DEAD && n->naddrs > 0; }
 
-/* Bring the lane's engine from the nodes it knows to the new ones. A
+/* Bring the core's engine from the nodes it knows to the new ones. A
  * node the engine refuses (bad address) loses its addresses in the
- * lane's copy, so a placement on it fails cleanly in mkv_topology_cover. */
+ * core's copy, so a placement on it fails cleanly in mkv_topology_cover.
+ * sync_mu held. */
 static void sync_engine(mkv_client *c, mkv_node *nodes, uint32_t count) {
-    for (uint32_t id = count + 1; id <= c->nknown; id++)
-        if (node_up(&c->known[id - 1])) mkv_engine_drop(c, id);
+    mkv_core *k = c->core;
+    for (uint32_t id = count + 1; id <= k->nknown; id++)
+        if (node_up(&k->known[id - 1])) mkv_engine_drop(c, id);
     for (uint32_t id = 1; id <= count; id++) {
         mkv_node *n = &nodes[id - 1];
-        const mkv_node *old = node_in(c->known, c->nknown, id);
+        const mkv_node *old = node_in(k->known, k->nknown, id);
         if (n->state == MKV_NODE_DEAD) {
             if (node_up(old)) mkv_engine_drop(c, id);
         } else if (!node_up(old) || !same_addrs(old, n)) {
             if (mkv_engine_node(c, n) != MKV_OK) n->naddrs = 0;
         }
     }
-    free(c->known);
-    c->known = nodes;
-    c->nknown = count;
+    free(k->known);
+    k->known = nodes;
+    k->nknown = count;
 }
 
 void mkv_topology_sync(mkv_client *c) {
-    mkv_topology *t = &c->core->topo;
-    pthread_mutex_lock(&c->core->mu);
-    if (c->synced == t->version && c->synced_epoch == t->epoch) {
-        pthread_mutex_unlock(&c->core->mu);
+    mkv_core *k = c->core;
+    mkv_topology *t = &k->topo;
+    pthread_mutex_lock(&k->sync_mu);   /* one thread tells the engine; the others wait for it */
+    pthread_mutex_lock(&k->mu);
+    if (k->synced == t->version && k->synced_epoch == t->epoch) {
+        pthread_mutex_unlock(&k->mu);
+        pthread_mutex_unlock(&k->sync_mu);
         return;
     }
     mkv_node *nodes = xmalloc((t->count ? t->count : 1) * sizeof *nodes);
     if (t->count) memcpy(nodes, t->nodes, t->count * sizeof *nodes);
     uint32_t count = t->count;
-    int forgotten = c->synced_epoch != t->epoch;
-    c->synced = t->version;
-    c->synced_epoch = t->epoch;
-    pthread_mutex_unlock(&c->core->mu);
+    int forgotten = k->synced_epoch != t->epoch;
+    k->synced = t->version;
+    k->synced_epoch = t->epoch;
+    pthread_mutex_unlock(&k->mu);
     if (forgotten) sync_engine(c, NULL, 0);   /* ids may name other nodes now */
     sync_engine(c, nodes, count);
+    pthread_mutex_unlock(&k->sync_mu);
 }
 
 int mkv_topology_refresh(mkv_client *c) {
@@ -129,14 +135,18 @@ void mkv_topology_forget(mkv_client *c) {
     mkv_topology_sync(c);
 }
 
-/* Whether this lane's engine knows every node pl names. */
-static int placement_known(const mkv_client *c, const mkv_placement *pl) {
-    for (uint32_t r = 0; r < pl->nreplicas; r++)
-        for (uint32_t i = 0; i < pl->replicas[r].nextents; i++) {
-            const mkv_node *n = node_in(c->known, c->nknown, pl->replicas[r].extents[i].node_id);
-            if (!n || n->naddrs == 0) return 0;
+/* Whether the engine knows every node pl names. */
+static int placement_known(mkv_client *c, const mkv_placement *pl) {
+    mkv_core *k = c->core;
+    int known = 1;
+    pthread_mutex_lock(&k->sync_mu);
+    for (uint32_t r = 0; r < pl->nreplicas && known; r++)
+        for (uint32_t i = 0; i < pl->replicas[r].nextents && known; i++) {
+            const mkv_node *n = node_in(k->known, k->nknown, pl->replicas[r].extents[i].node_id);
+            known = n && n->naddrs != 0;
         }
-    return 1;
+    pthread_mutex_unlock(&k->sync_mu);
+    return known;
 }
 
 /* A topology read on the connection the placement came over is that

@@ -58,46 +58,43 @@ int mkv_engine_open(mkv_client *c) {
     cfg.shm_mode = c->shm_mode;
     cfg.copy_threads = c->copy_threads;
     cfg.connect_timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
+    ec.contexts = c->core->max_lanes;   /* as many transfers at once as calls */
     char err[MKV_ERR_LEN];
     c->engine = te_engine_create_named(c->transport, &cfg, &ec, err, sizeof err);
     if (!c->engine) return mkv_fail(c, MKV_EINVAL, "%s", err);
+    c->core->engine = c->engine;
     return MKV_OK;
 }
 
-/* One lane's engine counters added to *sum (arg). */
-static void lane_stats(mkv_client *lane, void *arg) {
-    mkv_transfer_stats *sum = arg;
-    if (!lane->engine) return;
+/* The engine's counters added to *sum. */
+static void engine_stats(mkv_client *c, mkv_transfer_stats *sum) {
+    te_engine *e = c->core->engine;
+    if (!e) return;
     te_engine_stats st;
-    te_engine_get_stats(lane->engine, &st);
+    te_engine_get_stats(e, &st);
     sum->retries += st.retries;
     sum->failovers += st.failovers;
-    sum->bytes_tcp += te_engine_bytes_via(lane->engine, "tcp");
-    sum->bytes_shm += te_engine_bytes_via(lane->engine, "shm");
-    sum->bytes_rdma += te_engine_bytes_via(lane->engine, "rdma");
+    sum->bytes_tcp += te_engine_bytes_via(e, "tcp");
+    sum->bytes_shm += te_engine_bytes_via(e, "shm");
+    sum->bytes_rdma += te_engine_bytes_via(e, "rdma");
 }
 
 void mkv_transfer_stats_get(mkv_client *c, mkv_transfer_stats *out) {
     memset(out, 0, sizeof *out);
     out->shm_cold_bytes = te_shm_cold_bytes();
     if (c && c->route) mkv_route_stats(c, out);
-    if (c && c->core) mkv_lanes_each(c, lane_stats, out);
+    if (c && c->core) engine_stats(c, out);
 }
 
 void mkv_transfer_stats_add(mkv_client *c, mkv_transfer_stats *sum) {
     if (c && c->route) mkv_route_stats(c, sum);
-    if (c && c->core) mkv_lanes_each(c, lane_stats, sum);
+    if (c && c->core) engine_stats(c, sum);
 }
 
 int mkv_connect_paths(mkv_client *c) {
     if (!c || c->route) return 0;
     MKV_ON_LANE(c);
     return c->engine ? te_engine_connect_local(c->engine) : 0;
-}
-
-void mkv_engine_close(mkv_client *c) {
-    if (c->engine) te_engine_destroy(c->engine);
-    c->engine = NULL;
 }
 
 int mkv_engine_reg(mkv_client *c, void *addr, size_t len) {

@@ -3,6 +3,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/engine.h"
@@ -10,6 +11,7 @@
 #include "backend/stream_server.h"
 #include "backend/tcp_transport.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "rdma/rdma_node.h"
 #include "rdma/rdma_transport.h"
 
@@ -38,17 +40,41 @@ te_transport *te_transport_create(const char *name, const te_config *cfg, char *
     return NULL;
 }
 
+/* What a further context of a named engine is made of (te_engine_set_maker). */
+typedef struct named_maker {
+    char name[8];
+    te_config cfg;
+    int with_shm;             /* auto, and shm could be added to the first */
+} named_maker;
+
+static int make_named(void *arg, te_transport **out, int max, char *err, size_t errlen) {
+    named_maker *m = arg;
+    if (max < 2) return 0;
+    int n = 0;
+    if (!(out[n] = te_transport_create(m->name, &m->cfg, err, errlen))) return 0;
+    n++;
+    if (m->with_shm && (out[n] = te_shm_create(&m->cfg, err, errlen))) n++;
+    return n;
+}
+
 te_engine *te_engine_create_named(const char *name, const te_config *cfg, const te_engine_config *ecfg,
                                   char *err, size_t errlen) {
     te_transport *t = te_transport_create(name, cfg, err, errlen);
     if (!t) return NULL;
     te_engine *e = te_engine_create(t, ecfg);
-    if (!is(name, "auto")) return e;
-    /* without shm, auto still works: every node over the network */
-    char why[200];
-    te_transport *shm = te_shm_create(cfg, why, sizeof why);
-    if (!shm || te_engine_add_transport(e, shm, why, sizeof why) != TE_OK)
-        log_notice("auto transport: no shm for same-host nodes (%s)", why);
+    named_maker *m = xcalloc(1, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "tcp");
+    m->cfg = *cfg;
+    if (is(name, "auto")) {
+        /* without shm, auto still works: every node over the network */
+        char why[200];
+        te_transport *shm = te_shm_create(cfg, why, sizeof why);
+        if (!shm || te_engine_add_transport(e, shm, why, sizeof why) != TE_OK)
+            log_notice("auto transport: no shm for same-host nodes (%s)", why);
+        else
+            m->with_shm = 1;
+    }
+    te_engine_set_maker(e, make_named, m, free);
     return e;
 }
 

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "client/client.h"   /* the core's counters: master connections, engine contexts */
 #include "client/moonkv.h"
 #include "client/moonkv_async.h"
 #include "cluster_harness.h"
@@ -119,6 +121,10 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* What the last threads_on_one_client saw of its client before closing it. */
+static int last_conns, last_contexts, last_same_engine;
+static long long last_master_clients;   /* the master's connected_clients beside the test's own */
+
 /* n threads on one client, rounds each: every call succeeded and every
  * byte came back. */
 static void threads_on_one_client(int n, int rounds) {
@@ -143,6 +149,13 @@ static void threads_on_one_client(int n, int rounds) {
         if (w[i].failures && !failures) why = w[i].why;
         failures += w[i].failures;
     }
+    last_conns = mkv_link_connections(c);
+    last_contexts = te_engine_contexts(c->core->engine);
+    last_same_engine = 1;
+    for (int i = 0; i < c->core->nlanes; i++) last_same_engine &= c->core->lanes[i]->engine == c->core->engine;
+    redisContext *m = h_redis(PORT_MASTER);
+    last_master_clients = m ? h_info_field(m, "clients", "connected_clients") : -1;
+    if (m) redisFree(m);
     mkv_close(c);
     ASSERT_MSG(failures == 0, "%d failures; first: %s", failures, why);
 }
@@ -152,6 +165,28 @@ static void test_two_threads_256k(void) { threads_on_one_client(2, 6); }
 
 /* Eight threads doing every kind of call at once. */
 static void test_eight_threads_mixed(void) { threads_on_one_client(8, 4); }
+
+/* Eight threads on one client share ONE master connection (their
+ * commands pipelined on it) and one engine whose contexts are at most
+ * the lanes: the client's own count of connections it opened, and the
+ * master's count of connections while it is open against after it
+ * closed (the nodes' links and the test's own are the rest). */
+static void test_eight_threads_one_connection(void) {
+    threads_on_one_client(8, 3);
+    ASSERT_EQ(last_conns, 1);
+    ASSERT_MSG(last_contexts >= 1 && last_contexts <= MKV_DEFAULT_LANES, "engine contexts %d", last_contexts);
+    ASSERT(last_same_engine);
+    /* The master counts connections of nodes too: compare with it closed,
+     * allowing a few tries for a node link that is reconnecting. */
+    long long open = last_master_clients, closed = -1;
+    for (int tries = 0; tries < 50 && open - closed != 1; tries++) {
+        redisContext *m = h_redis(PORT_MASTER);
+        closed = m ? h_info_field(m, "clients", "connected_clients") : -1;
+        if (m) redisFree(m);
+        if (open - closed != 1) usleep(100 * 1000);
+    }
+    ASSERT_MSG(open - closed == 1, "master connected_clients %lld with the client open, %lld closed", open, closed);
+}
 
 /* One lane for four threads: every call but one at a time waits for it. */
 static void test_one_lane_four_threads(void) {
@@ -338,6 +373,7 @@ int main(void) {
         RUN_TEST_NAMED(test_eight_threads_mixed, name[1]);
     }
     transport = "tcp";
+    RUN_TEST(test_eight_threads_one_connection);
     RUN_TEST(test_one_lane_four_threads);
     RUN_TEST(test_lanes_bound);
     RUN_TEST(test_async_queued);

@@ -1,0 +1,344 @@
+/* client/mlink.c - the core's one master connection, shared by every
+ * lane and pipelined across threads.
+ *
+ * RESP replies come back in the order the commands went out, so the link
+ * keeps a FIFO of waiters, one per call: a caller writes its commands
+ * and joins the queue in one step (send_mu), then waits. Whoever waits
+ * while nobody reads becomes the reader: it reads what has come, hands
+ * each complete reply to the waiter at the head and leaves as soon as
+ * its own came, letting another waiter take over. hiredis's context is
+ * kept for its connect, its fd and its (bounded) reply reader; its own
+ * I/O, which assumes one thread, is not used.
+ *
+ * A connection that breaks (closed, a write fails, a reply overdue, the
+ * etcd leader changed) fails every waiter on it at once; the next call
+ * opens a new one. A command whose reply was lost is never sent again,
+ * since it may have taken effect. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "client/client.h"
+#include "core/util.h"
+#include "etcd/etcd.h"
+#include "etcd/leader_watch.h"
+#include "link/master_link.h"
+
+#define READ_SLICE_MS 100    /* a reader looks at the head's deadline this often */
+#define READ_CHUNK    16384
+
+void mkv_link_init(mkv_mlink *L) {
+    memset(L, 0, sizeof *L);
+    pthread_mutex_init(&L->send_mu, NULL);
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+}
+
+void mkv_link_free(mkv_mlink *L) {
+    leader_watch_remove(L->watched);   /* before the fd goes */
+    if (L->rc) redisFree(L->rc);
+    pthread_mutex_destroy(&L->send_mu);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+}
+
+/* ---- breaking and opening (mu held unless said) ---- */
+
+/* The connection is done for: its waiters fail with code now. Its fd is
+ * shut down (a reader or writer on it wakes) and freed by the next open,
+ * once no thread is inside it. */
+static void link_broke(mkv_mlink *L, int code, const char *why) {
+    if (!L->broken) {
+        L->broken = 1;
+        L->why_code = code;
+        char leader[128];
+        if (leader_watch_fired(L->watched, leader, sizeof leader))
+            snprintf(L->why, sizeof L->why, "etcd names another leader (%s) while the reply was due", leader);
+        else
+            snprintf(L->why, sizeof L->why, "%s", why);
+        if (L->rc) shutdown(L->rc->fd, SHUT_RDWR);
+    }
+    for (mkv_waiter *w = L->head; w; w = w->next) {
+        w->done = 1;
+        w->code = L->why_code;
+    }
+    L->head = L->tail = NULL;
+    leader_watch_busy(L->watched, 0);
+    pthread_cond_broadcast(&L->cv);
+}
+
+void mkv_link_drop(mkv_client *c) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->mu);
+    if (L->rc) link_broke(L, MKV_ECONN, "connection dropped");
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* --etcd: point the link at the current leader. */
+static int leader_lookup(mkv_client *c, mkv_client *h, mkv_mlink *L) {
+    char addr[256], err[ETCD_ERR_LEN];
+    int found = 0;
+    int64_t term = 0;
+    if (etcd_leader_lookup(h->etcd, h->cluster, &found, addr, sizeof addr, &term, err, sizeof err) != 0)
+        return mkv_fail(c, MKV_ECONN, "%s", err);
+    if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", h->cluster);
+    char host[sizeof L->host];
+    int port;
+    if (parse_hostport(addr, host, sizeof host, &port) != 0)
+        return mkv_fail(c, MKV_EPROTO, "bad leader address '%.64s' in etcd", addr);
+    pthread_mutex_lock(&L->mu);
+    memcpy(L->host, host, sizeof host);
+    L->port = port;
+    L->leader_term = term;
+    pthread_mutex_unlock(&L->mu);
+    return MKV_OK;
+}
+
+/* Connect, AUTH (password), prove the cluster secret: every command the
+ * client sends (MOON.RELEASE ahead of the rest, too) finds the
+ * connection a member's (link/master_link.h). send_mu held, mu not; the
+ * connection options are the handle's (the core's first lane). */
+static int link_open(mkv_client *c, mkv_mlink *L) {
+    mkv_client *h = c->core->lanes[0];
+    if (h->etcd) {
+        int rc = leader_lookup(c, h, L);
+        if (rc != MKV_OK) return rc;
+    }
+    char hostport[sizeof L->host + 16], err[MKV_ERR_LEN];
+    pthread_mutex_lock(&L->mu);
+    snprintf(hostport, sizeof hostport, "%s:%d", L->host, L->port);
+    int64_t term = L->leader_term;
+    pthread_mutex_unlock(&L->mu);
+    redisContext *rc;
+    int st = proto_master_open(&rc, hostport, h->password, h->secret, h->timeout_ms, h->timeout_ms, err, sizeof err);
+    if (st == PROTO_LINK_EAUTH)
+        return mkv_fail(c, MKV_EAUTH, "%s%s", err,
+                        h->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
+    if (st != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
+    pthread_mutex_lock(&c->core->mu);
+    uint64_t id = ++c->core->conns;
+    pthread_mutex_unlock(&c->core->mu);
+    /* The reader's recv blocks at most a slice, then looks at the deadlines. */
+    struct timeval tv = {.tv_sec = 0, .tv_usec = READ_SLICE_MS * 1000};
+    setsockopt(rc->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct lw_conn *watched = h->watch ? leader_watch_add(h->watch, rc->fd, hostport, term) : NULL;
+    pthread_mutex_lock(&L->mu);
+    L->rc = rc;
+    L->watched = watched;
+    L->broken = 0;
+    L->id = id;
+    pthread_mutex_unlock(&L->mu);
+    return MKV_OK;
+}
+
+/* A live connection, opened if there is none (or it broke). send_mu held. */
+static int link_ready(mkv_client *c, mkv_mlink *L) {
+    pthread_mutex_lock(&L->mu);
+    if (L->rc && !L->broken) {
+        pthread_mutex_unlock(&L->mu);
+        return MKV_OK;
+    }
+    while (L->reading) pthread_cond_wait(&L->cv, &L->mu);   /* the broken one's reader leaves */
+    redisContext *old = L->rc;
+    struct lw_conn *oldw = L->watched;
+    L->rc = NULL;
+    L->watched = NULL;
+    pthread_mutex_unlock(&L->mu);
+    leader_watch_remove(oldw);
+    if (old) redisFree(old);
+    return link_open(c, L);
+}
+
+int mkv_link_open(mkv_client *c) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->send_mu);
+    int rc = link_ready(c, L);
+    pthread_mutex_unlock(&L->send_mu);
+    return rc;
+}
+
+void mkv_link_where(mkv_client *c, const char *host, int port) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->mu);
+    snprintf(L->host, sizeof L->host, "%s", host);
+    L->port = port;
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* ---- replies ---- */
+
+/* Complete replies in the reader handed to the waiters in order; -1 on a
+ * reply that does not parse (or is beyond the reader's bounds). */
+static int hand_out(mkv_mlink *L) {
+    for (;;) {
+        void *r = NULL;
+        if (redisReaderGetReply(L->rc->reader, &r) != REDIS_OK) return -1;
+        if (!r) return 0;
+        mkv_waiter *w = L->head;
+        if (!w) {   /* nobody asked: the stream is not ours to trust */
+            freeReplyObject(r);
+            return -1;
+        }
+        if (w->skip > 0) {   /* MOON.RELEASE's ahead of its command, or a pipeline's */
+            w->skip--;
+            freeReplyObject(r);
+            continue;
+        }
+        w->reply = r;
+        w->done = 1;
+        w->code = MKV_OK;
+        L->head = w->next;
+        if (!L->head) {
+            L->tail = NULL;
+            leader_watch_busy(L->watched, 0);
+        }
+    }
+}
+
+/* One turn as the reader (mu held, released while waiting): what came
+ * within READ_SLICE_MS, handed out; an overdue head breaks the link. */
+static void read_turn(mkv_mlink *L) {
+    int fd = L->rc->fd;
+    L->reading = 1;
+    pthread_mutex_unlock(&L->mu);
+    char buf[READ_CHUNK];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);   /* blocks up to READ_SLICE_MS (SO_RCVTIMEO) */
+    int err = errno;
+    pthread_mutex_lock(&L->mu);
+    L->reading = 0;
+    if (!L->broken) {
+        if (n > 0) {
+            if (redisReaderFeed(L->rc->reader, buf, (size_t)n) != REDIS_OK || hand_out(L) != 0)
+                link_broke(L, MKV_EPROTO, "a reply that does not parse");
+        } else if (n == 0) {
+            link_broke(L, MKV_ECONN, "connection closed by the master");
+        } else if (err != EAGAIN && err != EINTR) {
+            link_broke(L, MKV_ECONN, strerror(err));
+        }
+    }
+    if (!L->broken && L->head && mono_ms() >= L->head->deadline_ms)
+        link_broke(L, MKV_ETIMEDOUT, "no reply within the timeout");
+    pthread_cond_broadcast(&L->cv);
+}
+
+/* Until w is done: reading when nobody is, else waiting. mu held. */
+static void wait_reply(mkv_mlink *L, mkv_waiter *w) {
+    while (!w->done) {
+        if (!L->reading) {
+            read_turn(L);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;   /* a reader broadcasts every slice; this only bounds a miss */
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+        }
+    }
+}
+
+/* ---- sending ---- */
+
+/* All of buf on fd by the deadline: 0, or an MKV_E* code. */
+static int send_all(int fd, const char *buf, size_t len, uint64_t deadline) {
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return MKV_ECONN;
+        uint64_t now = mono_ms();
+        if (now >= deadline) return MKV_ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        uint64_t left = deadline - now;
+        if (poll(&p, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) return MKV_ECONN;
+    }
+    return 0;
+}
+
+void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen) {
+    char *cmd = NULL;
+    long long n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (n < 0) abort();   /* out of memory only */
+    if (o->len + (size_t)n > o->cap) {
+        o->cap = (o->len + (size_t)n) * 2;
+        o->buf = xrealloc(o->buf, o->cap);
+    }
+    memcpy(o->buf + o->len, cmd, (size_t)n);
+    o->len += (size_t)n;
+    o->count++;
+    redisFreeCommand(cmd);
+}
+
+void mkv_out_free(mkv_out *o) {
+    free(o->buf);
+    *o = (mkv_out){0};
+}
+
+redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, mkv_meanwhile *mw) {
+    mkv_mlink *L = &c->core->link;
+    mkv_waiter w = {.skip = out->count - 1};
+    *sent = 0;
+    pthread_mutex_lock(&L->send_mu);
+    int rc = link_ready(c, L);
+    if (rc != MKV_OK) {
+        pthread_mutex_unlock(&L->send_mu);
+        *code = rc;
+        return NULL;
+    }
+    pthread_mutex_lock(&L->mu);
+    if (L->broken) {   /* between link_ready and now: nothing sent */
+        *code = mkv_fail(c, L->why_code, "master %s:%d: %s", L->host, L->port, L->why);
+        pthread_mutex_unlock(&L->mu);
+        pthread_mutex_unlock(&L->send_mu);
+        return NULL;
+    }
+    w.deadline_ms = mono_ms() + (uint64_t)c->timeout_ms;
+    if (L->tail) L->tail->next = &w;
+    else {
+        L->head = &w;
+        leader_watch_busy(L->watched, 1);
+    }
+    L->tail = &w;
+    int fd = L->rc->fd;
+    c->conn_id = L->id;
+    pthread_mutex_unlock(&L->mu);
+    rc = send_all(fd, out->buf, out->len, w.deadline_ms);
+    *sent = 1;   /* some of it may have gone: never again */
+    if (rc != 0) {
+        pthread_mutex_lock(&L->mu);
+        link_broke(L, rc, rc == MKV_ETIMEDOUT ? "write timed out" : "write failed");
+        pthread_mutex_unlock(&L->mu);
+    }
+    pthread_mutex_unlock(&L->send_mu);
+    if (mw && mw->fn) {   /* once: a retried command's reply comes later still */
+        mw->fn(mw->arg);
+        mw->fn = NULL;
+    }
+    pthread_mutex_lock(&L->mu);
+    wait_reply(L, &w);
+    char why[MKV_ERR_LEN], host[sizeof L->host];
+    snprintf(why, sizeof why, "%s", L->why);
+    snprintf(host, sizeof host, "%s", L->host);
+    int port = L->port;
+    pthread_mutex_unlock(&L->mu);
+    if (w.reply) {
+        *code = MKV_OK;
+        return w.reply;
+    }
+    *code = mkv_fail(c, w.code, "master %s:%d: %s", host, port, why);
+    return NULL;
+}
+
+int mkv_link_connections(mkv_client *c) {
+    pthread_mutex_lock(&c->core->mu);
+    int n = (int)c->core->conns;
+    pthread_mutex_unlock(&c->core->mu);
+    return n;
+}
