@@ -8,11 +8,12 @@
  *
  * Threads: one mkv_client may be shared by every thread of a process,
  * and their calls run at once, not in turn: the client keeps one node
- * table and one set of registered buffers, and a small pool of lanes
- * (a master connection and a transfer engine each, mkv_options.lanes):
- * a call takes a free lane for its duration, a new one while fewer than
- * lanes exist, else waits for one. mkv_close alone must not race other
- * calls. This header is the blocking face; moonkv_async.h is the
+ * table, one set of registered buffers, one master connection (the
+ * threads' commands pipelined on it) and one transfer engine (running up
+ * to mkv_options.lanes transfers at once, each on a context of its own
+ * connections to the nodes). A call holds a lane (its per-call state)
+ * for its duration: a free one, a new one while fewer than lanes exist,
+ * else it waits for one. mkv_close alone must not race other calls. This header is the blocking face; moonkv_async.h is the
  * asynchronous one, over the same client.
  *
  * Every call returns MKV_OK (0) or a negative MKV_E* code; the detailed
@@ -77,8 +78,9 @@ typedef struct mkv_options {
      * 0 (default) = by cores, up to 4; 1 = the calling thread alone. */
     int copy_threads;
     /* Calls that run at once on this client from different threads: each
-     * holds a lane (master connection, transfer engine) while it runs.
-     * 0 (default) = 4, at most 16. Lanes open when first needed. */
+     * holds a lane while it runs, and the engine runs as many transfers
+     * at once, each on its own connections to a node. 0 (default) = 4,
+     * at most 16. Lanes and transfer contexts open when first needed. */
     int lanes;
     /* Master groups (docs/SCALE.md "Master groups"): 1 = the key space of
      * cluster_name is cut into hash slots over master groups, read from
@@ -213,8 +215,8 @@ int mkv_remove_all(mkv_client *c, uint64_t *removed);
  * slices retried on another path, reads failed over to another replica;
  * and, for the whole process, the bytes of same-host segments it maps
  * (shm map mode) that are still being warmed in the background: until a
- * part is warm, transfers to it take the slower checked fd path. Summed
- * over the client's lanes. */
+ * part is warm, transfers to it take the slower checked fd path. The
+ * client's one engine's, whichever thread moved the bytes. */
 typedef struct mkv_transfer_stats {
     uint64_t bytes_tcp, bytes_shm, bytes_rdma;
     uint64_t retries, failovers;

@@ -14,7 +14,10 @@
  *
  * Operations run on a few threads of the async object (`threads`, each
  * holding a lane of the client while it runs one), so up to that many
- * run at once; the rest wait in submission order. The caller keeps an
+ * run at once; the rest wait in submission order. A running operation
+ * occupies one of those threads until it completes (its master requests
+ * and transfers are the blocking calls'): the caller's loop never
+ * blocks, but the library does, on its own threads. The caller keeps an
  * operation, its key and its buffers alive and untouched until its done
  * ran. Buffers are registered ones, as for the blocking calls. */
 #ifndef MOONKV_ASYNC_H

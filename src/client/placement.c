@@ -1,15 +1,15 @@
-/* client/placement.c - where an object's bytes live, decoded from the
- * master's reply: per replica an array of [node, offset, length, cap]
- * extents that cover the object in order, decoded and checked by
- * proto/extents.c: a malformed reply is MKV_EPROTO, never a transfer to
- * a wrong range. */
+/* client/placement.c - where an object's bytes live: the master's reply
+ * decoded by proto/ (replicas.h for the array forms of PUTSTART and GET,
+ * placed.h for the packed records) into a placement the engine takes as
+ * it is. A malformed reply is MKV_EPROTO, never a transfer to a wrong
+ * range. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "core/util.h"
-#include "proto/extents.h"
 #include "proto/placed.h"
+#include "proto/replicas.h"
 #include "proto/slices.h"
 
 /* Every replica's extents in one block: a placement owns that block or,
@@ -19,49 +19,47 @@ static te_extent *own_block(mkv_placement *pl, size_t n) {
     return pl->block;
 }
 
+/* pl from a decoded reply: its replicas over the extents in buf, whose
+ * block pl now owns (buf is left empty). */
+static void take_block(mkv_placement *pl, const proto_placed *r, proto_extbuf *buf, uint64_t size) {
+    for (uint32_t i = 0; i < r->nreplicas; i++)
+        pl->replicas[i] = (mkv_replica){.nextents = r->next[i], .extents = r->ext[i]};
+    pl->nreplicas = r->nreplicas;
+    pl->size = size;
+    pl->term = r->ext[0][0].cap.term;   /* one reply: one master's */
+    pl->block = buf->ext;
+    *buf = (proto_extbuf){0};
+}
+
 int mkv_placement_decode(mkv_client *c, const redisReply *r, uint64_t size, uint32_t rights,
                          mkv_placement *pl) {
     memset(pl, 0, sizeof *pl);
     pl->size = size;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 || r->elements > PROTO_MAX_REPLICAS)
-        return mkv_bad_reply(c, "placement", r);
-    size_t total = 0;   /* bounded before the sum: at most 8 x PROTO_MAX_EXTENTS */
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements > PROTO_MAX_EXTENTS)
-            return mkv_fail(c, MKV_EPROTO, "master: malformed extents in replica %zu", i + 1);
-        total += e->elements;
+    proto_extbuf buf = {0};
+    proto_placed reps;
+    if (proto_dec_replicas(r, size, rights, &buf, &reps) != 0) {
+        proto_extbuf_free(&buf);
+        if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 || r->elements > PROTO_MAX_REPLICAS)
+            return mkv_bad_reply(c, "placement", r);
+        return mkv_fail(c, MKV_EPROTO, "master: malformed extents in a replica of the placement");
     }
-    te_extent *ext = own_block(pl, total), *end = ext + total;
-    for (size_t i = 0; i < r->elements; i++) {
-        mkv_replica *rep = &pl->replicas[i];
-        if (proto_extents_decode_into(r->element[i], PROTO_EXT_REMOTE, size, rights, ext,
-                                      (uint32_t)(end - ext), &rep->nextents) != 0) {
-            mkv_placement_free(pl);
-            return mkv_fail(c, MKV_EPROTO, "master: malformed extents in replica %zu", i + 1);
-        }
-        rep->extents = ext;
-        ext += rep->nextents;
-        pl->nreplicas = (uint32_t)i + 1;
-    }
-    pl->term = pl->replicas[0].extents[0].cap.term;   /* one reply: one master's */
+    take_block(pl, &reps, &buf, size);
     return MKV_OK;
 }
 
 int mkv_located_decode(mkv_client *c, const redisReply *r, mkv_placement *pl) {
     memset(pl, 0, sizeof *pl);
-    if (r->type == REDIS_REPLY_NIL) return mkv_fail(c, MKV_ENOTFOUND, "no such object");
-    uint64_t size, crc;
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 3 && r->elements != 5) ||
-        proto_int_in(r->element[0], 1, INT64_MAX, &size) != 0 ||
-        proto_int_in(r->element[1], 0, UINT32_MAX, &crc) != 0)
-        return mkv_bad_reply(c, PROTO_VERB_GET, r);
-    int rc = mkv_placement_decode(c, r->element[2], size, TE_CAP_READ, pl);
-    pl->crc = (uint32_t)crc;
-    if (rc == MKV_OK && r->elements == 5 &&
-        proto_slices_decode(r->element[3], r->element[4], size, pl->crc, &pl->slices) != 0)
-        rc = mkv_bad_reply(c, PROTO_VERB_GET "'s slice CRCs", r);
-    return rc;
+    proto_extbuf buf = {0};
+    proto_location loc;
+    int rc = proto_dec_location(r, &buf, &loc);
+    if (rc <= 0) {
+        proto_extbuf_free(&buf);
+        return rc == 0 ? mkv_fail(c, MKV_ENOTFOUND, "no such object") : mkv_bad_reply(c, PROTO_VERB_GET, r);
+    }
+    take_block(pl, &loc.reps, &buf, loc.size);
+    pl->crc = loc.crc;
+    pl->slices = loc.slices;
+    return MKV_OK;
 }
 
 /* The part of replica r covering object bytes [off, off+len), as extents

@@ -48,8 +48,7 @@ void proto_extbuf_free(proto_extbuf *b) {
     *b = (proto_extbuf){0};
 }
 
-/* Room for n extents in b (n is bounded by the blob the counts came from). */
-static te_extent *extbuf_room(proto_extbuf *b, size_t n) {
+te_extent *proto_extbuf_room(proto_extbuf *b, size_t n) {
     if (n > b->cap) {
         free(b->ext);
         b->cap = n < 16 ? 16 : n;
@@ -110,7 +109,7 @@ int proto_replicas_next(const uint8_t **p, const uint8_t *end, uint64_t size, ui
     /* the counts first, so the extents get one buffer of the right size */
     size_t total = extent_counts(at, end, nrep, size, next);
     if (total == 0) return -1;
-    te_extent *ext = extbuf_room(buf, total);
+    te_extent *ext = proto_extbuf_room(buf, total);
     for (uint32_t r = 0; r < nrep; r++) {
         if (extents_of(at + 2, next[r], size, rights, ext) != 0) return -1;
         out->ext[r] = ext;

@@ -33,6 +33,9 @@ typedef struct proto_extbuf {
 } proto_extbuf;
 
 void proto_extbuf_free(proto_extbuf *b);
+/* Room for n extents in b, its earlier ones gone (n is bounded by what
+ * the counts came from: a blob, or a reply's elements). */
+te_extent *proto_extbuf_room(proto_extbuf *b, size_t n);
 
 /* One key's record, decoded. */
 typedef struct proto_placed {

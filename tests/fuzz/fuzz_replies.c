@@ -1,4 +1,5 @@
-/* fuzz_replies - the small MOON.* replies (proto/replies.c) as a peer's
+/* fuzz_replies - the MOON.* replies of proto/replies.c and the array
+ * forms of PUTSTART and GET (proto/replicas.c) as a peer's
  * bytes, read as the wire reads them (proto_reply_read, bounded): a
  * reply is never taken from a cut, what it took lies inside the input,
  * and no decoder crashes, reads out of bounds or accepts a value outside
@@ -9,9 +10,40 @@
 
 #include "proto/limits.h"
 #include "proto/register.h"
+#include "proto/replicas.h"
 #include "proto/replies.h"
 
+/* Every replica of p covers exactly size bytes with extents of its own. */
+static void check_cover(const proto_placed *p, uint64_t size) {
+    if (p->nreplicas < 1 || p->nreplicas > PROTO_MAX_REPLICAS) abort();
+    for (uint32_t i = 0; i < p->nreplicas; i++) {
+        uint64_t sum = 0;
+        for (uint32_t k = 0; k < p->next[i]; k++) {
+            if (p->ext[i][k].length == 0 || sum + p->ext[i][k].length < sum) abort();
+            sum += p->ext[i][k].length;
+        }
+        if (sum != size) abort();
+    }
+}
+
+static void decode_placements(const redisReply *r) {
+    proto_extbuf buf = {0};
+    proto_placed p;
+    static const uint64_t sizes[] = {1, 100, 4096, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (proto_dec_replicas(r, sizes[i], (i & 1) ? TE_CAP_READ : TE_CAP_WRITE, &buf, &p) == 0)
+            check_cover(&p, sizes[i]);
+    proto_location loc;
+    if (proto_dec_location(r, &buf, &loc) == 1) {
+        check_cover(&loc.reps, loc.size);
+        if (loc.slices.count > PROTO_MAX_SLICES) abort();
+        proto_slices_free(&loc.slices);
+    }
+    proto_extbuf_free(&buf);
+}
+
 static void decode_all(const redisReply *r) {
+    decode_placements(r);
     long long v;
     if (proto_dec_int(r, 0, PROTO_MAX_BATCH, &v) == 0 && (v < 0 || v > PROTO_MAX_BATCH)) abort();
     int flags[8];

@@ -1,5 +1,6 @@
 /* Unit tests of src/proto's verbs (verbs.h), their encoders (cmd.h) and
- * the small reply decoders (replies.h): the verb list is whole and has
+ * the reply decoders (replies.h, and replicas.h: the array forms of
+ * PUTSTART and GET): the verb list is whole and has
  * each name once; every encoder's vector, sent as RESP and parsed by the
  * server's request parser (resp/), arrives as exactly the arguments it
  * was given; every reply, written as the master writes it (resp_writer),
@@ -11,9 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cap.h"
+#include "core/crc32c.h"
 #include "proto/cmd.h"
+#include "proto/extents.h"
 #include "proto/limits.h"
 #include "proto/register.h"
+#include "proto/replicas.h"
 #include "proto/replies.h"
 #include "proto/slices.h"
 #include "proto/verbs.h"
@@ -425,6 +430,128 @@ static void test_reply_object(void) {
     ASSERT_EQ(got, 0);
 }
 
+/* ---- the array forms of MOON.PUTSTART and MOON.GET (replicas.h) ---- */
+
+static uint8_t cap_key[TE_CAP_KEY_LEN] = {7, 1};
+#define OSZ (100u << 10)   /* two slices of PROTO_SLICE_MIN */
+static obj_extent rep_a[2] = {{2, 4096, 60u << 10}, {5, 0, 40u << 10}}, rep_b[1] = {{3, 128, OSZ}};
+static obj_replica two_reps[2] = {{2, rep_a}, {1, rep_b}};
+
+/* Whether out holds two_reps, every cap g's for op on its extent. */
+static int replicas_are(const proto_placed *out, const proto_grant *g, te_op op) {
+    if (out->nreplicas != 2 || out->nextents != 3 || out->err) return 0;
+    for (uint32_t r = 0; r < 2; r++) {
+        if (out->next[r] != two_reps[r].nextents) return 0;
+        for (uint32_t k = 0; k < out->next[r]; k++) {
+            const obj_extent *w = &two_reps[r].extents[k];
+            const te_extent *e = &out->ext[r][k];
+            if (e->node_id != w->node || e->offset != w->offset || e->length != w->length ||
+                te_cap_check(&e->cap, g->key, g->term, w->node, op, w->offset, w->length, g->expiry_ms - 1) != TE_OK)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_reply_replicas(void) {
+    object o = {.size = OSZ, .nreplicas = 2, .replicas = two_reps};
+    proto_grant g = {TE_CAP_WRITE, 5000, cap_key, 12, 77};
+    resp_buf b;
+    resp_buf_init(&b);
+    proto_replicas_encode(&b, &o, &g);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    proto_extbuf buf = {0};
+    proto_placed out;
+    int ok = proto_dec_replicas(r, OSZ, TE_CAP_WRITE, &buf, &out) == 0 && replicas_are(&out, &g, TE_WRITE);
+    /* another size, or read rights, is refused whole */
+    int refused = proto_dec_replicas(r, OSZ - 1, TE_CAP_WRITE, &buf, &out) == -1 && out.nreplicas == 0 &&
+                  proto_dec_replicas(r, OSZ, TE_CAP_READ, &buf, &out) == -1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    ASSERT(refused);
+    static const char *const bad[] = {
+        "*0\r\n", ":1\r\n", "*1\r\n*0\r\n", "*1\r\n:5\r\n", "-ERR nope\r\n",
+        "*1\r\n*1\r\n*4\r\n:1\r\n:0\r\n:100\r\n$3\r\nabc\r\n",
+        "*9\r\n*0\r\n*0\r\n*0\r\n*0\r\n*0\r\n*0\r\n*0\r\n*0\r\n*0\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = NULL;
+        ASSERT_EQ(proto_reply_read(bad[i], strlen(bad[i]), &r, NULL), PROTO_REPLY_WHOLE);
+        int rc = proto_dec_replicas(r, 100, TE_CAP_WRITE, &buf, &out);
+        freeReplyObject(r);
+        ASSERT_MSG(rc == -1, "case %zu", i);
+    }
+    proto_extbuf_free(&buf);
+    resp_buf_free(&b);
+}
+
+/* GET's [size, crc, replicas(, slice size, slice CRCs)] as the master
+ * writes it; slices of 64 KiB over 100 KiB: two CRCs that combine to the
+ * object's, or (bad) do not. */
+static void location(resp_buf *b, const proto_grant *g, int sliced, int bad_slices) {
+    static uint8_t data[OSZ];
+    for (size_t i = 0; i < OSZ; i++) data[i] = (uint8_t)(i * 7);
+    const size_t sl = PROTO_SLICE_MIN;
+    object o = {.size = OSZ, .nreplicas = 2, .replicas = two_reps};
+    resp_add_array(b, sliced ? 5 : 3);
+    resp_add_integer(b, OSZ);
+    resp_add_integer(b, crc32c(0, data, OSZ));
+    proto_replicas_encode(b, &o, g);
+    if (!sliced) return;
+    uint32_t crc[2] = {crc32c(0, data, sl), crc32c(0, data + sl, OSZ - sl) ^ (bad_slices ? 1u : 0u)};
+    uint8_t packed[8];
+    proto_slices_pack(&(proto_slices){.size = sl, .count = 2, .crc = crc}, packed);
+    resp_add_integer(b, (long long)sl);
+    resp_add_bulk(b, packed, sizeof packed);
+}
+
+static void test_reply_location(void) {
+    proto_grant g = {TE_CAP_READ, 5000, cap_key, 0, 77};
+    proto_extbuf buf = {0};
+    resp_buf b;
+    resp_buf_init(&b);
+    for (int sliced = 0; sliced < 2; sliced++) {
+        resp_buf_clear(&b);
+        location(&b, &g, sliced, 0);
+        redisReply *r = read_every_cut(&b);
+        ASSERT(r);
+        proto_location loc;
+        int got = proto_dec_location(r, &buf, &loc);
+        freeReplyObject(r);
+        ASSERT_MSG(got == 1, "sliced %d: %d", sliced, got);
+        ASSERT(loc.size == OSZ && replicas_are(&loc.reps, &g, TE_READ));
+        ASSERT(sliced ? loc.slices.count == 2 && loc.slices.size == PROTO_SLICE_MIN : loc.slices.count == 0);
+        proto_slices_free(&loc.slices);
+    }
+    resp_buf_clear(&b);
+    location(&b, &g, 1, 1);   /* slice CRCs that do not combine */
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    proto_location loc;
+    int got = proto_dec_location(r, &buf, &loc);
+    freeReplyObject(r);
+    ASSERT_EQ(got, -1);
+    resp_buf_clear(&b);
+    resp_add_null(&b, 2);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    got = proto_dec_location(r, &buf, &loc);
+    freeReplyObject(r);
+    ASSERT_EQ(got, 0);
+    static const char *const bad[] = {"*3\r\n:0\r\n:1\r\n*0\r\n", "*3\r\n:10\r\n:4294967296\r\n*0\r\n",
+                                      "*2\r\n:10\r\n:1\r\n", "*4\r\n:10\r\n:1\r\n*0\r\n:1\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = NULL;
+        ASSERT_EQ(proto_reply_read(bad[i], strlen(bad[i]), &r, NULL), PROTO_REPLY_WHOLE);
+        got = proto_dec_location(r, &buf, &loc);
+        freeReplyObject(r);
+        ASSERT_MSG(got == -1, "case %zu", i);
+    }
+    proto_extbuf_free(&buf);
+    resp_buf_free(&b);
+}
+
 static void test_reply_holdings_registered(void) {
     resp_buf b;
     resp_buf_init(&b);
@@ -569,6 +696,8 @@ int main(void) {
     RUN_TEST(test_reply_int_and_flags);
     RUN_TEST(test_reply_nonce_scan);
     RUN_TEST(test_reply_object);
+    RUN_TEST(test_reply_replicas);
+    RUN_TEST(test_reply_location);
     RUN_TEST(test_reply_holdings_registered);
     RUN_TEST(test_reply_topology);
     RUN_TEST(test_node_line);
