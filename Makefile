@@ -139,7 +139,7 @@ FUZZ_MODS_located       := src/proto/located src/proto/placed src/proto/extents 
                            src/core/siphash src/core/util src/core/log $(FUZZ_SLICES)
 FUZZ_MODS_replies       := src/proto/replies src/proto/reply_bound src/proto/replicas src/proto/placed src/proto/extents \
                            resp/resp_writer backend/cap src/core/siphash src/core/util src/core/log $(FUZZ_SLICES)
-FUZZ_MODS_node_task     := src/node/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
+FUZZ_MODS_node_task     := src/node/task src/proto/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine src/master/holdings \
                            src/master/membership src/master/rebuild src/master/repair src/master/offload src/master/restore \

@@ -7,9 +7,9 @@
  * into the destination extents of this node's segment. When the new
  * replica is striped over nodes, each node's task carries only its share
  * of the object (source and destination lengths agree, and are at most
- * object_size). The extents are decoded by proto/extents.c, which refuses
- * a bad reply whole and bounds what one can make us allocate by
- * PROTO_MAX_EXTENTS.
+ * object_size). The task is decoded by proto/task.c (its extents by
+ * proto/extents.c), which refuses a bad reply whole and bounds what one
+ * can make us allocate by PROTO_MAX_EXTENTS.
  *
  * An offload to the disk tier (docs/SSD_TIER.md) is
  *   [task_id, key, object_size, [[this_node, offset, length, read_cap]], DISK, crc]
@@ -32,9 +32,9 @@
 #include "core/jobqueue.h"
 #include "proto/limits.h"
 
-#define NODE_TASK_OFFLOAD 1
-#define NODE_TASK_LOAD    2
-#define NODE_TASK_PUSH    3
+#define NODE_TASK_OFFLOAD 1   /* PROTO_OFFLOAD_TASK (proto/task.h) */
+#define NODE_TASK_LOAD    2   /* PROTO_LOAD_TASK */
+#define NODE_TASK_PUSH    3   /* PROTO_PUSH_TASK */
 typedef struct node_task {
     uint64_t id;
     uint64_t gen;                  /* registration it belongs to */

@@ -1,6 +1,6 @@
 /* Unit tests of src/proto's verbs (verbs.h), their encoders (cmd.h) and
- * the reply decoders (replies.h, and replicas.h: the array forms of
- * PUTSTART and GET): the verb list is whole and has
+ * the reply decoders (replies.h; replicas.h: the array forms of
+ * PUTSTART and GET; task.h: HEARTBEAT's tasks): the verb list is whole and has
  * each name once; every encoder's vector, sent as RESP and parsed by the
  * server's request parser (resp/), arrives as exactly the arguments it
  * was given; every reply, written as the master writes it (resp_writer),
@@ -21,6 +21,7 @@
 #include "proto/replicas.h"
 #include "proto/replies.h"
 #include "proto/slices.h"
+#include "proto/task.h"
 #include "proto/verbs.h"
 #include "resp/resp_parser.h"
 #include "resp/resp_writer.h"
@@ -552,6 +553,99 @@ static void test_reply_location(void) {
     resp_buf_free(&b);
 }
 
+/* ---- HEARTBEAT's tasks (task.h) ---- */
+
+/* A task as the master writes it (master_cmds.c reply_task): copy
+ * (src and dst), offload (src, DISK, crc), load (dst, LOAD, crc) or push
+ * (dst on other nodes, PUSH, crc). */
+static void task_reply(resp_buf *b, int kind, uint64_t size, const obj_extent *src, uint32_t nsrc,
+                       const obj_extent *dst, uint32_t ndst, const char *word) {
+    proto_grant rd = {TE_CAP_READ, 9000, cap_key, 0, 77}, wr = {TE_CAP_WRITE, 8000, cap_key, 5, 77};
+    resp_add_array(b, kind == PROTO_COPY_TASK ? 5 : 6);
+    resp_add_integer(b, 42);
+    resp_add_bulk(b, "obj:1", 5);
+    resp_add_integer(b, (long long)size);
+    if (kind == PROTO_PUSH_TASK) proto_extents_encode(b, PROTO_EXT_REMOTE, dst, ndst, &wr);
+    if (kind == PROTO_COPY_TASK || kind == PROTO_OFFLOAD_TASK) proto_extents_encode(b, PROTO_EXT_REMOTE, src, nsrc, &rd);
+    if (kind == PROTO_COPY_TASK || kind == PROTO_LOAD_TASK) proto_extents_encode(b, PROTO_EXT_LOCAL, dst, ndst, &wr);
+    if (kind == PROTO_COPY_TASK) return;
+    resp_add_bulk_cstr(b, word);
+    resp_add_integer(b, 0xfeedbeef);
+}
+
+/* Decodes b read at every cut: 0 with *t, or -1. */
+static int task_of(const resp_buf *b, proto_task *t) {
+    redisReply *r = read_every_cut(b);
+    if (!r) return -2;
+    int rc = proto_dec_task(r, t);
+    if (rc == 0 && t->key) {   /* the key points into the reply: check it before it goes */
+        int same = t->keylen == 5 && memcmp(t->key, "obj:1", 5) == 0;
+        t->key = same ? "obj:1" : NULL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static void test_reply_tasks(void) {
+    /* a copy of a 100 KiB object's share of 60 KiB: from node 2, into this node's two extents */
+    obj_extent src[1] = {{2, 4096, 60u << 10}}, dst[2] = {{7, 0, 20u << 10}, {7, 1u << 20, 40u << 10}};
+    resp_buf b;
+    resp_buf_init(&b);
+    task_reply(&b, PROTO_COPY_TASK, OSZ, src, 1, dst, 2, NULL);
+    proto_task t;
+    ASSERT_EQ(task_of(&b, &t), 0);
+    int ok = t.id == 42 && t.kind == PROTO_COPY_TASK && t.size == OSZ && t.len == (60u << 10) && t.nsrc == 1 &&
+             t.ndst == 2 && t.src[0].node_id == 2 && t.src[0].offset == 4096 && t.dst[1].offset == (1u << 20) &&
+             t.dst[1].node_id == 7 && t.expiry_ms == 8000 && !t.key;
+    proto_task_free(&t);
+    ASSERT(ok);
+    /* an offload of the whole object from this node, a load of it into two extents */
+    obj_extent whole[1] = {{7, 512, OSZ}}, halves[2] = {{7, 0, OSZ / 2}, {7, 1u << 20, OSZ / 2}};
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_OFFLOAD_TASK, OSZ, whole, 1, NULL, 0, PROTO_TASK_DISK);
+    ASSERT_EQ(task_of(&b, &t), 0);
+    ok = t.kind == PROTO_OFFLOAD_TASK && t.len == OSZ && t.nsrc == 1 && t.ndst == 0 && t.crc == 0xfeedbeef &&
+         t.key && t.expiry_ms == 9000;
+    proto_task_free(&t);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_LOAD_TASK, OSZ, NULL, 0, halves, 2, PROTO_TASK_LOAD);
+    ASSERT_EQ(task_of(&b, &t), 0);
+    ok = t.kind == PROTO_LOAD_TASK && t.len == OSZ && t.nsrc == 0 && t.ndst == 2 && t.key && t.expiry_ms == 8000;
+    proto_task_free(&t);
+    ASSERT(ok);
+    /* a push of this node's disk record to node 3's two extents */
+    obj_extent there[2] = {{3, 0, OSZ / 2}, {3, 1u << 20, OSZ / 2}};
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_PUSH_TASK, OSZ, NULL, 0, there, 2, PROTO_TASK_PUSH);
+    ASSERT_EQ(task_of(&b, &t), 0);
+    ok = t.kind == PROTO_PUSH_TASK && t.len == OSZ && t.nsrc == 0 && t.ndst == 2 && t.dst[1].node_id == 3 &&
+         t.dst[1].offset == (1u << 20) && t.key && t.expiry_ms == 8000;
+    proto_task_free(&t);
+    ASSERT(ok);
+    /* refused whole, the id still told: sides that disagree, a share
+     * offloaded, a word unknown */
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_COPY_TASK, OSZ, src, 1, halves, 2, NULL);
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42 && !t.src && !t.dst);
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_OFFLOAD_TASK, OSZ, src, 1, NULL, 0, PROTO_TASK_DISK);
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_LOAD_TASK, OSZ, NULL, 0, halves, 2, "SAVE");
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
+    static const char *const bad[] = {"*5\r\n:0\r\n$1\r\nk\r\n:1\r\n*0\r\n*0\r\n", ":42\r\n",
+                                      "*4\r\n:1\r\n$1\r\nk\r\n:1\r\n*0\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        redisReply *r = NULL;
+        ASSERT_EQ(proto_reply_read(bad[i], strlen(bad[i]), &r, NULL), PROTO_REPLY_WHOLE);
+        int rc = proto_dec_task(r, &t);
+        freeReplyObject(r);
+        ASSERT_MSG(rc == -1 && t.id == 0, "case %zu", i);
+    }
+    resp_buf_free(&b);
+}
+
 static void test_reply_holdings_registered(void) {
     resp_buf b;
     resp_buf_init(&b);
@@ -698,6 +792,7 @@ int main(void) {
     RUN_TEST(test_reply_object);
     RUN_TEST(test_reply_replicas);
     RUN_TEST(test_reply_location);
+    RUN_TEST(test_reply_tasks);
     RUN_TEST(test_reply_holdings_registered);
     RUN_TEST(test_reply_topology);
     RUN_TEST(test_node_line);
