@@ -215,20 +215,6 @@ static inline redisContext *h_redis_auth(int port, const char *password) {
     return c;
 }
 
-/* A numeric field of INFO section; -1 if it is not there. */
-static inline long long h_info_field(redisContext *c, const char *section, const char *field) {
-    redisReply *r = redisCommand(c, "INFO %s", section);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char key[64];
-        snprintf(key, sizeof key, "\r\n%s:", field);
-        const char *p = strstr(r->str, key);
-        if (p) v = atoll(p + strlen(key));
-    }
-    if (r) freeReplyObject(r);
-    return v;
-}
-
 /* The same of the server on 127.0.0.1:port; -1 if it does not answer. */
 static inline long long h_port_info(int port, const char *section, const char *field) {
     redisContext *c = h_redis(port);

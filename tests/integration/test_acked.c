@@ -201,8 +201,11 @@ static void removed_stay_gone(const char *what, int (*del)(int nkeys)) {
         if (r) freeReplyObject(r);
     }
     ASSERT_STEP(ASSERT_EQ(set, DEL_KEYS));
-    /* Held by the nodes before they are removed: a nil later is the remove's. */
-    usleep(500 * 1000);
+    /* Held by the nodes before they are removed (the master has told
+     * them: waited for, not slept): a nil later is the remove's. */
+    uint64_t held_by = mono_ms() + 10000;
+    while (!master_info_has("\r\nholdings_pending:0\r\n") && mono_ms() < held_by) usleep(20 * 1000);
+    ASSERT_STEP(ASSERT(master_info_has("\r\nholdings_pending:0\r\n")));
     ASSERT_STEP(ASSERT_EQ(del(DEL_KEYS), DEL_KEYS));
     ASSERT_STEP(ASSERT_MSG(restart_master() == 0, "the master did not come back"));
     /* The gateway serves from the rebuilt table: a key put now reads back. */

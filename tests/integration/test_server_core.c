@@ -307,10 +307,12 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
     ASSERT_EQ(h_send_all(fd, part, sizeof part), 0);
     usleep(100000);
     close(fd);
-    usleep(100000);
 
     redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
+    /* the server drops the half value once it sees the close: waited for */
+    uint64_t end = mono_ms() + 10000;
+    while (h_info_field(c, "segment", "objects_pending") != 0 && mono_ms() < end) usleep(20 * 1000);
     redisReply *r = redisCommand(c, "EXISTS k");
     long long exists = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
@@ -339,8 +341,12 @@ static void test_maxclients(void) {
     test_server s;
     const char *extra[] = {"--maxclients", "2", NULL};
     ASSERT_EQ(start_server(&s, extra), 0);
-    usleep(50000);   /* let the probe connection of start_server close */
-    redisContext *a = h_redis(s.port), *b = h_redis(s.port);
+    /* The probe connection of start_server is gone (waited for, not
+     * slept: under load 50 ms was not always enough) before b connects. */
+    redisContext *a = h_redis(s.port);
+    uint64_t end = mono_ms() + 10000;
+    while (a && h_info_field(a, "clients", "connected_clients") != 1 && mono_ms() < end) usleep(20 * 1000);
+    redisContext *b = h_redis(s.port);
     redisReply *r = a ? redisCommand(a, "PING") : NULL;
     int a_ok = r && r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);

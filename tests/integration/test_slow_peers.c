@@ -90,17 +90,40 @@ static long ping_ms(int port) {
 
 static const char slow_cmd[] = "*3\r\n$3\r\nSET\r\n$4\r\nslow\r\n$16\r\n0123456789abcdef\r\n";
 
-/* Dribbles into NSLOW connections on each of ports[] one byte per 100 ms
- * for DRIBBLE_S, probing every port with a fresh PING each tick; the
- * slowest probe in *worst_ms. The number of dribblers the servers closed
- * is returned (-1 if a connection could not be opened). */
-static int dribble(const int *ports, int nports, const char *payload, size_t plen, long *worst_ms,
+/* How long the probes took while dribblers ran: the median says whether
+ * others were served at once (a server that waits on a dribbler holds
+ * most probes, or fails them), the worst bounds a hiccup of a loaded
+ * machine (one probe past 1.5 s under load 25 failed a bound on the
+ * worst alone). */
+typedef struct probe_times {
+    long ms[DRIBBLE_S * 10 * 8];
+    int n;
+    long worst;
+} probe_times;
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long median_ms(probe_times *t) {
+    qsort(t->ms, (size_t)t->n, sizeof t->ms[0], cmp_long);
+    return t->n ? t->ms[t->n / 2] : 100000;
+}
+
+/* Dribbles into NSLOW connections on each of ports[] (at most 8) one byte
+ * per 100 ms for DRIBBLE_S, probing every port with a fresh client each
+ * tick (a failed probe counts as 100 s) into *t. The number of dribblers
+ * the servers closed is returned (-1 if a connection could not be
+ * opened). */
+static int dribble(const int *ports, int nports, const char *payload, size_t plen, probe_times *t,
                    int (*probe)(int port, void *arg), void *arg) {
     int fds[8][NSLOW];
     for (int p = 0; p < nports; p++)
         for (int i = 0; i < NSLOW; i++)
             if ((fds[p][i] = h_raw_connect(ports[p], 0)) < 0) return -1;
-    *worst_ms = 0;
+    t->n = 0;
+    t->worst = 0;
     for (unsigned tick = 0; tick < DRIBBLE_S * 10; tick++) {
         for (int p = 0; p < nports; p++)
             for (int i = 0; i < NSLOW; i++)
@@ -113,7 +136,8 @@ static int dribble(const int *ports, int nports, const char *payload, size_t ple
             uint64_t t0 = mono_ms();
             int ok = probe(ports[p], arg);
             long ms = ok ? (long)(mono_ms() - t0) : 100000;
-            if (ms > *worst_ms) *worst_ms = ms;
+            if (ms > t->worst) t->worst = ms;
+            t->ms[t->n++] = ms;
         }
         usleep(100 * 1000);
     }
@@ -132,12 +156,14 @@ static int probe_ping(int port, void *arg) { return ping_ms(port) >= 0; }
  * ports: a fresh client's PING stays fast on all of them. */
 static void test_slowloris_resp_ports(void) {
     int ports[] = {PORT_STANDALONE, PORT_MASTER, PORT_NODE(0), PORT_GATEWAY};
-    long worst = 0;
-    int closed = dribble(ports, 4, slow_cmd, sizeof slow_cmd - 1, &worst, probe_ping, NULL);
-    printf("# RESP slowloris: slowest PING %ld ms while %d connections dribbled, %d closed by servers\n",
-           worst, 4 * NSLOW, closed);
+    probe_times t;
+    int closed = dribble(ports, 4, slow_cmd, sizeof slow_cmd - 1, &t, probe_ping, NULL);
+    long median = median_ms(&t);
+    printf("# RESP slowloris: PING median %ld ms, slowest %ld ms of %d while %d connections dribbled, "
+           "%d closed by servers\n", median, t.worst, t.n, 4 * NSLOW, closed);
     ASSERT(closed >= 0);
-    ASSERT_MSG(worst < 500, "a PING took %ld ms", worst);
+    ASSERT_MSG(median < 250, "PINGs took %ld ms (median)", median);
+    ASSERT_MSG(t.worst < 2000, "a PING took %ld ms", t.worst);
     for (int i = 0; i < 4; i++) ASSERT(ping_ms(ports[i]) >= 0);
 }
 
@@ -172,15 +198,18 @@ static void test_slowloris_data_plane(void) {
     int ports[] = {PORT_DATA(0), PORT_DATA(1)};
     long long fails0 = info_ll(PORT_NODE(0), "data_auth_failures");
     unsigned char *buf = xmalloc(2 * 65536);
-    long worst = 0;
+    probe_times t;
     static const char junk[] = "MKV1\0\0\0\x01hello, is anybody in there?";
-    int closed = dribble(ports, 2, junk, sizeof junk - 1, &worst, probe_client, buf);
+    int closed = dribble(ports, 2, junk, sizeof junk - 1, &t, probe_client, buf);
     free(buf);
     long long fails1 = info_ll(PORT_NODE(0), "data_auth_failures");
-    printf("# data-plane slowloris: slowest connect+put+get %ld ms, %d of %d dribblers dropped, "
-           "node 1 auth failures +%lld\n", worst, closed, 2 * NSLOW, fails1 - fails0);
+    long median = median_ms(&t);
+    printf("# data-plane slowloris: connect+put+get median %ld ms, slowest %ld ms of %d, %d of %d dribblers "
+           "dropped, node 1 auth failures +%lld\n", median, t.worst, t.n, closed, 2 * NSLOW, fails1 - fails0);
     ASSERT(closed >= 0);
-    ASSERT_MSG(worst < 1500, "a client took %ld ms", worst);
+    /* a client held by the dribblers would wait for their handshake deadline (2 s) */
+    ASSERT_MSG(median < 500, "clients took %ld ms (median)", median);
+    ASSERT_MSG(t.worst < 4000, "a client took %ld ms", t.worst);
     ASSERT_EQ(closed, 2 * NSLOW);
     ASSERT(fails1 - fails0 >= NSLOW);
 }
@@ -236,7 +265,11 @@ static void unread_replies_on(int port, pid_t pid) {
     printf("# port %d: %d GETs pipelined unread in 5 s, %s, RSS %ld -> peak %ld kB\n", port, sent,
            dropped ? "client dropped" : "client kept, reading paused", rss0, rss_peak);
     ASSERT(ping_ok);
-    ASSERT_MSG(rss_peak - rss0 < 16 * 1024, "RSS grew by %ld kB", rss_peak - rss0);
+    /* A batch of GETs (NET_PREFETCH_KEYS, 16) is answered before the
+     * pause is checked: up to 16 replies of 1 MiB past the 1 MiB soft
+     * bound by design (a loaded run grew by exactly 16 MiB), against
+     * 400 MiB if the replies were followed. */
+    ASSERT_MSG(rss_peak - rss0 < 32 * 1024, "RSS grew by %ld kB", rss_peak - rss0);
 }
 
 static void test_unread_replies_standalone(void) { unread_replies_on(PORT_STANDALONE, standalone); }

@@ -252,13 +252,7 @@ int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *),
     return yes;
 }
 
-int h_is_process(redisContext *c, pid_t pid) {
-    redisReply *r = redisCommand(c, "INFO server");
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "process_id:") : NULL;
-    int yes = p && atol(p + 11) == (long)pid;
-    if (r) freeReplyObject(r);
-    return yes;
-}
+int h_is_process(redisContext *c, pid_t pid) { return h_info_field(c, "server", "process_id") == (long long)pid; }
 
 /* 1 if c answers PING (after AUTH password, if any) as process pid. */
 static int h_answers(redisContext *c, pid_t pid, const char *password) {
@@ -353,4 +347,17 @@ double h_cpu_s(pid_t pid) {
     unsigned long long ut, st;
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+long long h_info_field(redisContext *c, const char *section, const char *field) {
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char key[64];
+        snprintf(key, sizeof key, "\r\n%s:", field);
+        const char *p = strstr(r->str, key);
+        if (p) v = atoll(p + strlen(key));
+    }
+    if (r) freeReplyObject(r);
+    return v;
 }

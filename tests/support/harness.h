@@ -80,6 +80,9 @@ redisContext *h_proven(redisContext *c, const char *secret);
 int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *), const char *want,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* A numeric field of INFO section on c; -1 if it is not there. */
+long long h_info_field(redisContext *c, const char *section, const char *field);
+
 /* 1 if the server on c is process pid (INFO's process_id): a server
  * left over from another run on the same port must not pass for ours. */
 int h_is_process(redisContext *c, pid_t pid);

@@ -24,6 +24,7 @@
 #define SEG_SIZE (72ULL << 20)
 #define NNODES 3
 #define SECRET "engine-secret"
+#define RIG_TIMEOUT_MS 30000   /* requests, connects, handshakes, payloads */
 
 static const uint8_t KEY[TE_CAP_KEY_LEN] = "engine-test-key";
 
@@ -52,7 +53,7 @@ typedef struct fixture {
 static int tcp_start(node *n) {
     char err[256];
     te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = n->id, .nlisten = 2,
-                            .have_cap_key = 1 };
+                            .have_cap_key = 1, .auth_timeout_ms = RIG_TIMEOUT_MS, .io_timeout_ms = RIG_TIMEOUT_MS };
     memcpy(sc.cap_key, KEY, sizeof KEY);
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
@@ -73,7 +74,8 @@ static void tcp_drop(node *n) { te_stream_server_drop_conns(n->srv, 0, 0); }
 static int shm_start(node *n) {
     char err[256];
     te_server_config sc = { .base = n->seg, .size = SEG_SIZE, .node_id = n->id, .nlisten = 1,
-                            .have_cap_key = 1, .seg_fd = n->seg_fd };
+                            .have_cap_key = 1, .seg_fd = n->seg_fd, .auth_timeout_ms = RIG_TIMEOUT_MS,
+                            .io_timeout_ms = RIG_TIMEOUT_MS };
     memcpy(sc.cap_key, KEY, sizeof KEY);
     snprintf(sc.secret, sizeof sc.secret, SECRET);
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
@@ -105,6 +107,7 @@ static int rdma_start(node *n) {
     snprintf(nc.secret, sizeof nc.secret, SECRET);
     memcpy(nc.cap_key, KEY, sizeof KEY);
     nc.node_id = n->id;
+    nc.timeout_ms = RIG_TIMEOUT_MS;
     rdma_node *rn = rdma_node_export(&nc, n->seg, SEG_SIZE, &verbs_fake_ops, err, sizeof err);
     if (!rn) { printf("# %s\n", err); return -1; }
     for (int i = 0; i < 2; i++)
@@ -153,7 +156,11 @@ static int rig_up(rig *r, uint64_t unit) {
     char err[256];
     memset(r, 0, sizeof *r);
     r->fx = FX;
-    te_config cfg = { .timeout_ms = 5000, .shm_mode = FX->shm_mode };
+    /* Generous bounds: no case waits for one to expire (a stopped node
+     * closes its sockets), and a 64 MiB request under TSan on a loaded
+     * machine passed the default 5 s (TE_ETIMEDOUT in test_stripe_64mib
+     * and test_read_failover). */
+    te_config cfg = { .timeout_ms = RIG_TIMEOUT_MS, .connect_timeout_ms = RIG_TIMEOUT_MS, .shm_mode = FX->shm_mode };
     snprintf(cfg.secret, sizeof cfg.secret, SECRET);
     te_transport *t = r->fx->make(&cfg, err, sizeof err);
     if (!t) { printf("# %s\n", err); return -1; }
