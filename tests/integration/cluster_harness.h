@@ -223,6 +223,15 @@ static inline long long h_port_info(int port, const char *section, const char *f
     return v;
 }
 
+/* Until h_port_info(port, section, field) is want, at most timeout_ms
+ * (a background step: a sweep, a report, a heartbeat): 0, or -1. */
+static inline int h_wait_port_info(int port, const char *section, const char *field, long long want,
+                                   int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (h_port_info(port, section, field) != want && mono_ms() < end) usleep(50 * 1000);
+    return h_port_info(port, section, field) == want ? 0 : -1;
+}
+
 /* Until the node on port has registered (INFO node registrations >= 1):
  * only then does its data plane hold the capability key, a moment after
  * the master lists it alive. 0, or -1 after timeout_ms. */

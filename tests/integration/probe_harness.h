@@ -77,6 +77,19 @@ static inline void h_probe_close(h_probe *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* h_probe_open retried (every 200 ms) until it works or wait_ms passed:
+ * the first lookup of a leader through etcd may outlast one timeout_ms
+ * on a loaded machine. 0, or -1. */
+static inline int h_probe_open_within(h_probe *p, int gw_port, const mkv_options *opt, int wait_ms) {
+    uint64_t end = mono_ms() + (uint64_t)wait_ms;
+    for (;;) {
+        if (h_probe_open(p, gw_port, opt) == 0) return 0;
+        h_probe_close(p);
+        if (mono_ms() >= end) return -1;
+        usleep(200 * 1000);
+    }
+}
+
 /* ms from t0 until f holds (retried every 20 ms), or -1 after limit_ms. */
 static inline long long h_until(h_probe_fn *f, h_probe *p, const char *key, const char *val,
                                 uint64_t t0, int limit_ms) {

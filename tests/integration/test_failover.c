@@ -186,21 +186,14 @@ static const char *why_down(int port) {
     return c ? "its port is held by another process" : "it exited or did not answer PING";
 }
 
-/* A client through etcd, retried until SETUP_WAIT_MS: the first lookup
- * of the leader may outlast one timeout_ms on a loaded machine. */
+/* A client through etcd, retried until SETUP_WAIT_MS. */
 static int open_probe(void) {
     mkv_options opt;
     mkv_options_init(&opt);
     opt.etcd = etcd.url;
     opt.cluster_name = "failover-test";
     opt.timeout_ms = 3000;
-    uint64_t end = mono_ms() + SETUP_WAIT_MS;
-    for (;;) {
-        if (h_probe_open(&probe, GATEWAY_PORT, &opt) == 0) return 0;
-        h_probe_close(&probe);
-        if (mono_ms() >= end) return -1;
-        usleep(200 * 1000);
-    }
+    return h_probe_open_within(&probe, GATEWAY_PORT, &opt, SETUP_WAIT_MS);
 }
 
 /* Leader A, standby B, the nodes, a gateway and a client: 0, or -1 after

@@ -140,7 +140,7 @@ static void test_steady_gets_keep_heap(void) {
     long long faults = loop_minor_faults(gateway_pid) - before;
     printf("# %d GETs at -P 16 -c 50: %lld minor faults in the gateway's loop\n", STEADY_GETS, faults);
     ASSERT(before >= 0);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !H_SANITIZED
     /* (sanitizers bring their own allocator: heap_steady_setup does nothing there) */
     ASSERT_MSG(faults * 1000 < STEADY_GETS, "%lld minor faults for %d GETs", faults, STEADY_GETS);
 #endif

@@ -147,16 +147,6 @@ static void *prober_main(void *arg) {
     return NULL;
 }
 
-/* 1 if the file at path holds text. */
-static int log_has(const char *path, const char *text) {
-    FILE *f = fopen(path, "r");
-    char line[1024];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-    if (f) fclose(f);
-    return found;
-}
-
 /* ---- the cases ---- */
 
 /* Commands written on c while its master is stopped: read once it runs. */
@@ -267,7 +257,7 @@ static void test_stalled_leader(void) {
     ASSERT(h_until(h_gw_set, &probe, "after-resume", "v", mono_ms(), 10000) >= 0);
     ASSERT(h_until(h_gw_get_is, &probe, "after-resume", "v", mono_ms(), 10000) >= 0);
     ASSERT(kill(master_a, 0) == 0);
-    ASSERT_MSG(log_has(log_a, "leadership lost (term"), "A's log says nothing of its step down");
+    ASSERT_MSG(h_file_has(log_a, "leadership lost (term"), "A's log says nothing of its step down");
 }
 
 /* Every exit of a master leaves a line in its log, at the default
@@ -277,7 +267,7 @@ static void test_stalled_leader(void) {
 static void test_exits_are_logged(void) {
     static const struct { int sig; const char *line; } cases[] = {
         {SIGTERM, "Received SIGTERM, scheduling shutdown"},
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !H_SANITIZED
         {SIGHUP, "moonkv killed: SIGHUP (signal 1) sent by pid"},
         {SIGSEGV, "moonkv crashed: SIGSEGV (signal 11)"},
 #endif
@@ -296,7 +286,7 @@ static void test_exits_are_logged(void) {
         ASSERT(pid > 0);
         ASSERT(kill(pid, cases[i].sig) == 0);
         int status = h_stop_status(pid, 10000);
-        ASSERT_MSG(log_has(log, cases[i].line), "no \"%s\" in %s (exit status 0x%x)", cases[i].line, log, status);
+        ASSERT_MSG(h_file_has(log, cases[i].line), "no \"%s\" in %s (exit status 0x%x)", cases[i].line, log, status);
     }
 }
 
@@ -308,13 +298,7 @@ static int open_probe(void) {
     opt.etcd = etcd.url;
     opt.cluster_name = CLUSTER;
     opt.timeout_ms = 10000;   /* longer than any wait below: only the watch cuts a stalled call short */
-    uint64_t end = mono_ms() + SETUP_WAIT_MS;
-    for (;;) {
-        if (h_probe_open(&probe, GATEWAY_PORT, &opt) == 0) return 0;
-        h_probe_close(&probe);
-        if (mono_ms() >= end) return -1;
-        usleep(200 * 1000);
-    }
+    return h_probe_open_within(&probe, GATEWAY_PORT, &opt, SETUP_WAIT_MS);
 }
 
 static int setup(void) {

@@ -48,23 +48,6 @@ static int wait_alive(int want, int timeout_ms) {
     return got;
 }
 
-/* 1 if the file holds needle. */
-static int file_has(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    static char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
-}
-
-static int wait_file_has(const char *path, const char *needle, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (!file_has(path, needle) && mono_ms() < end) usleep(50 * 1000);
-    return file_has(path, needle);
-}
-
 static pid_t spawn_role(const char *role, int port, const char *password, const char *errlog) {
     h_args a = {0};
     h_role_args(&a, role, master_addr, port);
@@ -117,9 +100,9 @@ static void test_node_with_password_joins(void) {
 static void test_node_with_wrong_password_is_told(void) {
     pid_t p = spawn_node(PORT_NODE_BAD, "not-the-password", LOG_BAD_NODE);
     ASSERT(p > 0);
-    ASSERT_MSG(wait_file_has(LOG_BAD_NODE, "the master refused AUTH", 10000),
+    ASSERT_MSG(h_wait_file_has(LOG_BAD_NODE, "the master refused AUTH", 10000),
                "the node's log does not say the password was refused");
-    ASSERT(file_has(LOG_BAD_NODE, "master_auth"));
+    ASSERT(h_file_has(LOG_BAD_NODE, "master_auth"));
     ASSERT_EQ(alive_nodes(), 1);
     h_stop(p);
 }
@@ -127,9 +110,9 @@ static void test_node_with_wrong_password_is_told(void) {
 static void test_node_without_password_is_told(void) {
     pid_t p = spawn_node(PORT_NODE_NO, NULL, LOG_NO_NODE);
     ASSERT(p > 0);
-    ASSERT_MSG(wait_file_has(LOG_NO_NODE, "requirepass: set master_auth", 10000),
+    ASSERT_MSG(h_wait_file_has(LOG_NO_NODE, "requirepass: set master_auth", 10000),
                "the node's log does not say a password is needed");
-    ASSERT(!file_has(LOG_NO_NODE, "bad MOON.CHALLENGE reply"));
+    ASSERT(!h_file_has(LOG_NO_NODE, "bad MOON.CHALLENGE reply"));
     ASSERT_EQ(alive_nodes(), 1);
     h_stop(p);
 }
@@ -230,7 +213,7 @@ static void test_gateway_with_wrong_password_exits(void) {
     int status = 0;
     ASSERT_MSG(h_wait_exit(p, 10000, &status) == 0, "the gateway kept running");
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    ASSERT_MSG(file_has(LOG_BAD_GW, "WRONGPASS"), "the gateway's log does not name the refusal");
+    ASSERT_MSG(h_file_has(LOG_BAD_GW, "WRONGPASS"), "the gateway's log does not name the refusal");
 }
 
 /* ---- reconnections ---- */

@@ -47,15 +47,11 @@ static long long master_field(const char *f) { return h_port_info(port_master, "
 static long long node_field(int i, const char *f) { return h_port_info(PORT_NODE(i), "node", f); }
 
 static int wait_master_field(const char *f, long long want, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (master_field(f) != want && mono_ms() < end) usleep(50 * 1000);
-    return master_field(f) == want ? 0 : -1;
+    return h_wait_port_info(port_master, "cluster", f, want, timeout_ms);
 }
 
 static int wait_node_field(int i, const char *f, long long want, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (node_field(i, f) != want && mono_ms() < end) usleep(50 * 1000);
-    return node_field(i, f) == want ? 0 : -1;
+    return h_wait_port_info(PORT_NODE(i), "node", f, want, timeout_ms);
 }
 
 /* The node's INFO string field is value (e.g. segment_persist_state). */

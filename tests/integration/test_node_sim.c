@@ -16,7 +16,7 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if H_SANITIZED
 #define NODES 200
 #else
 #define NODES 1000

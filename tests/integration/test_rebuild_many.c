@@ -29,7 +29,7 @@ static int port0;
 /* Under ASan a blocking step of the build (grouping the reports) runs
  * 3-6 s on a loaded 2-core machine, past the nodes' 5 s I/O timeout: the
  * sanitizer builds check the same things on a fifth of the table. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if H_SANITIZED
 #define OBJS         100000
 #else
 #define OBJS         500000

@@ -55,9 +55,7 @@ static long long index_total(void) {
 
 /* Until the master's INFO field reaches want (bounded). */
 static int wait_master_field(const char *field, long long want, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (master_field(field) != want && mono_ms() < end) usleep(50 * 1000);
-    return master_field(field) == want ? 0 : -1;
+    return h_wait_port_info(PORT_MASTER, "cluster", field, want, timeout_ms);
 }
 
 static int wait_index_total(long long want, int timeout_ms) {

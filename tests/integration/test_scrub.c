@@ -55,9 +55,7 @@ static int wait_sum(const char *field, long long want, int timeout_ms) {
 }
 
 static int wait_master(const char *field, long long want, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (master_field(field) != want && mono_ms() < end) usleep(50 * 1000);
-    return master_field(field) == want ? 0 : -1;
+    return h_wait_port_info(PORT_MASTER, "cluster", field, want, timeout_ms);
 }
 
 static void key_of(int i, char *key, size_t len) { snprintf(key, len, "scrub:%d", i); }

@@ -53,22 +53,6 @@ static pid_t spawn_node(int i, uint32_t claim, const char *log) {
     return h_ready(h_spawn_ex(a.v, log, log), "127.0.0.1", port_node[i], NULL, 20000);
 }
 
-static int file_has(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    static char buf[1 << 18];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
-}
-
-static int wait_file_has(const char *path, const char *needle, int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (!file_has(path, needle) && mono_ms() < end) usleep(50 * 1000);
-    return file_has(path, needle);
-}
-
 /* Objects missing or not byte-exact. */
 static int check_all(void) { return h_batches(mc, "sec:", 0, OBJS, BATCH, OBJ_LEN, vals, back, 0); }
 
@@ -295,10 +279,7 @@ static void test_proven_connection_is_accepted(void) {
 
 /* ---- node identity ---- */
 
-static void wait_index(int i, long long want) {
-    uint64_t end = mono_ms() + 20000;
-    while (node_field(i, "index_objects") != want && mono_ms() < end) usleep(50 * 1000);
-}
+static void wait_index(int i, long long want) { h_wait_port_info(port_node[i], "node", "index_objects", want, 20000); }
 
 static void test_claim_of_a_live_id_is_refused(void) {
     wait_index(0, OBJS);
@@ -308,8 +289,8 @@ static void test_claim_of_a_live_id_is_refused(void) {
     unlink(LOG_CLAIMANT);
     node_pid[2] = spawn_node(2, node_id[0], LOG_CLAIMANT);
     ASSERT(node_pid[2] > 0);
-    ASSERT_MSG(wait_file_has(LOG_CLAIMANT, "IDINUSE", 10000), "the claimant's log does not say IDINUSE");
-    ASSERT(wait_file_has(LOG_MASTER, "claims its id while it is alive", 5000));
+    ASSERT_MSG(h_wait_file_has(LOG_CLAIMANT, "IDINUSE", 10000), "the claimant's log does not say IDINUSE");
+    ASSERT(h_wait_file_has(LOG_MASTER, "claims its id while it is alive", 5000));
     /* several of its retries, at its join pace: still refused each time */
     usleep(1500 * 1000);
     ASSERT_EQ(node_field(2, "registrations"), 0);

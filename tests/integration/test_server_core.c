@@ -32,12 +32,6 @@ static size_t read_text(const char *path, char *buf, size_t len) {
     return n;
 }
 
-static int file_contains(const char *path, const char *needle) {
-    static char buf[1 << 16];
-    read_text(path, buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 /* Runs the server binary with args (NULL-terminated) to completion, output
  * (stdout and stderr) in out. Returns the exit code, -1 if it did not exit. */
 static int run_capture(char *out, size_t outlen, const char *const *args) {
@@ -173,7 +167,7 @@ static test_server srv;   /* shared by the cases below */
 static void test_ping_and_ready_line(void) {
     char line[128];
     snprintf(line, sizeof line, "Ready to accept connections tcp 127.0.0.1:%d", srv.port);
-    ASSERT(file_contains(srv.log, line));
+    ASSERT(h_file_has(srv.log, line));
     redisContext *c = h_redis(srv.port);
     ASSERT(c != NULL);
     redisReply *r = redisCommand(c, "PING");
@@ -334,7 +328,7 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
  * leak. */
 static void test_clean_exit_after_traffic(void) {
     ASSERT_EQ(stop_server(&srv), 0);
-    ASSERT(file_contains(srv.log, "moonkv is now ready to exit, bye bye"));
+    ASSERT(h_file_has(srv.log, "moonkv is now ready to exit, bye bye"));
 }
 
 static void test_maxclients(void) {
@@ -390,7 +384,7 @@ static void test_sigterm_exits_0(void) {
     ASSERT(WIFEXITED(status));
     ASSERT_EQ(WEXITSTATUS(status), 0);
     ASSERT_MSG(took < 3000, "shutdown took %lld ms", took);
-    ASSERT(file_contains(s.log, "moonkv is now ready to exit, bye bye"));
+    ASSERT(h_file_has(s.log, "moonkv is now ready to exit, bye bye"));
 }
 
 int main(void) {

@@ -361,3 +361,18 @@ long long h_info_field(redisContext *c, const char *section, const char *field) 
     if (r) freeReplyObject(r);
     return v;
 }
+
+int h_file_has(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    return found;
+}
+
+int h_wait_file_has(const char *path, const char *needle, int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    while (!h_file_has(path, needle) && mono_ms() < end) usleep(50 * 1000);
+    return h_file_has(path, needle);
+}

@@ -12,6 +12,18 @@
 
 #include "tests/support/ports.h"   /* h_free_ports: every new test takes its ports there */
 
+/* Built with ASan or TSan: the servers a test starts are of the same
+ * build and run 2-5 times slower. A bound that stands for the product's
+ * speed (not a configured timeout the test checks) is multiplied by
+ * H_TIME_SCALE there; the plain build keeps the bound itself. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define H_SANITIZED  1
+#define H_TIME_SCALE 2
+#else
+#define H_SANITIZED  0
+#define H_TIME_SCALE 1
+#endif
+
 #define H_MAX_CHILDREN 32
 #define H_MAX_ARGS     48
 
@@ -82,6 +94,12 @@ int h_command_is(redisContext *c, int (*pred)(const redisReply *, const char *),
 
 /* A numeric field of INFO section on c; -1 if it is not there. */
 long long h_info_field(redisContext *c, const char *section, const char *field);
+
+/* 1 if a line of the file at path (a child's log) holds needle. */
+int h_file_has(const char *path, const char *needle);
+/* h_file_has, waited for up to timeout_ms (a child writes its log when
+ * it gets there): its last answer. */
+int h_wait_file_has(const char *path, const char *needle, int timeout_ms);
 
 /* 1 if the server on c is process pid (INFO's process_id): a server
  * left over from another run on the same port must not pass for ours. */
