@@ -21,7 +21,7 @@ static int port0;
 #define GATEWAY_PORT (port0 + 1)    /* the second and third gateways +1, +2 */
 #define NODE_PORT    (port0 + 10)   /* + i; data plane on NODE_PORT + 10 + i */
 #define NODES        3
-#define TIME_LIMIT_S 240   /* the SAN build, run beside other binaries on a loaded machine, took over 85 s */
+#define TIME_LIMIT_S 420   /* the SAN build beside other binaries took 244 s at load 22 */
 
 static pid_t master, nodes[NODES];
 static pid_t gateway;

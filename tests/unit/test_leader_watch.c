@@ -120,15 +120,23 @@ static void test_same_term_is_left_alone(void) {
     lw_conn *w = leader_watch_add(lw, sv[0], "127.0.0.1:1", 5);
     leader_watch_busy(w, 1);
     int before = atomic_load(&etcd.requests);
-    usleep(900 * 1000);
-    ASSERT(atomic_load(&etcd.requests) > before);   /* looked: a call waited */
+    /* looked: a call waited (waited for: 900 ms once, which a loaded
+     * TSan run can pass before the watch's first look) */
+    for (uint64_t end = mono_ms() + 10000; atomic_load(&etcd.requests) == before && mono_ms() < end;) usleep(10 * 1000);
+    ASSERT(atomic_load(&etcd.requests) > before);
     ASSERT(!leader_watch_fired(w, NULL, 0));
     char ch;
     ASSERT(recv(sv[0], &ch, 1, MSG_DONTWAIT) < 0);   /* still open: no EOF */
     /* No call waiting: no etcd request at all. */
     leader_watch_busy(w, 0);
-    usleep(300 * 1000);
+    /* a look already under way may still land: until none came for 300 ms */
     before = atomic_load(&etcd.requests);
+    for (uint64_t end = mono_ms() + 10000; mono_ms() < end;) {
+        usleep(300 * 1000);
+        int now = atomic_load(&etcd.requests);
+        if (now == before) break;
+        before = now;
+    }
     usleep(900 * 1000);
     ASSERT_EQ(atomic_load(&etcd.requests), before);
     /* A long poll may wait its time: no look before it is up. */
