@@ -316,22 +316,27 @@ static int report_send(node_control *c, node_index_extent *batch, size_t n, uint
     return write_all(c, blob - hl, hl + len + 2);
 }
 
-/* The disk tier's records (node_disk_reports), in batches as the
- * index's; 0, or -1 after dropping the connection. */
+/* The disk tier's records (node_disk_reports), a batch's worth at a
+ * time, in batches as the index's; 0, or -1 after dropping the
+ * connection. */
 static int report_disk(node_control *c, uint8_t **buf, size_t *cap, int *inflight, uint64_t *total) {
-    proto_report_rec *r;
-    char *keys;
-    size_t n = node_disk_reports(c->n->disk, &r, &keys);
+    uint64_t cursor = 0;
     int rc = 0;
-    for (size_t at = 0, k; at < n && rc == 0; at += k) {
-        size_t bytes = 0;
-        for (k = 0; at + k < n && k < CTL_REPORT_BATCH && bytes < CTL_REPORT_KEYBYTES; k++) bytes += r[at + k].keylen;
-        rc = report_send(c, r + at, k, buf, cap);
-        *total += k;
-        if (rc == 0 && ++*inflight == CTL_REPORT_WINDOW) rc = report_reply(c), (*inflight)--;
-    }
-    free(r);
-    free(keys);
+    do {
+        proto_report_rec *r;
+        char *keys;
+        size_t n = node_disk_reports(c->n->disk, &cursor, CTL_REPORT_BATCH, &r, &keys);
+        for (size_t at = 0, k; at < n && rc == 0; at += k) {
+            size_t bytes = 0;
+            for (k = 0; at + k < n && k < CTL_REPORT_BATCH && bytes < CTL_REPORT_KEYBYTES; k++)
+                bytes += r[at + k].keylen;
+            rc = report_send(c, r + at, k, buf, cap);
+            *total += k;
+            if (rc == 0 && ++*inflight == CTL_REPORT_WINDOW) rc = report_reply(c), (*inflight)--;
+        }
+        free(r);
+        free(keys);
+    } while (cursor && rc == 0);
     return rc;
 }
 

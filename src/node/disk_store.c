@@ -611,20 +611,26 @@ int disk_store_remove(disk_store *ds, const void *key, size_t keylen) {
 typedef struct walk_ctx {
     disk_store_fn *fn;
     void *ctx;
+    size_t handed;
 } walk_ctx;
 
 static void walk_one(object *o, void *ctx) {
     walk_ctx *w = ctx;
     w->fn(w->ctx, o->key, o->keylen, o->size, o->crc);
+    w->handed++;
+}
+
+uint64_t disk_store_scan(disk_store *ds, uint64_t cursor, size_t max, disk_store_fn *fn, void *ctx) {
+    walk_ctx w = { fn, ctx, 0 };
+    pthread_mutex_lock(&ds->mu);
+    do cursor = objtable_scan(ds->ix, cursor, walk_one, &w);
+    while (cursor != 0 && w.handed < max);
+    pthread_mutex_unlock(&ds->mu);
+    return cursor;
 }
 
 void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx) {
-    walk_ctx w = { fn, ctx };
-    pthread_mutex_lock(&ds->mu);
-    uint64_t cur = 0;
-    do cur = objtable_scan(ds->ix, cur, walk_one, &w);
-    while (cur != 0);
-    pthread_mutex_unlock(&ds->mu);
+    (void)disk_store_scan(ds, 0, SIZE_MAX, fn, ctx);
 }
 
 void disk_store_get_stats(disk_store *ds, disk_store_stats *st) {

@@ -79,6 +79,11 @@ int disk_store_remove(disk_store *ds, const void *key, size_t keylen);
 /* Every record to fn (under the store's lock: fn must not call back). */
 typedef void disk_store_fn(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc);
 void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx);
+/* The same in steps (a SCAN cursor: 0 to start; returns the next, 0 at
+ * the end): at least max records (unless the walk ends), a few more when
+ * a step of the index hands them together. Every record present for the
+ * whole walk is handed at least once, whatever changes between steps. */
+uint64_t disk_store_scan(disk_store *ds, uint64_t cursor, size_t max, disk_store_fn *fn, void *ctx);
 
 void disk_store_get_stats(disk_store *ds, disk_store_stats *st);
 const char *disk_store_io_name(const disk_store *ds);

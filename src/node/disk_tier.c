@@ -73,22 +73,28 @@ static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len,
     c->used += keylen;
 }
 
-size_t node_disk_reports(disk_store *ds, proto_report_rec **recs, char **keys) {
+size_t node_disk_reports(disk_store *ds, uint64_t *cursor, size_t max, proto_report_rec **recs, char **keys) {
     collect c = {0};
-    if (ds) disk_store_walk(ds, collect_one, &c);
+    *cursor = ds ? disk_store_scan(ds, *cursor, max, collect_one, &c) : 0;
     for (size_t i = 0; i < c.n; i++) c.r[i].key = c.keys + (uintptr_t)c.r[i].key;
     *recs = c.r;
     *keys = c.keys;
     return c.n;
 }
 
+#define FORGET_STEP 4096   /* records collected, then removed */
+
 size_t node_disk_forget(disk_store *ds) {
-    proto_report_rec *r;
-    char *keys;
-    size_t n = node_disk_reports(ds, &r, &keys), gone = 0;
-    for (size_t i = 0; i < n; i++) gone += disk_store_remove(ds, r[i].key, r[i].keylen) == 0;
-    free(r);
-    free(keys);
+    size_t gone = 0;
+    uint64_t cursor = 0;
+    do {
+        proto_report_rec *r;
+        char *keys;
+        size_t n = node_disk_reports(ds, &cursor, FORGET_STEP, &r, &keys);
+        for (size_t i = 0; i < n; i++) gone += disk_store_remove(ds, r[i].key, r[i].keylen) == 0;
+        free(r);
+        free(keys);
+    } while (cursor);
     return gone;
 }
 

@@ -22,11 +22,13 @@ int node_disk_wanted(const mkv_config *cfg);
  * node runs without the tier, as if it had no --disk-dir). */
 disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t errlen);
 /* The tier's records as reports of disk replicas (MOON.REPORT: seg_off
- * PROTO_REPORT_ON_DISK, the object whole, want 1, no slice CRCs). Every
- * one was proved when written or by the scan at start (its value's
- * CRC32C), which drops what fails. *recs and *keys (where their keys
- * point) are the caller's to free; returns how many. */
-size_t node_disk_reports(disk_store *ds, proto_report_rec **recs, char **keys);
+ * PROTO_REPORT_ON_DISK, the object whole, want 1, no slice CRCs), about
+ * max at a time from *cursor (0 to start; 0 again once all were
+ * handed: disk_store_scan). Every one was proved when written or by the
+ * scan at start (its value's CRC32C), which drops what fails. *recs and
+ * *keys (where their keys point) are the caller's to free; returns how
+ * many. */
+size_t node_disk_reports(disk_store *ds, uint64_t *cursor, size_t max, proto_report_rec **recs, char **keys);
 /* Removes every record: a master that knows none of them (we were
  * declared dead, or are new to it) would never read or free them. */
 size_t node_disk_forget(disk_store *ds);

@@ -388,11 +388,43 @@ static void test_concurrent(void) {
     disk_store_close(conc_ds, 1);
 }
 
+/* disk_store_scan in steps of 7 hands every record once (nothing changes
+ * between the steps), and its count. */
+static void count_key(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc) {
+    uint8_t *seen = ctx;
+    char k[16] = "";
+    memcpy(k, key, keylen < sizeof k - 1 ? keylen : sizeof k - 1);
+    int i = atoi(k + 1);
+    if (i >= 0 && i < 100 && len == 100 + (uint64_t)i) seen[i]++;
+    (void)crc;
+}
+
+static void test_scan_steps(void) {
+    unique_name("scan");
+    disk_store *ds = open_store(16 << 20, 1);
+    ASSERT(ds != NULL);
+    char key[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        ASSERT_EQ(put_val(ds, key, 100 + (size_t)i, (uint32_t)i), 0);
+    }
+    uint8_t seen[100] = {0};
+    uint64_t cursor = 0;
+    int steps = 0;
+    do cursor = disk_store_scan(ds, cursor, 7, count_key, seen), steps++;
+    while (cursor && steps < 1000);
+    ASSERT_EQ(cursor, 0);
+    ASSERT(steps > 1);
+    for (int i = 0; i < 100; i++) ASSERT_MSG(seen[i] == 1, "record %d handed %d times", i, seen[i]);
+    disk_store_close(ds, 1);
+}
+
 static void run_all(const char *suffix) {
     static char names[8][64];
     void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn,
-                            test_full,           test_no_room, test_concurrent };
-    const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent" };
+                            test_full,           test_no_room, test_concurrent, test_scan_steps };
+    const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent",
+                           "scan_steps" };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         snprintf(names[i], sizeof names[i], "%s/%s", base[i], suffix);
         RUN_TEST_NAMED(fns[i], names[i]);
