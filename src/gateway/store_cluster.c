@@ -446,6 +446,32 @@ static int cs_prefix(store *s, const store_key *keys, size_t n, size_t *hit) {
     return STORE_ERR;
 }
 
+/* MOON.PREFIXPIN through libmoonkv under the RESP client's own id: the
+ * master counts the pins against the gateway's connection, one bound for
+ * all its clients (proto/pins.h). */
+static int cs_prefix_pin(store *s, uint64_t id, uint32_t ms, const store_key *keys, size_t n, size_t *hit) {
+    cluster_store *cs = cs_of(s);
+    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
+    size_t usable = 0;
+    while (usable < n && cluster_key_ok(keys[usable].len)) usable++;
+    for (size_t i = 0; i < usable; i++) o[i] = (mkv_obj){.key = keys[i].ptr, .keylen = keys[i].len};
+    cs->stats.loop_blocking++;
+    int rc = mkv_exists_prefix_pin(cs->mc, o, usable, ms, &id, hit);
+    free(o);
+    if (rc == MKV_OK) return STORE_OK;
+    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
+    return STORE_ERR;
+}
+
+static int cs_unpin(store *s, uint64_t id, size_t *keys) {
+    cluster_store *cs = cs_of(s);
+    cs->stats.loop_blocking++;
+    int rc = mkv_unpin(cs->mc, id, keys);
+    if (rc == MKV_OK) return STORE_OK;
+    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
+    return STORE_ERR;
+}
+
 void cluster_store_info(store *s, resp_buf *out) {
     cluster_store *cs = cs_of(s);
     staging_stats st;
@@ -586,6 +612,8 @@ static const store_ops cluster_ops = {
     .flush_async = cs_flush_async,
     .info = cs_info,
     .prefix = cs_prefix,
+    .prefix_pin = cs_prefix_pin,
+    .unpin = cs_unpin,
     .destroy = cs_destroy,
     .space = NULL,
 };

@@ -11,11 +11,14 @@
 #ifndef MKV_PROTO_PINS_H
 #define MKV_PROTO_PINS_H
 
+#include <stdint.h>
+
 #include "proto/verbs.h"   /* PROTO_VERB_PREFIXPIN, PROTO_VERB_UNPIN; their encoders: cmd.h */
 
 #define PROTO_PIN_MAX_MS        600000u      /* a pin lasts at most 10 minutes */
 #define PROTO_PIN_MAX_PER_CONN  65536u       /* keys one connection holds pinned at once */
 #define PROTO_PIN_MAX_KEYS      (1u << 20)   /* keys pinned at once in the whole master */
 #define PROTO_MAX_UNPIN         4096         /* ids per MOON.UNPIN */
+#define PROTO_PIN_ID_MAX        (UINT64_MAX >> 1)   /* ids are 1 to 2^63-1 (a signed integer's range) */
 
 #endif

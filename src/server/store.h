@@ -182,6 +182,12 @@ typedef struct store_ops {
     /* Optional (NULL: exists key by key): how many keys from the first on
      * are COMPLETE, in *hit; STORE_ERR or STORE_REFUSED (errstr). */
     int (*prefix)(store *s, const store_key *keys, size_t n, size_t *hit);
+    /* Optional (NULL: the server keeps no pins): prefix's count, the keys
+     * it counted pinned under id for ms (MOON.PREFIXPIN, proto/pins.h). */
+    int (*prefix_pin)(store *s, uint64_t id, uint32_t ms, const store_key *keys, size_t n, size_t *hit);
+    /* With prefix_pin: pin id released, in *keys how many keys it held
+     * (0: no such pin, or it ran out). */
+    int (*unpin)(store *s, uint64_t id, size_t *keys);
 } store_ops;
 
 struct store {

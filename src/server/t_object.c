@@ -16,6 +16,8 @@
 #include "core/crc32c.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "proto/limits.h"
+#include "proto/pins.h"
 #include "server/commands.h"
 #include "server/glob.h"
 
@@ -719,6 +721,14 @@ static void getrange_command(client *c) {
     t_object_reply_getrange(c, start, end, &got);
 }
 
+/* The keys of argv[from..argc) as store keys (freed by the caller). */
+static store_key *argv_keys(client *c, int from, size_t *n) {
+    *n = (size_t)(c->argc - from);
+    store_key *keys = xmalloc((*n ? *n : 1) * sizeof *keys);
+    for (size_t i = 0; i < *n; i++) keys[i] = (store_key){c->argv[from + i].ptr, c->argv[from + i].len};
+    return keys;
+}
+
 /* MOON.PREFIX key [key ...]: how many keys, from the first on, are
  * stored (a prefix-cache lookup). A store that can asks all at once (the
  * cluster: one MOON.PREFIX to the master). */
@@ -726,8 +736,7 @@ static void prefix_command(client *c) {
     store *s = store_of(c);
     size_t n = (size_t)c->argc - 1, hit = 0;
     if (s->ops->prefix) {
-        store_key *keys = xmalloc(n * sizeof *keys);
-        for (size_t i = 0; i < n; i++) keys[i] = (store_key){c->argv[1 + i].ptr, c->argv[1 + i].len};
+        store_key *keys = argv_keys(c, 1, &n);
         int rc = s->ops->prefix(s, keys, n, &hit);
         free(keys);
         if (rc != STORE_OK) {
@@ -738,6 +747,72 @@ static void prefix_command(client *c) {
         while (hit < n && s->ops->exists(s, c->argv[1 + hit].ptr, c->argv[1 + hit].len)) hit++;
     }
     reply_integer(c, (long long)hit);
+}
+
+/* A pin id argument (1 to 2^63-1); replies the error on a bad one. */
+static int pin_id_arg(client *c, int i, uint64_t *id) {
+    long long v;
+    if (arg_to_ll(&c->argv[i], 1, (long long)PROTO_PIN_ID_MAX, &v) != 0) {
+        reply_error(c, "ERR pin id must be 1 to 9223372036854775807");
+        return -1;
+    }
+    *id = (uint64_t)v;
+    return 0;
+}
+
+static int pins_kept(client *c) {
+    if (store_of(c)->ops->prefix_pin) return 1;
+    reply_error(c, "ERR this server keeps no pins (MOON.PREFIX counts without)");
+    return 0;
+}
+
+/* MOON.PREFIXPIN id ms key [key ...]: MOON.PREFIX's count, the keys it
+ * counted pinned under id for ms (proto/pins.h: until MOON.UNPIN id or
+ * the time runs out, a remove of them is refused and garbage collection
+ * passes them over). The client draws id; the same id again adds keys. */
+static void prefixpin_command(client *c) {
+    uint64_t id;
+    long long ms;
+    if (!pins_kept(c) || pin_id_arg(c, 1, &id) != 0) return;
+    if (arg_to_ll(&c->argv[2], 1, PROTO_PIN_MAX_MS, &ms) != 0) {
+        reply_errorf(c, "ERR pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
+        return;
+    }
+    if (c->argc - 3 > PROTO_MAX_BATCH) {
+        reply_errorf(c, "ERR at most %d keys per " PROTO_VERB_PREFIXPIN, PROTO_MAX_BATCH);
+        return;
+    }
+    store *s = store_of(c);
+    size_t n, hit = 0;
+    store_key *keys = argv_keys(c, 3, &n);
+    int rc = s->ops->prefix_pin(s, id, (uint32_t)ms, keys, n, &hit);
+    free(keys);
+    if (rc != STORE_OK) reply_store_error(c, rc);
+    else reply_integer(c, (long long)hit);
+}
+
+/* MOON.UNPIN id [id ...]: those pins released; how many keys they held. */
+static void unpin_command(client *c) {
+    if (!pins_kept(c)) return;
+    if (c->argc - 1 > PROTO_MAX_UNPIN) {
+        reply_errorf(c, "ERR at most %d ids per " PROTO_VERB_UNPIN, PROTO_MAX_UNPIN);
+        return;
+    }
+    uint64_t *ids = xmalloc((size_t)c->argc * sizeof *ids);
+    int ok = 1;
+    for (int i = 1; i < c->argc && ok; i++) ok = pin_id_arg(c, i, &ids[i - 1]) == 0;   /* all or none */
+    store *s = store_of(c);
+    size_t total = 0;
+    int rc = STORE_OK;
+    for (int i = 1; ok && rc == STORE_OK && i < c->argc; i++) {
+        size_t k = 0;
+        rc = s->ops->unpin(s, ids[i - 1], &k);
+        total += k;
+    }
+    free(ids);
+    if (!ok) return;
+    if (rc != STORE_OK) reply_store_error(c, rc);
+    else reply_integer(c, (long long)total);
 }
 
 /* ---- the table ---- */
@@ -783,6 +858,11 @@ static const command object_commands[] = {
      "key start end"},
     {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
      "How many keys, from the first on, are stored (a prefix-cache lookup)", "key [key ...]"},
+    {"moon.prefixpin", prefixpin_command, -4, CMD_READONLY | CMD_FAST, 3, -1, 1, 0, "moonkv", "0.6.0",
+     "MOON.PREFIX's count, the keys it counted pinned under id for ms (no remove, no collection) until "
+     "MOON.UNPIN", "id ms key [key ...]"},
+    {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "moonkv", "0.6.0",
+     "Release pins made by MOON.PREFIXPIN; how many keys they held", "id [id ...]"},
 };
 
 void t_object_register(server *srv) {

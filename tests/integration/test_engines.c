@@ -13,6 +13,7 @@
 
 #include "client/moonkv.h"
 #include "cluster_harness.h"
+#include "core/util.h"
 #include "test.h"
 
 #define PIECES   8
@@ -274,6 +275,10 @@ static int is_error(const redisReply *r, const char *prefix) {
     return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
 }
 
+static int is_status(const redisReply *r, const char *want) {
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0;
+}
+
 static int is_int(const redisReply *r, const char *want) {
     return r && r->type == REDIS_REPLY_INTEGER && r->integer == atoll(want);
 }
@@ -457,6 +462,59 @@ static void test_remove_all(void) {
     mkv_close(c);
 }
 
+/* MOON.PREFIXPIN and MOON.UNPIN through the gateway (the RESP client's
+ * own id, the master holding the pin): a pinned key stays through DEL on
+ * the gateway and MOON.REMOVE on the master until unpinned; hostile
+ * arguments pin nothing. A standalone server says it keeps no pins. */
+static void test_pin_gateway(void) {
+    redisContext *gw = h_redis(port_gw), *m = h_proven(h_redis(port_master), ""), *sa = h_redis(port_sa);
+    ASSERT(gw && m && sa);
+    ASSERT(h_command_is(gw, is_status, "OK", "SET pg:0 zero"));
+    ASSERT(h_command_is(gw, is_status, "OK", "SET pg:1 one"));
+    ASSERT(h_command_is(gw, is_int, "2", "MOON.PREFIXPIN 4242 60000 pg:0 pg:1 pg:2 pg:0"));
+    ASSERT(h_command_is(m, is_error, "TRYAGAIN", "MOON.REMOVE pg:1"));
+    ASSERT(h_command_is(gw, is_int, "0", "DEL pg:0"));
+    ASSERT(h_command_is(gw, is_int, "2", "EXISTS pg:0 pg:1"));
+    ASSERT(h_command_is(gw, is_int, "2", "MOON.UNPIN 4242 4243"));
+    ASSERT(h_command_is(gw, is_int, "0", "MOON.UNPIN 4242"));
+    ASSERT(h_command_is(gw, is_int, "1", "DEL pg:0"));
+    /* a short pin runs out by itself (bounded wait, not a count of tries) */
+    ASSERT(h_command_is(gw, is_int, "1", "MOON.PREFIXPIN 4244 300 pg:1"));
+    ASSERT(h_command_is(m, is_error, "TRYAGAIN", "MOON.REMOVE pg:1"));
+    int gone = 0;
+    for (uint64_t t0 = mono_ms(); !gone && mono_ms() - t0 < 30000; usleep(50000)) {
+        redisReply *r = redisCommand(gw, "DEL pg:1");
+        gone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        freeReplyObject(r);
+    }
+    ASSERT(gone);
+    /* hostile input: nothing pinned */
+    ASSERT(h_command_is(gw, is_status, "OK", "SET pg:0 zero"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin time", "MOON.PREFIXPIN 1 0 pg:0"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin time", "MOON.PREFIXPIN 1 600001 pg:0"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin time", "MOON.PREFIXPIN 1 soon pg:0"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin id", "MOON.PREFIXPIN 0 1000 pg:0"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin id", "MOON.PREFIXPIN 9223372036854775808 1000 pg:0"));
+    ASSERT(h_command_is(gw, is_error, "ERR", "MOON.PREFIXPIN 1 1000"));
+    ASSERT(h_command_is(gw, is_error, "ERR pin id", "MOON.UNPIN 7 x"));
+    enum { HUGE = 4097 };
+    const char **argv = calloc(HUGE + 3, sizeof *argv);
+    size_t *lens = calloc(HUGE + 3, sizeof *lens);
+    argv[0] = "MOON.PREFIXPIN", argv[1] = "5", argv[2] = "1000";
+    for (int i = 0; i < HUGE; i++) argv[3 + i] = "pg:0";
+    for (int i = 0; i < HUGE + 3; i++) lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(gw, HUGE + 3, argv, lens);
+    ASSERT(is_error(r, "ERR at most"));
+    freeReplyObject(r);
+    free(argv);
+    free(lens);
+    ASSERT(h_command_is(gw, is_int, "1", "DEL pg:0"));   /* nothing was pinned */
+    ASSERT(h_command_is(sa, is_error, "ERR this server keeps no pins", "MOON.PREFIXPIN 1 1000 k"));
+    redisFree(gw);
+    redisFree(m);
+    redisFree(sa);
+}
+
 int main(void) {
     h_init(300);
     int base = h_free_ports(8);
@@ -507,6 +565,7 @@ int main(void) {
     RUN_TEST(test_remove_all);
     RUN_TEST(test_pin);
     RUN_TEST(test_pin_resp);
+    RUN_TEST(test_pin_gateway);
     h_stop_all();
     TEST_EXIT();
 }
