@@ -7,7 +7,8 @@
  * the first put and get are printed). A leader stopped (SIGSTOP) past its
  * lease must place nothing when it runs again, and a write grant it made
  * before it stopped is refused by the nodes, which serve the new leader's
- * term only (fencing). The gateway, with no asynchronous master
+ * term only (fencing). A prefix lookup's pin does not outlast the leader
+ * that holds it. The gateway, with no asynchronous master
  * connection here, asks a key's EXISTS/DEL/... on a worker, not its loop.
  *
  * Objects stored before a failover are NOT expected to survive it: the new
@@ -148,6 +149,43 @@ static void test_kill_leader(void) {
     ASSERT(lib_p >= 0 && lib_g >= 0);
 }
 
+/* Pins (MOON.PREFIXPIN) live in the leader's memory only: a pin made on
+ * the old leader is gone on the new one (its key removable there, its id
+ * unknown), and a new pin there holds as before. What the engines see:
+ * a lookup's lock does not outlast a leader change. */
+static uint64_t pin_before;
+
+static void test_pin_before_failover(void) {
+    ASSERT(h_lib_put(&probe, "pinned-lib", "value-6"));
+    mkv_obj o = {.key = "pinned-lib", .keylen = 10};
+    size_t hit = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(probe.mc, &o, 1, 600000, &pin_before, &hit), MKV_OK);
+    ASSERT_EQ(hit, 1);
+    ASSERT_EQ(mkv_remove(probe.mc, "pinned-lib", 10), MKV_ETRYAGAIN);
+}
+
+static void test_pin_after_failover(void) {
+    int rc = MKV_ETRYAGAIN;
+    for (uint64_t t0 = mono_ms(); rc == MKV_ETRYAGAIN && mono_ms() - t0 < 20000; usleep(100 * 1000)) {
+        rc = mkv_remove(probe.mc, "pinned-lib", 10);
+        if (rc == MKV_ETRYAGAIN && strstr(mkv_last_error(probe.mc), "pinned")) break;   /* the pin held */
+    }
+    ASSERT_MSG(rc == MKV_OK || rc == MKV_ENOTFOUND, "remove on the new leader: %s", mkv_last_error(probe.mc));
+    size_t held = 99;
+    ASSERT_EQ(mkv_unpin(probe.mc, pin_before, &held), MKV_OK);
+    ASSERT_EQ(held, 0);
+    ASSERT(h_lib_put(&probe, "pinned-lib2", "value-7"));
+    mkv_obj o = {.key = "pinned-lib2", .keylen = 11};
+    uint64_t pin = 0;
+    size_t hit = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(probe.mc, &o, 1, 600000, &pin, &hit), MKV_OK);
+    ASSERT_EQ(hit, 1);
+    ASSERT_EQ(mkv_remove(probe.mc, "pinned-lib2", 11), MKV_ETRYAGAIN);
+    ASSERT_EQ(mkv_unpin(probe.mc, pin, &held), MKV_OK);
+    ASSERT_EQ(held, 1);
+    ASSERT_EQ(mkv_remove(probe.mc, "pinned-lib2", 11), MKV_OK);
+}
+
 static void test_fencing(void) {
     /* A new standby to take over while the leader (B) is stopped. */
     master_a = start_role("master", MASTER_A, NULL);
@@ -227,7 +265,9 @@ int main(void) {
     if (setup() != 0) return 1;
     RUN_TEST(test_leader_and_standby);
     RUN_TEST(test_writes_work);
+    RUN_TEST(test_pin_before_failover);
     RUN_TEST(test_kill_leader);
+    RUN_TEST(test_pin_after_failover);
     RUN_TEST(test_fencing);
     h_probe_close(&probe);
     h_stop_all();
