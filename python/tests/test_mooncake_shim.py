@@ -110,6 +110,22 @@ def test_vllm_save_and_load(mc, key):
     assert rs == [layers * piece, ErrorCode.OBJECT_NOT_FOUND, ErrorCode.OBJECT_NOT_FOUND]
 
 
+def test_multi_buffers_no_space_per_key(mc, key):
+    """vLLM's save: a key the cluster has no room for answers "no space"
+    (NO_AVAILABLE_HANDLE, which switches the request to skip saving),
+    apart from its neighbours in the same batch, which are stored; a key
+    stored already is 0."""
+    buf = np.random.default_rng(8).integers(0, 256, 1 << 20, dtype=np.uint8)
+    p = buf.ctypes.data
+    assert mc.register_buffer(p, buf.nbytes) == 0
+    ks = [key("ns-a"), key("ns-huge"), key("ns-b")]
+    assert mc.put_from(ks[2], p, 4096) == 0
+    huge = 600                                # 600 pieces of 1 MiB: more than a 256 MB node holds
+    rs = mc.batch_put_from_multi_buffers(ks, [[p, p + 4096], [p] * huge, [p]], [[4096, 4096], [1 << 20] * huge, [4096]])
+    assert rs == [0, ErrorCode.NO_AVAILABLE_HANDLE, 0]
+    assert mc.batch_is_exist(ks) == [1, 0, 1]
+
+
 def test_remove_all(mc, key):
     ks = [key(f"ra{i}") for i in range(3)]
     for k in ks:
