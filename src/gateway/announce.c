@@ -21,8 +21,8 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gateway/master_async.h"
-#include "gateway/master_link.h"
 #include "gateway/store_cluster.h"
+#include "link/master_link.h"
 #include "proto/cmd.h"
 
 #define ANNOUNCE_TIMEOUT_MS 250
@@ -38,9 +38,18 @@ struct gw_announce {
     size_t npeers;
 };
 
+/* The synchronous path's connection, reopened after an error (AUTH and
+ * the cluster-secret proof first, as every connection to the master). */
 static redisContext *master_conn(gw_announce *a) {
-    return master_link(&a->conn, a->srv->cfg.master, a->srv->cfg.master_auth, a->srv->cfg.cluster_secret,
-                       ANNOUNCE_TIMEOUT_MS);
+    const mkv_config *cfg = &a->srv->cfg;
+    if (a->conn && !a->conn->err) return a->conn;
+    if (a->conn) redisFree(a->conn);
+    char err[512];
+    /* a refused password or proof is worth a line; an unreachable master is not */
+    if (proto_master_open(&a->conn, cfg->master, cfg->master_auth, cfg->cluster_secret, ANNOUNCE_TIMEOUT_MS,
+                          ANNOUNCE_TIMEOUT_MS, err, sizeof err) == PROTO_LINK_EAUTH)
+        log_warning("gateway: %s", err);
+    return a->conn;
 }
 
 static int bound_to_all(const char *bind) {
