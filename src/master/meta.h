@@ -87,6 +87,8 @@ typedef struct mm_node {
      * table, nothing new placed on it meanwhile (restore.c). */
     struct mm_restore *restore;
     uint64_t disk_free;           /* its disk tier's free bytes (heartbeat), 0: none */
+    uint64_t shed_want;           /* bytes a load or put found no room for here: shed them
+                                     whatever the watermarks (a fragmented segment) */
 } mm_node;
 
 typedef struct mm_config {

@@ -55,14 +55,23 @@ static int offloadable(master_meta *m, const object *o, uint64_t now_ms) {
 }
 
 /* Bytes node n should shed (0: below its high watermark, or while puts
- * wait for room, below its low one). */
-static uint64_t excess(const master_meta *m, const mm_node *n, uint64_t now_ms) {
+ * wait for room, below its low one), and at least what a load or put
+ * found no room for: a segment may be under its low watermark with no
+ * extent large enough free. */
+static uint64_t excess(const master_meta *m, mm_node *n, uint64_t now_ms) {
     if (!n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore) return 0;
     seg_alloc_stats as;
     seg_alloc_get_stats(n->alloc, &as);
-    uint64_t low = as.size * m->cfg.disk_low_pct / 100;
+    uint64_t low = as.size * m->cfg.disk_low_pct / 100, want = n->shed_want;
+    n->shed_want = 0;   /* asked again by the next that finds no room */
     int past = as.used * 100 > as.size * m->cfg.disk_high_pct || m->shed_until_ms > now_ms;
-    return past && as.used > low ? as.used - low : 0;
+    uint64_t over = past && as.used > low ? as.used - low : 0;
+    return over > want ? over : want;
+}
+
+/* Room for size is wanted on n: shed at least twice that at the next pass. */
+static void want_room(mm_node *n, uint64_t size) {
+    if (n && n->disk_free && n->shed_want < 2 * size) n->shed_want = 2 * size;
 }
 
 static int has_disk_replica(const object *o) {
@@ -93,6 +102,7 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
     free(exclude);
     if (st != PROTO_OK) {
         m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* make room: offload ahead */
+        want_room(mm_node_get(m, home), o->size);
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
     }
     /* This read is the disk_promote_after-th since the offload: promote. */
@@ -260,9 +270,11 @@ void mm_offload_orphans_free(master_meta *m) {
 int mm_offload_ahead(master_meta *m, uint64_t size, uint64_t now_ms) {
     if (m->cfg.disk_high_pct == 0) return 0;
     int room = 0;
-    for (uint32_t i = 0; i < m->nnodes && !room; i++) {
-        const mm_node *n = m->nodes[i];
-        room = mm_node_usable(n) && n->alloc && !n->restore && n->disk_free >= size + 8192;
+    for (uint32_t i = 0; i < m->nnodes; i++) {
+        mm_node *n = m->nodes[i];
+        if (!mm_node_usable(n) || !n->alloc || n->restore || n->disk_free < size + 8192) continue;
+        want_room(n, size);
+        room = 1;
     }
     if (!room) return m->offloading > 0;
     m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* shed now, not at the watermark */
