@@ -70,16 +70,25 @@ static void consider(object *o, void *arg) {
     }
 }
 
+static uint64_t scan_objtable(void *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx) {
+    return objtable_scan(t, cursor, fn, ctx);
+}
+
 object *evictor_pick(evictor *e, objtable *t, uint64_t now_ms, evict_ok_fn *ok, void *ctx) {
-    if (!evictor_on(e) || objtable_size(t) == 0) return NULL;
+    return evictor_pick_in(e, scan_objtable, t, objtable_size(t), now_ms, ok, ctx);
+}
+
+object *evictor_pick_in(evictor *e, evict_scan_fn *scan, void *t, size_t size, uint64_t now_ms,
+                        evict_ok_fn *ok, void *ctx) {
+    if (!evictor_on(e) || size == 0) return NULL;
     sample s = {.e = e, .now = now_ms, .ok = ok, .ctx = ctx};
     uint64_t cur = next_rand(&e->rng);
     for (unsigned v = 0; v < EVICT_VISITS && s.seen < EVICT_SAMPLES; v++)
-        cur = objtable_scan(t, cur, consider, &s);   /* 0 after the last bucket: wraps */
+        cur = scan(t, cur, consider, &s);   /* 0 after the last bucket: wraps */
     /* Few eligible objects (most leased or pending): look at every one. */
     cur = 0;
     while (!s.best) {
-        cur = objtable_scan(t, cur, consider, &s);
+        cur = scan(t, cur, consider, &s);
         if (cur == 0) break;
     }
     if (!s.best) return NULL;

@@ -45,5 +45,11 @@ uint64_t evictor_excess(const evictor *e, uint64_t used, uint64_t total);
 /* The next victim, or NULL if no object may go. Counts it in evicted
  * (the caller must then free it). */
 object *evictor_pick(evictor *e, objtable *t, uint64_t now_ms, evict_ok_fn *ok, void *ctx);
+/* The same over any table of objects with a SCAN-like walk (cursor 0
+ * starts, 0 returned ends; any other cursor is a place to start from)
+ * and size objects. */
+typedef uint64_t evict_scan_fn(void *table, uint64_t cursor, objtable_scan_fn *fn, void *ctx);
+object *evictor_pick_in(evictor *e, evict_scan_fn *scan, void *table, size_t size, uint64_t now_ms,
+                        evict_ok_fn *ok, void *ctx);
 
 #endif

@@ -429,51 +429,88 @@ uint64_t objtable_scan(objtable *t, uint64_t v, objtable_scan_fn *fn, void *ctx)
 
 /* ---- replicas ---- */
 
+#define REP_NODE_MASK  ((1ULL << OBJ_REP_NODE_BITS) - 1)
+#define REP_UNITS_MAX  ((1ULL << (64 - OBJ_REP_NODE_BITS)) - 1)   /* all ones: UINT64_MAX */
+
+/* r as a word into *w: 1, or 0 if it does not fit one. */
+static int rep_word(const object *o, const obj_replica *r, uint64_t *w) {
+    if (r->nextents != 1) return 0;
+    const obj_extent *e = &r->extents[0];
+    if (e->length != o->size || e->node > REP_NODE_MASK) return 0;
+    uint64_t units;
+    if (e->offset == UINT64_MAX) units = REP_UNITS_MAX;
+    else if (e->offset % OBJ_REP_UNIT || e->offset / OBJ_REP_UNIT >= REP_UNITS_MAX) return 0;
+    else units = e->offset / OBJ_REP_UNIT;
+    *w = units << OBJ_REP_NODE_BITS | e->node;
+    return 1;
+}
+
+static obj_extent word_extent(const object *o, uint64_t w) {
+    uint64_t units = w >> OBJ_REP_NODE_BITS;
+    return (obj_extent){(uint32_t)(w & REP_NODE_MASK),
+                        units == REP_UNITS_MAX ? UINT64_MAX : units * OBJ_REP_UNIT, o->size};
+}
+
+const obj_replica *object_reps(const object *o, obj_reps *v) {
+    if (o->nreplicas == 0) return NULL;
+    if (o->rep_list) return o->rep.list;
+    for (uint32_t i = 0; i < o->nreplicas; i++) {
+        v->e[i] = word_extent(o, o->rep.word[i]);
+        v->r[i] = (obj_replica){1, &v->e[i]};
+    }
+    return v->r;
+}
+
+obj_extent object_replica_first(const object *o, uint32_t i) {
+    if (o->rep_list) return o->rep.list[i].extents[0];
+    return word_extent(o, o->rep.word[i]);
+}
+
 static size_t replicas_bytes(const obj_replica *reps, uint32_t n) {
     size_t total = 0;
     for (uint32_t i = 0; i < n; i++) total += reps[i].nextents;
     return (size_t)n * sizeof(obj_replica) + total * sizeof(obj_extent);
 }
 
-/* The replica array and every replica's extents live in one block (one
- * allocation per put instead of 1 + replicas): extents follow the array.
- * mem: that block if it fits there (len bytes), else the heap. */
-int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void *mem, size_t len) {
-    obj_replica *copy = NULL;
-    int inline_ = 0;
-    if (n > UINT16_MAX) return -1;
-    if (n > 0) {
-        if (!reps) return -1;
-        for (uint32_t i = 0; i < n; i++)
-            if (reps[i].nextents > 0 && !reps[i].extents) return -1;
-        size_t need = replicas_bytes(reps, n);
-        inline_ = mem && need <= len && mem != (void *)o->replicas;
-        copy = inline_ ? memset(mem, 0, need) : xcalloc(1, need);
-        obj_extent *ext = (obj_extent *)(copy + n);
-        for (uint32_t i = 0; i < n; i++) {
-            uint32_t ne = reps[i].nextents;
-            copy[i].nextents = ne;
-            copy[i].extents = ne ? ext : NULL;
-            if (ne) memcpy(ext, reps[i].extents, (size_t)ne * sizeof(obj_extent));
-            ext += ne;
-        }
+/* A list: the replica array and every replica's extents in one block
+ * (one allocation instead of 1 + replicas): extents follow the array. */
+static obj_replica *rep_list_copy(const obj_replica *reps, uint32_t n) {
+    obj_replica *copy = xcalloc(1, replicas_bytes(reps, n));
+    obj_extent *ext = (obj_extent *)(copy + n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t ne = reps[i].nextents;
+        copy[i].nextents = ne;
+        copy[i].extents = ne ? ext : NULL;
+        if (ne) memcpy(ext, reps[i].extents, (size_t)ne * sizeof(obj_extent));
+        ext += ne;
     }
-    /* Copy first, free after: reps may point into o's own replicas. */
-    object_free_replicas(o);
-    o->replicas = copy;
-    o->nreplicas = (uint16_t)n;
-    o->replicas_inline = (uint8_t)inline_;
-    return 0;
+    return copy;
 }
 
 int object_set_replicas(object *o, const obj_replica *reps, uint32_t n) {
-    return object_set_replicas_in(o, reps, n, NULL, 0);
+    if (n > UINT8_MAX || (n > 0 && !reps)) return -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (reps[i].nextents > 0 && !reps[i].extents) return -1;
+    uint64_t w[OBJ_REP_WORDS] = {0};
+    int words = n <= OBJ_REP_WORDS;
+    for (uint32_t i = 0; words && i < n; i++) words = rep_word(o, &reps[i], &w[i]);
+    /* Copy first, free after: reps may point into o's own replicas. */
+    obj_replica *list = n > 0 && !words ? rep_list_copy(reps, n) : NULL;
+    object_free_replicas(o);
+    if (list) {
+        o->rep.list = list;
+        o->rep_list = 1;
+    } else {
+        memcpy(o->rep.word, w, sizeof w);
+    }
+    o->nreplicas = (uint8_t)n;
+    return 0;
 }
 
 void object_free_replicas(object *o) {
-    if (!o->replicas_inline) free(o->replicas);
-    o->replicas_inline = 0;
-    o->replicas = NULL;
+    if (o->rep_list) free(o->rep.list);
+    o->rep_list = 0;
+    memset(&o->rep, 0, sizeof o->rep);
     o->nreplicas = 0;
 }
 

@@ -30,23 +30,46 @@ typedef struct obj_replica {
     obj_extent *extents;
 } obj_replica;
 
+/* An object's replicas. The common case, up to OBJ_REP_WORDS replicas of
+ * one extent each holding the whole object (length == size), is one
+ * 8-byte word per replica in the object itself: node id (OBJ_REP_NODE_BITS)
+ * and offset in OBJ_REP_UNIT units (the rest; all ones: offset UINT64_MAX,
+ * a replica on a disk tier). Anything else (a striped replica, more
+ * replicas, an id or offset that does not fit) is a heap array of
+ * obj_replica with their extents (rep.list). Read them through
+ * object_reps, change them with object_set_replicas. */
+#define OBJ_REP_WORDS     2
+#define OBJ_REP_NODE_BITS 24
+#define OBJ_REP_UNIT      64
+typedef union obj_rep_store {
+    uint64_t word[OBJ_REP_WORDS];
+    obj_replica *list;
+} obj_rep_store;
+
+/* What object_reps decodes words into (the caller's, e.g. on its stack). */
+typedef struct obj_reps {
+    obj_replica r[OBJ_REP_WORDS];
+    obj_extent e[OBJ_REP_WORDS];
+} obj_reps;
+
 /* The 8-byte fields first, then the smaller ones: no padding holes (one
  * per key, millions of them; every first touch of heap is a page fault):
- * 72 bytes. */
+ * 80 bytes. */
 typedef struct object {
     char *key;              /* binary safe, NUL added for convenience */
     uint64_t size;
     uint64_t created_ms;    /* put-start time (for put timeouts) */
     uint64_t atime_ms;      /* last read or write, for LRU collection (core/evict.h) */
     uint64_t expire_ms;     /* SET EX/PX hint: preferred victim from then on; 0 = none */
-    obj_replica *replicas;
     void *owner;            /* role-specific: e.g. the client writing it */
+    obj_rep_store rep;      /* nreplicas of them (object_reps) */
     uint32_t keylen;        /* keys are bounded far below (PROTO_MAX_KEY_LEN) */
     uint32_t crc;           /* CRC32C of the value, valid when COMPLETE */
     uint32_t pins;          /* readers/writers in flight (leases) */
-    uint16_t nreplicas;
+    uint8_t nreplicas;
     uint8_t state;          /* obj_state */
-    uint8_t replicas_inline;   /* replicas live in the entry's room (not freed alone) */
+    uint8_t rep_list;       /* replicas in rep.list (heap), not words */
+    uint8_t table;          /* kept by the table holding it (master/otable.h) */
 } object;
 
 typedef struct objtable objtable;
@@ -133,11 +156,15 @@ size_t objtable_count_state(const objtable *t, obj_state s);
 typedef void objtable_scan_fn(object *o, void *ctx);
 uint64_t objtable_scan(objtable *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx);
 
-/* Replica helpers: set the object's replicas (copies the arrays). */
+/* Replica helpers: set the object's replicas (copies the arrays; words
+ * where they fit, so set o->size first). reps may be o's own. */
 int object_set_replicas(object *o, const obj_replica *reps, uint32_t n);
-/* The same into mem (len bytes of the object's room): a copy that fits
- * there is not freed on its own; one that does not goes to the heap. */
-int object_set_replicas_in(object *o, const obj_replica *reps, uint32_t n, void *mem, size_t len);
+/* o's replicas (NULL if none): its list, or its words decoded into v
+ * (valid while v is and o's replicas are not changed). */
+const obj_replica *object_reps(const object *o, obj_reps *v);
+/* Replica i (< nreplicas) alone: its first extent, the only one of a
+ * word (replicas that may be striped: object_reps). */
+obj_extent object_replica_first(const object *o, uint32_t i);
 void object_free_replicas(object *o);
 /* Frees the key, the replicas and the struct (for free_fn callbacks). */
 void object_free(object *o);

@@ -19,14 +19,18 @@ typedef struct veto_ctx {
 
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
-    return o->owner && !mm_obj_job(o) && mm_hold_until(o, v->now_ms) == 0 &&
+    return !mm_obj_job(o) && mm_hold_until(o, v->now_ms) == 0 &&
            mm_pins_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
+}
+
+static uint64_t scan_objects(void *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx) {
+    return otable_scan(t, cursor, fn, ctx);
 }
 
 /* One victim dropped; 0 if none may go. */
 static int collect_one(master_meta *m, uint64_t now_ms) {
     veto_ctx v = {m, now_ms};
-    object *o = evictor_pick(&m->gc, m->objs, now_ms, may_collect, &v);
+    object *o = evictor_pick_in(&m->gc, scan_objects, m->objs, otable_size(m->objs), now_ms, may_collect, &v);
     if (!o) return 0;
     mm_drop_object(m, o, now_ms);
     return 1;

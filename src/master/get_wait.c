@@ -86,7 +86,7 @@ static void recheck_found(master_meta *meta, master_parked *p) {
         mm_item *it = &p->it[i];
         if (it->status != PROTO_OK) continue;
         object *o = mm_find(meta, it->key, it->keylen);
-        if (o == it->obj && o->state == OBJ_COMPLETE && mm_obj_of(o)->write_issued_us == p->stamp[i] &&
+        if (o == it->obj && o->state == OBJ_COMPLETE && mm_obj_stamp(o) == p->stamp[i] &&
             proto_replicas_readable(o) > 0)
             continue;
         it->status = PROTO_NOTFOUND;
@@ -105,7 +105,7 @@ static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
         if (it->status != PROTO_TRYAGAIN) continue;
         it->status = mm_get(meta, it->key, it->keylen, now_ms, &it->obj, &it->lease_until, it->err,
                             sizeof it->err);
-        if (it->status == PROTO_OK) p->stamp[i] = mm_obj_of(it->obj)->write_issued_us;
+        if (it->status == PROTO_OK) p->stamp[i] = mm_obj_stamp(it->obj);
     }
     return !loading(p->it, p->n);
 }

@@ -19,6 +19,8 @@
 
 /* A node that does not pull its notes cannot make us hold more than
  * about two per extent its segment could hold. */
+#define NOTES_KEEP (1u << 20)   /* bytes of queue room kept however short the queue */
+
 static size_t notes_limit(const mm_node *n) {
     return (size_t)(n->segment_size / MM_ALIGN) * 2 + 65536;
 }
@@ -69,15 +71,15 @@ const mm_note_mark *mm_notes_touched(master_meta *m, size_t *n) {
 static void note_node(master_meta *m, uint32_t id, const object *o, const obj_replica *r, int drop) {
     mm_node *n = mm_node_get(m, id);
     if (!n || n->state == NODE_DEAD || n->notes_overflow) return;
-    if (n->restore && !drop && o->owner) mm_restore_noted(m, n, o);   /* held there now, whatever it reported */
+    if (n->restore && !drop) mm_restore_noted(m, n, o);   /* held there now, whatever it reported */
     if (n->notes_n >= notes_limit(n)) {
         log_warning("node %u does not take its holdings: it will be dropped", id);
         mm_notes_reset(n);
         n->notes_overflow = 1;   /* mm_check_nodes fails it */
         return;
     }
-    uint32_t want = drop ? 0 : o->owner ? mm_obj_of(o)->want : o->nreplicas;
-    const proto_slices *sl = drop || !o->owner ? NULL : mm_obj_slices(o);
+    uint32_t want = drop ? 0 : mm_obj_of(o)->want;
+    const proto_slices *sl = drop ? NULL : mm_obj_slices(o);   /* drop: maybe a key alone (mm_note_drop_key) */
     proto_note_put(&n->notes, drop, o->key, o->keylen, o->size, o->crc, want, r, sl);
     n->notes_n++;
     track(m, n);
@@ -98,7 +100,9 @@ void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int 
 }
 
 void mm_note_object(master_meta *m, const object *o, int drop) {
-    for (uint32_t i = 0; i < o->nreplicas; i++) mm_note_replica(m, o, &o->replicas[i], drop);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    for (uint32_t i = 0; i < o->nreplicas; i++) mm_note_replica(m, o, &reps[i], drop);
 }
 
 void mm_note_drop_key(master_meta *m, uint32_t id, const void *key, size_t keylen, int disk) {
@@ -127,6 +131,14 @@ static void notes_ack(mm_node *n, uint64_t ack) {
         memmove(n->notes.data, n->notes.data + n->notes_head, live);
         n->notes.len = live;
         n->notes_head = 0;
+    }
+    /* A node that lagged behind a burst of puts grew the queue: once it
+     * caught up, the room goes back (it was tens of bytes per object
+     * placed meanwhile, as much as the object table's share). */
+    if (n->notes.cap > NOTES_KEEP && n->notes.len * 4 < n->notes.cap) {
+        size_t cap = n->notes.len * 2 > NOTES_KEEP ? n->notes.len * 2 : NOTES_KEEP;
+        n->notes.data = xrealloc(n->notes.data, cap);
+        n->notes.cap = cap;
     }
 }
 

@@ -19,101 +19,101 @@
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-/* mm_obj's share of an object's room: the replicas follow it. */
-#define MO_ROOM ((sizeof(mm_obj) + 7) & ~(size_t)7)
 
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until) {
-    void *room = objtable_room(o);
-    mm_obj *mo = room ? memset(room, 0, sizeof *mo) : xcalloc(1, sizeof *mo);
+    mm_obj *mo = memset(otable_room(o), 0, sizeof *mo);
+    mo->stamp = ++m->obj_stamps;
     mo->want = want;
-    if (hold_until) mm_more_get(mo)->hold_until = hold_until;
-    o->owner = mo;
+    if (hold_until) mm_more_get(o)->hold_until = hold_until;
     return mo;
 }
 
 void mm_obj_free(object *o) {
-    mm_obj *mo = o->owner;
-    if (!mo) return;
-    if (mo->more) proto_slices_free(&mo->more->slices);
-    free(mo->more);
-    if ((void *)mo != objtable_room(o)) free(mo);
+    mm_more *x = mm_more_of(o);
+    if (x) proto_slices_free(&x->slices);
+    free(x);
     o->owner = NULL;
 }
 
-mm_more *mm_more_get(mm_obj *mo) {
-    if (!mo->more) mo->more = xcalloc(1, sizeof *mo->more);
-    return mo->more;
+mm_more *mm_more_get(object *o) {
+    if (!o->owner) o->owner = xcalloc(1, sizeof(mm_more));
+    return o->owner;
 }
 
-void mm_more_trim(mm_obj *mo, uint64_t now_ms) {
-    mm_more *x = mo->more;
-    if (!x || x->job || x->slices.count || x->hold_until > now_ms) return;
+void mm_more_trim(object *o, uint64_t now_ms) {
+    mm_more *x = mm_more_of(o);
+    if (!x || x->pending || x->job || x->slices.count || x->hold_until > now_ms) return;
     for (uint32_t i = 0; i < x->nlease; i++)
         if (x->lease[i] > now_ms) return;
     free(x);
-    mo->more = NULL;
+    o->owner = NULL;
 }
 
 void mm_obj_set_job(object *o, struct mm_job *j) {
-    mm_obj *mo = mm_obj_of(o);
-    if (j) mm_more_get(mo)->job = j;
-    else if (mo->more) mo->more->job = NULL;
+    if (j) mm_more_get(o)->job = j;
+    else if (mm_more_of(o)) mm_more_of(o)->job = NULL;
 }
 
 const proto_slices *mm_obj_slices(const object *o) {
     static const proto_slices none = {0, 0, NULL};
-    const mm_more *x = o->owner ? mm_obj_of(o)->more : NULL;
+    const mm_more *x = mm_more_of(o);
     return x ? &x->slices : &none;
-}
-
-/* The room after the mm_obj: the replica array, then their extents. */
-static size_t replicas_room(uint32_t nreplicas, size_t nextents) {
-    return (size_t)nreplicas * sizeof(obj_replica) + nextents * sizeof(obj_extent);
 }
 
 /* malloc's header and rounding per block (glibc: 8 bytes, 16-aligned) */
 #define MALLOC_OVERHEAD 16
 
 size_t mm_obj_bytes(size_t keylen, uint32_t nreplicas, size_t nextents) {
-    return objtable_entry_bytes(keylen, MO_ROOM + replicas_room(nreplicas, nextents)) + MALLOC_OVERHEAD;
+    size_t list = nreplicas <= OBJ_REP_WORDS && nextents == nreplicas ? 0   /* words, in the object */
+        : (size_t)nreplicas * sizeof(obj_replica) + nextents * sizeof(obj_extent) + MALLOC_OVERHEAD;
+    return ((keylen + 1 + 7) & ~(size_t)7) + list;   /* the key's arena slot; records are in slabs */
 }
 
-object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
-                      uint32_t n, uint32_t want, uint64_t hold_until) {
-    size_t nextents = 0;
-    for (uint32_t i = 0; i < n; i++) nextents += reps[i].nextents;
-    size_t bytes = replicas_room(n, nextents);
-    if (bytes > OBJTABLE_ROOM_MAX - MO_ROOM) bytes = 0;   /* a wide stripe's extents: on the heap */
-    object *o = objtable_insert_absent(m->objs, key, keylen, hash, MO_ROOM + bytes);
+object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, uint64_t size,
+                      const obj_replica *reps, uint32_t n, uint32_t want, uint64_t hold_until) {
+    object *o = otable_insert(m->objs, key, keylen, hash);
     if (!o) return NULL;
-    object_set_replicas_in(o, reps, n, (char *)objtable_room(o) + MO_ROOM, bytes);
+    o->size = size;
+    object_set_replicas(o, reps, n);
     mm_obj_new(m, o, want, hold_until);
     return o;
 }
 
-static void pending_append(master_meta *m, object *o) {
-    mm_obj *mo = mm_obj_of(o);
-    mo->prev = m->pending_tail;
-    mo->next = NULL;
-    if (m->pending_tail) mm_obj_of(m->pending_tail)->next = o;
+/* A new put: in the pending list with its write grant stamp (both in
+ * its side part, which the put's end gives back if nothing else is
+ * there). */
+static void pending_append(master_meta *m, object *o, uint64_t issued_us) {
+    mm_more *x = mm_more_get(o);
+    x->write_issued_us = issued_us;
+    x->pending = 1;
+    x->prev = m->pending_tail;
+    x->next = NULL;
+    if (m->pending_tail) mm_more_of(m->pending_tail)->next = o;
     else m->pending_head = o;
     m->pending_tail = o;
 }
 
 void mm_pending_unlink(master_meta *m, object *o) {
-    mm_obj *mo = mm_obj_of(o);
-    if (mo->prev) mm_obj_of(mo->prev)->next = mo->next;
-    else if (m->pending_head == o) m->pending_head = mo->next;
-    else return;   /* not in the list */
-    if (mo->next) mm_obj_of(mo->next)->prev = mo->prev;
-    else m->pending_tail = mo->prev;
-    mo->prev = mo->next = NULL;
+    mm_more *x = mm_more_of(o);
+    if (!x || !x->pending) return;   /* not in the list */
+    if (x->prev) mm_more_of(x->prev)->next = x->next;
+    else m->pending_head = x->next;
+    if (x->next) mm_more_of(x->next)->prev = x->prev;
+    else m->pending_tail = x->prev;
+    x->prev = x->next = NULL;
+    x->pending = 0;
+    x->write_issued_us = 0;
 }
 
 int mm_replica_on_node(const obj_replica *r, uint32_t node) {
     for (uint32_t i = 0; i < r->nextents; i++)
         if (r->extents[i].node == node) return 1;
     return 0;
+}
+
+int mm_obj_on_node(const object *o, uint32_t i, uint32_t node) {
+    obj_reps v;
+    return mm_replica_on_node(&object_reps(o, &v)[i], node);
 }
 
 static void collect(object *o, void *ctx) {
@@ -125,35 +125,19 @@ static void collect(object *o, void *ctx) {
     acc->v[acc->n++] = o;
 }
 
-static int by_address(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(object *const *)a, y = (uintptr_t)*(object *const *)b;
-    return x < y ? -1 : x > y;
-}
-
 object **mm_all_objects(master_meta *m, size_t *n) {
     struct { object **v; size_t n, cap; } acc = {NULL, 0, 0};
     uint64_t cursor = 0;
-    do cursor = objtable_scan(m->objs, cursor, collect, &acc);
+    do cursor = otable_scan(m->objs, cursor, collect, &acc);   /* by record number: each once */
     while (cursor);
-    /* A scan may return a key twice across a rehash: keep each once. */
-    if (acc.n > 1) qsort(acc.v, acc.n, sizeof *acc.v, by_address);
-    size_t w = 0;
-    for (size_t i = 0; i < acc.n; i++)
-        if (w == 0 || acc.v[w - 1] != acc.v[i]) acc.v[w++] = acc.v[i];
-    *n = w;
+    *n = acc.n;
     return acc.v;
 }
 
 /* ---- replicas of an object ---- */
 
-/* Replace o's replicas with reps (deep copies, never aliasing o's own). */
-static void set_replicas(object *o, const obj_replica *reps, uint32_t n) {
-    object_free_replicas(o);
-    if (n) object_set_replicas(o, reps, n);
-}
-
 uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
-    const mm_more *x = mm_obj_of(o)->more;
+    const mm_more *x = mm_more_of(o);
     if (!x) return 0;
     uint64_t until = x->hold_until;
     for (uint32_t i = 0; i < x->nlease; i++) until = max_u64(until, x->lease[i]);
@@ -161,58 +145,51 @@ uint64_t mm_hold_until(const object *o, uint64_t now_ms) {
 }
 
 void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms) {
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     m->under_replicated -= mm_under(o);
-    mm_note_replica(m, o, &o->replicas[i], 1);
-    mm_hold_replica(m, &o->replicas[i], mm_hold_until(o, now_ms), now_ms);
+    mm_note_replica(m, o, &reps[i], 1);
+    mm_hold_replica(m, &reps[i], mm_hold_until(o, now_ms), now_ms);
     uint32_t n = 0;
-    obj_replica *keep = xcalloc(o->nreplicas, sizeof *keep);
-    for (uint32_t j = 0; j < o->nreplicas; j++) {
-        if (j == i) continue;
-        keep[n].nextents = o->replicas[j].nextents;
-        keep[n].extents = xmemdup(o->replicas[j].extents,
-                                  o->replicas[j].nextents * sizeof(obj_extent));
-        n++;
-    }
-    set_replicas(o, keep, n);
+    obj_replica keep[UINT8_MAX];   /* object_set_replicas copies them before it lets o's go */
+    for (uint32_t j = 0; j < o->nreplicas; j++)
+        if (j != i) keep[n++] = reps[j];
+    object_set_replicas(o, keep, n);
     m->under_replicated += mm_under(o);
-    for (uint32_t j = 0; j < n; j++) free(keep[j].extents);
-    free(keep);
 }
 
 void mm_add_replica(master_meta *m, object *o, const obj_replica *r) {
     uint32_t n = o->nreplicas;
+    if (n == UINT8_MAX) return;   /* never: copies stop at the replica count asked for */
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     m->under_replicated -= mm_under(o);
-    obj_replica *all = xcalloc(n + 1, sizeof *all);
-    for (uint32_t j = 0; j < n; j++) {
-        all[j].nextents = o->replicas[j].nextents;
-        all[j].extents = xmemdup(o->replicas[j].extents, all[j].nextents * sizeof(obj_extent));
-    }
+    obj_replica all[UINT8_MAX];
+    for (uint32_t j = 0; j < n; j++) all[j] = reps[j];
     all[n] = *r;
-    set_replicas(o, all, n + 1);
+    object_set_replicas(o, all, n + 1);
     m->under_replicated += mm_under(o);
-    for (uint32_t j = 0; j < n; j++) free(all[j].extents);
-    free(all);
 }
 
 void mm_drop_object(master_meta *m, object *o, uint64_t now_ms) {
-    mm_obj *mo = mm_obj_of(o);
     mm_note_object(m, o, 1);
-    if (mo->more && mo->more->job) mm_job_fail(m, mo->more->job, now_ms);
+    if (mm_obj_job(o)) mm_job_fail(m, mm_obj_job(o), now_ms);
     mm_pending_unlink(m, o);
     m->under_replicated -= mm_under(o);
-    objtable_unlink(m->objs, o->key, o->keylen);
+    otable_unlink(m->objs, o);
     mm_hold_object(m, o, now_ms);
     m->slice_crc_bytes -= (uint64_t)mm_obj_slices(o)->count * sizeof(uint32_t);
     mm_obj_free(o);
-    object_free(o);
+    object_free_replicas(o);
+    otable_free(m->objs, o);
 }
 
 /* ---- read leases ---- */
 
 /* Track the lease so its reader can give it back; when MM_LEASES are
  * live at once, the rest simply pin the bytes until they expire. */
-static void lease_add(mm_obj *mo, uint64_t until, uint64_t now_ms) {
-    mm_more *x = mm_more_get(mo);
+static void lease_add(object *o, uint64_t until, uint64_t now_ms) {
+    mm_more *x = mm_more_get(o);
     uint32_t w = 0;
     for (uint32_t i = 0; i < x->nlease; i++)
         if (x->lease[i] > now_ms) x->lease[w++] = x->lease[i];
@@ -231,7 +208,7 @@ static proto_status check_key(const void *key, size_t keylen, char *err, size_t 
 }
 
 object *mm_find(master_meta *m, const void *key, size_t keylen) {
-    return objtable_find(m->objs, key, keylen);
+    return otable_find(m->objs, key, keylen, objtable_hash(key, keylen));
 }
 
 uint64_t mm_issue_us(master_meta *m, uint64_t now_ms) {
@@ -253,7 +230,7 @@ static proto_status put_start_hashed(master_meta *m, const void *key, size_t key
     if (size == 0) return mm_fail(err, errlen, PROTO_ERR, "object size must be at least 1 byte");
     if (replicas == 0 || replicas > PROTO_MAX_REPLICAS)
         return mm_fail(err, errlen, PROTO_ERR, "replica count must be 1 to %d", PROTO_MAX_REPLICAS);
-    object *o = objtable_find_hashed(m->objs, key, keylen, hash);
+    object *o = otable_find(m->objs, key, keylen, hash);
     if (o)
         return mm_fail(err, errlen, PROTO_EXISTS, o->state == OBJ_PENDING
                        ? "key is being written" : "key already exists");
@@ -263,13 +240,10 @@ static proto_status put_start_hashed(master_meta *m, const void *key, size_t key
     if (st != PROTO_OK) return st;
     /* No hold for the write caps: a node refuses them once a newer grant
      * has written there (backend/claims.h), so only reads pin space. */
-    o = mm_obj_insert(m, key, keylen, hash, reps, replicas, replicas, 0);
+    o = mm_obj_insert(m, key, keylen, hash, size, reps, replicas, replicas, 0);
     for (uint32_t i = 0; i < replicas; i++) mm_replica_clear(&reps[i]);
-    o->size = size;
     o->created_ms = o->atime_ms = now_ms;
-    mm_obj *mo = mm_obj_of(o);
-    mo->write_issued_us = mm_issue_us(m, now_ms);
-    pending_append(m, o);
+    pending_append(m, o, mm_issue_us(m, now_ms));
     *out = o;
     return PROTO_OK;
 }
@@ -288,7 +262,7 @@ static int put_expired(master_meta *m, object *o, uint64_t now_ms) {
 
 static proto_status find_pending(master_meta *m, const void *key, size_t keylen, uint64_t hash,
                                  uint64_t now_ms, object **out, char *err, size_t errlen) {
-    object *o = objtable_find_hashed(m->objs, key, keylen, hash);
+    object *o = otable_find(m->objs, key, keylen, hash);
     if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no put in progress for this key");
     if (o->state == OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_ERR, "object is already complete");
@@ -308,7 +282,7 @@ static proto_status keep_slices(master_meta *m, object *o, uint32_t crc, const p
     char why[PROTO_ERR_LEN];
     if (proto_slices_check(sl, o->size, crc, why, sizeof why) != 0)
         return mm_fail(err, errlen, PROTO_ERR, "%s", why);
-    mm_more_get(mm_obj_of(o))->slices =
+    mm_more_get(o)->slices =
         (proto_slices){sl->size, sl->count, xmemdup(sl->crc, sl->count * sizeof *sl->crc)};
     m->slice_crc_bytes += (uint64_t)sl->count * sizeof *sl->crc;
     return PROTO_OK;
@@ -322,9 +296,10 @@ static proto_status put_end_hashed(master_meta *m, const void *key, size_t keyle
     if (st == PROTO_OK) st = keep_slices(m, o, crc, sl, err, errlen);
     if (st != PROTO_OK) return st;
     o->crc = crc;
-    objtable_set_state(m->objs, o, OBJ_COMPLETE);   /* counted: INFO reads the counts */
+    otable_set_state(m->objs, o, OBJ_COMPLETE);   /* counted: INFO reads the counts */
     m->under_replicated += mm_under(o);
     mm_pending_unlink(m, o);
+    mm_more_trim(o, now_ms);   /* a plain object keeps no side part */
     mm_note_object(m, o, 0);   /* now its nodes may index it */
     if (mm_needs_repair(m, o)) {   /* a node died or started draining meanwhile */
         m->repair_dirty = 1;
@@ -358,7 +333,7 @@ static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object
     if (proto_replicas_readable(o) == 0) return mm_load(m, o, now_ms, err, errlen);
     mm_disk_hit(m, o, now_ms);
     *lease_until = now_ms + m->cfg.lease_ms;
-    lease_add(mm_obj_of(o), *lease_until, now_ms);
+    lease_add(o, *lease_until, now_ms);
     o->atime_ms = now_ms;
     *out = o;
     return PROTO_OK;
@@ -366,21 +341,20 @@ static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object
 
 proto_status mm_get(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                  object **out, uint64_t *lease_until, char *err, size_t errlen) {
-    return get_found(m, objtable_find(m->objs, key, keylen), now_ms, out, lease_until, err, errlen);
+    return get_found(m, otable_find(m->objs, key, keylen, objtable_hash(key, keylen)), now_ms, out, lease_until, err, errlen);
 }
 
 /* mm_lease_return once its key's object (or NULL) was found. */
 static int lease_return_found(master_meta *m, object *o, const void *key, size_t keylen,
                               uint64_t lease_until, uint64_t now_ms) {
-    mm_obj *mo = o && o->state == OBJ_COMPLETE ? mm_obj_of(o) : NULL;
-    mm_more *x = mo ? mo->more : NULL;
+    mm_more *x = o && o->state == OBJ_COMPLETE ? mm_more_of(o) : NULL;
     for (uint32_t i = 0; x && i < x->nlease; i++) {
         if (x->lease[i] != lease_until) continue;
         /* A removed generation of the key holds the same expiry: the
          * lease could be either one's, so both stay. */
         if (mm_tomb_has_lease(m, key, keylen, lease_until)) return 0;
         x->lease[i] = x->lease[--x->nlease];
-        mm_more_trim(mo, now_ms);   /* the last one back: the object costs its plain size again */
+        mm_more_trim(o, now_ms);   /* the last one back: the object costs its plain size again */
         mm_drop_temp_copy(m, o, now_ms);   /* read from disk: its copy goes (offload.c) */
         return lease_until > now_ms;
     }
@@ -389,12 +363,12 @@ static int lease_return_found(master_meta *m, object *o, const void *key, size_t
 
 int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lease_until,
                     uint64_t now_ms) {
-    return lease_return_found(m, objtable_find(m->objs, key, keylen), key, keylen, lease_until, now_ms);
+    return lease_return_found(m, otable_find(m->objs, key, keylen, objtable_hash(key, keylen)), key, keylen, lease_until, now_ms);
 }
 
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                     char *err, size_t errlen) {
-    object *o = objtable_find(m->objs, key, keylen);
+    object *o = otable_find(m->objs, key, keylen, objtable_hash(key, keylen));
     if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
     if (o->state == OBJ_PENDING)
         return mm_fail(err, errlen, PROTO_ERR, "put in progress: finish or revoke it first");
@@ -409,7 +383,7 @@ proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t 
 }
 
 int mm_exists(master_meta *m, const void *key, size_t keylen) {
-    object *o = objtable_find(m->objs, key, keylen);
+    object *o = otable_find(m->objs, key, keylen, objtable_hash(key, keylen));
     return o && o->state == OBJ_COMPLETE;
 }
 
@@ -434,13 +408,13 @@ int mm_expire_puts(master_meta *m, uint64_t now_ms) {
 static void hash_items(master_meta *m, mm_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) {
         it[i].hash = objtable_hash(it[i].key, it[i].keylen);
-        if (i < PREFETCH_AHEAD) objtable_prefetch(m->objs, it[i].hash);
+        if (i < PREFETCH_AHEAD) otable_prefetch(m->objs, it[i].hash);
     }
 }
 
 static void prefetch_next(master_meta *m, const mm_item *it, size_t n, size_t i) {
-    if (i + PREFETCH_AHEAD < n) objtable_prefetch(m->objs, it[i + PREFETCH_AHEAD].hash);
-    if (i + PREFETCH_AHEAD / 2 < n) objtable_prefetch_chain(m->objs, it[i + PREFETCH_AHEAD / 2].hash);
+    if (i + PREFETCH_AHEAD < n) otable_prefetch(m->objs, it[i + PREFETCH_AHEAD].hash);
+    if (i + PREFETCH_AHEAD / 2 < n) otable_prefetch_record(m->objs, it[i + PREFETCH_AHEAD / 2].hash);
 }
 
 void mm_put_start_batch(master_meta *m, mm_item *it, size_t n, uint32_t replicas, uint64_t now_ms) {
@@ -461,7 +435,7 @@ void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
     }
 }
 
-#define FIND_GROUP 32   /* keys looked up together (objtable_find_many) */
+#define FIND_GROUP 32   /* keys looked up together (otable_find_many) */
 
 /* The objects of it[at..at+k) (k <= FIND_GROUP) into found[], with what
  * the batch then reads of them on its way into the cache: their owners'
@@ -471,16 +445,15 @@ void mm_put_end_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {
 static void find_group(master_meta *m, const mm_item *it, size_t k, object **found) {
     objtable_probe p[FIND_GROUP];
     for (size_t i = 0; i < k; i++) p[i] = (objtable_probe){.key = it[i].key, .keylen = it[i].keylen};
-    objtable_find_many(m->objs, p, k);
+    otable_find_many(m->objs, p, k);
     for (size_t i = 0; i < k; i++) {
         found[i] = p[i].found;
         if (!found[i]) continue;
-        const mm_obj *mo = mm_obj_of(found[i]);
-        __builtin_prefetch(mo);                     /* its side part's pointer */
-        __builtin_prefetch(found[i]->replicas);     /* a reply's extents */
+        __builtin_prefetch(&found[i]->owner);       /* its side part's pointer */
+        if (found[i]->rep_list) __builtin_prefetch(found[i]->rep.list);   /* a reply's extents */
     }
-    for (size_t i = 0; i < k; i++)   /* their side parts (leases, slice CRCs), once the owners' lines are on their way */
-        if (found[i] && mm_obj_of(found[i])->more) __builtin_prefetch(mm_obj_of(found[i])->more);
+    for (size_t i = 0; i < k; i++)   /* their side parts (leases, slice CRCs), once the objects' lines are on their way */
+        if (found[i] && mm_more_of(found[i])) __builtin_prefetch(mm_more_of(found[i]));
 }
 
 void mm_get_batch(master_meta *m, mm_item *it, size_t n, uint64_t now_ms) {

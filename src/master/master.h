@@ -215,7 +215,7 @@ void master_reply_puts(client *c, const mm_item *it, size_t n, int form);
 typedef struct master_parked {
     client *c;
     mm_item *it;                  /* keys point into keys */
-    uint64_t *stamp;              /* items OK when parked: their object's write stamp */
+    uint64_t *stamp;              /* items OK when parked: their object's mm_obj_stamp */
     char *keys;
     size_t n;
     int form;                     /* the reply's, MASTER_PUTS_* or MASTER_GETS_* */

@@ -116,7 +116,7 @@ static void reply_wire(client *c, const resp_buf *b) { reply_raw(c, b->data, b->
 /* What o's caps grant, signed now. */
 static proto_grant grant_of(client *c, const object *o, uint32_t rights, uint64_t expiry) {
     return (proto_grant){rights, expiry, master_of(c)->cap_key,
-                         rights == TE_CAP_WRITE ? mm_obj_of(o)->write_issued_us : 0,
+                         rights == TE_CAP_WRITE ? mm_obj_issued(o) : 0,
                          master_term(master_of(c))};
 }
 
@@ -784,7 +784,9 @@ static void mget_command(client *c) {
 
 static void prefetch_extents(const mm_item *x) {
     if (x->status != PROTO_OK) return;
-    for (uint32_t r = 0; r < x->obj->nreplicas; r++) __builtin_prefetch(x->obj->replicas[r].extents);
+    const object *o = x->obj;
+    if (!o->rep_list) return;   /* words: in the object itself */
+    for (uint32_t r = 0; r < o->nreplicas; r++) __builtin_prefetch(o->rep.list[r].extents);
 }
 
 static void reply_gets_packed(client *c, const mm_item *it, size_t n) {
@@ -949,11 +951,13 @@ static void object_command(client *c) {
     reply_bulk_cstr(c, "created_ms");
     reply_integer(c, (long long)o->created_ms);
     reply_bulk_cstr(c, "replicas");
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     reply_array(c, o->nreplicas);
     for (uint32_t r = 0; r < o->nreplicas; r++) {
-        reply_array(c, o->replicas[r].nextents);
-        for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
-            const obj_extent *e = &o->replicas[r].extents[i];
+        reply_array(c, reps[r].nextents);
+        for (uint32_t i = 0; i < reps[r].nextents; i++) {
+            const obj_extent *e = &reps[r].extents[i];
             reply_array(c, 3);
             reply_integer(c, e->node);
             reply_integer(c, (long long)e->offset);

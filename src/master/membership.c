@@ -241,12 +241,11 @@ void mm_forget_node_in(master_meta *m, object *o, uint32_t id, uint64_t now_ms) 
     mm_job *job = mm_obj_job(o);
     if (job) {
         int touches = mm_replica_on_node(&job->rep, id);
-        for (uint32_t i = 0; i < o->nreplicas && !touches; i++)
-            touches = mm_replica_on_node(&o->replicas[i], id);
+        for (uint32_t i = 0; i < o->nreplicas && !touches; i++) touches = mm_obj_on_node(o, i, id);
         if (touches) mm_job_fail(m, job, now_ms);
     }
     for (uint32_t i = o->nreplicas; i-- > 0;)
-        if (mm_replica_on_node(&o->replicas[i], id)) mm_drop_replica(m, o, i, now_ms);
+        if (mm_obj_on_node(o, i, id)) mm_drop_replica(m, o, i, now_ms);
     if (o->nreplicas > 0) return;
     if (o->state == OBJ_COMPLETE) {
         m->objects_lost++;
@@ -262,8 +261,10 @@ int mm_replica_bad(master_meta *m, uint32_t id, const void *key, size_t keylen, 
     object *o = mm_find(m, key, keylen);
     if (!o || o->state != OBJ_COMPLETE) return 0;
     int found = 0;
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas && !found; i++) {
-        const obj_replica *r = &o->replicas[i];
+        const obj_replica *r = &reps[i];
         for (uint32_t k = 0; k < r->nextents && !found; k++)
             found = r->extents[k].node == id && r->extents[k].offset == seg_off;
     }

@@ -32,11 +32,11 @@ proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt,
     return st;
 }
 
-/* objtable hands us objects it no longer holds: only at destroy time,
- * since every other removal goes through objtable_unlink. */
+/* What the table does not free of an object it still holds at destroy
+ * time (every other removal is mm_drop_object's). */
 static void free_object(object *o, void *ctx) {
     mm_obj_free(o);
-    object_free(o);
+    object_free_replicas(o);
 }
 
 master_meta *mm_create(const mm_config *cfg) {
@@ -46,7 +46,7 @@ master_meta *mm_create(const mm_config *cfg) {
     m->cfg.stripe_unit &= ~(uint64_t)(MM_ALIGN - 1);
     if (m->cfg.stripe_width == 0) m->cfg.stripe_width = 1;
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
-    m->objs = objtable_create(free_object, m);
+    m->objs = otable_create(sizeof(mm_obj));
     m->tombs = mm_tombs_create();
     m->pins = mm_pins_create();
     m->next_task_id = 1;
@@ -58,7 +58,7 @@ void mm_destroy(master_meta *m) {
     if (!m) return;
     mm_fail_all_tasks(m, 0);
     mm_offload_orphans_free(m);
-    objtable_destroy(m->objs);
+    otable_destroy(m->objs, free_object, m);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         seg_alloc_destroy(m->nodes[i]->alloc);
         mm_notes_reset(m->nodes[i]);
@@ -109,8 +109,8 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
             if (as.fragmentation > st->fragmentation_max) st->fragmentation_max = as.fragmentation;
         }
     }
-    st->objects_pending = objtable_count_state(m->objs, OBJ_PENDING);
-    st->objects_complete = objtable_count_state(m->objs, OBJ_COMPLETE);
+    st->objects_pending = otable_count_state(m->objs, OBJ_PENDING);
+    st->objects_complete = otable_count_state(m->objs, OBJ_COMPLETE);
     st->under_replicated = m->under_replicated;
     st->objects_lost = m->objects_lost;
     st->replicas_corrupt = m->replicas_corrupt;
@@ -154,7 +154,7 @@ uint64_t mm_scan(master_meta *m, uint64_t cursor, long count, void (*fn)(object 
     scan_walk w = {.fn = fn, .ctx = ctx};
     if (count < 1) count = 1;
     long visits = count * PROTO_SCAN_VISITS_PER_KEY;
-    do cursor = objtable_scan(m->objs, cursor, scan_visit, &w);
+    do cursor = otable_scan(m->objs, cursor, scan_visit, &w);
     while (cursor != 0 && w.given < count && --visits > 0);
     return cursor;
 }

@@ -170,10 +170,14 @@ typedef struct mm_stats {
 
 typedef struct master_meta master_meta;
 
-/* What only some objects need, apart (mm_obj.more): allocated at the
+/* What only some objects need, apart (object.owner): allocated at the
+ * put's start (its place in the pending list, its write grant) or the
  * first read lease, copy, hold or slice CRCs, freed once none is left,
  * so an object written and not read costs none of it. */
 typedef struct mm_more {
+    uint64_t write_issued_us;     /* pending: the put's write caps' grant stamp */
+    object *prev, *next;          /* pending puts, oldest first */
+    int pending;                  /* in that list */
     uint64_t hold_until;          /* bytes not reused before: leases not tracked below, tasks */
     struct mm_job *job;           /* replica copy in flight, if any */
     proto_slices slices;          /* per-slice CRCs from the put's end; count 0: none */
@@ -181,19 +185,31 @@ typedef struct mm_more {
     uint64_t lease[MM_LEASES];    /* expiries of leases not yet returned (maybe expired) */
 } mm_more;
 
-/* The per-object master state, kept in object->owner. */
+/* The per-object master state, in the room after each object of the
+ * master's table (master/otable.h): 8 bytes. */
+#define MM_DISK_READS_MAX ((1u << 24) - 1)
 typedef struct mm_obj {
-    uint64_t write_issued_us;     /* the put's write caps' grant stamp */
-    object *prev, *next;          /* pending puts, oldest first */
-    mm_more *more;                /* NULL: no lease, copy, hold or slice CRCs */
-    uint32_t want;                /* replica count asked for */
-    uint32_t disk_reads;          /* gets since its offload, while on disk (disk_promote_after) */
+    uint32_t stamp;               /* which object this is (mm_obj_stamp) */
+    uint32_t want : 8;            /* replica count asked for (PROTO_MAX_REPLICAS) */
+    uint32_t disk_reads : 24;     /* gets since its offload, while on disk (disk_promote_after),
+                                     up to MM_DISK_READS_MAX */
 } mm_obj;
 
-static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)o->owner; }
+static inline mm_obj *mm_obj_of(const object *o) { return (mm_obj *)(o + 1); }
+/* Records are reused once an object goes: who keeps an object * across
+ * calls (a parked command) compares this too. It differs for every
+ * object the master makes (modulo 2^32). */
+static inline uint64_t mm_obj_stamp(const object *o) { return mm_obj_of(o)->stamp; }
+/* o's side part: NULL when not pending, no lease, copy, hold or slice CRCs. */
+static inline mm_more *mm_more_of(const object *o) { return (mm_more *)o->owner; }
+/* A pending o's write grant stamp (0 once it is not pending). */
+static inline uint64_t mm_obj_issued(const object *o) {
+    const mm_more *x = mm_more_of(o);
+    return x && x->pending ? x->write_issued_us : 0;
+}
 /* The copy in flight for o, if any. */
 static inline struct mm_job *mm_obj_job(const object *o) {
-    const mm_more *x = mm_obj_of(o)->more;
+    const mm_more *x = mm_more_of(o);
     return x ? x->job : NULL;
 }
 /* o's slice CRCs (count 0: none); never NULL. */

@@ -6,6 +6,7 @@
 
 #include "core/evict.h"
 #include "master/meta.h"
+#include "master/otable.h"
 
 /* Extents taken out of use but not yet reusable: a reader or writer may
  * still hold a capability on them until `until`. */
@@ -28,7 +29,8 @@ typedef struct mm_job {
 
 struct master_meta {
     mm_config cfg;
-    objtable *objs;
+    otable *objs;               /* the objects, mm_obj in each one's room */
+    uint32_t obj_stamps;        /* the last mm_obj.stamp given */
     mm_node **nodes;            /* nodes[id-1] */
     uint32_t nnodes;
     uint32_t rr;                /* round-robin cursor: id of the last node chosen */
@@ -130,10 +132,10 @@ void mm_drop_replica(master_meta *m, object *o, uint32_t i, uint64_t now_ms);
 void mm_add_replica(master_meta *m, object *o, const obj_replica *r);
 void mm_pending_unlink(master_meta *m, object *o);
 /* mo's side part, allocated if it has none yet. */
-mm_more *mm_more_get(mm_obj *mo);
+mm_more *mm_more_get(object *o);
 /* Give it back if nothing is left in it (no live lease, copy, hold or
  * slice CRCs at now_ms). */
-void mm_more_trim(mm_obj *mo, uint64_t now_ms);
+void mm_more_trim(object *o, uint64_t now_ms);
 /* Set or clear o's copy in flight. */
 void mm_obj_set_job(object *o, struct mm_job *j);
 mm_obj *mm_obj_new(master_meta *m, object *o, uint32_t want, uint64_t hold_until);
@@ -142,11 +144,12 @@ void mm_obj_free(object *o);
  * replicas reps[0..n) in one block. The key must be absent (callers
  * look it up first, or know the table held none of theirs). The caller
  * fills the rest. */
-object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, const obj_replica *reps,
-                      uint32_t n, uint32_t want, uint64_t hold_until);
+object *mm_obj_insert(master_meta *m, const void *key, size_t keylen, uint64_t hash, uint64_t size,
+                      const obj_replica *reps, uint32_t n, uint32_t want, uint64_t hold_until);
 /* The memory mm_obj_insert takes for such an object (for sizing ahead). */
 size_t mm_obj_bytes(size_t keylen, uint32_t nreplicas, size_t nextents);
 int mm_replica_on_node(const obj_replica *r, uint32_t node);
+int mm_obj_on_node(const object *o, uint32_t i, uint32_t node);   /* o's replica i */
 /* Every object, collected first so callers may delete while walking. */
 object **mm_all_objects(master_meta *m, size_t *n);
 

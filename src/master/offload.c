@@ -76,22 +76,25 @@ static void want_room(mm_node *n, uint64_t size) {
 
 static int has_disk_replica(const object *o) {
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&o->replicas[i])) return 1;
+        if (object_replica_first(o, i).offset == MM_ON_DISK) return 1;
     return 0;
 }
 
-/* Its disk replica to load from: one on a usable node (NULL: none). */
-static const obj_replica *load_source(master_meta *m, const object *o) {
+/* Its disk replica to load from: one on a usable node (NULL: none; v
+ * holds what it points at). */
+static const obj_replica *load_source(master_meta *m, const object *o, obj_reps *v) {
+    const obj_replica *reps = object_reps(o, v);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&o->replicas[i]) && mm_node_usable(mm_node_get(m, o->replicas[i].extents[0].node)))
-            return &o->replicas[i];
+        if (mm_replica_on_disk(&reps[i]) && mm_node_usable(mm_node_get(m, reps[i].extents[0].node)))
+            return &reps[i];
     return NULL;
 }
 
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen) {
     o->atime_ms = now_ms;   /* read: not the next offload's pick */
     if (mm_obj_job(o)) return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
-    const obj_replica *from = load_source(m, o);
+    obj_reps v;
+    const obj_replica *from = load_source(m, o, &v);
     if (!from) return mm_fail(err, errlen, PROTO_NOTFOUND, "only on the disk of an unusable node");
     uint32_t home = from->extents[0].node;
     uint8_t *exclude = xmalloc(m->nnodes);
@@ -107,7 +110,7 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
     }
     /* This read is the disk_promote_after-th since the offload: promote. */
     mm_obj *mo = mm_obj_of(o);
-    int keep = mo->disk_reads + 1 < m->cfg.disk_promote_after;
+    int keep = (uint32_t)mo->disk_reads + 1 < m->cfg.disk_promote_after;
     mm_load_start(m, o, &rep, keep, now_ms);
     return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
 }
@@ -116,19 +119,21 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
  * disk one (a load kept on disk). UINT32_MAX: none. */
 static uint32_t temp_copy(const object *o) {
     if (o->nreplicas <= mm_obj_of(o)->want || !has_disk_replica(o)) return UINT32_MAX;
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = o->nreplicas; i-- > 0;)
-        if (!mm_replica_on_disk(&o->replicas[i])) return i;
+        if (!mm_replica_on_disk(&reps[i])) return i;
     return UINT32_MAX;
 }
 
 void mm_disk_hit(master_meta *m, object *o, uint64_t now_ms) {
     if (temp_copy(o) == UINT32_MAX) return;
     mm_obj *mo = mm_obj_of(o);
-    if (mo->disk_reads < UINT32_MAX) mo->disk_reads++;
+    if (mo->disk_reads < MM_DISK_READS_MAX) mo->disk_reads++;
     if (mo->disk_reads < m->cfg.disk_promote_after || mm_obj_job(o)) return;
     /* Read enough: the copy stays and the disk records go. */
     for (uint32_t i = o->nreplicas; i-- > 0 && o->nreplicas > mo->want;)
-        if (mm_replica_on_disk(&o->replicas[i])) mm_drop_replica(m, o, i, now_ms);
+        if (object_replica_first(o, i).offset == MM_ON_DISK) mm_drop_replica(m, o, i, now_ms);
     m->promotes++;
     m->promote_bytes += o->size;
 }
@@ -180,8 +185,10 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     for (size_t i = 0; i < count; i++) {
         object *o = all[i];
         if (!offloadable(m, o, now_ms)) continue;
+        obj_reps v;
+        const obj_replica *reps = object_reps(o, &v);
         for (uint32_t r = 0; r < o->nreplicas; r++) {
-            uint32_t node = one_node(&o->replicas[r]);
+            uint32_t node = one_node(&reps[r]);
             if (node && want[node - 1]) {
                 c[nc++] = (cand){o, r, o->atime_ms};
                 break;
@@ -193,10 +200,12 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     int started = 0;
     for (size_t i = 0; i < nc && started < OFFLOAD_MAX_PER_PASS; i++) {
         object *o = c[i].o;
-        mm_node *n = m->nodes[o->replicas[c[i].rep].extents[0].node - 1];
+        obj_reps v;
+        const obj_replica *rep = &object_reps(o, &v)[c[i].rep];
+        mm_node *n = m->nodes[rep->extents[0].node - 1];
         uint64_t *w = &want[n->id - 1];
         if (*w == 0 || n->disk_free < o->size + 8192) continue;
-        mm_offload_start(m, o, &o->replicas[c[i].rep], now_ms);
+        mm_offload_start(m, o, rep, now_ms);
         n->disk_free -= o->size + 8192;   /* its header and padding, roughly: the next heartbeat says */
         *w = *w > o->size ? *w - o->size : 0;
         started++;
@@ -242,8 +251,10 @@ void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms) {
  * offload on its way there. */
 static int record_wanted(master_meta *m, uint32_t node, const void *key, size_t keylen) {
     const object *o = mm_find(m, key, keylen);
-    for (uint32_t i = 0; o && i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&o->replicas[i]) && o->replicas[i].extents[0].node == node) return 1;
+    for (uint32_t i = 0; o && i < o->nreplicas; i++) {
+        obj_extent e = object_replica_first(o, i);
+        if (e.offset == MM_ON_DISK && e.node == node) return 1;
+    }
     const mm_job *j = o ? mm_obj_job(o) : NULL;
     return j && j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD && j->tasks[0]->node == node;
 }

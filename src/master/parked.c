@@ -19,7 +19,7 @@ master_parked *master_park(master_parked **head, client *c, const mm_item *it, s
     for (size_t i = 0, off = 0; i < n; off += it[i].keylen, i++) {
         memcpy(p->keys + off, it[i].key, it[i].keylen);
         p->it[i].key = p->keys + off;
-        if (it[i].status == PROTO_OK) p->stamp[i] = mm_obj_of(it[i].obj)->write_issued_us;
+        if (it[i].status == PROTO_OK) p->stamp[i] = mm_obj_stamp(it[i].obj);
     }
     p->c = c;
     p->n = n;

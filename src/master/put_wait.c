@@ -83,7 +83,7 @@ static void recheck_placed(master_meta *meta, master_parked *p) {
         mm_item *it = &p->it[i];
         if (it->status != PROTO_OK) continue;
         object *o = mm_find(meta, it->key, it->keylen);
-        if (o == it->obj && o->state == OBJ_PENDING && mm_obj_of(o)->write_issued_us == p->stamp[i])
+        if (o == it->obj && o->state == OBJ_PENDING && mm_obj_stamp(o) == p->stamp[i])
             continue;
         it->status = PROTO_ERR;
         snprintf(it->err, sizeof it->err, "put ended by another client while waiting for space");
@@ -98,7 +98,7 @@ static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
         if (it->status != PROTO_NOSPACE) continue;
         it->status = mm_put_start(meta, it->key, it->keylen, it->size, p->replicas, now_ms, &it->obj,
                                   it->err, sizeof it->err);
-        if (it->status == PROTO_OK) p->stamp[i] = mm_obj_of(it->obj)->write_issued_us;
+        if (it->status == PROTO_OK) p->stamp[i] = mm_obj_stamp(it->obj);
         if (it->status == PROTO_NOSPACE) mm_offload_ahead(meta, it->size, now_ms);   /* keep shedding */
         waiting |= it->status == PROTO_NOSPACE;
     }

@@ -42,7 +42,7 @@ static uint64_t tomb_until(const mm_tomb *t, uint64_t now_ms) {
 /* A tomb for o's tracked leases, or NULL when none is live (then the
  * hold, if any, is a plain one until the side part's hold_until). */
 static mm_tomb *tomb_new(master_meta *m, const object *o, uint64_t now_ms) {
-    const mm_more *x = mm_obj_of(o)->more;
+    const mm_more *x = mm_more_of(o);
     mm_tomb *t = NULL;
     for (uint32_t i = 0; x && i < x->nlease; i++) {
         if (x->lease[i] <= now_ms) continue;
@@ -102,7 +102,9 @@ void mm_hold_replica(master_meta *m, const obj_replica *r, uint64_t until, uint6
 void mm_hold_object(master_meta *m, const object *o, uint64_t now_ms) {
     uint64_t until = mm_hold_until(o, now_ms);
     mm_tomb *t = until ? tomb_new(m, o, now_ms) : NULL;
-    for (uint32_t i = 0; i < o->nreplicas; i++) hold_extents(m, &o->replicas[i], until, t, now_ms);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    for (uint32_t i = 0; i < o->nreplicas; i++) hold_extents(m, &reps[i], until, t, now_ms);
     if (t && t->refs == 0) {   /* every extent was on a dead node */
         t->refs = 1;
         tomb_unref(m, t);

@@ -476,7 +476,7 @@ static void restore_slices(master_meta *m, object *o, const partial *p, const ui
         proto_slices_free(&sl);
         return;
     }
-    mm_more_get(mm_obj_of(o))->slices = sl;
+    mm_more_get(o)->slices = sl;
     m->slice_crc_bytes += (uint64_t)sl.count * sizeof *sl.crc;
 }
 
@@ -509,17 +509,16 @@ static void commit_key(const build_ctx *b, const mm_report *first, uint64_t hash
     }
     if (want < nwhole) want = nwhole;
     if (want > PROTO_MAX_REPLICAS) want = PROTO_MAX_REPLICAS;
-    object *o = mm_obj_insert(m, first->key, first->keylen, hash, whole, nwhole, want, 0);
+    object *o = mm_obj_insert(m, first->key, first->keylen, hash, first->size, whole, nwhole, want, 0);
     if (!o) {   /* refused (usable_key bounds the key, so it cannot be): nothing kept */
         for (uint32_t i = 0; i < nwhole; i++) release_claimed(m, &whole[i]);
         st->keys_refused++;
         return;
     }
-    o->size = first->size;
     o->crc = first->crc;
     restore_slices(m, o, p, kept, nwhole);
     o->created_ms = o->atime_ms = b->now_ms;
-    objtable_set_state(m->objs, o, OBJ_COMPLETE);
+    otable_set_state(m->objs, o, OBJ_COMPLETE);
     m->under_replicated += mm_under(o);
     st->objects++;
     st->replicas += nwhole;
@@ -553,7 +552,7 @@ void mm_rebuild_prepare(master_meta *m, const mm_report *reports, size_t n, mm_g
     group(g, reports, n);
     g->ranges = xmalloc(sizeof *g->ranges);
     ranges_by_node(reports, n, mm_node_count(m), g->ranges);
-    objtable_reserve(m->objs, objtable_size(m->objs) + g->ngroups);
+    otable_reserve(m->objs, otable_size(m->objs) + g->ngroups);
     heap_huge_reserve(g->bytes + seg_alloc_claim_bytes(n));
 }
 
@@ -572,8 +571,8 @@ mm_rebuild_job *mm_rebuild_begin(master_meta *m, const mm_report *reports, size_
     if (g->ranges) nr = *g->ranges, free(g->ranges), g->ranges = NULL;
     else ranges_by_node(reports, n, mm_node_count(m), &nr);
     mm_groups_free(g);
-    j->fresh = objtable_size(m->objs) == 0;
-    objtable_reserve(m->objs, objtable_size(m->objs) + j->ngroups);
+    j->fresh = otable_size(m->objs) == 0;
+    otable_reserve(m->objs, otable_size(m->objs) + j->ngroups);
     claim_all(m, j, &nr);
     node_ranges_free(&nr);
     j->p = xcalloc(MM_MAX_PARTIALS, sizeof *j->p);
@@ -600,12 +599,12 @@ int mm_rebuild_step(master_meta *m, mm_rebuild_job *j, size_t keys, uint64_t now
     size_t stop = j->ngroups - j->next < keys ? j->ngroups : j->next + keys;
     uint64_t before = st->objects, short_before = st->objects_short;
     /* between steps others ran: a key removed or put meanwhile ends the shortcut */
-    j->fresh = j->fresh && objtable_size(m->objs) == j->made;
+    j->fresh = j->fresh && otable_size(m->objs) == j->made;
     for (; j->next < stop; j->next++) {
         const key_group *g = &j->kg[j->next];
         if (j->next + PREFETCH_AHEAD < j->ngroups) {   /* the misses of a key a few ahead start now */
             const key_group *ahead = g + PREFETCH_AHEAD;
-            objtable_prefetch(m->objs, ahead->hash);
+            otable_prefetch(m->objs, ahead->hash);
             for (size_t k = ahead->start; k < ahead->end && k < ahead->start + 4; k++) __builtin_prefetch(j->v[k]);
         }
         if (j->next + PREFETCH_AHEAD / 2 < j->ngroups)   /* its key, once its first report is here */
@@ -630,7 +629,7 @@ void mm_rebuild_free(mm_rebuild_job *j) {
 
 /* Repair walks the whole table: only when some object came back short. */
 void mm_rebuild_end(master_meta *m, mm_rebuild_job *j) {
-    objtable_reserve(m->objs, 0);
+    otable_reserve(m->objs, 0);
     if (j->short_made) {
         m->repair_dirty = 1;
         m->repair_next_ms = 0;

@@ -131,9 +131,11 @@ static void note_refused(const mm_report *r, void *ctx) {
  * a disk record the disk replica there. */
 static int object_keeps(const object *o, const mm_report *r) {
     int disk = r->seg_off == MM_ON_DISK;
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
-            if (o->replicas[i].extents[k].node == r->node && (o->replicas[i].extents[k].offset == MM_ON_DISK) == disk)
+        for (uint32_t k = 0; k < reps[i].nextents; k++)
+            if (reps[i].extents[k].node == r->node && (reps[i].extents[k].offset == MM_ON_DISK) == disk)
                 return 1;
     return 0;
 }

@@ -32,7 +32,9 @@ static int replica_healthy(master_meta *m, const obj_replica *r) {
 
 static uint32_t healthy_count(master_meta *m, const object *o) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < o->nreplicas; i++) n += replica_healthy(m, &o->replicas[i]);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    for (uint32_t i = 0; i < o->nreplicas; i++) n += replica_healthy(m, &reps[i]);
     return n;
 }
 
@@ -144,34 +146,38 @@ static void job_free(mm_job *j) {
 
 /* Copy source: a healthy replica if there is one (a draining node is
  * still readable, but spare it the load). */
-static const obj_replica *pick_source(master_meta *m, const object *o) {
-    const obj_replica *any = NULL;
+static const obj_replica *pick_source(master_meta *m, const object *o, obj_reps *v) {
+    const obj_replica *any = NULL, *reps = object_reps(o, v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
-        if (mm_replica_on_disk(&o->replicas[i])) continue;   /* not readable by a copy (yet) */
-        if (replica_healthy(m, &o->replicas[i])) return &o->replicas[i];
-        if (!any) any = &o->replicas[i];
+        if (mm_replica_on_disk(&reps[i])) continue;   /* not readable by a copy (yet) */
+        if (replica_healthy(m, &reps[i])) return &reps[i];
+        if (!any) any = &reps[i];
     }
     return any;
 }
 
 /* With no replica in a segment to copy from: a disk replica on a node
  * still alive (draining too), which sends its record itself. */
-static const obj_replica *pick_disk_source(master_meta *m, const object *o) {
+static const obj_replica *pick_disk_source(master_meta *m, const object *o, obj_reps *v) {
+    const obj_replica *reps = object_reps(o, v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
-        const mm_node *n = mm_node_get(m, o->replicas[i].extents[0].node);
-        if (mm_replica_on_disk(&o->replicas[i]) && n && (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
-            return &o->replicas[i];
+        const mm_node *n = mm_node_get(m, reps[i].extents[0].node);
+        if (mm_replica_on_disk(&reps[i]) && n && (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
+            return &reps[i];
     }
     return NULL;
 }
 
 /* Place one more replica of o and create its tasks. -1 if no room. */
 static int job_start(master_meta *m, object *o, uint64_t now_ms) {
-    if (!pick_source(m, o) && !pick_disk_source(m, o)) return -1;
+    obj_reps v, dv;
+    const obj_replica *src = pick_source(m, o, &v), *reps = object_reps(o, &v);
+    const obj_replica *disk = src ? NULL : pick_disk_source(m, o, &dv);
+    if (!src && !disk) return -1;
     uint8_t *exclude = xcalloc(m->nnodes, 1);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        for (uint32_t k = 0; k < o->replicas[i].nextents; k++)
-            exclude[o->replicas[i].extents[k].node - 1] = 1;
+        for (uint32_t k = 0; k < reps[i].nextents; k++)
+            exclude[reps[i].extents[k].node - 1] = 1;
     obj_replica rep = {0, NULL};
     proto_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
     free(exclude);
@@ -181,7 +187,6 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     j->o = o;
     j->rep = rep;
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
-    const obj_replica *src = pick_source(m, o);
     uint64_t pos = 0;
     for (uint32_t i = 0; src && i < rep.nextents; i++) {
         const obj_extent *e = &rep.extents[i];
@@ -191,7 +196,7 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
         pos += e->length;
     }
     if (!src) {   /* one task, on the disk's node, writing every extent */
-        mm_task *t = job_task_for(m, j, pick_disk_source(m, o)->extents[0].node, deadline);
+        mm_task *t = job_task_for(m, j, disk->extents[0].node, deadline);
         t->to_disk = MM_TASK_PUSH;
         for (uint32_t i = 0; i < rep.nextents; i++) extent_push(&t->dst, &t->ndst, rep.extents[i]);
         m->disk_pushes++;
@@ -199,7 +204,7 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
     j->nleft = j->ntasks;
     for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);
     /* The tasks' read caps on the source are leases like any other. */
-    mm_more *x = mm_more_get(mm_obj_of(o));
+    mm_more *x = mm_more_get(o);
     x->hold_until = max_u64(x->hold_until, deadline);
     x->job = j;
     m->njobs++;
@@ -215,7 +220,7 @@ static void disk_job_end(master_meta *m, const mm_job *j, uint64_t now_ms) {
         m->offloading -= j->o->size;
         mm_offload_orphan(m, j->tasks[0], now_ms);
         /* Never handed out: no read cap of the task's to wait for. */
-        if (!j->tasks[0]->handed) mm_obj_of(j->o)->more->hold_until = j->hold_before;
+        if (!j->tasks[0]->handed) mm_more_of(j->o)->hold_until = j->hold_before;
     } else {
         m->loads_landed++;
     }
@@ -241,9 +246,11 @@ void mm_job_fail(master_meta *m, mm_job *j, uint64_t now_ms) {
 /* Drop replicas on draining nodes once the object has enough without them. */
 static void trim(master_meta *m, object *o, uint64_t now_ms) {
     uint32_t want = mm_obj_of(o)->want;
-    for (uint32_t i = o->nreplicas; i-- > 0 && o->nreplicas > want;)
-        if (!replica_healthy(m, &o->replicas[i]) && healthy_count(m, o) >= want)
+    for (uint32_t i = o->nreplicas; i-- > 0 && o->nreplicas > want;) {
+        obj_reps v;
+        if (!replica_healthy(m, &object_reps(o, &v)[i]) && healthy_count(m, o) >= want)
             mm_drop_replica(m, o, i, now_ms);
+    }
 }
 
 /* The object's bytes are on the disk of the task's node: the disk
@@ -253,10 +260,12 @@ static void offload_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
     const obj_extent src = j->tasks[0]->src[0];
     /* The task's read caps were the node's own, and it is done with them. */
-    mm_obj_of(o)->more->hold_until = j->hold_before;
+    mm_more_of(o)->hold_until = j->hold_before;
     mm_add_replica(m, o, &j->rep);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
-        const obj_replica *r = &o->replicas[i];
+        const obj_replica *r = &reps[i];
         if (r->extents[0].node == src.node && r->extents[0].offset == src.offset) {
             mm_drop_replica(m, o, i, now_ms);
             break;
@@ -283,7 +292,7 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     for (uint32_t i = 0; i < src->nextents; i++) extent_push(&t->src, &t->nsrc, src->extents[i]);
     j->nleft = 1;
     tasks_push(m, t);
-    mm_more *x = mm_more_get(mm_obj_of(o));   /* its read caps are a lease */
+    mm_more *x = mm_more_get(o);   /* its read caps are a lease */
     j->hold_before = x->hold_until;
     x->hold_until = max_u64(x->hold_until, deadline);
     x->job = j;
@@ -316,9 +325,11 @@ static void load_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
     uint32_t node = j->tasks[0]->node;
     mm_add_replica(m, o, &j->rep);   /* a copy: job_free frees the job's */
-    mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    mm_note_replica(m, o, &reps[o->nreplicas - 1], 0);
     for (uint32_t i = 0; !j->keep_disk && i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&o->replicas[i]) && o->replicas[i].extents[0].node == node) {
+        if (mm_replica_on_disk(&reps[i]) && reps[i].extents[0].node == node) {
             mm_drop_replica(m, o, i, now_ms);
             break;
         }
@@ -348,7 +359,8 @@ static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
         return;
     }
     mm_add_replica(m, o, &j->rep);
-    mm_note_replica(m, o, &o->replicas[o->nreplicas - 1], 0);
+    obj_reps v;
+    mm_note_replica(m, o, &object_reps(o, &v)[o->nreplicas - 1], 0);
     mm_obj_set_job(o, NULL);
     m->njobs--;
     m->job_bytes -= o->size;
@@ -424,7 +436,7 @@ static void note_drain(master_meta *m, const object *o, drain_view *dv, int wait
     for (uint32_t id = 1; id <= m->nnodes; id++) {
         if (m->nodes[id - 1]->state != NODE_DRAINING) continue;
         int on = 0;
-        for (uint32_t i = 0; i < o->nreplicas && !on; i++) on = mm_replica_on_node(&o->replicas[i], id);
+        for (uint32_t i = 0; i < o->nreplicas && !on; i++) on = mm_obj_on_node(o, i, id);
         if (!on) continue;
         dv[id - 1].refs++;
         dv[id - 1].waiting += waiting;

@@ -92,15 +92,17 @@ void mm_restore_noted(master_meta *m, mm_node *n, const object *o) {
 /* Extents of o on node id (one replica at most: replicas use distinct nodes). */
 static uint32_t extents_on(const object *o, uint32_t id) {
     uint32_t k = 0;
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        for (uint32_t e = 0; e < o->replicas[i].nextents; e++) k += o->replicas[i].extents[e].node == id;
+        for (uint32_t e = 0; e < reps[i].nextents; e++) k += reps[i].extents[e].node == id;
     return k;
 }
 
 static int job_touches(const mm_job *j, const object *o, uint32_t id) {
     if (mm_replica_on_node(&j->rep, id)) return 1;
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        if (mm_replica_on_node(&o->replicas[i], id)) return 1;
+        if (mm_obj_on_node(o, i, id)) return 1;
     return 0;
 }
 
@@ -131,10 +133,12 @@ void mm_restore_begin(master_meta *m, mm_node *n, uint64_t now_ms) {
 /* The replica of o has an extent on node id at seg_off of length bytes,
  * obj_off into the object. */
 static int extent_in_table(const object *o, uint32_t id, uint64_t obj_off, uint64_t seg_off, uint64_t length) {
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
         uint64_t pos = 0;
-        for (uint32_t e = 0; e < o->replicas[i].nextents; e++) {
-            const obj_extent *x = &o->replicas[i].extents[e];
+        for (uint32_t e = 0; e < reps[i].nextents; e++) {
+            const obj_extent *x = &reps[i].extents[e];
             if (x->node == id && x->offset == seg_off && x->length == length && pos == obj_off) return 1;
             pos += x->length;
         }
@@ -200,7 +204,7 @@ int mm_restore_done(master_meta *m, uint32_t id, uint64_t now_ms) {
     n->restore = NULL;   /* placements may go there again */
     uint64_t lost0 = m->objects_lost, cursor = 0;
     done_pass d = {r, id, 0, {0}, {0}, {0}};
-    do cursor = objtable_scan(m->objs, cursor, done_visit, &d);
+    do cursor = otable_scan(m->objs, cursor, done_visit, &d);
     while (cursor);
     for (size_t i = 0; i < d.jobs.n; i++) {
         mm_job *job = mm_obj_job(d.jobs.v[i]);

@@ -31,11 +31,12 @@ void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e,
 }
 
 void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g) {
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     resp_add_array(b, proto_replicas_readable(o));
     for (uint32_t r = 0; r < o->nreplicas; r++)
-        if (!proto_replica_on_disk(&o->replicas[r]))
-            proto_extents_encode(b, PROTO_EXT_REMOTE, o->replicas[r].extents,
-                             o->replicas[r].nextents, g);
+        if (!proto_replica_on_disk(&reps[r]))
+            proto_extents_encode(b, PROTO_EXT_REMOTE, reps[r].extents, reps[r].nextents, g);
 }
 
 int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *out) {

@@ -35,7 +35,9 @@ static inline int proto_replica_on_disk(const obj_replica *r) {
 /* o's replicas a reader can be sent (not on disk). */
 static inline uint32_t proto_replicas_readable(const object *o) {
     uint32_t n = 0;
-    for (uint32_t r = 0; r < o->nreplicas; r++) n += !proto_replica_on_disk(&o->replicas[r]);
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    for (uint32_t r = 0; r < o->nreplicas; r++) n += !proto_replica_on_disk(&reps[r]);
     return n;
 }
 

@@ -12,10 +12,12 @@
 #define PLACED_ERR 1
 
 void proto_replicas_put(resp_buf *b, const object *o, const proto_grant *g) {
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     uint8_t nrep = (uint8_t)proto_replicas_readable(o);
     resp_buf_append(b, &nrep, 1);
     for (uint32_t r = 0; r < o->nreplicas; r++) {
-        const obj_replica *rep = &o->replicas[r];
+        const obj_replica *rep = &reps[r];
         if (proto_replica_on_disk(rep)) continue;
         uint8_t n[2];
         le_put16(n, (uint16_t)rep->nextents);

@@ -11,6 +11,9 @@
 #include "master/meta.h"
 #include "test.h"
 
+/* o's replicas, decoded for the statement (object_reps) */
+#define REPS(o) object_reps((o), &(obj_reps){.r = {{0, NULL}}})
+
 /* What the release callback saw, in order. */
 typedef struct seen {
     int owner[64];
@@ -180,7 +183,7 @@ static void test_marks_of_commands(void) {
     ASSERT_EQ(mm_put_end(m, "k", 1, 7, NULL, 0, err, sizeof err), PROTO_OK);
     const mm_note_mark *mk = mm_notes_touched(m, &n);
     ASSERT_EQ(n, 2);
-    uint32_t a = o->replicas[0].extents[0].node, b = o->replicas[1].extents[0].node;
+    uint32_t a = REPS(o)[0].extents[0].node, b = REPS(o)[1].extents[0].node;
     ASSERT(mk[0].node == a || mk[0].node == b);
     ASSERT(mk[1].node == a || mk[1].node == b);
     ASSERT(mk[0].node != mk[1].node);

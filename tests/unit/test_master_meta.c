@@ -13,6 +13,9 @@
 #include "proto/notes.h"
 #include "test.h"
 
+/* o's replicas, decoded for the statement (object_reps) */
+#define REPS(o) object_reps((o), &(obj_reps){.r = {{0, NULL}}})
+
 #define KB 1024ULL
 
 static char err[PROTO_ERR_LEN];
@@ -120,7 +123,7 @@ static void test_many_nodes(void) {
     ASSERT_EQ(mm_node_get(m, N)->id, N);
     object *o = put(m, "on-many", 1000, 2, 0);
     ASSERT(o);
-    uint32_t victim = o->replicas[0].extents[0].node;
+    uint32_t victim = REPS(o)[0].extents[0].node;
     mm_node_fail(m, victim, "test", 100);
     ASSERT_EQ(o->nreplicas, 1);   /* its replica went with it */
     const char *addrs[] = {"10.0.0.1:1"};
@@ -155,9 +158,9 @@ static void test_replicas_on_distinct_nodes(void) {
     ASSERT_EQ(o->nreplicas, 3);
     uint32_t seen = 0;
     for (uint32_t i = 0; i < 3; i++) {
-        ASSERT_EQ(o->replicas[i].nextents, 1);
-        ASSERT_EQ(o->replicas[i].extents[0].length, 1000);
-        seen |= 1u << o->replicas[i].extents[0].node;
+        ASSERT_EQ(REPS(o)[i].nextents, 1);
+        ASSERT_EQ(REPS(o)[i].extents[0].length, 1000);
+        seen |= 1u << REPS(o)[i].extents[0].node;
     }
     ASSERT_EQ(seen, (1u << 1) | (1u << 2) | (1u << 3));
     ASSERT_EQ(mm_put_start(m, "k2", 2, 1000, 4, 0, &o, err, sizeof err), PROTO_NOREPLICAS);
@@ -173,7 +176,7 @@ static void test_striping_layout(void) {
     ASSERT_EQ(o->nreplicas, 2);
     uint32_t nodes[2][8];
     for (int r = 0; r < 2; r++) {
-        const obj_replica *rep = &o->replicas[r];
+        const obj_replica *rep = &REPS(o)[r];
         ASSERT_EQ(rep->nextents, 5);
         uint64_t total = 0;
         for (uint32_t i = 0; i < 5; i++) {
@@ -193,8 +196,8 @@ static void test_striping_layout(void) {
     object *o3 = put(m3, "big", 5000, 2, 0);
     ASSERT(o3);
     uint32_t n3[8];
-    ASSERT_EQ(replica_node_set(&o3->replicas[0], n3, 8), 1);
-    ASSERT_EQ(replica_node_set(&o3->replicas[1], n3, 8), 1);
+    ASSERT_EQ(replica_node_set(&REPS(o3)[0], n3, 8), 1);
+    ASSERT_EQ(replica_node_set(&REPS(o3)[1], n3, 8), 1);
     mm_destroy(m3);
     mm_destroy(m);
 }
@@ -208,7 +211,7 @@ static void test_balance_most_free_first(void) {
         snprintf(key, sizeof key, "k%d", i);
         object *o = put(m, key, 1024, 1, 0);
         ASSERT(o);
-        hits[o->replicas[0].extents[0].node]++;
+        hits[REPS(o)[0].extents[0].node]++;
     }
     ASSERT_EQ(hits[1], 3);
     ASSERT_EQ(hits[2], 3);
@@ -219,7 +222,7 @@ static void test_balance_most_free_first(void) {
     ASSERT_EQ(mm_node_register(m, 1024 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_OK);
     object *o = put(m, "next", 1024, 1, 0);
     ASSERT(o);
-    ASSERT_EQ(o->replicas[0].extents[0].node, id);
+    ASSERT_EQ(REPS(o)[0].extents[0].node, id);
     mm_destroy(m);
 }
 
@@ -239,11 +242,11 @@ static void test_placement_order_kept(void) {
     for (uint32_t id = 1; id <= N; id++) ASSERT_EQ(node_used(m, id), PUTS * 2 / N * 1024);
     object *o = mm_find(m, "k7", 2);
     ASSERT(o);
-    uint32_t freed = o->replicas[0].extents[0].node, other = o->replicas[1].extents[0].node;
+    uint32_t freed = REPS(o)[0].extents[0].node, other = REPS(o)[1].extents[0].node;
     ASSERT_EQ(mm_remove(m, "k7", 2, 1, err, sizeof err), PROTO_OK);
     o = put(m, "after-remove", 1024, 2, 1);
     ASSERT(o);
-    uint32_t got[2] = {o->replicas[0].extents[0].node, o->replicas[1].extents[0].node};
+    uint32_t got[2] = {REPS(o)[0].extents[0].node, REPS(o)[1].extents[0].node};
     ASSERT((got[0] == freed && got[1] == other) || (got[0] == other && got[1] == freed));
     /* the emptiest nodes now: every one but the two just used; one suspect, one dead */
     uint32_t skip1 = freed % N + 1, skip2 = (freed + 1) % N + 1;
@@ -255,8 +258,8 @@ static void test_placement_order_kept(void) {
         snprintf(key, sizeof key, "late%d", i);
         o = put(m, key, 1024, 1, 3);
         ASSERT(o);
-        ASSERT(o->replicas[0].extents[0].node != skip1);
-        ASSERT(o->replicas[0].extents[0].node != skip2);
+        ASSERT(REPS(o)[0].extents[0].node != skip1);
+        ASSERT(REPS(o)[0].extents[0].node != skip2);
     }
     mm_destroy(m);
 }
@@ -360,19 +363,19 @@ static void test_revoke_frees_at_once_with_a_newer_grant(void) {
     ASSERT(m);
     object *o;
     ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 0, &o, err, sizeof err), PROTO_OK);
-    uint64_t first = mm_obj_of(o)->write_issued_us;
+    uint64_t first = mm_obj_issued(o);
     ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), PROTO_OK);
     ASSERT(!mm_find(m, "k", 1));
     /* the write caps pin nothing: key and bytes are free at once, and the
      * next grant is newer, so the nodes refuse the old one there */
     ASSERT_EQ(node_used(m, 1), 0);
     ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_OK);
-    ASSERT(mm_obj_of(o)->write_issued_us > first);
+    ASSERT(mm_obj_issued(o) > first);
     /* same millisecond: still strictly newer */
-    uint64_t second = mm_obj_of(o)->write_issued_us;
+    uint64_t second = mm_obj_issued(o);
     ASSERT_EQ(mm_put_revoke(m, "k", 1, 100, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_put_start(m, "k", 1, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_OK);
-    ASSERT(mm_obj_of(o)->write_issued_us > second);
+    ASSERT(mm_obj_issued(o) > second);
     mm_stats st;
     stats(m, &st);
     ASSERT_EQ(st.puts_revoked, 2);
@@ -620,7 +623,7 @@ static void test_batch_forms(void) {
 /* ---- node death, re-replication, drain ---- */
 
 static uint32_t node_of(const object *o, uint32_t replica) {
-    return o->replicas[replica].extents[0].node;
+    return REPS(o)[replica].extents[0].node;
 }
 
 static void heartbeat_all_but(master_meta *m, uint32_t dead, uint64_t now) {
@@ -669,8 +672,8 @@ static void test_rereplication_task_flow(void) {
     object *o = put(m, "obj", 5000, 2, 0);   /* striped: 5 slices per replica */
     ASSERT(o);
     uint32_t used[3], nused = 0;
-    nused += replica_node_set(&o->replicas[0], used, 3);
-    nused += replica_node_set(&o->replicas[1], used + nused, 3 - nused);
+    nused += replica_node_set(&REPS(o)[0], used, 3);
+    nused += replica_node_set(&REPS(o)[1], used + nused, 3 - nused);
     ASSERT_EQ(nused, 2);   /* 3 nodes, 2 replicas: one node each */
     uint32_t spare = 6 - used[0] - used[1];
     mm_node_fail(m, used[0], "test", 100);
@@ -872,8 +875,8 @@ static size_t reports_of(master_meta *m, const char *const *keys, size_t nkeys, 
         object *o = mm_find(m, keys[k], strlen(keys[k]));
         for (uint32_t r = 0; o && r < o->nreplicas; r++) {
             uint64_t pos = 0;
-            for (uint32_t i = 0; i < o->replicas[r].nextents; i++) {
-                const obj_extent *e = &o->replicas[r].extents[i];
+            for (uint32_t i = 0; i < REPS(o)[r].nextents; i++) {
+                const obj_extent *e = &REPS(o)[r].extents[i];
                 out[n++] = (mm_report){e->node, (uint32_t)o->keylen, o->key, o->size, o->crc, 2, pos,
                                        e->offset, e->length, NULL};
                 pos += e->length;
@@ -915,12 +918,12 @@ static void test_rebuild_from_reports(void) {
      * replica; what matters: whole, in order, and on disjoint nodes. */
     uint32_t nodes[2][8];
     for (uint32_t r = 0; r < 2; r++) {
-        ASSERT_EQ(o->replicas[r].nextents, 5);
+        ASSERT_EQ(REPS(o)[r].nextents, 5);
         uint64_t total = 0;
-        for (uint32_t i = 0; i < 5; i++) total += o->replicas[r].extents[i].length;
+        for (uint32_t i = 0; i < 5; i++) total += REPS(o)[r].extents[i].length;
         ASSERT_EQ(total, 5000);
-        ASSERT_EQ(o->replicas[r].extents[4].length, 904);
-        ASSERT_EQ(replica_node_set(&o->replicas[r], nodes[r], 8), 2);
+        ASSERT_EQ(REPS(o)[r].extents[4].length, 904);
+        ASSERT_EQ(replica_node_set(&REPS(o)[r], nodes[r], 8), 2);
     }
     for (int x = 0; x < 2; x++)
         for (int y = 0; y < 2; y++) ASSERT(nodes[0][x] != nodes[1][y]);
@@ -929,7 +932,7 @@ static void test_rebuild_from_reports(void) {
     object *fresh = put(b, "fresh", 100, 1, 100);
     ASSERT(fresh);
     for (size_t i = 0; i < 12; i++) {
-        const obj_extent *e = &fresh->replicas[0].extents[0];
+        const obj_extent *e = &REPS(fresh)[0].extents[0];
         if (e->node != rep[i].node) continue;
         ASSERT(e->offset + e->length <= rep[i].seg_off || rep[i].seg_off + rep[i].length <= e->offset);
     }
@@ -979,9 +982,9 @@ static int same_object(const object *x, const object *y) {
     if (!x || !y) return x == y;
     if (x->size != y->size || x->crc != y->crc || x->nreplicas != y->nreplicas) return 0;
     for (uint32_t r = 0; r < x->nreplicas; r++) {
-        if (x->replicas[r].nextents != y->replicas[r].nextents) return 0;
-        for (uint32_t i = 0; i < x->replicas[r].nextents; i++) {
-            const obj_extent *e = &x->replicas[r].extents[i], *f = &y->replicas[r].extents[i];
+        if (REPS(x)[r].nextents != REPS(y)[r].nextents) return 0;
+        for (uint32_t i = 0; i < REPS(x)[r].nextents; i++) {
+            const obj_extent *e = &REPS(x)[r].extents[i], *f = &REPS(y)[r].extents[i];
             if (e->node != f->node || e->offset != f->offset || e->length != f->length) return 0;
         }
     }
@@ -1114,9 +1117,9 @@ static void test_rebuild_node_dies_mid_job(void) {
         object *o = mm_find(b, keys[k], strlen(keys[k]));
         ASSERT(o);
         for (uint32_t r = 0; r < o->nreplicas; r++) {
-            ASSERT_EQ(o->replicas[r].nextents, 1);
-            ASSERT(o->replicas[r].extents[0].node != 1);
-            used[o->replicas[r].extents[0].node] += 128;   /* 100 bytes, aligned to 64 */
+            ASSERT_EQ(REPS(o)[r].nextents, 1);
+            ASSERT(REPS(o)[r].extents[0].node != 1);
+            used[REPS(o)[r].extents[0].node] += 128;   /* 100 bytes, aligned to 64 */
         }
     }
     for (uint32_t id = 2; id <= 3; id++) ASSERT_EQ(node_used(b, id), used[id]);
@@ -1158,7 +1161,7 @@ static void test_holdings_follow_put_end_and_remove(void) {
     for (uint32_t id = 1; id <= 3; id++) total += notes_of(m, id, &holds, &drops);
     ASSERT_EQ(total, 0);   /* a pending put tells no node */
     ASSERT_EQ(mm_put_end(m, "k", 1, 7, NULL, 0, err, sizeof err), PROTO_OK);
-    uint32_t a = o->replicas[0].extents[0].node, b = o->replicas[1].extents[0].node;
+    uint32_t a = REPS(o)[0].extents[0].node, b = REPS(o)[1].extents[0].node;
     ASSERT_EQ(notes_of(m, a, &holds, &drops), 1);
     ASSERT_EQ(holds, 1);
     ASSERT_EQ(notes_of(m, b, &holds, &drops), 1);
@@ -1199,9 +1202,12 @@ static void test_holdings_follow_put_end_and_remove(void) {
 
 /* The extent of o on node id (its only one here: small objects are one extent). */
 static const obj_extent *extent_on(const object *o, uint32_t id) {
+    static obj_reps v[4];   /* what it returns points here: valid for the next three calls */
+    static unsigned turn;
+    const obj_replica *reps = object_reps(o, &v[turn++ % 4]);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        for (uint32_t e = 0; e < o->replicas[i].nextents; e++)
-            if (o->replicas[i].extents[e].node == id) return &o->replicas[i].extents[e];
+        for (uint32_t e = 0; e < reps[i].nextents; e++)
+            if (reps[i].extents[e].node == id) return &reps[i].extents[e];
     return NULL;
 }
 
@@ -1279,7 +1285,7 @@ static void test_claimed_ids(void) {
     /* the same process on a new connection keeps its objects */
     ASSERT(put(m, "x", 100, 2, 10));
     object *o = mm_find(m, "x", 1);
-    uint32_t holder = o->replicas[0].extents[0].node;
+    uint32_t holder = REPS(o)[0].extents[0].node;
     mm_node_claim same = {holder, mm_node_get(m, holder)->instance, 6, 0, 0, 0};
     ASSERT_EQ(mm_node_register_as(m, &same, 64 * KB, addr, 1, 20, &id, &kind, err, sizeof err), PROTO_OK);
     ASSERT_EQ(kind, MM_REG_RESUMED);

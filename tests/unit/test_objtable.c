@@ -275,25 +275,69 @@ static void test_replicas_deep_copy(void) {
     object *o = objtable_insert(t, "r", 1, NULL);
     obj_extent ext[3] = {{1, 0, 100}, {2, 4096, 50}, {3, 64, 150}};
     obj_replica reps[2] = {{2, ext}, {1, ext + 2}};
+    obj_reps v;
     ASSERT_EQ(object_set_replicas(o, reps, 2), 0);
     ext[0].offset = 999;   /* the object kept its own copy */
     ASSERT_EQ(o->nreplicas, 2);
-    ASSERT_EQ(o->replicas[0].nextents, 2);
-    ASSERT_EQ(o->replicas[0].extents[0].offset, 0);
-    ASSERT_EQ(o->replicas[0].extents[1].node, 2);
-    ASSERT_EQ(o->replicas[1].extents[0].length, 150);
-    ASSERT(o->replicas[1].extents != ext + 2);
+    ASSERT_EQ(o->rep_list, 1);   /* striped: a list */
+    const obj_replica *r = object_reps(o, &v);
+    ASSERT_EQ(r[0].nextents, 2);
+    ASSERT_EQ(r[0].extents[0].offset, 0);
+    ASSERT_EQ(r[0].extents[1].node, 2);
+    ASSERT_EQ(r[1].extents[0].length, 150);
+    ASSERT(r[1].extents != ext + 2);
     /* setting from its own arrays works (copy before free) */
-    ASSERT_EQ(object_set_replicas(o, o->replicas + 1, 1), 0);
+    ASSERT_EQ(object_set_replicas(o, r + 1, 1), 0);
     ASSERT_EQ(o->nreplicas, 1);
-    ASSERT_EQ(o->replicas[0].extents[0].node, 3);
+    ASSERT_EQ(object_replica_first(o, 0).node, 3);
     obj_replica bad = {1, NULL};
     ASSERT_EQ(object_set_replicas(o, &bad, 1), -1);
     ASSERT_EQ(o->nreplicas, 1);   /* unchanged on error */
     ASSERT_EQ(object_set_replicas(o, NULL, 0), 0);
     ASSERT_EQ(o->nreplicas, 0);
-    ASSERT(o->replicas == NULL);
+    ASSERT(object_reps(o, &v) == NULL);
     ASSERT_EQ(object_set_replicas(o, reps, 2), 0);   /* destroy frees these */
+    objtable_destroy(t);
+}
+
+/* Unstriped replicas holding the whole object are words in the object;
+ * what does not fit a word (a length other than the size, an offset off
+ * the unit, a node id past the word's bits, a third replica) is a list,
+ * and both read back the same. */
+static int same_extent(const obj_extent *a, const obj_extent *b) {
+    return a->node == b->node && a->offset == b->offset && a->length == b->length;
+}
+
+static void test_replicas_words(void) {
+    objtable *t = objtable_create(NULL, NULL);
+    object *o = objtable_insert(t, "w", 1, NULL);
+    o->size = 1000;
+    obj_extent ext[3] = {{7, 64 * 5, 1000}, {(1u << OBJ_REP_NODE_BITS) - 1, UINT64_MAX, 1000}, {9, 1ULL << 40, 1000}};
+    obj_replica reps[3] = {{1, ext}, {1, ext + 1}, {1, ext + 2}};
+    obj_reps v;
+    ASSERT_EQ(object_set_replicas(o, reps, 2), 0);
+    ASSERT_EQ(o->rep_list, 0);
+    const obj_replica *r = object_reps(o, &v);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(r[i].nextents, 1);
+        ASSERT(same_extent(&r[i].extents[0], &ext[i]));
+    }
+    ASSERT_EQ(object_replica_first(o, 1).offset, UINT64_MAX);   /* the disk tier's mark */
+    ASSERT_EQ(object_set_replicas(o, reps, 3), 0);   /* three: a list */
+    ASSERT_EQ(o->rep_list, 1);
+    ASSERT_EQ(object_replica_first(o, 2).offset, 1ULL << 40);
+    /* each of these does not fit a word */
+    obj_extent odd[3] = {{7, 64, 999}, {7, 65, 1000}, {1u << OBJ_REP_NODE_BITS, 64, 1000}};
+    for (int i = 0; i < 3; i++) {
+        obj_replica one = {1, &odd[i]};
+        ASSERT_EQ(object_set_replicas(o, &one, 1), 0);
+        ASSERT_EQ(o->rep_list, 1);
+        r = object_reps(o, &v);
+        ASSERT(same_extent(&r[0].extents[0], &odd[i]));
+    }
+    ASSERT_EQ(object_set_replicas(o, reps, 1), 0);   /* back to a word: the list freed */
+    ASSERT_EQ(o->rep_list, 0);
+    ASSERT_EQ(object_replica_first(o, 0).node, 7);
     objtable_destroy(t);
 }
 
@@ -308,5 +352,6 @@ int main(void) {
     RUN_TEST(test_scan_callback_deletes);
     RUN_TEST(test_count_state);
     RUN_TEST(test_replicas_deep_copy);
+    RUN_TEST(test_replicas_words);
     TEST_EXIT();
 }

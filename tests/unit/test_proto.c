@@ -275,7 +275,7 @@ static void test_encode_decode(void) {
     uint8_t key[TE_CAP_KEY_LEN] = {9, 8, 7};
     obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
     obj_replica reps[2] = {{2, a}, {1, b}};
-    object o = {.size = 100, .nreplicas = 2, .replicas = reps};
+    object o = {.size = 100, .nreplicas = 2, .rep.list = reps, .rep_list = 1};
     proto_grant g = {TE_CAP_WRITE, 5000, key, 0, 77};
     resp_buf out;
     resp_buf_init(&out);
@@ -360,7 +360,7 @@ static void test_placed_round_trip(void) {
     uint8_t key[TE_CAP_KEY_LEN] = {4, 2};
     obj_extent a[2] = {{2, 4096, 60}, {5, 0, 40}}, b[1] = {{3, 128, 100}};
     obj_replica reps[2] = {{2, a}, {1, b}};
-    object o = {.size = 100, .nreplicas = 2, .replicas = reps};
+    object o = {.size = 100, .nreplicas = 2, .rep.list = reps, .rep_list = 1};
     proto_grant g = {TE_CAP_WRITE, 5000, key, 12, 77};
     resp_buf out;
     placed_blob(&out, &o, &g);
@@ -397,7 +397,7 @@ static void test_placed_refused(void) {
     uint8_t key[TE_CAP_KEY_LEN] = {1};
     obj_extent a[2] = {{2, 0, 60}, {5, 64, 40}};
     obj_replica reps[1] = {{2, a}};
-    object o = {.size = 100, .nreplicas = 1, .replicas = reps};
+    object o = {.size = 100, .nreplicas = 1, .rep.list = reps, .rep_list = 1};
     proto_grant g = {TE_CAP_WRITE, 5000, key, 0, 1};
     resp_buf out;
     resp_buf_init(&out);
@@ -739,7 +739,7 @@ static void located_object(object *o, obj_replica reps[2], proto_slices *sl, uin
         crcs[i] = crc32c(0, bytes + i * 65536, i < 2 ? 65536 : LOC_SIZE - 2 * 65536);
     reps[0] = (obj_replica){2, a};
     reps[1] = (obj_replica){1, b};
-    *o = (object){.size = LOC_SIZE, .crc = crc32c(0, bytes, LOC_SIZE), .nreplicas = 2, .replicas = reps};
+    *o = (object){.size = LOC_SIZE, .crc = crc32c(0, bytes, LOC_SIZE), .nreplicas = 2, .rep.list = reps, .rep_list = 1};
     *sl = (proto_slices){.size = 65536, .count = 3, .crc = crcs};
     free(bytes);
 }
@@ -796,7 +796,7 @@ static void test_located_skips_disk(void) {
     three[0] = reps[0];
     three[1] = (obj_replica){1, &disk};
     three[2] = reps[1];
-    o.replicas = three;
+    o.rep.list = three;   /* a list (located_object made one) */
     o.nreplicas = 3;
     ASSERT(proto_replica_on_disk(&three[1]) && !proto_replica_on_disk(&three[0]));
     ASSERT_EQ(proto_replicas_readable(&o), 2u);
