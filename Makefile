@@ -128,21 +128,21 @@ FUZZ_MODS_wire          := backend/wire
 FUZZ_MODS_cap           := backend/cap src/core/siphash
 FUZZ_MODS_auth          := backend/auth backend/netio src/core/anet src/core/siphash src/core/util src/core/log
 FUZZ_MODS_config        := src/server/config src/core/log src/core/util
-FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/extents src/proto/replicas src/proto/placed src/proto/status \
+FUZZ_MODS_client_decode := src/client/placement src/client/errors src/proto/extents src/core/objtable src/proto/replicas src/proto/placed src/proto/status \
                            src/proto/reply_bound resp/resp_writer backend/cap src/core/siphash src/core/util src/core/log \
                            $(FUZZ_SLICES)
-FUZZ_MODS_placed        := src/proto/placed src/proto/extents resp/resp_writer backend/cap src/core/siphash src/core/util src/core/log
+FUZZ_MODS_placed        := src/proto/placed src/proto/extents src/core/objtable resp/resp_writer backend/cap src/core/siphash src/core/util src/core/log
 FUZZ_MODS_notes         := src/proto/notes resp/resp_writer src/core/util src/core/log $(FUZZ_SLICES)
-FUZZ_MODS_ended         := src/proto/ended src/proto/placed src/proto/extents resp/resp_writer backend/cap \
+FUZZ_MODS_ended         := src/proto/ended src/proto/placed src/proto/extents src/core/objtable resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log
-FUZZ_MODS_located       := src/proto/located src/proto/placed src/proto/extents resp/resp_writer backend/cap \
+FUZZ_MODS_located       := src/proto/located src/proto/placed src/proto/extents src/core/objtable resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log $(FUZZ_SLICES)
-FUZZ_MODS_replies       := src/proto/replies src/proto/reply_bound src/proto/replicas src/proto/placed src/proto/extents \
+FUZZ_MODS_replies       := src/proto/replies src/proto/reply_bound src/proto/replicas src/proto/placed src/proto/extents src/core/objtable \
                            resp/resp_writer backend/cap src/core/siphash src/core/util src/core/log $(FUZZ_SLICES)
-FUZZ_MODS_node_task     := src/node/task src/proto/task src/proto/extents src/proto/reply_bound resp/resp_writer backend/cap \
+FUZZ_MODS_node_task     := src/node/task src/proto/task src/proto/extents src/core/objtable src/proto/reply_bound resp/resp_writer backend/cap \
                            src/core/siphash src/core/util src/core/log
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine src/master/holdings \
-                           src/master/membership src/master/rebuild src/master/repair src/master/offload src/master/restore \
+                           src/master/membership src/master/rebuild src/master/repair src/master/offload src/master/restore src/master/otable \
                            src/master/collect src/master/pins src/core/evict src/core/heap_huge \
                            src/core/objtable src/core/alloc src/core/util src/core/log \
                            src/core/siphash backend/cap src/proto/report src/proto/notes resp/resp_writer $(FUZZ_SLICES)

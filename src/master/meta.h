@@ -12,17 +12,17 @@
  * lifecycle.c (put/get/remove, leases, quarantine), repair.c (copy
  * tasks: re-replication and drain), rebuild.c (table from node reports).
  *
- * An object's layout: one heap block per object, core/objtable's entry
- * (the object, 72 bytes, and the chain link, hash and flags: 88), the key
- * and its NUL rounded to 8, then the entry's room: the mm_obj below (40)
- * and the replicas (obj_replica, 16 each) followed by their extents
- * (obj_extent, 24 each). Leases, a copy in flight, a hold and slice CRCs
- * are in mm_more, allocated only while some object has them. Bytes per
- * object besides a key of k bytes, r replicas of e extents:
- * round16(88 + round8(k+1) + 40 + 16r + 24re + 8) + 8/load of the
- * table's buckets - k (docs/SCALE.md). A replica's tier fits for free in
- * the 4 padding bytes after obj_replica.nextents (or after
- * obj_extent.node, per extent). */
+ * An object's layout (master/otable.h, docs/SCALE.md): a record of 88
+ * bytes in a slab, no heap block of its own: the object (core/objtable.h,
+ * 80, its replicas as 8-byte words when there are at most two and each
+ * is one extent holding the whole object) and the mm_obj below (8). The
+ * key, with its NUL, in an arena slot rounded to 8; an 8-byte index slot
+ * at the index's load (3/8 to 3/4). Striped or more replicas: a heap list
+ * (16 per replica and 24 per extent, malloc's 16). A pending put, leases,
+ * a copy in flight, a hold and slice CRCs are in mm_more (object.owner),
+ * allocated only while the object has one of them. Bytes per object
+ * besides a key of k bytes, unstriped, r <= 2: 88 + round8(k+1) +
+ * 8/load - k. */
 #ifndef MKV_MASTER_META_H
 #define MKV_MASTER_META_H
 

@@ -54,7 +54,7 @@ static void check_round_trip(const proto_located *l) {
             reps[r].extents[i] = (obj_extent){l->rep.ext[r][i].node_id, l->rep.ext[r][i].offset,
                                               l->rep.ext[r][i].length};
     }
-    object o = {.size = l->size, .crc = l->crc, .nreplicas = l->rep.nreplicas, .replicas = reps};
+    object o = {.size = l->size, .crc = l->crc, .nreplicas = l->rep.nreplicas, .rep.list = reps, .rep_list = 1};
     const te_cap *c = &l->rep.ext[0][0].cap;
     proto_grant g = {TE_CAP_READ, c->expiry_ms, KEY, c->issued_us, c->term};
     resp_buf b;

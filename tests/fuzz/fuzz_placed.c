@@ -39,7 +39,7 @@ static void check_round_trip(const proto_placed *pl, uint64_t size) {
         for (uint32_t i = 0; i < pl->next[r]; i++)
             reps[r].extents[i] = (obj_extent){pl->ext[r][i].node_id, pl->ext[r][i].offset, pl->ext[r][i].length};
     }
-    object o = {.size = size, .nreplicas = pl->nreplicas, .replicas = reps};
+    object o = {.size = size, .nreplicas = pl->nreplicas, .rep.list = reps, .rep_list = 1};
     proto_grant g = {TE_CAP_WRITE, pl->ext[0][0].cap.expiry_ms, KEY, pl->ext[0][0].cap.issued_us,
                      pl->ext[0][0].cap.term};
     resp_buf b;

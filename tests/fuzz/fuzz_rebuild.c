@@ -39,14 +39,16 @@ static void check_object(master_meta *m, const void *key, size_t keylen) {
     object *o = mm_find(m, key, keylen);
     if (!o) return;
     if (o->state != OBJ_COMPLETE || o->nreplicas == 0) abort();
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
     for (uint32_t r = 0; r < o->nreplicas; r++) {
         uint64_t sum = 0;
-        for (uint32_t e = 0; e < o->replicas[r].nextents; e++) {
-            sum += o->replicas[r].extents[e].length;
+        for (uint32_t e = 0; e < reps[r].nextents; e++) {
+            sum += reps[r].extents[e].length;
             /* no node holds parts of two replicas */
             for (uint32_t q = 0; q < r; q++)
-                for (uint32_t f = 0; f < o->replicas[q].nextents; f++)
-                    if (o->replicas[q].extents[f].node == o->replicas[r].extents[e].node) abort();
+                for (uint32_t f = 0; f < reps[q].nextents; f++)
+                    if (reps[q].extents[f].node == reps[r].extents[e].node) abort();
         }
         if (sum != o->size) abort();
     }
