@@ -455,7 +455,7 @@ static int replicas_are(const proto_placed *out, const proto_grant *g, te_op op)
 }
 
 static void test_reply_replicas(void) {
-    object o = {.size = OSZ, .nreplicas = 2, .replicas = two_reps};
+    object o = {.size = OSZ, .nreplicas = 2, .rep.list = two_reps, .rep_list = 1};
     proto_grant g = {TE_CAP_WRITE, 5000, cap_key, 12, 77};
     resp_buf b;
     resp_buf_init(&b);
@@ -494,7 +494,7 @@ static void location(resp_buf *b, const proto_grant *g, int sliced, int bad_slic
     static uint8_t data[OSZ];
     for (size_t i = 0; i < OSZ; i++) data[i] = (uint8_t)(i * 7);
     const size_t sl = PROTO_SLICE_MIN;
-    object o = {.size = OSZ, .nreplicas = 2, .replicas = two_reps};
+    object o = {.size = OSZ, .nreplicas = 2, .rep.list = two_reps, .rep_list = 1};
     resp_add_array(b, sliced ? 5 : 3);
     resp_add_integer(b, OSZ);
     resp_add_integer(b, crc32c(0, data, OSZ));
