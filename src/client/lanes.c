@@ -77,7 +77,10 @@ void mkv_core_stop(mkv_client *c) {
 mkv_client *mkv_lane_new(mkv_core *k) {
     mkv_client *l = xcalloc(1, sizeof *l);
     l->core = k;
-    int rc = mkv_lane_options(l, &k->opt);   /* the master connection: at its first command */
+    mkv_options o = k->opt;
+    o.etcd = NULL;   /* the one master connection is the core's, opened with the handle's etcd client */
+    o.master = NULL;   /* nor its address (with etcd, the option may hold anything) */
+    int rc = mkv_lane_options(l, &o);
     if (rc == MKV_OK) {
         l->engine = k->engine;   /* the core's, one for every lane */
         pthread_mutex_lock(&k->mu);
