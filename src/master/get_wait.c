@@ -20,39 +20,10 @@
 
 struct get_wait {
     master *m;
-    master_parked *head;
-    loop_timer *timer;
-    loop_hook *hook;
+    master_park_queue q;
     uint64_t seen_loads, seen_freed;   /* mm_loads_landed, mm_space_freed at the last lookup */
     uint64_t waited, timed_out;        /* requests parked, and answered with keys still loading */
 };
-
-static void get_wait_run(get_wait *w);
-
-static void on_timer(event_loop *el, void *data) { get_wait_run(data); }
-
-/* Before the loop sleeps: look again if a load ended or space freed. */
-static void on_before_sleep(event_loop *el, void *data) {
-    get_wait *w = data;
-    if (w->head && (mm_loads_landed(w->m->meta) != w->seen_loads || mm_space_freed(w->m->meta) != w->seen_freed))
-        get_wait_run(w);
-}
-
-get_wait *get_wait_create(master *m) {
-    get_wait *w = xcalloc(1, sizeof *w);
-    w->m = m;
-    w->timer = loop_timer_create(m->srv->loop, on_timer, w);
-    w->hook = loop_hook_add(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_before_sleep, w);
-    return w;
-}
-
-void get_wait_destroy(get_wait *w) {
-    if (!w) return;
-    master_parked_free_all(&w->head);
-    loop_timer_free(w->timer);
-    loop_hook_del(w->hook);
-    free(w);
-}
 
 static int loading(const mm_item *it, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -60,21 +31,11 @@ static int loading(const mm_item *it, size_t n) {
     return 0;
 }
 
-static void rearm(get_wait *w, uint64_t now_ms) {
-    if (!w->head) {
-        loop_timer_stop(w->timer);
-        return;
-    }
-    uint64_t next = master_parked_next(w->head, now_ms + GET_WAIT_POLL_MS);
-    loop_timer_start(w->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
-}
-
 int get_wait_park(get_wait *w, client *c, mm_item *it, size_t n, int form, uint64_t now_ms) {
     uint64_t bound = (uint64_t)w->m->srv->cfg.get_wait_ms;
     if (bound == 0 || !loading(it, n)) return 0;
-    master_park(&w->head, c, it, n, form, now_ms, bound);
+    master_park_queue_add(&w->q, c, it, n, form, now_ms, bound);
     w->waited++;
-    rearm(w, now_ms);
     return 1;
 }
 
@@ -97,7 +58,8 @@ static void recheck_found(master_meta *meta, master_parked *p) {
  * end when the first lookup's do, while that leaves at least half a
  * lease: a batch's keys share one expiry (MOON.MRELEASE gives them back
  * together). */
-static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
+static int retry(void *owner, master_parked *p, uint64_t now_ms) {
+    master_meta *meta = ((get_wait *)owner)->m->meta;
     uint64_t lease = mm_get_config(meta)->lease_ms;
     if (now_ms - p->t0_ms < lease / 2) now_ms = p->t0_ms;
     for (size_t i = 0; i < p->n; i++) {
@@ -110,7 +72,8 @@ static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
     return !loading(p->it, p->n);
 }
 
-static void finish(get_wait *w, master_parked *p) {
+static void finish(void *owner, master_parked *p) {
+    get_wait *w = owner;
     recheck_found(w->m->meta, p);
     if (!master_refuse_unless_leading(p->c)) {   /* else -READONLY: a stall past our lease */
         if (loading(p->it, p->n)) w->timed_out++;
@@ -120,37 +83,43 @@ static void finish(get_wait *w, master_parked *p) {
     master_parked_free(p);
 }
 
-static void get_wait_run(get_wait *w) {
-    master_meta *meta = w->m->meta;
-    uint64_t now = wall_ms();
-    w->seen_loads = mm_loads_landed(meta);
-    w->seen_freed = mm_space_freed(meta);
-    for (master_parked **pp = &w->head; *pp;) {
-        master_parked *p = *pp;
-        if (retry(meta, p, now) || now >= p->deadline_ms) {
-            *pp = p->next;
-            finish(w, p);
-            continue;
-        }
-        pp = &p->next;
-    }
-    rearm(w, now);
+/* A run looks again at every parked get; loads that land or space that
+ * frees (a load that found no room) wake it before the loop sleeps. */
+static void before(void *owner, uint64_t now_ms) {
+    get_wait *w = owner;
+    w->seen_loads = mm_loads_landed(w->m->meta);
+    w->seen_freed = mm_space_freed(w->m->meta);
 }
 
-void get_wait_forget(get_wait *w, client *c) {
-    for (master_parked **pp = &w->head; *pp;) {
-        master_parked *p = *pp;
-        if (p->c != c) {
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;   /* its leases run out on their own */
-        master_parked_free(p);
-    }
+static void after(void *owner) {}
+
+static uint64_t wake_by(void *owner, uint64_t now_ms) { return now_ms + GET_WAIT_POLL_MS; }
+
+static int changed(void *owner) {
+    get_wait *w = owner;
+    return mm_loads_landed(w->m->meta) != w->seen_loads || mm_space_freed(w->m->meta) != w->seen_freed;
 }
+
+static const master_park_ops get_ops = {before, retry, finish, after, wake_by, changed, NULL};
+
+get_wait *get_wait_create(master *m) {
+    get_wait *w = xcalloc(1, sizeof *w);
+    w->m = m;
+    master_park_queue_init(&w->q, m->srv->loop, &get_ops, w);
+    return w;
+}
+
+void get_wait_destroy(get_wait *w) {
+    if (!w) return;
+    master_park_queue_fini(&w->q);
+    free(w);
+}
+
+/* Its leases run out on their own. */
+void get_wait_forget(get_wait *w, client *c) { master_park_queue_forget(&w->q, c); }
 
 void get_wait_info(const get_wait *w, resp_buf *out) {
-    info_field(out, "gets_waiting", "%zu", w ? master_parked_count(w->head) : 0);
+    info_field(out, "gets_waiting", "%zu", w ? master_parked_count(w->q.head) : 0);
     info_field(out, "gets_waited", "%llu", (unsigned long long)(w ? w->waited : 0));
     info_field(out, "gets_waited_timeout", "%llu", (unsigned long long)(w ? w->timed_out : 0));
 }

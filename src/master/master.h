@@ -233,6 +233,36 @@ size_t master_parked_count(const master_parked *head);
 /* The earliest deadline in the list, or next_ms if none is earlier. */
 uint64_t master_parked_next(const master_parked *head, uint64_t next_ms);
 
+/* A list of parked requests and what wakes it (put_wait.c, get_wait.c):
+ * a timer at the first deadline or the owner's own wake time, and a
+ * look before the loop sleeps when the owner says something changed.
+ * Each run asks the owner to retry every request and answers those
+ * done or past their deadline. */
+typedef struct master_park_ops {
+    void (*before)(void *owner, uint64_t now_ms);               /* a run starts */
+    int (*retry)(void *owner, master_parked *p, uint64_t now_ms); /* 1: answer it now */
+    void (*finish)(void *owner, master_parked *p);              /* answer, unblock, free */
+    void (*after)(void *owner);                                 /* a run ended */
+    uint64_t (*wake_by)(void *owner, uint64_t now_ms);          /* wake by then at the latest */
+    int (*changed)(void *owner);                                /* before sleeping: run again? */
+    void (*forget)(void *owner, master_parked *p);              /* its client went (may be NULL) */
+} master_park_ops;
+typedef struct master_park_queue {
+    master_parked *head;
+    loop_timer *timer;
+    loop_hook *hook;
+    const master_park_ops *ops;
+    void *owner;
+} master_park_queue;
+void master_park_queue_init(master_park_queue *q, event_loop *el, const master_park_ops *ops, void *owner);
+void master_park_queue_fini(master_park_queue *q);
+/* Park c's request on q and arm its wake-up. */
+master_parked *master_park_queue_add(master_park_queue *q, client *c, const mm_item *it, size_t n, int form,
+                                     uint64_t now_ms, uint64_t bound_ms);
+void master_park_queue_run(master_park_queue *q);
+/* c is going: its parked requests leave q (ops->forget, then freed). */
+void master_park_queue_forget(master_park_queue *q, client *c);
+
 /* put_wait.c: a put whose items found no room waits up to put_wait_ms
  * for quarantined space (mm_space_due), its client blocked. */
 put_wait *put_wait_create(master *m);

@@ -1,12 +1,15 @@
 /* master/parked.c - a request parked until the master can answer it
  * (put_wait.c: room; get_wait.c: loads from disk): its items and keys
  * copied out of the command's arguments, which go when it returns, and
- * its client blocked (its later commands wait; the loop does not). */
+ * its client blocked (its later commands wait; the loop does not). The
+ * queue is the list with its timer and before-sleep look, so each kind
+ * of wait says only what it retries and how it answers. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
 #include "master/master.h"
+#include "server/networking.h"
 
 master_parked *master_park(master_parked **head, client *c, const mm_item *it, size_t n, int form,
                            uint64_t now_ms, uint64_t bound_ms) {
@@ -58,4 +61,72 @@ uint64_t master_parked_next(const master_parked *head, uint64_t next_ms) {
     for (; head; head = head->next)
         if (head->deadline_ms < next_ms) next_ms = head->deadline_ms;
     return next_ms;
+}
+
+/* ---- the queue ---- */
+
+static void queue_rearm(master_park_queue *q, uint64_t now_ms) {
+    if (!q->head) {
+        loop_timer_stop(q->timer);
+        return;
+    }
+    uint64_t next = master_parked_next(q->head, q->ops->wake_by(q->owner, now_ms));
+    loop_timer_start(q->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
+}
+
+static void on_timer(event_loop *el, void *data) { master_park_queue_run(data); }
+
+static void on_before_sleep(event_loop *el, void *data) {
+    master_park_queue *q = data;
+    if (q->head && q->ops->changed(q->owner)) master_park_queue_run(q);
+}
+
+void master_park_queue_init(master_park_queue *q, event_loop *el, const master_park_ops *ops, void *owner) {
+    memset(q, 0, sizeof *q);
+    q->ops = ops;
+    q->owner = owner;
+    q->timer = loop_timer_create(el, on_timer, q);
+    q->hook = loop_hook_add(el, SERVER_HOOK_FLUSH - 1, on_before_sleep, q);
+}
+
+void master_park_queue_fini(master_park_queue *q) {
+    master_parked_free_all(&q->head);
+    loop_timer_free(q->timer);
+    loop_hook_del(q->hook);
+}
+
+master_parked *master_park_queue_add(master_park_queue *q, client *c, const mm_item *it, size_t n, int form,
+                                     uint64_t now_ms, uint64_t bound_ms) {
+    master_parked *p = master_park(&q->head, c, it, n, form, now_ms, bound_ms);
+    queue_rearm(q, now_ms);   /* retried from the loop, not from inside the command */
+    return p;
+}
+
+void master_park_queue_run(master_park_queue *q) {
+    uint64_t now = wall_ms();
+    q->ops->before(q->owner, now);
+    for (master_parked **pp = &q->head; *pp;) {
+        master_parked *p = *pp;
+        if (q->ops->retry(q->owner, p, now) || now >= p->deadline_ms) {
+            *pp = p->next;
+            q->ops->finish(q->owner, p);
+            continue;
+        }
+        pp = &p->next;
+    }
+    q->ops->after(q->owner);
+    queue_rearm(q, now);
+}
+
+void master_park_queue_forget(master_park_queue *q, client *c) {
+    for (master_parked **pp = &q->head; *pp;) {
+        master_parked *p = *pp;
+        if (p->c != c) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        if (q->ops->forget) q->ops->forget(q->owner, p);
+        master_parked_free(p);
+    }
 }

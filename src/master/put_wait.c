@@ -21,39 +21,10 @@
 
 struct put_wait {
     master *m;
-    master_parked *head;
-    loop_timer *timer;
-    loop_hook *hook;
+    master_park_queue q;
     uint64_t seen_freed;      /* mm_space_freed at the last retry */
     uint64_t waited, nospace; /* requests parked, and answered NOSPACE after all */
 };
-
-static void put_wait_run(put_wait *w);
-static void rearm(put_wait *w, uint64_t now_ms);
-
-static void on_timer(event_loop *el, void *data) { put_wait_run(data); }
-
-/* Before the loop sleeps: retry if a command freed space meanwhile. */
-static void on_before_sleep(event_loop *el, void *data) {
-    put_wait *w = data;
-    if (w->head && mm_space_freed(w->m->meta) != w->seen_freed) put_wait_run(w);
-}
-
-put_wait *put_wait_create(master *m) {
-    put_wait *w = xcalloc(1, sizeof *w);
-    w->m = m;
-    w->timer = loop_timer_create(m->srv->loop, on_timer, w);
-    w->hook = loop_hook_add(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_before_sleep, w);
-    return w;
-}
-
-void put_wait_destroy(put_wait *w) {
-    if (!w) return;
-    master_parked_free_all(&w->head);
-    loop_timer_free(w->timer);
-    loop_hook_del(w->hook);
-    free(w);
-}
 
 /* Held extents free by the horizon, or offloads to disk make room. */
 static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t replicas,
@@ -69,10 +40,9 @@ int put_wait_park(put_wait *w, client *c, mm_item *it, size_t n, uint32_t replic
                   uint64_t now_ms) {
     uint64_t bound = (uint64_t)w->m->srv->cfg.put_wait_ms;
     if (bound == 0 || !any_due(w->m->meta, it, n, replicas, now_ms, now_ms + bound)) return 0;
-    master_parked *p = master_park(&w->head, c, it, n, form, now_ms, bound);
+    master_parked *p = master_park_queue_add(&w->q, c, it, n, form, now_ms, bound);
     p->replicas = replicas;
     w->waited++;
-    rearm(w, now_ms);   /* retried from the loop, not from inside this command */
     return 1;
 }
 
@@ -91,7 +61,8 @@ static void recheck_placed(master_meta *meta, master_parked *p) {
 }
 
 /* Place p's NOSPACE items again; 1 when none is left waiting. */
-static int retry(master_meta *meta, master_parked *p, uint64_t now_ms) {
+static int retry(void *owner, master_parked *p, uint64_t now_ms) {
+    master_meta *meta = ((put_wait *)owner)->m->meta;
     int waiting = 0;
     for (size_t i = 0; i < p->n; i++) {
         mm_item *it = &p->it[i];
@@ -117,7 +88,8 @@ static int refused_not_leading(put_wait *w, master_parked *p) {
     return 1;
 }
 
-static void finish(put_wait *w, master_parked *p) {
+static void finish(void *owner, master_parked *p) {
+    put_wait *w = owner;
     recheck_placed(w->m->meta, p);
     if (refused_not_leading(w, p)) return;
     for (size_t i = 0; i < p->n; i++)
@@ -130,53 +102,50 @@ static void finish(put_wait *w, master_parked *p) {
     master_parked_free(p);
 }
 
-/* Wake at the first deadline or hold expiry; frees by commands are
- * caught before the loop sleeps. */
-static void rearm(put_wait *w, uint64_t now_ms) {
-    if (!w->head) {
-        loop_timer_stop(w->timer);
-        return;
-    }
-    uint64_t next = master_parked_next(w->head, mm_next_release(w->m->meta));
-    loop_timer_start(w->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
+/* A run first gives back the holds that ran out; frees by commands are
+ * caught before the loop sleeps, hold expiries by the timer. */
+static void before(void *owner, uint64_t now_ms) { mm_release_held(((put_wait *)owner)->m->meta, now_ms); }
+
+static void after(void *owner) {
+    put_wait *w = owner;
+    w->seen_freed = mm_space_freed(w->m->meta);
 }
 
-static void put_wait_run(put_wait *w) {
-    master_meta *meta = w->m->meta;
-    uint64_t now = wall_ms();
-    mm_release_held(meta, now);
-    for (master_parked **pp = &w->head; *pp;) {
-        master_parked *p = *pp;
-        if (retry(meta, p, now) || now >= p->deadline_ms) {
-            *pp = p->next;
-            finish(w, p);
-            continue;
-        }
-        pp = &p->next;
-    }
-    w->seen_freed = mm_space_freed(meta);
-    rearm(w, now);
+static uint64_t wake_by(void *owner, uint64_t now_ms) { return mm_next_release(((put_wait *)owner)->m->meta); }
+
+static int changed(void *owner) {
+    put_wait *w = owner;
+    return mm_space_freed(w->m->meta) != w->seen_freed;
 }
 
-void put_wait_forget(put_wait *w, client *c) {
-    for (master_parked **pp = &w->head; *pp;) {
-        master_parked *p = *pp;
-        if (p->c != c) {
-            pp = &p->next;
-            continue;
-        }
-        /* Nobody will write its placed puts: their space goes back now. */
-        *pp = p->next;
-        recheck_placed(w->m->meta, p);
-        for (size_t i = 0; i < p->n; i++)
-            if (p->it[i].status == PROTO_OK)
-                mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
-        master_parked_free(p);
-    }
+/* Nobody will write its placed puts: their space goes back now. */
+static void forget(void *owner, master_parked *p) {
+    put_wait *w = owner;
+    recheck_placed(w->m->meta, p);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->it[i].status == PROTO_OK)
+            mm_put_revoke(w->m->meta, p->it[i].key, p->it[i].keylen, wall_ms(), NULL, 0);
 }
+
+static const master_park_ops put_ops = {before, retry, finish, after, wake_by, changed, forget};
+
+put_wait *put_wait_create(master *m) {
+    put_wait *w = xcalloc(1, sizeof *w);
+    w->m = m;
+    master_park_queue_init(&w->q, m->srv->loop, &put_ops, w);
+    return w;
+}
+
+void put_wait_destroy(put_wait *w) {
+    if (!w) return;
+    master_park_queue_fini(&w->q);
+    free(w);
+}
+
+void put_wait_forget(put_wait *w, client *c) { master_park_queue_forget(&w->q, c); }
 
 void put_wait_info(const put_wait *w, resp_buf *out) {
-    info_field(out, "puts_waiting", "%zu", w ? master_parked_count(w->head) : 0);
+    info_field(out, "puts_waiting", "%zu", w ? master_parked_count(w->q.head) : 0);
     info_field(out, "puts_waited", "%llu", (unsigned long long)(w ? w->waited : 0));
     info_field(out, "puts_waited_nospace", "%llu", (unsigned long long)(w ? w->nospace : 0));
 }
