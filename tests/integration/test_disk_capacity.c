@@ -164,17 +164,13 @@ static void test_capacity(void) {
 
 static void cleanup(void) {
     h_kill_all();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (dir[0] && strstr(dir, "moonkv-disk-capacity-") && system(cmd) != 0) printf("# cannot remove %s\n", dir);
+    h_temp_dir_remove(dir, "disk-capacity");
 }
 
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = cleanup;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/moonkv-disk-capacity-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return 1;
+    if (h_temp_dir(dir, sizeof dir, "disk-capacity") != 0) return 1;
     src = aligned_alloc(4096, 4 * MIB);
     big = aligned_alloc(4096, (size_t)BATCH * 4 * MIB);
     if (!src || !big) return 1;

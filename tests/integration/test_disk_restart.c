@@ -505,18 +505,14 @@ static void test_full_directory(void) {
 
 static void cleanup(void) {
     h_kill_all();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (getenv("KEEP")) return;
-    if (dir[0] && strstr(dir, "moonkv-disk-restart-") && system(cmd) != 0) printf("# cannot remove %s\n", dir);
+    h_temp_dir_remove(dir, "disk-restart");
 }
 
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = cleanup;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/moonkv-disk-restart-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return 1;
+    if (h_temp_dir(dir, sizeof dir, "disk-restart") != 0) return 1;
     src = aligned_alloc(4096, OBJ);
     dst = aligned_alloc(4096, OBJ);
     if (!src || !dst) return 1;

@@ -148,17 +148,13 @@ static void test_plain_io(void) {
 
 static void cleanup(void) {
     h_kill_all();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (dir[0] && strstr(dir, "moonkv-disk-tier-") && system(cmd) != 0) printf("# cannot remove %s\n", dir);
+    h_temp_dir_remove(dir, "disk-tier");
 }
 
 int main(void) {
     h_init(TIME_LIMIT_S);
     h_cleanup_hook = cleanup;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/moonkv-disk-tier-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return 1;
+    if (h_temp_dir(dir, sizeof dir, "disk-tier") != 0) return 1;
     RUN_TEST(test_tier_on);
     RUN_TEST(test_other_owner_refused);
     RUN_TEST(test_no_size_refused);

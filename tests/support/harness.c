@@ -376,3 +376,21 @@ int h_wait_file_has(const char *path, const char *needle, int timeout_ms) {
     while (!h_file_has(path, needle) && mono_ms() < end) usleep(50 * 1000);
     return h_file_has(path, needle);
 }
+
+int h_temp_dir(char *dir, size_t len, const char *name) {
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(dir, len, "%s/moonkv-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    if (n < 0 || (size_t)n >= len || !mkdtemp(dir)) {
+        if (len) dir[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+void h_temp_dir_remove(const char *dir, const char *name) {
+    char mark[128], cmd[1200];
+    snprintf(mark, sizeof mark, "/moonkv-%s-", name);
+    if (!dir[0] || !strstr(dir, mark)) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("# cannot remove %s\n", dir);
+}

@@ -101,6 +101,13 @@ int h_file_has(const char *path, const char *needle);
  * it gets there): its last answer. */
 int h_wait_file_has(const char *path, const char *needle, int timeout_ms);
 
+/* A fresh directory $TMPDIR/moonkv-<name>-XXXXXX (/tmp without TMPDIR)
+ * in dir: 0, or -1 with dir empty. */
+int h_temp_dir(char *dir, size_t len, const char *name);
+/* Removes dir and all in it, only if h_temp_dir made it for name (a
+ * cleanup hook may run before it did). */
+void h_temp_dir_remove(const char *dir, const char *name);
+
 /* 1 if the server on c is process pid (INFO's process_id): a server
  * left over from another run on the same port must not pass for ours. */
 int h_is_process(redisContext *c, pid_t pid);
