@@ -116,6 +116,16 @@ static void map_range(const obj_replica *src, uint64_t off, uint64_t len, mm_tas
     }
 }
 
+/* j's tasks handed out (each node's next heartbeat takes its own), the
+ * job marked on its object and counted. */
+static void job_launch(master_meta *m, mm_job *j) {
+    j->nleft = j->ntasks;
+    for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);
+    mm_obj_set_job(j->o, j);
+    m->njobs++;
+    m->job_bytes += j->o->size;
+}
+
 static mm_task *job_task_for(master_meta *m, mm_job *j, uint32_t node, uint64_t deadline) {
     for (uint32_t i = 0; i < j->ntasks; i++)
         if (j->tasks[i]->node == node) return j->tasks[i];
@@ -201,14 +211,10 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
         for (uint32_t i = 0; i < rep.nextents; i++) extent_push(&t->dst, &t->ndst, rep.extents[i]);
         m->disk_pushes++;
     }
-    j->nleft = j->ntasks;
-    for (uint32_t i = 0; i < j->ntasks; i++) tasks_push(m, j->tasks[i]);
     /* The tasks' read caps on the source are leases like any other. */
     mm_more *x = mm_more_get(o);
     x->hold_until = max_u64(x->hold_until, deadline);
-    x->job = j;
-    m->njobs++;
-    m->job_bytes += o->size;
+    job_launch(m, j);
     return 0;
 }
 
@@ -290,14 +296,10 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
     mm_task *t = job_task_for(m, j, src->extents[0].node, deadline);
     t->to_disk = MM_TASK_OFFLOAD;
     for (uint32_t i = 0; i < src->nextents; i++) extent_push(&t->src, &t->nsrc, src->extents[i]);
-    j->nleft = 1;
-    tasks_push(m, t);
     mm_more *x = mm_more_get(o);   /* its read caps are a lease */
     j->hold_before = x->hold_until;
     x->hold_until = max_u64(x->hold_until, deadline);
-    x->job = j;
-    m->njobs++;
-    m->job_bytes += o->size;
+    job_launch(m, j);
     m->offloading += o->size;
 }
 
@@ -310,11 +312,7 @@ void mm_load_start(master_meta *m, object *o, const obj_replica *dst, int keep_d
     mm_task *t = job_task_for(m, j, dst->extents[0].node, deadline);
     t->to_disk = MM_TASK_LOAD;
     for (uint32_t i = 0; i < dst->nextents; i++) extent_push(&t->dst, &t->ndst, dst->extents[i]);
-    j->nleft = 1;
-    tasks_push(m, t);
-    mm_obj_set_job(o, j);
-    m->njobs++;
-    m->job_bytes += o->size;
+    job_launch(m, j);
 }
 
 /* The record landed whole in the new segment replica (the node checked
