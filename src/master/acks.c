@@ -15,6 +15,7 @@
  * instead: a stalled old leader acknowledges nothing. */
 #include <stdlib.h>
 
+#include "core/sweep.h"
 #include "core/util.h"
 #include "master/ack_wait.h"
 #include "master/master.h"
@@ -30,10 +31,8 @@ typedef struct acked_reply {
 struct master_acks {
     master *m;
     ack_wait *w;
-    loop_hook *hook;
-    loop_timer *timer;
+    sweep *sweep;             /* before each sleep and at the next bound */
     reply_slot *cur;          /* the slot of the command running */
-    uint64_t armed_ms;        /* the timer's deadline, UINT64_MAX: stopped */
 };
 
 /* The reply was written in another term than this one: -READONLY. */
@@ -66,36 +65,20 @@ static void node_epoch(uint32_t id, void *ctx) {
 }
 
 /* Release what waits on reset nodes or past its bound; wake for the next bound. */
-static void sweep(master_acks *a) {
-    ack_wait_each_node(a->w, node_epoch, a);
-    ack_wait_expire(a->w, mono_ms());
-    uint64_t next = ack_wait_next_deadline(a->w);
-    if (next == a->armed_ms) return;
-    a->armed_ms = next;
-    if (next == UINT64_MAX) {
-        loop_timer_stop(a->timer);
-        return;
-    }
-    uint64_t now = mono_ms();
-    loop_timer_start(a->timer, next > now ? (long long)(next - now) : 1, 0);
-}
-
-static void on_sweep(event_loop *el, void *data) { sweep(data); }
-
-static void on_timer(event_loop *el, void *data) {
+static void run_sweep(void *data, int timed) {
     master_acks *a = data;
-    a->armed_ms = UINT64_MAX;
-    sweep(a);
+    uint64_t now = mono_ms();
+    ack_wait_each_node(a->w, node_epoch, a);
+    ack_wait_expire(a->w, now);
+    sweep_arm(a->sweep, ack_wait_next_deadline(a->w), now);
 }
 
 master_acks *acks_create(master *m) {
     master_acks *a = xcalloc(1, sizeof *a);
     a->m = m;
     a->w = ack_wait_create(on_release, a);
-    a->armed_ms = UINT64_MAX;
-    a->timer = loop_timer_create(m->srv->loop, on_timer, a);
     /* before the flush, so the replies released go out in this iteration */
-    a->hook = loop_hook_add(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_sweep, a);
+    a->sweep = sweep_create(m->srv->loop, SERVER_HOOK_FLUSH - 1, run_sweep, a);
     return a;
 }
 
@@ -104,8 +87,7 @@ void acks_destroy(master_acks *a) {
     /* The clients go with the server: answer none. */
     ack_wait_each(a->w, drop_of, a->w);
     ack_wait_free(a->w);
-    loop_timer_free(a->timer);
-    loop_hook_del(a->hook);
+    sweep_free(a->sweep);
     free(a);
 }
 

@@ -9,6 +9,7 @@
  * node whose notes were reset is answered at once. */
 #include <stdlib.h>
 
+#include "core/sweep.h"
 #include "core/util.h"
 #include "master/master.h"
 #include "server/info.h"
@@ -26,9 +27,7 @@ struct holdings_wait {
     master *m;
     parked_pull *v;
     size_t n, cap;
-    loop_hook *hook;
-    loop_timer *timer;
-    uint64_t armed_ms;
+    sweep *sweep;             /* before each sleep and at the first deadline */
     uint64_t parked, answered_notes;   /* ever: pulls parked, of them answered with notes */
 };
 
@@ -48,13 +47,10 @@ static int due(holdings_wait *h, const parked_pull *p, uint64_t now) {
 }
 
 static void rearm(holdings_wait *h) {
-    uint64_t next = UINT64_MAX, now = mono_ms();
+    uint64_t next = UINT64_MAX;
     for (size_t i = 0; i < h->n; i++)
         if (h->v[i].deadline_ms < next) next = h->v[i].deadline_ms;
-    if (next == h->armed_ms) return;
-    h->armed_ms = next;
-    if (next == UINT64_MAX) loop_timer_stop(h->timer);
-    else loop_timer_start(h->timer, next > now ? (long long)(next - now) : 1, 0);
+    sweep_arm(h->sweep, next, mono_ms());
 }
 
 static void run(holdings_wait *h) {
@@ -67,27 +63,18 @@ static void run(holdings_wait *h) {
     rearm(h);
 }
 
-static void on_before_sleep(event_loop *el, void *data) { run(data); }
-
-static void on_timer(event_loop *el, void *data) {
-    holdings_wait *h = data;
-    h->armed_ms = UINT64_MAX;
-    run(h);
-}
+static void on_sweep(void *data, int timed) { run(data); }
 
 holdings_wait *holdings_wait_create(master *m) {
     holdings_wait *h = xcalloc(1, sizeof *h);
     h->m = m;
-    h->armed_ms = UINT64_MAX;
-    h->timer = loop_timer_create(m->srv->loop, on_timer, h);
-    h->hook = loop_hook_add(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_before_sleep, h);
+    h->sweep = sweep_create(m->srv->loop, SERVER_HOOK_FLUSH - 1, on_sweep, h);
     return h;
 }
 
 void holdings_wait_destroy(holdings_wait *h) {
     if (!h) return;
-    loop_timer_free(h->timer);
-    loop_hook_del(h->hook);
+    sweep_free(h->sweep);
     free(h->v);   /* the clients go with the server */
     free(h);
 }

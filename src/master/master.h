@@ -249,8 +249,7 @@ typedef struct master_park_ops {
 } master_park_ops;
 typedef struct master_park_queue {
     master_parked *head;
-    loop_timer *timer;
-    loop_hook *hook;
+    struct sweep *sweep;      /* core/sweep.h: before sleeps, at the first deadline */
     const master_park_ops *ops;
     void *owner;
 } master_park_queue;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sweep.h"
 #include "core/util.h"
 #include "master/master.h"
 #include "server/networking.h"
@@ -66,33 +67,26 @@ uint64_t master_parked_next(const master_parked *head, uint64_t next_ms) {
 /* ---- the queue ---- */
 
 static void queue_rearm(master_park_queue *q, uint64_t now_ms) {
-    if (!q->head) {
-        loop_timer_stop(q->timer);
-        return;
-    }
-    uint64_t next = master_parked_next(q->head, q->ops->wake_by(q->owner, now_ms));
-    loop_timer_start(q->timer, next > now_ms ? (long long)(next - now_ms) : 1, 0);
+    uint64_t next = q->head ? master_parked_next(q->head, q->ops->wake_by(q->owner, now_ms)) : UINT64_MAX;
+    sweep_arm(q->sweep, next, now_ms);
 }
 
-static void on_timer(event_loop *el, void *data) { master_park_queue_run(data); }
-
-static void on_before_sleep(event_loop *el, void *data) {
+/* Before a sleep, only if what the waits need changed in the iteration. */
+static void on_sweep(void *data, int timed) {
     master_park_queue *q = data;
-    if (q->head && q->ops->changed(q->owner)) master_park_queue_run(q);
+    if (timed || (q->head && q->ops->changed(q->owner))) master_park_queue_run(q);
 }
 
 void master_park_queue_init(master_park_queue *q, event_loop *el, const master_park_ops *ops, void *owner) {
     memset(q, 0, sizeof *q);
     q->ops = ops;
     q->owner = owner;
-    q->timer = loop_timer_create(el, on_timer, q);
-    q->hook = loop_hook_add(el, SERVER_HOOK_FLUSH - 1, on_before_sleep, q);
+    q->sweep = sweep_create(el, SERVER_HOOK_FLUSH - 1, on_sweep, q);
 }
 
 void master_park_queue_fini(master_park_queue *q) {
     master_parked_free_all(&q->head);
-    loop_timer_free(q->timer);
-    loop_hook_del(q->hook);
+    sweep_free(q->sweep);
 }
 
 master_parked *master_park_queue_add(master_park_queue *q, client *c, const mm_item *it, size_t n, int form,
