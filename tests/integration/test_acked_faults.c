@@ -104,7 +104,7 @@ static int old_leader_steps_down(fx_cluster *c, fa_round *r, int old) {
 
 static int fault_leader_sigstop(fx_cluster *c, fa_round *r) {
     int old = c->lead;
-    if (kill(c->master[old], SIGSTOP) != 0) return -1;
+    if (h_sigstop(c->master[old]) != 0) return -1;
     r->w.skip = old;
     fx_watch_for(c, &r->w, 2 * LEASE_S * 1000);
     int ready = fx_wait_ready(c, &r->w, 1);
@@ -135,7 +135,7 @@ static int fault_etcd_kill(fx_cluster *c, fa_round *r) {
 }
 
 static int fault_etcd_sigstop(fx_cluster *c, fa_round *r) {
-    if (kill(c->etcd.pid, SIGSTOP) != 0) return -1;
+    if (h_sigstop(c->etcd.pid) != 0) return -1;
     fx_watch_for(c, &r->w, ETCD_STOP_MS);
     kill(c->etcd.pid, SIGCONT);
     r->t_over = mono_ms();

@@ -194,7 +194,7 @@ static void test_fencing(void) {
     /* A grant of the leader that a client keeps past its fall. */
     gh_grant old;
     ASSERT(gh_take(MASTER_B, "stale-grant", 4096, 1, &old) == 0);
-    ASSERT(kill(master_b, SIGSTOP) == 0);
+    ASSERT(h_sigstop(master_b) == 0);
     uint64_t t0 = mono_ms();
     ASSERT(h_wait_role(MASTER_A, "leader", 10000) == 0);
     long long took = (long long)(mono_ms() - t0);

@@ -731,7 +731,7 @@ static void test_disconnect_mid_value_leaves_no_key(void) {
 /* With the master stopped, a's queued commands go out and stay
  * unanswered while b is served: 1 if so (the master runs again after). */
 static int only_its_client_waits(redisContext *a, redisContext *b) {
-    kill(master, SIGSTOP);
+    h_sigstop(master);
     int wrote = 0;
     while (!wrote && redisBufferWrite(a, &wrote) == REDIS_OK) {}
     usleep(100 * 1000);

@@ -114,7 +114,7 @@ static void stall_one(const stalled *s) {
     redisReply *r = redisCommand(a, "CLIENT SETNAME stalled");
     ASSERT(is_status(r, "OK"));
     freeReplyObject(r);
-    ASSERT_EQ(kill(master_pid, SIGSTOP), 0);
+    ASSERT_EQ(h_sigstop(master_pid), 0);
     redisAppendCommand(a, s->cmd);
     int done = 0;
     while (!done && redisBufferWrite(a, &done) == REDIS_OK) {}

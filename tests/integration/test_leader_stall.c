@@ -208,7 +208,7 @@ static void test_stalled_leader(void) {
     prober lib = {.gateway = 0, .mc = probe.mc};
     ASSERT(gw.gw && lib.mc);
 
-    ASSERT(kill(master_a, SIGSTOP) == 0);
+    ASSERT(h_sigstop(master_a) == 0);
     uint64_t t_stop = mono_ms();
     gw.started_ms = lib.started_ms = t_stop;
     pthread_create(&gw.th, NULL, prober_main, &gw);

@@ -1207,7 +1207,7 @@ static void test_join_waits_for_etcd(void) {
      * 2 s under load, and how long is not what this test checks. */
     n.c = h_proven(h_redis_ms("127.0.0.1", port, 20000), SECRET);
     ASSERT(n.c);
-    ASSERT(kill(etcd.pid, SIGSTOP) == 0);
+    ASSERT(h_sigstop(etcd.pid) == 0);   /* stopped, not only signalled */
     redisReply *r = register_as(&n, SECRET, 1 << 20, "127.0.0.1:7204", 0, NULL);
     ASSERT(kill(etcd.pid, SIGCONT) == 0);
     ASSERT_MSG(is_error(r, "TRYAGAIN"), "%s", r && r->str ? r->str : n.c->err ? n.c->errstr : "(no error)");

@@ -74,7 +74,7 @@ static void test_restart(void) {
 
     h_kill(master);
     /* Only the last node may register first with the new master. */
-    for (int i = 0; i < NODES - 1; i++) ASSERT(kill(nodes[i], SIGSTOP) == 0);
+    for (int i = 0; i < NODES - 1; i++) ASSERT(h_sigstop(nodes[i]) == 0);
     master = h_start_master(MASTER_PORT, NULL);
     ASSERT(master > 0);
     uint64_t t0 = mono_ms();

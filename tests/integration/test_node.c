@@ -599,7 +599,7 @@ static void test_reregister_after_declared_dead(void) {
     pid_t m, n;
     redisContext *c;
     ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, &c));
-    kill(n, SIGSTOP);
+    h_sigstop(n);
     long ms = wait_state(c, 1, "dead", NODE_TIMEOUT_MS + 1500);
     kill(n, SIGCONT);
     ASSERT(ms >= 0);

@@ -151,7 +151,7 @@ static int wait_reported(long long n) {
 static void test_second_restart_waits_for_the_away_node(void) {
     pid_t away = nodes[1];
     long long others = OLD_NODES;   /* old nodes 0 and 2, and the new one */
-    kill(away, SIGSTOP);
+    h_sigstop(away);
     h_kill(master_pid);
     master_pid = h_start_master(PORT_MASTER, nograce_flags);
     ASSERT(master_pid > 0);

@@ -377,7 +377,7 @@ static void test_node_stalls_mid_transfer(void) {
     pthread_t th;
     ASSERT(pthread_create(&th, NULL, reader_run, &rd) == 0);
     usleep(300 * 1000);
-    kill(nodes[0], SIGSTOP);
+    h_sigstop(nodes[0]);
     uint64_t stopped = mono_ms();
     long gw_ms[2];
     int gw_ok = gateway_get(&rd, 0, &gw_ms[0]);

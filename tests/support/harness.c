@@ -2,6 +2,7 @@
  * see harness.h. */
 #include "tests/support/harness.h"   /* support objects build without -Itests */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,6 +37,40 @@ void h_kill(pid_t pid) {
 
 void h_kill_all(void) {
     for (int i = 0; i < H_MAX_CHILDREN; i++) h_kill(h_children[i]);
+}
+
+/* Every thread of pid is stopped (or gone): 1, 0 if one still runs. */
+static int all_threads_stopped(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int stopped = 1;
+    struct dirent *e;
+    while (stopped && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char stat[128], buf[512];
+        snprintf(stat, sizeof stat, "%s/%.32s/stat", path, e->d_name);
+        FILE *f = fopen(stat, "r");
+        if (!f) continue;   /* the thread exited */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *st = strrchr(buf, ')');   /* the name in () may hold anything */
+        stopped = !st || st[1] != ' ' || strchr("TtZX", st[2]);
+    }
+    closedir(d);
+    return stopped;
+}
+
+int h_sigstop(pid_t pid) {
+    if (pid <= 0 || kill(pid, SIGSTOP) != 0) return -1;
+    uint64_t end = mono_ms() + 10000;
+    while (!all_threads_stopped(pid)) {
+        if (mono_ms() >= end) return -1;
+        usleep(1000);
+    }
+    return 0;
 }
 
 void h_stop_all(void) {
@@ -303,17 +338,28 @@ pid_t h_start(const char *const *argv, int port, const char *out, const char *er
     return h_ready(h_spawn_ex(argv, out, err), "127.0.0.1", port, NULL, timeout_ms);
 }
 
+/* A command line the test cannot build as written: a child started
+ * with it would run with other flags than the test meant. */
+static void args_broken(const char *why, const char *arg) {
+    printf("not ok - h_args: %s: %.80s...\n", why, arg);
+    fflush(stdout);
+    h_kill_all();
+    exit(1);
+}
+
 void h_arg(h_args *a, const char *s) {
-    if (a->n < H_MAX_ARGS) a->v[a->n++] = s;
+    if (a->n >= H_MAX_ARGS) args_broken("more than H_MAX_ARGS arguments", s);
+    a->v[a->n++] = s;
     a->v[a->n] = NULL;
 }
 
 void h_argf(h_args *a, const char *fmt, ...) {
-    if (a->n >= H_MAX_ARGS) return;
+    if (a->n >= H_MAX_ARGS) args_broken("more than H_MAX_ARGS arguments", fmt);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->num[a->n], sizeof a->num[0], fmt, ap);
+    int len = vsnprintf(a->num[a->n], sizeof a->num[0], fmt, ap);
     va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof a->num[0]) args_broken("an argument of H_ARG_LEN bytes or more", a->num[a->n]);
     h_arg(a, a->num[a->n]);
 }
 

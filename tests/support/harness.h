@@ -26,6 +26,7 @@
 
 #define H_MAX_CHILDREN 32
 #define H_MAX_ARGS     48
+#define H_ARG_LEN      256   /* a formatted argument (h_argf): paths under $TMPDIR fit */
 
 /* Runs after the children are gone, on exit and on fatal signals (where
  * it need not be async-signal-safe: the process is going away and what
@@ -71,6 +72,12 @@ void h_stop_all(void);    /* h_stop of every child */
 void h_setup_or_exit(int rc, const char *what);
 void h_kill(pid_t pid);   /* SIGKILL and reap */
 void h_kill_all(void);
+/* SIGSTOP, then until every thread of pid is stopped (state T in
+ * /proc/pid/task/N/stat), bounded at 10 s: 0, or -1. kill() returns before a
+ * loaded machine schedules the target's threads to stop: a multi-threaded
+ * process (etcd) kept threads running for a median of 24 ms and up
+ * to 200 ms after it at load 25 (docs/TESTS.md). */
+int h_sigstop(pid_t pid);
 void h_forget(pid_t pid); /* no longer ours to kill (reaped elsewhere) */
 
 /* hiredis connection with a connect and command timeout (5 s for the
@@ -139,11 +146,13 @@ double h_cpu_s(pid_t pid);
 /* A kB field of /proc/pid/status ("RssAnon", ...), or -1. */
 long h_status_kb(pid_t pid, const char *field);
 
-/* argv builder: at most H_MAX_ARGS, always NULL-terminated in v. */
+/* argv builder: at most H_MAX_ARGS, always NULL-terminated in v. One
+ * more argument, or an h_argf longer than H_ARG_LEN - 1, is a broken test:
+ * a "not ok" line, the children stopped, exit 1 (never a cut argument). */
 typedef struct h_args {
     int n;
     const char *v[H_MAX_ARGS + 1];
-    char num[H_MAX_ARGS][64];
+    char num[H_MAX_ARGS][H_ARG_LEN];
 } h_args;
 
 void h_arg(h_args *a, const char *s);
