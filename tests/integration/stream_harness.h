@@ -49,10 +49,17 @@ typedef struct st_stream {
     char last_err[160];
 } st_stream;
 
-/* What a check found among the acknowledged keys. */
+/* What a check found among the acknowledged keys. A lost key is one
+ * not read back by the deadline: either the store said it has none (nil,
+ * MKV_ENOTFOUND) the last time, or the read itself failed (an error
+ * reply, a failed batch, no connection: the store did not say) and
+ * last_err says how. All lost and all unanswered is an outage of the
+ * read path, not a loss; the "# " lines tell them apart. */
 typedef struct st_result {
     long long acked, lost, wrong;
     long long lost_from, lost_to;   /* ack time of the lost keys, ms after the event (negative: before) */
+    long long unanswered;           /* of the lost: their last read failed rather than said "none" */
+    char last_err[160];             /* the last failed read's error */
 } st_result;
 
 static inline void st_key(const st_stream *s, int i, char *buf, size_t len) {
@@ -213,12 +220,16 @@ static inline uint64_t st_longest_pause(const st_stream *s, uint64_t from, uint6
 
 /* ---- the check ---- */
 
-enum { ST_OK, ST_MISSING, ST_WRONG };
+enum { ST_OK, ST_MISSING, ST_WRONG, ST_FAILED };
 
-/* Reads keys idx[0..n) through the gateway (pipelined): a verdict each. */
+/* Reads keys idx[0..n) through the gateway (pipelined): a verdict each;
+ * -1 when the reads got no replies (the reason in err). */
 static inline int st_read_gateway(const st_stream *s, redisContext **c, const int *idx, int n, int *verdict,
-                                  char *want) {
-    if (!*c && !(*c = h_redis_ms("127.0.0.1", s->gw_port, 10000))) return -1;
+                                  char *want, char *err, size_t errlen) {
+    if (!*c && !(*c = h_redis_ms("127.0.0.1", s->gw_port, 10000))) {
+        snprintf(err, errlen, "cannot connect to the gateway");
+        return -1;
+    }
     char key[64];
     for (int k = 0; k < n; k++) {
         st_key(s, idx[k], key, sizeof key);
@@ -227,14 +238,20 @@ static inline int st_read_gateway(const st_stream *s, redisContext **c, const in
     for (int k = 0; k < n; k++) {
         redisReply *r = NULL;
         if (redisGetReply(*c, (void **)&r) != REDIS_OK) {
+            snprintf(err, errlen, "gateway connection: %s", (*c)->errstr);
             redisFree(*c);
             *c = NULL;
             return -1;
         }
         st_value(s, idx[k], want);
-        if (r->type == REDIS_REPLY_STRING)
+        if (r->type == REDIS_REPLY_STRING) {
             verdict[k] = r->len == s->vlen && memcmp(r->str, want, s->vlen) == 0 ? ST_OK : ST_WRONG;
-        else verdict[k] = ST_MISSING;   /* nil, or an error such as TRYAGAIN: asked again */
+        } else if (r->type == REDIS_REPLY_ERROR) {   /* such as TRYAGAIN: asked again */
+            verdict[k] = ST_FAILED;
+            snprintf(err, errlen, "%s", r->str);
+        } else {
+            verdict[k] = ST_MISSING;   /* nil: asked again until the deadline */
+        }
         freeReplyObject(r);
     }
     return 0;
@@ -242,7 +259,7 @@ static inline int st_read_gateway(const st_stream *s, redisContext **c, const in
 
 /* The same through libmoonkv (mkv_get_batch into back, registered). */
 static inline int st_read_batch(const st_stream *s, mkv_client *mc, const int *idx, int n, int *verdict,
-                                char *want, char *back) {
+                                char *want, char *back, char *err, size_t errlen) {
     mkv_obj objs[ST_CHECK];
     char keys[ST_CHECK][64];
     for (int k = 0; k < n; k++) {
@@ -250,13 +267,24 @@ static inline int st_read_batch(const st_stream *s, mkv_client *mc, const int *i
         objs[k] = (mkv_obj){keys[k], strlen(keys[k]), back + (size_t)k * s->vlen, s->vlen, 0};
     }
     memset(back, 0, (size_t)n * s->vlen);
-    if (mkv_get_batch(mc, objs, (size_t)n) != MKV_OK) return -1;
+    int rc = mkv_get_batch(mc, objs, (size_t)n);
+    if (rc != MKV_OK) {
+        snprintf(err, errlen, "mkv_get_batch: %s: %s", mkv_strerror(rc), mkv_last_error(mc));
+        return -1;
+    }
     for (int k = 0; k < n; k++) {
         st_value(s, idx[k], want);
-        if (objs[k].status == MKV_OK)
+        if (objs[k].status == MKV_OK) {
             verdict[k] = objs[k].len == s->vlen && memcmp(back + (size_t)k * s->vlen, want, s->vlen) == 0
                              ? ST_OK : ST_WRONG;
-        else verdict[k] = objs[k].status == MKV_ECORRUPT ? ST_WRONG : ST_MISSING;
+        } else if (objs[k].status == MKV_ECORRUPT) {
+            verdict[k] = ST_WRONG;
+        } else if (objs[k].status == MKV_ENOTFOUND) {
+            verdict[k] = ST_MISSING;
+        } else {
+            verdict[k] = ST_FAILED;
+            snprintf(err, errlen, "%s", mkv_strerror(objs[k].status));
+        }
     }
     return 0;
 }
@@ -265,18 +293,28 @@ static inline int st_read_batch(const st_stream *s, mkv_client *mc, const int *i
  * deadline (mono_ms; every key is read at least once): the lost and wrong
  * ones counted in *res, with their ack times against event (mono_ms). The
  * first few lost or wrong keys are printed as TAP diagnostics unless quiet. */
+/* The check's libmoonkv client, connected and with back registered:
+ * *mc, or NULL with the reason in err (tried again on the next pass). */
+static inline mkv_client *st_check_client(const st_stream *s, mkv_client **mc, char *back, char *err,
+                                          size_t errlen) {
+    if (*mc) return *mc;
+    int rc = mkv_connect(mc, &s->opt);
+    if (rc == MKV_OK) rc = mkv_register_buffer(*mc, back, ST_CHECK * s->vlen);
+    if (rc == MKV_OK) return *mc;
+    snprintf(err, errlen, "connect: %s: %s", mkv_strerror(rc), mkv_last_error(*mc));
+    mkv_close(*mc);
+    *mc = NULL;
+    return NULL;
+}
+
 static inline void st_check(const st_stream *s, uint64_t deadline, uint64_t event, int quiet, st_result *res) {
     memset(res, 0, sizeof *res);
     int *pending = malloc(sizeof(int) * (size_t)(s->max_keys + 1)), np = 0;
+    char *failed = calloc((size_t)s->max_keys + 1, 1);   /* per key: its last read failed */
     char *want = malloc(s->vlen), *back = malloc(ST_CHECK * s->vlen);
     redisContext *c = NULL;
     mkv_client *mc = NULL;
-    if (!pending || !want || !back) abort();
-    if (s->kind == ST_LIBMOONKV && (mkv_connect(&mc, &s->opt) != MKV_OK ||
-                                    mkv_register_buffer(mc, back, ST_CHECK * s->vlen) != MKV_OK)) {
-        mkv_close(mc);
-        mc = NULL;
-    }
+    if (!pending || !failed || !want || !back) abort();
     for (int i = 0; i < s->tried; i++)
         if (s->ack_ms[i]) pending[np++] = i;
     res->acked = np;
@@ -284,13 +322,18 @@ static inline void st_check(const st_stream *s, uint64_t deadline, uint64_t even
         int left = 0;
         for (int at = 0; at < np; at += ST_CHECK) {
             int n = np - at < ST_CHECK ? np - at : ST_CHECK, verdict[ST_CHECK];
-            int rc = s->kind == ST_GATEWAY ? st_read_gateway(s, &c, pending + at, n, verdict, want)
-                     : mc ? st_read_batch(s, mc, pending + at, n, verdict, want, back) : -1;
+            char *err = res->last_err;
+            size_t errlen = sizeof res->last_err;
+            int rc = s->kind == ST_GATEWAY ? st_read_gateway(s, &c, pending + at, n, verdict, want, err, errlen)
+                     : st_check_client(s, &mc, back, err, errlen)
+                         ? st_read_batch(s, mc, pending + at, n, verdict, want, back, err, errlen) : -1;
             for (int k = 0; k < n; k++) {
+                int key = pending[at + k];
                 if (rc == 0 && verdict[k] == ST_WRONG) {
-                    if (res->wrong++ < 3 && !quiet) printf("# %s-%d: wrong bytes\n", s->name, pending[at + k]);
-                } else if (rc != 0 || verdict[k] == ST_MISSING) {
-                    pending[left++] = pending[at + k];
+                    if (res->wrong++ < 3 && !quiet) printf("# %s-%d: wrong bytes\n", s->name, key);
+                } else if (rc != 0 || verdict[k] != ST_OK) {
+                    failed[key] = rc != 0 || verdict[k] == ST_FAILED;
+                    pending[left++] = key;
                 }
             }
         }
@@ -301,9 +344,16 @@ static inline void st_check(const st_stream *s, uint64_t deadline, uint64_t even
         long long rel = (long long)s->ack_ms[pending[k]] - (long long)event;
         if (k == 0 || rel < res->lost_from) res->lost_from = rel;
         if (k == 0 || rel > res->lost_to) res->lost_to = rel;
-        if (k < 3 && !quiet) printf("# %s-%d: lost (acknowledged %lld ms after the event)\n", s->name, pending[k], rel);
+        res->unanswered += failed[pending[k]];
+        if (k < 3 && !quiet)
+            printf("# %s-%d: %s (acknowledged %lld ms after the event)\n", s->name, pending[k],
+                   failed[pending[k]] ? "not read: the read failed" : "lost: nil", rel);
     }
+    if (res->unanswered && !quiet)
+        printf("# %s: %lld of the %d not read back were never answered; the last error: %s\n", s->name,
+               res->unanswered, np, res->last_err);
     res->lost = np;
+    free(failed);
     if (c) redisFree(c);
     mkv_close(mc);
     free(pending);

@@ -215,7 +215,9 @@ static int run_round(const char *label, const char *tag, fa_fault *fault) {
     for (int k = 0; k < KINDS; k++) {
         const st_result *x = &r->res[k];
         printf("#   %s: acknowledged %lld, lost %lld", KIND_NAME[k], x->acked, x->lost);
-        if (x->lost) printf(" (acknowledged %lld..%lld ms after the fault)", x->lost_from, x->lost_to);
+        if (x->lost)
+            printf(" (acknowledged %lld..%lld ms after the fault; %lld unanswered, the last error: %s)", x->lost_from,
+                   x->lost_to, x->unanswered, x->unanswered ? x->last_err : "-");
         printf(", wrong %lld; first OK %lld ms after the %s; longest pause %llu ms\n", x->wrong, r->back_ms[k],
                r->w.elected_ms ? "election" : "fault's end",
                (unsigned long long)st_longest_pause(&r->s[k], r->t_event - 1000, r->t_ready));
@@ -295,8 +297,9 @@ static void stall_case(void) {
     fa_round *r = &rounds[nrounds - 1];
     for (int k = 0; k < KINDS; k++) {
         ASSERT(r->res[k].acked > 0);
-        ASSERT_MSG(r->res[k].lost == 0 && r->res[k].wrong == 0, "%s: %lld of %lld acknowledged lost, %lld wrong",
-                   KIND_NAME[k], r->res[k].lost, r->res[k].acked, r->res[k].wrong);
+        ASSERT_MSG(r->res[k].lost == 0 && r->res[k].wrong == 0,
+                   "%s: %lld of %lld acknowledged not read back (%lld of them unanswered), %lld wrong", KIND_NAME[k],
+                   r->res[k].lost, r->res[k].acked, r->res[k].unanswered, r->res[k].wrong);
     }
     ASSERT_MSG(r->old_refused, "the old leader answered a placement: %s", r->old_said);
     for (int k = 0; k < KINDS; k++)
