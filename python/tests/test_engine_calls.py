@@ -5,8 +5,11 @@ import time
 
 import numpy as np
 import pytest
+import redis
 
 import moonkv
+from conftest import _spawn, _wait
+from ports import free_ports
 
 LAYERS, PIECE = 8, 4096
 
@@ -87,9 +90,9 @@ def test_prefix_pin(store, key):
         store.remove(keys[1])
     assert store.is_exist(keys[1]) == 1
     assert store.prefix_exists(keys[4:]) == 0          # without a pin: as before
-    n2, pin2 = store.prefix_exists(keys[2:4], pin_ms=60000, pin=pin)   # added to the same pin
+    n2, pin2 = store.prefix_exists(keys[2:5], pin_ms=60000, pin=pin)   # the same pin again
     assert (n2, pin2) == (2, pin)
-    assert store.unpin(pin) == 6
+    assert store.unpin(pin) == 4                       # it holds each key once
     assert store.unpin(pin) == 0
     store.remove(keys[1])
     # a short pin runs out by itself (a bounded wait)
@@ -137,3 +140,46 @@ def test_remove_all(cluster, key):
         assert s.remove_all() >= 5
         assert s.batch_is_exist(ks) == [0] * 5
         assert s.remove_all() == 0
+
+
+@pytest.fixture(scope="module")
+def standalone():
+    """A standalone server of its own (RESP only: what LMCache's redis://
+    connector, or any Redis client, reaches)."""
+    port = free_ports(1)
+    proc = _spawn("--bind", "127.0.0.1", f"--port={port}", "--segment-size", "32MB", "--prefault", "no")
+    try:
+        _wait("standalone", lambda: redis.Redis(port=port, socket_timeout=2).ping(), [proc])
+        yield redis.Redis(port=port, socket_timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_prefix_pin_standalone(standalone, key):
+    """A lookup-then-load over RESP on a standalone server: the hits are
+    pinned under the lookup's id until MOON.UNPIN (LMCache's unlock) or
+    their time, as on a master: DEL leaves them, FLUSHALL too."""
+    r = standalone
+    keys = [key(f"s{i}") for i in range(5)]
+    for k in keys[:3]:
+        r.set(k, b"kv-page")
+    assert r.execute_command("MOON.PREFIXPIN", 11, 60000, *keys) == 3
+    assert r.execute_command("MOON.PREFIXPIN", 11, 60000, *keys[:2]) == 3 - 1   # held once
+    assert r.delete(keys[1]) == 0 and r.exists(keys[1]) == 1
+    r.flushall()
+    assert r.exists(*keys[:3]) == 3
+    assert r.execute_command("MOON.PREFIX", *keys) == 3          # no pin: as before
+    assert r.execute_command("MOON.UNPIN", 11, 12) == 3
+    assert r.execute_command("MOON.UNPIN", 11) == 0
+    assert r.delete(keys[1]) == 1
+    assert r.execute_command("MOON.PREFIXPIN", 12, 200, keys[0]) == 1
+    assert r.delete(keys[0]) == 0
+    deadline = time.monotonic() + 20                              # runs out by itself
+    while r.delete(keys[0]) == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for bad in ((0, 1000), (1, 0), (1, 600001)):
+        with pytest.raises(redis.ResponseError, match="pin"):
+            r.execute_command("MOON.PREFIXPIN", *bad, keys[2])
+    assert r.delete(keys[2]) == 1                                 # nothing was pinned

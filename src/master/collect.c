@@ -6,9 +6,8 @@
  * makes. The master adds its veto: an object with a read lease
  * outstanding (mm_hold_until: a read cap on its bytes may still be used)
  * or with a replica copy in flight stays, and so does one a prefix
- * lookup pinned (pins.h). */
+ * lookup pinned (core/pinset.h). */
 #include "master/meta_internal.h"
-#include "master/pins.h"
 
 #define COLLECT_MAX_PER_PUT 1024   /* victims one put may cost before NOSPACE */
 
@@ -20,7 +19,7 @@ typedef struct veto_ctx {
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
     return !mm_obj_job(o) && mm_hold_until(o, v->now_ms) == 0 &&
-           mm_pins_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
+           pinset_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
 }
 
 static uint64_t scan_objects(void *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx) {

@@ -14,7 +14,6 @@
 
 #include "core/util.h"
 #include "master/meta_internal.h"
-#include "master/pins.h"
 #include "proto/verbs.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -372,9 +371,9 @@ proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t 
     if (!o) return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
     if (o->state == OBJ_PENDING)
         return mm_fail(err, errlen, PROTO_ERR, "put in progress: finish or revoke it first");
-    uint64_t pinned = mm_pins_left(m->pins, key, keylen, now_ms);
+    uint64_t pinned = pinset_left(m->pins, key, keylen, now_ms);
     if (pinned) {   /* a lookup will load it: the remover may try again */
-        mm_pins_refused(m->pins);
+        pinset_refused(m->pins);
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "key pinned by a prefix lookup for up to %llu ms (" PROTO_VERB_UNPIN ")",
                        (unsigned long long)pinned);
     }

@@ -15,7 +15,6 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
-#include "master/pins.h"
 #include "proto/ended.h"
 #include "proto/extents.h"
 #include "proto/located.h"
@@ -865,10 +864,13 @@ static void prefixpin_command(client *c) {
     master_meta *m = meta_of(c);
     size_t hit = 0;
     while (hit < n && mm_exists(m, it[hit].key, it[hit].keylen)) hit++;
+    pin_key *pk = xmalloc((hit ? hit : 1) * sizeof *pk);
+    for (size_t i = 0; i < hit; i++) pk[i] = (pin_key){it[i].key, it[i].keylen};
     char err[PROTO_ERR_LEN];
     uint64_t t = now();
-    proto_status st = mm_pins_add(mm_pins_of(m), id, c->id, it, hit, t + (uint64_t)ms, t, err, sizeof err);
-    if (st != PROTO_OK) master_reply_fail(c, st, "%s", err);
+    int rc = pinset_add(mm_pins_of(m), id, c->id, pk, hit, t + (uint64_t)ms, t, err, sizeof err);
+    free(pk);
+    if (rc != 0) master_reply_fail(c, PROTO_ERR, "%s", err);
     else reply_integer(c, (long long)hit);
 }
 
@@ -882,7 +884,7 @@ static void unpin_command(client *c) {
     for (int i = 1; i < c->argc; i++)
         if (master_arg_u64(c, i, 1, PIN_ID_MAX, &ids[i - 1]) != 0) return;   /* all or none */
     size_t keys = 0;
-    for (int i = 1; i < c->argc; i++) keys += mm_pins_release(mm_pins_of(meta_of(c)), ids[i - 1], now());
+    for (int i = 1; i < c->argc; i++) keys += pinset_release(mm_pins_of(meta_of(c)), ids[i - 1], now());
     reply_integer(c, (long long)keys);
 }
 

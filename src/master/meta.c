@@ -5,7 +5,7 @@
 
 #include "core/util.h"
 #include "master/meta_internal.h"
-#include "master/pins.h"
+#include "proto/pins.h"
 #include "proto/limits.h"
 
 void mm_config_defaults(mm_config *cfg) {
@@ -48,7 +48,7 @@ master_meta *mm_create(const mm_config *cfg) {
     if (m->cfg.stripe_width > MM_MAX_WIDTH) m->cfg.stripe_width = MM_MAX_WIDTH;
     m->objs = otable_create(sizeof(mm_obj));
     m->tombs = mm_tombs_create();
-    m->pins = mm_pins_create();
+    m->pins = pinset_create(PROTO_PIN_MAX_PER_CONN, PROTO_PIN_MAX_KEYS);
     m->next_task_id = 1;
     evictor_init(&m->gc, (evict_policy)m->cfg.gc_policy, m->cfg.gc_high_pct, m->cfg.gc_low_pct);
     return m;
@@ -70,7 +70,7 @@ void mm_destroy(master_meta *m) {
     free(m->order);
     free(m->held);
     objtable_destroy(m->tombs);
-    mm_pins_destroy(m->pins);
+    pinset_destroy(m->pins);
     free(m->tasks);
     free(m->task_ids);
     free(m->touched);
@@ -85,7 +85,7 @@ void mm_sweep(master_meta *m, uint64_t now_ms) {
     mm_expire_puts(m, now_ms);
     mm_expire_tasks(m, now_ms);
     mm_release_held(m, now_ms);
-    mm_pins_expire(m->pins, now_ms);
+    pinset_expire(m->pins, now_ms);
     mm_repair(m, now_ms);
     mm_offload(m, now_ms);
     mm_collect(m, now_ms);
@@ -158,3 +158,5 @@ uint64_t mm_scan(master_meta *m, uint64_t cursor, long count, void (*fn)(object 
     while (cursor != 0 && w.given < count && --visits > 0);
     return cursor;
 }
+
+pinset *mm_pins_of(master_meta *m) { return m->pins; }

@@ -32,6 +32,7 @@
 #include "backend/transport.h"
 #include "core/alloc.h"
 #include "core/objtable.h"
+#include "core/pinset.h"
 #include "proto/extents.h"
 #include "proto/limits.h"
 #include "proto/report.h"
@@ -340,6 +341,8 @@ int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lea
 /* When o's bytes may be reused if it went now: its latest live lease. */
 uint64_t mm_hold_until(const object *o, uint64_t now_ms);
 int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
+/* The pins on prefix hits (MOON.PREFIXPIN): removes and collection ask them. */
+pinset *mm_pins_of(master_meta *m);
 object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
 uint64_t mm_write_expiry(const master_meta *m, const object *o);
 /* A fresh grant stamp for write caps: microseconds of now_ms, above every

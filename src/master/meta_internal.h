@@ -5,6 +5,7 @@
 #include <stdarg.h>
 
 #include "core/evict.h"
+#include "core/pinset.h"
 #include "master/meta.h"
 #include "master/otable.h"
 
@@ -67,7 +68,7 @@ struct master_meta {
     mm_note_mark *marks;
     size_t ntouched, captouched;
     mm_restore_stats restores;  /* restore.c */
-    struct mm_pins *pins;       /* pins on prefix hits (pins.c): apart from the objects */
+    pinset *pins;               /* pins on prefix hits (core/pinset.h): apart from the objects */
     uint64_t offloads, offload_bytes;   /* offload.c */
     uint64_t promotes, promote_bytes;
     uint64_t disk_reads, disk_read_bytes;   /* loads that kept the disk replica */

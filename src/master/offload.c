@@ -17,7 +17,6 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "master/meta_internal.h"
-#include "master/pins.h"
 
 #define OFFLOAD_MAX_PER_PASS 4096   /* tasks a pass starts (more at the next sweep) */
 
@@ -51,7 +50,7 @@ static uint32_t one_node(const obj_replica *r) {
  * flight or pin, and no temporary copy (that one is dropped, not written). */
 static int offloadable(master_meta *m, const object *o, uint64_t now_ms) {
     if (o->state != OBJ_COMPLETE || o->nreplicas != mm_obj_of(o)->want || mm_obj_job(o)) return 0;
-    return mm_hold_until(o, now_ms) == 0 && mm_pins_left(m->pins, o->key, o->keylen, now_ms) == 0;
+    return mm_hold_until(o, now_ms) == 0 && pinset_left(m->pins, o->key, o->keylen, now_ms) == 0;
 }
 
 /* Bytes node n should shed (0: below its high watermark, or while puts

@@ -13,7 +13,13 @@
  *
  * Garbage collection (opt-in, store_local_gc): a put collects unpinned
  * COMPLETE objects, chosen by core/evict.h, when the segment is above its
- * high watermark or has no room for the value; each goes as on a remove. */
+ * high watermark or has no room for the value; each goes as on a remove.
+ *
+ * Prefix pins (MOON.PREFIXPIN, core/pinset.h), as the master keeps them:
+ * a key a lookup pinned is not removed (DEL answers 0 for it, FLUSHALL
+ * leaves it) nor collected until MOON.UNPIN or its time runs out. They
+ * are names apart from the table (a pin is not a reader's pin above):
+ * the server counts them as one owner, as a gateway's connection. */
 #include "standalone/store_local.h"
 
 #include <errno.h>
@@ -28,7 +34,9 @@
 #include "core/evict.h"
 #include "core/log.h"
 #include "core/objtable.h"
+#include "core/pinset.h"
 #include "core/util.h"
+#include "proto/pins.h"
 #include "server/info.h"
 #include "standalone/seg_warm.h"
 
@@ -57,6 +65,7 @@ typedef struct local_store {
     uint64_t orphans;        /* removed while pinned, not yet freed */
     uint64_t checksum_errors;
     evictor gc;              /* policy EVICT_NONE unless store_local_gc */
+    pinset *pins;            /* prefix lookups' pins (MOON.PREFIXPIN) */
     int destroying;          /* local_destroy: objects go without their space */
 } local_store;
 
@@ -145,9 +154,15 @@ static uint64_t seg_used(local_store *ls) {
     return st.used;
 }
 
+/* The store's veto: a key a prefix lookup pinned stays. */
+static int collectable(const object *o, void *ctx) {
+    local_store *ls = ctx;
+    return pinset_left(ls->pins, o->key, o->keylen, mono_ms()) == 0;
+}
+
 /* Collect one victim; 0 if none may go. */
 static int collect_one(local_store *ls) {
-    object *v = evictor_pick(&ls->gc, ls->table, mono_ms(), NULL, NULL);
+    object *v = evictor_pick(&ls->gc, ls->table, mono_ms(), collectable, ls);
     return v ? local_remove(&ls->base, v->key, v->keylen) : 0;
 }
 
@@ -301,6 +316,10 @@ static int local_remove(store *s, const void *key, size_t keylen) {
     local_store *ls = ls_of(s);
     /* A PENDING object belongs to its writer, which ends or aborts it. */
     if (!find_complete(ls, key, keylen)) return 0;
+    if (pinset_left(ls->pins, key, keylen, mono_ms())) {   /* a lookup will load it */
+        pinset_refused(ls->pins);
+        return 0;
+    }
     object *o = objtable_unlink(ls->table, key, keylen);
     if (o->pins > 0) {
         o->owner = ORPHAN;
@@ -455,10 +474,35 @@ static void local_destroy(store *s) {
     objtable_destroy(ls->table);
     seg_alloc_destroy(ls->alloc);
     munmap(ls->seg, ls->map_len);
+    pinset_destroy(ls->pins);
     free(ls);
 }
 
 static long long local_evicted(store *s) { return (long long)ls_of(s)->gc.evicted; }
+
+/* ---- prefix pins ---- */
+
+static int local_prefix_pin(store *s, uint64_t id, uint32_t ms, const store_key *keys, size_t n, size_t *hit) {
+    local_store *ls = ls_of(s);
+    pin_key *pk = xmalloc((n ? n : 1) * sizeof *pk);
+    size_t h = 0;
+    for (; h < n && find_complete(ls, keys[h].ptr, keys[h].len); h++) pk[h] = (pin_key){keys[h].ptr, keys[h].len};
+    uint64_t now = mono_ms();
+    char err[STORE_ERRSTR - 8];
+    int rc = pinset_add(ls->pins, id, 0, pk, h, now + ms, now, err, sizeof err);
+    free(pk);
+    if (rc != 0) {
+        snprintf(s->errstr, sizeof s->errstr, "ERR %s", err);
+        return STORE_REFUSED;
+    }
+    *hit = h;
+    return STORE_OK;
+}
+
+static int local_unpin(store *s, uint64_t id, size_t *keys) {
+    *keys = pinset_release(ls_of(s)->pins, id, mono_ms());
+    return STORE_OK;
+}
 
 static const store_ops local_ops = {
     .put_start = local_put_start,
@@ -484,6 +528,8 @@ static const store_ops local_ops = {
     .set_expiry = local_set_expiry,
     .ttl = local_ttl,
     .prefetch = local_prefetch,
+    .prefix_pin = local_prefix_pin,
+    .unpin = local_unpin,
 };
 
 static size_t round_up(uint64_t n, uint64_t to) { return (size_t)((n + to - 1) / to * to); }
@@ -543,6 +589,7 @@ store *store_local_create(uint64_t segment_size, int prefault, char *err, size_t
     ls->base.ops = &local_ops;
     ls->base.priv = ls;
     evictor_init(&ls->gc, EVICT_NONE, 100, 0);
+    ls->pins = pinset_create(PROTO_PIN_MAX_PER_CONN, PROTO_PIN_MAX_KEYS);
     char why[256];
     if (prefault && !(ls->warm = seg_warm_start(ls->seg, ls->map_len, why, sizeof why)))
         log_warning("store_local: %s; the segment warms on first use", why);

@@ -465,10 +465,10 @@ static void test_remove_all(void) {
 /* MOON.PREFIXPIN and MOON.UNPIN through the gateway (the RESP client's
  * own id, the master holding the pin): a pinned key stays through DEL on
  * the gateway and MOON.REMOVE on the master until unpinned; hostile
- * arguments pin nothing. A standalone server says it keeps no pins. */
+ * arguments pin nothing. */
 static void test_pin_gateway(void) {
-    redisContext *gw = h_redis(port_gw), *m = h_proven(h_redis(port_master), ""), *sa = h_redis(port_sa);
-    ASSERT(gw && m && sa);
+    redisContext *gw = h_redis(port_gw), *m = h_proven(h_redis(port_master), "");
+    ASSERT(gw && m);
     ASSERT(h_command_is(gw, is_status, "OK", "SET pg:0 zero"));
     ASSERT(h_command_is(gw, is_status, "OK", "SET pg:1 one"));
     ASSERT(h_command_is(gw, is_int, "2", "MOON.PREFIXPIN 4242 60000 pg:0 pg:1 pg:2 pg:0"));
@@ -509,9 +509,75 @@ static void test_pin_gateway(void) {
     free(argv);
     free(lens);
     ASSERT(h_command_is(gw, is_int, "1", "DEL pg:0"));   /* nothing was pinned */
-    ASSERT(h_command_is(sa, is_error, "ERR this server keeps no pins", "MOON.PREFIXPIN 1 1000 k"));
     redisFree(gw);
     redisFree(m);
+}
+
+/* The same verbs on a standalone server, which keeps the pins itself
+ * with the master's semantics: DEL of a pinned key answers 0 and
+ * FLUSHALL leaves it until MOON.UNPIN or its time; the same id again
+ * holds a key once; hostile arguments pin nothing. */
+static void test_pin_standalone(void) {
+    redisContext *sa = h_redis(port_sa);
+    ASSERT(sa);
+    ASSERT(h_command_is(sa, is_status, "OK", "SET ps:0 zero"));
+    ASSERT(h_command_is(sa, is_status, "OK", "SET ps:1 one"));
+    ASSERT(h_command_is(sa, is_status, "OK", "SET ps:3 three"));
+    ASSERT(h_command_is(sa, is_int, "2", "MOON.PREFIXPIN 4242 60000 ps:0 ps:1 ps:2 ps:3"));
+    ASSERT(h_command_is(sa, is_int, "2", "MOON.PREFIXPIN 4242 60000 ps:0 ps:1"));   /* held once */
+    ASSERT(h_command_is(sa, is_int, "0", "DEL ps:0"));
+    ASSERT(h_command_is(sa, is_int, "1", "DEL ps:3"));   /* past the miss: not pinned */
+    ASSERT(h_command_is(sa, is_status, "OK", "FLUSHALL"));
+    ASSERT(h_command_is(sa, is_int, "2", "EXISTS ps:0 ps:1"));
+    ASSERT(h_command_is(sa, is_int, "2", "MOON.UNPIN 4242 4243"));
+    ASSERT(h_command_is(sa, is_int, "0", "MOON.UNPIN 4242"));
+    ASSERT(h_command_is(sa, is_int, "1", "DEL ps:0"));
+    /* a short pin runs out by itself (bounded wait, not a count of tries) */
+    ASSERT(h_command_is(sa, is_int, "1", "MOON.PREFIXPIN 4244 300 ps:1"));
+    ASSERT(h_command_is(sa, is_int, "0", "DEL ps:1"));
+    int gone = 0;
+    for (uint64_t t0 = mono_ms(); !gone && mono_ms() - t0 < 30000; usleep(50000)) {
+        redisReply *r = redisCommand(sa, "DEL ps:1");
+        gone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        freeReplyObject(r);
+    }
+    ASSERT(gone);
+    /* hostile input: nothing pinned */
+    ASSERT(h_command_is(sa, is_status, "OK", "SET ps:0 zero"));
+    ASSERT(h_command_is(sa, is_error, "ERR pin time", "MOON.PREFIXPIN 1 0 ps:0"));
+    ASSERT(h_command_is(sa, is_error, "ERR pin time", "MOON.PREFIXPIN 1 600001 ps:0"));
+    ASSERT(h_command_is(sa, is_error, "ERR pin id", "MOON.PREFIXPIN 0 1000 ps:0"));
+    ASSERT(h_command_is(sa, is_error, "ERR pin id", "MOON.PREFIXPIN 9223372036854775808 1000 ps:0"));
+    ASSERT(h_command_is(sa, is_error, "ERR", "MOON.PREFIXPIN 1 1000"));
+    ASSERT(h_command_is(sa, is_error, "ERR pin id", "MOON.UNPIN 7 x"));
+    ASSERT(h_command_is(sa, is_int, "1", "DEL ps:0"));
+    /* the bound: 65,536 keys pinned at once on the server (its clients
+     * share it, as a gateway's); one hit repeated 4096 times a command */
+    ASSERT(h_command_is(sa, is_status, "OK", "SET ps:0 zero"));
+    const char **argv = calloc(4096 + 3, sizeof *argv);
+    size_t *lens = calloc(4096 + 3, sizeof *lens);
+    char ids[17][16];
+    int ok = 0;
+    for (int k = 0; k < 17; k++) {
+        snprintf(ids[k], sizeof ids[k], "%d", 100 + k);
+        argv[0] = "MOON.PREFIXPIN", argv[1] = ids[k], argv[2] = "60000";
+        for (int i = 0; i < 4096; i++) argv[3 + i] = "ps:0";
+        for (int i = 0; i < 4096 + 3; i++) lens[i] = strlen(argv[i]);
+        redisReply *r = redisCommandArgv(sa, 4096 + 3, argv, lens);
+        ok += r && r->type == REDIS_REPLY_INTEGER && r->integer == 4096;
+        if (k == 16) ASSERT(is_error(r, "ERR pin limit"));
+        freeReplyObject(r);
+    }
+    ASSERT_EQ(ok, 16);
+    argv[0] = "MOON.UNPIN";
+    for (int k = 0; k < 17; k++) argv[1 + k] = ids[k], lens[1 + k] = strlen(ids[k]);
+    lens[0] = strlen(argv[0]);
+    redisReply *r = redisCommandArgv(sa, 18, argv, lens);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 16 * 4096);
+    freeReplyObject(r);
+    ASSERT(h_command_is(sa, is_int, "1", "DEL ps:0"));
+    free(argv);
+    free(lens);
     redisFree(sa);
 }
 
@@ -566,6 +632,7 @@ int main(void) {
     RUN_TEST(test_pin);
     RUN_TEST(test_pin_resp);
     RUN_TEST(test_pin_gateway);
+    RUN_TEST(test_pin_standalone);
     h_stop_all();
     TEST_EXIT();
 }

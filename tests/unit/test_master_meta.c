@@ -7,8 +7,8 @@
 
 #include "core/crc32c.h"
 #include "core/evict.h"
+#include "core/util.h"
 #include "master/meta.h"
-#include "master/pins.h"
 #include "proto/pins.h"
 #include "proto/notes.h"
 #include "test.h"
@@ -414,76 +414,108 @@ static void test_returned_lease_frees_at_once(void) {
     mm_destroy(m);
 }
 
-/* ---- pins on prefix hits (pins.c) ---- */
+/* ---- pins on prefix hits (core/pinset.h) ---- */
 
-static mm_item key_item(const char *k) { return (mm_item){.key = k, .keylen = strlen(k)}; }
+static pin_key key_item(const char *k) { return (pin_key){k, strlen(k)}; }
 
 /* A pinned key is not removed until its pin is released or runs out;
  * two pins on one key both must go; an unpinned key goes as before. */
 static void test_pin_refuses_remove_until_release_or_expiry(void) {
     master_meta *m = cluster(1, 64 * KB);
     ASSERT(m);
-    mm_pins *p = mm_pins_of(m);
+    pinset *p = mm_pins_of(m);
     ASSERT(put(m, "a", KB, 1, 0) && put(m, "b", KB, 1, 0) && put(m, "c", KB, 1, 0));
-    mm_item ab[2] = {key_item("a"), key_item("b")};
-    ASSERT_EQ(mm_pins_add(p, 7, 1, ab, 2, 1000, 0, err, sizeof err), PROTO_OK);
-    ASSERT_EQ(mm_pins_add(p, 8, 1, ab, 1, 5000, 0, err, sizeof err), PROTO_OK);   /* "a" twice */
+    pin_key ab[2] = {key_item("a"), key_item("b")};
+    ASSERT_EQ(pinset_add(p, 7, 1, ab, 2, 1000, 0, err, sizeof err), 0);
+    ASSERT_EQ(pinset_add(p, 8, 1, ab, 1, 5000, 0, err, sizeof err), 0);   /* "a" twice */
     ASSERT_EQ(mm_remove(m, "a", 1, 10, err, sizeof err), PROTO_TRYAGAIN);
     ASSERT(strstr(err, "pinned"));
     ASSERT_EQ(mm_remove(m, "b", 1, 10, err, sizeof err), PROTO_TRYAGAIN);
     ASSERT_EQ(mm_remove(m, "c", 1, 10, err, sizeof err), PROTO_OK);   /* unpinned: unchanged */
     ASSERT(mm_exists(m, "a", 1) && mm_exists(m, "b", 1));
-    ASSERT_EQ(mm_pins_release(p, 7, 20), 2);
-    ASSERT_EQ(mm_pins_release(p, 7, 20), 0);                          /* once */
+    ASSERT_EQ(pinset_release(p, 7, 20), 2);
+    ASSERT_EQ(pinset_release(p, 7, 20), 0);                          /* once */
     ASSERT_EQ(mm_remove(m, "b", 1, 30, err, sizeof err), PROTO_OK);
     ASSERT_EQ(mm_remove(m, "a", 1, 30, err, sizeof err), PROTO_TRYAGAIN);   /* pin 8 still holds it */
     ASSERT_EQ(mm_remove(m, "a", 1, 4999, err, sizeof err), PROTO_TRYAGAIN);
     ASSERT_EQ(mm_remove(m, "a", 1, 5000, err, sizeof err), PROTO_OK);       /* its time ran out */
-    mm_pin_stats st;
-    mm_pins_stats(p, &st);
+    pinset_stats st;
+    pinset_get_stats(p, &st);
     ASSERT_EQ(st.pins, 0);
     ASSERT_EQ(st.keys, 0);
     ASSERT_EQ(st.refused, 4);
-    ASSERT_EQ(mm_pins_release(p, 8, 6000), 0);   /* expired: nothing to release */
+    ASSERT_EQ(pinset_release(p, 8, 6000), 0);   /* expired: nothing to release */
     mm_destroy(m);
 }
 
+/* Distinct keys "k<i>" for the bounds (a pin holds each key once). */
+static pin_key *many_keys(size_t n, size_t from) {
+    pin_key *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        char *k = xmalloc(16);
+        v[i] = (pin_key){k, (size_t)snprintf(k, 16, "k%zu", from + i)};
+    }
+    return v;
+}
+
+static void free_keys(pin_key *v, size_t n) {
+    for (size_t i = 0; i < n; i++) free((void *)v[i].key);
+    free(v);
+}
+
 /* The same id adds keys (a lookup in chunks) and keeps the later time;
- * the bounds per owner and in all refuse a pin whole. */
+ * a key it holds already is not added again (a re-pin); the bounds per
+ * owner and in all refuse a pin whole. */
 static void test_pin_bounds(void) {
     master_meta *m = cluster(1, 64 * KB);
     ASSERT(m);
-    mm_pins *p = mm_pins_of(m);
+    pinset *p = mm_pins_of(m);
     ASSERT(put(m, "a", KB, 1, 0) && put(m, "b", KB, 1, 0));
-    mm_item a = key_item("a"), b = key_item("b");
-    ASSERT_EQ(mm_pins_add(p, 0, 1, &a, 1, 100, 0, err, sizeof err), PROTO_ERR);   /* id 0 */
-    ASSERT_EQ(mm_pins_add(p, 5, 1, &a, 1, 100, 0, err, sizeof err), PROTO_OK);
-    ASSERT_EQ(mm_pins_add(p, 5, 2, &b, 1, 900, 50, err, sizeof err), PROTO_OK);   /* another connection adds */
+    pin_key a = key_item("a"), b = key_item("b"), aab[3] = {a, a, b};
+    ASSERT_EQ(pinset_add(p, 0, 1, &a, 1, 100, 0, err, sizeof err), -1);   /* id 0 */
+    ASSERT_EQ(pinset_add(p, 5, 1, &a, 1, 100, 0, err, sizeof err), 0);
+    ASSERT_EQ(pinset_add(p, 5, 2, &b, 1, 900, 50, err, sizeof err), 0);   /* another connection adds */
+    ASSERT_EQ(pinset_add(p, 5, 1, aab, 3, 900, 60, err, sizeof err), 0);  /* held already: no more */
     ASSERT_EQ(mm_remove(m, "a", 1, 500, err, sizeof err), PROTO_TRYAGAIN);       /* the later time holds both */
-    ASSERT_EQ(mm_pins_release(p, 5, 600), 2);
-    /* owner 1 fills its bound with one key pinned many times */
-    static mm_item many[PROTO_PIN_MAX_PER_CONN];
-    for (size_t i = 0; i < PROTO_PIN_MAX_PER_CONN; i++) many[i] = a;
-    ASSERT_EQ(mm_pins_add(p, 9, 1, many, PROTO_PIN_MAX_PER_CONN, 10000, 1000, err, sizeof err), PROTO_OK);
-    ASSERT_EQ(mm_pins_add(p, 10, 1, &b, 1, 10000, 1000, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(pinset_release(p, 5, 600), 2);
+    /* owner 1 fills its bound */
+    const size_t per = PROTO_PIN_MAX_PER_CONN;
+    pin_key *many = many_keys(per, 0);
+    ASSERT_EQ(pinset_add(p, 9, 1, many, per, 10000, 1000, err, sizeof err), 0);
+    ASSERT_EQ(pinset_add(p, 9, 1, many, per, 10000, 1000, err, sizeof err), 0);   /* again: held, fits */
+    ASSERT_EQ(pinset_add(p, 10, 1, &b, 1, 10000, 1000, err, sizeof err), -1);
     ASSERT(strstr(err, "pin limit"));
-    ASSERT_EQ(mm_pins_add(p, 9, 2, &b, 1, 10000, 1000, err, sizeof err), PROTO_ERR);   /* counted to pin 9's owner */
-    ASSERT_EQ(mm_pins_add(p, 11, 2, &b, 1, 10000, 1000, err, sizeof err), PROTO_OK);   /* another owner may */
+    ASSERT_EQ(pinset_add(p, 9, 2, &b, 1, 10000, 1000, err, sizeof err), -1);   /* counted to pin 9's owner */
+    ASSERT_EQ(pinset_add(p, 11, 2, &b, 1, 10000, 1000, err, sizeof err), 0);   /* another owner may */
     ASSERT_EQ(mm_remove(m, "b", 1, 1000, err, sizeof err), PROTO_TRYAGAIN);
-    ASSERT_EQ(mm_pins_release(p, 9, 2000), PROTO_PIN_MAX_PER_CONN);
-    ASSERT_EQ(mm_pins_add(p, 10, 1, &b, 1, 10000, 2000, err, sizeof err), PROTO_OK);   /* room again */
+    ASSERT_EQ(pinset_release(p, 9, 2000), per);
+    ASSERT_EQ(pinset_add(p, 10, 1, &b, 1, 10000, 2000, err, sizeof err), 0);   /* room again */
     /* the bound over all owners: 16 owners fill it, the next is refused */
-    for (uint64_t o = 100; o < 100 + PROTO_PIN_MAX_KEYS / PROTO_PIN_MAX_PER_CONN; o++) {
-        proto_status st = mm_pins_add(p, o, o, many, PROTO_PIN_MAX_PER_CONN, 10000, 2000, err, sizeof err);
-        ASSERT_EQ(st, o < 99 + PROTO_PIN_MAX_KEYS / PROTO_PIN_MAX_PER_CONN ? PROTO_OK : PROTO_ERR);
+    for (uint64_t o = 100; o < 100 + PROTO_PIN_MAX_KEYS / per; o++) {
+        int rc = pinset_add(p, o, o, many, per, 10000, 2000, err, sizeof err);
+        ASSERT_EQ(rc, o < 99 + PROTO_PIN_MAX_KEYS / per ? 0 : -1);
     }
-    mm_pin_stats st;
-    mm_pins_stats(p, &st);
+    pinset_stats st;
+    pinset_get_stats(p, &st);
     ASSERT(st.keys <= PROTO_PIN_MAX_KEYS);
-    mm_pins_expire(p, 10000);   /* every pin's time ran out at once */
-    mm_pins_stats(p, &st);
+    pinset_expire(p, 10000);   /* every pin's time ran out at once */
+    pinset_get_stats(p, &st);
     ASSERT_EQ(st.pins, 0);
     ASSERT_EQ(st.keys, 0);
+    free_keys(many, per);
+    mm_destroy(m);
+}
+
+/* Keys are names: one pinned before the table holds it (a new leader
+ * that has not heard of it from the nodes yet) is held once it comes. */
+static void test_pin_before_the_key(void) {
+    master_meta *m = cluster(1, 64 * KB);
+    ASSERT(m);
+    pin_key a = key_item("later");
+    ASSERT_EQ(pinset_add(mm_pins_of(m), 4, 1, &a, 1, 1000, 0, err, sizeof err), 0);
+    ASSERT(put(m, "later", KB, 1, 10));
+    ASSERT_EQ(mm_remove(m, "later", 5, 20, err, sizeof err), PROTO_TRYAGAIN);
+    ASSERT_EQ(mm_remove(m, "later", 5, 1000, err, sizeof err), PROTO_OK);
     mm_destroy(m);
 }
 
@@ -497,12 +529,12 @@ static void test_pin_stops_collection(void) {
     uint32_t id;
     ASSERT_EQ(mm_node_register(m, 2 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_OK);
     ASSERT(put(m, "old", 2 * KB, 1, 0));
-    mm_item old = key_item("old");
-    ASSERT_EQ(mm_pins_add(mm_pins_of(m), 3, 1, &old, 1, 60000, 0, err, sizeof err), PROTO_OK);
+    pin_key old = key_item("old");
+    ASSERT_EQ(pinset_add(mm_pins_of(m), 3, 1, &old, 1, 60000, 0, err, sizeof err), 0);
     object *o;
     ASSERT_EQ(mm_put_start(m, "new", 3, 2 * KB, 1, 100, &o, err, sizeof err), PROTO_NOSPACE);
     ASSERT(mm_exists(m, "old", 3));
-    ASSERT_EQ(mm_pins_release(mm_pins_of(m), 3, 200), 1);
+    ASSERT_EQ(pinset_release(mm_pins_of(m), 3, 200), 1);
     ASSERT(put(m, "new", 2 * KB, 1, 300));
     ASSERT(!mm_exists(m, "old", 3));
     mm_destroy(m);
@@ -1402,6 +1434,7 @@ int main(void) {
     RUN_TEST(test_lease_returned_after_remove);
     RUN_TEST(test_pin_refuses_remove_until_release_or_expiry);
     RUN_TEST(test_pin_bounds);
+    RUN_TEST(test_pin_before_the_key);
     RUN_TEST(test_pin_stops_collection);
     RUN_TEST(test_many_leases_pin_until_expiry);
     RUN_TEST(test_lease_quarantine_delays_reuse);

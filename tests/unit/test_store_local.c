@@ -3,7 +3,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/evict.h"
 #include "core/util.h"
 #include "standalone/store_local.h"
 #include "test.h"
@@ -367,6 +369,57 @@ static void test_bad_size(void) {
     ASSERT(strstr(err, "segment size") != NULL);
 }
 
+static void flushed_cb(void *ctx) { (*(int *)ctx)++; }
+
+/* Prefix pins (MOON.PREFIXPIN), as the master keeps them: the count of
+ * leading keys stored, those pinned under the id; a pinned key is not
+ * removed (remove answers 0, FLUSHALL leaves it) nor collected until
+ * unpinned or its time runs out; the same id adds keys; a bad id pins
+ * nothing. */
+static void test_prefix_pins(void) {
+    store *s = new_store(SEG);
+    ASSERT(s);
+    store_local_gc(s, EVICT_LRU, 90, 80);
+    static unsigned char val[96 * 1024];
+    fill(val, sizeof val, 3);
+    ASSERT_EQ(put(s, "p0", val, sizeof val), STORE_OK);
+    ASSERT_EQ(put(s, "p1", val, sizeof val), STORE_OK);
+    ASSERT_EQ(put(s, "p3", val, sizeof val), STORE_OK);
+    store_key k[4] = {{"p0", 2}, {"p1", 2}, {"p2", 2}, {"p3", 2}};
+    size_t hit = 99, held = 99;
+    ASSERT_EQ(s->ops->prefix_pin(s, 7, 60000, k, 4, &hit), STORE_OK);
+    ASSERT_EQ(hit, 2);                                  /* p3 is past the miss: not pinned */
+    ASSERT_EQ(s->ops->prefix_pin(s, 7, 60000, k, 2, &hit), STORE_OK);   /* again: held once */
+    ASSERT_EQ(s->ops->remove(s, "p0", 2), 0);
+    ASSERT_EQ(s->ops->remove(s, "p3", 2), 1);
+    store_flushed f;
+    int calls = 0;
+    store_flush_inline(s, &f, flushed_cb, &calls);
+    ASSERT(calls == 1 && f.rc == STORE_OK && f.removed == 0);
+    ASSERT_EQ(s->ops->count(s), 2);
+    /* a full segment collects around them: puts go on, p0 and p1 stay */
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "gc%d", i);
+        ASSERT_EQ(put(s, key, val, sizeof val), STORE_OK);
+    }
+    ASSERT(value_is(s, "p0", val, sizeof val) && value_is(s, "p1", val, sizeof val));
+    ASSERT_EQ(s->ops->unpin(s, 7, &held), STORE_OK);
+    ASSERT_EQ(held, 2);
+    ASSERT_EQ(s->ops->unpin(s, 7, &held), STORE_OK);
+    ASSERT_EQ(held, 0);
+    ASSERT_EQ(s->ops->remove(s, "p0", 2), 1);
+    /* a short pin runs out by itself (a bounded wait) */
+    ASSERT_EQ(s->ops->prefix_pin(s, 8, 50, k + 1, 1, &hit), STORE_OK);
+    ASSERT_EQ(hit, 1);
+    ASSERT_EQ(s->ops->remove(s, "p1", 2), 0);
+    int gone = 0;
+    for (uint64_t t0 = mono_ms(); !gone && mono_ms() - t0 < 20000; usleep(10000)) gone = s->ops->remove(s, "p1", 2);
+    ASSERT(gone);
+    ASSERT_EQ(s->ops->prefix_pin(s, 0, 1000, k, 1, &hit), STORE_REFUSED);   /* id 0 */
+    s->ops->destroy(s);
+}
+
 int main(void) {
     RUN_TEST(test_put_get);
     RUN_TEST(test_write_once);
@@ -382,5 +435,6 @@ int main(void) {
     RUN_TEST(test_scan_all);
     RUN_TEST(test_checksum_cost);
     RUN_TEST(test_bad_size);
+    RUN_TEST(test_prefix_pins);
     TEST_EXIT();
 }
