@@ -178,6 +178,23 @@ typedef struct mkv_mlink {
     char why[MKV_ERR_LEN];
 } mkv_mlink;
 
+/* The live pins this client made (client/pins.c), so a new master
+ * connection pins them again (MOON.REPIN): a new leader starts with none.
+ * Bounded by what the master accepted (PROTO_PIN_MAX_PER_CONN keys). */
+typedef struct mkv_pinrec mkv_pinrec;
+typedef struct mkv_pins {
+    pthread_mutex_t mu;
+    mkv_pinrec *head;
+} mkv_pins;
+
+void mkv_pins_init(mkv_pins *p);
+void mkv_pins_free(mkv_pins *p);
+/* On a fresh connection nobody else uses yet: MOON.REPIN of every live
+ * pin, pipelined. 0, or -1 with err when the connection failed or the
+ * master does not lead (the pins stay for the next connection); a pin the
+ * master refused otherwise (a bound) is forgotten. */
+int mkv_pins_restore(mkv_pins *p, redisContext *rc, char *err, size_t errlen);
+
 /* Commands formatted for the wire, sent in one go. */
 typedef struct mkv_out {
     char *buf;
@@ -227,6 +244,7 @@ typedef struct mkv_core {
     uint32_t nknown;
     uint64_t synced, synced_epoch;       /* the topology's version, epoch it matches */
     mkv_mlink link;                      /* the one master connection */
+    mkv_pins pins;                       /* pinned again on each new connection */
 } mkv_core;
 
 /* A lane held for one exported call (nested: the caller's own). */

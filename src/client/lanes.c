@@ -45,6 +45,7 @@ int mkv_core_start(mkv_client *c, const mkv_options *opt) {
     pthread_rwlock_init(&k->regions_lock, NULL);
     pthread_mutex_init(&k->sync_mu, NULL);
     mkv_link_init(&k->link);
+    mkv_pins_init(&k->pins);
     mkv_options_keep(&k->opt, k->strs, opt);
     k->max_lanes = opt->lanes ? opt->lanes : MKV_DEFAULT_LANES;
     k->lanes[k->nlanes++] = c;
@@ -61,6 +62,7 @@ void mkv_core_stop(mkv_client *c) {
         free(k->lanes[i]);
     }
     mkv_link_free(&k->link);
+    mkv_pins_free(&k->pins);
     if (k->engine) te_engine_destroy(k->engine);
     c->engine = NULL;
     free(k->known);

@@ -119,6 +119,11 @@ static int link_open(mkv_client *c, mkv_mlink *L) {
         return mkv_fail(c, MKV_EAUTH, "%s%s", err,
                         h->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
     if (st != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
+    /* Before anyone's command: a new leader holds none of our pins. */
+    if (mkv_pins_restore(&c->core->pins, rc, err, sizeof err) != 0) {
+        redisFree(rc);
+        return mkv_fail(c, MKV_ECONN, "pinning again on %s: %s", hostport, err);
+    }
     pthread_mutex_lock(&c->core->mu);
     uint64_t id = ++c->core->conns;
     pthread_mutex_unlock(&c->core->mu);

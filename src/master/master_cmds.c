@@ -847,31 +847,52 @@ static void prefix_command(client *c) {
 
 #define PIN_ID_MAX (UINT64_MAX >> 1)   /* ids are 1 to 2^63-1 (a signed integer's range) */
 
-/* MOON.PREFIXPIN id ms key [key ...]: MOON.PREFIX's count, the keys it
- * counted pinned under id for ms (proto/pins.h), counted against this
- * connection. A bound passed pins nothing: the error says which. */
-static void prefixpin_command(client *c) {
-    uint64_t id;
-    long long ms;
-    if (master_arg_u64(c, 1, 1, PIN_ID_MAX, &id) != 0) return;
-    if (arg_to_ll(&c->argv[2], 1, PROTO_PIN_MAX_MS, &ms) != 0) {
+/* id ms key [key ...] of PREFIXPIN and REPIN: the keys, or NULL after
+ * the error reply. */
+static mm_item *pin_args(client *c, uint64_t *id, uint64_t *ms, size_t *n) {
+    long long v;
+    if (master_arg_u64(c, 1, 1, PIN_ID_MAX, id) != 0) return NULL;
+    if (arg_to_ll(&c->argv[2], 1, PROTO_PIN_MAX_MS, &v) != 0) {
         master_reply_fail(c, PROTO_ERR, "pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
-        return;
+        return NULL;
     }
-    size_t n;
-    mm_item *it = batch_items(c, 3, 1, &n);
-    if (!it) return;
-    master_meta *m = meta_of(c);
-    size_t hit = 0;
-    while (hit < n && mm_exists(m, it[hit].key, it[hit].keylen)) hit++;
-    pin_key *pk = xmalloc((hit ? hit : 1) * sizeof *pk);
-    for (size_t i = 0; i < hit; i++) pk[i] = (pin_key){it[i].key, it[i].keylen};
+    *ms = (uint64_t)v;
+    return batch_items(c, 3, 1, n);
+}
+
+/* Pin it[0..n) under id for ms, counted against this connection, and
+ * answer :n. A bound passed pins nothing: the error says which. */
+static void pin_reply(client *c, uint64_t id, uint64_t ms, const mm_item *it, size_t n) {
+    pin_key *pk = xmalloc((n ? n : 1) * sizeof *pk);
+    for (size_t i = 0; i < n; i++) pk[i] = (pin_key){it[i].key, it[i].keylen};
     char err[PROTO_ERR_LEN];
     uint64_t t = now();
-    int rc = pinset_add(mm_pins_of(m), id, c->id, pk, hit, t + (uint64_t)ms, t, err, sizeof err);
+    int rc = pinset_add(mm_pins_of(meta_of(c)), id, c->id, pk, n, t + ms, t, err, sizeof err);
     free(pk);
     if (rc != 0) master_reply_fail(c, PROTO_ERR, "%s", err);
-    else reply_integer(c, (long long)hit);
+    else reply_integer(c, (long long)n);
+}
+
+/* MOON.PREFIXPIN id ms key [key ...]: MOON.PREFIX's count, the keys it
+ * counted pinned under id for ms (proto/pins.h). */
+static void prefixpin_command(client *c) {
+    uint64_t id, ms;
+    size_t n, hit = 0;
+    mm_item *it = pin_args(c, &id, &ms, &n);
+    if (!it) return;
+    while (hit < n && mm_exists(meta_of(c), it[hit].key, it[hit].keylen)) hit++;
+    pin_reply(c, id, ms, it, hit);
+}
+
+/* MOON.REPIN id ms key [key ...]: every key pinned under id for ms,
+ * stored or not: a client re-establishes its pins on a new leader, which
+ * may not have the keys from the nodes' reports yet (a key pinned before
+ * it comes is held once it does). */
+static void repin_command(client *c) {
+    uint64_t id, ms;
+    size_t n;
+    mm_item *it = pin_args(c, &id, &ms, &n);
+    if (it) pin_reply(c, id, ms, it, n);
 }
 
 /* MOON.UNPIN id [id ...]: those pins released; how many keys they held. */
@@ -1213,6 +1234,9 @@ static const command master_commands[] = {
      "How many leading keys name complete objects", "key [key ...]"},
     {"moon.prefixpin", prefixpin_command, -4, CMD_READONLY | CMD_FAST | CMD_MEMBER, 3, -1, 1, 0, "moonkv", "0.6.0",
      "PREFIX, its hits pinned under id for ms (no remove, no collection) until UNPIN",
+     "id ms key [key ...]"},
+    {"moon.repin", repin_command, -4, CMD_READONLY | CMD_FAST | CMD_MEMBER, 3, -1, 1, 0, "moonkv", "0.7.0",
+     "Pin keys under id for ms whether stored or not (a client's pins again on a new leader)",
      "id ms key [key ...]"},
     {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.6.0",
      "Release pins of PREFIXPIN; how many keys they held", "id [id ...]"},

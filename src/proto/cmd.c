@@ -275,10 +275,18 @@ void proto_cmd_scan(proto_cmd *cmd, uint64_t cursor, long count) {
     proto_cmd_i64(cmd, count);
 }
 
-void proto_cmd_prefixpin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n) {
-    cmd_start(cmd, PROTO_VERB_PREFIXPIN, 3 + n);
+static void pin_begin(proto_cmd *cmd, const char *verb, uint64_t id, uint32_t ms, size_t n) {
+    cmd_start(cmd, verb, 3 + n);
     proto_cmd_u64(cmd, id);
     proto_cmd_u64(cmd, ms);
+}
+
+void proto_cmd_prefixpin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n) {
+    pin_begin(cmd, PROTO_VERB_PREFIXPIN, id, ms, n);
+}
+
+void proto_cmd_repin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n) {
+    pin_begin(cmd, PROTO_VERB_REPIN, id, ms, n);
 }
 
 void proto_cmd_unpin(proto_cmd *cmd, uint64_t id) {

@@ -157,6 +157,8 @@ void proto_cmd_mrelease_begin(proto_cmd *cmd, uint64_t until, size_t n);
 void proto_cmd_scan(proto_cmd *cmd, uint64_t cursor, long count);
 /* MOON.PREFIXPIN id ms key [key ...]: room for n keys (proto_cmd_bin). */
 void proto_cmd_prefixpin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n);
+/* MOON.REPIN id ms key [key ...]: room for n keys (proto_cmd_bin). */
+void proto_cmd_repin_begin(proto_cmd *cmd, uint64_t id, uint32_t ms, size_t n);
 /* MOON.UNPIN id */
 void proto_cmd_unpin(proto_cmd *cmd, uint64_t id);
 

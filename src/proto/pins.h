@@ -7,7 +7,10 @@
  * key is refused (TRYAGAIN) and garbage collection passes it over, so a
  * lookup's hits are still there when the engine loads them. The same id
  * again adds keys to the same pin (a lookup longer than one command).
- * Pins live in the master's memory only: a new leader starts with none. */
+ * Pins live in the master's memory only: a new leader starts with none,
+ * and a client that follows it pins its live pins' keys again there with
+ * MOON.REPIN id ms key [key ...] (by name: the new leader may not have
+ * heard of them from the nodes yet). */
 #ifndef MKV_PROTO_PINS_H
 #define MKV_PROTO_PINS_H
 

@@ -190,7 +190,7 @@ int proto_cmd_key_span(int argc, const char *const *argv, const size_t *lens, in
     } else if (is(v, PROTO_VERB_MGET) || is(v, PROTO_VERB_MGETPACKED) || is(v, PROTO_VERB_MEXISTS) ||
                is(v, PROTO_VERB_PREFIX)) {
         *first = 1;
-    } else if (is(v, PROTO_VERB_PREFIXPIN)) {
+    } else if (is(v, PROTO_VERB_PREFIXPIN) || is(v, PROTO_VERB_REPIN)) {
         *first = 3;
     } else if (is(v, PROTO_VERB_MPUTSTART)) {   /* REPLICAS n [PACKED] key size ... */
         *first = argc > 3 && arg_is(argv[3], lens[3], "PACKED") ? 4 : 3;

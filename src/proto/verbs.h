@@ -61,6 +61,7 @@
 #define PROTO_VERB_PREFIX     "MOON.PREFIX"
 #define PROTO_VERB_PREFIXPIN  "MOON.PREFIXPIN"   /* pins: proto/pins.h */
 #define PROTO_VERB_UNPIN      "MOON.UNPIN"
+#define PROTO_VERB_REPIN      "MOON.REPIN"
 #define PROTO_VERB_REMOVE     "MOON.REMOVE"
 #define PROTO_VERB_OBJECT     "MOON.OBJECT"
 #define PROTO_VERB_SCAN       "MOON.SCAN"

@@ -30,7 +30,7 @@
 /* ---- the verbs ---- */
 
 static void test_verbs_once(void) {
-    ASSERT_EQ(proto_nverbs, 36);
+    ASSERT_EQ(proto_nverbs, 37);
     for (size_t i = 0; i < proto_nverbs; i++) {
         const char *v = proto_verbs[i];
         ASSERT_MSG(strncmp(v, "MOON.", 5) == 0 && v[5], "%s", v);
@@ -225,6 +225,9 @@ static void test_cmd_put_and_leases(void) {
     proto_cmd_bin(&c, "a", 1);
     proto_cmd_bin(&c, "b", 1);
     ASSERT_STEP(expect_cmd(&c, 5, "MOON.PREFIXPIN", "9223372036854775807", "600000", "a", "b"));
+    proto_cmd_repin_begin(&c, 5, 1000, 1);
+    proto_cmd_bin(&c, "a", 1);
+    ASSERT_STEP(expect_cmd(&c, 4, "MOON.REPIN", "5", "1000", "a"));
     proto_cmd_unpin(&c, 1);
     ASSERT_STEP(expect_cmd(&c, 2, "MOON.UNPIN", "1"));
 }
