@@ -35,8 +35,8 @@ int etcd_slotmap_read(etcd_client *ec, const char *cluster, proto_slotmap *m, in
     return rc;
 }
 
-int etcd_slotmap_assign(etcd_client *ec, const char *cluster, const char *list, const char *group,
-                        int only_free, int *changed, uint64_t *version, char *err, size_t errlen) {
+int etcd_slotmap_change(etcd_client *ec, const char *cluster, etcd_slotmap_fn *fn, void *ctx, int *changed,
+                        uint64_t *version, char *err, size_t errlen) {
     char key[ETCD_KEY_MAX];
     if (etcd_cluster_key(cluster, "slots", key, sizeof key) != 0) {
         snprintf(err, errlen, "cluster name too long for an etcd key");
@@ -50,7 +50,7 @@ int etcd_slotmap_assign(etcd_client *ec, const char *cluster, const char *list, 
         if (read_text(ec, cluster, old, &found, err, errlen) != 0) break;
         if (found && proto_slotmap_parse(old, strlen(old), m, err, errlen) != 0) break;
         if (!found) proto_slotmap_init(m);
-        if (proto_slotmap_assign_list(m, list, group, only_free, changed, err, errlen) != 0) break;
+        if ((*changed = fn(m, ctx, err, errlen)) < 0) break;
         *version = m->version;
         if (*changed == 0) {
             rc = 0;
@@ -73,4 +73,21 @@ int etcd_slotmap_assign(etcd_client *ec, const char *cluster, const char *list, 
     free(next);
     free(m);
     return rc;
+}
+
+typedef struct assign_ctx {
+    const char *list, *group;
+    int only_free;
+} assign_ctx;
+
+static int assign_fn(proto_slotmap *m, void *arg, char *err, size_t errlen) {
+    const assign_ctx *a = arg;
+    int changed;
+    return proto_slotmap_assign_list(m, a->list, a->group, a->only_free, &changed, err, errlen) ? -1 : changed;
+}
+
+int etcd_slotmap_assign(etcd_client *ec, const char *cluster, const char *list, const char *group,
+                        int only_free, int *changed, uint64_t *version, char *err, size_t errlen) {
+    assign_ctx a = {list, group, only_free};
+    return etcd_slotmap_change(ec, cluster, assign_fn, &a, changed, version, err, errlen);
 }

@@ -23,6 +23,13 @@ int etcd_group_cluster(const char *cluster, const char *group, char *buf, size_t
  * -1 with err if etcd fails or the map is malformed. */
 int etcd_slotmap_read(etcd_client *ec, const char *cluster, proto_slotmap *m, int *found, char *err,
                       size_t errlen);
+/* One change of the map, as a compare-and-swap retried while another
+ * writer comes first: fn changes m (read just now; its version is raised
+ * after) and returns how many slots changed (0: nothing is written), or
+ * -1 with err. *changed is fn's answer, *version the map's after. */
+typedef int etcd_slotmap_fn(proto_slotmap *m, void *ctx, char *err, size_t errlen);
+int etcd_slotmap_change(etcd_client *ec, const char *cluster, etcd_slotmap_fn *fn, void *ctx, int *changed,
+                        uint64_t *version, char *err, size_t errlen);
 /* Give the slots of list ("a-b[,c-d...]" or "all") to group, only those
  * without a group when only_free, as one new version (none written when
  * nothing changes): *changed slots, *version the map's after. */

@@ -73,18 +73,22 @@ static int number(const char **p, const char *e, uint64_t *v) {
     return *p > s ? 0 : -1;
 }
 
-/* "first-last=group" at p..e into m. */
+/* "first-last=group[<from]" at p..e into m. */
 static int parse_range(proto_slotmap *m, const char *p, const char *e, char *err, size_t errlen) {
     const char *at = p;
     uint64_t first, last;
     if (number(&p, e, &first) != 0 || p == e || *p++ != '-' || number(&p, e, &last) != 0 || p == e || *p++ != '=')
         return fail(err, errlen, "want first-last=group", at, (size_t)(e - at));
     if (first > last || last >= PROTO_SLOTS) return fail(err, errlen, "slots must be 0 to 16383, first <= last", at, (size_t)(e - at));
-    int g = group_index(m, p, (size_t)(e - p));
-    if (!g) return fail(err, errlen, "bad group id (1-31 of [A-Za-z0-9_-]) or too many groups", at, (size_t)(e - at));
+    const char *lt = memchr(p, '<', (size_t)(e - p));
+    int g = group_index(m, p, (size_t)((lt ? lt : e) - p)), f = lt ? group_index(m, lt + 1, (size_t)(e - lt - 1)) : 0;
+    if (!g || (lt && (!f || f == g)))
+        return fail(err, errlen, "bad group id (1-31 of [A-Za-z0-9_-]), a move from itself, or too many groups",
+                    at, (size_t)(e - at));
     for (uint64_t s = first; s <= last; s++) {
         if (m->owner[s]) return fail(err, errlen, "ranges overlap", at, (size_t)(e - at));
         m->owner[s] = (uint8_t)g;
+        m->from[s] = (uint8_t)f;
     }
     return 0;
 }
@@ -114,10 +118,11 @@ size_t proto_slotmap_format(const proto_slotmap *m, char *out, size_t cap) {
     int ranges = 0;
     for (int s = 0; s < PROTO_SLOTS;) {
         int e = s;
-        while (e + 1 < PROTO_SLOTS && m->owner[e + 1] == m->owner[s]) e++;
+        while (e + 1 < PROTO_SLOTS && m->owner[e + 1] == m->owner[s] && m->from[e + 1] == m->from[s]) e++;
         if (m->owner[s]) {
             if (++ranges > PROTO_MAX_RANGES) return 0;   /* it would not parse */
-            n = snprintf(out + len, cap - len, " %d-%d=%s", s, e, m->groups[m->owner[s] - 1]);
+            n = snprintf(out + len, cap - len, " %d-%d=%s%s%s", s, e, m->groups[m->owner[s] - 1],
+                         m->from[s] ? "<" : "", m->from[s] ? m->groups[m->from[s] - 1] : "");
             if (n < 0 || (size_t)n >= cap - len) return 0;
             len += (size_t)n;
         }
@@ -138,8 +143,29 @@ int proto_slotmap_assign(proto_slotmap *m, uint16_t first, uint16_t last, const 
     for (uint32_t s = first; s <= last; s++) {
         if (m->owner[s] == g || (only_free && m->owner[s])) continue;
         m->owner[s] = (uint8_t)g;
+        if (m->from[s] == g) m->from[s] = 0;   /* moved back before it settled */
         changed++;
     }
+    return changed;
+}
+
+int proto_slotmap_move(proto_slotmap *m, uint16_t first, uint16_t last, const char *group) {
+    int g = group_index(m, group, strlen(group));
+    if (!g || first > last || last >= PROTO_SLOTS) return -1;
+    int changed = 0;
+    for (uint32_t s = first; s <= last; s++) {
+        if (m->owner[s] == g || !m->owner[s] || m->from[s]) continue;
+        m->from[s] = m->owner[s];
+        m->owner[s] = (uint8_t)g;
+        changed++;
+    }
+    return changed;
+}
+
+int proto_slotmap_settle(proto_slotmap *m, uint16_t first, uint16_t last, const char *group, const char *from) {
+    int g = proto_slotmap_group(m, group), f = proto_slotmap_group(m, from), changed = 0;
+    for (uint32_t s = first; g && f && s <= last && s < PROTO_SLOTS; s++)
+        if (m->owner[s] == g && m->from[s] == f) m->from[s] = 0, changed++;
     return changed;
 }
 

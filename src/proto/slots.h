@@ -10,7 +10,10 @@
  *     <version> <first>-<last>=<group> [<first>-<last>=<group> ...]
  *
  * ranges in any order, not overlapping; a slot no range names has no
- * group. A group id is 1 to PROTO_GROUP_LEN - 1 bytes of [A-Za-z0-9_-].
+ * group. A slot being moved reads "<first>-<last>=<group><<from>": group
+ * owns it (clients route to it) and from still holds some of its
+ * objects, which group adopts by their metadata (master/migrate.h) before
+ * it clears the mark. A group id is 1 to PROTO_GROUP_LEN - 1 bytes of [A-Za-z0-9_-].
  * A master answers a key of a slot it does not own with
  * "-MOVED <slot> <group>" (PROTO_MOVED; the group is "-" when the slot
  * has none), and a client reads the map again. No I/O here. */
@@ -31,6 +34,7 @@ typedef struct proto_slotmap {
     int ngroups;
     char groups[PROTO_MAX_GROUPS][PROTO_GROUP_LEN];
     uint8_t owner[PROTO_SLOTS];     /* index into groups + 1; 0: no group */
+    uint8_t from[PROTO_SLOTS];      /* in a move: the group still holding objects (+ 1); 0: none */
 } proto_slotmap;
 
 /* The slot of a key (hash tags as Redis Cluster). */
@@ -55,6 +59,13 @@ int proto_slotmap_group(const proto_slotmap *m, const char *group);
  * only_free): how many changed; -1 if the group is bad or one too many.
  * The version is not raised here. */
 int proto_slotmap_assign(proto_slotmap *m, uint16_t first, uint16_t last, const char *group, int only_free);
+/* Move slots first..last to group, each marked as still held by its
+ * owner before (slots already group's, without a group, or in a move
+ * already are left alone): how many were marked; -1 if the group is bad. */
+int proto_slotmap_move(proto_slotmap *m, uint16_t first, uint16_t last, const char *group);
+/* The move marks of slots first..last owned by group from group from
+ * cleared: how many. */
+int proto_slotmap_settle(proto_slotmap *m, uint16_t first, uint16_t last, const char *group, const char *from);
 /* How many slots group owns. */
 int proto_slotmap_count(const proto_slotmap *m, const char *group);
 /* "a-b[,c-d...]" (or "all") into assignments of group in m, as

@@ -62,6 +62,36 @@ static void test_map_round_trip(void) {
     free(b);
 }
 
+/* A move marks its slots with the group that still holds their objects;
+ * the mark survives the text, and clearing it (settle) or moving back
+ * ends it. */
+static void test_map_move(void) {
+    proto_slotmap *m = malloc(sizeof *m), *b = malloc(sizeof *b);
+    char err[256], text[PROTO_SLOTMAP_MAX];
+    const char *in = "3 0-8191=a 8192-16383=b";
+    ASSERT(proto_slotmap_parse(in, strlen(in), m, err, sizeof err) == 0);
+    ASSERT_EQ(proto_slotmap_move(m, 100, 199, "b"), 100);
+    ASSERT_EQ(proto_slotmap_move(m, 150, 250, "c"), 51);   /* 150-199 are in a move already */
+    ASSERT_STREQ(proto_slotmap_owner(m, 150), "b");
+    ASSERT_STREQ(m->groups[m->from[150] - 1], "a");
+    ASSERT_EQ(m->from[99], 0);
+    size_t n = proto_slotmap_format(m, text, sizeof text);
+    ASSERT_MSG(strcmp(text, "3 0-99=a 100-199=b<a 200-250=c<a 251-8191=a 8192-16383=b") == 0, "formatted %.120s", text);
+    ASSERT(proto_slotmap_parse(text, n, b, err, sizeof err) == 0);
+    ASSERT_STREQ(proto_slotmap_owner(b, 120), "b");
+    ASSERT_STREQ(b->groups[b->from[120] - 1], "a");
+    ASSERT_EQ(proto_slotmap_settle(b, 0, 16383, "b", "a"), 100);
+    ASSERT_EQ(b->from[120], 0);
+    ASSERT_STREQ(b->groups[b->from[220] - 1], "a");
+    ASSERT_EQ(proto_slotmap_assign(b, 200, 250, "a", 0), 51);   /* moved back: no mark */
+    ASSERT_EQ(b->from[220], 0);
+    const char *bad[] = {"1 0-1=a<a", "1 0-1=a<", "1 0-1=<a", "1 0-1=a<b<c"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT_MSG(proto_slotmap_parse(bad[i], strlen(bad[i]), m, err, sizeof err) != 0, "'%s' parsed", bad[i]);
+    free(m);
+    free(b);
+}
+
 static void test_map_refused(void) {
     proto_slotmap *m = malloc(sizeof *m);
     char err[256];
@@ -139,6 +169,7 @@ static void test_moved(void) {
 int main(void) {
     RUN_TEST(test_key_slot);
     RUN_TEST(test_map_round_trip);
+    RUN_TEST(test_map_move);
     RUN_TEST(test_map_refused);
     RUN_TEST(test_key_span);
     RUN_TEST(test_moved);
