@@ -1,0 +1,178 @@
+/* Unit tests of src/master/migrate: a group gives the objects of a slot
+ * away as records and forgets them, leaving their extents reserved; a
+ * group that knows the same node processes (by their instance tokens,
+ * under other ids) adopts them byte-for-byte where they are; nodes it
+ * does not know keep an object waiting; a second adoption adds nothing;
+ * a cut blob is refused whole. Time is a plain number: no sleeps. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/migrate.h"
+#include "proto/slots.h"
+#include "test.h"
+
+#define KB 1024ULL
+#define REPS(o) object_reps((o), &(obj_reps){.r = {{0, NULL}}})
+
+static char err[PROTO_ERR_LEN];
+
+static master_meta *meta(void) {
+    mm_config c;
+    mm_config_defaults(&c);
+    c.stripe_threshold = 8 * KB;   /* the 12 KiB object is striped */
+    c.stripe_unit = 4 * KB;
+    c.stripe_width = 2;
+    return mm_create(&c);
+}
+
+/* Node process tok (instance) with the address port, registered in m. */
+static uint32_t join(master_meta *m, uint64_t tok, int port) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *addrs[] = {addr};
+    mm_node_claim cl = {0, tok, 0, 0, 0, 0};
+    uint32_t id;
+    mm_reg_kind kind;
+    if (mm_node_register_as(m, &cl, 1024 * KB, addrs, 1, 0, &id, &kind, err, sizeof err) != PROTO_OK) return 0;
+    return id;
+}
+
+static int put(master_meta *m, const char *key, uint64_t size, uint32_t replicas) {
+    object *o;
+    return mm_put_start(m, key, strlen(key), size, replicas, 1, &o, err, sizeof err) == PROTO_OK &&
+           mm_put_end(m, key, strlen(key), 0x1234 + (uint32_t)size, NULL, 1, err, sizeof err) == PROTO_OK;
+}
+
+static uint64_t used(master_meta *m, uint32_t id) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(mm_node_get(m, id)->alloc, &st);
+    return st.used;
+}
+
+static uint64_t objects(master_meta *m) {
+    mm_stats st;
+    mm_get_stats(m, &st);
+    return st.objects_complete;
+}
+
+/* Give the objects whose slot is in [lo, hi] (to dest 0). */
+typedef struct range { uint16_t lo, hi; } range;
+static int in_range(const object *o, void *ctx, int *dest) {
+    const range *r = ctx;
+    uint16_t s = proto_key_slot(o->key, o->keylen);
+    *dest = 0;
+    return s >= r->lo && s <= r->hi;
+}
+
+static void give_all(master_meta *m, range r, resp_buf *out, mm_give_pass *p) {
+    memset(p, 0, sizeof *p);
+    while (mm_give_step(m, p, in_range, &r, out, NULL)) {}
+}
+
+/* The instance behind node id of m. */
+static uint64_t tok(master_meta *m, uint32_t id) { return mm_node_get(m, id)->instance; }
+
+static void test_give_and_adopt(void) {
+    master_meta *a = meta(), *b = meta(), *c = meta();
+    uint32_t a1 = join(a, 0xA1, 9001), a2 = join(a, 0xA2, 9002);
+    ASSERT(a1 && a2);
+    /* b knows the same processes under other ids (and one of its own first) */
+    uint32_t b0 = join(b, 0xB0, 9100);
+    uint32_t b2 = join(b, 0xA2, 9002), b1 = join(b, 0xA1, 9001);
+    ASSERT(b1 != a1 || b2 != a2);
+    join(c, 0xA1, 9001);   /* c knows only one of them */
+    char key[32];
+    int moved = 0;
+    range r = {0, 8191};
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ASSERT(put(a, key, i == 7 ? 12 * KB : 100 + (uint64_t)i, i % 3 == 0 ? 2 : 1));
+        uint16_t s = proto_key_slot(key, strlen(key));
+        moved += s >= r.lo && s <= r.hi;
+    }
+    uint64_t a_used = used(a, a1) + used(a, a2);
+    resp_buf out[MM_GIVE_DESTS];
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_init(&out[i]);
+    mm_give_pass p;
+    give_all(a, r, out, &p);
+    ASSERT_EQ(p.given, (uint64_t)moved);
+    ASSERT_EQ(p.busy, 0);
+    ASSERT(p.lent_bytes > 0);
+    ASSERT_EQ(objects(a), (uint64_t)(200 - moved));
+    ASSERT_EQ(used(a, a1) + used(a, a2), a_used);   /* lent: still reserved here */
+    for (int i = 0; i < 200; i++) {   /* what stays, stays; what went is gone */
+        snprintf(key, sizeof key, "k%d", i);
+        uint16_t s = proto_key_slot(key, strlen(key));
+        ASSERT_EQ(mm_exists(a, key, strlen(key)), !(s >= r.lo && s <= r.hi));
+    }
+    /* c does not know node 0xA2: objects on it wait, the rest come */
+    mm_adopt_stats st;
+    ASSERT_EQ(mm_adopt(c, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
+    ASSERT(st.waiting > 0);
+    ASSERT_EQ(st.objects + st.waiting, (uint64_t)moved);
+    /* b adopts them all, each replica where a had it, under b's ids */
+    ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
+    ASSERT_EQ(st.objects, (uint64_t)moved);
+    ASSERT_EQ(st.waiting, 0);
+    ASSERT_EQ(st.refused, 0);
+    ASSERT(used(b, b1) + used(b, b2) >= p.lent_bytes && used(b, b1) + used(b, b2) <= a_used);   /* 64-byte aligned */
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        uint16_t s = proto_key_slot(key, strlen(key));
+        if (!(s >= r.lo && s <= r.hi)) continue;
+        object *o;
+        uint64_t lease;
+        ASSERT_EQ(mm_get(b, key, strlen(key), 20, &o, &lease, err, sizeof err), PROTO_OK);
+        ASSERT_EQ(o->size, i == 7 ? 12 * KB : 100 + (uint64_t)i);
+        ASSERT_EQ(o->crc, 0x1234 + (uint32_t)o->size);
+        ASSERT_EQ(o->nreplicas, i % 3 == 0 ? 2 : 1);
+        const obj_replica *reps = REPS(o);
+        for (uint32_t k = 0; k < reps[0].nextents; k++)   /* same process as in a */
+            ASSERT(tok(b, reps[0].extents[k].node) == 0xA1 || tok(b, reps[0].extents[k].node) == 0xA2);
+        if (i == 7) ASSERT(reps[0].nextents >= 2);
+    }
+    /* b's new objects land beside the adopted ones, never on them */
+    uint64_t before = used(b, b0) + used(b, b1) + used(b, b2);
+    ASSERT(put(b, "fresh-in-b", 64 * KB, 2));
+    ASSERT_EQ(used(b, b0) + used(b, b1) + used(b, b2), before + 128 * KB);
+    /* again: nothing more */
+    ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 30, &st), 0);
+    ASSERT_EQ(st.present, (uint64_t)moved);
+    ASSERT_EQ(st.objects, 0);
+    /* a cut blob: refused whole */
+    ASSERT_EQ(mm_adopt(c, (const uint8_t *)out[0].data, out[0].len - 3, 5000, 40, &st), -1);
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]);
+    mm_destroy(a);
+    mm_destroy(b);
+    mm_destroy(c);
+}
+
+/* An object with a copy in flight is left for the next pass. */
+static void test_busy_waits(void) {
+    master_meta *a = meta();
+    join(a, 0xA1, 9001);
+    join(a, 0xA2, 9002);
+    ASSERT(put(a, "{t}x", 100, 1));
+    object *o = mm_find(a, "{t}x", 4);
+    mm_obj_of(o)->want = 2;   /* repair copies it to the other node */
+    ASSERT(mm_repair(a, 100) > 0);
+    resp_buf out[MM_GIVE_DESTS];
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_init(&out[i]);
+    uint16_t s = proto_key_slot("{t}x", 4);
+    range r = {s, s};
+    mm_give_pass p;
+    give_all(a, r, out, &p);
+    ASSERT_EQ(p.given, 0);
+    ASSERT_EQ(p.busy, 1);
+    ASSERT(mm_exists(a, "{t}x", 4));
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]);
+    mm_destroy(a);
+}
+
+int main(void) {
+    RUN_TEST(test_give_and_adopt);
+    RUN_TEST(test_busy_waits);
+    TEST_EXIT();
+}
