@@ -14,6 +14,7 @@
 #include "core/siphash.h"
 #include "core/util.h"
 #include "master/master.h"
+#include "master/slot_move.h"
 #include "master/slots.h"
 #include "proto/status.h"
 #include "proto/verbs.h"
@@ -220,6 +221,7 @@ int master_role_main(server *srv) {
     master_register_commands(srv);
     master_register_gateway_commands(srv);
     master_register_recovery_commands(srv);
+    slot_move_register_commands(srv);
     char err[256];
     err[0] = '\0';
     if (server_listen(srv, err, sizeof err) < 0 || start_ha(m, err, sizeof err) < 0 ||

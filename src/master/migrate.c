@@ -175,3 +175,22 @@ int mm_adopt(master_meta *m, const uint8_t *blob, size_t len, uint64_t hold_ms, 
     free(inst);
     return 0;
 }
+
+size_t mm_give_cut(const uint8_t *blob, size_t len, size_t max) {
+    const uint8_t *p = blob, *end = blob + len, *key = NULL;
+    size_t keylen = 0, cut = 0;   /* the last object boundary within max */
+    while (p < end) {
+        size_t at = (size_t)(p - blob);
+        proto_report_rec r;
+        if ((size_t)(end - p) < MM_GIVE_HDR) break;
+        p += MM_GIVE_HDR;
+        if (proto_report_next(&p, end, &r) != 0) break;
+        if (key && r.keylen == keylen && memcmp(r.key, key, keylen) == 0) continue;
+        if (key) {   /* an object ends at at */
+            if (at > max) return cut ? cut : at;
+            cut = at;
+        }
+        key = (const uint8_t *)r.key, keylen = r.keylen;
+    }
+    return len <= max || !cut ? len : cut;
+}

@@ -53,6 +53,11 @@ int mm_give_step(master_meta *m, mm_give_pass *p, mm_give_fn *fn, void *ctx, res
 /* The records of object o (every replica's extents) appended to out. */
 void mm_give_records(master_meta *m, const object *o, resp_buf *out);
 
+/* Of records written by mm_give_records at blob (len bytes): the length
+ * of the whole objects at its start that fit in max bytes (at least the
+ * first object, whatever its size). */
+size_t mm_give_cut(const uint8_t *blob, size_t len, size_t max);
+
 typedef struct mm_adopt_stats {
     uint64_t records;     /* extents read */
     uint64_t objects;     /* adopted now */

@@ -12,6 +12,8 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/slotmap.h"
+#include "master/master.h"
+#include "master/slot_move.h"
 #include "proto/slots.h"
 #include "proto/status.h"
 #include "server/info.h"
@@ -42,6 +44,8 @@ struct master_slots {
     uint64_t *arrive;        /* per slot: mono ms before which a slot just gained is not served */
     uint64_t moved;          /* commands answered MOVED */
     uint64_t held;           /* answered TRYAGAIN: a slot arriving, or the map too old */
+    uint64_t unadopted;      /* answered TRYAGAIN: a key of a slot moving here, not adopted yet */
+    slot_move *mv;           /* slots moved with their objects (slot_move.h) */
 };
 
 /* ---- the thread ---- */
@@ -135,6 +139,7 @@ static void wake_cb(event_loop *el, void *data) {
     s->owned = proto_slotmap_count(m, s->group);
     log_notice("master: slot map version %llu: group %s owns %d slots (had %d)",
                (unsigned long long)m->version, s->group, s->owned, was);
+    slot_move_map(s->mv, s->map, s->mine);
 }
 
 master_slots *master_slots_start(server *srv, char *err, size_t errlen) {
@@ -165,6 +170,12 @@ master_slots *master_slots_start(server *srv, char *err, size_t errlen) {
             return NULL;
         }
     }
+    if (!(s->mv = slot_move_create(srv, s->cluster, s->group, err, errlen))) {
+        etcd_free(s->ec);
+        free(s->arrive);
+        free(s);
+        return NULL;
+    }
     pthread_mutex_init(&s->mu, NULL);
     s->wake = loop_wake_create(srv->loop, wake_cb, s);
     pthread_create(&s->th, NULL, slots_main, s);
@@ -175,6 +186,7 @@ void master_slots_stop(master_slots *s) {
     if (!s) return;
     atomic_store(&s->stop, 1);
     pthread_join(s->th, NULL);
+    slot_move_free(s->mv);
     loop_wake_free(s->wake);
     pthread_mutex_destroy(&s->mu);
     etcd_free(s->ec);
@@ -219,6 +231,15 @@ int master_slots_refuse(master_slots *s, client *c) {
             s->held++;
             return 1;
         }
+        if (s->mine && s->map->owner[slot] == s->mine && s->map->from[slot] &&
+            !mm_find(((master *)s->srv->role)->meta, c->argv[i].ptr, c->argv[i].len)) {
+            /* the group it comes from may still hold the key: no second object of it, no miss */
+            snprintf(msg, sizeof msg, "slot %u is moving here from group %s: key not adopted yet", slot,
+                     s->map->groups[s->map->from[slot] - 1]);
+            refuse(c, PROTO_TRYAGAIN, msg);
+            s->unadopted++;
+            return 1;
+        }
         if (s->mine && s->map->owner[slot] == s->mine) continue;
         proto_moved_text(slot, proto_slotmap_owner(s->map, slot), msg, sizeof msg);
         refuse(c, PROTO_MOVED, msg);
@@ -235,4 +256,12 @@ void master_slots_info(const master_slots *s, resp_buf *out) {
     info_field(out, "slots_owned", "%d", s->owned);
     info_field(out, "slots_moved", "%llu", (unsigned long long)s->moved);
     info_field(out, "slots_held", "%llu", (unsigned long long)s->held);
+    int moving = 0;
+    for (int slot = 0; s->map && s->mine && slot < PROTO_SLOTS; slot++) moving += s->map->from[slot] != 0 &&
+        (s->map->owner[slot] == s->mine || s->map->from[slot] == s->mine);
+    info_field(out, "slots_moving", "%d", moving);
+    info_field(out, "slots_unadopted", "%llu", (unsigned long long)s->unadopted);
+    slot_move_info(s->mv, out);
 }
+
+slot_move *master_slots_move(master_slots *s) { return s ? s->mv : NULL; }

@@ -9,7 +9,8 @@
  * etcd. At command entry (master_gate) every key of a MOON.* command must
  * lie in a slot of our group, else the command is answered
  * "-MOVED <slot> <group>" and does nothing; before the first map is read,
- * "-TRYAGAIN". */
+ * "-TRYAGAIN", and for a key of a slot moving here with its objects that
+ * is not adopted yet (slot_move.h), "-TRYAGAIN" too. */
 #ifndef MKV_MASTER_SLOTS_H
 #define MKV_MASTER_SLOTS_H
 
@@ -25,7 +26,10 @@ void master_slots_stop(master_slots *s);   /* NULL is fine */
 /* 1 if c's command names a key of another group's slot (or no map is
  * known yet): replied. */
 int master_slots_refuse(master_slots *s, client *c);
-/* INFO cluster: group, slots_version, slots_owned, slots_moved. */
+/* INFO cluster: group, slots_version, slots_owned, slots_moved,
+ * slots_held, slots_moving, slots_unadopted and slot_move_info's. */
 void master_slots_info(const master_slots *s, resp_buf *out);
+/* The moves of slots with their objects (slot_move.h); NULL without a group. */
+struct slot_move *master_slots_move(master_slots *s);
 
 #endif

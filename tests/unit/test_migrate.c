@@ -141,6 +141,15 @@ static void test_give_and_adopt(void) {
     ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 30, &st), 0);
     ASSERT_EQ(st.present, (uint64_t)moved);
     ASSERT_EQ(st.objects, 0);
+    /* cut at whole objects: every piece adopts with nothing waiting */
+    size_t at = 0, pieces = 0;
+    while (at < out[0].len) {
+        size_t n = mm_give_cut((const uint8_t *)out[0].data + at, out[0].len - at, 1000);
+        ASSERT(n > 0);
+        ASSERT_EQ(mm_adopt(c, (const uint8_t *)out[0].data + at, n, 5000, 35, &st), 0);
+        at += n, pieces++;
+    }
+    ASSERT(pieces > 3);
     /* a cut blob: refused whole */
     ASSERT_EQ(mm_adopt(c, (const uint8_t *)out[0].data, out[0].len - 3, 5000, 40, &st), -1);
     for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]);

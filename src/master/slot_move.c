@@ -1,0 +1,447 @@
+/* master/slot_move.c - see slot_move.h: giving a moved slot's objects
+ * away (loop), pulling and adopting them (thread, then loop). */
+#include "master/slot_move.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "etcd/slotmap.h"
+#include "link/master_link.h"
+#include "master/master.h"
+#include "master/migrate.h"
+#include "master/slots.h"
+#include "server/commands.h"
+#include "server/info.h"
+
+#define GIVE_TICK_MS    5      /* a stretch of the table per tick while a pass runs */
+#define GIVE_STEPS      8      /* stretches per tick */
+#define GIVE_AGAIN_MS   100    /* a pass that met copies in flight runs again after */
+#define PULL_IO_MS      5000
+#define PULL_WAIT_MS    200    /* how often a wait for the loop looks at stop */
+
+/* What one group adopting our slots has not acknowledged yet: records
+ * [base, base + its out.len) of a byte stream that started at 0. */
+typedef struct outbox {
+    char group[PROTO_GROUP_LEN];
+    uint64_t base;
+    uint64_t objects;          /* given to it, ever */
+} outbox;
+
+/* An adoption the thread hands to the loop. */
+typedef struct adopt_call {
+    const uint8_t *blob;
+    size_t len;
+    int asked, answered, abandoned;
+    int rc;                    /* 0, -1 malformed, -2 not now (not leading, rebuilding) */
+    mm_adopt_stats st;
+} adopt_call;
+
+struct slot_move {
+    server *srv;
+    char cluster[64], group[PROTO_GROUP_LEN];
+    /* Loop: giving. */
+    outbox box[MM_GIVE_DESTS];
+    resp_buf out[MM_GIVE_DESTS];   /* box[i]'s records */
+    int nbox;
+    uint64_t lent;             /* extent bytes given away, ever */
+    mm_give_pass pass;
+    int passing;               /* a pass is under way */
+    uint64_t pass_version;     /* the map version the running pass gives for */
+    uint64_t swept_version;    /* a pass over this map version met no copy in flight */
+    uint64_t want_version;     /* the newest map that moves slots away from us */
+    uint64_t epoch;            /* names the outboxes: a new term starts new ones */
+    uint64_t term_ms;          /* the term they belong to (master.term_start_ms) */
+    proto_slotmap *map;        /* the loop's copy of the map (slots.c's) */
+    int mine;
+    loop_timer *tick;
+    uint64_t given;            /* objects given away, ever */
+    /* Thread <-> loop: adopting. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    adopt_call *call;
+    loop_wake *wake;
+    atomic_int stop;
+    _Atomic uint64_t adopted, waiting, refused, pulled_bytes;
+    /* Thread only: one connection to the group we pull from. */
+    pthread_t th;
+    etcd_client *ec;
+    redisContext *rc;
+    char rc_group[PROTO_GROUP_LEN];
+    uint64_t pull_epoch, pull_off;
+};
+
+static master *role(const slot_move *mv) { return mv->srv->role; }
+
+/* ---- giving (loop) ---- */
+
+static int leading_and_built(const slot_move *mv) {
+    const master *m = role(mv);
+    return master_may_lead(m) && (m->rebuild.state == REBUILD_NONE || m->rebuild.state == REBUILD_DONE);
+}
+
+/* A new term: what the last one gave away is rebuilt from the nodes'
+ * reports, and given again by a pass. */
+static void check_term(slot_move *mv) {
+    const master *m = role(mv);
+    if (mv->term_ms == m->term_start_ms && mv->epoch) return;
+    for (int i = 0; i < mv->nbox; i++) resp_buf_free(&mv->out[i]);
+    mv->nbox = 0;
+    mv->term_ms = m->term_start_ms;
+    mv->epoch = ((uint64_t)random() << 31 ^ (uint64_t)random() ^ mono_ms()) & ((1ULL << 62) - 1);
+    mv->swept_version = 0;
+    mv->passing = 0;
+    mv->pass.cursor = 0;
+}
+
+static outbox *box_of(slot_move *mv, const char *group, int make) {
+    for (int i = 0; i < mv->nbox; i++)
+        if (strcmp(mv->box[i].group, group) == 0) return &mv->box[i];
+    if (!make || mv->nbox == MM_GIVE_DESTS) return NULL;
+    outbox *b = &mv->box[mv->nbox];
+    memset(b, 0, sizeof *b);
+    snprintf(b->group, sizeof b->group, "%s", group);
+    resp_buf_init(&mv->out[mv->nbox++]);
+    return b;
+}
+
+/* mm_give_fn: o's slot left us with its objects: to its owner's outbox. */
+static int leaves(const object *o, void *ctx, int *dest) {
+    slot_move *mv = ctx;
+    uint16_t slot = proto_key_slot(o->key, o->keylen);
+    if (!mv->mine || mv->map->from[slot] != mv->mine || !mv->map->owner[slot] || mv->map->owner[slot] == mv->mine)
+        return 0;
+    outbox *b = box_of(mv, mv->map->groups[mv->map->owner[slot] - 1], 1);
+    if (!b) return 0;
+    *dest = (int)(b - mv->box);
+    return 1;
+}
+
+static void give_tick(event_loop *el, void *data) {
+    slot_move *mv = data;
+    (void)el;
+    check_term(mv);
+    if (!mv->map || !leading_and_built(mv)) return;   /* the timer comes again */
+    if (!mv->passing) {
+        if (mv->want_version <= mv->swept_version) {
+            loop_timer_stop(mv->tick);
+            return;
+        }
+        mv->passing = 1;
+        mv->pass_version = mv->map->version;
+        mv->pass.busy = 0;
+    }
+    size_t objects[MM_GIVE_DESTS] = {0};
+    uint64_t lent = mv->pass.lent_bytes;
+    int more = 1;
+    for (int s = 0; s < GIVE_STEPS && more; s++)
+        more = mm_give_step(role(mv)->meta, &mv->pass, leaves, mv, mv->out, objects);
+    mv->lent += mv->pass.lent_bytes - lent;
+    for (int i = 0; i < mv->nbox; i++) mv->box[i].objects += objects[i], mv->given += objects[i];
+    if (more) return;
+    mv->passing = 0;
+    if (mv->pass.busy) {   /* copies in flight: a pass again shortly */
+        loop_timer_start(mv->tick, GIVE_AGAIN_MS, GIVE_TICK_MS);
+        return;
+    }
+    if (mv->pass_version > mv->swept_version) mv->swept_version = mv->pass_version;
+    log_notice("master: slot map version %llu: every object of slots leaving group %s with their objects "
+               "is given away (%llu so far)", (unsigned long long)mv->pass_version, mv->group,
+               (unsigned long long)mv->given);
+}
+
+void slot_move_map(slot_move *mv, const proto_slotmap *m, int mine) {
+    mv->map = (proto_slotmap *)m;
+    mv->mine = mine;
+    int leaving = 0;
+    for (int s = 0; mine && s < PROTO_SLOTS && !leaving; s++)
+        leaving = m->from[s] == mine && m->owner[s] != mine;
+    if (!leaving) return;
+    mv->want_version = m->version;
+    if (mv->passing) mv->passing = 0, mv->pass.cursor = 0;   /* anew over this map */
+    loop_timer_start(mv->tick, 0, GIVE_TICK_MS);
+}
+
+/* MOON.SLOTEXPORT group version epoch offset max: records [offset, ...)
+ * of group's outbox are what it adopted already (when epoch is the
+ * outbox's); answers [epoch, first, next, done, records] with records of
+ * whole objects from first, at most about max bytes; done 1 when nothing
+ * is left for it and a pass over a map of version >= version ended. */
+static void slotexport_command(client *c) {
+    slot_move *mv = master_slots_move(((master *)c->srv->role)->slots);
+    uint64_t version, epoch, off, max;
+    if (!mv) {
+        master_reply_fail(c, PROTO_ERR, "this master is in no group");
+        return;
+    }
+    if (!proto_group_ok(c->argv[1].ptr, c->argv[1].len) || master_arg_u64(c, 2, 0, UINT64_MAX, &version) < 0 ||
+        master_arg_u64(c, 3, 0, UINT64_MAX, &epoch) < 0 || master_arg_u64(c, 4, 0, UINT64_MAX, &off) < 0 ||
+        master_arg_u64(c, 5, 1, 64u << 20, &max) < 0)
+        return;
+    check_term(mv);
+    if (!leading_and_built(mv)) {
+        master_reply_fail(c, PROTO_TRYAGAIN, "this master is rebuilding its table");
+        return;
+    }
+    char group[PROTO_GROUP_LEN];
+    snprintf(group, sizeof group, "%.*s", (int)c->argv[1].len, c->argv[1].ptr);
+    outbox *b = box_of(mv, group, 0);
+    resp_buf *o = b ? &mv->out[b - mv->box] : NULL;
+    if (b && epoch == mv->epoch && off > b->base) {   /* adopted: forgotten */
+        size_t drop = off - b->base < o->len ? (size_t)(off - b->base) : o->len;
+        memmove(o->data, o->data + drop, o->len - drop);
+        o->len -= drop;
+        b->base += drop;
+    }
+    size_t len = b ? mm_give_cut((const uint8_t *)o->data, o->len, max) : 0;
+    int done = (!b || o->len == 0) && mv->swept_version >= version && !mv->passing;
+    reply_array(c, 5);
+    reply_integer(c, (long long)mv->epoch);
+    reply_integer(c, (long long)(b ? b->base : 0));
+    reply_integer(c, (long long)(b ? b->base + len : 0));
+    reply_integer(c, done);
+    reply_bulk(c, b ? o->data : "", len);
+}
+
+/* ---- adopting (loop, asked by the thread) ---- */
+
+static void adopt_wake(event_loop *el, void *data) {
+    slot_move *mv = data;
+    (void)el;
+    pthread_mutex_lock(&mv->mu);
+    adopt_call *a = mv->call;
+    if (a && a->asked && !a->answered && !a->abandoned) {
+        if (!leading_and_built(mv)) {
+            a->rc = -2;
+        } else {
+            const master *m = role(mv);
+            a->rc = mm_adopt(m->meta, a->blob, a->len, (uint64_t)mv->srv->cfg.lease_ms, wall_ms(), &a->st);
+        }
+        a->answered = 1;
+        pthread_cond_broadcast(&mv->cv);
+    }
+    pthread_mutex_unlock(&mv->mu);
+}
+
+/* Thread: blob adopted on the loop; rc as adopt_call's, -3 if stopping. */
+static int adopt(slot_move *mv, const void *blob, size_t len, mm_adopt_stats *st) {
+    adopt_call a = {blob, len, 1, 0, 0, 0, {0}};
+    pthread_mutex_lock(&mv->mu);
+    mv->call = &a;
+    loop_wake_send(mv->wake);
+    while (!a.answered && !atomic_load(&mv->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += PULL_WAIT_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&mv->cv, &mv->mu, &ts);
+    }
+    if (!a.answered) a.abandoned = 1, a.rc = -3;
+    mv->call = NULL;
+    pthread_mutex_unlock(&mv->mu);
+    *st = a.st;
+    return a.rc;
+}
+
+/* ---- pulling (thread) ---- */
+
+static void drop_link(slot_move *mv) {
+    if (mv->rc) redisFree(mv->rc);
+    mv->rc = NULL;
+    mv->rc_group[0] = '\0';
+}
+
+/* A connection to from's leader (kept while it answers). */
+static int link_to(slot_move *mv, etcd_client *ec, const char *from, char *err, size_t errlen) {
+    if (mv->rc && strcmp(mv->rc_group, from) == 0) return 0;
+    drop_link(mv);
+    char cl[ETCD_KEY_MAX], addr[256];
+    int found = 0;
+    int64_t term;
+    if (etcd_group_cluster(mv->cluster, from, cl, sizeof cl) != 0 ||
+        etcd_leader_lookup(ec, cl, &found, addr, sizeof addr, &term, err, errlen) != 0)
+        return -1;
+    if (!found) {
+        snprintf(err, errlen, "group %s has no leader", from);
+        return -1;
+    }
+    const mkv_config *cfg = &mv->srv->cfg;
+    const char *pass = cfg->master_auth[0] ? cfg->master_auth : cfg->requirepass;
+    if (proto_master_open(&mv->rc, addr, pass, cfg->cluster_secret, PULL_IO_MS, PULL_IO_MS, err, errlen) !=
+        PROTO_LINK_OK)
+        return -1;
+    snprintf(mv->rc_group, sizeof mv->rc_group, "%s", from);
+    mv->pull_epoch = mv->pull_off = 0;
+    return 0;
+}
+
+typedef struct settle_ctx {
+    uint64_t version;
+    const char *group, *from;
+} settle_ctx;
+
+/* etcd_slotmap_fn: the marks cleared only on the map the pull was for
+ * (a newer one may move more slots, whose objects were not given yet). */
+static int settle_fn(proto_slotmap *m, void *arg, char *err, size_t errlen) {
+    const settle_ctx *s = arg;
+    if (m->version != s->version) return 0;
+    return proto_slotmap_settle(m, 0, PROTO_SLOTS - 1, s->group, s->from);
+}
+
+/* One round trip: 1 while more is to come, 0 when from has nothing left
+ * for us (the marks cleared), -1 to try again at the next poll. */
+static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t version) {
+    redisReply *r = redisCommand(mv->rc, "MOON.SLOTEXPORT %s %llu %llu %llu %u", mv->group,
+                                 (unsigned long long)version, (unsigned long long)mv->pull_epoch,
+                                 (unsigned long long)mv->pull_off, SLOT_MOVE_PULL_BYTES);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 || r->element[4]->type != REDIS_REPLY_STRING) {
+        if (r && r->type == REDIS_REPLY_ERROR) log_info("master: slot move from %s: %s", from, r->str);
+        if (r) freeReplyObject(r);
+        drop_link(mv);
+        return -1;
+    }
+    uint64_t epoch = (uint64_t)r->element[0]->integer, first = (uint64_t)r->element[1]->integer,
+             next = (uint64_t)r->element[2]->integer;
+    int done = r->element[3]->integer != 0;
+    const redisReply *blob = r->element[4];
+    int rc = 1;
+    if (blob->len) {
+        mm_adopt_stats st;
+        int a = adopt(mv, blob->str, blob->len, &st);
+        if (a == 0) {
+            atomic_fetch_add(&mv->adopted, st.objects);
+            atomic_store(&mv->waiting, st.waiting);
+            atomic_fetch_add(&mv->refused, st.refused);
+            atomic_fetch_add(&mv->pulled_bytes, blob->len);
+        }
+        if (a == -1) log_warning("master: slot move from %s: malformed records", from);
+        if (a != 0 || st.waiting) rc = -1;   /* not acknowledged: asked again later */
+        else mv->pull_epoch = epoch, mv->pull_off = next;
+    } else {
+        mv->pull_epoch = epoch, mv->pull_off = first;
+        if (done) {
+            char err[ETCD_ERR_LEN];
+            settle_ctx s = {version, mv->group, from};
+            int changed = 0;
+            uint64_t v = 0;
+            if (etcd_slotmap_change(ec, mv->cluster, settle_fn, &s, &changed, &v, err, sizeof err) != 0)
+                log_warning("master: slot move from %s: %s", from, err);
+            else if (changed)
+                log_notice("master: %d slots moved from group %s with their objects (slot map version %llu)",
+                           changed, from, (unsigned long long)v);
+            rc = 0;
+        } else {
+            rc = -1;   /* the giver's pass is not over: next poll */
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static void pull_all(slot_move *mv, etcd_client *ec, const proto_slotmap *m) {
+    int mine = proto_slotmap_group(m, mv->group);
+    uint8_t seen[PROTO_MAX_GROUPS + 1] = {0};
+    for (int s = 0; mine && s < PROTO_SLOTS && !atomic_load(&mv->stop); s++) {
+        int f = m->from[s];
+        if (m->owner[s] != mine || !f || seen[f]) continue;
+        seen[f] = 1;
+        const char *from = m->groups[f - 1];
+        char err[ETCD_ERR_LEN];
+        if (link_to(mv, ec, from, err, sizeof err) != 0) {
+            log_info("master: slot move from %s: %s", from, err);
+            continue;
+        }
+        for (int i = 0; i < SLOT_MOVE_PULLS && !atomic_load(&mv->stop); i++)
+            if (pull_once(mv, ec, from, m->version) <= 0) break;
+    }
+}
+
+static int nap(slot_move *mv, int ms) {
+    for (int slept = 0; slept < ms && !atomic_load(&mv->stop); slept += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&mv->stop);
+}
+
+/* The thread: the map read every SLOTS_POLL_MS while slots come to us
+ * with their objects (its own etcd client: a pull that waits on a slow
+ * peer never delays the map's own reads, by which the group's keys are
+ * served). */
+static void *pull_main(void *arg) {
+    slot_move *mv = arg;
+    proto_slotmap *m = xmalloc(sizeof *m);
+    char err[ETCD_ERR_LEN];
+    do {
+        int found = 0;
+        if (etcd_slotmap_read(mv->ec, mv->cluster, m, &found, err, sizeof err) == 0 && found) pull_all(mv, mv->ec, m);
+    } while (!nap(mv, SLOTS_POLL_MS));
+    free(m);
+    return NULL;
+}
+
+/* ---- life ---- */
+
+slot_move *slot_move_create(server *srv, const char *cluster, const char *group, char *err, size_t errlen) {
+    slot_move *mv = xcalloc(1, sizeof *mv);
+    if (!(mv->ec = etcd_create(srv->cfg.etcd, PULL_IO_MS, err, errlen))) {
+        free(mv);
+        return NULL;
+    }
+    mv->srv = srv;
+    snprintf(mv->cluster, sizeof mv->cluster, "%s", cluster);
+    snprintf(mv->group, sizeof mv->group, "%s", group);
+    pthread_mutex_init(&mv->mu, NULL);
+    pthread_cond_init(&mv->cv, NULL);
+    mv->wake = loop_wake_create(srv->loop, adopt_wake, mv);
+    mv->tick = loop_timer_create(srv->loop, give_tick, mv);
+    pthread_create(&mv->th, NULL, pull_main, mv);
+    return mv;
+}
+
+void slot_move_free(slot_move *mv) {
+    if (!mv) return;
+    atomic_store(&mv->stop, 1);
+    pthread_mutex_lock(&mv->mu);
+    pthread_cond_broadcast(&mv->cv);
+    pthread_mutex_unlock(&mv->mu);
+    pthread_join(mv->th, NULL);
+    etcd_free(mv->ec);
+    loop_timer_free(mv->tick);
+    loop_wake_free(mv->wake);
+    drop_link(mv);
+    for (int i = 0; i < mv->nbox; i++) resp_buf_free(&mv->out[i]);
+    pthread_cond_destroy(&mv->cv);
+    pthread_mutex_destroy(&mv->mu);
+    free(mv);
+}
+
+void slot_move_info(const slot_move *mv, resp_buf *out) {
+    if (!mv) return;
+    size_t bytes = 0;
+    for (int i = 0; i < mv->nbox; i++) bytes += mv->out[i].len;
+    info_field(out, "slots_given_objects", "%llu", (unsigned long long)mv->given);
+    info_field(out, "slots_outbox_bytes", "%zu", bytes);
+    info_field(out, "slots_adopted_objects", "%llu", (unsigned long long)atomic_load(&mv->adopted));
+    info_field(out, "slots_adopt_waiting", "%llu", (unsigned long long)atomic_load(&mv->waiting));
+    info_field(out, "slots_adopt_refused", "%llu", (unsigned long long)atomic_load(&mv->refused));
+    info_field(out, "slots_lent_bytes", "%llu", (unsigned long long)mv->lent);
+}
+
+static const command slot_move_commands[] = {
+    {"moon.slotexport", slotexport_command, 6, CMD_WRITE | CMD_MEMBER, 0, 0, 0, 0, "moonkv", "0.7.0",
+     "A moved slot's objects as records for the group adopting them; acknowledges those before offset",
+     "group version epoch offset max"},
+};
+
+void slot_move_register_commands(server *srv) {
+    commands_register(srv, slot_move_commands, sizeof slot_move_commands / sizeof slot_move_commands[0]);
+}
