@@ -77,6 +77,7 @@ struct slot_move {
     redisContext *rc;
     char rc_group[PROTO_GROUP_LEN];
     uint64_t pull_epoch, pull_off;
+    char said[ETCD_ERR_LEN];   /* the last trouble logged (once until it changes) */
 };
 
 static master *role(const slot_move *mv) { return mv->srv->role; }
@@ -182,8 +183,8 @@ static void slotexport_command(client *c) {
         master_reply_fail(c, PROTO_ERR, "this master is in no group");
         return;
     }
-    if (!proto_group_ok(c->argv[1].ptr, c->argv[1].len) || master_arg_u64(c, 2, 0, UINT64_MAX, &version) < 0 ||
-        master_arg_u64(c, 3, 0, UINT64_MAX, &epoch) < 0 || master_arg_u64(c, 4, 0, UINT64_MAX, &off) < 0 ||
+    if (!proto_group_ok(c->argv[1].ptr, c->argv[1].len) || master_arg_u64(c, 2, 0, INT64_MAX, &version) < 0 ||
+        master_arg_u64(c, 3, 0, INT64_MAX, &epoch) < 0 || master_arg_u64(c, 4, 0, INT64_MAX, &off) < 0 ||
         master_arg_u64(c, 5, 1, 64u << 20, &max) < 0)
         return;
     check_term(mv);
@@ -253,6 +254,14 @@ static int adopt(slot_move *mv, const void *blob, size_t len, mm_adopt_stats *st
 
 /* ---- pulling (thread) ---- */
 
+static void say(slot_move *mv, const char *from, const char *what) {
+    char line[ETCD_ERR_LEN];
+    snprintf(line, sizeof line, "slot move from group %s: %s", from, what);
+    if (strcmp(line, mv->said) == 0) return;
+    snprintf(mv->said, sizeof mv->said, "%s", line);
+    log_warning("master: %s", line);
+}
+
 static void drop_link(slot_move *mv) {
     if (mv->rc) redisFree(mv->rc);
     mv->rc = NULL;
@@ -303,7 +312,7 @@ static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t 
                                  (unsigned long long)version, (unsigned long long)mv->pull_epoch,
                                  (unsigned long long)mv->pull_off, SLOT_MOVE_PULL_BYTES);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 || r->element[4]->type != REDIS_REPLY_STRING) {
-        if (r && r->type == REDIS_REPLY_ERROR) log_info("master: slot move from %s: %s", from, r->str);
+        say(mv, from, r && r->type == REDIS_REPLY_ERROR ? r->str : mv->rc && mv->rc->err ? mv->rc->errstr : "bad reply");
         if (r) freeReplyObject(r);
         drop_link(mv);
         return -1;
@@ -322,7 +331,8 @@ static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t 
             atomic_fetch_add(&mv->refused, st.refused);
             atomic_fetch_add(&mv->pulled_bytes, blob->len);
         }
-        if (a == -1) log_warning("master: slot move from %s: malformed records", from);
+        if (a == -1) say(mv, from, "malformed records");
+        if (a == 0 && st.waiting) say(mv, from, "objects on nodes this group does not have wait (no shared nodes?)");
         if (a != 0 || st.waiting) rc = -1;   /* not acknowledged: asked again later */
         else mv->pull_epoch = epoch, mv->pull_off = next;
     } else {
@@ -356,7 +366,7 @@ static void pull_all(slot_move *mv, etcd_client *ec, const proto_slotmap *m) {
         const char *from = m->groups[f - 1];
         char err[ETCD_ERR_LEN];
         if (link_to(mv, ec, from, err, sizeof err) != 0) {
-            log_info("master: slot move from %s: %s", from, err);
+            say(mv, from, err);
             continue;
         }
         for (int i = 0; i < SLOT_MOVE_PULLS && !atomic_load(&mv->stop); i++)

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/moonkv.h"
@@ -49,7 +50,7 @@ static int port0;
 #define MAX_VAL      (48 << 10)
 
 static h_etcd etcd;
-static pid_t master_a;
+static pid_t master_a, master_a2;
 static mkv_client *mc;
 static char *src, *dst;   /* registered: NKEYS values of up to MAX_VAL each */
 
@@ -361,13 +362,104 @@ static void test_leader_killed_other_group_serves(void) {
            h_port_info(MASTER_B, "cluster", "slots_held"));
 }
 
+/* ---- a slot moved with its objects ---- */
+
+#define MOVE_KEYS 40
+
+/* The operator's tool (scripts/moonkv-slots, beside the tests' sources)
+ * on our etcd: its exit code. */
+static int slots_tool(const char *args) {
+    char cmd[512];
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", __FILE__);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    snprintf(cmd, sizeof cmd, "python3 %s/../../scripts/moonkv-slots --etcd %s --cluster %s %s >/dev/null 2>&1",
+             dir, etcd.url, CLUSTER, args);
+    int rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* Until INFO cluster field of port is at least v. */
+static long long wait_info(int port, const char *field, long long v, int timeout_ms) {
+    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+    long long got;
+    while ((got = h_port_info(port, "cluster", field)) < v && mono_ms() < end) usleep(50000);
+    return got;
+}
+
+/* A slot of group a's moved to group b with its objects, while the two
+ * groups share no node: b must not adopt records naming nodes it does
+ * not have (its own nodes carry the same ids, other bytes), so the move
+ * waits. Meanwhile nothing is lost and nothing wrong is read: group a
+ * gave every object away and answers MOVED, group b answers TRYAGAIN
+ * (never a miss, never another object's bytes) and takes no new object
+ * of the slot; group a's leader killed -9, its standby rebuilds the
+ * objects from its nodes and gives them again. */
+static void test_slot_move_waits_for_shared_nodes(void) {
+    char tag[16], key[MOVE_KEYS][32], a[200], want[96];
+    int slot = -1, leader = h_wait_role(MASTER_A2, "leader", 0) == 0 ? MASTER_A2 : MASTER_A;
+    for (int t = 0; slot < 0 || slot >= 8192; t++) {   /* a slot of a's no other case uses */
+        snprintf(tag, sizeof tag, "mv%d", t);
+        slot = proto_key_slot(tag, strlen(tag));
+        if (slot >= 8192 || strcmp(group_of(tag), "a") != 0) slot = -1;
+    }
+    for (int i = 0; i < MOVE_KEYS; i++) {
+        snprintf(key[i], sizeof key[i], "{%s}:%d", tag, i);
+        ASSERT_MSG(put_ok(key[i]), "put %.31s: %.200s", key[i], mkv_last_error(mc));
+    }
+    long long given0 = h_port_info(leader, "cluster", "slots_given_objects");
+    char args[64];
+    snprintf(args, sizeof args, "move %d b", slot);
+    ASSERT_EQ(slots_tool(args), 0);
+    /* group a gives them all away once it read the map, and answers MOVED */
+    ASSERT_MSG(wait_info(leader, "slots_given_objects", given0 + MOVE_KEYS, 20000) >= given0 + MOVE_KEYS,
+               "group a gave %lld of %d objects away", h_port_info(leader, "cluster", "slots_given_objects") - given0,
+               MOVE_KEYS);
+    snprintf(want, sizeof want, "err:MOVED %d b", slot);
+    for (int i = 0; i < MOVE_KEYS; i++) {
+        ask(leader, a, sizeof a, "MOON.EXISTS %s", key[i]);
+        ASSERT_STREQ(a, want);
+    }
+    /* group b pulled them and adopted none: their nodes are not its */
+    ASSERT(wait_info(MASTER_B, "slots_adopt_waiting", 1, 20000) >= 1);
+    ASSERT_EQ(h_port_info(MASTER_B, "cluster", "slots_adopted_objects"), 0);
+    snprintf(want, sizeof want, "err:TRYAGAIN slot %d is moving here from group a", slot);
+    uint64_t end = mono_ms() + 10000;   /* past the hold of a slot just arrived */
+    do ask(MASTER_B, a, sizeof a, "MOON.GET %s", key[0]);
+    while (strstr(a, "just moved") && mono_ms() < end && usleep(50000) == 0);
+    for (int i = 0; i < MOVE_KEYS; i++) {
+        ask(MASTER_B, a, sizeof a, "MOON.GET %s", key[i]);
+        ASSERT_MSG(strncmp(a, want, strlen(want)) == 0, "group b answered a GET of %.31s: %.200s", key[i], a);
+    }
+    snprintf(key[0], sizeof key[0], "{%s}:new", tag);   /* no second object of a key a may hold */
+    ask(MASTER_B, a, sizeof a, "MOON.EXISTS %s", key[0]);
+    ASSERT_MSG(strncmp(a, want, strlen(want)) == 0, "group b answered EXISTS of a new key: %.200s", a);
+    /* the move stays marked, and the tool moves it no further */
+    snprintf(args, sizeof args, "assign %d a", slot);
+    ASSERT(slots_tool(args) != 0);
+    /* group a's leader killed: the standby rebuilds them from the nodes and gives them again */
+    int standby = leader == MASTER_A2 ? MASTER_A : MASTER_A2;
+    pid_t spid = start_master(standby, "a", "0-8191");
+    ASSERT(spid > 0 && h_wait_role(standby, "standby", 30000) == 0);
+    h_kill(leader == MASTER_A ? master_a : master_a2);
+    ASSERT(h_wait_role(standby, "leader", 40000) == 0);
+    long long again = wait_info(standby, "slots_given_objects", MOVE_KEYS - 1, 40000);
+    ASSERT_MSG(again >= MOVE_KEYS - 1, "the new leader of group a gave %lld objects of the slot again", again);
+    printf("# slot %d moved to group b with %d objects: group a gave them away (again %lld after its leader "
+           "was killed), group b waits (%lld objects not adopted: no shared nodes), answered TRYAGAIN %lld times\n",
+           slot, MOVE_KEYS, again, h_port_info(MASTER_B, "cluster", "slots_adopt_waiting"),
+           h_port_info(MASTER_B, "cluster", "slots_unadopted"));
+}
+
 /* ---- setup ---- */
 
 static int setup(void) {
     char step[160] = "";
     if ((master_a = start_master(MASTER_A, "a", "0-8191")) < 0 || h_wait_role(MASTER_A, "leader", SETUP_WAIT_MS) != 0)
         snprintf(step, sizeof step, "master of group a on %d", MASTER_A);
-    else if (start_master(MASTER_A2, "a", "0-8191") < 0)
+    else if ((master_a2 = start_master(MASTER_A2, "a", "0-8191")) < 0)
         snprintf(step, sizeof step, "standby of group a on %d", MASTER_A2);
     else if (start_master(MASTER_B, "b", "8192-16383") < 0 || h_wait_role(MASTER_B, "leader", SETUP_WAIT_MS) != 0)
         snprintf(step, sizeof step, "master of group b on %d", MASTER_B);
@@ -423,6 +515,7 @@ int main(void) {
     RUN_TEST(test_group_added);
     RUN_TEST(test_remove_all);
     RUN_TEST(test_leader_killed_other_group_serves);
+    RUN_TEST(test_slot_move_waits_for_shared_nodes);
     mkv_close(mc);
     free(src);
     free(dst);
