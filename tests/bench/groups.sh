@@ -2,11 +2,13 @@
 # 1, 2 and 3 master groups (bench_groups.c; docs/SCALE.md "Master
 # groups"): one etcd, for each count of groups a fresh cluster with one
 # master and one simulated node per group, every key sent to its slot's
-# group, one connection per group. Sourced by run.sh after lib.sh.
+# group, one connection per group; and a slot moved with its objects
+# (the tables' work only). Sourced by run.sh after lib.sh.
 
 GROUPS_MAX=3
 GROUPS_NAMES="groups.wall.1 groups.wall.2 groups.wall.3 groups.cpu.1 groups.cpu.3"
 ROUTE_NAMES="route.put route.get direct.put direct.get"
+MOVE_NAMES="move.give move.adopt move.record_bytes"
 
 groups_measure() {
   local n ports="" i count
@@ -29,6 +31,22 @@ groups_measure() {
   row "master groups: 3 groups vs 1" groups.wall.3 groups.wall.1 - pairs/s
   row "master groups: pairs per master CPU second, 3 groups vs 1" groups.cpu.3 groups.cpu.1 - pairs/cpu-s
   route_measure
+  move_measure
+}
+
+# A slot moved with its objects (bench_slot_move.c): the two tables' work,
+# objects given away and adopted per CPU second, in one process.
+move_measure() {
+  local n
+  if [ ! -x "$BENCH_BIN/bench_slot_move" ]; then
+    for n in $MOVE_NAMES; do meas_skip "$n" "bench_slot_move not built"; done
+  else
+    timeout 300 "$BENCH_BIN/bench_slot_move" "$([ "$QUICK" = 1 ] && echo 200000 || echo 1000000)" \
+      2>>"$WORK/run.log" | meas_import ""
+  fi
+  row_plain "slot move by metadata: objects given away per CPU second (64 B, replicas 1)" move.give objects/cpu-s
+  row_plain "slot move by metadata: objects adopted per CPU second" move.adopt objects/cpu-s
+  row_plain "slot move by metadata: record bytes per object (13-byte keys)" move.record_bytes B/object
 }
 
 # The router's own cost (bench_route.c): 4 KiB puts and gets, one at a
