@@ -27,6 +27,7 @@
 #define GIVE_AGAIN_MS   100    /* a pass that met copies in flight runs again after */
 #define PULL_IO_MS      5000
 #define PULL_WAIT_MS    200    /* how often a wait for the loop looks at stop */
+#define PULL_BACKOFF_MS 2000   /* after a pull whose objects wait for nodes we lack */
 
 /* What one group adopting our slots has not acknowledged yet: records
  * [base, base + its out.len) of a byte stream that started at 0. */
@@ -77,6 +78,7 @@ struct slot_move {
     redisContext *rc;
     char rc_group[PROTO_GROUP_LEN];
     uint64_t pull_epoch, pull_off;
+    uint64_t pull_after;       /* mono ms: no pull before (objects waited for nodes) */
     char said[ETCD_ERR_LEN];   /* the last trouble logged (once until it changes) */
 };
 
@@ -130,7 +132,10 @@ static void give_tick(event_loop *el, void *data) {
     slot_move *mv = data;
     (void)el;
     check_term(mv);
-    if (!mv->map || !leading_and_built(mv)) return;   /* the timer comes again */
+    if (!mv->map || !leading_and_built(mv)) {   /* looked at again shortly, not every tick */
+        loop_timer_start(mv->tick, GIVE_AGAIN_MS, GIVE_TICK_MS);
+        return;
+    }
     if (!mv->passing) {
         if (mv->want_version <= mv->swept_version) {
             loop_timer_stop(mv->tick);
@@ -222,6 +227,8 @@ static void adopt_wake(event_loop *el, void *data) {
     if (a && a->asked && !a->answered && !a->abandoned) {
         if (!leading_and_built(mv)) {
             a->rc = -2;
+        } else if (!a->len) {   /* a probe: may we adopt now? */
+            a->rc = 0;
         } else {
             const master *m = role(mv);
             a->rc = mm_adopt(m->meta, a->blob, a->len, (uint64_t)mv->srv->cfg.lease_ms, wall_ms(), &a->st);
@@ -333,6 +340,7 @@ static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t 
         }
         if (a == -1) say(mv, from, "malformed records");
         if (a == 0 && st.waiting) say(mv, from, "objects on nodes this group does not have wait (no shared nodes?)");
+        if (a == 0 && st.waiting) mv->pull_after = mono_ms() + PULL_BACKOFF_MS;
         if (a != 0 || st.waiting) rc = -1;   /* not acknowledged: asked again later */
         else mv->pull_epoch = epoch, mv->pull_off = next;
     } else {
@@ -357,9 +365,14 @@ static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t 
 }
 
 static void pull_all(slot_move *mv, etcd_client *ec, const proto_slotmap *m) {
-    int mine = proto_slotmap_group(m, mv->group);
+    int mine = proto_slotmap_group(m, mv->group), coming = 0;
+    for (int s = 0; mine && s < PROTO_SLOTS && !coming; s++) coming = m->owner[s] == mine && m->from[s];
+    mm_adopt_stats st;
+    /* a standby or a rebuilding leader pulls nothing; nor, for a while,
+     * one whose last pull found objects it cannot adopt (nodes it lacks) */
+    if (!coming || mono_ms() < mv->pull_after || adopt(mv, NULL, 0, &st) != 0) return;
     uint8_t seen[PROTO_MAX_GROUPS + 1] = {0};
-    for (int s = 0; mine && s < PROTO_SLOTS && !atomic_load(&mv->stop); s++) {
+    for (int s = 0; s < PROTO_SLOTS && !atomic_load(&mv->stop); s++) {
         int f = m->from[s];
         if (m->owner[s] != mine || !f || seen[f]) continue;
         seen[f] = 1;
