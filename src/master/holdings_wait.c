@@ -5,8 +5,9 @@
  * every parked pull whose node got notes in this iteration is answered,
  * so all of an iteration's notes for a node go in one reply (batching is
  * what keeps put rates up: each put's end waits for its nodes' next ack,
- * acks.c). A pull with nothing after wait_ms is answered empty; one of a
- * node whose notes were reset is answered at once. */
+ * acks.c). A pull that takes tasks (TASKS) is answered as soon as its
+ * node has one waiting too. A pull with nothing after wait_ms is answered
+ * empty; one of a node whose notes were reset is answered at once. */
 #include <stdlib.h>
 
 #include "core/sweep.h"
@@ -18,7 +19,7 @@
 typedef struct parked_pull {
     client *c;
     uint32_t node;
-    int form;                 /* MASTER_HOLDINGS_* */
+    int form;                 /* MASTER_HOLDINGS_*, | MASTER_HOLDINGS_TASKS */
     uint64_t epoch;           /* the node's notes_epoch when parked */
     uint64_t deadline_ms;     /* mono */
 } parked_pull;
@@ -43,7 +44,8 @@ static void answer(holdings_wait *h, size_t i) {
 
 static int due(holdings_wait *h, const parked_pull *p, uint64_t now) {
     const mm_node *n = mm_node_get(h->m->meta, p->node);
-    return !n || n->notes_n || n->notes_epoch != p->epoch || now >= p->deadline_ms;
+    return !n || n->notes_n || ((p->form & MASTER_HOLDINGS_TASKS) && n->tasks_waiting) ||
+           n->notes_epoch != p->epoch || now >= p->deadline_ms;
 }
 
 static void rearm(holdings_wait *h) {

@@ -314,7 +314,14 @@ void acks_info(const master_acks *a, resp_buf *out);
 
 /* ---- MOON.HOLDINGS ... WAIT (holdings_wait.c, recovery.c) ---- */
 enum { MASTER_HOLDINGS_ARRAY = 0, MASTER_HOLDINGS_PACKED, MASTER_HOLDINGS_SLICES };
+/* Or'ed into a form: the pull takes the node's tasks too (TASKS), and
+ * waits for them as for notes: a load a get waits for goes at once, not
+ * with the node's next heartbeat. */
+#define MASTER_HOLDINGS_TASKS 0x10
 #define MASTER_HOLDINGS_WAIT_MAX 10000   /* ms a pull may wait */
+/* Node id's tasks not yet handed out (up to a reply's worth), as an
+ * array of tasks (MOON.HEARTBEAT's reply; docs/PROTOCOL.md). */
+void master_reply_tasks(client *c, uint32_t id);
 /* The reply to a pull of node id in form, after taking ack. */
 void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form);
 holdings_wait *holdings_wait_create(master *m);

@@ -386,6 +386,13 @@ static void reply_task(client *c, const mm_task *t) {
     reply_integer(c, t->obj->crc);
 }
 
+void master_reply_tasks(client *c, uint32_t id) {
+    mm_task *tasks[PROTO_MAX_TASKS];
+    size_t n = mm_node_tasks(meta_of(c), id, tasks, PROTO_MAX_TASKS);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
+}
+
 /* MOON.HEARTBEAT id used [field value ...] */
 static void heartbeat_command(client *c) {
     uint32_t id;
@@ -407,10 +414,7 @@ static void heartbeat_command(client *c) {
             arg_to_ll(&c->argv[i + 1], 0, INT64_MAX, &disk_free) != 0)
             disk_free = 0;
     mm_node_disk(meta_of(c), id, (uint64_t)disk_free);
-    mm_task *tasks[PROTO_MAX_TASKS];
-    size_t n = mm_node_tasks(meta_of(c), id, tasks, PROTO_MAX_TASKS);
-    reply_array(c, (long long)n);
-    for (size_t i = 0; i < n; i++) reply_task(c, tasks[i]);
+    master_reply_tasks(c, id);
 }
 
 /* One outcome of MOON.COPYDONE: argv[at] the task id, argv[at+1] OK|FAIL

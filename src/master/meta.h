@@ -90,6 +90,8 @@ typedef struct mm_node {
     uint64_t disk_free;           /* its disk tier's free bytes (heartbeat), 0: none */
     uint64_t shed_want;           /* bytes a load or put found no room for here: shed them
                                      whatever the watermarks (a fragmented segment) */
+    uint32_t tasks_waiting;       /* its tasks not yet handed out: a parked pull that takes
+                                     tasks is answered at once (holdings_wait.c) */
 } mm_node;
 
 typedef struct mm_config {

@@ -105,6 +105,7 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
     if (st != PROTO_OK) {
         m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* make room: offload ahead */
         want_room(mm_node_get(m, home), o->size);
+        if (m->offloading == 0) mm_offload(m, now_ms);   /* now, not at the next sweep (as puts do) */
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
     }
     /* This read is the disk_promote_after-th since the offload: promote. */

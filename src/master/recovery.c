@@ -701,7 +701,9 @@ void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form) {
     uint64_t next;
     size_t n = mm_node_holdings(master_of(c)->meta, id, ack, MASTER_MAX_HOLDINGS,
                                 form != MASTER_HOLDINGS_ARRAY ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
-    reply_array(c, 2);
+    int tasks = form & MASTER_HOLDINGS_TASKS;
+    form &= ~MASTER_HOLDINGS_TASKS;
+    reply_array(c, tasks ? 3 : 2);
     reply_integer(c, (long long)next);
     if (form == MASTER_HOLDINGS_SLICES) {
         reply_bulk(c, recs, len);
@@ -717,17 +719,20 @@ void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form) {
         for (size_t i = 0; i < n; i++) reply_note(c, &recs, recs + len, ext);
         free(ext);
     }
+    if (tasks) master_reply_tasks(c, id);
 }
 
 static int arg_is(const client *c, int i, const char *word) {
     return i < c->argc && strieq_len(c->argv[i].ptr, c->argv[i].len, word);
 }
 
-/* MOON.HOLDINGS id ack [PACKED [SLICES]] [WAIT ms]: [next_ack, [note ...]]
+/* MOON.HOLDINGS id ack [PACKED [SLICES] [TASKS]] [WAIT ms]: [next_ack, [note ...]]
  * or [next_ack, blob] (the notes are kept as the packed records: that
  * form sends them as they are, at most about PROTO_NOTES_BLOB bytes of
- * them; without SLICES they are sent without their slice CRCs). WAIT:
- * with nothing to send, the reply waits up to ms for a note
+ * them; without SLICES they are sent without their slice CRCs). TASKS:
+ * a third element, the node's tasks as a heartbeat hands them out (the
+ * link proved the cluster secret, MOON.HOLDLINK). WAIT: with nothing to
+ * send, the reply waits up to ms for a note or a task
  * (holdings_wait.c). The ack may release answers waiting on it (acks.c). */
 static void holdings_command(client *c) {
     uint32_t id;
@@ -735,6 +740,7 @@ static void holdings_command(client *c) {
     int form = MASTER_HOLDINGS_ARRAY, i = 3;
     if (arg_is(c, i, "packed")) form = MASTER_HOLDINGS_PACKED, i++;
     if (form == MASTER_HOLDINGS_PACKED && arg_is(c, i, "slices")) form = MASTER_HOLDINGS_SLICES, i++;
+    if (form != MASTER_HOLDINGS_ARRAY && arg_is(c, i, "tasks")) form |= MASTER_HOLDINGS_TASKS, i++;
     if (arg_is(c, i, "wait") && i + 1 < c->argc) {
         if (master_arg_u64(c, i + 1, 0, MASTER_HOLDINGS_WAIT_MAX, &wait_ms) != 0) return;
         i += 2;
@@ -749,7 +755,8 @@ static void holdings_command(client *c) {
     acks_node_acked(m->acks, id);
     mm_node *n = mm_node_get(m->meta, id);
     if (n && wait_ms) n->acks_awaited = 1;
-    if (wait_ms && m->pulls && n && !n->notes_n) holdings_wait_park(m->pulls, c, id, form, wait_ms);
+    int idle = n && !n->notes_n && !((form & MASTER_HOLDINGS_TASKS) && n->tasks_waiting);
+    if (wait_ms && m->pulls && idle) holdings_wait_park(m->pulls, c, id, form, wait_ms);
     else master_holdings_reply(c, id, 0, form);
 }
 
@@ -793,7 +800,7 @@ static const command recovery_commands[] = {
      "id key seg-offset [key seg-offset ...]"},
     {"moon.holdings", holdings_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.3.0",
      "Node pulls the changes of what it holds, acknowledging the last ones",
-     "id ack [PACKED [SLICES]] [WAIT ms]"},
+     "id ack [PACKED [SLICES] [TASKS]] [WAIT ms]"},
 };
 
 void master_register_recovery_commands(server *srv) {

@@ -82,11 +82,20 @@ static void tasks_push(master_meta *m, mm_task *t) {
     m->tasks[m->tasks_len] = t;
     m->task_ids[m->tasks_len++] = t->id;
     m->ntasks++;
+    mm_node *n = mm_node_get(m, t->node);
+    if (n) n->tasks_waiting++;
+}
+
+/* t is handed out, or goes before it was. */
+static void task_unwait(master_meta *m, const mm_task *t) {
+    mm_node *n = mm_node_get(m, t->node);
+    if (n && n->tasks_waiting) n->tasks_waiting--;
 }
 
 static void tasks_remove(master_meta *m, mm_task *t) {
     size_t i = tasks_find(m, t->id);
     if (i == SIZE_MAX) return;
+    if (!t->handed) task_unwait(m, t);
     m->tasks[i] = NULL;
     m->ntasks--;
 }
@@ -116,7 +125,8 @@ static void map_range(const obj_replica *src, uint64_t off, uint64_t len, mm_tas
     }
 }
 
-/* j's tasks handed out (each node's next heartbeat takes its own), the
+/* j's tasks handed out (each node takes its own with its next heartbeat,
+ * or at once on a holdings pull that waits for them), the
  * job marked on its object and counted. */
 static void job_launch(master_meta *m, mm_job *j) {
     j->nleft = j->ntasks;
@@ -416,6 +426,7 @@ size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max) {
         if (n > 0 && extents + t->nsrc + t->ndst > PROTO_MAX_TASK_EXTENTS) break;
         extents += t->nsrc + t->ndst;
         t->handed = 1;
+        task_unwait(m, t);
         out[n++] = t;
     }
     return n;

@@ -467,15 +467,15 @@ static int do_register(node_control *c) {
         disconnect(c);   /* the id dies by timeout; try again later */
         return -1;
     }
-    c->gen++;
-    memcpy(c->cap_key, key, sizeof c->cap_key);
-    c->term = term;
     c->leave_sent = 0;
     c->next_refresh_ms = 0;
     c->registered_ms = mono_ms();
     c->claim_id = id;
     c->next_tick_ms = 0;
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&n->mu);   /* the tasks' tag: the holdings link takes tasks too */
+    c->gen++;
+    memcpy(c->cap_key, key, sizeof c->cap_key);
+    c->term = term;
     n->status.id = id;
     n->status.registrations++;
     n->status.master_term = term;
@@ -493,7 +493,7 @@ static int do_register(node_control *c) {
     if (report == 2 || (c->gen == 1 && report == 0)) forget_disk(n);
     if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
-    node_holdings_resume(c->hl, id, c->host, c->port, c->leader_term, c->instance_hex);
+    node_holdings_resume(c->hl, id, c->gen, c->host, c->port, c->leader_term, c->instance_hex);
     return 0;
 }
 
@@ -507,27 +507,30 @@ static void queue_result(node_control *c, uint64_t gen, uint64_t id, int ok) {
     c->results[c->nresults++] = (task_result){gen, id, ok};
 }
 
-/* A reply's tasks to the copier as one batch; the ones refused are
- * reported failed (node_tasks_parse bounds what a reply may make us
- * allocate). */
-static void take_tasks(node_control *c, const redisReply *r) {
+void node_control_take_tasks(node_control *c, const redisReply *r, uint64_t gen) {
     node *n = c->n;
+    node_task tag;   /* what the registration gives every task */
     pthread_mutex_lock(&n->mu);
-    uint32_t id = n->status.id;
-    n->status.tasks_received += r->elements;
+    int cur = gen == c->gen;
+    tag.node_id = n->status.id;
+    memcpy(tag.cap_key, c->cap_key, sizeof tag.cap_key);
+    tag.cap_term = c->term;
+    if (cur) n->status.tasks_received += r->elements;
     pthread_mutex_unlock(&n->mu);
+    if (!cur) return;   /* registered again meanwhile: the master fails them by deadline */
     uint64_t refused[PROTO_MAX_TASKS];
     size_t nrefused;
     node_task *head = node_tasks_parse(r, refused, &nrefused);
     if (nrefused) log_warning("node: %zu malformed or excess copy task(s) from the master", nrefused);
     pthread_mutex_lock(&n->mu);
-    for (size_t i = 0; i < nrefused; i++) queue_result(c, c->gen, refused[i], 0);
+    for (size_t i = 0; i < nrefused; i++) queue_result(c, gen, refused[i], 0);
+    if (nrefused) pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&n->mu);
     for (node_task *t = head; t; t = t->next) {
-        t->gen = c->gen;
-        t->node_id = id;
-        memcpy(t->cap_key, c->cap_key, sizeof t->cap_key);
-        t->cap_term = c->term;
+        t->gen = gen;
+        t->node_id = tag.node_id;
+        memcpy(t->cap_key, tag.cap_key, sizeof t->cap_key);
+        t->cap_term = tag.cap_term;
     }
     if (head) node_copier_submit(n->copier, head);
 }
@@ -643,7 +646,7 @@ static int heartbeat(node_control *c) {
     if (r->type == REDIS_REPLY_ARRAY) n->status.heartbeats++;
     else n->status.heartbeat_errors++;
     pthread_mutex_unlock(&n->mu);
-    if (r->type == REDIS_REPLY_ARRAY) take_tasks(c, r);
+    if (r->type == REDIS_REPLY_ARRAY) node_control_take_tasks(c, r, c->gen);
     else if (is_nodedead(r)) node_dead(c, r->str);
     else if (is_readonly(r)) {
         log_notice("node: master %s:%d is not the leader: %s", c->host, c->port, r->str);

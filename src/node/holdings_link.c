@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/leader_watch.h"
+#include "node/control.h"
 #include "node/disk_store.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
@@ -39,6 +40,7 @@ struct node_holdings {
     int active;                 /* resumed: a registration to pull for */
     uint64_t gen;               /* bumped by pause and resume: a reply of another is dropped */
     uint32_t id;
+    uint64_t reg_gen;           /* control's registration the link serves (its tasks' tag) */
     char host[CONFIG_STR_MAX];
     int port;
     int64_t term;               /* the leader's, as etcd named it */
@@ -47,6 +49,7 @@ struct node_holdings {
     int fd;                     /* the link's socket (-1: none), shut down by pause */
     int old_master;             /* no MOON.HOLDLINK: control pulls (fallback) */
     int plain;                  /* the master keeps no slice CRCs: pull without SLICES */
+    int no_tasks;               /* the master hands no tasks on pulls: pull without TASKS */
     uint64_t fb_ack;            /* the fallback's ack */
     uint64_t pulls;
     /* under mu, while applying */
@@ -76,12 +79,14 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
 }
 
 /* One MOON.HOLDINGS on rc for registration gen: its notes go into the
- * index unless gen is gone by then, *ack moves past them. */
+ * index and its tasks (a pull that waits takes them: TASKS) to the
+ * copier unless gen is gone by then, *ack moves past them. */
 static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
                      uint64_t *ack, int wait_ms) {
-    int plain = h->plain;
+    int plain = h->plain, tasks = wait_ms > 0 && !h->no_tasks;
     proto_cmd cmd;
-    proto_cmd_holdings(&cmd, self, *ack, !plain, wait_ms);
+    proto_cmd_holdings(&cmd, self, *ack, (plain ? 0 : PROTO_HOLDINGS_SLICES) | (tasks ? PROTO_HOLDINGS_TASKS : 0),
+                       wait_ms);
     leader_watch_busy_within(watched, wait_ms);   /* waiting is its answer: only longer is a stall */
     redisReply *r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
     leader_watch_busy(watched, 0);
@@ -91,7 +96,11 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
     uint64_t acked;
     const uint8_t *blob;
     size_t len;
-    if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
+    if (r->type == REDIS_REPLY_ERROR && tasks && strstr(r->str, "syntax error")) {
+        log_notice("node: the master hands out no tasks on holdings pulls: heartbeats carry them");
+        h->no_tasks = 1;
+        out = PULL_MORE;   /* again, at once */
+    } else if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
         log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
         h->plain = 1;
         out = PULL_MORE;   /* again, at once */
@@ -99,6 +108,9 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
         pthread_mutex_lock(&h->mu);
         if (gen == h->gen) {
             long k = apply_notes(h, blob, blob + len, self);
+            const redisReply *ts = proto_holdings_tasks(r);
+            size_t ntasks = ts ? ts->elements : 0;
+            if (ntasks) node_control_take_tasks(h->n->ctl, ts, h->reg_gen);
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
             *ack = acked;
@@ -107,6 +119,7 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
             pthread_mutex_lock(&h->n->mu);
             h->n->status.holdings_pulls++;
             h->n->status.holdings_notes += k > 0 ? (uint64_t)k : 0;
+            h->n->status.tasks_pulled += ntasks;
             pthread_mutex_unlock(&h->n->mu);
             out = k == HL_MAX_NOTES || len >= PROTO_NOTES_BLOB ? PULL_MORE : PULL_DONE;
         } else {
@@ -275,18 +288,20 @@ void node_holdings_pause(node_holdings *h) {
     pthread_mutex_unlock(&h->mu);
 }
 
-void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, int64_t term,
-                          const char *instance_hex) {
+void node_holdings_resume(node_holdings *h, uint32_t id, uint64_t reg_gen, const char *host, int port,
+                          int64_t term, const char *instance_hex) {
     pthread_mutex_lock(&h->mu);
     h->gen++;
     h->active = 1;
     h->id = id;
+    h->reg_gen = reg_gen;
     snprintf(h->host, sizeof h->host, "%s", host);
     h->port = port;
     h->term = term;
     snprintf(h->instance, sizeof h->instance, "%s", instance_hex);
     h->old_master = 0;   /* a new master: try to link */
     h->plain = 0;
+    h->no_tasks = 0;
     h->fb_ack = 0;
     pthread_cond_signal(&h->cv);
     pthread_mutex_unlock(&h->mu);

@@ -10,7 +10,11 @@
  * heartbeats), then loops MOON.HOLDINGS id ack PACKED SLICES WAIT ms: the
  * master answers at once when notes wait, else when the next one comes;
  * the notes go into the index and the next pull, carrying their ack,
- * leaves at once.
+ * leaves at once. The pulls take the node's tasks too (TASKS): the
+ * master answers one as soon as a task waits for us (a load a get waits
+ * for), and they go to the copier as a heartbeat's would
+ * (node_control_take_tasks); a master without TASKS leaves them to the
+ * heartbeats.
  *
  * Control drives it: pause when it loses the master or registers again
  * (no reply of the old registration is applied after pause returns),
@@ -32,12 +36,12 @@ typedef struct node_holdings node_holdings;
 node_holdings *node_holdings_start(node *n);
 void node_holdings_free(node_holdings *h);   /* stops the thread */
 void node_holdings_pause(node_holdings *h);
-/* Registered as id with the master at host:port, the leader of term (as
- * etcd named it; with --etcd the link leaves it once etcd names another,
- * etcd/leader_watch.h); instance_hex is this process's token
- * (MOON.REGISTER INSTANCE). */
-void node_holdings_resume(node_holdings *h, uint32_t id, const char *host, int port, int64_t term,
-                          const char *instance_hex);
+/* Registered as id (control's registration reg_gen) with the master at
+ * host:port, the leader of term (as etcd named it; with --etcd the link
+ * leaves it once etcd names another, etcd/leader_watch.h); instance_hex
+ * is this process's token (MOON.REGISTER INSTANCE). */
+void node_holdings_resume(node_holdings *h, uint32_t id, uint64_t reg_gen, const char *host, int port,
+                          int64_t term, const char *instance_hex);
 /* With a master that has no MOON.HOLDLINK: pull on control's connection
  * rc (every 100 ms). 0, or -1 if rc broke (drop it). */
 int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self);

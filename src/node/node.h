@@ -32,6 +32,7 @@ typedef struct node_status {
     uint64_t master_segment, master_used;   /* from MOON.NODES */
     char master_state[16];                  /* "alive", "draining", ... */
     uint64_t tasks_received, tasks_ok, tasks_failed;
+    uint64_t tasks_pulled;         /* of tasks_received: on the holdings link, not a heartbeat */
     uint64_t bytes_copied;
     uint64_t holdings_pulls, holdings_notes;   /* MOON.HOLDINGS answered, notes applied */
     int holdings_linked;                       /* pulling on the holdings link now */

@@ -52,6 +52,8 @@ static const metrics_field node_metrics[] = {
      "Heartbeats that failed."},
     {"tasks_received", "moonkv_node_copy_tasks_received_total", METRIC_COUNTER, NULL,
      "Copy tasks received from the master."},
+    {"tasks_pulled", "moonkv_node_copy_tasks_pulled_total", METRIC_COUNTER, NULL,
+     "Copy tasks that came on the holdings link as soon as the master had them (not with a heartbeat)."},
     {"tasks_ok", "moonkv_node_copy_tasks_total", METRIC_COUNTER, "result=\"ok\"",
      "Copy tasks run, by result."},
     {"tasks_failed", "moonkv_node_copy_tasks_total", METRIC_COUNTER, "result=\"failed\"",
@@ -135,6 +137,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "heartbeats", "%llu", (unsigned long long)st.heartbeats);
     info_field(out, "heartbeat_errors", "%llu", (unsigned long long)st.heartbeat_errors);
     info_field(out, "tasks_received", "%llu", (unsigned long long)st.tasks_received);
+    info_field(out, "tasks_pulled", "%llu", (unsigned long long)st.tasks_pulled);
     info_field(out, "tasks_ok", "%llu", (unsigned long long)st.tasks_ok);
     info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
     info_field(out, "bytes_copied", "%llu", (unsigned long long)st.bytes_copied);

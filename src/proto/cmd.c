@@ -147,12 +147,13 @@ void proto_cmd_gateway(proto_cmd *cmd, const char *addr) {
 
 /* ---- holdings, copies, reports ---- */
 
-void proto_cmd_holdings(proto_cmd *cmd, uint32_t id, uint64_t acked, int slices, int wait_ms) {
-    cmd_start(cmd, PROTO_VERB_HOLDINGS, 7);
+void proto_cmd_holdings(proto_cmd *cmd, uint32_t id, uint64_t acked, int flags, int wait_ms) {
+    cmd_start(cmd, PROTO_VERB_HOLDINGS, 8);
     proto_cmd_u64(cmd, id);
     proto_cmd_u64(cmd, acked);
     proto_cmd_str(cmd, "PACKED");
-    if (slices) proto_cmd_str(cmd, "SLICES");
+    if (flags & PROTO_HOLDINGS_SLICES) proto_cmd_str(cmd, "SLICES");
+    if (flags & PROTO_HOLDINGS_TASKS) proto_cmd_str(cmd, "TASKS");
     if (wait_ms > 0) {
         proto_cmd_str(cmd, "WAIT");
         proto_cmd_i64(cmd, wait_ms);

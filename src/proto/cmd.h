@@ -93,9 +93,13 @@ void proto_cmd_gateway(proto_cmd *cmd, const char *addr);
 
 /* ---- holdings, copies, reports ---- */
 
-/* MOON.HOLDINGS id acked PACKED [SLICES] [WAIT ms]: wait_ms 0 answers
- * at once; slices 0 for a master that keeps no slice CRCs. */
-void proto_cmd_holdings(proto_cmd *cmd, uint32_t id, uint64_t acked, int slices, int wait_ms);
+/* MOON.HOLDINGS id acked PACKED [SLICES] [TASKS] [WAIT ms]: wait_ms 0
+ * answers at once; flags: PROTO_HOLDINGS_SLICES (not for a master that
+ * keeps no slice CRCs), PROTO_HOLDINGS_TASKS (the node's tasks come in
+ * the reply too, proto_holdings_tasks). */
+#define PROTO_HOLDINGS_SLICES 1
+#define PROTO_HOLDINGS_TASKS  2
+void proto_cmd_holdings(proto_cmd *cmd, uint32_t id, uint64_t acked, int flags, int wait_ms);
 /* MOON.COPYDONE task OK|FAIL [...]: room for n outcomes. */
 void proto_cmd_copydone_begin(proto_cmd *cmd, size_t n);
 void proto_cmd_copydone_add(proto_cmd *cmd, uint64_t task_id, int ok);

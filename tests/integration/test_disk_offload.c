@@ -13,6 +13,9 @@
  *   everything reads back byte-exact twice, with loads;
  * - removing every key empties the disk tier too (disk_objects 0: the
  *   master's drop notes reach the node) and the segment (bytes_used 0);
+ * - loads (and offloads) reach the node at once on its holdings pull, not
+ *   with its next heartbeat (heartbeats of 5 s: the tasks came on pulls,
+ *   the loads took far less than a heartbeat each);
  * - without --disk-high-watermark nothing moves (a node with a disk tier,
  *   the segment past 60 %: disk_offloads stays 0).
  * Ports from h_free_ports; the disk file in a directory under $TMPDIR. */
@@ -25,7 +28,7 @@
 #include "cluster_harness.h"
 #include "test.h"
 
-#define TIME_LIMIT_S 180
+#define TIME_LIMIT_S 240
 #define KIB 1024u
 #define OBJ (256 * KIB)
 #define SEG_MB 16
@@ -282,6 +285,48 @@ static void test_batch_get_and_promote_after(void) {
     h_kill_all();
 }
 
+/* Loads go to the node at once, not with its next heartbeat: a master
+ * with heartbeats of 5 s hands the node its tasks on the holdings pull it
+ * parks (MOON.HOLDINGS ... TASKS WAIT). Every key read back one at a
+ * time, byte-exact (a heartbeat each would outlast the client's timeout);
+ * tasks came that way (tasks_pulled), and the loads took far less than a
+ * heartbeat each. */
+static void test_loads_pushed_at_once(void) {
+    cluster cl;
+    const int hb_ms = 5000;
+    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "5000",
+                           "--node-timeout-ms", "30000", "--get-wait-ms", "30000", NULL};
+    start(&cl, flags, "h");
+    mkv_client *c = NULL;
+    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 1), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, dst, OBJ), MKV_OK);
+    const long long seg = (long long)SEG_MB << 20;
+    const int n = 48;
+    ASSERT_EQ(put_range(c, 0, n), 0);
+    ASSERT_EQ(wait_used_below(&cl, seg * 60 / 100), 0);
+    ASSERT_EQ(wait_offloads_landed(&cl), 0);
+    long long off = master_field(&cl, "disk_offloads"), p0 = master_field(&cl, "disk_promotes");
+    long long r0 = node_field(&cl, "tasks_received"), q0 = node_field(&cl, "tasks_pulled");
+    ASSERT(off > 0);
+    ASSERT(q0 > 0);   /* the offloads came on the pulls too */
+    uint64_t t0 = mono_ms();
+    ASSERT_EQ(check_all(c, n), 0);   /* each get waited for its load: no TRYAGAIN */
+    uint64_t ms = mono_ms() - t0;
+    long long loads = master_field(&cl, "disk_promotes") - p0;
+    long long took = node_field(&cl, "tasks_received") - r0, pulled = node_field(&cl, "tasks_pulled") - q0;
+    printf("# %d keys read one at a time in %llu ms: %lld loads, %lld tasks taken, %lld on pulls, heartbeat %d ms\n",
+           n, (unsigned long long)ms, loads, took, pulled, hb_ms);
+    ASSERT(loads >= off);
+    ASSERT(took >= loads);
+    /* The node heartbeats right after each COPYDONE too: that one takes
+     * the next load when it comes first. */
+    ASSERT(pulled > 0);
+    ASSERT((long long)ms < loads * hb_ms / 4);   /* a heartbeat each would take about loads * hb_ms */
+    mkv_close(c);
+    h_kill_all();
+}
+
 /* Replicas 2 on two nodes: each node offloads its own replicas; the
  * objects read back byte-exact (from DRAM where one replica is left
  * there, else through a load); removes empty both disks. */
@@ -377,6 +422,7 @@ int main(void) {
     if (!src || !dst) return 1;
     RUN_TEST(test_offload_past_high_watermark);
     RUN_TEST(test_batch_get_and_promote_after);
+    RUN_TEST(test_loads_pushed_at_once);
     RUN_TEST(test_two_replicas);
     RUN_TEST(test_remove_during_offload);
     RUN_TEST(test_off_without_watermark);

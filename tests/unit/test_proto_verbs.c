@@ -158,6 +158,8 @@ static void test_cmd_holdings_and_reports(void) {
     ASSERT_STEP(expect_cmd(&c, 7, "MOON.HOLDINGS", "3", "12", "PACKED", "SLICES", "WAIT", "250"));
     proto_cmd_holdings(&c, 3, 0, 0, 0);
     ASSERT_STEP(expect_cmd(&c, 4, "MOON.HOLDINGS", "3", "0", "PACKED"));
+    proto_cmd_holdings(&c, 3, 5, PROTO_HOLDINGS_SLICES | PROTO_HOLDINGS_TASKS, 250);
+    ASSERT_STEP(expect_cmd(&c, 8, "MOON.HOLDINGS", "3", "5", "PACKED", "SLICES", "TASKS", "WAIT", "250"));
     proto_cmd_copydone_begin(&c, 2);
     proto_cmd_copydone_add(&c, 10, 1);
     proto_cmd_copydone_add(&c, 11, 0);
@@ -661,7 +663,31 @@ static void test_reply_holdings_registered(void) {
     const uint8_t *blob = NULL;
     size_t len = 0;
     int ok = proto_dec_holdings(r, &acked, &blob, &len) == 0 && acked == 77 && len == 4 &&
-             memcmp(blob, "\0\1\r\n", 4) == 0;
+             memcmp(blob, "\0\1\r\n", 4) == 0 && !proto_holdings_tasks(r);
+    freeReplyObject(r);
+    ASSERT(ok);
+    /* with TASKS: a third element, the tasks (an array) */
+    resp_buf_clear(&b);
+    resp_add_array(&b, 3);
+    resp_add_integer(&b, 78);
+    resp_add_bulk(&b, "", 0);
+    resp_add_array(&b, 1);
+    resp_add_integer(&b, 9);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    const redisReply *ts = NULL;
+    ok = proto_dec_holdings(r, &acked, &blob, &len) == 0 && acked == 78 && len == 0 &&
+         (ts = proto_holdings_tasks(r)) && ts->elements == 1;
+    freeReplyObject(r);
+    ASSERT(ok);
+    resp_buf_clear(&b);   /* a third element that is not an array */
+    resp_add_array(&b, 3);
+    resp_add_integer(&b, 78);
+    resp_add_bulk(&b, "", 0);
+    resp_add_integer(&b, 9);
+    r = read_every_cut(&b);
+    ASSERT(r);
+    ok = proto_dec_holdings(r, &acked, &blob, &len) == -1 && !proto_holdings_tasks(r);
     freeReplyObject(r);
     ASSERT(ok);
     resp_buf_clear(&b);
