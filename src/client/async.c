@@ -1,8 +1,17 @@
-/* client/async.c - the asynchronous face (moonkv_async.h): a queue of
- * submitted operations, a few threads that run each one through the
- * same calls as the blocking face (mkv_op_run, on a lane of the shared
- * client), and completions told by callback or through an eventfd. */
+/* client/async.c - the asynchronous face (moonkv_async.h): submitted
+ * operations, the threads that drive them and their completions (by
+ * callback, or queued behind an eventfd).
+ *
+ * One I/O thread starts what is submitted (async_ops.c sends each
+ * operation's master command on the core's shared master connection,
+ * with a callback for its reply) and serves that connection
+ * (mkv_link_serve): it reads the replies in order and runs the
+ * callbacks, so any number of operations wait for the master at once
+ * and no thread waits for any one of them. The `threads` others run
+ * data legs only (an operation's transfers, through the engine's
+ * contexts), one at a time each. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,33 +23,29 @@
 #include "client/moonkv_async.h"
 #include "core/util.h"
 
-#define MKV_ASYNC_MAX_THREADS MKV_MAX_LANES
+#define IO_IDLE_MS 1000   /* the I/O thread with nothing to serve sleeps on its wake fd */
 
-typedef struct op_queue {
-    mkv_op *head, *tail;
-} op_queue;
-
-struct mkv_async {
-    mkv_client *c;
-    int flags, efd, nthreads, closing;
-    pthread_t threads[MKV_ASYNC_MAX_THREADS];
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;
-    op_queue todo, done;
-    size_t pending;                /* submitted, not yet drained / called back */
-};
-
-static void q_push(op_queue *q, mkv_op *op) {
+static void q_push(mkv_opq *q, mkv_op *op) {
     op->next = NULL;
     if (q->tail) q->tail->next = op;
     else q->head = op;
     q->tail = op;
 }
 
-static mkv_op *q_pop(op_queue *q) {
+static mkv_op *q_pop(mkv_opq *q) {
     mkv_op *op = q->head;
     if (op && !(q->head = op->next)) q->tail = NULL;
     return op;
+}
+
+static void efd_post(int fd) {
+    uint64_t one = 1;
+    while (write(fd, &one, sizeof one) < 0 && errno == EINTR) {}
+}
+
+static void efd_clear(int fd) {
+    uint64_t n;
+    while (read(fd, &n, sizeof n) < 0 && errno == EINTR) {}   /* EAGAIN: none counted */
 }
 
 int mkv_op_run(mkv_client *c, mkv_op *op) {
@@ -63,40 +68,108 @@ int mkv_op_run(mkv_client *c, mkv_op *op) {
     return op->status;
 }
 
-/* A finished op: its done now (inline), or queued for the drain. */
-static void complete(mkv_async *a, mkv_op *op) {
+/* ---- for the steps (async_ops.c) ---- */
+
+void mkv_async_finish(mkv_async *a, mkv_op *op) {
     if (a->flags & MKV_ASYNC_INLINE) {
         if (op->done) op->done(op);
         pthread_mutex_lock(&a->mu);
         a->pending--;
-        pthread_mutex_unlock(&a->mu);
-        return;
+    } else {
+        pthread_mutex_lock(&a->mu);
+        q_push(&a->done, op);
+        efd_post(a->efd);
     }
-    pthread_mutex_lock(&a->mu);
-    q_push(&a->done, op);
+    if (--a->live == 0) pthread_cond_broadcast(&a->idle_cv);
     pthread_mutex_unlock(&a->mu);
-    uint64_t one = 1;
-    while (write(a->efd, &one, sizeof one) < 0 && errno == EINTR) {}
 }
 
-static void *worker(void *arg) {
+void mkv_async_leg(mkv_async *a, mkv_ajob *j) {
+    j->next = NULL;
+    pthread_mutex_lock(&a->mu);
+    if (a->legs_tail) a->legs_tail->next = j;
+    else a->legs = j;
+    a->legs_tail = j;
+    pthread_cond_signal(&a->work_cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void mkv_async_out(mkv_async *a, mkv_out *out) {
+    pthread_mutex_lock(&a->mu);
+    mkv_leases_out(&a->leases, out);   /* MOON.RELEASE ahead of the command: no round trip of its own */
+    pthread_mutex_unlock(&a->mu);
+}
+
+void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
+    pthread_mutex_lock(&a->mu);
+    a->master_wait++;
+    pthread_mutex_unlock(&a->mu);
+    mkv_link_send(a->c, out, fn, arg);
+    mkv_out_free(out);
+    efd_post(a->wake);   /* queued now: the I/O thread serves it */
+}
+
+void mkv_async_replied(mkv_async *a) {
+    pthread_mutex_lock(&a->mu);
+    if (--a->master_wait == 0) efd_post(a->wake);   /* closing waits for it */
+    pthread_mutex_unlock(&a->mu);
+}
+
+void mkv_async_lease(mkv_async *a, const void *key, size_t keylen, uint64_t until) {
+    pthread_mutex_lock(&a->mu);
+    mkv_lease_keep(&a->leases, key, keylen, until);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- threads ---- */
+
+/* Starts what was submitted and serves the master link while the face
+ * waits for it; leaves once closing with nothing owed. */
+static void *io_main(void *arg) {
+    mkv_async *a = arg;
+    for (;;) {
+        efd_clear(a->wake);
+        pthread_mutex_lock(&a->mu);
+        mkv_opq q = a->todo;
+        a->todo = (mkv_opq){0};
+        pthread_mutex_unlock(&a->mu);
+        for (mkv_op *op; (op = q_pop(&q));) mkv_aop_start(a, op);
+        pthread_mutex_lock(&a->mu);
+        size_t owed = a->master_wait;
+        int stop = a->closing && !owed && !a->todo.head;
+        pthread_mutex_unlock(&a->mu);
+        if (stop) break;
+        if (owed) {
+            mkv_link_serve(a->c, a->wake);
+        } else {
+            struct pollfd p = {.fd = a->wake, .events = POLLIN};
+            poll(&p, 1, IO_IDLE_MS);
+        }
+    }
+    return NULL;
+}
+
+/* Runs data legs one at a time. */
+static void *leg_main(void *arg) {
     mkv_async *a = arg;
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        mkv_op *op = q_pop(&a->todo);
-        if (!op) {
+        mkv_ajob *j = a->legs;
+        if (!j) {
             if (a->closing) break;
             pthread_cond_wait(&a->work_cv, &a->mu);
             continue;
         }
+        if (!(a->legs = j->next)) a->legs_tail = NULL;
         pthread_mutex_unlock(&a->mu);
-        mkv_op_run(a->c, op);
-        complete(a, op);
+        j->leg(j);
         pthread_mutex_lock(&a->mu);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
 }
+
+/* ---- the face ---- */
 
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     if (!out || !c || threads < 0 || threads > MKV_ASYNC_MAX_THREADS || (flags & ~MKV_ASYNC_INLINE))
@@ -106,15 +179,19 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     a->c = c;
     a->flags = flags;
     a->efd = -1;
-    if (!(flags & MKV_ASYNC_INLINE) && (a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
-        free(a);
-        return mkv_fail(c, MKV_ENOMEM, "eventfd: %s", strerror(errno));
-    }
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work_cv, NULL);
+    pthread_cond_init(&a->idle_cv, NULL);
+    if ((a->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        (!(flags & MKV_ASYNC_INLINE) && (a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)) {
+        int err = errno;
+        mkv_async_close(a);
+        return mkv_fail(c, MKV_ENOMEM, "eventfd: %s", strerror(err));
+    }
+    a->io_started = pthread_create(&a->io, NULL, io_main, a) == 0;
     int want = threads ? threads : c->core->max_lanes;
-    for (int i = 0; i < want; i++)
-        if (pthread_create(&a->threads[a->nthreads], NULL, worker, a) == 0) a->nthreads++;
+    for (int i = 0; a->io_started && i < want; i++)
+        if (pthread_create(&a->threads[a->nthreads], NULL, leg_main, a) == 0) a->nthreads++;
     if (a->nthreads == 0) {
         mkv_async_close(a);
         return mkv_fail(c, MKV_ENOMEM, "no thread for the async face");
@@ -132,19 +209,19 @@ int mkv_async_submit(mkv_async *a, mkv_op *op) {
     if (rc == MKV_OK) {
         q_push(&a->todo, op);
         a->pending++;
-        pthread_cond_signal(&a->work_cv);
+        a->live++;
     }
     pthread_mutex_unlock(&a->mu);
+    if (rc == MKV_OK) efd_post(a->wake);
     return rc;
 }
 
 size_t mkv_async_drain(mkv_async *a) {
     if (!a || a->efd < 0) return 0;
-    uint64_t n;
-    while (read(a->efd, &n, sizeof n) < 0 && errno == EINTR) {}   /* EAGAIN: none counted */
+    efd_clear(a->efd);
     pthread_mutex_lock(&a->mu);
-    op_queue q = a->done;
-    a->done = (op_queue){0};
+    mkv_opq q = a->done;
+    a->done = (mkv_opq){0};
     pthread_mutex_unlock(&a->mu);
     size_t ran = 0;
     for (mkv_op *op; (op = q_pop(&q)); ran++)
@@ -165,13 +242,19 @@ size_t mkv_async_pending(mkv_async *a) {
 void mkv_async_close(mkv_async *a) {
     if (!a) return;
     pthread_mutex_lock(&a->mu);
+    while (a->live > 0 && a->io_started) pthread_cond_wait(&a->idle_cv, &a->mu);
     a->closing = 1;
     pthread_cond_broadcast(&a->work_cv);
     pthread_mutex_unlock(&a->mu);
+    if (a->wake >= 0) efd_post(a->wake);
+    if (a->io_started) pthread_join(a->io, NULL);   /* after the callbacks the link owed the face */
     for (int i = 0; i < a->nthreads; i++) pthread_join(a->threads[i], NULL);
-    mkv_async_drain(a);   /* the workers are gone: every op is done and queued */
+    mkv_async_drain(a);   /* every op is done and queued */
     if (a->efd >= 0) close(a->efd);
+    if (a->wake >= 0) close(a->wake);
+    mkv_leases_free(&a->leases);   /* they expire on the master */
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->work_cv);
+    pthread_cond_destroy(&a->idle_cv);
     free(a);
 }

@@ -13,7 +13,8 @@
  * recent.c      the last read locations, for gets that copy while asking
  * vec.c         objects held in pieces (scatter/gather), their checksums
  * lanes.c       sharing one client between threads: the core and its lanes
- * async.c       the asynchronous face (moonkv_async.h)
+ * async.c       the asynchronous face (moonkv_async.h): queue, threads, completions
+ * async_ops.c   its operations as steps: master legs by callback, data legs on its threads
  *
  * Threads: the handle mkv_connect returns is the first lane of a core
  * (mkv_core) that holds what the threads share: the one node table, the
@@ -105,6 +106,11 @@ typedef struct mkv_placement {
                                             NULL when they live in the caller's memory */
 } mkv_placement;
 
+/* ---- put.c ---- */
+/* Whether o can be put: its key, a size, its buffer registered (v, or
+ * NULL: o->buf holds it, else v's pieces do). MKV_OK or why not. */
+int mkv_put_check(mkv_client *c, const mkv_obj *o, const mkv_objv *v);
+
 /* ---- get.c: split gets and puts (moonkv_internal.h) ---- */
 struct mkv_located;
 struct proto_placed;
@@ -126,6 +132,10 @@ void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_pla
  * (pipelined), PROTO_MAX_BATCH leases per command: how many (their
  * replies come first). */
 int mkv_leases_add(mkv_client *c, struct mkv_out *o);
+/* The same for a list of one's own (the async face's): keep a lease of
+ * key until `until` (0: none), and put the kept ones into o. */
+void mkv_lease_keep(mkv_leases *d, const void *key, size_t keylen, uint64_t until);
+int mkv_leases_out(mkv_leases *d, struct mkv_out *o);
 void mkv_leases_clear(mkv_leases *l);   /* empties it; the array stays */
 void mkv_leases_free(mkv_leases *l);
 
@@ -151,13 +161,21 @@ typedef struct mkv_recent {
 
 /* ---- mlink.c ---- */
 struct mkv_meanwhile;
-/* A call waiting on the master connection for its reply. */
+/* What a call sent with mkv_link_send is told: its reply (the callee's
+ * to free) or NULL and why not (an MKV_E* code). */
+typedef void mkv_reply_fn(void *arg, redisReply *reply, int code);
+
+/* A call waiting on the master connection for its reply: a thread
+ * blocked in mkv_link_call, or a callback (fn) for mkv_link_serve. */
 typedef struct mkv_waiter {
     struct mkv_waiter *next;
     int skip;                            /* replies ahead of its own (MOON.RELEASE's) */
     int done, code;                      /* code: MKV_OK, or why no reply came */
     redisReply *reply;
     uint64_t deadline_ms;
+    uint64_t conn;                       /* the connection's id it went out on */
+    mkv_reply_fn *fn;                    /* NULL: a thread waits; else heap-allocated, fn's */
+    void *arg;
 } mkv_waiter;
 
 /* The core's one master connection, pipelined across threads. */
@@ -170,6 +188,7 @@ typedef struct mkv_mlink {
     int reading;                         /* a waiter reads for all of them */
     uint64_t id;                         /* core->conns when it was opened */
     mkv_waiter *head, *tail;             /* in the order their commands went out */
+    mkv_waiter *fired, *fired_tail;      /* callback waiters done, for mkv_link_serve to call */
     char host[256];
     int port;
     int64_t leader_term;                 /* the term etcd named with host:port */
@@ -217,6 +236,16 @@ void mkv_out_free(mkv_out *o);
  * set. *sent: some of it went out (never send it again). mw->fn runs
  * once it is written, before the reply is awaited. */
 redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, struct mkv_meanwhile *mw);
+/* Send out's commands (opening the connection if needed) and return
+ * without waiting: fn(arg, reply, code) runs once, for the last reply,
+ * on the thread in mkv_link_serve that finds it done (or on this one,
+ * now, when nothing could be sent). No lock of the link is held then. */
+void mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg);
+/* One turn for the callbacks: read for up to a slice (or until wake_fd,
+ * if >= 0, is readable) when calls wait and no thread reads, else wait
+ * briefly for the one that does; then run the callbacks of the replies
+ * that came (and of calls a broken connection failed). */
+void mkv_link_serve(mkv_client *c, int wake_fd);
 /* Master connections the core opened so far. */
 int mkv_link_connections(mkv_client *c);
 
@@ -430,6 +459,51 @@ int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
  * same-host warm mapping, no wait), moved, status MKV_OK (with crc_ok and
  * crc); the others MKV_PENDING, for mkv_xfer_run. How many moved. */
 size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
+
+/* ---- async.c, async_ops.c: the asynchronous face ---- */
+struct mkv_op;
+/* A data leg waiting for a thread of the face (the first member of its
+ * operation's record). */
+typedef struct mkv_ajob {
+    struct mkv_ajob *next;
+    void (*leg)(struct mkv_ajob *j);
+} mkv_ajob;
+
+typedef struct mkv_opq {
+    struct mkv_op *head, *tail;
+} mkv_opq;
+
+#define MKV_ASYNC_MAX_THREADS MKV_MAX_LANES
+
+struct mkv_async {
+    mkv_client *c;
+    int flags, efd, nthreads, closing;
+    int wake;                            /* eventfd: the I/O thread has work */
+    pthread_t io;                        /* sends what is submitted, serves the master link */
+    int io_started;
+    pthread_t threads[MKV_ASYNC_MAX_THREADS];   /* the data legs' */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;              /* a data leg queued, or closing */
+    pthread_cond_t idle_cv;              /* live reached 0 */
+    mkv_opq todo, done;
+    mkv_ajob *legs, *legs_tail;
+    size_t pending;                      /* submitted, not yet drained / called back */
+    size_t live;                         /* submitted, not yet completed */
+    size_t master_wait;                  /* callbacks the master link owes the face */
+    mkv_leases leases;                   /* finished reads' leases, for the next command */
+};
+
+/* async_ops.c: op's first step (its master leg sent, or done at once). */
+void mkv_aop_start(struct mkv_async *a, struct mkv_op *op);
+/* async.c, for the steps: run j->leg on a thread of a; send out (begun
+ * with mkv_async_out) with fn for its reply, and free it; a callback's
+ * last act on a; leases; op's status set, complete it. */
+void mkv_async_leg(struct mkv_async *a, mkv_ajob *j);
+void mkv_async_out(struct mkv_async *a, mkv_out *out);
+void mkv_async_send(struct mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg);
+void mkv_async_replied(struct mkv_async *a);
+void mkv_async_lease(struct mkv_async *a, const void *key, size_t keylen, uint64_t until);
+void mkv_async_finish(struct mkv_async *a, struct mkv_op *op);
 
 /* ---- vec.c ---- */
 /* Pieces that must hold an object's first need bytes: 1..MKV_MAX_PIECES

@@ -21,8 +21,10 @@ uint64_t mkv_lease_until(const mkv_placement *pl) {
 }
 
 void mkv_lease_done(mkv_client *c, const void *key, size_t keylen, const mkv_placement *pl) {
-    uint64_t until = mkv_lease_until(pl);
-    mkv_leases *d = &c->done;
+    mkv_lease_keep(&c->done, key, keylen, mkv_lease_until(pl));
+}
+
+void mkv_lease_keep(mkv_leases *d, const void *key, size_t keylen, uint64_t until) {
     if (!until || d->n == MKV_MAX_DONE_LEASES) return;
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 64;
@@ -43,14 +45,16 @@ static void add_one(mkv_out *o, const mkv_lease *v, size_t n) {
     proto_cmd_free(&cmd);
 }
 
-int mkv_leases_add(mkv_client *c, mkv_out *o) {
+int mkv_leases_add(mkv_client *c, mkv_out *o) { return mkv_leases_out(&c->done, o); }
+
+int mkv_leases_out(mkv_leases *d, mkv_out *o) {
     int queued = 0;
-    for (size_t at = 0; at < c->done.n; at += PROTO_MAX_BATCH) {
-        size_t n = c->done.n - at < PROTO_MAX_BATCH ? c->done.n - at : PROTO_MAX_BATCH;
-        add_one(o, c->done.v + at, n);
+    for (size_t at = 0; at < d->n; at += PROTO_MAX_BATCH) {
+        size_t n = d->n - at < PROTO_MAX_BATCH ? d->n - at : PROTO_MAX_BATCH;
+        add_one(o, d->v + at, n);
         queued++;
     }
-    mkv_leases_clear(&c->done);   /* sent or not, never twice */
+    mkv_leases_clear(d);   /* sent or not, never twice */
     return queued;
 }
 

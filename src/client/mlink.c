@@ -10,6 +10,12 @@
  * kept for its connect, its fd and its (bounded) reply reader; its own
  * I/O, which assumes one thread, is not used.
  *
+ * A waiter may also be a callback (mkv_link_send, the async face's): it
+ * joins the same queue, and when its reply is handed out it moves to a
+ * list of fired callbacks instead of waking a thread. Only a thread in
+ * mkv_link_serve runs them, outside the locks: a thread in a blocking
+ * call that reads for everyone never runs another's callback.
+ *
  * A connection that breaks (closed, a write fails, a reply overdue, the
  * etcd leader changed) fails every waiter on it at once; the next call
  * opens a new one. A command whose reply was lost is never sent again,
@@ -30,6 +36,7 @@
 
 #define READ_SLICE_MS 100    /* a reader looks at the head's deadline this often */
 #define READ_CHUNK    16384
+#define SERVE_WAIT_MS 10     /* a server waits this long for another reader's replies */
 
 void mkv_link_init(mkv_mlink *L) {
     memset(L, 0, sizeof *L);
@@ -38,7 +45,20 @@ void mkv_link_init(mkv_mlink *L) {
     pthread_cond_init(&L->cv, NULL);
 }
 
+/* Callback waiters left over (their async face is gone: the caller
+ * closed it first, so none should be). */
+static void waiters_free(mkv_waiter *w) {
+    for (mkv_waiter *next; w; w = next) {
+        next = w->next;
+        if (!w->fn) continue;
+        if (w->reply) freeReplyObject(w->reply);
+        free(w);
+    }
+}
+
 void mkv_link_free(mkv_mlink *L) {
+    waiters_free(L->head);
+    waiters_free(L->fired);
     leader_watch_remove(L->watched);   /* before the fd goes */
     if (L->rc) redisFree(L->rc);
     pthread_mutex_destroy(&L->send_mu);
@@ -47,6 +67,15 @@ void mkv_link_free(mkv_mlink *L) {
 }
 
 /* ---- breaking and opening (mu held unless said) ---- */
+
+/* w is done: a callback's goes to the fired list for mkv_link_serve. */
+static void waiter_done(mkv_mlink *L, mkv_waiter *w) {
+    if (!w->fn) return;
+    w->next = NULL;
+    if (L->fired_tail) L->fired_tail->next = w;
+    else L->fired = w;
+    L->fired_tail = w;
+}
 
 /* The connection is done for: its waiters fail with code now. Its fd is
  * shut down (a reader or writer on it wakes) and freed by the next open,
@@ -62,9 +91,11 @@ static void link_broke(mkv_mlink *L, int code, const char *why) {
             snprintf(L->why, sizeof L->why, "%s", why);
         if (L->rc) shutdown(L->rc->fd, SHUT_RDWR);
     }
-    for (mkv_waiter *w = L->head; w; w = w->next) {
+    for (mkv_waiter *w = L->head, *next; w; w = next) {
+        next = w->next;
         w->done = 1;
         w->code = L->why_code;
+        waiter_done(L, w);
     }
     L->head = L->tail = NULL;
     leader_watch_busy(L->watched, 0);
@@ -201,17 +232,30 @@ static int hand_out(mkv_mlink *L) {
             L->tail = NULL;
             leader_watch_busy(L->watched, 0);
         }
+        waiter_done(L, w);
     }
+}
+
+/* Bytes from fd: a recv that blocks up to READ_SLICE_MS (SO_RCVTIMEO),
+ * or with wake_fd (>= 0) only what has come once either is readable. */
+static ssize_t read_some(int fd, int wake_fd, char *buf, size_t len) {
+    if (wake_fd < 0) return recv(fd, buf, len, 0);
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
+    if (poll(p, 2, READ_SLICE_MS) <= 0 || !p[0].revents) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return recv(fd, buf, len, MSG_DONTWAIT);
 }
 
 /* One turn as the reader (mu held, released while waiting): what came
  * within READ_SLICE_MS, handed out; an overdue head breaks the link. */
-static void read_turn(mkv_mlink *L) {
+static void read_turn(mkv_mlink *L, int wake_fd) {
     int fd = L->rc->fd;
     L->reading = 1;
     pthread_mutex_unlock(&L->mu);
     char buf[READ_CHUNK];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);   /* blocks up to READ_SLICE_MS (SO_RCVTIMEO) */
+    ssize_t n = read_some(fd, wake_fd, buf, sizeof buf);
     int err = errno;
     pthread_mutex_lock(&L->mu);
     L->reading = 0;
@@ -234,7 +278,7 @@ static void read_turn(mkv_mlink *L) {
 static void wait_reply(mkv_mlink *L, mkv_waiter *w) {
     while (!w->done) {
         if (!L->reading) {
-            read_turn(L);
+            read_turn(L, -1);
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -286,42 +330,56 @@ void mkv_out_free(mkv_out *o) {
     *o = (mkv_out){0};
 }
 
-redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, mkv_meanwhile *mw) {
-    mkv_mlink *L = &c->core->link;
-    mkv_waiter w = {.skip = out->count - 1};
-    *sent = 0;
+/* w joins the queue and out goes on the wire, opening the connection if
+ * needed: MKV_OK once w is queued (it then completes by the queue: its
+ * reply, or the connection's break, which a failed write causes), else
+ * why not (w not queued, nothing sent). */
+static int link_post(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_waiter *w) {
     pthread_mutex_lock(&L->send_mu);
     int rc = link_ready(c, L);
     if (rc != MKV_OK) {
         pthread_mutex_unlock(&L->send_mu);
-        *code = rc;
-        return NULL;
+        return rc;
     }
     pthread_mutex_lock(&L->mu);
     if (L->broken) {   /* between link_ready and now: nothing sent */
-        *code = mkv_fail(c, L->why_code, "master %s:%d: %s", L->host, L->port, L->why);
+        rc = mkv_fail(c, L->why_code, "master %s:%d: %s", L->host, L->port, L->why);
         pthread_mutex_unlock(&L->mu);
         pthread_mutex_unlock(&L->send_mu);
-        return NULL;
+        return rc;
     }
-    w.deadline_ms = mono_ms() + (uint64_t)c->timeout_ms;
-    if (L->tail) L->tail->next = &w;
+    w->skip = out->count - 1;
+    w->deadline_ms = mono_ms() + (uint64_t)c->timeout_ms;
+    w->conn = L->id;
+    if (L->tail) L->tail->next = w;
     else {
-        L->head = &w;
+        L->head = w;
         leader_watch_busy(L->watched, 1);
     }
-    L->tail = &w;
+    L->tail = w;
     int fd = L->rc->fd;
-    c->conn_id = L->id;
+    uint64_t deadline = w->deadline_ms;   /* w may be done and gone once mu is let go */
     pthread_mutex_unlock(&L->mu);
-    rc = send_all(fd, out->buf, out->len, w.deadline_ms);
-    *sent = 1;   /* some of it may have gone: never again */
+    rc = send_all(fd, out->buf, out->len, deadline);
     if (rc != 0) {
         pthread_mutex_lock(&L->mu);
         link_broke(L, rc, rc == MKV_ETIMEDOUT ? "write timed out" : "write failed");
         pthread_mutex_unlock(&L->mu);
     }
     pthread_mutex_unlock(&L->send_mu);
+    return MKV_OK;
+}
+
+redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, mkv_meanwhile *mw) {
+    mkv_mlink *L = &c->core->link;
+    mkv_waiter w = {0};
+    int rc = link_post(c, L, out, &w);
+    *sent = rc == MKV_OK;   /* some of it may have gone: never again */
+    if (rc != MKV_OK) {
+        *code = rc;
+        return NULL;
+    }
+    c->conn_id = w.conn;
     if (mw && mw->fn) {   /* once: a retried command's reply comes later still */
         mw->fn(mw->arg);
         mw->fn = NULL;
@@ -339,6 +397,51 @@ redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sen
     }
     *code = mkv_fail(c, w.code, "master %s:%d: %s", host, port, why);
     return NULL;
+}
+
+/* The fired callbacks, run outside the locks (mu held on entry and exit). */
+static void run_fired(mkv_mlink *L) {
+    while (L->fired) {
+        mkv_waiter *w = L->fired;
+        L->fired = L->fired_tail = NULL;
+        pthread_mutex_unlock(&L->mu);
+        for (mkv_waiter *next; w; w = next) {
+            next = w->next;
+            w->fn(w->arg, w->reply, w->reply ? MKV_OK : w->code);
+            free(w);
+        }
+        pthread_mutex_lock(&L->mu);
+    }
+}
+
+void mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg) {
+    mkv_mlink *L = &c->core->link;
+    mkv_waiter *w = xcalloc(1, sizeof *w);
+    w->fn = fn;
+    w->arg = arg;
+    int rc = link_post(c, L, out, w);
+    if (rc != MKV_OK) {
+        free(w);
+        fn(arg, NULL, rc);
+    }
+}
+
+void mkv_link_serve(mkv_client *c, int wake_fd) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->mu);
+    if (!L->fired) {
+        if (L->head && !L->reading && L->rc && !L->broken) {
+            read_turn(L, wake_fd);
+        } else {   /* another thread reads (it broadcasts), or the calls are not queued yet */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += SERVE_WAIT_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+        }
+    }
+    run_fired(L);
+    pthread_mutex_unlock(&L->mu);
 }
 
 int mkv_link_connections(mkv_client *c) {

@@ -41,7 +41,7 @@ static const mkv_iov *item_pieces(const put_item *it, mkv_iov *one, size_t *n) {
 }
 
 /* v: the object's pieces, or NULL when it is o->buf. */
-static int check_obj(mkv_client *c, const mkv_obj *o, const mkv_objv *v) {
+int mkv_put_check(mkv_client *c, const mkv_obj *o, const mkv_objv *v) {
     int rc = mkv_check_key(c, o->key, o->keylen);
     if (rc != MKV_OK) return rc;
     if (o->len == 0) return mkv_fail(c, MKV_EINVAL, "objects are at least 1 byte");
@@ -363,7 +363,7 @@ static int put_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const mkv_iov *iov = vec ? vec[i].iov : NULL;
         size_t niov = vec ? vec[i].niov : 0;
-        objs[i].status = check_obj(c, &objs[i], vec ? &vec[i] : NULL);
+        objs[i].status = mkv_put_check(c, &objs[i], vec ? &vec[i] : NULL);
         if (objs[i].status == MKV_OK) it[m++] = (put_item){.o = &objs[i], .iov = iov, .niov = niov};
     }
     int rc = m ? put_place_and_write(c, it, m, replicas) : MKV_OK;
@@ -466,7 +466,7 @@ int mkv_write_located(mkv_client *c, mkv_obj *objs, mkv_located *const *loc, siz
     put_item *it = xcalloc(n ? n : 1, sizeof *it);
     for (size_t i = 0; i < n; i++) {
         it[i] = (put_item){.o = &objs[i], .pl = *mkv_located_placement(loc[i])};
-        objs[i].status = check_obj(c, &objs[i], NULL);
+        objs[i].status = mkv_put_check(c, &objs[i], NULL);
     }
     put_transfer(c, it, n);
     size_t m = 0;
