@@ -109,6 +109,14 @@ static size_t keep_ok(chunk *ch) {
     return ch->m;
 }
 
+/* The objects of idx still OK, kept in idx: how many. */
+static size_t idx_ok(chunk *ch) {
+    size_t k = 0;
+    for (size_t j = 0; j < ch->m; j++)
+        if (ch->objs[ch->idx[j]].status == MKV_OK) ch->idx[k++] = ch->idx[j];
+    return ch->m = k;
+}
+
 /* ---- exists, remove, exists batch ---- */
 
 static void key_replied(void *arg, redisReply *r, int code) {
@@ -254,6 +262,7 @@ static int put_placed_packed(chunk *ch, const redisReply *r) {
 }
 
 static void put_write(mkv_ajob *j);
+static void put_end(chunk *ch, mkv_out *out);
 
 static void put_started(void *arg, redisReply *r, int code) {
     chunk *ch = arg;
@@ -264,9 +273,13 @@ static void put_started(void *arg, redisReply *r, int code) {
     if (r) freeReplyObject(r);
     if (rc != MKV_OK) {
         put_finish(ch, rc);
-    } else {
+    } else if (idx_ok(ch)) {
         ch->job.leg = put_write;
         mkv_async_leg(a, &ch->job);
+    } else {   /* none placed: the ones written before (a retry's) end */
+        mkv_out out;
+        begin(ch, &out);
+        put_end(ch, &out);
     }
     mkv_async_replied(a);
 }

@@ -12,6 +12,7 @@
  * would) or by callback on the library's threads. Ports: one block of
  * h_free_ports, taken first in main(). */
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -350,6 +351,222 @@ static void test_async_chain_and_close(void) {
     ASSERT_EQ(op.status, 0);   /* no such key */
 }
 
+/* ---- the async face: every operation in flight at once ---- */
+
+#define MANY     256
+#define MANY_VAL 4096
+
+/* Up to 3 * MANY operations of one face, and their callbacks counted. */
+typedef struct many_run {
+    mkv_op ops[3 * MANY];
+    char keys[MANY][48];
+    unsigned char *src, *dst;    /* MANY values of MANY_VAL bytes each, registered */
+    int called;
+    pthread_mutex_t mu;
+} many_run;
+
+static void many_done(mkv_op *op) {
+    many_run *r = op->ctx;
+    pthread_mutex_lock(&r->mu);
+    r->called++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int many_called(many_run *r) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->called;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* MANY operations of kind k into ops[at..], one per key, submitted at
+ * once: values of their own size (MANY_VAL - i) from src, gets into dst. */
+static int many_submit(mkv_async *a, many_run *r, int at, mkv_op_kind k) {
+    for (int i = 0; i < MANY; i++) {
+        mkv_op *op = &r->ops[at + i];
+        *op = (mkv_op){.kind = k, .key = r->keys[i], .keylen = strlen(r->keys[i]), .done = many_done, .ctx = r};
+        op->buf = (k == MKV_OP_GET ? r->dst : r->src) + (size_t)i * MANY_VAL;
+        op->len = k == MKV_OP_GET ? MANY_VAL : MANY_VAL - (size_t)i;
+        int rc = mkv_async_submit(a, op);
+        if (rc != MKV_OK) return rc;
+    }
+    return MKV_OK;
+}
+
+/* Until want callbacks ran, draining the fd as an event loop; bounded by
+ * ms. How many ran. */
+static int many_wait(mkv_async *a, many_run *r, int want, int ms) {
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    while (many_called(r) < want && mono_ms() < end) {
+        struct pollfd p = {.fd = mkv_async_fd(a), .events = POLLIN};
+        if (poll(&p, 1, 100) > 0) mkv_async_drain(a);
+    }
+    return many_called(r);
+}
+
+/* How many of ops[at..at+n) ended with status want. */
+static int many_count(const many_run *r, int at, int n, int want) {
+    int k = 0;
+    for (int i = at; i < at + n; i++) k += r->ops[i].status == want;
+    return k;
+}
+
+static many_run *many_new(mkv_client *c, const char *tag) {
+    many_run *r = calloc(1, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    r->src = malloc((size_t)MANY * MANY_VAL);
+    r->dst = calloc(MANY, MANY_VAL);
+    run_no++;
+    for (int i = 0; i < MANY; i++) snprintf(r->keys[i], sizeof r->keys[i], "%s:%d:%d", tag, run_no, i);
+    h_fill(r->src, (size_t)MANY * MANY_VAL, (uint64_t)run_no * 77);
+    if (c && (mkv_register_buffer(c, r->src, (size_t)MANY * MANY_VAL) != MKV_OK ||
+              mkv_register_buffer(c, r->dst, (size_t)MANY * MANY_VAL) != MKV_OK)) {
+        free(r->src);
+        free(r->dst);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void many_free(many_run *r) {
+    if (!r) return;
+    free(r->src);
+    free(r->dst);
+    free(r);
+}
+
+/* MANY puts, gets (byte-exact), exists and removes, each kind submitted
+ * at once on a face of ONE thread: they all complete, each kind in one
+ * wait, the master's legs pipelined on the one connection. */
+static void test_async_many_one_thread(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    mkv_client *c = NULL;
+    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    many_run *r = many_new(c, "many");
+    mkv_async *a = NULL;
+    int rc = r ? mkv_async_open(&a, c, 1, 0) : MKV_ENOMEM;
+    int put = -1, got = -1, exist = -1, removed = -1, same = 1;
+    if (rc == MKV_OK && (rc = many_submit(a, r, 0, MKV_OP_PUT)) == MKV_OK && many_wait(a, r, MANY, 60000) == MANY)
+        put = many_count(r, 0, MANY, MKV_OK);
+    if (put == MANY && (rc = many_submit(a, r, MANY, MKV_OP_GET)) == MKV_OK && many_wait(a, r, 2 * MANY, 60000) == 2 * MANY) {
+        got = many_count(r, MANY, MANY, MKV_OK);
+        for (int i = 0; i < MANY; i++)
+            same &= r->ops[MANY + i].len == MANY_VAL - (size_t)i &&
+                    memcmp(r->src + (size_t)i * MANY_VAL, r->dst + (size_t)i * MANY_VAL, MANY_VAL - (size_t)i) == 0;
+    }
+    /* exists and removes of every key, both kinds in flight together */
+    if (got == MANY && (rc = many_submit(a, r, 0, MKV_OP_EXISTS)) == MKV_OK && many_wait(a, r, 3 * MANY, 60000) == 3 * MANY)
+        exist = many_count(r, 0, MANY, 1);
+    if (exist == MANY && (rc = many_submit(a, r, 2 * MANY, MKV_OP_REMOVE)) == MKV_OK && many_wait(a, r, 4 * MANY, 60000) == 4 * MANY)
+        removed = many_count(r, 2 * MANY, MANY, MKV_OK);
+    int conns = mkv_link_connections(c);
+    size_t pending = a ? mkv_async_pending(a) : 0;
+    mkv_async_close(a);
+    mkv_close(c);
+    many_free(r);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s", mkv_strerror(rc));
+    ASSERT_EQ(put, MANY);
+    ASSERT_EQ(got, MANY);
+    ASSERT(same);
+    ASSERT_EQ(exist, MANY);
+    ASSERT_EQ(removed, MANY);
+    ASSERT_EQ(pending, 0);
+    ASSERT_EQ(conns, 1);   /* one master connection carried them all */
+}
+
+#define PORT_AUX (port0 + 5)      /* a master of its own, stopped and killed */
+#define AUX_TIMEOUT_MS 3000
+
+/* A client of the aux master with timeout_ms AUX_TIMEOUT_MS, its face of
+ * one thread and MANY keys' buffers. */
+static int aux_open(mkv_client **c, mkv_async **a, many_run **r, const char *tag) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", PORT_AUX);
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = addr;
+    opt.timeout_ms = AUX_TIMEOUT_MS;
+    *a = NULL;
+    *r = NULL;
+    int rc = mkv_connect(c, &opt);
+    if (rc == MKV_OK && !(*r = many_new(*c, tag))) rc = MKV_ENOMEM;
+    if (rc == MKV_OK) rc = mkv_async_open(a, *c, 1, 0);
+    return rc;
+}
+
+static void aux_close(mkv_client *c, mkv_async *a, many_run *r) {
+    mkv_async_close(a);
+    mkv_close(c);
+    many_free(r);
+}
+
+/* No thread is parked per operation: with the master stopped, MANY
+ * exists, MANY removes and MANY puts on a face of one thread are all
+ * sent at once and all time out together, after about one timeout_ms.
+ * A face that ran them one at a time on its thread (as before) would
+ * take a timeout each: 768 x 3 s. */
+static void test_async_stopped_master_times_out_together(void) {
+    pid_t aux = h_start_master(PORT_AUX, NULL);
+    ASSERT_MSG(aux > 0, "aux master did not start");
+    mkv_client *c = NULL;
+    mkv_async *a = NULL;
+    many_run *r = NULL;
+    int rc = aux_open(&c, &a, &r, "stopped");
+    int ran = -1, timedout = -1;
+    uint64_t took = 0;
+    if (rc == MKV_OK) {
+        kill(aux, SIGSTOP);
+        uint64_t t0 = mono_ms();
+        rc = many_submit(a, r, 0, MKV_OP_EXISTS);
+        if (rc == MKV_OK) rc = many_submit(a, r, MANY, MKV_OP_REMOVE);
+        if (rc == MKV_OK) rc = many_submit(a, r, 2 * MANY, MKV_OP_PUT);
+        ran = many_wait(a, r, 3 * MANY, 120000);
+        took = mono_ms() - t0;
+        kill(aux, SIGCONT);
+        timedout = many_count(r, 0, 3 * MANY, MKV_ETIMEDOUT);
+        printf("# %d of %d done in %llu ms, %d timed out\n", ran, 3 * MANY, (unsigned long long)took, timedout);
+    }
+    aux_close(c, a, r);
+    h_kill(aux);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s (%s)", mkv_strerror(rc), mkv_last_error(NULL));
+    ASSERT_EQ(ran, 3 * MANY);
+    ASSERT_EQ(timedout, 3 * MANY);
+    ASSERT_MSG(took < 60000, "%llu ms for %d timeouts of %d ms", (unsigned long long)took, 3 * MANY, AUX_TIMEOUT_MS);
+}
+
+/* The master killed with every operation in flight: each completes with
+ * an error, none hangs, and the face closes; an operation submitted after
+ * that fails at once (nobody to connect to). */
+static void test_async_master_killed_mid_flight(void) {
+    pid_t aux = h_start_master(PORT_AUX, NULL);
+    if (aux < 0) aux = 0;
+    mkv_client *c = NULL;
+    mkv_async *a = NULL;
+    many_run *r = NULL;
+    int rc = aux ? aux_open(&c, &a, &r, "killed") : MKV_ECONN;
+    int ran = -1, failed = 0, after = MKV_OK;
+    if (rc == MKV_OK) {
+        kill(aux, SIGSTOP);
+        rc = many_submit(a, r, 0, MKV_OP_EXISTS);
+        if (rc == MKV_OK) rc = many_submit(a, r, MANY, MKV_OP_PUT);
+        usleep(200 * 1000);   /* not needed for the outcome: most are sent by now */
+        h_kill(aux);
+        ran = many_wait(a, r, 2 * MANY, 60000);
+        for (int i = 0; i < 2 * MANY; i++) failed += r->ops[i].status < 0;
+        mkv_op late = {.kind = MKV_OP_EXISTS, .key = "late", .keylen = 4, .done = many_done, .ctx = r};
+        if (mkv_async_submit(a, &late) == MKV_OK && many_wait(a, r, 2 * MANY + 1, 60000) == 2 * MANY + 1)
+            after = late.status;
+    }
+    aux_close(c, a, r);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s (%s)", mkv_strerror(rc), mkv_last_error(NULL));
+    ASSERT_EQ(ran, 2 * MANY);
+    ASSERT_EQ(failed, 2 * MANY);
+    ASSERT_EQ(after, MKV_ECONN);
+}
+
 int main(void) {
     h_init(300);
     h_setup_or_exit(port0 = h_free_ports(8), "free ports");
@@ -379,6 +596,9 @@ int main(void) {
     RUN_TEST(test_async_queued);
     RUN_TEST(test_async_inline);
     RUN_TEST(test_async_chain_and_close);
+    RUN_TEST(test_async_many_one_thread);
+    RUN_TEST(test_async_stopped_master_times_out_together);
+    RUN_TEST(test_async_master_killed_mid_flight);
     h_kill_all();
     TEST_EXIT();
 }
