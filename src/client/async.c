@@ -149,20 +149,28 @@ static void *io_main(void *arg) {
     return NULL;
 }
 
-/* Runs data legs one at a time. */
+/* Runs data legs: those of one kind queued in a row at once (one engine
+ * batch for all their objects), up to MKV_ASYNC_LEG_BATCH. */
 static void *leg_main(void *arg) {
     mkv_async *a = arg;
+    mkv_ajob *jobs[MKV_ASYNC_LEG_BATCH];
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        mkv_ajob *j = a->legs;
-        if (!j) {
+        if (!a->legs) {
             if (a->closing) break;
             pthread_cond_wait(&a->work_cv, &a->mu);
             continue;
         }
-        if (!(a->legs = j->next)) a->legs_tail = NULL;
+        size_t n = 0, objs = 0;
+        do {
+            objs += a->legs->objs;
+            jobs[n++] = a->legs;
+            a->legs = a->legs->next;
+        } while (a->legs && a->legs->leg == jobs[0]->leg && n < MKV_ASYNC_LEG_BATCH &&
+                 objs + a->legs->objs <= PROTO_MAX_BATCH);
+        if (!a->legs) a->legs_tail = NULL;
         pthread_mutex_unlock(&a->mu);
-        j->leg(j);
+        jobs[0]->leg(jobs, n);
         pthread_mutex_lock(&a->mu);
     }
     pthread_mutex_unlock(&a->mu);

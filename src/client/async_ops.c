@@ -261,7 +261,7 @@ static int put_placed_packed(chunk *ch, const redisReply *r) {
     return MKV_OK;
 }
 
-static void put_write(mkv_ajob *j);
+static void put_write(mkv_ajob **jobs, size_t n);
 static void put_end(chunk *ch, mkv_out *out);
 
 static void put_started(void *arg, redisReply *r, int code) {
@@ -275,6 +275,7 @@ static void put_started(void *arg, redisReply *r, int code) {
         put_finish(ch, rc);
     } else if (idx_ok(ch)) {
         ch->job.leg = put_write;
+        ch->job.objs = ch->m;
         mkv_async_leg(a, &ch->job);
     } else {   /* none placed: the ones written before (a retry's) end */
         mkv_out out;
@@ -333,32 +334,62 @@ static void put_end(chunk *ch, mkv_out *out) {
     send_cmd(ch, out, &cmd, put_ended);
 }
 
-/* The data leg: every object of idx written to its replicas in one
- * engine batch, then placed again or ended. */
-static void put_write(mkv_ajob *job) {
-    chunk *ch = (chunk *)job;
-    mkv_obj *w = xcalloc(ch->m, sizeof *w);
-    mkv_located **loc = xcalloc(ch->m, sizeof *loc);
-    uint32_t *crc = xcalloc(ch->m, sizeof *crc), *failed = xcalloc(ch->m, sizeof *failed);
-    for (size_t j = 0; j < ch->m; j++) {
-        w[j] = ch->objs[ch->idx[j]];
-        loc[j] = ch->loc[ch->idx[j]];
+/* The objects of idx still OK in the chunks of a data leg, gathered
+ * into one list for one engine batch. */
+typedef struct leg_objs {
+    mkv_obj *w;
+    mkv_located **loc;
+    uint32_t *crc, *failed;
+    size_t n;
+} leg_objs;
+
+static void leg_gather(leg_objs *g, mkv_ajob **jobs, size_t n) {
+    size_t cap = 0;
+    for (size_t k = 0; k < n; k++) cap += ((chunk *)jobs[k])->m;
+    g->w = xcalloc(cap ? cap : 1, sizeof *g->w);
+    g->loc = xcalloc(cap ? cap : 1, sizeof *g->loc);
+    g->crc = xcalloc(cap ? cap : 1, sizeof *g->crc);
+    g->failed = xcalloc(cap ? cap : 1, sizeof *g->failed);
+    g->n = 0;
+    for (size_t k = 0; k < n; k++) {
+        chunk *ch = (chunk *)jobs[k];
+        for (size_t j = 0; j < ch->m; j++) {
+            size_t i = ch->idx[j];
+            if (ch->objs[i].status != MKV_OK) continue;
+            g->w[g->n] = ch->objs[i];
+            g->loc[g->n++] = ch->loc[i];
+        }
     }
-    mkv_write_located(ch->o->a->c, w, loc, ch->m, crc, failed);
-    for (size_t j = 0; j < ch->m; j++) {
-        size_t i = ch->idx[j];
-        ch->objs[i].status = w[j].status;
-        ch->crc[i] = crc[j];
-        ch->failed[i] = failed[j];
+}
+
+static void leg_objs_free(leg_objs *g) {
+    free(g->w);
+    free(g->loc);
+    free(g->crc);
+    free(g->failed);
+}
+
+/* The data leg: every object of the chunks' idx written to its replicas
+ * in one engine batch, then each chunk placed again or ended. */
+static void put_write(mkv_ajob **jobs, size_t n) {
+    leg_objs g;
+    leg_gather(&g, jobs, n);
+    mkv_write_located(((chunk *)jobs[0])->o->a->c, g.w, g.loc, g.n, g.crc, g.failed);
+    for (size_t k = 0, at = 0; k < n; k++) {
+        chunk *ch = (chunk *)jobs[k];
+        for (size_t j = 0; j < ch->m; j++) {
+            size_t i = ch->idx[j];
+            if (ch->objs[i].status != MKV_OK) continue;
+            ch->objs[i].status = g.w[at].status;
+            ch->crc[i] = g.crc[at];
+            ch->failed[i] = g.failed[at++];
+        }
+        mkv_out out;
+        begin(ch, &out);
+        if (put_faults(ch, &out)) put_start_add(ch, &out);
+        else put_end(ch, &out);
     }
-    free(w);
-    free(loc);
-    free(crc);
-    free(failed);
-    mkv_out out;
-    begin(ch, &out);
-    if (put_faults(ch, &out)) put_start_add(ch, &out);
-    else put_end(ch, &out);
+    leg_objs_free(&g);
 }
 
 static void put_ended(void *arg, redisReply *r, int code) {
@@ -433,7 +464,7 @@ static int get_located_packed(chunk *ch, const redisReply *r) {
     return MKV_OK;
 }
 
-static void get_read(mkv_ajob *j);
+static void get_read(mkv_ajob **jobs, size_t n);
 
 static void get_located(void *arg, redisReply *r, int code) {
     chunk *ch = arg;
@@ -448,33 +479,20 @@ static void get_located(void *arg, redisReply *r, int code) {
         chunk_done(ch, outcome(ch, rc));
     } else {
         ch->job.leg = get_read;
+        ch->job.objs = ch->m;
         mkv_async_leg(a, &ch->job);
     }
     mkv_async_replied(a);
 }
 
-/* The data leg: every located object of idx read in one engine batch
- * (checksums verified, another replica after a mismatch); its lease
- * given back, or, when it ran out first, located again. */
-static void get_read(mkv_ajob *job) {
-    chunk *ch = (chunk *)job;
+/* After the read of ch's objects: each lease given back, or, when it
+ * ran out first, the object located again (once); else ch is done. */
+static void get_after(chunk *ch) {
     mkv_async *a = ch->o->a;
-    mkv_obj *w = xcalloc(ch->m, sizeof *w);
-    mkv_located **loc = xcalloc(ch->m, sizeof *loc);
-    size_t k = 0;
+    size_t again = 0;
     for (size_t j = 0; j < ch->m; j++) {
         size_t i = ch->idx[j];
-        if (ch->objs[i].status != MKV_OK) continue;
-        w[k] = ch->objs[i];
-        loc[k++] = ch->loc[i];
-    }
-    mkv_read_located(a->c, w, loc, k);
-    size_t again = 0;
-    for (size_t j = 0, at = 0; j < ch->m; j++) {
-        size_t i = ch->idx[j];
-        if (ch->objs[i].status != MKV_OK) continue;
-        ch->objs[i].status = w[at].status;
-        ch->objs[i].len = w[at++].len;
+        if (!ch->loc[i]) continue;
         if (ch->objs[i].status != MKV_EAUTH) {
             mkv_async_lease(a, ch->objs[i].key, ch->objs[i].keylen, mkv_located_lease(ch->loc[i]));
         } else if (ch->attempt + 1 < GET_ATTEMPTS) {
@@ -484,8 +502,6 @@ static void get_read(mkv_ajob *job) {
         mkv_located_free(ch->loc[i]);
         ch->loc[i] = NULL;
     }
-    free(w);
-    free(loc);
     if (again) {
         ch->m = again;
         ch->attempt++;
@@ -493,6 +509,25 @@ static void get_read(mkv_ajob *job) {
     } else {
         chunk_done(ch, outcome(ch, MKV_OK));
     }
+}
+
+/* The data leg: every located object of the chunks read in one engine
+ * batch (checksums verified, another replica after a mismatch). */
+static void get_read(mkv_ajob **jobs, size_t n) {
+    leg_objs g;
+    leg_gather(&g, jobs, n);
+    mkv_read_located(((chunk *)jobs[0])->o->a->c, g.w, g.loc, g.n);
+    for (size_t k = 0, at = 0; k < n; k++) {
+        chunk *ch = (chunk *)jobs[k];
+        for (size_t j = 0; j < ch->m; j++) {
+            size_t i = ch->idx[j];
+            if (ch->objs[i].status != MKV_OK) continue;
+            ch->objs[i].status = g.w[at].status;
+            ch->objs[i].len = g.w[at++].len;
+        }
+        get_after(ch);
+    }
+    leg_objs_free(&g);
 }
 
 /* ---- start ---- */

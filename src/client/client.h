@@ -463,10 +463,13 @@ size_t mkv_xfer_now(mkv_client *c, te_op op, mkv_xfer *x, size_t n);
 /* ---- async.c, async_ops.c: the asynchronous face ---- */
 struct mkv_op;
 /* A data leg waiting for a thread of the face (the first member of its
- * operation's record). */
+ * operation's record). A thread takes the legs of one kind queued in a
+ * row and runs them at once: leg(jobs, n), one engine batch. */
+#define MKV_ASYNC_LEG_BATCH 64
 typedef struct mkv_ajob {
     struct mkv_ajob *next;
-    void (*leg)(struct mkv_ajob *j);
+    void (*leg)(struct mkv_ajob **jobs, size_t n);
+    size_t objs;                         /* its objects: a batch holds PROTO_MAX_BATCH at most */
 } mkv_ajob;
 
 typedef struct mkv_opq {

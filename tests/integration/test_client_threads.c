@@ -211,20 +211,33 @@ static void test_lanes_bound(void) {
 
 #define AOPS 16
 
+/* Done callbacks run (inline: from the library's threads): the first
+ * member of each test's run, op->ctx. */
+typedef struct done_count {
+    int called;
+    pthread_mutex_t mu;
+} done_count;
+
+static void count_done(mkv_op *op) {
+    done_count *d = op->ctx;
+    pthread_mutex_lock(&d->mu);
+    d->called++;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int count_of(done_count *d) {
+    pthread_mutex_lock(&d->mu);
+    int n = d->called;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
 typedef struct async_run {
+    done_count dc;               /* first */
     mkv_op ops[AOPS];
     char keys[AOPS][48];
     unsigned char *src, *dst;    /* AOPS values of VAL bytes each, registered */
-    int called;                  /* done callbacks run (inline: from the library's threads) */
-    pthread_mutex_t mu;
 } async_run;
-
-static void count_done(mkv_op *op) {
-    async_run *r = op->ctx;
-    pthread_mutex_lock(&r->mu);
-    r->called++;
-    pthread_mutex_unlock(&r->mu);
-}
 
 /* Every op of r of kind k submitted (gets into dst, the rest from src). */
 static int submit_all(mkv_async *a, async_run *r, mkv_op_kind k) {
@@ -239,12 +252,7 @@ static int submit_all(mkv_async *a, async_run *r, mkv_op_kind k) {
     return MKV_OK;
 }
 
-static int called(async_run *r) {
-    pthread_mutex_lock(&r->mu);
-    int n = r->called;
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
+static int called(async_run *r) { return count_of(&r->dc); }
 
 /* Until want callbacks ran: queued mode polls the fd and drains (the
  * event loop's part), inline mode just looks. Bounded: 60 s. */
@@ -273,7 +281,7 @@ static void async_rounds(int flags) {
     mkv_client *c = NULL;
     ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
     async_run *r = calloc(1, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->dc.mu, NULL);
     r->src = malloc((size_t)AOPS * VAL);
     r->dst = calloc(AOPS, VAL);
     run_no++;
@@ -358,33 +366,20 @@ static void test_async_chain_and_close(void) {
 
 /* Up to 3 * MANY operations of one face, and their callbacks counted. */
 typedef struct many_run {
+    done_count dc;               /* first */
     mkv_op ops[3 * MANY];
     char keys[MANY][48];
     unsigned char *src, *dst;    /* MANY values of MANY_VAL bytes each, registered */
-    int called;
-    pthread_mutex_t mu;
 } many_run;
 
-static void many_done(mkv_op *op) {
-    many_run *r = op->ctx;
-    pthread_mutex_lock(&r->mu);
-    r->called++;
-    pthread_mutex_unlock(&r->mu);
-}
-
-static int many_called(many_run *r) {
-    pthread_mutex_lock(&r->mu);
-    int n = r->called;
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
+static int many_called(many_run *r) { return count_of(&r->dc); }
 
 /* MANY operations of kind k into ops[at..], one per key, submitted at
  * once: values of their own size (MANY_VAL - i) from src, gets into dst. */
 static int many_submit(mkv_async *a, many_run *r, int at, mkv_op_kind k) {
     for (int i = 0; i < MANY; i++) {
         mkv_op *op = &r->ops[at + i];
-        *op = (mkv_op){.kind = k, .key = r->keys[i], .keylen = strlen(r->keys[i]), .done = many_done, .ctx = r};
+        *op = (mkv_op){.kind = k, .key = r->keys[i], .keylen = strlen(r->keys[i]), .done = count_done, .ctx = r};
         op->buf = (k == MKV_OP_GET ? r->dst : r->src) + (size_t)i * MANY_VAL;
         op->len = k == MKV_OP_GET ? MANY_VAL : MANY_VAL - (size_t)i;
         int rc = mkv_async_submit(a, op);
@@ -413,7 +408,7 @@ static int many_count(const many_run *r, int at, int n, int want) {
 
 static many_run *many_new(mkv_client *c, const char *tag) {
     many_run *r = calloc(1, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->dc.mu, NULL);
     r->src = malloc((size_t)MANY * MANY_VAL);
     r->dst = calloc(MANY, MANY_VAL);
     run_no++;
@@ -556,7 +551,7 @@ static void test_async_master_killed_mid_flight(void) {
         h_kill(aux);
         ran = many_wait(a, r, 2 * MANY, 60000);
         for (int i = 0; i < 2 * MANY; i++) failed += r->ops[i].status < 0;
-        mkv_op late = {.kind = MKV_OP_EXISTS, .key = "late", .keylen = 4, .done = many_done, .ctx = r};
+        mkv_op late = {.kind = MKV_OP_EXISTS, .key = "late", .keylen = 4, .done = count_done, .ctx = r};
         if (mkv_async_submit(a, &late) == MKV_OK && many_wait(a, r, 2 * MANY + 1, 60000) == 2 * MANY + 1)
             after = late.status;
     }
