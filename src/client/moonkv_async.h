@@ -2,24 +2,33 @@
  *
  * Submit an operation (put, get, batch put/get, exists, exists batch,
  * remove) and go on; it completes later, on the same mkv_client as the
- * blocking calls of moonkv.h (one core, its lanes: see there). Each
- * completion is told one of two ways, chosen at open:
+ * blocking calls of moonkv.h (one core: see there). Each completion is
+ * told one of two ways, chosen at open:
  *
  * - queued (default): completed operations wait in a queue and the
  *   queue's fd (an eventfd) becomes readable; an event loop watches
  *   mkv_async_fd and, when it is readable, calls mkv_async_drain, which
  *   runs each operation's done callback on the loop's thread.
- * - MKV_ASYNC_INLINE: done runs on the library's thread that ran the
- *   operation, as soon as it finished (no fd, no drain).
+ * - MKV_ASYNC_INLINE: done runs on a library thread of the face as soon
+ *   as the operation finished (no fd, no drain); keep it short.
  *
- * Operations run on a few threads of the async object (`threads`, each
- * holding a lane of the client while it runs one), so up to that many
- * run at once; the rest wait in submission order. A running operation
- * occupies one of those threads until it completes (its master requests
- * and transfers are the blocking calls'): the caller's loop never
- * blocks, but the library does, on its own threads. The caller keeps an
- * operation, its key and its buffers alive and untouched until its done
- * ran. Buffers are registered ones, as for the blocking calls. */
+ * How it runs: an operation's master requests (exists, remove, the
+ * placing and publishing of a put, the locating of a get) go out on the
+ * client's one pipelined master connection, and their replies complete
+ * them by callback; one I/O thread of the face sends what is submitted
+ * and reads the replies for all of them. No thread waits for the
+ * master: any number of operations are in flight at once (a stopped
+ * master times them all out together after timeout_ms). The transfers
+ * (the data leg of a put or get) run on the face's `threads` other
+ * threads, each taking the legs queued meanwhile as one engine batch.
+ * Batches go in chunks of 4096 keys, all at once; a batch's status is
+ * the first chunk's failure. Not here (yet): a READONLY master (another
+ * leader under etcd) is not retried, and slice checksums are not sent
+ * with a put's publish (a reader checks the object whole).
+ *
+ * The caller keeps an operation, its key and its buffers alive and
+ * untouched until its done ran. Buffers are registered ones, as for the
+ * blocking calls. */
 #ifndef MOONKV_ASYNC_H
 #define MOONKV_ASYNC_H
 
@@ -64,8 +73,8 @@ typedef struct mkv_async mkv_async;
 
 #define MKV_ASYNC_INLINE 1   /* run done on the library's thread, no queue */
 
-/* An async face over c (which must outlive it) running up to threads
- * operations at once (0: as many as c has lanes). */
+/* An async face over c (which must outlive it): its I/O thread and
+ * `threads` threads for transfers (0: as many as c has lanes). */
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags);
 /* Readable while completed operations wait for mkv_async_drain; -1 with
  * MKV_ASYNC_INLINE. */
@@ -80,9 +89,8 @@ size_t mkv_async_pending(mkv_async *a);
  * mode), stops the threads and frees a. */
 void mkv_async_close(mkv_async *a);
 
-/* Run op now on this thread, as the async face does on its threads:
- * op->status set, done not called. What the blocking calls are to an
- * operation. */
+/* Run op now on this thread through the blocking calls: op->status
+ * set, done not called. */
 int mkv_op_run(mkv_client *c, mkv_op *op);
 
 #ifdef __cplusplus
