@@ -513,7 +513,7 @@ static void test_async_stopped_master_times_out_together(void) {
     int ran = -1, timedout = -1;
     uint64_t took = 0;
     if (rc == MKV_OK) {
-        kill(aux, SIGSTOP);
+        h_sigstop(aux);
         uint64_t t0 = mono_ms();
         rc = many_submit(a, r, 0, MKV_OP_EXISTS);
         if (rc == MKV_OK) rc = many_submit(a, r, MANY, MKV_OP_REMOVE);
@@ -544,7 +544,7 @@ static void test_async_master_killed_mid_flight(void) {
     int rc = aux ? aux_open(&c, &a, &r, "killed") : MKV_ECONN;
     int ran = -1, failed = 0, after = MKV_OK;
     if (rc == MKV_OK) {
-        kill(aux, SIGSTOP);
+        h_sigstop(aux);
         rc = many_submit(a, r, 0, MKV_OP_EXISTS);
         if (rc == MKV_OK) rc = many_submit(a, r, MANY, MKV_OP_PUT);
         usleep(200 * 1000);   /* not needed for the outcome: most are sent by now */
