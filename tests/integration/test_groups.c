@@ -395,7 +395,8 @@ static long long wait_info(int port, const char *field, long long v, int timeout
  * waits. Meanwhile nothing is lost and nothing wrong is read: group a
  * gave every object away and answers MOVED, group b answers TRYAGAIN
  * (never a miss, never another object's bytes) and takes no new object
- * of the slot; group a's leader killed -9, its standby rebuilds the
+ * of the slot; both groups serve other slots throughout (puts and
+ * byte-exact gets); group a's leader killed -9, its standby rebuilds the
  * objects from its nodes and gives them again. */
 static void test_slot_move_waits_for_shared_nodes(void) {
     char tag[16], key[MOVE_KEYS][32], a[200], want[96];
@@ -413,8 +414,23 @@ static void test_slot_move_waits_for_shared_nodes(void) {
     char args[64];
     snprintf(args, sizeof args, "move %d b", slot);
     ASSERT_EQ(slots_tool(args), 0);
-    /* group a gives them all away once it read the map, and answers MOVED */
-    ASSERT_MSG(wait_info(leader, "slots_given_objects", given0 + MOVE_KEYS, 20000) >= given0 + MOVE_KEYS,
+    /* both groups keep serving other slots while a gives (a bounded load:
+     * puts and byte-exact gets, 2-20 s), and a gives them all away once it
+     * read the map, and answers MOVED */
+    int next = 0, served = 0, tried = 0;
+    uint64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 20000 &&
+           (mono_ms() - t0 < 2000 || h_port_info(leader, "cluster", "slots_given_objects") < given0 + MOVE_KEYS)) {
+        char k[32];
+        fresh_key(k, sizeof k, "ld", tried % 2 ? "b" : "a", &next);
+        if (proto_key_slot(k, strlen(k)) == slot) continue;
+        size_t n = fill(src, tried++), got = 0;
+        served += mkv_put(mc, k, strlen(k), src, n, 1) == MKV_OK &&
+                  mkv_get(mc, k, strlen(k), dst, MAX_VAL, &got) == MKV_OK && got == n && memcmp(src, dst, n) == 0;
+    }
+    ASSERT_MSG(served == tried, "%d of %d puts and byte-exact gets of other slots served during the move", served,
+               tried);
+    ASSERT_MSG(h_port_info(leader, "cluster", "slots_given_objects") >= given0 + MOVE_KEYS,
                "group a gave %lld of %d objects away", h_port_info(leader, "cluster", "slots_given_objects") - given0,
                MOVE_KEYS);
     snprintf(want, sizeof want, "err:MOVED %d b", slot);
@@ -448,9 +464,10 @@ static void test_slot_move_waits_for_shared_nodes(void) {
     long long again = wait_info(standby, "slots_given_objects", MOVE_KEYS - 1, 40000);
     ASSERT_MSG(again >= MOVE_KEYS - 1, "the new leader of group a gave %lld objects of the slot again", again);
     printf("# slot %d moved to group b with %d objects: group a gave them away (again %lld after its leader "
-           "was killed), group b waits (%lld objects not adopted: no shared nodes), answered TRYAGAIN %lld times\n",
+           "was killed), group b waits (%lld objects not adopted: no shared nodes), answered TRYAGAIN %lld times; "
+           "%d puts and gets of other slots meanwhile\n",
            slot, MOVE_KEYS, again, h_port_info(MASTER_B, "cluster", "slots_adopt_waiting"),
-           h_port_info(MASTER_B, "cluster", "slots_unadopted"));
+           h_port_info(MASTER_B, "cluster", "slots_unadopted"), tried);
 }
 
 /* ---- setup ---- */
