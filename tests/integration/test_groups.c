@@ -461,8 +461,12 @@ static void test_slot_move_waits_for_shared_nodes(void) {
     ASSERT(spid > 0 && h_wait_role(standby, "standby", 30000) == 0);
     h_kill(leader == MASTER_A ? master_a : master_a2);
     ASSERT(h_wait_role(standby, "leader", 40000) == 0);
-    long long again = wait_info(standby, "slots_given_objects", MOVE_KEYS - 1, 40000);
-    ASSERT_MSG(again >= MOVE_KEYS - 1, "the new leader of group a gave %lld objects of the slot again", again);
+    long long again = wait_info(standby, "slots_given_objects", MOVE_KEYS - 1, 60000);   /* election, rebuild window */
+    ASSERT_MSG(again >= MOVE_KEYS - 1,
+               "the new leader of group a gave %lld objects of the slot again (it has %lld objects, recovered %lld "
+               "from %lld nodes' reports)", again, h_port_info(standby, "cluster", "objects_complete"),
+               h_port_info(standby, "cluster", "rebuild_recovered"),
+               h_port_info(standby, "cluster", "rebuild_nodes_reported"));
     printf("# slot %d moved to group b with %d objects: group a gave them away (again %lld after its leader "
            "was killed), group b waits (%lld objects not adopted: no shared nodes), answered TRYAGAIN %lld times; "
            "%d puts and gets of other slots meanwhile\n",
