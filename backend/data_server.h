@@ -28,9 +28,12 @@ typedef struct te_server_config {
     char listen[TE_MAX_PATHS][TE_ADDR_LEN];  /* "host:port" data addresses, port 0 allowed */
     /* Same-host shared memory (shm_transport.h): when shm_path is set
      * ("/tmp/x.sock", created 0600, or "@abstract"), local clients get
-     * seg_fd (the memfd behind base) after authenticating. */
+     * seg_fd (the memfd or file behind base, an open file description
+     * holding no lock) after authenticating, with incarnation (random per
+     * node process: a client that meets a new one maps the segment anew). */
     char shm_path[TE_ADDR_LEN - 5];   /* so "unix:" + it is a TE_ADDR_LEN address */
     int seg_fd;
+    uint64_t incarnation;
     int max_conns;              /* per server, default 256 */
     int auth_timeout_ms;        /* the handshake's deadline, default 1000 */
     int io_timeout_ms;          /* a started payload must finish within (default 10000) */

@@ -16,10 +16,16 @@
  * every page now. 0, or -1 with a message. */
 int te_shm_segment_create(uint64_t size, int prefault, void **base, int *fd, char *err, size_t errlen);
 
-/* Node side: node id, size and the fd. 0, or -1 with errno. */
-int te_shm_send_segment(int sock, int seg_fd, uint32_t node_id, uint64_t size, int timeout_ms);
-/* Client side: the fd (close-on-exec), node id and size. 0, or -1 with
+typedef struct te_shm_hello {
+    uint32_t node_id;
+    uint64_t size;
+    uint64_t incarnation;   /* 0 from a node before incarnations */
+} te_shm_hello;
+
+/* Node side: the hello and the fd. 0, or -1 with errno. */
+int te_shm_send_segment(int sock, int seg_fd, const te_shm_hello *h, int timeout_ms);
+/* Client side: the fd (close-on-exec) and the hello. 0, or -1 with
  * errno (EPROTO for a malformed message). */
-int te_shm_recv_segment(int sock, int *seg_fd, uint32_t *node_id, uint64_t *size, int timeout_ms);
+int te_shm_recv_segment(int sock, int *seg_fd, te_shm_hello *h, int timeout_ms);
 
 #endif

@@ -24,6 +24,7 @@ struct shm_map {
     dev_t dev;
     ino_t ino;
     uint64_t size;
+    uint64_t incarnation;         /* the node process that handed the fd out */
     char *base;
     shm_warm *warm;
     int users;                    /* paths holding it */
@@ -156,9 +157,9 @@ static void warmer_ensure(void) {
     maps.w = w;
 }
 
-static shm_map *find_locked(dev_t dev, ino_t ino, uint64_t size) {
+static shm_map *find_locked(dev_t dev, ino_t ino, uint64_t size, uint64_t incarnation) {
     for (shm_map *m = maps.list; m; m = m->next)
-        if (m->dev == dev && m->ino == ino && m->size == size) return m;
+        if (m->dev == dev && m->ino == ino && m->size == size && m->incarnation == incarnation) return m;
     return NULL;
 }
 
@@ -176,14 +177,14 @@ static void unlink_locked(shm_map *m) {
         }
 }
 
-shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whylen) {
+shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, char *why, size_t whylen) {
     struct stat sb;
     if (size == 0 || size > SIZE_MAX || fstat(seg_fd, &sb) != 0) {
         snprintf(why, whylen, "segment of %llu bytes cannot be mapped", (unsigned long long)size);
         return NULL;
     }
     pthread_mutex_lock(&maps.mu);
-    shm_map *m = find_locked(sb.st_dev, sb.st_ino, size);
+    shm_map *m = find_locked(sb.st_dev, sb.st_ino, size, incarnation);
     if (m) m->users++;
     pthread_mutex_unlock(&maps.mu);
     if (m) return m;
@@ -196,14 +197,14 @@ shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whyl
     (void)madvise(base, (size_t)size, MADV_HUGEPAGE);   /* fewer pages to trap on, where shmem allows */
 #endif
     pthread_mutex_lock(&maps.mu);
-    if ((m = find_locked(sb.st_dev, sb.st_ino, size))) {   /* another path mapped it meanwhile */
+    if ((m = find_locked(sb.st_dev, sb.st_ino, size, incarnation))) {   /* another path mapped it meanwhile */
         m->users++;
         pthread_mutex_unlock(&maps.mu);
         munmap(base, (size_t)size);
         return m;
     }
     m = xcalloc(1, sizeof *m);
-    *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .base = base,
+    *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .incarnation = incarnation, .base = base,
                     .warm = shm_warm_new(base, size), .users = 1,
                     .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms() };
     m->last_use_ms = m->since_ms;   /* a path maps it to use it: ask first */

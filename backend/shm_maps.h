@@ -23,11 +23,14 @@
 typedef struct shm_map shm_map;
 
 /* The process's mapping of the segment behind seg_fd (size bytes, checked
- * against the fd by the caller), read-write and shared, made and queued
- * for warming when new (at most mbps MB/s; 0 = SHM_WARM_DEFAULT_MBPS).
+ * against the fd by the caller) as node incarnation handed it out,
+ * read-write and shared, made and queued for warming when new (at most
+ * mbps MB/s; 0 = SHM_WARM_DEFAULT_MBPS). A node restarted (another
+ * incarnation) is mapped anew even on the same file: nothing of the old
+ * process's mapping, warm state included, carries over to the new one.
  * Every get is paired with one shm_map_put. NULL with a reason in why. */
 #define SHM_WARM_DEFAULT_MBPS 1024
-shm_map *shm_map_get(int seg_fd, uint64_t size, int mbps, char *why, size_t whylen);
+shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, char *why, size_t whylen);
 void shm_map_put(shm_map *m);
 
 char *shm_map_base(const shm_map *m);

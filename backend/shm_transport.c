@@ -143,6 +143,7 @@ struct te_path {
     char *map;                /* its base, NULL in fd mode */
     uint64_t size;
     uint32_t node_id;
+    uint64_t incarnation;     /* the node process's (shm_handoff.h) */
     int broken;
     uint64_t used_ms;         /* shm_copy_now's now_ms when it last marked the mapping used */
     te_req *q;                /* queued, not yet verified */
@@ -402,13 +403,26 @@ static int shm_poll(te_transport *t, te_cqe *out, int max, int timeout_ms) {
     return te_cq_pop(&x->b.cq, out, max);
 }
 
+/* The node restarted (another incarnation answered): this transport's
+ * other paths to it lead to the dead process; failing them now lets go
+ * of its mapping (and the memory of a memfd segment), where an idle
+ * path would have held it until its next request. */
+static void drop_older_incarnations(shm_xport *x, const te_shm_hello *h) {
+    for (te_link *l = x->b.paths; l; l = l->next) {
+        te_path *p = (te_path *)l;
+        if (p->broken || p->node_id != h->node_id || p->incarnation == h->incarnation) continue;
+        log_notice("shm: node %u restarted (incarnation %016llx, was %016llx): its segment is mapped anew",
+                   h->node_id, (unsigned long long)h->incarnation, (unsigned long long)p->incarnation);
+        path_fail(p, TE_ECLOSED);
+    }
+}
+
 static int shm_connect(te_transport *t, const char *local, const char *peer, te_path **out,
                        char *err, size_t errlen) {
     shm_xport *x = SX(t);
     char why[ANET_ERR_LEN];
     int seg_fd = -1;
-    uint32_t node_id;
-    uint64_t size;
+    te_shm_hello h;
     struct sockaddr_un sa;
     unsigned sl;
     if (!peer || te_unix_addr(peer, &sa, &sl) != 0) {
@@ -426,11 +440,12 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return auth == TE_AUTH_REFUSED ? TE_EAUTH : -1;   /* the engine does not blame the node */
     }
-    if (te_shm_recv_segment(fd, &seg_fd, &node_id, &size, t->cfg.connect_timeout_ms) < 0) {
+    if (te_shm_recv_segment(fd, &seg_fd, &h, t->cfg.connect_timeout_ms) < 0) {
         snprintf(err, errlen, "shm: %s: no segment received: %s", peer, strerror(errno));
         close(fd);
         return -1;
     }
+    uint64_t size = h.size;
     struct stat sb;
     if (fstat(seg_fd, &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size < size) {
         snprintf(err, errlen, "shm: %s: the segment fd is smaller than the %llu bytes announced", peer,
@@ -439,8 +454,10 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return -1;
     }
+    drop_older_incarnations(x, &h);
     shm_map *sm = NULL;
-    if (t->cfg.shm_mode == TE_SHM_MAP && !(sm = shm_map_get(seg_fd, size, t->cfg.shm_warm_mbps, why, sizeof why))) {
+    if (t->cfg.shm_mode == TE_SHM_MAP &&
+        !(sm = shm_map_get(seg_fd, size, h.incarnation, t->cfg.shm_warm_mbps, why, sizeof why))) {
         snprintf(err, errlen, "shm: %s: %s", peer, why);
         close(seg_fd);
         close(fd);
@@ -448,7 +465,7 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     }
     te_path *p = xcalloc(1, sizeof *p);
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .sm = sm, .map = sm ? shm_map_base(sm) : NULL,
-                    .size = size, .node_id = node_id,
+                    .size = size, .node_id = h.node_id, .incarnation = h.incarnation,
                     .q = xcalloc((size_t)t->cfg.window, sizeof(te_req)) };
     te_link_push(&x->b.paths, &p->link);
     if (!x->pool) x->pool = copy_pool_start(&t->cfg);

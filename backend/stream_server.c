@@ -159,8 +159,8 @@ static void *conn_main(void *arg) {
     } else if (admit_member(s, c) == 0) {
         int shm = c->listener == s->cfg.nlisten;
         uint8_t hdr[TE_WIRE_REQ_LEN];
-        if (shm && te_shm_send_segment(c->fd, s->cfg.seg_fd, s->cfg.node_id, s->cfg.size,
-                                       s->cfg.auth_timeout_ms) < 0)
+        te_shm_hello h = { s->cfg.node_id, s->cfg.size, s->cfg.incarnation };
+        if (shm && te_shm_send_segment(c->fd, s->cfg.seg_fd, &h, s->cfg.auth_timeout_ms) < 0)
             log_notice("data plane: shm hand-off failed: %s", strerror(errno));
         else /* Idle connections wait forever; stop() shuts the socket down. */
             while (te_read_full(c->fd, hdr, sizeof hdr, 0) == 0 && serve_request(s, c->fd, hdr, shm) == 0) {}

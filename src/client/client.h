@@ -385,6 +385,10 @@ const redisReply *mkv_reply_item(const redisReply *r, size_t n, size_t i);
 void mkv_topology_free(mkv_topology *t);
 /* Bring the core's engine to the core's node table. */
 void mkv_topology_sync(mkv_client *c);
+/* Node id failed every path: 1 if the master's topology, read again now,
+ * gives it other addresses (it restarted: a shm socket's name holds the
+ * node's pid), which the engine then has. */
+int mkv_topology_readdressed(mkv_client *c, uint32_t id);
 /* Tell the engine every node is gone and forget them (the next
  * placement refreshes). */
 void mkv_topology_forget(mkv_client *c);

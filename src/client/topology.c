@@ -135,6 +135,24 @@ void mkv_topology_forget(mkv_client *c) {
     mkv_topology_sync(c);
 }
 
+int mkv_topology_readdressed(mkv_client *c, uint32_t id) {
+    mkv_core *k = c->core;
+    mkv_node *before = xcalloc(1, sizeof *before);
+    pthread_mutex_lock(&k->sync_mu);
+    const mkv_node *n = node_in(k->known, k->nknown, id);
+    if (n) *before = *n;
+    pthread_mutex_unlock(&k->sync_mu);
+    int moved = 0;
+    if (mkv_topology_refresh(c) == MKV_OK) {
+        pthread_mutex_lock(&k->sync_mu);
+        n = node_in(k->known, k->nknown, id);
+        moved = node_up(n) && !same_addrs(before, n);
+        pthread_mutex_unlock(&k->sync_mu);
+    }
+    free(before);
+    return moved;
+}
+
 /* Whether the engine knows every node pl names. */
 static int placement_known(mkv_client *c, const mkv_placement *pl) {
     mkv_core *k = c->core;

@@ -156,7 +156,9 @@ static void engine_results(mkv_xfer *x, size_t n, const te_object *objs) {
     }
 }
 
-int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+/* Moves x[0..n) once; the node at fault of the first that failed on
+ * one, else 0. */
+static uint32_t xfer_once(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
     te_object *objs;
     te_replica *reps;
     engine_objects(x, n, &objs, &reps);
@@ -169,6 +171,28 @@ int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
                  err[0] ? err : te_strerror(rc));
     free(objs);
     free(reps);
+    for (size_t i = 0; i < n; i++)
+        if (x[i].status != MKV_OK && x[i].failed_node) return x[i].failed_node;
+    return 0;
+}
+
+/* A node that failed every path may be a restarted one at new addresses:
+ * when the master says so, the objects that failed move once more (on
+ * the same grants, so a write lands where it was placed). */
+int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+    uint32_t failed = xfer_once(c, op, x, n);
+    if (!failed || !mkv_topology_readdressed(c, failed)) return MKV_OK;
+    mkv_xfer *again = xmalloc(n * sizeof *again);
+    size_t *at = xmalloc(n * sizeof *at), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x[i].status != MKV_OK && x[i].failed_node) {
+            at[k] = i;
+            again[k++] = x[i];
+        }
+    xfer_once(c, op, again, k);
+    for (size_t i = 0; i < k; i++) x[at[i]] = again[i];
+    free(again);
+    free(at);
     return MKV_OK;
 }
 

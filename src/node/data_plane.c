@@ -1,13 +1,16 @@
 /* node/data_plane.c - see data_plane.h. */
 #include "node/data_plane.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/claims.h"
 #include "core/log.h"
+#include "core/siphash.h"
 #include "core/util.h"
 
 typedef struct data_server {
@@ -22,7 +25,21 @@ struct node_data {
     int ns;
     te_server_stats retired;     /* counters of servers already stopped */
     te_claims claims;            /* shared by every server: which write grant owns a range */
+    int share_fd;                /* what shm clients get (share_fd()), -1: none of its own */
 };
+
+/* The fd same-host clients get: the segment's file opened anew (its own
+ * open file description). The node's own fd holds the file's lock
+ * (persist.c), and a client's copy of it, or a mapping made from it,
+ * would hold that lock past the node's death: a node restarted on its
+ * file would find it "in use" while any client kept it. -1: hand out
+ * seg_fd itself (no /proc). */
+static int share_fd(int seg_fd) {
+    if (seg_fd < 0) return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", seg_fd);
+    return open(path, O_RDWR | O_CLOEXEC);
+}
 
 static void server_stop(node_data *d, data_server *s) {
     if (!s->srv) return;
@@ -80,13 +97,18 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     d->sc.claims = &d->claims;
     d->sc.base = cfg->seg->base;
     d->sc.size = cfg->seg->size;
-    d->sc.seg_fd = cfg->seg->fd;
+    d->share_fd = share_fd(cfg->seg->fd);
+    d->sc.seg_fd = d->share_fd >= 0 ? d->share_fd : cfg->seg->fd;
+    /* A restarted node is another incarnation: its clients map anew. */
+    while (d->sc.incarnation == 0)
+        if (random_bytes(&d->sc.incarnation, sizeof d->sc.incarnation) != 0) d->sc.incarnation = mono_us();
     snprintf(d->sc.secret, sizeof d->sc.secret, "%s", cfg->secret);
     d->sc.nlisten = cfg->ntcp;
     for (int i = 0; i < cfg->ntcp; i++) memcpy(d->sc.listen[i], cfg->tcp[i], TE_ADDR_LEN);
     /* No key yet: every request is refused until registration. */
     if (choose_servers(d, cfg, err, errlen) != 0 || start_all(d, err, errlen) != 0) {
         stop_all(d);
+        if (d->share_fd >= 0) close(d->share_fd);
         te_claims_free(&d->claims);
         pthread_mutex_destroy(&d->mu);
         free(d);
@@ -140,6 +162,7 @@ void node_data_stop(node_data *d) {
     pthread_mutex_lock(&d->mu);
     stop_all(d);
     pthread_mutex_unlock(&d->mu);
+    if (d->share_fd >= 0) close(d->share_fd);
     te_claims_free(&d->claims);
     pthread_mutex_destroy(&d->mu);
     free(d);

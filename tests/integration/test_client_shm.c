@@ -6,7 +6,11 @@
  * Over shm in map mode (the default) the client copies through its own
  * mapping and asks the node nothing, so neither rises; in fd mode the
  * node verifies the request headers first, so requests rise and payload
- * bytes do not. Ports: one block of h_free_ports, taken first in main(). */
+ * bytes do not. Ports: one block of h_free_ports, taken first in main().
+ * Last, the node killed -9 and started again on its segment file while a
+ * client keeps its mapping: the node starts (the client's fd holds no
+ * lock on the file), and the same client reads every object byte-exact
+ * through a mapping of the new incarnation, the old one let go. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,7 @@ static char master_addr[32];   /* 127.0.0.1:PORT_MASTER */
 #define OBJ         (4u << 20)
 
 static pid_t h_node_pid;   /* the node's process, for its segment */
+static char dir[256], seg_file[300];   /* the node's segment file, in the test's own directory */
 
 typedef struct data_stats {
     unsigned long long in, out, requests;
@@ -65,6 +70,8 @@ static pid_t start_node(void) {
     h_arg(&a, "--segment-size");
     h_arg(&a, "64MB");
     h_argf(&a, "--data-addrs=127.0.0.1:%d", PORT_DATA);
+    h_arg(&a, "--segment-file");
+    h_arg(&a, seg_file);
     h_arg(&a, "--transport");
     h_arg(&a, "auto");          /* exports shm next to TCP */
     h_arg(&a, "--prefault");
@@ -240,11 +247,96 @@ static void test_get_again_follows_the_master(void) {
     free(dst);
 }
 
+/* Mappings of path in this process (lines of /proc/self/maps naming it). */
+static int mappings_of(const char *path) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, path) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Every key read byte-exact, each retried for a while (a restored node's
+ * replicas come back with its report). */
+static int read_all(mkv_client *c, int count, size_t len, const unsigned char *vals, unsigned char *dst) {
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "restart:%d", i);
+        size_t n = 0;
+        int rc;
+        uint64_t end = mono_ms() + 30000;
+        memset(dst, 0, len);
+        while ((rc = mkv_get(c, key, strlen(key), dst, len, &n)) != MKV_OK && mono_ms() < end) usleep(50 * 1000);
+        if (rc != MKV_OK || n != len || memcmp(dst, vals + (size_t)i * len, len) != 0) {
+            printf("# %s: %s (%s), %zu bytes\n", key, mkv_strerror(rc), mkv_last_error(c), n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void test_node_restart_same_client(void) {
+    const int count = 8;
+    const size_t len = 1u << 20;
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    opt.transport = "shm";
+    mkv_client *c;
+    ASSERT_EQ(mkv_connect(&c, &opt), MKV_OK);
+    unsigned char *vals = malloc((size_t)count * len), *dst = malloc(len);
+    ASSERT(vals && dst);
+    ASSERT_EQ(mkv_register_buffer(c, vals, (size_t)count * len), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, dst, len), MKV_OK);
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "restart:%d", i);
+        h_fill(vals + (size_t)i * len, len, 100 + i);
+        ASSERT_EQ(mkv_put(c, key, strlen(key), vals + (size_t)i * len, len, 1), MKV_OK);
+    }
+    ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
+    ASSERT_EQ(mappings_of(seg_file), 1);   /* the client maps the node's file */
+    long long restores = h_port_info(PORT_MASTER, "cluster", "node_restores");
+    h_kill(h_node_pid);
+    /* With the client's mapping of the file alive, the node starts on it
+     * again (before, the mapping held the file's lock: "in use by
+     * another process") and its report keeps the objects. */
+    h_node_pid = h_ready(start_node(), "127.0.0.1", PORT_NODE, NULL, 30000);
+    ASSERT(h_node_pid > 0);
+    ASSERT(h_wait_node_registered(PORT_NODE, 20000) == 0);
+    ASSERT(h_wait_port_info(PORT_MASTER, "cluster", "node_restores", restores + 1, 20000) == 0);
+    ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
+    /* One mapping: the dead incarnation's went with its path. */
+    uint64_t end = mono_ms() + 10000;
+    while (mappings_of(seg_file) != 1 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(mappings_of(seg_file), 1);
+    /* and the new incarnation takes writes through it too, once the
+     * master places on it again (its restore over) */
+    ASSERT(h_wait_nodes(PORT_MASTER, "alive", 1, 20000) == 0);
+    int rc;
+    end = mono_ms() + 20000;
+    while ((rc = mkv_put(c, "restart:new", 11, vals, len, 1)) == MKV_ENOREPLICAS && mono_ms() < end)
+        usleep(100 * 1000);
+    ASSERT_EQ(rc, MKV_OK);
+    size_t n = 0;
+    ASSERT_EQ(mkv_get(c, "restart:new", 11, dst, len, &n), MKV_OK);
+    ASSERT_MEMEQ(dst, vals, len);
+    mkv_close(c);
+    free(vals);
+    free(dst);
+}
+
 int main(void) {
     h_init(50);
     h_setup_or_exit(port0 = h_free_ports(3), "free ports");
     snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
-    pid_t master = h_start_master(PORT_MASTER, NULL);
+    h_setup_or_exit(h_temp_dir(dir, sizeof dir, "client-shm"), "temp dir");
+    snprintf(seg_file, sizeof seg_file, "%s/moonkv-segment.seg", dir);   /* the name h_flip_segment_byte finds */
+    /* a node killed -9 is still a member when it comes back (its restore) */
+    static const char *const mflags[] = {"--node-timeout-ms", "15000", "--rejoin-grace-ms", "0", NULL};
+    pid_t master = h_start_master(PORT_MASTER, mflags);
     pid_t node = master > 0 ? start_node() : -1;
     h_node_pid = node;
     if (master <= 0 || node <= 0 || h_wait_nodes(PORT_MASTER, "alive", 1, 20000) != 0) {
@@ -258,7 +350,9 @@ int main(void) {
     RUN_TEST(test_bad_shm_mode);
     RUN_TEST(test_tcp_counts_bytes);
     RUN_TEST(test_get_again_follows_the_master);
-    h_stop(node);
+    RUN_TEST(test_node_restart_same_client);   /* last: it restarts the node */
+    h_stop(h_node_pid);
     h_stop(master);
+    h_temp_dir_remove(dir, "client-shm");
     TEST_EXIT();
 }

@@ -91,8 +91,8 @@ static void test_shared_and_warmed(void) {
     ASSERT(node && other);
     memcpy(node + size - 6, "node!", 6);
     int dupfd = dup(fd);
-    shm_map *a = shm_map_get(fd, size, 0, why, sizeof why), *b = shm_map_get(dupfd, size, 0, why, sizeof why);
-    shm_map *c = shm_map_get(fd2, size, 0, why, sizeof why);
+    shm_map *a = shm_map_get(fd, size, 0, 0, why, sizeof why), *b = shm_map_get(dupfd, size, 0, 0, why, sizeof why);
+    shm_map *c = shm_map_get(fd2, size, 0, 0, why, sizeof why);
     ASSERT(a && b && c);
     ASSERT(a == b && a != c);
     ASSERT(shm_map_base(a) != node);
@@ -104,7 +104,7 @@ static void test_shared_and_warmed(void) {
     shm_map_put(a);
     ASSERT_EQ(shm_map_ready(b, size - 1, 1), 1);   /* b still holds it */
     shm_map_put(b);
-    ASSERT_EQ(shm_map_get(fd, 0, 0, why, sizeof why), NULL);
+    ASSERT_EQ(shm_map_get(fd, 0, 0, 0, why, sizeof why), NULL);
     munmap(node, size);
     munmap(other, size);
     close(fd);
@@ -121,7 +121,7 @@ static void test_released_while_cold(void) {
     char *node = shared_map(size, &fd), why[128];
     ASSERT(node != NULL);
     for (int round = 0; round < 3; round++) {
-        shm_map *m = shm_map_get(fd, size, 1, why, sizeof why);
+        shm_map *m = shm_map_get(fd, size, 0, 1, why, sizeof why);
         ASSERT(m != NULL);
         ASSERT(shm_map_cold_bytes(m) > 0);
         usleep(round * 20000);
@@ -140,7 +140,7 @@ static void test_no_sweep_while_busy(void) {
     int fd, fd2;
     char *node = shared_map(size, &fd), *other = shared_map(size, &fd2), why[128];
     ASSERT(node && other);
-    shm_map *used = shm_map_get(fd, size, 0, why, sizeof why), *idle = shm_map_get(fd2, size, 0, why, sizeof why);
+    shm_map *used = shm_map_get(fd, size, 0, 0, why, sizeof why), *idle = shm_map_get(fd2, size, 0, 0, why, sizeof why);
     ASSERT(used && idle);
     uint64_t start = mono_ms(), last = start, gap = 0;
     while (mono_ms() - start < 600) {   /* three quiet periods' worth */
