@@ -87,15 +87,15 @@ static void note_node(master_meta *m, uint32_t id, const object *o, const obj_re
 
 void mm_note_replica(master_meta *m, const object *o, const obj_replica *r, int drop) {
     if (o->state != OBJ_COMPLETE) return;
-    if (mm_replica_on_disk(r)) {   /* the node's index is its segment's: only drops, of the record */
-        if (drop) note_node(m, r->extents[0].node, o, r, PROTO_NOTE_DROP_DISK);
-        return;
-    }
+    /* A disk replica: the node's index is its segment's, so only drops,
+     * of the record (one per node: its share of a striped object). */
+    int disk = mm_replica_on_disk(r);
+    if (disk && !drop) return;
     for (uint32_t i = 0; i < r->nextents; i++) {
         uint32_t id = r->extents[i].node;
         int seen = 0;   /* one note per node, however many slices it has */
         for (uint32_t k = 0; k < i && !seen; k++) seen = r->extents[k].node == id;
-        if (!seen) note_node(m, id, o, r, drop);
+        if (!seen) note_node(m, id, o, r, disk ? PROTO_NOTE_DROP_DISK : drop);
     }
 }
 

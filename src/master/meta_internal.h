@@ -100,6 +100,11 @@ static inline int mm_node_usable(const mm_node *n) { return n && n->state == NOD
 /* Place nrep replicas of size bytes on usable nodes not marked in
  * exclude[id-1] (may be NULL); distinct nodes across all of them. On
  * PROTO_OK reps[0..nrep) own fresh extent arrays (free with mm_replica_clear). */
+/* A replica of like's layout (its extents' nodes and lengths, in order) in
+ * those nodes' segments: a load of a disk replica striped over nodes,
+ * each node reading its own share back. PROTO_NOSPACE: one did not fit
+ * (nothing is kept). */
+proto_status mm_place_like(master_meta *m, const obj_replica *like, obj_replica *out);
 proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_t *exclude,
                    obj_replica *reps, char *err, size_t errlen);
 void mm_replica_clear(obj_replica *r);

@@ -3,8 +3,9 @@
  * The master owns every segment allocation, so it decides what leaves a
  * node's DRAM: past disk_high_pct of a segment in use (or while puts
  * wait for room), the coldest replicas lying whole in it (least recently
- * read; no lease, copy or pin on their object) go to that node's disk
- * through an offload task (repair.c's jobs), down to disk_low_pct. The
+ * read; no lease, copy or pin on their object) go to disk through an
+ * offload task (repair.c's jobs), down to disk_low_pct: a replica striped
+ * over nodes goes whole, each of its nodes writing its own share. The
  * segment replica goes only once the node answered that the disk record
  * is written and its CRC checked (mm_copy_done).
  *
@@ -38,12 +39,42 @@ static int by_atime(const void *a, const void *b) {
     return x->atime < y->atime ? -1 : x->atime > y->atime;
 }
 
-/* The node holding every extent of r (a DRAM replica), else 0. */
-static uint32_t one_node(const obj_replica *r) {
-    if (mm_replica_on_disk(r) || r->nextents == 0) return 0;
-    for (uint32_t i = 1; i < r->nextents; i++)
-        if (r->extents[i].node != r->extents[0].node) return 0;
-    return r->extents[0].node;
+/* Bytes of r on node (its share: what it writes as one record). */
+static uint64_t share_of(const obj_replica *r, uint32_t node) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < r->nextents; i++) n += r->extents[i].node == node ? r->extents[i].length : 0;
+    return n;
+}
+
+/* r (a DRAM replica) has bytes on a node that sheds. */
+static int sheds(const obj_replica *r, const uint64_t *want) {
+    if (mm_replica_on_disk(r)) return 0;
+    for (uint32_t i = 0; i < r->nextents; i++)
+        if (want[r->extents[i].node - 1]) return 1;
+    return 0;
+}
+
+/* Every node of r has disk room for its share (a record's header and
+ * padding, roughly: the next heartbeat says). */
+static int disk_room(master_meta *m, const obj_replica *r) {
+    for (uint32_t i = 0; i < r->nextents; i++) {
+        const mm_node *n = m->nodes[r->extents[i].node - 1];
+        if (n->disk_free < share_of(r, n->id) + 8192) return 0;
+    }
+    return 1;
+}
+
+/* r's offload started: each of its nodes sheds its share. */
+static void shed(master_meta *m, const obj_replica *r, uint64_t *want) {
+    for (uint32_t i = 0; i < r->nextents; i++) {
+        uint32_t id = r->extents[i].node;
+        int seen = 0;
+        for (uint32_t k = 0; k < i && !seen; k++) seen = r->extents[k].node == id;
+        if (seen) continue;
+        uint64_t share = share_of(r, id), *w = &want[id - 1];
+        m->nodes[id - 1]->disk_free -= share + 8192;
+        *w = *w > share ? *w - share : 0;
+    }
 }
 
 /* o may lose a DRAM replica to a disk: complete, with no lease, copy in
@@ -83,10 +114,26 @@ static int has_disk_replica(const object *o) {
  * holds what it points at). */
 static const obj_replica *load_source(master_meta *m, const object *o, obj_reps *v) {
     const obj_replica *reps = object_reps(o, v);
-    for (uint32_t i = 0; i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&reps[i]) && mm_node_usable(mm_node_get(m, reps[i].extents[0].node)))
-            return &reps[i];
+    for (uint32_t i = 0; i < o->nreplicas; i++) {
+        int usable = mm_replica_on_disk(&reps[i]);
+        for (uint32_t k = 0; usable && k < reps[i].nextents; k++)
+            usable = mm_node_usable(mm_node_get(m, reps[i].extents[k].node));
+        if (usable) return &reps[i];
+    }
     return NULL;
+}
+
+/* Segment room for a load of from, where its records lie: the object
+ * whole on the record's node, or a striped one's shares each on its own
+ * node in the layout it had. */
+static proto_status load_place(master_meta *m, const object *o, const obj_replica *from, obj_replica *rep) {
+    if (from->nextents > 1) return mm_place_like(m, from, rep);
+    uint8_t *exclude = xmalloc(m->nnodes);
+    memset(exclude, 1, m->nnodes);
+    exclude[from->extents[0].node - 1] = 0;   /* the record is read where it lies */
+    proto_status st = mm_place(m, o->size, 1, exclude, rep, NULL, 0);
+    free(exclude);
+    return st;
 }
 
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen) {
@@ -95,16 +142,11 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
     obj_reps v;
     const obj_replica *from = load_source(m, o, &v);
     if (!from) return mm_fail(err, errlen, PROTO_NOTFOUND, "only on the disk of an unusable node");
-    uint32_t home = from->extents[0].node;
-    uint8_t *exclude = xmalloc(m->nnodes);
-    memset(exclude, 1, m->nnodes);
-    exclude[home - 1] = 0;   /* the record is read where it lies */
     obj_replica rep = {0, NULL};
-    proto_status st = mm_place(m, o->size, 1, exclude, &rep, NULL, 0);
-    free(exclude);
-    if (st != PROTO_OK) {
+    if (load_place(m, o, from, &rep) != PROTO_OK) {
         m->shed_until_ms = now_ms + m->cfg.lease_ms;   /* make room: offload ahead */
-        want_room(mm_node_get(m, home), o->size);
+        for (uint32_t i = 0; i < from->nextents; i++)
+            want_room(mm_node_get(m, from->extents[i].node), share_of(from, from->extents[i].node));
         if (m->offloading == 0) mm_offload(m, now_ms);   /* now, not at the next sweep (as puts do) */
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
     }
@@ -175,9 +217,10 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
     for (size_t i = 0; i < count; i++) {
         const object *o = all[i];
         const mm_job *j = mm_obj_job(o);
-        if (j && j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {   /* on its way: counts as shed */
-            uint64_t *w = &want[j->tasks[0]->node - 1];
-            *w = *w > o->size ? *w - o->size : 0;
+        for (uint32_t t = 0; j && t < j->ntasks && j->tasks[t]->to_disk == MM_TASK_OFFLOAD; t++) {
+            uint64_t *w = &want[j->tasks[t]->node - 1];   /* on its way: counts as shed */
+            uint64_t share = share_of(&j->rep, j->tasks[t]->node);
+            *w = *w > share ? *w - share : 0;
         }
     }
     /* One replica per object a pass (one job per object): the first on
@@ -187,13 +230,11 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
         if (!offloadable(m, o, now_ms)) continue;
         obj_reps v;
         const obj_replica *reps = object_reps(o, &v);
-        for (uint32_t r = 0; r < o->nreplicas; r++) {
-            uint32_t node = one_node(&reps[r]);
-            if (node && want[node - 1]) {
+        for (uint32_t r = 0; r < o->nreplicas; r++)
+            if (sheds(&reps[r], want)) {
                 c[nc++] = (cand){o, r, o->atime_ms};
                 break;
             }
-        }
     }
     free(all);
     qsort(c, nc, sizeof *c, by_atime);
@@ -202,12 +243,9 @@ int mm_offload(master_meta *m, uint64_t now_ms) {
         object *o = c[i].o;
         obj_reps v;
         const obj_replica *rep = &object_reps(o, &v)[c[i].rep];
-        mm_node *n = m->nodes[rep->extents[0].node - 1];
-        uint64_t *w = &want[n->id - 1];
-        if (*w == 0 || n->disk_free < o->size + 8192) continue;
+        if (!sheds(rep, want) || !disk_room(m, rep)) continue;
+        shed(m, rep, want);
         mm_offload_start(m, o, rep, now_ms);
-        n->disk_free -= o->size + 8192;   /* its header and padding, roughly: the next heartbeat says */
-        *w = *w > o->size ? *w - o->size : 0;
         started++;
     }
     free(c);
@@ -251,12 +289,14 @@ void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms) {
  * offload on its way there. */
 static int record_wanted(master_meta *m, uint32_t node, const void *key, size_t keylen) {
     const object *o = mm_find(m, key, keylen);
-    for (uint32_t i = 0; o && i < o->nreplicas; i++) {
-        obj_extent e = object_replica_first(o, i);
-        if (e.offset == MM_ON_DISK && e.node == node) return 1;
-    }
+    obj_reps v;
+    const obj_replica *reps = o ? object_reps(o, &v) : NULL;
+    for (uint32_t i = 0; o && i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&reps[i]) && share_of(&reps[i], node)) return 1;
     const mm_job *j = o ? mm_obj_job(o) : NULL;
-    return j && j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD && j->tasks[0]->node == node;
+    for (uint32_t t = 0; j && t < j->ntasks; t++)
+        if (j->tasks[t]->to_disk == MM_TASK_OFFLOAD && j->tasks[t]->node == node) return 1;
+    return 0;
 }
 
 void mm_offload_orphan_done(master_meta *m, uint32_t node, uint64_t task_id, int ok) {

@@ -40,6 +40,23 @@ static void release_replica(master_meta *m, obj_replica *r) {
     mm_replica_clear(r);
 }
 
+proto_status mm_place_like(master_meta *m, const obj_replica *like, obj_replica *out) {
+    out->nextents = 0;
+    out->extents = xcalloc(like->nextents, sizeof *out->extents);
+    for (uint32_t i = 0; i < like->nextents; i++) {
+        obj_extent *e = &out->extents[i];
+        mm_node *n = mm_node_get(m, like->extents[i].node);
+        *e = (obj_extent){like->extents[i].node, 0, like->extents[i].length};
+        if (!mm_node_usable(n) || !n->alloc || n->restore ||
+            seg_alloc_reserve(n->alloc, e->length, &e->offset) != ALLOC_OK) {
+            release_replica(m, out);
+            return PROTO_NOSPACE;
+        }
+        out->nextents++;
+    }
+    return PROTO_OK;
+}
+
 /* Usable nodes not excluded, unsorted (best_first orders them). Returns how many. */
 static uint32_t candidates(master_meta *m, const uint8_t *exclude, candidate *out) {
     uint32_t n = 0;

@@ -136,6 +136,10 @@ static void job_launch(master_meta *m, mm_job *j) {
     m->job_bytes += j->o->size;
 }
 
+/* A disk job's kind (every task of it is of one: an offload or a load of
+ * a replica striped over nodes has a task per node), else 0. */
+static int job_disk(const mm_job *j) { return j->ntasks ? j->tasks[0]->to_disk : 0; }
+
 static mm_task *job_task_for(master_meta *m, mm_job *j, uint32_t node, uint64_t deadline) {
     for (uint32_t i = 0; i < j->ntasks; i++)
         if (j->tasks[i]->node == node) return j->tasks[i];
@@ -182,7 +186,9 @@ static const obj_replica *pick_disk_source(master_meta *m, const object *o, obj_
     const obj_replica *reps = object_reps(o, v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
         const mm_node *n = mm_node_get(m, reps[i].extents[0].node);
-        if (mm_replica_on_disk(&reps[i]) && n && (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
+        /* one record of the object whole (a striped one's shares are not pushed yet) */
+        if (mm_replica_on_disk(&reps[i]) && reps[i].nextents == 1 && n &&
+            (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
             return &reps[i];
     }
     return NULL;
@@ -231,13 +237,16 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
 /* A disk job (offload or load) ends, landed or not: the waits on it
  * move on (space coming, parked gets). */
 static void disk_job_end(master_meta *m, const mm_job *j, uint64_t now_ms) {
-    if (j->ntasks != 1 || !j->tasks[0]->to_disk) return;
-    if (j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {
+    int kind = job_disk(j), handed = 0;
+    if (kind == MM_TASK_OFFLOAD) {
         m->offloading -= j->o->size;
-        mm_offload_orphan(m, j->tasks[0], now_ms);
-        /* Never handed out: no read cap of the task's to wait for. */
-        if (!j->tasks[0]->handed) mm_more_of(j->o)->hold_until = j->hold_before;
-    } else {
+        for (uint32_t i = 0; i < j->ntasks; i++) {
+            mm_offload_orphan(m, j->tasks[i], now_ms);
+            handed |= j->tasks[i]->handed;
+        }
+        /* Never handed out: no read cap of its tasks' to wait for. */
+        if (!handed) mm_more_of(j->o)->hold_until = j->hold_before;
+    } else if (kind == MM_TASK_LOAD) {
         m->loads_landed++;
     }
 }
@@ -296,16 +305,25 @@ static void offload_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     job_free(j);
 }
 
+/* Lying whole on one node, the replica becomes one record of the object
+ * there; striped over nodes, it keeps its layout with every offset
+ * MM_ON_DISK, and each node writes its own extents as one record (its
+ * share): a task per node. */
 void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_t now_ms) {
     mm_job *j = xcalloc(1, sizeof *j);
     j->o = o;
-    j->rep.nextents = 1;
-    j->rep.extents = xcalloc(1, sizeof *j->rep.extents);
-    j->rep.extents[0] = (obj_extent){src->extents[0].node, MM_ON_DISK, o->size};
+    int one = 1;
+    for (uint32_t i = 1; i < src->nextents; i++) one &= src->extents[i].node == src->extents[0].node;
+    j->rep.nextents = one ? 1 : src->nextents;
+    j->rep.extents = xcalloc(j->rep.nextents, sizeof *j->rep.extents);
+    for (uint32_t i = 0; i < j->rep.nextents; i++)
+        j->rep.extents[i] = (obj_extent){src->extents[i].node, MM_ON_DISK, one ? o->size : src->extents[i].length};
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
-    mm_task *t = job_task_for(m, j, src->extents[0].node, deadline);
-    t->to_disk = MM_TASK_OFFLOAD;
-    for (uint32_t i = 0; i < src->nextents; i++) extent_push(&t->src, &t->nsrc, src->extents[i]);
+    for (uint32_t i = 0; i < src->nextents; i++) {
+        mm_task *t = job_task_for(m, j, src->extents[i].node, deadline);
+        t->to_disk = MM_TASK_OFFLOAD;
+        extent_push(&t->src, &t->nsrc, src->extents[i]);
+    }
     mm_more *x = mm_more_get(o);   /* its read caps are a lease */
     j->hold_before = x->hold_until;
     x->hold_until = max_u64(x->hold_until, deadline);
@@ -319,9 +337,11 @@ void mm_load_start(master_meta *m, object *o, const obj_replica *dst, int keep_d
     j->rep = *dst;   /* owned by the job now */
     j->keep_disk = keep_disk;
     uint64_t deadline = now_ms + m->cfg.put_timeout_ms;
-    mm_task *t = job_task_for(m, j, dst->extents[0].node, deadline);
-    t->to_disk = MM_TASK_LOAD;
-    for (uint32_t i = 0; i < dst->nextents; i++) extent_push(&t->dst, &t->ndst, dst->extents[i]);
+    for (uint32_t i = 0; i < dst->nextents; i++) {   /* striped: each node reads its own share back */
+        mm_task *t = job_task_for(m, j, dst->extents[i].node, deadline);
+        t->to_disk = MM_TASK_LOAD;
+        extent_push(&t->dst, &t->ndst, dst->extents[i]);
+    }
     job_launch(m, j);
 }
 
@@ -357,12 +377,12 @@ static void load_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
 
 static void job_finish(master_meta *m, mm_job *j, uint64_t now_ms) {
     object *o = j->o;
-    if (j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_OFFLOAD) {
+    if (job_disk(j) == MM_TASK_OFFLOAD) {
         m->offloading -= o->size;
         offload_finish(m, j, now_ms);
         return;
     }
-    if (j->ntasks == 1 && j->tasks[0]->to_disk == MM_TASK_LOAD) {
+    if (job_disk(j) == MM_TASK_LOAD) {
         load_finish(m, j, now_ms);
         return;
     }

@@ -130,18 +130,24 @@ void mm_restore_begin(master_meta *m, mm_node *n, uint64_t now_ms) {
     log_notice("node %u restarted with its segment: confirming its replicas from its report", n->id);
 }
 
-/* The replica of o has an extent on node id at seg_off of length bytes,
- * obj_off into the object. */
-static int extent_in_table(const object *o, uint32_t id, uint64_t obj_off, uint64_t seg_off, uint64_t length) {
+/* How many extents of o on node id the report matches (0: none): one at
+ * seg_off of length bytes, obj_off into the object; or, a disk record
+ * (seg_off MM_ON_DISK), every extent of the disk replica there, whose
+ * lengths add up to the record's (the object whole, or the node's share
+ * of one striped over nodes). */
+static uint32_t extent_in_table(const object *o, uint32_t id, uint64_t obj_off, uint64_t seg_off, uint64_t length) {
     obj_reps v;
     const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
-        uint64_t pos = 0;
+        uint64_t pos = 0, share = 0;
+        uint32_t k = 0;
         for (uint32_t e = 0; e < reps[i].nextents; e++) {
             const obj_extent *x = &reps[i].extents[e];
-            if (x->node == id && x->offset == seg_off && x->length == length && pos == obj_off) return 1;
+            if (x->node == id && x->offset == MM_ON_DISK) share += x->length, k++;
+            else if (x->node == id && x->offset == seg_off && x->length == length && pos == obj_off) return 1;
             pos += x->length;
         }
+        if (k && seg_off == MM_ON_DISK && share == length) return k;
     }
     return 0;
 }
@@ -152,14 +158,15 @@ int mm_restore_report(master_meta *m, uint32_t id, const void *key, size_t keyle
     struct mm_restore *r = n ? n->restore : NULL;
     if (!r) return 0;
     object *o = mm_find(m, key, keylen);
-    int match = o && o->state == OBJ_COMPLETE && o->size == size && o->crc == crc &&
-                extent_in_table(o, id, obj_off, seg_off, length);
+    uint32_t k = o && o->state == OBJ_COMPLETE && o->size == size && o->crc == crc
+                     ? extent_in_table(o, id, obj_off, seg_off, length) : 0;
+    int match = k > 0;
     rs_slot *s = o ? set_find(r, o) : NULL;
     if (o && !s && match) {
         set_add(r, o);
         s = set_find(r, o);
     }
-    if (s && s->seen != NOTED) s->seen = match && s->seen != UINT32_MAX ? s->seen + 1 : UINT32_MAX;
+    if (s && s->seen != NOTED) s->seen = match && s->seen != UINT32_MAX ? s->seen + k : UINT32_MAX;
     if (!match) {
         r->unknown++;
         mm_note_drop_key(m, id, key, keylen, seg_off == MM_ON_DISK);   /* the node frees it */

@@ -226,6 +226,12 @@ static void run_reads(node_copier *c, uint64_t gen, te_object *objs, node_task *
 
 static void run_copies(node_copier *c, node_task *const *ts, int n);
 
+static uint64_t extents_len(const te_extent *x, int n) {
+    uint64_t len = 0;
+    for (int i = 0; i < n; i++) len += x[i].length;
+    return len;
+}
+
 /* An offload: our segment's bytes of the object (read caps of ours, in
  * bounds) into the disk store, which checks the CRC before it writes. */
 static void run_offload(node_copier *c, node_task *t, uint64_t now) {
@@ -248,10 +254,11 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
         return;
     }
     const char *base = (const char *)n->seg.base;
+    uint64_t len = extents_len(t->src, t->nsrc);
     char *gather = NULL;
     const void *val = t->nsrc == 1 ? base + t->src[0].offset : NULL;
-    if (!val) {   /* a striped object: its pieces in order (size is at most our segment) */
-        gather = xmalloc(t->size ? t->size : 1);
+    if (!val) {   /* striped: our pieces in order (at most our segment) */
+        gather = xmalloc(len ? len : 1);
         uint64_t at = 0;
         for (int i = 0; i < t->nsrc; i++) {
             memcpy(gather + at, base + t->src[i].offset, t->src[i].length);
@@ -259,7 +266,11 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
         }
         val = gather;
     }
-    int rc = disk_store_put(n->disk, t->key, t->keylen, val, t->size, t->crc);
+    /* Our share of an object striped over nodes is written as one record
+     * of its own (each node offloads its own slices). */
+    int rc = len == t->size ? disk_store_put(n->disk, t->key, t->keylen, val, t->size, t->crc)
+           : len < t->size  ? disk_store_put_share(n->disk, t->key, t->keylen, val, len, &(disk_obj){t->size, t->crc})
+                            : -EINVAL;
     free(gather);
     if (rc != 0) {
         snprintf(err, sizeof err, "offload to disk: %s", strerror(-rc));
@@ -267,12 +278,14 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     }
 }
 
-/* The disk holds the record of t's key the master means (its size and CRC). */
-static int record_is_there(node *n, const node_task *t) {
+/* The disk holds the record of t's key the master means: of its object
+ * (size and CRC), want bytes of it (the whole, or our share). */
+static int record_is_there(node *n, const node_task *t, uint64_t want) {
     uint64_t len = 0;
     uint32_t crc = 0;
-    return n->disk && disk_store_stat(n->disk, t->key, t->keylen, &len, &crc) == 0 && len == t->size &&
-           crc == t->crc;
+    disk_obj of;
+    return n->disk && disk_store_stat(n->disk, t->key, t->keylen, &len, &crc, &of) == 0 && len == want &&
+           of.size == t->size && of.crc == t->crc;
 }
 
 /* A load: key's disk record (its CRC checked by the read, and the one
@@ -285,14 +298,15 @@ static void run_load(node_copier *c, node_task *t, uint64_t now) {
         task_fail(t, err);
         return;
     }
-    if (!record_is_there(n, t)) {
+    uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
+    if (!record_is_there(n, t, want)) {
         task_fail(t, "load: no such record on the disk tier");
         return;
     }
     char *base = (char *)n->seg.base, *gather = NULL;
-    void *into = t->ndst == 1 ? base + t->dst[0].offset : (gather = xmalloc(t->size ? t->size : 1));
-    int rc = disk_store_read(n->disk, t->key, t->keylen, into, t->size, &len);
-    if (rc == 0 && len != t->size) rc = -EIO;
+    void *into = t->ndst == 1 ? base + t->dst[0].offset : (gather = xmalloc(want ? want : 1));
+    int rc = disk_store_read(n->disk, t->key, t->keylen, into, want, &len);
+    if (rc == 0 && len != want) rc = -EIO;
     uint64_t at = 0;
     for (int i = 0; rc == 0 && gather && i < t->ndst; at += t->dst[i].length, i++)
         memcpy(base + t->dst[i].offset, gather + at, t->dst[i].length);
@@ -310,7 +324,7 @@ static void run_push(node_copier *c, node_task *t) {
     char err[256];
     node *n = c->n;
     uint64_t len = 0;
-    if (!record_is_there(n, t)) {
+    if (!record_is_there(n, t, t->size)) {
         task_fail(t, "push: no such record on the disk tier");
         return;
     }

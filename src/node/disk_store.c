@@ -22,7 +22,8 @@
 #define FILE_MAGIC "MKVDISK1"
 #define REC_MAGIC "MKVDREC1"
 #define FILE_VERSION 1
-#define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | 8 reserved */
+#define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | obj crc | share | 3 reserved */
+#define REC_SHARE 8               /* a share's object size, after the key */
 #define DISK_MAX_KEY 4096
 #define PIECE DISK_STAGE_BYTES    /* bytes per request (1 MiB pieces wrote 4 MiB values at half fio's speed) */
 #define SCAN_BYTES (DISK_STAGE_SLOTS * DISK_STAGE_BYTES)   /* the scan's window: the whole staging area */
@@ -34,6 +35,7 @@ typedef struct rec {
     uint64_t off, seq;
     uint32_t hdr;                 /* header bytes */
     uint32_t dead;                /* unlinked: freed by its last reader */
+    disk_obj of;                  /* what it holds (a share: less than the object) */
 } rec;
 
 struct disk_store {
@@ -54,7 +56,9 @@ struct disk_store {
 };
 
 static uint64_t round_blk(uint64_t n) { return (n + BLK - 1) & ~(uint64_t)(BLK - 1); }
-static uint32_t hdr_bytes(size_t keylen) { return (uint32_t)round_blk(REC_FIXED + keylen + 4); }
+static uint32_t hdr_bytes(size_t keylen, int share) {
+    return (uint32_t)round_blk(REC_FIXED + keylen + (share ? REC_SHARE : 0) + 4);
+}
 
 static uint8_t *aligned(size_t n) {
     void *p = NULL;
@@ -98,8 +102,12 @@ static void file_header(const disk_store *ds, uint8_t *h) {
     le_put32(h + BLK - 4, crc32c(0, h, BLK - 4));
 }
 
+/* A share's header says so (and its object's size); a whole object's has
+ * zeros there, as every record before shares had. */
+static int is_share(uint64_t len, uint32_t crc, const disk_obj *of) { return of->size != len || of->crc != crc; }
+
 static void rec_header(const disk_store *ds, uint8_t *h, uint32_t hdr, const void *key, size_t keylen,
-                       uint64_t seq, uint64_t len, uint32_t crc) {
+                       uint64_t seq, uint64_t len, uint32_t crc, const disk_obj *of) {
     memset(h, 0, hdr);
     memcpy(h, REC_MAGIC, 8);
     le_put64(h + 8, ds->file_id);
@@ -108,6 +116,11 @@ static void rec_header(const disk_store *ds, uint8_t *h, uint32_t hdr, const voi
     le_put32(h + 32, crc);
     le_put32(h + 36, (uint32_t)keylen);
     memcpy(h + REC_FIXED, key, keylen);
+    if (is_share(len, crc, of)) {
+        le_put32(h + 40, of->crc);
+        h[44] = 1;
+        le_put64(h + REC_FIXED + keylen, of->size);
+    }
     le_put32(h + hdr - 4, crc32c(0, h, hdr - 4));
 }
 
@@ -115,6 +128,7 @@ typedef struct rec_hdr {
     const uint8_t *key;
     uint32_t keylen, hdr, crc;
     uint64_t seq, len;
+    disk_obj of;
 } rec_hdr;
 
 /* The first block at off: 1 and the header's length in *hdr if it could
@@ -122,8 +136,8 @@ typedef struct rec_hdr {
 static int rec_peek(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t *hdr) {
     if (memcmp(b, REC_MAGIC, 8) != 0 || le_get64(b + 8) != ds->file_id) return 0;
     uint32_t keylen = le_get32(b + 36);
-    if (keylen == 0 || keylen > DISK_MAX_KEY) return 0;
-    *hdr = hdr_bytes(keylen);
+    if (keylen == 0 || keylen > DISK_MAX_KEY || b[44] > 1) return 0;
+    *hdr = hdr_bytes(keylen, b[44]);
     return off + *hdr <= ds->size;
 }
 
@@ -135,7 +149,8 @@ static int rec_parse(const disk_store *ds, const uint8_t *b, uint64_t off, uint3
     r->crc = le_get32(b + 32);
     r->keylen = le_get32(b + 36);
     r->key = b + REC_FIXED;
-    return r->len <= ds->size - off - hdr;
+    r->of = b[44] ? (disk_obj){le_get64(b + REC_FIXED + r->keylen), le_get32(b + 40)} : (disk_obj){r->len, r->crc};
+    return r->len <= ds->size - off - hdr && r->len <= r->of.size;
 }
 
 /* ---- index ---- */
@@ -168,13 +183,13 @@ static void rec_release(disk_store *ds, object *o) {
 
 /* Files a record (under mu); the object it replaced, unlinked, or NULL. */
 static object *ix_put(disk_store *ds, const void *key, size_t keylen, uint64_t len, uint32_t crc,
-                      uint64_t off, uint64_t seq, uint32_t hdr) {
+                      uint64_t off, uint64_t seq, uint32_t hdr, const disk_obj *of) {
     object *old = objtable_unlink(ds->ix, key, keylen);
     object *o = objtable_insert_room(ds->ix, key, keylen, sizeof(rec), NULL);
     o->size = len;
     o->crc = crc;
     objtable_set_state(ds->ix, o, OBJ_COMPLETE);
-    *room(o) = (rec){ .off = off, .seq = seq, .hdr = hdr };
+    *room(o) = (rec){ .off = off, .seq = seq, .hdr = hdr, .of = *of };
     ds->st.objects++;
     return old;
 }
@@ -251,7 +266,7 @@ static void scan_keep(disk_store *ds, const rec_hdr *h, uint64_t off) {
         return;
     }
     ds->st.used += bytes;
-    object *old = ix_put(ds, h->key, h->keylen, h->len, h->crc, off, h->seq, h->hdr);
+    object *old = ix_put(ds, h->key, h->keylen, h->len, h->crc, off, h->seq, h->hdr, &h->of);
     if (h->seq >= ds->next_seq) ds->next_seq = h->seq + 1;
     ds->st.recovered++;
     if (old) {
@@ -370,7 +385,7 @@ static disk_store *ds_new(const disk_store_config *c) {
     ds->ix = objtable_create(ix_free_fn, NULL);
     ds->stage_mem = aligned(SCAN_BYTES);
     for (int i = 0; i < DISK_STAGE_SLOTS && ds->stage_mem; i++) ds->stage[i] = ds->stage_mem + i * DISK_STAGE_BYTES;
-    ds->zero = aligned(hdr_bytes(DISK_MAX_KEY));
+    ds->zero = aligned(hdr_bytes(DISK_MAX_KEY, 1));
     return ds;
 }
 
@@ -463,10 +478,10 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
     return 0;
 }
 
-int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc) {
+static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc,
+                   const disk_obj *of) {
     if (keylen == 0 || keylen > DISK_MAX_KEY) return -EINVAL;
-    if (crc32c(0, val, len) != crc) return -EBADMSG;
-    uint32_t hdr = hdr_bytes(keylen);
+    uint32_t hdr = hdr_bytes(keylen, is_share(len, crc, of));
     uint64_t bytes = len > ds->size ? UINT64_MAX : hdr + round_blk(len), off;
     pthread_mutex_lock(&ds->mu);
     if (bytes == UINT64_MAX || seg_alloc_reserve(ds->alloc, bytes, &off) != ALLOC_OK) {
@@ -481,7 +496,7 @@ int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *v
 
     uint64_t t0 = mono_us();
     int slot = stage_take(ds);
-    rec_header(ds, ds->stage[slot], hdr, key, keylen, seq, len, crc);
+    rec_header(ds, ds->stage[slot], hdr, key, keylen, seq, len, crc, of);
     int rc = write_value(ds, ds->stage[slot], hdr, off, val, len);
     stage_give(ds, slot);
     uint64_t us = mono_us() - t0;
@@ -489,7 +504,7 @@ int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *v
     pthread_mutex_lock(&ds->mu);
     object *old = NULL;
     if (rc == 0) {
-        old = ix_put(ds, key, keylen, len, crc, off, seq, hdr);
+        old = ix_put(ds, key, keylen, len, crc, off, seq, hdr, of);
         ds->st.writes++;
         ds->st.write_bytes += len;
         ds->st.write_us += us;
@@ -510,12 +525,24 @@ int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *v
     return 0;
 }
 
-int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc) {
+int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc) {
+    if (crc32c(0, val, len) != crc) return -EBADMSG;
+    return put_rec(ds, key, keylen, val, len, crc, &(disk_obj){len, crc});
+}
+
+int disk_store_put_share(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len,
+                         const disk_obj *of) {
+    if (len > of->size) return -EINVAL;
+    return put_rec(ds, key, keylen, val, len, crc32c(0, val, len), of);
+}
+
+int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc, disk_obj *of) {
     pthread_mutex_lock(&ds->mu);
     object *o = objtable_find(ds->ix, key, keylen);
     if (o) {
         *len = o->size;
         *crc = o->crc;
+        if (of) *of = room(o)->of;
     }
     pthread_mutex_unlock(&ds->mu);
     return o ? 0 : -ENOENT;
@@ -616,7 +643,7 @@ typedef struct walk_ctx {
 
 static void walk_one(object *o, void *ctx) {
     walk_ctx *w = ctx;
-    w->fn(w->ctx, o->key, o->keylen, o->size, o->crc);
+    w->fn(w->ctx, o->key, o->keylen, o->size, o->crc, &room(o)->of);
     w->handed++;
 }
 

@@ -9,7 +9,8 @@
  * allocator (core/alloc.h):
  *
  *   header  magic | file id | sequence | value length | value CRC32C |
- *           key length | key | ... | header CRC32C (last 4 bytes)
+ *           key length | object CRC32C | share flag | 3 reserved | key |
+ *           (a share: object size) | ... | header CRC32C (last 4 bytes)
  *           (4 KiB, 8 KiB for keys over 4000 bytes)
  *   value   padded to 4 KiB
  *
@@ -57,6 +58,15 @@ typedef struct disk_store_stats {
     uint64_t scan_ms, scan_bytes;
 } disk_store_stats;
 
+/* What a record holds: the object whole (size the value's length, crc
+ * its CRC32C), or a node's share of an object striped over nodes (its
+ * slices on that node, in object order; docs/SSD_TIER.md): the object's
+ * size and CRC32C, the value shorter. */
+typedef struct disk_obj {
+    uint64_t size;
+    uint32_t crc;
+} disk_obj;
+
 /* Opens the file (making it and its directory when missing) and indexes
  * its records. NULL with why in err: refused (another owner or size, in
  * use), or no room to make it (errno ENOSPC or EFBIG then). */
@@ -67,8 +77,13 @@ disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen
  * replaced. 0; -ENOSPC: no extent that large free; -EBADMSG: the bytes
  * do not match crc (nothing kept); -errno of a failed write. */
 int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc);
-/* 0 and the value's length and CRC, or -ENOENT. */
-int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc);
+/* The same for a share of the object of: the value's CRC32C is computed
+ * here (nothing to check it against; the object's reader checks the
+ * whole), of kept beside it. */
+int disk_store_put_share(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len,
+                         const disk_obj *of);
+/* 0 and the value's length and CRC (and, of non-NULL, what it is of), or -ENOENT. */
+int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc, disk_obj *of);
 /* Reads key's value into buf (cap bytes): 0 and *len; -ENOENT; -ENOBUFS
  * (cap too small, *len says how much); -EBADMSG: the bytes failed their
  * CRC (the record is dropped); -errno of a failed read. */
@@ -77,7 +92,8 @@ int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, u
 int disk_store_remove(disk_store *ds, const void *key, size_t keylen);
 
 /* Every record to fn (under the store's lock: fn must not call back). */
-typedef void disk_store_fn(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc);
+typedef void disk_store_fn(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc,
+                           const disk_obj *of);
 void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx);
 /* The same in steps (a SCAN cursor: 0 to start; returns the next, 0 at
  * the end): at least max records (unless the walk ends), a few more when

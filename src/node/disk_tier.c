@@ -62,13 +62,14 @@ typedef struct collect {
     size_t used, room;
 } collect;
 
-static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc) {
+static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc, const disk_obj *of) {
     collect *c = ctx;
     if (c->n == c->cap) c->r = xrealloc(c->r, (c->cap = c->cap ? 2 * c->cap : 256) * sizeof *c->r);
     if (c->used + keylen > c->room) c->keys = xrealloc(c->keys, c->room = 2 * (c->used + keylen) + 4096);
     memcpy(c->keys + c->used, key, keylen);
-    c->r[c->n++] = (proto_report_rec){.key = (const char *)(uintptr_t)c->used, .keylen = keylen, .size = len,
-                                      .crc = crc, .want = 1, .obj_off = 0, .seg_off = PROTO_REPORT_ON_DISK,
+    (void)crc;   /* a share's own: the object's is what the master knows */
+    c->r[c->n++] = (proto_report_rec){.key = (const char *)(uintptr_t)c->used, .keylen = keylen, .size = of->size,
+                                      .crc = of->crc, .want = 1, .obj_off = 0, .seg_off = PROTO_REPORT_ON_DISK,
                                       .length = len};
     c->used += keylen;
 }

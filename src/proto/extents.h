@@ -24,13 +24,16 @@
 
 typedef enum proto_ext_form { PROTO_EXT_REMOTE, PROTO_EXT_LOCAL } proto_ext_form;
 
-/* A replica on a node's disk tier rather than in its segment: one
- * extent {node, PROTO_ON_DISK, size} (a segment offset can never be
- * this). Nobody reads it with a cap, so the encoders of an object's
- * replicas leave it out: a reader is sent DRAM replicas only. */
+/* A replica on nodes' disk tiers rather than in their segments: one
+ * extent {node, PROTO_ON_DISK, size}, or for an object striped over
+ * nodes its layout with every offset PROTO_ON_DISK (each node's slices
+ * one record there; a segment offset can never be this, and a replica
+ * is on disk whole or not at all). Nobody reads it with a cap, so the
+ * encoders of an object's replicas leave it out: a reader is sent DRAM
+ * replicas only. */
 #define PROTO_ON_DISK UINT64_MAX
 static inline int proto_replica_on_disk(const obj_replica *r) {
-    return r->nextents == 1 && r->extents[0].offset == PROTO_ON_DISK;
+    return r->nextents >= 1 && r->extents[0].offset == PROTO_ON_DISK;
 }
 /* o's replicas a reader can be sent (not on disk). */
 static inline uint32_t proto_replicas_readable(const object *o) {

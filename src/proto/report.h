@@ -33,7 +33,8 @@
 #define PROTO_REPORT_ON_DISK  UINT64_MAX  /* seg_off of a disk record's report */
 
 /* One extent: bytes [obj_off, obj_off+length) of key's object, at seg_off
- * (PROTO_REPORT_ON_DISK: the whole object, in the node's disk tier). */
+ * (PROTO_REPORT_ON_DISK: a record in the node's disk tier, of length
+ * bytes: the object whole, or the node's share of it). */
 typedef struct proto_report_rec {
     const char *key;
     size_t keylen;
@@ -55,7 +56,7 @@ size_t proto_report_put(uint8_t *out, const proto_report_rec *r);
  * bounds (keylen 1..PROTO_MAX_KEY_LEN, want <= PROTO_MAX_REPLICAS, sizes
  * and offsets <= PROTO_MAX_SEGMENT, flags 0..3, the slice CRCs of flags 1
  * as proto_slices_ref_get takes them, a disk record's offsets 0 and
- * length its size). */
+ * length at most its size). */
 int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r);
 
 #endif

@@ -503,6 +503,76 @@ static void test_full_directory(void) {
     h_kill_all();
 }
 
+/* Objects striped over both nodes (a stripe unit of 64 KiB: each 256 KiB
+ * object is 4 extents, 2 on each node): each node offloads its own share
+ * of an object as one record, the master keeps the layout as a disk
+ * replica, and a get has both nodes load their shares back; all of it
+ * byte-exact, and again after node 0 is killed -9 and restarted (its
+ * shares reported, checked against the layout and kept). */
+static const char *const striped_flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30",
+                                            "--heartbeat-ms", "100", "--node-timeout-ms", "15000",
+                                            "--rejoin-grace-ms", "0", "--stripe-threshold", "128KB",
+                                            "--stripe-unit", "64KB", "--stripe-width", "2", NULL};
+
+static int wait_no_tasks(const cluster *cl) {
+    uint64_t end = mono_ms() + WAIT_MS;
+    while (master_field(cl, "tasks_pending") != 0 && mono_ms() < end) usleep(50 * 1000);
+    return master_field(cl, "tasks_pending") == 0 ? 0 : -1;
+}
+
+static void test_striped_over_nodes(void) {
+    cluster cl = {0};
+    mkv_client *c = NULL;
+    const int n = 2 * NOBJ;   /* 24 MB: 75 % of the two segments */
+    ASSERT_EQ(start_n(&cl, "striped", "auto", 2, striped_flags), 0);
+    ASSERT_EQ(connect_client(&cl, &c), 0);
+    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
+    ASSERT_EQ(wait_offloaded(&cl), 0);
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    long long off = master_field(&cl, "disk_offloads");
+    long long d0 = node_i_field(&cl, 0, "disk_objects"), d1 = node_i_field(&cl, 1, "disk_objects");
+    printf("# %d striped objects put: %lld offloaded, disk records %lld + %lld\n", n, off, d0, d1);
+    ASSERT(off > 0);
+    ASSERT_EQ(d0, off);   /* one record per node per object: its share */
+    ASSERT_EQ(d1, off);
+    ASSERT_EQ(master_field(&cl, "disk_offload_bytes"), off * OBJ);
+    ASSERT_EQ(node_i_field(&cl, 0, "disk_write_bytes"), off * OBJ / 2);   /* half of each object */
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_write_bytes"), off * OBJ / 2);
+    long long promotes = master_field(&cl, "disk_promotes");
+    ASSERT_EQ(check_all(c, n), 0);
+    ASSERT(master_field(&cl, "disk_promotes") >= promotes + off);   /* each from both nodes' shares */
+    /* Read back into DRAM, they go to disk again; then node 0 restarts. */
+    ASSERT_EQ(wait_offloaded(&cl), 0);
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    long long on_disk = node_i_field(&cl, 0, "disk_objects");
+    ASSERT(on_disk > 0);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), on_disk);
+    ASSERT_EQ(restart_node(&cl, NULL), 0);
+    printf("# node 0 restarted: %lld records recovered, %lld objects kept\n", node_field(&cl, "disk_recovered"),
+           master_field(&cl, "restore_kept"));
+    ASSERT_EQ(node_field(&cl, "disk_recovered"), on_disk);
+    ASSERT_EQ(node_field(&cl, "disk_dropped"), 0);
+    ASSERT_EQ(master_field(&cl, "restore_kept"), n);   /* its shares on disk too */
+    ASSERT_EQ(master_field(&cl, "restore_dropped"), 0);
+    ASSERT_EQ(master_field(&cl, "objects_lost"), 0);
+    ASSERT_EQ(check_all(c, n), 0);
+    for (int i = 0; i < 2; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_checksum_errors"), 0);
+    /* Removes free both nodes' shares. */
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        key_of(i, key, sizeof key);
+        ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
+    }
+    uint64_t end = mono_ms() + WAIT_MS;
+    while ((node_i_field(&cl, 0, "disk_objects") || node_i_field(&cl, 1, "disk_objects")) && mono_ms() < end)
+        usleep(50 * 1000);
+    ASSERT_EQ(node_i_field(&cl, 0, "disk_objects"), 0);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
 static void cleanup(void) {
     h_kill_all();
     if (getenv("KEEP")) return;
@@ -525,6 +595,7 @@ int main(void) {
     CASE(test_damaged_record_repaired);
     CASE(test_drain_pushes_disk_records);
     CASE(test_full_directory);
+    CASE(test_striped_over_nodes);
     cleanup();
     free(src);
     free(dst);

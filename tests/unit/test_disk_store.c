@@ -95,7 +95,7 @@ static void test_put_read_remove(void) {
     uint8_t v[100];
     fill(v, sizeof v, 5);
     ASSERT_EQ(disk_store_put(ds, "liar", 4, v, sizeof v, crc32c(0, v, sizeof v) ^ 1), -EBADMSG);
-    ASSERT_EQ(disk_store_stat(ds, "liar", 4, &n, &crc), -ENOENT);
+    ASSERT_EQ(disk_store_stat(ds, "liar", 4, &n, &crc, NULL), -ENOENT);
     /* Too small a buffer says how much is needed. */
     ASSERT_EQ(disk_store_read(ds, "k5", 2, v, sizeof v, &n), -ENOBUFS);
     ASSERT_EQ(n, 100000);
@@ -150,7 +150,7 @@ static void test_restart(void) {
                (unsigned long long)st.scan_bytes, (unsigned long long)st0.used);
     for (int i = 0; i < 40; i++) {
         snprintf(key, sizeof key, "obj:%d", i);
-        if (i == 3) { uint64_t n; uint32_t c; ASSERT_EQ(disk_store_stat(ds, key, strlen(key), &n, &c), -ENOENT); }
+        if (i == 3) { uint64_t n; uint32_t c; ASSERT_EQ(disk_store_stat(ds, key, strlen(key), &n, &c, NULL), -ENOENT); }
         else if (i == 4) ASSERT(read_ok(ds, key, 777, 4444));
         else ASSERT_MSG(read_ok(ds, key, 1000 + (size_t)i * 7919, (uint32_t)i), "%s", key);
     }
@@ -273,7 +273,7 @@ static void test_torn(void) {
     ASSERT(read_ok(ds, "after", 10000, 3));
     uint64_t n;
     uint32_t c;
-    ASSERT_EQ(disk_store_stat(ds, "torn", 4, &n, &c), -ENOENT);
+    ASSERT_EQ(disk_store_stat(ds, "torn", 4, &n, &c, NULL), -ENOENT);
     /* Its space is free again: a 2 MiB value fits where it was. */
     ASSERT_EQ(put_val(ds, "torn", 2u << 20, 4), 0);
     ASSERT(read_ok(ds, "torn", 2u << 20, 4));
@@ -390,13 +390,12 @@ static void test_concurrent(void) {
 
 /* disk_store_scan in steps of 7 hands every record once (nothing changes
  * between the steps), and its count. */
-static void count_key(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc) {
+static void count_key(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc, const disk_obj *of) {
     uint8_t *seen = ctx;
     char k[16] = "";
     memcpy(k, key, keylen < sizeof k - 1 ? keylen : sizeof k - 1);
     int i = atoi(k + 1);
-    if (i >= 0 && i < 100 && len == 100 + (uint64_t)i) seen[i]++;
-    (void)crc;
+    if (i >= 0 && i < 100 && len == 100 + (uint64_t)i && of->size == len && of->crc == crc) seen[i]++;
 }
 
 static void test_scan_steps(void) {
@@ -419,12 +418,52 @@ static void test_scan_steps(void) {
     disk_store_close(ds, 1);
 }
 
+/* A node's share of an object striped over nodes: its bytes (CRC32C of
+ * their own) with the object's size and CRC beside them, kept across a
+ * restart; a whole record beside it still reads as before. */
+static void test_share(void) {
+    unique_name("share");
+    disk_store *ds = open_store(16 << 20, 1);
+    ASSERT(ds != NULL);
+    const size_t len = 300000 + 17;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    fill(v, len, 42);
+    disk_obj of = {3 * len, 0xfeedbeef};
+    ASSERT_EQ(disk_store_put_share(ds, "striped", 7, v, len, &of), 0);
+    ASSERT_EQ(put_val(ds, "whole", 5000, 5), 0);
+    disk_obj back = {0, 0};
+    uint64_t n = 0;
+    uint32_t crc = 0;
+    ASSERT_EQ(disk_store_stat(ds, "striped", 7, &n, &crc, &back), 0);
+    ASSERT(n == len && crc == crc32c(0, v, len) && back.size == of.size && back.crc == of.crc);
+    ASSERT_EQ(disk_store_put_share(ds, "toolong", 7, v, len, &(disk_obj){len - 1, 1}), -EINVAL);
+    for (int round = 0; round < 2; round++) {   /* as written, then after a restart */
+        memset(got, 0, len);
+        ASSERT_EQ(disk_store_read(ds, "striped", 7, got, len, &n), 0);
+        ASSERT(n == len && memcmp(got, v, len) == 0);
+        ASSERT_EQ(disk_store_stat(ds, "striped", 7, &n, &crc, &back), 0);
+        ASSERT(back.size == of.size && back.crc == of.crc);
+        ASSERT_EQ(disk_store_stat(ds, "whole", 5, &n, &crc, &back), 0);
+        ASSERT(back.size == 5000 && back.crc == crc && read_ok(ds, "whole", 5000, 5));
+        disk_store_close(ds, 0);
+        ds = open_store(16 << 20, 1);
+        ASSERT(ds != NULL);
+        disk_store_stats st;
+        disk_store_get_stats(ds, &st);
+        ASSERT_EQ(st.recovered, 2);
+        ASSERT_EQ(st.dropped, 0);
+    }
+    free(v);
+    free(got);
+    disk_store_close(ds, 1);
+}
+
 static void run_all(const char *suffix) {
-    static char names[8][64];
-    void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn,
-                            test_full,           test_no_room, test_concurrent, test_scan_steps };
+    static char names[9][64];
+    void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn,   test_full,
+                            test_no_room,         test_concurrent, test_scan_steps, test_share };
     const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent",
-                           "scan_steps" };
+                           "scan_steps", "share" };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         snprintf(names[i], sizeof names[i], "%s/%s", base[i], suffix);
         RUN_TEST_NAMED(fns[i], names[i]);

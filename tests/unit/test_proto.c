@@ -697,7 +697,8 @@ static void test_report_slices(void) {
     ASSERT_EQ(rc, -1);
 }
 
-/* A disk tier's record: the whole object, flags 2, offsets 0 on the wire. */
+/* A disk tier's record: the whole object (or a node's share of a striped
+ * one: shorter), flags 2, offsets 0 on the wire. */
 static void test_report_disk(void) {
     uint8_t packed[12];
     for (int i = 0; i < 3; i++) le_put32(packed + 4 * i, sl_crcs[i]);
@@ -712,9 +713,17 @@ static void test_report_disk(void) {
     ASSERT_EQ(proto_report_next(&p, blob + a, &r), 0);
     ASSERT(r.seg_off == PROTO_REPORT_ON_DISK && r.obj_off == 0 && r.length == SL_OBJ && r.size == SL_OBJ);
     ASSERT(proto_slices_ref_eq(&r.slices, &disk.slices) && p == blob + a);
-    /* a disk record is the whole object, at no offset; flags past 3 mean nothing */
+    /* a share: the object's size and CRC, its own length */
+    proto_report_rec share = disk;
+    share.length = SL_OBJ / 2;
+    size_t b = proto_report_put(blob, &share);
+    p = blob;
+    ASSERT_EQ(proto_report_next(&p, blob + b, &r), 0);
+    ASSERT(r.seg_off == PROTO_REPORT_ON_DISK && r.length == SL_OBJ / 2 && r.size == SL_OBJ && r.crc == 0xabcd);
+    a = proto_report_put(blob, &disk);
+    /* a disk record is at no offset, no longer than its object; flags past 3 mean nothing */
     struct { size_t at, width; uint64_t val; } bad[] = {
-        {16, 8, 4096}, {24, 8, 4096}, {32, 8, SL_OBJ - 1}, {3, 1, 4}, {3, 1, 7},
+        {16, 8, 4096}, {24, 8, 4096}, {32, 8, SL_OBJ + 1}, {3, 1, 4}, {3, 1, 7},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t *copy = patched(blob, a, bad[i].at, bad[i].width, bad[i].val);
