@@ -105,7 +105,8 @@ fail:
     return NULL;
 }
 
-static int run_plain(disk_io *io, const disk_req *r, size_t n) {
+static int run_plain(disk_io *io, const disk_req *r, size_t n, const disk_io_hooks *h) {
+    if (h && h->meanwhile) h->meanwhile(h->ctx);
     for (size_t i = 0; i < n; i++) {
         size_t done = 0;
         while (done < r[i].len) {
@@ -117,6 +118,7 @@ static int run_plain(disk_io *io, const disk_req *r, size_t n) {
             if (k == 0) return -EIO;
             done += (size_t)k;
         }
+        if (h && h->landed) h->landed(h->ctx, i);
     }
     return 0;
 }
@@ -144,9 +146,9 @@ static disk_ring *ring_take(disk_io *io) {
     return g;
 }
 
-static int run_uring(disk_io *io, const disk_req *r, size_t n) {
+static int run_uring(disk_io *io, const disk_req *r, size_t n, const disk_io_hooks *h) {
     size_t next = 0, done = 0;
-    int first_err = 0;
+    int first_err = 0, meanwhile = h && h->meanwhile;
     disk_ring *g = ring_take(io);
     struct io_uring *ring = &g->ring;
     while (done < next || (next < n && !first_err)) {
@@ -154,7 +156,12 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
             prep(ring, &r[next], io->fd, next);
             next++;
         }
-        int rc = io_uring_submit_and_wait(ring, 1);
+        int rc;
+        if (meanwhile && (rc = io_uring_submit(ring)) >= 0) {   /* out: the caller's work while they fly */
+            h->meanwhile(h->ctx);
+            meanwhile = 0;
+        }
+        rc = io_uring_submit_and_wait(ring, 1);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             log_warning("disk: io_uring submit failed (%s): pread/pwrite from now on", strerror(-rc));
             __atomic_store_n(&io->uring, 0, __ATOMIC_RELAXED);
@@ -167,6 +174,7 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
             size_t i = (size_t)io_uring_cqe_get_data64(cqe);
             if (cqe->res < 0 && !first_err) first_err = cqe->res;
             else if (cqe->res >= 0 && (size_t)cqe->res != r[i].len && !first_err) first_err = -EIO;
+            else if (!first_err && h && h->landed) h->landed(h->ctx, i);
             seen++;
         }
         io_uring_cq_advance(ring, seen);
@@ -176,11 +184,13 @@ static int run_uring(disk_io *io, const disk_req *r, size_t n) {
     return first_err;
 }
 
-int disk_io_run(disk_io *io, const disk_req *r, size_t n) {
+int disk_io_run_hooked(disk_io *io, const disk_req *r, size_t n, const disk_io_hooks *h) {
     for (size_t i = 0; i < n; i++)
         if (r[i].off + r[i].len > io->size || r[i].len > (1u << 30)) return -EINVAL;
-    return __atomic_load_n(&io->uring, __ATOMIC_RELAXED) ? run_uring(io, r, n) : run_plain(io, r, n);
+    return __atomic_load_n(&io->uring, __ATOMIC_RELAXED) ? run_uring(io, r, n, h) : run_plain(io, r, n, h);
 }
+
+int disk_io_run(disk_io *io, const disk_req *r, size_t n) { return disk_io_run_hooked(io, r, n, NULL); }
 
 uint64_t disk_io_next_data(disk_io *io, uint64_t off) {
     off_t at = lseek(io->fd, (off_t)off, SEEK_DATA);

@@ -40,6 +40,20 @@ disk_io *disk_io_open(const char *path, uint64_t size, disk_io_kind want, char *
 /* Runs every request of r[0..n): 0, or -errno of the first that failed
  * (a short transfer is -EIO). */
 int disk_io_run(disk_io *io, const disk_req *r, size_t n);
+/* Work a caller overlaps with its batch, in its own thread: meanwhile
+ * once, after the first requests went out (a write's CRC pass over the
+ * bytes going out), and landed(i) as request i completes (a read's CRC
+ * over the bytes that just came in, while the rest are in flight). On
+ * the plain backend meanwhile runs first and landed after each request.
+ * Either may be NULL. A thread that computed its CRC after the whole
+ * batch left the disk idle meanwhile: with a few threads each reading
+ * one value, that was a large part of each value's time. */
+typedef struct disk_io_hooks {
+    void (*meanwhile)(void *ctx);
+    void (*landed)(void *ctx, size_t i);
+    void *ctx;
+} disk_io_hooks;
+int disk_io_run_hooked(disk_io *io, const disk_req *r, size_t n, const disk_io_hooks *h);
 /* Where the file's next bytes ever written lie, from off on (SEEK_DATA:
  * blocks only allocated read as holes on ext4 and xfs), aligned down to
  * DISK_IO_ALIGN; the file's size when none; off where the file system

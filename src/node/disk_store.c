@@ -446,10 +446,27 @@ static size_t direct_reqs(disk_req *r, size_t max, int write, void *buf, uint64_
 
 #define MAX_REQS 64
 
+/* A value's CRC32C, computed while its write is in flight. */
+typedef struct sum_job {
+    const void *val;
+    uint64_t len;
+    uint32_t crc;
+    int done;
+} sum_job;
+
+static void sum_meanwhile(void *ctx) {
+    sum_job *j = ctx;
+    j->crc = crc32c(0, j->val, j->len);
+    j->done = 1;
+}
+
 /* Header and value: an aligned value straight from the caller's buffer
  * (its tail through the slot), any other through the slot in
- * DISK_STAGE_BYTES batches, the header in the first. */
-static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off, const void *val, uint64_t len) {
+ * DISK_STAGE_BYTES batches, the header in the first. *crc (when asked):
+ * the value's CRC32C as written, computed while the writes fly, or in
+ * the copy into the slot (no pass of its own). */
+static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off, const void *val, uint64_t len,
+                       uint32_t *crc) {
     disk_req r[MAX_REQS];
     uint64_t whole = len & ~(uint64_t)(BLK - 1);
     if (is_aligned(val) && whole / PIECE < MAX_REQS - 2) {
@@ -461,12 +478,19 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
             memcpy(slot + hdr, (const uint8_t *)val + whole, len - whole);
             r[n++] = (disk_req){ 1, slot + hdr, off + hdr + whole, BLK };
         }
-        return disk_io_run(ds->io, r, n);
+        sum_job sj = { val, len, 0, 0 };
+        disk_io_hooks h = { sum_meanwhile, NULL, &sj };
+        int rc = disk_io_run_hooked(ds->io, r, n, crc ? &h : NULL);
+        if (crc && !sj.done) sum_meanwhile(&sj);   /* the ring gave up before submitting */
+        if (crc) *crc = sj.crc;
+        return rc;
     }
     uint64_t done = 0, head = hdr;   /* the first batch carries the header */
+    uint32_t c = 0;
     do {
         uint64_t n = len - done < DISK_STAGE_BYTES - head ? len - done : DISK_STAGE_BYTES - head;
-        if (n) memcpy(slot + head, (const uint8_t *)val + done, n);
+        if (n && crc) c = crc32c_copy(c, slot + head, (const uint8_t *)val + done, n);
+        else if (n) memcpy(slot + head, (const uint8_t *)val + done, n);
         uint64_t io = round_blk(head + n);
         memset(slot + head + n, 0, io - head - n);
         size_t nr = direct_reqs(r, MAX_REQS, 1, slot, off + done + (done ? hdr : 0), io);
@@ -475,11 +499,14 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
         done += n;
         head = 0;
     } while (done < len);
+    if (crc) *crc = c;
     return 0;
 }
 
+/* verify: the value's CRC32C must be crc (checked as it is written; a
+ * record that fails is wiped as a failed write is, -EBADMSG). */
 static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc,
-                   const disk_obj *of) {
+                   const disk_obj *of, int verify) {
     if (keylen == 0 || keylen > DISK_MAX_KEY) return -EINVAL;
     uint32_t hdr = hdr_bytes(keylen, is_share(len, crc, of));
     uint64_t bytes = len > ds->size ? UINT64_MAX : hdr + round_blk(len), off;
@@ -497,7 +524,10 @@ static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *v
     uint64_t t0 = mono_us();
     int slot = stage_take(ds);
     rec_header(ds, ds->stage[slot], hdr, key, keylen, seq, len, crc, of);
-    int rc = write_value(ds, ds->stage[slot], hdr, off, val, len);
+    uint32_t got = crc;
+    int rc = write_value(ds, ds->stage[slot], hdr, off, val, len, verify ? &got : NULL);
+    int bad = rc == 0 && got != crc;
+    if (bad) rc = -EBADMSG;
     stage_give(ds, slot);
     uint64_t us = mono_us() - t0;
 
@@ -508,7 +538,7 @@ static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *v
         ds->st.writes++;
         ds->st.write_bytes += len;
         ds->st.write_us += us;
-    } else {
+    } else if (!bad) {
         ds->st.io_errors++;
     }
     pthread_mutex_unlock(&ds->mu);
@@ -526,14 +556,13 @@ static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *v
 }
 
 int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc) {
-    if (crc32c(0, val, len) != crc) return -EBADMSG;
-    return put_rec(ds, key, keylen, val, len, crc, &(disk_obj){len, crc});
+    return put_rec(ds, key, keylen, val, len, crc, &(disk_obj){len, crc}, 1);
 }
 
 int disk_store_put_share(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len,
                          const disk_obj *of) {
     if (len > of->size) return -EINVAL;
-    return put_rec(ds, key, keylen, val, len, crc32c(0, val, len), of);
+    return put_rec(ds, key, keylen, val, len, crc32c(0, val, len), of, 0);
 }
 
 int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *len, uint32_t *crc, disk_obj *of) {
@@ -548,17 +577,46 @@ int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *le
     return o ? 0 : -ENOENT;
 }
 
+/* A read in pieces, each summed as it lands while the rest fly. */
+typedef struct sum_pieces {
+    const disk_req *r;
+    uint32_t crc[MAX_REQS];
+} sum_pieces;
+
+static void sum_landed(void *ctx, size_t i) {
+    sum_pieces *p = ctx;
+    p->crc[i] = crc32c(0, p->r[i].buf, p->r[i].len);
+}
+
+/* Requests of whole bytes at off into buf: about four, so that all but
+ * the last one's CRC pass overlaps the disk (READ_PIECE_MIN at least,
+ * PIECE at most). */
+#define READ_PIECE_MIN (256u << 10)
+static size_t read_reqs(disk_req *r, size_t max, void *buf, uint64_t off, uint64_t whole) {
+    uint64_t piece = round_blk(whole / 4);
+    piece = piece < READ_PIECE_MIN ? READ_PIECE_MIN : piece > PIECE ? PIECE : piece;
+    size_t n = 0;
+    for (uint64_t at = 0; at < whole && n < max; at += piece)
+        r[n++] = (disk_req){ 0, (uint8_t *)buf + at, off + at, whole - at < piece ? whole - at : piece };
+    return n;
+}
+
 /* The value at off into buf: its whole blocks straight when buf is
- * aligned, the rest through the slot. Its CRC32C in *crc. */
+ * aligned (each piece summed as it lands), the rest through the slot.
+ * Its CRC32C in *crc. */
 static int read_value(disk_store *ds, uint8_t *slot, uint64_t off, void *buf, uint64_t len, uint32_t *crc) {
     disk_req r[MAX_REQS];
     uint64_t whole = len & ~(uint64_t)(BLK - 1);
     if (is_aligned(buf) && whole / PIECE < MAX_REQS - 1) {
-        size_t n = direct_reqs(r, MAX_REQS - 1, 0, buf, off, whole);
+        size_t n = read_reqs(r, MAX_REQS - 1, buf, off, whole), pieces = n;
         if (len > whole) r[n++] = (disk_req){ 0, slot, off + whole, BLK };
-        int rc = disk_io_run(ds->io, r, n);
+        sum_pieces sp = { r, {0} };
+        disk_io_hooks h = { NULL, sum_landed, &sp };
+        int rc = disk_io_run_hooked(ds->io, r, pieces, &h);
+        if (rc == 0 && n > pieces) rc = disk_io_run(ds->io, r + pieces, 1);
         if (rc != 0) return rc;
-        uint32_t c = crc32c(0, buf, whole);
+        uint32_t c = pieces ? sp.crc[0] : 0;
+        for (size_t i = 1; i < pieces; i++) c = crc32c_combine(c, sp.crc[i], r[i].len);
         *crc = len > whole ? crc32c_copy(c, (uint8_t *)buf + whole, slot, len - whole) : c;
         return 0;
     }
@@ -593,10 +651,11 @@ int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, u
     pthread_mutex_unlock(&ds->mu);
 
     uint64_t t0 = mono_us();
-    int slot = stage_take(ds);
+    /* An aligned buffer of whole blocks needs no slot (readers need not wait for one). */
+    int slot = is_aligned(buf) && size % BLK == 0 && size / PIECE < MAX_REQS - 1 ? -1 : stage_take(ds);
     uint32_t crc = 0;
-    int rc = read_value(ds, ds->stage[slot], off, buf, size, &crc);
-    stage_give(ds, slot);
+    int rc = read_value(ds, slot >= 0 ? ds->stage[slot] : NULL, off, buf, size, &crc);
+    if (slot >= 0) stage_give(ds, slot);
     uint64_t us = mono_us() - t0;
 
     pthread_mutex_lock(&ds->mu);
