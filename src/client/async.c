@@ -24,6 +24,7 @@
 #include "core/util.h"
 
 #define IO_IDLE_MS 1000   /* the I/O thread with nothing to serve sleeps on its wake fd */
+#define DOWN_HOLD_MS 1000
 
 static void q_push(mkv_opq *q, mkv_op *op) {
     op->next = NULL;
@@ -100,12 +101,27 @@ void mkv_async_out(mkv_async *a, mkv_out *out) {
     pthread_mutex_unlock(&a->mu);
 }
 
+/* A send that found no master (its connect failed or timed out) fails
+ * those after it at once for DOWN_HOLD_MS: without this, each operation
+ * of a stopped master's backlog would wait out a connect of its own. */
 void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
     pthread_mutex_lock(&a->mu);
     a->master_wait++;
+    int down = mono_ms() < a->down_until ? a->down_code : MKV_OK;
     pthread_mutex_unlock(&a->mu);
-    mkv_link_send(a->c, out, fn, arg);
+    if (down != MKV_OK) {
+        mkv_out_free(out);
+        fn(arg, NULL, down);
+        return;
+    }
+    int rc = mkv_link_send(a->c, out, fn, arg);
     mkv_out_free(out);
+    if (rc != MKV_OK) {
+        pthread_mutex_lock(&a->mu);
+        a->down_until = mono_ms() + DOWN_HOLD_MS;
+        a->down_code = rc;
+        pthread_mutex_unlock(&a->mu);
+    }
     efd_post(a->wake);   /* queued now: the I/O thread serves it */
 }
 

@@ -239,8 +239,9 @@ redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sen
 /* Send out's commands (opening the connection if needed) and return
  * without waiting: fn(arg, reply, code) runs once, for the last reply,
  * on the thread in mkv_link_serve that finds it done (or on this one,
- * now, when nothing could be sent). No lock of the link is held then. */
-void mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg);
+ * now, when nothing could be sent: then its code is returned, else
+ * MKV_OK). No lock of the link is held then. */
+int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg);
 /* One turn for the callbacks: read for up to a slice (or until wake_fd,
  * if >= 0, is readable) when calls wait and no thread reads, else wait
  * briefly for the one that does; then run the callbacks of the replies
@@ -497,6 +498,8 @@ struct mkv_async {
     size_t pending;                      /* submitted, not yet drained / called back */
     size_t live;                         /* submitted, not yet completed */
     size_t master_wait;                  /* callbacks the master link owes the face */
+    uint64_t down_until;                 /* a send failed (no master): the next fail at once till then */
+    int down_code;
     mkv_leases leases;                   /* finished reads' leases, for the next command */
 };
 

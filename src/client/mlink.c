@@ -414,7 +414,7 @@ static void run_fired(mkv_mlink *L) {
     }
 }
 
-void mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg) {
+int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg) {
     mkv_mlink *L = &c->core->link;
     mkv_waiter *w = xcalloc(1, sizeof *w);
     w->fn = fn;
@@ -424,6 +424,7 @@ void mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *ar
         free(w);
         fn(arg, NULL, rc);
     }
+    return rc;
 }
 
 void mkv_link_serve(mkv_client *c, int wake_fd) {

@@ -502,7 +502,9 @@ static void aux_close(mkv_client *c, mkv_async *a, many_run *r) {
  * exists, MANY removes and MANY puts on a face of one thread are all
  * sent at once and all time out together, after about one timeout_ms.
  * A face that ran them one at a time on its thread (as before) would
- * take a timeout each: 768 x 3 s. */
+ * take a timeout each: 768 x 3 s. Then MANY more, which find no
+ * connection and one that cannot be opened, fail after one connect's
+ * timeout between them. */
 static void test_async_stopped_master_times_out_together(void) {
     pid_t aux = h_start_master(PORT_AUX, NULL);
     ASSERT_MSG(aux > 0, "aux master did not start");
@@ -510,8 +512,8 @@ static void test_async_stopped_master_times_out_together(void) {
     mkv_async *a = NULL;
     many_run *r = NULL;
     int rc = aux_open(&c, &a, &r, "stopped");
-    int ran = -1, timedout = -1;
-    uint64_t took = 0;
+    int ran = -1, timedout = -1, again = -1, again_failed = 0;
+    uint64_t took = 0, took_again = 0;
     if (rc == MKV_OK) {
         h_sigstop(aux);
         uint64_t t0 = mono_ms();
@@ -520,9 +522,18 @@ static void test_async_stopped_master_times_out_together(void) {
         if (rc == MKV_OK) rc = many_submit(a, r, 2 * MANY, MKV_OP_PUT);
         ran = many_wait(a, r, 3 * MANY, 120000);
         took = mono_ms() - t0;
-        kill(aux, SIGCONT);
         timedout = many_count(r, 0, 3 * MANY, MKV_ETIMEDOUT);
         printf("# %d of %d done in %llu ms, %d timed out\n", ran, 3 * MANY, (unsigned long long)took, timedout);
+        /* Still stopped: the connection is gone and a new one cannot be
+         * opened (the kernel accepts it, the master never answers). The
+         * next MANY wait out one connect between them, not one each. */
+        t0 = mono_ms();
+        if (rc == MKV_OK && ran == 3 * MANY) rc = many_submit(a, r, 0, MKV_OP_EXISTS);
+        again = many_wait(a, r, 4 * MANY, 120000) - 3 * MANY;
+        took_again = mono_ms() - t0;
+        for (int i = 0; i < MANY; i++) again_failed += r->ops[i].status < 0;
+        printf("# %d more done in %llu ms, %d failed\n", again, (unsigned long long)took_again, again_failed);
+        kill(aux, SIGCONT);
     }
     aux_close(c, a, r);
     h_kill(aux);
@@ -530,6 +541,9 @@ static void test_async_stopped_master_times_out_together(void) {
     ASSERT_EQ(ran, 3 * MANY);
     ASSERT_EQ(timedout, 3 * MANY);
     ASSERT_MSG(took < 60000, "%llu ms for %d timeouts of %d ms", (unsigned long long)took, 3 * MANY, AUX_TIMEOUT_MS);
+    ASSERT_EQ(again, MANY);
+    ASSERT_EQ(again_failed, MANY);
+    ASSERT_MSG(took_again < 60000, "%llu ms for %d operations with no master", (unsigned long long)took_again, MANY);
 }
 
 /* The master killed with every operation in flight: each completes with
