@@ -18,9 +18,11 @@
  * them by callback; one I/O thread of the face sends what is submitted
  * and reads the replies for all of them. No thread waits for the
  * master: any number of operations are in flight at once (a stopped
- * master times them all out together after timeout_ms). The transfers
- * (the data leg of a put or get) run on the face's `threads` other
- * threads, each taking the legs queued meanwhile as one engine batch.
+ * master times them all out together after timeout_ms; when no master
+ * can be reached, what the face sends in the next second fails at once).
+ * The transfers (the data leg of a put or get) run on the face's
+ * `threads` other threads, each taking the legs queued meanwhile as one
+ * engine batch.
  * Batches go in chunks of 4096 keys, all at once; a batch's status is
  * the first chunk's failure. Not here (yet): a READONLY master (another
  * leader under etcd) is not retried, and slice checksums are not sent
