@@ -24,9 +24,10 @@
  * `threads` other threads, each taking the legs queued meanwhile as one
  * engine batch.
  * Batches go in chunks of 4096 keys, all at once; a batch's status is
- * the first chunk's failure. Not here (yet): a READONLY master (another
- * leader under etcd) is not retried, and slice checksums are not sent
- * with a put's publish (a reader checks the object whole).
+ * the first chunk's failure. Not here (yet): under etcd, no leader or a
+ * READONLY one fails the operation (the blocking calls try again until
+ * timeout_ms), and slice checksums are not sent with a put's publish (a
+ * reader checks the object whole).
  *
  * The caller keeps an operation, its key and its buffers alive and
  * untouched until its done ran. Buffers are registered ones, as for the
