@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 struct node_copier {
     node *n;
     jobqueue *q;
+    atomic_int queued;          /* batches submitted and not finished */
     /* Copier thread only. */
     te_engine *engine;
     redisContext *master;
@@ -415,6 +417,7 @@ static void copy_job(jq_job *j, void *arg) {
     log_info("node: copy batch of %d task(s): %d done (%llu bytes), %d failed", n, nok,
              (unsigned long long)bytes, n - nok);
     node_control_tasks_done(c->n->ctl, ts[0]->gen, ids, oks, n);
+    atomic_fetch_sub(&c->queued, 1);
     for (int i = 0; i < n; i++) node_task_free(ts[i]);
     free(oks);
     free(ids);
@@ -433,13 +436,17 @@ node_copier *node_copier_start(node *n) {
 
 void node_copier_submit(node_copier *c, node_task *batch) {
     batch->job.run = copy_job;
+    atomic_fetch_add(&c->queued, 1);
     if (c->q && jobqueue_submit(c->q, &batch->job) == 0) return;
+    atomic_fetch_sub(&c->queued, 1);
     for (node_task *t = batch, *next; t; t = next) {
         next = t->next;
         node_control_tasks_done(c->n->ctl, t->gen, &t->id, &(int){0}, 1);
         node_task_free(t);
     }
 }
+
+int node_copier_busy(node_copier *c) { return atomic_load(&c->queued) >= COPIER_MAX_QUEUE / 2; }
 
 void node_copier_stop(node_copier *c) {
     if (!c) return;

@@ -20,6 +20,10 @@ node_copier *node_copier_start(node *n);
 /* Takes ownership of the batch: tasks of one registration linked by
  * next, run and reported together (node_control_tasks_done). */
 void node_copier_submit(node_copier *c, node_task *batch);
+/* Half its queue of batches is taken: a holdings pull then leaves tasks
+ * for later (each pull's tasks are a batch of their own, and a full queue
+ * fails what comes). Any thread. */
+int node_copier_busy(node_copier *c);
 void node_copier_stop(node_copier *c);
 
 #endif

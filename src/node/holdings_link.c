@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "etcd/leader_watch.h"
 #include "node/control.h"
+#include "node/copier.h"
 #include "node/disk_store.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
@@ -83,7 +84,7 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
  * copier unless gen is gone by then, *ack moves past them. */
 static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
                      uint64_t *ack, int wait_ms) {
-    int plain = h->plain, tasks = wait_ms > 0 && !h->no_tasks;
+    int plain = h->plain, tasks = wait_ms > 0 && !h->no_tasks && !node_copier_busy(h->n->copier);
     proto_cmd cmd;
     proto_cmd_holdings(&cmd, self, *ack, (plain ? 0 : PROTO_HOLDINGS_SLICES) | (tasks ? PROTO_HOLDINGS_TASKS : 0),
                        wait_ms);

@@ -14,7 +14,8 @@
  * master answers one as soon as a task waits for us (a load a get waits
  * for), and they go to the copier as a heartbeat's would
  * (node_control_take_tasks); a master without TASKS leaves them to the
- * heartbeats.
+ * heartbeats, and so does a pull while the copier has half its queue
+ * of batches (node_copier_busy: each pull's tasks are a batch).
  *
  * Control drives it: pause when it loses the master or registers again
  * (no reply of the old registration is applied after pause returns),
