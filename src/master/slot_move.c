@@ -387,14 +387,6 @@ static void pull_all(slot_move *mv, etcd_client *ec, const proto_slotmap *m) {
     }
 }
 
-static int nap(slot_move *mv, int ms) {
-    for (int slept = 0; slept < ms && !atomic_load(&mv->stop); slept += 50) {
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return atomic_load(&mv->stop);
-}
-
 /* The thread: the map read every SLOTS_POLL_MS while slots come to us
  * with their objects (its own etcd client: a pull that waits on a slow
  * peer never delays the map's own reads, by which the group's keys are
@@ -406,7 +398,7 @@ static void *pull_main(void *arg) {
     do {
         int found = 0;
         if (etcd_slotmap_read(mv->ec, mv->cluster, m, &found, err, sizeof err) == 0 && found) pull_all(mv, mv->ec, m);
-    } while (!nap(mv, SLOTS_POLL_MS));
+    } while (!master_slots_nap(&mv->stop, SLOTS_POLL_MS));
     free(m);
     return NULL;
 }

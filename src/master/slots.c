@@ -50,12 +50,12 @@ struct master_slots {
 
 /* ---- the thread ---- */
 
-static int nap(master_slots *s, int ms) {
-    for (int slept = 0; slept < ms && !atomic_load(&s->stop); slept += SLOTS_NAP_STEP_MS) {
+int master_slots_nap(atomic_int *stop, int ms) {
+    for (int slept = 0; slept < ms && !atomic_load(stop); slept += SLOTS_NAP_STEP_MS) {
         struct timespec ts = {0, SLOTS_NAP_STEP_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
-    return atomic_load(&s->stop);
+    return atomic_load(stop);
 }
 
 /* An etcd failure, logged once until it changes. */
@@ -101,7 +101,7 @@ static void *slots_main(void *arg) {
     master_slots *s = arg;
     proto_slotmap *m = xmalloc(sizeof *m);
     do poll_once(s, m);
-    while (!nap(s, SLOTS_POLL_MS));
+    while (!master_slots_nap(&s->stop, SLOTS_POLL_MS));
     free(m);
     return NULL;
 }

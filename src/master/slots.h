@@ -14,6 +14,8 @@
 #ifndef MKV_MASTER_SLOTS_H
 #define MKV_MASTER_SLOTS_H
 
+#include <stdatomic.h>
+
 #include "server/server.h"
 
 #define SLOTS_POLL_MS 200
@@ -29,6 +31,9 @@ int master_slots_refuse(master_slots *s, client *c);
 /* INFO cluster: group, slots_version, slots_owned, slots_moved,
  * slots_held, slots_moving, slots_unadopted and slot_move_info's. */
 void master_slots_info(const master_slots *s, resp_buf *out);
+/* A thread's sleep of ms, cut short (in steps of 50 ms) once *stop is
+ * set: its value. */
+int master_slots_nap(atomic_int *stop, int ms);
 /* The moves of slots with their objects (slot_move.h); NULL without a group. */
 struct slot_move *master_slots_move(master_slots *s);
 
