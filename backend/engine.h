@@ -58,6 +58,13 @@ typedef struct te_object {
                                * failed it, 0 if none or another cause */
     int crc_ok;               /* out: 1 when every unit's path checksummed it while copying */
     uint32_t crc;             /* out, when crc_ok: crc32c(0, buf, len), no second pass needed */
+    /* Optional: with crc_ok, also the CRC32C of each slice_size bytes
+     * (the last one shorter) into slice_crc[0 .. ceil(len / slice_size)):
+     * no unit then crosses a slice's end, so the slices are the units'
+     * sums combined. slices_ok (out) says they were filled. */
+    uint64_t slice_size;
+    uint32_t *slice_crc;
+    int slices_ok;
 } te_object;
 
 typedef struct te_engine_config {

@@ -360,6 +360,10 @@ static const te_extent *locate(const te_replica *rp, uint64_t off, uint64_t *ext
  * extent boundary of any replica. */
 static uint64_t unit_len(const ectx *e, const te_object *o, uint64_t off) {
     uint64_t len = o->len - off < e->cfg.unit_size ? o->len - off : e->cfg.unit_size;
+    if (o->slice_crc && o->slice_size) {   /* to the slice's end at most: its sum is its units' */
+        uint64_t to_end = o->slice_size - off % o->slice_size;
+        if (to_end < len) len = to_end;
+    }
     for (int r = 0; r < o->nrep; r++) {
         uint64_t start;
         const te_extent *x = locate(&o->reps[r], off, &start);
@@ -694,10 +698,18 @@ static int run_jobs(run *r) {
     return r->first_err;
 }
 
+/* A unit's sum into its slice's (units come in order and never cross a
+ * slice's end: unit_len). */
+static void slice_add(te_object *o, uint64_t off, uint64_t len, uint32_t crc) {
+    uint64_t k = off / o->slice_size, in = off % o->slice_size;
+    o->slice_crc[k] = in ? crc32c_combine(o->slice_crc[k], crc, len) : crc;
+}
+
 /* Each object's checksum from its units' (jobs come in object order,
  * a write's replicas of one unit next to each other: any of them will
- * do, as they all copied the same local bytes). An object with a unit
- * no path checksummed gets crc_ok 0 and the caller sums it itself. */
+ * do, as they all copied the same local bytes), and its slices' where
+ * asked. An object with a unit no path checksummed gets crc_ok 0 and
+ * the caller sums it itself. */
 static void object_crcs(run *r, te_object *objs, int n) {
     uint64_t *covered = xcalloc((size_t)(n ? n : 1), sizeof *covered);
     for (int i = 0; i < r->njobs; i++) {
@@ -706,9 +718,13 @@ static void object_crcs(run *r, te_object *objs, int n) {
         uint64_t *at = &covered[o - objs];
         if (j->state != JOB_DONE || !j->has_crc || j->obj_off != *at) continue;
         o->crc = *at ? crc32c_combine(o->crc, j->crc, j->len) : j->crc;
+        if (o->slice_crc && o->slice_size) slice_add(o, j->obj_off, j->len, j->crc);
         *at += j->len;
     }
-    for (int i = 0; i < n; i++) objs[i].crc_ok = objs[i].status == TE_OK && covered[i] == objs[i].len;
+    for (int i = 0; i < n; i++) {
+        objs[i].crc_ok = objs[i].status == TE_OK && covered[i] == objs[i].len;
+        objs[i].slices_ok = objs[i].crc_ok && objs[i].slice_crc && objs[i].slice_size;
+    }
     free(covered);
 }
 
@@ -843,7 +859,7 @@ static int engine_now(ectx *e, te_op op, te_object *objs, int n) {
         te_object *o = &objs[i];
         char why[200];
         o->failed_node = 0;
-        o->crc_ok = 0;
+        o->crc_ok = o->slices_ok = 0;   /* no slice sums on this path */
         o->status = check_object(o, why, sizeof why);
         if (o->status != TE_OK || o->niov || !registered(e, o->buf, o->len)) {
             o->status = TE_EINVAL;   /* segmented objects go the usual way */

@@ -448,6 +448,8 @@ typedef struct mkv_xfer {
     uint32_t crc;
     struct iovec *segs;                  /* the local bytes in segments (buf unused), owned: free() */
     int nsegs;
+    proto_slices *sl;                    /* writes, optional: the slices' sums too (te_object's) */
+    int slices_ok;                       /* out: sl->crc filled (with crc_ok) */
 } mkv_xfer;
 
 int mkv_engine_open(mkv_client *c);

@@ -200,8 +200,8 @@ int mkv_unpin(mkv_client *c, uint64_t pin, size_t *keys);
 
 /* Bytes [off, off + len) of an object into buf (registered); *got = how
  * many (fewer at the object's end, 0 from it on). Checked per slice when
- * the object keeps slice CRCs (objects over 4 MiB written with a
- * checksum pass): only the slices the range touches are read, their
+ * the object keeps slice CRCs (objects over 4 MiB written by mkv_put or a
+ * batch put): only the slices the range touches are read, their
  * parts outside it into a scratch buffer of the client. Otherwise the
  * whole object is read, the rest into that scratch, and checked whole. */
 int mkv_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t off, void *buf, size_t len,

@@ -25,6 +25,7 @@ typedef struct put_item {
     int crc_ok;                /* crc computed while the bytes were written */
     uint32_t crc;
     proto_slices sl;           /* per-slice CRCs for PUTEND (count 0: none) */
+    int want_slices;           /* PUTEND with slice CRCs if the object has several */
     const mkv_iov *iov;        /* the value in pieces (vec.c); niov 0: o->buf */
     size_t niov;
 } put_item;
@@ -109,6 +110,18 @@ static int put_start(mkv_client *c, put_item *it, size_t n, int replicas) {
     return MKV_OK;
 }
 
+/* An object of several slices that wants their CRCs asks the engine for
+ * them with its sum (one transfer: the units' sums combined, no second
+ * pass over the bytes); room for them in it->sl. 1 if asked. */
+static int ask_slices(put_item *it, int count) {
+    proto_slices_free(&it->sl);   /* a placement again after a node's fault */
+    uint64_t slice = it->want_slices && count == 1 ? proto_slice_choose(it->o->len) : 0;
+    if (!slice) return 0;
+    uint64_t n = proto_slice_count(it->o->len, slice);
+    it->sl = (proto_slices){slice, (uint32_t)n, xcalloc(n, sizeof(uint32_t))};
+    return 1;
+}
+
 /* Write every placed object's replicas in one engine batch: a transfer
  * per object, or per piece of one held in pieces. */
 static int put_transfer(mkv_client *c, put_item *it, size_t n) {
@@ -126,6 +139,7 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
         const mkv_iov *p = item_pieces(&it[i], &one, &np);
         count[i] = mkv_pieces_xfers(c, p, np, &it[i].pl, -1, x + nx, clips + nx);
         if (count[i] < 0) it[i].o->status = count[i];
+        else if (ask_slices(&it[i], count[i])) x[nx++].sl = &it[i].sl;
         else nx += (size_t)count[i];
     }
     int rc = nx ? mkv_xfer_run(c, TE_WRITE, x, nx) : MKV_OK;
@@ -135,7 +149,9 @@ static int put_transfer(mkv_client *c, put_item *it, size_t n) {
         mkv_pieces_fold(x + j, count[i], &out);
         it[i].o->status = rc != MKV_OK ? rc : out.status;
         it[i].failed_node = rc != MKV_OK ? 0 : out.failed_node;
-        it[i].crc_ok = out.crc_ok;
+        /* slices asked and not had: summed in a pass, slices and all (put_sums) */
+        it[i].crc_ok = out.crc_ok && (it[i].sl.count == 0 || x[j].slices_ok);
+        if (!it[i].crc_ok) proto_slices_free(&it[i].sl);
         it[i].crc = out.crc;
         j += (size_t)count[i];
     }
@@ -159,10 +175,9 @@ static uint32_t put_slices(mkv_client *c, put_item *it, uint64_t slice) {
 }
 
 /* sums[j]: the checksum of the j-th of the m written items (the one the
- * engine computed on the way out when it has it). With want_slices, an
- * object of several slices that needs a pass gets its slice CRCs from
- * it (one summed on the way out goes without: a second pass costs more
- * than they save a reader, who then checks it whole). */
+ * engine computed on the way out when it has it, with its slices' when
+ * asked: put_transfer). With want_slices, an object of several slices
+ * that needs a pass gets its slice CRCs from it. */
 static void put_sums(mkv_client *c, put_item *it, size_t n, size_t m, uint32_t *sums, int want_slices) {
     mkv_span_sum *s = xcalloc(m ? m : 1, sizeof *s);
     mkv_iov *ones = xcalloc(m ? m : 1, sizeof *ones);
@@ -364,7 +379,7 @@ static int put_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, 
         const mkv_iov *iov = vec ? vec[i].iov : NULL;
         size_t niov = vec ? vec[i].niov : 0;
         objs[i].status = mkv_put_check(c, &objs[i], vec ? &vec[i] : NULL);
-        if (objs[i].status == MKV_OK) it[m++] = (put_item){.o = &objs[i], .iov = iov, .niov = niov};
+        if (objs[i].status == MKV_OK) it[m++] = (put_item){.o = &objs[i], .iov = iov, .niov = niov, .want_slices = 1};
     }
     int rc = m ? put_place_and_write(c, it, m, replicas) : MKV_OK;
     if (rc == MKV_OK) rc = put_end(c, it, m);

@@ -133,7 +133,8 @@ static void engine_object(const mkv_xfer *x, te_replica *reps, te_object *o) {
     for (int r = first; r < last; r++)
         reps[n++] = (te_replica){.ext = pl->replicas[r].extents,
                                  .next = (int)pl->replicas[r].nextents};
-    *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n, .iov = x->segs, .niov = x->nsegs};
+    *o = (te_object){.buf = x->buf, .len = pl->size, .reps = reps, .nrep = n, .iov = x->segs, .niov = x->nsegs,
+                     .slice_size = x->sl ? x->sl->size : 0, .slice_crc = x->sl ? x->sl->crc : NULL};
 }
 
 /* The engine's objects of x[0..n) into *objs (their replicas in *reps,
@@ -153,6 +154,7 @@ static void engine_results(mkv_xfer *x, size_t n, const te_object *objs) {
         x[i].failed_node = objs[i].failed_node;
         x[i].crc_ok = objs[i].crc_ok;
         x[i].crc = objs[i].crc;
+        x[i].slices_ok = objs[i].slices_ok;
     }
 }
 

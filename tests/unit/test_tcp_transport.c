@@ -14,6 +14,7 @@
 #include "backend/stream_server.h"
 #include "backend/tcp_transport.h"
 #include "backend/wire.h"
+#include "core/crc32c.h"
 #include "core/util.h"
 #include "test.h"
 
@@ -100,6 +101,43 @@ static void test_roundtrip_sizes(void) {
     te_server_stats st;
     te_stream_server_stats(r.srv, &st);
     ASSERT(st.bytes_in >= (64ULL << 20) && st.requests == 14 && st.rejected == 0);
+    rig_down(&r);
+}
+
+/* Submit q and wait for its completion into *c; 0 when it came. */
+static int run_req(rig *r, te_req *q, te_cqe *c) {
+    if (te_submit(r->t, r->p, q, 1) != 1) return -1;
+    uint64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 20000)
+        if (te_poll(r->t, c, 1, 100) == 1) return c->cookie == q->cookie ? 0 : -1;
+    return -1;
+}
+
+/* A write completes with the checksum of the bytes it sent (summed once
+ * they all went, the client's pass saved), whole or in segments far apart;
+ * a read carries none (its bytes are summed where they land). */
+static void test_write_completes_with_crc(void) {
+    rig r;
+    ASSERT(rig_up(&r, 1) == 0);
+    te_cap c = cap_for(0, 4 << 20, TE_CAP_READ | TE_CAP_WRITE);
+    fill(r.buf, 16 << 20, 9);
+    te_cqe cq;
+    te_req q = { .op = TE_WRITE, .local = r.buf, .remote_off = 0, .len = 3 << 20, .cap = &c, .cookie = 7 };
+    ASSERT(run_req(&r, &q, &cq) == 0 && cq.status == TE_OK);
+    ASSERT(cq.has_crc && cq.crc == crc32c(0, r.buf, 3 << 20));
+    struct iovec segs[TE_REQ_SEGS];
+    uint64_t len = 0;
+    for (int i = 0; i < TE_REQ_SEGS; i++) {   /* 16 KiB + i, 256 KiB apart */
+        segs[i] = (struct iovec){ r.buf + (size_t)i * (256 << 10) + i, (16 << 10) + (size_t)i };
+        len += segs[i].iov_len;
+    }
+    q = (te_req){ .op = TE_WRITE, .iov = segs, .niov = TE_REQ_SEGS, .remote_off = 1000, .len = len, .cap = &c,
+                  .cookie = 8 };
+    ASSERT(run_req(&r, &q, &cq) == 0 && cq.status == TE_OK);
+    ASSERT(cq.has_crc && cq.crc == crc32c_sumv(0, segs, TE_REQ_SEGS));
+    ASSERT(crc32c(0, r.seg + 1000, len) == cq.crc);
+    q = (te_req){ .op = TE_READ, .local = r.buf, .remote_off = 0, .len = 4096, .cap = &c, .cookie = 9 };
+    ASSERT(run_req(&r, &q, &cq) == 0 && cq.status == TE_OK && !cq.has_crc);
     rig_down(&r);
 }
 
@@ -336,6 +374,7 @@ static void test_request_timeout(void) {
 
 int main(void) {
     RUN_TEST(test_roundtrip_sizes);
+    RUN_TEST(test_write_completes_with_crc);
     RUN_TEST(test_throughput_4mib);
     RUN_TEST(test_many_in_flight);
     RUN_TEST(test_refusals_keep_connection);
