@@ -16,6 +16,14 @@ static void master_reply_text(mkv_client *mc, char *errstr, size_t len) {
     snprintf(errstr, len, "%s", msg);
 }
 
+/* The client's text for its master connection lost ("master h:p: ...")
+ * or not opened again ("cannot reach the master at ..."): the process's
+ * one connection may have broken under another thread's call, so either
+ * comes, not a node's failure. */
+static int master_unreachable(const char *msg) {
+    return strncmp(msg, "master ", 7) == 0 || strncmp(msg, "cannot reach the master", 23) == 0;
+}
+
 /* MKV_E* to STORE_*, with the library's message in errstr for the
  * codes whose reply shows it. */
 int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
@@ -34,7 +42,7 @@ int cluster_store_code(int rc, mkv_client *mc, char *errstr, size_t len) {
         return STORE_REFUSED;
     case MKV_ECONN:
     case MKV_ETIMEDOUT:
-        if (strncmp(mkv_last_error(mc), "master ", 7) != 0) break;
+        if (!master_unreachable(mkv_last_error(mc))) break;
         /* The client retries: a SET whose reply was lost then finds
          * its own bytes stored (an idempotent OK). */
         snprintf(errstr, len, "TRYAGAIN the master is unreachable (%s)", mkv_last_error(mc));
@@ -53,15 +61,17 @@ int cluster_store_lost(char *errstr, size_t len) {
 
 int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
 
-/* The master connection epoch whose node table this worker's client
- * last learnt: per thread, as each worker has its own client. */
-static __thread uint64_t worker_epoch;
-
-void cluster_worker_topology(mkv_client *mc, uint64_t epoch) {
-    if (!epoch || worker_epoch == epoch) return;
+/* The client is the process's, shared by the loops and their workers:
+ * one relearn per new connection of this loop's, whichever worker sees
+ * it first (the others go on with the table it learns). */
+int cluster_worker_topology(workers *w, mkv_client *mc, uint64_t epoch) {
+    uint64_t *learnt = workers_learnt(w), seen = __atomic_load_n(learnt, __ATOMIC_ACQUIRE);
+    if (!epoch || seen == epoch || !__atomic_compare_exchange_n(learnt, &seen, epoch, 0, __ATOMIC_ACQ_REL,
+                                                                  __ATOMIC_ACQUIRE))
+        return 0;
     /* The first connection: the client learnt the table when it connected
      * (relearning would also cost the grants' time on new data paths). */
-    if (!worker_epoch || mkv_topology_relearn(mc) == MKV_OK) worker_epoch = epoch;
+    return seen && mkv_topology_relearn(mc) == MKV_OK;
 }
 
 /* A client's first write to a node maps its segment, which on a slow

@@ -17,6 +17,7 @@
 
 #include "client/moonkv.h"
 #include "gateway/staging.h"
+#include "gateway/workers.h"
 #include "server/store.h"
 
 /* One key read ahead. */
@@ -58,9 +59,11 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
 /* p's value put with mc to replicas nodes; the outcome in p (shipped). */
 void cluster_ship(mkv_client *mc, store_put *p, int replicas);
 
-/* On a worker, before it moves bytes placed over the master connection
- * of this epoch (master_async_epoch): a connection it has not seen may
- * reach another master, so its client learns the node table afresh. */
-void cluster_worker_topology(mkv_client *mc, uint64_t epoch);
+/* On a worker of w, before it moves bytes placed over the loop's master
+ * connection of this epoch (master_async_epoch): a connection not seen
+ * before may reach another master, so the client learns the node table
+ * afresh (once per epoch, whichever worker comes first). 1 if this call
+ * relearnt it. */
+int cluster_worker_topology(workers *w, mkv_client *mc, uint64_t epoch);
 
 #endif

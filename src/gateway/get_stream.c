@@ -94,7 +94,7 @@ static int read_slice(gs_piece *p, mkv_client *mc, int rep) {
  * one alone: a slice rotten on one replica is read from another. */
 static void piece_run(gw_job *j, mkv_client *mc) {
     gs_piece *p = (gs_piece *)j;
-    cluster_worker_topology(mc, p->gs->epoch);
+    cluster_worker_topology(p->gs->sr->w, mc, p->gs->epoch);
     p->ok = read_slice(p, mc, -1);
     for (int r = 0; !p->ok && r < (int)mkv_located_replicas(p->loc); r++) p->ok = read_slice(p, mc, r);
 }

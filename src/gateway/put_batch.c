@@ -18,7 +18,7 @@ struct put_batcher {
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
     loop_hook *send;          /* after the reply flush, like the reads' */
     char replicas[24];
-    read_batcher *reads;      /* lends its inline client (NULL: none) */
+    read_batcher *reads;      /* says whether the loop moves bytes itself (its inline client) */
     gw_write *queue, **tail;
     int closing;
     uint64_t written_inline;  /* values written on the loop (INFO puts_inline) */
@@ -81,7 +81,7 @@ static void write_result(pb_batch *bt, mkv_client *mc, size_t i, const mkv_obj *
 static void write_located(gw_job *j, mkv_client *mc) {
     pb_batch *bt = (pb_batch *)j;
     size_t cap = bt->n ? bt->n : 1, n = 0;
-    cluster_worker_topology(mc, bt->epoch);
+    cluster_worker_topology(bt->b->w, mc, bt->epoch);
     mkv_obj *objs = xcalloc(cap, sizeof *objs);
     mkv_located **loc = xcalloc(cap, sizeof *loc);
     size_t *idx = xcalloc(cap, sizeof *idx);

@@ -144,7 +144,7 @@ static void slice_run(gw_job *j, mkv_client *mc) {
     ps_slice *ch = (ps_slice *)j;
     put_stream *st = ch->st;
     uint32_t failed_node;
-    cluster_worker_topology(mc, st->epoch);
+    cluster_worker_topology(st->sr->w, mc, st->epoch);
     int rc = mkv_write_located_range(mc, st->loc, st->base + ch->off, ch->off, ch->len, &ch->crc, &failed_node);
     ch->rc = cluster_store_code(rc, mc, ch->errstr, sizeof ch->errstr);
     if (ch->rc == STORE_REFUSED || ch->rc == STORE_OK) return;

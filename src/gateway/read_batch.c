@@ -28,21 +28,22 @@
  * ones all in one. */
 #define RB_STEP_BYTES (1024 * 1024)
 
-/* How often at most the inline client's paths are dialed again. */
+/* How often at most the same-host paths are dialed again. */
 #define RB_DIAL_MS 1000
 
 typedef struct rb_batch rb_batch;
 
-/* The client reading on the loop what needs no waiting (a same-host
- * node's warm mapping: mkv_read_located_now), so a batch of small values
- * skips the worker hand-off. Its paths are dialed on a worker, the
- * client lent to it meanwhile (a dial may wait; the loop never does). */
+/* Reads on the loop of what needs no waiting (a same-host node's warm
+ * mapping: mkv_read_located_now), so a batch of small values skips the
+ * worker hand-off. The client is the process's (its calls may run on any
+ * thread at once); the paths it reads through are dialed on a worker
+ * (a dial may wait; the loop never does), at most every RB_DIAL_MS. */
 typedef struct rb_inline {
     gw_job dial;              /* first: the workers' link */
     mkv_client *mc;           /* NULL: no inline reads */
-    int lent;                 /* the dial job has it */
+    int dialing;              /* the dial job is out */
     uint64_t dialed_ms;       /* the last dial */
-    uint64_t epoch, learnt;   /* the master connection for the next dial; the one it learnt */
+    uint64_t epoch;           /* the master connection for the next dial */
 } rb_inline;
 
 struct read_batcher {
@@ -103,7 +104,7 @@ static void read_result(rb_batch *bt, mkv_client *mc, gw_fetch *f, const mkv_obj
 
 static void read_located(gw_job *j, mkv_client *mc) {
     rb_batch *bt = (rb_batch *)j;
-    cluster_worker_topology(mc, bt->epoch);
+    cluster_worker_topology(bt->b->w, mc, bt->epoch);
     mkv_obj *objs = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *objs);
     mkv_located **loc = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *loc);
     size_t *idx = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *idx), n = 0;
@@ -130,31 +131,30 @@ static void read_located(gw_job *j, mkv_client *mc) {
     free(idx);
 }
 
-/* The inline client's paths dialed, its node table read again first:
+/* The same-host paths dialed, the node table read again first:
  * relearnt when the master connection changed since, refreshed
  * otherwise, since a node that joined after the client connected is
  * named by placements and known to no path until then. */
-static void dial_run(gw_job *j, mkv_client *worker_mc) {
+static void dial_run(gw_job *j, mkv_client *mc) {
     rb_inline *in = (rb_inline *)j;
-    if (in->learnt && in->learnt != in->epoch) mkv_topology_relearn(in->mc);
-    else mkv_topology_refresh(in->mc);
-    in->learnt = in->epoch;
-    mkv_connect_paths(in->mc);
+    read_batcher *b = (read_batcher *)in;   /* now is its first member */
+    if (!cluster_worker_topology(b->w, mc, in->epoch)) mkv_topology_refresh(mc);
+    mkv_connect_paths(mc);
 }
 
 /* ---- on the loop ---- */
 
-static void dial_done(gw_job *j) { ((rb_inline *)j)->lent = 0; }
+static void dial_done(gw_job *j) { ((rb_inline *)j)->dialing = 0; }
 
-/* Lend the inline client to a worker to dial its missing paths, at most
- * every RB_DIAL_MS. */
+/* A worker dials the missing same-host paths, at most every RB_DIAL_MS;
+ * inline reads go on meanwhile. */
 static void dial_soon(read_batcher *b) {
     rb_inline *in = &b->now;
     uint64_t now = loop_now_ms(b->loop);
-    if (in->lent || b->closing || (in->dialed_ms && now - in->dialed_ms < RB_DIAL_MS)) return;
+    if (in->dialing || b->closing || (in->dialed_ms && now - in->dialed_ms < RB_DIAL_MS)) return;
     in->dialed_ms = now ? now : 1;
     in->epoch = b->ma ? master_async_epoch(b->ma) : 0;
-    in->lent = 1;
+    in->dialing = 1;
     in->dial = (gw_job){.run = dial_run, .done = dial_done};
     workers_submit(b->w, &in->dial);
 }
@@ -317,7 +317,7 @@ static void batch_to_worker(rb_batch *bt) {
  * left for the next step. */
 static int batch_step(rb_batch *bt, uint64_t *budget) {
     read_batcher *b = bt->b;
-    if (!b->now.mc || b->now.lent) {   /* a worker dials its paths meanwhile */
+    if (!b->now.mc) {
         batch_to_worker(bt);
         return 1;
     }
@@ -379,7 +379,7 @@ static void batch_ready(rb_batch *bt) {
         bt->job.run = fetch_each;
         bt->job.done = batch_done;
         workers_submit(b->w, &bt->job);
-    } else if (b->now.mc && !b->now.lent) {
+    } else if (b->now.mc) {
         *b->steps_tail = bt;   /* behind the batches still being read here */
         b->steps_tail = &bt->next_step;
         step_cb(b->loop, b);
@@ -485,10 +485,10 @@ void read_batcher_add(read_batcher *b, gw_read *r) {
 }
 
 read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
-                                  staging *pool, mkv_client *loop_mc, mkv_client *inline_mc) {
+                                  staging *pool, mkv_client *mc, int inline_reads) {
     read_batcher *b = xcalloc(1, sizeof *b);
-    *b = (read_batcher){.loop = loop, .ma = ma, .w = w, .pool = pool, .loop_mc = loop_mc,
-                        .now = {.mc = inline_mc}};
+    *b = (read_batcher){.loop = loop, .ma = ma, .w = w, .pool = pool, .loop_mc = mc,
+                        .now = {.mc = inline_reads && ma ? mc : NULL}};
     b->tail = &b->queue;
     b->steps_tail = &b->steps;
     b->send = loop_hook_add(loop, SERVER_HOOK_FLUSH + 1, send_cb, b);
@@ -527,7 +527,7 @@ uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline 
 uint64_t read_batcher_deferred(const read_batcher *b) { return b ? b->deferred : 0; }
 
 mkv_client *read_batcher_inline_client(read_batcher *b) {
-    return b && !b->closing && !b->now.lent ? b->now.mc : NULL;
+    return b && !b->closing ? b->now.mc : NULL;
 }
 
 void read_batcher_inline_missed(read_batcher *b) {

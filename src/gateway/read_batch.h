@@ -45,17 +45,16 @@ struct gw_read {
 
 typedef struct read_batcher read_batcher;
 
-/* ma may be NULL (always the blocking path). inline_mc (NULL: none), a
- * client of its own with the pool registered, reads on the loop the
- * values that need no waiting (a same-host node's warm mapping): a batch
- * of those needs no worker at all. */
+/* ma may be NULL (always the blocking path). mc is the process's client
+ * (the pool registered with it). inline_reads: the loop reads with it the
+ * values that need no waiting (a same-host node's warm mapping), so a
+ * batch of those needs no worker at all (only with ma). */
 read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
-                                  staging *pool, mkv_client *loop_mc, mkv_client *inline_mc);
-/* The inline client for another batcher's work on the loop (the put
- * batches' writes that need no waiting), or NULL while a worker dials
- * its paths (or there is none). */
+                                  staging *pool, mkv_client *mc, int inline_reads);
+/* The client for another batcher's work on the loop (the put batches'
+ * writes that need no waiting), or NULL without inline reads. */
 mkv_client *read_batcher_inline_client(read_batcher *b);
-/* Something could not go through the inline client: its same-host paths
+/* Something could not go through inline: the same-host paths
  * are dialed again soon (at most once a second). */
 void read_batcher_inline_missed(read_batcher *b);
 /* Values read on the loop so far. */

@@ -13,10 +13,9 @@
  * system when the pool has been idle a while (staging_trim), so an idle
  * gateway does not hold its whole pool.
  *
- * The pool is registered once with every mkv_client that moves bytes
+ * The pool is registered once with the process's mkv_client
  * (staging_register). A dedicated mapping is registered only around each
- * transfer, with the client doing it (staging_bind/unbind): a client is
- * not thread-safe, so no thread registers memory with another's. */
+ * transfer of it (staging_bind/unbind), by the thread moving its bytes. */
 #ifndef MKV_GATEWAY_STAGING_H
 #define MKV_GATEWAY_STAGING_H
 
@@ -53,7 +52,7 @@ typedef struct staging_stats {
 
 /* Maps pool_size bytes. NULL with a message in err. */
 staging *staging_create(uint64_t pool_size, uint64_t max_value, char *err, size_t errlen);
-/* Register the pool with mc / drop that registration (before mkv_close). */
+/* Register the pool with mc / drop that registration (before the client goes). */
 int staging_register(staging *sp, mkv_client *mc);
 void staging_unregister(staging *sp, mkv_client *mc);
 /* Around one transfer of b by mc: MKV_OK or the registration error. */

@@ -11,8 +11,8 @@
  * through stat_async, scan_async and flush_async (master_ask.h). The
  * synchronous calls left (a put_end not shipped, get, remove, exists,
  * stat, prefix: commands the gateway does not run asynchronously) are
- * blocking libmoonkv calls on the loop's own client;
- * loop_blocking_calls counts them.
+ * blocking libmoonkv calls on the loop; loop_blocking_calls counts them.
+ * Every loop and worker of the process calls one client (proc_client.h).
  *
  * A failed put's buffer is not freed at once: t_object.c compares the
  * value (which still lies in it) with the stored one to tell an
@@ -29,6 +29,7 @@
 #include "gateway/get_stream.h"
 #include "client/moonkv_internal.h"
 #include "gateway/master_ask.h"
+#include "gateway/proc_client.h"
 #include "gateway/put_batch.h"
 #include "gateway/put_stream.h"
 #include "gateway/read_batch.h"
@@ -50,9 +51,9 @@ typedef struct cluster_stats {
 typedef struct cluster_store {
     store base;
     event_loop *loop;
-    mkv_client *mc;             /* the loop's own */
-    mkv_client *inline_mc;      /* the read batcher's, for reads that need no waiting (read_batch.h) */
+    mkv_client *mc;             /* the process's (proc_client.h): the loop's, the workers', inline reads' */
     staging *pool;
+    int registered;             /* the pool with mc */
     workers *workers;
     master_async *ma;           /* the batchers' master connection; NULL with etcd */
     struct read_batcher *reads;
@@ -505,9 +506,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
     info_field(out, "loop_blocking_calls", "%llu", (unsigned long long)cs->stats.loop_blocking);
     mkv_transfer_stats ts;
-    mkv_transfer_stats_get(cs->mc, &ts);   /* the loop's clients, then the workers' */
-    if (cs->inline_mc) mkv_transfer_stats_add(cs->inline_mc, &ts);   /* its reads moved bytes too */
-    workers_add_transfer_stats(cs->workers, &ts);
+    mkv_transfer_stats_get(cs->mc, &ts);   /* the process's client: every loop's bytes */
     info_field(out, "transfer_bytes_tcp", "%llu", (unsigned long long)ts.bytes_tcp);
     info_field(out, "transfer_bytes_shm", "%llu", (unsigned long long)ts.bytes_shm);
     info_field(out, "transfer_bytes_rdma", "%llu", (unsigned long long)ts.bytes_rdma);
@@ -546,14 +545,12 @@ static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void 
     master_ask_flush(cs_of(s)->ma, cs_of(s)->workers, f, done, ctx);
 }
 
-static int pool_setup(mkv_client *mc, void *ctx) { return staging_register(ctx, mc); }
-static void pool_teardown(mkv_client *mc, void *ctx) { staging_unregister(ctx, mc); }
-
-static void close_client(cluster_store *cs, mkv_client **mc) {
-    if (!*mc) return;
-    if (cs->pool) staging_unregister(cs->pool, *mc);
-    mkv_close(*mc);
-    *mc = NULL;
+/* The pool is registered once the client is taken (cs->registered). */
+static void client_let_go(cluster_store *cs) {
+    if (!cs->mc) return;
+    if (cs->registered) staging_unregister(cs->pool, cs->mc);
+    proc_client_put(cs->mc);
+    cs->mc = NULL;
 }
 
 static void cs_destroy(store *s) {
@@ -589,8 +586,7 @@ static void cs_destroy(store *s) {
         next = q->next_free;
         free(q);
     }
-    close_client(cs, &cs->inline_mc);
-    close_client(cs, &cs->mc);
+    client_let_go(cs);
     staging_destroy(cs->pool);
     free(cs);
 }
@@ -629,7 +625,11 @@ static void join_addrs(const mkv_config *cfg, char *buf, size_t len) {
     }
 }
 
-/* The loop's client and the workers' clients, all with the pool registered. */
+/* Calls on the process's client at once: each loop and its workers. */
+#define GATEWAY_LANES_MAX 16   /* mkv_options.lanes' bound */
+
+/* The process's client, taken with the pool registered; the loop's
+ * batchers and workers over it. */
 static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, size_t errlen) {
     char addrs[CONFIG_MAX_ADDRS * (CONFIG_STR_MAX + 1)];
     join_addrs(cfg, addrs, sizeof addrs);
@@ -646,30 +646,31 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         opt.etcd = cfg->etcd;
         opt.cluster_name = cfg->cluster_name;
     }
-    int rc = mkv_connect(&cs->mc, &opt);
-    if (rc == MKV_OK) rc = staging_register(cs->pool, cs->mc);
+    /* A lane for every thread that may call at once, so the loop's calls
+     * that must not wait (inline reads and writes) find one free. */
+    int callers = cfg->io_threads * (GATEWAY_WORKERS + 1);
+    opt.lanes = callers < GATEWAY_LANES_MAX ? callers : GATEWAY_LANES_MAX;
+    char why[256];
+    int rc = proc_client_take(&opt, &cs->mc, why, sizeof why);
+    if (rc == MKV_OK && (rc = staging_register(cs->pool, cs->mc)) != MKV_OK)
+        snprintf(why, sizeof why, "%s", mkv_last_error(cs->mc));
+    cs->registered = rc == MKV_OK;
     if (rc != MKV_OK) {
-        snprintf(err, errlen, "cannot use the master %s: %s", cs->master,
-                 cs->mc ? mkv_last_error(cs->mc) : mkv_last_error(NULL));
+        snprintf(err, errlen, "cannot use the master %s: %s", cs->master, why);
         return -1;
     }
-    char werr[256];
-    cs->workers = workers_create(cs->loop, GATEWAY_WORKERS, &opt, pool_setup, pool_teardown, cs->pool,
-                                 werr, sizeof werr);
-    if (!cs->workers) {
-        snprintf(err, errlen, "cannot use the master %s: %s", cs->master, werr);
+    if (!(cs->workers = workers_create(cs->loop, GATEWAY_WORKERS, cs->mc, why, sizeof why))) {
+        snprintf(err, errlen, "%s", why);
         return -1;
     }
     /* Through etcd the master moves: the batches take the blocking calls,
      * which follow it (read_batch.h, put_batch.h). */
     if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, cs->secret,
                                                      opt.timeout_ms);
-    /* Only shm reads without waiting; without the client all go to the workers. */
+    /* Only shm reads without waiting, and only while no loop can wait for a lane. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
-    if (cs->ma && may_shm &&
-        (mkv_connect(&cs->inline_mc, &opt) != MKV_OK || staging_register(cs->pool, cs->inline_mc) != MKV_OK))
-        close_client(cs, &cs->inline_mc);
-    cs->reads = read_batcher_create(cs->loop, cs->ma, cs->workers, cs->pool, cs->mc, cs->inline_mc);
+    int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;
+    cs->reads = read_batcher_create(cs->loop, cs->ma, cs->workers, cs->pool, cs->mc, inline_reads);
     cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads);
     if (cs->ma) cs->streams = put_streamer_create(cs->puts, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);

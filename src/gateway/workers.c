@@ -1,5 +1,5 @@
-/* gateway/workers.c - the worker threads: a jobqueue with one client per
- * thread, whose finished jobs a loop wake brings back to the loop. */
+/* gateway/workers.c - the worker threads: a jobqueue over the process's
+ * client, whose finished jobs a loop wake brings back to the loop. */
 #include "gateway/workers.h"
 
 #include <stdio.h>
@@ -14,10 +14,8 @@ struct workers {
     loop_wake *notify;          /* a worker -> the loop: jobs finished */
     size_t inflight;            /* loop only */
     unsigned long long done;    /* loop only */
-    void (*teardown)(mkv_client *mc, void *ctx);
-    void *ctx;
-    int n;                      /* clients opened */
-    mkv_client *mc[WORKERS_MAX];
+    uint64_t learnt;            /* workers_learnt (atomic) */
+    mkv_client *mc[WORKERS_MAX];   /* the one client, once per thread (the queue's thread_arg) */
 };
 
 /* On the worker: the job's own run with this thread's client. */
@@ -48,37 +46,14 @@ static void notify_cb(event_loop *el, void *data) {
     finish_all(w, jobqueue_take_finished(w->q), 0);
 }
 
-static int open_clients(workers *w, int n, const mkv_options *opt, int (*setup)(mkv_client *mc, void *ctx),
-                        char *err, size_t errlen) {
-    for (; w->n < n; w->n++) {
-        mkv_client **mc = &w->mc[w->n];
-        int rc = mkv_connect(mc, opt);
-        if (rc == MKV_OK) rc = setup(*mc, w->ctx);
-        if (rc != MKV_OK) {
-            snprintf(err, errlen, "worker %d: %s", w->n, *mc ? mkv_last_error(*mc) : mkv_last_error(NULL));
-            w->n++;   /* so destroy closes this client too */
-            return -1;
-        }
-    }
-    return 0;
-}
-
-workers *workers_create(event_loop *loop, int n, const mkv_options *opt,
-                        int (*setup)(mkv_client *mc, void *ctx),
-                        void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
-                        size_t errlen) {
+workers *workers_create(event_loop *loop, int n, mkv_client *mc, char *err, size_t errlen) {
     if (n < 1 || n > WORKERS_MAX) {
         snprintf(err, errlen, "worker count must be 1 to %d", WORKERS_MAX);
         return NULL;
     }
     workers *w = xcalloc(1, sizeof *w);
-    w->teardown = teardown;
-    w->ctx = ctx;
+    for (int i = 0; i < n; i++) w->mc[i] = mc;
     w->notify = loop_wake_create(loop, notify_cb, w);   /* idle workers do not keep the loop running */
-    if (open_clients(w, n, opt, setup, err, errlen) != 0) {
-        workers_destroy(w);
-        return NULL;
-    }
     jobqueue_config cfg = {.nthreads = n, .thread_arg = (void *const *)w->mc,
                            .finished = job_finished, .finished_arg = w};
     char why[128];
@@ -101,18 +76,11 @@ size_t workers_inflight(const workers *w) { return w->inflight; }
 
 unsigned long long workers_done(const workers *w) { return w->done; }
 
-void workers_add_transfer_stats(const workers *w, mkv_transfer_stats *sum) {
-    for (int i = 0; i < w->n; i++) mkv_transfer_stats_add(w->mc[i], sum);
-}
+uint64_t *workers_learnt(workers *w) { return &w->learnt; }
 
 void workers_destroy(workers *w) {
     if (!w) return;
     if (w->q) jobqueue_stop(w->q);
-    for (int i = 0; i < w->n; i++) {
-        if (!w->mc[i]) continue;
-        if (w->teardown) w->teardown(w->mc[i], w->ctx);
-        mkv_close(w->mc[i]);
-    }
     if (w->q) {
         /* Threads are gone: the queues are the loop's now. */
         finish_all(w, jobqueue_take_finished(w->q), 0);

@@ -1,15 +1,18 @@
 /* gateway/workers.h - a few threads that move the batches' bytes (and
  * make the blocking libmoonkv calls of a batch's fallback) for the loop.
  *
- * Each worker owns an mkv_client (a client is not thread-safe). The loop
- * submits jobs; any idle worker runs one (job->run, on the worker, with
- * its client) and hands it back; the loop then calls job->done, woken by
- * a loop wake. Jobs still queued at destroy are not run: done is called
- * with job->cancelled set, so every job is finished exactly once. */
+ * Every worker calls the process's one mkv_client (a client is shared by
+ * threads: one master connection, one transfer engine), the loop's too.
+ * The loop submits jobs; any idle worker runs one (job->run, on the
+ * worker, with the client) and hands it back; the loop then calls
+ * job->done, woken by a loop wake. Jobs still queued at destroy are not
+ * run: done is called with job->cancelled set, so every job is finished
+ * exactly once. */
 #ifndef MKV_GATEWAY_WORKERS_H
 #define MKV_GATEWAY_WORKERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "client/moonkv.h"
 #include "core/jobqueue.h"
@@ -25,19 +28,17 @@ struct gw_job {
 
 typedef struct workers workers;
 
-/* n threads, each with a client connected with opt and set up by
- * setup(mc, ctx) (e.g. registering memory; MKV_OK or an error). NULL
- * with a message in err. */
-workers *workers_create(event_loop *loop, int n, const mkv_options *opt,
-                        int (*setup)(mkv_client *mc, void *ctx),
-                        void (*teardown)(mkv_client *mc, void *ctx), void *ctx, char *err,
-                        size_t errlen);
+/* n threads running jobs with mc (which outlives them). NULL with a
+ * message in err. */
+workers *workers_create(event_loop *loop, int n, mkv_client *mc, char *err, size_t errlen);
 void workers_submit(workers *w, gw_job *j);
 /* Jobs submitted and not yet done; jobs finished since the start. */
 size_t workers_inflight(const workers *w);
 unsigned long long workers_done(const workers *w);
-/* The workers' clients' transfer counters added to *sum (any thread). */
-void workers_add_transfer_stats(const workers *w, mkv_transfer_stats *sum);
+/* The loop's master connection epoch (master_async_epoch) whose node
+ * table the client last learnt for these workers' jobs (any thread:
+ * cluster_worker_topology). */
+uint64_t *workers_learnt(workers *w);
 /* Waits for the running jobs, cancels the queued ones, finishes all. */
 void workers_destroy(workers *w);
 

@@ -2,7 +2,9 @@
  * --io-threads 2: connections are spread over both event loops (INFO
  * says which loop a connection is on), and every loop serves one store:
  * what is SET through a connection on one loop reads back byte-exact
- * through connections on the other. A master, one node and the gateway;
+ * through connections on the other; the whole process opens one master
+ * connection for its data path (one shared client) and one asynchronous
+ * connection per loop. A master, one node and the gateway;
  * ports: one block of h_free_ports (below the ephemeral range, where a
  * client's TIME-WAIT socket would make a listener's bind fail). */
 #include <hiredis/hiredis.h>
@@ -27,11 +29,15 @@ static int port0;
 
 static pid_t gw_pid;
 static redisContext *conns[NCONN];
+static redisContext *master;          /* the test's own, counted before and after */
+static long long master_clients_before;   /* connected_clients before the gateway came */
 
 static int start_cluster(void) {
     if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
     if (h_start_node(MASTER_PORT, NODE_PORT, NODE_PORT + 10, "256MB") < 0) return -1;
     if (h_wait_nodes(MASTER_PORT, "alive", 1, 20000) != 0) return -1;
+    if (!(master = h_redis(MASTER_PORT))) return -1;
+    master_clients_before = h_info_field(master, "clients", "connected_clients");
     static const char *const flags[] = {"--replicas", "1", "--io-threads", "2", NULL};
     gw_pid = h_start_gateway_staged(MASTER_PORT, GATEWAY_PORT, flags);
     if (gw_pid < 0) return -1;
@@ -98,6 +104,21 @@ static void test_one_store_for_every_loop(void) {
     freeReplyObject(r);
 }
 
+/* The gateway's connections to the master, once both loops have served:
+ * the process's one client (its one pipelined master connection, one
+ * engine) and each loop's asynchronous connection, 1 + 2. Before the
+ * loops and workers shared a client it was 2 x (4 clients + 1) = 10. */
+static void test_one_master_connection_per_process(void) {
+    long long now = -1, want = 1 + 2;
+    uint64_t until = mono_ms() + 20000;
+    do {
+        if (now >= 0) usleep(100 * 1000);
+        now = h_info_field(master, "clients", "connected_clients") - master_clients_before;
+    } while (now != want && mono_ms() < until);
+    printf("# master connections of the gateway (2 loops): %lld\n", now);
+    ASSERT_EQ(now, want);
+}
+
 /* SIGTERM stops every loop and the process exits cleanly (under ASan:
  * without leaks) while clients are still connected to both. */
 static void test_clean_stop(void) {
@@ -130,8 +151,10 @@ int main(void) {
     }
     RUN_TEST(test_connections_spread_over_loops);
     RUN_TEST(test_one_store_for_every_loop);
+    RUN_TEST(test_one_master_connection_per_process);
     RUN_TEST(test_clean_stop);
     RUN_TEST(test_standalone_refuses);
     for (int i = 0; i < NCONN; i++) redisFree(conns[i]);
+    if (master) redisFree(master);
     TEST_EXIT();
 }
