@@ -1,7 +1,7 @@
 /* gateway/gateway_async.c - GET, MGET, GETRANGE and SET without stalling the loop;
  * and the commands that only ask the master (DEL, EXISTS, STRLEN, TYPE,
- * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL through the store's keyspace
- * questions).
+ * TTL; DBSIZE, SCAN, KEYS, INFO, FLUSHALL, MOON.PREFIX, MOON.PREFIXPIN
+ * and MOON.UNPIN through the store's keyspace and pin questions).
  *
  * A GET or MGET asks the store (store.h get_async: with the reads of
  * every other call of the same loop iteration) and, when the values are
@@ -11,8 +11,9 @@
  * written from the outcome (t_object_reply_set); DEL, EXISTS, STRLEN,
  * TYPE and TTL from the master's answers (t_object_reply_answers). So
  * DBSIZE, SCAN, KEYS, INFO and FLUSHALL ask the store (stat_async,
- * scan_async, flush_async, a KEYS walk over them) and write their reply
- * from its answer with t_object.c's and t_server.c's writers. So the
+ * scan_async, flush_async, a KEYS walk over them), MOON.PREFIX,
+ * PREFIXPIN and UNPIN its pin_async, and write their reply from its
+ * answer with t_object.c's and t_server.c's writers. So the
  * replies are the standalone server's, byte for byte, written once: no
  * command runs twice.
  *
@@ -105,7 +106,8 @@ typedef struct gw_conn {
 
 static const char *const async_names[] = {"get",  "mget",  "set",  "put",  "del",  "remove",   "unlink",
                                           "exists", "strlen", "type", "ttl", "pttl", "dbsize", "scan",
-                                          "keys", "info", "flushall", "flushdb", "getrange"};
+                                          "keys", "info", "flushall", "flushdb", "getrange",
+                                          "moon.prefix", "moon.prefixpin", "moon.unpin"};
 #define NASYNC (sizeof async_names / sizeof async_names[0])
 
 /* Per server: the rows replaced and the shared procs they wrap (the
@@ -237,7 +239,7 @@ static void async_keyspace_command(client *c);
  * no key, every argument of the others) and the value bytes it will hold
  * while in flight. */
 static int nkeys_of(const client *c, const command *cmd) {
-    if (!cmd->first_key) return 0;
+    if (cmd->first_key != 1) return 0;   /* MOON.PREFIXPIN's keys start later: all count */
     return cmd->last_key > 0 ? cmd->last_key - cmd->first_key + 1 : c->argc - cmd->first_key;
 }
 
@@ -738,7 +740,7 @@ static int ask_same_bytes(gw_call *call) {
  * (store.h stat_async, scan_async, flush_async; KEYS walks them), the
  * reply written once from its answer ---- */
 
-enum { KS_DBSIZE, KS_INFO, KS_SCAN, KS_KEYS, KS_FLUSH };
+enum { KS_DBSIZE, KS_INFO, KS_SCAN, KS_KEYS, KS_FLUSH, KS_PIN };
 
 typedef struct gw_keyspace {
     int kind;
@@ -746,12 +748,22 @@ typedef struct gw_keyspace {
     store_page pg;            /* SCAN: its keys valid while the answer's done runs */
     store_flushed fl;         /* FLUSHALL */
     keys_walk *walk;          /* KEYS */
+    store_pinq pq;            /* MOON.PREFIX, PREFIXPIN, UNPIN: keys into the call's argv */
 } gw_keyspace;
 
 static void keyspace_free(gw_keyspace *ks) {
     if (!ks) return;
     t_object_keys_free(ks->walk);
+    t_object_pinq_free(&ks->pq);
     free(ks);
+}
+
+/* MOON.PREFIX, MOON.PREFIXPIN, MOON.UNPIN (the gateway keeps pins: the master does). */
+static int is_pin_verb(const resp_arg *name) {
+    static const char *const verbs[] = {PROTO_VERB_PREFIX, PROTO_VERB_PREFIXPIN, PROTO_VERB_UNPIN};
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (strieq_len(name->ptr, name->len, verbs[i])) return 1;
+    return 0;
 }
 
 static int cmd_is(const client *c, const char *name) { return strcmp(c->last_cmd->name, name) == 0; }
@@ -766,6 +778,10 @@ static int keyspace_goes_async(const client *c) {
     if (strieq_len(name->ptr, name->len, "scan")) return scan_parse(c->argc, c->argv, &o) == NULL;
     if (strieq_len(name->ptr, name->len, "info")) return info_reads_store(c->argc - 1, c->argv + 1);
     if (strieq_len(name->ptr, name->len, "keys") || strieq_len(name->ptr, name->len, "dbsize")) return 1;
+    if (is_pin_verb(name)) {
+        char err[128];
+        return t_object_pinq_parse(c->argc, c->argv, 1, NULL, err, sizeof err) == 0;
+    }
     return flushall_args_ok(c);
 }
 
@@ -781,6 +797,7 @@ static void keyspace_reply(gw_call *call, client *c) {
     case KS_INFO: t_server_reply_info(c, call->argc, call->argv, &ks->st); break;
     case KS_KEYS: t_object_reply_keys(c, ks->walk); break;
     case KS_FLUSH: t_object_reply_flush(c, call->row->name, &ks->fl); break;
+    case KS_PIN: t_object_reply_pinq(c, &ks->pq); break;
     default:
         scan_parse(call->argc, call->argv, &o);   /* valid: keyspace_goes_async */
         t_object_reply_scan(c, &o, &ks->pg);
@@ -793,10 +810,11 @@ static int keyspace_kind(const client *c) {
     if (cmd_is(c, "info")) return KS_INFO;
     if (cmd_is(c, "scan")) return KS_SCAN;
     if (cmd_is(c, "keys")) return KS_KEYS;
+    if (is_pin_verb(&c->argv[0])) return KS_PIN;
     return KS_FLUSH;   /* flushall, flushdb: named in async_proc, never a default */
 }
 
-/* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB: the store's question is
+/* DBSIZE / SCAN / KEYS / INFO / FLUSHALL|FLUSHDB / MOON.PREFIX|PREFIXPIN|UNPIN: the store's question is
  * asked (pipelined with everyone else's over the master connection) and
  * keyspace_answered writes the reply once. */
 static void async_keyspace_command(client *c) {
@@ -818,6 +836,12 @@ static void async_keyspace_command(client *c) {
         t_object_keys_run(ks->walk, s, keyspace_answered, call);
         break;
     case KS_FLUSH: s->ops->flush_async(s, &ks->fl, keyspace_answered, call); break;
+    case KS_PIN: {
+        char err[128];
+        t_object_pinq_parse(call->argc, call->argv, 1, &ks->pq, err, sizeof err);   /* valid: keyspace_goes_async */
+        store_pin_ask(s, &ks->pq, keyspace_answered, call);
+        break;
+    }
     default:
         scan_parse(call->argc, call->argv, &o);
         s->ops->scan_async(s, o.cursor, o.count, &ks->pg, keyspace_answered, call);
@@ -827,7 +851,8 @@ static void async_keyspace_command(client *c) {
 
 /* The proc replacing row's shared one. */
 static command_proc *async_proc(const command *row) {
-    static const char *const keyspace[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb"};
+    static const char *const keyspace[] = {"dbsize", "scan", "keys", "info", "flushall", "flushdb",
+                                           "moon.prefix", "moon.prefixpin", "moon.unpin"};
     if (row->value_arg) return async_set_command;
     if (strcmp(row->name, "get") == 0 || strcmp(row->name, "mget") == 0 || strcmp(row->name, "getrange") == 0)
         return async_read_command;

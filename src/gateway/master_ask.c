@@ -10,24 +10,33 @@
 #include "client/moonkv_internal.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "gateway/cluster_call.h"
 #include "proto/cmd.h"
+#include "proto/limits.h"
 #include "proto/replies.h"
 
-enum { ASK_STAT, ASK_SCAN, ASK_FLUSH };
+enum { ASK_STAT, ASK_SCAN, ASK_FLUSH, ASK_PIN };
 
 typedef struct ask {
     gw_job job;               /* first: the workers' link (no asynchronous connection) */
     int kind;
     uint64_t cursor;          /* ASK_SCAN */
     long count;
-    void *out;                /* store_stat, store_page or store_flushed */
+    void *out;                /* store_stat, store_page, store_flushed or store_pinq */
+    size_t at;                /* ASK_PIN: the next chunk's first key, or the next id */
+    size_t sent;              /* ASK_PIN: keys (or ids: 1) in the command out */
+    master_async *ma;         /* ASK_PIN: where the chain's next command goes */
     store_got_fn *done;
     void *ctx;
     redisReply *reply;        /* the worker's answer */
 } ask;
 
-static void ask_cmd(const ask *a, proto_cmd *cmd) {
-    if (a->kind == ASK_STAT) {
+static void pin_cmd(ask *a, proto_cmd *cmd);
+
+static void ask_cmd(ask *a, proto_cmd *cmd) {
+    if (a->kind == ASK_PIN) {
+        pin_cmd(a, cmd);
+    } else if (a->kind == ASK_STAT) {
         proto_cmd_init(cmd, 2);
         proto_cmd_str(cmd, "INFO");
         proto_cmd_str(cmd, "cluster");
@@ -114,10 +123,16 @@ static void take_flush(store_flushed *f, const redisReply *r) {
     }
 }
 
+static int pin_answered(ask *a, const redisReply *r);
+static void ask_send(master_async *ma, workers *w, ask *a);
+
 /* The answer (r NULL: none came) into a's out, done, a freed. */
 static void answered(const redisReply *r, void *ctx) {
     ask *a = ctx;
-    if (a->kind == ASK_SCAN) {
+    if (a->kind == ASK_PIN) {
+        if (!pin_answered(a, r)) return;   /* the next command is out */
+        a->done(a->ctx);
+    } else if (a->kind == ASK_SCAN) {
         answer_page(a, r);
     } else {
         if (a->kind == ASK_STAT) take_stat(a->out, r);
@@ -127,8 +142,14 @@ static void answered(const redisReply *r, void *ctx) {
     free(a);
 }
 
+static void pin_run(ask *a, mkv_client *mc);
+
 static void ask_run(gw_job *j, mkv_client *mc) {
     ask *a = (ask *)j;
+    if (a->kind == ASK_PIN) {
+        pin_run(a, mc);
+        return;
+    }
     proto_cmd cmd;
     int code;
     ask_cmd(a, &cmd);
@@ -138,7 +159,15 @@ static void ask_run(gw_job *j, mkv_client *mc) {
 
 /* Back on the loop; a cancelled job (the gateway is stopping) asked nothing. */
 static void ask_ran(gw_job *j) {
-    redisReply *r = ((ask *)j)->reply;
+    ask *a = (ask *)j;
+    if (a->kind == ASK_PIN) {   /* pin_run answered it, unless cancelled */
+        store_pinq *q = a->out;
+        if (j->cancelled) q->rc = unreachable(q->errstr, NULL, "the gateway is stopping");
+        a->done(a->ctx);
+        free(a);
+        return;
+    }
+    redisReply *r = a->reply;
     answered(r, j);
     freeReplyObject(r);
 }
@@ -179,4 +208,95 @@ void master_ask_scan(master_async *ma, workers *w, uint64_t cursor, long count, 
 
 void master_ask_flush(master_async *ma, workers *w, store_flushed *f, store_got_fn *done, void *ctx) {
     ask_send(ma, w, ask_new(ASK_FLUSH, f, done, ctx));
+}
+
+/* ---- MOON.PREFIX, PREFIXPIN, UNPIN (store.h pin_async) ----
+ *
+ * Over the asynchronous connection a question is a chain: PREFIX's keys
+ * in chunks of PROTO_MAX_BATCH, the next sent once the one before was
+ * all hits; UNPIN's ids one at a time, stopping at the first failure (as
+ * the standalone command does). The pins are held by that connection,
+ * so a loop's pins and unpins go the same way. Keys no object can have
+ * end the counted prefix without being asked. */
+
+/* Keys from the first that the cluster could hold. */
+static size_t pin_usable(const store_pinq *q) {
+    size_t n = 0;
+    while (n < q->nkeys && cluster_key_ok(q->keys[n].len)) n++;
+    return n;
+}
+
+static void pin_cmd(ask *a, proto_cmd *cmd) {
+    store_pinq *q = a->out;
+    if (q->kind == STORE_PQ_UNPIN) {
+        proto_cmd_unpin(cmd, q->ids[a->at]);
+        a->sent = 1;
+        return;
+    }
+    size_t left = pin_usable(q) - a->at;
+    a->sent = left < PROTO_MAX_BATCH ? left : PROTO_MAX_BATCH;
+    if (q->kind == STORE_PQ_PREFIX) proto_cmd_keys_begin(cmd, PROTO_VERB_PREFIX, a->sent);
+    else proto_cmd_prefixpin_begin(cmd, q->id, q->ms, a->sent);
+    for (size_t i = 0; i < a->sent; i++) proto_cmd_bin(cmd, q->keys[a->at + i].ptr, q->keys[a->at + i].len);
+}
+
+/* Nothing (more) to ask: PREFIX past its usable keys, UNPIN past its ids. */
+static int pin_over(const ask *a) {
+    const store_pinq *q = a->out;
+    return a->at >= (q->kind == STORE_PQ_UNPIN ? q->nids : pin_usable(q));
+}
+
+/* One reply of the chain into q: 1 when q is answered, 0 when the next
+ * command went out (and will come back here). */
+static int pin_answered(ask *a, const redisReply *r) {
+    store_pinq *q = a->out;
+    long long n;
+    if (!r || proto_dec_int(r, 0, q->kind == STORE_PQ_UNPIN ? INT64_MAX : (long long)a->sent, &n) != 0) {
+        q->rc = STORE_REFUSED;
+        if (r && r->type == REDIS_REPLY_ERROR) snprintf(q->errstr, sizeof q->errstr, "%s", r->str);
+        else unreachable(q->errstr, NULL, r ? "a reply that does not parse" : "connection lost before its reply");
+        return 1;
+    }
+    q->count += (uint64_t)n;
+    a->at += a->sent;
+    if (pin_over(a) || (q->kind != STORE_PQ_UNPIN && (size_t)n < a->sent)) return 1;
+    ask_send(a->ma, NULL, a);   /* back to answered, now or when the reply comes */
+    return 0;
+}
+
+/* Without the asynchronous connection: the library's blocking calls, on
+ * a worker (the client follows the leader through etcd; over master
+ * groups it routes PREFIX and refuses pins). */
+static void pin_run(ask *a, mkv_client *mc) {
+    store_pinq *q = a->out;
+    size_t usable = q->kind == STORE_PQ_UNPIN ? 0 : pin_usable(q), n = 0;
+    mkv_obj *o = xcalloc(usable ? usable : 1, sizeof *o);
+    for (size_t i = 0; i < usable; i++) o[i] = (mkv_obj){.key = q->keys[i].ptr, .keylen = q->keys[i].len};
+    uint64_t id = q->id;
+    int rc = MKV_OK;
+    if (q->kind == STORE_PQ_PREFIX) rc = mkv_exists_prefix(mc, o, usable, &n);
+    else if (q->kind == STORE_PQ_PREFIXPIN) rc = mkv_exists_prefix_pin(mc, o, usable, q->ms, &id, &n);
+    for (size_t i = 0; q->kind == STORE_PQ_UNPIN && rc == MKV_OK && i < q->nids; i++) {
+        size_t k = 0;
+        rc = mkv_unpin(mc, q->ids[i], &k);
+        n += k;
+    }
+    free(o);
+    q->count = n;
+    q->rc = rc == MKV_OK ? STORE_OK : STORE_ERR;
+    if (rc != MKV_OK) snprintf(q->errstr, sizeof q->errstr, "%s", mkv_last_error(mc));
+}
+
+void master_ask_pin(master_async *ma, workers *w, store_pinq *q, store_got_fn *done, void *ctx) {
+    ask *a = ask_new(ASK_PIN, q, done, ctx);
+    q->rc = STORE_OK;
+    q->count = 0;
+    q->errstr[0] = '\0';
+    a->ma = ma;
+    if (pin_over(a)) {   /* no key the master could count */
+        done(ctx);
+        free(a);
+        return;
+    }
+    ask_send(ma, w, a);
 }

@@ -1,6 +1,7 @@
 /* gateway/master_ask.h - the cluster store's keyspace questions to the
  * master (store.h stat_async, scan_async, flush_async: INFO cluster, one
- * MOON.SCAN page, MOON.FLUSH), internal to src/gateway.
+ * MOON.SCAN page, MOON.FLUSH; pin_async: MOON.PREFIX, PREFIXPIN, UNPIN),
+ * internal to src/gateway.
  *
  * Each is asked once and completes through done(ctx) on the loop: over
  * the asynchronous master connection, pipelined with everyone else's, or
@@ -22,5 +23,8 @@ void master_ask_stat(master_async *ma, workers *w, store_stat *st, store_got_fn 
 void master_ask_scan(master_async *ma, workers *w, uint64_t cursor, long count, store_page *pg,
                      store_got_fn *done, void *ctx);
 void master_ask_flush(master_async *ma, workers *w, store_flushed *f, store_got_fn *done, void *ctx);
+/* MOON.PREFIX, PREFIXPIN or UNPIN (store.h pin_async): q answered, then
+ * done(ctx) on the loop. */
+void master_ask_pin(master_async *ma, workers *w, store_pinq *q, store_got_fn *done, void *ctx);
 
 #endif

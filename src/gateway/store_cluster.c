@@ -8,9 +8,10 @@
  * (put_batch.c) and gateway_async.c writes their replies from the
  * outcome, as it does for DEL, EXISTS, STRLEN, TYPE and TTL from the
  * master's answers. DBSIZE, INFO, SCAN, KEYS and FLUSHALL complete
- * through stat_async, scan_async and flush_async (master_ask.h). The
+ * through stat_async, scan_async and flush_async, MOON.PREFIX, PREFIXPIN
+ * and UNPIN through pin_async (master_ask.h). The
  * synchronous calls left (a put_end not shipped, get, remove, exists,
- * stat, prefix: commands the gateway does not run asynchronously) are
+ * stat: commands the gateway does not run asynchronously) are
  * blocking libmoonkv calls on the loop; loop_blocking_calls counts them.
  * Every loop and worker of the process calls one client (proc_client.h).
  *
@@ -432,47 +433,6 @@ static int cs_exists(store *s, const void *key, size_t keylen) {
     return rc == 1;
 }
 
-/* MOON.PREFIX through libmoonkv: one master round trip per 4096 keys. */
-static int cs_prefix(store *s, const store_key *keys, size_t n, size_t *hit) {
-    cluster_store *cs = cs_of(s);
-    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
-    size_t usable = 0;
-    while (usable < n && cluster_key_ok(keys[usable].len)) usable++;   /* a key no object can have ends it */
-    for (size_t i = 0; i < usable; i++) o[i] = (mkv_obj){.key = keys[i].ptr, .keylen = keys[i].len};
-    cs->stats.loop_blocking++;
-    int rc = mkv_exists_prefix(cs->mc, o, usable, hit);
-    free(o);
-    if (rc == MKV_OK) return STORE_OK;
-    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
-    return STORE_ERR;
-}
-
-/* MOON.PREFIXPIN through libmoonkv under the RESP client's own id: the
- * master counts the pins against the gateway's connection, one bound for
- * all its clients (proto/pins.h). */
-static int cs_prefix_pin(store *s, uint64_t id, uint32_t ms, const store_key *keys, size_t n, size_t *hit) {
-    cluster_store *cs = cs_of(s);
-    mkv_obj *o = xcalloc(n ? n : 1, sizeof *o);
-    size_t usable = 0;
-    while (usable < n && cluster_key_ok(keys[usable].len)) usable++;
-    for (size_t i = 0; i < usable; i++) o[i] = (mkv_obj){.key = keys[i].ptr, .keylen = keys[i].len};
-    cs->stats.loop_blocking++;
-    int rc = mkv_exists_prefix_pin(cs->mc, o, usable, ms, &id, hit);
-    free(o);
-    if (rc == MKV_OK) return STORE_OK;
-    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
-    return STORE_ERR;
-}
-
-static int cs_unpin(store *s, uint64_t id, size_t *keys) {
-    cluster_store *cs = cs_of(s);
-    cs->stats.loop_blocking++;
-    int rc = mkv_unpin(cs->mc, id, keys);
-    if (rc == MKV_OK) return STORE_OK;
-    snprintf(s->errstr, sizeof s->errstr, "%s", mkv_last_error(cs->mc));
-    return STORE_ERR;
-}
-
 void cluster_store_info(store *s, resp_buf *out) {
     cluster_store *cs = cs_of(s);
     staging_stats st;
@@ -545,6 +505,13 @@ static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void 
     master_ask_flush(cs_of(s)->ma, cs_of(s)->workers, f, done, ctx);
 }
 
+/* MOON.PREFIX, PREFIXPIN, UNPIN: the master answers (master_ask.h); the
+ * pins are held by the loop's asynchronous connection, one bound for all
+ * its RESP clients (proto/pins.h). */
+static void cs_pin_async(store *s, store_pinq *q, store_got_fn *done, void *ctx) {
+    master_ask_pin(cs_of(s)->ma, cs_of(s)->workers, q, done, ctx);
+}
+
 /* The pool is registered once the client is taken (cs->registered). */
 static void client_let_go(cluster_store *cs) {
     if (!cs->mc) return;
@@ -607,9 +574,7 @@ static const store_ops cluster_ops = {
     .scan_async = cs_scan_async,
     .flush_async = cs_flush_async,
     .info = cs_info,
-    .prefix = cs_prefix,
-    .prefix_pin = cs_prefix_pin,
-    .unpin = cs_unpin,
+    .pin_async = cs_pin_async,
     .destroy = cs_destroy,
     .space = NULL,
 };

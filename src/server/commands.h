@@ -127,6 +127,13 @@ void t_object_reply_dbsize(client *c, const store_stat *st);
 void t_object_reply_scan(client *c, const scan_opts *o, const store_page *pg);
 /* FLUSHALL|FLUSHDB (name for the log). */
 void t_object_reply_flush(client *c, const char *name, const store_flushed *f);
+/* MOON.PREFIX, MOON.PREFIXPIN, MOON.UNPIN (argv[0] the name; pins: the
+ * store keeps pins): 0 with q filled (its keys or ids into argv, until
+ * t_object_pinq_free; q NULL: only checked), or -1 with the error reply's
+ * text in err. The reply from the store's answer (store_pin_ask). */
+int t_object_pinq_parse(int argc, const resp_arg *argv, int pins, store_pinq *q, char *err, size_t errlen);
+void t_object_pinq_free(store_pinq *q);
+void t_object_reply_pinq(client *c, const store_pinq *q);
 /* KEYS pattern as a walk over the store's answers (its stat, then its
  * pages; the pattern is copied): run calls done(ctx) once the reply is
  * known, before it returns for a store that answers at once; done may

@@ -105,3 +105,42 @@ void store_flush_inline(store *s, store_flushed *f, store_got_fn *done, void *ct
     *f = (store_flushed){.rc = STORE_OK, .removed = removed};
     done(ctx);
 }
+
+/* ---- MOON.PREFIX, PREFIXPIN, UNPIN ---- */
+
+static int pin_inline_run(store *s, store_pinq *q) {
+    size_t n = 0;
+    int rc = STORE_OK;
+    switch (q->kind) {
+    case STORE_PQ_PREFIX:
+        if (s->ops->prefix) rc = s->ops->prefix(s, q->keys, q->nkeys, &n);
+        else
+            while (n < q->nkeys && s->ops->exists(s, q->keys[n].ptr, q->keys[n].len)) n++;
+        break;
+    case STORE_PQ_PREFIXPIN:
+        rc = s->ops->prefix_pin(s, q->id, q->ms, q->keys, q->nkeys, &n);
+        break;
+    default:
+        for (size_t i = 0; rc == STORE_OK && i < q->nids; i++) {
+            size_t k = 0;
+            rc = s->ops->unpin(s, q->ids[i], &k);
+            n += k;
+        }
+        break;
+    }
+    q->count = n;
+    return rc;
+}
+
+void store_pin_ask(store *s, store_pinq *q, store_got_fn *done, void *ctx) {
+    if (s->ops->pin_async) {
+        s->ops->pin_async(s, q, done, ctx);
+        return;
+    }
+    q->errstr[0] = '\0';
+    q->rc = pin_inline_run(s, q);
+    if (q->rc != STORE_OK) memcpy(q->errstr, s->errstr, sizeof q->errstr);
+    done(ctx);
+}
+
+int store_keeps_pins(const store *s) { return s->ops->pin_async || s->ops->prefix_pin; }

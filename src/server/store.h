@@ -98,6 +98,22 @@ typedef struct store_flushed {
     char errstr[STORE_ERRSTR];
 } store_flushed;
 
+/* A prefix lookup or a pin's release (MOON.PREFIX, MOON.PREFIXPIN,
+ * MOON.UNPIN: store_ops.pin_async), with its outcome. */
+enum { STORE_PQ_PREFIX, STORE_PQ_PREFIXPIN, STORE_PQ_UNPIN };
+typedef struct store_pinq {
+    int kind;                /* STORE_PQ_* */
+    uint64_t id;             /* PREFIXPIN: the pin */
+    uint32_t ms;             /* PREFIXPIN: how long it holds */
+    const store_key *keys;   /* PREFIX, PREFIXPIN */
+    size_t nkeys;
+    const uint64_t *ids;     /* UNPIN: the pins released, in turn */
+    size_t nids;
+    int rc;                  /* STORE_OK; else errstr (STORE_REFUSED: errstr is the whole reply) */
+    uint64_t count;          /* keys counted from the first (PREFIX, PREFIXPIN); keys the pins held (UNPIN) */
+    char errstr[STORE_ERRSTR];
+} store_pinq;
+
 typedef struct store_ops {
     int (*put_start)(store *s, const void *key, size_t keylen, uint64_t size,
                      void **dst, store_put **out);
@@ -188,6 +204,10 @@ typedef struct store_ops {
     /* With prefix_pin: pin id released, in *keys how many keys it held
      * (0: no such pin, or it ran out). */
     int (*unpin)(store *s, uint64_t id, size_t *keys);
+    /* Optional (NULL: store_pin_inline over prefix, prefix_pin, unpin and
+     * exists): q answered, then done(ctx), as get_async: on the loop once
+     * the master answered for the cluster's. A store with it keeps pins. */
+    void (*pin_async)(store *s, store_pinq *q, store_got_fn *done, void *ctx);
 } store_ops;
 
 struct store {
@@ -207,5 +227,10 @@ void store_get_inline(store *s, const store_key *keys, size_t n, int flags, stor
 void store_stat_inline(store *s, store_stat *st, store_got_fn *done, void *ctx);
 void store_scan_inline(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx);
 void store_flush_inline(store *s, store_flushed *f, store_got_fn *done, void *ctx);
+/* q through the store's pin_async, or for one without, answered at once
+ * by its prefix (or exists key by key), prefix_pin and unpin: done(ctx)
+ * before it returns. Whether the store keeps pins (MOON.PREFIXPIN). */
+void store_pin_ask(store *s, store_pinq *q, store_got_fn *done, void *ctx);
+int store_keeps_pins(const store *s);
 
 #endif

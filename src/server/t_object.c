@@ -721,98 +721,115 @@ static void getrange_command(client *c) {
     t_object_reply_getrange(c, start, end, &got);
 }
 
-/* The keys of argv[from..argc) as store keys (freed by the caller). */
-static store_key *argv_keys(client *c, int from, size_t *n) {
-    *n = (size_t)(c->argc - from);
-    store_key *keys = xmalloc((*n ? *n : 1) * sizeof *keys);
-    for (size_t i = 0; i < *n; i++) keys[i] = (store_key){c->argv[from + i].ptr, c->argv[from + i].len};
-    return keys;
+/* ---- MOON.PREFIX, MOON.PREFIXPIN, MOON.UNPIN (store.h store_pinq) ----
+ *
+ * MOON.PREFIX key [key ...]: how many keys, from the first on, are
+ * stored (a prefix-cache lookup). MOON.PREFIXPIN id ms key [key ...]:
+ * that count, the keys it counted pinned under id for ms (proto/pins.h:
+ * until MOON.UNPIN id or the time runs out, a remove of them is refused
+ * and garbage collection passes them over); the client draws id, the
+ * same id again adds keys. MOON.UNPIN id [id ...]: those pins released;
+ * how many keys they held. */
+
+static int pinq_kind(const resp_arg *name) {
+    if (strieq_len(name->ptr, name->len, PROTO_VERB_PREFIXPIN)) return STORE_PQ_PREFIXPIN;
+    if (strieq_len(name->ptr, name->len, PROTO_VERB_UNPIN)) return STORE_PQ_UNPIN;
+    return STORE_PQ_PREFIX;
 }
 
-/* MOON.PREFIX key [key ...]: how many keys, from the first on, are
- * stored (a prefix-cache lookup). A store that can asks all at once (the
- * cluster: one MOON.PREFIX to the master). */
-static void prefix_command(client *c) {
-    store *s = store_of(c);
-    size_t n = (size_t)c->argc - 1, hit = 0;
-    if (s->ops->prefix) {
-        store_key *keys = argv_keys(c, 1, &n);
-        int rc = s->ops->prefix(s, keys, n, &hit);
-        free(keys);
-        if (rc != STORE_OK) {
-            reply_store_error(c, rc);
-            return;
-        }
-    } else {
-        while (hit < n && s->ops->exists(s, c->argv[1 + hit].ptr, c->argv[1 + hit].len)) hit++;
-    }
-    reply_integer(c, (long long)hit);
-}
-
-/* A pin id argument (1 to 2^63-1); replies the error on a bad one. */
-static int pin_id_arg(client *c, int i, uint64_t *id) {
+/* A pin id argument (1 to 2^63-1). */
+static int pin_id_of(const resp_arg *a, uint64_t *id) {
     long long v;
-    if (arg_to_ll(&c->argv[i], 1, (long long)PROTO_PIN_ID_MAX, &v) != 0) {
-        reply_error(c, "ERR pin id must be 1 to 9223372036854775807");
-        return -1;
-    }
+    if (arg_to_ll(a, 1, (long long)PROTO_PIN_ID_MAX, &v) != 0) return -1;
     *id = (uint64_t)v;
     return 0;
 }
 
-static int pins_kept(client *c) {
-    if (store_of(c)->ops->prefix_pin) return 1;
-    reply_error(c, "ERR this server keeps no pins (MOON.PREFIX counts without)");
+static int pinq_refuse(char *err, size_t errlen, const char *why) {
+    snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
+/* The id, ms and count checks of PREFIXPIN and UNPIN, in the order the
+ * commands always made them. */
+static int pinq_check(int kind, int argc, const resp_arg *argv, uint64_t *id, long long *ms, char *err,
+                      size_t errlen) {
+    if (kind == STORE_PQ_PREFIXPIN) {
+        if (pin_id_of(&argv[1], id) != 0) return pinq_refuse(err, errlen, "ERR pin id must be 1 to 9223372036854775807");
+        if (arg_to_ll(&argv[2], 1, PROTO_PIN_MAX_MS, ms) != 0) {
+            snprintf(err, errlen, "ERR pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
+            return -1;
+        }
+        if (argc - 3 > PROTO_MAX_BATCH) {
+            snprintf(err, errlen, "ERR at most %d keys per " PROTO_VERB_PREFIXPIN, PROTO_MAX_BATCH);
+            return -1;
+        }
+        return 0;
+    }
+    if (argc - 1 > PROTO_MAX_UNPIN) {
+        snprintf(err, errlen, "ERR at most %d ids per " PROTO_VERB_UNPIN, PROTO_MAX_UNPIN);
+        return -1;
+    }
+    uint64_t any;
+    for (int i = 1; i < argc; i++)   /* all or none */
+        if (pin_id_of(&argv[i], &any) != 0) return pinq_refuse(err, errlen, "ERR pin id must be 1 to 9223372036854775807");
     return 0;
 }
 
-/* MOON.PREFIXPIN id ms key [key ...]: MOON.PREFIX's count, the keys it
- * counted pinned under id for ms (proto/pins.h: until MOON.UNPIN id or
- * the time runs out, a remove of them is refused and garbage collection
- * passes them over). The client draws id; the same id again adds keys. */
-static void prefixpin_command(client *c) {
-    uint64_t id;
-    long long ms;
-    if (!pins_kept(c) || pin_id_arg(c, 1, &id) != 0) return;
-    if (arg_to_ll(&c->argv[2], 1, PROTO_PIN_MAX_MS, &ms) != 0) {
-        reply_errorf(c, "ERR pin time must be 1 to %u ms", PROTO_PIN_MAX_MS);
-        return;
+int t_object_pinq_parse(int argc, const resp_arg *argv, int pins, store_pinq *q, char *err, size_t errlen) {
+    int kind = pinq_kind(&argv[0]);
+    uint64_t id = 0;
+    long long ms = 0;
+    if (kind != STORE_PQ_PREFIX && !pins)
+        return pinq_refuse(err, errlen, "ERR this server keeps no pins (" PROTO_VERB_PREFIX " counts without)");
+    if (kind != STORE_PQ_PREFIX && pinq_check(kind, argc, argv, &id, &ms, err, errlen) != 0) return -1;
+    if (!q) return 0;
+    *q = (store_pinq){.kind = kind, .id = id, .ms = (uint32_t)ms};
+    int first = kind == STORE_PQ_PREFIXPIN ? 3 : 1;
+    size_t n = (size_t)(argc - first);
+    if (kind == STORE_PQ_UNPIN) {
+        uint64_t *ids = xmalloc((n ? n : 1) * sizeof *ids);
+        for (size_t i = 0; i < n; i++) pin_id_of(&argv[first + i], &ids[i]);   /* checked above */
+        q->ids = ids;
+        q->nids = n;
+        return 0;
     }
-    if (c->argc - 3 > PROTO_MAX_BATCH) {
-        reply_errorf(c, "ERR at most %d keys per " PROTO_VERB_PREFIXPIN, PROTO_MAX_BATCH);
-        return;
-    }
-    store *s = store_of(c);
-    size_t n, hit = 0;
-    store_key *keys = argv_keys(c, 3, &n);
-    int rc = s->ops->prefix_pin(s, id, (uint32_t)ms, keys, n, &hit);
-    free(keys);
-    if (rc != STORE_OK) reply_store_error(c, rc);
-    else reply_integer(c, (long long)hit);
+    store_key *keys = xmalloc((n ? n : 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = (store_key){argv[first + i].ptr, argv[first + i].len};
+    q->keys = keys;
+    q->nkeys = n;
+    return 0;
 }
 
-/* MOON.UNPIN id [id ...]: those pins released; how many keys they held. */
-static void unpin_command(client *c) {
-    if (!pins_kept(c)) return;
-    if (c->argc - 1 > PROTO_MAX_UNPIN) {
-        reply_errorf(c, "ERR at most %d ids per " PROTO_VERB_UNPIN, PROTO_MAX_UNPIN);
+void t_object_pinq_free(store_pinq *q) {
+    free((void *)q->keys);
+    free((void *)q->ids);
+    q->keys = NULL;
+    q->ids = NULL;
+}
+
+void t_object_reply_pinq(client *c, const store_pinq *q) {
+    if (q->rc == STORE_OK) reply_integer(c, (long long)q->count);
+    else if (q->rc == STORE_REFUSED) reply_error(c, q->errstr);
+    else reply_errorf(c, "ERR %s: %s", store_strerror(q->rc), q->errstr);
+}
+
+/* The three commands: asked of the store at once (a store that holds its
+ * keys answers inline; the gateway's own form asks the master and
+ * replies later, gateway_async.c). */
+static void pin_command(client *c) {
+    store *s = store_of(c);
+    store_pinq q;
+    char err[128];
+    if (t_object_pinq_parse(c->argc, c->argv, store_keeps_pins(s), &q, err, sizeof err) != 0) {
+        reply_error(c, err);
         return;
     }
-    uint64_t *ids = xmalloc((size_t)c->argc * sizeof *ids);
-    int ok = 1;
-    for (int i = 1; i < c->argc && ok; i++) ok = pin_id_arg(c, i, &ids[i - 1]) == 0;   /* all or none */
-    store *s = store_of(c);
-    size_t total = 0;
-    int rc = STORE_OK;
-    for (int i = 1; ok && rc == STORE_OK && i < c->argc; i++) {
-        size_t k = 0;
-        rc = s->ops->unpin(s, ids[i - 1], &k);
-        total += k;
-    }
-    free(ids);
-    if (!ok) return;
-    if (rc != STORE_OK) reply_store_error(c, rc);
-    else reply_integer(c, (long long)total);
+    int done = 0;
+    store_pin_ask(s, &q, got_inline, &done);
+    must_be_inline(done);
+    t_object_reply_pinq(c, &q);
+    t_object_pinq_free(&q);
 }
 
 /* ---- the table ---- */
@@ -856,12 +873,12 @@ static const command object_commands[] = {
     {"getrange", getrange_command, 4, CMD_READONLY, 1, 1, 1, 0, "string", "0.3.0",
      "Bytes start..end (inclusive, negative from the end) of a value, checked per slice when it keeps slice CRCs",
      "key start end"},
-    {"moon.prefix", prefix_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
+    {"moon.prefix", pin_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
      "How many keys, from the first on, are stored (a prefix-cache lookup)", "key [key ...]"},
-    {"moon.prefixpin", prefixpin_command, -4, CMD_READONLY | CMD_FAST, 3, -1, 1, 0, "moonkv", "0.6.0",
+    {"moon.prefixpin", pin_command, -4, CMD_READONLY | CMD_FAST, 3, -1, 1, 0, "moonkv", "0.6.0",
      "MOON.PREFIX's count, the keys it counted pinned under id for ms (no remove, no collection) until "
      "MOON.UNPIN", "id ms key [key ...]"},
-    {"moon.unpin", unpin_command, -2, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "moonkv", "0.6.0",
+    {"moon.unpin", pin_command, -2, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "moonkv", "0.6.0",
      "Release pins made by MOON.PREFIXPIN; how many keys they held", "id [id ...]"},
 };
 

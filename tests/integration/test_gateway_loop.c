@@ -1,6 +1,7 @@
 /* tests/integration/test_gateway_loop.c - the gateway's loop never waits
  * for the master: SCAN, KEYS, INFO, DBSIZE, TYPE, TTL, EXISTS, STRLEN,
- * DEL and FLUSHALL ask it over the asynchronous connection, so
+ * DEL, FLUSHALL, MOON.PREFIX, MOON.PREFIXPIN and MOON.UNPIN ask it over
+ * the asynchronous connection, so
  *  - while the master is stopped (SIGSTOP) with such a command pending,
  *    another client's PING is answered and the pending command is not
  *    (it answers, correctly, once the master runs again);
@@ -85,6 +86,7 @@ static int ok_type(const redisReply *r) { return is_status(r, "string"); }
 static int ok_ttl(const redisReply *r) { return is_int(r, -1); }
 static int ok_one(const redisReply *r) { return is_int(r, 1); }
 static int ok_strlen(const redisReply *r) { return is_int(r, 7); }
+static int ok_two(const redisReply *r) { return is_int(r, 2); }
 
 /* Whether CLIENT LIST shows the client named "stalled" with row as its
  * command: the gateway has read it and started it. */
@@ -147,6 +149,9 @@ static const stalled stalls[] = {
     {"TTL loop:3", "ttl", ok_ttl},
     {"EXISTS loop:3", "exists", ok_one},
     {"STRLEN loop:3", "strlen", ok_strlen},
+    {"MOON.PREFIX loop:3 loop:4 loop:none loop:5", "moon.prefix", ok_two},
+    {"MOON.PREFIXPIN 77 60000 loop:3 loop:none", "moon.prefixpin", ok_one},
+    {"MOON.UNPIN 77", "moon.unpin", ok_one},   /* the key it held: FLUSHALL below removes it */
 };
 
 static void test_stopped_master_stalls_no_one(void) {
@@ -165,6 +170,8 @@ static void test_no_blocking_call_on_the_loop(void) {
         {"INFO everything", NULL, is_info},             {"DBSIZE", NULL, ok_dbsize},
         {"TYPE loop:1", NULL, ok_type},                 {"PTTL loop:1", NULL, ok_ttl},
         {"SET loop:1 value-1", NULL, NULL},             {"DEL loop:1", NULL, ok_one},
+        {"MOON.PREFIX loop:2 loop:3", NULL, ok_two},    {"MOON.PREFIXPIN 78 60000 loop:2", NULL, ok_one},
+        {"MOON.UNPIN 78", NULL, ok_one},
     };
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         redisReply *r = redisCommand(gw, plain[i].cmd);

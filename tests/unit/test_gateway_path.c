@@ -1,7 +1,8 @@
 /* test_gateway_path - the gateway's request path (gateway_async.c: GET
  * and MGET through store.h get_async, SET shipped and answered from its
  * outcome, DBSIZE, SCAN, KEYS, INFO and FLUSHALL through stat_async,
- * scan_async and flush_async, replies into reply slots) against
+ * scan_async and flush_async, MOON.PREFIX, PREFIXPIN and UNPIN through
+ * pin_async, replies into reply slots) against
  * a fake cluster: a store whose reads complete when the test says, and
  * the store_cluster.c functions gateway_async.c calls, defined here (the
  * real store_cluster.o is then never linked). No cluster, no master, no
@@ -55,7 +56,8 @@ typedef struct fake {
     int puts_open;            /* put_start without put_end/put_abort yet */
     int put_ends;
     /* the keyspace questions asked, each kept until the test answers it */
-    int nstats, nscans, nflushes;
+    int nstats, nscans, nflushes, npins;
+    store_pinq *pinq;         /* the pin question asked last */
     store_stat *stat;
     store_page *page;
     store_flushed *flushed;
@@ -149,6 +151,14 @@ static void fk_flush_async(store *s, store_flushed *f, store_got_fn *done, void 
     F->ks_ctx = ctx;
 }
 
+static void fk_pin_async(store *s, store_pinq *q, store_got_fn *done, void *ctx) {
+    (void)s;
+    F->npins++;
+    F->pinq = q;
+    F->ks_done = done;
+    F->ks_ctx = ctx;
+}
+
 /* The cluster's Memory section, from the stat INFO asked. */
 static void fk_info(store *s, const store_stat *st, resp_buf *out, const char *section) {
     (void)s;
@@ -161,7 +171,15 @@ static void fk_info(store *s, const store_stat *st, resp_buf *out, const char *s
 static const store_ops fake_ops = {.get_async = fk_get_async, .release = fk_release, .destroy = fk_destroy,
                                    .put_start = fk_put_start, .put_end = fk_put_end, .put_abort = fk_put_abort,
                                    .stat_async = fk_stat_async, .scan_async = fk_scan_async,
-                                   .flush_async = fk_flush_async, .info = fk_info};
+                                   .flush_async = fk_flush_async, .info = fk_info, .pin_async = fk_pin_async};
+
+/* The pin question asked last is answered: its count, or rc with why. */
+static void answer_pin(int rc, uint64_t count, const char *why) {
+    F->pinq->rc = rc;
+    F->pinq->count = count;
+    snprintf(F->pinq->errstr, sizeof F->pinq->errstr, "%s", why);
+    F->ks_done(F->ks_ctx);
+}
 
 /* The stat asked last is answered: objects (and bytes used, evicted). */
 static void answer_stat(uint64_t objects, uint64_t used, long long evicted) {
@@ -700,6 +718,92 @@ static void test_getrange_through_the_read(void) {
     teardown();
 }
 
+/* MOON.PREFIX asks the store once, with every key, and replies its count
+ * when the answer comes, not before; an answer that never came is the
+ * store's refusal, whole. */
+static void test_prefix_asked_once(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*4\r\n$11\r\nMOON.PREFIX\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n");
+    char buf[256];
+    ASSERT_EQ(received(buf, sizeof buf, 50), 0);
+    ASSERT_EQ(fk.npins, 1);
+    ASSERT_EQ(fk.pinq->kind, STORE_PQ_PREFIX);
+    ASSERT_EQ(fk.pinq->nkeys, 3);
+    ASSERT(fk.pinq->keys[2].len == 1 && fk.pinq->keys[2].ptr[0] == 'c');
+    answer_pin(STORE_OK, 2, "");
+    ASSERT(receive_exactly(":2\r\n"));
+    send_cmd("*2\r\n$11\r\nmoon.prefix\r\n$1\r\na\r\n");
+    pump(20);
+    ASSERT_EQ(fk.npins, 2);
+    answer_pin(STORE_REFUSED, 0, "TRYAGAIN the master is unreachable (test)");
+    ASSERT(receive_exactly("-TRYAGAIN the master is unreachable (test)\r\n"));
+    ASSERT_EQ(fk.npins, 2);
+    teardown();
+}
+
+/* MOON.PREFIXPIN passes its id, time and keys (not the id and time as
+ * keys); bad arguments reply the standalone command's error and ask
+ * nothing; MOON.UNPIN passes every id and replies the keys they held; a
+ * failure replies in the store's words. */
+static void test_pins_asked_and_refused(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*5\r\n$14\r\nMOON.PREFIXPIN\r\n$2\r\n42\r\n$4\r\n1000\r\n$1\r\na\r\n$1\r\nb\r\n");
+    pump(20);
+    ASSERT_EQ(fk.npins, 1);
+    ASSERT_EQ(fk.pinq->kind, STORE_PQ_PREFIXPIN);
+    ASSERT_EQ(fk.pinq->id, 42);
+    ASSERT_EQ(fk.pinq->ms, 1000);
+    ASSERT_EQ(fk.pinq->nkeys, 2);
+    ASSERT(fk.pinq->keys[0].len == 1 && fk.pinq->keys[0].ptr[0] == 'a');
+    answer_pin(STORE_OK, 1, "");
+    ASSERT(receive_exactly(":1\r\n"));
+    send_cmd("*4\r\n$14\r\nMOON.PREFIXPIN\r\n$1\r\n0\r\n$4\r\n1000\r\n$1\r\na\r\n");
+    ASSERT(receive_exactly("-ERR pin id must be 1 to 9223372036854775807\r\n"));
+    send_cmd("*4\r\n$14\r\nMOON.PREFIXPIN\r\n$1\r\n1\r\n$6\r\n600001\r\n$1\r\na\r\n");
+    ASSERT(receive_exactly("-ERR pin time must be 1 to 600000 ms\r\n"));
+    send_cmd("*3\r\n$10\r\nMOON.UNPIN\r\n$1\r\n7\r\n$1\r\nx\r\n");
+    ASSERT(receive_exactly("-ERR pin id must be 1 to 9223372036854775807\r\n"));
+    ASSERT_EQ(fk.npins, 1);   /* refused: nothing asked */
+    send_cmd("*3\r\n$10\r\nMOON.UNPIN\r\n$2\r\n42\r\n$2\r\n43\r\n");
+    pump(20);
+    ASSERT_EQ(fk.npins, 2);
+    ASSERT_EQ(fk.pinq->kind, STORE_PQ_UNPIN);
+    ASSERT_EQ(fk.pinq->nids, 2);
+    ASSERT(fk.pinq->ids[0] == 42 && fk.pinq->ids[1] == 43);
+    answer_pin(STORE_OK, 1, "");
+    ASSERT(receive_exactly(":1\r\n"));
+    send_cmd("*2\r\n$10\r\nMOON.UNPIN\r\n$1\r\n9\r\n");
+    pump(20);
+    answer_pin(STORE_ERR, 0, "master: ERR no");
+    ASSERT(receive_exactly("-ERR store failure: master: ERR no\r\n"));
+    teardown();
+}
+
+/* A PREFIX behind a SET of its key waits for it (it could count it) and
+ * replies after it; one whose client left before the answer writes
+ * nothing (ASan: no use of it). */
+static void test_prefix_in_order_and_client_gone(void) {
+    ASSERT(setup() == 0);
+    send_cmd("*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nv\r\n*2\r\n$11\r\nMOON.PREFIX\r\n$1\r\na\r\n");
+    pump(20);
+    ASSERT_EQ(fk.nships, 1);
+    ASSERT_EQ(fk.npins, 0);
+    shipped(0, STORE_OK, "");
+    pump(20);
+    ASSERT_EQ(fk.npins, 1);
+    answer_pin(STORE_OK, 1, "");
+    ASSERT(receive_exactly("+OK\r\n:1\r\n"));
+    send_cmd("*2\r\n$11\r\nMOON.PREFIX\r\n$1\r\na\r\n");
+    pump(20);
+    ASSERT_EQ(fk.npins, 2);
+    close(peer_fd);
+    peer_fd = -1;
+    pump(50);
+    ASSERT_EQ(srv.nclients, 0);
+    answer_pin(STORE_OK, 1, "");
+    teardown();
+}
+
 int main(void) {
     RUN_TEST(test_get_waits_for_the_cluster);
     RUN_TEST(test_pipelined_replies_in_order);
@@ -717,5 +821,8 @@ int main(void) {
     RUN_TEST(test_flushall);
     RUN_TEST(test_keyspace_in_order_and_client_gone);
     RUN_TEST(test_getrange_through_the_read);
+    RUN_TEST(test_prefix_asked_once);
+    RUN_TEST(test_pins_asked_and_refused);
+    RUN_TEST(test_prefix_in_order_and_client_gone);
     return test_failed_cases ? 1 : 0;
 }
