@@ -67,6 +67,7 @@ typedef struct cluster_store {
     char master_auth[CONFIG_STR_MAX];
     char secret[CONFIG_STR_MAX];   /* cluster_secret: its connections prove it */
     int replicas;
+    int groups;                 /* mc routes over master groups (mkv_options.groups) */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
     size_t ndead, capdead;
     loop_hook *reap;            /* before sleep, ahead of the reply flush */
@@ -492,16 +493,41 @@ static void cs_info(store *s, const store_stat *st, resp_buf *out, const char *s
     info_field(out, "mem_allocator", "moonkv-cluster");
 }
 
+/* Over master groups the keyspace questions have no one master to ask:
+ * refused, in the store's words (STORE_REFUSED). */
+static int over_groups(char *errstr) {
+    snprintf(errstr, STORE_ERRSTR, "ERR not answered over master groups yet (ask each group's master)");
+    return STORE_REFUSED;
+}
+
 /* DBSIZE, KEYS, INFO, SCAN, FLUSHALL: the master answers (master_ask.h). */
 static void cs_stat_async(store *s, store_stat *st, store_got_fn *done, void *ctx) {
+    if (cs_of(s)->groups) {
+        *st = (store_stat){.evicted = -1};
+        st->rc = over_groups(st->errstr);
+        done(ctx);
+        return;
+    }
     master_ask_stat(cs_of(s)->ma, cs_of(s)->workers, st, done, ctx);
 }
 
 static void cs_scan_async(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx) {
+    if (cs_of(s)->groups) {
+        *pg = (store_page){0};
+        pg->rc = over_groups(pg->errstr);
+        done(ctx);
+        return;
+    }
     master_ask_scan(cs_of(s)->ma, cs_of(s)->workers, cursor, count, pg, done, ctx);
 }
 
 static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void *ctx) {
+    if (cs_of(s)->groups) {
+        *f = (store_flushed){0};
+        f->rc = over_groups(f->errstr);
+        done(ctx);
+        return;
+    }
     master_ask_flush(cs_of(s)->ma, cs_of(s)->workers, f, done, ctx);
 }
 
@@ -610,6 +636,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     if (cfg->etcd[0]) {
         opt.etcd = cfg->etcd;
         opt.cluster_name = cfg->cluster_name;
+        opt.groups = cs->groups = cfg->groups;   /* each key to its slot's group, MOVED followed */
     }
     /* A lane for every thread that may call at once, so the loop's calls
      * that must not wait (inline reads and writes) find one free. */
@@ -628,8 +655,9 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         snprintf(err, errlen, "%s", why);
         return -1;
     }
-    /* Through etcd the master moves: the batches take the blocking calls,
-     * which follow it (read_batch.h, put_batch.h). */
+    /* Through etcd the master moves (over groups there are several): the
+     * batches take the blocking calls, which follow it, or route each key
+     * to its group's (read_batch.h, put_batch.h). */
     if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, cs->secret,
                                                      opt.timeout_ms);
     /* Only shm reads without waiting, and only while no loop can wait for a lane. */
@@ -661,7 +689,8 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
     /* With etcd the master is whoever leads (libmoonkv follows it); the
      * INFO/DBSIZE side connection has no fixed address then. */
     snprintf(cs->master, sizeof cs->master, "%s",
-             cfg->etcd[0] ? "leader-from-etcd" : cfg->master[0] ? cfg->master : "127.0.0.1:7380");
+             cfg->groups ? "groups-from-etcd" : cfg->etcd[0] ? "leader-from-etcd" : cfg->master[0] ? cfg->master
+                                                                                               : "127.0.0.1:7380");
     snprintf(cs->master_auth, sizeof cs->master_auth, "%s", cfg->master_auth);
     snprintf(cs->secret, sizeof cs->secret, "%s", cfg->cluster_secret);
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;

@@ -144,6 +144,8 @@ static const config_row config_table[] = {
     {"etcd_lease_ttl", CT_INT, OFF(etcd_lease_ttl), 1, 300, NULL, "leader lease in etcd, seconds"},
     {"group", CT_STR, OFF(group), 0, 32, NULL, "master group of a key space cut over groups (needs etcd)"},
     {"slots", CT_STR, OFF(slots), 0, CONFIG_STR_MAX, NULL, "master: hash slots its group claims if free (a-b,... or all)"},
+    {"groups", CT_BOOL, OFF(groups), 0, 1, NULL,
+     "gateway: route each key to its master group by the slot map in etcd (yes|no, needs etcd)"},
 };
 #define CONFIG_NROWS (sizeof config_table / sizeof config_table[0])
 _Static_assert(sizeof ((mkv_config *)0)->shm_mode == sizeof ((mkv_config *)0)->transport,
@@ -519,6 +521,7 @@ static int is_flag(const char *a, const char *name) {
 /* --group g: the group's keys under /moonkv/<cluster>/g/<g>/ (etcd/slotmap.h). */
 static int group_cluster(mkv_config *cfg, char *err, size_t errlen) {
     snprintf(cfg->slot_cluster, sizeof cfg->slot_cluster, "%s", cfg->cluster_name);
+    if (cfg->groups && !cfg->etcd[0]) return fail(err, errlen, "config error: 'groups' needs 'etcd' (the slot map lives there)");
     if (!cfg->group[0]) {
         if (cfg->slots[0]) return fail(err, errlen, "config error: 'slots' needs a 'group'");
         return 0;

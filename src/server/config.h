@@ -81,6 +81,7 @@ typedef struct mkv_config {
      * cluster_name becomes "<cluster>/g/<group>" once the flags are read
      * and slot_cluster keeps "<cluster>", whose slot map it follows. */
     char group[32];                     /* "": the cluster is one group */
+    int groups;                         /* gateway: route each key to its group by the slot map */
     char slots[CONFIG_STR_MAX];         /* master: slots to claim while they have no group ("a-b,...", "all") */
     char slot_cluster[64];
 } mkv_config;

@@ -16,7 +16,9 @@
  * the operator takes the new keys there (a batch over three groups, each
  * key on its owner, read back byte-exact); the leader of group a killed
  * -9 while group b keeps serving, and group a serves new keys once its
- * standby leads. Ports
+ * standby leads. A gateway with --groups routes RESP traffic the same
+ * way (pipelined SETs, MGET, GET, EXISTS, DEL byte-exact, each key on its
+ * group's master, a MOVED followed). Ports
  * (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ static int port0;
 #define MASTER_A2    (port0 + 1)    /* group a's standby */
 #define MASTER_B     (port0 + 2)
 #define MASTER_C     (port0 + 5)    /* group c, added with no slots */
+#define GATEWAY_PORT (port0 + 6)    /* a gateway over the groups */
 #define ETCD_PORT    (port0 + 3)
 #define ETCD_PEER    (port0 + 4)
 #define NODE_PORT    (port0 + 10)   /* + 2 i; data plane on + 1 */
@@ -273,6 +276,93 @@ static void test_moved_refresh(void) {
     ASSERT(h_port_info(MASTER_B, "cluster", "slots_moved") > moved_a);
     ASSERT(holds(MASTER_A, again));
     ASSERT(holds(MASTER_B, other));
+}
+
+/* count replies of c (pipelined), each checked by ok(r, i); how many were. */
+static int replies_ok(redisContext *c, int count, int (*ok)(const redisReply *r, int i)) {
+    int good = 0;
+    for (int i = 0; i < count; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) break;
+        good += ok(r, i);
+        freeReplyObject(r);
+    }
+    return good;
+}
+
+static int is_ok_status(const redisReply *r, int i) {
+    (void)i;
+    return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+}
+
+/* Element i of an MGET (or a GET's reply, i its key's index) is value i. */
+static int is_value(const redisReply *r, int i) {
+    size_t n = fill(src, i);
+    return r && r->type == REDIS_REPLY_STRING && (size_t)r->len == n && memcmp(r->str, src, n) == 0;
+}
+
+#define GW_KEYS 60
+
+/* A gateway with --groups: pipelined SETs land each key on its slot's
+ * master, in both groups; MGET, GET, EXISTS and DEL come back right and
+ * byte-exact; a slot moved in etcd behind the gateway's back is answered
+ * MOVED by the old group, and the gateway's SET lands on the new one. */
+static void test_gateway_routes(void) {
+    const char *extra[] = {"--groups", "yes", "--replicas", "1", NULL};
+    ASSERT(h_start_etcd_role("gateway", GATEWAY_PORT, etcd.url, CLUSTER, LEASE_S, extra) > 0);
+    redisContext *gw = h_redis(GATEWAY_PORT);
+    ASSERT(gw);
+    char keys[GW_KEYS][32];
+    int in_a = 0;
+    for (int i = 0; i < GW_KEYS; i++) {
+        key_name(keys[i], sizeof keys[i], "gw", i);
+        in_a += strcmp(group_of(keys[i]), "a") == 0;
+        size_t n = fill(src, i);
+        redisAppendCommand(gw, "SET %s %b", keys[i], src, n);
+    }
+    ASSERT_MSG(in_a > 5 && in_a < GW_KEYS - 5, "%d of %d keys in group a: they must span both", in_a, GW_KEYS);
+    ASSERT_EQ(replies_ok(gw, GW_KEYS, is_ok_status), GW_KEYS);
+    for (int i = 0; i < GW_KEYS; i++)
+        ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
+    const char *argv[GW_KEYS + 1];
+    argv[0] = "MGET";
+    for (int i = 0; i < GW_KEYS; i++) argv[i + 1] = keys[i];
+    redisReply *r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == GW_KEYS);
+    int same = 0;
+    for (int i = 0; i < GW_KEYS; i++) same += is_value(r->element[i], i);
+    freeReplyObject(r);
+    ASSERT_EQ(same, GW_KEYS);
+    for (int i = 0; i < 4; i++) redisAppendCommand(gw, "GET %s", keys[i]);
+    ASSERT_EQ(replies_ok(gw, 4, is_value), 4);
+    argv[0] = "EXISTS";
+    r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS);
+    freeReplyObject(r);
+    argv[0] = "DEL";
+    r = redisCommandArgv(gw, GW_KEYS / 2 + 1, argv, NULL);   /* the first half */
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS / 2);
+    freeReplyObject(r);
+    for (int i = 0; i < GW_KEYS; i++)
+        ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]) == (i >= GW_KEYS / 2), "%.31s after DEL", keys[i]);
+    /* a moved slot: the gateway routes by the map it read, a answers MOVED */
+    int next = 0;
+    char key[32];
+    fresh_key(key, sizeof key, "gwmv", "a", &next);
+    ASSERT(move_slot(key, "b") > 0);
+    long long moved_a = h_port_info(MASTER_A, "cluster", "slots_moved");
+    size_t n = fill(src, 5);
+    r = redisCommand(gw, "SET %s %b", key, src, n);
+    ASSERT_MSG(is_ok_status(r, 0), "SET %s: %s", key, r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    ASSERT(holds(MASTER_B, key));
+    ASSERT_MSG(h_port_info(MASTER_A, "cluster", "slots_moved") > moved_a, "group a never answered MOVED");
+    r = redisCommand(gw, "GET %s", key);
+    ASSERT(is_value(r, 5));
+    freeReplyObject(r);
+    ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
+    printf("# gateway over groups: %d of %d keys on group a, the rest on b\n", in_a, GW_KEYS);
+    redisFree(gw);
 }
 
 /* Group c joins with no slots; the operator gives it the last quarter
@@ -534,6 +624,7 @@ int main(void) {
     RUN_TEST(test_routed_batch);
     RUN_TEST(test_routed_remove);
     RUN_TEST(test_moved_refresh);
+    RUN_TEST(test_gateway_routes);
     RUN_TEST(test_group_added);
     RUN_TEST(test_remove_all);
     RUN_TEST(test_leader_killed_other_group_serves);
