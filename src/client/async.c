@@ -22,9 +22,11 @@
 #include "client/client.h"
 #include "client/moonkv_async.h"
 #include "core/util.h"
+#include "proto/status.h"
 
 #define IO_IDLE_MS 1000   /* the I/O thread with nothing to serve sleeps on its wake fd */
 #define DOWN_HOLD_MS 1000
+#define LEADER_RETRY_MS 50   /* etcd: between a send's attempts to find a leader */
 
 static void q_push(mkv_opq *q, mkv_op *op) {
     op->next = NULL;
@@ -101,14 +103,112 @@ void mkv_async_out(mkv_async *a, mkv_out *out) {
     pthread_mutex_unlock(&a->mu);
 }
 
+/* ---- etcd: sends repeated until a leader answers ---- */
+
+/* As the blocking calls do under etcd (client.c): a send that found no
+ * leader (nothing went out), or that a master no longer leading refused
+ * (READONLY: it did nothing), goes again every LEADER_RETRY_MS until
+ * timeout_ms; a reply lost after sending is not. */
+typedef struct mkv_asend {
+    mkv_async *a;
+    mkv_out out;
+    mkv_reply_fn *fn;
+    void *arg;
+    uint64_t deadline, due;
+    int unsent;                /* the code of a post that sent nothing */
+    struct mkv_asend *next;
+} mkv_asend;
+
+static __thread mkv_asend *posting;   /* the send this thread is posting */
+
+static void asend_free(mkv_asend *s) {
+    mkv_out_free(&s->out);
+    free(s);
+}
+
+static void asend_later(mkv_asend *s) {
+    mkv_async *a = s->a;
+    s->due = mono_ms() + LEADER_RETRY_MS;
+    pthread_mutex_lock(&a->mu);
+    s->next = a->retry;
+    a->retry = s;
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int is_readonly(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ERROR && proto_status_of_reply(r->str, r->len) == PROTO_READONLY;
+}
+
+static void asend_replied(void *arg, redisReply *r, int code) {
+    mkv_asend *s = arg;
+    if (posting == s && !r) {   /* nothing sent: asend_try decides */
+        s->unsent = code;
+        return;
+    }
+    if (is_readonly(r) && mono_ms() + LEADER_RETRY_MS < s->deadline) {
+        freeReplyObject(r);
+        mkv_link_drop(s->a->c);   /* the next post asks etcd again */
+        asend_later(s);
+        return;
+    }
+    s->fn(s->arg, r, code);
+    asend_free(s);
+}
+
+static void asend_try(mkv_asend *s) {
+    posting = s;
+    s->unsent = MKV_OK;
+    int rc = mkv_link_send(s->a->c, &s->out, asend_replied, s);
+    posting = NULL;
+    if (rc == MKV_OK) return;   /* s is the link's now, maybe done already */
+    if (mono_ms() + LEADER_RETRY_MS < s->deadline) {
+        asend_later(s);
+    } else {
+        s->fn(s->arg, NULL, s->unsent ? s->unsent : rc);
+        asend_free(s);
+    }
+}
+
+/* The I/O thread: the sends due again. */
+static void asend_due(mkv_async *a) {
+    uint64_t now = mono_ms();
+    mkv_asend *due = NULL;
+    pthread_mutex_lock(&a->mu);
+    for (mkv_asend **p = &a->retry; *p;) {
+        mkv_asend *s = *p;
+        if (s->due > now) {
+            p = &s->next;
+            continue;
+        }
+        *p = s->next;
+        s->next = due;
+        due = s;
+    }
+    pthread_mutex_unlock(&a->mu);
+    for (mkv_asend *s, *next = due; (s = next);) {
+        next = s->next;
+        asend_try(s);
+    }
+}
+
 /* A send that found no master (its connect failed or timed out) fails
  * those after it at once for DOWN_HOLD_MS: without this, each operation
- * of a stopped master's backlog would wait out a connect of its own. */
+ * of a stopped master's backlog would wait out a connect of its own.
+ * Under etcd the send is repeated instead (above). */
 void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
     pthread_mutex_lock(&a->mu);
     a->master_wait++;
     int down = mono_ms() < a->down_until ? a->down_code : MKV_OK;
     pthread_mutex_unlock(&a->mu);
+    if (a->c->etcd) {
+        mkv_asend *s = xcalloc(1, sizeof *s);
+        *s = (mkv_asend){.a = a, .out = *out, .fn = fn, .arg = arg,
+                         .deadline = mono_ms() + (uint64_t)a->c->timeout_ms};
+        *out = (mkv_out){0};   /* s's now */
+        asend_try(s);
+        efd_post(a->wake);
+        return;
+    }
     if (down != MKV_OK) {
         mkv_out_free(out);
         fn(arg, NULL, down);
@@ -150,6 +250,7 @@ static void *io_main(void *arg) {
         a->todo = (mkv_opq){0};
         pthread_mutex_unlock(&a->mu);
         for (mkv_op *op; (op = q_pop(&q));) mkv_aop_start(a, op);
+        asend_due(a);
         pthread_mutex_lock(&a->mu);
         size_t owed = a->master_wait;
         int stop = a->closing && !owed && !a->todo.head;

@@ -502,6 +502,7 @@ struct mkv_async {
     size_t master_wait;                  /* callbacks the master link owes the face */
     uint64_t down_until;                 /* a send failed (no master): the next fail at once till then */
     int down_code;
+    struct mkv_asend *retry;             /* etcd: sends to repeat once a leader answers */
     mkv_leases leases;                   /* finished reads' leases, for the next command */
 };
 

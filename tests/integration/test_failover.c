@@ -8,7 +8,8 @@
  * lease must place nothing when it runs again, and a write grant it made
  * before it stopped is refused by the nodes, which serve the new leader's
  * term only (fencing). A prefix lookup's pin is made again on the new
- * leader by the client that holds it. The gateway, with no asynchronous master
+ * leader by the client that holds it. Puts of the async face submitted right
+ * after the kill go out again until the new leader answers. The gateway, with no asynchronous master
  * connection here, asks a key's EXISTS/DEL/... on a worker, not its loop.
  *
  * Objects stored before a failover are NOT expected to survive it: the new
@@ -16,6 +17,7 @@
  * built yet), so only new puts are asserted. Ports (etcd's too): one
  * block of h_free_ports, taken first in main(). */
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "client/moonkv.h"
+#include "client/moonkv_async.h"
 #include "cluster_harness.h"
 #include "core/util.h"
 #include "etcd_harness.h"
@@ -131,9 +134,121 @@ static void test_writes_work(void) {
     ASSERT_EQ(h_info_field(probe.gw, "gateway", "loop_blocking_calls"), blocking);
 }
 
+/* ---- the async face across the failover ----
+ * A client of its own (timeout_ms 15 s) with a face of one thread:
+ * ASYNC_N puts submitted right after the kill, while etcd still names
+ * the dead leader or none, go out again every 50 ms until the new one
+ * answers, as the blocking calls do: every one reaches it (OK, or
+ * TRYAGAIN while it rebuilds its table, then submitted again), and
+ * their gets are byte-exact. Without the repeat they fail at once. */
+#define ASYNC_N 32
+#define ASYNC_VAL 4096
+static struct {
+    mkv_client *c;
+    mkv_async *a;
+    mkv_op ops[2 * ASYNC_N];
+    char keys[ASYNC_N][32];
+    unsigned char *src, *dst;
+    int done;                   /* the test drains on its own thread */
+    uint64_t submitted_ms, last_ms;
+} as;
+
+static void as_done(mkv_op *op) {
+    (void)op;
+    as.done++;
+    as.last_ms = mono_ms();
+}
+
+static void test_async_before_failover(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.etcd = etcd.url;
+    opt.cluster_name = "failover-test";
+    opt.timeout_ms = 15000;
+    as.src = malloc((size_t)ASYNC_N * ASYNC_VAL);
+    as.dst = calloc(ASYNC_N, ASYNC_VAL);
+    h_fill(as.src, (size_t)ASYNC_N * ASYNC_VAL, 4242);
+    int rc = mkv_connect(&as.c, &opt);
+    if (rc == MKV_OK) rc = mkv_register_buffer(as.c, as.src, (size_t)ASYNC_N * ASYNC_VAL);
+    if (rc == MKV_OK) rc = mkv_register_buffer(as.c, as.dst, (size_t)ASYNC_N * ASYNC_VAL);
+    if (rc == MKV_OK) rc = mkv_async_open(&as.a, as.c, 1, 0);
+    ASSERT_MSG(rc == MKV_OK, "async client: %s (%s)", mkv_strerror(rc), mkv_last_error(as.c));
+}
+
+/* Right after the kill: the client's connection to the dead leader is
+ * found broken first (a blocking call fails on it), then the puts go. */
+static void async_submit_after_kill(void) {
+    if (!as.a) return;
+    mkv_exists(as.c, "probe", 5);
+    as.submitted_ms = mono_ms();
+    for (int i = 0; i < ASYNC_N; i++) {
+        int n = snprintf(as.keys[i], sizeof as.keys[i], "async-fo:%d", i);
+        as.ops[i] = (mkv_op){.kind = MKV_OP_PUT, .key = as.keys[i], .keylen = (size_t)n,
+                             .buf = as.src + (size_t)i * ASYNC_VAL, .len = ASYNC_VAL, .done = as_done};
+        mkv_async_submit(as.a, &as.ops[i]);
+    }
+}
+
+/* Until want completions, draining on this thread; bounded by ms. */
+static int as_wait(int want, int ms) {
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    while (as.done < want && mono_ms() < end) {
+        struct pollfd p = {.fd = mkv_async_fd(as.a), .events = POLLIN};
+        if (poll(&p, 1, 100) > 0) mkv_async_drain(as.a);
+    }
+    return as.done;
+}
+
+/* Each op of ops[0..n) that ended ETRYAGAIN (the new leader rebuilding
+ * its table, as a blocking call is told too) submitted again until none
+ * is, bounded by ms: how many are OK. */
+static int as_until_ok(mkv_op *ops, int n, int ms) {
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    for (;;) {
+        int again = 0, ok = 0;
+        for (int i = 0; i < n; i++) ok += ops[i].status == MKV_OK;
+        if (ok == n || mono_ms() >= end) return ok;
+        for (int i = 0; i < n; i++)
+            if (ops[i].status == MKV_ETRYAGAIN && mkv_async_submit(as.a, &ops[i]) == MKV_OK) again++;
+        if (!again) return ok;
+        usleep(100 * 1000);
+        as.done -= again;   /* counted again as they complete */
+        as_wait(n, (int)(end > mono_ms() ? end - mono_ms() : 0));
+    }
+}
+
+static void test_async_across_failover(void) {
+    ASSERT(as.a != NULL);
+    int put = as_wait(ASYNC_N, 40000), reached = 0, put_ok = 0, got_ok = 0, same = 1;
+    for (int i = 0; i < ASYNC_N; i++)
+        reached += as.ops[i].status == MKV_OK || as.ops[i].status == MKV_ETRYAGAIN;
+    printf("# async: %d puts submitted after the kill, %d reached the new leader (the first: %s) after %lld ms\n",
+           put, reached, mkv_strerror(as.ops[0].status), (long long)(as.last_ms - as.submitted_ms));
+    if (reached == ASYNC_N) put_ok = as_until_ok(as.ops, ASYNC_N, 30000);
+    as.done = 0;
+    for (int i = 0; put_ok == ASYNC_N && i < ASYNC_N; i++) {
+        as.ops[ASYNC_N + i] = (mkv_op){.kind = MKV_OP_GET, .key = as.keys[i], .keylen = strlen(as.keys[i]),
+                                       .buf = as.dst + (size_t)i * ASYNC_VAL, .len = ASYNC_VAL, .done = as_done};
+        mkv_async_submit(as.a, &as.ops[ASYNC_N + i]);
+    }
+    if (put_ok == ASYNC_N && as_wait(ASYNC_N, 40000) == ASYNC_N) got_ok = as_until_ok(as.ops + ASYNC_N, ASYNC_N, 30000);
+    for (int i = 0; got_ok == ASYNC_N && i < ASYNC_N; i++) same &= as.ops[ASYNC_N + i].len == ASYNC_VAL;
+    same &= memcmp(as.src, as.dst, (size_t)ASYNC_N * ASYNC_VAL) == 0;
+    mkv_async_close(as.a);
+    mkv_close(as.c);
+    free(as.src);
+    free(as.dst);
+    ASSERT_EQ(put, ASYNC_N);
+    ASSERT_EQ(reached, ASYNC_N);   /* none failed for want of a leader */
+    ASSERT_EQ(put_ok, ASYNC_N);
+    ASSERT_EQ(got_ok, ASYNC_N);
+    ASSERT(same);
+}
+
 static void test_kill_leader(void) {
     h_kill(master_a);
     uint64_t t0 = mono_ms();
+    async_submit_after_kill();
     ASSERT(h_wait_role(MASTER_B, "leader", 10000) == 0);
     long long elect = (long long)(mono_ms() - t0);
     long long gw_put = h_until(h_gw_set, &probe, "after-gw", "value-3", t0, 15000);
@@ -285,7 +400,9 @@ int main(void) {
     RUN_TEST(test_leader_and_standby);
     RUN_TEST(test_writes_work);
     RUN_TEST(test_pin_before_failover);
+    RUN_TEST(test_async_before_failover);
     RUN_TEST(test_kill_leader);
+    RUN_TEST(test_async_across_failover);
     RUN_TEST(test_pin_after_failover);
     RUN_TEST(test_fencing);
     h_probe_close(&probe);
