@@ -18,16 +18,17 @@
  * them by callback; one I/O thread of the face sends what is submitted
  * and reads the replies for all of them. No thread waits for the
  * master: any number of operations are in flight at once (a stopped
- * master times them all out together after timeout_ms; when no master
- * can be reached, what the face sends in the next second fails at once).
+ * master times them all out together after timeout_ms; without etcd,
+ * when no master can be reached, what the face sends in the next second
+ * fails at once).
  * The transfers (the data leg of a put or get) run on the face's
  * `threads` other threads, each taking the legs queued meanwhile as one
  * engine batch.
  * Batches go in chunks of 4096 keys, all at once; a batch's status is
- * the first chunk's failure. Not here (yet): under etcd, no leader or a
- * READONLY one fails the operation (the blocking calls try again until
- * timeout_ms), and slice checksums are not sent with a put's publish (a
- * reader checks the object whole).
+ * the first chunk's failure. Under etcd a send that found no leader, or
+ * a READONLY one, goes again until timeout_ms, as the blocking calls do.
+ * Not here (yet): slice checksums with a put's publish (a reader checks
+ * the object whole).
  *
  * The caller keeps an operation, its key and its buffers alive and
  * untouched until its done ran. Buffers are registered ones, as for the
