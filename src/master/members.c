@@ -58,7 +58,7 @@ struct master_members {
     /* The loop's. */
     int64_t term;                 /* 0: not leading */
     int loaded, loading;          /* this term's records read / being read */
-    uint8_t *rec;                 /* rec[id]: recorded in this term */
+    uint8_t *rec;                 /* rec[id]: REC_YES recorded in this term, REC_MAYBE unknown */
     uint64_t *inst;               /* inst[id]: the process token the record names */
     uint32_t caprec;
     waiter *waiters;
@@ -150,7 +150,15 @@ static uint64_t enqueue(master_members *ms, job_kind kind, uint32_t id, const ch
     return 0;
 }
 
-static int recorded(const master_members *ms, uint32_t id) { return id < ms->caprec && ms->rec[id]; }
+/* An etcd call that failed by its timeout may still be applied: etcd
+ * stopped (SIGSTOP, a stall) runs the request it had already received
+ * once it goes on, after we gave up (a put refused TRYAGAIN landed 3
+ * times of 5 in a test). Such an id is REC_MAYBE: never taken for
+ * recorded (a join puts it again), and deleted by the sweep unless its
+ * node joined meanwhile. */
+enum { REC_NO, REC_YES, REC_MAYBE };
+
+static int recorded(const master_members *ms, uint32_t id) { return id < ms->caprec && ms->rec[id] == REC_YES; }
 
 static void set_recorded(master_members *ms, uint32_t id, int on, uint64_t instance) {
     if (id >= ms->caprec) {
@@ -174,6 +182,9 @@ static int park(master_members *ms, client *c, master_join *j) {
     if (ms->term && recorded(ms, id)) return PARK_NO;
     uint64_t seq = 0;   /* the records are being read: it may be there */
     if (ms->term && (ms->loaded || !ms->loading)) seq = enqueue(ms, JOB_PUT, id, j->addrs[0], j->claim.instance);
+    /* Its put decides (after any delete queued before it): the sweep
+     * must not queue a delete behind it. */
+    if (seq && id < ms->caprec && ms->rec[id] == REC_MAYBE) ms->rec[id] = REC_NO;
     if (!ms->term || (!seq && !ms->loading)) {
         ms->failed++;
         master_reply_fail(c, PROTO_TRYAGAIN, "cannot record the node in etcd now: register again");
@@ -196,7 +207,7 @@ static int park(master_members *ms, client *c, master_join *j) {
 uint32_t members_recorded_as(master_members *ms, uint64_t instance) {
     if (!ms || !ms->term || !instance) return 0;
     for (uint32_t id = 1; id < ms->caprec; id++) {
-        if (!ms->rec[id] || ms->inst[id] != instance) continue;
+        if (ms->rec[id] != REC_YES || ms->inst[id] != instance) continue;
         const mm_node *n = mm_node_get(ms->m->meta, id);
         return n && n->joined ? 0 : id;   /* joined: it had its reply after all, and claims by ID */
     }
@@ -261,7 +272,7 @@ static void loaded(master_members *ms, job *jb) {
                     jb->err);
     } else {
         ms->loaded = 1;
-        for (size_t i = 0; i < jb->nids; i++) set_recorded(ms, jb->ids[i], 1, jb->insts[i]);
+        for (size_t i = 0; i < jb->nids; i++) set_recorded(ms, jb->ids[i], REC_YES, jb->insts[i]);
         master_rebuild_members(ms->m, jb->ids, jb->nids);
     }
     resume(ms, take_waiters(ms, 0), NULL);   /* failed: they record themselves */
@@ -272,9 +283,10 @@ static void put_done(master_members *ms, job *jb) {
     if (jb->rc == 0 && !master_may_lead(ms->m)) jb->rc = 1;   /* our lease ran out meanwhile */
     if (jb->rc == 0) {
         ms->recorded++;
-        set_recorded(ms, jb->id, 1, jb->instance);
+        set_recorded(ms, jb->id, REC_YES, jb->instance);
     } else {
         ms->failed++;
+        if (jb->rc < 0) set_recorded(ms, jb->id, REC_MAYBE, jb->instance);   /* the sweep deletes it */
         snprintf(why, sizeof why, "node %u not recorded in etcd (%s): register again", jb->id,
                  jb->rc > 0 ? "no longer the leader" : jb->err);
         log_warning("master: %s", why);
@@ -292,7 +304,7 @@ static void del_done(master_members *ms, job *jb) {
                 jb->rc > 0 ? "no longer the leader" : jb->err);
     /* Tried again at the next sweep, unless it registered again since. */
     const mm_node *n = mm_node_get(ms->m->meta, jb->id);
-    if (jb->rc < 0 && (!n || n->state == NODE_DEAD)) set_recorded(ms, jb->id, 1, ms->inst[jb->id]);
+    if (jb->rc < 0 && (!n || n->state == NODE_DEAD)) set_recorded(ms, jb->id, REC_MAYBE, ms->inst[jb->id]);
 }
 
 /* Results of another term are dropped (their waiters were refused). */
@@ -332,13 +344,13 @@ void members_tick(master_members *ms) {
         const mm_node *n = mm_node_get(ms->m->meta, id);
         if (!ms->rec[id] || (n && n->joined && n->state != NODE_DEAD)) continue;
         if (!enqueue(ms, JOB_DEL, id, NULL, 0)) return;   /* the queue is full: next sweep */
-        ms->rec[id] = 0;   /* dead, or never came back: gone for good */
+        ms->rec[id] = REC_NO;   /* dead, or never came back: gone for good */
     }
 }
 
 void members_info(const master_members *ms, resp_buf *out) {
     size_t n = 0;
-    for (uint32_t id = 0; ms && id < ms->caprec; id++) n += ms->rec[id];
+    for (uint32_t id = 0; ms && id < ms->caprec; id++) n += ms->rec[id] == REC_YES;
     info_field(out, "members_recorded", "%zu", n);
     info_field(out, "members_records_written", "%llu", (unsigned long long)(ms ? ms->recorded : 0));
     info_field(out, "members_records_deleted", "%llu", (unsigned long long)(ms ? ms->deleted : 0));
