@@ -134,6 +134,9 @@ static void threads_on_one_client(int n, int rounds) {
     opt.master = master_addr;
     opt.transport = transport;
     opt.lanes = lanes;
+    /* No case waits for a timeout: the default 5 s per call is what TSan
+     * builds overlapping on a loaded machine missed (MKV_ETIMEDOUT). */
+    opt.timeout_ms = 30000;
     mkv_client *c = NULL;
     run_no++;
     ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
