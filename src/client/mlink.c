@@ -109,14 +109,18 @@ void mkv_link_drop(mkv_client *c) {
     pthread_mutex_unlock(&L->mu);
 }
 
+/* Every failure to reach the master says "master ..." first: that is how
+ * a caller (the gateway's TRYAGAIN, cluster_call.c) tells the master link
+ * from a node's data plane. */
+
 /* --etcd: point the link at the current leader. */
 static int leader_lookup(mkv_client *c, mkv_client *h, mkv_mlink *L) {
     char addr[256], err[ETCD_ERR_LEN];
     int found = 0;
     int64_t term = 0;
     if (etcd_leader_lookup(h->etcd, h->cluster, &found, addr, sizeof addr, &term, err, sizeof err) != 0)
-        return mkv_fail(c, MKV_ECONN, "%s", err);
-    if (!found) return mkv_fail(c, MKV_ECONN, "no leader in etcd for cluster '%s'", h->cluster);
+        return mkv_fail(c, MKV_ECONN, "master unknown: etcd: %s", err);
+    if (!found) return mkv_fail(c, MKV_ECONN, "master unknown: no leader in etcd for cluster '%s'", h->cluster);
     char host[sizeof L->host];
     int port;
     if (parse_hostport(addr, host, sizeof host, &port) != 0)
@@ -149,11 +153,11 @@ static int link_open(mkv_client *c, mkv_mlink *L) {
     if (st == PROTO_LINK_EAUTH)
         return mkv_fail(c, MKV_EAUTH, "%s%s", err,
                         h->password ? "" : " (no password given: set mkv_options.password if the master has requirepass)");
-    if (st != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "%s", err);
+    if (st != PROTO_LINK_OK) return mkv_fail(c, MKV_ECONN, "master %s: %s", hostport, err);
     /* Before anyone's command: a new leader holds none of our pins. */
     if (mkv_pins_restore(&c->core->pins, rc, err, sizeof err) != 0) {
         redisFree(rc);
-        return mkv_fail(c, MKV_ECONN, "pinning again on %s: %s", hostport, err);
+        return mkv_fail(c, MKV_ECONN, "master %s: pinning again: %s", hostport, err);
     }
     pthread_mutex_lock(&c->core->mu);
     uint64_t id = ++c->core->conns;
