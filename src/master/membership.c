@@ -323,6 +323,10 @@ int mm_check_nodes(master_meta *m, uint64_t now_ms) {
             continue;
         }
         if (n->state == NODE_DEAD || now_ms < n->last_seen_ms + m->cfg.node_timeout_ms) continue;
+        /* A warning, not a notice: servers in tests log warnings only, and
+         * a node lost under load is what a failed test needs said. */
+        log_warning("node %u silent for %llu ms (node timeout %llu ms): declared dead", n->id,
+                    (unsigned long long)(now_ms - n->last_seen_ms), (unsigned long long)m->cfg.node_timeout_ms);
         mm_node_fail(m, n->id, "heartbeat timeout", now_ms);
         failed++;
     }

@@ -763,6 +763,10 @@ static void *control_main(void *arg) {
              * while we are drained, hear the end soon */
             int beat = c->heartbeat_ms;
             if (c->leave_sent && beat > CTL_LEAVING_BEAT_MS) beat = CTL_LEAVING_BEAT_MS;
+            /* Said when it may cost us our membership (a loaded machine,
+             * a slow master round trip): the master's side says "silent". */
+            if (next_beat && now > next_beat + 2 * (uint64_t)c->heartbeat_ms)
+                log_warning("node: heartbeat %llu ms late", (unsigned long long)(now - next_beat));
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
         }
         if (c->rc && now >= c->next_refresh_ms) {
