@@ -628,14 +628,21 @@ static void test_reply_tasks(void) {
          t.dst[1].offset == (1u << 20) && t.key && t.expiry_ms == 8000;
     proto_task_free(&t);
     ASSERT(ok);
-    /* refused whole, the id still told: sides that disagree, a share
-     * offloaded, a word unknown */
+    /* an offload of this node's share of an object striped over nodes:
+     * fewer bytes than the object, which a push may never be */
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_OFFLOAD_TASK, OSZ, src, 1, NULL, 0, PROTO_TASK_DISK);
+    ASSERT_EQ(task_of(&b, &t), 0);
+    ok = t.kind == PROTO_OFFLOAD_TASK && t.nsrc == 1 && t.len == src[0].length && t.len < OSZ && t.ndst == 0;
+    proto_task_free(&t);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_PUSH_TASK, OSZ, NULL, 0, src, 1, PROTO_TASK_PUSH);
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
+    /* refused whole, the id still told: sides that disagree, a word unknown */
     resp_buf_clear(&b);
     task_reply(&b, PROTO_COPY_TASK, OSZ, src, 1, halves, 2, NULL);
     ASSERT(task_of(&b, &t) == -1 && t.id == 42 && !t.src && !t.dst);
-    resp_buf_clear(&b);
-    task_reply(&b, PROTO_OFFLOAD_TASK, OSZ, src, 1, NULL, 0, PROTO_TASK_DISK);
-    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
     resp_buf_clear(&b);
     task_reply(&b, PROTO_LOAD_TASK, OSZ, NULL, 0, halves, 2, "SAVE");
     ASSERT(task_of(&b, &t) == -1 && t.id == 42);
