@@ -110,17 +110,14 @@ static void extent_push(obj_extent **v, uint32_t *n, obj_extent e) {
     (*v)[(*n)++] = e;
 }
 
-/* Append to t->src the pieces of replica src holding object bytes
+/* Append to *v the pieces of replica r holding object bytes
  * [off, off+len), in order. */
-static void map_range(const obj_replica *src, uint64_t off, uint64_t len, mm_task *t) {
+static void map_pieces(const obj_replica *r, uint64_t off, uint64_t len, obj_extent **v, uint32_t *n) {
     uint64_t pos = 0, end = off + len;
-    for (uint32_t i = 0; i < src->nextents && pos < end; i++) {
-        const obj_extent *e = &src->extents[i];
+    for (uint32_t i = 0; i < r->nextents && pos < end; i++) {
+        const obj_extent *e = &r->extents[i];
         uint64_t lo = off > pos ? off : pos, hi = end < pos + e->length ? end : pos + e->length;
-        if (lo < hi) {
-            obj_extent piece = {e->node, e->offset + (lo - pos), hi - lo};
-            extent_push(&t->src, &t->nsrc, piece);
-        }
+        if (lo < hi) extent_push(v, n, (obj_extent){e->node, e->offset + (lo - pos), hi - lo});
         pos += e->length;
     }
 }
@@ -186,10 +183,12 @@ static const obj_replica *pick_disk_source(master_meta *m, const object *o, obj_
     const obj_replica *reps = object_reps(o, v);
     for (uint32_t i = 0; i < o->nreplicas; i++) {
         const mm_node *n = mm_node_get(m, reps[i].extents[0].node);
-        /* one record of the object whole (a striped one's shares are not pushed yet) */
-        if (mm_replica_on_disk(&reps[i]) && reps[i].nextents == 1 && n &&
-            (n->state == NODE_ALIVE || n->state == NODE_DRAINING))
-            return &reps[i];
+        int readable = mm_replica_on_disk(&reps[i]);   /* every share's node alive or draining */
+        for (uint32_t k = 0; readable && k < reps[i].nextents; k++) {
+            n = mm_node_get(m, reps[i].extents[k].node);
+            readable = n && (n->state == NODE_ALIVE || n->state == NODE_DRAINING);
+        }
+        if (readable) return &reps[i];
     }
     return NULL;
 }
@@ -218,15 +217,22 @@ static int job_start(master_meta *m, object *o, uint64_t now_ms) {
         const obj_extent *e = &rep.extents[i];
         mm_task *t = job_task_for(m, j, e->node, deadline);
         extent_push(&t->dst, &t->ndst, *e);
-        map_range(src, pos, e->length, t);
+        map_pieces(src, pos, e->length, &t->src, &t->nsrc);
         pos += e->length;
     }
-    if (!src) {   /* one task, on the disk's node, writing every extent */
-        mm_task *t = job_task_for(m, j, disk->extents[0].node, deadline);
+    /* From disk: a task per record, its node writing the new replica's
+     * pieces that hold its bytes (every extent for a record of the object
+     * whole; for a striped one's share, the pieces of its slices, in
+     * object order, as its record holds them). */
+    pos = 0;
+    for (uint32_t i = 0; !src && i < disk->nextents; i++) {
+        const obj_extent *e = &disk->extents[i];
+        mm_task *t = job_task_for(m, j, e->node, deadline);
         t->to_disk = MM_TASK_PUSH;
-        for (uint32_t i = 0; i < rep.nextents; i++) extent_push(&t->dst, &t->ndst, rep.extents[i]);
-        m->disk_pushes++;
+        map_pieces(&rep, pos, e->length, &t->dst, &t->ndst);
+        pos += e->length;
     }
+    if (!src) m->disk_pushes++;
     /* The tasks' read caps on the source are leases like any other. */
     mm_more *x = mm_more_get(o);
     x->hold_until = max_u64(x->hold_until, deadline);

@@ -326,7 +326,8 @@ static void run_push(node_copier *c, node_task *t) {
     char err[256];
     node *n = c->n;
     uint64_t len = 0;
-    if (!record_is_there(n, t, t->size)) {
+    uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
+    if (!record_is_there(n, t, want)) {
         task_fail(t, "push: no such record on the disk tier");
         return;
     }
@@ -334,9 +335,9 @@ static void run_push(node_copier *c, node_task *t) {
         task_fail(t, err);
         return;
     }
-    char *buf = xmalloc(t->size ? t->size : 1);
-    int rc = disk_store_read(n->disk, t->key, t->keylen, buf, t->size, &len);
-    if (rc == 0 && len != t->size) rc = -EIO;
+    char *buf = xmalloc(want ? want : 1);
+    int rc = disk_store_read(n->disk, t->key, t->keylen, buf, want, &len);
+    if (rc == 0 && len != want) rc = -EIO;
     if (rc != 0) {
         snprintf(err, sizeof err, "push: reading the record: %s", strerror(-rc));
         task_fail(t, err);
@@ -344,7 +345,7 @@ static void run_push(node_copier *c, node_task *t) {
         task_fail(t, "push: caps expired");
     } else {
         te_replica rep = {t->dst, t->ndst};
-        int st = te_engine_write(c->engine, buf, t->size, &rep, 1, err, sizeof err);
+        int st = te_engine_write(c->engine, buf, want, &rep, 1, err, sizeof err);
         if (st != TE_OK) task_fail(t, err[0] ? err : te_strerror(st));
     }
     free(buf);

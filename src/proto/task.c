@@ -27,9 +27,8 @@ static uint64_t earliest(const te_extent *e, uint32_t n) {
 }
 
 /* An offload, a load or a push: the object between the one extent list
- * and the disk store; whole, or for an offload or a load of an object
- * striped over nodes, this node's share of it (its extents, fewer bytes
- * than the object's size). */
+ * and the disk store; whole, or for an object striped over nodes, this
+ * node's share of it (fewer bytes than the object's size). */
 static int dec_disk(const redisReply *r, proto_task *t) {
     uint64_t crc, len;
     t->kind = word_is(r->element[4], PROTO_TASK_DISK) ? PROTO_OFFLOAD_TASK
@@ -43,7 +42,7 @@ static int dec_disk(const redisReply *r, proto_task *t) {
     if (proto_extents_decode_share(r->element[3], t->kind == PROTO_LOAD_TASK ? PROTO_EXT_LOCAL : PROTO_EXT_REMOTE,
                                    t->size, off ? TE_CAP_READ : TE_CAP_WRITE, ext, n, &len) != 0)
         return -1;
-    if (len > t->size || (len != t->size && t->kind == PROTO_PUSH_TASK)) {
+    if (len > t->size) {
         proto_task_free(t);
         return -1;
     }

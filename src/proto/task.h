@@ -11,9 +11,10 @@
  * source and destination lengths agree and are at most object_size. An
  * offload (this node's segment to its disk), a load (its disk record
  * into its segment) or a push (its disk record to other nodes' extents,
- * a repair whose only source is this disk) moves the whole object; an
- * offload or a load of an object striped over nodes, this node's share
- * (its extents, in object order: one disk record). The extents are decoded by
+ * a repair whose only source is this disk) moves the whole object; for
+ * an object striped over nodes, this node's share (its slices, in object
+ * order: one disk record; a push's extents are the new replica's pieces
+ * that hold those bytes). The extents are decoded by
  * extents.h, which refuses a bad task whole and bounds what one can make
  * us allocate by PROTO_MAX_EXTENTS. */
 #ifndef MKV_PROTO_TASK_H

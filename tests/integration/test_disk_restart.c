@@ -44,7 +44,7 @@
 static char dir[256];
 static char *src, *dst;
 
-#define MAX_NODES 2
+#define MAX_NODES 3
 
 typedef struct cluster {
     int port;              /* master; node i port+1+2i, its data plane the next */
@@ -55,7 +55,7 @@ typedef struct cluster {
     int full;              /* node 0's disk directory: a small tmpfs another process fills */
     int replicas;          /* of each put (0: 1) */
     int nodes;
-    pid_t master_pid, node_pid, node1_pid;
+    pid_t master_pid, node_pid, node1_pid, node2_pid;
 } cluster;
 
 /* test_full_directory's file system: room for the tier's file and a
@@ -133,7 +133,9 @@ static int start_n(cluster *cl, const char *name, const char *io, int nodes, con
         if (mkdir(d, 0700) != 0) return -1;
     }
     if ((cl->master_pid = h_start_master(cl->port, cl->mflags)) <= 0) return -1;
-    if ((cl->node_pid = start_node(cl)) <= 0 || (nodes > 1 && (cl->node1_pid = start_node_i(cl, 1)) <= 0)) return -1;
+    if ((cl->node_pid = start_node(cl)) <= 0 || (nodes > 1 && (cl->node1_pid = start_node_i(cl, 1)) <= 0) ||
+        (nodes > 2 && (cl->node2_pid = start_node_i(cl, 2)) <= 0))
+        return -1;
     if (h_wait_nodes(cl->port, "alive", nodes, 20000) != 0) return -1;
     for (int i = 0; i < nodes; i++)
         if (h_wait_node_registered(cl->port + 1 + 2 * i, 20000) != 0) return -1;
@@ -390,12 +392,10 @@ static void test_damaged_record_repaired(void) {
 /* A node drained while objects whose only replica is its disk record
  * lie there: repair has the node send each record to the other node
  * (disk_repair_pushes), nothing is lost, everything reads back. */
-static void test_drain_pushes_disk_records(void) {
+static void drain_pushes(const char *name, int nodes, const char *const *flags) {
     cluster cl = {0};
     mkv_client *c = NULL;
-    const char *flags[] = {"--disk-high-watermark", "20", "--disk-low-watermark", "10", "--heartbeat-ms", "100",
-                           "--rejoin-grace-ms", "0", NULL};
-    ASSERT_EQ(start_n(&cl, "drain", "auto", 2, flags), 0);
+    ASSERT_EQ(start_n(&cl, name, "auto", nodes, flags), 0);
     ASSERT_EQ(connect_client(&cl, &c), 0);
     int n = 40;   /* 10 MB over two 16 MB segments: each past 20 % */
     ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
@@ -421,6 +421,23 @@ static void test_drain_pushes_disk_records(void) {
     ASSERT_EQ(check_all(c, n), 0);
     mkv_close(c);
     h_kill_all();
+}
+
+static void test_drain_pushes_disk_records(void) {
+    const char *flags[] = {"--disk-high-watermark", "20", "--disk-low-watermark", "10", "--heartbeat-ms", "100",
+                           "--rejoin-grace-ms", "0", NULL};
+    drain_pushes("drain", 2, flags);
+}
+
+/* The same with objects striped over two of three nodes (4 extents of
+ * 64 KiB, 2 on each): the drained node's offloaded objects have their
+ * one replica as two shares on disk, and each share's node pushes its
+ * bytes into the new replica's pieces on the third node. */
+static void test_drain_pushes_striped_shares(void) {
+    const char *flags[] = {"--disk-high-watermark", "20", "--disk-low-watermark", "10", "--heartbeat-ms", "100",
+                           "--rejoin-grace-ms", "0", "--stripe-threshold", "128KB", "--stripe-unit", "64KB",
+                           "--stripe-width", "2", NULL};
+    drain_pushes("drain-striped", 3, flags);
 }
 
 /* One pass over the keys [0, n) stored (ok[i]): a DRAM key reads back
@@ -594,6 +611,7 @@ int main(void) {
     CASE(test_damaged_record_dropped);
     CASE(test_damaged_record_repaired);
     CASE(test_drain_pushes_disk_records);
+    CASE(test_drain_pushes_striped_shares);
     CASE(test_full_directory);
     CASE(test_striped_over_nodes);
     cleanup();
