@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define DISK_IO_ALIGN 4096u
 #define DISK_IO_DEPTH 32u    /* requests in flight at once in a batch */
@@ -27,6 +28,10 @@ typedef struct disk_req {
     void *buf;
     uint64_t off;
     size_t len;
+    /* niov > 0: the bytes are these (aligned) pieces, one request
+     * (writev/readv), len their sum; buf is not used. */
+    const struct iovec *iov;
+    int niov;
 } disk_req;
 
 /* "auto", "uring", "plain" -> kind; -1 if none of those. */

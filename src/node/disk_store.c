@@ -167,7 +167,7 @@ static uint64_t rec_bytes(object *o) { return room(o)->hdr + round_blk(o->size);
  * come back once other bytes land there) and frees o. */
 static void rec_release(disk_store *ds, object *o) {
     rec *r = room(o);
-    disk_req z = { 1, ds->zero, r->off, r->hdr };
+    disk_req z = { 1, ds->zero, r->off, r->hdr, NULL, 0 };
     int rc = disk_io_run(ds->io, &z, 1);
     pthread_mutex_lock(&ds->mu);
     if (rc != 0) ds->st.io_errors++;
@@ -221,7 +221,7 @@ static const uint8_t *scan_at(scan *s, uint64_t off, uint64_t len) {
     disk_req r[SCAN_MAX_REQS];
     size_t nr = 0;
     for (uint64_t at = 0; at < n; at += PIECE)
-        r[nr++] = (disk_req){ 0, s->win + at, start + at, n - at < PIECE ? n - at : PIECE };
+        r[nr++] = (disk_req){ 0, s->win + at, start + at, n - at < PIECE ? n - at : PIECE, NULL, 0 };
     if (disk_io_run(s->ds->io, r, nr) != 0) { s->err = 1; return NULL; }
     s->woff = start;
     s->wlen = n;
@@ -247,7 +247,7 @@ static int scan_crc(scan *s, uint64_t off, uint64_t len, uint32_t *crc) {
 }
 
 static void wipe(disk_store *ds, uint64_t off, uint32_t hdr) {
-    disk_req z = { 1, ds->zero, off, hdr };
+    disk_req z = { 1, ds->zero, off, hdr, NULL, 0 };
     if (disk_io_run(ds->io, &z, 1) != 0) ds->st.io_errors++;
 }
 
@@ -337,7 +337,7 @@ static int mkdirs(const char *dir) {
  * file is new or its header is not one (it starts empty), -1 refused. */
 static int check_header(disk_store *ds, char *err, size_t errlen) {
     uint8_t *h = ds->stage[0];
-    disk_req r = { 0, h, 0, BLK };
+    disk_req r = { 0, h, 0, BLK, NULL, 0 };
     if (disk_io_run(ds->io, &r, 1) != 0) {
         snprintf(err, errlen, "cannot read %s", ds->path);
         return -1;
@@ -369,7 +369,7 @@ static int fresh(disk_store *ds) {
         if (random_bytes(&ds->file_id, sizeof ds->file_id) != 0) ds->file_id = mono_us() ^ (uint64_t)getpid();
     while (ds->file_id == 0);
     file_header(ds, ds->stage[0]);
-    disk_req w = { 1, ds->stage[0], 0, BLK };
+    disk_req w = { 1, ds->stage[0], 0, BLK, NULL, 0 };
     return disk_io_run(ds->io, &w, 1);
 }
 
@@ -440,7 +440,8 @@ static int is_aligned(const void *p) { return ((uintptr_t)p & (BLK - 1)) == 0; }
 static size_t direct_reqs(disk_req *r, size_t max, int write, void *buf, uint64_t off, uint64_t whole) {
     size_t n = 0;
     for (uint64_t at = 0; at < whole && n < max; at += PIECE)
-        r[n++] = (disk_req){ write, (uint8_t *)buf + at, off + at, whole - at < PIECE ? whole - at : PIECE };
+        r[n++] = (disk_req){ write, (uint8_t *)buf + at, off + at, whole - at < PIECE ? whole - at : PIECE,
+                             NULL, 0 };
     return n;
 }
 
@@ -470,13 +471,18 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
     disk_req r[MAX_REQS];
     uint64_t whole = len & ~(uint64_t)(BLK - 1);
     if (is_aligned(val) && whole / PIECE < MAX_REQS - 2) {
-        size_t n = 0;
-        r[n++] = (disk_req){ 1, slot, off, hdr };
-        n += direct_reqs(r + n, MAX_REQS - 2, 1, (void *)val, off + hdr, whole);
+        /* The header and the value's first piece are one request (a
+         * writev): a separate 4 KiB write per record was a second disk
+         * operation per value, half the operations for 1 MiB values. */
+        size_t n = direct_reqs(r, MAX_REQS - 2, 1, (void *)val, off + hdr, whole);
+        struct iovec head[2] = { { slot, hdr }, { (void *)val, n ? r[0].len : 0 } };
+        disk_req first = { 1, NULL, off, hdr + head[1].iov_len, head, n ? 2 : 1 };
+        if (n) r[0] = first;
+        else r[n++] = first;
         if (len > whole) {
             memset(slot + hdr, 0, BLK);
             memcpy(slot + hdr, (const uint8_t *)val + whole, len - whole);
-            r[n++] = (disk_req){ 1, slot + hdr, off + hdr + whole, BLK };
+            r[n++] = (disk_req){ 1, slot + hdr, off + hdr + whole, BLK, NULL, 0 };
         }
         sum_job sj = { val, len, 0, 0 };
         disk_io_hooks h = { sum_meanwhile, NULL, &sj };
@@ -597,7 +603,7 @@ static size_t read_reqs(disk_req *r, size_t max, void *buf, uint64_t off, uint64
     piece = piece < READ_PIECE_MIN ? READ_PIECE_MIN : piece > PIECE ? PIECE : piece;
     size_t n = 0;
     for (uint64_t at = 0; at < whole && n < max; at += piece)
-        r[n++] = (disk_req){ 0, (uint8_t *)buf + at, off + at, whole - at < piece ? whole - at : piece };
+        r[n++] = (disk_req){ 0, (uint8_t *)buf + at, off + at, whole - at < piece ? whole - at : piece, NULL, 0 };
     return n;
 }
 
@@ -609,7 +615,7 @@ static int read_value(disk_store *ds, uint8_t *slot, uint64_t off, void *buf, ui
     uint64_t whole = len & ~(uint64_t)(BLK - 1);
     if (is_aligned(buf) && whole / PIECE < MAX_REQS - 1) {
         size_t n = read_reqs(r, MAX_REQS - 1, buf, off, whole), pieces = n;
-        if (len > whole) r[n++] = (disk_req){ 0, slot, off + whole, BLK };
+        if (len > whole) r[n++] = (disk_req){ 0, slot, off + whole, BLK, NULL, 0 };
         sum_pieces sp = { r, {0} };
         disk_io_hooks h = { NULL, sum_landed, &sp };
         int rc = disk_io_run_hooked(ds->io, r, pieces, &h);
