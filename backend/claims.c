@@ -108,3 +108,26 @@ size_t te_claims_count(te_claims *c) {
     pthread_mutex_unlock(&c->mu);
     return n;
 }
+
+void te_claims_forget(te_claims *c, uint64_t off, uint64_t end) {
+    pthread_mutex_lock(&c->mu);
+    size_t w = 0, n = c->n;
+    te_claim *keep = xmalloc((2 * n + 1) * sizeof *keep);
+    for (size_t i = 0; i < n; i++) {
+        te_claim x = c->v[i];
+        if (x.end <= off || x.off >= end) {
+            keep[w++] = x;
+            continue;
+        }
+        if (x.off < off) keep[w++] = (te_claim){x.off, off, x.issued_us};
+        if (x.end > end) keep[w++] = (te_claim){end, x.end, x.issued_us};
+    }
+    if (w > c->cap) {
+        c->v = xrealloc(c->v, w * sizeof *c->v);
+        c->cap = w;
+    }
+    if (w) memcpy(c->v, keep, w * sizeof *keep);
+    c->n = w;
+    free(keep);
+    pthread_mutex_unlock(&c->mu);
+}

@@ -49,5 +49,9 @@ void te_claims_reset(te_claims *c, uint64_t now_ms);
  * longer-lived than the horizon, or no room left for the claim. */
 int te_claims_write(te_claims *c, const te_cap *cap, uint64_t now_ms);
 size_t te_claims_count(te_claims *c);
+/* Forget what is claimed of [off, end) (parts outside stay claimed): the
+ * range went to another master group, whose grants' times are of another
+ * clock (backend/shares.h). */
+void te_claims_forget(te_claims *c, uint64_t off, uint64_t end);
 
 #endif

@@ -42,6 +42,9 @@ typedef struct te_server_config {
      * (default 16); over a cap the oldest of them is dropped. */
     int preauth_max, preauth_per_source;
     struct te_claims *claims;   /* the node's, shared by its servers; NULL: writes unclaimed */
+    /* A node shared by master groups (shares.h): every group's key, term
+     * and chunks; when set, caps are checked against it, not cap_key. */
+    struct te_shares *shares;
 } te_server_config;
 
 typedef struct te_server_stats {

@@ -21,6 +21,7 @@
 #include "backend/claims.h"
 #include "backend/netio.h"
 #include "backend/preauth_gate.h"
+#include "backend/shares.h"
 #include "backend/shm_handoff.h"
 #include "backend/wire.h"
 #include "core/anet.h"
@@ -81,6 +82,11 @@ static int request_check(te_stream_server *s, te_op op, const uint8_t cap_wire[T
     uint8_t key[TE_CAP_KEY_LEN];
     if (len == 0) return TE_EINVAL;
     if (te_cap_decode(&cap, cap_wire, TE_CAP_WIRE_LEN) != 0) return TE_EAUTH;
+    if (s->cfg.shares) {
+        int st = te_shares_check(s->cfg.shares, &cap, s->cfg.node_id, op, off, len, wall_ms(), NULL);
+        if (st != TE_OK) return st;
+        return op == TE_WRITE && s->cfg.claims ? te_claims_write(s->cfg.claims, &cap, wall_ms()) : TE_OK;
+    }
     pthread_mutex_lock(&s->mu);
     int have = s->cfg.have_cap_key;
     memcpy(key, s->cfg.cap_key, sizeof key);

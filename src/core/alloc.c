@@ -40,6 +40,7 @@ struct seg_alloc {
     uint64_t size, align;
     uint64_t used;
     uint64_t allocations;
+    uint64_t withheld;    /* seg_alloc_withhold: reserved, and not ours to count */
     int untracked;        /* no live tree (seg_alloc_create_untracked) */
     treap free_off, free_len, live;
     uint64_t rng;         /* treap priorities */
@@ -309,6 +310,26 @@ int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len) {
     return ALLOC_OK;
 }
 
+int seg_alloc_withhold(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (round_len(a, len, &rlen) != 0 || seg_alloc_reserve_at(a, off, len) != ALLOC_OK) return ALLOC_ERR;
+    a->withheld += rlen;
+    a->allocations--;
+    return ALLOC_OK;
+}
+
+int seg_alloc_unwithhold(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (round_len(a, len, &rlen) != 0 || rlen > a->withheld) return ALLOC_ERR;
+    a->allocations++;
+    if (seg_alloc_release(a, off, len) != ALLOC_OK) {
+        a->allocations--;
+        return ALLOC_ERR;
+    }
+    a->withheld -= rlen;
+    return ALLOC_OK;
+}
+
 /* What an untracked allocator can check of a release: [off, off+rlen)
  * aligned, inside the segment and clear of every free extent. */
 static int clear_of_free(const seg_alloc *a, uint64_t off, uint64_t rlen) {
@@ -405,8 +426,8 @@ size_t seg_alloc_claim_bytes(size_t n) { return (n / POOL_NODES + 1) * (sizeof(p
 void seg_alloc_get_stats(const seg_alloc *a, seg_alloc_stats *st) {
     const tnode *n = a->free_len.root;
     while (n && n->r) n = n->r;
-    st->size = a->size;
-    st->used = a->used;
+    st->size = a->size - a->withheld;
+    st->used = a->used - a->withheld;
     st->free = a->size - a->used;
     st->largest_free = n ? n->k1 : 0;
     st->free_extents = a->free_off.count;

@@ -46,6 +46,12 @@ int seg_alloc_reserve_at(seg_alloc *a, uint64_t off, uint64_t len);
 /* Give back a range obtained from reserve/reserve_at (same off and len).
  * ALLOC_ERR (and no change) if it was not allocated. */
 int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len);
+/* Take an exact free range out of the allocator's reach without counting
+ * it as used: the stats' size and used leave it out (a memory node's
+ * chunk that another master group holds). ALLOC_ERR if any of it is not
+ * free. unwithhold gives such a range back (same off and len). */
+int seg_alloc_withhold(seg_alloc *a, uint64_t off, uint64_t len);
+int seg_alloc_unwithhold(seg_alloc *a, uint64_t off, uint64_t len);
 
 /* An exact range of the segment. */
 typedef struct seg_range {

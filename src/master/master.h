@@ -10,6 +10,7 @@
 #include "backend/cap.h"
 #include "master/ha.h"
 #include "master/meta.h"
+#include "proto/chunks.h"
 #include "proto/register.h"
 #include "server/server.h"
 
@@ -135,6 +136,8 @@ typedef struct master_join {
     int naddrs;
     char addrs[TE_MAX_PATHS][TE_ADDR_LEN];
     mm_node_claim claim;
+    int shared;                   /* CHUNKS: a node shared by groups, our chunks below */
+    proto_chunks chunks;
 } master_join;
 /* Register the node of j and reply (master_cmds.c). */
 void master_register_join(client *c, const master_join *j);

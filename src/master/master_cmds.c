@@ -211,7 +211,8 @@ static int register_addrs(client *c, master_join *j) {
 }
 
 /* ID n or CLAIM n, INSTANCE hex, SEEN n after the addresses. */
-static int register_options(client *c, int i, mm_node_claim *claim) {
+static int register_options(client *c, int i, master_join *j) {
+    mm_node_claim *claim = &j->claim;
     for (; i < c->argc; i += 2) {
         const resp_arg *o = &c->argv[i];
         uint8_t tok[8];
@@ -230,6 +231,12 @@ static int register_options(client *c, int i, mm_node_claim *claim) {
         } else if (strieq_len(o->ptr, o->len, "instance") &&
                    hex_decode(c->argv[i + 1].ptr, c->argv[i + 1].len, tok, sizeof tok) == 0) {
             memcpy(&claim->instance, tok, sizeof tok);
+        } else if (strieq_len(o->ptr, o->len, "chunks")) {   /* a node shared by groups: ours */
+            if (proto_chunks_parse(c->argv[i + 1].ptr, c->argv[i + 1].len, j->segment_size, &j->chunks) != 0) {
+                master_reply_fail(c, PROTO_ERR, "bad chunks");
+                return -1;
+            }
+            j->shared = 1;
         } else {
             reply_syntax_error(c);
             return -1;
@@ -255,7 +262,7 @@ static void register_command(client *c) {
     }
     master_join j = {0};
     if (master_arg_u64(c, 2, 1, MAX_SIZE, &j.segment_size) != 0 || register_addrs(c, &j) != 0 ||
-        register_options(c, 3 + j.naddrs, &j.claim) != 0)
+        register_options(c, 3 + j.naddrs, &j) != 0)
         return;
     /* a table being rebuilt is not one to confirm replicas against */
     if (master_rebuild_busy(master_of(c))) j.claim.kept = 0;
@@ -278,6 +285,10 @@ void master_register_join(client *c, const master_join *j) {
     proto_status st = mm_node_register_as(meta_of(c), &j->claim, j->segment_size, ptrs, j->naddrs,
                                           now(), &id, &kind, err, sizeof err);
     if (st != PROTO_OK) {
+        master_reply_fail(c, st, "%s", err);
+        return;
+    }
+    if (j->shared && (st = mm_node_share(meta_of(c), id, &j->chunks, err, sizeof err)) != PROTO_OK) {
         master_reply_fail(c, st, "%s", err);
         return;
     }
@@ -415,6 +426,32 @@ static void heartbeat_command(client *c) {
             disk_free = 0;
     mm_node_disk(meta_of(c), id, (uint64_t)disk_free);
     master_reply_tasks(c, id);
+}
+
+/* MOON.CHUNKS id chunks: a shared node's chunks for our group (all it
+ * gave us so far); the reply [want, chunks given back] (proto/chunks.h). */
+static void chunks_command(client *c) {
+    uint32_t id;
+    if (master_own_node(c, 1, &id) != 0) return;
+    mm_node *n = mm_node_get(meta_of(c), id);
+    proto_chunks given, back;
+    char err[PROTO_ERR_LEN];
+    if (proto_chunks_parse(c->argv[2].ptr, c->argv[2].len, n->segment_size, &given) != 0) {
+        master_reply_fail(c, PROTO_ERR, "bad chunks");
+        return;
+    }
+    proto_status st = mm_node_share(meta_of(c), id, &given, err, sizeof err);
+    if (st != PROTO_OK) {
+        master_reply_fail(c, st, "%s", err);
+        return;
+    }
+    uint32_t want;
+    mm_node_chunks_advise(meta_of(c), id, &want, &back);
+    char text[PROTO_CHUNKS_TEXT];
+    proto_chunks_format(&back, text, sizeof text);
+    reply_array(c, 2);
+    reply_integer(c, want);
+    reply_bulk_cstr(c, text);
 }
 
 /* One outcome of MOON.COPYDONE: argv[at] the task id, argv[at+1] OK|FAIL
@@ -1198,6 +1235,9 @@ static const command master_commands[] = {
      "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
     {"moon.holdlink", holdlink_command, 4, CMD_WRITE, NOKEY, 0, "moonkv", "0.5.0",
      "A node's connection for its holdings pulls", "proof id instance"},
+    {"moon.chunks", chunks_command, 3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
+     "A memory node shared by master groups: the chunks of its segment it gave this group; "
+     "answers how many more it wants and the ones it gives back", "id chunks"},
     {"moon.heartbeat", heartbeat_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
     {"moon.copydone", copydone_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",

@@ -92,6 +92,10 @@ typedef struct mm_node {
                                      whatever the watermarks (a fragmented segment) */
     uint32_t tasks_waiting;       /* its tasks not yet handed out: a parked pull that takes
                                      tasks is answered at once (holdings_wait.c) */
+    /* A node shared by master groups (shares.c): the chunks of its segment
+     * it gave our group; everything else is withheld in alloc. NULL: the
+     * whole segment is ours. */
+    struct proto_chunks *chunks;
 } mm_node;
 
 typedef struct mm_config {
@@ -414,6 +418,22 @@ void mm_repair_kick(master_meta *m, uint64_t now_ms);
 /* ---- disk tier (offload.c) ---- */
 /* Node id's disk tier has disk_free bytes free (0: it has none). */
 void mm_node_disk(master_meta *m, uint32_t id, uint64_t disk_free);
+
+/* ---- nodes shared by master groups (shares.c) ---- */
+struct proto_chunks;
+/* The node's chunks for our group are now given (a superset of what it
+ * gave before: chunks are only taken back through mm_node_chunks_advise).
+ * The first call after the node's allocator was made withholds the whole
+ * segment, then frees the given chunks. PROTO_ERR with a message for a
+ * chunk size that is not the one it had, or a node without allocator. */
+proto_status mm_node_share(master_meta *m, uint32_t id, const struct proto_chunks *given, char *err,
+                           size_t errlen);
+/* What our group asks of a shared node now: *want more chunks when its
+ * free room falls below a quarter of what it holds (or a chunk), enough
+ * for half (or two chunks); or at most one
+ * wholly free chunk given back into back (withheld here before the node
+ * hears of it) when half of the rest (and two chunks) stays free. */
+void mm_node_chunks_advise(master_meta *m, uint32_t id, uint32_t *want, struct proto_chunks *back);
 /* Above disk_high_pct of a node's segment, offload tasks for its
  * coldest replicas (wholly there, no lease, copy or pin on the object)
  * down to disk_low_pct; temporary copies whose leases ran out go.

@@ -21,6 +21,7 @@
 #include "node/holdings_link.h"
 #include "node/persist.h"
 #include "node/scrub.h"
+#include "node/shares.h"
 #include "proto/limits.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
@@ -75,6 +76,10 @@ typedef struct task_result {
 
 struct node_control {
     node *n;
+    int g;                      /* the group we speak for (node->groups[g]) */
+    node_status *st;            /* its status (under n->mu) */
+    const char *cluster;        /* its etcd prefix */
+    int chunks_refused;         /* a master without MOON.CHUNKS (logged once) */
     pthread_t th;
     pthread_cond_t wake;        /* with n->mu */
     int stop, leave_wanted, leave_sent;
@@ -118,7 +123,7 @@ struct node_control {
 
 static void set_phase(node_control *c, node_phase p) {
     pthread_mutex_lock(&c->n->mu);
-    c->n->status.phase = p;
+    c->st->phase = p;
     pthread_mutex_unlock(&c->n->mu);
 }
 
@@ -126,8 +131,8 @@ static void set_phase(node_control *c, node_phase p) {
  * the segment file has nothing anyone wants (node_role removes it). */
 static void set_left(node_control *c, int drained) {
     pthread_mutex_lock(&c->n->mu);
-    c->n->status.phase = NODE_GONE;
-    c->n->status.left |= drained;
+    c->st->phase = NODE_GONE;
+    c->st->left |= drained;
     pthread_mutex_unlock(&c->n->mu);
 }
 
@@ -147,7 +152,7 @@ static int leader_lookup(node_control *c) {
     char addr[CONFIG_STR_MAX], err[ETCD_ERR_LEN];
     int found = 0;
     int64_t term = 0;
-    if (etcd_leader_lookup(c->etcd, c->n->srv->cfg.cluster_name, &found, addr, sizeof addr, &term, err,
+    if (etcd_leader_lookup(c->etcd, c->cluster, &found, addr, sizeof addr, &term, err,
                            sizeof err) != 0) {
         log_info("node: %s", err);
         return -1;
@@ -169,7 +174,7 @@ static int master_connect(node_control *c) {
     if (c->etcd && leader_lookup(c) != 0) return -1;
     snprintf(addr, sizeof addr, "%.200s:%d", c->host, c->port);
     pthread_mutex_lock(&c->n->mu);
-    snprintf(c->n->status.master, sizeof c->n->status.master, "%s", addr);
+    snprintf(c->st->master, sizeof c->st->master, "%s", addr);
     pthread_mutex_unlock(&c->n->mu);
     int rc = proto_master_open(&c->rc, addr, cfg->master_auth, cfg->cluster_secret, CTL_CONNECT_MS,
                                CTL_IO_TIMEOUT_MS, err, sizeof err);
@@ -340,6 +345,14 @@ static int report_disk(node_control *c, uint8_t **buf, size_t *cap, int *infligh
     return rc;
 }
 
+/* A shared node reports to a group only what lies in its chunks. */
+static size_t only_ours(node_control *c, node_index_extent *batch, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (node_shares_mine(c->n, c->g, batch[i].seg_off)) batch[w++] = batch[i];
+    return w;
+}
+
 /* Everything the index holds and the disk tier's records, in packed
  * MOON.REPORT batches with up to CTL_REPORT_WINDOW unanswered, then
  * REPORTDONE. */
@@ -351,6 +364,7 @@ static int report_index(node_control *c) {
     int rc = 0, inflight = 0;
     do {
         size_t n = node_index_report(c->n->index, &cursor, batch, CTL_REPORT_BATCH, CTL_REPORT_KEYBYTES);
+        n = only_ours(c, batch, n);
         if (n == 0) continue;
         rc = report_send(c, batch, n, &buf, &cap);
         total += n;
@@ -422,9 +436,15 @@ static int do_register(node_control *c) {
      * dropped if its index was not kept). */
     int kept = !c->gen && !c->plain_register &&
                (node_persist_restored(n->persist) || (c->claim_id && disk_records(n)));
+    /* Shared by groups: our one id, and the chunks the group has (one
+     * to start with); its master places in nothing else. */
+    char chunks[PROTO_CHUNKS_TEXT];
+    if (n->shares && node_shares_count(n, c->g) == 0) node_shares_grant(n, c->g, 1);
+    if (n->shares) node_shares_text(n, c->g, chunks, sizeof chunks);
     proto_register_args ra = {.proof_hex = proof_hex, .segment_size = n->seg.size, .addrs = addrp,
-                              .naddrs = naddrs, .claim_id = c->claim_id, .claim_again = c->gen != 0,
-                              .kept = kept, .instance_hex = c->instance_hex, .seen_max = c->seen_max};
+                              .naddrs = naddrs, .claim_id = c->claim_id, .claim_again = c->gen != 0 || n->shares,
+                              .kept = kept, .instance_hex = c->instance_hex, .seen_max = c->seen_max,
+                              .chunks = n->shares ? chunks : NULL};
     proto_cmd_register(&cmd, &ra);
     r = master_send(c, &cmd);
     if (!r) return -1;
@@ -462,7 +482,13 @@ static int do_register(node_control *c) {
     }
 
     char err[256];
-    if (node_data_set_identity(n->data, id, key, term, asked_ms, err, sizeof err) != 0) {
+    if (n->shares && id != n->shared_id) {
+        log_warning("node: the master %s:%d named us node %u, not %u", c->host, c->port, id, n->shared_id);
+        disconnect(c);
+        return -1;
+    }
+    if (n->shares) te_shares_set_group(n->shares, c->g, key, term);
+    else if (node_data_set_identity(n->data, id, key, term, asked_ms, err, sizeof err) != 0) {
         log_warning("node: data plane cannot serve as node %u: %s", id, err);
         disconnect(c);   /* the id dies by timeout; try again later */
         return -1;
@@ -476,25 +502,58 @@ static int do_register(node_control *c) {
     c->gen++;
     memcpy(c->cap_key, key, sizeof c->cap_key);
     c->term = term;
-    n->status.id = id;
-    n->status.registrations++;
-    n->status.master_term = term;
-    n->status.phase = NODE_MEMBER;
+    c->st->id = id;
+    c->st->registrations++;
+    c->st->master_term = term;
+    c->st->phase = NODE_MEMBER;
     pthread_mutex_unlock(&n->mu);
-    log_notice("node: registered as node %u with the master %s:%d (heartbeat %d ms)", id, c->host,
-               c->port, c->heartbeat_ms);
+    log_notice("node: registered as node %u with the master %s:%d%s%s (heartbeat %d ms)", id, c->host,
+               c->port, n->groups[c->g].name[0] ? " of group " : "", n->groups[c->g].name, c->heartbeat_ms);
     /* 1: a master that lost its table wants our index; 2: one that
      * dropped what we held (we were declared dead) wants it forgotten. */
     node_persist_set_node_id(n->persist, id);
     /* A restored index the master does not take (0: we are new to it) is
      * nothing it knows of: gone, or a later rebuild would bring it back. */
-    if (report == 2 || (kept && report == 0)) node_index_clear(n->index);
+    if (report == 2 || (kept && report == 0)) node_shares_forget_index(n, c->g);
     /* Our disk records are the master's only if it takes our report. */
     if (report == 2 || (c->gen == 1 && report == 0)) forget_disk(n);
     if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
     node_holdings_resume(c->hl, id, c->gen, c->host, c->port, c->leader_term, c->instance_hex);
     return 0;
+}
+
+/* ---- chunks of a shared node ---- */
+
+/* MOON.CHUNKS: tell the master the chunks its group has; take back what
+ * it gives back, give what it wants, and tell it again at once. */
+static void chunks_exchange(node_control *c) {
+    node *n = c->n;
+    for (int round = 0; n->shares && c->rc && round < 4; round++) {
+        char text[PROTO_CHUNKS_TEXT];
+        node_shares_text(n, c->g, text, sizeof text);
+        proto_cmd cmd;
+        proto_cmd_chunks(&cmd, my_id(c), text);
+        redisReply *r = master_send(c, &cmd);
+        if (!r) return;
+        long long want = 0;
+        uint32_t back = 0, got = 0;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_STRING) {
+            want = r->element[0]->integer;
+            back = node_shares_take_back(n, c->g, r->element[1]->str, r->element[1]->len);
+        } else if (is_nodedead(r)) {
+            log_info("node: %s: %s", PROTO_VERB_CHUNKS, r->str);   /* the heartbeat hears it too */
+        } else if (!c->chunks_refused++) {
+            log_warning("node: %s refused: %s", PROTO_VERB_CHUNKS, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        }
+        freeReplyObject(r);
+        if (want > 0) got = node_shares_grant(n, c->g, want > PROTO_MAX_CHUNKS ? PROTO_MAX_CHUNKS : (uint32_t)want);
+        if (back || got)
+            log_info("node: group %s: %u chunk(s) given back, %u more given (%u now)", n->groups[c->g].name, back,
+                     got, node_shares_count(n, c->g));
+        if (!got) return;
+    }
 }
 
 /* ---- tasks ---- */
@@ -512,10 +571,10 @@ void node_control_take_tasks(node_control *c, const redisReply *r, uint64_t gen)
     node_task tag;   /* what the registration gives every task */
     pthread_mutex_lock(&n->mu);
     int cur = gen == c->gen;
-    tag.node_id = n->status.id;
+    tag.node_id = c->st->id;
     memcpy(tag.cap_key, c->cap_key, sizeof tag.cap_key);
     tag.cap_term = c->term;
-    if (cur) n->status.tasks_received += r->elements;
+    if (cur) c->st->tasks_received += r->elements;
     pthread_mutex_unlock(&n->mu);
     if (!cur) return;   /* registered again meanwhile: the master fails them by deadline */
     uint64_t refused[PROTO_MAX_TASKS];
@@ -527,6 +586,7 @@ void node_control_take_tasks(node_control *c, const redisReply *r, uint64_t gen)
     if (nrefused) pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&n->mu);
     for (node_task *t = head; t; t = t->next) {
+        t->ctl = c;
         t->gen = gen;
         t->node_id = tag.node_id;
         memcpy(t->cap_key, tag.cap_key, sizeof t->cap_key);
@@ -616,7 +676,7 @@ static int is_readonly(const redisReply *r) {
 
 static uint32_t my_id(node_control *c) {
     pthread_mutex_lock(&c->n->mu);
-    uint32_t id = c->n->status.id;
+    uint32_t id = c->st->id;
     pthread_mutex_unlock(&c->n->mu);
     return id;
 }
@@ -628,7 +688,7 @@ static int heartbeat(node_control *c) {
     /* Clients write with the master's caps, so only the master knows what
      * is allocated here: we echo its last figure. */
     pthread_mutex_lock(&n->mu);
-    uint64_t used = n->status.master_used;
+    uint64_t used = c->st->master_used;
     pthread_mutex_unlock(&n->mu);
     /* The master offloads to our disk tier while it says it has room. */
     uint64_t disk_free = 0;
@@ -643,8 +703,8 @@ static int heartbeat(node_control *c) {
     if (!r) return 0;
     int full = r->type == REDIS_REPLY_ARRAY && r->elements > 0;
     pthread_mutex_lock(&n->mu);
-    if (r->type == REDIS_REPLY_ARRAY) n->status.heartbeats++;
-    else n->status.heartbeat_errors++;
+    if (r->type == REDIS_REPLY_ARRAY) c->st->heartbeats++;
+    else c->st->heartbeat_errors++;
     pthread_mutex_unlock(&n->mu);
     if (r->type == REDIS_REPLY_ARRAY) node_control_take_tasks(c, r, c->gen);
     else if (is_nodedead(r)) node_dead(c, r->str);
@@ -695,9 +755,9 @@ static void refresh_view(node_control *c) {
             if (ok && strcmp(nl.state, "dead") != 0 && c->npeers < CTL_MAX_PEERS) c->peers[c->npeers++] = lid;
             if (ok && lid == id) {
                 pthread_mutex_lock(&c->n->mu);
-                memcpy(c->n->status.master_state, nl.state, sizeof nl.state);
-                c->n->status.master_segment = nl.segment_size;
-                c->n->status.master_used = nl.used;
+                memcpy(c->st->master_state, nl.state, sizeof nl.state);
+                c->st->master_segment = nl.segment_size;
+                c->st->master_used = nl.used;
                 pthread_mutex_unlock(&c->n->mu);
             }
             line = strchr(line, '\n');
@@ -726,9 +786,13 @@ static void wait_ms(node_control *c, int ms) {
     pthread_mutex_unlock(&c->n->mu);
 }
 
+/* The node is gone when every group's thread is. */
 static void gone(node_control *c) {
     set_phase(c, NODE_GONE);
-    loop_wake_send(c->n->gone);
+    pthread_mutex_lock(&c->n->mu);
+    int all = ++c->n->ngone == c->n->ngroups;
+    pthread_mutex_unlock(&c->n->mu);
+    if (all) loop_wake_send(c->n->gone);
 }
 
 static void *control_main(void *arg) {
@@ -768,6 +832,7 @@ static void *control_main(void *arg) {
             if (next_beat && now > next_beat + 2 * (uint64_t)c->heartbeat_ms)
                 log_warning("node: heartbeat %llu ms late", (unsigned long long)(now - next_beat));
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
+            chunks_exchange(c);
         }
         if (c->rc && now >= c->next_refresh_ms) {
             refresh_view(c);
@@ -781,7 +846,7 @@ static void *control_main(void *arg) {
             c->next_tick_ms = now + CTL_TICK_MS;
         }
         pthread_mutex_lock(&c->n->mu);
-        node_phase p = c->n->status.phase;
+        node_phase p = c->st->phase;
         pthread_mutex_unlock(&c->n->mu);
         if (p == NODE_GONE) break;
         now = mono_ms();
@@ -793,12 +858,16 @@ static void *control_main(void *arg) {
     return NULL;
 }
 
-node_control *node_control_start(node *n) {
+node_control *node_control_start(node *n, int g) {
     node_control *c = xcalloc(1, sizeof *c);
     c->n = n;
+    c->g = g;
+    c->st = n->groups[g].st;
+    c->cluster = n->groups[g].cluster;
     c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
     /* --node-id, or the id of the node whose segment file we took over */
     c->claim_id = n->srv->cfg.node_id ? (uint32_t)n->srv->cfg.node_id : node_persist_node_id(n->persist);
+    if (n->shares) c->claim_id = n->shared_id;
     uint8_t token[8];
     if (random_bytes(token, sizeof token) != 0) {
         uint64_t t = mono_ms() ^ ((uint64_t)getpid() << 32);
@@ -808,7 +877,7 @@ node_control *node_control_start(node *n) {
     char err[ETCD_ERR_LEN];
     if (n->srv->cfg.etcd[0]) {
         if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err)) ||
-            !(c->watch = leader_watch_open(n->srv->cfg.etcd, n->srv->cfg.cluster_name, err, sizeof err))) {
+            !(c->watch = leader_watch_open(n->srv->cfg.etcd, c->cluster, err, sizeof err))) {
             log_warning("node: %s", err);
             etcd_free(c->etcd);
             free(c);
@@ -825,8 +894,9 @@ node_control *node_control_start(node *n) {
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
     c->scrub = node_scrub_create(n->index, n->srv->cfg.scrub_mb_per_s);
-    c->hl = node_holdings_start(n);
-    n->ctl = c;
+    c->hl = node_holdings_start(n, c, c->st, c->cluster);
+    n->groups[g].ctl = c;
+    if (g == 0) n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);
     return c;
 }
@@ -840,12 +910,19 @@ static void poke(node_control *c, int *f) {
 
 void node_control_request_leave(node_control *c) { poke(c, &c->leave_wanted); }
 
+int node_control_current(node_control *c, uint64_t gen) {
+    pthread_mutex_lock(&c->n->mu);
+    int cur = c->st->registrations == gen;
+    pthread_mutex_unlock(&c->n->mu);
+    return cur;
+}
+
 void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids, const int *oks, int n) {
     pthread_mutex_lock(&c->n->mu);
     for (int i = 0; i < n; i++) {
         queue_result(c, gen, ids[i], oks[i]);
-        if (oks[i]) c->n->status.tasks_ok++;
-        else c->n->status.tasks_failed++;
+        if (oks[i]) c->st->tasks_ok++;
+        else c->st->tasks_failed++;
     }
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->n->mu);

@@ -17,9 +17,10 @@
 
 typedef struct node_control node_control;
 
-/* Starts the control thread; n->ctl is set before it runs, so the copier
+/* Starts the control thread of group g (node.h); n->groups[g].ctl (and
+ * n->ctl for the first) is set before it runs, so the copier
  * (fed by that thread) always sees it. NULL on a bad configuration. */
-node_control *node_control_start(node *n);
+node_control *node_control_start(node *n, int g);
 /* Ask the master to drain us (SIGTERM, MOON.DRAIN on the node). */
 void node_control_request_leave(node_control *c);
 /* A reply's tasks (an array: a heartbeat's, or a holdings pull's,
@@ -30,6 +31,8 @@ void node_control_request_leave(node_control *c);
 void node_control_take_tasks(node_control *c, const redisReply *r, uint64_t gen);
 /* The copier finished n tasks of registration gen (ids[i]: oks[i]). */
 void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids, const int *oks, int n);
+/* 1 if gen is c's current registration (its tasks may still write). */
+int node_control_current(node_control *c, uint64_t gen);
 /* Ends the thread; node_control_tasks_done may still be called until node_control_free. */
 void node_control_stop(node_control *c);
 void node_control_free(node_control *c);

@@ -36,6 +36,7 @@ struct node_copier {
     node *n;
     jobqueue *q;
     atomic_int queued;          /* batches submitted and not finished */
+    node_control *batch_ctl;    /* the control (group) of the batch being run */
     /* Copier thread only. */
     te_engine *engine;
     redisContext *master;
@@ -145,10 +146,7 @@ static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, in
  * placed it is gone or has declared us dead, and the space may belong
  * to someone else by now. */
 static int gen_current(node_copier *c, uint64_t gen) {
-    pthread_mutex_lock(&c->n->mu);
-    int cur = c->n->status.registrations == gen;
-    pthread_mutex_unlock(&c->n->mu);
-    return cur;
+    return node_control_current(c->batch_ctl, gen);
 }
 
 /* Our own segment: the master's caps and our bounds, before any byte. */
@@ -159,6 +157,9 @@ static int check_dst(node_copier *c, const node_task *t, uint64_t now, char *err
                               d->length, now);
         if (st == TE_OK && (d->offset > c->n->seg.size || d->length > c->n->seg.size - d->offset))
             st = TE_ERANGE;
+        /* Shared by groups: only into the chunks of the group that sent it. */
+        if (st == TE_OK && c->n->shares)
+            st = te_shares_check(c->n->shares, &d->cap, t->node_id, TE_WRITE, d->offset, d->length, now, NULL);
         if (st == TE_OK) st = node_data_claim(c->n->data, &d->cap);
         if (st != TE_OK) {
             snprintf(err, errlen, "destination %d refused: %s", i, te_strerror(st));
@@ -353,6 +354,7 @@ static void run_push(node_copier *c, node_task *t) {
 
 static void run_batch(node_copier *c, node_task *const *ts, int n) {
     uint64_t gen0 = ts[0]->gen, now0 = wall_ms();
+    c->batch_ctl = ts[0]->ctl;   /* a batch is one heartbeat reply's: one group */
     int copies = 0;
     for (int i = 0; i < n; i++) {
         if (!ts[i]->to_disk) copies = 1;
@@ -417,7 +419,7 @@ static void copy_job(jq_job *j, void *arg) {
     pthread_mutex_unlock(&c->n->mu);
     log_info("node: copy batch of %d task(s): %d done (%llu bytes), %d failed", n, nok,
              (unsigned long long)bytes, n - nok);
-    node_control_tasks_done(c->n->ctl, ts[0]->gen, ids, oks, n);
+    node_control_tasks_done(ts[0]->ctl, ts[0]->gen, ids, oks, n);
     atomic_fetch_sub(&c->queued, 1);
     for (int i = 0; i < n; i++) node_task_free(ts[i]);
     free(oks);
@@ -442,7 +444,7 @@ void node_copier_submit(node_copier *c, node_task *batch) {
     atomic_fetch_sub(&c->queued, 1);
     for (node_task *t = batch, *next; t; t = next) {
         next = t->next;
-        node_control_tasks_done(c->n->ctl, t->gen, &t->id, &(int){0}, 1);
+        node_control_tasks_done(t->ctl, t->gen, &t->id, &(int){0}, 1);
         node_task_free(t);
     }
 }

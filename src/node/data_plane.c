@@ -138,6 +138,23 @@ int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_K
     return rc;
 }
 
+int node_data_set_shares(node_data *d, uint32_t id, struct te_shares *shares, uint64_t started_ms, char *err,
+                         size_t errlen) {
+    pthread_mutex_lock(&d->mu);
+    stop_all(d);
+    te_claims_reset(&d->claims, started_ms);
+    d->sc.node_id = id;
+    d->sc.have_cap_key = 1;   /* the keys are the groups', in shares */
+    d->sc.shares = shares;
+    int rc = start_all(d, err, errlen);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+void node_data_forget_claims(node_data *d, uint64_t off, uint64_t end) {
+    te_claims_forget(&d->claims, off, end);
+}
+
 int node_data_addrs(const node_data *d, char out[][TE_ADDR_LEN], int max) {
     int n = 0;
     for (int i = 0; i < d->ns && n < max; i++) n += d->s[i].ops->addrs(&d->sc, out + n, max - n);

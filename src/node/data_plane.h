@@ -39,6 +39,14 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
  * be restarted). Thread-safe. */
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
                            uint64_t term, uint64_t grants_from_ms, char *err, size_t errlen);
+/* A node shared by master groups: serve as node id (one id for every
+ * group) under shares' keys, terms and chunks (backend/shares.h), from
+ * now on and honouring no write grant issued before started_ms. Set once,
+ * before any group registers. 0, or -1 with a message. */
+int node_data_set_shares(node_data *d, uint32_t id, struct te_shares *shares, uint64_t started_ms, char *err,
+                         size_t errlen);
+/* Forget the write claims in [off, end): it went to another group. */
+void node_data_forget_claims(node_data *d, uint64_t off, uint64_t end);
 /* Claim a write grant's range for a write the node makes itself (a copy
  * task): TE_OK, or TE_EAUTH when a newer grant owns part of it. */
 int node_data_claim(node_data *d, const te_cap *cap);

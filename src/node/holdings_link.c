@@ -34,6 +34,8 @@ enum { PULL_DONE = 0, PULL_MORE = 1, PULL_LOST = -1, PULL_REFUSED = -2 };
 
 struct node_holdings {
     node *n;
+    struct node_control *ctl;   /* its group's control thread (tasks pulled go there) */
+    node_status *st;            /* its group's (under n->mu) */
     pthread_t th;
     pthread_mutex_t mu;         /* the state below; held while notes are applied */
     pthread_cond_t cv;
@@ -111,16 +113,16 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
             long k = apply_notes(h, blob, blob + len, self);
             const redisReply *ts = proto_holdings_tasks(r);
             size_t ntasks = ts ? ts->elements : 0;
-            if (ntasks) node_control_take_tasks(h->n->ctl, ts, h->reg_gen);
+            if (ntasks) node_control_take_tasks(h->ctl, ts, h->reg_gen);
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
             *ack = acked;
             h->pulls++;
             pthread_mutex_unlock(&h->mu);
             pthread_mutex_lock(&h->n->mu);
-            h->n->status.holdings_pulls++;
-            h->n->status.holdings_notes += k > 0 ? (uint64_t)k : 0;
-            h->n->status.tasks_pulled += ntasks;
+            h->st->holdings_pulls++;
+            h->st->holdings_notes += k > 0 ? (uint64_t)k : 0;
+            h->st->tasks_pulled += ntasks;
             pthread_mutex_unlock(&h->n->mu);
             out = k == HL_MAX_NOTES || len >= PROTO_NOTES_BLOB ? PULL_MORE : PULL_DONE;
         } else {
@@ -200,7 +202,7 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     pthread_mutex_unlock(&h->mu);
     lw_conn *watched = leader_watch_add(h->watch, rc->fd, addr, term);
     pthread_mutex_lock(&h->n->mu);
-    h->n->status.holdings_linked = 1;
+    h->st->holdings_linked = 1;
     pthread_mutex_unlock(&h->n->mu);
     uint64_t ack = 0;
     int st;
@@ -212,7 +214,7 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     }
     if (st == PULL_LOST) log_info("node: holdings link lost: %s", rc->errstr);
     pthread_mutex_lock(&h->n->mu);
-    h->n->status.holdings_linked = 0;
+    h->st->holdings_linked = 0;
     pthread_mutex_unlock(&h->n->mu);
     pthread_mutex_lock(&h->mu);
     h->fd = -1;   /* before the close: pause shuts down only ours */
@@ -244,13 +246,15 @@ static void *holdings_main(void *arg) {
     return NULL;
 }
 
-node_holdings *node_holdings_start(node *n) {
+node_holdings *node_holdings_start(node *n, struct node_control *ctl, node_status *st, const char *cluster) {
     node_holdings *h = xcalloc(1, sizeof *h);
     h->n = n;
+    h->ctl = ctl;
+    h->st = st;
     h->fd = -1;
     char err[256];
     const mkv_config *cfg = &n->srv->cfg;
-    if (cfg->etcd[0] && !(h->watch = leader_watch_open(cfg->etcd, cfg->cluster_name, err, sizeof err)))
+    if (cfg->etcd[0] && !(h->watch = leader_watch_open(cfg->etcd, cluster, err, sizeof err)))
         log_warning("node: the holdings link will not watch the leader: %s", err);
     h->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *h->note_ext);
     h->ix_batch = node_index_batch_new();

@@ -110,6 +110,26 @@ void node_index_clear(node_index *ix) {
     pthread_mutex_unlock(&ix->mu);
 }
 
+void node_index_clear_where(node_index *ix, int (*mine)(uint64_t seg_off, void *ctx), void *ctx) {
+    pthread_mutex_lock(&ix->mu);
+    for (size_t b = 0; b < ix->nbuckets; b++) {
+        for (ix_entry **pp = &ix->buckets[b], *e; (e = *pp);) {
+            int hit = 0;
+            for (uint32_t k = 0; k < e->nextents && !hit; k++)
+                hit = e->ext[k].node == IX_SELF && mine(e->ext[k].offset, ctx);
+            if (!hit) {
+                pp = &e->next;
+                continue;
+            }
+            *pp = e->next;
+            log_drop(ix, e->key, e->keylen);
+            entry_free(ix, e);
+        }
+    }
+    log_flush(ix);
+    pthread_mutex_unlock(&ix->mu);
+}
+
 /* The log rewritten as one hold per entry (a new file renamed over it). */
 static void snapshot_locked(node_index *ix) {
     node_journal_rewrite_begin(ix->jr);

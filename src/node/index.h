@@ -62,6 +62,9 @@ void node_index_commit(node_index *ix, node_index_batch *b);
 void node_index_batch_free(node_index_batch *b);   /* uncommitted ones are dropped */
 /* Forget every entry. */
 void node_index_clear(node_index *ix);
+/* Forget the entries with an extent of ours at an offset mine says is
+ * (a node shared by master groups forgets one group's objects). */
+void node_index_clear_where(node_index *ix, int (*mine)(uint64_t seg_off, void *ctx), void *ctx);
 
 /* Walk from *cursor (0 to start): whole entries' extents into out (an
  * entry's first one with its slice CRCs), up to max extents and

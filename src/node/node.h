@@ -13,6 +13,7 @@
 
 #include "node/data_plane.h"
 #include "node/index.h"
+#include "backend/shares.h"
 #include "node/segment.h"
 #include "server/server.h"
 
@@ -40,14 +41,31 @@ typedef struct node_status {
     int left;                               /* the master drained us: our bytes are nobody's */
 } node_status;
 
+/* A master group the node serves (one, unnamed, unless --shared-groups). Each
+ * has its own control thread, holdings link and status; a shared node
+ * (--shared-groups) gives each whole chunks of its segment (shares). */
+#define NODE_MAX_GROUPS TE_MAX_SHARES
+typedef struct node_group {
+    char name[32];                 /* "": the node serves one master */
+    char cluster[CONFIG_STR_MAX];  /* its etcd prefix (cluster_name, or <cluster>/g/<name>) */
+    node_status *st;               /* &node.status for the first, else &own (under node.mu) */
+    node_status own;
+    struct node_control *ctl;
+} node_group;
+
 typedef struct node {
     server *srv;
+    int ngroups;                   /* >= 1 */
+    node_group groups[NODE_MAX_GROUPS];
+    struct te_shares *shares;      /* --shared-groups: which group holds which chunk; NULL: one master */
+    uint32_t shared_id;            /* --shared-groups: our id in every group (from etcd) */
+    int ngone;                     /* control threads that ended (under mu) */
     node_segment seg;
     struct node_persist *persist;  /* the segment's file (persist.h), NULL: a memfd */
     struct disk_store *disk;       /* the disk tier (disk_tier.h), NULL: none */
     node_data *data;
     node_index *index;             /* what the segment's bytes are (control thread writes) */
-    struct node_control *ctl;
+    struct node_control *ctl;      /* groups[0]'s */
     struct node_copier *copier;
     pthread_mutex_t mu;
     node_status status;

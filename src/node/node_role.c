@@ -19,6 +19,7 @@
 #include "node/disk_tier.h"
 #include "node/node.h"
 #include "node/persist.h"
+#include "node/shares.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "transports/registry.h"
@@ -104,6 +105,27 @@ static const metrics_field node_metrics[] = {
      "Data-plane connections that failed the cluster secret."},
 };
 
+/* A node shared by groups: a line per group (its id, state, master,
+ * chunks held, and which: proto/chunks.h's bitmap). */
+static void groups_info(node *n, resp_buf *out) {
+    if (!n->shares) return;
+    info_field(out, "groups", "%d", n->ngroups);
+    info_field(out, "chunk_size", "%llu", (unsigned long long)te_shares_chunk_size(n->shares));
+    info_field(out, "chunks", "%u", te_shares_nchunks(n->shares));
+    for (int g = 0; g < n->ngroups; g++) {
+        pthread_mutex_lock(&n->mu);
+        node_status st = *n->groups[g].st;
+        pthread_mutex_unlock(&n->mu);
+        char key[48], map[PROTO_CHUNKS_TEXT];
+        snprintf(key, sizeof key, "group_%s", n->groups[g].name);
+        node_shares_text(n, g, map, sizeof map);
+        info_field(out, key, "id=%u,state=%s,master=%s,term=%llu,registrations=%llu,chunks=%u,used=%llu,map=%s", st.id,
+                   node_phase_name(st.phase), st.master[0] ? st.master : "-", (unsigned long long)st.master_term,
+                   (unsigned long long)st.registrations, node_shares_count(n, g),
+                   (unsigned long long)st.master_used, strchr(map, ':') + 1);
+    }
+}
+
 static void node_info(server *srv, resp_buf *out, const char *section) {
     if (!info_wants(section, "node", 1)) return;
     node *n = node_of(srv);
@@ -163,6 +185,7 @@ static void node_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "data_conns_accepted", "%llu", (unsigned long long)ds.conns_accepted);
     info_field(out, "data_conns_active", "%llu", (unsigned long long)ds.conns_active);
     info_field(out, "data_auth_failures", "%llu", (unsigned long long)ds.auth_failures);
+    groups_info(n, out);
 }
 
 static void begin_leave(node *n);
@@ -227,11 +250,12 @@ static void leave_timeout_cb(event_loop *el, void *data) {
     server_stop(n->srv);
 }
 
-static node_phase phase(node *n) {
+/* Gone once every group's control thread is. */
+static int all_gone(node *n) {
     pthread_mutex_lock(&n->mu);
-    node_phase p = n->status.phase;
+    int gone = n->ngone == n->ngroups;
     pthread_mutex_unlock(&n->mu);
-    return p;
+    return gone;
 }
 
 /* Ask the master to drain us; the loop ends when it is done (gone_cb)
@@ -239,13 +263,13 @@ static node_phase phase(node *n) {
 static void begin_leave(node *n) {
     if (loop_timer_active(n->leave_timer)) return;
     log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
-    node_control_request_leave(n->ctl);
+    for (int g = 0; g < n->ngroups; g++) node_control_request_leave(n->groups[g].ctl);
     loop_timer_start(n->leave_timer, NODE_LEAVE_MAX_MS, 0);
 }
 
 /* After the first SIGTERM: keep serving until the master lets us go. */
 static void leave(node *n) {
-    if (phase(n) == NODE_GONE) return;
+    if (all_gone(n)) return;
     if (loop_timer_active(n->leave_timer)) {
         /* MOON.DRAIN had begun it: this SIGTERM is the impatient second one. */
         return;
@@ -284,11 +308,14 @@ static int node_start(node *n, char *err, size_t errlen) {
     commands_register(srv, node_commands, sizeof node_commands / sizeof node_commands[0]);
     if (server_listen(srv, err, errlen) != 0) return -1;
     n->gone = loop_wake_create(srv->loop, gone_cb, n);
+    if (node_shares_setup(n, err, errlen) != 0) return -1;
     n->copier = node_copier_start(n);
-    if (!node_control_start(n)) {
-        snprintf(err, errlen, "bad master address '%.64s' or etcd list '%.64s'", srv->cfg.master,
-                 srv->cfg.etcd);
-        return -1;
+    for (int g = 0; g < n->ngroups; g++) {
+        if (!node_control_start(n, g)) {
+            snprintf(err, errlen, "bad master address '%.64s' or etcd list '%.64s'", srv->cfg.master,
+                     srv->cfg.etcd);
+            return -1;
+        }
     }
     return 0;
 }
@@ -296,9 +323,12 @@ static int node_start(node *n, char *err, size_t errlen) {
 static void node_shutdown(node *n) {
     /* Control hands tasks to the copier, the copier reports back to
      * control: end control's thread, then the copier, then free control. */
-    node_control_stop(n->ctl);
+    for (int g = 0; g < n->ngroups; g++) node_control_stop(n->groups[g].ctl);
     node_copier_stop(n->copier);
-    node_control_free(n->ctl);
+    for (int g = 0; g < n->ngroups; g++) {
+        node_control_free(n->groups[g].ctl);
+        n->groups[g].ctl = NULL;
+    }
     n->ctl = NULL;
     n->copier = NULL;
     loop_wake_free(n->gone);
@@ -313,6 +343,7 @@ static void node_shutdown(node *n) {
     n->persist = NULL;
     disk_store_close(n->disk, n->status.left);
     n->disk = NULL;
+    node_shares_free(n);
     node_segment_destroy(&n->seg);
 }
 

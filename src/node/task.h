@@ -37,7 +37,8 @@
 #define NODE_TASK_PUSH    3   /* PROTO_PUSH_TASK */
 typedef struct node_task {
     uint64_t id;
-    uint64_t gen;                  /* registration it belongs to */
+    struct node_control *ctl;      /* the group's control thread that took it */
+    uint64_t gen;                  /* registration it belongs to (of ctl) */
     uint32_t node_id;              /* our id then, and the key to check caps */
     uint8_t cap_key[TE_CAP_KEY_LEN];
     uint64_t cap_term;             /* the master's term then */

@@ -101,7 +101,7 @@ void proto_cmd_holdlink(proto_cmd *cmd, const char *proof_hex, uint32_t id, cons
 }
 
 void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a) {
-    cmd_start(cmd, PROTO_VERB_REGISTER, 11 + (size_t)a->naddrs);
+    cmd_start(cmd, PROTO_VERB_REGISTER, 13 + (size_t)a->naddrs);
     proto_cmd_str(cmd, a->proof_hex);
     proto_cmd_u64(cmd, a->segment_size);
     for (int i = 0; i < a->naddrs; i++) proto_cmd_str(cmd, a->addrs[i]);
@@ -117,6 +117,15 @@ void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a) {
     proto_cmd_str(cmd, a->instance_hex);
     proto_cmd_str(cmd, "SEEN");
     proto_cmd_u64(cmd, a->seen_max);
+    if (!a->chunks) return;
+    proto_cmd_str(cmd, "CHUNKS");
+    proto_cmd_str(cmd, a->chunks);
+}
+
+void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks) {
+    cmd_start(cmd, PROTO_VERB_CHUNKS, 3);
+    proto_cmd_u64(cmd, id);
+    proto_cmd_str(cmd, chunks);
 }
 
 void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free) {

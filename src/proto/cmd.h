@@ -63,7 +63,7 @@ void proto_cmd_prove(proto_cmd *cmd, const char *proof_hex);
 void proto_cmd_holdlink(proto_cmd *cmd, const char *proof_hex, uint32_t id, const char *instance);
 
 /* MOON.REGISTER proof segment_size addr [addr ...] [ID|CLAIM id] [KEPT 1]
- * INSTANCE hex SEEN id; claim_id 0: none, claim_again: "ID" (an id this
+ * INSTANCE hex SEEN id [CHUNKS text]; claim_id 0: none, claim_again: "ID" (an id this
  * process had) rather than "CLAIM" (one a new process takes over). */
 typedef struct proto_register_args {
     const char *proof_hex;
@@ -75,9 +75,12 @@ typedef struct proto_register_args {
     int kept;
     const char *instance_hex;
     uint32_t seen_max;
+    const char *chunks;           /* a shared node's chunks for this group (proto/chunks.h), or NULL */
 } proto_register_args;
 void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a);
 
+/* MOON.CHUNKS id chunks: a shared node's chunks for the master's group. */
+void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks);
 /* MOON.HEARTBEAT id used [disk_free N]: disk_free only from a node with
  * a disk tier (PROTO_HB_DISK_FREE; 0 sends none). */
 void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free);

@@ -143,6 +143,8 @@ static const config_row config_table[] = {
     {"cluster_name", CT_STR, OFF(cluster_name), 1, 64, NULL, "cluster name in etcd keys"},
     {"etcd_lease_ttl", CT_INT, OFF(etcd_lease_ttl), 1, 300, NULL, "leader lease in etcd, seconds"},
     {"group", CT_STR, OFF(group), 0, 32, NULL, "master group of a key space cut over groups (needs etcd)"},
+    {"shared_groups", CT_STR, OFF(shared_groups), 0, CONFIG_STR_MAX, NULL,
+     "node: master groups it serves, its segment shared in chunks (a,b,... or map: the slot map's; needs etcd)"},
     {"slots", CT_STR, OFF(slots), 0, CONFIG_STR_MAX, NULL, "master: hash slots its group claims if free (a-b,... or all)"},
     {"groups", CT_BOOL, OFF(groups), 0, 1, NULL,
      "gateway: route each key to its master group by the slot map in etcd (yes|no, needs etcd)"},
@@ -522,6 +524,8 @@ static int is_flag(const char *a, const char *name) {
 static int group_cluster(mkv_config *cfg, char *err, size_t errlen) {
     snprintf(cfg->slot_cluster, sizeof cfg->slot_cluster, "%s", cfg->cluster_name);
     if (cfg->groups && !cfg->etcd[0]) return fail(err, errlen, "config error: 'groups' needs 'etcd' (the slot map lives there)");
+    if (cfg->shared_groups[0] && (cfg->group[0] || !cfg->etcd[0]))
+        return fail(err, errlen, "config error: 'shared_groups' needs 'etcd' and no 'group'");
     if (!cfg->group[0]) {
         if (cfg->slots[0]) return fail(err, errlen, "config error: 'slots' needs a 'group'");
         return 0;

@@ -83,6 +83,7 @@ typedef struct mkv_config {
     char group[32];                     /* "": the cluster is one group */
     int groups;                         /* gateway: route each key to its group by the slot map */
     char slots[CONFIG_STR_MAX];         /* master: slots to claim while they have no group ("a-b,...", "all") */
+    char shared_groups[CONFIG_STR_MAX]; /* node: the master groups it serves ("a,b", "map": the slot map's) */
     char slot_cluster[64];
 } mkv_config;
 

@@ -1,0 +1,96 @@
+/* backend/shares.c - see shares.h. */
+#include "backend/shares.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+typedef struct share_group {
+    uint8_t key[TE_CAP_KEY_LEN];
+    uint64_t term;                 /* 0: not registered */
+} share_group;
+
+struct te_shares {
+    pthread_mutex_t mu;
+    uint64_t size, chunk;
+    uint32_t n;
+    int8_t *owner;                 /* per chunk: the group, -1 free */
+    share_group g[TE_MAX_SHARES];
+};
+
+te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size) {
+    if (!segment_size || !chunk_size || (chunk_size & (chunk_size - 1))) return NULL;
+    te_shares *s = xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->size = segment_size;
+    s->chunk = chunk_size;
+    s->n = (uint32_t)(segment_size / chunk_size + (segment_size % chunk_size != 0));
+    s->owner = xmalloc(s->n);
+    memset(s->owner, -1, s->n);
+    return s;
+}
+
+void te_shares_free(te_shares *s) {
+    if (!s) return;
+    pthread_mutex_destroy(&s->mu);
+    free(s->owner);
+    free(s);
+}
+
+uint64_t te_shares_chunk_size(const te_shares *s) { return s->chunk; }
+uint32_t te_shares_nchunks(const te_shares *s) { return s->n; }
+
+void te_shares_set_group(te_shares *s, int g, const uint8_t key[TE_CAP_KEY_LEN], uint64_t term) {
+    if (g < 0 || g >= TE_MAX_SHARES) return;
+    pthread_mutex_lock(&s->mu);
+    memcpy(s->g[g].key, key, TE_CAP_KEY_LEN);
+    s->g[g].term = term;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int te_shares_set_owner(te_shares *s, uint32_t i, int g) {
+    if (i >= s->n || g < -1 || g >= TE_MAX_SHARES) return -2;
+    pthread_mutex_lock(&s->mu);
+    int was = s->owner[i];
+    s->owner[i] = (int8_t)g;
+    pthread_mutex_unlock(&s->mu);
+    return was;
+}
+
+int te_shares_owner(te_shares *s, uint32_t i) {
+    if (i >= s->n) return -2;
+    pthread_mutex_lock(&s->mu);
+    int g = s->owner[i];
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+uint32_t te_shares_grant(te_shares *s, int g, uint32_t k) {
+    uint32_t got = 0;
+    if (g < 0 || g >= TE_MAX_SHARES) return 0;
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->n && got < k; i++)
+        if (s->owner[i] < 0) s->owner[i] = (int8_t)g, got++;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
+int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op, uint64_t off, uint64_t len,
+                    uint64_t now_ms, int *gp) {
+    if (len == 0 || off >= s->size || len > s->size - off) return TE_ERANGE;
+    pthread_mutex_lock(&s->mu);
+    int g = -1;
+    for (int i = 0; i < TE_MAX_SHARES && g < 0; i++)
+        if (s->g[i].term && s->g[i].term == cap->term) g = i;
+    uint8_t key[TE_CAP_KEY_LEN];
+    int in = g >= 0;
+    if (in) memcpy(key, s->g[g].key, sizeof key);
+    for (uint64_t c = off / s->chunk; in && c <= (off + len - 1) / s->chunk; c++) in = s->owner[c] == g;
+    pthread_mutex_unlock(&s->mu);
+    if (gp) *gp = g;
+    if (g < 0) return TE_EAUTH;   /* no group we serve has this term */
+    int st = te_cap_check(cap, key, cap->term, node_id, op, off, len, now_ms);
+    return st != TE_OK ? st : in ? TE_OK : TE_ERANGE;
+}

@@ -1,0 +1,42 @@
+/* backend/shares.h - a node's segment shared by master groups: whose
+ * capabilities may touch which chunk.
+ *
+ * Every master group signs capabilities with a key of its own and stamps
+ * its term (an etcd create revision, so no two groups' leaderships share
+ * one). A node that serves several groups keeps, per group, the key and
+ * term it registered under and which chunks of its segment it gave the
+ * group; a request is served only under a capability that is genuine for
+ * the group whose term it carries and whose range lies wholly in that
+ * group's chunks. So a group cannot read or write another's bytes, even
+ * with a capability its own master signed. Thread-safe. */
+#ifndef MKV_SHARES_H
+#define MKV_SHARES_H
+
+#include <stdint.h>
+
+#include "backend/cap.h"
+
+#define TE_MAX_SHARES 16   /* groups one node serves */
+
+typedef struct te_shares te_shares;
+
+/* chunk_size: a power of two. NULL on bad arguments. */
+te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size);
+void te_shares_free(te_shares *s);
+uint64_t te_shares_chunk_size(const te_shares *s);
+uint32_t te_shares_nchunks(const te_shares *s);
+/* Group g (0..TE_MAX_SHARES-1) registered under key and term (term 0:
+ * not registered, nothing of it is honoured). */
+void te_shares_set_group(te_shares *s, int g, const uint8_t key[TE_CAP_KEY_LEN], uint64_t term);
+/* Chunk i to group g (-1: free). The owner before, or -2 if i is out of range. */
+int te_shares_set_owner(te_shares *s, uint32_t i, int g);
+int te_shares_owner(te_shares *s, uint32_t i);
+/* Up to k free chunks given to group g, lowest first: how many. */
+uint32_t te_shares_grant(te_shares *s, int g, uint32_t k);
+/* As te_cap_check, with the key and term of the group whose term cap
+ * carries, and TE_ERANGE unless [off, off+len) lies in that group's
+ * chunks; *g (may be NULL) the group. */
+int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op, uint64_t off, uint64_t len,
+                    uint64_t now_ms, int *g);
+
+#endif

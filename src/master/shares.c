@@ -1,0 +1,96 @@
+/* master/shares.c - memory nodes shared by master groups: our chunks.
+ *
+ * A node that serves several groups gives each whole chunks of its
+ * segment (proto/chunks.h, node/shares.h). Its allocator here holds the
+ * whole segment; what is not our group's is withheld (core/alloc.h), so
+ * placement, eviction and the stats see only our chunks. The node says
+ * which chunks it gave us at registration and in MOON.CHUNKS; we ask for
+ * more when our room there runs low and give back a chunk we do not use
+ * (withheld here first, so nothing of ours is placed in it afterwards). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "master/meta_internal.h"
+#include "proto/chunks.h"
+
+#define SHARE_MAX_WANT 16   /* chunks asked for at once */
+
+/* Chunk i's range as the allocator takes it (a short tail below the
+ * alignment stays out of every range: nothing fits there anyway). */
+static void chunk_range(const mm_node *n, uint32_t i, uint64_t *off, uint64_t *len) {
+    proto_chunk_range(n->chunks, n->segment_size, i, off, len);
+    *len &= ~(uint64_t)(MM_ALIGN - 1);
+}
+
+proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *given, char *err, size_t errlen) {
+    mm_node *n = mm_node_get(m, id);
+    if (!n || !n->alloc) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);
+    if (!n->chunks) {   /* a fresh allocator: nothing is ours until given */
+        seg_alloc_stats st;
+        seg_alloc_get_stats(n->alloc, &st);
+        if (st.allocations || seg_alloc_withhold(n->alloc, 0, n->segment_size & ~(uint64_t)(MM_ALIGN - 1)) != 0)
+            return mm_fail(err, errlen, PROTO_ERR, "node %u: its segment is in use already", id);
+        n->chunks = xmalloc(sizeof *n->chunks);
+        if (proto_chunks_init(n->chunks, n->segment_size, given->chunk_size) != 0) abort();
+    }
+    if (given->chunk_size != n->chunks->chunk_size || given->n != n->chunks->n)
+        return mm_fail(err, errlen, PROTO_ERR, "node %u: chunks of %llu bytes, not %llu", id,
+                       (unsigned long long)given->chunk_size, (unsigned long long)n->chunks->chunk_size);
+    uint32_t added = 0;
+    for (uint32_t i = 0; i < given->n; i++) {
+        if (!proto_chunks_has(given, i) || proto_chunks_has(n->chunks, i)) continue;
+        uint64_t off, len;
+        chunk_range(n, i, &off, &len);
+        if (len && seg_alloc_unwithhold(n->alloc, off, len) != 0) {
+            log_warning("node %u: chunk %u was not withheld", id, i);
+            continue;
+        }
+        proto_chunks_set(n->chunks, i, 1);
+        added++;
+    }
+    if (added) {
+        m->alloc_changes++;   /* room to place on: placement orders the nodes anew */
+        m->repair_dirty = 1;
+        log_info("node %u gave our group %u chunk(s), %u in all", id, added, proto_chunks_count(n->chunks));
+    }
+    return PROTO_OK;
+}
+
+void mm_node_chunks_advise(master_meta *m, uint32_t id, uint32_t *want, proto_chunks *back) {
+    mm_node *n = mm_node_get(m, id);
+    *want = 0;
+    if (!n || !n->alloc || !n->chunks || n->state != NODE_ALIVE) {
+        if (n && n->chunks) proto_chunks_init(back, n->segment_size, n->chunks->chunk_size);
+        return;
+    }
+    proto_chunks_init(back, n->segment_size, n->chunks->chunk_size);
+    uint64_t cs = n->chunks->chunk_size;
+    seg_alloc_stats st;
+    seg_alloc_get_stats(n->alloc, &st);   /* our chunks only */
+    uint64_t low = st.size / 4 > cs ? st.size / 4 : cs;
+    if (st.free < low) {   /* ask for room up to half of what we hold: growth doubles */
+        uint64_t target = st.size / 2 > 2 * cs ? st.size / 2 : 2 * cs;
+        uint64_t w = (target - st.free + cs - 1) / cs;
+        *want = w > SHARE_MAX_WANT ? SHARE_MAX_WANT : (uint32_t)w;
+        return;
+    }
+    /* Give one back only if half of what remains stays free (and two
+     * chunks): we ask below a quarter, so a steady group neither asks nor
+     * gives. */
+    uint64_t keep = (st.size - cs) / 2 > 2 * cs ? (st.size - cs) / 2 : 2 * cs;
+    if (proto_chunks_count(n->chunks) < 2 || st.free < cs + keep) return;
+    for (uint32_t i = n->chunks->n; i-- > 0;) {
+        uint64_t off, len;
+        if (!proto_chunks_has(n->chunks, i)) continue;
+        chunk_range(n, i, &off, &len);
+        if (len && seg_alloc_withhold(n->alloc, off, len) != 0) continue;   /* something of ours is there */
+        proto_chunks_set(n->chunks, i, 0);
+        proto_chunks_set(back, i, 1);
+        m->alloc_changes++;
+        log_info("node %u: chunk %u given back (unused)", id, i);
+        return;
+    }
+}

@@ -1,0 +1,184 @@
+/* node/shares.c - see shares.h. */
+#include "node/shares.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/util.h"
+#include "etcd/etcd.h"
+#include "etcd/slotmap.h"
+
+#define SHARES_ETCD_TIMEOUT_MS 2000
+#define SHARES_ID_TRIES        64    /* compare-and-swap attempts for our id */
+
+/* One group, "" for the node of one master. */
+static int add_group(node *n, const char *name, size_t len, char *err, size_t errlen) {
+    if (n->ngroups == NODE_MAX_GROUPS) {
+        snprintf(err, errlen, "a node serves at most %d groups", NODE_MAX_GROUPS);
+        return -1;
+    }
+    node_group *g = &n->groups[n->ngroups];
+    const char *cluster = n->srv->cfg.cluster_name;
+    if (len >= sizeof g->name || (len && !proto_group_ok(name, len))) {
+        snprintf(err, errlen, "bad group '%.*s'", (int)(len > 40 ? 40 : len), name);
+        return -1;
+    }
+    memcpy(g->name, name, len);
+    g->name[len] = 0;
+    if (!len) snprintf(g->cluster, sizeof g->cluster, "%s", cluster);
+    else if (etcd_group_cluster(cluster, g->name, g->cluster, sizeof g->cluster) != 0) {
+        snprintf(err, errlen, "group '%s': cluster name too long", g->name);
+        return -1;
+    }
+    for (int i = 0; i < n->ngroups; i++)
+        if (strcmp(n->groups[i].name, g->name) == 0) return 0;   /* named twice */
+    g->st = n->ngroups ? &g->own : &n->status;
+    n->ngroups++;
+    return 0;
+}
+
+/* "a,b,..." or "map": every group the slot map names. */
+static int list_groups(node *n, etcd_client *ec, char *err, size_t errlen) {
+    const char *list = n->srv->cfg.shared_groups;
+    if (strcmp(list, "map") != 0) {
+        for (const char *p = list; *p;) {
+            size_t len = strcspn(p, ",");
+            if (add_group(n, p, len, err, errlen) != 0) return -1;
+            p += len + (p[len] == ',');
+        }
+        return 0;
+    }
+    proto_slotmap *m = xmalloc(sizeof *m);
+    int found = 0, rc = etcd_slotmap_read(ec, n->srv->cfg.cluster_name, m, &found, err, errlen);
+    for (int i = 0; rc == 0 && i < m->ngroups; i++)
+        rc = add_group(n, m->groups[i], strlen(m->groups[i]), err, errlen);
+    free(m);
+    if (rc == 0 && n->ngroups == 0) snprintf(err, errlen, "the slot map names no group yet"), rc = -1;
+    return rc;
+}
+
+/* Our id, the next of a counter in etcd that every shared node takes
+ * from: no group's leader names ids for shared nodes. */
+static int take_id(node *n, etcd_client *ec, char *err, size_t errlen) {
+    char key[ETCD_KEY_MAX], val[32], next[32];
+    if (etcd_cluster_key(n->srv->cfg.cluster_name, "node-ids", key, sizeof key) != 0) {
+        snprintf(err, errlen, "cluster name too long");
+        return -1;
+    }
+    for (int tries = 0; tries < SHARES_ID_TRIES; tries++) {
+        int found = 0, ok = 0;
+        int64_t rev;
+        if (etcd_get(ec, key, &found, val, sizeof val, &rev, err, errlen) != 0) return -1;
+        unsigned long long v = found ? strtoull(val, NULL, 10) : 0;
+        if (v + 1 > PROTO_MAX_NODES) {
+            snprintf(err, errlen, "node ids used up (%llu)", v);
+            return -1;
+        }
+        snprintf(next, sizeof next, "%llu", v + 1);
+        if (etcd_put_if_value(ec, key, next, found ? val : NULL, &ok, err, errlen) != 0) return -1;
+        if (ok) {
+            n->shared_id = (uint32_t)(v + 1);
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "could not take a node id from etcd (%d tries)", SHARES_ID_TRIES);
+    return -1;
+}
+
+static int setup_shared(node *n, char *err, size_t errlen) {
+    const mkv_config *cfg = &n->srv->cfg;
+    if (n->persist || n->disk) {
+        snprintf(err, errlen, "'groups' does not go with a segment file or a disk tier yet");
+        return -1;
+    }
+    etcd_client *ec = etcd_create(cfg->etcd, SHARES_ETCD_TIMEOUT_MS, err, errlen);
+    if (!ec) return -1;
+    int rc = list_groups(n, ec, err, errlen);
+    if (rc == 0) rc = cfg->node_id ? (n->shared_id = (uint32_t)cfg->node_id, 0) : take_id(n, ec, err, errlen);
+    etcd_free(ec);
+    if (rc != 0) return -1;
+    n->shares = te_shares_create(n->seg.size, proto_chunk_size_for(n->seg.size));
+    if (!n->shares) {
+        snprintf(err, errlen, "cannot cut the segment in chunks");
+        return -1;
+    }
+    log_notice("node: node %u, serving %d group(s), the segment in %u chunks of %llu bytes", n->shared_id,
+               n->ngroups, te_shares_nchunks(n->shares), (unsigned long long)te_shares_chunk_size(n->shares));
+    return node_data_set_shares(n->data, n->shared_id, n->shares, wall_ms(), err, errlen);
+}
+
+int node_shares_setup(node *n, char *err, size_t errlen) {
+    if (!n->srv->cfg.shared_groups[0]) return add_group(n, "", 0, err, errlen);
+    return setup_shared(n, err, errlen);
+}
+
+void node_shares_free(node *n) {
+    te_shares_free(n->shares);
+    n->shares = NULL;
+}
+
+static void set_of(node *n, int g, proto_chunks *c) {
+    proto_chunks_init(c, n->seg.size, te_shares_chunk_size(n->shares));
+    for (uint32_t i = 0; i < c->n; i++)
+        if (te_shares_owner(n->shares, i) == g) proto_chunks_set(c, i, 1);
+}
+
+void node_shares_text(node *n, int g, char *out, size_t cap) {
+    proto_chunks c;
+    set_of(n, g, &c);
+    proto_chunks_format(&c, out, cap);
+}
+
+uint32_t node_shares_count(node *n, int g) {
+    if (!n->shares) return 0;
+    proto_chunks c;
+    set_of(n, g, &c);
+    return proto_chunks_count(&c);
+}
+
+uint32_t node_shares_grant(node *n, int g, uint32_t k) {
+    return n->shares ? te_shares_grant(n->shares, g, k) : 0;
+}
+
+uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len) {
+    proto_chunks back;
+    if (!n->shares || proto_chunks_parse(text, len, n->seg.size, &back) != 0 ||
+        back.chunk_size != te_shares_chunk_size(n->shares))
+        return 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < back.n; i++) {
+        if (!proto_chunks_has(&back, i) || te_shares_owner(n->shares, i) != g) continue;
+        uint64_t off, len;
+        proto_chunk_range(&back, n->seg.size, i, &off, &len);
+        te_shares_set_owner(n->shares, i, -1);
+        node_data_forget_claims(n->data, off, off + len);
+        k++;
+    }
+    return k;
+}
+
+int node_shares_mine(node *n, int g, uint64_t seg_off) {
+    if (!n->shares) return 1;
+    return te_shares_owner(n->shares, (uint32_t)(seg_off / te_shares_chunk_size(n->shares))) == g;
+}
+
+typedef struct mine_ctx {
+    node *n;
+    int g;
+} mine_ctx;
+
+static int mine_cb(uint64_t seg_off, void *ctx) {
+    mine_ctx *m = ctx;
+    return node_shares_mine(m->n, m->g, seg_off);
+}
+
+void node_shares_forget_index(node *n, int g) {
+    if (!n->shares) {
+        node_index_clear(n->index);
+        return;
+    }
+    mine_ctx m = {n, g};
+    node_index_clear_where(n->index, mine_cb, &m);
+}

@@ -1,0 +1,42 @@
+/* node/shares.h - a memory node shared by master groups.
+ *
+ * With --shared-groups the node serves every listed master group (or every group
+ * of the slot map in etcd): one control thread per group (control.h),
+ * one node id for all of them (taken once from a counter in etcd, then
+ * claimed from each group's leader, so a client's engine and every
+ * capability name the node alike), and the segment cut into chunks
+ * (proto/chunks.h) that it gives groups on request: a group's master
+ * places only in its chunks and asks for more when it runs low
+ * (MOON.CHUNKS), and gives back chunks it does not use. The data plane
+ * serves a group's capabilities only inside its chunks
+ * (backend/shares.h). Memory is not split in advance: a busy group
+ * simply holds more chunks. */
+#ifndef MKV_NODE_SHARES_H
+#define MKV_NODE_SHARES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/node.h"
+#include "proto/chunks.h"
+
+/* The groups the node serves into n->groups (one unnamed group without
+ * --shared-groups); with --shared-groups also the chunk table, our id from etcd and
+ * the data plane serving under them. 0, or -1 with a message. Before
+ * the control threads start, after the data plane did. */
+int node_shares_setup(node *n, char *err, size_t errlen);
+void node_shares_free(node *n);
+/* Group g's chunks now (proto/chunks.h text into out, PROTO_CHUNKS_TEXT). */
+void node_shares_text(node *n, int g, char *out, size_t cap);
+uint32_t node_shares_count(node *n, int g);
+/* Up to k free chunks to group g: how many it got. */
+uint32_t node_shares_grant(node *n, int g, uint32_t k);
+/* Chunks g's master gave back (text): free again, their write claims
+ * forgotten. How many were g's. */
+uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len);
+/* 1 if seg_off lies in a chunk of group g (always 1 without --shared-groups). */
+int node_shares_mine(node *n, int g, uint64_t seg_off);
+/* Forget the index entries in g's chunks (its master dropped them). */
+void node_shares_forget_index(node *n, int g);
+
+#endif
