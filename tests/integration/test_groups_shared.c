@@ -393,7 +393,9 @@ static void test_drain_both_groups(void) {
 static void test_kill9_seen_by_both(void) {
     node_pid[2] = start_node(2);
     ASSERT(node_pid[2] > 0);
-    long long id = h_port_info(NODE_PORT + 4, "node", "node_id");
+    long long id = 0;   /* 0 until it registered */
+    for (uint64_t end = mono_ms() + WAIT_MS; id <= 0 && mono_ms() < end; usleep(20000))
+        id = h_port_info(NODE_PORT + 4, "node", "node_id");
     ASSERT(id > 0 && wait_alive(id, 1, WAIT_MS) == 0);
     char line[2048];
     ASSERT(group_line(2, "a", line, sizeof line) == 0 && line_num(line, "id=") == id);
