@@ -396,8 +396,8 @@ static size_t gaps_of(const seg_alloc *a, const seg_range *r, size_t n, seg_rang
 }
 
 int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n) {
-    /* no allocation: the free extents coalesced into the whole segment */
-    if (a->allocations != 0 || a->free_off.count != 1 || !ranges_ok(a, r, n)) return ALLOC_ERR;
+    /* no allocation and nothing withheld: one free extent, the whole segment */
+    if (a->allocations != 0 || a->withheld || a->free_off.count != 1 || !ranges_ok(a, r, n)) return ALLOC_ERR;
     free_del(a, 0, a->size);
     tree_builder b;
     build_start(&b, &a->live);

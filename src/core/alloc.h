@@ -64,7 +64,8 @@ typedef struct seg_range {
  * one pass from the sorted ranges (O(n): a rebuild claims millions, and
  * n claims one by one cost O(n log n) tree steps). The result holds the
  * same extents as n seg_alloc_reserve_at calls would. ALLOC_ERR and no
- * change if the allocator holds anything or a range breaks a rule. */
+ * change if the allocator holds or withholds anything or a range breaks
+ * a rule. */
 int seg_alloc_claim_sorted(seg_alloc *a, const seg_range *r, size_t n);
 /* The heap that claim takes for n ranges with few gaps between them (a
  * tree node each), for a caller that sizes memory ahead. */

@@ -446,7 +446,9 @@ static void chunks_command(client *c) {
         return;
     }
     uint32_t want;
-    mm_node_chunks_advise(meta_of(c), id, &want, &back);
+    /* nothing given back while the table may not know every object yet */
+    int settled = !master_rebuild_busy(master_of(c)) && !master_rebuild_awaits_nodes(master_of(c));
+    mm_node_chunks_advise(meta_of(c), id, settled, &want, &back);
     char text[PROTO_CHUNKS_TEXT];
     proto_chunks_format(&back, text, sizeof text);
     reply_array(c, 2);

@@ -432,8 +432,10 @@ proto_status mm_node_share(master_meta *m, uint32_t id, const struct proto_chunk
  * free room falls below a quarter of what it holds (or a chunk), enough
  * for half (or two chunks); or at most one
  * wholly free chunk given back into back (withheld here before the node
- * hears of it) when half of the rest (and two chunks) stays free. */
-void mm_node_chunks_advise(master_meta *m, uint32_t id, uint32_t *want, struct proto_chunks *back);
+ * hears of it) when half of the rest (and two chunks) stays free, and
+ * only if may_give: not while the table is being rebuilt from the nodes'
+ * reports (an allocator that does not know the objects yet looks empty). */
+void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *want, struct proto_chunks *back);
 /* Above disk_high_pct of a node's segment, offload tasks for its
  * coldest replicas (wholly there, no lease, copy or pin on the object)
  * down to disk_low_pct; temporary copies whose leases ran out go.

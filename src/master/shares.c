@@ -59,7 +59,7 @@ proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *give
     return PROTO_OK;
 }
 
-void mm_node_chunks_advise(master_meta *m, uint32_t id, uint32_t *want, proto_chunks *back) {
+void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *want, proto_chunks *back) {
     mm_node *n = mm_node_get(m, id);
     *want = 0;
     if (!n || !n->alloc || !n->chunks || n->state != NODE_ALIVE) {
@@ -81,7 +81,7 @@ void mm_node_chunks_advise(master_meta *m, uint32_t id, uint32_t *want, proto_ch
      * chunks): we ask below a quarter, so a steady group neither asks nor
      * gives. */
     uint64_t keep = (st.size - cs) / 2 > 2 * cs ? (st.size - cs) / 2 : 2 * cs;
-    if (proto_chunks_count(n->chunks) < 2 || st.free < cs + keep) return;
+    if (!may_give || n->restore || proto_chunks_count(n->chunks) < 2 || st.free < cs + keep) return;
     for (uint32_t i = n->chunks->n; i-- > 0;) {
         uint64_t off, len;
         if (!proto_chunks_has(n->chunks, i)) continue;

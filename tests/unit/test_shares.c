@@ -68,6 +68,13 @@ static void test_withheld_space(void) {
     ASSERT(st.size == 0 && st.allocations == 0);
     ASSERT_EQ(seg_alloc_unwithhold(a, 2 * MiB, MiB), ALLOC_OK);
     ASSERT_EQ(seg_alloc_unwithhold(a, 2 * MiB, MiB), ALLOC_ERR);  /* free already */
+    /* a rebuild's one-pass claim needs the whole segment free: one free
+     * extent that is only our chunk is not that */
+    seg_range r = {2 * MiB, 4096};
+    ASSERT_EQ(seg_alloc_claim_sorted(a, &r, 1), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_reserve_at(a, 2 * MiB, 4096), ALLOC_OK);   /* the rebuild's fallback */
+    seg_alloc_get_stats(a, &st);
+    ASSERT(st.size == MiB && st.used == 4096);
     seg_alloc_destroy(a);
 }
 
