@@ -90,7 +90,7 @@ static int take_id(node *n, etcd_client *ec, char *err, size_t errlen) {
 static int setup_shared(node *n, char *err, size_t errlen) {
     const mkv_config *cfg = &n->srv->cfg;
     if (n->persist || n->disk) {
-        snprintf(err, errlen, "'groups' does not go with a segment file or a disk tier yet");
+        snprintf(err, errlen, "'shared_groups' does not go with a segment file or a disk tier yet");
         return -1;
     }
     etcd_client *ec = etcd_create(cfg->etcd, SHARES_ETCD_TIMEOUT_MS, err, errlen);
