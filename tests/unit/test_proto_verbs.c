@@ -628,8 +628,9 @@ static void test_reply_tasks(void) {
          t.dst[1].offset == (1u << 20) && t.key && t.expiry_ms == 8000;
     proto_task_free(&t);
     ASSERT(ok);
-    /* an offload of this node's share of an object striped over nodes:
-     * fewer bytes than the object, which a push may never be */
+    /* an offload, and a push, of this node's share of an object striped
+     * over nodes: fewer bytes than the object (pushes of shares since
+     * c105a87); more than the object is refused */
     resp_buf_clear(&b);
     task_reply(&b, PROTO_OFFLOAD_TASK, OSZ, src, 1, NULL, 0, PROTO_TASK_DISK);
     ASSERT_EQ(task_of(&b, &t), 0);
@@ -638,6 +639,12 @@ static void test_reply_tasks(void) {
     ASSERT(ok);
     resp_buf_clear(&b);
     task_reply(&b, PROTO_PUSH_TASK, OSZ, NULL, 0, src, 1, PROTO_TASK_PUSH);
+    ASSERT_EQ(task_of(&b, &t), 0);
+    ok = t.kind == PROTO_PUSH_TASK && t.ndst == 1 && t.len == src[0].length && t.len < OSZ;
+    proto_task_free(&t);
+    ASSERT(ok);
+    resp_buf_clear(&b);
+    task_reply(&b, PROTO_PUSH_TASK, src[0].length - 1, NULL, 0, src, 1, PROTO_TASK_PUSH);
     ASSERT(task_of(&b, &t) == -1 && t.id == 42);
     /* refused whole, the id still told: sides that disagree, a word unknown */
     resp_buf_clear(&b);
