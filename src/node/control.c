@@ -868,12 +868,18 @@ node_control *node_control_start(node *n, int g) {
     /* --node-id, or the id of the node whose segment file we took over */
     c->claim_id = n->srv->cfg.node_id ? (uint32_t)n->srv->cfg.node_id : node_persist_node_id(n->persist);
     if (n->shares) c->claim_id = n->shared_id;
-    uint8_t token[8];
-    if (random_bytes(token, sizeof token) != 0) {
-        uint64_t t = mono_ms() ^ ((uint64_t)getpid() << 32);
-        memcpy(token, &t, sizeof token);
+    /* One token for the process, the same in every group it serves: a
+     * group adopting another's objects knows the node by it. */
+    if (g > 0) {
+        memcpy(c->instance_hex, n->groups[0].ctl->instance_hex, sizeof c->instance_hex);
+    } else {
+        uint8_t token[8];
+        if (random_bytes(token, sizeof token) != 0) {
+            uint64_t t = mono_ms() ^ ((uint64_t)getpid() << 32);
+            memcpy(token, &t, sizeof token);
+        }
+        hex_encode(token, sizeof token, c->instance_hex);
     }
-    hex_encode(token, sizeof token, c->instance_hex);
     char err[ETCD_ERR_LEN];
     if (n->srv->cfg.etcd[0]) {
         if (!(c->etcd = etcd_create(n->srv->cfg.etcd, CTL_ETCD_TIMEOUT_MS, err, sizeof err)) ||
