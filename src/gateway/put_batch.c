@@ -21,7 +21,9 @@ struct put_batcher {
     read_batcher *reads;      /* says whether the loop moves bytes itself (its inline client) */
     gw_write *queue, **tail;
     int closing;
+    int routed;               /* the client routes over master groups: a batch call splits by group */
     uint64_t written_inline;  /* values written on the loop (INFO puts_inline) */
+    uint64_t routed_batches;  /* batches put by one routed call (atomic: workers count) */
     proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
@@ -57,8 +59,42 @@ static void put_again(pb_batch *bt, mkv_client *mc, size_t i) {
     cluster_ship(mc, bt->p[i], bt->b->nreplicas);
 }
 
+/* Over master groups (no asynchronous connection, nothing placed yet):
+ * the batch's puts in one library batch, which the client splits by
+ * group and runs the parts at once; a put whose grants ran out goes
+ * again alone, as cluster_ship would. */
+static void put_routed(pb_batch *bt, mkv_client *mc) {
+    size_t cap = bt->n ? bt->n : 1, n = 0;
+    mkv_obj *objs = xcalloc(cap, sizeof *objs);
+    size_t *idx = xcalloc(cap, sizeof *idx);
+    for (size_t i = 0; i < bt->n; i++) {
+        store_put *p = bt->p[i];
+        if (p->shipped) continue;
+        if (staging_bind(mc, &p->buf) != MKV_OK) {
+            cluster_ship(mc, p, bt->b->nreplicas);
+            continue;
+        }
+        objs[n] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = (size_t)p->buf.len};
+        idx[n++] = i;
+    }
+    if (n) mkv_put_batch(mc, objs, n, bt->b->nreplicas);
+    for (size_t k = 0; k < n; k++) {
+        store_put *p = bt->p[idx[k]];
+        staging_unbind(mc, &p->buf);
+        if (objs[k].status == MKV_EAUTH) cluster_ship(mc, p, bt->b->nreplicas);
+        else shipped(p, cluster_store_code(objs[k].status, mc, p->errstr, sizeof p->errstr));
+    }
+    if (n) __atomic_fetch_add(&bt->b->routed_batches, 1, __ATOMIC_RELAXED);
+    free(objs);
+    free(idx);
+}
+
 static void put_each(gw_job *j, mkv_client *mc) {
     pb_batch *bt = (pb_batch *)j;
+    if (bt->b->routed) {
+        put_routed(bt, mc);
+        return;
+    }
     for (size_t i = 0; i < bt->n; i++)
         if (!bt->p[i]->shipped) put_again(bt, mc, i);
 }
@@ -327,10 +363,14 @@ void put_batcher_add(put_batcher *b, gw_write *w) {
 
 uint64_t put_batcher_inline(const put_batcher *b) { return b ? b->written_inline : 0; }
 
+uint64_t put_batcher_routed(const put_batcher *b) {
+    return b ? __atomic_load_n(&b->routed_batches, __ATOMIC_RELAXED) : 0;
+}
+
 put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
-                                mkv_client *loop_mc, int replicas, read_batcher *reads) {
+                                mkv_client *loop_mc, int replicas, read_batcher *reads, int routed) {
     put_batcher *b = xcalloc(1, sizeof *b);
-    *b = (put_batcher){.ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads};
+    *b = (put_batcher){.ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads, .routed = routed && !ma};
     b->nreplicas = replicas;
     snprintf(b->replicas, sizeof b->replicas, "%d", replicas > 0 ? replicas : 1);
     b->tail = &b->queue;

@@ -12,7 +12,9 @@
  *
  * A write that a node's fault failed is revoked and put again on the
  * worker, the blocking way (the library places it elsewhere); so is the
- * whole batch when the master could not be asked asynchronously. */
+ * whole batch when the master could not be asked asynchronously: put by
+ * put, or with routed (the client routes over master groups) as one
+ * library batch, which splits by group and runs the parts at once. */
 #ifndef MKV_GATEWAY_PUT_BATCH_H
 #define MKV_GATEWAY_PUT_BATCH_H
 
@@ -39,9 +41,10 @@ typedef struct put_batcher put_batcher;
  * written on the loop
  * (mkv_write_located_now), and a batch of only those needs no worker. */
 put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
-                                mkv_client *loop_mc, int replicas, read_batcher *reads);
-/* Values written on the loop so far. */
+                                mkv_client *loop_mc, int replicas, read_batcher *reads, int routed);
+/* Values written on the loop so far; batches put by one routed call. */
 uint64_t put_batcher_inline(const put_batcher *b);
+uint64_t put_batcher_routed(const put_batcher *b);
 void put_batcher_add(put_batcher *b, gw_write *w);
 /* Writes still queued finish unshipped; batches then waiting for the
  * master finish so when its connection is freed. Then free. */

@@ -459,6 +459,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_gets_inline", "%llu", (unsigned long long)read_batcher_inline(cs->reads));
     info_field(out, "cluster_gets_inline_deferred", "%llu", (unsigned long long)read_batcher_deferred(cs->reads));
     info_field(out, "cluster_puts_inline", "%llu", (unsigned long long)put_batcher_inline(cs->puts));
+    info_field(out, "cluster_put_batches_routed", "%llu", (unsigned long long)put_batcher_routed(cs->puts));
     info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
     info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
@@ -664,7 +665,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;
     cs->reads = read_batcher_create(cs->loop, cs->ma, cs->workers, cs->pool, cs->mc, inline_reads);
-    cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads);
+    cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads, cs->groups);
     if (cs->ma) cs->streams = put_streamer_create(cs->puts, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
     return 0;

@@ -303,8 +303,8 @@ static int is_value(const redisReply *r, int i) {
 
 #define GW_KEYS 60
 
-/* A gateway with --groups: pipelined SETs land each key on its slot's
- * master, in both groups; MGET, GET, EXISTS and DEL come back right and
+/* A gateway with --groups: pipelined SETs go as batches split by group
+ * and land each key on its slot's master, in both groups; MGET, GET, EXISTS and DEL come back right and
  * byte-exact; a slot moved in etcd behind the gateway's back is answered
  * MOVED by the old group, and the gateway's SET lands on the new one. */
 static void test_gateway_routes(void) {
@@ -324,6 +324,9 @@ static void test_gateway_routes(void) {
     ASSERT_EQ(replies_ok(gw, GW_KEYS, is_ok_status), GW_KEYS);
     for (int i = 0; i < GW_KEYS; i++)
         ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
+    /* the SETs went as batches split by group, not one by one */
+    long long batches = h_info_field(gw, "gateway", "cluster_put_batches_routed");
+    ASSERT_MSG(batches > 0 && batches < GW_KEYS, "%lld routed put batches for %d SETs", batches, GW_KEYS);
     const char *argv[GW_KEYS + 1];
     argv[0] = "MGET";
     for (int i = 0; i < GW_KEYS; i++) argv[i + 1] = keys[i];
@@ -361,7 +364,8 @@ static void test_gateway_routes(void) {
     ASSERT(is_value(r, 5));
     freeReplyObject(r);
     ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
-    printf("# gateway over groups: %d of %d keys on group a, the rest on b\n", in_a, GW_KEYS);
+    printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches\n", in_a,
+           GW_KEYS, batches);
     redisFree(gw);
 }
 
