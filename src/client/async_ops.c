@@ -362,6 +362,27 @@ static void leg_gather(leg_objs *g, mkv_ajob **jobs, size_t n) {
     }
 }
 
+/* Each gathered object's outcome back into its chunk, in the order
+ * leg_gather took them: status, and a write's checksum and failed node
+ * or a read's length. */
+static void leg_scatter(const leg_objs *g, mkv_ajob **jobs, size_t n, int write) {
+    for (size_t k = 0, at = 0; k < n; k++) {
+        chunk *ch = (chunk *)jobs[k];
+        for (size_t j = 0; j < ch->m; j++) {
+            size_t i = ch->idx[j];
+            if (ch->objs[i].status != MKV_OK) continue;   /* not gathered */
+            ch->objs[i].status = g->w[at].status;
+            if (write) {
+                ch->crc[i] = g->crc[at];
+                ch->failed[i] = g->failed[at];
+            } else {
+                ch->objs[i].len = g->w[at].len;
+            }
+            at++;
+        }
+    }
+}
+
 static void leg_objs_free(leg_objs *g) {
     free(g->w);
     free(g->loc);
@@ -375,15 +396,9 @@ static void put_write(mkv_ajob **jobs, size_t n) {
     leg_objs g;
     leg_gather(&g, jobs, n);
     mkv_write_located(((chunk *)jobs[0])->o->a->c, g.w, g.loc, g.n, g.crc, g.failed);
-    for (size_t k = 0, at = 0; k < n; k++) {
+    leg_scatter(&g, jobs, n, 1);
+    for (size_t k = 0; k < n; k++) {
         chunk *ch = (chunk *)jobs[k];
-        for (size_t j = 0; j < ch->m; j++) {
-            size_t i = ch->idx[j];
-            if (ch->objs[i].status != MKV_OK) continue;
-            ch->objs[i].status = g.w[at].status;
-            ch->crc[i] = g.crc[at];
-            ch->failed[i] = g.failed[at++];
-        }
         mkv_out out;
         begin(ch, &out);
         if (put_faults(ch, &out)) put_start_add(ch, &out);
@@ -517,16 +532,8 @@ static void get_read(mkv_ajob **jobs, size_t n) {
     leg_objs g;
     leg_gather(&g, jobs, n);
     mkv_read_located(((chunk *)jobs[0])->o->a->c, g.w, g.loc, g.n);
-    for (size_t k = 0, at = 0; k < n; k++) {
-        chunk *ch = (chunk *)jobs[k];
-        for (size_t j = 0; j < ch->m; j++) {
-            size_t i = ch->idx[j];
-            if (ch->objs[i].status != MKV_OK) continue;
-            ch->objs[i].status = g.w[at].status;
-            ch->objs[i].len = g.w[at++].len;
-        }
-        get_after(ch);
-    }
+    leg_scatter(&g, jobs, n, 0);
+    for (size_t k = 0; k < n; k++) get_after((chunk *)jobs[k]);
     leg_objs_free(&g);
 }
 

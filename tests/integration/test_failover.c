@@ -159,12 +159,11 @@ static void as_done(mkv_op *op) {
     as.last_ms = mono_ms();
 }
 
+static void etcd_options(mkv_options *opt, int timeout_ms);
+
 static void test_async_before_failover(void) {
     mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = "failover-test";
-    opt.timeout_ms = 15000;
+    etcd_options(&opt, 15000);
     as.src = malloc((size_t)ASYNC_N * ASYNC_VAL);
     as.dst = calloc(ASYNC_N, ASYNC_VAL);
     h_fill(as.src, (size_t)ASYNC_N * ASYNC_VAL, 4242);
@@ -358,13 +357,18 @@ static const char *why_down(int port) {
     return c ? "its port is held by another process" : "it exited or did not answer PING";
 }
 
+/* A client's options: the cluster through etcd. */
+static void etcd_options(mkv_options *opt, int timeout_ms) {
+    mkv_options_init(opt);
+    opt->etcd = etcd.url;
+    opt->cluster_name = "failover-test";
+    opt->timeout_ms = timeout_ms;
+}
+
 /* A client through etcd, retried until SETUP_WAIT_MS. */
 static int open_probe(void) {
     mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = "failover-test";
-    opt.timeout_ms = 3000;
+    etcd_options(&opt, 3000);
     return h_probe_open_within(&probe, GATEWAY_PORT, &opt, SETUP_WAIT_MS);
 }
 
