@@ -18,7 +18,7 @@ struct put_batcher {
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
     loop_hook *send;          /* after the reply flush, like the reads' */
     char replicas[24];
-    read_batcher *reads;      /* says whether the loop moves bytes itself (its inline client) */
+    read_batcher *reads;      /* says whether the loop moves bytes itself (read_batcher_inline_client) */
     gw_write *queue, **tail;
     int closing;
     int routed;               /* the client routes over master groups: a batch call splits by group */

@@ -36,10 +36,12 @@ struct gw_write {
 typedef struct put_batcher put_batcher;
 
 /* ma may be NULL (always the blocking path); replicas per value. reads
- * (NULL: none) lends its inline client: the small values (up to 64 KiB)
+ * (NULL: none) says whether the loop moves bytes itself
+ * (read_batcher_inline_client): then the small values (up to 64 KiB)
  * whose every replica is on a same-host node with a warm mapping are
- * written on the loop
- * (mkv_write_located_now), and a batch of only those needs no worker. */
+ * written on the loop (mkv_write_located_now), and a batch of only those
+ * needs no worker. routed: the client routes over master groups (see
+ * above). */
 put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
                                 mkv_client *loop_mc, int replicas, read_batcher *reads, int routed);
 /* Values written on the loop so far; batches put by one routed call. */
