@@ -795,9 +795,22 @@ static void gone(node_control *c) {
     if (all) loop_wake_send(c->n->gone);
 }
 
+/* The longest step of the control loop since the last heartbeat: what a
+ * late heartbeat names. */
+typedef struct slow_step {
+    const char *what;
+    uint64_t ms;
+} slow_step;
+
+static void step_took(slow_step *s, const char *what, uint64_t since) {
+    uint64_t now = mono_ms(), ms = now > since ? now - since : 0;   /* a wait may end early */
+    if (ms > s->ms) *s = (slow_step){what, ms};
+}
+
 static void *control_main(void *arg) {
     node_control *c = arg;
     uint64_t next_beat = 0;
+    slow_step slow = {"none", 0};
     int retry_ms = CTL_RETRY_MIN_MS;
     while (!flag(c, &c->stop)) {
         int leaving = flag(c, &c->leave_wanted);
@@ -819,7 +832,9 @@ static void *control_main(void *arg) {
             next_beat = 0;
         }
         /* Copies reported: the master may have the next ones for us. */
+        uint64_t t = mono_ms();
         if (report_results(c)) next_beat = 0;
+        step_took(&slow, "copy results", t);
         if (c->rc && leaving && !c->leave_sent) send_leave(c);
         uint64_t now = mono_ms();
         if (c->rc && now >= next_beat) {
@@ -830,20 +845,26 @@ static void *control_main(void *arg) {
             /* Said when it may cost us our membership (a loaded machine,
              * a slow master round trip): the master's side says "silent". */
             if (next_beat && now > next_beat + 2 * (uint64_t)c->heartbeat_ms)
-                log_warning("node: heartbeat %llu ms late", (unsigned long long)(now - next_beat));
+                log_warning("node: heartbeat %llu ms late (the longest step since the last: %s, %llu ms)",
+                            (unsigned long long)(now - next_beat), slow.what, (unsigned long long)slow.ms);
+            slow = (slow_step){"none", 0};
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
             chunks_exchange(c);
         }
         if (c->rc && now >= c->next_refresh_ms) {
+            t = mono_ms();
             refresh_view(c);
+            step_took(&slow, "MOON.NODES", t);
             int young = now < c->registered_ms + CTL_YOUNG_MS;
             c->next_refresh_ms = now + (young ? CTL_REFRESH_YOUNG_MS : CTL_REFRESH_MS);
         }
         if (c->rc && now >= c->next_tick_ms) {
+            t = mono_ms();
             if (node_holdings_fallback(c->hl, c->rc, my_id(c)) != 0) disconnect(c);
             heap_huge_advise();   /* the index's growth on huge pages (node_role.c) */
             scrub_and_tell(c, now);
             c->next_tick_ms = now + CTL_TICK_MS;
+            step_took(&slow, "tick (holdings, scrub)", t);
         }
         pthread_mutex_lock(&c->n->mu);
         node_phase p = c->st->phase;
@@ -851,7 +872,10 @@ static void *control_main(void *arg) {
         if (p == NODE_GONE) break;
         now = mono_ms();
         uint64_t next = next_beat < c->next_tick_ms ? next_beat : c->next_tick_ms;
-        if (c->rc && next > now) wait_ms(c, (int)(next - now));
+        if (c->rc && next > now) {
+            wait_ms(c, (int)(next - now));
+            step_took(&slow, "waking past the wait", next);   /* the scheduler's lateness */
+        }
     }
     if (!flag(c, &c->stop)) gone(c);
     disconnect(c);
