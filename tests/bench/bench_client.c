@@ -710,9 +710,10 @@ static int thr_failed(const thr_run *r) {
 }
 
 /* n threads on one client (shared) or one client each; put and get GB/s
- * of all threads together, over rounds until the time budget. */
+ * of all threads together, over rounds until the time budget, into
+ * gbps[0] and [1] (left as they are when the pass fails: it says why). */
 static void thr_measure(const mkv_api *api, const char *master, const char *transport, size_t size, int n,
-                        int shared) {
+                        int shared, double gbps[2]) {
     char sz[32], put_name[96], get_name[96];
     bench_size_name(size, sz, sizeof sz);
     snprintf(put_name, sizeof put_name, "%s.put.%s.%dt", shared ? "shared" : "own", sz, n);
@@ -761,8 +762,8 @@ static void thr_measure(const mkv_api *api, const char *master, const char *tran
             bench_skip(put_name, "a call failed: %s", api->strerror(thr_failed(r)));
             bench_skip(get_name, "a call failed: %s", api->strerror(thr_failed(r)));
         } else {
-            bench_result(put_name, bench_gbps(bytes * (double)put.rounds, put.spent_us), "GB/s");
-            bench_result(get_name, bench_gbps(bytes * (double)get.rounds, get.spent_us), "GB/s");
+            gbps[0] = bench_gbps(bytes * (double)put.rounds, put.spent_us);
+            gbps[1] = bench_gbps(bytes * (double)get.rounds, get.spent_us);
         }
     }
     for (int i = 0; i < n; i++) {
@@ -774,6 +775,29 @@ static void thr_measure(const mkv_api *api, const char *master, const char *tran
     free(r);
 }
 
+/* Shared, own, own, shared: a pass that runs first meets a colder
+ * cluster (segment pages, node threads), so each side runs once early
+ * and once late, and its best pass is the figure. */
+static void thr_pair(const mkv_api *api, const char *master, const char *transport, size_t size, int n) {
+    double best[2][2] = {{0, 0}, {0, 0}};   /* [shared][put/get] */
+    int failed[2] = {0, 0};                  /* a failed pass said why (SKIP): no figure */
+    static const int order[4] = {1, 0, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        double g[2] = {0, 0};
+        thr_measure(api, master, transport, size, n, order[i], g);
+        failed[order[i]] |= g[0] <= 0;
+        for (int k = 0; k < 2; k++)
+            if (g[k] > best[order[i]][k]) best[order[i]][k] = g[k];
+    }
+    char sz[32], name[96];
+    bench_size_name(size, sz, sizeof sz);
+    for (int sh = 0; sh < 2; sh++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof name, "%s.%s.%s.%dt", sh ? "shared" : "own", k ? "get" : "put", sz, n);
+            if (!failed[sh]) bench_result(name, best[sh][k], "GB/s");
+        }
+}
+
 static void bench_threads(const mkv_api *api, const char *master, const char *transport, size_t size,
                           char **counts, int ncounts) {
     for (int i = 0; i < ncounts; i++) {
@@ -782,8 +806,7 @@ static void bench_threads(const mkv_api *api, const char *master, const char *tr
             fprintf(stderr, "threads: 1 to %d threads\n", THR_MAX);
             exit(2);
         }
-        thr_measure(api, master, transport, size, n, 1);
-        thr_measure(api, master, transport, size, n, 0);
+        thr_pair(api, master, transport, size, n);
     }
 }
 

@@ -5,7 +5,8 @@
 #
 # Names: thr.<transport>.{shared,own}.{put,get}.256KiB.<n>t: GB/s of all
 # n threads together (16 objects per thread per round, put then get then
-# remove, rounds until $BENCH_SECONDS); thr.<transport>.py.{put,get}.
+# remove, rounds until $BENCH_SECONDS; the best of two passes per side,
+# run shared, own, own, shared); thr.<transport>.py.{put,get}.
 # 256KiB.<n>t: the same from Python threads on one MoonkvStore
 # (bench_py_threads.py), 1 to 8 threads. Over tcp also the async face
 # (bench_async): thr.tcp.async.<op>.4KiB.1t.w<n>: ops/s of exists, put,
