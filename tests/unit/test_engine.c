@@ -437,8 +437,8 @@ static void test_streams(void) {
  * apart: where the paths sum what they send (TCP, shm by map) the
  * object's CRC and each slice's come from the units' sums (units cut at
  * the slices' ends), and they are the bytes' own; the nodes hold the
- * bytes exactly. Rows that sum nothing say so (crc_ok 0), and so do
- * their slices. */
+ * bytes exactly (read back whole and into the pieces). Rows that sum
+ * nothing say so (crc_ok 0), and so do their slices. */
 static void test_slice_sums(void) {
     rig r;
     char err[256];
@@ -484,6 +484,14 @@ static void test_slice_sums(void) {
             ASSERT_EQ(te_engine_read_batch(r.e, &rd, 1, err, sizeof err), TE_OK);
             ASSERT_MEMEQ(dst, src, n);
         }
+    }
+    if (segs) {   /* and read back into the pieces (cleared first) */
+        for (size_t i = 0; i < np; i++) memset(iov[i].iov_base, 0, iov[i].iov_len);
+        te_object rd = { .len = n, .iov = iov, .niov = (int)np, .reps = &reps[1], .nrep = 1 };
+        ASSERT_EQ(te_engine_read_batch(r.e, &rd, 1, err, sizeof err), TE_OK);
+        int same = 1;
+        for (size_t i = 0; i < np && same; i++) same = !memcmp(iov[i].iov_base, src + (uint64_t)i * PIECE, iov[i].iov_len);
+        ASSERT_MSG(same, "read back into the pieces");
     }
     te_engine_unregister_buffer(r.e, src);
     te_engine_unregister_buffer(r.e, arena);
