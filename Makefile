@@ -63,7 +63,8 @@ SIM_BINS := $(SIM_SRCS:%.c=$(BUILD)/%)
 TSAN_TESTS := tests/unit/test_engine tests/unit/test_disk_store tests/unit/test_workpool tests/unit/test_jobqueue tests/unit/test_leader_watch \
               tests/unit/test_shm_transport tests/unit/test_shm_warm tests/unit/test_staging tests/integration/test_node \
               tests/integration/test_gateway tests/integration/test_gateway_io_threads \
-              tests/integration/test_client_threads tests/integration/test_groups
+              tests/integration/test_client_threads tests/integration/test_groups \
+              tests/integration/test_groups_shared
 
 SERVER  := $(BUILD)/moonkv-server
 LIBA    := $(BUILD)/libmoonkv.a
