@@ -20,7 +20,10 @@
  *   fills after the node made its file (a tmpfs in a private mount
  *   namespace, `unshare -rm`; skipped where that is not allowed): puts
  *   past both tiers get a clean NOSPACE, the node keeps serving, every
- *   key acknowledged reads back byte-exact.
+ *   key acknowledged reads back byte-exact;
+ * - objects striped over two nodes: each node offloads its own share,
+ *   gets load both shares back byte-exact, and a node killed -9 and
+ *   restarted keeps its shares; a drain pushes shares to a third node.
  * Ports from h_free_ports; files in a directory under $TMPDIR. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -145,7 +148,8 @@ static int start_n(cluster *cl, const char *name, const char *io, int nodes, con
 static int start(cluster *cl, const char *name, const char *io) { return start_n(cl, name, io, 1, NULL); }
 
 static int connect_client(const cluster *cl, mkv_client **c) {
-    /* tcp: a client on shm maps the segment file by its fd, which holds its lock */
+    /* tcp: what this test is about is the disk, not the transport
+     * (test_client_shm restarts a node under an shm client) */
     if (h_mkv_connect_ms(c, cl->master, "tcp", 1, 30000) != MKV_OK) return -1;   /* generous: SAN, load */
     return mkv_register_buffer(*c, src, OBJ) == MKV_OK && mkv_register_buffer(*c, dst, OBJ) == MKV_OK ? 0 : -1;
 }
