@@ -14,8 +14,9 @@
  * registers a fake node with the secret to learn both keys) is refused on
  * the other group's chunks and served on its own. Removed objects give
  * their chunks back; a node drained (SIGTERM) leaves both groups with
- * every object readable elsewhere; a node killed -9 is declared dead by
- * both masters. Ports (etcd's too): one block of h_free_ports. */
+ * every object readable elsewhere; a node that found its groups in the
+ * slot map (--shared-groups map), killed -9, is declared dead by both
+ * masters. Ports (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,7 +77,9 @@ static pid_t start_master(int port, const char *group, const char *slots) {
 static pid_t start_node(int i) {
     char data[48];
     snprintf(data, sizeof data, "--data-addrs=127.0.0.1:%d", NODE_PORT + 2 * i + 1);
-    const char *extra[] = {"--shared-groups=a,b", "--segment-size", "32MB", data, "--prefault", "no",
+    /* the third node finds its groups in the slot map */
+    const char *extra[] = {i < 2 ? "--shared-groups=a,b" : "--shared-groups=map", "--segment-size", "32MB", data,
+                           "--prefault", "no",
                            "--cluster-secret", SECRET, NULL};
     return h_start_etcd_role("node", NODE_PORT + 2 * i, etcd.url, CLUSTER, LEASE_S, extra);
 }
