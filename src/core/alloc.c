@@ -41,6 +41,7 @@ struct seg_alloc {
     uint64_t used;
     uint64_t allocations;
     uint64_t withheld;    /* seg_alloc_withhold: reserved, and not ours to count */
+    uint64_t lent;        /* seg_alloc_lend: withheld space taken as ours */
     int untracked;        /* no live tree (seg_alloc_create_untracked) */
     treap free_off, free_len, live;
     uint64_t rng;         /* treap priorities */
@@ -338,6 +339,28 @@ static int clear_of_free(const seg_alloc *a, uint64_t off, uint64_t rlen) {
     if (prev && prev->k2 > off - prev->k1) return 0;
     const tnode *next = treap_ceil(&a->free_off, off, 0);
     return !next || next->k1 - off >= rlen;
+}
+
+int seg_alloc_lend(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (!a->untracked || round_len(a, len, &rlen) != 0 || rlen > a->withheld || !clear_of_free(a, off, rlen))
+        return ALLOC_ERR;
+    a->withheld -= rlen;
+    a->lent += rlen;
+    a->allocations++;
+    if (a->changes) ++*a->changes;
+    return ALLOC_OK;
+}
+
+int seg_alloc_unlend(seg_alloc *a, uint64_t off, uint64_t len) {
+    uint64_t rlen;
+    if (!a->untracked || round_len(a, len, &rlen) != 0 || rlen > a->lent || !clear_of_free(a, off, rlen))
+        return ALLOC_ERR;
+    a->lent -= rlen;
+    a->withheld += rlen;
+    a->allocations--;
+    if (a->changes) ++*a->changes;
+    return ALLOC_OK;
 }
 
 int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len) {

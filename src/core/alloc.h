@@ -52,6 +52,14 @@ int seg_alloc_release(seg_alloc *a, uint64_t off, uint64_t len);
  * free. unwithhold gives such a range back (same off and len). */
 int seg_alloc_withhold(seg_alloc *a, uint64_t off, uint64_t len);
 int seg_alloc_unwithhold(seg_alloc *a, uint64_t off, uint64_t len);
+/* A sub-range of withheld space taken as ours (counted used) and given
+ * back as withheld (not free): a master group adopting an object another
+ * group placed in its own chunk of a shared node (master/migrate.h).
+ * Untracked allocators only (withheld ranges are not split in the live
+ * tree); ALLOC_ERR if any of it is free, or more than is withheld (lend)
+ * or lent (unlend) would be. The caller knows the range is withheld. */
+int seg_alloc_lend(seg_alloc *a, uint64_t off, uint64_t len);
+int seg_alloc_unlend(seg_alloc *a, uint64_t off, uint64_t len);
 
 /* An exact range of the segment. */
 typedef struct seg_range {

@@ -109,6 +109,14 @@ proto_status mm_place(master_meta *m, uint64_t size, uint32_t nrep, const uint8_
                    obj_replica *reps, char *err, size_t errlen);
 void mm_replica_clear(obj_replica *r);
 
+/* shares.c */
+/* Claim (reserve_at) and release an extent on node n's allocator; on a
+ * shared node a range lying in another group's chunk (an adopted object
+ * placed by the group that gave it: master/migrate.h) is lent from the
+ * withheld space and given back to it (core/alloc.h seg_alloc_lend). */
+int mm_extent_claim(mm_node *n, uint64_t off, uint64_t len);
+void mm_extent_release(mm_node *n, uint64_t off, uint64_t len);
+
 /* collect.c */
 /* mm_place for a new object, collecting victims while nothing fits. */
 proto_status mm_place_collecting(master_meta *m, uint64_t size, uint32_t nrep, obj_replica *reps,

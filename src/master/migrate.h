@@ -17,7 +17,10 @@
  * node is the giver's id for the node and instance that node process's
  * token (MOON.REGISTER INSTANCE): a node serving both groups registers
  * with each under the same token, so the adopter finds its own id for
- * the node by it (the same id where ids are the cluster's). An object
+ * the node by it (the same id where ids are the cluster's; a node
+ * shared by master groups has one token for all). On a shared node the
+ * extents lie in the giver's chunks: the adopter lends them from the
+ * space it withholds (mm_extent_claim, master/shares.c). An object
  * one of whose nodes the adopter does not know (yet) is not adopted.
  * Pure state, as meta.h. */
 #ifndef MKV_MASTER_MIGRATE_H

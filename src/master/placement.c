@@ -35,7 +35,7 @@ void mm_replica_clear(obj_replica *r) {
 static void release_replica(master_meta *m, obj_replica *r) {
     for (uint32_t i = 0; i < r->nextents; i++) {
         mm_node *n = mm_node_get(m, r->extents[i].node);
-        seg_alloc_release(n->alloc, r->extents[i].offset, r->extents[i].length);
+        mm_extent_release(n, r->extents[i].offset, r->extents[i].length);
     }
     mm_replica_clear(r);
 }

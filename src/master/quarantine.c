@@ -71,7 +71,7 @@ static void tomb_unref(master_meta *m, mm_tomb *t) {
 
 static void release_extent(master_meta *m, const obj_extent *e) {
     mm_node *n = mm_node_get(m, e->node);
-    if (n && n->alloc) seg_alloc_release(n->alloc, e->offset, e->length);
+    if (n && n->alloc) mm_extent_release(n, e->offset, e->length);
     m->space_freed++;
 }
 

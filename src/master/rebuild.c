@@ -413,7 +413,7 @@ static void claim_all(master_meta *m, mm_rebuild_job *j, const node_ranges *nr) 
 static void release_claimed(master_meta *m, const obj_replica *r) {
     for (uint32_t k = 0; k < r->nextents; k++) {
         const obj_extent *e = &r->extents[k];
-        if (e->offset != MM_ON_DISK) seg_alloc_release(mm_node_get(m, e->node)->alloc, e->offset, e->length);
+        if (e->offset != MM_ON_DISK) mm_extent_release(mm_node_get(m, e->node), e->offset, e->length);
     }
 }
 
@@ -426,10 +426,10 @@ static int claim_replica(const build_ctx *b, const partial *p, obj_replica *rep,
     for (uint32_t k = 0; k < p->n; k++) {
         const mm_report *r = p->ext[k];
         if (on_segment(r) && !pre_claimed(b, r->node) &&
-            seg_alloc_reserve_at(mm_node_get(b->m, r->node)->alloc, r->seg_off, r->length) != ALLOC_OK) {
+            mm_extent_claim(mm_node_get(b->m, r->node), r->seg_off, r->length) != ALLOC_OK) {
             for (uint32_t i = 0; i < rep->nextents; i++)
                 if (rep->extents[i].offset != MM_ON_DISK && !pre_claimed(b, rep->extents[i].node))
-                    seg_alloc_release(mm_node_get(b->m, rep->extents[i].node)->alloc, rep->extents[i].offset,
+                    mm_extent_release(mm_node_get(b->m, rep->extents[i].node), rep->extents[i].offset,
                                       rep->extents[i].length);
             rep->nextents = 0;
             return -1;

@@ -25,6 +25,25 @@ static void chunk_range(const mm_node *n, uint32_t i, uint64_t *off, uint64_t *l
     *len &= ~(uint64_t)(MM_ALIGN - 1);
 }
 
+/* 1 if [off, off+len) lies wholly in chunks not ours. */
+static int in_others(const mm_node *n, uint64_t off, uint64_t len) {
+    if (!n->chunks || !len) return 0;
+    uint64_t cs = n->chunks->chunk_size;
+    for (uint64_t c = off / cs; c <= (off + len - 1) / cs; c++)
+        if (c >= n->chunks->n || proto_chunks_has(n->chunks, (uint32_t)c)) return 0;
+    return 1;
+}
+
+int mm_extent_claim(mm_node *n, uint64_t off, uint64_t len) {
+    if (in_others(n, off, len)) return seg_alloc_lend(n->alloc, off, len);
+    return seg_alloc_reserve_at(n->alloc, off, len);
+}
+
+void mm_extent_release(mm_node *n, uint64_t off, uint64_t len) {
+    if (in_others(n, off, len)) (void)seg_alloc_unlend(n->alloc, off, len);
+    else (void)seg_alloc_release(n->alloc, off, len);
+}
+
 proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *given, char *err, size_t errlen) {
     mm_node *n = mm_node_get(m, id);
     if (!n || !n->alloc) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);

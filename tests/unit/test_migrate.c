@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "master/migrate.h"
+#include "proto/chunks.h"
 #include "proto/slots.h"
 #include "test.h"
 
@@ -180,8 +181,113 @@ static void test_busy_waits(void) {
     mm_destroy(a);
 }
 
+/* Node tok of seg bytes in m, shared (chunks of 1 MiB): chunks [c0, c1)
+ * given to m's group. */
+static uint32_t join_shared(master_meta *m, uint64_t tok, int port, uint64_t seg, uint32_t c0, uint32_t c1) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *addrs[] = {addr};
+    mm_node_claim cl = {0, tok, 0, 0, 0, 0};
+    uint32_t id;
+    mm_reg_kind kind;
+    if (mm_node_register_as(m, &cl, seg, addrs, 1, 0, &id, &kind, err, sizeof err) != PROTO_OK) return 0;
+    proto_chunks c;
+    if (proto_chunks_init(&c, seg, 1024 * KB) != 0) return 0;
+    for (uint32_t i = c0; i < c1; i++) proto_chunks_set(&c, i, 1);
+    return mm_node_share(m, id, &c, err, sizeof err) == PROTO_OK ? id : 0;
+}
+
+static uint64_t size_of(master_meta *m, uint32_t id) {
+    seg_alloc_stats st;
+    seg_alloc_get_stats(mm_node_get(m, id)->alloc, &st);
+    return st.size;
+}
+
+/* Groups a and b sharing two nodes (one id and token each in both; a
+ * holds chunks 0-3, b 4-7): b adopts a's objects, their extents lent
+ * from the space b withholds (a's chunks); b places nothing of its own
+ * there; a remove on b gives the space back as withheld (adopting the
+ * same records again lends it again). A group knowing the same ids as
+ * other processes adopts nothing. */
+static void test_shared_nodes(void) {
+    const uint64_t seg = 8 * 1024 * KB;
+    master_meta *a = meta(), *b = meta(), *d = meta();
+    uint32_t a1 = join_shared(a, 0xA1, 9001, seg, 0, 4), a2 = join_shared(a, 0xA2, 9002, seg, 0, 4);
+    uint32_t b1 = join_shared(b, 0xA1, 9001, seg, 4, 8), b2 = join_shared(b, 0xA2, 9002, seg, 4, 8);
+    ASSERT(a1 && a2 && b1 == a1 && b2 == a2);
+    ASSERT(join(d, 0xD1, 9001) == a1 && join(d, 0xD2, 9002) == a2);   /* same ids, other processes */
+    char key[32];
+    int moved = 0;
+    range r = {0, 8191};
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        ASSERT(put(a, key, 1000 + 100 * (uint64_t)i, i % 2 ? 2 : 1));
+        uint16_t s = proto_key_slot(key, strlen(key));
+        moved += s >= r.lo && s <= r.hi;
+    }
+    ASSERT(moved > 5);
+    resp_buf out[MM_GIVE_DESTS];
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_init(&out[i]);
+    mm_give_pass p;
+    give_all(a, r, out, &p);
+    ASSERT_EQ(p.given, (uint64_t)moved);
+    mm_adopt_stats st;
+    ASSERT_EQ(mm_adopt(d, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
+    ASSERT_EQ(st.objects, 0);
+    ASSERT_EQ(st.waiting, (uint64_t)moved);
+    uint64_t b_size = size_of(b, b1) + size_of(b, b2);
+    ASSERT_EQ(used(b, b1) + used(b, b2), 0);
+    ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
+    ASSERT_EQ(st.objects, (uint64_t)moved);
+    ASSERT_EQ(st.waiting, 0);
+    ASSERT_EQ(st.refused, 0);
+    uint64_t lent = used(b, b1) + used(b, b2);
+    ASSERT(lent >= p.lent_bytes && lent < p.lent_bytes + 64 * 2 * (uint64_t)moved * 2);
+    ASSERT_EQ(size_of(b, b1) + size_of(b, b2), b_size + lent);   /* counted in b's share while b's */
+    for (int i = 0; i < 60; i++) {   /* at a's offsets, in a's chunks, on the same ids */
+        snprintf(key, sizeof key, "s%d", i);
+        uint16_t s = proto_key_slot(key, strlen(key));
+        if (!(s >= r.lo && s <= r.hi)) continue;
+        object *o;
+        uint64_t lease;
+        ASSERT_EQ(mm_get(b, key, strlen(key), 20, &o, &lease, err, sizeof err), PROTO_OK);
+        const obj_replica *reps = REPS(o);
+        ASSERT(reps[0].extents[0].offset < 4 * 1024 * KB);
+    }
+    /* b's own puts land in b's chunks only, until b's share is full */
+    int fresh = 0;
+    for (; fresh < 100; fresh++) {
+        snprintf(key, sizeof key, "{b}fresh%d", fresh);
+        object *o;
+        if (mm_put_start(b, key, strlen(key), 256 * KB, 1, 1, &o, err, sizeof err) != PROTO_OK) break;
+        ASSERT(REPS(o)[0].extents[0].offset >= 4 * 1024 * KB);
+        ASSERT_EQ(mm_put_end(b, key, strlen(key), 1, NULL, 1, err, sizeof err), PROTO_OK);
+    }
+    ASSERT(fresh > 8 && fresh < 100);
+    for (int i = 0; i < fresh; i++) {
+        snprintf(key, sizeof key, "{b}fresh%d", i);
+        ASSERT_EQ(mm_remove(b, key, strlen(key), 100000, err, sizeof err), PROTO_OK);
+    }
+    /* removed on b: back to withheld, not free */
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        uint16_t s = proto_key_slot(key, strlen(key));
+        if (s >= r.lo && s <= r.hi) ASSERT_EQ(mm_remove(b, key, strlen(key), 100000, err, sizeof err), PROTO_OK);
+    }
+    ASSERT_EQ(used(b, b1) + used(b, b2), 0);
+    ASSERT_EQ(size_of(b, b1) + size_of(b, b2), b_size);
+    ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 300000, &st), 0);
+    ASSERT_EQ(st.objects, (uint64_t)moved);
+    ASSERT_EQ(used(b, b1) + used(b, b2), lent);
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]);
+    mm_destroy(a);
+    mm_destroy(b);
+    mm_destroy(d);
+}
+
 int main(void) {
     RUN_TEST(test_give_and_adopt);
+    RUN_TEST(test_shared_nodes);
     RUN_TEST(test_busy_waits);
     TEST_EXIT();
 }

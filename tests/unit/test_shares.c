@@ -78,6 +78,36 @@ static void test_withheld_space(void) {
     seg_alloc_destroy(a);
 }
 
+/* Withheld space lent as ours (an object adopted from another group's
+ * chunk) and given back as withheld, never free. */
+static void test_lent_space(void) {
+    seg_alloc *a = seg_alloc_create_untracked(8 * MiB, 64);
+    seg_alloc_stats st;
+    ASSERT_EQ(seg_alloc_withhold(a, 0, 8 * MiB), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_unwithhold(a, 4 * MiB, MiB), ALLOC_OK);   /* our chunk */
+    ASSERT_EQ(seg_alloc_lend(a, MiB + 128, 1000), ALLOC_OK);      /* in another's */
+    seg_alloc_get_stats(a, &st);
+    ASSERT(st.size == MiB + 1024 && st.used == 1024 && st.free == MiB && st.allocations == 1);
+    ASSERT_EQ(seg_alloc_lend(a, 4 * MiB, 64), ALLOC_ERR);         /* free: ours to reserve, not lend */
+    ASSERT_EQ(seg_alloc_lend(a, 0, 9 * MiB), ALLOC_ERR);          /* past the segment */
+    uint64_t off;
+    for (int i = 0; i < 16; i++) {   /* placement stays in our chunk */
+        ASSERT_EQ(seg_alloc_reserve(a, 64 * 1024, &off), ALLOC_OK);
+        ASSERT(off >= 4 * MiB && off < 5 * MiB);
+    }
+    ASSERT_EQ(seg_alloc_reserve(a, 64, &off), ALLOC_ERR);
+    ASSERT_EQ(seg_alloc_unlend(a, MiB + 128, 1000), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_unlend(a, MiB + 128, 1000), ALLOC_ERR);    /* nothing lent */
+    seg_alloc_get_stats(a, &st);
+    ASSERT(st.size == MiB && st.used == MiB && st.allocations == 16);
+    ASSERT_EQ(seg_alloc_reserve(a, 64, &off), ALLOC_ERR);          /* withheld again, not free */
+    seg_alloc_destroy(a);
+    seg_alloc *t = seg_alloc_create(8 * MiB, 64);                   /* tracked: refused */
+    ASSERT_EQ(seg_alloc_withhold(t, 0, MiB), ALLOC_OK);
+    ASSERT_EQ(seg_alloc_lend(t, 0, 64), ALLOC_ERR);
+    seg_alloc_destroy(t);
+}
+
 static te_cap cap_of(const uint8_t *key, uint64_t term, uint64_t off, uint64_t len) {
     te_cap c = {.node_id = 7, .rights = TE_CAP_READ | TE_CAP_WRITE, .offset = off, .length = len,
                 .expiry_ms = 100000, .term = term, .issued_us = 1000};
@@ -138,6 +168,7 @@ static void test_claims_forgotten(void) {
 int main(void) {
     RUN_TEST(test_chunk_text);
     RUN_TEST(test_withheld_space);
+    RUN_TEST(test_lent_space);
     RUN_TEST(test_caps_in_chunks);
     RUN_TEST(test_claims_forgotten);
     TEST_EXIT();
