@@ -12,12 +12,19 @@ typedef struct share_group {
     uint64_t term;                 /* 0: not registered */
 } share_group;
 
+typedef struct lent_range {
+    uint64_t off, len;
+    int g;
+} lent_range;
+
 struct te_shares {
     pthread_mutex_t mu;
     uint64_t size, chunk;
     uint32_t n;
     int8_t *owner;                 /* per chunk: the group, -1 free */
     share_group g[TE_MAX_SHARES];
+    lent_range *lent;              /* sorted by off, disjoint */
+    size_t nlent, caplent;
 };
 
 te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size) {
@@ -35,6 +42,7 @@ te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size) {
 void te_shares_free(te_shares *s) {
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
+    free(s->lent);
     free(s->owner);
     free(s);
 }
@@ -77,6 +85,65 @@ uint32_t te_shares_grant(te_shares *s, int g, uint32_t k) {
     return got;
 }
 
+/* Under mu: the index of the first lent range ending past off. */
+static size_t lent_at(const te_shares *s, uint64_t off) {
+    size_t lo = 0, hi = s->nlent;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->lent[mid].off + s->lent[mid].len <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Under mu: 1 if some lent range overlaps [off, off+len). */
+static int lent_overlaps(const te_shares *s, uint64_t off, uint64_t len) {
+    size_t i = lent_at(s, off);
+    return i < s->nlent && s->lent[i].off < off + len;
+}
+
+int te_shares_lend(te_shares *s, uint64_t off, uint64_t len, int g) {
+    if (g < 0 || g >= TE_MAX_SHARES || !len || off >= s->size || len > s->size - off) return -1;
+    pthread_mutex_lock(&s->mu);
+    int o = s->owner[off / s->chunk];   /* every chunk of it another group's, the same */
+    int ok = o >= 0 && o != g && !lent_overlaps(s, off, len) && s->nlent < TE_MAX_LENT;
+    for (uint64_t c = off / s->chunk + 1; ok && c <= (off + len - 1) / s->chunk; c++) ok = s->owner[c] == o;
+    if (ok) {
+        if (s->nlent == s->caplent) {
+            s->caplent = s->caplent ? 2 * s->caplent : 64;
+            s->lent = xrealloc(s->lent, s->caplent * sizeof *s->lent);
+        }
+        size_t i = lent_at(s, off);
+        memmove(&s->lent[i + 1], &s->lent[i], (s->nlent - i) * sizeof *s->lent);
+        s->lent[i] = (lent_range){off, len, g};
+        s->nlent++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok ? 0 : -1;
+}
+
+uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g) {
+    uint64_t len = 0;
+    pthread_mutex_lock(&s->mu);
+    size_t i = lent_at(s, off);
+    if (i < s->nlent && s->lent[i].off == off && s->lent[i].g == g) {
+        len = s->lent[i].len;
+        memmove(&s->lent[i], &s->lent[i + 1], (s->nlent - i - 1) * sizeof *s->lent);
+        s->nlent--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return len;
+}
+
+int te_shares_whose(te_shares *s, uint64_t off) {
+    if (off >= s->size) return -2;
+    pthread_mutex_lock(&s->mu);
+    size_t i = lent_at(s, off);
+    int g = i < s->nlent && s->lent[i].off <= off ? s->lent[i].g : s->owner[off / s->chunk];
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
 int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op, uint64_t off, uint64_t len,
                     uint64_t now_ms, int *gp) {
     if (len == 0 || off >= s->size || len > s->size - off) return TE_ERANGE;
@@ -88,6 +155,12 @@ int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op,
     int in = g >= 0;
     if (in) memcpy(key, s->g[g].key, sizeof key);
     for (uint64_t c = off / s->chunk; in && c <= (off + len - 1) / s->chunk; c++) in = s->owner[c] == g;
+    if (g >= 0 && s->nlent) {   /* lent away: not the owner's; lent to g: g's */
+        size_t i = lent_at(s, off);
+        if (in) in = !lent_overlaps(s, off, len);
+        else in = i < s->nlent && s->lent[i].g == g && s->lent[i].off <= off &&
+                  off + len <= s->lent[i].off + s->lent[i].len;
+    }
     pthread_mutex_unlock(&s->mu);
     if (gp) *gp = g;
     if (g < 0) return TE_EAUTH;   /* no group we serve has this term */

@@ -33,9 +33,22 @@ int te_shares_set_owner(te_shares *s, uint32_t i, int g);
 int te_shares_owner(te_shares *s, uint32_t i);
 /* Up to k free chunks given to group g, lowest first: how many. */
 uint32_t te_shares_grant(te_shares *s, int g, uint32_t k);
+/* A range of one group's chunk lent to group g (a slot moved between
+ * groups with its objects: g adopted an object the chunk's group placed,
+ * master/migrate.h): g's capabilities are served there too, the owner's
+ * no longer. 0, or -1 if it does not lie wholly in chunks of one other
+ * group, overlaps a range lent already, or TE_MAX_LENT are lent. */
+#define TE_MAX_LENT (1u << 20)
+int te_shares_lend(te_shares *s, uint64_t off, uint64_t len, int g);
+/* The range lent to g at off goes back to its chunk's group: its length,
+ * or 0 if none was. */
+uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g);
+/* The group whose capabilities are served at off: the group a range
+ * there is lent to, else the chunk's (-1 free, -2 out of range). */
+int te_shares_whose(te_shares *s, uint64_t off);
 /* As te_cap_check, with the key and term of the group whose term cap
  * carries, and TE_ERANGE unless [off, off+len) lies in that group's
- * chunks; *g (may be NULL) the group. */
+ * chunks (clear of ranges lent away) or wholly in a range lent to it; *g (may be NULL) the group. */
 int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op, uint64_t off, uint64_t len,
                     uint64_t now_ms, int *g);
 

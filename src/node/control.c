@@ -924,7 +924,7 @@ node_control *node_control_start(node *n, int g) {
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
     c->scrub = node_scrub_create(n->index, n->srv->cfg.scrub_mb_per_s);
-    c->hl = node_holdings_start(n, c, c->st, c->cluster);
+    c->hl = node_holdings_start(n, c, c->g, c->st, c->cluster);
     n->groups[g].ctl = c;
     if (g == 0) n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);

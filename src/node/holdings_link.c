@@ -15,6 +15,7 @@
 #include "node/control.h"
 #include "node/copier.h"
 #include "node/disk_store.h"
+#include "node/shares.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
 #include "proto/notes.h"
@@ -35,6 +36,7 @@ enum { PULL_DONE = 0, PULL_MORE = 1, PULL_LOST = -1, PULL_REFUSED = -2 };
 struct node_holdings {
     node *n;
     struct node_control *ctl;   /* its group's control thread (tasks pulled go there) */
+    int g;                      /* its group (node->groups[g]) */
     node_status *st;            /* its group's (under n->mu) */
     pthread_t th;
     pthread_mutex_t mu;         /* the state below; held while notes are applied */
@@ -71,6 +73,7 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
     for (; p < end && n < HL_MAX_NOTES; n++) {
         proto_note note;
         if (proto_note_next(&p, end, h->note_ext, &note) != 0) break;
+        if (note.drop != PROTO_NOTE_DROP_DISK) node_shares_noted(h->n, h->g, note.key, note.keylen, &note.rep, note.drop, self);
         if (note.drop == PROTO_NOTE_DROP_DISK) {
             if (h->n->disk) (void)disk_store_remove(h->n->disk, note.key, note.keylen);
         } else if (note.drop) node_index_batch_drop(ix, h->ix_batch, note.key, note.keylen);
@@ -246,10 +249,11 @@ static void *holdings_main(void *arg) {
     return NULL;
 }
 
-node_holdings *node_holdings_start(node *n, struct node_control *ctl, node_status *st, const char *cluster) {
+node_holdings *node_holdings_start(node *n, struct node_control *ctl, int g, node_status *st, const char *cluster) {
     node_holdings *h = xcalloc(1, sizeof *h);
     h->n = n;
     h->ctl = ctl;
+    h->g = g;
     h->st = st;
     h->fd = -1;
     char err[256];

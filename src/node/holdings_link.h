@@ -36,7 +36,7 @@ typedef struct node_holdings node_holdings;
 
 /* The link of one group: ctl its control thread, st its status, cluster
  * its etcd prefix (node.h's node_group). */
-node_holdings *node_holdings_start(node *n, struct node_control *ctl, node_status *st, const char *cluster);
+node_holdings *node_holdings_start(node *n, struct node_control *ctl, int g, node_status *st, const char *cluster);
 void node_holdings_free(node_holdings *h);   /* stops the thread */
 void node_holdings_pause(node_holdings *h);
 /* Registered as id (control's registration reg_gen) with the master at

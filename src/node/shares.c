@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "proto/extents.h"
 #include "etcd/etcd.h"
 #include "etcd/slotmap.h"
 
@@ -161,7 +162,53 @@ uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len) {
 
 int node_shares_mine(node *n, int g, uint64_t seg_off) {
     if (!n->shares) return 1;
-    return te_shares_owner(n->shares, (uint32_t)(seg_off / te_shares_chunk_size(n->shares))) == g;
+    return te_shares_whose(n->shares, seg_off) == g;
+}
+
+#define NOTED_EXT 16   /* extents looked up without the heap */
+
+/* 1 if the index holds key with extent e (ours) among its extents. */
+static int indexed(node *n, const void *key, size_t keylen, const obj_extent *e) {
+    obj_extent room[NOTED_EXT], *ext = room;
+    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
+    if (k > NOTED_EXT) {
+        ext = xmalloc(k * sizeof *ext);
+        k = node_index_extents(n->index, key, keylen, ext, k);
+    }
+    int found = 0;
+    for (size_t i = 0; i < k && !found; i++)
+        found = ext[i].node == e->node && ext[i].offset == e->offset && ext[i].length == e->length;
+    if (ext != room) free(ext);
+    return found;
+}
+
+static void unlend_key(node *n, int g, const void *key, size_t keylen, uint32_t self) {
+    obj_extent room[NOTED_EXT], *ext = room;
+    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
+    if (k > NOTED_EXT) {
+        ext = xmalloc(k * sizeof *ext);
+        k = node_index_extents(n->index, key, keylen, ext, k);
+    }
+    for (size_t i = 0; i < k; i++)
+        if (ext[i].node == self && ext[i].offset != PROTO_ON_DISK) (void)te_shares_unlend(n->shares, ext[i].offset, g);
+    if (ext != room) free(ext);
+}
+
+void node_shares_noted(node *n, int g, const void *key, size_t keylen, const obj_replica *rep, int drop,
+                       uint32_t self) {
+    if (!n->shares) return;
+    if (drop) {
+        unlend_key(n, g, key, keylen, self);
+        return;
+    }
+    for (uint32_t i = 0; i < rep->nextents; i++) {
+        const obj_extent *e = &rep->extents[i];
+        if (e->node != self || e->offset == PROTO_ON_DISK || node_shares_mine(n, g, e->offset)) continue;
+        if (!indexed(n, key, keylen, e) || te_shares_lend(n->shares, e->offset, e->length, g) != 0)
+            log_warning("node: group %s noted %.*s at %llu+%llu in another group's chunk: not lent",
+                        n->groups[g].name, (int)(keylen > 64 ? 64 : keylen), (const char *)key,
+                        (unsigned long long)e->offset, (unsigned long long)e->length);
+    }
 }
 
 typedef struct mine_ctx {

@@ -34,8 +34,18 @@ uint32_t node_shares_grant(node *n, int g, uint32_t k);
 /* Chunks g's master gave back (text): free again, their write claims
  * forgotten. How many were g's. */
 uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len);
-/* 1 if seg_off lies in a chunk of group g (always 1 without --shared-groups). */
+/* 1 if seg_off lies in a chunk of group g, clear of ranges lent away,
+ * or in a range lent to g (always 1 without --shared-groups). */
 int node_shares_mine(node *n, int g, uint64_t seg_off);
+/* A note of group g's master (holdings_link.c), before the index takes
+ * it. A hold of an object whose extents here lie in another group's
+ * chunks, the index holding the same extents under the same key (that
+ * group placed it, then gave it away with a moved slot and g adopted
+ * it): the ranges are lent to g (backend/shares.h), so g's capabilities
+ * are served there. A drop: ranges lent to g go back to their chunk's
+ * group. Nothing without --shared-groups. */
+void node_shares_noted(node *n, int g, const void *key, size_t keylen, const obj_replica *rep, int drop,
+                       uint32_t self);
 /* Forget the index entries in g's chunks (its master dropped them). */
 void node_shares_forget_index(node *n, int g);
 

@@ -148,6 +148,47 @@ static void test_caps_in_chunks(void) {
     te_shares_free(s);
 }
 
+/* A range of a's chunks lent to b (b adopted an object a placed): b's
+ * capabilities are served there and a's no longer; given back, a's again. */
+static void test_lent_ranges(void) {
+    te_shares *s = te_shares_create(8 * MiB, MiB);
+    uint8_t ka[TE_CAP_KEY_LEN] = {1}, kb[TE_CAP_KEY_LEN] = {2};
+    te_shares_set_group(s, 0, ka, 100);
+    te_shares_set_group(s, 1, kb, 200);
+    ASSERT_EQ(te_shares_grant(s, 0, 2), 2);   /* chunks 0, 1 */
+    ASSERT_EQ(te_shares_grant(s, 1, 1), 1);   /* chunk 2 */
+    te_cap cb = cap_of(kb, 200, MiB - 4096, 8192), ca = cap_of(ka, 100, MiB - 4096, 8192);
+    ASSERT_EQ(te_shares_check(s, &cb, 7, TE_READ, MiB - 4096, 8192, 50, NULL), TE_ERANGE);
+    ASSERT_EQ(te_shares_lend(s, MiB - 4096, 8192, 1), 0);          /* across a's two chunks */
+    ASSERT_EQ(te_shares_lend(s, MiB, 64, 1), -1);                  /* overlaps it */
+    ASSERT_EQ(te_shares_lend(s, 2 * MiB, 64, 1), -1);              /* b's own chunk */
+    ASSERT_EQ(te_shares_lend(s, 3 * MiB, 64, 1), -1);              /* a free chunk */
+    ASSERT_EQ(te_shares_lend(s, 2 * MiB - 64, 128, 1), -1);        /* a's and b's */
+    ASSERT_EQ(te_shares_lend(s, 0, 64, 0), -1);                    /* a's own */
+    ASSERT_EQ(te_shares_check(s, &cb, 7, TE_READ, MiB - 4096, 8192, 50, NULL), TE_OK);
+    ASSERT_EQ(te_shares_check(s, &cb, 7, TE_WRITE, MiB - 4096, 64, 50, NULL), TE_OK);
+    ASSERT_EQ(te_shares_check(s, &ca, 7, TE_READ, MiB - 4096, 8192, 50, NULL), TE_ERANGE);   /* not a's now */
+    te_cap ca2 = cap_of(ka, 100, MiB - 12288, 8192);                 /* ending where it starts: a's */
+    ASSERT_EQ(te_shares_check(s, &ca2, 7, TE_READ, MiB - 12288, 8192, 50, NULL), TE_OK);
+    ca2 = cap_of(ka, 100, MiB - 12288, 8256);                        /* into it: not */
+    ASSERT_EQ(te_shares_check(s, &ca2, 7, TE_READ, MiB - 12288, 8256, 50, NULL), TE_ERANGE);
+    te_cap cb2 = cap_of(kb, 200, MiB - 8192, 8256);                  /* b past its range: not */
+    ASSERT_EQ(te_shares_check(s, &cb2, 7, TE_READ, MiB - 8192, 8256, 50, NULL), TE_ERANGE);
+    ASSERT_EQ(te_shares_whose(s, MiB), 1);
+    ASSERT_EQ(te_shares_whose(s, MiB + 4096), 0);
+    ASSERT_EQ(te_shares_unlend(s, MiB - 4096, 0), 0);               /* not a's to give */
+    ASSERT_EQ(te_shares_unlend(s, MiB - 4096, 1), 8192);
+    ASSERT_EQ(te_shares_whose(s, MiB), 0);
+    ASSERT_EQ(te_shares_check(s, &cb, 7, TE_READ, MiB - 4096, 8192, 50, NULL), TE_ERANGE);
+    ASSERT_EQ(te_shares_check(s, &ca, 7, TE_READ, MiB - 4096, 8192, 50, NULL), TE_OK);
+    for (uint64_t i = 0; i < 100; i++)   /* many, out of order */
+        ASSERT_EQ(te_shares_lend(s, ((i * 37) % 100) * 4096, 4096, 1), 0);
+    for (uint64_t i = 0; i < 100; i++) ASSERT_EQ(te_shares_whose(s, i * 4096 + 64), 1);
+    te_cap cb3 = cap_of(kb, 200, 50 * 4096, 4096);
+    ASSERT_EQ(te_shares_check(s, &cb3, 7, TE_READ, 50 * 4096, 4096, 50, NULL), TE_OK);
+    te_shares_free(s);
+}
+
 static void test_claims_forgotten(void) {
     te_claims c;
     te_claims_init(&c, 0);
@@ -170,6 +211,7 @@ int main(void) {
     RUN_TEST(test_withheld_space);
     RUN_TEST(test_lent_space);
     RUN_TEST(test_caps_in_chunks);
+    RUN_TEST(test_lent_ranges);
     RUN_TEST(test_claims_forgotten);
     TEST_EXIT();
 }
