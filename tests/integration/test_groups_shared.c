@@ -19,6 +19,7 @@
  * masters. Ports (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,111 @@ static void test_kill9_seen_by_both(void) {
     printf("# a node killed -9: dead in group a after %lld ms, in group b after %lld ms (timeout 3000)\n", ta, tb);
 }
 
+/* ---- a slot moved between groups sharing the nodes ---- */
+
+#define MOVE_KEYS 24
+#define MOVE_MAX  (MOVE_KEYS + 64)   /* with the puts made during the move */
+
+/* The operator's tool (scripts/moonkv-slots, beside the tests' sources)
+ * on our etcd: its exit code. */
+static int slots_tool(const char *args) {
+    char cmd[512], dir[256];
+    snprintf(dir, sizeof dir, "%s", __FILE__);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    snprintf(cmd, sizeof cmd, "python3 %s/../../scripts/moonkv-slots --etcd %s --cluster %s %s >/dev/null 2>&1", dir,
+             etcd.url, CLUSTER, args);
+    int rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* A slot of group a's objects (placed in a's chunks of both nodes) moved
+ * to group b by its metadata while a client puts and gets (a bounded
+ * load: puts into the moving slot, gets of its keys, puts, gets and
+ * removes of other slots): the move ends (b clears the mark), every
+ * acknowledged key of the slot reads back byte-exact from b (its bytes
+ * where a put them, served under b's capabilities: the nodes lent b the
+ * ranges), and removes on b free b's space. */
+static void test_slot_move_served_by_b(void) {
+    static char key[MOVE_MAX][32];
+    int val[MOVE_MAX], acked = 0, slot = -1, rc;
+    char tag[16], args[64], first_err[256] = "";
+    for (int t = 0; slot < 0; t++) {   /* a slot of a's that no object of a's left lies in */
+        snprintf(tag, sizeof tag, "mv%d", t);
+        slot = proto_key_slot(tag, strlen(tag));
+        for (int i = 0; i < a_left && slot >= 0; i++)
+            if (slot >= 8192 || proto_key_slot(a_keys[i], strlen(a_keys[i])) == slot) slot = -1;
+    }
+    for (; acked < MOVE_KEYS; acked++) {
+        snprintf(key[acked], sizeof key[acked], "{%s}:%d", tag, acked);
+        val[acked] = 1000 + acked;
+        ASSERT_MSG((rc = put_retry(key[acked], val[acked])) == MKV_OK, "put %.31s: %d %.200s", key[acked], rc,
+                   mkv_last_error(mc));
+    }
+    long long adopted0 = h_port_info(MASTER_B, "cluster", "slots_adopted_objects");
+    snprintf(args, sizeof args, "move %d b", slot);
+    ASSERT_EQ(slots_tool(args), 0);
+    int tried = 0, served = 0, moved_gets = 0, moved_ok = 0, next = 0;
+    uint64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 60000 &&
+           (mono_ms() - t0 < 3000 || h_port_info(MASTER_B, "cluster", "slots_moving") != 0)) {
+        if (acked < MOVE_MAX) {   /* into the moving slot: acknowledged or not */
+            snprintf(key[acked], sizeof key[acked], "{%s}:%d", tag, acked);
+            val[acked] = 1000 + acked;
+            size_t n = fill(src, val[acked]);
+            if (mkv_put(mc, key[acked], strlen(key[acked]), src, n, 1) == MKV_OK) acked++;
+        }
+        moved_gets++;
+        moved_ok += get_exact(key[tried % acked], val[tried % acked]) == 0;
+        char k[32];   /* a fresh key of another slot, of either group */
+        do snprintf(k, sizeof k, "ld-%d", next++);
+        while (proto_key_slot(k, strlen(k)) == slot);
+        size_t n = 1 + fill(src, tried) % 4096, got = 0;   /* small, and removed */
+        tried++;
+        int p = mkv_put(mc, k, strlen(k), src, n, 1), g = p ? -1 : mkv_get(mc, k, strlen(k), dst, VAL, &got);
+        int ok = g == MKV_OK && got == n && memcmp(src, dst, n) == 0 && mkv_remove(mc, k, strlen(k)) == MKV_OK;
+        if (!ok && !first_err[0])
+            snprintf(first_err, sizeof first_err, "%.31s (slot %d): put %d get %d: %.150s", k,
+                     proto_key_slot(k, strlen(k)), p, g, mkv_last_error(mc));
+        served += ok;
+    }
+    ASSERT_MSG(h_port_info(MASTER_B, "cluster", "slots_moving") == 0,
+               "the move did not end in 60 s: b adopted %lld, waits for %lld, refused %lld",
+               h_port_info(MASTER_B, "cluster", "slots_adopted_objects") - adopted0,
+               h_port_info(MASTER_B, "cluster", "slots_adopt_waiting"),
+               h_port_info(MASTER_B, "cluster", "slots_adopt_refused"));
+    ASSERT_MSG(served == tried, "%d of %d puts, gets and removes of other slots served during the move: %s",
+               served, tried, first_err);
+    ASSERT(h_port_info(MASTER_B, "cluster", "slots_adopted_objects") - adopted0 >= MOVE_KEYS);
+    for (int i = 0; i < acked; i++)
+        ASSERT_MSG((rc = get_exact(key[i], val[i])) == 0, "get %.31s from b after the move: %d %.200s", key[i], rc,
+                   mkv_last_error(mc));
+    char a[200], want[64];
+    redisContext *c = h_redis(MASTER_A);
+    redisReply *r = c ? redisCommand(c, "MOON.EXISTS %s", key[0]) : NULL;
+    snprintf(a, sizeof a, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    if (c) redisFree(c);
+    snprintf(want, sizeof want, "MOVED %d b", slot);
+    ASSERT_MSG(strcmp(a, want) == 0, "group a answered EXISTS %.31s: %.100s", key[0], a);
+    /* removed on b: b's space is free again (the lease of a's readers passed) */
+    long long used0 = h_port_info(MASTER_B, "cluster", "bytes_used"), gone = 0;
+    for (int i = 0; i < acked; i++) {
+        ASSERT_MSG(mkv_remove(mc, key[i], strlen(key[i])) == MKV_OK, "remove %.31s on b", key[i]);
+        gone += (long long)fill(src, val[i]);
+    }
+    uint64_t end = mono_ms() + WAIT_MS;
+    long long used = used0;
+    while ((used = h_port_info(MASTER_B, "cluster", "bytes_used")) > used0 - gone && mono_ms() < end) usleep(100000);
+    ASSERT_MSG(used <= used0 - gone, "group b uses %lld bytes after removing %lld of %lld", used, gone, used0);
+    printf("# slot %d moved to group b with %d objects (%d acknowledged in all, %d during the move) in %llu ms; "
+           "%d of %d gets of its keys during the move byte-exact, %d other puts/gets/removes; all read from b "
+           "byte-exact; removed on b: %lld bytes freed\n",
+           slot, MOVE_KEYS, acked, acked - MOVE_KEYS, (unsigned long long)(mono_ms() - t0), moved_ok, moved_gets,
+           tried, used0 - used);
+}
+
 /* ---- setup ---- */
 
 static int setup(void) {
@@ -479,6 +585,7 @@ int main(void) {
     RUN_TEST(test_group_failover);
     RUN_TEST(test_other_group_refused);
     RUN_TEST(test_chunks_given_back);
+    RUN_TEST(test_slot_move_served_by_b);
     RUN_TEST(test_drain_both_groups);
     RUN_TEST(test_kill9_seen_by_both);
     mkv_close(mc);
