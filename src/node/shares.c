@@ -167,14 +167,24 @@ int node_shares_mine(node *n, int g, uint64_t seg_off) {
 
 #define NOTED_EXT 16   /* extents looked up without the heap */
 
+/* The extents of key's index entry: in room (NOTED_EXT) or on the heap
+ * (*ext != room: the caller frees it); how many. */
+static size_t key_extents(node *n, const void *key, size_t keylen, obj_extent *room, obj_extent **ext) {
+    *ext = room;
+    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
+    if (k > NOTED_EXT) {   /* the entry may change between the calls: at most what was allocated */
+        size_t cap = k;
+        *ext = xmalloc(cap * sizeof **ext);
+        k = node_index_extents(n->index, key, keylen, *ext, cap);
+        if (k > cap) k = cap;
+    }
+    return k;
+}
+
 /* 1 if the index holds key with extent e (ours) among its extents. */
 static int indexed(node *n, const void *key, size_t keylen, const obj_extent *e) {
-    obj_extent room[NOTED_EXT], *ext = room;
-    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
-    if (k > NOTED_EXT) {
-        ext = xmalloc(k * sizeof *ext);
-        k = node_index_extents(n->index, key, keylen, ext, k);
-    }
+    obj_extent room[NOTED_EXT], *ext;
+    size_t k = key_extents(n, key, keylen, room, &ext);
     int found = 0;
     for (size_t i = 0; i < k && !found; i++)
         found = ext[i].node == e->node && ext[i].offset == e->offset && ext[i].length == e->length;
@@ -183,12 +193,8 @@ static int indexed(node *n, const void *key, size_t keylen, const obj_extent *e)
 }
 
 static void unlend_key(node *n, int g, const void *key, size_t keylen, uint32_t self) {
-    obj_extent room[NOTED_EXT], *ext = room;
-    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
-    if (k > NOTED_EXT) {
-        ext = xmalloc(k * sizeof *ext);
-        k = node_index_extents(n->index, key, keylen, ext, k);
-    }
+    obj_extent room[NOTED_EXT], *ext;
+    size_t k = key_extents(n, key, keylen, room, &ext);
     for (size_t i = 0; i < k; i++)
         if (ext[i].node == self && ext[i].offset != PROTO_ON_DISK) (void)te_shares_unlend(n->shares, ext[i].offset, g);
     if (ext != room) free(ext);

@@ -135,15 +135,16 @@ static void key_of(char *out, size_t len, const char *g, int *next) {
     while ((proto_key_slot(out, strlen(out)) < 8192) != (g[0] == 'a'));
 }
 
-/* A put retried while the group's room grows (NOSPACE until a node gave
- * it chunks), up to WAIT_MS. */
-static int put_retry(const char *key, int i) {
-    size_t n = fill(src, i);
+/* A put of src's first n bytes retried while the group's room grows
+ * (NOSPACE until a node gave it chunks), up to WAIT_MS. */
+static int put_n_retry(const char *key, size_t n) {
     uint64_t end = mono_ms() + WAIT_MS;
     int rc;
     while ((rc = mkv_put(mc, key, strlen(key), src, n, 1)) == MKV_ENOSPACE && mono_ms() < end) usleep(20000);
     return rc;
 }
+
+static int put_retry(const char *key, int i) { return put_n_retry(key, fill(src, i)); }
 
 static int get_exact(const char *key, int i) {
     size_t got = 0, n = fill(src, i);
@@ -486,7 +487,7 @@ static void test_slot_move_served_by_b(void) {
         while (proto_key_slot(k, strlen(k)) == slot);
         size_t n = 1 + fill(src, tried) % 4096, got = 0;   /* small, and removed */
         tried++;
-        int p = mkv_put(mc, k, strlen(k), src, n, 1), g = p ? -1 : mkv_get(mc, k, strlen(k), dst, VAL, &got);
+        int p = put_n_retry(k, n), g = p ? -1 : mkv_get(mc, k, strlen(k), dst, VAL, &got);   /* b's room grows */
         int ok = g == MKV_OK && got == n && memcmp(src, dst, n) == 0 && mkv_remove(mc, k, strlen(k)) == MKV_OK;
         if (!ok && !first_err[0])
             snprintf(first_err, sizeof first_err, "%.31s (slot %d): put %d get %d: %.150s", k,
