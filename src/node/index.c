@@ -350,11 +350,15 @@ void node_index_batch_hold(node_index *ix, node_index_batch *b, const void *key,
     b->op[b->n++] = op_hold(ix, key, keylen, size, crc, want, rep, sl, self);
 }
 
-size_t node_index_extents(node_index *ix, const void *key, size_t keylen, obj_extent *out, size_t max) {
+size_t node_index_extents(node_index *ix, const void *key, size_t keylen, uint32_t self, obj_extent *out,
+                          size_t max) {
     pthread_mutex_lock(&ix->mu);
     const ix_entry *e = *find(ix, key, keylen, siphash24(key, keylen, ix->seed));
     size_t n = e ? e->nextents : 0;
-    if (n) memcpy(out, e->ext, (n < max ? n : max) * sizeof *out);
+    for (size_t i = 0; i < n && i < max; i++) {
+        out[i] = e->ext[i];
+        if (out[i].node == IX_SELF) out[i].node = self;
+    }
     pthread_mutex_unlock(&ix->mu);
     return n;
 }

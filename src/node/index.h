@@ -60,9 +60,10 @@ void node_index_batch_hold(node_index *ix, node_index_batch *b, const void *key,
 void node_index_batch_drop(node_index *ix, node_index_batch *b, const void *key, size_t keylen);
 void node_index_commit(node_index *ix, node_index_batch *b);
 void node_index_batch_free(node_index_batch *b);   /* uncommitted ones are dropped */
-/* Up to max extents of key's entry into out: how many it has (0: no
- * entry). */
-size_t node_index_extents(node_index *ix, const void *key, size_t keylen, obj_extent *out, size_t max);
+/* Up to max extents of key's entry into out (ours named self, as in
+ * the note): how many it has (0: no entry). */
+size_t node_index_extents(node_index *ix, const void *key, size_t keylen, uint32_t self, obj_extent *out,
+                          size_t max);
 /* Forget every entry. */
 void node_index_clear(node_index *ix);
 /* Forget the entries with an extent of ours at an offset mine says is

@@ -169,22 +169,23 @@ int node_shares_mine(node *n, int g, uint64_t seg_off) {
 
 /* The extents of key's index entry: in room (NOTED_EXT) or on the heap
  * (*ext != room: the caller frees it); how many. */
-static size_t key_extents(node *n, const void *key, size_t keylen, obj_extent *room, obj_extent **ext) {
+static size_t key_extents(node *n, const void *key, size_t keylen, uint32_t self, obj_extent *room,
+                          obj_extent **ext) {
     *ext = room;
-    size_t k = node_index_extents(n->index, key, keylen, room, NOTED_EXT);
+    size_t k = node_index_extents(n->index, key, keylen, self, room, NOTED_EXT);
     if (k > NOTED_EXT) {   /* the entry may change between the calls: at most what was allocated */
         size_t cap = k;
         *ext = xmalloc(cap * sizeof **ext);
-        k = node_index_extents(n->index, key, keylen, *ext, cap);
+        k = node_index_extents(n->index, key, keylen, self, *ext, cap);
         if (k > cap) k = cap;
     }
     return k;
 }
 
 /* 1 if the index holds key with extent e (ours) among its extents. */
-static int indexed(node *n, const void *key, size_t keylen, const obj_extent *e) {
+static int indexed(node *n, const void *key, size_t keylen, uint32_t self, const obj_extent *e) {
     obj_extent room[NOTED_EXT], *ext;
-    size_t k = key_extents(n, key, keylen, room, &ext);
+    size_t k = key_extents(n, key, keylen, self, room, &ext);
     int found = 0;
     for (size_t i = 0; i < k && !found; i++)
         found = ext[i].node == e->node && ext[i].offset == e->offset && ext[i].length == e->length;
@@ -194,7 +195,7 @@ static int indexed(node *n, const void *key, size_t keylen, const obj_extent *e)
 
 static void unlend_key(node *n, int g, const void *key, size_t keylen, uint32_t self) {
     obj_extent room[NOTED_EXT], *ext;
-    size_t k = key_extents(n, key, keylen, room, &ext);
+    size_t k = key_extents(n, key, keylen, self, room, &ext);
     for (size_t i = 0; i < k; i++)
         if (ext[i].node == self && ext[i].offset != PROTO_ON_DISK) (void)te_shares_unlend(n->shares, ext[i].offset, g);
     if (ext != room) free(ext);
@@ -210,7 +211,7 @@ void node_shares_noted(node *n, int g, const void *key, size_t keylen, const obj
     for (uint32_t i = 0; i < rep->nextents; i++) {
         const obj_extent *e = &rep->extents[i];
         if (e->node != self || e->offset == PROTO_ON_DISK || node_shares_mine(n, g, e->offset)) continue;
-        if (!indexed(n, key, keylen, e) || te_shares_lend(n->shares, e->offset, e->length, g) != 0)
+        if (!indexed(n, key, keylen, self, e) || te_shares_lend(n->shares, e->offset, e->length, g) != 0)
             log_warning("node: group %s noted %.*s at %llu+%llu in another group's chunk: not lent",
                         n->groups[g].name, (int)(keylen > 64 ? 64 : keylen), (const char *)key,
                         (unsigned long long)e->offset, (unsigned long long)e->length);
