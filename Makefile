@@ -144,7 +144,7 @@ FUZZ_MODS_node_task     := src/node/task src/proto/task src/proto/extents src/co
                            src/core/siphash src/core/util src/core/log
 FUZZ_MODS_rebuild       := src/master/meta src/master/lifecycle src/master/placement src/master/quarantine src/master/holdings \
                            src/master/membership src/master/rebuild src/master/repair src/master/offload src/master/restore src/master/otable \
-                           src/master/collect src/core/pinset src/core/evict src/core/heap_huge \
+                           src/master/collect src/master/shares src/proto/chunks src/core/pinset src/core/evict src/core/heap_huge \
                            src/core/objtable src/core/alloc src/core/util src/core/log \
                            src/core/siphash backend/cap src/proto/report src/proto/notes resp/resp_writer $(FUZZ_SLICES)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
