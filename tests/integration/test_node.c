@@ -84,9 +84,15 @@ static pid_t start_node(int master_port, int port, const char *data_addrs, const
     return start_node_ex(master_port, port, data_addrs, segment, NULL);
 }
 
+static int node_info_wait_int(int port, const char *field, int want, int timeout_ms);
+
 /* The start of most cases: a master on mp and one node (RESP on mp + 1,
- * data on data_addr), until the master lists the node alive; then a
- * connection to the master into *c unless c is NULL. */
+ * data on data_addr), until the master lists the node alive and the node
+ * has handled its registration; then a connection to the master into *c
+ * unless c is NULL. The master lists the node alive before the node has
+ * its identity, and the node restarts its data servers on it: a data
+ * connection made in between is reset (queued on the old listener) or
+ * refused, so the cases wait for the restart first. */
 static void start_master_and_node(int mp, const char *data_addr, const char *transport, pid_t *m, pid_t *n,
                                   redisContext **c) {
     *m = start_master(mp);
@@ -94,6 +100,7 @@ static void start_master_and_node(int mp, const char *data_addr, const char *tra
     *n = start_node_ex(mp, mp + 1, data_addr, "4MB", transport);
     ASSERT(*n > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
+    ASSERT_EQ(node_info_wait_int(mp + 1, "registrations", 1, 20000), 1);
     if (c) {
         *c = h_proven(h_redis(mp), SECRET);
         ASSERT(*c);
@@ -209,8 +216,8 @@ static int dp_open(dp *d, const char *secret, const char *addr, void *buf, size_
     d->t = strncmp(addr, "unix:", 5) == 0 ? te_shm_create(&tc, err, errlen) : te_tcp_create(&tc, err, errlen);
     if (!d->t) return -1;
     if (d->t->ops->reg_mem(d->t, buf, len, &d->mr, err, errlen) != 0) return -1;
-    /* The node restarts its data servers under the id the master gave it,
-     * just after the master lists it alive: a refused connect is retried. */
+    /* The node restarts its data servers under the id the master gave it
+     * (start_master_and_node waits for that); a refused connect is retried. */
     uint64_t until = mono_ms() + 3000;
     int rc;
     while ((rc = te_connect(d->t, NULL, addr, &d->p, err, errlen)) != 0 &&
