@@ -23,6 +23,7 @@ struct get_wait {
     master_park_queue q;
     uint64_t seen_loads, seen_freed;   /* mm_loads_landed, mm_space_freed at the last lookup */
     uint64_t waited, timed_out;        /* requests parked, and answered with keys still loading */
+    uint64_t relooked;                 /* keys found, then offloaded while parked: looked up again */
 };
 
 static int loading(const mm_item *it, size_t n) {
@@ -54,16 +55,37 @@ static void recheck_found(master_meta *meta, master_parked *p) {
     }
 }
 
+/* Whether p's key i, found before the wait, is still its object but has
+ * no DRAM replica any more: an offload in flight when it was found (one
+ * a load of the same batch may start, finding no room) ended meanwhile,
+ * dropping the replica the reply would have named. Its lease is given
+ * back and it is looked up again (a load), not answered as a miss. */
+static int offloaded_meanwhile(master_meta *meta, master_parked *p, size_t i, uint64_t now_ms) {
+    mm_item *it = &p->it[i];
+    if (it->status != PROTO_OK) return 0;
+    object *o = mm_find(meta, it->key, it->keylen);
+    if (o != it->obj || o->state != OBJ_COMPLETE || mm_obj_stamp(o) != p->stamp[i] ||
+        proto_replicas_readable(o) > 0)
+        return 0;
+    mm_lease_return(meta, it->key, it->keylen, it->lease_until, now_ms);
+    return 1;
+}
+
 /* Look p's loading keys up again; 1 when none is loading. Their leases
  * end when the first lookup's do, while that leaves at least half a
  * lease: a batch's keys share one expiry (MOON.MRELEASE gives them back
  * together). */
 static int retry(void *owner, master_parked *p, uint64_t now_ms) {
-    master_meta *meta = ((get_wait *)owner)->m->meta;
-    uint64_t lease = mm_get_config(meta)->lease_ms;
+    get_wait *w = owner;
+    master_meta *meta = w->m->meta;
+    uint64_t lease = mm_get_config(meta)->lease_ms, real_ms = now_ms;
     if (now_ms - p->t0_ms < lease / 2) now_ms = p->t0_ms;
     for (size_t i = 0; i < p->n; i++) {
         mm_item *it = &p->it[i];
+        if (offloaded_meanwhile(meta, p, i, real_ms)) {
+            it->status = PROTO_TRYAGAIN;
+            w->relooked++;
+        }
         if (it->status != PROTO_TRYAGAIN) continue;
         it->status = mm_get(meta, it->key, it->keylen, now_ms, &it->obj, &it->lease_until, it->err,
                             sizeof it->err);
@@ -122,4 +144,5 @@ void get_wait_info(const get_wait *w, resp_buf *out) {
     info_field(out, "gets_waiting", "%zu", w ? master_parked_count(w->q.head) : 0);
     info_field(out, "gets_waited", "%llu", (unsigned long long)(w ? w->waited : 0));
     info_field(out, "gets_waited_timeout", "%llu", (unsigned long long)(w ? w->timed_out : 0));
+    info_field(out, "gets_waited_relooked", "%llu", (unsigned long long)(w ? w->relooked : 0));
 }

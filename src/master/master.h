@@ -292,7 +292,7 @@ void get_wait_destroy(get_wait *w);
 int get_wait_park(get_wait *w, client *c, mm_item *it, size_t n, int form, uint64_t now_ms);
 /* c is going: drop its parked request. */
 void get_wait_forget(get_wait *w, client *c);
-/* INFO fields: gets_waiting (now), gets_waited, gets_waited_timeout (ever). */
+/* INFO fields: gets_waiting (now), gets_waited, gets_waited_timeout, gets_waited_relooked (ever). */
 void get_wait_info(const get_wait *w, resp_buf *out);
 
 /* ---- answers that wait until the nodes hold them (acks.c) ----

@@ -116,12 +116,13 @@ static int read_all(mkv_client *c) {
 
 static void report(const cluster *cl, const char *when, uint64_t t0) {
     printf("# %s after %.1f s: offloads %lld (%lld MB), unpromoted reads %lld, promotes %lld, puts waited %lld "
-           "(NOSPACE %lld), gets waited %lld (timed out %lld), DRAM %lld MB, disk objects %lld + %lld\n",
+           "(NOSPACE %lld), gets waited %lld (timed out %lld, relooked %lld), DRAM %lld MB, disk objects %lld + %lld\n",
            when, (double)(mono_ms() - t0) / 1000.0, master_field(cl, "disk_offloads"),
            master_field(cl, "disk_offload_bytes") >> 20, master_field(cl, "disk_reads_unpromoted"),
            master_field(cl, "disk_promotes"), master_field(cl, "puts_waited"),
            master_field(cl, "puts_waited_nospace"), master_field(cl, "gets_waited"),
-           master_field(cl, "gets_waited_timeout"), master_field(cl, "bytes_used") >> 20,
+           master_field(cl, "gets_waited_timeout"), master_field(cl, "gets_waited_relooked"),
+           master_field(cl, "bytes_used") >> 20,
            node_field(cl, 0, "disk_objects"), node_field(cl, 1, "disk_objects"));
 }
 

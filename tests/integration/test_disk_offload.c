@@ -16,6 +16,9 @@
  * - loads (and offloads) reach the node at once on its holdings pull, not
  *   with its next heartbeat (heartbeats of 5 s: the tasks came on pulls,
  *   the loads took far less than a heartbeat each);
+ * - a batch key found while its offload was in flight, the get parked for
+ *   another key's load, is looked up again when the offload ends, not
+ *   answered as a miss (gets_waited_relooked);
  * - without --disk-high-watermark nothing moves (a node with a disk tier,
  *   the segment past 60 %: disk_offloads stays 0).
  * Ports from h_free_ports; the disk file in a directory under $TMPDIR. */
@@ -285,6 +288,52 @@ static void test_batch_get_and_promote_after(void) {
     h_kill_all();
 }
 
+/* A batch get of [k0 (on disk), k2 (in DRAM, the coldest there)] on a
+ * full segment: k0's load finds no room and offloads at once (k2 among
+ * what goes); k2, looked up next, is found while its offload is in
+ * flight and the get parks for k0. k2's offload ends during the wait,
+ * dropping the DRAM replica the reply would name: k2 is looked up again
+ * (loaded), not answered as a miss (test_disk_capacity saw NOTFOUND for
+ * such a key). A high watermark of 100 sheds only for waiting puts and
+ * loads, so the segment stays full. */
+static void test_batch_key_offloaded_while_parked(void) {
+    cluster cl;
+    const char *flags[] = {"--disk-high-watermark", "100", "--disk-low-watermark", "99", "--heartbeat-ms", "100",
+                           "--put-wait-ms", "30000", "--get-wait-ms", "30000", NULL};
+    start(&cl, flags, "w");
+    mkv_client *c = NULL;
+    const int n = SEG_MB * 4 + 2;   /* the segment's 64 objects, then 2 puts that wait: k0 and k1 go */
+    uint8_t *big = aligned_alloc(4096, 2 * OBJ);
+    ASSERT(big != NULL);
+    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 1), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(c, big, 2 * OBJ), MKV_OK);
+    ASSERT_EQ(put_range(c, 0, n), 0);
+    ASSERT_EQ(wait_offloads_landed(&cl), 0);
+    long long off = master_field(&cl, "disk_offloads"), used = master_field(&cl, "bytes_used");
+    printf("# %d objects put: %lld offloaded, %lld of %d MB used\n", n, off, used, SEG_MB);
+    ASSERT_EQ(used, (long long)SEG_MB << 20);   /* full: k0's load finds no room */
+    const char *keys[2] = {"k0", "k2"};
+    const int idx[2] = {0, 2};
+    mkv_obj objs[2];
+    for (int i = 0; i < 2; i++) objs[i] = (mkv_obj){keys[i], strlen(keys[i]), big + (size_t)i * OBJ, OBJ, 0};
+    ASSERT_EQ(mkv_get_batch(c, objs, 2), MKV_OK);
+    long long relooked = master_field(&cl, "gets_waited_relooked");
+    printf("# batch get [k0, k2]: %d, %d; offloads %lld, gets waited %lld, relooked %lld\n", objs[0].status,
+           objs[1].status, master_field(&cl, "disk_offloads"), master_field(&cl, "gets_waited"), relooked);
+    for (int i = 0; i < 2; i++) {
+        h_fill(src, OBJ, (uint64_t)idx[i] + 1);
+        ASSERT_EQ(objs[i].status, MKV_OK);
+        ASSERT_EQ(objs[i].len, OBJ);
+        ASSERT(memcmp(src, big + (size_t)i * OBJ, OBJ) == 0);
+    }
+    ASSERT(relooked > 0);   /* k2 was found, then offloaded while the get waited */
+    ASSERT_EQ(master_field(&cl, "gets_waited_timeout"), 0);
+    mkv_close(c);
+    free(big);
+    h_kill_all();
+}
+
 /* Loads go to the node at once, not with its next heartbeat: a master
  * with heartbeats of 5 s hands the node its tasks on the holdings pull it
  * parks (MOON.HOLDINGS ... TASKS WAIT). Every key read back one at a
@@ -422,6 +471,7 @@ int main(void) {
     if (!src || !dst) return 1;
     RUN_TEST(test_offload_past_high_watermark);
     RUN_TEST(test_batch_get_and_promote_after);
+    RUN_TEST(test_batch_key_offloaded_while_parked);
     RUN_TEST(test_loads_pushed_at_once);
     RUN_TEST(test_two_replicas);
     RUN_TEST(test_remove_during_offload);
