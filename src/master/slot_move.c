@@ -19,6 +19,7 @@
 #include "master/master.h"
 #include "master/migrate.h"
 #include "master/slots.h"
+#include "proto/cmd.h"
 #include "server/commands.h"
 #include "server/info.h"
 
@@ -315,9 +316,11 @@ static int settle_fn(proto_slotmap *m, void *arg, char *err, size_t errlen) {
 /* One round trip: 1 while more is to come, 0 when from has nothing left
  * for us (the marks cleared), -1 to try again at the next poll. */
 static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t version) {
-    redisReply *r = redisCommand(mv->rc, "MOON.SLOTEXPORT %s %llu %llu %llu %u", mv->group,
-                                 (unsigned long long)version, (unsigned long long)mv->pull_epoch,
-                                 (unsigned long long)mv->pull_off, SLOT_MOVE_PULL_BYTES);
+    proto_cmd cmd;
+    proto_cmd_init(&cmd, 6);
+    proto_cmd_slotexport(&cmd, mv->group, version, mv->pull_epoch, mv->pull_off, SLOT_MOVE_PULL_BYTES);
+    redisReply *r = redisCommandArgv(mv->rc, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 || r->element[4]->type != REDIS_REPLY_STRING) {
         say(mv, from, r && r->type == REDIS_REPLY_ERROR ? r->str : mv->rc && mv->rc->err ? mv->rc->errstr : "bad reply");
         if (r) freeReplyObject(r);

@@ -128,6 +128,16 @@ void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks) {
     proto_cmd_str(cmd, chunks);
 }
 
+void proto_cmd_slotexport(proto_cmd *cmd, const char *group, uint64_t version, uint64_t epoch, uint64_t offset,
+                          uint32_t max) {
+    cmd_start(cmd, PROTO_VERB_SLOTEXPORT, 6);
+    proto_cmd_str(cmd, group);
+    proto_cmd_u64(cmd, version);
+    proto_cmd_u64(cmd, epoch);
+    proto_cmd_u64(cmd, offset);
+    proto_cmd_u64(cmd, max);
+}
+
 void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free) {
     cmd_start(cmd, PROTO_VERB_HEARTBEAT, 5);
     proto_cmd_u64(cmd, id);

@@ -81,6 +81,10 @@ void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a);
 
 /* MOON.CHUNKS id chunks: a shared node's chunks for the master's group. */
 void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks);
+/* MOON.SLOTEXPORT group version epoch offset max: a group's pull of the
+ * records another group gives it (master/slot_move.c). */
+void proto_cmd_slotexport(proto_cmd *cmd, const char *group, uint64_t version, uint64_t epoch, uint64_t offset,
+                          uint32_t max);
 /* MOON.HEARTBEAT id used [disk_free N]: disk_free only from a node with
  * a disk tier (PROTO_HB_DISK_FREE; 0 sends none). */
 void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free);
