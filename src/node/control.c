@@ -854,7 +854,7 @@ static void *control_main(void *arg) {
         if (c->rc && now >= c->next_refresh_ms) {
             t = mono_ms();
             refresh_view(c);
-            step_took(&slow, "MOON.NODES", t);
+            step_took(&slow, PROTO_VERB_NODES, t);
             int young = now < c->registered_ms + CTL_YOUNG_MS;
             c->next_refresh_ms = now + (young ? CTL_REFRESH_YOUNG_MS : CTL_REFRESH_MS);
         }
