@@ -87,9 +87,12 @@ static master *role(const slot_move *mv) { return mv->srv->role; }
 
 /* ---- giving (loop) ---- */
 
+/* Not in the gap after an election won and before the rebuild opens
+ * (the members are read from etcd, or nodes claim, a moment later): a
+ * pass there would sweep an empty table and count the move given. */
 static int leading_and_built(const slot_move *mv) {
     const master *m = role(mv);
-    return master_may_lead(m) && (m->rebuild.state == REBUILD_NONE || m->rebuild.state == REBUILD_DONE);
+    return master_may_lead(m) && !master_rebuild_awaits_nodes(m);
 }
 
 /* A new term: what the last one gave away is rebuilt from the nodes'
