@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/moonkv.h"
@@ -32,6 +31,7 @@
 #include "core/util.h"
 #include "etcd/slotmap.h"
 #include "etcd_harness.h"
+#include "groups_harness.h"
 #include "proto/slots.h"
 #include "test.h"
 
@@ -41,8 +41,7 @@ static int port0;
 #define MASTER_B     (port0 + 2)
 #define MASTER_C     (port0 + 5)    /* group c, added with no slots */
 #define GATEWAY_PORT (port0 + 6)    /* a gateway over the groups */
-#define ETCD_PORT    (port0 + 3)
-#define ETCD_PEER    (port0 + 4)
+#define ETCD_PORT    (port0 + 3)    /* and its peers on + 4 */
 #define NODE_PORT    (port0 + 10)   /* + 2 i; data plane on + 1 */
 #define NODES        6              /* 0, 1 in group a; 2, 3 in group b; 4, 5 in group c */
 #define CLUSTER      "groups-test"
@@ -460,20 +459,8 @@ static void test_leader_killed_other_group_serves(void) {
 
 #define MOVE_KEYS 40
 
-/* The operator's tool (scripts/moonkv-slots, beside the tests' sources)
- * on our etcd: its exit code. */
-static int slots_tool(const char *args) {
-    char cmd[512];
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    snprintf(cmd, sizeof cmd, "python3 %s/../../scripts/moonkv-slots --etcd %s --cluster %s %s >/dev/null 2>&1",
-             dir, etcd.url, CLUSTER, args);
-    int rc = system(cmd);
-    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
+/* The operator's tool on our etcd: its exit code. */
+static int slots_tool(const char *args) { return h_slots_tool(&etcd, CLUSTER, args, NULL, 0); }
 
 /* Until INFO cluster field of port is at least v. */
 static long long wait_info(int port, const char *field, long long v, int timeout_ms) {
@@ -592,13 +579,7 @@ static int setup(void) {
                         h_port_info(MASTER_B, "cluster", "slots_owned") != 8192))
         if (mono_ms() >= end) snprintf(step, sizeof step, "each master owns its 8192 slots");
         else usleep(50000);
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = CLUSTER;
-    opt.groups = 1;
-    opt.timeout_ms = 10000;   /* a loaded etcd delays the masters' map reads (TRYAGAIN meanwhile) */
-    if (!step[0] && mkv_connect(&mc, &opt) != MKV_OK)
+    if (!step[0] && h_groups_client(&mc, &etcd, CLUSTER, NULL, NULL) != MKV_OK)
         snprintf(step, sizeof step, "client over groups: %.100s", mkv_last_error(NULL));
     src = malloc((size_t)NKEYS * MAX_VAL);
     dst = malloc((size_t)NKEYS * MAX_VAL);
@@ -611,14 +592,8 @@ static int setup(void) {
 }
 
 int main(void) {
-    if (system("command -v etcd >/dev/null 2>&1") != 0) {
-        printf("ok - test_groups # SKIP etcd not installed (Debian package etcd-server)\n");
-        return 0;
-    }
-    h_init(TIME_LIMIT_S);
-    h_cleanup_hook = remove_datadir;
-    h_setup_or_exit(port0 = h_free_ports(10 + 2 * NODES), "free ports");
-    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
+    int begun = h_groups_begin("test_groups", TIME_LIMIT_S, remove_datadir, 10 + 2 * NODES, &port0, &etcd, ETCD_PORT - port0);
+    if (begun != 0) return begun > 0 ? 0 : 1;
     if (setup() != 0) {
         h_stop_all();
         return 1;

@@ -19,7 +19,6 @@
  * masters. Ports (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,7 @@
 #include "cluster_harness.h"
 #include "core/util.h"
 #include "etcd_harness.h"
+#include "groups_harness.h"
 #include "proto/register.h"
 #include "proto/slots.h"
 #include "test.h"
@@ -38,8 +38,7 @@
 static int port0;
 #define MASTER_A1    (port0 + 0)
 #define MASTER_B     (port0 + 1)
-#define ETCD_PORT    (port0 + 2)
-#define ETCD_PEER    (port0 + 3)
+#define ETCD_PORT    (port0 + 2)    /* and its peers on + 3 */
 #define MASTER_A2    (port0 + 4)    /* group a's standby */
 #define NODE_PORT    (port0 + 5)    /* + 2 i; data plane on + 1 */
 #define MASTER_A     port_a         /* group a's leader */
@@ -430,19 +429,8 @@ static void test_kill9_seen_by_both(void) {
 #define MOVE_KEYS 24
 #define MOVE_MAX  (MOVE_KEYS + 64)   /* with the puts made during the move */
 
-/* The operator's tool (scripts/moonkv-slots, beside the tests' sources)
- * on our etcd: its exit code. */
-static int slots_tool(const char *args) {
-    char cmd[512], dir[256];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    snprintf(cmd, sizeof cmd, "python3 %s/../../scripts/moonkv-slots --etcd %s --cluster %s %s >/dev/null 2>&1", dir,
-             etcd.url, CLUSTER, args);
-    int rc = system(cmd);
-    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
+/* The operator's tool on our etcd: its exit code; what it said into out (may be NULL). */
+static int slots_tool(const char *args, char *out, size_t len) { return h_slots_tool(&etcd, CLUSTER, args, out, len); }
 
 /* A slot of group a's objects (placed in a's chunks of both nodes) moved
  * to group b by its metadata while a client puts and gets (a bounded
@@ -479,7 +467,7 @@ static void test_slot_move_served_by_b(void) {
     }
     long long adopted0 = h_port_info(MASTER_B, "cluster", "slots_adopted_objects");
     snprintf(args, sizeof args, "move %d b", slot);
-    ASSERT_EQ(slots_tool(args), 0);
+    ASSERT_EQ(slots_tool(args, NULL, 0), 0);
     int tried = 0, served = 0, moved_gets = 0, moved_ok = 0, next = 0;
     uint64_t t0 = mono_ms();
     while (mono_ms() - t0 < 60000 &&
@@ -517,16 +505,8 @@ static void test_slot_move_served_by_b(void) {
                    mkv_last_error(mc));
     /* over TCP too: the node checks b's capability on each request (a
      * same-host client over shm maps the segment) */
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = CLUSTER;
-    opt.cluster_secret = SECRET;
-    opt.groups = 1;
-    opt.timeout_ms = 10000;
-    opt.transport = "tcp";
     mkv_client *tc = NULL;
-    ASSERT_MSG(mkv_connect(&tc, &opt) == MKV_OK, "TCP client: %.200s", mkv_last_error(NULL));
+    ASSERT_MSG(h_groups_client(&tc, &etcd, CLUSTER, SECRET, "tcp") == MKV_OK, "TCP client: %.200s", mkv_last_error(NULL));
     ASSERT(mkv_register_buffer(tc, dst, VAL) == MKV_OK);
     for (int i = 0; i < acked; i++) {
         size_t got = 0, n = fill(src, val[i]);
@@ -581,14 +561,7 @@ static int setup(void) {
                         h_port_info(MASTER_B, "cluster", "slots_owned") != 8192))
         if (mono_ms() >= end) snprintf(step, sizeof step, "each master owns its 8192 slots");
         else usleep(50000);
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = CLUSTER;
-    opt.cluster_secret = SECRET;
-    opt.groups = 1;
-    opt.timeout_ms = 10000;
-    if (!step[0] && mkv_connect(&mc, &opt) != MKV_OK)
+    if (!step[0] && h_groups_client(&mc, &etcd, CLUSTER, SECRET, NULL) != MKV_OK)
         snprintf(step, sizeof step, "client over groups: %.100s", mkv_last_error(NULL));
     src = malloc(VAL);
     dst = malloc(VAL);
@@ -600,14 +573,9 @@ static int setup(void) {
 }
 
 int main(void) {
-    if (system("command -v etcd >/dev/null 2>&1") != 0) {
-        printf("ok - test_groups_shared # SKIP etcd not installed (Debian package etcd-server)\n");
-        return 0;
-    }
-    h_init(TIME_LIMIT_S);
-    h_cleanup_hook = remove_datadir;
-    h_setup_or_exit(port0 = h_free_ports(5 + 2 * NODES), "free ports");
-    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0) return 1;
+    int begun = h_groups_begin("test_groups_shared", TIME_LIMIT_S, remove_datadir, 5 + 2 * NODES, &port0, &etcd,
+                               ETCD_PORT - port0);
+    if (begun != 0) return begun > 0 ? 0 : 1;
     if (setup() != 0) {
         h_stop_all();
         return 1;

@@ -28,17 +28,20 @@ static master_meta *meta(void) {
     return mm_create(&c);
 }
 
-/* Node process tok (instance) with the address port, registered in m. */
-static uint32_t join(master_meta *m, uint64_t tok, int port) {
+/* Node process tok (instance) of seg bytes with the address port,
+ * registered in m: its id, or 0. */
+static uint32_t join_seg(master_meta *m, uint64_t tok, int port, uint64_t seg) {
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *addrs[] = {addr};
     mm_node_claim cl = {0, tok, 0, 0, 0, 0};
     uint32_t id;
     mm_reg_kind kind;
-    if (mm_node_register_as(m, &cl, 1024 * KB, addrs, 1, 0, &id, &kind, err, sizeof err) != PROTO_OK) return 0;
+    if (mm_node_register_as(m, &cl, seg, addrs, 1, 0, &id, &kind, err, sizeof err) != PROTO_OK) return 0;
     return id;
 }
+
+static uint32_t join(master_meta *m, uint64_t tok, int port) { return join_seg(m, tok, port, 1024 * KB); }
 
 static int put(master_meta *m, const char *key, uint64_t size, uint32_t replicas) {
     object *o;
@@ -184,13 +187,8 @@ static void test_busy_waits(void) {
 /* Node tok of seg bytes in m, shared (chunks of 1 MiB): chunks [c0, c1)
  * given to m's group. */
 static uint32_t join_shared(master_meta *m, uint64_t tok, int port, uint64_t seg, uint32_t c0, uint32_t c1) {
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    const char *addrs[] = {addr};
-    mm_node_claim cl = {0, tok, 0, 0, 0, 0};
-    uint32_t id;
-    mm_reg_kind kind;
-    if (mm_node_register_as(m, &cl, seg, addrs, 1, 0, &id, &kind, err, sizeof err) != PROTO_OK) return 0;
+    uint32_t id = join_seg(m, tok, port, seg);
+    if (!id) return 0;
     proto_chunks c;
     if (proto_chunks_init(&c, seg, 1024 * KB) != 0) return 0;
     for (uint32_t i = c0; i < c1; i++) proto_chunks_set(&c, i, 1);
