@@ -40,6 +40,7 @@ struct node_copier {
     /* Copier thread only. */
     te_engine *engine;
     redisContext *master;
+    char master_addr[CONFIG_STR_MAX];   /* where master is connected */
     /* Nodes the engine knows. A master never reuses an id and a node
      * that registers again gets a new one, so an id's addresses never
      * change - until the master restarts, which is a new registration
@@ -98,6 +99,19 @@ static void add_node(node_copier *c, const redisReply *e) {
         set_known(c, t.id);
 }
 
+/* The master the batch's group's control thread last reached (its
+ * leader, with etcd): a shared node asks the group that sent the tasks,
+ * so copies go on while another group's leader is away. */
+static void batch_master(node_copier *c, const node_control *ctl, char *addr, size_t len) {
+    node *n = c->n;
+    const node_status *st = &n->status;
+    for (int g = 0; g < n->ngroups; g++)
+        if (n->groups[g].ctl == ctl) st = n->groups[g].st;
+    pthread_mutex_lock(&n->mu);
+    snprintf(addr, len, "%s", st->master[0] ? st->master : n->srv->cfg.master);
+    pthread_mutex_unlock(&n->mu);
+}
+
 /* MOON.TOPOLOGY into the engine, unless it knows every source of the
  * batch's tasks already (they are of one registration, gen). */
 static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, int n, char *err, size_t errlen) {
@@ -113,16 +127,17 @@ static int learn_topology(node_copier *c, uint64_t gen, node_task *const *ts, in
     }
     if (all_known) return 0;
     const mkv_config *cfg = &c->n->srv->cfg;
+    char addr[CONFIG_STR_MAX];
+    batch_master(c, ts[0]->ctl, addr, sizeof addr);
+    if (c->master && strcmp(addr, c->master_addr) != 0) {   /* another group's, or its leader changed */
+        redisFree(c->master);
+        c->master = NULL;
+    }
     if (!c->master) {
-        /* The master the control thread last reached (the leader, with etcd). */
-        char addr[CONFIG_STR_MAX];
-        pthread_mutex_lock(&c->n->mu);
-        snprintf(addr, sizeof addr, "%s", c->n->status.master);
-        pthread_mutex_unlock(&c->n->mu);
-        if (proto_master_open(&c->master, addr[0] ? addr : cfg->master, cfg->master_auth,
-                              cfg->cluster_secret, COPIER_IO_TIMEOUT_MS, COPIER_IO_TIMEOUT_MS, err,
-                              errlen) != PROTO_LINK_OK)
+        if (proto_master_open(&c->master, addr, cfg->master_auth, cfg->cluster_secret, COPIER_IO_TIMEOUT_MS,
+                              COPIER_IO_TIMEOUT_MS, err, errlen) != PROTO_LINK_OK)
             return -1;
+        snprintf(c->master_addr, sizeof c->master_addr, "%s", addr);
     }
     proto_cmd cmd;
     proto_cmd_bare(&cmd, PROTO_VERB_TOPOLOGY);
