@@ -17,6 +17,13 @@ typedef struct lent_range {
     int g;
 } lent_range;
 
+/* One group's events for its master (a queue: [head, n) live). */
+typedef struct lent_queue {
+    te_lent_event *ev;
+    size_t head, n, cap;
+    uint64_t gen;                  /* raised when the queue is made anew */
+} lent_queue;
+
 struct te_shares {
     pthread_mutex_t mu;
     uint64_t size, chunk;
@@ -25,6 +32,7 @@ struct te_shares {
     share_group g[TE_MAX_SHARES];
     lent_range *lent;              /* sorted by off, disjoint */
     size_t nlent, caplent;
+    lent_queue q[TE_MAX_SHARES];   /* per chunk owner */
 };
 
 te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size) {
@@ -42,6 +50,7 @@ te_shares *te_shares_create(uint64_t segment_size, uint64_t chunk_size) {
 void te_shares_free(te_shares *s) {
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
+    for (int g = 0; g < TE_MAX_SHARES; g++) free(s->q[g].ev);
     free(s->lent);
     free(s->owner);
     free(s);
@@ -102,6 +111,71 @@ static int lent_overlaps(const te_shares *s, uint64_t off, uint64_t len) {
     return i < s->nlent && s->lent[i].off < off + len;
 }
 
+/* ---- what a group's chunks lent and got back, for its master ---- */
+
+/* Under mu: g's queue made anew from the ranges of its chunks lent now. */
+static void queue_resync(te_shares *s, int g) {
+    lent_queue *q = &s->q[g];
+    q->head = q->n = 0;
+    q->gen++;
+    for (size_t i = 0; i < s->nlent; i++) {
+        if (s->owner[s->lent[i].off / s->chunk] != g) continue;
+        if (q->n == q->cap) {
+            q->cap = q->cap ? 2 * q->cap : 64;
+            q->ev = xrealloc(q->ev, q->cap * sizeof *q->ev);
+        }
+        q->ev[q->n++] = (te_lent_event){s->lent[i].off, s->lent[i].len, 0};
+    }
+}
+
+/* Under mu: an event for the owner o of the chunk at off. */
+static void queue_event(te_shares *s, int o, uint64_t off, uint64_t len, int back) {
+    lent_queue *q = &s->q[o];
+    if (q->n - q->head >= TE_MAX_LENT_EVENTS) {   /* its master takes none: the state now instead */
+        queue_resync(s, o);
+        return;
+    }
+    if (q->n == q->cap && q->head) {   /* room from what was taken */
+        memmove(q->ev, q->ev + q->head, (q->n - q->head) * sizeof *q->ev);
+        q->n -= q->head;
+        q->head = 0;
+    }
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 64;
+        q->ev = xrealloc(q->ev, q->cap * sizeof *q->ev);
+    }
+    q->ev[q->n++] = (te_lent_event){off, len, back};
+}
+
+size_t te_shares_events(te_shares *s, int g, te_lent_event *out, size_t max, uint64_t *gen) {
+    if (g < 0 || g >= TE_MAX_SHARES) return 0;
+    pthread_mutex_lock(&s->mu);
+    lent_queue *q = &s->q[g];
+    size_t k = q->n - q->head < max ? q->n - q->head : max;
+    memcpy(out, q->ev + q->head, k * sizeof *out);
+    *gen = q->gen;
+    pthread_mutex_unlock(&s->mu);
+    return k;
+}
+
+void te_shares_events_done(te_shares *s, int g, uint64_t gen, size_t n) {
+    if (g < 0 || g >= TE_MAX_SHARES) return;
+    pthread_mutex_lock(&s->mu);
+    lent_queue *q = &s->q[g];
+    if (q->gen == gen) q->head += n < q->n - q->head ? n : q->n - q->head;
+    if (q->head == q->n) q->head = q->n = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void te_shares_events_resync(te_shares *s, int g) {
+    if (g < 0 || g >= TE_MAX_SHARES) return;
+    pthread_mutex_lock(&s->mu);
+    queue_resync(s, g);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- lending ---- */
+
 int te_shares_lend(te_shares *s, uint64_t off, uint64_t len, int g) {
     if (g < 0 || g >= TE_MAX_SHARES || !len || off >= s->size || len > s->size - off) return -1;
     pthread_mutex_lock(&s->mu);
@@ -117,23 +191,33 @@ int te_shares_lend(te_shares *s, uint64_t off, uint64_t len, int g) {
         memmove(&s->lent[i + 1], &s->lent[i], (s->nlent - i) * sizeof *s->lent);
         s->lent[i] = (lent_range){off, len, g};
         s->nlent++;
+        queue_event(s, o, off, len, 0);
     }
     pthread_mutex_unlock(&s->mu);
     return ok ? 0 : -1;
 }
 
-uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g) {
+/* The range lent at off back to its chunk's group, if lent to g (or,
+ * owner set, lent by g to anyone). */
+static uint64_t unlend(te_shares *s, uint64_t off, int g, int owner) {
     uint64_t len = 0;
+    if (off >= s->size) return 0;
     pthread_mutex_lock(&s->mu);
     size_t i = lent_at(s, off);
-    if (i < s->nlent && s->lent[i].off == off && s->lent[i].g == g) {
+    if (i < s->nlent && s->lent[i].off == off && (owner ? s->owner[off / s->chunk] == g : s->lent[i].g == g)) {
         len = s->lent[i].len;
         memmove(&s->lent[i], &s->lent[i + 1], (s->nlent - i - 1) * sizeof *s->lent);
         s->nlent--;
+        int o = s->owner[off / s->chunk];
+        if (o >= 0) queue_event(s, o, off, len, 1);
     }
     pthread_mutex_unlock(&s->mu);
     return len;
 }
+
+uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g) { return unlend(s, off, g, 0); }
+
+uint64_t te_shares_reclaim(te_shares *s, uint64_t off, int g) { return unlend(s, off, g, 1); }
 
 int te_shares_whose(te_shares *s, uint64_t off) {
     if (off >= s->size) return -2;

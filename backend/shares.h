@@ -43,6 +43,29 @@ int te_shares_lend(te_shares *s, uint64_t off, uint64_t len, int g);
 /* The range lent to g at off goes back to its chunk's group: its length,
  * or 0 if none was. */
 uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g);
+/* The range lent away at off, in a chunk of g, back to g (g adopted the
+ * object again: a move undone): its length, or 0 if none was. */
+uint64_t te_shares_reclaim(te_shares *s, uint64_t off, int g);
+/* What a group's chunks lent to another group (lent) and got back (a
+ * drop of the borrower's): its master holds such a range neither as used
+ * nor as free, so it places nothing over a range lent away and has a range
+ * given back as room again (MOON.LENT). Kept per chunk owner, oldest first,
+ * until its master took them; at most TE_MAX_LENT_EVENTS, past which the
+ * queue is made anew from the ranges lent now. */
+#define TE_MAX_LENT_EVENTS (2 * TE_MAX_LENT)
+typedef struct te_lent_event {
+    uint64_t off, len;
+    int back;                      /* 0: lent away, 1: given back */
+} te_lent_event;
+/* Up to max of group g's events, oldest first, taken by nothing yet: how
+ * many; *gen names the queue (for te_shares_events_done). */
+size_t te_shares_events(te_shares *s, int g, te_lent_event *out, size_t max, uint64_t *gen);
+/* The first n of g's events reached its master: forgotten (unless the
+ * queue was made anew since: gen). */
+void te_shares_events_done(te_shares *s, int g, uint64_t gen, size_t n);
+/* g's queue made anew: a "lent" for every range of its chunks lent away
+ * now (a new leader of g learns them all at its registration). */
+void te_shares_events_resync(te_shares *s, int g);
 /* The group whose capabilities are served at off: the group a range
  * there is lent to, else the chunk's (-1 free, -2 out of range). */
 int te_shares_whose(te_shares *s, uint64_t off);

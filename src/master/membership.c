@@ -78,8 +78,7 @@ static void node_start(master_meta *m, mm_node *n, seg_alloc *a, uint64_t segmen
     n->naddrs = naddrs;
     for (int i = 0; i < naddrs; i++) memcpy(n->addrs[i], addrs[i], strlen(addrs[i]) + 1);
     n->alloc = a;
-    free(n->chunks);   /* a new allocator: what the node gives our group comes anew (shares.c) */
-    n->chunks = NULL;
+    mm_node_shares_reset(n);   /* a new allocator: what the node gives our group comes anew (shares.c) */
     seg_alloc_watch(a, &m->alloc_changes);
     m->alloc_changes++;   /* a node to place on: placement orders the nodes anew */
     n->instance = instance;

@@ -61,7 +61,7 @@ void mm_destroy(master_meta *m) {
     otable_destroy(m->objs, free_object, m);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         seg_alloc_destroy(m->nodes[i]->alloc);
-        free(m->nodes[i]->chunks);
+        mm_node_shares_reset(m->nodes[i]);
         mm_notes_reset(m->nodes[i]);
         mm_restore_abort(m, m->nodes[i]);
         free(m->nodes[i]);

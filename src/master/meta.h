@@ -96,6 +96,9 @@ typedef struct mm_node {
      * it gave our group; everything else is withheld in alloc. NULL: the
      * whole segment is ours. */
     struct proto_chunks *chunks;
+    /* Ranges of our chunks the node lent to another group (a moved slot's
+     * objects it adopted: MOON.LENT), withheld in alloc until given back. */
+    struct mm_lent_away *away;
 } mm_node;
 
 typedef struct mm_config {
@@ -436,6 +439,17 @@ proto_status mm_node_share(master_meta *m, uint32_t id, const struct proto_chunk
  * only if may_give: not while the table is being rebuilt from the nodes'
  * reports (an allocator that does not know the objects yet looks empty). */
 void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *want, struct proto_chunks *back);
+/* MOON.LENT: [off, off+len) of our chunks on node id was lent to another
+ * group (back 0: an object we gave away with a moved slot, adopted
+ * there) or given back (back 1). Lent: withheld here (neither used nor
+ * free: nothing of ours is placed over it); back: free again. PROTO_ERR
+ * for a range not wholly in our chunks or overlapping one lent already. */
+proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, char *err,
+                          size_t errlen);
+/* Bytes of our chunks lent to other groups now, and given back ever. */
+void mm_lent_stats(const master_meta *m, uint64_t *away, uint64_t *back);
+/* The node's shares forgotten (a new allocator, or the table's end). */
+void mm_node_shares_reset(mm_node *n);
 /* Above disk_high_pct of a node's segment, offload tasks for its
  * coldest replicas (wholly there, no lease, copy or pin on the object)
  * down to disk_low_pct; temporary copies whose leases ran out go.

@@ -61,6 +61,7 @@ struct master_meta {
     uint64_t under_replicated;  /* complete objects below their replica count: kept at each change */
     uint32_t id_floor;          /* ids up to here may still be claimed: never new */
     uint64_t slice_crc_bytes;   /* every object's per-slice CRCs */
+    uint64_t lent_back_bytes;   /* shares.c: ranges lent away given back, ever */
     /* mm_notes_track: nodes given a note since (ids, then their marks) */
     int tracking;
     uint64_t track_gen;
@@ -116,6 +117,10 @@ void mm_replica_clear(obj_replica *r);
  * withheld space and given back to it (core/alloc.h seg_alloc_lend). */
 int mm_extent_claim(mm_node *n, uint64_t off, uint64_t len);
 void mm_extent_release(mm_node *n, uint64_t off, uint64_t len);
+/* An extent of an object given away (migrate.c): one lent to us goes
+ * back to withheld at once; one of our chunks stays reserved until the
+ * node says it lent it (mm_node_lent). */
+void mm_extent_given(mm_node *n, uint64_t off, uint64_t len);
 
 /* collect.c */
 /* mm_place for a new object, collecting victims while nothing fits. */

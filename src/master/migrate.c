@@ -46,14 +46,21 @@ void mm_give_records(master_meta *m, const object *o, resp_buf *out) {
 }
 
 /* o leaves the table; its extents stay reserved in their allocators (the
- * bytes are another group's now) and its nodes are told nothing (the
- * adopter notes them its own). */
+ * bytes are another group's now: a shared node tells us when it lent them,
+ * then they are withheld, mm_node_lent) and its nodes are told nothing
+ * (the adopter notes them its own). Extents we had lent from another
+ * group's chunks (a move back) go back to withheld at once. */
 static void give_away(master_meta *m, object *o, mm_give_pass *p) {
     obj_reps v;
     const obj_replica *reps = object_reps(o, &v);
     for (uint32_t i = 0; i < o->nreplicas; i++)
-        for (uint32_t k = 0; k < reps[i].nextents; k++)
-            if (reps[i].extents[k].offset != MM_ON_DISK) p->lent_bytes += reps[i].extents[k].length;
+        for (uint32_t k = 0; k < reps[i].nextents; k++) {
+            const obj_extent *e = &reps[i].extents[k];
+            mm_node *n = mm_node_get(m, e->node);
+            if (e->offset == MM_ON_DISK) continue;
+            p->lent_bytes += e->length;
+            if (n && n->alloc) mm_extent_given(n, e->offset, e->length);
+        }
     m->under_replicated -= mm_under(o);
     otable_unlink(m->objs, o);
     m->slice_crc_bytes -= (uint64_t)mm_obj_slices(o)->count * sizeof(uint32_t);

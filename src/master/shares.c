@@ -34,14 +34,132 @@ static int in_others(const mm_node *n, uint64_t off, uint64_t len) {
     return 1;
 }
 
+/* ---- ranges of our chunks lent to another group ---- */
+
+/* Sorted by offset, disjoint; withheld in the node's allocator. */
+typedef struct mm_lent_away {
+    seg_range *r;
+    size_t n, cap;
+    uint64_t bytes;
+} mm_lent_away;
+
+/* The index of the first range ending past off. */
+static size_t away_at(const mm_lent_away *a, uint64_t off) {
+    size_t lo = 0, hi = a ? a->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->r[mid].off + a->r[mid].len <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* 1 if exactly [off, off+len) is lent away, into *at its index. */
+static int away_has(const mm_lent_away *a, uint64_t off, uint64_t len, size_t *at) {
+    *at = away_at(a, off);
+    return a && *at < a->n && a->r[*at].off == off && a->r[*at].len == len;
+}
+
+static int away_overlaps(const mm_lent_away *a, uint64_t off, uint64_t len) {
+    size_t i = away_at(a, off);
+    return a && i < a->n && a->r[i].off < off + len;
+}
+
+static void away_del(mm_lent_away *a, size_t i) {
+    a->bytes -= a->r[i].len;
+    memmove(&a->r[i], &a->r[i + 1], (a->n - i - 1) * sizeof *a->r);
+    a->n--;
+}
+
+void mm_node_shares_reset(mm_node *n) {
+    free(n->chunks);
+    n->chunks = NULL;
+    if (n->away) free(n->away->r);
+    free(n->away);
+    n->away = NULL;
+}
+
+/* 1 if [off, off+len) lies wholly in our chunks of n. */
+static int in_ours(const mm_node *n, uint64_t off, uint64_t len) {
+    if (!n->chunks || !len || off >= n->segment_size || len > n->segment_size - off) return 0;
+    uint64_t cs = n->chunks->chunk_size;
+    for (uint64_t c = off / cs; c <= (off + len - 1) / cs; c++)
+        if (c >= n->chunks->n || !proto_chunks_has(n->chunks, (uint32_t)c)) return 0;
+    return 1;
+}
+
+/* Lent away: withheld, whether it was free (a new leader: the node does
+ * not report what it lent away) or reserved (an object we gave away). */
+static int away_add(mm_node *n, uint64_t off, uint64_t len) {
+    if (seg_alloc_withhold(n->alloc, off, len) != 0 &&
+        (seg_alloc_release(n->alloc, off, len) != 0 || seg_alloc_withhold(n->alloc, off, len) != 0))
+        return -1;
+    mm_lent_away *a = n->away ? n->away : (n->away = xcalloc(1, sizeof *n->away));
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 16;
+        a->r = xrealloc(a->r, a->cap * sizeof *a->r);
+    }
+    size_t i = away_at(a, off);
+    memmove(&a->r[i + 1], &a->r[i], (a->n - i) * sizeof *a->r);
+    a->r[i] = (seg_range){off, len};
+    a->n++;
+    a->bytes += len;
+    return 0;
+}
+
+proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, char *err,
+                          size_t errlen) {
+    mm_node *n = mm_node_get(m, id);
+    if (!n || !n->alloc || n->state != NODE_ALIVE) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);
+    if (!in_ours(n, off, len) || (off & (MM_ALIGN - 1)))
+        return mm_fail(err, errlen, PROTO_ERR, "node %u: %llu+%llu is not in our chunks", id,
+                       (unsigned long long)off, (unsigned long long)len);
+    size_t at;
+    int has = away_has(n->away, off, len, &at);
+    if (back) {   /* lent ranges we do not hold as lent (taken back by an adoption, told twice): nothing */
+        if (has && seg_alloc_unwithhold(n->alloc, off, len) == 0) {
+            away_del(n->away, at);
+            m->lent_back_bytes += len;
+            m->alloc_changes++;   /* room to place on */
+        }
+        return PROTO_OK;
+    }
+    if (has) return PROTO_OK;
+    if (away_overlaps(n->away, off, len) || away_add(n, off, len) != 0)
+        return mm_fail(err, errlen, PROTO_ERR, "node %u: %llu+%llu is neither free nor one extent here", id,
+                       (unsigned long long)off, (unsigned long long)len);
+    m->alloc_changes++;
+    return PROTO_OK;
+}
+
+void mm_lent_stats(const master_meta *m, uint64_t *away, uint64_t *back) {
+    *away = 0;
+    for (uint32_t i = 1; i <= mm_node_count(m); i++) {
+        const mm_node *n = mm_node_get((master_meta *)m, i);
+        if (n && n->away) *away += n->away->bytes;
+    }
+    *back = m->lent_back_bytes;
+}
+
+/* ---- claiming and releasing extents ---- */
+
 int mm_extent_claim(mm_node *n, uint64_t off, uint64_t len) {
     if (in_others(n, off, len)) return seg_alloc_lend(n->alloc, off, len);
+    size_t at;
+    if (away_has(n->away, off, len, &at)) {   /* an object we gave away comes back (a move undone) */
+        if (seg_alloc_unwithhold(n->alloc, off, len) != 0) return -1;
+        away_del(n->away, at);
+    }
     return seg_alloc_reserve_at(n->alloc, off, len);
 }
 
 void mm_extent_release(mm_node *n, uint64_t off, uint64_t len) {
     if (in_others(n, off, len)) (void)seg_alloc_unlend(n->alloc, off, len);
-    else (void)seg_alloc_release(n->alloc, off, len);
+    else if (!away_overlaps(n->away, off, len)) (void)seg_alloc_release(n->alloc, off, len);
+}
+
+void mm_extent_given(mm_node *n, uint64_t off, uint64_t len) {
+    if (in_others(n, off, len)) (void)seg_alloc_unlend(n->alloc, off, len);
 }
 
 proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *given, char *err, size_t errlen) {

@@ -38,6 +38,14 @@ typedef struct outbox {
     uint64_t objects;          /* given to it, ever */
 } outbox;
 
+/* The pulling thread's connection to one giving group's leader. */
+typedef struct pull_link {
+    char group[PROTO_GROUP_LEN];
+    char addr[256];            /* the leader it is connected to */
+    redisContext *rc;          /* NULL: not connected */
+    uint64_t epoch, off;       /* what of the giver's outbox we adopted */
+} pull_link;
+
 /* An adoption the thread hands to the loop. */
 typedef struct adopt_call {
     const uint8_t *blob;
@@ -73,12 +81,11 @@ struct slot_move {
     loop_wake *wake;
     atomic_int stop;
     _Atomic uint64_t adopted, waiting, refused, pulled_bytes;
-    /* Thread only: one connection to the group we pull from. */
+    /* Thread only: a connection to each group we pull from. */
     pthread_t th;
     etcd_client *ec;
-    redisContext *rc;
-    char rc_group[PROTO_GROUP_LEN];
-    uint64_t pull_epoch, pull_off;
+    pull_link links[MM_GIVE_DESTS];
+    int nlinks;
     uint64_t pull_after;       /* mono ms: no pull before (objects waited for nodes) */
     char said[ETCD_ERR_LEN];   /* the last trouble logged (once until it changes) */
 };
@@ -273,34 +280,50 @@ static void say(slot_move *mv, const char *from, const char *what) {
     log_warning("master: %s", line);
 }
 
-static void drop_link(slot_move *mv) {
-    if (mv->rc) redisFree(mv->rc);
-    mv->rc = NULL;
-    mv->rc_group[0] = '\0';
+static void drop_link(pull_link *l) {
+    if (l->rc) redisFree(l->rc);
+    l->rc = NULL;
+    l->addr[0] = '\0';
 }
 
-/* A connection to from's leader (kept while it answers). */
-static int link_to(slot_move *mv, etcd_client *ec, const char *from, char *err, size_t errlen) {
-    if (mv->rc && strcmp(mv->rc_group, from) == 0) return 0;
-    drop_link(mv);
+/* A connection to from's leader as etcd names it now: kept while that
+ * leader leads and answers, made anew when the group's leader changed
+ * (each giving group its own: a move from several groups at once pulls
+ * from each leader in turn without reconnecting). NULL with err. */
+static pull_link *link_to(slot_move *mv, etcd_client *ec, const char *from, char *err, size_t errlen) {
+    pull_link *l = NULL;
+    for (int i = 0; i < mv->nlinks && !l; i++)
+        if (strcmp(mv->links[i].group, from) == 0) l = &mv->links[i];
+    if (!l && mv->nlinks == MM_GIVE_DESTS) {
+        snprintf(err, errlen, "pulling from %d groups already", MM_GIVE_DESTS);
+        return NULL;
+    }
+    if (!l) {
+        l = &mv->links[mv->nlinks++];
+        memset(l, 0, sizeof *l);
+        snprintf(l->group, sizeof l->group, "%s", from);
+    }
     char cl[ETCD_KEY_MAX], addr[256];
     int found = 0;
     int64_t term;
     if (etcd_group_cluster(mv->cluster, from, cl, sizeof cl) != 0 ||
         etcd_leader_lookup(ec, cl, &found, addr, sizeof addr, &term, err, errlen) != 0)
-        return -1;
+        return NULL;
     if (!found) {
         snprintf(err, errlen, "group %s has no leader", from);
-        return -1;
+        return NULL;
     }
+    if (l->rc && strcmp(l->addr, addr) == 0) return l;
+    if (l->rc) log_notice("master: slot move from group %s: its leader is %s now", from, addr);
+    drop_link(l);
     const mkv_config *cfg = &mv->srv->cfg;
     const char *pass = cfg->master_auth[0] ? cfg->master_auth : cfg->requirepass;
-    if (proto_master_open(&mv->rc, addr, pass, cfg->cluster_secret, PULL_IO_MS, PULL_IO_MS, err, errlen) !=
+    if (proto_master_open(&l->rc, addr, pass, cfg->cluster_secret, PULL_IO_MS, PULL_IO_MS, err, errlen) !=
         PROTO_LINK_OK)
-        return -1;
-    snprintf(mv->rc_group, sizeof mv->rc_group, "%s", from);
-    mv->pull_epoch = mv->pull_off = 0;
-    return 0;
+        return NULL;
+    snprintf(l->addr, sizeof l->addr, "%s", addr);
+    l->epoch = l->off = 0;   /* a new leader's outbox has an epoch of its own */
+    return l;
 }
 
 typedef struct settle_ctx {
@@ -318,16 +341,17 @@ static int settle_fn(proto_slotmap *m, void *arg, char *err, size_t errlen) {
 
 /* One round trip: 1 while more is to come, 0 when from has nothing left
  * for us (the marks cleared), -1 to try again at the next poll. */
-static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t version) {
+static int pull_once(slot_move *mv, etcd_client *ec, pull_link *l, uint64_t version) {
+    const char *from = l->group;
     proto_cmd cmd;
     proto_cmd_init(&cmd, 6);
-    proto_cmd_slotexport(&cmd, mv->group, version, mv->pull_epoch, mv->pull_off, SLOT_MOVE_PULL_BYTES);
-    redisReply *r = redisCommandArgv(mv->rc, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_slotexport(&cmd, mv->group, version, l->epoch, l->off, SLOT_MOVE_PULL_BYTES);
+    redisReply *r = redisCommandArgv(l->rc, cmd.argc, cmd.argv, cmd.lens);
     proto_cmd_free(&cmd);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 || r->element[4]->type != REDIS_REPLY_STRING) {
-        say(mv, from, r && r->type == REDIS_REPLY_ERROR ? r->str : mv->rc && mv->rc->err ? mv->rc->errstr : "bad reply");
+        say(mv, from, r && r->type == REDIS_REPLY_ERROR ? r->str : l->rc->err ? l->rc->errstr : "bad reply");
         if (r) freeReplyObject(r);
-        drop_link(mv);
+        drop_link(l);
         return -1;
     }
     uint64_t epoch = (uint64_t)r->element[0]->integer, first = (uint64_t)r->element[1]->integer,
@@ -348,9 +372,9 @@ static int pull_once(slot_move *mv, etcd_client *ec, const char *from, uint64_t 
         if (a == 0 && st.waiting) say(mv, from, "objects on nodes this group does not have wait (no shared nodes?)");
         if (a == 0 && st.waiting) mv->pull_after = mono_ms() + PULL_BACKOFF_MS;
         if (a != 0 || st.waiting) rc = -1;   /* not acknowledged: asked again later */
-        else mv->pull_epoch = epoch, mv->pull_off = next;
+        else l->epoch = epoch, l->off = next;
     } else {
-        mv->pull_epoch = epoch, mv->pull_off = first;
+        l->epoch = epoch, l->off = first;
         if (done) {
             char err[ETCD_ERR_LEN];
             settle_ctx s = {version, mv->group, from};
@@ -384,12 +408,13 @@ static void pull_all(slot_move *mv, etcd_client *ec, const proto_slotmap *m) {
         seen[f] = 1;
         const char *from = m->groups[f - 1];
         char err[ETCD_ERR_LEN];
-        if (link_to(mv, ec, from, err, sizeof err) != 0) {
+        pull_link *l = link_to(mv, ec, from, err, sizeof err);
+        if (!l) {
             say(mv, from, err);
             continue;
         }
         for (int i = 0; i < SLOT_MOVE_PULLS && !atomic_load(&mv->stop); i++)
-            if (pull_once(mv, ec, from, m->version) <= 0) break;
+            if (pull_once(mv, ec, l, m->version) <= 0) break;
     }
 }
 
@@ -438,7 +463,7 @@ void slot_move_free(slot_move *mv) {
     etcd_free(mv->ec);
     loop_timer_free(mv->tick);
     loop_wake_free(mv->wake);
-    drop_link(mv);
+    for (int i = 0; i < mv->nlinks; i++) drop_link(&mv->links[i]);
     for (int i = 0; i < mv->nbox; i++) resp_buf_free(&mv->out[i]);
     pthread_cond_destroy(&mv->cv);
     pthread_mutex_destroy(&mv->mu);
@@ -455,12 +480,58 @@ void slot_move_info(const slot_move *mv, resp_buf *out) {
     info_field(out, "slots_adopt_waiting", "%llu", (unsigned long long)atomic_load(&mv->waiting));
     info_field(out, "slots_adopt_refused", "%llu", (unsigned long long)atomic_load(&mv->refused));
     info_field(out, "slots_lent_bytes", "%llu", (unsigned long long)mv->lent);
+    uint64_t away, back;   /* of that, what the nodes say they lent to the adopters, and got back */
+    mm_lent_stats(role(mv)->meta, &away, &back);
+    info_field(out, "slots_lent_away_bytes", "%llu", (unsigned long long)away);
+    info_field(out, "slots_lent_back_bytes", "%llu", (unsigned long long)back);
+}
+
+/* MOON.LENT id L|B off len ...: ranges of our chunks a shared node lent
+ * to another group or got back (mm_node_lent); TRYAGAIN while the table
+ * is rebuilt (the node sends them again after its next heartbeat). */
+static void lent_command(client *c) {
+    master *m = c->srv->role;
+    uint32_t id;
+    if ((c->argc - 2) % 3 != 0 || c->argc < 5) {
+        master_reply_fail(c, PROTO_ERR, "wrong number of arguments for '%s'", PROTO_VERB_LENT);
+        return;
+    }
+    if (master_own_node(c, 1, &id) != 0) return;
+    if (master_rebuild_busy(m) || master_rebuild_awaits_nodes(m)) {
+        master_reply_fail(c, PROTO_TRYAGAIN, "this master is rebuilding its table");
+        return;
+    }
+    uint64_t off, len;
+    for (int i = 2; i + 2 < c->argc; i += 3) {   /* all well formed before any is taken */
+        const resp_arg *k = &c->argv[i];
+        if (k->len != 1 || !k->ptr[0] || !strchr("LlBb", k->ptr[0])) {
+            master_reply_fail(c, PROTO_ERR, "each range is L|B off len");
+            return;
+        }
+        if (master_arg_u64(c, i + 1, 0, INT64_MAX, &off) < 0 || master_arg_u64(c, i + 2, 1, INT64_MAX, &len) < 0)
+            return;
+    }
+    for (int i = 2; i + 2 < c->argc; i += 3) {
+        char err[PROTO_ERR_LEN];
+        int back = c->argv[i].ptr[0] == 'B' || c->argv[i].ptr[0] == 'b';
+        (void)master_arg_u64(c, i + 1, 0, INT64_MAX, &off);
+        (void)master_arg_u64(c, i + 2, 1, INT64_MAX, &len);
+        proto_status st = mm_node_lent(m->meta, id, back, off, len, err, sizeof err);
+        if (st == PROTO_NODEDEAD) {
+            master_reply_fail(c, st, "%s", err);
+            return;
+        }
+        if (st != PROTO_OK) log_warning("master: %s: %s", PROTO_VERB_LENT, err);   /* the others still count */
+    }
+    reply_ok(c);
 }
 
 static const command slot_move_commands[] = {
     {"moon.slotexport", slotexport_command, 6, CMD_WRITE | CMD_MEMBER, 0, 0, 0, 0, "moonkv", "0.7.0",
      "A moved slot's objects as records for the group adopting them; acknowledges those before offset",
      "group version epoch offset max"},
+    {"moon.lent", lent_command, -5, CMD_WRITE | CMD_MEMBER, 0, 0, 0, 0, "moonkv", "0.7.0",
+     "A shared node's ranges of our chunks lent to another group (L) or given back (B)", "id L|B off len ..."},
 };
 
 void slot_move_register_commands(server *srv) {

@@ -49,6 +49,7 @@
 #define CTL_REFRESH_YOUNG_MS 100
 #define CTL_YOUNG_MS        2000
 #define CTL_LEAVING_BEAT_MS 100    /* heartbeat while drained: hear "drained" soon */
+#define CTL_LENT_ROUNDS     16     /* MOON.LENT calls per heartbeat (PROTO_LENT_MAX ranges each) */
 /* The scrub's step (and holdings pulls from a master without
  * MOON.HOLDLINK: holdings_link.h). */
 #define CTL_TICK_MS         100
@@ -80,6 +81,7 @@ struct node_control {
     node_status *st;            /* its status (under n->mu) */
     const char *cluster;        /* its etcd prefix */
     int chunks_refused;         /* a master without MOON.CHUNKS (logged once) */
+    int lent_refused;           /* MOON.LENT refused (said once) */
     pthread_t th;
     pthread_cond_t wake;        /* with n->mu */
     int stop, leave_wanted, leave_sent;
@@ -488,6 +490,7 @@ static int do_register(node_control *c) {
         return -1;
     }
     if (n->shares) te_shares_set_group(n->shares, c->g, key, term);
+    if (n->shares) te_shares_events_resync(n->shares, c->g);   /* a new leader learns every range lent away */
     else if (node_data_set_identity(n->data, id, key, term, asked_ms, err, sizeof err) != 0) {
         log_warning("node: data plane cannot serve as node %u: %s", id, err);
         disconnect(c);   /* the id dies by timeout; try again later */
@@ -553,6 +556,30 @@ static void chunks_exchange(node_control *c) {
             log_info("node: group %s: %u chunk(s) given back, %u more given (%u now)", n->groups[c->g].name, back,
                      got, node_shares_count(n, c->g));
         if (!got) return;
+    }
+}
+
+/* MOON.LENT: tell the master which ranges of its group's chunks we lent
+ * to another group (a moved slot's objects adopted there) or got back, so
+ * it places nothing over the ones lent and has the ones back as room. */
+static void lent_exchange(node_control *c) {
+    node *n = c->n;
+    for (int round = 0; n->shares && c->rc && round < CTL_LENT_ROUNDS; round++) {
+        te_lent_event ev[PROTO_LENT_MAX];
+        uint64_t gen;
+        size_t k = te_shares_events(n->shares, c->g, ev, PROTO_LENT_MAX, &gen);
+        if (!k) return;
+        proto_cmd cmd;
+        proto_cmd_lent_begin(&cmd, my_id(c), k);
+        for (size_t i = 0; i < k; i++) proto_cmd_lent_add(&cmd, ev[i].back, ev[i].off, ev[i].len);
+        redisReply *r = master_send(c, &cmd);
+        if (!r) return;
+        int ok = r->type == REDIS_REPLY_STATUS;
+        if (!ok && !is_nodedead(r) && !c->lent_refused++)   /* TRYAGAIN while it rebuilds: next heartbeat */
+            log_info("node: %s: %s", PROTO_VERB_LENT, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        freeReplyObject(r);
+        if (!ok) return;
+        te_shares_events_done(n->shares, c->g, gen, k);
     }
 }
 
@@ -850,6 +877,7 @@ static void *control_main(void *arg) {
             slow = (slow_step){"none", 0};
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
             chunks_exchange(c);
+            lent_exchange(c);
         }
         if (c->rc && now >= c->next_refresh_ms) {
             t = mono_ms();

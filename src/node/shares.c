@@ -211,7 +211,10 @@ void node_shares_noted(node *n, int g, const void *key, size_t keylen, const obj
     for (uint32_t i = 0; i < rep->nextents; i++) {
         const obj_extent *e = &rep->extents[i];
         if (e->node != self || e->offset == PROTO_ON_DISK || node_shares_mine(n, g, e->offset)) continue;
-        if (!indexed(n, key, keylen, self, e) || te_shares_lend(n->shares, e->offset, e->length, g) != 0)
+        int own = te_shares_owner(n->shares, (uint32_t)(e->offset / te_shares_chunk_size(n->shares))) == g;
+        if (!indexed(n, key, keylen, self, e) ||
+            (own ? te_shares_reclaim(n->shares, e->offset, g) == 0   /* g adopted it back */
+                 : te_shares_lend(n->shares, e->offset, e->length, g) != 0))
             log_warning("node: group %s noted %.*s at %llu+%llu in another group's chunk: not lent",
                         n->groups[g].name, (int)(keylen > 64 ? 64 : keylen), (const char *)key,
                         (unsigned long long)e->offset, (unsigned long long)e->length);

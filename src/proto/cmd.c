@@ -128,6 +128,17 @@ void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks) {
     proto_cmd_str(cmd, chunks);
 }
 
+void proto_cmd_lent_begin(proto_cmd *cmd, uint32_t id, size_t n) {
+    cmd_start(cmd, PROTO_VERB_LENT, 2 + 3 * n);
+    proto_cmd_u64(cmd, id);
+}
+
+void proto_cmd_lent_add(proto_cmd *cmd, int back, uint64_t off, uint64_t len) {
+    proto_cmd_str(cmd, back ? "B" : "L");
+    proto_cmd_u64(cmd, off);
+    proto_cmd_u64(cmd, len);
+}
+
 void proto_cmd_slotexport(proto_cmd *cmd, const char *group, uint64_t version, uint64_t epoch, uint64_t offset,
                           uint32_t max) {
     cmd_start(cmd, PROTO_VERB_SLOTEXPORT, 6);

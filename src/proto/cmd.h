@@ -85,6 +85,12 @@ void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks);
  * records another group gives it (master/slot_move.c). */
 void proto_cmd_slotexport(proto_cmd *cmd, const char *group, uint64_t version, uint64_t epoch, uint64_t offset,
                           uint32_t max);
+/* MOON.LENT id L|B off len ...: ranges of the master's group's chunks a
+ * shared node lent to another group (L) or got back (B); begin with how
+ * many, then each (master/shares.c). */
+#define PROTO_LENT_MAX 256   /* ranges per command */
+void proto_cmd_lent_begin(proto_cmd *cmd, uint32_t id, size_t n);
+void proto_cmd_lent_add(proto_cmd *cmd, int back, uint64_t off, uint64_t len);
 /* MOON.HEARTBEAT id used [disk_free N]: disk_free only from a node with
  * a disk tier (PROTO_HB_DISK_FREE; 0 sends none). */
 void proto_cmd_heartbeat(proto_cmd *cmd, uint32_t id, uint64_t used, uint64_t disk_free);

@@ -179,6 +179,17 @@ static int is_alive(int port, long long id) {
     return strstr(ids, want) != NULL;
 }
 
+/* Group a's leader's INFO cluster field. */
+static long long a_info(const char *field) { return h_port_info(MASTER_A, "cluster", field); }
+
+/* Until a's field is at least (above 1) or at most (above 0) v, up to WAIT_MS: its value. */
+static long long wait_a_info(const char *field, long long v, int above) {
+    uint64_t end = mono_ms() + WAIT_MS;
+    long long got;
+    while ((above ? (got = a_info(field)) < v : (got = a_info(field)) > v) && mono_ms() < end) usleep(50000);
+    return got;
+}
+
 /* Until node id is alive (or not) in both groups. */
 static int wait_alive(long long id, int alive, int timeout_ms) {
     uint64_t end = mono_ms() + (uint64_t)timeout_ms;
@@ -466,6 +477,8 @@ static void test_slot_move_served_by_b(void) {
                    mkv_last_error(mc));
     }
     long long adopted0 = h_port_info(MASTER_B, "cluster", "slots_adopted_objects");
+    long long lent0 = a_info("slots_lent_bytes"), away0 = a_info("slots_lent_away_bytes"),
+              back0 = a_info("slots_lent_back_bytes"), used_a0 = a_info("bytes_used");
     snprintf(args, sizeof args, "move %d b", slot);
     ASSERT_EQ(slots_tool(args, NULL, 0), 0);
     int tried = 0, served = 0, moved_gets = 0, moved_ok = 0, next = 0;
@@ -516,6 +529,16 @@ static void test_slot_move_served_by_b(void) {
     }
     mkv_close(tc);
     uint64_t t_moved = mono_ms() - t0;
+    /* a gave the slot's objects away; the nodes lent their ranges to b and
+     * told a (MOON.LENT): a holds them as withheld, no longer as used */
+    long long moved = a_info("slots_lent_bytes") - lent0;
+    ASSERT_MSG(moved >= (long long)MOVE_KEYS * (VAL - 6 * 64), "group a gave %lld bytes away", moved);
+    ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0 + moved, 1) >= away0 + moved,
+               "the nodes told group a of %lld of the %lld bytes lent to b", a_info("slots_lent_away_bytes") - away0,
+               moved);
+    ASSERT_MSG(wait_a_info("bytes_used", used_a0 - moved, 0) <= used_a0 - moved,
+               "group a still uses %lld bytes (%lld before the move, %lld given away)", a_info("bytes_used"), used_a0,
+               moved);
     char a[200], want[64];
     redisContext *c = h_redis(MASTER_A);
     redisReply *r = c ? redisCommand(c, "MOON.EXISTS %s", key[0]) : NULL;
@@ -524,8 +547,11 @@ static void test_slot_move_served_by_b(void) {
     if (c) redisFree(c);
     snprintf(want, sizeof want, "MOVED %d b", slot);
     ASSERT_MSG(strcmp(a, want) == 0, "group a answered EXISTS %.31s: %.100s", key[0], a);
-    /* removed on b: b's space is free again (the lease of a's readers passed) */
+    /* removed on b: b's space is free again (the lease of a's readers passed),
+     * and the nodes give the ranges back to a: a's free room grows by them
+     * (counting the chunks a took or gave back meanwhile) */
     long long used0 = h_port_info(MASTER_B, "cluster", "bytes_used"), gone = 0;
+    long long free_a0 = a_info("bytes_total") - a_info("bytes_used"), chunks_a0 = chunks_of(0, "a") + chunks_of(1, "a");
     for (int i = 0; i < acked; i++) {
         ASSERT_MSG(mkv_remove(mc, key[i], strlen(key[i])) == MKV_OK, "remove %.31s on b", key[i]);
         gone += (long long)fill(src, val[i]);
@@ -534,11 +560,20 @@ static void test_slot_move_served_by_b(void) {
     long long used = used0;
     while ((used = h_port_info(MASTER_B, "cluster", "bytes_used")) > used0 - gone && mono_ms() < end) usleep(100000);
     ASSERT_MSG(used <= used0 - gone, "group b uses %lld bytes after removing %lld of %lld", used, gone, used0);
+    ASSERT_MSG(wait_a_info("slots_lent_back_bytes", back0 + moved, 1) >= back0 + moved,
+               "group a got %lld of the %lld bytes back", a_info("slots_lent_back_bytes") - back0, moved);
+    ASSERT_EQ(a_info("slots_lent_away_bytes"), away0);
+    long long free_a = a_info("bytes_total") - a_info("bytes_used"),
+              grown = (long long)(chunks_of(0, "a") + chunks_of(1, "a") - chunks_a0) * (long long)CHUNK;
+    ASSERT_MSG(free_a - grown >= free_a0 + moved, "group a's free bytes: %lld before b's removes, %lld after (%lld "
+               "bytes of chunks taken since), %lld given back", free_a0, free_a, grown, moved);
     printf("# slot %d moved to group b with %d objects (%d acknowledged in all, %d during the move), read back in %llu ms; "
            "%d of %d gets of its keys during the move byte-exact, %d other puts/gets/removes; all read from b "
            "byte-exact; removed on b: %lld bytes freed\n",
            slot, MOVE_KEYS, acked, acked - MOVE_KEYS, (unsigned long long)t_moved, moved_ok, moved_gets,
            tried, used0 - used);
+    printf("# group a: %lld bytes given away, withheld as lent once the move settled (used %lld -> %lld), "
+           "free %lld -> %lld once b removed them\n", moved, used_a0, used_a0 - moved, free_a0, free_a - grown);
 }
 
 /* ---- setup ---- */

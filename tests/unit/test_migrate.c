@@ -282,10 +282,102 @@ static void test_shared_nodes(void) {
     mm_destroy(b);
     mm_destroy(d);
 }
+/* The extents of the objects s0..s59 of r in m (node, off, len), into x: how many. */
+typedef struct ext3 { uint32_t node; uint64_t off, len; } ext3;
+static size_t extents_of(master_meta *m, range r, ext3 *x, size_t max) {
+    size_t n = 0;
+    char key[32];
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        uint16_t s = proto_key_slot(key, strlen(key));
+        object *o;
+        uint64_t lease;
+        if (s < r.lo || s > r.hi || mm_get(m, key, strlen(key), 20, &o, &lease, err, sizeof err) != PROTO_OK) continue;
+        const obj_replica *reps = REPS(o);
+        for (uint32_t k = 0; k < o->nreplicas; k++)
+            for (uint32_t e = 0; e < reps[k].nextents && n < max; e++)
+                x[n++] = (ext3){reps[k].extents[e].node, reps[k].extents[e].offset, reps[k].extents[e].length};
+    }
+    return n;
+}
+
+/* Group a gives objects on shared nodes to b; the nodes lend the ranges
+ * to b and tell a (MOON.LENT): a holds them withheld (its used bytes fall,
+ * its free ones stay), then free once b dropped them (given back). A move
+ * undone: b gives them back (its lent ranges withheld again at once) and
+ * a adopts them at the same offsets, from its ranges lent away. */
+static void test_lent_away_and_back(void) {
+    const uint64_t seg = 8 * 1024 * KB;
+    master_meta *a = meta(), *b = meta();
+    uint32_t a1 = join_shared(a, 0xA1, 9001, seg, 0, 4), a2 = join_shared(a, 0xA2, 9002, seg, 0, 4);
+    ASSERT(join_shared(b, 0xA1, 9001, seg, 4, 8) == a1 && join_shared(b, 0xA2, 9002, seg, 4, 8) == a2);
+    uint64_t size0 = size_of(a, a1) + size_of(a, a2);
+    char key[32];
+    range r = {0, 8191};
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        ASSERT(put(a, key, 1000 + 100 * (uint64_t)i, i % 2 ? 2 : 1));
+    }
+    static ext3 x[256];
+    size_t nx = extents_of(a, r, x, 256);
+    ASSERT(nx > 5);
+    uint64_t used1 = used(a, a1) + used(a, a2), bytes = 0, raw = 0;
+    resp_buf out[MM_GIVE_DESTS];
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_init(&out[i]);
+    mm_give_pass p;
+    give_all(a, r, out, &p);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1);   /* given away: still reserved */
+    mm_adopt_stats st;
+    ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
+    ASSERT_EQ(st.objects, p.given);
+    for (size_t i = 0; i < nx; i++) {   /* the nodes lent them to b */
+        ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+        bytes += (x[i].len + 63) & ~63ULL;   /* in the allocator: aligned */
+        raw += x[i].len;
+    }
+    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off, x[0].len, err, sizeof err), PROTO_OK);   /* told twice */
+    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off + 64, x[0].len, err, sizeof err), PROTO_ERR);   /* overlaps */
+    ASSERT_EQ(mm_node_lent(a, a1, 0, 5 * 1024 * KB, 64, err, sizeof err), PROTO_ERR);   /* b's chunk */
+    uint64_t away, back;
+    mm_lent_stats(a, &away, &back);
+    ASSERT_EQ(away, raw);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1 - bytes);
+    ASSERT_EQ(size_of(a, a1) + size_of(a, a2), size0 - bytes);
+    /* undone: b gives them back, a adopts them where they are */
+    resp_buf again[MM_GIVE_DESTS];
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_init(&again[i]);
+    mm_give_pass q;
+    give_all(b, r, again, &q);
+    ASSERT_EQ(q.given, p.given);
+    ASSERT_EQ(used(b, a1) + used(b, a2), 0);   /* b's lent ranges: withheld again */
+    ASSERT_EQ(mm_adopt(a, (const uint8_t *)again[0].data, again[0].len, 5000, 10, &st), 0);
+    ASSERT_EQ(st.objects, p.given);
+    ASSERT_EQ(st.refused, 0);
+    mm_lent_stats(a, &away, &back);
+    ASSERT_EQ(away, 0);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1);
+    for (size_t i = 0; i < nx; i++)   /* the nodes' word of their return changes nothing now */
+        ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1);
+    /* given away again, lent again, then dropped by b: free in a */
+    give_all(a, r, out, &p);
+    ASSERT_EQ(p.given, q.given);
+    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+    mm_lent_stats(a, &away, &back);
+    ASSERT_EQ(away, 0);
+    ASSERT_EQ(back, raw);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1 - bytes);   /* the objects of other slots stay */
+    ASSERT_EQ(size_of(a, a1) + size_of(a, a2), size0);
+    for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]), resp_buf_free(&again[i]);
+    mm_destroy(a);
+    mm_destroy(b);
+}
 
 int main(void) {
     RUN_TEST(test_give_and_adopt);
     RUN_TEST(test_shared_nodes);
+    RUN_TEST(test_lent_away_and_back);
     RUN_TEST(test_busy_waits);
     TEST_EXIT();
 }

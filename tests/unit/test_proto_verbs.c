@@ -136,6 +136,10 @@ static void test_cmd_membership(void) {
     ASSERT_STEP(expect_cmd(&c, 3, "MOON.HEARTBEAT", "4294967295", "18446744073709551615"));
     proto_cmd_slotexport(&c, "b", 7, 3, 65536, 1u << 20);
     ASSERT_STEP(expect_cmd(&c, 6, "MOON.SLOTEXPORT", "b", "7", "3", "65536", "1048576"));
+    proto_cmd_lent_begin(&c, 3, 2);
+    proto_cmd_lent_add(&c, 0, 1048576, 4096);
+    proto_cmd_lent_add(&c, 1, 64, 128);
+    ASSERT_STEP(expect_cmd(&c, 8, "MOON.LENT", "3", "L", "1048576", "4096", "B", "64", "128"));
     proto_cmd_heartbeat(&c, 2, 10, 4096);
     ASSERT_STEP(expect_cmd(&c, 5, "MOON.HEARTBEAT", "2", "10", "disk_free", "4096"));
     proto_cmd_node(&c, PROTO_VERB_LEAVE, 2);

@@ -189,6 +189,38 @@ static void test_lent_ranges(void) {
     te_shares_free(s);
 }
 
+/* What a group's chunks lent and got back is told to its master in order
+ * (MOON.LENT), each event once; its queue made anew holds what is lent now. */
+static void test_lent_events(void) {
+    te_shares *s = te_shares_create(8 * MiB, MiB);
+    te_lent_event ev[8];
+    uint64_t gen, gen2;
+    ASSERT_EQ(te_shares_grant(s, 0, 2), 2);   /* a: chunks 0, 1 */
+    ASSERT_EQ(te_shares_grant(s, 1, 1), 1);   /* b: chunk 2 */
+    ASSERT_EQ(te_shares_lend(s, 4096, 8192, 1), 0);
+    ASSERT_EQ(te_shares_lend(s, MiB, 64, 1), 0);
+    ASSERT_EQ(te_shares_unlend(s, 4096, 1), 8192);
+    ASSERT_EQ(te_shares_events(s, 1, ev, 8, &gen), 0);   /* b's chunks lent nothing */
+    ASSERT_EQ(te_shares_events(s, 0, ev, 2, &gen), 2);
+    ASSERT(ev[0].off == 4096 && ev[0].len == 8192 && !ev[0].back);
+    ASSERT(ev[1].off == MiB && ev[1].len == 64 && !ev[1].back);
+    te_shares_events_done(s, 0, gen, 2);
+    ASSERT_EQ(te_shares_events(s, 0, ev, 8, &gen), 1);
+    ASSERT(ev[0].off == 4096 && ev[0].len == 8192 && ev[0].back);
+    te_shares_events_resync(s, 0);   /* a new leader of a: what is lent now */
+    te_shares_events_done(s, 0, gen, 1);   /* of the queue before: nothing */
+    ASSERT_EQ(te_shares_events(s, 0, ev, 8, &gen2), 1);
+    ASSERT(gen2 != gen && ev[0].off == MiB && ev[0].len == 64 && !ev[0].back);
+    te_shares_events_done(s, 0, gen2, 1);
+    /* a adopts the object back (a move undone): the range is a's again, told as given back */
+    ASSERT_EQ(te_shares_reclaim(s, MiB, 1), 0);   /* b owns no chunk there */
+    ASSERT_EQ(te_shares_reclaim(s, MiB, 0), 64);
+    ASSERT_EQ(te_shares_whose(s, MiB), 0);
+    ASSERT_EQ(te_shares_events(s, 0, ev, 8, &gen), 1);
+    ASSERT(ev[0].off == MiB && ev[0].back);
+    te_shares_free(s);
+}
+
 static void test_claims_forgotten(void) {
     te_claims c;
     te_claims_init(&c, 0);
@@ -212,6 +244,7 @@ int main(void) {
     RUN_TEST(test_lent_space);
     RUN_TEST(test_caps_in_chunks);
     RUN_TEST(test_lent_ranges);
+    RUN_TEST(test_lent_events);
     RUN_TEST(test_claims_forgotten);
     TEST_EXIT();
 }
