@@ -44,8 +44,10 @@ static int mac_equal(const uint8_t *a, const uint8_t *b) {
 
 int te_cap_check_nokey(const te_cap *cap, uint32_t node_id, te_op op, uint64_t off,
                        uint64_t len, uint64_t now_ms) {
-    uint32_t need = op == TE_WRITE ? TE_CAP_WRITE : TE_CAP_READ;
-    if (cap->node_id != node_id || !(cap->rights & need) || now_ms >= cap->expiry_ms)
+    uint32_t need = op == TE_WRITE ? TE_CAP_WRITE : op == TE_READ_DISK ? TE_CAP_DISK : TE_CAP_READ;
+    /* a disk cap names a record, not segment bytes: it never opens the segment */
+    if (cap->node_id != node_id || !(cap->rights & need) || now_ms >= cap->expiry_ms ||
+        (op != TE_READ_DISK && (cap->rights & TE_CAP_DISK)))
         return TE_EAUTH;
     /* [off, off+len) inside [cap->offset, cap->offset+cap->length),
      * written so that no sum can wrap. */
@@ -60,6 +62,15 @@ int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint64_t 
     cap_mac(cap, key, mac);
     if (!mac_equal(mac, cap->mac) || cap->term != term) return TE_EAUTH;
     return te_cap_check_nokey(cap, node_id, op, off, len, now_ms);
+}
+
+/* Public: the cap's MAC, not this hash, is what a reader cannot forge;
+ * the hash only has to tell a node's records apart. */
+static const uint8_t disk_tag_key[SIPHASH_KEY_LEN] = "moonkv.diskread";
+
+uint64_t te_cap_disk_tag(const void *key, size_t keylen) {
+    uint64_t h = siphash24(key, keylen, disk_tag_key);
+    return h ? h : 1;   /* 0: no record */
 }
 
 void te_cap_encode(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]) {

@@ -29,6 +29,13 @@ int te_cap_check(const te_cap *cap, const uint8_t key[TE_CAP_KEY_LEN], uint64_t 
  * a capability but not verify it (the shm client side). */
 int te_cap_check_nokey(const te_cap *cap, uint32_t node_id, te_op op, uint64_t off,
                        uint64_t len, uint64_t now_ms);
+/* A read of an object on a node's disk tier (TE_READ_DISK) is granted
+ * by a cap with rights TE_CAP_DISK alone, offset the object's CRC32C,
+ * length its size and issued_us the tag of its key below: the node
+ * serves only the record of that key tag, length and CRC, so the cap
+ * bounds the reader to the object the master granted (never a segment
+ * range: te_cap_check refuses a disk cap for anything else). */
+uint64_t te_cap_disk_tag(const void *key, size_t keylen);
 /* Wire form for RESP replies and the data-plane header. decode: 0 or -1. */
 void te_cap_encode(const te_cap *cap, uint8_t out[TE_CAP_WIRE_LEN]);
 int te_cap_decode(te_cap *cap, const uint8_t *in, size_t len);

@@ -16,6 +16,19 @@
 #include "backend/cap.h"
 #include "backend/transport.h"
 
+/* The node's disk tier as a data server reads it (TE_READ_DISK,
+ * docs/SSD_TIER.md). read streams the value of the record whose key tag
+ * is tag (cap.h), if it is size bytes with CRC32C crc, to put in pieces
+ * in object order, every byte once, holding the last one back until the
+ * whole value's CRC32C matched: 0; -ENOENT no such record (or another
+ * size or CRC); -EBADMSG it failed its CRC (and is dropped); another
+ * -errno; or put's non-zero return (the reader went away). */
+typedef int te_disk_put(void *sink, const void *buf, size_t n);
+typedef struct te_disk_reader {
+    int (*read)(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, te_disk_put *put, void *sink);
+    void *ctx;
+} te_disk_reader;
+
 typedef struct te_server_config {
     void *base;                 /* the segment */
     uint64_t size;
@@ -45,6 +58,9 @@ typedef struct te_server_config {
     /* A node shared by master groups (shares.h): every group's key, term
      * and chunks; when set, caps are checked against it, not cap_key. */
     struct te_shares *shares;
+    /* The disk tier, or NULL (TE_READ_DISK refused): the node's, kept
+     * for as long as its servers run. */
+    const te_disk_reader *disk;
 } te_server_config;
 
 typedef struct te_server_stats {

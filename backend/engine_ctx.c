@@ -356,11 +356,20 @@ static const te_extent *locate(const te_replica *rp, uint64_t off, uint64_t *ext
     return NULL;
 }
 
+/* An extent on the node's disk tier (cap.h): read by TE_READ_DISK. */
+static int ext_on_disk(const te_extent *x) { return (x->cap.rights & TE_CAP_DISK) != 0; }
+
 /* Length of the unit starting at off: up to unit_size, never across an
- * extent boundary of any replica. */
+ * extent boundary of any replica. A disk record goes as one unit: the
+ * node proves its CRC32C over the whole before the last bytes leave. */
 static uint64_t unit_len(const ectx *e, const te_object *o, uint64_t off) {
-    uint64_t len = o->len - off < e->cfg.unit_size ? o->len - off : e->cfg.unit_size;
-    if (o->slice_crc && o->slice_size) {   /* to the slice's end at most: its sum is its units' */
+    int disk = 0;
+    for (int r = 0; r < o->nrep && !disk; r++) {
+        uint64_t start;
+        disk = ext_on_disk(locate(&o->reps[r], off, &start));
+    }
+    uint64_t len = o->len - off < e->cfg.unit_size || disk ? o->len - off : e->cfg.unit_size;
+    if (o->slice_crc && o->slice_size && !disk) {   /* to the slice's end at most: its sum is its units' */
         uint64_t to_end = o->slice_size - off % o->slice_size;
         if (to_end < len) len = to_end;
     }
@@ -539,6 +548,18 @@ static int node_up(ectx *e, enode *n) {
     return 0;
 }
 
+/* A live path to n that carries disk reads (a network one: a same-host
+ * node's are not dialed until one is needed); 1 if there is one now. */
+static int disk_path_up(enode *n) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n->npaths; i++)
+            if (path_live(&n->paths[i]) && n->paths[i].t->ops->disk_reads) return 1;
+        int failed = 0;
+        if (pass == 0) tier_connect(n, 1, &failed);
+    }
+    return 0;
+}
+
 /* A path that broke: close it now so its remaining requests complete
  * (TE_ECLOSED) and get retried; it is reconnected on a later call. */
 static void path_broken(ectx *e, epath *p) {
@@ -604,15 +625,22 @@ static int job_dispatch(run *r, job *j, int idx) {
             job_fail(r, j, n ? TE_EIO : TE_EINVAL, n && !n->refused_us ? x->node_id : 0, why);
             return -1;
         }
+        int disk = ext_on_disk(x);
+        if (disk && !disk_path_up(n)) {
+            snprintf(why, sizeof why, "node %u: no path that reads its disk: %s", x->node_id, n->last_err);
+            if (job_failover(r, j)) continue;
+            job_fail(r, j, TE_EIO, 0, why);
+            return -1;
+        }
         epath *best = NULL;
         for (int i = 0; i < n->npaths; i++) {
             epath *p = &n->paths[i];
-            if (!path_live(p) || p->inflight >= p->t->cfg.window) continue;
+            if (!path_live(p) || p->inflight >= p->t->cfg.window || (disk && !p->t->ops->disk_reads)) continue;
             if (!best || p->tier < best->tier || (p->tier == best->tier && p->inflight < best->inflight))
                 best = p;
         }
         if (!best) return 0;
-        te_req q = { .op = r->writing ? TE_WRITE : TE_READ,
+        te_req q = { .op = r->writing ? TE_WRITE : disk ? TE_READ_DISK : TE_READ,
                      .local = j->nseg ? NULL : (char *)j->obj->buf + j->obj_off,
                      .iov = j->nseg ? r->segs + j->seg_first : NULL, .niov = j->nseg,
                      .remote_off = x->offset + (j->obj_off - start), .len = j->len, .cap = &x->cap,
@@ -788,7 +816,7 @@ int ectx_transfer(ectx *e, te_object *objs, int n, int writing, char *err, size_
 static int extent_now(ectx *e, te_op op, te_object *o, const te_extent *x, uint64_t off, uint64_t now_ms,
                       uint32_t *crc) {
     enode *n = find_node(e, x->node_id);
-    if (!n || (n->stalled_until_ms && mono_ms() < n->stalled_until_ms)) return -1;
+    if (!n || (n->stalled_until_ms && mono_ms() < n->stalled_until_ms) || ext_on_disk(x)) return -1;
     te_req q = {.op = op, .local = (char *)o->buf + off, .remote_off = x->offset, .len = x->length,
                 .cap = &x->cap};
     for (int i = 0; i < n->npaths; i++) {
@@ -826,7 +854,7 @@ static void prefetch_now(ectx *e, const te_object *o) {
     for (int i = 0; i < rp->next && i < 2; i++) {
         const te_extent *x = &rp->ext[i];
         enode *n = find_node(e, x->node_id);
-        if (!n) continue;
+        if (!n || ext_on_disk(x)) continue;
         te_req q = {.op = TE_READ, .remote_off = x->offset, .len = x->length, .cap = &x->cap};
         for (int k = 0; k < n->npaths; k++) {
             epath *p = &n->paths[k];

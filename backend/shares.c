@@ -230,7 +230,8 @@ int te_shares_whose(te_shares *s, uint64_t off) {
 
 int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op, uint64_t off, uint64_t len,
                     uint64_t now_ms, int *gp) {
-    if (len == 0 || off >= s->size || len > s->size - off) return TE_ERANGE;
+    int disk = op == TE_READ_DISK;   /* a record of the disk tier, not a range of the segment */
+    if (len == 0 || (!disk && (off >= s->size || len > s->size - off))) return TE_ERANGE;
     pthread_mutex_lock(&s->mu);
     int g = -1;
     for (int i = 0; i < TE_MAX_SHARES && g < 0; i++)
@@ -238,8 +239,8 @@ int te_shares_check(te_shares *s, const te_cap *cap, uint32_t node_id, te_op op,
     uint8_t key[TE_CAP_KEY_LEN];
     int in = g >= 0;
     if (in) memcpy(key, s->g[g].key, sizeof key);
-    for (uint64_t c = off / s->chunk; in && c <= (off + len - 1) / s->chunk; c++) in = s->owner[c] == g;
-    if (g >= 0 && s->nlent) {   /* lent away: not the owner's; lent to g: g's */
+    for (uint64_t c = off / s->chunk; in && !disk && c <= (off + len - 1) / s->chunk; c++) in = s->owner[c] == g;
+    if (g >= 0 && s->nlent && !disk) {   /* lent away: not the owner's; lent to g: g's */
         size_t i = lent_at(s, off);
         if (in) in = !lent_overlaps(s, off, len);
         else in = i < s->nlent && s->lent[i].g == g && s->lent[i].off <= off &&

@@ -94,7 +94,7 @@ static int request_check(te_stream_server *s, te_op op, const uint8_t cap_wire[T
     pthread_mutex_unlock(&s->mu);
     if (!have) return TE_EAUTH;
     int st = te_cap_check(&cap, key, term, s->cfg.node_id, op, off, len, wall_ms());
-    if (st != TE_OK) return st;
+    if (st != TE_OK || op == TE_READ_DISK) return st;
     if (off > s->cfg.size || len > s->cfg.size - off) return TE_ERANGE;
     if (op == TE_WRITE && s->cfg.claims) return te_claims_write(s->cfg.claims, &cap, wall_ms());
     return TE_OK;
@@ -112,6 +112,59 @@ static int discard(int fd, uint64_t n, uint64_t dl) {
     return 0;
 }
 
+/* A disk read's answer, sent as the tier hands the record's pieces:
+ * object bytes [from, to) of them, after a header at the first piece. */
+typedef struct disk_sink {
+    te_stream_server *s;
+    int fd;
+    uint64_t dl, cookie, from, to, at;
+    int started;
+} disk_sink;
+
+static int disk_put(void *arg, const void *buf, size_t n) {
+    disk_sink *k = arg;
+    uint64_t a = k->at > k->from ? k->at : k->from, b = k->at + n < k->to ? k->at + n : k->to;
+    uint8_t rh[TE_WIRE_RESP_LEN];
+    struct iovec iov[2];
+    int niov = 0;
+    if (!k->started) {
+        te_wire_resp resp = { .cookie = k->cookie, .status = TE_OK, .len = k->to - k->from };
+        te_wire_resp_encode(&resp, rh);
+        iov[niov++] = (struct iovec){ rh, sizeof rh };
+        k->started = 1;
+    }
+    if (a < b) iov[niov++] = (struct iovec){ (char *)buf + (a - k->at), (size_t)(b - a) };
+    k->at += n;
+    if (niov && te_writev_full(k->fd, iov, niov, k->dl) < 0) return -EPIPE;
+    if (a < b) atomic_fetch_add(&k->s->bytes_out, b - a);
+    return 0;
+}
+
+/* TE_READ_DISK: the record the cap names, read from the disk tier and
+ * checked whole (its CRC32C) before its last bytes go; bytes
+ * [remote_off - cap.offset, + len) of it to the reader. A record the
+ * tier does not have (or no longer: it failed its CRC) is TE_ERANGE; one
+ * that fails after bytes went drops the connection, so the reader never
+ * takes them for a whole read. */
+static int serve_disk(te_stream_server *s, int fd, const te_wire_req *rq, int st, uint64_t dl) {
+    te_cap cap;
+    te_cap_decode(&cap, rq->cap, TE_CAP_WIRE_LEN);
+    if (st == TE_OK && (!s->cfg.disk || cap.offset > UINT32_MAX)) st = TE_ERANGE;
+    disk_sink k = { s, fd, dl, rq->cookie, rq->remote_off - cap.offset, rq->remote_off - cap.offset + rq->len, 0, 0 };
+    if (st == TE_OK) {
+        int rc = s->cfg.disk->read(s->cfg.disk->ctx, cap.issued_us, cap.length, (uint32_t)cap.offset, disk_put, &k);
+        if (rc != 0 && k.started) return -1;
+        if (rc != 0) st = TE_ERANGE;
+    }
+    if (st == TE_OK) return 0;
+    atomic_fetch_add(&s->rejected, 1);
+    te_wire_resp resp = { .cookie = rq->cookie, .status = st, .len = 0 };
+    uint8_t rh[TE_WIRE_RESP_LEN];
+    te_wire_resp_encode(&resp, rh);
+    struct iovec iov = { rh, sizeof rh };
+    return te_writev_full(fd, &iov, 1, dl) < 0 ? -1 : 0;
+}
+
 /* One request, header already read; verify_only (shm): answer the
  * capability check, no payload moves. -1 drops the connection. */
 static int serve_request(te_stream_server *s, int fd, const uint8_t hdr[TE_WIRE_REQ_LEN], int verify_only) {
@@ -122,6 +175,11 @@ static int serve_request(te_stream_server *s, int fd, const uint8_t hdr[TE_WIRE_
     }
     uint64_t dl = te_deadline(s->cfg.io_timeout_ms);
     int st = request_check(s, rq.op, rq.cap, rq.remote_off, rq.len);
+    if (rq.op == TE_READ_DISK && !verify_only) {
+        atomic_fetch_add(&s->requests, 1);
+        return serve_disk(s, fd, &rq, st, dl);
+    }
+    if (rq.op == TE_READ_DISK && st == TE_OK) st = TE_EINVAL;   /* shm: nothing to verify, the tier goes over TCP */
     char *seg = (char *)s->cfg.base + (st == TE_OK ? rq.remote_off : 0);
     atomic_fetch_add(&s->requests, 1);
     if (rq.op == TE_WRITE && !verify_only) {

@@ -244,7 +244,7 @@ static int rx_header_ok(te_path *p) {
     if (p->nsent == 0 || te_wire_resp_decode(&p->rx, p->rx_hdr) != 0) return 0;
     slot *s = ring_at(p, 0);
     if (p->rx.cookie != s->seq) return 0;
-    uint64_t want = p->rx.status == TE_OK && s->req.op == TE_READ ? s->req.len : 0;
+    uint64_t want = p->rx.status == TE_OK && s->req.op != TE_WRITE ? s->req.len : 0;
     return p->rx.len == want;
 }
 
@@ -298,8 +298,8 @@ static int tcp_submit(te_path *p, const te_req *reqs, int n) {
     uint64_t dl = te_deadline(x->b.t.cfg.timeout_ms);
     for (; accepted < n; accepted++) {
         const te_req *r = &reqs[accepted];
-        if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN || (r->op != TE_READ && r->op != TE_WRITE) ||
-            !te_mr_list_covers_req(&x->b.mrs, r)) {
+        if (!r->cap || r->len == 0 || r->len > TE_WIRE_MAX_LEN ||
+            (r->op != TE_READ && r->op != TE_WRITE && r->op != TE_READ_DISK) || !te_mr_list_covers_req(&x->b.mrs, r)) {
             cq_push(x, p, r->cookie, TE_EINVAL);   /* refused here, costs no slot */
             continue;
         }
@@ -437,7 +437,7 @@ static void tcp_destroy(te_transport *t) {
 }
 
 static const te_transport_ops tcp_ops = {
-    .name = "tcp", .scheme = NULL /* plain host:port */, .segments = 1, .connect = tcp_connect,
+    .name = "tcp", .scheme = NULL /* plain host:port */, .segments = 1, .disk_reads = 1, .connect = tcp_connect,
     .reg_mem = te_xport_reg_mem, .dereg_mem = te_xport_dereg_mem, .submit = tcp_submit, .poll = tcp_poll, .close = tcp_close, .destroy = tcp_destroy,
 };
 

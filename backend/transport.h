@@ -22,7 +22,10 @@
 #define TE_SECRET_MAX   256
 #define TE_MAC_LEN      16
 
-typedef enum te_op { TE_READ = 0, TE_WRITE = 1 } te_op;
+/* TE_READ_DISK reads an object from the node's disk tier rather than its
+ * segment (docs/SSD_TIER.md): its cap has TE_CAP_DISK and names the
+ * record (cap.h), remote_off - cap.offset is the offset in the object. */
+typedef enum te_op { TE_READ = 0, TE_WRITE = 1, TE_READ_DISK = 2 } te_op;
 
 /* Completion status codes (0 = done). */
 enum {
@@ -39,6 +42,7 @@ enum {
 
 #define TE_CAP_READ  1u
 #define TE_CAP_WRITE 2u
+#define TE_CAP_DISK  4u   /* TE_READ_DISK only: never a segment range */
 
 /* A capability: the master's signed statement that its holder may access
  * [offset, offset+length) of node_id's segment until expiry_ms (wall
@@ -69,7 +73,7 @@ typedef struct te_mr {
 #define TE_REQ_SEGS 32   /* local segments of one request at most */
 
 typedef struct te_req {
-    te_op op;             /* TE_WRITE: local -> node; TE_READ: node -> local */
+    te_op op;             /* TE_WRITE: local -> node; TE_READ, TE_READ_DISK: node -> local */
     void *local;          /* inside a registered region (unused with iov) */
     /* Optional, for a transport with ops->segments: the local bytes are
      * these niov (1..TE_REQ_SEGS) segments in order, each inside a
@@ -108,6 +112,10 @@ typedef struct te_transport_ops {
     int same_host;
     /* 1: takes requests with local segments (te_req.iov). */
     int segments;
+    /* 1: carries TE_READ_DISK (the node reads its disk tier into the
+     * stream); a transport without it (shm, RDMA) leaves such reads to
+     * one that has it. */
+    int disk_reads;
     /* The node id the peer announced when the path connected, or NULL
      * when the transport learns none; the engine then refuses a path
      * whose node is not the one it dialed (a same-host socket name can

@@ -18,7 +18,7 @@ void te_wire_req_encode(const te_wire_req *r, uint8_t out[TE_WIRE_REQ_LEN]) {
 int te_wire_req_decode(te_wire_req *r, const uint8_t in[TE_WIRE_REQ_LEN]) {
     uint16_t op = le_get16(in + 6);
     if (le_get32(in) != TE_WIRE_MAGIC || le_get16(in + 4) != TE_WIRE_VERSION) return -1;
-    if (op != TE_READ && op != TE_WRITE) return -1;
+    if (op != TE_READ && op != TE_WRITE && op != TE_READ_DISK) return -1;
     r->op = (te_op)op;
     r->cookie = le_get64(in + 8);
     r->remote_off = le_get64(in + 16);

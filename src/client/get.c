@@ -204,14 +204,23 @@ static int place_buffer(mkv_client *c, get_item *it, mkv_place_fn *place, void *
     return MKV_OK;
 }
 
+/* Whether pl names disk records (read from the nodes' disks: an
+ * object with no DRAM replica, docs/SSD_TIER.md). */
+static int placed_on_disk(const mkv_placement *pl) {
+    return pl->nreplicas && pl->replicas[0].nextents && (pl->replicas[0].extents[0].cap.rights & TE_CAP_DISK);
+}
+
 /* A read that failed over late (its node stalled) may find the read
- * leases from MOON.GET expired: the nodes refuse it (EAUTH). Those items
- * are located again, once, for fresh leases and read again. */
+ * leases from MOON.GET expired: the nodes refuse it (EAUTH). A record
+ * read from a node's disk may be gone meanwhile (promoted into DRAM by
+ * another reader, removed, or dropped for a failed CRC). Those items are
+ * located again, once, and read again (or a miss). */
 static int get_relocate_expired(mkv_client *c, get_item *it, size_t m) {
     get_item *re = xcalloc(m ? m : 1, sizeof *re);
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
-        if (it[i].o->status != MKV_EAUTH) continue;
+        int disk_gone = it[i].o->status == MKV_EIO && placed_on_disk(&it[i].pl);
+        if (it[i].o->status != MKV_EAUTH && !disk_gone) continue;
         mkv_placement_free(&it[i].pl);
         memset(&it[i].pl, 0, sizeof it[i].pl);
         re[k++].o = it[i].o;

@@ -49,7 +49,7 @@ static void recheck_found(master_meta *meta, master_parked *p) {
         if (it->status != PROTO_OK) continue;
         object *o = mm_find(meta, it->key, it->keylen);
         if (o == it->obj && o->state == OBJ_COMPLETE && mm_obj_stamp(o) == p->stamp[i] &&
-            proto_replicas_readable(o) > 0)
+            proto_replicas_for_reader(o) > 0)
             continue;
         it->status = PROTO_NOTFOUND;
     }
@@ -65,7 +65,7 @@ static int offloaded_meanwhile(master_meta *meta, master_parked *p, size_t i, ui
     if (it->status != PROTO_OK) return 0;
     object *o = mm_find(meta, it->key, it->keylen);
     if (o != it->obj || o->state != OBJ_COMPLETE || mm_obj_stamp(o) != p->stamp[i] ||
-        proto_replicas_readable(o) > 0)
+        proto_replicas_for_reader(o) > 0)   /* a whole record left: read from the disk */
         return 0;
     mm_lease_return(meta, it->key, it->keylen, it->lease_until, now_ms);
     return 1;

@@ -327,10 +327,15 @@ static proto_status get_found(master_meta *m, object *o, uint64_t now_ms, object
                               uint64_t *lease_until, char *err, size_t errlen) {
     if (!o || o->state != OBJ_COMPLETE)
         return mm_fail(err, errlen, PROTO_NOTFOUND, "no such key");
-    /* Offloaded, with no replica left in DRAM: loaded back first
-     * (offload.c; the reader waits or tries again). */
-    if (proto_replicas_readable(o) == 0) return mm_load(m, o, now_ms, err, errlen);
-    mm_disk_hit(m, o, now_ms);
+    /* Offloaded, with no replica left in DRAM: read straight from a disk
+     * record, or loaded back first (offload.c; the reader waits or tries
+     * again). */
+    if (proto_replicas_readable(o) == 0) {
+        proto_status st = mm_load(m, o, now_ms, err, errlen);
+        if (st != PROTO_OK) return st;
+    } else {
+        mm_disk_hit(m, o, now_ms);
+    }
     *lease_until = now_ms + m->cfg.lease_ms;
     lease_add(o, *lease_until, now_ms);
     o->atime_ms = now_ms;

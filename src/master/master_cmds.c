@@ -1071,9 +1071,13 @@ static const metrics_field master_metrics[] = {
     {"disk_promote_bytes", "moonkv_disk_promote_bytes_total", METRIC_COUNTER, NULL,
      "Bytes of those objects."},
     {"disk_reads_unpromoted", "moonkv_disk_reads_unpromoted_total", METRIC_COUNTER, NULL,
-     "Loads from a disk tier into a temporary DRAM copy, the object left on disk (disk_promote_after)."},
+     "Reads of objects left on a disk tier (disk_promote_after): straight from the disk or a temporary copy."},
     {"disk_reads_unpromoted_bytes", "moonkv_disk_reads_unpromoted_bytes_total", METRIC_COUNTER, NULL,
-     "Bytes of those loads."},
+     "Bytes of those reads."},
+    {"disk_reads_direct", "moonkv_disk_reads_direct_total", METRIC_COUNTER, NULL,
+     "Of those, gets answered with a disk record, read by the reader straight from the node's disk."},
+    {"disk_reads_direct_bytes", "moonkv_disk_reads_direct_bytes_total", METRIC_COUNTER, NULL,
+     "Bytes of those gets."},
     {"disk_offloading_bytes", "moonkv_disk_offloading_bytes", METRIC_GAUGE, NULL,
      "Bytes of objects whose offload to a disk tier is in flight."},
     {"disk_offload_orphans", "moonkv_disk_offload_orphans_total", METRIC_COUNTER, NULL,
@@ -1144,6 +1148,8 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "disk_promote_bytes", "%llu", (unsigned long long)st.promote_bytes);
     info_field(out, "disk_reads_unpromoted", "%llu", (unsigned long long)st.disk_reads);
     info_field(out, "disk_reads_unpromoted_bytes", "%llu", (unsigned long long)st.disk_read_bytes);
+    info_field(out, "disk_reads_direct", "%llu", (unsigned long long)st.disk_direct);
+    info_field(out, "disk_reads_direct_bytes", "%llu", (unsigned long long)st.disk_direct_bytes);
     info_field(out, "disk_offloading_bytes", "%llu", (unsigned long long)st.offloading_bytes);
     info_field(out, "disk_offload_orphans", "%llu", (unsigned long long)st.offload_orphans);
     info_field(out, "disk_repair_pushes", "%llu", (unsigned long long)st.disk_pushes);

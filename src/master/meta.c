@@ -126,8 +126,10 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     st->offload_bytes = m->offload_bytes;
     st->promotes = m->promotes;
     st->promote_bytes = m->promote_bytes;
-    st->disk_reads = m->disk_reads;
-    st->disk_read_bytes = m->disk_read_bytes;
+    st->disk_reads = m->disk_reads + m->disk_direct;
+    st->disk_read_bytes = m->disk_read_bytes + m->disk_direct_bytes;
+    st->disk_direct = m->disk_direct;
+    st->disk_direct_bytes = m->disk_direct_bytes;
     st->offloading_bytes = m->offloading;
     st->offload_orphans = m->orphans_dropped;
     st->disk_pushes = m->disk_pushes;

@@ -172,7 +172,8 @@ typedef struct mm_stats {
     uint64_t slice_crc_bytes;     /* kept for objects' per-slice checksums */
     uint64_t offloads, offload_bytes;   /* objects moved to a disk tier, ever */
     uint64_t promotes, promote_bytes;   /* ... and loaded back into DRAM */
-    uint64_t disk_reads, disk_read_bytes;   /* loads kept on disk: read through a temporary copy */
+    uint64_t disk_reads, disk_read_bytes;   /* reads that left it on disk: a temporary copy or direct */
+    uint64_t disk_direct, disk_direct_bytes;   /* of them, read by the reader straight from the node's disk */
     uint64_t offloading_bytes;    /* object bytes of offloads in flight */
     uint64_t offload_orphans;     /* records written for offloads failed meanwhile, dropped */
     uint64_t disk_pushes;         /* repairs whose source was a disk record (MM_TASK_PUSH) */

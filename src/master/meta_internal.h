@@ -73,6 +73,7 @@ struct master_meta {
     uint64_t offloads, offload_bytes;   /* offload.c */
     uint64_t promotes, promote_bytes;
     uint64_t disk_reads, disk_read_bytes;   /* loads that kept the disk replica */
+    uint64_t disk_direct, disk_direct_bytes;   /* gets answered with a disk record (read from the node's disk) */
     uint64_t offloading;        /* object bytes of offloads in flight (space coming) */
     uint64_t loads_landed;      /* loads finished or failed, ever (parked gets retry) */
     uint64_t shed_until_ms;     /* puts wait for room: offload as if past the high watermark */
@@ -201,6 +202,9 @@ void mm_offload_start(master_meta *m, object *o, const obj_replica *src, uint64_
 void mm_load_start(master_meta *m, object *o, const obj_replica *dst, int keep_disk, uint64_t now_ms);
 /* offload.c: a get of o, with no replica in DRAM: a load started or in
  * flight (PROTO_TRYAGAIN) or no room for it yet (PROTO_TRYAGAIN too). */
+/* A get of o, which has no DRAM replica: PROTO_OK when the reader is to
+ * read a disk record straight (the encoders send whole records of an
+ * object with no DRAM replica), else why not (TRYAGAIN while a load runs). */
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen);
 /* A get served from DRAM: o read once more while it also has a disk
  * replica and a temporary copy; promoted (the disk replica goes) at its

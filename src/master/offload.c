@@ -136,8 +136,36 @@ static proto_status load_place(master_meta *m, const object *o, const obj_replic
     return st;
 }
 
+/* o has a whole record (one extent) on a usable node: the reader can
+ * read it straight from that node's disk (TE_READ_DISK). */
+static int direct_source(master_meta *m, const object *o) {
+    obj_reps v;
+    const obj_replica *reps = object_reps(o, &v);
+    for (uint32_t i = 0; i < o->nreplicas; i++)
+        if (proto_replica_disk_whole(&reps[i]) && mm_node_usable(mm_node_get(m, reps[i].extents[0].node)))
+            return 1;
+    return 0;
+}
+
+/* The get is answered with o's disk records: the reader reads one from
+ * its node's disk, the object stays there (its reads still count toward
+ * the promote). */
+static proto_status read_direct(master_meta *m, object *o) {
+    mm_obj *mo = mm_obj_of(o);
+    if (mo->disk_reads < MM_DISK_READS_MAX) mo->disk_reads++;
+    m->disk_direct++;
+    m->disk_direct_bytes += o->size;
+    return PROTO_OK;
+}
+
 proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size_t errlen) {
     o->atime_ms = now_ms;   /* read: not the next offload's pick */
+    mm_obj *mo = mm_obj_of(o);
+    /* This read is the disk_promote_after-th since the offload: promote. */
+    int promote = (uint32_t)mo->disk_reads + 1 >= m->cfg.disk_promote_after, direct = direct_source(m, o);
+    /* Before it the reader reads the record itself (while a load runs it
+     * waits for it: a promote drops the record when it lands). */
+    if (direct && !promote && !mm_obj_job(o)) return read_direct(m, o);
     if (mm_obj_job(o)) return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
     obj_reps v;
     const obj_replica *from = load_source(m, o, &v);
@@ -148,12 +176,10 @@ proto_status mm_load(master_meta *m, object *o, uint64_t now_ms, char *err, size
         for (uint32_t i = 0; i < from->nextents; i++)
             want_room(mm_node_get(m, from->extents[i].node), share_of(from, from->extents[i].node));
         if (m->offloading == 0) mm_offload(m, now_ms);   /* now, not at the next sweep (as puts do) */
+        if (direct) return read_direct(m, o);   /* no DRAM room (both tiers full, say): from the disk */
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "no room yet to load from disk");
     }
-    /* This read is the disk_promote_after-th since the offload: promote. */
-    mm_obj *mo = mm_obj_of(o);
-    int keep = (uint32_t)mo->disk_reads + 1 < m->cfg.disk_promote_after;
-    mm_load_start(m, o, &rep, keep, now_ms);
+    mm_load_start(m, o, &rep, !promote, now_ms);
     return mm_fail(err, errlen, PROTO_TRYAGAIN, "loading from disk");
 }
 

@@ -760,9 +760,19 @@ static void holdings_command(client *c) {
     else master_holdings_reply(c, id, 0, form);
 }
 
-/* MOON.BADREPLICA id key seg_offset [...]: the node's scrub found these
- * replicas rotten (and dropped them from its index). Reply: how many
- * the master dropped (the others were gone or moved already). */
+/* A bad replica's place: a segment offset, or DISK (its disk record). */
+static int bad_place(client *c, int i, uint64_t *off) {
+    if (arg_is(c, i, "disk")) {
+        *off = MM_ON_DISK;
+        return 0;
+    }
+    return master_arg_u64(c, i, 0, PROTO_MAX_SEGMENT, off);
+}
+
+/* MOON.BADREPLICA id key seg_offset|DISK [...]: the node found these
+ * replicas rotten, by its scrub or a read of its disk tier (and dropped
+ * them). Reply: how many the master dropped (the others were gone or
+ * moved already). */
 static void badreplica_command(client *c) {
     uint32_t id;
     if (master_own_node(c, 1, &id) != 0) return;
@@ -773,14 +783,14 @@ static void badreplica_command(client *c) {
     long long dropped = 0;
     uint64_t off;
     for (int i = 2; i < c->argc; i += 2) {
-        if (master_arg_u64(c, i + 1, 0, PROTO_MAX_SEGMENT, &off) != 0) return;
+        if (bad_place(c, i + 1, &off) != 0) return;
         if (c->argv[i].len == 0 || c->argv[i].len > PROTO_MAX_KEY_LEN) {
             master_reply_fail(c, PROTO_ERR, "bad key length");
             return;
         }
     }
     for (int i = 2; i < c->argc; i += 2) {
-        master_arg_u64(c, i + 1, 0, PROTO_MAX_SEGMENT, &off);
+        bad_place(c, i + 1, &off);
         dropped += mm_replica_bad(master_of(c)->meta, id, c->argv[i].ptr, c->argv[i].len, off, wall_ms());
     }
     reply_integer(c, dropped);

@@ -241,6 +241,24 @@ static void scrub_and_tell(node_control *c, uint64_t now) {
     proto_cmd_free(&cmd);
 }
 
+/* Records of the disk tier that a read found rotten (and the store
+ * dropped): the master drops those replicas (MOON.BADREPLICA ... DISK)
+ * and repairs from another, or counts the object lost: a miss, never
+ * the bytes. A node of several groups tells the group whose control
+ * takes them; the others find out when they read one. */
+static void rotten_tell(node_control *c) {
+    disk_key k[64];
+    size_t n = c->rc && c->n->disk ? disk_store_take_rotten(c->n->disk, k, 64) : 0;
+    if (n == 0) return;
+    proto_cmd cmd;
+    proto_cmd_badreplica_begin(&cmd, my_id(c), n);
+    for (size_t i = 0; i < n; i++) proto_cmd_badreplica_add_disk(&cmd, k[i].key, k[i].keylen);
+    log_warning("node: %zu disk record(s) failed their CRC32C on a read: dropped, the master told", n);
+    send_checked(c, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
+    for (size_t i = 0; i < n; i++) free(k[i].key);
+}
+
 /* MOON.REPORTDONE naming the other members we last saw. */
 static int report_done(node_control *c, uint32_t self) {
     proto_cmd cmd;
@@ -891,6 +909,7 @@ static void *control_main(void *arg) {
             if (node_holdings_fallback(c->hl, c->rc, my_id(c)) != 0) disconnect(c);
             heap_huge_advise();   /* the index's growth on huge pages (node_role.c) */
             scrub_and_tell(c, now);
+            rotten_tell(c);
             c->next_tick_ms = now + CTL_TICK_MS;
             step_took(&slow, "tick (holdings, scrub)", t);
         }

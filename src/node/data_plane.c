@@ -103,6 +103,7 @@ node_data *node_data_start(const node_data_config *cfg, char *err, size_t errlen
     while (d->sc.incarnation == 0)
         if (random_bytes(&d->sc.incarnation, sizeof d->sc.incarnation) != 0) d->sc.incarnation = mono_us();
     snprintf(d->sc.secret, sizeof d->sc.secret, "%s", cfg->secret);
+    d->sc.disk = cfg->disk && cfg->disk->read ? cfg->disk : NULL;
     d->sc.nlisten = cfg->ntcp;
     for (int i = 0; i < cfg->ntcp; i++) memcpy(d->sc.listen[i], cfg->tcp[i], TE_ADDR_LEN);
     /* No key yet: every request is refused until registration. */

@@ -27,6 +27,7 @@ typedef struct node_data_config {
     char tcp[TE_MAX_PATHS][TE_ADDR_LEN];   /* "host:port" data addresses */
     int nservers;                          /* which servers, in address order */
     const te_data_server_ops *servers[NODE_MAX_DATA_SERVERS];
+    const te_disk_reader *disk;            /* the disk tier's (TE_READ_DISK), or NULL; outlives the servers */
 } node_data_config;
 
 typedef struct node_data node_data;

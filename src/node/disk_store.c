@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/cap.h"
 #include "backend/le.h"
 #include "core/alloc.h"
 #include "core/crc32c.h"
@@ -44,6 +45,7 @@ struct disk_store {
     uint64_t size, file_id, tag;
     pthread_mutex_t mu;           /* ix, alloc, next_seq, st */
     objtable *ix;
+    objtable *bytag;              /* key tag (te_cap_disk_tag) -> its record: disk reads name that */
     seg_alloc *alloc;             /* [BLK, size) as offsets from BLK */
     uint64_t next_seq;
     disk_store_stats st;
@@ -53,6 +55,8 @@ struct disk_store {
     uint8_t *stage[DISK_STAGE_SLOTS];
     int stage_busy[DISK_STAGE_SLOTS];
     uint8_t *zero;                /* 2 blocks of zeros: a header wiped */
+    disk_key rotten[DISK_ROTTEN_MAX];   /* keys of records a read dropped, for the master */
+    size_t nrotten;
 };
 
 static uint64_t round_blk(uint64_t n) { return (n + BLK - 1) & ~(uint64_t)(BLK - 1); }
@@ -181,11 +185,43 @@ static void rec_release(disk_store *ds, object *o) {
     object_free(o);
 }
 
+/* ---- records by key tag (a TE_READ_DISK names its record by it) ---- */
+
+typedef struct tagged {
+    object *o;                    /* NULL: two keys share the tag, neither is served by it */
+} tagged;
+
+static void tag_key(const object *o, uint8_t k[8]) { le_put64(k, te_cap_disk_tag(o->key, o->keylen)); }
+
+static void tag_add(disk_store *ds, object *o) {
+    uint8_t k[8];
+    tag_key(o, k);
+    int existed = 0;
+    object *t = objtable_insert_room(ds->bytag, k, sizeof k, sizeof(tagged), &existed);
+    if (t) ((tagged *)objtable_room(t))->o = o;
+    else if (existed) ((tagged *)objtable_room(objtable_find(ds->bytag, k, sizeof k)))->o = NULL;
+}
+
+static void tag_del(disk_store *ds, object *o) {
+    uint8_t k[8];
+    tag_key(o, k);
+    object *t = objtable_find(ds->bytag, k, sizeof k);
+    if (t && ((tagged *)objtable_room(t))->o == o) objtable_delete(ds->bytag, k, sizeof k);
+}
+
+/* Unlinks key's record (under mu): its object, or NULL. */
+static object *ix_unlink(disk_store *ds, const void *key, size_t keylen) {
+    object *o = objtable_unlink(ds->ix, key, keylen);
+    if (o) tag_del(ds, o);
+    return o;
+}
+
 /* Files a record (under mu); the object it replaced, unlinked, or NULL. */
 static object *ix_put(disk_store *ds, const void *key, size_t keylen, uint64_t len, uint32_t crc,
                       uint64_t off, uint64_t seq, uint32_t hdr, const disk_obj *of) {
-    object *old = objtable_unlink(ds->ix, key, keylen);
+    object *old = ix_unlink(ds, key, keylen);
     object *o = objtable_insert_room(ds->ix, key, keylen, sizeof(rec), NULL);
+    tag_add(ds, o);
     o->size = len;
     o->crc = crc;
     objtable_set_state(ds->ix, o, OBJ_COMPLETE);
@@ -383,6 +419,7 @@ static disk_store *ds_new(const disk_store_config *c) {
     pthread_mutex_init(&ds->smu, NULL);
     pthread_cond_init(&ds->scv, NULL);
     ds->ix = objtable_create(ix_free_fn, NULL);
+    ds->bytag = objtable_create(ix_free_fn, NULL);
     ds->stage_mem = aligned(SCAN_BYTES);
     for (int i = 0; i < DISK_STAGE_SLOTS && ds->stage_mem; i++) ds->stage[i] = ds->stage_mem + i * DISK_STAGE_BYTES;
     ds->zero = aligned(hdr_bytes(DISK_MAX_KEY, 1));
@@ -639,6 +676,8 @@ static int read_value(disk_store *ds, uint8_t *slot, uint64_t off, void *buf, ui
     return 0;
 }
 
+static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t us);
+
 int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len) {
     pthread_mutex_lock(&ds->mu);
     object *o = objtable_find(ds->ix, key, keylen);
@@ -662,35 +701,84 @@ int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, u
     uint32_t crc = 0;
     int rc = read_value(ds, slot >= 0 ? ds->stage[slot] : NULL, off, buf, size, &crc);
     if (slot >= 0) stage_give(ds, slot);
-    uint64_t us = mono_us() - t0;
+    int bad = rc == 0 && crc != want;
+    read_end(ds, o, rc, bad, mono_us() - t0);
+    if (rc != 0) return rc;
+    return bad ? -EBADMSG : 0;
+}
 
+/* A read of o (pinned) ended: counted, o unpinned, and dropped if its
+ * bytes failed their CRC (bad) or freed if it was dropped meanwhile. */
+static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t us) {
     pthread_mutex_lock(&ds->mu);
     o->pins--;
-    int bad = rc == 0 && crc != want, unlinked = 0;
-    if (rc != 0) ds->st.io_errors++;
+    int unlinked = 0;
+    if (rc != 0 && !bad) ds->st.io_errors++;
     else if (bad) ds->st.checksum_errors++;
     else {
         ds->st.reads++;
-        ds->st.read_bytes += size;
+        ds->st.read_bytes += o->size;
         ds->st.read_us += us;
     }
-    if (bad && !room(o)->dead && objtable_find(ds->ix, key, keylen) == o) {
-        objtable_unlink(ds->ix, key, keylen);
+    if (bad && !room(o)->dead && objtable_find(ds->ix, o->key, o->keylen) == o) {
+        ix_unlink(ds, o->key, o->keylen);
         unlinked = 1;
+        if (ds->nrotten < DISK_ROTTEN_MAX) {   /* beyond: the master finds out when it reads one */
+            disk_key *k = &ds->rotten[ds->nrotten++];
+            k->key = xmemdup(o->key, o->keylen);
+            k->keylen = o->keylen;
+        }
     }
     int free_now = (room(o)->dead || unlinked) && o->pins == 0;
     if (unlinked) room(o)->dead = 1;
+    uint64_t size = o->size, off = room(o)->off;
     pthread_mutex_unlock(&ds->mu);
     if (bad) log_warning("disk: %s: a value of %llu bytes at %llu fails its CRC32C: dropped", ds->path,
                          (unsigned long long)size, (unsigned long long)off);
     if (free_now) rec_release(ds, o);
+}
+
+/* The record of key tag tag, whole, of size bytes and CRC crc, pinned
+ * (NULL: none such; a share is never served whole). */
+static object *pin_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc) {
+    uint8_t k[8];
+    le_put64(k, tag);
+    pthread_mutex_lock(&ds->mu);
+    object *t = objtable_find(ds->bytag, k, sizeof k), *o = t ? ((tagged *)objtable_room(t))->o : NULL;
+    if (o && (room(o)->dead || o->size != size || o->crc != crc || room(o)->of.size != size)) o = NULL;
+    if (o) o->pins++;
+    pthread_mutex_unlock(&ds->mu);
+    return o;
+}
+
+int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, disk_store_put_fn *put,
+                           void *ctx) {
+    object *o = size ? pin_tagged(ds, tag, size, crc) : NULL;
+    if (!o) return -ENOENT;
+    uint64_t off = room(o)->off + room(o)->hdr, t0 = mono_us(), done = 0, n = 0;
+    int slot = stage_take(ds), rc = 0;
+    uint8_t *buf = ds->stage[slot];
+    uint32_t c = 0;
+    while (rc == 0 && done < size) {
+        n = size - done < DISK_STAGE_BYTES ? size - done : DISK_STAGE_BYTES;
+        disk_req r[MAX_REQS];
+        rc = disk_io_run(ds->io, r, read_reqs(r, MAX_REQS, buf, off + done, round_blk(n)));
+        if (rc != 0) break;
+        c = crc32c(c, buf, (size_t)n);
+        done += n;
+        if (done < size && put(ctx, buf, (size_t)n) != 0) rc = -EPIPE;
+    }
+    int bad = rc == 0 && c != crc;   /* the last piece is held until the whole proved */
+    if (rc == 0 && !bad && put(ctx, buf, (size_t)n) != 0) rc = -EPIPE;
+    stage_give(ds, slot);
+    read_end(ds, o, rc == -EPIPE ? 0 : rc, bad, mono_us() - t0);
     if (rc != 0) return rc;
     return bad ? -EBADMSG : 0;
 }
 
 int disk_store_remove(disk_store *ds, const void *key, size_t keylen) {
     pthread_mutex_lock(&ds->mu);
-    object *o = objtable_unlink(ds->ix, key, keylen);
+    object *o = ix_unlink(ds, key, keylen);
     if (o) ds->st.removes++;
     pthread_mutex_unlock(&ds->mu);
     if (!o) return -ENOENT;
@@ -725,6 +813,16 @@ void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx) {
     (void)disk_store_scan(ds, 0, SIZE_MAX, fn, ctx);
 }
 
+size_t disk_store_take_rotten(disk_store *ds, disk_key *out, size_t max) {
+    pthread_mutex_lock(&ds->mu);
+    size_t n = ds->nrotten < max ? ds->nrotten : max;
+    memcpy(out, ds->rotten, n * sizeof *out);
+    memmove(ds->rotten, ds->rotten + n, (ds->nrotten - n) * sizeof *out);
+    ds->nrotten -= n;
+    pthread_mutex_unlock(&ds->mu);
+    return n;
+}
+
 void disk_store_get_stats(disk_store *ds, disk_store_stats *st) {
     pthread_mutex_lock(&ds->mu);
     *st = ds->st;
@@ -738,6 +836,8 @@ void disk_store_close(disk_store *ds, int remove) {
     if (!ds) return;
     disk_io_close(ds->io);
     if (remove) unlink(ds->path);
+    for (size_t i = 0; i < ds->nrotten; i++) free(ds->rotten[i].key);
+    objtable_destroy(ds->bytag);
     objtable_destroy(ds->ix);
     if (ds->alloc) seg_alloc_destroy(ds->alloc);
     free(ds->stage_mem);

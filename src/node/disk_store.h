@@ -88,6 +88,16 @@ int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *le
  * (cap too small, *len says how much); -EBADMSG: the bytes failed their
  * CRC (the record is dropped); -errno of a failed read. */
 int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len);
+/* Reads the record of the key whose te_cap_disk_tag (backend/cap.h) is
+ * tag, if it holds a whole object of size bytes and CRC32C crc, through
+ * a staging slot, handing put its value in pieces (in order, up to
+ * DISK_STAGE_BYTES each); the last piece only once the whole value's
+ * CRC32C matched crc. 0; -ENOENT (no such record); -EBADMSG (it failed
+ * its CRC: dropped, as disk_store_read drops it); -EPIPE (put failed);
+ * -errno of a failed read. Two keys of one tag are never served by it. */
+typedef int disk_store_put_fn(void *ctx, const void *buf, size_t n);
+int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, disk_store_put_fn *put,
+                           void *ctx);
 /* 0, or -ENOENT. The space is reused once reads in flight finished. */
 int disk_store_remove(disk_store *ds, const void *key, size_t keylen);
 
@@ -100,6 +110,16 @@ void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx);
  * a step of the index hands them together. Every record present for the
  * whole walk is handed at least once, whatever changes between steps. */
 uint64_t disk_store_scan(disk_store *ds, uint64_t cursor, size_t max, disk_store_fn *fn, void *ctx);
+
+/* Keys of records a read found rotten and dropped (-EBADMSG), oldest
+ * first, up to max into out (each key the caller's to free); the store
+ * keeps DISK_ROTTEN_MAX until taken. For MOON.BADREPLICA. */
+#define DISK_ROTTEN_MAX 256
+typedef struct disk_key {
+    char *key;
+    size_t keylen;
+} disk_key;
+size_t disk_store_take_rotten(disk_store *ds, disk_key *out, size_t max);
 
 void disk_store_get_stats(disk_store *ds, disk_store_stats *st);
 const char *disk_store_io_name(const disk_store *ds);

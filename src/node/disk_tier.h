@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "backend/data_server.h"
 #include "node/disk_store.h"
 #include "proto/report.h"
 #include "resp/resp_writer.h"
@@ -32,6 +33,10 @@ size_t node_disk_reports(disk_store *ds, uint64_t *cursor, size_t max, proto_rep
 /* Removes every record: a master that knows none of them (we were
  * declared dead, or are new to it) would never read or free them. */
 size_t node_disk_forget(disk_store *ds);
+/* The data servers' reader of the tier (TE_READ_DISK: a record by its
+ * key tag, streamed through the store's staging slots, proved whole
+ * before its last piece goes), for node_data_config. */
+void node_disk_reader(disk_store *ds, te_disk_reader *out);
 /* INFO's "disk_*" fields (disk_tier:off without a store). */
 void node_disk_info(disk_store *ds, resp_buf *out);
 

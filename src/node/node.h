@@ -63,6 +63,7 @@ typedef struct node {
     node_segment seg;
     struct node_persist *persist;  /* the segment's file (persist.h), NULL: a memfd */
     struct disk_store *disk;       /* the disk tier (disk_tier.h), NULL: none */
+    te_disk_reader disk_reader;    /* its reader for the data servers (TE_READ_DISK) */
     node_data *data;
     node_index *index;             /* what the segment's bytes are (control thread writes) */
     struct node_control *ctl;      /* groups[0]'s */

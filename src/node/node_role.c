@@ -302,6 +302,8 @@ static int node_start(node *n, char *err, size_t errlen) {
     if (node_disk_wanted(&srv->cfg) && !(n->disk = node_disk_open(&srv->cfg, &fatal, err, errlen)) && fatal)
         return -1;
     snprintf(dc.secret, sizeof dc.secret, "%s", srv->cfg.cluster_secret);
+    node_disk_reader(n->disk, &n->disk_reader);
+    dc.disk = &n->disk_reader;
     n->data = node_data_start(&dc, err, errlen);
     if (!n->data) return -1;
     t_server_register(srv);

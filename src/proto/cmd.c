@@ -207,6 +207,11 @@ void proto_cmd_badreplica_add(proto_cmd *cmd, const void *key, size_t keylen, ui
     proto_cmd_u64(cmd, seg_off);
 }
 
+void proto_cmd_badreplica_add_disk(proto_cmd *cmd, const void *key, size_t keylen) {
+    proto_cmd_bin(cmd, key, keylen);
+    proto_cmd_bin(cmd, "DISK", 4);
+}
+
 void proto_cmd_reportdone_begin(proto_cmd *cmd, size_t n) { cmd_start(cmd, PROTO_VERB_REPORTDONE, 1 + n); }
 
 size_t proto_report_head(char *out, size_t room, size_t bloblen) {

@@ -119,6 +119,8 @@ void proto_cmd_copydone_add(proto_cmd *cmd, uint64_t task_id, int ok);
 /* MOON.BADREPLICA id key seg_offset [...]: room for n replicas. */
 void proto_cmd_badreplica_begin(proto_cmd *cmd, uint32_t id, size_t n);
 void proto_cmd_badreplica_add(proto_cmd *cmd, const void *key, size_t keylen, uint64_t seg_off);
+/* The same for key's record on the node's disk tier (seg_offset DISK). */
+void proto_cmd_badreplica_add_disk(proto_cmd *cmd, const void *key, size_t keylen);
 /* MOON.REPORTDONE [peer ...]: room for n peer ids (proto_cmd_u64). */
 void proto_cmd_reportdone_begin(proto_cmd *cmd, size_t n);
 /* The RESP head of MOON.REPORT PACKED blob for a blob of bloblen bytes,

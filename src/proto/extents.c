@@ -13,15 +13,36 @@ void proto_cap_wire(const obj_extent *e, const proto_grant *g, uint8_t wire[TE_C
     te_cap_encode(&cap, wire);
 }
 
-static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e,
-                       const proto_grant *g) {
-    uint8_t wire[TE_CAP_WIRE_LEN];
-    proto_cap_wire(e, g, wire);
+void proto_disk_extent(const object *o, const obj_replica *r, const proto_grant *g, obj_extent *ext,
+                       uint8_t wire[TE_CAP_WIRE_LEN]) {
+    *ext = (obj_extent){r->extents[0].node, o->crc, o->size};
+    te_cap cap = {.node_id = ext->node, .rights = TE_CAP_DISK, .offset = ext->offset, .length = ext->length,
+                  .expiry_ms = g->expiry_ms, .term = g->term, .issued_us = te_cap_disk_tag(o->key, o->keylen)};
+    te_cap_sign(&cap, g->key);
+    te_cap_encode(&cap, wire);
+}
+
+uint32_t proto_replicas_sent(const object *o, const proto_grant *g) {
+    return g->rights == TE_CAP_READ ? proto_replicas_for_reader(o) : proto_replicas_readable(o);
+}
+
+int proto_replica_is_sent(const obj_replica *r, uint32_t readable, const proto_grant *g) {
+    if (readable || g->rights != TE_CAP_READ) return !proto_replica_on_disk(r);
+    return proto_replica_disk_whole(r);
+}
+
+static void encode_wire(resp_buf *b, proto_ext_form form, const obj_extent *e, const uint8_t *wire) {
     resp_add_array(b, form == PROTO_EXT_REMOTE ? 4 : 3);
     if (form == PROTO_EXT_REMOTE) resp_add_integer(b, e->node);
     resp_add_integer(b, (long long)e->offset);
     resp_add_integer(b, (long long)e->length);
-    resp_add_bulk(b, wire, sizeof wire);
+    resp_add_bulk(b, wire, TE_CAP_WIRE_LEN);
+}
+
+static void encode_one(resp_buf *b, proto_ext_form form, const obj_extent *e, const proto_grant *g) {
+    uint8_t wire[TE_CAP_WIRE_LEN];
+    proto_cap_wire(e, g, wire);
+    encode_wire(b, form, e, wire);
 }
 
 void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e, uint32_t n,
@@ -33,10 +54,20 @@ void proto_extents_encode(resp_buf *b, proto_ext_form form, const obj_extent *e,
 void proto_replicas_encode(resp_buf *b, const object *o, const proto_grant *g) {
     obj_reps v;
     const obj_replica *reps = object_reps(o, &v);
-    resp_add_array(b, proto_replicas_readable(o));
-    for (uint32_t r = 0; r < o->nreplicas; r++)
-        if (!proto_replica_on_disk(&reps[r]))
+    uint32_t readable = proto_replicas_readable(o);
+    resp_add_array(b, proto_replicas_sent(o, g));
+    for (uint32_t r = 0; r < o->nreplicas; r++) {
+        if (!proto_replica_is_sent(&reps[r], readable, g)) continue;
+        if (readable || !proto_replica_on_disk(&reps[r])) {
             proto_extents_encode(b, PROTO_EXT_REMOTE, reps[r].extents, reps[r].nextents, g);
+            continue;
+        }
+        obj_extent ex;
+        uint8_t wire[TE_CAP_WIRE_LEN];
+        proto_disk_extent(o, &reps[r], g, &ex, wire);
+        resp_add_array(b, 1);
+        encode_wire(b, PROTO_EXT_REMOTE, &ex, wire);
+    }
 }
 
 int proto_int_in(const redisReply *r, long long min, long long max, uint64_t *out) {
@@ -63,7 +94,7 @@ static int decode_one(const redisReply *r, proto_ext_form form, uint32_t rights,
         return -1;
     e->node_id = form == PROTO_EXT_REMOTE ? (uint32_t)node : e->cap.node_id;
     if (e->cap.node_id != e->node_id || e->cap.offset != e->offset ||
-        e->cap.length != e->length || !(e->cap.rights & rights))
+        e->cap.length != e->length || !proto_rights_ok(e->cap.rights, rights))
         return -1;
     return 0;
 }

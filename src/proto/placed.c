@@ -14,17 +14,21 @@
 void proto_replicas_put(resp_buf *b, const object *o, const proto_grant *g) {
     obj_reps v;
     const obj_replica *reps = object_reps(o, &v);
-    uint8_t nrep = (uint8_t)proto_replicas_readable(o);
+    uint32_t readable = proto_replicas_readable(o);
+    uint8_t nrep = (uint8_t)proto_replicas_sent(o, g);
     resp_buf_append(b, &nrep, 1);
     for (uint32_t r = 0; r < o->nreplicas; r++) {
         const obj_replica *rep = &reps[r];
-        if (proto_replica_on_disk(rep)) continue;
+        if (!proto_replica_is_sent(rep, readable, g)) continue;
+        int disk = proto_replica_on_disk(rep);
         uint8_t n[2];
-        le_put16(n, (uint16_t)rep->nextents);
+        le_put16(n, (uint16_t)(disk ? 1 : rep->nextents));
         resp_buf_append(b, n, sizeof n);
-        for (uint32_t i = 0; i < rep->nextents; i++) {
+        for (uint32_t i = 0; i < (disk ? 1 : rep->nextents); i++) {
             uint8_t wire[TE_CAP_WIRE_LEN];
-            proto_cap_wire(&rep->extents[i], g, wire);
+            obj_extent ex;
+            if (disk) proto_disk_extent(o, rep, g, &ex, wire);   /* the record, read from the node's disk */
+            else proto_cap_wire(&rep->extents[i], g, wire);
             resp_buf_append(b, wire, sizeof wire);
         }
     }
@@ -67,7 +71,8 @@ static int extents_of(const uint8_t *p, uint32_t n, uint64_t size, uint32_t righ
         te_cap cap;
         /* overflow-safe: covered <= size throughout */
         if (te_cap_decode(&cap, p, TE_CAP_WIRE_LEN) != 0 || cap.node_id == 0 || cap.node_id > PROTO_MAX_NODES ||
-            cap.length == 0 || cap.length > size - covered || cap.offset > INT64_MAX || !(cap.rights & rights))
+            cap.length == 0 || cap.length > size - covered || cap.offset > INT64_MAX ||
+            !proto_rights_ok(cap.rights, rights))
             return -1;
         ext[i] = (te_extent){.node_id = cap.node_id, .offset = cap.offset, .length = cap.length, .cap = cap};
         covered += cap.length;

@@ -62,6 +62,54 @@ static int rig_up(rig *r, int set_key) {
     return r->t->ops->reg_mem(r->t, r->buf, SEG_SIZE, &r->mr, err, sizeof err);
 }
 
+/* ---- disk reads (TE_READ_DISK): a fake tier holding one record ---- */
+
+#define DISK_PIECE (1u << 20)
+
+static struct fake_disk {
+    char *val;
+    uint64_t size, tag;
+    uint32_t crc;
+    int damaged;                  /* the value fails its CRC: pieces before the last went, then -EBADMSG */
+    int reads;
+} fd_;
+
+static int fake_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, te_disk_put *put, void *sink) {
+    (void)ctx;
+    fd_.reads++;
+    if (tag != fd_.tag || size != fd_.size || crc != fd_.crc) return -2;   /* -ENOENT */
+    for (uint64_t at = 0; at < size; at += DISK_PIECE) {
+        uint64_t n = size - at < DISK_PIECE ? size - at : DISK_PIECE;
+        if (at + n == size && fd_.damaged) return -74;   /* -EBADMSG: the last piece held back */
+        if (put(sink, fd_.val + at, (size_t)n) != 0) return -32;
+    }
+    return 0;
+}
+
+static const te_disk_reader fake_disk = {fake_read, NULL};
+
+static int rig_up_disk(rig *r, const te_disk_reader *disk) {
+    char err[256];
+    memset(r, 0, sizeof *r);
+    r->seg = xcalloc(1, SEG_SIZE);
+    te_server_config sc = { .base = r->seg, .size = SEG_SIZE, .node_id = 3, .nlisten = 1, .disk = disk };
+    snprintf(sc.secret, sizeof sc.secret, SECRET);
+    snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
+    r->srv = te_stream_server_start(&sc, err, sizeof err);
+    if (!r->srv) { printf("# %s\n", err); return -1; }
+    te_stream_server_set_cap_key(r->srv, KEY);
+    snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", te_stream_server_port(r->srv, 0));
+    te_config cfg = { .timeout_ms = 5000 };
+    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
+    r->t = te_tcp_create(&cfg, err, sizeof err);
+    if (te_connect(r->t, "127.0.0.1", r->addr, &r->p, err, sizeof err) != 0) {
+        printf("# %s\n", err);
+        return -1;
+    }
+    r->buf = xmalloc(SEG_SIZE);
+    return r->t->ops->reg_mem(r->t, r->buf, SEG_SIZE, &r->mr, err, sizeof err);
+}
+
 static void rig_down(rig *r) {
     if (r->t) r->t->ops->destroy(r->t);
     te_stream_server_stop(r->srv);
@@ -372,6 +420,79 @@ static void test_request_timeout(void) {
     close(lfd);
 }
 
+/* A disk cap (cap.h): the record of key's tag, of size bytes and CRC crc. */
+static te_cap disk_cap(const char *key, uint64_t size, uint32_t crc) {
+    te_cap c = { .node_id = 3, .rights = TE_CAP_DISK, .offset = crc, .length = size,
+                 .expiry_ms = wall_ms() + 60000, .issued_us = te_cap_disk_tag(key, strlen(key)) };
+    te_cap_sign(&c, KEY);
+    return c;
+}
+
+/* A record read whole and in part straight from the (fake) tier, byte
+ * exact; another key's cap, a disk cap on the segment and a segment cap
+ * on the disk are refused, the connection serving on. */
+static void test_disk_reads(void) {
+    rig r;
+    fd_ = (struct fake_disk){0};
+    fd_.size = (5u << 20) + 3;
+    fd_.val = xmalloc(fd_.size);
+    fill(fd_.val, fd_.size, 9);
+    fd_.crc = crc32c(0, fd_.val, fd_.size);
+    fd_.tag = te_cap_disk_tag("k1", 2);
+    ASSERT(rig_up_disk(&r, &fake_disk) == 0);
+    te_cap c = disk_cap("k1", fd_.size, fd_.crc);
+    memset(r.buf, 0, fd_.size);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_OK);
+    ASSERT_MEMEQ(r.buf, fd_.val, fd_.size);
+    /* bytes [1 MiB + 5, +100) of it: remote_off is cap.offset plus the object offset */
+    memset(r.buf, 0, 100);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + DISK_PIECE + 5, 100, &c), TE_OK);
+    ASSERT_MEMEQ(r.buf, fd_.val + DISK_PIECE + 5, 100);
+    te_cap other = disk_cap("k2", fd_.size, fd_.crc), wrong_crc = disk_cap("k1", fd_.size, fd_.crc ^ 1);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &other), TE_ERANGE);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc ^ 1, fd_.size, &wrong_crc), TE_ERANGE);
+    /* past the cap's range, a disk cap on the segment, a segment cap on the disk */
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + 1, fd_.size, &c), TE_ERANGE);
+    ASSERT_EQ(run1(&r, TE_READ, r.buf, fd_.crc, 4096, &c), TE_EAUTH);
+    te_cap seg = cap_for(fd_.crc, fd_.size, TE_CAP_READ | TE_CAP_WRITE);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &seg), TE_EAUTH);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_OK);   /* still serving */
+    ASSERT_MEMEQ(r.buf, fd_.val, fd_.size);
+    rig_down(&r);
+    free(fd_.val);
+}
+
+/* A record that fails its CRC is never a whole read: with pieces gone
+ * the connection drops (TE_EIO), with none the answer is TE_ERANGE;
+ * a node with no tier answers TE_ERANGE. */
+static void test_disk_damaged(void) {
+    rig r;
+    fd_ = (struct fake_disk){0};
+    fd_.size = 3u << 20;
+    fd_.val = xmalloc(fd_.size);
+    fill(fd_.val, fd_.size, 4);
+    fd_.crc = crc32c(0, fd_.val, fd_.size);
+    fd_.tag = te_cap_disk_tag("k1", 2);
+    fd_.damaged = 1;
+    ASSERT(rig_up_disk(&r, &fake_disk) == 0);
+    te_cap c = disk_cap("k1", fd_.size, fd_.crc);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_EIO);
+    rig_down(&r);
+    fd_.size = 4096;   /* one piece: nothing went, the connection serves on */
+    fd_.crc = crc32c(0, fd_.val, fd_.size);
+    ASSERT(rig_up_disk(&r, &fake_disk) == 0);
+    c = disk_cap("k1", fd_.size, fd_.crc);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_ERANGE);
+    fd_.damaged = 0;
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_OK);
+    ASSERT_MEMEQ(r.buf, fd_.val, fd_.size);
+    rig_down(&r);
+    ASSERT(rig_up_disk(&r, NULL) == 0);
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_ERANGE);
+    rig_down(&r);
+    free(fd_.val);
+}
+
 int main(void) {
     RUN_TEST(test_roundtrip_sizes);
     RUN_TEST(test_write_completes_with_crc);
@@ -382,5 +503,7 @@ int main(void) {
     RUN_TEST(test_wrong_secret_and_unauthenticated);
     RUN_TEST(test_killed_server_errors);
     RUN_TEST(test_request_timeout);
+    RUN_TEST(test_disk_reads);
+    RUN_TEST(test_disk_damaged);
     TEST_EXIT();
 }
