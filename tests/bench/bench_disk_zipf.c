@@ -11,9 +11,14 @@
  * ranks over a fixed shuffle of the keys), in batches of ZIPF_BATCH
  * (mkv_get_batch): the hit rate (byte-exact answers over reads) and the
  * GB/s of the bytes hit. With the tier, the 1 MiB keys (on disk by
- * then) are read one at a time: a get's latency from disk, p50 and p99.
+ * then) are read one at a time, twice: with --disk-promote-after 2 the
+ * first read comes straight from the node's disk (TAG.get_*), the second
+ * promotes (a load into DRAM, then the read: TAG.load_*); p50, p99 and
+ * the GB/s of one get at a time. Then PAR_KEYS more 1 MiB keys on disk
+ * are read PAR_DEPTH at a time (mkv_get_batch): TAG.get_par_gbps_1MiB.
  * Results: TAG.hit_pct, TAG.gbps, TAG.put_nospace, TAG.get_p50_1MiB,
- * TAG.get_p99_1MiB. */
+ * TAG.get_p99_1MiB, TAG.get_gbps_1MiB, TAG.load_p50_1MiB,
+ * TAG.load_p99_1MiB, TAG.get_par_gbps_1MiB. */
 #include <math.h>
 #include <unistd.h>
 
@@ -21,6 +26,8 @@
 #include "client/moonkv.h"
 
 #define LAT_KEYS   48
+#define PAR_KEYS   48
+#define PAR_DEPTH  4          /* fio's read rows' depth (disk.sh DISK_JOBS) */
 #define LAT_BYTES  (1u << 20)
 #define ZIPF_BATCH 8
 #define ZIPF_S     0.99
@@ -72,9 +79,10 @@ static int put_one(mkv_client *c, const char *key, uint8_t *buf, size_t len, uin
     return rc;
 }
 
-/* The 1 MiB keys one at a time: each waits for its load from disk. */
-static void latency(mkv_client *c, const char *tag, uint8_t *buf, uint8_t *want) {
-    uint64_t us[LAT_KEYS];
+/* The 1 MiB keys one at a time (results TAG.WHAT_*): p50, p99, and the
+ * GB/s of the bytes over the time of the gets. */
+static void latency(mkv_client *c, const char *tag, const char *what, uint8_t *buf, uint8_t *want) {
+    uint64_t us[LAT_KEYS], sum = 0;
     int n = 0;
     char key[32], name[64];
     for (int i = 0; i < LAT_KEYS; i++) {
@@ -84,18 +92,45 @@ static void latency(mkv_client *c, const char *tag, uint8_t *buf, uint8_t *want)
         int rc = mkv_get(c, key, strlen(key), buf, LAT_BYTES, &got);
         uint64_t dt = mono_us() - t0;
         fill(want, LAT_BYTES, 1000000 + (uint64_t)i);
-        if (rc == MKV_OK && got == LAT_BYTES && memcmp(buf, want, LAT_BYTES) == 0) us[n++] = dt;
+        if (rc == MKV_OK && got == LAT_BYTES && memcmp(buf, want, LAT_BYTES) == 0) us[n++] = dt, sum += dt;
     }
     if (n < LAT_KEYS / 2) {
-        snprintf(name, sizeof name, "%s.get_p50_1MiB", tag);
+        snprintf(name, sizeof name, "%s.%s_p50_1MiB", tag, what);
         bench_skip(name, "only %d of %d gets of 1 MiB from disk came back", n, LAT_KEYS);
         return;
     }
     qsort(us, (size_t)n, sizeof *us, cmp_u64);
-    snprintf(name, sizeof name, "%s.get_p50_1MiB", tag);
+    snprintf(name, sizeof name, "%s.%s_p50_1MiB", tag, what);
     bench_result(name, (double)us[n / 2], "us");
-    snprintf(name, sizeof name, "%s.get_p99_1MiB", tag);
+    snprintf(name, sizeof name, "%s.%s_p99_1MiB", tag, what);
     bench_result(name, (double)us[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1], "us");
+    snprintf(name, sizeof name, "%s.%s_gbps_1MiB", tag, what);
+    bench_result(name, (double)n * LAT_BYTES / ((double)sum / 1e6) / 1e9, "GB/s");
+}
+
+/* The PAR_KEYS keys of 1 MiB, PAR_DEPTH a batch (each read from disk as
+ * its first read): the GB/s of the bytes read byte-exact. */
+static void parallel(mkv_client *c, const char *tag, uint8_t *buf, uint8_t *want) {
+    mkv_obj objs[PAR_DEPTH];
+    char names[PAR_DEPTH][32], name[64];
+    uint64_t bytes = 0, t0 = mono_us();
+    for (int b = 0; b < PAR_KEYS; b += PAR_DEPTH) {
+        for (int j = 0; j < PAR_DEPTH; j++) {
+            snprintf(names[j], sizeof names[j], "par%d", b + j);
+            objs[j] = (mkv_obj){names[j], strlen(names[j]), buf + (size_t)j * LAT_BYTES, LAT_BYTES, 0};
+        }
+        if (mkv_get_batch(c, objs, PAR_DEPTH) != MKV_OK) continue;
+        for (int j = 0; j < PAR_DEPTH; j++) {
+            fill(want, LAT_BYTES, 2000000 + (uint64_t)(b + j));
+            if (objs[j].status == MKV_OK && objs[j].len == LAT_BYTES &&
+                memcmp(buf + (size_t)j * LAT_BYTES, want, LAT_BYTES) == 0)
+                bytes += LAT_BYTES;
+        }
+    }
+    double secs = (double)(mono_us() - t0) / 1e6;
+    snprintf(name, sizeof name, "%s.get_par_gbps_1MiB", tag);
+    if (bytes < (uint64_t)PAR_KEYS / 2 * LAT_BYTES) bench_skip(name, "fewer than half the gets came back");
+    else bench_result(name, (double)bytes / secs / 1e9, "GB/s");
 }
 
 int main(int argc, char **argv) {
@@ -116,7 +151,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "connect %s failed\n", argv[1]);
         return 1;
     }
-    size_t slot = len > LAT_BYTES ? len : LAT_BYTES;
+    size_t slot = len > LAT_BYTES ? len : LAT_BYTES;   /* ZIPF_BATCH >= PAR_DEPTH of them */
     uint8_t *buf = aligned_alloc(4096, slot * ZIPF_BATCH), *want = aligned_alloc(4096, slot);
     if (!buf || !want || mkv_register_buffer(c, buf, slot * ZIPF_BATCH) != MKV_OK ||
         mkv_register_buffer(c, want, slot) != MKV_OK)
@@ -126,6 +161,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < LAT_KEYS; i++) {
         snprintf(key, sizeof key, "lat%d", i);
         lat_ok += put_one(c, key, want, LAT_BYTES, 1000000 + (uint64_t)i, &nospace) == MKV_OK;
+    }
+    for (int i = 0; i < PAR_KEYS; i++) {
+        snprintf(key, sizeof key, "par%d", i);
+        lat_ok += put_one(c, key, want, LAT_BYTES, 2000000 + (uint64_t)i, &nospace) == MKV_OK;
     }
     nospace = 0;
     for (int i = 0; i < keys; i++) {
@@ -171,7 +210,11 @@ int main(int argc, char **argv) {
     bench_result(name, 100.0 * (double)hits / reads, "%");
     snprintf(name, sizeof name, "%s.gbps", tag);
     bench_result(name, (double)hit_bytes / secs / 1e9, "GB/s");
-    if (lat_ok == LAT_KEYS) latency(c, tag, buf, want);
+    if (lat_ok == LAT_KEYS + PAR_KEYS) {
+        latency(c, tag, "get", buf, want);    /* the first read of each: from the disk */
+        latency(c, tag, "load", buf, want);   /* the second: promoted (with --disk-promote-after 2) */
+        parallel(c, tag, buf, want);
+    }
     free(cdf);
     free(perm);
     mkv_close(c);

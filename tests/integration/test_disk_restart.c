@@ -444,10 +444,11 @@ static void test_drain_pushes_striped_shares(void) {
     drain_pushes("drain-striped", 3, flags);
 }
 
-/* One pass over the keys [0, n) stored (ok[i]): a DRAM key reads back
- * byte-exact (read[i] set), a key on disk may answer TRYAGAIN (its load
- * finds no DRAM room while both tiers are full), nothing else; a key not
- * stored is a miss. 0, or -1 at a wrong answer. */
+/* One pass over the keys [0, n) stored (ok[i]): a key reads back
+ * byte-exact (read[i] set: from DRAM, or straight from the disk when its
+ * load finds no DRAM room while both tiers are full), or a key on disk
+ * answers TRYAGAIN (DRAM room found for its load, which then runs),
+ * nothing else; a key not stored is a miss. 0, or -1 at a wrong answer. */
 static int read_pass(mkv_client *c, int n, const uint8_t *ok, uint8_t *read) {
     char key[32];
     for (int i = 0; i < n; i++) {
@@ -468,7 +469,8 @@ static int read_pass(mkv_client *c, int n, const uint8_t *ok, uint8_t *read) {
  * fills once the node made its file (its space was allocated whole, so
  * the tier keeps working): puts past DRAM and disk get a clean NOSPACE,
  * the node keeps serving, every key acknowledged reads back byte-exact
- * (those on disk once removes made DRAM room for their loads). */
+ * (those on disk straight from it while no DRAM room is left for their
+ * loads: disk_reads_direct; any left once removes made room). */
 static void test_full_directory(void) {
     if (system("unshare -rm true >/dev/null 2>&1") != 0) {
         printf("ok - test_full_directory # SKIP unshare -rm (a private mount namespace) is not allowed here\n");
@@ -518,7 +520,9 @@ static void test_full_directory(void) {
             ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
             ok[i] = 0, in_dram++;
         }
-    printf("# %d read at once, removed; the %d others after\n", in_dram, stored - in_dram);
+    printf("# %d read at once (%lld straight from the disk), removed; the %d others after\n", in_dram,
+           master_field(&cl, "disk_reads_direct"), stored - in_dram);
+    ASSERT(master_field(&cl, "disk_reads_direct") > 0);   /* both tiers full: no load, read from the disk */
     ASSERT_EQ(check_keys(c, N, ok), 0);
     mkv_close(c);
     h_kill_all();

@@ -38,6 +38,23 @@ static void test_refusals(void) {
     ASSERT_EQ(te_cap_check(&grown, KEY, TERM, 7, TE_READ, 0, 1, 0), TE_EAUTH);
 }
 
+/* A disk cap (TE_CAP_DISK) grants TE_READ_DISK alone: never a segment
+ * read or write, even with the other rights beside it; a segment cap
+ * never grants a disk read. Keys' tags differ and are never 0. */
+static void test_disk_rights(void) {
+    te_cap d = make_cap(0x1234, 100, TE_CAP_DISK);
+    ASSERT_EQ(te_cap_check(&d, KEY, TERM, 7, TE_READ_DISK, 0x1234, 100, 0), TE_OK);
+    ASSERT_EQ(te_cap_check(&d, KEY, TERM, 7, TE_READ_DISK, 0x1234 + 1, 100, 0), TE_ERANGE);
+    ASSERT_EQ(te_cap_check(&d, KEY, TERM, 7, TE_READ, 0x1234, 100, 0), TE_EAUTH);
+    te_cap all = make_cap(0x1234, 100, TE_CAP_DISK | TE_CAP_READ | TE_CAP_WRITE);
+    ASSERT_EQ(te_cap_check(&all, KEY, TERM, 7, TE_READ, 0x1234, 100, 0), TE_EAUTH);
+    ASSERT_EQ(te_cap_check(&all, KEY, TERM, 7, TE_WRITE, 0x1234, 100, 0), TE_EAUTH);
+    te_cap r = make_cap(0x1234, 100, TE_CAP_READ | TE_CAP_WRITE);
+    ASSERT_EQ(te_cap_check(&r, KEY, TERM, 7, TE_READ_DISK, 0x1234, 100, 0), TE_EAUTH);
+    ASSERT(te_cap_disk_tag("k1", 2) != te_cap_disk_tag("k2", 2));
+    ASSERT(te_cap_disk_tag("", 0) != 0 && te_cap_disk_tag("k1", 2) == te_cap_disk_tag("k1", 2));
+}
+
 /* Fencing: a genuine cap of another master term (a deposed leader's, a
  * restarted master's predecessor's) is refused, and the holder cannot
  * move it into the current term without breaking the MAC. */
@@ -112,6 +129,7 @@ static void test_tamper_every_byte(void) {
 int main(void) {
     RUN_TEST(test_sign_check);
     RUN_TEST(test_refusals);
+    RUN_TEST(test_disk_rights);
     RUN_TEST(test_term);
     RUN_TEST(test_range_edges);
     RUN_TEST(test_wire_roundtrip);

@@ -832,6 +832,51 @@ static void test_located_skips_disk(void) {
     resp_buf_free(&out);
 }
 
+/* An object whose replicas are all on disk is sent to a reader as its
+ * whole records (a striped one's shares are not): an extent {node, crc,
+ * size} under a disk cap naming the key's tag; a write grant sends none. */
+static void test_located_disk_only(void) {
+    uint8_t key[TE_CAP_KEY_LEN] = {4, 2};
+    object o;
+    obj_replica reps[2], disk[2];
+    proto_slices none = {0};
+    uint32_t crcs[3];
+    located_object(&o, reps, &none, crcs);
+    none = (proto_slices){0};
+    obj_extent whole = {7, PROTO_ON_DISK, LOC_SIZE}, shares[2] = {{2, PROTO_ON_DISK, 100000}, {5, PROTO_ON_DISK, 50000}};
+    disk[0] = (obj_replica){2, shares};
+    disk[1] = (obj_replica){1, &whole};
+    o.rep.list = disk;
+    o.key = "k9";
+    o.keylen = 2;
+    ASSERT_EQ(proto_replicas_readable(&o), 0u);
+    ASSERT_EQ(proto_replicas_for_reader(&o), 1u);
+    proto_grant g = {TE_CAP_READ, 5000, key, 0, 77}, w = {TE_CAP_WRITE, 5000, key, 1, 77};
+    ASSERT_EQ(proto_replicas_sent(&o, &g), 1u);
+    ASSERT_EQ(proto_replicas_sent(&o, &w), 0u);
+    resp_buf out;
+    resp_buf_init(&out);
+    proto_located_put(&out, &o, &none, &g);
+    const uint8_t *p = (const uint8_t *)out.data, *end = p + out.len;
+    proto_extbuf buf = {0};
+    proto_located l;
+    ASSERT_EQ(proto_located_next(&p, end, &buf, &l), 0);
+    ASSERT(l.found && l.rep.nreplicas == 1 && l.rep.next[0] == 1);
+    const te_extent *e = l.rep.ext[0];
+    ASSERT(e->node_id == 7 && e->offset == o.crc && e->length == LOC_SIZE);
+    ASSERT(e->cap.rights == TE_CAP_DISK && e->cap.issued_us == te_cap_disk_tag("k9", 2));
+    ASSERT_EQ(te_cap_check(&e->cap, key, 77, 7, TE_READ_DISK, o.crc, LOC_SIZE, 0), TE_OK);
+    ASSERT_EQ(te_cap_check(&e->cap, key, 77, 7, TE_READ, o.crc, LOC_SIZE, 0), TE_EAUTH);
+    proto_located_free(&l);
+    proto_extbuf_free(&buf);
+    resp_buf_free(&out);
+    /* The array form (MOON.GET): one array of one extent, decoded alike. */
+    resp_buf_init(&out);
+    proto_replicas_encode(&out, &o, &g);
+    ASSERT(out.len > 4 && memcmp(out.data, "*1\r\n*1\r\n", 8) == 0);
+    resp_buf_free(&out);
+}
+
 /* Every cut fails the record, as do a corrupted head, slice list or
  * write caps; nothing is left allocated (the ASan build checks). */
 static void test_located_refused(void) {
@@ -1132,6 +1177,7 @@ int main(void) {
     RUN_TEST(test_located_round_trip);
     RUN_TEST(test_located_refused);
     RUN_TEST(test_located_skips_disk);
+    RUN_TEST(test_located_disk_only);
     RUN_TEST(test_int_in);
     RUN_TEST(test_reg_proof);
     RUN_TEST(test_member_proof);
