@@ -219,6 +219,13 @@ uint64_t te_shares_unlend(te_shares *s, uint64_t off, int g) { return unlend(s, 
 
 uint64_t te_shares_reclaim(te_shares *s, uint64_t off, int g) { return unlend(s, off, g, 1); }
 
+int te_shares_lent_in(te_shares *s, uint64_t off, uint64_t len) {
+    pthread_mutex_lock(&s->mu);
+    int in = len && lent_overlaps(s, off, len);
+    pthread_mutex_unlock(&s->mu);
+    return in;
+}
+
 int te_shares_whose(te_shares *s, uint64_t off) {
     if (off >= s->size) return -2;
     pthread_mutex_lock(&s->mu);

@@ -66,6 +66,8 @@ void te_shares_events_done(te_shares *s, int g, uint64_t gen, size_t n);
 /* g's queue made anew: a "lent" for every range of its chunks lent away
  * now (a new leader of g learns them all at its registration). */
 void te_shares_events_resync(te_shares *s, int g);
+/* 1 if some range lent away overlaps [off, off+len). */
+int te_shares_lent_in(te_shares *s, uint64_t off, uint64_t len);
 /* The group whose capabilities are served at off: the group a range
  * there is lent to, else the chunk's (-1 free, -2 out of range). */
 int te_shares_whose(te_shares *s, uint64_t off);

@@ -111,8 +111,9 @@ proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, u
                           size_t errlen) {
     mm_node *n = mm_node_get(m, id);
     if (!n || !n->alloc || n->state != NODE_ALIVE) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);
-    if (!in_ours(n, off, len) || (off & (MM_ALIGN - 1)))
-        return mm_fail(err, errlen, PROTO_ERR, "node %u: %llu+%llu is not in our chunks", id,
+    if (off & (MM_ALIGN - 1)) return mm_fail(err, errlen, PROTO_ERR, "node %u: %llu is not aligned", id, (unsigned long long)off);
+    if (!in_ours(n, off, len))   /* a chunk we gave back that the node kept for it (node/shares.h): named ours again soon */
+        return mm_fail(err, errlen, PROTO_TRYAGAIN, "node %u: %llu+%llu is not in our chunks (yet)", id,
                        (unsigned long long)off, (unsigned long long)len);
     size_t at;
     int has = away_has(n->away, off, len, &at);

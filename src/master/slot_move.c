@@ -29,6 +29,8 @@
 #define PULL_IO_MS      5000
 #define PULL_WAIT_MS    200    /* how often a wait for the loop looks at stop */
 #define PULL_BACKOFF_MS 2000   /* after a pull whose objects wait for nodes we lack */
+#define PULL_DURABLE_MS 10000  /* for the nodes' acks of what was adopted, at most */
+#define PULL_DURABLE_STEP_MS 10
 
 /* What one group adopting our slots has not acknowledged yet: records
  * [base, base + its out.len) of a byte stream that started at 0. */
@@ -48,11 +50,13 @@ typedef struct pull_link {
 
 /* An adoption the thread hands to the loop. */
 typedef struct adopt_call {
-    const uint8_t *blob;
+    const uint8_t *blob;       /* NULL: a probe (may we adopt now?), or with marks: are they met? */
     size_t len;
     int asked, answered, abandoned;
-    int rc;                    /* 0, -1 malformed, -2 not now (not leading, rebuilding) */
+    int rc;                    /* 0, -1 malformed, -2 not now (not leading, rebuilding); marks: 1 met */
     mm_adopt_stats st;
+    mm_note_mark *marks;       /* adopting: the notes given to nodes (the caller frees them) */
+    size_t nmarks;
 } adopt_call;
 
 struct slot_move {
@@ -230,6 +234,16 @@ static void slotexport_command(client *c) {
 
 /* ---- adopting (loop, asked by the thread) ---- */
 
+/* 1 if every node acknowledged its note of marks (or its notes were
+ * reset: it died or registered anew, and gets what it holds again). */
+static int marks_met(master_meta *meta, const mm_note_mark *marks, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const mm_node *nd = mm_node_get(meta, marks[i].node);
+        if (nd && nd->notes_epoch == marks[i].epoch && nd->notes_seq < marks[i].seq) return 0;
+    }
+    return 1;
+}
+
 static void adopt_wake(event_loop *el, void *data) {
     slot_move *mv = data;
     (void)el;
@@ -238,11 +252,17 @@ static void adopt_wake(event_loop *el, void *data) {
     if (a && a->asked && !a->answered && !a->abandoned) {
         if (!leading_and_built(mv)) {
             a->rc = -2;
+        } else if (!a->blob && a->nmarks) {
+            a->rc = marks_met(role(mv)->meta, a->marks, a->nmarks);
         } else if (!a->len) {   /* a probe: may we adopt now? */
             a->rc = 0;
         } else {
             const master *m = role(mv);
+            mm_notes_track(m->meta);
             a->rc = mm_adopt(m->meta, a->blob, a->len, (uint64_t)mv->srv->cfg.lease_ms, wall_ms(), &a->st);
+            const mm_note_mark *mk = mm_notes_touched(m->meta, &a->nmarks);
+            a->marks = a->nmarks ? xmalloc(a->nmarks * sizeof *mk) : NULL;
+            if (a->nmarks) memcpy(a->marks, mk, a->nmarks * sizeof *mk);
         }
         a->answered = 1;
         pthread_cond_broadcast(&mv->cv);
@@ -250,9 +270,10 @@ static void adopt_wake(event_loop *el, void *data) {
     pthread_mutex_unlock(&mv->mu);
 }
 
-/* Thread: blob adopted on the loop; rc as adopt_call's, -3 if stopping. */
-static int adopt(slot_move *mv, const void *blob, size_t len, mm_adopt_stats *st) {
-    adopt_call a = {blob, len, 1, 0, 0, 0, {0}};
+/* Thread: a on the loop; its rc, -3 if stopping. */
+static int loop_call(slot_move *mv, adopt_call *ap) {
+    adopt_call a = *ap;
+    a.asked = 1;
     pthread_mutex_lock(&mv->mu);
     mv->call = &a;
     loop_wake_send(mv->wake);
@@ -266,8 +287,32 @@ static int adopt(slot_move *mv, const void *blob, size_t len, mm_adopt_stats *st
     if (!a.answered) a.abandoned = 1, a.rc = -3;
     mv->call = NULL;
     pthread_mutex_unlock(&mv->mu);
-    *st = a.st;
+    *ap = a;
     return a.rc;
+}
+
+/* Thread: blob adopted on the loop; rc as adopt_call's, -3 if stopping.
+ * With blob, returns only once the nodes acknowledged the notes of what
+ * was adopted (a holds the records until we acknowledge them: until the
+ * nodes know the objects are ours, a new leader of ours would not find
+ * them in their reports, and a new leader of a still would), or -4 after
+ * PULL_DURABLE_MS without. */
+static int adopt(slot_move *mv, const void *blob, size_t len, mm_adopt_stats *st) {
+    adopt_call a = {.blob = blob, .len = len};
+    int rc = loop_call(mv, &a);
+    *st = a.st;
+    mm_note_mark *marks = a.marks;
+    size_t n = a.nmarks;
+    uint64_t end = mono_ms() + PULL_DURABLE_MS;
+    while (rc == 0 && n) {
+        adopt_call q = {.marks = marks, .nmarks = n};
+        int met = loop_call(mv, &q);
+        if (met == 1) break;
+        if (met < 0 || mono_ms() >= end) rc = met < 0 ? met : -4;
+        else master_slots_nap(&mv->stop, PULL_DURABLE_STEP_MS);
+    }
+    free(marks);
+    return rc;
 }
 
 /* ---- pulling (thread) ---- */
@@ -369,6 +414,7 @@ static int pull_once(slot_move *mv, etcd_client *ec, pull_link *l, uint64_t vers
             atomic_fetch_add(&mv->pulled_bytes, blob->len);
         }
         if (a == -1) say(mv, from, "malformed records");
+        if (a == -4) say(mv, from, "the nodes did not acknowledge the adopted objects' notes in time: pulled again");
         if (a == 0 && st.waiting) say(mv, from, "objects on nodes this group does not have wait (no shared nodes?)");
         if (a == 0 && st.waiting) mv->pull_after = mono_ms() + PULL_BACKOFF_MS;
         if (a != 0 || st.waiting) rc = -1;   /* not acknowledged: asked again later */
@@ -517,7 +563,7 @@ static void lent_command(client *c) {
         (void)master_arg_u64(c, i + 1, 0, INT64_MAX, &off);
         (void)master_arg_u64(c, i + 2, 1, INT64_MAX, &len);
         proto_status st = mm_node_lent(m->meta, id, back, off, len, err, sizeof err);
-        if (st == PROTO_NODEDEAD) {
+        if (st == PROTO_NODEDEAD || st == PROTO_TRYAGAIN) {   /* all again later (taking one twice changes nothing) */
             master_reply_fail(c, st, "%s", err);
             return;
         }

@@ -894,8 +894,8 @@ static void *control_main(void *arg) {
                             (unsigned long long)(now - next_beat), slow.what, (unsigned long long)slow.ms);
             slow = (slow_step){"none", 0};
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
+            lent_exchange(c);   /* first: a chunk holding only ranges lent away is not empty */
             chunks_exchange(c);
-            lent_exchange(c);
         }
         if (c->rc && now >= c->next_refresh_ms) {
             t = mono_ms();

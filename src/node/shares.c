@@ -153,6 +153,10 @@ uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len) {
         if (!proto_chunks_has(&back, i) || te_shares_owner(n->shares, i) != g) continue;
         uint64_t off, len;
         proto_chunk_range(&back, n->seg.size, i, &off, &len);
+        /* another group's objects lie in it (a moved slot's): kept, and
+         * named ours again in the next MOON.CHUNKS (a master that did not
+         * know of them yet thought it empty) */
+        if (te_shares_lent_in(n->shares, off, len)) continue;
         te_shares_set_owner(n->shares, i, -1);
         node_data_forget_claims(n->data, off, off + len);
         k++;

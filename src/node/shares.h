@@ -32,7 +32,8 @@ uint32_t node_shares_count(node *n, int g);
 /* Up to k free chunks to group g: how many it got. */
 uint32_t node_shares_grant(node *n, int g, uint32_t k);
 /* Chunks g's master gave back (text): free again, their write claims
- * forgotten. How many were g's. */
+ * forgotten, unless a range of one is lent to another group (then it
+ * stays g's). How many were freed. */
 uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len);
 /* 1 if seg_off lies in a chunk of group g, clear of ranges lent away,
  * or in a range lent to g (always 1 without --shared-groups). */

@@ -459,8 +459,8 @@ static void test_leader_killed_other_group_serves(void) {
 
 #define MOVE_KEYS 40
 
-/* The operator's tool on our etcd: its exit code. */
-static int slots_tool(const char *args) { return h_slots_tool(&etcd, CLUSTER, args, NULL, 0); }
+/* The operator's tool on our etcd: its exit code; what it said into out (may be NULL). */
+static int slots_tool(const char *args, char *out, size_t len) { return h_slots_tool(&etcd, CLUSTER, args, out, len); }
 
 /* Until INFO cluster field of port is at least v. */
 static long long wait_info(int port, const char *field, long long v, int timeout_ms) {
@@ -494,7 +494,7 @@ static void test_slot_move_waits_for_shared_nodes(void) {
     long long given0 = h_port_info(leader, "cluster", "slots_given_objects");
     char args[64];
     snprintf(args, sizeof args, "move %d b", slot);
-    ASSERT_EQ(slots_tool(args), 0);
+    ASSERT_EQ(slots_tool(args, NULL, 0), 0);
     /* both groups keep serving other slots while a gives (a bounded load:
      * puts and byte-exact gets, 2-20 s), and a gives them all away once it
      * read the map, and answers MOVED */
@@ -534,9 +534,13 @@ static void test_slot_move_waits_for_shared_nodes(void) {
     snprintf(key[0], sizeof key[0], "{%s}:new", tag);   /* no second object of a key a may hold */
     ask(MASTER_B, a, sizeof a, "MOON.EXISTS %s", key[0]);
     ASSERT_MSG(strncmp(a, want, strlen(want)) == 0, "group b answered EXISTS of a new key: %.200s", a);
-    /* the move stays marked, and the tool moves it no further */
+    /* the move stays marked, and the tool moves it no further, nor back */
     snprintf(args, sizeof args, "assign %d a", slot);
-    ASSERT(slots_tool(args) != 0);
+    ASSERT(slots_tool(args, NULL, 0) != 0);
+    char said[512];
+    snprintf(args, sizeof args, "move %d a", slot);
+    int rc = slots_tool(args, said, sizeof said);
+    ASSERT_MSG(rc == 1 && strstr(said, "is being moved to b from a"), "moving the slot back: %d %.300s", rc, said);
     /* group a's leader killed: the standby rebuilds them from the nodes and gives them again */
     int standby = leader == MASTER_A2 ? MASTER_A : MASTER_A2;
     pid_t spid = start_master(standby, "a", "0-8191");

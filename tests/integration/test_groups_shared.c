@@ -37,7 +37,9 @@
 
 static int port0;
 #define MASTER_A1    (port0 + 0)
-#define MASTER_B     (port0 + 1)
+#define MASTER_B1    (port0 + 1)
+#define MASTER_B     port_b         /* group b's leader */
+#define MASTER_B2    (port0 + 5 + 2 * NODES)   /* group b's standby, started for the last case */
 #define ETCD_PORT    (port0 + 2)    /* and its peers on + 3 */
 #define MASTER_A2    (port0 + 4)    /* group a's standby */
 #define NODE_PORT    (port0 + 5)    /* + 2 i; data plane on + 1 */
@@ -49,13 +51,13 @@ static int port0;
 #define SEGMENT      (32ULL << 20)  /* 32 chunks of 1 MiB each */
 #define CHUNK        (1ULL << 20)
 #define WAIT_MS      30000
-#define TIME_LIMIT_S 300
+#define TIME_LIMIT_S 600   /* two leaders killed -9 in the last case, under SAN at load 20 */
 #define VAL          (256 << 10)
 #define A_KEYS       176            /* 44 MiB of group a: more than one node, 69 % of both */
 #define B_KEYS       8
 
 static h_etcd etcd;
-static int port_a;
+static int port_a, port_b;
 static pid_t master_a;
 static pid_t node_pid[NODES];
 static mkv_client *mc;
@@ -531,14 +533,15 @@ static void test_slot_move_served_by_b(void) {
     uint64_t t_moved = mono_ms() - t0;
     /* a gave the slot's objects away; the nodes lent their ranges to b and
      * told a (MOON.LENT): a holds them as withheld, no longer as used */
-    long long moved = a_info("slots_lent_bytes") - lent0;
-    ASSERT_MSG(moved >= (long long)MOVE_KEYS * (VAL - 6 * 64), "group a gave %lld bytes away", moved);
+    long long moved = a_info("slots_lent_bytes") - lent0, pre = 0;   /* pre: the objects put before used_a0 */
+    for (int i = 0; i < MOVE_KEYS; i++) pre += (long long)fill(src, val[i]);
+    ASSERT_MSG(moved >= pre, "group a gave %lld bytes away, %lld of them put before the move", moved, pre);
     ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0 + moved, 1) >= away0 + moved,
                "the nodes told group a of %lld of the %lld bytes lent to b", a_info("slots_lent_away_bytes") - away0,
                moved);
-    ASSERT_MSG(wait_a_info("bytes_used", used_a0 - moved, 0) <= used_a0 - moved,
-               "group a still uses %lld bytes (%lld before the move, %lld given away)", a_info("bytes_used"), used_a0,
-               moved);
+    ASSERT_MSG(wait_a_info("bytes_used", used_a0 - pre, 0) <= used_a0 - pre,
+               "group a still uses %lld bytes (%lld before the move, %lld put before it given away)",
+               a_info("bytes_used"), used_a0, pre);
     char a[200], want[64];
     redisContext *c = h_redis(MASTER_A);
     redisReply *r = c ? redisCommand(c, "MOON.EXISTS %s", key[0]) : NULL;
@@ -573,7 +576,183 @@ static void test_slot_move_served_by_b(void) {
            slot, MOVE_KEYS, acked, acked - MOVE_KEYS, (unsigned long long)t_moved, moved_ok, moved_gets,
            tried, used0 - used);
     printf("# group a: %lld bytes given away, withheld as lent once the move settled (used %lld -> %lld), "
-           "free %lld -> %lld once b removed them\n", moved, used_a0, used_a0 - moved, free_a0, free_a - grown);
+           "free %lld -> %lld once b removed them\n", moved, used_a0, a_info("bytes_used"), free_a0, free_a - grown);
+}
+
+/* ---- a move undone; a move whose leaders are killed -9 ---- */
+
+#define MOVE2_KEYS 16
+
+/* A slot of group a's no object so far lies in, tagged prefix<t>: the tag. */
+static int fresh_slot(const char *prefix, char *tag, size_t len) {
+    int slot = -1;
+    for (int t = 0; slot < 0; t++) {
+        snprintf(tag, len, "%s%d", prefix, t);
+        slot = proto_key_slot(tag, strlen(tag));
+        for (int i = 0; i < a_left && slot >= 0; i++)
+            if (slot >= 8192 || proto_key_slot(a_keys[i], strlen(a_keys[i])) == slot) slot = -1;
+    }
+    return slot;
+}
+
+/* A get of key byte-exact through c, retried up to WAIT_MS (a leader
+ * elected, a range lent a moment after its adoption): 0, or the last error. */
+static int get_retry(mkv_client *c, const char *key, int val) {
+    uint64_t end = mono_ms() + WAIT_MS;
+    int rc;
+    do {
+        size_t got = 0, n = fill(src, val);
+        rc = mkv_get(c, key, strlen(key), dst, VAL, &got);
+        if (rc == MKV_OK && got == n && memcmp(src, dst, n) == 0) return 0;
+        if (rc == MKV_OK) rc = -100;
+        usleep(50000);
+    } while (mono_ms() < end);
+    return rc;
+}
+
+/* What the master on port answers MOON.EXISTS key: "1", "0" or the error. */
+static void exists_on(int port, const char *key, char *out, size_t len) {
+    redisContext *c = h_redis(port);
+    redisReply *r = c ? redisCommand(c, "MOON.EXISTS %s", key) : NULL;
+    snprintf(out, len, "%s", !r ? "?" : r->type == REDIS_REPLY_INTEGER ? (r->integer ? "1" : "0") : r->str ? r->str : "?");
+    freeReplyObject(r);
+    if (c) redisFree(c);
+}
+
+/* Every key read back byte-exact from group owner only: through the
+ * client (shm) and over TCP (the node checks owner's capability on each
+ * request), owner's leader has it and the other's answers MOVED. */
+static void exactly_one_group(char (*key)[32], const int *val, int n, int slot, const char *owner) {
+    int own = owner[0] == 'a' ? MASTER_A : MASTER_B, other = owner[0] == 'a' ? MASTER_B : MASTER_A;
+    char want[32], got[200];
+    snprintf(want, sizeof want, "MOVED %d %s", slot, owner);
+    mkv_client *tc = NULL;
+    ASSERT_MSG(h_groups_client(&tc, &etcd, CLUSTER, SECRET, "tcp") == MKV_OK, "TCP client: %.200s", mkv_last_error(NULL));
+    ASSERT(mkv_register_buffer(tc, dst, VAL) == MKV_OK);
+    for (int i = 0; i < n; i++) {
+        int rc = get_retry(mc, key[i], val[i]);
+        ASSERT_MSG(rc == 0, "get %.31s from %s: %d %.200s", key[i], owner, rc, mkv_last_error(mc));
+        rc = get_retry(tc, key[i], val[i]);
+        ASSERT_MSG(rc == 0, "get %.31s from %s over TCP: %d %.200s", key[i], owner, rc, mkv_last_error(tc));
+        exists_on(own, key[i], got, sizeof got);
+        ASSERT_MSG(strcmp(got, "1") == 0, "group %s answered EXISTS %.31s: %.100s", owner, key[i], got);
+        exists_on(other, key[i], got, sizeof got);
+        ASSERT_MSG(strcmp(got, want) == 0, "the other group answered EXISTS %.31s: %.100s", key[i], got);
+    }
+    mkv_close(tc);
+}
+
+/* Until neither group's leader has a slot moving: 0, or -1 after ms. */
+static int wait_settled(int ms) {
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    while (h_port_info(MASTER_A, "cluster", "slots_moving") != 0 || h_port_info(MASTER_B, "cluster", "slots_moving") != 0)
+        if (mono_ms() >= end) return -1;
+        else usleep(100000);
+    return 0;
+}
+
+static void put_slot(const char *tag, char (*key)[32], int *val, int n, int base) {
+    for (int i = 0; i < n; i++) {
+        snprintf(key[i], sizeof key[i], "{%s}:%d", tag, i);
+        val[i] = base + i;
+        int rc = put_retry(key[i], val[i]);
+        ASSERT_MSG(rc == MKV_OK, "put %.31s: %d %.200s", key[i], rc, mkv_last_error(mc));
+    }
+}
+
+/* Undoing a move (a move back once the move ended: while it is marked the
+ * tool refuses, test_groups test_slot_move_waits_for_shared_nodes): the
+ * objects come back to group a where they lie: a claims its ranges lent
+ * to b again, the nodes give them back to a, and b's hold of them goes
+ * (its used bytes back to where they were). */
+static void test_move_undone(void) {
+    char tag[16], key[MOVE2_KEYS][32], args[64];
+    int val[MOVE2_KEYS], slot = fresh_slot("un", tag, sizeof tag);
+    put_slot(tag, key, val, MOVE2_KEYS, 3000);
+    long long away0 = a_info("slots_lent_away_bytes"), used_a0 = a_info("bytes_used"),
+              used_b0 = h_port_info(MASTER_B, "cluster", "bytes_used"), moved = 0;
+    for (int i = 0; i < MOVE2_KEYS; i++) moved += (long long)fill(src, val[i]);
+    snprintf(args, sizeof args, "move %d b", slot);
+    ASSERT_EQ(slots_tool(args, NULL, 0), 0);
+    ASSERT_MSG(wait_settled(60000) == 0, "the move to b did not end in 60 s");
+    exactly_one_group(key, val, MOVE2_KEYS, slot, "b");
+    ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0 + moved, 1) >= away0 + moved,
+               "the nodes told a of %lld of %lld bytes lent", a_info("slots_lent_away_bytes") - away0, moved);
+    long long used_b1 = h_port_info(MASTER_B, "cluster", "bytes_used");
+    snprintf(args, sizeof args, "move %d a", slot);
+    uint64_t t0 = mono_ms();
+    ASSERT_EQ(slots_tool(args, NULL, 0), 0);
+    ASSERT_MSG(wait_settled(60000) == 0, "the move back to a did not end in 60 s");
+    uint64_t t_back = mono_ms() - t0;
+    exactly_one_group(key, val, MOVE2_KEYS, slot, "a");
+    ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0, 0) <= away0, "a still holds %lld bytes as lent away",
+               a_info("slots_lent_away_bytes") - away0);
+    ASSERT_EQ(a_info("bytes_used"), used_a0);
+    long long used_b = h_port_info(MASTER_B, "cluster", "bytes_used");
+    ASSERT_MSG(used_b <= used_b0, "group b uses %lld bytes, %lld before", used_b, used_b0);
+    for (int i = 0; i < MOVE2_KEYS; i++) ASSERT_EQ(mkv_remove(mc, key[i], strlen(key[i])), MKV_OK);
+    printf("# slot %d moved to b (b's used bytes %lld -> %lld) and back to a with %d objects (%lld bytes) in %llu ms; "
+           "all read byte-exact from a only, a's used bytes as before (%lld), b's %lld\n",
+           slot, used_b0, used_b1, MOVE2_KEYS, moved, (unsigned long long)t_back, used_a0, used_b);
+}
+
+/* Kill -9 of group g's leader on port (its pid from INFO): after it, the
+ * standby on other leads (up to 40 s). */
+static int kill_leader(int port, int other) {
+    pid_t pid = (pid_t)h_port_info(port, "server", "process_id");
+    if (pid <= 0) return -1;
+    h_kill(pid);
+    return h_wait_role(other, "leader", 40000);
+}
+
+/* A move interrupted by kill -9 of the giver's leader (right after the
+ * tool marked the slot: its outbox is lost, a new leader rebuilds from the
+ * nodes' reports and gives again) and of the adopter's leader (once it
+ * adopted: its new leader rebuilds from what the nodes report of b's
+ * chunks and ranges lent to b, and pulls what is left). Nothing
+ * acknowledged is lost, every key reads back byte-exact from b and b
+ * only, the move ends, and new puts into the slot land on b. */
+static void test_move_leaders_killed(void) {
+    char tag[16], key[MOVE2_KEYS + 4][32];
+    int val[MOVE2_KEYS + 4], slot = fresh_slot("kl", tag, sizeof tag);
+    int standby_a = port_a == MASTER_A1 ? MASTER_A2 : MASTER_A1;
+    ASSERT(start_master(standby_a, "a", "0-8191") > 0 && h_wait_role(standby_a, "standby", WAIT_MS) == 0);
+    ASSERT(start_master(MASTER_B2, "b", "8192-16383") > 0 && h_wait_role(MASTER_B2, "standby", WAIT_MS) == 0);
+    put_slot(tag, key, val, MOVE2_KEYS, 4000);
+    long long adopted0 = h_port_info(MASTER_B, "cluster", "slots_adopted_objects");
+    char args[64];
+    snprintf(args, sizeof args, "move %d b", slot);
+    ASSERT_EQ(slots_tool(args, NULL, 0), 0);
+    uint64_t t0 = mono_ms();
+    ASSERT_MSG(kill_leader(MASTER_A, standby_a) == 0, "group a's standby did not lead within 40 s");
+    port_a = standby_a;
+    uint64_t ta = mono_ms() - t0;
+    /* b adopts from a's new leader; its leader killed once it adopted some */
+    long long adopted = -1;
+    uint64_t end = mono_ms() + 60000;
+    while ((adopted = h_port_info(MASTER_B, "cluster", "slots_adopted_objects")) <= adopted0 && mono_ms() < end)
+        usleep(2000);   /* adopted, acknowledged and settled are milliseconds apart */
+    ASSERT_MSG(adopted > adopted0, "group b adopted nothing within 60 s of a's failover");
+    int settled_before = h_port_info(MASTER_B, "cluster", "slots_moving") == 0;
+    ASSERT_MSG(kill_leader(MASTER_B, MASTER_B2) == 0, "group b's standby did not lead within 40 s");
+    port_b = MASTER_B2;
+    uint64_t tb = mono_ms() - t0;
+    ASSERT_MSG(wait_settled(90000) == 0, "the move did not end within 90 s of b's failover (b adopted %lld, waits %lld)",
+               h_port_info(MASTER_B, "cluster", "slots_adopted_objects"),
+               h_port_info(MASTER_B, "cluster", "slots_adopt_waiting"));
+    uint64_t tend = mono_ms() - t0;
+    exactly_one_group(key, val, MOVE2_KEYS, slot, "b");
+    for (int i = MOVE2_KEYS; i < MOVE2_KEYS + 4; i++) {   /* the slot is b's: new keys land there */
+        snprintf(key[i], sizeof key[i], "{%s}:%d", tag, i);
+        val[i] = 4000 + i;
+        int rc = put_retry(key[i], val[i]);
+        ASSERT_MSG(rc == MKV_OK, "put %.31s after the move: %d %.200s", key[i], rc, mkv_last_error(mc));
+    }
+    exactly_one_group(key + MOVE2_KEYS, val + MOVE2_KEYS, 4, slot, "b");
+    printf("# slot %d (%d objects) moved to b: a's leader killed -9 at once (standby led after %llu ms), b's once it "
+           "adopted %lld (at %llu ms, the move %s); the move ended %llu ms after the tool, every key byte-exact "
+           "from b only\n", slot, MOVE2_KEYS, (unsigned long long)ta, adopted - adopted0, (unsigned long long)tb,
+           settled_before ? "had ended" : "not ended yet", (unsigned long long)tend);
 }
 
 /* ---- setup ---- */
@@ -581,11 +760,12 @@ static void test_slot_move_served_by_b(void) {
 static int setup(void) {
     char step[160] = "";
     port_a = MASTER_A1;
+    port_b = MASTER_B1;
     if ((master_a = start_master(MASTER_A1, "a", "0-8191")) < 0 || h_wait_role(MASTER_A1, "leader", WAIT_MS) != 0)
         snprintf(step, sizeof step, "master of group a on %d", MASTER_A1);
     else if (start_master(MASTER_A2, "a", "0-8191") < 0)
         snprintf(step, sizeof step, "standby of group a on %d", MASTER_A2);
-    else if (start_master(MASTER_B, "b", "8192-16383") < 0 || h_wait_role(MASTER_B, "leader", WAIT_MS) != 0)
+    else if (start_master(MASTER_B1, "b", "8192-16383") < 0 || h_wait_role(MASTER_B1, "leader", WAIT_MS) != 0)
         snprintf(step, sizeof step, "master of group b on %d", MASTER_B);
     for (int i = 0; i < 2 && !step[0]; i++)
         if ((node_pid[i] = start_node(i)) < 0) snprintf(step, sizeof step, "node %d on %d", i, NODE_PORT + 2 * i);
@@ -608,7 +788,7 @@ static int setup(void) {
 }
 
 int main(void) {
-    int begun = h_groups_begin("test_groups_shared", TIME_LIMIT_S, remove_datadir, 5 + 2 * NODES, &port0, &etcd,
+    int begun = h_groups_begin("test_groups_shared", TIME_LIMIT_S, remove_datadir, 6 + 2 * NODES, &port0, &etcd,
                                ETCD_PORT - port0);
     if (begun != 0) return begun > 0 ? 0 : 1;
     if (setup() != 0) {
@@ -623,6 +803,8 @@ int main(void) {
     RUN_TEST(test_drain_both_groups);
     RUN_TEST(test_kill9_seen_by_both);
     RUN_TEST(test_slot_move_served_by_b);
+    RUN_TEST(test_move_undone);
+    RUN_TEST(test_move_leaders_killed);
     mkv_close(mc);
     free(src);
     free(dst);

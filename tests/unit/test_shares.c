@@ -199,7 +199,9 @@ static void test_lent_events(void) {
     ASSERT_EQ(te_shares_grant(s, 1, 1), 1);   /* b: chunk 2 */
     ASSERT_EQ(te_shares_lend(s, 4096, 8192, 1), 0);
     ASSERT_EQ(te_shares_lend(s, MiB, 64, 1), 0);
+    ASSERT(te_shares_lent_in(s, 0, MiB) && te_shares_lent_in(s, MiB, MiB) && !te_shares_lent_in(s, 2 * MiB, MiB));
     ASSERT_EQ(te_shares_unlend(s, 4096, 1), 8192);
+    ASSERT(!te_shares_lent_in(s, 0, MiB));   /* a chunk holding no range lent away: may be taken back */
     ASSERT_EQ(te_shares_events(s, 1, ev, 8, &gen), 0);   /* b's chunks lent nothing */
     ASSERT_EQ(te_shares_events(s, 0, ev, 2, &gen), 2);
     ASSERT(ev[0].off == 4096 && ev[0].len == 8192 && !ev[0].back);
