@@ -16,7 +16,11 @@
  * their chunks back; a node drained (SIGTERM) leaves both groups with
  * every object readable elsewhere; a node that found its groups in the
  * slot map (--shared-groups map), killed -9, is declared dead by both
- * masters. Ports (etcd's too): one block of h_free_ports. */
+ * masters. A slot moved from a to b with its objects is served by b and
+ * gives a its space back (MOON.LENT); a move undone brings the objects
+ * back to a; a move whose two leaders are killed -9 loses nothing and
+ * ends (docs/SCALE.md "Between groups sharing nodes"). Ports (etcd's
+ * too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
