@@ -152,7 +152,7 @@ size_t te_shares_events(te_shares *s, int g, te_lent_event *out, size_t max, uin
     pthread_mutex_lock(&s->mu);
     lent_queue *q = &s->q[g];
     size_t k = q->n - q->head < max ? q->n - q->head : max;
-    memcpy(out, q->ev + q->head, k * sizeof *out);
+    if (k) memcpy(out, q->ev + q->head, k * sizeof *out);
     *gen = q->gen;
     pthread_mutex_unlock(&s->mu);
     return k;
