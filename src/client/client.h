@@ -200,10 +200,18 @@ typedef struct mkv_mlink {
 /* The live pins this client made (client/pins.c), so a new master
  * connection pins them again (MOON.REPIN): a new leader starts with none.
  * Bounded by what the master accepted (PROTO_PIN_MAX_PER_CONN keys). */
+struct mkv_core;
 typedef struct mkv_pinrec mkv_pinrec;
 typedef struct mkv_pins {
     pthread_mutex_t mu;
     mkv_pinrec *head;
+    /* The keeper (client/pinkeep.c): a thread, started by the first pin,
+     * that re-pins on a new leader as soon as the connection moves. */
+    pthread_t keeper;
+    int keeping;                         /* the thread runs */
+    int stop;                            /* under mu */
+    int wake;                            /* eventfd: a pin noted, or stop */
+    uint64_t repins;                     /* connections it opened again for the pins */
 } mkv_pins;
 
 void mkv_pins_init(mkv_pins *p);
@@ -213,6 +221,12 @@ void mkv_pins_free(mkv_pins *p);
  * master does not lead (the pins stay for the next connection); a pin the
  * master refused otherwise (a bound) is forgotten. */
 int mkv_pins_restore(mkv_pins *p, redisContext *rc, char *err, size_t errlen);
+/* Live pins left (expired ones dropped); mu held. */
+int mkv_pins_live(mkv_pins *p, uint64_t now_ms);
+/* pinkeep.c: start the keeper unless it runs (a pin was noted); stop it
+ * (before the link goes). */
+void mkv_pinkeep_start(struct mkv_core *k);
+void mkv_pinkeep_stop(struct mkv_core *k);
 
 /* Commands formatted for the wire, sent in one go. */
 typedef struct mkv_out {
@@ -249,6 +263,11 @@ int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg
 void mkv_link_serve(mkv_client *c, int wake_fd);
 /* Master connections the core opened so far. */
 int mkv_link_connections(mkv_client *c);
+/* The live connection's fd and id (watched by the etcd leader watch while
+ * keep), or -1 if there is none. */
+int mkv_link_peek(mkv_mlink *L, int keep, uint64_t *id);
+/* Break the connection if it is still the one of id. */
+void mkv_link_drop_id(mkv_mlink *L, uint64_t id);
 
 /* ---- lanes.c ---- */
 #define MKV_OPTION_STRS 8   /* the strings of mkv_options */

@@ -57,6 +57,7 @@ int mkv_core_start(mkv_client *c, const mkv_options *opt) {
 void mkv_core_stop(mkv_client *c) {
     mkv_core *k = c->core;
     if (!k) return;
+    mkv_pinkeep_stop(k);   /* it opens the link with the handle's options */
     for (int i = 1; i < k->nlanes; i++) {
         mkv_lane_free(k->lanes[i]);
         free(k->lanes[i]);

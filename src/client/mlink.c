@@ -201,6 +201,21 @@ int mkv_link_open(mkv_client *c) {
     return rc;
 }
 
+int mkv_link_peek(mkv_mlink *L, int keep, uint64_t *id) {
+    pthread_mutex_lock(&L->mu);
+    int fd = L->rc && !L->broken ? L->rc->fd : -1;
+    *id = L->id;
+    leader_watch_keep(L->watched, keep);
+    pthread_mutex_unlock(&L->mu);
+    return fd;
+}
+
+void mkv_link_drop_id(mkv_mlink *L, uint64_t id) {
+    pthread_mutex_lock(&L->mu);
+    if (L->rc && L->id == id) link_broke(L, MKV_ECONN, "master closed the connection");
+    pthread_mutex_unlock(&L->mu);
+}
+
 void mkv_link_where(mkv_client *c, const char *host, int port) {
     mkv_mlink *L = &c->core->link;
     pthread_mutex_lock(&L->mu);

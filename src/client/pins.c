@@ -7,9 +7,10 @@
  * The pins live in the leader's memory, so the client keeps what it
  * pinned (ids, keys, until when) and pins it again, by name, on every
  * master connection it opens (MOON.REPIN): after a failover the new
- * leader holds them from the client's first call on, before the nodes'
- * reports may have told it of the keys. On the same master again the
- * re-pin adds nothing (a pin holds a key once). */
+ * leader holds them as soon as the connection moved to it (pinkeep.c
+ * opens it without waiting for a call), before the nodes' reports may
+ * have told it of the keys. On the same master again the re-pin adds
+ * nothing (a pin holds a key once). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -31,8 +32,9 @@ struct mkv_pinrec {
 };
 
 void mkv_pins_init(mkv_pins *p) {
+    memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
-    p->head = NULL;
+    p->wake = -1;
 }
 
 static void rec_free(mkv_pinrec *r) {
@@ -93,6 +95,11 @@ static void pins_note(mkv_pins *p, uint64_t id, uint32_t ms, const mkv_obj *objs
         r->nkeys++;
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+int mkv_pins_live(mkv_pins *p, uint64_t now_ms) {
+    rec_find(p, 0, 0, now_ms);   /* drops the expired (no pin has id 0) */
+    return p->head != NULL;
 }
 
 static void pins_forget(mkv_pins *p, uint64_t id) {
@@ -193,6 +200,7 @@ int mkv_exists_prefix_pin(mkv_client *c, const mkv_obj *objs, size_t n, uint32_t
         int rc = prefixpin_run(c, *pin, pin_ms, objs + i, chunk, &hit);
         if (rc != MKV_OK) return rc;   /* chunks pinned before stay under *pin: unpin it */
         pins_note(&c->core->pins, *pin, pin_ms, objs + i, hit);
+        if (hit) mkv_pinkeep_start(c->core);   /* re-pins on a new leader at once */
         *count += hit;
         if (hit < chunk) break;
     }

@@ -22,6 +22,7 @@ struct lw_conn {
     int64_t term;
     char addr[LW_ADDR_MAX];
     uint64_t busy_since;         /* mono ms of the outstanding call, 0: none (atomic) */
+    int kept;                    /* leader_watch_keep (atomic) */
     int fired;                   /* under lw->mu */
     char leader[LW_ADDR_MAX];    /* who etcd named when it fired */
     lw_conn *next;
@@ -38,6 +39,7 @@ struct leader_watch {
     int stop;
     lw_conn *conns;
     uint64_t broken;
+    uint64_t kept_look;          /* mono ms of the last look for a kept connection */
     leader_watch *next;          /* in the registry */
 };
 
@@ -46,11 +48,18 @@ static leader_watch *registry;
 
 /* ---- the thread ---- */
 
-/* A call has waited LW_BUSY_MS on a connection not yet shut down. */
+/* A call has waited LW_BUSY_MS on a connection not yet shut down, or
+ * one is kept and LW_KEEP_MS passed since the last look for it. */
 static int any_due(leader_watch *lw, uint64_t now) {
+    int keep_due = now >= lw->kept_look + LW_KEEP_MS;
     for (lw_conn *w = lw->conns; w; w = w->next) {
+        if (w->fired) continue;
         uint64_t since = __atomic_load_n(&w->busy_since, __ATOMIC_RELAXED);
-        if (!w->fired && since && now >= since + LW_BUSY_MS) return 1;
+        if (since && now >= since + LW_BUSY_MS) return 1;
+        if (keep_due && __atomic_load_n(&w->kept, __ATOMIC_RELAXED)) {
+            lw->kept_look = now;
+            return 1;
+        }
     }
     return 0;
 }
@@ -205,6 +214,10 @@ void leader_watch_busy(lw_conn *w, int busy) {
 
 void leader_watch_busy_within(lw_conn *w, int expect_ms) {
     if (w) __atomic_store_n(&w->busy_since, mono_ms() + (uint64_t)(expect_ms > 0 ? expect_ms : 0), __ATOMIC_RELAXED);
+}
+
+void leader_watch_keep(lw_conn *w, int keep) {
+    if (w) __atomic_store_n(&w->kept, keep, __ATOMIC_RELAXED);
 }
 
 int leader_watch_fired(lw_conn *w, char *addr, size_t cap) {

@@ -25,6 +25,7 @@
 
 #define LW_PERIOD_MS 200   /* between two looks at etcd while a call waits */
 #define LW_BUSY_MS   150   /* a call waiting this long gets etcd looked at */
+#define LW_KEEP_MS   500   /* between two looks for a kept connection */
 
 typedef struct leader_watch leader_watch;
 typedef struct lw_conn lw_conn;
@@ -45,6 +46,10 @@ void leader_watch_busy(lw_conn *w, int busy);
 /* A call that may rightly take up to expect_ms (a long poll): etcd is
  * looked at once it waited that long plus LW_BUSY_MS. */
 void leader_watch_busy_within(lw_conn *w, int expect_ms);
+/* Keep looking at etcd every LW_KEEP_MS while keep is set, calls or
+ * none: the owner holds state the leader must have (libmoonkv's pins)
+ * and wants to follow a new leader at once. NULL is fine. */
+void leader_watch_keep(lw_conn *w, int keep);
 /* 1 if the watch shut the connection down (the leader changed); who
  * leads now into addr[cap] if addr is not NULL. */
 int leader_watch_fired(lw_conn *w, char *addr, size_t cap);

@@ -19,7 +19,8 @@ typedef struct veto_ctx {
 static int may_collect(const object *o, void *arg) {
     const veto_ctx *v = arg;
     return !mm_obj_job(o) && mm_hold_until(o, v->now_ms) == 0 &&
-           pinset_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0;   /* a lookup will load it */
+           pinset_left(v->m->pins, o->key, o->keylen, v->now_ms) == 0 &&   /* a lookup will load it */
+           mm_repin_left(v->m, o, v->now_ms) == 0;   /* or it may, once pinned again */
 }
 
 static uint64_t scan_objects(void *t, uint64_t cursor, objtable_scan_fn *fn, void *ctx) {

@@ -370,6 +370,15 @@ int mm_lease_return(master_meta *m, const void *key, size_t keylen, uint64_t lea
     return lease_return_found(m, otable_find(m->objs, key, keylen, objtable_hash(key, keylen)), key, keylen, lease_until, now_ms);
 }
 
+void mm_repin_grace(master_meta *m, uint64_t until_ms) { m->repin_until_ms = until_ms; }
+
+/* Objects put in this term are nobody's old pin: only the rebuilt ones
+ * (puts are refused while the table is rebuilt, so created_ms tells). */
+uint64_t mm_repin_left(const master_meta *m, const object *o, uint64_t now_ms) {
+    if (now_ms >= m->repin_until_ms || o->created_ms > m->rebuilt_last_ms) return 0;
+    return m->repin_until_ms - now_ms;
+}
+
 proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t now_ms,
                     char *err, size_t errlen) {
     object *o = otable_find(m->objs, key, keylen, objtable_hash(key, keylen));
@@ -381,6 +390,13 @@ proto_status mm_remove(master_meta *m, const void *key, size_t keylen, uint64_t 
         pinset_refused(m->pins);
         return mm_fail(err, errlen, PROTO_TRYAGAIN, "key pinned by a prefix lookup for up to %llu ms (" PROTO_VERB_UNPIN ")",
                        (unsigned long long)pinned);
+    }
+    uint64_t grace = mm_repin_left(m, o, now_ms);
+    if (grace) {
+        pinset_refused(m->pins);
+        return mm_fail(err, errlen, PROTO_TRYAGAIN, "key may be pinned by a prefix lookup: a new leader holds "
+                       "removes for up to %llu ms while clients pin again (" PROTO_VERB_REPIN ")",
+                       (unsigned long long)grace);
     }
     mm_drop_object(m, o, now_ms);
     return PROTO_OK;

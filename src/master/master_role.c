@@ -16,6 +16,7 @@
 #include "master/master.h"
 #include "master/slot_move.h"
 #include "master/slots.h"
+#include "proto/pins.h"
 #include "proto/status.h"
 #include "proto/verbs.h"
 #include "server/info.h"
@@ -56,6 +57,7 @@ master *master_create(server *srv) {
     m->term_start_ms = mono_ms();
     mm_config mc = meta_config(&srv->cfg);
     m->meta = mm_create(&mc);
+    mm_repin_grace(m->meta, wall_ms() + PROTO_REPIN_GRACE_MS);   /* a restart: the clients' pins come again */
     m->default_replicas = srv->cfg.replicas > 0 ? (uint32_t)srv->cfg.replicas : 1;
     if (m->default_replicas > PROTO_MAX_REPLICAS) m->default_replicas = PROTO_MAX_REPLICAS;
     return m;
@@ -180,6 +182,7 @@ static void leadership_changed(event_loop *el, void *data) {
     if (v->elections_won != m->elections_seen) {
         m->elections_seen = v->elections_won;
         m->term_start_ms = mono_ms();
+        mm_repin_grace(m->meta, wall_ms() + PROTO_REPIN_GRACE_MS);   /* the old leader's pins come again */
     }
     members_term(m->members, v->leader ? v->term : 0);
 }

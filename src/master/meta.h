@@ -353,6 +353,12 @@ uint64_t mm_hold_until(const object *o, uint64_t now_ms);
 int mm_exists(master_meta *m, const void *key, size_t keylen);   /* COMPLETE only */
 /* The pins on prefix hits (MOON.PREFIXPIN): removes and collection ask them. */
 pinset *mm_pins_of(master_meta *m);
+/* A term began: until until_ms, objects rebuilt from the nodes' reports
+ * are held as if pinned (the old leader's pins are not known here until
+ * their clients pinned them again: proto/pins.h PROTO_REPIN_GRACE_MS). */
+void mm_repin_grace(master_meta *m, uint64_t until_ms);
+/* How long o is still held so (0: not). */
+uint64_t mm_repin_left(const master_meta *m, const object *o, uint64_t now_ms);
 object *mm_find(master_meta *m, const void *key, size_t keylen); /* any state */
 uint64_t mm_write_expiry(const master_meta *m, const object *o);
 /* A fresh grant stamp for write caps: microseconds of now_ms, above every

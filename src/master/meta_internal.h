@@ -70,6 +70,8 @@ struct master_meta {
     size_t ntouched, captouched;
     mm_restore_stats restores;  /* restore.c */
     pinset *pins;               /* pins on prefix hits (core/pinset.h): apart from the objects */
+    uint64_t repin_until_ms;    /* objects from the nodes held until (mm_repin_grace) */
+    uint64_t rebuilt_last_ms;   /* the latest created_ms a rebuild gave: such objects are the nodes' */
     uint64_t offloads, offload_bytes;   /* offload.c */
     uint64_t promotes, promote_bytes;
     uint64_t disk_reads, disk_read_bytes;   /* loads that kept the disk replica */

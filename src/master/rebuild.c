@@ -518,6 +518,7 @@ static void commit_key(const build_ctx *b, const mm_report *first, uint64_t hash
     o->crc = first->crc;
     restore_slices(m, o, p, kept, nwhole);
     o->created_ms = o->atime_ms = b->now_ms;
+    if (b->now_ms > m->rebuilt_last_ms) m->rebuilt_last_ms = b->now_ms;   /* mm_repin_left */
     otable_set_state(m->objs, o, OBJ_COMPLETE);
     m->under_replicated += mm_under(o);
     st->objects++;

@@ -23,5 +23,11 @@
 #define PROTO_PIN_MAX_KEYS      (1u << 20)   /* keys pinned at once in the whole master */
 #define PROTO_MAX_UNPIN         4096         /* ids per MOON.UNPIN */
 #define PROTO_PIN_ID_MAX        (UINT64_MAX >> 1)   /* ids are 1 to 2^63-1 (a signed integer's range) */
+/* A new leader (or a restarted master) holds removes and collection of
+ * the objects it learnt from the nodes this long after its term began:
+ * clients pin again on the new connection as soon as the old one goes
+ * (libmoonkv's client/pinkeep.c), within a few hundred ms; until they
+ * did, any such object may be one of their pinned keys. */
+#define PROTO_REPIN_GRACE_MS    5000u
 
 #endif

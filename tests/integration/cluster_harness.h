@@ -223,6 +223,40 @@ static inline long long h_port_info(int port, const char *section, const char *f
     return v;
 }
 
+/* MOON.REMOVE key on the master at port by another (proven) connection:
+ * 1 if it removed the key; its reply text into text. */
+static inline int h_remove_other(int port, const char *key, char *text, size_t len) {
+    redisContext *c = h_proven(h_redis_ms("127.0.0.1", port, 2000), "");
+    redisReply *r = c ? redisCommand(c, "MOON.REMOVE %s", key) : NULL;
+    int removed = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    snprintf(text, len, "%s", !r ? "(no reply)" : r->str ? r->str : removed ? "removed" : "(integer)");
+    freeReplyObject(r);
+    if (c) redisFree(c);
+    return removed;
+}
+
+/* A pinned key watched on a new leader or a restarted master: another
+ * connection's removes every 50 ms until one is refused for the pin
+ * itself after after_ms (mono), or one removes the key, or bound_ms. */
+typedef struct h_pin_watch {
+    int removed, by_grace, by_pin;   /* refused for the new term's grace / for the pin */
+    uint64_t first_pin_ms;           /* mono ms of the first refusal for the pin */
+    char last[256];                  /* the last reply */
+} h_pin_watch;
+
+static inline void h_watch_pinned(int port, const char *key, uint64_t after_ms, int bound_ms, h_pin_watch *w) {
+    memset(w, 0, sizeof *w);
+    for (uint64_t t0 = mono_ms(); !w->removed && mono_ms() - t0 < (uint64_t)bound_ms; usleep(50 * 1000)) {
+        w->removed = h_remove_other(port, key, w->last, sizeof w->last);
+        int again = strstr(w->last, "TRYAGAIN") != NULL;
+        int pin = again && strstr(w->last, "pinned by a prefix lookup for up to");
+        w->by_grace += again && strstr(w->last, "pin again") != NULL;
+        w->by_pin += pin;
+        if (pin && !w->first_pin_ms) w->first_pin_ms = mono_ms();
+        if (pin && mono_ms() > after_ms) break;
+    }
+}
+
 /* Until h_port_info(port, section, field) is want, at most timeout_ms
  * (a background step: a sweep, a report, a heartbeat): 0, or -1. */
 static inline int h_wait_port_info(int port, const char *section, const char *field, long long want,

@@ -24,6 +24,7 @@
 #include "client/moonkv.h"
 #include "client/moonkv_async.h"
 #include "cluster_harness.h"
+#include "proto/pins.h"
 #include "test.h"
 
 static int port0;
@@ -584,11 +585,57 @@ static void test_async_master_killed_mid_flight(void) {
     ASSERT_EQ(after, MKV_ECONN);
 }
 
+/* A client holding a pin makes no call while its master is killed -9
+ * and started again on its port (the nodes report their objects): its
+ * keeper thread (client/pinkeep.c) reconnects and pins the key again,
+ * and until then the restarted master holds removes of the objects it
+ * rebuilt (PROTO_REPIN_GRACE_MS). Another connection's removes, from the
+ * restart on, never take the key; past the grace the refusal names the
+ * pin. In the TSan build: the keeper against the client's calls and
+ * close. Last: it restarts the cluster's master. */
+static pid_t master_pid;
+
+static void test_pin_kept_across_master_restart(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    opt.timeout_ms = 3000;
+    mkv_client *c = NULL;
+    ASSERT_EQ(mkv_connect(&c, &opt), MKV_OK);
+    static char val[4096];
+    h_fill(val, sizeof val, 77);
+    ASSERT_EQ(mkv_register_buffer(c, val, sizeof val), MKV_OK);
+    ASSERT_EQ(mkv_put(c, "kept-pin", 8, val, sizeof val, 0), MKV_OK);
+    mkv_obj o = {.key = "kept-pin", .keylen = 8};
+    uint64_t pin = 0;
+    size_t hit = 0;
+    ASSERT_EQ(mkv_exists_prefix_pin(c, &o, 1, 600000, &pin, &hit), MKV_OK);
+    ASSERT_EQ(hit, 1);
+    /* the nodes hold it in their indexes (what they report after the restart) */
+    ASSERT_EQ(h_wait_port_info(PORT_MASTER, "cluster", "holdings_pending", 0, 20000), 0);
+    h_kill(master_pid);
+    master_pid = h_start_master(PORT_MASTER, NULL);
+    uint64_t started = mono_ms();
+    ASSERT(master_pid > 0);
+    h_pin_watch w;
+    h_watch_pinned(PORT_MASTER, "kept-pin", started + PROTO_REPIN_GRACE_MS + 500, 60000, &w);
+    printf("# a client making no call across its master's restart: its pin held %lld ms after the start; "
+           "%d removes refused by the grace, %d by the pin; last: %s\n",
+           w.first_pin_ms ? (long long)(w.first_pin_ms - started) : -1LL, w.by_grace, w.by_pin, w.last);
+    ASSERT_MSG(!w.removed, "another client removed the pinned key: %s", w.last);
+    ASSERT_MSG(w.by_pin && mono_ms() > started + PROTO_REPIN_GRACE_MS, "after the grace: %s", w.last);
+    size_t held = 0;
+    ASSERT_EQ(mkv_unpin(c, pin, &held), MKV_OK);
+    ASSERT_EQ(held, 1);
+    ASSERT_EQ(mkv_remove(c, "kept-pin", 8), MKV_OK);
+    mkv_close(c);
+}
+
 int main(void) {
     h_init(300);
     h_setup_or_exit(port0 = h_free_ports(8), "free ports");
     snprintf(master_addr, sizeof master_addr, "127.0.0.1:%d", PORT_MASTER);
-    if (h_start_master(PORT_MASTER, NULL) < 0) {
+    if ((master_pid = h_start_master(PORT_MASTER, NULL)) < 0) {
         printf("not ok - master did not start\n");
         return 1;
     }
@@ -616,6 +663,7 @@ int main(void) {
     RUN_TEST(test_async_many_one_thread);
     RUN_TEST(test_async_stopped_master_times_out_together);
     RUN_TEST(test_async_master_killed_mid_flight);
+    RUN_TEST(test_pin_kept_across_master_restart);
     h_kill_all();
     TEST_EXIT();
 }

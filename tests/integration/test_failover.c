@@ -8,14 +8,16 @@
  * lease must place nothing when it runs again, and a write grant it made
  * before it stopped is refused by the nodes, which serve the new leader's
  * term only (fencing). A prefix lookup's pin is made again on the new
- * leader by the client that holds it. Puts of the async face submitted right
+ * leader by the client that holds it, without a call of its own (its
+ * keeper thread), and the new leader holds removes of the objects it
+ * rebuilt until clients could do so. Puts of the async face submitted right
  * after the kill go out again until the new leader answers. The gateway, with no asynchronous master
  * connection here, asks a key's EXISTS/DEL/... on a worker, not its loop.
  *
- * Objects stored before a failover are NOT expected to survive it: the new
- * leader starts with an empty table (the rebuild from node reports is not
- * built yet), so only new puts are asserted. Ports (etcd's too): one
- * block of h_free_ports, taken first in main(). */
+ * The new leader rebuilds its table from the nodes' reports, so objects
+ * stored before the failover survive it (the pinned ones are read back
+ * by name). Ports (etcd's too): one block of h_free_ports, taken first
+ * in main(). */
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include "client/moonkv_async.h"
 #include "cluster_harness.h"
 #include "core/util.h"
+#include "proto/pins.h"
 #include "etcd_harness.h"
 #include "grant_harness.h"
 #include "probe_harness.h"
@@ -244,11 +247,14 @@ static void test_async_across_failover(void) {
     ASSERT(same);
 }
 
+static uint64_t elected_ms;   /* when B was seen leading */
+
 static void test_kill_leader(void) {
     h_kill(master_a);
     uint64_t t0 = mono_ms();
     async_submit_after_kill();
     ASSERT(h_wait_role(MASTER_B, "leader", 10000) == 0);
+    elected_ms = mono_ms();
     long long elect = (long long)(mono_ms() - t0);
     long long gw_put = h_until(h_gw_set, &probe, "after-gw", "value-3", t0, 15000);
     long long gw_get = gw_put < 0 ? -1 : h_until(h_gw_get_is, &probe, "after-gw", "value-3", t0, 15000);
@@ -265,12 +271,13 @@ static void test_kill_leader(void) {
 
 /* Pins (MOON.PREFIXPIN) live in the leader's memory: the client that
  * made one pins its keys again on each master connection it opens
- * (MOON.REPIN), so on the new leader it holds from the client's first
- * call there on, before or after the node reports the key, against
- * another client's remove; released there as before, and a new pin
- * there holds as before. What the engines see: a lookup's lock outlasts
- * a leader change. */
-static uint64_t pin_before;
+ * (MOON.REPIN), and opens one to the new leader as soon as the old one
+ * goes, so on the new leader it holds before or after the node reports
+ * the key, against another client's remove; released there as before,
+ * and a new pin there holds as before. What the engines see: a lookup's
+ * lock outlasts a leader change. */
+static uint64_t pin_before, pin_quiet;
+static mkv_client *quiet;   /* pins before the kill, then makes no call until the end */
 
 static void test_pin_before_failover(void) {
     ASSERT(h_lib_put(&probe, "pinned-lib", "value-6"));
@@ -279,34 +286,53 @@ static void test_pin_before_failover(void) {
     ASSERT_EQ(mkv_exists_prefix_pin(probe.mc, &o, 1, 600000, &pin_before, &hit), MKV_OK);
     ASSERT_EQ(hit, 1);
     ASSERT_EQ(mkv_remove(probe.mc, "pinned-lib", 10), MKV_ETRYAGAIN);
+    mkv_options opt;
+    etcd_options(&opt, 3000);
+    ASSERT_EQ(mkv_connect(&quiet, &opt), MKV_OK);
+    ASSERT(h_lib_put(&probe, "pinned-quiet", "value-9"));
+    o = (mkv_obj){.key = "pinned-quiet", .keylen = 12};
+    ASSERT_EQ(mkv_exists_prefix_pin(quiet, &o, 1, 600000, &pin_quiet, &hit), MKV_OK);
+    ASSERT_EQ(hit, 1);
 }
 
-/* MOON.REMOVE key on the leader by another (proven) connection: its reply text. */
-static int remove_other(int port, const char *key, char *text, size_t len) {
-    redisContext *c = h_proven(h_redis_ms("127.0.0.1", port, 2000), "");
-    redisReply *r = c ? redisCommand(c, "MOON.REMOVE %s", key) : NULL;
-    int removed = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    snprintf(text, len, "%s", !r ? "(no reply)" : r->str ? r->str : removed ? "removed" : "(integer)");
-    freeReplyObject(r);
-    if (c) redisFree(c);
-    return removed;
+/* The quiet client makes no call after the kill: its keeper thread
+ * (client/pinkeep.c) follows the new leader and pins the key again, and
+ * until then the new leader holds removes of the objects it rebuilt
+ * (PROTO_REPIN_GRACE_MS). Another client's removes on the new leader,
+ * from its election on, must never take the key; once the grace is over
+ * the refusal must name the pin itself (the re-pin was made without a
+ * call). */
+static void test_pin_held_without_a_call(void) {
+    ASSERT(quiet != NULL);
+    h_pin_watch w;
+    h_watch_pinned(MASTER_B, "pinned-quiet", elected_ms + PROTO_REPIN_GRACE_MS + 500, 30000, &w);
+    printf("# a client making no call after the kill: its pin held on the new leader %lld ms after B led; "
+           "%d removes refused by the grace, %d by the pin; last: %s\n",
+           w.first_pin_ms ? (long long)(w.first_pin_ms - elected_ms) : -1LL, w.by_grace, w.by_pin, w.last);
+    ASSERT_MSG(!w.removed, "another client removed the quiet client's pinned key: %s", w.last);
+    ASSERT_MSG(w.by_pin && mono_ms() > elected_ms + PROTO_REPIN_GRACE_MS, "after the grace: %s", w.last);
+    size_t held = 0;
+    ASSERT_EQ(mkv_unpin(quiet, pin_quiet, &held), MKV_OK);
+    ASSERT_EQ(held, 1);
+    mkv_close(quiet);
+    quiet = NULL;
 }
 
 static void test_pin_after_failover(void) {
-    /* the client's first call on the new leader (test_kill_leader's puts
-     * made some; one more does no harm) pins its key again */
+    /* the client's keeper pinned its key again (a call of its own on the
+     * new leader would have too; one more does no harm) */
     ASSERT(h_lib_put(&probe, "pin-follow", "value-8"));
     char text[256] = "";
     int removed = 0, pinned = 0;
     for (uint64_t t0 = mono_ms(); !removed && !pinned && mono_ms() - t0 < 20000; usleep(100 * 1000)) {
-        removed = remove_other(MASTER_B, "pinned-lib", text, sizeof text);
+        removed = h_remove_other(MASTER_B, "pinned-lib", text, sizeof text);
         pinned = strstr(text, "TRYAGAIN") && strstr(text, "pinned");   /* else NOTFOUND: not reported yet */
     }
     ASSERT_MSG(pinned, "another client's remove on the new leader: %s", text);
     size_t held = 99;
     ASSERT_EQ(mkv_unpin(probe.mc, pin_before, &held), MKV_OK);
     ASSERT_EQ(held, 1);
-    ASSERT_MSG(remove_other(MASTER_B, "pinned-lib", text, sizeof text), "remove after the unpin: %s", text);
+    ASSERT_MSG(h_remove_other(MASTER_B, "pinned-lib", text, sizeof text), "remove after the unpin: %s", text);
     ASSERT(h_lib_put(&probe, "pinned-lib2", "value-7"));
     mkv_obj o = {.key = "pinned-lib2", .keylen = 11};
     uint64_t pin = 0;
@@ -406,6 +432,7 @@ int main(void) {
     RUN_TEST(test_pin_before_failover);
     RUN_TEST(test_async_before_failover);
     RUN_TEST(test_kill_leader);
+    RUN_TEST(test_pin_held_without_a_call);
     RUN_TEST(test_async_across_failover);
     RUN_TEST(test_pin_after_failover);
     RUN_TEST(test_fencing);

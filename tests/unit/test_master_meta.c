@@ -975,6 +975,34 @@ static void test_rebuild_from_reports(void) {
     mm_destroy(a);
 }
 
+/* A new term's grace (mm_repin_grace): objects rebuilt from the nodes
+ * may be an old leader's pinned keys whose clients have not pinned them
+ * again yet, so their removes are refused (TRYAGAIN) until it ends;
+ * objects put in the term are not held, nor anything after the grace. */
+static void test_repin_grace_holds_rebuilt(void) {
+    master_meta *a = cluster(2, 64 * KB);
+    ASSERT(a);
+    ASSERT(put(a, "old1", 100, 1, 0));
+    ASSERT(put(a, "old2", 100, 1, 0));
+    const char *keys[] = {"old1", "old2"};
+    mm_report rep[8];
+    size_t n = reports_of(a, keys, 2, rep);
+    master_meta *b = cluster(2, 64 * KB);
+    mm_repin_grace(b, 5000);   /* the term began at 0 */
+    mm_rebuild_stats st;
+    mm_rebuild(b, rep, n, 50, &st, NULL, NULL);
+    ASSERT_EQ(st.objects, 2);
+    ASSERT(put(b, "new", 100, 1, 100));   /* put in this term */
+    ASSERT_EQ(mm_remove(b, "old1", 4, 200, err, sizeof err), PROTO_TRYAGAIN);
+    ASSERT(strstr(err, "pin again"));
+    ASSERT_EQ(mm_remove(b, "new", 3, 200, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_repin_left(b, mm_find(b, "old2", 4), 4000), 1000);
+    ASSERT_EQ(mm_remove(b, "old1", 4, 5000, err, sizeof err), PROTO_OK);   /* the grace is over */
+    ASSERT_EQ(mm_repin_left(b, mm_find(b, "old2", 4), 5000), 0);
+    mm_destroy(b);
+    mm_destroy(a);
+}
+
 /* An object rebuilt with fewer replicas than it was put with is copied
  * again; one that came back whole costs no repair pass. */
 static void test_rebuild_repairs_only_short_objects(void) {
@@ -1447,6 +1475,7 @@ int main(void) {
     RUN_TEST(test_drain_moves_then_leaves);
     RUN_TEST(test_drain_without_room_loses_only_sole_copies);
     RUN_TEST(test_rebuild_from_reports);
+    RUN_TEST(test_repin_grace_holds_rebuilt);
     RUN_TEST(test_rebuild_repairs_only_short_objects);
     RUN_TEST(test_rebuild_claims_in_one_pass);
     RUN_TEST(test_rebuild_prepared);
