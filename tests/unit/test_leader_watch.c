@@ -5,7 +5,8 @@
  * waits no longer than it may); once etcd names a
  * newer term, a call blocked on a connection of the older one returns at
  * once (EOF) and the watch says who leads; one watch per cluster is
- * shared; a connection removed before its fd closes is never touched.
+ * shared; a connection removed before its fd closes is never touched; a
+ * kept one (leader_watch_keep) is looked at with no call waiting.
  * In the TSan build: the watch thread against its users. */
 #include "etcd/leader_watch.h"
 #include "support/harness.h"
@@ -188,6 +189,42 @@ static void test_new_term_breaks_a_blocked_call(void) {
     leader_watch_close(lw);
 }
 
+/* A kept connection (leader_watch_keep: libmoonkv's pins) is looked at
+ * with no call on it, and shut down once etcd names a newer term; kept
+ * no more, it costs no etcd request. */
+static void test_kept_connection_follows_a_new_term(void) {
+    char err[256];
+    leader_watch *lw = leader_watch_open(url, "c3", err, sizeof err);
+    ASSERT(lw);
+    int sv[2];
+    ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    atomic_store(&etcd.term, 11);
+    lw_conn *w = leader_watch_add(lw, sv[0], "127.0.0.1:1", 11);
+    leader_watch_keep(w, 1);
+    int before = atomic_load(&etcd.requests);
+    for (uint64_t end = mono_ms() + 10000; atomic_load(&etcd.requests) == before && mono_ms() < end;) usleep(10 * 1000);
+    ASSERT(atomic_load(&etcd.requests) > before);   /* looked, no call waiting */
+    ASSERT(!leader_watch_fired(w, NULL, 0));
+    uint64_t t0 = mono_ms();
+    atomic_store(&etcd.term, 12);
+    while (!leader_watch_fired(w, NULL, 0) && mono_ms() - t0 < 10000) usleep(10 * 1000);
+    ASSERT(leader_watch_fired(w, NULL, 0));
+    char ch;
+    ASSERT_EQ(recv(sv[0], &ch, 1, MSG_DONTWAIT), 0);   /* EOF: the keeper's poll wakes */
+    printf("# a kept connection was shut down %lld ms after etcd named a new term\n", (long long)(mono_ms() - t0));
+    leader_watch_remove(w);
+    /* a new connection, not kept: no look */
+    lw_conn *w2 = leader_watch_add(lw, sv[1], "127.0.0.1:1", 12);
+    usleep(300 * 1000);
+    before = atomic_load(&etcd.requests);
+    usleep(1200 * 1000);
+    ASSERT_EQ(atomic_load(&etcd.requests), before);
+    leader_watch_remove(w2);
+    close(sv[0]);
+    close(sv[1]);
+    leader_watch_close(lw);
+}
+
 int main(void) {
     if (etcd_start(&etcd, 1) != 0) {
         printf("not ok - fake etcd: cannot listen\n");
@@ -196,6 +233,7 @@ int main(void) {
     snprintf(url, sizeof url, "http://127.0.0.1:%d", etcd.port);
     RUN_TEST(test_same_term_is_left_alone);
     RUN_TEST(test_new_term_breaks_a_blocked_call);
+    RUN_TEST(test_kept_connection_follows_a_new_term);
     etcd_stop(&etcd);
     TEST_EXIT();
 }
