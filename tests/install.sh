@@ -2,7 +2,8 @@
 # tests/install.sh - `make install DESTDIR=<tmp> PREFIX=/usr` puts every
 # file in place, and what it installed works from there: moonkv-server
 # --version, the shared library and header (a C program built against
-# them), pkg-config, the Python module, the configs and the systemd unit.
+# them), pkg-config, the Python module, the configs and the systemd unit;
+# the Mooncake shim only by `make install-mooncake-shim`.
 # Prints "ok - install: ..." / "not ok - install: ..." lines for run.sh.
 set -u
 cd "$(dirname "$0")/.."
@@ -54,6 +55,16 @@ check "installed python module imports from its dist-packages" \
   env PYTHONPATH="$root/usr/lib/python3/dist-packages" "$PYTHON" -c \
   "import moonkv, sys; assert moonkv.__file__.startswith(sys.argv[1]), moonkv.__file__; moonkv.MoonkvStore()" \
   "$root"
+# The Mooncake shim shadows a real Mooncake: only its own target installs it.
+check "make install leaves the Mooncake shim out" test ! -e "$root/usr/lib/python3/dist-packages/mooncake"
+check "make install-mooncake-shim installs mooncake.store, working over the installed binding" bash -c \
+  'make --no-print-directory -s install-mooncake-shim DESTDIR="$1" PREFIX=/usr &&
+   PYTHONPATH="$1/usr/lib/python3/dist-packages" "$2" -c "
+import sys, mooncake.store as s
+assert s.__file__.startswith(sys.argv[1]), s.__file__
+st = s.MooncakeDistributedStore()
+assert s.ReplicateConfig().replica_num == 1
+assert st.get_hostname() == \"\"" "$1"' _ "$root" "$PYTHON"
 check "configs are JSON" "$PYTHON" -c \
   'import json, sys; [json.load(open(f)) for f in sys.argv[1:]]' "$root"/etc/moonkv/*.json
 check "unit starts moonkv-server with /etc/moonkv/%i.json" \
