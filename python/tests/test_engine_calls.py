@@ -50,6 +50,14 @@ def test_multi_buffers_raw_pointers(store, key):
     got = store.batch_get_into_multi_buffers([k], [[dst.ctypes.data]], [[4000]])
     assert got == [4000]
     assert (dst[:1000] == src[3000:]).all() and (dst[1000:] == src[:3000]).all()
+    # with sizes every piece is an int address; a row's sizes match its pieces
+    with pytest.raises(TypeError):
+        store.batch_put_from_multi_buffers([key("raw2")], [[src.ctypes.data, src]], [[1000, 1000]])
+    with pytest.raises(ValueError):
+        store.batch_put_from_multi_buffers([key("raw2")], [[src.ctypes.data]], [[1000, 1000]])
+    with pytest.raises((OverflowError, ValueError)):
+        store.batch_put_from_multi_buffers([key("raw2")], [[src.ctypes.data]], [[-1]])
+    assert store.is_exist(key("raw2")) == 0
 
 
 
