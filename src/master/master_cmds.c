@@ -373,7 +373,7 @@ static void holdlink_command(client *c) {
 }
 
 /* [task_id, key, size, [[node, off, len, rcap]...], [[off, len, wcap]...]];
- * an offload [.., [[node, off, len, rcap]], DISK, crc], a load
+ * an offload [.., [[node, off, len, rcap]...], DISK, crc(, [obj_off...] of a share)], a load
  * [.., [[off, len, wcap]...], LOAD, crc], a push of a disk record to
  * other nodes [.., [[node, off, len, wcap]...], PUSH, crc] (docs/SSD_TIER.md). */
 static void reply_task(client *c, const mm_task *t) {
@@ -381,7 +381,9 @@ static void reply_task(client *c, const mm_task *t) {
     uint64_t term = master_term(master_of(c));
     proto_grant rd = {TE_CAP_READ, exp, master_of(c)->cap_key, 0, term};
     proto_grant wr = {TE_CAP_WRITE, exp, master_of(c)->cap_key, t->issued_us, term};
-    reply_array(c, t->to_disk ? 6 : 5);
+    uint64_t *places = t->to_disk == MM_TASK_OFFLOAD && t->nsrc ? xmalloc(t->nsrc * sizeof *places) : NULL;
+    uint32_t nplaces = places ? mm_task_share_places(t, places) : 0;
+    reply_array(c, nplaces ? 7 : t->to_disk ? 6 : 5);
     reply_integer(c, (long long)t->id);
     reply_bulk(c, t->obj->key, t->obj->keylen);
     reply_integer(c, (long long)t->obj->size);
@@ -395,6 +397,11 @@ static void reply_task(client *c, const mm_task *t) {
                        : t->to_disk == MM_TASK_PUSH ? PROTO_TASK_PUSH
                                                     : PROTO_TASK_DISK);
     reply_integer(c, t->obj->crc);
+    if (nplaces) {   /* a share: where each extent lies in the object (the node's record keeps it) */
+        reply_array(c, nplaces);
+        for (uint32_t i = 0; i < nplaces; i++) reply_integer(c, (long long)places[i]);
+    }
+    free(places);
 }
 
 void master_reply_tasks(client *c, uint32_t id) {

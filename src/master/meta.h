@@ -421,6 +421,10 @@ size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max);
 proto_status mm_copy_done(master_meta *m, uint32_t node, uint64_t task_id, int ok,
                        uint64_t now_ms, char *err, size_t errlen);
 uint64_t mm_task_expiry(const mm_task *t);
+/* An offload of a share (a replica striped over nodes goes to disk, each
+ * node its own extents): where each of t's src extents lies in the
+ * object, into out (room for t->nsrc); how many (0: not a share's). */
+uint32_t mm_task_share_places(const mm_task *t, uint64_t *out);
 /* A repair pass now if no copy is in flight (a wave of copies ended):
  * the next wave need not wait for the sweep. */
 void mm_repair_kick(master_meta *m, uint64_t now_ms);

@@ -8,8 +8,12 @@
  * blocks another key's extents (only whole replicas that overlap each
  * other compete, the first one visited wins), and the same reports a
  * second time add nothing. Refused extents leave their space free.
- * A report of a node's disk record (seg_off MM_ON_DISK, the object
- * whole) is a replica of its own that claims no segment space. */
+ * A report of a node's disk record (seg_off MM_ON_DISK) is the object
+ * whole, or a piece of the node's share of an object striped over nodes
+ * (each where it lies in the object): chained into a disk replica of
+ * their own, which claims no segment space. A share whose other nodes'
+ * pieces are missing forms no whole replica and is refused (its node
+ * drops its record). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,26 +276,35 @@ static int on_node(const partial *p, uint32_t node) {
     return 0;
 }
 
-/* The partial replica r continues, or NULL: one ending at r's offset,
- * preferring one already on r's node (a node holds every width-th extent). */
+/* The partial replica r continues, or NULL: one of r's tier (segment or
+ * disk: a replica is on disk whole or not at all) ending at r's offset,
+ * preferring one already on r's node (a node holds every width-th
+ * extent). A disk piece continues only its node's partial, if it has
+ * one: the node's record holds its pieces together, so one replica must
+ * hold them all. */
 static partial *continue_of(partial *p, uint32_t np, const mm_report *r) {
     partial *any = NULL;
     for (uint32_t i = 0; i < np; i++) {
-        if (p[i].end != r->obj_off || p[i].n == 0 || p[i].n == PROTO_MAX_EXTENTS) continue;
-        if (on_node(&p[i], r->node)) return &p[i];
+        if (p[i].n == 0 || on_segment(p[i].ext[0]) != on_segment(r)) continue;
+        int fits = p[i].end == r->obj_off && p[i].n < PROTO_MAX_EXTENTS;
+        if (!on_segment(r) && on_node(&p[i], r->node)) return fits ? &p[i] : NULL;
+        if (!fits) continue;
+        if (on_segment(r) && on_node(&p[i], r->node)) return &p[i];
         if (!any) any = &p[i];
     }
     return any;
 }
 
-/* Chain r into a partial replica (no space is touched); 0 if it fits one. */
+/* Chain r into a partial replica (no space is touched); 0 if it fits one.
+ * A disk record is the object whole, or a piece of a node's share of one
+ * striped over nodes (chained as segment extents are, with the other
+ * nodes' pieces). */
 static int chain_extent(master_meta *m, partial *p, uint32_t *np, const mm_report *r,
                         const mm_report *first) {
     mm_node *node = mm_node_get(m, r->node);
     if (!node || !node->alloc || r->size != first->size || r->crc != first->crc) return -1;
     if (r->length == 0 || r->obj_off >= r->size || r->length > r->size - r->obj_off) return -1;
-    if (!on_segment(r) && (r->obj_off != 0 || r->length != r->size)) return -1;   /* a disk record is whole */
-    partial *to = on_segment(r) ? continue_of(p, *np, r) : NULL;
+    partial *to = continue_of(p, *np, r);
     if (!to) {
         if (r->obj_off != 0 || *np == MM_MAX_PARTIALS) return -1;
         to = &p[(*np)++];

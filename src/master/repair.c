@@ -44,6 +44,16 @@ int mm_needs_repair(master_meta *m, const object *o) {
 
 uint64_t mm_task_expiry(const mm_task *t) { return t->deadline_ms; }
 
+uint32_t mm_task_share_places(const mm_task *t, uint64_t *out) {
+    const obj_replica *r = t->job ? &t->job->rep : NULL;   /* the disk replica: the source's layout */
+    if (t->to_disk != MM_TASK_OFFLOAD || !r || r->nextents < 2) return 0;
+    uint32_t k = 0;
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < r->nextents && k < t->nsrc; pos += r->extents[i].length, i++)
+        if (r->extents[i].node == t->node) out[k++] = pos;
+    return k == t->nsrc ? k : 0;
+}
+
 /* ---- the task list ----
  *
  * In id order (ids only grow, and a job's tasks are pushed as created),

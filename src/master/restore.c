@@ -131,10 +131,11 @@ void mm_restore_begin(master_meta *m, mm_node *n, uint64_t now_ms) {
 }
 
 /* How many extents of o on node id the report matches (0: none): one at
- * seg_off of length bytes, obj_off into the object; or, a disk record
- * (seg_off MM_ON_DISK), every extent of the disk replica there, whose
- * lengths add up to the record's (the object whole, or the node's share
- * of one striped over nodes). */
+ * seg_off of length bytes, obj_off into the object; a disk record's piece
+ * (seg_off MM_ON_DISK) likewise, one extent of the disk replica there; or
+ * a disk record reported as one extent at 0 (the object whole, or a
+ * node's share written before records kept their pieces): every extent
+ * of the disk replica there, whose lengths add up to the record's. */
 static uint32_t extent_in_table(const object *o, uint32_t id, uint64_t obj_off, uint64_t seg_off, uint64_t length) {
     obj_reps v;
     const obj_replica *reps = object_reps(o, &v);
@@ -143,11 +144,11 @@ static uint32_t extent_in_table(const object *o, uint32_t id, uint64_t obj_off, 
         uint32_t k = 0;
         for (uint32_t e = 0; e < reps[i].nextents; e++) {
             const obj_extent *x = &reps[i].extents[e];
+            if (x->node == id && x->offset == seg_off && x->length == length && pos == obj_off) return 1;
             if (x->node == id && x->offset == MM_ON_DISK) share += x->length, k++;
-            else if (x->node == id && x->offset == seg_off && x->length == length && pos == obj_off) return 1;
             pos += x->length;
         }
-        if (k && seg_off == MM_ON_DISK && share == length) return k;
+        if (k && seg_off == MM_ON_DISK && obj_off == 0 && share == length) return k;
     }
     return 0;
 }

@@ -252,6 +252,8 @@ static uint64_t extents_len(const te_extent *x, int n) {
 
 /* An offload: our segment's bytes of the object (read caps of ours, in
  * bounds) into the disk store, which checks the CRC before it writes. */
+_Static_assert(PROTO_MAX_EXTENTS <= DISK_MAX_PIECES, "a share's extents fit its record");
+
 static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     char err[160];
     node *n = c->n;
@@ -285,10 +287,15 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
         val = gather;
     }
     /* Our share of an object striped over nodes is written as one record
-     * of its own (each node offloads its own slices). */
+     * of its own (each node offloads its own slices), with where each
+     * piece lies in the object when the master said. */
+    disk_piece *pieces = t->obj_off ? xmalloc((size_t)t->nsrc * sizeof *pieces) : NULL;
+    for (int i = 0; pieces && i < t->nsrc; i++) pieces[i] = (disk_piece){t->obj_off[i], t->src[i].length};
+    disk_obj of = {t->size, t->crc, pieces ? (uint32_t)t->nsrc : 0, pieces};
     int rc = len == t->size ? disk_store_put(n->disk, t->key, t->keylen, val, t->size, t->crc)
-           : len < t->size  ? disk_store_put_share(n->disk, t->key, t->keylen, val, len, &(disk_obj){t->size, t->crc})
+           : len < t->size  ? disk_store_put_share(n->disk, t->key, t->keylen, val, len, &of)
                             : -EINVAL;
+    free(pieces);
     free(gather);
     if (rc != 0) {
         snprintf(err, sizeof err, "offload to disk: %s", strerror(-rc));

@@ -23,8 +23,9 @@
 #define FILE_MAGIC "MKVDISK1"
 #define REC_MAGIC "MKVDREC1"
 #define FILE_VERSION 1
-#define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | obj crc | share | 3 reserved */
+#define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | obj crc | share | pieces | 1 reserved */
 #define REC_SHARE 8               /* a share's object size, after the key */
+#define REC_PIECE 16              /* a share's piece: object offset, length (after the object size) */
 #define DISK_MAX_KEY 4096
 #define PIECE DISK_STAGE_BYTES    /* bytes per request (1 MiB pieces wrote 4 MiB values at half fio's speed) */
 #define SCAN_BYTES (DISK_STAGE_SLOTS * DISK_STAGE_BYTES)   /* the scan's window: the whole staging area */
@@ -36,7 +37,7 @@ typedef struct rec {
     uint64_t off, seq;
     uint32_t hdr;                 /* header bytes */
     uint32_t dead;                /* unlinked: freed by its last reader */
-    disk_obj of;                  /* what it holds (a share: less than the object) */
+    disk_obj of;                  /* what it holds (a share: less than the object; its pieces ours) */
 } rec;
 
 struct disk_store {
@@ -60,8 +61,22 @@ struct disk_store {
 };
 
 static uint64_t round_blk(uint64_t n) { return (n + BLK - 1) & ~(uint64_t)(BLK - 1); }
-static uint32_t hdr_bytes(size_t keylen, int share) {
-    return (uint32_t)round_blk(REC_FIXED + keylen + (share ? REC_SHARE : 0) + 4);
+static uint32_t hdr_bytes(size_t keylen, int share, uint32_t npieces) {
+    return (uint32_t)round_blk(REC_FIXED + keylen + (share ? REC_SHARE + (uint64_t)npieces * REC_PIECE : 0) + 4);
+}
+#define MAX_HDR hdr_bytes(DISK_MAX_KEY, 1, DISK_MAX_PIECES)
+
+/* A share's pieces (if it has any) tile its len bytes in object order,
+ * inside the object. */
+static int pieces_ok(const disk_piece *p, uint32_t n, uint64_t len, uint64_t size) {
+    if (n == 0) return 1;
+    uint64_t sum = 0, end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (p[i].len == 0 || p[i].off < end || p[i].off > size || p[i].len > size - p[i].off) return 0;
+        end = p[i].off + p[i].len;
+        sum += p[i].len;
+    }
+    return n <= DISK_MAX_PIECES && sum == len;
 }
 
 static uint8_t *aligned(size_t n) {
@@ -123,7 +138,13 @@ static void rec_header(const disk_store *ds, uint8_t *h, uint32_t hdr, const voi
     if (is_share(len, crc, of)) {
         le_put32(h + 40, of->crc);
         h[44] = 1;
+        le_put16(h + 45, (uint16_t)of->npieces);
         le_put64(h + REC_FIXED + keylen, of->size);
+        uint8_t *p = h + REC_FIXED + keylen + REC_SHARE;
+        for (uint32_t i = 0; i < of->npieces; i++, p += REC_PIECE) {
+            le_put64(p, of->pieces[i].off);
+            le_put64(p + 8, of->pieces[i].len);
+        }
     }
     le_put32(h + hdr - 4, crc32c(0, h, hdr - 4));
 }
@@ -132,20 +153,23 @@ typedef struct rec_hdr {
     const uint8_t *key;
     uint32_t keylen, hdr, crc;
     uint64_t seq, len;
-    disk_obj of;
+    disk_obj of;                  /* its pieces in the caller's room (rec_parse's) */
 } rec_hdr;
 
 /* The first block at off: 1 and the header's length in *hdr if it could
  * start a record of this file (the rest is checked by rec_parse). */
 static int rec_peek(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t *hdr) {
     if (memcmp(b, REC_MAGIC, 8) != 0 || le_get64(b + 8) != ds->file_id) return 0;
-    uint32_t keylen = le_get32(b + 36);
-    if (keylen == 0 || keylen > DISK_MAX_KEY || b[44] > 1) return 0;
-    *hdr = hdr_bytes(keylen, b[44]);
+    uint32_t keylen = le_get32(b + 36), npieces = le_get16(b + 45);
+    if (keylen == 0 || keylen > DISK_MAX_KEY || b[44] > 1 || npieces > (b[44] ? DISK_MAX_PIECES : 0)) return 0;
+    *hdr = hdr_bytes(keylen, b[44], npieces);
     return off + *hdr <= ds->size;
 }
 
-static int rec_parse(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t hdr, rec_hdr *r) {
+/* The header at b into r; a share's pieces into pieces (room for
+ * DISK_MAX_PIECES): pieces that do not tile the value are not trusted. */
+static int rec_parse(const disk_store *ds, const uint8_t *b, uint64_t off, uint32_t hdr, rec_hdr *r,
+                     disk_piece *pieces) {
     if (le_get32(b + hdr - 4) != crc32c(0, b, hdr - 4)) return 0;
     r->hdr = hdr;
     r->seq = le_get64(b + 16);
@@ -153,18 +177,27 @@ static int rec_parse(const disk_store *ds, const uint8_t *b, uint64_t off, uint3
     r->crc = le_get32(b + 32);
     r->keylen = le_get32(b + 36);
     r->key = b + REC_FIXED;
-    r->of = b[44] ? (disk_obj){le_get64(b + REC_FIXED + r->keylen), le_get32(b + 40)} : (disk_obj){r->len, r->crc};
-    return r->len <= ds->size - off - hdr && r->len <= r->of.size;
+    r->of = b[44] ? (disk_obj){le_get64(b + REC_FIXED + r->keylen), le_get32(b + 40), le_get16(b + 45), pieces}
+                  : (disk_obj){r->len, r->crc, 0, NULL};
+    const uint8_t *p = b + REC_FIXED + r->keylen + REC_SHARE;
+    for (uint32_t i = 0; i < r->of.npieces; i++, p += REC_PIECE) pieces[i] = (disk_piece){le_get64(p), le_get64(p + 8)};
+    return r->len <= ds->size - off - hdr && r->len <= r->of.size &&
+           pieces_ok(pieces, r->of.npieces, r->len, r->of.size);
 }
 
 /* ---- index ---- */
 
-static void ix_free_fn(object *o, void *ctx) {
-    (void)ctx;
+static rec *room(object *o) { return objtable_room(o); }
+
+static void rec_free(object *o) {
+    free((void *)room(o)->of.pieces);
     object_free(o);
 }
 
-static rec *room(object *o) { return objtable_room(o); }
+static void ix_free_fn(object *o, void *ctx) {
+    (void)ctx;
+    rec_free(o);
+}
 static uint64_t rec_bytes(object *o) { return room(o)->hdr + round_blk(o->size); }
 
 /* Takes o's space back (its header wiped first, so the record cannot
@@ -182,7 +215,7 @@ static void rec_release(disk_store *ds, object *o) {
     /* else: the space stays taken (its header may still be valid) */
     ds->st.objects--;
     pthread_mutex_unlock(&ds->mu);
-    object_free(o);
+    rec_free(o);
 }
 
 /* ---- records by key tag (a TE_READ_DISK names its record by it) ---- */
@@ -226,6 +259,7 @@ static object *ix_put(disk_store *ds, const void *key, size_t keylen, uint64_t l
     o->crc = crc;
     objtable_set_state(ds->ix, o, OBJ_COMPLETE);
     *room(o) = (rec){ .off = off, .seq = seq, .hdr = hdr, .of = *of };
+    room(o)->of.pieces = of->npieces ? xmemdup(of->pieces, of->npieces * sizeof *of->pieces) : NULL;
     ds->st.objects++;
     return old;
 }
@@ -312,7 +346,7 @@ static void scan_keep(disk_store *ds, const rec_hdr *h, uint64_t off) {
         wipe(ds, room(old)->off, room(old)->hdr);
         ds->st.used -= rec_bytes(old);
         seg_alloc_release(ds->alloc, room(old)->off - BLK, rec_bytes(old));
-        object_free(old);
+        rec_free(old);
     }
 }
 
@@ -323,6 +357,7 @@ static int scan_file(disk_store *ds) {
     scan s = { .ds = ds, .win = ds->stage_mem };
     uint64_t t0 = mono_ms();
     uint8_t key[DISK_MAX_KEY];
+    disk_piece *pieces = xmalloc(DISK_MAX_PIECES * sizeof *pieces);   /* the window moves under them too */
     for (uint64_t off = BLK; off + BLK <= ds->size && !s.err;) {
         /* Blocks never written hold no record: a large, little used
          * file is scanned in the time of what it holds. */
@@ -335,7 +370,7 @@ static int scan_file(disk_store *ds) {
         rec_hdr h;
         if (!b || !rec_peek(ds, b, off, &hdr)) { off += BLK; continue; }
         b = scan_at(&s, off, hdr);
-        if (!b || !rec_parse(ds, b, off, hdr, &h)) { off += BLK; continue; }
+        if (!b || !rec_parse(ds, b, off, hdr, &h, pieces)) { off += BLK; continue; }
         memcpy(key, h.key, h.keylen);   /* the window moves under the value */
         h.key = key;
         uint32_t crc;
@@ -351,6 +386,7 @@ static int scan_file(disk_store *ds) {
         scan_keep(ds, &h, off);
         off += hdr + round_blk(h.len);
     }
+    free(pieces);
     ds->st.scan_ms = mono_ms() - t0;
     return s.err ? -1 : 0;
 }
@@ -422,7 +458,7 @@ static disk_store *ds_new(const disk_store_config *c) {
     ds->bytag = objtable_create(ix_free_fn, NULL);
     ds->stage_mem = aligned(SCAN_BYTES);
     for (int i = 0; i < DISK_STAGE_SLOTS && ds->stage_mem; i++) ds->stage[i] = ds->stage_mem + i * DISK_STAGE_BYTES;
-    ds->zero = aligned(hdr_bytes(DISK_MAX_KEY, 1));
+    ds->zero = aligned(MAX_HDR);
     return ds;
 }
 
@@ -551,7 +587,7 @@ static int write_value(disk_store *ds, uint8_t *slot, uint32_t hdr, uint64_t off
 static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc,
                    const disk_obj *of, int verify) {
     if (keylen == 0 || keylen > DISK_MAX_KEY) return -EINVAL;
-    uint32_t hdr = hdr_bytes(keylen, is_share(len, crc, of));
+    uint32_t hdr = hdr_bytes(keylen, is_share(len, crc, of), of->npieces);
     uint64_t bytes = len > ds->size ? UINT64_MAX : hdr + round_blk(len), off;
     pthread_mutex_lock(&ds->mu);
     if (bytes == UINT64_MAX || seg_alloc_reserve(ds->alloc, bytes, &off) != ALLOC_OK) {
@@ -599,12 +635,12 @@ static int put_rec(disk_store *ds, const void *key, size_t keylen, const void *v
 }
 
 int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc) {
-    return put_rec(ds, key, keylen, val, len, crc, &(disk_obj){len, crc}, 1);
+    return put_rec(ds, key, keylen, val, len, crc, &(disk_obj){len, crc, 0, NULL}, 1);
 }
 
 int disk_store_put_share(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len,
                          const disk_obj *of) {
-    if (len > of->size) return -EINVAL;
+    if (len > of->size || !pieces_ok(of->pieces, of->npieces, len, of->size)) return -EINVAL;
     return put_rec(ds, key, keylen, val, len, crc32c(0, val, len), of, 0);
 }
 
@@ -614,7 +650,7 @@ int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *le
     if (o) {
         *len = o->size;
         *crc = o->crc;
-        if (of) *of = room(o)->of;
+        if (of) *of = room(o)->of, of->pieces = NULL;   /* the record's, freed with it */
     }
     pthread_mutex_unlock(&ds->mu);
     return o ? 0 : -ENOENT;

@@ -9,9 +9,10 @@
  * allocator (core/alloc.h):
  *
  *   header  magic | file id | sequence | value length | value CRC32C |
- *           key length | object CRC32C | share flag | 3 reserved | key |
- *           (a share: object size) | ... | header CRC32C (last 4 bytes)
- *           (4 KiB, 8 KiB for keys over 4000 bytes)
+ *           key length | object CRC32C | share flag | pieces (u16) |
+ *           1 reserved | key | (a share: object size | pieces x
+ *           (object offset, length)) | ... | header CRC32C (last 4 bytes)
+ *           (4 KiB; more for long keys or many pieces)
  *   value   padded to 4 KiB
  *
  * Header and value go out in one batch; nothing else marks a record
@@ -58,13 +59,25 @@ typedef struct disk_store_stats {
     uint64_t scan_ms, scan_bytes;
 } disk_store_stats;
 
+/* One piece of a share: object bytes [off, off+len); the record holds
+ * its pieces one after another, in object order. */
+typedef struct disk_piece {
+    uint64_t off, len;
+} disk_piece;
+#define DISK_MAX_PIECES 4096   /* of one share (a replica's extents, PROTO_MAX_EXTENTS) */
+
 /* What a record holds: the object whole (size the value's length, crc
  * its CRC32C), or a node's share of an object striped over nodes (its
  * slices on that node, in object order; docs/SSD_TIER.md): the object's
- * size and CRC32C, the value shorter. */
+ * size and CRC32C, the value shorter, and where in the object each of
+ * its pieces lies (so a master that lost its table can put the object
+ * together again from every node's shares). A share written before
+ * pieces were kept has none (npieces 0). */
 typedef struct disk_obj {
     uint64_t size;
     uint32_t crc;
+    uint32_t npieces;
+    const disk_piece *pieces;   /* put_share's, a walk's (valid in its callback); NULL from stat */
 } disk_obj;
 
 /* Opens the file (making it and its directory when missing) and indexes
@@ -79,7 +92,8 @@ disk_store *disk_store_open(const disk_store_config *c, char *err, size_t errlen
 int disk_store_put(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len, uint32_t crc);
 /* The same for a share of the object of: the value's CRC32C is computed
  * here (nothing to check it against; the object's reader checks the
- * whole), of kept beside it. */
+ * whole), of kept beside it. of's pieces (if any) must tile the value
+ * in object order, inside the object: else -EINVAL. */
 int disk_store_put_share(disk_store *ds, const void *key, size_t keylen, const void *val, uint64_t len,
                          const disk_obj *of);
 /* 0 and the value's length and CRC (and, of non-NULL, what it is of), or -ENOENT. */

@@ -62,15 +62,24 @@ typedef struct collect {
     size_t used, room;
 } collect;
 
+static void collect_add(collect *c, size_t key_at, size_t keylen, uint64_t obj_off, uint64_t len, const disk_obj *of) {
+    if (c->n == c->cap) c->r = xrealloc(c->r, (c->cap = c->cap ? 2 * c->cap : 256) * sizeof *c->r);
+    c->r[c->n++] = (proto_report_rec){.key = (const char *)(uintptr_t)key_at, .keylen = keylen, .size = of->size,
+                                      .crc = of->crc, .want = 1, .obj_off = obj_off,
+                                      .seg_off = PROTO_REPORT_ON_DISK, .length = len};
+}
+
+/* A record is reported whole (obj_off 0), or a share piece by piece
+ * (each where it lies in the object: a master rebuilding its table
+ * chains every node's pieces into the object again); a share from
+ * before pieces were kept, as one extent of its length. */
 static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc, const disk_obj *of) {
     collect *c = ctx;
-    if (c->n == c->cap) c->r = xrealloc(c->r, (c->cap = c->cap ? 2 * c->cap : 256) * sizeof *c->r);
     if (c->used + keylen > c->room) c->keys = xrealloc(c->keys, c->room = 2 * (c->used + keylen) + 4096);
     memcpy(c->keys + c->used, key, keylen);
     (void)crc;   /* a share's own: the object's is what the master knows */
-    c->r[c->n++] = (proto_report_rec){.key = (const char *)(uintptr_t)c->used, .keylen = keylen, .size = of->size,
-                                      .crc = of->crc, .want = 1, .obj_off = 0, .seg_off = PROTO_REPORT_ON_DISK,
-                                      .length = len};
+    if (of->npieces == 0) collect_add(c, c->used, keylen, 0, len, of);
+    for (uint32_t i = 0; i < of->npieces; i++) collect_add(c, c->used, keylen, of->pieces[i].off, of->pieces[i].len, of);
     c->used += keylen;
 }
 

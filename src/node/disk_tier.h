@@ -23,7 +23,8 @@ int node_disk_wanted(const mkv_config *cfg);
  * node runs without the tier, as if it had no --disk-dir). */
 disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t errlen);
 /* The tier's records as reports of disk replicas (MOON.REPORT: seg_off
- * PROTO_REPORT_ON_DISK, the object whole, want 1, no slice CRCs), about
+ * PROTO_REPORT_ON_DISK, the object whole, or a share's pieces one report
+ * each where they lie in the object, want 1, no slice CRCs), about
  * max at a time from *cursor (0 to start; 0 again once all were
  * handed: disk_store_scan). Every one was proved when written or by the
  * scan at start (its value's CRC32C), which drops what fails. *recs and

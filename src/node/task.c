@@ -15,6 +15,7 @@ void node_task_free(node_task *t) {
     free(t->src);
     free(t->dst);
     free(t->key);
+    free(t->obj_off);
     free(t);
 }
 
@@ -37,6 +38,7 @@ node_task *node_task_parse(const redisReply *r, uint64_t *id) {
     t->ndst = (int)p.ndst;
     t->expiry_ms = p.expiry_ms;
     t->to_disk = p.kind;   /* NODE_TASK_* (0: a copy) as PROTO_*_TASK */
+    t->obj_off = p.obj_off;
     if (p.kind != PROTO_COPY_TASK) {
         t->crc = p.crc;
         t->keylen = p.keylen;

@@ -12,9 +12,11 @@
  * can make us allocate by PROTO_MAX_EXTENTS.
  *
  * An offload to the disk tier (docs/SSD_TIER.md) is
- *   [task_id, key, object_size, [[this_node, offset, length, read_cap]], DISK, crc]
+ *   [task_id, key, object_size, [[this_node, offset, length, read_cap] ...], DISK, crc(, [obj_off ...])]
  * : the whole object, lying in this node's segment, goes to the disk
- * store under key, checked against crc. A load from the disk tier is
+ * store under key, checked against crc; or this node's share of an
+ * object striped over nodes, with where each extent lies in the object
+ * (kept in the record). A load from the disk tier is
  *   [task_id, key, object_size, [[offset, length, write_cap] ...], LOAD, crc]
  * : the record of key (its CRC checked on the read) into the
  * destination extents. A push of the record to other nodes (a repair
@@ -54,6 +56,7 @@ typedef struct node_task {
                                       NODE_TASK_PUSH: the disk record sent to dst */
     uint32_t crc;                  /* to_disk: the object's CRC32C */
     char *key;                     /* to_disk: the object's key */
+    uint64_t *obj_off;             /* an offload of a share: where each src extent lies in the object, or NULL */
     size_t keylen;
     struct node_task *next;        /* the rest of its batch */
     jq_job job;                    /* the copier's queue (the batch's first task) */

@@ -12,7 +12,7 @@ size_t proto_report_put(uint8_t *out, const proto_report_rec *r) {
     out[3] = (uint8_t)((r->slices.count ? PROTO_REPORT_SLICES : 0) | (disk ? PROTO_REPORT_DISK : 0));
     le_put32(out + 4, r->crc);
     le_put64(out + 8, r->size);
-    le_put64(out + 16, disk ? 0 : r->obj_off);
+    le_put64(out + 16, r->obj_off);
     le_put64(out + 24, disk ? 0 : r->seg_off);
     le_put64(out + 32, r->length);
     memcpy(out + PROTO_REPORT_HDR, r->key, r->keylen);
@@ -38,8 +38,8 @@ int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r
         r->size > PROTO_MAX_SEGMENT ||
         r->obj_off > PROTO_MAX_SEGMENT || r->seg_off > PROTO_MAX_SEGMENT || r->length > PROTO_MAX_SEGMENT)
         return -1;
-    if (flags & PROTO_REPORT_DISK) {   /* the whole object, or a node's share of a striped one */
-        if (r->obj_off != 0 || r->seg_off != 0 || r->length > r->size) return -1;
+    if (flags & PROTO_REPORT_DISK) {   /* the whole object, a share's piece, or a share from before pieces */
+        if (r->seg_off != 0 || r->obj_off > r->size || r->length > r->size - r->obj_off) return -1;
         r->seg_off = PROTO_REPORT_ON_DISK;
     }
     const uint8_t *next = at + PROTO_REPORT_HDR + keylen;

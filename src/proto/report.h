@@ -12,9 +12,12 @@
  * Flags 1 carries the object's slice CRCs as the node's index has them
  * (a node sends them with the first extent of each object it reports);
  * flags 0 is the record of before, without. Flags 2 (with or without 1):
- * the whole object is a record of the node's disk tier, not segment
- * bytes (docs/SSD_TIER.md): obj_off and seg_off are 0 and length is
- * size on the wire; decoded, seg_off is PROTO_REPORT_ON_DISK.
+ * a record of the node's disk tier, not segment bytes (docs/SSD_TIER.md):
+ * the object whole (obj_off 0, length size), or one piece of a node's
+ * share of an object striped over nodes (obj_off and length where it
+ * lies in the object; a share written before pieces were kept: obj_off
+ * 0 and the share's length); seg_off is 0 on the wire, decoded
+ * PROTO_REPORT_ON_DISK.
  * The decoder is the only reader of a peer's bytes here: it bounds every
  * field and never reads past the blob. */
 #ifndef MKV_PROTO_REPORT_H
@@ -29,12 +32,12 @@
 #define PROTO_REPORT_HDR      40          /* bytes of a record before its key */
 #define PROTO_REPORT_MAX_BLOB (32 << 20)  /* bytes of one packed MOON.REPORT */
 #define PROTO_REPORT_SLICES   1u          /* flags: slice CRCs follow the key */
-#define PROTO_REPORT_DISK     2u          /* flags: a disk record, the object whole */
+#define PROTO_REPORT_DISK     2u          /* flags: a disk record (the object whole, or a share's piece) */
 #define PROTO_REPORT_ON_DISK  UINT64_MAX  /* seg_off of a disk record's report */
 
 /* One extent: bytes [obj_off, obj_off+length) of key's object, at seg_off
- * (PROTO_REPORT_ON_DISK: a record in the node's disk tier, of length
- * bytes: the object whole, or the node's share of it). */
+ * (PROTO_REPORT_ON_DISK: in a record of the node's disk tier: the object
+ * whole, or a piece of the node's share of it). */
 typedef struct proto_report_rec {
     const char *key;
     size_t keylen;
@@ -55,8 +58,8 @@ size_t proto_report_put(uint8_t *out, const proto_report_rec *r);
  * pointing into the blob, or -1 if it is cut off or a field is out of
  * bounds (keylen 1..PROTO_MAX_KEY_LEN, want <= PROTO_MAX_REPLICAS, sizes
  * and offsets <= PROTO_MAX_SEGMENT, flags 0..3, the slice CRCs of flags 1
- * as proto_slices_ref_get takes them, a disk record's offsets 0 and
- * length at most its size). */
+ * as proto_slices_ref_get takes them, a disk record's seg_off 0 and
+ * obj_off + length at most its size). */
 int proto_report_next(const uint8_t **p, const uint8_t *end, proto_report_rec *r);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "proto/extents.h"
 #include "proto/limits.h"
 #include "proto/verbs.h"
@@ -11,7 +12,9 @@
 void proto_task_free(proto_task *t) {
     free(t->src);
     free(t->dst);
+    free(t->obj_off);
     t->src = t->dst = NULL;
+    t->obj_off = NULL;
 }
 
 static int word_is(const redisReply *w, const char *word) {
@@ -24,6 +27,22 @@ static uint64_t earliest(const te_extent *e, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
         if (e[i].cap.expiry_ms < at) at = e[i].cap.expiry_ms;
     return at;
+}
+
+/* An offload's share: where each of its n extents lies in the object of
+ * size bytes (in order, none overlapping the next, none past the end). */
+static int dec_places(const redisReply *r, const te_extent *e, uint32_t n, uint64_t size, uint64_t **out) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n || n == 0) return -1;
+    uint64_t *at = xmalloc(n * sizeof *at), end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (proto_int_in(r->element[i], (long long)end, (long long)size, &at[i]) != 0 || e[i].length > size - at[i]) {
+            free(at);
+            return -1;
+        }
+        end = at[i] + e[i].length;
+    }
+    *out = at;
+    return 0;
 }
 
 /* An offload, a load or a push: the object between the one extent list
@@ -51,6 +70,11 @@ static int dec_disk(const redisReply *r, proto_task *t) {
     t->key = r->element[1]->str;
     t->keylen = r->element[1]->len;
     t->expiry_ms = earliest(*ext, *n);
+    if (r->elements == 7 &&
+        (!off || len == t->size || dec_places(r->element[6], t->src, t->nsrc, t->size, &t->obj_off) != 0)) {
+        proto_task_free(t);
+        return -1;
+    }
     return 0;
 }
 
@@ -74,14 +98,14 @@ static int dec_copy(const redisReply *r, proto_task *t) {
 
 int proto_dec_task(const redisReply *r, proto_task *out) {
     memset(out, 0, sizeof *out);
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 5 && r->elements != 6) ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 7 ||
         proto_int_in(r->element[0], 1, INT64_MAX, &out->id) != 0) {
         out->id = 0;
         return -1;
     }
     uint64_t id = out->id;
     int rc = r->element[1]->type == REDIS_REPLY_STRING && proto_int_in(r->element[2], 1, INT64_MAX, &out->size) == 0
-                 ? (r->elements == 6 ? dec_disk(r, out) : dec_copy(r, out))
+                 ? (r->elements >= 6 ? dec_disk(r, out) : dec_copy(r, out))
                  : -1;
     if (rc != 0) {
         memset(out, 0, sizeof *out);

@@ -3,7 +3,8 @@
  *
  *   copy     [task_id, key, object_size,
  *             [[src_node, offset, length, read_cap] ...], [[offset, length, write_cap] ...]]
- *   offload  [task_id, key, object_size, [[this_node, offset, length, read_cap]], DISK, crc]
+ *   offload  [task_id, key, object_size, [[this_node, offset, length, read_cap] ...], DISK, crc
+ *             (, [obj_off ...])]
  *   load     [task_id, key, object_size, [[offset, length, write_cap] ...], LOAD, crc]
  *   push     [task_id, key, object_size, [[node, offset, length, write_cap] ...], PUSH, crc]
  *
@@ -14,7 +15,11 @@
  * a repair whose only source is this disk) moves the whole object; for
  * an object striped over nodes, this node's share (its slices, in object
  * order: one disk record; a push's extents are the new replica's pieces
- * that hold those bytes). The extents are decoded by
+ * that hold those bytes). An offload of a share also says where each of
+ * its extents lies in the object (the record keeps it: a master that
+ * lost its table rebuilds the object from every node's pieces); a node
+ * from before takes a task of 7 elements as malformed and fails it (the
+ * object stays in DRAM). The extents are decoded by
  * extents.h, which refuses a bad task whole and bounds what one can make
  * us allocate by PROTO_MAX_EXTENTS. */
 #ifndef MKV_PROTO_TASK_H
@@ -40,6 +45,8 @@ typedef struct proto_task {
     const char *key;            /* offload, load, push: into the reply, keylen bytes (NUL after them) */
     size_t keylen;
     uint32_t crc;               /* offload, load, push: the object's CRC32C */
+    uint64_t *obj_off;          /* an offload of a share: where each src extent lies in the object
+                                 * (nsrc, increasing, the extents inside the object), fresh; or NULL */
 } proto_task;
 
 /* The task r: 0 with *out, or -1 (nothing to free). */

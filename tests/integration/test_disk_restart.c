@@ -22,8 +22,11 @@
  *   past both tiers get a clean NOSPACE, the node keeps serving, every
  *   key acknowledged reads back byte-exact;
  * - objects striped over two nodes: each node offloads its own share,
- *   gets load both shares back byte-exact, and a node killed -9 and
- *   restarted keeps its shares; a drain pushes shares to a third node.
+ *   gets load both shares back byte-exact, a node killed -9 and
+ *   restarted keeps its shares, so does a master killed -9 and restarted
+ *   (it joins the shares into the objects again); with one share's node
+ *   gone at the master's restart no such object is served, and the
+ *   leftover shares are freed; a drain pushes shares to a third node.
  * Ports from h_free_ports; files in a directory under $TMPDIR. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -532,8 +535,10 @@ static void test_full_directory(void) {
  * object is 4 extents, 2 on each node): each node offloads its own share
  * of an object as one record, the master keeps the layout as a disk
  * replica, and a get has both nodes load their shares back; all of it
- * byte-exact, and again after node 0 is killed -9 and restarted (its
- * shares reported, checked against the layout and kept). */
+ * byte-exact, again after node 0 is killed -9 and restarted (its
+ * shares reported piece by piece, checked against the layout and kept),
+ * and after the master is killed -9 and restarted (every node's pieces
+ * joined into the objects again, each replica in its tier). */
 static const char *const striped_flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30",
                                             "--heartbeat-ms", "100", "--node-timeout-ms", "15000",
                                             "--rejoin-grace-ms", "0", "--stripe-threshold", "128KB",
@@ -582,6 +587,30 @@ static void test_striped_over_nodes(void) {
     ASSERT_EQ(master_field(&cl, "objects_lost"), 0);
     ASSERT_EQ(check_all(c, n), 0);
     for (int i = 0; i < 2; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_checksum_errors"), 0);
+    /* The master killed -9 and started again: it joins each object's
+     * shares (every node's pieces, where each lies in the object) into
+     * its disk replica again, the DRAM ones as before. */
+    ASSERT_EQ(wait_offloaded(&cl), 0);
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    on_disk = node_i_field(&cl, 0, "disk_objects");
+    long long used = master_field(&cl, "bytes_used");
+    ASSERT(on_disk > 0);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), on_disk);
+    ASSERT_EQ(used, (n - on_disk) * OBJ);   /* the disk replicas hold no segment bytes */
+    h_kill(cl.master_pid);
+    ASSERT((cl.master_pid = h_start_master(cl.port, cl.mflags)) > 0);
+    ASSERT_EQ(h_wait_rebuilt(cl.port, NULL, WAIT_MS), 0);
+    printf("# master restarted: %lld objects rebuilt (%lld on disk), %lld incomplete, %lld extents refused\n",
+           master_field(&cl, "rebuild_recovered"), on_disk, master_field(&cl, "rebuild_incomplete"),
+           master_field(&cl, "rebuild_extents_refused"));
+    ASSERT_EQ(master_field(&cl, "rebuild_recovered"), n);
+    ASSERT_EQ(master_field(&cl, "rebuild_incomplete"), 0);
+    ASSERT_EQ(master_field(&cl, "rebuild_extents_refused"), 0);
+    ASSERT_EQ(master_field(&cl, "bytes_used"), used);   /* each replica in its tier */
+    for (int i = 0; i < 2; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_objects"), on_disk);   /* not forgotten */
+    ASSERT_EQ(check_all(c, n), 0);
+    ASSERT(master_field(&cl, "disk_promotes") >= on_disk);   /* each through loads of both shares */
+    for (int i = 0; i < 2; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_checksum_errors"), 0);
     /* Removes free both nodes' shares. */
     ASSERT_EQ(wait_no_tasks(&cl), 0);
     char key[32];
@@ -594,6 +623,64 @@ static void test_striped_over_nodes(void) {
         usleep(50 * 1000);
     ASSERT_EQ(node_i_field(&cl, 0, "disk_objects"), 0);
     ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
+/* Objects striped over both nodes, some with their shares on disk; node
+ * 1 and the master killed -9 together, the master started again and its
+ * window closed with node 0's report alone (MOON.REBUILD: node 1 is
+ * named but gone): no object is whole without node 1's shares, so none
+ * is served (every key a miss, never partial bytes), and node 0 frees
+ * its leftovers (its disk records and segment extents). Node 1 started
+ * again later reports its shares: unknown now, its records go too. */
+static void test_striped_share_node_gone(void) {
+    cluster cl = {0};
+    mkv_client *c = NULL;
+    const int n = 2 * NOBJ;
+    ASSERT_EQ(start_n(&cl, "striped-gone", "auto", 2, striped_flags), 0);
+    ASSERT_EQ(connect_client(&cl, &c), 0);
+    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
+    ASSERT_EQ(wait_offloaded(&cl), 0);
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    long long on_disk = node_i_field(&cl, 0, "disk_objects");
+    ASSERT(on_disk > 0);
+    h_kill(cl.node1_pid);
+    h_kill(cl.master_pid);
+    ASSERT((cl.master_pid = h_start_master(cl.port, cl.mflags)) > 0);
+    uint64_t end = mono_ms() + WAIT_MS;
+    while (master_field(&cl, "rebuild_nodes_reported") < 1 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(master_field(&cl, "rebuild_nodes_reported"), 1);
+    redisContext *adm = h_proven(h_redis(cl.port), "");
+    ASSERT(adm != NULL);
+    redisReply *r = redisCommand(adm, "MOON.REBUILD");
+    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    if (r) freeReplyObject(r);
+    redisFree(adm);
+    ASSERT(ok);
+    ASSERT_EQ(h_wait_rebuilt(cl.port, NULL, WAIT_MS), 0);
+    printf("# node 1 gone, master restarted: %lld objects rebuilt, %lld incomplete, %lld extents refused; "
+           "node 0 had %lld records\n", master_field(&cl, "rebuild_recovered"),
+           master_field(&cl, "rebuild_incomplete"), master_field(&cl, "rebuild_extents_refused"), on_disk);
+    ASSERT_EQ(master_field(&cl, "rebuild_recovered"), 0);
+    ASSERT_EQ(master_field(&cl, "rebuild_incomplete"), n);
+    ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
+    end = mono_ms() + WAIT_MS;   /* the drop notes reach node 0 */
+    while (node_i_field(&cl, 0, "disk_objects") != 0 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(node_i_field(&cl, 0, "disk_objects"), 0);
+    uint8_t none[NOBJ * 4] = {0};
+    ASSERT_EQ(check_keys(c, n, none), 0);
+    /* node 1 back with the same flags: its shares are no object's now */
+    ASSERT((cl.node1_pid = start_node_i(&cl, 1)) > 0);
+    ASSERT_EQ(h_wait_node_registered(cl.port + 3, 20000), 0);
+    end = mono_ms() + WAIT_MS;
+    while (node_i_field(&cl, 1, "disk_objects") != 0 && mono_ms() < end) usleep(50 * 1000);
+    printf("# node 1 back: %lld records recovered, %lld left\n", node_i_field(&cl, 1, "disk_recovered"),
+           node_i_field(&cl, 1, "disk_objects"));
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_recovered"), on_disk);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), 0);
+    ASSERT_EQ(check_keys(c, n, none), 0);
+    ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
     mkv_close(c);
     h_kill_all();
 }
@@ -622,6 +709,7 @@ int main(void) {
     CASE(test_drain_pushes_striped_shares);
     CASE(test_full_directory);
     CASE(test_striped_over_nodes);
+    CASE(test_striped_share_node_gone);
     cleanup();
     free(src);
     free(dst);

@@ -441,15 +441,15 @@ static void test_share(void) {
     const size_t len = 300000 + 17;
     uint8_t *v = malloc(len), *got = malloc(len);
     fill(v, len, 42);
-    disk_obj of = {3 * len, 0xfeedbeef};
+    disk_obj of = {3 * len, 0xfeedbeef, 0, NULL};
     ASSERT_EQ(disk_store_put_share(ds, "striped", 7, v, len, &of), 0);
     ASSERT_EQ(put_val(ds, "whole", 5000, 5), 0);
-    disk_obj back = {0, 0};
+    disk_obj back = {0, 0, 0, NULL};
     uint64_t n = 0;
     uint32_t crc = 0;
     ASSERT_EQ(disk_store_stat(ds, "striped", 7, &n, &crc, &back), 0);
     ASSERT(n == len && crc == crc32c(0, v, len) && back.size == of.size && back.crc == of.crc);
-    ASSERT_EQ(disk_store_put_share(ds, "toolong", 7, v, len, &(disk_obj){len - 1, 1}), -EINVAL);
+    ASSERT_EQ(disk_store_put_share(ds, "toolong", 7, v, len, &(disk_obj){len - 1, 1, 0, NULL}), -EINVAL);
     for (int round = 0; round < 2; round++) {   /* as written, then after a restart */
         memset(got, 0, len);
         ASSERT_EQ(disk_store_read(ds, "striped", 7, got, len, &n), 0);
@@ -471,12 +471,80 @@ static void test_share(void) {
     disk_store_close(ds, 1);
 }
 
+/* What a walk hands of the record "pieces": its pieces, copied. */
+typedef struct pieces_seen {
+    int found;
+    disk_obj of;
+    disk_piece p[DISK_MAX_PIECES];
+} pieces_seen;
+
+static void note_pieces(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc, const disk_obj *of) {
+    pieces_seen *s = ctx;
+    if (keylen != 6 || memcmp(key, "pieces", 6) != 0) return;
+    s->found++;
+    s->of = *of;
+    memcpy(s->p, of->pieces, of->npieces * sizeof *of->pieces);
+}
+
+/* A share that says where its pieces lie in the object (as a node writes
+ * it for a master that may have to put the object together again): the
+ * pieces come back from a walk, as written and after two restarts, in a
+ * header longer than a block (300 pieces); pieces that do not tile the
+ * value, or leave the object, are refused. */
+static void test_share_pieces(void) {
+    unique_name("pieces");
+    disk_store *ds = open_store(16 << 20, 1);
+    ASSERT(ds != NULL);
+    enum { N = 300, UNIT = 1000 };
+    const uint64_t len = (uint64_t)N * UNIT;
+    uint8_t *v = malloc(len), *got = malloc(len);
+    fill(v, len, 7);
+    static disk_piece p[N];
+    for (int i = 0; i < N; i++) p[i] = (disk_piece){(uint64_t)i * 3 * UNIT + UNIT, UNIT};   /* every third unit */
+    disk_obj of = {3ull * N * UNIT, 0xabcdef01, N, p};
+    disk_piece bad[2] = {{0, UNIT}, {UNIT / 2, len - UNIT}};   /* overlapping */
+    ASSERT_EQ(disk_store_put_share(ds, "bad", 3, v, len, &(disk_obj){of.size, 1, 2, bad}), -EINVAL);
+    bad[1] = (disk_piece){of.size - 10, len - UNIT};   /* past the object's end */
+    ASSERT_EQ(disk_store_put_share(ds, "bad", 3, v, len, &(disk_obj){of.size, 1, 2, bad}), -EINVAL);
+    bad[1] = (disk_piece){UNIT, len - UNIT - 1};   /* one byte short of the value */
+    ASSERT_EQ(disk_store_put_share(ds, "bad", 3, v, len, &(disk_obj){of.size, 1, 2, bad}), -EINVAL);
+    ASSERT_EQ(disk_store_put_share(ds, "pieces", 6, v, len, &of), 0);
+    ASSERT_EQ(put_val(ds, "whole", 5000, 5), 0);
+    static pieces_seen seen;
+    for (int round = 0; round < 3; round++) {   /* as written, then after each of two restarts */
+        memset(&seen, 0, sizeof seen);
+        disk_store_walk(ds, note_pieces, &seen);
+        ASSERT_EQ(seen.found, 1);
+        ASSERT(seen.of.size == of.size && seen.of.crc == of.crc && seen.of.npieces == N);
+        ASSERT(memcmp(seen.p, p, sizeof p) == 0);
+        uint64_t n = 0;
+        ASSERT_EQ(disk_store_read(ds, "pieces", 6, got, len, &n), 0);
+        ASSERT(n == len && memcmp(got, v, len) == 0);
+        disk_obj st = {0, 0, 0, NULL};
+        uint32_t crc = 0;
+        ASSERT_EQ(disk_store_stat(ds, "pieces", 6, &n, &crc, &st), 0);
+        ASSERT(st.npieces == N && st.pieces == NULL);   /* the count, not the record's memory */
+        ASSERT(read_ok(ds, "whole", 5000, 5));
+        disk_store_close(ds, 0);
+        ds = open_store(16 << 20, 1);
+        ASSERT(ds != NULL);
+        disk_store_stats dst;
+        disk_store_get_stats(ds, &dst);
+        ASSERT_EQ(dst.recovered, 2);
+        ASSERT_EQ(dst.dropped, 0);
+    }
+    ASSERT_EQ(disk_store_remove(ds, "pieces", 6), 0);
+    free(v);
+    free(got);
+    disk_store_close(ds, 1);
+}
+
 static void run_all(const char *suffix) {
-    static char names[9][64];
+    static char names[10][64];
     void (*fns[])(void) = { test_put_read_remove, test_restart, test_bit_flip, test_torn,   test_full,
-                            test_no_room,         test_concurrent, test_scan_steps, test_share };
+                            test_no_room,         test_concurrent, test_scan_steps, test_share, test_share_pieces };
     const char *base[] = { "put_read_remove", "restart", "bit_flip", "torn", "full", "no_room", "concurrent",
-                           "scan_steps", "share" };
+                           "scan_steps", "share", "share_pieces" };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         snprintf(names[i], sizeof names[i], "%s/%s", base[i], suffix);
         RUN_TEST_NAMED(fns[i], names[i]);

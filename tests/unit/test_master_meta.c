@@ -1003,6 +1003,64 @@ static void test_repin_grace_holds_rebuilt(void) {
     mm_destroy(a);
 }
 
+/* Disk records of an object striped over nodes 1 and 2 (each node's
+ * share reported piece by piece, where each lies in the object) beside a
+ * whole record on node 3: the pieces chain into one disk replica of the
+ * striped layout, claiming no segment space. With node 2's share
+ * missing, or a piece of node 1's missing, no replica of the shares is
+ * whole: its pieces are refused (their nodes drop the records), the
+ * object stands on the whole record, or is not built without it. */
+static void count_refused(const mm_report *r, void *ctx) { (*(int *)ctx) += r->seg_off == MM_ON_DISK; }
+
+static void test_rebuild_disk_shares(void) {
+    const uint64_t D = MM_ON_DISK;
+    mm_report rep[] = {
+        {1, 4, "cold", 5000, 0xabcd, 1, 0, D, 1024, NULL},    {2, 4, "cold", 5000, 0xabcd, 1, 1024, D, 1024, NULL},
+        {1, 4, "cold", 5000, 0xabcd, 1, 2048, D, 1024, NULL}, {2, 4, "cold", 5000, 0xabcd, 1, 3072, D, 1024, NULL},
+        {1, 4, "cold", 5000, 0xabcd, 1, 4096, D, 904, NULL},  {3, 4, "cold", 5000, 0xabcd, 1, 0, D, 5000, NULL},
+    };
+    const uint32_t want_node[] = {1, 2, 1, 2, 1};
+    for (int c = 0; c < 4; c++) {   /* all; node 2's share gone; node 1's middle piece gone; only the shares */
+        mm_report v[6];
+        size_t n = 0;
+        for (size_t i = 0; i < 6; i++)
+            if (!(c == 1 && rep[i].node == 2) && !(c == 2 && i == 2) && !(c == 3 && i == 5)) v[n++] = rep[i];
+        master_meta *b = cluster(3, 64 * KB);
+        ASSERT(b);
+        mm_rebuild_stats st;
+        int refused = 0;
+        mm_rebuild(b, v, n, 10, &st, count_refused, &refused);
+        object *o = mm_find(b, "cold", 4);
+        int shares = c == 0 || c == 3;
+        ASSERT_MSG(o != NULL, "case %d", c);
+        ASSERT_EQ(o->state, OBJ_COMPLETE);
+        ASSERT_EQ(o->nreplicas, (uint32_t)shares + (c != 3));
+        ASSERT_EQ(refused, shares ? 0 : (int)n - 1);
+        for (uint32_t r = 0; r < o->nreplicas; r++) {
+            const obj_replica *x = &REPS(o)[r];
+            if (x->extents[0].node == 3) {
+                ASSERT(x->nextents == 1 && x->extents[0].offset == D && x->extents[0].length == 5000);
+                continue;
+            }
+            ASSERT_EQ(x->nextents, 5);
+            for (uint32_t i = 0; i < 5; i++)
+                ASSERT(x->extents[i].node == want_node[i] && x->extents[i].offset == D &&
+                       x->extents[i].length == (i == 4 ? 904 : 1024));
+        }
+        for (uint32_t id = 1; id <= 3; id++) ASSERT_EQ(node_used(b, id), 0);
+        mm_destroy(b);
+    }
+    /* without the whole record, a share missing leaves nothing */
+    master_meta *b = cluster(3, 64 * KB);
+    mm_rebuild_stats st;
+    int refused = 0;
+    mm_rebuild(b, rep, 3, 10, &st, count_refused, &refused);   /* node 1's first two, node 2's first */
+    ASSERT(!mm_find(b, "cold", 4));
+    ASSERT_EQ(st.keys_incomplete, 1);
+    ASSERT_EQ(refused, 3);
+    mm_destroy(b);
+}
+
 /* An object rebuilt with fewer replicas than it was put with is copied
  * again; one that came back whole costs no repair pass. */
 static void test_rebuild_repairs_only_short_objects(void) {
@@ -1477,6 +1535,7 @@ int main(void) {
     RUN_TEST(test_rebuild_from_reports);
     RUN_TEST(test_repin_grace_holds_rebuilt);
     RUN_TEST(test_rebuild_repairs_only_short_objects);
+    RUN_TEST(test_rebuild_disk_shares);
     RUN_TEST(test_rebuild_claims_in_one_pass);
     RUN_TEST(test_rebuild_prepared);
     RUN_TEST(test_rebuild_node_dies_mid_job);

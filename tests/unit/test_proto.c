@@ -697,8 +697,9 @@ static void test_report_slices(void) {
     ASSERT_EQ(rc, -1);
 }
 
-/* A disk tier's record: the whole object (or a node's share of a striped
- * one: shorter), flags 2, offsets 0 on the wire. */
+/* A disk tier's record: the whole object (or a piece of a node's share
+ * of a striped one: shorter, where it lies in the object), flags 2,
+ * seg_off 0 on the wire. */
 static void test_report_disk(void) {
     uint8_t packed[12];
     for (int i = 0; i < 3; i++) le_put32(packed + 4 * i, sl_crcs[i]);
@@ -720,8 +721,19 @@ static void test_report_disk(void) {
     p = blob;
     ASSERT_EQ(proto_report_next(&p, blob + b, &r), 0);
     ASSERT(r.seg_off == PROTO_REPORT_ON_DISK && r.length == SL_OBJ / 2 && r.size == SL_OBJ && r.crc == 0xabcd);
+    /* a share's piece: where it lies in the object, up to its end and no further */
+    share.obj_off = SL_OBJ / 2;
+    b = proto_report_put(blob, &share);
+    ASSERT_EQ(le_get64(blob + 16), SL_OBJ / 2);
+    p = blob;
+    ASSERT_EQ(proto_report_next(&p, blob + b, &r), 0);
+    ASSERT(r.seg_off == PROTO_REPORT_ON_DISK && r.obj_off == SL_OBJ / 2 && r.length == SL_OBJ / 2);
+    uint8_t *past = patched(blob, b, 16, 8, SL_OBJ / 2 + 1);
+    p = past;
+    ASSERT_EQ(proto_report_next(&p, past + b, &r), -1);
+    free(past);
     a = proto_report_put(blob, &disk);
-    /* a disk record is at no offset, no longer than its object; flags past 3 mean nothing */
+    /* a disk record is at no segment offset, not past its object's end; flags past 3 mean nothing */
     struct { size_t at, width; uint64_t val; } bad[] = {
         {16, 8, 4096}, {24, 8, 4096}, {32, 8, SL_OBJ + 1}, {3, 1, 4}, {3, 1, 7},
     };

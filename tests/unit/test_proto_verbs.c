@@ -567,12 +567,14 @@ static void test_reply_location(void) {
 /* ---- HEARTBEAT's tasks (task.h) ---- */
 
 /* A task as the master writes it (master_cmds.c reply_task): copy
- * (src and dst), offload (src, DISK, crc), load (dst, LOAD, crc) or push
- * (dst on other nodes, PUSH, crc). */
-static void task_reply(resp_buf *b, int kind, uint64_t size, const obj_extent *src, uint32_t nsrc,
-                       const obj_extent *dst, uint32_t ndst, const char *word) {
+ * (src and dst), offload (src, DISK, crc; a share's: and where each src
+ * extent lies in the object), load (dst, LOAD, crc) or push (dst on other
+ * nodes, PUSH, crc). */
+static void task_reply_at(resp_buf *b, int kind, uint64_t size, const obj_extent *src, uint32_t nsrc,
+                          const obj_extent *dst, uint32_t ndst, const char *word, const uint64_t *places,
+                          uint32_t nplaces) {
     proto_grant rd = {TE_CAP_READ, 9000, cap_key, 0, 77}, wr = {TE_CAP_WRITE, 8000, cap_key, 5, 77};
-    resp_add_array(b, kind == PROTO_COPY_TASK ? 5 : 6);
+    resp_add_array(b, kind == PROTO_COPY_TASK ? 5 : places ? 7 : 6);
     resp_add_integer(b, 42);
     resp_add_bulk(b, "obj:1", 5);
     resp_add_integer(b, (long long)size);
@@ -582,6 +584,14 @@ static void task_reply(resp_buf *b, int kind, uint64_t size, const obj_extent *s
     if (kind == PROTO_COPY_TASK) return;
     resp_add_bulk_cstr(b, word);
     resp_add_integer(b, 0xfeedbeef);
+    if (!places) return;
+    resp_add_array(b, nplaces);
+    for (uint32_t i = 0; i < nplaces; i++) resp_add_integer(b, (long long)places[i]);
+}
+
+static void task_reply(resp_buf *b, int kind, uint64_t size, const obj_extent *src, uint32_t nsrc,
+                       const obj_extent *dst, uint32_t ndst, const char *word) {
+    task_reply_at(b, kind, size, src, nsrc, dst, ndst, word, NULL, 0);
 }
 
 /* Decodes b read at every cut: 0 with *t, or -1. */
@@ -649,6 +659,28 @@ static void test_reply_tasks(void) {
     ok = t.kind == PROTO_PUSH_TASK && t.ndst == 1 && t.len == src[0].length && t.len < OSZ;
     proto_task_free(&t);
     ASSERT(ok);
+    /* a share's offload says where each of its extents lies in the
+     * object: in order, not overlapping, inside it; one per extent */
+    obj_extent two[2] = {{7, 0, 20u << 10}, {7, 1u << 20, 20u << 10}};
+    struct { uint64_t at[2]; uint32_t n; int ok; } places[] = {
+        {{0, 40u << 10}, 2, 1}, {{20u << 10, OSZ - (20u << 10)}, 2, 1}, {{40u << 10, 0}, 2, 0},
+        {{0, 10u << 10}, 2, 0}, {{0, OSZ - 1}, 2, 0}, {{0, 0}, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        resp_buf_clear(&b);
+        task_reply_at(&b, PROTO_OFFLOAD_TASK, OSZ, two, 2, NULL, 0, PROTO_TASK_DISK, places[i].at, places[i].n);
+        int rc = task_of(&b, &t);
+        ok = places[i].ok ? rc == 0 && t.obj_off && t.obj_off[0] == places[i].at[0] && t.obj_off[1] == places[i].at[1]
+                          : rc == -1 && t.id == 42 && !t.obj_off;
+        proto_task_free(&t);
+        ASSERT_MSG(ok, "places case %zu", i);
+    }
+    resp_buf_clear(&b);   /* not for a whole object, nor for a load */
+    task_reply_at(&b, PROTO_OFFLOAD_TASK, OSZ, whole, 1, NULL, 0, PROTO_TASK_DISK, places[0].at, 1);
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
+    resp_buf_clear(&b);
+    task_reply_at(&b, PROTO_LOAD_TASK, OSZ, NULL, 0, two, 2, PROTO_TASK_LOAD, places[0].at, 2);
+    ASSERT(task_of(&b, &t) == -1 && t.id == 42);
     resp_buf_clear(&b);
     task_reply(&b, PROTO_PUSH_TASK, src[0].length - 1, NULL, 0, src, 1, PROTO_TASK_PUSH);
     ASSERT(task_of(&b, &t) == -1 && t.id == 42);
