@@ -2,6 +2,7 @@
 #include "backend/shm_maps.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,8 @@ struct shm_map {
     int mbps;
     uint64_t since_ms;
     uint64_t last_use_ms;         /* of the last transfer that asked (atomic) */
+    int owner;                    /* pidfd of the node process that handed it out, or -1 */
+    int dead;                     /* that process exited: pages dropped (atomic) */
 };
 
 typedef struct warmer {
@@ -47,12 +50,57 @@ static struct {
     pthread_cond_t cv;            /* a new mapping, or a stop */
     shm_map *list;
     warmer *w;                    /* the thread, while the list is not empty */
-} maps = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL };
+    int new_owner;                /* an owner to watch since the thread last looked */
+} maps = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
 
 static void unmap(shm_map *m) {
     munmap(m->base, (size_t)m->size);
+    if (m->owner >= 0) close(m->owner);
     shm_warm_free(m->warm);
     free(m);
+}
+
+/* ---- the owners ---- */
+
+static int pidfd_of(int pid) {
+#ifdef SYS_pidfd_open
+    return pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+/* With maps.mu held, the warmer not inside m: its owner exited, so its
+ * pages go (anonymous ones, never touched, take the range: a copy in
+ * flight elsewhere reads zeros instead of faulting) and it serves no
+ * more transfers. */
+static void retire(shm_map *m) {
+    void *at = mmap(m->base, (size_t)m->size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (at == MAP_FAILED) {
+        log_warning("shm: cannot drop the mapping of an exited node's segment: %s", strerror(errno));
+        return;
+    }
+    close(m->owner);
+    m->owner = -1;
+    m->done = 1;   /* nothing to warm */
+    __atomic_store_n(&m->dead, 1, __ATOMIC_RELEASE);
+    log_notice("shm: the node process that handed out a %llu MB segment exited: its mapping dropped",
+               (unsigned long long)(m->size >> 20));
+}
+
+/* With maps.mu held: mappings whose owner exited are retired; 1 if some
+ * mapping still has an owner to watch. */
+static int watch_owners(void) {
+    int watching = 0;
+    for (shm_map *m = maps.list; m; m = m->next) {
+        if (m->owner < 0) continue;
+        struct pollfd p = { .fd = m->owner, .events = POLLIN };
+        if (poll(&p, 1, 0) > 0) retire(m);
+        watching |= m->owner >= 0;
+    }
+    return watching;
 }
 
 /* Sweeping in order waits until the process's transfers, to every
@@ -111,11 +159,19 @@ static void *warm_main(void *arg) {
     warmer *w = arg;
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WARM_NICE);   /* nice is per thread */
     pthread_mutex_lock(&maps.mu);
+    uint64_t watched_ms = 0;
+    int watching = 0;
     while (!w->stop) {
+        if (maps.new_owner || mono_ms() - watched_ms >= SHM_WATCH_MS) {
+            maps.new_owner = 0;
+            watching = watch_owners();
+            watched_ms = mono_ms();
+        }
         int sweep, cold;
         shm_map *m = pick(&sweep, &cold);
         if (!m) {
             if (cold) nap(w, ASK_POLL_US);
+            else if (watching) nap(w, SHM_WATCH_MS * 1000ull);
             else pthread_cond_wait(&maps.cv, &maps.mu);
             continue;
         }
@@ -159,7 +215,7 @@ static void warmer_ensure(void) {
 
 static shm_map *find_locked(dev_t dev, ino_t ino, uint64_t size, uint64_t incarnation) {
     for (shm_map *m = maps.list; m; m = m->next)
-        if (m->dev == dev && m->ino == ino && m->size == size && m->incarnation == incarnation) return m;
+        if (m->dev == dev && m->ino == ino && m->size == size && m->incarnation == incarnation && !m->dead) return m;
     return NULL;
 }
 
@@ -206,7 +262,7 @@ shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, 
     m = xcalloc(1, sizeof *m);
     *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .incarnation = incarnation, .base = base,
                     .warm = shm_warm_new(base, size), .users = 1,
-                    .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms() };
+                    .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms(), .owner = -1 };
     m->last_use_ms = m->since_ms;   /* a path maps it to use it: ask first */
     push_locked(m);
     warmer_ensure();
@@ -237,13 +293,27 @@ void shm_map_put(shm_map *m) {
     if (unmap_now) unmap(m);
 }
 
+void shm_map_watch(shm_map *m, int pid) {
+    pthread_mutex_lock(&maps.mu);
+    if (m->owner < 0 && !m->dead && (m->owner = pidfd_of(pid)) >= 0) {
+        maps.new_owner = 1;
+        warmer_ensure();
+        pthread_cond_broadcast(&maps.cv);   /* from an untimed wait to watching */
+    }
+    pthread_mutex_unlock(&maps.mu);
+}
+
+int shm_map_dead(const shm_map *m) { return __atomic_load_n(&m->dead, __ATOMIC_ACQUIRE); }
+
 char *shm_map_base(const shm_map *m) { return m->base; }
 
 void shm_map_used(shm_map *m) { __atomic_store_n(&m->last_use_ms, mono_ms(), __ATOMIC_RELAXED); }
 
-int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) { return shm_warm_ready(m->warm, off, len); }
+int shm_map_ready(shm_map *m, uint64_t off, uint64_t len) {
+    return !shm_map_dead(m) && shm_warm_ready(m->warm, off, len);
+}
 
-uint64_t shm_map_cold_bytes(const shm_map *m) { return m->size - shm_warm_bytes(m->warm); }
+uint64_t shm_map_cold_bytes(const shm_map *m) { return shm_map_dead(m) ? 0 : m->size - shm_warm_bytes(m->warm); }
 
 uint64_t shm_maps_cold_bytes(void) {
     uint64_t cold = 0;

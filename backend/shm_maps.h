@@ -13,7 +13,15 @@
  * so that under
  * load the warmer's page traps do not take the cores from the requests. The thread runs while any mapping is held and stops
  * (joined) when the last one is released; a mapping is unmapped only
- * when no path holds it and the thread is not inside it. */
+ * when no path holds it and the thread is not inside it.
+ *
+ * The same thread watches the node processes that handed the segments
+ * out (shm_map_watch): once one exits, its mapping's pages are replaced
+ * by anonymous ones at the same address (so a copy in flight on another
+ * thread reads zeros, which fail its checksum, rather than faulting) and
+ * the mapping serves no more transfers. An idle client thus keeps no
+ * mapping of a dead node's segment (a memfd's memory is freed with its
+ * last mapping) until its paths notice on their next request. */
 #ifndef MKV_SHM_MAPS_H
 #define MKV_SHM_MAPS_H
 
@@ -32,6 +40,14 @@ typedef struct shm_map shm_map;
 #define SHM_WARM_DEFAULT_MBPS 1024
 shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, char *why, size_t whylen);
 void shm_map_put(shm_map *m);
+/* The segment's owner: the node process pid (the peer of the socket that
+ * handed it out). When it exits the mapping is dropped (above) within
+ * SHM_WATCH_MS. Where the process cannot be watched (pid 0, no pidfd
+ * support) nothing changes. */
+#define SHM_WATCH_MS 250
+void shm_map_watch(shm_map *m, int pid);
+/* 1 once the owner exited and the mapping was dropped. */
+int shm_map_dead(const shm_map *m);
 
 char *shm_map_base(const shm_map *m);
 

@@ -487,6 +487,9 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
         close(fd);
         return -1;
     }
+    struct ucred peer_cred;   /* the node process: its exit drops the mapping even if we stay idle */
+    socklen_t cl = sizeof peer_cred;
+    if (sm && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer_cred, &cl) == 0) shm_map_watch(sm, (int)peer_cred.pid);
     te_path *p = xcalloc(1, sizeof *p);
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .sm = sm, .map = sm ? shm_map_base(sm) : NULL,
                     .size = size, .node_id = h.node_id, .incarnation = h.incarnation,

@@ -8,9 +8,11 @@
  * node verifies the request headers first, so requests rise and payload
  * bytes do not. Ports: one block of h_free_ports, taken first in main().
  * Last, the node killed -9 and started again on its segment file while a
- * client keeps its mapping: the node starts (the client's fd holds no
- * lock on the file), and the same client reads every object byte-exact
- * through a mapping of the new incarnation, the old one let go. */
+ * client keeps its path: idle, the client drops its mapping of the dead
+ * process's segment by itself (none left in /proc/self/maps), the node
+ * starts (the client's fd holds no lock on the file), and the same
+ * client reads every object byte-exact through a mapping of the new
+ * incarnation. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,16 +305,25 @@ static void test_node_restart_same_client(void) {
     ASSERT_EQ(mappings_of(seg_file), 1);   /* the client maps the node's file */
     long long restores = h_port_info(PORT_MASTER, "cluster", "node_restores");
     h_kill(h_node_pid);
-    /* With the client's mapping of the file alive, the node starts on it
-     * again (before, the mapping held the file's lock: "in use by
-     * another process") and its report keeps the objects. */
+    /* Idle, the client lets go of the dead process's mapping by itself
+     * (it watches the node process: shm_map_watch), with no request to
+     * find the path broken. */
+    uint64_t end = mono_ms() + 10000;
+    while (mappings_of(seg_file) != 0 && mono_ms() < end) usleep(20 * 1000);
+    printf("# the dead node's mapping dropped %llu ms after its kill\n",
+           (unsigned long long)(mono_ms() + 10000 - end));
+    ASSERT_EQ(mappings_of(seg_file), 0);
+    /* With the client's fd of the file still open (its idle path's), the
+     * node starts on it again (before, the handed fd held the file's
+     * lock: "in use by another process") and its report keeps the
+     * objects. */
     h_node_pid = h_ready(start_node(), "127.0.0.1", PORT_NODE, NULL, 30000);
     ASSERT(h_node_pid > 0);
     ASSERT(h_wait_node_registered(PORT_NODE, 20000) == 0);
     ASSERT(h_wait_port_info(PORT_MASTER, "cluster", "node_restores", restores + 1, 20000) == 0);
     ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
-    /* One mapping: the dead incarnation's went with its path. */
-    uint64_t end = mono_ms() + 10000;
+    /* One mapping: the new incarnation's. */
+    end = mono_ms() + 10000;
     while (mappings_of(seg_file) != 1 && mono_ms() < end) usleep(50 * 1000);
     ASSERT_EQ(mappings_of(seg_file), 1);
     /* and the new incarnation takes writes through it too, once the

@@ -2,10 +2,13 @@
  * (which chunk goes next, what reads ready, bytes never changed) and the
  * process's shared mappings (one per segment, warmed by the background
  * thread, released by the last holder). */
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/shm_maps.h"
@@ -164,10 +167,72 @@ static void test_no_sweep_while_busy(void) {
     close(fd2);
 }
 
+/* Lines of /proc/self/maps naming the test's memfd. */
+static int memfd_mappings(const char *name) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, name) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* The process that handed a segment out exits (a node killed): without a
+ * transfer asking, the mapping is dropped (no line of /proc/self/maps
+ * names the segment any more), its range still reads (zeros) so a copy
+ * in flight cannot fault, it is ready for no transfer, a new get maps
+ * the segment anew, and the last put unmaps it. A mapping whose owner
+ * lives keeps its bytes. */
+static void test_owner_exit_drops_mapping(void) {
+    const uint64_t size = 2 * C;
+    int fd = memfd_create("test-shm-owner", MFD_CLOEXEC), fd2 = memfd_create("test-shm-alive", MFD_CLOEXEC);
+    ASSERT(fd >= 0 && fd2 >= 0 && ftruncate(fd, (off_t)size) == 0 && ftruncate(fd2, (off_t)size) == 0);
+    ASSERT(pwrite(fd, "node!", 6, 100) == 6 && pwrite(fd2, "live!", 6, 100) == 6);
+    pid_t owner = fork();
+    if (owner == 0) {
+        pause();
+        _exit(0);
+    }
+    ASSERT(owner > 0);
+    char why[128];
+    shm_map *m = shm_map_get(fd, size, 7, 0, why, sizeof why), *live = shm_map_get(fd2, size, 8, 0, why, sizeof why);
+    ASSERT(m && live);
+    shm_map_watch(m, owner);
+    shm_map_watch(live, getpid());
+    ASSERT(all_warm());
+    ASSERT_STREQ(shm_map_base(m) + 100, "node!");
+    ASSERT_EQ(memfd_mappings("test-shm-owner"), 1);
+    usleep(2 * SHM_WATCH_MS * 1000);
+    ASSERT_EQ(shm_map_dead(m), 0);   /* alive: watched, kept */
+    kill(owner, SIGKILL);
+    waitpid(owner, NULL, 0);
+    uint64_t end = mono_ms() + 10000;
+    while (!shm_map_dead(m) && mono_ms() < end) usleep(10000);
+    ASSERT_EQ(shm_map_dead(m), 1);
+    ASSERT_EQ(memfd_mappings("test-shm-owner"), 0);
+    ASSERT_EQ(shm_map_base(m)[100], 0);
+    ASSERT_EQ(shm_map_ready(m, 0, 1), 0);
+    ASSERT_EQ(shm_map_cold_bytes(m), 0);
+    shm_map *again = shm_map_get(fd, size, 7, 0, why, sizeof why);   /* not the dead one */
+    ASSERT(again && again != m);
+    ASSERT_STREQ(shm_map_base(again) + 100, "node!");
+    shm_map_put(again);
+    shm_map_put(m);
+    ASSERT_EQ(shm_map_dead(live), 0);
+    ASSERT_STREQ(shm_map_base(live) + 100, "live!");
+    ASSERT_EQ(memfd_mappings("test-shm-alive"), 1);
+    shm_map_put(live);
+    ASSERT_EQ(memfd_mappings("test-shm-alive"), 0);
+    close(fd);
+    close(fd2);
+}
+
 int main(void) {
     RUN_TEST(test_order_and_ready);
     RUN_TEST(test_shared_and_warmed);
     RUN_TEST(test_released_while_cold);
     RUN_TEST(test_no_sweep_while_busy);
+    RUN_TEST(test_owner_exit_drops_mapping);
     TEST_EXIT();
 }
