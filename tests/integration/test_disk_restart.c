@@ -26,7 +26,9 @@
  *   restarted keeps its shares, so does a master killed -9 and restarted
  *   (it joins the shares into the objects again); with one share's node
  *   gone at the master's restart no such object is served, and the
- *   leftover shares are freed; a drain pushes shares to a third node.
+ *   leftover shares are freed; a share damaged while its node was down
+ *   makes its object a miss (replicas 1), its other share freed; a
+ *   drain pushes shares to a third node.
  * Ports from h_free_ports; files in a directory under $TMPDIR. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -685,6 +687,41 @@ static void test_striped_share_node_gone(void) {
     h_kill_all();
 }
 
+/* A byte of one of node 0's share records flipped while it was down:
+ * its scan drops the record, the master drops that object's disk
+ * replica (its other share, on node 1, goes too: a drop note) and, with
+ * replicas 1, the object is lost: a miss, never bytes half from disk;
+ * every other object byte-exact. */
+static void test_striped_share_damaged(void) {
+    cluster cl = {0};
+    mkv_client *c = NULL;
+    const int n = 2 * NOBJ;
+    ASSERT_EQ(start_n(&cl, "striped-damage", "auto", 2, striped_flags), 0);
+    ASSERT_EQ(connect_client(&cl, &c), 0);
+    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
+    ASSERT_EQ(wait_offloaded(&cl), 0);
+    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    long long on_disk = node_i_field(&cl, 1, "disk_objects");
+    ASSERT(on_disk > 0);
+    ASSERT_EQ(restart_node(&cl, flip_record), 0);
+    ASSERT(damaged_key >= 0);
+    printf("# share of key %d damaged on node 0 (%lld shares on each disk)\n", damaged_key, on_disk);
+    ASSERT_EQ(node_field(&cl, "disk_dropped"), 1);
+    ASSERT_EQ(node_field(&cl, "disk_recovered"), on_disk - 1);
+    ASSERT_EQ(master_field(&cl, "restore_dropped"), 1);
+    ASSERT_EQ(master_field(&cl, "objects_lost"), 1);
+    uint64_t end = mono_ms() + WAIT_MS;   /* node 1's share of it goes with the replica */
+    while (node_i_field(&cl, 1, "disk_objects") != on_disk - 1 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(node_i_field(&cl, 1, "disk_objects"), on_disk - 1);
+    uint8_t ok[NOBJ * 4];
+    memset(ok, 1, sizeof ok);
+    ok[damaged_key] = 0;
+    ASSERT_EQ(check_keys(c, n, ok), 0);
+    for (int i = 0; i < 2; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_checksum_errors"), 0);
+    mkv_close(c);
+    h_kill_all();
+}
+
 static void cleanup(void) {
     h_kill_all();
     if (getenv("KEEP")) return;
@@ -710,6 +747,7 @@ int main(void) {
     CASE(test_full_directory);
     CASE(test_striped_over_nodes);
     CASE(test_striped_share_node_gone);
+    CASE(test_striped_share_damaged);
     cleanup();
     free(src);
     free(dst);
