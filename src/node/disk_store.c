@@ -198,6 +198,12 @@ static void ix_free_fn(object *o, void *ctx) {
     (void)ctx;
     rec_free(o);
 }
+
+/* The tag table's entries own nothing (their room is a tagged, not a rec). */
+static void tag_free_fn(object *o, void *ctx) {
+    (void)ctx;
+    object_free(o);
+}
 static uint64_t rec_bytes(object *o) { return room(o)->hdr + round_blk(o->size); }
 
 /* Takes o's space back (its header wiped first, so the record cannot
@@ -455,7 +461,7 @@ static disk_store *ds_new(const disk_store_config *c) {
     pthread_mutex_init(&ds->smu, NULL);
     pthread_cond_init(&ds->scv, NULL);
     ds->ix = objtable_create(ix_free_fn, NULL);
-    ds->bytag = objtable_create(ix_free_fn, NULL);
+    ds->bytag = objtable_create(tag_free_fn, NULL);
     ds->stage_mem = aligned(SCAN_BYTES);
     for (int i = 0; i < DISK_STAGE_SLOTS && ds->stage_mem; i++) ds->stage[i] = ds->stage_mem + i * DISK_STAGE_BYTES;
     ds->zero = aligned(MAX_HDR);
