@@ -672,14 +672,14 @@ static void put_slot(const char *tag, char (*key)[32], int *val, int n, int base
 static void test_move_undone(void) {
     char tag[16], key[MOVE2_KEYS][32], args[64];
     int val[MOVE2_KEYS], slot = fresh_slot("un", tag, sizeof tag);
-    put_slot(tag, key, val, MOVE2_KEYS, 3000);
+    ASSERT_STEP(put_slot(tag, key, val, MOVE2_KEYS, 3000));
     long long away0 = a_info("slots_lent_away_bytes"), used_a0 = a_info("bytes_used"),
               used_b0 = h_port_info(MASTER_B, "cluster", "bytes_used"), moved = 0;
     for (int i = 0; i < MOVE2_KEYS; i++) moved += (long long)fill(src, val[i]);
     snprintf(args, sizeof args, "move %d b", slot);
     ASSERT_EQ(slots_tool(args, NULL, 0), 0);
     ASSERT_MSG(wait_settled(60000) == 0, "the move to b did not end in 60 s");
-    exactly_one_group(key, val, MOVE2_KEYS, slot, "b");
+    ASSERT_STEP(exactly_one_group(key, val, MOVE2_KEYS, slot, "b"));
     ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0 + moved, 1) >= away0 + moved,
                "the nodes told a of %lld of %lld bytes lent", a_info("slots_lent_away_bytes") - away0, moved);
     long long used_b1 = h_port_info(MASTER_B, "cluster", "bytes_used");
@@ -688,7 +688,7 @@ static void test_move_undone(void) {
     ASSERT_EQ(slots_tool(args, NULL, 0), 0);
     ASSERT_MSG(wait_settled(60000) == 0, "the move back to a did not end in 60 s");
     uint64_t t_back = mono_ms() - t0;
-    exactly_one_group(key, val, MOVE2_KEYS, slot, "a");
+    ASSERT_STEP(exactly_one_group(key, val, MOVE2_KEYS, slot, "a"));
     ASSERT_MSG(wait_a_info("slots_lent_away_bytes", away0, 0) <= away0, "a still holds %lld bytes as lent away",
                a_info("slots_lent_away_bytes") - away0);
     ASSERT_EQ(a_info("bytes_used"), used_a0);
@@ -722,7 +722,7 @@ static void test_move_leaders_killed(void) {
     int standby_a = port_a == MASTER_A1 ? MASTER_A2 : MASTER_A1;
     ASSERT(start_master(standby_a, "a", "0-8191") > 0 && h_wait_role(standby_a, "standby", WAIT_MS) == 0);
     ASSERT(start_master(MASTER_B2, "b", "8192-16383") > 0 && h_wait_role(MASTER_B2, "standby", WAIT_MS) == 0);
-    put_slot(tag, key, val, MOVE2_KEYS, 4000);
+    ASSERT_STEP(put_slot(tag, key, val, MOVE2_KEYS, 4000));
     long long adopted0 = h_port_info(MASTER_B, "cluster", "slots_adopted_objects");
     char args[64];
     snprintf(args, sizeof args, "move %d b", slot);
@@ -745,14 +745,14 @@ static void test_move_leaders_killed(void) {
                h_port_info(MASTER_B, "cluster", "slots_adopted_objects"),
                h_port_info(MASTER_B, "cluster", "slots_adopt_waiting"));
     uint64_t tend = mono_ms() - t0;
-    exactly_one_group(key, val, MOVE2_KEYS, slot, "b");
+    ASSERT_STEP(exactly_one_group(key, val, MOVE2_KEYS, slot, "b"));
     for (int i = MOVE2_KEYS; i < MOVE2_KEYS + 4; i++) {   /* the slot is b's: new keys land there */
         snprintf(key[i], sizeof key[i], "{%s}:%d", tag, i);
         val[i] = 4000 + i;
         int rc = put_retry(key[i], val[i]);
         ASSERT_MSG(rc == MKV_OK, "put %.31s after the move: %d %.200s", key[i], rc, mkv_last_error(mc));
     }
-    exactly_one_group(key + MOVE2_KEYS, val + MOVE2_KEYS, 4, slot, "b");
+    ASSERT_STEP(exactly_one_group(key + MOVE2_KEYS, val + MOVE2_KEYS, 4, slot, "b"));
     printf("# slot %d (%d objects) moved to b: a's leader killed -9 at once (standby led after %llu ms), b's once it "
            "adopted %lld (at %llu ms, the move %s); the move ended %llu ms after the tool, every key byte-exact "
            "from b only\n", slot, MOVE2_KEYS, (unsigned long long)ta, adopted - adopted0, (unsigned long long)tb,
