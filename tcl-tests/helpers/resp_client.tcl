@@ -119,7 +119,7 @@ proc fill {name deadline} {
         if {[catch {read $st(fd) $read_chunk} data]} {
             error "connection error: $data"
         }
-        if {$data ne ""} {
+        if {[string length $data]} {
             # Drop the consumed prefix now and then to keep the buffer small.
             if {$st(pos) > 65536} {
                 set st(buf) [string range $st(buf) $st(pos) end]
@@ -155,14 +155,16 @@ proc read_bytes {name n deadline} {
         incr st(pos) $n
         return $out
     }
-    set out [string range $st(buf) $st(pos) end]
+    # A byte array from the start: appending the socket's byte arrays then
+    # keeps it one (appending to a string would convert every chunk).
+    set out [binary format a* [string range $st(buf) $st(pos) end]]
     set st(buf) ""
     set st(pos) 0
     while {[set need [expr {$n - [string length $out]}]] > 0} {
         if {[catch {read $st(fd) $need} data]} {
             error "connection error: $data"
         }
-        if {$data ne ""} { append out $data; continue }
+        if {[string length $data]} { append out $data; continue }
         if {[eof $st(fd)]} { error "connection closed by server mid-reply" }
         if {[catch {wait_event $st(fd) readable $deadline}]} {
             error "timeout reading a $n byte payload"

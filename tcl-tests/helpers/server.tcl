@@ -82,7 +82,7 @@ proc srv::command_line {kind port opts} {
         node {
             return [list {*}$moonkv --role node --master [dict get $opts master] \
                         --segment-size $seg --data-addrs 127.0.0.1:[dict get $opts data-port] \
-                        --segment-persist no]
+                        --segment-persist no --prefault no]
         }
         gateway { return [list {*}$moonkv --role gateway --master [dict get $opts master] {*}$extra] }
         default { return [list {*}$moonkv --segment-size $seg {*}$extra] }

@@ -7,7 +7,7 @@ start_server {} {
         }
         # A period of 65537 bytes lines up with no power-of-two buffer size.
         set n [expr {100 * 1024 * 1024}]
-        set v [string range [string repeat $chunk [expr {$n / 65537 + 1}]] 0 [expr {$n - 1}]]
+        set v [binary format a$n [string repeat $chunk [expr {$n / 65537 + 1}]]]
         set crc [zlib crc32 $v]
         set c [new_client [scaled_ms 60000]]
         assert_equal OK [$c set big:100m $v]
