@@ -85,7 +85,7 @@ proc srv::command_line {kind port opts} {
                         --segment-persist no --prefault no]
         }
         gateway { return [list {*}$moonkv --role gateway --master [dict get $opts master] {*}$extra] }
-        default { return [list {*}$moonkv --segment-size $seg {*}$extra] }
+        default { return [list {*}$moonkv --segment-size $seg --prefault no {*}$extra] }
     }
 }
 
