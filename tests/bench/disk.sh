@@ -94,7 +94,8 @@ zipf_run() {
     meas_skip "zipf.$tag.hit_pct" "$SKIP_WHY"; CL_NODE_FLAGS=(); return
   fi
   CL_NODE_FLAGS=()
-  timeout 600 "$BENCH_BIN/bench_disk_zipf" "$MASTER" "$tag" "$ZIPF_KEYS" 256KiB "$ZIPF_READS" \
+  BENCH_ZIPF_PAR=$([ "$tag" = tier ] && echo 1 || echo 0) \
+    timeout 600 "$BENCH_BIN/bench_disk_zipf" "$MASTER" "$tag" "$ZIPF_KEYS" 256KiB "$ZIPF_READS" \
     2>>"$WORK/run.log" | meas_import "zipf."
   log "zipf $tag: $(redis-cli -p "${MASTER##*:}" info cluster | tr -d '\r' | grep -E '^(disk_|gets_|puts_wait)' | tr '\n' ' ')"
   cluster_stop
