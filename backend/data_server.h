@@ -17,15 +17,19 @@
 #include "backend/transport.h"
 
 /* The node's disk tier as a data server reads it (TE_READ_DISK,
- * docs/SSD_TIER.md). read streams the value of the record whose key tag
- * is tag (cap.h), if it is size bytes with CRC32C crc, to put in pieces
- * in object order, every byte once, holding the last one back until the
- * whole value's CRC32C matched: 0; -ENOENT no such record (or another
- * size or CRC); -EBADMSG it failed its CRC (and is dropped); another
- * -errno; or put's non-zero return (the reader went away). */
-typedef int te_disk_put(void *sink, const void *buf, size_t n);
+ * docs/SSD_TIER.md). read hands put the bytes [from, to) (at least) of
+ * the value of the record whose key tag is tag (cap.h), if it is size
+ * bytes with CRC32C crc, in pieces in object order (at: a piece's
+ * offset in the object). A read of the whole value holds its last piece
+ * back until the whole value's CRC32C matched; a part is proved by its
+ * reader's slice CRCs (only a reader that has them reads a part). 0;
+ * -ENOENT no such record (or another size or CRC); -EBADMSG it failed
+ * its CRC (and is dropped); another -errno; or put's non-zero return
+ * (the reader went away). */
+typedef int te_disk_put(void *sink, uint64_t at, const void *buf, size_t n);
 typedef struct te_disk_reader {
-    int (*read)(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, te_disk_put *put, void *sink);
+    int (*read)(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to, te_disk_put *put,
+                void *sink);
     void *ctx;
 } te_disk_reader;
 

@@ -117,13 +117,13 @@ static int discard(int fd, uint64_t n, uint64_t dl) {
 typedef struct disk_sink {
     te_stream_server *s;
     int fd;
-    uint64_t dl, cookie, from, to, at;
+    uint64_t dl, cookie, from, to;
     int started;
 } disk_sink;
 
-static int disk_put(void *arg, const void *buf, size_t n) {
+static int disk_put(void *arg, uint64_t at, const void *buf, size_t n) {
     disk_sink *k = arg;
-    uint64_t a = k->at > k->from ? k->at : k->from, b = k->at + n < k->to ? k->at + n : k->to;
+    uint64_t a = at > k->from ? at : k->from, b = at + n < k->to ? at + n : k->to;
     uint8_t rh[TE_WIRE_RESP_LEN];
     struct iovec iov[2];
     int niov = 0;
@@ -133,15 +133,14 @@ static int disk_put(void *arg, const void *buf, size_t n) {
         iov[niov++] = (struct iovec){ rh, sizeof rh };
         k->started = 1;
     }
-    if (a < b) iov[niov++] = (struct iovec){ (char *)buf + (a - k->at), (size_t)(b - a) };
-    k->at += n;
+    if (a < b) iov[niov++] = (struct iovec){ (char *)buf + (a - at), (size_t)(b - a) };
     if (niov && te_writev_full(k->fd, iov, niov, k->dl) < 0) return -EPIPE;
     if (a < b) atomic_fetch_add(&k->s->bytes_out, b - a);
     return 0;
 }
 
-/* TE_READ_DISK: the record the cap names, read from the disk tier and
- * checked whole (its CRC32C) before its last bytes go; bytes
+/* TE_READ_DISK: the record the cap names, read from the disk tier (a
+ * whole one checked, its CRC32C, before its last bytes go); bytes
  * [remote_off - cap.offset, + len) of it to the reader. A record the
  * tier does not have (or no longer: it failed its CRC) is TE_ERANGE; one
  * that fails after bytes went drops the connection, so the reader never
@@ -150,9 +149,10 @@ static int serve_disk(te_stream_server *s, int fd, const te_wire_req *rq, int st
     te_cap cap;
     te_cap_decode(&cap, rq->cap, TE_CAP_WIRE_LEN);
     if (st == TE_OK && (!s->cfg.disk || cap.offset > UINT32_MAX)) st = TE_ERANGE;
-    disk_sink k = { s, fd, dl, rq->cookie, rq->remote_off - cap.offset, rq->remote_off - cap.offset + rq->len, 0, 0 };
+    disk_sink k = { s, fd, dl, rq->cookie, rq->remote_off - cap.offset, rq->remote_off - cap.offset + rq->len, 0 };
     if (st == TE_OK) {
-        int rc = s->cfg.disk->read(s->cfg.disk->ctx, cap.issued_us, cap.length, (uint32_t)cap.offset, disk_put, &k);
+        int rc = s->cfg.disk->read(s->cfg.disk->ctx, cap.issued_us, cap.length, (uint32_t)cap.offset, k.from, k.to,
+                                   disk_put, &k);
         if (rc != 0 && k.started) return -1;
         if (rc != 0) st = TE_ERANGE;
     }

@@ -793,25 +793,26 @@ static object *pin_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t 
     return o;
 }
 
-int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, disk_store_put_fn *put,
-                           void *ctx) {
-    object *o = size ? pin_tagged(ds, tag, size, crc) : NULL;
+int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to,
+                           disk_store_put_fn *put, void *ctx) {
+    object *o = size && from < to && to <= size ? pin_tagged(ds, tag, size, crc) : NULL;
     if (!o) return -ENOENT;
-    uint64_t off = room(o)->off + room(o)->hdr, t0 = mono_us(), done = 0, n = 0;
-    int slot = stage_take(ds), rc = 0;
+    int whole = from == 0 && to == size, slot = stage_take(ds), rc = 0;
+    uint64_t off = room(o)->off + room(o)->hdr, t0 = mono_us(), done = from & ~(uint64_t)(BLK - 1), n = 0, at = 0;
     uint8_t *buf = ds->stage[slot];
     uint32_t c = 0;
-    while (rc == 0 && done < size) {
-        n = size - done < DISK_STAGE_BYTES ? size - done : DISK_STAGE_BYTES;
+    while (rc == 0 && done < to) {
+        n = to - done < DISK_STAGE_BYTES ? to - done : DISK_STAGE_BYTES;
         disk_req r[MAX_REQS];
         rc = disk_io_run(ds->io, r, read_reqs(r, MAX_REQS, buf, off + done, round_blk(n)));
         if (rc != 0) break;
-        c = crc32c(c, buf, (size_t)n);
+        if (whole) c = crc32c(c, buf, (size_t)n);
+        at = done;
         done += n;
-        if (done < size && put(ctx, buf, (size_t)n) != 0) rc = -EPIPE;
+        if (done < to && put(ctx, at, buf, (size_t)n) != 0) rc = -EPIPE;
     }
-    int bad = rc == 0 && c != crc;   /* the last piece is held until the whole proved */
-    if (rc == 0 && !bad && put(ctx, buf, (size_t)n) != 0) rc = -EPIPE;
+    int bad = whole && rc == 0 && c != crc;   /* the whole's last piece is held until it proved */
+    if (rc == 0 && !bad && put(ctx, at, buf, (size_t)n) != 0) rc = -EPIPE;
     stage_give(ds, slot);
     read_end(ds, o, rc == -EPIPE ? 0 : rc, bad, mono_us() - t0);
     if (rc != 0) return rc;

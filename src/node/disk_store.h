@@ -104,14 +104,17 @@ int disk_store_stat(disk_store *ds, const void *key, size_t keylen, uint64_t *le
 int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len);
 /* Reads the record of the key whose te_cap_disk_tag (backend/cap.h) is
  * tag, if it holds a whole object of size bytes and CRC32C crc, through
- * a staging slot, handing put its value in pieces (in order, up to
- * DISK_STAGE_BYTES each); the last piece only once the whole value's
- * CRC32C matched crc. 0; -ENOENT (no such record); -EBADMSG (it failed
- * its CRC: dropped, as disk_store_read drops it); -EPIPE (put failed);
- * -errno of a failed read. Two keys of one tag are never served by it. */
-typedef int disk_store_put_fn(void *ctx, const void *buf, size_t n);
-int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, disk_store_put_fn *put,
-                           void *ctx);
+ * a staging slot, handing put its value's bytes [from, to) (from aligned
+ * down to a block) in pieces (in order, up to DISK_STAGE_BYTES each, at
+ * their offset in the value). The whole value (from 0 to size): the
+ * last piece only once its CRC32C matched crc; a part is not proved
+ * here (its reader checks its slice CRCs). 0; -ENOENT (no such record);
+ * -EBADMSG (it failed its CRC: dropped, as disk_store_read drops it);
+ * -EPIPE (put failed); -errno of a failed read. Two keys of one tag are
+ * never served by it. */
+typedef int disk_store_put_fn(void *ctx, uint64_t at, const void *buf, size_t n);
+int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to,
+                           disk_store_put_fn *put, void *ctx);
 /* 0, or -ENOENT. The space is reused once reads in flight finished. */
 int disk_store_remove(disk_store *ds, const void *key, size_t keylen);
 

@@ -134,8 +134,9 @@ void node_disk_info(disk_store *ds, resp_buf *out) {
     info_field(out, "disk_scan_ms", "%llu", (unsigned long long)st.scan_ms);
 }
 
-static int tier_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, te_disk_put *put, void *sink) {
-    return disk_store_read_tagged(ctx, tag, size, crc, put, sink);
+static int tier_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to,
+                     te_disk_put *put, void *sink) {
+    return disk_store_read_tagged(ctx, tag, size, crc, from, to, put, sink);
 }
 
 void node_disk_reader(disk_store *ds, te_disk_reader *out) {

@@ -72,16 +72,22 @@ static struct fake_disk {
     uint32_t crc;
     int damaged;                  /* the value fails its CRC: pieces before the last went, then -EBADMSG */
     int reads;
+    uint64_t bytes;               /* the last read's, handed to the server */
 } fd_;
 
-static int fake_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, te_disk_put *put, void *sink) {
+/* As the store does: a whole value in pieces from 0, a part from its
+ * first piece's start to its end. */
+static int fake_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to,
+                     te_disk_put *put, void *sink) {
     (void)ctx;
     fd_.reads++;
+    fd_.bytes = 0;
     if (tag != fd_.tag || size != fd_.size || crc != fd_.crc) return -2;   /* -ENOENT */
-    for (uint64_t at = 0; at < size; at += DISK_PIECE) {
+    for (uint64_t at = from / DISK_PIECE * DISK_PIECE; at < to; at += DISK_PIECE) {
         uint64_t n = size - at < DISK_PIECE ? size - at : DISK_PIECE;
         if (at + n == size && fd_.damaged) return -74;   /* -EBADMSG: the last piece held back */
-        if (put(sink, fd_.val + at, (size_t)n) != 0) return -32;
+        if (put(sink, at, fd_.val + at, (size_t)n) != 0) return -32;
+        fd_.bytes += n;
     }
     return 0;
 }
@@ -444,10 +450,15 @@ static void test_disk_reads(void) {
     memset(r.buf, 0, fd_.size);
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &c), TE_OK);
     ASSERT_MEMEQ(r.buf, fd_.val, fd_.size);
-    /* bytes [1 MiB + 5, +100) of it: remote_off is cap.offset plus the object offset */
+    /* bytes [1 MiB + 5, +100) of it: remote_off is cap.offset plus the
+     * object offset; the part read alone (its piece, not the record) */
     memset(r.buf, 0, 100);
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + DISK_PIECE + 5, 100, &c), TE_OK);
     ASSERT_MEMEQ(r.buf, fd_.val + DISK_PIECE + 5, 100);
+    ASSERT_EQ(fd_.bytes, DISK_PIECE);
+    memset(r.buf, 0, 2 * DISK_PIECE);   /* across pieces */
+    ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + 3 * DISK_PIECE - 7, 2 * DISK_PIECE, &c), TE_OK);
+    ASSERT_MEMEQ(r.buf, fd_.val + 3 * DISK_PIECE - 7, 2 * DISK_PIECE);
     te_cap other = disk_cap("k2", fd_.size, fd_.crc), wrong_crc = disk_cap("k1", fd_.size, fd_.crc ^ 1);
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc, fd_.size, &other), TE_ERANGE);
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc ^ 1, fd_.size, &wrong_crc), TE_ERANGE);
