@@ -584,7 +584,7 @@ static void test_tagged(void) {
     ASSERT_EQ(disk_store_read_tagged(ds, tag, len - 1, crc, 0, len - 1, take_piece, &g), -ENOENT);
     ASSERT_EQ(disk_store_read_tagged(ds, tag, len, crc ^ 1, 0, len, take_piece, &g), -ENOENT);
     ASSERT_EQ(disk_store_read_tagged(ds, tag, len, crc, 0, len + 1, take_piece, &g), -ENOENT);
-    disk_obj whole = {len * 2, 99};
+    disk_obj whole = {len * 2, 99, 0, NULL};
     ASSERT_EQ(disk_store_put_share(ds, "s1", 2, want, len, &whole), 0);
     ASSERT_EQ(disk_store_read_tagged(ds, te_cap_disk_tag("s1", 2), len, crc, 0, len, take_piece, &g), -ENOENT);
     ASSERT_EQ(disk_store_remove(ds, "t2", 2), 0);
