@@ -18,6 +18,18 @@ static inline void test_fail(const char *file, int line, const char *what) {
     test_case_failed = 1;
 }
 
+/* Lines of this process's /proc/self/maps naming what (a segment's file
+ * or memfd): how many mappings of it the process holds; -1 unreadable. */
+static inline int test_mappings_of(const char *what) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
+    fclose(f);
+    return n;
+}
+
 #define ASSERT(cond) do { \
     if (!(cond)) { test_fail(__FILE__, __LINE__, #cond); return; } \
 } while (0)

@@ -257,16 +257,6 @@ static void test_get_again_follows_the_master(void) {
 }
 
 /* Mappings of path in this process (lines of /proc/self/maps naming it). */
-static int mappings_of(const char *path) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f) return -1;
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) n += strstr(line, path) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* Every key read byte-exact, each retried for a while (a restored node's
  * replicas come back with its report). */
 static int read_all(mkv_client *c, int count, size_t len, const unsigned char *vals, unsigned char *dst) {
@@ -302,17 +292,17 @@ static void test_node_restart_same_client(void) {
         ASSERT_EQ(mkv_put(c, key, strlen(key), vals + (size_t)i * len, len, 1), MKV_OK);
     }
     ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
-    ASSERT_EQ(mappings_of(seg_file), 1);   /* the client maps the node's file */
+    ASSERT_EQ(test_mappings_of(seg_file), 1);   /* the client maps the node's file */
     long long restores = h_port_info(PORT_MASTER, "cluster", "node_restores");
     h_kill(h_node_pid);
     /* Idle, the client lets go of the dead process's mapping by itself
      * (it watches the node process: shm_map_watch), with no request to
      * find the path broken. */
     uint64_t end = mono_ms() + 10000;
-    while (mappings_of(seg_file) != 0 && mono_ms() < end) usleep(20 * 1000);
+    while (test_mappings_of(seg_file) != 0 && mono_ms() < end) usleep(20 * 1000);
     printf("# the dead node's mapping dropped %llu ms after its kill\n",
            (unsigned long long)(mono_ms() + 10000 - end));
-    ASSERT_EQ(mappings_of(seg_file), 0);
+    ASSERT_EQ(test_mappings_of(seg_file), 0);
     /* With the client's fd of the file still open (its idle path's), the
      * node starts on it again (before, the handed fd held the file's
      * lock: "in use by another process") and its report keeps the
@@ -324,8 +314,8 @@ static void test_node_restart_same_client(void) {
     ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
     /* One mapping: the new incarnation's. */
     end = mono_ms() + 10000;
-    while (mappings_of(seg_file) != 1 && mono_ms() < end) usleep(50 * 1000);
-    ASSERT_EQ(mappings_of(seg_file), 1);
+    while (test_mappings_of(seg_file) != 1 && mono_ms() < end) usleep(50 * 1000);
+    ASSERT_EQ(test_mappings_of(seg_file), 1);
     /* and the new incarnation takes writes through it too, once the
      * master places on it again (its restore over) */
     ASSERT(h_wait_nodes(PORT_MASTER, "alive", 1, 20000) == 0);

@@ -555,15 +555,20 @@ static int wait_no_tasks(const cluster *cl) {
     return master_field(cl, "tasks_pending") == 0 && master_field(cl, "holdings_pending") == 0 ? 0 : -1;
 }
 
+/* A cluster of two nodes at striped_flags (sub-directory name) with n
+ * striped objects put, some offloaded, no task or note in flight: 0. */
+static int striped_fill(cluster *cl, const char *name, mkv_client **c, int n) {
+    if (start_n(cl, name, "auto", 2, striped_flags) != 0 || connect_client(cl, c) != 0 ||
+        put_range(cl, *c, 0, n, 0) != n)
+        return -1;
+    return wait_offloaded(cl) == 0 && wait_no_tasks(cl) == 0 ? 0 : -1;
+}
+
 static void test_striped_over_nodes(void) {
     cluster cl = {0};
     mkv_client *c = NULL;
     const int n = 2 * NOBJ;   /* 24 MB: 75 % of the two segments */
-    ASSERT_EQ(start_n(&cl, "striped", "auto", 2, striped_flags), 0);
-    ASSERT_EQ(connect_client(&cl, &c), 0);
-    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
-    ASSERT_EQ(wait_offloaded(&cl), 0);
-    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    ASSERT_EQ(striped_fill(&cl, "striped", &c, n), 0);
     long long off = master_field(&cl, "disk_offloads");
     long long d0 = node_i_field(&cl, 0, "disk_objects"), d1 = node_i_field(&cl, 1, "disk_objects");
     printf("# %d striped objects put: %lld offloaded, disk records %lld + %lld\n", n, off, d0, d1);
@@ -653,11 +658,7 @@ static void test_striped_share_node_gone(void) {
     cluster cl = {0};
     mkv_client *c = NULL;
     const int n = 2 * NOBJ;
-    ASSERT_EQ(start_n(&cl, "striped-gone", "auto", 2, striped_flags), 0);
-    ASSERT_EQ(connect_client(&cl, &c), 0);
-    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
-    ASSERT_EQ(wait_offloaded(&cl), 0);
-    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    ASSERT_EQ(striped_fill(&cl, "striped-gone", &c, n), 0);
     long long on_disk = node_i_field(&cl, 0, "disk_objects");
     ASSERT(on_disk > 0);
     h_kill(cl.node1_pid);
@@ -709,11 +710,7 @@ static void test_striped_share_damaged(void) {
     cluster cl = {0};
     mkv_client *c = NULL;
     const int n = 2 * NOBJ;
-    ASSERT_EQ(start_n(&cl, "striped-damage", "auto", 2, striped_flags), 0);
-    ASSERT_EQ(connect_client(&cl, &c), 0);
-    ASSERT_EQ(put_range(&cl, c, 0, n, 0), n);
-    ASSERT_EQ(wait_offloaded(&cl), 0);
-    ASSERT_EQ(wait_no_tasks(&cl), 0);
+    ASSERT_EQ(striped_fill(&cl, "striped-damage", &c, n), 0);
     long long on_disk = node_i_field(&cl, 1, "disk_objects");
     ASSERT(on_disk > 0);
     ASSERT_EQ(restart_node(&cl, flip_record), 0);

@@ -167,17 +167,6 @@ static void test_no_sweep_while_busy(void) {
     close(fd2);
 }
 
-/* Lines of /proc/self/maps naming the test's memfd. */
-static int memfd_mappings(const char *name) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f) return -1;
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) n += strstr(line, name) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* The process that handed a segment out exits (a node killed): without a
  * transfer asking, the mapping is dropped (no line of /proc/self/maps
  * names the segment any more), its range still reads (zeros) so a copy
@@ -202,7 +191,7 @@ static void test_owner_exit_drops_mapping(void) {
     shm_map_watch(live, getpid());
     ASSERT(all_warm());
     ASSERT_STREQ(shm_map_base(m) + 100, "node!");
-    ASSERT_EQ(memfd_mappings("test-shm-owner"), 1);
+    ASSERT_EQ(test_mappings_of("test-shm-owner"), 1);
     usleep(2 * SHM_WATCH_MS * 1000);
     ASSERT_EQ(shm_map_dead(m), 0);   /* alive: watched, kept */
     kill(owner, SIGKILL);
@@ -210,7 +199,7 @@ static void test_owner_exit_drops_mapping(void) {
     uint64_t end = mono_ms() + 10000;
     while (!shm_map_dead(m) && mono_ms() < end) usleep(10000);
     ASSERT_EQ(shm_map_dead(m), 1);
-    ASSERT_EQ(memfd_mappings("test-shm-owner"), 0);
+    ASSERT_EQ(test_mappings_of("test-shm-owner"), 0);
     ASSERT_EQ(shm_map_base(m)[100], 0);
     ASSERT_EQ(shm_map_ready(m, 0, 1), 0);
     ASSERT_EQ(shm_map_cold_bytes(m), 0);
@@ -221,9 +210,9 @@ static void test_owner_exit_drops_mapping(void) {
     shm_map_put(m);
     ASSERT_EQ(shm_map_dead(live), 0);
     ASSERT_STREQ(shm_map_base(live) + 100, "live!");
-    ASSERT_EQ(memfd_mappings("test-shm-alive"), 1);
+    ASSERT_EQ(test_mappings_of("test-shm-alive"), 1);
     shm_map_put(live);
-    ASSERT_EQ(memfd_mappings("test-shm-alive"), 0);
+    ASSERT_EQ(test_mappings_of("test-shm-alive"), 0);
     close(fd);
     close(fd2);
 }
