@@ -21,6 +21,7 @@
 
 #include "client/client.h"
 #include "client/moonkv_async.h"
+#include "client/moonkv_internal.h"
 #include "core/util.h"
 #include "proto/status.h"
 
@@ -327,8 +328,8 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
 
 int mkv_async_fd(const mkv_async *a) { return a ? a->efd : -1; }
 
-int mkv_async_submit(mkv_async *a, mkv_op *op) {
-    if (!a || !op || (unsigned)op->kind > MKV_OP_REMOVE) return MKV_EINVAL;
+/* op to the I/O thread, counted as in flight. */
+static int enqueue(mkv_async *a, mkv_op *op) {
     pthread_mutex_lock(&a->mu);
     int rc = a->closing ? MKV_EINVAL : MKV_OK;
     if (rc == MKV_OK) {
@@ -340,6 +341,30 @@ int mkv_async_submit(mkv_async *a, mkv_op *op) {
     if (rc == MKV_OK) efd_post(a->wake);
     return rc;
 }
+
+int mkv_async_submit(mkv_async *a, mkv_op *op) {
+    if (!a || !op || (unsigned)op->kind > MKV_OP_REMOVE) return MKV_EINVAL;
+    return enqueue(a, op);
+}
+
+int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv, const size_t *lens) {
+    if (!a || !op || argc < 1) return MKV_EINVAL;
+    mkv_out *out = xcalloc(1, sizeof *out);
+    mkv_out_add(out, argc, argv, lens);
+    op->op.kind = MKV_OP_COMMAND_;
+    op->reply = NULL;
+    op->face = a;
+    op->out = out;
+    int rc = enqueue(a, &op->op);
+    if (rc != MKV_OK) {
+        mkv_out_free(out);
+        free(out);
+        op->out = NULL;
+    }
+    return rc;
+}
+
+uint64_t mkv_master_epoch(mkv_client *c) { return (uint64_t)mkv_link_connections(c); }
 
 size_t mkv_async_drain(mkv_async *a) {
     if (!a || a->efd < 0) return 0;

@@ -537,6 +537,28 @@ static void get_read(mkv_ajob **jobs, size_t n) {
     leg_objs_free(&g);
 }
 
+/* ---- a caller's own command (mkv_async_command) ---- */
+
+static void cmd_replied(void *arg, redisReply *r, int code) {
+    mkv_cmd_op *c = arg;
+    mkv_async *a = c->face;
+    c->reply = r;
+    c->op.status = r ? MKV_OK : code;
+    mkv_async_finish(a, &c->op);
+    mkv_async_replied(a);
+}
+
+/* Its command after the face's leases, in one write. */
+static void cmd_start(mkv_async *a, mkv_cmd_op *c) {
+    mkv_out *mine = c->out, out = {0};
+    c->out = NULL;
+    mkv_async_out(a, &out);
+    mkv_out_append(&out, mine);
+    mkv_out_free(mine);
+    free(mine);
+    mkv_async_send(a, &out, cmd_replied, c);
+}
+
 /* ---- start ---- */
 
 static chunk *chunk_new(aop *o, mkv_obj *objs, int *results, size_t n, int replicas) {
@@ -577,6 +599,7 @@ static int op_check(mkv_client *c, const mkv_op *op, int *replicas) {
 }
 
 void mkv_aop_start(mkv_async *a, mkv_op *op) {
+    if (op->kind == MKV_OP_COMMAND_) return cmd_start(a, (mkv_cmd_op *)op);
     int replicas, rc = op_check(a->c, op, &replicas);
     int one = op->kind == MKV_OP_PUT || op->kind == MKV_OP_GET || op->kind == MKV_OP_EXISTS || op->kind == MKV_OP_REMOVE;
     size_t n = one ? 1 : op->n, chunks = (n + PROTO_MAX_BATCH - 1) / PROTO_MAX_BATCH;

@@ -244,6 +244,8 @@ int mkv_link_open(mkv_client *c);
 /* Break the connection (its calls fail, the next one reopens it). */
 void mkv_link_drop(mkv_client *c);
 void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen);
+/* from's commands after o's. */
+void mkv_out_append(mkv_out *o, const mkv_out *from);
 void mkv_out_free(mkv_out *o);
 /* Send out's commands (opening the connection if needed) and wait for
  * their replies: the last one, the others dropped; or NULL with *code
@@ -524,6 +526,9 @@ struct mkv_async {
     struct mkv_asend *retry;             /* etcd: sends to repeat once a leader answers */
     mkv_leases leases;                   /* finished reads' leases, for the next command */
 };
+
+/* A caller's own command (mkv_async_command): an op kind beyond the public ones. */
+#define MKV_OP_COMMAND_ ((mkv_op_kind)64)
 
 /* async_ops.c: op's first step (its master leg sent, or done at once). */
 void mkv_aop_start(struct mkv_async *a, struct mkv_op *op);

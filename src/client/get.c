@@ -194,8 +194,8 @@ static int get_round(mkv_client *c, get_item *it, size_t n, int *again) {
 }
 
 /* Memory for an object only located now (mkv_get_placed). */
-static int place_buffer(mkv_client *c, get_item *it, mkv_place_fn *place, void *ctx) {
-    void *buf = place(ctx, it->pl.size);
+static int place_buffer(mkv_client *c, get_item *it, const mkv_pobj *p) {
+    void *buf = p->place(p->ctx, it->pl.size);
     if (!buf)
         return mkv_fail(c, MKV_ENOMEM, "no memory for an object of %llu bytes",
                         (unsigned long long)it->pl.size);
@@ -286,8 +286,9 @@ static int ahead_kept(const get_ahead *a, const get_item *it) {
     return a->was && a->copied && mkv_recent_same(a->was, &it->pl) && a->crc == it->pl.crc;
 }
 
-/* vec (or NULL): objs[i] is read into vec[i]'s pieces. */
-static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, mkv_place_fn *place, void *ctx) {
+/* vec (or NULL): objs[i] is read into vec[i]'s pieces; placed (or
+ * NULL): objs[i]'s memory is placed[i]'s to give once located. */
+static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, const mkv_pobj *placed) {
     get_item *it = xcalloc(n, sizeof *it);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -299,12 +300,12 @@ static int get_run(mkv_client *c, mkv_obj *objs, const mkv_objv *vec, size_t n, 
     }
     get_ahead ahead = {0};
     mkv_meanwhile mw = {ahead_copy, &ahead};
-    int single = m == 1 && n == 1 && !place && !vec;
+    int single = m == 1 && n == 1 && !placed && !vec;
     int rc = m ? get_locate(c, it, m, single && ahead_start(c, it[0].o, &ahead) ? &mw : NULL) : MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < m; i++) {
         it[i].replica = -1;
         if (it[i].o->status != MKV_OK) continue;
-        if (place) it[i].o->status = place_buffer(c, &it[i], place, ctx);
+        if (placed) it[i].o->status = place_buffer(c, &it[i], &placed[it[i].o - objs]);
         if (it[i].o->status == MKV_OK) it[i].o->status = check_fit(c, &it[i]);
         if (it[i].o->status == MKV_OK) it[i].o->status = ahead_kept(&ahead, &it[i]) ? MKV_OK : MKV_PENDING;
     }
@@ -327,7 +328,7 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
     MKV_ROUTED(c, mkv_route_get(c, key, keylen, buf, buflen, len_out));
     MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen, .buf = buf, .len = buflen};
-    int rc = get_run(c, &o, NULL, 1, NULL, NULL);
+    int rc = get_run(c, &o, NULL, 1, NULL);
     if (rc != MKV_OK) return rc;
     if (len_out && (o.status == MKV_OK || o.status == MKV_ETOOSMALL)) *len_out = o.len;
     return o.status;
@@ -339,7 +340,8 @@ int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *
     MKV_ROUTED(c, mkv_route_get_placed(c, key, keylen, place, ctx, len_out));
     MKV_ON_LANE(c);
     mkv_obj o = {.key = key, .keylen = keylen};
-    int rc = get_run(c, &o, NULL, 1, place, ctx);
+    mkv_pobj p = {.place = place, .ctx = ctx};
+    int rc = get_run(c, &o, NULL, 1, &p);
     if (rc != MKV_OK) return rc;
     if (len_out && o.status == MKV_OK) *len_out = o.len;
     return o.status;
@@ -351,7 +353,31 @@ int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n) {
     MKV_ON_LANE(c);
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
-        rc = get_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
+        rc = get_run(c, objs + i, NULL, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL);
+    return rc;
+}
+
+int mkv_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!objs[i].place) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_get_batch_placed(c, objs, n));
+    MKV_ON_LANE(c);
+    size_t cap = n < PROTO_MAX_BATCH ? n : PROTO_MAX_BATCH;
+    mkv_obj *o = xcalloc(cap ? cap : 1, sizeof *o);
+    int rc = MKV_OK;
+    for (size_t i = 0; i < n; i++) objs[i].status = MKV_EINVAL;   /* a chunk after a failed one: not asked */
+    for (size_t at = 0; rc == MKV_OK && at < n; at += PROTO_MAX_BATCH) {
+        size_t k = n - at < PROTO_MAX_BATCH ? n - at : PROTO_MAX_BATCH;
+        for (size_t i = 0; i < k; i++) o[i] = (mkv_obj){.key = objs[at + i].key, .keylen = objs[at + i].keylen};
+        rc = get_run(c, o, NULL, k, objs + at);
+        for (size_t i = 0; i < k; i++) {
+            objs[at + i].status = rc != MKV_OK ? rc : o[i].status;
+            objs[at + i].buf = o[i].buf;
+            objs[at + i].len = o[i].status == MKV_OK ? o[i].len : 0;
+        }
+    }
+    free(o);
     return rc;
 }
 
@@ -366,7 +392,7 @@ int mkv_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) {
                                     ? (size_t)mkv_pieces_len(objs[i].iov, objs[i].niov) : 0};
     int rc = MKV_OK;
     for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
-        rc = get_run(c, o + i, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL, NULL);
+        rc = get_run(c, o + i, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH, NULL);
     for (size_t i = 0; i < n; i++) {
         objs[i].status = rc != MKV_OK && o[i].status == MKV_OK ? rc : o[i].status;
         objs[i].len = o[i].len;

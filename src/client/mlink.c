@@ -344,6 +344,16 @@ void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen)
     redisFreeCommand(cmd);
 }
 
+void mkv_out_append(mkv_out *o, const mkv_out *from) {
+    if (o->len + from->len > o->cap) {
+        o->cap = (o->len + from->len) * 2;
+        o->buf = xrealloc(o->buf, o->cap);
+    }
+    memcpy(o->buf + o->len, from->buf, from->len);
+    o->len += from->len;
+    o->count += from->count;
+}
+
 void mkv_out_free(mkv_out *o) {
     free(o->buf);
     *o = (mkv_out){0};

@@ -137,6 +137,22 @@ int mkv_get(mkv_client *c, const void *key, size_t keylen, void *buf, size_t buf
 typedef void *mkv_place_fn(void *ctx, uint64_t size);
 int mkv_get_placed(mkv_client *c, const void *key, size_t keylen, mkv_place_fn *place, void *ctx,
                    uint64_t *len_out);
+/* One object of mkv_get_batch_placed: its memory is asked for once its
+ * size is known. */
+typedef struct mkv_pobj {
+    const void *key;
+    size_t keylen;
+    mkv_place_fn *place;  /* place(ctx, size), as mkv_get_placed's; may run on another thread */
+    void *ctx;
+    void *buf;            /* out: what place gave */
+    uint64_t len;         /* out: the object's size */
+    int status;           /* MKV_OK or MKV_E*, per object */
+} mkv_pobj;
+/* mkv_get_placed for a batch: one master round trip per 4096 keys, then
+ * the memory of each object found, then every transfer in one batch.
+ * Over master groups the batch is split by group and the parts run at
+ * once. MKV_OK when the batch ran (see each object's status). */
+int mkv_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n);
 int mkv_size(mkv_client *c, const void *key, size_t keylen, uint64_t *size);
 /* Size and CRC32C (crc32c(0, value, size)) of a complete object, from the
  * master alone: no bytes are read. crc may be NULL. */

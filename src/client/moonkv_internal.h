@@ -21,7 +21,9 @@
  *   becomes resident only where it is used;
  * - one control command on a client's master connection, which follows
  *   the leader through etcd (mkv_command), for a caller without an
- *   asynchronous connection of its own. */
+ *   asynchronous connection of its own; or the same on an async face
+ *   (mkv_async_command), completed as the face's operations are: the
+ *   gateway's master connection when the master is found through etcd. */
 #ifndef MKV_CLIENT_MOONKV_INTERNAL_H
 #define MKV_CLIENT_MOONKV_INTERNAL_H
 
@@ -30,6 +32,7 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "client/moonkv_async.h"
 #include "proto/located.h"
 #include "proto/placed.h"
 
@@ -132,5 +135,24 @@ int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len);
  * returns NULL. */
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code);
+
+/* A caller's own master command on an async face (mkv_async_command). */
+typedef struct mkv_cmd_op {
+    mkv_op op;                /* op.done, op.ctx: the caller's; op.status MKV_OK with a reply,
+                                 else why none came (MKV_ECONN, MKV_ETIMEDOUT, ...) */
+    redisReply *reply;        /* out: the master's reply, the caller's to free; NULL with none */
+    mkv_async *face;          /* the library's while in flight */
+    void *out;
+} mkv_cmd_op;
+/* Send one command (binary-safe arguments, built by proto/cmd.h) on the
+ * client's shared master connection through a: under etcd to the leader,
+ * sent again while there is none or it answers READONLY (until
+ * timeout_ms), as the face's own operations are. Its reply completes op
+ * as they complete (queued for mkv_async_drain, or inline). No thread
+ * waits for it. MKV_OK, or MKV_EINVAL (a closing face; op not taken). */
+int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv, const size_t *lens);
+/* Master connections the client opened so far: a new one may reach a
+ * new master (a new leader numbers nodes afresh). */
+uint64_t mkv_master_epoch(mkv_client *c);
 
 #endif

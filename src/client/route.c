@@ -402,6 +402,13 @@ static const void *objv_key(const void *el, size_t *len) {
 }
 static int *objv_status(void *el) { return &((mkv_objv *)el)->status; }
 
+static const void *pobj_key(const void *el, size_t *len) {
+    const mkv_pobj *o = el;
+    *len = o->keylen;
+    return o->key;
+}
+static int *pobj_status(void *el) { return &((mkv_pobj *)el)->status; }
+
 static int run_put(mkv_client *g, void *els, size_t n, int *res, int replicas) { return mkv_put_batch(g, els, n, replicas); }
 static int run_get(mkv_client *g, void *els, size_t n, int *res, int replicas) { return mkv_get_batch(g, els, n); }
 static int run_exists(mkv_client *g, void *els, size_t n, int *res, int replicas) {
@@ -412,11 +419,15 @@ static int run_putv(mkv_client *g, void *els, size_t n, int *res, int replicas) 
 }
 static int run_getv(mkv_client *g, void *els, size_t n, int *res, int replicas) { return mkv_get_batchv(g, els, n); }
 
+static int run_getp(mkv_client *g, void *els, size_t n, int *res, int replicas) {
+    return mkv_get_batch_placed(g, els, n);
+}
 static const batch_kind put_kind = {sizeof(mkv_obj), obj_key, obj_status, run_put};
 static const batch_kind get_kind = {sizeof(mkv_obj), obj_key, obj_status, run_get};
 static const batch_kind exists_kind = {sizeof(mkv_obj), obj_key, obj_status, run_exists};
 static const batch_kind putv_kind = {sizeof(mkv_objv), objv_key, objv_status, run_putv};
 static const batch_kind getv_kind = {sizeof(mkv_objv), objv_key, objv_status, run_getv};
+static const batch_kind getp_kind = {sizeof(mkv_pobj), pobj_key, pobj_status, run_getp};
 
 int mkv_route_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas) {
     return on_batch(c, &put_kind, objs, n, NULL, replicas);
@@ -430,6 +441,9 @@ int mkv_route_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) 
     return on_batch(c, &putv_kind, objs, n, NULL, replicas);
 }
 int mkv_route_get_batchv(mkv_client *c, mkv_objv *objs, size_t n) { return on_batch(c, &getv_kind, objs, n, NULL, 0); }
+int mkv_route_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n) {
+    return on_batch(c, &getp_kind, objs, n, NULL, 0);
+}
 
 /* The prefix over groups: every key asked at once (EXISTS by group), the
  * leading hits counted. */

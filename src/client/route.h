@@ -38,6 +38,7 @@ int mkv_route_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_route_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
 int mkv_route_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas);
 int mkv_route_get_batchv(mkv_client *c, mkv_objv *objs, size_t n);
+int mkv_route_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n);
 int mkv_route_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count);
 int mkv_route_remove_all(mkv_client *c, uint64_t *removed);
 int mkv_route_register(mkv_client *c, void *addr, size_t len, int warm);

@@ -5,8 +5,8 @@
  * master (the interface the cluster is reached by). The call goes over
  * the store's asynchronous master connection, so a master that does not
  * answer stalls no one (one call is out at a time: a tick while it is
- * skips); without that connection (etcd) it is synchronous with a short
- * timeout. A failed one keeps the last list and retries at the next
+ * skips); through etcd (that connection is the client's) it is
+ * synchronous with a short timeout. A failed one keeps the last list and retries at the next
  * tick. */
 #include "gateway/announce.h"
 
@@ -114,7 +114,7 @@ static void announced(const redisReply *r, void *ctx) {
 
 static void announce_now(gw_announce *a) {
     master_async *ma = cluster_store_master(a->srv->store);
-    if (!ma) {
+    if (!ma || master_async_follows(ma)) {   /* no address of its own to announce by */
         announce_sync(a);
         return;
     }

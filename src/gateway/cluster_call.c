@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client/moonkv_internal.h"
+#include "core/util.h"
 #include "gateway/cluster_call.h"
 #include "proto/limits.h"
 
@@ -59,6 +60,12 @@ int cluster_store_lost(char *errstr, size_t len) {
     return STORE_REFUSED;
 }
 
+static uint64_t master_waits;   /* cluster_master_wait (atomic) */
+
+void cluster_master_wait(void) { __atomic_fetch_add(&master_waits, 1, __ATOMIC_RELAXED); }
+
+uint64_t cluster_master_waits(void) { return __atomic_load_n(&master_waits, __ATOMIC_RELAXED); }
+
 int cluster_key_ok(size_t keylen) { return keylen >= 1 && keylen <= PROTO_MAX_KEY_LEN; }
 
 /* The client is the process's, shared by the loops and their workers:
@@ -82,6 +89,7 @@ int cluster_worker_topology(workers *w, mkv_client *mc, uint64_t epoch) {
 
 void cluster_ship(mkv_client *mc, store_put *p, int replicas) {
     int rc = staging_bind(mc, &p->buf);
+    cluster_master_wait();
     if (rc == MKV_OK) {
         for (int tries = 0;; tries++) {
             rc = mkv_put(mc, p->key, p->keylen, p->buf.ptr, (size_t)p->buf.len, replicas);
@@ -111,21 +119,51 @@ static void *fetch_buffer(void *ctx, uint64_t size) {
     return fp->f->buf.ptr;
 }
 
-/* One MOON.GET: the size it tells gets staging memory, then the bytes
- * are read (checksum verified by the library). */
-void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f) {
+/* A key the cluster could not hold is not found, without asking. */
+static int fetch_begin(gw_fetch *f) {
     f->buf.ptr = NULL;
     f->len = 0;
-    if (!cluster_key_ok(f->keylen)) {
-        f->rc = STORE_NOTFOUND;
-        return;
-    }
-    fetch_place fp = {.pool = pool, .mc = mc, .f = f};
-    uint64_t got = 0;
-    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
+    if (cluster_key_ok(f->keylen)) return 1;
+    f->rc = STORE_NOTFOUND;
+    return 0;
+}
+
+/* The library's outcome rc for f, got bytes placed in its buffer. */
+static void fetch_end(staging *pool, mkv_client *mc, gw_fetch *f, int rc, uint64_t got) {
     if (f->buf.ptr) staging_unbind(mc, &f->buf);
     f->rc = cluster_store_code(rc, mc, f->errstr, sizeof f->errstr);
     if (f->rc == STORE_OK) f->len = got;
     else staging_put(pool, &f->buf);   /* none placed: a no-op */
+}
+
+/* One MOON.GET: the size it tells gets staging memory, then the bytes
+ * are read (checksum verified by the library). */
+void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f) {
+    if (!fetch_begin(f)) return;
+    fetch_place fp = {.pool = pool, .mc = mc, .f = f};
+    uint64_t got = 0;
+    cluster_master_wait();
+    fetch_end(pool, mc, f, mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got), got);
+}
+
+void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) {
+    mkv_pobj *o = xcalloc(n ? n : 1, sizeof *o);
+    fetch_place *fp = xcalloc(n ? n : 1, sizeof *fp);
+    size_t *idx = xcalloc(n ? n : 1, sizeof *idx), m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!fetch_begin(f[i])) continue;
+        fp[m] = (fetch_place){.pool = pool, .mc = mc, .f = f[i]};
+        o[m] = (mkv_pobj){.key = f[i]->key, .keylen = f[i]->keylen, .place = fetch_buffer, .ctx = &fp[m]};
+        idx[m++] = i;
+    }
+    if (m) {
+        cluster_master_wait();
+        mkv_get_batch_placed(mc, o, m);   /* a failure of all is each object's status too */
+    }
+    /* In order: a failed one's message is the client's last (this thread's). */
+    for (size_t k = 0; k < m; k++) fetch_end(pool, mc, f[idx[k]], o[k].status, o[k].len);
+    free(o);
+    free(fp);
+    free(idx);
 }
 

@@ -53,9 +53,20 @@ int cluster_store_lost(char *errstr, size_t len);
 /* A key the cluster could hold (else it is not found, without asking). */
 int cluster_key_ok(size_t keylen);
 
+/* A command's blocking library call on a worker, which waits there for
+ * the master (a fallback, etcd's and groups' path): counted for INFO
+ * gateway worker_master_waits, process-wide. Not counted: a worker's
+ * node-table reads (once per master connection, or a second). */
+void cluster_master_wait(void);
+uint64_t cluster_master_waits(void);
+
 /* One MOON.GET with mc: the size it tells gets memory from pool, then
  * the bytes are read (checksum verified by the library). */
 void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
+/* cluster_fetch for n keys in one library batch (mkv_get_batch_placed:
+ * one master round trip, or over groups one per group, the groups' parts
+ * at once): each size told gets memory from pool. */
+void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n);
 /* p's value put with mc to replicas nodes; the outcome in p (shipped). */
 void cluster_ship(mkv_client *mc, store_put *p, int replicas);
 

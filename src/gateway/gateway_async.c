@@ -632,8 +632,8 @@ static void ask_ran(gw_job *j) {
 }
 
 /* Every answer asked is in. Keys whose answer did not come (the
- * connection failed, or there is none: etcd) are asked by blocking
- * calls on a worker, never on the loop. */
+ * connection failed, or there is none: master groups) are asked by
+ * blocking calls on a worker, never on the loop. */
 static void ask_done(gw_call *call) {
     if (--call->asking) return;
     int missing = 0;

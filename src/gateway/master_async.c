@@ -1,5 +1,6 @@
 /* gateway/master_async.c - see master_async.h. hiredis's async context
- * on the loop's file events (the adapter is the ev callbacks below). */
+ * on the loop's file events (the adapter is the ev callbacks below), or,
+ * through etcd, the process's client's async face (the face section). */
 #include "gateway/master_async.h"
 
 #include <hiredis/async.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "client/moonkv_internal.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "proto/limits.h"
@@ -44,6 +46,10 @@ struct master_async {
     resp_buf held;             /* their formatted text, back to back */
     struct ma_held *hq;
     size_t nheld, capheld;
+    /* Over the process's client (master_async_over): its async face. */
+    mkv_client *mc;
+    mkv_async *face;
+    int closing;               /* being freed: what completes now gets NULL */
 };
 
 typedef struct ma_req {
@@ -283,8 +289,72 @@ static void hold(master_async *m, ma_req *q) {
     resp_buf_append(&m->held, m->cmd.data, m->cmd.len);
 }
 
+/* ---- over the client's async face ---- */
+
+typedef struct ma_cmd {
+    mkv_cmd_op op;             /* first: the face's completion */
+    master_async_cb *cb;
+    void *ctx;
+} ma_cmd;
+
+/* On the loop, from mkv_async_drain. */
+static void face_done(mkv_op *op) {
+    ma_cmd *q = (ma_cmd *)op;
+    master_async *m = op->ctx;
+    redisReply *r = q->op.reply;
+    q->cb(m->closing ? NULL : r, q->ctx);
+    if (r) freeReplyObject(r);
+    free(q);
+}
+
+static void face_ready(event_loop *el, int fd, void *data, int mask) {
+    master_async *m = data;
+    mkv_async_drain(m->face);
+}
+
+static int face_send(master_async *m, int argc, const char **argv, const size_t *lens, master_async_cb *cb,
+                     void *ctx) {
+    ma_cmd *q = xcalloc(1, sizeof *q);
+    q->cb = cb;
+    q->ctx = ctx;
+    q->op.op.done = face_done;
+    q->op.op.ctx = m;
+    if (m->closing || mkv_async_command(m->face, &q->op, argc, argv, lens) != MKV_OK) {
+        free(q);
+        return -1;
+    }
+    return 0;
+}
+
+master_async *master_async_over(event_loop *loop, mkv_client *mc) {
+    master_async *m = xcalloc(1, sizeof *m);
+    m->loop = loop;
+    m->mc = mc;
+    /* One thread for data legs, which these commands never use. */
+    if (mkv_async_open(&m->face, mc, 1, 0) != MKV_OK) {
+        free(m);
+        return NULL;
+    }
+    loop_add_file(loop, mkv_async_fd(m->face), LOOP_READABLE, face_ready, m);
+    return m;
+}
+
+int master_async_follows(const master_async *m) { return m->face != NULL; }
+
+/* Waits for what is in flight (each within the client's timeout), whose
+ * callbacks then get NULL. */
+static void face_free(master_async *m) {
+    m->closing = 1;
+    loop_del_file(m->loop, mkv_async_fd(m->face), LOOP_READABLE);
+    mkv_async_close(m->face);
+    free(m);
+}
+
+/* ---- sending ---- */
+
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
                       master_async_cb *cb, void *ctx) {
+    if (m->face) return face_send(m, argc, argv, lens, cb, ctx);
     if (!m->ac && link_open(m) != 0) return -1;
     ma_req *q = xmalloc(sizeof *q);
     *q = (ma_req){.m = m, .cb = cb, .ctx = ctx};
@@ -332,15 +402,18 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
 }
 
 int master_async_local_addr(master_async *m, struct sockaddr_storage *ss) {
+    if (m->face) return -1;
     if (!m->ac && link_open(m) != 0) return -1;
     socklen_t sl = sizeof *ss;
     return getsockname(m->ac->c.fd, (struct sockaddr *)ss, &sl) == 0 ? 0 : -1;
 }
 
-uint64_t master_async_epoch(const master_async *m) { return m->epoch; }
+/* Over the client: its connections (a command may go on one opened after). */
+uint64_t master_async_epoch(const master_async *m) { return m->face ? mkv_master_epoch(m->mc) : m->epoch; }
 
 void master_async_free(master_async *m) {
     if (!m) return;
+    if (m->face) return face_free(m);
     if (m->ac) {
         redisAsyncContext *ac = m->ac;
         m->ac = NULL;

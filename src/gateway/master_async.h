@@ -24,11 +24,24 @@ typedef struct master_async master_async;
  * before it came (the command may or may not have run). */
 typedef void master_async_cb(const redisReply *r, void *ctx);
 
+struct mkv_client;
+
 /* hostport "host:port"; password NULL or "" for none; secret the
  * cluster's (NULL: ""). NULL if hostport does not parse. Nothing is
  * connected yet. */
 master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
                                   const char *secret, int timeout_ms);
+/* The same connection over the process's client (mc, which outlives
+ * it) when the master is found through etcd: each command goes on the
+ * client's shared master connection by its async face
+ * (client/moonkv_internal.h mkv_async_command), which follows the leader
+ * and sends again while there is none; replies come back on the loop by
+ * the face's fd, in order. No thread waits for one. NULL if the face
+ * cannot be opened. */
+master_async *master_async_over(event_loop *loop, struct mkv_client *mc);
+/* 1 for a connection made by master_async_over. */
+int master_async_follows(const master_async *m);
+
 /* Queue one command (binary-safe arguments). 0: cb will be called
  * exactly once; -1: not sent (no connection now), cb will not be called. */
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
@@ -52,7 +65,8 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
 
 /* The connection's local address (the interface the master is reached
  * by), the connection opened first if there is none (as a send opens
- * it; the connect completes later). 0, or -1 without one. */
+ * it; the connect completes later). 0, or -1 without one (always over
+ * the client: master_async_follows). */
 struct sockaddr_storage;
 int master_async_local_addr(master_async *m, struct sockaddr_storage *ss);
 /* Connections opened so far: a new one may reach a new master. */

@@ -77,7 +77,10 @@ static void put_routed(pb_batch *bt, mkv_client *mc) {
         objs[n] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = (size_t)p->buf.len};
         idx[n++] = i;
     }
-    if (n) mkv_put_batch(mc, objs, n, bt->b->nreplicas);
+    if (n) {
+        cluster_master_wait();
+        mkv_put_batch(mc, objs, n, bt->b->nreplicas);
+    }
     for (size_t k = 0; k < n; k++) {
         store_put *p = bt->p[idx[k]];
         staging_unbind(mc, &p->buf);

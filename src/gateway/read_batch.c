@@ -61,6 +61,7 @@ struct read_batcher {
     int closing;
     uint64_t read_inline;     /* values read on the loop (INFO gets_inline) */
     uint64_t deferred;        /* steps that left keys for the next iteration (INFO) */
+    uint64_t fetch_batches;   /* batches read by one library batch on a worker (INFO; atomic) */
     proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
@@ -83,10 +84,18 @@ struct rb_batch {
 
 /* ---- on a worker ---- */
 
+/* No MOON.MGETPACKED answer (over groups there is none to ask): the
+ * pending keys as one library batch, which the client splits by group
+ * and whose parts run at once. */
 static void fetch_each(gw_job *j, mkv_client *mc) {
     rb_batch *bt = (rb_batch *)j;
+    gw_fetch **f = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *f);
+    size_t n = 0;
     for (size_t i = bt->done_keys; i < bt->nkeys; i++)
-        if (bt->f[i]->rc == RB_PENDING) cluster_fetch(bt->b->pool, mc, bt->f[i]);
+        if (bt->f[i]->rc == RB_PENDING) f[n++] = bt->f[i];
+    cluster_fetch_batch(bt->b->pool, mc, f, n);
+    if (n) __atomic_fetch_add(&bt->b->fetch_batches, 1, __ATOMIC_RELAXED);
+    free(f);
 }
 
 /* A located key's read outcome into its fetch. A lease that ran out
@@ -525,6 +534,10 @@ void read_batcher_free(read_batcher *b) {
 uint64_t read_batcher_inline(const read_batcher *b) { return b ? b->read_inline : 0; }
 
 uint64_t read_batcher_deferred(const read_batcher *b) { return b ? b->deferred : 0; }
+
+uint64_t read_batcher_fetched(const read_batcher *b) {
+    return b ? __atomic_load_n(&b->fetch_batches, __ATOMIC_RELAXED) : 0;
+}
 
 mkv_client *read_batcher_inline_client(read_batcher *b) {
     return b && !b->closing ? b->now.mc : NULL;

@@ -18,9 +18,10 @@
  * touch of a page cost the gateway more than the copy did), and the
  * first reply does not wait for the last value.
  *
- * Without the asynchronous connection (the master reached through etcd,
- * or unreachable now), the batch's keys are fetched one by one on a
- * worker instead (the blocking calls), with the same results. */
+ * Without the asynchronous connection (over master groups, or the master
+ * unreachable now), the batch's keys are fetched by one library batch on
+ * a worker instead (mkv_get_batch_placed: over groups split by group,
+ * the parts at once), with the same results. */
 #ifndef MKV_GATEWAY_READ_BATCH_H
 #define MKV_GATEWAY_READ_BATCH_H
 
@@ -62,6 +63,9 @@ uint64_t read_batcher_inline(const read_batcher *b);
 /* Loop iterations that read their RB_STEP_BYTES and left the rest of a
  * batch for the next one. */
 uint64_t read_batcher_deferred(const read_batcher *b);
+/* Batches fetched as one library batch on a worker (no MOON.MGETPACKED
+ * answer: over master groups, split by group there). */
+uint64_t read_batcher_fetched(const read_batcher *b);
 void read_batcher_add(read_batcher *b, gw_read *r);
 /* Reads still queued finish with fetched 0; batches then waiting for the
  * master finish so when its connection is freed. Then free. */

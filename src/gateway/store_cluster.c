@@ -56,10 +56,10 @@ typedef struct cluster_store {
     staging *pool;
     int registered;             /* the pool with mc */
     workers *workers;
-    master_async *ma;           /* the batchers' master connection; NULL with etcd */
+    master_async *ma;           /* the batchers' master connection (the client's through etcd); NULL over groups */
     struct read_batcher *reads;
     struct put_batcher *puts;
-    put_streamer *streams;      /* large SETs on their way while they arrive; NULL with etcd */
+    put_streamer *streams;      /* large SETs on their way while they arrive; NULL over groups */
     get_streamer *gets;         /* large GETs on their way while they arrive */
     struct gw_async *async;     /* gateway_async.c's, freed with the store */
     void (*async_free)(struct gw_async *ga);
@@ -391,6 +391,7 @@ void cluster_store_removed(store *s, uint64_t n) { cs_of(s)->stats.removes += n;
 /* One key's answer by a blocking call (cluster_answer). */
 static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
     int rc;
+    cluster_master_wait();
     if (strcmp(verb, PROTO_VERB_OBJECT) == 0) {
         uint64_t len = 0;
         rc = mkv_stat(mc, a->key, a->keylen, &len, &a->crc);
@@ -460,6 +461,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_gets_inline_deferred", "%llu", (unsigned long long)read_batcher_deferred(cs->reads));
     info_field(out, "cluster_puts_inline", "%llu", (unsigned long long)put_batcher_inline(cs->puts));
     info_field(out, "cluster_put_batches_routed", "%llu", (unsigned long long)put_batcher_routed(cs->puts));
+    info_field(out, "cluster_get_batches_fetched", "%llu", (unsigned long long)read_batcher_fetched(cs->reads));
     info_field(out, "cluster_streamed_gets", "%llu", (unsigned long long)streamed_gets);
     info_field(out, "cluster_streamed_gets_cut", "%llu", (unsigned long long)cut_gets);
     info_field(out, "cluster_failed_puts", "%llu", (unsigned long long)cs->stats.failed_puts);
@@ -467,6 +469,7 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_bytes_put", "%llu", (unsigned long long)cs->stats.bytes_put);
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
     info_field(out, "loop_blocking_calls", "%llu", (unsigned long long)cs->stats.loop_blocking);
+    info_field(out, "worker_master_waits", "%llu", (unsigned long long)cluster_master_waits());
     mkv_transfer_stats ts;
     mkv_transfer_stats_get(cs->mc, &ts);   /* the process's client: every loop's bytes */
     info_field(out, "transfer_bytes_tcp", "%llu", (unsigned long long)ts.bytes_tcp);
@@ -656,11 +659,13 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         snprintf(err, errlen, "%s", why);
         return -1;
     }
-    /* Through etcd the master moves (over groups there are several): the
-     * batches take the blocking calls, which follow it, or route each key
-     * to its group's (read_batch.h, put_batch.h). */
+    /* Through etcd the master moves: the asynchronous connection is the
+     * client's own, which follows it (master_async_over). Over groups
+     * there are several: the batches take the blocking calls, which route
+     * each key to its group's (read_batch.h, put_batch.h). */
     if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, cs->secret,
                                                      opt.timeout_ms);
+    else if (!cs->groups) cs->ma = master_async_over(cs->loop, cs->mc);   /* the leader, followed by the client */
     /* Only shm reads without waiting, and only while no loop can wait for a lane. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;

@@ -66,7 +66,8 @@ void cluster_store_removed(store *s, uint64_t n);
  * MOON.OBJECT), as the store's remove, exists and stat ask; a call that
  * fails marks its answer failed. */
 void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n);
-/* The asynchronous master connection; NULL without one (etcd). */
+/* The asynchronous master connection (through etcd the client's:
+ * master_async_over); NULL without one (master groups). */
 struct master_async *cluster_store_master(store *s);
 
 #endif

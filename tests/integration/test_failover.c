@@ -11,8 +11,10 @@
  * leader by the client that holds it, without a call of its own (its
  * keeper thread), and the new leader holds removes of the objects it
  * rebuilt until clients could do so. Puts of the async face submitted right
- * after the kill go out again until the new leader answers. The gateway, with no asynchronous master
- * connection here, asks a key's EXISTS/DEL/... on a worker, not its loop.
+ * after the kill go out again until the new leader answers. The gateway's
+ * asynchronous master connection is here its client's, through the
+ * async face (it follows the leader): a GET, SET, EXISTS, DEL, ... waits
+ * for the master on no thread, neither the loop nor a worker.
  *
  * The new leader rebuilds its table from the nodes' reports, so objects
  * stored before the failover survive it (the pinned ones are read back
@@ -106,13 +108,18 @@ static void test_writes_work(void) {
     ASSERT(h_gw_get_is(&probe, "before-gw", "value-1"));
     ASSERT(h_lib_put(&probe, "before-lib", "value-2"));
     ASSERT(h_lib_get_is(&probe, "before-lib", "value-2"));
-    /* Without a fixed master address the gateway has no asynchronous
-     * master connection: a key's EXISTS, STRLEN, TYPE, TTL and DEL, a SET
-     * of the stored bytes, and INFO, DBSIZE, KEYS and SCAN are asked on a
-     * worker (which follows the leader), not on the loop. */
+    /* Without a fixed master address the gateway's asynchronous master
+     * connection is its client's async face (which follows the leader):
+     * a key's GET, SET, EXISTS, STRLEN, TYPE, TTL and DEL, a SET of the
+     * stored bytes, and INFO, DBSIZE, KEYS and SCAN are asked over it,
+     * neither on the loop nor by a worker's blocking call (before, each
+     * was a worker's: worker_master_waits grew by one per key). */
     long long blocking = h_info_field(probe.gw, "gateway", "loop_blocking_calls");
+    long long waits = h_info_field(probe.gw, "gateway", "worker_master_waits");
     ASSERT(blocking >= 0);
+    ASSERT(waits >= 0);
     ASSERT(h_gw_set(&probe, "ask-gw", "value-5"));
+    ASSERT(h_gw_get_is(&probe, "ask-gw", "value-5"));
     ASSERT(h_gw_set(&probe, "ask-gw", "value-5"));   /* the same bytes: OK */
     ASSERT(gw_answers("EXISTS ask-gw nokey", 1, NULL));
     ASSERT(gw_answers("STRLEN ask-gw", 7, NULL));
@@ -135,6 +142,7 @@ static void test_writes_work(void) {
     ASSERT(gw_answers("DEL ask-gw nokey", 1, NULL));
     ASSERT(gw_answers("EXISTS ask-gw", 0, NULL));
     ASSERT_EQ(h_info_field(probe.gw, "gateway", "loop_blocking_calls"), blocking);
+    ASSERT_EQ(h_info_field(probe.gw, "gateway", "worker_master_waits"), waits);
 }
 
 /* ---- the async face across the failover ----

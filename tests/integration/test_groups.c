@@ -329,12 +329,21 @@ static void test_gateway_routes(void) {
     const char *argv[GW_KEYS + 1];
     argv[0] = "MGET";
     for (int i = 0; i < GW_KEYS; i++) argv[i + 1] = keys[i];
+    long long waits = h_info_field(gw, "gateway", "worker_master_waits");
+    long long fetched = h_info_field(gw, "gateway", "cluster_get_batches_fetched");
+    ASSERT(waits >= 0 && fetched >= 0);
     redisReply *r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
     ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == GW_KEYS);
     int same = 0;
     for (int i = 0; i < GW_KEYS; i++) same += is_value(r->element[i], i);
     freeReplyObject(r);
     ASSERT_EQ(same, GW_KEYS);
+    /* the MGET's keys went as one library batch, split by group there
+     * (its parts at once), not key by key: one worker call, not 60 (a
+     * read whose lease ran out under load is located alone again) */
+    long long mget_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    ASSERT_EQ(h_info_field(gw, "gateway", "cluster_get_batches_fetched"), fetched + 1);
+    ASSERT_MSG(mget_waits >= 1 && mget_waits <= 4, "the MGET of %d keys made %lld blocking calls", GW_KEYS, mget_waits);
     for (int i = 0; i < 4; i++) redisAppendCommand(gw, "GET %s", keys[i]);
     ASSERT_EQ(replies_ok(gw, 4, is_value), 4);
     argv[0] = "EXISTS";
@@ -363,13 +372,25 @@ static void test_gateway_routes(void) {
     ASSERT(is_value(r, 5));
     freeReplyObject(r);
     ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
-    printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches\n", in_a,
-           GW_KEYS, batches);
+    printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches; "
+           "MGET of %d keys: %lld blocking call(s)\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits);
     redisFree(gw);
 }
 
 /* Group c joins with no slots; the operator gives it the last quarter
  * of the key space (b's): new keys there go to c, the rest stay. */
+/* mkv_get_batch_placed's memory: object i (ctx = &placed[i], in an
+ * array starting at placed0) at dst + i * MAX_VAL; the size asked kept
+ * in *ctx. Parts of a batch ask at once, each for its own objects. */
+static size_t *placed0;
+
+static void *place_at(void *ctx, uint64_t size) {
+    size_t *sz = ctx;
+    if (size > MAX_VAL) return NULL;
+    *sz = (size_t)size;
+    return dst + (size_t)(sz - placed0) * MAX_VAL;
+}
+
 static void test_group_added(void) {
     char err[ETCD_ERR_LEN];
     etcd_client *ec = etcd_create(etcd.url, 1000, err, sizeof err);
@@ -409,6 +430,28 @@ static void test_group_added(void) {
         ASSERT_MSG(objs[i].status == MKV_OK && objs[i].len == n && memcmp(objs[i].buf, src, n) == 0,
                    "get %.31s: %d", keys[i], objs[i].status);
     }
+    /* the same keys with sizes unknown (mkv_get_batch_placed): each
+     * object's memory asked once located, over the three groups at once;
+     * a key never put is not found and asks for none */
+    mkv_pobj p[N + 1];
+    size_t placed[N + 1];
+    placed0 = placed;
+    memset(dst, 0, (size_t)(N + 1) * MAX_VAL);
+    for (int i = 0; i <= N; i++) {
+        placed[i] = 0;
+        p[i] = (mkv_pobj){.key = keys[i < N ? i : 0], .keylen = strlen(keys[i < N ? i : 0]), .place = place_at,
+                          .ctx = &placed[i]};
+    }
+    p[N].key = "three-never-put";
+    p[N].keylen = strlen(p[N].key);
+    ASSERT_EQ(mkv_get_batch_placed(mc, p, N + 1), MKV_OK);
+    for (int i = 0; i < N; i++) {
+        size_t n = fill(src, 500 + i);
+        ASSERT_MSG(p[i].status == MKV_OK && p[i].len == n && placed[i] == n && memcmp(p[i].buf, src, n) == 0,
+                   "placed get %.31s: %d", keys[i], p[i].status);
+    }
+    ASSERT_EQ(p[N].status, MKV_ENOTFOUND);
+    ASSERT_EQ(placed[N], 0);
     printf("# three groups: %d, %d, %d keys of the batch on a, b, c\n", per[0], per[1], per[2]);
 }
 
