@@ -23,7 +23,9 @@
 #include "client/client.h"   /* the core's counters: master connections, engine contexts */
 #include "client/moonkv.h"
 #include "client/moonkv_async.h"
+#include "client/moonkv_internal.h"   /* mkv_async_command: a caller's own command on the face */
 #include "cluster_harness.h"
+#include "proto/cmd.h"
 #include "proto/pins.h"
 #include "test.h"
 
@@ -256,18 +258,18 @@ static int submit_all(mkv_async *a, async_run *r, mkv_op_kind k) {
     return MKV_OK;
 }
 
-static int called(async_run *r) { return count_of(&r->dc); }
-
-/* Until want callbacks ran: queued mode polls the fd and drains (the
- * event loop's part), inline mode just looks. Bounded: 60 s. */
-static int wait_called(mkv_async *a, async_run *r, int want) {
-    for (int waited = 0; called(r) < want && waited < 60000; waited += 100) {
+/* Until want callbacks of d ran: queued mode polls the fd and drains
+ * (the event loop's part), inline mode just looks. Bounded: 60 s. */
+static int wait_count(mkv_async *a, done_count *d, int want) {
+    for (int waited = 0; count_of(d) < want && waited < 60000; waited += 100) {
         struct pollfd p = {.fd = mkv_async_fd(a), .events = POLLIN};
         if (p.fd < 0) usleep(100000);
         else if (poll(&p, 1, 100) > 0) mkv_async_drain(a);
     }
-    return called(r);
+    return count_of(d);
 }
+
+static int wait_called(mkv_async *a, async_run *r, int want) { return wait_count(a, &r->dc, want); }
 
 static int all_status(async_run *r, int want) {
     for (int i = 0; i < AOPS; i++)
@@ -361,6 +363,66 @@ static void test_async_chain_and_close(void) {
     ASSERT_EQ(rc, MKV_OK);
     ASSERT_EQ(chained, 3);
     ASSERT_EQ(op.status, 0);   /* no such key */
+}
+
+/* A caller's own commands on the face (mkv_async_command, the gateway's
+ * way through etcd), in flight at once with the face's operations: each
+ * completes once, in the queue, with its own reply (MOON.EXISTS of a key
+ * put: 1; of one never put: 0), the face's exists likewise. */
+#define CMDS 64
+
+typedef struct cmd_run {
+    done_count dc;               /* first */
+    mkv_cmd_op cmd[CMDS];
+    mkv_op ops[CMDS];
+    char keys[CMDS][32];
+} cmd_run;
+
+static void test_async_command(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    mkv_client *c = NULL;
+    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    cmd_run *r = calloc(1, sizeof *r);
+    pthread_mutex_init(&r->dc.mu, NULL);
+    char *val = malloc(64);
+    memset(val, 'v', 64);
+    int rc = mkv_register_buffer(c, val, 64);
+    for (int i = 0; i < CMDS; i++) {
+        snprintf(r->keys[i], sizeof r->keys[i], "acmd:%d:%d", (int)getpid(), i);
+        if (rc == MKV_OK && i % 2 == 0) rc = mkv_put(c, r->keys[i], strlen(r->keys[i]), val, 64, 1);
+    }
+    mkv_async *a = NULL;
+    if (rc == MKV_OK) rc = mkv_async_open(&a, c, 1, 0);
+    for (int i = 0; rc == MKV_OK && i < CMDS; i++) {
+        proto_cmd cmd;
+        proto_cmd_key(&cmd, PROTO_VERB_EXISTS, r->keys[i], strlen(r->keys[i]));
+        r->cmd[i].op = (mkv_op){.done = count_done, .ctx = r};
+        rc = mkv_async_command(a, &r->cmd[i], cmd.argc, cmd.argv, cmd.lens);
+        proto_cmd_free(&cmd);
+        r->ops[i] = (mkv_op){.kind = MKV_OP_EXISTS, .key = r->keys[i], .keylen = strlen(r->keys[i]),
+                             .done = count_done, .ctx = r};
+        if (rc == MKV_OK) rc = mkv_async_submit(a, &r->ops[i]);
+    }
+    int called = rc == MKV_OK ? wait_count(a, &r->dc, 2 * CMDS) : -1, replied = 0, exists = 0;
+    for (int i = 0; called == 2 * CMDS && i < CMDS; i++) {
+        redisReply *x = r->cmd[i].reply;
+        replied += r->cmd[i].op.status == MKV_OK && x && x->type == REDIS_REPLY_INTEGER && x->integer == (i % 2 == 0);
+        exists += r->ops[i].status == (i % 2 == 0);
+    }
+    for (int i = 0; i < CMDS; i++)
+        if (r->cmd[i].reply) freeReplyObject(r->cmd[i].reply);
+    size_t pending = a ? mkv_async_pending(a) : 1;
+    mkv_async_close(a);
+    mkv_close(c);
+    free(val);
+    free(r);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s", mkv_strerror(rc));
+    ASSERT_EQ(called, 2 * CMDS);
+    ASSERT_EQ(replied, CMDS);
+    ASSERT_EQ(exists, CMDS);
+    ASSERT_EQ(pending, 0);
 }
 
 /* ---- the async face: every operation in flight at once ---- */
@@ -660,6 +722,7 @@ int main(void) {
     RUN_TEST(test_async_queued);
     RUN_TEST(test_async_inline);
     RUN_TEST(test_async_chain_and_close);
+    RUN_TEST(test_async_command);
     RUN_TEST(test_async_many_one_thread);
     RUN_TEST(test_async_stopped_master_times_out_together);
     RUN_TEST(test_async_master_killed_mid_flight);
