@@ -213,6 +213,15 @@ static void test_lanes_bound(void) {
     ASSERT(strstr(mkv_last_error(NULL), "lanes") != NULL);
 }
 
+/* A client of the master with the default options, or NULL. */
+static mkv_client *connect_default(void) {
+    mkv_options opt;
+    mkv_options_init(&opt);
+    opt.master = master_addr;
+    mkv_client *c = NULL;
+    return mkv_connect(&c, &opt) == MKV_OK ? c : NULL;
+}
+
 /* ---- the asynchronous face ---- */
 
 #define AOPS 16
@@ -341,11 +350,8 @@ static void chain_done(mkv_op *op) {
 }
 
 static void test_async_chain_and_close(void) {
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = master_addr;
-    mkv_client *c = NULL;
-    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    mkv_client *c = connect_default();
+    ASSERT_MSG(c, "connect: %s", mkv_last_error(NULL));
     mkv_async *a = NULL;
     ASSERT_EQ(mkv_async_open(&a, c, 0, 0), MKV_OK);
     mkv_op bad = {.kind = (mkv_op_kind)99};
@@ -379,11 +385,8 @@ typedef struct cmd_run {
 } cmd_run;
 
 static void test_async_command(void) {
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = master_addr;
-    mkv_client *c = NULL;
-    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    mkv_client *c = connect_default();
+    ASSERT_MSG(c, "connect: %s", mkv_last_error(NULL));
     cmd_run *r = calloc(1, sizeof *r);
     pthread_mutex_init(&r->dc.mu, NULL);
     char *val = malloc(64);
@@ -501,11 +504,8 @@ static void many_free(many_run *r) {
  * at once on a face of ONE thread: they all complete, each kind in one
  * wait, the master's legs pipelined on the one connection. */
 static void test_async_many_one_thread(void) {
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.master = master_addr;
-    mkv_client *c = NULL;
-    ASSERT_MSG(mkv_connect(&c, &opt) == MKV_OK, "connect: %s", mkv_last_error(NULL));
+    mkv_client *c = connect_default();
+    ASSERT_MSG(c, "connect: %s", mkv_last_error(NULL));
     many_run *r = many_new(c, "many");
     mkv_async *a = NULL;
     int rc = r ? mkv_async_open(&a, c, 1, 0) : MKV_ENOMEM;
