@@ -2,6 +2,7 @@
 #include "backend/shm_maps.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ struct shm_map {
     uint64_t size;
     uint64_t incarnation;         /* the node process that handed the fd out */
     char *base;
+    int fd;                       /* the segment, for the paths' pread/pwrite while chunks are cold */
     shm_warm *warm;
     int users;                    /* paths holding it */
     int busy;                     /* the warmer is inside it: not to be unmapped */
@@ -55,6 +57,7 @@ static struct {
 
 static void unmap(shm_map *m) {
     munmap(m->base, (size_t)m->size);
+    close(m->fd);
     if (m->owner >= 0) close(m->owner);
     shm_warm_free(m->warm);
     free(m);
@@ -82,6 +85,12 @@ static void retire(shm_map *m) {
         log_warning("shm: cannot drop the mapping of an exited node's segment: %s", strerror(errno));
         return;
     }
+    /* Its fd too, by number (paths pread through it): /dev/null takes it
+     * over, so a read in flight ends short and a write lands nowhere. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup3(null, m->fd, O_CLOEXEC) < 0)
+        log_warning("shm: cannot let go of an exited node's segment fd: %s", strerror(errno));
+    if (null >= 0) close(null);
     close(m->owner);
     m->owner = -1;
     m->done = 1;   /* nothing to warm */
@@ -249,6 +258,12 @@ shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, 
         snprintf(why, whylen, "mmap of the segment: %s", strerror(errno));
         return NULL;
     }
+    int fd = fcntl(seg_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "dup of the segment fd: %s", strerror(errno));
+        munmap(base, (size_t)size);
+        return NULL;
+    }
 #ifdef MADV_HUGEPAGE
     (void)madvise(base, (size_t)size, MADV_HUGEPAGE);   /* fewer pages to trap on, where shmem allows */
 #endif
@@ -257,10 +272,11 @@ shm_map *shm_map_get(int seg_fd, uint64_t size, uint64_t incarnation, int mbps, 
         m->users++;
         pthread_mutex_unlock(&maps.mu);
         munmap(base, (size_t)size);
+        close(fd);
         return m;
     }
     m = xcalloc(1, sizeof *m);
-    *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .incarnation = incarnation, .base = base,
+    *m = (shm_map){ .dev = sb.st_dev, .ino = sb.st_ino, .size = size, .incarnation = incarnation, .base = base, .fd = fd,
                     .warm = shm_warm_new(base, size), .users = 1,
                     .mbps = mbps > 0 ? mbps : SHM_WARM_DEFAULT_MBPS, .since_ms = mono_ms(), .owner = -1 };
     m->last_use_ms = m->since_ms;   /* a path maps it to use it: ask first */
@@ -306,6 +322,8 @@ void shm_map_watch(shm_map *m, int pid) {
 int shm_map_dead(const shm_map *m) { return __atomic_load_n(&m->dead, __ATOMIC_ACQUIRE); }
 
 char *shm_map_base(const shm_map *m) { return m->base; }
+
+int shm_map_fd(const shm_map *m) { return m->fd; }
 
 void shm_map_used(shm_map *m) { __atomic_store_n(&m->last_use_ms, mono_ms(), __ATOMIC_RELAXED); }
 

@@ -18,10 +18,12 @@
  * The same thread watches the node processes that handed the segments
  * out (shm_map_watch): once one exits, its mapping's pages are replaced
  * by anonymous ones at the same address (so a copy in flight on another
- * thread reads zeros, which fail its checksum, rather than faulting) and
- * the mapping serves no more transfers. An idle client thus keeps no
- * mapping of a dead node's segment (a memfd's memory is freed with its
- * last mapping) until its paths notice on their next request. */
+ * thread reads zeros, which fail its checksum, rather than faulting),
+ * its fd by /dev/null under the same number, and the mapping serves no
+ * more transfers. An idle client thus holds neither a mapping nor an fd
+ * of a dead node's segment (a memfd's memory is freed once the node's
+ * other clients let go too), before its paths notice on their next
+ * request. */
 #ifndef MKV_SHM_MAPS_H
 #define MKV_SHM_MAPS_H
 
@@ -50,6 +52,9 @@ void shm_map_watch(shm_map *m, int pid);
 int shm_map_dead(const shm_map *m);
 
 char *shm_map_base(const shm_map *m);
+/* The mapping's own fd of the segment (for pread/pwrite while chunks are
+ * cold; the paths of it share it, it closes with the mapping). */
+int shm_map_fd(const shm_map *m);
 
 /* A transfer is about to ask shm_map_ready (once per batch: the sweep
  * leaves a mapping in use alone). */

@@ -162,7 +162,8 @@ struct te_path {
     te_link link;             /* first: in shm_xport.paths */
     shm_xport *x;
     int fd;                   /* unix socket to the node: verification (fd mode), liveness */
-    int seg_fd;               /* the node's segment, copied with pread/pwrite (fd mode; map mode while cold) */
+    int seg_fd;               /* the node's segment, copied with pread/pwrite (fd mode; map mode while cold:
+                               * the mapping's, shm_map_fd, not the path's to close) */
     shm_map *sm;              /* map mode: the process's mapping of the segment */
     char *map;                /* its base, NULL in fd mode */
     uint64_t size;
@@ -197,7 +198,7 @@ static void path_fail(te_path *p, int status) {
     p->nq = 0;
     if (p->fd >= 0) close(p->fd);
     p->fd = -1;
-    if (p->seg_fd >= 0) close(p->seg_fd);
+    if (p->seg_fd >= 0 && !p->sm) close(p->seg_fd);
     p->seg_fd = -1;
     shm_map_put(p->sm);
     p->sm = NULL;
@@ -490,6 +491,10 @@ static int shm_connect(te_transport *t, const char *local, const char *peer, te_
     struct ucred peer_cred;   /* the node process: its exit drops the mapping even if we stay idle */
     socklen_t cl = sizeof peer_cred;
     if (sm && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer_cred, &cl) == 0) shm_map_watch(sm, (int)peer_cred.pid);
+    if (sm) {   /* cold chunks go through the mapping's fd, which it lets go of with the pages */
+        close(seg_fd);
+        seg_fd = shm_map_fd(sm);
+    }
     te_path *p = xcalloc(1, sizeof *p);
     *p = (te_path){ .x = x, .fd = fd, .seg_fd = seg_fd, .sm = sm, .map = sm ? shm_map_base(sm) : NULL,
                     .size = size, .node_id = h.node_id, .incarnation = h.incarnation,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int test_failed_cases;
 static int test_case_failed;
@@ -27,6 +28,21 @@ static inline int test_mappings_of(const char *what) {
     int n = 0;
     while (fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
     fclose(f);
+    return n;
+}
+
+/* This process's open fds whose target (/proc/self/fd) names what:
+ * how many; -1 unreadable. */
+static inline int test_fds_of(const char *what) {
+    char path[64], target[1024];
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = 0;
+        n += strstr(target, what) != NULL;
+    }
     return n;
 }
 

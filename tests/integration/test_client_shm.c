@@ -8,8 +8,9 @@
  * node verifies the request headers first, so requests rise and payload
  * bytes do not. Ports: one block of h_free_ports, taken first in main().
  * Last, the node killed -9 and started again on its segment file while a
- * client keeps its path: idle, the client drops its mapping of the dead
- * process's segment by itself (none left in /proc/self/maps), the node
+ * client keeps its path: idle, the client drops its mapping and fd of
+ * the dead process's segment by itself (none left in /proc/self/maps or
+ * /proc/self/fd), the node
  * starts (the client's fd holds no lock on the file), and the same
  * client reads every object byte-exact through a mapping of the new
  * incarnation. */
@@ -293,6 +294,7 @@ static void test_node_restart_same_client(void) {
     }
     ASSERT_EQ(read_all(c, count, len, vals, dst), 0);
     ASSERT_EQ(test_mappings_of(seg_file), 1);   /* the client maps the node's file */
+    ASSERT_EQ(test_fds_of(seg_file), 1);        /* and holds one fd of it (for cold chunks) */
     long long restores = h_port_info(PORT_MASTER, "cluster", "node_restores");
     h_kill(h_node_pid);
     /* Idle, the client lets go of the dead process's mapping by itself
@@ -303,6 +305,7 @@ static void test_node_restart_same_client(void) {
     printf("# the dead node's mapping dropped %llu ms after its kill\n",
            (unsigned long long)(mono_ms() + 10000 - end));
     ASSERT_EQ(test_mappings_of(seg_file), 0);
+    ASSERT_EQ(test_fds_of(seg_file), 0);
     /* With the client's fd of the file still open (its idle path's), the
      * node starts on it again (before, the handed fd held the file's
      * lock: "in use by another process") and its report keeps the

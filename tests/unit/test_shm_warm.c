@@ -169,7 +169,8 @@ static void test_no_sweep_while_busy(void) {
 
 /* The process that handed a segment out exits (a node killed): without a
  * transfer asking, the mapping is dropped (no line of /proc/self/maps
- * names the segment any more), its range still reads (zeros) so a copy
+ * names the segment any more, nor an fd of /proc/self/fd: its fd reads
+ * /dev/null), its range still reads (zeros) so a copy
  * in flight cannot fault, it is ready for no transfer, a new get maps
  * the segment anew, and the last put unmaps it. A mapping whose owner
  * lives keeps its bytes. */
@@ -192,6 +193,7 @@ static void test_owner_exit_drops_mapping(void) {
     ASSERT(all_warm());
     ASSERT_STREQ(shm_map_base(m) + 100, "node!");
     ASSERT_EQ(test_mappings_of("test-shm-owner"), 1);
+    ASSERT_EQ(test_fds_of("test-shm-owner"), 2);   /* ours and the mapping's */
     usleep(2 * SHM_WATCH_MS * 1000);
     ASSERT_EQ(shm_map_dead(m), 0);   /* alive: watched, kept */
     kill(owner, SIGKILL);
@@ -200,6 +202,9 @@ static void test_owner_exit_drops_mapping(void) {
     while (!shm_map_dead(m) && mono_ms() < end) usleep(10000);
     ASSERT_EQ(shm_map_dead(m), 1);
     ASSERT_EQ(test_mappings_of("test-shm-owner"), 0);
+    ASSERT_EQ(test_fds_of("test-shm-owner"), 1);   /* ours alone: the mapping's is /dev/null now */
+    char byte = 1;
+    ASSERT_EQ(pread(shm_map_fd(m), &byte, 1, 100), 0);
     ASSERT_EQ(shm_map_base(m)[100], 0);
     ASSERT_EQ(shm_map_ready(m, 0, 1), 0);
     ASSERT_EQ(shm_map_cold_bytes(m), 0);
