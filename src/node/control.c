@@ -396,8 +396,8 @@ static int report_index(node_control *c) {
     free(batch);
     if (rc == 0) rc = report_done(c, my_id(c));
     if (rc == 0)
-        log_notice("node: reported %llu extents and %llu disk records to the master", (unsigned long long)total,
-                   (unsigned long long)on_disk);
+        log_notice("node: reported %llu extents and %llu of disk records (a share piece by piece) to the master",
+                   (unsigned long long)total, (unsigned long long)on_disk);
     return rc;
 }
 
