@@ -71,8 +71,7 @@ static struct fake_disk {
     uint64_t size, tag;
     uint32_t crc;
     int damaged;                  /* the value fails its CRC: pieces before the last went, then -EBADMSG */
-    int reads;
-    uint64_t bytes;               /* the last read's, handed to the server */
+    uint64_t bytes;               /* the last read's, handed to the server (its thread's: atomic) */
 } fd_;
 
 /* As the store does: a whole value in pieces from 0, a part from its
@@ -80,14 +79,14 @@ static struct fake_disk {
 static int fake_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, uint64_t from, uint64_t to,
                      te_disk_put *put, void *sink) {
     (void)ctx;
-    fd_.reads++;
-    fd_.bytes = 0;
+    /* counted before a piece goes: the reader may look as soon as it has the bytes */
+    __atomic_store_n(&fd_.bytes, 0, __ATOMIC_SEQ_CST);
     if (tag != fd_.tag || size != fd_.size || crc != fd_.crc) return -2;   /* -ENOENT */
     for (uint64_t at = from / DISK_PIECE * DISK_PIECE; at < to; at += DISK_PIECE) {
         uint64_t n = size - at < DISK_PIECE ? size - at : DISK_PIECE;
         if (at + n == size && fd_.damaged) return -74;   /* -EBADMSG: the last piece held back */
+        __atomic_fetch_add(&fd_.bytes, n, __ATOMIC_SEQ_CST);
         if (put(sink, at, fd_.val + at, (size_t)n) != 0) return -32;
-        fd_.bytes += n;
     }
     return 0;
 }
@@ -455,7 +454,7 @@ static void test_disk_reads(void) {
     memset(r.buf, 0, 100);
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + DISK_PIECE + 5, 100, &c), TE_OK);
     ASSERT_MEMEQ(r.buf, fd_.val + DISK_PIECE + 5, 100);
-    ASSERT_EQ(fd_.bytes, DISK_PIECE);
+    ASSERT_EQ(__atomic_load_n(&fd_.bytes, __ATOMIC_SEQ_CST), DISK_PIECE);
     memset(r.buf, 0, 2 * DISK_PIECE);   /* across pieces */
     ASSERT_EQ(run1(&r, TE_READ_DISK, r.buf, fd_.crc + 3 * DISK_PIECE - 7, 2 * DISK_PIECE, &c), TE_OK);
     ASSERT_MEMEQ(r.buf, fd_.val + 3 * DISK_PIECE - 7, 2 * DISK_PIECE);
