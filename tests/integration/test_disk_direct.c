@@ -229,6 +229,16 @@ static int damage_record(const cluster *cl, int node) {
     return -1;
 }
 
+/* A cluster of nodes (io auto) and a client putting replicas r, its
+ * buffers registered, NOBJ objects put and offloaded (fill). */
+static void start_filled(cluster *cl, const char *sub, int nodes, int r, mkv_client **c) {
+    start(cl, sub, "auto", nodes);
+    ASSERT_EQ(h_mkv_connect(c, cl->master, NULL, r), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(*c, src, OBJ), MKV_OK);
+    ASSERT_EQ(mkv_register_buffer(*c, dst, OBJ), MKV_OK);
+    ASSERT(fill(cl, *c, r, nodes) > 0);
+}
+
 /* Waits until the master's field reaches want; its value. */
 static long long wait_field(const cluster *cl, const char *f, long long want) {
     uint64_t end = mono_ms() + WAIT_MS;
@@ -239,12 +249,8 @@ static long long wait_field(const cluster *cl, const char *f, long long want) {
 
 static void test_damaged_record_is_a_miss(void) {
     cluster cl;
-    start(&cl, "damage", "auto", 1);
     mkv_client *c = NULL;
-    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 1), MKV_OK);
-    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
-    ASSERT_EQ(mkv_register_buffer(c, dst, OBJ), MKV_OK);
-    ASSERT(fill(&cl, c, 1, 1) > 0);
+    start_filled(&cl, "damage", 1, 1, &c);
     int bad = damage_record(&cl, 0), rc;
     ASSERT(bad >= 0);
     ASSERT(!get_exact(c, bad, &rc));
@@ -266,12 +272,8 @@ static void test_damaged_record_is_a_miss(void) {
 
 static void test_damaged_record_read_from_the_other(void) {
     cluster cl;
-    start(&cl, "two", "auto", 2);
     mkv_client *c = NULL;
-    ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 2), MKV_OK);
-    ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
-    ASSERT_EQ(mkv_register_buffer(c, dst, OBJ), MKV_OK);
-    ASSERT(fill(&cl, c, 2, 2) > 0);
+    start_filled(&cl, "two", 2, 2, &c);
     /* More puts push the colder keys' DRAM replicas (one per object a
      * pass went first) to disk too. */
     char key[32];

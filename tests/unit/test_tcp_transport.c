@@ -40,27 +40,6 @@ static te_cap cap_for(uint64_t off, uint64_t len, uint32_t rights) {
     return c;
 }
 
-static int rig_up(rig *r, int set_key) {
-    char err[256];
-    memset(r, 0, sizeof *r);
-    r->seg = xcalloc(1, SEG_SIZE);
-    te_server_config sc = { .base = r->seg, .size = SEG_SIZE, .node_id = 3, .nlisten = 1 };
-    snprintf(sc.secret, sizeof sc.secret, SECRET);
-    snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
-    r->srv = te_stream_server_start(&sc, err, sizeof err);
-    if (!r->srv) { printf("# %s\n", err); return -1; }
-    if (set_key) te_stream_server_set_cap_key(r->srv, KEY);
-    snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", te_stream_server_port(r->srv, 0));
-    te_config cfg = { .timeout_ms = 5000 };
-    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
-    r->t = te_tcp_create(&cfg, err, sizeof err);
-    if (te_connect(r->t, "127.0.0.1", r->addr, &r->p, err, sizeof err) != 0) {
-        printf("# %s\n", err);
-        return -1;
-    }
-    r->buf = xmalloc(SEG_SIZE);
-    return r->t->ops->reg_mem(r->t, r->buf, SEG_SIZE, &r->mr, err, sizeof err);
-}
 
 /* ---- disk reads (TE_READ_DISK): a fake tier holding one record ---- */
 
@@ -93,7 +72,9 @@ static int fake_read(void *ctx, uint64_t tag, uint64_t size, uint32_t crc, uint6
 
 static const te_disk_reader fake_disk = {fake_read, NULL};
 
-static int rig_up_disk(rig *r, const te_disk_reader *disk) {
+/* A server on a segment (and disk, or NULL: no tier), a TCP path to it;
+ * set_key 0: the server has no cap key yet. */
+static int rig_up_tier(rig *r, int set_key, const te_disk_reader *disk) {
     char err[256];
     memset(r, 0, sizeof *r);
     r->seg = xcalloc(1, SEG_SIZE);
@@ -102,7 +83,7 @@ static int rig_up_disk(rig *r, const te_disk_reader *disk) {
     snprintf(sc.listen[0], TE_ADDR_LEN, "127.0.0.1:0");
     r->srv = te_stream_server_start(&sc, err, sizeof err);
     if (!r->srv) { printf("# %s\n", err); return -1; }
-    te_stream_server_set_cap_key(r->srv, KEY);
+    if (set_key) te_stream_server_set_cap_key(r->srv, KEY);
     snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", te_stream_server_port(r->srv, 0));
     te_config cfg = { .timeout_ms = 5000 };
     snprintf(cfg.secret, sizeof cfg.secret, SECRET);
@@ -114,6 +95,9 @@ static int rig_up_disk(rig *r, const te_disk_reader *disk) {
     r->buf = xmalloc(SEG_SIZE);
     return r->t->ops->reg_mem(r->t, r->buf, SEG_SIZE, &r->mr, err, sizeof err);
 }
+
+static int rig_up(rig *r, int set_key) { return rig_up_tier(r, set_key, NULL); }
+static int rig_up_disk(rig *r, const te_disk_reader *disk) { return rig_up_tier(r, 1, disk); }
 
 static void rig_down(rig *r) {
     if (r->t) r->t->ops->destroy(r->t);
