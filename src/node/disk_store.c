@@ -718,7 +718,7 @@ static int read_value(disk_store *ds, uint8_t *slot, uint64_t off, void *buf, ui
     return 0;
 }
 
-static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t us);
+static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t bytes, uint64_t us);
 
 int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, uint64_t cap, uint64_t *len) {
     pthread_mutex_lock(&ds->mu);
@@ -744,14 +744,15 @@ int disk_store_read(disk_store *ds, const void *key, size_t keylen, void *buf, u
     int rc = read_value(ds, slot >= 0 ? ds->stage[slot] : NULL, off, buf, size, &crc);
     if (slot >= 0) stage_give(ds, slot);
     int bad = rc == 0 && crc != want;
-    read_end(ds, o, rc, bad, mono_us() - t0);
+    read_end(ds, o, rc, bad, size, mono_us() - t0);
     if (rc != 0) return rc;
     return bad ? -EBADMSG : 0;
 }
 
-/* A read of o (pinned) ended: counted, o unpinned, and dropped if its
- * bytes failed their CRC (bad) or freed if it was dropped meanwhile. */
-static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t us) {
+/* A read of o (pinned) ended, bytes of its value read: counted, o
+ * unpinned, and dropped if its bytes failed their CRC (bad) or freed if
+ * it was dropped meanwhile. */
+static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t bytes, uint64_t us) {
     pthread_mutex_lock(&ds->mu);
     o->pins--;
     int unlinked = 0;
@@ -759,7 +760,7 @@ static void read_end(disk_store *ds, object *o, int rc, int bad, uint64_t us) {
     else if (bad) ds->st.checksum_errors++;
     else {
         ds->st.reads++;
-        ds->st.read_bytes += o->size;
+        ds->st.read_bytes += bytes;
         ds->st.read_us += us;
     }
     if (bad && !room(o)->dead && objtable_find(ds->ix, o->key, o->keylen) == o) {
@@ -814,7 +815,7 @@ int disk_store_read_tagged(disk_store *ds, uint64_t tag, uint64_t size, uint32_t
     int bad = whole && rc == 0 && c != crc;   /* the whole's last piece is held until it proved */
     if (rc == 0 && !bad && put(ctx, at, buf, (size_t)n) != 0) rc = -EPIPE;
     stage_give(ds, slot);
-    read_end(ds, o, rc == -EPIPE ? 0 : rc, bad, mono_us() - t0);
+    read_end(ds, o, rc == -EPIPE ? 0 : rc, bad, done - (from & ~(uint64_t)(BLK - 1)), mono_us() - t0);
     if (rc != 0) return rc;
     return bad ? -EBADMSG : 0;
 }
