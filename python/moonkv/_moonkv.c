@@ -101,18 +101,27 @@ static void span_release(span *sp) {
     sp->has_view = 0;
 }
 
+/* An int address and its size (Mooncake's buffer_ptr, size) as a piece. */
+static int piece_at(PyObject *addr, PyObject *size, mkv_iov *out) {
+    if (!PyLong_Check(addr)) {
+        PyErr_SetString(PyExc_TypeError, "with a size, the buffer must be an int address");
+        return -1;
+    }
+    out->buf = PyLong_AsVoidPtr(addr);
+    out->len = PyLong_AsSize_t(size);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* obj is a contiguous buffer; or, when size is given, an int address
  * (Mooncake's buffer_ptr) and size its length. */
 static int span_from(PyObject *obj, PyObject *size, int writable, span *sp) {
     memset(sp, 0, sizeof *sp);
     if (size && size != Py_None) {
-        if (!PyLong_Check(obj)) {
-            PyErr_SetString(PyExc_TypeError, "with a size, the buffer must be an int address");
-            return -1;
-        }
-        sp->addr = PyLong_AsVoidPtr(obj);
-        sp->len = PyLong_AsSize_t(size);
-        return PyErr_Occurred() ? -1 : 0;
+        mkv_iov v;
+        if (piece_at(obj, size, &v) < 0) return -1;
+        sp->addr = v.buf;
+        sp->len = v.len;
+        return 0;
     }
     if (PyObject_GetBuffer(obj, &sp->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
     sp->has_view = 1;
@@ -733,17 +742,6 @@ static Py_ssize_t vbatch_count(PyObject *bufs, PyObject *sizes) {
         total += k;
     }
     return total;
-}
-
-/* An int address and its size (Mooncake's buffer_ptr, size) as a piece. */
-static int piece_at(PyObject *addr, PyObject *size, mkv_iov *out) {
-    if (!PyLong_Check(addr)) {
-        PyErr_SetString(PyExc_TypeError, "with a size, the buffer must be an int address");
-        return -1;
-    }
-    out->buf = PyLong_AsVoidPtr(addr);
-    out->len = PyLong_AsSize_t(size);
-    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* Fills b: keys a tuple, bufs a tuple of sequences of buffers (or of int
