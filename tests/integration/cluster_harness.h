@@ -25,6 +25,7 @@
 
 #include "client/moonkv.h"
 #include "core/util.h"
+#include "proto/pins.h"
 #include "support/harness.h"
 
 /* Master on bind:port; extra: NULL-terminated flags appended. */
@@ -235,16 +236,21 @@ static inline int h_remove_other(int port, const char *key, char *text, size_t l
     return removed;
 }
 
-/* A pinned key watched on a new leader or a restarted master: another
- * connection's removes every 50 ms until one is refused for the pin
- * itself after after_ms (mono), or one removes the key, or bound_ms. */
+/* A pinned key watched on a new leader or a restarted master whose term
+ * began at since_ms (mono): another connection's removes every 50 ms
+ * until one is refused for the pin itself once the new term's grace
+ * (PROTO_REPIN_GRACE_MS) is over, or one removes the key, or bound_ms.
+ * Says what it saw after "# <what>: "; 1 if the key was held all along
+ * and the pin itself held it after the grace. */
 typedef struct h_pin_watch {
     int removed, by_grace, by_pin;   /* refused for the new term's grace / for the pin */
     uint64_t first_pin_ms;           /* mono ms of the first refusal for the pin */
     char last[256];                  /* the last reply */
 } h_pin_watch;
 
-static inline void h_watch_pinned(int port, const char *key, uint64_t after_ms, int bound_ms, h_pin_watch *w) {
+static inline int h_watch_pinned(int port, const char *key, uint64_t since_ms, int bound_ms, const char *what,
+                                 h_pin_watch *w) {
+    uint64_t after = since_ms + PROTO_REPIN_GRACE_MS + 500;
     memset(w, 0, sizeof *w);
     for (uint64_t t0 = mono_ms(); !w->removed && mono_ms() - t0 < (uint64_t)bound_ms; usleep(50 * 1000)) {
         w->removed = h_remove_other(port, key, w->last, sizeof w->last);
@@ -253,8 +259,12 @@ static inline void h_watch_pinned(int port, const char *key, uint64_t after_ms, 
         w->by_grace += again && strstr(w->last, "pin again") != NULL;
         w->by_pin += pin;
         if (pin && !w->first_pin_ms) w->first_pin_ms = mono_ms();
-        if (pin && mono_ms() > after_ms) break;
+        if (pin && mono_ms() > after) break;
     }
+    printf("# %s: the pin held %lld ms after the term began; %d removes refused by the grace, %d by the pin; "
+           "last: %s\n", what, w->first_pin_ms ? (long long)(w->first_pin_ms - since_ms) : -1LL, w->by_grace,
+           w->by_pin, w->last);
+    return !w->removed && w->by_pin && mono_ms() > since_ms + PROTO_REPIN_GRACE_MS;
 }
 
 /* Until h_port_info(port, section, field) is want, at most timeout_ms

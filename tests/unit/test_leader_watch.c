@@ -111,27 +111,37 @@ static void *block_main(void *arg) {
     return NULL;
 }
 
-static void test_same_term_is_left_alone(void) {
+/* The watch of cluster (*lw) and a connection sv[0] on it opened under
+ * term (etcd names that term now); NULL if either could not be made. */
+static lw_conn *watched_pair(const char *cluster, int term, leader_watch **lw, int sv[2]) {
     char err[256];
-    leader_watch *lw = leader_watch_open(url, "c1", err, sizeof err);
-    ASSERT(lw);
-    int sv[2];
-    ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    atomic_store(&etcd.term, 5);
-    lw_conn *w = leader_watch_add(lw, sv[0], "127.0.0.1:1", 5);
-    leader_watch_busy(w, 1);
-    int before = atomic_load(&etcd.requests);
-    /* looked: a call waited (waited for: 900 ms once, which a loaded
-     * TSan run can pass before the watch's first look) */
+    *lw = leader_watch_open(url, cluster, err, sizeof err);
+    if (!*lw || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return NULL;
+    atomic_store(&etcd.term, term);
+    return leader_watch_add(*lw, sv[0], "127.0.0.1:1", term);
+}
+
+/* The watch looked at etcd after `before` requests, within 10 s (waited
+ * for: 900 ms once, which a loaded TSan run can pass before a first look). */
+static int looked_since(int before) {
     for (uint64_t end = mono_ms() + 10000; atomic_load(&etcd.requests) == before && mono_ms() < end;) usleep(10 * 1000);
-    ASSERT(atomic_load(&etcd.requests) > before);
+    return atomic_load(&etcd.requests) > before;
+}
+
+static void test_same_term_is_left_alone(void) {
+    leader_watch *lw;
+    int sv[2];
+    lw_conn *w = watched_pair("c1", 5, &lw, sv);
+    ASSERT(w);
+    leader_watch_busy(w, 1);
+    ASSERT(looked_since(atomic_load(&etcd.requests)));   /* a call waited */
     ASSERT(!leader_watch_fired(w, NULL, 0));
     char ch;
     ASSERT(recv(sv[0], &ch, 1, MSG_DONTWAIT) < 0);   /* still open: no EOF */
     /* No call waiting: no etcd request at all. */
     leader_watch_busy(w, 0);
     /* a look already under way may still land: until none came for 300 ms */
-    before = atomic_load(&etcd.requests);
+    int before = atomic_load(&etcd.requests);
     for (uint64_t end = mono_ms() + 10000; mono_ms() < end;) {
         usleep(300 * 1000);
         int now = atomic_load(&etcd.requests);
@@ -193,17 +203,12 @@ static void test_new_term_breaks_a_blocked_call(void) {
  * with no call on it, and shut down once etcd names a newer term; kept
  * no more, it costs no etcd request. */
 static void test_kept_connection_follows_a_new_term(void) {
-    char err[256];
-    leader_watch *lw = leader_watch_open(url, "c3", err, sizeof err);
-    ASSERT(lw);
+    leader_watch *lw;
     int sv[2];
-    ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    atomic_store(&etcd.term, 11);
-    lw_conn *w = leader_watch_add(lw, sv[0], "127.0.0.1:1", 11);
+    lw_conn *w = watched_pair("c3", 11, &lw, sv);
+    ASSERT(w);
     leader_watch_keep(w, 1);
-    int before = atomic_load(&etcd.requests);
-    for (uint64_t end = mono_ms() + 10000; atomic_load(&etcd.requests) == before && mono_ms() < end;) usleep(10 * 1000);
-    ASSERT(atomic_load(&etcd.requests) > before);   /* looked, no call waiting */
+    ASSERT(looked_since(atomic_load(&etcd.requests)));   /* no call waiting */
     ASSERT(!leader_watch_fired(w, NULL, 0));
     uint64_t t0 = mono_ms();
     atomic_store(&etcd.term, 12);
@@ -216,7 +221,7 @@ static void test_kept_connection_follows_a_new_term(void) {
     /* a new connection, not kept: no look */
     lw_conn *w2 = leader_watch_add(lw, sv[1], "127.0.0.1:1", 12);
     usleep(300 * 1000);
-    before = atomic_load(&etcd.requests);
+    int before = atomic_load(&etcd.requests);
     usleep(1200 * 1000);
     ASSERT_EQ(atomic_load(&etcd.requests), before);
     leader_watch_remove(w2);
