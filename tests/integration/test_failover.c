@@ -17,9 +17,10 @@
  * for the master on no thread, neither the loop nor a worker.
  *
  * The new leader rebuilds its table from the nodes' reports, so objects
- * stored before the failover survive it (the pinned ones are read back
- * by name). Ports (etcd's too): one block of h_free_ports, taken first
- * in main(). */
+ * stored before the failover survive it: the keys put before the kill
+ * read back byte-exact through the gateway and the library, the pinned
+ * ones by name. Ports (etcd's too): one block of h_free_ports, taken
+ * first in main(). */
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
@@ -105,8 +106,8 @@ static void test_writes_work(void) {
     ASSERT(h_wait_nodes(MASTER_A, "alive", NODES, 20000) == 0);
     ASSERT(h_gw_set(&probe, "before-gw", "value-1"));
     ASSERT(h_gw_get_is(&probe, "before-gw", "value-1"));
-    ASSERT(h_lib_put(&probe, "before-lib", "value-2"));
-    ASSERT(h_lib_get_is(&probe, "before-lib", "value-2"));
+    ASSERT_MSG(h_lib_put(&probe, "before-lib", "value-2"), "libmoonkv put: %s", mkv_last_error(probe.mc));
+    ASSERT_MSG(h_lib_get_is(&probe, "before-lib", "value-2"), "libmoonkv get: %s", mkv_last_error(probe.mc));
     /* Without a fixed master address the gateway's asynchronous master
      * connection is its client's async face (which follows the leader):
      * a key's GET, SET, EXISTS, STRLEN, TYPE, TTL and DEL, a SET of the
@@ -267,13 +268,18 @@ static void test_kill_leader(void) {
     long long gw_get = gw_put < 0 ? -1 : h_until(h_gw_get_is, &probe, "after-gw", "value-3", t0, 15000);
     long long lib_p = h_until(h_lib_put, &probe, "after-lib", "value-4", t0, 15000);
     long long lib_g = lib_p < 0 ? -1 : h_until(h_lib_get_is, &probe, "after-lib", "value-4", t0, 15000);
+    /* what was stored before the kill, as the new leader rebuilt it */
+    long long gw_old = h_until(h_gw_get_is, &probe, "before-gw", "value-1", t0, 15000);
+    long long lib_old = h_until(h_lib_get_is, &probe, "before-lib", "value-2", t0, 15000);
     printf("# failover after kill -9 of the leader (lease %d s): standby leads after %lld ms; "
-           "gateway first put %lld ms, first get %lld ms; libmoonkv first put %lld ms, first get %lld ms\n",
-           LEASE_S, elect, gw_put, gw_get, lib_p, lib_g);
+           "gateway first put %lld ms, first get %lld ms; libmoonkv first put %lld ms, first get %lld ms; "
+           "keys from before read back after %lld ms (gateway) and %lld ms (libmoonkv)\n",
+           LEASE_S, elect, gw_put, gw_get, lib_p, lib_g, gw_old, lib_old);
     /* Within the lease plus the standby's poll and one etcd round. */
     ASSERT_MSG(elect <= LEASE_S * 1000 + 1500, "election took %lld ms", elect);
     ASSERT(gw_put >= 0 && gw_get >= 0);
     ASSERT(lib_p >= 0 && lib_g >= 0);
+    ASSERT(gw_old >= 0 && lib_old >= 0);
 }
 
 /* Pins (MOON.PREFIXPIN) live in the leader's memory: the client that
