@@ -93,6 +93,13 @@ typedef struct te_data_server_ops {
     int (*addrs)(const te_server_config *c, char out[][TE_ADDR_LEN], int max);
     void (*stats)(void *srv, te_server_stats *out);   /* NULL: it counts nothing */
     void (*stop)(void *srv);    /* closes everything, joins its threads */
+    /* A new identity without closing the listeners (NULL: stop and start
+     * anew). pause closes every connection and joins its thread, leaving
+     * the listening sockets open (connects queue in their backlog);
+     * resume serves the identity in c (node_id, cap key and term, shares)
+     * from then on, accepting what queued meanwhile. */
+    void (*pause)(void *srv);
+    void (*resume)(void *srv, const te_server_config *c);
 } te_data_server_ops;
 
 #endif

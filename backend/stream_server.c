@@ -337,7 +337,7 @@ te_stream_server *te_stream_server_start(const te_server_config *c, char *err, s
         if (s->lfd[i] < 0) ok = 0;
         else s->nlfd++;
     }
-    if (ok && pipe2(s->wake, O_CLOEXEC) < 0) {
+    if (ok && pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
         snprintf(err, errlen, "data plane: pipe: %s", strerror(errno));
         ok = 0;
     }
@@ -396,17 +396,39 @@ void te_stream_server_drop_conns(te_stream_server *s, int listener, int max) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void te_stream_server_stop(te_stream_server *s) {
-    if (!s) return;
+/* The acceptor stopped and every connection closed and joined; the
+ * listening sockets stay as they are. */
+static void stop_serving(te_stream_server *s) {
     if (write(s->wake[1], "x", 1) < 0) { /* the acceptor also wakes every second */ }
     pthread_join(s->acceptor, NULL);
-    for (int i = 0; i < s->nlfd; i++) close(s->lfd[i]);
-    if (s->cfg.shm_path[0] && s->cfg.shm_path[0] != '@') unlink(s->cfg.shm_path);
+    char x;
+    while (read(s->wake[0], &x, 1) > 0) {}   /* emptied for a later resume */
     /* Wake every connection thread out of its blocking wait. */
     pthread_mutex_lock(&s->mu);
     for (conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
     pthread_mutex_unlock(&s->mu);
     reap(s, 1);
+}
+
+void te_stream_server_pause(te_stream_server *s) { stop_serving(s); }
+
+void te_stream_server_resume(te_stream_server *s, const te_server_config *c) {
+    pthread_mutex_lock(&s->mu);
+    s->cfg.node_id = c->node_id;
+    s->cfg.have_cap_key = c->have_cap_key;
+    memcpy(s->cfg.cap_key, c->cap_key, TE_CAP_KEY_LEN);
+    s->cfg.cap_term = c->cap_term;
+    s->cfg.shares = c->shares;
+    pthread_mutex_unlock(&s->mu);
+    /* Connection threads start after this: they read the identity unlocked. */
+    pthread_create(&s->acceptor, NULL, acceptor_main, s);
+}
+
+void te_stream_server_stop(te_stream_server *s) {
+    if (!s) return;
+    stop_serving(s);
+    for (int i = 0; i < s->nlfd; i++) close(s->lfd[i]);
+    if (s->cfg.shm_path[0] && s->cfg.shm_path[0] != '@') unlink(s->cfg.shm_path);
     close(s->wake[0]);
     close(s->wake[1]);
     pthread_mutex_destroy(&s->mu);
@@ -458,12 +480,15 @@ static int shm_addrs(const te_server_config *c, char out[][TE_ADDR_LEN], int max
 
 static void stream_stats(void *srv, te_server_stats *out) { te_stream_server_stats(srv, out); }
 static void stream_stop(void *srv) { te_stream_server_stop(srv); }
+static void stream_pause(void *srv) { te_stream_server_pause(srv); }
+static void stream_resume(void *srv, const te_server_config *c) { te_stream_server_resume(srv, c); }
 
 const te_data_server_ops te_tcp_data_server = {
     .name = "tcp", .start = tcp_start, .addrs = tcp_addrs, .stats = stream_stats, .stop = stream_stop,
+    .pause = stream_pause, .resume = stream_resume,
 };
 
 const te_data_server_ops te_shm_data_server = {
     .name = "shm", .check = shm_check, .start = shm_start, .addrs = shm_addrs, .stats = stream_stats,
-    .stop = stream_stop,
+    .stop = stream_stop, .pause = stream_pause, .resume = stream_resume,
 };

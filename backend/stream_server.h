@@ -47,6 +47,12 @@ void te_stream_server_stats(const te_stream_server *s, te_server_stats *out);
  * any; index nlisten is the shm socket), as when a NIC goes down:
  * clients see those paths break and retry elsewhere. */
 void te_stream_server_drop_conns(te_stream_server *s, int listener, int max);
+/* pause: closes every connection and joins every thread, the listeners
+ * left open (connects queue); resume: serves c's identity (node_id, cap
+ * key and term, shares) from then on. A node changing its identity keeps
+ * its listeners this way: no client is refused in between. */
+void te_stream_server_pause(te_stream_server *s);
+void te_stream_server_resume(te_stream_server *s, const te_server_config *c);
 /* Closes listeners and connections, joins every thread. */
 void te_stream_server_stop(te_stream_server *s);
 

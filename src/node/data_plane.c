@@ -20,7 +20,7 @@ typedef struct data_server {
 
 struct node_data {
     te_server_config sc;         /* what every server is given; servers pin what they bound */
-    pthread_mutex_t mu;          /* the servers below (restarted on identity) */
+    pthread_mutex_t mu;          /* the servers below (paused or restarted on identity) */
     data_server s[NODE_MAX_DATA_SERVERS];
     int ns;
     te_server_stats retired;     /* counters of servers already stopped */
@@ -57,11 +57,11 @@ static void stop_all(node_data *d) {
     for (int i = 0; i < d->ns; i++) server_stop(d, &d->s[i]);
 }
 
-/* Start every server that can run with what the node knows now. */
+/* Start every server not running that can run with what the node knows now. */
 static int start_all(node_data *d, char *err, size_t errlen) {
     for (int i = 0; i < d->ns; i++) {
         data_server *s = &d->s[i];
-        if (s->ops->needs_identity && !d->sc.have_cap_key) continue;
+        if (s->srv || (s->ops->needs_identity && !d->sc.have_cap_key)) continue;
         s->srv = s->ops->start(&d->sc, err, errlen);
         if (!s->srv) return -1;
     }
@@ -123,18 +123,37 @@ int node_data_claim(node_data *d, const te_cap *cap) {
     return te_claims_write(&d->claims, cap, wall_ms());
 }
 
+/* Every server quiet: no connection open, no request in flight. A server
+ * that can pause keeps its listeners (connects queue meanwhile), the
+ * others stop. */
+static void quiesce_all(node_data *d) {
+    for (int i = 0; i < d->ns; i++) {
+        data_server *s = &d->s[i];
+        if (s->srv && s->ops->pause) s->ops->pause(s->srv);
+        else server_stop(d, s);
+    }
+}
+
+/* Serve d->sc's identity: paused servers resume, the others start. */
+static int serve_again(node_data *d, char *err, size_t errlen) {
+    for (int i = 0; i < d->ns; i++)
+        if (d->s[i].srv) d->s[i].ops->resume(d->s[i].srv, &d->sc);
+    return start_all(d, err, errlen);
+}
+
 int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_KEY_LEN],
                            uint64_t term, uint64_t grants_from_ms, char *err, size_t errlen) {
     pthread_mutex_lock(&d->mu);
-    /* The node id is fixed per server instance: start anew under it,
-     * knowing no claims and honouring no grant made before we asked. */
-    stop_all(d);
+    /* The node id is fixed per connection: serve anew under it, knowing
+     * no claims and honouring no grant made before we asked, once no
+     * request of the old identity is in flight. */
+    quiesce_all(d);
     te_claims_reset(&d->claims, grants_from_ms);
     d->sc.node_id = id;
     d->sc.have_cap_key = 1;
     memcpy(d->sc.cap_key, key, TE_CAP_KEY_LEN);
     d->sc.cap_term = term;
-    int rc = start_all(d, err, errlen);
+    int rc = serve_again(d, err, errlen);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -142,12 +161,12 @@ int node_data_set_identity(node_data *d, uint32_t id, const uint8_t key[TE_CAP_K
 int node_data_set_shares(node_data *d, uint32_t id, struct te_shares *shares, uint64_t started_ms, char *err,
                          size_t errlen) {
     pthread_mutex_lock(&d->mu);
-    stop_all(d);
+    quiesce_all(d);
     te_claims_reset(&d->claims, started_ms);
     d->sc.node_id = id;
     d->sc.have_cap_key = 1;   /* the keys are the groups', in shares */
     d->sc.shares = shares;
-    int rc = start_all(d, err, errlen);
+    int rc = serve_again(d, err, errlen);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }

@@ -7,7 +7,8 @@
  * known: node id and capability key. A server that needs the key to run
  * at all (RDMA) starts only then. A node that registers again (master
  * restart, declared dead) gets a new id, so the identity can change;
- * the servers are restarted on it. */
+ * the servers pause (TCP and shm keep their listeners open, so no client
+ * is refused meanwhile) or restart on it. */
 #ifndef MKV_NODE_DATA_PLANE_H
 #define MKV_NODE_DATA_PLANE_H
 

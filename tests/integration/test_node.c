@@ -582,17 +582,22 @@ static void test_sigterm_without_master(void) {
     ASSERT_MSG(code == 0, "exit status %d", code);
 }
 
-/* The master restarts: the node notices and registers with the new one. */
+/* The master restarts: the node notices and registers with the new one,
+ * and serves under the new identity on the listener it had: the data
+ * plane's socket is never closed, so no client is refused meanwhile. */
 static void test_reregister_after_master_restart(void) {
     int mp = test_ports();
     char d[ADDR_LEN];
     pid_t m, n;
     ASSERT_STEP(start_master_and_node(mp, addr_at(d, mp + 2), NULL, &m, &n, NULL));
+    unsigned long listener = h_listen_inode(n, mp + 2);
+    ASSERT(listener != 0);
     h_kill(m);
     m = start_master(mp);
     ASSERT(m > 0);
     ASSERT_EQ(h_wait_nodes(mp, "alive", 1, 5000), 0);
     ASSERT_EQ(node_info_wait_int(mp + 1, "registrations", 2, 3000), 2);
+    ASSERT_EQ(h_listen_inode(n, mp + 2), listener);
     h_kill(n);
     h_kill(m);
 }

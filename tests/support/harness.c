@@ -73,6 +73,47 @@ int h_sigstop(pid_t pid) {
     return 0;
 }
 
+/* Whether pid holds socket inode ino among its fds. */
+static int holds_socket(pid_t pid, unsigned long ino) {
+    char path[64], want[48], link[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof want, "socket:[%lu]", ino);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char fd[300];
+        snprintf(fd, sizeof fd, "%s/%.32s", path, e->d_name);
+        ssize_t n = readlink(fd, link, sizeof link - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            found = !strcmp(link, want);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+unsigned long h_listen_inode(pid_t pid, int port) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) return 0;
+    char line[512];
+    unsigned long found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned addr, lport, st;
+        unsigned long ino;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*d: %8X:%4X %*8X:%*4X %2X %*8X:%*8X %*2X:%*8X %*8X %*u %*d %lu", &addr, &lport, &st,
+                   &ino) != 4)
+            continue;
+        if (lport == (unsigned)port && st == 0x0A && addr == htonl(INADDR_LOOPBACK) && holds_socket(pid, ino))
+            found = ino;
+    }
+    fclose(f);
+    return found;
+}
+
 void h_stop_all(void) {
     for (int i = 0; i < H_MAX_CHILDREN; i++) h_stop(h_children[i]);
 }

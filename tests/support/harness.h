@@ -78,6 +78,9 @@ void h_kill_all(void);
  * process (etcd) kept threads running for a median of 24 ms and up
  * to 200 ms after it at load 25 (docs/TESTS.md). */
 int h_sigstop(pid_t pid);
+/* The inode of the socket pid listens on at 127.0.0.1:port (TCP), 0 if
+ * none: the same inode later means the listener was never closed. */
+unsigned long h_listen_inode(pid_t pid, int port);
 void h_forget(pid_t pid); /* no longer ours to kill (reaped elsewhere) */
 
 /* hiredis connection with a connect and command timeout (5 s for the
