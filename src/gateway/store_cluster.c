@@ -409,9 +409,43 @@ static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
     if (a->failed) log_warning("gateway: %s failed: %s", verb, mkv_last_error(mc));
 }
 
-void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
+static int unasked(const gw_answer *a) { return !a->answered && !a->failed && cluster_key_ok(a->keylen); }
+
+/* The EXISTS answers as one library batch (mkv_exists_batch: over groups
+ * split by group, the parts at once); a key the batch failed stays "no". */
+static void answer_exists(mkv_client *mc, gw_answer *a, size_t n) {
+    mkv_obj *o = xcalloc(n, sizeof *o);
+    int *res = xcalloc(n, sizeof *res);
+    size_t *idx = xcalloc(n, sizeof *idx), m = 0;
     for (size_t i = 0; i < n; i++)
-        if (!a[i].answered && !a[i].failed && cluster_key_ok(a[i].keylen)) answer_one(mc, verb, &a[i]);
+        if (unasked(&a[i])) {
+            o[m] = (mkv_obj){.key = a[i].key, .keylen = a[i].keylen};
+            idx[m++] = i;
+        }
+    cluster_master_wait();
+    int rc = mkv_exists_batch(mc, o, m, res);
+    for (size_t k = 0; k < m; k++) {
+        gw_answer *x = &a[idx[k]];
+        int got = rc == MKV_OK ? res[k] : rc;
+        x->n = got == 1;
+        x->answered = got >= 0;
+        x->failed = !x->answered;
+    }
+    if (rc != MKV_OK) log_warning("gateway: %s failed: %s", PROTO_VERB_MEXISTS, mkv_last_error(mc));
+    free(o);
+    free(res);
+    free(idx);
+}
+
+void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
+    size_t left = 0;
+    for (size_t i = 0; i < n; i++) left += unasked(&a[i]);
+    if (left > 1 && strcmp(verb, PROTO_VERB_EXISTS) == 0) {
+        answer_exists(mc, a, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (unasked(&a[i])) answer_one(mc, verb, &a[i]);
 }
 
 /* The store interface has no error for these: a failure counts as "no"

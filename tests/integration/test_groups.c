@@ -347,9 +347,13 @@ static void test_gateway_routes(void) {
     for (int i = 0; i < 4; i++) redisAppendCommand(gw, "GET %s", keys[i]);
     ASSERT_EQ(replies_ok(gw, 4, is_value), 4);
     argv[0] = "EXISTS";
+    waits = h_info_field(gw, "gateway", "worker_master_waits");
     r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS);
     freeReplyObject(r);
+    /* its keys asked as one library batch too (split by group there) */
+    long long exists_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    ASSERT_MSG(exists_waits == 1, "the EXISTS of %d keys made %lld blocking calls", GW_KEYS, exists_waits);
     argv[0] = "DEL";
     r = redisCommandArgv(gw, GW_KEYS / 2 + 1, argv, NULL);   /* the first half */
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS / 2);
@@ -373,7 +377,8 @@ static void test_gateway_routes(void) {
     freeReplyObject(r);
     ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
     printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches; "
-           "MGET of %d keys: %lld blocking call(s)\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits);
+           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits,
+           exists_waits);
     redisFree(gw);
 }
 
