@@ -350,7 +350,7 @@ static int report_disk(node_control *c, uint8_t **buf, size_t *cap, int *infligh
     do {
         proto_report_rec *r;
         char *keys;
-        size_t n = node_disk_reports(c->n->disk, &cursor, CTL_REPORT_BATCH, &r, &keys);
+        size_t n = node_disk_reports(c->n->disk, c->n->groups[c->g].name, &cursor, CTL_REPORT_BATCH, &r, &keys);
         for (size_t at = 0, k; at < n && rc == 0; at += k) {
             size_t bytes = 0;
             for (k = 0; at + k < n && k < CTL_REPORT_BATCH && bytes < CTL_REPORT_KEYBYTES; k++)
@@ -409,8 +409,8 @@ static uint64_t disk_records(node *n) {
     return st.objects;
 }
 
-static void forget_disk(node *n) {
-    size_t gone = n->disk ? node_disk_forget(n->disk) : 0;
+static void forget_disk(node *n, int g) {
+    size_t gone = n->disk ? node_disk_forget(n->disk, n->groups[g].name) : 0;
     if (gone) log_notice("node: %zu disk records the master does not know removed", gone);
 }
 
@@ -537,7 +537,7 @@ static int do_register(node_control *c) {
      * nothing it knows of: gone, or a later rebuild would bring it back. */
     if (report == 2 || (kept && report == 0)) node_shares_forget_index(n, c->g);
     /* Our disk records are the master's only if it takes our report. */
-    if (report == 2 || (c->gen == 1 && report == 0)) forget_disk(n);
+    if (report == 2 || (c->gen == 1 && report == 0)) forget_disk(n, c->g);
     if ((report == 1 || report == PROTO_REG_RECONCILE) && report_index(c) != 0) return -1;
     /* the master resends what we did not acknowledge: from ack 0 */
     node_holdings_resume(c->hl, id, c->gen, c->host, c->port, c->leader_term, c->instance_hex);
@@ -1004,6 +1004,8 @@ void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids,
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->n->mu);
 }
+
+int node_control_group(const node_control *c) { return c->g; }
 
 void node_control_stop(node_control *c) {
     if (!c || c->joined) return;

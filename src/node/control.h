@@ -34,6 +34,8 @@ void node_control_tasks_done(node_control *c, uint64_t gen, const uint64_t *ids,
 /* 1 if gen is c's current registration (its tasks may still write). */
 int node_control_current(node_control *c, uint64_t gen);
 /* Ends the thread; node_control_tasks_done may still be called until node_control_free. */
+/* The group c speaks for (node.groups[g]). */
+int node_control_group(const node_control *c);
 void node_control_stop(node_control *c);
 void node_control_free(node_control *c);
 

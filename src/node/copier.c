@@ -21,6 +21,7 @@
 #include "core/util.h"
 #include "node/control.h"
 #include "node/disk_store.h"
+#include "node/disk_tier.h"
 #include "proto/cmd.h"
 #include "proto/replies.h"
 #include "link/master_link.h"
@@ -250,6 +251,11 @@ static uint64_t extents_len(const te_extent *x, int n) {
     return len;
 }
 
+/* t's key as the disk tier keeps it: its group's (disk_tier.h). */
+static size_t disk_key(node *n, const node_task *t, char *out) {
+    return node_disk_key(n->groups[node_control_group(t->ctl)].name, t->key, t->keylen, out);
+}
+
 /* An offload: our segment's bytes of the object (read caps of ours, in
  * bounds) into the disk store, which checks the CRC before it writes. */
 _Static_assert(PROTO_MAX_EXTENTS <= DISK_MAX_PIECES, "a share's extents fit its record");
@@ -292,8 +298,10 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     disk_piece *pieces = t->obj_off ? xmalloc((size_t)t->nsrc * sizeof *pieces) : NULL;
     for (int i = 0; pieces && i < t->nsrc; i++) pieces[i] = (disk_piece){t->obj_off[i], t->src[i].length};
     disk_obj of = {t->size, t->crc, pieces ? (uint32_t)t->nsrc : 0, pieces};
-    int rc = len == t->size ? disk_store_put(n->disk, t->key, t->keylen, val, t->size, t->crc)
-           : len < t->size  ? disk_store_put_share(n->disk, t->key, t->keylen, val, len, &of)
+    char key[NODE_DISK_KEY_MAX];
+    size_t klen = disk_key(n, t, key);
+    int rc = len == t->size ? disk_store_put(n->disk, key, klen, val, t->size, t->crc)
+           : len < t->size  ? disk_store_put_share(n->disk, key, klen, val, len, &of)
                             : -EINVAL;
     free(pieces);
     free(gather);
@@ -305,11 +313,11 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
 
 /* The disk holds the record of t's key the master means: of its object
  * (size and CRC), want bytes of it (the whole, or our share). */
-static int record_is_there(node *n, const node_task *t, uint64_t want) {
+static int record_is_there(node *n, const node_task *t, const char *key, size_t klen, uint64_t want) {
     uint64_t len = 0;
     uint32_t crc = 0;
     disk_obj of;
-    return n->disk && disk_store_stat(n->disk, t->key, t->keylen, &len, &crc, &of) == 0 && len == want &&
+    return n->disk && disk_store_stat(n->disk, key, klen, &len, &crc, &of) == 0 && len == want &&
            of.size == t->size && of.crc == t->crc;
 }
 
@@ -324,13 +332,15 @@ static void run_load(node_copier *c, node_task *t, uint64_t now) {
         return;
     }
     uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
-    if (!record_is_there(n, t, want)) {
+    char key[NODE_DISK_KEY_MAX];
+    size_t klen = disk_key(n, t, key);
+    if (!record_is_there(n, t, key, klen, want)) {
         task_fail(t, "load: no such record on the disk tier");
         return;
     }
     char *base = (char *)n->seg.base, *gather = NULL;
     void *into = t->ndst == 1 ? base + t->dst[0].offset : (gather = xmalloc(want ? want : 1));
-    int rc = disk_store_read(n->disk, t->key, t->keylen, into, want, &len);
+    int rc = disk_store_read(n->disk, key, klen, into, want, &len);
     if (rc == 0 && len != want) rc = -EIO;
     uint64_t at = 0;
     for (int i = 0; rc == 0 && gather && i < t->ndst; at += t->dst[i].length, i++)
@@ -350,7 +360,9 @@ static void run_push(node_copier *c, node_task *t) {
     node *n = c->n;
     uint64_t len = 0;
     uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
-    if (!record_is_there(n, t, want)) {
+    char key[NODE_DISK_KEY_MAX];
+    size_t klen = disk_key(n, t, key);
+    if (!record_is_there(n, t, key, klen, want)) {
         task_fail(t, "push: no such record on the disk tier");
         return;
     }
@@ -359,7 +371,7 @@ static void run_push(node_copier *c, node_task *t) {
         return;
     }
     char *buf = xmalloc(want ? want : 1);
-    int rc = disk_store_read(n->disk, t->key, t->keylen, buf, want, &len);
+    int rc = disk_store_read(n->disk, key, klen, buf, want, &len);
     if (rc == 0 && len != want) rc = -EIO;
     if (rc != 0) {
         snprintf(err, sizeof err, "push: reading the record: %s", strerror(-rc));

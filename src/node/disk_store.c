@@ -26,7 +26,6 @@
 #define REC_FIXED 48              /* magic | file id | seq | len | crc | keylen | obj crc | share | pieces | 1 reserved */
 #define REC_SHARE 8               /* a share's object size, after the key */
 #define REC_PIECE 16              /* a share's piece: object offset, length (after the object size) */
-#define DISK_MAX_KEY 4096
 #define PIECE DISK_STAGE_BYTES    /* bytes per request (1 MiB pieces wrote 4 MiB values at half fio's speed) */
 #define SCAN_BYTES (DISK_STAGE_SLOTS * DISK_STAGE_BYTES)   /* the scan's window: the whole staging area */
 #define SCAN_MAX_REQS (SCAN_BYTES / PIECE)
@@ -44,6 +43,7 @@ struct disk_store {
     char path[PATH_MAX];
     disk_io *io;
     uint64_t size, file_id, tag;
+    int prefixed;                 /* disk_store_config's */
     pthread_mutex_t mu;           /* ix, alloc, next_seq, st */
     objtable *ix;
     objtable *bytag;              /* key tag (te_cap_disk_tag) -> its record: disk reads name that */
@@ -230,11 +230,15 @@ typedef struct tagged {
     object *o;                    /* NULL: two keys share the tag, neither is served by it */
 } tagged;
 
-static void tag_key(const object *o, uint8_t k[8]) { le_put64(k, te_cap_disk_tag(o->key, o->keylen)); }
+static void tag_key(const disk_store *ds, const object *o, uint8_t k[8]) {
+    const char *key = o->key, *nul = ds->prefixed ? memchr(key, 0, o->keylen) : NULL;
+    size_t skip = nul ? (size_t)(nul - key) + 1 : 0;   /* a group's prefix: the tag is the client's key's */
+    le_put64(k, te_cap_disk_tag(key + skip, o->keylen - skip));
+}
 
 static void tag_add(disk_store *ds, object *o) {
     uint8_t k[8];
-    tag_key(o, k);
+    tag_key(ds, o, k);
     int existed = 0;
     object *t = objtable_insert_room(ds->bytag, k, sizeof k, sizeof(tagged), &existed);
     if (t) ((tagged *)objtable_room(t))->o = o;
@@ -243,7 +247,7 @@ static void tag_add(disk_store *ds, object *o) {
 
 static void tag_del(disk_store *ds, object *o) {
     uint8_t k[8];
-    tag_key(o, k);
+    tag_key(ds, o, k);
     object *t = objtable_find(ds->bytag, k, sizeof k);
     if (t && ((tagged *)objtable_room(t))->o == o) objtable_delete(ds->bytag, k, sizeof k);
 }
@@ -456,6 +460,7 @@ static disk_store *ds_new(const disk_store_config *c) {
     snprintf(ds->path, sizeof ds->path, "%s/%s", c->dir, c->name);
     ds->size = c->size & ~(uint64_t)(BLK - 1);
     ds->tag = c->tag;
+    ds->prefixed = c->prefixed;
     ds->next_seq = 1;
     pthread_mutex_init(&ds->mu, NULL);
     pthread_mutex_init(&ds->smu, NULL);

@@ -38,6 +38,9 @@
 #define DISK_STAGE_SLOTS 4
 #define DISK_STAGE_BYTES (4u << 20)
 #define DISK_MIN_SIZE (1ull << 20)
+/* A record's key: a protocol key (4096 bytes) and room for a prefix of
+ * the caller's (disk_tier.h: a node shared by master groups). */
+#define DISK_MAX_KEY (4096 + 64)
 
 typedef struct disk_store disk_store;
 
@@ -47,6 +50,8 @@ typedef struct disk_store_config {
     uint64_t size;         /* bytes of the file (rounded down to 4 KiB) */
     disk_io_kind io;
     uint64_t tag;          /* the owner's: a file with another is refused */
+    int prefixed;          /* keys carry a prefix up to their first NUL (disk_tier.h): a key's
+                              te_cap_disk_tag is of what follows it */
 } disk_store_config;
 
 typedef struct disk_store_stats {

@@ -17,14 +17,32 @@ static const uint8_t tier_hash_key[SIPHASH_KEY_LEN] = "moonkv.disktier";
 
 int node_disk_wanted(const mkv_config *cfg) { return cfg->disk_dir[0] != 0; }
 
-/* The cluster's name and secret, as the file's owner tag. */
+/* The cluster's name and secret (and "shared" on a node shared by
+ * groups: its keys carry their group), as the file's owner tag. */
 static uint64_t owner_tag(const mkv_config *cfg) {
-    char buf[sizeof cfg->cluster_name + CONFIG_STR_MAX + 1];
+    char buf[sizeof cfg->cluster_name + CONFIG_STR_MAX + 8];
     size_t a = strlen(cfg->cluster_name), b = strlen(cfg->cluster_secret);
     memcpy(buf, cfg->cluster_name, a);
     buf[a] = 0;
     memcpy(buf + a + 1, cfg->cluster_secret, b);
-    return siphash24(buf, a + 1 + b, tier_hash_key);
+    size_t len = a + 1 + b;
+    if (cfg->shared_groups[0]) memcpy(buf + len, "\0shared", 7), len += 7;
+    return siphash24(buf, len, tier_hash_key);
+}
+
+size_t node_disk_key(const char *group, const void *key, size_t keylen, char *out) {
+    size_t g = strlen(group);
+    if (g) memcpy(out, group, g + 1), g++;   /* with its NUL: no group name holds one */
+    memcpy(out + g, key, keylen);
+    return g + keylen;
+}
+
+/* key's length without group's prefix, or -1 if it is not group's. */
+static long unprefixed(const char *group, const void *key, size_t keylen) {
+    size_t g = strlen(group);
+    if (!g) return (long)keylen;
+    if (keylen <= g + 1 || memcmp(key, group, g) != 0 || ((const char *)key)[g] != 0) return -1;
+    return (long)(keylen - g - 1);
 }
 
 static void file_name(const mkv_config *cfg, char *out, size_t len) {
@@ -44,7 +62,7 @@ disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t 
     char name[128];
     file_name(cfg, name, sizeof name);
     disk_store_config c = { .dir = cfg->disk_dir, .name = name, .size = cfg->disk_size, .io = io,
-                            .tag = owner_tag(cfg) };
+                            .tag = owner_tag(cfg), .prefixed = cfg->shared_groups[0] != 0 };
     disk_store *ds = disk_store_open(&c, err, errlen);
     if (!ds && (errno == ENOSPC || errno == EFBIG)) {
         log_warning("disk: %s: the node runs without its disk tier", err);
@@ -56,6 +74,7 @@ disk_store *node_disk_open(const mkv_config *cfg, int *fatal, char *err, size_t 
 /* The records, collected under the store's lock (key offsets into keys:
  * the buffer moves as it grows). */
 typedef struct collect {
+    const char *group;
     proto_report_rec *r;
     size_t n, cap;
     char *keys;
@@ -75,6 +94,10 @@ static void collect_add(collect *c, size_t key_at, size_t keylen, uint64_t obj_o
  * before pieces were kept, as one extent of its length. */
 static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len, uint32_t crc, const disk_obj *of) {
     collect *c = ctx;
+    long own = unprefixed(c->group, key, keylen);
+    if (own < 0) return;   /* another group's */
+    key = (const char *)key + (keylen - (size_t)own);
+    keylen = (size_t)own;
     if (c->used + keylen > c->room) c->keys = xrealloc(c->keys, c->room = 2 * (c->used + keylen) + 4096);
     memcpy(c->keys + c->used, key, keylen);
     (void)crc;   /* a share's own: the object's is what the master knows */
@@ -83,8 +106,9 @@ static void collect_one(void *ctx, const void *key, size_t keylen, uint64_t len,
     c->used += keylen;
 }
 
-size_t node_disk_reports(disk_store *ds, uint64_t *cursor, size_t max, proto_report_rec **recs, char **keys) {
-    collect c = {0};
+size_t node_disk_reports(disk_store *ds, const char *group, uint64_t *cursor, size_t max, proto_report_rec **recs,
+                         char **keys) {
+    collect c = {.group = group};
     *cursor = ds ? disk_store_scan(ds, *cursor, max, collect_one, &c) : 0;
     for (size_t i = 0; i < c.n; i++) c.r[i].key = c.keys + (uintptr_t)c.r[i].key;
     *recs = c.r;
@@ -94,17 +118,20 @@ size_t node_disk_reports(disk_store *ds, uint64_t *cursor, size_t max, proto_rep
 
 #define FORGET_STEP 4096   /* records collected, then removed */
 
-size_t node_disk_forget(disk_store *ds) {
+size_t node_disk_forget(disk_store *ds, const char *group) {
     size_t gone = 0;
     uint64_t cursor = 0;
+    char *full = xmalloc(NODE_DISK_KEY_MAX);
     do {
         proto_report_rec *r;
         char *keys;
-        size_t n = node_disk_reports(ds, &cursor, FORGET_STEP, &r, &keys);
-        for (size_t i = 0; i < n; i++) gone += disk_store_remove(ds, r[i].key, r[i].keylen) == 0;
+        size_t n = node_disk_reports(ds, group, &cursor, FORGET_STEP, &r, &keys);
+        for (size_t i = 0; i < n; i++)
+            gone += disk_store_remove(ds, full, node_disk_key(group, r[i].key, r[i].keylen, full)) == 0;
         free(r);
         free(keys);
     } while (cursor);
+    free(full);
     return gone;
 }
 

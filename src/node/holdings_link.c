@@ -15,6 +15,7 @@
 #include "node/control.h"
 #include "node/copier.h"
 #include "node/disk_store.h"
+#include "node/disk_tier.h"
 #include "node/shares.h"
 #include "proto/cmd.h"
 #include "link/master_link.h"
@@ -59,6 +60,7 @@ struct node_holdings {
     uint64_t pulls;
     /* under mu, while applying */
     obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
+    char *disk_key;             /* room for a note's key as the disk tier keeps it (NODE_DISK_KEY_MAX) */
     node_index_batch *ix_batch;
 };
 
@@ -75,7 +77,8 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
         if (proto_note_next(&p, end, h->note_ext, &note) != 0) break;
         if (note.drop != PROTO_NOTE_DROP_DISK) node_shares_noted(h->n, h->g, note.key, note.keylen, &note.rep, note.drop, self);
         if (note.drop == PROTO_NOTE_DROP_DISK) {
-            if (h->n->disk) (void)disk_store_remove(h->n->disk, note.key, note.keylen);
+            if (h->n->disk) (void)disk_store_remove(h->n->disk, h->disk_key,
+                                                    node_disk_key(h->n->groups[h->g].name, note.key, note.keylen, h->disk_key));
         } else if (note.drop) node_index_batch_drop(ix, h->ix_batch, note.key, note.keylen);
         else node_index_batch_hold(ix, h->ix_batch, note.key, note.keylen, note.size, note.crc, note.want, &note.rep,
                                    &note.slices, self);
@@ -261,6 +264,7 @@ node_holdings *node_holdings_start(node *n, struct node_control *ctl, int g, nod
     if (cfg->etcd[0] && !(h->watch = leader_watch_open(cfg->etcd, cluster, err, sizeof err)))
         log_warning("node: the holdings link will not watch the leader: %s", err);
     h->note_ext = xcalloc(PROTO_MAX_EXTENTS, sizeof *h->note_ext);
+    h->disk_key = xmalloc(NODE_DISK_KEY_MAX);
     h->ix_batch = node_index_batch_new();
     pthread_mutex_init(&h->mu, NULL);
     pthread_condattr_t ca;
@@ -285,6 +289,7 @@ void node_holdings_free(node_holdings *h) {
     pthread_mutex_destroy(&h->mu);
     leader_watch_close(h->watch);
     free(h->note_ext);
+    free(h->disk_key);
     node_index_batch_free(h->ix_batch);
     free(h);
 }

@@ -58,7 +58,8 @@ typedef struct node {
     int ngroups;                   /* >= 1 */
     node_group groups[NODE_MAX_GROUPS];
     struct te_shares *shares;      /* --shared-groups: which group holds which chunk; NULL: one master */
-    uint32_t shared_id;            /* --shared-groups: our id in every group (from etcd) */
+    uint32_t shared_id;            /* --shared-groups: our id in every group (from etcd, or the segment file's) */
+    pthread_mutex_t shares_mu;     /* the chunks' file (shares.c): one writer at a time */
     int ngone;                     /* control threads that ended (under mu) */
     node_segment seg;
     struct node_persist *persist;  /* the segment's file (persist.h), NULL: a memfd */

@@ -355,6 +355,7 @@ int node_role_main(server *srv) {
     n->seg.fd = -1;
     n->leave_timer = loop_timer_create(srv->loop, leave_timeout_cb, n);
     pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->shares_mu, NULL);
     srv->role = n;
     srv->role_info = node_info;
     METRICS_ADD_TABLE(srv, node_metrics);
@@ -373,6 +374,7 @@ int node_role_main(server *srv) {
     srv->role = NULL;
     srv->role_info = NULL;
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->shares_mu);
     free(n);
     return rc;
 }

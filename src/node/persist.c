@@ -40,6 +40,7 @@ typedef struct ps_header {
 
 struct node_persist {
     char path[PATH_MAX], log_path[PATH_MAX + 8];
+    char side_path[PATH_MAX + 40];   /* node_persist_side_write's file ("": none) */
     ps_header *hdr;                  /* mapped after the segment */
     uint64_t meta;                   /* bytes of the header page(s) */
     node_journal *jr;
@@ -314,6 +315,47 @@ void node_persist_set_node_id(node_persist *p, uint32_t id) {
     p->hdr->crc = header_crc(p->hdr);
 }
 
+#define PS_SIDE_HEAD "moonkv-side 1 "
+
+static void side_name(const node_persist *p, const char *suffix, char *out, size_t len) {
+    size_t base = strlen(p->log_path) - strlen(".idx");   /* the log's place, the log's name */
+    snprintf(out, len, "%.*s%s", (int)base, p->log_path, suffix);
+}
+
+int node_persist_side_write(node_persist *p, const char *suffix, const char *text, size_t len) {
+    char tmp[sizeof p->side_path + 8];
+    side_name(p, suffix, p->side_path, sizeof p->side_path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p->side_path);
+    FILE *f = fopen(tmp, "we");
+    int ok = f && fprintf(f, PS_SIDE_HEAD "%016llx\n", (unsigned long long)p->hdr->generation) > 0 &&
+             fwrite(text, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, p->side_path) == 0) return 0;
+    log_warning("node: cannot write %s: %s", p->side_path, strerror(errno));
+    unlink(tmp);
+    return -1;
+}
+
+int node_persist_side_read(node_persist *p, const char *suffix, char **out, size_t max) {
+    char path[sizeof p->side_path], head[64];
+    side_name(p, suffix, path, sizeof path);
+    snprintf(head, sizeof head, PS_SIDE_HEAD "%016llx\n", (unsigned long long)p->hdr->generation);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    char *buf = xmalloc(max + 1);
+    size_t n = fread(buf, 1, max + 1, f);
+    fclose(f);
+    size_t hl = strlen(head);
+    if (n > max || n < hl || memcmp(buf, head, hl) != 0) {
+        free(buf);
+        return -1;
+    }
+    memmove(buf, buf + hl, n - hl);
+    buf[n - hl] = 0;
+    *out = buf;
+    return 0;
+}
+
 void node_persist_info(const node_persist *p, resp_buf *out) {
     info_field(out, "segment_file", "%s", p ? p->path : "");
     info_field(out, "segment_persist_state", "%s", p ? p->state : "off");
@@ -331,6 +373,7 @@ void node_persist_close(node_persist *p, int remove) {
     node_journal_free(p->jr);
     if (remove) {
         unlink(p->log_path);
+        if (p->side_path[0]) unlink(p->side_path);
         unlink(p->path);
         log_notice("node: left the cluster: %s removed", p->path);
     }

@@ -51,6 +51,17 @@ int node_persist_restored(const node_persist *p);
 uint32_t node_persist_node_id(const node_persist *p);
 void node_persist_set_node_id(node_persist *p, uint32_t id);
 
+/* A small file beside the segment's (<file><suffix>; in /dev/shm beside
+ * the log for a hugetlbfs file) holding text of the caller's, tied to
+ * this generation of the segment: written whole (a temporary renamed
+ * into place), read back only while the segment is the one it was
+ * written for, removed with the segment's files. One suffix per node.
+ * 0, or -1 (logged). */
+int node_persist_side_write(node_persist *p, const char *suffix, const char *text, size_t len);
+/* Its text (NUL-terminated, the caller frees it) into *out, or -1: no
+ * file, another generation's, or more than max bytes. */
+int node_persist_side_read(node_persist *p, const char *suffix, char **out, size_t max);
+
 void node_persist_info(const node_persist *p, resp_buf *out);
 
 /* After the index is freed (the log goes with p); remove: the node left

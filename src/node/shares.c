@@ -10,6 +10,7 @@
 #include "proto/extents.h"
 #include "etcd/etcd.h"
 #include "etcd/slotmap.h"
+#include "node/persist.h"
 
 #define SHARES_ETCD_TIMEOUT_MS 2000
 #define SHARES_ID_TRIES        64    /* compare-and-swap attempts for our id */
@@ -88,16 +89,85 @@ static int take_id(node *n, etcd_client *ec, char *err, size_t errlen) {
     return -1;
 }
 
+/* ---- the chunks' file: which group held which chunk, beside the segment's ---- */
+
+#define SHARES_FILE ".chunks"
+#define SHARES_FILE_MAX ((size_t)NODE_MAX_GROUPS * (40 + PROTO_CHUNKS_TEXT))
+
+static void set_of(node *n, int g, proto_chunks *c);
+
+/* Every group's chunks to the segment's side file (persist.h), so a
+ * restarted node gives each group back the chunks its objects lie in. */
+static void shares_save(node *n) {
+    if (!n->persist || !n->shares) return;
+    pthread_mutex_lock(&n->shares_mu);   /* the newest state lands last */
+    char *text = xmalloc(SHARES_FILE_MAX);
+    size_t len = 0;
+    for (int g = 0; g < n->ngroups; g++) {
+        proto_chunks c;
+        set_of(n, g, &c);
+        if (!proto_chunks_count(&c)) continue;
+        len += (size_t)snprintf(text + len, SHARES_FILE_MAX - len, "%s ", n->groups[g].name);
+        len += proto_chunks_format(&c, text + len, SHARES_FILE_MAX - len);
+        text[len++] = '\n';
+    }
+    (void)node_persist_side_write(n->persist, SHARES_FILE, text, len);
+    free(text);
+    pthread_mutex_unlock(&n->shares_mu);
+}
+
+static int group_named(const node *n, const char *name, size_t len) {
+    for (int g = 0; g < n->ngroups; g++)
+        if (strlen(n->groups[g].name) == len && memcmp(n->groups[g].name, name, len) == 0) return g;
+    return -1;
+}
+
+/* A line "<group> <chunks>" of the file back into the table: how many
+ * chunks it gave (a group we no longer serve: none). */
+static uint32_t restore_line(node *n, const char *line, size_t len) {
+    const char *sp = memchr(line, ' ', len);
+    proto_chunks c;
+    int g = sp ? group_named(n, line, (size_t)(sp - line)) : -1;
+    if (g < 0 || proto_chunks_parse(sp + 1, len - (size_t)(sp + 1 - line), n->seg.size, &c) != 0 ||
+        c.chunk_size != te_shares_chunk_size(n->shares))
+        return 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < c.n; i++)
+        if (proto_chunks_has(&c, i) && te_shares_owner(n->shares, i) == -1) k += te_shares_set_owner(n->shares, i, g) == -1;
+    return k;
+}
+
+static int in_free_chunk(uint64_t seg_off, void *ctx) { return te_shares_whose(ctx, seg_off) < 0; }
+
+/* A segment kept in a file: its groups' chunks as they were. What lies
+ * in a chunk no group has now (no file, a group we no longer serve) is
+ * nobody's: out of the index, or a later owner of the chunk would report
+ * it as its own. */
+static void shares_restore(node *n) {
+    if (!n->persist) return;
+    char *text = NULL;
+    uint32_t k = 0;
+    if (node_persist_side_read(n->persist, SHARES_FILE, &text, SHARES_FILE_MAX) == 0) {
+        for (const char *p = text; *p;) {
+            size_t len = strcspn(p, "\n");
+            k += restore_line(n, p, len);
+            p += len + (p[len] == '\n');
+        }
+        free(text);
+    }
+    node_index_clear_where(n->index, in_free_chunk, n->shares);
+    if (node_persist_restored(n->persist))
+        log_notice("node: %u chunk(s) given back to their groups from the segment's file", k);
+}
+
 static int setup_shared(node *n, char *err, size_t errlen) {
     const mkv_config *cfg = &n->srv->cfg;
-    if (n->persist || n->disk) {
-        snprintf(err, errlen, "'shared_groups' does not go with a segment file or a disk tier yet");
-        return -1;
-    }
     etcd_client *ec = etcd_create(cfg->etcd, SHARES_ETCD_TIMEOUT_MS, err, errlen);
     if (!ec) return -1;
     int rc = list_groups(n, ec, err, errlen);
-    if (rc == 0) rc = cfg->node_id ? (n->shared_id = (uint32_t)cfg->node_id, 0) : take_id(n, ec, err, errlen);
+    /* --node-id, the id of the node whose segment file we took over, or a new one */
+    uint32_t had = cfg->node_id ? (uint32_t)cfg->node_id : node_persist_node_id(n->persist);
+    if (rc == 0) rc = had ? (n->shared_id = had, 0) : take_id(n, ec, err, errlen);
     etcd_free(ec);
     if (rc != 0) return -1;
     n->shares = te_shares_create(n->seg.size, proto_chunk_size_for(n->seg.size));
@@ -105,6 +175,7 @@ static int setup_shared(node *n, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot cut the segment in chunks");
         return -1;
     }
+    shares_restore(n);
     log_notice("node: node %u, serving %d group(s), the segment in %u chunks of %llu bytes", n->shared_id,
                n->ngroups, te_shares_nchunks(n->shares), (unsigned long long)te_shares_chunk_size(n->shares));
     return node_data_set_shares(n->data, n->shared_id, n->shares, wall_ms(), err, errlen);
@@ -140,7 +211,9 @@ uint32_t node_shares_count(node *n, int g) {
 }
 
 uint32_t node_shares_grant(node *n, int g, uint32_t k) {
-    return n->shares ? te_shares_grant(n->shares, g, k) : 0;
+    uint32_t got = n->shares ? te_shares_grant(n->shares, g, k) : 0;
+    if (got) shares_save(n);
+    return got;
 }
 
 uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len) {
@@ -161,6 +234,7 @@ uint32_t node_shares_take_back(node *n, int g, const char *text, size_t len) {
         node_data_forget_claims(n->data, off, off + len);
         k++;
     }
+    if (k) shares_save(n);
     return k;
 }
 
