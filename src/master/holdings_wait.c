@@ -6,7 +6,8 @@
  * so all of an iteration's notes for a node go in one reply (batching is
  * what keeps put rates up: each put's end waits for its nodes' next ack,
  * acks.c). A pull that takes tasks (TASKS) is answered as soon as its
- * node has one waiting too. A pull with nothing after wait_ms is answered
+ * node has one waiting too, or a put wants it to ask for chunks now
+ * (a node shared by groups, shares.c). A pull with nothing after wait_ms is answered
  * empty; one of a node whose notes were reset is answered at once. */
 #include <stdlib.h>
 
@@ -44,7 +45,7 @@ static void answer(holdings_wait *h, size_t i) {
 
 static int due(holdings_wait *h, const parked_pull *p, uint64_t now) {
     const mm_node *n = mm_node_get(h->m->meta, p->node);
-    return !n || n->notes_n || ((p->form & MASTER_HOLDINGS_TASKS) && n->tasks_waiting) ||
+    return !n || n->notes_n || ((p->form & MASTER_HOLDINGS_TASKS) && (n->tasks_waiting || n->chunks_push)) ||
            n->notes_epoch != p->epoch || now >= p->deadline_ms;
 }
 

@@ -435,11 +435,21 @@ static void heartbeat_command(client *c) {
     master_reply_tasks(c, id);
 }
 
-/* MOON.CHUNKS id chunks: a shared node's chunks for our group (all it
- * gave us so far); the reply [want, chunks given back] (proto/chunks.h). */
+/* MOON.CHUNKS id chunks [FREE n]: a shared node's chunks for our group
+ * (all it gave us so far) and how many it has that no group holds; the
+ * reply [want, chunks given back] (proto/chunks.h). */
 static void chunks_command(client *c) {
     uint32_t id;
+    long long free_chunks = UINT32_MAX;
+    if (c->argc != 3 && !(c->argc == 5 && strieq_len(c->argv[3].ptr, c->argv[3].len, "free"))) {
+        reply_syntax_error(c);
+        return;
+    }
     if (master_own_node(c, 1, &id) != 0) return;
+    if (c->argc == 5 && arg_to_ll(&c->argv[4], 0, PROTO_MAX_CHUNKS, &free_chunks) != 0) {
+        master_reply_fail(c, PROTO_ERR, "bad free chunk count");
+        return;
+    }
     mm_node *n = mm_node_get(meta_of(c), id);
     proto_chunks given, back;
     char err[PROTO_ERR_LEN];
@@ -447,6 +457,7 @@ static void chunks_command(client *c) {
         master_reply_fail(c, PROTO_ERR, "bad chunks");
         return;
     }
+    mm_node_chunks_free(meta_of(c), id, (uint32_t)free_chunks);
     proto_status st = mm_node_share(meta_of(c), id, &given, err, sizeof err);
     if (st != PROTO_OK) {
         master_reply_fail(c, st, "%s", err);
@@ -1250,9 +1261,9 @@ static const command master_commands[] = {
      "Join a memory node", "proof segment-size addr [addr ...] [ID id] [INSTANCE hex] [SEEN id]"},
     {"moon.holdlink", holdlink_command, 4, CMD_WRITE, NOKEY, 0, "moonkv", "0.5.0",
      "A node's connection for its holdings pulls", "proof id instance"},
-    {"moon.chunks", chunks_command, 3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
+    {"moon.chunks", chunks_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "A memory node shared by master groups: the chunks of its segment it gave this group; "
-     "answers how many more it wants and the ones it gives back", "id chunks"},
+     "answers how many more it wants and the ones it gives back", "id chunks [FREE n]"},
     {"moon.heartbeat", heartbeat_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",
      "Node liveness; returns copy tasks", "id used [field value ...]"},
     {"moon.copydone", copydone_command, -3, CMD_FAST | CMD_MEMBER, NOKEY, 0, "moonkv", "0.1.0",

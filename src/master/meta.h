@@ -99,6 +99,9 @@ typedef struct mm_node {
     /* Ranges of our chunks the node lent to another group (a moved slot's
      * objects it adopted: MOON.LENT), withheld in alloc until given back. */
     struct mm_lent_away *away;
+    uint32_t chunks_free;         /* free chunks the node said it has (MOON.CHUNKS FREE; UINT32_MAX: not said) */
+    int chunks_push;              /* a put found no room: its next pull tells it to ask now */
+    uint64_t chunks_need;         /* bytes such puts want (the next ask covers them) */
 } mm_node;
 
 typedef struct mm_config {
@@ -463,6 +466,20 @@ proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, u
 void mm_lent_stats(const master_meta *m, uint64_t *away, uint64_t *back);
 /* The node's shares forgotten (a new allocator, or the table's end). */
 void mm_node_shares_reset(mm_node *n);
+/* The node said it has free_chunks chunks nobody holds. */
+void mm_node_chunks_free(master_meta *m, uint32_t id, uint32_t free_chunks);
+/* A put of size found no room: every shared node that may still give
+ * chunks is told, on its holdings pull, to ask at once (holdings_wait.c)
+ * rather than after its next heartbeat; the chunks given count as space
+ * freed (mm_space_freed), so a parked put is placed again. 1 if any may
+ * give (wait for it rather than shed to disk). */
+int mm_chunks_ahead(master_meta *m, uint64_t size);
+/* 1 if shared node n may still give our group chunks: it grows rather
+ * than offloads to disk (offload.c). */
+int mm_node_may_grow(const mm_node *n);
+/* Room for size wanted on n: if it may grow, its next pull tells it to
+ * ask now (1), else 0. */
+int mm_node_grow(mm_node *n, uint64_t size);
 /* Above disk_high_pct of a node's segment, offload tasks for its
  * coldest replicas (wholly there, no lease, copy or pin on the object)
  * down to disk_low_pct; temporary copies whose leases ran out go.

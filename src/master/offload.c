@@ -89,7 +89,8 @@ static int offloadable(master_meta *m, const object *o, uint64_t now_ms) {
  * found no room for: a segment may be under its low watermark with no
  * extent large enough free. */
 static uint64_t excess(const master_meta *m, mm_node *n, uint64_t now_ms) {
-    if (!n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore) return 0;
+    /* a shared node that may still give our group chunks grows instead */
+    if (!n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore || mm_node_may_grow(n)) return 0;
     seg_alloc_stats as;
     seg_alloc_get_stats(n->alloc, &as);
     uint64_t low = as.size * m->cfg.disk_low_pct / 100, want = n->shed_want;
@@ -99,8 +100,10 @@ static uint64_t excess(const master_meta *m, mm_node *n, uint64_t now_ms) {
     return over > want ? over : want;
 }
 
-/* Room for size is wanted on n: shed at least twice that at the next pass. */
+/* Room for size is wanted on n: more chunks if it is shared and may give
+ * them, else shed at least twice that at the next pass. */
 static void want_room(mm_node *n, uint64_t size) {
+    if (mm_node_grow(n, size)) return;
     if (n && n->disk_free && n->shed_want < 2 * size) n->shed_want = 2 * size;
 }
 

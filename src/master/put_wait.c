@@ -9,7 +9,9 @@
  * its NOSPACE items are placed again whenever extents go back to the
  * allocators or a hold runs out, and it is answered once every item is
  * placed or the bound has passed (then NOSPACE, as without waiting).
- * With a disk tier, offloads make the room (mm_offload_ahead). */
+ * A node shared by master groups that may give more chunks is told to
+ * ask for them at once (mm_chunks_ahead); with a disk tier, offloads
+ * make the room (mm_offload_ahead). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,13 +28,17 @@ struct put_wait {
     uint64_t waited, nospace; /* requests parked, and answered NOSPACE after all */
 };
 
-/* Held extents free by the horizon, or offloads to disk make room. */
+/* Room is on its way for size: held extents free by the horizon, a
+ * shared node gives chunks (asked at once), or offloads to disk. */
+static int room_coming(master_meta *meta, uint64_t size, uint32_t replicas, uint64_t now_ms, uint64_t horizon_ms) {
+    return mm_space_due(meta, size, replicas, horizon_ms) || mm_chunks_ahead(meta, size) ||
+           mm_offload_ahead(meta, size, now_ms);
+}
+
 static int any_due(master_meta *meta, const mm_item *it, size_t n, uint32_t replicas,
                    uint64_t now_ms, uint64_t horizon_ms) {
     for (size_t i = 0; i < n; i++)
-        if (it[i].status == PROTO_NOSPACE && (mm_space_due(meta, it[i].size, replicas, horizon_ms) ||
-                                              mm_offload_ahead(meta, it[i].size, now_ms)))
-            return 1;
+        if (it[i].status == PROTO_NOSPACE && room_coming(meta, it[i].size, replicas, now_ms, horizon_ms)) return 1;
     return 0;
 }
 
@@ -70,7 +76,8 @@ static int retry(void *owner, master_parked *p, uint64_t now_ms) {
         it->status = mm_put_start(meta, it->key, it->keylen, it->size, p->replicas, now_ms, &it->obj,
                                   it->err, sizeof it->err);
         if (it->status == PROTO_OK) p->stamp[i] = mm_obj_stamp(it->obj);
-        if (it->status == PROTO_NOSPACE) mm_offload_ahead(meta, it->size, now_ms);   /* keep shedding */
+        /* keep asking for chunks, or shedding */
+        if (it->status == PROTO_NOSPACE && !mm_chunks_ahead(meta, it->size)) mm_offload_ahead(meta, it->size, now_ms);
         waiting |= it->status == PROTO_NOSPACE;
     }
     return !waiting;

@@ -703,7 +703,10 @@ void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form) {
                                 form != MASTER_HOLDINGS_ARRAY ? PROTO_NOTES_BLOB : SIZE_MAX, &recs, &len, &next);
     int tasks = form & MASTER_HOLDINGS_TASKS;
     form &= ~MASTER_HOLDINGS_TASKS;
-    reply_array(c, tasks ? 3 : 2);
+    mm_node *node = mm_node_get(master_of(c)->meta, id);
+    int push = tasks && node && node->chunks_push;   /* ask for chunks now (shares.c) */
+    if (push) node->chunks_push = 0;
+    reply_array(c, tasks ? 3 + push : 2);
     reply_integer(c, (long long)next);
     if (form == MASTER_HOLDINGS_SLICES) {
         reply_bulk(c, recs, len);
@@ -720,6 +723,7 @@ void master_holdings_reply(client *c, uint32_t id, uint64_t ack, int form) {
         free(ext);
     }
     if (tasks) master_reply_tasks(c, id);
+    if (push) reply_integer(c, 1);
 }
 
 static int arg_is(const client *c, int i, const char *word) {
@@ -731,7 +735,9 @@ static int arg_is(const client *c, int i, const char *word) {
  * form sends them as they are, at most about PROTO_NOTES_BLOB bytes of
  * them; without SLICES they are sent without their slice CRCs). TASKS:
  * a third element, the node's tasks as a heartbeat hands them out (the
- * link proved the cluster secret, MOON.HOLDLINK). WAIT: with nothing to
+ * link proved the cluster secret, MOON.HOLDLINK), and a fourth, 1, when a
+ * put found our group's chunks of a shared node full: the node should
+ * ask for chunks (MOON.CHUNKS) now. WAIT: with nothing to
  * send, the reply waits up to ms for a note or a task
  * (holdings_wait.c). The ack may release answers waiting on it (acks.c). */
 static void holdings_command(client *c) {
@@ -755,7 +761,7 @@ static void holdings_command(client *c) {
     acks_node_acked(m->acks, id);
     mm_node *n = mm_node_get(m->meta, id);
     if (n && wait_ms) n->acks_awaited = 1;
-    int idle = n && !n->notes_n && !((form & MASTER_HOLDINGS_TASKS) && n->tasks_waiting);
+    int idle = n && !n->notes_n && !((form & MASTER_HOLDINGS_TASKS) && (n->tasks_waiting || n->chunks_push));
     if (wait_ms && m->pulls && idle) holdings_wait_park(m->pulls, c, id, form, wait_ms);
     else master_holdings_reply(c, id, 0, form);
 }

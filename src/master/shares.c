@@ -167,6 +167,9 @@ proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *give
     mm_node *n = mm_node_get(m, id);
     if (!n || !n->alloc) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);
     if (!n->chunks) {   /* a fresh allocator: nothing is ours until given */
+        n->chunks_free = UINT32_MAX;
+        n->chunks_push = 0;
+        n->chunks_need = 0;
         seg_alloc_stats st;
         seg_alloc_get_stats(n->alloc, &st);
         if (st.allocations || seg_alloc_withhold(n->alloc, 0, n->segment_size & ~(uint64_t)(MM_ALIGN - 1)) != 0)
@@ -191,6 +194,7 @@ proto_status mm_node_share(master_meta *m, uint32_t id, const proto_chunks *give
     }
     if (added) {
         m->alloc_changes++;   /* room to place on: placement orders the nodes anew */
+        m->space_freed++;     /* puts parked for room try again (put_wait.c) */
         m->repair_dirty = 1;
         log_info("node %u gave our group %u chunk(s), %u in all", id, added, proto_chunks_count(n->chunks));
     }
@@ -208,10 +212,13 @@ void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *
     uint64_t cs = n->chunks->chunk_size;
     seg_alloc_stats st;
     seg_alloc_get_stats(n->alloc, &st);   /* our chunks only */
-    uint64_t low = st.size / 4 > cs ? st.size / 4 : cs;
-    if (st.free < low) {   /* ask for room up to half of what we hold: growth doubles */
+    uint64_t low = st.size / 4 > cs ? st.size / 4 : cs, need = n->chunks_need;
+    n->chunks_need = 0;
+    if (st.free < low || need) {   /* ask for room up to half of what we hold: growth doubles */
         uint64_t target = st.size / 2 > 2 * cs ? st.size / 2 : 2 * cs;
-        uint64_t w = (target - st.free + cs - 1) / cs;
+        uint64_t w = target > st.free ? (target - st.free + cs - 1) / cs : 0;
+        uint64_t w_need = (need + cs - 1) / cs + 1;   /* a waiting put's, whatever the rest */
+        if (w < w_need) w = w_need;
         *want = w > SHARE_MAX_WANT ? SHARE_MAX_WANT : (uint32_t)w;
         return;
     }
@@ -231,4 +238,26 @@ void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *
         log_info("node %u: chunk %u given back (unused)", id, i);
         return;
     }
+}
+
+void mm_node_chunks_free(master_meta *m, uint32_t id, uint32_t free_chunks) {
+    mm_node *n = mm_node_get(m, id);
+    if (n && n->chunks) n->chunks_free = free_chunks;
+}
+
+int mm_node_may_grow(const mm_node *n) {
+    return n->chunks && n->chunks_free > 0 && n->state == NODE_ALIVE && !n->restore;
+}
+
+int mm_node_grow(mm_node *n, uint64_t size) {
+    if (!n || !n->alloc || !mm_node_may_grow(n)) return 0;
+    n->chunks_push = 1;
+    if (n->chunks_need < size) n->chunks_need = size;
+    return 1;
+}
+
+int mm_chunks_ahead(master_meta *m, uint64_t size) {
+    int any = 0;
+    for (uint32_t i = 0; i < m->nnodes; i++) any |= mm_node_grow(m->nodes[i], size);
+    return any;
 }

@@ -82,6 +82,8 @@ struct node_control {
     const char *cluster;        /* its etcd prefix */
     int chunks_refused;         /* a master without MOON.CHUNKS (logged once) */
     int lent_refused;           /* MOON.LENT refused (said once) */
+    int plain_chunks;           /* a master from before MOON.CHUNKS ... FREE */
+    int chunks_now;             /* its master asked for a MOON.CHUNKS now (a put found no room; under n->mu) */
     pthread_t th;
     pthread_cond_t wake;        /* with n->mu */
     int stop, leave_wanted, leave_sent;
@@ -546,17 +548,26 @@ static int do_register(node_control *c) {
 
 /* ---- chunks of a shared node ---- */
 
-/* MOON.CHUNKS: tell the master the chunks its group has; take back what
- * it gives back, give what it wants, and tell it again at once. */
+/* MOON.CHUNKS: tell the master the chunks its group has and how many no
+ * group holds; take back what it gives back, give what it wants, and tell
+ * it again at once. */
 static void chunks_exchange(node_control *c) {
     node *n = c->n;
     for (int round = 0; n->shares && c->rc && round < 4; round++) {
         char text[PROTO_CHUNKS_TEXT];
         node_shares_text(n, c->g, text, sizeof text);
         proto_cmd cmd;
-        proto_cmd_chunks(&cmd, my_id(c), text);
+        proto_cmd_chunks(&cmd, my_id(c), text, c->plain_chunks ? -1 : (long)node_shares_count(n, -1));
         redisReply *r = master_send(c, &cmd);
         if (!r) return;
+        if (r->type == REDIS_REPLY_ERROR && !c->plain_chunks &&
+            (strstr(r->str, "wrong number of arguments") || strstr(r->str, "syntax error"))) {
+            log_notice("node: the master takes %s without FREE", PROTO_VERB_CHUNKS);
+            c->plain_chunks = 1;
+            freeReplyObject(r);
+            round--;
+            continue;
+        }
         long long want = 0;
         uint32_t back = 0, got = 0;
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
@@ -699,6 +710,15 @@ static int flag(node_control *c, const int *f) {
     return v;
 }
 
+/* *f's value, cleared. */
+static int take_flag(node_control *c, int *f) {
+    pthread_mutex_lock(&c->n->mu);
+    int v = *f;
+    *f = 0;
+    pthread_mutex_unlock(&c->n->mu);
+    return v;
+}
+
 /* A NODEDEAD answer: drained means we are done, anything else re-registers. */
 static void node_dead(node_control *c, const char *msg) {
     int drained = strstr(msg, "(drained") != NULL;
@@ -826,7 +846,7 @@ static void wait_ms(node_control *c, int ms) {
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&c->n->mu);
-    while (!c->stop && !(c->leave_wanted && !c->leave_sent) && !(c->rc && c->nresults > 0))
+    while (!c->stop && !(c->leave_wanted && !c->leave_sent) && !(c->rc && (c->nresults > 0 || c->chunks_now)))
         if (pthread_cond_timedwait(&c->wake, &c->n->mu, &ts) == ETIMEDOUT) break;
     pthread_mutex_unlock(&c->n->mu);
 }
@@ -835,7 +855,7 @@ static void wait_ms(node_control *c, int ms) {
 static void gone(node_control *c) {
     set_phase(c, NODE_GONE);
     pthread_mutex_lock(&c->n->mu);
-    int all = ++c->n->ngone == c->n->ngroups;
+    int all = ++c->n->ngone == c->n->ngroups;   /* under mu */
     pthread_mutex_unlock(&c->n->mu);
     if (all) loop_wake_send(c->n->gone);
 }
@@ -895,7 +915,13 @@ static void *control_main(void *arg) {
             slow = (slow_step){"none", 0};
             next_beat = heartbeat(c) ? now : now + (uint64_t)beat;
             lent_exchange(c);   /* first: a chunk holding only ranges lent away is not empty */
+            take_flag(c, &c->chunks_now);   /* this exchange answers it */
             chunks_exchange(c);
+        } else if (c->rc && take_flag(c, &c->chunks_now)) {
+            t = mono_ms();
+            lent_exchange(c);
+            chunks_exchange(c);   /* a put waits for room: now, not after the next heartbeat */
+            step_took(&slow, PROTO_VERB_CHUNKS, t);
         }
         if (c->rc && now >= c->next_refresh_ms) {
             t = mono_ms();
@@ -986,6 +1012,8 @@ static void poke(node_control *c, int *f) {
 }
 
 void node_control_request_leave(node_control *c) { poke(c, &c->leave_wanted); }
+
+void node_control_ask_chunks(node_control *c) { poke(c, &c->chunks_now); }
 
 int node_control_current(node_control *c, uint64_t gen) {
     pthread_mutex_lock(&c->n->mu);

@@ -23,6 +23,9 @@ typedef struct node_control node_control;
 node_control *node_control_start(node *n, int g);
 /* Ask the master to drain us (SIGTERM, MOON.DRAIN on the node). */
 void node_control_request_leave(node_control *c);
+/* Our master asked (on the holdings link) for a MOON.CHUNKS now: a put
+ * of its group found no room in its chunks of our segment. */
+void node_control_ask_chunks(node_control *c);
 /* A reply's tasks (an array: a heartbeat's, or a holdings pull's,
  * holdings_link.h) for registration gen to the copier as one batch,
  * tagged with that registration's id and caps key; the ones refused are

@@ -120,6 +120,7 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
             const redisReply *ts = proto_holdings_tasks(r);
             size_t ntasks = ts ? ts->elements : 0;
             if (ntasks) node_control_take_tasks(h->ctl, ts, h->reg_gen);
+            if (proto_holdings_ask_chunks(r)) node_control_ask_chunks(h->ctl);
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
             *ack = acked;

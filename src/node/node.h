@@ -55,7 +55,9 @@ typedef struct node_group {
 
 typedef struct node {
     server *srv;
-    int ngroups;                   /* >= 1 */
+    int ngroups;                   /* >= 1; grows (under mu) as the slot map names groups (shares.c) */
+    int leaving;                   /* asked to leave (under mu): a group added now leaves too */
+    struct shares_follow *follow;  /* --shared-groups map: the map's new groups joined as they come */
     node_group groups[NODE_MAX_GROUPS];
     struct te_shares *shares;      /* --shared-groups: which group holds which chunk; NULL: one master */
     uint32_t shared_id;            /* --shared-groups: our id in every group (from etcd, or the segment file's) */
@@ -76,6 +78,8 @@ typedef struct node {
 } node;
 
 const char *node_phase_name(node_phase p);
+/* n->ngroups, read under n->mu (it grows while the node runs). */
+int node_ngroups(node *n);
 
 /* The node role on an initialised server (node_role.c); the process
  * exit code. */

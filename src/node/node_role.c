@@ -38,6 +38,13 @@ const char *node_phase_name(node_phase p) {
 
 static node *node_of(server *srv) { return srv->role; }
 
+int node_ngroups(node *n) {
+    pthread_mutex_lock(&n->mu);
+    int k = n->ngroups;
+    pthread_mutex_unlock(&n->mu);
+    return k;
+}
+
 /* ---- INFO "# Node" and MOON.DRAIN ---- */
 
 /* node_info's fields, as metrics. The data plane is the transfer
@@ -109,10 +116,11 @@ static const metrics_field node_metrics[] = {
  * chunks held, and which: proto/chunks.h's bitmap). */
 static void groups_info(node *n, resp_buf *out) {
     if (!n->shares) return;
-    info_field(out, "groups", "%d", n->ngroups);
+    int ngroups = node_ngroups(n);
+    info_field(out, "groups", "%d", ngroups);
     info_field(out, "chunk_size", "%llu", (unsigned long long)te_shares_chunk_size(n->shares));
     info_field(out, "chunks", "%u", te_shares_nchunks(n->shares));
-    for (int g = 0; g < n->ngroups; g++) {
+    for (int g = 0; g < ngroups; g++) {
         pthread_mutex_lock(&n->mu);
         node_status st = *n->groups[g].st;
         pthread_mutex_unlock(&n->mu);
@@ -263,7 +271,11 @@ static int all_gone(node *n) {
 static void begin_leave(node *n) {
     if (loop_timer_active(n->leave_timer)) return;
     log_notice("node: asking the master to drain us (SIGTERM again to exit now)");
-    for (int g = 0; g < n->ngroups; g++) node_control_request_leave(n->groups[g].ctl);
+    pthread_mutex_lock(&n->mu);
+    n->leaving = 1;   /* a group the map names from now on leaves as it joins */
+    int ngroups = n->ngroups;
+    pthread_mutex_unlock(&n->mu);
+    for (int g = 0; g < ngroups; g++) node_control_request_leave(n->groups[g].ctl);
     loop_timer_start(n->leave_timer, NODE_LEAVE_MAX_MS, 0);
 }
 
@@ -319,10 +331,12 @@ static int node_start(node *n, char *err, size_t errlen) {
             return -1;
         }
     }
+    node_shares_follow_start(n);
     return 0;
 }
 
 static void node_shutdown(node *n) {
+    node_shares_follow_stop(n);   /* no group added from here on */
     /* Control hands tasks to the copier, the copier reports back to
      * control: end control's thread, then the copier, then free control. */
     for (int g = 0; g < n->ngroups; g++) node_control_stop(n->groups[g].ctl);

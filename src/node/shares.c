@@ -4,41 +4,50 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/util.h"
 #include "proto/extents.h"
 #include "etcd/etcd.h"
 #include "etcd/slotmap.h"
+#include "node/control.h"
 #include "node/persist.h"
 
 #define SHARES_ETCD_TIMEOUT_MS 2000
 #define SHARES_ID_TRIES        64    /* compare-and-swap attempts for our id */
 
-/* One group, "" for the node of one master. */
-static int add_group(node *n, const char *name, size_t len, char *err, size_t errlen) {
-    if (n->ngroups == NODE_MAX_GROUPS) {
+/* Group name into n->groups[g] (not counted in ngroups yet): 0; 1 if
+ * we serve it already; -1 with a message. */
+static int fill_group(node *n, int g, const char *name, size_t len, char *err, size_t errlen) {
+    if (g == NODE_MAX_GROUPS) {
         snprintf(err, errlen, "a node serves at most %d groups", NODE_MAX_GROUPS);
         return -1;
     }
-    node_group *g = &n->groups[n->ngroups];
+    node_group *ng = &n->groups[g];
     const char *cluster = n->srv->cfg.cluster_name;
-    if (len >= sizeof g->name || (len && !proto_group_ok(name, len))) {
+    if (len >= sizeof ng->name || (len && !proto_group_ok(name, len))) {
         snprintf(err, errlen, "bad group '%.*s'", (int)(len > 40 ? 40 : len), name);
         return -1;
     }
-    memcpy(g->name, name, len);
-    g->name[len] = 0;
-    if (!len) snprintf(g->cluster, sizeof g->cluster, "%s", cluster);
-    else if (etcd_group_cluster(cluster, g->name, g->cluster, sizeof g->cluster) != 0) {
-        snprintf(err, errlen, "group '%s': cluster name too long", g->name);
+    for (int i = 0; i < g; i++)
+        if (strlen(n->groups[i].name) == len && memcmp(n->groups[i].name, name, len) == 0) return 1;
+    memcpy(ng->name, name, len);
+    ng->name[len] = 0;
+    if (!len) snprintf(ng->cluster, sizeof ng->cluster, "%s", cluster);
+    else if (etcd_group_cluster(cluster, ng->name, ng->cluster, sizeof ng->cluster) != 0) {
+        snprintf(err, errlen, "group '%s': cluster name too long", ng->name);
         return -1;
     }
-    for (int i = 0; i < n->ngroups; i++)
-        if (strcmp(n->groups[i].name, g->name) == 0) return 0;   /* named twice */
-    g->st = n->ngroups ? &g->own : &n->status;
-    n->ngroups++;
+    ng->st = g ? &ng->own : &n->status;
     return 0;
+}
+
+/* One group at start ("" for the node of one master; named twice: once). */
+static int add_group(node *n, const char *name, size_t len, char *err, size_t errlen) {
+    int rc = fill_group(n, n->ngroups, name, len, err, errlen);
+    if (rc == 0) n->ngroups++;   /* no other thread yet */
+    return rc < 0 ? -1 : 0;
 }
 
 /* "a,b,..." or "map": every group the slot map names. */
@@ -103,7 +112,7 @@ static void shares_save(node *n) {
     pthread_mutex_lock(&n->shares_mu);   /* the newest state lands last */
     char *text = xmalloc(SHARES_FILE_MAX);
     size_t len = 0;
-    for (int g = 0; g < n->ngroups; g++) {
+    for (int g = 0, ng = node_ngroups(n); g < ng; g++) {
         proto_chunks c;
         set_of(n, g, &c);
         if (!proto_chunks_count(&c)) continue;
@@ -116,7 +125,7 @@ static void shares_save(node *n) {
     pthread_mutex_unlock(&n->shares_mu);
 }
 
-static int group_named(const node *n, const char *name, size_t len) {
+static int group_named(node *n, const char *name, size_t len) {
     for (int g = 0; g < n->ngroups; g++)
         if (strlen(n->groups[g].name) == len && memcmp(n->groups[g].name, name, len) == 0) return g;
     return -1;
@@ -316,4 +325,103 @@ void node_shares_forget_index(node *n, int g) {
     }
     mine_ctx m = {n, g};
     node_index_clear_where(n->index, mine_cb, &m);
+}
+
+/* ---- --shared-groups map: following the slot map ---- */
+
+#define SHARES_FOLLOW_MS 1000   /* between reads of the map */
+
+struct shares_follow {
+    node *n;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    etcd_client *ec;
+    int full_logged;        /* a group past NODE_MAX_GROUPS was logged */
+};
+
+/* Serve group name too: its control thread first, then counted (so
+ * whoever loops over the groups finds it whole); a node asked to leave
+ * meanwhile asks this group too. Only this thread adds groups. */
+static void join_group(struct shares_follow *f, const char *name) {
+    node *n = f->n;
+    int g = n->ngroups;   /* written by this thread alone */
+    char err[160];
+    int rc = fill_group(n, g, name, strlen(name), err, sizeof err);
+    if (rc < 0 && !f->full_logged++) log_warning("node: group %s of the slot map: %s", name, err);
+    if (rc != 0) return;
+    if (!node_control_start(n, g)) {
+        log_warning("node: cannot start serving group %s", name);
+        return;
+    }
+    pthread_mutex_lock(&n->mu);
+    int leaving = n->leaving;
+    n->ngroups++;
+    pthread_mutex_unlock(&n->mu);
+    log_notice("node: group %s is in the slot map now: serving it too", name);
+    if (leaving) node_control_request_leave(n->groups[g].ctl);
+}
+
+static void follow_once(struct shares_follow *f, proto_slotmap *m) {
+    char err[256];
+    int found = 0;
+    if (etcd_slotmap_read(f->ec, f->n->srv->cfg.cluster_name, m, &found, err, sizeof err) != 0) {
+        log_info("node: reading the slot map: %s", err);
+        return;
+    }
+    for (int i = 0; found && i < m->ngroups; i++) join_group(f, m->groups[i]);
+}
+
+static void *follow_main(void *arg) {
+    struct shares_follow *f = arg;
+    proto_slotmap *m = xmalloc(sizeof *m);
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop) {
+        pthread_mutex_unlock(&f->mu);
+        follow_once(f, m);
+        pthread_mutex_lock(&f->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += SHARES_FOLLOW_MS / 1000;
+        while (!f->stop && pthread_cond_timedwait(&f->cv, &f->mu, &ts) == 0) {}
+    }
+    pthread_mutex_unlock(&f->mu);
+    free(m);
+    return NULL;
+}
+
+void node_shares_follow_start(node *n) {
+    if (!n->shares || strcmp(n->srv->cfg.shared_groups, "map") != 0) return;
+    char err[256];
+    struct shares_follow *f = xcalloc(1, sizeof *f);
+    f->n = n;
+    if (!(f->ec = etcd_create(n->srv->cfg.etcd, SHARES_ETCD_TIMEOUT_MS, err, sizeof err))) {
+        log_warning("node: not following the slot map: %s", err);
+        free(f);
+        return;
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    n->follow = f;
+    pthread_create(&f->th, NULL, follow_main, f);
+}
+
+void node_shares_follow_stop(node *n) {
+    struct shares_follow *f = n->follow;
+    if (!f) return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->th, NULL);
+    etcd_free(f->ec);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+    n->follow = NULL;
 }

@@ -26,7 +26,15 @@
  * the control threads start, after the data plane did. */
 int node_shares_setup(node *n, char *err, size_t errlen);
 void node_shares_free(node *n);
-/* Group g's chunks now (proto/chunks.h text into out, PROTO_CHUNKS_TEXT). */
+/* --shared-groups map: a thread reading the slot map every second that
+ * joins each group it names that we do not serve yet (its control thread
+ * registers with it and it gets a chunk), so a group added to a running
+ * cluster gets room on the nodes without restarting them. A group gone
+ * from the map is still served (its objects stay where they are). Start
+ * after the first groups' control threads; stop before they end. */
+void node_shares_follow_start(node *n);
+void node_shares_follow_stop(node *n);
+/* Group g's chunks now (proto/chunks.h text into out, PROTO_CHUNKS_TEXT; g -1: those no group holds). */
 void node_shares_text(node *n, int g, char *out, size_t cap);
 uint32_t node_shares_count(node *n, int g);
 /* Up to k free chunks to group g: how many it got. */

@@ -122,10 +122,13 @@ void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a) {
     proto_cmd_str(cmd, a->chunks);
 }
 
-void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks) {
-    cmd_start(cmd, PROTO_VERB_CHUNKS, 3);
+void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks, long free_chunks) {
+    cmd_start(cmd, PROTO_VERB_CHUNKS, free_chunks >= 0 ? 5 : 3);
     proto_cmd_u64(cmd, id);
     proto_cmd_str(cmd, chunks);
+    if (free_chunks < 0) return;
+    proto_cmd_str(cmd, "FREE");
+    proto_cmd_u64(cmd, (uint64_t)free_chunks);
 }
 
 void proto_cmd_lent_begin(proto_cmd *cmd, uint32_t id, size_t n) {

@@ -79,8 +79,9 @@ typedef struct proto_register_args {
 } proto_register_args;
 void proto_cmd_register(proto_cmd *cmd, const proto_register_args *a);
 
-/* MOON.CHUNKS id chunks: a shared node's chunks for the master's group. */
-void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks);
+/* MOON.CHUNKS id chunks [FREE n]: a shared node's chunks for the master's
+ * group, and (free_chunks >= 0) how many chunks no group holds. */
+void proto_cmd_chunks(proto_cmd *cmd, uint32_t id, const char *chunks, long free_chunks);
 /* MOON.SLOTEXPORT group version epoch offset max: a group's pull of the
  * records another group gives it (master/slot_move.c). */
 void proto_cmd_slotexport(proto_cmd *cmd, const char *group, uint64_t version, uint64_t epoch, uint64_t offset,

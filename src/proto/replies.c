@@ -104,9 +104,10 @@ int proto_dec_object(const redisReply *r, uint64_t *size, uint32_t *crc) {
 }
 
 int proto_dec_holdings(const redisReply *r, uint64_t *acked, const uint8_t **blob, size_t *len) {
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
         !int_in(r->element[0], 0, INT64_MAX) || r->element[1]->type != REDIS_REPLY_STRING ||
-        (r->elements == 3 && r->element[2]->type != REDIS_REPLY_ARRAY))
+        (r->elements >= 3 && r->element[2]->type != REDIS_REPLY_ARRAY) ||
+        (r->elements == 4 && !int_in(r->element[3], 0, 1)))
         return -1;
     *acked = (uint64_t)r->element[0]->integer;
     *blob = (const uint8_t *)r->element[1]->str;
@@ -115,9 +116,14 @@ int proto_dec_holdings(const redisReply *r, uint64_t *acked, const uint8_t **blo
 }
 
 const redisReply *proto_holdings_tasks(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[2]->type == REDIS_REPLY_ARRAY
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
                ? r->element[2]
                : NULL;
+}
+
+int proto_holdings_ask_chunks(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+           r->element[3]->integer == 1;
 }
 
 int proto_dec_registered(const redisReply *r, proto_registered *out) {

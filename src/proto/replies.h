@@ -46,12 +46,15 @@ int proto_dec_scan(const redisReply *r, uint64_t *next, const redisReply **keys)
 int proto_dec_object(const redisReply *r, uint64_t *size, uint32_t *crc);
 
 /* MOON.HOLDINGS: [acked, notes blob] (the blob: notes.h), or with TASKS
- * [acked, blob, [task ...]]. */
+ * [acked, blob, [task ...]] or [acked, blob, [task ...], 1] (ask for
+ * chunks now: a node shared by groups). */
 int proto_dec_holdings(const redisReply *r, uint64_t *acked, const uint8_t **blob, size_t *len);
 /* The tasks of a MOON.HOLDINGS ... TASKS reply that proto_dec_holdings
  * took (an array, as a heartbeat's reply: node/task.h parses it), or
  * NULL if it has none. */
 const redisReply *proto_holdings_tasks(const redisReply *r);
+/* 1 if such a reply asks the node to send MOON.CHUNKS now. */
+int proto_holdings_ask_chunks(const redisReply *r);
 
 /* MOON.REGISTER: [id, cap key as hex, heartbeat ms, term, reconcile]. */
 typedef struct proto_registered {
