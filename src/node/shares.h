@@ -10,7 +10,10 @@
  * (MOON.CHUNKS), and gives back chunks it does not use. The data plane
  * serves a group's capabilities only inside its chunks
  * (backend/shares.h). Memory is not split in advance: a busy group
- * simply holds more chunks. */
+ * simply holds more chunks. With a segment file the chunks each group
+ * holds are kept beside it (<file>.chunks) and the id is the file's, so a
+ * restarted node gives each group back what it had; the disk tier keeps
+ * each group's records apart (disk_tier.h). */
 #ifndef MKV_NODE_SHARES_H
 #define MKV_NODE_SHARES_H
 
