@@ -40,7 +40,7 @@ static void bytes_in_use(master_meta *m, uint64_t *used, uint64_t *total) {
     *used = *total = 0;
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
-        if (!n->alloc || n->state == NODE_DEAD) continue;
+        if (!n || !n->alloc || n->state == NODE_DEAD) continue;
         seg_alloc_stats as;
         seg_alloc_get_stats(n->alloc, &as);
         *used += as.used;

@@ -978,7 +978,7 @@ static void topology_command(client *c) {
     uint32_t n = mm_node_count(mm);
     reply_array(c, n);
     for (uint32_t id = 1; id <= n; id++) {
-        const mm_node *node = mm_node_get(mm, id);
+        const mm_node *node = mm_node_view(mm, id);
         reply_array(c, 3);
         reply_integer(c, id);
         reply_bulk_cstr(c, mm_node_state_name(node->state));
@@ -1005,7 +1005,7 @@ static void nodes_command(client *c) {
     resp_buf out;
     resp_buf_init(&out);
     for (uint32_t id = 1; id <= mm_node_count(mm); id++) {
-        const mm_node *node = mm_node_get(mm, id);
+        const mm_node *node = mm_node_view(mm, id);
         char line[TE_ADDR_LEN + 96];
         int len = snprintf(line, sizeof line, "%u %s %s %llu %llu\n", id, node->addrs[0],
                            mm_node_state_name(node->state),

@@ -38,6 +38,7 @@ static mm_config meta_config(const mkv_config *cfg) {
     mc.disk_high_pct = (uint32_t)cfg->disk_high_watermark;
     mc.disk_low_pct = (uint32_t)cfg->disk_low_watermark;
     mc.disk_promote_after = (uint32_t)cfg->disk_promote_after;
+    mc.max_nodes = (uint32_t)cfg->max_nodes;
     return mc;
 }
 

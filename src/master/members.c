@@ -208,7 +208,7 @@ uint32_t members_recorded_as(master_members *ms, uint64_t instance) {
     if (!ms || !ms->term || !instance) return 0;
     for (uint32_t id = 1; id < ms->caprec; id++) {
         if (ms->rec[id] != REC_YES || ms->inst[id] != instance) continue;
-        const mm_node *n = mm_node_get(ms->m->meta, id);
+        const mm_node *n = mm_node_view(ms->m->meta, id);
         return n && n->joined ? 0 : id;   /* joined: it had its reply after all, and claims by ID */
     }
     return 0;
@@ -341,7 +341,7 @@ void members_tick(master_members *ms) {
     /* Nodes a window waits for stay recorded: if we die too, the next leader waits for them. */
     if (ms->m->rebuild.state == REBUILD_COLLECTING) return;
     for (uint32_t id = 1; id < ms->caprec; id++) {
-        const mm_node *n = mm_node_get(ms->m->meta, id);
+        const mm_node *n = mm_node_view(ms->m->meta, id);
         if (!ms->rec[id] || (n && n->joined && n->state != NODE_DEAD)) continue;
         if (!enqueue(ms, JOB_DEL, id, NULL, 0)) return;   /* the queue is full: next sweep */
         ms->rec[id] = REC_NO;   /* dead, or never came back: gone for good */

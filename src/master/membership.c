@@ -1,6 +1,9 @@
 /* master/membership.c - memory nodes joining, heartbeating, draining, dying.
  *
- * Nodes live in a growable table indexed by id (up to PROTO_MAX_NODES),
+ * Nodes live in a table indexed by id that grows as ids come (doubling),
+ * up to the configured max_nodes (mm_config, --max-nodes); an id no node
+ * has had here is an empty slot until something asks for it (a claim of
+ * a high id costs a pointer per id below it, not a node),
  * and an id means one node for the cluster's life: a node that had an id
  * claims it back (after a master restart, a lost connection, or restarted
  * with --node-id), and new nodes get ids above every id known, claimed or
@@ -29,9 +32,28 @@ const char *mm_node_state_name(mm_node_state s) {
     return "unknown";
 }
 
+/* What an id that no node has had here is: dead, never registered. */
+static mm_node *placeholder(uint32_t id) {
+    mm_node *n = xcalloc(1, sizeof *n);
+    n->id = id;
+    n->state = NODE_DEAD;
+    snprintf(n->dead_reason, sizeof n->dead_reason, "not registered");
+    snprintf(n->addrs[0], sizeof n->addrs[0], "-");
+    return n;
+}
+
+static const mm_node absent = {.state = NODE_DEAD, .dead_reason = "not registered", .addrs = {"-"}};
+
 mm_node *mm_node_get(master_meta *m, uint32_t id) {
     if (id == 0 || id > m->nnodes) return NULL;
-    return m->nodes[id - 1];
+    mm_node **slot = &m->nodes[id - 1];
+    if (!*slot) *slot = placeholder(id);   /* made once something asks for it */
+    return *slot;
+}
+
+const mm_node *mm_node_view(const master_meta *m, uint32_t id) {
+    if (id == 0 || id > m->nnodes) return NULL;
+    return m->nodes[id - 1] ? m->nodes[id - 1] : &absent;
 }
 
 uint32_t mm_node_count(const master_meta *m) { return m->nnodes; }
@@ -49,24 +71,31 @@ static proto_status check_addrs(const char *const *addrs, int naddrs, char *err,
     return PROTO_OK;
 }
 
-/* Ids up to id that no node has yet stand in as dead placeholders, so
- * the table stays dense and a claimed id can be re-created where it was. */
+/* The table covers ids up to id: the ones no node has had yet are empty
+ * slots (dead, "not registered": mm_node_view), so the table stays dense
+ * and a claimed id can be re-created where it was. Bounded by max_nodes:
+ * what a peer that proved the secret can make us allocate. */
 static int grow_to(master_meta *m, uint32_t id, char *err, size_t errlen) {
-    if (id > PROTO_MAX_NODES) {
-        mm_fail(err, errlen, PROTO_ERR, "node limit of %d reached", PROTO_MAX_NODES);
+    uint32_t max = mm_max_nodes(m);
+    if (id > max) {
+        mm_fail(err, errlen, PROTO_ERR, "node limit of %u reached (max_nodes)", max);
         return -1;
     }
     if (id <= m->nnodes) return 0;
-    m->nodes = xrealloc(m->nodes, id * sizeof *m->nodes);
-    while (m->nnodes < id) {
-        mm_node *n = xcalloc(1, sizeof *n);
-        n->id = m->nnodes + 1;
-        n->state = NODE_DEAD;
-        snprintf(n->dead_reason, sizeof n->dead_reason, "not registered");
-        snprintf(n->addrs[0], sizeof n->addrs[0], "-");
-        m->nodes[m->nnodes++] = n;
+    if (id > m->cap_nodes) {
+        uint32_t cap = m->cap_nodes > max / 2 ? max : 2 * m->cap_nodes;
+        if (cap < id) cap = id;
+        if (cap < 64 && max >= 64) cap = 64;
+        m->nodes = xrealloc(m->nodes, (size_t)cap * sizeof *m->nodes);
+        m->cap_nodes = cap;
     }
+    memset(m->nodes + m->nnodes, 0, (size_t)(id - m->nnodes) * sizeof *m->nodes);
+    m->nnodes = id;
     return 0;
+}
+
+uint32_t mm_max_nodes(const master_meta *m) {
+    return m->cfg.max_nodes ? m->cfg.max_nodes : PROTO_DEFAULT_MAX_NODES;
 }
 
 /* (Re)start node n as a fresh member with this segment and addresses. */
@@ -111,7 +140,7 @@ void mm_node_id_taken(master_meta *m, uint32_t id) {
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 static const mm_node *node_at(const master_meta *m, uint32_t id) {
-    return id && id <= m->nnodes ? m->nodes[id - 1] : NULL;
+    return id && id <= m->nnodes ? m->nodes[id - 1] : NULL;   /* NULL: none yet (not joined) */
 }
 
 mm_reg_kind mm_node_pick(const master_meta *m, const mm_node_claim *claim, uint32_t *id) {
@@ -221,7 +250,7 @@ proto_status mm_node_heartbeat(master_meta *m, uint32_t id, uint64_t used, uint6
 }
 
 void mm_node_seen(master_meta *m, uint32_t id, uint64_t now_ms) {
-    mm_node *n = mm_node_get(m, id);
+    mm_node *n = id && id <= m->nnodes ? m->nodes[id - 1] : NULL;   /* an empty slot is dead */
     if (n && n->state != NODE_DEAD && n->last_seen_ms < now_ms) n->last_seen_ms = now_ms;
 }
 
@@ -314,6 +343,7 @@ int mm_check_nodes(master_meta *m, uint64_t now_ms) {
     int failed = 0;
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
+        if (!n) continue;   /* never had a node */
         if (n->suspect && now_ms >= n->suspect_until_ms) {
             n->suspect = 0;
             if (n->state != NODE_DEAD) log_notice("node %u no longer suspect", n->id);

@@ -20,6 +20,7 @@ void mm_config_defaults(mm_config *cfg) {
     cfg->gc_high_pct = 90;
     cfg->gc_low_pct = 80;
     cfg->disk_promote_after = 1;
+    cfg->max_nodes = PROTO_DEFAULT_MAX_NODES;
 }
 
 proto_status mm_fail(char *err, size_t errlen, proto_status st, const char *fmt, ...) {
@@ -60,6 +61,7 @@ void mm_destroy(master_meta *m) {
     mm_offload_orphans_free(m);
     otable_destroy(m->objs, free_object, m);
     for (uint32_t i = 0; i < m->nnodes; i++) {
+        if (!m->nodes[i]) continue;
         seg_alloc_destroy(m->nodes[i]->alloc);
         mm_node_shares_reset(m->nodes[i]);
         mm_notes_reset(m->nodes[i]);
@@ -96,6 +98,10 @@ void mm_get_stats(master_meta *m, mm_stats *st) {
     memset(st, 0, sizeof *st);
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *n = m->nodes[i];
+        if (!n) {   /* an id no node has had: dead */
+            st->nodes_dead++;
+            continue;
+        }
         if (n->state == NODE_ALIVE) st->nodes_alive++;
         else if (n->state == NODE_DRAINING) st->nodes_draining++;
         else st->nodes_dead++;

@@ -123,6 +123,11 @@ typedef struct mm_config {
      * once it was read this many times since its offload; before, it is
      * read through a temporary DRAM copy dropped after the read. */
     uint32_t disk_promote_after;
+    /* Node ids the table takes (0: PROTO_DEFAULT_MAX_NODES), at most
+     * PROTO_MAX_NODES: what a peer that proved the cluster secret can make
+     * the table grow to (a pointer per id; a node's state only for ids
+     * that had a node). */
+    uint32_t max_nodes;
 } mm_config;
 
 /* A replica on a node's disk tier rather than in its segment: one
@@ -325,8 +330,14 @@ proto_status mm_node_suspect(master_meta *m, uint32_t id, uint64_t now_ms, char 
 /* Fail every node silent for longer than node_timeout (and end suspicions
  * that ran out). Returns how many failed. */
 int mm_check_nodes(master_meta *m, uint64_t now_ms);
-mm_node *mm_node_get(master_meta *m, uint32_t id);   /* NULL if never registered */
+/* Node id, NULL past the table; an id no node had yet reads as a dead
+ * node "not registered" (made in the table when first asked for). */
+mm_node *mm_node_get(master_meta *m, uint32_t id);
+/* The same without making anything: an id no node had is a shared dead
+ * stand-in (for listing and lookups over every id). */
+const mm_node *mm_node_view(const master_meta *m, uint32_t id);
 uint32_t mm_node_count(const master_meta *m);        /* ids are 1..count */
+uint32_t mm_max_nodes(const master_meta *m);         /* the configured bound on ids */
 const char *mm_node_state_name(mm_node_state s);
 
 /* ---- objects (lifecycle.c) ---- */

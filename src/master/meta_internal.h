@@ -32,8 +32,8 @@ struct master_meta {
     mm_config cfg;
     otable *objs;               /* the objects, mm_obj in each one's room */
     uint32_t obj_stamps;        /* the last mm_obj.stamp given */
-    mm_node **nodes;            /* nodes[id-1] */
-    uint32_t nnodes;
+    mm_node **nodes;            /* nodes[id-1]; NULL: no node had the id yet (mm_node_get makes it) */
+    uint32_t nnodes, cap_nodes; /* ids covered, room (grows by doubling up to max_nodes) */
     uint32_t rr;                /* round-robin cursor: id of the last node chosen */
     struct mm_cand *cand;       /* placement.c's candidates, kept between placements */
     uint32_t capcand;

@@ -103,10 +103,10 @@ int mm_give_step(master_meta *m, mm_give_pass *p, mm_give_fn *fn, void *ctx, res
 /* Our id of the node the giver calls id, by its process's token. */
 static uint32_t our_node(master_meta *m, uint32_t id, uint64_t instance) {
     if (!instance) return 0;
-    const mm_node *n = mm_node_get(m, id);
+    const mm_node *n = mm_node_view(m, id);
     if (n && n->instance == instance && n->alloc) return id;
     for (uint32_t i = 1; i <= mm_node_count(m); i++)
-        if ((n = mm_node_get(m, i)) && n->instance == instance && n->alloc) return i;
+        if ((n = mm_node_view(m, i)) && n->instance == instance && n->alloc) return i;
     return 0;
 }
 

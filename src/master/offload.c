@@ -90,7 +90,7 @@ static int offloadable(master_meta *m, const object *o, uint64_t now_ms) {
  * extent large enough free. */
 static uint64_t excess(const master_meta *m, mm_node *n, uint64_t now_ms) {
     /* a shared node that may still give our group chunks grows instead */
-    if (!n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore || mm_node_may_grow(n)) return 0;
+    if (!n || !n->alloc || n->state != NODE_ALIVE || n->disk_free == 0 || n->restore || mm_node_may_grow(n)) return 0;
     seg_alloc_stats as;
     seg_alloc_get_stats(n->alloc, &as);
     uint64_t low = as.size * m->cfg.disk_low_pct / 100, want = n->shed_want;

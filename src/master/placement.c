@@ -196,7 +196,7 @@ static void order_build(master_meta *m) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < m->nnodes; i++) {
         mm_node *node = m->nodes[i];
-        if (!node->alloc) continue;
+        if (!node || !node->alloc) continue;
         seg_alloc_stats st;
         seg_alloc_get_stats(node->alloc, &st);
         m->order[n++] = (candidate){node, st.free, st.largest_free,

@@ -412,8 +412,8 @@ static void claim_all(master_meta *m, mm_rebuild_job *j, const node_ranges *nr) 
     j->npre = nn + 1;
     j->pre = xcalloc(j->npre, sizeof *j->pre);
     for (uint32_t id = 1; id <= nn; id++) {
-        mm_node *node = mm_node_get(m, id);
         size_t k = nr->at[id + 1] - nr->at[id];
+        mm_node *node = k ? mm_node_get(m, id) : NULL;   /* ids without reports stay empty slots */
         if (k == 0 || !node || !node->alloc || !alloc_empty(node->alloc)) continue;
         if (seg_alloc_claim_sorted(node->alloc, nr->r + nr->at[id], k) == ALLOC_OK)
             j->pre[id] = (pre_claim){node->alloc, node->registered_ms};

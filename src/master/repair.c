@@ -479,7 +479,7 @@ typedef struct drain_view {
 
 static void note_drain(master_meta *m, const object *o, drain_view *dv, int waiting, int stuck) {
     for (uint32_t id = 1; id <= m->nnodes; id++) {
-        if (m->nodes[id - 1]->state != NODE_DRAINING) continue;
+        if (!m->nodes[id - 1] || m->nodes[id - 1]->state != NODE_DRAINING) continue;
         int on = 0;
         for (uint32_t i = 0; i < o->nreplicas && !on; i++) on = mm_obj_on_node(o, i, id);
         if (!on) continue;
@@ -492,7 +492,7 @@ static void note_drain(master_meta *m, const object *o, drain_view *dv, int wait
 static void finish_drains(master_meta *m, const drain_view *dv, uint64_t now_ms) {
     for (uint32_t id = 1; id <= m->nnodes; id++) {
         const drain_view *v = &dv[id - 1];
-        if (m->nodes[id - 1]->state != NODE_DRAINING) continue;
+        if (!m->nodes[id - 1] || m->nodes[id - 1]->state != NODE_DRAINING) continue;
         if (v->refs == 0) mm_node_fail(m, id, "drained", now_ms);
         else if (v->waiting == 0 && v->stuck == v->refs)
             mm_node_fail(m, id, "drained, no room for the rest", now_ms);

@@ -12,7 +12,11 @@
 #define PROTO_MAX_KEY_LEN   4096    /* bytes of a key */
 #define PROTO_MAX_REPLICAS  8       /* replicas of one object */
 #define PROTO_MAX_BATCH     4096    /* keys per MOON.M* command */
-#define PROTO_MAX_NODES     65536   /* node ids at once (dead ones stay listed until their id is reused) */
+/* Node ids the wire takes (ids are never reused; dead ones stay listed).
+ * A master takes up to its --max-nodes of them (PROTO_DEFAULT_MAX_NODES
+ * unless configured): its node table grows as ids come, a pointer per id. */
+#define PROTO_MAX_NODES     ((1u << 24) - 1)
+#define PROTO_DEFAULT_MAX_NODES 65536
 #define PROTO_MAX_EXTENTS   4096    /* extents of one replica or one side of a copy task */
 #define PROTO_MAX_TASKS     1024    /* copy tasks per MOON.HEARTBEAT reply */
 #define PROTO_MAX_TASK_EXTENTS 65536   /* extents of a reply's tasks together (one task may exceed it) */

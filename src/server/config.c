@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "proto/limits.h"
 #include "core/util.h"
 
 #ifndef MOONKV_VERSION
@@ -135,6 +136,8 @@ static const config_row config_table[] = {
     {"disk_promote_after", CT_INT, OFF(disk_promote_after), 1, 1000000, NULL,
      "master: an object on disk is promoted to DRAM at its Nth read; before, a read goes through a "
      "temporary DRAM copy"},
+    {"max_nodes", CT_INT, OFF(max_nodes), 1, PROTO_MAX_NODES, NULL,
+     "master: node ids it takes (its node table grows as they come; a pointer per id)"},
     {"get_wait_ms", CT_INT, OFF(get_wait_ms), 0, 60000, NULL,
      "master: a get of an object on disk waits this long for its load (0: TRYAGAIN at once)"},
     {"sentinel_master_name", CT_STR, OFF(sentinel_master_name), 0, 64, NULL,
@@ -192,6 +195,7 @@ void config_defaults(mkv_config *cfg) {
     cfg->disk_high_watermark = 0;
     cfg->disk_low_watermark = 70;
     cfg->disk_promote_after = 1;
+    cfg->max_nodes = PROTO_DEFAULT_MAX_NODES;
     cfg->get_wait_ms = 3000;
     snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "moonkv");
     cfg->etcd_lease_ttl = 2;

@@ -69,6 +69,7 @@ typedef struct mkv_config {
     int disk_high_watermark;            /* master: percent of a node's DRAM that starts offloads (0: off) */
     int disk_low_watermark;             /* percent offloads bring it down to */
     int disk_promote_after;             /* master: reads of an object on disk that promote it */
+    int max_nodes;                      /* master: node ids it takes (proto/limits.h) */
     int get_wait_ms;                    /* master: bound on a get's wait for a load from disk */
     char sentinel_master_name[64];      /* the name SENTINEL answers for */
     char config_file[CONFIG_STR_MAX];

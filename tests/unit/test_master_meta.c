@@ -1499,6 +1499,47 @@ static void test_put_end_slices(void) {
     mm_destroy(m);
 }
 
+/* The node table: ids past the old fixed cap (65,536) when max_nodes
+ * allows them, ids below a claimed one left as empty slots (no node made
+ * for them), and max_nodes refusing the next id. */
+static void test_node_table_bounds(void) {
+    mm_config c = test_config();
+    c.max_nodes = 200000;
+    master_meta *m = mm_create(&c);
+    const char *addrs[] = {"127.0.0.1:9000"};
+    mm_node_claim claim = {.id = 100000, .instance = 7};
+    mm_reg_kind kind;
+    uint32_t id = 0;
+    ASSERT_EQ(mm_node_register_as(m, &claim, 64 * KB, addrs, 1, 0, &id, &kind, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, 100000);
+    ASSERT_EQ(mm_node_count(m), 100000);
+    ASSERT_EQ(mm_node_view(m, 100000)->state, NODE_ALIVE);
+    /* the ids below: dead, not registered, and one shared stand-in (nothing allocated per id) */
+    ASSERT_EQ(mm_node_view(m, 5)->state, NODE_DEAD);
+    ASSERT(mm_node_view(m, 5) == mm_node_view(m, 99999));
+    ASSERT(mm_node_view(m, 100001) == NULL);
+    mm_stats st;
+    mm_get_stats(m, &st);
+    ASSERT_EQ(st.nodes_alive, 1);
+    ASSERT_EQ(st.nodes_dead, 99999);
+    /* a new node takes the next id; asking for an empty slot makes it */
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(id, 100001);
+    ASSERT_EQ(mm_node_get(m, 5)->state, NODE_DEAD);
+    ASSERT(mm_node_view(m, 5) != mm_node_view(m, 6));
+    mm_destroy(m);
+
+    c.max_nodes = 3;
+    m = mm_create(&c);
+    for (int i = 0; i < 3; i++) ASSERT_EQ(mm_node_register(m, 64 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_OK);
+    ASSERT_EQ(mm_node_register(m, 64 * KB, addrs, 1, 0, &id, err, sizeof err), PROTO_ERR);
+    ASSERT(strstr(err, "node limit of 3") != NULL);
+    claim = (mm_node_claim){.id = 4, .instance = 8};
+    ASSERT_EQ(mm_node_register_as(m, &claim, 64 * KB, addrs, 1, 0, &id, &kind, err, sizeof err), PROTO_ERR);
+    ASSERT_EQ(mm_node_count(m), 3);
+    mm_destroy(m);
+}
+
 int main(void) {
     RUN_TEST(test_put_end_slices);
     RUN_TEST(test_register);
@@ -1539,5 +1580,6 @@ int main(void) {
     RUN_TEST(test_rebuild_claims_in_one_pass);
     RUN_TEST(test_rebuild_prepared);
     RUN_TEST(test_rebuild_node_dies_mid_job);
+    RUN_TEST(test_node_table_bounds);
     TEST_EXIT();
 }
