@@ -136,7 +136,7 @@ proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, u
 void mm_lent_stats(const master_meta *m, uint64_t *away, uint64_t *back) {
     *away = 0;
     for (uint32_t i = 1; i <= mm_node_count(m); i++) {
-        const mm_node *n = mm_node_get((master_meta *)m, i);
+        const mm_node *n = mm_node_view(m, i);
         if (n && n->away) *away += n->away->bytes;
     }
     *back = m->lent_back_bytes;

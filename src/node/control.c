@@ -246,11 +246,11 @@ static void scrub_and_tell(node_control *c, uint64_t now) {
 /* Records of the disk tier that a read found rotten (and the store
  * dropped): the master drops those replicas (MOON.BADREPLICA ... DISK)
  * and repairs from another, or counts the object lost: a miss, never
- * the bytes. A node of several groups tells the group whose control
- * takes them; the others find out when they read one. */
+ * the bytes. A node of several groups tells each group its own records'
+ * (their keys name the group: disk_tier.h). */
 static void rotten_tell(node_control *c) {
     disk_key k[64];
-    size_t n = c->rc && c->n->disk ? disk_store_take_rotten(c->n->disk, k, 64) : 0;
+    size_t n = c->rc && c->n->disk ? node_disk_take_rotten(c->n->disk, c->n->groups[c->g].name, k, 64) : 0;
     if (n == 0) return;
     proto_cmd cmd;
     proto_cmd_badreplica_begin(&cmd, my_id(c), n);

@@ -252,7 +252,7 @@ static uint64_t extents_len(const te_extent *x, int n) {
 }
 
 /* t's key as the disk tier keeps it: its group's (disk_tier.h). */
-static size_t disk_key(node *n, const node_task *t, char *out) {
+static size_t task_disk_key(node *n, const node_task *t, char *out) {
     return node_disk_key(n->groups[node_control_group(t->ctl)].name, t->key, t->keylen, out);
 }
 
@@ -299,7 +299,7 @@ static void run_offload(node_copier *c, node_task *t, uint64_t now) {
     for (int i = 0; pieces && i < t->nsrc; i++) pieces[i] = (disk_piece){t->obj_off[i], t->src[i].length};
     disk_obj of = {t->size, t->crc, pieces ? (uint32_t)t->nsrc : 0, pieces};
     char key[NODE_DISK_KEY_MAX];
-    size_t klen = disk_key(n, t, key);
+    size_t klen = task_disk_key(n, t, key);
     int rc = len == t->size ? disk_store_put(n->disk, key, klen, val, t->size, t->crc)
            : len < t->size  ? disk_store_put_share(n->disk, key, klen, val, len, &of)
                             : -EINVAL;
@@ -333,7 +333,7 @@ static void run_load(node_copier *c, node_task *t, uint64_t now) {
     }
     uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
     char key[NODE_DISK_KEY_MAX];
-    size_t klen = disk_key(n, t, key);
+    size_t klen = task_disk_key(n, t, key);
     if (!record_is_there(n, t, key, klen, want)) {
         task_fail(t, "load: no such record on the disk tier");
         return;
@@ -361,7 +361,7 @@ static void run_push(node_copier *c, node_task *t) {
     uint64_t len = 0;
     uint64_t want = extents_len(t->dst, t->ndst);   /* the whole, or our share of a striped one */
     char key[NODE_DISK_KEY_MAX];
-    size_t klen = disk_key(n, t, key);
+    size_t klen = task_disk_key(n, t, key);
     if (!record_is_there(n, t, key, klen, want)) {
         task_fail(t, "push: no such record on the disk tier");
         return;

@@ -862,12 +862,15 @@ void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx) {
     (void)disk_store_scan(ds, 0, SIZE_MAX, fn, ctx);
 }
 
-size_t disk_store_take_rotten(disk_store *ds, disk_key *out, size_t max) {
+size_t disk_store_take_rotten(disk_store *ds, const void *prefix, size_t plen, disk_key *out, size_t max) {
     pthread_mutex_lock(&ds->mu);
-    size_t n = ds->nrotten < max ? ds->nrotten : max;
-    memcpy(out, ds->rotten, n * sizeof *out);
-    memmove(ds->rotten, ds->rotten + n, (ds->nrotten - n) * sizeof *out);
-    ds->nrotten -= n;
+    size_t n = 0, kept = 0;
+    for (size_t i = 0; i < ds->nrotten; i++) {
+        disk_key k = ds->rotten[i];
+        if (n < max && k.keylen >= plen && memcmp(k.key, prefix, plen) == 0) out[n++] = k;
+        else ds->rotten[kept++] = k;   /* another's, or past max: stays, in order */
+    }
+    ds->nrotten = kept;
     pthread_mutex_unlock(&ds->mu);
     return n;
 }

@@ -134,14 +134,15 @@ void disk_store_walk(disk_store *ds, disk_store_fn *fn, void *ctx);
 uint64_t disk_store_scan(disk_store *ds, uint64_t cursor, size_t max, disk_store_fn *fn, void *ctx);
 
 /* Keys of records a read found rotten and dropped (-EBADMSG), oldest
- * first, up to max into out (each key the caller's to free); the store
- * keeps DISK_ROTTEN_MAX until taken. For MOON.BADREPLICA. */
+ * first, those starting with prefix (plen 0: all), up to max into out
+ * (each key the caller's to free); the store keeps DISK_ROTTEN_MAX until
+ * taken. For MOON.BADREPLICA. */
 #define DISK_ROTTEN_MAX 256
 typedef struct disk_key {
     char *key;
     size_t keylen;
 } disk_key;
-size_t disk_store_take_rotten(disk_store *ds, disk_key *out, size_t max);
+size_t disk_store_take_rotten(disk_store *ds, const void *prefix, size_t plen, disk_key *out, size_t max);
 
 void disk_store_get_stats(disk_store *ds, disk_store_stats *st);
 const char *disk_store_io_name(const disk_store *ds);

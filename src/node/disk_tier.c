@@ -37,6 +37,15 @@ size_t node_disk_key(const char *group, const void *key, size_t keylen, char *ou
     return g + keylen;
 }
 
+size_t node_disk_take_rotten(disk_store *ds, const char *group, disk_key *out, size_t max) {
+    size_t g = strlen(group), n = disk_store_take_rotten(ds, group, g ? g + 1 : 0, out, max);   /* with its NUL */
+    for (size_t i = 0; g && i < n; i++) {
+        out[i].keylen -= g + 1;
+        memmove(out[i].key, out[i].key + g + 1, out[i].keylen);
+    }
+    return n;
+}
+
 /* key's length without group's prefix, or -1 if it is not group's. */
 static long unprefixed(const char *group, const void *key, size_t keylen) {
     size_t g = strlen(group);

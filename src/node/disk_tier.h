@@ -58,6 +58,9 @@ size_t node_disk_forget(disk_store *ds, const char *group);
  * key tag, streamed through the store's staging slots, proved whole
  * before its last piece goes), for node_data_config. */
 void node_disk_reader(disk_store *ds, te_disk_reader *out);
+/* Group group's keys of records a read found rotten (disk_store_take_rotten;
+ * group "": every one), without their prefix. */
+size_t node_disk_take_rotten(disk_store *ds, const char *group, disk_key *out, size_t max);
 /* INFO's "disk_*" fields (disk_tier:off without a store). */
 void node_disk_info(disk_store *ds, resp_buf *out);
 
