@@ -30,10 +30,9 @@ static inline int h_groups_begin(const char *name, int time_limit_s, void (*clea
 }
 
 /* A client over the groups of cluster (secret may be NULL, transport
- * NULL: the default), 10 s per call (a loaded etcd delays the masters'
- * map reads, TRYAGAIN meanwhile): MKV_OK or its error. */
-static inline int h_groups_client(mkv_client **mc, const h_etcd *etcd, const char *cluster, const char *secret,
-                                  const char *transport) {
+ * NULL: the default), timeout_ms per call: MKV_OK or its error. */
+static inline int h_groups_client_ms(mkv_client **mc, const h_etcd *etcd, const char *cluster, const char *secret,
+                                     const char *transport, int timeout_ms) {
     mkv_options opt;
     mkv_options_init(&opt);
     opt.etcd = etcd->url;
@@ -41,8 +40,15 @@ static inline int h_groups_client(mkv_client **mc, const h_etcd *etcd, const cha
     if (secret) opt.cluster_secret = secret;
     if (transport) opt.transport = transport;
     opt.groups = 1;
-    opt.timeout_ms = 10000;
+    opt.timeout_ms = timeout_ms;
     return mkv_connect(mc, &opt);
+}
+
+/* The same, 10 s per call (a loaded etcd delays the masters' map reads,
+ * TRYAGAIN meanwhile). */
+static inline int h_groups_client(mkv_client **mc, const h_etcd *etcd, const char *cluster, const char *secret,
+                                  const char *transport) {
+    return h_groups_client_ms(mc, etcd, cluster, secret, transport, 10000);
 }
 
 /* The operator's tool (scripts/moonkv-slots, beside the tests' sources)

@@ -26,12 +26,12 @@
 #include "cluster_harness.h"
 #include "core/util.h"
 #include "etcd_harness.h"
+#include "groups_harness.h"
 #include "proto/slots.h"
 #include "test.h"
 
 static int port0;
-#define ETCD_PORT    (port0 + 0)
-#define ETCD_PEER    (port0 + 1)
+/* etcd on port0 + 0 and + 1 (h_groups_begin) */
 #define NODE_PORT    (port0 + 2)    /* its data plane on + 1 */
 #define MASTER(g)    (port0 + 4 + (g))   /* a, b, c */
 #define CLUSTER      "shared-chunks"
@@ -177,14 +177,7 @@ static int setup(void) {
     if (!step[0] && start_node() < 0) snprintf(step, sizeof step, "node on %d", NODE_PORT);
     for (int g = 0; g < 2 && !step[0]; g++)
         if (h_wait_nodes(MASTER(g), "alive", 1, WAIT_MS) != 0) snprintf(step, sizeof step, "the node alive in %c", "ab"[g]);
-    mkv_options opt;
-    mkv_options_init(&opt);
-    opt.etcd = etcd.url;
-    opt.cluster_name = CLUSTER;
-    opt.cluster_secret = SECRET;
-    opt.groups = 1;
-    opt.timeout_ms = 30000;
-    if (!step[0] && mkv_connect(&mc, &opt) != MKV_OK)
+    if (!step[0] && h_groups_client_ms(&mc, &etcd, CLUSTER, SECRET, NULL, 30000) != MKV_OK)
         snprintf(step, sizeof step, "client over groups: %.100s", mkv_last_error(NULL));
     if (!step[0] && (mkv_register_buffer(mc, src, OBJ) != MKV_OK || mkv_register_buffer(mc, dst, OBJ) != MKV_OK))
         snprintf(step, sizeof step, "register buffers: %.100s", mkv_last_error(mc));
@@ -194,16 +187,11 @@ static int setup(void) {
 }
 
 int main(void) {
-    if (system("command -v etcd >/dev/null 2>&1") != 0) {
-        printf("ok - test_groups_chunks # SKIP etcd not installed (Debian package etcd-server)\n");
-        return 0;
-    }
-    h_init(TIME_LIMIT_S);
-    h_cleanup_hook = cleanup;
-    h_setup_or_exit(port0 = h_free_ports(7), "free ports");
+    int rc = h_groups_begin("test_groups_chunks", TIME_LIMIT_S, cleanup, 7, &port0, &etcd, 0);
+    if (rc) return rc > 0 ? 0 : 1;
     src = aligned_alloc(4096, OBJ);
     dst = aligned_alloc(4096, OBJ);
-    if (h_etcd_up(&etcd, ETCD_PORT, ETCD_PEER) != 0 || setup() != 0) {
+    if (setup() != 0) {
         cleanup();
         return 1;
     }
