@@ -474,7 +474,8 @@ size_t mm_node_tasks(master_meta *m, uint32_t node, mm_task **out, size_t max) {
 typedef struct drain_view {
     uint32_t refs;       /* objects with an extent there */
     uint32_t waiting;    /* ... of which a copy or a put is in flight */
-    uint32_t stuck;      /* ... of which no new replica fits anywhere */
+    uint32_t stuck;      /* ... of which no new replica fits anywhere (nor will: no shared node
+                            may give our group more chunks) */
 } drain_view;
 
 static void note_drain(master_meta *m, const object *o, drain_view *dv, int waiting, int stuck) {
@@ -521,7 +522,7 @@ int mm_repair(master_meta *m, uint64_t now_ms) {
         if (!waiting && healthy_count(m, o) < mo->want) {
             if (!job_room(m, o)) m->repair_dirty = 1;   /* a later pass */
             else if (job_start(m, o, now_ms) == 0) created++, waiting = 1;
-            else stuck = 1, no_room = 1;
+            else stuck = !mm_chunks_ahead(m, o->size), no_room = 1;   /* a shared node may give room */
         }
         note_drain(m, o, dv, waiting, stuck);
     }
