@@ -867,7 +867,7 @@ size_t disk_store_take_rotten(disk_store *ds, const void *prefix, size_t plen, d
     size_t n = 0, kept = 0;
     for (size_t i = 0; i < ds->nrotten; i++) {
         disk_key k = ds->rotten[i];
-        if (n < max && k.keylen >= plen && memcmp(k.key, prefix, plen) == 0) out[n++] = k;
+        if (n < max && k.keylen >= plen && (plen == 0 || memcmp(k.key, prefix, plen) == 0)) out[n++] = k;
         else ds->rotten[kept++] = k;   /* another's, or past max: stays, in order */
     }
     ds->nrotten = kept;

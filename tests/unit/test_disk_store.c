@@ -613,10 +613,10 @@ static void test_tagged(void) {
     ASSERT(g.pieces == 2 && g.bytes == 2 * DISK_STAGE_BYTES);   /* the last one never handed */
     ASSERT_EQ(disk_store_read_tagged(ds, tag, len, crc, 0, len, take_piece, &g), -ENOENT);
     disk_key k[4];
-    ASSERT_EQ(disk_store_take_rotten(ds, k, 4), 1);
+    ASSERT_EQ(disk_store_take_rotten(ds, NULL, 0, k, 4), 1);
     ASSERT(k[0].keylen == 2 && memcmp(k[0].key, "t1", 2) == 0);
     free(k[0].key);
-    ASSERT_EQ(disk_store_take_rotten(ds, k, 4), 0);
+    ASSERT_EQ(disk_store_take_rotten(ds, NULL, 0, k, 4), 0);
     free(g.buf);
     free(want);
     disk_store_close(ds, 1);
