@@ -50,7 +50,7 @@
 #define CTL_YOUNG_MS        2000
 #define CTL_LEAVING_BEAT_MS 100    /* heartbeat while drained: hear "drained" soon */
 #define CTL_LENT_ROUNDS     16     /* MOON.LENT calls per heartbeat (PROTO_LENT_MAX ranges each) */
-/* The scrub's step (and holdings pulls from a master without
+/* What the scrub found told (and holdings pulls from a master without
  * MOON.HOLDLINK: holdings_link.h). */
 #define CTL_TICK_MS         100
 /* Packed MOON.REPORT batches: extents (>= PROTO_MAX_EXTENTS, so any
@@ -120,7 +120,6 @@ struct node_control {
     node_holdings *hl;          /* the index's notes, on a thread of their own */
     int plain_register;         /* a master from before KEPT (restarted nodes keeping their segment) */
     node_scrub *scrub;
-    uint64_t scrub_pulls;       /* node_holdings_pulls at the last scrub step */
 };
 
 /* ---- helpers ---- */
@@ -224,24 +223,22 @@ static int send_checked(node_control *c, int argc, const char **argv, const size
     return bad ? -1 : 0;
 }
 
-/* A scrub step once a pull sent after the last one was answered (its
- * mismatches are confirmed only after the notes of that moment are in:
- * node/scrub.h); replicas it found rotten go to the master
- * (MOON.BADREPLICA), which has them copied again. */
-static void scrub_and_tell(node_control *c, uint64_t now) {
-    uint64_t pulls = node_holdings_pulls(c->hl);
-    if (pulls < c->scrub_pulls + 2) return;   /* the first answered may have left before */
-    c->scrub_pulls = pulls;
-    const node_index_mark *bad;
-    size_t n = node_scrub_step(c->scrub, now, &bad);
-    if (n == 0 || !c->rc) return;
+/* Replicas the scrub (its own thread, node/scrub.h) found rotten go to
+ * the master (MOON.BADREPLICA), which has them copied again. */
+static void scrub_tell(node_control *c) {
+    node_index_mark bad[SCRUB_MAX_MARKS];
+    size_t n = c->rc ? node_scrub_take(c->scrub, bad, SCRUB_MAX_MARKS) : 0;
+    if (n == 0) return;
     proto_cmd cmd;
     proto_cmd_badreplica_begin(&cmd, my_id(c), n);
     for (size_t i = 0; i < n; i++) proto_cmd_badreplica_add(&cmd, bad[i].key, bad[i].keylen, bad[i].seg_off);
     log_warning("node: the scrub found %zu object(s) whose bytes no longer match their CRC32C", n);
     send_checked(c, cmd.argc, cmd.argv, cmd.lens);
     proto_cmd_free(&cmd);
+    for (size_t i = 0; i < n; i++) node_index_mark_free(&bad[i]);
 }
+
+static uint64_t pulls_of(void *hl) { return node_holdings_pulls(hl); }
 
 /* Records of the disk tier that a read found rotten (and the store
  * dropped): the master drops those replicas (MOON.BADREPLICA ... DISK)
@@ -933,11 +930,15 @@ static void *control_main(void *arg) {
         if (c->rc && now >= c->next_tick_ms) {
             t = mono_ms();
             if (node_holdings_fallback(c->hl, c->rc, my_id(c)) != 0) disconnect(c);
+            step_took(&slow, "holdings fallback", t);
             heap_huge_advise();   /* the index's growth on huge pages (node_role.c) */
-            scrub_and_tell(c, now);
+            t = mono_ms();
+            scrub_tell(c);
+            step_took(&slow, "scrub's findings", t);
+            t = mono_ms();
             rotten_tell(c);
+            step_took(&slow, "rotten disk records", t);
             c->next_tick_ms = now + CTL_TICK_MS;
-            step_took(&slow, "tick (holdings, scrub)", t);
         }
         pthread_mutex_lock(&c->n->mu);
         node_phase p = c->st->phase;
@@ -996,8 +997,8 @@ node_control *node_control_start(node *n, int g) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
-    c->scrub = node_scrub_create(n->index, n->srv->cfg.scrub_mb_per_s);
     c->hl = node_holdings_start(n, c, c->g, c->st, c->cluster);
+    c->scrub = node_scrub_start(n->index, n->srv->cfg.scrub_mb_per_s, pulls_of, c->hl);
     n->groups[g].ctl = c;
     if (g == 0) n->ctl = c;
     pthread_create(&c->th, NULL, control_main, c);

@@ -53,11 +53,11 @@ struct node_holdings {
     leader_watch *watch;        /* --etcd: leaves a leader that was replaced */
     char instance[17];
     int fd;                     /* the link's socket (-1: none), shut down by pause */
-    int old_master;             /* no MOON.HOLDLINK: control pulls (fallback) */
+    int old_master;             /* no MOON.HOLDLINK: control pulls (fallback); atomic, written under mu */
     int plain;                  /* the master keeps no slice CRCs: pull without SLICES */
     int no_tasks;               /* the master hands no tasks on pulls: pull without TASKS */
     uint64_t fb_ack;            /* the fallback's ack */
-    uint64_t pulls;
+    uint64_t pulls;             /* atomic, written under mu */
     /* under mu, while applying */
     obj_extent *note_ext;       /* room for one note's extents (PROTO_MAX_EXTENTS) */
     char *disk_key;             /* room for a note's key as the disk tier keeps it (NODE_DISK_KEY_MAX) */
@@ -124,7 +124,7 @@ static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint3
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
             *ack = acked;
-            h->pulls++;
+            __atomic_add_fetch(&h->pulls, 1, __ATOMIC_RELEASE);
             pthread_mutex_unlock(&h->mu);
             pthread_mutex_lock(&h->n->mu);
             h->st->holdings_pulls++;
@@ -198,7 +198,7 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     pthread_mutex_lock(&h->mu);
     if (up == -2) {
         log_notice("node: the master has no " PROTO_VERB_HOLDLINK ": pulling holdings every 100 ms on the control connection");
-        h->old_master = 1;
+        __atomic_store_n(&h->old_master, 1, __ATOMIC_RELEASE);
     }
     if (up != 0 || gen != h->gen) {
         pthread_mutex_unlock(&h->mu);
@@ -314,7 +314,7 @@ void node_holdings_resume(node_holdings *h, uint32_t id, uint64_t reg_gen, const
     h->port = port;
     h->term = term;
     snprintf(h->instance, sizeof h->instance, "%s", instance_hex);
-    h->old_master = 0;   /* a new master: try to link */
+    __atomic_store_n(&h->old_master, 0, __ATOMIC_RELEASE);   /* a new master: try to link */
     h->plain = 0;
     h->no_tasks = 0;
     h->fb_ack = 0;
@@ -322,7 +322,12 @@ void node_holdings_resume(node_holdings *h, uint32_t id, uint64_t reg_gen, const
     pthread_mutex_unlock(&h->mu);
 }
 
+/* The control thread asks without h->mu unless the master is an old one:
+ * a pull holds it while it applies up to HL_MAX_NOTES notes (seconds
+ * under TSan on a loaded machine), and heartbeats that waited for it
+ * got nodes declared dead. */
 int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self) {
+    if (!__atomic_load_n(&h->old_master, __ATOMIC_ACQUIRE)) return 0;
     pthread_mutex_lock(&h->mu);
     int old = h->old_master && h->active;
     uint64_t gen = h->gen;
@@ -333,9 +338,4 @@ int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self) {
     return st == PULL_LOST ? -1 : 0;
 }
 
-uint64_t node_holdings_pulls(node_holdings *h) {
-    pthread_mutex_lock(&h->mu);
-    uint64_t n = h->pulls;
-    pthread_mutex_unlock(&h->mu);
-    return n;
-}
+uint64_t node_holdings_pulls(node_holdings *h) { return __atomic_load_n(&h->pulls, __ATOMIC_ACQUIRE); }

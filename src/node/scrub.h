@@ -7,8 +7,10 @@
  * that holds after the next holdings pull (a removal and reuse of the
  * space may have crossed it) is dropped from the index, counted in
  * checksum_errors and handed back to the caller to tell the master
- * (MOON.BADREPLICA), whose repair copies the object again. Runs on the
- * control thread, between holdings pulls. */
+ * (MOON.BADREPLICA), whose repair copies the object again. Runs on a
+ * thread of its own, a step after each new holdings pull: not on the
+ * control thread, whose heartbeats a step reading 4 MiB held up for
+ * seconds on a loaded machine under TSan (nodes declared dead). */
 #ifndef MKV_NODE_SCRUB_H
 #define MKV_NODE_SCRUB_H
 
@@ -22,13 +24,15 @@
 
 typedef struct node_scrub node_scrub;
 
-/* mb_per_s 0: off. */
-node_scrub *node_scrub_create(node_index *ix, int mb_per_s);
+/* Starts the scrub of ix at mb_per_s (0: off, no thread); pulls(arg)
+ * counts the holdings pulls answered so far (thread-safe). */
+node_scrub *node_scrub_start(node_index *ix, int mb_per_s, uint64_t (*pulls)(void *), void *arg);
+/* Stops and joins its thread. */
 void node_scrub_free(node_scrub *s);
 
-/* One step, right after a holdings pull: confirms the last step's
- * mismatches and reads on for the time since the last step. Returns how
- * many were confirmed corrupt; *bad points at them until the next step. */
-size_t node_scrub_step(node_scrub *s, uint64_t now_ms, const node_index_mark **bad);
+/* Up to max objects confirmed corrupt since the last call (already
+ * dropped from the index) into out: the caller tells the master and
+ * frees each with node_index_mark_free. */
+size_t node_scrub_take(node_scrub *s, node_index_mark *out, size_t max);
 
 #endif
