@@ -467,12 +467,13 @@ void mm_node_chunks_advise(master_meta *m, uint32_t id, int may_give, uint32_t *
 /* MOON.LENT: [off, off+len) of our chunks on node id was lent to another
  * group (back 0: an object we gave away with a moved slot, adopted
  * there) or given back (back 1). Lent: withheld here (neither used nor
- * free: nothing of ours is placed over it); back: free again.
+ * free: nothing of ours is placed over it); back: free again a lease
+ * time after now_ms (the borrower's readers may still read it).
  * PROTO_TRYAGAIN for a range not wholly in our chunks (a chunk given back
  * that the node kept: it names it ours again in its next MOON.CHUNKS),
  * PROTO_ERR for one overlapping a range lent already. */
-proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, char *err,
-                          size_t errlen);
+proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, uint64_t now_ms,
+                          char *err, size_t errlen);
 /* Bytes of our chunks lent to other groups now, and given back ever. */
 void mm_lent_stats(const master_meta *m, uint64_t *away, uint64_t *back);
 /* The node's shares forgotten (a new allocator, or the table's end). */

@@ -107,8 +107,8 @@ static int away_add(mm_node *n, uint64_t off, uint64_t len) {
     return 0;
 }
 
-proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, char *err,
-                          size_t errlen) {
+proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, uint64_t len, uint64_t now_ms,
+                          char *err, size_t errlen) {
     mm_node *n = mm_node_get(m, id);
     if (!n || !n->alloc || n->state != NODE_ALIVE) return mm_fail(err, errlen, PROTO_NODEDEAD, "node %u is not a member", id);
     if (off & (MM_ALIGN - 1)) return mm_fail(err, errlen, PROTO_ERR, "node %u: %llu is not aligned", id, (unsigned long long)off);
@@ -121,7 +121,13 @@ proto_status mm_node_lent(master_meta *m, uint32_t id, int back, uint64_t off, u
         if (has && seg_alloc_unwithhold(n->alloc, off, len) == 0) {
             away_del(n->away, at);
             m->lent_back_bytes += len;
-            m->alloc_changes++;   /* room to place on */
+            /* The borrower dropped it at its remove, its readers' leases may
+             * outlive that (and its allocator holds the range till then):
+             * ours to place on a lease time later, so the chunk is not given
+             * back and handed to it while it still holds the range. */
+            obj_extent e = {id, off, len};
+            obj_replica r = {1, &e};
+            if (seg_alloc_reserve_at(n->alloc, off, len) == 0) mm_hold_replica(m, &r, now_ms + m->cfg.lease_ms, now_ms);
         }
         return PROTO_OK;
     }

@@ -562,7 +562,7 @@ static void lent_command(client *c) {
         int back = c->argv[i].ptr[0] == 'B' || c->argv[i].ptr[0] == 'b';
         (void)master_arg_u64(c, i + 1, 0, INT64_MAX, &off);
         (void)master_arg_u64(c, i + 2, 1, INT64_MAX, &len);
-        proto_status st = mm_node_lent(m->meta, id, back, off, len, err, sizeof err);
+        proto_status st = mm_node_lent(m->meta, id, back, off, len, wall_ms(), err, sizeof err);
         if (st == PROTO_NODEDEAD || st == PROTO_TRYAGAIN) {   /* all again later (taking one twice changes nothing) */
             master_reply_fail(c, st, "%s", err);
             return;

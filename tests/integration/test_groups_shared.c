@@ -566,7 +566,9 @@ static void test_slot_move_served_by_b(void) {
     uint64_t end = mono_ms() + WAIT_MS;
     long long used = used0;
     while ((used = h_port_info(MASTER_B, "cluster", "bytes_used")) > used0 - gone && mono_ms() < end) usleep(100000);
-    ASSERT_MSG(used <= used0 - gone, "group b uses %lld bytes after removing %lld of %lld", used, gone, used0);
+    ASSERT_MSG(used <= used0 - gone, "group b uses %lld bytes after removing %lld of %lld (%d objects; b has %lld objects, "
+               "adopted %lld, a gave %lld bytes)", used, gone, used0, acked, h_port_info(MASTER_B, "cluster", "objects_complete"),
+               h_port_info(MASTER_B, "cluster", "slots_adopted_objects") - adopted0, a_info("slots_lent_bytes") - lent0);
     ASSERT_MSG(wait_a_info("slots_lent_back_bytes", back0 + moved, 1) >= back0 + moved,
                "group a got %lld of the %lld bytes back", a_info("slots_lent_back_bytes") - back0, moved);
     ASSERT_EQ(a_info("slots_lent_away_bytes"), away0);

@@ -331,13 +331,13 @@ static void test_lent_away_and_back(void) {
     ASSERT_EQ(mm_adopt(b, (const uint8_t *)out[0].data, out[0].len, 5000, 10, &st), 0);
     ASSERT_EQ(st.objects, p.given);
     for (size_t i = 0; i < nx; i++) {   /* the nodes lent them to b */
-        ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+        ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, 100, err, sizeof err), PROTO_OK);
         bytes += (x[i].len + 63) & ~63ULL;   /* in the allocator: aligned */
         raw += x[i].len;
     }
-    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off, x[0].len, err, sizeof err), PROTO_OK);   /* told twice */
-    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off + 64, x[0].len, err, sizeof err), PROTO_ERR);   /* overlaps */
-    ASSERT_EQ(mm_node_lent(a, a1, 0, 5 * 1024 * KB, 64, err, sizeof err), PROTO_TRYAGAIN);   /* not our chunk (yet) */
+    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off, x[0].len, 100, err, sizeof err), PROTO_OK);   /* told twice */
+    ASSERT_EQ(mm_node_lent(a, x[0].node, 0, x[0].off + 64, x[0].len, 100, err, sizeof err), PROTO_ERR);   /* overlaps */
+    ASSERT_EQ(mm_node_lent(a, a1, 0, 5 * 1024 * KB, 64, 100, err, sizeof err), PROTO_TRYAGAIN);   /* not our chunk (yet) */
     uint64_t away, back;
     mm_lent_stats(a, &away, &back);
     ASSERT_EQ(away, raw);
@@ -357,16 +357,18 @@ static void test_lent_away_and_back(void) {
     ASSERT_EQ(away, 0);
     ASSERT_EQ(used(a, a1) + used(a, a2), used1);
     for (size_t i = 0; i < nx; i++)   /* the nodes' word of their return changes nothing now */
-        ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+        ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, 100, err, sizeof err), PROTO_OK);
     ASSERT_EQ(used(a, a1) + used(a, a2), used1);
     /* given away again, lent again, then dropped by b: free in a */
     give_all(a, r, out, &p);
     ASSERT_EQ(p.given, q.given);
-    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
-    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, err, sizeof err), PROTO_OK);
+    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 0, x[i].off, x[i].len, 100, err, sizeof err), PROTO_OK);
+    for (size_t i = 0; i < nx; i++) ASSERT_EQ(mm_node_lent(a, x[i].node, 1, x[i].off, x[i].len, 100, err, sizeof err), PROTO_OK);
     mm_lent_stats(a, &away, &back);
     ASSERT_EQ(away, 0);
     ASSERT_EQ(back, raw);
+    ASSERT_EQ(used(a, a1) + used(a, a2), used1);   /* held a lease time: b's readers may still read them */
+    mm_release_held(a, 100 + 60000);
     ASSERT_EQ(used(a, a1) + used(a, a2), used1 - bytes);   /* the objects of other slots stay */
     ASSERT_EQ(size_of(a, a1) + size_of(a, a2), size0);
     for (int i = 0; i < MM_GIVE_DESTS; i++) resp_buf_free(&out[i]), resp_buf_free(&again[i]);
