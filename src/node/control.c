@@ -531,7 +531,7 @@ static int do_register(node_control *c) {
                c->port, n->groups[c->g].name[0] ? " of group " : "", n->groups[c->g].name, c->heartbeat_ms);
     /* 1: a master that lost its table wants our index; 2: one that
      * dropped what we held (we were declared dead) wants it forgotten. */
-    node_persist_set_node_id(n->persist, id);
+    if (!n->shares) node_persist_set_node_id(n->persist, id);   /* a shared node's is written once (shares.c) */
     /* A restored index the master does not take (0: we are new to it) is
      * nothing it knows of: gone, or a later rebuild would bring it back. */
     if (report == 2 || (kept && report == 0)) node_shares_forget_index(n, c->g);
@@ -964,8 +964,9 @@ node_control *node_control_start(node *n, int g) {
     c->cluster = n->groups[g].cluster;
     c->heartbeat_ms = n->srv->cfg.heartbeat_ms > 0 ? n->srv->cfg.heartbeat_ms : 1000;
     /* --node-id, or the id of the node whose segment file we took over */
-    c->claim_id = n->srv->cfg.node_id ? (uint32_t)n->srv->cfg.node_id : node_persist_node_id(n->persist);
+    /* a shared node: the one id of every group (shares.c wrote it to the segment file before any thread) */
     if (n->shares) c->claim_id = n->shared_id;
+    else c->claim_id = n->srv->cfg.node_id ? (uint32_t)n->srv->cfg.node_id : node_persist_node_id(n->persist);
     /* One token for the process, the same in every group it serves: a
      * group adopting another's objects knows the node by it. */
     if (g > 0) {

@@ -179,6 +179,8 @@ static int setup_shared(node *n, char *err, size_t errlen) {
     if (rc == 0) rc = had ? (n->shared_id = had, 0) : take_id(n, ec, err, errlen);
     etcd_free(ec);
     if (rc != 0) return -1;
+    /* the segment file's id now, before the groups' threads: they only read it */
+    node_persist_set_node_id(n->persist, n->shared_id);
     n->shares = te_shares_create(n->seg.size, proto_chunk_size_for(n->seg.size));
     if (!n->shares) {
         snprintf(err, errlen, "cannot cut the segment in chunks");

@@ -122,7 +122,7 @@ static void test_put_asks_for_chunks(void) {
         key_of(0, i, key, sizeof key);
         fill_obj(0, i);
         int rc = mkv_put(mc, key, strlen(key), src, OBJ, 1);   /* once: no retry */
-        ASSERT_MSG(rc == MKV_OK, "put %d (%s) of group a: %d %s (chunks of a %lld)", i, key, rc, mkv_last_error(mc),
+        ASSERT_MSG(rc == MKV_OK, "put %d (%s) of group a: %d %.200s (chunks of a %lld)", i, key, rc, mkv_last_error(mc),
                    chunks_of('a'));
     }
     uint64_t ms = mono_ms() - t0;
@@ -157,7 +157,7 @@ static void test_group_added_to_map(void) {
         int rc;
         uint64_t end = mono_ms() + WAIT_MS;   /* the router learns c's slots (TRYAGAIN, MOVED meanwhile) */
         while ((rc = mkv_put(mc, key, strlen(key), src, OBJ, 1)) != MKV_OK && mono_ms() < end) usleep(50000);
-        ASSERT_MSG(rc == MKV_OK, "put %s of group c: %d %s", key, rc, mkv_last_error(mc));
+        ASSERT_MSG(rc == MKV_OK, "put %s of group c: %d %.200s", key, rc, mkv_last_error(mc));
     }
     for (int i = 0; i < C_KEYS; i++) ASSERT_MSG(get_exact(2, i) == 0, "get %d of group c", i);
     ASSERT_EQ(h_port_info(MASTER(2), "cluster", "objects_complete"), C_KEYS);

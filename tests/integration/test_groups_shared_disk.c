@@ -149,7 +149,7 @@ static void test_offload_both_groups(void) {
     for (int i = 0; i < PER_GROUP; i++)
         for (int g = 0; g < 2; g++) {
             int rc = put_retry(g, i);
-            ASSERT_MSG(rc == MKV_OK, "put %s: %d %s", keys[g][i], rc, mkv_last_error(mc));
+            ASSERT_MSG(rc == MKV_OK, "put %.31s: %d %.200s", keys[g][i], rc, mkv_last_error(mc));
         }
     uint64_t end = mono_ms() + WAIT_MS;
     while ((mfield(0, "disk_offloads") <= 0 || mfield(1, "disk_offloads") <= 0) && mono_ms() < end) usleep(50000);
