@@ -115,15 +115,21 @@ int proto_dec_holdings(const redisReply *r, uint64_t *acked, const uint8_t **blo
     return 0;
 }
 
+/* Only of a reply proto_dec_holdings takes: any other array with an
+ * array third is no holdings reply. */
+static int is_holdings(const redisReply *r) {
+    uint64_t acked;
+    const uint8_t *blob;
+    size_t len;
+    return proto_dec_holdings(r, &acked, &blob, &len) == 0;
+}
+
 const redisReply *proto_holdings_tasks(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
-               ? r->element[2]
-               : NULL;
+    return is_holdings(r) && r->elements >= 3 ? r->element[2] : NULL;
 }
 
 int proto_holdings_ask_chunks(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
-           r->element[3]->integer == 1;
+    return is_holdings(r) && r->elements == 4 && r->element[3]->integer == 1;
 }
 
 int proto_dec_registered(const redisReply *r, proto_registered *out) {

@@ -69,7 +69,10 @@ static void decode_all(const redisReply *r) {
     if (proto_dec_holdings(r, &acked, &blob, &len) == 0 && (acked > INT64_MAX || blob != (const uint8_t *)r->element[1]->str))
         abort();
     const redisReply *ts = proto_holdings_tasks(r);   /* TASKS: only ever an array in its third place */
-    if (ts && (ts->type != REDIS_REPLY_ARRAY || r->elements != 3 || ts != r->element[2])) abort();
+    if (ts && (ts->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4 || ts != r->element[2] ||
+               proto_dec_holdings(r, &acked, &blob, &len) != 0))
+        abort();
+    if (proto_holdings_ask_chunks(r) && !ts) abort();
     proto_registered reg;
     if (proto_dec_registered(r, &reg) == 0 &&
         (reg.id == 0 || reg.heartbeat_ms < 1 || reg.term == 0 || reg.reconcile < 0 || reg.reconcile > PROTO_REG_RECONCILE))
