@@ -144,6 +144,7 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f) {
     uint64_t got = 0;
     cluster_master_wait();
     fetch_end(pool, mc, f, mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got), got);
+    f->via = "mkv_get_placed";
 }
 
 void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) {
@@ -161,7 +162,10 @@ void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) 
         mkv_get_batch_placed(mc, o, m);   /* a failure of all is each object's status too */
     }
     /* In order: a failed one's message is the client's last (this thread's). */
-    for (size_t k = 0; k < m; k++) fetch_end(pool, mc, f[idx[k]], o[k].status, o[k].len);
+    for (size_t k = 0; k < m; k++) {
+        fetch_end(pool, mc, f[idx[k]], o[k].status, o[k].len);
+        f[idx[k]]->via = "mkv_get_batch_placed";
+    }
     free(o);
     free(fp);
     free(idx);

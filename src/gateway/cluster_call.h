@@ -31,6 +31,7 @@ typedef struct gw_fetch {
     int may_stream;           /* a GET's reply may stream (get_stream.h) */
     struct mkv_located *stream;   /* located, to be streamed: rc STORE_OK, no buf */
     uint64_t stream_epoch;    /* the master connection that located it */
+    const char *via;          /* the path that answered it (named when it answers wrong) */
 } gw_fetch;
 
 /* A SET's value on its way: put_end reports ship_rc once shipped. */

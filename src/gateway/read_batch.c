@@ -104,6 +104,7 @@ static void read_result(rb_batch *bt, mkv_client *mc, gw_fetch *f, const mkv_obj
     if (o->status == MKV_OK) {
         f->rc = STORE_OK;
         f->len = o->len;
+        f->via = "mkv_read_located";
         return;
     }
     staging_put(bt->b->pool, &f->buf);
@@ -187,6 +188,7 @@ static int read_inline(rb_batch *bt, size_t from, size_t to) {
     for (size_t k = 0; k < n; k++) {
         if (objs[k].status == MKV_OK) {
             bt->f[idx[k]]->rc = STORE_OK;
+            bt->f[idx[k]]->via = "mkv_read_located_now";
             b->read_inline++;
         } else {
             left++;
@@ -473,6 +475,7 @@ static rb_batch *batch_take(read_batcher *b) {
             gw_fetch *f = &r->fetch[i];
             f->buf.ptr = NULL;
             f->len = 0;
+            f->via = "none";
             f->rc = cluster_key_ok(f->keylen) ? RB_PENDING : STORE_NOTFOUND;
             if (f->rc == RB_PENDING) bt->f[bt->nkeys++] = f;
             r->nbatched += f->rc == RB_PENDING;
