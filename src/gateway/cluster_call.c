@@ -143,7 +143,10 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f) {
     fetch_place fp = {.pool = pool, .mc = mc, .f = f};
     uint64_t got = 0;
     cluster_master_wait();
-    fetch_end(pool, mc, f, mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got), got);
+    /* Two statements: as arguments of one call, got could be read before
+     * mkv_get_placed set it (C leaves their order open), a hit of 0 bytes. */
+    int rc = mkv_get_placed(mc, f->key, f->keylen, fetch_buffer, &fp, &got);
+    fetch_end(pool, mc, f, rc, got);
     f->via = "mkv_get_placed";
 }
 
