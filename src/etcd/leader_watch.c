@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "core/cond.h"
 #include "core/util.h"
 #include "etcd/etcd.h"
 
@@ -90,10 +91,7 @@ static void break_stale(leader_watch *lw, const char *addr, int64_t term) {
 
 /* Wait LW_PERIOD_MS; 1 if stopping. With lw->mu held. */
 static int nap(leader_watch *lw) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)LW_PERIOD_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = cond_deadline_ms(LW_PERIOD_MS);
     while (!lw->stop && pthread_cond_timedwait(&lw->cv, &lw->mu, &ts) != ETIMEDOUT) {}
     return lw->stop;
 }
@@ -129,11 +127,7 @@ static leader_watch *watch_new(const char *name, const char *endpoints, const ch
     lw->name = xstrdup(name);
     snprintf(lw->cluster, sizeof lw->cluster, "%s", cluster && *cluster ? cluster : "moonkv");
     pthread_mutex_init(&lw->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&lw->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&lw->cv);
     pthread_create(&lw->th, NULL, watch_main, lw);
     return lw;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cond.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/etcd.h"
@@ -37,11 +38,7 @@ struct master_ha {
 
 /* Sleep ms unless stopped; 1 if stopping. */
 static int nap(master_ha *ha, int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = cond_deadline_ms(ms);
     pthread_mutex_lock(&ha->mu);
     while (!ha->stop && pthread_cond_timedwait(&ha->cv, &ha->mu, &ts) != ETIMEDOUT) {}
     int stop = ha->stop;
@@ -168,11 +165,7 @@ master_ha *master_ha_start(event_loop *el, const char *etcd, const char *cluster
     ha->on_change = on_change;
     ha->data = data;
     pthread_mutex_init(&ha->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ha->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&ha->cv);
     ha->wake = loop_wake_create(el, wake_cb, ha);
     pthread_create(&ha->th, NULL, ha_main, ha);
     return ha;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cond.h"
 #include "core/heap_huge.h"
 #include "core/log.h"
 #include "core/siphash.h"
@@ -834,14 +835,7 @@ static void refresh_view(node_control *c) {
 /* Sleep up to ms, waking for stop, a leave to send and (when there is a
  * connection to send them on) finished tasks. */
 static void wait_ms(node_control *c, int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = cond_deadline_ms(ms);
     pthread_mutex_lock(&c->n->mu);
     while (!c->stop && !(c->leave_wanted && !c->leave_sent) && !(c->rc && (c->nresults > 0 || c->chunks_now)))
         if (pthread_cond_timedwait(&c->wake, &c->n->mu, &ts) == ETIMEDOUT) break;
@@ -993,11 +987,7 @@ node_control *node_control_start(node *n, int g) {
         free(c);
         return NULL;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&c->wake);
     c->hl = node_holdings_start(n, c, c->g, c->st, c->cluster);
     c->scrub = node_scrub_start(n->index, n->srv->cfg.scrub_mb_per_s, pulls_of, c->hl);
     n->groups[g].ctl = c;

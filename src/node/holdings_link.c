@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "core/cond.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "etcd/leader_watch.h"
@@ -177,11 +178,7 @@ static int link_up(node_holdings *h, redisContext *rc, uint32_t id, const char *
 
 /* Sleep up to ms unless stopped or gen moves on (mu held). */
 static void nap_locked(node_holdings *h, int ms, uint64_t gen) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = cond_deadline_ms(ms);
     while (!h->stop && h->gen == gen)
         if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) break;
 }
@@ -268,11 +265,7 @@ node_holdings *node_holdings_start(node *n, struct node_control *ctl, int g, nod
     h->disk_key = xmalloc(NODE_DISK_KEY_MAX);
     h->ix_batch = node_index_batch_new();
     pthread_mutex_init(&h->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&h->cv);
     pthread_create(&h->th, NULL, holdings_main, h);
     return h;
 }

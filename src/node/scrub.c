@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "core/cond.h"
 #include "core/util.h"
 
 #define SCRUB_TICK_MS 100   /* how often the thread looks for a new pull */
@@ -62,13 +63,7 @@ static void *scrub_main(void *arg) {
     node_scrub *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SCRUB_TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = cond_deadline_ms(SCRUB_TICK_MS);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         if (s->stop) break;
         pthread_mutex_unlock(&s->mu);
@@ -95,11 +90,7 @@ node_scrub *node_scrub_start(node_index *ix, int mb_per_s, uint64_t (*pulls)(voi
     s->pulls = pulls;
     s->pulls_arg = arg;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&s->cv);
     s->running = s->bytes_per_ms && pthread_create(&s->th, NULL, scrub_main, s) == 0;
     return s;
 }

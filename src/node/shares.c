@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cond.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "proto/extents.h"
@@ -383,9 +384,7 @@ static void *follow_main(void *arg) {
         pthread_mutex_unlock(&f->mu);
         follow_once(f, m);
         pthread_mutex_lock(&f->mu);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += SHARES_FOLLOW_MS / 1000;
+        struct timespec ts = cond_deadline_ms(SHARES_FOLLOW_MS);
         while (!f->stop && pthread_cond_timedwait(&f->cv, &f->mu, &ts) == 0) {}
     }
     pthread_mutex_unlock(&f->mu);
@@ -404,11 +403,7 @@ void node_shares_follow_start(node *n) {
         return;
     }
     pthread_mutex_init(&f->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&f->cv);
     n->follow = f;
     pthread_create(&f->th, NULL, follow_main, f);
 }
