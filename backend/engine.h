@@ -56,6 +56,8 @@ typedef struct te_object {
     int status;               /* out: TE_OK or the TE_E* that failed it */
     uint32_t failed_node;     /* out: the node whose fault (unreachable, I/O, timeout)
                                * failed it, 0 if none or another cause */
+    uint32_t unknown_node;    /* out: a node a replica names that the engine has no
+                               * addresses for (the caller's table is stale), 0 if none */
     int crc_ok;               /* out: 1 when every unit's path checksummed it while copying */
     uint32_t crc;             /* out, when crc_ok: crc32c(0, buf, len), no second pass needed */
     /* Optional: with crc_ok, also the CRC32C of each slice_size bytes

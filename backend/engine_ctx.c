@@ -619,7 +619,10 @@ static int job_dispatch(run *r, job *j, int idx) {
         enode *n = find_node(e, x->node_id);
         if (!n || !node_up(e, n)) {
             if (n) snprintf(why, sizeof why, "node %u unreachable: %s", x->node_id, n->last_err);
-            else snprintf(why, sizeof why, "node %u is not known to the engine", x->node_id);
+            else {
+                snprintf(why, sizeof why, "node %u is not known to the engine", x->node_id);
+                j->obj->unknown_node = x->node_id;   /* the caller may learn it and try again */
+            }
             if (job_failover(r, j)) continue;
             /* a node that refused our secret is alive: not its fault */
             job_fail(r, j, n ? TE_EIO : TE_EINVAL, n && !n->refused_us ? x->node_id : 0, why);
@@ -783,7 +786,7 @@ static int transfer(ectx *e, te_object *objs, int n, int writing, char *err, siz
     for (int i = 0; i < n; i++) {
         char why[200];
         objs[i].status = check_object(&objs[i], why, sizeof why);
-        objs[i].failed_node = 0;
+        objs[i].failed_node = objs[i].unknown_node = 0;
         if (objs[i].status != TE_OK && first == TE_OK) {
             first = objs[i].status;
             snprintf(err, errlen, "object %d: %s", i, why);
@@ -886,7 +889,7 @@ static int engine_now(ectx *e, te_op op, te_object *objs, int n) {
     for (int i = 0; i < n; i++) {
         te_object *o = &objs[i];
         char why[200];
-        o->failed_node = 0;
+        o->failed_node = o->unknown_node = 0;
         o->crc_ok = o->slices_ok = 0;   /* no slice sums on this path */
         o->status = check_object(o, why, sizeof why);
         if (o->status != TE_OK || o->niov || !registered(e, o->buf, o->len)) {

@@ -411,6 +411,10 @@ void mkv_topology_sync(mkv_client *c);
  * gives it other addresses (it restarted: a shm socket's name holds the
  * node's pid), which the engine then has. */
 int mkv_topology_readdressed(mkv_client *c, uint32_t id);
+/* The engine did not know node id (our table had it dead or not yet):
+ * 1 if the master's topology, read again now, has it up, which the
+ * engine then has. */
+int mkv_topology_learnt(mkv_client *c, uint32_t id);
 /* Tell the engine every node is gone and forget them (the next
  * placement refreshes). */
 void mkv_topology_forget(mkv_client *c);
@@ -465,6 +469,7 @@ typedef struct mkv_xfer {
     int replica;                         /* reads: -1 any (engine fails over), else only this one */
     int status;                          /* out: MKV_OK or MKV_E* */
     uint32_t failed_node;                /* out: the node at fault, 0 if none (te_object's) */
+    uint32_t unknown_node;               /* out: a node the engine did not know (te_object's) */
     int crc_ok;                          /* out: the engine checksummed the bytes as it moved them */
     uint32_t crc;
     struct iovec *segs;                  /* the local bytes in segments (buf unused), owned: free() */

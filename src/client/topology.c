@@ -153,15 +153,26 @@ int mkv_topology_readdressed(mkv_client *c, uint32_t id) {
     return moved;
 }
 
-/* Whether the engine knows every node pl names. */
-static int placement_known(mkv_client *c, const mkv_placement *pl) {
+int mkv_topology_learnt(mkv_client *c, uint32_t id) {
+    mkv_core *k = c->core;
+    if (mkv_topology_refresh(c) != MKV_OK) return 0;
+    pthread_mutex_lock(&k->sync_mu);
+    int up = node_up(node_in(k->known, k->nknown, id));
+    pthread_mutex_unlock(&k->sync_mu);
+    return up;
+}
+
+/* Whether our table has every node pl names with addresses, and (up) not
+ * dead: a node it has dead is not in the engine, though the master may
+ * have seen it register again since, under the same id. */
+static int placement_known(mkv_client *c, const mkv_placement *pl, int up) {
     mkv_core *k = c->core;
     int known = 1;
     pthread_mutex_lock(&k->sync_mu);
     for (uint32_t r = 0; r < pl->nreplicas && known; r++)
         for (uint32_t i = 0; i < pl->replicas[r].nextents && known; i++) {
             const mkv_node *n = node_in(k->known, k->nknown, pl->replicas[r].extents[i].node_id);
-            known = n && n->naddrs != 0;
+            known = up ? node_up(n) : n && n->naddrs != 0;
         }
     pthread_mutex_unlock(&k->sync_mu);
     return known;
@@ -196,10 +207,11 @@ int mkv_topology_cover(mkv_client *c, const mkv_placement *pl) {
         adopt_term(c, pl->term);
     }
     mkv_topology_sync(c);
-    if (placement_known(c, pl)) return MKV_OK;
+    if (placement_known(c, pl, 1)) return MKV_OK;
     int rc = mkv_topology_refresh(c);
     if (rc != MKV_OK) return rc;
-    if (!placement_known(c, pl))
+    /* still dead after all: a read fails over to another replica */
+    if (!placement_known(c, pl, 0))
         return mkv_fail(c, MKV_ECONN, "a node of the placement is not in the topology or has no usable data address");
     return MKV_OK;
 }

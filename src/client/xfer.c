@@ -152,15 +152,15 @@ static void engine_results(mkv_xfer *x, size_t n, const te_object *objs) {
     for (size_t i = 0; i < n; i++) {
         x[i].status = engine_status(objs[i].status);
         x[i].failed_node = objs[i].failed_node;
+        x[i].unknown_node = objs[i].unknown_node;
         x[i].crc_ok = objs[i].crc_ok;
         x[i].crc = objs[i].crc;
         x[i].slices_ok = objs[i].slices_ok;
     }
 }
 
-/* Moves x[0..n) once; the node at fault of the first that failed on
- * one, else 0. */
-static uint32_t xfer_once(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
+/* Moves x[0..n) once. */
+static void xfer_once(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
     te_object *objs;
     te_replica *reps;
     engine_objects(x, n, &objs, &reps);
@@ -173,21 +173,33 @@ static uint32_t xfer_once(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
                  err[0] ? err : te_strerror(rc));
     free(objs);
     free(reps);
+}
+
+static int xfer_retryable(const mkv_xfer *x) { return x->status != MKV_OK && (x->failed_node || x->unknown_node); }
+
+/* Whether the objects that failed may move once more: a node that failed
+ * every path may be a restarted one at new addresses, and a node the
+ * engine did not know may have (re)joined since our table was read (a
+ * node declared dead that registered again, or a new id). Either way the
+ * master's topology, read again, says so. */
+static int xfer_retry_due(mkv_client *c, const mkv_xfer *x, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (x[i].status != MKV_OK && x[i].failed_node) return x[i].failed_node;
+        if (x[i].status != MKV_OK && x[i].failed_node) return mkv_topology_readdressed(c, x[i].failed_node);
+    for (size_t i = 0; i < n; i++)
+        if (x[i].status != MKV_OK && x[i].unknown_node) return mkv_topology_learnt(c, x[i].unknown_node);
     return 0;
 }
 
-/* A node that failed every path may be a restarted one at new addresses:
- * when the master says so, the objects that failed move once more (on
- * the same grants, so a write lands where it was placed). */
+/* When the master's topology says so (xfer_retry_due), the objects that
+ * failed move once more, on the same grants, so a write lands where it
+ * was placed. */
 int mkv_xfer_run(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
-    uint32_t failed = xfer_once(c, op, x, n);
-    if (!failed || !mkv_topology_readdressed(c, failed)) return MKV_OK;
+    xfer_once(c, op, x, n);
+    if (!xfer_retry_due(c, x, n)) return MKV_OK;
     mkv_xfer *again = xmalloc(n * sizeof *again);
     size_t *at = xmalloc(n * sizeof *at), k = 0;
     for (size_t i = 0; i < n; i++)
-        if (x[i].status != MKV_OK && x[i].failed_node) {
+        if (xfer_retryable(&x[i])) {
             at[k] = i;
             again[k++] = x[i];
         }
