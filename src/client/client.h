@@ -413,7 +413,7 @@ void mkv_topology_sync(mkv_client *c);
 int mkv_topology_readdressed(mkv_client *c, uint32_t id);
 /* The engine did not know node id (our table had it dead or not yet):
  * 1 if the master's topology, read again now, has it up, which the
- * engine then has. */
+ * engine then has; 0 if not; -1 if it could not be read. */
 int mkv_topology_learnt(mkv_client *c, uint32_t id);
 /* Tell the engine every node is gone and forget them (the next
  * placement refreshes). */

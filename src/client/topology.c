@@ -155,7 +155,7 @@ int mkv_topology_readdressed(mkv_client *c, uint32_t id) {
 
 int mkv_topology_learnt(mkv_client *c, uint32_t id) {
     mkv_core *k = c->core;
-    if (mkv_topology_refresh(c) != MKV_OK) return 0;
+    if (mkv_topology_refresh(c) != MKV_OK) return -1;
     pthread_mutex_lock(&k->sync_mu);
     int up = node_up(node_in(k->known, k->nknown, id));
     pthread_mutex_unlock(&k->sync_mu);

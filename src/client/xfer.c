@@ -177,16 +177,28 @@ static void xfer_once(mkv_client *c, te_op op, mkv_xfer *x, size_t n) {
 
 static int xfer_retryable(const mkv_xfer *x) { return x->status != MKV_OK && (x->failed_node || x->unknown_node); }
 
+/* The objects that failed on node id, which the engine did not know and
+ * the master has not up: the node's fault, as one that failed every path,
+ * so a writer places them again elsewhere. */
+static void blame_gone(mkv_xfer *x, size_t n, uint32_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (x[i].status != MKV_OK && x[i].unknown_node == id && !x[i].failed_node) x[i].failed_node = id;
+}
+
 /* Whether the objects that failed may move once more: a node that failed
  * every path may be a restarted one at new addresses, and a node the
  * engine did not know may have (re)joined since our table was read (a
  * node declared dead that registered again, or a new id). Either way the
  * master's topology, read again, says so. */
-static int xfer_retry_due(mkv_client *c, const mkv_xfer *x, size_t n) {
+static int xfer_retry_due(mkv_client *c, mkv_xfer *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (x[i].status != MKV_OK && x[i].failed_node) return mkv_topology_readdressed(c, x[i].failed_node);
-    for (size_t i = 0; i < n; i++)
-        if (x[i].status != MKV_OK && x[i].unknown_node) return mkv_topology_learnt(c, x[i].unknown_node);
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].status == MKV_OK || !x[i].unknown_node) continue;
+        int up = mkv_topology_learnt(c, x[i].unknown_node);
+        if (up == 0) blame_gone(x, n, x[i].unknown_node);
+        return up == 1;
+    }
     return 0;
 }
 

@@ -13,7 +13,10 @@
  *    failed put once its time is up, and INFO objects_pending at the end);
  *  - under-replication returns to 0 within REPAIR_BOUND_MS after each
  *    node fault and after the faults stop;
- *  - at the end every acknowledged object reads back byte-exact.
+ *  - at the end every acknowledged object reads back byte-exact;
+ *  - no SET or put fails because the writer's transfer engine did not know
+ *    a node the master placed it on (a node back under its id, or a new
+ *    one: the writer reads the topology again; test_gateway_rejoin).
  * Failed puts and failed reads while a process is down are counted, not
  * violations (a put placed on a node not yet declared dead fails today:
  * issue 14 item 4).
@@ -163,6 +166,11 @@ static void note_error(const char *what, const char *key, const char *text) {
     if (atomic_fetch_add(&shown, 1) < 12) printf("# %s %s: %s\n", what, key, text ? text : "?");
 }
 
+/* The writer's table was stale and it did not read it again. */
+static void check_set_error(const char *key, const char *text) {
+    if (text && strstr(text, "is not known to the engine")) violation("SET %s: %s", key, text);
+}
+
 /* 1 done, 0 refused or failed, -1 not tried (gateway down) */
 static int w_set(worker *w, const char *key, size_t len) {
     value_fill(key, w->src, len);
@@ -170,6 +178,7 @@ static int w_set(worker *w, const char *key, size_t len) {
         int rc = mkv_put(w->mc, key, strlen(key), w->src, len, 2);
         if (rc == MKV_ENOSPACE) atomic_fetch_add(&cnt.sets_nospace, 1);
         else if (rc != MKV_OK) note_error("put", key, mkv_last_error(w->mc));
+        if (rc != MKV_OK) check_set_error(key, mkv_last_error(w->mc));
         return rc == MKV_OK;
     }
     redisContext *c = w_redis(w);
@@ -179,6 +188,7 @@ static int w_set(worker *w, const char *key, size_t len) {
     if (!ok && r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSPACE", 7) == 0)
         atomic_fetch_add(&cnt.sets_nospace, 1);
     else if (!ok) note_error("SET", key, r ? r->str : c->errstr);
+    if (!ok && r && r->type == REDIS_REPLY_ERROR) check_set_error(key, r->str);
     if (r) freeReplyObject(r);
     return ok;
 }
