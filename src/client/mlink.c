@@ -480,3 +480,13 @@ int mkv_link_connections(mkv_client *c) {
     pthread_mutex_unlock(&c->core->mu);
     return n;
 }
+
+int mkv_master_local_addr(mkv_client *c, struct sockaddr_storage *ss) {
+    if (c->route) return MKV_EINVAL;   /* a master per group */
+    mkv_mlink *L = &c->core->link;
+    socklen_t sl = sizeof *ss;
+    pthread_mutex_lock(&L->mu);
+    int ok = L->rc && !L->broken && getsockname(L->rc->fd, (struct sockaddr *)ss, &sl) == 0;
+    pthread_mutex_unlock(&L->mu);
+    return ok ? MKV_OK : MKV_ECONN;
+}

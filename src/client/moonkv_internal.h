@@ -154,5 +154,10 @@ int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv,
 /* Master connections the client opened so far: a new one may reach a
  * new master (a new leader numbers nodes afresh). */
 uint64_t mkv_master_epoch(mkv_client *c);
+/* The local address of the client's master connection (the interface
+ * the master is reached by, for a gateway's announced address): MKV_OK,
+ * or MKV_ECONN while none is open. Opens none. */
+struct sockaddr_storage;
+int mkv_master_local_addr(mkv_client *c, struct sockaddr_storage *ss);
 
 #endif

@@ -1,13 +1,14 @@
 /* gateway/announce.c - MOON.GATEWAY every heartbeat (see announce.h).
  *
  * The address announced is the RESP one clients use: bind:port, or, when
- * bound to every interface, the local address of the connection to the
- * master (the interface the cluster is reached by). The call goes over
- * the store's asynchronous master connection, so a master that does not
- * answer stalls no one (one call is out at a time: a tick while it is
- * skips); through etcd (that connection is the client's) it is
- * synchronous with a short timeout. A failed one keeps the last list and retries at the next
- * tick. */
+ * bound to every interface, the local address of the client's master
+ * connection (the interface the cluster is reached by). The call goes
+ * over the store's asynchronous master connection (the process's
+ * client's face), so a master that does not answer stalls no one (one
+ * call is out at a time: a tick while it is skips). Over master groups
+ * there is none: a short synchronous connection to --master, if given,
+ * announces instead (registration, not the data path). A failed one
+ * keeps the last list and retries at the next tick. */
 #include "gateway/announce.h"
 
 #include <arpa/inet.h>
@@ -102,30 +103,50 @@ static void announce_sync(gw_announce *a) {
     freeReplyObject(r);
 }
 
-static void announced(const redisReply *r, void *ctx) {
-    gw_announce *a = ctx;
+/* Its answer's callback: 0 once freed (stopped meanwhile). */
+static int answer_back(gw_announce *a) {
     a->asking = 0;
-    if (a->stopped) {
-        free(a);
-        return;
-    }
-    took(a, r, "no answer");
+    if (!a->stopped) return 1;
+    free(a);
+    return 0;
 }
 
-static void announce_now(gw_announce *a) {
-    master_async *ma = cluster_store_master(a->srv->store);
-    if (!ma || master_async_follows(ma)) {   /* no address of its own to announce by */
-        announce_sync(a);
+static void announced(const redisReply *r, void *ctx) {
+    gw_announce *a = ctx;
+    if (answer_back(a)) took(a, r, "no answer");
+}
+
+static void announce_over(gw_announce *a, master_async *ma, int may_open);
+
+/* The connection is open now (its PING came back): announce by it. */
+static void opened(const redisReply *r, void *ctx) {
+    gw_announce *a = ctx;
+    if (answer_back(a) && r) announce_over(a, cluster_store_master(a->srv->store), 0);
+}
+
+/* Bound to all without the connection's address (none open now): a PING
+ * opens it, once per chain (may_open), and the announce follows it. */
+static void announce_over(gw_announce *a, master_async *ma, int may_open) {
+    struct sockaddr_storage ss;
+    char addr[96];
+    int have = master_async_local_addr(ma, &ss) == 0;
+    if (!have && bound_to_all(a->srv->cfg.bind)) {
+        const char *ping = "PING";
+        size_t len = 4;
+        if (may_open && master_async_send(ma, 1, &ping, &len, opened, a) == 0) a->asking = 1;
         return;
     }
-    struct sockaddr_storage ss;
-    if (a->asking || master_async_local_addr(ma, &ss) != 0) return;
-    char addr[96];
-    own_address(a, &ss, addr, sizeof addr);
+    own_address(a, have ? &ss : NULL, addr, sizeof addr);
     proto_cmd cmd;
     proto_cmd_gateway(&cmd, addr);
     if (master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, announced, a) == 0) a->asking = 1;
     proto_cmd_free(&cmd);
+}
+
+static void announce_now(gw_announce *a) {
+    master_async *ma = cluster_store_master(a->srv->store);
+    if (!ma) announce_sync(a);   /* master groups */
+    else if (!a->asking) announce_over(a, ma, 1);
 }
 
 static void tick(event_loop *el, void *data) { announce_now(data); }

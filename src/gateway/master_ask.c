@@ -265,9 +265,9 @@ static int pin_answered(ask *a, const redisReply *r) {
     return 0;
 }
 
-/* Without the asynchronous connection, or for pins through etcd: the
- * library's blocking calls, on a worker (the client follows the leader
- * through etcd; over master groups it routes PREFIX and refuses pins). */
+/* Without the asynchronous connection, and for pins: the library's
+ * blocking calls, on a worker (the client follows the leader through
+ * etcd; over master groups it routes PREFIX and refuses pins). */
 static void pin_run(ask *a, mkv_client *mc) {
     store_pinq *q = a->out;
     size_t usable = q->kind == STORE_PQ_UNPIN ? 0 : pin_usable(q), n = 0;
@@ -293,10 +293,10 @@ void master_ask_pin(master_async *ma, workers *w, store_pinq *q, store_got_fn *d
     q->rc = STORE_OK;
     q->count = 0;
     q->errstr[0] = '\0';
-    /* Through etcd a pin is the client's own (its calls on a worker), so
-     * the client pins it again on a new leader (MOON.REPIN); a pin made
+    /* A pin is the client's own (its calls on a worker), so the client
+     * pins it again on a new connection or leader (MOON.REPIN); a pin made
      * by a bare command on its connection would be gone there. */
-    if (ma && master_async_follows(ma) && q->kind != STORE_PQ_PREFIX) ma = NULL;
+    if (q->kind != STORE_PQ_PREFIX) ma = NULL;
     a->ma = ma;
     if (pin_over(a)) {   /* no key the master could count */
         done(ctx);

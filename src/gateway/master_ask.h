@@ -5,9 +5,9 @@
  *
  * Each is asked once and completes through done(ctx) on the loop: over
  * the asynchronous master connection, pipelined with everyone else's
- * (through etcd the client's, master_async_over), or without one (master
- * groups) by a blocking call on a worker, whose client routes the key;
- * through etcd, pins too (the client pins them again on a new leader). A question whose answer was
+ * (the client's, master_async_over), or without one (master groups) by
+ * a blocking call on a worker, whose client routes the key; pins too
+ * (the client pins them again on a new connection or leader). A question whose answer was
  * lost reads as an unreachable master ("TRYAGAIN ..."); nothing is kept
  * for a later command. */
 #ifndef MKV_GATEWAY_MASTER_ASK_H

@@ -1,14 +1,16 @@
-/* gateway/master_async.h - the gateway's pipelined, non-blocking
- * connection to the master, driven by the event loop.
+/* gateway/master_async.h - the gateway's pipelined, non-blocking master
+ * connection, driven by the event loop: the process's client's, used
+ * through its async face.
  *
- * Commands are sent at once (hiredis async over the loop's file events)
- * and their replies come back in order to each command's callback, so a
- * batch of MOON.MGETs costs one round trip and the loop never waits. The
- * connection is opened on the first send after a failure (AUTH first when
- * master_auth is set, then the proof of the cluster secret: commands sent
- * meanwhile wait for it), at most every MA_RETRY_MS. A reply that does not
- * come within timeout_ms drops the connection: every pending callback
- * then gets NULL and the caller takes its other path. */
+ * Each command goes on the client's one shared master connection by the
+ * face (client/moonkv_internal.h mkv_async_command), which follows the
+ * leader through etcd and sends again while there is none; replies come
+ * back on the loop by the face's fd, in order, to each command's
+ * callback, so a batch of MOON.MGETs costs one round trip and no thread
+ * waits for one. The gateway has no master connection of its own beside
+ * the client's, with --master as through etcd. A reply that does not
+ * come within the client's timeout_ms, or a connection that fails,
+ * gives the callback NULL and the caller takes its other path. */
 #ifndef MKV_GATEWAY_MASTER_ASYNC_H
 #define MKV_GATEWAY_MASTER_ASYNC_H
 
@@ -26,24 +28,12 @@ typedef void master_async_cb(const redisReply *r, void *ctx);
 
 struct mkv_client;
 
-/* hostport "host:port"; password NULL or "" for none; secret the
- * cluster's (NULL: ""). NULL if hostport does not parse. Nothing is
- * connected yet. */
-master_async *master_async_create(event_loop *loop, const char *hostport, const char *password,
-                                  const char *secret, int timeout_ms);
-/* The same connection over the process's client (mc, which outlives
- * it) when the master is found through etcd: each command goes on the
- * client's shared master connection by its async face
- * (client/moonkv_internal.h mkv_async_command), which follows the leader
- * and sends again while there is none; replies come back on the loop by
- * the face's fd, in order. No thread waits for one. NULL if the face
- * cannot be opened. */
+/* The connection over the process's client (mc, which outlives it);
+ * NULL if the face cannot be opened (mc a router: master groups). */
 master_async *master_async_over(event_loop *loop, struct mkv_client *mc);
-/* 1 for a connection made by master_async_over. */
-int master_async_follows(const master_async *m);
 
 /* Queue one command (binary-safe arguments). 0: cb will be called
- * exactly once; -1: not sent (no connection now), cb will not be called. */
+ * exactly once; -1: not sent (the face is closing), cb will not be called. */
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
                       master_async_cb *cb, void *ctx);
 /* Batch commands (MOON.MGET, MOON.MPUTSTART, ...): n items sent as
@@ -63,15 +53,14 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
                                int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
                                master_async_cb *cb, int *failed);
 
-/* The connection's local address (the interface the master is reached
- * by), the connection opened first if there is none (as a send opens
- * it; the connect completes later). 0, or -1 without one (always over
- * the client: master_async_follows). */
+/* The local address of the client's master connection (the interface
+ * the master is reached by): 0, or -1 while it has none open. */
 struct sockaddr_storage;
 int master_async_local_addr(master_async *m, struct sockaddr_storage *ss);
-/* Connections opened so far: a new one may reach a new master. */
+/* Connections the client opened so far: a new one may reach a new master. */
 uint64_t master_async_epoch(const master_async *m);
-/* Pending callbacks get NULL. NULL is fine. */
+/* Waits for what is in flight (each within the client's timeout), whose
+ * callbacks then get NULL. NULL is fine. */
 void master_async_free(master_async *m);
 
 #endif

@@ -57,7 +57,7 @@ typedef struct cluster_store {
     staging *pool;
     int registered;             /* the pool with mc */
     workers *workers;
-    master_async *ma;           /* the batchers' master connection (the client's through etcd); NULL over groups */
+    master_async *ma;           /* the batchers' master connection (the client's face); NULL over groups */
     struct read_batcher *reads;
     struct put_batcher *puts;
     put_streamer *streams;      /* large SETs on their way while they arrive; NULL over groups */
@@ -65,8 +65,6 @@ typedef struct cluster_store {
     struct gw_async *async;     /* gateway_async.c's, freed with the store */
     void (*async_free)(struct gw_async *ga);
     char master[CONFIG_STR_MAX];
-    char master_auth[CONFIG_STR_MAX];
-    char secret[CONFIG_STR_MAX];   /* cluster_secret: its connections prove it */
     int replicas;
     int groups;                 /* mc routes over master groups (mkv_options.groups) */
     staging_buf *dead;          /* failed puts' buffers, freed in reap */
@@ -709,13 +707,12 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
         snprintf(err, errlen, "%s", why);
         return -1;
     }
-    /* Through etcd the master moves: the asynchronous connection is the
-     * client's own, which follows it (master_async_over). Over groups
-     * there are several: the batches take the blocking calls, which route
-     * each key to its group's (read_batch.h, put_batch.h). */
-    if (!cfg->etcd[0]) cs->ma = master_async_create(cs->loop, cs->master, cs->master_auth, cs->secret,
-                                                     opt.timeout_ms);
-    else if (!cs->groups) cs->ma = master_async_over(cs->loop, cs->mc);   /* the leader, followed by the client */
+    /* The asynchronous connection is the client's own (its async face),
+     * with --master as through etcd, where it follows the leader: the
+     * process has one master connection. Over groups there are several
+     * and none: the batches take the blocking calls, which route each key
+     * to its group's (read_batch.h, put_batch.h). */
+    if (!cs->groups) cs->ma = master_async_over(cs->loop, cs->mc);
     /* Only shm reads without waiting, and only while no loop can wait for a lane. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;
@@ -747,8 +744,6 @@ store *cluster_store_create(event_loop *loop, const mkv_config *cfg, char *err, 
     snprintf(cs->master, sizeof cs->master, "%s",
              cfg->groups ? "groups-from-etcd" : cfg->etcd[0] ? "leader-from-etcd" : cfg->master[0] ? cfg->master
                                                                                                : "127.0.0.1:7380");
-    snprintf(cs->master_auth, sizeof cs->master_auth, "%s", cfg->master_auth);
-    snprintf(cs->secret, sizeof cs->secret, "%s", cfg->cluster_secret);
     cs->replicas = cfg->replicas > 0 ? cfg->replicas : 0;
     cs->reap = loop_hook_add(loop, SERVER_HOOK_FLUSH - 1, reap_cb, cs);
     cs->pool = staging_create(cfg->segment_size, (uint64_t)cfg->proto_max_bulk_len, err, errlen);

@@ -3,8 +3,10 @@
  * says which loop a connection is on), and every loop serves one store:
  * what is SET through a connection on one loop reads back byte-exact
  * through connections on the other; the whole process opens one master
- * connection for its data path (one shared client) and one asynchronous
- * connection per loop. A master, one node and the gateway;
+ * connection (one shared client, whose async face is every loop's
+ * asynchronous connection too), and SET, GET, MGET, EXISTS and DEL go
+ * over it with no thread waiting for the master. A master, one node and
+ * the gateway (--master, no etcd);
  * ports: one block of h_free_ports (below the ephemeral range, where a
  * client's TIME-WAIT socket would make a listener's bind fail). */
 #include <dirent.h>
@@ -147,14 +149,15 @@ static int conns_to(pid_t pid, int port) {
 }
 
 /* The gateway's connections to the master, once both loops have served:
- * the process's one client (its one pipelined master connection, one
- * engine) and each loop's asynchronous connection, 1 + 2. Before the
- * loops and workers shared a client it was 2 x (4 clients + 1) = 10.
- * Counted in the gateway process (its sockets to the master's port); the
- * master's connected_clients beside the node's and the test's own is
- * printed. */
+ * the process's one client's (its one pipelined master connection, whose
+ * async face each loop sends its commands by), 1 whatever the loops.
+ * Before the loops and workers shared a client it was 2 x (4 clients + 1)
+ * = 10; before the loops used the client's face with --master, 1 + 2 (a
+ * hiredis connection per loop). Counted in the gateway process (its
+ * sockets to the master's port); the master's connected_clients beside
+ * the node's and the test's own is printed. */
 static void test_one_master_connection_per_process(void) {
-    int now = -1, want = 1 + 2;
+    int now = -1, want = 1;
     uint64_t until = mono_ms() + 20000;
     do {
         if (now >= 0) usleep(100 * 1000);
@@ -163,6 +166,53 @@ static void test_one_master_connection_per_process(void) {
     printf("# master connections of the gateway (2 loops): %d; master connected_clients %lld before the "
            "gateway, %lld now\n", now, master_clients_before, h_info_field(master, "clients", "connected_clients"));
     ASSERT_EQ(now, want);
+}
+
+static long long reply_int(redisContext *c, const char *fmt, const char *a, const char *b, const char *d) {
+    redisReply *r = redisCommand(c, fmt, a, b, d);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Through each loop, over the client's face: SET, GET, MGET, EXISTS and
+ * DEL of three keys answer byte-exact, every master question asked over
+ * the face (no worker's blocking call: worker_master_waits unchanged, no
+ * call on a loop: loop_blocking_calls 0), and the gateway still holds one
+ * master connection afterwards. */
+static void test_commands_over_the_face(void) {
+    long long waits0 = h_info_field(conns[0], "gateway", "worker_master_waits");
+    ASSERT(waits0 >= 0);
+    for (int l = 0; l < 2; l++) {
+        redisContext *c = conns[l];   /* consecutive connections: one on each loop */
+        char k[3][32], v[3][48];
+        for (int i = 0; i < 3; i++) {
+            snprintf(k[i], sizeof k[i], "face:%d:%d", l, i);
+            snprintf(v[i], sizeof v[i], "value %d of loop %d \x01\x02", i, l);
+            redisReply *r = redisCommand(c, "SET %s %s", k[i], v[i]);
+            ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0);
+            freeReplyObject(r);
+            ASSERT(get_is(conns[1 - l], k[i], v[i], strlen(v[i])));   /* the other loop reads it */
+        }
+        redisReply *r = redisCommand(c, "MGET %s face:none %s %s", k[0], k[1], k[2]);
+        ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+        if (r && r->elements == 4) {
+            ASSERT(r->element[1]->type == REDIS_REPLY_NIL);
+            for (int i = 0; i < 3; i++) {
+                redisReply *e = r->element[i ? i + 1 : 0];
+                ASSERT(e->type == REDIS_REPLY_STRING && (size_t)e->len == strlen(v[i]) && memcmp(e->str, v[i], e->len) == 0);
+            }
+        }
+        freeReplyObject(r);
+        ASSERT_EQ(reply_int(c, "EXISTS %s %s %s", k[0], k[1], k[2]), 3);
+        ASSERT_EQ(reply_int(c, "DEL %s %s %s", k[0], k[2], "face:none"), 2);
+        ASSERT_EQ(reply_int(conns[1 - l], "EXISTS %s %s %s", k[0], k[1], k[2]), 1);
+        ASSERT_EQ(h_info_field(c, "gateway", "loop_blocking_calls"), 0);
+    }
+    long long waits1 = h_info_field(conns[1], "gateway", "worker_master_waits");
+    printf("# worker_master_waits %lld before, %lld after\n", waits0, waits1);
+    ASSERT_EQ(waits1, waits0);
+    ASSERT_EQ(conns_to(gw_pid, MASTER_PORT), 1);
 }
 
 /* SIGTERM stops every loop and the process exits cleanly (under ASan:
@@ -198,6 +248,7 @@ int main(void) {
     RUN_TEST(test_connections_spread_over_loops);
     RUN_TEST(test_one_store_for_every_loop);
     RUN_TEST(test_one_master_connection_per_process);
+    RUN_TEST(test_commands_over_the_face);
     RUN_TEST(test_clean_stop);
     RUN_TEST(test_standalone_refuses);
     for (int i = 0; i < NCONN; i++) redisFree(conns[i]);
