@@ -87,6 +87,30 @@ int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     return rc;
 }
 
+static int remove_run(mkv_client *c, mkv_obj *objs, size_t n) {
+    int rc, *got = xcalloc(n, sizeof *got);
+    redisReply *r = keys_run(c, PROTO_VERB_MREMOVE, objs, n, &rc);
+    if (r && proto_dec_removed(r, n, got) != 0)
+        rc = r->type == REDIS_REPLY_ERROR ? mkv_reply_error(c, r->str, r->len) : mkv_bad_reply(c, PROTO_VERB_MREMOVE, r);
+    for (size_t i = 0; r && rc == MKV_OK && i < n; i++) {
+        const redisReply *e = r->element[i];
+        objs[i].status = got[i] == 1 ? MKV_OK : got[i] == 0 ? MKV_ENOTFOUND : mkv_reply_error(c, e->str, e->len);
+    }
+    if (r) freeReplyObject(r);
+    free(got);
+    return rc;
+}
+
+int mkv_remove_batch(mkv_client *c, mkv_obj *objs, size_t n) {
+    if (!c || (!objs && n)) return MKV_EINVAL;
+    MKV_ROUTED(c, mkv_route_remove_batch(c, objs, n));
+    MKV_ON_LANE(c);
+    int rc = MKV_OK;
+    for (size_t i = 0; rc == MKV_OK && i < n; i += PROTO_MAX_BATCH)
+        rc = remove_run(c, objs + i, n - i < PROTO_MAX_BATCH ? n - i : PROTO_MAX_BATCH);
+    return rc;
+}
+
 /* MOON.PREFIX over one chunk: how many leading keys are present. */
 static int prefix_run(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count) {
     int rc;

@@ -167,6 +167,11 @@ int mkv_exists(mkv_client *c, const void *key, size_t keylen);
 int mkv_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas);
 int mkv_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
+/* Remove every key of objs (one MOON.MREMOVE per 4096 keys; over master
+ * groups one per group, the groups' parts at once): objs[i].status
+ * MKV_OK removed, MKV_ENOTFOUND none, or why not (MKV_ETRYAGAIN for a
+ * pinned key, ...). */
+int mkv_remove_batch(mkv_client *c, mkv_obj *objs, size_t n);
 
 /* ---- the calls inference engines make ---- */
 

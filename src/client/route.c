@@ -414,6 +414,9 @@ static int run_get(mkv_client *g, void *els, size_t n, int *res, int replicas) {
 static int run_exists(mkv_client *g, void *els, size_t n, int *res, int replicas) {
     return mkv_exists_batch(g, els, n, res);
 }
+static int run_remove(mkv_client *g, void *els, size_t n, int *res, int replicas) {
+    return mkv_remove_batch(g, els, n);
+}
 static int run_putv(mkv_client *g, void *els, size_t n, int *res, int replicas) {
     return mkv_put_batchv(g, els, n, replicas);
 }
@@ -425,6 +428,7 @@ static int run_getp(mkv_client *g, void *els, size_t n, int *res, int replicas) 
 static const batch_kind put_kind = {sizeof(mkv_obj), obj_key, obj_status, run_put};
 static const batch_kind get_kind = {sizeof(mkv_obj), obj_key, obj_status, run_get};
 static const batch_kind exists_kind = {sizeof(mkv_obj), obj_key, obj_status, run_exists};
+static const batch_kind remove_kind = {sizeof(mkv_obj), obj_key, obj_status, run_remove};
 static const batch_kind putv_kind = {sizeof(mkv_objv), objv_key, objv_status, run_putv};
 static const batch_kind getv_kind = {sizeof(mkv_objv), objv_key, objv_status, run_getv};
 static const batch_kind getp_kind = {sizeof(mkv_pobj), pobj_key, pobj_status, run_getp};
@@ -436,6 +440,9 @@ int mkv_route_get_batch(mkv_client *c, mkv_obj *objs, size_t n) { return on_batc
 int mkv_route_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     if (!results && n) return MKV_EINVAL;
     return on_batch(c, &exists_kind, objs, n, results, 0);
+}
+int mkv_route_remove_batch(mkv_client *c, mkv_obj *objs, size_t n) {
+    return on_batch(c, &remove_kind, objs, n, NULL, 0);
 }
 int mkv_route_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas) {
     return on_batch(c, &putv_kind, objs, n, NULL, replicas);

@@ -36,6 +36,7 @@ int mkv_route_get_range(mkv_client *c, const void *key, size_t keylen, uint64_t 
 int mkv_route_put_batch(mkv_client *c, mkv_obj *objs, size_t n, int replicas);
 int mkv_route_get_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_route_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results);
+int mkv_route_remove_batch(mkv_client *c, mkv_obj *objs, size_t n);
 int mkv_route_put_batchv(mkv_client *c, mkv_objv *objs, size_t n, int replicas);
 int mkv_route_get_batchv(mkv_client *c, mkv_objv *objs, size_t n);
 int mkv_route_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n);

@@ -106,6 +106,7 @@ typedef struct master {
     holdings_wait *pulls;              /* nodes' MOON.HOLDINGS waiting for notes */
     master_members *members;           /* --etcd: the member records; NULL: none kept */
     struct master_slots *slots;        /* --group: the slot map it follows (slots.h); NULL: none */
+    uint64_t remove_requests;          /* MOON.REMOVE and MOON.MREMOVE commands run (INFO cluster) */
     uint64_t last_sweep_ms;            /* mono ms of the last sweep: a stall shows as a gap */
 } master;
 

@@ -686,6 +686,7 @@ static void get_command(client *c) {
 
 static void remove_command(client *c) {
     char err[PROTO_ERR_LEN];
+    master_of(c)->remove_requests++;
     acked_begin(c);
     proto_status st = mm_remove(meta_of(c), c->argv[1].ptr, c->argv[1].len, now(), err, sizeof err);
     if (st == PROTO_OK || st == PROTO_NOTFOUND) reply_integer(c, st == PROTO_OK);
@@ -881,6 +882,25 @@ void master_reply_gets(client *c, const mm_item *it, size_t n, int form) {
         else if (it[i].status == PROTO_TRYAGAIN && form == MASTER_GETS_ONE) master_reply_fail(c, it[i].status, "%s", it[i].err);
         else reply_null(c);
     }
+}
+
+/* MOON.MREMOVE key [key ...]: MOON.REMOVE of each key in order, one
+ * element per key (:1, :0 or its refusal); acknowledged as one. */
+static void mremove_command(client *c) {
+    size_t n;
+    mm_item *it = batch_items(c, 1, 1, &n);
+    if (!it) return;
+    char err[PROTO_ERR_LEN];
+    uint64_t t = now();
+    master_of(c)->remove_requests++;
+    acked_begin(c);
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++) {
+        proto_status st = mm_remove(meta_of(c), it[i].key, it[i].keylen, t, err, sizeof err);
+        if (st == PROTO_OK || st == PROTO_NOTFOUND) reply_integer(c, st == PROTO_OK);
+        else master_reply_fail(c, st, "%s", err);
+    }
+    acks_end(c);
 }
 
 static void mexists_command(client *c) {
@@ -1146,6 +1166,7 @@ void master_info(server *srv, resp_buf *out, const char *section) {
     info_field(out, "tasks_failed", "%llu", (unsigned long long)st.tasks_failed);
     info_field(out, "puts_timed_out", "%llu", (unsigned long long)st.puts_timed_out);
     info_field(out, "puts_revoked", "%llu", (unsigned long long)st.puts_revoked);
+    info_field(out, "remove_requests", "%llu", (unsigned long long)m->remove_requests);
     info_field(out, "held_extents", "%llu", (unsigned long long)st.held_extents);
     put_wait_info(m->waits, out);
     get_wait_info(m->gets, out);
@@ -1284,6 +1305,8 @@ static const command master_commands[] = {
      "Replicas of an object with read capabilities", "key"},
     {"moon.remove", remove_command, 2, CMD_WRITE | CMD_FAST | CMD_MEMBER, KEY1, 0, "moonkv", "0.1.0",
      "Remove an object", "key"},
+    {"moon.mremove", mremove_command, -2, CMD_WRITE | CMD_MEMBER, 1, -1, 1, 0, "moonkv", "0.8.0",
+     "REMOVE for many keys", "key [key ...]"},
     {"moon.exists", exists_command, 2, CMD_READONLY | CMD_FAST, KEY1, 0, "moonkv", "0.1.0",
      "1 if a complete object has the key", "key"},
     {"moon.mputstart", mputstart_command, -5, CMD_WRITE | CMD_MEMBER, 3, -1, 2, 0, "moonkv", "0.1.0",

@@ -45,6 +45,15 @@ int proto_dec_flags(const redisReply *r, size_t n, int *out) {
     return 0;
 }
 
+int proto_dec_removed(const redisReply *r, size_t n, int *out) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER && r->element[i]->type != REDIS_REPLY_ERROR) return -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = r->element[i]->type == REDIS_REPLY_ERROR ? -1 : r->element[i]->integer != 0;
+    return 0;
+}
+
 int proto_dec_ok(const redisReply *r) { return r && r->type == REDIS_REPLY_STATUS ? 0 : -1; }
 
 const uint8_t *proto_dec_nonce(const redisReply *r) {

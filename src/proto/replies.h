@@ -32,6 +32,9 @@ int proto_reply_read(const void *buf, size_t len, redisReply **out, size_t *used
 int proto_dec_int(const redisReply *r, long long min, long long max, long long *out);
 /* MOON.MEXISTS: n integers, out[i] 1 if key i exists. */
 int proto_dec_flags(const redisReply *r, size_t n, int *out);
+/* MOON.MREMOVE: n elements, out[i] 1 removed, 0 no such key, or -1 for
+ * key i's refusal (an error element: r->element[i]->str says why). */
+int proto_dec_removed(const redisReply *r, size_t n, int *out);
 /* A status reply (+OK and the like). */
 int proto_dec_ok(const redisReply *r);
 /* MOON.CHALLENGE: the nonce (PROTO_NONCE_LEN bytes), or NULL. */

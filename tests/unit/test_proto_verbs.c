@@ -30,7 +30,7 @@
 /* ---- the verbs ---- */
 
 static void test_verbs_once(void) {
-    ASSERT_EQ(proto_nverbs, 37);
+    ASSERT_EQ(proto_nverbs, 38);
     for (size_t i = 0; i < proto_nverbs; i++) {
         const char *v = proto_verbs[i];
         ASSERT_MSG(strncmp(v, "MOON.", 5) == 0 && v[5], "%s", v);
@@ -101,6 +101,10 @@ static void test_cmd_bare_and_keys(void) {
     proto_cmd_bin(&c, key, sizeof key);
     proto_cmd_bin(&c, "b", 1);
     ASSERT_STEP(expect_cmd(&c, 3, "MOON.MGETPACKED", "\x01" "0", "b"));
+    proto_cmd_keys_begin(&c, PROTO_VERB_MREMOVE, 2);
+    proto_cmd_bin(&c, key, sizeof key);
+    proto_cmd_bin(&c, "b", 1);
+    ASSERT_STEP(expect_cmd(&c, 3, "MOON.MREMOVE", "\x01" "0", "b"));
     /* many keys: the vector leaves its inline room */
     proto_cmd_keys_begin(&c, PROTO_VERB_PREFIX, 100);
     for (int i = 0; i < 100; i++) proto_cmd_u64(&c, (uint64_t)i * 1000003);
@@ -277,6 +281,40 @@ static redisReply *read_every_cut(const resp_buf *b) {
         return NULL;
     }
     return r;
+}
+
+/* MOON.MREMOVE's answer, read at every cut: removed, none, a key's
+ * refusal; a wrong count or another element type is refused. */
+static void test_reply_removed(void) {
+    resp_buf b;
+    resp_buf_init(&b);
+    resp_add_array(&b, 3);
+    resp_add_integer(&b, 1);
+    resp_add_error(&b, "TRYAGAIN key pinned by a prefix lookup for up to 5 ms (MOON.UNPIN)");
+    resp_add_integer(&b, 0);
+    redisReply *r = read_every_cut(&b);
+    ASSERT(r);
+    int f[3] = {9, 9, 9};
+    int ok = r && proto_dec_removed(r, 3, f) == 0 && f[0] == 1 && f[1] == -1 && f[2] == 0 &&
+             proto_dec_removed(r, 2, f) == -1 && proto_dec_flags(r, 3, f) == -1;
+    ASSERT(ok);
+    ASSERT(r && strncmp(r->element[1]->str, "TRYAGAIN", 8) == 0);
+    if (r) freeReplyObject(r);
+    resp_buf_clear(&b);
+    resp_add_array(&b, 2);
+    resp_add_integer(&b, 1);
+    resp_add_bulk_cstr(&b, "1");
+    r = read_every_cut(&b);
+    ASSERT(r);
+    f[0] = 7;
+    ASSERT(r && proto_dec_removed(r, 2, f) == -1 && f[0] == 7);
+    if (r) freeReplyObject(r);
+    resp_buf_clear(&b);
+    resp_add_error(&b, "MOVED 5 b");
+    r = read_every_cut(&b);
+    ASSERT(r && proto_dec_removed(r, 1, f) == -1);
+    if (r) freeReplyObject(r);
+    resp_buf_free(&b);
 }
 
 static void test_reply_int_and_flags(void) {
@@ -869,6 +907,7 @@ int main(void) {
     RUN_TEST(test_cmd_put_and_leases);
     RUN_TEST(test_batch_heads);
     RUN_TEST(test_reply_int_and_flags);
+    RUN_TEST(test_reply_removed);
     RUN_TEST(test_reply_nonce_scan);
     RUN_TEST(test_reply_object);
     RUN_TEST(test_reply_replicas);
