@@ -75,6 +75,7 @@ struct gw_call {
     gw_job job;               /* answers none came for, by blocking calls on a worker */
     struct gw_keyspace *ks;   /* DBSIZE, SCAN, KEYS, INFO, FLUSHALL: the store's answer */
     size_t nans, asking;      /* replies still to come */
+    ma_chunk *chunks;         /* DEL of several keys: its MOON.MREMOVE commands */
     int writes;               /* SET, DEL: later commands on its keys wait */
     int nkeys;                /* argv[1..nkeys] */
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
@@ -489,6 +490,7 @@ static void call_finish(gw_call *call) {
     if (call->c) call_answer(call, call->c);
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     free(call->ans);
+    free(call->chunks);
     keyspace_free(call->ks);
     call_free(call);
 }
@@ -681,6 +683,40 @@ static int ask_one(master_async *ma, gw_call *call, size_t i, const char *verb, 
     return 1;
 }
 
+/* MOON.MREMOVE's answer for a chunk of a DEL's keys (the asks, from
+ * ch->first on, name their answers); a refused key (pinned, ...) or a
+ * lost reply leaves its keys unanswered (a worker then asks). */
+static void mremove_reply(const redisReply *r, void *ctx) {
+    const ma_chunk *ch = ctx;
+    gw_call *call = ch->owner;
+    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
+    int *got = xcalloc(ch->n, sizeof *got);
+    for (size_t j = 0; proto_dec_removed(r, ch->n, got) == 0 && j < ch->n; j++) {
+        gw_answer *a = &call->ans[asks[ch->first + j].i];
+        if (got[j] < 0) continue;
+        a->answered = 1;
+        a->n = got[j];
+    }
+    free(got);
+    ask_done(call);
+}
+
+static void mremove_item(void *owner, size_t k, const char **argv, size_t *lens, char (*num)[24]) {
+    const gw_call *call = owner;
+    const gw_answer *a = &call->ans[((const gw_ask *)(call->ans + call->nans))[k].i];
+    argv[0] = a->key;
+    lens[0] = a->keylen;
+}
+
+/* A DEL's keys (the ones a master could hold, m of them, their answers
+ * named by the asks) as MOON.MREMOVE commands of up to 4096 keys. */
+static void ask_removes(master_async *ma, gw_call *call, size_t m) {
+    static const char *const head[] = {PROTO_VERB_MREMOVE};
+    int failed = 0;
+    call->asking += master_async_send_batch(ma, head, 1, m, 1, mremove_item, call, &call->chunks, mremove_reply,
+                                            &failed);
+}
+
 static void answers_alloc(gw_call *call, size_t n) {
     call->nans = n;
     call->ans = xcalloc(n, sizeof(gw_answer) + sizeof(gw_ask));
@@ -707,13 +743,20 @@ static void async_ask_command(client *c) {
     gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
     master_async *ma = cluster_store_master(c->srv->store);
     const char *verb = call->verb = ask_verb(c);
+    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
+    size_t m = 0;   /* keys a master could hold, named in asks[0..m) for MOON.MREMOVE */
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
         gw_answer *a = &call->ans[i];
         a->key = call->argv[i + 1].ptr;
         a->keylen = call->argv[i + 1].len;
-        if (!cluster_key_ok(a->keylen)) continue;
-        if (ma) ask_one(ma, call, i, verb, a->key, a->keylen);
+        if (cluster_key_ok(a->keylen)) asks[m++] = (gw_ask){.call = call, .i = i};
+    }
+    if (ma && m > 1 && strcmp(verb, PROTO_VERB_REMOVE) == 0) {   /* one MOON.MREMOVE, not a MOON.REMOVE per key */
+        ask_removes(ma, call, m);
+    } else {   /* ask_one's place for key i is asks[i] */
+        for (size_t i = 0; ma && i < call->nans; i++)
+            if (cluster_key_ok(call->ans[i].keylen)) ask_one(ma, call, i, verb, call->ans[i].key, call->ans[i].keylen);
     }
     ask_done(call);
 }

@@ -424,9 +424,18 @@ static void answer_one(mkv_client *mc, const char *verb, gw_answer *a) {
 
 static int unasked(const gw_answer *a) { return !a->answered && !a->failed && cluster_key_ok(a->keylen); }
 
-/* The EXISTS answers as one library batch (mkv_exists_batch: over groups
- * split by group, the parts at once); a key the batch failed stays "no". */
-static void answer_exists(mkv_client *mc, gw_answer *a, size_t n) {
+/* A key's answer from one batch's outcome for it: 1 yes, 0 no, < 0 failed. */
+static void answer_set(gw_answer *x, int got) {
+    x->n = got == 1;
+    x->answered = got >= 0;
+    x->failed = !x->answered;
+}
+
+/* The EXISTS or DEL answers as one library batch (mkv_exists_batch,
+ * mkv_remove_batch: over groups split by group, the parts at once, one
+ * MOON.MEXISTS or MOON.MREMOVE each); a key the batch failed stays "no". */
+static void answer_batch(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
+    int remove = strcmp(verb, PROTO_VERB_REMOVE) == 0;
     mkv_obj *o = xcalloc(n, sizeof *o);
     int *res = xcalloc(n, sizeof *res);
     size_t *idx = xcalloc(n, sizeof *idx), m = 0;
@@ -436,15 +445,14 @@ static void answer_exists(mkv_client *mc, gw_answer *a, size_t n) {
             idx[m++] = i;
         }
     cluster_master_wait();
-    int rc = mkv_exists_batch(mc, o, m, res);
+    int rc = remove ? mkv_remove_batch(mc, o, m) : mkv_exists_batch(mc, o, m, res);
     for (size_t k = 0; k < m; k++) {
-        gw_answer *x = &a[idx[k]];
-        int got = rc == MKV_OK ? res[k] : rc;
-        x->n = got == 1;
-        x->answered = got >= 0;
-        x->failed = !x->answered;
+        int st = o[k].status;
+        int got = rc != MKV_OK ? rc : !remove ? res[k] : st == MKV_OK ? 1 : st == MKV_ENOTFOUND ? 0 : st;
+        answer_set(&a[idx[k]], got);
     }
-    if (rc != MKV_OK) log_warning("gateway: %s failed: %s", PROTO_VERB_MEXISTS, mkv_last_error(mc));
+    if (rc != MKV_OK) log_warning("gateway: %s failed: %s", remove ? PROTO_VERB_MREMOVE : PROTO_VERB_MEXISTS,
+                                  mkv_last_error(mc));
     free(o);
     free(res);
     free(idx);
@@ -453,8 +461,8 @@ static void answer_exists(mkv_client *mc, gw_answer *a, size_t n) {
 void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n) {
     size_t left = 0;
     for (size_t i = 0; i < n; i++) left += unasked(&a[i]);
-    if (left > 1 && strcmp(verb, PROTO_VERB_EXISTS) == 0) {
-        answer_exists(mc, a, n);
+    if (left > 1 && (strcmp(verb, PROTO_VERB_EXISTS) == 0 || strcmp(verb, PROTO_VERB_REMOVE) == 0)) {
+        answer_batch(mc, verb, a, n);
         return;
     }
     for (size_t i = 0; i < n; i++)

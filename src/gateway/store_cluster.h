@@ -63,8 +63,9 @@ typedef struct gw_answer {
 void cluster_store_removed(store *s, uint64_t n);
 /* On a worker, with its client: the answers of a[] that have none yet,
  * by the blocking call verb names (MOON.REMOVE, MOON.EXISTS or
- * MOON.OBJECT), as the store's remove, exists and stat ask; a call that
- * fails marks its answer failed. */
+ * MOON.OBJECT), as the store's remove, exists and stat ask; several keys
+ * of a REMOVE or EXISTS as one batch call (one MOON.MREMOVE or
+ * MOON.MEXISTS per group); a call that fails marks its answer failed. */
 void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n);
 /* The asynchronous master connection (through etcd the client's:
  * master_async_over); NULL without one (master groups). */

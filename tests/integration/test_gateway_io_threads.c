@@ -177,7 +177,8 @@ static long long reply_int(redisContext *c, const char *fmt, const char *a, cons
 
 /* Through each loop, over the client's face: SET, GET, MGET, EXISTS and
  * DEL of three keys answer byte-exact, every master question asked over
- * the face (no worker's blocking call: worker_master_waits unchanged, no
+ * the face (the DEL as one MOON.MREMOVE: the master's remove_requests
+ * grows by 1; no worker's blocking call: worker_master_waits unchanged, no
  * call on a loop: loop_blocking_calls 0), and the gateway still holds one
  * master connection afterwards. */
 static void test_commands_over_the_face(void) {
@@ -205,7 +206,9 @@ static void test_commands_over_the_face(void) {
         }
         freeReplyObject(r);
         ASSERT_EQ(reply_int(c, "EXISTS %s %s %s", k[0], k[1], k[2]), 3);
+        long long asked = h_info_field(master, "cluster", "remove_requests");
         ASSERT_EQ(reply_int(c, "DEL %s %s %s", k[0], k[2], "face:none"), 2);
+        ASSERT_EQ(h_info_field(master, "cluster", "remove_requests") - asked, 1);   /* one MOON.MREMOVE */
         ASSERT_EQ(reply_int(conns[1 - l], "EXISTS %s %s %s", k[0], k[1], k[2]), 1);
         ASSERT_EQ(h_info_field(c, "gateway", "loop_blocking_calls"), 0);
     }

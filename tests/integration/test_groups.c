@@ -302,6 +302,12 @@ static int is_value(const redisReply *r, int i) {
 
 #define GW_KEYS 60
 
+/* MOON.REMOVE and MOON.MREMOVE commands the groups' masters ran. */
+static long long removes_asked(void) {
+    return h_port_info(MASTER_A, "cluster", "remove_requests") + h_port_info(MASTER_A2, "cluster", "remove_requests") +
+           h_port_info(MASTER_B, "cluster", "remove_requests");
+}
+
 /* A gateway with --groups: pipelined SETs go as batches split by group
  * and land each key on its slot's master, in both groups; MGET, GET, EXISTS and DEL come back right and
  * byte-exact; a slot moved in etcd behind the gateway's back is answered
@@ -355,11 +361,24 @@ static void test_gateway_routes(void) {
     long long exists_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
     ASSERT_MSG(exists_waits == 1, "the EXISTS of %d keys made %lld blocking calls", GW_KEYS, exists_waits);
     argv[0] = "DEL";
+    waits = h_info_field(gw, "gateway", "worker_master_waits");
+    long long asked = removes_asked();
     r = redisCommandArgv(gw, GW_KEYS / 2 + 1, argv, NULL);   /* the first half */
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS / 2);
     freeReplyObject(r);
+    /* one library batch (was a call per key), one MOON.MREMOVE per group */
+    long long del_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    long long del_asked = removes_asked() - asked;
+    ASSERT_MSG(del_waits == 1, "the DEL of %d keys made %lld blocking calls", GW_KEYS / 2, del_waits);
+    ASSERT_MSG(del_asked == 2, "the DEL of %d keys over 2 groups was %lld remove commands", GW_KEYS / 2, del_asked);
     for (int i = 0; i < GW_KEYS; i++)
         ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]) == (i >= GW_KEYS / 2), "%.31s after DEL", keys[i]);
+    for (int i = GW_KEYS / 2; i < GW_KEYS; i++) redisAppendCommand(gw, "GET %s", keys[i]);
+    for (int i = GW_KEYS / 2; i < GW_KEYS; i++) {   /* the rest byte-exact */
+        r = NULL;
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && is_value(r, i));
+        freeReplyObject(r);
+    }
     /* a moved slot: the gateway routes by the map it read, a answers MOVED */
     int next = 0;
     char key[32];
@@ -376,9 +395,21 @@ static void test_gateway_routes(void) {
     ASSERT(is_value(r, 5));
     freeReplyObject(r);
     ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
+    /* a DEL of all 60 (30 of them stored): one batch, a MOON.MREMOVE per group */
+    waits = h_info_field(gw, "gateway", "worker_master_waits");
+    asked = removes_asked();
+    r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS - GW_KEYS / 2);
+    freeReplyObject(r);
+    long long all_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    long long all_asked = removes_asked() - asked;
+    ASSERT_MSG(all_waits == 1 && all_asked == 2, "the DEL of %d keys: %lld blocking calls, %lld remove commands",
+               GW_KEYS, all_waits, all_asked);
+    for (int i = 0; i < GW_KEYS; i++) ASSERT_MSG(!holds(port_of(group_of(keys[i])), keys[i]), "%.31s after DEL", keys[i]);
     printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches; "
-           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits,
-           exists_waits);
+           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld; DEL of %d: %lld call(s), %lld remove commands; "
+           "DEL of %d: %lld, %lld\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits, exists_waits, GW_KEYS / 2,
+           del_waits, del_asked, GW_KEYS, all_waits, all_asked);
     redisFree(gw);
 }
 
