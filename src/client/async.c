@@ -9,7 +9,8 @@
  * callbacks, so any number of operations wait for the master at once
  * and no thread waits for any one of them. The `threads` others run
  * data legs only (an operation's transfers, through the engine's
- * contexts), one at a time each. */
+ * contexts), one at a time each. Over a router the face has no threads:
+ * route.c splits each operation onto its groups' own faces. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -67,6 +68,7 @@ int mkv_op_run(mkv_client *c, mkv_op *op) {
     case MKV_OP_EXISTS: op->status = mkv_exists(c, op->key, op->keylen); break;
     case MKV_OP_EXISTS_BATCH: op->status = mkv_exists_batch(c, op->objs, op->n, op->results); break;
     case MKV_OP_REMOVE: op->status = mkv_remove(c, op->key, op->keylen); break;
+    case MKV_OP_REMOVE_BATCH: op->status = mkv_remove_batch(c, op->objs, op->n); break;
     default: op->status = MKV_EINVAL;
     }
     return op->status;
@@ -300,7 +302,6 @@ static void *leg_main(void *arg) {
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     if (!out || !c || threads < 0 || threads > MKV_ASYNC_MAX_THREADS || (flags & ~MKV_ASYNC_INLINE))
         return MKV_EINVAL;
-    MKV_ROUTED(c, mkv_route_refused(c, "the async face"));
     mkv_async *a = xcalloc(1, sizeof *a);
     a->c = c;
     a->flags = flags;
@@ -313,6 +314,11 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
         int err = errno;
         mkv_async_close(a);
         return mkv_fail(c, MKV_ENOMEM, "eventfd: %s", strerror(err));
+    }
+    if (c->route) {   /* the groups' faces run the parts: no thread of its own */
+        a->route = mkv_route_face_new(a, threads);
+        *out = a;
+        return MKV_OK;
     }
     a->io_started = pthread_create(&a->io, NULL, io_main, a) == 0;
     int want = threads ? threads : c->core->max_lanes;
@@ -328,27 +334,30 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
 
 int mkv_async_fd(const mkv_async *a) { return a ? a->efd : -1; }
 
-/* op to the I/O thread, counted as in flight. */
+/* op to the I/O thread (over a router: to its groups' faces), counted
+ * as in flight. */
 static int enqueue(mkv_async *a, mkv_op *op) {
     pthread_mutex_lock(&a->mu);
     int rc = a->closing ? MKV_EINVAL : MKV_OK;
     if (rc == MKV_OK) {
-        q_push(&a->todo, op);
+        if (!a->route) q_push(&a->todo, op);
         a->pending++;
         a->live++;
     }
     pthread_mutex_unlock(&a->mu);
-    if (rc == MKV_OK) efd_post(a->wake);
+    if (rc == MKV_OK && a->route) mkv_route_face_submit(a->route, op);
+    else if (rc == MKV_OK) efd_post(a->wake);
     return rc;
 }
 
 int mkv_async_submit(mkv_async *a, mkv_op *op) {
-    if (!a || !op || (unsigned)op->kind > MKV_OP_REMOVE) return MKV_EINVAL;
+    if (!a || !op || (unsigned)op->kind > MKV_OP_REMOVE_BATCH) return MKV_EINVAL;
     return enqueue(a, op);
 }
 
 int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv, const size_t *lens) {
     if (!a || !op || argc < 1) return MKV_EINVAL;
+    if (a->route) return mkv_route_refused(a->c, "a command of the caller's own on the async face");
     mkv_out *out = xcalloc(1, sizeof *out);
     mkv_out_add(out, argc, argv, lens);
     op->op.kind = MKV_OP_COMMAND_;
@@ -392,13 +401,14 @@ size_t mkv_async_pending(mkv_async *a) {
 void mkv_async_close(mkv_async *a) {
     if (!a) return;
     pthread_mutex_lock(&a->mu);
-    while (a->live > 0 && a->io_started) pthread_cond_wait(&a->idle_cv, &a->mu);
+    while (a->live > 0 && (a->io_started || a->route)) pthread_cond_wait(&a->idle_cv, &a->mu);
     a->closing = 1;
     pthread_cond_broadcast(&a->work_cv);
     pthread_mutex_unlock(&a->mu);
     if (a->wake >= 0) efd_post(a->wake);
     if (a->io_started) pthread_join(a->io, NULL);   /* after the callbacks the link owed the face */
     for (int i = 0; i < a->nthreads; i++) pthread_join(a->threads[i], NULL);
+    mkv_route_face_free(a->route);
     mkv_async_drain(a);   /* every op is done and queued */
     if (a->efd >= 0) close(a->efd);
     if (a->wake >= 0) close(a->wake);

@@ -7,7 +7,8 @@
  * the gateway moves bytes. Between legs an operation is a record in a
  * queue: no thread waits for the master.
  *
- * - exists, remove, exists batch: one command, done in its callback.
+ * - exists, remove, exists batch, remove batch: one command, done in
+ *   its callback.
  * - put: PUTSTART (MPUTSTART PACKED for a batch), the write on a thread,
  *   then PUTEND (MPUTEND PACKED) with the failed ones' PUTREVOKEs ahead
  *   of it in the same write. A write a node's fault failed is placed
@@ -154,18 +155,41 @@ static void mexists_replied(void *arg, redisReply *r, int code) {
     mkv_async_replied(a);
 }
 
-static void mexists_start(chunk *ch) {
+static void keys_start(chunk *ch, const char *verb, mkv_reply_fn *fn);
+
+static void mexists_start(chunk *ch) { keys_start(ch, PROTO_VERB_MEXISTS, mexists_replied); }
+
+static void mremove_replied(void *arg, redisReply *r, int code) {
+    chunk *ch = arg;
+    mkv_async *a = ch->o->a;
+    int rc = code, *got = xcalloc(ch->n, sizeof *got);
+    if (r && proto_dec_removed(r, ch->n, got) != 0)
+        rc = r->type == REDIS_REPLY_ERROR ? mkv_reply_error(a->c, r->str, r->len) : mkv_bad_reply(a->c, PROTO_VERB_MREMOVE, r);
+    for (size_t i = 0; r && rc == MKV_OK && i < ch->n; i++) {
+        const redisReply *e = r->element[i];
+        ch->objs[i].status = got[i] == 1 ? MKV_OK : got[i] == 0 ? MKV_ENOTFOUND : mkv_reply_error(a->c, e->str, e->len);
+    }
+    free(got);
+    if (r) freeReplyObject(r);
+    chunk_done(ch, rc);
+    mkv_async_replied(a);
+}
+
+/* MOON.MEXISTS or MOON.MREMOVE over the chunk's keys, with fn for the reply. */
+static void keys_start(chunk *ch, const char *verb, mkv_reply_fn *fn) {
     for (size_t i = 0; i < ch->n; i++) {
         int rc = mkv_check_key(ch->o->a->c, ch->objs[i].key, ch->objs[i].keylen);
         if (rc != MKV_OK) return chunk_done(ch, rc);
     }
     proto_cmd cmd;
-    proto_cmd_keys_begin(&cmd, PROTO_VERB_MEXISTS, ch->n);
+    proto_cmd_keys_begin(&cmd, verb, ch->n);
     for (size_t i = 0; i < ch->n; i++) proto_cmd_bin(&cmd, ch->objs[i].key, ch->objs[i].keylen);
     mkv_out out;
     begin(ch, &out);
-    send_cmd(ch, &out, &cmd, mexists_replied);
+    send_cmd(ch, &out, &cmd, fn);
 }
+
+static void mremove_start(chunk *ch) { keys_start(ch, PROTO_VERB_MREMOVE, mremove_replied); }
 
 /* ---- put ---- */
 
@@ -582,6 +606,7 @@ static void chunk_start(chunk *ch) {
     case MKV_OP_EXISTS:
     case MKV_OP_REMOVE: key_start(ch); break;
     case MKV_OP_EXISTS_BATCH: mexists_start(ch); break;
+    case MKV_OP_REMOVE_BATCH: mremove_start(ch); break;
     case MKV_OP_PUT:
     case MKV_OP_PUT_BATCH: put_start(ch); break;
     default: get_start(ch); break;
@@ -593,7 +618,8 @@ static int op_check(mkv_client *c, const mkv_op *op, int *replicas) {
     *replicas = op->replicas ? op->replicas : c->replicas;
     if (op->replicas < 0 || op->replicas > PROTO_MAX_REPLICAS)
         return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
-    if (op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH)
+    if (op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH ||
+        op->kind == MKV_OP_REMOVE_BATCH)
         if (op->n && (!op->objs || (op->kind == MKV_OP_EXISTS_BATCH && !op->results))) return MKV_EINVAL;
     return MKV_OK;
 }

@@ -530,6 +530,7 @@ struct mkv_async {
     int down_code;
     struct mkv_asend *retry;             /* etcd: sends to repeat once a leader answers */
     mkv_leases leases;                   /* finished reads' leases, for the next command */
+    struct mkv_route_face *route;        /* over a router: the groups' faces (route.h); no threads here */
 };
 
 /* A caller's own command (mkv_async_command): an op kind beyond the public ones. */

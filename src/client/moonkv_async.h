@@ -1,7 +1,7 @@
 /* moonkv_async.h - libmoonkv's asynchronous face.
  *
  * Submit an operation (put, get, batch put/get, exists, exists batch,
- * remove) and go on; it completes later, on the same mkv_client as the
+ * remove, remove batch) and go on; it completes later, on the same mkv_client as the
  * blocking calls of moonkv.h (one core: see there). Each completion is
  * told one of two ways, chosen at open:
  *
@@ -27,6 +27,9 @@
  * Batches go in chunks of 4096 keys, all at once; a batch's status is
  * the first chunk's failure. Under etcd a send that found no leader, or
  * a READONLY one, goes again until timeout_ms, as the blocking calls do.
+ * Over master groups (a router, mkv_options.groups) the face has no
+ * threads of its own: each operation's keys go to their groups' faces,
+ * the parts at once, and it completes when every part did (route.h).
  * Not here (yet): slice checksums with a put's publish (a reader checks
  * the object whole).
  *
@@ -51,7 +54,8 @@ typedef enum mkv_op_kind {
     MKV_OP_GET_BATCH,     /* objs, n */
     MKV_OP_EXISTS,        /* key: status 1, 0 or an error (mkv_exists) */
     MKV_OP_EXISTS_BATCH,  /* objs, n, results */
-    MKV_OP_REMOVE         /* key */
+    MKV_OP_REMOVE,        /* key */
+    MKV_OP_REMOVE_BATCH   /* objs, n: each obj's status (mkv_remove_batch) */
 } mkv_op_kind;
 
 typedef struct mkv_op mkv_op;

@@ -537,6 +537,230 @@ int mkv_route_refused(mkv_client *c, const char *what) {
     return mkv_fail(c, MKV_EINVAL, "%s is not supported over master groups yet", what);
 }
 
+/* ---- the async face (route.h mkv_route_face_*) ---- */
+
+typedef struct route_sub {
+    mkv_client *g;
+    mkv_async *face;
+} route_sub;
+
+typedef struct mkv_route_face {
+    mkv_async *a;                        /* the router's face */
+    int threads;
+    pthread_mutex_t mu;                  /* sub */
+    route_sub sub[PROTO_MAX_GROUPS];
+    int nsub;
+} mkv_route_face;
+
+/* One submitted operation, split by group. */
+typedef struct rop {
+    mkv_route_face *rf;
+    mkv_op *op;                          /* the caller's */
+    int batch;                           /* objs, n (else key) */
+    uint64_t deadline;
+    uint64_t version;                    /* the map it was split by */
+    int left;                            /* parts not done yet (atomic) */
+    int status;                          /* the first part's failure of all its keys */
+    size_t *todo, ntodo;                 /* batch: the objs to send (again) */
+    struct rpart *parts;
+    int nparts;
+} rop;
+
+typedef struct rpart {
+    mkv_op op;                           /* first: on the group's face */
+    rop *o;
+    mkv_obj *objs;                       /* batch: copies of the objs, in order */
+    size_t *idx;                         /* their places in the caller's */
+    int *res;                            /* exists batch */
+} rpart;
+
+/* The face of group client g, opened at its first use (inline: its
+ * completions run on its thread). */
+static mkv_async *sub_face(mkv_route_face *rf, mkv_client *g) {
+    pthread_mutex_lock(&rf->mu);
+    mkv_async *f = NULL;
+    for (int i = 0; i < rf->nsub && !f; i++)
+        if (rf->sub[i].g == g) f = rf->sub[i].face;
+    if (!f && rf->nsub < PROTO_MAX_GROUPS && mkv_async_open(&f, g, rf->threads, MKV_ASYNC_INLINE) == MKV_OK)
+        rf->sub[rf->nsub++] = (route_sub){g, f};
+    pthread_mutex_unlock(&rf->mu);
+    return f;
+}
+
+mkv_route_face *mkv_route_face_new(mkv_async *a, int threads) {
+    mkv_route_face *rf = xcalloc(1, sizeof *rf);
+    rf->a = a;
+    rf->threads = threads ? threads : 1;
+    pthread_mutex_init(&rf->mu, NULL);
+    return rf;
+}
+
+void mkv_route_face_free(mkv_route_face *rf) {
+    if (!rf) return;
+    for (int i = 0; i < rf->nsub; i++) mkv_async_close(rf->sub[i].face);
+    pthread_mutex_destroy(&rf->mu);
+    free(rf);
+}
+
+static void rop_free(rop *o) {
+    for (int i = 0; i < o->nparts; i++) {
+        free(o->parts[i].objs);
+        free(o->parts[i].idx);
+        free(o->parts[i].res);
+    }
+    free(o->parts);
+    free(o->todo);
+    free(o);
+}
+
+static void rop_finish(rop *o, int status) {
+    mkv_async *a = o->rf->a;
+    mkv_op *op = o->op;
+    op->status = status;
+    rop_free(o);
+    mkv_async_finish(a, op);
+}
+
+static void rop_send(rop *o);
+
+/* A part is back; the last one puts the items back, and sends what was
+ * refused with MOVED or TRYAGAIN again (the map read anew) or finishes. */
+static void part_done(mkv_op *sub) {
+    rpart *p = (rpart *)sub;
+    rop *o = p->o;
+    if (__atomic_sub_fetch(&o->left, 1, __ATOMIC_ACQ_REL) > 0) return;
+    mkv_op *op = o->op;
+    int first = MKV_OK;
+    o->ntodo = 0;
+    for (int i = 0; i < o->nparts; i++) {
+        rpart *q = &o->parts[i];
+        int st = q->op.status;
+        if (st != MKV_OK && first == MKV_OK && !again(st)) first = st;
+        if (!o->batch) {
+            op->status = st;
+            if (op->kind == MKV_OP_GET) op->len = q->op.len;
+            if (again(st)) o->ntodo = 1;
+            continue;
+        }
+        for (size_t j = 0; j < q->op.n; j++) {
+            mkv_obj *el = &op->objs[q->idx[j]];
+            *el = q->objs[j];
+            if (st != MKV_OK) el->status = st;   /* a failure of the whole part */
+            if (op->results) op->results[q->idx[j]] = st != MKV_OK ? st : q->res[j];
+            if (again(el->status)) o->todo[o->ntodo++] = q->idx[j];
+        }
+    }
+    if (o->ntodo && mono_ms() < o->deadline) {
+        moved(o->rf->a->c, o->version);
+        return rop_send(o);
+    }
+    rop_finish(o, o->batch ? first : op->status);
+}
+
+static rpart *part_add(rop *o, mkv_client *g, size_t room) {
+    rpart *p = &o->parts[o->nparts++];
+    memset(p, 0, sizeof *p);
+    p->o = o;
+    p->op = *o->op;
+    p->op.done = part_done;
+    p->op.ctx = g;
+    p->op.next = NULL;
+    if (o->batch) {
+        p->op.objs = p->objs = xmalloc(room * sizeof *p->objs);
+        p->idx = xmalloc(room * sizeof *p->idx);
+        p->op.results = o->op->results ? (p->res = xcalloc(room, sizeof *p->res)) : NULL;
+        p->op.n = 0;
+    }
+    return p;
+}
+
+/* The parts of the objs in todo (every key's group), each submitted to
+ * its group's face; a key whose group is unknown or unreachable fails. */
+static int rop_split(rop *o) {
+    mkv_client *c = o->rf->a->c;
+    mkv_op *op = o->op;
+    size_t n = o->batch ? o->ntodo : 1;
+    uint16_t *slots = xmalloc(n * sizeof *slots);
+    uint8_t *owner = xmalloc(n);
+    char (*names)[PROTO_GROUP_LEN] = xmalloc(sizeof(char[PROTO_MAX_GROUPS][PROTO_GROUP_LEN]));
+    for (size_t i = 0; i < n; i++) {
+        const mkv_obj *el = o->batch ? &op->objs[o->todo[i]] : NULL;
+        const void *key = el ? el->key : op->key;
+        size_t len = el ? el->keylen : op->keylen;
+        slots[i] = key && len ? proto_key_slot(key, len) : 0;
+    }
+    int rc = owners(c, slots, n, owner, names, &o->version), at[PROTO_MAX_GROUPS + 1];
+    memset(at, -1, sizeof at);
+    o->nparts = 0;
+    for (size_t i = 0; rc == MKV_OK && i < n; i++) {
+        int g = owner[i];
+        mkv_client *gc = NULL;
+        int st = !g ? mkv_fail(c, MKV_EMOVED, "slot %u has no group in the slot map", slots[i])
+                    : at[g] >= 0 ? MKV_OK : group_client(c, names[g - 1], &gc);
+        if (st == MKV_OK && at[g] < 0) {
+            at[g] = o->nparts;
+            part_add(o, gc, n);
+        }
+        if (st != MKV_OK && !o->batch) rc = st;
+        if (!o->batch) continue;
+        if (st != MKV_OK) {   /* this key fails; the others go */
+            op->objs[o->todo[i]].status = st;
+            if (op->results) op->results[o->todo[i]] = st;
+            continue;
+        }
+        rpart *p = &o->parts[at[g]];
+        p->objs[p->op.n] = op->objs[o->todo[i]];
+        p->idx[p->op.n++] = o->todo[i];
+    }
+    free(slots);
+    free(owner);
+    free(names);
+    return rc;
+}
+
+/* Split what is to send and submit the parts (all counted first: a part
+ * may be done before the next is submitted). */
+static void rop_send(rop *o) {
+    for (int i = 0; i < o->nparts; i++) {
+        free(o->parts[i].objs);
+        free(o->parts[i].idx);
+        free(o->parts[i].res);
+    }
+    int rc = rop_split(o);
+    if (rc == MKV_OK && o->nparts == 0 && o->batch) rc = o->op->objs[o->todo[0]].status;   /* every key failed */
+    if (rc != MKV_OK || o->nparts == 0) return rop_finish(o, rc);
+    /* The last part done may free o: nothing of it is read after the
+     * last submit. */
+    int np = o->left = o->nparts;
+    rpart *parts = o->parts;
+    mkv_route_face *rf = o->rf;
+    for (int i = 0; i < np; i++) {
+        mkv_async *f = sub_face(rf, parts[i].op.ctx);
+        if (!f || mkv_async_submit(f, &parts[i].op) != MKV_OK) {
+            parts[i].op.status = mkv_fail(rf->a->c, MKV_ENOMEM, "no async face for a group");
+            part_done(&parts[i].op);
+        }
+    }
+}
+
+void mkv_route_face_submit(mkv_route_face *rf, mkv_op *op) {
+    rop *o = xcalloc(1, sizeof *o);
+    o->rf = rf;
+    o->op = op;
+    o->batch = op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH ||
+               op->kind == MKV_OP_REMOVE_BATCH;
+    o->deadline = mono_ms() + (uint64_t)rf->a->c->route->timeout_ms;
+    o->parts = xcalloc(PROTO_MAX_GROUPS, sizeof *o->parts);
+    if (o->batch && op->n && (!op->objs || (op->kind == MKV_OP_EXISTS_BATCH && !op->results)))
+        return rop_finish(o, MKV_EINVAL);
+    if (o->batch) {
+        o->todo = xmalloc((op->n ? op->n : 1) * sizeof *o->todo);
+        for (size_t i = 0; i < op->n; i++) o->todo[o->ntodo++] = i;
+        if (!op->n) return rop_finish(o, MKV_OK);
+    }
+    rop_send(o);
+}
+
 /* ---- connect / close ---- */
 
 int mkv_route_connect(mkv_client **out, const mkv_options *opt) {

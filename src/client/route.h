@@ -16,6 +16,7 @@
 #define MKV_CLIENT_ROUTE_H
 
 #include "client/moonkv.h"
+#include "client/moonkv_async.h"
 
 /* With a router, run call instead and return its result. */
 #define MKV_ROUTED(c, call) \
@@ -45,7 +46,23 @@ int mkv_route_remove_all(mkv_client *c, uint64_t *removed);
 int mkv_route_register(mkv_client *c, void *addr, size_t len, int warm);
 int mkv_route_unregister(mkv_client *c, void *addr);
 void mkv_route_stats(mkv_client *c, mkv_transfer_stats *sum);
-/* What a router cannot do yet (pins, the async face): MKV_EINVAL. */
+/* What a router cannot do yet (pins, a caller's own command on the
+ * async face): MKV_EINVAL. */
 int mkv_route_refused(mkv_client *c, const char *what);
+
+/* The async face over a router (moonkv_async.h): each submitted
+ * operation's keys go to their groups, each group's part an operation of
+ * the same kind on that group client's own face (opened at its first
+ * use, done inline), the parts at once; what a group refused with MOVED
+ * or TRYAGAIN reads the map again and goes once more until timeout_ms
+ * (that read, and a group client's connect, run on the thread that
+ * completes the last part, or on the submitting one). The router's face
+ * a completes op once every part did (mkv_async_finish). */
+struct mkv_async;
+struct mkv_route_face;
+struct mkv_route_face *mkv_route_face_new(struct mkv_async *a, int threads);
+void mkv_route_face_submit(struct mkv_route_face *rf, mkv_op *op);
+/* After every operation completed: the groups' faces closed. */
+void mkv_route_face_free(struct mkv_route_face *rf);
 
 #endif

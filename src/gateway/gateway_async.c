@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/moonkv_async.h"
 #include "core/crc32c.h"
 #include "core/siphash.h"
 #include "core/util.h"
@@ -708,6 +709,50 @@ static void mremove_item(void *owner, size_t k, const char **argv, size_t *lens,
     lens[0] = a->keylen;
 }
 
+/* Over master groups: a DEL's or EXISTS's (TYPE's, TTL's) keys as one
+ * operation on the router's async face, split there by group. */
+typedef struct face_ask {
+    mkv_op op;                /* first: its completion */
+    gw_call *call;
+    int *res;
+    mkv_obj objs[];
+} face_ask;
+
+/* On the loop: each key's outcome as its answer; a key that failed is
+ * left unanswered (a worker then asks). */
+static void face_answered(mkv_op *op) {
+    face_ask *q = (face_ask *)op;
+    gw_call *call = q->call;
+    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
+    for (size_t k = 0; k < op->n; k++) {
+        gw_answer *a = &call->ans[asks[k].i];
+        int st = q->objs[k].status;
+        if (op->kind == MKV_OP_REMOVE_BATCH && (st == MKV_OK || st == MKV_ENOTFOUND)) a->n = st == MKV_OK;
+        else if (op->kind == MKV_OP_EXISTS_BATCH && op->status == MKV_OK && st == MKV_OK) a->n = q->res[k] == 1;
+        else continue;
+        a->answered = 1;
+    }
+    free(q->res);
+    free(q);
+    ask_done(call);
+}
+
+static void ask_face(mkv_async *face, gw_call *call, size_t m, int remove) {
+    face_ask *q = xcalloc(1, sizeof *q + m * sizeof(mkv_obj));
+    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
+    for (size_t k = 0; k < m; k++) q->objs[k] = (mkv_obj){.key = call->ans[asks[k].i].key, .keylen = call->ans[asks[k].i].keylen};
+    q->call = call;
+    q->res = remove ? NULL : xcalloc(m, sizeof *q->res);
+    q->op = (mkv_op){.kind = remove ? MKV_OP_REMOVE_BATCH : MKV_OP_EXISTS_BATCH, .objs = q->objs, .n = m,
+                     .results = q->res, .done = face_answered};
+    if (mkv_async_submit(face, &q->op) == MKV_OK) {
+        call->asking++;
+        return;
+    }
+    free(q->res);
+    free(q);
+}
+
 /* A DEL's keys (the ones a master could hold, m of them, their answers
  * named by the asks) as MOON.MREMOVE commands of up to 4096 keys. */
 static void ask_removes(master_async *ma, gw_call *call, size_t m) {
@@ -752,7 +797,11 @@ static void async_ask_command(client *c) {
         a->keylen = call->argv[i + 1].len;
         if (cluster_key_ok(a->keylen)) asks[m++] = (gw_ask){.call = call, .i = i};
     }
-    if (ma && m > 1 && strcmp(verb, PROTO_VERB_REMOVE) == 0) {   /* one MOON.MREMOVE, not a MOON.REMOVE per key */
+    mkv_async *face = ma ? NULL : cluster_store_face(c->srv->store);
+    int remove = strcmp(verb, PROTO_VERB_REMOVE) == 0;
+    if (face && m > 0 && (remove || strcmp(verb, PROTO_VERB_EXISTS) == 0)) {   /* over groups */
+        ask_face(face, call, m, remove);
+    } else if (ma && m > 1 && remove) {   /* one MOON.MREMOVE, not a MOON.REMOVE per key */
         ask_removes(ma, call, m);
     } else {   /* ask_one's place for key i is asks[i] */
         for (size_t i = 0; ma && i < call->nans; i++)

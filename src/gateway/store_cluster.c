@@ -58,6 +58,7 @@ typedef struct cluster_store {
     int registered;             /* the pool with mc */
     workers *workers;
     master_async *ma;           /* the batchers' master connection (the client's face); NULL over groups */
+    mkv_async *face;            /* over groups: the router's async face (DEL, EXISTS, TYPE, TTL) */
     struct read_batcher *reads;
     struct put_batcher *puts;
     put_streamer *streams;      /* large SETs on their way while they arrive; NULL over groups */
@@ -90,6 +91,29 @@ workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
 struct get_streamer *cluster_store_gets(store *s) { return cs_of(s)->gets; }
 master_async *cluster_store_master(store *s) { return cs_of(s)->ma; }
+mkv_async *cluster_store_face(store *s) { return cs_of(s)->face; }
+
+static void face_ready(event_loop *el, int fd, void *data, int mask) { mkv_async_drain(data); }
+
+/* Over groups: the router's face, its completions drained on the loop
+ * (the keys' questions then wait for the masters on no thread). */
+static void face_open(cluster_store *cs) {
+    if (mkv_async_open(&cs->face, cs->mc, 1, 0) != MKV_OK) {
+        log_warning("gateway: no async face over the groups (%s): keys are asked on the workers",
+                    mkv_last_error(cs->mc));
+        cs->face = NULL;
+        return;
+    }
+    loop_add_file(cs->loop, mkv_async_fd(cs->face), LOOP_READABLE, face_ready, cs->face);
+}
+
+/* What is in flight on it completes first (their callbacks run now). */
+static void face_close(cluster_store *cs) {
+    if (!cs->face) return;
+    loop_del_file(cs->loop, mkv_async_fd(cs->face), LOOP_READABLE);
+    mkv_async_close(cs->face);
+    cs->face = NULL;
+}
 
 struct put_batcher *cluster_store_puts(store *s) { return cs_of(s)->puts; }
 
@@ -616,6 +640,7 @@ static void cs_destroy(store *s) {
     put_streamer_close(cs->streams);
     get_streamer_close(cs->gets);
     master_async_free(cs->ma);
+    face_close(cs);
     read_batcher_free(cs->reads);
     put_batcher_free(cs->puts);
     put_streamer_free(cs->streams);
@@ -721,6 +746,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
      * and none: the batches take the blocking calls, which route each key
      * to its group's (read_batch.h, put_batch.h). */
     if (!cs->groups) cs->ma = master_async_over(cs->loop, cs->mc);
+    else face_open(cs);
     /* Only shm reads without waiting, and only while no loop can wait for a lane. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;

@@ -51,6 +51,11 @@ static void decode_all(const redisReply *r) {
         if (proto_dec_flags(r, n, flags) == 0)
             for (size_t i = 0; i < n; i++)
                 if (flags[i] != 0 && flags[i] != 1) abort();
+    for (size_t n = 0; n <= 8; n++)   /* MOON.MREMOVE: an error element only where the reply has one */
+        if (proto_dec_removed(r, n, flags) == 0)
+            for (size_t i = 0; i < n; i++)
+                if (flags[i] < -1 || flags[i] > 1 || (flags[i] == -1) != (r->element[i]->type == REDIS_REPLY_ERROR))
+                    abort();
     (void)proto_dec_ok(r);
     const uint8_t *nonce = proto_dec_nonce(r);
     if (nonce && r->len != PROTO_NONCE_LEN) abort();

@@ -21,12 +21,14 @@
  * group's master, a MOVED followed). Ports
  * (etcd's too): one block of h_free_ports. */
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "client/moonkv.h"
+#include "client/moonkv_internal.h"
 #include "cluster_harness.h"
 #include "core/util.h"
 #include "etcd/slotmap.h"
@@ -99,6 +101,12 @@ static int holds(int port, const char *key) {
     char a[160];
     ask(port, a, sizeof a, "MOON.EXISTS %s", key);
     return strcmp(a, "int:1") == 0;
+}
+
+/* MOON.REMOVE and MOON.MREMOVE commands the groups' masters ran. */
+static long long removes_asked(void) {
+    return h_port_info(MASTER_A, "cluster", "remove_requests") + h_port_info(MASTER_A2, "cluster", "remove_requests") +
+           h_port_info(MASTER_B, "cluster", "remove_requests");
 }
 
 /* Until INFO cluster slots_version of port is at least v. */
@@ -216,6 +224,101 @@ static void test_routed_remove(void) {
     ASSERT(!holds(port_of(group_of(keys[0])), keys[0]));
 }
 
+/* Until every operation submitted to f is done and drained (30 s at most). */
+static int face_wait(mkv_async *f) {
+    uint64_t end = mono_ms() + 30000;
+    while (mkv_async_pending(f) > 0 && mono_ms() < end) {
+        struct pollfd p = {.fd = mkv_async_fd(f), .events = POLLIN};
+        poll(&p, 1, 100);
+        mkv_async_drain(f);
+    }
+    return mkv_async_pending(f) == 0 ? 0 : -1;
+}
+
+#define FACE_KEYS 40
+
+/* The async face over the router: a put batch, a get batch (byte-exact),
+ * an exists batch and a remove batch of keys of both groups, each split
+ * by group (a remove batch is one MOON.MREMOVE per group), single-key
+ * operations routed to their group; a command of the caller's own has
+ * no group to go to and is refused. */
+static void test_routed_face(void) {
+    mkv_async *f = NULL;
+    ASSERT_EQ(mkv_async_open(&f, mc, 1, 0), MKV_OK);
+    if (!f) return;
+    mkv_obj objs[FACE_KEYS + 1];
+    char keys[FACE_KEYS + 1][32];
+    int res[FACE_KEYS + 1], in_a = 0;
+    for (int i = 0; i <= FACE_KEYS; i++) {   /* the last one is never put */
+        key_name(keys[i], sizeof keys[i], "face", i);
+        objs[i] = (mkv_obj){.key = keys[i], .keylen = strlen(keys[i]), .buf = src + (size_t)i * MAX_VAL};
+        objs[i].len = fill(objs[i].buf, i);
+        in_a += i < FACE_KEYS && strcmp(group_of(keys[i]), "a") == 0;
+    }
+    ASSERT_MSG(in_a > 5 && in_a < FACE_KEYS - 5, "%d of %d keys in group a: they must span both", in_a, FACE_KEYS);
+    mkv_op put = {.kind = MKV_OP_PUT_BATCH, .objs = objs, .n = FACE_KEYS, .replicas = 1};
+    ASSERT_EQ(mkv_async_submit(f, &put), MKV_OK);
+    ASSERT_EQ(face_wait(f), 0);
+    ASSERT_MSG(put.status == MKV_OK, "put batch: %d", put.status);
+    for (int i = 0; i < FACE_KEYS; i++) {
+        ASSERT_MSG(objs[i].status == MKV_OK, "put %.31s: %d", keys[i], objs[i].status);
+        ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
+        objs[i].buf = dst + (size_t)i * MAX_VAL;
+        objs[i].len = MAX_VAL;
+        objs[i].status = -99;
+    }
+    memset(dst, 0, (size_t)FACE_KEYS * MAX_VAL);
+    mkv_op get = {.kind = MKV_OP_GET_BATCH, .objs = objs, .n = FACE_KEYS};
+    mkv_op exists = {.kind = MKV_OP_EXISTS_BATCH, .objs = objs, .n = FACE_KEYS + 1, .results = res};
+    char one[MAX_VAL];
+    mkv_op get1 = {.kind = MKV_OP_GET, .key = keys[3], .keylen = strlen(keys[3]), .buf = dst + (size_t)FACE_KEYS * MAX_VAL,
+                   .len = MAX_VAL};
+    ASSERT_EQ(mkv_async_submit(f, &get), MKV_OK);
+    ASSERT_EQ(face_wait(f), 0);   /* the exists batch shares objs: after the gets */
+    ASSERT_EQ(mkv_async_submit(f, &exists), MKV_OK);
+    ASSERT_EQ(mkv_async_submit(f, &get1), MKV_OK);
+    ASSERT_EQ(face_wait(f), 0);
+    ASSERT_EQ(get.status, MKV_OK);
+    for (int i = 0; i < FACE_KEYS; i++) {
+        size_t n = fill(one, i);
+        ASSERT_MSG(objs[i].len == n && memcmp(objs[i].buf, one, n) == 0, "get %.31s: %d, %zu bytes", keys[i],
+                   objs[i].status, objs[i].len);
+    }
+    size_t n3 = fill(one, 3);
+    ASSERT(get1.status == MKV_OK && get1.len == n3 && memcmp(dst + (size_t)FACE_KEYS * MAX_VAL, one, n3) == 0);
+    ASSERT_EQ(exists.status, MKV_OK);
+    for (int i = 0; i <= FACE_KEYS; i++) ASSERT_MSG(res[i] == (i < FACE_KEYS), "exists %.31s: %d", keys[i], res[i]);
+    /* the first half and the key never put: one MOON.MREMOVE per group */
+    long long asked = removes_asked();
+    mkv_obj gone[FACE_KEYS / 2 + 1];
+    for (int i = 0; i <= FACE_KEYS / 2; i++)
+        gone[i] = (mkv_obj){.key = keys[i ? i - 1 : FACE_KEYS], .keylen = strlen(keys[i ? i - 1 : FACE_KEYS])};
+    mkv_op rm = {.kind = MKV_OP_REMOVE_BATCH, .objs = gone, .n = FACE_KEYS / 2 + 1};
+    ASSERT_EQ(mkv_async_submit(f, &rm), MKV_OK);
+    ASSERT_EQ(face_wait(f), 0);
+    ASSERT_EQ(rm.status, MKV_OK);
+    ASSERT_EQ(gone[0].status, MKV_ENOTFOUND);
+    for (int i = 1; i <= FACE_KEYS / 2; i++) ASSERT_MSG(gone[i].status == MKV_OK, "remove %.31s: %d", keys[i - 1], gone[i].status);
+    long long rm_asked = removes_asked() - asked;
+    ASSERT_MSG(rm_asked == 2, "a remove batch over 2 groups was %lld commands", rm_asked);
+    for (int i = 0; i < FACE_KEYS; i++) ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]) == (i >= FACE_KEYS / 2), "%.31s", keys[i]);
+    mkv_op ex1 = {.kind = MKV_OP_EXISTS, .key = keys[0], .keylen = strlen(keys[0])};
+    mkv_op rm1 = {.kind = MKV_OP_REMOVE, .key = keys[FACE_KEYS - 1], .keylen = strlen(keys[FACE_KEYS - 1])};
+    ASSERT_EQ(mkv_async_submit(f, &ex1), MKV_OK);
+    ASSERT_EQ(mkv_async_submit(f, &rm1), MKV_OK);
+    ASSERT_EQ(face_wait(f), 0);
+    ASSERT_EQ(ex1.status, 0);
+    ASSERT_EQ(rm1.status, MKV_OK);
+    ASSERT(!holds(port_of(group_of(keys[FACE_KEYS - 1])), keys[FACE_KEYS - 1]));
+    mkv_cmd_op cmd = {0};
+    const char *argv[] = {"PING"};
+    size_t lens[] = {4};
+    ASSERT_EQ(mkv_async_command(f, &cmd, 1, argv, lens), MKV_EINVAL);
+    mkv_async_close(f);
+    printf("# async face over 2 groups: %d of %d keys on a; a remove batch of %d keys: %lld commands\n", in_a,
+           FACE_KEYS, FACE_KEYS / 2 + 1, rm_asked);
+}
+
 /* A key of group from, not used yet. */
 static void fresh_key(char *out, size_t len, const char *prefix, const char *from, int *next) {
     do key_name(out, len, prefix, (*next)++);
@@ -302,11 +405,6 @@ static int is_value(const redisReply *r, int i) {
 
 #define GW_KEYS 60
 
-/* MOON.REMOVE and MOON.MREMOVE commands the groups' masters ran. */
-static long long removes_asked(void) {
-    return h_port_info(MASTER_A, "cluster", "remove_requests") + h_port_info(MASTER_A2, "cluster", "remove_requests") +
-           h_port_info(MASTER_B, "cluster", "remove_requests");
-}
 
 /* A gateway with --groups: pipelined SETs go as batches split by group
  * and land each key on its slot's master, in both groups; MGET, GET, EXISTS and DEL come back right and
@@ -357,19 +455,29 @@ static void test_gateway_routes(void) {
     r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS);
     freeReplyObject(r);
-    /* its keys asked as one library batch too (split by group there) */
+    /* its keys asked as one operation on the router's async face (split
+     * by group there, a MOON.MEXISTS each): no blocking call (was 1, and
+     * 60 before that) */
     long long exists_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
-    ASSERT_MSG(exists_waits == 1, "the EXISTS of %d keys made %lld blocking calls", GW_KEYS, exists_waits);
+    ASSERT_MSG(exists_waits == 0, "the EXISTS of %d keys made %lld blocking calls", GW_KEYS, exists_waits);
+    r = redisCommand(gw, "TYPE %s", keys[0]);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "string") == 0);
+    freeReplyObject(r);
+    r = redisCommand(gw, "TTL %s", keys[1]);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == -1);
+    freeReplyObject(r);
+    ASSERT_EQ(h_info_field(gw, "gateway", "worker_master_waits") - waits, 0);   /* TYPE, TTL: on the face too */
     argv[0] = "DEL";
     waits = h_info_field(gw, "gateway", "worker_master_waits");
     long long asked = removes_asked();
     r = redisCommandArgv(gw, GW_KEYS / 2 + 1, argv, NULL);   /* the first half */
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == GW_KEYS / 2);
     freeReplyObject(r);
-    /* one library batch (was a call per key), one MOON.MREMOVE per group */
+    /* one operation on the face (was a blocking call per key), one
+     * MOON.MREMOVE per group */
     long long del_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
     long long del_asked = removes_asked() - asked;
-    ASSERT_MSG(del_waits == 1, "the DEL of %d keys made %lld blocking calls", GW_KEYS / 2, del_waits);
+    ASSERT_MSG(del_waits == 0, "the DEL of %d keys made %lld blocking calls", GW_KEYS / 2, del_waits);
     ASSERT_MSG(del_asked == 2, "the DEL of %d keys over 2 groups was %lld remove commands", GW_KEYS / 2, del_asked);
     for (int i = 0; i < GW_KEYS; i++)
         ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]) == (i >= GW_KEYS / 2), "%.31s after DEL", keys[i]);
@@ -395,7 +503,16 @@ static void test_gateway_routes(void) {
     ASSERT(is_value(r, 5));
     freeReplyObject(r);
     ASSERT(move_slot(key, "a") > 0);   /* as the other cases expect it */
-    /* a DEL of all 60 (30 of them stored): one batch, a MOON.MREMOVE per group */
+    /* the gateway's map still says b: b answers MOVED, the face reads the
+     * map again and asks a, with no blocking call */
+    long long moved_b = h_port_info(MASTER_B, "cluster", "slots_moved");
+    waits = h_info_field(gw, "gateway", "worker_master_waits");
+    r = redisCommand(gw, "EXISTS %s", key);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1));
+    freeReplyObject(r);
+    ASSERT_MSG(h_port_info(MASTER_B, "cluster", "slots_moved") > moved_b, "group b never answered MOVED");
+    ASSERT_EQ(h_info_field(gw, "gateway", "worker_master_waits") - waits, 0);
+    /* a DEL of all 60 (30 of them stored): one operation, a MOON.MREMOVE per group */
     waits = h_info_field(gw, "gateway", "worker_master_waits");
     asked = removes_asked();
     r = redisCommandArgv(gw, GW_KEYS + 1, argv, NULL);
@@ -403,11 +520,11 @@ static void test_gateway_routes(void) {
     freeReplyObject(r);
     long long all_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
     long long all_asked = removes_asked() - asked;
-    ASSERT_MSG(all_waits == 1 && all_asked == 2, "the DEL of %d keys: %lld blocking calls, %lld remove commands",
+    ASSERT_MSG(all_waits == 0 && all_asked == 2, "the DEL of %d keys: %lld blocking calls, %lld remove commands",
                GW_KEYS, all_waits, all_asked);
     for (int i = 0; i < GW_KEYS; i++) ASSERT_MSG(!holds(port_of(group_of(keys[i])), keys[i]), "%.31s after DEL", keys[i]);
     printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches; "
-           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld; DEL of %d: %lld call(s), %lld remove commands; "
+           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld; DEL of %d: %lld blocking call(s), %lld remove commands; "
            "DEL of %d: %lld, %lld\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits, exists_waits, GW_KEYS / 2,
            del_waits, del_asked, GW_KEYS, all_waits, all_asked);
     redisFree(gw);
@@ -685,6 +802,7 @@ int main(void) {
     RUN_TEST(test_master_answers_moved);
     RUN_TEST(test_routed_batch);
     RUN_TEST(test_routed_remove);
+    RUN_TEST(test_routed_face);
     RUN_TEST(test_moved_refresh);
     RUN_TEST(test_gateway_routes);
     RUN_TEST(test_group_added);

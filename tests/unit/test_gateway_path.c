@@ -222,6 +222,7 @@ void cluster_store_set_async(store *s, struct gw_async *ga, void (*free_fn)(stru
 }
 
 struct master_async *cluster_store_master(store *s) { (void)s; return NULL; }
+struct mkv_async *cluster_store_face(store *s) { (void)s; return NULL; }
 workers *cluster_store_workers(store *s) { (void)s; return NULL; }
 struct put_batcher *cluster_store_puts(store *s) { (void)s; return NULL; }
 /* Every SET is "streamed" here: the test ships it when it says. */
