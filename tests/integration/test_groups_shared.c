@@ -205,6 +205,17 @@ static int wait_alive(long long id, int alive, int timeout_ms) {
     return 0;
 }
 
+/* Until node i's INFO line for group g names id, up to WAIT_MS: a master
+ * lists the node alive once it registered, a moment before the node has
+ * applied the reply. */
+static int wait_group_id(int i, const char *g, long long id) {
+    char line[2048];
+    for (uint64_t end = mono_ms() + WAIT_MS;; usleep(20000)) {
+        if (group_line(i, g, line, sizeof line) == 0 && line_num(line, "id=") == id) return 0;
+        if (mono_ms() >= end) return -1;
+    }
+}
+
 /* ---- cases ---- */
 
 static void test_one_id_in_both_groups(void) {
@@ -418,9 +429,8 @@ static void test_kill9_seen_by_both(void) {
     for (uint64_t end = mono_ms() + WAIT_MS; id <= 0 && mono_ms() < end; usleep(20000))
         id = h_port_info(NODE_PORT + 4, "node", "node_id");
     ASSERT(id > 0 && wait_alive(id, 1, WAIT_MS) == 0);
-    char line[2048];
-    ASSERT(group_line(2, "a", line, sizeof line) == 0 && line_num(line, "id=") == id);
-    ASSERT(group_line(2, "b", line, sizeof line) == 0 && line_num(line, "id=") == id);
+    ASSERT(wait_group_id(2, "a", id) == 0);
+    ASSERT(wait_group_id(2, "b", id) == 0);
     uint64_t t0 = mono_ms();
     h_kill(node_pid[2]);
     node_pid[2] = -1;
