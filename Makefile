@@ -194,11 +194,12 @@ run: deps
 	$(SERVER) --config conf/standalone.json
 
 # The plain build, the same under ASan+UBSan, the threaded parts under
-# TSan and the fuzz harnesses, built as one make sharing TEST_BUILD_JOBS
-# jobs (one build's serial tail, archive, links and setup.py, overlaps
-# another's compiles); then run.sh runs their suites side by side
-# (MKV_TEST_JOBS, docs/TESTS.md), prints the final "N passed, N failed"
-# line and fails on any failure.
+# TSan and the fuzz harnesses. `make test` leaves them to run.sh --build:
+# it builds them one after another (rel, tsan, san, fuzz; make -j of the
+# core count each) as jobs of its pool and starts a build's tests as soon
+# as that build is done, beside the next build (docs/TESTS.md), prints the
+# final "N passed, N failed" line and fails on any failure.
+# `make test-builds` builds all four as one make sharing TEST_BUILD_JOBS.
 TEST_BUILD_JOBS ?= $(shell nproc)
 TEST_BUILDS := test-build-rel test-build-san test-build-tsan test-build-fuzz
 .PHONY: test-builds $(TEST_BUILDS)
@@ -213,8 +214,7 @@ test-build-fuzz:
 	+@$(MAKE) --no-print-directory fuzz-build
 
 test: deps
-	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) test-builds
-	@tests/run.sh build/rel build/san build/tsan
+	@tests/run.sh --build build/rel build/tsan build/san
 
 # Not in CI: SOAK_CYCLES put/get/remove cycles, CSV and plot under
 # tests/soak/results/; CHAOS_SECONDS of the chaos test with large values.
