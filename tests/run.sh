@@ -18,7 +18,8 @@
 # (build/test-logs/durations), else of the quiet run in tests/durations (a
 # fresh checkout, as on CI, has no last run); the few in ALONE below run
 # after the others, one at a time. A binary's output goes to
-# build/test-logs/<label>.log; one line per binary is printed as it ends.
+# build/test-logs/<label>.log; one line per binary is printed as it ends
+# (its wall and CPU seconds, and when it ended since the run began).
 # Counts "ok - " / "not ok - " lines; a binary that dies without reporting a
 # failed case counts as one failure, and so does one that ran no case. The
 # last line is "N passed, N failed". MKV_TEST_ONLY="GLOB..." runs only the
@@ -84,7 +85,8 @@ run_one() {   # run_one LABEL CMD: one binary, its line printed, its counts in r
   echo "$ok $nok $secs ${cpu:--}" >"$res_dir/$file"
   {
     flock 9   # one binary's lines stay together
-    printf '%-48s %4d ok %3d failed  %3ds  cpu %3ss\n' "$label" "$ok" "$nok" "$secs" "${cpu:--}"
+    printf '%-48s %4d ok %3d failed  %3ds  cpu %3ss  at %3ds\n' "$label" "$ok" "$nok" "$secs" "${cpu:--}" \
+      "$((SECONDS - t_start))"
     if [ "$nok" -gt 0 ]; then grep '^not ok - ' "$log" | head -20 | sed 's/^/    /'; tail -n 15 "$log" | sed 's/^/    | /'; fi
   } 9>>"$res_dir/.print.lock"
 }
@@ -194,8 +196,8 @@ run_build() {   # run_build BUILD
   echo "$rc $((SECONDS - t0)) $cpu" >"$res_dir/build-$tag"
   {
     flock 9
-    printf '%-48s %-16s %3ds  cpu %3ss\n' "build/$tag" "$([ "$rc" = 0 ] && echo built || echo "FAILED ($rc)")" \
-      "$((SECONDS - t0))" "$cpu"
+    printf '%-48s %-16s %3ds  cpu %3ss  at %3ds\n' "build/$tag" "$([ "$rc" = 0 ] && echo built || echo "FAILED ($rc)")" \
+      "$((SECONDS - t0))" "$cpu" "$((SECONDS - t_start))"
     [ "$rc" = 0 ] || tail -n 30 "$log" | sed 's/^/    | /'
   } 9>>"$res_dir/.print.lock"
 }
