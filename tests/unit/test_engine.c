@@ -30,6 +30,18 @@
  * dropped there and retried before the client gives up on it. */
 #define RIG_TIMEOUT_MS 30000
 
+/* Under TSan the three large cases move a quarter of the bytes (16 MiB
+ * striped, 16 MiB failover read, 8 MiB retried): the same nodes, paths,
+ * threads and 16 or more units in flight, and the disturbance still lands
+ * mid-read (a TSan read of 16 MiB takes about a second); only the byte
+ * loops shrink, which were most of TSan's CPU here (64 MiB took 5-8 s per
+ * case and transport). The plain and ASan builds keep the full sizes. */
+#if defined(__SANITIZE_THREAD__)
+#define BIG_DIV 4
+#else
+#define BIG_DIV 1
+#endif
+
 static const uint8_t KEY[TE_CAP_KEY_LEN] = "engine-test-key";
 
 typedef struct node {
@@ -217,12 +229,12 @@ static char *pattern(uint64_t n, unsigned seed) {
     return p;
 }
 
-/* 64 MiB striped over 3 nodes (2 paths each), one replica. */
+/* 64 MiB (TSan: 16) striped over 3 nodes (2 paths each), one replica. */
 static void test_stripe_64mib(void) {
     rig r;
     char err[256];
     ASSERT(rig_up(&r, 0) == 0);
-    uint64_t n = 64ULL << 20, a = 20ULL << 20, b = 24ULL << 20;
+    uint64_t n = (64ULL << 20) / BIG_DIV, a = (20ULL << 20) / BIG_DIV, b = (24ULL << 20) / BIG_DIV;
     te_extent x[3] = { extent(1, 4096, a), extent(2, 0, b), extent(3, 1 << 20, n - a - b) };
     te_replica rep = { x, 3 };
     char *src = pattern(n, 1), *dst = xcalloc(1, n);
@@ -233,11 +245,12 @@ static void test_stripe_64mib(void) {
     ASSERT_MEMEQ(r.nodes[2].seg + (1 << 20), src + a + b, n - a - b);
     ASSERT_EQ(te_engine_read(r.e, dst, n, &rep, 1, err, sizeof err), TE_OK);
     ASSERT_MEMEQ(dst, src, n);
-    printf("# %s: 64 MiB write+read striped in %.0f ms\n", r.fx->name, (mono_us() - t0) / 1000.0);
+    printf("# %s: %llu MiB write+read striped in %.0f ms\n", r.fx->name, (unsigned long long)(n >> 20),
+           (mono_us() - t0) / 1000.0);
     te_engine_stats st;
     te_engine_get_stats(r.e, &st);
     ASSERT_EQ(st.bytes, 2 * n);
-    ASSERT(st.units >= 128);
+    ASSERT(st.units >= 2 * n / TE_UNIT_DEFAULT);
     free(src);
     free(dst);
     ASSERT_EQ(rig_down(&r), 0);
@@ -277,7 +290,7 @@ static void test_read_failover(void) {
     rig r;
     char err[256];
     ASSERT(rig_up(&r, 512 << 10) == 0);
-    uint64_t n = 64ULL << 20;
+    uint64_t n = (64ULL << 20) / BIG_DIV;
     te_extent x1[1] = { extent(1, 0, n) }, x2[1] = { extent(2, 0, n) };
     te_replica reps[2] = { { x1, 1 }, { x2, 1 } };
     char *src = pattern(n, 3), *dst = xcalloc(1, n);
@@ -312,7 +325,7 @@ static void test_unit_retry_on_broken_path(void) {
     rig r;
     char err[256];
     ASSERT(rig_up(&r, 256 << 10) == 0);
-    uint64_t n = 32ULL << 20;
+    uint64_t n = (32ULL << 20) / BIG_DIV;
     te_extent x[1] = { extent(1, 0, n) };
     te_replica rep = { x, 1 };
     char *src = pattern(n, 4), *dst = xcalloc(1, n);
