@@ -24,7 +24,7 @@
  * Values are derived from the key (size and bytes), keys are fresh per
  * put (write-once), so any reader can verify any value.
  *
- * MKV_CHAOS_SECONDS (default 40) is the load's length; MKV_CHAOS_BIG=1
+ * MKV_CHAOS_SECONDS (default 40, 20 under ASan) is the load's length; MKV_CHAOS_BIG=1
  * weights towards large values (`make chaos`). Ports: one block of
  * h_free_ports, taken first in main(). */
 #include <pthread.h>
@@ -559,10 +559,13 @@ static void test_striped_rereplication(void) {
     ASSERT_EQ(under, 0);
 }
 
+/* 40 s of load; 20 s under the sanitizers, where the same load costs
+ * about 1.7x the CPU (73 CPU-s against rel's 42 in one make test) and
+ * make test runs it in both builds: the SAN run sees half the faults. */
 static unsigned load_seconds(void) {
     const char *s = getenv("MKV_CHAOS_SECONDS");
     unsigned v = s ? (unsigned)atoi(s) : 0;
-    return v ? v : 40;
+    return v ? v : H_SANITIZED ? 20 : 40;
 }
 
 static void test_chaos(void) {
