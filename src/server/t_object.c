@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "proto/limits.h"
 #include "proto/pins.h"
+#include "proto/verbs.h"
 #include "server/commands.h"
 #include "server/glob.h"
 
@@ -876,10 +877,10 @@ static const command object_commands[] = {
     {"moon.prefix", pin_command, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, 0, "moonkv", "0.3.0",
      "How many keys, from the first on, are stored (a prefix-cache lookup)", "key [key ...]"},
     {"moon.prefixpin", pin_command, -4, CMD_READONLY | CMD_FAST, 3, -1, 1, 0, "moonkv", "0.6.0",
-     "MOON.PREFIX's count, the keys it counted pinned under id for ms (no remove, no collection) until "
-     "MOON.UNPIN", "id ms key [key ...]"},
+     PROTO_VERB_PREFIX "'s count, the keys it counted pinned under id for ms (no remove, no collection) "
+     "until " PROTO_VERB_UNPIN, "id ms key [key ...]"},
     {"moon.unpin", pin_command, -2, CMD_READONLY | CMD_FAST, 0, 0, 0, 0, "moonkv", "0.6.0",
-     "Release pins made by MOON.PREFIXPIN; how many keys they held", "id [id ...]"},
+     "Release pins made by " PROTO_VERB_PREFIXPIN "; how many keys they held", "id [id ...]"},
 };
 
 void t_object_register(server *srv) {
