@@ -162,14 +162,7 @@ static void mexists_start(chunk *ch) { keys_start(ch, PROTO_VERB_MEXISTS, mexist
 static void mremove_replied(void *arg, redisReply *r, int code) {
     chunk *ch = arg;
     mkv_async *a = ch->o->a;
-    int rc = code, *got = xcalloc(ch->n, sizeof *got);
-    if (r && proto_dec_removed(r, ch->n, got) != 0)
-        rc = r->type == REDIS_REPLY_ERROR ? mkv_reply_error(a->c, r->str, r->len) : mkv_bad_reply(a->c, PROTO_VERB_MREMOVE, r);
-    for (size_t i = 0; r && rc == MKV_OK && i < ch->n; i++) {
-        const redisReply *e = r->element[i];
-        ch->objs[i].status = got[i] == 1 ? MKV_OK : got[i] == 0 ? MKV_ENOTFOUND : mkv_reply_error(a->c, e->str, e->len);
-    }
-    free(got);
+    int rc = r ? mkv_removed_statuses(a->c, r, ch->objs, ch->n) : code;
     if (r) freeReplyObject(r);
     chunk_done(ch, rc);
     mkv_async_replied(a);

@@ -394,6 +394,9 @@ redisReply *mkv_keys_run(mkv_client *c, proto_cmd *cmd, const mkv_obj *objs, siz
 /* MOON.PREFIX's (or PREFIXPIN's) reply r for n keys: how many leading
  * ones are present into *count, or the error. */
 int mkv_prefix_count(mkv_client *c, const char *verb, const redisReply *r, size_t n, size_t *count);
+/* MOON.MREMOVE's reply r for objs[0..n): each key's status (MKV_OK
+ * removed, MKV_ENOTFOUND, or its error) set, MKV_OK; or the reply's error. */
+int mkv_removed_statuses(mkv_client *c, const redisReply *r, mkv_obj *objs, size_t n);
 
 /* ---- command.c: the commands themselves are proto/cmd.h's ---- */
 /* Send cmd and free it; the reply, or NULL with *code set (see mkv_command). */

@@ -87,17 +87,24 @@ int mkv_exists_batch(mkv_client *c, mkv_obj *objs, size_t n, int *results) {
     return rc;
 }
 
-static int remove_run(mkv_client *c, mkv_obj *objs, size_t n) {
-    int rc, *got = xcalloc(n, sizeof *got);
-    redisReply *r = keys_run(c, PROTO_VERB_MREMOVE, objs, n, &rc);
-    if (r && proto_dec_removed(r, n, got) != 0)
+int mkv_removed_statuses(mkv_client *c, const redisReply *r, mkv_obj *objs, size_t n) {
+    int rc = MKV_OK, *got = xcalloc(n ? n : 1, sizeof *got);
+    if (proto_dec_removed(r, n, got) != 0)
         rc = r->type == REDIS_REPLY_ERROR ? mkv_reply_error(c, r->str, r->len) : mkv_bad_reply(c, PROTO_VERB_MREMOVE, r);
-    for (size_t i = 0; r && rc == MKV_OK && i < n; i++) {
+    for (size_t i = 0; rc == MKV_OK && i < n; i++) {
         const redisReply *e = r->element[i];
         objs[i].status = got[i] == 1 ? MKV_OK : got[i] == 0 ? MKV_ENOTFOUND : mkv_reply_error(c, e->str, e->len);
     }
-    if (r) freeReplyObject(r);
     free(got);
+    return rc;
+}
+
+static int remove_run(mkv_client *c, mkv_obj *objs, size_t n) {
+    int rc;
+    redisReply *r = keys_run(c, PROTO_VERB_MREMOVE, objs, n, &rc);
+    if (!r) return rc;
+    rc = mkv_removed_statuses(c, r, objs, n);
+    freeReplyObject(r);
     return rc;
 }
 
