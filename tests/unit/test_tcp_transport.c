@@ -316,6 +316,36 @@ static void test_wrong_secret_and_unauthenticated(void) {
     rig_down(&r);
 }
 
+/* A peer of the test's own (fn, on a thread, given the listening fd)
+ * and a transport with timeout_ms connected to it. */
+typedef struct {
+    int lfd;
+    pthread_t th;
+    te_transport *t;
+    te_path *p;
+} own_peer;
+
+static int own_peer_up(own_peer *o, void *(*fn)(void *), int timeout_ms) {
+    char err[256], addr[64];
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t sl = sizeof sa;
+    o->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (bind(o->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(o->lfd, 4) != 0) return -1;
+    getsockname(o->lfd, (struct sockaddr *)&sa, &sl);
+    pthread_create(&o->th, NULL, fn, &o->lfd);
+    te_config cfg = { .timeout_ms = timeout_ms };
+    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
+    o->t = te_tcp_create(&cfg, err, sizeof err);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    return te_connect(o->t, NULL, addr, &o->p, err, sizeof err);
+}
+
+static void own_peer_down(own_peer *o) {
+    o->t->ops->destroy(o->t);
+    pthread_join(o->th, NULL);
+    close(o->lfd);
+}
+
 /* A peer that authenticates, takes the first MiB of what is sent and
  * dies: the requests behind it are in flight when it goes, every time. */
 static void *dying_server(void *arg) {
@@ -335,23 +365,12 @@ static void *dying_server(void *arg) {
  * completes (none hangs) with TE_EIO, and a later submit fails. */
 static void test_killed_server_errors(void) {
     char err[256];
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
-    ASSERT(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
-    int fds[1] = { lfd };
-    pthread_t th;
-    pthread_create(&th, NULL, dying_server, fds);
-    te_config cfg = { .timeout_ms = 5000 };
-    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
-    te_transport *t = te_tcp_create(&cfg, err, sizeof err);
-    char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-    te_path *p;
+    own_peer o;
     te_mr *mr;
     char *buf = xmalloc(64 << 20);
-    ASSERT(te_connect(t, NULL, addr, &p, err, sizeof err) == 0);
+    ASSERT(own_peer_up(&o, dying_server, 5000) == 0);
+    te_transport *t = o.t;
+    te_path *p = o.p;
     ASSERT(t->ops->reg_mem(t, buf, 64 << 20, &mr, err, sizeof err) == 0);
     te_cap c = cap_for(0, SEG_SIZE, TE_CAP_READ | TE_CAP_WRITE);
     te_req q[8];
@@ -371,9 +390,7 @@ static void test_killed_server_errors(void) {
     ASSERT_EQ(failed, 8);
     ASSERT(mono_ms() - t0 < 4000);   /* seen at the close, not at the timeout */
     ASSERT_EQ(te_submit(t, p, q, 1), -1);
-    t->ops->destroy(t);
-    pthread_join(th, NULL);
-    close(lfd);
+    own_peer_down(&o);
     free(buf);
 }
 
@@ -391,23 +408,12 @@ static void *mute_server(void *arg) {
 }
 
 static void test_request_timeout(void) {
-    char err[256];
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
-    ASSERT(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
-    int fds[1] = { lfd };
-    pthread_t th;
-    pthread_create(&th, NULL, mute_server, fds);
-    te_config cfg = { .timeout_ms = 300 };
-    snprintf(cfg.secret, sizeof cfg.secret, SECRET);
-    te_transport *t = te_tcp_create(&cfg, err, sizeof err);
-    char addr[64], buf[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-    te_path *p;
+    char err[256], buf[64];
+    own_peer o;
     te_mr *mr;
-    ASSERT(te_connect(t, NULL, addr, &p, err, sizeof err) == 0);
+    ASSERT(own_peer_up(&o, mute_server, 300) == 0);
+    te_transport *t = o.t;
+    te_path *p = o.p;
     ASSERT(t->ops->reg_mem(t, buf, sizeof buf, &mr, err, sizeof err) == 0);
     te_cap c = cap_for(0, 64, TE_CAP_READ);
     te_req q = { .op = TE_READ, .local = buf, .len = 64, .cap = &c, .cookie = 5 };
@@ -422,9 +428,7 @@ static void test_request_timeout(void) {
     ASSERT_EQ(te_poll(t, &cq, 1, 5000), 1);
     ASSERT_EQ(cq.status, TE_ETIMEDOUT);
     ASSERT(mono_ms() - t0 >= 250 && mono_ms() - t0 < 3000);
-    t->ops->destroy(t);
-    pthread_join(th, NULL);
-    close(lfd);
+    own_peer_down(&o);
 }
 
 /* A disk cap (cap.h): the record of key's tag, of size bytes and CRC crc. */
