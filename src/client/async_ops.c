@@ -606,21 +606,27 @@ static void chunk_start(chunk *ch) {
     }
 }
 
+int mkv_op_is_batch(const mkv_op *op) {
+    return op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH ||
+           op->kind == MKV_OP_REMOVE_BATCH;
+}
+
+int mkv_op_batch_bad(const mkv_op *op) {
+    return mkv_op_is_batch(op) && op->n && (!op->objs || (op->kind == MKV_OP_EXISTS_BATCH && !op->results));
+}
+
 /* What the op asks is well formed: MKV_OK, or why not. */
 static int op_check(mkv_client *c, const mkv_op *op, int *replicas) {
     *replicas = op->replicas ? op->replicas : c->replicas;
     if (op->replicas < 0 || op->replicas > PROTO_MAX_REPLICAS)
         return mkv_fail(c, MKV_EINVAL, "replicas must be 0 to %d", PROTO_MAX_REPLICAS);
-    if (op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH ||
-        op->kind == MKV_OP_REMOVE_BATCH)
-        if (op->n && (!op->objs || (op->kind == MKV_OP_EXISTS_BATCH && !op->results))) return MKV_EINVAL;
-    return MKV_OK;
+    return mkv_op_batch_bad(op) ? MKV_EINVAL : MKV_OK;
 }
 
 void mkv_aop_start(mkv_async *a, mkv_op *op) {
     if (op->kind == MKV_OP_COMMAND_) return cmd_start(a, (mkv_cmd_op *)op);
     int replicas, rc = op_check(a->c, op, &replicas);
-    int one = op->kind == MKV_OP_PUT || op->kind == MKV_OP_GET || op->kind == MKV_OP_EXISTS || op->kind == MKV_OP_REMOVE;
+    int one = !mkv_op_is_batch(op);
     size_t n = one ? 1 : op->n, chunks = (n + PROTO_MAX_BATCH - 1) / PROTO_MAX_BATCH;
     if (rc != MKV_OK || chunks == 0) {
         op->status = rc;

@@ -541,6 +541,10 @@ struct mkv_async {
 
 /* async_ops.c: op's first step (its master leg sent, or done at once). */
 void mkv_aop_start(struct mkv_async *a, struct mkv_op *op);
+/* async_ops.c: 1 for an op over objs (the *_BATCH kinds); 1 for such an
+ * op missing its objs (or an exists batch its results). */
+int mkv_op_is_batch(const struct mkv_op *op);
+int mkv_op_batch_bad(const struct mkv_op *op);
 /* async.c, for the steps: run j->leg on a thread of a; send out (begun
  * with mkv_async_out) with fn for its reply, and free it; a callback's
  * last act on a; leases; op's status set, complete it. */

@@ -602,12 +602,17 @@ void mkv_route_face_free(mkv_route_face *rf) {
     free(rf);
 }
 
-static void rop_free(rop *o) {
+/* The parts' copies of the objs (the parts themselves stay). */
+static void parts_clear(rop *o) {
     for (int i = 0; i < o->nparts; i++) {
         free(o->parts[i].objs);
         free(o->parts[i].idx);
         free(o->parts[i].res);
     }
+}
+
+static void rop_free(rop *o) {
+    parts_clear(o);
     free(o->parts);
     free(o->todo);
     free(o);
@@ -721,11 +726,7 @@ static int rop_split(rop *o) {
 /* Split what is to send and submit the parts (all counted first: a part
  * may be done before the next is submitted). */
 static void rop_send(rop *o) {
-    for (int i = 0; i < o->nparts; i++) {
-        free(o->parts[i].objs);
-        free(o->parts[i].idx);
-        free(o->parts[i].res);
-    }
+    parts_clear(o);
     int rc = rop_split(o);
     if (rc == MKV_OK && o->nparts == 0 && o->batch) rc = o->op->objs[o->todo[0]].status;   /* every key failed */
     if (rc != MKV_OK || o->nparts == 0) return rop_finish(o, rc);
@@ -747,12 +748,10 @@ void mkv_route_face_submit(mkv_route_face *rf, mkv_op *op) {
     rop *o = xcalloc(1, sizeof *o);
     o->rf = rf;
     o->op = op;
-    o->batch = op->kind == MKV_OP_PUT_BATCH || op->kind == MKV_OP_GET_BATCH || op->kind == MKV_OP_EXISTS_BATCH ||
-               op->kind == MKV_OP_REMOVE_BATCH;
+    o->batch = mkv_op_is_batch(op);
     o->deadline = mono_ms() + (uint64_t)rf->a->c->route->timeout_ms;
     o->parts = xcalloc(PROTO_MAX_GROUPS, sizeof *o->parts);
-    if (o->batch && op->n && (!op->objs || (op->kind == MKV_OP_EXISTS_BATCH && !op->results)))
-        return rop_finish(o, MKV_EINVAL);
+    if (mkv_op_batch_bad(op)) return rop_finish(o, MKV_EINVAL);
     if (o->batch) {
         o->todo = xmalloc((op->n ? op->n : 1) * sizeof *o->todo);
         for (size_t i = 0; i < op->n; i++) o->todo[o->ntodo++] = i;
