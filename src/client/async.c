@@ -150,7 +150,7 @@ static void asend_replied(void *arg, redisReply *r, int code) {
     }
     if (is_readonly(r) && mono_ms() + LEADER_RETRY_MS < s->deadline) {
         freeReplyObject(r);
-        mkv_link_drop(s->a->c);   /* the next post asks etcd again */
+        mkv_link_retire(s->a->c);   /* a post after its replies asks etcd again */
         asend_later(s);
         return;
     }

@@ -32,8 +32,6 @@ void mkv_options_init(mkv_options *opt) {
 
 /* ---- the master connection (mlink.c) ---- */
 
-void mkv_master_drop(mkv_client *c) { mkv_link_drop(c); }
-
 /* Send one command, with MOON.RELEASE for this lane's finished reads
  * ahead of it, and wait for its reply. *sent: it went out (a command
  * whose reply was lost is never sent twice, since it may have taken
@@ -74,7 +72,7 @@ redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, co
         if (r) {
             *code = mkv_reply_error(c, r->str, r->len);
             freeReplyObject(r);
-            mkv_master_drop(c);
+            mkv_link_retire(c);
         }
         if (mono_ms() + LEADER_RETRY_MS >= deadline) return NULL;
         struct timespec ts = {0, LEADER_RETRY_MS * 1000000L};

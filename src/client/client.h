@@ -185,6 +185,8 @@ typedef struct mkv_mlink {
     pthread_cond_t cv;                   /* replies handed out, the reader left, the link broke */
     redisContext *rc;                    /* NULL: none; its fd and reader are used, not its I/O */
     int broken;                          /* its waiters failed; the next call opens another */
+    int retiring;                        /* the master is not the leader: nothing more goes on it,
+                                          * and it breaks once the replies due are in */
     int reading;                         /* a waiter reads for all of them */
     uint64_t id;                         /* core->conns when it was opened */
     mkv_waiter *head, *tail;             /* in the order their commands went out */
@@ -241,8 +243,10 @@ void mkv_link_free(mkv_mlink *L);
 void mkv_link_where(mkv_client *c, const char *host, int port);
 /* Open the connection unless it is up: MKV_OK or why not. */
 int mkv_link_open(mkv_client *c);
-/* Break the connection (its calls fail, the next one reopens it). */
-void mkv_link_drop(mkv_client *c);
+/* The master answered READONLY (not the leader): no more commands go on
+ * this connection, the ones on it keep their replies, and it closes once
+ * they are in, so the next call asks etcd again. */
+void mkv_link_retire(mkv_client *c);
 void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen);
 /* from's commands after o's. */
 void mkv_out_append(mkv_out *o, const mkv_out *from);
@@ -354,8 +358,6 @@ struct mkv_client {
 int mkv_lane_options(mkv_client *c, const mkv_options *opt);
 /* Free what a lane alone holds (not the core). */
 void mkv_lane_free(mkv_client *c);
-/* Close the master connection (it is reopened by the next command). */
-void mkv_master_drop(mkv_client *c);
 /* Record why and return code, so error paths read `return mkv_fail(...)`. */
 int mkv_fail(mkv_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -19,7 +19,9 @@
  * A connection that breaks (closed, a write fails, a reply overdue, the
  * etcd leader changed) fails every waiter on it at once; the next call
  * opens a new one. A command whose reply was lost is never sent again,
- * since it may have taken effect. */
+ * since it may have taken effect. A master that says it is not the
+ * leader (READONLY) retires the connection instead: nothing more goes
+ * on it, the replies it owes are still handed out, then it breaks. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -102,10 +104,18 @@ static void link_broke(mkv_mlink *L, int code, const char *why) {
     pthread_cond_broadcast(&L->cv);
 }
 
-void mkv_link_drop(mkv_client *c) {
+#define NOT_LEADER "the master is not the leader"
+
+/* Breaking it at once would fail the commands behind the refused one,
+ * and those may have been answered by a master that has just begun to
+ * lead (an election's winner answers READONLY until its loop hears). */
+void mkv_link_retire(mkv_client *c) {
     mkv_mlink *L = &c->core->link;
     pthread_mutex_lock(&L->mu);
-    if (L->rc) link_broke(L, MKV_ECONN, "connection dropped");
+    if (L->rc && !L->broken) {
+        if (L->head) L->retiring = 1;
+        else link_broke(L, MKV_ECONN, NOT_LEADER);
+    }
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -170,6 +180,7 @@ static int link_open(mkv_client *c, mkv_mlink *L) {
     L->rc = rc;
     L->watched = watched;
     L->broken = 0;
+    L->retiring = 0;
     L->id = id;
     pthread_mutex_unlock(&L->mu);
     return MKV_OK;
@@ -252,6 +263,10 @@ static int hand_out(mkv_mlink *L) {
             leader_watch_busy(L->watched, 0);
         }
         waiter_done(L, w);
+        if (!L->head && L->retiring) {   /* the last reply it owed */
+            link_broke(L, MKV_ECONN, NOT_LEADER);
+            return 0;
+        }
     }
 }
 
@@ -371,8 +386,9 @@ static int link_post(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_waiter
         return rc;
     }
     pthread_mutex_lock(&L->mu);
-    if (L->broken) {   /* between link_ready and now: nothing sent */
-        rc = mkv_fail(c, L->why_code, "master %s:%d: %s", L->host, L->port, L->why);
+    if (L->broken || L->retiring) {   /* between link_ready and now, or replies still due: nothing sent */
+        rc = L->broken ? mkv_fail(c, L->why_code, "master %s:%d: %s", L->host, L->port, L->why)
+                       : mkv_fail(c, MKV_ECONN, "master %s:%d: %s (replies still due)", L->host, L->port, NOT_LEADER);
         pthread_mutex_unlock(&L->mu);
         pthread_mutex_unlock(&L->send_mu);
         return rc;

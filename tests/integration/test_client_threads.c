@@ -646,6 +646,43 @@ static void test_async_master_killed_mid_flight(void) {
     ASSERT_EQ(after, MKV_ECONN);
 }
 
+/* A master answering READONLY (no longer, or not yet, the leader) to one
+ * command retires the connection (client/mlink.c): the commands already
+ * on it keep their replies, since the master may have begun to lead and
+ * done them, and the next call opens another. Here the retire comes
+ * while the master is stopped with MANY exists in flight; before, it
+ * broke the connection and all MANY failed with ECONN. */
+static void test_async_retired_link_keeps_replies(void) {
+    pid_t aux = h_start_master(PORT_AUX, NULL);
+    ASSERT_MSG(aux > 0, "aux master did not start");
+    mkv_client *c = NULL;
+    mkv_async *a = NULL;
+    many_run *r = NULL;
+    int rc = aux_open(&c, &a, &r, "retired");
+    int ran = -1, answered = -1, conns = -1, conns_after = -1, after = -1;
+    if (rc == MKV_OK && (rc = mkv_link_open(c)) == MKV_OK) {
+        conns = mkv_link_connections(c);
+        h_sigstop(aux);
+        rc = many_submit(a, r, 0, MKV_OP_EXISTS);
+        usleep(300 * 1000);   /* sent by the face's thread by now; their replies are due */
+        mkv_link_retire(c);
+        kill(aux, SIGCONT);
+        ran = many_wait(a, r, MANY, 60000);
+        answered = many_count(r, 0, MANY, 0);   /* none of the keys exists */
+        mkv_op late = {.kind = MKV_OP_EXISTS, .key = "late", .keylen = 4, .done = count_done, .ctx = r};
+        if (mkv_async_submit(a, &late) == MKV_OK && many_wait(a, r, MANY + 1, 60000) == MANY + 1)
+            after = late.status;
+        conns_after = mkv_link_connections(c);
+    }
+    aux_close(c, a, r);
+    h_kill(aux);
+    ASSERT_MSG(rc == MKV_OK, "setup or submit: %s (%s)", mkv_strerror(rc), mkv_last_error(NULL));
+    ASSERT_EQ(ran, MANY);
+    ASSERT_EQ(answered, MANY);
+    ASSERT_EQ(after, 0);
+    ASSERT_EQ(conns_after, conns + 1);   /* the retired one closed, another opened */
+}
+
 /* A client holding a pin makes no call while its master is killed -9
  * and started again on its port (the nodes report their objects): its
  * keeper thread (client/pinkeep.c) reconnects and pins the key again,
@@ -717,6 +754,7 @@ int main(void) {
     RUN_TEST(test_async_many_one_thread);
     RUN_TEST(test_async_stopped_master_times_out_together);
     RUN_TEST(test_async_master_killed_mid_flight);
+    RUN_TEST(test_async_retired_link_keeps_replies);
     RUN_TEST(test_pin_kept_across_master_restart);
     h_kill_all();
     TEST_EXIT();

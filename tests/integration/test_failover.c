@@ -230,8 +230,11 @@ static int as_until_ok(mkv_op *ops, int n, int ms) {
 static void test_async_across_failover(void) {
     ASSERT(as.a != NULL);
     int put = as_wait(ASYNC_N, 40000), reached = 0, put_ok = 0, got_ok = 0, same = 1;
-    for (int i = 0; i < ASYNC_N; i++)
-        reached += as.ops[i].status == MKV_OK || as.ops[i].status == MKV_ETRYAGAIN;
+    for (int i = 0; i < ASYNC_N; i++) {
+        int st = as.ops[i].status, ok = st == MKV_OK || st == MKV_ETRYAGAIN;
+        reached += ok;
+        if (!ok) printf("# async put %d ended %s\n", i, mkv_strerror(st));
+    }
     printf("# async: %d puts submitted after the kill, %d reached the new leader (the first: %s) after %lld ms\n",
            put, reached, mkv_strerror(as.ops[0].status), (long long)(as.last_ms - as.submitted_ms));
     if (reached == ASYNC_N) put_ok = as_until_ok(as.ops, ASYNC_N, 30000);
