@@ -76,7 +76,6 @@ struct gw_call {
     gw_job job;               /* answers none came for, by blocking calls on a worker */
     struct gw_keyspace *ks;   /* DBSIZE, SCAN, KEYS, INFO, FLUSHALL: the store's answer */
     size_t nans, asking;      /* replies still to come */
-    ma_chunk *chunks;         /* DEL of several keys: its MOON.MREMOVE commands */
     int writes;               /* SET, DEL: later commands on its keys wait */
     int nkeys;                /* argv[1..nkeys] */
     reply_slot *slot;         /* its reply's place; NULL: the client is blocked */
@@ -491,7 +490,6 @@ static void call_finish(gw_call *call) {
     if (call->c) call_answer(call, call->c);
     else if (call->put) s->ops->put_end(s, call->put);   /* its client is gone; a value it sent in full stays stored */
     free(call->ans);
-    free(call->chunks);
     keyspace_free(call->ks);
     call_free(call);
 }
@@ -612,14 +610,8 @@ static void async_set_command(client *c) {
     call_ship(call);
 }
 
-/* ---- DEL, EXISTS, STRLEN, TYPE, TTL, a stored SET's bytes: asked ahead over
- * the asynchronous master connection ---- */
-
-/* A reply's place: the call and its key. */
-typedef struct gw_ask {
-    gw_call *call;
-    size_t i;
-} gw_ask;
+/* ---- DEL, EXISTS, STRLEN, TYPE, TTL, a stored SET's bytes: asked on
+ * the client's async face, answered on the loop ---- */
 
 static void answered(gw_call *call) { call_finish(call); }
 
@@ -635,8 +627,8 @@ static void ask_ran(gw_job *j) {
 }
 
 /* Every answer asked is in. Keys whose answer did not come (the
- * connection failed, or there is none: master groups) are asked by
- * blocking calls on a worker, never on the loop. */
+ * connection failed, a key was refused, or STRLEN over groups) are asked
+ * by blocking calls on a worker, never on the loop. */
 static void ask_done(gw_call *call) {
     if (--call->asking) return;
     int missing = 0;
@@ -658,63 +650,34 @@ static long long object_size(const redisReply *r, uint32_t *crc) {
     return got < 0 || size > INT64_MAX ? -2 : got ? (long long)size : -1;
 }
 
-/* MOON.REMOVE's or MOON.EXISTS's integer, MOON.OBJECT's size and CRC;
- * anything else leaves the key unanswered (a worker then asks). */
-static void ask_reply(const redisReply *r, void *ctx) {
-    gw_ask *k = ctx;
-    gw_answer *a = &k->call->ans[k->i];
-    long long n = !r ? -2 : r->type == REDIS_REPLY_INTEGER ? r->integer : object_size(r, &a->crc);
+/* MOON.OBJECT's size and CRC for the call's one key; anything else
+ * leaves it unanswered (a worker then asks). */
+static void object_reply(const redisReply *r, void *ctx) {
+    gw_call *call = ctx;
+    gw_answer *a = &call->ans[0];
+    long long n = r ? object_size(r, &a->crc) : -2;
     if (n >= -1) {
         a->answered = 1;
         a->n = n;
     }
-    ask_done(k->call);
-}
-
-/* Ask the master verb for key (answer i), pipelined: 1 if sent. */
-static int ask_one(master_async *ma, gw_call *call, size_t i, const char *verb, const void *key, size_t keylen) {
-    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
-    asks[i] = (gw_ask){.call = call, .i = i};
-    proto_cmd cmd;
-    proto_cmd_key(&cmd, verb, key, keylen);
-    int sent = master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, ask_reply, &asks[i]) == 0;
-    proto_cmd_free(&cmd);
-    if (!sent) return 0;
-    call->asking++;
-    return 1;
-}
-
-/* MOON.MREMOVE's answer for a chunk of a DEL's keys (the asks, from
- * ch->first on, name their answers); a refused key (pinned, ...) or a
- * lost reply leaves its keys unanswered (a worker then asks). */
-static void mremove_reply(const redisReply *r, void *ctx) {
-    const ma_chunk *ch = ctx;
-    gw_call *call = ch->owner;
-    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
-    int *got = xcalloc(ch->n, sizeof *got);
-    for (size_t j = 0; proto_dec_removed(r, ch->n, got) == 0 && j < ch->n; j++) {
-        gw_answer *a = &call->ans[asks[ch->first + j].i];
-        if (got[j] < 0) continue;
-        a->answered = 1;
-        a->n = got[j];
-    }
-    free(got);
     ask_done(call);
 }
 
-static void mremove_item(void *owner, size_t k, const char **argv, size_t *lens, char (*num)[24]) {
-    const gw_call *call = owner;
-    const gw_answer *a = &call->ans[((const gw_ask *)(call->ans + call->nans))[k].i];
-    argv[0] = a->key;
-    lens[0] = a->keylen;
+/* MOON.OBJECT for the call's one key (answer 0), pipelined. */
+static void ask_object(master_async *ma, gw_call *call) {
+    proto_cmd cmd;
+    proto_cmd_key(&cmd, PROTO_VERB_OBJECT, call->ans[0].key, call->ans[0].keylen);
+    if (master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, object_reply, call) == 0) call->asking++;
+    proto_cmd_free(&cmd);
 }
 
-/* Over master groups: a DEL's or EXISTS's (TYPE's, TTL's) keys as one
- * operation on the router's async face, split there by group. */
+/* A DEL's or EXISTS's (TYPE's, TTL's) keys as one operation on the
+ * client's async face (over groups the router's, split there by group). */
 typedef struct face_ask {
     mkv_op op;                /* first: its completion */
     gw_call *call;
-    int *res;
+    int *res;                 /* EXISTS: each key's flag */
+    size_t *idx;              /* objs[k] is answer idx[k] */
     mkv_obj objs[];
 } face_ask;
 
@@ -723,48 +686,41 @@ typedef struct face_ask {
 static void face_answered(mkv_op *op) {
     face_ask *q = (face_ask *)op;
     gw_call *call = q->call;
-    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
     for (size_t k = 0; k < op->n; k++) {
-        gw_answer *a = &call->ans[asks[k].i];
+        gw_answer *a = &call->ans[q->idx[k]];
         int st = q->objs[k].status;
         if (op->kind == MKV_OP_REMOVE_BATCH && (st == MKV_OK || st == MKV_ENOTFOUND)) a->n = st == MKV_OK;
         else if (op->kind == MKV_OP_EXISTS_BATCH && op->status == MKV_OK && st == MKV_OK) a->n = q->res[k] == 1;
         else continue;
         a->answered = 1;
     }
-    free(q->res);
     free(q);
     ask_done(call);
 }
 
-static void ask_face(mkv_async *face, gw_call *call, size_t m, int remove) {
-    face_ask *q = xcalloc(1, sizeof *q + m * sizeof(mkv_obj));
-    const gw_ask *asks = (const gw_ask *)(call->ans + call->nans);
-    for (size_t k = 0; k < m; k++) q->objs[k] = (mkv_obj){.key = call->ans[asks[k].i].key, .keylen = call->ans[asks[k].i].keylen};
+/* The call's keys a master could hold (duplicates too: EXISTS counts
+ * each), one allocation with their flags and places. */
+static void ask_face(mkv_async *face, gw_call *call, int remove) {
+    size_t n = call->nans, m = 0;
+    face_ask *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(int) + sizeof(size_t)));
+    q->idx = (size_t *)(q->objs + n);
+    q->res = (int *)(q->idx + n);
+    for (size_t i = 0; i < n; i++) {
+        const gw_answer *a = &call->ans[i];
+        if (!cluster_key_ok(a->keylen)) continue;
+        q->idx[m] = i;
+        q->objs[m++] = (mkv_obj){.key = a->key, .keylen = a->keylen};
+    }
     q->call = call;
-    q->res = remove ? NULL : xcalloc(m, sizeof *q->res);
     q->op = (mkv_op){.kind = remove ? MKV_OP_REMOVE_BATCH : MKV_OP_EXISTS_BATCH, .objs = q->objs, .n = m,
                      .results = q->res, .done = face_answered};
-    if (mkv_async_submit(face, &q->op) == MKV_OK) {
-        call->asking++;
-        return;
-    }
-    free(q->res);
-    free(q);
-}
-
-/* A DEL's keys (the ones a master could hold, m of them, their answers
- * named by the asks) as MOON.MREMOVE commands of up to 4096 keys. */
-static void ask_removes(master_async *ma, gw_call *call, size_t m) {
-    static const char *const head[] = {PROTO_VERB_MREMOVE};
-    int failed = 0;
-    call->asking += master_async_send_batch(ma, head, 1, m, 1, mremove_item, call, &call->chunks, mremove_reply,
-                                            &failed);
+    if (m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) call->asking++;
+    else free(q);
 }
 
 static void answers_alloc(gw_call *call, size_t n) {
     call->nans = n;
-    call->ans = xcalloc(n, sizeof(gw_answer) + sizeof(gw_ask));
+    call->ans = xcalloc(n, sizeof(gw_answer));
 }
 
 /* The master command answering a key for the shared command c runs. */
@@ -781,31 +737,26 @@ static gw_call *ask_call_start(client *c, size_t n) {
     return call;
 }
 
-/* DEL key [key ...] / EXISTS key [key ...] / STRLEN, TYPE, TTL, PTTL key: one command per key, all
- * sent at once (pipelined with every other's); the shared command then
- * runs on the answers. Keys no master would know are answered by it. */
+/* DEL key [key ...] / EXISTS key [key ...] / TYPE, TTL, PTTL key: the
+ * keys as one batch operation on the client's async face (one
+ * MOON.MREMOVE or MOON.MEXISTS per 4096 keys; over groups one per group,
+ * the parts at once); STRLEN key: one MOON.OBJECT, which the face has no
+ * operation for. Both pipelined with every other's; the reply is written
+ * once from the answers. Keys no master would know are answered "no". */
 static void async_ask_command(client *c) {
     gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
     master_async *ma = cluster_store_master(c->srv->store);
+    mkv_async *face = cluster_store_face(c->srv->store);
     const char *verb = call->verb = ask_verb(c);
-    gw_ask *asks = (gw_ask *)(call->ans + call->nans);
-    size_t m = 0;   /* keys a master could hold, named in asks[0..m) for MOON.MREMOVE */
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
-        gw_answer *a = &call->ans[i];
-        a->key = call->argv[i + 1].ptr;
-        a->keylen = call->argv[i + 1].len;
-        if (cluster_key_ok(a->keylen)) asks[m++] = (gw_ask){.call = call, .i = i};
+        call->ans[i].key = call->argv[i + 1].ptr;
+        call->ans[i].keylen = call->argv[i + 1].len;
     }
-    mkv_async *face = ma ? NULL : cluster_store_face(c->srv->store);
-    int remove = strcmp(verb, PROTO_VERB_REMOVE) == 0;
-    if (face && m > 0 && (remove || strcmp(verb, PROTO_VERB_EXISTS) == 0)) {   /* over groups */
-        ask_face(face, call, m, remove);
-    } else if (ma && m > 1 && remove) {   /* one MOON.MREMOVE, not a MOON.REMOVE per key */
-        ask_removes(ma, call, m);
-    } else {   /* ask_one's place for key i is asks[i] */
-        for (size_t i = 0; ma && i < call->nans; i++)
-            if (cluster_key_ok(call->ans[i].keylen)) ask_one(ma, call, i, verb, call->ans[i].key, call->ans[i].keylen);
+    if (strcmp(verb, PROTO_VERB_OBJECT) != 0) {
+        if (face) ask_face(face, call, strcmp(verb, PROTO_VERB_REMOVE) == 0);
+    } else if (ma && cluster_key_ok(call->ans[0].keylen)) {   /* STRLEN: one key */
+        ask_object(ma, call);
     }
     ask_done(call);
 }
@@ -823,7 +774,7 @@ static int ask_same_bytes(gw_call *call) {
     call->ans[0].keylen = call->argv[1].len;
     call->verb = PROTO_VERB_OBJECT;
     call->asking = 1;
-    if (ma) ask_one(ma, call, 0, call->verb, call->argv[1].ptr, call->argv[1].len);
+    if (ma) ask_object(ma, call);
     ask_done(call);
     return 1;
 }

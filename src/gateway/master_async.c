@@ -92,6 +92,8 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
     return sent;
 }
 
+mkv_async *master_async_face(master_async *m) { return m->face; }
+
 int master_async_local_addr(master_async *m, struct sockaddr_storage *ss) {
     return mkv_master_local_addr(m->mc, ss) == MKV_OK ? 0 : -1;
 }

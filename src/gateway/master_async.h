@@ -53,6 +53,10 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
                                int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
                                master_async_cb *cb, int *failed);
 
+/* The face the commands go on (its completions drain on the loop): the
+ * gateway submits the face's own operations there too (DEL, EXISTS). */
+struct mkv_async *master_async_face(master_async *m);
+
 /* The local address of the client's master connection (the interface
  * the master is reached by): 0, or -1 while it has none open. */
 struct sockaddr_storage;

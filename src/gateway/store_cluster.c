@@ -91,7 +91,10 @@ workers *cluster_store_workers(store *s) { return cs_of(s)->workers; }
 struct read_batcher *cluster_store_reads(store *s) { return cs_of(s)->reads; }
 struct get_streamer *cluster_store_gets(store *s) { return cs_of(s)->gets; }
 master_async *cluster_store_master(store *s) { return cs_of(s)->ma; }
-mkv_async *cluster_store_face(store *s) { return cs_of(s)->face; }
+mkv_async *cluster_store_face(store *s) {
+    cluster_store *cs = cs_of(s);
+    return cs->ma ? master_async_face(cs->ma) : cs->face;
+}
 
 static void face_ready(event_loop *el, int fd, void *data, int mask) { mkv_async_drain(data); }
 

@@ -70,9 +70,10 @@ void cluster_answer(mkv_client *mc, const char *verb, gw_answer *a, size_t n);
 /* The asynchronous master connection (through etcd the client's:
  * master_async_over); NULL without one (master groups). */
 struct master_async *cluster_store_master(store *s);
-/* Over master groups, the process's client's async face for this loop
- * (the router's: each operation's keys to their groups, the parts at
- * once), completed on the loop; NULL otherwise. */
+/* The process's client's async face for this loop, completed on the
+ * loop (over groups the router's: each operation's keys to their groups,
+ * the parts at once; else the asynchronous connection's); NULL if none
+ * could be opened. */
 struct mkv_async *cluster_store_face(store *s);
 
 #endif

@@ -26,6 +26,7 @@ static int port0;
 #define GATEWAY_PORT (port0 + 1)
 #define NODE_PORT    (port0 + 2)   /* data plane on NODE_PORT + 10 */
 #define SA_PORT      (port0 + 3)   /* a standalone that must refuse --io-threads */
+#define MASTER_METRICS (port0 + 4) /* the master's /metrics: its commands, counted by name */
 #define TIME_LIMIT_S 120
 #define NCONN        8
 #define BIG          (1024 * 1024 + 17)
@@ -36,7 +37,10 @@ static redisContext *master;          /* the test's own, opened after the gatewa
 static long long master_clients_before;   /* connected_clients before the gateway came (the test's own one of them) */
 
 static int start_cluster(void) {
-    if (h_start_master(MASTER_PORT, NULL) < 0) return -1;
+    char metrics[16];
+    snprintf(metrics, sizeof metrics, "%d", MASTER_METRICS);
+    const char *const mflags[] = {"--metrics-port", metrics, NULL};
+    if (h_start_master(MASTER_PORT, mflags) < 0) return -1;
     if (h_start_node(MASTER_PORT, NODE_PORT, NODE_PORT + 10, "256MB") < 0) return -1;
     if (h_wait_nodes(MASTER_PORT, "alive", 1, 20000) != 0) return -1;
     redisContext *m = h_redis(MASTER_PORT);   /* closed before the gateway forks: it would inherit it */
@@ -218,6 +222,68 @@ static void test_commands_over_the_face(void) {
     ASSERT_EQ(conns_to(gw_pid, MASTER_PORT), 1);
 }
 
+/* The master's count of the commands named (their sum), -1 if unknown. */
+static long long master_calls(const char *const *names) {
+    long long sum = 0;
+    for (; *names; names++) {
+        long long n = h_command_calls(MASTER_METRICS, *names);
+        if (n < 0) return -1;
+        sum += n;
+    }
+    return sum;
+}
+
+/* DEL and EXISTS of many keys each send one command to the master (one
+ * MOON.MREMOVE, one MOON.MEXISTS: the face's batches), not one per key;
+ * EXISTS counts a key named twice twice, DEL removes it once, as
+ * redis-server does; TYPE and TTL are one command each. */
+static void test_keys_one_master_command(void) {
+    static const char *const exists[] = {"moon.exists", "moon.mexists", NULL};
+    static const char *const removes[] = {"moon.remove", "moon.mremove", NULL};
+    enum { N = 40 };
+    redisContext *c = conns[2];
+    char keys[N][24];
+    const char *argv[2 * N + 4];
+    size_t lens[2 * N + 4];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "many:%d", i);
+        if (i % 2) continue;   /* half of them stored */
+        redisReply *r = redisCommand(c, "SET %s v%d", keys[i], i);
+        ASSERT(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    /* EXISTS many:0 .. many:39 many:0 many:1: 20 stored, many:0 twice */
+    int argc = 0;
+    argv[argc++] = "EXISTS";
+    for (int i = 0; i < N + 2; i++) argv[argc++] = keys[i % N];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    long long e0 = master_calls(exists), r0 = master_calls(removes);
+    ASSERT(e0 >= 0 && r0 >= 0);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == N / 2 + 1);
+    freeReplyObject(r);
+    long long e1 = master_calls(exists);
+    printf("# EXISTS of %d keys: %lld master commands\n", N + 2, e1 - e0);
+    ASSERT_EQ(e1 - e0, 1);
+    argv[0] = "DEL";   /* the same keys: many:0 is removed once */
+    lens[0] = 3;
+    r = redisCommandArgv(c, argc, argv, lens);
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == N / 2);
+    freeReplyObject(r);
+    long long r1 = master_calls(removes);
+    printf("# DEL of %d keys: %lld master commands\n", N + 2, r1 - r0);
+    ASSERT_EQ(r1 - r0, 1);
+    ASSERT_EQ(reply_int(c, "EXISTS %s %s", keys[0], keys[2], NULL), 0);
+    ASSERT_EQ(reply_int(c, "DEL %s", keys[0], NULL, NULL), 0);
+    r = redisCommand(c, "TYPE %s", keys[4]);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "none") == 0);
+    freeReplyObject(r);
+    ASSERT_EQ(reply_int(c, "TTL %s", keys[4], NULL, NULL), -2);
+    ASSERT_EQ(master_calls(exists) - e1, 3);   /* EXISTS, TYPE, TTL */
+    ASSERT_EQ(master_calls(removes) - r1, 1);
+    ASSERT_EQ(h_info_field(c, "gateway", "loop_blocking_calls"), 0);
+}
+
 /* SIGTERM stops every loop and the process exits cleanly (under ASan:
  * without leaks) while clients are still connected to both. */
 static void test_clean_stop(void) {
@@ -252,6 +318,7 @@ int main(void) {
     RUN_TEST(test_one_store_for_every_loop);
     RUN_TEST(test_one_master_connection_per_process);
     RUN_TEST(test_commands_over_the_face);
+    RUN_TEST(test_keys_one_master_command);
     RUN_TEST(test_clean_stop);
     RUN_TEST(test_standalone_refuses);
     for (int i = 0; i < NCONN; i++) redisFree(conns[i]);

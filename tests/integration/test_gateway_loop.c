@@ -203,28 +203,9 @@ static void test_no_blocking_call_on_the_loop(void) {
     ASSERT_EQ(blocking_calls(), 0);
 }
 
-/* GET /metrics: the whole HTTP response, NULL on failure (caller frees). */
-static char *scrape(void) {
-    int fd = h_raw_connect(METRICS_PORT, 0);
-    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    if (fd < 0 || h_send_all(fd, req, sizeof req - 1) != 0) {
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    size_t len = 0, cap = 1 << 16;
-    char *out = malloc(cap);
-    for (ssize_t n; out && (n = read(fd, out + len, cap - 1 - len)) > 0;) {
-        len += (size_t)n;
-        if (len == cap - 1) out = realloc(out, cap *= 2);
-    }
-    close(fd);
-    if (out) out[len] = '\0';
-    return out;
-}
-
 static void test_metrics_scrape_does_not_block(void) {
     for (int i = 0; i < 3; i++) {
-        char *body = scrape();
+        char *body = h_metrics(METRICS_PORT);
         int ok = body && strncmp(body, "HTTP/1.1 200", 12) == 0 && strstr(body, "moonkv_gateway_jobs_inflight") &&
                  strstr(body, "\nmoonkv_gateway_loop_blocking_calls_total 0\n");
         free(body);

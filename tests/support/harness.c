@@ -137,6 +137,37 @@ int h_raw_connect_to(int port, int rcvbuf, int timeout_s) {
 
 int h_raw_connect(int port, int rcvbuf) { return h_raw_connect_to(port, rcvbuf, 0); }
 
+char *h_metrics(int port) {
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = h_raw_connect_to(port, 0, 20);
+    if (fd < 0 || h_send_all(fd, req, sizeof req - 1) != 0) {
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    for (ssize_t n; out && (n = read(fd, out + len, cap - 1 - len)) > 0;) {
+        len += (size_t)n;
+        if (len == cap - 1) out = realloc(out, cap *= 2);
+    }
+    close(fd);
+    if (out) out[len] = '\0';
+    return out;
+}
+
+long long h_command_calls(int port, const char *name) {
+    char *body = h_metrics(port), series[128];
+    if (!body || strncmp(body, "HTTP/1.1 200", 12) != 0) {
+        free(body);
+        return -1;
+    }
+    snprintf(series, sizeof series, "\nmoonkv_commands_total{cmd=\"%s\"} ", name);
+    const char *p = strstr(body, series);
+    long long n = p ? atoll(p + strlen(series)) : 0;
+    free(body);
+    return n;
+}
+
 int h_send_all(int fd, const void *p, size_t n) {
     const char *s = p;
     while (n) {

@@ -142,6 +142,13 @@ int h_send_all(int fd, const void *p, size_t n);
  * the socket's receive timeout): how many. */
 size_t h_recv_all(int fd, void *p, size_t n);
 
+/* GET /metrics of a server whose --metrics-port is port: the whole HTTP
+ * response (the caller frees it), NULL if it cannot be read. */
+char *h_metrics(int port);
+/* How many times that server ran command name (lower case, its
+ * moonkv_commands_total): 0 if never, -1 if /metrics cannot be read. */
+long long h_command_calls(int port, const char *name);
+
 /* Resident set size of process pid in kB (VmRSS), -1 if unknown. */
 long h_rss_kb(pid_t pid);
 /* CPU seconds pid has used (utime + stime of /proc/pid/stat), or -1. */
