@@ -69,6 +69,11 @@ int mkv_op_run(mkv_client *c, mkv_op *op) {
     case MKV_OP_EXISTS_BATCH: op->status = mkv_exists_batch(c, op->objs, op->n, op->results); break;
     case MKV_OP_REMOVE: op->status = mkv_remove(c, op->key, op->keylen); break;
     case MKV_OP_REMOVE_BATCH: op->status = mkv_remove_batch(c, op->objs, op->n); break;
+    case MKV_OP_STAT: {
+        uint64_t size = 0;
+        if ((op->status = mkv_stat(c, op->key, op->keylen, &size, &op->crc)) == MKV_OK) op->len = (size_t)size;
+        break;
+    }
     default: op->status = MKV_EINVAL;
     }
     return op->status;
@@ -351,7 +356,7 @@ static int enqueue(mkv_async *a, mkv_op *op) {
 }
 
 int mkv_async_submit(mkv_async *a, mkv_op *op) {
-    if (!a || !op || (unsigned)op->kind > MKV_OP_REMOVE_BATCH) return MKV_EINVAL;
+    if (!a || !op || (unsigned)op->kind > MKV_OP_STAT) return MKV_EINVAL;
     return enqueue(a, op);
 }
 

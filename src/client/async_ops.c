@@ -7,8 +7,8 @@
  * the gateway moves bytes. Between legs an operation is a record in a
  * queue: no thread waits for the master.
  *
- * - exists, remove, exists batch, remove batch: one command, done in
- *   its callback.
+ * - exists, remove, stat, exists batch, remove batch: one command
+ *   (MOON.OBJECT for a stat: no lease, no bytes), done in its callback.
  * - put: PUTSTART (MPUTSTART PACKED for a batch), the write on a thread,
  *   then PUTEND (MPUTEND PACKED) with the failed ones' PUTREVOKEs ahead
  *   of it in the same write. A write a node's fault failed is placed
@@ -57,7 +57,7 @@ typedef struct chunk {
 
 static int single(const aop *o) {
     mkv_op_kind k = o->op->kind;
-    return k == MKV_OP_PUT || k == MKV_OP_GET || k == MKV_OP_EXISTS || k == MKV_OP_REMOVE;
+    return k == MKV_OP_PUT || k == MKV_OP_GET || k == MKV_OP_EXISTS || k == MKV_OP_REMOVE || k == MKV_OP_STAT;
 }
 
 static void chunk_free(chunk *ch) {
@@ -74,7 +74,8 @@ static void chunk_free(chunk *ch) {
  * chunk's failure); the operation completes with its last chunk. */
 static void chunk_done(chunk *ch, int status) {
     aop *o = ch->o;
-    if (o->op->kind == MKV_OP_GET && (status == MKV_OK || status == MKV_ETOOSMALL)) o->op->len = ch->one.len;
+    if ((o->op->kind == MKV_OP_GET || o->op->kind == MKV_OP_STAT) && (status == MKV_OK || status == MKV_ETOOSMALL))
+        o->op->len = ch->one.len;
     int ok = MKV_OK;
     if (status != MKV_OK)
         __atomic_compare_exchange_n(&o->status, &ok, status, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -118,15 +119,29 @@ static size_t idx_ok(chunk *ch) {
     return ch->m = k;
 }
 
-/* ---- exists, remove, exists batch ---- */
+/* ---- exists, remove, stat, exists batch ---- */
+
+static const char *key_verb(const chunk *ch) {
+    mkv_op_kind k = ch->o->op->kind;
+    return k == MKV_OP_EXISTS ? PROTO_VERB_EXISTS : k == MKV_OP_STAT ? PROTO_VERB_OBJECT : PROTO_VERB_REMOVE;
+}
+
+/* A stat's MOON.OBJECT: the size into one.len and the CRC into the op. */
+static int stat_status(chunk *ch, const redisReply *r) {
+    uint64_t size = 0;
+    int got = proto_dec_object(r, &size, &ch->o->op->crc);
+    if (got < 0) return mkv_bad_reply(ch->o->a->c, PROTO_VERB_OBJECT, r);
+    if (got) ch->one.len = (size_t)size;
+    return got ? MKV_OK : MKV_ENOTFOUND;
+}
 
 static void key_replied(void *arg, redisReply *r, int code) {
     chunk *ch = arg;
     mkv_async *a = ch->o->a;
     int exists = ch->o->op->kind == MKV_OP_EXISTS, st = code;
-    const char *verb = exists ? PROTO_VERB_EXISTS : PROTO_VERB_REMOVE;
     long long v;
-    if (r && proto_dec_int(r, INT64_MIN, INT64_MAX, &v) != 0) st = mkv_bad_reply(a->c, verb, r);
+    if (r && ch->o->op->kind == MKV_OP_STAT) st = stat_status(ch, r);
+    else if (r && proto_dec_int(r, INT64_MIN, INT64_MAX, &v) != 0) st = mkv_bad_reply(a->c, key_verb(ch), r);
     else if (r) st = exists ? v != 0 : v ? MKV_OK : MKV_ENOTFOUND;
     if (r) freeReplyObject(r);
     chunk_done(ch, st);
@@ -137,8 +152,7 @@ static void key_start(chunk *ch) {
     int rc = mkv_check_key(ch->o->a->c, ch->one.key, ch->one.keylen);
     if (rc != MKV_OK) return chunk_done(ch, rc);
     proto_cmd cmd;
-    proto_cmd_key(&cmd, ch->o->op->kind == MKV_OP_EXISTS ? PROTO_VERB_EXISTS : PROTO_VERB_REMOVE, ch->one.key,
-                  ch->one.keylen);
+    proto_cmd_key(&cmd, key_verb(ch), ch->one.key, ch->one.keylen);
     mkv_out out;
     begin(ch, &out);
     send_cmd(ch, &out, &cmd, key_replied);
@@ -597,7 +611,8 @@ static chunk *chunk_new(aop *o, mkv_obj *objs, int *results, size_t n, int repli
 static void chunk_start(chunk *ch) {
     switch (ch->o->op->kind) {
     case MKV_OP_EXISTS:
-    case MKV_OP_REMOVE: key_start(ch); break;
+    case MKV_OP_REMOVE:
+    case MKV_OP_STAT: key_start(ch); break;
     case MKV_OP_EXISTS_BATCH: mexists_start(ch); break;
     case MKV_OP_REMOVE_BATCH: mremove_start(ch); break;
     case MKV_OP_PUT:

@@ -1,7 +1,7 @@
 /* moonkv_async.h - libmoonkv's asynchronous face.
  *
  * Submit an operation (put, get, batch put/get, exists, exists batch,
- * remove, remove batch) and go on; it completes later, on the same mkv_client as the
+ * remove, remove batch, stat) and go on; it completes later, on the same mkv_client as the
  * blocking calls of moonkv.h (one core: see there). Each completion is
  * told one of two ways, chosen at open:
  *
@@ -55,7 +55,8 @@ typedef enum mkv_op_kind {
     MKV_OP_EXISTS,        /* key: status 1, 0 or an error (mkv_exists) */
     MKV_OP_EXISTS_BATCH,  /* objs, n, results */
     MKV_OP_REMOVE,        /* key */
-    MKV_OP_REMOVE_BATCH   /* objs, n: each obj's status (mkv_remove_batch) */
+    MKV_OP_REMOVE_BATCH,  /* objs, n: each obj's status (mkv_remove_batch) */
+    MKV_OP_STAT           /* key: len the object's size, crc its CRC32C (mkv_stat); no bytes read */
 } mkv_op_kind;
 
 typedef struct mkv_op mkv_op;
@@ -72,6 +73,7 @@ struct mkv_op {
     int *results;
     int replicas;         /* 0: the client's default */
     int status;           /* out: what the blocking call returns */
+    uint32_t crc;         /* out, MKV_OP_STAT: the object's CRC32C */
     mkv_op_done_fn *done; /* may be NULL */
     void *ctx;            /* the caller's */
     mkv_op *next;         /* the library's while the operation is in its hands */

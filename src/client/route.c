@@ -643,7 +643,8 @@ static void part_done(mkv_op *sub) {
         if (st != MKV_OK && first == MKV_OK && !again(st)) first = st;
         if (!o->batch) {
             op->status = st;
-            if (op->kind == MKV_OP_GET) op->len = q->op.len;
+            if (op->kind == MKV_OP_GET || op->kind == MKV_OP_STAT) op->len = q->op.len;
+            op->crc = q->op.crc;
             if (again(st)) o->ntodo = 1;
             continue;
         }

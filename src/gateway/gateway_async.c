@@ -47,8 +47,7 @@
 #include "gateway/get_stream.h"
 #include "gateway/put_batch.h"
 #include "gateway/store_cluster.h"
-#include "proto/cmd.h"
-#include "proto/replies.h"
+#include "proto/verbs.h"
 #include "server/commands.h"
 #include "server/info.h"
 #include "server/networking.h"
@@ -278,10 +277,6 @@ static int set_goes_async(const client *c) {
     return 1;
 }
 
-static int is_asker(const command *cmd) {
-    return cmd->proc == async_ask_command || cmd->proc == async_keyspace_command;
-}
-
 static int keyspace_goes_async(const client *c);
 
 static int is_async_row(gw_async *ga, const command *cmd) {
@@ -298,7 +293,8 @@ static int gateway_pipelined(client *c, const command *cmd) {
     if (!gc || c->multi || !is_async_row(ga, cmd)) return 0;
     if (cmd->value_arg && !set_goes_async(c)) return 0;   /* the shared command, synchronously */
     if (cmd->proc == async_keyspace_command && !keyspace_goes_async(c)) return 0;
-    if (is_asker(cmd) && !cluster_store_master(c->srv->store)) return 0;
+    if (cmd->proc == async_keyspace_command && !cluster_store_master(c->srv->store)) return 0;
+    if (cmd->proc == async_ask_command && !cluster_store_face(c->srv->store)) return 0;
     if (gc->bytes + cost_of(c, cmd) > GW_PIPE_BYTES) return 0;
     int writes = (cmd->flags & CMD_WRITE) != 0;
     for (gw_call *x = gc->calls; x; x = x->next_of_conn)
@@ -627,7 +623,7 @@ static void ask_ran(gw_job *j) {
 }
 
 /* Every answer asked is in. Keys whose answer did not come (the
- * connection failed, a key was refused, or STRLEN over groups) are asked
+ * connection failed, a key was refused, or there is no face) are asked
  * by blocking calls on a worker, never on the loop. */
 static void ask_done(gw_call *call) {
     if (--call->asking) return;
@@ -642,37 +638,9 @@ static void ask_done(gw_call *call) {
     workers_submit(cluster_store_workers(call->store), &call->job);
 }
 
-/* MOON.OBJECT's answer as a size (and *crc): -1 for no complete object
- * (null, or still being written), -2 if it does not parse. */
-static long long object_size(const redisReply *r, uint32_t *crc) {
-    uint64_t size;
-    int got = proto_dec_object(r, &size, crc);
-    return got < 0 || size > INT64_MAX ? -2 : got ? (long long)size : -1;
-}
-
-/* MOON.OBJECT's size and CRC for the call's one key; anything else
- * leaves it unanswered (a worker then asks). */
-static void object_reply(const redisReply *r, void *ctx) {
-    gw_call *call = ctx;
-    gw_answer *a = &call->ans[0];
-    long long n = r ? object_size(r, &a->crc) : -2;
-    if (n >= -1) {
-        a->answered = 1;
-        a->n = n;
-    }
-    ask_done(call);
-}
-
-/* MOON.OBJECT for the call's one key (answer 0), pipelined. */
-static void ask_object(master_async *ma, gw_call *call) {
-    proto_cmd cmd;
-    proto_cmd_key(&cmd, PROTO_VERB_OBJECT, call->ans[0].key, call->ans[0].keylen);
-    if (master_async_send(ma, cmd.argc, cmd.argv, cmd.lens, object_reply, call) == 0) call->asking++;
-    proto_cmd_free(&cmd);
-}
-
-/* A DEL's or EXISTS's (TYPE's, TTL's) keys as one operation on the
- * client's async face (over groups the router's, split there by group). */
+/* A command's keys as one operation on the client's async face (over
+ * groups the router's, split there by group): a DEL's or EXISTS's (TYPE's,
+ * TTL's) as a batch, STRLEN's or a stored SET's one key as a stat. */
 typedef struct face_ask {
     mkv_op op;                /* first: its completion */
     gw_call *call;
@@ -681,11 +649,20 @@ typedef struct face_ask {
     mkv_obj objs[];
 } face_ask;
 
+/* A stat's outcome: the size (-1: no complete object) and CRC. */
+static void stat_answer(gw_answer *a, const mkv_op *op) {
+    if (op->status != MKV_OK && op->status != MKV_ENOTFOUND) return;
+    a->answered = 1;
+    a->n = op->status == MKV_OK && op->len <= INT64_MAX ? (long long)op->len : -1;
+    a->crc = op->crc;
+}
+
 /* On the loop: each key's outcome as its answer; a key that failed is
  * left unanswered (a worker then asks). */
 static void face_answered(mkv_op *op) {
     face_ask *q = (face_ask *)op;
     gw_call *call = q->call;
+    if (op->kind == MKV_OP_STAT) stat_answer(&call->ans[0], op);
     for (size_t k = 0; k < op->n; k++) {
         gw_answer *a = &call->ans[q->idx[k]];
         int st = q->objs[k].status;
@@ -700,7 +677,7 @@ static void face_answered(mkv_op *op) {
 
 /* The call's keys a master could hold (duplicates too: EXISTS counts
  * each), one allocation with their flags and places. */
-static void ask_face(mkv_async *face, gw_call *call, int remove) {
+static void ask_face(mkv_async *face, gw_call *call, mkv_op_kind kind) {
     size_t n = call->nans, m = 0;
     face_ask *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(int) + sizeof(size_t)));
     q->idx = (size_t *)(q->objs + n);
@@ -712,9 +689,10 @@ static void ask_face(mkv_async *face, gw_call *call, int remove) {
         q->objs[m++] = (mkv_obj){.key = a->key, .keylen = a->keylen};
     }
     q->call = call;
-    q->op = (mkv_op){.kind = remove ? MKV_OP_REMOVE_BATCH : MKV_OP_EXISTS_BATCH, .objs = q->objs, .n = m,
-                     .results = q->res, .done = face_answered};
-    if (m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) call->asking++;
+    int one = kind == MKV_OP_STAT;
+    q->op = (mkv_op){.kind = kind, .key = q->objs[0].key, .keylen = q->objs[0].keylen, .objs = q->objs,
+                     .n = one ? 0 : m, .results = q->res, .done = face_answered};
+    if (face && m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) call->asking++;
     else free(q);
 }
 
@@ -723,10 +701,16 @@ static void answers_alloc(gw_call *call, size_t n) {
     call->ans = xcalloc(n, sizeof(gw_answer));
 }
 
-/* The master command answering a key for the shared command c runs. */
+/* The master command answering a key for the shared command c runs
+ * (a worker's blocking call names it), and the face's operation for it. */
 static const char *ask_verb(const client *c) {
     if (c->last_cmd->flags & CMD_WRITE) return PROTO_VERB_REMOVE;   /* DEL, REMOVE, UNLINK */
     return strcmp(c->last_cmd->name, "strlen") == 0 ? PROTO_VERB_OBJECT : PROTO_VERB_EXISTS;
+}
+
+static mkv_op_kind face_kind(const char *verb) {
+    if (strcmp(verb, PROTO_VERB_REMOVE) == 0) return MKV_OP_REMOVE_BATCH;
+    return strcmp(verb, PROTO_VERB_OBJECT) == 0 ? MKV_OP_STAT : MKV_OP_EXISTS_BATCH;
 }
 
 /* A started call with room for n answers. */
@@ -737,27 +721,21 @@ static gw_call *ask_call_start(client *c, size_t n) {
     return call;
 }
 
-/* DEL key [key ...] / EXISTS key [key ...] / TYPE, TTL, PTTL key: the
- * keys as one batch operation on the client's async face (one
- * MOON.MREMOVE or MOON.MEXISTS per 4096 keys; over groups one per group,
- * the parts at once); STRLEN key: one MOON.OBJECT, which the face has no
- * operation for. Both pipelined with every other's; the reply is written
- * once from the answers. Keys no master would know are answered "no". */
+/* DEL key [key ...] / EXISTS key [key ...] / TYPE, TTL, PTTL / STRLEN
+ * key: the keys as one operation on the client's async face (one
+ * MOON.MREMOVE or MOON.MEXISTS per 4096 keys, STRLEN one MOON.OBJECT;
+ * over groups one per group, the parts at once), pipelined with every
+ * other's; the reply is written once from the answers. Keys no master
+ * would know are answered "no". */
 static void async_ask_command(client *c) {
     gw_call *call = ask_call_start(c, (size_t)(c->argc - 1));
-    master_async *ma = cluster_store_master(c->srv->store);
-    mkv_async *face = cluster_store_face(c->srv->store);
-    const char *verb = call->verb = ask_verb(c);
+    call->verb = ask_verb(c);
     call->asking = 1;   /* until every key is sent */
     for (size_t i = 0; i < call->nans; i++) {
         call->ans[i].key = call->argv[i + 1].ptr;
         call->ans[i].keylen = call->argv[i + 1].len;
     }
-    if (strcmp(verb, PROTO_VERB_OBJECT) != 0) {
-        if (face) ask_face(face, call, strcmp(verb, PROTO_VERB_REMOVE) == 0);
-    } else if (ma && cluster_key_ok(call->ans[0].keylen)) {   /* STRLEN: one key */
-        ask_object(ma, call);
-    }
+    ask_face(cluster_store_face(c->srv->store), call, face_kind(call->verb));
     ask_done(call);
 }
 
@@ -766,7 +744,6 @@ static void async_ask_command(client *c) {
  * by the shared command on the loop. 1 if asked: the call finishes when
  * the answer comes. */
 static int ask_same_bytes(gw_call *call) {
-    master_async *ma = cluster_store_master(call->store);
     const store_put *p = call->put;
     if (!call->c || call->argc > 3 || !p->shipped || p->ship_rc != STORE_EXISTS) return 0;
     answers_alloc(call, 1);
@@ -774,7 +751,7 @@ static int ask_same_bytes(gw_call *call) {
     call->ans[0].keylen = call->argv[1].len;
     call->verb = PROTO_VERB_OBJECT;
     call->asking = 1;
-    if (ma) ask_object(ma, call);
+    ask_face(cluster_store_face(call->store), call, MKV_OP_STAT);
     ask_done(call);
     return 1;
 }

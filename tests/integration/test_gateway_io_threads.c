@@ -236,7 +236,8 @@ static long long master_calls(const char *const *names) {
 /* DEL and EXISTS of many keys each send one command to the master (one
  * MOON.MREMOVE, one MOON.MEXISTS: the face's batches), not one per key;
  * EXISTS counts a key named twice twice, DEL removes it once, as
- * redis-server does; TYPE and TTL are one command each. */
+ * redis-server does; TYPE, TTL and STRLEN are one command each (STRLEN
+ * the face's stat, one MOON.OBJECT). */
 static void test_keys_one_master_command(void) {
     static const char *const exists[] = {"moon.exists", "moon.mexists", NULL};
     static const char *const removes[] = {"moon.remove", "moon.mremove", NULL};
@@ -280,6 +281,14 @@ static void test_keys_one_master_command(void) {
     freeReplyObject(r);
     ASSERT_EQ(reply_int(c, "TTL %s", keys[4], NULL, NULL), -2);
     ASSERT_EQ(master_calls(exists) - e1, 3);   /* EXISTS, TYPE, TTL */
+    static const char *const stats[] = {"moon.object", NULL};
+    long long o0 = master_calls(stats);
+    r = redisCommand(c, "SET %s hello", keys[1]);
+    ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    ASSERT_EQ(reply_int(c, "STRLEN %s", keys[1], NULL, NULL), 5);
+    ASSERT_EQ(reply_int(c, "STRLEN %s", keys[4], NULL, NULL), 0);
+    ASSERT_EQ(master_calls(stats) - o0, 2);   /* one MOON.OBJECT each */
     ASSERT_EQ(master_calls(removes) - r1, 1);
     ASSERT_EQ(h_info_field(c, "gateway", "loop_blocking_calls"), 0);
 }

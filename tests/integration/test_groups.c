@@ -30,6 +30,7 @@
 #include "client/moonkv.h"
 #include "client/moonkv_internal.h"
 #include "cluster_harness.h"
+#include "core/crc32c.h"
 #include "core/util.h"
 #include "etcd/slotmap.h"
 #include "etcd_harness.h"
@@ -302,6 +303,23 @@ static void test_routed_face(void) {
     long long rm_asked = removes_asked() - asked;
     ASSERT_MSG(rm_asked == 2, "a remove batch over 2 groups was %lld commands", rm_asked);
     for (int i = 0; i < FACE_KEYS; i++) ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]) == (i >= FACE_KEYS / 2), "%.31s", keys[i]);
+    /* a stat of a key on each group and of one never put: size and CRC, no bytes */
+    mkv_op st[3];
+    int st_of[3] = {FACE_KEYS - 1, -1, FACE_KEYS};
+    for (int i = FACE_KEYS / 2; i < FACE_KEYS && st_of[1] < 0; i++)
+        if (strcmp(group_of(keys[i]), group_of(keys[FACE_KEYS - 1])) != 0) st_of[1] = i;
+    ASSERT(st_of[1] >= 0);
+    for (int i = 0; i < 3; i++) {
+        st[i] = (mkv_op){.kind = MKV_OP_STAT, .key = keys[st_of[i]], .keylen = strlen(keys[st_of[i]])};
+        ASSERT_EQ(mkv_async_submit(f, &st[i]), MKV_OK);
+    }
+    ASSERT_EQ(face_wait(f), 0);
+    for (int i = 0; i < 2; i++) {
+        size_t sn = fill(one, st_of[i]);
+        ASSERT_MSG(st[i].status == MKV_OK && st[i].len == sn && st[i].crc == crc32c(0, one, sn),
+                   "stat %.31s: %d, %zu bytes", keys[st_of[i]], st[i].status, st[i].len);
+    }
+    ASSERT_EQ(st[2].status, MKV_ENOTFOUND);
     mkv_op ex1 = {.kind = MKV_OP_EXISTS, .key = keys[0], .keylen = strlen(keys[0])};
     mkv_op rm1 = {.kind = MKV_OP_REMOVE, .key = keys[FACE_KEYS - 1], .keylen = strlen(keys[FACE_KEYS - 1])};
     ASSERT_EQ(mkv_async_submit(f, &ex1), MKV_OK);
@@ -425,6 +443,7 @@ static void test_gateway_routes(void) {
     }
     ASSERT_MSG(in_a > 5 && in_a < GW_KEYS - 5, "%d of %d keys in group a: they must span both", in_a, GW_KEYS);
     ASSERT_EQ(replies_ok(gw, GW_KEYS, is_ok_status), GW_KEYS);
+    size_t n;
     for (int i = 0; i < GW_KEYS; i++)
         ASSERT_MSG(holds(port_of(group_of(keys[i])), keys[i]), "%.31s not on group %s", keys[i], group_of(keys[i]));
     /* the SETs went as batches split by group, not one by one */
@@ -467,6 +486,29 @@ static void test_gateway_routes(void) {
     ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == -1);
     freeReplyObject(r);
     ASSERT_EQ(h_info_field(gw, "gateway", "worker_master_waits") - waits, 0);   /* TYPE, TTL: on the face too */
+    /* STRLEN, and a SET of a stored key's own bytes (its size and CRC
+     * asked): a stat on the face each (MOON.OBJECT), where each was a
+     * blocking call on a worker */
+    for (int i = 0; i < 4; i++) redisAppendCommand(gw, "STRLEN %s", keys[i]);
+    for (int i = 0; i < 4; i++) {
+        r = NULL;
+        ASSERT(redisGetReply(gw, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_INTEGER &&
+               (size_t)r->integer == fill(src, i));
+        freeReplyObject(r);
+    }
+    r = redisCommand(gw, "STRLEN gw:never");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    long long strlen_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    ASSERT_MSG(strlen_waits == 0, "5 STRLENs made %lld blocking calls", strlen_waits);
+    n = fill(src, 2);
+    r = redisCommand(gw, "SET %s %b", keys[2], src, n);
+    ASSERT_MSG(is_ok_status(r, 0), "SET of %s's own bytes again: %s", keys[2], r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    /* its routed put batch is a worker's call (SETs over groups still
+     * are), the ask of the stored size and CRC not */
+    long long set_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
+    ASSERT_MSG(set_waits == 1, "a SET of stored bytes made %lld blocking calls", set_waits);
     argv[0] = "DEL";
     waits = h_info_field(gw, "gateway", "worker_master_waits");
     long long asked = removes_asked();
@@ -493,7 +535,7 @@ static void test_gateway_routes(void) {
     fresh_key(key, sizeof key, "gwmv", "a", &next);
     ASSERT(move_slot(key, "b") > 0);
     long long moved_a = h_port_info(MASTER_A, "cluster", "slots_moved");
-    size_t n = fill(src, 5);
+    n = fill(src, 5);
     r = redisCommand(gw, "SET %s %b", key, src, n);
     ASSERT_MSG(is_ok_status(r, 0), "SET %s: %s", key, r && r->str ? r->str : "no reply");
     freeReplyObject(r);
@@ -524,8 +566,9 @@ static void test_gateway_routes(void) {
                GW_KEYS, all_waits, all_asked);
     for (int i = 0; i < GW_KEYS; i++) ASSERT_MSG(!holds(port_of(group_of(keys[i])), keys[i]), "%.31s after DEL", keys[i]);
     printf("# gateway over groups: %d of %d keys on group a, the rest on b; %lld routed put batches; "
-           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld; DEL of %d: %lld blocking call(s), %lld remove commands; "
-           "DEL of %d: %lld, %lld\n", in_a, GW_KEYS, batches, GW_KEYS, mget_waits, exists_waits, GW_KEYS / 2,
+           "MGET of %d keys: %lld blocking call(s), EXISTS: %lld; 5 STRLENs: %lld; a SET again: %lld; DEL of %d: %lld "
+           "blocking call(s), %lld remove commands; DEL of %d: %lld, %lld\n", in_a, GW_KEYS, batches, GW_KEYS,
+           mget_waits, exists_waits, strlen_waits, set_waits, GW_KEYS / 2,
            del_waits, del_asked, GW_KEYS, all_waits, all_asked);
     redisFree(gw);
 }
