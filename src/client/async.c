@@ -64,7 +64,7 @@ int mkv_op_run(mkv_client *c, mkv_op *op) {
         if (op->status == MKV_OK || op->status == MKV_ETOOSMALL) op->len = got;
         break;
     case MKV_OP_PUT_BATCH: op->status = mkv_put_batch(c, op->objs, op->n, op->replicas); break;
-    case MKV_OP_GET_BATCH: op->status = mkv_get_batch(c, op->objs, op->n); break;
+    case MKV_OP_GET_BATCH: op->status = op->place ? MKV_EINVAL : mkv_get_batch(c, op->objs, op->n); break;
     case MKV_OP_EXISTS: op->status = mkv_exists(c, op->key, op->keylen); break;
     case MKV_OP_EXISTS_BATCH: op->status = mkv_exists_batch(c, op->objs, op->n, op->results); break;
     case MKV_OP_REMOVE: op->status = mkv_remove(c, op->key, op->keylen); break;

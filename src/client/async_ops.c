@@ -489,6 +489,24 @@ static void get_start(chunk *ch) {
     get_locate(ch);
 }
 
+/* With op->place, object i's memory, asked once its size is known (its
+ * buf was place's ctx) and only once (a second locate keeps it); NULL
+ * fails it, its lease still given back after the read (get_after). */
+static void get_place(chunk *ch, size_t i, uint64_t size) {
+    mkv_obj *o = &ch->objs[i];
+    mkv_place_fn *place = ch->o->op->place;
+    if (!place || o->status != MKV_OK || ch->placed[i]) return;
+    ch->placed[i] = 1;
+    void *mem = place(o->buf, size);
+    if (!mem) {
+        o->status = mkv_fail(ch->o->a->c, MKV_ENOMEM, "no memory for an object of %llu bytes",
+                             (unsigned long long)size);
+        return;
+    }
+    o->buf = mem;
+    o->len = (size_t)size;
+}
+
 /* MOON.MGETPACKED's blob: a record per object of idx, in order. */
 static int get_located_packed(chunk *ch, const redisReply *r) {
     mkv_client *c = ch->o->a->c;
@@ -505,6 +523,7 @@ static int get_located_packed(chunk *ch, const redisReply *r) {
         }
         ch->objs[i].status = mkv_located_take(c, &rec, &ch->loc[i], &size);
         proto_located_free(&rec);
+        get_place(ch, i, size);
     }
     proto_extbuf_free(&buf);
     return MKV_OK;
@@ -517,8 +536,12 @@ static void get_located(void *arg, redisReply *r, int code) {
     mkv_async *a = ch->o->a;
     int rc = code;
     uint64_t size;
-    if (r && ch->m == 1) ch->objs[ch->idx[0]].status = mkv_located_parse(a->c, r, &ch->loc[ch->idx[0]], &size);
-    else if (r) rc = get_located_packed(ch, r);
+    if (r && ch->m == 1) {
+        ch->objs[ch->idx[0]].status = mkv_located_parse(a->c, r, &ch->loc[ch->idx[0]], &size);
+        get_place(ch, ch->idx[0], size);
+    } else if (r) {
+        rc = get_located_packed(ch, r);
+    }
     if (r) freeReplyObject(r);
     if (rc != MKV_OK) {
         for (size_t j = 0; j < ch->m; j++) ch->objs[ch->idx[j]].status = rc;

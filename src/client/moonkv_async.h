@@ -74,6 +74,12 @@ struct mkv_op {
     int replicas;         /* 0: the client's default */
     int status;           /* out: what the blocking call returns */
     uint32_t crc;         /* out, MKV_OP_STAT: the object's CRC32C */
+    /* MKV_OP_GET_BATCH when an object's size is not known ahead: once it
+     * is located, place(obj.buf, size) (obj.buf going in is place's ctx)
+     * returns registered memory of at least size bytes, which becomes
+     * obj.buf, and obj.len the size; NULL fails the object (MKV_ENOMEM),
+     * nothing read. Runs on a library thread, once per object. */
+    mkv_place_fn *place;
     mkv_op_done_fn *done; /* may be NULL */
     void *ctx;            /* the caller's */
     mkv_op *next;         /* the library's while the operation is in its hands */

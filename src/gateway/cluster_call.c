@@ -128,12 +128,17 @@ static int fetch_begin(gw_fetch *f) {
     return 0;
 }
 
-/* The library's outcome rc for f, got bytes placed in its buffer. */
-static void fetch_end(staging *pool, mkv_client *mc, gw_fetch *f, int rc, uint64_t got) {
+/* f's outcome st (STORE_*), got bytes placed in its buffer. */
+static void fetch_end_as(staging *pool, mkv_client *mc, gw_fetch *f, int st, uint64_t got) {
     if (f->buf.ptr) staging_unbind(mc, &f->buf);
-    f->rc = cluster_store_code(rc, mc, f->errstr, sizeof f->errstr);
+    f->rc = st;
     if (f->rc == STORE_OK) f->len = got;
     else staging_put(pool, &f->buf);   /* none placed: a no-op */
+}
+
+/* The library's outcome rc for f, on the thread that made the call. */
+static void fetch_end(staging *pool, mkv_client *mc, gw_fetch *f, int rc, uint64_t got) {
+    fetch_end_as(pool, mc, f, cluster_store_code(rc, mc, f->errstr, sizeof f->errstr), got);
 }
 
 /* One MOON.GET: the size it tells gets staging memory, then the bytes
@@ -174,3 +179,66 @@ void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) 
     free(idx);
 }
 
+/* ---- on the async face ---- */
+
+#define FETCH_UNTOLD 1   /* an object the face never reached (codes are <= 0) */
+
+typedef struct face_fetch {
+    mkv_op op;                /* first: the face's completion */
+    staging *pool;
+    mkv_client *mc;
+    void (*done)(void *ctx);
+    void *ctx;
+    fetch_place *fp;          /* objs[k]'s place, and its fetch */
+    mkv_obj objs[];
+} face_fetch;
+
+/* rc as cluster_store_code says it where no thread's last error tells
+ * why (a face's completion): the words from the code. */
+static int face_store_code(int rc, char *errstr, size_t len) {
+    switch (rc) {
+    case MKV_OK: return STORE_OK;
+    case MKV_ENOTFOUND: return STORE_NOTFOUND;
+    case MKV_ETRYAGAIN:
+    case MKV_EMOVED:
+    case MKV_ECONN:
+    case MKV_ETIMEDOUT:
+        snprintf(errstr, len, "TRYAGAIN %s", mkv_strerror(rc));
+        return STORE_REFUSED;
+    default:
+        snprintf(errstr, len, "%s", mkv_strerror(rc));
+        return STORE_ERR;
+    }
+}
+
+static void face_fetched(mkv_op *op) {
+    face_fetch *q = (face_fetch *)op;
+    for (size_t k = 0; k < op->n; k++) {
+        gw_fetch *f = q->fp[k].f;
+        int rc = q->objs[k].status;
+        if (rc == FETCH_UNTOLD) rc = op->status != MKV_OK ? op->status : MKV_EIO;
+        fetch_end_as(q->pool, q->mc, f, face_store_code(rc, f->errstr, sizeof f->errstr), q->objs[k].len);
+        f->via = "the async face's batch get";
+    }
+    q->done(q->ctx);
+    free(q);
+}
+
+void cluster_fetch_face(mkv_async *face, staging *pool, mkv_client *mc, gw_fetch **f, size_t n,
+                        void (*done)(void *ctx), void *ctx) {
+    face_fetch *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(fetch_place)));
+    q->fp = (fetch_place *)(q->objs + n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!fetch_begin(f[i])) continue;
+        q->fp[m] = (fetch_place){.pool = pool, .mc = mc, .f = f[i]};
+        q->objs[m] = (mkv_obj){.key = f[i]->key, .keylen = f[i]->keylen, .buf = &q->fp[m], .status = FETCH_UNTOLD};
+        m++;
+    }
+    *q = (face_fetch){.op = {.kind = MKV_OP_GET_BATCH, .objs = q->objs, .n = m, .place = fetch_buffer,
+                             .done = face_fetched},
+                      .pool = pool, .mc = mc, .done = done, .ctx = ctx, .fp = q->fp};
+    if (m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) return;
+    for (size_t k = 0; k < m; k++) q->objs[k].status = MKV_ECONN;   /* no face: as a lost connection */
+    face_fetched(&q->op);
+}

@@ -68,6 +68,14 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
  * one master round trip, or over groups one per group, the groups' parts
  * at once): each size told gets memory from pool. */
 void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n);
+/* cluster_fetch_batch as one operation on an async face of mc (over
+ * groups the router's: split by group there, the parts at once), so no
+ * thread waits for a master: each size told gets memory from pool on a
+ * library thread, and done(ctx) runs where the face is drained (the
+ * loop) once every fetch has its outcome. */
+struct mkv_async;
+void cluster_fetch_face(struct mkv_async *face, staging *pool, mkv_client *mc, gw_fetch **f, size_t n,
+                        void (*done)(void *ctx), void *ctx);
 /* p's value put with mc to replicas nodes; the outcome in p (shipped). */
 void cluster_ship(mkv_client *mc, store_put *p, int replicas);
 

@@ -50,6 +50,7 @@ struct read_batcher {
     rb_inline now;            /* first: the dial job's link */
     event_loop *loop;
     master_async *ma;
+    struct mkv_async *face;   /* over groups: the router's, for the batches' gets */
     workers *w;
     staging *pool;
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
@@ -61,7 +62,7 @@ struct read_batcher {
     int closing;
     uint64_t read_inline;     /* values read on the loop (INFO gets_inline) */
     uint64_t deferred;        /* steps that left keys for the next iteration (INFO) */
-    uint64_t fetch_batches;   /* batches read by one library batch on a worker (INFO; atomic) */
+    uint64_t fetch_batches;   /* batches read by one library batch, on the face or a worker (INFO; atomic) */
     proto_extbuf ext;         /* the replies' records decode into it, one at a time */
 };
 
@@ -279,6 +280,25 @@ static void batch_done(gw_job *j) {
     batch_free(bt);
 }
 
+static void face_done(void *ctx) {
+    rb_batch *bt = ctx;
+    __atomic_fetch_add(&bt->b->fetch_batches, 1, __ATOMIC_RELAXED);
+    reads_finish(bt, bt->nkeys, 1, 1);
+    batch_free(bt);
+}
+
+/* Over groups: the pending keys as one batch get on the router's face
+ * (split by group there, the parts at once), each value's memory asked
+ * once its size is known; no thread waits for a master. */
+static void batch_to_face(rb_batch *bt) {
+    gw_fetch **f = xcalloc(bt->nkeys ? bt->nkeys : 1, sizeof *f);
+    size_t n = 0;
+    for (size_t i = bt->done_keys; i < bt->nkeys; i++)
+        if (bt->f[i]->rc == RB_PENDING) f[n++] = bt->f[i];
+    cluster_fetch_face(bt->b->face, bt->b->pool, bt->b->loop_mc, f, n, face_done, bt);
+    free(f);
+}
+
 /* Staging memory for located key i, alone. */
 static void buffer_get(rb_batch *bt, size_t i) {
     gw_fetch *f = bt->f[i];
@@ -386,7 +406,9 @@ static void batch_ready(rb_batch *bt) {
         }
     }
     if (b->ma) bt->epoch = master_async_epoch(b->ma);
-    if (bt->failed) {
+    if (bt->failed && !b->ma && b->face) {
+        batch_to_face(bt);
+    } else if (bt->failed) {
         bt->job.run = fetch_each;
         bt->job.done = batch_done;
         workers_submit(b->w, &bt->job);
@@ -496,10 +518,10 @@ void read_batcher_add(read_batcher *b, gw_read *r) {
     b->tail = &r->next;
 }
 
-read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
+read_batcher *read_batcher_create(event_loop *loop, master_async *ma, struct mkv_async *face, workers *w,
                                   staging *pool, mkv_client *mc, int inline_reads) {
     read_batcher *b = xcalloc(1, sizeof *b);
-    *b = (read_batcher){.loop = loop, .ma = ma, .w = w, .pool = pool, .loop_mc = mc,
+    *b = (read_batcher){.loop = loop, .ma = ma, .face = face, .w = w, .pool = pool, .loop_mc = mc,
                         .now = {.mc = inline_reads && ma ? mc : NULL}};
     b->tail = &b->queue;
     b->steps_tail = &b->steps;

@@ -46,11 +46,14 @@ struct gw_read {
 
 typedef struct read_batcher read_batcher;
 
-/* ma may be NULL (always the blocking path). mc is the process's client
- * (the pool registered with it). inline_reads: the loop reads with it the
- * values that need no waiting (a same-host node's warm mapping), so a
- * batch of those needs no worker at all (only with ma). */
-read_batcher *read_batcher_create(event_loop *loop, master_async *ma, workers *w,
+/* ma may be NULL: without it (master groups) a batch is one batch get on
+ * face (the router's), or with no face the blocking path on a worker. mc
+ * is the process's client (the pool registered with it). inline_reads:
+ * the loop reads with it the values that need no waiting (a same-host
+ * node's warm mapping), so a batch of those needs no worker at all (only
+ * with ma). */
+struct mkv_async;
+read_batcher *read_batcher_create(event_loop *loop, master_async *ma, struct mkv_async *face, workers *w,
                                   staging *pool, mkv_client *mc, int inline_reads);
 /* The client for another batcher's work on the loop (the put batches'
  * writes that need no waiting), or NULL without inline reads. */

@@ -58,7 +58,7 @@ typedef struct cluster_store {
     int registered;             /* the pool with mc */
     workers *workers;
     master_async *ma;           /* the batchers' master connection (the client's face); NULL over groups */
-    mkv_async *face;            /* over groups: the router's async face (DEL, EXISTS, TYPE, TTL) */
+    mkv_async *face;            /* over groups: the router's async face (key questions, batch gets) */
     struct read_batcher *reads;
     struct put_batcher *puts;
     put_streamer *streams;      /* large SETs on their way while they arrive; NULL over groups */
@@ -99,9 +99,11 @@ mkv_async *cluster_store_face(store *s) {
 static void face_ready(event_loop *el, int fd, void *data, int mask) { mkv_async_drain(data); }
 
 /* Over groups: the router's face, its completions drained on the loop
- * (the keys' questions then wait for the masters on no thread). */
+ * (the keys' questions and the batches' gets then wait for the masters on
+ * no thread); as many threads for each group's data legs as the loop has
+ * workers. */
 static void face_open(cluster_store *cs) {
-    if (mkv_async_open(&cs->face, cs->mc, 1, 0) != MKV_OK) {
+    if (mkv_async_open(&cs->face, cs->mc, GATEWAY_WORKERS, 0) != MKV_OK) {
         log_warning("gateway: no async face over the groups (%s): keys are asked on the workers",
                     mkv_last_error(cs->mc));
         cs->face = NULL;
@@ -753,7 +755,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     /* Only shm reads without waiting, and only while no loop can wait for a lane. */
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;
-    cs->reads = read_batcher_create(cs->loop, cs->ma, cs->workers, cs->pool, cs->mc, inline_reads);
+    cs->reads = read_batcher_create(cs->loop, cs->ma, cs->face, cs->workers, cs->pool, cs->mc, inline_reads);
     cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads, cs->groups);
     if (cs->ma) cs->streams = put_streamer_create(cs->puts, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
