@@ -181,8 +181,6 @@ void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) 
 
 /* ---- on the async face ---- */
 
-#define FETCH_UNTOLD 1   /* an object the face never reached (codes are <= 0) */
-
 typedef struct face_fetch {
     mkv_op op;                /* first: the face's completion */
     staging *pool;
@@ -193,20 +191,28 @@ typedef struct face_fetch {
     mkv_obj objs[];
 } face_fetch;
 
-/* rc as cluster_store_code says it where no thread's last error tells
- * why (a face's completion): the words from the code. */
-static int face_store_code(int rc, char *errstr, size_t len) {
-    switch (rc) {
+int cluster_face_code(const mkv_op *op, int st, char *errstr, size_t len) {
+    if (st == CLUSTER_UNTOLD) st = op->status != MKV_OK ? op->status : MKV_EIO;
+    switch (st) {
     case MKV_OK: return STORE_OK;
     case MKV_ENOTFOUND: return STORE_NOTFOUND;
+    case MKV_EEXISTS:
+        snprintf(errstr, len, "EXISTS %s", mkv_strerror(st));
+        return STORE_EXISTS;
+    case MKV_ENOSPACE:
+        snprintf(errstr, len, "NOSPACE %s", mkv_strerror(st));
+        return STORE_NOSPACE;
+    case MKV_ENOREPLICAS:
+        snprintf(errstr, len, "NOREPLICAS %s", mkv_strerror(st));
+        return STORE_REFUSED;
     case MKV_ETRYAGAIN:
     case MKV_EMOVED:
     case MKV_ECONN:
     case MKV_ETIMEDOUT:
-        snprintf(errstr, len, "TRYAGAIN %s", mkv_strerror(rc));
+        snprintf(errstr, len, "TRYAGAIN %s", mkv_strerror(st));
         return STORE_REFUSED;
     default:
-        snprintf(errstr, len, "%s", mkv_strerror(rc));
+        snprintf(errstr, len, "%s", mkv_strerror(st));
         return STORE_ERR;
     }
 }
@@ -215,9 +221,8 @@ static void face_fetched(mkv_op *op) {
     face_fetch *q = (face_fetch *)op;
     for (size_t k = 0; k < op->n; k++) {
         gw_fetch *f = q->fp[k].f;
-        int rc = q->objs[k].status;
-        if (rc == FETCH_UNTOLD) rc = op->status != MKV_OK ? op->status : MKV_EIO;
-        fetch_end_as(q->pool, q->mc, f, face_store_code(rc, f->errstr, sizeof f->errstr), q->objs[k].len);
+        int st = cluster_face_code(op, q->objs[k].status, f->errstr, sizeof f->errstr);
+        fetch_end_as(q->pool, q->mc, f, st, q->objs[k].len);
         f->via = "the async face's batch get";
     }
     q->done(q->ctx);
@@ -232,7 +237,7 @@ void cluster_fetch_face(mkv_async *face, staging *pool, mkv_client *mc, gw_fetch
     for (size_t i = 0; i < n; i++) {
         if (!fetch_begin(f[i])) continue;
         q->fp[m] = (fetch_place){.pool = pool, .mc = mc, .f = f[i]};
-        q->objs[m] = (mkv_obj){.key = f[i]->key, .keylen = f[i]->keylen, .buf = &q->fp[m], .status = FETCH_UNTOLD};
+        q->objs[m] = (mkv_obj){.key = f[i]->key, .keylen = f[i]->keylen, .buf = &q->fp[m], .status = CLUSTER_UNTOLD};
         m++;
     }
     *q = (face_fetch){.op = {.kind = MKV_OP_GET_BATCH, .objs = q->objs, .n = m, .place = fetch_buffer,

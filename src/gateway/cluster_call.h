@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "client/moonkv.h"
+#include "client/moonkv_async.h"
 #include "gateway/staging.h"
 #include "gateway/workers.h"
 #include "server/store.h"
@@ -68,6 +69,12 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
  * one master round trip, or over groups one per group, the groups' parts
  * at once): each size told gets memory from pool. */
 void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n);
+/* An object's status in an async face's operation as the gateway
+ * replies it, the words from the code (on the loop no thread's last error
+ * tells why). Set CLUSTER_UNTOLD before submitting: an object the face
+ * never reached takes the operation's failure. */
+#define CLUSTER_UNTOLD 1
+int cluster_face_code(const mkv_op *op, int st, char *errstr, size_t len);
 /* cluster_fetch_batch as one operation on an async face of mc (over
  * groups the router's: split by group there, the parts at once), so no
  * thread waits for a master: each size told gets memory from pool on a

@@ -14,6 +14,7 @@
 struct put_batcher {
     int nreplicas;
     master_async *ma;
+    struct mkv_async *face;   /* over groups: the router's, for the batches' puts */
     workers *w;
     mkv_client *loop_mc;      /* decodes replies (its last error is their text) */
     loop_hook *send;          /* after the reply flush, like the reads' */
@@ -289,12 +290,70 @@ static int write_inline(pb_batch *bt) {
     return left == 0;
 }
 
+/* Over groups: a batch's puts as one batch put on the router's face. */
+typedef struct pb_face {
+    mkv_op op;                /* first: the face's completion */
+    pb_batch *bt;
+    size_t *idx;              /* objs[k] is put idx[k] */
+    mkv_obj objs[];
+} pb_face;
+
+/* On the loop: each put's outcome; one whose grants ran out before its
+ * bytes went is put again on a worker (put_each), as cluster_ship does. */
+static void face_put(mkv_op *op) {
+    pb_face *q = (pb_face *)op;
+    pb_batch *bt = q->bt;
+    size_t again = 0;
+    for (size_t k = 0; k < op->n; k++) {
+        store_put *p = bt->p[q->idx[k]];
+        if (q->objs[k].status == MKV_EAUTH) again++;
+        else shipped(p, cluster_face_code(op, q->objs[k].status, p->errstr, sizeof p->errstr));
+    }
+    __atomic_fetch_add(&bt->b->routed_batches, 1, __ATOMIC_RELAXED);
+    free(q);
+    if (!again || bt->b->closing) {
+        batch_finish(bt);
+        return;
+    }
+    bt->job.run = put_each;
+    bt->job.done = batch_retried;
+    workers_submit(bt->b->w, &bt->job);
+}
+
+/* The batch's puts as one batch put on the router's face (split by
+ * group there, the parts at once), so no thread waits for a master. 0
+ * (nothing submitted) when a value has a mapping of its own, registered
+ * only around its transfer by the thread moving it: a worker's job. */
+static int put_on_face(pb_batch *bt) {
+    pb_face *q = xcalloc(1, sizeof *q + bt->n * (sizeof(mkv_obj) + sizeof(size_t)));
+    q->idx = (size_t *)(q->objs + bt->n);
+    size_t m = 0;
+    for (size_t i = 0; i < bt->n; i++) {
+        store_put *p = bt->p[i];
+        if (p->shipped) continue;
+        if (p->buf.map_len) {
+            free(q);
+            return 0;
+        }
+        q->objs[m] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = (size_t)p->buf.len,
+                               .status = CLUSTER_UNTOLD};
+        q->idx[m++] = i;
+    }
+    q->bt = bt;
+    q->op = (mkv_op){.kind = MKV_OP_PUT_BATCH, .objs = q->objs, .n = m, .replicas = bt->b->nreplicas,
+                     .done = face_put};
+    if (m > 0 && mkv_async_submit(bt->b->face, &q->op) == MKV_OK) return 1;
+    free(q);
+    return 0;
+}
+
 /* Every MOON.MPUTSTART answered (or none could be sent): the bytes move. */
 static void batch_placed(pb_batch *bt) {
     if (bt->b->closing) {
         batch_finish(bt);
         return;
     }
+    if (bt->failed && bt->b->routed && bt->b->face && put_on_face(bt)) return;
     if (bt->b->ma) bt->epoch = master_async_epoch(bt->b->ma);
     bt->job.run = bt->failed ? put_each : write_located;
     bt->job.done = batch_written;
@@ -370,10 +429,10 @@ uint64_t put_batcher_routed(const put_batcher *b) {
     return b ? __atomic_load_n(&b->routed_batches, __ATOMIC_RELAXED) : 0;
 }
 
-put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
+put_batcher *put_batcher_create(event_loop *loop, master_async *ma, struct mkv_async *face, workers *w,
                                 mkv_client *loop_mc, int replicas, read_batcher *reads, int routed) {
     put_batcher *b = xcalloc(1, sizeof *b);
-    *b = (put_batcher){.ma = ma, .w = w, .loop_mc = loop_mc, .reads = reads, .routed = routed && !ma};
+    *b = (put_batcher){.ma = ma, .face = face, .w = w, .loop_mc = loop_mc, .reads = reads, .routed = routed && !ma};
     b->nreplicas = replicas;
     snprintf(b->replicas, sizeof b->replicas, "%d", replicas > 0 ? replicas : 1);
     b->tail = &b->queue;

@@ -42,7 +42,8 @@ typedef struct put_batcher put_batcher;
  * written on the loop (mkv_write_located_now), and a batch of only those
  * needs no worker. routed: the client routes over master groups (see
  * above). */
-put_batcher *put_batcher_create(event_loop *loop, master_async *ma, workers *w,
+struct mkv_async;
+put_batcher *put_batcher_create(event_loop *loop, master_async *ma, struct mkv_async *face, workers *w,
                                 mkv_client *loop_mc, int replicas, read_batcher *reads, int routed);
 /* Values written on the loop so far; batches put by one routed call. */
 uint64_t put_batcher_inline(const put_batcher *b);

@@ -756,7 +756,7 @@ static int connect_clients(cluster_store *cs, const mkv_config *cfg, char *err, 
     int may_shm = !cfg->transport[0] || strcmp(cfg->transport, "auto") == 0 || strcmp(cfg->transport, "shm") == 0;
     int inline_reads = may_shm && callers <= GATEWAY_LANES_MAX;
     cs->reads = read_batcher_create(cs->loop, cs->ma, cs->face, cs->workers, cs->pool, cs->mc, inline_reads);
-    cs->puts = put_batcher_create(cs->loop, cs->ma, cs->workers, cs->mc, cs->replicas, cs->reads, cs->groups);
+    cs->puts = put_batcher_create(cs->loop, cs->ma, cs->face, cs->workers, cs->mc, cs->replicas, cs->reads, cs->groups);
     if (cs->ma) cs->streams = put_streamer_create(cs->puts, cs->ma, cs->workers, cs->pool, cs->mc, cs->replicas);
     cs->gets = get_streamer_create(cs->workers, cs->ma, cs->mc);
     return 0;
