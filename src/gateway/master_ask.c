@@ -288,11 +288,52 @@ static void pin_run(ask *a, mkv_client *mc) {
     if (rc != MKV_OK) snprintf(q->errstr, sizeof q->errstr, "%s", mkv_last_error(mc));
 }
 
-void master_ask_pin(master_async *ma, workers *w, store_pinq *q, store_got_fn *done, void *ctx) {
-    ask *a = ask_new(ASK_PIN, q, done, ctx);
+/* Over master groups, MOON.PREFIX's keys as one exists batch on the
+ * router's face (one MOON.MEXISTS per group, the parts at once): the
+ * count is of the keys present from the first on; a key whose answer did
+ * not come before the first missing one fails the question. */
+typedef struct prefix_ask {
+    mkv_op op;                /* first: the face's completion */
+    store_pinq *q;
+    store_got_fn *done;
+    void *ctx;
+    int *res;
+    mkv_obj objs[];
+} prefix_ask;
+
+static void prefix_answered(mkv_op *op) {
+    prefix_ask *p = (prefix_ask *)op;
+    store_pinq *q = p->q;
+    size_t n = 0;
+    while (n < op->n && p->objs[n].status == MKV_OK && p->res[n] == 1) n++;
+    q->count = n;
+    if (n < op->n && p->objs[n].status != MKV_OK)
+        q->rc = cluster_face_code(op, p->objs[n].status, q->errstr, sizeof q->errstr);
+    p->done(p->ctx);
+    free(p);
+}
+
+/* 1 if asked on the face (done comes from there). */
+static int prefix_on_face(mkv_async *face, store_pinq *q, store_got_fn *done, void *ctx) {
+    size_t n = pin_usable(q);
+    prefix_ask *p = xcalloc(1, sizeof *p + n * (sizeof(mkv_obj) + sizeof(int)));
+    p->res = (int *)(p->objs + n);
+    for (size_t i = 0; i < n; i++)
+        p->objs[i] = (mkv_obj){.key = q->keys[i].ptr, .keylen = q->keys[i].len, .status = CLUSTER_UNTOLD};
+    *p = (prefix_ask){.op = {.kind = MKV_OP_EXISTS_BATCH, .objs = p->objs, .n = n, .results = p->res,
+                             .done = prefix_answered},
+                      .q = q, .done = done, .ctx = ctx, .res = p->res};
+    if (mkv_async_submit(face, &p->op) == MKV_OK) return 1;
+    free(p);
+    return 0;
+}
+
+void master_ask_pin(master_async *ma, mkv_async *face, workers *w, store_pinq *q, store_got_fn *done, void *ctx) {
     q->rc = STORE_OK;
     q->count = 0;
     q->errstr[0] = '\0';
+    if (q->kind == STORE_PQ_PREFIX && !ma && face && pin_usable(q) > 0 && prefix_on_face(face, q, done, ctx)) return;
+    ask *a = ask_new(ASK_PIN, q, done, ctx);
     /* A pin is the client's own (its calls on a worker), so the client
      * pins it again on a new connection or leader (MOON.REPIN); a pin made
      * by a bare command on its connection would be gone there. */

@@ -6,7 +6,8 @@
  * Each is asked once and completes through done(ctx) on the loop: over
  * the asynchronous master connection, pipelined with everyone else's
  * (the client's, master_async_over), or without one (master groups) by
- * a blocking call on a worker, whose client routes the key; pins too
+ * a blocking call on a worker, whose client routes the key (a PREFIX
+ * there is one exists batch on the router's async face); pins too
  * (the client pins them again on a new connection or leader). A question whose answer was
  * lost reads as an unreachable master ("TRYAGAIN ..."); nothing is kept
  * for a later command. */
@@ -25,7 +26,10 @@ void master_ask_scan(master_async *ma, workers *w, uint64_t cursor, long count, 
                      store_got_fn *done, void *ctx);
 void master_ask_flush(master_async *ma, workers *w, store_flushed *f, store_got_fn *done, void *ctx);
 /* MOON.PREFIX, PREFIXPIN or UNPIN (store.h pin_async): q answered, then
- * done(ctx) on the loop. */
-void master_ask_pin(master_async *ma, workers *w, store_pinq *q, store_got_fn *done, void *ctx);
+ * done(ctx) on the loop. Without ma, a PREFIX goes as one exists batch on
+ * face (over groups the router's) when there is one. */
+struct mkv_async;
+void master_ask_pin(master_async *ma, struct mkv_async *face, workers *w, store_pinq *q, store_got_fn *done,
+                    void *ctx);
 
 #endif

@@ -624,7 +624,7 @@ static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void 
  * pins are held by the loop's asynchronous connection, one bound for all
  * its RESP clients (proto/pins.h). */
 static void cs_pin_async(store *s, store_pinq *q, store_got_fn *done, void *ctx) {
-    master_ask_pin(cs_of(s)->ma, cs_of(s)->workers, q, done, ctx);
+    master_ask_pin(cs_of(s)->ma, cs_of(s)->face, cs_of(s)->workers, q, done, ctx);
 }
 
 /* The pool is registered once the client is taken (cs->registered). */

@@ -537,6 +537,17 @@ static void test_gateway_routes(void) {
     /* its put batch and the ask of the stored size and CRC: on the face */
     long long set_waits = h_info_field(gw, "gateway", "worker_master_waits") - waits;
     ASSERT_MSG(set_waits == 0, "a SET of stored bytes made %lld blocking calls", set_waits);
+    /* MOON.PREFIX of 10 stored keys, one never stored, one more stored:
+     * 10, by one exists batch on the face (was a blocking call) */
+    const char *pargv[13] = {"MOON.PREFIX"};
+    for (int i = 0; i < 10; i++) pargv[i + 1] = keys[i];
+    pargv[11] = "gw:never";
+    pargv[12] = keys[10];
+    r = redisCommandArgv(gw, 13, pargv, NULL);
+    ASSERT_MSG(r && r->type == REDIS_REPLY_INTEGER && r->integer == 10, "MOON.PREFIX: %s",
+               r && r->type == REDIS_REPLY_ERROR ? r->str : "not 10");
+    freeReplyObject(r);
+    ASSERT_EQ(h_info_field(gw, "gateway", "worker_master_waits") - waits, 0);
     argv[0] = "DEL";
     waits = h_info_field(gw, "gateway", "worker_master_waits");
     long long asked = removes_asked();
