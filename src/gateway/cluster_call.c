@@ -181,15 +181,14 @@ void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n) 
 
 /* ---- on the async face ---- */
 
-typedef struct face_fetch {
-    mkv_op op;                /* first: the face's completion */
-    staging *pool;
-    mkv_client *mc;
-    void (*done)(void *ctx);
-    void *ctx;
-    fetch_place *fp;          /* objs[k]'s place, and its fetch */
-    mkv_obj objs[];
-} face_fetch;
+gw_face_op *cluster_face_op(mkv_op_kind kind, size_t n, size_t extra_each, mkv_op_done_fn *done) {
+    gw_face_op *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(size_t) + sizeof(int) + extra_each));
+    q->idx = (size_t *)(q->objs + n);
+    q->extra = q->idx + n;
+    q->res = (int *)((char *)q->extra + n * extra_each);
+    q->op = (mkv_op){.kind = kind, .objs = q->objs, .results = q->res, .done = done};
+    return q;
+}
 
 int cluster_face_code(const mkv_op *op, int st, char *errstr, size_t len) {
     if (st == CLUSTER_UNTOLD) st = op->status != MKV_OK ? op->status : MKV_EIO;
@@ -218,32 +217,33 @@ int cluster_face_code(const mkv_op *op, int st, char *errstr, size_t len) {
 }
 
 static void face_fetched(mkv_op *op) {
-    face_fetch *q = (face_fetch *)op;
+    gw_face_op *q = (gw_face_op *)op;
+    fetch_place *fp = q->extra;
     for (size_t k = 0; k < op->n; k++) {
-        gw_fetch *f = q->fp[k].f;
+        gw_fetch *f = fp[k].f;
         int st = cluster_face_code(op, q->objs[k].status, f->errstr, sizeof f->errstr);
-        fetch_end_as(q->pool, q->mc, f, st, q->objs[k].len);
+        fetch_end_as(fp[k].pool, fp[k].mc, f, st, q->objs[k].len);
         f->via = "the async face's batch get";
     }
-    q->done(q->ctx);
+    q->then(q->ctx);
     free(q);
 }
 
 void cluster_fetch_face(mkv_async *face, staging *pool, mkv_client *mc, gw_fetch **f, size_t n,
                         void (*done)(void *ctx), void *ctx) {
-    face_fetch *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(fetch_place)));
-    q->fp = (fetch_place *)(q->objs + n);
-    size_t m = 0;
+    gw_face_op *q = cluster_face_op(MKV_OP_GET_BATCH, n, sizeof(fetch_place), face_fetched);
+    fetch_place *fp = q->extra;
     for (size_t i = 0; i < n; i++) {
         if (!fetch_begin(f[i])) continue;
-        q->fp[m] = (fetch_place){.pool = pool, .mc = mc, .f = f[i]};
-        q->objs[m] = (mkv_obj){.key = f[i]->key, .keylen = f[i]->keylen, .buf = &q->fp[m], .status = CLUSTER_UNTOLD};
-        m++;
+        fp[q->op.n] = (fetch_place){.pool = pool, .mc = mc, .f = f[i]};
+        q->objs[q->op.n] = (mkv_obj){.key = f[i]->key, .keylen = f[i]->keylen, .buf = &fp[q->op.n],
+                                     .status = CLUSTER_UNTOLD};
+        q->op.n++;
     }
-    *q = (face_fetch){.op = {.kind = MKV_OP_GET_BATCH, .objs = q->objs, .n = m, .place = fetch_buffer,
-                             .done = face_fetched},
-                      .pool = pool, .mc = mc, .done = done, .ctx = ctx, .fp = q->fp};
-    if (m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) return;
-    for (size_t k = 0; k < m; k++) q->objs[k].status = MKV_ECONN;   /* no face: as a lost connection */
+    q->op.place = fetch_buffer;
+    q->then = done;
+    q->ctx = ctx;
+    if (q->op.n > 0 && mkv_async_submit(face, &q->op) == MKV_OK) return;
+    for (size_t k = 0; k < q->op.n; k++) q->objs[k].status = MKV_ECONN;   /* no face: as a lost connection */
     face_fetched(&q->op);
 }

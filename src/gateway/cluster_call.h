@@ -69,6 +69,22 @@ void cluster_fetch(staging *pool, mkv_client *mc, gw_fetch *f);
  * one master round trip, or over groups one per group, the groups' parts
  * at once): each size told gets memory from pool. */
 void cluster_fetch_batch(staging *pool, mkv_client *mc, gw_fetch **f, size_t n);
+/* One operation for an async face with room for n objects: each one's
+ * place in the caller's order (idx), an exists batch's flag (res) and
+ * extra_each bytes of the caller's (extra), in one allocation (free()
+ * it). op is first, so the completion's op is the block; op.objs and
+ * op.results point into it, op.n is 0 (the caller counts what it adds). */
+typedef struct gw_face_op {
+    mkv_op op;
+    void *owner;              /* the caller's */
+    void (*then)(void *ctx);  /* the caller's next step, if it keeps one */
+    void *ctx;
+    size_t *idx;
+    int *res;
+    void *extra;
+    mkv_obj objs[];
+} gw_face_op;
+gw_face_op *cluster_face_op(mkv_op_kind kind, size_t n, size_t extra_each, mkv_op_done_fn *done);
 /* An object's status in an async face's operation as the gateway
  * replies it, the words from the code (on the loop no thread's last error
  * tells why). Set CLUSTER_UNTOLD before submitting: an object the face

@@ -638,17 +638,6 @@ static void ask_done(gw_call *call) {
     workers_submit(cluster_store_workers(call->store), &call->job);
 }
 
-/* A command's keys as one operation on the client's async face (over
- * groups the router's, split there by group): a DEL's or EXISTS's (TYPE's,
- * TTL's) as a batch, STRLEN's or a stored SET's one key as a stat. */
-typedef struct face_ask {
-    mkv_op op;                /* first: its completion */
-    gw_call *call;
-    int *res;                 /* EXISTS: each key's flag */
-    size_t *idx;              /* objs[k] is answer idx[k] */
-    mkv_obj objs[];
-} face_ask;
-
 /* A stat's outcome: the size (-1: no complete object) and CRC. */
 static void stat_answer(gw_answer *a, const mkv_op *op) {
     if (op->status != MKV_OK && op->status != MKV_ENOTFOUND) return;
@@ -660,8 +649,8 @@ static void stat_answer(gw_answer *a, const mkv_op *op) {
 /* On the loop: each key's outcome as its answer; a key that failed is
  * left unanswered (a worker then asks). */
 static void face_answered(mkv_op *op) {
-    face_ask *q = (face_ask *)op;
-    gw_call *call = q->call;
+    gw_face_op *q = (gw_face_op *)op;
+    gw_call *call = q->owner;
     if (op->kind == MKV_OP_STAT) stat_answer(&call->ans[0], op);
     for (size_t k = 0; k < op->n; k++) {
         gw_answer *a = &call->ans[q->idx[k]];
@@ -676,22 +665,22 @@ static void face_answered(mkv_op *op) {
 }
 
 /* The call's keys a master could hold (duplicates too: EXISTS counts
- * each), one allocation with their flags and places. */
+ * each) as one operation on the client's async face (over groups the
+ * router's, split there by group): a DEL's or EXISTS's (TYPE's, TTL's) as
+ * a batch, STRLEN's or a stored SET's one key as a stat. */
 static void ask_face(mkv_async *face, gw_call *call, mkv_op_kind kind) {
-    size_t n = call->nans, m = 0;
-    face_ask *q = xcalloc(1, sizeof *q + n * (sizeof(mkv_obj) + sizeof(int) + sizeof(size_t)));
-    q->idx = (size_t *)(q->objs + n);
-    q->res = (int *)(q->idx + n);
-    for (size_t i = 0; i < n; i++) {
+    gw_face_op *q = cluster_face_op(kind, call->nans, 0, face_answered);
+    for (size_t i = 0; i < call->nans; i++) {
         const gw_answer *a = &call->ans[i];
         if (!cluster_key_ok(a->keylen)) continue;
-        q->idx[m] = i;
-        q->objs[m++] = (mkv_obj){.key = a->key, .keylen = a->keylen};
+        q->idx[q->op.n] = i;
+        q->objs[q->op.n++] = (mkv_obj){.key = a->key, .keylen = a->keylen};
     }
-    q->call = call;
-    int one = kind == MKV_OP_STAT;
-    q->op = (mkv_op){.kind = kind, .key = q->objs[0].key, .keylen = q->objs[0].keylen, .objs = q->objs,
-                     .n = one ? 0 : m, .results = q->res, .done = face_answered};
+    q->owner = call;
+    size_t m = q->op.n;
+    q->op.key = q->objs[0].key;
+    q->op.keylen = q->objs[0].keylen;
+    if (kind == MKV_OP_STAT) q->op.n = 0;   /* one key, no batch */
     if (face && m > 0 && mkv_async_submit(face, &q->op) == MKV_OK) call->asking++;
     else free(q);
 }

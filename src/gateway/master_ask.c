@@ -292,37 +292,27 @@ static void pin_run(ask *a, mkv_client *mc) {
  * router's face (one MOON.MEXISTS per group, the parts at once): the
  * count is of the keys present from the first on; a key whose answer did
  * not come before the first missing one fails the question. */
-typedef struct prefix_ask {
-    mkv_op op;                /* first: the face's completion */
-    store_pinq *q;
-    store_got_fn *done;
-    void *ctx;
-    int *res;
-    mkv_obj objs[];
-} prefix_ask;
-
 static void prefix_answered(mkv_op *op) {
-    prefix_ask *p = (prefix_ask *)op;
-    store_pinq *q = p->q;
+    gw_face_op *p = (gw_face_op *)op;
+    store_pinq *q = p->owner;
     size_t n = 0;
     while (n < op->n && p->objs[n].status == MKV_OK && p->res[n] == 1) n++;
     q->count = n;
     if (n < op->n && p->objs[n].status != MKV_OK)
         q->rc = cluster_face_code(op, p->objs[n].status, q->errstr, sizeof q->errstr);
-    p->done(p->ctx);
+    p->then(p->ctx);
     free(p);
 }
 
 /* 1 if asked on the face (done comes from there). */
 static int prefix_on_face(mkv_async *face, store_pinq *q, store_got_fn *done, void *ctx) {
-    size_t n = pin_usable(q);
-    prefix_ask *p = xcalloc(1, sizeof *p + n * (sizeof(mkv_obj) + sizeof(int)));
-    p->res = (int *)(p->objs + n);
-    for (size_t i = 0; i < n; i++)
-        p->objs[i] = (mkv_obj){.key = q->keys[i].ptr, .keylen = q->keys[i].len, .status = CLUSTER_UNTOLD};
-    *p = (prefix_ask){.op = {.kind = MKV_OP_EXISTS_BATCH, .objs = p->objs, .n = n, .results = p->res,
-                             .done = prefix_answered},
-                      .q = q, .done = done, .ctx = ctx, .res = p->res};
+    gw_face_op *p = cluster_face_op(MKV_OP_EXISTS_BATCH, pin_usable(q), 0, prefix_answered);
+    for (p->op.n = 0; p->op.n < pin_usable(q); p->op.n++)
+        p->objs[p->op.n] = (mkv_obj){.key = q->keys[p->op.n].ptr, .keylen = q->keys[p->op.n].len,
+                                     .status = CLUSTER_UNTOLD};
+    p->owner = q;
+    p->then = done;
+    p->ctx = ctx;
     if (mkv_async_submit(face, &p->op) == MKV_OK) return 1;
     free(p);
     return 0;

@@ -290,19 +290,11 @@ static int write_inline(pb_batch *bt) {
     return left == 0;
 }
 
-/* Over groups: a batch's puts as one batch put on the router's face. */
-typedef struct pb_face {
-    mkv_op op;                /* first: the face's completion */
-    pb_batch *bt;
-    size_t *idx;              /* objs[k] is put idx[k] */
-    mkv_obj objs[];
-} pb_face;
-
 /* On the loop: each put's outcome; one whose grants ran out before its
  * bytes went is put again on a worker (put_each), as cluster_ship does. */
 static void face_put(mkv_op *op) {
-    pb_face *q = (pb_face *)op;
-    pb_batch *bt = q->bt;
+    gw_face_op *q = (gw_face_op *)op;
+    pb_batch *bt = q->owner;
     size_t again = 0;
     for (size_t k = 0; k < op->n; k++) {
         store_put *p = bt->p[q->idx[k]];
@@ -320,14 +312,13 @@ static void face_put(mkv_op *op) {
     workers_submit(bt->b->w, &bt->job);
 }
 
-/* The batch's puts as one batch put on the router's face (split by
- * group there, the parts at once), so no thread waits for a master. 0
- * (nothing submitted) when a value has a mapping of its own, registered
- * only around its transfer by the thread moving it: a worker's job. */
+/* Over groups: the batch's puts as one batch put on the router's face
+ * (split by group there, the parts at once), so no thread waits for a
+ * master. 0 (nothing submitted) when a value has a mapping of its own,
+ * registered only around its transfer by the thread moving it: a
+ * worker's job. */
 static int put_on_face(pb_batch *bt) {
-    pb_face *q = xcalloc(1, sizeof *q + bt->n * (sizeof(mkv_obj) + sizeof(size_t)));
-    q->idx = (size_t *)(q->objs + bt->n);
-    size_t m = 0;
+    gw_face_op *q = cluster_face_op(MKV_OP_PUT_BATCH, bt->n, 0, face_put);
     for (size_t i = 0; i < bt->n; i++) {
         store_put *p = bt->p[i];
         if (p->shipped) continue;
@@ -335,14 +326,13 @@ static int put_on_face(pb_batch *bt) {
             free(q);
             return 0;
         }
-        q->objs[m] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr, .len = (size_t)p->buf.len,
-                               .status = CLUSTER_UNTOLD};
-        q->idx[m++] = i;
+        q->objs[q->op.n] = (mkv_obj){.key = p->key, .keylen = p->keylen, .buf = p->buf.ptr,
+                                     .len = (size_t)p->buf.len, .status = CLUSTER_UNTOLD};
+        q->idx[q->op.n++] = i;
     }
-    q->bt = bt;
-    q->op = (mkv_op){.kind = MKV_OP_PUT_BATCH, .objs = q->objs, .n = m, .replicas = bt->b->nreplicas,
-                     .done = face_put};
-    if (m > 0 && mkv_async_submit(bt->b->face, &q->op) == MKV_OK) return 1;
+    q->owner = bt;
+    q->op.replicas = bt->b->nreplicas;
+    if (q->op.n > 0 && mkv_async_submit(bt->b->face, &q->op) == MKV_OK) return 1;
     free(q);
     return 0;
 }
