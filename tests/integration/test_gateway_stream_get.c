@@ -119,6 +119,7 @@ static void test_stream_get_bounded_rss(void) {
     /* redis-cli's kind of client: the whole reply at once */
     redisContext *g = h_redis(PORT_GATEWAY);
     ASSERT(g);
+    h_redis_room(g, LEN + 64);
     redisReply *r = redisCommand(g, "GET big:2");
     ASSERT(r && r->type == REDIS_REPLY_STRING && r->len == LEN && memcmp(r->str, val, LEN) == 0);
     freeReplyObject(r);
@@ -132,6 +133,7 @@ static void test_stream_get_bounded_rss(void) {
 static void test_stream_get_pipelined(void) {
     redisContext *g = h_redis(PORT_GATEWAY);
     ASSERT(g);
+    h_redis_room(g, LEN + 64);
     redisReply *r = redisCommand(g, "SET small:1 hello");
     ASSERT(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -190,6 +192,7 @@ static void test_stream_exec(void) {
     long long streamed = gateway_field("cluster_streamed_gets");
     redisContext *g = h_redis(PORT_GATEWAY);
     ASSERT(g);
+    h_redis_room(g, LEN + 64);
     redisAppendCommand(g, "MULTI");
     redisAppendCommand(g, "GET big:1");
     redisAppendCommand(g, "GET small:1");

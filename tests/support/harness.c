@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hiredis/sds.h>
+
 #include "core/util.h"
 #include "link/master_link.h"
 
@@ -326,6 +328,14 @@ redisContext *h_redis_ms(const char *host, int port, int timeout_ms) {
     }
     if (c) redisSetTimeout(c, tv);
     return c;
+}
+
+void h_redis_room(redisContext *c, size_t bytes) {
+    if (!c || !c->reader) return;
+    sds buf = sdsMakeRoomFor(c->reader->buf, bytes);
+    if (!buf) return;
+    c->reader->buf = buf;
+    c->reader->maxbuf = 0;   /* 0: never shrunk back when empty */
 }
 
 redisContext *h_redis_host(const char *host, int port) { return h_redis_ms(host, port, 5000); }

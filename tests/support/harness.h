@@ -88,6 +88,12 @@ void h_forget(pid_t pid); /* no longer ours to kill (reaped elsewhere) */
 redisContext *h_redis(int port);
 redisContext *h_redis_host(const char *host, int port);
 redisContext *h_redis_ms(const char *host, int port, int timeout_ms);
+/* Room in c's reader for replies of up to bytes, kept between replies.
+ * hiredis grows its read buffer 1 MiB at a time past 1 MiB, and under
+ * ASan every growth is a new allocation, a copy and fresh pages: a 64 MiB
+ * reply read whole cost 64 copies (2 GB) and most of a SAN test's CPU.
+ * What the server sends and the client gets is the same. */
+void h_redis_room(redisContext *c, size_t bytes);
 
 /* A test that plays a member (a node, a client) on a raw connection to a
  * master proves the cluster secret first (MOON.CHALLENGE, MOON.PROVE; ""
