@@ -45,6 +45,7 @@ static int start_cluster(void) {
     if (h_wait_nodes(MASTER_PORT, "alive", NODES, 20000) != 0) return -1;
     if ((gateway = start_gateway()) < 0) return -1;
     gw = h_redis(GATEWAY_PORT);
+    h_redis_room(gw, 20 * 1024 * 1024 + 64);   /* the largest value read whole: v:20m */
     return gw ? 0 : -1;
 }
 
@@ -626,6 +627,7 @@ static void test_pipelined_mixed(void) {
     for (int i = 0; i < MIX_CLIENTS && ok; i++) {
         if (!(m[i].c = h_redis(GATEWAY_PORT))) ok = 0;
         else {
+            h_redis_room(m[i].c, mix_len(i, MIX_KEYS - 1) + 64);   /* its largest value */
             mix_pipeline(&m[i], i);
             m[i].c->flags &= ~REDIS_BLOCK;   /* driven by poll below */
             ok = fcntl(m[i].c->fd, F_SETFL, fcntl(m[i].c->fd, F_GETFL) | O_NONBLOCK) == 0;

@@ -37,6 +37,7 @@ static int settles(redisContext *g) {
 /* KEYS values of 4 MiB each, then all of them read back at once
  * (pipelined: the reads stage together in the pool), byte-exact. */
 static int set_and_get_all(redisContext *g, char *val) {
+    h_redis_room(g, VALUE + 64);
     for (int k = 0; k < KEYS; k++) {
         h_fill(val, VALUE, (uint64_t)k + 1);
         redisReply *r = redisCommand(g, "SET rss:%d %b", k, val, (size_t)VALUE);
