@@ -303,8 +303,29 @@ static void orphan_free(master_meta *m, size_t i) {
     m->orphans[i] = m->orphans[--m->norphans];
 }
 
+/* A disk replica of o has a share on node: the key's record there is live. */
+static int disk_share_on(const object *o, uint32_t node) {
+    obj_reps v;
+    const obj_replica *reps = o ? object_reps(o, &v) : NULL;
+    for (uint32_t i = 0; o && i < o->nreplicas; i++)
+        if (mm_replica_on_disk(&reps[i]) && share_of(&reps[i], node)) return 1;
+    return 0;
+}
+
 void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms) {
-    if (t->to_disk != MM_TASK_OFFLOAD || !t->handed || t->done) return;
+    if (t->to_disk != MM_TASK_OFFLOAD || !t->handed) return;
+    if (t->done) {
+        /* A striped offload whose other share's task failed, or whose
+         * object went meanwhile: this node wrote its share and said so,
+         * but the job's disk replica never joins the object, so the
+         * record is nobody's. The write is over: the note cannot
+         * overtake it. (Kept only if a disk replica has a share there.) */
+        if (!disk_share_on(t->obj, t->node)) {
+            mm_note_drop_disk_key(m, t->node, t->obj->key, t->obj->keylen);
+            m->orphans_dropped++;
+        }
+        return;
+    }
     for (size_t i = m->norphans; i-- > 0;)
         if (m->orphans[i].until_ms <= now_ms) orphan_free(m, i);
     if (m->norphans == ORPHANS_MAX) orphan_free(m, 0);   /* the oldest maybe: its record stays */
@@ -318,10 +339,7 @@ void mm_offload_orphan(master_meta *m, const mm_task *t, uint64_t now_ms) {
  * offload on its way there. */
 static int record_wanted(master_meta *m, uint32_t node, const void *key, size_t keylen) {
     const object *o = mm_find(m, key, keylen);
-    obj_reps v;
-    const obj_replica *reps = o ? object_reps(o, &v) : NULL;
-    for (uint32_t i = 0; o && i < o->nreplicas; i++)
-        if (mm_replica_on_disk(&reps[i]) && share_of(&reps[i], node)) return 1;
+    if (disk_share_on(o, node)) return 1;
     const mm_job *j = o ? mm_obj_job(o) : NULL;
     for (uint32_t t = 0; j && t < j->ntasks; t++)
         if (j->tasks[t]->to_disk == MM_TASK_OFFLOAD && j->tasks[t]->node == node) return 1;

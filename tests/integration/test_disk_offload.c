@@ -19,6 +19,9 @@
  * - a batch key found while its offload was in flight, the get parked for
  *   another key's load, is looked up again when the offload ends, not
  *   answered as a miss (gets_waited_relooked);
+ * - removes racing offloads in flight leave no record behind, also with
+ *   objects striped over two nodes (an offload a task per node's share:
+ *   a share written while the other was not is dropped with the job);
  * - without --disk-high-watermark nothing moves (a node with a disk tier,
  *   the segment past 60 %: disk_offloads stays 0).
  * Ports from h_free_ports; the disk file in a directory under $TMPDIR. */
@@ -421,16 +424,16 @@ static void test_two_replicas(void) {
  * object removed meanwhile is dropped once the node answers (no record
  * is left behind, disk_offload_orphans counts them). The source extents
  * of a task handed out are held until its read caps end: a put timeout
- * of 5 s. */
-static void test_remove_during_offload(void) {
+ * of 5 s. Striped over two nodes (flags), an offload is a task per
+ * node's share: a remove that finds one share written and the other
+ * not drops the written one too. */
+static void remove_during_offload(const char *const *flags, const char *sub, int nodes) {
     cluster cl;
-    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "100",
-                           "--put-timeout-ms", "5000", NULL};
-    start(&cl, flags, "o");
+    start_nodes(&cl, flags, sub, nodes);
     mkv_client *c = NULL;
     ASSERT_EQ(h_mkv_connect(&c, cl.master, NULL, 1), MKV_OK);
     ASSERT_EQ(mkv_register_buffer(c, src, OBJ), MKV_OK);
-    const int n = 48;
+    const int n = 48 * nodes;
     ASSERT_EQ(put_range(c, 0, n), 0);
     uint64_t end = mono_ms() + 20000;
     while (master_field(&cl, "disk_offloading_bytes") == 0 && master_field(&cl, "disk_offloads") == 0 &&
@@ -442,14 +445,27 @@ static void test_remove_during_offload(void) {
         snprintf(key, sizeof key, "k%d", i);
         ASSERT_EQ(mkv_remove(c, key, strlen(key)), MKV_OK);
     }
-    for (end = mono_ms() + 30000; !disks_empty(&cl, 1) && mono_ms() < end;) usleep(50 * 1000);
-    printf("# %lld offloads landed, %lld orphan records dropped, %lld records left\n",
+    for (end = mono_ms() + 30000; !disks_empty(&cl, nodes) && mono_ms() < end;) usleep(50 * 1000);
+    printf("# %d node(s): %lld offloads landed, %lld orphan records dropped, %lld + %lld records left\n", nodes,
            master_field(&cl, "disk_offloads"), master_field(&cl, "disk_offload_orphans"),
-           node_field(&cl, "disk_objects"));
-    ASSERT_EQ(node_field(&cl, "disk_objects"), 0);
+           node_i_field(&cl, 0, "disk_objects"), nodes > 1 ? node_i_field(&cl, 1, "disk_objects") : 0);
+    for (int i = 0; i < nodes; i++) ASSERT_EQ(node_i_field(&cl, i, "disk_objects"), 0);
     ASSERT_EQ(master_field(&cl, "bytes_used"), 0);
     mkv_close(c);
     h_kill_all();
+}
+
+static void test_remove_during_offload(void) {
+    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "100",
+                           "--put-timeout-ms", "5000", NULL};
+    remove_during_offload(flags, "o", 1);
+}
+
+static void test_remove_during_striped_offload(void) {
+    const char *flags[] = {"--disk-high-watermark", "60", "--disk-low-watermark", "30", "--heartbeat-ms", "100",
+                           "--put-timeout-ms", "5000", "--stripe-threshold", "128KB", "--stripe-unit", "64KB",
+                           "--stripe-width", "2", NULL};
+    remove_during_offload(flags, "os", 2);
 }
 
 static void test_off_without_watermark(void) {
@@ -486,6 +502,7 @@ int main(void) {
     RUN_TEST(test_loads_pushed_at_once);
     RUN_TEST(test_two_replicas);
     RUN_TEST(test_remove_during_offload);
+    RUN_TEST(test_remove_during_striped_offload);
     RUN_TEST(test_off_without_watermark);
     cleanup();
     free(src);
