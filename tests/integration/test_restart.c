@@ -192,7 +192,8 @@ static void *writer_main(void *arg) {
         char key[32];
         snprintf(key, sizeof key, "busy:%d", i);
         h_fill(w->buf, FLIGHT_LEN, (uint64_t)i + 1000);
-        if (mkv_put(w->c, key, strlen(key), w->buf, FLIGHT_LEN, 2) == MKV_OK) w->puts_ok = i + 1;
+        if (mkv_put(w->c, key, strlen(key), w->buf, FLIGHT_LEN, 2) == MKV_OK)
+            __atomic_store_n(&w->puts_ok, i + 1, __ATOMIC_RELEASE);
         else break;   /* the crash */
     }
     __atomic_store_n(&w->ended, 1, __ATOMIC_RELEASE);
@@ -206,7 +207,15 @@ static void test_puts_racing_the_crash_are_whole_or_missing(void) {
     ASSERT(w.buf && mkv_register_buffer(w.c, w.buf, FLIGHT_LEN) == MKV_OK);
     pthread_t th;
     pthread_create(&th, NULL, writer_main, &w);
-    usleep(300 * 1000);
+    /* The crash comes once a put was acknowledged (its nodes hold its
+     * note: it survives the master), not after a fixed 300 ms: a SAN
+     * writer on a loaded machine had none acknowledged by then, so every
+     * key was missing and "whole >= 1" failed. The writer keeps putting,
+     * so the crash still cuts puts in flight. */
+    uint64_t until = mono_ms() + 30000;
+    while (__atomic_load_n(&w.puts_ok, __ATOMIC_ACQUIRE) < 1 && !__atomic_load_n(&w.ended, __ATOMIC_ACQUIRE) &&
+           mono_ms() < until)
+        usleep(10 * 1000);
     uint64_t ms;
     int restarted = restart_master(&ms);
     __atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
