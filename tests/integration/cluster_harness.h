@@ -271,9 +271,12 @@ static inline int h_watch_pinned(int port, const char *key, uint64_t since_ms, i
  * (a background step: a sweep, a report, a heartbeat): 0, or -1. */
 static inline int h_wait_port_info(int port, const char *section, const char *field, long long want,
                                    int timeout_ms) {
-    uint64_t end = mono_ms() + (uint64_t)timeout_ms;
-    while (h_port_info(port, section, field) != want && mono_ms() < end) usleep(50 * 1000);
-    return h_port_info(port, section, field) == want ? 0 : -1;
+    /* The look that saw want answers: a second look may already see the
+     * next change (a restore's drop after a moment at 0), and failed so. */
+    for (uint64_t end = mono_ms() + (uint64_t)timeout_ms;; usleep(50 * 1000)) {
+        if (h_port_info(port, section, field) == want) return 0;
+        if (mono_ms() >= end) return -1;
+    }
 }
 
 /* Until the node on port has registered (INFO node registrations >= 1):
