@@ -8,7 +8,7 @@
 # suites are left to the other builds.
 #
 # Binaries run side by side, builds overlapping: up to MKV_TEST_JOBS at a
-# time (default: three times the core count) while the CPU they are known
+# time (default: four times the core count) while the CPU they are known
 # to use stays within MKV_TEST_CPU hundredths of a core (default: 120 per
 # core). Most integration binaries wait on servers, timeouts and faults
 # far more than they compute, a few compute all the time (docs/TESTS.md):
@@ -30,10 +30,13 @@
 # another (rel, then the others in the order given, then build/fuzz), as
 # jobs of the same pool: a build's binaries are admitted as soon as that
 # build is done, so the plain build's tests run while the sanitizer builds
-# compile. A build holds MKV_BUILD_CPU hundredths of a core of the budget
-# (default: its make -j, MKV_BUILD_JOBS, the core count, whole cores), so
-# only tests known to wait run beside it. A failed build counts as one
-# failure and its binaries do not run.
+# compile. A build holds the CPU it used in the quiet run of tests/durations
+# (its CPU over its wall seconds, build/<tag>; a sanitizer build's
+# compiles wait on archives and links, about 1.2 of 2 cores), else its
+# make -j (MKV_BUILD_JOBS, the core count) in whole cores; MKV_BUILD_CPU
+# (hundredths of a core) overrides both. Tests that fit the rest run
+# beside it. A failed build counts as one failure and its binaries do not
+# run.
 set -u
 cd "$(dirname "$0")/.."
 build_first=0
@@ -41,10 +44,10 @@ if [ "${1:-}" = --build ]; then build_first=1; shift; fi
 log_dir=build/test-logs; mkdir -p "$log_dir"
 res_dir=$(mktemp -d "$log_dir/.results.XXXXXX")
 trap 'rm -rf "$res_dir"' EXIT
-max_jobs=${MKV_TEST_JOBS:-$((3 * $(nproc)))}
+max_jobs=${MKV_TEST_JOBS:-$((4 * $(nproc)))}
 cpu_budget=${MKV_TEST_CPU:-$((120 * $(nproc)))}   # hundredths of a core
 build_jobs=${MKV_BUILD_JOBS:-$(nproc)}
-build_cpu=${MKV_BUILD_CPU:-$((100 * build_jobs))}
+build_cpu_max=$((100 * build_jobs))
 t_start=$SECONDS
 
 # Binaries that need the machine to themselves: they bound a time or a
@@ -183,9 +186,20 @@ admit() {   # admit FIRST: the jobs added from index FIRST on join pending (or a
   mapfile -t pending < <(for i in "${pending[@]}"; do echo "${dur[$i]} $i"; done | sort -k1,1nr -k2,2n | awk '{print $2}')
 }
 
+# What a build holds of the CPU budget: MKV_BUILD_CPU, else its share in
+# the quiet run's times (tests/durations: build/<tag> WALL CPU; a
+# checkout's own last build was mostly up to date, so says little), at
+# most its make -j in whole cores.
+build_hold() {   # build_hold BUILD
+  [ -n "${MKV_BUILD_CPU:-}" ] && { echo "$MKV_BUILD_CPU"; return; }
+  awk -v b="build/${1##*/}" -v max="$build_cpu_max" '
+    $1 == b && $3 ~ /^[0-9]+$/ && $2 > 0 {s = int(100 * $3 / $2 + 0.5); found = 1; exit}
+    END {print (found && s < max) ? s : max}' tests/durations 2>/dev/null || echo "$build_cpu_max"
+}
+
 # One build (make -j$build_jobs of its test-build-<tag> target), its line
 # printed as it ends, its status and times in res_dir.
-build_failed=0; build_lines=()
+build_failed=0; build_lines=(); build_times=()
 run_build() {   # run_build BUILD
   local tag=${1##*/} t0=$SECONDS cpu=- timer=""
   local log="$log_dir/build-$tag.log" cpu_file="$res_dir/build-$tag.cpu"
@@ -206,6 +220,7 @@ build_done() {   # build_done BUILD: its result read; its jobs admitted if it bu
   local tag=${1##*/} rc secs cpu first=${#labels[@]}
   read -r rc secs cpu <"$res_dir/build-$tag"
   build_lines+=("build/$tag ${secs}s cpu ${cpu}s")
+  [[ $cpu =~ ^[0-9]+$ ]] && build_times+=("build/$tag $secs $cpu")
   if [ "$rc" != 0 ]; then
     build_failed=$((build_failed + 1))
     echo "not ok - build/$tag failed (exit $rc), its tests not run: $log_dir/build-$tag.log"
@@ -217,17 +232,18 @@ build_done() {   # build_done BUILD: its result read; its jobs admitted if it bu
 
 # Runs pending (and builds, one at a time, each before any test it can
 # start) until all are done: MAX jobs at a time within the CPU budget,
-# never two binaries of one name at once. A running build holds build_cpu.
+# never two binaries of one name at once. A running build holds build_hold.
 run_pool() {   # run_pool MAX
-  local max=$1 i k started done_pid load=0 bpid="" bdir=""
+  local max=$1 i k started done_pid load=0 bpid="" bdir="" hold
   declare -A running=() held=()   # pid -> binary name, its CPU share
   while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ] || [ ${#build_queue[@]} -gt 0 ]; do
     started=0
     if [ -z "$bpid" ] && [ ${#build_queue[@]} -gt 0 ]; then
       bdir=${build_queue[0]}; build_queue=("${build_queue[@]:1}")
+      hold=$(build_hold "$bdir")
       run_build "$bdir" &
-      bpid=$!; running[$bpid]=build; held[$bpid]=$build_cpu
-      load=$((load + build_cpu))
+      bpid=$!; running[$bpid]=build; held[$bpid]=$hold
+      load=$((load + hold))
       continue
     fi
     if [ ${#running[@]} -lt "$max" ]; then
@@ -285,7 +301,8 @@ for i in "${scheduled[@]}"; do
   [ -n "$secs" ] && times+=("${labels[$i]} $secs ${cpu:--}") && sum_secs=$((sum_secs + secs))
   [[ ${cpu:-} =~ ^[0-9]+$ ]] && sum_cpu=$((sum_cpu + cpu))
 done
-# This run's times (wall, CPU) replace those of the same binaries.
+# This run's times (wall, CPU) replace those of the same binaries (and builds).
+times+=("${build_times[@]}")
 if [ ${#times[@]} -gt 0 ]; then
   { printf '%s\n' "${times[@]}"; [ -f "$durations" ] && cat "$durations"; } |
     awk 'NF >= 2 && !seen[$1]++' | sort >"$durations.new" && mv "$durations.new" "$durations"
