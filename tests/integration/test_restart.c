@@ -207,14 +207,14 @@ static void test_puts_racing_the_crash_are_whole_or_missing(void) {
     ASSERT(w.buf && mkv_register_buffer(w.c, w.buf, FLIGHT_LEN) == MKV_OK);
     pthread_t th;
     pthread_create(&th, NULL, writer_main, &w);
-    /* The crash comes once a put was acknowledged (its nodes hold its
-     * note: it survives the master), not after a fixed 300 ms: a SAN
-     * writer on a loaded machine had none acknowledged by then, so every
-     * key was missing and "whole >= 1" failed. The writer keeps putting,
-     * so the crash still cuts puts in flight. */
-    uint64_t until = mono_ms() + 30000;
-    while (__atomic_load_n(&w.puts_ok, __ATOMIC_ACQUIRE) < 1 && !__atomic_load_n(&w.ended, __ATOMIC_ACQUIRE) &&
-           mono_ms() < until)
+    /* The crash comes after 300 ms of puts and once one was acknowledged
+     * (its nodes hold its note: it survives the master), not after the
+     * 300 ms alone: a SAN writer on a loaded machine had none acknowledged
+     * by then, so every key was missing and "whole >= 1" failed. The
+     * writer keeps putting, so the crash still cuts puts in flight. */
+    uint64_t t0 = mono_ms(), until = t0 + 30000;
+    while ((mono_ms() < t0 + 300 || __atomic_load_n(&w.puts_ok, __ATOMIC_ACQUIRE) < 1) &&
+           !__atomic_load_n(&w.ended, __ATOMIC_ACQUIRE) && mono_ms() < until)
         usleep(10 * 1000);
     uint64_t ms;
     int restarted = restart_master(&ms);
