@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "proto/status.h"
 
 #define IO_IDLE_MS 1000   /* the I/O thread with nothing to serve sleeps on its wake fd */
+#define IO_TICK_MS 100    /* DRAIN_READS: the I/O thread looks at the link this often while owed */
 #define DOWN_HOLD_MS 1000
 #define LEADER_RETRY_MS 50   /* etcd: between a send's attempts to find a leader */
 
@@ -79,9 +81,47 @@ int mkv_op_run(mkv_client *c, mkv_op *op) {
     return op->status;
 }
 
+/* The face whose op this thread starts inside mkv_async_submit: its
+ * sends must not wait (for a connect, etcd, or room to write) and an
+ * inline face's completions must not run in the caller's submit. */
+static __thread mkv_async *submitting;
+/* The face whose replies this thread reads in mkv_async_drain: what
+ * completes meanwhile is drained next, with no post of its fd. */
+static __thread mkv_async *draining;
+
+/* The eventfd the link posts when one of the face's replies is due and
+ * the thread that read it does not run it (DRAIN_READS), else -1. */
+static int notify_fd(const mkv_async *a) { return a->pfd >= 0 ? a->efd : -1; }
+
+/* DRAIN_READS: the link's live fd, and no other, watched in pfd (edge
+ * triggered: a drain reads what came, a thread reading for everyone may
+ * take it first). */
+static void watch_sync(mkv_async *a) {
+    if (a->pfd < 0) return;
+    uint64_t id;
+    int fd = mkv_link_fd(a->c, &id);
+    pthread_mutex_lock(&a->mu);
+    if (fd != a->watch_fd || id != a->watch_id) {
+        if (a->watch_fd >= 0) epoll_ctl(a->pfd, EPOLL_CTL_DEL, a->watch_fd, NULL);   /* closed already: gone */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
+        if (fd >= 0 && epoll_ctl(a->pfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+            epoll_ctl(a->pfd, EPOLL_CTL_MOD, fd, &ev);
+        a->watch_fd = fd;
+        a->watch_id = id;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 /* ---- for the steps (async_ops.c) ---- */
 
 void mkv_async_finish(mkv_async *a, mkv_op *op) {
+    if ((a->flags & MKV_ASYNC_INLINE) && submitting == a) {   /* done inside submit: the I/O thread calls back */
+        pthread_mutex_lock(&a->mu);
+        q_push(&a->late, op);
+        pthread_mutex_unlock(&a->mu);
+        efd_post(a->wake);
+        return;
+    }
     if (a->flags & MKV_ASYNC_INLINE) {
         if (op->done) op->done(op);
         pthread_mutex_lock(&a->mu);
@@ -89,7 +129,7 @@ void mkv_async_finish(mkv_async *a, mkv_op *op) {
     } else {
         pthread_mutex_lock(&a->mu);
         q_push(&a->done, op);
-        efd_post(a->efd);
+        if (draining != a) efd_post(a->efd);
     }
     if (--a->live == 0) pthread_cond_broadcast(&a->idle_cv);
     pthread_mutex_unlock(&a->mu);
@@ -129,6 +169,14 @@ typedef struct mkv_asend {
 
 static __thread mkv_asend *posting;   /* the send this thread is posting */
 
+static mkv_asend *asend_new(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
+    mkv_asend *s = xcalloc(1, sizeof *s);
+    *s = (mkv_asend){.a = a, .out = *out, .fn = fn, .arg = arg,
+                     .deadline = mono_ms() + (uint64_t)a->c->timeout_ms};
+    *out = (mkv_out){0};   /* s's now */
+    return s;
+}
+
 static void asend_free(mkv_asend *s) {
     mkv_out_free(&s->out);
     free(s);
@@ -141,6 +189,7 @@ static void asend_later(mkv_asend *s) {
     s->next = a->retry;
     a->retry = s;
     pthread_mutex_unlock(&a->mu);
+    efd_post(a->wake);   /* the I/O thread may sleep with nothing else owed */
 }
 
 static int is_readonly(const redisReply *r) {
@@ -166,7 +215,7 @@ static void asend_replied(void *arg, redisReply *r, int code) {
 static void asend_try(mkv_asend *s) {
     posting = s;
     s->unsent = MKV_OK;
-    int rc = mkv_link_send(s->a->c, &s->out, asend_replied, s);
+    int rc = mkv_link_send(s->a->c, &s->out, asend_replied, s, notify_fd(s->a));
     posting = NULL;
     if (rc == MKV_OK) return;   /* s is the link's now, maybe done already */
     if (mono_ms() + LEADER_RETRY_MS < s->deadline) {
@@ -203,26 +252,20 @@ static void asend_due(mkv_async *a) {
  * those after it at once for DOWN_HOLD_MS: without this, each operation
  * of a stopped master's backlog would wait out a connect of its own.
  * Under etcd the send is repeated instead (above). */
-void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
-    pthread_mutex_lock(&a->mu);
-    a->master_wait++;
-    int down = mono_ms() < a->down_until ? a->down_code : MKV_OK;
-    pthread_mutex_unlock(&a->mu);
+static void send_now(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
     if (a->c->etcd) {
-        mkv_asend *s = xcalloc(1, sizeof *s);
-        *s = (mkv_asend){.a = a, .out = *out, .fn = fn, .arg = arg,
-                         .deadline = mono_ms() + (uint64_t)a->c->timeout_ms};
-        *out = (mkv_out){0};   /* s's now */
-        asend_try(s);
-        efd_post(a->wake);
+        asend_try(asend_new(a, out, fn, arg));
         return;
     }
+    pthread_mutex_lock(&a->mu);
+    int down = mono_ms() < a->down_until ? a->down_code : MKV_OK;
+    pthread_mutex_unlock(&a->mu);
     if (down != MKV_OK) {
         mkv_out_free(out);
         fn(arg, NULL, down);
         return;
     }
-    int rc = mkv_link_send(a->c, out, fn, arg);
+    int rc = mkv_link_send(a->c, out, fn, arg, notify_fd(a));
     mkv_out_free(out);
     if (rc != MKV_OK) {
         pthread_mutex_lock(&a->mu);
@@ -230,12 +273,67 @@ void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
         a->down_code = rc;
         pthread_mutex_unlock(&a->mu);
     }
+}
+
+/* The I/O thread serves the link once it knows the reply is owed: woken
+ * only if it sleeps with nothing owed (else it reads the link, or waits
+ * on it, and the reply or the queued waiter wakes it). */
+static void wake_if_idle(mkv_async *a) {
+    pthread_mutex_lock(&a->mu);
+    int idle = a->io_idle;
+    a->io_idle = 0;
+    pthread_mutex_unlock(&a->mu);
+    if (idle) efd_post(a->wake);
+}
+
+/* Inside submit: out goes on the wire from this thread while the link is
+ * up (the I/O thread's wake-up then overlaps the round trip, and with
+ * DRAIN_READS the drain reads the reply: no wake-up); else the I/O
+ * thread sends it, in the order handed over, opening the link. */
+static void send_direct(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
+    mkv_asend *s = a->c->etcd ? asend_new(a, out, fn, arg) : NULL;
+    int rc = s ? mkv_link_send_up(a->c, &s->out, asend_replied, s, notify_fd(a))
+               : mkv_link_send_up(a->c, out, fn, arg, notify_fd(a));
+    if (rc == MKV_OK) {
+        mkv_out_free(out);
+        if (a->pfd >= 0) watch_sync(a);
+        else wake_if_idle(a);
+        return;
+    }
+    if (!s) s = asend_new(a, out, fn, arg);
+    pthread_mutex_lock(&a->mu);
+    *a->handoff_tail = s;
+    a->handoff_tail = &s->next;
+    pthread_mutex_unlock(&a->mu);
+    efd_post(a->wake);
+}
+
+/* The I/O thread: the sends handed over, in order. */
+static void handoff_run(mkv_async *a, mkv_asend *s) {
+    for (mkv_asend *next; s; s = next) {
+        next = s->next;
+        s->next = NULL;
+        if (a->c->etcd) {
+            asend_try(s);
+        } else {
+            send_now(a, &s->out, s->fn, s->arg);
+            free(s);
+        }
+    }
+}
+
+void mkv_async_send(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
+    pthread_mutex_lock(&a->mu);
+    a->master_wait++;
+    pthread_mutex_unlock(&a->mu);
+    if (submitting == a) return send_direct(a, out, fn, arg);
+    send_now(a, out, fn, arg);
     efd_post(a->wake);   /* queued now: the I/O thread serves it */
 }
 
 void mkv_async_replied(mkv_async *a) {
     pthread_mutex_lock(&a->mu);
-    if (--a->master_wait == 0) efd_post(a->wake);   /* closing waits for it */
+    if (--a->master_wait == 0 && a->closing) efd_post(a->wake);   /* closing waits for it */
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -254,17 +352,30 @@ static void *io_main(void *arg) {
     for (;;) {
         efd_clear(a->wake);
         pthread_mutex_lock(&a->mu);
-        mkv_opq q = a->todo;
-        a->todo = (mkv_opq){0};
+        mkv_opq q = a->todo, late = a->late;
+        mkv_asend *h = a->handoff;
+        a->todo = a->late = (mkv_opq){0};
+        a->handoff = NULL;
+        a->handoff_tail = &a->handoff;
+        a->starting = q.head || h;
         pthread_mutex_unlock(&a->mu);
+        handoff_run(a, h);   /* submitted before anything in q */
         for (mkv_op *op; (op = q_pop(&q));) mkv_aop_start(a, op);
+        for (mkv_op *op; (op = q_pop(&late));) mkv_async_finish(a, op);
         asend_due(a);
         pthread_mutex_lock(&a->mu);
+        a->starting = 0;
         size_t owed = a->master_wait;
         int stop = a->closing && !owed && !a->todo.head;
+        a->io_idle = !owed && !stop;
         pthread_mutex_unlock(&a->mu);
         if (stop) break;
-        if (owed) {
+        if (owed && a->pfd >= 0) {   /* the drain reads; here what it left, and the timeouts */
+            mkv_link_serve_now(a->c, -1);
+            watch_sync(a);
+            struct pollfd p = {.fd = a->wake, .events = POLLIN};
+            poll(&p, 1, IO_TICK_MS);
+        } else if (owed) {
             mkv_link_serve(a->c, a->wake);
         } else {
             struct pollfd p = {.fd = a->wake, .events = POLLIN};
@@ -305,12 +416,15 @@ static void *leg_main(void *arg) {
 /* ---- the face ---- */
 
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
-    if (!out || !c || threads < 0 || threads > MKV_ASYNC_MAX_THREADS || (flags & ~MKV_ASYNC_INLINE))
+    if (!out || !c || threads < 0 || threads > MKV_ASYNC_MAX_THREADS ||
+        (flags & ~(MKV_ASYNC_INLINE | MKV_ASYNC_DRAIN_READS)) ||
+        (flags & (MKV_ASYNC_INLINE | MKV_ASYNC_DRAIN_READS)) == (MKV_ASYNC_INLINE | MKV_ASYNC_DRAIN_READS))
         return MKV_EINVAL;
     mkv_async *a = xcalloc(1, sizeof *a);
     a->c = c;
     a->flags = flags;
-    a->efd = -1;
+    a->efd = a->pfd = a->watch_fd = -1;
+    a->handoff_tail = &a->handoff;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work_cv, NULL);
     pthread_cond_init(&a->idle_cv, NULL);
@@ -319,6 +433,14 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
         int err = errno;
         mkv_async_close(a);
         return mkv_fail(c, MKV_ENOMEM, "eventfd: %s", strerror(err));
+    }
+    if ((flags & MKV_ASYNC_DRAIN_READS) && !c->route) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = a->efd};
+        if ((a->pfd = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(a->pfd, EPOLL_CTL_ADD, a->efd, &ev) != 0) {
+            int err = errno;
+            mkv_async_close(a);
+            return mkv_fail(c, MKV_ENOMEM, "epoll: %s", strerror(err));
+        }
     }
     if (c->route) {   /* the groups' faces run the parts: no thread of its own */
         a->route = mkv_route_face_new(a, threads);
@@ -337,22 +459,37 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     return MKV_OK;
 }
 
-int mkv_async_fd(const mkv_async *a) { return a ? a->efd : -1; }
+int mkv_async_fd(const mkv_async *a) { return !a ? -1 : a->pfd >= 0 ? a->pfd : a->efd; }
 
-/* op to the I/O thread (over a router: to its groups' faces), counted
- * as in flight. */
+/* op started on this thread: its first master command sent from here
+ * (send_direct), its early completion, if any, left to the I/O thread. */
+static void start_here(mkv_async *a, mkv_op *op) {
+    mkv_async *was = submitting;
+    submitting = a;
+    mkv_aop_start(a, op);
+    submitting = was;
+}
+
+/* op counted as in flight, then started here while the master link is up
+ * and nothing submitted before waits for the I/O thread (its commands go
+ * out in submit order); else to the I/O thread (over a router: to its
+ * groups' faces). */
 static int enqueue(mkv_async *a, mkv_op *op) {
+    int up = !a->route && mkv_link_up(a->c);
     pthread_mutex_lock(&a->mu);
-    int rc = a->closing ? MKV_EINVAL : MKV_OK;
+    int rc = a->closing ? MKV_EINVAL : MKV_OK, here = 0;
     if (rc == MKV_OK) {
-        if (!a->route) q_push(&a->todo, op);
+        here = up && !a->todo.head && !a->handoff && !a->starting;
+        if (!a->route && !here) q_push(&a->todo, op);
         a->pending++;
         a->live++;
     }
     pthread_mutex_unlock(&a->mu);
-    if (rc == MKV_OK && a->route) mkv_route_face_submit(a->route, op);
-    else if (rc == MKV_OK) efd_post(a->wake);
-    return rc;
+    if (rc != MKV_OK) return rc;
+    if (a->route) mkv_route_face_submit(a->route, op);
+    else if (here) start_here(a, op);
+    else efd_post(a->wake);
+    return MKV_OK;
 }
 
 int mkv_async_submit(mkv_async *a, mkv_op *op) {
@@ -380,9 +517,24 @@ int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv,
 
 uint64_t mkv_master_epoch(mkv_client *c) { return (uint64_t)mkv_link_connections(c); }
 
+/* DRAIN_READS: the replies that came read here, the face's callbacks run
+ * (their ops, if done, join the queue drained next). */
+static void drain_reads(mkv_async *a) {
+    struct epoll_event ev[2];
+    while (epoll_wait(a->pfd, ev, 2, 0) < 0 && errno == EINTR) {}   /* edges taken: the fd is quiet again */
+    efd_clear(a->efd);
+    if (a->closing) return;
+    watch_sync(a);
+    mkv_async *was = draining;
+    draining = a;
+    mkv_link_serve_now(a->c, a->efd);
+    draining = was;
+}
+
 size_t mkv_async_drain(mkv_async *a) {
     if (!a || a->efd < 0) return 0;
-    efd_clear(a->efd);
+    if (a->pfd >= 0) drain_reads(a);
+    else efd_clear(a->efd);
     pthread_mutex_lock(&a->mu);
     mkv_opq q = a->done;
     a->done = (mkv_opq){0};
@@ -416,6 +568,7 @@ void mkv_async_close(mkv_async *a) {
     mkv_route_face_free(a->route);
     mkv_async_drain(a);   /* every op is done and queued */
     if (a->efd >= 0) close(a->efd);
+    if (a->pfd >= 0) close(a->pfd);
     if (a->wake >= 0) close(a->wake);
     mkv_leases_free(&a->leases);   /* they expire on the master */
     pthread_mutex_destroy(&a->mu);

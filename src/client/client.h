@@ -176,6 +176,7 @@ typedef struct mkv_waiter {
     uint64_t conn;                       /* the connection's id it went out on */
     mkv_reply_fn *fn;                    /* NULL: a thread waits; else heap-allocated, fn's */
     void *arg;
+    int notify;                          /* an eventfd posted when fn is due and this thread does not run it, or -1 */
 } mkv_waiter;
 
 /* The core's one master connection, pipelined across threads. */
@@ -188,6 +189,7 @@ typedef struct mkv_mlink {
     int retiring;                        /* the master is not the leader: nothing more goes on it,
                                           * and it breaks once the replies due are in */
     int reading;                         /* a waiter reads for all of them */
+    int stalled;                         /* send_mu's holder may wait: connecting, or for room (atomic) */
     uint64_t id;                         /* core->conns when it was opened */
     mkv_waiter *head, *tail;             /* in the order their commands went out */
     mkv_waiter *fired, *fired_tail;      /* callback waiters done, for mkv_link_serve to call */
@@ -258,15 +260,32 @@ void mkv_out_free(mkv_out *o);
 redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sent, struct mkv_meanwhile *mw);
 /* Send out's commands (opening the connection if needed) and return
  * without waiting: fn(arg, reply, code) runs once, for the last reply,
- * on the thread in mkv_link_serve that finds it done (or on this one,
- * now, when nothing could be sent: then its code is returned, else
- * MKV_OK). No lock of the link is held then. */
-int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg);
+ * on the thread in mkv_link_serve that finds it done, or in
+ * mkv_link_serve_now(notify) (or on this one, now, when nothing could be
+ * sent: then its code is returned, else MKV_OK). notify (an eventfd, or
+ * -1) is posted when fn is due and the thread that found it done does
+ * not run it. No lock of the link is held then. */
+int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg, int notify);
+/* As mkv_link_send, but never waits to connect or for room to write: on
+ * a connection that is up (not being opened, nobody waiting for room)
+ * whose socket takes the first bytes at once MKV_OK (fn runs later),
+ * else MKV_LINK_DOWN with nothing sent and fn not run. For a thread that
+ * must not block (the async face's submitter). */
+#define MKV_LINK_DOWN (-1001)
+int mkv_link_send_up(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg, int notify);
+/* The live connection's fd and id, or -1 (it may break the next moment);
+ * 1 while one is up. */
+int mkv_link_fd(mkv_client *c, uint64_t *id);
+int mkv_link_up(mkv_client *c);
 /* One turn for the callbacks: read for up to a slice (or until wake_fd,
  * if >= 0, is readable) when calls wait and no thread reads, else wait
  * briefly for the one that does; then run the callbacks of the replies
  * that came (and of calls a broken connection failed). */
 void mkv_link_serve(mkv_client *c, int wake_fd);
+/* Without waiting: what has come read (if no thread reads), an overdue
+ * reply's connection broken, and the callbacks that are due run: those
+ * sent with notify `only`, or all of them for -1. */
+void mkv_link_serve_now(mkv_client *c, int only);
 /* Master connections the core opened so far. */
 int mkv_link_connections(mkv_client *c);
 /* The live connection's fd and id (watched by the etcd leader watch while
@@ -534,6 +553,13 @@ struct mkv_async {
     uint64_t down_until;                 /* a send failed (no master): the next fail at once till then */
     int down_code;
     struct mkv_asend *retry;             /* etcd: sends to repeat once a leader answers */
+    struct mkv_asend *handoff, **handoff_tail;   /* submitters' sends that found no link up, for the I/O thread */
+    mkv_opq late;                        /* inline faces: ops done inside submit, for the I/O thread to call back */
+    int starting;                        /* the I/O thread starts or sends what was handed to it */
+    int io_idle;                         /* the I/O thread sleeps on wake with nothing owed */
+    int pfd;                             /* MKV_ASYNC_DRAIN_READS: epoll over efd and the link's fd, else -1 */
+    int watch_fd;                        /* the link's fd in pfd, or -1 */
+    uint64_t watch_id;                   /* and its connection's id */
     mkv_leases leases;                   /* finished reads' leases, for the next command */
     struct mkv_route_face *route;        /* over a router: the groups' faces (route.h); no threads here */
 };

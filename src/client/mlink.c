@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "core/util.h"
@@ -39,6 +40,19 @@
 #define READ_SLICE_MS 100    /* a reader looks at the head's deadline this often */
 #define READ_CHUNK    16384
 #define SERVE_WAIT_MS 10     /* a server waits this long for another reader's replies */
+#define NOW_TURNS     8      /* mkv_link_serve_now reads at most this many chunks a call */
+
+/* The callbacks this thread runs after what it reads: SERVE_NONE (a
+ * blocking call's reader runs none), SERVE_ALL (mkv_link_serve's), or
+ * those whose waiter's notify fd is this (mkv_link_serve_now's). */
+#define SERVE_NONE (-2)
+#define SERVE_ALL  (-1)
+static __thread int serving = SERVE_NONE;
+
+static void notify_post(int fd) {
+    uint64_t one = 1;
+    while (write(fd, &one, sizeof one) < 0 && errno == EINTR) {}
+}
 
 void mkv_link_init(mkv_mlink *L) {
     memset(L, 0, sizeof *L);
@@ -70,13 +84,15 @@ void mkv_link_free(mkv_mlink *L) {
 
 /* ---- breaking and opening (mu held unless said) ---- */
 
-/* w is done: a callback's goes to the fired list for mkv_link_serve. */
+/* w is done: a callback's goes to the fired list for mkv_link_serve,
+ * and its notify fd is posted unless this thread runs it next. */
 static void waiter_done(mkv_mlink *L, mkv_waiter *w) {
     if (!w->fn) return;
     w->next = NULL;
     if (L->fired_tail) L->fired_tail->next = w;
     else L->fired = w;
     L->fired_tail = w;
+    if (w->notify >= 0 && serving != SERVE_ALL && serving != w->notify) notify_post(w->notify);
 }
 
 /* The connection is done for: its waiters fail with code now. Its fd is
@@ -186,6 +202,10 @@ static int link_open(mkv_client *c, mkv_mlink *L) {
     return MKV_OK;
 }
 
+/* The holder of send_mu may wait (connecting, or for room to write):
+ * a sender that must not wait does not queue behind it. */
+static void stall_mark(mkv_mlink *L, int on) { __atomic_store_n(&L->stalled, on, __ATOMIC_RELEASE); }
+
 /* A live connection, opened if there is none (or it broke). send_mu held. */
 static int link_ready(mkv_client *c, mkv_mlink *L) {
     pthread_mutex_lock(&L->mu);
@@ -193,6 +213,7 @@ static int link_ready(mkv_client *c, mkv_mlink *L) {
         pthread_mutex_unlock(&L->mu);
         return MKV_OK;
     }
+    stall_mark(L, 1);
     while (L->reading) pthread_cond_wait(&L->cv, &L->mu);   /* the broken one's reader leaves */
     redisContext *old = L->rc;
     struct lw_conn *oldw = L->watched;
@@ -201,7 +222,9 @@ static int link_ready(mkv_client *c, mkv_mlink *L) {
     pthread_mutex_unlock(&L->mu);
     leader_watch_remove(oldw);
     if (old) redisFree(old);
-    return link_open(c, L);
+    int rc = link_open(c, L);
+    stall_mark(L, 0);
+    return rc;
 }
 
 int mkv_link_open(mkv_client *c) {
@@ -271,8 +294,11 @@ static int hand_out(mkv_mlink *L) {
 }
 
 /* Bytes from fd: a recv that blocks up to READ_SLICE_MS (SO_RCVTIMEO),
- * or with wake_fd (>= 0) only what has come once either is readable. */
+ * or with wake_fd (>= 0) only what has come once either is readable,
+ * or with READ_NOW what has come. */
+#define READ_NOW (-2)
 static ssize_t read_some(int fd, int wake_fd, char *buf, size_t len) {
+    if (wake_fd == READ_NOW) return recv(fd, buf, len, MSG_DONTWAIT);
     if (wake_fd < 0) return recv(fd, buf, len, 0);
     struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
     if (poll(p, 2, READ_SLICE_MS) <= 0 || !p[0].revents) {
@@ -283,8 +309,9 @@ static ssize_t read_some(int fd, int wake_fd, char *buf, size_t len) {
 }
 
 /* One turn as the reader (mu held, released while waiting): what came
- * within READ_SLICE_MS, handed out; an overdue head breaks the link. */
-static void read_turn(mkv_mlink *L, int wake_fd) {
+ * within READ_SLICE_MS (READ_NOW: at once), handed out; an overdue head
+ * breaks the link. The bytes read. */
+static ssize_t read_turn(mkv_mlink *L, int wake_fd) {
     int fd = L->rc->fd;
     L->reading = 1;
     pthread_mutex_unlock(&L->mu);
@@ -306,6 +333,7 @@ static void read_turn(mkv_mlink *L, int wake_fd) {
     if (!L->broken && L->head && mono_ms() >= L->head->deadline_ms)
         link_broke(L, MKV_ETIMEDOUT, "no reply within the timeout");
     pthread_cond_broadcast(&L->cv);
+    return n;
 }
 
 /* Until w is done: reading when nobody is, else waiting. mu held. */
@@ -326,7 +354,7 @@ static void wait_reply(mkv_mlink *L, mkv_waiter *w) {
 /* ---- sending ---- */
 
 /* All of buf on fd by the deadline: 0, or an MKV_E* code. */
-static int send_all(int fd, const char *buf, size_t len, uint64_t deadline) {
+static int send_all(mkv_mlink *L, int fd, const char *buf, size_t len, uint64_t deadline) {
     while (len > 0) {
         ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
@@ -340,7 +368,10 @@ static int send_all(int fd, const char *buf, size_t len, uint64_t deadline) {
         if (now >= deadline) return MKV_ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = POLLOUT};
         uint64_t left = deadline - now;
-        if (poll(&p, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) return MKV_ECONN;
+        stall_mark(L, 1);
+        int pr = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+        stall_mark(L, 0);
+        if (pr < 0 && errno != EINTR) return MKV_ECONN;
     }
     return 0;
 }
@@ -374,6 +405,34 @@ void mkv_out_free(mkv_out *o) {
     *o = (mkv_out){0};
 }
 
+/* w joins the queue (mu held): its reply is the one after the others
+ * queued, out's replies but its last skipped. A server waiting for a
+ * queue to read (mkv_link_serve) is woken by the first. */
+static void waiter_queue(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_waiter *w) {
+    w->skip = out->count - 1;
+    w->deadline_ms = mono_ms() + (uint64_t)c->timeout_ms;
+    w->conn = L->id;
+    if (L->tail) {
+        L->tail->next = w;
+    } else {
+        L->head = w;
+        leader_watch_busy(L->watched, 1);
+        if (w->fn) pthread_cond_broadcast(&L->cv);
+    }
+    L->tail = w;
+}
+
+/* The rest of out after its first `sent` bytes on fd (send_mu held, mu
+ * not); a failed write breaks the connection, which fails its waiters. */
+static void send_rest(mkv_mlink *L, int fd, const mkv_out *out, size_t sent, uint64_t deadline) {
+    int rc = send_all(L, fd, out->buf + sent, out->len - sent, deadline);
+    if (rc != 0) {
+        pthread_mutex_lock(&L->mu);
+        link_broke(L, rc, rc == MKV_ETIMEDOUT ? "write timed out" : "write failed");
+        pthread_mutex_unlock(&L->mu);
+    }
+}
+
 /* w joins the queue and out goes on the wire, opening the connection if
  * needed: MKV_OK once w is queued (it then completes by the queue: its
  * reply, or the connection's break, which a failed write causes), else
@@ -393,24 +452,41 @@ static int link_post(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_waiter
         pthread_mutex_unlock(&L->send_mu);
         return rc;
     }
-    w->skip = out->count - 1;
-    w->deadline_ms = mono_ms() + (uint64_t)c->timeout_ms;
-    w->conn = L->id;
-    if (L->tail) L->tail->next = w;
-    else {
-        L->head = w;
-        leader_watch_busy(L->watched, 1);
-    }
-    L->tail = w;
+    waiter_queue(c, L, out, w);
     int fd = L->rc->fd;
     uint64_t deadline = w->deadline_ms;   /* w may be done and gone once mu is let go */
     pthread_mutex_unlock(&L->mu);
-    rc = send_all(fd, out->buf, out->len, deadline);
-    if (rc != 0) {
-        pthread_mutex_lock(&L->mu);
-        link_broke(L, rc, rc == MKV_ETIMEDOUT ? "write timed out" : "write failed");
-        pthread_mutex_unlock(&L->mu);
+    send_rest(L, fd, out, 0, deadline);
+    pthread_mutex_unlock(&L->send_mu);
+    return MKV_OK;
+}
+
+/* As link_post, but only on a connection that is up, not being opened
+ * or waited on by another sender, and only if the socket takes some of
+ * out at once: MKV_LINK_DOWN otherwise (w not queued, nothing sent). The first write goes out under mu, before w is
+ * queued: no reader hands a reply out meanwhile, and a write that would
+ * block leaves nothing to undo. */
+static int link_post_up(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_waiter *w) {
+    if (pthread_mutex_trylock(&L->send_mu) != 0) {
+        if (__atomic_load_n(&L->stalled, __ATOMIC_ACQUIRE)) return MKV_LINK_DOWN;
+        pthread_mutex_lock(&L->send_mu);   /* another sender's write, not a wait */
     }
+    pthread_mutex_lock(&L->mu);
+    ssize_t n = -1;
+    if (L->rc && !L->broken) {
+        while ((n = send(L->rc->fd, out->buf, out->len, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {}
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) link_broke(L, MKV_ECONN, "write failed");
+    }
+    if (n < 0) {
+        pthread_mutex_unlock(&L->mu);
+        pthread_mutex_unlock(&L->send_mu);
+        return MKV_LINK_DOWN;
+    }
+    waiter_queue(c, L, out, w);
+    int fd = L->rc->fd;
+    uint64_t deadline = w->deadline_ms;
+    pthread_mutex_unlock(&L->mu);
+    if ((size_t)n < out->len) send_rest(L, fd, out, (size_t)n, deadline);   /* rare: the socket's buffer was near full */
     pthread_mutex_unlock(&L->send_mu);
     return MKV_OK;
 }
@@ -444,11 +520,35 @@ redisReply *mkv_link_call(mkv_client *c, const mkv_out *out, int *code, int *sen
     return NULL;
 }
 
-/* The fired callbacks, run outside the locks (mu held on entry and exit). */
-static void run_fired(mkv_mlink *L) {
-    while (L->fired) {
-        mkv_waiter *w = L->fired;
+/* The fired callbacks whose notify is `only` (SERVE_ALL: every one),
+ * taken off the list in order. mu held. */
+static mkv_waiter *fired_take(mkv_mlink *L, int only) {
+    mkv_waiter *w = L->fired;
+    if (only == SERVE_ALL) {
         L->fired = L->fired_tail = NULL;
+        return w;
+    }
+    mkv_waiter *mine = NULL, **mt = &mine;
+    L->fired = L->fired_tail = NULL;
+    for (mkv_waiter *next; w; w = next) {
+        next = w->next;
+        w->next = NULL;
+        if (w->notify == only) {
+            *mt = w;
+            mt = &w->next;
+        } else {
+            if (L->fired_tail) L->fired_tail->next = w;
+            else L->fired = w;
+            L->fired_tail = w;
+        }
+    }
+    return mine;
+}
+
+/* The fired callbacks (those of `only`), run outside the locks (mu held
+ * on entry and exit). */
+static void run_fired(mkv_mlink *L, int only) {
+    for (mkv_waiter *w; L->fired && (w = fired_take(L, only));) {
         pthread_mutex_unlock(&L->mu);
         for (mkv_waiter *next; w; w = next) {
             next = w->next;
@@ -459,11 +559,12 @@ static void run_fired(mkv_mlink *L) {
     }
 }
 
-int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg) {
+int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg, int notify) {
     mkv_mlink *L = &c->core->link;
     mkv_waiter *w = xcalloc(1, sizeof *w);
     w->fn = fn;
     w->arg = arg;
+    w->notify = notify;
     int rc = link_post(c, L, out, w);
     if (rc != MKV_OK) {
         free(w);
@@ -472,8 +573,50 @@ int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg
     return rc;
 }
 
+int mkv_link_send_up(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg, int notify) {
+    mkv_waiter *w = xcalloc(1, sizeof *w);
+    w->fn = fn;
+    w->arg = arg;
+    w->notify = notify;
+    int rc = link_post_up(c, &c->core->link, out, w);
+    if (rc != MKV_OK) free(w);
+    return rc;
+}
+
+int mkv_link_fd(mkv_client *c, uint64_t *id) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->mu);
+    int fd = L->rc && !L->broken ? L->rc->fd : -1;
+    *id = L->id;
+    pthread_mutex_unlock(&L->mu);
+    return fd;
+}
+
+int mkv_link_up(mkv_client *c) {
+    uint64_t id;
+    return mkv_link_fd(c, &id) >= 0;
+}
+
+void mkv_link_serve_now(mkv_client *c, int only) {
+    mkv_mlink *L = &c->core->link;
+    int was = serving;
+    serving = only;
+    pthread_mutex_lock(&L->mu);
+    int turns = 0;
+    while (turns < NOW_TURNS && L->head && !L->reading && L->rc && !L->broken && read_turn(L, READ_NOW) == READ_CHUNK)
+        turns++;
+    if (turns == NOW_TURNS && only >= 0) notify_post(only);   /* more may wait: come again */
+    if (!L->broken && L->head && mono_ms() >= L->head->deadline_ms)
+        link_broke(L, MKV_ETIMEDOUT, "no reply within the timeout");
+    run_fired(L, only);
+    pthread_mutex_unlock(&L->mu);
+    serving = was;
+}
+
 void mkv_link_serve(mkv_client *c, int wake_fd) {
     mkv_mlink *L = &c->core->link;
+    int was = serving;
+    serving = SERVE_ALL;
     pthread_mutex_lock(&L->mu);
     if (!L->fired) {
         if (L->head && !L->reading && L->rc && !L->broken) {
@@ -486,8 +629,9 @@ void mkv_link_serve(mkv_client *c, int wake_fd) {
             pthread_cond_timedwait(&L->cv, &L->mu, &ts);
         }
     }
-    run_fired(L);
+    run_fired(L, SERVE_ALL);
     pthread_mutex_unlock(&L->mu);
+    serving = was;
 }
 
 int mkv_link_connections(mkv_client *c) {

@@ -88,12 +88,18 @@ struct mkv_op {
 typedef struct mkv_async mkv_async;
 
 #define MKV_ASYNC_INLINE 1   /* run done on the library's thread, no queue */
+/* Queued mode for a loop that watches mkv_async_fd at all times: the fd
+ * is also readable when the master's replies to the face's operations
+ * came, and mkv_async_drain reads them on the caller's thread, so a reply
+ * reaches its done with no thread hand-off (the face's I/O thread then
+ * only starts what the link was down for, repeats and times out). */
+#define MKV_ASYNC_DRAIN_READS 2
 
 /* An async face over c (which must outlive it): its I/O thread and
  * `threads` threads for transfers (0: as many as c has lanes). */
 int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags);
-/* Readable while completed operations wait for mkv_async_drain; -1 with
- * MKV_ASYNC_INLINE. */
+/* Readable while completed operations (with MKV_ASYNC_DRAIN_READS, or
+ * replies) wait for mkv_async_drain; -1 with MKV_ASYNC_INLINE. */
 int mkv_async_fd(const mkv_async *a);
 /* Queue op (MKV_OK), or MKV_EINVAL for a bad kind or a closing face. */
 int mkv_async_submit(mkv_async *a, mkv_op *op);

@@ -41,8 +41,9 @@ master_async *master_async_over(event_loop *loop, mkv_client *mc) {
     master_async *m = xcalloc(1, sizeof *m);
     m->loop = loop;
     m->mc = mc;
-    /* One thread for data legs, which these commands never use. */
-    if (mkv_async_open(&m->face, mc, 1, 0) != MKV_OK) {
+    /* One thread for data legs, which these commands never use; the
+     * replies are read on the loop, in its drain (no thread hand-off). */
+    if (mkv_async_open(&m->face, mc, 1, MKV_ASYNC_DRAIN_READS) != MKV_OK) {
         free(m);
         return NULL;
     }
