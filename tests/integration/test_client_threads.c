@@ -337,6 +337,8 @@ static void async_rounds(int flags) {
 
 static void test_async_queued(void) { async_rounds(0); }
 
+static void test_async_drain_reads(void) { async_rounds(MKV_ASYNC_DRAIN_READS); }
+
 static void test_async_inline(void) { async_rounds(MKV_ASYNC_INLINE); }
 
 /* A drain from the done callback's own submission: an operation
@@ -683,6 +685,158 @@ static void test_async_retired_link_keeps_replies(void) {
     ASSERT_EQ(conns_after, conns + 1);   /* the retired one closed, another opened */
 }
 
+/* ---- the async face: many submitters while the master link drops ---- */
+
+#define DROP_THREADS 4
+#define DROP_PAIRS   150          /* per thread: a REMOVE and an EXISTS of one key */
+#define DROP_VAL     64
+
+typedef struct drop_op {
+    mkv_op op;                    /* first */
+    int calls;                    /* its done ran this often (atomic) */
+} drop_op;
+
+typedef struct drop_run {
+    mkv_client *c;
+    mkv_async *a;
+    drop_op ops[DROP_THREADS][2 * DROP_PAIRS];
+    char keys[DROP_THREADS][DROP_PAIRS][48];
+    int put[DROP_THREADS][DROP_PAIRS];   /* the key's blocking put succeeded */
+    int submitted, finished, stop;   /* atomic */
+    unsigned char *val;           /* registered */
+} drop_run;
+
+/* Slow on purpose: inline, the I/O thread runs it, and what was handed
+ * to that thread meanwhile waits while the link may be up again. */
+static void drop_done(mkv_op *op) {
+    usleep(300);
+    __atomic_add_fetch(&((drop_op *)op)->calls, 1, __ATOMIC_ACQ_REL);
+}
+
+typedef struct drop_arg {
+    drop_run *r;
+    int t;
+} drop_arg;
+
+/* One submitter: each key put (blocking), then its REMOVE and EXISTS
+ * submitted with no wait for the REMOVE, a blocking call between them
+ * (which opens the link again if it is down: the EXISTS may then find
+ * it up while the REMOVE still waits for the I/O thread). */
+static void *drop_submitter(void *arg) {
+    drop_arg *d = arg;
+    drop_run *r = d->r;
+    for (int i = 0; i < DROP_PAIRS; i++) {
+        const char *key = r->keys[d->t][i];
+        r->put[d->t][i] = mkv_put(r->c, key, strlen(key), r->val, DROP_VAL, 0) == MKV_OK;
+        for (int k = 0; k < 2; k++) {
+            drop_op *o = &r->ops[d->t][2 * i + k];
+            o->op = (mkv_op){.kind = k ? MKV_OP_EXISTS : MKV_OP_REMOVE, .key = key, .keylen = strlen(key),
+                             .done = drop_done, .status = MKV_PENDING};
+            if (mkv_async_submit(r->a, &o->op) == MKV_OK) __atomic_add_fetch(&r->submitted, 1, __ATOMIC_ACQ_REL);
+            else o->calls = -1000;   /* refused: never called back */
+            if (!k) mkv_exists(r->c, "drop:none", 9);   /* a blocking call between: it opens the link if down */
+        }
+    }
+    __atomic_add_fetch(&r->finished, 1, __ATOMIC_ACQ_REL);
+    return NULL;
+}
+
+/* Breaks the master connection every few ms until told to stop. */
+static void *drop_dropper(void *arg) {
+    drop_run *r = arg;
+    for (unsigned i = 0; !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i++) {
+        uint64_t id;
+        mkv_link_fd(r->c, &id);
+        mkv_link_drop_id(&r->c->core->link, id);
+        usleep(1000 + (i % 7) * 700);
+    }
+    return NULL;
+}
+
+static int drop_calls(drop_run *r) {
+    int n = 0;
+    for (int t = 0; t < DROP_THREADS; t++)
+        for (int i = 0; i < 2 * DROP_PAIRS; i++) n += __atomic_load_n(&r->ops[t][i].calls, __ATOMIC_ACQUIRE) > 0;
+    return n;
+}
+
+/* DROP_THREADS threads submit to ONE face (flags) while another breaks
+ * the master connection every 1-5 ms, so operations are sent from the
+ * submitting thread, handed to the I/O thread (no link up), and failed
+ * by a break, all at once. Every operation completes exactly once; and
+ * where a key's REMOVE succeeded, the EXISTS submitted after it by the
+ * same thread (sent after it, on the same connection or a later one)
+ * finds nothing: a face that let the EXISTS overtake a REMOVE waiting
+ * for the I/O thread would answer 1. The test drains the face as an
+ * event loop would (queued) or only waits (inline). */
+static void async_threads_link_drops(int flags) {
+    drop_run *r = calloc(1, sizeof *r);
+    r->c = connect_default();
+    ASSERT_MSG(r->c, "connect: %s", mkv_last_error(NULL));
+    r->val = malloc(DROP_VAL);
+    h_fill(r->val, DROP_VAL, 5);
+    run_no++;
+    for (int t = 0; t < DROP_THREADS; t++)
+        for (int i = 0; i < DROP_PAIRS; i++) snprintf(r->keys[t][i], sizeof r->keys[t][i], "drop:%d:%d:%d", run_no, t, i);
+    int rc = mkv_register_buffer(r->c, r->val, DROP_VAL);
+    if (rc == MKV_OK) rc = mkv_async_open(&r->a, r->c, 1, flags);
+    ASSERT_MSG(rc == MKV_OK, "setup: %s (%s)", mkv_strerror(rc), mkv_last_error(NULL));
+    int conns0 = mkv_link_connections(r->c);
+    pthread_t sub[DROP_THREADS], dropper;
+    drop_arg args[DROP_THREADS];
+    pthread_create(&dropper, NULL, drop_dropper, r);
+    for (int t = 0; t < DROP_THREADS; t++) {
+        args[t] = (drop_arg){r, t};
+        pthread_create(&sub[t], NULL, drop_submitter, &args[t]);
+    }
+    /* the event loop's part until the submitters are done and every op called back, bounded */
+    uint64_t end = mono_ms() + 120000;
+    while (mono_ms() < end && (__atomic_load_n(&r->finished, __ATOMIC_ACQUIRE) < DROP_THREADS ||
+                               drop_calls(r) < __atomic_load_n(&r->submitted, __ATOMIC_ACQUIRE))) {
+        struct pollfd p = {.fd = mkv_async_fd(r->a), .events = POLLIN};
+        if (p.fd < 0) usleep(20000);
+        else if (poll(&p, 1, 100) > 0) mkv_async_drain(r->a);
+    }
+    __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(dropper, NULL);
+    for (int t = 0; t < DROP_THREADS; t++) pthread_join(sub[t], NULL);
+    mkv_async_close(r->a);   /* waits for the rest: each then called back */
+    int conns = mkv_link_connections(r->c) - conns0;
+    int once = 0, twice = 0, never = 0, both_ok = 0, overtaken = 0, failed = 0, broke = 0;
+    for (int t = 0; t < DROP_THREADS; t++) {
+        for (int i = 0; i < 2 * DROP_PAIRS; i++) {
+            int n = r->ops[t][i].calls;
+            once += n == 1;
+            twice += n > 1;
+            never += n < 1;
+            failed += n == 1 && r->ops[t][i].op.status < 0;
+            broke += n == 1 && r->ops[t][i].op.status == MKV_ECONN;
+        }
+        for (int i = 0; i < DROP_PAIRS; i++) {
+            const mkv_op *rm = &r->ops[t][2 * i].op, *ex = &r->ops[t][2 * i + 1].op;
+            if (!r->put[t][i] || rm->status != MKV_OK || (ex->status != 0 && ex->status != 1)) continue;
+            both_ok++;
+            overtaken += ex->status == 1;
+        }
+    }
+    printf("# flags %d: %d ops called back once (%d failed, %d of them by a break), %d master connections, "
+           "%d pairs both answered, %d EXISTS ahead of their REMOVE\n", flags, once, failed, broke, conns, both_ok,
+           overtaken);
+    mkv_close(r->c);
+    free(r->val);
+    free(r);
+    ASSERT_EQ(twice, 0);
+    ASSERT_EQ(never, 0);
+    ASSERT_EQ(once, 2 * DROP_THREADS * DROP_PAIRS);
+    ASSERT_EQ(overtaken, 0);
+    ASSERT_MSG(conns >= 3, "the link came back only %d times", conns);
+    ASSERT(both_ok > 0);
+}
+
+static void test_async_threads_link_drops_queued(void) { async_threads_link_drops(MKV_ASYNC_DRAIN_READS); }
+
+static void test_async_threads_link_drops_inline(void) { async_threads_link_drops(MKV_ASYNC_INLINE); }
+
 /* A client holding a pin makes no call while its master is killed -9
  * and started again on its port (the nodes report their objects): its
  * keeper thread (client/pinkeep.c) reconnects and pins the key again,
@@ -749,12 +903,15 @@ int main(void) {
     RUN_TEST(test_lanes_bound);
     RUN_TEST(test_async_queued);
     RUN_TEST(test_async_inline);
+    RUN_TEST(test_async_drain_reads);
     RUN_TEST(test_async_chain_and_close);
     RUN_TEST(test_async_command);
     RUN_TEST(test_async_many_one_thread);
     RUN_TEST(test_async_stopped_master_times_out_together);
     RUN_TEST(test_async_master_killed_mid_flight);
     RUN_TEST(test_async_retired_link_keeps_replies);
+    RUN_TEST(test_async_threads_link_drops_queued);
+    RUN_TEST(test_async_threads_link_drops_inline);
     RUN_TEST(test_pin_kept_across_master_restart);
     h_kill_all();
     TEST_EXIT();
