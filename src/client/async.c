@@ -2,13 +2,19 @@
  * operations, the threads that drive them and their completions (by
  * callback, or queued behind an eventfd).
  *
- * One I/O thread starts what is submitted (async_ops.c sends each
- * operation's master command on the core's shared master connection,
- * with a callback for its reply) and serves that connection
- * (mkv_link_serve): it reads the replies in order and runs the
+ * An operation starts on the submitting thread while the master link is
+ * up (async_ops.c sends its master command on the core's shared master
+ * connection, with a callback for its reply, never waiting to connect or
+ * for room to write: mkv_link_send_up); otherwise, or while an earlier
+ * one still waits for it, on the face's one I/O thread, which connects
+ * (so commands go out in submit order). The I/O thread serves the
+ * connection (mkv_link_serve): it reads the replies in order and runs the
  * callbacks, so any number of operations wait for the master at once
- * and no thread waits for any one of them. The `threads` others run
- * data legs only (an operation's transfers, through the engine's
+ * and no thread waits for any one of them. With MKV_ASYNC_DRAIN_READS
+ * the caller's drain reads the face's replies instead (the link's fd is
+ * in the face's epoll fd) and the I/O thread only looks every
+ * IO_TICK_MS for what nobody read and for timeouts. The `threads` others
+ * run data legs only (an operation's transfers, through the engine's
  * contexts), one at a time each. Over a router the face has no threads:
  * route.c splits each operation onto its groups' own faces. */
 #include <errno.h>
@@ -93,23 +99,13 @@ static __thread mkv_async *draining;
  * the thread that read it does not run it (DRAIN_READS), else -1. */
 static int notify_fd(const mkv_async *a) { return a->pfd >= 0 ? a->efd : -1; }
 
-/* DRAIN_READS: the link's live fd, and no other, watched in pfd (edge
- * triggered: a drain reads what came, a thread reading for everyone may
- * take it first). */
+/* DRAIN_READS: the link's live fd watched in pfd, edge triggered (a
+ * drain reads what came; a thread reading for everyone may take it
+ * first). A closed connection's fd leaves pfd by itself. */
 static void watch_sync(mkv_async *a) {
     if (a->pfd < 0) return;
-    uint64_t id;
-    int fd = mkv_link_fd(a->c, &id);
-    pthread_mutex_lock(&a->mu);
-    if (fd != a->watch_fd || id != a->watch_id) {
-        if (a->watch_fd >= 0) epoll_ctl(a->pfd, EPOLL_CTL_DEL, a->watch_fd, NULL);   /* closed already: gone */
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
-        if (fd >= 0 && epoll_ctl(a->pfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
-            epoll_ctl(a->pfd, EPOLL_CTL_MOD, fd, &ev);
-        a->watch_fd = fd;
-        a->watch_id = id;
-    }
-    pthread_mutex_unlock(&a->mu);
+    uint64_t id = __atomic_load_n(&a->watch_id, __ATOMIC_ACQUIRE);
+    if (mkv_link_watch(a->c, a->pfd, &id)) __atomic_store_n(&a->watch_id, id, __ATOMIC_RELEASE);
 }
 
 /* ---- for the steps (async_ops.c) ---- */
@@ -423,7 +419,7 @@ int mkv_async_open(mkv_async **out, mkv_client *c, int threads, int flags) {
     mkv_async *a = xcalloc(1, sizeof *a);
     a->c = c;
     a->flags = flags;
-    a->efd = a->pfd = a->watch_fd = -1;
+    a->efd = a->pfd = -1;
     a->handoff_tail = &a->handoff;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work_cv, NULL);

@@ -277,6 +277,11 @@ int mkv_link_send_up(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *
  * 1 while one is up. */
 int mkv_link_fd(mkv_client *c, uint64_t *id);
 int mkv_link_up(mkv_client *c);
+/* The live connection's fd added to epfd (EPOLLIN, edge triggered)
+ * unless *id names it already, under the link's lock (so the fd is the
+ * connection's, not a number closed and reused meanwhile): 1 and *id set
+ * when it was added, else 0. */
+int mkv_link_watch(mkv_client *c, int epfd, uint64_t *id);
 /* One turn for the callbacks: read for up to a slice (or until wake_fd,
  * if >= 0, is readable) when calls wait and no thread reads, else wait
  * briefly for the one that does; then run the callbacks of the replies
@@ -558,8 +563,7 @@ struct mkv_async {
     int starting;                        /* the I/O thread starts or sends what was handed to it */
     int io_idle;                         /* the I/O thread sleeps on wake with nothing owed */
     int pfd;                             /* MKV_ASYNC_DRAIN_READS: epoll over efd and the link's fd, else -1 */
-    int watch_fd;                        /* the link's fd in pfd, or -1 */
-    uint64_t watch_id;                   /* and its connection's id */
+    uint64_t watch_id;                   /* the connection whose fd is in pfd (atomic) */
     mkv_leases leases;                   /* finished reads' leases, for the next command */
     struct mkv_route_face *route;        /* over a router: the groups' faces (route.h); no threads here */
 };

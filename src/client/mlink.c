@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -590,6 +591,19 @@ int mkv_link_fd(mkv_client *c, uint64_t *id) {
     *id = L->id;
     pthread_mutex_unlock(&L->mu);
     return fd;
+}
+
+int mkv_link_watch(mkv_client *c, int epfd, uint64_t *id) {
+    mkv_mlink *L = &c->core->link;
+    int added = 0;
+    pthread_mutex_lock(&L->mu);
+    if (L->rc && !L->broken && L->id != *id) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
+        added = epoll_ctl(epfd, EPOLL_CTL_ADD, L->rc->fd, &ev) == 0 || errno == EEXIST;
+        if (added) *id = L->id;
+    }
+    pthread_mutex_unlock(&L->mu);
+    return added;
 }
 
 int mkv_link_up(mkv_client *c) {

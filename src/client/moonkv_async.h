@@ -15,8 +15,13 @@
  * How it runs: an operation's master requests (exists, remove, the
  * placing and publishing of a put, the locating of a get) go out on the
  * client's one pipelined master connection, and their replies complete
- * them by callback; one I/O thread of the face sends what is submitted
- * and reads the replies for all of them. No thread waits for the
+ * them by callback. The first goes out from mkv_async_submit itself
+ * while that connection is up and takes it at once (submit never waits
+ * for a connect or the master), else one I/O thread of the face sends
+ * it; either way in submit order. The I/O thread reads the replies for
+ * all of them (with MKV_ASYNC_DRAIN_READS the caller's drain does).
+ * An inline face's done never runs inside the caller's submit (over a
+ * router, an operation refused before any group is asked does). No thread waits for the
  * master: any number of operations are in flight at once (a stopped
  * master times them all out together after timeout_ms; without etcd,
  * when no master can be reached, what the face sends in the next second
