@@ -273,8 +273,8 @@ int mkv_link_send(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg
  * must not block (the async face's submitter). */
 #define MKV_LINK_DOWN (-1001)
 int mkv_link_send_up(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *arg, int notify);
-/* The live connection's fd and id, or -1 (it may break the next moment);
- * 1 while one is up. */
+/* The live connection's fd and id, or -1 (none, or retiring; it may
+ * break the next moment); 1 while one is up. */
 int mkv_link_fd(mkv_client *c, uint64_t *id);
 int mkv_link_up(mkv_client *c);
 /* The live connection's fd added to epfd (EPOLLIN, edge triggered)

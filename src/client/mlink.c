@@ -474,7 +474,7 @@ static int link_post_up(mkv_client *c, mkv_mlink *L, const mkv_out *out, mkv_wai
     }
     pthread_mutex_lock(&L->mu);
     ssize_t n = -1;
-    if (L->rc && !L->broken) {
+    if (L->rc && !L->broken && !L->retiring) {
         while ((n = send(L->rc->fd, out->buf, out->len, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {}
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) link_broke(L, MKV_ECONN, "write failed");
     }
@@ -587,7 +587,7 @@ int mkv_link_send_up(mkv_client *c, const mkv_out *out, mkv_reply_fn *fn, void *
 int mkv_link_fd(mkv_client *c, uint64_t *id) {
     mkv_mlink *L = &c->core->link;
     pthread_mutex_lock(&L->mu);
-    int fd = L->rc && !L->broken ? L->rc->fd : -1;
+    int fd = L->rc && !L->broken && !L->retiring ? L->rc->fd : -1;
     *id = L->id;
     pthread_mutex_unlock(&L->mu);
     return fd;
