@@ -208,11 +208,17 @@ static void asend_replied(void *arg, redisReply *r, int code) {
     asend_free(s);
 }
 
+/* The bytes go from a copy of this thread's: s, and its out, may be
+ * freed by the reply's callback on another thread before the send
+ * returns here. */
 static void asend_try(mkv_asend *s) {
+    mkv_out mine = {0};
+    mkv_out_append(&mine, &s->out);
     posting = s;
     s->unsent = MKV_OK;
-    int rc = mkv_link_send(s->a->c, &s->out, asend_replied, s, notify_fd(s->a));
+    int rc = mkv_link_send(s->a->c, &mine, asend_replied, s, notify_fd(s->a));
     posting = NULL;
+    mkv_out_free(&mine);
     if (rc == MKV_OK) return;   /* s is the link's now, maybe done already */
     if (mono_ms() + LEADER_RETRY_MS < s->deadline) {
         asend_later(s);
@@ -287,8 +293,13 @@ static void wake_if_idle(mkv_async *a) {
  * DRAIN_READS the drain reads the reply: no wake-up); else the I/O
  * thread sends it, in the order handed over, opening the link. */
 static void send_direct(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg) {
-    mkv_asend *s = a->c->etcd ? asend_new(a, out, fn, arg) : NULL;
-    int rc = s ? mkv_link_send_up(a->c, &s->out, asend_replied, s, notify_fd(a))
+    mkv_asend *s = NULL;
+    if (a->c->etcd) {   /* s keeps a copy to send again; the bytes go from out (as asend_try) */
+        mkv_out copy = {0};
+        mkv_out_append(&copy, out);
+        s = asend_new(a, &copy, fn, arg);
+    }
+    int rc = s ? mkv_link_send_up(a->c, out, asend_replied, s, notify_fd(a))
                : mkv_link_send_up(a->c, out, fn, arg, notify_fd(a));
     if (rc == MKV_OK) {
         mkv_out_free(out);
@@ -296,7 +307,8 @@ static void send_direct(mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg)
         else wake_if_idle(a);
         return;
     }
-    if (!s) s = asend_new(a, out, fn, arg);
+    if (s) mkv_out_free(out);
+    else s = asend_new(a, out, fn, arg);
     pthread_mutex_lock(&a->mu);
     *a->handoff_tail = s;
     a->handoff_tail = &s->next;
