@@ -47,7 +47,8 @@ role master-a "$WORK/after" master --group=a --slots=0-8191
 role master-b "$WORK/after" master --group=b --slots=8192-16383
 for g in a b; do
   next_port || die "no free port"
-  role "node-$g" "$WORK/after" node --group="$g" --segment-size 512MB --data-addrs "127.0.0.1:$PORT"
+  role "node-$g" "$WORK/after" node --group="$g" --segment-size 512MB --data-addrs "127.0.0.1:$PORT" \
+    --segment-persist no   # no segment file left in /dev/shm per run
 done
 sleep 3   # the nodes register and the masters read the slot map
 role gw-after "$WORK/after" gateway --groups yes --replicas 1; A=$PORT
