@@ -542,17 +542,23 @@ static void test_async_many_one_thread(void) {
 #define PORT_AUX (port0 + 5)      /* a master of its own, stopped and killed */
 #define AUX_TIMEOUT_MS 3000
 
-/* A client of the aux master with timeout_ms AUX_TIMEOUT_MS, its face of
- * one thread and MANY keys' buffers. */
-static int aux_open(mkv_client **c, mkv_async **a, many_run **r, const char *tag) {
+/* The aux master started (*aux, 0 if it did not start: MKV_ECONN), a
+ * client of it with timeout_ms AUX_TIMEOUT_MS, its face of one thread
+ * and MANY keys' buffers. */
+static int aux_open(pid_t *aux, mkv_client **c, mkv_async **a, many_run **r, const char *tag) {
+    *c = NULL;
+    *a = NULL;
+    *r = NULL;
+    if ((*aux = h_start_master(PORT_AUX, NULL)) <= 0) {
+        *aux = 0;
+        return MKV_ECONN;
+    }
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", PORT_AUX);
     mkv_options opt;
     mkv_options_init(&opt);
     opt.master = addr;
     opt.timeout_ms = AUX_TIMEOUT_MS;
-    *a = NULL;
-    *r = NULL;
     int rc = mkv_connect(c, &opt);
     if (rc == MKV_OK && !(*r = many_new(*c, tag))) rc = MKV_ENOMEM;
     if (rc == MKV_OK) rc = mkv_async_open(a, *c, 1, 0);
@@ -573,12 +579,12 @@ static void aux_close(mkv_client *c, mkv_async *a, many_run *r) {
  * connection and one that cannot be opened, fail after one connect's
  * timeout between them. */
 static void test_async_stopped_master_times_out_together(void) {
-    pid_t aux = h_start_master(PORT_AUX, NULL);
+    pid_t aux;
+    mkv_client *c;
+    mkv_async *a;
+    many_run *r;
+    int rc = aux_open(&aux, &c, &a, &r, "stopped");
     ASSERT_MSG(aux > 0, "aux master did not start");
-    mkv_client *c = NULL;
-    mkv_async *a = NULL;
-    many_run *r = NULL;
-    int rc = aux_open(&c, &a, &r, "stopped");
     int ran = -1, timedout = -1, again = -1, again_failed = 0;
     uint64_t took = 0, took_again = 0;
     if (rc == MKV_OK) {
@@ -622,12 +628,11 @@ static void test_async_stopped_master_times_out_together(void) {
  * an error, none hangs, and the face closes; an operation submitted after
  * that fails at once (nobody to connect to). */
 static void test_async_master_killed_mid_flight(void) {
-    pid_t aux = h_start_master(PORT_AUX, NULL);
-    if (aux < 0) aux = 0;
-    mkv_client *c = NULL;
-    mkv_async *a = NULL;
-    many_run *r = NULL;
-    int rc = aux ? aux_open(&c, &a, &r, "killed") : MKV_ECONN;
+    pid_t aux;
+    mkv_client *c;
+    mkv_async *a;
+    many_run *r;
+    int rc = aux_open(&aux, &c, &a, &r, "killed");
     int ran = -1, failed = 0, after = MKV_OK;
     if (rc == MKV_OK) {
         h_sigstop(aux);
@@ -655,12 +660,12 @@ static void test_async_master_killed_mid_flight(void) {
  * while the master is stopped with MANY exists in flight; before, it
  * broke the connection and all MANY failed with ECONN. */
 static void test_async_retired_link_keeps_replies(void) {
-    pid_t aux = h_start_master(PORT_AUX, NULL);
+    pid_t aux;
+    mkv_client *c;
+    mkv_async *a;
+    many_run *r;
+    int rc = aux_open(&aux, &c, &a, &r, "retired");
     ASSERT_MSG(aux > 0, "aux master did not start");
-    mkv_client *c = NULL;
-    mkv_async *a = NULL;
-    many_run *r = NULL;
-    int rc = aux_open(&c, &a, &r, "retired");
     int ran = -1, answered = -1, conns = -1, conns_after = -1, after = -1;
     if (rc == MKV_OK && (rc = mkv_link_open(c)) == MKV_OK) {
         conns = mkv_link_connections(c);
