@@ -55,6 +55,17 @@ redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t
     return mkv_command_meanwhile(c, argc, argv, argvlen, code, NULL);
 }
 
+redisReply *mkv_command_group(mkv_client *c, int *group, int argc, const char **argv, const size_t *argvlen,
+                              int *code) {
+    MKV_ROUTED(c, mkv_route_command_group(c, group, argc, argv, argvlen, code));
+    if (*group > 0) {
+        *code = MKV_ENOTFOUND;
+        return NULL;
+    }
+    *group = 0;
+    return mkv_command(c, argc, argv, argvlen, code);
+}
+
 redisReply *mkv_command_meanwhile(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                                   int *code, mkv_meanwhile *mw) {
     MKV_ON_LANE(c);   /* a caller outside the library (the gateway) gets one too */

@@ -136,6 +136,16 @@ int mkv_register_buffer_cold(mkv_client *c, void *addr, size_t len);
 redisReply *mkv_command(mkv_client *c, int argc, const char **argv, const size_t *argvlen,
                         int *code);
 
+/* mkv_command on one master group: the group at index *group of the
+ * slot map, or the first after it whose master may hold objects (it owns
+ * a slot, or a slot still moving away from it), *group set to that
+ * index; NULL with *code MKV_ENOTFOUND once no group from *group on does.
+ * A client that is not a router is group 0 alone. For questions every
+ * group answers in part (keys, counts, a flush): the caller walks the
+ * groups from 0. */
+redisReply *mkv_command_group(mkv_client *c, int *group, int argc, const char **argv, const size_t *argvlen,
+                              int *code);
+
 /* A caller's own master command on an async face (mkv_async_command). */
 typedef struct mkv_cmd_op {
     mkv_op op;                /* op.done, op.ctx: the caller's; op.status MKV_OK with a reply,

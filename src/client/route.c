@@ -493,6 +493,30 @@ int mkv_route_remove_all(mkv_client *c, uint64_t *removed) {
     return rc;
 }
 
+/* Map index g's group may hold objects: it owns a slot, or one is
+ * still moving away from it (r->mu held). */
+static int group_holds(const proto_slotmap *m, int g) {
+    for (int i = 0; i < PROTO_SLOTS; i++)
+        if (m->owner[i] == g + 1 || m->from[i] == g + 1) return 1;
+    return 0;
+}
+
+redisReply *mkv_route_command_group(mkv_client *c, int *group, int argc, const char **argv, const size_t *argvlen,
+                                    int *code) {
+    mkv_route *r = c->route;
+    char name[PROTO_GROUP_LEN] = "";
+    if (map_version(r) == 0 && (*code = refresh(c, 0)) != MKV_OK) return NULL;
+    pthread_mutex_lock(&r->mu);
+    int g = *group < 0 ? 0 : *group;
+    while (g < r->map->ngroups && !group_holds(r->map, g)) g++;
+    if (g < r->map->ngroups) memcpy(name, r->map->groups[g], PROTO_GROUP_LEN);
+    pthread_mutex_unlock(&r->mu);
+    mkv_client *gc = NULL;
+    *group = g;
+    *code = name[0] ? group_client(c, name, &gc) : mkv_fail(c, MKV_ENOTFOUND, "no group from index %d on", g);
+    return *code == MKV_OK ? mkv_command(gc, argc, argv, argvlen, code) : NULL;
+}
+
 int mkv_route_register(mkv_client *c, void *addr, size_t len, int warm) {
     mkv_route *r = c->route;
     if (!addr || !len) return mkv_fail(c, MKV_EINVAL, "empty buffer");

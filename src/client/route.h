@@ -15,6 +15,8 @@
 #ifndef MKV_CLIENT_ROUTE_H
 #define MKV_CLIENT_ROUTE_H
 
+#include <hiredis/hiredis.h>
+
 #include "client/moonkv.h"
 #include "client/moonkv_async.h"
 
@@ -43,6 +45,8 @@ int mkv_route_get_batchv(mkv_client *c, mkv_objv *objs, size_t n);
 int mkv_route_get_batch_placed(mkv_client *c, mkv_pobj *objs, size_t n);
 int mkv_route_exists_prefix(mkv_client *c, const mkv_obj *objs, size_t n, size_t *count);
 int mkv_route_remove_all(mkv_client *c, uint64_t *removed);
+redisReply *mkv_route_command_group(mkv_client *c, int *group, int argc, const char **argv, const size_t *argvlen,
+                                    int *code);
 int mkv_route_register(mkv_client *c, void *addr, size_t len, int warm);
 int mkv_route_unregister(mkv_client *c, void *addr);
 void mkv_route_stats(mkv_client *c, mkv_transfer_stats *sum);

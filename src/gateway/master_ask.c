@@ -17,6 +17,12 @@
 
 enum { ASK_STAT, ASK_SCAN, ASK_FLUSH, ASK_PIN };
 
+/* Asked on a worker (over master groups), a SCAN cursor names its group
+ * (the slot map's index) in its top byte and that group master's cursor
+ * below: a master's cursor is a record number, far below 2^56. */
+#define ASK_GROUP_SHIFT 56
+#define ASK_CURSOR_MASK ((UINT64_C(1) << ASK_GROUP_SHIFT) - 1)
+
 typedef struct ask {
     gw_job job;               /* first: the workers' link (no asynchronous connection) */
     int kind;
@@ -29,6 +35,8 @@ typedef struct ask {
     store_got_fn *done;
     void *ctx;
     redisReply *reply;        /* the worker's answer */
+    int group;                /* on a worker, ASK_SCAN: the group its page is of (-1: not on a worker) */
+    int walked;               /* on a worker: every group asked, the answer already in out */
 } ask;
 
 static void pin_cmd(ask *a, proto_cmd *cmd);
@@ -43,7 +51,7 @@ static void ask_cmd(ask *a, proto_cmd *cmd) {
     } else if (a->kind == ASK_FLUSH) {
         proto_cmd_bare(cmd, PROTO_VERB_FLUSH);
     } else {
-        proto_cmd_scan(cmd, a->cursor, a->count);
+        proto_cmd_scan(cmd, a->group >= 0 ? a->cursor & ASK_CURSOR_MASK : a->cursor, a->count);
     }
 }
 
@@ -97,6 +105,15 @@ static void answer_page(ask *a, const redisReply *r) {
         a->done(a->ctx);
         return;
     }
+    if (a->group >= 0 && next > ASK_CURSOR_MASK) {
+        pg->rc = unreachable(pg->errstr, NULL, "a master's cursor past 2^56");
+        pg->next = 0;
+        a->done(a->ctx);
+        return;
+    }
+    /* A group's walk done: the next group's, from its start. */
+    if (a->group >= 0) next = next ? (uint64_t)a->group << ASK_GROUP_SHIFT | next
+                                   : (uint64_t)(a->group + 1) << ASK_GROUP_SHIFT;
     store_key buf[KEYS_ON_STACK], *k = keys->elements <= KEYS_ON_STACK ? buf : xmalloc(keys->elements * sizeof *k);
     size_t n = 0;
     for (size_t i = 0; i < keys->elements; i++)
@@ -144,6 +161,70 @@ static void answered(const redisReply *r, void *ctx) {
 
 static void pin_run(ask *a, mkv_client *mc);
 
+/* The stat or flush answer of one group's master added to a's out. */
+static void add_part(ask *a, const redisReply *r) {
+    if (a->kind == ASK_STAT) {
+        store_stat one, *st = a->out;
+        take_stat(&one, r);
+        if (one.rc != STORE_OK) *st = one;
+        if (one.rc != STORE_OK) return;
+        st->objects += one.objects;
+        st->bytes_used += one.bytes_used;
+        st->bytes_total += one.bytes_total;
+        if (one.evicted >= 0 && st->evicted >= 0) st->evicted += one.evicted;
+        else st->evicted = -1;
+        return;
+    }
+    store_flushed one, *f = a->out;
+    take_flush(&one, r);
+    if (one.rc != STORE_OK) *f = one;
+    else f->removed += one.removed;
+}
+
+/* Every group's master asked in turn, the answers summed (a's rc the
+ * first failure's: a FLUSHALL that failed in one group may have flushed
+ * the ones before it). A client of one master is one group. */
+static void walk_groups(ask *a, mkv_client *mc, const proto_cmd *cmd) {
+    if (a->kind == ASK_STAT) *(store_stat *)a->out = (store_stat){.rc = STORE_OK};
+    else *(store_flushed *)a->out = (store_flushed){.rc = STORE_OK};
+    for (int g = 0;; g++) {
+        int code;
+        redisReply *r = mkv_command_group(mc, &g, cmd->argc, cmd->argv, cmd->lens, &code);
+        if (!r && code == MKV_ENOTFOUND) break;
+        add_part(a, r);
+        freeReplyObject(r);
+        if (a->kind == ASK_STAT ? ((store_stat *)a->out)->rc != STORE_OK : ((store_flushed *)a->out)->rc != STORE_OK)
+            break;
+    }
+    a->walked = 1;
+}
+
+/* A SCAN page from the group its cursor names, or from the next group
+ * whose walk has keys; past the last group the walk is over. */
+static void scan_run(ask *a, mkv_client *mc) {
+    a->group = (int)(a->cursor >> ASK_GROUP_SHIFT);
+    for (;;) {
+        proto_cmd cmd;
+        int code;
+        ask_cmd(a, &cmd);
+        a->reply = mkv_command_group(mc, &a->group, cmd.argc, cmd.argv, cmd.lens, &code);
+        proto_cmd_free(&cmd);
+        if (!a->reply && code == MKV_ENOTFOUND) {
+            store_page *pg = a->out;
+            *pg = (store_page){.rc = STORE_OK};
+            a->walked = 1;
+            return;
+        }
+        uint64_t next;
+        const redisReply *keys;
+        if (proto_dec_scan(a->reply, &next, &keys) != 0 || next != 0 || keys->elements > 0) return;
+        freeReplyObject(a->reply);   /* an empty group: on to the next */
+        a->reply = NULL;
+        a->group++;
+        a->cursor = 0;
+    }
+}
+
 static void ask_run(gw_job *j, mkv_client *mc) {
     ask *a = (ask *)j;
     cluster_master_wait();
@@ -151,10 +232,13 @@ static void ask_run(gw_job *j, mkv_client *mc) {
         pin_run(a, mc);
         return;
     }
+    if (a->kind == ASK_SCAN) {
+        scan_run(a, mc);
+        return;
+    }
     proto_cmd cmd;
-    int code;
     ask_cmd(a, &cmd);
-    a->reply = mkv_command(mc, cmd.argc, cmd.argv, cmd.lens, &code);
+    walk_groups(a, mc, &cmd);
     proto_cmd_free(&cmd);
 }
 
@@ -164,6 +248,11 @@ static void ask_ran(gw_job *j) {
     if (a->kind == ASK_PIN) {   /* pin_run answered it, unless cancelled */
         store_pinq *q = a->out;
         if (j->cancelled) q->rc = unreachable(q->errstr, NULL, "the gateway is stopping");
+        a->done(a->ctx);
+        free(a);
+        return;
+    }
+    if (a->walked) {
         a->done(a->ctx);
         free(a);
         return;
@@ -189,6 +278,7 @@ static void ask_send(master_async *ma, workers *w, ask *a) {
 static ask *ask_new(int kind, void *out, store_got_fn *done, void *ctx) {
     ask *a = xcalloc(1, sizeof *a);
     a->kind = kind;
+    a->group = -1;
     a->out = out;
     a->done = done;
     a->ctx = ctx;

@@ -20,7 +20,11 @@
 #include "gateway/workers.h"
 #include "server/store.h"
 
-/* ma NULL: on one of w's workers. */
+/* ma NULL: on one of w's workers. There, over master groups, a stat
+ * or flush asks every group's master in turn and sums their answers,
+ * and a SCAN cursor carries its group in its top byte (the walk goes
+ * through the groups one after another: a slot moved meanwhile may show
+ * its keys twice or not at all, as a rehash does in Redis). */
 void master_ask_stat(master_async *ma, workers *w, store_stat *st, store_got_fn *done, void *ctx);
 void master_ask_scan(master_async *ma, workers *w, uint64_t cursor, long count, store_page *pg,
                      store_got_fn *done, void *ctx);

@@ -582,41 +582,18 @@ static void cs_info(store *s, const store_stat *st, resp_buf *out, const char *s
     info_field(out, "mem_allocator", "moonkv-cluster");
 }
 
-/* Over master groups the keyspace questions have no one master to ask:
- * refused, in the store's words (STORE_REFUSED). */
-static int over_groups(char *errstr) {
-    snprintf(errstr, STORE_ERRSTR, "ERR not answered over master groups yet (ask each group's master)");
-    return STORE_REFUSED;
-}
-
-/* DBSIZE, KEYS, INFO, SCAN, FLUSHALL: the master answers (master_ask.h). */
+/* DBSIZE, KEYS, INFO, SCAN, FLUSHALL: the master answers (master_ask.h);
+ * over master groups (no asynchronous connection then) each group's
+ * master in turn, on a worker. */
 static void cs_stat_async(store *s, store_stat *st, store_got_fn *done, void *ctx) {
-    if (cs_of(s)->groups) {
-        *st = (store_stat){.evicted = -1};
-        st->rc = over_groups(st->errstr);
-        done(ctx);
-        return;
-    }
     master_ask_stat(cs_of(s)->ma, cs_of(s)->workers, st, done, ctx);
 }
 
 static void cs_scan_async(store *s, uint64_t cursor, long count, store_page *pg, store_got_fn *done, void *ctx) {
-    if (cs_of(s)->groups) {
-        *pg = (store_page){0};
-        pg->rc = over_groups(pg->errstr);
-        done(ctx);
-        return;
-    }
     master_ask_scan(cs_of(s)->ma, cs_of(s)->workers, cursor, count, pg, done, ctx);
 }
 
 static void cs_flush_async(store *s, store_flushed *f, store_got_fn *done, void *ctx) {
-    if (cs_of(s)->groups) {
-        *f = (store_flushed){0};
-        f->rc = over_groups(f->errstr);
-        done(ctx);
-        return;
-    }
     master_ask_flush(cs_of(s)->ma, cs_of(s)->workers, f, done, ctx);
 }
 

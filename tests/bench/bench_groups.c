@@ -35,7 +35,7 @@
 typedef struct group_run {
     int port;
     pid_t master, sim;
-    char name[8];
+    char name[16];   /* "g" and an int: room for any i the compiler can see */
     char (*keys)[KEYLEN + 1];   /* this group's keys, in batches of BATCH */
     size_t nkeys;
     double cpu0;

@@ -703,6 +703,87 @@ static void test_remove_all(void) {
     }
 }
 
+/* Complete objects over the three groups' masters. */
+static long long objects_in_groups(void) {
+    return h_port_info(MASTER_A, "cluster", "objects_complete") + h_port_info(MASTER_B, "cluster", "objects_complete") +
+           h_port_info(MASTER_C, "cluster", "objects_complete");
+}
+
+/* A SCAN walk through the gateway, COUNT 7: keys of prefix "ks:" below
+ * k marked in seen (times each), all keys counted; the pages it took,
+ * -1 on an error or a walk past 1000 pages. */
+static int scan_walk(redisContext *gw, int k, int *seen, long long *all) {
+    char cursor[32] = "0";
+    int pages = 0;
+    do {
+        redisReply *r = redisCommand(gw, "SCAN %s COUNT 7", cursor);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING) {
+            printf("# SCAN %s: %s\n", cursor, r && r->type == REDIS_REPLY_ERROR ? r->str : "not a page");
+            freeReplyObject(r);
+            return -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        const redisReply *keys = r->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            int at;
+            (*all)++;
+            if (sscanf(keys->element[i]->str, "ks:%d", &at) == 1 && at >= 0 && at < k) seen[at]++;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0 && ++pages < 1000);
+    return pages < 1000 ? pages : -1;
+}
+
+/* DBSIZE, SCAN, KEYS and FLUSHALL through a gateway over three master
+ * groups (were refused there): each group's master asked in turn, the
+ * counts summed, the walk from group to group, the flush in every group. */
+static void test_gateway_keyspace(void) {
+    enum { K = 45 };
+    redisContext *gw = h_redis(GATEWAY_PORT);
+    ASSERT(gw);
+    long long base = objects_in_groups();
+    redisReply *r = redisCommand(gw, "DBSIZE");
+    ASSERT_MSG(r && r->type == REDIS_REPLY_INTEGER && r->integer == base, "DBSIZE: %s (groups hold %lld)",
+               r && r->type == REDIS_REPLY_ERROR ? r->str : "not their sum", base);
+    freeReplyObject(r);
+    char keys[K][32];
+    int per[3] = {0, 0, 0}, seen[K] = {0};
+    for (int i = 0; i < K; i++) {
+        key_name(keys[i], sizeof keys[i], "ks", i);
+        per[group_of(keys[i])[0] - 'a']++;
+        size_t n = fill(src, i);
+        redisAppendCommand(gw, "SET %s %b", keys[i], src, n);
+    }
+    ASSERT_MSG(per[0] && per[1] && per[2], "keys per group %d %d %d", per[0], per[1], per[2]);
+    ASSERT_EQ(replies_ok(gw, K, is_ok_status), K);
+    r = redisCommand(gw, "DBSIZE");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == base + K);
+    freeReplyObject(r);
+    long long all = 0;
+    int pages = scan_walk(gw, K, seen, &all);
+    ASSERT(pages > 0);
+    for (int i = 0; i < K; i++) ASSERT_MSG(seen[i] == 1, "SCAN returned %s %d times", keys[i], seen[i]);
+    ASSERT_EQ(all, base + K);   /* nothing twice: no slot moved meanwhile */
+    printf("# SCAN COUNT 7 over 3 groups: %lld keys in %d pages (%d + %d + %d of ours)\n", all, pages + 1, per[0],
+           per[1], per[2]);
+    r = redisCommand(gw, "KEYS ks:*");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == K);
+    freeReplyObject(r);
+    /* a cursor naming no group: an empty last page, and the gateway serves on */
+    r = redisCommand(gw, "SCAN 18446744073709551615");
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[0]->str, "0") == 0 &&
+           r->element[1]->elements == 0);
+    freeReplyObject(r);
+    r = redisCommand(gw, "FLUSHALL");
+    ASSERT_MSG(is_ok_status(r, 0), "FLUSHALL: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    ASSERT_EQ(objects_in_groups(), 0);
+    r = redisCommand(gw, "DBSIZE");
+    ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    redisFree(gw);
+}
+
 static int put_ok(const char *key) {
     size_t n = fill(src, 7);
     return mkv_put(mc, key, strlen(key), src, n, 1) == MKV_OK;
@@ -890,6 +971,7 @@ int main(void) {
     RUN_TEST(test_gateway_routes);
     RUN_TEST(test_group_added);
     RUN_TEST(test_remove_all);
+    RUN_TEST(test_gateway_keyspace);
     RUN_TEST(test_leader_killed_other_group_serves);
     RUN_TEST(test_slot_move_waits_for_shared_nodes);
     mkv_close(mc);
