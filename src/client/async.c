@@ -379,7 +379,7 @@ static void *io_main(void *arg) {
         pthread_mutex_unlock(&a->mu);
         if (stop) break;
         if (owed && a->pfd >= 0) {   /* the drain reads; here what it left, and the timeouts */
-            mkv_link_serve_now(a->c, -1);
+            mkv_link_serve_now(a->c, -1, 1);
             watch_sync(a);
             struct pollfd p = {.fd = a->wake, .events = POLLIN};
             poll(&p, 1, IO_TICK_MS);
@@ -523,19 +523,64 @@ int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv,
     return rc;
 }
 
+static void lease_flush_done(mkv_op *op) {
+    mkv_cmd_op *c = (mkv_cmd_op *)op;
+    if (c->reply) freeReplyObject(c->reply);
+    free(c);
+}
+
+int mkv_async_lease_flush(mkv_async *a) {
+    if (!a || a->route) return 0;
+    pthread_mutex_lock(&a->mu);
+    int waiting = a->leases.n > 0;
+    pthread_mutex_unlock(&a->mu);
+    if (!waiting) return 0;
+    /* a command of no words of its own: cmd_start puts the leases ahead
+     * of nothing (or completes it unsent when another took them first) */
+    mkv_cmd_op *c = xcalloc(1, sizeof *c);
+    c->op.kind = MKV_OP_COMMAND_;
+    c->op.done = lease_flush_done;
+    c->face = a;
+    c->out = xcalloc(1, sizeof(mkv_out));
+    if (enqueue(a, &c->op) != MKV_OK) {
+        free(c->out);
+        free(c);
+        return 0;
+    }
+    return 1;
+}
+
 uint64_t mkv_master_epoch(mkv_client *c) { return (uint64_t)mkv_link_connections(c); }
 
-/* DRAIN_READS: the replies that came read here, the face's callbacks run
- * (their ops, if done, join the queue drained next). */
-static void drain_reads(mkv_async *a) {
+/* DRAIN_READS: pfd's ready edges taken, and efd read when it was posted
+ * (level triggered: a post after the wait keeps pfd readable). */
+static void edges_take(mkv_async *a) {
     struct epoll_event ev[2];
-    while (epoll_wait(a->pfd, ev, 2, 0) < 0 && errno == EINTR) {}   /* edges taken: the fd is quiet again */
-    efd_clear(a->efd);
-    if (a->closing) return;
+    int n;
+    while ((n = epoll_wait(a->pfd, ev, 2, 0)) < 0 && errno == EINTR) {}
+    for (int i = 0; i < n; i++)
+        if (ev[i].data.fd == a->efd) efd_clear(a->efd);
+}
+
+/* DRAIN_READS: the replies that came read here, the face's callbacks run
+ * (their ops, if done, join the queue drained next). A wake-up whose
+ * replies this drain read leaves pfd's edge be: polling pfd finds the
+ * link's fd no longer readable and drops it (one syscall a round trip
+ * less). Any other (efd posted: a reply another thread read, an op done
+ * there; or an edge whose bytes another reader took) takes the edges, so
+ * pfd goes quiet, and runs what was posted before it did. */
+static void drain_reads(mkv_async *a) {
+    if (a->closing) {
+        edges_take(a);
+        return;
+    }
     watch_sync(a);
     mkv_async *was = draining;
     draining = a;
-    mkv_link_serve_now(a->c, a->efd);
+    if (mkv_link_serve_now(a->c, a->efd, 1) == 0) {
+        edges_take(a);
+        mkv_link_serve_now(a->c, a->efd, 0);
+    }
     draining = was;
 }
 

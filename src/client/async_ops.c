@@ -602,7 +602,9 @@ static void cmd_replied(void *arg, redisReply *r, int code) {
     mkv_async_replied(a);
 }
 
-/* Its command after the face's leases, in one write. */
+/* Its command after the face's leases, in one write. A lease flush's
+ * (mkv_async_lease_flush: no words of its own) whose leases another
+ * command took meanwhile has nothing to send: done, with no reply. */
 static void cmd_start(mkv_async *a, mkv_cmd_op *c) {
     mkv_out *mine = c->out, out = {0};
     c->out = NULL;
@@ -610,6 +612,11 @@ static void cmd_start(mkv_async *a, mkv_cmd_op *c) {
     mkv_out_append(&out, mine);
     mkv_out_free(mine);
     free(mine);
+    if (out.count == 0) {
+        c->op.status = MKV_OK;
+        mkv_async_finish(a, &c->op);
+        return;
+    }
     mkv_async_send(a, &out, cmd_replied, c);
 }
 

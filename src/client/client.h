@@ -287,10 +287,10 @@ int mkv_link_watch(mkv_client *c, int epfd, uint64_t *id);
  * briefly for the one that does; then run the callbacks of the replies
  * that came (and of calls a broken connection failed). */
 void mkv_link_serve(mkv_client *c, int wake_fd);
-/* Without waiting: what has come read (if no thread reads), an overdue
- * reply's connection broken, and the callbacks that are due run: those
- * sent with notify `only`, or all of them for -1. */
-void mkv_link_serve_now(mkv_client *c, int only);
+/* Without waiting: what has come read (if read, and no thread reads), an
+ * overdue reply's connection broken, and the callbacks that are due run:
+ * those sent with notify `only`, or all of them for -1. The bytes read. */
+size_t mkv_link_serve_now(mkv_client *c, int only, int read);
 /* Master connections the core opened so far. */
 int mkv_link_connections(mkv_client *c);
 /* The live connection's fd and id (watched by the etcd leader watch while
@@ -579,12 +579,12 @@ int mkv_op_is_batch(const struct mkv_op *op);
 int mkv_op_batch_bad(const struct mkv_op *op);
 /* async.c, for the steps: run j->leg on a thread of a; send out (begun
  * with mkv_async_out) with fn for its reply, and free it; a callback's
- * last act on a; leases; op's status set, complete it. */
+ * last act on a; op's status set, complete it (a read's lease:
+ * mkv_async_lease, moonkv_internal.h). */
 void mkv_async_leg(struct mkv_async *a, mkv_ajob *j);
 void mkv_async_out(struct mkv_async *a, mkv_out *out);
 void mkv_async_send(struct mkv_async *a, mkv_out *out, mkv_reply_fn *fn, void *arg);
 void mkv_async_replied(struct mkv_async *a);
-void mkv_async_lease(struct mkv_async *a, const void *key, size_t keylen, uint64_t until);
 void mkv_async_finish(struct mkv_async *a, struct mkv_op *op);
 
 /* ---- vec.c ---- */

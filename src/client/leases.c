@@ -4,8 +4,8 @@
  * while we read. Once the read is over (whatever its outcome) the lease
  * goes back, so a removed object's space is free as soon as no read is
  * in flight rather than when the lease times out. Leases are returned in
- * one MOON.RELEASE pipelined ahead of the next master command: no round
- * trip of its own. A lease is named by key and expiry (its read caps'),
+ * one MOON.RELEASE (a run of one expiry: MOON.MRELEASE) pipelined ahead of
+ * the next master command: no round trip of its own. A lease is named by key and expiry (its read caps'),
  * which the master matches against the leases it handed out. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,11 +36,25 @@ void mkv_lease_keep(mkv_leases *d, const void *key, size_t keylen, uint64_t unti
     l->until = until;
 }
 
-/* One MOON.RELEASE for leases v[0..n) into o. */
-static void add_one(mkv_out *o, const mkv_lease *v, size_t n) {
+/* A run of this many leases of one expiry (a batch get's keys share
+ * theirs) goes as one MOON.MRELEASE: no number per key to format, send
+ * and parse. Shorter runs share MOON.RELEASEs. */
+#define MRELEASE_RUN 4
+
+/* One MOON.RELEASE for leases v[idx[0..n)] into o. */
+static void add_release(mkv_out *o, const mkv_lease *v, const size_t *idx, size_t n) {
     proto_cmd cmd;
     proto_cmd_release_begin(&cmd, n);
-    for (size_t i = 0; i < n; i++) proto_cmd_release_add(&cmd, v[i].key, v[i].keylen, v[i].until);
+    for (size_t i = 0; i < n; i++) proto_cmd_release_add(&cmd, v[idx[i]].key, v[idx[i]].keylen, v[idx[i]].until);
+    mkv_out_add(o, cmd.argc, cmd.argv, cmd.lens);
+    proto_cmd_free(&cmd);
+}
+
+/* One MOON.MRELEASE for leases v[0..n), all of v[0]'s expiry, into o. */
+static void add_mrelease(mkv_out *o, const mkv_lease *v, size_t n) {
+    proto_cmd cmd;
+    proto_cmd_mrelease_begin(&cmd, v[0].until, n);
+    for (size_t i = 0; i < n; i++) proto_cmd_bin(&cmd, v[i].key, v[i].keylen);
     mkv_out_add(o, cmd.argc, cmd.argv, cmd.lens);
     proto_cmd_free(&cmd);
 }
@@ -49,11 +63,21 @@ int mkv_leases_add(mkv_client *c, mkv_out *o) { return mkv_leases_out(&c->done, 
 
 int mkv_leases_out(mkv_leases *d, mkv_out *o) {
     int queued = 0;
-    for (size_t at = 0; at < d->n; at += PROTO_MAX_BATCH) {
-        size_t n = d->n - at < PROTO_MAX_BATCH ? d->n - at : PROTO_MAX_BATCH;
-        add_one(o, d->v + at, n);
+    size_t *rest = d->n ? xmalloc(d->n * sizeof *rest) : NULL, nrest = 0;
+    for (size_t at = 0, run; at < d->n; at += run) {
+        for (run = 1; at + run < d->n && run < PROTO_MAX_BATCH && d->v[at + run].until == d->v[at].until;) run++;
+        if (run >= MRELEASE_RUN) {
+            add_mrelease(o, d->v + at, run);
+            queued++;
+        } else {
+            for (size_t i = at; i < at + run; i++) rest[nrest++] = i;
+        }
+    }
+    for (size_t at = 0; at < nrest; at += PROTO_MAX_BATCH) {
+        add_release(o, d->v, rest + at, nrest - at < PROTO_MAX_BATCH ? nrest - at : PROTO_MAX_BATCH);
         queued++;
     }
+    free(rest);
     mkv_leases_clear(d);   /* sent or not, never twice */
     return queued;
 }

@@ -392,6 +392,7 @@ void mkv_out_add(mkv_out *o, int argc, const char **argv, const size_t *argvlen)
 }
 
 void mkv_out_append(mkv_out *o, const mkv_out *from) {
+    if (from->len == 0) return;   /* a lease flush's own words: none (its buf may be NULL) */
     if (o->len + from->len > o->cap) {
         o->cap = (o->len + from->len) * 2;
         o->buf = xrealloc(o->buf, o->cap);
@@ -611,20 +612,24 @@ int mkv_link_up(mkv_client *c) {
     return mkv_link_fd(c, &id) >= 0;
 }
 
-void mkv_link_serve_now(mkv_client *c, int only) {
+size_t mkv_link_serve_now(mkv_client *c, int only, int read) {
     mkv_mlink *L = &c->core->link;
     int was = serving;
     serving = only;
     pthread_mutex_lock(&L->mu);
     int turns = 0;
-    while (turns < NOW_TURNS && L->head && !L->reading && L->rc && !L->broken && read_turn(L, READ_NOW) == READ_CHUNK)
-        turns++;
+    size_t got = 0;
+    for (ssize_t n = READ_CHUNK; read && n == READ_CHUNK && turns < NOW_TURNS && L->head && !L->reading && L->rc &&
+                                 !L->broken;
+         turns++)
+        if ((n = read_turn(L, READ_NOW)) > 0) got += (size_t)n;
     if (turns == NOW_TURNS && only >= 0) notify_post(only);   /* more may wait: come again */
     if (!L->broken && L->head && mono_ms() >= L->head->deadline_ms)
         link_broke(L, MKV_ETIMEDOUT, "no reply within the timeout");
     run_fired(L, only);
     pthread_mutex_unlock(&L->mu);
     serving = was;
+    return got;
 }
 
 void mkv_link_serve(mkv_client *c, int wake_fd) {

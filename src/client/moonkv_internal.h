@@ -12,7 +12,8 @@
  *   and later, on any thread with that thread's client, moves the bytes
  *   with mkv_read_located: one engine batch for all keys, checksums
  *   verified, another replica read after a mismatch. The read leases stay
- *   the caller's to give back (MOON.RELEASE key lease_until). Puts split
+ *   the caller's to give back (MOON.RELEASE key lease_until, or
+ *   mkv_async_lease: ahead of its face's next command). Puts split
  *   the same way: MOON.MPUTSTART by the caller, mkv_placed_parse (or its
  *   PACKED form's mkv_placed_take), the bytes by mkv_write_located,
  *   MOON.MPUTEND by the caller. The commands and their decoders are
@@ -161,6 +162,14 @@ typedef struct mkv_cmd_op {
  * as they complete (queued for mkv_async_drain, or inline). No thread
  * waits for it. MKV_OK, or MKV_EINVAL (a closing face; op not taken). */
 int mkv_async_command(mkv_async *a, mkv_cmd_op *op, int argc, const char **argv, const size_t *lens);
+/* A read's lease (mkv_located_lease) given back on a: MOON.RELEASE goes
+ * ahead of a's next master command, in its write, so it costs no write,
+ * master wake-up or reply read of its own. 0 is no lease. */
+void mkv_async_lease(mkv_async *a, const void *key, size_t keylen, uint64_t until);
+/* The leases given back on a that no command took yet, sent now as a
+ * command of their own (its reply is dropped): for a caller that may
+ * send nothing more for a while. 1 if one was sent, 0 if none waited. */
+int mkv_async_lease_flush(mkv_async *a);
 /* Master connections the client opened so far: a new one may reach a
  * new master (a new leader numbers nodes afresh). */
 uint64_t mkv_master_epoch(mkv_client *c);

@@ -9,10 +9,20 @@
 #include "core/util.h"
 #include "proto/limits.h"
 
+/* Read leases given back (master_async_release) wait at most this long,
+ * and at most this many, for a command to ride ahead of before they go by
+ * themselves (the face keeps a bounded list; past it they would expire). */
+#define MA_LEASE_FLUSH_MS 5
+#define MA_LEASES_WAITING PROTO_MAX_BATCH
+
 struct master_async {
     event_loop *loop;
     mkv_client *mc;
     mkv_async *face;
+    loop_timer *lease_flush;   /* armed while leases may wait for a command */
+    size_t leases_waiting;     /* given back since a command of ours went (at least those waiting) */
+    uint64_t wakeups;          /* the loop woken for the face's fd (INFO) */
+    uint64_t lease_flushes;    /* leases that went by themselves (INFO) */
     int closing;               /* being freed: what completes now gets NULL */
 };
 
@@ -34,7 +44,14 @@ static void face_done(mkv_op *op) {
 
 static void face_ready(event_loop *el, int fd, void *data, int mask) {
     master_async *m = data;
+    m->wakeups++;
     mkv_async_drain(m->face);
+}
+
+static void lease_flush_cb(event_loop *el, void *data) {
+    master_async *m = data;
+    m->leases_waiting = 0;
+    m->lease_flushes += (uint64_t)mkv_async_lease_flush(m->face);
 }
 
 master_async *master_async_over(event_loop *loop, mkv_client *mc) {
@@ -48,11 +65,28 @@ master_async *master_async_over(event_loop *loop, mkv_client *mc) {
         return NULL;
     }
     loop_add_file(loop, mkv_async_fd(m->face), LOOP_READABLE, face_ready, m);
+    m->lease_flush = loop_timer_create(loop, lease_flush_cb, m);
     return m;
 }
 
+void master_async_release(master_async *m, const void *key, size_t keylen, uint64_t until) {
+    if (!until || m->closing) return;
+    mkv_async_lease(m->face, key, keylen, until);
+    if (++m->leases_waiting >= MA_LEASES_WAITING) {
+        loop_timer_stop(m->lease_flush);
+        lease_flush_cb(m->loop, m);
+    } else if (!loop_timer_active(m->lease_flush)) {
+        loop_timer_start(m->lease_flush, MA_LEASE_FLUSH_MS, 0);
+    }
+}
+
+uint64_t master_async_lease_flushes(const master_async *m) { return m ? m->lease_flushes : 0; }
+
+uint64_t master_async_wakeups(const master_async *m) { return m ? m->wakeups : 0; }
+
 int master_async_send(master_async *m, int argc, const char **argv, const size_t *lens,
                       master_async_cb *cb, void *ctx) {
+    m->leases_waiting = 0;   /* the face sends the waiting leases ahead of it */
     ma_cmd *q = xcalloc(1, sizeof *q);
     q->cb = cb;
     q->ctx = ctx;
@@ -104,6 +138,8 @@ uint64_t master_async_epoch(const master_async *m) { return mkv_master_epoch(m->
 void master_async_free(master_async *m) {
     if (!m) return;
     m->closing = 1;
+    loop_timer_free(m->lease_flush);
+    mkv_async_lease_flush(m->face);   /* before it closes: on the master at once, not at their expiry */
     loop_del_file(m->loop, mkv_async_fd(m->face), LOOP_READABLE);
     mkv_async_close(m->face);
     free(m);

@@ -53,6 +53,18 @@ size_t master_async_send_batch(master_async *m, const char *const *head, int nhe
                                int per_item, ma_item_fn *item, void *owner, ma_chunk **chunks,
                                master_async_cb *cb, int *failed);
 
+/* A read lease (mkv_located_lease; 0: none) given back: MOON.RELEASE
+ * goes ahead of the next command sent on m, in its write, or by itself
+ * after a few ms when none was sent. A read's own MOON.MRELEASE was a
+ * master command, a write and a reply's wake-up per batch. */
+void master_async_release(master_async *m, const void *key, size_t keylen, uint64_t until);
+/* How many times the leases waited for no command and went by themselves. */
+uint64_t master_async_lease_flushes(const master_async *m);
+/* How many times the loop was woken by the face's fd (its replies, or
+ * completions queued by the face's threads): about one per master round
+ * trip when nothing else rides on the connection. */
+uint64_t master_async_wakeups(const master_async *m);
+
 /* The face the commands go on (its completions drain on the loop): the
  * gateway submits the face's own operations there too (DEL, EXISTS). */
 struct mkv_async *master_async_face(master_async *m);

@@ -77,7 +77,6 @@ struct rb_batch {
     gw_fetch **f;             /* every read's keys, in order */
     mkv_located **loc;        /* [i] once key i is located and has memory */
     ma_chunk *chunks;         /* one per MOON.MGET */
-    size_t *rel;              /* keys whose leases go back (leases_back) */
     size_t waiting;           /* MOON.MGETs without their reply yet */
     int failed;               /* a MOON.MGET got no answer: fetch key by key */
     uint64_t epoch;           /* the master connection that located them */
@@ -201,45 +200,13 @@ static int read_inline(rb_batch *bt, size_t from, size_t to) {
     return left == 0;
 }
 
-static void ignore_reply(const redisReply *r, void *ctx) {}
-
-static void release_item(void *owner, size_t j, const char **argv, size_t *lens, char (*num)[24]) {
-    rb_batch *bt = owner;
-    size_t i = bt->rel[j];
-    argv[0] = bt->f[i]->key;
-    lens[0] = bt->f[i]->keylen;
-}
-
-/* The batch's leases from key *at up to key to with the same expiry as
- * the first one still held: their indices into bt->rel, *lease their
- * expiry; how many (0: none left). */
-static size_t lease_run(rb_batch *bt, size_t *at, size_t to, uint64_t *lease) {
-    size_t n = 0;
-    for (; *at < to; (*at)++) {
-        uint64_t l = bt->loc[*at] ? mkv_located_lease(bt->loc[*at]) : 0;
-        if (!l) continue;
-        if (n && l != *lease) break;
-        *lease = l;
-        bt->rel[n++] = *at;
-    }
-    return n;
-}
-
-/* MOON.MRELEASE for the leases of keys from..to (its replies matter to
- * no one): one per expiry, which the keys of one MOON.MGETPACKED share. */
+/* The leases of keys from..to go back with the loop's next master
+ * command (master_async_release): no command of their own. */
 static void leases_back(rb_batch *bt, size_t from, size_t to) {
-    if (!bt->b->ma || bt->b->closing || from == to) return;
-    if (!bt->rel) bt->rel = xcalloc(bt->nkeys, sizeof *bt->rel);
-    uint64_t lease = 0;
-    int failed = 0;
-    for (size_t at = from, n; !failed && (n = lease_run(bt, &at, to, &lease)) > 0;) {
-        char num[24];
-        u64_decimal(lease, num);
-        const char *const head[] = {PROTO_VERB_MRELEASE, num};
-        ma_chunk *chunks;
-        master_async_send_batch(bt->b->ma, head, 2, n, 1, release_item, bt, &chunks, ignore_reply, &failed);
-        free(chunks);
-    }
+    if (!bt->b->ma || bt->b->closing) return;
+    for (size_t i = from; i < to; i++)
+        if (bt->loc[i])
+            master_async_release(bt->b->ma, bt->f[i]->key, bt->f[i]->keylen, mkv_located_lease(bt->loc[i]));
 }
 
 static void batch_free(rb_batch *bt) {
@@ -247,7 +214,6 @@ static void batch_free(rb_batch *bt) {
     free(bt->f);
     free(bt->loc);
     free(bt->chunks);
-    free(bt->rel);
     free(bt);
 }
 

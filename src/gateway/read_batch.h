@@ -7,8 +7,10 @@
  * records, proto/located.h) places each value in staging
  * memory, and one worker job moves all of them with one engine batch
  * (checksums verified there). Back on the loop every read's done runs,
- * in the order the reads were added, and the read leases go back in one
- * MOON.MRELEASE per expiry (one per MOON.MGETPACKED). No thread waits for the master on this path.
+ * in the order the reads were added, and the read leases go back ahead
+ * of the loop's next master command, in its write (master_async_release:
+ * no command, write or reply wake-up of their own; by themselves when
+ * none goes within a few ms). No thread waits for the master on this path.
  *
  * Values read on the loop (a same-host node's mapping) go a step per
  * loop iteration, about RB_STEP_BYTES each: the reads whose values are

@@ -555,6 +555,8 @@ void cluster_store_info(store *s, resp_buf *out) {
     info_field(out, "cluster_bytes_got", "%llu", (unsigned long long)cs->stats.bytes_got);
     info_field(out, "loop_blocking_calls", "%llu", (unsigned long long)cs->stats.loop_blocking);
     info_field(out, "worker_master_waits", "%llu", (unsigned long long)cluster_master_waits());
+    info_field(out, "master_wakeups", "%llu", (unsigned long long)master_async_wakeups(cs->ma));
+    info_field(out, "master_lease_flushes", "%llu", (unsigned long long)master_async_lease_flushes(cs->ma));
     mkv_transfer_stats ts;
     mkv_transfer_stats_get(cs->mc, &ts);   /* the process's client: every loop's bytes */
     info_field(out, "transfer_bytes_tcp", "%llu", (unsigned long long)ts.bytes_tcp);

@@ -258,6 +258,43 @@ static void test_small_reads_inline(void) {
     ASSERT_EQ(info_field_ll("staging_used_bytes"), 0);   /* the batches' shared ranges went back */
 }
 
+/* A GET costs the loop one master write and one wake-up for its reply
+ * (INFO gateway master_wakeups): its read lease goes back ahead of the
+ * next master command, in its write. Before, each GET's lease went in a
+ * MOON.MRELEASE of its own right after, whose reply woke the loop a second
+ * time (2 wake-ups a GET, the master read and answered twice). A lease
+ * that no command takes goes by itself within a few ms
+ * (master_lease_flushes), not at its expiry (lease_ms, 10 s): the value,
+ * removed on the master behind the gateway's back, frees its extents at
+ * once. */
+static void test_get_one_master_wakeup(void) {
+    enum { N = 40, LEN = 100 };
+    ASSERT(set_pattern("lw:k", LEN, 77));
+    ASSERT(get_is_pattern("lw:k", LEN, 77));
+    usleep(50 * 1000);   /* its lease went back by itself */
+    long long w0 = info_field_ll("master_wakeups"), f0 = info_field_ll("master_lease_flushes");
+    ASSERT(w0 >= 0 && f0 >= 1);
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < N; i++) ASSERT_MSG(get_is_pattern("lw:k", LEN, 77), "GET %d", i);
+    long long w1 = info_field_ll("master_wakeups"), f1 = info_field_ll("master_lease_flushes");
+    long long beats = (long long)((mono_ms() - t0) / 1000) + 1;   /* the heartbeat's MOON.GATEWAY, once a second */
+    printf("# %d GETs: %lld master wake-ups, %lld lease flushes\n", N, w1 - w0, f1 - f0);
+    /* one a GET; a flush (a GET slower than its wait) wakes it once more */
+    ASSERT(w1 - w0 <= N + (f1 - f0) + 2 * beats);
+    redisContext *m = h_proven(h_redis(MASTER_PORT), "");   /* a member, as the gateway is */
+    ASSERT(m != NULL);
+    redisReply *r = redisCommand(m, "MOON.REMOVE lw:k");
+    ASSERT_MSG(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1, "MOON.REMOVE: %s",
+               r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    uint64_t end = mono_ms() + 3000;
+    while (mono_ms() < end && h_info_field(m, "cluster", "held_extents") != 0) usleep(10 * 1000);
+    long long held = h_info_field(m, "cluster", "held_extents");
+    redisFree(m);
+    ASSERT_EQ(held, 0);
+    ASSERT(info_field_ll("master_lease_flushes") >= f1 + 1);   /* the last GET's lease went by itself */
+}
+
 /* Large values read on the loop go about 1 MiB a loop iteration
  * (read_batch.h): GETs and an MGET of them pipelined in one write form
  * one batch that takes several iterations (cluster_gets_inline_deferred
@@ -1029,6 +1066,7 @@ int main(void) {
     RUN_TEST(test_del);
     RUN_TEST(test_mget);
     RUN_TEST(test_small_reads_inline);
+    RUN_TEST(test_get_one_master_wakeup);
     RUN_TEST(test_large_reads_inline_in_steps);
     RUN_TEST(test_small_writes_inline);
     drop_inline_keys();

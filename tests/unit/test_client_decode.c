@@ -234,6 +234,59 @@ static void test_error_classes(void) {
     }
 }
 
+/* The commands of o (RESP arrays), one reply object each: how many. */
+static size_t out_commands(const mkv_out *o, redisReply **cmds, size_t most) {
+    redisReader *rd = redisReaderCreate();
+    redisReaderFeed(rd, o->buf, o->len);
+    size_t n = 0;
+    void *r = NULL;
+    while (n < most && redisReaderGetReply(rd, &r) == REDIS_OK && r) cmds[n++] = r;
+    redisReaderFree(rd);
+    return n;
+}
+
+static int arg_is(const redisReply *cmd, size_t i, const char *want) {
+    return i < cmd->elements && cmd->element[i]->type == REDIS_REPLY_STRING &&
+           strcmp(cmd->element[i]->str, want) == 0;
+}
+
+/* Leases going back: a run of one expiry (a batch get's keys share
+ * theirs) is one MOON.MRELEASE with its expiry once; shorter runs share
+ * one MOON.RELEASE, key and expiry each; the list is empty after. */
+static void test_leases_out(void) {
+    mkv_leases d = {0};
+    char key[16];
+    for (int i = 0; i < 5; i++) {   /* a batch's five */
+        snprintf(key, sizeof key, "a%d", i);
+        mkv_lease_keep(&d, key, strlen(key), 100);
+    }
+    mkv_lease_keep(&d, "b0", 2, 200);
+    mkv_lease_keep(&d, "b1", 2, 200);
+    mkv_lease_keep(&d, "c0", 2, 300);
+    mkv_lease_keep(&d, "none", 4, 0);   /* no lease: nothing to give back */
+    mkv_out o = {0};
+    ASSERT_EQ(mkv_leases_out(&d, &o), 2);
+    ASSERT_EQ(d.n, 0);
+    ASSERT_EQ(o.count, 2);
+    redisReply *cmds[4];
+    ASSERT_EQ(out_commands(&o, cmds, 4), 2);
+    ASSERT_EQ(cmds[0]->elements, 7);
+    ASSERT(arg_is(cmds[0], 0, "MOON.MRELEASE") && arg_is(cmds[0], 1, "100"));
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof key, "a%d", i);
+        ASSERT(arg_is(cmds[0], 2 + (size_t)i, key));
+    }
+    ASSERT_EQ(cmds[1]->elements, 7);
+    ASSERT(arg_is(cmds[1], 0, "MOON.RELEASE"));
+    ASSERT(arg_is(cmds[1], 1, "b0") && arg_is(cmds[1], 2, "200") && arg_is(cmds[1], 3, "b1") &&
+           arg_is(cmds[1], 4, "200") && arg_is(cmds[1], 5, "c0") && arg_is(cmds[1], 6, "300"));
+    for (int i = 0; i < 2; i++) freeReplyObject(cmds[i]);
+    mkv_out_free(&o);
+    ASSERT_EQ(mkv_leases_out(&d, &o), 0);   /* nothing waits: nothing added */
+    ASSERT_EQ(o.len, 0);
+    mkv_leases_free(&d);
+}
+
 int main(void) {
     RUN_TEST(test_two_replicas_striped);
     RUN_TEST(test_clip);
@@ -242,5 +295,6 @@ int main(void) {
     RUN_TEST(test_bad_shapes);
     RUN_TEST(test_located);
     RUN_TEST(test_error_classes);
+    RUN_TEST(test_leases_out);
     TEST_EXIT();
 }
