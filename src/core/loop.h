@@ -53,6 +53,11 @@ int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *
  * fd, delete both events in one call (LOOP_READABLE | LOOP_WRITABLE):
  * that tells the loop the number may come back as another file. */
 void loop_del_file(event_loop *el, int fd, int mask);
+/* As loop_del_file(el, fd, LOOP_READABLE), for a pause that
+ * loop_add_file ends: until the fd turns readable the loop's poller is
+ * not told (a parked request resumed costs no system call). Not before a
+ * close: loop_del_file both events then. */
+void loop_pause_read(event_loop *el, int fd);
 
 /* A timer, stopped until started. */
 loop_timer *loop_timer_create(event_loop *el, loop_proc *proc, void *data);

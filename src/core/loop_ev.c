@@ -34,6 +34,10 @@ typedef struct file_slot {
     loop_file_proc *rproc, *wproc;
     void *data;
     int forgotten;     /* both events deleted: the fd may be a new file */
+    /* loop_pause_read: the read watcher left running, unseen, so a pause
+     * and resume before the fd is readable again (a parked request) cost
+     * libev no epoll_ctl. Stopped for real if it turns readable. */
+    int rmuted;
 } file_slot;
 
 struct loop_hook {
@@ -110,6 +114,11 @@ uint64_t loop_now_ms(event_loop *el) { return (uint64_t)(ev_now(el->ev) * 1000.0
 
 static void slot_read_cb(struct ev_loop *ev, ev_io *w, int revents) {
     file_slot *s = w->data;
+    if (s->rmuted) {
+        s->rmuted = 0;
+        ev_io_stop(ev, w);
+        return;
+    }
     s->rproc(s->el, w->fd, s->data, LOOP_READABLE);
 }
 
@@ -148,6 +157,7 @@ int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *
     s->data = data;
     if (mask & LOOP_READABLE) {
         s->rproc = proc;
+        s->rmuted = 0;
         if (!ev_is_active(&s->rio)) ev_io_start(el->ev, &s->rio);
     }
     if (mask & LOOP_WRITABLE) {
@@ -162,9 +172,16 @@ int loop_add_file(event_loop *el, int fd, int mask, loop_file_proc *proc, void *
 void loop_del_file(event_loop *el, int fd, int mask) {
     if (fd < 0 || fd >= el->nfiles || !el->files[fd]) return;
     file_slot *s = el->files[fd];
+    if (mask & LOOP_READABLE) s->rmuted = 0;
     if ((mask & LOOP_READABLE) && ev_is_active(&s->rio)) ev_io_stop(el->ev, &s->rio);
     if ((mask & LOOP_WRITABLE) && ev_is_active(&s->wio)) ev_io_stop(el->ev, &s->wio);
     if ((mask & (LOOP_READABLE | LOOP_WRITABLE)) == (LOOP_READABLE | LOOP_WRITABLE)) s->forgotten = 1;
+}
+
+void loop_pause_read(event_loop *el, int fd) {
+    if (fd < 0 || fd >= el->nfiles || !el->files[fd]) return;
+    file_slot *s = el->files[fd];
+    if (ev_is_active(&s->rio)) s->rmuted = 1;
 }
 
 /* ---- Timers ----------------------------------------------------------------- */

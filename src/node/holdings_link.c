@@ -88,61 +88,89 @@ static long apply_notes(node_holdings *h, const uint8_t *p, const uint8_t *end, 
     return p == end ? n : -1;
 }
 
-/* One MOON.HOLDINGS on rc for registration gen: its notes go into the
- * index and its tasks (a pull that waits takes them: TASKS) to the
- * copier unless gen is gone by then, *ack moves past them. */
-static int pull_once(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
-                     uint64_t *ack, int wait_ms) {
-    int plain = h->plain, tasks = wait_ms > 0 && !h->no_tasks && !node_copier_busy(h->n->copier);
+/* Send MOON.HOLDINGS self ack on rc (not waiting for the reply); *form
+ * is what it asked for (PROTO_HOLDINGS_*), for pull_take. 0, or -1 if
+ * rc broke. */
+static int pull_send(node_holdings *h, redisContext *rc, uint32_t self, uint64_t ack, int wait_ms, int *form) {
+    int tasks = wait_ms > 0 && !h->no_tasks && !node_copier_busy(h->n->copier);
+    *form = (h->plain ? 0 : PROTO_HOLDINGS_SLICES) | (tasks ? PROTO_HOLDINGS_TASKS : 0);
     proto_cmd cmd;
-    proto_cmd_holdings(&cmd, self, *ack, (plain ? 0 : PROTO_HOLDINGS_SLICES) | (tasks ? PROTO_HOLDINGS_TASKS : 0),
-                       wait_ms);
-    leader_watch_busy_within(watched, wait_ms);   /* waiting is its answer: only longer is a stall */
-    redisReply *r = redisCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens);
-    leader_watch_busy(watched, 0);
+    proto_cmd_holdings(&cmd, self, ack, *form, wait_ms);
+    int rc_ = redisAppendCommandArgv(rc, cmd.argc, cmd.argv, cmd.lens) == REDIS_OK ? 0 : -1;
     proto_cmd_free(&cmd);
-    if (!r) return PULL_LOST;
+    for (int done = 0; rc_ == 0 && !done;)
+        if (redisBufferWrite(rc, &done) != REDIS_OK) rc_ = -1;
+    return rc_;
+}
+
+/* The reply to the pull pull_send sent (as *form) for registration gen:
+ * its notes go into the index and its tasks to the copier unless gen is
+ * gone by then, *ack moves past them. chain: the next pull, carrying
+ * that ack, leaves as soon as the notes are in (the master holds answers
+ * until it comes: acks.c), before this thread's bookkeeping; its form
+ * goes to *form. */
+static int pull_take(node_holdings *h, redisContext *rc, lw_conn *watched, uint32_t self, uint64_t gen,
+                     uint64_t *ack, int wait_ms, int *form, int chain) {
+    void *reply = NULL;
+    leader_watch_busy_within(watched, wait_ms);   /* waiting is its answer: only longer is a stall */
+    int got = redisGetReply(rc, &reply);
+    leader_watch_busy(watched, 0);
+    redisReply *r = reply;
+    if (got != REDIS_OK || !r) return PULL_LOST;
     int out = PULL_DONE;
     uint64_t acked;
     const uint8_t *blob;
     size_t len;
-    if (r->type == REDIS_REPLY_ERROR && tasks && strstr(r->str, "syntax error")) {
+    long k = 0;
+    size_t ntasks = 0;
+    int applied = 0;
+    if (r->type == REDIS_REPLY_ERROR && (*form & PROTO_HOLDINGS_TASKS) && strstr(r->str, "syntax error")) {
         log_notice("node: the master hands out no tasks on holdings pulls: heartbeats carry them");
         h->no_tasks = 1;
         out = PULL_MORE;   /* again, at once */
-    } else if (r->type == REDIS_REPLY_ERROR && !plain && strstr(r->str, "syntax error")) {
+    } else if (r->type == REDIS_REPLY_ERROR && (*form & PROTO_HOLDINGS_SLICES) && strstr(r->str, "syntax error")) {
         log_notice("node: the master keeps no slice CRCs in holdings: pulling them without");
         h->plain = 1;
         out = PULL_MORE;   /* again, at once */
     } else if (proto_dec_holdings(r, &acked, &blob, &len) == 0) {
         pthread_mutex_lock(&h->mu);
         if (gen == h->gen) {
-            long k = apply_notes(h, blob, blob + len, self);
+            k = apply_notes(h, blob, blob + len, self);
             const redisReply *ts = proto_holdings_tasks(r);
-            size_t ntasks = ts ? ts->elements : 0;
+            ntasks = ts ? ts->elements : 0;
             if (ntasks) node_control_take_tasks(h->ctl, ts, h->reg_gen);
             if (proto_holdings_ask_chunks(r)) node_control_ask_chunks(h->ctl);
             /* Taken as read either way: a note we cannot parse would come back forever. */
             if (k < 0) log_warning("node: malformed holdings from the master: the rest of the reply is lost");
             *ack = acked;
+            applied = 1;
             __atomic_add_fetch(&h->pulls, 1, __ATOMIC_RELEASE);
-            pthread_mutex_unlock(&h->mu);
-            pthread_mutex_lock(&h->n->mu);
-            h->st->holdings_pulls++;
-            h->st->holdings_notes += k > 0 ? (uint64_t)k : 0;
-            h->st->tasks_pulled += ntasks;
-            pthread_mutex_unlock(&h->n->mu);
             out = k == HL_MAX_NOTES || len >= PROTO_NOTES_BLOB ? PULL_MORE : PULL_DONE;
         } else {
-            pthread_mutex_unlock(&h->mu);
             out = PULL_REFUSED;   /* registered again meanwhile */
         }
+        pthread_mutex_unlock(&h->mu);
     } else {
         log_info("node: %s: %s", PROTO_VERB_HOLDINGS, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         out = PULL_REFUSED;
     }
+    if (chain && out >= 0 && pull_send(h, rc, self, *ack, wait_ms, form) != 0) out = PULL_LOST;
+    if (applied) {
+        pthread_mutex_lock(&h->n->mu);
+        h->st->holdings_pulls++;
+        h->st->holdings_notes += k > 0 ? (uint64_t)k : 0;
+        h->st->tasks_pulled += ntasks;
+        pthread_mutex_unlock(&h->n->mu);
+    }
     freeReplyObject(r);
     return out;
+}
+
+/* One pull on rc, reply taken (nothing left in flight on rc). */
+static int pull_once(node_holdings *h, redisContext *rc, uint32_t self, uint64_t gen, uint64_t *ack, int wait_ms) {
+    int form;
+    if (pull_send(h, rc, self, *ack, wait_ms, &form) != 0) return PULL_LOST;
+    return pull_take(h, rc, NULL, self, gen, ack, wait_ms, &form, 0);
 }
 
 /* ---- the link ---- */
@@ -209,8 +237,8 @@ static void serve(node_holdings *h, uint64_t gen, uint32_t id, const char *addr,
     h->st->holdings_linked = 1;
     pthread_mutex_unlock(&h->n->mu);
     uint64_t ack = 0;
-    int st;
-    while ((st = pull_once(h, rc, watched, id, gen, &ack, HOLDINGS_WAIT_MS)) >= 0) {
+    int form, st = pull_send(h, rc, id, ack, HOLDINGS_WAIT_MS, &form) == 0 ? PULL_DONE : PULL_LOST;
+    while (st >= 0 && (st = pull_take(h, rc, watched, id, gen, &ack, HOLDINGS_WAIT_MS, &form, 1)) >= 0) {
         pthread_mutex_lock(&h->mu);
         int over = h->stop || gen != h->gen;
         pthread_mutex_unlock(&h->mu);
@@ -327,7 +355,7 @@ int node_holdings_fallback(node_holdings *h, redisContext *rc, uint32_t self) {
     pthread_mutex_unlock(&h->mu);
     if (!old) return 0;
     int st = PULL_MORE;
-    for (int i = 0; i < HL_ROUNDS && st == PULL_MORE; i++) st = pull_once(h, rc, NULL, self, gen, &h->fb_ack, 0);
+    for (int i = 0; i < HL_ROUNDS && st == PULL_MORE; i++) st = pull_once(h, rc, self, gen, &h->fb_ack, 0);
     return st == PULL_LOST ? -1 : 0;
 }
 

@@ -983,7 +983,7 @@ static void read_cb(event_loop *el, int fd, void *data, int mask) {
         conn_free(cn);
         return;
     }
-    if (conn_paused(cn)) loop_del_file(el, fd, LOOP_READABLE);
+    if (conn_paused(cn)) loop_pause_read(el, fd);
 }
 
 /* ---- Writing ------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
  * where a node had not yet learnt the last notes before acknowledgements
  * waited for them (on that code this test loses keys). docs/DURABILITY.md. */
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +273,88 @@ static int flush_all(int nkeys) {
 
 static void test_flushall_stays_done(void) { removed_stay_gone("flush", flush_all); }
 
+/* The nodes' indexes together: how many objects they hold (-1: a node
+ * did not answer). */
+static long long index_objects(void) {
+    long long sum = 0;
+    for (int i = 0; i < NODES; i++) {
+        long long n = h_port_info(node_port + i, "node", "index_objects");
+        if (n < 0) return -1;
+        sum += n;
+    }
+    return sum;
+}
+
+/* A put's end is answered only once its nodes' indexes hold it. With
+ * every node stopped (SIGSTOP) an MPUTEND of HELD_KEYS keys is not
+ * answered (nothing acknowledges its notes; the master waits up to its
+ * 2 s bound and declares nodes dead after 5 s, so 300 ms proves the
+ * wait); once they run again it is, and by the time the answer is read
+ * the indexes count every key: a node acknowledges notes after applying
+ * them, and a batch this big takes long enough to apply that an ack
+ * sent first would be seen here. The bytes are never written: only the
+ * indexes are looked at, and the keys are removed after. */
+#define HELD_KEYS 4096   /* the most one MPUTEND takes; every node holds each (REPLICAS 3) */
+static void test_answer_waits_for_index(void) {
+    for (int i = 0; i < NODES; i++)
+        ASSERT_STEP(ASSERT_EQ(h_wait_port_info(node_port + i, "node", "holdings_linked", 1, 10000), 0));
+    redisContext *c = h_proven(h_redis(master_port), "");   /* places as a client does */
+    ASSERT_STEP(ASSERT(c != NULL));
+    int argc = 3 + 2 * HELD_KEYS;
+    const char **argv = calloc((size_t)argc, sizeof *argv);
+    size_t *lens = calloc((size_t)argc, sizeof *lens);
+    char (*keys)[32] = calloc(HELD_KEYS, sizeof *keys);
+    argv[0] = "MOON.MPUTSTART", argv[1] = "REPLICAS", argv[2] = "3";
+    for (int k = 0; k < HELD_KEYS; k++) {
+        snprintf(keys[k], sizeof keys[k], "held-%d", k);
+        argv[3 + 2 * k] = keys[k];
+        argv[4 + 2 * k] = "1024";
+    }
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    long long before = index_objects();
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    int placed = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+        placed += r->element[k]->type == REDIS_REPLY_ARRAY;
+    if (r) freeReplyObject(r);
+    ASSERT_EQ(placed, HELD_KEYS);
+    /* MPUTEND key crc ...: the crc of bytes never written, as said */
+    argv[0] = "MOON.MPUTEND";
+    for (int k = 0; k < HELD_KEYS; k++) {
+        argv[1 + 2 * k] = keys[k];
+        argv[2 + 2 * k] = "0";
+    }
+    argc = 1 + 2 * HELD_KEYS;
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    for (int i = 0; i < NODES; i++) kill(nodes[i], SIGSTOP);
+    int sent = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK;
+    for (int done = 0; sent && !done;) sent = redisBufferWrite(c, &done) == REDIS_OK;
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int early = sent ? poll(&pfd, 1, 300) : -1;
+    for (int i = 0; i < NODES; i++) kill(nodes[i], SIGCONT);
+    ASSERT_STEP(ASSERT(sent));
+    ASSERT_MSG(early == 0, "MPUTEND was answered while no node could acknowledge it");
+    r = NULL;
+    int ok = 0;
+    if (redisGetReply(c, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY)
+        for (size_t k = 0; k < r->elements; k++) ok += r->element[k]->type == REDIS_REPLY_STATUS;
+    long long after = index_objects();   /* at once: no waiting for the nodes */
+    if (r) freeReplyObject(r);
+    ASSERT_EQ(ok, HELD_KEYS);
+    printf("# indexes held %lld objects before, %lld when the MPUTEND of %d was answered\n", before, after,
+           HELD_KEYS);
+    ASSERT(before >= 0 && after >= before + NODES * HELD_KEYS);
+    argv[0] = "MOON.MREMOVE";
+    for (int k = 0; k < HELD_KEYS; k++) argv[1 + k] = keys[k], lens[1 + k] = strlen(keys[k]);
+    r = redisCommandArgv(c, 1 + HELD_KEYS, argv, lens);
+    ASSERT(r && r->type == REDIS_REPLY_ARRAY);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    free(argv);
+    free(lens);
+    free(keys);
+}
+
 static void test_counters(void) {
     ASSERT(h_port_info(master_port, "cluster", "acks_waiting") >= 0);
     for (int i = 0; i < NODES; i++) {
@@ -306,6 +389,7 @@ int main(void) {
     RUN_TEST(test_batch_puts_survive);
     RUN_TEST(test_removes_stay_gone);
     RUN_TEST(test_flushall_stays_done);
+    RUN_TEST(test_answer_waits_for_index);
     RUN_TEST(test_counters);
     mkv_close(mc);
     redisFree(gw);

@@ -2,7 +2,8 @@
  * events on a pipe, one-shot and repeating timers, a wake sent from
  * another thread, signals, before-sleep hooks in priority order (and
  * removal from inside a pass), fd slots reused after a close (the
- * number comes back as a new pipe, which libev must be told about). */
+ * number comes back as a new pipe, which libev must be told about), a
+ * read paused and resumed. */
 #include "core/loop.h"
 #include "core/util.h"
 #include "test.h"
@@ -80,6 +81,45 @@ static void on_every(event_loop *el, void *data) {
         loop_timer_stop(t->repeat);
         loop_stop(el);
     }
+}
+
+static void on_stop(event_loop *el, void *data) { loop_stop(el); }
+
+/* loop_pause_read: no read callback while paused, even with bytes
+ * waiting; loop_add_file resumes it, whether the fd turned readable
+ * during the pause (its watcher was stopped for real then) or not. */
+static void test_pause_read(void) {
+    event_loop *el = loop_create();
+    loop_timer *stop = loop_timer_create(el, on_stop, NULL);
+    int fds[2];
+    ASSERT(pipe(fds) == 0);
+    pipe_state p = {0};
+    ASSERT_EQ(loop_add_file(el, fds[0], LOOP_READABLE, on_read, &p), LOOP_OK);
+    loop_pause_read(el, fds[0]);
+    loop_add_file(el, fds[0], LOOP_READABLE, on_read, &p);   /* resumed before any bytes */
+    ASSERT(write(fds[1], "abc", 3) == 3);
+    loop_run(el);
+    ASSERT_EQ(p.ngot, 3);
+    pipe_state q = {0};
+    loop_add_file(el, fds[0], LOOP_READABLE, on_read, &q);
+    loop_pause_read(el, fds[0]);
+    ASSERT(write(fds[1], "xyz", 3) == 3);
+    loop_timer_start(stop, 30, 0);
+    loop_run(el);
+    ASSERT_EQ(q.reads, 0);   /* readable the whole time, paused */
+    loop_pause_read(el, fds[0]);   /* again: nothing changes */
+    loop_add_file(el, fds[0], LOOP_READABLE, on_read, &q);
+    loop_timer_start(stop, 2000, 0);
+    loop_run(el);
+    ASSERT_EQ(q.ngot, 3);
+    ASSERT_MEMEQ(q.got, "xyz", 3);
+    loop_pause_read(el, -1);
+    loop_pause_read(el, 100000);   /* never watched */
+    loop_del_file(el, fds[0], LOOP_READABLE | LOOP_WRITABLE);
+    close(fds[0]);
+    close(fds[1]);
+    loop_timer_free(stop);
+    loop_destroy(el);
 }
 
 static void test_timers(void) {
@@ -233,6 +273,7 @@ static void test_hooks_in_priority_order(void) {
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN_TEST(test_file_events);
+    RUN_TEST(test_pause_read);
     RUN_TEST(test_timers);
     RUN_TEST(test_now);
     RUN_TEST(test_wake_from_thread);
