@@ -271,7 +271,9 @@ static void test_get_one_master_wakeup(void) {
     enum { N = 40, LEN = 100 };
     ASSERT(set_pattern("lw:k", LEN, 77));
     ASSERT(get_is_pattern("lw:k", LEN, 77));
-    usleep(50 * 1000);   /* its lease went back by itself */
+    /* its lease goes back by itself (no command follows to take it) */
+    for (uint64_t end = mono_ms() + 3000; info_field_ll("master_lease_flushes") < 1 && mono_ms() < end;)
+        usleep(5 * 1000);
     long long w0 = info_field_ll("master_wakeups"), f0 = info_field_ll("master_lease_flushes");
     ASSERT(w0 >= 0 && f0 >= 1);
     uint64_t t0 = mono_ms();
@@ -291,8 +293,10 @@ static void test_get_one_master_wakeup(void) {
     while (mono_ms() < end && h_info_field(m, "cluster", "held_extents") != 0) usleep(10 * 1000);
     long long held = h_info_field(m, "cluster", "held_extents");
     redisFree(m);
+    /* The last GET's lease went back by itself or with a heartbeat (a
+     * slow sanitizer build may flush it before f1 is read): either way
+     * well before lease_ms. */
     ASSERT_EQ(held, 0);
-    ASSERT(info_field_ll("master_lease_flushes") >= f1 + 1);   /* the last GET's lease went by itself */
 }
 
 /* Large values read on the loop go about 1 MiB a loop iteration
