@@ -108,6 +108,22 @@ static void watch_sync(mkv_async *a) {
     if (mkv_link_watch(a->c, a->pfd, &id)) __atomic_store_n(&a->watch_id, id, __ATOMIC_RELEASE);
 }
 
+/* DRAIN_READS: a face woken with no reply owed stops watching the link's
+ * fd: faces on other threads share the connection (one a gateway loop),
+ * and each of their replies would wake this one for nothing. Its next
+ * send watches it again (watch_sync after the send counts itself owed,
+ * under mu; an fd added while readable reports at once). 1 if idle. */
+static int unwatch_idle(mkv_async *a) {
+    pthread_mutex_lock(&a->mu);
+    int idle = a->master_wait == 0;
+    uint64_t id = __atomic_load_n(&a->watch_id, __ATOMIC_ACQUIRE);
+    if (idle && id && mkv_link_unwatch(a->c, a->pfd, id)) {
+        __atomic_compare_exchange_n(&a->watch_id, &id, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return idle;
+}
+
 /* ---- for the steps (async_ops.c) ---- */
 
 void mkv_async_finish(mkv_async *a, mkv_op *op) {
@@ -571,6 +587,10 @@ static void edges_take(mkv_async *a) {
  * pfd goes quiet, and runs what was posted before it did. */
 static void drain_reads(mkv_async *a) {
     if (a->closing) {
+        edges_take(a);
+        return;
+    }
+    if (unwatch_idle(a)) {   /* nothing of ours to read: what was posted runs */
         edges_take(a);
         return;
     }

@@ -282,6 +282,9 @@ int mkv_link_up(mkv_client *c);
  * connection's, not a number closed and reused meanwhile): 1 and *id set
  * when it was added, else 0. */
 int mkv_link_watch(mkv_client *c, int epfd, uint64_t *id);
+/* The connection named id taken out of epfd again (under the lock, as
+ * mkv_link_watch): 1 when it was there and is gone. */
+int mkv_link_unwatch(mkv_client *c, int epfd, uint64_t id);
 /* One turn for the callbacks: read for up to a slice (or until wake_fd,
  * if >= 0, is readable) when calls wait and no thread reads, else wait
  * briefly for the one that does; then run the callbacks of the replies

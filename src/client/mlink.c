@@ -607,6 +607,14 @@ int mkv_link_watch(mkv_client *c, int epfd, uint64_t *id) {
     return added;
 }
 
+int mkv_link_unwatch(mkv_client *c, int epfd, uint64_t id) {
+    mkv_mlink *L = &c->core->link;
+    pthread_mutex_lock(&L->mu);
+    int removed = L->rc && L->id == id && epoll_ctl(epfd, EPOLL_CTL_DEL, L->rc->fd, NULL) == 0;
+    pthread_mutex_unlock(&L->mu);
+    return removed;
+}
+
 int mkv_link_up(mkv_client *c) {
     uint64_t id;
     return mkv_link_fd(c, &id) >= 0;

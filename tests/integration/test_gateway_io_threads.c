@@ -113,6 +113,35 @@ static void test_one_store_for_every_loop(void) {
     freeReplyObject(r);
 }
 
+/* The loops share the master connection, each watching its fd while it
+ * owes replies; a loop that owes none is not woken by the other's (INFO
+ * gateway master_wakeups, per loop). Before, every reply woke both: 100
+ * GETs on one loop woke the idle one ~100 times for nothing. It may wake
+ * once to stop watching, and for its own heartbeat (MOON.GATEWAY, once a
+ * second) and whatever wakes it once after that. */
+static void test_idle_loop_not_woken(void) {
+    enum { N = 100 };
+    redisContext *busy = NULL, *idle = NULL;
+    for (int i = 0; i < NCONN; i++) {
+        long long loop = h_info_field(conns[i], "server", "io_thread");
+        if (loop == 0 && !busy) busy = conns[i];
+        if (loop == 1 && !idle) idle = conns[i];
+    }
+    ASSERT(busy && idle);
+    ASSERT(get_is(idle, "iot:1", "value of connection 1", strlen("value of connection 1")));   /* it watches */
+    usleep(50 * 1000);   /* its lease went back by itself: nothing owed */
+    long long w0 = h_info_field(idle, "gateway", "master_wakeups");
+    long long b0 = h_info_field(busy, "gateway", "master_wakeups");
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < N; i++) ASSERT(get_is(busy, "iot:0", "value of connection 0", strlen("value of connection 0")));
+    long long w1 = h_info_field(idle, "gateway", "master_wakeups");
+    long long b1 = h_info_field(busy, "gateway", "master_wakeups");
+    long long beats = (long long)((mono_ms() - t0) / 1000) + 1;
+    printf("# %d GETs on loop 0: loop 0 woken %lld times, loop 1 (idle) %lld\n", N, b1 - b0, w1 - w0);
+    ASSERT(b1 - b0 >= N / 2);   /* the busy loop's own replies woke it */
+    ASSERT(w1 - w0 <= 1 + 3 * beats);
+}
+
 #define MAX_SOCKETS 1024
 
 /* The socket inodes among pid's open files into ino; how many. */
@@ -326,6 +355,7 @@ int main(void) {
     RUN_TEST(test_connections_spread_over_loops);
     RUN_TEST(test_one_store_for_every_loop);
     RUN_TEST(test_one_master_connection_per_process);
+    RUN_TEST(test_idle_loop_not_woken);
     RUN_TEST(test_commands_over_the_face);
     RUN_TEST(test_keys_one_master_command);
     RUN_TEST(test_clean_stop);
