@@ -301,7 +301,8 @@ static void test_node_restart_same_client(void) {
      * (it watches the node process: shm_map_watch), with no request to
      * find the path broken. */
     uint64_t end = mono_ms() + 10000;
-    while (test_mappings_of(seg_file) != 0 && mono_ms() < end) usleep(20 * 1000);
+    /* (the mapping goes first, then the fd: wait for both) */
+    while ((test_mappings_of(seg_file) != 0 || test_fds_of(seg_file) != 0) && mono_ms() < end) usleep(20 * 1000);
     printf("# the dead node's mapping dropped %llu ms after its kill\n",
            (unsigned long long)(mono_ms() + 10000 - end));
     ASSERT_EQ(test_mappings_of(seg_file), 0);
