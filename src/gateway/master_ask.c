@@ -161,24 +161,27 @@ static void answered(const redisReply *r, void *ctx) {
 
 static void pin_run(ask *a, mkv_client *mc);
 
-/* The stat or flush answer of one group's master added to a's out. */
-static void add_part(ask *a, const redisReply *r) {
+/* The stat or flush answer of one group's master added to a's out;
+ * STORE_OK, or the part's failure (then a's out). */
+static int add_part(ask *a, const redisReply *r) {
     if (a->kind == ASK_STAT) {
         store_stat one, *st = a->out;
         take_stat(&one, r);
-        if (one.rc != STORE_OK) *st = one;
-        if (one.rc != STORE_OK) return;
+        if (one.rc != STORE_OK) {
+            *st = one;
+            return one.rc;
+        }
         st->objects += one.objects;
         st->bytes_used += one.bytes_used;
         st->bytes_total += one.bytes_total;
-        if (one.evicted >= 0 && st->evicted >= 0) st->evicted += one.evicted;
-        else st->evicted = -1;
-        return;
+        st->evicted = one.evicted >= 0 && st->evicted >= 0 ? st->evicted + one.evicted : -1;
+        return STORE_OK;
     }
     store_flushed one, *f = a->out;
     take_flush(&one, r);
     if (one.rc != STORE_OK) *f = one;
     else f->removed += one.removed;
+    return one.rc;
 }
 
 /* Every group's master asked in turn, the answers summed (a's rc the
@@ -187,14 +190,13 @@ static void add_part(ask *a, const redisReply *r) {
 static void walk_groups(ask *a, mkv_client *mc, const proto_cmd *cmd) {
     if (a->kind == ASK_STAT) *(store_stat *)a->out = (store_stat){.rc = STORE_OK};
     else *(store_flushed *)a->out = (store_flushed){.rc = STORE_OK};
-    for (int g = 0;; g++) {
+    int rc = STORE_OK;
+    for (int g = 0; rc == STORE_OK; g++) {
         int code;
         redisReply *r = mkv_command_group(mc, &g, cmd->argc, cmd->argv, cmd->lens, &code);
         if (!r && code == MKV_ENOTFOUND) break;
-        add_part(a, r);
+        rc = add_part(a, r);
         freeReplyObject(r);
-        if (a->kind == ASK_STAT ? ((store_stat *)a->out)->rc != STORE_OK : ((store_flushed *)a->out)->rc != STORE_OK)
-            break;
     }
     a->walked = 1;
 }
